@@ -1,0 +1,1 @@
+# daemon/local.mk: (filled in by the daemon work)

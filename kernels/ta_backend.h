@@ -1,0 +1,90 @@
+/* ta_backend.h: the backend interface. A backend owns tile memory (host memory for the
+ * CPU backend, device memory for CUDA) and applies validated plans (ta_plan.h) to it.
+ *
+ * Contract:
+ *  - tile_alloc returns zero-filled memory of the given size or an error
+ *    (RESOURCE_EXHAUSTED when memory is short); tile_free releases it.
+ *  - apply runs one plan to completion before returning (the daemon calls it from a
+ *    worker thread, never from the event loop). Every element is atomic on its own; the
+ *    order among elements is unspecified. The plan's host arrays are only read during the
+ *    call; old_out is written before it returns. apply may be called concurrently from
+ *    several threads, on the same tile too.
+ *  - A backend never reads or writes outside [mem, mem + tile bytes), whatever the plan.
+ *  - Read/write/fill of regions are plans too (LOAD / STORE over a region). */
+#ifndef TA_BACKEND_H
+#define TA_BACKEND_H
+
+#include "ta_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ta_backend ta_backend;
+
+/* Descriptive facts a backend reports for stats. */
+typedef struct ta_backend_info {
+	char name[16];                /* "cpu" or "cuda" */
+	char device[128];             /* device name or CPU description */
+	uint64_t device_memory;       /* bytes of device memory, 0 for cpu */
+	char compute_capability[16];  /* "9.0", "" for cpu */
+	int workers;                  /* worker threads (cpu) or streams (cuda) */
+} ta_backend_info;
+
+/* The operations every backend implements. */
+typedef struct ta_backend_vtbl {
+	/* Releases the backend and everything it holds (tiles must be freed first). */
+	void (*destroy)(ta_backend *be);
+	/* Allocates bytes of zeroed tile memory into *mem. */
+	ta_status (*tile_alloc)(ta_backend *be, size_t bytes, void **mem, ta_error *err);
+	/* Frees tile memory from tile_alloc (NULL is a no-op). */
+	void (*tile_free)(ta_backend *be, void *mem);
+	/* Applies plan to the tile at mem (tile_bytes long); fills *result. */
+	ta_status (*apply)(ta_backend *be, void *mem, size_t tile_bytes, const ta_plan *plan,
+			   ta_result *result, ta_error *err);
+	/* Fills *info. */
+	void (*info)(ta_backend *be, ta_backend_info *info);
+} ta_backend_vtbl;
+
+/* Base of every backend object: implementations embed it first. */
+struct ta_backend {
+	const ta_backend_vtbl *vt; /* the implementation */
+};
+
+/* Creates the CPU backend with nthreads workers (< 2 means 2; 0 means one per core, at
+ * least 2). Returns NULL with err set on failure. */
+ta_backend *ta_cpu_backend_new(int nthreads, ta_error *err);
+
+/* Creates the CUDA backend on device (an ordinal). Returns NULL with err set
+ * (UNAVAILABLE when the build has no CUDA or no usable GPU is present). */
+ta_backend *ta_cuda_backend_new(int device, ta_error *err);
+
+/* Convenience wrappers over the vtable. */
+static inline void ta_backend_destroy(ta_backend *be)
+{
+	if (be)
+		be->vt->destroy(be);
+}
+static inline ta_status ta_backend_tile_alloc(ta_backend *be, size_t bytes, void **mem,
+					      ta_error *err)
+{
+	return be->vt->tile_alloc(be, bytes, mem, err);
+}
+static inline void ta_backend_tile_free(ta_backend *be, void *mem)
+{
+	be->vt->tile_free(be, mem);
+}
+static inline ta_status ta_backend_apply(ta_backend *be, void *mem, size_t tile_bytes,
+					 const ta_plan *plan, ta_result *result, ta_error *err)
+{
+	return be->vt->apply(be, mem, tile_bytes, plan, result, err);
+}
+static inline void ta_backend_info_get(ta_backend *be, ta_backend_info *info)
+{
+	be->vt->info(be, info);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TA_BACKEND_H */

@@ -1,0 +1,168 @@
+/* ta_plan.h: a validated, backend-neutral description of one atomic or memory request.
+ *
+ * The daemon decodes a wire request into a ta_request (borrowed views of the operand
+ * bytes), and ta_plan_build() checks it against the tile and the legality table
+ * (ta_ops.def) and resolves every addressing form into one shape:
+ *
+ *   for every element e of the iteration shape `shape` (row-major, `count` elements):
+ *     if the mask is present and mask[e] == 0: nothing is read or written
+ *     coordinates c[a] of the destination along each tile axis a:
+ *        REGION : c[a] = origin[a] + e[a]
+ *        SCATTER: c[a] = origin[a] + e[a] for a != dim; c[dim] = origin[dim] + index0[e]
+ *        INDEXED: c[a] = origin[a] + index_a[e]
+ *        FLAT   : the row-major offset index0[e] inside the region, unravelled
+ *     an index outside [0, extent[a]) (FLAT: outside [0, region element count)) is out of
+ *     range: the element is skipped and counted (check_bounds) -- with check_bounds off,
+ *     ta_plan_build already rejected the request with TA_OUT_OF_RANGE
+ *     destination offset = sum_a c[a] * tile_stride[a]
+ *     apply op with values[e] (and compare[e]); old_out[e] = the value seen before
+ *
+ * Operands (values, compare, mask, indices) are read through per-axis element strides
+ * over the iteration shape; a stride of 0 broadcasts. All pointers in a plan are host
+ * memory owned by the caller; a backend stages them wherever it needs them.
+ *
+ * Output for elements that are masked off or skipped: the compare value for CAS, the
+ * padding value for LOAD, and all-zero bits otherwise. */
+#ifndef TA_PLAN_H
+#define TA_PLAN_H
+
+#include "ta_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How destinations are addressed. */
+typedef enum ta_addr {
+	TA_ADDR_REGION = 0,  /* element-wise over a region */
+	TA_ADDR_SCATTER = 1, /* torch.scatter_ rules along scatter_dim */
+	TA_ADDR_INDEXED = 2, /* one index array per tile axis, broadcast together */
+	TA_ADDR_FLAT = 3     /* one array of row-major offsets into the region */
+} ta_addr;
+
+/* Request families: which ops and addressing forms a request kind allows. */
+typedef enum ta_family {
+	TA_FAMILY_ELEMENTWISE = 0, /* RMW ops over a region */
+	TA_FAMILY_SCATTER = 1,     /* add/sub/min/max with scatter addressing */
+	TA_FAMILY_INDEXED = 2,     /* every RMW op with indexed or flat addressing */
+	TA_FAMILY_MEMORY = 3       /* LOAD / STORE with any addressing */
+} ta_family;
+
+/* A borrowed, unvalidated view of one operand array as it came off the wire. */
+typedef struct ta_array_view {
+	bool present;                /* false: the operand was not given */
+	ta_dtype dtype;              /* element type */
+	int rank;                    /* 0 = scalar */
+	int64_t shape[TA_MAX_RANK];  /* extents, rank entries */
+	const void *data;            /* packed little-endian elements */
+	size_t nbytes;               /* bytes at data (checked against shape x dtype) */
+} ta_array_view;
+
+/* What a tile is, as the plan builder needs it. */
+typedef struct ta_tile_shape {
+	ta_dtype dtype;             /* element type */
+	int rank;                   /* 1..TA_MAX_RANK */
+	int64_t shape[TA_MAX_RANK]; /* extents */
+} ta_tile_shape;
+
+/* A decoded request, before validation. */
+typedef struct ta_request {
+	ta_family family;                  /* request kind */
+	ta_op op;                          /* operation */
+	ta_addr addr;                      /* addressing form */
+	bool has_region;                   /* false: the region is the whole tile */
+	int region_rank;                   /* entries in region_origin/region_shape */
+	int64_t region_origin[TA_MAX_RANK];/* region origin in the tile */
+	int64_t region_shape[TA_MAX_RANK]; /* region extents */
+	int scatter_dim;                   /* SCATTER: the axis indices address */
+	int n_index;                       /* index arrays given (INDEXED: tile rank, else 1) */
+	ta_array_view index[TA_MAX_RANK];  /* index arrays (INT32 / INT64) */
+	ta_array_view values;              /* values (CAS: desired); STORE: the data */
+	ta_array_view compare;             /* CAS: expected values */
+	ta_array_view mask;                /* BOOL mask, broadcast to the element shape */
+	ta_array_view padding;             /* LOAD: scalar returned for masked / skipped */
+	ta_sem sem;                        /* memory order */
+	ta_scope scope;                    /* scope */
+	ta_space space;                    /* global or shared accumulation */
+	bool check_bounds;                 /* skip and count out-of-range (true) or reject */
+	bool want_old;                     /* return pre-RMW / loaded values */
+} ta_request;
+
+/* One operand resolved against the iteration shape. */
+typedef struct ta_operand {
+	const void *data;                /* NULL when absent */
+	ta_dtype dtype;                  /* element type */
+	int64_t stride[TA_MAX_RANK];     /* element stride per iteration axis; 0 broadcasts */
+} ta_operand;
+
+/* A validated request, ready for a backend. */
+typedef struct ta_plan {
+	ta_op op;                          /* operation */
+	ta_dtype dtype;                    /* tile dtype */
+	ta_sem sem;                        /* memory order */
+	ta_scope scope;                    /* scope */
+	ta_space space;                    /* global or shared */
+	ta_addr addr;                      /* addressing form */
+	bool check_bounds;                 /* out-of-range: skip (true); never reached (false) */
+	bool want_old;                     /* old_out is filled */
+	int rank;                          /* rank of the iteration shape (0 = one element) */
+	int64_t shape[TA_MAX_RANK];        /* iteration shape */
+	int64_t count;                     /* elements in the iteration shape */
+	int tile_rank;                     /* tile rank */
+	int64_t tile_shape[TA_MAX_RANK];   /* tile extents */
+	int64_t tile_stride[TA_MAX_RANK];  /* tile element strides (row-major) */
+	int64_t origin[TA_MAX_RANK];       /* region origin in the tile */
+	int64_t extent[TA_MAX_RANK];       /* region extents */
+	int64_t region_count;              /* elements in the region */
+	int scatter_dim;                   /* SCATTER: the indexed axis */
+	int n_index;                       /* index operands in use */
+	ta_operand index[TA_MAX_RANK];     /* index operands (INT32 / INT64) */
+	ta_operand values;                 /* values / desired / store data */
+	ta_operand compare;                /* CAS expected values */
+	ta_operand mask;                   /* BOOL mask, data NULL when absent */
+	uint64_t padding_bits;             /* LOAD: bits returned for masked / skipped */
+	void *old_out;                     /* want_old: count elements of dtype, contiguous */
+} ta_plan;
+
+/* What a backend reports after applying a plan. */
+typedef struct ta_result {
+	uint64_t skipped; /* elements skipped as out of range */
+	uint64_t applied; /* elements applied (not masked off, not skipped) */
+} ta_result;
+
+/* Validates req against tile and the legality table and fills plan (old_out NULL: the
+ * caller allocates plan->count elements when plan->want_old). With check_bounds off,
+ * every unmasked index is checked here and an out-of-range one gives TA_OUT_OF_RANGE.
+ * Returns TA_OK, or an error (INVALID_ARGUMENT, OUT_OF_RANGE) with a message naming the
+ * problem; on error nothing needs freeing. */
+ta_status ta_plan_build(ta_plan *plan, const ta_tile_shape *tile, const ta_request *req,
+			ta_error *err);
+
+/* Checks that an operand view's byte count matches its shape and dtype and that its
+ * shape is sane; what names the operand in messages. */
+ta_status ta_array_view_check(const ta_array_view *view, const char *what, ta_error *err);
+
+/* Initialises a request with the defaults (relaxed, gpu, global, check_bounds on). */
+void ta_request_init(ta_request *req);
+
+/* Fills req as a whole-tile (or region) element-wise op: a convenience for tests and the
+ * daemon's read/write/fill paths. */
+void ta_request_region(ta_request *req, ta_family family, ta_op op);
+
+/* Element-wise helpers shared by backends -------------------------------------------*/
+
+/* Resolves element k (row-major over plan->shape) to its tile element offset. Returns 1
+ * and sets *offset when the element is to be applied, 0 when masked off, -1 when out of
+ * range (skipped). Backends that iterate on the host use it; the CUDA kernels mirror it. */
+int ta_plan_resolve(const ta_plan *plan, int64_t k, int64_t *offset);
+
+/* Reads element k of an operand as raw bits (zero-extended), dtype size from plan. */
+uint64_t ta_operand_bits(const ta_plan *plan, const ta_operand *op, int64_t k);
+
+/* Bytes a tile of this shape occupies; 0 on overflow. */
+uint64_t ta_tile_bytes(const ta_tile_shape *tile);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TA_PLAN_H */

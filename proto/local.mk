@@ -1,0 +1,14 @@
+# proto/local.mk: protoc-c code generation (never committed) and the framing helpers
+# shared by the daemon and the client library.
+PROTO_GEN = proto/tileatom.pb-c.c proto/tileatom.pb-c.h
+BUILT_SOURCES += $(PROTO_GEN)
+CLEANFILES += $(PROTO_GEN)
+EXTRA_DIST += proto/tileatom.proto
+
+proto/tileatom.pb-c.c proto/tileatom.pb-c.h: $(srcdir)/proto/tileatom.proto
+	$(AM_V_GEN)$(MKDIR_P) proto && \
+	$(PROTOC_C) --proto_path=$(srcdir)/proto --c_out=proto $(srcdir)/proto/tileatom.proto
+
+# Sources every protocol speaker compiles in (daemon, client library, tests).
+PROTO_SOURCES = proto/ta_frame.c proto/ta_frame.h
+nodist_PROTO_SOURCES = $(PROTO_GEN)

@@ -1,0 +1,112 @@
+/* ta_frame.c: length-prefixed framing (see ta_frame.h). The reader allocates a payload
+ * buffer only after the prefix has passed the size check, so an oversized or hostile
+ * length never causes an allocation. */
+#include "ta_frame.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void ta_frame_put_header(uint8_t out[TA_FRAME_HEADER], uint32_t len)
+{
+	out[0] = (uint8_t)(len & 0xffu);
+	out[1] = (uint8_t)((len >> 8) & 0xffu);
+	out[2] = (uint8_t)((len >> 16) & 0xffu);
+	out[3] = (uint8_t)((len >> 24) & 0xffu);
+}
+
+uint32_t ta_frame_get_header(const uint8_t in[TA_FRAME_HEADER])
+{
+	return (uint32_t)in[0] | ((uint32_t)in[1] << 8) | ((uint32_t)in[2] << 16) |
+	       ((uint32_t)in[3] << 24);
+}
+
+int ta_frame_encode(const ProtobufCMessage *msg, uint32_t max_payload, uint8_t **out,
+		    size_t *out_len)
+{
+	*out = NULL;
+	*out_len = 0;
+	size_t len = protobuf_c_message_get_packed_size(msg);
+	if (len > max_payload)
+		return -1;
+	uint8_t *buf = malloc(TA_FRAME_HEADER + len);
+	if (!buf)
+		return -1;
+	ta_frame_put_header(buf, (uint32_t)len);
+	size_t packed = protobuf_c_message_pack(msg, buf + TA_FRAME_HEADER);
+	if (packed != len) {
+		free(buf);
+		return -1;
+	}
+	*out = buf;
+	*out_len = TA_FRAME_HEADER + len;
+	return 0;
+}
+
+void ta_frame_reader_init(ta_frame_reader *r, uint32_t max_payload)
+{
+	memset(r, 0, sizeof(*r));
+	r->max_payload = max_payload;
+}
+
+void ta_frame_reader_free(ta_frame_reader *r)
+{
+	free(r->payload);
+	r->payload = NULL;
+	r->header_have = 0;
+	r->payload_have = 0;
+	r->payload_len = 0;
+}
+
+ta_frame_status ta_frame_reader_feed(ta_frame_reader *r, const uint8_t **data, size_t *len)
+{
+	if (r->error)
+		return r->error == 1 ? TA_FRAME_TOO_LARGE : TA_FRAME_NOMEM;
+	while (*len > 0 || (r->header_have == TA_FRAME_HEADER &&
+			    r->payload_have == r->payload_len)) {
+		if (r->header_have < TA_FRAME_HEADER) {
+			size_t take = TA_FRAME_HEADER - r->header_have;
+			if (take > *len)
+				take = *len;
+			memcpy(r->header + r->header_have, *data, take);
+			r->header_have += take;
+			*data += take;
+			*len -= take;
+			if (r->header_have < TA_FRAME_HEADER)
+				return TA_FRAME_NEED_MORE;
+			r->payload_len = ta_frame_get_header(r->header);
+			r->payload_have = 0;
+			if (r->payload_len > r->max_payload) {
+				r->error = 1;
+				return TA_FRAME_TOO_LARGE;
+			}
+			/* One extra byte so that an empty payload still has a buffer. */
+			r->payload = malloc((size_t)r->payload_len + 1);
+			if (!r->payload) {
+				r->error = 2;
+				return TA_FRAME_NOMEM;
+			}
+		}
+		size_t want = r->payload_len - r->payload_have;
+		if (want > *len)
+			want = *len;
+		memcpy(r->payload + r->payload_have, *data, want);
+		r->payload_have += (uint32_t)want;
+		*data += want;
+		*len -= want;
+		if (r->payload_have == r->payload_len)
+			return TA_FRAME_READY;
+		return TA_FRAME_NEED_MORE;
+	}
+	return TA_FRAME_NEED_MORE;
+}
+
+uint8_t *ta_frame_reader_take(ta_frame_reader *r, uint32_t *len)
+{
+	uint8_t *p = r->payload;
+	*len = r->payload_len;
+	r->payload = NULL;
+	r->header_have = 0;
+	r->payload_have = 0;
+	r->payload_len = 0;
+	return p;
+}

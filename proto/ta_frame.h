@@ -1,0 +1,65 @@
+/* ta_frame.h: stream framing of tileatom messages, shared by the daemon and the client
+ * library. A frame is a 4-byte little-endian length N, then N bytes of one protobuf
+ * message (Request or Response of proto/tileatom.proto). Lengths over the receiver's
+ * limit are rejected before anything is allocated. */
+#ifndef TA_FRAME_H
+#define TA_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tileatom.pb-c.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes of the length prefix. */
+#define TA_FRAME_HEADER 4
+/* Default maximum frame payload: 64 MiB. */
+#define TA_FRAME_DEFAULT_MAX (64u * 1024u * 1024u)
+
+/* Writes the 4-byte little-endian prefix for a payload of len bytes. */
+void ta_frame_put_header(uint8_t out[TA_FRAME_HEADER], uint32_t len);
+/* Reads a 4-byte little-endian prefix. */
+uint32_t ta_frame_get_header(const uint8_t in[TA_FRAME_HEADER]);
+
+/* Encodes msg (a Request or Response) as one frame into a malloc'd buffer: *out gets the
+ * buffer, *out_len its length (prefix included). Returns 0, or -1 when the message is
+ * larger than max_payload (*out left NULL) or memory is short. */
+int ta_frame_encode(const ProtobufCMessage *msg, uint32_t max_payload, uint8_t **out,
+		    size_t *out_len);
+
+/* Incremental frame reader: feed bytes as they arrive, take whole payloads out. */
+typedef struct ta_frame_reader {
+	uint32_t max_payload; /* largest payload accepted */
+	uint8_t header[TA_FRAME_HEADER]; /* prefix bytes gathered so far */
+	size_t header_have;   /* bytes of header gathered */
+	uint8_t *payload;     /* payload buffer (allocated once the prefix is known) */
+	uint32_t payload_len; /* expected payload length */
+	uint32_t payload_have;/* payload bytes gathered */
+	int error;            /* sticky: 1 after an oversized prefix or allocation failure */
+} ta_frame_reader;
+
+/* Result of ta_frame_reader_feed. */
+typedef enum ta_frame_status {
+	TA_FRAME_NEED_MORE = 0, /* all input consumed, no complete frame yet */
+	TA_FRAME_READY = 1,     /* a payload is complete: take it with ta_frame_reader_take */
+	TA_FRAME_TOO_LARGE = 2, /* the prefix announced more than max_payload */
+	TA_FRAME_NOMEM = 3      /* the payload buffer could not be allocated */
+} ta_frame_status;
+
+/* Prepares a reader accepting payloads of at most max_payload bytes. */
+void ta_frame_reader_init(ta_frame_reader *r, uint32_t max_payload);
+/* Frees any partial payload. */
+void ta_frame_reader_free(ta_frame_reader *r);
+/* Consumes bytes from *data (advancing *data and *len) until a frame completes or the
+ * input runs out. Call again with the remaining input after taking a ready frame. */
+ta_frame_status ta_frame_reader_feed(ta_frame_reader *r, const uint8_t **data, size_t *len);
+/* Hands over the completed payload (caller frees it with free()); resets for the next. */
+uint8_t *ta_frame_reader_take(ta_frame_reader *r, uint32_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TA_FRAME_H */

@@ -1,0 +1,5 @@
+# tests/local.mk: Check suites and benchmarks; each part of the project keeps its tests in
+# a fragment of its own.
+include $(srcdir)/tests/core.mk
+include $(srcdir)/tests/service.mk
+include $(srcdir)/tests/cuda.mk
