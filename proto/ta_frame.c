@@ -21,7 +21,7 @@ uint32_t ta_frame_get_header(const uint8_t in[TA_FRAME_HEADER])
 }
 
 int ta_frame_encode(const ProtobufCMessage *msg, uint32_t max_payload, uint8_t **out,
-		    size_t *out_len)
+                    size_t *out_len)
 {
 	*out = NULL;
 	*out_len = 0;
@@ -61,8 +61,8 @@ ta_frame_status ta_frame_reader_feed(ta_frame_reader *r, const uint8_t **data, s
 {
 	if (r->error)
 		return r->error == 1 ? TA_FRAME_TOO_LARGE : TA_FRAME_NOMEM;
-	while (*len > 0 || (r->header_have == TA_FRAME_HEADER &&
-			    r->payload_have == r->payload_len)) {
+	while (*len > 0 ||
+	       (r->header_have == TA_FRAME_HEADER && r->payload_have == r->payload_len)) {
 		if (r->header_have < TA_FRAME_HEADER) {
 			size_t take = TA_FRAME_HEADER - r->header_have;
 			if (take > *len)

@@ -28,17 +28,17 @@ uint32_t ta_frame_get_header(const uint8_t in[TA_FRAME_HEADER]);
  * buffer, *out_len its length (prefix included). Returns 0, or -1 when the message is
  * larger than max_payload (*out left NULL) or memory is short. */
 int ta_frame_encode(const ProtobufCMessage *msg, uint32_t max_payload, uint8_t **out,
-		    size_t *out_len);
+                    size_t *out_len);
 
 /* Incremental frame reader: feed bytes as they arrive, take whole payloads out. */
 typedef struct ta_frame_reader {
-	uint32_t max_payload; /* largest payload accepted */
+	uint32_t max_payload;            /* largest payload accepted */
 	uint8_t header[TA_FRAME_HEADER]; /* prefix bytes gathered so far */
-	size_t header_have;   /* bytes of header gathered */
-	uint8_t *payload;     /* payload buffer (allocated once the prefix is known) */
-	uint32_t payload_len; /* expected payload length */
-	uint32_t payload_have;/* payload bytes gathered */
-	int error;            /* sticky: 1 after an oversized prefix or allocation failure */
+	size_t header_have;              /* bytes of header gathered */
+	uint8_t *payload;                /* payload buffer (allocated once the prefix is known) */
+	uint32_t payload_len;            /* expected payload length */
+	uint32_t payload_have;           /* payload bytes gathered */
+	int error; /* sticky: 1 after an oversized prefix or allocation failure */
 } ta_frame_reader;
 
 /* Result of ta_frame_reader_feed. */

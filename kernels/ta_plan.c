@@ -1,0 +1,576 @@
+/* ta_plan.c: validation of decoded requests against a tile and the legality table, and
+ * their resolution into a ta_plan (see ta_plan.h for the element semantics).
+ *
+ * Every rejection names the problem: which operand, which axis, which extent. A request
+ * that fails here has touched nothing. With bounds checking off the indices are scanned
+ * here, so a backend never sees an out-of-range element it would have to reject. */
+#include "ta_plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Largest element count of any request or tile (2^40): keeps offset arithmetic far from
+ * int64 overflow whatever the strides. */
+#define TA_MAX_ELEMENTS (INT64_C(1) << 40)
+
+void ta_request_init(ta_request *req)
+{
+	memset(req, 0, sizeof(*req));
+	req->sem = TA_SEM_RELAXED;
+	req->scope = TA_SCOPE_GPU;
+	req->space = TA_SPACE_GLOBAL;
+	req->check_bounds = true;
+}
+
+void ta_request_region(ta_request *req, ta_family family, ta_op op)
+{
+	ta_request_init(req);
+	req->family = family;
+	req->op = op;
+	req->addr = TA_ADDR_REGION;
+}
+
+uint64_t ta_tile_bytes(const ta_tile_shape *tile)
+{
+	uint64_t n = ta_dtype_size(tile->dtype);
+	if (n == 0 || tile->rank < 1 || tile->rank > TA_MAX_RANK)
+		return 0;
+	for (int a = 0; a < tile->rank; a++) {
+		if (tile->shape[a] < 1 || (uint64_t)tile->shape[a] > (uint64_t)TA_MAX_ELEMENTS)
+			return 0;
+		n *= (uint64_t)tile->shape[a];
+		if (n > (uint64_t)TA_MAX_ELEMENTS * 8u)
+			return 0;
+	}
+	return n;
+}
+
+ta_status ta_array_view_check(const ta_array_view *v, const char *what, ta_error *err)
+{
+	if (!v->present)
+		return TA_OK;
+	size_t es = ta_dtype_size(v->dtype);
+	if (es == 0)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: unknown or missing dtype", what);
+	if (v->rank < 0 || v->rank > TA_MAX_RANK)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: rank %d is over the limit of %d",
+		                    what, v->rank, TA_MAX_RANK);
+	int64_t n = 1;
+	for (int a = 0; a < v->rank; a++) {
+		if (v->shape[a] < 1)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "%s: extent %lld along axis %d must be at least 1",
+			                    what, (long long)v->shape[a], a);
+		if (v->shape[a] > TA_MAX_ELEMENTS || n > TA_MAX_ELEMENTS / v->shape[a])
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: too many elements",
+			                    what);
+		n *= v->shape[a];
+	}
+	if ((uint64_t)v->nbytes != (uint64_t)n * es || (n > 0 && v->data == NULL))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s: %zu bytes of data do not match %lld elements of %s (%llu "
+		                    "bytes expected)",
+		                    what, v->nbytes, (long long)n, ta_dtype_name(v->dtype),
+		                    (unsigned long long)((uint64_t)n * es));
+	return TA_OK;
+}
+
+/* Formats a shape as "(2, 3)" into buf. */
+static const char *shape_str(const int64_t *shape, int rank, char *buf, size_t n)
+{
+	size_t used = 0;
+	used += (size_t)snprintf(buf + used, n - used, "(");
+	for (int a = 0; a < rank && used < n; a++)
+		used += (size_t)snprintf(buf + used, n - used, "%s%lld", a ? ", " : "",
+		                         (long long)shape[a]);
+	if (used < n)
+		snprintf(buf + used, n - used, rank == 1 ? ",)" : ")");
+	return buf;
+}
+
+/* Sets the operand's strides so that view broadcasts (numpy rules, trailing axes aligned)
+ * to the iteration shape without extending it. */
+static ta_status bind_operand(ta_operand *op, const ta_array_view *v, const int64_t *shape,
+                              int rank, const char *what, ta_error *err)
+{
+	memset(op, 0, sizeof(*op));
+	op->dtype = v->dtype;
+	op->data = v->data;
+	if (v->rank > rank) {
+		char a[64], b[64];
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s shape %s does not broadcast to the element shape %s", what,
+		                    shape_str(v->shape, v->rank, a, sizeof(a)),
+		                    shape_str(shape, rank, b, sizeof(b)));
+	}
+	int64_t stride = 1;
+	for (int i = v->rank - 1; i >= 0; i--) {
+		int axis = rank - v->rank + i;
+		if (v->shape[i] == shape[axis]) {
+			op->stride[axis] = shape[axis] == 1 ? 0 : stride;
+		} else if (v->shape[i] == 1) {
+			op->stride[axis] = 0;
+		} else {
+			char a[64], b[64];
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "%s shape %s does not broadcast to the element shape %s (axis %d: %lld "
+			    "vs %lld)",
+			    what, shape_str(v->shape, v->rank, a, sizeof(a)),
+			    shape_str(shape, rank, b, sizeof(b)), axis, (long long)v->shape[i],
+			    (long long)shape[axis]);
+		}
+		stride *= v->shape[i];
+	}
+	return TA_OK;
+}
+
+/* Checks an operand that must carry the tile's dtype. */
+static ta_status check_data_operand(const ta_array_view *v, ta_dtype dtype, const char *what,
+                                    ta_error *err)
+{
+	ta_status st = ta_array_view_check(v, what, err);
+	if (st != TA_OK)
+		return st;
+	if (v->dtype != dtype)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s dtype %s does not match the tile dtype %s", what,
+		                    ta_dtype_name(v->dtype), ta_dtype_name(dtype));
+	return TA_OK;
+}
+
+/* Checks an index operand: present, INT32 or INT64, consistent. */
+static ta_status check_index(const ta_array_view *v, int i, ta_error *err)
+{
+	char what[32];
+	snprintf(what, sizeof(what), "indices[%d]", i);
+	if (!v->present)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s is missing", what);
+	ta_status st = ta_array_view_check(v, what, err);
+	if (st != TA_OK)
+		return st;
+	if (v->dtype != TA_DTYPE_I32 && v->dtype != TA_DTYPE_I64)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s dtype %s is not an index type (int32 or int64)", what,
+		                    ta_dtype_name(v->dtype));
+	return TA_OK;
+}
+
+/* Checks op, family, addressing, dtype, sem, scope and space against the table. */
+static ta_status check_legality(const ta_tile_shape *tile, const ta_request *r, ta_error *err)
+{
+	const char *on = ta_op_name(r->op);
+	if (r->op <= TA_OP_NONE || r->op >= TA_OP_COUNT)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown or missing op (%d)",
+		                    (int)r->op);
+	switch (r->family) {
+	case TA_FAMILY_ELEMENTWISE:
+		if (!ta_op_is_rmw(r->op))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "op %s is not an element-wise atomic", on);
+		if (r->addr != TA_ADDR_REGION)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "element-wise atomics address a region");
+		break;
+	case TA_FAMILY_SCATTER:
+		if (!ta_op_is_rmw(r->op) || !ta_op_scatter_ok(r->op))
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "scatter atomics support add, sub, min and max; %s is not allowed "
+			    "(duplicate indices make exch and cas ill-defined)",
+			    on);
+		if (r->addr != TA_ADDR_SCATTER)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "scatter atomics need scatter addressing (dim + indices)");
+		break;
+	case TA_FAMILY_INDEXED:
+		if (!ta_op_is_rmw(r->op))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "op %s is not an indexed atomic", on);
+		if (r->addr != TA_ADDR_INDEXED && r->addr != TA_ADDR_FLAT)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "indexed atomics need index tuples or flat offsets");
+		break;
+	case TA_FAMILY_MEMORY:
+		if (r->op != TA_OP_LOAD && r->op != TA_OP_STORE)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "op %s is not a load or store", on);
+		break;
+	default:
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown request family %d",
+		                    (int)r->family);
+	}
+	if (!ta_op_accepts_dtype(r->op, tile->dtype))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "op %s is not defined for dtype %s (%s needs an integer dtype)",
+		                    on, ta_dtype_name(tile->dtype), on);
+	if ((unsigned)r->sem >= TA_SEM_COUNT)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown sem %d", (int)r->sem);
+	if (!ta_op_sem_ok(r->op, r->sem))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "sem %s is not valid for %s%s",
+		                    ta_sem_name(r->sem), on,
+		                    r->op == TA_OP_LOAD    ? " (use relaxed or acquire)"
+		                    : r->op == TA_OP_STORE ? " (use relaxed or release)"
+		                                           : "");
+	if ((unsigned)r->scope >= TA_SCOPE_COUNT)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown scope %d", (int)r->scope);
+	if ((unsigned)r->space >= TA_SPACE_COUNT)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown space %d", (int)r->space);
+	if (r->space == TA_SPACE_SHARED) {
+		if (!ta_op_shared_ok(r->op))
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "space shared is not defined for %s (only add, sub, min, max, and, "
+			    "or, xor accumulate privately)",
+			    on);
+		if (r->want_old)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "space shared cannot return pre-RMW values (the private "
+			    "copy hides them); use space global");
+	}
+	return TA_OK;
+}
+
+/* Fills the region window of the plan from the request (or the whole tile). */
+static ta_status bind_region(ta_plan *p, const ta_tile_shape *t, const ta_request *r, ta_error *err)
+{
+	p->region_count = 1;
+	for (int a = 0; a < t->rank; a++) {
+		p->origin[a] = 0;
+		p->extent[a] = t->shape[a];
+	}
+	if (r->has_region) {
+		if (r->region_rank != t->rank)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "region rank %d does not match the tile rank %d",
+			                    r->region_rank, t->rank);
+		for (int a = 0; a < t->rank; a++) {
+			int64_t o = r->region_origin[a], s = r->region_shape[a];
+			if (o < 0 || s < 1 || o > t->shape[a] || s > t->shape[a] - o)
+				return ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "region [%lld, %lld) along axis %d is outside the tile "
+				    "extent %lld",
+				    (long long)o, (long long)(o + s), a, (long long)t->shape[a]);
+			p->origin[a] = o;
+			p->extent[a] = s;
+		}
+	}
+	for (int a = 0; a < t->rank; a++)
+		p->region_count *= p->extent[a];
+	return TA_OK;
+}
+
+/* Computes the iteration shape and binds the index operands. */
+static ta_status bind_addressing(ta_plan *p, const ta_tile_shape *t, const ta_request *r,
+                                 ta_error *err)
+{
+	ta_status st;
+	switch (r->addr) {
+	case TA_ADDR_REGION:
+		p->rank = t->rank;
+		for (int a = 0; a < t->rank; a++)
+			p->shape[a] = p->extent[a];
+		p->n_index = 0;
+		return TA_OK;
+	case TA_ADDR_SCATTER: {
+		if (r->n_index != 1)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "scatter addressing takes one indices array, got %d",
+			                    r->n_index);
+		if ((st = check_index(&r->index[0], 0, err)) != TA_OK)
+			return st;
+		const ta_array_view *iv = &r->index[0];
+		if (r->scatter_dim < 0 || r->scatter_dim >= t->rank)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "scatter dim %d is out of range for a rank-%d tile",
+			                    r->scatter_dim, t->rank);
+		if (iv->rank != t->rank)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "scatter indices have rank %d, the tile has rank %d",
+			                    iv->rank, t->rank);
+		for (int a = 0; a < t->rank; a++) {
+			if (a != r->scatter_dim && iv->shape[a] > p->extent[a])
+				return ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "scatter indices extent %lld along axis %d exceeds the "
+				    "region extent %lld",
+				    (long long)iv->shape[a], a, (long long)p->extent[a]);
+		}
+		p->scatter_dim = r->scatter_dim;
+		p->rank = iv->rank;
+		memcpy(p->shape, iv->shape, sizeof(p->shape));
+		p->n_index = 1;
+		return bind_operand(&p->index[0], iv, p->shape, p->rank, "scatter indices", err);
+	}
+	case TA_ADDR_FLAT:
+	case TA_ADDR_INDEXED: {
+		int want = r->addr == TA_ADDR_FLAT ? 1 : t->rank;
+		if (r->n_index != want)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    r->addr == TA_ADDR_FLAT
+			        ? "flat addressing takes one offsets array, got %d"
+			        : "indexed addressing needs one index array per tile axis "
+			          "(%d), got %d",
+			    r->addr == TA_ADDR_FLAT ? r->n_index : want, r->n_index);
+		/* numpy broadcasting of all index arrays to a common shape. */
+		int rank = 0;
+		for (int i = 0; i < want; i++) {
+			if ((st = check_index(&r->index[i], i, err)) != TA_OK)
+				return st;
+			if (r->index[i].rank > rank)
+				rank = r->index[i].rank;
+		}
+		int64_t shape[TA_MAX_RANK];
+		for (int a = 0; a < rank; a++)
+			shape[a] = 1;
+		for (int i = 0; i < want; i++) {
+			const ta_array_view *iv = &r->index[i];
+			for (int k = 0; k < iv->rank; k++) {
+				int axis = rank - iv->rank + k;
+				if (shape[axis] == 1)
+					shape[axis] = iv->shape[k];
+				else if (iv->shape[k] != 1 && iv->shape[k] != shape[axis])
+					return ta_error_set(
+					    err, TA_INVALID_ARGUMENT,
+					    "index arrays do not broadcast together: indices[%d] "
+					    "has extent %lld on broadcast axis %d, others %lld",
+					    i, (long long)iv->shape[k], axis,
+					    (long long)shape[axis]);
+			}
+		}
+		p->rank = rank;
+		memcpy(p->shape, shape, sizeof(int64_t) * (size_t)rank);
+		p->n_index = want;
+		for (int i = 0; i < want; i++)
+			if ((st = bind_operand(&p->index[i], &r->index[i], p->shape, p->rank,
+			                       "indices", err)) != TA_OK)
+				return st;
+		return TA_OK;
+	}
+	default:
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown addressing form %d",
+		                    (int)r->addr);
+	}
+}
+
+/* Binds values, compare, mask and padding. */
+static ta_status bind_data(ta_plan *p, const ta_tile_shape *t, const ta_request *r, ta_error *err)
+{
+	ta_status st;
+	bool needs_values = r->op != TA_OP_LOAD;
+	if (needs_values && !r->values.present)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s needs values", ta_op_name(r->op));
+	if (!needs_values && r->values.present)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "load takes no values");
+	if (r->values.present) {
+		if ((st = check_data_operand(&r->values, t->dtype, "values", err)) != TA_OK)
+			return st;
+		if ((st = bind_operand(&p->values, &r->values, p->shape, p->rank, "values", err)) !=
+		    TA_OK)
+			return st;
+	}
+	if (r->op == TA_OP_CAS) {
+		if (!r->compare.present)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "cas needs compare (expected) values");
+		if ((st = check_data_operand(&r->compare, t->dtype, "compare", err)) != TA_OK)
+			return st;
+		if ((st = bind_operand(&p->compare, &r->compare, p->shape, p->rank, "compare",
+		                       err)) != TA_OK)
+			return st;
+	} else if (r->compare.present) {
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "compare values are only used by cas");
+	}
+	if (r->mask.present) {
+		if ((st = ta_array_view_check(&r->mask, "mask", err)) != TA_OK)
+			return st;
+		if (r->mask.dtype != TA_DTYPE_BOOL)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "mask dtype %s must be bool",
+			                    ta_dtype_name(r->mask.dtype));
+		if ((st = bind_operand(&p->mask, &r->mask, p->shape, p->rank, "mask", err)) !=
+		    TA_OK)
+			return st;
+	}
+	p->padding_bits = 0;
+	if (r->padding.present) {
+		if (r->op != TA_OP_LOAD)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "padding is only used by loads");
+		if ((st = check_data_operand(&r->padding, t->dtype, "padding", err)) != TA_OK)
+			return st;
+		if (r->padding.rank != 0)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "padding must be a scalar");
+		memcpy(&p->padding_bits, r->padding.data, ta_dtype_size(t->dtype));
+	}
+	return TA_OK;
+}
+
+static void unravel(const ta_plan *p, int64_t k, int64_t *e);
+static int64_t index_at(const ta_plan *p, int i, const int64_t *e);
+
+/* Builds the OUT_OF_RANGE error for element k, naming the axis and the index value. */
+static ta_status out_of_range_error(const ta_plan *p, int64_t k, ta_error *err)
+{
+	int64_t e[TA_MAX_RANK] = {0};
+	unravel(p, k, e);
+	for (int i = 0; i < p->n_index; i++) {
+		int64_t v = index_at(p, i, e);
+		int axis = p->addr == TA_ADDR_SCATTER ? p->scatter_dim : i;
+		int64_t bound = p->addr == TA_ADDR_FLAT ? p->region_count : p->extent[axis];
+		if (v >= 0 && v < bound)
+			continue;
+		if (p->addr == TA_ADDR_FLAT)
+			return ta_error_set(err, TA_OUT_OF_RANGE,
+			                    "flat offset %lld at element %lld is outside [0, %lld) "
+			                    "(bounds checking is off, so nothing was applied)",
+			                    (long long)v, (long long)k, (long long)bound);
+		return ta_error_set(err, TA_OUT_OF_RANGE,
+		                    "index %lld at element %lld is outside [0, %lld) along axis %d "
+		                    "(bounds checking is off, so nothing was applied)",
+		                    (long long)v, (long long)k, (long long)bound, axis);
+	}
+	return ta_error_set(err, TA_OUT_OF_RANGE, "element %lld is out of range", (long long)k);
+}
+
+ta_status ta_plan_build(ta_plan *p, const ta_tile_shape *t, const ta_request *r, ta_error *err)
+{
+	ta_status st;
+	memset(p, 0, sizeof(*p));
+	ta_tile_shape copy = *t;
+	if (!ta_dtype_is_tile(t->dtype) || ta_tile_bytes(&copy) == 0)
+		return ta_error_set(err, TA_INTERNAL, "tile has an invalid dtype or shape");
+	if ((st = check_legality(t, r, err)) != TA_OK)
+		return st;
+	p->op = r->op;
+	p->dtype = t->dtype;
+	p->sem = r->sem;
+	p->scope = r->scope;
+	p->space = r->space;
+	p->addr = r->addr;
+	p->check_bounds = r->check_bounds;
+	p->want_old = r->want_old || r->op == TA_OP_LOAD;
+	p->tile_rank = t->rank;
+	int64_t stride = 1;
+	for (int a = t->rank - 1; a >= 0; a--) {
+		p->tile_shape[a] = t->shape[a];
+		p->tile_stride[a] = stride;
+		stride *= t->shape[a];
+	}
+	if ((st = bind_region(p, t, r, err)) != TA_OK)
+		return st;
+	if ((st = bind_addressing(p, t, r, err)) != TA_OK)
+		return st;
+	p->count = 1;
+	for (int a = 0; a < p->rank; a++) {
+		if (p->shape[a] > TA_MAX_ELEMENTS / p->count)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "too many elements");
+		p->count *= p->shape[a];
+	}
+	if ((st = bind_data(p, t, r, err)) != TA_OK)
+		return st;
+	if (!p->check_bounds && p->addr != TA_ADDR_REGION) {
+		for (int64_t k = 0; k < p->count; k++) {
+			int64_t off;
+			if (ta_plan_resolve(p, k, &off) < 0)
+				return out_of_range_error(p, k, err);
+		}
+	}
+	return TA_OK;
+}
+
+/* Unravels k into iteration coordinates. */
+static void unravel(const ta_plan *p, int64_t k, int64_t *e)
+{
+	for (int a = p->rank - 1; a >= 0; a--) {
+		e[a] = k % p->shape[a];
+		k /= p->shape[a];
+	}
+}
+
+/* Element offset of an operand at iteration coordinates e. */
+static int64_t operand_offset(const ta_plan *p, const ta_operand *op, const int64_t *e)
+{
+	int64_t off = 0;
+	for (int a = 0; a < p->rank; a++)
+		off += e[a] * op->stride[a];
+	return off;
+}
+
+/* Reads index operand i at coordinates e as a signed 64-bit value. */
+static int64_t index_at(const ta_plan *p, int i, const int64_t *e)
+{
+	const ta_operand *op = &p->index[i];
+	int64_t off = operand_offset(p, op, e);
+	if (op->dtype == TA_DTYPE_I32) {
+		int32_t v;
+		memcpy(&v, (const char *)op->data + off * 4, 4);
+		return v;
+	}
+	int64_t v;
+	memcpy(&v, (const char *)op->data + off * 8, 8);
+	return v;
+}
+
+int ta_plan_resolve(const ta_plan *p, int64_t k, int64_t *offset)
+{
+	int64_t e[TA_MAX_RANK] = {0};
+	unravel(p, k, e);
+	if (p->mask.data) {
+		const uint8_t *m = p->mask.data;
+		if (!m[operand_offset(p, &p->mask, e)])
+			return 0;
+	}
+	int64_t off = 0;
+	switch (p->addr) {
+	case TA_ADDR_REGION:
+		for (int a = 0; a < p->tile_rank; a++)
+			off += (p->origin[a] + e[a]) * p->tile_stride[a];
+		break;
+	case TA_ADDR_SCATTER:
+		for (int a = 0; a < p->tile_rank; a++) {
+			int64_t c = e[a];
+			if (a == p->scatter_dim) {
+				c = index_at(p, 0, e);
+				if (c < 0 || c >= p->extent[a])
+					return -1;
+			}
+			off += (p->origin[a] + c) * p->tile_stride[a];
+		}
+		break;
+	case TA_ADDR_INDEXED:
+		for (int a = 0; a < p->tile_rank; a++) {
+			int64_t c = index_at(p, a, e);
+			if (c < 0 || c >= p->extent[a])
+				return -1;
+			off += (p->origin[a] + c) * p->tile_stride[a];
+		}
+		break;
+	case TA_ADDR_FLAT: {
+		int64_t f = index_at(p, 0, e);
+		if (f < 0 || f >= p->region_count)
+			return -1;
+		for (int a = p->tile_rank - 1; a >= 0; a--) {
+			off += (p->origin[a] + f % p->extent[a]) * p->tile_stride[a];
+			f /= p->extent[a];
+		}
+		break;
+	}
+	}
+	*offset = off;
+	return 1;
+}
+
+uint64_t ta_operand_bits(const ta_plan *p, const ta_operand *op, int64_t k)
+{
+	int64_t e[TA_MAX_RANK] = {0};
+	unravel(p, k, e);
+	size_t es = ta_dtype_size(op->dtype);
+	uint64_t v = 0;
+	memcpy(&v, (const char *)op->data + operand_offset(p, op, e) * (int64_t)es, es);
+	return v;
+}
