@@ -22,7 +22,20 @@
  * memory owned by the caller; a backend stages them wherever it needs them.
  *
  * Output for elements that are masked off or skipped: the compare value for CAS, the
- * padding value for LOAD, and all-zero bits otherwise. */
+ * padding value for LOAD, and all-zero bits otherwise.
+ *
+ * Arithmetic rules every backend follows bit for bit:
+ *  - integers: add/sub wrap (two's complement); sub is add of the negation; min/max are
+ *    signed for int32/int64 and unsigned for uint32/uint64.
+ *  - float32 add/sub flush subnormal inputs and results to a zero of the same sign (as the
+ *    GPU's global atom.add.f32 does); float64 does not; float16/bfloat16 round the exact
+ *    sum once to nearest even (.noftz). Sub adds the operand with its sign bit flipped.
+ *    A NaN result of add/sub is stored as the canonical NaN: 0x7fff (16-bit), 0x7fffffff,
+ *    0x7fffffffffffffff.
+ *  - float min/max: -0.0 < +0.0; a NaN in the tile stays; otherwise a NaN operand's bits
+ *    are stored; otherwise the ordinary comparison decides.
+ *  - exch/cas work on bit patterns (cas: -0.0 != +0.0; a NaN equals identical NaN bits).
+ *  - negative indices are out of range (no Python-style wrap-around). */
 #ifndef TA_PLAN_H
 #define TA_PLAN_H
 
