@@ -1,0 +1,66 @@
+/* cli.h: shared declarations of tileatom-cli (cli_main.c: global options, the subcommand
+ * option parser and every subcommand but hist; cli_hist.c: hist). The CLI has no protocol
+ * code: it only calls libtileatom-client. */
+#ifndef TILEATOM_CLI_H
+#define TILEATOM_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tileatom.h"
+
+/* Exit statuses. */
+enum {
+	CLI_EXIT_OK = 0,        /* success (cas: the swap happened) */
+	CLI_EXIT_ERROR = 1,     /* the operation failed (message on stderr) */
+	CLI_EXIT_USAGE = 2,     /* bad command line */
+	CLI_EXIT_CAS_FAILED = 3 /* cas: the element did not hold the expected value */
+};
+
+/* Most positional arguments any subcommand takes. */
+#define CLI_MAX_POS 8
+/* Most options any subcommand takes. */
+#define CLI_MAX_OPTS 12
+
+/* One long option of a subcommand. */
+typedef struct cli_option {
+	const char *name; /* without the leading "--" */
+	bool has_arg;     /* takes a value ("--name V" or "--name=V") */
+} cli_option;
+
+/* A parsed subcommand line. */
+typedef struct cli_args {
+	const char *pos[CLI_MAX_POS];    /* positional arguments, in order */
+	int npos;                        /* how many */
+	const char *value[CLI_MAX_OPTS]; /* per option: its value, "" for a given flag, NULL
+	                                    when absent */
+} cli_args;
+
+/* Global settings from the command line. */
+typedef struct cli_global {
+	const char *socket; /* -s/--socket; NULL: the library's default */
+	int timeout_ms;     /* connect timeout */
+} cli_global;
+
+/* Prints "tileatom-cli: MESSAGE" to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parses argv[1..argc-1] of a subcommand against opts. Returns -1 when it parsed (the caller
+ * goes on), or an exit status: CLI_EXIT_OK after printing usage for --help, CLI_EXIT_USAGE
+ * after a message for a bad line. Between min_pos and max_pos positionals are required.
+ * Long options only (plus -h and -s/--socket, which updates g); an argument that starts
+ * with '-' but not "--" (e.g. "-5", "-inf", "-") is positional. */
+int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_pos, int max_pos,
+              const char *usage, cli_global *g, cli_args *out);
+
+/* Connects to the daemon; returns CLI_EXIT_OK or CLI_EXIT_ERROR after a message. */
+int cli_connect(const cli_global *g, tileatom_client **out);
+
+/* Parses a non-negative decimal integer (full string); false when it is not one. */
+bool cli_parse_count(const char *text, int64_t *out);
+
+/* The hist subcommand (cli_hist.c). */
+int cli_cmd_hist(int argc, char **argv, cli_global *g);
+
+#endif /* TILEATOM_CLI_H */

@@ -1,0 +1,776 @@
+/* cli_main.c: tileatom-cli, the command-line client of tileatomd: global options, the
+ * subcommand option parser and the subcommands ping, stats, create, ls, info, rm, get, the
+ * single-element atomics (add sub min max xchg and or xor cas) and load/store. hist lives
+ * in cli_hist.c. Everything goes through libtileatom-client.
+ *
+ * Exit status: 0 success, 1 error (a message on stderr names the cause), 2 usage error,
+ * 3 cas did not swap. */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Default connect timeout in milliseconds. */
+#define CLI_CONNECT_TIMEOUT_MS 5000
+/* Largest read per request of `get` (bytes); bigger tiles are read in row blocks. */
+#define CLI_GET_CHUNK_BYTES (16u << 20)
+
+static const char global_usage[] =
+    "Usage: tileatom-cli [-s SOCKET] [-t MS] COMMAND [ARGS...]\n"
+    "\n"
+    "Talks to tileatomd, the GPU atomics service.\n"
+    "\n"
+    "Global options:\n"
+    "  -s, --socket SOCKET   daemon address: a Unix socket path or HOST:PORT\n"
+    "                        (default: $TILEATOM_SOCKET, else the daemon's default path)\n"
+    "  -t, --timeout MS      connect timeout in milliseconds (default 5000)\n"
+    "  -h, --help            show this help\n"
+    "  -V, --version         show the version\n"
+    "\n"
+    "Commands:\n"
+    "  ping                               check that the daemon answers\n"
+    "  stats                              daemon statistics\n"
+    "  create NAME --dtype DTYPE --shape D0[,D1...] [--fill V]\n"
+    "  ls                                 list tiles\n"
+    "  info NAME                          describe a tile\n"
+    "  rm NAME                            destroy a tile\n"
+    "  get NAME [--json]                  print a tile's values\n"
+    "  hist NAME [FILE] [--range LO:HI]   histogram numbers into a 1-D tile\n"
+    "  add|sub|min|max|xchg|and|or|xor NAME INDEX VALUE\n"
+    "                                     atomic op on one element; prints the old value\n"
+    "  cas NAME INDEX EXPECTED DESIRED    compare-and-swap; exit 0 swapped, 3 not\n"
+    "  load NAME INDEX                    atomic load of one element\n"
+    "  store NAME INDEX VALUE             atomic store to one element\n"
+    "\n"
+    "Ops take --sem relaxed|acquire|release|acq_rel and --scope gpu|cta|cluster|sys.\n"
+    "INDEX is a flat row-major index or comma-separated coordinates.\n"
+    "Run 'tileatom-cli COMMAND --help' for a command's options.\n";
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("tileatom-cli: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+bool cli_parse_count(const char *text, int64_t *out)
+{
+	if (!text || *text < '0' || *text > '9')
+		return false;
+	errno = 0;
+	char *end;
+	long long v = strtoll(text, &end, 10);
+	if (errno != 0 || *end != '\0' || v < 0)
+		return false;
+	*out = (int64_t)v;
+	return true;
+}
+
+/* Parses a timeout in milliseconds. */
+static bool parse_timeout(const char *text, int *out)
+{
+	int64_t v;
+	if (!cli_parse_count(text, &v) || v > INT_MAX)
+		return false;
+	*out = (int)v;
+	return true;
+}
+
+int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_pos, int max_pos,
+              const char *usage, cli_global *g, cli_args *out)
+{
+	memset(out, 0, sizeof(*out));
+	bool only_pos = false;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!only_pos && strcmp(a, "--") == 0) {
+			only_pos = true;
+			continue;
+		}
+		if (!only_pos && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+			fputs(usage, stdout);
+			return CLI_EXIT_OK;
+		}
+		if (!only_pos && (strcmp(a, "-s") == 0 || strcmp(a, "--socket") == 0 ||
+		                  strncmp(a, "--socket=", 9) == 0)) {
+			if (a[1] == '-' && a[8] == '=') {
+				g->socket = a + 9;
+			} else if (i + 1 < argc) {
+				g->socket = argv[++i];
+			} else {
+				cli_error("%s: %s needs a value", argv[0], a);
+				return CLI_EXIT_USAGE;
+			}
+			continue;
+		}
+		if (!only_pos && a[0] == '-' && a[1] == '-') {
+			const char *name = a + 2;
+			const char *eq = strchr(name, '=');
+			size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+			int k;
+			for (k = 0; k < nopts; k++)
+				if (strlen(opts[k].name) == nlen &&
+				    strncmp(opts[k].name, name, nlen) == 0)
+					break;
+			if (k == nopts) {
+				cli_error("%s: unknown option '%s' (see '%s --help')", argv[0], a,
+				          argv[0]);
+				return CLI_EXIT_USAGE;
+			}
+			if (!opts[k].has_arg) {
+				if (eq) {
+					cli_error("%s: option --%s takes no value", argv[0],
+					          opts[k].name);
+					return CLI_EXIT_USAGE;
+				}
+				out->value[k] = "";
+			} else if (eq) {
+				out->value[k] = eq + 1;
+			} else if (i + 1 < argc) {
+				out->value[k] = argv[++i];
+			} else {
+				cli_error("%s: option --%s needs a value", argv[0], opts[k].name);
+				return CLI_EXIT_USAGE;
+			}
+			continue;
+		}
+		if (out->npos >= max_pos || out->npos >= CLI_MAX_POS) {
+			cli_error("%s: unexpected argument '%s' (see '%s --help')", argv[0], a,
+			          argv[0]);
+			return CLI_EXIT_USAGE;
+		}
+		out->pos[out->npos++] = a;
+	}
+	if (out->npos < min_pos) {
+		cli_error("%s: missing arguments (see '%s --help')", argv[0], argv[0]);
+		return CLI_EXIT_USAGE;
+	}
+	return -1;
+}
+
+int cli_connect(const cli_global *g, tileatom_client **out)
+{
+	tileatom_error err = {0, ""};
+	if (tileatom_connect(g->socket, g->timeout_ms, out, &err) != TILEATOM_OK) {
+		cli_error("%s", err.message);
+		return CLI_EXIT_ERROR;
+	}
+	return CLI_EXIT_OK;
+}
+
+/* Prints a library error for command cmd; returns CLI_EXIT_ERROR. */
+static int lib_error(const char *cmd, const tileatom_error *err)
+{
+	cli_error("%s: %s", cmd, err->message);
+	return CLI_EXIT_ERROR;
+}
+
+/* Formats a shape as "D0,D1,...". */
+static void shape_text(const int64_t *shape, int rank, char *buf, size_t n)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int a = 0; a < rank && used < n; a++)
+		used +=
+		    (size_t)snprintf(buf + used, n - used, "%s%" PRId64, a ? "," : "", shape[a]);
+}
+
+/* Elements of a tile. */
+static int64_t tile_count(const tileatom_tile_info *info)
+{
+	int64_t n = 1;
+	for (int a = 0; a < info->rank; a++)
+		n *= info->shape[a];
+	return n;
+}
+
+/* ---- simple commands ---------------------------------------------------------------- */
+
+static int cmd_ping(int argc, char **argv, cli_global *g)
+{
+	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] ping\n"
+	                            "Checks that tileatomd answers; prints its version, backend "
+	                            "and the round-trip time.\n";
+	cli_args a;
+	int rc = cli_parse(argc, argv, NULL, 0, 0, 0, usage, g, &a);
+	if (rc >= 0)
+		return rc;
+	tileatom_client *c;
+	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+		return rc;
+	tileatom_error err = {0, ""};
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int st = tileatom_ping(c, &err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (st != TILEATOM_OK) {
+		rc = lib_error("ping", &err);
+	} else {
+		double ms =
+		    (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+		printf("pong from tileatomd %s (backend %s) in %.3f ms\n",
+		       tileatom_server_version(c), tileatom_server_backend(c), ms);
+	}
+	tileatom_close(c);
+	return rc;
+}
+
+static int cmd_stats(int argc, char **argv, cli_global *g)
+{
+	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] stats\n"
+	                            "Prints the daemon's statistics, one 'key: value' per line.\n";
+	cli_args a;
+	int rc = cli_parse(argc, argv, NULL, 0, 0, 0, usage, g, &a);
+	if (rc >= 0)
+		return rc;
+	tileatom_client *c;
+	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+		return rc;
+	tileatom_error err = {0, ""};
+	tileatom_stats_info s;
+	if (tileatom_stats(c, &s, &err) != TILEATOM_OK) {
+		rc = lib_error("stats", &err);
+	} else {
+		printf("backend: %s\ndevice: %s\ndevice_memory: %" PRIu64
+		       "\ncompute_capability: %s\ntiles: %" PRIu32 "\ntile_bytes: %" PRIu64
+		       "\nrequests: %" PRIu64 "\nerrors: %" PRIu64 "\nconnections: %" PRIu32
+		       "\nelements: %" PRIu64 "\n",
+		       s.backend, s.device, s.device_memory, s.compute_capability, s.tiles,
+		       s.tile_bytes, s.requests, s.errors, s.connections, s.elements);
+	}
+	tileatom_close(c);
+	return rc;
+}
+
+/* Parses "D0[,D1...]" into shape; returns the rank, or 0 when malformed. */
+static int parse_shape(const char *text, int64_t *shape)
+{
+	int rank = 0;
+	const char *p = text;
+	while (*p) {
+		if (rank == TILEATOM_MAX_RANK || *p < '0' || *p > '9')
+			return 0;
+		errno = 0;
+		char *end;
+		long long v = strtoll(p, &end, 10);
+		if (errno || v < 1)
+			return 0;
+		shape[rank++] = (int64_t)v;
+		if (*end == ',') {
+			p = end + 1;
+			if (!*p)
+				return 0;
+		} else if (*end == '\0') {
+			p = end;
+		} else {
+			return 0;
+		}
+	}
+	return rank;
+}
+
+static int cmd_create(int argc, char **argv, cli_global *g)
+{
+	static const char usage[] =
+	    "Usage: tileatom-cli [-s SOCKET] create NAME --dtype DTYPE --shape D0[,D1...] "
+	    "[--fill V]\n"
+	    "Creates a tile. DTYPE: int32 uint32 int64 uint64 float32 float64 float16 "
+	    "bfloat16.\n"
+	    "Up to 4 axes; every element starts at V (default 0).\n";
+	static const cli_option opts[] = {{"dtype", true}, {"shape", true}, {"fill", true}};
+	cli_args a;
+	int rc = cli_parse(argc, argv, opts, 3, 1, 1, usage, g, &a);
+	if (rc >= 0)
+		return rc;
+	if (!a.value[0] || !a.value[1]) {
+		cli_error("create: --dtype and --shape are required (see 'create --help')");
+		return CLI_EXIT_USAGE;
+	}
+	tileatom_dtype dtype = tileatom_dtype_parse(a.value[0]);
+	if (dtype == TILEATOM_DTYPE_NONE || dtype == TILEATOM_BOOL) {
+		cli_error("create: unknown dtype '%s'", a.value[0]);
+		return CLI_EXIT_USAGE;
+	}
+	int64_t shape[TILEATOM_MAX_RANK];
+	int rank = parse_shape(a.value[1], shape);
+	if (rank == 0) {
+		cli_error("create: bad shape '%s' (expected 1 to %d positive extents, e.g. 4,3)",
+		          a.value[1], TILEATOM_MAX_RANK);
+		return CLI_EXIT_USAGE;
+	}
+	uint64_t fill[2] = {0, 0};
+	tileatom_error err = {0, ""};
+	if (a.value[2] && tileatom_value_parse(dtype, a.value[2], fill, &err) != TILEATOM_OK) {
+		cli_error("create: bad --fill value: %s", err.message);
+		return CLI_EXIT_USAGE;
+	}
+	tileatom_client *c;
+	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+		return rc;
+	if (tileatom_create(c, a.pos[0], dtype, rank, shape, a.value[2] ? fill : NULL, NULL,
+	                    &err) != TILEATOM_OK)
+		rc = lib_error("create", &err);
+	tileatom_close(c);
+	return rc;
+}
+
+static int cmd_ls(int argc, char **argv, cli_global *g)
+{
+	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] ls\n"
+	                            "Lists the tiles, one per line: NAME DTYPE SHAPE BYTES "
+	                            "(tab-separated; SHAPE as D0,D1,...).\n";
+	cli_args a;
+	int rc = cli_parse(argc, argv, NULL, 0, 0, 0, usage, g, &a);
+	if (rc >= 0)
+		return rc;
+	tileatom_client *c;
+	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+		return rc;
+	tileatom_error err = {0, ""};
+	tileatom_tile_info *tiles = NULL;
+	size_t n = 0;
+	if (tileatom_list(c, &tiles, &n, &err) != TILEATOM_OK) {
+		rc = lib_error("ls", &err);
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			char shape[128];
+			shape_text(tiles[i].shape, tiles[i].rank, shape, sizeof(shape));
+			printf("%s\t%s\t%s\t%" PRIu64 "\n", tiles[i].name,
+			       tileatom_dtype_name(tiles[i].dtype), shape, tiles[i].bytes);
+		}
+	}
+	tileatom_free(tiles);
+	tileatom_close(c);
+	return rc;
+}
+
+static int cmd_info(int argc, char **argv, cli_global *g)
+{
+	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] info NAME\n"
+	                            "Describes a tile: name, dtype, shape, elements and bytes, "
+	                            "one 'key: value' per line.\n";
+	cli_args a;
+	int rc = cli_parse(argc, argv, NULL, 0, 1, 1, usage, g, &a);
+	if (rc >= 0)
+		return rc;
+	tileatom_client *c;
+	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+		return rc;
+	tileatom_error err = {0, ""};
+	tileatom_tile_info info;
+	if (tileatom_describe(c, a.pos[0], &info, &err) != TILEATOM_OK) {
+		rc = lib_error("info", &err);
+	} else {
+		char shape[128];
+		shape_text(info.shape, info.rank, shape, sizeof(shape));
+		printf("name: %s\ndtype: %s\nshape: %s\nelements: %" PRId64 "\nbytes: %" PRIu64
+		       "\n",
+		       info.name, tileatom_dtype_name(info.dtype), shape, tile_count(&info),
+		       info.bytes);
+	}
+	tileatom_close(c);
+	return rc;
+}
+
+static int cmd_rm(int argc, char **argv, cli_global *g)
+{
+	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] rm NAME\n"
+	                            "Destroys a tile.\n";
+	cli_args a;
+	int rc = cli_parse(argc, argv, NULL, 0, 1, 1, usage, g, &a);
+	if (rc >= 0)
+		return rc;
+	tileatom_client *c;
+	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+		return rc;
+	tileatom_error err = {0, ""};
+	if (tileatom_destroy(c, a.pos[0], &err) != TILEATOM_OK)
+		rc = lib_error("rm", &err);
+	tileatom_close(c);
+	return rc;
+}
+
+/* Prints one value as plain text or JSON (non-finite floats as JSON strings). */
+static void print_value(tileatom_dtype dtype, const uint8_t *p, bool json)
+{
+	char buf[64];
+	tileatom_value_format(dtype, p, buf, sizeof(buf));
+	if (json && tileatom_dtype_is_float(dtype)) {
+		double d = tileatom_value_to_double(dtype, p);
+		if (d != d || d == 1.0 / 0.0 || d == -1.0 / 0.0) {
+			printf("\"%s\"", buf);
+			return;
+		}
+	}
+	fputs(buf, stdout);
+}
+
+static int cmd_get(int argc, char **argv, cli_global *g)
+{
+	static const char usage[] =
+	    "Usage: tileatom-cli [-s SOCKET] get NAME [--json]\n"
+	    "Prints a tile's values in row-major order, one per line; with --json one object\n"
+	    "{\"name\":..., \"dtype\":..., \"shape\":[...], \"values\":[...]} with a flat "
+	    "values array.\n"
+	    "NaN and infinities are written as the JSON strings \"nan\", \"inf\", \"-inf\".\n";
+	static const cli_option opts[] = {{"json", false}};
+	cli_args a;
+	int rc = cli_parse(argc, argv, opts, 1, 1, 1, usage, g, &a);
+	if (rc >= 0)
+		return rc;
+	bool json = a.value[0] != NULL;
+	tileatom_client *c;
+	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+		return rc;
+	tileatom_error err = {0, ""};
+	tileatom_tile_info info;
+	if (tileatom_describe(c, a.pos[0], &info, &err) != TILEATOM_OK) {
+		rc = lib_error("get", &err);
+		tileatom_close(c);
+		return rc;
+	}
+	size_t es = tileatom_dtype_size(info.dtype);
+	/* Read blocks of whole rows (along axis 0) of at most CLI_GET_CHUNK_BYTES. */
+	uint64_t row_bytes = es;
+	for (int ax = 1; ax < info.rank; ax++)
+		row_bytes *= (uint64_t)info.shape[ax];
+	int64_t rows_per = (int64_t)(CLI_GET_CHUNK_BYTES / row_bytes);
+	if (rows_per < 1)
+		rows_per = 1;
+	if (json) {
+		char shape[128];
+		shape_text(info.shape, info.rank, shape, sizeof(shape));
+		printf("{\"name\": \"%s\", \"dtype\": \"%s\", \"shape\": [%s], \"values\": [",
+		       info.name, tileatom_dtype_name(info.dtype), shape);
+	}
+	bool first = true;
+	for (int64_t r0 = 0; r0 < info.shape[0] && rc == CLI_EXIT_OK; r0 += rows_per) {
+		tileatom_region reg;
+		memset(&reg, 0, sizeof(reg));
+		reg.rank = info.rank;
+		for (int ax = 0; ax < info.rank; ax++)
+			reg.shape[ax] = info.shape[ax];
+		reg.origin[0] = r0;
+		reg.shape[0] = info.shape[0] - r0 < rows_per ? info.shape[0] - r0 : rows_per;
+		void *data = NULL;
+		size_t nbytes = 0;
+		if (tileatom_read_alloc(c, info.name, &reg, &data, &nbytes, &err) != TILEATOM_OK) {
+			if (json)
+				printf("]}\n");
+			rc = lib_error("get", &err);
+			break;
+		}
+		const uint8_t *p = data;
+		for (size_t off = 0; off + es <= nbytes; off += es) {
+			if (json)
+				fputs(first ? "" : ", ", stdout);
+			print_value(info.dtype, p + off, json);
+			if (!json)
+				fputc('\n', stdout);
+			first = false;
+		}
+		tileatom_free(data);
+	}
+	if (json && rc == CLI_EXIT_OK)
+		printf("]}\n");
+	tileatom_close(c);
+	if (fflush(stdout) != 0 && rc == CLI_EXIT_OK) {
+		cli_error("get: writing the output: %s", strerror(errno));
+		rc = CLI_EXIT_ERROR;
+	}
+	return rc;
+}
+
+/* ---- single-element ops ------------------------------------------------------------- */
+
+/* Parses INDEX (flat or comma-separated coordinates) against a tile. Returns -1 when valid
+ * (*flat set), else an exit status after a message. */
+static int parse_index(const char *cmd, const char *text, const tileatom_tile_info *info,
+                       int64_t *flat)
+{
+	int64_t coord[TILEATOM_MAX_RANK + 1];
+	int n = 0;
+	const char *p = text;
+	for (;;) {
+		errno = 0;
+		char *end;
+		if (*p < '0' || *p > '9' || n > TILEATOM_MAX_RANK) {
+			cli_error("%s: bad index '%s' (expected a flat index or coordinates like "
+			          "1,2)",
+			          cmd, text);
+			return CLI_EXIT_USAGE;
+		}
+		long long v = strtoll(p, &end, 10);
+		if (errno || (*end != ',' && *end != '\0')) {
+			cli_error("%s: bad index '%s'", cmd, text);
+			return CLI_EXIT_USAGE;
+		}
+		coord[n++] = (int64_t)v;
+		if (*end == '\0')
+			break;
+		p = end + 1;
+	}
+	char shape[128];
+	shape_text(info->shape, info->rank, shape, sizeof(shape));
+	if (n == 1) {
+		if (coord[0] >= tile_count(info)) {
+			cli_error("%s: index %" PRId64 " is outside tile '%s' of shape %s (%" PRId64
+			          " elements)",
+			          cmd, coord[0], info->name, shape, tile_count(info));
+			return CLI_EXIT_ERROR;
+		}
+		*flat = coord[0];
+		return -1;
+	}
+	if (n != info->rank) {
+		cli_error("%s: index '%s' has %d coordinates but tile '%s' has %d axes", cmd, text,
+		          n, info->name, info->rank);
+		return CLI_EXIT_ERROR;
+	}
+	int64_t f = 0;
+	for (int ax = 0; ax < n; ax++) {
+		if (coord[ax] >= info->shape[ax]) {
+			cli_error("%s: coordinate %" PRId64 " along axis %d is outside tile '%s' "
+			          "of shape %s",
+			          cmd, coord[ax], ax, info->name, shape);
+			return CLI_EXIT_ERROR;
+		}
+		f = f * info->shape[ax] + coord[ax];
+	}
+	*flat = f;
+	return -1;
+}
+
+/* Reads --sem (index si) and --scope (index si + 1) into opts; -1 or CLI_EXIT_USAGE. */
+static int parse_sem_scope(const char *cmd, const cli_args *a, int si, tileatom_op_options *o)
+{
+	tileatom_op_options_init(o);
+	if (a->value[si]) {
+		int s = tileatom_sem_parse(a->value[si]);
+		if (s < 0) {
+			cli_error("%s: unknown --sem '%s' (relaxed, acquire, release, acq_rel)",
+			          cmd, a->value[si]);
+			return CLI_EXIT_USAGE;
+		}
+		o->sem = (tileatom_sem)s;
+	}
+	if (a->value[si + 1]) {
+		int s = tileatom_scope_parse(a->value[si + 1]);
+		if (s < 0) {
+			cli_error("%s: unknown --scope '%s' (gpu, cta, cluster, sys)", cmd,
+			          a->value[si + 1]);
+			return CLI_EXIT_USAGE;
+		}
+		o->scope = (tileatom_scope)s;
+	}
+	return -1;
+}
+
+/* Options every single-element op takes. */
+static const cli_option op_opts[] = {{"sem", true}, {"scope", true}};
+
+/* What a single-element command does. */
+typedef enum elem_kind {
+	ELEM_RMW,  /* add .. xor: one value */
+	ELEM_CAS,  /* expected and desired */
+	ELEM_LOAD, /* atomic load */
+	ELEM_STORE /* atomic store of one value */
+} elem_kind;
+
+/* Shared body of add/sub/.../cas/load/store. */
+static int run_element(int argc, char **argv, cli_global *g, elem_kind kind, tileatom_op op)
+{
+	char usage[1024];
+	const char *cmd = argv[0];
+	const char *args = kind == ELEM_CAS    ? "NAME INDEX EXPECTED DESIRED"
+	                   : kind == ELEM_LOAD ? "NAME INDEX"
+	                                       : "NAME INDEX VALUE";
+	const char *what =
+	    kind == ELEM_CAS
+	        ? "Compare-and-swap: if the element equals EXPECTED (bitwise) it becomes\n"
+	          "DESIRED. Prints the old value; exit status 0 when the swap happened, 3 "
+	          "when not.\n"
+	    : kind == ELEM_LOAD ? "Atomically loads one element and prints it (--sem relaxed "
+	                          "or acquire).\n"
+	    : kind == ELEM_STORE
+	        ? "Atomically stores VALUE into one element (--sem relaxed or release).\n"
+	        : "Applies the atomic op to one element with VALUE and prints the old "
+	          "value.\n";
+	snprintf(usage, sizeof(usage),
+	         "Usage: tileatom-cli [-s SOCKET] %s %s [--sem SEM] [--scope SCOPE]\n%s"
+	         "INDEX is a flat row-major index or comma-separated coordinates (e.g. 2,5).\n"
+	         "Values are parsed in the tile's dtype (decimal, 0x hex for integers).\n"
+	         "SEM: relaxed (default), acquire, release, acq_rel. SCOPE: gpu (default), cta, "
+	         "cluster, sys.\n",
+	         cmd, args, what);
+	int npos = kind == ELEM_CAS ? 4 : kind == ELEM_LOAD ? 2 : 3;
+	cli_args a;
+	int rc = cli_parse(argc, argv, op_opts, 2, npos, npos, usage, g, &a);
+	if (rc >= 0)
+		return rc;
+	tileatom_op_options o;
+	if ((rc = parse_sem_scope(cmd, &a, 0, &o)) >= 0)
+		return rc;
+	tileatom_client *c;
+	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+		return rc;
+	tileatom_error err = {0, ""};
+	tileatom_tile_info info;
+	if (tileatom_describe(c, a.pos[0], &info, &err) != TILEATOM_OK) {
+		rc = lib_error(cmd, &err);
+		goto out;
+	}
+	int64_t flat;
+	if ((rc = parse_index(cmd, a.pos[1], &info, &flat)) >= 0)
+		goto out;
+	rc = CLI_EXIT_OK;
+	uint64_t value[2] = {0, 0}, compare[2] = {0, 0}, old[2] = {0, 0};
+	if (kind != ELEM_LOAD) {
+		const char *vtext = kind == ELEM_CAS ? a.pos[3] : a.pos[2];
+		if (kind == ELEM_CAS &&
+		    tileatom_value_parse(info.dtype, a.pos[2], compare, &err) != TILEATOM_OK) {
+			cli_error("%s: bad expected value: %s", cmd, err.message);
+			rc = CLI_EXIT_USAGE;
+			goto out;
+		}
+		if (tileatom_value_parse(info.dtype, vtext, value, &err) != TILEATOM_OK) {
+			cli_error("%s: bad value: %s", cmd, err.message);
+			rc = CLI_EXIT_USAGE;
+			goto out;
+		}
+	}
+	int st;
+	if (kind == ELEM_LOAD || kind == ELEM_STORE) {
+		tileatom_array index = tileatom_scalar(TILEATOM_INT64, &flat);
+		tileatom_addr addr = {TILEATOM_ADDR_FLAT, NULL, 0, 1, &index};
+		tileatom_op_result res;
+		if (kind == ELEM_LOAD) {
+			st = tileatom_atomic_load(c, info.name, NULL, &addr, &o, old, sizeof(old),
+			                          &res, &err);
+		} else {
+			tileatom_array v = tileatom_scalar(info.dtype, value);
+			st = tileatom_atomic_store(c, info.name, NULL, &addr, &v, &o, &res, &err);
+		}
+		if (st == TILEATOM_OK && res.skipped)
+			st = TILEATOM_E_OUT_OF_RANGE;
+	} else {
+		st = tileatom_atomic_at(c, info.name, op, flat, info.dtype, value,
+		                        kind == ELEM_CAS ? compare : NULL, &o, old, &err);
+	}
+	if (st != TILEATOM_OK) {
+		rc = lib_error(cmd, &err);
+		goto out;
+	}
+	if (kind != ELEM_STORE) {
+		char buf[64];
+		tileatom_value_format(info.dtype, old, buf, sizeof(buf));
+		printf("%s\n", buf);
+	}
+	if (kind == ELEM_CAS && memcmp(old, compare, tileatom_dtype_size(info.dtype)) != 0)
+		rc = CLI_EXIT_CAS_FAILED;
+out:
+	tileatom_close(c);
+	return rc;
+}
+
+static int cmd_rmw(int argc, char **argv, cli_global *g)
+{
+	return run_element(argc, argv, g, ELEM_RMW, tileatom_op_parse(argv[0]));
+}
+
+static int cmd_cas(int argc, char **argv, cli_global *g)
+{
+	return run_element(argc, argv, g, ELEM_CAS, TILEATOM_OP_CAS);
+}
+
+static int cmd_load(int argc, char **argv, cli_global *g)
+{
+	return run_element(argc, argv, g, ELEM_LOAD, TILEATOM_OP_NONE);
+}
+
+static int cmd_store(int argc, char **argv, cli_global *g)
+{
+	return run_element(argc, argv, g, ELEM_STORE, TILEATOM_OP_NONE);
+}
+
+/* ---- dispatch ----------------------------------------------------------------------- */
+
+/* One subcommand. */
+typedef struct cli_command {
+	const char *name;                                 /* as typed */
+	int (*run)(int argc, char **argv, cli_global *g); /* argv[0] is the name */
+} cli_command;
+
+static const cli_command commands[] = {
+    {"ping", cmd_ping}, {"stats", cmd_stats}, {"create", cmd_create}, {"ls", cmd_ls},
+    {"info", cmd_info}, {"rm", cmd_rm},       {"get", cmd_get},       {"hist", cli_cmd_hist},
+    {"add", cmd_rmw},   {"sub", cmd_rmw},     {"min", cmd_rmw},       {"max", cmd_rmw},
+    {"xchg", cmd_rmw},  {"exch", cmd_rmw},    {"and", cmd_rmw},       {"or", cmd_rmw},
+    {"xor", cmd_rmw},   {"cas", cmd_cas},     {"load", cmd_load},     {"store", cmd_store},
+};
+
+int main(int argc, char **argv)
+{
+	cli_global g = {NULL, CLI_CONNECT_TIMEOUT_MS};
+	int i = 1;
+	for (; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			fputs(global_usage, stdout);
+			return CLI_EXIT_OK;
+		}
+		if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+			printf("tileatom-cli %s\n", tileatom_version());
+			return CLI_EXIT_OK;
+		}
+		const char *val = NULL;
+		bool is_socket = false, is_timeout = false;
+		if (strcmp(a, "-s") == 0 || strcmp(a, "--socket") == 0) {
+			is_socket = true;
+		} else if (strncmp(a, "--socket=", 9) == 0) {
+			is_socket = true;
+			val = a + 9;
+		} else if (strcmp(a, "-t") == 0 || strcmp(a, "--timeout") == 0) {
+			is_timeout = true;
+		} else if (strncmp(a, "--timeout=", 10) == 0) {
+			is_timeout = true;
+			val = a + 10;
+		} else if (a[0] == '-') {
+			cli_error("unknown option '%s' (see 'tileatom-cli --help')", a);
+			return CLI_EXIT_USAGE;
+		} else {
+			break;
+		}
+		if (!val) {
+			if (i + 1 >= argc) {
+				cli_error("option %s needs a value", a);
+				return CLI_EXIT_USAGE;
+			}
+			val = argv[++i];
+		}
+		if (is_socket) {
+			g.socket = val;
+		} else if (is_timeout && !parse_timeout(val, &g.timeout_ms)) {
+			cli_error("bad timeout '%s' (milliseconds)", val);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (i >= argc) {
+		fputs(global_usage, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+		if (strcmp(argv[i], commands[k].name) == 0)
+			return commands[k].run(argc - i, argv + i, &g);
+	cli_error("unknown command '%s' (see 'tileatom-cli --help')", argv[i]);
+	return CLI_EXIT_USAGE;
+}

@@ -1,0 +1,653 @@
+/* tac_api.c: the public calls of libtileatom-client. A synchronous call builds its request
+ * (tac_codec.c), submits it, receives the response (tac_conn.c), checks the status and the
+ * body against the request kind, and copies results into the caller's structs. The
+ * pipelined calls stop after the submit; tileatom_collect() does the rest in order.
+ * Responses are kept in client->last so that collected pointers stay valid until the next
+ * call on the same client. */
+#include "tac_internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Returns an error from the enclosing function when the client handle is NULL. */
+#define REQUIRE_CLIENT(c, err)                                                                     \
+	do {                                                                                       \
+		if (!(c))                                                                          \
+			return tac_err((err), TILEATOM_E_INVALID_ARGUMENT, "no client given");     \
+	} while (0)
+
+/* Sends m and waits for its response; returns the response status (the daemon's, or a
+ * protocol / I/O error). The response is c->last. */
+static int roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
+{
+	if (c->pending_count > 0)
+		return tac_err(err, TILEATOM_E_STATE,
+		               "%zu pipelined responses are not collected yet (call "
+		               "tileatom_collect first)",
+		               c->pending_count);
+	int rc = tac_conn_submit(c, m, c->io_timeout_ms, NULL, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tileatom_request_kind kind;
+	rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	return tac_check_response(c->last, kind, err);
+}
+
+/* Copies a string into a fixed buffer, truncating. */
+static void copy_str(char *dst, size_t n, const char *src)
+{
+	snprintf(dst, n, "%s", src ? src : "");
+}
+
+int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
+                     tileatom_error *err)
+{
+	if (!out)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output handle given");
+	*out = NULL;
+	char defpath[PATH_MAX];
+	if (!address) {
+		if (tileatom_default_socket(defpath, sizeof(defpath)) != 0)
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+			               "the default socket path is too long");
+		address = defpath;
+	}
+	int fd = -1;
+	int rc = tac_conn_open(address, timeout_ms, &fd, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tileatom_client *c = NULL;
+	rc = tac_client_new(fd, address, &c, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	c->io_timeout_ms = timeout_ms;
+	tac_msg m;
+	tac_build_hello(&m, "libtileatom-client/" TILEATOM_CLIENT_VERSION);
+	rc = roundtrip(c, &m, err);
+	if (rc == TILEATOM_OK) {
+		const Tileatom__HelloResponse *h = c->last->hello;
+		if (h->protocol_version != TILEATOM_PROTOCOL_VERSION) {
+			rc = tac_err(err, TILEATOM_E_PROTOCOL,
+			             "tileatomd at %s speaks protocol version %u, this library %d",
+			             address, h->protocol_version, TILEATOM_PROTOCOL_VERSION);
+		} else {
+			copy_str(c->server_version, sizeof(c->server_version), h->server_version);
+			copy_str(c->server_backend, sizeof(c->server_backend), h->backend);
+		}
+	}
+	if (rc != TILEATOM_OK) {
+		tac_client_free(c);
+		return rc;
+	}
+	c->io_timeout_ms = 0;
+	*out = c;
+	return TILEATOM_OK;
+}
+
+void tileatom_close(tileatom_client *client)
+{
+	tac_client_free(client);
+}
+
+void tileatom_set_timeout(tileatom_client *client, int timeout_ms)
+{
+	if (client)
+		client->io_timeout_ms = timeout_ms;
+}
+
+void tileatom_set_max_response(tileatom_client *client, uint32_t max_bytes)
+{
+	if (client && max_bytes > 0)
+		client->reader.max_payload = max_bytes;
+}
+
+const char *tileatom_server_version(const tileatom_client *client)
+{
+	return client ? client->server_version : "";
+}
+
+const char *tileatom_server_backend(const tileatom_client *client)
+{
+	return client ? client->server_backend : "";
+}
+
+const char *tileatom_address(const tileatom_client *client)
+{
+	return client ? client->address : "";
+}
+
+size_t tileatom_pending(const tileatom_client *client)
+{
+	return client ? client->pending_count : 0;
+}
+
+int tileatom_ping(tileatom_client *client, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	tac_build_ping(&m);
+	return roundtrip(client, &m, err);
+}
+
+int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	if (!out)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	tac_msg m;
+	tac_build_stats(&m);
+	int rc = roundtrip(client, &m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	const Tileatom__StatsResponse *s = client->last->stats;
+	memset(out, 0, sizeof(*out));
+	copy_str(out->backend, sizeof(out->backend), s->backend);
+	copy_str(out->device, sizeof(out->device), s->device);
+	copy_str(out->compute_capability, sizeof(out->compute_capability), s->compute_capability);
+	out->device_memory = s->device_memory;
+	out->tiles = s->tiles;
+	out->tile_bytes = s->tile_bytes;
+	out->requests = s->requests;
+	out->errors = s->errors;
+	out->connections = s->connections;
+	out->elements = s->elements;
+	return TILEATOM_OK;
+}
+
+int tileatom_create(tileatom_client *client, const char *name, tileatom_dtype dtype, int rank,
+                    const int64_t *shape, const void *fill, tileatom_tile_info *info,
+                    tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc = tac_build_create(&m, name, dtype, rank, shape, fill, err);
+	if (rc == TILEATOM_OK)
+		rc = roundtrip(client, &m, err);
+	if (rc == TILEATOM_OK && info)
+		rc = tac_tile_info_from_wire(info, client->last->tile, err);
+	return rc;
+}
+
+int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc = tac_build_destroy(&m, name, err);
+	if (rc == TILEATOM_OK)
+		rc = roundtrip(client, &m, err);
+	return rc;
+}
+
+int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *count,
+                  tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	if (!tiles || !count)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	*tiles = NULL;
+	*count = 0;
+	tac_msg m;
+	tac_build_list(&m);
+	int rc = roundtrip(client, &m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	const Tileatom__ListTilesResponse *l = client->last->list;
+	if (l->n_tiles == 0)
+		return TILEATOM_OK;
+	tileatom_tile_info *arr = calloc(l->n_tiles, sizeof(*arr));
+	if (!arr)
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing %zu tiles",
+		               l->n_tiles);
+	for (size_t i = 0; i < l->n_tiles; i++) {
+		rc = tac_tile_info_from_wire(&arr[i], l->tiles[i], err);
+		if (rc != TILEATOM_OK) {
+			free(arr);
+			return rc;
+		}
+	}
+	*tiles = arr;
+	*count = l->n_tiles;
+	return TILEATOM_OK;
+}
+
+int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_info *info,
+                      tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	if (!info)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	tac_msg m;
+	int rc = tac_build_describe(&m, name, err);
+	if (rc == TILEATOM_OK)
+		rc = roundtrip(client, &m, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_tile_info_from_wire(info, client->last->tile, err);
+	return rc;
+}
+
+int tileatom_read(tileatom_client *client, const char *tile, const tileatom_region *region,
+                  void *buf, size_t buf_size, size_t *out_bytes, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	if (out_bytes)
+		*out_bytes = 0;
+	tac_msg m;
+	int rc = tac_build_read(&m, tile, region, err);
+	if (rc == TILEATOM_OK)
+		rc = roundtrip(client, &m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	const Tileatom__Array *d = client->last->data;
+	if (out_bytes)
+		*out_bytes = d->data.len;
+	if (d->data.len > buf_size || (!buf && d->data.len > 0))
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "read %s: the buffer has %zu bytes, the data needs %zu", tile,
+		               buf ? buf_size : 0, d->data.len);
+	if (d->data.len)
+		memcpy(buf, d->data.data, d->data.len);
+	return TILEATOM_OK;
+}
+
+int tileatom_read_alloc(tileatom_client *client, const char *tile, const tileatom_region *region,
+                        void **data, size_t *nbytes, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	if (!data || !nbytes)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	*data = NULL;
+	*nbytes = 0;
+	tac_msg m;
+	int rc = tac_build_read(&m, tile, region, err);
+	if (rc == TILEATOM_OK)
+		rc = roundtrip(client, &m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	const Tileatom__Array *d = client->last->data;
+	void *p = malloc(d->data.len ? d->data.len : 1);
+	if (!p)
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory for %zu bytes", d->data.len);
+	if (d->data.len)
+		memcpy(p, d->data.data, d->data.len);
+	*data = p;
+	*nbytes = d->data.len;
+	return TILEATOM_OK;
+}
+
+int tileatom_write(tileatom_client *client, const char *tile, const tileatom_region *region,
+                   const tileatom_array *values, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc = tac_build_write(&m, tile, region, values, err);
+	if (rc == TILEATOM_OK)
+		rc = roundtrip(client, &m, err);
+	return rc;
+}
+
+/* Copies the OpResponse of client->last into res and, when want, the old / loaded values
+ * into out (out_size bytes); what names them in messages. */
+static int op_result(tileatom_client *c, bool want, void *out, size_t out_size, const char *what,
+                     tileatom_op_result *res, tileatom_error *err)
+{
+	tileatom_op_result local;
+	if (!res)
+		res = &local;
+	memset(res, 0, sizeof(*res));
+	const Tileatom__OpResponse *op = c->last->op;
+	res->skipped = op->skipped;
+	res->applied = op->applied;
+	if (!op->old) {
+		if (want)
+			return tac_err(
+			    err, TILEATOM_E_PROTOCOL,
+			    "tileatomd returned no %s values although they were asked for", what);
+		return TILEATOM_OK;
+	}
+	res->old_rank = (int)op->old->n_shape;
+	for (size_t i = 0; i < op->old->n_shape; i++)
+		res->old_shape[i] = op->old->shape[i];
+	if (!want)
+		return TILEATOM_OK;
+	size_t len = op->old->data.len;
+	res->old_bytes = len;
+	if (len > out_size)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "the op was applied, but the output buffer has %zu bytes and the "
+		               "%s values need %zu",
+		               out_size, what, len);
+	if (len)
+		memcpy(out, op->old->data.data, len);
+	return TILEATOM_OK;
+}
+
+/* Checks the old-values buffer of synchronous RMW options before anything is sent. */
+static int check_old_out(const tileatom_op_options *opts, tileatom_error *err)
+{
+	if (opts && opts->want_old && !opts->old_out)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "want_old is set but old_out is NULL");
+	return TILEATOM_OK;
+}
+
+/* Finishes a synchronous RMW call: round trip, then the op result. */
+static int rmw_finish(tileatom_client *c, tac_msg *m, const tileatom_op_options *opts,
+                      tileatom_op_result *res, tileatom_error *err)
+{
+	int rc = roundtrip(c, m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	bool want = opts && opts->want_old;
+	return op_result(c, want, want ? opts->old_out : NULL, want ? opts->old_out_size : 0, "old",
+	                 res, err);
+}
+
+int tileatom_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
+                         const tileatom_region *region, const tileatom_array *values,
+                         const tileatom_array *compare, const tileatom_op_options *opts,
+                         tileatom_op_result *res, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc = check_old_out(opts, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	return rmw_finish(client, &m, opts, res, err);
+}
+
+int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_op op,
+                     const tileatom_region *region, int dim, const tileatom_array *indices,
+                     const tileatom_array *values, const tileatom_op_options *opts,
+                     tileatom_op_result *res, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc = check_old_out(opts, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	return rmw_finish(client, &m, opts, res, err);
+}
+
+int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
+                     const tileatom_region *region, int n_index, const tileatom_array *indices,
+                     bool flat, const tileatom_array *values, const tileatom_array *compare,
+                     const tileatom_op_options *opts, tileatom_op_result *res, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc = check_old_out(opts, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_build_indexed(&m, tile, op, region, n_index, indices, flat, values,
+		                       compare, opts, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	return rmw_finish(client, &m, opts, res, err);
+}
+
+int tileatom_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
+                       int64_t flat_index, tileatom_dtype dtype, const void *value,
+                       const void *compare, const tileatom_op_options *opts, void *old_out,
+                       tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	tileatom_array value_arr, compare_arr;
+	int rc = tac_build_atomic_at(&m, tile, op, flat_index, dtype, value, compare, opts,
+	                             &value_arr, &compare_arr, err);
+	if (rc == TILEATOM_OK)
+		rc = roundtrip(client, &m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	uint64_t old_bits[2] = {0, 0};
+	tileatom_op_result res;
+	rc = op_result(client, true, old_bits, sizeof(old_bits), "old", &res, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	if (res.skipped > 0)
+		return tac_err(err, TILEATOM_E_OUT_OF_RANGE, "%s: index %lld is outside tile '%s'",
+		               tileatom_op_name(op), (long long)flat_index, tile);
+	if (res.old_bytes != tileatom_dtype_size(dtype))
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "%s: %zu bytes of old value returned for one %s element",
+		               tileatom_op_name(op), res.old_bytes, tileatom_dtype_name(dtype));
+	if (old_out)
+		memcpy(old_out, old_bits, res.old_bytes);
+	return TILEATOM_OK;
+}
+
+/* Shared body of the synchronous memory ops; out / out_size receive loaded values. */
+static int memory_call(tileatom_client *c, tileatom_request_kind kind, const char *tile,
+                       const tileatom_region *window, const tileatom_addr *addr,
+                       const tileatom_array *operand, const tileatom_op_options *opts, void *out,
+                       size_t out_size, tileatom_op_result *res, tileatom_error *err)
+{
+	REQUIRE_CLIENT(c, err);
+	bool loads = kind == TILEATOM_REQ_GATHER || kind == TILEATOM_REQ_ATOMIC_LOAD;
+	if (loads && !out)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output buffer given");
+	tac_msg m;
+	int rc = check_old_out(loads ? NULL : opts, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_build_memory(&m, kind, tile, window, addr, operand, opts, err);
+	if (rc == TILEATOM_OK)
+		rc = roundtrip(c, &m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	if (loads)
+		return op_result(c, true, out, out_size, "loaded", res, err);
+	bool want = opts && opts->want_old;
+	return op_result(c, want, want ? opts->old_out : NULL, want ? opts->old_out_size : 0, "old",
+	                 res, err);
+}
+
+int tileatom_gather(tileatom_client *client, const char *tile, const tileatom_region *window,
+                    const tileatom_addr *addr, const tileatom_array *padding,
+                    const tileatom_op_options *opts, void *out, size_t out_size,
+                    tileatom_op_result *res, tileatom_error *err)
+{
+	return memory_call(client, TILEATOM_REQ_GATHER, tile, window, addr, padding, opts, out,
+	                   out_size, res, err);
+}
+
+int tileatom_scatter_store(tileatom_client *client, const char *tile, const tileatom_region *window,
+                           const tileatom_addr *addr, const tileatom_array *values,
+                           const tileatom_op_options *opts, tileatom_op_result *res,
+                           tileatom_error *err)
+{
+	return memory_call(client, TILEATOM_REQ_SCATTER_STORE, tile, window, addr, values, opts,
+	                   NULL, 0, res, err);
+}
+
+int tileatom_atomic_load(tileatom_client *client, const char *tile, const tileatom_region *window,
+                         const tileatom_addr *addr, const tileatom_op_options *opts, void *out,
+                         size_t out_size, tileatom_op_result *res, tileatom_error *err)
+{
+	return memory_call(client, TILEATOM_REQ_ATOMIC_LOAD, tile, window, addr, NULL, opts, out,
+	                   out_size, res, err);
+}
+
+int tileatom_atomic_store(tileatom_client *client, const char *tile, const tileatom_region *window,
+                          const tileatom_addr *addr, const tileatom_array *values,
+                          const tileatom_op_options *opts, tileatom_op_result *res,
+                          tileatom_error *err)
+{
+	return memory_call(client, TILEATOM_REQ_ATOMIC_STORE, tile, window, addr, values, opts,
+	                   NULL, 0, res, err);
+}
+
+/* ---- pipelined calls ------------------------------------------------------------------ */
+
+/* Submits a built message (rc: the builder's result). */
+static int submit(tileatom_client *c, tac_msg *m, int rc, uint64_t *id, tileatom_error *err)
+{
+	if (id)
+		*id = 0;
+	if (rc != TILEATOM_OK)
+		return rc;
+	return tac_conn_submit(c, m, c->io_timeout_ms, id, err);
+}
+
+int tileatom_submit_ping(tileatom_client *client, uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	return submit(client, &m, tac_build_ping(&m), id, err);
+}
+
+int tileatom_submit_read(tileatom_client *client, const char *tile, const tileatom_region *region,
+                         uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	return submit(client, &m, tac_build_read(&m, tile, region, err), id, err);
+}
+
+int tileatom_submit_write(tileatom_client *client, const char *tile, const tileatom_region *region,
+                          const tileatom_array *values, uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	return submit(client, &m, tac_build_write(&m, tile, region, values, err), id, err);
+}
+
+int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
+                                const tileatom_region *region, const tileatom_array *values,
+                                const tileatom_array *compare, const tileatom_op_options *opts,
+                                uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
+	return submit(client, &m, rc, id, err);
+}
+
+int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_op op,
+                            const tileatom_region *region, int dim, const tileatom_array *indices,
+                            const tileatom_array *values, const tileatom_op_options *opts,
+                            uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
+	return submit(client, &m, rc, id, err);
+}
+
+int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_op op,
+                            const tileatom_region *region, int n_index,
+                            const tileatom_array *indices, bool flat, const tileatom_array *values,
+                            const tileatom_array *compare, const tileatom_op_options *opts,
+                            uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc = tac_build_indexed(&m, tile, op, region, n_index, indices, flat, values, compare,
+	                           opts, err);
+	return submit(client, &m, rc, id, err);
+}
+
+int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
+                              int64_t flat_index, tileatom_dtype dtype, const void *value,
+                              const void *compare, const tileatom_op_options *opts, uint64_t *id,
+                              tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	tileatom_array value_arr, compare_arr;
+	int rc = tac_build_atomic_at(&m, tile, op, flat_index, dtype, value, compare, opts,
+	                             &value_arr, &compare_arr, err);
+	return submit(client, &m, rc, id, err);
+}
+
+int tileatom_submit_gather(tileatom_client *client, const char *tile, const tileatom_region *window,
+                           const tileatom_addr *addr, const tileatom_array *padding,
+                           const tileatom_op_options *opts, uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc = tac_build_memory(&m, TILEATOM_REQ_GATHER, tile, window, addr, padding, opts, err);
+	return submit(client, &m, rc, id, err);
+}
+
+int tileatom_submit_scatter_store(tileatom_client *client, const char *tile,
+                                  const tileatom_region *window, const tileatom_addr *addr,
+                                  const tileatom_array *values, const tileatom_op_options *opts,
+                                  uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc =
+	    tac_build_memory(&m, TILEATOM_REQ_SCATTER_STORE, tile, window, addr, values, opts, err);
+	return submit(client, &m, rc, id, err);
+}
+
+int tileatom_submit_atomic_load(tileatom_client *client, const char *tile,
+                                const tileatom_region *window, const tileatom_addr *addr,
+                                const tileatom_op_options *opts, uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc =
+	    tac_build_memory(&m, TILEATOM_REQ_ATOMIC_LOAD, tile, window, addr, NULL, opts, err);
+	return submit(client, &m, rc, id, err);
+}
+
+int tileatom_submit_atomic_store(tileatom_client *client, const char *tile,
+                                 const tileatom_region *window, const tileatom_addr *addr,
+                                 const tileatom_array *values, const tileatom_op_options *opts,
+                                 uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	int rc =
+	    tac_build_memory(&m, TILEATOM_REQ_ATOMIC_STORE, tile, window, addr, values, opts, err);
+	return submit(client, &m, rc, id, err);
+}
+
+/* Points out->dtype/rank/shape/data at a wire array held by client->last. */
+static void response_data(tileatom_response *out, const Tileatom__Array *a)
+{
+	out->dtype = (tileatom_dtype)a->dtype;
+	out->rank = (int)a->n_shape;
+	for (size_t i = 0; i < a->n_shape && i < TILEATOM_MAX_RANK; i++)
+		out->shape[i] = a->shape[i];
+	out->data = a->data.data;
+	out->data_bytes = a->data.len;
+}
+
+int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	if (!out)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	memset(out, 0, sizeof(*out));
+	tileatom_request_kind kind;
+	int rc = tac_conn_receive(client, client->io_timeout_ms, &kind, err);
+	if (rc != TILEATOM_OK) {
+		out->status = rc;
+		return rc;
+	}
+	const Tileatom__Response *r = client->last;
+	out->id = r->id;
+	out->kind = kind;
+	rc = tac_check_response(r, kind, err);
+	out->status = rc;
+	if (rc != TILEATOM_OK)
+		return rc;
+	if (r->body_case == TILEATOM__RESPONSE__BODY_OP) {
+		out->skipped = r->op->skipped;
+		out->applied = r->op->applied;
+		if (r->op->old)
+			response_data(out, r->op->old);
+	} else if (r->body_case == TILEATOM__RESPONSE__BODY_DATA) {
+		response_data(out, r->data);
+	}
+	return TILEATOM_OK;
+}

@@ -1,0 +1,737 @@
+/* tac_codec.c: builds protobuf-c Request messages from the public argument structs and
+ * checks the Responses that come back. Requests borrow the caller's operand memory (the
+ * only copy made is when the message is packed into a frame). Client-side checks are
+ * limited to what the encoding needs (known dtypes, ranks, byte counts, names); the daemon
+ * validates everything against the tile and the legality table. */
+#include "tac_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ta_types.h"
+
+/* Checks a tile name argument (the daemon checks the character set). */
+static int check_name(const char *name, const char *what, tileatom_error *err)
+{
+	if (!name || !*name)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no tile name given", what);
+	if (strlen(name) > TILEATOM_NAME_MAX)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s: tile name is longer than %d bytes", what, TILEATOM_NAME_MAX);
+	return TILEATOM_OK;
+}
+
+int tac_build_array(Tileatom__Array *dst, const tileatom_array *src, const char *what,
+                    tileatom_error *err)
+{
+	tileatom__array__init(dst);
+	size_t es = tileatom_dtype_size(src->dtype);
+	if (es == 0)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: unknown dtype %d", what,
+		               (int)src->dtype);
+	if (src->rank < 0 || src->rank > TILEATOM_MAX_RANK)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: rank %d is not in 0..%d",
+		               what, src->rank, TILEATOM_MAX_RANK);
+	size_t bytes = es;
+	for (int a = 0; a < src->rank; a++) {
+		if (src->shape[a] < 1)
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+			               "%s: extent %lld along axis %d must be at least 1", what,
+			               (long long)src->shape[a], a);
+		if ((uint64_t)src->shape[a] > (uint64_t)(SIZE_MAX / bytes))
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: too many elements",
+			               what);
+		bytes *= (size_t)src->shape[a];
+	}
+	if (!src->data)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no data given", what);
+	dst->dtype = (Tileatom__DType)src->dtype;
+	dst->n_shape = (size_t)src->rank;
+	dst->shape = (int64_t *)src->shape;
+	dst->data.len = bytes;
+	dst->data.data = (uint8_t *)src->data;
+	return TILEATOM_OK;
+}
+
+int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const char *what,
+                     tileatom_error *err)
+{
+	tileatom__region__init(dst);
+	if (src->rank < 1 || src->rank > TILEATOM_MAX_RANK)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: rank %d is not in 1..%d",
+		               what, src->rank, TILEATOM_MAX_RANK);
+	for (int a = 0; a < src->rank; a++)
+		if (src->origin[a] < 0 || src->shape[a] < 1)
+			return tac_err(
+			    err, TILEATOM_E_INVALID_ARGUMENT,
+			    "%s: axis %d has origin %lld and extent %lld (need origin >= "
+			    "0, extent >= 1)",
+			    what, a, (long long)src->origin[a], (long long)src->shape[a]);
+	dst->n_origin = (size_t)src->rank;
+	dst->origin = (int64_t *)src->origin;
+	dst->n_shape = (size_t)src->rank;
+	dst->shape = (int64_t *)src->shape;
+	return TILEATOM_OK;
+}
+
+int tac_build_options(tac_msg *m, const tileatom_op_options *opts, bool force_want_old,
+                      tileatom_error *err)
+{
+	tileatom_op_options defaults = TILEATOM_OP_OPTIONS_INIT;
+	if (!opts)
+		opts = &defaults;
+	Tileatom__Options *o = &m->options;
+	tileatom__options__init(o);
+	if ((unsigned)opts->sem > TILEATOM_SEM_ACQ_REL)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown sem %d", (int)opts->sem);
+	if ((unsigned)opts->scope > TILEATOM_SCOPE_SYS)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown scope %d",
+		               (int)opts->scope);
+	if ((unsigned)opts->space > TILEATOM_SPACE_SHARED)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown space %d",
+		               (int)opts->space);
+	o->sem = (Tileatom__Sem)opts->sem;
+	o->scope = (Tileatom__Scope)opts->scope;
+	o->space = (Tileatom__Space)opts->space;
+	o->no_bounds_check = !opts->check_bounds;
+	o->want_old = opts->want_old || force_want_old;
+	if (opts->mask) {
+		int rc = tac_build_array(&m->mask, opts->mask, "mask", err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		o->mask = &m->mask;
+	}
+	return TILEATOM_OK;
+}
+
+/* Clears m and sets the request's body kind. */
+static void msg_begin(tac_msg *m, tileatom_request_kind kind)
+{
+	memset(m, 0, sizeof(*m));
+	tileatom__request__init(&m->req);
+	m->kind = kind;
+	m->req.body_case = (Tileatom__Request__BodyCase)kind;
+}
+
+/* Checks that op is one of the nine atomic ops. */
+static int check_op(tileatom_op op, tileatom_error *err)
+{
+	if (op < TILEATOM_OP_ADD || op > TILEATOM_OP_XOR)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)op);
+	return TILEATOM_OK;
+}
+
+/* Builds the optional region into dst; *out gets dst or NULL when region is NULL. */
+static int opt_region(Tileatom__Region *dst, Tileatom__Region **out, const tileatom_region *region,
+                      const char *what, tileatom_error *err)
+{
+	*out = NULL;
+	if (!region)
+		return TILEATOM_OK;
+	int rc = tac_build_region(dst, region, what, err);
+	if (rc == TILEATOM_OK)
+		*out = dst;
+	return rc;
+}
+
+/* Builds values and (for CAS) compare; compare given for another op is an error. */
+static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *values,
+                          const tileatom_array *compare, Tileatom__Array **vout,
+                          Tileatom__Array **cout, tileatom_error *err)
+{
+	if (!values)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given",
+		               tileatom_op_name(op));
+	int rc =
+	    tac_build_array(&m->values, values, op == TILEATOM_OP_CAS ? "desired" : "values", err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	*vout = &m->values;
+	*cout = NULL;
+	if (op == TILEATOM_OP_CAS) {
+		if (!compare)
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+			               "cas: no expected (compare) values given");
+		rc = tac_build_array(&m->compare, compare, "expected", err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		*cout = &m->compare;
+	} else if (compare) {
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s: compare values are only for cas", tileatom_op_name(op));
+	}
+	return TILEATOM_OK;
+}
+
+int tac_build_hello(tac_msg *m, const char *client_name)
+{
+	msg_begin(m, TILEATOM_REQ_HELLO);
+	tileatom__hello_request__init(&m->body.hello);
+	m->body.hello.protocol_version = TILEATOM_PROTOCOL_VERSION;
+	m->body.hello.client_name = (char *)(client_name ? client_name : "");
+	m->req.hello = &m->body.hello;
+	return TILEATOM_OK;
+}
+
+int tac_build_ping(tac_msg *m)
+{
+	msg_begin(m, TILEATOM_REQ_PING);
+	tileatom__ping_request__init(&m->body.ping);
+	m->req.ping = &m->body.ping;
+	return TILEATOM_OK;
+}
+
+int tac_build_stats(tac_msg *m)
+{
+	msg_begin(m, TILEATOM_REQ_STATS);
+	tileatom__stats_request__init(&m->body.stats);
+	m->req.stats = &m->body.stats;
+	return TILEATOM_OK;
+}
+
+int tac_build_list(tac_msg *m)
+{
+	msg_begin(m, TILEATOM_REQ_LIST);
+	tileatom__list_tiles_request__init(&m->body.list);
+	m->req.list = &m->body.list;
+	return TILEATOM_OK;
+}
+
+int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int rank,
+                     const int64_t *shape, const void *fill, tileatom_error *err)
+{
+	msg_begin(m, TILEATOM_REQ_CREATE);
+	int rc = check_name(name, "create", err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	if (tileatom_dtype_size(dtype) == 0 || dtype == TILEATOM_BOOL)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "create %s: %d is not a tile dtype", name, (int)dtype);
+	if (rank < 1 || rank > TILEATOM_MAX_RANK || !shape)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "create %s: rank %d is not in 1..%d", name, rank, TILEATOM_MAX_RANK);
+	for (int a = 0; a < rank; a++) {
+		if (shape[a] < 1)
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+			               "create %s: extent %lld along axis %d must be at least 1",
+			               name, (long long)shape[a], a);
+		m->shape_copy[a] = shape[a];
+	}
+	Tileatom__CreateTileRequest *b = &m->body.create;
+	tileatom__create_tile_request__init(b);
+	b->name = (char *)name;
+	b->dtype = (Tileatom__DType)dtype;
+	b->n_shape = (size_t)rank;
+	b->shape = m->shape_copy;
+	if (fill) {
+		tileatom__array__init(&m->fill);
+		m->fill.dtype = (Tileatom__DType)dtype;
+		m->fill.data.len = tileatom_dtype_size(dtype);
+		m->fill.data.data = (uint8_t *)fill;
+		b->fill = &m->fill;
+	}
+	m->req.create = b;
+	return TILEATOM_OK;
+}
+
+int tac_build_destroy(tac_msg *m, const char *name, tileatom_error *err)
+{
+	msg_begin(m, TILEATOM_REQ_DESTROY);
+	int rc = check_name(name, "destroy", err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tileatom__destroy_tile_request__init(&m->body.destroy);
+	m->body.destroy.name = (char *)name;
+	m->req.destroy = &m->body.destroy;
+	return TILEATOM_OK;
+}
+
+int tac_build_describe(tac_msg *m, const char *name, tileatom_error *err)
+{
+	msg_begin(m, TILEATOM_REQ_DESCRIBE);
+	int rc = check_name(name, "describe", err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tileatom__describe_tile_request__init(&m->body.describe);
+	m->body.describe.name = (char *)name;
+	m->req.describe = &m->body.describe;
+	return TILEATOM_OK;
+}
+
+int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region, tileatom_error *err)
+{
+	msg_begin(m, TILEATOM_REQ_READ);
+	Tileatom__ReadRegionRequest *b = &m->body.read;
+	tileatom__read_region_request__init(b);
+	int rc = check_name(tile, "read", err);
+	if (rc == TILEATOM_OK)
+		rc = opt_region(&m->region, &b->region, region, "read region", err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	b->tile = (char *)tile;
+	m->req.read = b;
+	return TILEATOM_OK;
+}
+
+int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
+                    const tileatom_array *values, tileatom_error *err)
+{
+	msg_begin(m, TILEATOM_REQ_WRITE);
+	Tileatom__WriteRegionRequest *b = &m->body.write;
+	tileatom__write_region_request__init(b);
+	int rc = check_name(tile, "write", err);
+	if (rc == TILEATOM_OK)
+		rc = opt_region(&m->region, &b->region, region, "write region", err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	if (!values)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "write: no values given");
+	rc = tac_build_array(&m->values, values, "values", err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	b->tile = (char *)tile;
+	b->values = &m->values;
+	m->req.write = b;
+	return TILEATOM_OK;
+}
+
+int tac_build_elementwise(tac_msg *m, const char *tile, tileatom_op op,
+                          const tileatom_region *region, const tileatom_array *values,
+                          const tileatom_array *compare, const tileatom_op_options *opts,
+                          tileatom_error *err)
+{
+	msg_begin(m, TILEATOM_REQ_ELEMENTWISE);
+	Tileatom__ElementwiseAtomicRequest *b = &m->body.elementwise;
+	tileatom__elementwise_atomic_request__init(b);
+	int rc = check_name(tile, "elementwise", err);
+	if (rc == TILEATOM_OK)
+		rc = check_op(op, err);
+	if (rc == TILEATOM_OK)
+		rc = opt_region(&m->region, &b->region, region, "region", err);
+	if (rc == TILEATOM_OK)
+		rc = values_compare(m, op, values, compare, &b->values, &b->compare, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_build_options(m, opts, false, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	b->tile = (char *)tile;
+	b->op = (Tileatom__Op)op;
+	b->options = &m->options;
+	m->req.elementwise = b;
+	return TILEATOM_OK;
+}
+
+int tac_build_scatter(tac_msg *m, const char *tile, tileatom_op op, const tileatom_region *region,
+                      int dim, const tileatom_array *indices, const tileatom_array *values,
+                      const tileatom_op_options *opts, tileatom_error *err)
+{
+	msg_begin(m, TILEATOM_REQ_SCATTER);
+	Tileatom__ScatterAtomicRequest *b = &m->body.scatter;
+	tileatom__scatter_atomic_request__init(b);
+	int rc = check_name(tile, "scatter", err);
+	if (rc == TILEATOM_OK)
+		rc = check_op(op, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	if (dim < 0 || dim >= TILEATOM_MAX_RANK)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "scatter: dim %d is not in 0..%d",
+		               dim, TILEATOM_MAX_RANK - 1);
+	if (!indices)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "scatter: no indices given");
+	rc = opt_region(&m->region, &b->region, region, "region", err);
+	if (rc == TILEATOM_OK)
+		rc = tac_build_array(&m->index[0], indices, "indices", err);
+	Tileatom__Array *no_compare = NULL;
+	if (rc == TILEATOM_OK)
+		rc = values_compare(m, op, values, NULL, &b->values, &no_compare, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_build_options(m, opts, false, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tileatom__scatter_addr__init(&m->scatter_addr);
+	m->scatter_addr.dim = (uint32_t)dim;
+	m->scatter_addr.indices = &m->index[0];
+	b->tile = (char *)tile;
+	b->op = (Tileatom__Op)op;
+	b->addr = &m->scatter_addr;
+	b->options = &m->options;
+	m->req.scatter = b;
+	return TILEATOM_OK;
+}
+
+/* Builds the IndexedAddr from n_index arrays. */
+static int build_indexed_addr(tac_msg *m, int n_index, const tileatom_array *indices, bool flat,
+                              tileatom_error *err)
+{
+	if (!indices || n_index < 1 || n_index > TILEATOM_MAX_RANK)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "indexed: %d index arrays given (need 1..%d)", indices ? n_index : 0,
+		               TILEATOM_MAX_RANK);
+	if (flat && n_index != 1)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "indexed: flat addressing takes one index array, not %d", n_index);
+	for (int i = 0; i < n_index; i++) {
+		char what[32];
+		snprintf(what, sizeof(what), "index array %d", i);
+		int rc = tac_build_array(&m->index[i], &indices[i], what, err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		m->index_ptr[i] = &m->index[i];
+	}
+	tileatom__indexed_addr__init(&m->indexed_addr);
+	m->indexed_addr.n_indices = (size_t)n_index;
+	m->indexed_addr.indices = m->index_ptr;
+	m->indexed_addr.flat = flat;
+	return TILEATOM_OK;
+}
+
+int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op, const tileatom_region *region,
+                      int n_index, const tileatom_array *indices, bool flat,
+                      const tileatom_array *values, const tileatom_array *compare,
+                      const tileatom_op_options *opts, tileatom_error *err)
+{
+	msg_begin(m, TILEATOM_REQ_INDEXED);
+	Tileatom__IndexedAtomicRequest *b = &m->body.indexed;
+	tileatom__indexed_atomic_request__init(b);
+	int rc = check_name(tile, "indexed", err);
+	if (rc == TILEATOM_OK)
+		rc = check_op(op, err);
+	if (rc == TILEATOM_OK)
+		rc = opt_region(&m->region, &b->region, region, "region", err);
+	if (rc == TILEATOM_OK)
+		rc = build_indexed_addr(m, n_index, indices, flat, err);
+	if (rc == TILEATOM_OK)
+		rc = values_compare(m, op, values, compare, &b->values, &b->compare, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_build_options(m, opts, false, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	b->tile = (char *)tile;
+	b->op = (Tileatom__Op)op;
+	b->addr = &m->indexed_addr;
+	b->options = &m->options;
+	m->req.indexed = b;
+	return TILEATOM_OK;
+}
+
+int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t flat_index,
+                        tileatom_dtype dtype, const void *value, const void *compare,
+                        const tileatom_op_options *opts, tileatom_array *value_arr,
+                        tileatom_array *compare_arr, tileatom_error *err)
+{
+	tileatom_op_options o = TILEATOM_OP_OPTIONS_INIT;
+	if (opts)
+		o = *opts;
+	o.want_old = true;
+	o.old_out = NULL;
+	o.old_out_size = 0;
+	if (!value)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no value given",
+		               tileatom_op_name(op));
+	*value_arr = tileatom_scalar(dtype, value);
+	*compare_arr = tileatom_scalar(dtype, compare);
+	/* The index lives in *m, which tac_build_indexed clears first: build into a local
+	 * array, then point the message at the copy inside m. */
+	int64_t idx = flat_index;
+	tileatom_array index = tileatom_scalar(TILEATOM_INT64, &idx);
+	int rc = tac_build_indexed(m, tile, op, NULL, 1, &index, true, value_arr,
+	                           op == TILEATOM_OP_CAS ? compare_arr : NULL, &o, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	m->scalar_index = flat_index;
+	m->index[0].data.data = (uint8_t *)&m->scalar_index;
+	/* The index array's shape pointer referred to the local struct; a scalar has none. */
+	m->index[0].n_shape = 0;
+	m->index[0].shape = NULL;
+	return TILEATOM_OK;
+}
+
+int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
+                     const tileatom_region *window, const tileatom_addr *addr,
+                     const tileatom_array *operand, const tileatom_op_options *opts,
+                     tileatom_error *err)
+{
+	static const char *const names[] = {
+	    [TILEATOM_REQ_GATHER] = "gather",
+	    [TILEATOM_REQ_SCATTER_STORE] = "scatter_store",
+	    [TILEATOM_REQ_ATOMIC_LOAD] = "atomic_load",
+	    [TILEATOM_REQ_ATOMIC_STORE] = "atomic_store",
+	};
+	msg_begin(m, kind);
+	if (kind != TILEATOM_REQ_GATHER && kind != TILEATOM_REQ_SCATTER_STORE &&
+	    kind != TILEATOM_REQ_ATOMIC_LOAD && kind != TILEATOM_REQ_ATOMIC_STORE)
+		return tac_err(err, TILEATOM_E_INTERNAL, "not a memory op: %d", (int)kind);
+	const char *what = names[kind];
+	int rc = check_name(tile, what, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	Tileatom__Region *win = NULL;
+	rc = opt_region(&m->region, &win, window, "window", err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	/* Addressing: NULL means element-wise over the whole tile. */
+	tileatom_addr whole = {TILEATOM_ADDR_REGION, NULL, 0, 0, NULL};
+	if (!addr)
+		addr = &whole;
+	tileatom__addressing__init(&m->addressing);
+	switch (addr->kind) {
+	case TILEATOM_ADDR_REGION:
+		if (addr->region) {
+			rc = tac_build_region(&m->addr_region, addr->region, "region", err);
+			if (rc != TILEATOM_OK)
+				return rc;
+		} else {
+			tileatom__region__init(&m->addr_region);
+		}
+		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_REGION;
+		m->addressing.region = &m->addr_region;
+		break;
+	case TILEATOM_ADDR_SCATTER:
+		if (addr->dim < 0 || addr->dim >= TILEATOM_MAX_RANK)
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+			               "%s: scatter dim %d is not in 0..%d", what, addr->dim,
+			               TILEATOM_MAX_RANK - 1);
+		if (!addr->index || addr->n_index != 1)
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+			               "%s: scatter addressing takes one index array", what);
+		rc = tac_build_array(&m->index[0], &addr->index[0], "indices", err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		tileatom__scatter_addr__init(&m->scatter_addr);
+		m->scatter_addr.dim = (uint32_t)addr->dim;
+		m->scatter_addr.indices = &m->index[0];
+		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_SCATTER;
+		m->addressing.scatter = &m->scatter_addr;
+		break;
+	case TILEATOM_ADDR_INDEXED:
+	case TILEATOM_ADDR_FLAT:
+		rc = build_indexed_addr(m, addr->n_index, addr->index,
+		                        addr->kind == TILEATOM_ADDR_FLAT, err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_INDEXED;
+		m->addressing.indexed = &m->indexed_addr;
+		break;
+	default:
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: unknown addressing kind %d",
+		               what, (int)addr->kind);
+	}
+	bool loads = kind == TILEATOM_REQ_GATHER || kind == TILEATOM_REQ_ATOMIC_LOAD;
+	rc = tac_build_options(m, opts, loads, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	Tileatom__Array *arr = NULL;
+	if (operand) {
+		if (kind == TILEATOM_REQ_ATOMIC_LOAD)
+			return tac_err(err, TILEATOM_E_INTERNAL, "atomic_load takes no operand");
+		rc = tac_build_array(&m->values, operand,
+		                     kind == TILEATOM_REQ_GATHER ? "padding" : "values", err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		arr = &m->values;
+	} else if (kind == TILEATOM_REQ_SCATTER_STORE || kind == TILEATOM_REQ_ATOMIC_STORE) {
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given", what);
+	}
+	switch (kind) {
+	case TILEATOM_REQ_GATHER: {
+		Tileatom__GatherRequest *b = &m->body.gather;
+		tileatom__gather_request__init(b);
+		b->tile = (char *)tile;
+		b->window = win;
+		b->addr = &m->addressing;
+		b->padding = arr;
+		b->options = &m->options;
+		m->req.gather = b;
+		break;
+	}
+	case TILEATOM_REQ_SCATTER_STORE: {
+		Tileatom__ScatterStoreRequest *b = &m->body.scatter_store;
+		tileatom__scatter_store_request__init(b);
+		b->tile = (char *)tile;
+		b->window = win;
+		b->addr = &m->addressing;
+		b->values = arr;
+		b->options = &m->options;
+		m->req.scatter_store = b;
+		break;
+	}
+	case TILEATOM_REQ_ATOMIC_LOAD: {
+		Tileatom__AtomicLoadRequest *b = &m->body.atomic_load;
+		tileatom__atomic_load_request__init(b);
+		b->tile = (char *)tile;
+		b->window = win;
+		b->addr = &m->addressing;
+		b->options = &m->options;
+		m->req.atomic_load = b;
+		break;
+	}
+	default: {
+		Tileatom__AtomicStoreRequest *b = &m->body.atomic_store;
+		tileatom__atomic_store_request__init(b);
+		b->tile = (char *)tile;
+		b->window = win;
+		b->addr = &m->addressing;
+		b->values = arr;
+		b->options = &m->options;
+		m->req.atomic_store = b;
+		break;
+	}
+	}
+	return TILEATOM_OK;
+}
+
+/* The response body case each request kind expects on success. */
+static Tileatom__Response__BodyCase expected_body(tileatom_request_kind kind)
+{
+	switch (kind) {
+	case TILEATOM_REQ_HELLO:
+		return TILEATOM__RESPONSE__BODY_HELLO;
+	case TILEATOM_REQ_PING:
+		return TILEATOM__RESPONSE__BODY_PING;
+	case TILEATOM_REQ_CREATE:
+	case TILEATOM_REQ_DESCRIBE:
+		return TILEATOM__RESPONSE__BODY_TILE;
+	case TILEATOM_REQ_LIST:
+		return TILEATOM__RESPONSE__BODY_LIST;
+	case TILEATOM_REQ_READ:
+		return TILEATOM__RESPONSE__BODY_DATA;
+	case TILEATOM_REQ_STATS:
+		return TILEATOM__RESPONSE__BODY_STATS;
+	case TILEATOM_REQ_DESTROY:
+		return TILEATOM__RESPONSE__BODY__NOT_SET;
+	default:
+		return TILEATOM__RESPONSE__BODY_OP;
+	}
+}
+
+int tac_check_response(const Tileatom__Response *r, tileatom_request_kind kind, tileatom_error *err)
+{
+	if (r->status != TILEATOM__STATUS__OK) {
+		int code = (int)r->status;
+		if (code < 1 || code > TILEATOM_E_INTERNAL)
+			return tac_err(err, TILEATOM_E_PROTOCOL,
+			               "tileatomd answered with unknown status %d: %s", code,
+			               r->message ? r->message : "");
+		if (r->message && *r->message)
+			return tac_err(err, code, "%s", r->message);
+		return tac_err(err, code, "tileatomd answered %s", tileatom_strerror(code));
+	}
+	Tileatom__Response__BodyCase want = expected_body(kind);
+	/* Destroy and write may come back with or without an (empty) body. */
+	if (kind == TILEATOM_REQ_DESTROY || kind == TILEATOM_REQ_WRITE) {
+		if (r->body_case != want && r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET &&
+		    r->body_case != TILEATOM__RESPONSE__BODY_OP)
+			return tac_err(err, TILEATOM_E_PROTOCOL,
+			               "tileatomd answered a %s request with body %d",
+			               kind == TILEATOM_REQ_DESTROY ? "destroy" : "write",
+			               (int)r->body_case);
+		return TILEATOM_OK;
+	}
+	if (r->body_case != want)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd answered request kind %d with body %d (expected %d)",
+		               (int)kind, (int)r->body_case, (int)want);
+	if (want == TILEATOM__RESPONSE__BODY_DATA)
+		return tac_check_wire_array(r->data, "read data", err);
+	if (want == TILEATOM__RESPONSE__BODY_OP && r->op && r->op->old)
+		return tac_check_wire_array(r->op->old, "old values", err);
+	return TILEATOM_OK;
+}
+
+int tac_check_wire_array(const Tileatom__Array *a, const char *what, tileatom_error *err)
+{
+	if (!a)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: missing in the response", what);
+	size_t es = tileatom_dtype_size((tileatom_dtype)a->dtype);
+	if (es == 0)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: unknown dtype %d in the response",
+		               what, (int)a->dtype);
+	if (a->n_shape > TILEATOM_MAX_RANK)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: rank %zu in the response", what,
+		               a->n_shape);
+	uint64_t n = 1;
+	for (size_t i = 0; i < a->n_shape; i++) {
+		if (a->shape[i] < 0 || (uint64_t)a->shape[i] > (UINT64_C(1) << 40))
+			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: extent %lld in the response",
+			               what, (long long)a->shape[i]);
+		n *= (uint64_t)a->shape[i];
+		if (n > (UINT64_C(1) << 40))
+			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: too many elements", what);
+	}
+	if ((uint64_t)a->data.len != n * es)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "%s: %zu bytes in the response for %llu elements of %s", what,
+		               a->data.len, (unsigned long long)n,
+		               tileatom_dtype_name((tileatom_dtype)a->dtype));
+	return TILEATOM_OK;
+}
+
+int tac_tile_info_from_wire(tileatom_tile_info *dst, const Tileatom__TileInfo *src,
+                            tileatom_error *err)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (!src)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "tile info missing in the response");
+	size_t len = src->name ? strlen(src->name) : 0;
+	if (len > TILEATOM_NAME_MAX)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "tile name of %zu bytes in the response",
+		               len);
+	if (src->n_shape < 1 || src->n_shape > TILEATOM_MAX_RANK)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "tile rank %zu in the response",
+		               src->n_shape);
+	if (len)
+		memcpy(dst->name, src->name, len);
+	dst->name[len] = '\0';
+	dst->dtype = (tileatom_dtype)src->dtype;
+	dst->rank = (int)src->n_shape;
+	for (size_t i = 0; i < src->n_shape; i++)
+		dst->shape[i] = src->shape[i];
+	dst->bytes = src->bytes;
+	return TILEATOM_OK;
+}
+
+int tac_parse_address(const char *address, bool *is_unix, char **host, char **port,
+                      tileatom_error *err)
+{
+	*host = NULL;
+	*port = NULL;
+	*is_unix = false;
+	if (!address || !*address)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "empty daemon address");
+	const char *colon = strrchr(address, ':');
+	if (strchr(address, '/') || !colon) {
+		*is_unix = true;
+		return TILEATOM_OK;
+	}
+	const char *h = address;
+	size_t hlen = (size_t)(colon - address);
+	if (address[0] == '[') {
+		const char *close = strchr(address, ']');
+		if (!close || close + 1 != colon)
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+			               "bad address '%s' (expected [v6addr]:port)", address);
+		h = address + 1;
+		hlen = (size_t)(close - h);
+	}
+	const char *p = colon + 1;
+	if (hlen == 0 || !*p)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "bad address '%s' (expected a socket path or host:port)", address);
+	for (const char *q = p; *q; q++)
+		if (*q < '0' || *q > '9')
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+			               "bad port '%s' in address '%s'", p, address);
+	long pv = strtol(p, NULL, 10);
+	if (pv < 1 || pv > 65535)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "port %s is not in 1..65535", p);
+	*host = strndup(h, hlen);
+	*port = strdup(p);
+	if (!*host || !*port) {
+		free(*host);
+		free(*port);
+		*host = *port = NULL;
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
+	}
+	return TILEATOM_OK;
+}

@@ -1,0 +1,477 @@
+/* tac_conn.c: the client's socket. Happy path: tac_conn_open connects (Unix path or TCP,
+ * non-blocking, bounded by a timeout); tac_conn_submit packs a request into one frame and
+ * writes it, queueing its id as pending; tac_conn_receive reads frames into a queue,
+ * decodes the oldest and checks that its id is the oldest pending id.
+ *
+ * Failure modes: a send that would block polls for writability *and* readability; bytes
+ * that arrive meanwhile are parsed into the frame queue, so a client pipelining many
+ * requests never deadlocks against a daemon that stops reading until its responses are
+ * drained. EOF, socket errors, timeouts, oversized or undecodable frames and mismatched ids
+ * break the connection: the first error is remembered and every later call reports it. */
+#include "tac_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Monotonic milliseconds. */
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A deadline timeout_ms from now; -1 when there is none. */
+static int64_t deadline_from(int timeout_ms)
+{
+	return timeout_ms > 0 ? now_ms() + timeout_ms : -1;
+}
+
+/* Milliseconds left until deadline as a poll() timeout (-1: forever, 0: expired). */
+static int remaining_ms(int64_t deadline)
+{
+	if (deadline < 0)
+		return -1;
+	int64_t left = deadline - now_ms();
+	if (left <= 0)
+		return 0;
+	return left > 1000000000 ? 1000000000 : (int)left;
+}
+
+/* Waits until fd has one of events; returns 1 (ready, revents in *revents), 0 (deadline
+ * passed) or -1 (poll failed, errno set). */
+static int wait_fd(int fd, short events, int64_t deadline, short *revents)
+{
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = events, .revents = 0};
+		int left = remaining_ms(deadline);
+		int n = poll(&p, 1, left);
+		if (n > 0) {
+			*revents = p.revents;
+			return 1;
+		}
+		if (n == 0)
+			return 0;
+		if (errno != EINTR)
+			return -1;
+	}
+}
+
+/* Formats the connect failure for address and errno e. */
+static int connect_error(const char *address, int e, tileatom_error *err)
+{
+	if (e == ENOENT || e == ECONNREFUSED)
+		return tac_err(err, TILEATOM_E_IO,
+		               "cannot connect to %s: %s (is tileatomd running?)", address,
+		               strerror(e));
+	return tac_err(err, TILEATOM_E_IO, "cannot connect to %s: %s", address, strerror(e));
+}
+
+/* Connects the non-blocking socket fd to sa, waiting until deadline. */
+static int connect_wait(int fd, const struct sockaddr *sa, socklen_t len, const char *address,
+                        int64_t deadline, tileatom_error *err)
+{
+	int rc;
+	do
+		rc = connect(fd, sa, len);
+	while (rc < 0 && errno == EINTR);
+	if (rc == 0)
+		return TILEATOM_OK;
+	if (errno != EINPROGRESS && errno != EAGAIN)
+		return connect_error(address, errno, err);
+	short revents = 0;
+	int w = wait_fd(fd, POLLOUT, deadline, &revents);
+	if (w == 0)
+		return tac_err(err, TILEATOM_E_TIMEOUT, "cannot connect to %s: timed out", address);
+	if (w < 0)
+		return connect_error(address, errno, err);
+	int soerr = 0;
+	socklen_t sl = sizeof(soerr);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+		return connect_error(address, errno, err);
+	if (soerr != 0)
+		return connect_error(address, soerr, err);
+	return TILEATOM_OK;
+}
+
+/* Connects to a Unix socket path. */
+static int open_unix(const char *path, int64_t deadline, int *out, tileatom_error *err)
+{
+	struct sockaddr_un sun;
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "socket path %s is longer than %zu bytes", path,
+		               sizeof(sun.sun_path) - 1);
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return tac_err(err, TILEATOM_E_IO, "cannot create a socket: %s", strerror(errno));
+	int rc = connect_wait(fd, (const struct sockaddr *)&sun, sizeof(sun), path, deadline, err);
+	if (rc != TILEATOM_OK) {
+		close(fd);
+		return rc;
+	}
+	*out = fd;
+	return TILEATOM_OK;
+}
+
+/* Connects to host:port over TCP, trying every address getaddrinfo gives. */
+static int open_tcp(const char *address, const char *host, const char *port, int64_t deadline,
+                    int *out, tileatom_error *err)
+{
+	struct addrinfo hints, *res = NULL;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV;
+	int gai = getaddrinfo(host, port, &hints, &res);
+	if (gai != 0)
+		return tac_err(err, TILEATOM_E_IO, "cannot resolve %s: %s", address,
+		               gai_strerror(gai));
+	int rc = tac_err(err, TILEATOM_E_IO, "cannot connect to %s: no usable address", address);
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		                ai->ai_protocol);
+		if (fd < 0) {
+			rc = tac_err(err, TILEATOM_E_IO, "cannot create a socket: %s",
+			             strerror(errno));
+			continue;
+		}
+		rc = connect_wait(fd, ai->ai_addr, ai->ai_addrlen, address, deadline, err);
+		if (rc == TILEATOM_OK) {
+			int one = 1;
+			/* Small requests must not wait for Nagle; failure only costs latency. */
+			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			*out = fd;
+			break;
+		}
+		close(fd);
+		if (rc == TILEATOM_E_TIMEOUT)
+			break;
+	}
+	freeaddrinfo(res);
+	return rc;
+}
+
+int tac_conn_open(const char *address, int timeout_ms, int *fd, tileatom_error *err)
+{
+	bool is_unix;
+	char *host = NULL, *port = NULL;
+	*fd = -1;
+	int rc = tac_parse_address(address, &is_unix, &host, &port, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	int64_t deadline = deadline_from(timeout_ms);
+	if (is_unix)
+		rc = open_unix(address, deadline, fd, err);
+	else
+		rc = open_tcp(address, host, port, deadline, fd, err);
+	free(host);
+	free(port);
+	return rc;
+}
+
+int tac_client_new(int fd, const char *address, tileatom_client **out, tileatom_error *err)
+{
+	*out = NULL;
+	tileatom_client *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
+	}
+	c->fd = fd;
+	c->address = strdup(address);
+	c->rxbuf = malloc(TAC_RECV_CHUNK);
+	c->pending_cap = 64;
+	c->pending = malloc(c->pending_cap * sizeof(*c->pending));
+	c->rxq_cap = 16;
+	c->rxq = malloc(c->rxq_cap * sizeof(*c->rxq));
+	ta_frame_reader_init(&c->reader, TAC_DEFAULT_MAX_RESPONSE);
+	if (!c->address || !c->rxbuf || !c->pending || !c->rxq) {
+		tac_client_free(c);
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
+	}
+	*out = c;
+	return TILEATOM_OK;
+}
+
+void tac_client_free(tileatom_client *c)
+{
+	if (!c)
+		return;
+	if (c->fd >= 0)
+		close(c->fd);
+	while (c->rxq && c->rxq_count > 0) {
+		free(c->rxq[c->rxq_head].data);
+		c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
+		c->rxq_count--;
+	}
+	ta_frame_reader_free(&c->reader);
+	if (c->last)
+		tileatom__response__free_unpacked(c->last, NULL);
+	free(c->rxq);
+	free(c->pending);
+	free(c->rxbuf);
+	free(c->address);
+	free(c);
+}
+
+int tac_conn_break(tileatom_client *c, tileatom_error *err)
+{
+	if (!c->broken) {
+		c->broken = true;
+		if (err)
+			c->broken_err = *err;
+		else
+			tac_err(&c->broken_err, TILEATOM_E_IO, "connection failed");
+	}
+	return c->broken_err.code;
+}
+
+/* Grows a power-of-two ring buffer of elements of size esize, keeping head..head+count in
+ * order at the start of the new buffer. Returns 0 or -1 when memory is short. */
+static int ring_grow(void **buf, size_t *cap, size_t *head, size_t count, size_t esize)
+{
+	size_t ncap = *cap * 2;
+	uint8_t *nb = malloc(ncap * esize);
+	if (!nb)
+		return -1;
+	uint8_t *ob = *buf;
+	for (size_t i = 0; i < count; i++)
+		memcpy(nb + i * esize, ob + ((*head + i) & (*cap - 1)) * esize, esize);
+	free(ob);
+	*buf = nb;
+	*cap = ncap;
+	*head = 0;
+	return 0;
+}
+
+/* Appends a completed frame to the receive queue. */
+static int rxq_push(tileatom_client *c, uint8_t *data, uint32_t len, tileatom_error *err)
+{
+	if (c->rxq_count == c->rxq_cap && ring_grow((void **)&c->rxq, &c->rxq_cap, &c->rxq_head,
+	                                            c->rxq_count, sizeof(*c->rxq)) < 0) {
+		free(data);
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory queueing a response");
+	}
+	c->rxq[(c->rxq_head + c->rxq_count) & (c->rxq_cap - 1)] = (tac_frame){data, len};
+	c->rxq_count++;
+	return TILEATOM_OK;
+}
+
+/* Reads what the socket has (one recv) and parses it into frames. Returns TILEATOM_OK
+ * (also when nothing was there) or an error for EOF, socket errors and bad frames. */
+static int recv_some(tileatom_client *c, tileatom_error *err)
+{
+	ssize_t n;
+	do
+		n = recv(c->fd, c->rxbuf, TAC_RECV_CHUNK, 0);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		return tac_err(err, TILEATOM_E_IO, "tileatomd at %s closed the connection",
+		               c->address);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return TILEATOM_OK;
+		return tac_err(err, TILEATOM_E_IO, "receiving from %s: %s", c->address,
+		               strerror(errno));
+	}
+	const uint8_t *p = c->rxbuf;
+	size_t left = (size_t)n;
+	while (left > 0) {
+		ta_frame_status fs = ta_frame_reader_feed(&c->reader, &p, &left);
+		if (fs == TA_FRAME_READY) {
+			uint32_t len;
+			uint8_t *payload = ta_frame_reader_take(&c->reader, &len);
+			int rc = rxq_push(c, payload, len, err);
+			if (rc != TILEATOM_OK)
+				return rc;
+		} else if (fs == TA_FRAME_TOO_LARGE) {
+			return tac_err(err, TILEATOM_E_PROTOCOL,
+			               "response frame of %u bytes exceeds the limit of %u bytes",
+			               c->reader.payload_len, c->reader.max_payload);
+		} else if (fs == TA_FRAME_NOMEM) {
+			return tac_err(err, TILEATOM_E_NOMEM,
+			               "out of memory receiving a response of %u bytes",
+			               c->reader.payload_len);
+		}
+	}
+	return TILEATOM_OK;
+}
+
+/* When a send failed, the daemon may have explained why in a response (e.g. a frame over
+ * its size limit): use that message for err if the oldest queued frame has one. */
+static void explain_send_failure(tileatom_client *c, tileatom_error *err)
+{
+	if (c->rxq_count == 0 || !err)
+		return;
+	tac_frame *f = &c->rxq[c->rxq_head];
+	Tileatom__Response *r = tileatom__response__unpack(NULL, f->len, f->data);
+	if (!r)
+		return;
+	if (r->status != TILEATOM__STATUS__OK && r->message && *r->message) {
+		char saved[TILEATOM_MSG_MAX];
+		snprintf(saved, sizeof(saved), "%s", err->message);
+		tac_err(err, TILEATOM_E_IO, "%s (tileatomd: %s)", saved, r->message);
+	}
+	tileatom__response__free_unpacked(r, NULL);
+}
+
+/* Writes all of buf, draining incoming responses whenever the socket is not writable. */
+static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int64_t deadline,
+                    tileatom_error *err)
+{
+	while (len > 0) {
+		ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+		if (n > 0) {
+			buf += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			short revents = 0;
+			int w = wait_fd(c->fd, POLLOUT | POLLIN, deadline, &revents);
+			if (w == 0)
+				return tac_err(err, TILEATOM_E_TIMEOUT, "sending to %s: timed out",
+				               c->address);
+			if (w < 0)
+				return tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
+				               strerror(errno));
+			if (revents & (POLLIN | POLLHUP | POLLERR)) {
+				int rc = recv_some(c, err);
+				if (rc != TILEATOM_OK) {
+					explain_send_failure(c, err);
+					return rc;
+				}
+			}
+			continue;
+		}
+		tac_err(err, TILEATOM_E_IO, "sending to %s: %s", c->address,
+		        n < 0 ? strerror(errno) : "nothing written");
+		/* Pick up an explanation the daemon may have sent before closing. */
+		(void)recv_some(c, NULL);
+		explain_send_failure(c, err);
+		return TILEATOM_E_IO;
+	}
+	return TILEATOM_OK;
+}
+
+/* The error for calls on a broken connection. */
+static int broken_error(tileatom_client *c, tileatom_error *err)
+{
+	return tac_err(err, TILEATOM_E_IO, "connection to %s is broken: %s", c->address,
+	               c->broken_err.message);
+}
+
+int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, uint64_t *id,
+                    tileatom_error *err)
+{
+	if (c->broken)
+		return broken_error(c, err);
+	if (c->pending_count == c->pending_cap &&
+	    ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
+	              sizeof(*c->pending)) < 0)
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
+	m->req.id = c->last_id + 1;
+	size_t packed = protobuf_c_message_get_packed_size(&m->req.base);
+	if (packed > UINT32_MAX - TA_FRAME_HEADER)
+		return tac_err(err, TILEATOM_E_RESOURCE_EXHAUSTED,
+		               "request of %zu bytes is too large for one frame", packed);
+	uint8_t *frame = NULL;
+	size_t frame_len = 0;
+	if (ta_frame_encode(&m->req.base, UINT32_MAX - TA_FRAME_HEADER, &frame, &frame_len) != 0)
+		return tac_err(err, TILEATOM_E_NOMEM,
+		               "out of memory encoding a request of %zu bytes", packed);
+	tileatom_error local;
+	if (!err)
+		err = &local;
+	int rc = send_all(c, frame, frame_len, deadline_from(timeout_ms), err);
+	free(frame);
+	if (rc != TILEATOM_OK)
+		return tac_conn_break(c, err);
+	c->last_id++;
+	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
+	    (tac_pending){c->last_id, m->kind};
+	c->pending_count++;
+	if (id)
+		*id = c->last_id;
+	return TILEATOM_OK;
+}
+
+int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
+                     tileatom_error *err)
+{
+	if (c->broken)
+		return broken_error(c, err);
+	if (c->pending_count == 0)
+		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
+	tileatom_error local;
+	if (!err)
+		err = &local;
+	if (c->last) {
+		tileatom__response__free_unpacked(c->last, NULL);
+		c->last = NULL;
+	}
+	int64_t deadline = deadline_from(timeout_ms);
+	while (c->rxq_count == 0) {
+		short revents = 0;
+		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
+		if (w == 0) {
+			tac_err(err, TILEATOM_E_TIMEOUT,
+			        "waiting for a response from %s: timed out", c->address);
+			return tac_conn_break(c, err);
+		}
+		if (w < 0) {
+			tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
+			        strerror(errno));
+			return tac_conn_break(c, err);
+		}
+		int rc = recv_some(c, err);
+		if (rc != TILEATOM_OK)
+			return tac_conn_break(c, err);
+	}
+	tac_frame f = c->rxq[c->rxq_head];
+	c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
+	c->rxq_count--;
+	Tileatom__Response *r = tileatom__response__unpack(NULL, f.len, f.data);
+	free(f.data);
+	if (!r) {
+		tac_err(err, TILEATOM_E_PROTOCOL, "undecodable response of %u bytes from %s", f.len,
+		        c->address);
+		return tac_conn_break(c, err);
+	}
+	tac_pending p = c->pending[c->pending_head];
+	if (r->id != p.id) {
+		if (r->status != TILEATOM__STATUS__OK && r->message && *r->message)
+			tac_err(err, TILEATOM_E_PROTOCOL,
+			        "tileatomd rejected the connection (response id %llu, expected "
+			        "%llu): %s",
+			        (unsigned long long)r->id, (unsigned long long)p.id, r->message);
+		else
+			tac_err(err, TILEATOM_E_PROTOCOL,
+			        "response id %llu does not match the oldest request id %llu",
+			        (unsigned long long)r->id, (unsigned long long)p.id);
+		tileatom__response__free_unpacked(r, NULL);
+		return tac_conn_break(c, err);
+	}
+	c->pending_head = (c->pending_head + 1) & (c->pending_cap - 1);
+	c->pending_count--;
+	c->last = r;
+	*kind = p.kind;
+	return TILEATOM_OK;
+}

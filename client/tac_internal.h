@@ -1,0 +1,199 @@
+/* tac_internal.h: private declarations of libtileatom-client (not installed). The library
+ * has three layers: tac_codec.c turns the public argument structs into protobuf-c request
+ * messages (borrowing the caller's memory, no copies) and checks responses; tac_conn.c
+ * owns the socket (connect with timeout, framed send/receive, the queue of requests
+ * awaiting responses); tac_api.c implements the public calls on top of both. */
+#ifndef TAC_INTERNAL_H
+#define TAC_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tileatom.h"
+#include "ta_frame.h"
+#include "tileatom.pb-c.h"
+
+/* Marks a function internal to the library even when it is compiled without
+ * -fvisibility=hidden (the unit tests compile the sources directly). */
+#define TAC_HIDDEN __attribute__((visibility("hidden")))
+
+/* Default largest response payload accepted (1 GiB). */
+#define TAC_DEFAULT_MAX_RESPONSE (1u << 30)
+/* Bytes read from the socket per recv(). */
+#define TAC_RECV_CHUNK 65536
+
+/* A request awaiting its response. */
+typedef struct tac_pending {
+	uint64_t id;                /* the request id */
+	tileatom_request_kind kind; /* what was asked */
+} tac_pending;
+
+/* A complete frame payload received but not yet consumed. */
+typedef struct tac_frame {
+	uint8_t *data; /* malloc'd payload */
+	uint32_t len;  /* its length */
+} tac_frame;
+
+/* One connection to tileatomd. */
+struct tileatom_client {
+	int fd;                    /* connected, non-blocking stream socket */
+	char *address;             /* what we connected to (for messages) */
+	int io_timeout_ms;         /* per-call send/receive limit, <= 0: none */
+	bool broken;               /* an I/O or protocol error ended the connection */
+	tileatom_error broken_err; /* the error that broke it */
+	uint64_t last_id;          /* id of the last request sent (ids start at 1) */
+	tac_pending *pending;      /* ring buffer of requests awaiting responses */
+	size_t pending_cap;        /* its capacity (a power of two) */
+	size_t pending_head;       /* index of the oldest entry */
+	size_t pending_count;      /* entries in use */
+	ta_frame_reader reader;    /* incremental frame parser for received bytes */
+	tac_frame *rxq;            /* ring buffer of received, unconsumed frames */
+	size_t rxq_cap;            /* its capacity (a power of two) */
+	size_t rxq_head;           /* index of the oldest frame */
+	size_t rxq_count;          /* frames queued */
+	uint8_t *rxbuf;            /* TAC_RECV_CHUNK bytes of receive staging */
+	Tileatom__Response *last;  /* the last decoded response (kept for pointers) */
+	char server_version[64];   /* from the handshake */
+	char server_backend[32];   /* from the handshake */
+};
+
+/* Storage for one request message and every sub-message it may point to. Built on the
+ * stack by the tac_build_* functions; it borrows the caller's operand memory. */
+typedef struct tac_msg {
+	Tileatom__Request req;      /* the top-level message */
+	tileatom_request_kind kind; /* which body is set */
+	union {
+		Tileatom__HelloRequest hello;                   /* HELLO */
+		Tileatom__PingRequest ping;                     /* PING */
+		Tileatom__CreateTileRequest create;             /* CREATE */
+		Tileatom__DestroyTileRequest destroy;           /* DESTROY */
+		Tileatom__ListTilesRequest list;                /* LIST */
+		Tileatom__DescribeTileRequest describe;         /* DESCRIBE */
+		Tileatom__WriteRegionRequest write;             /* WRITE */
+		Tileatom__ReadRegionRequest read;               /* READ */
+		Tileatom__ElementwiseAtomicRequest elementwise; /* ELEMENTWISE */
+		Tileatom__ScatterAtomicRequest scatter;         /* SCATTER */
+		Tileatom__IndexedAtomicRequest indexed;         /* INDEXED */
+		Tileatom__GatherRequest gather;                 /* GATHER */
+		Tileatom__ScatterStoreRequest scatter_store;    /* SCATTER_STORE */
+		Tileatom__AtomicLoadRequest atomic_load;        /* ATOMIC_LOAD */
+		Tileatom__AtomicStoreRequest atomic_store;      /* ATOMIC_STORE */
+		Tileatom__StatsRequest stats;                   /* STATS */
+	} body;
+	Tileatom__Region region;                       /* region / window */
+	Tileatom__Region addr_region;                  /* Addressing.region */
+	Tileatom__Options options;                     /* op options */
+	Tileatom__Array values;                        /* values / desired / store data */
+	Tileatom__Array compare;                       /* CAS expected values */
+	Tileatom__Array mask;                          /* BOOL mask */
+	Tileatom__Array padding;                       /* gather padding */
+	Tileatom__Array fill;                          /* create fill scalar */
+	Tileatom__Array index[TILEATOM_MAX_RANK];      /* index arrays */
+	Tileatom__Array *index_ptr[TILEATOM_MAX_RANK]; /* pointers to them (repeated field) */
+	Tileatom__ScatterAddr scatter_addr;            /* scatter addressing */
+	Tileatom__IndexedAddr indexed_addr;            /* indexed addressing */
+	Tileatom__Addressing addressing;               /* memory-op addressing */
+	int64_t shape_copy[TILEATOM_MAX_RANK];         /* create: the tile shape */
+	int64_t scalar_index;                          /* atomic_at: the flat index */
+} tac_msg;
+
+/* ---- errors (tac_util.c) ------------------------------------------------------------- */
+
+/* Records code and a printf-style message in err (when not NULL); returns code. */
+TAC_HIDDEN int tac_err(tileatom_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Copies src into err (when both are not NULL); returns src->code. */
+TAC_HIDDEN int tac_err_copy(tileatom_error *err, const tileatom_error *src);
+
+/* ---- codec (tac_codec.c) ------------------------------------------------------------- */
+
+/* Converts a public array into a wire Array that borrows its data; what names it in
+ * messages. Checks dtype, rank, extents and the byte count. */
+TAC_HIDDEN int tac_build_array(Tileatom__Array *dst, const tileatom_array *src, const char *what,
+                               tileatom_error *err);
+/* Converts a public region (rank 1..4, extents >= 1) into a wire Region. */
+TAC_HIDDEN int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const char *what,
+                                tileatom_error *err);
+/* Fills the wire Options from opts (NULL: defaults); force_want_old sets want_old. */
+TAC_HIDDEN int tac_build_options(tac_msg *m, const tileatom_op_options *opts, bool force_want_old,
+                                 tileatom_error *err);
+
+/* Each builder initialises *m as one request (id 0: tac_conn_submit assigns it). */
+TAC_HIDDEN int tac_build_hello(tac_msg *m, const char *client_name);
+TAC_HIDDEN int tac_build_ping(tac_msg *m);
+TAC_HIDDEN int tac_build_stats(tac_msg *m);
+TAC_HIDDEN int tac_build_list(tac_msg *m);
+TAC_HIDDEN int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int rank,
+                                const int64_t *shape, const void *fill, tileatom_error *err);
+TAC_HIDDEN int tac_build_destroy(tac_msg *m, const char *name, tileatom_error *err);
+TAC_HIDDEN int tac_build_describe(tac_msg *m, const char *name, tileatom_error *err);
+TAC_HIDDEN int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region,
+                              tileatom_error *err);
+TAC_HIDDEN int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
+                               const tileatom_array *values, tileatom_error *err);
+TAC_HIDDEN int tac_build_elementwise(tac_msg *m, const char *tile, tileatom_op op,
+                                     const tileatom_region *region, const tileatom_array *values,
+                                     const tileatom_array *compare, const tileatom_op_options *opts,
+                                     tileatom_error *err);
+TAC_HIDDEN int tac_build_scatter(tac_msg *m, const char *tile, tileatom_op op,
+                                 const tileatom_region *region, int dim,
+                                 const tileatom_array *indices, const tileatom_array *values,
+                                 const tileatom_op_options *opts, tileatom_error *err);
+TAC_HIDDEN int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op,
+                                 const tileatom_region *region, int n_index,
+                                 const tileatom_array *indices, bool flat,
+                                 const tileatom_array *values, const tileatom_array *compare,
+                                 const tileatom_op_options *opts, tileatom_error *err);
+/* Single element at a flat index: an indexed flat request with scalar operands that point
+ * into *value_arr / *compare_arr (which the caller keeps alive). want_old is forced on. */
+TAC_HIDDEN int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t flat_index,
+                                   tileatom_dtype dtype, const void *value, const void *compare,
+                                   const tileatom_op_options *opts, tileatom_array *value_arr,
+                                   tileatom_array *compare_arr, tileatom_error *err);
+/* Memory ops: kind is GATHER, SCATTER_STORE, ATOMIC_LOAD or ATOMIC_STORE; operand is the
+ * padding (gather) or the values (stores), NULL for atomic load. */
+TAC_HIDDEN int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
+                                const tileatom_region *window, const tileatom_addr *addr,
+                                const tileatom_array *operand, const tileatom_op_options *opts,
+                                tileatom_error *err);
+
+/* Checks a decoded response against the request kind it answers: a non-OK status becomes
+ * the return value with the daemon's message in err; a body that does not fit the kind is
+ * TILEATOM_E_PROTOCOL. */
+TAC_HIDDEN int tac_check_response(const Tileatom__Response *r, tileatom_request_kind kind,
+                                  tileatom_error *err);
+/* Validates a wire Array from a response (dtype known, rank <= 4, byte count matching). */
+TAC_HIDDEN int tac_check_wire_array(const Tileatom__Array *a, const char *what,
+                                    tileatom_error *err);
+/* Copies a wire TileInfo into the public struct (checking rank and name length). */
+TAC_HIDDEN int tac_tile_info_from_wire(tileatom_tile_info *dst, const Tileatom__TileInfo *src,
+                                       tileatom_error *err);
+/* Parses an address: *is_unix set for a socket path; else host (malloc'd, brackets
+ * stripped) and port. Returns TILEATOM_OK or TILEATOM_E_INVALID_ARGUMENT. */
+TAC_HIDDEN int tac_parse_address(const char *address, bool *is_unix, char **host, char **port,
+                                 tileatom_error *err);
+
+/* ---- connection (tac_conn.c) ------------------------------------------------------------ */
+
+/* Opens the socket to address with a timeout (<= 0: none); *fd gets a non-blocking socket. */
+TAC_HIDDEN int tac_conn_open(const char *address, int timeout_ms, int *fd, tileatom_error *err);
+/* Allocates a client around a connected fd (taking it over). */
+TAC_HIDDEN int tac_client_new(int fd, const char *address, tileatom_client **out,
+                              tileatom_error *err);
+/* Frees a client and closes its socket. */
+TAC_HIDDEN void tac_client_free(tileatom_client *c);
+/* Assigns the next id to m, encodes and sends it, and queues it as pending. timeout_ms
+ * bounds the send (<= 0: none). */
+TAC_HIDDEN int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, uint64_t *id,
+                               tileatom_error *err);
+/* Receives the response to the oldest pending request, checks its id, pops it, and keeps it
+ * in c->last (freeing the previous one). *kind gets the request kind. Returns TILEATOM_OK
+ * or a client error (the daemon's status is not examined here). */
+TAC_HIDDEN int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
+                                tileatom_error *err);
+/* Marks the connection broken with err's code and message; returns the code. */
+TAC_HIDDEN int tac_conn_break(tileatom_client *c, tileatom_error *err);
+
+#endif /* TAC_INTERNAL_H */

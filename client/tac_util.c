@@ -1,0 +1,329 @@
+/* tac_util.c: the library's free functions: error helpers, status names, the default
+ * socket path, and the dtype / op / value helpers exported for applications and the CLI
+ * (thin wrappers over kernels/ta_types.c, which is compiled into the library). */
+#include "tac_internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ta_types.h"
+
+/* The public enums restate the wire and core enums: keep them equal. */
+_Static_assert((int)TILEATOM_E_INTERNAL == (int)TA_INTERNAL, "status values");
+_Static_assert((int)TILEATOM_E_INTERNAL == (int)TILEATOM__STATUS__INTERNAL, "wire status");
+_Static_assert((int)TILEATOM_E_OUT_OF_RANGE == (int)TA_OUT_OF_RANGE, "status values");
+_Static_assert((int)TILEATOM_INT32 == (int)TA_DTYPE_I32, "dtype values");
+_Static_assert((int)TILEATOM_BFLOAT16 == (int)TA_DTYPE_BF16, "dtype values");
+_Static_assert((int)TILEATOM_BOOL == (int)TA_DTYPE_BOOL, "dtype values");
+_Static_assert((int)TILEATOM_BOOL == (int)TILEATOM__DTYPE__BOOL, "wire dtype values");
+_Static_assert((int)TILEATOM_OP_XOR == (int)TA_OP_XOR, "op values");
+_Static_assert((int)TILEATOM_OP_CAS == (int)TILEATOM__OP__CAS, "wire op values");
+_Static_assert((int)TILEATOM_SEM_ACQ_REL == (int)TA_SEM_ACQ_REL, "sem values");
+_Static_assert((int)TILEATOM_SCOPE_SYS == (int)TA_SCOPE_SYS, "scope values");
+_Static_assert((int)TILEATOM_SPACE_SHARED == (int)TA_SPACE_SHARED, "space values");
+_Static_assert(TILEATOM_MAX_RANK == TA_MAX_RANK, "rank limit");
+_Static_assert(TILEATOM_NAME_MAX == TA_NAME_MAX, "name limit");
+_Static_assert(TILEATOM_PROTOCOL_VERSION == TA_PROTOCOL_VERSION, "protocol version");
+_Static_assert((int)TILEATOM_REQ_STATS == (int)TILEATOM__REQUEST__BODY_STATS, "request kinds");
+_Static_assert((int)TILEATOM_REQ_PING == (int)TILEATOM__REQUEST__BODY_PING, "request kinds");
+
+int tac_err(tileatom_error *err, int code, const char *fmt, ...)
+{
+	if (err) {
+		err->code = code;
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+int tac_err_copy(tileatom_error *err, const tileatom_error *src)
+{
+	if (err && src && err != src)
+		*err = *src;
+	return src ? src->code : TILEATOM_E_INTERNAL;
+}
+
+const char *tileatom_strerror(int code)
+{
+	switch (code) {
+	case TILEATOM_OK:
+		return "OK";
+	case TILEATOM_E_INVALID_ARGUMENT:
+		return "INVALID_ARGUMENT";
+	case TILEATOM_E_NOT_FOUND:
+		return "NOT_FOUND";
+	case TILEATOM_E_ALREADY_EXISTS:
+		return "ALREADY_EXISTS";
+	case TILEATOM_E_OUT_OF_RANGE:
+		return "OUT_OF_RANGE";
+	case TILEATOM_E_RESOURCE_EXHAUSTED:
+		return "RESOURCE_EXHAUSTED";
+	case TILEATOM_E_UNIMPLEMENTED:
+		return "UNIMPLEMENTED";
+	case TILEATOM_E_UNAVAILABLE:
+		return "UNAVAILABLE";
+	case TILEATOM_E_PERMISSION_DENIED:
+		return "PERMISSION_DENIED";
+	case TILEATOM_E_INTERNAL:
+		return "INTERNAL";
+	case TILEATOM_E_IO:
+		return "IO";
+	case TILEATOM_E_TIMEOUT:
+		return "TIMEOUT";
+	case TILEATOM_E_PROTOCOL:
+		return "PROTOCOL";
+	case TILEATOM_E_NOMEM:
+		return "NOMEM";
+	case TILEATOM_E_STATE:
+		return "STATE";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+const char *tileatom_version(void)
+{
+	return TILEATOM_CLIENT_VERSION;
+}
+
+/* True when path names an existing socket (or any file: a stale path still beats none). */
+static bool path_exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* Copies s into buf (n bytes); -1 when it does not fit. */
+static int copy_path(char *buf, size_t n, const char *s)
+{
+	size_t len = strlen(s);
+	if (len + 1 > n)
+		return -1;
+	memcpy(buf, s, len + 1);
+	return 0;
+}
+
+int tileatom_default_socket(char *buf, size_t n)
+{
+	if (!buf || n == 0)
+		return -1;
+	const char *env = getenv("TILEATOM_SOCKET");
+	if (env && *env)
+		return copy_path(buf, n, env);
+	/* Candidates: the per-user daemon ($XDG_RUNTIME_DIR) and the system daemon (/run).
+	 * Root looks at the system one first. The first that exists wins; when none does,
+	 * the first candidate is returned so that error messages name the expected path. */
+	char user_path[PATH_MAX] = "";
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (xdg && *xdg) {
+		if (snprintf(user_path, sizeof(user_path), "%s/tileatom/tileatomd.sock", xdg) >=
+		    (int)sizeof(user_path))
+			user_path[0] = '\0';
+	} else if (geteuid() != 0) {
+		snprintf(user_path, sizeof(user_path), "/tmp/tileatom-%u/tileatomd.sock",
+		         (unsigned)geteuid());
+	}
+	const char *system_path = "/run/tileatom/tileatomd.sock";
+	const char *cand[2];
+	int nc = 0;
+	if (geteuid() == 0) {
+		cand[nc++] = system_path;
+		if (user_path[0])
+			cand[nc++] = user_path;
+	} else {
+		if (user_path[0])
+			cand[nc++] = user_path;
+		cand[nc++] = system_path;
+	}
+	for (int i = 0; i < nc; i++)
+		if (path_exists(cand[i]))
+			return copy_path(buf, n, cand[i]);
+	return copy_path(buf, n, cand[0]);
+}
+
+size_t tileatom_dtype_size(tileatom_dtype dtype)
+{
+	return ta_dtype_size((ta_dtype)dtype);
+}
+
+const char *tileatom_dtype_name(tileatom_dtype dtype)
+{
+	return ta_dtype_name((ta_dtype)dtype);
+}
+
+tileatom_dtype tileatom_dtype_parse(const char *name)
+{
+	return name ? (tileatom_dtype)ta_dtype_parse(name) : TILEATOM_DTYPE_NONE;
+}
+
+bool tileatom_dtype_is_int(tileatom_dtype dtype)
+{
+	return ta_dtype_is_int((ta_dtype)dtype);
+}
+
+bool tileatom_dtype_is_float(tileatom_dtype dtype)
+{
+	return ta_dtype_is_float((ta_dtype)dtype);
+}
+
+const char *tileatom_op_name(tileatom_op op)
+{
+	if (op < TILEATOM_OP_ADD || op > TILEATOM_OP_XOR)
+		return "?";
+	return ta_op_name((ta_op)op);
+}
+
+tileatom_op tileatom_op_parse(const char *name)
+{
+	if (!name)
+		return TILEATOM_OP_NONE;
+	ta_op op = ta_op_parse(name);
+	return ta_op_is_rmw(op) ? (tileatom_op)op : TILEATOM_OP_NONE;
+}
+
+const char *tileatom_sem_name(tileatom_sem sem)
+{
+	return ta_sem_name((ta_sem)sem);
+}
+
+const char *tileatom_scope_name(tileatom_scope scope)
+{
+	return ta_scope_name((ta_scope)scope);
+}
+
+const char *tileatom_space_name(tileatom_space space)
+{
+	return ta_space_name((ta_space)space);
+}
+
+int tileatom_sem_parse(const char *name)
+{
+	return name ? ta_sem_parse(name) : -1;
+}
+
+int tileatom_scope_parse(const char *name)
+{
+	return name ? ta_scope_parse(name) : -1;
+}
+
+int tileatom_space_parse(const char *name)
+{
+	return name ? ta_space_parse(name) : -1;
+}
+
+int tileatom_value_parse(tileatom_dtype dtype, const char *text, void *out, tileatom_error *err)
+{
+	if (!text || !out)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no value text or output given");
+	if (!ta_dtype_is_tile((ta_dtype)dtype) && dtype != TILEATOM_BOOL)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown dtype %d", (int)dtype);
+	ta_error terr = {TA_OK, ""};
+	ta_status st = ta_value_parse((ta_dtype)dtype, text, out, &terr);
+	if (st != TA_OK)
+		return tac_err(err, (int)st, "%s", terr.msg);
+	return TILEATOM_OK;
+}
+
+int tileatom_value_format(tileatom_dtype dtype, const void *in, char *buf, size_t n)
+{
+	if (!in)
+		return snprintf(buf, n, "?");
+	return ta_value_format((ta_dtype)dtype, in, buf, n);
+}
+
+double tileatom_value_to_double(tileatom_dtype dtype, const void *in)
+{
+	union {
+		int32_t i32;
+		uint32_t u32;
+		int64_t i64;
+		uint64_t u64;
+		float f32;
+		double f64;
+		uint16_t u16;
+		uint8_t u8;
+	} v;
+	size_t size = tileatom_dtype_size(dtype);
+	if (!in || size == 0)
+		return 0.0;
+	memcpy(&v, in, size);
+	switch (dtype) {
+	case TILEATOM_INT32:
+		return (double)v.i32;
+	case TILEATOM_UINT32:
+		return (double)v.u32;
+	case TILEATOM_INT64:
+		return (double)v.i64;
+	case TILEATOM_UINT64:
+		return (double)v.u64;
+	case TILEATOM_FLOAT32:
+		return (double)v.f32;
+	case TILEATOM_FLOAT64:
+		return v.f64;
+	case TILEATOM_FLOAT16:
+		return (double)ta_f16_to_f32(v.u16);
+	case TILEATOM_BFLOAT16:
+		return (double)ta_bf16_to_f32(v.u16);
+	case TILEATOM_BOOL:
+		return v.u8 ? 1.0 : 0.0;
+	default:
+		return 0.0;
+	}
+}
+
+void tileatom_op_options_init(tileatom_op_options *opts)
+{
+	const tileatom_op_options defaults = TILEATOM_OP_OPTIONS_INIT;
+	if (opts)
+		*opts = defaults;
+}
+
+tileatom_array tileatom_scalar(tileatom_dtype dtype, const void *value)
+{
+	tileatom_array a;
+	memset(&a, 0, sizeof(a));
+	a.dtype = dtype;
+	a.rank = 0;
+	a.data = value;
+	return a;
+}
+
+tileatom_array tileatom_vector(tileatom_dtype dtype, int64_t n, const void *data)
+{
+	tileatom_array a;
+	memset(&a, 0, sizeof(a));
+	a.dtype = dtype;
+	a.rank = 1;
+	a.shape[0] = n;
+	a.data = data;
+	return a;
+}
+
+size_t tileatom_array_bytes(const tileatom_array *array)
+{
+	if (!array)
+		return 0;
+	size_t size = tileatom_dtype_size(array->dtype);
+	if (size == 0 || array->rank < 0 || array->rank > TILEATOM_MAX_RANK)
+		return 0;
+	for (int a = 0; a < array->rank; a++) {
+		if (array->shape[a] < 0)
+			return 0;
+		if (array->shape[a] > 0 && size > SIZE_MAX / (uint64_t)array->shape[a])
+			return 0;
+		size *= (size_t)array->shape[a];
+	}
+	return size;
+}
+
+void tileatom_free(void *ptr)
+{
+	free(ptr);
+}

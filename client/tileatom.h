@@ -1,0 +1,488 @@
+/* tileatom.h: the public C API of libtileatom-client, the client library of tileatomd (the
+ * GPU atomics service). This is the library's only installed header.
+ *
+ * A daemon holds named, typed n-d "tiles" in GPU (or CPU) memory and applies atomic ops to
+ * them. A client connects (Unix socket path or host:port), then creates, reads, writes and
+ * updates tiles. Element data always travels as packed little-endian bytes of the tile's
+ * dtype (or of the operand's own dtype for indices and masks), row-major.
+ *
+ * Return values: every call that can fail returns a tileatom_status (TILEATOM_OK = 0) and,
+ * when err is not NULL, fills *err with the same code and a message naming the problem
+ * (the daemon's message for errors it reports). Codes 1..9 are the daemon's wire statuses;
+ * codes from 100 up are raised by the library itself.
+ *
+ * After an I/O, timeout or protocol error the connection is broken: every later call on
+ * that handle returns TILEATOM_E_IO until tileatom_close(). Daemon errors (codes 1..9)
+ * leave the connection usable.
+ *
+ * Thread safety: a tileatom_client handle may be used by one thread at a time (calls on one
+ * handle must be serialised by the caller; none of them block on other handles). Distinct
+ * handles are fully independent and may be used concurrently from different threads. The
+ * free functions (tileatom_strerror, tileatom_dtype_*, tileatom_value_*, ...) are
+ * thread-safe. The library never raises SIGPIPE (it sends with MSG_NOSIGNAL).
+ *
+ * Pipelining: tileatom_submit_* write one request and return its id without waiting;
+ * tileatom_collect() returns the responses, which come back strictly in submission order.
+ * The synchronous calls refuse to run (TILEATOM_E_STATE) while submitted responses are
+ * still uncollected. Submitting never deadlocks against a daemon that stops reading: while
+ * a write would block, responses already arriving are buffered for tileatom_collect(). */
+#ifndef TILEATOM_H
+#define TILEATOM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Marks the symbols the shared library exports (everything else is hidden). */
+#ifndef TA_API
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define TA_API __attribute__((visibility("default")))
+#else
+#define TA_API
+#endif
+#endif
+
+/* Highest tile (and operand) rank. */
+#define TILEATOM_MAX_RANK 4
+/* Longest tile name in bytes, excluding the terminating NUL. */
+#define TILEATOM_NAME_MAX 64
+/* Room for an error message, NUL included. */
+#define TILEATOM_MSG_MAX 256
+/* Protocol version this library speaks. */
+#define TILEATOM_PROTOCOL_VERSION 1
+
+/* Status codes: 0..9 equal the wire enum Status; 100 and up are client-side. */
+typedef enum tileatom_status {
+	TILEATOM_OK = 0,                   /* success */
+	TILEATOM_E_INVALID_ARGUMENT = 1,   /* the request is malformed or illegal */
+	TILEATOM_E_NOT_FOUND = 2,          /* no such tile */
+	TILEATOM_E_ALREADY_EXISTS = 3,     /* a tile of that name exists */
+	TILEATOM_E_OUT_OF_RANGE = 4,       /* an index or region lies outside the tile */
+	TILEATOM_E_RESOURCE_EXHAUSTED = 5, /* a daemon limit (memory, frame size, ...) */
+	TILEATOM_E_UNIMPLEMENTED = 6,      /* the backend does not implement this */
+	TILEATOM_E_UNAVAILABLE = 7,        /* the daemon is shutting down or busy */
+	TILEATOM_E_PERMISSION_DENIED = 8,  /* not allowed */
+	TILEATOM_E_INTERNAL = 9,           /* a daemon bug or device failure */
+	TILEATOM_E_IO = 100,               /* socket error, or the daemon closed the connection */
+	TILEATOM_E_TIMEOUT = 101,          /* the connect or I/O timeout expired */
+	TILEATOM_E_PROTOCOL = 102,         /* malformed / unexpected response, version mismatch */
+	TILEATOM_E_NOMEM = 103,            /* the client ran out of memory */
+	TILEATOM_E_STATE = 104             /* not allowed now (e.g. uncollected responses) */
+} tileatom_status;
+
+/* An error: code plus message. Zero-initialise it or leave it to the library. */
+typedef struct tileatom_error {
+	int code;                       /* a tileatom_status */
+	char message[TILEATOM_MSG_MAX]; /* NUL-terminated; names the problem */
+} tileatom_error;
+
+/* Element types (values equal the wire enum DType). BOOL is for masks only. */
+typedef enum tileatom_dtype {
+	TILEATOM_DTYPE_NONE = 0, /* unspecified / invalid */
+	TILEATOM_INT32 = 1,      /* int32_t */
+	TILEATOM_UINT32 = 2,     /* uint32_t */
+	TILEATOM_INT64 = 3,      /* int64_t */
+	TILEATOM_UINT64 = 4,     /* uint64_t */
+	TILEATOM_FLOAT32 = 5,    /* IEEE binary32 */
+	TILEATOM_FLOAT64 = 6,    /* IEEE binary64 */
+	TILEATOM_FLOAT16 = 7,    /* IEEE binary16, as uint16_t bits */
+	TILEATOM_BFLOAT16 = 8,   /* bfloat16, as uint16_t bits */
+	TILEATOM_BOOL = 9        /* one byte: 0 off, anything else on (masks) */
+} tileatom_dtype;
+
+/* Atomic operations (values equal the wire enum Op). */
+typedef enum tileatom_op {
+	TILEATOM_OP_NONE = 0, /* unspecified */
+	TILEATOM_OP_ADD = 1,  /* x += v */
+	TILEATOM_OP_SUB = 2,  /* x -= v */
+	TILEATOM_OP_MIN = 3,  /* x = min(x, v) */
+	TILEATOM_OP_MAX = 4,  /* x = max(x, v) */
+	TILEATOM_OP_EXCH = 5, /* x = v */
+	TILEATOM_OP_CAS = 6,  /* if x == compare (bitwise): x = v */
+	TILEATOM_OP_AND = 7,  /* x &= v (integers) */
+	TILEATOM_OP_OR = 8,   /* x |= v (integers) */
+	TILEATOM_OP_XOR = 9   /* x ^= v (integers) */
+} tileatom_op;
+
+/* Memory-ordering semantics (values equal the wire enum Sem). */
+typedef enum tileatom_sem {
+	TILEATOM_SEM_RELAXED = 0, /* no ordering */
+	TILEATOM_SEM_ACQUIRE = 1, /* acquire (RMW ops and loads) */
+	TILEATOM_SEM_RELEASE = 2, /* release (RMW ops and stores) */
+	TILEATOM_SEM_ACQ_REL = 3  /* both (RMW ops) */
+} tileatom_sem;
+
+/* Scope (values equal the wire enum Scope). */
+typedef enum tileatom_scope {
+	TILEATOM_SCOPE_GPU = 0,     /* the whole device (default) */
+	TILEATOM_SCOPE_CTA = 1,     /* one thread block */
+	TILEATOM_SCOPE_CLUSTER = 2, /* one block cluster */
+	TILEATOM_SCOPE_SYS = 3      /* device and host */
+} tileatom_scope;
+
+/* Where an op accumulates (values equal the wire enum Space). */
+typedef enum tileatom_space {
+	TILEATOM_SPACE_GLOBAL = 0, /* every element updates the tile directly (default) */
+	TILEATOM_SPACE_SHARED = 1  /* private per-block accumulation, one atomic per element */
+} tileatom_space;
+
+/* A dense operand: dtype, row-major shape (rank 0 = a scalar of one element) and packed
+ * little-endian data of prod(shape) * dtype-size bytes, owned by the caller. */
+typedef struct tileatom_array {
+	tileatom_dtype dtype;             /* element type */
+	int rank;                         /* 0..TILEATOM_MAX_RANK */
+	int64_t shape[TILEATOM_MAX_RANK]; /* extents, rank entries used */
+	const void *data;                 /* the elements */
+} tileatom_array;
+
+/* A box inside a tile: origin and shape have the tile's rank. A NULL region pointer means
+ * the whole tile. */
+typedef struct tileatom_region {
+	int rank;                          /* entries used in origin and shape */
+	int64_t origin[TILEATOM_MAX_RANK]; /* first coordinate along each axis */
+	int64_t shape[TILEATOM_MAX_RANK];  /* extent along each axis */
+} tileatom_region;
+
+/* How a memory op (gather, scatter store, atomic load/store) addresses the tile. */
+typedef enum tileatom_addr_kind {
+	TILEATOM_ADDR_REGION = 0,  /* element-wise over `region` (NULL: the whole tile) */
+	TILEATOM_ADDR_SCATTER = 1, /* torch.scatter_ rules: index[0] addresses axis `dim` */
+	TILEATOM_ADDR_INDEXED = 2, /* one index array per tile axis, broadcast together */
+	TILEATOM_ADDR_FLAT = 3     /* index[0] holds row-major offsets into the window */
+} tileatom_addr_kind;
+
+/* Addressing of a memory op. Index arrays are INT32 or INT64. */
+typedef struct tileatom_addr {
+	tileatom_addr_kind kind;       /* which form */
+	const tileatom_region *region; /* REGION: the box (NULL: the whole tile) */
+	int dim;                       /* SCATTER: the axis the indices address */
+	int n_index;                   /* INDEXED: the tile rank; SCATTER and FLAT: 1 */
+	const tileatom_array *index;   /* n_index index arrays */
+} tileatom_addr;
+
+/* Options shared by the atomic and memory ops. Initialise with tileatom_op_options_init()
+ * or TILEATOM_OP_OPTIONS_INIT (a NULL options pointer means the same defaults). */
+typedef struct tileatom_op_options {
+	tileatom_sem sem;           /* memory order (default relaxed) */
+	tileatom_scope scope;       /* scope (default gpu) */
+	tileatom_space space;       /* global (default) or shared accumulation */
+	const tileatom_array *mask; /* optional BOOL mask broadcast to the element shape */
+	bool check_bounds;          /* default true: out-of-range elements are skipped and
+	                               counted; false: any out-of-range index fails the request */
+	bool want_old;              /* return the pre-RMW values into old_out */
+	void *old_out;              /* synchronous calls: receives the old values (dtype of the
+	                               tile, element shape, packed) when want_old */
+	size_t old_out_size;        /* bytes available at old_out */
+} tileatom_op_options;
+
+/* Default options: relaxed, gpu, global, no mask, bounds checking on, no old values. */
+#define TILEATOM_OP_OPTIONS_INIT                                                                   \
+	{                                                                                          \
+		TILEATOM_SEM_RELAXED, TILEATOM_SCOPE_GPU, TILEATOM_SPACE_GLOBAL, NULL, true,       \
+		    false, NULL, 0                                                                 \
+	}
+
+/* What an atomic or memory op did. */
+typedef struct tileatom_op_result {
+	uint64_t skipped;                     /* elements skipped as out of range */
+	uint64_t applied;                     /* elements applied (not masked, not skipped) */
+	int old_rank;                         /* rank of the returned old/loaded values */
+	int64_t old_shape[TILEATOM_MAX_RANK]; /* their shape */
+	size_t old_bytes;                     /* bytes of them copied to the output buffer */
+} tileatom_op_result;
+
+/* What a tile is. */
+typedef struct tileatom_tile_info {
+	char name[TILEATOM_NAME_MAX + 1]; /* tile name */
+	tileatom_dtype dtype;             /* element type */
+	int rank;                         /* 1..TILEATOM_MAX_RANK */
+	int64_t shape[TILEATOM_MAX_RANK]; /* extents */
+	uint64_t bytes;                   /* bytes of tile memory */
+} tileatom_tile_info;
+
+/* Daemon statistics (tileatom_stats). */
+typedef struct tileatom_stats_info {
+	char backend[32];            /* "cpu" or "cuda" */
+	char device[128];            /* device name or CPU description */
+	uint64_t device_memory;      /* bytes, 0 when not applicable */
+	char compute_capability[16]; /* e.g. "9.0"; empty on the CPU backend */
+	uint32_t tiles;              /* tiles held */
+	uint64_t tile_bytes;         /* bytes held by tiles */
+	uint64_t requests;           /* requests served */
+	uint64_t errors;             /* requests that failed */
+	uint32_t connections;        /* open connections */
+	uint64_t elements;           /* elements processed by atomic / memory ops */
+} tileatom_stats_info;
+
+/* Which call a pipelined response answers (values equal the wire Request body numbers). */
+typedef enum tileatom_request_kind {
+	TILEATOM_REQ_NONE = 0,           /* nothing */
+	TILEATOM_REQ_HELLO = 2,          /* handshake (internal) */
+	TILEATOM_REQ_PING = 3,           /* tileatom_submit_ping */
+	TILEATOM_REQ_CREATE = 4,         /* create a tile */
+	TILEATOM_REQ_DESTROY = 5,        /* destroy a tile */
+	TILEATOM_REQ_LIST = 6,           /* list tiles */
+	TILEATOM_REQ_DESCRIBE = 7,       /* describe a tile */
+	TILEATOM_REQ_WRITE = 8,          /* tileatom_submit_write */
+	TILEATOM_REQ_READ = 9,           /* tileatom_submit_read */
+	TILEATOM_REQ_ELEMENTWISE = 10,   /* tileatom_submit_elementwise */
+	TILEATOM_REQ_SCATTER = 11,       /* tileatom_submit_scatter */
+	TILEATOM_REQ_INDEXED = 12,       /* tileatom_submit_indexed / _atomic_at */
+	TILEATOM_REQ_GATHER = 13,        /* tileatom_submit_gather */
+	TILEATOM_REQ_SCATTER_STORE = 14, /* tileatom_submit_scatter_store */
+	TILEATOM_REQ_ATOMIC_LOAD = 15,   /* tileatom_submit_atomic_load */
+	TILEATOM_REQ_ATOMIC_STORE = 16,  /* tileatom_submit_atomic_store */
+	TILEATOM_REQ_STATS = 17          /* statistics */
+} tileatom_request_kind;
+
+/* One collected response of the pipelined API. Pointers stay valid until the next call on
+ * the same client (or tileatom_close). */
+typedef struct tileatom_response {
+	uint64_t id;                      /* id of the request it answers */
+	tileatom_request_kind kind;       /* which call that request was */
+	int status;                       /* TILEATOM_OK or the daemon's error status */
+	uint64_t skipped;                 /* op responses: elements skipped */
+	uint64_t applied;                 /* op responses: elements applied */
+	tileatom_dtype dtype;             /* dtype of data (old / loaded / read values) */
+	int rank;                         /* rank of data */
+	int64_t shape[TILEATOM_MAX_RANK]; /* shape of data */
+	const void *data;                 /* old values, gathered / loaded or read data */
+	size_t data_bytes;                /* bytes at data (0 when none) */
+} tileatom_response;
+
+/* Opaque connection handle. */
+typedef struct tileatom_client tileatom_client;
+
+/* ---- errors and helpers --------------------------------------------------------------- */
+
+/* Name of a status code ("OK", "NOT_FOUND", "IO", ...); never NULL. */
+TA_API const char *tileatom_strerror(int code);
+/* Version of this library ("0.1.0"). */
+TA_API const char *tileatom_version(void);
+/* Writes the default daemon socket path into buf (n bytes): $TILEATOM_SOCKET when set,
+ * else $XDG_RUNTIME_DIR/tileatom/tileatomd.sock, else /run/tileatom/tileatomd.sock for
+ * root, else /tmp/tileatom-UID/tileatomd.sock. Returns 0, or -1 when n is too small. */
+TA_API int tileatom_default_socket(char *buf, size_t n);
+
+/* Size in bytes of one element of dtype; 0 when invalid. */
+TA_API size_t tileatom_dtype_size(tileatom_dtype dtype);
+/* Lower-case name of dtype ("int32", ...); "?" when invalid. */
+TA_API const char *tileatom_dtype_name(tileatom_dtype dtype);
+/* Parses a dtype name; TILEATOM_DTYPE_NONE when unknown. */
+TA_API tileatom_dtype tileatom_dtype_parse(const char *name);
+/* True for int32/uint32/int64/uint64. */
+TA_API bool tileatom_dtype_is_int(tileatom_dtype dtype);
+/* True for float32/float64/float16/bfloat16. */
+TA_API bool tileatom_dtype_is_float(tileatom_dtype dtype);
+/* Name of an op ("add", ...); "?" when invalid. */
+TA_API const char *tileatom_op_name(tileatom_op op);
+/* Parses an op name ("xchg" is accepted for exch); TILEATOM_OP_NONE when unknown. */
+TA_API tileatom_op tileatom_op_parse(const char *name);
+/* Name of a sem / scope / space; "?" when invalid. */
+TA_API const char *tileatom_sem_name(tileatom_sem sem);
+TA_API const char *tileatom_scope_name(tileatom_scope scope);
+TA_API const char *tileatom_space_name(tileatom_space space);
+/* Parses a sem / scope / space name; -1 when unknown. */
+TA_API int tileatom_sem_parse(const char *name);
+TA_API int tileatom_scope_parse(const char *name);
+TA_API int tileatom_space_parse(const char *name);
+/* Parses text as one element of dtype into out (tileatom_dtype_size(dtype) bytes, little
+ * endian): integers in decimal or 0x hex with range checks, floats rounded once. Returns
+ * TILEATOM_OK or TILEATOM_E_INVALID_ARGUMENT with a message in err. */
+TA_API int tileatom_value_parse(tileatom_dtype dtype, const char *text, void *out,
+                                tileatom_error *err);
+/* Formats one element of dtype as text: integers exactly, floats with enough digits to
+ * round-trip, "nan" / "inf" / "-inf". Returns the length (snprintf semantics). */
+TA_API int tileatom_value_format(tileatom_dtype dtype, const void *in, char *buf, size_t n);
+/* Converts one element of dtype to a double (integers beyond 2^53 are rounded). */
+TA_API double tileatom_value_to_double(tileatom_dtype dtype, const void *in);
+/* Fills *opts with the defaults (see TILEATOM_OP_OPTIONS_INIT). */
+TA_API void tileatom_op_options_init(tileatom_op_options *opts);
+/* A scalar operand of dtype holding the element at value (which must stay valid). */
+TA_API tileatom_array tileatom_scalar(tileatom_dtype dtype, const void *value);
+/* A 1-D operand of n elements of dtype at data. */
+TA_API tileatom_array tileatom_vector(tileatom_dtype dtype, int64_t n, const void *data);
+/* Bytes of an array's data (prod(shape) * element size); 0 on an invalid array or overflow
+ * (check the dtype and rank first if 0 elements are possible). */
+TA_API size_t tileatom_array_bytes(const tileatom_array *array);
+/* Frees memory the library allocated for the caller (tileatom_list, tileatom_read_alloc). */
+TA_API void tileatom_free(void *ptr);
+
+/* ---- connections ------------------------------------------------------------------------ */
+
+/* Connects to a daemon and performs the Hello handshake. address is a Unix socket path (it
+ * contains '/' or no ':') or "host:port" / "[v6addr]:port" for TCP; NULL means
+ * tileatom_default_socket(). timeout_ms bounds the connect and the handshake (<= 0: no
+ * limit). On success *out gets the handle; on failure *out is NULL and err says why (e.g.
+ * "cannot connect to /run/x.sock: No such file or directory (is tileatomd running?)"). */
+TA_API int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
+                            tileatom_error *err);
+/* Closes the connection and frees the handle (NULL is accepted). Uncollected responses are
+ * discarded. */
+TA_API void tileatom_close(tileatom_client *client);
+/* Sets the timeout of every later send / receive in milliseconds (<= 0: wait forever, the
+ * default). An expired timeout breaks the connection (TILEATOM_E_TIMEOUT). */
+TA_API void tileatom_set_timeout(tileatom_client *client, int timeout_ms);
+/* Largest response payload accepted (default 1 GiB); larger ones break the connection. */
+TA_API void tileatom_set_max_response(tileatom_client *client, uint32_t max_bytes);
+/* The daemon's version string and backend name from the handshake (never NULL). */
+TA_API const char *tileatom_server_version(const tileatom_client *client);
+TA_API const char *tileatom_server_backend(const tileatom_client *client);
+/* The address the client connected to. */
+TA_API const char *tileatom_address(const tileatom_client *client);
+
+/* ---- synchronous calls: each sends one request and waits for its response ---------------- */
+
+/* Round trip with no effect. */
+TA_API int tileatom_ping(tileatom_client *client, tileatom_error *err);
+/* Daemon statistics. */
+TA_API int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_error *err);
+/* Creates tile name of dtype and shape (rank 1..4). fill: NULL (all zero bits) or one
+ * element of dtype used for every element. info (may be NULL) receives the new tile. */
+TA_API int tileatom_create(tileatom_client *client, const char *name, tileatom_dtype dtype,
+                           int rank, const int64_t *shape, const void *fill,
+                           tileatom_tile_info *info, tileatom_error *err);
+/* Destroys a tile. */
+TA_API int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *err);
+/* Lists the tiles: *tiles gets a malloc'd array of *count entries (free with tileatom_free;
+ * NULL when there are none). */
+TA_API int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *count,
+                         tileatom_error *err);
+/* Describes one tile. */
+TA_API int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_info *info,
+                             tileatom_error *err);
+/* Reads a region (NULL: the whole tile) into buf (buf_size bytes). *out_bytes (may be NULL)
+ * gets the bytes the data has; a buffer too small gives TILEATOM_E_INVALID_ARGUMENT with
+ * *out_bytes set to the size needed. */
+TA_API int tileatom_read(tileatom_client *client, const char *tile, const tileatom_region *region,
+                         void *buf, size_t buf_size, size_t *out_bytes, tileatom_error *err);
+/* Reads a region into a malloc'd buffer (*data, free with tileatom_free; *nbytes bytes). */
+TA_API int tileatom_read_alloc(tileatom_client *client, const char *tile,
+                               const tileatom_region *region, void **data, size_t *nbytes,
+                               tileatom_error *err);
+/* Writes values (the region's shape, or a scalar broadcast to it; dtype of the tile) into a
+ * region (NULL: the whole tile). Not atomic with respect to concurrent ops. */
+TA_API int tileatom_write(tileatom_client *client, const char *tile, const tileatom_region *region,
+                          const tileatom_array *values, tileatom_error *err);
+
+/* Element-wise atomic op over region (NULL: the whole tile): values[k] (CAS: the desired
+ * value; compare[k] the expected one) go to region element k; scalars broadcast. compare is
+ * NULL except for CAS. opts may be NULL; res may be NULL. */
+TA_API int tileatom_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
+                                const tileatom_region *region, const tileatom_array *values,
+                                const tileatom_array *compare, const tileatom_op_options *opts,
+                                tileatom_op_result *res, tileatom_error *err);
+/* Scatter atomic (torch.scatter_add_ rules; add, sub, min, max): for element e of indices,
+ * the destination along `dim` is region.origin[dim] + indices[e] and along every other axis
+ * region.origin[a] + e[a]; values broadcast to the shape of indices. */
+TA_API int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_op op,
+                            const tileatom_region *region, int dim, const tileatom_array *indices,
+                            const tileatom_array *values, const tileatom_op_options *opts,
+                            tileatom_op_result *res, tileatom_error *err);
+/* Indexed atomic (cuTile atomic_* rules; every op): with flat false, n_index == tile rank
+ * index arrays (one per axis, broadcast together) give the coordinates inside region (NULL:
+ * the whole tile); with flat true, one array (n_index 1) gives row-major offsets into the
+ * region. Duplicates all apply. compare only for CAS. */
+TA_API int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
+                            const tileatom_region *region, int n_index,
+                            const tileatom_array *indices, bool flat, const tileatom_array *values,
+                            const tileatom_array *compare, const tileatom_op_options *opts,
+                            tileatom_op_result *res, tileatom_error *err);
+/* Convenience single-element atomic: op on the element at row-major flat_index of the whole
+ * tile with one value (and for CAS one expected value), each one element of the tile's
+ * dtype. old_out (may be NULL) receives the old element. An index outside the tile gives
+ * TILEATOM_E_OUT_OF_RANGE. opts->want_old / old_out are ignored. */
+TA_API int tileatom_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
+                              int64_t flat_index, tileatom_dtype dtype, const void *value,
+                              const void *compare, const tileatom_op_options *opts, void *old_out,
+                              tileatom_error *err);
+/* Gather: loads the addressed elements (window: the box the indices address, NULL: the
+ * whole tile) into out (out_size bytes, element shape, the tile's dtype); masked-off and
+ * skipped elements get padding (a scalar; NULL: zero). */
+TA_API int tileatom_gather(tileatom_client *client, const char *tile, const tileatom_region *window,
+                           const tileatom_addr *addr, const tileatom_array *padding,
+                           const tileatom_op_options *opts, void *out, size_t out_size,
+                           tileatom_op_result *res, tileatom_error *err);
+/* Non-atomic scatter store of values (broadcast to the element shape); with duplicate
+ * destinations one of the writes wins. */
+TA_API int tileatom_scatter_store(tileatom_client *client, const char *tile,
+                                  const tileatom_region *window, const tileatom_addr *addr,
+                                  const tileatom_array *values, const tileatom_op_options *opts,
+                                  tileatom_op_result *res, tileatom_error *err);
+/* Atomic load (sem relaxed or acquire) of the addressed elements into out. */
+TA_API int tileatom_atomic_load(tileatom_client *client, const char *tile,
+                                const tileatom_region *window, const tileatom_addr *addr,
+                                const tileatom_op_options *opts, void *out, size_t out_size,
+                                tileatom_op_result *res, tileatom_error *err);
+/* Atomic store (sem relaxed or release) of values to the addressed elements. */
+TA_API int tileatom_atomic_store(tileatom_client *client, const char *tile,
+                                 const tileatom_region *window, const tileatom_addr *addr,
+                                 const tileatom_array *values, const tileatom_op_options *opts,
+                                 tileatom_op_result *res, tileatom_error *err);
+
+/* ---- pipelined calls ---------------------------------------------------------------------
+ * Each tileatom_submit_* encodes and writes one request with the same arguments as its
+ * synchronous twin, sets *id (may be NULL) to the request id and returns without waiting
+ * for the response. opts->old_out is not used: old values arrive in the collected
+ * response. Operand memory may be reused as soon as the call returns. */
+
+TA_API int tileatom_submit_ping(tileatom_client *client, uint64_t *id, tileatom_error *err);
+TA_API int tileatom_submit_read(tileatom_client *client, const char *tile,
+                                const tileatom_region *region, uint64_t *id, tileatom_error *err);
+TA_API int tileatom_submit_write(tileatom_client *client, const char *tile,
+                                 const tileatom_region *region, const tileatom_array *values,
+                                 uint64_t *id, tileatom_error *err);
+TA_API int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
+                                       const tileatom_region *region, const tileatom_array *values,
+                                       const tileatom_array *compare,
+                                       const tileatom_op_options *opts, uint64_t *id,
+                                       tileatom_error *err);
+TA_API int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_op op,
+                                   const tileatom_region *region, int dim,
+                                   const tileatom_array *indices, const tileatom_array *values,
+                                   const tileatom_op_options *opts, uint64_t *id,
+                                   tileatom_error *err);
+TA_API int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_op op,
+                                   const tileatom_region *region, int n_index,
+                                   const tileatom_array *indices, bool flat,
+                                   const tileatom_array *values, const tileatom_array *compare,
+                                   const tileatom_op_options *opts, uint64_t *id,
+                                   tileatom_error *err);
+TA_API int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
+                                     int64_t flat_index, tileatom_dtype dtype, const void *value,
+                                     const void *compare, const tileatom_op_options *opts,
+                                     uint64_t *id, tileatom_error *err);
+TA_API int tileatom_submit_gather(tileatom_client *client, const char *tile,
+                                  const tileatom_region *window, const tileatom_addr *addr,
+                                  const tileatom_array *padding, const tileatom_op_options *opts,
+                                  uint64_t *id, tileatom_error *err);
+TA_API int tileatom_submit_scatter_store(tileatom_client *client, const char *tile,
+                                         const tileatom_region *window, const tileatom_addr *addr,
+                                         const tileatom_array *values,
+                                         const tileatom_op_options *opts, uint64_t *id,
+                                         tileatom_error *err);
+TA_API int tileatom_submit_atomic_load(tileatom_client *client, const char *tile,
+                                       const tileatom_region *window, const tileatom_addr *addr,
+                                       const tileatom_op_options *opts, uint64_t *id,
+                                       tileatom_error *err);
+TA_API int tileatom_submit_atomic_store(tileatom_client *client, const char *tile,
+                                        const tileatom_region *window, const tileatom_addr *addr,
+                                        const tileatom_array *values,
+                                        const tileatom_op_options *opts, uint64_t *id,
+                                        tileatom_error *err);
+/* Waits for the next response (they arrive in submission order) and describes it in *out
+ * (out->id is 0 only when nothing could be read). Returns the response's status (the
+ * daemon's error, with its message in err) or a client error (TILEATOM_E_IO, ...); with
+ * nothing outstanding it returns TILEATOM_E_STATE. */
+TA_API int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_error *err);
+/* Submitted requests whose responses have not been collected yet. */
+TA_API size_t tileatom_pending(const tileatom_client *client);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TILEATOM_H */
