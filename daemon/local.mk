@@ -1,1 +1,38 @@
-# daemon/local.mk: (filled in by the daemon work)
+# daemon/local.mk: tileatomd, the daemon. Everything but main.c goes into a private
+# library that the daemon's unit tests link as well. Also installs the man page, the
+# example configuration and the systemd unit.
+noinst_LIBRARIES += daemon/libtadaemon.a
+daemon_libtadaemon_a_SOURCES = \
+	daemon/conf.c daemon/conf.h \
+	daemon/conn.c daemon/conn.h \
+	daemon/dispatch.c daemon/dispatch.h \
+	daemon/executor.c daemon/executor.h \
+	daemon/log.c daemon/log.h \
+	daemon/notify.c daemon/notify.h \
+	daemon/registry.c daemon/registry.h \
+	daemon/server.c daemon/server.h \
+	$(PROTO_SOURCES)
+nodist_daemon_libtadaemon_a_SOURCES = $(nodist_PROTO_SOURCES)
+daemon_libtadaemon_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS)
+
+# Libraries a program linking libtadaemon.a needs (after it on the link line).
+TADAEMON_LIBS = daemon/libtadaemon.a $(TACORE_LIBS) $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS)
+
+sbin_PROGRAMS += daemon/tileatomd
+daemon_tileatomd_SOURCES = daemon/main.c
+daemon_tileatomd_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS)
+daemon_tileatomd_LDADD = $(TADAEMON_LIBS)
+
+# Documentation: tileatomd(8), an example configuration, the systemd unit.
+dist_man_MANS += doc/tileatomd.8
+tileatomddocdir = $(docdir)
+dist_tileatomddoc_DATA = doc/tileatomd.conf.example
+
+systemdsystemunit_DATA = doc/tileatomd.service
+EXTRA_DIST += doc/tileatomd.service.in
+CLEANFILES += doc/tileatomd.service
+doc/tileatomd.service: $(srcdir)/doc/tileatomd.service.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) doc && \
+	sed -e 's|@sbindir[@]|$(sbindir)|g' -e 's|@sysconfdir[@]|$(sysconfdir)|g' \
+	    -e 's|@docdir[@]|$(docdir)|g' $(srcdir)/doc/tileatomd.service.in >$@.tmp && \
+	mv $@.tmp $@

@@ -1,0 +1,519 @@
+/* conf.c: defaults, the key table, INI loading (libinih) and command-line parsing
+ * (getopt_long) for tileatomd. Every value, from the file or the command line, is checked
+ * by ta_config_set; a bad value is an error naming the key, never silently ignored.
+ * Order: defaults, then the --config file, then the other flags (so flags override). */
+#include "conf.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "log.h"
+
+void ta_config_init(ta_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->backend = TA_BACKEND_AUTO;
+	cfg->device = 0;
+	cfg->workers = 4;
+	cfg->cpu_threads = 0;
+	cfg->log_level = TA_LOG_NOTICE;
+	cfg->max_frame = TA_CONFIG_DEFAULT_MAX_FRAME;
+	cfg->max_connections = 256;
+	cfg->max_tile_bytes = TA_CONFIG_DEFAULT_MAX_TILE_BYTES;
+	cfg->max_total_bytes = TA_CONFIG_DEFAULT_MAX_TOTAL_BYTES;
+	cfg->max_pending = 1024;
+	cfg->max_write_queue = UINT64_C(16) << 20;
+	cfg->shutdown_timeout = 10;
+}
+
+void ta_config_free(ta_config *cfg)
+{
+	free(cfg->socket_path);
+	free(cfg->socket_group);
+	free(cfg->listen);
+	free(cfg->config_file);
+	ta_config_init(cfg);
+}
+
+int ta_config_parse_size(const char *text, uint64_t *out)
+{
+	if (!text || !*text || *text == '-' || *text == '+')
+		return -1;
+	errno = 0;
+	char *end = NULL;
+	unsigned long long v = strtoull(text, &end, 10);
+	if (errno != 0 || end == text)
+		return -1;
+	unsigned shift = 0;
+	if (*end) {
+		switch (*end) {
+		case 'k':
+		case 'K':
+			shift = 10;
+			break;
+		case 'm':
+		case 'M':
+			shift = 20;
+			break;
+		case 'g':
+		case 'G':
+			shift = 30;
+			break;
+		case 't':
+		case 'T':
+			shift = 40;
+			break;
+		default:
+			return -1;
+		}
+		end++;
+		if (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0)
+			end += strlen(end);
+		if (*end)
+			return -1;
+	}
+	if (shift && v > (UINT64_MAX >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+/* Parses a decimal int in [lo, hi]; returns 0 or -1. */
+static int parse_int(const char *text, long lo, long hi, int *out)
+{
+	if (!text || !*text)
+		return -1;
+	errno = 0;
+	char *end = NULL;
+	long v = strtol(text, &end, 10);
+	if (errno != 0 || end == text || *end || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/* Parses true/false/yes/no/on/off/1/0; returns 0 or -1. */
+static int parse_bool(const char *text, bool *out)
+{
+	static const char *yes[] = {"true", "yes", "on", "1"};
+	static const char *no[] = {"false", "no", "off", "0"};
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(text, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcasecmp(text, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Replaces *slot with a copy of value (an empty value clears it). Returns 0 or -1. */
+static int set_string(char **slot, const char *value)
+{
+	char *copy = NULL;
+	if (*value) {
+		copy = strdup(value);
+		if (!copy)
+			return -1;
+	}
+	free(*slot);
+	*slot = copy;
+	return 0;
+}
+
+ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, ta_error *err)
+{
+	char key[64];
+	size_t kl = strlen(key_in);
+	if (kl >= sizeof(key))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown setting '%s'", key_in);
+	for (size_t i = 0; i <= kl; i++)
+		key[i] = key_in[i] == '-' ? '_' : key_in[i];
+	if (!value)
+		value = "";
+	uint64_t size = 0;
+	int iv = 0;
+	bool bv = false;
+
+	if (strcmp(key, "socket") == 0) {
+		if (!*value)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "socket: empty path");
+		if (set_string(&cfg->socket_path, value))
+			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	} else if (strcmp(key, "socket_group") == 0) {
+		if (set_string(&cfg->socket_group, value))
+			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	} else if (strcmp(key, "listen") == 0) {
+		if (*value && !strrchr(value, ':'))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "listen: '%s' is not HOST:PORT", value);
+		if (set_string(&cfg->listen, value))
+			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	} else if (strcmp(key, "allow_remote") == 0) {
+		if (parse_bool(value, &bv))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "allow_remote: '%s' is not a boolean (true/false)",
+			                    value);
+		cfg->allow_remote = bv;
+	} else if (strcmp(key, "backend") == 0) {
+		if (strcmp(value, "auto") == 0)
+			cfg->backend = TA_BACKEND_AUTO;
+		else if (strcmp(value, "cpu") == 0)
+			cfg->backend = TA_BACKEND_CPU;
+		else if (strcmp(value, "cuda") == 0)
+			cfg->backend = TA_BACKEND_CUDA;
+		else
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "backend: '%s' is not auto, cpu or cuda", value);
+	} else if (strcmp(key, "device") == 0) {
+		if (parse_int(value, 0, 1023, &iv))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "device: '%s' is not a device ordinal (0..1023)",
+			                    value);
+		cfg->device = iv;
+	} else if (strcmp(key, "workers") == 0) {
+		if (parse_int(value, 1, 256, &iv))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "workers: '%s' is not a thread count (1..256)", value);
+		cfg->workers = iv;
+	} else if (strcmp(key, "cpu_threads") == 0) {
+		if (parse_int(value, 0, 1024, &iv))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "cpu_threads: '%s' is not a thread count (0..1024, 0 = "
+			                    "one per core)",
+			                    value);
+		cfg->cpu_threads = iv;
+	} else if (strcmp(key, "log_level") == 0) {
+		int lv = ta_log_level_parse(value);
+		if (lv < 0)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "log_level: '%s' is not err, warning, notice, info or "
+			                    "debug",
+			                    value);
+		cfg->log_level = lv;
+	} else if (strcmp(key, "max_frame") == 0) {
+		if (ta_config_parse_size(value, &size) || size < TA_CONFIG_MIN_FRAME ||
+		    size > TA_CONFIG_MAX_FRAME_LIMIT)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "max_frame: '%s' is not a size between %u bytes and 1G",
+			                    value, TA_CONFIG_MIN_FRAME);
+		cfg->max_frame = (uint32_t)size;
+	} else if (strcmp(key, "max_connections") == 0) {
+		if (parse_int(value, 1, 1000000, &iv))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "max_connections: '%s' is not a count (1..1000000)",
+			                    value);
+		cfg->max_connections = iv;
+	} else if (strcmp(key, "max_tile_bytes") == 0) {
+		if (ta_config_parse_size(value, &size))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "max_tile_bytes: '%s' is not a size (e.g. 1G; 0 = "
+			                    "unlimited)",
+			                    value);
+		cfg->max_tile_bytes = size;
+	} else if (strcmp(key, "max_total_bytes") == 0) {
+		if (ta_config_parse_size(value, &size))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "max_total_bytes: '%s' is not a size (e.g. 8G; 0 = "
+			                    "unlimited)",
+			                    value);
+		cfg->max_total_bytes = size;
+	} else if (strcmp(key, "max_pending") == 0) {
+		if (parse_int(value, 1, 1000000, &iv))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "max_pending: '%s' is not a count (1..1000000)", value);
+		cfg->max_pending = iv;
+	} else if (strcmp(key, "max_write_queue") == 0) {
+		if (ta_config_parse_size(value, &size) || size < 1)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "max_write_queue: '%s' is not a size of at least 1 byte", value);
+		cfg->max_write_queue = size;
+	} else if (strcmp(key, "shutdown_timeout") == 0) {
+		if (parse_int(value, 0, 86400, &iv))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "shutdown_timeout: '%s' is not a number of seconds "
+			                    "(0..86400, 0 = wait forever)",
+			                    value);
+		cfg->shutdown_timeout = iv;
+	} else if (strcmp(key, "foreground") == 0) {
+		if (parse_bool(value, &bv))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "foreground: '%s' is not a boolean (true/false)",
+			                    value);
+		cfg->foreground = bv;
+	} else {
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown setting '%s'", key_in);
+	}
+	return TA_OK;
+}
+
+/* State of one ini_parse run. */
+typedef struct ini_ctx {
+	ta_config *cfg; /* the configuration being filled */
+	ta_error err;   /* first error seen (code TA_OK: none) */
+} ini_ctx;
+
+/* inih callback: one key = value line. Returns 1 to accept, 0 on error. */
+static int conf_ini_line(void *user, const char *section, const char *name, const char *value)
+{
+	ini_ctx *ctx = user;
+	ta_error e = {0};
+	if (section[0] && strcmp(section, "tileatomd") != 0) {
+		ta_error_set(&e, TA_INVALID_ARGUMENT,
+		             "unknown section [%s] (settings go at the top or under [tileatomd])",
+		             section);
+	} else if (strcmp(name, "config") == 0) {
+		ta_error_set(&e, TA_INVALID_ARGUMENT, "a configuration file cannot load another");
+	} else {
+		ta_config_set(ctx->cfg, name, value, &e);
+	}
+	if (e.code == TA_OK)
+		return 1;
+	if (ctx->err.code == TA_OK)
+		ctx->err = e;
+	return 0;
+}
+
+ta_status ta_config_load_file(ta_config *cfg, const char *path, ta_error *err)
+{
+	ini_ctx ctx = {.cfg = cfg};
+	int rc = ini_parse(path, conf_ini_line, &ctx);
+	if (rc == -1)
+		return ta_error_set(err, TA_NOT_FOUND, "cannot open configuration file %s: %s",
+		                    path, strerror(errno));
+	if (rc == -2)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "out of memory reading configuration file %s", path);
+	if (rc > 0) {
+		if (ctx.err.code != TA_OK)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s:%d: %s", path, rc,
+			                    ctx.err.msg);
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s:%d: syntax error (expected key = value or [section])", path,
+		                    rc);
+	}
+	if (set_string(&cfg->config_file, path))
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	return TA_OK;
+}
+
+/* getopt codes of the options without a short form. */
+enum {
+	OPT_BASE = 256,
+	OPT_SOCKET,
+	OPT_SOCKET_GROUP,
+	OPT_LISTEN,
+	OPT_ALLOW_REMOTE,
+	OPT_BACKEND,
+	OPT_DEVICE,
+	OPT_WORKERS,
+	OPT_CPU_THREADS,
+	OPT_CONFIG,
+	OPT_LOG_LEVEL,
+	OPT_FOREGROUND,
+	OPT_MAX_FRAME,
+	OPT_MAX_CONNECTIONS,
+	OPT_MAX_TILE_BYTES,
+	OPT_MAX_TOTAL_BYTES,
+	OPT_MAX_PENDING,
+	OPT_MAX_WRITE_QUEUE,
+	OPT_SHUTDOWN_TIMEOUT,
+	OPT_LIST_KERNELS,
+};
+
+/* The long options; the name is also the setting's key (dashes for underscores). */
+static const struct option long_options[] = {
+    {"socket", required_argument, NULL, OPT_SOCKET},
+    {"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"allow-remote", no_argument, NULL, OPT_ALLOW_REMOTE},
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"workers", required_argument, NULL, OPT_WORKERS},
+    {"cpu-threads", required_argument, NULL, OPT_CPU_THREADS},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"foreground", no_argument, NULL, OPT_FOREGROUND},
+    {"max-frame", required_argument, NULL, OPT_MAX_FRAME},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+    {"max-tile-bytes", required_argument, NULL, OPT_MAX_TILE_BYTES},
+    {"max-total-bytes", required_argument, NULL, OPT_MAX_TOTAL_BYTES},
+    {"max-pending", required_argument, NULL, OPT_MAX_PENDING},
+    {"max-write-queue", required_argument, NULL, OPT_MAX_WRITE_QUEUE},
+    {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
+    {"list-kernels", no_argument, NULL, OPT_LIST_KERNELS},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Returns the long option with getopt code val, or NULL. */
+static const struct option *option_for(int val)
+{
+	for (const struct option *o = long_options; o->name; o++)
+		if (o->val == val)
+			return o;
+	return NULL;
+}
+
+ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_action *action,
+                               ta_error *err)
+{
+	/* Settings given on the command line, applied after the file: (key, value). */
+	const char **keys = calloc((size_t)argc + 1, sizeof(*keys));
+	const char **values = calloc((size_t)argc + 1, sizeof(*values));
+	ta_status st = TA_OK;
+	if (!keys || !values) {
+		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+		goto out;
+	}
+	int n = 0;
+	const char *config_path = NULL;
+	*action = TA_ACTION_RUN;
+	opterr = 0;
+	optind = 0; /* full re-initialisation (glibc), so that parsing can be repeated */
+	for (;;) {
+		int c = getopt_long(argc, argv, ":hV", long_options, NULL);
+		if (c == -1)
+			break;
+		if (c == '?') {
+			const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+			if (optopt && optopt < OPT_BASE)
+				st = ta_error_set(err, TA_INVALID_ARGUMENT, "unknown option -%c",
+				                  optopt);
+			else
+				st = ta_error_set(err, TA_INVALID_ARGUMENT, "unknown option %s",
+				                  arg);
+			goto out;
+		}
+		if (c == ':') {
+			const struct option *o = option_for(optopt);
+			st = ta_error_set(err, TA_INVALID_ARGUMENT, "option --%s needs a value",
+			                  o ? o->name : "?");
+			goto out;
+		}
+		if (c == 'h') {
+			*action = TA_ACTION_HELP;
+			continue;
+		}
+		if (c == 'V') {
+			if (*action == TA_ACTION_RUN)
+				*action = TA_ACTION_VERSION;
+			continue;
+		}
+		if (c == OPT_LIST_KERNELS) {
+			if (*action == TA_ACTION_RUN)
+				*action = TA_ACTION_LIST_KERNELS;
+			continue;
+		}
+		if (c == OPT_CONFIG) {
+			config_path = optarg;
+			continue;
+		}
+		const struct option *o = option_for(c);
+		if (!o) {
+			st = ta_error_set(err, TA_INTERNAL, "option code %d has no entry", c);
+			goto out;
+		}
+		keys[n] = o->name;
+		values[n] = o->has_arg == no_argument ? "true" : optarg;
+		n++;
+	}
+	if (optind < argc) {
+		st = ta_error_set(err, TA_INVALID_ARGUMENT, "unexpected argument '%s'",
+		                  argv[optind]);
+		goto out;
+	}
+	if (*action != TA_ACTION_RUN)
+		goto out;
+	if (config_path) {
+		st = ta_config_load_file(cfg, config_path, err);
+		if (st != TA_OK)
+			goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		ta_error e = {0};
+		st = ta_config_set(cfg, keys[i], values[i], &e);
+		if (st != TA_OK) {
+			ta_error_set(err, st, "--%s", e.msg);
+			goto out;
+		}
+	}
+out:
+	free(keys);
+	free(values);
+	return st;
+}
+
+ta_status ta_config_finish(ta_config *cfg, ta_error *err)
+{
+	if (cfg->socket_path)
+		return TA_OK;
+	const char *base;
+	if (geteuid() == 0) {
+		base = "/run";
+	} else {
+		base = getenv("XDG_RUNTIME_DIR");
+		if (!base || base[0] != '/')
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "no default socket path: XDG_RUNTIME_DIR is not set "
+			                    "(give --socket PATH)");
+	}
+	size_t len = strlen(base) + sizeof("/tileatom/tileatomd.sock");
+	cfg->socket_path = malloc(len);
+	if (!cfg->socket_path)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	snprintf(cfg->socket_path, len, "%s/tileatom/tileatomd.sock", base);
+	return TA_OK;
+}
+
+void ta_config_usage(FILE *out, const char *argv0)
+{
+	fprintf(out,
+	        "Usage: %s [OPTION]...\n"
+	        "tileatomd: a daemon holding named typed tiles in GPU (or CPU) memory and\n"
+	        "applying atomic operations to them on behalf of its clients.\n"
+	        "\n"
+	        "  --socket PATH          Unix socket to listen on (default\n"
+	        "                         $XDG_RUNTIME_DIR/tileatom/tileatomd.sock, or\n"
+	        "                         /run/tileatom/tileatomd.sock for root)\n"
+	        "  --socket-group GROUP   group owning the socket; mode 0660 (default: none, "
+	        "0600)\n"
+	        "  --listen HOST:PORT     also listen on TCP (loopback only unless allowed)\n"
+	        "  --allow-remote         allow a non-loopback --listen address\n"
+	        "  --backend B            auto, cpu or cuda (default auto: CUDA if usable)\n"
+	        "  --device N             CUDA device ordinal (default 0)\n"
+	        "  --workers N            threads running requests (default 4)\n"
+	        "  --cpu-threads N        CPU backend threads per request (default 0: one per "
+	        "core)\n"
+	        "  --config FILE          INI configuration file; flags override it\n"
+	        "  --log-level L          err, warning, notice, info or debug (default notice)\n"
+	        "  --foreground           stay in the foreground (tileatomd never forks)\n"
+	        "  --max-frame BYTES      largest frame accepted or sent (default 64M)\n"
+	        "  --max-connections N    simultaneous connections (default 256)\n"
+	        "  --max-tile-bytes BYTES largest tile (default 1G; 0 = unlimited)\n"
+	        "  --max-total-bytes BYTES  all tiles together (default 8G; 0 = unlimited)\n"
+	        "  --max-pending N        queued requests per connection before reading pauses\n"
+	        "                         (default 1024)\n"
+	        "  --max-write-queue BYTES  unsent response bytes per connection before reading\n"
+	        "                         pauses (default 16M)\n"
+	        "  --shutdown-timeout S   seconds a shutdown waits for clients to take their\n"
+	        "                         responses before closing them (default 10; 0 = forever)\n"
+	        "  --list-kernels         print the kernel variant table and exit\n"
+	        "  -V, --version          print the version and exit\n"
+	        "  -h, --help             print this help and exit\n"
+	        "\n"
+	        "Sizes take K, M, G or T suffixes (powers of 1024). Logs go to stderr with\n"
+	        "journald priority prefixes. See tileatomd(8).\n",
+	        argv0);
+}

@@ -1,0 +1,93 @@
+/* conf.h: tileatomd's settings. One table of keys serves the INI file (`key = value`,
+ * optionally under a [tileatomd] section) and the command line (`--key-with-dashes VALUE`):
+ * both go through ta_config_set, so that a value is checked the same way wherever it
+ * comes from. Command-line flags override the file. */
+#ifndef TA_DAEMON_CONF_H
+#define TA_DAEMON_CONF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ta_types.h"
+
+/* Which backend the daemon runs on. */
+typedef enum ta_backend_choice {
+	TA_BACKEND_AUTO = 0, /* CUDA when a GPU is usable, else CPU */
+	TA_BACKEND_CPU = 1,  /* the C11-atomics host backend */
+	TA_BACKEND_CUDA = 2  /* the CUDA backend; failing to start it is fatal */
+} ta_backend_choice;
+
+/* Default frame limit: 64 MiB. */
+#define TA_CONFIG_DEFAULT_MAX_FRAME (64u * 1024u * 1024u)
+/* Default per-tile limit: 1 GiB. */
+#define TA_CONFIG_DEFAULT_MAX_TILE_BYTES (UINT64_C(1) << 30)
+/* Default total tile memory limit: 8 GiB. */
+#define TA_CONFIG_DEFAULT_MAX_TOTAL_BYTES (UINT64_C(8) << 30)
+/* Largest accepted --max-frame: 1 GiB. */
+#define TA_CONFIG_MAX_FRAME_LIMIT (1u << 30)
+/* Smallest accepted --max-frame: room for any error response. */
+#define TA_CONFIG_MIN_FRAME 1024u
+
+/* Every setting of the daemon. Strings are malloc'd (NULL when unset). */
+typedef struct ta_config {
+	char *socket_path;         /* Unix socket path; NULL until ta_config_finish */
+	char *socket_group;        /* group owning the socket (mode 0660); NULL: 0600 */
+	char *listen;              /* TCP "HOST:PORT" to listen on too; NULL: no TCP */
+	bool allow_remote;         /* allow a non-loopback --listen address */
+	ta_backend_choice backend; /* auto, cpu or cuda */
+	int device;                /* CUDA device ordinal */
+	int workers;               /* executor threads running requests */
+	int cpu_threads;           /* CPU backend threads per request (0: one per core) */
+	int log_level;             /* most verbose ta_log_level written */
+	uint32_t max_frame;        /* largest frame payload accepted or sent, bytes */
+	int max_connections;       /* simultaneous client connections */
+	uint64_t max_tile_bytes;   /* bytes of one tile (0: unlimited) */
+	uint64_t max_total_bytes;  /* bytes of all tiles together (0: unlimited) */
+	int max_pending;           /* queued requests per connection before reading pauses */
+	uint64_t max_write_queue;  /* unsent response bytes per connection before pausing */
+	int shutdown_timeout;      /* seconds a shutdown waits for connections (0: forever) */
+	bool foreground;           /* --foreground given (the daemon never forks anyway) */
+	char *config_file;         /* the file loaded, NULL when none */
+} ta_config;
+
+/* What main should do after parsing the command line. */
+typedef enum ta_config_action {
+	TA_ACTION_RUN = 0,         /* run the daemon */
+	TA_ACTION_HELP = 1,        /* print --help and exit 0 */
+	TA_ACTION_VERSION = 2,     /* print the version and exit 0 */
+	TA_ACTION_LIST_KERNELS = 3 /* print the kernel variant table and exit 0 */
+} ta_config_action;
+
+/* Fills cfg with the defaults. */
+void ta_config_init(ta_config *cfg);
+/* Frees the strings cfg holds and resets it to the defaults' empty state. */
+void ta_config_free(ta_config *cfg);
+
+/* Sets one key (file spelling, e.g. "max_frame"; dashes are accepted for underscores)
+ * from its text value. Returns TA_OK, or TA_INVALID_ARGUMENT with a message naming the
+ * key and the problem. */
+ta_status ta_config_set(ta_config *cfg, const char *key, const char *value, ta_error *err);
+
+/* Loads an INI file into cfg. Returns TA_OK, TA_NOT_FOUND when the file cannot be opened,
+ * or TA_INVALID_ARGUMENT naming the file, the line and the problem. */
+ta_status ta_config_load_file(ta_config *cfg, const char *path, ta_error *err);
+
+/* Parses argv: loads the --config file first, then applies every other flag on top.
+ * Sets *action. Returns TA_OK or TA_INVALID_ARGUMENT (a usage error) with a message. */
+ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_action *action,
+                               ta_error *err);
+
+/* Completes derived settings (the default socket path: $XDG_RUNTIME_DIR/tileatom/
+ * tileatomd.sock, or /run/tileatom/tileatomd.sock for root). Returns TA_OK or
+ * TA_INVALID_ARGUMENT when no default can be found. */
+ta_status ta_config_finish(ta_config *cfg, ta_error *err);
+
+/* Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024, also
+ * KiB/MiB/GiB/TiB). Returns 0 on success, -1 on a malformed or overflowing value. */
+int ta_config_parse_size(const char *text, uint64_t *out);
+
+/* Writes the --help text to out. */
+void ta_config_usage(FILE *out, const char *argv0);
+
+#endif /* TA_DAEMON_CONF_H */

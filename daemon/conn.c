@@ -1,0 +1,407 @@
+/* conn.c: a client connection (see conn.h).
+ *
+ * Happy path: alloc_cb hands libuv the connection's read buffer; read_cb feeds the bytes
+ * to the frame reader; each whole frame becomes an item at the tail of the FIFO; pump()
+ * sends the head item to the executor when nothing of this connection is running; the
+ * done callback writes the encoded response (uv_write) and pumps the next item.
+ *
+ * Failure modes: a length prefix over max_frame or a failed payload allocation queues a
+ * synthetic error (answered in order, after the requests before it) and stops reading; a
+ * payload that does not decode is answered by the worker with close_after; in all three
+ * cases the queue is dropped and the connection shuts down after the last response. Read
+ * and write errors close at once. Memory is freed in the close callback, or later when
+ * the running request completes. */
+#include "conn.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "server.h"
+
+static void conn_update_reading(ta_conn *conn);
+static void conn_maybe_finish(ta_conn *conn);
+static void conn_pump(ta_conn *conn);
+
+/* Frees an item and whatever it still owns. */
+static void item_free(ta_conn_item *item)
+{
+	free(item->payload);
+	free(item->reply.frame);
+	free(item);
+}
+
+/* Frees every queued item (not the running one). */
+static void conn_drop_queue(ta_conn *conn)
+{
+	ta_conn_item *item = conn->q_head;
+	while (item) {
+		ta_conn_item *next = item->next;
+		item_free(item);
+		item = next;
+	}
+	conn->q_head = conn->q_tail = NULL;
+	conn->q_len = 0;
+	conn->q_bytes = 0;
+}
+
+/* Frees the connection once its handle is closed and no request of it is running. */
+static void conn_maybe_free(ta_conn *conn)
+{
+	if (!conn->handle_closed || conn->inflight)
+		return;
+	conn_drop_queue(conn);
+	ta_frame_reader_free(&conn->reader);
+	ta_server *srv = conn->srv;
+	ta_server_conn_gone(srv, conn);
+	free(conn);
+	ta_server_check_done(srv);
+}
+
+/* uv_close callback. */
+static void on_close(uv_handle_t *handle)
+{
+	ta_conn *conn = handle->data;
+	conn->handle_closed = true;
+	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 " closed", conn->serial);
+	conn_maybe_free(conn);
+}
+
+void ta_conn_close(ta_conn *conn)
+{
+	if (conn->closing)
+		return;
+	conn->closing = true;
+	conn->read_done = true;
+	if (conn->reading)
+		uv_read_stop(&conn->h.stream);
+	conn->reading = false;
+	conn_drop_queue(conn);
+	uv_close(&conn->h.handle, on_close);
+}
+
+/* Appends an item to the FIFO. */
+static void conn_enqueue(ta_conn *conn, ta_conn_item *item)
+{
+	item->conn = conn;
+	item->next = NULL;
+	if (conn->q_tail)
+		conn->q_tail->next = item;
+	else
+		conn->q_head = item;
+	conn->q_tail = item;
+	conn->q_len++;
+	conn->q_bytes += item->len;
+}
+
+/* Queues a synthetic error response (id 0) after which the connection closes; stops
+ * reading. Returns false when even that could not be allocated (the caller closes). */
+static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
+{
+	conn->read_done = true;
+	ta_conn_item *item = calloc(1, sizeof(*item));
+	if (!item)
+		return false;
+	item->synthetic = true;
+	item->code = code;
+	snprintf(item->msg, sizeof(item->msg), "%s", msg);
+	conn_enqueue(conn, item);
+	return true;
+}
+
+/* Worker side of an item: decode, run, encode. */
+static void item_work(ta_job *job)
+{
+	ta_conn_item *item = (ta_conn_item *)job;
+	ta_service *svc = item->conn->srv->svc;
+	if (item->synthetic) {
+		ta_dispatch_error(svc, 0, item->code, item->msg, true, &item->reply);
+	} else {
+		ta_dispatch_frame(svc, item->payload, item->len, &item->reply);
+		free(item->payload);
+		item->payload = NULL;
+	}
+}
+
+/* Carries one response buffer through uv_write. */
+typedef struct conn_write {
+	uv_write_t req; /* the libuv request (req.handle is the connection) */
+	uint8_t *frame; /* the encoded frame, freed when written */
+} conn_write;
+
+/* uv_write callback. */
+static void on_write(uv_write_t *req, int status)
+{
+	conn_write *w = (conn_write *)req;
+	ta_conn *conn = req->handle->data;
+	free(w->frame);
+	free(w);
+	conn->writes_pending--;
+	if (status < 0) {
+		if (!conn->closing) {
+			ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s",
+			       conn->serial, uv_strerror(status));
+			ta_conn_close(conn);
+		}
+		return;
+	}
+	conn_pump(conn);
+	conn_update_reading(conn);
+	conn_maybe_finish(conn);
+}
+
+/* Sends one frame (ownership passes here). Returns false when the connection closed. */
+static bool conn_write_frame(ta_conn *conn, uint8_t *frame, size_t len)
+{
+	conn_write *w = malloc(sizeof(*w));
+	if (!w) {
+		free(frame);
+		ta_log(TA_LOG_ERR, "connection %" PRIu64 ": out of memory writing a response",
+		       conn->serial);
+		ta_conn_close(conn);
+		return false;
+	}
+	w->frame = frame;
+	uv_buf_t buf = uv_buf_init((char *)frame, (unsigned)len);
+	int rc = uv_write(&w->req, &conn->h.stream, &buf, 1, on_write);
+	if (rc != 0) {
+		free(frame);
+		free(w);
+		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s", conn->serial,
+		       uv_strerror(rc));
+		ta_conn_close(conn);
+		return false;
+	}
+	conn->writes_pending++;
+	return true;
+}
+
+static void item_done(ta_job *job);
+
+/* Sends the head of the FIFO to the executor when nothing of this connection runs. */
+static void conn_pump(ta_conn *conn)
+{
+	if (conn->closing || conn->inflight || !conn->q_head)
+		return;
+	/* Backpressure: no new response while the unsent ones are over the bound; on_write
+	 * pumps again as they drain. */
+	if (uv_stream_get_write_queue_size(&conn->h.stream) >= conn->srv->cfg->max_write_queue)
+		return;
+	ta_conn_item *item = conn->q_head;
+	conn->q_head = item->next;
+	if (!conn->q_head)
+		conn->q_tail = NULL;
+	conn->q_len--;
+	conn->q_bytes -= item->len;
+	item->next = NULL;
+	item->job.work = item_work;
+	item->job.done = item_done;
+	conn->inflight = item;
+	ta_executor_submit(&conn->srv->executor, &item->job);
+}
+
+/* Loop side of an item: write the response, go on with the next request. */
+static void item_done(ta_job *job)
+{
+	ta_conn_item *item = (ta_conn_item *)job;
+	ta_conn *conn = item->conn;
+	conn->inflight = NULL;
+	if (conn->closing) {
+		item_free(item);
+		conn_maybe_free(conn);
+		return;
+	}
+	bool close_after = item->reply.close_after;
+	uint8_t *frame = item->reply.frame;
+	size_t len = item->reply.len;
+	item->reply.frame = NULL;
+	item_free(item);
+	if (frame && !conn_write_frame(conn, frame, len))
+		return;
+	if (close_after) {
+		conn->read_done = true;
+		conn_drop_queue(conn);
+	}
+	conn_pump(conn);
+	conn_update_reading(conn);
+	conn_maybe_finish(conn);
+}
+
+/* alloc_cb: libuv reads into the connection's buffer; the frame reader copies out. */
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+	ta_conn *conn = handle->data;
+	(void)suggested;
+	*buf = uv_buf_init((char *)conn->rbuf, sizeof(conn->rbuf));
+}
+
+/* Feeds received bytes to the frame reader and queues every whole frame. */
+static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
+{
+	char msg[256];
+	while (len > 0 && !conn->read_done) {
+		ta_frame_status st = ta_frame_reader_feed(&conn->reader, &data, &len);
+		if (st == TA_FRAME_NEED_MORE)
+			break;
+		if (st == TA_FRAME_READY) {
+			ta_conn_item *item = calloc(1, sizeof(*item));
+			uint32_t plen = 0;
+			uint8_t *payload = ta_frame_reader_take(&conn->reader, &plen);
+			if (!item) {
+				free(payload);
+				snprintf(msg, sizeof(msg),
+				         "out of memory queueing a request; closing the "
+				         "connection");
+				if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
+					ta_conn_close(conn);
+				break;
+			}
+			item->payload = payload;
+			item->len = plen;
+			conn_enqueue(conn, item);
+			continue;
+		}
+		uint32_t announced = ta_frame_get_header(conn->reader.header);
+		if (st == TA_FRAME_TOO_LARGE)
+			snprintf(msg, sizeof(msg),
+			         "frame of %" PRIu32 " bytes exceeds the limit of %" PRIu32
+			         " bytes (max_frame); closing the connection",
+			         announced, conn->srv->cfg->max_frame);
+		else
+			snprintf(msg, sizeof(msg),
+			         "out of memory for a frame of %" PRIu32
+			         " bytes; closing the connection",
+			         announced);
+		ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
+		if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
+			ta_conn_close(conn);
+		break;
+	}
+}
+
+/* read_cb: bytes, EOF or an error. */
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+	ta_conn *conn = stream->data;
+	(void)buf;
+	if (nread == 0 || conn->closing)
+		return;
+	if (nread == UV_EOF) {
+		conn->read_done = true;
+		if (conn->reader.header_have > 0) {
+			char msg[256];
+			snprintf(msg, sizeof(msg),
+			         "connection closed in the middle of a frame (%zu of 4 prefix "
+			         "bytes, %" PRIu32 " of %" PRIu32 " payload bytes)",
+			         conn->reader.header_have, conn->reader.payload_have,
+			         conn->reader.payload_len);
+			ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": %s", conn->serial, msg);
+			if (!conn_enqueue_error(conn, TA_INVALID_ARGUMENT, msg)) {
+				ta_conn_close(conn);
+				return;
+			}
+		}
+	} else if (nread < 0) {
+		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": read failed: %s", conn->serial,
+		       uv_strerror((int)nread));
+		ta_conn_close(conn);
+		return;
+	} else {
+		conn_consume(conn, (const uint8_t *)conn->rbuf, (size_t)nread);
+		if (conn->closing)
+			return;
+	}
+	conn_pump(conn);
+	conn_update_reading(conn);
+	conn_maybe_finish(conn);
+}
+
+/* Starts or stops reading according to the bounds and the connection's state. */
+static void conn_update_reading(ta_conn *conn)
+{
+	const ta_config *cfg = conn->srv->cfg;
+	bool want = !conn->closing && !conn->read_done && !conn->shutdown_sent &&
+	            !conn->srv->draining && conn->q_len < (unsigned)cfg->max_pending &&
+	            conn->q_bytes < (uint64_t)cfg->max_frame &&
+	            uv_stream_get_write_queue_size(&conn->h.stream) < cfg->max_write_queue;
+	if (want && !conn->reading) {
+		int rc = uv_read_start(&conn->h.stream, on_alloc, on_read);
+		if (rc != 0) {
+			ta_log(TA_LOG_WARNING, "connection %" PRIu64 ": cannot read: %s",
+			       conn->serial, uv_strerror(rc));
+			ta_conn_close(conn);
+			return;
+		}
+		conn->reading = true;
+	} else if (!want && conn->reading) {
+		uv_read_stop(&conn->h.stream);
+		conn->reading = false;
+	}
+}
+
+/* shutdown callback: the last response is out; close. */
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	ta_conn *conn = req->handle->data;
+	(void)status;
+	ta_conn_close(conn);
+}
+
+/* Shuts the connection down once no more requests will come and all are answered. */
+static void conn_maybe_finish(ta_conn *conn)
+{
+	if (conn->closing || conn->shutdown_sent)
+		return;
+	if (!(conn->read_done || conn->srv->draining) || conn->q_head || conn->inflight)
+		return;
+	conn->shutdown_sent = true;
+	if (conn->reading) {
+		uv_read_stop(&conn->h.stream);
+		conn->reading = false;
+	}
+	int rc = uv_shutdown(&conn->shutdown_req, &conn->h.stream, on_shutdown);
+	if (rc != 0)
+		ta_conn_close(conn);
+}
+
+ta_conn *ta_conn_new(ta_server *srv, bool tcp)
+{
+	ta_conn *conn = calloc(1, sizeof(*conn));
+	if (!conn)
+		return NULL;
+	int rc =
+	    tcp ? uv_tcp_init(srv->loop, &conn->h.tcp) : uv_pipe_init(srv->loop, &conn->h.pipe, 0);
+	if (rc != 0) {
+		ta_log(TA_LOG_ERR, "cannot initialise a connection handle: %s", uv_strerror(rc));
+		free(conn);
+		return NULL;
+	}
+	conn->h.handle.data = conn;
+	conn->srv = srv;
+	conn->serial = ++srv->next_serial;
+	ta_frame_reader_init(&conn->reader, srv->cfg->max_frame);
+	return conn;
+}
+
+void ta_conn_start(ta_conn *conn)
+{
+	conn_update_reading(conn);
+}
+
+void ta_conn_reject(ta_conn *conn, ta_status code, const char *msg)
+{
+	if (!conn_enqueue_error(conn, code, msg)) {
+		ta_conn_close(conn);
+		return;
+	}
+	conn_pump(conn);
+}
+
+void ta_conn_drain(ta_conn *conn)
+{
+	if (conn->closing)
+		return;
+	conn_update_reading(conn);
+	conn_maybe_finish(conn);
+}

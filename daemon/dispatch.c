@@ -1,0 +1,859 @@
+/* dispatch.c: one Request in, one Response out (see dispatch.h).
+ *
+ * Happy path of an atomic or memory op: unpack the Request; look the tile up (a counted
+ * reference, so a concurrent destroy cannot free the memory under us); convert the wire
+ * Region / Array / Options / addressing into a ta_request whose operand views borrow the
+ * unpacked message's bytes; ta_plan_build validates it; allocate old_out when the plan
+ * returns values (after checking that they fit in one response frame, so that an op is
+ * never applied and then unanswerable); ta_backend_apply; build an OpResponse (or the
+ * `data` body for read) and encode it.
+ *
+ * Failure modes: a payload that does not unpack gets id 0, INVALID_ARGUMENT and a request
+ * to close the connection; every other failure is a Response with the request's id, a
+ * status code and a message naming the problem, and the connection goes on. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include "dispatch.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "ta_frame.h"
+#include "tileatom.pb-c.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+/* The core enums must equal the wire enums: values cross with a plain cast. */
+#define TA_SAME(a, b) _Static_assert((int)(a) == (int)(b), #a " != " #b)
+TA_SAME(TA_OK, TILEATOM__STATUS__OK);
+TA_SAME(TA_INVALID_ARGUMENT, TILEATOM__STATUS__INVALID_ARGUMENT);
+TA_SAME(TA_NOT_FOUND, TILEATOM__STATUS__NOT_FOUND);
+TA_SAME(TA_ALREADY_EXISTS, TILEATOM__STATUS__ALREADY_EXISTS);
+TA_SAME(TA_OUT_OF_RANGE, TILEATOM__STATUS__OUT_OF_RANGE);
+TA_SAME(TA_RESOURCE_EXHAUSTED, TILEATOM__STATUS__RESOURCE_EXHAUSTED);
+TA_SAME(TA_UNIMPLEMENTED, TILEATOM__STATUS__UNIMPLEMENTED);
+TA_SAME(TA_UNAVAILABLE, TILEATOM__STATUS__UNAVAILABLE);
+TA_SAME(TA_PERMISSION_DENIED, TILEATOM__STATUS__PERMISSION_DENIED);
+TA_SAME(TA_INTERNAL, TILEATOM__STATUS__INTERNAL);
+TA_SAME(TA_STATUS_COUNT, TILEATOM__STATUS__INTERNAL + 1);
+TA_SAME(TA_DTYPE_NONE, TILEATOM__DTYPE__DTYPE_UNSPECIFIED);
+TA_SAME(TA_DTYPE_I32, TILEATOM__DTYPE__INT32);
+TA_SAME(TA_DTYPE_U32, TILEATOM__DTYPE__UINT32);
+TA_SAME(TA_DTYPE_I64, TILEATOM__DTYPE__INT64);
+TA_SAME(TA_DTYPE_U64, TILEATOM__DTYPE__UINT64);
+TA_SAME(TA_DTYPE_F32, TILEATOM__DTYPE__FLOAT32);
+TA_SAME(TA_DTYPE_F64, TILEATOM__DTYPE__FLOAT64);
+TA_SAME(TA_DTYPE_F16, TILEATOM__DTYPE__FLOAT16);
+TA_SAME(TA_DTYPE_BF16, TILEATOM__DTYPE__BFLOAT16);
+TA_SAME(TA_DTYPE_BOOL, TILEATOM__DTYPE__BOOL);
+TA_SAME(TA_DTYPE_COUNT, TILEATOM__DTYPE__BOOL + 1);
+TA_SAME(TA_OP_NONE, TILEATOM__OP__OP_UNSPECIFIED);
+TA_SAME(TA_OP_ADD, TILEATOM__OP__ADD);
+TA_SAME(TA_OP_SUB, TILEATOM__OP__SUB);
+TA_SAME(TA_OP_MIN, TILEATOM__OP__MIN);
+TA_SAME(TA_OP_MAX, TILEATOM__OP__MAX);
+TA_SAME(TA_OP_EXCH, TILEATOM__OP__EXCH);
+TA_SAME(TA_OP_CAS, TILEATOM__OP__CAS);
+TA_SAME(TA_OP_AND, TILEATOM__OP__AND);
+TA_SAME(TA_OP_OR, TILEATOM__OP__OR);
+TA_SAME(TA_OP_XOR, TILEATOM__OP__XOR);
+TA_SAME(TA_SEM_RELAXED, TILEATOM__SEM__RELAXED);
+TA_SAME(TA_SEM_ACQUIRE, TILEATOM__SEM__ACQUIRE);
+TA_SAME(TA_SEM_RELEASE, TILEATOM__SEM__RELEASE);
+TA_SAME(TA_SEM_ACQ_REL, TILEATOM__SEM__ACQ_REL);
+TA_SAME(TA_SEM_COUNT, TILEATOM__SEM__ACQ_REL + 1);
+TA_SAME(TA_SCOPE_GPU, TILEATOM__SCOPE__GPU);
+TA_SAME(TA_SCOPE_CTA, TILEATOM__SCOPE__CTA);
+TA_SAME(TA_SCOPE_CLUSTER, TILEATOM__SCOPE__CLUSTER);
+TA_SAME(TA_SCOPE_SYS, TILEATOM__SCOPE__SYS);
+TA_SAME(TA_SCOPE_COUNT, TILEATOM__SCOPE__SYS + 1);
+TA_SAME(TA_SPACE_GLOBAL, TILEATOM__SPACE__GLOBAL);
+TA_SAME(TA_SPACE_SHARED, TILEATOM__SPACE__SHARED);
+TA_SAME(TA_SPACE_COUNT, TILEATOM__SPACE__SHARED + 1);
+#undef TA_SAME
+
+/* Bytes a response needs besides the element data (ids, status, shape, counters). */
+#define RESPONSE_OVERHEAD 256u
+
+/* Where the values a plan returns go in the response. */
+typedef enum out_kind {
+	OUT_OP = 0,  /* OpResponse.old (atomics, gather, stores, write) */
+	OUT_DATA = 1 /* Response.data (read) */
+} out_kind;
+
+/* One response being built, with storage for every body it may point to. */
+typedef struct resp_ctx {
+	ta_service *svc;                  /* the service */
+	Tileatom__Response resp;          /* the response message */
+	ta_error err;                     /* status and message when not OK */
+	Tileatom__HelloResponse hello;    /* hello body */
+	Tileatom__PingResponse ping;      /* ping body */
+	Tileatom__TileInfo tile;          /* create / describe body */
+	ta_tile_info tile_info;           /* storage behind tile */
+	Tileatom__ListTilesResponse list; /* list body */
+	Tileatom__TileInfo *list_items;   /* malloc'd list entries */
+	Tileatom__TileInfo **list_ptrs;   /* malloc'd pointers to list_items */
+	ta_tile_info *list_infos;         /* malloc'd storage behind list_items */
+	Tileatom__Array data;             /* read body, or OpResponse.old */
+	Tileatom__OpResponse op;          /* op body */
+	Tileatom__StatsResponse stats;    /* stats body */
+	ta_backend_info stats_info;       /* storage behind stats strings */
+	int64_t data_shape[TA_MAX_RANK];  /* shape behind data */
+	void *old_buf;                    /* malloc'd values returned by a plan */
+} resp_ctx;
+
+void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry,
+                     uint32_t max_frame)
+{
+	memset(svc, 0, sizeof(*svc));
+	svc->backend = backend;
+	svc->registry = registry;
+	svc->max_frame = max_frame;
+	if (backend)
+		ta_backend_info_get(backend, &svc->info);
+	atomic_init(&svc->requests, 0);
+	atomic_init(&svc->errors, 0);
+	atomic_init(&svc->elements, 0);
+	atomic_init(&svc->connections, 0);
+}
+
+/* Converts an optional wire Array into a borrowed view (present = false when absent). */
+static ta_status view_from_array(const Tileatom__Array *a, const char *what, ta_array_view *v,
+                                 ta_error *err)
+{
+	memset(v, 0, sizeof(*v));
+	if (!a)
+		return TA_OK;
+	if (a->n_shape > TA_MAX_RANK)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s: rank %zu is over the limit of %d", what, a->n_shape,
+		                    TA_MAX_RANK);
+	v->present = true;
+	v->dtype = (ta_dtype)a->dtype;
+	v->rank = (int)a->n_shape;
+	for (size_t i = 0; i < a->n_shape; i++)
+		v->shape[i] = a->shape[i];
+	v->data = a->data.data;
+	v->nbytes = a->data.len;
+	return TA_OK;
+}
+
+/* Copies a wire Region into req (absent or empty: the whole tile). Origin without shape
+ * reaches to the end of the tile; shape without origin starts at 0. */
+static ta_status region_into(const Tileatom__Region *r, const char *what, const ta_tile_shape *tile,
+                             ta_request *req, ta_error *err)
+{
+	req->has_region = false;
+	req->region_rank = 0;
+	if (!r || (r->n_origin == 0 && r->n_shape == 0))
+		return TA_OK;
+	size_t n = r->n_origin ? r->n_origin : r->n_shape;
+	if (r->n_origin && r->n_shape && r->n_origin != r->n_shape)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s: origin has %zu entries but shape has %zu", what,
+		                    r->n_origin, r->n_shape);
+	if (n > TA_MAX_RANK)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s: rank %zu is over the limit of %d", what, n, TA_MAX_RANK);
+	req->has_region = true;
+	req->region_rank = (int)n;
+	for (size_t a = 0; a < n; a++) {
+		int64_t o = r->n_origin ? r->origin[a] : 0;
+		int64_t s;
+		if (r->n_shape)
+			s = r->shape[a];
+		else if ((int)a < tile->rank && o >= 0 && o < tile->shape[a])
+			s = tile->shape[a] - o;
+		else
+			s = 0; /* ta_plan_build names the bad origin */
+		req->region_origin[a] = o;
+		req->region_shape[a] = s;
+	}
+	return TA_OK;
+}
+
+/* Copies wire Options into req (absent: the defaults ta_request_init set). */
+static ta_status options_into(const Tileatom__Options *o, ta_request *req, ta_error *err)
+{
+	if (!o)
+		return TA_OK;
+	req->sem = (ta_sem)o->sem;
+	req->scope = (ta_scope)o->scope;
+	req->space = (ta_space)o->space;
+	req->check_bounds = !o->no_bounds_check;
+	req->want_old = o->want_old;
+	return view_from_array(o->mask, "mask", &req->mask, err);
+}
+
+/* Scatter addressing into req. */
+static ta_status scatter_into(const Tileatom__ScatterAddr *sa, ta_request *req, ta_error *err)
+{
+	if (!sa || !sa->indices)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "scatter addressing needs dim and indices");
+	req->addr = TA_ADDR_SCATTER;
+	req->scatter_dim = sa->dim > (uint32_t)INT_MAX ? INT_MAX : (int)sa->dim;
+	req->n_index = 1;
+	return view_from_array(sa->indices, "indices", &req->index[0], err);
+}
+
+/* Indexed (index tuple or flat) addressing into req. */
+static ta_status indexed_into(const Tileatom__IndexedAddr *ia, ta_request *req, ta_error *err)
+{
+	if (!ia || ia->n_indices == 0)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "indexed addressing needs index arrays (one per tile axis, "
+		                    "or one with flat)");
+	if (ia->n_indices > TA_MAX_RANK)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "indexed addressing: %zu index arrays, over the limit of %d",
+		                    ia->n_indices, TA_MAX_RANK);
+	req->addr = ia->flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
+	req->n_index = (int)ia->n_indices;
+	for (size_t i = 0; i < ia->n_indices; i++) {
+		char what[32];
+		snprintf(what, sizeof(what), "indices[%zu]", i);
+		if (!ia->indices[i])
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s is missing", what);
+		ta_status st = view_from_array(ia->indices[i], what, &req->index[i], err);
+		if (st != TA_OK)
+			return st;
+	}
+	return TA_OK;
+}
+
+/* True when a wire Region holds no entries. */
+static bool region_empty(const Tileatom__Region *r)
+{
+	return !r || (r->n_origin == 0 && r->n_shape == 0);
+}
+
+/* Addressing of the memory ops: window plus one of region / scatter / indexed. */
+static ta_status addressing_into(const Tileatom__Region *window, const Tileatom__Addressing *a,
+                                 const ta_tile_shape *tile, ta_request *req, ta_error *err)
+{
+	Tileatom__Addressing__FormCase form =
+	    a ? a->form_case : TILEATOM__ADDRESSING__FORM__NOT_SET;
+	switch (form) {
+	case TILEATOM__ADDRESSING__FORM__NOT_SET:
+		req->addr = TA_ADDR_REGION;
+		return region_into(window, "window", tile, req, err);
+	case TILEATOM__ADDRESSING__FORM_REGION:
+		req->addr = TA_ADDR_REGION;
+		if (!region_empty(window) && !region_empty(a->region))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "give the region either as window or as addr.region, "
+			                    "not both");
+		if (!region_empty(a->region))
+			return region_into(a->region, "addr.region", tile, req, err);
+		return region_into(window, "window", tile, req, err);
+	case TILEATOM__ADDRESSING__FORM_SCATTER: {
+		ta_status st = region_into(window, "window", tile, req, err);
+		return st != TA_OK ? st : scatter_into(a->scatter, req, err);
+	}
+	case TILEATOM__ADDRESSING__FORM_INDEXED: {
+		ta_status st = region_into(window, "window", tile, req, err);
+		return st != TA_OK ? st : indexed_into(a->indexed, req, err);
+	}
+	default:
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown addressing form %d",
+		                    (int)form);
+	}
+}
+
+/* Checks that a wire op is one of the atomic ops (1..9) and returns it. */
+static ta_status rmw_op(Tileatom__Op wire, ta_op *op, ta_error *err)
+{
+	if ((int)wire < (int)TA_OP_ADD || (int)wire > (int)TA_OP_XOR)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "unknown or missing op (%d): use add, sub, min, max, exch, "
+		                    "cas, and, or or xor",
+		                    (int)wire);
+	*op = (ta_op)wire;
+	return TA_OK;
+}
+
+/* Looks up the tile a request names. */
+static ta_status get_tile(resp_ctx *rc, const char *name, ta_tile **tile)
+{
+	return ta_registry_get(rc->svc->registry, name, tile, &rc->err);
+}
+
+/* Validates req against tile, runs it and fills the response body (kind). */
+static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, out_kind kind)
+{
+	ta_service *svc = rc->svc;
+	ta_plan plan;
+	ta_status st = ta_plan_build(&plan, &tile->shape, req, &rc->err);
+	if (st != TA_OK)
+		return st;
+	size_t es = ta_dtype_size(plan.dtype);
+	uint64_t old_bytes = 0;
+	if (plan.want_old) {
+		old_bytes = (uint64_t)plan.count * es;
+		if (old_bytes + RESPONSE_OVERHEAD > svc->max_frame)
+			return ta_error_set(
+			    &rc->err, TA_RESOURCE_EXHAUSTED,
+			    "the response would carry %" PRIu64
+			    " bytes of values, over the frame limit of %" PRIu32
+			    " bytes (max_frame); address fewer elements per request "
+			    "(nothing was applied)",
+			    old_bytes, svc->max_frame);
+		rc->old_buf = malloc(old_bytes ? (size_t)old_bytes : 1);
+		if (!rc->old_buf)
+			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+			                    "out of memory for %" PRIu64 " bytes of values",
+			                    old_bytes);
+		plan.old_out = rc->old_buf;
+	}
+	ta_result result = {0, 0};
+	st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan, &result,
+	                      &rc->err);
+	atomic_fetch_add(&svc->elements, (uint64_t)plan.count);
+	if (st != TA_OK)
+		return st;
+
+	Tileatom__Array *arr = &rc->data;
+	tileatom__array__init(arr);
+	if (plan.want_old) {
+		arr->dtype = (Tileatom__DType)plan.dtype;
+		arr->n_shape = (size_t)plan.rank;
+		for (int a = 0; a < plan.rank; a++)
+			rc->data_shape[a] = plan.shape[a];
+		arr->shape = rc->data_shape;
+		arr->data.data = rc->old_buf;
+		arr->data.len = (size_t)old_bytes;
+	}
+	if (kind == OUT_DATA) {
+		rc->resp.body_case = TILEATOM__RESPONSE__BODY_DATA;
+		rc->resp.data = arr;
+	} else {
+		tileatom__op_response__init(&rc->op);
+		rc->op.old = plan.want_old ? arr : NULL;
+		rc->op.skipped = result.skipped;
+		rc->op.applied = result.applied;
+		rc->resp.body_case = TILEATOM__RESPONSE__BODY_OP;
+		rc->resp.op = &rc->op;
+	}
+	return TA_OK;
+}
+
+/* Fills rc->tile from an info (create, describe). */
+static void set_tile_body(resp_ctx *rc, const ta_tile_info *info)
+{
+	rc->tile_info = *info;
+	tileatom__tile_info__init(&rc->tile);
+	rc->tile.name = rc->tile_info.name;
+	rc->tile.dtype = (Tileatom__DType)rc->tile_info.shape.dtype;
+	rc->tile.n_shape = (size_t)rc->tile_info.shape.rank;
+	rc->tile.shape = rc->tile_info.shape.shape;
+	rc->tile.bytes = rc->tile_info.bytes;
+	rc->resp.body_case = TILEATOM__RESPONSE__BODY_TILE;
+	rc->resp.tile = &rc->tile;
+}
+
+/* hello: checks the protocol version; answers with ours either way. */
+static ta_status do_hello(resp_ctx *rc, const Tileatom__HelloRequest *h)
+{
+	tileatom__hello_response__init(&rc->hello);
+	rc->hello.protocol_version = TA_PROTOCOL_VERSION;
+	rc->hello.server_version = (char *)PACKAGE_VERSION;
+	rc->hello.backend = rc->svc->info.name;
+	rc->resp.body_case = TILEATOM__RESPONSE__BODY_HELLO;
+	rc->resp.hello = &rc->hello;
+	if (h->protocol_version != TA_PROTOCOL_VERSION)
+		return ta_error_set(&rc->err, TA_UNIMPLEMENTED,
+		                    "protocol version %" PRIu32
+		                    " is not supported: this daemon speaks version %d",
+		                    h->protocol_version, TA_PROTOCOL_VERSION);
+	return TA_OK;
+}
+
+/* True when n bytes at p are all zero. */
+static bool all_zero(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/* create: reserve, allocate, fill, publish. */
+static ta_status do_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
+{
+	ta_service *svc = rc->svc;
+	char shown[TA_NAME_MAX + 4];
+	ta_tile_shape shape;
+	memset(&shape, 0, sizeof(shape));
+	if (c->n_shape == 0 || c->n_shape > TA_MAX_RANK)
+		return ta_error_set(
+		    &rc->err, TA_INVALID_ARGUMENT, "tile '%s': rank %zu is not between 1 and %d",
+		    ta_name_for_message(c->name, shown, sizeof(shown)), c->n_shape, TA_MAX_RANK);
+	shape.dtype = (ta_dtype)c->dtype;
+	shape.rank = (int)c->n_shape;
+	for (size_t a = 0; a < c->n_shape; a++)
+		shape.shape[a] = c->shape[a];
+
+	ta_tile *tile = NULL;
+	ta_status st = ta_registry_create(svc->registry, c->name, &shape, &tile, &rc->err);
+	if (st != TA_OK)
+		return st;
+	if (c->fill) {
+		ta_request req;
+		ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
+		st = view_from_array(c->fill, "fill", &req.values, &rc->err);
+		ta_plan plan;
+		if (st == TA_OK)
+			st = ta_plan_build(&plan, &tile->shape, &req, &rc->err);
+		if (st == TA_OK && !all_zero(req.values.data, req.values.nbytes)) {
+			ta_result result;
+			st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan,
+			                      &result, &rc->err);
+		}
+		if (st != TA_OK) {
+			ta_error inner = rc->err;
+			ta_error_set(&rc->err, st, "tile '%s': fill: %s", tile->name, inner.msg);
+			ta_registry_discard(tile);
+			ta_tile_unref(tile);
+			return st;
+		}
+	}
+	ta_registry_publish(tile);
+	ta_tile_info info;
+	ta_tile_get_info(tile, &info);
+	ta_tile_unref(tile);
+	set_tile_body(rc, &info);
+	ta_log(TA_LOG_INFO, "created tile '%s' (%s, %" PRIu64 " bytes)", info.name,
+	       ta_dtype_name(info.shape.dtype), info.bytes);
+	return TA_OK;
+}
+
+/* destroy: unname the tile; its memory goes with the last user. */
+static ta_status do_destroy(resp_ctx *rc, const Tileatom__DestroyTileRequest *d)
+{
+	ta_tile_info info;
+	ta_status st = ta_registry_remove(rc->svc->registry, d->name, &info, &rc->err);
+	if (st == TA_OK)
+		ta_log(TA_LOG_INFO, "destroyed tile '%s'", info.name);
+	return st;
+}
+
+/* describe: what one tile is. */
+static ta_status do_describe(resp_ctx *rc, const Tileatom__DescribeTileRequest *d)
+{
+	ta_tile *tile = NULL;
+	ta_status st = get_tile(rc, d->name, &tile);
+	if (st != TA_OK)
+		return st;
+	ta_tile_info info;
+	ta_tile_get_info(tile, &info);
+	ta_tile_unref(tile);
+	set_tile_body(rc, &info);
+	return TA_OK;
+}
+
+/* list: every published tile, sorted by name. */
+static ta_status do_list(resp_ctx *rc)
+{
+	size_t n = 0;
+	ta_status st = ta_registry_list(rc->svc->registry, &rc->list_infos, &n, &rc->err);
+	if (st != TA_OK)
+		return st;
+	tileatom__list_tiles_response__init(&rc->list);
+	if (n) {
+		rc->list_items = calloc(n, sizeof(*rc->list_items));
+		rc->list_ptrs = calloc(n, sizeof(*rc->list_ptrs));
+		if (!rc->list_items || !rc->list_ptrs)
+			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+			                    "out of memory listing %zu tiles", n);
+		for (size_t i = 0; i < n; i++) {
+			Tileatom__TileInfo *ti = &rc->list_items[i];
+			tileatom__tile_info__init(ti);
+			ti->name = rc->list_infos[i].name;
+			ti->dtype = (Tileatom__DType)rc->list_infos[i].shape.dtype;
+			ti->n_shape = (size_t)rc->list_infos[i].shape.rank;
+			ti->shape = rc->list_infos[i].shape.shape;
+			ti->bytes = rc->list_infos[i].bytes;
+			rc->list_ptrs[i] = ti;
+		}
+	}
+	rc->list.n_tiles = n;
+	rc->list.tiles = rc->list_ptrs;
+	rc->resp.body_case = TILEATOM__RESPONSE__BODY_LIST;
+	rc->resp.list = &rc->list;
+	return TA_OK;
+}
+
+/* write: STORE over a region. */
+static ta_status do_write(resp_ctx *rc, ta_tile *tile, const Tileatom__WriteRegionRequest *w)
+{
+	ta_request req;
+	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
+	ta_status st = region_into(w->region, "region", &tile->shape, &req, &rc->err);
+	if (st == TA_OK && !w->values)
+		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "write needs values");
+	if (st == TA_OK)
+		st = view_from_array(w->values, "values", &req.values, &rc->err);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+}
+
+/* read: LOAD over a region; the values come back as the `data` body. */
+static ta_status do_read(resp_ctx *rc, ta_tile *tile, const Tileatom__ReadRegionRequest *r)
+{
+	ta_request req;
+	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_LOAD);
+	req.want_old = true;
+	ta_status st = region_into(r->region, "region", &tile->shape, &req, &rc->err);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_DATA);
+}
+
+/* Element-wise atomic over a region. */
+static ta_status do_elementwise(resp_ctx *rc, ta_tile *tile,
+                                const Tileatom__ElementwiseAtomicRequest *e)
+{
+	ta_request req;
+	ta_request_init(&req);
+	req.family = TA_FAMILY_ELEMENTWISE;
+	req.addr = TA_ADDR_REGION;
+	ta_status st = rmw_op(e->op, &req.op, &rc->err);
+	if (st == TA_OK)
+		st = region_into(e->region, "region", &tile->shape, &req, &rc->err);
+	if (st == TA_OK)
+		st = view_from_array(e->values, "values", &req.values, &rc->err);
+	if (st == TA_OK)
+		st = view_from_array(e->compare, "compare", &req.compare, &rc->err);
+	if (st == TA_OK)
+		st = options_into(e->options, &req, &rc->err);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+}
+
+/* Scatter atomic (torch.scatter_add_ rules). */
+static ta_status do_scatter(resp_ctx *rc, ta_tile *tile, const Tileatom__ScatterAtomicRequest *s)
+{
+	ta_request req;
+	ta_request_init(&req);
+	req.family = TA_FAMILY_SCATTER;
+	ta_status st = rmw_op(s->op, &req.op, &rc->err);
+	if (st == TA_OK)
+		st = region_into(s->region, "region", &tile->shape, &req, &rc->err);
+	if (st == TA_OK)
+		st = scatter_into(s->addr, &req, &rc->err);
+	if (st == TA_OK)
+		st = view_from_array(s->values, "values", &req.values, &rc->err);
+	if (st == TA_OK)
+		st = options_into(s->options, &req, &rc->err);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+}
+
+/* Indexed atomic (index tuples or flat offsets). */
+static ta_status do_indexed(resp_ctx *rc, ta_tile *tile, const Tileatom__IndexedAtomicRequest *x)
+{
+	ta_request req;
+	ta_request_init(&req);
+	req.family = TA_FAMILY_INDEXED;
+	ta_status st = rmw_op(x->op, &req.op, &rc->err);
+	if (st == TA_OK)
+		st = region_into(x->region, "region", &tile->shape, &req, &rc->err);
+	if (st == TA_OK)
+		st = indexed_into(x->addr, &req, &rc->err);
+	if (st == TA_OK)
+		st = view_from_array(x->values, "values", &req.values, &rc->err);
+	if (st == TA_OK)
+		st = view_from_array(x->compare, "compare", &req.compare, &rc->err);
+	if (st == TA_OK)
+		st = options_into(x->options, &req, &rc->err);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+}
+
+/* The memory ops (gather, scatter store, atomic load/store): LOAD or STORE with any
+ * addressing; values for stores, padding for gathers. */
+static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_op op, const Tileatom__Region *window,
+                           const Tileatom__Addressing *addr, const Tileatom__Array *values,
+                           const Tileatom__Array *padding, const Tileatom__Options *options)
+{
+	ta_request req;
+	ta_request_init(&req);
+	req.family = TA_FAMILY_MEMORY;
+	req.op = op;
+	ta_status st = addressing_into(window, addr, &tile->shape, &req, &rc->err);
+	if (st == TA_OK)
+		st = options_into(options, &req, &rc->err);
+	if (st == TA_OK && op == TA_OP_STORE && !values)
+		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "a store needs values");
+	if (st == TA_OK)
+		st = view_from_array(values, "values", &req.values, &rc->err);
+	if (st == TA_OK)
+		st = view_from_array(padding, "padding", &req.padding, &rc->err);
+	if (op == TA_OP_LOAD)
+		req.want_old = true;
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+}
+
+/* stats: backend facts and counters. */
+static ta_status do_stats(resp_ctx *rc)
+{
+	ta_service *svc = rc->svc;
+	tileatom__stats_response__init(&rc->stats);
+	ta_backend_info_get(svc->backend, &rc->stats_info);
+	rc->stats.backend = rc->stats_info.name;
+	rc->stats.device = rc->stats_info.device;
+	rc->stats.device_memory = rc->stats_info.device_memory;
+	rc->stats.compute_capability = rc->stats_info.compute_capability;
+	ta_registry_stats(svc->registry, &rc->stats.tiles, &rc->stats.tile_bytes);
+	rc->stats.requests = atomic_load(&svc->requests);
+	rc->stats.errors = atomic_load(&svc->errors);
+	rc->stats.connections = atomic_load(&svc->connections);
+	rc->stats.elements = atomic_load(&svc->elements);
+	rc->resp.body_case = TILEATOM__RESPONSE__BODY_STATS;
+	rc->resp.stats = &rc->stats;
+	return TA_OK;
+}
+
+/* Name of the tile a tile-addressed request names, or NULL for the others. */
+static const char *request_tile(const Tileatom__Request *req)
+{
+	switch (req->body_case) {
+	case TILEATOM__REQUEST__BODY_WRITE:
+		return req->write->tile;
+	case TILEATOM__REQUEST__BODY_READ:
+		return req->read->tile;
+	case TILEATOM__REQUEST__BODY_ELEMENTWISE:
+		return req->elementwise->tile;
+	case TILEATOM__REQUEST__BODY_SCATTER:
+		return req->scatter->tile;
+	case TILEATOM__REQUEST__BODY_INDEXED:
+		return req->indexed->tile;
+	case TILEATOM__REQUEST__BODY_GATHER:
+		return req->gather->tile;
+	case TILEATOM__REQUEST__BODY_SCATTER_STORE:
+		return req->scatter_store->tile;
+	case TILEATOM__REQUEST__BODY_ATOMIC_LOAD:
+		return req->atomic_load->tile;
+	case TILEATOM__REQUEST__BODY_ATOMIC_STORE:
+		return req->atomic_store->tile;
+	default:
+		return NULL;
+	}
+}
+
+/* Short name of a request body for logs. */
+static const char *body_name(Tileatom__Request__BodyCase body)
+{
+	switch (body) {
+	case TILEATOM__REQUEST__BODY_HELLO:
+		return "hello";
+	case TILEATOM__REQUEST__BODY_PING:
+		return "ping";
+	case TILEATOM__REQUEST__BODY_CREATE:
+		return "create";
+	case TILEATOM__REQUEST__BODY_DESTROY:
+		return "destroy";
+	case TILEATOM__REQUEST__BODY_LIST:
+		return "list";
+	case TILEATOM__REQUEST__BODY_DESCRIBE:
+		return "describe";
+	case TILEATOM__REQUEST__BODY_WRITE:
+		return "write";
+	case TILEATOM__REQUEST__BODY_READ:
+		return "read";
+	case TILEATOM__REQUEST__BODY_ELEMENTWISE:
+		return "elementwise";
+	case TILEATOM__REQUEST__BODY_SCATTER:
+		return "scatter";
+	case TILEATOM__REQUEST__BODY_INDEXED:
+		return "indexed";
+	case TILEATOM__REQUEST__BODY_GATHER:
+		return "gather";
+	case TILEATOM__REQUEST__BODY_SCATTER_STORE:
+		return "scatter_store";
+	case TILEATOM__REQUEST__BODY_ATOMIC_LOAD:
+		return "atomic_load";
+	case TILEATOM__REQUEST__BODY_ATOMIC_STORE:
+		return "atomic_store";
+	case TILEATOM__REQUEST__BODY_STATS:
+		return "stats";
+	default:
+		return "empty";
+	}
+}
+
+/* Runs one decoded request; fills rc->resp's body or rc->err. */
+static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
+{
+	switch (req->body_case) {
+	case TILEATOM__REQUEST__BODY_HELLO:
+		return do_hello(rc, req->hello);
+	case TILEATOM__REQUEST__BODY_PING:
+		tileatom__ping_response__init(&rc->ping);
+		rc->resp.body_case = TILEATOM__RESPONSE__BODY_PING;
+		rc->resp.ping = &rc->ping;
+		return TA_OK;
+	case TILEATOM__REQUEST__BODY_CREATE:
+		return do_create(rc, req->create);
+	case TILEATOM__REQUEST__BODY_DESTROY:
+		return do_destroy(rc, req->destroy);
+	case TILEATOM__REQUEST__BODY_LIST:
+		return do_list(rc);
+	case TILEATOM__REQUEST__BODY_DESCRIBE:
+		return do_describe(rc, req->describe);
+	case TILEATOM__REQUEST__BODY_STATS:
+		return do_stats(rc);
+	case TILEATOM__REQUEST__BODY__NOT_SET:
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "request %" PRIu64 " has no body (unknown request type?)",
+		                    req->id);
+	default:
+		break;
+	}
+
+	const char *name = request_tile(req);
+	if (!name)
+		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
+		                    (int)req->body_case);
+	ta_tile *tile = NULL;
+	ta_status st = get_tile(rc, name, &tile);
+	if (st != TA_OK)
+		return st;
+	switch (req->body_case) {
+	case TILEATOM__REQUEST__BODY_WRITE:
+		st = do_write(rc, tile, req->write);
+		break;
+	case TILEATOM__REQUEST__BODY_READ:
+		st = do_read(rc, tile, req->read);
+		break;
+	case TILEATOM__REQUEST__BODY_ELEMENTWISE:
+		st = do_elementwise(rc, tile, req->elementwise);
+		break;
+	case TILEATOM__REQUEST__BODY_SCATTER:
+		st = do_scatter(rc, tile, req->scatter);
+		break;
+	case TILEATOM__REQUEST__BODY_INDEXED:
+		st = do_indexed(rc, tile, req->indexed);
+		break;
+	case TILEATOM__REQUEST__BODY_GATHER: {
+		const Tileatom__GatherRequest *g = req->gather;
+		st = do_memory(rc, tile, TA_OP_LOAD, g->window, g->addr, NULL, g->padding,
+		               g->options);
+		break;
+	}
+	case TILEATOM__REQUEST__BODY_SCATTER_STORE: {
+		const Tileatom__ScatterStoreRequest *s = req->scatter_store;
+		st = do_memory(rc, tile, TA_OP_STORE, s->window, s->addr, s->values, NULL,
+		               s->options);
+		break;
+	}
+	case TILEATOM__REQUEST__BODY_ATOMIC_LOAD: {
+		const Tileatom__AtomicLoadRequest *l = req->atomic_load;
+		st = do_memory(rc, tile, TA_OP_LOAD, l->window, l->addr, NULL, NULL, l->options);
+		break;
+	}
+	case TILEATOM__REQUEST__BODY_ATOMIC_STORE: {
+		const Tileatom__AtomicStoreRequest *s = req->atomic_store;
+		st = do_memory(rc, tile, TA_OP_STORE, s->window, s->addr, s->values, NULL,
+		               s->options);
+		break;
+	}
+	default:
+		st = ta_error_set(&rc->err, TA_INTERNAL, "request type %d has no handler",
+		                  (int)req->body_case);
+		break;
+	}
+	ta_tile_unref(tile);
+	return st;
+}
+
+/* Frees what a resp_ctx allocated. */
+static void resp_ctx_free(resp_ctx *rc)
+{
+	free(rc->old_buf);
+	free(rc->list_items);
+	free(rc->list_ptrs);
+	free(rc->list_infos);
+}
+
+/* Encodes rc->resp into out; falls back to a RESOURCE_EXHAUSTED error response when the
+ * response does not fit in a frame, and to nothing (close) when memory is short. */
+static void encode_reply(ta_service *svc, Tileatom__Response *resp, bool close_after, ta_reply *out)
+{
+	out->close_after = close_after;
+	if (ta_frame_encode(&resp->base, svc->max_frame, &out->frame, &out->len) == 0)
+		return;
+	size_t size = protobuf_c_message_get_packed_size(&resp->base);
+	char msg[256];
+	snprintf(msg, sizeof(msg),
+	         "the response needs %zu bytes, over the frame limit of %" PRIu32
+	         " bytes (max_frame)",
+	         size, svc->max_frame);
+	Tileatom__Response small = TILEATOM__RESPONSE__INIT;
+	small.id = resp->id;
+	small.status = TILEATOM__STATUS__RESOURCE_EXHAUSTED;
+	small.message = msg;
+	if (ta_frame_encode(&small.base, svc->max_frame, &out->frame, &out->len) != 0) {
+		ta_log(TA_LOG_ERR, "cannot encode a response: out of memory");
+		out->frame = NULL;
+		out->len = 0;
+		out->close_after = true;
+	}
+}
+
+void ta_dispatch_error(ta_service *svc, uint64_t id, ta_status code, const char *msg,
+                       bool close_after, ta_reply *out)
+{
+	Tileatom__Response resp = TILEATOM__RESPONSE__INIT;
+	resp.id = id;
+	resp.status = (Tileatom__Status)code;
+	resp.message = (char *)msg;
+	atomic_fetch_add(&svc->errors, 1);
+	encode_reply(svc, &resp, close_after, out);
+}
+
+void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out)
+{
+	memset(out, 0, sizeof(*out));
+	atomic_fetch_add(&svc->requests, 1);
+	Tileatom__Request *req = tileatom__request__unpack(NULL, len, payload);
+	if (!req) {
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+		         "malformed request: %zu bytes that do not decode as a Request; closing "
+		         "the connection",
+		         len);
+		ta_log(TA_LOG_INFO, "%s", msg);
+		ta_dispatch_error(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
+		return;
+	}
+	resp_ctx *rc = calloc(1, sizeof(*rc));
+	if (!rc) {
+		tileatom__request__free_unpacked(req, NULL);
+		ta_dispatch_error(svc, 0, TA_RESOURCE_EXHAUSTED, "out of memory", false, out);
+		return;
+	}
+	rc->svc = svc;
+	tileatom__response__init(&rc->resp);
+	rc->resp.id = req->id;
+	ta_status st = handle(rc, req);
+	if (st != TA_OK) {
+		if (rc->err.code == TA_OK) /* a path that forgot its message */
+			ta_error_set(&rc->err, st, "%s failed", ta_status_name(st));
+		rc->resp.status = (Tileatom__Status)st;
+		rc->resp.message = rc->err.msg;
+		if (rc->resp.body_case != TILEATOM__RESPONSE__BODY_HELLO)
+			rc->resp.body_case = TILEATOM__RESPONSE__BODY__NOT_SET;
+		atomic_fetch_add(&svc->errors, 1);
+		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", req->id,
+		       body_name(req->body_case), ta_status_name(st), rc->err.msg);
+	}
+	encode_reply(svc, &rc->resp, false, out);
+	resp_ctx_free(rc);
+	free(rc);
+	tileatom__request__free_unpacked(req, NULL);
+}

@@ -1,0 +1,176 @@
+/* executor.c: worker threads + a uv_async completion queue (see executor.h).
+ * Happy path: submit appends to todo and signals; a worker pops, runs work, appends to
+ * done and calls uv_async_send; the loop's async callback drains done and runs each done
+ * callback. Stop: set stopping, wake everyone, join (workers finish the todo queue first),
+ * drain the last completions, close the async handle. Worker threads block the signals
+ * the daemon handles, so signal delivery always goes through the loop. */
+#include "executor.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* Worker thread: runs jobs until stopping and the queue is empty. */
+static void *worker_main(void *arg)
+{
+	ta_executor *ex = arg;
+	pthread_mutex_lock(&ex->lock);
+	for (;;) {
+		while (!ex->todo_head && !ex->stopping)
+			pthread_cond_wait(&ex->cond, &ex->lock);
+		ta_job *job = ex->todo_head;
+		if (!job)
+			break; /* stopping and nothing left */
+		ex->todo_head = job->next;
+		if (!ex->todo_head)
+			ex->todo_tail = NULL;
+		pthread_mutex_unlock(&ex->lock);
+
+		job->next = NULL;
+		job->work(job);
+
+		pthread_mutex_lock(&ex->lock);
+		if (ex->done_tail)
+			ex->done_tail->next = job;
+		else
+			ex->done_head = job;
+		ex->done_tail = job;
+		pthread_mutex_unlock(&ex->lock);
+		int rc = uv_async_send(&ex->async);
+		if (rc != 0)
+			ta_log(TA_LOG_ERR, "executor: uv_async_send failed: %s", uv_strerror(rc));
+		pthread_mutex_lock(&ex->lock);
+	}
+	pthread_mutex_unlock(&ex->lock);
+	return NULL;
+}
+
+/* Loop thread: runs the done callbacks of every finished job. */
+static void drain_done(ta_executor *ex)
+{
+	pthread_mutex_lock(&ex->lock);
+	ta_job *job = ex->done_head;
+	ex->done_head = ex->done_tail = NULL;
+	pthread_mutex_unlock(&ex->lock);
+	while (job) {
+		ta_job *next = job->next;
+		job->next = NULL;
+		ex->running--;
+		job->done(job);
+		job = next;
+	}
+}
+
+/* uv_async callback. */
+static void on_async(uv_async_t *handle)
+{
+	drain_done(handle->data);
+}
+
+int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
+{
+	memset(ex, 0, sizeof(*ex));
+	if (nthreads < 1)
+		nthreads = 1;
+	ex->loop = loop;
+	int rc = pthread_mutex_init(&ex->lock, NULL);
+	if (rc != 0)
+		return -rc;
+	rc = pthread_cond_init(&ex->cond, NULL);
+	if (rc != 0) {
+		pthread_mutex_destroy(&ex->lock);
+		return -rc;
+	}
+	ex->threads = calloc((size_t)nthreads, sizeof(*ex->threads));
+	if (!ex->threads) {
+		rc = -ENOMEM;
+		goto fail_sync;
+	}
+	rc = uv_async_init(loop, &ex->async, on_async);
+	if (rc != 0)
+		goto fail_sync;
+	ex->async.data = ex;
+
+	/* Workers inherit this mask: signals go to the loop thread only. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	for (int i = 0; i < nthreads; i++) {
+		rc = pthread_create(&ex->threads[i], NULL, worker_main, ex);
+		if (rc != 0) {
+			rc = -rc;
+			break;
+		}
+		ex->nthreads++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ex->nthreads == nthreads)
+		return 0;
+
+	/* A thread failed to start: stop the ones that did. */
+	pthread_mutex_lock(&ex->lock);
+	ex->stopping = true;
+	pthread_cond_broadcast(&ex->cond);
+	pthread_mutex_unlock(&ex->lock);
+	for (int i = 0; i < ex->nthreads; i++)
+		pthread_join(ex->threads[i], NULL);
+	uv_close((uv_handle_t *)&ex->async, NULL);
+fail_sync:
+	free(ex->threads);
+	ex->threads = NULL;
+	pthread_cond_destroy(&ex->cond);
+	pthread_mutex_destroy(&ex->lock);
+	return rc;
+}
+
+void ta_executor_submit(ta_executor *ex, ta_job *job)
+{
+	job->next = NULL;
+	ex->running++;
+	pthread_mutex_lock(&ex->lock);
+	if (ex->todo_tail)
+		ex->todo_tail->next = job;
+	else
+		ex->todo_head = job;
+	ex->todo_tail = job;
+	pthread_cond_signal(&ex->cond);
+	pthread_mutex_unlock(&ex->lock);
+}
+
+int ta_executor_running(const ta_executor *ex)
+{
+	return ex->running;
+}
+
+/* Close callback of the async handle: the executor is gone. */
+static void on_async_closed(uv_handle_t *handle)
+{
+	ta_executor *ex = handle->data;
+	pthread_cond_destroy(&ex->cond);
+	pthread_mutex_destroy(&ex->lock);
+	free(ex->threads);
+	ex->threads = NULL;
+	if (ex->closed_cb)
+		ex->closed_cb(ex);
+}
+
+void ta_executor_stop(ta_executor *ex, ta_executor_closed_cb cb)
+{
+	ex->closed_cb = cb;
+	pthread_mutex_lock(&ex->lock);
+	ex->stopping = true;
+	pthread_cond_broadcast(&ex->cond);
+	pthread_mutex_unlock(&ex->lock);
+	for (int i = 0; i < ex->nthreads; i++)
+		pthread_join(ex->threads[i], NULL);
+	ex->nthreads = 0;
+	drain_done(ex);
+	uv_close((uv_handle_t *)&ex->async, on_async_closed);
+}

@@ -1,0 +1,169 @@
+/* main.c: tileatomd's entry point. Parses the settings (defaults < --config file < flags),
+ * picks the backend (auto: CUDA when ta_cuda_backend_new succeeds, else CPU, the choice
+ * and the reason logged), creates the tile registry, starts the server, tells systemd it
+ * is ready (READY=1 on $NOTIFY_SOCKET) and runs the event loop until a signal has drained
+ * everything. Exit status: 0 after a clean shutdown (and for --help, --version,
+ * --list-kernels), 1 when the daemon cannot start, 2 for a usage error. Nothing but
+ * --help, --version and --list-kernels writes to stdout; logs go to stderr. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "conf.h"
+#include "dispatch.h"
+#include "log.h"
+#include "notify.h"
+#include "registry.h"
+#include "server.h"
+#include "ta_backend.h"
+#include "ta_lower.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+/* Creates the backend cfg asks for; returns NULL (logged) when it cannot. */
+static ta_backend *open_backend(const ta_config *cfg)
+{
+	ta_error err = {0};
+	ta_backend *be = NULL;
+	switch (cfg->backend) {
+	case TA_BACKEND_CUDA:
+		be = ta_cuda_backend_new(cfg->device, &err);
+		if (!be)
+			ta_log(TA_LOG_ERR, "cannot start the CUDA backend on device %d: %s",
+			       cfg->device, err.msg);
+		break;
+	case TA_BACKEND_CPU:
+		be = ta_cpu_backend_new(cfg->cpu_threads, &err);
+		if (!be)
+			ta_log(TA_LOG_ERR, "cannot start the CPU backend: %s", err.msg);
+		break;
+	case TA_BACKEND_AUTO:
+		be = ta_cuda_backend_new(cfg->device, &err);
+		if (be) {
+			ta_log(TA_LOG_NOTICE, "backend auto: CUDA device %d is usable",
+			       cfg->device);
+			break;
+		}
+		ta_log(TA_LOG_NOTICE,
+		       "backend auto: CUDA is not usable (%s); using the CPU backend", err.msg);
+		memset(&err, 0, sizeof(err));
+		be = ta_cpu_backend_new(cfg->cpu_threads, &err);
+		if (!be)
+			ta_log(TA_LOG_ERR, "cannot start the CPU backend: %s", err.msg);
+		break;
+	}
+	return be;
+}
+
+/* Runs the daemon with a parsed configuration; returns the exit status. */
+static int run_daemon(ta_config *cfg)
+{
+	int status = 1;
+	ta_error err = {0};
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+		ta_log(TA_LOG_WARNING, "cannot ignore SIGPIPE: %s", strerror(errno));
+	ta_log(TA_LOG_NOTICE, "tileatomd %s starting (protocol %d%s%s)", PACKAGE_VERSION,
+	       TA_PROTOCOL_VERSION, cfg->config_file ? ", config " : "",
+	       cfg->config_file ? cfg->config_file : "");
+
+	ta_backend *be = open_backend(cfg);
+	if (!be)
+		return 1;
+	ta_registry *reg = ta_registry_new(be, cfg->max_tile_bytes, cfg->max_total_bytes, &err);
+	if (!reg) {
+		ta_log(TA_LOG_ERR, "%s", err.msg);
+		ta_backend_destroy(be);
+		return 1;
+	}
+	ta_service *svc = malloc(sizeof(*svc));
+	ta_server *srv = malloc(sizeof(*srv));
+	uv_loop_t loop;
+	int rc = svc && srv ? uv_loop_init(&loop) : UV_ENOMEM;
+	if (rc != 0) {
+		ta_log(TA_LOG_ERR, "cannot create the event loop: %s", uv_strerror(rc));
+		free(svc);
+		free(srv);
+		ta_registry_free(reg);
+		ta_backend_destroy(be);
+		return 1;
+	}
+	ta_service_init(svc, be, reg, cfg->max_frame);
+	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers", svc->info.name, svc->info.device,
+	       svc->info.compute_capability[0] ? ", compute capability " : "",
+	       svc->info.compute_capability, cfg->workers);
+
+	if (ta_server_start(srv, &loop, cfg, svc, &err) != TA_OK) {
+		ta_log(TA_LOG_ERR, "%s", err.msg);
+		status = 1;
+	} else {
+		rc = ta_notify("READY=1\nSTATUS=serving");
+		if (rc < 0)
+			ta_log(TA_LOG_WARNING, "cannot notify the service manager: %s",
+			       strerror(-rc));
+		status = 0;
+	}
+	rc = uv_run(&loop, UV_RUN_DEFAULT);
+	if (rc != 0)
+		ta_log(TA_LOG_WARNING, "event loop ended with active handles");
+	rc = uv_loop_close(&loop);
+	if (rc != 0)
+		ta_log(TA_LOG_WARNING, "cannot close the event loop: %s", uv_strerror(rc));
+	ta_registry_free(reg);
+	ta_backend_destroy(be);
+	free(srv);
+	free(svc);
+	if (status == 0)
+		ta_log(TA_LOG_NOTICE, "stopped");
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	const char *argv0 = argc > 0 && argv[0] ? argv[0] : "tileatomd";
+	const char *slash = strrchr(argv0, '/');
+	if (slash)
+		argv0 = slash + 1;
+	ta_config cfg;
+	ta_config_init(&cfg);
+	ta_config_action action = TA_ACTION_RUN;
+	ta_error err = {0};
+	if (ta_config_parse_args(&cfg, argc, argv, &action, &err) != TA_OK) {
+		fprintf(stderr, "%s: %s\nTry '%s --help'.\n", argv0, err.msg, argv0);
+		ta_config_free(&cfg);
+		return err.code == TA_INVALID_ARGUMENT ? 2 : 1;
+	}
+	int status = 0;
+	switch (action) {
+	case TA_ACTION_HELP:
+		ta_config_usage(stdout, argv0);
+		break;
+	case TA_ACTION_VERSION:
+		printf("tileatomd %s (protocol %d)\n", PACKAGE_VERSION, TA_PROTOCOL_VERSION);
+		break;
+	case TA_ACTION_LIST_KERNELS:
+		ta_lower_print_table(stdout);
+		break;
+	case TA_ACTION_RUN:
+		ta_log_set_level((ta_log_level)cfg.log_level);
+		if (ta_config_finish(&cfg, &err) != TA_OK) {
+			fprintf(stderr, "%s: %s\n", argv0, err.msg);
+			status = 2;
+			break;
+		}
+		status = run_daemon(&cfg);
+		break;
+	}
+	if (fflush(stdout) != 0 && status == 0)
+		status = 1;
+	ta_config_free(&cfg);
+	return status;
+}

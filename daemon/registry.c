@@ -1,0 +1,358 @@
+/* registry.c: named tiles with counted references (see registry.h). A chained hash table
+ * (FNV-1a, doubled when it holds more entries than buckets) maps names to tiles; one
+ * mutex guards it and the byte counters. Backend allocation and freeing run outside the
+ * lock. total_bytes counts bytes reserved or held, from create until the last unref. */
+#include "registry.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The registry proper. */
+struct ta_registry {
+	pthread_mutex_t lock;     /* guards everything below */
+	ta_backend *backend;      /* allocates and frees tile memory */
+	uint64_t max_tile_bytes;  /* bytes of one tile (0: unlimited) */
+	uint64_t max_total_bytes; /* bytes of all tiles (0: unlimited) */
+	ta_tile **buckets;        /* hash buckets (chains through ta_tile.next) */
+	size_t nbuckets;          /* number of buckets, a power of two */
+	size_t entries;           /* tiles in the table, pending ones included */
+	size_t published;         /* tiles in the table that are visible */
+	uint64_t total_bytes;     /* bytes reserved or held by live tiles */
+};
+
+/* Initial number of buckets. */
+#define REGISTRY_INITIAL_BUCKETS 64
+
+/* FNV-1a hash of a NUL-terminated name. */
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = UINT64_C(1469598103934665603);
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		h ^= *p;
+		h *= UINT64_C(1099511628211);
+	}
+	return h;
+}
+
+const char *ta_name_for_message(const char *name, char *buf, size_t size)
+{
+	size_t i = 0, limit = size > 4 ? size - 4 : 0;
+	if (limit > TA_NAME_MAX)
+		limit = TA_NAME_MAX;
+	for (; name[i] && i < limit; i++)
+		buf[i] = isprint((unsigned char)name[i]) ? name[i] : '?';
+	if (name[i] && size >= 4) {
+		memcpy(buf + i, "...", 3);
+		i += 3;
+	}
+	if (size > 0)
+		buf[i < size ? i : size - 1] = '\0';
+	return buf;
+}
+
+ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint64_t max_total_bytes,
+                             ta_error *err)
+{
+	ta_registry *reg = calloc(1, sizeof(*reg));
+	if (!reg) {
+		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for the tile registry");
+		return NULL;
+	}
+	reg->buckets = calloc(REGISTRY_INITIAL_BUCKETS, sizeof(*reg->buckets));
+	if (!reg->buckets) {
+		free(reg);
+		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for the tile registry");
+		return NULL;
+	}
+	int rc = pthread_mutex_init(&reg->lock, NULL);
+	if (rc != 0) {
+		free(reg->buckets);
+		free(reg);
+		ta_error_set(err, TA_INTERNAL, "cannot create the registry lock: %s", strerror(rc));
+		return NULL;
+	}
+	reg->nbuckets = REGISTRY_INITIAL_BUCKETS;
+	reg->backend = backend;
+	reg->max_tile_bytes = max_tile_bytes;
+	reg->max_total_bytes = max_total_bytes;
+	return reg;
+}
+
+/* Frees a tile whose last reference is gone and gives its bytes back. */
+static void tile_destroy(ta_tile *tile)
+{
+	ta_registry *reg = tile->reg;
+	if (tile->mem)
+		ta_backend_tile_free(reg->backend, tile->mem);
+	pthread_mutex_lock(&reg->lock);
+	reg->total_bytes -= tile->bytes;
+	pthread_mutex_unlock(&reg->lock);
+	free(tile);
+}
+
+void ta_registry_free(ta_registry *reg)
+{
+	if (!reg)
+		return;
+	for (size_t b = 0; b < reg->nbuckets; b++) {
+		ta_tile *t = reg->buckets[b];
+		while (t) {
+			ta_tile *next = t->next;
+			t->next = NULL;
+			ta_tile_unref(t); /* the registry's reference: the last one */
+			t = next;
+		}
+		reg->buckets[b] = NULL;
+	}
+	pthread_mutex_destroy(&reg->lock);
+	free(reg->buckets);
+	free(reg);
+}
+
+/* Finds a tile (pending or published) by name; the lock is held. */
+static ta_tile *find_locked(ta_registry *reg, const char *name, ta_tile ***link_out)
+{
+	ta_tile **link = &reg->buckets[name_hash(name) & (reg->nbuckets - 1)];
+	for (; *link; link = &(*link)->next) {
+		if (strcmp((*link)->name, name) == 0) {
+			if (link_out)
+				*link_out = link;
+			return *link;
+		}
+	}
+	return NULL;
+}
+
+/* Doubles the bucket array when entries exceed buckets; failure only keeps chains long.
+ * The lock is held. */
+static void maybe_grow_locked(ta_registry *reg)
+{
+	if (reg->entries <= reg->nbuckets)
+		return;
+	size_t n = reg->nbuckets * 2;
+	ta_tile **nb = calloc(n, sizeof(*nb));
+	if (!nb)
+		return;
+	for (size_t b = 0; b < reg->nbuckets; b++) {
+		ta_tile *t = reg->buckets[b];
+		while (t) {
+			ta_tile *next = t->next;
+			size_t i = name_hash(t->name) & (n - 1);
+			t->next = nb[i];
+			nb[i] = t;
+			t = next;
+		}
+	}
+	free(reg->buckets);
+	reg->buckets = nb;
+	reg->nbuckets = n;
+}
+
+ta_status ta_registry_create(ta_registry *reg, const char *name, const ta_tile_shape *shape,
+                             ta_tile **out, ta_error *err)
+{
+	char shown[TA_NAME_MAX + 4];
+	*out = NULL;
+	if (!ta_name_valid(name))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "invalid tile name '%s': use 1 to %d characters of "
+		                    "[A-Za-z0-9_.-]",
+		                    ta_name_for_message(name, shown, sizeof(shown)), TA_NAME_MAX);
+	if (!ta_dtype_is_tile(shape->dtype))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "tile '%s': dtype %s (%d) is not a tile dtype (int32, uint32, "
+		                    "int64, uint64, float32, float64, float16, bfloat16)",
+		                    name, ta_dtype_name(shape->dtype), (int)shape->dtype);
+	if (shape->rank < 1 || shape->rank > TA_MAX_RANK)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "tile '%s': rank %d is not between 1 and %d", name, shape->rank,
+		                    TA_MAX_RANK);
+	for (int a = 0; a < shape->rank; a++)
+		if (shape->shape[a] < 1)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "tile '%s': extent %" PRId64
+			                    " along axis %d is not at least 1",
+			                    name, shape->shape[a], a);
+	uint64_t bytes = ta_tile_bytes(shape);
+	if (bytes == 0 || bytes > (uint64_t)SIZE_MAX)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "tile '%s': the shape has too many elements", name);
+	if (reg->max_tile_bytes && bytes > reg->max_tile_bytes)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "tile '%s' needs %" PRIu64
+		                    " bytes, over the per-tile limit of %" PRIu64
+		                    " bytes (max_tile_bytes)",
+		                    name, bytes, reg->max_tile_bytes);
+
+	ta_tile *tile = calloc(1, sizeof(*tile));
+	if (!tile)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	strcpy(tile->name, name);
+	tile->shape = *shape;
+	tile->bytes = bytes;
+	tile->reg = reg;
+	atomic_init(&tile->refs, 2); /* the registry's and the caller's */
+
+	pthread_mutex_lock(&reg->lock);
+	if (find_locked(reg, name, NULL)) {
+		pthread_mutex_unlock(&reg->lock);
+		free(tile);
+		return ta_error_set(err, TA_ALREADY_EXISTS, "tile '%s' already exists", name);
+	}
+	if (reg->max_total_bytes &&
+	    (bytes > reg->max_total_bytes || reg->total_bytes > reg->max_total_bytes - bytes)) {
+		uint64_t held = reg->total_bytes;
+		pthread_mutex_unlock(&reg->lock);
+		free(tile);
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "tile '%s' needs %" PRIu64 " bytes but %" PRIu64
+		                    " of the %" PRIu64
+		                    " bytes of tile memory allowed (max_total_bytes) are in use",
+		                    name, bytes, held, reg->max_total_bytes);
+	}
+	reg->total_bytes += bytes;
+	size_t b = name_hash(name) & (reg->nbuckets - 1);
+	tile->next = reg->buckets[b];
+	reg->buckets[b] = tile;
+	reg->entries++;
+	maybe_grow_locked(reg);
+	pthread_mutex_unlock(&reg->lock);
+
+	ta_error aerr = {0};
+	ta_status st = ta_backend_tile_alloc(reg->backend, (size_t)bytes, &tile->mem, &aerr);
+	if (st != TA_OK) {
+		tile->mem = NULL;
+		ta_registry_discard(tile);
+		ta_tile_unref(tile);
+		return ta_error_set(err, st, "tile '%s': cannot allocate %" PRIu64 " bytes: %s",
+		                    name, bytes, aerr.msg);
+	}
+	*out = tile;
+	return TA_OK;
+}
+
+void ta_registry_publish(ta_tile *tile)
+{
+	ta_registry *reg = tile->reg;
+	pthread_mutex_lock(&reg->lock);
+	if (!tile->ready) {
+		tile->ready = true;
+		reg->published++;
+	}
+	pthread_mutex_unlock(&reg->lock);
+}
+
+/* Unlinks tile from the table; the lock is held. Returns true when it was linked. */
+static bool unlink_locked(ta_registry *reg, ta_tile *tile)
+{
+	ta_tile **link = NULL;
+	if (find_locked(reg, tile->name, &link) != tile)
+		return false;
+	*link = tile->next;
+	tile->next = NULL;
+	reg->entries--;
+	if (tile->ready)
+		reg->published--;
+	return true;
+}
+
+void ta_registry_discard(ta_tile *tile)
+{
+	ta_registry *reg = tile->reg;
+	pthread_mutex_lock(&reg->lock);
+	bool linked = unlink_locked(reg, tile);
+	pthread_mutex_unlock(&reg->lock);
+	if (linked)
+		ta_tile_unref(tile); /* the registry's reference */
+}
+
+ta_status ta_registry_get(ta_registry *reg, const char *name, ta_tile **out, ta_error *err)
+{
+	char shown[TA_NAME_MAX + 4];
+	*out = NULL;
+	pthread_mutex_lock(&reg->lock);
+	ta_tile *tile = find_locked(reg, name, NULL);
+	if (tile && tile->ready)
+		atomic_fetch_add(&tile->refs, 1);
+	else
+		tile = NULL;
+	pthread_mutex_unlock(&reg->lock);
+	if (!tile)
+		return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'",
+		                    ta_name_for_message(name, shown, sizeof(shown)));
+	*out = tile;
+	return TA_OK;
+}
+
+ta_status ta_registry_remove(ta_registry *reg, const char *name, ta_tile_info *info, ta_error *err)
+{
+	char shown[TA_NAME_MAX + 4];
+	pthread_mutex_lock(&reg->lock);
+	ta_tile *tile = find_locked(reg, name, NULL);
+	if (tile && tile->ready)
+		unlink_locked(reg, tile);
+	else
+		tile = NULL;
+	pthread_mutex_unlock(&reg->lock);
+	if (!tile)
+		return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'",
+		                    ta_name_for_message(name, shown, sizeof(shown)));
+	if (info)
+		ta_tile_get_info(tile, info);
+	ta_tile_unref(tile); /* the registry's reference */
+	return TA_OK;
+}
+
+void ta_tile_unref(ta_tile *tile)
+{
+	if (tile && atomic_fetch_sub(&tile->refs, 1) == 1)
+		tile_destroy(tile);
+}
+
+void ta_tile_get_info(const ta_tile *tile, ta_tile_info *info)
+{
+	memcpy(info->name, tile->name, sizeof(info->name));
+	info->shape = tile->shape;
+	info->bytes = tile->bytes;
+}
+
+/* qsort comparator of tile infos by name. */
+static int info_cmp(const void *a, const void *b)
+{
+	return strcmp(((const ta_tile_info *)a)->name, ((const ta_tile_info *)b)->name);
+}
+
+ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	pthread_mutex_lock(&reg->lock);
+	size_t count = reg->published;
+	ta_tile_info *infos = count ? malloc(count * sizeof(*infos)) : NULL;
+	if (count && !infos) {
+		pthread_mutex_unlock(&reg->lock);
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory listing %zu tiles",
+		                    count);
+	}
+	size_t k = 0;
+	for (size_t b = 0; b < reg->nbuckets; b++)
+		for (ta_tile *t = reg->buckets[b]; t; t = t->next)
+			if (t->ready && k < count)
+				ta_tile_get_info(t, &infos[k++]);
+	pthread_mutex_unlock(&reg->lock);
+	if (k > 1)
+		qsort(infos, k, sizeof(*infos), info_cmp);
+	*out = infos;
+	*n = k;
+	return TA_OK;
+}
+
+void ta_registry_stats(ta_registry *reg, uint32_t *tiles, uint64_t *bytes)
+{
+	pthread_mutex_lock(&reg->lock);
+	*tiles = (uint32_t)reg->published;
+	*bytes = reg->total_bytes;
+	pthread_mutex_unlock(&reg->lock);
+}

@@ -1,0 +1,88 @@
+/* registry.h: the daemon's named tiles. A tile is looked up by name, used by a request
+ * through a counted reference, and destroyed by name; its memory is freed only when the
+ * last reference goes, so destroying a tile while requests use it is safe (they finish on
+ * the old memory, new lookups see NOT_FOUND at once).
+ *
+ * Creation is two-step so that allocation and filling run outside the lock: create
+ * reserves the name and the bytes (the tile is "pending": invisible to lookups, but its
+ * name is taken), then publish makes it visible, or discard gives name and bytes back.
+ *
+ * Thread-safety: every function may be called from any thread; one mutex guards the
+ * table and the byte counters. Limits: bytes per tile and bytes of all tiles together
+ * (RESOURCE_EXHAUSTED), duplicate names (ALREADY_EXISTS), unknown names (NOT_FOUND). */
+#ifndef TA_DAEMON_REGISTRY_H
+#define TA_DAEMON_REGISTRY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ta_backend.h"
+#include "ta_plan.h"
+
+typedef struct ta_registry ta_registry;
+
+/* One tile. Fields other than refs and ready are immutable once created. */
+typedef struct ta_tile {
+	char name[TA_NAME_MAX + 1]; /* the tile's name */
+	ta_tile_shape shape;        /* dtype, rank, extents */
+	uint64_t bytes;             /* bytes of tile memory */
+	void *mem;                  /* backend memory (host or device) */
+	atomic_int refs;            /* the registry's reference (while named) + one per user */
+	bool ready;                 /* published: visible to lookups (guarded by the lock) */
+	ta_registry *reg;           /* the registry that owns the tile */
+	struct ta_tile *next;       /* next tile in the same hash bucket */
+} ta_tile;
+
+/* What a tile is, copied out for list and describe. */
+typedef struct ta_tile_info {
+	char name[TA_NAME_MAX + 1]; /* the tile's name */
+	ta_tile_shape shape;        /* dtype, rank, extents */
+	uint64_t bytes;             /* bytes of tile memory */
+} ta_tile_info;
+
+/* Creates an empty registry allocating from backend; a limit of 0 means unlimited.
+ * Returns NULL with err set when memory is short. */
+ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint64_t max_total_bytes,
+                             ta_error *err);
+/* Frees every tile and the registry. No reference may be held any more. */
+void ta_registry_free(ta_registry *reg);
+
+/* Checks name, dtype, shape and limits, reserves the name and the bytes, and allocates
+ * zeroed tile memory. On success *out is a pending tile holding a reference for the
+ * caller: fill it, then ta_registry_publish or ta_registry_discard, then ta_tile_unref.
+ * Errors: INVALID_ARGUMENT (bad name, dtype, rank or extent), ALREADY_EXISTS,
+ * RESOURCE_EXHAUSTED (a limit, or the backend is out of memory). */
+ta_status ta_registry_create(ta_registry *reg, const char *name, const ta_tile_shape *shape,
+                             ta_tile **out, ta_error *err);
+/* Makes a pending tile visible to lookups. */
+void ta_registry_publish(ta_tile *tile);
+/* Removes a pending tile from the table (its name becomes free again); the caller still
+ * drops its own reference with ta_tile_unref, which frees the memory. */
+void ta_registry_discard(ta_tile *tile);
+
+/* Looks a published tile up by name; on success *out holds a new reference (drop it with
+ * ta_tile_unref). Returns TA_OK or TA_NOT_FOUND naming the tile. */
+ta_status ta_registry_get(ta_registry *reg, const char *name, ta_tile **out, ta_error *err);
+/* Removes a published tile by name; its memory goes when the last user is done. When
+ * info is not NULL it receives what the tile was. Returns TA_OK or TA_NOT_FOUND. */
+ta_status ta_registry_remove(ta_registry *reg, const char *name, ta_tile_info *info, ta_error *err);
+/* Drops one reference; the last one frees the tile memory and gives its bytes back. */
+void ta_tile_unref(ta_tile *tile);
+/* Copies what a tile is into *info. */
+void ta_tile_get_info(const ta_tile *tile, ta_tile_info *info);
+
+/* Lists the published tiles sorted by name into a malloc'd array (*out; NULL when there
+ * are none) of *n entries. Returns TA_OK or RESOURCE_EXHAUSTED. */
+ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_error *err);
+/* Reports the number of published tiles and the bytes of tile memory held (tiles still
+ * in use after destroy included). */
+void ta_registry_stats(ta_registry *reg, uint32_t *tiles, uint64_t *bytes);
+
+/* Writes name into buf (size >= TA_NAME_MAX + 4) for messages: at most TA_NAME_MAX
+ * characters, non-printable bytes as '?', "..." when cut. Returns buf. */
+const char *ta_name_for_message(const char *name, char *buf, size_t size);
+
+#endif /* TA_DAEMON_REGISTRY_H */

@@ -1,0 +1,512 @@
+/* server.c: listeners, accepting, signals and shutdown (see server.h).
+ *
+ * Startup: executor, then the Unix socket (parent directory created; a stale socket file
+ * from a dead daemon is removed, a live one is an error; the umask is tightened around
+ * bind so that the socket never exists with a wider mode than 0600 / 0660), then TCP when
+ * asked (loopback only unless allow_remote), then SIGTERM / SIGINT handlers.
+ *
+ * Accepting over max_connections: the connection is accepted, answered with one
+ * RESOURCE_EXHAUSTED response and closed, so that the client learns why.
+ *
+ * Shutdown: ta_server_shutdown closes the listeners, removes the socket file and drains
+ * every connection; each freed connection calls ta_server_check_done, which stops the
+ * executor and closes the signal handles once none is left, so uv_run returns. */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "log.h"
+#include "notify.h"
+
+/* Listen backlog of both listeners. */
+#define LISTEN_BACKLOG 128
+
+void ta_server_conn_gone(ta_server *srv, ta_conn *conn)
+{
+	if (conn->prev)
+		conn->prev->next = conn->next;
+	else
+		srv->conns = conn->next;
+	if (conn->next)
+		conn->next->prev = conn->prev;
+	srv->nconns--;
+	if (conn->counted) {
+		srv->nactive--;
+		atomic_fetch_sub(&srv->svc->connections, 1);
+	}
+}
+
+/* uv_close callback of a handle embedded in the server (nothing to free). */
+static void on_handle_closed(uv_handle_t *handle)
+{
+	(void)handle;
+}
+
+/* uv_close callback of a malloc'd handle. */
+static void on_handle_freed(uv_handle_t *handle)
+{
+	free(handle);
+}
+
+/* Closes the signal handles and the executor when shutdown has nothing left to wait on. */
+void ta_server_check_done(ta_server *srv)
+{
+	if (!srv->draining || srv->conns || srv->unix_open || srv->tcp_open)
+		return;
+	if (srv->timer_open) {
+		srv->timer_open = false;
+		uv_timer_stop(&srv->shutdown_timer);
+		uv_close((uv_handle_t *)&srv->shutdown_timer, on_handle_closed);
+	}
+	if (srv->signals_open) {
+		srv->signals_open = false;
+		uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
+		uv_close((uv_handle_t *)&srv->sig_int, on_handle_closed);
+	}
+	if (srv->executor_started && !srv->executor_stopping) {
+		srv->executor_stopping = true;
+		ta_executor_stop(&srv->executor, NULL);
+	}
+}
+
+/* Accept callback shared by both listeners. */
+static void on_connection(uv_stream_t *listener, int status)
+{
+	ta_server *srv = listener->data;
+	if (status < 0) {
+		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(status));
+		return;
+	}
+	bool tcp = listener == (uv_stream_t *)&srv->tcp_listener;
+	ta_conn *conn = ta_conn_new(srv, tcp);
+	if (!conn) {
+		/* Take the pending connection off the queue and drop it; without an accept
+		 * libuv would stop watching the listener. */
+		ta_log(TA_LOG_ERR, "out of memory accepting a connection");
+		uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
+		if (!tmp)
+			return;
+		int rc = tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
+		             : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
+		if (rc != 0) {
+			free(tmp);
+			return;
+		}
+		uv_accept(listener, (uv_stream_t *)tmp);
+		uv_close(tmp, on_handle_freed);
+		return;
+	}
+	conn->next = srv->conns;
+	if (srv->conns)
+		srv->conns->prev = conn;
+	srv->conns = conn;
+	srv->nconns++;
+	int rc = uv_accept(listener, &conn->h.stream);
+	if (rc != 0) {
+		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
+		ta_conn_close(conn);
+		return;
+	}
+	if (tcp)
+		uv_tcp_nodelay(&conn->h.tcp, 1);
+	if (srv->draining) {
+		ta_conn_close(conn);
+		return;
+	}
+	if (srv->nactive >= (unsigned)srv->cfg->max_connections) {
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+		         "too many connections: the limit is %d (max_connections); try again "
+		         "later",
+		         srv->cfg->max_connections);
+		ta_log(TA_LOG_WARNING, "connection %" PRIu64 " refused: %s", conn->serial, msg);
+		ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
+		return;
+	}
+	conn->counted = true;
+	srv->nactive++;
+	atomic_fetch_add(&srv->svc->connections, 1);
+	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 " accepted (%s, %u open)", conn->serial,
+	       tcp ? "tcp" : "unix", srv->nactive);
+	ta_conn_start(conn);
+}
+
+/* Creates the missing directories of path's parent (mkdir -p) with mode. Returns 0 or
+ * an errno value. */
+static int make_parent_dirs(const char *path, mode_t mode)
+{
+	char *dir = strdup(path);
+	if (!dir)
+		return ENOMEM;
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir) {
+		free(dir);
+		return 0;
+	}
+	*slash = '\0';
+	int rc = 0;
+	for (char *p = dir + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char saved = *p;
+		*p = '\0';
+		if (mkdir(dir, mode) != 0 && errno != EEXIST) {
+			rc = errno;
+			break;
+		}
+		*p = saved;
+		if (saved == '\0')
+			break;
+	}
+	free(dir);
+	return rc;
+}
+
+/* Checks an existing file at path: removes a stale socket, refuses anything else. */
+static ta_status clear_stale_socket(const char *path, ta_error *err)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0) {
+		if (errno == ENOENT)
+			return TA_OK;
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot inspect %s: %s", path,
+		                    strerror(errno));
+	}
+	if (!S_ISSOCK(st.st_mode))
+		return ta_error_set(err, TA_ALREADY_EXISTS,
+		                    "%s exists and is not a socket; not removing it", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return ta_error_set(err, TA_UNAVAILABLE, "socket: %s", strerror(errno));
+	struct sockaddr_un addr;
+	memset(&addr, 0, sizeof(addr));
+	addr.sun_family = AF_UNIX;
+	memcpy(addr.sun_path, path, strlen(path) + 1);
+	int rc = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+	int saved = errno;
+	close(fd);
+	if (rc == 0)
+		return ta_error_set(err, TA_ALREADY_EXISTS,
+		                    "another daemon is already listening on %s", path);
+	if (saved != ECONNREFUSED && saved != ENOENT)
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot probe %s: %s", path,
+		                    strerror(saved));
+	if (unlink(path) != 0 && errno != ENOENT)
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot remove the stale socket %s: %s",
+		                    path, strerror(errno));
+	ta_log(TA_LOG_INFO, "removed the stale socket %s", path);
+	return TA_OK;
+}
+
+/* Looks a group name (or a numeric gid) up. Returns TA_OK or NOT_FOUND. */
+static ta_status lookup_group(const char *name, gid_t *gid, ta_error *err)
+{
+	char buf[16384];
+	struct group grp, *res = NULL;
+	int rc = getgrnam_r(name, &grp, buf, sizeof(buf), &res);
+	if (rc == 0 && res) {
+		*gid = res->gr_gid;
+		return TA_OK;
+	}
+	char *end = NULL;
+	errno = 0;
+	unsigned long v = strtoul(name, &end, 10);
+	if (errno == 0 && end != name && !*end) {
+		*gid = (gid_t)v;
+		return TA_OK;
+	}
+	return ta_error_set(err, TA_NOT_FOUND, "socket_group: no group named '%s'", name);
+}
+
+/* Creates, binds and listens on the Unix socket. */
+static ta_status listen_unix(ta_server *srv, ta_error *err)
+{
+	const char *path = srv->cfg->socket_path;
+	const bool grouped = srv->cfg->socket_group != NULL;
+	const mode_t mode = grouped ? 0660 : 0600;
+	struct sockaddr_un probe;
+	if (strlen(path) >= sizeof(probe.sun_path))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "socket path %s is longer than %zu bytes", path,
+		                    sizeof(probe.sun_path) - 1);
+	gid_t gid = 0;
+	if (grouped) {
+		ta_status st = lookup_group(srv->cfg->socket_group, &gid, err);
+		if (st != TA_OK)
+			return st;
+	}
+	int rc = make_parent_dirs(path, grouped ? 0755 : 0700);
+	if (rc != 0)
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot create the directory of %s: %s",
+		                    path, strerror(rc));
+	ta_status st = clear_stale_socket(path, err);
+	if (st != TA_OK)
+		return st;
+	rc = uv_pipe_init(srv->loop, &srv->unix_listener, 0);
+	if (rc != 0)
+		return ta_error_set(err, TA_INTERNAL, "uv_pipe_init: %s", uv_strerror(rc));
+	srv->unix_listener.data = srv;
+	srv->unix_open = true;
+	mode_t old_umask = umask(0777 & ~mode);
+	rc = uv_pipe_bind(&srv->unix_listener, path);
+	umask(old_umask);
+	if (rc != 0)
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot bind %s: %s", path,
+		                    uv_strerror(rc));
+	srv->unix_path = strdup(path);
+	if (!srv->unix_path)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	if (chmod(path, mode) != 0)
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot set the mode of %s: %s", path,
+		                    strerror(errno));
+	if (grouped && chown(path, (uid_t)-1, gid) != 0)
+		return ta_error_set(err, TA_PERMISSION_DENIED, "cannot give %s to group %s: %s",
+		                    path, srv->cfg->socket_group, strerror(errno));
+	rc = uv_listen((uv_stream_t *)&srv->unix_listener, LISTEN_BACKLOG, on_connection);
+	if (rc != 0)
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot listen on %s: %s", path,
+		                    uv_strerror(rc));
+	ta_log(TA_LOG_NOTICE, "listening on unix:%s (mode %04o%s%s)", path, (unsigned)mode,
+	       grouped ? ", group " : "", grouped ? srv->cfg->socket_group : "");
+	return TA_OK;
+}
+
+/* True when addr is a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104). */
+static bool is_loopback(const struct sockaddr *addr)
+{
+	if (addr->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (addr->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
+		if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+			return true;
+		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+			return in6->sin6_addr.s6_addr[12] == 127;
+	}
+	return false;
+}
+
+/* Splits "HOST:PORT" or "[V6]:PORT" into host and port (malloc'd copy in *buf). */
+static ta_status split_host_port(const char *spec, char **buf, const char **host, const char **port,
+                                 ta_error *err)
+{
+	*buf = strdup(spec);
+	if (!*buf)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	char *s = *buf;
+	char *colon;
+	if (s[0] == '[') {
+		char *close = strchr(s, ']');
+		if (!close || close[1] != ':')
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "listen: '%s' is not [ADDRESS]:PORT", spec);
+		*close = '\0';
+		*host = s + 1;
+		colon = close + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "listen: '%s' is not HOST:PORT", spec);
+		*colon = '\0';
+		*host = s;
+	}
+	*port = colon + 1;
+	if (!**port)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "listen: '%s' has no port", spec);
+	return TA_OK;
+}
+
+/* Binds and listens on the --listen TCP address. */
+static ta_status listen_tcp(ta_server *srv, ta_error *err)
+{
+	const char *spec = srv->cfg->listen;
+	char *buf = NULL;
+	const char *host = NULL, *port = NULL;
+	ta_status st = split_host_port(spec, &buf, &host, &port, err);
+	if (st != TA_OK) {
+		free(buf);
+		return st;
+	}
+	struct addrinfo hints, *res = NULL;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	int rc = getaddrinfo(*host && strcmp(host, "*") != 0 ? host : NULL, port, &hints, &res);
+	if (rc != 0) {
+		st = ta_error_set(err, TA_INVALID_ARGUMENT, "listen: cannot resolve '%s': %s", spec,
+		                  gai_strerror(rc));
+		free(buf);
+		return st;
+	}
+	free(buf);
+	const struct addrinfo *ai = res;
+	if (!is_loopback(ai->ai_addr) && !srv->cfg->allow_remote) {
+		freeaddrinfo(res);
+		return ta_error_set(err, TA_PERMISSION_DENIED,
+		                    "refusing to listen on %s: not a loopback address (set "
+		                    "allow_remote = true or --allow-remote to serve other hosts)",
+		                    spec);
+	}
+	rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
+	if (rc != 0) {
+		freeaddrinfo(res);
+		return ta_error_set(err, TA_INTERNAL, "uv_tcp_init: %s", uv_strerror(rc));
+	}
+	srv->tcp_listener.data = srv;
+	srv->tcp_open = true;
+	rc = uv_tcp_bind(&srv->tcp_listener, ai->ai_addr, 0);
+	freeaddrinfo(res);
+	if (rc == 0)
+		rc = uv_listen((uv_stream_t *)&srv->tcp_listener, LISTEN_BACKLOG, on_connection);
+	if (rc != 0)
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot listen on %s: %s", spec,
+		                    uv_strerror(rc));
+	struct sockaddr_storage bound;
+	int blen = (int)sizeof(bound);
+	char shown[INET6_ADDRSTRLEN] = "?";
+	int bport = 0;
+	if (uv_tcp_getsockname(&srv->tcp_listener, (struct sockaddr *)&bound, &blen) == 0) {
+		if (bound.ss_family == AF_INET6) {
+			const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&bound;
+			uv_ip6_name(in6, shown, sizeof(shown));
+			bport = ntohs(in6->sin6_port);
+		} else {
+			const struct sockaddr_in *in = (const struct sockaddr_in *)&bound;
+			uv_ip4_name(in, shown, sizeof(shown));
+			bport = ntohs(in->sin_port);
+		}
+	}
+	ta_log(TA_LOG_NOTICE, "listening on tcp:%s%s%s:%d", bound.ss_family == AF_INET6 ? "[" : "",
+	       shown, bound.ss_family == AF_INET6 ? "]" : "", bport);
+	return TA_OK;
+}
+
+/* Timer callback: the shutdown waited shutdown_timeout seconds; close what is left. */
+static void on_shutdown_timeout(uv_timer_t *timer)
+{
+	ta_server *srv = timer->data;
+	ta_log(TA_LOG_WARNING,
+	       "%u connection(s) still open %d s after the shutdown began (clients not "
+	       "taking their responses?); closing them",
+	       srv->nconns, srv->cfg->shutdown_timeout);
+	ta_server_shutdown(srv);
+}
+
+/* Signal callback: SIGTERM / SIGINT. */
+static void on_signal(uv_signal_t *handle, int signum)
+{
+	ta_server *srv = handle->data;
+	ta_log(TA_LOG_NOTICE, "received %s%s", signum == SIGTERM ? "SIGTERM" : "SIGINT",
+	       srv->draining ? " again: closing connections now" : ": shutting down");
+	ta_server_shutdown(srv);
+}
+
+ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg, ta_service *svc,
+                          ta_error *err)
+{
+	memset(srv, 0, sizeof(*srv));
+	srv->loop = loop;
+	srv->cfg = cfg;
+	srv->svc = svc;
+	int rc = ta_executor_init(&srv->executor, loop, cfg->workers);
+	if (rc != 0)
+		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s",
+		                    cfg->workers, strerror(-rc));
+	srv->executor_started = true;
+
+	rc = uv_signal_init(loop, &srv->sig_term);
+	if (rc == 0) {
+		rc = uv_signal_init(loop, &srv->sig_int);
+		if (rc != 0)
+			uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
+	}
+	if (rc != 0) {
+		ta_error_set(err, TA_INTERNAL, "uv_signal_init: %s", uv_strerror(rc));
+		goto fail;
+	}
+	srv->signals_open = true;
+	rc = uv_timer_init(loop, &srv->shutdown_timer);
+	if (rc != 0) {
+		ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
+		goto fail;
+	}
+	srv->timer_open = true;
+	srv->shutdown_timer.data = srv;
+	srv->sig_term.data = srv;
+	srv->sig_int.data = srv;
+	if ((rc = uv_signal_start(&srv->sig_term, on_signal, SIGTERM)) != 0 ||
+	    (rc = uv_signal_start(&srv->sig_int, on_signal, SIGINT)) != 0) {
+		ta_error_set(err, TA_INTERNAL, "uv_signal_start: %s", uv_strerror(rc));
+		goto fail;
+	}
+	if (listen_unix(srv, err) != TA_OK)
+		goto fail;
+	if (cfg->listen && listen_tcp(srv, err) != TA_OK)
+		goto fail;
+	return TA_OK;
+fail:;
+	ta_status st = err ? err->code : TA_INTERNAL;
+	ta_server_shutdown(srv);
+	return st;
+}
+
+void ta_server_shutdown(ta_server *srv)
+{
+	if (srv->draining) {
+		if (srv->forced)
+			return;
+		srv->forced = true;
+		for (ta_conn *c = srv->conns, *next; c; c = next) {
+			next = c->next; /* a close may free c only later, in its callback */
+			ta_conn_close(c);
+		}
+		return;
+	}
+	srv->draining = true;
+	int rc = ta_notify("STOPPING=1");
+	if (rc < 0)
+		ta_log(TA_LOG_WARNING, "cannot notify the service manager: %s", strerror(-rc));
+	if (srv->unix_open) {
+		srv->unix_open = false;
+		uv_close((uv_handle_t *)&srv->unix_listener, on_handle_closed);
+	}
+	if (srv->tcp_open) {
+		srv->tcp_open = false;
+		uv_close((uv_handle_t *)&srv->tcp_listener, on_handle_closed);
+	}
+	if (srv->unix_path) {
+		if (unlink(srv->unix_path) != 0 && errno != ENOENT)
+			ta_log(TA_LOG_WARNING, "cannot remove %s: %s", srv->unix_path,
+			       strerror(errno));
+		free(srv->unix_path);
+		srv->unix_path = NULL;
+	}
+	for (ta_conn *c = srv->conns, *next; c; c = next) {
+		next = c->next;
+		ta_conn_drain(c);
+	}
+	if (srv->conns && srv->timer_open && srv->cfg->shutdown_timeout > 0) {
+		int rc2 = uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
+		                         (uint64_t)srv->cfg->shutdown_timeout * 1000u, 0);
+		if (rc2 != 0)
+			ta_log(TA_LOG_WARNING, "cannot start the shutdown timer: %s",
+			       uv_strerror(rc2));
+	}
+	ta_server_check_done(srv);
+}

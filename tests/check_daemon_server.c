@@ -1,0 +1,919 @@
+/* check_daemon_server.c: the real tileatomd process (built in this tree, started as
+ * `tileatomd --socket PATH --backend cpu --foreground`) driven over raw sockets with
+ * hand-made frames: startup and clean SIGTERM exit (socket removed, nothing on stdout,
+ * READY=1 / STOPPING=1 on NOTIFY_SOCKET), request order under pipelining, garbage /
+ * oversized / truncated frames answered and closed while another client goes on, the
+ * connection limit, a client vanishing mid-request, backpressure on a client that does
+ * not read, TCP on loopback (and refused elsewhere), stale socket files, SIGTERM under
+ * load. Set TA_TEST_DAEMON to test another binary. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ta_frame.h"
+#include "tileatom.pb-c.h"
+
+#ifndef TA_TEST_DAEMON
+#define TA_TEST_DAEMON "daemon/tileatomd"
+#endif
+
+/* A running daemon. */
+typedef struct daemon_proc {
+	pid_t pid;          /* process id */
+	char dir[64];       /* temporary directory */
+	char sock[128];     /* its Unix socket */
+	char out_path[128]; /* its stdout */
+	char err_path[128]; /* its stderr */
+} daemon_proc;
+
+/* Milliseconds on a monotonic clock. */
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Connects to a Unix socket; -1 on failure. Receives time out after 20 s. */
+static int connect_unix(const char *path)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_un addr;
+	memset(&addr, 0, sizeof(addr));
+	addr.sun_family = AF_UNIX;
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+		close(fd);
+		return -1;
+	}
+	struct timeval tv = {20, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Starts the daemon with extra arguments (NULL-terminated) and waits until its socket
+ * accepts connections. With expect_fail the daemon is expected to exit instead; then the
+ * exit status is returned in *status. */
+static void start_daemon_ex(daemon_proc *d, const char *const *extra, bool expect_fail, int *status)
+{
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "/tmp/ta_srv_XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(d->dir));
+	snprintf(d->sock, sizeof(d->sock), "%s/run/tileatomd.sock", d->dir);
+	snprintf(d->out_path, sizeof(d->out_path), "%s/stdout", d->dir);
+	snprintf(d->err_path, sizeof(d->err_path), "%s/stderr", d->dir);
+	const char *bin = getenv("TA_TEST_DAEMON");
+	if (!bin)
+		bin = TA_TEST_DAEMON;
+	const char *argv[40];
+	int argc = 0;
+	argv[argc++] = bin;
+	argv[argc++] = "--socket";
+	argv[argc++] = d->sock;
+	argv[argc++] = "--backend";
+	argv[argc++] = "cpu";
+	argv[argc++] = "--foreground";
+	argv[argc++] = "--log-level";
+	argv[argc++] = "debug";
+	for (int i = 0; extra && extra[i] && argc < 38; i++)
+		argv[argc++] = extra[i];
+	argv[argc] = NULL;
+	for (int i = 0; extra && extra[i] && extra[i + 1]; i++)
+		if (strcmp(extra[i], "--socket") == 0) /* the last --socket wins */
+			snprintf(d->sock, sizeof(d->sock), "%s", extra[i + 1]);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int out = open(d->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int err = open(d->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (out < 0 || err < 0)
+			_exit(126);
+		dup2(out, 1);
+		dup2(err, 2);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	d->pid = pid;
+	long long deadline = now_ms() + 20000;
+	while (now_ms() < deadline) {
+		int st = 0;
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		if (w == pid) {
+			d->pid = 0;
+			ck_assert_msg(expect_fail, "tileatomd exited early (status %d)", st);
+			*status = st;
+			return;
+		}
+		if (!expect_fail) {
+			int fd = connect_unix(d->sock);
+			if (fd >= 0) {
+				close(fd);
+				return;
+			}
+		}
+		usleep(10000);
+	}
+	ck_abort_msg("tileatomd did not %s in time", expect_fail ? "exit" : "start");
+}
+
+/* Starts the daemon; it must come up. */
+static void start_daemon(daemon_proc *d, const char *const *extra)
+{
+	start_daemon_ex(d, extra, false, NULL);
+}
+
+/* Sends SIGTERM and waits (up to 20 s) for the exit; returns the wait status. */
+static int stop_daemon(daemon_proc *d)
+{
+	ck_assert_int_gt(d->pid, 0);
+	ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
+	long long deadline = now_ms() + 20000;
+	int st = 0;
+	while (now_ms() < deadline) {
+		pid_t w = waitpid(d->pid, &st, WNOHANG);
+		if (w == d->pid) {
+			d->pid = 0;
+			return st;
+		}
+		usleep(10000);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, &st, 0);
+	d->pid = 0;
+	ck_abort_msg("tileatomd did not stop within 20 s of SIGTERM");
+	return st;
+}
+
+/* Reads a whole file into a malloc'd string. */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	size_t n;
+	while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+		len += n;
+		if (cap - len < 2) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+		}
+	}
+	buf[len] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Removes the daemon's temporary files. */
+static void cleanup(daemon_proc *d)
+{
+	if (d->pid > 0) {
+		kill(d->pid, SIGKILL);
+		waitpid(d->pid, NULL, 0);
+	}
+	if (getenv("TA_TEST_KEEP")) { /* debugging: keep the daemon's logs */
+		fprintf(stderr, "kept %s\n", d->dir);
+		return;
+	}
+	unlink(d->out_path);
+	unlink(d->err_path);
+	char run[160];
+	snprintf(run, sizeof(run), "%s/run/tileatomd.sock", d->dir);
+	unlink(run);
+	snprintf(run, sizeof(run), "%s/run", d->dir);
+	rmdir(run);
+	rmdir(d->dir);
+}
+
+/* Writes all bytes (MSG_NOSIGNAL); returns false when the peer is gone. */
+static bool send_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	while (len > 0) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/* Reads exactly len bytes; returns false on EOF, error or timeout. */
+static bool recv_all(int fd, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	while (len > 0) {
+		ssize_t n = recv(fd, p, len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/* Sends one Request frame. */
+static bool send_request(int fd, Tileatom__Request *req)
+{
+	uint8_t *frame = NULL;
+	size_t len = 0;
+	ck_assert_int_eq(ta_frame_encode(&req->base, TA_FRAME_DEFAULT_MAX, &frame, &len), 0);
+	bool ok = send_all(fd, frame, len);
+	free(frame);
+	return ok;
+}
+
+/* Receives one Response; NULL on EOF or timeout. */
+static Tileatom__Response *recv_response(int fd)
+{
+	uint8_t h[4];
+	if (!recv_all(fd, h, 4))
+		return NULL;
+	uint32_t len = ta_frame_get_header(h);
+	ck_assert_uint_le(len, TA_FRAME_DEFAULT_MAX);
+	uint8_t *buf = malloc(len + 1);
+	ck_assert_ptr_nonnull(buf);
+	if (!recv_all(fd, buf, len)) {
+		free(buf);
+		return NULL;
+	}
+	Tileatom__Response *resp = tileatom__response__unpack(NULL, len, buf);
+	free(buf);
+	ck_assert_ptr_nonnull(resp);
+	return resp;
+}
+
+/* True when the daemon closed the connection (EOF within 20 s). */
+static bool at_eof(int fd)
+{
+	char c;
+	ssize_t n;
+	do {
+		n = recv(fd, &c, 1, 0);
+	} while (n < 0 && errno == EINTR);
+	return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+/* Sends a ping with id and checks the answer. */
+static void ping_ok(int fd, uint64_t id)
+{
+	Tileatom__PingRequest p = TILEATOM__PING_REQUEST__INIT;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = id;
+	req.body_case = TILEATOM__REQUEST__BODY_PING;
+	req.ping = &p;
+	ck_assert(send_request(fd, &req));
+	Tileatom__Response *resp = recv_response(fd);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, id);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	ck_assert_int_eq(resp->body_case, TILEATOM__RESPONSE__BODY_PING);
+	tileatom__response__free_unpacked(resp, NULL);
+}
+
+/* Creates an int32 tile of n elements (zero). */
+static void create_tile(int fd, const char *name, int64_t n)
+{
+	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
+	c.name = (char *)name;
+	c.dtype = TILEATOM__DTYPE__INT32;
+	c.n_shape = 1;
+	c.shape = &n;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 1;
+	req.body_case = TILEATOM__REQUEST__BODY_CREATE;
+	req.create = &c;
+	ck_assert(send_request(fd, &req));
+	Tileatom__Response *resp = recv_response(fd);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_msg(resp->status == TILEATOM__STATUS__OK, "create: %s", resp->message);
+	tileatom__response__free_unpacked(resp, NULL);
+}
+
+/* Sends an add of 1 to every element of an int32 tile, optionally wanting old values. */
+static bool send_add(int fd, uint64_t id, const char *name, bool want_old)
+{
+	int32_t one = 1;
+	Tileatom__Array va = TILEATOM__ARRAY__INIT;
+	va.dtype = TILEATOM__DTYPE__INT32;
+	va.data.data = (uint8_t *)&one;
+	va.data.len = 4;
+	Tileatom__Options opt = TILEATOM__OPTIONS__INIT;
+	opt.want_old = want_old;
+	Tileatom__ElementwiseAtomicRequest e = TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT;
+	e.tile = (char *)name;
+	e.op = TILEATOM__OP__ADD;
+	e.values = &va;
+	e.options = &opt;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = id;
+	req.body_case = TILEATOM__REQUEST__BODY_ELEMENTWISE;
+	req.elementwise = &e;
+	return send_request(fd, &req);
+}
+
+/* Asks for stats on fd. */
+static Tileatom__Response *get_stats(int fd)
+{
+	Tileatom__StatsRequest s = TILEATOM__STATS_REQUEST__INIT;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 77;
+	req.body_case = TILEATOM__REQUEST__BODY_STATS;
+	req.stats = &s;
+	ck_assert(send_request(fd, &req));
+	Tileatom__Response *resp = recv_response(fd);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_int_eq(resp->body_case, TILEATOM__RESPONSE__BODY_STATS);
+	return resp;
+}
+
+START_TEST(test_start_ping_stop)
+{
+	daemon_proc d;
+	start_daemon(&d, NULL);
+	struct stat st;
+	ck_assert_int_eq(stat(d.sock, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	int fd = connect_unix(d.sock);
+	ck_assert_int_ge(fd, 0);
+	Tileatom__HelloRequest h = TILEATOM__HELLO_REQUEST__INIT;
+	h.protocol_version = 1;
+	h.client_name = (char *)"check_daemon_server";
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 1;
+	req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	ck_assert(send_request(fd, &req));
+	Tileatom__Response *resp = recv_response(fd);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	ck_assert_uint_eq(resp->hello->protocol_version, 1);
+	ck_assert_str_eq(resp->hello->backend, "cpu");
+	tileatom__response__free_unpacked(resp, NULL);
+	ping_ok(fd, 2);
+	resp = get_stats(fd);
+	ck_assert_uint_eq(resp->stats->connections, 1);
+	ck_assert_uint_eq(resp->stats->requests, 3);
+	tileatom__response__free_unpacked(resp, NULL);
+
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	ck_assert(at_eof(fd));
+	close(fd);
+	ck_assert_int_eq(stat(d.sock, &st), -1); /* socket removed */
+	char *out = slurp(d.out_path);
+	ck_assert_str_eq(out, ""); /* nothing on stdout */
+	free(out);
+	char *err = slurp(d.err_path);
+	ck_assert_ptr_nonnull(strstr(err, "<5>listening on unix:"));
+	ck_assert_ptr_nonnull(strstr(err, "<5>received SIGTERM: shutting down"));
+	ck_assert_ptr_nonnull(strstr(err, "<5>stopped"));
+	free(err);
+	cleanup(&d);
+}
+END_TEST
+
+/* Writer thread of the pipelining test: sends n adds with ids 1..n. */
+typedef struct writer_arg {
+	int fd;           /* connection */
+	int n;            /* requests to send */
+	const char *tile; /* tile name */
+	bool want_old;    /* ask for old values */
+	bool ok;          /* all sent */
+} writer_arg;
+
+/* Thread body: sends the requests. */
+static void *writer_main(void *p)
+{
+	writer_arg *w = p;
+	w->ok = true;
+	for (int i = 1; i <= w->n; i++)
+		if (!send_add(w->fd, (uint64_t)i + 1000, w->tile, w->want_old)) {
+			w->ok = false;
+			break;
+		}
+	return NULL;
+}
+
+START_TEST(test_pipelined_order)
+{
+	daemon_proc d;
+	start_daemon(&d, NULL);
+	int fd = connect_unix(d.sock);
+	ck_assert_int_ge(fd, 0);
+	create_tile(fd, "p", 1);
+	enum { N = 10000 };
+	writer_arg w = {fd, N, "p", true, false};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, writer_main, &w), 0);
+	for (int i = 1; i <= N; i++) {
+		Tileatom__Response *resp = recv_response(fd);
+		ck_assert_msg(resp != NULL, "response %d missing", i);
+		ck_assert_uint_eq(resp->id, (uint64_t)i + 1000);
+		ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+		int32_t old;
+		ck_assert_uint_eq(resp->op->old->data.len, 4);
+		memcpy(&old, resp->op->old->data.data, 4);
+		ck_assert_int_eq(old, i - 1); /* in order: the i-th add saw i - 1 */
+		tileatom__response__free_unpacked(resp, NULL);
+	}
+	pthread_join(th, NULL);
+	ck_assert(w.ok);
+	close(fd);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
+START_TEST(test_bad_frames_other_client_unharmed)
+{
+	daemon_proc d;
+	const char *const extra[] = {"--max-frame", "4096", NULL};
+	start_daemon(&d, extra);
+	int good = connect_unix(d.sock);
+	ck_assert_int_ge(good, 0);
+	ping_ok(good, 1);
+
+	/* Garbage payload after a valid ping: the ping is answered, then id 0, then EOF. */
+	int bad = connect_unix(d.sock);
+	ping_ok(bad, 5);
+	static const uint8_t garbage[] = {5, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff};
+	ck_assert(send_all(bad, garbage, sizeof(garbage)));
+	Tileatom__Response *resp = recv_response(bad);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 0);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__INVALID_ARGUMENT);
+	ck_assert_ptr_nonnull(strstr(resp->message, "malformed request"));
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(at_eof(bad));
+	close(bad);
+	ping_ok(good, 2);
+
+	/* A length over --max-frame: RESOURCE_EXHAUSTED naming the limit, then EOF. */
+	bad = connect_unix(d.sock);
+	uint8_t huge[4];
+	ta_frame_put_header(huge, 0xfffffff0u);
+	ck_assert(send_all(bad, huge, 4));
+	resp = recv_response(bad);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 0);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__RESOURCE_EXHAUSTED);
+	ck_assert_str_eq(resp->message, "frame of 4294967280 bytes exceeds the limit of 4096 "
+	                                "bytes (max_frame); closing the connection");
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(at_eof(bad));
+	close(bad);
+	ping_ok(good, 3);
+
+	/* A truncated frame and a half-close: INVALID_ARGUMENT naming it, then EOF. */
+	bad = connect_unix(d.sock);
+	uint8_t partial[14];
+	ta_frame_put_header(partial, 100);
+	memset(partial + 4, 0, 10);
+	ck_assert(send_all(bad, partial, sizeof(partial)));
+	shutdown(bad, SHUT_WR);
+	resp = recv_response(bad);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__INVALID_ARGUMENT);
+	ck_assert_str_eq(resp->message, "connection closed in the middle of a frame (4 of 4 "
+	                                "prefix bytes, 10 of 100 payload bytes)");
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(at_eof(bad));
+	close(bad);
+
+	/* A truncated frame and a hard close: nothing to answer, nobody harmed. */
+	bad = connect_unix(d.sock);
+	ck_assert(send_all(bad, partial, sizeof(partial)));
+	close(bad);
+	ping_ok(good, 4);
+
+	/* Requests then EOF: all still answered in order. */
+	bad = connect_unix(d.sock);
+	create_tile(bad, "e", 1);
+	for (int i = 0; i < 50; i++)
+		ck_assert(send_add(bad, (uint64_t)(100 + i), "e", true));
+	shutdown(bad, SHUT_WR);
+	for (int i = 0; i < 50; i++) {
+		resp = recv_response(bad);
+		ck_assert_ptr_nonnull(resp);
+		ck_assert_uint_eq(resp->id, (uint64_t)(100 + i));
+		int32_t old;
+		memcpy(&old, resp->op->old->data.data, 4);
+		ck_assert_int_eq(old, i);
+		tileatom__response__free_unpacked(resp, NULL);
+	}
+	ck_assert(at_eof(bad));
+	close(bad);
+
+	ping_ok(good, 5);
+	close(good);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
+START_TEST(test_connection_limit)
+{
+	daemon_proc d;
+	const char *const extra[] = {"--max-connections", "2", NULL};
+	start_daemon(&d, extra);
+	int a = connect_unix(d.sock);
+	ping_ok(a, 1);
+	/* Wait until start_daemon's probe connection is gone: a is the only one. */
+	long long deadline = now_ms() + 20000;
+	for (;;) {
+		Tileatom__Response *st = get_stats(a);
+		uint32_t open = st->stats->connections;
+		tileatom__response__free_unpacked(st, NULL);
+		if (open == 1)
+			break;
+		ck_assert_msg(now_ms() < deadline, "%u connections open", open);
+		usleep(10000);
+	}
+	int b = connect_unix(d.sock);
+	ping_ok(b, 1);
+	int c = connect_unix(d.sock);
+	ck_assert_int_ge(c, 0);
+	Tileatom__Response *resp = recv_response(c);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__RESOURCE_EXHAUSTED);
+	ck_assert_str_eq(resp->message,
+	                 "too many connections: the limit is 2 (max_connections); try again later");
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(at_eof(c));
+	close(c);
+	ping_ok(a, 2);
+	close(a);
+	/* Once a is gone a new client gets in (the close may take a moment to be seen). */
+	bool in = false;
+	for (int tries = 0; tries < 200 && !in; tries++) {
+		int e = connect_unix(d.sock);
+		Tileatom__PingRequest p = TILEATOM__PING_REQUEST__INIT;
+		Tileatom__Request req = TILEATOM__REQUEST__INIT;
+		req.id = 9;
+		req.body_case = TILEATOM__REQUEST__BODY_PING;
+		req.ping = &p;
+		send_request(e, &req);
+		resp = recv_response(e);
+		if (resp && resp->status == TILEATOM__STATUS__OK && resp->id == 9)
+			in = true;
+		if (resp)
+			tileatom__response__free_unpacked(resp, NULL);
+		close(e);
+		if (!in)
+			usleep(10000);
+	}
+	ck_assert(in);
+	close(b);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
+START_TEST(test_disconnect_mid_request)
+{
+	daemon_proc d;
+	start_daemon(&d, NULL);
+	int keep = connect_unix(d.sock);
+	create_tile(keep, "big", 4 * 1024 * 1024); /* 16 MiB */
+	for (int round = 0; round < 5; round++) {
+		int gone = connect_unix(d.sock);
+		/* Large responses (16 MiB of old values), never read. */
+		for (int i = 0; i < 3; i++)
+			ck_assert(send_add(gone, (uint64_t)i, "big", true));
+		close(gone);
+	}
+	ping_ok(keep, 1);
+	/* Every add ran to completion although nobody read the answers. */
+	long long deadline = now_ms() + 20000;
+	uint64_t req = 0;
+	while (now_ms() < deadline) {
+		Tileatom__Response *resp = get_stats(keep);
+		req = resp->stats->requests;
+		uint32_t conns = resp->stats->connections;
+		tileatom__response__free_unpacked(resp, NULL);
+		if (conns == 1)
+			break;
+		usleep(20000);
+	}
+	ck_assert_uint_ge(req, 3);
+	close(keep);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
+START_TEST(test_backpressure)
+{
+	daemon_proc d;
+	const char *const extra[] = {"--max-write-queue", "1M", NULL};
+	start_daemon(&d, extra);
+	int fd = connect_unix(d.sock);
+	create_tile(fd, "bp", 16384); /* 64 KiB responses */
+	enum { N = 2000 };
+	writer_arg w = {fd, N, "bp", true, false};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, writer_main, &w), 0);
+	usleep(1500000); /* the client does not read */
+	int other = connect_unix(d.sock);
+	Tileatom__Response *resp = get_stats(other);
+	uint64_t handled = resp->stats->requests;
+	tileatom__response__free_unpacked(resp, NULL);
+	/* 1 MiB of queue + the socket buffers hold some dozens of 64 KiB answers, not 2000. */
+	ck_assert_msg(handled < 400, "%llu requests handled for a client that does not read",
+	              (unsigned long long)handled);
+	for (int i = 1; i <= N; i++) {
+		resp = recv_response(fd);
+		ck_assert_msg(resp != NULL, "response %d missing", i);
+		ck_assert_uint_eq(resp->id, (uint64_t)i + 1000);
+		int32_t old;
+		memcpy(&old, resp->op->old->data.data + 4 * 16383, 4);
+		ck_assert_int_eq(old, i - 1);
+		tileatom__response__free_unpacked(resp, NULL);
+	}
+	pthread_join(th, NULL);
+	ck_assert(w.ok);
+	ping_ok(other, 3);
+	close(other);
+	close(fd);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
+/* A load client of the SIGTERM tests. */
+typedef struct load_arg {
+	const char *sock; /* daemon socket */
+	bool greedy;      /* pipeline 8 requests per response read (a client that lags) */
+	long answered;    /* responses received */
+} load_arg;
+
+/* Load thread: sends adds until the daemon goes away; responses come in order. */
+static void *load_main(void *p)
+{
+	load_arg *a = p;
+	int fd = connect_unix(a->sock);
+	if (fd < 0)
+		return NULL;
+	for (uint64_t id = 1;; id++) {
+		if (!send_add(fd, id, "load", false))
+			break;
+		if (a->greedy && id % 8 != 0)
+			continue;
+		Tileatom__Response *resp = recv_response(fd);
+		if (!resp)
+			break;
+		a->answered++;
+		bool in_order = resp->id == (uint64_t)a->answered;
+		tileatom__response__free_unpacked(resp, NULL);
+		if (!in_order) {
+			a->answered = -1000000; /* fails the test's answered > 0 check */
+			break;
+		}
+	}
+	close(fd);
+	return NULL;
+}
+
+/* Runs 4 load clients, SIGTERMs the daemon; returns the milliseconds the stop took. */
+static long long sigterm_under_load(bool greedy, const char *timeout)
+{
+	daemon_proc d;
+	const char *const extra[] = {"--shutdown-timeout", timeout, NULL};
+	start_daemon(&d, extra);
+	int fd = connect_unix(d.sock);
+	create_tile(fd, "load", 1024);
+	close(fd);
+	pthread_t th[4];
+	load_arg args[4];
+	for (int i = 0; i < 4; i++) {
+		args[i] = (load_arg){d.sock, greedy, 0};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, load_main, &args[i]), 0);
+	}
+	usleep(300000);
+	long long t0 = now_ms();
+	int status = stop_daemon(&d);
+	long long took = now_ms() - t0;
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_gt(args[i].answered, 0);
+	}
+	struct stat st;
+	ck_assert_int_eq(stat(d.sock, &st), -1);
+	char *err = slurp(d.err_path);
+	ck_assert_ptr_nonnull(strstr(err, "<5>stopped"));
+	bool timed_out = strstr(err, "still open") != NULL;
+	free(err);
+	cleanup(&d);
+	ck_assert(timed_out == greedy);
+	return took;
+}
+
+START_TEST(test_sigterm_under_load)
+{
+	/* Clients that read their answers: the daemon finishes what it has and exits at
+	 * once, long before the 30 s shutdown timeout. */
+	long long took = sigterm_under_load(false, "30");
+	ck_assert_msg(took < 5000, "stop took %lld ms", took);
+	/* Clients that do not read: the 1 s shutdown timeout closes them. */
+	took = sigterm_under_load(true, "1");
+	ck_assert_msg(took >= 900 && took < 6000, "stop took %lld ms", took);
+}
+END_TEST
+
+START_TEST(test_notify_ready_stopping)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/tmp/ta_srv_notify_%d", (int)getpid());
+	unlink(path);
+	int ns = socket(AF_UNIX, SOCK_DGRAM, 0);
+	struct sockaddr_un addr;
+	memset(&addr, 0, sizeof(addr));
+	addr.sun_family = AF_UNIX;
+	strcpy(addr.sun_path, path);
+	ck_assert_int_eq(bind(ns, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	struct timeval tv = {20, 0};
+	setsockopt(ns, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setenv("NOTIFY_SOCKET", path, 1);
+	daemon_proc d;
+	start_daemon(&d, NULL);
+	unsetenv("NOTIFY_SOCKET");
+	char buf[128];
+	ssize_t n = recv(ns, buf, sizeof(buf) - 1, 0);
+	ck_assert_int_gt(n, 0);
+	buf[n] = '\0';
+	ck_assert_str_eq(buf, "READY=1\nSTATUS=serving");
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	n = recv(ns, buf, sizeof(buf) - 1, 0);
+	ck_assert_int_gt(n, 0);
+	buf[n] = '\0';
+	ck_assert_str_eq(buf, "STOPPING=1");
+	close(ns);
+	unlink(path);
+	cleanup(&d);
+}
+END_TEST
+
+START_TEST(test_tcp_loopback_and_refusal)
+{
+	daemon_proc d;
+	const char *const extra[] = {"--listen", "127.0.0.1:0", NULL};
+	start_daemon(&d, extra);
+	char *err = slurp(d.err_path);
+	const char *at = strstr(err, "listening on tcp:127.0.0.1:");
+	ck_assert_ptr_nonnull(at);
+	int port = atoi(at + strlen("listening on tcp:127.0.0.1:"));
+	free(err);
+	ck_assert_int_gt(port, 0);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in in;
+	memset(&in, 0, sizeof(in));
+	in.sin_family = AF_INET;
+	in.sin_port = htons((uint16_t)port);
+	in.sin_addr.s_addr = htonl(0x7f000001);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&in, sizeof(in)), 0);
+	struct timeval tv = {20, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ping_ok(fd, 1);
+	close(fd);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+
+	const char *const remote[] = {"--listen", "0.0.0.0:0", NULL};
+	start_daemon_ex(&d, remote, true, &status);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 1);
+	err = slurp(d.err_path);
+	ck_assert_ptr_nonnull(strstr(err, "<3>refusing to listen on 0.0.0.0:0: not a loopback"));
+	free(err);
+	struct stat st;
+	ck_assert_int_eq(stat(d.sock, &st), -1); /* nothing left behind */
+	cleanup(&d);
+}
+END_TEST
+
+START_TEST(test_stale_socket_and_bad_usage)
+{
+	/* A stale socket file (nobody listening) is replaced. */
+	daemon_proc d;
+	char dir[64], sock[128];
+	snprintf(dir, sizeof(dir), "/tmp/ta_stale_XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(sock, sizeof(sock), "%s/s.sock", dir);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un addr;
+	memset(&addr, 0, sizeof(addr));
+	addr.sun_family = AF_UNIX;
+	strcpy(addr.sun_path, sock);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	close(fd);
+	const char *const extra[] = {"--socket", sock, NULL};
+	start_daemon_ex(&d, extra, false, NULL);
+	/* The later --socket wins: the daemon listens on sock. */
+	int c = connect_unix(sock);
+	ck_assert_int_ge(c, 0);
+	ping_ok(c, 1);
+	/* A second daemon on the same socket refuses to start. */
+	daemon_proc d2;
+	int status = 0;
+	start_daemon_ex(&d2, extra, true, &status);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	char *err = slurp(d2.err_path);
+	ck_assert_ptr_nonnull(strstr(err, "another daemon is already listening on"));
+	free(err);
+	cleanup(&d2);
+	ping_ok(c, 2);
+	close(c);
+	status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+
+	/* A regular file is never removed. */
+	FILE *f = fopen(sock, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	start_daemon_ex(&d, extra, true, &status);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	err = slurp(d.err_path);
+	ck_assert_ptr_nonnull(strstr(err, "exists and is not a socket"));
+	free(err);
+	cleanup(&d);
+	struct stat st;
+	ck_assert_int_eq(stat(sock, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_int_eq(unlink(sock), 0);
+	rmdir(dir);
+
+	/* Usage errors exit 2 with a message on stderr. */
+	const char *const bad[] = {"--workers", "zero", NULL};
+	start_daemon_ex(&d, bad, true, &status);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+	err = slurp(d.err_path);
+	ck_assert_ptr_nonnull(strstr(err, "workers: 'zero' is not a thread count"));
+	free(err);
+	cleanup(&d);
+}
+END_TEST
+
+/* The suite. */
+static Suite *server_suite(void)
+{
+	Suite *s = suite_create("daemon_server");
+	TCase *tc = tcase_create("process");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_start_ping_stop);
+	tcase_add_test(tc, test_pipelined_order);
+	tcase_add_test(tc, test_bad_frames_other_client_unharmed);
+	tcase_add_test(tc, test_connection_limit);
+	tcase_add_test(tc, test_disconnect_mid_request);
+	tcase_add_test(tc, test_backpressure);
+	tcase_add_test(tc, test_sigterm_under_load);
+	tcase_add_test(tc, test_notify_ready_stopping);
+	tcase_add_test(tc, test_tcp_loopback_and_refusal);
+	tcase_add_test(tc, test_stale_socket_and_bad_usage);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	SRunner *sr = srunner_create(server_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
