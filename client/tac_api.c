@@ -22,7 +22,7 @@
  * protocol / I/O error). The response is c->last. */
 static int roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 {
-	if (c->pending_count > 0)
+	if (c->pending_count > 0 && !c->broken)
 		return tac_err(err, TILEATOM_E_STATE,
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",

@@ -126,9 +126,6 @@ int tileatom_default_socket(char *buf, size_t n)
 		if (snprintf(user_path, sizeof(user_path), "%s/tileatom/tileatomd.sock", xdg) >=
 		    (int)sizeof(user_path))
 			user_path[0] = '\0';
-	} else if (geteuid() != 0) {
-		snprintf(user_path, sizeof(user_path), "/tmp/tileatom-%u/tileatomd.sock",
-		         (unsigned)geteuid());
 	}
 	const char *system_path = "/run/tileatom/tileatomd.sock";
 	const char *cand[2];

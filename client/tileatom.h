@@ -263,9 +263,11 @@ typedef struct tileatom_client tileatom_client;
 TA_API const char *tileatom_strerror(int code);
 /* Version of this library ("0.1.0"). */
 TA_API const char *tileatom_version(void);
-/* Writes the default daemon socket path into buf (n bytes): $TILEATOM_SOCKET when set,
- * else $XDG_RUNTIME_DIR/tileatom/tileatomd.sock, else /run/tileatom/tileatomd.sock for
- * root, else /tmp/tileatom-UID/tileatomd.sock. Returns 0, or -1 when n is too small. */
+/* Writes the default daemon socket path into buf (n bytes): $TILEATOM_SOCKET when set;
+ * else the first that exists of the per-user daemon's
+ * $XDG_RUNTIME_DIR/tileatom/tileatomd.sock and the system daemon's
+ * /run/tileatom/tileatomd.sock (root tries the system one first); else the first of them.
+ * Returns 0, or -1 when n is too small. */
 TA_API int tileatom_default_socket(char *buf, size_t n);
 
 /* Size in bytes of one element of dtype; 0 when invalid. */

@@ -1,0 +1,511 @@
+/* check_client_cli.c: end-to-end tests of tileatom-cli, run as a subprocess against a real
+ * tileatomd (CPU backend) on a temporary socket. Every subcommand is checked by its exact
+ * stdout, stderr and exit status: ping, create/ls/info/rm, get (plain and JSON), each
+ * single-element op and cas (exit 0 vs 3), load/store, --help everywhere, usage errors
+ * (exit 2) and runtime errors (exit 1), and hist with and without --range against bins
+ * computed independently here (integer arithmetic on dyadic inputs; a few cases whose
+ * expected bins come from numpy.histogram). */
+#include <check.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_client_util.h"
+#include "tileatom.h"
+
+/* The daemon shared by the suite. */
+static tcu_daemon D;
+
+/* Runs the CLI with args (a NULL-terminated list) and optional stdin text. */
+#define CLI(res, stdin_text, ...)                                                                  \
+	do {                                                                                       \
+		const char *args_[] = {__VA_ARGS__, NULL};                                         \
+		tcu_cli(&D, (stdin_text), args_, (res));                                           \
+	} while (0)
+
+/* Asserts status, stdout and (when not NULL) stderr of a run, then frees it. */
+static void expect(tcu_result *r, int status, const char *out, const char *err, const char *what)
+{
+	ck_assert_msg(r->status == status, "%s: status %d, expected %d (stderr: %s)", what,
+	              r->status, status, r->err);
+	if (out)
+		ck_assert_msg(strcmp(r->out, out) == 0, "%s: stdout '%s', expected '%s'", what,
+		              r->out, out);
+	if (err)
+		ck_assert_msg(strcmp(r->err, err) == 0, "%s: stderr '%s', expected '%s'", what,
+		              r->err, err);
+	tcu_result_free(r);
+}
+
+/* Asserts status and that stderr contains needle. */
+static void expect_err(tcu_result *r, int status, const char *needle, const char *what)
+{
+	ck_assert_msg(r->status == status, "%s: status %d, expected %d (stderr: %s)", what,
+	              r->status, status, r->err);
+	ck_assert_msg(strstr(r->err, needle) != NULL, "%s: stderr '%s' lacks '%s'", what, r->err,
+	              needle);
+	ck_assert_msg(strncmp(r->err, "tileatom-cli: ", 14) == 0, "%s: stderr '%s'", what, r->err);
+	tcu_result_free(r);
+}
+
+START_TEST(test_cli_ping)
+{
+	tcu_result r;
+	CLI(&r, NULL, "ping");
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_msg(strncmp(r.out, "pong from tileatomd ", 20) == 0, "stdout: %s", r.out);
+	ck_assert_msg(strstr(r.out, "(backend cpu)"), "stdout: %s", r.out);
+	ck_assert_str_eq(r.err, "");
+	tcu_result_free(&r);
+	/* The socket may also follow the command. */
+	const char *argv[] = {tcu_cli_path(), "ping", "-s", D.socket, NULL};
+	tcu_run(D.dir, NULL, argv, &r);
+	ck_assert_int_eq(r.status, 0);
+	tcu_result_free(&r);
+	/* Through $TILEATOM_SOCKET. */
+	setenv("TILEATOM_SOCKET", D.socket, 1);
+	const char *argv2[] = {tcu_cli_path(), "ping", NULL};
+	tcu_run(D.dir, NULL, argv2, &r);
+	unsetenv("TILEATOM_SOCKET");
+	ck_assert_int_eq(r.status, 0);
+	tcu_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_cli_tiles)
+{
+	tcu_result r;
+	CLI(&r, NULL, "create", "c1", "--dtype", "int32", "--shape", "4,3", "--fill", "7");
+	expect(&r, 0, "", "", "create");
+	CLI(&r, NULL, "ls");
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_msg(strstr(r.out, "c1\tint32\t4,3\t48\n"), "ls: %s", r.out);
+	tcu_result_free(&r);
+	CLI(&r, NULL, "info", "c1");
+	expect(&r, 0, "name: c1\ndtype: int32\nshape: 4,3\nelements: 12\nbytes: 48\n", "", "info");
+	CLI(&r, NULL, "get", "c1");
+	expect(&r, 0, "7\n7\n7\n7\n7\n7\n7\n7\n7\n7\n7\n7\n", "", "get");
+	CLI(&r, NULL, "create", "c1", "--dtype=int32", "--shape=2");
+	expect_err(&r, 1, "c1", "create twice");
+	CLI(&r, NULL, "rm", "c1");
+	expect(&r, 0, "", "", "rm");
+	CLI(&r, NULL, "info", "c1");
+	expect_err(&r, 1, "c1", "info after rm");
+	CLI(&r, NULL, "rm", "c1");
+	expect_err(&r, 1, "c1", "rm twice");
+	CLI(&r, NULL, "ls");
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_msg(!strstr(r.out, "c1\t"), "ls after rm: %s", r.out);
+	tcu_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_cli_get_json)
+{
+	tcu_result r;
+	CLI(&r, NULL, "create", "g", "--dtype", "float32", "--shape", "2,2");
+	expect(&r, 0, "", "", "create");
+	CLI(&r, NULL, "xchg", "g", "0", "nan");
+	expect(&r, 0, "0\n", "", "xchg nan");
+	CLI(&r, NULL, "xchg", "g", "1", "inf");
+	expect(&r, 0, "0\n", "", "xchg inf");
+	CLI(&r, NULL, "xchg", "g", "1,1", "-1.5");
+	expect(&r, 0, "0\n", "", "xchg -1.5");
+	CLI(&r, NULL, "get", "g");
+	expect(&r, 0, "nan\ninf\n0\n-1.5\n", "", "get");
+	CLI(&r, NULL, "get", "g", "--json");
+	expect(&r, 0,
+	       "{\"name\": \"g\", \"dtype\": \"float32\", \"shape\": [2,2], \"values\": [\"nan\", "
+	       "\"inf\", 0, -1.5]}\n",
+	       "", "get --json");
+	CLI(&r, NULL, "create", "gi", "--dtype", "uint64", "--shape", "3", "--fill",
+	    "18446744073709551615");
+	expect(&r, 0, "", "", "create uint64");
+	CLI(&r, NULL, "get", "--json", "gi");
+	expect(&r, 0,
+	       "{\"name\": \"gi\", \"dtype\": \"uint64\", \"shape\": [3], \"values\": "
+	       "[18446744073709551615, 18446744073709551615, 18446744073709551615]}\n",
+	       "", "get --json uint64");
+	CLI(&r, NULL, "rm", "g");
+	expect(&r, 0, "", "", "rm");
+	CLI(&r, NULL, "rm", "gi");
+	expect(&r, 0, "", "", "rm");
+}
+END_TEST
+
+START_TEST(test_cli_ops)
+{
+	tcu_result r;
+	CLI(&r, NULL, "create", "o", "--dtype", "int32", "--shape", "3,4");
+	expect(&r, 0, "", "", "create");
+	/* Element (1,2) is flat 6. */
+	CLI(&r, NULL, "add", "o", "1,2", "5");
+	expect(&r, 0, "0\n", "", "add");
+	CLI(&r, NULL, "sub", "o", "6", "2", "--sem", "acq_rel", "--scope", "sys");
+	expect(&r, 0, "5\n", "", "sub");
+	CLI(&r, NULL, "min", "o", "6", "-10", "--sem=acquire");
+	expect(&r, 0, "3\n", "", "min");
+	CLI(&r, NULL, "max", "o", "6", "100", "--scope", "cta");
+	expect(&r, 0, "-10\n", "", "max");
+	CLI(&r, NULL, "xchg", "o", "6", "12", "--sem", "release");
+	expect(&r, 0, "100\n", "", "xchg");
+	CLI(&r, NULL, "and", "o", "6", "10");
+	expect(&r, 0, "12\n", "", "and");
+	CLI(&r, NULL, "or", "o", "6", "3", "--scope", "cluster");
+	expect(&r, 0, "8\n", "", "or");
+	CLI(&r, NULL, "xor", "o", "6", "0xff");
+	expect(&r, 0, "11\n", "", "xor");
+	CLI(&r, NULL, "get", "o");
+	expect(&r, 0, "0\n0\n0\n0\n0\n0\n244\n0\n0\n0\n0\n0\n", "", "get after ops");
+	/* cas: exit 0 when it swapped, 3 when not; the old value either way. */
+	CLI(&r, NULL, "cas", "o", "2,3", "0", "9", "--sem", "acq_rel");
+	expect(&r, 0, "0\n", "", "cas swaps");
+	CLI(&r, NULL, "cas", "o", "11", "0", "9");
+	expect(&r, 3, "9\n", "", "cas fails");
+	CLI(&r, NULL, "cas", "o", "11", "9", "-1");
+	expect(&r, 0, "9\n", "", "cas swaps again");
+	/* load / store */
+	CLI(&r, NULL, "load", "o", "6", "--sem", "acquire");
+	expect(&r, 0, "244\n", "", "load");
+	CLI(&r, NULL, "store", "o", "6", "1", "--sem", "release");
+	expect(&r, 0, "", "", "store");
+	CLI(&r, NULL, "load", "o", "1,2");
+	expect(&r, 0, "1\n", "", "load after store");
+	CLI(&r, NULL, "store", "o", "6", "1", "--sem", "acquire");
+	expect_err(&r, 1, "store", "store acquire");
+	CLI(&r, NULL, "get", "o", "--json");
+	expect(&r, 0,
+	       "{\"name\": \"o\", \"dtype\": \"int32\", \"shape\": [3,4], \"values\": [0, 0, 0, 0, "
+	       "0, 0, 1, 0, 0, 0, 0, -1]}\n",
+	       "", "get --json");
+	/* float tile: add and min with floats */
+	CLI(&r, NULL, "create", "of", "--dtype", "float64", "--shape", "2", "--fill", "0.25");
+	expect(&r, 0, "", "", "create float64");
+	CLI(&r, NULL, "add", "of", "1", "0.5");
+	expect(&r, 0, "0.25\n", "", "add float");
+	CLI(&r, NULL, "min", "of", "1", "-inf");
+	expect(&r, 0, "0.75\n", "", "min float");
+	CLI(&r, NULL, "get", "of");
+	expect(&r, 0, "0.25\n-inf\n", "", "get float");
+	CLI(&r, NULL, "and", "of", "0", "1");
+	expect_err(&r, 1, "and", "and on a float tile");
+	CLI(&r, NULL, "rm", "o");
+	expect(&r, 0, "", "", "rm");
+	CLI(&r, NULL, "rm", "of");
+	expect(&r, 0, "", "", "rm");
+}
+END_TEST
+
+START_TEST(test_cli_errors)
+{
+	tcu_result r;
+	CLI(&r, NULL, "create", "e", "--dtype", "int32", "--shape", "2,3");
+	expect(&r, 0, "", "", "create");
+	CLI(&r, NULL, "add", "e", "0", "1", "--sem", "seq_cst");
+	expect_err(&r, 2, "seq_cst", "bad sem");
+	CLI(&r, NULL, "add", "e", "0", "1", "--scope", "planet");
+	expect_err(&r, 2, "planet", "bad scope");
+	CLI(&r, NULL, "add", "e", "0", "1", "--bogus");
+	expect_err(&r, 2, "--bogus", "unknown option");
+	CLI(&r, NULL, "add", "e", "0");
+	expect_err(&r, 2, "missing arguments", "missing value");
+	CLI(&r, NULL, "add", "e", "0", "1", "2");
+	expect_err(&r, 2, "unexpected argument", "extra argument");
+	CLI(&r, NULL, "frobnicate");
+	expect_err(&r, 2, "unknown command 'frobnicate'", "unknown command");
+	CLI(&r, NULL, "add", "e", "abc", "1");
+	expect_err(&r, 2, "bad index 'abc'", "bad index");
+	CLI(&r, NULL, "add", "e", "0", "1.5");
+	expect_err(&r, 2, "bad value", "bad value");
+	CLI(&r, NULL, "add", "e", "6", "1");
+	expect_err(&r, 1, "index 6 is outside tile 'e'", "index out of range");
+	CLI(&r, NULL, "add", "e", "1,3", "1");
+	expect_err(&r, 1, "coordinate 3 along axis 1", "coordinate out of range");
+	CLI(&r, NULL, "add", "e", "1,1,1", "1");
+	expect_err(&r, 1, "3 coordinates", "too many coordinates");
+	CLI(&r, NULL, "add", "nosuch", "0", "1");
+	expect_err(&r, 1, "nosuch", "missing tile");
+	CLI(&r, NULL, "get", "nosuch");
+	expect_err(&r, 1, "nosuch", "get missing tile");
+	CLI(&r, NULL, "create", "x", "--dtype", "int8", "--shape", "2");
+	expect_err(&r, 2, "unknown dtype 'int8'", "bad dtype");
+	CLI(&r, NULL, "create", "x", "--dtype", "int32");
+	expect_err(&r, 2, "--shape", "missing shape");
+	CLI(&r, NULL, "create", "x", "--dtype", "int32", "--shape", "2,0");
+	expect_err(&r, 2, "bad shape", "zero extent");
+	CLI(&r, NULL, "create", "x", "--dtype", "int32", "--shape", "1,1,1,1,1");
+	expect_err(&r, 2, "bad shape", "rank 5");
+	CLI(&r, NULL, "create", "x", "--dtype", "int32", "--shape", "2", "--fill", "zz");
+	expect_err(&r, 2, "--fill", "bad fill");
+	CLI(&r, NULL, "create", "bad/name", "--dtype", "int32", "--shape", "2");
+	expect_err(&r, 1, "create", "bad tile name");
+	CLI(&r, NULL, "rm", "e");
+	expect(&r, 0, "", "", "rm");
+
+	/* The daemon is not there: exit 1 and a message naming the path and the cause. */
+	const char *argv[] = {tcu_cli_path(), "-s", "/nonexistent/tileatomd.sock", "ping", NULL};
+	tcu_run(D.dir, NULL, argv, &r);
+	expect(&r, 1, "",
+	       "tileatom-cli: cannot connect to /nonexistent/tileatomd.sock: No such file or "
+	       "directory (is tileatomd running?)\n",
+	       "no daemon");
+	const char *argv2[] = {tcu_cli_path(), "-t", "soon", "ping", NULL};
+	tcu_run(D.dir, NULL, argv2, &r);
+	expect_err(&r, 2, "bad timeout", "bad timeout");
+	const char *argv3[] = {tcu_cli_path(), "-s", NULL};
+	tcu_run(D.dir, NULL, argv3, &r);
+	expect_err(&r, 2, "needs a value", "-s without value");
+	const char *argv4[] = {tcu_cli_path(), "--frob", NULL};
+	tcu_run(D.dir, NULL, argv4, &r);
+	expect_err(&r, 2, "--frob", "unknown global option");
+}
+END_TEST
+
+START_TEST(test_cli_help)
+{
+	static const char *const cmds[] = {"ping", "stats", "create", "ls",   "info", "rm",   "get",
+	                                   "hist", "add",   "sub",    "min",  "max",  "xchg", "and",
+	                                   "or",   "xor",   "cas",    "load", "store"};
+	tcu_result r;
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		const char *argv[] = {tcu_cli_path(), cmds[i], "--help", NULL};
+		tcu_run(D.dir, NULL, argv, &r);
+		ck_assert_msg(r.status == 0, "%s --help: status %d", cmds[i], r.status);
+		ck_assert_msg(strncmp(r.out, "Usage: tileatom-cli", 19) == 0, "%s --help: %s",
+		              cmds[i], r.out);
+		ck_assert_msg(strstr(r.out, cmds[i]), "%s --help: %s", cmds[i], r.out);
+		ck_assert_str_eq(r.err, "");
+		tcu_result_free(&r);
+	}
+	const char *h[] = {tcu_cli_path(), "--help", NULL};
+	tcu_run(D.dir, NULL, h, &r);
+	ck_assert_int_eq(r.status, 0);
+	ck_assert(strstr(r.out, "hist NAME [FILE] [--range LO:HI]"));
+	tcu_result_free(&r);
+	const char *v[] = {tcu_cli_path(), "--version", NULL};
+	tcu_run(D.dir, NULL, v, &r);
+	char want[64];
+	snprintf(want, sizeof(want), "tileatom-cli %s\n", tileatom_version());
+	expect(&r, 0, want, "", "--version");
+	const char *none[] = {tcu_cli_path(), NULL};
+	tcu_run(D.dir, NULL, none, &r);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert(strstr(r.err, "Usage: tileatom-cli"));
+	tcu_result_free(&r);
+}
+END_TEST
+
+/* Parses `get` output of n integers. */
+static void parse_counts(const char *out, int64_t *counts, int n)
+{
+	const char *p = out;
+	for (int i = 0; i < n; i++) {
+		char *end;
+		counts[i] = strtoll(p, &end, 10);
+		ck_assert_msg(end != p && *end == '\n', "get output at bin %d: '%s'", i, p);
+		p = end + 1;
+	}
+	ck_assert_msg(*p == '\0', "get output has extra lines: '%s'", p);
+}
+
+START_TEST(test_cli_hist_indices)
+{
+	const int nbins = 100;
+	const int count = tcu_slow() ? 5000 : 200000;
+	char path[400];
+	snprintf(path, sizeof(path), "%s/indices.txt", D.dir);
+	/* Integers in [-10, 110) with varied separators, plus integral spellings. */
+	size_t cap = (size_t)count * 8 + 256, len = 0;
+	char *text = malloc(cap);
+	ck_assert_ptr_nonnull(text);
+	int64_t expect_bins[100] = {0};
+	uint64_t added = 0, outside = 0, seed = 12345;
+	static const char *const seps[] = {" ", "\n", "\t", "\r\n", "  \n "};
+	for (int i = 0; i < count; i++) {
+		int v = (int)(tcu_rand(&seed) % 120) - 10;
+		len +=
+		    (size_t)snprintf(text + len, cap - len, "%d%s", v, seps[tcu_rand(&seed) % 5]);
+		if (v >= 0 && v < nbins) {
+			expect_bins[v]++;
+			added++;
+		} else {
+			outside++;
+		}
+	}
+	len += (size_t)snprintf(text + len, cap - len, "3.0 1e1 +4 99999999999999999999 -0");
+	expect_bins[3]++;
+	expect_bins[10]++;
+	expect_bins[4]++;
+	expect_bins[0]++;
+	added += 4;
+	outside += 1;
+	ck_assert(tcu_write_file(path, text, len));
+	free(text);
+
+	tcu_result r;
+	CLI(&r, NULL, "create", "hb", "--dtype", "int64", "--shape", "100");
+	expect(&r, 0, "", "", "create");
+	CLI(&r, NULL, "hist", "hb", path, "--chunk", "9999");
+	char want[128];
+	snprintf(want, sizeof(want), "added %" PRIu64 " outside %" PRIu64 "\n", added, outside);
+	expect(&r, 0, want, "", "hist");
+	CLI(&r, NULL, "get", "hb");
+	ck_assert_int_eq(r.status, 0);
+	int64_t got[100];
+	parse_counts(r.out, got, nbins);
+	tcu_result_free(&r);
+	for (int i = 0; i < nbins; i++)
+		ck_assert_msg(got[i] == expect_bins[i], "bin %d: %lld, expected %lld", i,
+		              (long long)got[i], (long long)expect_bins[i]);
+	/* Again from stdin with the default chunk: every bin doubles. */
+	CLI(&r, "1 2 2\n", "hist", "hb");
+	expect(&r, 0, "added 3 outside 0\n", "", "hist stdin");
+	CLI(&r, NULL, "get", "hb");
+	parse_counts(r.out, got, nbins);
+	tcu_result_free(&r);
+	ck_assert_int_eq(got[1], expect_bins[1] + 1);
+	ck_assert_int_eq(got[2], expect_bins[2] + 2);
+	CLI(&r, NULL, "rm", "hb");
+	expect(&r, 0, "", "", "rm");
+}
+END_TEST
+
+START_TEST(test_cli_hist_range)
+{
+	/* 10 bins over [-2, 3]: every input is m/1024, so (x - lo) / (hi - lo) * 10 = (m +
+	 * 2048) / 512 exactly, and the expected bin is integer arithmetic: floor((m + 2048) /
+	 * 512), with x == 3 (m == 3072) in the last bin and m outside [-2048, 3072] outside. */
+	const int count = tcu_slow() ? 5000 : 100000;
+	size_t cap = (size_t)count * 28 + 256, len = 0;
+	char *text = malloc(cap);
+	ck_assert_ptr_nonnull(text);
+	int64_t expect_bins[10] = {0};
+	uint64_t added = 0, outside = 0, seed = 777;
+	for (int i = 0; i < count + 8; i++) {
+		int m;
+		if (i < count)
+			m = (int)(tcu_rand(&seed) % (7 * 1024 + 1)) - 3 * 1024;
+		else
+			m = (int[]){-2048, 3072, -2049, 3073, 0, 512, -1536, 2560}[i - count];
+		len += (size_t)snprintf(text + len, cap - len, "%.17g\n", m / 1024.0);
+		if (m < -2048 || m > 3072) {
+			outside++;
+			continue;
+		}
+		int bin = (m + 2048) / 512;
+		if (bin == 10)
+			bin = 9;
+		expect_bins[bin]++;
+		added++;
+	}
+	len += (size_t)snprintf(text + len, cap - len, "nan inf -inf\n");
+	outside += 3;
+	tcu_result r;
+	CLI(&r, NULL, "create", "hr", "--dtype", "uint32", "--shape", "10");
+	expect(&r, 0, "", "", "create");
+	CLI(&r, text, "hist", "hr", "-", "--range", "-2:3", "--chunk", "4096");
+	free(text);
+	char want[128];
+	snprintf(want, sizeof(want), "added %" PRIu64 " outside %" PRIu64 "\n", added, outside);
+	expect(&r, 0, want, "", "hist --range");
+	CLI(&r, NULL, "get", "hr");
+	ck_assert_int_eq(r.status, 0);
+	int64_t got[10];
+	parse_counts(r.out, got, 10);
+	tcu_result_free(&r);
+	for (int i = 0; i < 10; i++)
+		ck_assert_msg(got[i] == expect_bins[i], "bin %d: %lld, expected %lld", i,
+		              (long long)got[i], (long long)expect_bins[i]);
+	CLI(&r, NULL, "rm", "hr");
+	expect(&r, 0, "", "", "rm");
+
+	/* Inputs where floating point decides the bin; the expected bins are what
+	 * numpy.histogram(x, bins=10, range=(0, 1)) returns for these numbers. */
+	CLI(&r, NULL, "create", "hn", "--dtype", "int32", "--shape", "10");
+	expect(&r, 0, "", "", "create");
+	CLI(&r, "0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9 1 0 0.30000000000000004 0.7000000000000001",
+	    "hist", "hn", "--range", "0:1");
+	expect(&r, 0, "added 13 outside 0\n", "", "hist numpy edges");
+	CLI(&r, NULL, "get", "hn", "--json");
+	expect(&r, 0,
+	       "{\"name\": \"hn\", \"dtype\": \"int32\", \"shape\": [10], \"values\": [1, 1, 2, 1, "
+	       "1, 2, 1, 1, 1, 2]}\n",
+	       "", "numpy edges bins");
+	CLI(&r, NULL, "rm", "hn");
+	expect(&r, 0, "", "", "rm");
+}
+END_TEST
+
+START_TEST(test_cli_hist_errors)
+{
+	tcu_result r;
+	CLI(&r, NULL, "create", "he", "--dtype", "int32", "--shape", "4");
+	expect(&r, 0, "", "", "create");
+	CLI(&r, "1 2\n3\n0 1.5 2\n", "hist", "he");
+	expect_err(&r, 1, "stdin:3: '1.5' is not an integer bin index", "non-integer");
+	CLI(&r, "1 2\nfoo\n", "hist", "he", "--range", "0:4");
+	expect_err(&r, 1, "stdin:2: 'foo' is not a number", "not a number");
+	CLI(&r, "1", "hist", "he", "--range", "3:1");
+	expect_err(&r, 2, "bad --range '3:1'", "bad range");
+	CLI(&r, "1", "hist", "he", "--range", "nan:1");
+	expect_err(&r, 2, "bad --range", "nan range");
+	CLI(&r, "1", "hist", "he", "--chunk", "0");
+	expect_err(&r, 2, "bad --chunk", "bad chunk");
+	CLI(&r, NULL, "hist", "he", "/nonexistent/data.txt");
+	expect_err(&r, 1, "cannot open /nonexistent/data.txt", "missing file");
+	CLI(&r, "1", "hist", "nosuch");
+	expect_err(&r, 1, "nosuch", "missing tile");
+	CLI(&r, NULL, "create", "he2", "--dtype", "int32", "--shape", "2,2");
+	expect(&r, 0, "", "", "create 2-D");
+	CLI(&r, "1", "hist", "he2");
+	expect_err(&r, 1, "must be 1-D", "2-D tile");
+	/* Empty input adds nothing. */
+	CLI(&r, "  \n", "hist", "he");
+	expect(&r, 0, "added 0 outside 0\n", "", "empty input");
+	CLI(&r, NULL, "rm", "he");
+	expect(&r, 0, "", "", "rm");
+	CLI(&r, NULL, "rm", "he2");
+	expect(&r, 0, "", "", "rm");
+}
+END_TEST
+
+static Suite *cli_suite(void)
+{
+	Suite *s = suite_create("cli");
+	TCase *tc = tcase_create("cli");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_cli_ping);
+	tcase_add_test(tc, test_cli_tiles);
+	tcase_add_test(tc, test_cli_get_json);
+	tcase_add_test(tc, test_cli_ops);
+	tcase_add_test(tc, test_cli_errors);
+	tcase_add_test(tc, test_cli_help);
+	tcase_add_test(tc, test_cli_hist_indices);
+	tcase_add_test(tc, test_cli_hist_range);
+	tcase_add_test(tc, test_cli_hist_errors);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (!tcu_daemon_start(&D, NULL)) {
+		fprintf(stderr, "cannot start %s\n", tcu_daemon_path());
+		return EXIT_FAILURE;
+	}
+	SRunner *sr = srunner_create(cli_suite());
+	srunner_run_all(sr, CK_ENV);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	int st = tcu_daemon_stop(&D, 20000);
+	if (st != 0) {
+		fprintf(stderr, "tileatomd exit status %d\n", st);
+		tcu_daemon_dump_log(&D);
+		failed++;
+	}
+	tcu_daemon_cleanup(&D);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
