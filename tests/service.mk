@@ -29,3 +29,42 @@ tests_check_daemon_server_LDADD = daemon/libtadaemon.a $(CHECK_LIBS) $(PROTOBUF_
 EXTRA_tests_check_daemon_server_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
 endif
 # --- daemon tests end
+
+# --- client tests begin
+# Client tests: the library's codec, connection and pipelining against an in-process fake
+# daemon (check_client_codec, compiled from the library sources so that it reaches the
+# internals); the library against a real tileatomd (check_integration); tileatom-cli as a
+# subprocess against a real tileatomd (check_client_cli).
+if HAVE_CHECK
+check_PROGRAMS += tests/check_client_codec tests/check_integration tests/check_client_cli
+TESTS += tests/check_client_codec tests/check_integration tests/check_client_cli
+
+# Where the end-to-end suites find the binaries ($TILEATOMD / $TILEATOM_CLI override).
+CLIENT_TEST_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DTILEATOMD_PATH='"$(abs_top_builddir)/daemon/tileatomd"' \
+	-DTILEATOM_CLI_PATH='"$(abs_top_builddir)/client/tileatom-cli"' \
+	-DTILEATOM_CLIENT_VERSION='"$(PACKAGE_VERSION)"'
+
+tests_check_client_codec_SOURCES = tests/check_client_codec.c $(CLIENT_LIB_SOURCES)
+nodist_tests_check_client_codec_SOURCES = $(nodist_PROTO_SOURCES)
+tests_check_client_codec_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
+tests_check_client_codec_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_check_client_codec_LDADD = $(CHECK_LIBS) $(PROTOBUF_C_LIBS) -lm
+
+tests_check_integration_SOURCES = tests/check_integration.c \
+	tests/check_client_util.c tests/check_client_util.h $(PROTO_SOURCES)
+nodist_tests_check_integration_SOURCES = $(nodist_PROTO_SOURCES)
+tests_check_integration_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
+tests_check_integration_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_check_integration_LDADD = client/libtileatom-client.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS)
+EXTRA_tests_check_integration_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
+
+tests_check_client_cli_SOURCES = tests/check_client_cli.c \
+	tests/check_client_util.c tests/check_client_util.h
+tests_check_client_cli_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
+tests_check_client_cli_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_client_cli_LDADD = client/libtileatom-client.la $(CHECK_LIBS) -lm
+EXTRA_tests_check_client_cli_DEPENDENCIES = daemon/tileatomd$(EXEEXT) \
+	client/tileatom-cli$(EXEEXT)
+endif
+# --- client tests end
