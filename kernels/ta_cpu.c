@@ -1,0 +1,1182 @@
+/* ta_cpu.c: the CPU backend. Tiles live in zeroed, 64-byte aligned host memory; plans
+ * (ta_plan.h) run with C11 atomics on that memory, so that this backend is the executable
+ * definition of every op's semantics and the reference the CUDA kernels must match.
+ *
+ * Happy path: apply() checks the plan defensively, then runs elements [0, count): small
+ * plans (count < TA_CPU_PARALLEL_MIN) inline on the calling thread; large ones are cut into
+ * chunks that the calling thread and the worker pool claim through one atomic counter per
+ * job, so concurrent updates to one element really contend. Several apply() calls may run
+ * at once: each queues its own job and the workers help the job at the head of the queue.
+ *
+ * Semantics (bit for bit what the CUDA backend does; ta_plan.h states them too):
+ *  - Integers: add/sub wrap (computed in unsigned); sub adds the negated operand; min/max
+ *    are signed for int32/int64, unsigned for uint32/uint64; and/or/xor are integer only.
+ *  - float32 add/sub flush subnormal inputs (the tile value and the operand) and subnormal
+ *    results to a zero of the same sign, computed in float with round-to-nearest-even (the
+ *    default floating-point environment of the process is assumed), like the GPU's
+ *    atom.global.add.f32. float64 add is plain IEEE double. float16/bfloat16 add rounds the
+ *    exact sum (computed in double) once to nearest even, no flushing (.noftz). A NaN
+ *    result of add/sub is stored as the canonical NaN (0x7fff, 0x7fffffff,
+ *    0x7fffffffffffffff). Float sub adds the operand with its sign bit flipped.
+ *  - Float min/max (a CAS loop on the bit pattern): a NaN in the tile stays; otherwise a
+ *    NaN operand's bits are stored; otherwise the comparison with -0.0 < +0.0 decides
+ *    (min stores the operand when operand < current, max when current < operand).
+ *    float16/bfloat16 compare after conversion to float.
+ *  - exch/cas/load/store work on bit patterns with atomics of the element's width (16,
+ *    32 or 64 bits); cas compares bits (-0.0 != +0.0, identical NaN bits are equal).
+ *  - sem maps onto C11 memory orders: RMW ops use it as is (a CAS loop's failed compare
+ *    uses it without its release part); LOAD uses acquire for acquire/acq_rel and relaxed
+ *    otherwise; STORE uses release for release/acq_rel and relaxed otherwise. CAS-loop ops
+ *    (float add, 16-bit add, min/max) whose result equals the current value still write it
+ *    back when sem has a release part, so that the release always happens.
+ *  - scope changes nothing here: on a CPU every atomic is system-wide, which includes
+ *    every narrower scope.
+ *  - want_old: old_out[k] is the value seen before the update; masked-off or skipped
+ *    elements give the compare value (CAS), the padding (LOAD) or zero bits. A STORE with
+ *    want_old exchanges instead of storing.
+ *  - space SHARED: each participant (worker or caller) accumulates its chunks into a private
+ *    copy of the region (lazily initialised to the op's identity: -0.0 for float add/sub,
+ *    0 for integer add/sub/or/xor, all ones for and, +inf/-inf or the type's max/min for
+ *    min/max), remembers the elements it touched, and merges them into the tile with one
+ *    atomic per touched element (sub accumulates the negated operands and merges with
+ *    add). float32 accumulation flushes like the global path. The private copy is skipped
+ *    (global path, same results for every order-independent op) when it would exceed
+ *    TA_CPU_PRIVATE_MAX bytes, when the region is much larger than the work
+ *    (region_count > 4 * count + 65536), when want_old is set, or when allocating it fails.
+ *
+ * Failure modes: a plan that contradicts itself or the tile (bad dtype, operand dtype,
+ * rank, tile smaller than the plan's shape, missing old_out) is refused before anything is
+ * touched (INVALID_ARGUMENT / INTERNAL). Every resolved offset is checked against the tile
+ * once more; an element outside it is never applied and makes apply return INTERNAL.
+ * Out of memory for tiles gives RESOURCE_EXHAUSTED; for private copies, the global path. */
+#include "ta_backend.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Plans with at least this many elements are split over the worker pool. */
+#define TA_CPU_PARALLEL_MIN 16384
+/* Smallest chunk of a split plan, in elements. */
+#define TA_CPU_CHUNK_MIN 4096
+/* Chunks per participant a split plan is cut into (for load balance). */
+#define TA_CPU_CHUNKS_PER_PARTICIPANT 4
+/* Largest private copy (values + touched bitmap) one participant allocates for space
+ * shared; larger regions take the global path. */
+#define TA_CPU_PRIVATE_MAX ((size_t)64 << 20)
+/* Alignment of tile memory in bytes. */
+#define TA_CPU_TILE_ALIGN 64
+/* Most worker threads a backend starts. */
+#define TA_CPU_MAX_WORKERS 256
+
+/* How one element is applied to the tile (chosen once per plan). */
+typedef enum cpu_kind {
+	K_FETCH_ADD, /* integer add (sub: negated operand): fetch_add */
+	K_FETCH_AND, /* integer and: fetch_and */
+	K_FETCH_OR,  /* integer or: fetch_or */
+	K_FETCH_XOR, /* integer xor: fetch_xor */
+	K_LOOP,      /* CAS loop with combine(): float/16-bit add, min, max */
+	K_EXCH,      /* exchange */
+	K_CAS,       /* compare-and-swap */
+	K_LOAD,      /* atomic load */
+	K_STORE,     /* atomic store (exchange when want_old) */
+} cpu_kind;
+
+/* Everything a participant needs to run a plan; shared read-only plus atomic counters. */
+typedef struct cpu_apply {
+	const ta_plan *plan;                /* the plan */
+	uint8_t *mem;                       /* tile memory */
+	int64_t tile_elems;                 /* elements the tile memory holds */
+	size_t esize;                       /* element size in bytes (2, 4 or 8) */
+	uint64_t emask;                     /* all-ones mask of the element width */
+	ta_op op;                           /* effective op (SUB becomes ADD with negation) */
+	bool negate;                        /* negate operands (SUB) */
+	cpu_kind kind;                      /* how elements are applied */
+	bool use_private;                   /* space shared with private copies */
+	int64_t region_stride[TA_MAX_RANK]; /* row-major strides of the region */
+	int64_t origin_offset;              /* tile offset of the region origin */
+	int64_t chunk;                      /* elements per chunk */
+	int64_t nchunks;                    /* chunks in the plan */
+	atomic_llong next_chunk;            /* next chunk to claim */
+	atomic_ullong skipped;              /* elements skipped as out of range */
+	atomic_ullong applied;              /* elements applied */
+	atomic_ullong violations;           /* elements resolved outside the tile (never applied) */
+} cpu_apply;
+
+/* A participant's private state for space shared. */
+typedef struct cpu_private {
+	uint8_t *vals;    /* region_count elements of esize bytes, NULL when unused */
+	uint8_t *touched; /* bitmap of touched region elements */
+	int64_t *list;    /* region-relative indices touched, in order of first touch */
+	size_t nlist;     /* entries in list */
+	size_t caplist;   /* capacity of list */
+} cpu_private;
+
+/* One queued parallel job (lives on the stack of the apply() call that owns it). */
+typedef struct cpu_job {
+	struct cpu_job *next; /* queue link */
+	cpu_apply *ap;        /* the work */
+	int helpers;          /* workers running chunks of it (pool lock) */
+	bool queued;          /* still in the queue (pool lock) */
+} cpu_job;
+
+/* The CPU backend object. */
+typedef struct cpu_backend {
+	ta_backend base;        /* vtable; must be first */
+	int nworkers;           /* worker threads started */
+	pthread_t *threads;     /* the workers */
+	pthread_mutex_t lock;   /* guards the queue, helpers counts and stopping */
+	pthread_cond_t work_cv; /* signalled when a job is queued or on shutdown */
+	pthread_cond_t idle_cv; /* broadcast when a job's helpers count drops to 0 */
+	cpu_job *head;          /* first queued job */
+	cpu_job *tail;          /* last queued job */
+	bool stopping;          /* destroy() asked the workers to exit */
+	char device[128];       /* CPU description for info() */
+} cpu_backend;
+
+/* ---- bit helpers ------------------------------------------------------------------- */
+
+/* float32 from bits. */
+static inline float f32_of(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* bits of a float32. */
+static inline uint32_t bits_f32(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+/* float64 from bits. */
+static inline double f64_of(uint64_t u)
+{
+	double d;
+	memcpy(&d, &u, 8);
+	return d;
+}
+
+/* bits of a float64. */
+static inline uint64_t bits_f64(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, 8);
+	return u;
+}
+
+/* A float32 subnormal becomes a zero of the same sign; other values pass. */
+static inline uint32_t f32_flush(uint32_t u)
+{
+	return (u & 0x7f800000u) == 0 ? (u & 0x80000000u) : u;
+}
+
+/* Any float tile element as a double (exact for every float dtype). */
+static inline double float_value(ta_dtype dt, uint64_t b)
+{
+	switch (dt) {
+	case TA_DTYPE_F32:
+		return f32_of((uint32_t)b);
+	case TA_DTYPE_F64:
+		return f64_of(b);
+	case TA_DTYPE_F16:
+		return ta_f16_to_f32((uint16_t)b);
+	default:
+		return ta_bf16_to_f32((uint16_t)b);
+	}
+}
+
+/* Sign bit of an element of width esize. */
+static inline uint64_t sign_bit(size_t esize)
+{
+	return (uint64_t)1 << (esize * 8 - 1);
+}
+
+/* a < b with -0.0 < +0.0 (neither is NaN). */
+static inline bool float_less(double a, double b)
+{
+	return a < b || (a == b && signbit(a) && !signbit(b));
+}
+
+/* Sign-extends an element of width esize. */
+static inline int64_t sext(uint64_t b, size_t esize)
+{
+	if (esize == 8)
+		return (int64_t)b;
+	int shift = 64 - (int)esize * 8;
+	return (int64_t)(b << shift) >> shift;
+}
+
+/* float add of the tile value cur and operand v under the rules in the file comment. */
+static uint64_t float_add(ta_dtype dt, uint64_t cur, uint64_t v)
+{
+	switch (dt) {
+	case TA_DTYPE_F32: {
+		float r = f32_of(f32_flush((uint32_t)cur)) + f32_of(f32_flush((uint32_t)v));
+		if (isnan(r))
+			return 0x7fffffffu;
+		return f32_flush(bits_f32(r));
+	}
+	case TA_DTYPE_F64: {
+		double r = f64_of(cur) + f64_of(v);
+		if (isnan(r))
+			return UINT64_C(0x7fffffffffffffff);
+		return bits_f64(r);
+	}
+	case TA_DTYPE_F16:
+	case TA_DTYPE_BF16: {
+		double r = float_value(dt, cur) + float_value(dt, v);
+		if (isnan(r))
+			return 0x7fff;
+		return dt == TA_DTYPE_F16 ? ta_f64_to_f16(r) : ta_f64_to_bf16(r);
+	}
+	default:
+		return cur;
+	}
+}
+
+/* New value of an element holding cur after op with operand v (ADD, MIN, MAX, AND, OR,
+ * XOR; ADD with an already negated operand for SUB). Pure: also used for private copies. */
+static uint64_t combine(ta_op op, ta_dtype dt, uint64_t emask, uint64_t cur, uint64_t v)
+{
+	size_t es = ta_dtype_size(dt);
+	bool is_float = ta_dtype_is_float(dt);
+	switch (op) {
+	case TA_OP_ADD:
+		if (is_float)
+			return float_add(dt, cur, v);
+		return (cur + v) & emask;
+	case TA_OP_MIN:
+	case TA_OP_MAX: {
+		bool take;
+		if (is_float) {
+			double c = float_value(dt, cur), x = float_value(dt, v);
+			if (isnan(c))
+				return cur;
+			if (isnan(x))
+				return v;
+			take = op == TA_OP_MIN ? float_less(x, c) : float_less(c, x);
+		} else if (ta_dtype_is_signed_int(dt)) {
+			int64_t c = sext(cur, es), x = sext(v, es);
+			take = op == TA_OP_MIN ? x < c : c < x;
+		} else {
+			take = op == TA_OP_MIN ? v < cur : cur < v;
+		}
+		return take ? v : cur;
+	}
+	case TA_OP_AND:
+		return cur & v;
+	case TA_OP_OR:
+		return cur | v;
+	case TA_OP_XOR:
+		return cur ^ v;
+	default:
+		return cur;
+	}
+}
+
+/* Identity of op for dtype: the initial value of a private copy element. */
+static uint64_t identity(ta_op op, ta_dtype dt, uint64_t emask)
+{
+	size_t es = ta_dtype_size(dt);
+	bool is_float = ta_dtype_is_float(dt);
+	bool is_signed = ta_dtype_is_signed_int(dt);
+	switch (op) {
+	case TA_OP_ADD:
+		return is_float ? sign_bit(es) : 0; /* -0.0 keeps -0.0 results */
+	case TA_OP_MIN:
+		if (dt == TA_DTYPE_F32)
+			return 0x7f800000u;
+		if (dt == TA_DTYPE_F64)
+			return UINT64_C(0x7ff0000000000000);
+		if (dt == TA_DTYPE_F16)
+			return 0x7c00;
+		if (dt == TA_DTYPE_BF16)
+			return 0x7f80;
+		return is_signed ? emask >> 1 : emask;
+	case TA_OP_MAX:
+		if (dt == TA_DTYPE_F32)
+			return 0xff800000u;
+		if (dt == TA_DTYPE_F64)
+			return UINT64_C(0xfff0000000000000);
+		if (dt == TA_DTYPE_F16)
+			return 0xfc00;
+		if (dt == TA_DTYPE_BF16)
+			return 0xff80;
+		return is_signed ? sign_bit(es) : 0;
+	case TA_OP_AND:
+		return emask;
+	default: /* OR, XOR */
+		return 0;
+	}
+}
+
+/* ---- atomics ----------------------------------------------------------------------- */
+
+/* The failure order of a compare-exchange whose success order is mo. */
+static inline __attribute__((always_inline)) memory_order fail_order(memory_order mo)
+{
+	if (mo == memory_order_acq_rel || mo == memory_order_acquire)
+		return memory_order_acquire;
+	if (mo == memory_order_seq_cst)
+		return memory_order_seq_cst;
+	return memory_order_relaxed;
+}
+
+/* Order of an atomic load under mo. */
+static inline __attribute__((always_inline)) memory_order load_order(memory_order mo)
+{
+	return (mo == memory_order_acquire || mo == memory_order_acq_rel) ? memory_order_acquire
+	                                                                  : memory_order_relaxed;
+}
+
+/* Order of an atomic store under mo. */
+static inline __attribute__((always_inline)) memory_order store_order(memory_order mo)
+{
+	return (mo == memory_order_release || mo == memory_order_acq_rel) ? memory_order_release
+	                                                                  : memory_order_relaxed;
+}
+
+/* True when mo has a release part. */
+static inline __attribute__((always_inline)) bool has_release(memory_order mo)
+{
+	return mo == memory_order_release || mo == memory_order_acq_rel;
+}
+
+/* Defines the atomic element function of one width W (bits) over type T: applies kind to
+ * the element at p with operand v (and compare c) under order mo; returns the old bits. */
+#define TA_CPU_ATOMIC_ELEM(W, T)                                                                   \
+	static inline __attribute__((always_inline)) uint64_t atomic_elem##W(                      \
+	    const cpu_apply *ap, cpu_kind kind, void *p, uint64_t v, uint64_t c, memory_order mo)  \
+	{                                                                                          \
+		_Atomic T *a = (_Atomic T *)p;                                                     \
+		switch (kind) {                                                                    \
+		case K_FETCH_ADD:                                                                  \
+			return atomic_fetch_add_explicit(a, (T)v, mo);                             \
+		case K_FETCH_AND:                                                                  \
+			return atomic_fetch_and_explicit(a, (T)v, mo);                             \
+		case K_FETCH_OR:                                                                   \
+			return atomic_fetch_or_explicit(a, (T)v, mo);                              \
+		case K_FETCH_XOR:                                                                  \
+			return atomic_fetch_xor_explicit(a, (T)v, mo);                             \
+		case K_EXCH:                                                                       \
+			return atomic_exchange_explicit(a, (T)v, mo);                              \
+		case K_CAS: {                                                                      \
+			T expected = (T)c;                                                         \
+			atomic_compare_exchange_strong_explicit(a, &expected, (T)v, mo,            \
+			                                        fail_order(mo));                   \
+			return expected;                                                           \
+		}                                                                                  \
+		case K_LOAD:                                                                       \
+			return atomic_load_explicit(a, load_order(mo));                            \
+		case K_STORE:                                                                      \
+			if (ap->plan->want_old)                                                    \
+				return atomic_exchange_explicit(a, (T)v, store_order(mo));         \
+			atomic_store_explicit(a, (T)v, store_order(mo));                           \
+			return 0;                                                                  \
+		case K_LOOP:                                                                       \
+		default: {                                                                         \
+			T cur = atomic_load_explicit(a, load_order(mo));                           \
+			for (;;) {                                                                 \
+				T next = (T)combine(ap->op, ap->plan->dtype, ap->emask, cur, v);   \
+				if (next == cur && !has_release(mo))                               \
+					return cur; /* acquire came with the load */               \
+				if (atomic_compare_exchange_weak_explicit(a, &cur, next, mo,       \
+				                                          fail_order(mo)))         \
+					return cur;                                                \
+			}                                                                          \
+		}                                                                                  \
+		}                                                                                  \
+	}
+
+TA_CPU_ATOMIC_ELEM(16, uint16_t)
+TA_CPU_ATOMIC_ELEM(32, uint32_t)
+TA_CPU_ATOMIC_ELEM(64, uint64_t)
+
+/* Applies kind to the element at p (width from ap); returns the old bits. */
+static inline __attribute__((always_inline)) uint64_t
+atomic_elem(const cpu_apply *ap, cpu_kind kind, void *p, uint64_t v, uint64_t c, memory_order mo)
+{
+	switch (ap->esize) {
+	case 2:
+		return atomic_elem16(ap, kind, p, v, c, mo);
+	case 4:
+		return atomic_elem32(ap, kind, p, v, c, mo);
+	default:
+		return atomic_elem64(ap, kind, p, v, c, mo);
+	}
+}
+
+/* ---- operand access ---------------------------------------------------------------- */
+
+/* Element offset of operand op at iteration coordinates e. */
+static inline int64_t operand_offset(const ta_plan *p, const ta_operand *op, const int64_t *e)
+{
+	int64_t off = 0;
+	for (int a = 0; a < p->rank; a++)
+		off += e[a] * op->stride[a];
+	return off;
+}
+
+/* Reads element bits (width es) at element offset off of data. */
+static inline uint64_t read_bits(const void *data, int64_t off, size_t es)
+{
+	const uint8_t *b = (const uint8_t *)data + off * (int64_t)es;
+	switch (es) {
+	case 1:
+		return b[0];
+	case 2: {
+		uint16_t v;
+		memcpy(&v, b, 2);
+		return v;
+	}
+	case 4: {
+		uint32_t v;
+		memcpy(&v, b, 4);
+		return v;
+	}
+	default: {
+		uint64_t v;
+		memcpy(&v, b, 8);
+		return v;
+	}
+	}
+}
+
+/* Writes element bits (width es) at element index k of data. */
+static inline void write_bits(void *data, int64_t k, size_t es, uint64_t v)
+{
+	uint8_t *b = (uint8_t *)data + k * (int64_t)es;
+	switch (es) {
+	case 2: {
+		uint16_t x = (uint16_t)v;
+		memcpy(b, &x, 2);
+		break;
+	}
+	case 4: {
+		uint32_t x = (uint32_t)v;
+		memcpy(b, &x, 4);
+		break;
+	}
+	default:
+		memcpy(b, &v, 8);
+		break;
+	}
+}
+
+/* Reads index operand i at coordinates e as a signed value. */
+static inline int64_t index_value(const ta_plan *p, int i, const int64_t *e)
+{
+	const ta_operand *op = &p->index[i];
+	int64_t off = operand_offset(p, op, e);
+	if (op->dtype == TA_DTYPE_I32)
+		return (int32_t)read_bits(op->data, off, 4);
+	return (int64_t)read_bits(op->data, off, 8);
+}
+
+/* Resolves the element at iteration coordinates e into region coordinates r. Returns 1
+ * (apply), 0 (masked off) or -1 (out of range), exactly as ta_plan_resolve(). */
+static inline int resolve(const ta_plan *p, const int64_t *e, int64_t *r)
+{
+	if (p->mask.data && read_bits(p->mask.data, operand_offset(p, &p->mask, e), 1) == 0)
+		return 0;
+	switch (p->addr) {
+	case TA_ADDR_REGION:
+		for (int a = 0; a < p->tile_rank; a++)
+			r[a] = e[a];
+		return 1;
+	case TA_ADDR_SCATTER:
+		for (int a = 0; a < p->tile_rank; a++)
+			r[a] = e[a];
+		r[p->scatter_dim] = index_value(p, 0, e);
+		return r[p->scatter_dim] >= 0 && r[p->scatter_dim] < p->extent[p->scatter_dim] ? 1
+		                                                                               : -1;
+	case TA_ADDR_INDEXED:
+		for (int a = 0; a < p->tile_rank; a++) {
+			r[a] = index_value(p, a, e);
+			if (r[a] < 0 || r[a] >= p->extent[a])
+				return -1;
+		}
+		return 1;
+	case TA_ADDR_FLAT:
+	default: {
+		int64_t f = index_value(p, 0, e);
+		if (f < 0 || f >= p->region_count)
+			return -1;
+		for (int a = p->tile_rank - 1; a >= 0; a--) {
+			r[a] = f % p->extent[a];
+			f /= p->extent[a];
+		}
+		return 1;
+	}
+	}
+}
+
+/* Tile offset of region coordinates r, or -1 when r lies outside the region or the tile
+ * memory (the defensive check: never reached for a plan from ta_plan_build). */
+static inline int64_t tile_offset(const cpu_apply *ap, const int64_t *r)
+{
+	const ta_plan *p = ap->plan;
+	int64_t off = ap->origin_offset;
+	for (int a = 0; a < p->tile_rank; a++) {
+		if (r[a] < 0 || r[a] >= p->extent[a])
+			return -1;
+		off += r[a] * p->tile_stride[a];
+	}
+	return off >= 0 && off < ap->tile_elems ? off : -1;
+}
+
+/* Region-relative row-major index of region coordinates r. */
+static inline int64_t region_index(const cpu_apply *ap, const int64_t *r)
+{
+	int64_t rel = 0;
+	for (int a = 0; a < ap->plan->tile_rank; a++)
+		rel += r[a] * ap->region_stride[a];
+	return rel;
+}
+
+/* Output bits for an element that was masked off or skipped. */
+static inline uint64_t idle_output(const cpu_apply *ap, const int64_t *e)
+{
+	const ta_plan *p = ap->plan;
+	if (p->op == TA_OP_CAS)
+		return read_bits(p->compare.data, operand_offset(p, &p->compare, e), ap->esize);
+	if (p->op == TA_OP_LOAD)
+		return p->padding_bits & ap->emask;
+	return 0;
+}
+
+/* ---- private copies (space shared) ------------------------------------------------- */
+
+/* Allocates the private copy of the region; false (and nothing held) on failure. */
+static bool private_init(const cpu_apply *ap, cpu_private *pv)
+{
+	int64_t n = ap->plan->region_count;
+	memset(pv, 0, sizeof(*pv));
+	pv->vals = malloc((size_t)n * ap->esize);
+	pv->touched = calloc((size_t)(n + 7) / 8, 1);
+	if (!pv->vals || !pv->touched) {
+		free(pv->vals);
+		free(pv->touched);
+		memset(pv, 0, sizeof(*pv));
+		return false;
+	}
+	return true;
+}
+
+/* Records the first touch of rel; false when the list cannot grow (then the caller
+ * applies that element to the tile directly). */
+static bool private_touch(cpu_private *pv, int64_t rel)
+{
+	if (pv->nlist == pv->caplist) {
+		size_t cap = pv->caplist ? pv->caplist * 2 : 1024;
+		int64_t *list = realloc(pv->list, cap * sizeof(*list));
+		if (!list)
+			return false;
+		pv->list = list;
+		pv->caplist = cap;
+	}
+	pv->list[pv->nlist++] = rel;
+	pv->touched[rel >> 3] |= (uint8_t)(1u << (rel & 7));
+	return true;
+}
+
+/* Merges the touched private elements into the tile (one atomic each) and frees pv. */
+static inline __attribute__((always_inline)) void private_merge(cpu_apply *ap, cpu_private *pv,
+                                                                memory_order mo)
+{
+	const ta_plan *p = ap->plan;
+	for (size_t i = 0; i < pv->nlist; i++) {
+		int64_t rel = pv->list[i], r[TA_MAX_RANK], f = rel;
+		for (int a = p->tile_rank - 1; a >= 0; a--) {
+			r[a] = f % p->extent[a];
+			f /= p->extent[a];
+		}
+		int64_t off = tile_offset(ap, r);
+		uint64_t v = read_bits(pv->vals, rel, ap->esize);
+		atomic_elem(ap, ap->kind, ap->mem + off * (int64_t)ap->esize, v, 0, mo);
+	}
+	free(pv->vals);
+	free(pv->touched);
+	free(pv->list);
+	memset(pv, 0, sizeof(*pv));
+}
+
+/* ---- the element loop -------------------------------------------------------------- */
+
+/* Runs elements [k0, k1) of the plan under memory order mo (a constant after inlining),
+ * accumulating into pv when it holds a private copy. Adds to *skipped, *applied and
+ * *violations. */
+static inline __attribute__((always_inline)) void
+run_range_mo(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
+             uint64_t *applied, uint64_t *violations, memory_order mo)
+{
+	const ta_plan *p = ap->plan;
+	const size_t es = ap->esize;
+	const bool want_old = p->want_old && p->old_out != NULL;
+	const bool has_values = p->values.data != NULL;
+	const bool is_cas = p->op == TA_OP_CAS;
+	const uint64_t neg_sign = ta_dtype_is_float(p->dtype) ? sign_bit(es) : 0;
+	int64_t e[TA_MAX_RANK] = {0}, r[TA_MAX_RANK] = {0};
+	int64_t k = k0;
+	for (int a = p->rank - 1; a >= 0; a--) {
+		e[a] = k % p->shape[a];
+		k /= p->shape[a];
+	}
+	for (k = k0; k < k1; k++) {
+		int how = resolve(p, e, r);
+		int64_t off = how > 0 ? tile_offset(ap, r) : 0;
+		if (how > 0 && off < 0) {
+			(*violations)++;
+			how = 0;
+		}
+		if (how <= 0) {
+			if (how < 0)
+				(*skipped)++;
+			if (want_old)
+				write_bits(p->old_out, k, es, idle_output(ap, e));
+		} else {
+			uint64_t v = 0, c = 0;
+			if (has_values)
+				v = read_bits(p->values.data, operand_offset(p, &p->values, e), es);
+			if (is_cas)
+				c = read_bits(p->compare.data, operand_offset(p, &p->compare, e),
+				              es);
+			if (ap->negate)
+				v = neg_sign ? v ^ neg_sign : (~v + 1) & ap->emask;
+			(*applied)++;
+			bool done = false;
+			if (pv && pv->vals) {
+				int64_t rel = region_index(ap, r);
+				uint64_t cur;
+				bool seen = (pv->touched[rel >> 3] >> (rel & 7)) & 1;
+				if (seen) {
+					cur = read_bits(pv->vals, rel, es);
+					done = true;
+				} else {
+					cur = identity(ap->op, p->dtype, ap->emask);
+					done = private_touch(pv, rel);
+				}
+				if (done)
+					write_bits(pv->vals, rel, es,
+					           combine(ap->op, p->dtype, ap->emask, cur, v));
+			}
+			if (!done) {
+				uint64_t old = atomic_elem(ap, ap->kind,
+				                           ap->mem + off * (int64_t)es, v, c, mo);
+				if (want_old)
+					write_bits(p->old_out, k, es, old);
+			}
+		}
+		for (int a = p->rank - 1; a >= 0; a--) {
+			if (++e[a] < p->shape[a])
+				break;
+			e[a] = 0;
+		}
+	}
+}
+
+/* Runs elements [k0, k1) with the plan's sem as a constant memory order. */
+static void run_range(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
+                      uint64_t *applied, uint64_t *violations)
+{
+	switch (ap->plan->sem) {
+	case TA_SEM_ACQUIRE:
+		run_range_mo(ap, pv, k0, k1, skipped, applied, violations, memory_order_acquire);
+		break;
+	case TA_SEM_RELEASE:
+		run_range_mo(ap, pv, k0, k1, skipped, applied, violations, memory_order_release);
+		break;
+	case TA_SEM_ACQ_REL:
+		run_range_mo(ap, pv, k0, k1, skipped, applied, violations, memory_order_acq_rel);
+		break;
+	case TA_SEM_RELAXED:
+	default:
+		run_range_mo(ap, pv, k0, k1, skipped, applied, violations, memory_order_relaxed);
+		break;
+	}
+}
+
+/* Merges pv into the tile with the plan's sem as a constant memory order. */
+static void merge_private(cpu_apply *ap, cpu_private *pv)
+{
+	switch (ap->plan->sem) {
+	case TA_SEM_ACQUIRE:
+		private_merge(ap, pv, memory_order_acquire);
+		break;
+	case TA_SEM_RELEASE:
+		private_merge(ap, pv, memory_order_release);
+		break;
+	case TA_SEM_ACQ_REL:
+		private_merge(ap, pv, memory_order_acq_rel);
+		break;
+	case TA_SEM_RELAXED:
+	default:
+		private_merge(ap, pv, memory_order_relaxed);
+		break;
+	}
+}
+
+/* Claims and runs chunks of ap until none is left, then merges a private copy and adds
+ * the counters. Called by the apply() caller and by every helping worker. */
+static void participate(cpu_apply *ap)
+{
+	uint64_t skipped = 0, applied = 0, violations = 0;
+	cpu_private pv;
+	bool have_private = false;
+	for (;;) {
+		int64_t c = atomic_fetch_add_explicit(&ap->next_chunk, 1, memory_order_relaxed);
+		if (c >= ap->nchunks)
+			break;
+		if (ap->use_private && !have_private)
+			have_private = private_init(ap, &pv); /* on failure: the global path */
+		int64_t k0 = c * ap->chunk;
+		int64_t k1 = k0 + ap->chunk < ap->plan->count ? k0 + ap->chunk : ap->plan->count;
+		run_range(ap, have_private ? &pv : NULL, k0, k1, &skipped, &applied, &violations);
+	}
+	if (have_private)
+		merge_private(ap, &pv);
+	atomic_fetch_add_explicit(&ap->skipped, skipped, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ap->applied, applied, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ap->violations, violations, memory_order_relaxed);
+}
+
+/* ---- the worker pool --------------------------------------------------------------- */
+
+/* Removes job from the queue (pool lock held). */
+static void queue_remove(cpu_backend *cb, cpu_job *job)
+{
+	cpu_job **pp = &cb->head, *prev = NULL;
+	while (*pp && *pp != job) {
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+	if (*pp) {
+		*pp = job->next;
+		if (cb->tail == job)
+			cb->tail = prev;
+	}
+	job->next = NULL;
+	job->queued = false;
+}
+
+/* Worker thread: helps the job at the head of the queue until destroy() stops it. */
+static void *worker_main(void *arg)
+{
+	cpu_backend *cb = arg;
+	pthread_mutex_lock(&cb->lock);
+	while (!cb->stopping) {
+		cpu_job *job = cb->head;
+		if (!job) {
+			pthread_cond_wait(&cb->work_cv, &cb->lock);
+			continue;
+		}
+		if (atomic_load_explicit(&job->ap->next_chunk, memory_order_relaxed) >=
+		    job->ap->nchunks) {
+			queue_remove(cb, job);
+			continue;
+		}
+		job->helpers++;
+		pthread_mutex_unlock(&cb->lock);
+		participate(job->ap);
+		pthread_mutex_lock(&cb->lock);
+		if (job->queued)
+			queue_remove(cb, job);
+		if (--job->helpers == 0)
+			pthread_cond_broadcast(&cb->idle_cv);
+	}
+	pthread_mutex_unlock(&cb->lock);
+	return NULL;
+}
+
+/* Runs ap on the calling thread and the pool; returns when every chunk is done. */
+static void run_parallel(cpu_backend *cb, cpu_apply *ap)
+{
+	cpu_job job = {.next = NULL, .ap = ap, .helpers = 0, .queued = true};
+	pthread_mutex_lock(&cb->lock);
+	if (cb->tail)
+		cb->tail->next = &job;
+	else
+		cb->head = &job;
+	cb->tail = &job;
+	pthread_cond_broadcast(&cb->work_cv);
+	pthread_mutex_unlock(&cb->lock);
+
+	participate(ap);
+
+	pthread_mutex_lock(&cb->lock);
+	if (job.queued)
+		queue_remove(cb, &job);
+	while (job.helpers > 0)
+		pthread_cond_wait(&cb->idle_cv, &cb->lock);
+	pthread_mutex_unlock(&cb->lock);
+}
+
+/* ---- the vtable -------------------------------------------------------------------- */
+
+/* Checks that an operand's strides keep it inside an array of the iteration shape. */
+static bool operand_sane(const ta_plan *p, const ta_operand *op)
+{
+	for (int a = 0; a < p->rank; a++)
+		if (op->stride[a] < 0)
+			return false;
+	return true;
+}
+
+/* Refuses plans that contradict themselves or the tile memory (defence in depth: a plan
+ * from ta_plan_build always passes). */
+static ta_status check_plan(const ta_plan *p, size_t tile_bytes, ta_error *err)
+{
+	if (p->op <= TA_OP_NONE || p->op >= TA_OP_COUNT)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "cpu backend: unknown op %d",
+		                    (int)p->op);
+	if (!ta_dtype_is_tile(p->dtype))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "cpu backend: invalid tile dtype %d",
+		                    (int)p->dtype);
+	if (!ta_op_accepts_dtype(p->op, p->dtype))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: op %s is not defined for dtype %s",
+		                    ta_op_name(p->op), ta_dtype_name(p->dtype));
+	if ((unsigned)p->sem >= TA_SEM_COUNT || !ta_op_sem_ok(p->op, p->sem))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: sem %d is not valid for %s", (int)p->sem,
+		                    ta_op_name(p->op));
+	if (p->tile_rank < 1 || p->tile_rank > TA_MAX_RANK || p->rank < 0 ||
+	    p->rank > TA_MAX_RANK || p->count < 0)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: plan has tile rank %d, rank %d, count %lld",
+		                    p->tile_rank, p->rank, (long long)p->count);
+	int64_t n = 1, rn = 1;
+	for (int a = 0; a < p->tile_rank; a++) {
+		if (p->tile_shape[a] < 1 || p->extent[a] < 1 || p->origin[a] < 0 ||
+		    p->origin[a] > p->tile_shape[a] - p->extent[a])
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "cpu backend: region along axis %d is outside the tile",
+			                    a);
+		n *= p->tile_shape[a];
+		rn *= p->extent[a];
+	}
+	if (rn != p->region_count)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: region count %lld does not match its extents",
+		                    (long long)p->region_count);
+	size_t es = ta_dtype_size(p->dtype);
+	if ((uint64_t)n > tile_bytes / es)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: the plan's tile has %lld elements of %s but the "
+		                    "tile memory holds %zu bytes",
+		                    (long long)n, ta_dtype_name(p->dtype), tile_bytes);
+	int64_t cnt = 1;
+	for (int a = 0; a < p->rank; a++) {
+		if (p->shape[a] < 1)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "cpu backend: iteration extent %lld on axis %d",
+			                    (long long)p->shape[a], a);
+		cnt *= p->shape[a];
+	}
+	if (cnt != p->count)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: count %lld does not match the iteration shape",
+		                    (long long)p->count);
+	if ((p->addr == TA_ADDR_REGION || p->addr == TA_ADDR_SCATTER) && p->rank != p->tile_rank)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: %s addressing needs an iteration rank equal to "
+		                    "the tile rank",
+		                    p->addr == TA_ADDR_REGION ? "region" : "scatter");
+	int need_index = p->addr == TA_ADDR_REGION    ? 0
+	                 : p->addr == TA_ADDR_INDEXED ? p->tile_rank
+	                                              : 1;
+	if ((unsigned)p->addr > TA_ADDR_FLAT || p->n_index != need_index ||
+	    (p->addr == TA_ADDR_SCATTER && (p->scatter_dim < 0 || p->scatter_dim >= p->tile_rank)))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: inconsistent addressing (form %d, %d index "
+		                    "arrays, dim %d)",
+		                    (int)p->addr, p->n_index, p->scatter_dim);
+	for (int i = 0; i < p->n_index; i++)
+		if (!p->index[i].data ||
+		    (p->index[i].dtype != TA_DTYPE_I32 && p->index[i].dtype != TA_DTYPE_I64) ||
+		    !operand_sane(p, &p->index[i]))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "cpu backend: index operand %d is missing or not "
+			                    "int32/int64",
+			                    i);
+	bool needs_values = p->op != TA_OP_LOAD;
+	if (needs_values &&
+	    (!p->values.data || p->values.dtype != p->dtype || !operand_sane(p, &p->values)))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: values are missing or not of dtype %s",
+		                    ta_dtype_name(p->dtype));
+	if (p->op == TA_OP_CAS &&
+	    (!p->compare.data || p->compare.dtype != p->dtype || !operand_sane(p, &p->compare)))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: cas compare values are missing or not of dtype "
+		                    "%s",
+		                    ta_dtype_name(p->dtype));
+	if (p->mask.data && (p->mask.dtype != TA_DTYPE_BOOL || !operand_sane(p, &p->mask)))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "cpu backend: mask is not bool");
+	if ((p->want_old || p->op == TA_OP_LOAD) && p->count > 0 && !p->old_out)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: want_old is set but old_out is NULL");
+	return TA_OK;
+}
+
+/* Chooses how elements of plan p are applied. */
+static cpu_kind choose_kind(const ta_plan *p, ta_op op)
+{
+	bool fetch_ok = ta_dtype_is_int(p->dtype); /* 32/64-bit integers */
+	switch (op) {
+	case TA_OP_ADD:
+		return fetch_ok ? K_FETCH_ADD : K_LOOP;
+	case TA_OP_AND:
+		return fetch_ok ? K_FETCH_AND : K_LOOP;
+	case TA_OP_OR:
+		return fetch_ok ? K_FETCH_OR : K_LOOP;
+	case TA_OP_XOR:
+		return fetch_ok ? K_FETCH_XOR : K_LOOP;
+	case TA_OP_EXCH:
+		return K_EXCH;
+	case TA_OP_CAS:
+		return K_CAS;
+	case TA_OP_LOAD:
+		return K_LOAD;
+	case TA_OP_STORE:
+		return K_STORE;
+	default: /* MIN, MAX */
+		return K_LOOP;
+	}
+}
+
+/* vtable apply: see ta_backend.h. */
+static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, const ta_plan *plan,
+                                ta_result *result, ta_error *err)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	ta_result none = {0, 0};
+	if (result)
+		*result = none;
+	if (!mem || !plan)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "cpu backend: no tile or no plan");
+	ta_status st = check_plan(plan, tile_bytes, err);
+	if (st != TA_OK)
+		return st;
+
+	cpu_apply *ap = calloc(1, sizeof(*ap));
+	if (!ap)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "cpu backend: out of memory for the apply state");
+	ap->plan = plan;
+	ap->mem = mem;
+	ap->esize = ta_dtype_size(plan->dtype);
+	ap->tile_elems = (int64_t)(tile_bytes / ap->esize);
+	ap->emask = ap->esize == 8 ? UINT64_MAX : (UINT64_C(1) << (ap->esize * 8)) - 1;
+	ap->op = plan->op == TA_OP_SUB ? TA_OP_ADD : plan->op;
+	ap->negate = plan->op == TA_OP_SUB;
+	ap->kind = choose_kind(plan, ap->op);
+	int64_t stride = 1;
+	for (int a = plan->tile_rank - 1; a >= 0; a--) {
+		ap->region_stride[a] = stride;
+		stride *= plan->extent[a];
+		ap->origin_offset += plan->origin[a] * plan->tile_stride[a];
+	}
+	size_t private_bytes =
+	    (size_t)plan->region_count * ap->esize + (size_t)(plan->region_count + 7) / 8;
+	ap->use_private = plan->space == TA_SPACE_SHARED && ta_op_shared_ok(plan->op) &&
+	                  !plan->want_old && private_bytes <= TA_CPU_PRIVATE_MAX &&
+	                  plan->region_count <= 4 * plan->count + 65536;
+	atomic_init(&ap->next_chunk, 0);
+	atomic_init(&ap->skipped, 0);
+	atomic_init(&ap->applied, 0);
+	atomic_init(&ap->violations, 0);
+
+	if (plan->count < TA_CPU_PARALLEL_MIN) {
+		ap->chunk = plan->count > 0 ? plan->count : 1;
+		ap->nchunks = plan->count > 0 ? 1 : 0;
+		participate(ap);
+	} else {
+		int64_t parts = (int64_t)(cb->nworkers + 1) * TA_CPU_CHUNKS_PER_PARTICIPANT;
+		int64_t chunk = (plan->count + parts - 1) / parts;
+		ap->chunk = chunk < TA_CPU_CHUNK_MIN ? TA_CPU_CHUNK_MIN : chunk;
+		ap->nchunks = (plan->count + ap->chunk - 1) / ap->chunk;
+		run_parallel(cb, ap);
+	}
+
+	uint64_t violations = atomic_load(&ap->violations);
+	if (result) {
+		result->skipped = atomic_load(&ap->skipped);
+		result->applied = atomic_load(&ap->applied);
+	}
+	free(ap);
+	if (violations)
+		return ta_error_set(err, TA_INTERNAL,
+		                    "cpu backend: %llu element(s) resolved outside the tile and "
+		                    "were not applied",
+		                    (unsigned long long)violations);
+	return TA_OK;
+}
+
+/* vtable tile_alloc: 64-byte aligned zeroed host memory. */
+static ta_status cpu_tile_alloc(ta_backend *be, size_t bytes, void **mem, ta_error *err)
+{
+	(void)be;
+	*mem = NULL;
+	if (bytes == 0)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "cpu backend: a tile needs at least one byte");
+	size_t rounded = (bytes + TA_CPU_TILE_ALIGN - 1) / TA_CPU_TILE_ALIGN * TA_CPU_TILE_ALIGN;
+	if (rounded < bytes)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "cpu backend: tile of %zu bytes is too large", bytes);
+	void *p = NULL;
+	int rc = posix_memalign(&p, TA_CPU_TILE_ALIGN, rounded);
+	if (rc != 0 || !p)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "cpu backend: cannot allocate %zu bytes of tile memory: %s",
+		                    bytes, strerror(rc ? rc : ENOMEM));
+	memset(p, 0, rounded);
+	*mem = p;
+	return TA_OK;
+}
+
+/* vtable tile_free. */
+static void cpu_tile_free(ta_backend *be, void *mem)
+{
+	(void)be;
+	free(mem);
+}
+
+/* vtable info. */
+static void cpu_info(ta_backend *be, ta_backend_info *info)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	memset(info, 0, sizeof(*info));
+	snprintf(info->name, sizeof(info->name), "cpu");
+	snprintf(info->device, sizeof(info->device), "%s", cb->device);
+	info->device_memory = 0;
+	info->compute_capability[0] = '\0';
+	info->workers = cb->nworkers;
+}
+
+/* Stops and joins the first n workers. */
+static void stop_workers(cpu_backend *cb, int n)
+{
+	pthread_mutex_lock(&cb->lock);
+	cb->stopping = true;
+	pthread_cond_broadcast(&cb->work_cv);
+	pthread_mutex_unlock(&cb->lock);
+	for (int i = 0; i < n; i++)
+		pthread_join(cb->threads[i], NULL);
+}
+
+/* vtable destroy. */
+static void cpu_destroy(ta_backend *be)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	stop_workers(cb, cb->nworkers);
+	pthread_cond_destroy(&cb->idle_cv);
+	pthread_cond_destroy(&cb->work_cv);
+	pthread_mutex_destroy(&cb->lock);
+	free(cb->threads);
+	free(cb);
+}
+
+/* The CPU backend's operations. */
+static const ta_backend_vtbl cpu_vtbl = {
+    .destroy = cpu_destroy,
+    .tile_alloc = cpu_tile_alloc,
+    .tile_free = cpu_tile_free,
+    .apply = cpu_apply_plan,
+    .info = cpu_info,
+};
+
+/* Fills buf with the CPU model name from /proc/cpuinfo and the online CPU count. */
+static void describe_cpu(char *buf, size_t n, long ncpu)
+{
+	char model[96] = "host CPU";
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (f) {
+		char line[256];
+		while (fgets(line, sizeof(line), f)) {
+			char *colon = strchr(line, ':');
+			if (strncmp(line, "model name", 10) == 0 && colon) {
+				colon++;
+				while (*colon == ' ' || *colon == '\t')
+					colon++;
+				colon[strcspn(colon, "\n")] = '\0';
+				snprintf(model, sizeof(model), "%s", colon);
+				break;
+			}
+		}
+		fclose(f);
+	}
+	snprintf(buf, n, "%s (%ld online CPUs)", model, ncpu);
+}
+
+ta_backend *ta_cpu_backend_new(int nthreads, ta_error *err)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpu < 1)
+		ncpu = 1;
+	int n =
+	    nthreads == 0 ? (int)(ncpu > TA_CPU_MAX_WORKERS ? TA_CPU_MAX_WORKERS : ncpu) : nthreads;
+	if (n < 2)
+		n = 2;
+	if (n > TA_CPU_MAX_WORKERS)
+		n = TA_CPU_MAX_WORKERS;
+
+	cpu_backend *cb = calloc(1, sizeof(*cb));
+	if (!cb) {
+		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "cpu backend: out of memory");
+		return NULL;
+	}
+	cb->base.vt = &cpu_vtbl;
+	describe_cpu(cb->device, sizeof(cb->device), ncpu);
+	cb->threads = calloc((size_t)n, sizeof(*cb->threads));
+	if (!cb->threads) {
+		free(cb);
+		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "cpu backend: out of memory");
+		return NULL;
+	}
+	int rc = pthread_mutex_init(&cb->lock, NULL);
+	if (rc == 0) {
+		rc = pthread_cond_init(&cb->work_cv, NULL);
+		if (rc == 0) {
+			rc = pthread_cond_init(&cb->idle_cv, NULL);
+			if (rc != 0)
+				pthread_cond_destroy(&cb->work_cv);
+		}
+		if (rc != 0)
+			pthread_mutex_destroy(&cb->lock);
+	}
+	if (rc != 0) {
+		free(cb->threads);
+		free(cb);
+		ta_error_set(err, TA_INTERNAL, "cpu backend: cannot initialise locks: %s",
+		             strerror(rc));
+		return NULL;
+	}
+	for (int i = 0; i < n; i++) {
+		rc = pthread_create(&cb->threads[i], NULL, worker_main, cb);
+		if (rc != 0) {
+			stop_workers(cb, i);
+			pthread_cond_destroy(&cb->idle_cv);
+			pthread_cond_destroy(&cb->work_cv);
+			pthread_mutex_destroy(&cb->lock);
+			free(cb->threads);
+			free(cb);
+			ta_error_set(err, rc == EAGAIN ? TA_RESOURCE_EXHAUSTED : TA_INTERNAL,
+			             "cpu backend: cannot start worker thread %d of %d: %s", i + 1,
+			             n, strerror(rc));
+			return NULL;
+		}
+	}
+	cb->nworkers = n;
+	return &cb->base;
+}
