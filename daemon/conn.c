@@ -118,9 +118,9 @@ static void item_work(ta_job *job)
 	if (item->synthetic) {
 		ta_dispatch_error(svc, 0, item->code, item->msg, true, &item->reply);
 	} else {
-		ta_dispatch_frame(svc, item->payload, item->len, &item->reply);
-		free(item->payload);
+		uint8_t *payload = item->payload;
 		item->payload = NULL;
+		ta_dispatch_frame_owned(svc, payload, item->len, &item->reply);
 	}
 }
 

@@ -2,8 +2,10 @@
  * max_frame is answered with RESOURCE_EXHAUSTED before anything is allocated, then the
  * connection closes); whole frames wait in a FIFO; at most one request of a connection
  * is on the executor at a time, so responses leave in request order while different
- * connections run in parallel. Reading pauses while the FIFO or the unsent responses are
- * over their bounds (backpressure) and resumes as they drain.
+ * connections run in parallel. Backpressure: reading pauses while the FIFO (max_pending
+ * requests, max_frame bytes) or the unsent responses (max_write_queue bytes) are over their
+ * bounds, and queued requests wait while the unsent responses are over theirs; both resume
+ * as the client takes its responses.
  *
  * End of a connection: EOF means "no more requests": the queued ones still run and are
  * answered, then the connection shuts down and closes. A read or write error closes at

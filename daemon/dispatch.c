@@ -369,6 +369,12 @@ static ta_status do_hello(resp_ctx *rc, const Tileatom__HelloRequest *h)
 	rc->hello.backend = rc->svc->info.name;
 	rc->resp.body_case = TILEATOM__RESPONSE__BODY_HELLO;
 	rc->resp.hello = &rc->hello;
+	if (ta_log_enabled(TA_LOG_DEBUG)) {
+		char shown[TA_NAME_MAX + 4];
+		ta_log(TA_LOG_DEBUG, "hello from '%s' (protocol %" PRIu32 ")",
+		       ta_name_for_message(h->client_name, shown, sizeof(shown)),
+		       h->protocol_version);
+	}
 	if (h->protocol_version != TA_PROTOCOL_VERSION)
 		return ta_error_set(&rc->err, TA_UNIMPLEMENTED,
 		                    "protocol version %" PRIu32
@@ -816,11 +822,15 @@ void ta_dispatch_error(ta_service *svc, uint64_t id, ta_status code, const char 
 	encode_reply(svc, &resp, close_after, out);
 }
 
-void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out)
+/* Decodes and runs one payload; frees it right after decoding when owned (the decoded
+ * message holds its own copy of every field). */
+static void dispatch(ta_service *svc, const uint8_t *payload, size_t len, uint8_t *owned,
+                     ta_reply *out)
 {
 	memset(out, 0, sizeof(*out));
 	atomic_fetch_add(&svc->requests, 1);
 	Tileatom__Request *req = tileatom__request__unpack(NULL, len, payload);
+	free(owned);
 	if (!req) {
 		char msg[160];
 		snprintf(msg, sizeof(msg),
@@ -856,4 +866,14 @@ void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_r
 	resp_ctx_free(rc);
 	free(rc);
 	tileatom__request__free_unpacked(req, NULL);
+}
+
+void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out)
+{
+	dispatch(svc, payload, len, NULL, out);
+}
+
+void ta_dispatch_frame_owned(ta_service *svc, uint8_t *payload, size_t len, ta_reply *out)
+{
+	dispatch(svc, payload, len, payload, out);
 }

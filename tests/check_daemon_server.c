@@ -791,8 +791,16 @@ START_TEST(test_tcp_loopback_and_refusal)
 	daemon_proc d;
 	const char *const extra[] = {"--listen", "127.0.0.1:0", NULL};
 	start_daemon(&d, extra);
-	char *err = slurp(d.err_path);
-	const char *at = strstr(err, "listening on tcp:127.0.0.1:");
+	/* The Unix socket comes up first: wait for the TCP line of the log. */
+	char *err = NULL;
+	const char *at = NULL;
+	for (long long deadline = now_ms() + 20000; !at && now_ms() < deadline;) {
+		free(err);
+		err = slurp(d.err_path);
+		at = strstr(err, "listening on tcp:127.0.0.1:");
+		if (!at)
+			usleep(10000);
+	}
 	ck_assert_ptr_nonnull(at);
 	int port = atoi(at + strlen("listening on tcp:127.0.0.1:"));
 	free(err);
@@ -888,6 +896,32 @@ START_TEST(test_stale_socket_and_bad_usage)
 }
 END_TEST
 
+START_TEST(test_socket_group)
+{
+	char gid[32];
+	snprintf(gid, sizeof(gid), "%u", (unsigned)getegid());
+	const char *const extra[] = {"--socket-group", gid, NULL};
+	daemon_proc d;
+	start_daemon(&d, extra);
+	struct stat st;
+	ck_assert_int_eq(stat(d.sock, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0660);
+	ck_assert_uint_eq(st.st_gid, getegid());
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+
+	const char *const bad[] = {"--socket-group", "no-such-group-tileatom", NULL};
+	start_daemon_ex(&d, bad, true, &status);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	char *err = slurp(d.err_path);
+	ck_assert_ptr_nonnull(
+	    strstr(err, "<3>socket_group: no group named 'no-such-group-tileatom'"));
+	free(err);
+	cleanup(&d);
+}
+END_TEST
+
 /* The suite. */
 static Suite *server_suite(void)
 {
@@ -904,6 +938,7 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, test_notify_ready_stopping);
 	tcase_add_test(tc, test_tcp_loopback_and_refusal);
 	tcase_add_test(tc, test_stale_socket_and_bad_usage);
+	tcase_add_test(tc, test_socket_group);
 	suite_add_tcase(s, tc);
 	return s;
 }
