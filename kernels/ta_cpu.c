@@ -16,8 +16,9 @@
  *    default floating-point environment of the process is assumed), like the GPU's
  *    atom.global.add.f32. float64 add is plain IEEE double. float16/bfloat16 add rounds the
  *    exact sum (computed in double) once to nearest even, no flushing (.noftz). A NaN
- *    result of add/sub is stored as the canonical NaN (0x7fff, 0x7fffffff,
- *    0x7fffffffffffffff). Float sub adds the operand with its sign bit flipped.
+ *    result of float32/16-bit add/sub is stored as the canonical NaN (0x7fffffff, 0x7fff);
+ *    float64 propagates NaN bits as sm_90's atom.add.f64 does (ta_plan.h). Float sub adds
+ *    the operand with its sign bit flipped.
  *  - Float min/max (a CAS loop on the bit pattern): a NaN in the tile stays; otherwise a
  *    NaN operand's bits are stored; otherwise the comparison with -0.0 < +0.0 decides
  *    (min stores the operand when operand < current, max when current < operand).
@@ -226,9 +227,14 @@ static uint64_t float_add(ta_dtype dt, uint64_t cur, uint64_t v)
 		return f32_flush(bits_f32(r));
 	}
 	case TA_DTYPE_F64: {
+		/* As sm_90's atom.add.f64: NaN bits propagate unchanged (operand first). */
+		if (isnan(f64_of(v)))
+			return v;
+		if (isnan(f64_of(cur)))
+			return cur;
 		double r = f64_of(cur) + f64_of(v);
 		if (isnan(r))
-			return UINT64_C(0x7fffffffffffffff);
+			return UINT64_C(0xfff8000000000000);
 		return bits_f64(r);
 	}
 	case TA_DTYPE_F16:

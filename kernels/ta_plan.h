@@ -30,8 +30,9 @@
  *  - float32 add/sub flush subnormal inputs and results to a zero of the same sign (as the
  *    GPU's global atom.add.f32 does); float64 does not; float16/bfloat16 round the exact
  *    sum once to nearest even (.noftz). Sub adds the operand with its sign bit flipped.
- *    A NaN result of add/sub is stored as the canonical NaN: 0x7fff (16-bit), 0x7fffffff,
- *    0x7fffffffffffffff.
+ *    A NaN result of float32/16-bit add/sub is stored as the canonical NaN 0x7fffffff /
+ *    0x7fff; float64 follows sm_90's atom.add.f64: a NaN operand's bits are stored, else a
+ *    NaN tile value stays, else (inf - inf) 0xfff8000000000000.
  *  - float min/max: -0.0 < +0.0; a NaN in the tile stays; otherwise a NaN operand's bits
  *    are stored; otherwise the ordinary comparison decides.
  *  - exch/cas work on bit patterns (cas: -0.0 != +0.0; a NaN equals identical NaN bits).

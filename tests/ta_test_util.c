@@ -351,6 +351,17 @@ static uint64_t ref_float_add(ta_dtype dt, uint64_t a, uint64_t b)
 		memcpy(&ur, &r, 4);
 		return ur;
 	}
+	if (dt == TA_DTYPE_F64) {
+		/* sm_90 atom.add.f64: the operand's NaN bits, else the tile's, else inf - inf
+		 * gives the negative default NaN. */
+		if (ta_tu_is_nan(dt, b))
+			return b;
+		if (ta_tu_is_nan(dt, a))
+			return a;
+		double x = ta_tu_decode(dt, a) + ta_tu_decode(dt, b);
+		if (isnan(x))
+			return UINT64_C(0xfff8000000000000);
+	}
 	if (ta_tu_is_nan(dt, a) || ta_tu_is_nan(dt, b))
 		return ta_tu_canonical_nan(dt);
 	double r = ta_tu_decode(dt, a) + ta_tu_decode(dt, b);

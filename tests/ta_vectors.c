@@ -3,8 +3,9 @@
  * written out by hand from the rules in ta_plan.h; the sweep's come from the sequential
  * reference in ta_test_util.c. Float results that differ between CPUs and GPUs in
  * practice are pinned down: f32 add flushes subnormal inputs and results (checked against
- * sm_90's atom.global.add.f32, which gives the same bits), NaN results of add are the
- * canonical NaN, 16-bit adds round once to nearest even. */
+ * sm_90's atom.global.add.f32, which gives the same bits), NaN results of float32 and
+ * 16-bit add are the canonical NaN (float64 propagates NaN bits as atom.add.f64 does),
+ * and 16-bit adds round once to nearest even. */
 #include "ta_vectors.h"
 
 #include <inttypes.h>
@@ -339,15 +340,15 @@ static const ta_vector vectors[] = {
      .op = TA_OP_ADD,
      .values = A1("#0000000000000001 0x1p-53 0x1p-53 -0", 4),
      .tile = "#0000000000000002 1 0x1.0000000000002p+0 -0"},
-    {.name = "float64 add of NaN or inf - inf stores the canonical NaN (ta_plan.h rule; "
-             "sm_90 atom.add.f64 propagates NaN bits instead)",
+    {.name = "float64 add: a NaN operand's bits, else the tile's NaN bits, propagate; "
+             "inf - inf gives 0xfff8000000000000 (sm_90 atom.add.f64)",
      .dtype = TA_DTYPE_F64,
      .rank = 1,
      .shape = {3},
      .init = "1 #7ff8000000000001 inf",
      .op = TA_OP_ADD,
      .values = A1("#fff8000000000002 1 -inf", 3),
-     .tile = "cnan cnan cnan"},
+     .tile = "#fff8000000000002 #7ff8000000000001 #fff8000000000000"},
     {.name = "float64 sub",
      .dtype = TA_DTYPE_F64,
      .rank = 1,
