@@ -312,22 +312,28 @@ static int recv_some(tileatom_client *c, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-/* When a send failed, the daemon may have explained why in a response (e.g. a frame over
- * its size limit): use that message for err if the oldest queued frame has one. */
-static void explain_send_failure(tileatom_client *c, tileatom_error *err)
+/* When a send failed, the daemon may have explained why in a response before closing (e.g.
+ * a frame over its size limit). If the oldest queued frame is such an error, err gets the
+ * daemon's status and message (with the socket error after it). Returns err's code. */
+static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 {
-	if (c->rxq_count == 0 || !err)
-		return;
+	if (!err)
+		return TILEATOM_E_IO;
+	if (c->rxq_count == 0)
+		return err->code;
 	tac_frame *f = &c->rxq[c->rxq_head];
 	Tileatom__Response *r = tileatom__response__unpack(NULL, f->len, f->data);
 	if (!r)
-		return;
-	if (r->status != TILEATOM__STATUS__OK && r->message && *r->message) {
+		return err->code;
+	int code = (int)r->status;
+	if (code >= TILEATOM_E_INVALID_ARGUMENT && code <= TILEATOM_E_INTERNAL && r->message &&
+	    *r->message) {
 		char saved[TILEATOM_MSG_MAX];
 		snprintf(saved, sizeof(saved), "%s", err->message);
-		tac_err(err, TILEATOM_E_IO, "%s (tileatomd: %s)", saved, r->message);
+		tac_err(err, code, "tileatomd: %s (%s)", r->message, saved);
 	}
 	tileatom__response__free_unpacked(r, NULL);
+	return err->code;
 }
 
 /* Writes all of buf, draining incoming responses whenever the socket is not writable. */
@@ -354,10 +360,8 @@ static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int64_t 
 				               strerror(errno));
 			if (revents & (POLLIN | POLLHUP | POLLERR)) {
 				int rc = recv_some(c, err);
-				if (rc != TILEATOM_OK) {
-					explain_send_failure(c, err);
-					return rc;
-				}
+				if (rc != TILEATOM_OK)
+					return explain_send_failure(c, err);
 			}
 			continue;
 		}
@@ -365,8 +369,7 @@ static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int64_t 
 		        n < 0 ? strerror(errno) : "nothing written");
 		/* Pick up an explanation the daemon may have sent before closing. */
 		(void)recv_some(c, NULL);
-		explain_send_failure(c, err);
-		return TILEATOM_E_IO;
+		return explain_send_failure(c, err);
 	}
 	return TILEATOM_OK;
 }

@@ -435,6 +435,28 @@ START_TEST(test_cli_hist_range)
 	       "", "numpy edges bins");
 	CLI(&r, NULL, "rm", "hn");
 	expect(&r, 0, "", "", "rm");
+
+	/* The bin edges of numpy.linspace(0.1, 0.7, 8) and their neighbours one ulp below and
+	 * above; numpy.histogram(x, bins=7, range=(0.1, 0.7)) gives [3, 3, 3, 3, 3, 3, 4] and
+	 * leaves 0.09999999999999999 and 0.7000000000000001 outside. */
+	CLI(&r, NULL, "create", "hu", "--dtype", "int64", "--shape", "7");
+	expect(&r, 0, "", "", "create");
+	CLI(&r,
+	    "0.1 0.18571428571428572 0.27142857142857146 0.3571428571428571 0.44285714285714284 "
+	    "0.5285714285714286 0.6142857142857142 0.7 0.09999999999999999 0.1857142857142857 "
+	    "0.2714285714285714 0.35714285714285704 0.4428571428571428 0.5285714285714285 "
+	    "0.6142857142857141 0.6999999999999998 0.10000000000000002 0.18571428571428575 "
+	    "0.2714285714285715 0.35714285714285715 0.4428571428571429 0.5285714285714287 "
+	    "0.6142857142857143 0.7000000000000001\n",
+	    "hist", "hu", "--range", "0.1:0.7");
+	expect(&r, 0, "added 22 outside 2\n", "", "hist numpy ulps");
+	CLI(&r, NULL, "get", "hu", "--json");
+	expect(&r, 0,
+	       "{\"name\": \"hu\", \"dtype\": \"int64\", \"shape\": [7], \"values\": [3, 3, 3, 3, "
+	       "3, 3, 4]}\n",
+	       "", "numpy ulp bins");
+	CLI(&r, NULL, "rm", "hu");
+	expect(&r, 0, "", "", "rm");
 }
 END_TEST
 
