@@ -149,7 +149,7 @@ typedef struct tileatom_region {
 
 /* How a memory op (gather, scatter store, atomic load/store) addresses the tile. */
 typedef enum tileatom_addr_kind {
-	TILEATOM_ADDR_REGION = 0,  /* element-wise over `region` (NULL: the whole tile) */
+	TILEATOM_ADDR_REGION = 0,  /* element-wise over `region` (NULL: the window) */
 	TILEATOM_ADDR_SCATTER = 1, /* torch.scatter_ rules: index[0] addresses axis `dim` */
 	TILEATOM_ADDR_INDEXED = 2, /* one index array per tile axis, broadcast together */
 	TILEATOM_ADDR_FLAT = 3     /* index[0] holds row-major offsets into the window */
@@ -158,7 +158,7 @@ typedef enum tileatom_addr_kind {
 /* Addressing of a memory op. Index arrays are INT32 or INT64. */
 typedef struct tileatom_addr {
 	tileatom_addr_kind kind;       /* which form */
-	const tileatom_region *region; /* REGION: the box (NULL: the whole tile) */
+	const tileatom_region *region; /* REGION: the box (NULL: the window or whole tile) */
 	int dim;                       /* SCATTER: the axis the indices address */
 	int n_index;                   /* INDEXED: the tile rank; SCATTER and FLAT: 1 */
 	const tileatom_array *index;   /* n_index index arrays */
@@ -173,7 +173,8 @@ typedef struct tileatom_op_options {
 	const tileatom_array *mask; /* optional BOOL mask broadcast to the element shape */
 	bool check_bounds;          /* default true: out-of-range elements are skipped and
 	                               counted; false: any out-of-range index fails the request */
-	bool want_old;              /* return the pre-RMW values into old_out */
+	bool want_old;              /* return the pre-RMW values into old_out (masked-off
+	                               and skipped elements: CAS's expected value, else 0) */
 	void *old_out;              /* synchronous calls: receives the old values (dtype of the
 	                               tile, element shape, packed) when want_old */
 	size_t old_out_size;        /* bytes available at old_out */
@@ -192,7 +193,7 @@ typedef struct tileatom_op_result {
 	uint64_t applied;                     /* elements applied (not masked, not skipped) */
 	int old_rank;                         /* rank of the returned old/loaded values */
 	int64_t old_shape[TILEATOM_MAX_RANK]; /* their shape */
-	size_t old_bytes;                     /* bytes of them copied to the output buffer */
+	size_t old_bytes;                     /* their size in bytes (copied when it fits) */
 } tileatom_op_result;
 
 /* What a tile is. */
