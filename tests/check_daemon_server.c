@@ -5,7 +5,8 @@
  * oversized / truncated frames answered and closed while another client goes on, the
  * connection limit, a client vanishing mid-request, backpressure on a client that does
  * not read, TCP on loopback (and refused elsewhere), stale socket files, SIGTERM under
- * load. Set TA_TEST_DAEMON to test another binary. */
+ * load. Set TA_TEST_DAEMON to test another binary or a wrapper script (which may append
+ * `--backend cuda`; then set TA_TEST_BACKEND=cuda), TA_TEST_KEEP to keep the logs. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -371,7 +372,9 @@ START_TEST(test_start_ping_stop)
 	ck_assert_ptr_nonnull(resp);
 	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
 	ck_assert_uint_eq(resp->hello->protocol_version, 1);
-	ck_assert_str_eq(resp->hello->backend, "cpu");
+	/* A wrapper in TA_TEST_DAEMON may pick another backend (TA_TEST_BACKEND names it). */
+	const char *backend = getenv("TA_TEST_BACKEND");
+	ck_assert_str_eq(resp->hello->backend, backend ? backend : "cpu");
 	tileatom__response__free_unpacked(resp, NULL);
 	ping_ok(fd, 2);
 	resp = get_stats(fd);
