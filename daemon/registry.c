@@ -41,7 +41,7 @@ const char *ta_name_for_message(const char *name, char *buf, size_t size)
 	size_t i = 0, limit = size > 4 ? size - 4 : 0;
 	if (limit > TA_NAME_MAX)
 		limit = TA_NAME_MAX;
-	for (; name[i] && i < limit; i++)
+	for (; i < limit && name[i]; i++)
 		buf[i] = isprint((unsigned char)name[i]) ? name[i] : '?';
 	if (name[i] && size >= 4) {
 		memcpy(buf + i, "...", 3);

@@ -808,11 +808,12 @@ static void run_parallel(cpu_backend *cb, cpu_apply *ap)
 {
 	cpu_job job = {.next = NULL, .ap = ap, .helpers = 0, .queued = true};
 	pthread_mutex_lock(&cb->lock);
+	/* job lives on this stack frame: it leaves the queue before this function returns. */
 	if (cb->tail)
 		cb->tail->next = &job;
 	else
-		cb->head = &job;
-	cb->tail = &job;
+		cb->head = &job; // cppcheck-suppress autoVariables
+	cb->tail = &job;         // cppcheck-suppress autoVariables
 	pthread_cond_broadcast(&cb->work_cv);
 	pthread_mutex_unlock(&cb->lock);
 

@@ -169,12 +169,15 @@ static char *slurp(const char *path)
 	ck_assert_ptr_nonnull(f);
 	size_t cap = 4096, len = 0;
 	char *buf = malloc(cap);
+	ck_assert_ptr_nonnull(buf);
 	size_t n;
 	while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
 		len += n;
 		if (cap - len < 2) {
 			cap *= 2;
-			buf = realloc(buf, cap);
+			char *bigger = realloc(buf, cap);
+			ck_assert_ptr_nonnull(bigger);
+			buf = bigger;
 		}
 	}
 	buf[len] = '\0';
