@@ -1,1 +1,52 @@
-# tests/cuda.mk
+# tests/cuda.mk: tests and benchmark of the CUDA backend.
+#  - check_cuda: the backend-neutral vectors, the reference sweep and the large shared-space
+#    cases (tests/ta_vectors.h) on the CUDA backend, a differential test against the CPU
+#    backend, and runtime checks (info, allocation failure, concurrency, sticky errors).
+#    Built with or without CUDA; exits 77 (skip) with the reason when no GPU is usable.
+#  - check_ptx: checks the lowering of every legal variant (kernels/ta_lower.c) against the
+#    PTX of the built kernels (nvcc -ptx of kernels/ta_cuda.cu); needs nvcc, not a GPU.
+#  - bench_gpu (CUDA builds, not run by make check): kernel timings with CUDA events
+#    against torch figures (tests/bench_torch.py); see scripts/gpu-run.sh.
+if HAVE_CHECK
+check_PROGRAMS += tests/check_cuda
+TESTS += tests/check_cuda
+endif
+check_PROGRAMS += tests/check_ptx
+TESTS += tests/check_ptx
+
+tests_check_cuda_SOURCES = tests/check_cuda.c $(TA_VECTORS_SOURCES)
+tests_check_cuda_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests $(CUDA_CPPFLAGS)
+tests_check_cuda_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_cuda_LDADD = $(TACORE_LIBS) $(CHECK_LIBS)
+
+tests_check_ptx_SOURCES = tests/check_ptx.c
+tests_check_ptx_LDADD = $(TACORE_LIBS)
+EXTRA_DIST += tests/bench_torch.py scripts/gpu-run.sh doc/GPU-RESULTS.md \
+	kernels/ta_cuda_private.h
+
+if USE_CUDA
+# Header dependencies of the CUDA object: the .cu.o suffix rule of kernels/local.mk tracks
+# none, so a changed kernel header would otherwise leave a stale object.
+TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh \
+	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/kernels/ta_backend.h \
+	$(top_srcdir)/kernels/ta_plan.h $(top_srcdir)/kernels/ta_types.h \
+	$(top_srcdir)/kernels/ta_ops.def
+kernels/ta_cuda.$(OBJEXT): $(TA_CUDA_DEPS)
+
+# The PTX of the kernels, for check_ptx (device compilation only).
+TA_PTX_ARCH = $(patsubst sm_%,compute_%,$(CUDA_ARCH))
+tests/ta_cuda.ptx: $(top_srcdir)/kernels/ta_cuda.cu $(TA_CUDA_DEPS)
+	@$(MKDIR_P) tests
+	$(AM_V_GEN)$(NVCC) -std=c++17 -O3 -arch=$(TA_PTX_ARCH) $(DEFS) -I$(top_builddir) \
+		-I$(top_srcdir)/kernels -ptx -o $@ $(top_srcdir)/kernels/ta_cuda.cu
+EXTRA_tests_check_ptx_DEPENDENCIES = tests/ta_cuda.ptx
+tests_check_ptx_CPPFLAGS = $(AM_CPPFLAGS) -DTA_PTX_FILE='"$(abs_top_builddir)/tests/ta_cuda.ptx"'
+CLEANFILES += tests/ta_cuda.ptx
+
+noinst_PROGRAMS += tests/bench_gpu
+tests_bench_gpu_SOURCES = tests/bench_gpu.c
+tests_bench_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_bench_gpu_LDADD = $(TACORE_LIBS)
+else
+tests_check_ptx_CPPFLAGS = $(AM_CPPFLAGS)
+endif

@@ -1,0 +1,875 @@
+/* ta_cuda.cu: the CUDA backend (ta_backend.h): tiles in device memory, requests applied by
+ * the prebuilt kernels of ta_cuda_kernels.cuh.
+ *
+ * Happy path of apply: take a free staging slot (a stream, a pinned host buffer and a
+ * device buffer; a small pool guarded by a mutex, one slot per concurrent caller), copy
+ * the plan's host operands into the pinned buffer, one cudaMemcpyAsync to the device,
+ * launch the kernel with a copy of the plan whose pointers are rewritten to the device
+ * buffer, copy the counters and old values back, synchronize that stream, release the
+ * slot.
+ *
+ * Failure modes: every CUDA call is checked. Allocation failures (cudaMalloc,
+ * cudaHostAlloc) give RESOURCE_EXHAUSTED and clear the error; a sticky device error (an
+ * illegal address, a launch failure: the context is lost) is logged to stderr once and
+ * every later call reports it as INTERNAL with the CUDA error text; other CUDA errors give
+ * INTERNAL for that call only. */
+#include <cuda_runtime.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utility>
+
+#include "ta_backend.h"
+#include "ta_cuda_private.h"
+#include "ta_cuda_kernels.cuh"
+
+using ta::kargs;
+
+/* ---- the kernel table, generated from ta_ops.def ---------------------------------------*/
+
+/* Signature of every kernel. */
+typedef void (*ta_kfn)(const kargs);
+
+/* Values of the dtypes column of TA_OP and of the kind column of TA_DTYPE. */
+enum { TA_OPD_ANY = 0, TA_OPD_INT = 1 };
+enum { TA_KIND_INT = 0, TA_KIND_FLOAT = 1, TA_KIND_MASK = 2 };
+
+/* Per op: which dtypes it accepts (from ta_ops.def). */
+static constexpr int op_dtypes[TA_OP_COUNT] = {
+    TA_OPD_ANY,
+#define TA_OP(id, name, dtypes, scatter, shared, red, sems) TA_OPD_##dtypes,
+#include "ta_ops.def"
+#undef TA_OP
+};
+/* Per op: 1 when space shared is defined for it (from ta_ops.def). */
+static constexpr int op_shared[TA_OP_COUNT] = {
+    0,
+#define TA_OP(id, name, dtypes, scatter, shared, red, sems) shared,
+#include "ta_ops.def"
+#undef TA_OP
+};
+/* Per dtype: INT, FLOAT or MASK (from ta_ops.def); NONE is MASK (no tile). */
+static constexpr int dtype_kind[TA_DTYPE_COUNT] = {
+    TA_KIND_MASK,
+#define TA_DTYPE(id, name, size, kind, sgn, bits, arith) TA_KIND_##kind,
+#include "ta_ops.def"
+#undef TA_DTYPE
+};
+
+/* True when a global-space kernel exists for (dtype, op). */
+static constexpr bool legal_global(int dt, int op)
+{
+	return op > TA_OP_NONE && op < TA_OP_COUNT && dt > TA_DTYPE_NONE && dt < TA_DTYPE_COUNT &&
+	       dtype_kind[dt] != TA_KIND_MASK &&
+	       (op_dtypes[op] == TA_OPD_ANY || dtype_kind[dt] == TA_KIND_INT);
+}
+/* True when a shared-space kernel exists for (dtype, op). */
+static constexpr bool legal_shared(int dt, int op)
+{
+	return legal_global(dt, op) && op_shared[op];
+}
+/* The kernel op of a table op: SUB runs the ADD kernels with the operand negated. */
+static constexpr int kernel_op(int op)
+{
+	return op == TA_OP_SUB ? TA_OP_ADD : op;
+}
+
+/* Number of loop modes (ta::kmode). */
+#define TA_MODES 3
+/* Kernel tables, indexed [mode][dtype][op]; NULL where the table has no variant. */
+static ta_kfn g_global[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
+static ta_kfn g_shared[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
+/* Resident blocks per SM of each global kernel (0: not computed yet). */
+static int g_global_occ[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
+/* Fills the tables once. */
+static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
+
+/* Fills the table entries of dtype DT for every op in OPS. */
+template <int DT, int... OPS> static void fill_dtype(std::integer_sequence<int, OPS...>)
+{
+	(
+	    [] {
+		    constexpr int OP = OPS;
+		    if constexpr (legal_global(DT, OP)) {
+			    g_global[0][DT][OP] = &ta::k_global<DT, kernel_op(OP), ta::M_GENERAL>;
+			    g_global[1][DT][OP] = &ta::k_global<DT, kernel_op(OP), ta::M_REGION>;
+			    g_global[2][DT][OP] = &ta::k_global<DT, kernel_op(OP), ta::M_FLAT>;
+		    }
+		    if constexpr (legal_shared(DT, OP)) {
+			    g_shared[0][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_GENERAL>;
+			    g_shared[1][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_REGION>;
+			    g_shared[2][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_FLAT>;
+		    }
+	    }(),
+	    ...);
+}
+/* Fills the tables for every dtype in DTS. */
+template <int... DTS> static void fill_all(std::integer_sequence<int, DTS...>)
+{
+	(fill_dtype<DTS>(std::make_integer_sequence<int, TA_OP_COUNT>{}), ...);
+}
+/* pthread_once routine of the tables. */
+static void fill_tables(void)
+{
+	fill_all(std::make_integer_sequence<int, TA_DTYPE_COUNT>{});
+}
+
+extern "C" int ta_cuda_kernel_count(void)
+{
+	pthread_once(&g_tables_once, fill_tables);
+	int n = 0;
+	for (int f = 0; f < TA_MODES; f++)
+		for (int d = 0; d < TA_DTYPE_COUNT; d++)
+			for (int o = 0; o < TA_OP_COUNT; o++)
+				n += (g_global[f][d][o] && o != TA_OP_SUB) +
+				     (g_shared[f][d][o] && o != TA_OP_SUB);
+	return n;
+}
+
+extern "C" const char *ta_cuda_path_name(ta_cuda_path path)
+{
+	switch (path) {
+	case TA_CUDA_PATH_GLOBAL:
+		return "global";
+	case TA_CUDA_PATH_GLOBAL_FAST:
+		return "global-fast";
+	case TA_CUDA_PATH_SHARED:
+		return "shared";
+	case TA_CUDA_PATH_SHARED_FAST:
+		return "shared-fast";
+	default:
+		return "none";
+	}
+}
+
+/* ---- plan analysis and launch -----------------------------------------------------------*/
+
+/* Largest private window (bytes) chosen automatically for a space-global request. */
+#define TA_AUTO_SHARED_MAX (16u * 1024u)
+/* Largest private window (bytes) used for an explicit space-shared request; larger
+ * windows run the global path (same result). */
+#define TA_SHARED_MAX (96u * 1024u)
+
+/* Elements of an operand's data reachable from the plan's iteration shape (0 when the
+ * operand is absent). */
+static int64_t operand_span(const ta_plan *p, const ta_operand *op)
+{
+	if (!op->data)
+		return 0;
+	int64_t span = 1;
+	for (int a = 0; a < p->rank; a++)
+		span += (p->shape[a] - 1) * op->stride[a];
+	return span;
+}
+
+/* 1 when op is contiguous over the iteration shape, 0 when scalar (all strides 0), -1
+ * otherwise. */
+static int operand_layout(const ta_plan *p, const ta_operand *op)
+{
+	bool scalar = true, contig = true;
+	int64_t want = 1;
+	for (int a = p->rank - 1; a >= 0; a--) {
+		if (op->stride[a] != 0)
+			scalar = false;
+		if (p->shape[a] > 1 && op->stride[a] != want)
+			contig = false;
+		want *= p->shape[a];
+	}
+	return scalar ? 0 : contig ? 1 : -1;
+}
+
+/* True when pointer q is 16-byte aligned. */
+static bool aligned16(const void *q)
+{
+	return ((uintptr_t)q & 15u) == 0;
+}
+
+/* Checks the plan against the tile and fills the launch arguments (everything but the
+ * path choice). */
+static ta_status check_plan(const ta_plan *p, size_t tile_bytes, kargs *a, ta_error *err)
+{
+	size_t es = ta_dtype_size(p->dtype);
+	if (!ta_dtype_is_tile(p->dtype))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has no tile dtype (%d)",
+		                    (int)p->dtype);
+	if (p->op <= TA_OP_NONE || p->op >= TA_OP_COUNT || !ta_op_accepts_dtype(p->op, p->dtype))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "no kernel for op %s on dtype %s",
+		                    ta_op_name(p->op), ta_dtype_name(p->dtype));
+	if ((unsigned)p->sem >= TA_SEM_COUNT || (unsigned)p->scope >= TA_SCOPE_COUNT ||
+	    !ta_op_sem_ok(p->op, p->sem))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "no kernel for op %s with sem %s",
+		                    ta_op_name(p->op), ta_sem_name(p->sem));
+	if (p->tile_rank < 1 || p->tile_rank > TA_MAX_RANK || p->rank < 0 || p->rank > TA_MAX_RANK)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has a bad rank");
+	int64_t tile_elems = 1, stride = 1;
+	for (int a = p->tile_rank - 1; a >= 0; a--) {
+		if (p->tile_shape[a] < 1 || p->tile_stride[a] != stride || p->origin[a] < 0 ||
+		    p->extent[a] < 1 || p->origin[a] + p->extent[a] > p->tile_shape[a])
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "plan region does not fit its tile along axis %d", a);
+		stride *= p->tile_shape[a];
+	}
+	tile_elems = stride;
+	if ((uint64_t)tile_elems * es > tile_bytes)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "plan tile of %lld elements exceeds the %zu-byte tile",
+		                    (long long)tile_elems, tile_bytes);
+	int64_t count = 1;
+	for (int a = 0; a < p->rank; a++) {
+		if (p->shape[a] < 1)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has an empty axis");
+		count *= p->shape[a];
+	}
+	if (count != p->count)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "plan count does not match its shape");
+	if (p->op != TA_OP_LOAD && !p->values.data)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has no values");
+	if (p->op == TA_OP_CAS && !p->compare.data)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "cas plan has no compare values");
+	if (p->op == TA_OP_STORE && p->want_old)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "store returns no old values (use exch for that)");
+	if (p->want_old && !p->old_out)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "plan wants old values but has no "
+		                    "output buffer");
+	if (p->addr == TA_ADDR_REGION) {
+		if (p->rank != p->tile_rank)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "region plan rank mismatch");
+		for (int a = 0; a < p->rank; a++)
+			if (p->shape[a] != p->extent[a])
+				return ta_error_set(err, TA_INVALID_ARGUMENT,
+				                    "region plan shape mismatch");
+	} else {
+		int want = p->addr == TA_ADDR_INDEXED ? p->tile_rank : 1;
+		if ((unsigned)p->addr > TA_ADDR_FLAT || p->n_index != want)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has %d index arrays",
+			                    p->n_index);
+		if (p->addr == TA_ADDR_SCATTER &&
+		    (p->scatter_dim < 0 || p->scatter_dim >= p->tile_rank ||
+		     p->rank != p->tile_rank))
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "bad scatter plan");
+		for (int i = 0; i < want; i++)
+			if (!p->index[i].data || (p->index[i].dtype != TA_DTYPE_I32 &&
+			                          p->index[i].dtype != TA_DTYPE_I64))
+				return ta_error_set(err, TA_INVALID_ARGUMENT,
+				                    "plan index %d is missing or not int32/int64",
+				                    i);
+	}
+	memset(a, 0, sizeof(*a));
+	a->p = *p;
+	a->tile_elems = tile_elems;
+	a->ss = (int)p->sem * 4 + (int)p->scope;
+	a->negate = p->op == TA_OP_SUB;
+	return TA_OK;
+}
+
+/* Decides fast loop and shared window for a checked plan; fills a and returns the path. */
+static ta_cuda_path choose_path(const ta_plan *p, kargs *a, size_t smem_optin)
+{
+	size_t es = ta_dtype_size(p->dtype);
+	/* the region's offset range and contiguity */
+	int64_t lo = 0, hi = 0;
+	for (int t = 0; t < p->tile_rank; t++) {
+		lo += p->origin[t] * p->tile_stride[t];
+		hi += (p->origin[t] + p->extent[t] - 1) * p->tile_stride[t];
+	}
+	bool contiguous = hi - lo + 1 == p->region_count;
+	/* the fast loop: REGION or FLAT over a contiguous region, operands contiguous or
+	 * scalar and aligned */
+	bool fast = contiguous && (p->addr == TA_ADDR_REGION || p->addr == TA_ADDR_FLAT);
+	const ta_operand *ops[3] = {&p->values, &p->compare, &p->mask};
+	int *vec[3] = {&a->vals_vec, &a->cmp_vec, &a->mask_vec};
+	for (int i = 0; i < 3 && fast; i++) {
+		if (!ops[i]->data)
+			continue;
+		int lay = operand_layout(p, ops[i]);
+		if (lay < 0 || !aligned16(ops[i]->data))
+			fast = false;
+		*vec[i] = lay == 1;
+	}
+	if (fast && p->addr == TA_ADDR_FLAT) /* flat offsets are 32-bit in the fast loop */
+		fast = operand_layout(p, &p->index[0]) == 1 && aligned16(p->index[0].data) &&
+		       p->region_count < ((int64_t)1 << 31);
+	if (fast && p->want_old)
+		fast = aligned16(p->old_out);
+	a->mode = !fast ? ta::M_GENERAL : p->addr == TA_ADDR_FLAT ? ta::M_FLAT : ta::M_REGION;
+	a->base = lo;
+
+	/* the shared window: explicit for space shared; automatic when the result is the
+	 * same bit for bit (integer add/sub/and/or/xor, min/max of any dtype; relaxed, no
+	 * output) and many elements land on a small window */
+	int64_t win_bytes = (hi - lo + 1) * (int64_t)es;
+	bool shared = false;
+	if (ta_op_shared_ok(p->op) && !p->want_old) {
+		if (p->space == TA_SPACE_SHARED)
+			shared =
+			    win_bytes <= (int64_t)TA_SHARED_MAX && win_bytes <= (int64_t)smem_optin;
+		else {
+			bool exact =
+			    ta_dtype_is_int(p->dtype) || p->op == TA_OP_MIN || p->op == TA_OP_MAX;
+			shared = exact && p->sem == TA_SEM_RELAXED && p->addr != TA_ADDR_REGION &&
+			         win_bytes <= (int64_t)TA_AUTO_SHARED_MAX &&
+			         p->count >= 4 * (hi - lo + 1);
+		}
+	}
+	if (shared) {
+		a->lo = lo;
+		a->win = hi - lo + 1;
+		return fast ? TA_CUDA_PATH_SHARED_FAST : TA_CUDA_PATH_SHARED;
+	}
+	return fast ? TA_CUDA_PATH_GLOBAL_FAST : TA_CUDA_PATH_GLOBAL;
+}
+
+/* Formats a CUDA error into err as INTERNAL: what failed, the error name and text. */
+static ta_status cuda_error(ta_error *err, cudaError_t e, const char *what)
+{
+	return ta_error_set(err, TA_INTERNAL, "%s: %s (%s)", what, cudaGetErrorName(e),
+	                    cudaGetErrorString(e));
+}
+
+extern "C" ta_status ta_cuda_launch_plan(const ta_plan *dp, void *dev_tile, size_t tile_bytes,
+                                         unsigned long long *dev_counters, void *stream,
+                                         ta_cuda_path *path, ta_error *err)
+{
+	pthread_once(&g_tables_once, fill_tables);
+	if (path)
+		*path = TA_CUDA_PATH_NONE;
+	kargs a;
+	ta_status st = check_plan(dp, tile_bytes, &a, err);
+	if (st != TA_OK)
+		return st;
+	if (dp->count == 0)
+		return TA_OK;
+	if (!dev_tile || !dev_counters)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "no tile or counters to launch on");
+	int dev = 0, sms = 0, optin = 0;
+	cudaError_t e = cudaGetDevice(&dev);
+	if (e == cudaSuccess)
+		e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+	if (e == cudaSuccess)
+		e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+	if (e != cudaSuccess)
+		return cuda_error(err, e, "querying the device");
+	ta_cuda_path chosen = choose_path(dp, &a, (size_t)optin);
+	a.tile = dev_tile;
+	a.counters = dev_counters;
+	bool shared = chosen == TA_CUDA_PATH_SHARED || chosen == TA_CUDA_PATH_SHARED_FAST;
+	ta_kfn fn =
+	    shared ? g_shared[a.mode][dp->dtype][dp->op] : g_global[a.mode][dp->dtype][dp->op];
+	if (!fn)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "no %s kernel for op %s on dtype %s",
+		                    shared ? "shared" : "global", ta_op_name(dp->op),
+		                    ta_dtype_name(dp->dtype));
+	size_t smem = 0;
+	int occ = 0;
+	if (shared) {
+		smem = ((size_t)a.win * ta_dtype_size(dp->dtype) + 15u) & ~(size_t)15u;
+		if (smem > 48u * 1024u) {
+			e = cudaFuncSetAttribute((const void *)fn,
+			                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+			                         (int)smem);
+			if (e != cudaSuccess)
+				return cuda_error(err, e, "raising the shared-memory limit");
+		}
+		e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)fn, TA_BLOCK,
+		                                                  smem);
+		if (e != cudaSuccess)
+			return cuda_error(err, e, "computing the occupancy");
+	} else {
+		occ = __atomic_load_n(&g_global_occ[a.mode][dp->dtype][dp->op], __ATOMIC_RELAXED);
+		if (occ == 0) {
+			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)fn,
+			                                                  TA_BLOCK, 0);
+			if (e != cudaSuccess)
+				return cuda_error(err, e, "computing the occupancy");
+			__atomic_store_n(&g_global_occ[a.mode][dp->dtype][dp->op], occ,
+			                 __ATOMIC_RELAXED);
+		}
+	}
+	if (occ < 1)
+		occ = 1;
+	/* elements a block takes per step of its loop */
+	size_t es = ta_dtype_size(dp->dtype);
+	int64_t per_thread = 4;
+	if (a.mode == ta::M_REGION)
+		per_thread =
+		    es == 8 ? ta::region_per_thread<uint64_t>() : ta::region_per_thread<uint32_t>();
+	else if (a.mode == ta::M_FLAT)
+		per_thread = 4 * (shared ? ta::flat_unroll<true>() : ta::flat_unroll<false>());
+	int64_t per_block = (int64_t)TA_BLOCK * per_thread;
+	int64_t blocks = (dp->count + per_block - 1) / per_block;
+	if (shared) {
+		/* each block pays the window twice (init, merge): give it enough elements */
+		int64_t per = a.win > 1024 ? a.win : 1024;
+		int64_t cap = dp->count / per;
+		blocks = cap < 1 ? 1 : cap;
+	}
+	if (blocks > (int64_t)occ * sms)
+		blocks = (int64_t)occ * sms;
+	/* no thread may handle 2^30 elements or more (32-bit counters in the kernels) */
+	int64_t floor_blocks = dp->count / ((int64_t)TA_BLOCK << 30) + 1;
+	if (blocks < floor_blocks)
+		blocks = floor_blocks;
+	if (blocks > INT32_MAX)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan of %lld elements is too large",
+		                    (long long)dp->count);
+	fn<<<(unsigned)blocks, TA_BLOCK, smem, (cudaStream_t)stream>>>(a);
+	e = cudaGetLastError();
+	if (e != cudaSuccess)
+		return cuda_error(err, e, "launching the kernel");
+	if (path)
+		*path = chosen;
+	return TA_OK;
+}
+
+/* ---- the backend ------------------------------------------------------------------------*/
+
+/* Staging slots, one per concurrent apply. */
+#define TA_CUDA_SLOTS 4
+/* Staging buffers over this size are released after the call that grew them. */
+#define TA_CUDA_KEEP_BYTES (64u << 20)
+/* Alignment of each array in a staging buffer. */
+#define TA_CUDA_ALIGN 256u
+
+/* One staging slot: a stream and its buffers. */
+struct cuda_slot {
+	cudaStream_t stream; /* non-blocking stream of this slot */
+	unsigned char *host; /* pinned host staging buffer */
+	size_t host_cap;     /* bytes at host */
+	unsigned char *dev;  /* device staging buffer */
+	size_t dev_cap;      /* bytes at dev */
+	bool busy;           /* taken by an apply in progress */
+};
+
+/* The CUDA backend object. */
+struct ta_cuda_backend {
+	ta_backend base;                /* vtable: must be first */
+	int device;                     /* device ordinal */
+	ta_backend_info info;           /* what info reports */
+	pthread_mutex_t mu;             /* guards slots[].busy and broken */
+	pthread_cond_t cv;              /* signalled when a slot is released */
+	cuda_slot slots[TA_CUDA_SLOTS]; /* staging slots */
+	bool broken;                    /* a sticky error has made the context unusable */
+	char broken_msg[200];           /* that error, for later calls */
+};
+
+/* True for errors that leave the CUDA context unusable. */
+static bool cuda_sticky(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorIllegalAddress:
+	case cudaErrorLaunchFailure:
+	case cudaErrorHardwareStackError:
+	case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorInvalidPc:
+	case cudaErrorAssert:
+	case cudaErrorECCUncorrectable:
+	case cudaErrorLaunchTimeout:
+	case cudaErrorUnknown:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Reports a failed CUDA call: RESOURCE_EXHAUSTED for allocation failures (cleared),
+ * INTERNAL otherwise; a sticky error marks the backend broken and is logged. */
+static ta_status be_fail(ta_cuda_backend *be, cudaError_t e, const char *what, ta_error *err)
+{
+	if (e == cudaErrorMemoryAllocation) {
+		(void)cudaGetLastError();
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "%s: out of memory (%s)", what,
+		                    cudaGetErrorString(e));
+	}
+	ta_status st = cuda_error(err, e, what);
+	if (cuda_sticky(e)) {
+		pthread_mutex_lock(&be->mu);
+		if (!be->broken) {
+			be->broken = true;
+			snprintf(be->broken_msg, sizeof be->broken_msg, "%s: %s (%s)", what,
+			         cudaGetErrorName(e), cudaGetErrorString(e));
+			fprintf(stderr,
+			        "tileatom cuda: device %d: sticky error, the CUDA context is "
+			        "unusable: %s\n",
+			        be->device, be->broken_msg);
+		}
+		pthread_mutex_unlock(&be->mu);
+	}
+	return st;
+}
+
+/* Returns INTERNAL when an earlier sticky error broke the backend, else TA_OK. */
+static ta_status be_check_broken(ta_cuda_backend *be, ta_error *err)
+{
+	pthread_mutex_lock(&be->mu);
+	bool broken = be->broken;
+	char msg[sizeof be->broken_msg];
+	memcpy(msg, be->broken_msg, sizeof msg);
+	pthread_mutex_unlock(&be->mu);
+	if (broken)
+		return ta_error_set(err, TA_INTERNAL,
+		                    "CUDA device %d is unusable after an earlier error: %s",
+		                    be->device, msg);
+	return TA_OK;
+}
+
+/* Makes the backend's device current on the calling thread. */
+static ta_status be_enter(ta_cuda_backend *be, ta_error *err)
+{
+	ta_status st = be_check_broken(be, err);
+	if (st != TA_OK)
+		return st;
+	cudaError_t e = cudaSetDevice(be->device);
+	if (e != cudaSuccess)
+		return be_fail(be, e, "cudaSetDevice", err);
+	return TA_OK;
+}
+
+/* Waits for a free slot and takes it. */
+static cuda_slot *slot_take(ta_cuda_backend *be)
+{
+	pthread_mutex_lock(&be->mu);
+	for (;;) {
+		for (int i = 0; i < TA_CUDA_SLOTS; i++)
+			if (!be->slots[i].busy) {
+				be->slots[i].busy = true;
+				pthread_mutex_unlock(&be->mu);
+				return &be->slots[i];
+			}
+		pthread_cond_wait(&be->cv, &be->mu);
+	}
+}
+
+/* Releases buffers over TA_CUDA_KEEP_BYTES and gives the slot back. */
+static void slot_give(ta_cuda_backend *be, cuda_slot *s)
+{
+	if (s->host_cap > TA_CUDA_KEEP_BYTES) {
+		cudaFreeHost(s->host);
+		s->host = NULL;
+		s->host_cap = 0;
+	}
+	if (s->dev_cap > TA_CUDA_KEEP_BYTES) {
+		cudaFree(s->dev);
+		s->dev = NULL;
+		s->dev_cap = 0;
+	}
+	pthread_mutex_lock(&be->mu);
+	s->busy = false;
+	pthread_cond_signal(&be->cv);
+	pthread_mutex_unlock(&be->mu);
+}
+
+/* Grows a slot's buffers to at least bytes each. */
+static ta_status slot_reserve(ta_cuda_backend *be, cuda_slot *s, size_t bytes, ta_error *err)
+{
+	cudaError_t e;
+	if (s->host_cap < bytes) {
+		if (s->host)
+			cudaFreeHost(s->host);
+		s->host = NULL;
+		s->host_cap = 0;
+		e = cudaHostAlloc((void **)&s->host, bytes, cudaHostAllocDefault);
+		if (e != cudaSuccess)
+			return be_fail(be, e, "allocating pinned staging memory", err);
+		s->host_cap = bytes;
+	}
+	if (s->dev_cap < bytes) {
+		if (s->dev)
+			cudaFree(s->dev);
+		s->dev = NULL;
+		s->dev_cap = 0;
+		e = cudaMalloc((void **)&s->dev, bytes);
+		if (e != cudaSuccess)
+			return be_fail(be, e, "allocating device staging memory", err);
+		s->dev_cap = bytes;
+	}
+	return TA_OK;
+}
+
+/* Rounds n up to TA_CUDA_ALIGN. */
+static size_t align_up(size_t n)
+{
+	return (n + TA_CUDA_ALIGN - 1) & ~(size_t)(TA_CUDA_ALIGN - 1);
+}
+
+/* One host operand array to stage: where it is, its size, where it goes. */
+struct stage_item {
+	const void *src;  /* host data */
+	size_t bytes;     /* bytes to copy */
+	size_t off;       /* offset in the staging buffers */
+	const void **dst; /* the device plan's pointer to rewrite */
+};
+
+static void cuda_destroy(ta_backend *base)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	cudaSetDevice(be->device);
+	for (int i = 0; i < TA_CUDA_SLOTS; i++) {
+		cuda_slot *s = &be->slots[i];
+		if (s->host)
+			cudaFreeHost(s->host);
+		if (s->dev)
+			cudaFree(s->dev);
+		if (s->stream)
+			cudaStreamDestroy(s->stream);
+	}
+	pthread_cond_destroy(&be->cv);
+	pthread_mutex_destroy(&be->mu);
+	free(be);
+}
+
+static ta_status cuda_tile_alloc(ta_backend *base, size_t bytes, void **mem, ta_error *err)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	*mem = NULL;
+	if (bytes == 0)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "a tile needs at least one byte");
+	ta_status st = be_enter(be, err);
+	if (st != TA_OK)
+		return st;
+	void *p = NULL;
+	cudaError_t e = cudaMalloc(&p, bytes);
+	if (e == cudaErrorMemoryAllocation) {
+		(void)cudaGetLastError();
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "cannot allocate a %zu-byte tile on CUDA device %d: out of "
+		                    "device memory",
+		                    bytes, be->device);
+	}
+	if (e != cudaSuccess)
+		return be_fail(be, e, "cudaMalloc of a tile", err);
+	e = cudaMemsetAsync(p, 0, bytes, 0);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(0);
+	if (e != cudaSuccess) {
+		cudaFree(p);
+		return be_fail(be, e, "zeroing a new tile", err);
+	}
+	*mem = p;
+	return TA_OK;
+}
+
+static void cuda_tile_free(ta_backend *base, void *mem)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	if (!mem)
+		return;
+	cudaError_t e = cudaSetDevice(be->device);
+	if (e == cudaSuccess)
+		e = cudaFree(mem);
+	if (e != cudaSuccess) {
+		ta_error err;
+		be_fail(be, e, "cudaFree of a tile", &err);
+		fprintf(stderr, "tileatom cuda: %s\n", err.msg);
+	}
+}
+
+static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, const ta_plan *plan,
+                            ta_result *result, ta_error *err)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	result->skipped = 0;
+	result->applied = 0;
+	kargs check;
+	ta_status st = check_plan(plan, tile_bytes, &check, err);
+	if (st != TA_OK)
+		return st;
+	if (plan->count == 0)
+		return TA_OK;
+	if (!mem)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "no tile memory");
+	if ((st = be_enter(be, err)) != TA_OK)
+		return st;
+
+	/* staging layout: operands, counters, old values */
+	ta_plan dp = *plan;
+	size_t es = ta_dtype_size(plan->dtype);
+	stage_item items[TA_MAX_RANK + 3];
+	int n_items = 0;
+	size_t end = 0;
+	for (int i = 0; i < TA_MAX_RANK + 3; i++) {
+		const ta_operand *op;
+		ta_operand *dop;
+		if (i < TA_MAX_RANK) {
+			if (plan->addr == TA_ADDR_REGION || i >= plan->n_index)
+				continue;
+			op = &plan->index[i];
+			dop = &dp.index[i];
+		} else if (i == TA_MAX_RANK) {
+			op = &plan->values;
+			dop = &dp.values;
+		} else if (i == TA_MAX_RANK + 1) {
+			op = &plan->compare;
+			dop = &dp.compare;
+		} else {
+			op = &plan->mask;
+			dop = &dp.mask;
+		}
+		int64_t span = operand_span(plan, op);
+		if (span <= 0) {
+			dop->data = NULL;
+			continue;
+		}
+		size_t ebytes = ta_dtype_size(op->dtype);
+		stage_item *it = &items[n_items++];
+		it->src = op->data;
+		it->bytes = (size_t)span * ebytes;
+		it->off = end;
+		it->dst = &dop->data;
+		end = align_up(end + it->bytes);
+	}
+	size_t cnt_off = end;
+	end = align_up(end + 3 * sizeof(unsigned long long));
+	size_t out_off = end;
+	size_t out_bytes = plan->want_old ? (size_t)plan->count * es : 0;
+	end = align_up(end + out_bytes);
+
+	cuda_slot *s = slot_take(be);
+	cudaError_t e = cudaSuccess;
+	st = slot_reserve(be, s, end, err);
+	if (st != TA_OK) {
+		slot_give(be, s);
+		return st;
+	}
+	for (int i = 0; i < n_items; i++) {
+		memcpy(s->host + items[i].off, items[i].src, items[i].bytes);
+		*items[i].dst = s->dev + items[i].off;
+	}
+	memset(s->host + cnt_off, 0, 3 * sizeof(unsigned long long));
+	dp.old_out = plan->want_old ? (void *)(s->dev + out_off) : NULL;
+	e = cudaMemcpyAsync(s->dev, s->host, cnt_off + 3 * sizeof(unsigned long long),
+	                    cudaMemcpyHostToDevice, s->stream);
+	if (e != cudaSuccess) {
+		st = be_fail(be, e, "copying operands to the device", err);
+		goto out;
+	}
+	st = ta_cuda_launch_plan(&dp, mem, tile_bytes, (unsigned long long *)(s->dev + cnt_off),
+	                         s->stream, NULL, err);
+	if (st != TA_OK) {
+		/* a launch failure may be sticky: classify it */
+		e = cudaStreamSynchronize(s->stream);
+		if (e != cudaSuccess)
+			be_fail(be, e, "launching the kernel", NULL);
+		goto out;
+	}
+	e = cudaMemcpyAsync(s->host + cnt_off, s->dev + cnt_off, end - cnt_off,
+	                    cudaMemcpyDeviceToHost, s->stream);
+	if (e != cudaSuccess) {
+		st = be_fail(be, e, "copying results from the device", err);
+		goto out;
+	}
+	e = cudaStreamSynchronize(s->stream);
+	if (e != cudaSuccess) {
+		st = be_fail(be, e, "running the kernel", err);
+		goto out;
+	}
+	{
+		unsigned long long counts[3];
+		memcpy(counts, s->host + cnt_off, sizeof counts);
+		result->skipped = counts[0];
+		result->applied = counts[1];
+		if (plan->want_old)
+			memcpy(plan->old_out, s->host + out_off, out_bytes);
+		if (counts[2]) {
+			st = ta_error_set(
+			    err, TA_INTERNAL,
+			    "cuda backend: %llu elements resolved outside the tile and "
+			    "were not applied (inconsistent plan)",
+			    counts[2]);
+			goto out;
+		}
+	}
+	st = TA_OK;
+out:
+	slot_give(be, s);
+	return st;
+}
+
+static void cuda_info(ta_backend *base, ta_backend_info *info)
+{
+	*info = ((ta_cuda_backend *)base)->info;
+}
+
+/* The CUDA backend's vtable. */
+static const ta_backend_vtbl cuda_vtbl = {cuda_destroy, cuda_tile_alloc, cuda_tile_free, cuda_apply,
+                                          cuda_info};
+
+extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		ta_error_set(err, TA_UNAVAILABLE, "no usable CUDA device: %s (%s)",
+		             cudaGetErrorName(e), cudaGetErrorString(e));
+		return NULL;
+	}
+	if (n < 1 || device < 0 || device >= n) {
+		ta_error_set(err, TA_UNAVAILABLE, "CUDA device %d does not exist (%d device%s)",
+		             device, n, n == 1 ? "" : "s");
+		return NULL;
+	}
+	cudaDeviceProp prop;
+	e = cudaSetDevice(device);
+	if (e == cudaSuccess)
+		e = cudaGetDeviceProperties(&prop, device);
+	if (e != cudaSuccess) {
+		ta_error_set(err, TA_UNAVAILABLE, "CUDA device %d: %s (%s)", device,
+		             cudaGetErrorName(e), cudaGetErrorString(e));
+		return NULL;
+	}
+	/* the kernels must load on this device (built for one architecture + its PTX) */
+	pthread_once(&g_tables_once, fill_tables);
+	cudaFuncAttributes fa;
+	e = cudaFuncGetAttributes(&fa,
+	                          (const void *)g_global[ta::M_REGION][TA_DTYPE_I32][TA_OP_ADD]);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		ta_error_set(err, TA_UNAVAILABLE,
+		             "CUDA device %d (%s, compute capability %d.%d) cannot run the "
+		             "kernels of this build: %s",
+		             device, prop.name, prop.major, prop.minor, cudaGetErrorString(e));
+		return NULL;
+	}
+	ta_cuda_backend *be = (ta_cuda_backend *)calloc(1, sizeof *be);
+	if (!be) {
+		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory creating the CUDA backend");
+		return NULL;
+	}
+	be->base.vt = &cuda_vtbl;
+	be->device = device;
+	if (pthread_mutex_init(&be->mu, NULL) != 0) {
+		free(be);
+		ta_error_set(err, TA_INTERNAL, "pthread_mutex_init failed");
+		return NULL;
+	}
+	if (pthread_cond_init(&be->cv, NULL) != 0) {
+		pthread_mutex_destroy(&be->mu);
+		free(be);
+		ta_error_set(err, TA_INTERNAL, "pthread_cond_init failed");
+		return NULL;
+	}
+	for (int i = 0; i < TA_CUDA_SLOTS; i++) {
+		e = cudaStreamCreateWithFlags(&be->slots[i].stream, cudaStreamNonBlocking);
+		if (e != cudaSuccess) {
+			ta_error_set(err, TA_UNAVAILABLE, "CUDA device %d: creating a stream: %s",
+			             device, cudaGetErrorString(e));
+			cuda_destroy(&be->base);
+			return NULL;
+		}
+	}
+	snprintf(be->info.name, sizeof be->info.name, "cuda");
+	snprintf(be->info.device, sizeof be->info.device, "%s", prop.name);
+	be->info.device_memory = prop.totalGlobalMem;
+	snprintf(be->info.compute_capability, sizeof be->info.compute_capability, "%d.%d",
+	         prop.major, prop.minor);
+	be->info.workers = TA_CUDA_SLOTS;
+	return &be->base;
+}

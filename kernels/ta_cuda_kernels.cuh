@@ -1,0 +1,1202 @@
+/* ta_cuda_kernels.cuh: the prebuilt device kernels of the CUDA backend (included once, by
+ * ta_cuda.cu).
+ *
+ * One kernel template per (dtype, op, space, loop): k_global<DT, KOP, MODE> updates the
+ * tile directly, k_shared<DT, KOP, MODE> accumulates into a block-private copy of the
+ * touched window in shared memory and merges it with one global red/atom per touched
+ * element. sem and scope are not template parameters: every instruction site is a
+ * warp-uniform switch over the 16 (sem, scope) pairs (in one out-of-line function per
+ * (dtype, op), apply_global_rt), each case one inline PTX instruction carrying both
+ * qualifiers, so the instruction executed is exactly the one ta_lower.c names; the fast
+ * loops also get sem relaxed + scope gpu compiled in. SUB runs the ADD kernels with the
+ * operand negated (kargs.negate).
+ *
+ * Element semantics mirror ta_plan_resolve (ta_plan.h): masks first, then addressing and
+ * bounds (out-of-range elements are skipped and counted), then the op; outputs of masked
+ * or skipped elements are the compare value (CAS), the padding (LOAD) or zero. Whatever
+ * the plan says, an offset outside [0, tile_elems) is never accessed (it is counted
+ * apart and reported).
+ *
+ * Three loops (MODE): general (unravel the element index, strided operands, any
+ * addressing); REGION (a contiguous region: element k at tile offset base + k, operands
+ * contiguous or scalar; a warp covers consecutive elements, so its loads and atomics are
+ * coalesced); FLAT (flat offsets into a contiguous region: 16-byte loads of 4 offsets and
+ * operands, no division). */
+#ifndef TA_CUDA_KERNELS_CUH
+#define TA_CUDA_KERNELS_CUH
+
+#include <stdint.h>
+
+#include "ta_plan.h"
+
+namespace ta
+{
+
+/* Everything a kernel needs, passed by value. */
+struct kargs {
+	ta_plan p;                    /* the plan; every pointer in it is device memory */
+	void *tile;                   /* tile base (device) */
+	unsigned long long *counters; /* device: [0] skipped, [1] applied, [2] outside the tile */
+	int64_t tile_elems;           /* elements in the tile: no access outside */
+	int64_t base;                 /* fast loop: tile offset of the region's element 0 */
+	int64_t lo;                   /* shared kernels: tile offset of the window start */
+	int64_t win;                  /* shared kernels: window length in elements */
+	int ss;                       /* sem * 4 + scope (ta_sem, ta_scope values) */
+	int mode;                     /* the loop: M_GENERAL, M_REGION or M_FLAT (kmode) */
+	int negate;                   /* 1: add the negated operand (SUB) */
+	int vals_vec;                 /* fast loops: values contiguous (1) or scalar (0) */
+	int cmp_vec;                  /* fast loops: compare contiguous (1) or scalar (0) */
+	int mask_vec;                 /* fast loops: mask contiguous (1) or scalar (0) */
+};
+
+/* Kernel-side op codes: the ta_op values, SUB folded into ADD. */
+enum kop {
+	K_ADD = TA_OP_ADD,
+	K_MIN = TA_OP_MIN,
+	K_MAX = TA_OP_MAX,
+	K_EXCH = TA_OP_EXCH,
+	K_CAS = TA_OP_CAS,
+	K_AND = TA_OP_AND,
+	K_OR = TA_OP_OR,
+	K_XOR = TA_OP_XOR,
+	K_LOAD = TA_OP_LOAD,
+	K_STORE = TA_OP_STORE
+};
+
+/* Per-dtype facts: the bit container B and the float layout. */
+template <int DT> struct dt_traits;
+template <> struct dt_traits<TA_DTYPE_I32> {
+	typedef uint32_t B;
+	static constexpr bool is_float = false, is_signed = true;
+};
+template <> struct dt_traits<TA_DTYPE_U32> {
+	typedef uint32_t B;
+	static constexpr bool is_float = false, is_signed = false;
+};
+template <> struct dt_traits<TA_DTYPE_I64> {
+	typedef uint64_t B;
+	static constexpr bool is_float = false, is_signed = true;
+};
+template <> struct dt_traits<TA_DTYPE_U64> {
+	typedef uint64_t B;
+	static constexpr bool is_float = false, is_signed = false;
+};
+template <> struct dt_traits<TA_DTYPE_F32> {
+	typedef uint32_t B;
+	static constexpr bool is_float = true, is_signed = true;
+};
+template <> struct dt_traits<TA_DTYPE_F64> {
+	typedef uint64_t B;
+	static constexpr bool is_float = true, is_signed = true;
+};
+template <> struct dt_traits<TA_DTYPE_F16> {
+	typedef unsigned short B;
+	static constexpr bool is_float = true, is_signed = true;
+};
+template <> struct dt_traits<TA_DTYPE_BF16> {
+	typedef unsigned short B;
+	static constexpr bool is_float = true, is_signed = true;
+};
+
+/* Float bit-pattern constants of a dtype. */
+template <int DT> struct fbits;
+template <> struct fbits<TA_DTYPE_F32> {
+	static constexpr uint32_t sign = 0x80000000u, inf = 0x7f800000u, qnan = 0x7fffffffu;
+};
+template <> struct fbits<TA_DTYPE_F64> {
+	static constexpr uint64_t sign = 0x8000000000000000ull, inf = 0x7ff0000000000000ull,
+	                          qnan = 0x7fffffffffffffffull;
+};
+template <> struct fbits<TA_DTYPE_F16> {
+	static constexpr unsigned short sign = 0x8000, inf = 0x7c00, qnan = 0x7fff;
+};
+template <> struct fbits<TA_DTYPE_BF16> {
+	static constexpr unsigned short sign = 0x8000, inf = 0x7f80, qnan = 0x7fff;
+};
+
+/* ---- (sem, scope) dispatch ------------------------------------------------------------
+ * ss = sem * 4 + scope with sem RELAXED 0, ACQUIRE 1, RELEASE 2, ACQ_REL 3 and scope
+ * GPU 0, CTA 1, CLUSTER 2, SYS 3 (the ta_sem / ta_scope values). M(sem, scope, ...) is a
+ * macro that expands to one asm statement. */
+#define TA_SS_CASE(n, S, C, M, ...)                                                                \
+	case n:                                                                                    \
+		M(S, C, __VA_ARGS__);                                                              \
+		break;
+#define TA_SS_SEM(base, S, M, ...)                                                                 \
+	TA_SS_CASE(base + 0, S, "gpu", M, __VA_ARGS__)                                             \
+	TA_SS_CASE(base + 1, S, "cta", M, __VA_ARGS__)                                             \
+	TA_SS_CASE(base + 2, S, "cluster", M, __VA_ARGS__)                                         \
+	TA_SS_CASE(base + 3, S, "sys", M, __VA_ARGS__)
+/* All 16 pairs (atom, cas). */
+#define TA_SWITCH_ALL(ss, M, ...)                                                                  \
+	switch (ss) {                                                                              \
+		TA_SS_SEM(0, "relaxed", M, __VA_ARGS__)                                            \
+		TA_SS_SEM(4, "acquire", M, __VA_ARGS__)                                            \
+		TA_SS_SEM(8, "release", M, __VA_ARGS__)                                            \
+		TA_SS_SEM(12, "acq_rel", M, __VA_ARGS__)                                           \
+	}
+/* The pairs red and st accept: relaxed and release. */
+#define TA_SWITCH_RELREL(ss, M, ...)                                                               \
+	switch (ss) {                                                                              \
+		TA_SS_SEM(0, "relaxed", M, __VA_ARGS__)                                            \
+		TA_SS_SEM(8, "release", M, __VA_ARGS__)                                            \
+	}
+/* The pairs ld accepts: relaxed and acquire. */
+#define TA_SWITCH_RELACQ(ss, M, ...)                                                               \
+	switch (ss) {                                                                              \
+		TA_SS_SEM(0, "relaxed", M, __VA_ARGS__)                                            \
+		TA_SS_SEM(4, "acquire", M, __VA_ARGS__)                                            \
+	}
+
+/* One asm statement per instruction shape; S/C are the sem/scope strings, OPT the
+ * operation and type ("add.u32"), CS the register constraint letter ("r"). */
+#define TA_ASM_ATOM(S, C, OPT, CS)                                                                 \
+	asm volatile("atom." S "." C ".global." OPT " %0, [%1], %2;"                               \
+	             : "=" CS(old)                                                                 \
+	             : "l"(addr), CS(v)                                                            \
+	             : "memory")
+#define TA_ASM_RED(S, C, OPT, CS)                                                                  \
+	asm volatile("red." S "." C ".global." OPT " [%0], %1;" ::"l"(addr), CS(v) : "memory")
+#define TA_ASM_CAS(S, C, OPT, CS)                                                                  \
+	asm volatile("atom." S "." C ".global.cas." OPT " %0, [%1], %2, %3;"                       \
+	             : "=" CS(old)                                                                 \
+	             : "l"(addr), CS(cmp), CS(v)                                                   \
+	             : "memory")
+// clang-format off
+#define TA_ASM_LD(S, C, OPT, CS)                                                                   \
+	asm volatile("ld." S "." C ".global." OPT " %0, [%1];"                                     \
+	             : "=" CS(old)                                                                 \
+	             : "l"(addr)                                                                   \
+	             : "memory")
+// clang-format on
+#define TA_ASM_ST(S, C, OPT, CS)                                                                   \
+	asm volatile("st." S "." C ".global." OPT " [%0], %1;" ::"l"(addr), CS(v) : "memory")
+
+/* True for the (sem, scope) pairs whose sem is relaxed or release (red is legal). */
+__device__ __forceinline__ bool ss_red_ok(int ss)
+{
+	return ss < 4 || (ss >= 8 && ss < 12);
+}
+
+/* Defines NAME(addr, v, ss, want_old): the RMW OPT on global memory, returning the old
+ * value; without an output and with sem relaxed/release it issues red (returns 0). */
+#define TA_DEF_RMW(NAME, B, OPT, CS)                                                               \
+	__device__ __forceinline__ B NAME(B *addr, B v, int ss, bool want_old)                     \
+	{                                                                                          \
+		B old = 0;                                                                         \
+		if (!want_old && ss_red_ok(ss)) {                                                  \
+			TA_SWITCH_RELREL(ss, TA_ASM_RED, OPT, CS)                                  \
+			return 0;                                                                  \
+		}                                                                                  \
+		TA_SWITCH_ALL(ss, TA_ASM_ATOM, OPT, CS)                                            \
+		return old;                                                                        \
+	}
+/* Defines NAME(addr, v, ss): an atom-only RMW (exch). */
+#define TA_DEF_ATOM(NAME, B, OPT, CS)                                                              \
+	__device__ __forceinline__ B NAME(B *addr, B v, int ss)                                    \
+	{                                                                                          \
+		B old = 0;                                                                         \
+		TA_SWITCH_ALL(ss, TA_ASM_ATOM, OPT, CS)                                            \
+		return old;                                                                        \
+	}
+
+TA_DEF_RMW(rmw_add_u32, uint32_t, "add.u32", "r")
+TA_DEF_RMW(rmw_add_u64, uint64_t, "add.u64", "l")
+TA_DEF_RMW(rmw_add_f32, uint32_t, "add.f32", "r")
+TA_DEF_RMW(rmw_add_f64, uint64_t, "add.f64", "l")
+TA_DEF_RMW(rmw_add_f16, unsigned short, "add.noftz.f16", "h")
+TA_DEF_RMW(rmw_add_bf16, unsigned short, "add.noftz.bf16", "h")
+TA_DEF_RMW(rmw_min_s32, uint32_t, "min.s32", "r")
+TA_DEF_RMW(rmw_min_u32, uint32_t, "min.u32", "r")
+TA_DEF_RMW(rmw_min_s64, uint64_t, "min.s64", "l")
+TA_DEF_RMW(rmw_min_u64, uint64_t, "min.u64", "l")
+TA_DEF_RMW(rmw_max_s32, uint32_t, "max.s32", "r")
+TA_DEF_RMW(rmw_max_u32, uint32_t, "max.u32", "r")
+TA_DEF_RMW(rmw_max_s64, uint64_t, "max.s64", "l")
+TA_DEF_RMW(rmw_max_u64, uint64_t, "max.u64", "l")
+TA_DEF_RMW(rmw_and_b32, uint32_t, "and.b32", "r")
+TA_DEF_RMW(rmw_and_b64, uint64_t, "and.b64", "l")
+TA_DEF_RMW(rmw_or_b32, uint32_t, "or.b32", "r")
+TA_DEF_RMW(rmw_or_b64, uint64_t, "or.b64", "l")
+TA_DEF_RMW(rmw_xor_b32, uint32_t, "xor.b32", "r")
+TA_DEF_RMW(rmw_xor_b64, uint64_t, "xor.b64", "l")
+TA_DEF_ATOM(atom_exch_b32, uint32_t, "exch.b32", "r")
+TA_DEF_ATOM(atom_exch_b64, uint64_t, "exch.b64", "l")
+
+/* atom.cas on 16/32/64 bits: returns the old value. */
+__device__ __forceinline__ unsigned short atom_cas(unsigned short *addr, unsigned short cmp,
+                                                   unsigned short v, int ss)
+{
+	unsigned short old = 0;
+	TA_SWITCH_ALL(ss, TA_ASM_CAS, "b16", "h")
+	return old;
+}
+__device__ __forceinline__ uint32_t atom_cas(uint32_t *addr, uint32_t cmp, uint32_t v, int ss)
+{
+	uint32_t old = 0;
+	TA_SWITCH_ALL(ss, TA_ASM_CAS, "b32", "r")
+	return old;
+}
+__device__ __forceinline__ uint64_t atom_cas(uint64_t *addr, uint64_t cmp, uint64_t v, int ss)
+{
+	uint64_t old = 0;
+	TA_SWITCH_ALL(ss, TA_ASM_CAS, "b64", "l")
+	return old;
+}
+
+/* ld.{relaxed,acquire}.scope (ss: sem 0 or 1). */
+__device__ __forceinline__ unsigned short ld_scoped(const unsigned short *addr, int ss)
+{
+	unsigned short old = 0;
+	TA_SWITCH_RELACQ(ss, TA_ASM_LD, "b16", "h")
+	return old;
+}
+__device__ __forceinline__ uint32_t ld_scoped(const uint32_t *addr, int ss)
+{
+	uint32_t old = 0;
+	TA_SWITCH_RELACQ(ss, TA_ASM_LD, "b32", "r")
+	return old;
+}
+__device__ __forceinline__ uint64_t ld_scoped(const uint64_t *addr, int ss)
+{
+	uint64_t old = 0;
+	TA_SWITCH_RELACQ(ss, TA_ASM_LD, "b64", "l")
+	return old;
+}
+
+/* st.{relaxed,release}.scope (ss: sem 0 or 2). */
+__device__ __forceinline__ void st_scoped(unsigned short *addr, unsigned short v, int ss){
+    TA_SWITCH_RELREL(ss, TA_ASM_ST, "b16", "h")} __device__ __forceinline__
+    void st_scoped(uint32_t *addr, uint32_t v,
+                   int ss){TA_SWITCH_RELREL(ss, TA_ASM_ST, "b32", "r")} __device__ __forceinline__
+    void st_scoped(uint64_t *addr, uint64_t v, int ss){TA_SWITCH_RELREL(ss, TA_ASM_ST, "b64", "l")}
+
+/* The (sem, scope) pair of the first load of a CAS loop: acquire when the op's sem
+ * acquires (acquire, acq_rel), else relaxed; same scope. */
+__device__ __forceinline__ int ss_loop_load(int ss)
+{
+	int sem = ss >> 2, scope = ss & 3;
+	return ((sem == TA_SEM_ACQUIRE || sem == TA_SEM_ACQ_REL) ? 4 : 0) + scope;
+}
+
+/* ---- float helpers on bit patterns ----------------------------------------------------*/
+
+/* True when bits are a NaN of dtype DT. */
+template <int DT> __device__ __forceinline__ bool is_nan(typename dt_traits<DT>::B b)
+{
+	typedef typename dt_traits<DT>::B B;
+	return (B)(b & (B)~fbits<DT>::sign) > fbits<DT>::inf;
+}
+
+/* Maps float bits to an unsigned key ordered like the values, with -0.0 < +0.0 (NaN
+ * excluded). */
+template <int DT>
+__device__ __forceinline__ typename dt_traits<DT>::B fkey(typename dt_traits<DT>::B b)
+{
+	typedef typename dt_traits<DT>::B B;
+	return (b & fbits<DT>::sign) ? (B)~b : (B)(b | fbits<DT>::sign);
+}
+
+/* The new value of a float min (IS_MAX false) or max: a NaN in the tile stays, else a NaN
+ * operand is stored, else the comparison with -0.0 < +0.0 decides. */
+template <int DT, bool IS_MAX>
+__device__ __forceinline__ typename dt_traits<DT>::B fminmax(typename dt_traits<DT>::B cur,
+                                                             typename dt_traits<DT>::B v)
+{
+	if (is_nan<DT>(cur))
+		return cur;
+	if (is_nan<DT>(v))
+		return v;
+	bool take = IS_MAX ? fkey<DT>(v) > fkey<DT>(cur) : fkey<DT>(v) < fkey<DT>(cur);
+	return take ? v : cur;
+}
+
+/* Flushes a float32 subnormal to a zero of the same sign. */
+__device__ __forceinline__ uint32_t ftz32(uint32_t b)
+{
+	return (b & 0x7f800000u) ? b : (b & 0x80000000u);
+}
+
+/* Exact software float add of tile value a and operand b with the core rules (float32:
+ * flush inputs and result, NaN results canonical; 16-bit: one rounding to nearest even,
+ * NaN results canonical; float64: see below). */
+template <int DT>
+__device__ __forceinline__ typename dt_traits<DT>::B fadd_soft(typename dt_traits<DT>::B a,
+                                                               typename dt_traits<DT>::B b);
+template <> __device__ __forceinline__ uint32_t fadd_soft<TA_DTYPE_F32>(uint32_t a, uint32_t b)
+{
+	float r = __fadd_rn(__uint_as_float(ftz32(a)), __uint_as_float(ftz32(b)));
+	uint32_t rb = ftz32(__float_as_uint(r));
+	return is_nan<TA_DTYPE_F32>(rb) ? fbits<TA_DTYPE_F32>::qnan : rb;
+}
+/* float64 follows sm_90's atom.add.f64: a NaN operand's bits are stored, else a NaN tile
+ * value stays, else a NaN sum (inf - inf) is 0xfff8000000000000. */
+template <> __device__ __forceinline__ uint64_t fadd_soft<TA_DTYPE_F64>(uint64_t a, uint64_t b)
+{
+	if (is_nan<TA_DTYPE_F64>(b))
+		return b;
+	if (is_nan<TA_DTYPE_F64>(a))
+		return a;
+	double r =
+	    __dadd_rn(__longlong_as_double((long long)a), __longlong_as_double((long long)b));
+	uint64_t rb = (uint64_t)__double_as_longlong(r);
+	return is_nan<TA_DTYPE_F64>(rb) ? 0xfff8000000000000ull : rb;
+}
+/* float16 / bfloat16: the float32 sum of two 16-bit values rounded once more is correctly
+ * rounded (24 >= 2 * 11 + 2), subnormals kept. */
+template <>
+__device__ __forceinline__ unsigned short fadd_soft<TA_DTYPE_F16>(unsigned short a,
+                                                                  unsigned short b)
+{
+	float fa, fb;
+	asm("cvt.f32.f16 %0, %1;" : "=f"(fa) : "h"(a));
+	asm("cvt.f32.f16 %0, %1;" : "=f"(fb) : "h"(b));
+	float r = __fadd_rn(fa, fb);
+	unsigned short rb;
+	asm("cvt.rn.f16.f32 %0, %1;" : "=h"(rb) : "f"(r));
+	return is_nan<TA_DTYPE_F16>(rb) ? fbits<TA_DTYPE_F16>::qnan : rb;
+}
+template <>
+__device__ __forceinline__ unsigned short fadd_soft<TA_DTYPE_BF16>(unsigned short a,
+                                                                   unsigned short b)
+{
+	float r = __fadd_rn(__uint_as_float((uint32_t)a << 16), __uint_as_float((uint32_t)b << 16));
+	unsigned short rb;
+	asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(rb) : "f"(r));
+	return is_nan<TA_DTYPE_BF16>(rb) ? fbits<TA_DTYPE_BF16>::qnan : rb;
+}
+
+/* The top bit of a bit container (the float sign bit). */
+template <typename B> __device__ __forceinline__ B top_bit()
+{
+	return (B)((B)1 << (sizeof(B) * 8 - 1));
+}
+
+/* Negation for SUB: two's complement for integers, the sign bit flipped for floats. */
+template <int DT>
+__device__ __forceinline__ typename dt_traits<DT>::B negate(typename dt_traits<DT>::B v)
+{
+	typedef typename dt_traits<DT>::B B;
+	if constexpr (dt_traits<DT>::is_float)
+		return (B)(v ^ top_bit<B>());
+	else
+		return (B)(0 - v);
+}
+
+/* A CAS loop on global memory: new = f(cur) until it sticks. When f(cur) == cur nothing
+ * needs writing, but with a releasing sem (release, acq_rel) the value is still written
+ * back by a CAS so that the release happens (as the CPU backend does). Returns the value
+ * seen before the update. */
+template <typename B, typename F> __device__ __forceinline__ B cas_loop(B *addr, int ss, F f)
+{
+	const bool releases = (ss >> 2) == TA_SEM_RELEASE || (ss >> 2) == TA_SEM_ACQ_REL;
+	B cur = ld_scoped(addr, ss_loop_load(ss));
+	for (;;) {
+		B nv = f(cur);
+		if (nv == cur && !releases)
+			return cur;
+		B prev = atom_cas(addr, cur, nv, ss);
+		if (prev == cur)
+			return cur;
+		cur = prev;
+	}
+}
+
+/* Float add on global memory: the hardware atom/red for finite operands; a CAS loop with
+ * the exact software rule for inf/NaN operands (so that NaN results are canonical). */
+template <int DT>
+__device__ __forceinline__ typename dt_traits<DT>::B
+add_float_global(typename dt_traits<DT>::B *addr, typename dt_traits<DT>::B v, int ss,
+                 bool want_old)
+{
+	typedef typename dt_traits<DT>::B B;
+	if ((B)(v & (B)~fbits<DT>::sign) >= fbits<DT>::inf)
+		return cas_loop(addr, ss, [v](B cur) { return fadd_soft<DT>(cur, v); });
+	if constexpr (DT == TA_DTYPE_F32)
+		return rmw_add_f32(addr, v, ss, want_old);
+	else if constexpr (DT == TA_DTYPE_F64)
+		return rmw_add_f64(addr, v, ss, want_old);
+	else if constexpr (DT == TA_DTYPE_F16)
+		return rmw_add_f16(addr, v, ss, want_old);
+	else
+		return rmw_add_bf16(addr, v, ss, want_old);
+}
+
+/* Applies op KOP of dtype DT to one tile element in global memory with sem/scope ss;
+ * returns the value seen before (0 when want_old is false and red was used, and for
+ * STORE). v is the operand (already negated for SUB), cmp the CAS expected value. */
+template <int DT, int KOP>
+__device__ __forceinline__ typename dt_traits<DT>::B
+apply_global(typename dt_traits<DT>::B *addr, typename dt_traits<DT>::B v,
+             typename dt_traits<DT>::B cmp, int ss, bool want_old)
+{
+	typedef typename dt_traits<DT>::B B;
+	constexpr bool F = dt_traits<DT>::is_float, S = dt_traits<DT>::is_signed;
+	constexpr bool W64 = sizeof(B) == 8, W16 = sizeof(B) == 2;
+	if constexpr (KOP == K_ADD) {
+		if constexpr (F)
+			return add_float_global<DT>(addr, v, ss, want_old);
+		else if constexpr (W64)
+			return rmw_add_u64(addr, v, ss, want_old);
+		else
+			return rmw_add_u32(addr, v, ss, want_old);
+	} else if constexpr (KOP == K_MIN || KOP == K_MAX) {
+		constexpr bool MX = KOP == K_MAX;
+		if constexpr (F)
+			return cas_loop(addr, ss, [v](B cur) { return fminmax<DT, MX>(cur, v); });
+		else if constexpr (W64 && S)
+			return MX ? rmw_max_s64(addr, v, ss, want_old)
+			          : rmw_min_s64(addr, v, ss, want_old);
+		else if constexpr (W64)
+			return MX ? rmw_max_u64(addr, v, ss, want_old)
+			          : rmw_min_u64(addr, v, ss, want_old);
+		else if constexpr (S)
+			return MX ? rmw_max_s32(addr, v, ss, want_old)
+			          : rmw_min_s32(addr, v, ss, want_old);
+		else
+			return MX ? rmw_max_u32(addr, v, ss, want_old)
+			          : rmw_min_u32(addr, v, ss, want_old);
+	} else if constexpr (KOP == K_EXCH) {
+		if constexpr (W16)
+			return cas_loop(addr, ss, [v](B) { return v; });
+		else if constexpr (W64)
+			return atom_exch_b64(addr, v, ss);
+		else
+			return atom_exch_b32(addr, v, ss);
+	} else if constexpr (KOP == K_CAS) {
+		return atom_cas(addr, cmp, v, ss);
+	} else if constexpr (KOP == K_AND) {
+		if constexpr (W64)
+			return rmw_and_b64(addr, v, ss, want_old);
+		else
+			return rmw_and_b32(addr, v, ss, want_old);
+	} else if constexpr (KOP == K_OR) {
+		if constexpr (W64)
+			return rmw_or_b64(addr, v, ss, want_old);
+		else
+			return rmw_or_b32(addr, v, ss, want_old);
+	} else if constexpr (KOP == K_XOR) {
+		if constexpr (W64)
+			return rmw_xor_b64(addr, v, ss, want_old);
+		else
+			return rmw_xor_b32(addr, v, ss, want_old);
+	} else if constexpr (KOP == K_LOAD) {
+		return ld_scoped(addr, ss);
+	} else { /* STORE (the plan builder refuses a store with want_old) */
+		st_scoped(addr, v, ss);
+		return 0;
+	}
+}
+
+/* apply_global with a run-time (sem, scope): one out-of-line copy of the 16-way switch per
+ * kernel instead of one per call site (keeps the PTX and the build time small). */
+template <int DT, int KOP>
+__device__ __noinline__ typename dt_traits<DT>::B
+apply_global_rt(typename dt_traits<DT>::B *addr, typename dt_traits<DT>::B v,
+                typename dt_traits<DT>::B cmp, int ss, bool want_old)
+{
+	return apply_global<DT, KOP>(addr, v, cmp, ss, want_old);
+}
+
+/* ---- shared-memory (block-private) accumulation ---------------------------------------*/
+
+/* The value a private slot starts with; a slot still holding it at the end was not
+ * changed and is not merged. Integer ops and float min/max: the op's identity (merging it
+ * would change nothing). Float add: an all-ones NaN pattern that no private sum takes
+ * (float32/16-bit private sums store canonical NaNs; float64 NaN operands bypass the
+ * private copy and inf - inf gives 0xfff8000000000000), so every touched slot is merged. */
+template <int DT, int KOP> __device__ __forceinline__ typename dt_traits<DT>::B shared_identity()
+{
+	typedef typename dt_traits<DT>::B B;
+	constexpr bool F = dt_traits<DT>::is_float, S = dt_traits<DT>::is_signed;
+	if constexpr (KOP == K_ADD) {
+		return F ? (B) ~(B)0 : (B)0;
+	} else if constexpr (F && KOP == K_MIN) {
+		return (B)fbits<DT>::inf;
+	} else if constexpr (F && KOP == K_MAX) {
+		return (B)(fbits<DT>::sign | fbits<DT>::inf);
+	} else if constexpr (KOP == K_MIN) {
+		return S ? (B)(top_bit<B>() - 1) : (B) ~(B)0;
+	} else if constexpr (KOP == K_MAX) {
+		return S ? top_bit<B>() : (B)0;
+	} else if constexpr (KOP == K_AND) {
+		return (B) ~(B)0;
+	} else {
+		return (B)0;
+	}
+}
+
+/* Shared-memory address of a generic pointer into shared memory. */
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* red.shared on one private slot. */
+#define TA_ASM_RED_SH(OPT, CS)                                                                     \
+	asm volatile("red.shared." OPT " [%0], %1;" ::"r"(sa), CS(v) : "memory")
+
+/* atom.shared.cas on one private slot. */
+__device__ __forceinline__ unsigned short shared_cas(uint32_t sa, unsigned short cmp,
+                                                     unsigned short v)
+{
+	unsigned short old;
+	asm volatile("atom.shared.cas.b16 %0, [%1], %2, %3;"
+	             : "=h"(old)
+	             : "r"(sa), "h"(cmp), "h"(v)
+	             : "memory");
+	return old;
+}
+__device__ __forceinline__ uint32_t shared_cas(uint32_t sa, uint32_t cmp, uint32_t v)
+{
+	uint32_t old;
+	asm volatile("atom.shared.cas.b32 %0, [%1], %2, %3;"
+	             : "=r"(old)
+	             : "r"(sa), "r"(cmp), "r"(v)
+	             : "memory");
+	return old;
+}
+__device__ __forceinline__ uint64_t shared_cas(uint32_t sa, uint64_t cmp, uint64_t v)
+{
+	uint64_t old;
+	asm volatile("atom.shared.cas.b64 %0, [%1], %2, %3;"
+	             : "=l"(old)
+	             : "r"(sa), "l"(cmp), "l"(v)
+	             : "memory");
+	return old;
+}
+
+/* A CAS loop on the private slot at shared address sa. */
+template <typename B, typename Fn>
+__device__ __forceinline__ void shared_cas_loop(uint32_t sa, Fn f)
+{
+	B cur;
+	if constexpr (sizeof(B) == 2)
+		asm volatile("ld.volatile.shared.b16 %0, [%1];" : "=h"(cur) : "r"(sa) : "memory");
+	else if constexpr (sizeof(B) == 4)
+		asm volatile("ld.volatile.shared.b32 %0, [%1];" : "=r"(cur) : "r"(sa) : "memory");
+	else
+		asm volatile("ld.volatile.shared.b64 %0, [%1];" : "=l"(cur) : "r"(sa) : "memory");
+	for (;;) {
+		B nv = f(cur);
+		if (nv == cur)
+			return;
+		B prev = shared_cas(sa, cur, nv);
+		if (prev == cur)
+			return;
+		cur = prev;
+	}
+}
+
+/* Accumulates operand v (already negated for SUB) into the private slot at shared address
+ * sa. */
+template <int DT, int KOP>
+__device__ __forceinline__ void apply_shared(uint32_t sa, typename dt_traits<DT>::B v)
+{
+	typedef typename dt_traits<DT>::B B;
+	constexpr bool F = dt_traits<DT>::is_float, S = dt_traits<DT>::is_signed;
+	constexpr bool W64 = sizeof(B) == 8;
+	if constexpr (F && KOP == K_ADD) {
+		/* the first update of a slot stores the operand (float32 flushed; a NaN:
+		 * canonical for float32/16-bit; float64 NaN operands never come here, see
+		 * shared_bypass), later ones add */
+		const B ident = shared_identity<DT, KOP>();
+		B first = v;
+		if constexpr (DT == TA_DTYPE_F32)
+			first = is_nan<DT>(v) ? (B)fbits<DT>::qnan : ftz32(v);
+		else if constexpr (DT != TA_DTYPE_F64)
+			first = is_nan<DT>(v) ? (B)fbits<DT>::qnan : v;
+		shared_cas_loop<B>(
+		    sa, [=](B cur) { return cur == ident ? first : fadd_soft<DT>(cur, v); });
+	} else if constexpr (F) {
+		constexpr bool MX = KOP == K_MAX;
+		shared_cas_loop<B>(sa, [v](B cur) { return fminmax<DT, MX>(cur, v); });
+	} else if constexpr (KOP == K_ADD) {
+		if constexpr (W64)
+			TA_ASM_RED_SH("add.u64", "l");
+		else
+			TA_ASM_RED_SH("add.u32", "r");
+	} else if constexpr (KOP == K_MIN) {
+		if constexpr (W64 && S)
+			TA_ASM_RED_SH("min.s64", "l");
+		else if constexpr (W64)
+			TA_ASM_RED_SH("min.u64", "l");
+		else if constexpr (S)
+			TA_ASM_RED_SH("min.s32", "r");
+		else
+			TA_ASM_RED_SH("min.u32", "r");
+	} else if constexpr (KOP == K_MAX) {
+		if constexpr (W64 && S)
+			TA_ASM_RED_SH("max.s64", "l");
+		else if constexpr (W64)
+			TA_ASM_RED_SH("max.u64", "l");
+		else if constexpr (S)
+			TA_ASM_RED_SH("max.s32", "r");
+		else
+			TA_ASM_RED_SH("max.u32", "r");
+	} else if constexpr (KOP == K_AND) {
+		if constexpr (W64)
+			TA_ASM_RED_SH("and.b64", "l");
+		else
+			TA_ASM_RED_SH("and.b32", "r");
+	} else if constexpr (KOP == K_OR) {
+		if constexpr (W64)
+			TA_ASM_RED_SH("or.b64", "l");
+		else
+			TA_ASM_RED_SH("or.b32", "r");
+	} else {
+		if constexpr (W64)
+			TA_ASM_RED_SH("xor.b64", "l");
+		else
+			TA_ASM_RED_SH("xor.b32", "r");
+	}
+}
+
+/* ---- element addressing ----------------------------------------------------------------*/
+
+/* Unravels k into iteration coordinates e (row-major over p.shape). */
+__device__ __forceinline__ void unravel(const ta_plan &p, int64_t k, int64_t *e)
+{
+#pragma unroll
+	for (int a = TA_MAX_RANK - 1; a >= 1; a--) {
+		e[a] = 0;
+		if (a < p.rank) {
+			e[a] = k % p.shape[a];
+			k /= p.shape[a];
+		}
+	}
+	e[0] = k;
+}
+
+/* Element offset of an operand at coordinates e. */
+__device__ __forceinline__ int64_t operand_at(const ta_plan &p, const ta_operand &op,
+                                              const int64_t *e)
+{
+	int64_t off = 0;
+#pragma unroll
+	for (int a = 0; a < TA_MAX_RANK; a++)
+		if (a < p.rank)
+			off += e[a] * op.stride[a];
+	return off;
+}
+
+/* Index operand i at coordinates e, as int64. */
+__device__ __forceinline__ int64_t index_at(const ta_plan &p, int i, const int64_t *e)
+{
+	const ta_operand &op = p.index[i];
+	int64_t off = operand_at(p, op, e);
+	if (op.dtype == TA_DTYPE_I32)
+		return ((const int32_t *)op.data)[off];
+	return ((const int64_t *)op.data)[off];
+}
+
+/* Mirrors ta_plan_resolve: 1 and *off for an element to apply, 0 when masked off, -1 when
+ * out of range. */
+__device__ __forceinline__ int resolve(const ta_plan &p, const int64_t *e, int64_t *off)
+{
+	if (p.mask.data && !((const uint8_t *)p.mask.data)[operand_at(p, p.mask, e)])
+		return 0;
+	int64_t o = 0;
+	switch (p.addr) {
+	case TA_ADDR_REGION:
+#pragma unroll
+		for (int a = 0; a < TA_MAX_RANK; a++)
+			if (a < p.tile_rank)
+				o += (p.origin[a] + e[a]) * p.tile_stride[a];
+		break;
+	case TA_ADDR_SCATTER:
+#pragma unroll
+		for (int a = 0; a < TA_MAX_RANK; a++)
+			if (a < p.tile_rank) {
+				int64_t c = e[a];
+				if (a == p.scatter_dim) {
+					c = index_at(p, 0, e);
+					if (c < 0 || c >= p.extent[a])
+						return -1;
+				}
+				o += (p.origin[a] + c) * p.tile_stride[a];
+			}
+		break;
+	case TA_ADDR_INDEXED:
+#pragma unroll
+		for (int a = 0; a < TA_MAX_RANK; a++)
+			if (a < p.tile_rank) {
+				int64_t c = index_at(p, a, e);
+				if (c < 0 || c >= p.extent[a])
+					return -1;
+				o += (p.origin[a] + c) * p.tile_stride[a];
+			}
+		break;
+	case TA_ADDR_FLAT: {
+		int64_t f = index_at(p, 0, e);
+		if (f < 0 || f >= p.region_count)
+			return -1;
+#pragma unroll
+		for (int a = TA_MAX_RANK - 1; a >= 0; a--)
+			if (a < p.tile_rank) {
+				o += (p.origin[a] + f % p.extent[a]) * p.tile_stride[a];
+				f /= p.extent[a];
+			}
+		break;
+	}
+	default:
+		return -1;
+	}
+	*off = o;
+	return 1;
+}
+
+/* ---- the loops ---------------------------------------------------------------------------*/
+
+/* Per-thread element counters; applied = visited - masked - skipped - outside. 32 bits:
+ * the host launches enough threads that none handles 2^31 elements. */
+struct tcount {
+	uint32_t visited; /* elements this thread handled */
+	uint32_t masked;  /* masked off */
+	uint32_t skipped; /* out of range */
+	uint32_t outside; /* resolved outside the tile (a plan bug): not applied */
+};
+
+/* The output of an element that is masked off or skipped. */
+template <int DT, int KOP>
+__device__ __forceinline__ typename dt_traits<DT>::B fill_value(const kargs &a,
+                                                                typename dt_traits<DT>::B cmp)
+{
+	typedef typename dt_traits<DT>::B B;
+	if constexpr (KOP == K_CAS)
+		return cmp;
+	else if constexpr (KOP == K_LOAD)
+		return (B)a.p.padding_bits;
+	else
+		return (B)0;
+}
+
+/* The operand of an applied element: negated for SUB. */
+template <int DT, int KOP>
+__device__ __forceinline__ typename dt_traits<DT>::B operand(const kargs &a,
+                                                             typename dt_traits<DT>::B v)
+{
+	if constexpr (KOP == K_ADD)
+		return a.negate ? negate<DT>(v) : v;
+	else
+		return v;
+}
+
+/* True when operand v of a shared-space op must go to the tile directly instead of the
+ * private copy: a float64 NaN operand of add, whose bits the float64 rule stores (and
+ * which could equal the private copy's "untouched" pattern); applying it first changes
+ * no result (the tile keeps a NaN whatever is merged after it). */
+template <int DT, int KOP>
+__device__ __forceinline__ bool shared_bypass(typename dt_traits<DT>::B v)
+{
+	if constexpr (DT == TA_DTYPE_F64 && KOP == K_ADD)
+		return is_nan<DT>(v);
+	else
+		return false;
+}
+
+/* The general loop: any addressing, strided or broadcast operands, one element a step.
+ * SH: accumulate into the private window (sh, at shared address sbase) where the element
+ * falls into it, else (never chosen so by the host) into the tile. */
+template <int DT, int KOP, bool SH>
+__device__ __forceinline__ void general_loop(const kargs &a, uint32_t sbase, tcount &tc)
+{
+	typedef typename dt_traits<DT>::B B;
+	const ta_plan &p = a.p;
+	const B *vals = (const B *)p.values.data;
+	const B *cmps = (const B *)p.compare.data;
+	B *out = (B *)p.old_out;
+	B *tile = (B *)a.tile;
+	const int64_t step = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < p.count; k += step) {
+		int64_t e[TA_MAX_RANK];
+		unravel(p, k, e);
+		B v = 0, c = 0, old;
+		if (KOP != K_LOAD && vals)
+			v = vals[operand_at(p, p.values, e)];
+		if (KOP == K_CAS && cmps)
+			c = cmps[operand_at(p, p.compare, e)];
+		int64_t off = 0;
+		int r = resolve(p, e, &off);
+		tc.visited++;
+		if (r == 0) {
+			tc.masked++;
+			old = fill_value<DT, KOP>(a, c);
+		} else if (r < 0) {
+			tc.skipped++;
+			old = fill_value<DT, KOP>(a, c);
+		} else if (off < 0 || off >= a.tile_elems) {
+			tc.outside++;
+			old = fill_value<DT, KOP>(a, c);
+		} else {
+			v = operand<DT, KOP>(a, v);
+			int64_t w = off - a.lo;
+			if (SH && (uint64_t)w < (uint64_t)a.win && !shared_bypass<DT, KOP>(v)) {
+				apply_shared<DT, KOP>(sbase + (uint32_t)w * (uint32_t)sizeof(B), v);
+				old = 0;
+			} else {
+				old = apply_global_rt<DT, KOP>(tile + off, v, c, a.ss, p.want_old);
+			}
+		}
+		if (p.want_old)
+			out[k] = old;
+	}
+}
+
+/* Applies an element of a fast loop at region element w (tile offset base + w; private
+ * slot w when SH). FIX: sem relaxed and scope gpu inlined, else the out-of-line switch. */
+template <int DT, int KOP, bool SH, bool FIX>
+__device__ __forceinline__ typename dt_traits<DT>::B
+fast_apply(const kargs &a, uint32_t sbase, int64_t w, typename dt_traits<DT>::B v,
+           typename dt_traits<DT>::B c)
+{
+	typedef typename dt_traits<DT>::B B;
+	v = operand<DT, KOP>(a, v);
+	if constexpr (SH) {
+		if (shared_bypass<DT, KOP>(v)) /* the window starts at base */
+			apply_global_rt<DT, KOP>((B *)a.tile + a.base + w, v, c, a.ss, false);
+		else
+			apply_shared<DT, KOP>(sbase + (uint32_t)w * (uint32_t)sizeof(B), v);
+		return 0;
+	} else if constexpr (FIX) {
+		return apply_global<DT, KOP>((B *)a.tile + a.base + w, v, c, 0, a.p.want_old);
+	} else {
+		return apply_global_rt<DT, KOP>((B *)a.tile + a.base + w, v, c, a.ss, a.p.want_old);
+	}
+}
+
+/* Elements each thread takes per step of the REGION fast loop. */
+template <typename B> __host__ __device__ constexpr int region_per_thread()
+{
+	return sizeof(B) == 8 ? 4 : 8;
+}
+
+/* The REGION fast loop: a contiguous region (element k at tile offset base + k, private
+ * slot k), operands contiguous or scalar. Element k of a step goes to thread k mod T (T =
+ * threads in the grid), so that a warp's loads and atomics cover consecutive addresses;
+ * each thread loads all its elements of a step before applying any. */
+template <int DT, int KOP, bool SH, bool FIX>
+__device__ __forceinline__ void fast_region(const kargs &a, uint32_t sbase, tcount &tc)
+{
+	typedef typename dt_traits<DT>::B B;
+	constexpr int R = region_per_thread<B>();
+	const ta_plan &p = a.p;
+	const B *vals = (const B *)p.values.data;
+	const B *cmps = (const B *)p.compare.data;
+	const uint8_t *mask = (const uint8_t *)p.mask.data;
+	B *out = (B *)p.old_out;
+	const bool want = p.want_old;
+	const int64_t n = p.count;
+	const int64_t T = (int64_t)gridDim.x * blockDim.x;
+	const B vs = (KOP != K_LOAD && !a.vals_vec) ? vals[0] : (B)0;
+	const B cs = (KOP == K_CAS && !a.cmp_vec) ? cmps[0] : (B)0;
+	const bool mvec = mask && a.mask_vec;
+	const uint8_t ms = (mask && !a.mask_vec) ? mask[0] : (uint8_t)1;
+	for (int64_t k0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k0 < n;
+	     k0 += (int64_t)R * T) {
+		B v[R], c[R];
+		uint32_t mw[R / 4];
+#pragma unroll
+		for (int q = 0; q < R / 4; q++)
+			mw[q] = 0;
+		int64_t k = k0;
+#pragma unroll
+		for (int q = 0; q < R; q++, k += T) {
+			bool in = k < n;
+			v[q] = (KOP != K_LOAD && a.vals_vec && in) ? vals[k] : vs;
+			c[q] = (KOP == K_CAS && a.cmp_vec && in) ? cmps[k] : cs;
+			uint32_t mb = mvec ? (in ? mask[k] : 0) : ms;
+			mw[q / 4] |= (uint32_t)(mb != 0) << (8 * (q % 4));
+		}
+		k = k0;
+#pragma unroll
+		for (int q = 0; q < R; q++, k += T) {
+			if (k >= n)
+				break;
+			B o;
+			tc.visited++;
+			if (!((mw[q / 4] >> (8 * (q % 4))) & 1u)) {
+				tc.masked++;
+				o = fill_value<DT, KOP>(a, c[q]);
+			} else {
+				o = fast_apply<DT, KOP, SH, FIX>(a, sbase, k, v[q], c[q]);
+			}
+			if (want)
+				out[k] = o;
+		}
+	}
+}
+
+/* 4 consecutive elements (16-byte aligned base, k a multiple of 4). */
+__device__ __forceinline__ void load4(const unsigned short *p, int64_t k, unsigned short *v)
+{
+	uint2 x = *(const uint2 *)(p + k);
+	v[0] = (unsigned short)x.x;
+	v[1] = (unsigned short)(x.x >> 16);
+	v[2] = (unsigned short)x.y;
+	v[3] = (unsigned short)(x.y >> 16);
+}
+__device__ __forceinline__ void load4(const uint32_t *p, int64_t k, uint32_t *v)
+{
+	uint4 x = *(const uint4 *)(p + k);
+	v[0] = x.x;
+	v[1] = x.y;
+	v[2] = x.z;
+	v[3] = x.w;
+}
+__device__ __forceinline__ void load4(const uint64_t *p, int64_t k, uint64_t *v)
+{
+	ulonglong2 x = *(const ulonglong2 *)(p + k);
+	ulonglong2 y = *(const ulonglong2 *)(p + k + 2);
+	v[0] = x.x;
+	v[1] = x.y;
+	v[2] = y.x;
+	v[3] = y.y;
+}
+/* Stores 4 consecutive elements (aligned as load4). */
+__device__ __forceinline__ void store4(unsigned short *p, int64_t k, const unsigned short *v)
+{
+	*(uint2 *)(p + k) = make_uint2((uint32_t)v[0] | ((uint32_t)v[1] << 16),
+	                               (uint32_t)v[2] | ((uint32_t)v[3] << 16));
+}
+__device__ __forceinline__ void store4(uint32_t *p, int64_t k, const uint32_t *v)
+{
+	*(uint4 *)(p + k) = make_uint4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void store4(uint64_t *p, int64_t k, const uint64_t *v)
+{
+	*(ulonglong2 *)(p + k) = make_ulonglong2(v[0], v[1]);
+	*(ulonglong2 *)(p + k + 2) = make_ulonglong2(v[2], v[3]);
+}
+
+/* A flat offset of the FLAT fast loop as 32 bits: the offset when it lies in [0, n) (the
+ * host takes this loop only for regions of fewer than 2^31 elements), else -1. */
+__device__ __forceinline__ int32_t flat32(int64_t f, int64_t n)
+{
+	return (uint64_t)f < (uint64_t)n ? (int32_t)f : -1;
+}
+
+/* Loads 4 consecutive flat offsets (int32 or int64) as flat32 values. */
+__device__ __forceinline__ void load4_flat(const ta_operand &op, int64_t k, int64_t n, int32_t *v)
+{
+	if (op.dtype == TA_DTYPE_I32) {
+		int4 x = *(const int4 *)((const int32_t *)op.data + k);
+		v[0] = flat32(x.x, n);
+		v[1] = flat32(x.y, n);
+		v[2] = flat32(x.z, n);
+		v[3] = flat32(x.w, n);
+	} else {
+		const int64_t *q = (const int64_t *)op.data + k;
+		longlong2 x = *(const longlong2 *)q, y = *(const longlong2 *)(q + 2);
+		v[0] = flat32(x.x, n);
+		v[1] = flat32(x.y, n);
+		v[2] = flat32(y.x, n);
+		v[3] = flat32(y.y, n);
+	}
+}
+
+/* One flat offset of the FLAT fast loop's tail, as flat32. */
+__device__ __forceinline__ int32_t load1_flat(const ta_operand &op, int64_t k, int64_t n)
+{
+	if (op.dtype == TA_DTYPE_I32)
+		return flat32(((const int32_t *)op.data)[k], n);
+	return flat32(((const int64_t *)op.data)[k], n);
+}
+
+/* Chunks of 4 elements a thread of the FLAT fast loop loads before applying any. */
+template <bool SH> __host__ __device__ constexpr int flat_unroll()
+{
+	return SH ? 2 : 4;
+}
+
+/* Applies one element of the FLAT fast loop (f: flat32 offset, m: mask byte). */
+template <int DT, int KOP, bool SH, bool FIX>
+__device__ __forceinline__ typename dt_traits<DT>::B
+flat_elem(const kargs &a, uint32_t sbase, typename dt_traits<DT>::B v, typename dt_traits<DT>::B c,
+          uint32_t m, int32_t f, tcount &tc)
+{
+	if (!m) {
+		tc.masked++;
+		return fill_value<DT, KOP>(a, c);
+	}
+	if (f < 0) {
+		tc.skipped++;
+		return fill_value<DT, KOP>(a, c);
+	}
+	return fast_apply<DT, KOP, SH, FIX>(a, sbase, f, v, c);
+}
+
+/* The FLAT fast loop: flat offsets into a contiguous region (tile offset base + f, private
+ * slot f), offsets and operands contiguous (16-byte aligned) or scalar. A thread takes
+ * chunks of 4 consecutive elements with 16-byte loads. */
+template <int DT, int KOP, bool SH, bool FIX>
+__device__ __forceinline__ void fast_flat(const kargs &a, uint32_t sbase, tcount &tc)
+{
+	typedef typename dt_traits<DT>::B B;
+	constexpr int U = flat_unroll<SH>();
+	const ta_plan &p = a.p;
+	const B *vals = (const B *)p.values.data;
+	const B *cmps = (const B *)p.compare.data;
+	const uint8_t *mask = (const uint8_t *)p.mask.data;
+	B *out = (B *)p.old_out;
+	const bool want = p.want_old;
+	const int64_t n = p.count, nch = n >> 2, rc = p.region_count;
+	const int64_t T = (int64_t)gridDim.x * blockDim.x;
+	const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	const B vs = (KOP != K_LOAD && !a.vals_vec) ? vals[0] : (B)0;
+	const B cs = (KOP == K_CAS && !a.cmp_vec) ? cmps[0] : (B)0;
+	/* a scalar or absent mask as a word of 4 mask bytes */
+	const uint32_t ms = (mask && !a.mask_vec) ? (mask[0] ? 0x01010101u : 0u) : 0x01010101u;
+	const bool mvec = mask && a.mask_vec;
+	for (int64_t c0 = tid; c0 < nch; c0 += (int64_t)U * T) {
+		B v[U][4], c[U][4];
+		uint32_t m[U];
+		int32_t f[U][4];
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int64_t ch = c0 + u * T;
+			int64_t k0 = ch << 2;
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				v[u][j] = vs;
+				c[u][j] = cs;
+				f[u][j] = -1;
+			}
+			m[u] = ms;
+			if (ch >= nch)
+				continue;
+			if (KOP != K_LOAD && a.vals_vec)
+				load4(vals, k0, v[u]);
+			if (KOP == K_CAS && a.cmp_vec)
+				load4(cmps, k0, c[u]);
+			if (mvec)
+				m[u] = *(const uint32_t *)(mask + k0);
+			load4_flat(p.index[0], k0, rc, f[u]);
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int64_t ch = c0 + u * T;
+			if (ch >= nch)
+				continue;
+			int64_t k0 = ch << 2;
+			tc.visited += 4;
+			B o[4];
+#pragma unroll
+			for (int j = 0; j < 4; j++)
+				o[j] = flat_elem<DT, KOP, SH, FIX>(a, sbase, v[u][j], c[u][j],
+				                                   (m[u] >> (8 * j)) & 0xffu,
+				                                   f[u][j], tc);
+			if (want)
+				store4(out, k0, o);
+		}
+	}
+	/* the last n % 4 elements */
+	for (int64_t k = (nch << 2) + tid; k < n; k += T) {
+		B v = (KOP != K_LOAD && a.vals_vec) ? vals[k] : vs;
+		B c = (KOP == K_CAS && a.cmp_vec) ? cmps[k] : cs;
+		uint32_t m = mvec ? mask[k] : (ms & 0xffu);
+		tc.visited++;
+		B o = flat_elem<DT, KOP, SH, FIX>(a, sbase, v, c, m, load1_flat(p.index[0], k, rc),
+		                                  tc);
+		if (want)
+			out[k] = o;
+	}
+}
+
+/* Adds the block's counters to the device counters: one atomic per warp with any count. */
+__device__ __forceinline__ void flush_counts(const kargs &a, tcount tc)
+{
+	unsigned long long applied = tc.visited - tc.masked - tc.skipped - tc.outside;
+	unsigned long long skipped = tc.skipped, outside = tc.outside;
+	/* (64-bit sums across the warp) */
+#pragma unroll
+	for (int d = 16; d > 0; d >>= 1) {
+		skipped += __shfl_down_sync(0xffffffffu, skipped, d);
+		applied += __shfl_down_sync(0xffffffffu, applied, d);
+		outside += __shfl_down_sync(0xffffffffu, outside, d);
+	}
+	if ((threadIdx.x & 31) == 0) {
+		if (skipped)
+			atomicAdd(&a.counters[0], skipped);
+		if (applied)
+			atomicAdd(&a.counters[1], applied);
+		if (outside)
+			atomicAdd(&a.counters[2], outside);
+	}
+}
+
+/* Threads per block of every kernel. */
+#define TA_BLOCK 256
+
+/* Kernel modes: the loop a kernel runs. */
+enum kmode {
+	M_GENERAL = 0, /* general_loop */
+	M_REGION = 1,  /* fast_region */
+	M_FLAT = 2     /* fast_flat */
+};
+
+/* Resident blocks per SM the register allocation of a kernel must allow: 8 (32 registers a
+ * thread) for the shared FLAT loop (histograms: occupancy hides the latency of the key
+ * loads), else 4 (64 registers). */
+template <bool SH, int MODE> __host__ __device__ constexpr int min_blocks()
+{
+	return SH && MODE == M_FLAT ? 8 : 4;
+}
+
+/* Global-space kernel of (dtype DT, op KOP) running loop MODE: every element updates the
+ * tile directly. The fast loops get sem relaxed + scope gpu compiled in; other pairs go
+ * through the out-of-line switch. */
+template <int DT, int KOP, int MODE>
+__global__ void __launch_bounds__(TA_BLOCK, (min_blocks<false, MODE>())) k_global(const kargs a)
+{
+	tcount tc = {0, 0, 0, 0};
+	if constexpr (MODE == M_REGION) {
+		if (a.ss == 0)
+			fast_region<DT, KOP, false, true>(a, 0, tc);
+		else
+			fast_region<DT, KOP, false, false>(a, 0, tc);
+	} else if constexpr (MODE == M_FLAT) {
+		if (a.ss == 0)
+			fast_flat<DT, KOP, false, true>(a, 0, tc);
+		else
+			fast_flat<DT, KOP, false, false>(a, 0, tc);
+	} else {
+		general_loop<DT, KOP, false>(a, 0, tc);
+	}
+	flush_counts(a, tc);
+}
+
+/* Shared-space kernel of (dtype DT, op KOP) running loop MODE: accumulate into a
+ * block-private copy of the window [lo, lo + win) in dynamic shared memory, then merge
+ * every changed slot into the tile with one global op (sem/scope of the plan, never an
+ * output). For the fast loops the window is the region (lo = base). */
+template <int DT, int KOP, int MODE>
+__global__ void __launch_bounds__(TA_BLOCK, (min_blocks<true, MODE>())) k_shared(const kargs a)
+{
+	typedef typename dt_traits<DT>::B B;
+	extern __shared__ __align__(16) unsigned char ta_smem[];
+	B *sh = (B *)ta_smem;
+	const uint32_t sbase = smem_addr(ta_smem);
+	const B ident = shared_identity<DT, KOP>();
+	for (int64_t i = threadIdx.x; i < a.win; i += blockDim.x)
+		sh[i] = ident;
+	__syncthreads();
+	tcount tc = {0, 0, 0, 0};
+	if constexpr (MODE == M_REGION)
+		fast_region<DT, KOP, true, false>(a, sbase, tc);
+	else if constexpr (MODE == M_FLAT)
+		fast_flat<DT, KOP, true, false>(a, sbase, tc);
+	else
+		general_loop<DT, KOP, true>(a, sbase, tc);
+	__syncthreads();
+	B *tile = (B *)a.tile + a.lo;
+	for (int64_t i = threadIdx.x; i < a.win; i += blockDim.x) {
+		B s = sh[i];
+		if (s != ident)
+			apply_global_rt<DT, KOP>(tile + i, s, (B)0, a.ss, false);
+	}
+	flush_counts(a, tc);
+}
+
+} /* namespace ta */
+#endif /* TA_CUDA_KERNELS_CUH */

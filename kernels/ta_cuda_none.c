@@ -1,0 +1,11 @@
+/* ta_cuda_none.c: the CUDA backend entry point of a build without CUDA (configure found no
+ * nvcc or was given --without-cuda): creating the backend always fails with UNAVAILABLE. */
+#include "ta_backend.h"
+
+ta_backend *ta_cuda_backend_new(int device, ta_error *err)
+{
+	ta_error_set(err, TA_UNAVAILABLE,
+	             "CUDA backend for device %d: built without CUDA (configure --with-cuda)",
+	             device);
+	return NULL;
+}

@@ -1,0 +1,46 @@
+/* ta_cuda_private.h: internal entry points of the CUDA backend (kernels/ta_cuda.cu) for
+ * its tests and benchmark; not part of the backend interface (ta_backend.h). Plain C.
+ *
+ * ta_cuda_launch_plan runs the kernel of a plan whose every pointer (operands, old_out)
+ * already lives in device memory: the benchmark times it with CUDA events around it, and
+ * the backend's apply calls it after staging a request. */
+#ifndef TA_CUDA_PRIVATE_H
+#define TA_CUDA_PRIVATE_H
+
+#include "ta_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How ta_cuda_launch_plan runs a plan. */
+typedef enum ta_cuda_path {
+	TA_CUDA_PATH_NONE = 0,        /* nothing to launch (no elements) */
+	TA_CUDA_PATH_GLOBAL = 1,      /* general loop, global space */
+	TA_CUDA_PATH_GLOBAL_FAST = 2, /* contiguous fast loop, global space */
+	TA_CUDA_PATH_SHARED = 3,      /* general loop, block-private shared copy */
+	TA_CUDA_PATH_SHARED_FAST = 4  /* contiguous fast loop, block-private shared copy */
+} ta_cuda_path;
+
+/* Name of a path ("global", "global-fast", "shared", "shared-fast", "none"). */
+const char *ta_cuda_path_name(ta_cuda_path path);
+
+/* Launches the kernel for dev_plan (all its pointers device memory, 16-byte aligned for
+ * the fast loop) on the tile dev_tile (tile_bytes long) on stream (a cudaStream_t; NULL
+ * for the default stream), on the current device. The kernel adds the skipped and applied
+ * element counts to dev_counters[0] and [1], and the count of elements that resolved
+ * outside the tile (never applied; nonzero only for an inconsistent plan) to [2] (device
+ * memory, 3 counters zeroed by the caller). Does not synchronize. *path (when not NULL) receives
+ * the path taken. Returns TA_OK, TA_INVALID_ARGUMENT for a plan that does not fit the tile or names
+ * no kernel, or TA_INTERNAL with the CUDA error text when the launch fails. */
+ta_status ta_cuda_launch_plan(const ta_plan *dev_plan, void *dev_tile, size_t tile_bytes,
+                              unsigned long long *dev_counters, void *stream, ta_cuda_path *path,
+                              ta_error *err);
+
+/* Number of kernels in the kernel table (global + shared), for tests. */
+int ta_cuda_kernel_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TA_CUDA_PRIVATE_H */

@@ -1,0 +1,194 @@
+/* ta_lower.c: the CUDA backend's lowering rules (see ta_lower.h), derived from the
+ * legality table kernels/ta_ops.def. Plain C, no CUDA: the daemon's --list-kernels prints
+ * the table, and the PTX test checks that every instruction named here is present in the
+ * compiled kernels. */
+#include "ta_lower.h"
+
+#include <string.h>
+
+/* PTX .bN type of each dtype (exch/cas/and/or/xor, loads and stores), from ta_ops.def. */
+static const char *const ptx_bits[TA_DTYPE_COUNT] = {
+#define TA_DTYPE(id, name, size, kind, sgn, bits, arith) [TA_DTYPE_##id] = bits,
+#include "ta_ops.def"
+#undef TA_DTYPE
+};
+
+/* PTX arithmetic type of each dtype (min/max, float add), from ta_ops.def. */
+static const char *const ptx_arith[TA_DTYPE_COUNT] = {
+#define TA_DTYPE(id, name, size, kind, sgn, bits, arith) [TA_DTYPE_##id] = arith,
+#include "ta_ops.def"
+#undef TA_DTYPE
+};
+
+/* PTX scope qualifier of each scope, from ta_ops.def. */
+static const char *const ptx_scope[TA_SCOPE_COUNT] = {
+#define TA_SCOPE(id, name, ptx) [TA_SCOPE_##id] = ptx,
+#include "ta_ops.def"
+#undef TA_SCOPE
+};
+
+bool ta_lower_legal(const ta_variant *v)
+{
+	if (v->op <= TA_OP_NONE || v->op >= TA_OP_COUNT || !ta_dtype_is_tile(v->dtype))
+		return false;
+	if ((int)v->sem < 0 || v->sem >= TA_SEM_COUNT || (int)v->scope < 0 ||
+	    v->scope >= TA_SCOPE_COUNT || (int)v->space < 0 || v->space >= TA_SPACE_COUNT)
+		return false;
+	if (!ta_op_accepts_dtype(v->op, v->dtype) || !ta_op_sem_ok(v->op, v->sem))
+		return false;
+	if (v->space == TA_SPACE_SHARED && (!ta_op_shared_ok(v->op) || v->want_old))
+		return false;
+	if (v->op == TA_OP_LOAD)
+		return v->want_old && v->space == TA_SPACE_GLOBAL;
+	if (v->op == TA_OP_STORE) /* a store returns nothing (exch does) */
+		return !v->want_old && v->space == TA_SPACE_GLOBAL;
+	return true;
+}
+
+bool ta_lower_uses_red(ta_op op, ta_sem sem, bool want_old)
+{
+	return ta_op_is_rmw(op) && ta_op_has_red(op) && !want_old &&
+	       (sem == TA_SEM_RELAXED || sem == TA_SEM_RELEASE);
+}
+
+bool ta_lower_emulated(ta_op op, ta_dtype dtype)
+{
+	if ((op == TA_OP_MIN || op == TA_OP_MAX) && ta_dtype_is_float(dtype))
+		return true;
+	return op == TA_OP_EXCH && ta_dtype_size(dtype) == 2;
+}
+
+/* The PTX type suffix of the instruction that performs op on dtype ("u32", "noftz.f16",
+ * "b64", ...). SUB uses ADD's. */
+static const char *op_type(ta_op op, ta_dtype dtype)
+{
+	switch (op) {
+	case TA_OP_ADD:
+	case TA_OP_SUB:
+		if (ta_dtype_is_int(dtype))
+			return ta_dtype_size(dtype) == 4 ? "u32" : "u64";
+		if (dtype == TA_DTYPE_F16)
+			return "noftz.f16";
+		if (dtype == TA_DTYPE_BF16)
+			return "noftz.bf16";
+		return ptx_arith[dtype];
+	case TA_OP_MIN:
+	case TA_OP_MAX:
+		return ta_dtype_is_int(dtype) ? ptx_arith[dtype] : ptx_bits[dtype];
+	default:
+		return ptx_bits[dtype];
+	}
+}
+
+/* PTX mnemonic of op's RMW (sub is an add). */
+static const char *op_mnemonic(ta_op op)
+{
+	return op == TA_OP_SUB ? "add" : ta_op_name(op);
+}
+
+/* Writes the global-memory instruction of an RMW op (space global) into buf. */
+static void global_rmw(char *buf, size_t len, ta_op op, ta_dtype dtype, ta_sem sem, ta_scope scope,
+                       bool want_old)
+{
+	const char *sem_name = ta_sem_name(sem);
+	const char *scope_name = ptx_scope[scope];
+	if (ta_lower_emulated(op, dtype)) {
+		snprintf(buf, len, "cas-loop(atom.%s.%s.global.cas.%s)", sem_name, scope_name,
+		         ptx_bits[dtype]);
+		return;
+	}
+	const char *form = ta_lower_uses_red(op, sem, want_old) ? "red" : "atom";
+	const char *wrap = op == TA_OP_SUB ? "add-negated(" : "";
+	int n = snprintf(buf, len, "%s%s.%s.%s.global.%s.%s%s", wrap, form, sem_name, scope_name,
+	                 op_mnemonic(op), op_type(op, dtype), op == TA_OP_SUB ? ")" : "");
+	/* float add of an inf or NaN operand: the exact rule in software (canonical NaN) */
+	if ((op == TA_OP_ADD || op == TA_OP_SUB) && ta_dtype_is_float(dtype) && n > 0 &&
+	    (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n,
+		         "|inf-nan-operand:cas-loop(atom.%s.%s.global.cas.%s)", sem_name,
+		         scope_name, ptx_bits[dtype]);
+}
+
+/* Writes the shared-memory (block-private) instruction of an RMW op into buf. */
+static void shared_rmw(char *buf, size_t len, ta_op op, ta_dtype dtype)
+{
+	/* floats: a CAS loop computing the core rule in software (float add: the exact
+	 * rounding and flushing of the global instruction, canonical NaNs; min/max: -0.0 and
+	 * NaN rules) */
+	if (ta_dtype_is_float(dtype))
+		snprintf(buf, len, "cas-loop(atom.shared.cas.%s)", ptx_bits[dtype]);
+	else
+		snprintf(buf, len, "red.shared.%s.%s", op_mnemonic(op), op_type(op, dtype));
+}
+
+ta_status ta_lower_instr(const ta_variant *v, char *buf, size_t buflen, ta_error *err)
+{
+	if (buflen > 0)
+		buf[0] = '\0';
+	if (!ta_lower_legal(v))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "no kernel variant for op %s, dtype %s, sem %s, scope %s, "
+		                    "space %s, output %s",
+		                    ta_op_name(v->op), ta_dtype_name(v->dtype), ta_sem_name(v->sem),
+		                    ta_scope_name(v->scope), ta_space_name(v->space),
+		                    v->want_old ? "old" : "none");
+	const char *bits = ptx_bits[v->dtype];
+	const char *scope_name = ptx_scope[v->scope];
+	if (v->op == TA_OP_LOAD) {
+		snprintf(buf, buflen, "ld.%s.%s.global.%s", ta_sem_name(v->sem), scope_name, bits);
+	} else if (v->op == TA_OP_STORE) {
+		snprintf(buf, buflen, "st.%s.%s.global.%s", ta_sem_name(v->sem), scope_name, bits);
+	} else if (v->op == TA_OP_CAS) {
+		snprintf(buf, buflen, "atom.%s.%s.global.cas.%s", ta_sem_name(v->sem), scope_name,
+		         bits);
+	} else if (v->space == TA_SPACE_SHARED) {
+		char priv[TA_LOWER_INSTR_MAX], merge[TA_LOWER_INSTR_MAX];
+		shared_rmw(priv, sizeof priv, v->op, v->dtype);
+		/* the private copy of a sub holds the sum of the negated operands */
+		ta_op merge_op = v->op == TA_OP_SUB ? TA_OP_ADD : v->op;
+		global_rmw(merge, sizeof merge, merge_op, v->dtype, v->sem, v->scope, false);
+		snprintf(buf, buflen, "shared-private(%s)+merge(%s)", priv, merge);
+	} else {
+		global_rmw(buf, buflen, v->op, v->dtype, v->sem, v->scope, v->want_old);
+	}
+	return TA_OK;
+}
+
+size_t ta_lower_foreach(ta_lower_fn fn, void *ctx)
+{
+	size_t n = 0;
+	char instr[TA_LOWER_INSTR_MAX];
+	for (int op = TA_OP_NONE + 1; op < TA_OP_COUNT; op++)
+		for (int dt = TA_DTYPE_NONE + 1; dt < TA_DTYPE_COUNT; dt++)
+			for (int space = 0; space < TA_SPACE_COUNT; space++)
+				for (int old = 0; old < 2; old++)
+					for (int sem = 0; sem < TA_SEM_COUNT; sem++)
+						for (int sc = 0; sc < TA_SCOPE_COUNT; sc++) {
+							ta_variant v = {
+							    (ta_op)op,       (ta_dtype)dt,
+							    (ta_sem)sem,     (ta_scope)sc,
+							    (ta_space)space, old != 0};
+							if (ta_lower_instr(&v, instr, sizeof instr,
+							                   NULL) != TA_OK)
+								continue;
+							if (fn)
+								fn(&v, instr, ctx);
+							n++;
+						}
+	return n;
+}
+
+/* ta_lower_foreach callback of ta_lower_print_table: prints one row to the FILE in ctx. */
+static void print_row(const ta_variant *v, const char *instr, void *ctx)
+{
+	fprintf((FILE *)ctx, "%-5s %-8s %-7s %-7s %-6s %-6s %s\n", ta_op_name(v->op),
+	        ta_dtype_name(v->dtype), ta_sem_name(v->sem), ta_scope_name(v->scope),
+	        ta_space_name(v->space), v->want_old ? "old" : "-", instr);
+}
+
+void ta_lower_print_table(FILE *out)
+{
+	fprintf(out, "%-5s %-8s %-7s %-7s %-6s %-6s %s\n", "op", "dtype", "sem", "scope", "space",
+	        "output", "instruction");
+	ta_lower_foreach(print_row, out);
+}

@@ -1,0 +1,110 @@
+#!/bin/sh
+# scripts/gpu-run.sh: builds the CUDA backend's tests for the GPU machine and runs them
+# there (see ../shared/GPU-NOTES.md: build here, carry the binaries, run there).
+#
+#   scripts/gpu-run.sh pack [BUILD]   here: build check_cuda and bench_gpu in BUILD (default
+#                                     build-gpu, configured --with-cuda --disable-shared) and
+#                                     copy them with the shared libraries they need
+#                                     (libsubunit) into gpu-carry/ (git-ignored via
+#                                     .git/info/exclude)
+#   scripts/gpu-run.sh run [CARRY]    there, from the repository root: device facts, the Check
+#                                     suite check_cuda, a compute-sanitizer memcheck pass over
+#                                     the differential test, the torch peers
+#                                     (tests/bench_torch.py) and bench_gpu; logs under $OUT
+#                                     (default /tmp/gpu-out); a summary is printed last.
+set -u
+mode=${1:-run}
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ "$mode" = pack ]; then
+	build=${2:-build-gpu}
+	cd "$here" || exit 1
+	mkdir -p "$build"
+	if [ ! -f "$build/Makefile" ]; then
+		(cd "$build" && ../configure --with-cuda --disable-shared) || exit 1
+	fi
+	(cd "$build" && make -j2 tests/check_cuda tests/bench_gpu tests/check_ptx) || exit 1
+	rm -rf gpu-carry
+	mkdir -p gpu-carry/rt
+	for b in tests/check_cuda tests/bench_gpu; do
+		# a libtool wrapper script would point at this machine: refuse it
+		if [ "$(head -c 4 "$build/$b" | od -An -c | tr -d ' ')" != '177ELF' ]; then
+			echo "gpu-run.sh: $build/$b is not an ELF binary (libtool wrapper?)" >&2
+			exit 1
+		fi
+		cp "$build/$b" gpu-carry/
+	done
+	cp -L /usr/lib/x86_64-linux-gnu/libsubunit.so.0 gpu-carry/rt/
+	exclude=$(git rev-parse --git-path info/exclude)
+	mkdir -p "$(dirname "$exclude")"
+	grep -qx '/gpu-carry/' "$exclude" 2>/dev/null || echo '/gpu-carry/' >>"$exclude"
+	du -sh gpu-carry
+	exit 0
+fi
+
+carry=${2:-gpu-carry}
+cd "$here" || exit 1
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$here/$carry/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONUNBUFFERED=1
+
+echo "== device"
+nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv 2>&1 |
+	tee "$OUT/device.txt"
+
+echo "== check_cuda (full suite)"
+start=$(date +%s)
+timeout 300 "$carry/check_cuda" >"$OUT/check_cuda.log" 2>&1
+check_rc=$?
+echo "check_cuda exit $check_rc in $(($(date +%s) - start)) s"
+grep -E '^[0-9]+%|^check_cuda:|^cuda backend:|vectors:|sweep seed|shared large|^diff:|large |huge|sticky' \
+	"$OUT/check_cuda.log" | head -40
+grep -E ':[EF]:' "$OUT/check_cuda.log" | head -20
+
+echo "== compute-sanitizer memcheck (differential test, 300 requests)"
+if command -v compute-sanitizer >/dev/null 2>&1; then
+	CK_RUN_CASE=diff TA_DIFF_CASES=300 timeout 120 compute-sanitizer --tool memcheck \
+		--error-exitcode 3 "$carry/check_cuda" >"$OUT/memcheck.log" 2>&1
+	mc_rc=$?
+	echo "memcheck exit $mc_rc"
+	tail -4 "$OUT/memcheck.log"
+else
+	mc_rc=na
+	echo "compute-sanitizer not found"
+fi
+
+echo "== torch peers"
+python3 tests/bench_torch.py --out "$OUT/torch.txt" 2>&1 | tee "$OUT/torch.log"
+
+echo "== bench_gpu"
+timeout 150 "$carry/bench_gpu" --torch "$OUT/torch.txt" >"$OUT/bench.log" 2>&1
+bench_rc=$?
+cat "$OUT/bench.log"
+
+if [ "${PROFILE:-0}" = 1 ]; then
+	# where the time of the two floor kernels goes: their SASS and an Nsight Compute pass
+	hist=_ZN2ta8k_sharedILi1ELi1ELi2EEEvNS_5kargsE
+	elem=_ZN2ta8k_globalILi1ELi1ELi1EEEvNS_5kargsE
+	echo "== SASS (cuobjdump) of the histogram and element-wise kernels"
+	for k in $hist $elem; do
+		cuobjdump -sass -fun "$k" "$carry/bench_gpu" >"$OUT/sass.tmp" 2>&1
+		cat "$OUT/sass.tmp" >>"$OUT/sass.txt"
+		echo "$k: $(grep -cE '^ +/\*[0-9a-f]+\*/' "$OUT/sass.tmp") instructions;" \
+			"$(grep -oE '(ATOMS|ATOMG|REDG|RED|ATOM)\.[A-Z0-9.]+' "$OUT/sass.tmp" | sort | uniq -c | tr '\n' ' ')"
+		rm -f "$OUT/sass.tmp"
+	done
+	echo "== ncu"
+	for k in $hist $elem; do
+		timeout 120 ncu --kernel-name-base mangled --kernel-name "$k" --launch-count 1 \
+			--section SpeedOfLight --section Occupancy --section WarpStateStats \
+			--section MemoryWorkloadAnalysis "$carry/bench_gpu" --reps 1 --log2n 25 \
+			>"$OUT/ncu.tmp" 2>&1
+		cat "$OUT/ncu.tmp" >>"$OUT/ncu.txt"
+		grep -E 'Duration|Throughput|Achieved Occupancy|Registers Per|Stall|Bank|One or More|L2 Hit' \
+			"$OUT/ncu.tmp" | head -24
+		rm -f "$OUT/ncu.tmp"
+	done
+fi
+
+echo "== summary: check_cuda $check_rc, memcheck $mc_rc, bench_gpu $bench_rc"

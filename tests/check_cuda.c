@@ -1,0 +1,1181 @@
+/* check_cuda.c: Check suite of the CUDA backend.
+ *
+ *  - vectors: every backend-neutral vector of tests/ta_vectors.h, the reference sweep of
+ *    every op and the large shared-space cases, on the CUDA backend;
+ *  - diff: thousands of random requests (random ops, dtypes, regions, masks, broadcast,
+ *    duplicate and out-of-range indices, sems, scopes, spaces, outputs) applied to the CPU
+ *    and the CUDA backend: identical statuses, counts, tiles and outputs (float add with
+ *    several updates of one element: within a bound that their order explains; outputs
+ *    and exch/cas/store results of elements updated more than once are order-dependent
+ *    and not compared; everything else bit for bit);
+ *  - large: element-wise ops over 2^20 + 3 elements and histograms of 2^22 + 1 keys
+ *    (the fast loops with their tails, the shared window) against the CPU backend;
+ *  - runtime: info, allocation failure (RESOURCE_EXHAUSTED, then the backend goes on),
+ *    concurrent callers, kernel path choice, a sticky device error (INTERNAL, then every
+ *    later call reports it).
+ *
+ * Without a usable GPU (CI: nvcc but no GPU; or a build without CUDA) the program prints
+ * the reason and exits 77, which automake counts as a skip. The GPU is probed in a child
+ * process so that the parent never initialises CUDA and Check can fork each test.
+ * TA_CUDA_DEVICE picks the device (default 0); TA_DIFF_CASES the number of random
+ * requests (default 3000). */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ta_backend.h"
+#include "ta_test_util.h"
+#include "ta_vectors.h"
+
+#ifdef TA_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "ta_cuda_private.h"
+#endif
+
+/* The device under test (TA_CUDA_DEVICE). */
+static int g_device;
+/* TA_CHECK_CUDA_HARNESS=1: a second CPU backend stands in for the CUDA one, to check this
+ * program's own logic on a machine without a GPU (the GPU-only tests are left out). */
+static bool g_harness;
+/* Backends of the current test (created by the fixture). */
+static ta_backend *g_cuda, *g_cpu;
+
+/* Reads an integer environment variable, or def when unset. */
+static long env_long(const char *name, long def)
+{
+	const char *s = getenv(name);
+	return s && *s ? strtol(s, NULL, 10) : def;
+}
+
+/* Fixture: creates the CUDA and CPU backends. */
+static void setup(void)
+{
+	ta_error err = {0};
+	g_cuda = g_harness ? ta_cpu_backend_new(3, &err) : ta_cuda_backend_new(g_device, &err);
+	ck_assert_msg(g_cuda != NULL, "CUDA backend: %s", err.msg);
+	g_cpu = ta_cpu_backend_new(4, &err);
+	ck_assert_msg(g_cpu != NULL, "CPU backend: %s", err.msg);
+}
+
+/* Fixture: destroys both backends. */
+static void teardown(void)
+{
+	ta_backend_destroy(g_cuda);
+	ta_backend_destroy(g_cpu);
+	g_cuda = g_cpu = NULL;
+}
+
+/* ---- vectors -----------------------------------------------------------------------------*/
+
+START_TEST(test_info)
+{
+	ta_backend_info info;
+	ta_backend_info_get(g_cuda, &info);
+	printf("cuda backend: device %d: %s, %.1f GiB, compute capability %s, %d streams\n",
+	       g_device, info.device, info.device_memory / (1024.0 * 1024 * 1024),
+	       info.compute_capability, info.workers);
+	ck_assert_str_eq(info.name, "cuda");
+	ck_assert(info.device[0] != '\0');
+	ck_assert(info.device_memory > 0);
+	int major = 0, minor = -1;
+	ck_assert_int_eq(sscanf(info.compute_capability, "%d.%d", &major, &minor), 2);
+	ck_assert_int_ge(major, 7);
+	ck_assert_int_eq(info.workers, 4);
+}
+END_TEST
+
+START_TEST(test_vectors)
+{
+	int failed = ta_vectors_run(g_cuda, stdout);
+	printf("vectors: %zu run on cuda, %d failed\n", ta_vectors_count(), failed);
+	ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+START_TEST(test_sweep)
+{
+	int failed = ta_vectors_sweep(g_cuda, TA_OP_NONE, 0x5eed0000u + (uint64_t)_i, stdout);
+	printf("sweep seed %d: %d failed\n", _i, failed);
+	ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+START_TEST(test_shared_large)
+{
+	int failed = ta_vectors_shared_large(g_cuda, stdout);
+	printf("shared large: %d failed\n", failed);
+	ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+/* ---- the differential test ----------------------------------------------------------------*/
+
+/* Mantissa bits (with the implicit one) of a float dtype. */
+static int mant_bits(ta_dtype dt)
+{
+	switch (dt) {
+	case TA_DTYPE_F32:
+		return 24;
+	case TA_DTYPE_F64:
+		return 53;
+	case TA_DTYPE_F16:
+		return 11;
+	default:
+		return 8;
+	}
+}
+
+/* A random element of dt. for_add: floats of magnitude at most 100 (no overflow in any
+ * order), one NaN pattern; otherwise any bits, specials included. */
+static uint64_t rand_elem(ta_dtype dt, bool for_add, uint64_t *rng)
+{
+	uint64_t r = ta_tu_rand(rng);
+	if (ta_dtype_is_int(dt)) {
+		switch (r % 4) {
+		case 0:
+			return ta_tu_rand(rng) % 7; /* small: collisions and successes for cas */
+		case 1:
+			return (uint64_t) - (int64_t)(ta_tu_rand(rng) % 5);
+		default: {
+			uint64_t bits = ta_tu_rand(rng);
+			return ta_dtype_size(dt) == 4 ? (bits & 0xffffffffu) : bits;
+		}
+		}
+	}
+	uint64_t bits = 0;
+	unsigned pick = (unsigned)(r % 16);
+	double d;
+	switch (pick) {
+	case 0:
+		ta_tu_encode(dt, 0.0, &bits);
+		return bits;
+	case 1:
+		ta_tu_encode(dt, -0.0, &bits);
+		return bits;
+	case 2:
+		ta_tu_encode(dt, NAN, &bits);
+		return bits;
+	case 3:
+		ta_tu_encode(dt, (r >> 8) & 1 ? INFINITY : -INFINITY, &bits);
+		return bits;
+	case 4: /* a subnormal */
+		bits = 1 + ta_tu_rand(rng) % 5;
+		if ((r >> 9) & 1)
+			bits |= (uint64_t)1 << (ta_dtype_size(dt) * 8 - 1);
+		return bits;
+	case 5:
+		if (!for_add) { /* any bits: NaN payloads, huge values */
+			bits = ta_tu_rand(rng);
+			if (ta_dtype_size(dt) < 8)
+				bits &= ((uint64_t)1 << (ta_dtype_size(dt) * 8)) - 1;
+			return bits;
+		}
+		/* fall through */
+	case 6:
+	case 7:
+	case 8:
+		d = (double)((int64_t)(ta_tu_rand(rng) % 17) - 8);
+		ta_tu_encode(dt, d, &bits);
+		return bits;
+	default:
+		d = ((double)(ta_tu_rand(rng) % 2000001) - 1000000.0) / 10000.0;
+		return ta_tu_round(dt, d);
+	}
+}
+
+/* One random operand: its buffer and view. */
+typedef struct rand_operand {
+	void *data;         /* packed elements (malloc'd) */
+	ta_array_view view; /* view for the request */
+} rand_operand;
+
+/* Fills o with a random operand of dt broadcastable to shape (rank): the full shape, a
+ * scalar, or the full shape with some axes reduced to 1. */
+static void rand_operand_make(rand_operand *o, ta_dtype dt, const int64_t *shape, int rank,
+                              bool for_add, bool is_mask, uint64_t *rng)
+{
+	int64_t s[TA_MAX_RANK];
+	int r = rank;
+	unsigned form = (unsigned)ta_tu_rand_below(rng, 10);
+	if (form < 3) {
+		r = 0;
+	} else {
+		for (int a = 0; a < rank; a++)
+			s[a] = (form < 5 && ta_tu_rand_below(rng, 2)) ? 1 : shape[a];
+		if (form >= 5 && form < 6 && rank > 1) { /* drop leading axes */
+			int drop = 1;
+			r = rank - drop;
+			memmove(s, s + drop, sizeof(int64_t) * (size_t)r);
+		}
+	}
+	int64_t n = ta_tu_count(r, s);
+	uint64_t *bits = malloc(sizeof(uint64_t) * (size_t)n);
+	ck_assert_ptr_nonnull(bits);
+	for (int64_t i = 0; i < n; i++) {
+		if (is_mask) {
+			uint64_t m = ta_tu_rand_below(rng, 8);
+			bits[i] = m < 3 ? 0 : m < 7 ? 1 : 2 + ta_tu_rand_below(rng, 250);
+		} else {
+			bits[i] = rand_elem(dt, for_add, rng);
+		}
+	}
+	o->data = ta_tu_pack(dt, bits, (size_t)n);
+	ck_assert_ptr_nonnull(o->data);
+	free(bits);
+	o->view = ta_tu_view(dt, r, s, o->data);
+}
+
+/* Fills an index array of shape (rank) with values in [lo, hi] (mostly in range). */
+static void rand_index_make(rand_operand *o, ta_dtype dt, const int64_t *shape, int rank,
+                            int64_t lo, int64_t hi, uint64_t *rng)
+{
+	int64_t n = ta_tu_count(rank, shape);
+	uint64_t *bits = malloc(sizeof(uint64_t) * (size_t)n);
+	ck_assert_ptr_nonnull(bits);
+	for (int64_t i = 0; i < n; i++) {
+		int64_t v = lo + (int64_t)ta_tu_rand_below(rng, (uint64_t)(hi - lo + 1));
+		bits[i] = dt == TA_DTYPE_I32 ? (uint64_t)(uint32_t)(int32_t)v : (uint64_t)v;
+	}
+	o->data = ta_tu_pack(dt, bits, (size_t)n);
+	ck_assert_ptr_nonnull(o->data);
+	free(bits);
+	o->view = ta_tu_view(dt, rank, shape, o->data);
+}
+
+/* A float add result a (GPU) against b (CPU) for an element with nterms updates whose
+ * absolute values sum to mag (init included): equal bits, or both finite and within the
+ * reordering bound. */
+static bool float_close(ta_dtype dt, uint64_t a, uint64_t b, int nterms, double mag)
+{
+	if (a == b)
+		return true;
+	if (ta_tu_is_nan(dt, a) || ta_tu_is_nan(dt, b))
+		return false;
+	double x = ta_tu_decode(dt, a), y = ta_tu_decode(dt, b);
+	if (isinf(x) || isinf(y))
+		return false;
+	double tol = 2.0 * (nterms + 1) * ldexp(mag, -mant_bits(dt)) +
+	             nterms * (dt == TA_DTYPE_F32 ? ldexp(1, -126) : ldexp(1, -1000));
+	return fabs(x - y) <= tol;
+}
+
+/* Counters of the differential test. */
+typedef struct diff_stats {
+	int cases;     /* requests generated */
+	int applied;   /* requests both backends applied */
+	int rejected;  /* requests the plan builder rejected (nothing applied) */
+	int failures;  /* mismatches */
+	long elements; /* elements compared */
+} diff_stats;
+
+/* Runs one random request on both backends and compares; false on a mismatch (printed). */
+static bool diff_case(uint64_t *rng, int case_no, diff_stats *st)
+{
+	static const ta_dtype dts[] = {TA_DTYPE_I32, TA_DTYPE_U32, TA_DTYPE_I64, TA_DTYPE_U64,
+	                               TA_DTYPE_F32, TA_DTYPE_F64, TA_DTYPE_F16, TA_DTYPE_BF16};
+	ta_tile_shape t;
+	memset(&t, 0, sizeof t);
+	t.dtype = dts[ta_tu_rand_below(rng, 8)];
+	t.rank = 1 + (int)ta_tu_rand_below(rng, 3);
+	for (int a = 0; a < t.rank; a++)
+		t.shape[a] = 1 + (int64_t)ta_tu_rand_below(rng, t.rank == 1 ? 40 : 8);
+	int64_t tile_n = ta_tu_count(t.rank, t.shape);
+	size_t es = ta_dtype_size(t.dtype);
+	size_t bytes = (size_t)tile_n * es;
+
+	/* the request */
+	ta_request req;
+	ta_request_init(&req);
+	unsigned fam = (unsigned)ta_tu_rand_below(rng, 4);
+	req.family = (ta_family)fam;
+	static const ta_op scatter_ops[] = {TA_OP_ADD, TA_OP_SUB, TA_OP_MIN, TA_OP_MAX};
+	do {
+		if (fam == TA_FAMILY_MEMORY)
+			req.op = ta_tu_rand_below(rng, 2) ? TA_OP_LOAD : TA_OP_STORE;
+		else if (fam == TA_FAMILY_SCATTER)
+			req.op = scatter_ops[ta_tu_rand_below(rng, 4)];
+		else
+			req.op = (ta_op)(1 + ta_tu_rand_below(rng, 9));
+	} while (!ta_op_accepts_dtype(req.op, t.dtype));
+	switch (req.family) {
+	case TA_FAMILY_ELEMENTWISE:
+		req.addr = TA_ADDR_REGION;
+		break;
+	case TA_FAMILY_SCATTER:
+		req.addr = TA_ADDR_SCATTER;
+		break;
+	case TA_FAMILY_INDEXED:
+		req.addr = ta_tu_rand_below(rng, 2) ? TA_ADDR_INDEXED : TA_ADDR_FLAT;
+		break;
+	default:
+		req.addr = (ta_addr)ta_tu_rand_below(rng, 4);
+		break;
+	}
+	/* region */
+	int64_t extent[TA_MAX_RANK];
+	if (ta_tu_rand_below(rng, 2)) {
+		req.has_region = true;
+		req.region_rank = t.rank;
+		for (int a = 0; a < t.rank; a++) {
+			req.region_origin[a] = (int64_t)ta_tu_rand_below(rng, (uint64_t)t.shape[a]);
+			req.region_shape[a] =
+			    1 + (int64_t)ta_tu_rand_below(
+			            rng, (uint64_t)(t.shape[a] - req.region_origin[a]));
+			extent[a] = req.region_shape[a];
+		}
+	} else {
+		for (int a = 0; a < t.rank; a++)
+			extent[a] = t.shape[a];
+	}
+	int64_t region_n = ta_tu_count(t.rank, extent);
+	/* addressing operands and the iteration shape */
+	rand_operand idx[TA_MAX_RANK];
+	memset(idx, 0, sizeof idx);
+	int it_rank = t.rank;
+	int64_t it_shape[TA_MAX_RANK];
+	ta_dtype ixdt = ta_tu_rand_below(rng, 2) ? TA_DTYPE_I32 : TA_DTYPE_I64;
+	if (req.addr == TA_ADDR_REGION) {
+		memcpy(it_shape, extent, sizeof it_shape);
+	} else if (req.addr == TA_ADDR_SCATTER) {
+		req.scatter_dim = (int)ta_tu_rand_below(rng, (uint64_t)t.rank);
+		for (int a = 0; a < t.rank; a++)
+			it_shape[a] = a == req.scatter_dim
+			                  ? 1 + (int64_t)ta_tu_rand_below(rng, 12)
+			                  : 1 + (int64_t)ta_tu_rand_below(rng, (uint64_t)extent[a]);
+		req.n_index = 1;
+		rand_index_make(&idx[0], ixdt, it_shape, t.rank, -1, extent[req.scatter_dim], rng);
+	} else {
+		it_rank = 1 + (int)ta_tu_rand_below(rng, 2);
+		for (int a = 0; a < it_rank; a++)
+			it_shape[a] = 1 + (int64_t)ta_tu_rand_below(rng, it_rank == 1 ? 48 : 7);
+		req.n_index = req.addr == TA_ADDR_FLAT ? 1 : t.rank;
+		for (int i = 0; i < req.n_index; i++) {
+			int64_t s[TA_MAX_RANK];
+			for (int a = 0; a < it_rank; a++) /* broadcast: some axes of 1 */
+				s[a] = ta_tu_rand_below(rng, 4) == 0 ? 1 : it_shape[a];
+			int64_t hi = req.addr == TA_ADDR_FLAT ? region_n : extent[i];
+			rand_index_make(&idx[i], ixdt, s, it_rank, -2, hi, rng);
+		}
+		/* the iteration shape is the broadcast of the index shapes */
+		for (int a = 0; a < it_rank; a++) {
+			it_shape[a] = 1;
+			for (int i = 0; i < req.n_index; i++)
+				if (idx[i].view.shape[a] > 1)
+					it_shape[a] = idx[i].view.shape[a];
+		}
+	}
+	for (int i = 0; i < req.n_index; i++)
+		req.index[i] = idx[i].view;
+	/* options */
+	bool is_add = req.op == TA_OP_ADD || req.op == TA_OP_SUB;
+	/* operands of add/sub/min/max: one NaN pattern (which of several NaN payloads wins
+	 * depends on the order), no overflow */
+	bool tame = is_add || req.op == TA_OP_MIN || req.op == TA_OP_MAX;
+	do
+		req.sem = (ta_sem)ta_tu_rand_below(rng, 4);
+	while (!ta_op_sem_ok(req.op, req.sem));
+	req.scope = (ta_scope)ta_tu_rand_below(rng, 4);
+	req.want_old = req.op == TA_OP_LOAD || (req.op != TA_OP_STORE && ta_tu_rand_below(rng, 2));
+	if (ta_op_shared_ok(req.op) && !req.want_old && ta_tu_rand_below(rng, 2))
+		req.space = TA_SPACE_SHARED;
+	req.check_bounds = ta_tu_rand_below(rng, 8) != 0;
+	rand_operand vals = {0}, cmp = {0}, mask = {0}, pad = {0};
+	if (req.op != TA_OP_LOAD) {
+		rand_operand_make(&vals, t.dtype, it_shape, it_rank, tame, false, rng);
+		req.values = vals.view;
+	}
+	if (req.op == TA_OP_CAS) {
+		rand_operand_make(&cmp, t.dtype, it_shape, it_rank, false, false, rng);
+		req.compare = cmp.view;
+	}
+	if (ta_tu_rand_below(rng, 2)) {
+		rand_operand_make(&mask, TA_DTYPE_BOOL, it_shape, it_rank, false, true, rng);
+		req.mask = mask.view;
+	}
+	if (req.op == TA_OP_LOAD && ta_tu_rand_below(rng, 2)) {
+		uint64_t b = rand_elem(t.dtype, false, rng);
+		pad.data = ta_tu_pack(t.dtype, &b, 1);
+		pad.view = ta_tu_view(t.dtype, 0, NULL, pad.data);
+		req.padding = pad.view;
+	}
+	/* initial tile */
+	uint64_t *init_bits = malloc(sizeof(uint64_t) * (size_t)tile_n);
+	ck_assert_ptr_nonnull(init_bits);
+	for (int64_t i = 0; i < tile_n; i++)
+		init_bits[i] = rand_elem(t.dtype, is_add, rng);
+	void *init = ta_tu_pack(t.dtype, init_bits, (size_t)tile_n);
+	ck_assert_ptr_nonnull(init);
+
+	bool ok = true;
+	char why[1024] = "";
+	ta_error err = {0};
+	ta_plan plan;
+	ta_status bst = ta_plan_build(&plan, &t, &req, &err);
+	st->cases++;
+	void *mem_gpu = NULL, *mem_cpu = NULL;
+	void *old_gpu = NULL, *old_cpu = NULL, *after_gpu = NULL, *after_cpu = NULL;
+	int *hits = NULL;
+	double *mag = NULL;
+	if (bst != TA_OK) {
+		ck_assert_msg(bst == TA_OUT_OF_RANGE || bst == TA_INVALID_ARGUMENT,
+		              "case %d: plan build: %s", case_no, err.msg);
+		st->rejected++;
+		goto done;
+	}
+	/* make some CAS succeed: compare = the current value of the element's target */
+	if (req.op == TA_OP_CAS && ta_tu_count(cmp.view.rank, cmp.view.shape) == plan.count) {
+		for (int64_t k = 0; k < plan.count; k++) {
+			int64_t off;
+			plan.mask.data = NULL; /* resolve ignoring the mask */
+			int r = ta_plan_resolve(&plan, k, &off);
+			plan.mask.data = mask.data ? mask.view.data : NULL;
+			if (r > 0 && ta_tu_rand_below(rng, 2))
+				ta_tu_set(t.dtype, cmp.data, (size_t)k, init_bits[off]);
+		}
+	}
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, bytes, &mem_gpu, &err), TA_OK);
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cpu, bytes, &mem_cpu, &err), TA_OK);
+	ck_assert_int_eq(ta_tu_tile_write(g_cuda, mem_gpu, bytes, &t, init, &err), TA_OK);
+	ck_assert_int_eq(ta_tu_tile_write(g_cpu, mem_cpu, bytes, &t, init, &err), TA_OK);
+	size_t old_bytes = (size_t)(plan.count ? plan.count : 1) * es;
+	old_gpu = calloc(1, old_bytes);
+	old_cpu = calloc(1, old_bytes);
+	after_gpu = malloc(bytes);
+	after_cpu = malloc(bytes);
+	hits = calloc((size_t)tile_n, sizeof(int));
+	mag = calloc((size_t)tile_n, sizeof(double));
+	ck_assert(old_gpu && old_cpu && after_gpu && after_cpu && hits && mag);
+	memset(old_gpu, 0xa5, old_bytes); /* poison: every output must be written */
+	memset(old_cpu, 0x5a, old_bytes);
+	ta_plan pg = plan, pc = plan;
+	pg.old_out = plan.want_old ? old_gpu : NULL;
+	pc.old_out = plan.want_old ? old_cpu : NULL;
+	ta_result rg = {0}, rc = {0};
+	ta_error eg = {0}, ec = {0};
+	ta_status sg = ta_backend_apply(g_cuda, mem_gpu, bytes, &pg, &rg, &eg);
+	ta_status sc = ta_backend_apply(g_cpu, mem_cpu, bytes, &pc, &rc, &ec);
+	if (sg != sc || sg != TA_OK) {
+		snprintf(why, sizeof why, "status cuda %s (%s), cpu %s (%s)", ta_status_name(sg),
+		         eg.msg, ta_status_name(sc), ec.msg);
+		ok = false;
+		goto report;
+	}
+	st->applied++;
+	if (rg.applied != rc.applied || rg.skipped != rc.skipped) {
+		snprintf(why, sizeof why, "counts cuda %llu applied %llu skipped, cpu %llu / %llu",
+		         (unsigned long long)rg.applied, (unsigned long long)rg.skipped,
+		         (unsigned long long)rc.applied, (unsigned long long)rc.skipped);
+		ok = false;
+		goto report;
+	}
+	ck_assert_int_eq(ta_tu_tile_read(g_cuda, mem_gpu, bytes, &t, after_gpu, &err), TA_OK);
+	ck_assert_int_eq(ta_tu_tile_read(g_cpu, mem_cpu, bytes, &t, after_cpu, &err), TA_OK);
+	/* updates per tile element and their magnitudes */
+	for (int64_t k = 0; k < plan.count; k++) {
+		int64_t off;
+		if (ta_plan_resolve(&plan, k, &off) > 0) {
+			hits[off]++;
+			if (is_add && ta_dtype_is_float(t.dtype))
+				mag[off] += fabs(
+				    ta_tu_decode(t.dtype, ta_operand_bits(&plan, &plan.values, k)));
+		}
+	}
+	bool order_free = req.op != TA_OP_EXCH && req.op != TA_OP_CAS && req.op != TA_OP_STORE;
+	for (int64_t i = 0; i < tile_n && ok; i++) {
+		uint64_t a = ta_tu_get(t.dtype, after_gpu, (size_t)i);
+		uint64_t b = ta_tu_get(t.dtype, after_cpu, (size_t)i);
+		st->elements++;
+		if (a == b)
+			continue;
+		if (hits[i] > 1 && !order_free)
+			continue; /* several exch/cas/store on one element: any order is right */
+		if (hits[i] > 1 && is_add && ta_dtype_is_float(t.dtype) &&
+		    float_close(t.dtype, a, b, hits[i],
+		                mag[i] + fabs(ta_tu_decode(t.dtype, init_bits[i]))))
+			continue;
+		char fa[64], fb[64], fi[64];
+		snprintf(why, sizeof why,
+		         "tile element %lld (%d updates): cuda %s, cpu %s, init %s", (long long)i,
+		         hits[i], ta_tu_fmt(t.dtype, a, fa, sizeof fa),
+		         ta_tu_fmt(t.dtype, b, fb, sizeof fb),
+		         ta_tu_fmt(t.dtype, init_bits[i], fi, sizeof fi));
+		ok = false;
+	}
+	if (ok && plan.want_old) {
+		for (int64_t k = 0; k < plan.count && ok; k++) {
+			uint64_t a = ta_tu_get(t.dtype, old_gpu, (size_t)k);
+			uint64_t b = ta_tu_get(t.dtype, old_cpu, (size_t)k);
+			st->elements++;
+			if (a == b)
+				continue;
+			int64_t off;
+			int r = ta_plan_resolve(&plan, k, &off);
+			if (r > 0 && hits[off] > 1 && req.op != TA_OP_LOAD)
+				continue; /* the value seen depends on the order of the updates */
+			char fa[64], fb[64];
+			snprintf(why, sizeof why, "output %lld (resolve %d): cuda %s, cpu %s",
+			         (long long)k, r, ta_tu_fmt(t.dtype, a, fa, sizeof fa),
+			         ta_tu_fmt(t.dtype, b, fb, sizeof fb));
+			ok = false;
+		}
+	}
+report:
+	if (!ok) {
+		st->failures++;
+		printf(
+		    "diff case %d: %s %s %s on %s tile rank %d, addr %d, sem %s, scope %s, space "
+		    "%s, old %d, bounds %d, count %lld: %s\n",
+		    case_no, ta_op_name(req.op), ta_dtype_name(t.dtype),
+		    req.has_region ? "(region)" : "(whole)", ta_dtype_name(t.dtype), t.rank,
+		    (int)req.addr, ta_sem_name(req.sem), ta_scope_name(req.scope),
+		    ta_space_name(req.space), req.want_old, req.check_bounds, (long long)plan.count,
+		    why);
+	}
+done:
+	if (mem_gpu)
+		ta_backend_tile_free(g_cuda, mem_gpu);
+	if (mem_cpu)
+		ta_backend_tile_free(g_cpu, mem_cpu);
+	free(old_gpu);
+	free(old_cpu);
+	free(after_gpu);
+	free(after_cpu);
+	free(hits);
+	free(mag);
+	free(init);
+	free(init_bits);
+	for (int i = 0; i < TA_MAX_RANK; i++)
+		free(idx[i].data);
+	free(vals.data);
+	free(cmp.data);
+	free(mask.data);
+	free(pad.data);
+	return ok;
+}
+
+START_TEST(test_diff)
+{
+	long n = env_long("TA_DIFF_CASES", 3000);
+	uint64_t rng = 0xd1ffull + (uint64_t)env_long("TA_DIFF_SEED", 0);
+	diff_stats st = {0};
+	for (long i = 0; i < n; i++)
+		diff_case(&rng, (int)i, &st);
+	printf("diff: %d requests, %d applied on both backends, %d rejected by the plan builder, "
+	       "%ld elements compared, %d mismatches\n",
+	       st.cases, st.applied, st.rejected, st.elements, st.failures);
+	ck_assert_int_eq(st.failures, 0);
+	ck_assert_int_gt(st.applied, st.cases / 2);
+}
+END_TEST
+
+/* ---- large plans: fast loops and shared windows ---------------------------------------------*/
+
+/* Applies one request to fresh tiles on both backends (initialised with init) and compares
+ * tiles, outputs and counts bit for bit; returns the number of mismatching elements. */
+static long run_both(const ta_tile_shape *t, const void *init, ta_request *req, const char *what)
+{
+	size_t bytes = (size_t)ta_tile_bytes(t);
+	size_t es = ta_dtype_size(t->dtype);
+	ta_error err = {0};
+	ta_plan plan;
+	ck_assert_msg(ta_plan_build(&plan, t, req, &err) == TA_OK, "%s: %s", what, err.msg);
+	void *mg, *mc;
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, bytes, &mg, &err), TA_OK);
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cpu, bytes, &mc, &err), TA_OK);
+	ck_assert_int_eq(ta_tu_tile_write(g_cuda, mg, bytes, t, init, &err), TA_OK);
+	ck_assert_int_eq(ta_tu_tile_write(g_cpu, mc, bytes, t, init, &err), TA_OK);
+	size_t ob = (size_t)plan.count * es;
+	void *og = malloc(ob ? ob : 1), *oc = malloc(ob ? ob : 1);
+	void *ag = malloc(bytes), *ac = malloc(bytes);
+	ck_assert(og && oc && ag && ac);
+	memset(og, 0xa5, ob);
+	memset(oc, 0x5a, ob);
+	ta_plan pg = plan, pc = plan;
+	pg.old_out = plan.want_old ? og : NULL;
+	pc.old_out = plan.want_old ? oc : NULL;
+	ta_result rg, rc;
+	ck_assert_msg(ta_backend_apply(g_cuda, mg, bytes, &pg, &rg, &err) == TA_OK, "%s: cuda: %s",
+	              what, err.msg);
+	ck_assert_msg(ta_backend_apply(g_cpu, mc, bytes, &pc, &rc, &err) == TA_OK, "%s: cpu: %s",
+	              what, err.msg);
+	ck_assert_msg(rg.applied == rc.applied && rg.skipped == rc.skipped,
+	              "%s: counts cuda %llu/%llu cpu %llu/%llu", what,
+	              (unsigned long long)rg.applied, (unsigned long long)rg.skipped,
+	              (unsigned long long)rc.applied, (unsigned long long)rc.skipped);
+	ck_assert_int_eq(ta_tu_tile_read(g_cuda, mg, bytes, t, ag, &err), TA_OK);
+	ck_assert_int_eq(ta_tu_tile_read(g_cpu, mc, bytes, t, ac, &err), TA_OK);
+	long bad = 0;
+	int64_t n = (int64_t)(bytes / es);
+	for (int64_t i = 0; i < n; i++)
+		if (ta_tu_get(t->dtype, ag, (size_t)i) != ta_tu_get(t->dtype, ac, (size_t)i)) {
+			if (bad++ < 3) {
+				char fa[64], fb[64];
+				printf("%s: tile %lld: cuda %s cpu %s\n", what, (long long)i,
+				       ta_tu_fmt(t->dtype, ta_tu_get(t->dtype, ag, (size_t)i), fa,
+				                 sizeof fa),
+				       ta_tu_fmt(t->dtype, ta_tu_get(t->dtype, ac, (size_t)i), fb,
+				                 sizeof fb));
+			}
+		}
+	if (plan.want_old)
+		for (int64_t k = 0; k < plan.count; k++)
+			if (ta_tu_get(t->dtype, og, (size_t)k) !=
+			    ta_tu_get(t->dtype, oc, (size_t)k)) {
+				if (bad++ < 3)
+					printf("%s: output %lld differs\n", what, (long long)k);
+			}
+	ta_backend_tile_free(g_cuda, mg);
+	ta_backend_tile_free(g_cpu, mc);
+	free(og);
+	free(oc);
+	free(ag);
+	free(ac);
+	return bad;
+}
+
+START_TEST(test_large_elementwise)
+{
+	static const ta_dtype dts[] = {TA_DTYPE_I32, TA_DTYPE_U32, TA_DTYPE_I64, TA_DTYPE_U64,
+	                               TA_DTYPE_F32, TA_DTYPE_F64, TA_DTYPE_F16, TA_DTYPE_BF16};
+	static const ta_op ops[] = {TA_OP_ADD,  TA_OP_SUB,  TA_OP_MIN,  TA_OP_MAX,
+	                            TA_OP_EXCH, TA_OP_CAS,  TA_OP_AND,  TA_OP_OR,
+	                            TA_OP_XOR,  TA_OP_LOAD, TA_OP_STORE};
+	const int64_t n = (1 << 20) + 3;
+	uint64_t rng = 42;
+	long bad = 0;
+	int runs = 0;
+	for (size_t d = 0; d < 8; d++) {
+		ta_dtype dt = dts[d];
+		ta_tile_shape t = {dt, 1, {n}};
+		uint64_t *bits = malloc(sizeof(uint64_t) * (size_t)n);
+		ck_assert_ptr_nonnull(bits);
+		for (int64_t i = 0; i < n; i++)
+			bits[i] = rand_elem(dt, false, &rng);
+		void *init = ta_tu_pack(dt, bits, (size_t)n);
+		for (int64_t i = 0; i < n; i++)
+			bits[i] = i % 3 == 0 ? ta_tu_get(dt, init, (size_t)i)
+			                     : rand_elem(dt, false, &rng);
+		void *vals = ta_tu_pack(dt, bits, (size_t)n);
+		uint8_t *maskb = malloc((size_t)n);
+		ck_assert(init && vals && maskb);
+		for (int64_t i = 0; i < n; i++)
+			maskb[i] = (uint8_t)(ta_tu_rand_below(&rng, 5) != 0);
+		for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+			if (!ta_op_accepts_dtype(ops[o], dt))
+				continue;
+			for (int variant = 0; variant < 3; variant++) {
+				ta_request req;
+				ta_request_region(&req,
+				                  ops[o] == TA_OP_LOAD || ops[o] == TA_OP_STORE
+				                      ? TA_FAMILY_MEMORY
+				                      : TA_FAMILY_ELEMENTWISE,
+				                  ops[o]);
+				int64_t shp[1] = {n};
+				if (ops[o] != TA_OP_LOAD)
+					req.values = ta_tu_view(dt, 1, shp, vals);
+				if (ops[o] == TA_OP_CAS)
+					req.compare =
+					    ta_tu_view(dt, 1, shp, init); /* all succeed */
+				req.want_old =
+				    ops[o] == TA_OP_LOAD || (variant != 1 && ops[o] != TA_OP_STORE);
+				if (variant == 2) {
+					req.mask = ta_tu_view(TA_DTYPE_BOOL, 1, shp, maskb);
+					req.sem = ops[o] == TA_OP_LOAD    ? TA_SEM_ACQUIRE
+					          : ops[o] == TA_OP_STORE ? TA_SEM_RELEASE
+					                                  : TA_SEM_ACQ_REL;
+					req.scope = TA_SCOPE_SYS;
+				}
+				char what[96];
+				snprintf(what, sizeof what, "large %s %s variant %d",
+				         ta_op_name(ops[o]), ta_dtype_name(dt), variant);
+				long b = run_both(&t, init, &req, what);
+				bad += b;
+				runs++;
+			}
+		}
+		free(bits);
+		free(init);
+		free(vals);
+		free(maskb);
+	}
+	printf("large element-wise: %d runs of %lld elements, %ld mismatches\n", runs, (long long)n,
+	       bad);
+	ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+START_TEST(test_large_histogram)
+{
+	/* 2^22 + 1 flat keys (int32 and int64, some out of range, a mask) into 256, 1000 and
+	 * 70000 bins; global and shared space; int32 and uint64 and float32 (min) tiles */
+	const int64_t n = (1 << 22) + 1;
+	static const int64_t bins[] = {256, 1000, 70000};
+	uint64_t rng = 7;
+	long bad = 0;
+	int runs = 0;
+	int32_t *k32 = malloc(sizeof(int32_t) * (size_t)n);
+	int64_t *k64 = malloc(sizeof(int64_t) * (size_t)n);
+	uint8_t *maskb = malloc((size_t)n);
+	ck_assert(k32 && k64 && maskb);
+	for (size_t b = 0; b < 3; b++) {
+		for (int64_t i = 0; i < n; i++) {
+			int64_t v = (int64_t)ta_tu_rand_below(&rng, (uint64_t)bins[b] + 2) - 1;
+			k32[i] = (int32_t)v;
+			k64[i] = v;
+			maskb[i] = (uint8_t)(ta_tu_rand_below(&rng, 7) != 0);
+		}
+		for (int cfg = 0; cfg < 8; cfg++) {
+			ta_dtype dt = cfg < 4   ? TA_DTYPE_I32
+			              : cfg < 6 ? TA_DTYPE_U64
+			                        : TA_DTYPE_F32;
+			ta_op op = cfg < 6 ? TA_OP_ADD : TA_OP_MIN;
+			ta_tile_shape t = {dt, 1, {bins[b]}};
+			void *init = calloc((size_t)bins[b], ta_dtype_size(dt));
+			uint64_t one = dt == TA_DTYPE_F32 ? 0x3f800000u : 1;
+			void *vals = ta_tu_pack(dt, &one, 1);
+			void *fvals = NULL;
+			ta_request req;
+			ta_request_init(&req);
+			req.family = TA_FAMILY_INDEXED;
+			req.op = op;
+			req.addr = TA_ADDR_FLAT;
+			req.n_index = 1;
+			int64_t shp[1] = {n};
+			req.index[0] = (cfg & 1) ? ta_tu_view(TA_DTYPE_I64, 1, shp, k64)
+			                         : ta_tu_view(TA_DTYPE_I32, 1, shp, k32);
+			req.values = ta_tu_view(dt, 0, NULL, vals);
+			if (op == TA_OP_MIN) { /* per-key values: -(key % 97) */
+				uint64_t *fb = malloc(sizeof(uint64_t) * (size_t)n);
+				ck_assert_ptr_nonnull(fb);
+				for (int64_t i = 0; i < n; i++)
+					ta_tu_encode(dt, -(double)(k64[i] > 0 ? k64[i] % 97 : 0),
+					             &fb[i]);
+				fvals = ta_tu_pack(dt, fb, (size_t)n);
+				free(fb);
+				req.values = ta_tu_view(dt, 1, shp, fvals);
+			}
+			if (cfg & 2)
+				req.mask = ta_tu_view(TA_DTYPE_BOOL, 1, shp, maskb);
+			req.space = (cfg == 2 || cfg == 5) ? TA_SPACE_SHARED : TA_SPACE_GLOBAL;
+			char what[96];
+			snprintf(what, sizeof what, "histogram %lld bins %s %s cfg %d",
+			         (long long)bins[b], ta_dtype_name(dt), ta_op_name(op), cfg);
+			bad += run_both(&t, init, &req, what);
+			runs++;
+			free(init);
+			free(vals);
+			free(fvals);
+		}
+	}
+	free(k32);
+	free(k64);
+	free(maskb);
+	printf("large histograms: %d runs of %lld keys, %ld mismatches\n", runs, (long long)n, bad);
+	ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+/* ---- runtime ------------------------------------------------------------------------------*/
+
+START_TEST(test_alloc)
+{
+	ta_error err = {0};
+	void *mem = NULL;
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, 0, &mem, &err), TA_INVALID_ARGUMENT);
+	/* far more than any GPU has: RESOURCE_EXHAUSTED, and the backend goes on */
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, (size_t)1 << 50, &mem, &err),
+	                 TA_RESOURCE_EXHAUSTED);
+	ck_assert_ptr_null(mem);
+	printf("huge allocation: %s\n", err.msg);
+	ck_assert(strstr(err.msg, "out of") != NULL);
+	/* a normal tile afterwards: zero-filled */
+	ta_tile_shape t = {TA_DTYPE_I64, 2, {300, 7}};
+	size_t bytes = (size_t)ta_tile_bytes(&t);
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, bytes, &mem, &err), TA_OK);
+	int64_t *back = malloc(bytes);
+	ck_assert_ptr_nonnull(back);
+	memset(back, 0x77, bytes);
+	ck_assert_int_eq(ta_tu_tile_read(g_cuda, mem, bytes, &t, back, &err), TA_OK);
+	for (int i = 0; i < 300 * 7; i++)
+		ck_assert_int_eq(back[i], 0);
+	free(back);
+	ta_backend_tile_free(g_cuda, mem);
+	ta_backend_tile_free(g_cuda, NULL);
+}
+END_TEST
+
+/* Shared state of the concurrency test. */
+typedef struct conc_arg {
+	void *mem;    /* the tile */
+	size_t bytes; /* its size */
+	int rounds;   /* applies per thread */
+	int thread;   /* thread number */
+	int failures; /* failed applies */
+} conc_arg;
+
+/* Thread body: adds 1 to the whole tile (elementwise) and 2 to element thread (indexed),
+ * rounds times. */
+static void *conc_thread(void *p)
+{
+	conc_arg *c = p;
+	ta_tile_shape t = {TA_DTYPE_U64, 1, {1024}};
+	uint64_t one = 1, two = 2;
+	int64_t at = c->thread;
+	for (int r = 0; r < c->rounds; r++) {
+		ta_request req;
+		ta_request_region(&req, TA_FAMILY_ELEMENTWISE, TA_OP_ADD);
+		req.values = ta_tu_view(TA_DTYPE_U64, 0, NULL, &one);
+		ta_plan plan;
+		ta_result res;
+		ta_error err;
+		if (ta_plan_build(&plan, &t, &req, &err) != TA_OK ||
+		    ta_backend_apply(g_cuda, c->mem, c->bytes, &plan, &res, &err) != TA_OK ||
+		    res.applied != 1024)
+			c->failures++;
+		ta_request_init(&req);
+		req.family = TA_FAMILY_INDEXED;
+		req.op = TA_OP_ADD;
+		req.addr = TA_ADDR_INDEXED;
+		req.n_index = 1;
+		int64_t shp[1] = {1};
+		req.index[0] = ta_tu_view(TA_DTYPE_I64, 1, shp, &at);
+		req.values = ta_tu_view(TA_DTYPE_U64, 0, NULL, &two);
+		req.want_old = true;
+		uint64_t old;
+		if (ta_plan_build(&plan, &t, &req, &err) != TA_OK) {
+			c->failures++;
+			continue;
+		}
+		plan.old_out = &old;
+		if (ta_backend_apply(g_cuda, c->mem, c->bytes, &plan, &res, &err) != TA_OK ||
+		    res.applied != 1)
+			c->failures++;
+	}
+	return NULL;
+}
+
+START_TEST(test_concurrent)
+{
+	enum { THREADS = 8, ROUNDS = 100 };
+	ta_tile_shape t = {TA_DTYPE_U64, 1, {1024}};
+	size_t bytes = (size_t)ta_tile_bytes(&t);
+	ta_error err;
+	void *mem;
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, bytes, &mem, &err), TA_OK);
+	pthread_t th[THREADS];
+	conc_arg args[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		args[i] = (conc_arg){mem, bytes, ROUNDS, i, 0};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, conc_thread, &args[i]), 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(args[i].failures, 0);
+	}
+	uint64_t *back = malloc(bytes);
+	ck_assert_ptr_nonnull(back);
+	ck_assert_int_eq(ta_tu_tile_read(g_cuda, mem, bytes, &t, back, &err), TA_OK);
+	for (int i = 0; i < 1024; i++)
+		ck_assert_uint_eq(back[i], THREADS * ROUNDS + (i < THREADS ? 2 * ROUNDS : 0));
+	free(back);
+	ta_backend_tile_free(g_cuda, mem);
+}
+END_TEST
+
+START_TEST(test_contention)
+{
+	/* 2^20 updates of one element: the sum is exact (int32, uint64, float32 of ones) */
+	static const ta_dtype dts[] = {TA_DTYPE_I32, TA_DTYPE_U64, TA_DTYPE_F32};
+	const int64_t n = 1 << 20;
+	int64_t *zeros = calloc((size_t)n, sizeof(int64_t));
+	ck_assert_ptr_nonnull(zeros);
+	for (size_t d = 0; d < 3; d++)
+		for (int sp = 0; sp < 2; sp++) {
+			ta_dtype dt = dts[d];
+			ta_tile_shape t = {dt, 1, {3}};
+			size_t bytes = (size_t)ta_tile_bytes(&t);
+			ta_error err;
+			void *mem;
+			ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, bytes, &mem, &err), TA_OK);
+			uint64_t one = dt == TA_DTYPE_F32 ? 0x3f800000u : 1;
+			void *v = ta_tu_pack(dt, &one, 1);
+			ta_request req;
+			ta_request_init(&req);
+			req.family = TA_FAMILY_INDEXED;
+			req.op = TA_OP_ADD;
+			req.addr = TA_ADDR_INDEXED;
+			req.n_index = 1;
+			int64_t shp[1] = {n};
+			req.index[0] = ta_tu_view(TA_DTYPE_I64, 1, shp, zeros);
+			req.values = ta_tu_view(dt, 0, NULL, v);
+			req.space = sp ? TA_SPACE_SHARED : TA_SPACE_GLOBAL;
+			req.sem = sp ? TA_SEM_RELAXED : TA_SEM_ACQ_REL;
+			ta_plan plan;
+			ta_result res;
+			ck_assert_int_eq(ta_plan_build(&plan, &t, &req, &err), TA_OK);
+			ck_assert_int_eq(ta_backend_apply(g_cuda, mem, bytes, &plan, &res, &err),
+			                 TA_OK);
+			ck_assert_uint_eq(res.applied, (uint64_t)n);
+			uint64_t back[3] = {0};
+			void *raw = malloc(bytes);
+			ck_assert_int_eq(ta_tu_tile_read(g_cuda, mem, bytes, &t, raw, &err), TA_OK);
+			for (int i = 0; i < 3; i++)
+				back[i] = ta_tu_get(dt, raw, (size_t)i);
+			double got = ta_tu_decode(dt, back[0]);
+			ck_assert_msg(got == (double)n, "%s space %d: %g", ta_dtype_name(dt), sp,
+			              got);
+			ck_assert_uint_eq(back[1], 0);
+			ck_assert_uint_eq(back[2], 0);
+			free(raw);
+			free(v);
+			ta_backend_tile_free(g_cuda, mem);
+		}
+	free(zeros);
+}
+END_TEST
+
+#ifdef TA_HAVE_CUDA
+/* Copies n bytes of host data to a new device buffer. */
+static void *to_device(const void *src, size_t n)
+{
+	void *d = NULL;
+	ck_assert_int_eq(cudaMalloc(&d, n), cudaSuccess);
+	ck_assert_int_eq(cudaMemcpy(d, src, n, cudaMemcpyHostToDevice), cudaSuccess);
+	return d;
+}
+
+START_TEST(test_paths)
+{
+	/* the histogram of the performance floor: shared-fast, also when space is global;
+	 * element-wise add: global-fast; scatter: global; the counts are right */
+	ck_assert_int_eq(cudaSetDevice(g_device), cudaSuccess);
+	const int64_t n = 1 << 16;
+	int32_t *keys = malloc(sizeof(int32_t) * (size_t)n);
+	ck_assert_ptr_nonnull(keys);
+	for (int64_t i = 0; i < n; i++)
+		keys[i] = (int32_t)((i * 2654435761u) % 258) - 1; /* 2 of 258 out of range */
+	int32_t one = 1;
+	ta_tile_shape t = {TA_DTYPE_I32, 1, {256}};
+	void *dkeys = to_device(keys, sizeof(int32_t) * (size_t)n);
+	void *done = to_device(&one, sizeof one);
+	void *dtile, *dcnt;
+	ck_assert_int_eq(cudaMalloc(&dtile, 256 * sizeof(int32_t)), cudaSuccess);
+	ck_assert_int_eq(cudaMalloc(&dcnt, 3 * sizeof(unsigned long long)), cudaSuccess);
+	for (int sp = 0; sp < 2; sp++) {
+		ck_assert_int_eq(cudaMemset(dtile, 0, 256 * sizeof(int32_t)), cudaSuccess);
+		ck_assert_int_eq(cudaMemset(dcnt, 0, 3 * sizeof(unsigned long long)), cudaSuccess);
+		ta_request req;
+		ta_request_init(&req);
+		req.family = TA_FAMILY_INDEXED;
+		req.op = TA_OP_ADD;
+		req.addr = TA_ADDR_FLAT;
+		req.n_index = 1;
+		int64_t shp[1] = {n};
+		req.index[0] = ta_tu_view(TA_DTYPE_I32, 1, shp, keys);
+		req.values = ta_tu_view(TA_DTYPE_I32, 0, NULL, &one);
+		req.space = sp ? TA_SPACE_SHARED : TA_SPACE_GLOBAL;
+		ta_plan plan;
+		ta_error err;
+		ck_assert_int_eq(ta_plan_build(&plan, &t, &req, &err), TA_OK);
+		plan.index[0].data = dkeys;
+		plan.values.data = done;
+		ta_cuda_path path;
+		ck_assert_int_eq(ta_cuda_launch_plan(&plan, dtile, 256 * sizeof(int32_t), dcnt,
+		                                     NULL, &path, &err),
+		                 TA_OK);
+		ck_assert_str_eq(ta_cuda_path_name(path), "shared-fast");
+		ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+		int32_t hist[256];
+		unsigned long long cnt[3];
+		ck_assert_int_eq(cudaMemcpy(hist, dtile, sizeof hist, cudaMemcpyDeviceToHost),
+		                 cudaSuccess);
+		ck_assert_int_eq(cudaMemcpy(cnt, dcnt, sizeof cnt, cudaMemcpyDeviceToHost),
+		                 cudaSuccess);
+		int64_t want[256] = {0}, skipped = 0;
+		for (int64_t i = 0; i < n; i++) {
+			if (keys[i] < 0 || keys[i] >= 256)
+				skipped++;
+			else
+				want[keys[i]]++;
+		}
+		for (int b = 0; b < 256; b++)
+			ck_assert_int_eq(hist[b], want[b]);
+		ck_assert_uint_eq(cnt[0], (uint64_t)skipped);
+		ck_assert_uint_eq(cnt[1], (uint64_t)(n - skipped));
+		ck_assert_uint_eq(cnt[2], 0);
+	}
+	/* element-wise add over the whole tile: global-fast */
+	ta_request req;
+	ta_request_region(&req, TA_FAMILY_ELEMENTWISE, TA_OP_ADD);
+	req.values = ta_tu_view(TA_DTYPE_I32, 0, NULL, &one);
+	ta_plan plan;
+	ta_error err;
+	ck_assert_int_eq(ta_plan_build(&plan, &t, &req, &err), TA_OK);
+	plan.values.data = done;
+	ta_cuda_path path;
+	ck_assert_int_eq(
+	    ta_cuda_launch_plan(&plan, dtile, 256 * sizeof(int32_t), dcnt, NULL, &path, &err),
+	    TA_OK);
+	ck_assert_str_eq(ta_cuda_path_name(path), "global-fast");
+	/* a plan larger than its tile is refused before any launch */
+	ck_assert_int_eq(ta_cuda_launch_plan(&plan, dtile, 100, dcnt, NULL, &path, &err),
+	                 TA_INVALID_ARGUMENT);
+	ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+	ck_assert_int_gt(ta_cuda_kernel_count(), 200);
+	cudaFree(dkeys);
+	cudaFree(done);
+	cudaFree(dtile);
+	cudaFree(dcnt);
+	free(keys);
+}
+END_TEST
+#endif
+
+START_TEST(test_sticky)
+{
+	/* a tile pointer the device does not map: the kernel faults (illegal address), apply
+	 * reports INTERNAL with the CUDA error, and every later call reports the lost
+	 * context */
+	ta_tile_shape t = {TA_DTYPE_I32, 1, {1 << 20}};
+	size_t bytes = (size_t)ta_tile_bytes(&t);
+	int32_t one = 1;
+	ta_request req;
+	ta_request_region(&req, TA_FAMILY_ELEMENTWISE, TA_OP_ADD);
+	req.values = ta_tu_view(TA_DTYPE_I32, 0, NULL, &one);
+	ta_plan plan;
+	ta_result res;
+	ta_error err = {0};
+	ck_assert_int_eq(ta_plan_build(&plan, &t, &req, &err), TA_OK);
+	void *bogus = (void *)(uintptr_t)0x100000;
+	ck_assert_int_eq(ta_backend_apply(g_cuda, bogus, bytes, &plan, &res, &err), TA_INTERNAL);
+	printf("sticky error: %s\n", err.msg);
+	ck_assert(strstr(err.msg, "cudaError") != NULL);
+	void *mem = NULL;
+	ta_error err2 = {0};
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, 64, &mem, &err2), TA_INTERNAL);
+	ck_assert(strstr(err2.msg, "unusable") != NULL);
+	ck_assert_int_eq(ta_backend_apply(g_cuda, bogus, bytes, &plan, &res, &err2), TA_INTERNAL);
+	ck_assert(strstr(err2.msg, "unusable") != NULL);
+}
+END_TEST
+
+/* ---- main ------------------------------------------------------------------------------*/
+
+/* Probes the GPU in a child process (the parent must not initialise CUDA before Check
+ * forks). Returns true when the CUDA backend can be created; else false with the reason
+ * in why. */
+static bool probe_gpu(char *why, size_t n)
+{
+	int fds[2];
+	if (pipe(fds) != 0) {
+		snprintf(why, n, "pipe failed");
+		return false;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(why, n, "fork failed");
+		return false;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		ta_error err = {0};
+		ta_backend *be = ta_cuda_backend_new(g_device, &err);
+		char msg[300];
+		if (be) {
+			ta_backend_info info;
+			ta_backend_info_get(be, &info);
+			snprintf(msg, sizeof msg, "%s (compute capability %s)", info.device,
+			         info.compute_capability);
+			ta_backend_destroy(be);
+		} else {
+			snprintf(msg, sizeof msg, "%s: %s", ta_status_name(err.code), err.msg);
+		}
+		ssize_t w = write(fds[1], msg, strlen(msg));
+		(void)w;
+		close(fds[1]);
+		_exit(be ? 0 : 1);
+	}
+	close(fds[1]);
+	ssize_t r = read(fds[0], why, n - 1);
+	why[r > 0 ? r : 0] = '\0';
+	close(fds[0]);
+	int status = 0;
+	if (waitpid(pid, &status, 0) < 0)
+		return false;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int main(void)
+{
+	/* forked tests that fail exit without flushing: keep nothing buffered */
+	setvbuf(stdout, NULL, _IONBF, 0);
+	g_device = (int)env_long("TA_CUDA_DEVICE", 0);
+	g_harness = env_long("TA_CHECK_CUDA_HARNESS", 0) != 0;
+	char why[320] = "harness self-test: a CPU backend stands in for CUDA";
+	if (!g_harness && !probe_gpu(why, sizeof why)) {
+		printf("SKIP: check_cuda: no usable GPU for the CUDA backend (device %d): %s\n",
+		       g_device, why[0] ? why : "probe failed");
+		return 77;
+	}
+	printf("check_cuda: device %d: %s\n", g_device, why);
+	fflush(stdout);
+
+	Suite *s = suite_create("cuda");
+	TCase *tc = tcase_create("vectors");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 900);
+	if (!g_harness)
+		tcase_add_test(tc, test_info);
+	tcase_add_test(tc, test_vectors);
+	tcase_add_loop_test(tc, test_sweep, 0, 2);
+	tcase_add_test(tc, test_shared_large);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("diff");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 900);
+	tcase_add_test(tc, test_diff);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("large");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 900);
+	tcase_add_test(tc, test_large_elementwise);
+	tcase_add_test(tc, test_large_histogram);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("runtime");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	if (!g_harness)
+		tcase_add_test(tc, test_alloc);
+	tcase_add_test(tc, test_concurrent);
+	tcase_add_test(tc, test_contention);
+#ifdef TA_HAVE_CUDA
+	if (!g_harness)
+		tcase_add_test(tc, test_paths);
+#endif
+	suite_add_tcase(s, tc);
+
+	SRunner *sr = srunner_create(s);
+	/* the sticky-error test loses the CUDA context: only in a forked test process */
+	if (srunner_fork_status(sr) != CK_NOFORK && !g_harness) {
+		tc = tcase_create("sticky");
+		tcase_add_checked_fixture(tc, setup, teardown);
+		tcase_set_timeout(tc, 120);
+		tcase_add_test(tc, test_sticky);
+		suite_add_tcase(s, tc);
+	}
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
