@@ -15,7 +15,6 @@
  * INTERNAL for that call only. */
 #include <cuda_runtime.h>
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +77,7 @@ static constexpr int kernel_op(int op)
 }
 
 /* Number of loop modes (ta::kmode). */
-#define TA_MODES 3
+#define TA_MODES 4
 /* Kernel tables, indexed [mode][dtype][op]; NULL where the table has no variant. */
 static ta_kfn g_global[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 static ta_kfn g_shared[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
@@ -96,12 +95,14 @@ template <int DT, int... OPS> static void fill_dtype(std::integer_sequence<int, 
 		    if constexpr (legal_global(DT, OP)) {
 			    g_global[0][DT][OP] = &ta::k_global<DT, kernel_op(OP), ta::M_GENERAL>;
 			    g_global[1][DT][OP] = &ta::k_global<DT, kernel_op(OP), ta::M_REGION>;
-			    g_global[2][DT][OP] = &ta::k_global<DT, kernel_op(OP), ta::M_FLAT>;
+			    g_global[2][DT][OP] = &ta::k_global<DT, kernel_op(OP), ta::M_FLAT32>;
+			    g_global[3][DT][OP] = &ta::k_global<DT, kernel_op(OP), ta::M_FLAT64>;
 		    }
 		    if constexpr (legal_shared(DT, OP)) {
 			    g_shared[0][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_GENERAL>;
 			    g_shared[1][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_REGION>;
-			    g_shared[2][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_FLAT>;
+			    g_shared[2][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_FLAT32>;
+			    g_shared[3][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_FLAT64>;
 		    }
 	    }(),
 	    ...);
@@ -297,7 +298,10 @@ static ta_cuda_path choose_path(const ta_plan *p, kargs *a, size_t smem_optin)
 		       p->region_count < ((int64_t)1 << 31);
 	if (fast && p->want_old)
 		fast = aligned16(p->old_out);
-	a->mode = !fast ? ta::M_GENERAL : p->addr == TA_ADDR_FLAT ? ta::M_FLAT : ta::M_REGION;
+	a->mode = !fast                               ? ta::M_GENERAL
+	          : p->addr != TA_ADDR_FLAT           ? ta::M_REGION
+	          : p->index[0].dtype == TA_DTYPE_I64 ? ta::M_FLAT64
+	                                              : ta::M_FLAT32;
 	a->base = lo;
 
 	/* the shared window: explicit for space shared; automatic when the result is the
@@ -399,7 +403,7 @@ extern "C" ta_status ta_cuda_launch_plan(const ta_plan *dp, void *dev_tile, size
 	if (a.mode == ta::M_REGION)
 		per_thread =
 		    es == 8 ? ta::region_per_thread<uint64_t>() : ta::region_per_thread<uint32_t>();
-	else if (a.mode == ta::M_FLAT)
+	else if (a.mode == ta::M_FLAT32 || a.mode == ta::M_FLAT64)
 		per_thread = 4 * (shared ? ta::flat_unroll<true>() : ta::flat_unroll<false>());
 	int64_t per_block = (int64_t)TA_BLOCK * per_thread;
 	int64_t blocks = (dp->count + per_block - 1) / per_block;
@@ -607,6 +611,7 @@ struct stage_item {
 	const void **dst; /* the device plan's pointer to rewrite */
 };
 
+/* vtable destroy: releases the slots (streams, staging buffers) and the object. */
 static void cuda_destroy(ta_backend *base)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
@@ -625,6 +630,7 @@ static void cuda_destroy(ta_backend *base)
 	free(be);
 }
 
+/* vtable tile_alloc: cudaMalloc + zero fill; RESOURCE_EXHAUSTED when the device is full. */
 static ta_status cuda_tile_alloc(ta_backend *base, size_t bytes, void **mem, ta_error *err)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
@@ -656,6 +662,7 @@ static ta_status cuda_tile_alloc(ta_backend *base, size_t bytes, void **mem, ta_
 	return TA_OK;
 }
 
+/* vtable tile_free: cudaFree (a failure is logged and recorded). */
 static void cuda_tile_free(ta_backend *base, void *mem)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
@@ -671,6 +678,7 @@ static void cuda_tile_free(ta_backend *base, void *mem)
 	}
 }
 
+/* vtable apply: stages the plan through a slot and runs its kernel (see the file comment). */
 static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, const ta_plan *plan,
                             ta_result *result, ta_error *err)
 {
@@ -792,6 +800,7 @@ out:
 	return st;
 }
 
+/* vtable info: the facts gathered when the backend was created. */
 static void cuda_info(ta_backend *base, ta_backend_info *info)
 {
 	*info = ((ta_cuda_backend *)base)->info;

@@ -20,8 +20,8 @@
  * Three loops (MODE): general (unravel the element index, strided operands, any
  * addressing); REGION (a contiguous region: element k at tile offset base + k, operands
  * contiguous or scalar; a warp covers consecutive elements, so its loads and atomics are
- * coalesced); FLAT (flat offsets into a contiguous region: 16-byte loads of 4 offsets and
- * operands, no division). */
+ * coalesced); FLAT32 / FLAT64 (int32 / int64 flat offsets into a contiguous region:
+ * 16-byte loads of 4 offsets and operands, no division). */
 #ifndef TA_CUDA_KERNELS_CUH
 #define TA_CUDA_KERNELS_CUH
 
@@ -42,7 +42,7 @@ struct kargs {
 	int64_t lo;                   /* shared kernels: tile offset of the window start */
 	int64_t win;                  /* shared kernels: window length in elements */
 	int ss;                       /* sem * 4 + scope (ta_sem, ta_scope values) */
-	int mode;                     /* the loop: M_GENERAL, M_REGION or M_FLAT (kmode) */
+	int mode;                     /* the loop (kmode) */
 	int negate;                   /* 1: add the negated operand (SUB) */
 	int vals_vec;                 /* fast loops: values contiguous (1) or scalar (0) */
 	int cmp_vec;                  /* fast loops: compare contiguous (1) or scalar (0) */
@@ -969,38 +969,46 @@ __device__ __forceinline__ void store4(uint64_t *p, int64_t k, const uint64_t *v
 	*(ulonglong2 *)(p + k + 2) = make_ulonglong2(v[2], v[3]);
 }
 
-/* A flat offset of the FLAT fast loop as 32 bits: the offset when it lies in [0, n) (the
- * host takes this loop only for regions of fewer than 2^31 elements), else -1. */
+/* A flat offset of the FLAT fast loops as 32 bits: the offset when it lies in [0, n)
+ * (the host takes these loops only for regions of fewer than 2^31 elements), else -1. */
 __device__ __forceinline__ int32_t flat32(int64_t f, int64_t n)
 {
 	return (uint64_t)f < (uint64_t)n ? (int32_t)f : -1;
 }
+/* The same for an int32 offset: one 32-bit unsigned compare (a negative one is huge). */
+__device__ __forceinline__ int32_t flat32(int32_t f, uint32_t n)
+{
+	return (uint32_t)f < n ? f : -1;
+}
 
-/* Loads 4 consecutive flat offsets (int32 or int64) as flat32 values. */
+/* Loads 4 consecutive flat offsets (int64 when I64, else int32) as flat32 values. */
+template <bool I64>
 __device__ __forceinline__ void load4_flat(const ta_operand &op, int64_t k, int64_t n, int32_t *v)
 {
-	if (op.dtype == TA_DTYPE_I32) {
+	if constexpr (!I64) {
 		int4 x = *(const int4 *)((const int32_t *)op.data + k);
-		v[0] = flat32(x.x, n);
-		v[1] = flat32(x.y, n);
-		v[2] = flat32(x.z, n);
-		v[3] = flat32(x.w, n);
+		v[0] = flat32(x.x, (uint32_t)n);
+		v[1] = flat32(x.y, (uint32_t)n);
+		v[2] = flat32(x.z, (uint32_t)n);
+		v[3] = flat32(x.w, (uint32_t)n);
 	} else {
 		const int64_t *q = (const int64_t *)op.data + k;
 		longlong2 x = *(const longlong2 *)q, y = *(const longlong2 *)(q + 2);
-		v[0] = flat32(x.x, n);
-		v[1] = flat32(x.y, n);
-		v[2] = flat32(y.x, n);
-		v[3] = flat32(y.y, n);
+		v[0] = flat32((int64_t)x.x, n);
+		v[1] = flat32((int64_t)x.y, n);
+		v[2] = flat32((int64_t)y.x, n);
+		v[3] = flat32((int64_t)y.y, n);
 	}
 }
 
-/* One flat offset of the FLAT fast loop's tail, as flat32. */
+/* One flat offset of the FLAT fast loops' tails, as flat32. */
+template <bool I64>
 __device__ __forceinline__ int32_t load1_flat(const ta_operand &op, int64_t k, int64_t n)
 {
-	if (op.dtype == TA_DTYPE_I32)
-		return flat32(((const int32_t *)op.data)[k], n);
-	return flat32(((const int64_t *)op.data)[k], n);
+	if constexpr (!I64)
+		return flat32(((const int32_t *)op.data)[k], (uint32_t)n);
+	else
+		return flat32(((const int64_t *)op.data)[k], n);
 }
 
 /* Chunks of 4 elements a thread of the FLAT fast loop loads before applying any. */
@@ -1026,10 +1034,10 @@ flat_elem(const kargs &a, uint32_t sbase, typename dt_traits<DT>::B v, typename 
 	return fast_apply<DT, KOP, SH, FIX>(a, sbase, f, v, c);
 }
 
-/* The FLAT fast loop: flat offsets into a contiguous region (tile offset base + f, private
- * slot f), offsets and operands contiguous (16-byte aligned) or scalar. A thread takes
- * chunks of 4 consecutive elements with 16-byte loads. */
-template <int DT, int KOP, bool SH, bool FIX>
+/* The FLAT fast loop: flat offsets (int64 when I64, else int32) into a contiguous region
+ * (tile offset base + f, private slot f), offsets and operands contiguous (16-byte
+ * aligned) or scalar. A thread takes chunks of 4 consecutive elements with 16-byte loads. */
+template <int DT, int KOP, bool SH, bool FIX, bool I64>
 __device__ __forceinline__ void fast_flat(const kargs &a, uint32_t sbase, tcount &tc)
 {
 	typedef typename dt_traits<DT>::B B;
@@ -1071,7 +1079,7 @@ __device__ __forceinline__ void fast_flat(const kargs &a, uint32_t sbase, tcount
 				load4(cmps, k0, c[u]);
 			if (mvec)
 				m[u] = *(const uint32_t *)(mask + k0);
-			load4_flat(p.index[0], k0, rc, f[u]);
+			load4_flat<I64>(p.index[0], k0, rc, f[u]);
 		}
 #pragma unroll
 		for (int u = 0; u < U; u++) {
@@ -1096,8 +1104,8 @@ __device__ __forceinline__ void fast_flat(const kargs &a, uint32_t sbase, tcount
 		B c = (KOP == K_CAS && a.cmp_vec) ? cmps[k] : cs;
 		uint32_t m = mvec ? mask[k] : (ms & 0xffu);
 		tc.visited++;
-		B o = flat_elem<DT, KOP, SH, FIX>(a, sbase, v, c, m, load1_flat(p.index[0], k, rc),
-		                                  tc);
+		B o = flat_elem<DT, KOP, SH, FIX>(a, sbase, v, c, m,
+		                                  load1_flat<I64>(p.index[0], k, rc), tc);
 		if (want)
 			out[k] = o;
 	}
@@ -1132,15 +1140,16 @@ __device__ __forceinline__ void flush_counts(const kargs &a, tcount tc)
 enum kmode {
 	M_GENERAL = 0, /* general_loop */
 	M_REGION = 1,  /* fast_region */
-	M_FLAT = 2     /* fast_flat */
+	M_FLAT32 = 2,  /* fast_flat, int32 offsets */
+	M_FLAT64 = 3   /* fast_flat, int64 offsets */
 };
 
 /* Resident blocks per SM the register allocation of a kernel must allow: 8 (32 registers a
- * thread) for the shared FLAT loop (histograms: occupancy hides the latency of the key
- * loads), else 4 (64 registers). */
+ * thread) for the shared FLAT loop over int32 offsets (histograms: occupancy hides the
+ * latency of the key loads), else 4 (64 registers). */
 template <bool SH, int MODE> __host__ __device__ constexpr int min_blocks()
 {
-	return SH && MODE == M_FLAT ? 8 : 4;
+	return SH && MODE == M_FLAT32 ? 8 : 4;
 }
 
 /* Global-space kernel of (dtype DT, op KOP) running loop MODE: every element updates the
@@ -1155,11 +1164,11 @@ __global__ void __launch_bounds__(TA_BLOCK, (min_blocks<false, MODE>())) k_globa
 			fast_region<DT, KOP, false, true>(a, 0, tc);
 		else
 			fast_region<DT, KOP, false, false>(a, 0, tc);
-	} else if constexpr (MODE == M_FLAT) {
+	} else if constexpr (MODE == M_FLAT32 || MODE == M_FLAT64) {
 		if (a.ss == 0)
-			fast_flat<DT, KOP, false, true>(a, 0, tc);
+			fast_flat<DT, KOP, false, true, MODE == M_FLAT64>(a, 0, tc);
 		else
-			fast_flat<DT, KOP, false, false>(a, 0, tc);
+			fast_flat<DT, KOP, false, false, MODE == M_FLAT64>(a, 0, tc);
 	} else {
 		general_loop<DT, KOP, false>(a, 0, tc);
 	}
@@ -1184,8 +1193,8 @@ __global__ void __launch_bounds__(TA_BLOCK, (min_blocks<true, MODE>())) k_shared
 	tcount tc = {0, 0, 0, 0};
 	if constexpr (MODE == M_REGION)
 		fast_region<DT, KOP, true, false>(a, sbase, tc);
-	else if constexpr (MODE == M_FLAT)
-		fast_flat<DT, KOP, true, false>(a, sbase, tc);
+	else if constexpr (MODE == M_FLAT32 || MODE == M_FLAT64)
+		fast_flat<DT, KOP, true, false, MODE == M_FLAT64>(a, sbase, tc);
 	else
 		general_loop<DT, KOP, true>(a, sbase, tc);
 	__syncthreads();

@@ -398,14 +398,15 @@ int main(void)
 		if (!strncmp(g_funcs[i].name, "_ZN2ta8k_global", 15) ||
 		    !strncmp(g_funcs[i].name, "_ZN2ta8k_shared", 15))
 			kernels++;
-	/* legal (dtype, kernel op) pairs x 3 loops (general, region, flat), global and shared */
+	/* legal (dtype, kernel op) pairs x 4 loops (general, region, flat32, flat64), global
+	 * and shared */
 	size_t expect = 0;
 	for (int dt = TA_DTYPE_NONE + 1; dt < TA_DTYPE_COUNT; dt++)
 		for (int op = TA_OP_NONE + 1; op < TA_OP_COUNT; op++) {
 			if (op == TA_OP_SUB || !ta_dtype_is_tile((ta_dtype)dt) ||
 			    !ta_op_accepts_dtype((ta_op)op, (ta_dtype)dt))
 				continue;
-			expect += 3 + (ta_op_shared_ok((ta_op)op) ? 3 : 0);
+			expect += 4 + (ta_op_shared_ok((ta_op)op) ? 4 : 0);
 		}
 	if (kernels != expect)
 		fail("%zu kernels in the PTX, the table calls for %zu", kernels, expect);
