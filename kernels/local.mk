@@ -7,11 +7,20 @@ kernels_libtacore_a_SOURCES = \
 	kernels/ta_plan.h kernels/ta_plan.c kernels/ta_backend.h \
 	kernels/ta_cpu.c kernels/ta_lower.h kernels/ta_lower.c
 if USE_CUDA
-kernels_libtacore_a_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh
+kernels_libtacore_a_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh \
+	kernels/ta_cuda_private.h
+# Header dependencies of the CUDA object: the .cu.o suffix rule tracks none, so a changed
+# kernel header would otherwise leave a stale object.
+TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh \
+	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/kernels/ta_backend.h \
+	$(top_srcdir)/kernels/ta_plan.h $(top_srcdir)/kernels/ta_types.h \
+	$(top_srcdir)/kernels/ta_ops.def
+kernels/ta_cuda.$(OBJEXT): $(TA_CUDA_DEPS)
 else
 kernels_libtacore_a_SOURCES += kernels/ta_cuda_none.c
 endif
-EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh kernels/ta_cuda_none.c
+EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh kernels/ta_cuda_none.c \
+	kernels/ta_cuda_private.h
 
 # Libraries a program linking libtacore.a needs.
 TACORE_LIBS = kernels/libtacore.a $(CUDA_LIBS) -lm

@@ -21,18 +21,9 @@ tests_check_cuda_LDADD = $(TACORE_LIBS) $(CHECK_LIBS)
 
 tests_check_ptx_SOURCES = tests/check_ptx.c
 tests_check_ptx_LDADD = $(TACORE_LIBS)
-EXTRA_DIST += tests/bench_torch.py scripts/gpu-run.sh doc/GPU-RESULTS.md \
-	kernels/ta_cuda_private.h
+EXTRA_DIST += tests/bench_torch.py scripts/gpu-run.sh doc/GPU-RESULTS.md
 
 if USE_CUDA
-# Header dependencies of the CUDA object: the .cu.o suffix rule of kernels/local.mk tracks
-# none, so a changed kernel header would otherwise leave a stale object.
-TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh \
-	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/kernels/ta_backend.h \
-	$(top_srcdir)/kernels/ta_plan.h $(top_srcdir)/kernels/ta_types.h \
-	$(top_srcdir)/kernels/ta_ops.def
-kernels/ta_cuda.$(OBJEXT): $(TA_CUDA_DEPS)
-
 # The PTX of the kernels, for check_ptx (device compilation only).
 TA_PTX_ARCH = $(patsubst sm_%,compute_%,$(CUDA_ARCH))
 tests/ta_cuda.ptx: $(top_srcdir)/kernels/ta_cuda.cu $(TA_CUDA_DEPS)
