@@ -10,7 +10,9 @@
 #   scripts/gpu-run.sh run [CARRY]    there, from the repository root: device facts, the Check
 #                                     suite check_cuda, a compute-sanitizer memcheck pass over
 #                                     the differential test, the torch peers
-#                                     (tests/bench_torch.py) and bench_gpu; logs under $OUT
+#                                     (tests/bench_torch.py), bench_gpu, then the service:
+#                                     the end-to-end suites against tileatomd --backend cuda
+#                                     and a CLI session; logs under $OUT
 #                                     (default /tmp/gpu-out); a summary is printed last.
 set -u
 mode=${1:-run}
@@ -23,10 +25,13 @@ if [ "$mode" = pack ]; then
 	if [ ! -f "$build/Makefile" ]; then
 		(cd "$build" && ../configure --with-cuda --disable-shared) || exit 1
 	fi
-	(cd "$build" && make -j2 tests/check_cuda tests/bench_gpu tests/check_ptx) || exit 1
+	(cd "$build" && make -j2 tests/check_cuda tests/bench_gpu tests/check_ptx \
+		daemon/tileatomd client/tileatom-cli tests/check_integration tests/check_client_cli \
+		tests/check_daemon_server) || exit 1
 	rm -rf gpu-carry
 	mkdir -p gpu-carry/rt
-	for b in tests/check_cuda tests/bench_gpu; do
+	for b in tests/check_cuda tests/bench_gpu daemon/tileatomd client/tileatom-cli \
+		tests/check_integration tests/check_client_cli tests/check_daemon_server; do
 		# a libtool wrapper script would point at this machine: refuse it
 		if [ "$(head -c 4 "$build/$b" | od -An -c | tr -d ' ')" != '177ELF' ]; then
 			echo "gpu-run.sh: $build/$b is not an ELF binary (libtool wrapper?)" >&2
@@ -34,7 +39,9 @@ if [ "$mode" = pack ]; then
 		fi
 		cp "$build/$b" gpu-carry/
 	done
-	cp -L /usr/lib/x86_64-linux-gnu/libsubunit.so.0 gpu-carry/rt/
+	for lib in libsubunit.so.0 libuv.so.1 libprotobuf-c.so.1 libinih.so.1; do
+		cp -L "/usr/lib/x86_64-linux-gnu/$lib" gpu-carry/rt/ || exit 1
+	done
 	exclude=$(git rev-parse --git-path info/exclude)
 	mkdir -p "$(dirname "$exclude")"
 	grep -qx '/gpu-carry/' "$exclude" 2>/dev/null || echo '/gpu-carry/' >>"$exclude"
@@ -82,6 +89,39 @@ timeout 150 "$carry/bench_gpu" --torch "$OUT/torch.txt" >"$OUT/bench.log" 2>&1
 bench_rc=$?
 cat "$OUT/bench.log"
 
+echo "== the service on the CUDA backend (tileatomd --backend cuda, end-to-end suites)"
+# The end-to-end suites start the carried tileatomd with --backend cuda and drive it through
+# the client library and the carried tileatom-cli.
+export TA_TEST_BACKEND=cuda TILEATOMD="$here/$carry/tileatomd" TA_TEST_DAEMON="$here/$carry/tileatomd"
+export TILEATOM_CLI="$here/$carry/tileatom-cli"
+"$carry/tileatomd" --list-kernels >"$OUT/kernels.txt" 2>&1
+echo "tileatomd --list-kernels: $(($(wc -l <"$OUT/kernels.txt") - 1)) variants"
+service_rc=0
+for t in check_daemon_server check_integration check_client_cli; do
+	timeout 240 "$carry/$t" >"$OUT/$t.log" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] || service_rc=$rc
+	echo "$t (backend cuda): exit $rc; $(grep -E '^[0-9]+%' "$OUT/$t.log")"
+	grep -E ':[EF]:' "$OUT/$t.log" | head -10
+done
+sock="$OUT/demo.sock"
+"$carry/tileatomd" --socket "$sock" --backend auto --foreground 2>"$OUT/demo-daemon.log" &
+dpid=$!
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+cli() { "$carry/tileatom-cli" -s "$sock" "$@"; }
+{
+	cli stats
+	cli create hist --dtype int32 --shape 10
+	awk 'BEGIN { srand(7); for (i = 0; i < 100000; i++) printf "%.6f\n", rand() }' | cli hist hist --range 0:1
+	cli get hist --json
+	cli create lock --dtype int32 --shape 1
+	cli cas lock 0 0 1 --sem acquire; echo "cas exit $?"
+	cli cas lock 0 0 1; echo "cas exit $?"
+	cli xchg lock 0 0 --sem release
+} 2>&1 | tee "$OUT/demo.txt"
+kill -TERM $dpid; wait $dpid; echo "tileatomd exit $?"; head -5 "$OUT/demo-daemon.log"
+unset TA_TEST_BACKEND TILEATOMD TA_TEST_DAEMON TILEATOM_CLI
+
 if [ "${PROFILE:-0}" = 1 ]; then
 	# where the time of the two floor kernels goes: their SASS and an Nsight Compute pass
 	hist=_ZN2ta8k_sharedILi1ELi1ELi2EEEvNS_5kargsE
@@ -107,4 +147,4 @@ if [ "${PROFILE:-0}" = 1 ]; then
 	done
 fi
 
-echo "== summary: check_cuda $check_rc, memcheck $mc_rc, bench_gpu $bench_rc"
+echo "== summary: check_cuda $check_rc, memcheck $mc_rc, bench_gpu $bench_rc, service $service_rc"

@@ -36,6 +36,12 @@ const char *tcu_cli_path(void)
 	return p && *p ? p : TILEATOM_CLI_PATH;
 }
 
+const char *tcu_backend(void)
+{
+	const char *b = getenv("TA_TEST_BACKEND");
+	return b && *b ? b : "cpu";
+}
+
 bool tcu_slow(void)
 {
 	const char *v = getenv("TA_UNDER_VALGRIND");
@@ -97,7 +103,7 @@ bool tcu_daemon_start(tcu_daemon *d, const char *const *extra)
 	argv[n++] = "--socket";
 	argv[n++] = d->socket;
 	argv[n++] = "--backend";
-	argv[n++] = "cpu";
+	argv[n++] = tcu_backend();
 	argv[n++] = "--foreground";
 	argv[n++] = "--log-level";
 	argv[n++] = "info";

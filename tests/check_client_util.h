@@ -30,6 +30,8 @@ typedef struct tcu_result {
 const char *tcu_daemon_path(void);
 /* Path of the tileatom-cli binary (may be a libtool wrapper script). */
 const char *tcu_cli_path(void);
+/* Backend the test daemon runs: $TA_TEST_BACKEND (e.g. "cuda" on a GPU machine), else "cpu". */
+const char *tcu_backend(void);
 /* True when the suite runs under valgrind (TA_UNDER_VALGRIND set): loops shrink. */
 bool tcu_slow(void);
 

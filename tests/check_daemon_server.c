@@ -6,7 +6,8 @@
  * connection limit, a client vanishing mid-request, backpressure on a client that does
  * not read, TCP on loopback (and refused elsewhere), stale socket files, SIGTERM under
  * load. Set TA_TEST_DAEMON to test another binary or a wrapper script (which may append
- * `--backend cuda`; then set TA_TEST_BACKEND=cuda), TA_TEST_KEEP to keep the logs. */
+ * options), TA_TEST_BACKEND to run the daemon with another backend (e.g. cuda on a GPU
+ * machine), TA_TEST_KEEP to keep the logs. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -88,8 +89,9 @@ static void start_daemon_ex(daemon_proc *d, const char *const *extra, bool expec
 	argv[argc++] = bin;
 	argv[argc++] = "--socket";
 	argv[argc++] = d->sock;
+	const char *backend = getenv("TA_TEST_BACKEND");
 	argv[argc++] = "--backend";
-	argv[argc++] = "cpu";
+	argv[argc++] = backend && *backend ? backend : "cpu";
 	argv[argc++] = "--foreground";
 	argv[argc++] = "--log-level";
 	argv[argc++] = "debug";
@@ -375,9 +377,9 @@ START_TEST(test_start_ping_stop)
 	ck_assert_ptr_nonnull(resp);
 	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
 	ck_assert_uint_eq(resp->hello->protocol_version, 1);
-	/* A wrapper in TA_TEST_DAEMON may pick another backend (TA_TEST_BACKEND names it). */
+	/* TA_TEST_BACKEND picks the backend the daemon runs (default cpu). */
 	const char *backend = getenv("TA_TEST_BACKEND");
-	ck_assert_str_eq(resp->hello->backend, backend ? backend : "cpu");
+	ck_assert_str_eq(resp->hello->backend, backend && *backend ? backend : "cpu");
 	tileatom__response__free_unpacked(resp, NULL);
 	ping_ok(fd, 2);
 	resp = get_stats(fd);

@@ -82,13 +82,13 @@ START_TEST(test_hello_ping_stats)
 {
 	tileatom_client *c = conn();
 	tileatom_error e = {0, ""};
-	ck_assert_str_eq(tileatom_server_backend(c), "cpu");
+	ck_assert_str_eq(tileatom_server_backend(c), tcu_backend());
 	ck_assert_str_eq(tileatom_server_version(c), tileatom_version());
 	ck_assert_str_eq(tileatom_address(c), D.socket);
 	CK(tileatom_ping(c, &e), e);
 	tileatom_stats_info s;
 	CK(tileatom_stats(c, &s, &e), e);
-	ck_assert_str_eq(s.backend, "cpu");
+	ck_assert_str_eq(s.backend, tcu_backend());
 	ck_assert_uint_ge(s.connections, 1);
 	ck_assert_uint_ge(s.requests, 2);
 	tileatom_close(c);
