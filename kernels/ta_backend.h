@@ -24,11 +24,11 @@ typedef struct ta_backend ta_backend;
 
 /* Descriptive facts a backend reports for stats. */
 typedef struct ta_backend_info {
-	char name[16];                /* "cpu" or "cuda" */
-	char device[128];             /* device name or CPU description */
-	uint64_t device_memory;       /* bytes of device memory, 0 for cpu */
-	char compute_capability[16];  /* "9.0", "" for cpu */
-	int workers;                  /* worker threads (cpu) or streams (cuda) */
+	char name[16];               /* "cpu" or "cuda" */
+	char device[128];            /* device name or CPU description */
+	uint64_t device_memory;      /* bytes of device memory, 0 for cpu */
+	char compute_capability[16]; /* "9.0", "" for cpu */
+	int workers;                 /* worker threads (cpu) or streams (cuda) */
 } ta_backend_info;
 
 /* The operations every backend implements. */
@@ -41,7 +41,7 @@ typedef struct ta_backend_vtbl {
 	void (*tile_free)(ta_backend *be, void *mem);
 	/* Applies plan to the tile at mem (tile_bytes long); fills *result. */
 	ta_status (*apply)(ta_backend *be, void *mem, size_t tile_bytes, const ta_plan *plan,
-			   ta_result *result, ta_error *err);
+	                   ta_result *result, ta_error *err);
 	/* Fills *info. */
 	void (*info)(ta_backend *be, ta_backend_info *info);
 } ta_backend_vtbl;
@@ -66,7 +66,7 @@ static inline void ta_backend_destroy(ta_backend *be)
 		be->vt->destroy(be);
 }
 static inline ta_status ta_backend_tile_alloc(ta_backend *be, size_t bytes, void **mem,
-					      ta_error *err)
+                                              ta_error *err)
 {
 	return be->vt->tile_alloc(be, bytes, mem, err);
 }
@@ -75,7 +75,7 @@ static inline void ta_backend_tile_free(ta_backend *be, void *mem)
 	be->vt->tile_free(be, mem);
 }
 static inline ta_status ta_backend_apply(ta_backend *be, void *mem, size_t tile_bytes,
-					 const ta_plan *plan, ta_result *result, ta_error *err)
+                                         const ta_plan *plan, ta_result *result, ta_error *err)
 {
 	return be->vt->apply(be, mem, tile_bytes, plan, result, err);
 }

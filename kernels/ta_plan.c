@@ -455,7 +455,7 @@ ta_status ta_plan_build(ta_plan *p, const ta_tile_shape *t, const ta_request *r,
 	p->check_bounds = r->check_bounds;
 	if (r->op == TA_OP_STORE && r->want_old)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
-				    "store returns no old values (use exch for that)");
+		                    "store returns no old values (use exch for that)");
 	p->want_old = r->want_old || r->op == TA_OP_LOAD;
 	p->tile_rank = t->rank;
 	int64_t stride = 1;

@@ -64,12 +64,12 @@ typedef enum ta_family {
 
 /* A borrowed, unvalidated view of one operand array as it came off the wire. */
 typedef struct ta_array_view {
-	bool present;                /* false: the operand was not given */
-	ta_dtype dtype;              /* element type */
-	int rank;                    /* 0 = scalar */
-	int64_t shape[TA_MAX_RANK];  /* extents, rank entries */
-	const void *data;            /* packed little-endian elements */
-	size_t nbytes;               /* bytes at data (checked against shape x dtype) */
+	bool present;               /* false: the operand was not given */
+	ta_dtype dtype;             /* element type */
+	int rank;                   /* 0 = scalar */
+	int64_t shape[TA_MAX_RANK]; /* extents, rank entries */
+	const void *data;           /* packed little-endian elements */
+	size_t nbytes;              /* bytes at data (checked against shape x dtype) */
 } ta_array_view;
 
 /* What a tile is, as the plan builder needs it. */
@@ -81,61 +81,61 @@ typedef struct ta_tile_shape {
 
 /* A decoded request, before validation. */
 typedef struct ta_request {
-	ta_family family;                  /* request kind */
-	ta_op op;                          /* operation */
-	ta_addr addr;                      /* addressing form */
-	bool has_region;                   /* false: the region is the whole tile */
-	int region_rank;                   /* entries in region_origin/region_shape */
-	int64_t region_origin[TA_MAX_RANK];/* region origin in the tile */
-	int64_t region_shape[TA_MAX_RANK]; /* region extents */
-	int scatter_dim;                   /* SCATTER: the axis indices address */
-	int n_index;                       /* index arrays given (INDEXED: tile rank, else 1) */
-	ta_array_view index[TA_MAX_RANK];  /* index arrays (INT32 / INT64) */
-	ta_array_view values;              /* values (CAS: desired); STORE: the data */
-	ta_array_view compare;             /* CAS: expected values */
-	ta_array_view mask;                /* BOOL mask, broadcast to the element shape */
-	ta_array_view padding;             /* LOAD: scalar returned for masked / skipped */
-	ta_sem sem;                        /* memory order */
-	ta_scope scope;                    /* scope */
-	ta_space space;                    /* global or shared accumulation */
-	bool check_bounds;                 /* skip and count out-of-range (true) or reject */
-	bool want_old;                     /* return pre-RMW / loaded values */
+	ta_family family;                   /* request kind */
+	ta_op op;                           /* operation */
+	ta_addr addr;                       /* addressing form */
+	bool has_region;                    /* false: the region is the whole tile */
+	int region_rank;                    /* entries in region_origin/region_shape */
+	int64_t region_origin[TA_MAX_RANK]; /* region origin in the tile */
+	int64_t region_shape[TA_MAX_RANK];  /* region extents */
+	int scatter_dim;                    /* SCATTER: the axis indices address */
+	int n_index;                        /* index arrays given (INDEXED: tile rank, else 1) */
+	ta_array_view index[TA_MAX_RANK];   /* index arrays (INT32 / INT64) */
+	ta_array_view values;               /* values (CAS: desired); STORE: the data */
+	ta_array_view compare;              /* CAS: expected values */
+	ta_array_view mask;                 /* BOOL mask, broadcast to the element shape */
+	ta_array_view padding;              /* LOAD: scalar returned for masked / skipped */
+	ta_sem sem;                         /* memory order */
+	ta_scope scope;                     /* scope */
+	ta_space space;                     /* global or shared accumulation */
+	bool check_bounds;                  /* skip and count out-of-range (true) or reject */
+	bool want_old;                      /* return pre-RMW / loaded values */
 } ta_request;
 
 /* One operand resolved against the iteration shape. */
 typedef struct ta_operand {
-	const void *data;                /* NULL when absent */
-	ta_dtype dtype;                  /* element type */
-	int64_t stride[TA_MAX_RANK];     /* element stride per iteration axis; 0 broadcasts */
+	const void *data;            /* NULL when absent */
+	ta_dtype dtype;              /* element type */
+	int64_t stride[TA_MAX_RANK]; /* element stride per iteration axis; 0 broadcasts */
 } ta_operand;
 
 /* A validated request, ready for a backend. */
 typedef struct ta_plan {
-	ta_op op;                          /* operation */
-	ta_dtype dtype;                    /* tile dtype */
-	ta_sem sem;                        /* memory order */
-	ta_scope scope;                    /* scope */
-	ta_space space;                    /* global or shared */
-	ta_addr addr;                      /* addressing form */
-	bool check_bounds;                 /* out-of-range: skip (true); never reached (false) */
-	bool want_old;                     /* old_out is filled */
-	int rank;                          /* rank of the iteration shape (0 = one element) */
-	int64_t shape[TA_MAX_RANK];        /* iteration shape */
-	int64_t count;                     /* elements in the iteration shape */
-	int tile_rank;                     /* tile rank */
-	int64_t tile_shape[TA_MAX_RANK];   /* tile extents */
-	int64_t tile_stride[TA_MAX_RANK];  /* tile element strides (row-major) */
-	int64_t origin[TA_MAX_RANK];       /* region origin in the tile */
-	int64_t extent[TA_MAX_RANK];       /* region extents */
-	int64_t region_count;              /* elements in the region */
-	int scatter_dim;                   /* SCATTER: the indexed axis */
-	int n_index;                       /* index operands in use */
-	ta_operand index[TA_MAX_RANK];     /* index operands (INT32 / INT64) */
-	ta_operand values;                 /* values / desired / store data */
-	ta_operand compare;                /* CAS expected values */
-	ta_operand mask;                   /* BOOL mask, data NULL when absent */
-	uint64_t padding_bits;             /* LOAD: bits returned for masked / skipped */
-	void *old_out;                     /* want_old: count elements of dtype, contiguous */
+	ta_op op;                         /* operation */
+	ta_dtype dtype;                   /* tile dtype */
+	ta_sem sem;                       /* memory order */
+	ta_scope scope;                   /* scope */
+	ta_space space;                   /* global or shared */
+	ta_addr addr;                     /* addressing form */
+	bool check_bounds;                /* out-of-range: skip (true); never reached (false) */
+	bool want_old;                    /* old_out is filled */
+	int rank;                         /* rank of the iteration shape (0 = one element) */
+	int64_t shape[TA_MAX_RANK];       /* iteration shape */
+	int64_t count;                    /* elements in the iteration shape */
+	int tile_rank;                    /* tile rank */
+	int64_t tile_shape[TA_MAX_RANK];  /* tile extents */
+	int64_t tile_stride[TA_MAX_RANK]; /* tile element strides (row-major) */
+	int64_t origin[TA_MAX_RANK];      /* region origin in the tile */
+	int64_t extent[TA_MAX_RANK];      /* region extents */
+	int64_t region_count;             /* elements in the region */
+	int scatter_dim;                  /* SCATTER: the indexed axis */
+	int n_index;                      /* index operands in use */
+	ta_operand index[TA_MAX_RANK];    /* index operands (INT32 / INT64) */
+	ta_operand values;                /* values / desired / store data */
+	ta_operand compare;               /* CAS expected values */
+	ta_operand mask;                  /* BOOL mask, data NULL when absent */
+	uint64_t padding_bits;            /* LOAD: bits returned for masked / skipped */
+	void *old_out;                    /* want_old: count elements of dtype, contiguous */
 } ta_plan;
 
 /* What a backend reports after applying a plan. */
@@ -150,7 +150,7 @@ typedef struct ta_result {
  * Returns TA_OK, or an error (INVALID_ARGUMENT, OUT_OF_RANGE) with a message naming the
  * problem; on error nothing needs freeing. */
 ta_status ta_plan_build(ta_plan *plan, const ta_tile_shape *tile, const ta_request *req,
-			ta_error *err);
+                        ta_error *err);
 
 /* Checks that an operand view's byte count matches its shape and dtype and that its
  * shape is sane; what names the operand in messages. */

@@ -83,9 +83,9 @@ typedef struct ta_error {
 /* Records code and a printf-style message in err (when err is not NULL); returns code. */
 ta_status ta_error_set(ta_error *err, ta_status code, const char *fmt, ...)
 #ifdef __GNUC__
-	__attribute__((format(printf, 3, 4)))
+    __attribute__((format(printf, 3, 4)))
 #endif
-	;
+    ;
 
 /* Name of a status code ("OK", "INVALID_ARGUMENT", ...). */
 const char *ta_status_name(ta_status code);

@@ -10,9 +10,9 @@
  *   floats: any strtod literal (decimal, hex float such as 0x1p-149, inf, -inf) that the
  *     dtype represents exactly (anything else is a parse error, never a silent rounding);
  *     "nan" / "-nan" the default quiet NaN (0x7e00, 0x7fc0, 0x7fc00000,
- *     0x7ff8000000000000, sign set for -nan); "cnan" the canonical NaN that float32/16-bit add/sub store
- *     (0x7fff, 0x7fffffff; float64: 0x7fffffffffffffff, unused by add);
- *   any dtype: "#hex" gives the raw bit pattern. */
+ *     0x7ff8000000000000, sign set for -nan); "cnan" the canonical NaN that float32/16-bit add/sub
+ * store (0x7fff, 0x7fffffff; float64: 0x7fffffffffffffff, unused by add); any dtype: "#hex" gives
+ * the raw bit pattern. */
 #ifndef TA_TEST_UTIL_H
 #define TA_TEST_UTIL_H
 

@@ -31,8 +31,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NKEYS; i++)
 		keys[i] = (int32_t)((i * 2654435761u) % NBINS);
 	int64_t bins_shape[1] = {NBINS};
-	check(tileatom_create(c, "tour.hist", TILEATOM_INT32, 1, bins_shape, NULL, NULL,
-			      &err),
+	check(tileatom_create(c, "tour.hist", TILEATOM_INT32, 1, bins_shape, NULL, NULL, &err),
 	      &err, "create tour.hist");
 	tileatom_array idx = tileatom_vector(TILEATOM_INT32, NKEYS, keys);
 	int32_t one = 1;
@@ -42,7 +41,7 @@ int main(int argc, char **argv)
 	opts.space = TILEATOM_SPACE_SHARED; /* private per-worker bins, merged at the end */
 	tileatom_op_result res;
 	check(tileatom_indexed(c, "tour.hist", TILEATOM_OP_ADD, NULL, 1, &idx, true, &ones, NULL,
-			       &opts, &res, &err),
+	                       &opts, &res, &err),
 	      &err, "histogram");
 	int32_t bins[NBINS];
 	check(tileatom_read(c, "tour.hist", NULL, bins, sizeof(bins), NULL, &err), &err, "read");
@@ -51,10 +50,9 @@ int main(int argc, char **argv)
 
 	/* A cas lock word guarding a non-atomic read-modify-write of a counter tile. */
 	int64_t one_shape[1] = {1};
-	check(tileatom_create(c, "tour.lock", TILEATOM_INT32, 1, one_shape, NULL, NULL, &err),
-	      &err, "create tour.lock");
-	check(tileatom_create(c, "tour.counter", TILEATOM_INT64, 1, one_shape, NULL, NULL,
-			      &err),
+	check(tileatom_create(c, "tour.lock", TILEATOM_INT32, 1, one_shape, NULL, NULL, &err), &err,
+	      "create tour.lock");
+	check(tileatom_create(c, "tour.counter", TILEATOM_INT64, 1, one_shape, NULL, NULL, &err),
 	      &err, "create tour.counter");
 	int32_t unlocked = 0, locked = 1, seen = 1;
 	tileatom_op_options acq;
@@ -62,7 +60,7 @@ int main(int argc, char **argv)
 	acq.sem = TILEATOM_SEM_ACQUIRE;
 	while (seen != unlocked) /* spin until our cas sees 0 and stores 1 */
 		check(tileatom_atomic_at(c, "tour.lock", TILEATOM_OP_CAS, 0, TILEATOM_INT32,
-					 &locked, &unlocked, &acq, &seen, &err),
+		                         &locked, &unlocked, &acq, &seen, &err),
 		      &err, "lock");
 	int64_t counter;
 	check(tileatom_read(c, "tour.counter", NULL, &counter, sizeof(counter), NULL, &err), &err,
@@ -73,8 +71,8 @@ int main(int argc, char **argv)
 	tileatom_op_options rel;
 	tileatom_op_options_init(&rel);
 	rel.sem = TILEATOM_SEM_RELEASE;
-	check(tileatom_atomic_at(c, "tour.lock", TILEATOM_OP_EXCH, 0, TILEATOM_INT32,
-				 &unlocked, NULL, &rel, NULL, &err),
+	check(tileatom_atomic_at(c, "tour.lock", TILEATOM_OP_EXCH, 0, TILEATOM_INT32, &unlocked,
+	                         NULL, &rel, NULL, &err),
 	      &err, "unlock");
 	printf("counter under the lock: %lld\n", (long long)counter);
 
