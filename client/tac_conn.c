@@ -312,27 +312,32 @@ static int recv_some(tileatom_client *c, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-/* When a send failed, the daemon may have explained why in a response before closing (e.g.
- * a frame over its size limit). If the oldest queued frame is such an error, err gets the
- * daemon's status and message (with the socket error after it). Returns err's code. */
+/* When a send failed, the daemon may have explained why before closing (e.g. a frame over
+ * its size limit) in a response with id 0, which answers no request. Responses to earlier
+ * pipelined requests may be queued before it: they explain nothing and are skipped. If
+ * such an explanation is queued, err gets the daemon's status and message (with the
+ * socket error after it). Returns err's code. */
 static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 {
 	if (!err)
 		return TILEATOM_E_IO;
-	if (c->rxq_count == 0)
-		return err->code;
-	tac_frame *f = &c->rxq[c->rxq_head];
-	Tileatom__Response *r = tileatom__response__unpack(NULL, f->len, f->data);
-	if (!r)
-		return err->code;
-	int code = (int)r->status;
-	if (code >= TILEATOM_E_INVALID_ARGUMENT && code <= TILEATOM_E_INTERNAL && r->message &&
-	    *r->message) {
-		char saved[TILEATOM_MSG_MAX];
-		snprintf(saved, sizeof(saved), "%s", err->message);
-		tac_err(err, code, "tileatomd: %s (%s)", r->message, saved);
+	for (size_t k = 0; k < c->rxq_count; k++) {
+		const tac_frame *f = &c->rxq[(c->rxq_head + k) & (c->rxq_cap - 1)];
+		Tileatom__Response *r = tileatom__response__unpack(NULL, f->len, f->data);
+		if (!r)
+			continue;
+		int code = (int)r->status;
+		bool explains = r->id == 0 && code >= TILEATOM_E_INVALID_ARGUMENT &&
+		                code <= TILEATOM_E_INTERNAL && r->message && *r->message;
+		if (explains) {
+			char saved[TILEATOM_MSG_MAX];
+			snprintf(saved, sizeof(saved), "%s", err->message);
+			tac_err(err, code, "tileatomd: %s (%s)", r->message, saved);
+		}
+		tileatom__response__free_unpacked(r, NULL);
+		if (explains)
+			break;
 	}
-	tileatom__response__free_unpacked(r, NULL);
 	return err->code;
 }
 

@@ -1079,6 +1079,33 @@ START_TEST(test_frame_limit)
 }
 END_TEST
 
+START_TEST(test_frame_limit_pipelined)
+{
+	/* The same refusal behind a pipelined request that failed on its own (NOT_FOUND): the
+	 * send failure is explained by the daemon's connection error (id 0), not by the earlier
+	 * response queued before it. */
+	static const char *const extra[] = {"--max-frame", "1M", NULL};
+	tcu_daemon d;
+	ck_assert(tcu_daemon_start(&d, extra));
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	CK(tileatom_connect(d.socket, 10000, &c, &e), e);
+	int64_t n = 1 << 20;
+	CK(tileatom_create(c, "w", TILEATOM_INT32, 1, &n, NULL, NULL, &e), e);
+	int32_t *v = calloc((size_t)n, sizeof(int32_t));
+	ck_assert_ptr_nonnull(v);
+	tileatom_array a = tileatom_vector(TILEATOM_INT32, n, v);
+	CK(tileatom_submit_read(c, "missing", NULL, NULL, &e), e);
+	ck_assert_int_eq(tileatom_submit_write(c, "w", NULL, &a, NULL, &e),
+	                 TILEATOM_E_RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(e.message, "exceeds the limit"), "message: %s", e.message);
+	tileatom_close(c);
+	free(v);
+	ck_assert_int_eq(tcu_daemon_stop(&d, 20000), 0);
+	tcu_daemon_cleanup(&d);
+}
+END_TEST
+
 /* The socket file must be gone. */
 static void assert_socket_removed(const char *path)
 {
@@ -1223,6 +1250,7 @@ static Suite *integration_suite(void)
 	tcase_add_test(sig, test_sigterm_idle);
 	tcase_add_test(sig, test_sigterm_under_load);
 	tcase_add_test(sig, test_frame_limit);
+	tcase_add_test(sig, test_frame_limit_pipelined);
 	suite_add_tcase(s, sig);
 	return s;
 }
