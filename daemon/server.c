@@ -104,7 +104,9 @@ static void on_connection(uv_stream_t *listener, int status)
 			free(tmp);
 			return;
 		}
-		uv_accept(listener, (uv_stream_t *)tmp);
+		rc = uv_accept(listener, (uv_stream_t *)tmp);
+		if (rc != 0)
+			ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
 		uv_close(tmp, on_handle_freed);
 		return;
 	}
@@ -119,8 +121,9 @@ static void on_connection(uv_stream_t *listener, int status)
 		ta_conn_close(conn);
 		return;
 	}
-	if (tcp)
-		uv_tcp_nodelay(&conn->h.tcp, 1);
+	if (tcp && (rc = uv_tcp_nodelay(&conn->h.tcp, 1)) != 0)
+		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": cannot set TCP_NODELAY: %s",
+		       conn->serial, uv_strerror(rc));
 	if (srv->draining) {
 		ta_conn_close(conn);
 		return;
@@ -266,8 +269,10 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot bind %s: %s", path,
 		                    uv_strerror(rc));
 	srv->unix_path = strdup(path);
-	if (!srv->unix_path)
+	if (!srv->unix_path) {
+		unlink(path); /* shutdown cannot remove a file it does not know of */
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	}
 	if (chmod(path, mode) != 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot set the mode of %s: %s", path,
 		                    strerror(errno));
@@ -378,6 +383,7 @@ static ta_status listen_tcp(ta_server *srv, ta_error *err)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot listen on %s: %s", spec,
 		                    uv_strerror(rc));
 	struct sockaddr_storage bound;
+	memset(&bound, 0, sizeof(bound)); /* read below even when getsockname fails */
 	int blen = (int)sizeof(bound);
 	char shown[INET6_ADDRSTRLEN] = "?";
 	int bport = 0;
