@@ -522,61 +522,31 @@ static ta_status do_read(resp_ctx *rc, ta_tile *tile, const Tileatom__ReadRegion
 	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_DATA);
 }
 
-/* Element-wise atomic over a region. */
-static ta_status do_elementwise(resp_ctx *rc, ta_tile *tile,
-                                const Tileatom__ElementwiseAtomicRequest *e)
+/* The atomic families (element-wise, scatter, indexed): op, region, the family's
+ * addressing (scatter for SCATTER, indexed for INDEXED, neither for ELEMENTWISE), values,
+ * compare (cas; scatter has none) and options. */
+static ta_status do_rmw(resp_ctx *rc, ta_tile *tile, ta_family family, Tileatom__Op op,
+                        const Tileatom__Region *region, const Tileatom__ScatterAddr *scatter,
+                        const Tileatom__IndexedAddr *indexed, const Tileatom__Array *values,
+                        const Tileatom__Array *compare, const Tileatom__Options *options)
 {
 	ta_request req;
 	ta_request_init(&req);
-	req.family = TA_FAMILY_ELEMENTWISE;
+	req.family = family;
 	req.addr = TA_ADDR_REGION;
-	ta_status st = rmw_op(e->op, &req.op, &rc->err);
+	ta_status st = rmw_op(op, &req.op, &rc->err);
 	if (st == TA_OK)
-		st = region_into(e->region, "region", &tile->shape, &req, &rc->err);
+		st = region_into(region, "region", &tile->shape, &req, &rc->err);
+	if (st == TA_OK && family == TA_FAMILY_SCATTER)
+		st = scatter_into(scatter, &req, &rc->err);
+	if (st == TA_OK && family == TA_FAMILY_INDEXED)
+		st = indexed_into(indexed, &req, &rc->err);
 	if (st == TA_OK)
-		st = view_from_array(e->values, "values", &req.values, &rc->err);
+		st = view_from_array(values, "values", &req.values, &rc->err);
 	if (st == TA_OK)
-		st = view_from_array(e->compare, "compare", &req.compare, &rc->err);
+		st = view_from_array(compare, "compare", &req.compare, &rc->err);
 	if (st == TA_OK)
-		st = options_into(e->options, &req, &rc->err);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
-}
-
-/* Scatter atomic (torch.scatter_add_ rules). */
-static ta_status do_scatter(resp_ctx *rc, ta_tile *tile, const Tileatom__ScatterAtomicRequest *s)
-{
-	ta_request req;
-	ta_request_init(&req);
-	req.family = TA_FAMILY_SCATTER;
-	ta_status st = rmw_op(s->op, &req.op, &rc->err);
-	if (st == TA_OK)
-		st = region_into(s->region, "region", &tile->shape, &req, &rc->err);
-	if (st == TA_OK)
-		st = scatter_into(s->addr, &req, &rc->err);
-	if (st == TA_OK)
-		st = view_from_array(s->values, "values", &req.values, &rc->err);
-	if (st == TA_OK)
-		st = options_into(s->options, &req, &rc->err);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
-}
-
-/* Indexed atomic (index tuples or flat offsets). */
-static ta_status do_indexed(resp_ctx *rc, ta_tile *tile, const Tileatom__IndexedAtomicRequest *x)
-{
-	ta_request req;
-	ta_request_init(&req);
-	req.family = TA_FAMILY_INDEXED;
-	ta_status st = rmw_op(x->op, &req.op, &rc->err);
-	if (st == TA_OK)
-		st = region_into(x->region, "region", &tile->shape, &req, &rc->err);
-	if (st == TA_OK)
-		st = indexed_into(x->addr, &req, &rc->err);
-	if (st == TA_OK)
-		st = view_from_array(x->values, "values", &req.values, &rc->err);
-	if (st == TA_OK)
-		st = view_from_array(x->compare, "compare", &req.compare, &rc->err);
-	if (st == TA_OK)
-		st = options_into(x->options, &req, &rc->err);
+		st = options_into(options, &req, &rc->err);
 	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
 }
 
@@ -736,15 +706,24 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 	case TILEATOM__REQUEST__BODY_READ:
 		st = do_read(rc, tile, req->read);
 		break;
-	case TILEATOM__REQUEST__BODY_ELEMENTWISE:
-		st = do_elementwise(rc, tile, req->elementwise);
+	case TILEATOM__REQUEST__BODY_ELEMENTWISE: {
+		const Tileatom__ElementwiseAtomicRequest *e = req->elementwise;
+		st = do_rmw(rc, tile, TA_FAMILY_ELEMENTWISE, e->op, e->region, NULL, NULL,
+		            e->values, e->compare, e->options);
 		break;
-	case TILEATOM__REQUEST__BODY_SCATTER:
-		st = do_scatter(rc, tile, req->scatter);
+	}
+	case TILEATOM__REQUEST__BODY_SCATTER: {
+		const Tileatom__ScatterAtomicRequest *sc = req->scatter;
+		st = do_rmw(rc, tile, TA_FAMILY_SCATTER, sc->op, sc->region, sc->addr, NULL,
+		            sc->values, NULL, sc->options);
 		break;
-	case TILEATOM__REQUEST__BODY_INDEXED:
-		st = do_indexed(rc, tile, req->indexed);
+	}
+	case TILEATOM__REQUEST__BODY_INDEXED: {
+		const Tileatom__IndexedAtomicRequest *x = req->indexed;
+		st = do_rmw(rc, tile, TA_FAMILY_INDEXED, x->op, x->region, NULL, x->addr, x->values,
+		            x->compare, x->options);
 		break;
+	}
 	case TILEATOM__REQUEST__BODY_GATHER: {
 		const Tileatom__GatherRequest *g = req->gather;
 		st = do_memory(rc, tile, TA_OP_LOAD, g->window, g->addr, NULL, g->padding,
@@ -786,8 +765,9 @@ static void resp_ctx_free(resp_ctx *rc)
 	free(rc->list_infos);
 }
 
-/* Encodes rc->resp into out; falls back to a RESOURCE_EXHAUSTED error response when the
- * response does not fit in a frame, and to nothing (close) when memory is short. */
+/* Encodes rc->resp into out; falls back to a short RESOURCE_EXHAUSTED error response when
+ * the response does not fit in a frame or its buffer cannot be allocated, and to nothing
+ * (close) when even that fails. */
 static void encode_reply(ta_service *svc, Tileatom__Response *resp, bool close_after, ta_reply *out)
 {
 	out->close_after = close_after;
@@ -795,10 +775,13 @@ static void encode_reply(ta_service *svc, Tileatom__Response *resp, bool close_a
 		return;
 	size_t size = protobuf_c_message_get_packed_size(&resp->base);
 	char msg[256];
-	snprintf(msg, sizeof(msg),
-	         "the response needs %zu bytes, over the frame limit of %" PRIu32
-	         " bytes (max_frame)",
-	         size, svc->max_frame);
+	if (size > svc->max_frame)
+		snprintf(msg, sizeof(msg),
+		         "the response needs %zu bytes, over the frame limit of %" PRIu32
+		         " bytes (max_frame)",
+		         size, svc->max_frame);
+	else
+		snprintf(msg, sizeof(msg), "out of memory encoding a response of %zu bytes", size);
 	Tileatom__Response small = TILEATOM__RESPONSE__INIT;
 	small.id = resp->id;
 	small.status = TILEATOM__STATUS__RESOURCE_EXHAUSTED;
@@ -843,8 +826,9 @@ static void dispatch(ta_service *svc, const uint8_t *payload, size_t len, uint8_
 	}
 	resp_ctx *rc = calloc(1, sizeof(*rc));
 	if (!rc) {
+		uint64_t id = req->id;
 		tileatom__request__free_unpacked(req, NULL);
-		ta_dispatch_error(svc, 0, TA_RESOURCE_EXHAUSTED, "out of memory", false, out);
+		ta_dispatch_error(svc, id, TA_RESOURCE_EXHAUSTED, "out of memory", false, out);
 		return;
 	}
 	rc->svc = svc;
