@@ -13,6 +13,17 @@
 
 #include "log.h"
 
+/* Appends job to the queue (*head, *tail); the lock is held. */
+static void job_append(ta_job **head, ta_job **tail, ta_job *job)
+{
+	job->next = NULL;
+	if (*tail)
+		(*tail)->next = job;
+	else
+		*head = job;
+	*tail = job;
+}
+
 /* Worker thread: runs jobs until stopping and the queue is empty. */
 static void *worker_main(void *arg)
 {
@@ -29,15 +40,10 @@ static void *worker_main(void *arg)
 			ex->todo_tail = NULL;
 		pthread_mutex_unlock(&ex->lock);
 
-		job->next = NULL;
 		job->work(job);
 
 		pthread_mutex_lock(&ex->lock);
-		if (ex->done_tail)
-			ex->done_tail->next = job;
-		else
-			ex->done_head = job;
-		ex->done_tail = job;
+		job_append(&ex->done_head, &ex->done_tail, job);
 		pthread_mutex_unlock(&ex->lock);
 		int rc = uv_async_send(&ex->async);
 		if (rc != 0)
@@ -132,14 +138,9 @@ fail_sync:
 
 void ta_executor_submit(ta_executor *ex, ta_job *job)
 {
-	job->next = NULL;
 	ex->running++;
 	pthread_mutex_lock(&ex->lock);
-	if (ex->todo_tail)
-		ex->todo_tail->next = job;
-	else
-		ex->todo_head = job;
-	ex->todo_tail = job;
+	job_append(&ex->todo_head, &ex->todo_tail, job);
 	pthread_cond_signal(&ex->cond);
 	pthread_mutex_unlock(&ex->lock);
 }

@@ -19,11 +19,6 @@ void ta_log_set_level(ta_log_level level)
 	atomic_store(&log_level, (int)level);
 }
 
-ta_log_level ta_log_get_level(void)
-{
-	return (ta_log_level)atomic_load(&log_level);
-}
-
 bool ta_log_enabled(ta_log_level level)
 {
 	return (int)level <= atomic_load(&log_level);
@@ -46,23 +41,6 @@ int ta_log_level_parse(const char *name)
 		if (strcasecmp(name, names[i].name) == 0)
 			return (int)names[i].level;
 	return -1;
-}
-
-const char *ta_log_level_name(ta_log_level level)
-{
-	switch (level) {
-	case TA_LOG_ERR:
-		return "err";
-	case TA_LOG_WARNING:
-		return "warning";
-	case TA_LOG_NOTICE:
-		return "notice";
-	case TA_LOG_INFO:
-		return "info";
-	case TA_LOG_DEBUG:
-		return "debug";
-	}
-	return "?";
 }
 
 void ta_log(ta_log_level level, const char *fmt, ...)

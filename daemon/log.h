@@ -17,15 +17,11 @@ typedef enum ta_log_level {
 
 /* Sets the most verbose level that is still written (default TA_LOG_NOTICE). */
 void ta_log_set_level(ta_log_level level);
-/* Returns the current level. */
-ta_log_level ta_log_get_level(void);
 /* True when a message at level would be written (to skip costly formatting). */
 bool ta_log_enabled(ta_log_level level);
 /* Parses "err", "warning", "notice", "info", "debug" (also "error", "warn" and the digits
  * 3..7); returns -1 when unknown. */
 int ta_log_level_parse(const char *name);
-/* Name of a level ("err", ...). */
-const char *ta_log_level_name(ta_log_level level);
 
 /* Writes one line "<N>message\n" to stderr when level is enabled. */
 void ta_log(ta_log_level level, const char *fmt, ...)
