@@ -680,13 +680,25 @@ int tac_tile_info_from_wire(tileatom_tile_info *dst, const Tileatom__TileInfo *s
 	if (src->n_shape < 1 || src->n_shape > TILEATOM_MAX_RANK)
 		return tac_err(err, TILEATOM_E_PROTOCOL, "tile rank %zu in the response",
 		               src->n_shape);
+	if (!ta_dtype_is_tile((ta_dtype)src->dtype))
+		return tac_err(err, TILEATOM_E_PROTOCOL, "tile dtype %d in the response",
+		               (int)src->dtype);
+	/* Callers size buffers and loops from these extents: each is at least 1 and their
+	 * product times the element size fits an int64_t. */
+	uint64_t elements = 1;
+	for (size_t i = 0; i < src->n_shape; i++) {
+		if (src->shape[i] < 1 || (uint64_t)src->shape[i] > (UINT64_C(1) << 56) / elements)
+			return tac_err(err, TILEATOM_E_PROTOCOL,
+			               "tile extent %lld along axis %zu in the response",
+			               (long long)src->shape[i], i);
+		elements *= (uint64_t)src->shape[i];
+		dst->shape[i] = src->shape[i];
+	}
 	if (len)
 		memcpy(dst->name, src->name, len);
 	dst->name[len] = '\0';
 	dst->dtype = (tileatom_dtype)src->dtype;
 	dst->rank = (int)src->n_shape;
-	for (size_t i = 0; i < src->n_shape; i++)
-		dst->shape[i] = src->shape[i];
 	dst->bytes = src->bytes;
 	return TILEATOM_OK;
 }

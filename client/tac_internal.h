@@ -167,7 +167,8 @@ TAC_HIDDEN int tac_check_response(const Tileatom__Response *r, tileatom_request_
 /* Validates a wire Array from a response (dtype known, rank <= 4, byte count matching). */
 TAC_HIDDEN int tac_check_wire_array(const Tileatom__Array *a, const char *what,
                                     tileatom_error *err);
-/* Copies a wire TileInfo into the public struct (checking rank and name length). */
+/* Copies a wire TileInfo into the public struct, checking what callers rely on: name
+ * length, a tile dtype, rank 1..4, extents >= 1 with a product up to 2^56. */
 TAC_HIDDEN int tac_tile_info_from_wire(tileatom_tile_info *dst, const Tileatom__TileInfo *src,
                                        tileatom_error *err);
 /* Parses an address: *is_unix set for a socket path; else host (malloc'd, brackets

@@ -556,6 +556,16 @@ START_TEST(test_check_response)
 	ck_assert_uint_eq(info.bytes, 120);
 	ti.n_shape = 0;
 	ck_assert_int_eq(tac_tile_info_from_wire(&info, &ti, &e), TILEATOM_E_PROTOCOL);
+	/* Callers size buffers from dtype and extents: a daemon's nonsense is refused. */
+	ti.n_shape = 2;
+	ti.dtype = TILEATOM__DTYPE__BOOL;
+	ck_assert_int_eq(tac_tile_info_from_wire(&info, &ti, &e), TILEATOM_E_PROTOCOL);
+	ti.dtype = TILEATOM__DTYPE__UINT32;
+	ts[1] = 0;
+	ck_assert_int_eq(tac_tile_info_from_wire(&info, &ti, &e), TILEATOM_E_PROTOCOL);
+	ts[0] = INT64_C(1) << 40;
+	ts[1] = INT64_C(1) << 40;
+	ck_assert_int_eq(tac_tile_info_from_wire(&info, &ti, &e), TILEATOM_E_PROTOCOL);
 }
 END_TEST
 
