@@ -104,8 +104,6 @@ typedef struct tac_msg {
 /* Records code and a printf-style message in err (when not NULL); returns code. */
 TAC_HIDDEN int tac_err(tileatom_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Copies src into err (when both are not NULL); returns src->code. */
-TAC_HIDDEN int tac_err_copy(tileatom_error *err, const tileatom_error *src);
 
 /* ---- codec (tac_codec.c) ------------------------------------------------------------- */
 

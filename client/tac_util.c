@@ -43,36 +43,12 @@ int tac_err(tileatom_error *err, int code, const char *fmt, ...)
 	return code;
 }
 
-int tac_err_copy(tileatom_error *err, const tileatom_error *src)
-{
-	if (err && src && err != src)
-		*err = *src;
-	return src ? src->code : TILEATOM_E_INTERNAL;
-}
-
 const char *tileatom_strerror(int code)
 {
+	/* Codes 0..9 are the wire statuses: their names come from the core table. */
+	if (code >= TILEATOM_OK && code <= TILEATOM_E_INTERNAL)
+		return ta_status_name((ta_status)code);
 	switch (code) {
-	case TILEATOM_OK:
-		return "OK";
-	case TILEATOM_E_INVALID_ARGUMENT:
-		return "INVALID_ARGUMENT";
-	case TILEATOM_E_NOT_FOUND:
-		return "NOT_FOUND";
-	case TILEATOM_E_ALREADY_EXISTS:
-		return "ALREADY_EXISTS";
-	case TILEATOM_E_OUT_OF_RANGE:
-		return "OUT_OF_RANGE";
-	case TILEATOM_E_RESOURCE_EXHAUSTED:
-		return "RESOURCE_EXHAUSTED";
-	case TILEATOM_E_UNIMPLEMENTED:
-		return "UNIMPLEMENTED";
-	case TILEATOM_E_UNAVAILABLE:
-		return "UNAVAILABLE";
-	case TILEATOM_E_PERMISSION_DENIED:
-		return "PERMISSION_DENIED";
-	case TILEATOM_E_INTERNAL:
-		return "INTERNAL";
 	case TILEATOM_E_IO:
 		return "IO";
 	case TILEATOM_E_TIMEOUT:
