@@ -285,13 +285,17 @@ TA_API bool tileatom_dtype_is_float(tileatom_dtype dtype);
 TA_API const char *tileatom_op_name(tileatom_op op);
 /* Parses an op name ("xchg" is accepted for exch); TILEATOM_OP_NONE when unknown. */
 TA_API tileatom_op tileatom_op_parse(const char *name);
-/* Name of a sem / scope / space; "?" when invalid. */
+/* Name of a sem ("relaxed", ...); "?" when invalid. */
 TA_API const char *tileatom_sem_name(tileatom_sem sem);
+/* Name of a scope ("gpu", ...); "?" when invalid. */
 TA_API const char *tileatom_scope_name(tileatom_scope scope);
+/* Name of a space ("global" or "shared"); "?" when invalid. */
 TA_API const char *tileatom_space_name(tileatom_space space);
-/* Parses a sem / scope / space name; -1 when unknown. */
+/* Parses a sem name into a tileatom_sem; -1 when unknown. */
 TA_API int tileatom_sem_parse(const char *name);
+/* Parses a scope name into a tileatom_scope; -1 when unknown. */
 TA_API int tileatom_scope_parse(const char *name);
+/* Parses a space name into a tileatom_space; -1 when unknown. */
 TA_API int tileatom_space_parse(const char *name);
 /* Parses text as one element of dtype into out (tileatom_dtype_size(dtype) bytes, little
  * endian): integers in decimal or 0x hex with range checks, floats rounded once. Returns
@@ -332,8 +336,9 @@ TA_API void tileatom_close(tileatom_client *client);
 TA_API void tileatom_set_timeout(tileatom_client *client, int timeout_ms);
 /* Largest response payload accepted (default 1 GiB); larger ones break the connection. */
 TA_API void tileatom_set_max_response(tileatom_client *client, uint32_t max_bytes);
-/* The daemon's version string and backend name from the handshake (never NULL). */
+/* The daemon's version string from the handshake (never NULL). */
 TA_API const char *tileatom_server_version(const tileatom_client *client);
+/* The daemon's backend name from the handshake, "cpu" or "cuda" (never NULL). */
 TA_API const char *tileatom_server_backend(const tileatom_client *client);
 /* The address the client connected to. */
 TA_API const char *tileatom_address(const tileatom_client *client);
@@ -433,45 +438,56 @@ TA_API int tileatom_atomic_store(tileatom_client *client, const char *tile,
  * for the response. opts->old_out is not used: old values arrive in the collected
  * response. Operand memory may be reused as soon as the call returns. */
 
+/* Pipelined tileatom_ping. */
 TA_API int tileatom_submit_ping(tileatom_client *client, uint64_t *id, tileatom_error *err);
+/* Pipelined tileatom_read: the data arrives in the collected response. */
 TA_API int tileatom_submit_read(tileatom_client *client, const char *tile,
                                 const tileatom_region *region, uint64_t *id, tileatom_error *err);
+/* Pipelined tileatom_write. */
 TA_API int tileatom_submit_write(tileatom_client *client, const char *tile,
                                  const tileatom_region *region, const tileatom_array *values,
                                  uint64_t *id, tileatom_error *err);
+/* Pipelined tileatom_elementwise. */
 TA_API int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
                                        const tileatom_region *region, const tileatom_array *values,
                                        const tileatom_array *compare,
                                        const tileatom_op_options *opts, uint64_t *id,
                                        tileatom_error *err);
+/* Pipelined tileatom_scatter. */
 TA_API int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_op op,
                                    const tileatom_region *region, int dim,
                                    const tileatom_array *indices, const tileatom_array *values,
                                    const tileatom_op_options *opts, uint64_t *id,
                                    tileatom_error *err);
+/* Pipelined tileatom_indexed. */
 TA_API int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_op op,
                                    const tileatom_region *region, int n_index,
                                    const tileatom_array *indices, bool flat,
                                    const tileatom_array *values, const tileatom_array *compare,
                                    const tileatom_op_options *opts, uint64_t *id,
                                    tileatom_error *err);
+/* Pipelined tileatom_atomic_at: the old element arrives in the collected response. */
 TA_API int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
                                      int64_t flat_index, tileatom_dtype dtype, const void *value,
                                      const void *compare, const tileatom_op_options *opts,
                                      uint64_t *id, tileatom_error *err);
+/* Pipelined tileatom_gather: the gathered values arrive in the collected response. */
 TA_API int tileatom_submit_gather(tileatom_client *client, const char *tile,
                                   const tileatom_region *window, const tileatom_addr *addr,
                                   const tileatom_array *padding, const tileatom_op_options *opts,
                                   uint64_t *id, tileatom_error *err);
+/* Pipelined tileatom_scatter_store. */
 TA_API int tileatom_submit_scatter_store(tileatom_client *client, const char *tile,
                                          const tileatom_region *window, const tileatom_addr *addr,
                                          const tileatom_array *values,
                                          const tileatom_op_options *opts, uint64_t *id,
                                          tileatom_error *err);
+/* Pipelined tileatom_atomic_load: the loaded values arrive in the collected response. */
 TA_API int tileatom_submit_atomic_load(tileatom_client *client, const char *tile,
                                        const tileatom_region *window, const tileatom_addr *addr,
                                        const tileatom_op_options *opts, uint64_t *id,
                                        tileatom_error *err);
+/* Pipelined tileatom_atomic_store. */
 TA_API int tileatom_submit_atomic_store(tileatom_client *client, const char *tile,
                                         const tileatom_region *window, const tileatom_addr *addr,
                                         const tileatom_array *values,
