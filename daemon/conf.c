@@ -43,7 +43,9 @@ void ta_config_free(ta_config *cfg)
 
 int ta_config_parse_size(const char *text, uint64_t *out)
 {
-	if (!text || !*text || *text == '-' || *text == '+')
+	/* A digit first: strtoull would also take leading blanks and a sign, and turn
+	 * " -1" into 2^64 - 1. */
+	if (!text || *text < '0' || *text > '9')
 		return -1;
 	errno = 0;
 	char *end = NULL;

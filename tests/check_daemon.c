@@ -47,6 +47,8 @@ START_TEST(test_parse_size)
 	ck_assert_uint_eq(v, UINT64_C(1099511627776));
 	ck_assert_int_eq(ta_config_parse_size("", &v), -1);
 	ck_assert_int_eq(ta_config_parse_size("-1", &v), -1);
+	ck_assert_int_eq(ta_config_parse_size(" -1", &v), -1); /* not 2^64 - 1 */
+	ck_assert_int_eq(ta_config_parse_size(" 5", &v), -1);
 	ck_assert_int_eq(ta_config_parse_size("12x", &v), -1);
 	ck_assert_int_eq(ta_config_parse_size("M", &v), -1);
 	ck_assert_int_eq(ta_config_parse_size("16777216T", &v), -1); /* 2^64: overflow */
