@@ -174,6 +174,20 @@ static int lib_error(const char *cmd, const tileatom_error *err)
 	return CLI_EXIT_ERROR;
 }
 
+/* The start of most subcommands: parses the line (exactly npos positionals), then
+ * connects. Returns true with *c connected and *rc = CLI_EXIT_OK, or false with the exit
+ * status in *rc (--help, a usage error or no daemon). */
+static bool parse_connect(int argc, char **argv, const cli_option *opts, int nopts, int npos,
+                          const char *usage, cli_global *g, cli_args *a, tileatom_client **c,
+                          int *rc)
+{
+	*rc = cli_parse(argc, argv, opts, nopts, npos, npos, usage, g, a);
+	if (*rc >= 0)
+		return false;
+	*rc = cli_connect(g, c);
+	return *rc == CLI_EXIT_OK;
+}
+
 /* Formats a shape as "D0,D1,...". */
 static void shape_text(const int64_t *shape, int rank, char *buf, size_t n)
 {
@@ -201,11 +215,9 @@ static int cmd_ping(int argc, char **argv, cli_global *g)
 	                            "Checks that tileatomd answers; prints its version, backend "
 	                            "and the round-trip time.\n";
 	cli_args a;
-	int rc = cli_parse(argc, argv, NULL, 0, 0, 0, usage, g, &a);
-	if (rc >= 0)
-		return rc;
 	tileatom_client *c;
-	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+	int rc;
+	if (!parse_connect(argc, argv, NULL, 0, 0, usage, g, &a, &c, &rc))
 		return rc;
 	tileatom_error err = {0, ""};
 	struct timespec t0, t1;
@@ -229,11 +241,9 @@ static int cmd_stats(int argc, char **argv, cli_global *g)
 	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] stats\n"
 	                            "Prints the daemon's statistics, one 'key: value' per line.\n";
 	cli_args a;
-	int rc = cli_parse(argc, argv, NULL, 0, 0, 0, usage, g, &a);
-	if (rc >= 0)
-		return rc;
 	tileatom_client *c;
-	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+	int rc;
+	if (!parse_connect(argc, argv, NULL, 0, 0, usage, g, &a, &c, &rc))
 		return rc;
 	tileatom_error err = {0, ""};
 	tileatom_stats_info s;
@@ -329,11 +339,9 @@ static int cmd_ls(int argc, char **argv, cli_global *g)
 	                            "Lists the tiles, one per line: NAME DTYPE SHAPE BYTES "
 	                            "(tab-separated; SHAPE as D0,D1,...).\n";
 	cli_args a;
-	int rc = cli_parse(argc, argv, NULL, 0, 0, 0, usage, g, &a);
-	if (rc >= 0)
-		return rc;
 	tileatom_client *c;
-	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+	int rc;
+	if (!parse_connect(argc, argv, NULL, 0, 0, usage, g, &a, &c, &rc))
 		return rc;
 	tileatom_error err = {0, ""};
 	tileatom_tile_info *tiles = NULL;
@@ -359,11 +367,9 @@ static int cmd_info(int argc, char **argv, cli_global *g)
 	                            "Describes a tile: name, dtype, shape, elements and bytes, "
 	                            "one 'key: value' per line.\n";
 	cli_args a;
-	int rc = cli_parse(argc, argv, NULL, 0, 1, 1, usage, g, &a);
-	if (rc >= 0)
-		return rc;
 	tileatom_client *c;
-	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+	int rc;
+	if (!parse_connect(argc, argv, NULL, 0, 1, usage, g, &a, &c, &rc))
 		return rc;
 	tileatom_error err = {0, ""};
 	tileatom_tile_info info;
@@ -386,11 +392,9 @@ static int cmd_rm(int argc, char **argv, cli_global *g)
 	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] rm NAME\n"
 	                            "Destroys a tile.\n";
 	cli_args a;
-	int rc = cli_parse(argc, argv, NULL, 0, 1, 1, usage, g, &a);
-	if (rc >= 0)
-		return rc;
 	tileatom_client *c;
-	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
+	int rc;
+	if (!parse_connect(argc, argv, NULL, 0, 1, usage, g, &a, &c, &rc))
 		return rc;
 	tileatom_error err = {0, ""};
 	if (tileatom_destroy(c, a.pos[0], &err) != TILEATOM_OK)
@@ -424,13 +428,11 @@ static int cmd_get(int argc, char **argv, cli_global *g)
 	    "NaN and infinities are written as the JSON strings \"nan\", \"inf\", \"-inf\".\n";
 	static const cli_option opts[] = {{"json", false}};
 	cli_args a;
-	int rc = cli_parse(argc, argv, opts, 1, 1, 1, usage, g, &a);
-	if (rc >= 0)
+	tileatom_client *c;
+	int rc;
+	if (!parse_connect(argc, argv, opts, 1, 1, usage, g, &a, &c, &rc))
 		return rc;
 	bool json = a.value[0] != NULL;
-	tileatom_client *c;
-	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
-		return rc;
 	tileatom_error err = {0, ""};
 	tileatom_tile_info info;
 	if (tileatom_describe(c, a.pos[0], &info, &err) != TILEATOM_OK) {
@@ -660,8 +662,13 @@ static int run_element(int argc, char **argv, cli_global *g, elem_kind kind, til
 			tileatom_array v = tileatom_scalar(info.dtype, value);
 			st = tileatom_atomic_store(c, info.name, NULL, &addr, &v, &o, &res, &err);
 		}
-		if (st == TILEATOM_OK && res.skipped)
-			st = TILEATOM_E_OUT_OF_RANGE;
+		if (st == TILEATOM_OK && res.skipped) {
+			/* Only when the tile was replaced by a smaller one since it was described.
+			 */
+			st = err.code = TILEATOM_E_OUT_OF_RANGE;
+			snprintf(err.message, sizeof(err.message),
+			         "index %" PRId64 " is outside tile '%s'", flat, info.name);
+		}
 	} else {
 		st = tileatom_atomic_at(c, info.name, op, flat, info.dtype, value,
 		                        kind == ELEM_CAS ? compare : NULL, &o, old, &err);
