@@ -1,10 +1,32 @@
 /* ta_frame.c: length-prefixed framing (see ta_frame.h). The reader allocates a payload
  * buffer only after the prefix has passed the size check, so an oversized or hostile
- * length never causes an allocation. */
+ * length never causes an allocation, and then grows it as the bytes actually arrive, so
+ * a peer that announces a large frame and sends little of it holds little memory. */
 #include "ta_frame.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* First payload allocation: frames up to this size get their whole buffer at once. */
+#define TA_FRAME_FIRST_ALLOC (64u * 1024u)
+
+/* Makes room for at least need payload bytes (need <= payload_len); 0 or -1 when short. */
+static int reserve(ta_frame_reader *r, size_t need)
+{
+	if (need + 1 <= r->payload_cap)
+		return 0;
+	size_t cap = r->payload_cap ? r->payload_cap * 2 : TA_FRAME_FIRST_ALLOC;
+	if (cap < need + 1)
+		cap = need + 1;
+	if (cap > (size_t)r->payload_len + 1)
+		cap = (size_t)r->payload_len + 1; /* never more than the frame needs */
+	uint8_t *p = realloc(r->payload, cap);
+	if (!p)
+		return -1;
+	r->payload = p;
+	r->payload_cap = cap;
+	return 0;
+}
 
 void ta_frame_put_header(uint8_t out[TA_FRAME_HEADER], uint32_t len)
 {
@@ -52,6 +74,7 @@ void ta_frame_reader_free(ta_frame_reader *r)
 {
 	free(r->payload);
 	r->payload = NULL;
+	r->payload_cap = 0;
 	r->header_have = 0;
 	r->payload_have = 0;
 	r->payload_len = 0;
@@ -80,8 +103,10 @@ ta_frame_status ta_frame_reader_feed(ta_frame_reader *r, const uint8_t **data, s
 				return TA_FRAME_TOO_LARGE;
 			}
 			/* One extra byte so that an empty payload still has a buffer. */
-			r->payload = malloc((size_t)r->payload_len + 1);
-			if (!r->payload) {
+			r->payload_cap = 0;
+			if (reserve(r, r->payload_len < TA_FRAME_FIRST_ALLOC
+			                   ? r->payload_len
+			                   : TA_FRAME_FIRST_ALLOC) != 0) {
 				r->error = 2;
 				return TA_FRAME_NOMEM;
 			}
@@ -89,6 +114,10 @@ ta_frame_status ta_frame_reader_feed(ta_frame_reader *r, const uint8_t **data, s
 		size_t want = r->payload_len - r->payload_have;
 		if (want > *len)
 			want = *len;
+		if (reserve(r, (size_t)r->payload_have + want) != 0) {
+			r->error = 2;
+			return TA_FRAME_NOMEM;
+		}
 		memcpy(r->payload + r->payload_have, *data, want);
 		r->payload_have += (uint32_t)want;
 		*data += want;
@@ -105,6 +134,7 @@ uint8_t *ta_frame_reader_take(ta_frame_reader *r, uint32_t *len)
 	uint8_t *p = r->payload;
 	*len = r->payload_len;
 	r->payload = NULL;
+	r->payload_cap = 0;
 	r->header_have = 0;
 	r->payload_have = 0;
 	r->payload_len = 0;

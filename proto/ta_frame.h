@@ -35,7 +35,8 @@ typedef struct ta_frame_reader {
 	uint32_t max_payload;            /* largest payload accepted */
 	uint8_t header[TA_FRAME_HEADER]; /* prefix bytes gathered so far */
 	size_t header_have;              /* bytes of header gathered */
-	uint8_t *payload;                /* payload buffer (allocated once the prefix is known) */
+	uint8_t *payload;                /* payload buffer, grown as the payload's bytes arrive */
+	size_t payload_cap;              /* bytes allocated at payload */
 	uint32_t payload_len;            /* expected payload length */
 	uint32_t payload_have;           /* payload bytes gathered */
 	int error; /* sticky: 1 after an oversized prefix or allocation failure */

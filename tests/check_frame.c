@@ -257,6 +257,35 @@ START_TEST(test_length_at_limit)
 }
 END_TEST
 
+/* A peer that announces a large frame and sends little of it holds little memory: the
+ * payload buffer grows with the bytes that arrive, and the frame still assembles. */
+START_TEST(test_large_announced_frame_grows)
+{
+	const uint32_t big = 48u * 1024u * 1024u;
+	uint8_t *frame = malloc(4 + (size_t)big);
+	ck_assert_ptr_nonnull(frame);
+	ta_frame_put_header(frame, big);
+	for (uint32_t i = 0; i < big; i++)
+		frame[4 + i] = (uint8_t)(i * 7u);
+	ta_frame_reader r;
+	ta_frame_reader_init(&r, TA_FRAME_DEFAULT_MAX);
+	const uint8_t *p = frame;
+	size_t n = 4 + 10;
+	ck_assert_int_eq(ta_frame_reader_feed(&r, &p, &n), TA_FRAME_NEED_MORE);
+	ck_assert_uint_le(r.payload_cap, 64u * 1024u + 1u);
+	n = 4 + (size_t)big - 14; /* the rest, in one go */
+	ck_assert_int_eq(ta_frame_reader_feed(&r, &p, &n), TA_FRAME_READY);
+	ck_assert_uint_eq(n, 0);
+	uint32_t plen = 0;
+	uint8_t *payload = ta_frame_reader_take(&r, &plen);
+	ck_assert_uint_eq(plen, big);
+	ck_assert_int_eq(memcmp(payload, frame + 4, big), 0);
+	free(payload);
+	free(frame);
+	ta_frame_reader_free(&r);
+}
+END_TEST
+
 START_TEST(test_encode_over_limit)
 {
 	static uint8_t big[2048];
@@ -389,6 +418,7 @@ static Suite *frame_suite(void)
 	tcase_add_test(tc, test_truncated_frame);
 	tcase_add_test(tc, test_length_over_limit);
 	tcase_add_test(tc, test_length_at_limit);
+	tcase_add_test(tc, test_large_announced_frame_grows);
 	tcase_add_test(tc, test_encode_over_limit);
 	tcase_add_test(tc, test_response_round_trip);
 	tcase_add_test(tc, test_garbage_fails_to_unpack);
