@@ -12,6 +12,9 @@
 /* Largest element count of any request or tile (2^40): keeps offset arithmetic far from
  * int64 overflow whatever the strides. */
 #define TA_MAX_ELEMENTS (INT64_C(1) << 40)
+/* Most elements one request may address through broadcasting (2^32), unless its region
+ * itself is larger: tiny index arrays must not make one request run for hours. */
+#define TA_MAX_BROADCAST (INT64_C(1) << 32)
 
 void ta_request_init(ta_request *req)
 {
@@ -474,6 +477,11 @@ ta_status ta_plan_build(ta_plan *p, const ta_tile_shape *t, const ta_request *r,
 			return ta_error_set(err, TA_INVALID_ARGUMENT, "too many elements");
 		p->count *= p->shape[a];
 	}
+	if (p->count > TA_MAX_BROADCAST && p->count > p->region_count)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "the request addresses %lld elements, over the limit of %lld "
+		                    "(2^32) for broadcast operands",
+		                    (long long)p->count, (long long)TA_MAX_BROADCAST);
 	if ((st = bind_data(p, t, r, err)) != TA_OK)
 		return st;
 	if (!p->check_bounds && p->addr != TA_ADDR_REGION) {

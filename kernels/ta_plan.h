@@ -147,7 +147,8 @@ typedef struct ta_result {
 /* Validates req against tile and the legality table and fills plan (old_out NULL: the
  * caller allocates plan->count elements when plan->want_old). With check_bounds off,
  * every unmasked index is checked here and an out-of-range one gives TA_OUT_OF_RANGE.
- * Returns TA_OK, or an error (INVALID_ARGUMENT, OUT_OF_RANGE) with a message naming the
+ * Returns TA_OK, or an error (INVALID_ARGUMENT, OUT_OF_RANGE, RESOURCE_EXHAUSTED when index
+ * arrays broadcast past 2^32 elements over a smaller region) with a message naming the
  * problem; on error nothing needs freeing. */
 ta_status ta_plan_build(ta_plan *plan, const ta_tile_shape *tile, const ta_request *req,
                         ta_error *err);

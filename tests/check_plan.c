@@ -535,6 +535,38 @@ START_TEST(test_index_broadcast)
 }
 END_TEST
 
+/* Tiny index arrays that broadcast past 2^32 elements (over a small tile) are refused with
+ * RESOURCE_EXHAUSTED before anything runs; a region that large would be accepted. */
+START_TEST(test_broadcast_limit)
+{
+	ta_tile_shape t = tile_of(TA_DTYPE_I32, 2, 4, 4, 0);
+	int32_t *rows = calloc((size_t)1 << 17, sizeof(int32_t));
+	int32_t *cols = calloc((size_t)1 << 16, sizeof(int32_t));
+	ck_assert_ptr_nonnull(rows);
+	ck_assert_ptr_nonnull(cols);
+	ta_request r;
+	ta_request_init(&r);
+	r.family = TA_FAMILY_INDEXED;
+	r.op = TA_OP_ADD;
+	r.addr = TA_ADDR_INDEXED;
+	r.values = view_of(TA_DTYPE_I32, 0, 0, 0, 0);
+	r.n_index = 2;
+	int64_t rshape[TA_MAX_RANK] = {INT64_C(1) << 17, 1, 0, 0};
+	int64_t cshape[TA_MAX_RANK] = {1, INT64_C(1) << 16, 0, 0};
+	r.index[0] = ta_tu_view(TA_DTYPE_I32, 2, rshape, rows);
+	r.index[1] = ta_tu_view(TA_DTYPE_I32, 2, cshape, cols);
+	expect_reject(&t, &r, TA_RESOURCE_EXHAUSTED, "8589934592 elements", "2^32");
+	/* 2^16 x 2^16 = 2^32 exactly is still accepted */
+	rshape[0] = INT64_C(1) << 16;
+	r.index[0] = ta_tu_view(TA_DTYPE_I32, 2, rshape, rows);
+	ta_plan p;
+	expect_ok(&p, &t, &r);
+	ck_assert_int_eq(p.count, INT64_C(1) << 32);
+	free(rows);
+	free(cols);
+}
+END_TEST
+
 START_TEST(test_out_of_range_bounds_off)
 {
 	ta_tile_shape t = tile_of(TA_DTYPE_I32, 2, 3, 4, 0);
@@ -679,6 +711,7 @@ static Suite *plan_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("resolution");
 	tcase_add_test(tc, test_index_broadcast);
+	tcase_add_test(tc, test_broadcast_limit);
 	tcase_add_test(tc, test_out_of_range_bounds_off);
 	tcase_add_test(tc, test_resolve_forms);
 	tcase_add_test(tc, test_views_and_tiles);
