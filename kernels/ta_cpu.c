@@ -861,15 +861,24 @@ static ta_status check_plan(const ta_plan *p, size_t tile_bytes, ta_error *err)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "cpu backend: plan has tile rank %d, rank %d, count %lld",
 		                    p->tile_rank, p->rank, (long long)p->count);
+	/* n: tile elements, rn: region elements; overflow-checked, since a wrapped product
+	 * would let an index past the private copy or the tile pass the checks below */
 	int64_t n = 1, rn = 1;
-	for (int a = 0; a < p->tile_rank; a++) {
+	for (int a = p->tile_rank - 1; a >= 0; a--) {
 		if (p->tile_shape[a] < 1 || p->extent[a] < 1 || p->origin[a] < 0 ||
 		    p->origin[a] > p->tile_shape[a] - p->extent[a])
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "cpu backend: region along axis %d is outside the tile",
 			                    a);
-		n *= p->tile_shape[a];
-		rn *= p->extent[a];
+		if (p->tile_stride[a] != n)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "cpu backend: tile stride %lld along axis %d is not "
+			                    "row-major",
+			                    (long long)p->tile_stride[a], a);
+		if (__builtin_mul_overflow(n, p->tile_shape[a], &n) ||
+		    __builtin_mul_overflow(rn, p->extent[a], &rn))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "cpu backend: the plan's tile has too many elements");
 	}
 	if (rn != p->region_count)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
@@ -887,7 +896,10 @@ static ta_status check_plan(const ta_plan *p, size_t tile_bytes, ta_error *err)
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "cpu backend: iteration extent %lld on axis %d",
 			                    (long long)p->shape[a], a);
-		cnt *= p->shape[a];
+		if (__builtin_mul_overflow(cnt, p->shape[a], &cnt))
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "cpu backend: the iteration shape has too many elements");
 	}
 	if (cnt != p->count)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
