@@ -306,7 +306,7 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 		return CLI_EXIT_USAGE;
 	}
 	tileatom_dtype dtype = tileatom_dtype_parse(a.value[0]);
-	if (dtype == TILEATOM_DTYPE_NONE || dtype == TILEATOM_BOOL) {
+	if (!tileatom_dtype_is_int(dtype) && !tileatom_dtype_is_float(dtype)) {
 		cli_error("create: unknown dtype '%s'", a.value[0]);
 		return CLI_EXIT_USAGE;
 	}

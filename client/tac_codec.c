@@ -117,7 +117,7 @@ static void msg_begin(tac_msg *m, tileatom_request_kind kind)
 /* Checks that op is one of the nine atomic ops. */
 static int check_op(tileatom_op op, tileatom_error *err)
 {
-	if (op < TILEATOM_OP_ADD || op > TILEATOM_OP_XOR)
+	if (!ta_op_is_rmw((ta_op)op))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)op);
 	return TILEATOM_OK;
 }
@@ -205,7 +205,7 @@ int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int ran
 	int rc = check_name(name, "create", err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	if (tileatom_dtype_size(dtype) == 0 || dtype == TILEATOM_BOOL)
+	if (!ta_dtype_is_tile((ta_dtype)dtype))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "create %s: %d is not a tile dtype", name, (int)dtype);
 	if (rank < 1 || rank > TILEATOM_MAX_RANK || !shape)

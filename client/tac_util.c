@@ -148,7 +148,7 @@ bool tileatom_dtype_is_float(tileatom_dtype dtype)
 
 const char *tileatom_op_name(tileatom_op op)
 {
-	if (op < TILEATOM_OP_ADD || op > TILEATOM_OP_XOR)
+	if (!ta_op_is_rmw((ta_op)op))
 		return "?";
 	return ta_op_name((ta_op)op);
 }
