@@ -32,9 +32,8 @@ using ta::kargs;
 /* Signature of every kernel. */
 typedef void (*ta_kfn)(const kargs);
 
-/* Values of the dtypes column of TA_OP and of the kind column of TA_DTYPE. */
+/* Values of the dtypes column of TA_OP (the kind column of TA_DTYPE: ta::dt_kind). */
 enum { TA_OPD_ANY = 0, TA_OPD_INT = 1 };
-enum { TA_KIND_INT = 0, TA_KIND_FLOAT = 1, TA_KIND_MASK = 2 };
 
 /* Per op: which dtypes it accepts (from ta_ops.def). */
 static constexpr int op_dtypes[TA_OP_COUNT] = {
@@ -52,8 +51,8 @@ static constexpr int op_shared[TA_OP_COUNT] = {
 };
 /* Per dtype: INT, FLOAT or MASK (from ta_ops.def); NONE is MASK (no tile). */
 static constexpr int dtype_kind[TA_DTYPE_COUNT] = {
-    TA_KIND_MASK,
-#define TA_DTYPE(id, name, size, kind, sgn, bits, arith) TA_KIND_##kind,
+    ta::DK_MASK,
+#define TA_DTYPE(id, name, size, kind, sgn, bits, arith) ta::DK_##kind,
 #include "ta_ops.def"
 #undef TA_DTYPE
 };
@@ -62,8 +61,8 @@ static constexpr int dtype_kind[TA_DTYPE_COUNT] = {
 static constexpr bool legal_global(int dt, int op)
 {
 	return op > TA_OP_NONE && op < TA_OP_COUNT && dt > TA_DTYPE_NONE && dt < TA_DTYPE_COUNT &&
-	       dtype_kind[dt] != TA_KIND_MASK &&
-	       (op_dtypes[op] == TA_OPD_ANY || dtype_kind[dt] == TA_KIND_INT);
+	       dtype_kind[dt] != ta::DK_MASK &&
+	       (op_dtypes[op] == TA_OPD_ANY || dtype_kind[dt] == ta::DK_INT);
 }
 /* True when a shared-space kernel exists for (dtype, op). */
 static constexpr bool legal_shared(int dt, int op)
@@ -166,6 +165,20 @@ static int64_t operand_span(const ta_plan *p, const ta_operand *op)
 	return span;
 }
 
+/* True when an operand's strides are non-negative and its span fits in int64 (the staging
+ * copies operand_span elements, the kernels read no further). */
+static bool operand_ok(const ta_plan *p, const ta_operand *op)
+{
+	int64_t span = 1;
+	for (int a = 0; a < p->rank; a++) {
+		int64_t s = op->stride[a], n = p->shape[a] - 1;
+		if (s < 0 || (n > 0 && s > (INT64_MAX - span) / n))
+			return false;
+		span += n * s;
+	}
+	return true;
+}
+
 /* 1 when op is contiguous over the iteration shape, 0 when scalar (all strides 0), -1
  * otherwise. */
 static int operand_layout(const ta_plan *p, const ta_operand *op)
@@ -205,16 +218,19 @@ static ta_status check_plan(const ta_plan *p, size_t tile_bytes, kargs *a, ta_er
 		                    ta_op_name(p->op), ta_sem_name(p->sem));
 	if (p->tile_rank < 1 || p->tile_rank > TA_MAX_RANK || p->rank < 0 || p->rank > TA_MAX_RANK)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has a bad rank");
+	/* products checked for overflow: a wrapped tile size would let offsets past the tile
+	 * memory pass */
 	int64_t tile_elems = 1, stride = 1;
 	for (int a = p->tile_rank - 1; a >= 0; a--) {
 		if (p->tile_shape[a] < 1 || p->tile_stride[a] != stride || p->origin[a] < 0 ||
-		    p->extent[a] < 1 || p->origin[a] + p->extent[a] > p->tile_shape[a])
+		    p->extent[a] < 1 || p->origin[a] > p->tile_shape[a] - p->extent[a] ||
+		    p->tile_shape[a] > INT64_MAX / stride)
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "plan region does not fit its tile along axis %d", a);
 		stride *= p->tile_shape[a];
 	}
 	tile_elems = stride;
-	if ((uint64_t)tile_elems * es > tile_bytes)
+	if ((uint64_t)tile_elems > tile_bytes / es)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "plan tile of %lld elements exceeds the %zu-byte tile",
 		                    (long long)tile_elems, tile_bytes);
@@ -222,6 +238,8 @@ static ta_status check_plan(const ta_plan *p, size_t tile_bytes, kargs *a, ta_er
 	for (int a = 0; a < p->rank; a++) {
 		if (p->shape[a] < 1)
 			return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has an empty axis");
+		if (p->shape[a] > INT64_MAX / count)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has too many elements");
 		count *= p->shape[a];
 	}
 	if (count != p->count)
@@ -255,12 +273,26 @@ static ta_status check_plan(const ta_plan *p, size_t tile_bytes, kargs *a, ta_er
 		     p->rank != p->tile_rank))
 			return ta_error_set(err, TA_INVALID_ARGUMENT, "bad scatter plan");
 		for (int i = 0; i < want; i++)
-			if (!p->index[i].data || (p->index[i].dtype != TA_DTYPE_I32 &&
-			                          p->index[i].dtype != TA_DTYPE_I64))
+			if (!p->index[i].data ||
+			    (p->index[i].dtype != TA_DTYPE_I32 &&
+			     p->index[i].dtype != TA_DTYPE_I64) ||
+			    !operand_ok(p, &p->index[i]))
 				return ta_error_set(err, TA_INVALID_ARGUMENT,
 				                    "plan index %d is missing or not int32/int64",
 				                    i);
 	}
+	/* the kernels read values and compare as the tile dtype and the mask as bytes */
+	const ta_operand *ops[3] = {&p->values, &p->compare, &p->mask};
+	const ta_dtype op_dtype[3] = {p->dtype, p->dtype, TA_DTYPE_BOOL};
+	for (int i = 0; i < 3; i++)
+		if (ops[i]->data && (ops[i]->dtype != op_dtype[i] || !operand_ok(p, ops[i])))
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "plan %s operand has dtype %s or strides that do not fit",
+			    i == 0   ? "values"
+			    : i == 1 ? "compare"
+			             : "mask",
+			    ta_dtype_name(ops[i]->dtype));
 	memset(a, 0, sizeof(*a));
 	a->p = *p;
 	a->tile_elems = tile_elems;
@@ -760,13 +792,8 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	}
 	st = ta_cuda_launch_plan(&dp, mem, tile_bytes, (unsigned long long *)(s->dev + cnt_off),
 	                         s->stream, NULL, err);
-	if (st != TA_OK) {
-		/* a launch failure may be sticky: classify it */
-		e = cudaStreamSynchronize(s->stream);
-		if (e != cudaSuccess)
-			be_fail(be, e, "launching the kernel", NULL);
+	if (st != TA_OK) /* a launch failure may be sticky: out classifies it */
 		goto out;
-	}
 	e = cudaMemcpyAsync(s->host + cnt_off, s->dev + cnt_off, end - cnt_off,
 	                    cudaMemcpyDeviceToHost, s->stream);
 	if (e != cudaSuccess) {
@@ -796,6 +823,13 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	}
 	st = TA_OK;
 out:
+	/* an error path may leave copies or the kernel in flight on the slot's stream: they
+	 * must be done before the next caller reuses its buffers */
+	if (st != TA_OK) {
+		e = cudaStreamSynchronize(s->stream);
+		if (e != cudaSuccess)
+			be_fail(be, e, "finishing a failed request (launch or copy)", NULL);
+	}
 	slot_give(be, s);
 	return st;
 }

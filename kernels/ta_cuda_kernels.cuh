@@ -63,40 +63,33 @@ enum kop {
 	K_STORE = TA_OP_STORE
 };
 
-/* Per-dtype facts: the bit container B and the float layout. */
+/* The bit container of an element of SIZE bytes. */
+template <int SIZE> struct bits_of;
+template <> struct bits_of<1> {
+	typedef unsigned char B;
+};
+template <> struct bits_of<2> {
+	typedef unsigned short B;
+};
+template <> struct bits_of<4> {
+	typedef uint32_t B;
+};
+template <> struct bits_of<8> {
+	typedef uint64_t B;
+};
+
+/* Values of the kind column of TA_DTYPE. */
+enum dt_kind { DK_INT, DK_FLOAT, DK_MASK };
+
+/* Per-dtype facts, from ta_ops.def: the bit container B, float or not, signed or not. */
 template <int DT> struct dt_traits;
-template <> struct dt_traits<TA_DTYPE_I32> {
-	typedef uint32_t B;
-	static constexpr bool is_float = false, is_signed = true;
-};
-template <> struct dt_traits<TA_DTYPE_U32> {
-	typedef uint32_t B;
-	static constexpr bool is_float = false, is_signed = false;
-};
-template <> struct dt_traits<TA_DTYPE_I64> {
-	typedef uint64_t B;
-	static constexpr bool is_float = false, is_signed = true;
-};
-template <> struct dt_traits<TA_DTYPE_U64> {
-	typedef uint64_t B;
-	static constexpr bool is_float = false, is_signed = false;
-};
-template <> struct dt_traits<TA_DTYPE_F32> {
-	typedef uint32_t B;
-	static constexpr bool is_float = true, is_signed = true;
-};
-template <> struct dt_traits<TA_DTYPE_F64> {
-	typedef uint64_t B;
-	static constexpr bool is_float = true, is_signed = true;
-};
-template <> struct dt_traits<TA_DTYPE_F16> {
-	typedef unsigned short B;
-	static constexpr bool is_float = true, is_signed = true;
-};
-template <> struct dt_traits<TA_DTYPE_BF16> {
-	typedef unsigned short B;
-	static constexpr bool is_float = true, is_signed = true;
-};
+#define TA_DTYPE(id, name, size, kind, sgn, bits, arith)                                           \
+	template <> struct dt_traits<TA_DTYPE_##id> {                                              \
+		typedef bits_of<size>::B B;                                                        \
+		static constexpr bool is_float = DK_##kind == DK_FLOAT, is_signed = sgn;           \
+	};
+#include "ta_ops.def"
+#undef TA_DTYPE
 
 /* Float bit-pattern constants of a dtype. */
 template <int DT> struct fbits;
