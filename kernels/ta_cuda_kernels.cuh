@@ -49,18 +49,12 @@ struct kargs {
 	int mask_vec;                 /* fast loops: mask contiguous (1) or scalar (0) */
 };
 
-/* Kernel-side op codes: the ta_op values, SUB folded into ADD. */
+/* Kernel-side op codes: the ta_op values, from ta_ops.def (K_SUB is never a kernel: SUB
+ * runs the K_ADD kernels with the operand negated). */
 enum kop {
-	K_ADD = TA_OP_ADD,
-	K_MIN = TA_OP_MIN,
-	K_MAX = TA_OP_MAX,
-	K_EXCH = TA_OP_EXCH,
-	K_CAS = TA_OP_CAS,
-	K_AND = TA_OP_AND,
-	K_OR = TA_OP_OR,
-	K_XOR = TA_OP_XOR,
-	K_LOAD = TA_OP_LOAD,
-	K_STORE = TA_OP_STORE
+#define TA_OP(id, name, dtypes, scatter, shared, red, sems) K_##id = TA_OP_##id,
+#include "ta_ops.def"
+#undef TA_OP
 };
 
 /* The bit container of an element of SIZE bytes. */
