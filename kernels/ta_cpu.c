@@ -829,124 +829,6 @@ static void run_parallel(cpu_backend *cb, cpu_apply *ap)
 
 /* ---- the vtable -------------------------------------------------------------------- */
 
-/* Checks that an operand's strides keep it inside an array of the iteration shape. */
-static bool operand_sane(const ta_plan *p, const ta_operand *op)
-{
-	for (int a = 0; a < p->rank; a++)
-		if (op->stride[a] < 0)
-			return false;
-	return true;
-}
-
-/* Refuses plans that contradict themselves or the tile memory (defence in depth: a plan
- * from ta_plan_build always passes). */
-static ta_status check_plan(const ta_plan *p, size_t tile_bytes, ta_error *err)
-{
-	if (p->op <= TA_OP_NONE || p->op >= TA_OP_COUNT)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "cpu backend: unknown op %d",
-		                    (int)p->op);
-	if (!ta_dtype_is_tile(p->dtype))
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "cpu backend: invalid tile dtype %d",
-		                    (int)p->dtype);
-	if (!ta_op_accepts_dtype(p->op, p->dtype))
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "cpu backend: op %s is not defined for dtype %s",
-		                    ta_op_name(p->op), ta_dtype_name(p->dtype));
-	if ((unsigned)p->sem >= TA_SEM_COUNT || !ta_op_sem_ok(p->op, p->sem))
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "cpu backend: sem %d is not valid for %s", (int)p->sem,
-		                    ta_op_name(p->op));
-	if (p->tile_rank < 1 || p->tile_rank > TA_MAX_RANK || p->rank < 0 ||
-	    p->rank > TA_MAX_RANK || p->count < 0)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "cpu backend: plan has tile rank %d, rank %d, count %lld",
-		                    p->tile_rank, p->rank, (long long)p->count);
-	/* n: tile elements, rn: region elements; overflow-checked, since a wrapped product
-	 * would let an index past the private copy or the tile pass the checks below */
-	int64_t n = 1, rn = 1;
-	for (int a = p->tile_rank - 1; a >= 0; a--) {
-		if (p->tile_shape[a] < 1 || p->extent[a] < 1 || p->origin[a] < 0 ||
-		    p->origin[a] > p->tile_shape[a] - p->extent[a])
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "cpu backend: region along axis %d is outside the tile",
-			                    a);
-		if (p->tile_stride[a] != n)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "cpu backend: tile stride %lld along axis %d is not "
-			                    "row-major",
-			                    (long long)p->tile_stride[a], a);
-		if (__builtin_mul_overflow(n, p->tile_shape[a], &n) ||
-		    __builtin_mul_overflow(rn, p->extent[a], &rn))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "cpu backend: the plan's tile has too many elements");
-	}
-	if (rn != p->region_count)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "cpu backend: region count %lld does not match its extents",
-		                    (long long)p->region_count);
-	size_t es = ta_dtype_size(p->dtype);
-	if ((uint64_t)n > tile_bytes / es)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "cpu backend: the plan's tile has %lld elements of %s but the "
-		                    "tile memory holds %zu bytes",
-		                    (long long)n, ta_dtype_name(p->dtype), tile_bytes);
-	int64_t cnt = 1;
-	for (int a = 0; a < p->rank; a++) {
-		if (p->shape[a] < 1)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "cpu backend: iteration extent %lld on axis %d",
-			                    (long long)p->shape[a], a);
-		if (__builtin_mul_overflow(cnt, p->shape[a], &cnt))
-			return ta_error_set(
-			    err, TA_INVALID_ARGUMENT,
-			    "cpu backend: the iteration shape has too many elements");
-	}
-	if (cnt != p->count)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "cpu backend: count %lld does not match the iteration shape",
-		                    (long long)p->count);
-	if ((p->addr == TA_ADDR_REGION || p->addr == TA_ADDR_SCATTER) && p->rank != p->tile_rank)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "cpu backend: %s addressing needs an iteration rank equal to "
-		                    "the tile rank",
-		                    p->addr == TA_ADDR_REGION ? "region" : "scatter");
-	int need_index = p->addr == TA_ADDR_REGION    ? 0
-	                 : p->addr == TA_ADDR_INDEXED ? p->tile_rank
-	                                              : 1;
-	if ((unsigned)p->addr > TA_ADDR_FLAT || p->n_index != need_index ||
-	    (p->addr == TA_ADDR_SCATTER && (p->scatter_dim < 0 || p->scatter_dim >= p->tile_rank)))
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "cpu backend: inconsistent addressing (form %d, %d index "
-		                    "arrays, dim %d)",
-		                    (int)p->addr, p->n_index, p->scatter_dim);
-	for (int i = 0; i < p->n_index; i++)
-		if (!p->index[i].data ||
-		    (p->index[i].dtype != TA_DTYPE_I32 && p->index[i].dtype != TA_DTYPE_I64) ||
-		    !operand_sane(p, &p->index[i]))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "cpu backend: index operand %d is missing or not "
-			                    "int32/int64",
-			                    i);
-	bool needs_values = p->op != TA_OP_LOAD;
-	if (needs_values &&
-	    (!p->values.data || p->values.dtype != p->dtype || !operand_sane(p, &p->values)))
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "cpu backend: values are missing or not of dtype %s",
-		                    ta_dtype_name(p->dtype));
-	if (p->op == TA_OP_CAS &&
-	    (!p->compare.data || p->compare.dtype != p->dtype || !operand_sane(p, &p->compare)))
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "cpu backend: cas compare values are missing or not of dtype "
-		                    "%s",
-		                    ta_dtype_name(p->dtype));
-	if (p->mask.data && (p->mask.dtype != TA_DTYPE_BOOL || !operand_sane(p, &p->mask)))
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "cpu backend: mask is not bool");
-	if ((p->want_old || p->op == TA_OP_LOAD) && p->count > 0 && !p->old_out)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "cpu backend: want_old is set but old_out is NULL");
-	return TA_OK;
-}
-
 /* Chooses how elements of plan p are applied. */
 static cpu_kind choose_kind(const ta_plan *p, ta_op op)
 {
@@ -983,7 +865,7 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 		*result = none;
 	if (!mem || !plan)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "cpu backend: no tile or no plan");
-	ta_status st = check_plan(plan, tile_bytes, err);
+	ta_status st = ta_plan_check(plan, tile_bytes, NULL, err);
 	if (st != TA_OK)
 		return st;
 

@@ -154,7 +154,7 @@ extern "C" const char *ta_cuda_path_name(ta_cuda_path path)
 #define TA_SHARED_MAX (96u * 1024u)
 
 /* Elements of an operand's data reachable from the plan's iteration shape (0 when the
- * operand is absent). */
+ * operand is absent); ta_plan_check has made sure it fits in int64. */
 static int64_t operand_span(const ta_plan *p, const ta_operand *op)
 {
 	if (!op->data)
@@ -163,20 +163,6 @@ static int64_t operand_span(const ta_plan *p, const ta_operand *op)
 	for (int a = 0; a < p->rank; a++)
 		span += (p->shape[a] - 1) * op->stride[a];
 	return span;
-}
-
-/* True when an operand's strides are non-negative and its span fits in int64 (the staging
- * copies operand_span elements, the kernels read no further). */
-static bool operand_ok(const ta_plan *p, const ta_operand *op)
-{
-	int64_t span = 1;
-	for (int a = 0; a < p->rank; a++) {
-		int64_t s = op->stride[a], n = p->shape[a] - 1;
-		if (s < 0 || (n > 0 && s > (INT64_MAX - span) / n))
-			return false;
-		span += n * s;
-	}
-	return true;
 }
 
 /* 1 when op is contiguous over the iteration shape, 0 when scalar (all strides 0), -1
@@ -201,98 +187,14 @@ static bool aligned16(const void *q)
 	return ((uintptr_t)q & 15u) == 0;
 }
 
-/* Checks the plan against the tile and fills the launch arguments (everything but the
- * path choice). */
+/* Checks the plan against the tile (ta_plan_check) and fills the launch arguments
+ * (everything but the path choice). */
 static ta_status check_plan(const ta_plan *p, size_t tile_bytes, kargs *a, ta_error *err)
 {
-	size_t es = ta_dtype_size(p->dtype);
-	if (!ta_dtype_is_tile(p->dtype))
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has no tile dtype (%d)",
-		                    (int)p->dtype);
-	if (p->op <= TA_OP_NONE || p->op >= TA_OP_COUNT || !ta_op_accepts_dtype(p->op, p->dtype))
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "no kernel for op %s on dtype %s",
-		                    ta_op_name(p->op), ta_dtype_name(p->dtype));
-	if ((unsigned)p->sem >= TA_SEM_COUNT || (unsigned)p->scope >= TA_SCOPE_COUNT ||
-	    !ta_op_sem_ok(p->op, p->sem))
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "no kernel for op %s with sem %s",
-		                    ta_op_name(p->op), ta_sem_name(p->sem));
-	if (p->tile_rank < 1 || p->tile_rank > TA_MAX_RANK || p->rank < 0 || p->rank > TA_MAX_RANK)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has a bad rank");
-	/* products checked for overflow: a wrapped tile size would let offsets past the tile
-	 * memory pass */
-	int64_t tile_elems = 1, stride = 1;
-	for (int a = p->tile_rank - 1; a >= 0; a--) {
-		if (p->tile_shape[a] < 1 || p->tile_stride[a] != stride || p->origin[a] < 0 ||
-		    p->extent[a] < 1 || p->origin[a] > p->tile_shape[a] - p->extent[a] ||
-		    p->tile_shape[a] > INT64_MAX / stride)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "plan region does not fit its tile along axis %d", a);
-		stride *= p->tile_shape[a];
-	}
-	tile_elems = stride;
-	if ((uint64_t)tile_elems > tile_bytes / es)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "plan tile of %lld elements exceeds the %zu-byte tile",
-		                    (long long)tile_elems, tile_bytes);
-	int64_t count = 1;
-	for (int a = 0; a < p->rank; a++) {
-		if (p->shape[a] < 1)
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has an empty axis");
-		if (p->shape[a] > INT64_MAX / count)
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has too many elements");
-		count *= p->shape[a];
-	}
-	if (count != p->count)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "plan count does not match its shape");
-	if (p->op != TA_OP_LOAD && !p->values.data)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has no values");
-	if (p->op == TA_OP_CAS && !p->compare.data)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "cas plan has no compare values");
-	if (p->op == TA_OP_STORE && p->want_old)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "store returns no old values (use exch for that)");
-	if (p->want_old && !p->old_out)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "plan wants old values but has no "
-		                    "output buffer");
-	if (p->addr == TA_ADDR_REGION) {
-		if (p->rank != p->tile_rank)
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "region plan rank mismatch");
-		for (int a = 0; a < p->rank; a++)
-			if (p->shape[a] != p->extent[a])
-				return ta_error_set(err, TA_INVALID_ARGUMENT,
-				                    "region plan shape mismatch");
-	} else {
-		int want = p->addr == TA_ADDR_INDEXED ? p->tile_rank : 1;
-		if ((unsigned)p->addr > TA_ADDR_FLAT || p->n_index != want)
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "plan has %d index arrays",
-			                    p->n_index);
-		if (p->addr == TA_ADDR_SCATTER &&
-		    (p->scatter_dim < 0 || p->scatter_dim >= p->tile_rank ||
-		     p->rank != p->tile_rank))
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "bad scatter plan");
-		for (int i = 0; i < want; i++)
-			if (!p->index[i].data ||
-			    (p->index[i].dtype != TA_DTYPE_I32 &&
-			     p->index[i].dtype != TA_DTYPE_I64) ||
-			    !operand_ok(p, &p->index[i]))
-				return ta_error_set(err, TA_INVALID_ARGUMENT,
-				                    "plan index %d is missing or not int32/int64",
-				                    i);
-	}
-	/* the kernels read values and compare as the tile dtype and the mask as bytes */
-	const ta_operand *ops[3] = {&p->values, &p->compare, &p->mask};
-	const ta_dtype op_dtype[3] = {p->dtype, p->dtype, TA_DTYPE_BOOL};
-	for (int i = 0; i < 3; i++)
-		if (ops[i]->data && (ops[i]->dtype != op_dtype[i] || !operand_ok(p, ops[i])))
-			return ta_error_set(
-			    err, TA_INVALID_ARGUMENT,
-			    "plan %s operand has dtype %s or strides that do not fit",
-			    i == 0   ? "values"
-			    : i == 1 ? "compare"
-			             : "mask",
-			    ta_dtype_name(ops[i]->dtype));
+	int64_t tile_elems = 0;
+	ta_status st = ta_plan_check(p, tile_bytes, &tile_elems, err);
+	if (st != TA_OK)
+		return st;
 	memset(a, 0, sizeof(*a));
 	a->p = *p;
 	a->tile_elems = tile_elems;

@@ -494,6 +494,130 @@ ta_status ta_plan_build(ta_plan *p, const ta_tile_shape *t, const ta_request *r,
 	return TA_OK;
 }
 
+/* True when an operand's strides are non-negative and the last element it reaches over
+ * the iteration shape fits in int64. */
+static bool operand_fits(const ta_plan *p, const ta_operand *op)
+{
+	int64_t span = 1;
+	for (int a = 0; a < p->rank; a++) {
+		int64_t s = op->stride[a], n = p->shape[a] - 1;
+		if (s < 0 || (n > 0 && s > (INT64_MAX - span) / n))
+			return false;
+		span += n * s;
+	}
+	return true;
+}
+
+ta_status ta_plan_check(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems, ta_error *err)
+{
+	const char *on = ta_op_name(p->op);
+	if (!ta_dtype_is_tile(p->dtype))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: invalid tile dtype %d",
+		                    (int)p->dtype);
+	if (p->op <= TA_OP_NONE || p->op >= TA_OP_COUNT || !ta_op_accepts_dtype(p->op, p->dtype))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: op %s is not defined for %s",
+		                    on, ta_dtype_name(p->dtype));
+	if ((unsigned)p->sem >= TA_SEM_COUNT || !ta_op_sem_ok(p->op, p->sem) ||
+	    (unsigned)p->scope >= TA_SCOPE_COUNT || (unsigned)p->space >= TA_SPACE_COUNT ||
+	    (p->space == TA_SPACE_SHARED && (!ta_op_shared_ok(p->op) || p->want_old)))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "plan: sem %d, scope %d or space %d is not valid for %s",
+		                    (int)p->sem, (int)p->scope, (int)p->space, on);
+	if (p->tile_rank < 1 || p->tile_rank > TA_MAX_RANK || p->rank < 0 || p->rank > TA_MAX_RANK)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: tile rank %d, rank %d",
+		                    p->tile_rank, p->rank);
+	/* Overflow-checked products: a wrapped size would let offsets past the tile pass. */
+	int64_t n = 1, rn = 1;
+	for (int a = p->tile_rank - 1; a >= 0; a--) {
+		if (p->tile_shape[a] < 1 || p->extent[a] < 1 || p->origin[a] < 0 ||
+		    p->origin[a] > p->tile_shape[a] - p->extent[a])
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "plan: region along axis %d is outside the tile", a);
+		if (p->tile_stride[a] != n)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "plan: tile stride %lld along axis %d is not row-major",
+			                    (long long)p->tile_stride[a], a);
+		if (__builtin_mul_overflow(n, p->tile_shape[a], &n) ||
+		    __builtin_mul_overflow(rn, p->extent[a], &rn))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "plan: the tile has too many elements");
+	}
+	if (rn != p->region_count)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "plan: region count %lld does not match its extents",
+		                    (long long)p->region_count);
+	if ((uint64_t)n > tile_bytes / ta_dtype_size(p->dtype))
+		return ta_error_set(
+		    err, TA_INVALID_ARGUMENT,
+		    "plan: the tile has %lld elements of %s but the tile memory holds "
+		    "%zu bytes",
+		    (long long)n, ta_dtype_name(p->dtype), tile_bytes);
+	int64_t cnt = 1;
+	for (int a = 0; a < p->rank; a++)
+		if (p->shape[a] < 1 || __builtin_mul_overflow(cnt, p->shape[a], &cnt))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "plan: bad iteration extent %lld on axis %d",
+			                    (long long)p->shape[a], a);
+	if (cnt != p->count)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "plan: count %lld does not match the iteration shape",
+		                    (long long)p->count);
+	int need_index = p->addr == TA_ADDR_REGION    ? 0
+	                 : p->addr == TA_ADDR_INDEXED ? p->tile_rank
+	                                              : 1;
+	bool same_rank =
+	    (p->addr != TA_ADDR_REGION && p->addr != TA_ADDR_SCATTER) || p->rank == p->tile_rank;
+	if ((unsigned)p->addr > TA_ADDR_FLAT || p->n_index != need_index || !same_rank ||
+	    (p->addr == TA_ADDR_SCATTER && (p->scatter_dim < 0 || p->scatter_dim >= p->tile_rank)))
+		return ta_error_set(
+		    err, TA_INVALID_ARGUMENT,
+		    "plan: inconsistent addressing (form %d, %d index arrays, dim %d)",
+		    (int)p->addr, p->n_index, p->scatter_dim);
+	if (p->addr == TA_ADDR_REGION)
+		for (int a = 0; a < p->rank; a++)
+			if (p->shape[a] != p->extent[a])
+				return ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "plan: region shape does not match its extents");
+	for (int i = 0; i < p->n_index; i++)
+		if (!p->index[i].data ||
+		    (p->index[i].dtype != TA_DTYPE_I32 && p->index[i].dtype != TA_DTYPE_I64) ||
+		    !operand_fits(p, &p->index[i]))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "plan: index operand %d is missing, not int32/int64 or "
+			                    "has strides that do not fit",
+			                    i);
+	/* values and compare are read as the tile dtype, the mask as bytes */
+	const struct {
+		const ta_operand *op;
+		ta_dtype dtype;
+		bool required;
+		const char *name;
+	} operands[3] = {{&p->values, p->dtype, p->op != TA_OP_LOAD, "values"},
+	                 {&p->compare, p->dtype, p->op == TA_OP_CAS, "compare"},
+	                 {&p->mask, TA_DTYPE_BOOL, false, "mask"}};
+	for (int i = 0; i < 3; i++) {
+		const ta_operand *op = operands[i].op;
+		if ((operands[i].required && !op->data) ||
+		    (op->data && (op->dtype != operands[i].dtype || !operand_fits(p, op))))
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "plan: %s operand is missing, of dtype %s or has strides "
+			    "that do not fit",
+			    operands[i].name, ta_dtype_name(op->dtype));
+	}
+	if (p->op == TA_OP_STORE && p->want_old)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: store returns no old values");
+	if (p->op == TA_OP_LOAD && !p->want_old)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: load without an output");
+	if (p->want_old && p->count > 0 && !p->old_out)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "plan: wants old values but old_out is NULL");
+	if (tile_elems)
+		*tile_elems = n;
+	return TA_OK;
+}
+
 /* Unravels k into iteration coordinates. */
 static void unravel(const ta_plan *p, int64_t k, int64_t *e)
 {

@@ -153,6 +153,16 @@ typedef struct ta_result {
 ta_status ta_plan_build(ta_plan *plan, const ta_tile_shape *tile, const ta_request *req,
                         ta_error *err);
 
+/* Re-checks a plan against tile memory of tile_bytes before a backend runs it: defence in
+ * depth, since a plan from ta_plan_build always passes. Refuses (INVALID_ARGUMENT, with a
+ * message) any plan whose op, dtype, sem, scope or space is illegal, whose region leaves
+ * the tile or whose sizes overflow, whose tile strides are not row-major, whose tile is
+ * larger than the memory, whose counts do not match its shapes, whose addressing or
+ * operands are inconsistent (missing, wrong dtype, negative or overflowing strides), or
+ * that wants old values without an output. *tile_elems (may be NULL) gets the tile's
+ * element count. Both backends call it first. */
+ta_status ta_plan_check(const ta_plan *plan, size_t tile_bytes, int64_t *tile_elems, ta_error *err);
+
 /* Checks that an operand view's byte count matches its shape and dtype and that its
  * shape is sane; what names the operand in messages. */
 ta_status ta_array_view_check(const ta_array_view *view, const char *what, ta_error *err);

@@ -171,6 +171,33 @@ START_TEST(test_refuses_inconsistent_plans)
 	ck_assert_int_eq(ta_backend_apply(be, mem, 16, &plan, &res, &err), TA_INVALID_ARGUMENT);
 	ck_assert(strstr(err.msg, "old_out is NULL") != NULL);
 
+	/* sizes that wrap: a 2^32 x 2^32 tile whose element count overflows to 0 (indexed,
+	 * shared space, so a wrapped check would let the private copy be overrun) */
+	{
+		ta_tile_shape t2 = {.dtype = TA_DTYPE_I32, .rank = 2, .shape = {4, 4}};
+		static const int32_t i0[1] = {0}, i1[1] = {3}, one[1] = {1};
+		int64_t sh[1] = {1};
+		ta_request req;
+		ta_request_init(&req);
+		req.family = TA_FAMILY_INDEXED;
+		req.op = TA_OP_ADD;
+		req.addr = TA_ADDR_INDEXED;
+		req.space = TA_SPACE_SHARED;
+		req.n_index = 2;
+		req.index[0] = ta_tu_view(TA_DTYPE_I32, 1, sh, i0);
+		req.index[1] = ta_tu_view(TA_DTYPE_I32, 1, sh, i1);
+		req.values = ta_tu_view(TA_DTYPE_I32, 1, sh, one);
+		ck_assert_int_eq(ta_plan_build(&plan, &t2, &req, &err), TA_OK);
+		plan.tile_shape[0] = plan.tile_shape[1] = INT64_C(1) << 32;
+		plan.extent[0] = plan.extent[1] = INT64_C(1) << 32;
+		plan.tile_stride[0] = INT64_C(1) << 32;
+		plan.tile_stride[1] = 1;
+		plan.region_count = 0;
+		ck_assert_int_eq(ta_backend_apply(be, mem, 16, &plan, &res, &err),
+		                 TA_INVALID_ARGUMENT);
+		ck_assert_msg(strstr(err.msg, "too many elements") != NULL, "%s", err.msg);
+	}
+
 	/* region outside the tile */
 	small_plan(&plan, vals);
 	plan.origin[0] = 2;
