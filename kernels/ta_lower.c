@@ -29,20 +29,7 @@ static const char *const ptx_scope[TA_SCOPE_COUNT] = {
 
 bool ta_lower_legal(const ta_variant *v)
 {
-	if (v->op <= TA_OP_NONE || v->op >= TA_OP_COUNT || !ta_dtype_is_tile(v->dtype))
-		return false;
-	if ((int)v->sem < 0 || v->sem >= TA_SEM_COUNT || (int)v->scope < 0 ||
-	    v->scope >= TA_SCOPE_COUNT || (int)v->space < 0 || v->space >= TA_SPACE_COUNT)
-		return false;
-	if (!ta_op_accepts_dtype(v->op, v->dtype) || !ta_op_sem_ok(v->op, v->sem))
-		return false;
-	if (v->space == TA_SPACE_SHARED && (!ta_op_shared_ok(v->op) || v->want_old))
-		return false;
-	if (v->op == TA_OP_LOAD)
-		return v->want_old && v->space == TA_SPACE_GLOBAL;
-	if (v->op == TA_OP_STORE) /* a store returns nothing (exch does) */
-		return !v->want_old && v->space == TA_SPACE_GLOBAL;
-	return true;
+	return ta_variant_legal(v->op, v->dtype, v->sem, v->scope, v->space, v->want_old);
 }
 
 bool ta_lower_uses_red(ta_op op, ta_sem sem, bool want_old)

@@ -517,12 +517,12 @@ ta_status ta_plan_check(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems
 	if (p->op <= TA_OP_NONE || p->op >= TA_OP_COUNT || !ta_op_accepts_dtype(p->op, p->dtype))
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: op %s is not defined for %s",
 		                    on, ta_dtype_name(p->dtype));
-	if ((unsigned)p->sem >= TA_SEM_COUNT || !ta_op_sem_ok(p->op, p->sem) ||
-	    (unsigned)p->scope >= TA_SCOPE_COUNT || (unsigned)p->space >= TA_SPACE_COUNT ||
-	    (p->space == TA_SPACE_SHARED && (!ta_op_shared_ok(p->op) || p->want_old)))
+	if (!ta_variant_legal(p->op, p->dtype, p->sem, p->scope, p->space, p->want_old))
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "plan: sem %d, scope %d or space %d is not valid for %s",
-		                    (int)p->sem, (int)p->scope, (int)p->space, on);
+		                    "plan: sem %d, scope %d, space %d, output %d is not a legal "
+		                    "variant of %s",
+		                    (int)p->sem, (int)p->scope, (int)p->space, (int)p->want_old,
+		                    on);
 	if (p->tile_rank < 1 || p->tile_rank > TA_MAX_RANK || p->rank < 0 || p->rank > TA_MAX_RANK)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: tile rank %d, rank %d",
 		                    p->tile_rank, p->rank);
@@ -606,10 +606,6 @@ ta_status ta_plan_check(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems
 			    "that do not fit",
 			    operands[i].name, ta_dtype_name(op->dtype));
 	}
-	if (p->op == TA_OP_STORE && p->want_old)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: store returns no old values");
-	if (p->op == TA_OP_LOAD && !p->want_old)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: load without an output");
 	if (p->want_old && p->count > 0 && !p->old_out)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "plan: wants old values but old_out is NULL");

@@ -198,6 +198,21 @@ bool ta_op_sem_ok(ta_op op, ta_sem sem)
 	return op_valid(op) && (unsigned)sem < TA_SEM_COUNT && (op_rows[op].sems >> sem) & 1u;
 }
 
+bool ta_variant_legal(ta_op op, ta_dtype dtype, ta_sem sem, ta_scope scope, ta_space space,
+                      bool want_old)
+{
+	if (!ta_op_accepts_dtype(op, dtype) || !ta_op_sem_ok(op, sem) ||
+	    (unsigned)scope >= TA_SCOPE_COUNT || (unsigned)space >= TA_SPACE_COUNT)
+		return false;
+	if (space == TA_SPACE_SHARED && (!ta_op_shared_ok(op) || want_old))
+		return false;
+	if (op == TA_OP_LOAD)
+		return want_old;
+	if (op == TA_OP_STORE) /* a store returns nothing (exch does) */
+		return !want_old;
+	return true;
+}
+
 /* Looks name up in a table of n names; -1 when absent. */
 static int parse_name(const char *const *names, int n, const char *name)
 {

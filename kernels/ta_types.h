@@ -122,6 +122,13 @@ bool ta_op_has_red(ta_op op);
 /* True when op accepts sem. */
 bool ta_op_sem_ok(ta_op op, ta_sem sem);
 
+/* True when the variant (op, dtype, sem, scope, space, with or without pre-RMW output) is
+ * legal: the table's op x dtype and sem columns, space shared only for ops that define it
+ * and without output, loads always with output, stores never. The one combined rule that
+ * the PTX lowering table and the backends' plan checks read. */
+bool ta_variant_legal(ta_op op, ta_dtype dtype, ta_sem sem, ta_scope scope, ta_space space,
+                      bool want_old);
+
 /* Name of a sem ("relaxed", ...); parse returns -1 when unknown. */
 const char *ta_sem_name(ta_sem sem);
 int ta_sem_parse(const char *name);
