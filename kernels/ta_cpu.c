@@ -33,8 +33,8 @@
  *  - scope changes nothing here: on a CPU every atomic is system-wide, which includes
  *    every narrower scope.
  *  - want_old: old_out[k] is the value seen before the update; masked-off or skipped
- *    elements give the compare value (CAS), the padding (LOAD) or zero bits. A STORE with
- *    want_old exchanges instead of storing.
+ *    elements give the compare value (CAS), the padding (LOAD) or zero bits. A STORE never
+ *    has an output (ta_plan_check refuses it).
  *  - space SHARED: each participant (worker or caller) accumulates its chunks into a private
  *    copy of the region (lazily initialised to the op's identity: -0.0 for float add/sub,
  *    0 for integer add/sub/or/xor, all ones for and, +inf/-inf or the type's max/min for
@@ -85,7 +85,7 @@ typedef enum cpu_kind {
 	K_EXCH,      /* exchange */
 	K_CAS,       /* compare-and-swap */
 	K_LOAD,      /* atomic load */
-	K_STORE,     /* atomic store (exchange when want_old) */
+	K_STORE,     /* atomic store */
 } cpu_kind;
 
 /* Everything a participant needs to run a plan; shared read-only plus atomic counters. */
@@ -384,8 +384,6 @@ static inline __attribute__((always_inline)) bool has_release(memory_order mo)
 		case K_LOAD:                                                                       \
 			return atomic_load_explicit(a, load_order(mo));                            \
 		case K_STORE:                                                                      \
-			if (ap->plan->want_old)                                                    \
-				return atomic_exchange_explicit(a, (T)v, store_order(mo));         \
 			atomic_store_explicit(a, (T)v, store_order(mo));                           \
 			return 0;                                                                  \
 		case K_LOOP:                                                                       \
