@@ -1,29 +1,35 @@
 # kernels/local.mk: the core library (types, legality table, plan builder) and the
-# backends (CPU always; CUDA when configure found nvcc). Linked into tileatomd and tests.
-noinst_LIBRARIES += kernels/libtacore.a
-kernels_libtacore_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-kernels_libtacore_a_SOURCES = \
+# backends (CPU always; CUDA when configure found nvcc), as a libtool convenience library
+# linked into tileatomd and the tests. The CUDA source compiles through libtool too (.cu.lo).
+noinst_LTLIBRARIES += kernels/libtacore.la
+kernels_libtacore_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+kernels_libtacore_la_SOURCES = \
 	kernels/ta_ops.def kernels/ta_types.h kernels/ta_types.c \
 	kernels/ta_plan.h kernels/ta_plan.c kernels/ta_backend.h \
 	kernels/ta_cpu.c kernels/ta_lower.h kernels/ta_lower.c
 if USE_CUDA
-kernels_libtacore_a_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh \
+kernels_libtacore_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh \
 	kernels/ta_cuda_private.h
-# Header dependencies of the CUDA object: the .cu.o suffix rule tracks none, so a changed
+# Header dependencies of the CUDA object: the .cu.lo suffix rule tracks none, so a changed
 # kernel header would otherwise leave a stale object.
 TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh \
 	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/kernels/ta_backend.h \
 	$(top_srcdir)/kernels/ta_plan.h $(top_srcdir)/kernels/ta_types.h \
 	$(top_srcdir)/kernels/ta_ops.def
-kernels/ta_cuda.$(OBJEXT): $(TA_CUDA_DEPS)
+kernels/ta_cuda.lo: $(TA_CUDA_DEPS)
 else
-kernels_libtacore_a_SOURCES += kernels/ta_cuda_none.c
+kernels_libtacore_la_SOURCES += kernels/ta_cuda_none.c
 endif
 EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh kernels/ta_cuda_none.c \
-	kernels/ta_cuda_private.h
+	kernels/ta_cuda_private.h kernels/nvcc-libtool.sh
 
-# Libraries a program linking libtacore.a needs.
-TACORE_LIBS = kernels/libtacore.a $(CUDA_LIBS) -lm
+# Libraries a program linking libtacore.la needs.
+TACORE_LIBS = kernels/libtacore.la $(CUDA_LIBS) -lm
 
-.cu.o:
-	$(AM_V_CC)$(NVCC) $(NVCCFLAGS) $(DEFS) -I$(top_builddir) -I$(top_srcdir)/kernels -c -o $@ $<
+# nvcc under libtool's compile mode: libtool writes the .lo and picks the object names;
+# nvcc-libtool.sh hands libtool's PIC flags to the host compiler. NVCC_LTFLAGS (configure)
+# makes libtool build one object instead of two, since nvcc is the slow step of the build.
+.cu.lo:
+	$(AM_V_CC)$(LIBTOOL) $(AM_V_lt) --tag=CC $(AM_LIBTOOLFLAGS) $(LIBTOOLFLAGS) \
+		--mode=compile $(SHELL) $(top_srcdir)/kernels/nvcc-libtool.sh $(NVCC) $(NVCCFLAGS) $(DEFS) \
+		-I$(top_builddir) -I$(top_srcdir)/kernels $(NVCC_LTFLAGS) -c -o $@ $<
