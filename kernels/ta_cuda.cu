@@ -80,6 +80,8 @@ static constexpr int kernel_op(int op)
 /* Kernel tables, indexed [mode][dtype][op]; NULL where the table has no variant. */
 static ta_kfn g_global[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 static ta_kfn g_shared[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
+/* Cluster kernels (sm_90): every mode but REGION (a region touches each slot once). */
+static ta_kfn g_cluster[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 /* Resident blocks per SM of each global kernel (0: not computed yet). */
 static int g_global_occ[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 /* Fills the tables once. */
@@ -102,6 +104,9 @@ template <int DT, int... OPS> static void fill_dtype(std::integer_sequence<int, 
 			    g_shared[1][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_REGION>;
 			    g_shared[2][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_FLAT32>;
 			    g_shared[3][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_FLAT64>;
+			    g_cluster[0][DT][OP] = &ta::k_cluster<DT, kernel_op(OP), ta::M_GENERAL>;
+			    g_cluster[2][DT][OP] = &ta::k_cluster<DT, kernel_op(OP), ta::M_FLAT32>;
+			    g_cluster[3][DT][OP] = &ta::k_cluster<DT, kernel_op(OP), ta::M_FLAT64>;
 		    }
 	    }(),
 	    ...);
@@ -125,7 +130,8 @@ extern "C" int ta_cuda_kernel_count(void)
 		for (int d = 0; d < TA_DTYPE_COUNT; d++)
 			for (int o = 0; o < TA_OP_COUNT; o++)
 				n += (g_global[f][d][o] && o != TA_OP_SUB) +
-				     (g_shared[f][d][o] && o != TA_OP_SUB);
+				     (g_shared[f][d][o] && o != TA_OP_SUB) +
+				     (g_cluster[f][d][o] && o != TA_OP_SUB);
 	return n;
 }
 
@@ -140,6 +146,10 @@ extern "C" const char *ta_cuda_path_name(ta_cuda_path path)
 		return "shared";
 	case TA_CUDA_PATH_SHARED_FAST:
 		return "shared-fast";
+	case TA_CUDA_PATH_CLUSTER:
+		return "cluster";
+	case TA_CUDA_PATH_CLUSTER_FAST:
+		return "cluster-fast";
 	default:
 		return "none";
 	}
@@ -147,11 +157,28 @@ extern "C" const char *ta_cuda_path_name(ta_cuda_path path)
 
 /* ---- plan analysis and launch -----------------------------------------------------------*/
 
-/* Largest private window (bytes) chosen automatically for a space-global request. */
+/* Largest private window (bytes) a space-global request gets with only 4 elements a slot. */
 #define TA_AUTO_SHARED_MAX (16u * 1024u)
-/* Largest private window (bytes) used for an explicit space-shared request; larger
- * windows run the global path (same result). */
+/* Largest private window (bytes) one block holds for an explicit space-shared request;
+ * larger windows go to a cluster (sm_90) or else run the global path (same result). */
 #define TA_SHARED_MAX (96u * 1024u)
+/* log2 of the largest cluster (blocks) a window is spread over: 2 blocks. Measured on an
+ * H200 (doc/GPU-RESULTS.md): a 65536-bin histogram over 2 blocks runs at 155 G elements/s
+ * against 91 on the global path, but a 262144-bin one over 8 blocks at 75 against 99, so
+ * larger windows take the global path. */
+#define TA_CLUSTER_MAX_SHIFT 1
+/* Elements per window slot from which a space-global request gets a private window of
+ * any size that fits (one block's up to TA_SHARED_MAX, else a cluster's). Measured on an
+ * H200 with 2^26 keys (64 or more a slot): 4096 bins 682 against 35 G elements/s global,
+ * 16384 bins 413 against 51, 65536 bins (cluster) 155 against 91. */
+#define TA_AUTO_WINDOW_PER_SLOT 64
+/* Whether space-global requests may get a private window (ta_cuda_set_auto_window). */
+static int g_auto_window = 1;
+
+extern "C" void ta_cuda_set_auto_window(int enabled)
+{
+	__atomic_store_n(&g_auto_window, enabled != 0, __ATOMIC_RELAXED);
+}
 
 /* Elements of an operand's data reachable from the plan's iteration shape (0 when the
  * operand is absent); ta_plan_check has made sure it fits in int64. */
@@ -203,8 +230,27 @@ static ta_status check_plan(const ta_plan *p, size_t tile_bytes, kargs *a, ta_er
 	return TA_OK;
 }
 
-/* Decides fast loop and shared window for a checked plan; fills a and returns the path. */
-static ta_cuda_path choose_path(const ta_plan *p, kargs *a, size_t smem_optin)
+/* What the device offers the shared-memory paths. */
+struct smem_limits {
+	size_t optin;  /* largest dynamic shared memory of one block, bytes */
+	bool clusters; /* thread-block clusters can be launched (sm_90 and later) */
+};
+
+/* log2 of the smallest cluster (2, 4 or 8 blocks) whose blocks each hold at most
+ * part_max bytes of a window of win elements of es bytes; -1 when none does. */
+static int cluster_shift_for(int64_t win, size_t es, size_t part_max)
+{
+	for (int shift = 1; shift <= TA_CLUSTER_MAX_SHIFT; shift++) {
+		int64_t part = (win + ((int64_t)1 << shift) - 1) >> shift;
+		if (part * (int64_t)es <= (int64_t)part_max)
+			return shift;
+	}
+	return -1;
+}
+
+/* Decides fast loop and private window (one block's or a cluster's) for a checked plan;
+ * fills a and returns the path. */
+static ta_cuda_path choose_path(const ta_plan *p, kargs *a, const smem_limits *lim)
 {
 	size_t es = ta_dtype_size(p->dtype);
 	/* the region's offset range and contiguity */
@@ -238,28 +284,44 @@ static ta_cuda_path choose_path(const ta_plan *p, kargs *a, size_t smem_optin)
 	                                              : ta::M_FLAT32;
 	a->base = lo;
 
-	/* the shared window: explicit for space shared; automatic when the result is the
+	/* the private window: explicit for space shared; automatic when the result is the
 	 * same bit for bit (integer add/sub/and/or/xor, min/max of any dtype; relaxed, no
-	 * output) and many elements land on a small window */
-	int64_t win_bytes = (hi - lo + 1) * (int64_t)es;
-	bool shared = false;
+	 * output) and many elements land on each slot of the window. One block's window
+	 * when it fits, else a cluster's (not for REGION: a region touches each slot once) */
+	int64_t win = hi - lo + 1, win_bytes = win * (int64_t)es;
+	size_t block_max = lim->optin < TA_SHARED_MAX ? lim->optin : TA_SHARED_MAX;
+	int shift = -1;
+	if (lim->clusters && p->addr != TA_ADDR_REGION)
+		shift = cluster_shift_for(win, es, lim->optin);
+	bool block = false, cluster = false;
 	if (ta_op_shared_ok(p->op) && !p->want_old) {
-		if (p->space == TA_SPACE_SHARED)
-			shared =
-			    win_bytes <= (int64_t)TA_SHARED_MAX && win_bytes <= (int64_t)smem_optin;
-		else {
+		if (p->space == TA_SPACE_SHARED) {
+			block = win_bytes <= (int64_t)block_max;
+			cluster = !block && shift > 0;
+		} else {
 			bool exact =
 			    ta_dtype_is_int(p->dtype) || p->op == TA_OP_MIN || p->op == TA_OP_MAX;
-			shared = exact && p->sem == TA_SEM_RELAXED && p->addr != TA_ADDR_REGION &&
-			         win_bytes <= (int64_t)TA_AUTO_SHARED_MAX &&
-			         p->count >= 4 * (hi - lo + 1);
+			bool eligible = exact && p->sem == TA_SEM_RELAXED &&
+			                p->addr != TA_ADDR_REGION &&
+			                __atomic_load_n(&g_auto_window, __ATOMIC_RELAXED);
+			bool dense = p->count >= TA_AUTO_WINDOW_PER_SLOT * win;
+			block =
+			    eligible &&
+			    ((win_bytes <= (int64_t)TA_AUTO_SHARED_MAX && p->count >= 4 * win) ||
+			     (win_bytes <= (int64_t)block_max && dense));
+			cluster = eligible && !block && win_bytes > (int64_t)block_max &&
+			          shift > 0 && dense;
 		}
 	}
-	if (shared) {
+	if (block || cluster) {
 		a->lo = lo;
-		a->win = hi - lo + 1;
-		return fast ? TA_CUDA_PATH_SHARED_FAST : TA_CUDA_PATH_SHARED;
+		a->win = win;
+		a->cl_shift = cluster ? shift : 0;
 	}
+	if (cluster)
+		return fast ? TA_CUDA_PATH_CLUSTER_FAST : TA_CUDA_PATH_CLUSTER;
+	if (block)
+		return fast ? TA_CUDA_PATH_SHARED_FAST : TA_CUDA_PATH_SHARED;
 	return fast ? TA_CUDA_PATH_GLOBAL_FAST : TA_CUDA_PATH_GLOBAL;
 }
 
@@ -268,6 +330,138 @@ static ta_status cuda_error(ta_error *err, cudaError_t e, const char *what)
 {
 	return ta_error_set(err, TA_INTERNAL, "%s: %s (%s)", what, cudaGetErrorName(e),
 	                    cudaGetErrorString(e));
+}
+
+/* Fewest blocks such that no thread handles 2^30 elements or more (the kernels count in
+ * 32 bits), for blocks of threads threads. */
+static int64_t floor_blocks(int64_t count, int threads)
+{
+	return count / ((int64_t)threads << 30) + 1;
+}
+
+/* Allows fn smem bytes of dynamic shared memory (beyond the default 48 KB). */
+static cudaError_t allow_smem(ta_kfn fn, size_t smem)
+{
+	if (smem <= 48u * 1024u)
+		return cudaSuccess;
+	return cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                            (int)smem);
+}
+
+/* Launches a global-space or block-window kernel (TA_BLOCK threads a block) with enough
+ * blocks to fill the device (sms SMs). */
+static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, int sms,
+                             cudaStream_t stream, ta_error *err)
+{
+	size_t smem = 0;
+	int occ = 0;
+	cudaError_t e;
+	if (shared) {
+		smem = ((size_t)a->win * es + 15u) & ~(size_t)15u;
+		e = allow_smem(fn, smem);
+		if (e != cudaSuccess)
+			return cuda_error(err, e, "raising the shared-memory limit");
+		e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)fn, TA_BLOCK,
+		                                                  smem);
+		if (e != cudaSuccess)
+			return cuda_error(err, e, "computing the occupancy");
+	} else {
+		int *cached = &g_global_occ[a->mode][a->p.dtype][a->p.op];
+		occ = __atomic_load_n(cached, __ATOMIC_RELAXED);
+		if (occ == 0) {
+			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)fn,
+			                                                  TA_BLOCK, 0);
+			if (e != cudaSuccess)
+				return cuda_error(err, e, "computing the occupancy");
+			__atomic_store_n(cached, occ, __ATOMIC_RELAXED);
+		}
+	}
+	if (occ < 1)
+		occ = 1;
+	/* elements a block takes per step of its loop */
+	int64_t per_thread = 4;
+	if (a->mode == ta::M_REGION)
+		per_thread =
+		    es == 8 ? ta::region_per_thread<uint64_t>() : ta::region_per_thread<uint32_t>();
+	else if (a->mode == ta::M_FLAT32 || a->mode == ta::M_FLAT64)
+		per_thread =
+		    4 * (shared ? ta::flat_unroll<ta::S_BLOCK>() : ta::flat_unroll<ta::S_GLOBAL>());
+	int64_t per_block = (int64_t)TA_BLOCK * per_thread;
+	int64_t blocks = (a->p.count + per_block - 1) / per_block;
+	if (shared) {
+		/* each block pays the window twice (init, merge): give it enough elements */
+		int64_t per = a->win > 1024 ? a->win : 1024;
+		int64_t cap = a->p.count / per;
+		blocks = cap < 1 ? 1 : cap;
+	}
+	if (blocks > (int64_t)occ * sms)
+		blocks = (int64_t)occ * sms;
+	if (blocks < floor_blocks(a->p.count, TA_BLOCK))
+		blocks = floor_blocks(a->p.count, TA_BLOCK);
+	if (blocks > INT32_MAX)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan of %lld elements is too large",
+		                    (long long)a->p.count);
+	fn<<<(unsigned)blocks, TA_BLOCK, smem, stream>>>(*a);
+	e = cudaGetLastError();
+	return e == cudaSuccess ? TA_OK : cuda_error(err, e, "launching the kernel");
+}
+
+/* Launches a cluster kernel: clusters of 2^a->cl_shift blocks of TA_CLUSTER_BLOCK
+ * threads, each block holding its part of the window, as many clusters as are resident
+ * at once (fewer when there are few elements per window slot). *launched is false (and
+ * TA_OK returned) when the device cannot hold even one such cluster: the caller then
+ * runs the global path. */
+static ta_status launch_cluster(ta_kfn fn, const kargs *a, size_t es, cudaStream_t stream,
+                                bool *launched, ta_error *err)
+{
+	*launched = false;
+	int64_t csize = (int64_t)1 << a->cl_shift;
+	int64_t part = (a->win + csize - 1) >> a->cl_shift;
+	size_t smem = ((size_t)part * es + 15u) & ~(size_t)15u;
+	cudaError_t e = allow_smem(fn, smem);
+	if (e != cudaSuccess)
+		return cuda_error(err, e, "raising the shared-memory limit");
+	cudaLaunchAttribute attr;
+	memset(&attr, 0, sizeof attr);
+	attr.id = cudaLaunchAttributeClusterDimension;
+	attr.val.clusterDim.x = (unsigned)csize;
+	attr.val.clusterDim.y = 1;
+	attr.val.clusterDim.z = 1;
+	cudaLaunchConfig_t cfg;
+	memset(&cfg, 0, sizeof cfg);
+	cfg.blockDim = dim3(TA_CLUSTER_BLOCK, 1, 1);
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = stream;
+	cfg.attrs = &attr;
+	cfg.numAttrs = 1;
+	cfg.gridDim = dim3((unsigned)csize, 1, 1);
+	int resident = 0;
+	e = cudaOccupancyMaxActiveClusters(&resident, (const void *)fn, &cfg);
+	if (e != cudaSuccess)
+		return cuda_error(err, e, "computing the cluster occupancy");
+	if (resident < 1)
+		return TA_OK;
+	/* each cluster pays the window twice (init, merge): give it enough elements */
+	int64_t per = a->win > 4096 ? a->win : 4096;
+	int64_t n = a->p.count / per;
+	if (n > resident)
+		n = resident;
+	if (n < 1)
+		n = 1;
+	int64_t need = (floor_blocks(a->p.count, TA_CLUSTER_BLOCK) + csize - 1) / csize;
+	if (n < need)
+		n = need;
+	if (n * csize > INT32_MAX)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan of %lld elements is too large",
+		                    (long long)a->p.count);
+	cfg.gridDim = dim3((unsigned)(n * csize), 1, 1);
+	e = cudaLaunchKernelEx(&cfg, fn, *a);
+	if (e == cudaSuccess)
+		e = cudaGetLastError();
+	if (e != cudaSuccess)
+		return cuda_error(err, e, "launching the cluster kernel");
+	*launched = true;
+	return TA_OK;
 }
 
 extern "C" ta_status ta_cuda_launch_plan(const ta_plan *dp, void *dev_tile, size_t tile_bytes,
@@ -285,81 +479,48 @@ extern "C" ta_status ta_cuda_launch_plan(const ta_plan *dp, void *dev_tile, size
 		return TA_OK;
 	if (!dev_tile || !dev_counters)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "no tile or counters to launch on");
-	int dev = 0, sms = 0, optin = 0;
+	int dev = 0, sms = 0, optin = 0, clusters = 0;
 	cudaError_t e = cudaGetDevice(&dev);
 	if (e == cudaSuccess)
 		e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
 	if (e == cudaSuccess)
 		e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+	if (e == cudaSuccess)
+		e = cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev);
 	if (e != cudaSuccess)
 		return cuda_error(err, e, "querying the device");
-	ta_cuda_path chosen = choose_path(dp, &a, (size_t)optin);
+	smem_limits lim = {(size_t)optin, clusters != 0};
+	ta_cuda_path chosen = choose_path(dp, &a, &lim);
 	a.tile = dev_tile;
 	a.counters = dev_counters;
-	bool shared = chosen == TA_CUDA_PATH_SHARED || chosen == TA_CUDA_PATH_SHARED_FAST;
-	ta_kfn fn =
-	    shared ? g_shared[a.mode][dp->dtype][dp->op] : g_global[a.mode][dp->dtype][dp->op];
+	bool cluster = chosen == TA_CUDA_PATH_CLUSTER || chosen == TA_CUDA_PATH_CLUSTER_FAST;
+	bool shared =
+	    cluster || chosen == TA_CUDA_PATH_SHARED || chosen == TA_CUDA_PATH_SHARED_FAST;
+	ta_kfn fn = cluster  ? g_cluster[a.mode][dp->dtype][dp->op]
+	            : shared ? g_shared[a.mode][dp->dtype][dp->op]
+	                     : g_global[a.mode][dp->dtype][dp->op];
 	if (!fn)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "no %s kernel for op %s on dtype %s",
-		                    shared ? "shared" : "global", ta_op_name(dp->op),
+		                    ta_cuda_path_name(chosen), ta_op_name(dp->op),
 		                    ta_dtype_name(dp->dtype));
-	size_t smem = 0;
-	int occ = 0;
-	if (shared) {
-		smem = ((size_t)a.win * ta_dtype_size(dp->dtype) + 15u) & ~(size_t)15u;
-		if (smem > 48u * 1024u) {
-			e = cudaFuncSetAttribute((const void *)fn,
-			                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-			                         (int)smem);
-			if (e != cudaSuccess)
-				return cuda_error(err, e, "raising the shared-memory limit");
-		}
-		e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)fn, TA_BLOCK,
-		                                                  smem);
-		if (e != cudaSuccess)
-			return cuda_error(err, e, "computing the occupancy");
-	} else {
-		occ = __atomic_load_n(&g_global_occ[a.mode][dp->dtype][dp->op], __ATOMIC_RELAXED);
-		if (occ == 0) {
-			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)fn,
-			                                                  TA_BLOCK, 0);
-			if (e != cudaSuccess)
-				return cuda_error(err, e, "computing the occupancy");
-			__atomic_store_n(&g_global_occ[a.mode][dp->dtype][dp->op], occ,
-			                 __ATOMIC_RELAXED);
-		}
-	}
-	if (occ < 1)
-		occ = 1;
-	/* elements a block takes per step of its loop */
 	size_t es = ta_dtype_size(dp->dtype);
-	int64_t per_thread = 4;
-	if (a.mode == ta::M_REGION)
-		per_thread =
-		    es == 8 ? ta::region_per_thread<uint64_t>() : ta::region_per_thread<uint32_t>();
-	else if (a.mode == ta::M_FLAT32 || a.mode == ta::M_FLAT64)
-		per_thread = 4 * (shared ? ta::flat_unroll<true>() : ta::flat_unroll<false>());
-	int64_t per_block = (int64_t)TA_BLOCK * per_thread;
-	int64_t blocks = (dp->count + per_block - 1) / per_block;
-	if (shared) {
-		/* each block pays the window twice (init, merge): give it enough elements */
-		int64_t per = a.win > 1024 ? a.win : 1024;
-		int64_t cap = dp->count / per;
-		blocks = cap < 1 ? 1 : cap;
+	if (cluster) {
+		bool launched = false;
+		st = launch_cluster(fn, &a, es, (cudaStream_t)stream, &launched, err);
+		if (st != TA_OK)
+			return st;
+		if (!launched) { /* no cluster fits the device: the global path, same result */
+			chosen = a.mode == ta::M_GENERAL ? TA_CUDA_PATH_GLOBAL
+			                                 : TA_CUDA_PATH_GLOBAL_FAST;
+			cluster = shared = false;
+			fn = g_global[a.mode][dp->dtype][dp->op];
+		}
 	}
-	if (blocks > (int64_t)occ * sms)
-		blocks = (int64_t)occ * sms;
-	/* no thread may handle 2^30 elements or more (32-bit counters in the kernels) */
-	int64_t floor_blocks = dp->count / ((int64_t)TA_BLOCK << 30) + 1;
-	if (blocks < floor_blocks)
-		blocks = floor_blocks;
-	if (blocks > INT32_MAX)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan of %lld elements is too large",
-		                    (long long)dp->count);
-	fn<<<(unsigned)blocks, TA_BLOCK, smem, (cudaStream_t)stream>>>(a);
-	e = cudaGetLastError();
-	if (e != cudaSuccess)
-		return cuda_error(err, e, "launching the kernel");
+	if (!cluster) {
+		st = launch_grid(fn, &a, shared, es, sms, (cudaStream_t)stream, err);
+		if (st != TA_OK)
+			return st;
+	}
 	if (path)
 		*path = chosen;
 	return TA_OK;

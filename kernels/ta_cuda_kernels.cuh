@@ -4,12 +4,14 @@
  * One kernel template per (dtype, op, space, loop): k_global<DT, KOP, MODE> updates the
  * tile directly, k_shared<DT, KOP, MODE> accumulates into a block-private copy of the
  * touched window in shared memory and merges it with one global red/atom per touched
- * element. sem and scope are not template parameters: every instruction site is a
- * warp-uniform switch over the 16 (sem, scope) pairs (in one out-of-line function per
- * (dtype, op), apply_global_rt), each case one inline PTX instruction carrying both
- * qualifiers, so the instruction executed is exactly the one ta_lower.c names; the fast
- * loops also get sem relaxed + scope gpu compiled in. SUB runs the ADD kernels with the
- * operand negated (kargs.negate).
+ * element, and k_cluster<DT, KOP, MODE> (sm_90) does the same with a window too large for
+ * one block, spread over the distributed shared memory of a thread-block cluster (slot w in
+ * block w mod C, C = 2, 4 or 8) and reached with atom/red.shared::cluster. sem and scope
+ * are not template parameters: every instruction site is a warp-uniform switch over the 16
+ * (sem, scope) pairs (in one out-of-line function per (dtype, op), apply_global_rt), each
+ * case one inline PTX instruction carrying both qualifiers, so the instruction executed is
+ * exactly the one ta_lower.c names; the fast loops also get sem relaxed + scope gpu
+ * compiled in. SUB runs the ADD kernels with the operand negated (kargs.negate).
  *
  * Element semantics mirror ta_plan_resolve (ta_plan.h): masks first, then addressing and
  * bounds (out-of-range elements are skipped and counted), then the op; outputs of masked
@@ -41,12 +43,20 @@ struct kargs {
 	int64_t base;                 /* fast loop: tile offset of the region's element 0 */
 	int64_t lo;                   /* shared kernels: tile offset of the window start */
 	int64_t win;                  /* shared kernels: window length in elements */
+	int cl_shift;                 /* cluster kernels: log2 of the cluster size C */
 	int ss;                       /* sem * 4 + scope (ta_sem, ta_scope values) */
 	int mode;                     /* the loop (kmode) */
 	int negate;                   /* 1: add the negated operand (SUB) */
 	int vals_vec;                 /* fast loops: values contiguous (1) or scalar (0) */
 	int cmp_vec;                  /* fast loops: compare contiguous (1) or scalar (0) */
 	int mask_vec;                 /* fast loops: mask contiguous (1) or scalar (0) */
+};
+
+/* Where the loops accumulate (their SH template parameter). */
+enum kspace {
+	S_GLOBAL = 0, /* straight into the tile */
+	S_BLOCK = 1,  /* a block-private window in the block's shared memory */
+	S_CLUSTER = 2 /* a cluster-private window spread over the cluster's shared memory */
 };
 
 /* Kernel-side op codes: the ta_op values, from ta_ops.def (K_SUB is never a kernel: SUB
@@ -519,56 +529,105 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p)
 	return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-/* red.shared on one private slot. */
+/* red.shared (CL: red.shared::cluster) on one private slot at 32-bit address sa. */
 #define TA_ASM_RED_SH(OPT, CS)                                                                     \
-	asm volatile("red.shared." OPT " [%0], %1;" ::"r"(sa), CS(v) : "memory")
+	do {                                                                                       \
+		if constexpr (CL)                                                                  \
+			asm volatile("red.shared::cluster." OPT " [%0], %1;" ::"r"(sa), CS(v)      \
+			             : "memory");                                                  \
+		else                                                                               \
+			asm volatile("red.shared." OPT " [%0], %1;" ::"r"(sa), CS(v) : "memory");  \
+	} while (0)
 
-/* atom.shared.cas on one private slot. */
+/* atom.shared.cas (CL: atom.shared::cluster.cas) on one private slot. */
+template <bool CL>
 __device__ __forceinline__ unsigned short shared_cas(uint32_t sa, unsigned short cmp,
                                                      unsigned short v)
 {
 	unsigned short old;
-	asm volatile("atom.shared.cas.b16 %0, [%1], %2, %3;"
-	             : "=h"(old)
-	             : "r"(sa), "h"(cmp), "h"(v)
-	             : "memory");
+	if constexpr (CL)
+		asm volatile("atom.shared::cluster.cas.b16 %0, [%1], %2, %3;"
+		             : "=h"(old)
+		             : "r"(sa), "h"(cmp), "h"(v)
+		             : "memory");
+	else
+		asm volatile("atom.shared.cas.b16 %0, [%1], %2, %3;"
+		             : "=h"(old)
+		             : "r"(sa), "h"(cmp), "h"(v)
+		             : "memory");
 	return old;
 }
+template <bool CL>
 __device__ __forceinline__ uint32_t shared_cas(uint32_t sa, uint32_t cmp, uint32_t v)
 {
 	uint32_t old;
-	asm volatile("atom.shared.cas.b32 %0, [%1], %2, %3;"
-	             : "=r"(old)
-	             : "r"(sa), "r"(cmp), "r"(v)
-	             : "memory");
+	if constexpr (CL)
+		asm volatile("atom.shared::cluster.cas.b32 %0, [%1], %2, %3;"
+		             : "=r"(old)
+		             : "r"(sa), "r"(cmp), "r"(v)
+		             : "memory");
+	else
+		asm volatile("atom.shared.cas.b32 %0, [%1], %2, %3;"
+		             : "=r"(old)
+		             : "r"(sa), "r"(cmp), "r"(v)
+		             : "memory");
 	return old;
 }
+template <bool CL>
 __device__ __forceinline__ uint64_t shared_cas(uint32_t sa, uint64_t cmp, uint64_t v)
 {
 	uint64_t old;
-	asm volatile("atom.shared.cas.b64 %0, [%1], %2, %3;"
-	             : "=l"(old)
-	             : "r"(sa), "l"(cmp), "l"(v)
-	             : "memory");
+	if constexpr (CL)
+		asm volatile("atom.shared::cluster.cas.b64 %0, [%1], %2, %3;"
+		             : "=l"(old)
+		             : "r"(sa), "l"(cmp), "l"(v)
+		             : "memory");
+	else
+		asm volatile("atom.shared.cas.b64 %0, [%1], %2, %3;"
+		             : "=l"(old)
+		             : "r"(sa), "l"(cmp), "l"(v)
+		             : "memory");
 	return old;
 }
 
-/* A CAS loop on the private slot at shared address sa. */
-template <typename B, typename Fn>
-__device__ __forceinline__ void shared_cas_loop(uint32_t sa, Fn f)
+/* Volatile load of the private slot at sa (CL: a shared::cluster address). */
+template <typename B, bool CL> __device__ __forceinline__ B shared_load(uint32_t sa)
 {
 	B cur;
-	if constexpr (sizeof(B) == 2)
+	if constexpr (CL && sizeof(B) == 2)
+		asm volatile("ld.volatile.shared::cluster.b16 %0, [%1];"
+		             : "=h"(cur)
+		             : "r"(sa)
+		             : "memory");
+	else if constexpr (CL && sizeof(B) == 4)
+		asm volatile("ld.volatile.shared::cluster.b32 %0, [%1];"
+		             : "=r"(cur)
+		             : "r"(sa)
+		             : "memory");
+	else if constexpr (CL)
+		asm volatile("ld.volatile.shared::cluster.b64 %0, [%1];"
+		             : "=l"(cur)
+		             : "r"(sa)
+		             : "memory");
+	else if constexpr (sizeof(B) == 2)
 		asm volatile("ld.volatile.shared.b16 %0, [%1];" : "=h"(cur) : "r"(sa) : "memory");
 	else if constexpr (sizeof(B) == 4)
 		asm volatile("ld.volatile.shared.b32 %0, [%1];" : "=r"(cur) : "r"(sa) : "memory");
 	else
 		asm volatile("ld.volatile.shared.b64 %0, [%1];" : "=l"(cur) : "r"(sa) : "memory");
+	return cur;
+}
+
+/* A CAS loop on the private slot at shared address sa (CL: a shared::cluster address). */
+template <typename B, bool CL, typename Fn>
+__device__ __forceinline__ void shared_cas_loop(uint32_t sa, Fn f)
+{
+	B cur = shared_load<B, CL>(sa);
 	for (;;) {
 		B nv = f(cur);
 		if (nv == cur)
 			return;
-		B prev = shared_cas(sa, cur, nv);
+		B prev = shared_cas<CL>(sa, cur, nv);
 		if (prev == cur)
 			return;
 		cur = prev;
@@ -576,8 +635,8 @@ __device__ __forceinline__ void shared_cas_loop(uint32_t sa, Fn f)
 }
 
 /* Accumulates operand v (already negated for SUB) into the private slot at shared address
- * sa. */
-template <int DT, int KOP>
+ * sa (CL: a shared::cluster address, possibly another block's). */
+template <int DT, int KOP, bool CL>
 __device__ __forceinline__ void apply_shared(uint32_t sa, typename dt_traits<DT>::B v)
 {
 	typedef typename dt_traits<DT>::B B;
@@ -593,11 +652,28 @@ __device__ __forceinline__ void apply_shared(uint32_t sa, typename dt_traits<DT>
 			first = is_nan<DT>(v) ? (B)fbits<DT>::qnan : ftz32(v);
 		else if constexpr (DT != TA_DTYPE_F64)
 			first = is_nan<DT>(v) ? (B)fbits<DT>::qnan : v;
-		shared_cas_loop<B>(
+		shared_cas_loop<B, CL>(
 		    sa, [=](B cur) { return cur == ident ? first : fadd_soft<DT>(cur, v); });
 	} else if constexpr (F) {
 		constexpr bool MX = KOP == K_MAX;
-		shared_cas_loop<B>(sa, [v](B cur) { return fminmax<DT, MX>(cur, v); });
+		shared_cas_loop<B, CL>(sa, [v](B cur) { return fminmax<DT, MX>(cur, v); });
+	} else if constexpr (CL && W64 && KOP != K_ADD) {
+		/* 64-bit min/max/and/or/xor on a cluster window: a CAS loop. On an H200,
+		 * red.shared::cluster.{min,max}.{s64,u64} and .xor.b64 lost updates under
+		 * contention (check_cuda's cluster case; 32-bit forms and add.u64 were exact);
+		 * and/or.b64 take the same road rather than trust the same unit. */
+		shared_cas_loop<B, true>(sa, [v](B cur) -> B {
+			if constexpr (KOP == K_MIN)
+				return (S ? (int64_t)v < (int64_t)cur : v < cur) ? v : cur;
+			else if constexpr (KOP == K_MAX)
+				return (S ? (int64_t)cur < (int64_t)v : cur < v) ? v : cur;
+			else if constexpr (KOP == K_AND)
+				return cur & v;
+			else if constexpr (KOP == K_OR)
+				return cur | v;
+			else
+				return cur ^ v;
+		});
 	} else if constexpr (KOP == K_ADD) {
 		if constexpr (W64)
 			TA_ASM_RED_SH("add.u64", "l");
@@ -636,6 +712,25 @@ __device__ __forceinline__ void apply_shared(uint32_t sa, typename dt_traits<DT>
 			TA_ASM_RED_SH("xor.b64", "l");
 		else
 			TA_ASM_RED_SH("xor.b32", "r");
+	}
+}
+
+/* The 32-bit shared address of private slot w: in this block's window at sbase (S_BLOCK),
+ * or in block w mod C of the cluster at its local slot w / C (S_CLUSTER, mapa of the same
+ * offset from sbase, which is the same in every block of the cluster). */
+template <typename B, int SH>
+__device__ __forceinline__ uint32_t slot_addr(const kargs &a, uint32_t sbase, int64_t w)
+{
+	if constexpr (SH == S_CLUSTER) {
+		uint32_t local = sbase + (uint32_t)(w >> a.cl_shift) * (uint32_t)sizeof(B);
+		uint32_t rank = (uint32_t)w & ((1u << a.cl_shift) - 1u);
+		uint32_t ca;
+		asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+		             : "=r"(ca)
+		             : "r"(local), "r"(rank));
+		return ca;
+	} else {
+		return sbase + (uint32_t)w * (uint32_t)sizeof(B);
 	}
 }
 
@@ -783,9 +878,9 @@ __device__ __forceinline__ bool shared_bypass(typename dt_traits<DT>::B v)
 }
 
 /* The general loop: any addressing, strided or broadcast operands, one element a step.
- * SH: accumulate into the private window (sh, at shared address sbase) where the element
- * falls into it, else (never chosen so by the host) into the tile. */
-template <int DT, int KOP, bool SH>
+ * SH (kspace): accumulate into the private window (at shared address sbase) where the
+ * element falls into it, else (never chosen so by the host) into the tile. */
+template <int DT, int KOP, int SH>
 __device__ __forceinline__ void general_loop(const kargs &a, uint32_t sbase, tcount &tc)
 {
 	typedef typename dt_traits<DT>::B B;
@@ -819,7 +914,8 @@ __device__ __forceinline__ void general_loop(const kargs &a, uint32_t sbase, tco
 			v = operand<DT, KOP>(a, v);
 			int64_t w = off - a.lo;
 			if (SH && (uint64_t)w < (uint64_t)a.win && !shared_bypass<DT, KOP>(v)) {
-				apply_shared<DT, KOP>(sbase + (uint32_t)w * (uint32_t)sizeof(B), v);
+				apply_shared<DT, KOP, SH == S_CLUSTER>(
+				    slot_addr<B, SH>(a, sbase, w), v);
 				old = 0;
 			} else {
 				old = apply_global_rt<DT, KOP>(tile + off, v, c, a.ss, p.want_old);
@@ -831,8 +927,9 @@ __device__ __forceinline__ void general_loop(const kargs &a, uint32_t sbase, tco
 }
 
 /* Applies an element of a fast loop at region element w (tile offset base + w; private
- * slot w when SH). FIX: sem relaxed and scope gpu inlined, else the out-of-line switch. */
-template <int DT, int KOP, bool SH, bool FIX>
+ * slot w when SH, a kspace, is not S_GLOBAL). FIX: sem relaxed and scope gpu inlined, else
+ * the out-of-line switch. */
+template <int DT, int KOP, int SH, bool FIX>
 __device__ __forceinline__ typename dt_traits<DT>::B
 fast_apply(const kargs &a, uint32_t sbase, int64_t w, typename dt_traits<DT>::B v,
            typename dt_traits<DT>::B c)
@@ -843,7 +940,7 @@ fast_apply(const kargs &a, uint32_t sbase, int64_t w, typename dt_traits<DT>::B 
 		if (shared_bypass<DT, KOP>(v)) /* the window starts at base */
 			apply_global_rt<DT, KOP>((B *)a.tile + a.base + w, v, c, a.ss, false);
 		else
-			apply_shared<DT, KOP>(sbase + (uint32_t)w * (uint32_t)sizeof(B), v);
+			apply_shared<DT, KOP, SH == S_CLUSTER>(slot_addr<B, SH>(a, sbase, w), v);
 		return 0;
 	} else if constexpr (FIX) {
 		return apply_global<DT, KOP>((B *)a.tile + a.base + w, v, c, 0, a.p.want_old);
@@ -862,7 +959,7 @@ template <typename B> __host__ __device__ constexpr int region_per_thread()
  * slot k), operands contiguous or scalar. Element k of a step goes to thread k mod T (T =
  * threads in the grid), so that a warp's loads and atomics cover consecutive addresses;
  * each thread loads all its elements of a step before applying any. */
-template <int DT, int KOP, bool SH, bool FIX>
+template <int DT, int KOP, int SH, bool FIX>
 __device__ __forceinline__ void fast_region(const kargs &a, uint32_t sbase, tcount &tc)
 {
 	typedef typename dt_traits<DT>::B B;
@@ -998,14 +1095,15 @@ __device__ __forceinline__ int32_t load1_flat(const ta_operand &op, int64_t k, i
 		return flat32(((const int64_t *)op.data)[k], n);
 }
 
-/* Chunks of 4 elements a thread of the FLAT fast loop loads before applying any. */
-template <bool SH> __host__ __device__ constexpr int flat_unroll()
+/* Chunks of 4 elements a thread of the FLAT fast loop loads before applying any (SH: the
+ * kspace). */
+template <int SH> __host__ __device__ constexpr int flat_unroll()
 {
 	return SH ? 2 : 4;
 }
 
 /* Applies one element of the FLAT fast loop (f: flat32 offset, m: mask byte). */
-template <int DT, int KOP, bool SH, bool FIX>
+template <int DT, int KOP, int SH, bool FIX>
 __device__ __forceinline__ typename dt_traits<DT>::B
 flat_elem(const kargs &a, uint32_t sbase, typename dt_traits<DT>::B v, typename dt_traits<DT>::B c,
           uint32_t m, int32_t f, tcount &tc)
@@ -1024,7 +1122,7 @@ flat_elem(const kargs &a, uint32_t sbase, typename dt_traits<DT>::B v, typename 
 /* The FLAT fast loop: flat offsets (int64 when I64, else int32) into a contiguous region
  * (tile offset base + f, private slot f), offsets and operands contiguous (16-byte
  * aligned) or scalar. A thread takes chunks of 4 consecutive elements with 16-byte loads. */
-template <int DT, int KOP, bool SH, bool FIX, bool I64>
+template <int DT, int KOP, int SH, bool FIX, bool I64>
 __device__ __forceinline__ void fast_flat(const kargs &a, uint32_t sbase, tcount &tc)
 {
 	typedef typename dt_traits<DT>::B B;
@@ -1134,30 +1232,30 @@ enum kmode {
 /* Resident blocks per SM the register allocation of a kernel must allow: 8 (32 registers a
  * thread) for the shared FLAT loop over int32 offsets (histograms: occupancy hides the
  * latency of the key loads), else 4 (64 registers). */
-template <bool SH, int MODE> __host__ __device__ constexpr int min_blocks()
+template <int SH, int MODE> __host__ __device__ constexpr int min_blocks()
 {
-	return SH && MODE == M_FLAT32 ? 8 : 4;
+	return SH == S_BLOCK && MODE == M_FLAT32 ? 8 : 4;
 }
 
 /* Global-space kernel of (dtype DT, op KOP) running loop MODE: every element updates the
  * tile directly. The fast loops get sem relaxed + scope gpu compiled in; other pairs go
  * through the out-of-line switch. */
 template <int DT, int KOP, int MODE>
-__global__ void __launch_bounds__(TA_BLOCK, (min_blocks<false, MODE>())) k_global(const kargs a)
+__global__ void __launch_bounds__(TA_BLOCK, (min_blocks<S_GLOBAL, MODE>())) k_global(const kargs a)
 {
 	tcount tc = {0, 0, 0, 0};
 	if constexpr (MODE == M_REGION) {
 		if (a.ss == 0)
-			fast_region<DT, KOP, false, true>(a, 0, tc);
+			fast_region<DT, KOP, S_GLOBAL, true>(a, 0, tc);
 		else
-			fast_region<DT, KOP, false, false>(a, 0, tc);
+			fast_region<DT, KOP, S_GLOBAL, false>(a, 0, tc);
 	} else if constexpr (MODE == M_FLAT32 || MODE == M_FLAT64) {
 		if (a.ss == 0)
-			fast_flat<DT, KOP, false, true, MODE == M_FLAT64>(a, 0, tc);
+			fast_flat<DT, KOP, S_GLOBAL, true, MODE == M_FLAT64>(a, 0, tc);
 		else
-			fast_flat<DT, KOP, false, false, MODE == M_FLAT64>(a, 0, tc);
+			fast_flat<DT, KOP, S_GLOBAL, false, MODE == M_FLAT64>(a, 0, tc);
 	} else {
-		general_loop<DT, KOP, false>(a, 0, tc);
+		general_loop<DT, KOP, S_GLOBAL>(a, 0, tc);
 	}
 	flush_counts(a, tc);
 }
@@ -1167,7 +1265,7 @@ __global__ void __launch_bounds__(TA_BLOCK, (min_blocks<false, MODE>())) k_globa
  * every changed slot into the tile with one global op (sem/scope of the plan, never an
  * output). For the fast loops the window is the region (lo = base). */
 template <int DT, int KOP, int MODE>
-__global__ void __launch_bounds__(TA_BLOCK, (min_blocks<true, MODE>())) k_shared(const kargs a)
+__global__ void __launch_bounds__(TA_BLOCK, (min_blocks<S_BLOCK, MODE>())) k_shared(const kargs a)
 {
 	typedef typename dt_traits<DT>::B B;
 	extern __shared__ __align__(16) unsigned char ta_smem[];
@@ -1179,11 +1277,11 @@ __global__ void __launch_bounds__(TA_BLOCK, (min_blocks<true, MODE>())) k_shared
 	__syncthreads();
 	tcount tc = {0, 0, 0, 0};
 	if constexpr (MODE == M_REGION)
-		fast_region<DT, KOP, true, false>(a, sbase, tc);
+		fast_region<DT, KOP, S_BLOCK, false>(a, sbase, tc);
 	else if constexpr (MODE == M_FLAT32 || MODE == M_FLAT64)
-		fast_flat<DT, KOP, true, false, MODE == M_FLAT64>(a, sbase, tc);
+		fast_flat<DT, KOP, S_BLOCK, false, MODE == M_FLAT64>(a, sbase, tc);
 	else
-		general_loop<DT, KOP, true>(a, sbase, tc);
+		general_loop<DT, KOP, S_BLOCK>(a, sbase, tc);
 	__syncthreads();
 	B *tile = (B *)a.tile + a.lo;
 	for (int64_t i = threadIdx.x; i < a.win; i += blockDim.x) {
@@ -1192,6 +1290,62 @@ __global__ void __launch_bounds__(TA_BLOCK, (min_blocks<true, MODE>())) k_shared
 			apply_global_rt<DT, KOP>(tile + i, s, (B)0, a.ss, false);
 	}
 	flush_counts(a, tc);
+}
+
+/* Threads per block of the cluster kernels: a block holds a large part of the window, so
+ * one block per SM brings the SM's whole thread budget. */
+#define TA_CLUSTER_BLOCK 1024
+
+/* Waits until every thread of every block of the cluster has arrived (release/acquire:
+ * shared-memory writes before it are visible to the whole cluster after it). */
+__device__ __forceinline__ void cluster_sync()
+{
+	asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+	             "barrier.cluster.wait.acquire.aligned;" ::
+	                 : "memory");
+}
+
+/* Cluster kernel of (dtype DT, op KOP) running loop MODE (not REGION): like k_shared, but
+ * the window [lo, lo + win) is private to the thread-block cluster (2^cl_shift blocks,
+ * launched with that cluster dimension) and spread over its blocks' shared memory: slot w
+ * lives in block w mod C at local slot w / C. Every block initialises its part, the
+ * cluster synchronises, the loop accumulates with atom/red.shared::cluster, the cluster
+ * synchronises again (no block leaves while another may still update its part), and each
+ * block merges its own changed slots into the tile. sm_90 and later. */
+template <int DT, int KOP, int MODE>
+__global__ void __launch_bounds__(TA_CLUSTER_BLOCK, 1) k_cluster(const kargs a)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	static_assert(MODE != M_REGION, "no cluster kernel for the REGION loop");
+	typedef typename dt_traits<DT>::B B;
+	extern __shared__ __align__(16) unsigned char ta_smem[];
+	B *sh = (B *)ta_smem;
+	const uint32_t sbase = smem_addr(ta_smem);
+	const B ident = shared_identity<DT, KOP>();
+	uint32_t rank;
+	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+	const int64_t csize = (int64_t)1 << a.cl_shift;
+	const int64_t part = (a.win + csize - 1) >> a.cl_shift;
+	for (int64_t i = threadIdx.x; i < part; i += blockDim.x)
+		sh[i] = ident;
+	cluster_sync();
+	tcount tc = {0, 0, 0, 0};
+	if constexpr (MODE == M_FLAT32 || MODE == M_FLAT64)
+		fast_flat<DT, KOP, S_CLUSTER, false, MODE == M_FLAT64>(a, sbase, tc);
+	else
+		general_loop<DT, KOP, S_CLUSTER>(a, sbase, tc);
+	cluster_sync();
+	B *tile = (B *)a.tile + a.lo;
+	for (int64_t i = threadIdx.x; i < part; i += blockDim.x) {
+		int64_t w = (i << a.cl_shift) + rank;
+		B s = sh[i];
+		if (w < a.win && s != ident)
+			apply_global_rt<DT, KOP>(tile + w, s, (B)0, a.ss, false);
+	}
+	flush_counts(a, tc);
+#else
+	__trap(); /* the host launches cluster kernels only on devices that have clusters */
+#endif
 }
 
 } /* namespace ta */

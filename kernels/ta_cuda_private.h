@@ -19,10 +19,13 @@ typedef enum ta_cuda_path {
 	TA_CUDA_PATH_GLOBAL = 1,      /* general loop, global space */
 	TA_CUDA_PATH_GLOBAL_FAST = 2, /* contiguous fast loop, global space */
 	TA_CUDA_PATH_SHARED = 3,      /* general loop, block-private shared copy */
-	TA_CUDA_PATH_SHARED_FAST = 4  /* contiguous fast loop, block-private shared copy */
+	TA_CUDA_PATH_SHARED_FAST = 4, /* contiguous fast loop, block-private shared copy */
+	TA_CUDA_PATH_CLUSTER = 5,     /* general loop, cluster-private distributed shared copy */
+	TA_CUDA_PATH_CLUSTER_FAST = 6 /* contiguous fast loop, cluster-private copy */
 } ta_cuda_path;
 
-/* Name of a path ("global", "global-fast", "shared", "shared-fast", "none"). */
+/* Name of a path ("global", "global-fast", "shared", "shared-fast", "cluster",
+ * "cluster-fast", "none"). */
 const char *ta_cuda_path_name(ta_cuda_path path);
 
 /* Launches the kernel for dev_plan (all its pointers device memory, 16-byte aligned for
@@ -37,7 +40,12 @@ ta_status ta_cuda_launch_plan(const ta_plan *dev_plan, void *dev_tile, size_t ti
                               unsigned long long *dev_counters, void *stream, ta_cuda_path *path,
                               ta_error *err);
 
-/* Number of kernels in the kernel table (global + shared), for tests. */
+/* Turns the automatic choice of a private window (one block's or a cluster's) for
+ * space-global requests on (nonzero, the default) or off, process-wide: the benchmark
+ * compares the paths with it. Explicit space-shared requests are not affected. */
+void ta_cuda_set_auto_window(int enabled);
+
+/* Number of kernels in the kernel table (global + shared + cluster), for tests. */
 int ta_cuda_kernel_count(void);
 
 #ifdef __cplusplus

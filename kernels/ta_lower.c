@@ -96,16 +96,31 @@ static void global_rmw(char *buf, size_t len, ta_op op, ta_dtype dtype, ta_sem s
 		         scope_name, ptx_bits[dtype]);
 }
 
-/* Writes the shared-memory (block-private) instruction of an RMW op into buf. */
+/* Writes the private-copy instruction of an RMW op into buf: on a block's window
+ * (.shared) and, after "|cluster:", on a window spread over a cluster (.shared::cluster). */
 static void shared_rmw(char *buf, size_t len, ta_op op, ta_dtype dtype)
 {
+	const char *bits = ptx_bits[dtype];
 	/* floats: a CAS loop computing the core rule in software (float add: the exact
 	 * rounding and flushing of the global instruction, canonical NaNs; min/max: -0.0 and
 	 * NaN rules) */
-	if (ta_dtype_is_float(dtype))
-		snprintf(buf, len, "cas-loop(atom.shared.cas.%s)", ptx_bits[dtype]);
+	if (ta_dtype_is_float(dtype)) {
+		snprintf(
+		    buf, len,
+		    "cas-loop(atom.shared.cas.%s)|cluster:cas-loop(atom.shared::cluster.cas.%s)",
+		    bits, bits);
+		return;
+	}
+	char cluster[64]; /* the longest: "cas-loop(atom.shared::cluster.cas.b64)" */
+	/* 64-bit min/max/and/or/xor lose updates as red.shared::cluster (measured on sm_90):
+	 * a CAS loop there */
+	if (ta_dtype_size(dtype) == 8 && op != TA_OP_ADD && op != TA_OP_SUB)
+		snprintf(cluster, sizeof cluster, "cas-loop(atom.shared::cluster.cas.%s)", bits);
 	else
-		snprintf(buf, len, "red.shared.%s.%s", op_mnemonic(op), op_type(op, dtype));
+		snprintf(cluster, sizeof cluster, "red.shared::cluster.%s.%s", op_mnemonic(op),
+		         op_type(op, dtype));
+	snprintf(buf, len, "red.shared.%s.%s|cluster:%s", op_mnemonic(op), op_type(op, dtype),
+	         cluster);
 }
 
 ta_status ta_lower_instr(const ta_variant *v, char *buf, size_t buflen, ta_error *err)

@@ -65,7 +65,7 @@ start=$(date +%s)
 timeout 300 "$carry/check_cuda" >"$OUT/check_cuda.log" 2>&1
 check_rc=$?
 echo "check_cuda exit $check_rc in $(($(date +%s) - start)) s"
-grep -E '^[0-9]+%|^check_cuda:|^cuda backend:|vectors:|sweep seed|shared large|^diff:|large |huge|sticky' \
+grep -E '^[0-9]+%|^check_cuda:|^cuda backend:|vectors:|sweep seed|shared large|^diff:|large |cluster windows|huge|sticky' \
 	"$OUT/check_cuda.log" | head -40
 grep -E ':[EF]:' "$OUT/check_cuda.log" | head -20
 
@@ -76,6 +76,13 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
 	mc_rc=$?
 	echo "memcheck exit $mc_rc"
 	tail -4 "$OUT/memcheck.log"
+	echo "== compute-sanitizer memcheck (cluster windows)"
+	CK_RUN_CASE=cluster timeout 200 compute-sanitizer --tool memcheck \
+		--error-exitcode 3 "$carry/check_cuda" >"$OUT/memcheck-cluster.log" 2>&1
+	mcc_rc=$?
+	echo "memcheck (cluster) exit $mcc_rc"
+	tail -4 "$OUT/memcheck-cluster.log"
+	[ "$mcc_rc" = 0 ] || mc_rc=$mcc_rc
 else
 	mc_rc=na
 	echo "compute-sanitizer not found"

@@ -387,6 +387,25 @@ int main(int argc, char **argv)
 	           "torch.bincount", "bincount_65536");
 	bench_scatter(i256, n, 256, "scatter_add 256 bins (int64 idx)", "torch.scatter_add_",
 	              "scatter_add_256");
+	/* the private-window paths against the plain global path (automatic windows off),
+	 * from a window one block holds to one spread over a cluster of 8 */
+	static const int lg_bins[] = {12, 14, 16, 18};
+	for (size_t b = 0; b < sizeof lg_bins / sizeof lg_bins[0]; b++) {
+		int lg = lg_bins[b];
+		uint64_t ks = 0x2545f4914f6cdd1dull + (uint64_t)lg;
+		for (int64_t i = 0; i < n; i++) { /* uniform over 2^lg bins */
+			ks = ks * 6364136223846793005ull + 1442695040888963407ull;
+			k64k[i] = (int32_t)((uint32_t)(ks >> 32) >> (32 - lg));
+		}
+		ta_cuda_set_auto_window(0);
+		snprintf(nm, sizeof nm, "hist %d bins, global only", 1 << lg);
+		bench_hist(k64k, n, (int64_t)1 << lg, TA_SPACE_GLOBAL, TA_SEM_RELAXED, nm, NULL,
+		           NULL);
+		ta_cuda_set_auto_window(1);
+		snprintf(nm, sizeof nm, "hist %d bins, space shared", 1 << lg);
+		bench_hist(k64k, n, (int64_t)1 << lg, TA_SPACE_SHARED, TA_SEM_RELAXED, nm, NULL,
+		           NULL);
+	}
 	bench_elementwise(TA_OP_ADD, TA_DTYPE_I32, n, false, "elementwise add int32 (red)",
 	                  "torch add_ (not atomic)", "add_int32");
 	bench_elementwise(TA_OP_ADD, TA_DTYPE_I32, n, true, "elementwise add int32 + old (atom)",

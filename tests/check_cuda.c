@@ -8,8 +8,11 @@
  *    several updates of one element: within a bound that their order explains; outputs
  *    and exch/cas/store results of elements updated more than once are order-dependent
  *    and not compared; everything else bit for bit);
- *  - large: element-wise ops over 2^20 + 3 elements and histograms of 2^22 + 1 keys
- *    (the fast loops with their tails, the shared window) against the CPU backend;
+ *  - large: element-wise ops over 2^20 + 3 elements, histograms of 2^22 + 1 keys (the
+ *    fast loops with their tails, the shared window) and windows too large for one block
+ *    against the CPU backend;
+ *  - cluster: windows too large for one block (a cluster's distributed shared memory), on
+ *    their own so that compute-sanitizer can run them alone (CK_RUN_CASE=cluster);
  *  - runtime: info, allocation failure (RESOURCE_EXHAUSTED, then the backend goes on),
  *    concurrent callers, kernel path choice, a sticky device error (INTERNAL, then every
  *    later call reports it).
@@ -783,6 +786,100 @@ START_TEST(test_large_histogram)
 }
 END_TEST
 
+/* One cluster-window case: op and tile dtype, bins, scatter (general loop) or flat keys. */
+typedef struct cluster_case {
+	ta_op op;     /* the op */
+	ta_dtype dt;  /* tile dtype */
+	int64_t bins; /* tile extent: the window */
+	bool scatter; /* scatter family (general loop), else flat int32 keys (fast loop) */
+} cluster_case;
+
+START_TEST(test_cluster)
+{
+	/* windows too large for one block's shared memory (96 KB), requested in space
+	 * shared: spread over the distributed shared memory of a 2-block cluster (up to 454
+	 * KB), every op with a private form, every dtype (16-bit and float ones through CAS
+	 * loops on shared::cluster), flat keys (fast loop) and scatter (general loop), masks
+	 * and out-of-range keys; bit-exact against the CPU backend. Float min/max operands
+	 * carry no NaN: which of several NaN payloads wins depends on the order. */
+	static const cluster_case cases[] = {
+	    {TA_OP_ADD, TA_DTYPE_I32, 65536, false},   {TA_OP_ADD, TA_DTYPE_I32, 100000, true},
+	    {TA_OP_XOR, TA_DTYPE_U32, 70000, false},   {TA_OP_MIN, TA_DTYPE_U32, 70000, false},
+	    {TA_OP_MAX, TA_DTYPE_I32, 70000, true},    {TA_OP_AND, TA_DTYPE_U32, 70000, false},
+	    {TA_OP_SUB, TA_DTYPE_U64, 40000, true},    {TA_OP_ADD, TA_DTYPE_U64, 40000, false},
+	    {TA_OP_MIN, TA_DTYPE_I64, 30000, false},   {TA_OP_MIN, TA_DTYPE_I64, 30000, true},
+	    {TA_OP_XOR, TA_DTYPE_U64, 30000, false},   {TA_OP_MAX, TA_DTYPE_U64, 20000, false},
+	    {TA_OP_OR, TA_DTYPE_I64, 30000, false},    {TA_OP_MAX, TA_DTYPE_F32, 70000, true},
+	    {TA_OP_MIN, TA_DTYPE_F64, 30000, false},   {TA_OP_ADD, TA_DTYPE_F32, 70000, false},
+	    {TA_OP_ADD, TA_DTYPE_F64, 30000, true},    {TA_OP_ADD, TA_DTYPE_F16, 70000, true},
+	    {TA_OP_MIN, TA_DTYPE_BF16, 130000, false}, {TA_OP_MAX, TA_DTYPE_F16, 200000, false},
+	};
+	const int64_t n = (1 << 20) + 5;
+	uint64_t rng = 11;
+	long bad = 0;
+	int runs = 0;
+	int32_t *keys = malloc(sizeof(int32_t) * (size_t)n);
+	uint64_t *bits = malloc(sizeof(uint64_t) * (size_t)n);
+	uint8_t *maskb = malloc((size_t)n);
+	ck_assert(keys && bits && maskb);
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		const cluster_case *cc = &cases[c];
+		/* float add: small integers, so that the order of the additions cannot show */
+		bool small = ta_dtype_is_float(cc->dt) && cc->op == TA_OP_ADD;
+		for (int64_t i = 0; i < n; i++) {
+			keys[i] = (int32_t)ta_tu_rand_below(&rng, (uint64_t)cc->bins + 2) - 1;
+			maskb[i] = (uint8_t)(ta_tu_rand_below(&rng, 9) != 0);
+			if (small)
+				ta_tu_encode(cc->dt, (double)ta_tu_rand_below(&rng, 7) - 3.0,
+				             &bits[i]);
+			else
+				do
+					bits[i] = rand_elem(cc->dt, false, &rng);
+				while (ta_tu_is_nan(cc->dt, bits[i]));
+		}
+		void *vals = ta_tu_pack(cc->dt, bits, (size_t)n);
+		for (int64_t i = 0; i < cc->bins; i++)
+			if (small)
+				ta_tu_encode(cc->dt, (double)(i % 5), &bits[i]);
+			else
+				bits[i] = rand_elem(cc->dt, false, &rng);
+		void *init = ta_tu_pack(cc->dt, bits, (size_t)cc->bins);
+		ck_assert(vals && init);
+		ta_tile_shape t = {cc->dt, 1, {cc->bins}};
+		for (int masked = 0; masked < 2; masked++) {
+			ta_request req;
+			ta_request_init(&req);
+			req.family = cc->scatter ? TA_FAMILY_SCATTER : TA_FAMILY_INDEXED;
+			req.addr = cc->scatter ? TA_ADDR_SCATTER : TA_ADDR_FLAT;
+			req.op = cc->op;
+			req.n_index = 1;
+			int64_t shp[1] = {n};
+			req.index[0] = ta_tu_view(TA_DTYPE_I32, 1, shp, keys);
+			req.values = ta_tu_view(cc->dt, 1, shp, vals);
+			if (masked)
+				req.mask = ta_tu_view(TA_DTYPE_BOOL, 1, shp, maskb);
+			req.space = TA_SPACE_SHARED;
+			char what[96];
+			snprintf(what, sizeof what, "cluster %s %s %lld bins%s%s",
+			         ta_op_name(cc->op), ta_dtype_name(cc->dt), (long long)cc->bins,
+			         cc->scatter ? " scatter" : " flat", masked ? " masked" : "");
+			long b = run_both(&t, init, &req, what);
+			if (b)
+				printf("%s: %ld mismatches\n", what, b);
+			bad += b;
+			runs++;
+		}
+		free(vals);
+		free(init);
+	}
+	free(keys);
+	free(bits);
+	free(maskb);
+	printf("cluster windows: %d runs of %lld keys, %ld mismatches\n", runs, (long long)n, bad);
+	ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
 /* ---- runtime ------------------------------------------------------------------------------*/
 
 START_TEST(test_alloc)
@@ -952,6 +1049,83 @@ static void *to_device(const void *src, size_t n)
 	return d;
 }
 
+/* Launches an add of n ones (dones, device) at the int32 keys dkeys (device, all in
+ * range) into a 65536-bin int32 tile, flat-indexed or (scatter) scatter-dim 0 (the
+ * general loop), in space sp; checks the total and returns the path taken. */
+static const char *cluster_path_of(const void *dkeys, const void *dones, int64_t n, bool scatter,
+                                   ta_space sp)
+{
+	const int64_t bins = 65536;
+	ta_tile_shape t = {TA_DTYPE_I32, 1, {bins}};
+	void *dtile, *dcnt;
+	ck_assert_int_eq(cudaMalloc(&dtile, (size_t)bins * 4), cudaSuccess);
+	ck_assert_int_eq(cudaMalloc(&dcnt, 3 * sizeof(unsigned long long)), cudaSuccess);
+	ck_assert_int_eq(cudaMemset(dtile, 0, (size_t)bins * 4), cudaSuccess);
+	ck_assert_int_eq(cudaMemset(dcnt, 0, 3 * sizeof(unsigned long long)), cudaSuccess);
+	ta_request req;
+	ta_request_init(&req);
+	req.family = scatter ? TA_FAMILY_SCATTER : TA_FAMILY_INDEXED;
+	req.addr = scatter ? TA_ADDR_SCATTER : TA_ADDR_FLAT;
+	req.op = TA_OP_ADD;
+	req.n_index = 1;
+	int64_t shp[1] = {n};
+	/* device pointers in the views: the plan builder takes shapes, not data, with bounds
+	 * checking on */
+	req.index[0] = ta_tu_view(TA_DTYPE_I32, 1, shp, dkeys);
+	req.values = ta_tu_view(TA_DTYPE_I32, 1, shp, dones);
+	req.space = sp;
+	ta_plan plan;
+	ta_error err;
+	ck_assert_int_eq(ta_plan_build(&plan, &t, &req, &err), TA_OK);
+	ta_cuda_path path;
+	ck_assert_int_eq(
+	    ta_cuda_launch_plan(&plan, dtile, (size_t)bins * 4, dcnt, NULL, &path, &err), TA_OK);
+	unsigned long long cnt[3];
+	ck_assert_int_eq(cudaMemcpy(cnt, dcnt, sizeof cnt, cudaMemcpyDeviceToHost), cudaSuccess);
+	int32_t *h = malloc((size_t)bins * 4);
+	ck_assert_ptr_nonnull(h);
+	ck_assert_int_eq(cudaMemcpy(h, dtile, (size_t)bins * 4, cudaMemcpyDeviceToHost),
+	                 cudaSuccess);
+	int64_t total = 0;
+	for (int64_t b = 0; b < bins; b++)
+		total += h[b];
+	ck_assert_int_eq(total, n); /* every key is in range */
+	ck_assert_uint_eq(cnt[1], (uint64_t)n);
+	free(h);
+	cudaFree(dtile);
+	cudaFree(dcnt);
+	return ta_cuda_path_name(path);
+}
+
+/* The cluster paths: a 65536-bin window (256 KB) in space shared, flat keys and scatter;
+ * chosen by itself in space global with 64 keys a bin, not when automatic windows are
+ * off. */
+static void check_cluster_paths(void)
+{
+	const int64_t n = (int64_t)64 * 65536;
+	int32_t *keys = malloc(sizeof(int32_t) * (size_t)n);
+	int32_t *ones = malloc(sizeof(int32_t) * (size_t)n);
+	ck_assert(keys && ones);
+	for (int64_t i = 0; i < n; i++) {
+		keys[i] = (int32_t)((i * 2654435761u) & 65535u);
+		ones[i] = 1;
+	}
+	void *dkeys = to_device(keys, sizeof(int32_t) * (size_t)n);
+	void *dones = to_device(ones, sizeof(int32_t) * (size_t)n);
+	ck_assert_str_eq(cluster_path_of(dkeys, dones, n, false, TA_SPACE_SHARED), "cluster-fast");
+	ck_assert_str_eq(cluster_path_of(dkeys, dones, n, true, TA_SPACE_SHARED), "cluster");
+	ck_assert_str_eq(cluster_path_of(dkeys, dones, n, false, TA_SPACE_GLOBAL), "cluster-fast");
+	ck_assert_str_eq(cluster_path_of(dkeys, dones, n / 2, false, TA_SPACE_GLOBAL),
+	                 "global-fast");
+	ta_cuda_set_auto_window(0);
+	ck_assert_str_eq(cluster_path_of(dkeys, dones, n, false, TA_SPACE_GLOBAL), "global-fast");
+	ta_cuda_set_auto_window(1);
+	cudaFree(dkeys);
+	cudaFree(dones);
+	free(keys);
+	free(ones);
+}
+
 START_TEST(test_paths)
 {
 	/* the histogram of the performance floor: shared-fast, also when space is global;
@@ -1030,6 +1204,7 @@ START_TEST(test_paths)
 	                 TA_INVALID_ARGUMENT);
 	ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
 	ck_assert_int_gt(ta_cuda_kernel_count(), 200);
+	check_cluster_paths();
 	cudaFree(dkeys);
 	cudaFree(done);
 	cudaFree(dtile);
@@ -1150,6 +1325,12 @@ int main(void)
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, test_large_elementwise);
 	tcase_add_test(tc, test_large_histogram);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("cluster");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_cluster);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("runtime");

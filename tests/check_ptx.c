@@ -3,9 +3,10 @@
  * time, no GPU; exits 77 (skip) in a build without CUDA.
  *
  * The PTX is split into functions. The kernels of (dtype DT, kernel op KOP) are
- * ta::k_global<DT, KOP, fast> and ta::k_shared<DT, KOP, fast> (mangled
- * _ZN2ta8k_globalILi<DT>ELi<KOP>ELb<0|1>E...) plus the out-of-line instruction switch
- * ta::apply_global_rt<DT, KOP> they call. Checks:
+ * ta::k_global<DT, KOP, MODE>, ta::k_shared<DT, KOP, MODE> and ta::k_cluster<DT, KOP, MODE>
+ * (mangled _ZN2ta8k_globalILi<DT>ELi<KOP>ELi<MODE>E...) plus the out-of-line instruction
+ * switch ta::apply_global_rt<DT, KOP> they call; space shared covers both private-window
+ * kernels. Checks:
  *  1. every PTX instruction named by every legal variant of ta_lower_foreach appears in
  *     the functions of that variant's (DT, KOP, space);
  *  2. every global atom/red instruction in those functions is named by some variant of
@@ -14,7 +15,8 @@
  *     (int32, uint32), add acquire without output = atom.acquire.gpu.global.add.u32,
  *     cas int32 = atom.*.cas.b32, int64 add = .u64;
  *  4. illegal forms appear nowhere: red.acquire, red.acq_rel, red with exch or cas,
- *     add.s64, exch/cas/and/or/xor on .s/.u types, 16-bit float add without .noftz. */
+ *     add.s64, exch/cas/and/or/xor on .s/.u types, 16-bit float add without .noftz, and
+ *     64-bit min/max/and/or/xor as red.shared::cluster. */
 #include "config.h"
 
 #include <ctype.h>
@@ -129,12 +131,16 @@ static void split_functions(void)
  * out-of-line switch of (dt, kop). */
 static bool func_of(const ptx_func *fn, int dt, int kop, ta_space space)
 {
-	const char *want = space == TA_SPACE_SHARED ? "_ZN2ta8k_shared" : "_ZN2ta8k_global";
+	static const char *const shared_kernels[] = {"_ZN2ta8k_shared", "_ZN2ta9k_cluster"};
+	static const char *const global_kernels[] = {"_ZN2ta8k_global"};
+	const char *const *want = space == TA_SPACE_SHARED ? shared_kernels : global_kernels;
+	size_t nwant = space == TA_SPACE_SHARED ? 2 : 1;
 	char args[32];
 	snprintf(args, sizeof args, "ILi%dELi%dE", dt, kop);
-	if (!strncmp(fn->name, want, strlen(want)) &&
-	    !strncmp(fn->name + strlen(want), args, strlen(args)))
-		return true;
+	for (size_t i = 0; i < nwant; i++)
+		if (!strncmp(fn->name, want[i], strlen(want[i])) &&
+		    !strncmp(fn->name + strlen(want[i]), args, strlen(args)))
+			return true;
 	const char *rt = "_ZN2ta15apply_global_rt";
 	return !strncmp(fn->name, rt, strlen(rt)) &&
 	       !strncmp(fn->name + strlen(rt), args, strlen(args));
@@ -344,22 +350,44 @@ typedef struct forbid_rule {
 
 /* The forbidden forms of check 4. */
 static forbid_rule g_rules[] = {
-    {"red.acquire", NULL, NULL, 0, ""},  {"red.acq_rel", NULL, NULL, 0, ""},
-    {"red.", ".exch.", NULL, 0, ""},     {"red.", ".cas.", NULL, 0, ""},
-    {"atom.", ".add.s64", NULL, 0, ""},  {"red.", ".add.s64", NULL, 0, ""},
-    {"atom.", ".cas.s", NULL, 0, ""},    {"atom.", ".cas.u", NULL, 0, ""},
-    {"atom.", ".cas.f", NULL, 0, ""},    {"atom.", ".exch.s", NULL, 0, ""},
-    {"atom.", ".exch.u", NULL, 0, ""},   {"atom.", ".exch.f", NULL, 0, ""},
-    {"atom.", ".and.s", NULL, 0, ""},    {"atom.", ".and.u", NULL, 0, ""},
-    {"red.", ".and.s", NULL, 0, ""},     {"red.", ".and.u", NULL, 0, ""},
-    {"atom.", ".or.s", NULL, 0, ""},     {"atom.", ".or.u", NULL, 0, ""},
-    {"red.", ".or.s", NULL, 0, ""},      {"red.", ".or.u", NULL, 0, ""},
-    {"atom.", ".xor.s", NULL, 0, ""},    {"atom.", ".xor.u", NULL, 0, ""},
-    {"red.", ".xor.s", NULL, 0, ""},     {"red.", ".xor.u", NULL, 0, ""},
-    {"atom.", ".add.f16", NULL, 0, ""},  {"red.", ".add.f16", NULL, 0, ""},
-    {"atom.", ".add.bf16", NULL, 0, ""}, {"red.", ".add.bf16", NULL, 0, ""},
-    {"atom.", ".min.f", NULL, 0, ""},    {"atom.", ".max.f", NULL, 0, ""},
-    {"red.", ".min.f", NULL, 0, ""},     {"red.", ".max.f", NULL, 0, ""},
+    {"red.acquire", NULL, NULL, 0, ""},
+    {"red.acq_rel", NULL, NULL, 0, ""},
+    {"red.", ".exch.", NULL, 0, ""},
+    {"red.", ".cas.", NULL, 0, ""},
+    {"atom.", ".add.s64", NULL, 0, ""},
+    {"red.", ".add.s64", NULL, 0, ""},
+    {"atom.", ".cas.s", NULL, 0, ""},
+    {"atom.", ".cas.u", NULL, 0, ""},
+    {"atom.", ".cas.f", NULL, 0, ""},
+    {"atom.", ".exch.s", NULL, 0, ""},
+    {"atom.", ".exch.u", NULL, 0, ""},
+    {"atom.", ".exch.f", NULL, 0, ""},
+    {"atom.", ".and.s", NULL, 0, ""},
+    {"atom.", ".and.u", NULL, 0, ""},
+    {"red.", ".and.s", NULL, 0, ""},
+    {"red.", ".and.u", NULL, 0, ""},
+    {"atom.", ".or.s", NULL, 0, ""},
+    {"atom.", ".or.u", NULL, 0, ""},
+    {"red.", ".or.s", NULL, 0, ""},
+    {"red.", ".or.u", NULL, 0, ""},
+    {"atom.", ".xor.s", NULL, 0, ""},
+    {"atom.", ".xor.u", NULL, 0, ""},
+    {"red.", ".xor.s", NULL, 0, ""},
+    {"red.", ".xor.u", NULL, 0, ""},
+    {"atom.", ".add.f16", NULL, 0, ""},
+    {"red.", ".add.f16", NULL, 0, ""},
+    {"atom.", ".add.bf16", NULL, 0, ""},
+    {"red.", ".add.bf16", NULL, 0, ""},
+    {"atom.", ".min.f", NULL, 0, ""},
+    {"atom.", ".max.f", NULL, 0, ""},
+    {"red.", ".min.f", NULL, 0, ""},
+    {"red.", ".max.f", NULL, 0, ""},
+    /* 64-bit min/max/and/or/xor on a cluster window lose updates (kernels: a CAS loop) */
+    {"red.shared::cluster.", ".min.", "64", 0, ""},
+    {"red.shared::cluster.", ".max.", "64", 0, ""},
+    {"red.shared::cluster.", ".and.", "64", 0, ""},
+    {"red.shared::cluster.", ".or.", "64", 0, ""},
+    {"red.shared::cluster.", ".xor.", "64", 0, ""},
 };
 
 /* Token callback of check 4. */
@@ -396,17 +424,18 @@ int main(void)
 	size_t kernels = 0;
 	for (size_t i = 0; i < g_nfuncs; i++)
 		if (!strncmp(g_funcs[i].name, "_ZN2ta8k_global", 15) ||
-		    !strncmp(g_funcs[i].name, "_ZN2ta8k_shared", 15))
+		    !strncmp(g_funcs[i].name, "_ZN2ta8k_shared", 15) ||
+		    !strncmp(g_funcs[i].name, "_ZN2ta9k_cluster", 16))
 			kernels++;
 	/* legal (dtype, kernel op) pairs x 4 loops (general, region, flat32, flat64), global
-	 * and shared */
+	 * and shared; x 3 (not region) for the cluster kernels */
 	size_t expect = 0;
 	for (int dt = TA_DTYPE_NONE + 1; dt < TA_DTYPE_COUNT; dt++)
 		for (int op = TA_OP_NONE + 1; op < TA_OP_COUNT; op++) {
 			if (op == TA_OP_SUB || !ta_dtype_is_tile((ta_dtype)dt) ||
 			    !ta_op_accepts_dtype((ta_op)op, (ta_dtype)dt))
 				continue;
-			expect += 4 + (ta_op_shared_ok((ta_op)op) ? 4 : 0);
+			expect += 4 + (ta_op_shared_ok((ta_op)op) ? 4 + 3 : 0);
 		}
 	if (kernels != expect)
 		fail("%zu kernels in the PTX, the table calls for %zu", kernels, expect);
