@@ -27,6 +27,12 @@
 
 using ta::kargs;
 
+/* The architecture the kernels were built for (configure passes it; 0: unknown). The
+ * cluster kernels exist from 90 on: below, they trap, and the host never launches them. */
+#ifndef TA_CUDA_CC
+#define TA_CUDA_CC 0
+#endif
+
 /* ---- the kernel table, generated from ta_ops.def ---------------------------------------*/
 
 /* Signature of every kernel. */
@@ -489,7 +495,7 @@ extern "C" ta_status ta_cuda_launch_plan(const ta_plan *dp, void *dev_tile, size
 		e = cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev);
 	if (e != cudaSuccess)
 		return cuda_error(err, e, "querying the device");
-	smem_limits lim = {(size_t)optin, clusters != 0};
+	smem_limits lim = {(size_t)optin, clusters != 0 && TA_CUDA_CC >= 90};
 	ta_cuda_path chosen = choose_path(dp, &a, &lim);
 	a.tile = dev_tile;
 	a.counters = dev_counters;
