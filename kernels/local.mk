@@ -10,18 +10,31 @@ kernels_libtacore_la_SOURCES = \
 if USE_CUDA
 kernels_libtacore_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh \
 	kernels/ta_cuda_private.h
-# Header dependencies of the CUDA object: the .cu.lo suffix rule tracks none, so a changed
-# kernel header would otherwise leave a stale object.
+# Dependencies of the CUDA object beyond its source: the .cu.lo suffix rule tracks none, so
+# a changed kernel header, wrapper or compiler command (a new --with-cuda-arch) would
+# otherwise leave a stale object.
 TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh \
 	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/kernels/ta_backend.h \
 	$(top_srcdir)/kernels/ta_plan.h $(top_srcdir)/kernels/ta_types.h \
-	$(top_srcdir)/kernels/ta_ops.def
+	$(top_srcdir)/kernels/ta_ops.def $(top_srcdir)/kernels/nvcc-libtool.sh \
+	kernels/nvcc-command.stamp
 kernels/ta_cuda.lo: $(TA_CUDA_DEPS)
+# The nvcc command line; rewritten (and so newer than the objects) only when it changes.
+TA_NVCC_COMMAND = $(NVCC) $(NVCCFLAGS) $(NVCC_LTFLAGS) $(DEFS)
+kernels/nvcc-command.stamp: FORCE
+	@$(MKDIR_P) kernels
+	@if test "x$$(cat $@ 2>/dev/null)" != 'x$(TA_NVCC_COMMAND)'; then \
+	  echo '$(TA_NVCC_COMMAND)' >$@; fi
+CLEANFILES += kernels/nvcc-command.stamp
 else
 kernels_libtacore_la_SOURCES += kernels/ta_cuda_none.c
 endif
 EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh kernels/ta_cuda_none.c \
 	kernels/ta_cuda_private.h kernels/nvcc-libtool.sh
+
+# A prerequisite that is never up to date: its targets' recipes always run.
+.PHONY: FORCE
+FORCE:
 
 # Libraries a program linking libtacore.la needs.
 TACORE_LIBS = kernels/libtacore.la $(CUDA_LIBS) -lm

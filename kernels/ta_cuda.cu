@@ -242,8 +242,8 @@ struct smem_limits {
 	bool clusters; /* thread-block clusters can be launched (sm_90 and later) */
 };
 
-/* log2 of the smallest cluster (2, 4 or 8 blocks) whose blocks each hold at most
- * part_max bytes of a window of win elements of es bytes; -1 when none does. */
+/* log2 of the smallest cluster (2^1 up to 2^TA_CLUSTER_MAX_SHIFT blocks) whose blocks each
+ * hold at most part_max bytes of a window of win elements of es bytes; -1 when none does. */
 static int cluster_shift_for(int64_t win, size_t es, size_t part_max)
 {
 	for (int shift = 1; shift <= TA_CLUSTER_MAX_SHIFT; shift++) {
@@ -331,11 +331,41 @@ static ta_cuda_path choose_path(const ta_plan *p, kargs *a, const smem_limits *l
 	return fast ? TA_CUDA_PATH_GLOBAL_FAST : TA_CUDA_PATH_GLOBAL;
 }
 
-/* Formats a CUDA error into err as INTERNAL: what failed, the error name and text. */
+/* Formats a CUDA error into err as INTERNAL: what failed, the error name and text. Clears
+ * the runtime's last error so that the next launch on this thread does not report it again
+ * (a sticky error stays: later calls see it from the call itself). */
 static ta_status cuda_error(ta_error *err, cudaError_t e, const char *what)
 {
+	(void)cudaGetLastError();
 	return ta_error_set(err, TA_INTERNAL, "%s: %s (%s)", what, cudaGetErrorName(e),
 	                    cudaGetErrorString(e));
+}
+
+/* Fills lim for the current device: shared memory per block, cluster support. */
+static cudaError_t query_limits(smem_limits *lim, int *sms)
+{
+	int dev = 0, optin = 0, clusters = 0;
+	cudaError_t e = cudaGetDevice(&dev);
+	if (e == cudaSuccess)
+		e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
+	if (e == cudaSuccess)
+		e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+	if (e == cudaSuccess)
+		e = cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev);
+	lim->optin = (size_t)optin;
+	lim->clusters = e == cudaSuccess && clusters != 0 && TA_CUDA_CC >= 90;
+	return e;
+}
+
+extern "C" int ta_cuda_cluster_windows(void)
+{
+	smem_limits lim;
+	int sms = 0;
+	if (query_limits(&lim, &sms) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return lim.clusters ? 1 : 0;
 }
 
 /* Fewest blocks such that no thread handles 2^30 elements or more (the kernels count in
@@ -485,17 +515,11 @@ extern "C" ta_status ta_cuda_launch_plan(const ta_plan *dp, void *dev_tile, size
 		return TA_OK;
 	if (!dev_tile || !dev_counters)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "no tile or counters to launch on");
-	int dev = 0, sms = 0, optin = 0, clusters = 0;
-	cudaError_t e = cudaGetDevice(&dev);
-	if (e == cudaSuccess)
-		e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-	if (e == cudaSuccess)
-		e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-	if (e == cudaSuccess)
-		e = cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev);
+	smem_limits lim;
+	int sms = 0;
+	cudaError_t e = query_limits(&lim, &sms);
 	if (e != cudaSuccess)
 		return cuda_error(err, e, "querying the device");
-	smem_limits lim = {(size_t)optin, clusters != 0 && TA_CUDA_CC >= 90};
 	ta_cuda_path chosen = choose_path(dp, &a, &lim);
 	a.tile = dev_tile;
 	a.counters = dev_counters;

@@ -6,7 +6,7 @@
  * touched window in shared memory and merges it with one global red/atom per touched
  * element, and k_cluster<DT, KOP, MODE> (sm_90) does the same with a window too large for
  * one block, spread over the distributed shared memory of a thread-block cluster (slot w in
- * block w mod C, C = 2, 4 or 8) and reached with atom/red.shared::cluster. sem and scope
+ * block w mod C; the host uses C = 2) and reached with atom/red.shared::cluster. sem and scope
  * are not template parameters: every instruction site is a warp-uniform switch over the 16
  * (sem, scope) pairs (in one out-of-line function per (dtype, op), apply_global_rt), each
  * case one inline PTX instruction carrying both qualifiers, so the instruction executed is

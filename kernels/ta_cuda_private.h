@@ -45,6 +45,10 @@ ta_status ta_cuda_launch_plan(const ta_plan *dev_plan, void *dev_tile, size_t ti
  * compares the paths with it. Explicit space-shared requests are not affected. */
 void ta_cuda_set_auto_window(int enabled);
 
+/* 1 when windows too large for one block can go to a thread-block cluster on the current
+ * device (kernels built for sm_90 or later and a device that launches clusters), else 0. */
+int ta_cuda_cluster_windows(void);
+
 /* Number of kernels in the kernel table (global + shared + cluster), for tests. */
 int ta_cuda_kernel_count(void);
 

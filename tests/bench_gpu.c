@@ -387,8 +387,9 @@ int main(int argc, char **argv)
 	           "torch.bincount", "bincount_65536");
 	bench_scatter(i256, n, 256, "scatter_add 256 bins (int64 idx)", "torch.scatter_add_",
 	              "scatter_add_256");
-	/* the private-window paths against the plain global path (automatic windows off),
-	 * from a window one block holds to one spread over a cluster of 8 */
+	/* the private-window paths against the plain global path (automatic windows off):
+	 * windows one block holds (16 and 64 KB), one over a 2-block cluster (256 KB) and one
+	 * too large for it (1 MB: space shared runs the global path) */
 	static const int lg_bins[] = {12, 14, 16, 18};
 	for (size_t b = 0; b < sizeof lg_bins / sizeof lg_bins[0]; b++) {
 		int lg = lg_bins[b];
