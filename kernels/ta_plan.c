@@ -250,13 +250,21 @@ static ta_status bind_region(ta_plan *p, const ta_tile_shape *t, const ta_reques
 			                    "region rank %d does not match the tile rank %d",
 			                    r->region_rank, t->rank);
 		for (int a = 0; a < t->rank; a++) {
-			int64_t o = r->region_origin[a], s = r->region_shape[a];
-			if (o < 0 || s < 1 || o > t->shape[a] || s > t->shape[a] - o)
+			int64_t o = r->region_origin[a], s = r->region_shape[a], end;
+			if (o < 0 || s < 1 || o > t->shape[a] || s > t->shape[a] - o) {
+				/* the wire gives any int64: the end of the box may not fit */
+				if (__builtin_add_overflow(o, s, &end))
+					return ta_error_set(
+					    err, TA_INVALID_ARGUMENT,
+					    "region origin %lld, extent %lld along axis %d is "
+					    "outside the tile extent %lld",
+					    (long long)o, (long long)s, a, (long long)t->shape[a]);
 				return ta_error_set(
 				    err, TA_INVALID_ARGUMENT,
 				    "region [%lld, %lld) along axis %d is outside the tile "
 				    "extent %lld",
-				    (long long)o, (long long)(o + s), a, (long long)t->shape[a]);
+				    (long long)o, (long long)end, a, (long long)t->shape[a]);
+			}
 			p->origin[a] = o;
 			p->extent[a] = s;
 		}

@@ -442,6 +442,49 @@ START_TEST(test_regions)
 }
 END_TEST
 
+/* A region from the wire may hold any int64: an origin and extent whose end overflows are
+ * refused with a message that does not compute the end (found by tests/fuzz_dispatch.c:
+ * signed overflow in the message's o + s). */
+START_TEST(test_region_end_overflow)
+{
+	ta_tile_shape t = tile_of(TA_DTYPE_U64, 2, 4, 5, 0);
+	ta_request r = elementwise(TA_OP_OR, TA_DTYPE_U64);
+	r.values = view_of(TA_DTYPE_I64, 0, 0, 0, 0);
+	r.values.dtype = TA_DTYPE_U64;
+	r.has_region = true;
+	r.region_rank = 2;
+	r.region_origin[1] = 0;
+	r.region_shape[1] = 5;
+	static const struct {
+		int64_t origin, shape;
+		const char *msg;
+	} cases[] = {
+	    {1, INT64_MAX,
+	     "region origin 1, extent 9223372036854775807 along axis 0 is outside the tile extent "
+	     "4"},
+	    {INT64_MAX - 1, 4,
+	     "region origin 9223372036854775806, extent 4 along axis 0 is outside the tile extent "
+	     "4"},
+	    {INT64_MIN, -1,
+	     "region origin -9223372036854775808, extent -1 along axis 0 is outside the tile "
+	     "extent 4"},
+	    {5, INT64_MAX - 5,
+	     "region [5, 9223372036854775807) along axis 0 is outside the tile extent 4"},
+	    {-3, INT64_MIN + 3,
+	     "region [-3, -9223372036854775808) along axis 0 is outside the tile extent 4"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		r.region_origin[0] = cases[i].origin;
+		r.region_shape[0] = cases[i].shape;
+		ta_plan p;
+		ta_error err = {TA_OK, ""};
+		ck_assert_int_eq(ta_plan_build(&p, &t, &r, &err), TA_INVALID_ARGUMENT);
+		ck_assert_int_eq(err.code, TA_INVALID_ARGUMENT);
+		ck_assert_str_eq(err.msg, cases[i].msg);
+	}
+}
+END_TEST
+
 START_TEST(test_indexed_rejections)
 {
 	ta_tile_shape t = tile_of(TA_DTYPE_I32, 2, 3, 4, 0);
@@ -707,6 +750,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_operand_rules);
 	tcase_add_test(tc, test_shared_space);
 	tcase_add_test(tc, test_regions);
+	tcase_add_test(tc, test_region_end_overflow);
 	tcase_add_test(tc, test_indexed_rejections);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("resolution");
