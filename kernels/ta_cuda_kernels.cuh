@@ -539,54 +539,34 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p)
 			asm volatile("red.shared." OPT " [%0], %1;" ::"r"(sa), CS(v) : "memory");  \
 	} while (0)
 
-/* atom.shared.cas (CL: atom.shared::cluster.cas) on one private slot. */
-template <bool CL>
-__device__ __forceinline__ unsigned short shared_cas(uint32_t sa, unsigned short cmp,
-                                                     unsigned short v)
+/* Inline-PTX accesses to a private slot at 32-bit shared address sa, in state space SP
+ * ("shared" or "shared::cluster") on W-bit data held in registers of constraint C: a CAS
+ * (old, cmp, v in scope) and a volatile load (cur in scope). */
+#define TA_ASM_SH_CAS(SP, W, C)                                                                    \
+	asm volatile("atom." SP ".cas.b" W " %0, [%1], %2, %3;"                                    \
+	             : "=" C(old)                                                                  \
+	             : "r"(sa), C(cmp), C(v)                                                       \
+	             : "memory")
+#define TA_ASM_SH_LOAD(SP, W, C)                                                                   \
+	asm volatile("ld.volatile." SP ".b" W " %0, [%1];" : "=" C(cur) : "r"(sa) : "memory")
+
+/* atom.shared.cas (CL: atom.shared::cluster.cas) on one private slot of B (16, 32 or 64
+ * bits). */
+template <bool CL, typename B> __device__ __forceinline__ B shared_cas(uint32_t sa, B cmp, B v)
 {
-	unsigned short old;
-	if constexpr (CL)
-		asm volatile("atom.shared::cluster.cas.b16 %0, [%1], %2, %3;"
-		             : "=h"(old)
-		             : "r"(sa), "h"(cmp), "h"(v)
-		             : "memory");
+	B old;
+	if constexpr (sizeof(B) == 2 && CL)
+		TA_ASM_SH_CAS("shared::cluster", "16", "h");
+	else if constexpr (sizeof(B) == 2)
+		TA_ASM_SH_CAS("shared", "16", "h");
+	else if constexpr (sizeof(B) == 4 && CL)
+		TA_ASM_SH_CAS("shared::cluster", "32", "r");
+	else if constexpr (sizeof(B) == 4)
+		TA_ASM_SH_CAS("shared", "32", "r");
+	else if constexpr (CL)
+		TA_ASM_SH_CAS("shared::cluster", "64", "l");
 	else
-		asm volatile("atom.shared.cas.b16 %0, [%1], %2, %3;"
-		             : "=h"(old)
-		             : "r"(sa), "h"(cmp), "h"(v)
-		             : "memory");
-	return old;
-}
-template <bool CL>
-__device__ __forceinline__ uint32_t shared_cas(uint32_t sa, uint32_t cmp, uint32_t v)
-{
-	uint32_t old;
-	if constexpr (CL)
-		asm volatile("atom.shared::cluster.cas.b32 %0, [%1], %2, %3;"
-		             : "=r"(old)
-		             : "r"(sa), "r"(cmp), "r"(v)
-		             : "memory");
-	else
-		asm volatile("atom.shared.cas.b32 %0, [%1], %2, %3;"
-		             : "=r"(old)
-		             : "r"(sa), "r"(cmp), "r"(v)
-		             : "memory");
-	return old;
-}
-template <bool CL>
-__device__ __forceinline__ uint64_t shared_cas(uint32_t sa, uint64_t cmp, uint64_t v)
-{
-	uint64_t old;
-	if constexpr (CL)
-		asm volatile("atom.shared::cluster.cas.b64 %0, [%1], %2, %3;"
-		             : "=l"(old)
-		             : "r"(sa), "l"(cmp), "l"(v)
-		             : "memory");
-	else
-		asm volatile("atom.shared.cas.b64 %0, [%1], %2, %3;"
-		             : "=l"(old)
-		             : "r"(sa), "l"(cmp), "l"(v)
-		             : "memory");
+		TA_ASM_SH_CAS("shared", "64", "l");
 	return old;
 }
 
@@ -594,27 +574,18 @@ __device__ __forceinline__ uint64_t shared_cas(uint32_t sa, uint64_t cmp, uint64
 template <typename B, bool CL> __device__ __forceinline__ B shared_load(uint32_t sa)
 {
 	B cur;
-	if constexpr (CL && sizeof(B) == 2)
-		asm volatile("ld.volatile.shared::cluster.b16 %0, [%1];"
-		             : "=h"(cur)
-		             : "r"(sa)
-		             : "memory");
-	else if constexpr (CL && sizeof(B) == 4)
-		asm volatile("ld.volatile.shared::cluster.b32 %0, [%1];"
-		             : "=r"(cur)
-		             : "r"(sa)
-		             : "memory");
-	else if constexpr (CL)
-		asm volatile("ld.volatile.shared::cluster.b64 %0, [%1];"
-		             : "=l"(cur)
-		             : "r"(sa)
-		             : "memory");
+	if constexpr (sizeof(B) == 2 && CL)
+		TA_ASM_SH_LOAD("shared::cluster", "16", "h");
 	else if constexpr (sizeof(B) == 2)
-		asm volatile("ld.volatile.shared.b16 %0, [%1];" : "=h"(cur) : "r"(sa) : "memory");
+		TA_ASM_SH_LOAD("shared", "16", "h");
+	else if constexpr (sizeof(B) == 4 && CL)
+		TA_ASM_SH_LOAD("shared::cluster", "32", "r");
 	else if constexpr (sizeof(B) == 4)
-		asm volatile("ld.volatile.shared.b32 %0, [%1];" : "=r"(cur) : "r"(sa) : "memory");
+		TA_ASM_SH_LOAD("shared", "32", "r");
+	else if constexpr (CL)
+		TA_ASM_SH_LOAD("shared::cluster", "64", "l");
 	else
-		asm volatile("ld.volatile.shared.b64 %0, [%1];" : "=l"(cur) : "r"(sa) : "memory");
+		TA_ASM_SH_LOAD("shared", "64", "l");
 	return cur;
 }
 
@@ -627,7 +598,7 @@ __device__ __forceinline__ void shared_cas_loop(uint32_t sa, Fn f)
 		B nv = f(cur);
 		if (nv == cur)
 			return;
-		B prev = shared_cas<CL>(sa, cur, nv);
+		B prev = shared_cas<CL, B>(sa, cur, nv);
 		if (prev == cur)
 			return;
 		cur = prev;
