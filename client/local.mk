@@ -6,20 +6,22 @@ pkgconfig_DATA = client/tileatom-client.pc
 DISTCLEANFILES += client/tileatom-client.pc
 EXTRA_DIST += client/tileatom-client.pc.in
 
-# Library sources other than the generated protocol code; the unit tests compile them too.
+# Library sources other than the generated protocol code and the core; the unit tests
+# compile them too.
 CLIENT_LIB_SOURCES = \
 	client/tileatom.h client/tac_internal.h \
 	client/tac_conn.c client/tac_codec.c client/tac_api.c client/tac_util.c \
-	kernels/ta_types.c kernels/ta_types.h \
-	$(PROTO_SOURCES)
+	client/tac_text.c $(PROTO_SOURCES)
 
 client_libtileatom_client_la_SOURCES = $(CLIENT_LIB_SOURCES)
 nodist_client_libtileatom_client_la_SOURCES = $(nodist_PROTO_SOURCES)
 client_libtileatom_client_la_CPPFLAGS = $(AM_CPPFLAGS) -DTILEATOM_BUILDING_LIBRARY \
 	-DTILEATOM_CLIENT_VERSION='"$(PACKAGE_VERSION)"'
 client_libtileatom_client_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) -fvisibility=hidden
-client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 -no-undefined
-client_libtileatom_client_la_LIBADD = $(PROTOBUF_C_LIBS) -lm
+# The core is linked in whole; only the public tileatom_* names are exported.
+client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 -no-undefined \
+	-export-symbols-regex '^tileatom_'
+client_libtileatom_client_la_LIBADD = core/libtacore.la $(PROTOBUF_C_LIBS) -lm
 
 bin_PROGRAMS += client/tileatom-cli
 client_tileatom_cli_SOURCES = client/cli_main.c client/cli_hist.c client/cli.h client/tileatom.h

@@ -1,6 +1,7 @@
 /* tac_util.c: the library's free functions: error helpers, status names, the default
- * socket path, and the dtype / op / value helpers exported for applications and the CLI
- * (thin wrappers over kernels/ta_types.c, which is compiled into the library). */
+ * socket path, and the dtype / op helpers exported for applications and the CLI (thin
+ * wrappers over the core's tables, core/ta_types.c, linked into the library). Values as
+ * text are in tac_text.c. */
 #include "tac_internal.h"
 
 #include <limits.h>
@@ -189,26 +190,6 @@ int tileatom_scope_parse(const char *name)
 int tileatom_space_parse(const char *name)
 {
 	return name ? ta_space_parse(name) : -1;
-}
-
-int tileatom_value_parse(tileatom_dtype dtype, const char *text, void *out, tileatom_error *err)
-{
-	if (!text || !out)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no value text or output given");
-	if (!ta_dtype_is_tile((ta_dtype)dtype) && dtype != TILEATOM_BOOL)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown dtype %d", (int)dtype);
-	ta_error terr = {TA_OK, ""};
-	ta_status st = ta_value_parse((ta_dtype)dtype, text, out, &terr);
-	if (st != TA_OK)
-		return tac_err(err, (int)st, "%s", terr.msg);
-	return TILEATOM_OK;
-}
-
-int tileatom_value_format(tileatom_dtype dtype, const void *in, char *buf, size_t n)
-{
-	if (!in)
-		return snprintf(buf, n, "?");
-	return ta_value_format((ta_dtype)dtype, in, buf, n);
 }
 
 double tileatom_value_to_double(tileatom_dtype dtype, const void *in)

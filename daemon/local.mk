@@ -16,7 +16,7 @@ nodist_daemon_libtadaemon_a_SOURCES = $(nodist_PROTO_SOURCES)
 daemon_libtadaemon_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS)
 
 # Libraries a program linking libtadaemon.a needs (after it on the link line).
-TADAEMON_LIBS = daemon/libtadaemon.a $(TACORE_LIBS) $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS)
+TADAEMON_LIBS = daemon/libtadaemon.a $(TABACKEND_LIBS) $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS)
 
 sbin_PROGRAMS += daemon/tileatomd
 daemon_tileatomd_SOURCES = daemon/main.c

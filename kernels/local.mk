@@ -1,22 +1,22 @@
-# kernels/local.mk: the core library (types, legality table, plan builder) and the
-# backends (CPU always; CUDA when configure found nvcc), as a libtool convenience library
-# linked into tileatomd and the tests. The CUDA source compiles through libtool too (.cu.lo).
-noinst_LTLIBRARIES += kernels/libtacore.la
-kernels_libtacore_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-kernels_libtacore_la_SOURCES = \
-	kernels/ta_ops.def kernels/ta_types.h kernels/ta_types.c \
-	kernels/ta_plan.h kernels/ta_plan.c kernels/ta_backend.h \
+# kernels/local.mk: the backends below the core (core/local.mk): the CPU backend always, the
+# CUDA backend when configure found nvcc (else a stub that reports UNAVAILABLE), and the PTX
+# lowering rules, as a libtool convenience library linked into tileatomd and the tests. The
+# CUDA source compiles through libtool too (.cu.lo).
+noinst_LTLIBRARIES += kernels/libtabackends.la
+kernels_libtabackends_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+kernels_libtabackends_la_SOURCES = \
 	kernels/ta_cpu.c kernels/ta_lower.h kernels/ta_lower.c
+kernels_libtabackends_la_LIBADD = core/libtacore.la
 if USE_CUDA
-kernels_libtacore_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh \
+kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh \
 	kernels/ta_cuda_private.h
 # Dependencies of the CUDA object beyond its source: the .cu.lo suffix rule tracks none, so
 # a changed kernel header, wrapper or compiler command (a new --with-cuda-arch) would
 # otherwise leave a stale object.
 TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh \
-	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/kernels/ta_backend.h \
-	$(top_srcdir)/kernels/ta_plan.h $(top_srcdir)/kernels/ta_types.h \
-	$(top_srcdir)/kernels/ta_ops.def $(top_srcdir)/kernels/nvcc-libtool.sh \
+	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/core/ta_backend.h \
+	$(top_srcdir)/core/ta_plan.h $(top_srcdir)/core/ta_types.h \
+	$(top_srcdir)/core/ta_ops.def $(top_srcdir)/kernels/nvcc-libtool.sh \
 	kernels/nvcc-command.stamp
 kernels/ta_cuda.lo: $(TA_CUDA_DEPS)
 # The nvcc command line; rewritten (and so newer than the objects) only when it changes.
@@ -27,7 +27,7 @@ kernels/nvcc-command.stamp: FORCE
 	  echo '$(TA_NVCC_COMMAND)' >$@; fi
 CLEANFILES += kernels/nvcc-command.stamp
 else
-kernels_libtacore_la_SOURCES += kernels/ta_cuda_none.c
+kernels_libtabackends_la_SOURCES += kernels/ta_cuda_none.c
 endif
 EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh kernels/ta_cuda_none.c \
 	kernels/ta_cuda_private.h kernels/nvcc-libtool.sh
@@ -36,8 +36,8 @@ EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh kernels/ta_cuda_non
 .PHONY: FORCE
 FORCE:
 
-# Libraries a program linking libtacore.la needs.
-TACORE_LIBS = kernels/libtacore.la $(CUDA_LIBS) -lm
+# Libraries a program running plans on a backend needs (the backends bring the core).
+TABACKEND_LIBS = kernels/libtabackends.la $(CUDA_LIBS) -lm
 
 # nvcc under libtool's compile mode: libtool writes the .lo and picks the object names;
 # nvcc-libtool.sh hands libtool's PIC flags to the host compiler. NVCC_LTFLAGS (configure)
@@ -45,4 +45,4 @@ TACORE_LIBS = kernels/libtacore.la $(CUDA_LIBS) -lm
 .cu.lo:
 	$(AM_V_CC)$(LIBTOOL) $(AM_V_lt) --tag=CC $(AM_LIBTOOLFLAGS) $(LIBTOOLFLAGS) \
 		--mode=compile $(SHELL) $(top_srcdir)/kernels/nvcc-libtool.sh $(NVCC) $(NVCCFLAGS) $(DEFS) \
-		-I$(top_builddir) -I$(top_srcdir)/kernels $(NVCC_LTFLAGS) -c -o $@ $<
+		-I$(top_builddir) -I$(top_srcdir)/core -I$(top_srcdir)/kernels $(NVCC_LTFLAGS) -c -o $@ $<

@@ -1,5 +1,5 @@
 /* ta_lower.c: the CUDA backend's lowering rules (see ta_lower.h), derived from the
- * legality table kernels/ta_ops.def. Plain C, no CUDA: the daemon's --list-kernels prints
+ * legality table core/ta_ops.def. Plain C, no CUDA: the daemon's --list-kernels prints
  * the table, and the PTX test checks that every instruction named here is present in the
  * compiled kernels. */
 #include "ta_lower.h"

@@ -1,7 +1,7 @@
 /* ta_lower.h: the lowering rules of the CUDA backend, in plain C (always compiled, also
  * without CUDA). For every legal variant (op, dtype, sem, scope, space, output) they give
  * the exact PTX instruction(s) the prebuilt kernels in ta_cuda_kernels.cuh execute; the
- * variants come from the legality table kernels/ta_ops.def.
+ * variants come from the legality table core/ta_ops.def.
  *
  * Rules (see ../shared/PTX-ATOMICS.md):
  *  - red.* only for ops with a red form, sem relaxed or release, and no output wanted;

@@ -11,12 +11,12 @@ endif
 
 tests_check_plan_SOURCES = tests/check_plan.c $(TA_VECTORS_SOURCES)
 tests_check_plan_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_plan_LDADD = $(TACORE_LIBS) $(CHECK_LIBS)
+tests_check_plan_LDADD = $(TABACKEND_LIBS) $(CHECK_LIBS)
 
 tests_check_semantics_SOURCES = tests/check_semantics.c $(TA_VECTORS_SOURCES)
 tests_check_semantics_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_semantics_LDADD = $(TACORE_LIBS) $(CHECK_LIBS)
+tests_check_semantics_LDADD = $(TABACKEND_LIBS) $(CHECK_LIBS)
 
 tests_check_contention_SOURCES = tests/check_contention.c $(TA_VECTORS_SOURCES)
 tests_check_contention_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_contention_LDADD = $(TACORE_LIBS) $(CHECK_LIBS)
+tests_check_contention_LDADD = $(TABACKEND_LIBS) $(CHECK_LIBS)

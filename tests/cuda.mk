@@ -17,10 +17,10 @@ TESTS += tests/check_ptx
 tests_check_cuda_SOURCES = tests/check_cuda.c $(TA_VECTORS_SOURCES)
 tests_check_cuda_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests $(CUDA_CPPFLAGS)
 tests_check_cuda_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_cuda_LDADD = $(TACORE_LIBS) $(CHECK_LIBS)
+tests_check_cuda_LDADD = $(TABACKEND_LIBS) $(CHECK_LIBS)
 
 tests_check_ptx_SOURCES = tests/check_ptx.c
-tests_check_ptx_LDADD = $(TACORE_LIBS)
+tests_check_ptx_LDADD = $(TABACKEND_LIBS)
 EXTRA_DIST += tests/bench_torch.py scripts/gpu-run.sh doc/GPU-RESULTS.md
 
 if USE_CUDA
@@ -29,7 +29,7 @@ TA_PTX_ARCH = $(patsubst sm_%,compute_%,$(CUDA_ARCH))
 tests/ta_cuda.ptx: $(top_srcdir)/kernels/ta_cuda.cu $(TA_CUDA_DEPS)
 	@$(MKDIR_P) tests
 	$(AM_V_GEN)$(NVCC) -std=c++17 -O3 -arch=$(TA_PTX_ARCH) $(DEFS) -I$(top_builddir) \
-		-I$(top_srcdir)/kernels -ptx -o $@ $(top_srcdir)/kernels/ta_cuda.cu
+		-I$(top_srcdir)/core -I$(top_srcdir)/kernels -ptx -o $@ $(top_srcdir)/kernels/ta_cuda.cu
 EXTRA_tests_check_ptx_DEPENDENCIES = tests/ta_cuda.ptx
 tests_check_ptx_CPPFLAGS = $(AM_CPPFLAGS) -DTA_PTX_FILE='"$(abs_top_builddir)/tests/ta_cuda.ptx"'
 CLEANFILES += tests/ta_cuda.ptx
@@ -37,7 +37,7 @@ CLEANFILES += tests/ta_cuda.ptx
 noinst_PROGRAMS += tests/bench_gpu
 tests_bench_gpu_SOURCES = tests/bench_gpu.c
 tests_bench_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-tests_bench_gpu_LDADD = $(TACORE_LIBS)
+tests_bench_gpu_LDADD = $(TABACKEND_LIBS)
 else
 tests_check_ptx_CPPFLAGS = $(AM_CPPFLAGS)
 endif

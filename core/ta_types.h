@@ -149,15 +149,6 @@ uint16_t ta_f32_to_bf16(float value);
 /* Rounds a double to bfloat16 with a single rounding (nearest even). */
 uint16_t ta_f64_to_bf16(double value);
 
-/* Parses text as one element of dtype into out (ta_dtype_size(dtype) bytes, little
- * endian). Integers accept decimal, 0x hex and a leading sign; out-of-range integers and
- * trailing garbage are errors. Returns TA_OK or TA_INVALID_ARGUMENT with a message. */
-ta_status ta_value_parse(ta_dtype dtype, const char *text, void *out, ta_error *err);
-/* Formats one element of dtype at in as text (integers exactly, floats with enough digits
- * to round-trip: %.9g for float32, %.17g for float64, %.5g/%.4g for float16/bfloat16,
- * "nan", "inf", "-inf"). Returns the length written (snprintf semantics). */
-int ta_value_format(ta_dtype dtype, const void *in, char *buf, size_t buflen);
-
 /* Checks a tile name: 1 to TA_NAME_MAX characters of [A-Za-z0-9_.-]. */
 bool ta_name_valid(const char *name);
 
