@@ -1,8 +1,10 @@
 /* tac_codec.c: builds protobuf-c Request messages from the public argument structs and
  * checks the Responses that come back. Requests borrow the caller's operand memory (the
- * only copy made is when the message is packed into a frame). Client-side checks are
- * limited to what the encoding needs (known dtypes, ranks, byte counts, names); the daemon
- * validates everything against the tile and the legality table. */
+ * only copy made is when the message is packed into a frame). Before anything is sent,
+ * what can be checked without the tile is checked against the core's table with the
+ * daemon's own function (ta_check_variant: op in family, sem, scope, space, output), and
+ * the encoding's needs (known dtypes, ranks, byte counts, names); the daemon validates the
+ * rest against the tile. Which body answers which request comes from the table too. */
 #include "tac_internal.h"
 
 #include <stdio.h>
@@ -75,22 +77,25 @@ int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const ch
 	return TILEATOM_OK;
 }
 
-int tac_build_options(tac_msg *m, const tileatom_op_options *opts, bool force_want_old,
-                      tileatom_error *err)
+int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
+                      const tileatom_op_options *opts, tileatom_error *err)
 {
 	tileatom_op_options defaults = TILEATOM_OP_OPTIONS_INIT;
 	if (!opts)
 		opts = &defaults;
 	Tileatom__Options *o = &m->options;
 	tileatom__options__init(o);
-	if ((unsigned)opts->sem > TILEATOM_SEM_ACQ_REL)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown sem %d", (int)opts->sem);
-	if ((unsigned)opts->scope > TILEATOM_SCOPE_SYS)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown scope %d",
-		               (int)opts->scope);
-	if ((unsigned)opts->space > TILEATOM_SPACE_SHARED)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown space %d",
-		               (int)opts->space);
+	/* the core's table decides, with the daemon's own words (ta_check_variant) */
+	ta_op core_op = ta_req_op((ta_req_kind)kind);
+	if (core_op == TA_OP_NONE)
+		core_op = (ta_op)op;
+	bool force_want_old = ta_op_output(core_op) == TA_OUTPUT_ALWAYS;
+	ta_error terr = {TA_OK, ""};
+	if (ta_check_variant(ta_req_family((ta_req_kind)kind), core_op, (ta_sem)opts->sem,
+	                     (ta_scope)opts->scope, (ta_space)opts->space, opts->want_old,
+	                     &terr) != TA_OK)
+		return tac_err(err, (int)terr.code, "%s: %s", ta_req_name((ta_req_kind)kind),
+		               terr.msg);
 	o->sem = (Tileatom__Sem)opts->sem;
 	o->scope = (Tileatom__Scope)opts->scope;
 	o->space = (Tileatom__Space)opts->space;
@@ -114,11 +119,19 @@ static void msg_begin(tac_msg *m, tileatom_request_kind kind)
 	m->req.body_case = (Tileatom__Request__BodyCase)kind;
 }
 
-/* Checks that op is one of the nine atomic ops. */
-static int check_op(tileatom_op op, tileatom_error *err)
+/* Checks that the family of request kind takes op (the table's families column). */
+static int check_op(tileatom_request_kind kind, tileatom_op op, tileatom_error *err)
 {
+	ta_family family = ta_req_family((ta_req_kind)kind);
 	if (!ta_op_is_rmw((ta_op)op))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)op);
+	if (!ta_op_in_family((ta_op)op, family)) {
+		char ops[128];
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s: op %s is not %s (those are %s)", ta_req_name((ta_req_kind)kind),
+		               ta_op_name((ta_op)op), ta_family_noun(family),
+		               ta_family_ops_text(family, ops, sizeof(ops)));
+	}
 	return TILEATOM_OK;
 }
 
@@ -306,13 +319,13 @@ int tac_build_elementwise(tac_msg *m, const char *tile, tileatom_op op,
 	tileatom__elementwise_atomic_request__init(b);
 	int rc = check_name(tile, "elementwise", err);
 	if (rc == TILEATOM_OK)
-		rc = check_op(op, err);
+		rc = check_op(m->kind, op, err);
 	if (rc == TILEATOM_OK)
 		rc = opt_region(&m->region, &b->region, region, "region", err);
 	if (rc == TILEATOM_OK)
 		rc = values_compare(m, op, values, compare, &b->values, &b->compare, err);
 	if (rc == TILEATOM_OK)
-		rc = tac_build_options(m, opts, false, err);
+		rc = tac_build_options(m, m->kind, op, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	b->tile = (char *)tile;
@@ -331,7 +344,7 @@ int tac_build_scatter(tac_msg *m, const char *tile, tileatom_op op, const tileat
 	tileatom__scatter_atomic_request__init(b);
 	int rc = check_name(tile, "scatter", err);
 	if (rc == TILEATOM_OK)
-		rc = check_op(op, err);
+		rc = check_op(m->kind, op, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	if (dim < 0 || dim >= TILEATOM_MAX_RANK)
@@ -346,7 +359,7 @@ int tac_build_scatter(tac_msg *m, const char *tile, tileatom_op op, const tileat
 	if (rc == TILEATOM_OK)
 		rc = values_compare(m, op, values, NULL, &b->values, &no_compare, err);
 	if (rc == TILEATOM_OK)
-		rc = tac_build_options(m, opts, false, err);
+		rc = tac_build_options(m, m->kind, op, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	tileatom__scatter_addr__init(&m->scatter_addr);
@@ -396,7 +409,7 @@ int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op, const tileat
 	tileatom__indexed_atomic_request__init(b);
 	int rc = check_name(tile, "indexed", err);
 	if (rc == TILEATOM_OK)
-		rc = check_op(op, err);
+		rc = check_op(m->kind, op, err);
 	if (rc == TILEATOM_OK)
 		rc = opt_region(&m->region, &b->region, region, "region", err);
 	if (rc == TILEATOM_OK)
@@ -404,7 +417,7 @@ int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op, const tileat
 	if (rc == TILEATOM_OK)
 		rc = values_compare(m, op, values, compare, &b->values, &b->compare, err);
 	if (rc == TILEATOM_OK)
-		rc = tac_build_options(m, opts, false, err);
+		rc = tac_build_options(m, m->kind, op, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	b->tile = (char *)tile;
@@ -452,17 +465,11 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
                      const tileatom_array *operand, const tileatom_op_options *opts,
                      tileatom_error *err)
 {
-	static const char *const names[] = {
-	    [TILEATOM_REQ_GATHER] = "gather",
-	    [TILEATOM_REQ_SCATTER_STORE] = "scatter_store",
-	    [TILEATOM_REQ_ATOMIC_LOAD] = "atomic_load",
-	    [TILEATOM_REQ_ATOMIC_STORE] = "atomic_store",
-	};
 	msg_begin(m, kind);
-	if (kind != TILEATOM_REQ_GATHER && kind != TILEATOM_REQ_SCATTER_STORE &&
-	    kind != TILEATOM_REQ_ATOMIC_LOAD && kind != TILEATOM_REQ_ATOMIC_STORE)
+	if (ta_req_family((ta_req_kind)kind) != TA_FAMILY_MEMORY)
 		return tac_err(err, TILEATOM_E_INTERNAL, "not a memory op: %d", (int)kind);
-	const char *what = names[kind];
+	const char *what = ta_req_name((ta_req_kind)kind);
+	ta_op mop = ta_req_op((ta_req_kind)kind);
 	int rc = check_name(tile, what, err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -517,8 +524,7 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: unknown addressing kind %d",
 		               what, (int)addr->kind);
 	}
-	bool loads = kind == TILEATOM_REQ_GATHER || kind == TILEATOM_REQ_ATOMIC_LOAD;
-	rc = tac_build_options(m, opts, loads, err);
+	rc = tac_build_options(m, kind, TILEATOM_OP_NONE, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	Tileatom__Array *arr = NULL;
@@ -530,7 +536,7 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 		if (rc != TILEATOM_OK)
 			return rc;
 		arr = &m->values;
-	} else if (kind == TILEATOM_REQ_SCATTER_STORE || kind == TILEATOM_REQ_ATOMIC_STORE) {
+	} else if (ta_op_operands(mop) == TA_OPERANDS_VALUES) {
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given", what);
 	}
 	switch (kind) {
@@ -581,27 +587,17 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	return TILEATOM_OK;
 }
 
-/* The response body case each request kind expects on success. */
+/* The Response body that answers a request kind (the reply column of TA_REQUEST). */
 static Tileatom__Response__BodyCase expected_body(tileatom_request_kind kind)
 {
-	switch (kind) {
-	case TILEATOM_REQ_HELLO:
-		return TILEATOM__RESPONSE__BODY_HELLO;
-	case TILEATOM_REQ_PING:
-		return TILEATOM__RESPONSE__BODY_PING;
-	case TILEATOM_REQ_CREATE:
-	case TILEATOM_REQ_DESCRIBE:
-		return TILEATOM__RESPONSE__BODY_TILE;
-	case TILEATOM_REQ_LIST:
-		return TILEATOM__RESPONSE__BODY_LIST;
-	case TILEATOM_REQ_READ:
-		return TILEATOM__RESPONSE__BODY_DATA;
-	case TILEATOM_REQ_STATS:
-		return TILEATOM__RESPONSE__BODY_STATS;
-	case TILEATOM_REQ_DESTROY:
-		return TILEATOM__RESPONSE__BODY__NOT_SET;
+	switch ((int)kind) {
+#define TA_REQUEST(id, field, number, tile, fam, op, reply, ...)                                   \
+	case TA_REQ_##id:                                                                          \
+		return TILEATOM__RESPONSE__BODY_##reply;
+#include "ta_ops.def"
+#undef TA_REQUEST
 	default:
-		return TILEATOM__RESPONSE__BODY_OP;
+		return TILEATOM__RESPONSE__BODY__NOT_SET;
 	}
 }
 
@@ -618,14 +614,13 @@ int tac_check_response(const Tileatom__Response *r, tileatom_request_kind kind, 
 		return tac_err(err, code, "tileatomd answered %s", tileatom_strerror(code));
 	}
 	Tileatom__Response__BodyCase want = expected_body(kind);
-	/* Destroy and write may come back with or without an (empty) body. */
-	if (kind == TILEATOM_REQ_DESTROY || kind == TILEATOM_REQ_WRITE) {
+	/* Some kinds (destroy, write) may come back with or without an (empty) body. */
+	if (ta_req_reply_optional((ta_req_kind)kind)) {
 		if (r->body_case != want && r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET &&
 		    r->body_case != TILEATOM__RESPONSE__BODY_OP)
 			return tac_err(err, TILEATOM_E_PROTOCOL,
 			               "tileatomd answered a %s request with body %d",
-			               kind == TILEATOM_REQ_DESTROY ? "destroy" : "write",
-			               (int)r->body_case);
+			               ta_req_name((ta_req_kind)kind), (int)r->body_case);
 		return TILEATOM_OK;
 	}
 	if (r->body_case != want)

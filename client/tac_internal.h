@@ -114,9 +114,12 @@ TAC_HIDDEN int tac_build_array(Tileatom__Array *dst, const tileatom_array *src, 
 /* Converts a public region (rank 1..4, extents >= 1) into a wire Region. */
 TAC_HIDDEN int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const char *what,
                                 tileatom_error *err);
-/* Fills the wire Options from opts (NULL: defaults); force_want_old sets want_old. */
-TAC_HIDDEN int tac_build_options(tac_msg *m, const tileatom_op_options *opts, bool force_want_old,
-                                 tileatom_error *err);
+/* Fills the wire Options from opts (NULL: defaults) for a request of kind running op (RMW
+ * kinds; memory kinds take theirs from the table), after checking them against the core's
+ * table exactly as the daemon does (ta_check_variant); want_old is set for ops that always
+ * return what they read. */
+TAC_HIDDEN int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
+                                 const tileatom_op_options *opts, tileatom_error *err);
 
 /* Each builder initialises *m as one request (id 0: tac_conn_submit assigns it). */
 TAC_HIDDEN int tac_build_hello(tac_msg *m, const char *client_name);

@@ -12,25 +12,48 @@
 #include <unistd.h>
 
 #include "ta_types.h"
+#include "ta_wire_enums.h"
 
-/* The public enums restate the wire and core enums: keep them equal. */
-_Static_assert((int)TILEATOM_E_INTERNAL == (int)TA_INTERNAL, "status values");
-_Static_assert((int)TILEATOM_E_INTERNAL == (int)TILEATOM__STATUS__INTERNAL, "wire status");
-_Static_assert((int)TILEATOM_E_OUT_OF_RANGE == (int)TA_OUT_OF_RANGE, "status values");
-_Static_assert((int)TILEATOM_INT32 == (int)TA_DTYPE_I32, "dtype values");
-_Static_assert((int)TILEATOM_BFLOAT16 == (int)TA_DTYPE_BF16, "dtype values");
-_Static_assert((int)TILEATOM_BOOL == (int)TA_DTYPE_BOOL, "dtype values");
-_Static_assert((int)TILEATOM_BOOL == (int)TILEATOM__DTYPE__BOOL, "wire dtype values");
-_Static_assert((int)TILEATOM_OP_XOR == (int)TA_OP_XOR, "op values");
-_Static_assert((int)TILEATOM_OP_CAS == (int)TILEATOM__OP__CAS, "wire op values");
-_Static_assert((int)TILEATOM_SEM_ACQ_REL == (int)TA_SEM_ACQ_REL, "sem values");
-_Static_assert((int)TILEATOM_SCOPE_SYS == (int)TA_SCOPE_SYS, "scope values");
-_Static_assert((int)TILEATOM_SPACE_SHARED == (int)TA_SPACE_SHARED, "space values");
-_Static_assert(TILEATOM_MAX_RANK == TA_MAX_RANK, "rank limit");
-_Static_assert(TILEATOM_NAME_MAX == TA_NAME_MAX, "name limit");
-_Static_assert(TILEATOM_PROTOCOL_VERSION == TA_PROTOCOL_VERSION, "protocol version");
-_Static_assert((int)TILEATOM_REQ_STATS == (int)TILEATOM__REQUEST__BODY_STATS, "request kinds");
-_Static_assert((int)TILEATOM_REQ_PING == (int)TILEATOM__REQUEST__BODY_PING, "request kinds");
+/* The public header restates the core's enums (it is installed alone): every row of the
+ * table is tied to its public name here, and the core to the wire in ta_wire_enums.h. */
+#define TAC_PUBLIC_SAME(core, pub) _Static_assert((int)(core) == (int)(pub), #core " != " #pub)
+#define TA_DTYPE(id, wire, ...)    TAC_PUBLIC_SAME(TA_DTYPE_##id, TILEATOM_##wire);
+#include "ta_ops.def"
+#undef TA_DTYPE
+#define TAC_PUBLIC_OP_RMW(id) TAC_PUBLIC_SAME(TA_OP_##id, TILEATOM_OP_##id);
+#define TAC_PUBLIC_OP_LOAD(id)
+#define TAC_PUBLIC_OP_STORE(id)
+#define TA_OP(id, name, kind, ...) TAC_PUBLIC_OP_##kind(id)
+#include "ta_ops.def"
+#undef TA_OP
+#define TA_SEM(id, ...) TAC_PUBLIC_SAME(TA_SEM_##id, TILEATOM_SEM_##id);
+#include "ta_ops.def"
+#undef TA_SEM
+#define TA_SCOPE(id, ...) TAC_PUBLIC_SAME(TA_SCOPE_##id, TILEATOM_SCOPE_##id);
+#include "ta_ops.def"
+#undef TA_SCOPE
+#define TA_SPACE(id, ...) TAC_PUBLIC_SAME(TA_SPACE_##id, TILEATOM_SPACE_##id);
+#include "ta_ops.def"
+#undef TA_SPACE
+#define TA_ADDR(id, ...) TAC_PUBLIC_SAME(TA_ADDR_##id, TILEATOM_ADDR_##id);
+#include "ta_ops.def"
+#undef TA_ADDR
+#define TA_STATUS(id, pub) TAC_PUBLIC_SAME(TA_##id, TILEATOM_##pub);
+#include "ta_ops.def"
+#undef TA_STATUS
+#define TA_REQUEST(id, ...) TAC_PUBLIC_SAME(TA_REQ_##id, TILEATOM_REQ_##id);
+#include "ta_ops.def"
+#undef TA_REQUEST
+TAC_PUBLIC_SAME(TA_DTYPE_NONE, TILEATOM_DTYPE_NONE);
+TAC_PUBLIC_SAME(TA_OP_NONE, TILEATOM_OP_NONE);
+TAC_PUBLIC_SAME(TA_REQ_NONE, TILEATOM_REQ_NONE);
+TAC_PUBLIC_SAME(TA_MAX_RANK, TILEATOM_MAX_RANK);
+TAC_PUBLIC_SAME(TA_NAME_MAX, TILEATOM_NAME_MAX);
+TAC_PUBLIC_SAME(TA_PROTOCOL_VERSION, TILEATOM_PROTOCOL_VERSION);
+#undef TAC_PUBLIC_OP_RMW
+#undef TAC_PUBLIC_OP_LOAD
+#undef TAC_PUBLIC_OP_STORE
+#undef TAC_PUBLIC_SAME
 
 int tac_err(tileatom_error *err, int code, const char *fmt, ...)
 {

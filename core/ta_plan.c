@@ -159,80 +159,25 @@ static ta_status check_index(const ta_array_view *v, int i, ta_error *err)
 	return TA_OK;
 }
 
-/* Checks op, family, addressing, dtype, sem, scope and space against the table. */
+/* Checks the request against the table: the variant (ta_check_variant), the family's
+ * addressing forms and the tile's dtype. */
 static ta_status check_legality(const ta_tile_shape *tile, const ta_request *r, ta_error *err)
 {
+	ta_status st =
+	    ta_check_variant(r->family, r->op, r->sem, r->scope, r->space, r->want_old, err);
+	if (st != TA_OK)
+		return st;
 	const char *on = ta_op_name(r->op);
-	if (r->op <= TA_OP_NONE || r->op >= TA_OP_COUNT)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown or missing op (%d)",
-		                    (int)r->op);
-	switch (r->family) {
-	case TA_FAMILY_ELEMENTWISE:
-		if (!ta_op_is_rmw(r->op))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "op %s is not an element-wise atomic", on);
-		if (r->addr != TA_ADDR_REGION)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "element-wise atomics address a region");
-		break;
-	case TA_FAMILY_SCATTER:
-		if (!ta_op_is_rmw(r->op) || !ta_op_scatter_ok(r->op))
-			return ta_error_set(
-			    err, TA_INVALID_ARGUMENT,
-			    "scatter atomics support add, sub, min and max; %s is not allowed "
-			    "(duplicate indices make exch and cas ill-defined)",
-			    on);
-		if (r->addr != TA_ADDR_SCATTER)
-			return ta_error_set(
-			    err, TA_INVALID_ARGUMENT,
-			    "scatter atomics need scatter addressing (dim + indices)");
-		break;
-	case TA_FAMILY_INDEXED:
-		if (!ta_op_is_rmw(r->op))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "op %s is not an indexed atomic", on);
-		if (r->addr != TA_ADDR_INDEXED && r->addr != TA_ADDR_FLAT)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "indexed atomics need index tuples or flat offsets");
-		break;
-	case TA_FAMILY_MEMORY:
-		if (r->op != TA_OP_LOAD && r->op != TA_OP_STORE)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "op %s is not a load or store", on);
-		break;
-	default:
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown request family %d",
-		                    (int)r->family);
-	}
+	char allowed[128];
+	if (!ta_family_addr_ok(r->family, r->addr))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s takes %s addressing, not %s",
+		                    ta_family_noun(r->family),
+		                    ta_family_addrs_text(r->family, allowed, sizeof(allowed)),
+		                    ta_addr_name(r->addr));
 	if (!ta_op_accepts_dtype(r->op, tile->dtype))
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "op %s is not defined for dtype %s (%s needs an integer dtype)",
 		                    on, ta_dtype_name(tile->dtype), on);
-	if ((unsigned)r->sem >= TA_SEM_COUNT)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown sem %d", (int)r->sem);
-	if (!ta_op_sem_ok(r->op, r->sem))
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "sem %s is not valid for %s%s",
-		                    ta_sem_name(r->sem), on,
-		                    r->op == TA_OP_LOAD    ? " (use relaxed or acquire)"
-		                    : r->op == TA_OP_STORE ? " (use relaxed or release)"
-		                                           : "");
-	if ((unsigned)r->scope >= TA_SCOPE_COUNT)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown scope %d", (int)r->scope);
-	if ((unsigned)r->space >= TA_SPACE_COUNT)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown space %d", (int)r->space);
-	if (r->space == TA_SPACE_SHARED) {
-		if (!ta_op_shared_ok(r->op))
-			return ta_error_set(
-			    err, TA_INVALID_ARGUMENT,
-			    "space shared is not defined for %s (only add, sub, min, max, and, "
-			    "or, xor accumulate privately)",
-			    on);
-		if (r->want_old)
-			return ta_error_set(
-			    err, TA_INVALID_ARGUMENT,
-			    "space shared cannot return pre-RMW values (the private "
-			    "copy hides them); use space global");
-	}
 	return TA_OK;
 }
 
@@ -372,11 +317,13 @@ static ta_status bind_addressing(ta_plan *p, const ta_tile_shape *t, const ta_re
 static ta_status bind_data(ta_plan *p, const ta_tile_shape *t, const ta_request *r, ta_error *err)
 {
 	ta_status st;
-	bool needs_values = r->op != TA_OP_LOAD;
+	ta_operands operands = ta_op_operands(r->op);
+	bool needs_values = operands != TA_OPERANDS_PADDING;
 	if (needs_values && !r->values.present)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s needs values", ta_op_name(r->op));
 	if (!needs_values && r->values.present)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "load takes no values");
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s takes no values",
+		                    ta_op_name(r->op));
 	if (r->values.present) {
 		if ((st = check_data_operand(&r->values, t->dtype, "values", err)) != TA_OK)
 			return st;
@@ -384,10 +331,11 @@ static ta_status bind_data(ta_plan *p, const ta_tile_shape *t, const ta_request 
 		    TA_OK)
 			return st;
 	}
-	if (r->op == TA_OP_CAS) {
+	if (operands == TA_OPERANDS_VALUES_COMPARE) {
 		if (!r->compare.present)
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "cas needs compare (expected) values");
+			                    "%s needs compare (expected) values",
+			                    ta_op_name(r->op));
 		if ((st = check_data_operand(&r->compare, t->dtype, "compare", err)) != TA_OK)
 			return st;
 		if ((st = bind_operand(&p->compare, &r->compare, p->shape, p->rank, "compare",
@@ -395,7 +343,8 @@ static ta_status bind_data(ta_plan *p, const ta_tile_shape *t, const ta_request 
 			return st;
 	} else if (r->compare.present) {
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "compare values are only used by cas");
+		                    "compare values are only used by cas, not %s",
+		                    ta_op_name(r->op));
 	}
 	if (r->mask.present) {
 		if ((st = ta_array_view_check(&r->mask, "mask", err)) != TA_OK)
@@ -409,9 +358,10 @@ static ta_status bind_data(ta_plan *p, const ta_tile_shape *t, const ta_request 
 	}
 	p->padding_bits = 0;
 	if (r->padding.present) {
-		if (r->op != TA_OP_LOAD)
+		if (operands != TA_OPERANDS_PADDING)
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "padding is only used by loads");
+			                    "padding is only used by loads, not %s",
+			                    ta_op_name(r->op));
 		if ((st = check_data_operand(&r->padding, t->dtype, "padding", err)) != TA_OK)
 			return st;
 		if (r->padding.rank != 0)
@@ -464,10 +414,7 @@ ta_status ta_plan_build(ta_plan *p, const ta_tile_shape *t, const ta_request *r,
 	p->space = r->space;
 	p->addr = r->addr;
 	p->check_bounds = r->check_bounds;
-	if (r->op == TA_OP_STORE && r->want_old)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "store returns no old values (use exch for that)");
-	p->want_old = r->want_old || r->op == TA_OP_LOAD;
+	p->want_old = r->want_old || ta_op_output(r->op) == TA_OUTPUT_ALWAYS;
 	p->tile_rank = t->rank;
 	int64_t stride = 1;
 	for (int a = t->rank - 1; a >= 0; a--) {
@@ -601,9 +548,10 @@ ta_status ta_plan_check(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems
 		ta_dtype dtype;
 		bool required;
 		const char *name;
-	} operands[3] = {{&p->values, p->dtype, p->op != TA_OP_LOAD, "values"},
-	                 {&p->compare, p->dtype, p->op == TA_OP_CAS, "compare"},
-	                 {&p->mask, TA_DTYPE_BOOL, false, "mask"}};
+	} operands[3] = {
+	    {&p->values, p->dtype, ta_op_operands(p->op) != TA_OPERANDS_PADDING, "values"},
+	    {&p->compare, p->dtype, ta_op_operands(p->op) == TA_OPERANDS_VALUES_COMPARE, "compare"},
+	    {&p->mask, TA_DTYPE_BOOL, false, "mask"}};
 	for (int i = 0; i < 3; i++) {
 		const ta_operand *op = operands[i].op;
 		if ((operands[i].required && !op->data) ||

@@ -46,21 +46,8 @@
 extern "C" {
 #endif
 
-/* How destinations are addressed. */
-typedef enum ta_addr {
-	TA_ADDR_REGION = 0,  /* element-wise over a region */
-	TA_ADDR_SCATTER = 1, /* torch.scatter_ rules along scatter_dim */
-	TA_ADDR_INDEXED = 2, /* one index array per tile axis, broadcast together */
-	TA_ADDR_FLAT = 3     /* one array of row-major offsets into the region */
-} ta_addr;
-
-/* Request families: which ops and addressing forms a request kind allows. */
-typedef enum ta_family {
-	TA_FAMILY_ELEMENTWISE = 0, /* RMW ops over a region */
-	TA_FAMILY_SCATTER = 1,     /* add/sub/min/max with scatter addressing */
-	TA_FAMILY_INDEXED = 2,     /* every RMW op with indexed or flat addressing */
-	TA_FAMILY_MEMORY = 3       /* LOAD / STORE with any addressing */
-} ta_family;
+/* ta_addr (the addressing forms) and ta_family (the request families) are table enums of
+ * ta_types.h (TA_ADDR and TA_FAMILY rows of ta_ops.def). */
 
 /* A borrowed, unvalidated view of one operand array as it came off the wire. */
 typedef struct ta_array_view {

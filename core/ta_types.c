@@ -1,6 +1,7 @@
-/* ta_types.c: names, sizes and legality lookups generated from ta_ops.def; errors;
- * float16/bfloat16 conversion with a single round-to-nearest-even; element parsing and
- * formatting. Pure C with no dependencies, so the client library compiles it too. */
+/* ta_types.c: the table ta_ops.def as lookup arrays, and every question code asks of it
+ * (names, sizes, legality, families, outputs, operands, PTX names, lists of what is
+ * allowed for messages, request kinds); errors; float16/bfloat16 conversion with a single
+ * round-to-nearest-even. Pure C with no dependencies. */
 #include "ta_types.h"
 
 #include <errno.h>
@@ -14,64 +15,133 @@
 #include <strings.h>
 
 enum { KIND_INT, KIND_FLOAT, KIND_MASK };
-enum { DT_ANY, DT_INT };
+enum { DT_ANY, DT_INT, DT_NONE };
+enum { PTX_BITS, PTX_ADD, PTX_MINMAX, PTX_EXCH, PTX_TYPES };
 
 /* One row of the dtype table. */
 typedef struct dtype_row {
-	const char *name; /* wire / CLI name */
-	size_t size;      /* bytes per element */
-	int kind;         /* KIND_INT, KIND_FLOAT or KIND_MASK */
-	int is_signed;    /* 1 for signed integers and floats */
+	const char *name;           /* wire / CLI name */
+	size_t size;                /* bytes per element */
+	int kind;                   /* KIND_INT, KIND_FLOAT or KIND_MASK */
+	int is_signed;              /* 1 for signed integers and floats */
+	const char *ptx[PTX_TYPES]; /* PTX type per instruction class, "" when emulated */
 } dtype_row;
 
 static const dtype_row dtype_rows[TA_DTYPE_COUNT] = {
-    [TA_DTYPE_NONE] = {"none", 0, KIND_MASK, 0},
-#define TA_DTYPE(id, nm, sz, kind, sgn, bits, arith) [TA_DTYPE_##id] = {nm, sz, KIND_##kind, sgn},
+    [TA_DTYPE_NONE] = {"none", 0, KIND_MASK, 0, {"", "", "", ""}},
+#define TA_DTYPE(id, wire, nm, sz, kind, sgn, bits, add, minmax, exch)                             \
+	[TA_DTYPE_##id] = {nm, sz, KIND_##kind, sgn, {bits, add, minmax, exch}},
 #include "ta_ops.def"
 #undef TA_DTYPE
 };
 
 /* One row of the op table. */
 typedef struct op_row {
-	const char *name; /* wire / CLI name */
-	int dtypes;       /* DT_ANY or DT_INT */
-	int scatter;      /* scatter family accepts it */
-	int shared;       /* space=shared defined */
-	int red;          /* PTX has red.* */
-	unsigned sems;    /* bit set of legal sems */
+	const char *name;     /* wire / CLI name */
+	ta_op_kind kind;      /* RMW, LOAD or STORE */
+	int dtypes;           /* DT_ANY or DT_INT */
+	unsigned families;    /* bit set of the families that take it */
+	int shared;           /* space=shared defined */
+	int red;              /* PTX has red.* */
+	unsigned sems;        /* bit set of legal sems */
+	ta_output output;     /* whether it returns what it saw */
+	ta_operands operands; /* which operands it takes */
+	int exact;            /* DT_ANY, DT_INT or DT_NONE: dtypes where order does not matter */
+	const char *ptx;      /* PTX mnemonic */
+	int ptx_type;         /* PTX_* column of the dtype table giving its type */
 } op_row;
 
 static const op_row op_rows[TA_OP_COUNT] = {
-    [TA_OP_NONE] = {"none", DT_ANY, 0, 0, 0, 0},
-#define TA_OP(id, nm, dt, sc, sh, rd, sm) [TA_OP_##id] = {nm, DT_##dt, sc, sh, rd, sm},
+    [TA_OP_NONE] = {"none", 0, DT_NONE, 0, 0, 0, 0, 0, 0, DT_NONE, "", PTX_BITS},
+#define TA_OP(id, nm, kind, dt, fams, sh, rd, sm, out, opnds, exact, ptx, ptxty)                   \
+	[TA_OP_##id] = {nm,                                                                        \
+	                TA_KIND_##kind,                                                            \
+	                DT_##dt,                                                                   \
+	                fams,                                                                      \
+	                sh,                                                                        \
+	                rd,                                                                        \
+	                sm,                                                                        \
+	                TA_OUTPUT_##out,                                                           \
+	                TA_OPERANDS_##opnds,                                                       \
+	                DT_##exact,                                                                \
+	                ptx,                                                                       \
+	                PTX_##ptxty},
 #include "ta_ops.def"
 #undef TA_OP
 };
 
-static const char *const sem_names[TA_SEM_COUNT] = {
-#define TA_SEM(id, nm, c11) [TA_SEM_##id] = nm,
+/* One row of the sem table. */
+typedef struct sem_row {
+	const char *name; /* wire / CLI name */
+	bool acquires;    /* has an acquire part */
+	bool releases;    /* has a release part */
+	const char *ptx;  /* PTX .sem qualifier */
+} sem_row;
+
+static const sem_row sem_rows[TA_SEM_COUNT] = {
+#define TA_SEM(id, nm, acq, rel, ptx) [TA_SEM_##id] = {nm, acq, rel, ptx},
 #include "ta_ops.def"
 #undef TA_SEM
 };
 
+/* Names and PTX qualifiers of the scopes. */
 static const char *const scope_names[TA_SCOPE_COUNT] = {
 #define TA_SCOPE(id, nm, ptx) [TA_SCOPE_##id] = nm,
 #include "ta_ops.def"
 #undef TA_SCOPE
 };
+static const char *const scope_ptx[TA_SCOPE_COUNT] = {
+#define TA_SCOPE(id, nm, ptx) [TA_SCOPE_##id] = ptx,
+#include "ta_ops.def"
+#undef TA_SCOPE
+};
 
-static const char *const space_names[TA_SPACE_COUNT] = {"global", "shared"};
+static const char *const space_names[TA_SPACE_COUNT] = {
+#define TA_SPACE(id, nm) [TA_SPACE_##id] = nm,
+#include "ta_ops.def"
+#undef TA_SPACE
+};
 
-static const char *const status_names[TA_STATUS_COUNT] = {"OK",
-                                                          "INVALID_ARGUMENT",
-                                                          "NOT_FOUND",
-                                                          "ALREADY_EXISTS",
-                                                          "OUT_OF_RANGE",
-                                                          "RESOURCE_EXHAUSTED",
-                                                          "UNIMPLEMENTED",
-                                                          "UNAVAILABLE",
-                                                          "PERMISSION_DENIED",
-                                                          "INTERNAL"};
+static const char *const addr_names[TA_ADDR_COUNT] = {
+#define TA_ADDR(id, nm) [TA_ADDR_##id] = nm,
+#include "ta_ops.def"
+#undef TA_ADDR
+};
+
+/* One row of the family table. */
+typedef struct family_row {
+	const char *noun; /* "an element-wise atomic" */
+	unsigned addrs;   /* bit set of addressing forms */
+} family_row;
+
+static const family_row family_rows[TA_FAMILY_COUNT] = {
+#define TA_FAMILY(id, noun, addrs) [TA_FAMILY_##id] = {noun, addrs},
+#include "ta_ops.def"
+#undef TA_FAMILY
+};
+
+static const char *const status_names[TA_STATUS_COUNT] = {
+#define TA_STATUS(id, pub) [TA_##id] = #id,
+#include "ta_ops.def"
+#undef TA_STATUS
+};
+
+/* One row of the request-kind table. */
+typedef struct req_row {
+	const char *name;    /* Request field name; NULL for numbers that are no kind */
+	bool tile;           /* names a tile */
+	ta_family family;    /* request family, or TA_FAMILY_NONE */
+	ta_op op;            /* memory requests: LOAD / STORE */
+	bool reply_optional; /* success may come back without its body */
+	bool mutates;        /* success may change tiles */
+} req_row;
+
+static const req_row req_rows[TA_REQ_END] = {
+#define TA_REQUEST(id, field, number, tile, fam, op, reply, optional, mutates)                     \
+	[TA_REQ_##id] = {#field, tile, TA_FAMILY_##fam, TA_OP_##op, optional, mutates},
+#include "ta_ops.def"
+#undef TA_REQUEST
+};
 
 ta_status ta_error_set(ta_error *err, ta_status code, const char *fmt, ...)
 {
@@ -166,21 +236,31 @@ ta_op ta_op_parse(const char *name)
 	return TA_OP_NONE;
 }
 
+ta_op_kind ta_op_kind_of(ta_op op)
+{
+	return op_valid(op) ? op_rows[op].kind : (ta_op_kind)0;
+}
+
 bool ta_op_is_rmw(ta_op op)
 {
-	return op >= TA_OP_ADD && op <= TA_OP_XOR;
+	return ta_op_kind_of(op) == TA_KIND_RMW;
+}
+
+/* True when a dtypes / exact column value (DT_*) covers tile dtype d. */
+static bool dt_covers(int column, ta_dtype d)
+{
+	return column == DT_ANY || (column == DT_INT && ta_dtype_is_int(d));
 }
 
 bool ta_op_accepts_dtype(ta_op op, ta_dtype d)
 {
-	if (!op_valid(op) || !ta_dtype_is_tile(d))
-		return false;
-	return op_rows[op].dtypes == DT_ANY || ta_dtype_is_int(d);
+	return op_valid(op) && ta_dtype_is_tile(d) && dt_covers(op_rows[op].dtypes, d);
 }
 
-bool ta_op_scatter_ok(ta_op op)
+bool ta_op_in_family(ta_op op, ta_family family)
 {
-	return op_valid(op) && op_rows[op].scatter;
+	return op_valid(op) && (unsigned)family < TA_FAMILY_COUNT &&
+	       (op_rows[op].families >> family) & 1u;
 }
 
 bool ta_op_shared_ok(ta_op op)
@@ -198,6 +278,33 @@ bool ta_op_sem_ok(ta_op op, ta_sem sem)
 	return op_valid(op) && (unsigned)sem < TA_SEM_COUNT && (op_rows[op].sems >> sem) & 1u;
 }
 
+ta_output ta_op_output(ta_op op)
+{
+	return op_valid(op) ? op_rows[op].output : (ta_output)0;
+}
+
+ta_operands ta_op_operands(ta_op op)
+{
+	return op_valid(op) ? op_rows[op].operands : (ta_operands)0;
+}
+
+bool ta_op_order_independent(ta_op op, ta_dtype d)
+{
+	return ta_op_accepts_dtype(op, d) && dt_covers(op_rows[op].exact, d);
+}
+
+const char *ta_op_ptx(ta_op op)
+{
+	return op_valid(op) ? op_rows[op].ptx : "";
+}
+
+const char *ta_op_ptx_type(ta_op op, ta_dtype d)
+{
+	if (!ta_op_accepts_dtype(op, d))
+		return "";
+	return dtype_rows[d].ptx[op_rows[op].ptx_type];
+}
+
 bool ta_variant_legal(ta_op op, ta_dtype dtype, ta_sem sem, ta_scope scope, ta_space space,
                       bool want_old)
 {
@@ -206,11 +313,198 @@ bool ta_variant_legal(ta_op op, ta_dtype dtype, ta_sem sem, ta_scope scope, ta_s
 		return false;
 	if (space == TA_SPACE_SHARED && (!ta_op_shared_ok(op) || want_old))
 		return false;
-	if (op == TA_OP_LOAD)
+	switch (ta_op_output(op)) {
+	case TA_OUTPUT_ALWAYS:
 		return want_old;
-	if (op == TA_OP_STORE) /* a store returns nothing (exch does) */
+	case TA_OUTPUT_NEVER:
 		return !want_old;
-	return true;
+	default:
+		return true;
+	}
+}
+
+ta_status ta_check_variant(ta_family family, ta_op op, ta_sem sem, ta_scope scope, ta_space space,
+                           bool want_old, ta_error *err)
+{
+	const char *on = ta_op_name(op);
+	char allowed[128];
+	if (!op_valid(op))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown or missing op (%d)",
+		                    (int)op);
+	if ((unsigned)family >= TA_FAMILY_COUNT)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown request family %d",
+		                    (int)family);
+	if (!ta_op_in_family(op, family))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "op %s is not %s (those are %s)", on,
+		                    ta_family_noun(family),
+		                    ta_family_ops_text(family, allowed, sizeof(allowed)));
+	if ((unsigned)sem >= TA_SEM_COUNT)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown sem %d", (int)sem);
+	if (!ta_op_sem_ok(op, sem))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "sem %s is not valid for %s (use %s)",
+		                    ta_sem_name(sem), on,
+		                    ta_op_sems_text(op, allowed, sizeof(allowed)));
+	if ((unsigned)scope >= TA_SCOPE_COUNT)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown scope %d", (int)scope);
+	if ((unsigned)space >= TA_SPACE_COUNT)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown space %d", (int)space);
+	if (space == TA_SPACE_SHARED) {
+		if (!ta_op_shared_ok(op))
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "space shared is not defined for %s (only %s accumulate "
+			    "privately)",
+			    on, ta_shared_ops_text(allowed, sizeof(allowed)));
+		if (want_old)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "space shared cannot return pre-RMW values (the private "
+			    "copy hides them); use space global");
+	}
+	if (want_old && ta_op_output(op) == TA_OUTPUT_NEVER)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s returns no old values (use exch for that)", on);
+	return TA_OK;
+}
+
+/* Appends item to the list text in buf ("a", "a or b", "a, b or c"): `last` says whether
+ * item is the final one; i is its position. */
+static void list_append(char *buf, size_t n, size_t *used, int i, bool last, const char *item)
+{
+	const char *sep = i == 0 ? "" : last ? " or " : ", ";
+	if (*used < n)
+		*used += (size_t)snprintf(buf + *used, n - *used, "%s%s", sep, item);
+}
+
+/* Writes the names of the ops op_ok(op, arg) accepts as a list into buf. */
+static const char *ops_text(bool (*op_ok)(ta_op, int), int arg, char *buf, size_t n)
+{
+	int total = 0, i = 0;
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int op = 1; op < TA_OP_COUNT; op++)
+		total += op_ok((ta_op)op, arg);
+	for (int op = 1; op < TA_OP_COUNT; op++)
+		if (op_ok((ta_op)op, arg)) {
+			list_append(buf, n, &used, i, i == total - 1, op_rows[op].name);
+			i++;
+		}
+	return buf;
+}
+
+/* ops_text predicate: op in family arg. */
+static bool op_in_family_int(ta_op op, int family)
+{
+	return ta_op_in_family(op, (ta_family)family);
+}
+
+/* ops_text predicate: space shared defined for op. */
+static bool op_shared_int(ta_op op, int unused)
+{
+	(void)unused;
+	return ta_op_shared_ok(op);
+}
+
+/* ops_text predicate: op of kind arg. */
+static bool op_of_kind_int(ta_op op, int kind)
+{
+	return ta_op_kind_of(op) == (ta_op_kind)kind;
+}
+
+const char *ta_kind_ops_text(ta_op_kind kind, char *buf, size_t n)
+{
+	return ops_text(op_of_kind_int, (int)kind, buf, n);
+}
+
+const char *ta_family_ops_text(ta_family family, char *buf, size_t n)
+{
+	return ops_text(op_in_family_int, (int)family, buf, n);
+}
+
+const char *ta_shared_ops_text(char *buf, size_t n)
+{
+	return ops_text(op_shared_int, 0, buf, n);
+}
+
+const char *ta_op_sems_text(ta_op op, char *buf, size_t n)
+{
+	int total = 0, i = 0;
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int s = 0; s < TA_SEM_COUNT; s++)
+		total += ta_op_sem_ok(op, (ta_sem)s);
+	for (int s = 0; s < TA_SEM_COUNT; s++)
+		if (ta_op_sem_ok(op, (ta_sem)s)) {
+			list_append(buf, n, &used, i, i == total - 1, sem_rows[s].name);
+			i++;
+		}
+	return buf;
+}
+
+const char *ta_family_noun(ta_family family)
+{
+	return (unsigned)family < TA_FAMILY_COUNT ? family_rows[family].noun : "?";
+}
+
+bool ta_family_addr_ok(ta_family family, ta_addr addr)
+{
+	return (unsigned)family < TA_FAMILY_COUNT && (unsigned)addr < TA_ADDR_COUNT &&
+	       (family_rows[family].addrs >> addr) & 1u;
+}
+
+const char *ta_family_addrs_text(ta_family family, char *buf, size_t n)
+{
+	int total = 0, i = 0;
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int a = 0; a < TA_ADDR_COUNT; a++)
+		total += ta_family_addr_ok(family, (ta_addr)a);
+	for (int a = 0; a < TA_ADDR_COUNT; a++)
+		if (ta_family_addr_ok(family, (ta_addr)a)) {
+			list_append(buf, n, &used, i, i == total - 1, addr_names[a]);
+			i++;
+		}
+	return buf;
+}
+
+const char *ta_addr_name(ta_addr addr)
+{
+	return (unsigned)addr < TA_ADDR_COUNT ? addr_names[addr] : "?";
+}
+
+bool ta_req_valid(ta_req_kind kind)
+{
+	return (unsigned)kind < TA_REQ_END && req_rows[kind].name != NULL;
+}
+
+const char *ta_req_name(ta_req_kind kind)
+{
+	return ta_req_valid(kind) ? req_rows[kind].name : "empty";
+}
+
+bool ta_req_has_tile(ta_req_kind kind)
+{
+	return ta_req_valid(kind) && req_rows[kind].tile;
+}
+
+ta_family ta_req_family(ta_req_kind kind)
+{
+	return ta_req_valid(kind) ? req_rows[kind].family : TA_FAMILY_NONE;
+}
+
+ta_op ta_req_op(ta_req_kind kind)
+{
+	return ta_req_valid(kind) ? req_rows[kind].op : TA_OP_NONE;
+}
+
+bool ta_req_reply_optional(ta_req_kind kind)
+{
+	return ta_req_valid(kind) && req_rows[kind].reply_optional;
+}
+
+bool ta_req_mutates(ta_req_kind kind)
+{
+	return ta_req_valid(kind) && req_rows[kind].mutates;
 }
 
 /* Looks name up in a table of n names; -1 when absent. */
@@ -224,12 +518,30 @@ static int parse_name(const char *const *names, int n, const char *name)
 
 const char *ta_sem_name(ta_sem sem)
 {
-	return (unsigned)sem < TA_SEM_COUNT ? sem_names[sem] : "?";
+	return (unsigned)sem < TA_SEM_COUNT ? sem_rows[sem].name : "?";
 }
 
 int ta_sem_parse(const char *name)
 {
-	return parse_name(sem_names, TA_SEM_COUNT, name);
+	for (int s = 0; s < TA_SEM_COUNT; s++)
+		if (strcasecmp(name, sem_rows[s].name) == 0)
+			return s;
+	return -1;
+}
+
+const char *ta_sem_ptx(ta_sem sem)
+{
+	return (unsigned)sem < TA_SEM_COUNT ? sem_rows[sem].ptx : "";
+}
+
+bool ta_sem_acquires(ta_sem sem)
+{
+	return (unsigned)sem < TA_SEM_COUNT && sem_rows[sem].acquires;
+}
+
+bool ta_sem_releases(ta_sem sem)
+{
+	return (unsigned)sem < TA_SEM_COUNT && sem_rows[sem].releases;
 }
 
 const char *ta_scope_name(ta_scope scope)
@@ -247,6 +559,11 @@ int ta_scope_parse(const char *name)
 	if (s < 0 && strcasecmp(name, "system") == 0)
 		s = TA_SCOPE_SYS;
 	return s;
+}
+
+const char *ta_scope_ptx(ta_scope scope)
+{
+	return (unsigned)scope < TA_SCOPE_COUNT ? scope_ptx[scope] : "";
 }
 
 const char *ta_space_name(ta_space space)

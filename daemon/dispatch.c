@@ -25,60 +25,12 @@
 
 #include "log.h"
 #include "ta_frame.h"
+#include "ta_wire_enums.h"
 #include "tileatom.pb-c.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
 #endif
-
-/* The core enums must equal the wire enums: values cross with a plain cast. */
-#define TA_SAME(a, b) _Static_assert((int)(a) == (int)(b), #a " != " #b)
-TA_SAME(TA_OK, TILEATOM__STATUS__OK);
-TA_SAME(TA_INVALID_ARGUMENT, TILEATOM__STATUS__INVALID_ARGUMENT);
-TA_SAME(TA_NOT_FOUND, TILEATOM__STATUS__NOT_FOUND);
-TA_SAME(TA_ALREADY_EXISTS, TILEATOM__STATUS__ALREADY_EXISTS);
-TA_SAME(TA_OUT_OF_RANGE, TILEATOM__STATUS__OUT_OF_RANGE);
-TA_SAME(TA_RESOURCE_EXHAUSTED, TILEATOM__STATUS__RESOURCE_EXHAUSTED);
-TA_SAME(TA_UNIMPLEMENTED, TILEATOM__STATUS__UNIMPLEMENTED);
-TA_SAME(TA_UNAVAILABLE, TILEATOM__STATUS__UNAVAILABLE);
-TA_SAME(TA_PERMISSION_DENIED, TILEATOM__STATUS__PERMISSION_DENIED);
-TA_SAME(TA_INTERNAL, TILEATOM__STATUS__INTERNAL);
-TA_SAME(TA_STATUS_COUNT, TILEATOM__STATUS__INTERNAL + 1);
-TA_SAME(TA_DTYPE_NONE, TILEATOM__DTYPE__DTYPE_UNSPECIFIED);
-TA_SAME(TA_DTYPE_I32, TILEATOM__DTYPE__INT32);
-TA_SAME(TA_DTYPE_U32, TILEATOM__DTYPE__UINT32);
-TA_SAME(TA_DTYPE_I64, TILEATOM__DTYPE__INT64);
-TA_SAME(TA_DTYPE_U64, TILEATOM__DTYPE__UINT64);
-TA_SAME(TA_DTYPE_F32, TILEATOM__DTYPE__FLOAT32);
-TA_SAME(TA_DTYPE_F64, TILEATOM__DTYPE__FLOAT64);
-TA_SAME(TA_DTYPE_F16, TILEATOM__DTYPE__FLOAT16);
-TA_SAME(TA_DTYPE_BF16, TILEATOM__DTYPE__BFLOAT16);
-TA_SAME(TA_DTYPE_BOOL, TILEATOM__DTYPE__BOOL);
-TA_SAME(TA_DTYPE_COUNT, TILEATOM__DTYPE__BOOL + 1);
-TA_SAME(TA_OP_NONE, TILEATOM__OP__OP_UNSPECIFIED);
-TA_SAME(TA_OP_ADD, TILEATOM__OP__ADD);
-TA_SAME(TA_OP_SUB, TILEATOM__OP__SUB);
-TA_SAME(TA_OP_MIN, TILEATOM__OP__MIN);
-TA_SAME(TA_OP_MAX, TILEATOM__OP__MAX);
-TA_SAME(TA_OP_EXCH, TILEATOM__OP__EXCH);
-TA_SAME(TA_OP_CAS, TILEATOM__OP__CAS);
-TA_SAME(TA_OP_AND, TILEATOM__OP__AND);
-TA_SAME(TA_OP_OR, TILEATOM__OP__OR);
-TA_SAME(TA_OP_XOR, TILEATOM__OP__XOR);
-TA_SAME(TA_SEM_RELAXED, TILEATOM__SEM__RELAXED);
-TA_SAME(TA_SEM_ACQUIRE, TILEATOM__SEM__ACQUIRE);
-TA_SAME(TA_SEM_RELEASE, TILEATOM__SEM__RELEASE);
-TA_SAME(TA_SEM_ACQ_REL, TILEATOM__SEM__ACQ_REL);
-TA_SAME(TA_SEM_COUNT, TILEATOM__SEM__ACQ_REL + 1);
-TA_SAME(TA_SCOPE_GPU, TILEATOM__SCOPE__GPU);
-TA_SAME(TA_SCOPE_CTA, TILEATOM__SCOPE__CTA);
-TA_SAME(TA_SCOPE_CLUSTER, TILEATOM__SCOPE__CLUSTER);
-TA_SAME(TA_SCOPE_SYS, TILEATOM__SCOPE__SYS);
-TA_SAME(TA_SCOPE_COUNT, TILEATOM__SCOPE__SYS + 1);
-TA_SAME(TA_SPACE_GLOBAL, TILEATOM__SPACE__GLOBAL);
-TA_SAME(TA_SPACE_SHARED, TILEATOM__SPACE__SHARED);
-TA_SAME(TA_SPACE_COUNT, TILEATOM__SPACE__SHARED + 1);
-#undef TA_SAME
 
 /* Bytes a response needs besides the element data (ids, status, shape, counters). */
 #define RESPONSE_OVERHEAD 256u
@@ -269,14 +221,14 @@ static ta_status addressing_into(const Tileatom__Region *window, const Tileatom_
 	}
 }
 
-/* Checks that a wire op is one of the atomic ops (1..9) and returns it. */
+/* Checks that a wire op is one of the RMW ops of the table and returns it. */
 static ta_status rmw_op(Tileatom__Op wire, ta_op *op, ta_error *err)
 {
-	if ((int)wire < (int)TA_OP_ADD || (int)wire > (int)TA_OP_XOR)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "unknown or missing op (%d): use add, sub, min, max, exch, "
-		                    "cas, and, or or xor",
-		                    (int)wire);
+	if (!ta_op_is_rmw((ta_op)wire)) {
+		char ops[128];
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown or missing op (%d): use %s",
+		                    (int)wire, ta_kind_ops_text(TA_KIND_RMW, ops, sizeof(ops)));
+	}
 	*op = (ta_op)wire;
 	return TA_OK;
 }
@@ -361,8 +313,9 @@ static void set_tile_body(resp_ctx *rc, const ta_tile_info *info)
 }
 
 /* hello: checks the protocol version; answers with ours either way. */
-static ta_status do_hello(resp_ctx *rc, const Tileatom__HelloRequest *h)
+static ta_status on_hello(resp_ctx *rc, ta_tile *tile, const Tileatom__HelloRequest *h)
 {
+	(void)tile;
 	tileatom__hello_response__init(&rc->hello);
 	rc->hello.protocol_version = TA_PROTOCOL_VERSION;
 	rc->hello.server_version = (char *)PACKAGE_VERSION;
@@ -394,8 +347,9 @@ static bool all_zero(const void *p, size_t n)
 }
 
 /* create: reserve, allocate, fill, publish. */
-static ta_status do_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
+static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__CreateTileRequest *c)
 {
+	(void)unused;
 	ta_service *svc = rc->svc;
 	char shown[TA_NAME_MAX + 4];
 	ta_tile_shape shape;
@@ -444,8 +398,9 @@ static ta_status do_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 }
 
 /* destroy: unname the tile; its memory goes with the last user. */
-static ta_status do_destroy(resp_ctx *rc, const Tileatom__DestroyTileRequest *d)
+static ta_status on_destroy(resp_ctx *rc, ta_tile *tile, const Tileatom__DestroyTileRequest *d)
 {
+	(void)tile;
 	ta_tile_info info;
 	ta_status st = ta_registry_remove(rc->svc->registry, d->name, &info, &rc->err);
 	if (st == TA_OK)
@@ -454,8 +409,9 @@ static ta_status do_destroy(resp_ctx *rc, const Tileatom__DestroyTileRequest *d)
 }
 
 /* describe: what one tile is. */
-static ta_status do_describe(resp_ctx *rc, const Tileatom__DescribeTileRequest *d)
+static ta_status on_describe(resp_ctx *rc, ta_tile *unused, const Tileatom__DescribeTileRequest *d)
 {
+	(void)unused;
 	ta_tile *tile = NULL;
 	ta_status st = get_tile(rc, d->name, &tile);
 	if (st != TA_OK)
@@ -468,8 +424,10 @@ static ta_status do_describe(resp_ctx *rc, const Tileatom__DescribeTileRequest *
 }
 
 /* list: every published tile, sorted by name. */
-static ta_status do_list(resp_ctx *rc)
+static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesRequest *l)
 {
+	(void)tile;
+	(void)l;
 	size_t n = 0;
 	ta_status st = ta_registry_list(rc->svc->registry, &rc->list_infos, &n, &rc->err);
 	if (st != TA_OK)
@@ -500,7 +458,7 @@ static ta_status do_list(resp_ctx *rc)
 }
 
 /* write: STORE over a region. */
-static ta_status do_write(resp_ctx *rc, ta_tile *tile, const Tileatom__WriteRegionRequest *w)
+static ta_status on_write(resp_ctx *rc, ta_tile *tile, const Tileatom__WriteRegionRequest *w)
 {
 	ta_request req;
 	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
@@ -513,7 +471,7 @@ static ta_status do_write(resp_ctx *rc, ta_tile *tile, const Tileatom__WriteRegi
 }
 
 /* read: LOAD over a region; the values come back as the `data` body. */
-static ta_status do_read(resp_ctx *rc, ta_tile *tile, const Tileatom__ReadRegionRequest *r)
+static ta_status on_read(resp_ctx *rc, ta_tile *tile, const Tileatom__ReadRegionRequest *r)
 {
 	ta_request req;
 	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_LOAD);
@@ -575,8 +533,10 @@ static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_op op, const Tileatom
 }
 
 /* stats: backend facts and counters. */
-static ta_status do_stats(resp_ctx *rc)
+static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequest *m)
 {
+	(void)tile;
+	(void)m;
 	ta_service *svc = rc->svc;
 	tileatom__stats_response__init(&rc->stats);
 	ta_backend_info_get(svc->backend, &rc->stats_info);
@@ -594,165 +554,106 @@ static ta_status do_stats(resp_ctx *rc)
 	return TA_OK;
 }
 
-/* Name of the tile a tile-addressed request names, or NULL for the others. */
+/* ping: an empty answer. */
+static ta_status on_ping(resp_ctx *rc, ta_tile *tile, const Tileatom__PingRequest *m)
+{
+	(void)tile;
+	(void)m;
+	tileatom__ping_response__init(&rc->ping);
+	rc->resp.body_case = TILEATOM__RESPONSE__BODY_PING;
+	rc->resp.ping = &rc->ping;
+	return TA_OK;
+}
+
+/* The atomic families: each request carries its op; the family comes from the table. */
+static ta_status on_elementwise(resp_ctx *rc, ta_tile *tile,
+                                const Tileatom__ElementwiseAtomicRequest *e)
+{
+	return do_rmw(rc, tile, ta_req_family(TA_REQ_ELEMENTWISE), e->op, e->region, NULL, NULL,
+	              e->values, e->compare, e->options);
+}
+static ta_status on_scatter(resp_ctx *rc, ta_tile *tile, const Tileatom__ScatterAtomicRequest *sc)
+{
+	return do_rmw(rc, tile, ta_req_family(TA_REQ_SCATTER), sc->op, sc->region, sc->addr, NULL,
+	              sc->values, NULL, sc->options);
+}
+static ta_status on_indexed(resp_ctx *rc, ta_tile *tile, const Tileatom__IndexedAtomicRequest *x)
+{
+	return do_rmw(rc, tile, ta_req_family(TA_REQ_INDEXED), x->op, x->region, NULL, x->addr,
+	              x->values, x->compare, x->options);
+}
+
+/* The memory requests: the op (LOAD / STORE) comes from the table. */
+static ta_status on_gather(resp_ctx *rc, ta_tile *tile, const Tileatom__GatherRequest *g)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_GATHER), g->window, g->addr, NULL, g->padding,
+	                 g->options);
+}
+static ta_status on_scatter_store(resp_ctx *rc, ta_tile *tile,
+                                  const Tileatom__ScatterStoreRequest *s)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_SCATTER_STORE), s->window, s->addr, s->values,
+	                 NULL, s->options);
+}
+static ta_status on_atomic_load(resp_ctx *rc, ta_tile *tile, const Tileatom__AtomicLoadRequest *l)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_ATOMIC_LOAD), l->window, l->addr, NULL, NULL,
+	                 l->options);
+}
+static ta_status on_atomic_store(resp_ctx *rc, ta_tile *tile, const Tileatom__AtomicStoreRequest *s)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_ATOMIC_STORE), s->window, s->addr, s->values,
+	                 NULL, s->options);
+}
+
+/* Name of the tile a request runs against (the tile column of TA_REQUEST), or NULL. */
 static const char *request_tile(const Tileatom__Request *req)
 {
+#define TA_REQ_TILE_1(field) return req->field->tile;
+#define TA_REQ_TILE_0(field) return NULL;
 	switch (req->body_case) {
-	case TILEATOM__REQUEST__BODY_WRITE:
-		return req->write->tile;
-	case TILEATOM__REQUEST__BODY_READ:
-		return req->read->tile;
-	case TILEATOM__REQUEST__BODY_ELEMENTWISE:
-		return req->elementwise->tile;
-	case TILEATOM__REQUEST__BODY_SCATTER:
-		return req->scatter->tile;
-	case TILEATOM__REQUEST__BODY_INDEXED:
-		return req->indexed->tile;
-	case TILEATOM__REQUEST__BODY_GATHER:
-		return req->gather->tile;
-	case TILEATOM__REQUEST__BODY_SCATTER_STORE:
-		return req->scatter_store->tile;
-	case TILEATOM__REQUEST__BODY_ATOMIC_LOAD:
-		return req->atomic_load->tile;
-	case TILEATOM__REQUEST__BODY_ATOMIC_STORE:
-		return req->atomic_store->tile;
+#define TA_REQUEST(id, field, number, tile, ...)                                                   \
+	case TILEATOM__REQUEST__BODY_##id:                                                         \
+		TA_REQ_TILE_##tile(field)
+#include "ta_ops.def"
+#undef TA_REQUEST
 	default:
 		return NULL;
 	}
+#undef TA_REQ_TILE_1
+#undef TA_REQ_TILE_0
 }
 
-/* Short name of a request body for logs. */
-static const char *body_name(Tileatom__Request__BodyCase body)
-{
-	switch (body) {
-	case TILEATOM__REQUEST__BODY_HELLO:
-		return "hello";
-	case TILEATOM__REQUEST__BODY_PING:
-		return "ping";
-	case TILEATOM__REQUEST__BODY_CREATE:
-		return "create";
-	case TILEATOM__REQUEST__BODY_DESTROY:
-		return "destroy";
-	case TILEATOM__REQUEST__BODY_LIST:
-		return "list";
-	case TILEATOM__REQUEST__BODY_DESCRIBE:
-		return "describe";
-	case TILEATOM__REQUEST__BODY_WRITE:
-		return "write";
-	case TILEATOM__REQUEST__BODY_READ:
-		return "read";
-	case TILEATOM__REQUEST__BODY_ELEMENTWISE:
-		return "elementwise";
-	case TILEATOM__REQUEST__BODY_SCATTER:
-		return "scatter";
-	case TILEATOM__REQUEST__BODY_INDEXED:
-		return "indexed";
-	case TILEATOM__REQUEST__BODY_GATHER:
-		return "gather";
-	case TILEATOM__REQUEST__BODY_SCATTER_STORE:
-		return "scatter_store";
-	case TILEATOM__REQUEST__BODY_ATOMIC_LOAD:
-		return "atomic_load";
-	case TILEATOM__REQUEST__BODY_ATOMIC_STORE:
-		return "atomic_store";
-	case TILEATOM__REQUEST__BODY_STATS:
-		return "stats";
-	default:
-		return "empty";
-	}
-}
-
-/* Runs one decoded request; fills rc->resp's body or rc->err. */
+/* Runs one decoded request: looks its tile up when the table says it names one, then calls
+ * the on_<field> handler of its kind; fills rc->resp's body or rc->err. */
 static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 {
-	switch (req->body_case) {
-	case TILEATOM__REQUEST__BODY_HELLO:
-		return do_hello(rc, req->hello);
-	case TILEATOM__REQUEST__BODY_PING:
-		tileatom__ping_response__init(&rc->ping);
-		rc->resp.body_case = TILEATOM__RESPONSE__BODY_PING;
-		rc->resp.ping = &rc->ping;
-		return TA_OK;
-	case TILEATOM__REQUEST__BODY_CREATE:
-		return do_create(rc, req->create);
-	case TILEATOM__REQUEST__BODY_DESTROY:
-		return do_destroy(rc, req->destroy);
-	case TILEATOM__REQUEST__BODY_LIST:
-		return do_list(rc);
-	case TILEATOM__REQUEST__BODY_DESCRIBE:
-		return do_describe(rc, req->describe);
-	case TILEATOM__REQUEST__BODY_STATS:
-		return do_stats(rc);
-	case TILEATOM__REQUEST__BODY__NOT_SET:
+	ta_req_kind kind = (ta_req_kind)req->body_case;
+	if (req->body_case == TILEATOM__REQUEST__BODY__NOT_SET)
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "request %" PRIu64 " has no body (unknown request type?)",
 		                    req->id);
-	default:
-		break;
-	}
-
-	const char *name = request_tile(req);
-	if (!name)
+	if (!ta_req_valid(kind))
 		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
 		                    (int)req->body_case);
 	ta_tile *tile = NULL;
-	ta_status st = get_tile(rc, name, &tile);
-	if (st != TA_OK)
+	ta_status st;
+	if (ta_req_has_tile(kind) && (st = get_tile(rc, request_tile(req), &tile)) != TA_OK)
 		return st;
 	switch (req->body_case) {
-	case TILEATOM__REQUEST__BODY_WRITE:
-		st = do_write(rc, tile, req->write);
+#define TA_REQUEST(id, field, ...)                                                                 \
+	case TILEATOM__REQUEST__BODY_##id:                                                         \
+		st = on_##field(rc, tile, req->field);                                             \
 		break;
-	case TILEATOM__REQUEST__BODY_READ:
-		st = do_read(rc, tile, req->read);
-		break;
-	case TILEATOM__REQUEST__BODY_ELEMENTWISE: {
-		const Tileatom__ElementwiseAtomicRequest *e = req->elementwise;
-		st = do_rmw(rc, tile, TA_FAMILY_ELEMENTWISE, e->op, e->region, NULL, NULL,
-		            e->values, e->compare, e->options);
-		break;
-	}
-	case TILEATOM__REQUEST__BODY_SCATTER: {
-		const Tileatom__ScatterAtomicRequest *sc = req->scatter;
-		st = do_rmw(rc, tile, TA_FAMILY_SCATTER, sc->op, sc->region, sc->addr, NULL,
-		            sc->values, NULL, sc->options);
-		break;
-	}
-	case TILEATOM__REQUEST__BODY_INDEXED: {
-		const Tileatom__IndexedAtomicRequest *x = req->indexed;
-		st = do_rmw(rc, tile, TA_FAMILY_INDEXED, x->op, x->region, NULL, x->addr, x->values,
-		            x->compare, x->options);
-		break;
-	}
-	case TILEATOM__REQUEST__BODY_GATHER: {
-		const Tileatom__GatherRequest *g = req->gather;
-		st = do_memory(rc, tile, TA_OP_LOAD, g->window, g->addr, NULL, g->padding,
-		               g->options);
-		break;
-	}
-	case TILEATOM__REQUEST__BODY_SCATTER_STORE: {
-		const Tileatom__ScatterStoreRequest *s = req->scatter_store;
-		st = do_memory(rc, tile, TA_OP_STORE, s->window, s->addr, s->values, NULL,
-		               s->options);
-		break;
-	}
-	case TILEATOM__REQUEST__BODY_ATOMIC_LOAD: {
-		const Tileatom__AtomicLoadRequest *l = req->atomic_load;
-		st = do_memory(rc, tile, TA_OP_LOAD, l->window, l->addr, NULL, NULL, l->options);
-		break;
-	}
-	case TILEATOM__REQUEST__BODY_ATOMIC_STORE: {
-		const Tileatom__AtomicStoreRequest *s = req->atomic_store;
-		st = do_memory(rc, tile, TA_OP_STORE, s->window, s->addr, s->values, NULL,
-		               s->options);
-		break;
-	}
+#include "ta_ops.def"
+#undef TA_REQUEST
 	default:
 		st = ta_error_set(&rc->err, TA_INTERNAL, "request type %d has no handler",
 		                  (int)req->body_case);
 		break;
 	}
-	ta_tile_unref(tile);
+	if (tile)
+		ta_tile_unref(tile);
 	return st;
 }
 
@@ -844,7 +745,7 @@ static void dispatch(ta_service *svc, const uint8_t *payload, size_t len, uint8_
 			rc->resp.body_case = TILEATOM__RESPONSE__BODY__NOT_SET;
 		atomic_fetch_add(&svc->errors, 1);
 		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", req->id,
-		       body_name(req->body_case), ta_status_name(st), rc->err.msg);
+		       ta_req_name((ta_req_kind)req->body_case), ta_status_name(st), rc->err.msg);
 	}
 	encode_reply(svc, &rc->resp, false, out);
 	resp_ctx_free(rc);

@@ -44,21 +44,21 @@ enum { TA_OPD_ANY = 0, TA_OPD_INT = 1 };
 /* Per op: which dtypes it accepts (from ta_ops.def). */
 static constexpr int op_dtypes[TA_OP_COUNT] = {
     TA_OPD_ANY,
-#define TA_OP(id, name, dtypes, scatter, shared, red, sems) TA_OPD_##dtypes,
+#define TA_OP(id, name, kind, dtypes, ...) TA_OPD_##dtypes,
 #include "ta_ops.def"
 #undef TA_OP
 };
 /* Per op: 1 when space shared is defined for it (from ta_ops.def). */
 static constexpr int op_shared[TA_OP_COUNT] = {
     0,
-#define TA_OP(id, name, dtypes, scatter, shared, red, sems) shared,
+#define TA_OP(id, name, kind, dtypes, families, shared, ...) shared,
 #include "ta_ops.def"
 #undef TA_OP
 };
 /* Per dtype: INT, FLOAT or MASK (from ta_ops.def); NONE is MASK (no tile). */
 static constexpr int dtype_kind[TA_DTYPE_COUNT] = {
     ta::DK_MASK,
-#define TA_DTYPE(id, name, size, kind, sgn, bits, arith) ta::DK_##kind,
+#define TA_DTYPE(id, wire, name, size, kind, ...) ta::DK_##kind,
 #include "ta_ops.def"
 #undef TA_DTYPE
 };
@@ -139,6 +139,26 @@ extern "C" int ta_cuda_kernel_count(void)
 				     (g_shared[f][d][o] && o != TA_OP_SUB) +
 				     (g_cluster[f][d][o] && o != TA_OP_SUB);
 	return n;
+}
+
+extern "C" ta_status ta_cuda_check_tables(ta_error *err)
+{
+	pthread_once(&g_tables_once, fill_tables);
+	for (int d = 0; d < TA_DTYPE_COUNT; d++)
+		for (int o = 0; o < TA_OP_COUNT; o++) {
+			bool global = ta_op_accepts_dtype((ta_op)o, (ta_dtype)d);
+			bool shared = global && ta_op_shared_ok((ta_op)o);
+			for (int f = 0; f < TA_MODES; f++)
+				if ((g_global[f][d][o] != NULL) != global ||
+				    (g_shared[f][d][o] != NULL) != shared ||
+				    (f != ta::M_REGION && (g_cluster[f][d][o] != NULL) != shared))
+					return ta_error_set(
+					    err, TA_INTERNAL,
+					    "the CUDA kernel table disagrees with the legality table "
+					    "on %s %s (mode %d)",
+					    ta_op_name((ta_op)o), ta_dtype_name((ta_dtype)d), f);
+		}
+	return TA_OK;
 }
 
 extern "C" const char *ta_cuda_path_name(ta_cuda_path path)
@@ -305,8 +325,7 @@ static ta_cuda_path choose_path(const ta_plan *p, kargs *a, const smem_limits *l
 			block = win_bytes <= (int64_t)block_max;
 			cluster = !block && shift > 0;
 		} else {
-			bool exact =
-			    ta_dtype_is_int(p->dtype) || p->op == TA_OP_MIN || p->op == TA_OP_MAX;
+			bool exact = ta_op_order_independent(p->op, p->dtype);
 			bool eligible = exact && p->sem == TA_SEM_RELAXED &&
 			                p->addr != TA_ADDR_REGION &&
 			                __atomic_load_n(&g_auto_window, __ATOMIC_RELAXED);
@@ -961,8 +980,10 @@ extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 		             cudaGetErrorName(e), cudaGetErrorString(e));
 		return NULL;
 	}
+	/* the kernel table must match the core's rules (ta_ops.def) */
+	if (ta_cuda_check_tables(err) != TA_OK)
+		return NULL;
 	/* the kernels must load on this device (built for one architecture + its PTX) */
-	pthread_once(&g_tables_once, fill_tables);
 	cudaFuncAttributes fa;
 	e = cudaFuncGetAttributes(&fa,
 	                          (const void *)g_global[ta::M_REGION][TA_DTYPE_I32][TA_OP_ADD]);

@@ -62,7 +62,7 @@ enum kspace {
 /* Kernel-side op codes: the ta_op values, from ta_ops.def (K_SUB is never a kernel: SUB
  * runs the K_ADD kernels with the operand negated). */
 enum kop {
-#define TA_OP(id, name, dtypes, scatter, shared, red, sems) K_##id = TA_OP_##id,
+#define TA_OP(id, ...) K_##id = TA_OP_##id,
 #include "ta_ops.def"
 #undef TA_OP
 };
@@ -87,7 +87,7 @@ enum dt_kind { DK_INT, DK_FLOAT, DK_MASK };
 
 /* Per-dtype facts, from ta_ops.def: the bit container B, float or not, signed or not. */
 template <int DT> struct dt_traits;
-#define TA_DTYPE(id, name, size, kind, sgn, bits, arith)                                           \
+#define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch)                        \
 	template <> struct dt_traits<TA_DTYPE_##id> {                                              \
 		typedef bits_of<size>::B B;                                                        \
 		static constexpr bool is_float = DK_##kind == DK_FLOAT, is_signed = sgn;           \

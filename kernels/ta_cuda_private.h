@@ -52,6 +52,12 @@ int ta_cuda_cluster_windows(void);
 /* Number of kernels in the kernel table (global + shared + cluster), for tests. */
 int ta_cuda_kernel_count(void);
 
+/* Checks the compile-time kernel table against the core's legality rules: a global kernel
+ * exactly for the (dtype, op) pairs ta_op_accepts_dtype allows, a shared and a cluster
+ * kernel exactly where ta_op_shared_ok holds too. Returns TA_OK, or TA_INTERNAL naming the
+ * first pair that disagrees (the backend refuses to start then). */
+ta_status ta_cuda_check_tables(ta_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,31 +1,11 @@
 /* ta_lower.c: the CUDA backend's lowering rules (see ta_lower.h), derived from the
- * legality table core/ta_ops.def. Plain C, no CUDA: the daemon's --list-kernels prints
- * the table, and the PTX test checks that every instruction named here is present in the
- * compiled kernels. */
+ * table core/ta_ops.def: legality, PTX mnemonics and types, which (op, dtype) pairs are
+ * emulated, sem and scope qualifiers all come from its rows. Plain C, no CUDA: the daemon's
+ * --list-kernels prints the table, and the PTX test checks that every instruction named here is
+ * present in the compiled kernels. */
 #include "ta_lower.h"
 
 #include <string.h>
-
-/* PTX .bN type of each dtype (exch/cas/and/or/xor, loads and stores), from ta_ops.def. */
-static const char *const ptx_bits[TA_DTYPE_COUNT] = {
-#define TA_DTYPE(id, name, size, kind, sgn, bits, arith) [TA_DTYPE_##id] = bits,
-#include "ta_ops.def"
-#undef TA_DTYPE
-};
-
-/* PTX arithmetic type of each dtype (min/max, float add), from ta_ops.def. */
-static const char *const ptx_arith[TA_DTYPE_COUNT] = {
-#define TA_DTYPE(id, name, size, kind, sgn, bits, arith) [TA_DTYPE_##id] = arith,
-#include "ta_ops.def"
-#undef TA_DTYPE
-};
-
-/* PTX scope qualifier of each scope, from ta_ops.def. */
-static const char *const ptx_scope[TA_SCOPE_COUNT] = {
-#define TA_SCOPE(id, name, ptx) [TA_SCOPE_##id] = ptx,
-#include "ta_ops.def"
-#undef TA_SCOPE
-};
 
 bool ta_lower_legal(const ta_variant *v)
 {
@@ -34,73 +14,49 @@ bool ta_lower_legal(const ta_variant *v)
 
 bool ta_lower_uses_red(ta_op op, ta_sem sem, bool want_old)
 {
-	return ta_op_is_rmw(op) && ta_op_has_red(op) && !want_old &&
-	       (sem == TA_SEM_RELAXED || sem == TA_SEM_RELEASE);
+	/* red returns nothing and has no acquire part */
+	return ta_op_is_rmw(op) && ta_op_has_red(op) && !want_old && !ta_sem_acquires(sem);
 }
 
 bool ta_lower_emulated(ta_op op, ta_dtype dtype)
 {
-	if ((op == TA_OP_MIN || op == TA_OP_MAX) && ta_dtype_is_float(dtype))
-		return true;
-	return op == TA_OP_EXCH && ta_dtype_size(dtype) == 2;
+	return ta_op_accepts_dtype(op, dtype) && ta_op_ptx_type(op, dtype)[0] == '\0';
 }
 
-/* The PTX type suffix of the instruction that performs op on dtype ("u32", "noftz.f16",
- * "b64", ...). SUB uses ADD's. */
-static const char *op_type(ta_op op, ta_dtype dtype)
+/* The PTX .bN type of dtype (cas, and/or/xor, loads and stores; the CAS loops). */
+static const char *ptx_bits(ta_dtype dtype)
 {
-	switch (op) {
-	case TA_OP_ADD:
-	case TA_OP_SUB:
-		if (ta_dtype_is_int(dtype))
-			return ta_dtype_size(dtype) == 4 ? "u32" : "u64";
-		if (dtype == TA_DTYPE_F16)
-			return "noftz.f16";
-		if (dtype == TA_DTYPE_BF16)
-			return "noftz.bf16";
-		return ptx_arith[dtype];
-	case TA_OP_MIN:
-	case TA_OP_MAX:
-		return ta_dtype_is_int(dtype) ? ptx_arith[dtype] : ptx_bits[dtype];
-	default:
-		return ptx_bits[dtype];
-	}
-}
-
-/* PTX mnemonic of op's RMW (sub is an add). */
-static const char *op_mnemonic(ta_op op)
-{
-	return op == TA_OP_SUB ? "add" : ta_op_name(op);
+	return ta_op_ptx_type(TA_OP_CAS, dtype);
 }
 
 /* Writes the global-memory instruction of an RMW op (space global) into buf. */
 static void global_rmw(char *buf, size_t len, ta_op op, ta_dtype dtype, ta_sem sem, ta_scope scope,
                        bool want_old)
 {
-	const char *sem_name = ta_sem_name(sem);
-	const char *scope_name = ptx_scope[scope];
+	const char *sem_name = ta_sem_ptx(sem);
+	const char *scope_name = ta_scope_ptx(scope);
 	if (ta_lower_emulated(op, dtype)) {
 		snprintf(buf, len, "cas-loop(atom.%s.%s.global.cas.%s)", sem_name, scope_name,
-		         ptx_bits[dtype]);
+		         ptx_bits(dtype));
 		return;
 	}
 	const char *form = ta_lower_uses_red(op, sem, want_old) ? "red" : "atom";
 	const char *wrap = op == TA_OP_SUB ? "add-negated(" : "";
 	int n = snprintf(buf, len, "%s%s.%s.%s.global.%s.%s%s", wrap, form, sem_name, scope_name,
-	                 op_mnemonic(op), op_type(op, dtype), op == TA_OP_SUB ? ")" : "");
+	                 ta_op_ptx(op), ta_op_ptx_type(op, dtype), op == TA_OP_SUB ? ")" : "");
 	/* float add of an inf or NaN operand: the exact rule in software (canonical NaN) */
 	if ((op == TA_OP_ADD || op == TA_OP_SUB) && ta_dtype_is_float(dtype) && n > 0 &&
 	    (size_t)n < len)
 		snprintf(buf + n, len - (size_t)n,
 		         "|inf-nan-operand:cas-loop(atom.%s.%s.global.cas.%s)", sem_name,
-		         scope_name, ptx_bits[dtype]);
+		         scope_name, ptx_bits(dtype));
 }
 
 /* Writes the private-copy instruction of an RMW op into buf: on a block's window
  * (.shared) and, after "|cluster:", on a window spread over a cluster (.shared::cluster). */
 static void shared_rmw(char *buf, size_t len, ta_op op, ta_dtype dtype)
 {
-	const char *bits = ptx_bits[dtype];
+	const char *bits = ptx_bits(dtype);
 	/* floats: a CAS loop computing the core rule in software (float add: the exact
 	 * rounding and flushing of the global instruction, canonical NaNs; min/max: -0.0 and
 	 * NaN rules) */
@@ -117,9 +73,9 @@ static void shared_rmw(char *buf, size_t len, ta_op op, ta_dtype dtype)
 	if (ta_dtype_size(dtype) == 8 && op != TA_OP_ADD && op != TA_OP_SUB)
 		snprintf(cluster, sizeof cluster, "cas-loop(atom.shared::cluster.cas.%s)", bits);
 	else
-		snprintf(cluster, sizeof cluster, "red.shared::cluster.%s.%s", op_mnemonic(op),
-		         op_type(op, dtype));
-	snprintf(buf, len, "red.shared.%s.%s|cluster:%s", op_mnemonic(op), op_type(op, dtype),
+		snprintf(cluster, sizeof cluster, "red.shared::cluster.%s.%s", ta_op_ptx(op),
+		         ta_op_ptx_type(op, dtype));
+	snprintf(buf, len, "red.shared.%s.%s|cluster:%s", ta_op_ptx(op), ta_op_ptx_type(op, dtype),
 	         cluster);
 }
 
@@ -134,15 +90,9 @@ ta_status ta_lower_instr(const ta_variant *v, char *buf, size_t buflen, ta_error
 		                    ta_op_name(v->op), ta_dtype_name(v->dtype), ta_sem_name(v->sem),
 		                    ta_scope_name(v->scope), ta_space_name(v->space),
 		                    v->want_old ? "old" : "none");
-	const char *bits = ptx_bits[v->dtype];
-	const char *scope_name = ptx_scope[v->scope];
-	if (v->op == TA_OP_LOAD) {
-		snprintf(buf, buflen, "ld.%s.%s.global.%s", ta_sem_name(v->sem), scope_name, bits);
-	} else if (v->op == TA_OP_STORE) {
-		snprintf(buf, buflen, "st.%s.%s.global.%s", ta_sem_name(v->sem), scope_name, bits);
-	} else if (v->op == TA_OP_CAS) {
-		snprintf(buf, buflen, "atom.%s.%s.global.cas.%s", ta_sem_name(v->sem), scope_name,
-		         bits);
+	if (!ta_op_is_rmw(v->op)) { /* ld / st */
+		snprintf(buf, buflen, "%s.%s.%s.global.%s", ta_op_ptx(v->op), ta_sem_ptx(v->sem),
+		         ta_scope_ptx(v->scope), ta_op_ptx_type(v->op, v->dtype));
 	} else if (v->space == TA_SPACE_SHARED) {
 		char priv[TA_LOWER_INSTR_MAX], merge[TA_LOWER_INSTR_MAX];
 		shared_rmw(priv, sizeof priv, v->op, v->dtype);

@@ -10,5 +10,5 @@ proto/tileatom.pb-c.c proto/tileatom.pb-c.h: $(srcdir)/proto/tileatom.proto
 	$(PROTOC_C) --proto_path=$(srcdir)/proto --c_out=proto $(srcdir)/proto/tileatom.proto
 
 # Sources every protocol speaker compiles in (daemon, client library, tests).
-PROTO_SOURCES = proto/ta_frame.c proto/ta_frame.h
+PROTO_SOURCES = proto/ta_frame.c proto/ta_frame.h proto/ta_wire_enums.h
 nodist_PROTO_SOURCES = $(PROTO_GEN)

@@ -222,6 +222,13 @@ START_TEST(test_build_elementwise)
 	o.check_bounds = false;
 	o.want_old = true;
 	o.mask = &ma;
+	/* space shared hides the pre-RMW values: refused before sending, in the daemon's words */
+	ck_assert_int_eq(
+	    tac_build_elementwise(&m, "tile_1", TILEATOM_OP_MAX, &reg, &va, NULL, &o, &e),
+	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_str_eq(e.message, "elementwise: space shared cannot return pre-RMW values (the "
+	                            "private copy hides them); use space global");
+	o.space = TILEATOM_SPACE_GLOBAL;
 	ck_assert_int_eq(
 	    tac_build_elementwise(&m, "tile_1", TILEATOM_OP_MAX, &reg, &va, NULL, &o, &e), 0);
 	ck_assert_int_eq(m.kind, TILEATOM_REQ_ELEMENTWISE);
@@ -245,7 +252,7 @@ START_TEST(test_build_elementwise)
 	ck_assert_ptr_null(b->compare);
 	ck_assert_int_eq(b->options->sem, TILEATOM__SEM__ACQ_REL);
 	ck_assert_int_eq(b->options->scope, TILEATOM__SCOPE__SYS);
-	ck_assert_int_eq(b->options->space, TILEATOM__SPACE__SHARED);
+	ck_assert_int_eq(b->options->space, TILEATOM__SPACE__GLOBAL);
 	ck_assert(b->options->no_bounds_check);
 	ck_assert(b->options->want_old);
 	ck_assert_int_eq(b->options->mask->dtype, TILEATOM__DTYPE__BOOL);
@@ -892,20 +899,23 @@ START_TEST(test_connect_errors)
 	longpath[sizeof(longpath) - 1] = '\0';
 	ck_assert_int_eq(tileatom_connect(longpath, 1000, &c, &e), TILEATOM_E_INVALID_ARGUMENT);
 	ck_assert_int_eq(tileatom_connect("/x", 1000, NULL, &e), TILEATOM_E_INVALID_ARGUMENT);
-	/* A TCP port nobody listens on: bind one, close it, connect. */
+	/* A TCP port nobody listens on: one bound here but not listening (a connection to it
+	 * is refused), kept bound until the connect is done so that no other process (e.g. a
+	 * suite running beside this one under make -j check) can take the port meanwhile. */
 	int s = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(s, 0);
 	struct sockaddr_in sin;
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	ck_assert_int_eq(bind(s, (struct sockaddr *)&sin, sizeof(sin)), 0);
 	socklen_t sl = sizeof(sin);
-	getsockname(s, (struct sockaddr *)&sin, &sl);
-	close(s);
+	ck_assert_int_eq(getsockname(s, (struct sockaddr *)&sin, &sl), 0);
 	char addr[64];
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", (unsigned)ntohs(sin.sin_port));
 	ck_assert_int_eq(tileatom_connect(addr, 1000, &c, &e), TILEATOM_E_IO);
 	ck_assert_msg(strstr(e.message, "Connection refused"), "message: %s", e.message);
+	close(s);
 	/* Calls on a NULL handle. */
 	ck_assert_int_eq(tileatom_ping(NULL, NULL), TILEATOM_E_INVALID_ARGUMENT);
 	ck_assert_uint_eq(tileatom_pending(NULL), 0);

@@ -217,11 +217,13 @@ START_TEST(test_families)
 
 	r = elementwise(TA_OP_ADD, TA_DTYPE_I32);
 	r.addr = TA_ADDR_INDEXED;
-	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "element-wise atomics address a region", NULL);
+	expect_reject(&t, &r, TA_INVALID_ARGUMENT,
+	              "an element-wise atomic takes region addressing, not indexed", NULL);
 
 	r = elementwise(TA_OP_ADD, TA_DTYPE_I32);
 	r.family = TA_FAMILY_INDEXED;
-	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "index tuples or flat offsets", NULL);
+	expect_reject(&t, &r, TA_INVALID_ARGUMENT,
+	              "an indexed atomic takes indexed or flat addressing", NULL);
 
 	r = elementwise(TA_OP_ADD, TA_DTYPE_I32);
 	r.family = TA_FAMILY_SCATTER;
@@ -245,13 +247,14 @@ START_TEST(test_scatter_rejections)
 	ta_plan p;
 
 	r.op = TA_OP_EXCH;
-	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "exch is not allowed", "duplicate");
+	expect_reject(&t, &r, TA_INVALID_ARGUMENT,
+	              "op exch is not a scatter atomic (those are add, sub, min or max)", NULL);
 	r.op = TA_OP_CAS;
 	r.compare = view_of(TA_DTYPE_I32, 2, 2, 4, 0);
-	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "cas is not allowed", NULL);
+	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "op cas is not a scatter atomic", NULL);
 	r.compare.present = false;
 	r.op = TA_OP_AND;
-	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "and is not allowed", NULL);
+	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "op and is not a scatter atomic", NULL);
 
 	r.op = TA_OP_ADD;
 	expect_ok(&p, &t, &r);
@@ -514,7 +517,8 @@ START_TEST(test_indexed_rejections)
 	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "flat addressing takes one offsets array, got 2",
 	              NULL);
 	r.addr = (ta_addr)9;
-	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "index tuples or flat offsets", NULL);
+	expect_reject(&t, &r, TA_INVALID_ARGUMENT,
+	              "an indexed atomic takes indexed or flat addressing", NULL);
 }
 END_TEST
 

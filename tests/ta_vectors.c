@@ -734,7 +734,7 @@ static const ta_vector vectors[] = {
      .values = A1("1 1", 2),
      .compare = A1("0 0", 2),
      .status = TA_INVALID_ARGUMENT,
-     .message = "cas is not allowed"},
+     .message = "op cas is not a scatter atomic (those are add, sub, min or max)"},
     {.name = "scatter rejects exch",
      .dtype = TA_DTYPE_F32,
      .rank = 1,
@@ -746,7 +746,7 @@ static const ta_vector vectors[] = {
      .index = {A1("0 1", 2)},
      .values = A1("1 1", 2),
      .status = TA_INVALID_ARGUMENT,
-     .message = "exch is not allowed"},
+     .message = "op exch is not a scatter atomic (those are add, sub, min or max)"},
 
     /* ---- indexed ------------------------------------------------------------------------ */
     {.name = "indexed add with index tuples of shapes (3,1) and (1,4) broadcast to (3,4)",
@@ -1996,7 +1996,7 @@ int ta_vectors_sweep(ta_backend *be, ta_op only, uint64_t seed, FILE *log)
 				for (int sub = 0; sub < 2; sub++) {
 					for (int form = 0; form < F_COUNT; form++) {
 						if (form == F_SCATTER &&
-						    !ta_op_scatter_ok((ta_op)op) &&
+						    !ta_op_in_family((ta_op)op, TA_FAMILY_SCATTER) &&
 						    op != TA_OP_LOAD)
 							continue;
 						for (int variant = 0; variant < 3; variant++) {
@@ -2096,7 +2096,7 @@ static bool large_run(ta_backend *be, const large_case *lc, ta_space sp, uint64_
 	ta_request req;
 	ta_request_init(&req);
 	req.op = lc->op;
-	bool scatter = ta_op_scatter_ok(lc->op);
+	bool scatter = ta_op_in_family(lc->op, TA_FAMILY_SCATTER);
 	req.family = scatter ? TA_FAMILY_SCATTER : TA_FAMILY_INDEXED;
 	req.addr = scatter ? TA_ADDR_SCATTER : TA_ADDR_INDEXED;
 	req.n_index = 1;
