@@ -42,15 +42,73 @@ static const char global_usage[] =
     "  rm NAME                            destroy a tile\n"
     "  get NAME [--json]                  print a tile's values\n"
     "  hist NAME [FILE] [--range LO:HI]   histogram numbers into a 1-D tile\n"
-    "  add|sub|min|max|xchg|and|or|xor NAME INDEX VALUE\n"
+    "  %s NAME INDEX VALUE\n"
     "                                     atomic op on one element; prints the old value\n"
     "  cas NAME INDEX EXPECTED DESIRED    compare-and-swap; exit 0 swapped, 3 not\n"
     "  load NAME INDEX                    atomic load of one element\n"
     "  store NAME INDEX VALUE             atomic store to one element\n"
     "\n"
-    "Ops take --sem relaxed|acquire|release|acq_rel and --scope gpu|cta|cluster|sys.\n"
+    "Ops take --sem %s and --scope %s.\n"
     "INDEX is a flat row-major index or comma-separated coordinates.\n"
     "Run 'tileatom-cli COMMAND --help' for a command's options.\n";
+
+/* The CLI's name of an op (exch is spelled xchg, as in the shell tour; both parse). */
+static const char *cli_op_name(tileatom_op op)
+{
+	return op == TILEATOM_OP_EXCH ? "xchg" : tileatom_op_name(op);
+}
+
+/* Writes the sem names the library knows (until tileatom_sem_name says "?") joined by sep
+ * into buf: all of them for kind TILEATOM_REQ_NONE, else those a request of kind (running
+ * op) accepts. Returns buf. */
+static const char *sem_list(char *buf, size_t n, const char *sep, tileatom_request_kind kind,
+                            tileatom_op op)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int s = 0; strcmp(tileatom_sem_name((tileatom_sem)s), "?") != 0; s++) {
+		if (kind != TILEATOM_REQ_NONE && !tileatom_sem_allowed(kind, op, (tileatom_sem)s))
+			continue;
+		if (used < n)
+			used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? sep : "",
+			                         tileatom_sem_name((tileatom_sem)s));
+	}
+	return buf;
+}
+
+/* The scope names the library knows, joined by sep, into buf. */
+static const char *scope_list(char *buf, size_t n, const char *sep)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int s = 0; strcmp(tileatom_scope_name((tileatom_scope)s), "?") != 0; s++)
+		if (used < n)
+			used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? sep : "",
+			                         tileatom_scope_name((tileatom_scope)s));
+	return buf;
+}
+
+/* The single-value RMW ops (every op but cas) joined by '|', into buf. */
+static const char *rmw_list(char *buf, size_t n)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int op = TILEATOM_OP_NONE + 1; strcmp(tileatom_op_name((tileatom_op)op), "?") != 0;
+	     op++)
+		if (op != TILEATOM_OP_CAS && used < n)
+			used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? "|" : "",
+			                         cli_op_name((tileatom_op)op));
+	return buf;
+}
+
+/* Prints the global usage, with the op, sem and scope names from the library. */
+static void print_usage(FILE *out)
+{
+	char ops[128], sems[128], scopes[128];
+	fprintf(out, global_usage, rmw_list(ops, sizeof ops),
+	        sem_list(sems, sizeof sems, "|", TILEATOM_REQ_NONE, TILEATOM_OP_NONE),
+	        scope_list(scopes, sizeof scopes, "|"));
+}
 
 void cli_error(const char *fmt, ...)
 {
@@ -559,8 +617,10 @@ static int parse_sem_scope(const char *cmd, const cli_args *a, int si, tileatom_
 	if (a->value[si]) {
 		int s = tileatom_sem_parse(a->value[si]);
 		if (s < 0) {
-			cli_error("%s: unknown --sem '%s' (relaxed, acquire, release, acq_rel)",
-			          cmd, a->value[si]);
+			char sems[128];
+			cli_error(
+			    "%s: unknown --sem '%s' (%s)", cmd, a->value[si],
+			    sem_list(sems, sizeof sems, ", ", TILEATOM_REQ_NONE, TILEATOM_OP_NONE));
 			return CLI_EXIT_USAGE;
 		}
 		o->sem = (tileatom_sem)s;
@@ -568,8 +628,9 @@ static int parse_sem_scope(const char *cmd, const cli_args *a, int si, tileatom_
 	if (a->value[si + 1]) {
 		int s = tileatom_scope_parse(a->value[si + 1]);
 		if (s < 0) {
-			cli_error("%s: unknown --scope '%s' (gpu, cta, cluster, sys)", cmd,
-			          a->value[si + 1]);
+			char scopes[128];
+			cli_error("%s: unknown --scope '%s' (%s)", cmd, a->value[si + 1],
+			          scope_list(scopes, sizeof scopes, ", "));
 			return CLI_EXIT_USAGE;
 		}
 		o->scope = (tileatom_scope)s;
@@ -591,8 +652,13 @@ typedef enum elem_kind {
 /* Shared body of add/sub/.../cas/load/store. */
 static int run_element(int argc, char **argv, cli_global *g, elem_kind kind, tileatom_op op)
 {
-	char usage[1024];
+	char usage[1024], sems[128], scopes[128];
 	const char *cmd = argv[0];
+	/* the sems this command's request accepts (single elements go as indexed atomics or
+	 * atomic loads / stores) */
+	tileatom_request_kind rk = kind == ELEM_LOAD    ? TILEATOM_REQ_ATOMIC_LOAD
+	                           : kind == ELEM_STORE ? TILEATOM_REQ_ATOMIC_STORE
+	                                                : TILEATOM_REQ_INDEXED;
 	const char *args = kind == ELEM_CAS    ? "NAME INDEX EXPECTED DESIRED"
 	                   : kind == ELEM_LOAD ? "NAME INDEX"
 	                                       : "NAME INDEX VALUE";
@@ -601,19 +667,17 @@ static int run_element(int argc, char **argv, cli_global *g, elem_kind kind, til
 	        ? "Compare-and-swap: if the element equals EXPECTED (bitwise) it becomes\n"
 	          "DESIRED. Prints the old value; exit status 0 when the swap happened, 3 "
 	          "when not.\n"
-	    : kind == ELEM_LOAD ? "Atomically loads one element and prints it (--sem relaxed "
-	                          "or acquire).\n"
-	    : kind == ELEM_STORE
-	        ? "Atomically stores VALUE into one element (--sem relaxed or release).\n"
-	        : "Applies the atomic op to one element with VALUE and prints the old "
-	          "value.\n";
+	    : kind == ELEM_LOAD  ? "Atomically loads one element and prints it.\n"
+	    : kind == ELEM_STORE ? "Atomically stores VALUE into one element.\n"
+	                         : "Applies the atomic op to one element with VALUE and prints the "
+	                           "old value.\n";
 	snprintf(usage, sizeof(usage),
 	         "Usage: tileatom-cli [-s SOCKET] %s %s [--sem SEM] [--scope SCOPE]\n%s"
 	         "INDEX is a flat row-major index or comma-separated coordinates (e.g. 2,5).\n"
 	         "Values are parsed in the tile's dtype (decimal, 0x hex for integers).\n"
-	         "SEM: relaxed (default), acquire, release, acq_rel. SCOPE: gpu (default), cta, "
-	         "cluster, sys.\n",
-	         cmd, args, what);
+	         "SEM: %s (default relaxed). SCOPE: %s (default gpu).\n",
+	         cmd, args, what, sem_list(sems, sizeof sems, ", ", rk, op),
+	         scope_list(scopes, sizeof scopes, ", "));
 	int npos = kind == ELEM_CAS ? 4 : kind == ELEM_LOAD ? 2 : 3;
 	cli_args a;
 	int rc = cli_parse(argc, argv, op_opts, 2, npos, npos, usage, g, &a);
@@ -732,7 +796,7 @@ int main(int argc, char **argv)
 	for (; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			fputs(global_usage, stdout);
+			print_usage(stdout);
 			return CLI_EXIT_OK;
 		}
 		if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
@@ -772,7 +836,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (i >= argc) {
-		fputs(global_usage, stderr);
+		print_usage(stderr);
 		return CLI_EXIT_USAGE;
 	}
 	for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)

@@ -200,6 +200,16 @@ const char *tileatom_space_name(tileatom_space space)
 	return ta_space_name((ta_space)space);
 }
 
+int tileatom_sem_allowed(tileatom_request_kind kind, tileatom_op op, tileatom_sem sem)
+{
+	ta_family family = ta_req_family((ta_req_kind)kind);
+	ta_op core_op = ta_req_op((ta_req_kind)kind);
+	if (core_op == TA_OP_NONE)
+		core_op = (ta_op)op;
+	return family != TA_FAMILY_NONE && ta_op_in_family(core_op, family) &&
+	       ta_op_sem_ok(core_op, (ta_sem)sem);
+}
+
 int tileatom_sem_parse(const char *name)
 {
 	return name ? ta_sem_parse(name) : -1;

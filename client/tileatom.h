@@ -291,6 +291,9 @@ TA_API const char *tileatom_sem_name(tileatom_sem sem);
 TA_API const char *tileatom_scope_name(tileatom_scope scope);
 /* Name of a space ("global" or "shared"); "?" when invalid. */
 TA_API const char *tileatom_space_name(tileatom_space space);
+/* 1 when requests of kind accept sem (kind an atomic request: with op; a memory request:
+ * op is ignored), as the daemon's legality table says; 0 otherwise. */
+TA_API int tileatom_sem_allowed(tileatom_request_kind kind, tileatom_op op, tileatom_sem sem);
 /* Parses a sem name into a tileatom_sem; -1 when unknown. */
 TA_API int tileatom_sem_parse(const char *name);
 /* Parses a scope name into a tileatom_scope; -1 when unknown. */

@@ -4,3 +4,4 @@ include $(srcdir)/tests/core.mk
 include $(srcdir)/tests/service.mk
 include $(srcdir)/tests/cuda.mk
 include $(srcdir)/tests/fuzz.mk
+include $(srcdir)/tests/table.mk
