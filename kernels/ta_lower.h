@@ -3,7 +3,8 @@
  * the exact PTX instruction(s) the prebuilt kernels in ta_cuda_kernels.cuh execute; the
  * variants come from the legality table core/ta_ops.def.
  *
- * Rules (see ../shared/PTX-ATOMICS.md):
+ * Rules (from the PTX ISA's atom, red, ld and st instructions; check_ptx holds the built
+ * kernels to them):
  *  - red.* only for ops with a red form, sem relaxed or release, and no output wanted;
  *    otherwise atom.* (acquire / acq_rel without output: atom with the result discarded).
  *  - add on integers as .u32 / .u64 (two's complement: same bits for signed); sub is add

@@ -1,6 +1,7 @@
 #!/bin/sh
 # scripts/gpu-run.sh: builds the CUDA backend's tests for the GPU machine and runs them
-# there (see ../shared/GPU-NOTES.md: build here, carry the binaries, run there).
+# there: the GPU machine has no toolchain for the project, so everything is built here,
+# carried over as binaries and run there.
 #
 #   scripts/gpu-run.sh pack [BUILD]   here: build check_cuda and bench_gpu in BUILD (default
 #                                     build-gpu, configured --with-cuda --disable-shared) and
