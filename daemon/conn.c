@@ -10,7 +10,10 @@
  * payload that does not decode is answered by the worker with close_after; in all three
  * cases the queue is dropped and the connection shuts down after the last response. Read
  * and write errors close at once. Memory is freed in the close callback, or later when
- * the running request completes. */
+ * the running request completes.
+ *
+ * Life cycle: conn->state (conn.h's table) changes only in conn_transition, which checks
+ * the table in legal_next. The server is reached only through server.h's functions. */
 #include "conn.h"
 
 #include <inttypes.h>
@@ -18,11 +21,94 @@
 #include <string.h>
 
 #include "log.h"
+/* conn.c sees struct ta_server only through server.h's functions. */
+#define TA_SERVER_OPAQUE
 #include "server.h"
 
 static void conn_update_reading(ta_conn *conn);
 static void conn_maybe_finish(ta_conn *conn);
 static void conn_pump(ta_conn *conn);
+
+/* Bit of a state in a set of states. */
+#define STATE_BIT(s) (1u << (s))
+
+/* The legal transitions: for each state, the set of states it may move to (conn.h's table). */
+static const unsigned legal_next[] = {
+    [TA_CONN_NEW] =
+        STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) | STATE_BIT(TA_CONN_CLOSING),
+    [TA_CONN_READING] =
+        STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) | STATE_BIT(TA_CONN_CLOSING),
+    [TA_CONN_PAUSED] =
+        STATE_BIT(TA_CONN_READING) | STATE_BIT(TA_CONN_DRAINING) | STATE_BIT(TA_CONN_CLOSING),
+    [TA_CONN_DRAINING] = STATE_BIT(TA_CONN_SHUTTING_DOWN) | STATE_BIT(TA_CONN_CLOSING),
+    [TA_CONN_SHUTTING_DOWN] = STATE_BIT(TA_CONN_CLOSING),
+    [TA_CONN_CLOSING] = STATE_BIT(TA_CONN_CLOSED),
+    [TA_CONN_CLOSED] = 0,
+};
+
+const char *ta_conn_state_name(ta_conn_state state)
+{
+	switch (state) {
+	case TA_CONN_NEW:
+		return "new";
+	case TA_CONN_READING:
+		return "reading";
+	case TA_CONN_PAUSED:
+		return "paused";
+	case TA_CONN_DRAINING:
+		return "draining";
+	case TA_CONN_SHUTTING_DOWN:
+		return "shutting down";
+	case TA_CONN_CLOSING:
+		return "closing";
+	case TA_CONN_CLOSED:
+		return "closed";
+	}
+	return "invalid";
+}
+
+/* The one place conn->state changes. An illegal transition is a bug: it is logged at error
+ * level and refused (the state stays; false is returned); built with -DTA_DEBUG it aborts. */
+static bool conn_transition(ta_conn *conn, ta_conn_state to)
+{
+	ta_conn_state from = conn->state;
+	if ((unsigned)from < sizeof(legal_next) / sizeof(legal_next[0]) &&
+	    (unsigned)to < sizeof(legal_next) / sizeof(legal_next[0]) &&
+	    (legal_next[from] & STATE_BIT(to))) {
+		conn->state = to;
+		return true;
+	}
+	ta_log(TA_LOG_ERR, "connection %" PRIu64 ": bug: illegal state transition %s -> %s",
+	       conn->serial, ta_conn_state_name(from), ta_conn_state_name(to));
+#ifdef TA_DEBUG
+	abort();
+#endif
+	return false;
+}
+
+/* True once uv_close was issued: nothing more is read, run or written (relies on the
+ * enum's order). */
+static bool conn_closing(const ta_conn *conn)
+{
+	return conn->state >= TA_CONN_CLOSING;
+}
+
+/* True while more requests may still be read: NEW, READING, PAUSED (enum order). */
+static bool conn_may_read(const ta_conn *conn)
+{
+	return conn->state <= TA_CONN_PAUSED;
+}
+
+/* No more requests will be read (EOF, a bad frame, close_after, a refused connection,
+ * server drain): stops reading and enters DRAINING; a no-op once reads already ended. */
+static void conn_end_reads(ta_conn *conn)
+{
+	if (!conn_may_read(conn))
+		return;
+	if (conn->state == TA_CONN_READING)
+		uv_read_stop(&conn->h.stream);
+	conn_transition(conn, TA_CONN_DRAINING);
+}
 
 /* Frees an item and whatever it still owns. */
 static void item_free(ta_conn_item *item)
@@ -49,7 +135,7 @@ static void conn_drop_queue(ta_conn *conn)
 /* Frees the connection once its handle is closed and no request of it is running. */
 static void conn_maybe_free(ta_conn *conn)
 {
-	if (!conn->handle_closed || conn->inflight)
+	if (conn->state != TA_CONN_CLOSED || conn->inflight)
 		return;
 	conn_drop_queue(conn);
 	ta_frame_reader_free(&conn->reader);
@@ -63,20 +149,18 @@ static void conn_maybe_free(ta_conn *conn)
 static void on_close(uv_handle_t *handle)
 {
 	ta_conn *conn = handle->data;
-	conn->handle_closed = true;
+	conn_transition(conn, TA_CONN_CLOSED);
 	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 " closed", conn->serial);
 	conn_maybe_free(conn);
 }
 
 void ta_conn_close(ta_conn *conn)
 {
-	if (conn->closing)
+	if (conn_closing(conn))
 		return;
-	conn->closing = true;
-	conn->read_done = true;
-	if (conn->reading)
+	if (conn->state == TA_CONN_READING)
 		uv_read_stop(&conn->h.stream);
-	conn->reading = false;
+	conn_transition(conn, TA_CONN_CLOSING);
 	conn_drop_queue(conn);
 	uv_close(&conn->h.handle, on_close);
 }
@@ -99,7 +183,7 @@ static void conn_enqueue(ta_conn *conn, ta_conn_item *item)
  * reading. Returns false when even that could not be allocated (the caller closes). */
 static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
 {
-	conn->read_done = true;
+	conn_end_reads(conn);
 	ta_conn_item *item = calloc(1, sizeof(*item));
 	if (!item)
 		return false;
@@ -114,7 +198,7 @@ static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
 static void item_work(ta_job *job)
 {
 	ta_conn_item *item = (ta_conn_item *)job;
-	ta_service *svc = item->conn->srv->svc;
+	ta_service *svc = ta_server_service(item->conn->srv);
 	if (item->synthetic) {
 		ta_dispatch_error(svc, 0, item->code, item->msg, true, &item->reply);
 	} else {
@@ -139,7 +223,7 @@ static void on_write(uv_write_t *req, int status)
 	free(w);
 	conn->writes_pending--;
 	if (status < 0) {
-		if (!conn->closing) {
+		if (!conn_closing(conn)) {
 			ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s",
 			       conn->serial, uv_strerror(status));
 			ta_conn_close(conn);
@@ -182,11 +266,12 @@ static void item_done(ta_job *job);
 /* Sends the head of the FIFO to the executor when nothing of this connection runs. */
 static void conn_pump(ta_conn *conn)
 {
-	if (conn->closing || conn->inflight || !conn->q_head)
+	if (conn_closing(conn) || conn->inflight || !conn->q_head)
 		return;
 	/* Backpressure: no new response while the unsent ones are over the bound; on_write
 	 * pumps again as they drain. */
-	if (uv_stream_get_write_queue_size(&conn->h.stream) >= conn->srv->cfg->max_write_queue)
+	if (uv_stream_get_write_queue_size(&conn->h.stream) >=
+	    ta_server_config(conn->srv)->max_write_queue)
 		return;
 	ta_conn_item *item = conn->q_head;
 	conn->q_head = item->next;
@@ -198,7 +283,7 @@ static void conn_pump(ta_conn *conn)
 	item->job.work = item_work;
 	item->job.done = item_done;
 	conn->inflight = item;
-	ta_executor_submit(&conn->srv->executor, &item->job);
+	ta_server_submit(conn->srv, &item->job);
 }
 
 /* Loop side of an item: write the response, go on with the next request. */
@@ -207,7 +292,7 @@ static void item_done(ta_job *job)
 	ta_conn_item *item = (ta_conn_item *)job;
 	ta_conn *conn = item->conn;
 	conn->inflight = NULL;
-	if (conn->closing) {
+	if (conn_closing(conn)) {
 		item_free(item);
 		conn_maybe_free(conn);
 		return;
@@ -220,7 +305,7 @@ static void item_done(ta_job *job)
 	if (frame && !conn_write_frame(conn, frame, len))
 		return;
 	if (close_after) {
-		conn->read_done = true;
+		conn_end_reads(conn);
 		conn_drop_queue(conn);
 	}
 	conn_pump(conn);
@@ -240,7 +325,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 {
 	char msg[256];
-	while (len > 0 && !conn->read_done) {
+	while (len > 0 && conn_may_read(conn)) {
 		ta_frame_status st = ta_frame_reader_feed(&conn->reader, &data, &len);
 		if (st == TA_FRAME_NEED_MORE)
 			break;
@@ -267,7 +352,7 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 			snprintf(msg, sizeof(msg),
 			         "frame of %" PRIu32 " bytes exceeds the limit of %" PRIu32
 			         " bytes (max_frame); closing the connection",
-			         announced, conn->srv->cfg->max_frame);
+			         announced, ta_server_config(conn->srv)->max_frame);
 		else
 			snprintf(msg, sizeof(msg),
 			         "out of memory for a frame of %" PRIu32
@@ -285,10 +370,10 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
 	ta_conn *conn = stream->data;
 	(void)buf;
-	if (nread == 0 || conn->closing)
+	if (nread == 0 || conn_closing(conn))
 		return;
 	if (nread == UV_EOF) {
-		conn->read_done = true;
+		conn_end_reads(conn);
 		if (conn->reader.header_have > 0) {
 			char msg[256];
 			snprintf(msg, sizeof(msg),
@@ -309,7 +394,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		return;
 	} else {
 		conn_consume(conn, (const uint8_t *)conn->rbuf, (size_t)nread);
-		if (conn->closing)
+		if (conn_closing(conn))
 			return;
 	}
 	conn_pump(conn);
@@ -317,15 +402,17 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	conn_maybe_finish(conn);
 }
 
-/* Starts or stops reading according to the bounds and the connection's state. */
+/* Backpressure: READING <-> PAUSED according to the bounds (other states: nothing to do,
+ * reads are already stopped for good). */
 static void conn_update_reading(ta_conn *conn)
 {
-	const ta_config *cfg = conn->srv->cfg;
-	bool want = !conn->closing && !conn->read_done && !conn->shutdown_sent &&
-	            !conn->srv->draining && conn->q_len < (unsigned)cfg->max_pending &&
+	if (conn->state != TA_CONN_READING && conn->state != TA_CONN_PAUSED)
+		return;
+	const ta_config *cfg = ta_server_config(conn->srv);
+	bool want = conn->q_len < (unsigned)cfg->max_pending &&
 	            conn->q_bytes < (uint64_t)cfg->max_frame &&
 	            uv_stream_get_write_queue_size(&conn->h.stream) < cfg->max_write_queue;
-	if (want && !conn->reading) {
+	if (want && conn->state == TA_CONN_PAUSED) {
 		int rc = uv_read_start(&conn->h.stream, on_alloc, on_read);
 		if (rc != 0) {
 			ta_log(TA_LOG_WARNING, "connection %" PRIu64 ": cannot read: %s",
@@ -333,10 +420,10 @@ static void conn_update_reading(ta_conn *conn)
 			ta_conn_close(conn);
 			return;
 		}
-		conn->reading = true;
-	} else if (!want && conn->reading) {
+		conn_transition(conn, TA_CONN_READING);
+	} else if (!want && conn->state == TA_CONN_READING) {
 		uv_read_stop(&conn->h.stream);
-		conn->reading = false;
+		conn_transition(conn, TA_CONN_PAUSED);
 	}
 }
 
@@ -348,18 +435,12 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 	ta_conn_close(conn);
 }
 
-/* Shuts the connection down once no more requests will come and all are answered. */
+/* DRAINING -> SHUTTING_DOWN once no more requests will come and all are answered. */
 static void conn_maybe_finish(ta_conn *conn)
 {
-	if (conn->closing || conn->shutdown_sent)
+	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight)
 		return;
-	if (!(conn->read_done || conn->srv->draining) || conn->q_head || conn->inflight)
-		return;
-	conn->shutdown_sent = true;
-	if (conn->reading) {
-		uv_read_stop(&conn->h.stream);
-		conn->reading = false;
-	}
+	conn_transition(conn, TA_CONN_SHUTTING_DOWN);
 	int rc = uv_shutdown(&conn->shutdown_req, &conn->h.stream, on_shutdown);
 	if (rc != 0)
 		ta_conn_close(conn);
@@ -370,8 +451,8 @@ ta_conn *ta_conn_new(ta_server *srv, bool tcp)
 	ta_conn *conn = calloc(1, sizeof(*conn));
 	if (!conn)
 		return NULL;
-	int rc =
-	    tcp ? uv_tcp_init(srv->loop, &conn->h.tcp) : uv_pipe_init(srv->loop, &conn->h.pipe, 0);
+	uv_loop_t *loop = ta_server_loop(srv);
+	int rc = tcp ? uv_tcp_init(loop, &conn->h.tcp) : uv_pipe_init(loop, &conn->h.pipe, 0);
 	if (rc != 0) {
 		ta_log(TA_LOG_ERR, "cannot initialise a connection handle: %s", uv_strerror(rc));
 		free(conn);
@@ -379,14 +460,16 @@ ta_conn *ta_conn_new(ta_server *srv, bool tcp)
 	}
 	conn->h.handle.data = conn;
 	conn->srv = srv;
-	conn->serial = ++srv->next_serial;
-	ta_frame_reader_init(&conn->reader, srv->cfg->max_frame);
+	conn->serial = ta_server_next_serial(srv);
+	conn->state = TA_CONN_NEW;
+	ta_frame_reader_init(&conn->reader, ta_server_config(srv)->max_frame);
 	return conn;
 }
 
 void ta_conn_start(ta_conn *conn)
 {
-	conn_update_reading(conn);
+	if (conn_transition(conn, TA_CONN_PAUSED))
+		conn_update_reading(conn);
 }
 
 void ta_conn_reject(ta_conn *conn, ta_status code, const char *msg)
@@ -400,8 +483,8 @@ void ta_conn_reject(ta_conn *conn, ta_status code, const char *msg)
 
 void ta_conn_drain(ta_conn *conn)
 {
-	if (conn->closing)
+	if (conn_closing(conn))
 		return;
-	conn_update_reading(conn);
+	conn_end_reads(conn);
 	conn_maybe_finish(conn);
 }

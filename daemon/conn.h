@@ -11,7 +11,40 @@
  * answered, then the connection shuts down and closes. A read or write error closes at
  * once, dropping queued requests. A request already running always completes; when the
  * connection is gone by then, its response is dropped. The struct is freed only in the
- * close callback, and only when no request of it is running. */
+ * close callback, and only when no request of it is running.
+ *
+ * Life cycle: conn->state, changed only by conn.c's one transition function, which
+ * refuses (and logs at error level as a bug) any transition not in the table below.
+ *
+ *   NEW            handle initialised, not started; nothing read yet
+ *   READING        reads allowed and uv_read_start in effect
+ *   PAUSED         reads allowed but stopped: a bound is reached (backpressure)
+ *   DRAINING       no more reads, ever; queued requests still run and are answered
+ *   SHUTTING_DOWN  every request answered; uv_shutdown issued, waiting for its callback
+ *   CLOSING        uv_close issued; queue dropped; a running request still completes
+ *   CLOSED         the close callback ran; freed as soon as no request of it runs
+ *
+ *   from             to             when
+ *   NEW              PAUSED         ta_conn_start (then on to READING at once)
+ *   READING          PAUSED         a bound is reached: FIFO full or responses unsent
+ *   PAUSED           READING        every bound is clear again (uv_read_start succeeded)
+ *   NEW, READING,    DRAINING       EOF, a frame over max_frame, out of memory for a
+ *    PAUSED                          frame, a reply with close_after, ta_conn_reject
+ *                                    (NEW: one error response, then the end), or
+ *                                    ta_conn_drain (server shutdown)
+ *   DRAINING         SHUTTING_DOWN  FIFO empty and nothing running (last response queued)
+ *   NEW, READING,    CLOSING        ta_conn_close: read or write error, out of memory,
+ *    PAUSED,                         uv_read_start or uv_shutdown failed, the shutdown
+ *    DRAINING,                       callback (from SHUTTING_DOWN), accept failed or the
+ *    SHUTTING_DOWN                   server already draining (from NEW), forced shutdown
+ *   CLOSING          CLOSED         the uv_close callback
+ *
+ * uv_read_start is in effect only in READING: leaving it for PAUSED, DRAINING or
+ * CLOSING calls uv_read_stop (at EOF libuv has stopped already; the call is harmless).
+ *
+ * Not part of the life cycle: `counted` (whether the connection holds a max_connections
+ * slot), which the server fixes at accept and reads when the connection is freed; a
+ * refused connection runs through the same states uncounted. */
 #ifndef TA_DAEMON_CONN_H
 #define TA_DAEMON_CONN_H
 
@@ -27,6 +60,17 @@ struct ta_server;
 
 /* Bytes of the per-connection read buffer handed to libuv. */
 #define TA_CONN_READ_BUFFER 65536
+
+/* Life cycle of a connection, in the order it runs through (see the table above). */
+typedef enum ta_conn_state {
+	TA_CONN_NEW,           /* initialised, not started */
+	TA_CONN_READING,       /* reading requests */
+	TA_CONN_PAUSED,        /* reading stopped for backpressure */
+	TA_CONN_DRAINING,      /* no more reads; queued requests still answered */
+	TA_CONN_SHUTTING_DOWN, /* uv_shutdown issued after the last response */
+	TA_CONN_CLOSING,       /* uv_close issued */
+	TA_CONN_CLOSED         /* close callback ran */
+} ta_conn_state;
 
 /* One request waiting for or running on the executor. */
 typedef struct ta_conn_item {
@@ -61,12 +105,8 @@ struct ta_conn {
 	ta_conn_item *inflight;            /* the request on the executor, or NULL */
 	unsigned writes_pending;           /* uv_write requests not yet completed */
 	uv_shutdown_t shutdown_req;        /* shutdown after the last response */
-	bool counted;                      /* counted in nactive / service connections */
-	bool reading;                      /* uv_read_start is in effect */
-	bool read_done;                    /* no more requests will be read (EOF, error, limit) */
-	bool shutdown_sent;                /* uv_shutdown issued */
-	bool closing;                      /* uv_close issued */
-	bool handle_closed;                /* the close callback ran */
+	ta_conn_state state;               /* life cycle (see the top of this file) */
+	bool counted;                      /* holds a max_connections slot (server's, at accept) */
 };
 
 /* Allocates a connection of the server's listener type (tcp: true for TCP) and
@@ -80,5 +120,7 @@ void ta_conn_reject(struct ta_conn *conn, ta_status code, const char *msg);
 void ta_conn_close(struct ta_conn *conn);
 /* Server shutdown: stop reading, finish queued requests, then shut down and close. */
 void ta_conn_drain(struct ta_conn *conn);
+/* Name of a state, for logs ("reading", "closing", ...). */
+const char *ta_conn_state_name(ta_conn_state state);
 
 #endif /* TA_DAEMON_CONN_H */

@@ -33,6 +33,31 @@
 /* Listen backlog of both listeners. */
 #define LISTEN_BACKLOG 128
 
+uv_loop_t *ta_server_loop(const ta_server *srv)
+{
+	return srv->loop;
+}
+
+const ta_config *ta_server_config(const ta_server *srv)
+{
+	return srv->cfg;
+}
+
+ta_service *ta_server_service(const ta_server *srv)
+{
+	return srv->svc;
+}
+
+void ta_server_submit(ta_server *srv, ta_job *job)
+{
+	ta_executor_submit(&srv->executor, job);
+}
+
+uint64_t ta_server_next_serial(ta_server *srv)
+{
+	return ++srv->next_serial;
+}
+
 void ta_server_conn_gone(ta_server *srv, ta_conn *conn)
 {
 	if (conn->prev)
