@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "log.h"
 #include "ta_frame.h"
 #include "ta_wire_enums.h"
@@ -59,7 +60,10 @@ typedef struct resp_ctx {
 	Tileatom__StatsResponse stats;    /* stats body */
 	ta_backend_info stats_info;       /* storage behind stats strings */
 	int64_t data_shape[TA_MAX_RANK];  /* shape behind data */
-	void *old_buf;                    /* malloc'd values returned by a plan */
+	void *old_buf;                    /* values returned by a plan (arena memory) */
+	ta_arena *arena;                  /* where this request's memory comes from */
+	int64_t inline_max;               /* >= 0: defer requests of more elements */
+	bool deferred;                    /* the request was left for a worker: no reply */
 } resp_ctx;
 
 void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry,
@@ -247,6 +251,10 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	ta_status st = ta_plan_build(&plan, &tile->shape, req, &rc->err);
 	if (st != TA_OK)
 		return st;
+	if (rc->inline_max >= 0 && plan.count > rc->inline_max) {
+		rc->deferred = true; /* nothing was applied: a worker runs it from the start */
+		return TA_OK;
+	}
 	size_t es = ta_dtype_size(plan.dtype);
 	uint64_t old_bytes = 0;
 	if (plan.want_old) {
@@ -259,7 +267,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 			    " bytes (max_frame); address fewer elements per request "
 			    "(nothing was applied)",
 			    old_bytes, svc->max_frame);
-		rc->old_buf = malloc(old_bytes ? (size_t)old_bytes : 1);
+		rc->old_buf = ta_arena_alloc(rc->arena, old_bytes ? (size_t)old_bytes : 1);
 		if (!rc->old_buf)
 			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
 			                    "out of memory for %" PRIu64 " bytes of values",
@@ -363,6 +371,17 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 	for (size_t a = 0; a < c->n_shape; a++)
 		shape.shape[a] = c->shape[a];
 
+	if (c->fill && rc->inline_max >= 0) {
+		/* filling a large tile is a large request: leave it to a worker */
+		int64_t n = 1;
+		for (size_t a = 0; a < c->n_shape; a++)
+			if (c->shape[a] > 0 && __builtin_mul_overflow(n, c->shape[a], &n))
+				n = INT64_MAX;
+		if (n > rc->inline_max) {
+			rc->deferred = true;
+			return TA_OK;
+		}
+	}
 	ta_tile *tile = NULL;
 	ta_status st = ta_registry_create(svc->registry, c->name, &shape, &tile, &rc->err);
 	if (st != TA_OK)
@@ -660,23 +679,23 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 /* Frees what a resp_ctx allocated. */
 static void resp_ctx_free(resp_ctx *rc)
 {
-	free(rc->old_buf);
 	free(rc->list_items);
 	free(rc->list_ptrs);
 	free(rc->list_infos);
 }
 
-/* Encodes rc->resp into out; falls back to a short RESOURCE_EXHAUSTED error response when
- * the response does not fit in a frame or its buffer cannot be allocated, and to nothing
- * (close) when even that fails. */
-static void encode_reply(ta_service *svc, Tileatom__Response *resp, bool close_after, ta_reply *out)
+/* Appends rc->resp to out; falls back to a short RESOURCE_EXHAUSTED error response when
+ * the response does not fit in a frame or memory is short, and to nothing (close) when
+ * even that fails. Returns close_after, or true when nothing could be appended. */
+static bool append_reply(ta_service *svc, Tileatom__Response *resp, bool close_after,
+                         ta_frame_buf *out)
 {
-	out->close_after = close_after;
-	if (ta_frame_encode(&resp->base, svc->max_frame, &out->frame, &out->len) == 0)
-		return;
+	int rc = ta_frame_append(&resp->base, svc->max_frame, out);
+	if (rc == 0)
+		return close_after;
 	size_t size = protobuf_c_message_get_packed_size(&resp->base);
 	char msg[256];
-	if (size > svc->max_frame)
+	if (rc == -1)
 		snprintf(msg, sizeof(msg),
 		         "the response needs %zu bytes, over the frame limit of %" PRIu32
 		         " bytes (max_frame)",
@@ -687,78 +706,122 @@ static void encode_reply(ta_service *svc, Tileatom__Response *resp, bool close_a
 	small.id = resp->id;
 	small.status = TILEATOM__STATUS__RESOURCE_EXHAUSTED;
 	small.message = msg;
-	if (ta_frame_encode(&small.base, svc->max_frame, &out->frame, &out->len) != 0) {
+	if (ta_frame_append(&small.base, svc->max_frame, out) != 0) {
 		ta_log(TA_LOG_ERR, "cannot encode a response: out of memory");
-		out->frame = NULL;
-		out->len = 0;
-		out->close_after = true;
+		return true;
 	}
+	return close_after;
+}
+
+/* Hands the bytes of buf over to a ta_reply. */
+static void reply_from_buf(ta_frame_buf *buf, bool close_after, ta_reply *out)
+{
+	out->frame = buf->data;
+	out->len = buf->len;
+	out->close_after = close_after;
+	if (!out->frame)
+		out->len = 0;
 }
 
 void ta_dispatch_error(ta_service *svc, uint64_t id, ta_status code, const char *msg,
                        bool close_after, ta_reply *out)
+{
+	ta_frame_buf buf = {NULL, 0, 0};
+	close_after = ta_dispatch_error_append(svc, id, code, msg, close_after, &buf);
+	reply_from_buf(&buf, close_after, out);
+}
+
+bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, const char *msg,
+                              bool close_after, ta_frame_buf *out)
 {
 	Tileatom__Response resp = TILEATOM__RESPONSE__INIT;
 	resp.id = id;
 	resp.status = (Tileatom__Status)code;
 	resp.message = (char *)msg;
 	atomic_fetch_add(&svc->errors, 1);
-	encode_reply(svc, &resp, close_after, out);
+	return append_reply(svc, &resp, close_after, out);
 }
 
-/* Decodes and runs one payload; frees it right after decoding when owned (the decoded
- * message holds its own copy of every field). */
-static void dispatch(ta_service *svc, const uint8_t *payload, size_t len, uint8_t *owned,
-                     ta_reply *out)
+void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
 {
-	memset(out, 0, sizeof(*out));
-	atomic_fetch_add(&svc->requests, 1);
-	Tileatom__Request *req = tileatom__request__unpack(NULL, len, payload);
-	free(owned);
+	ta_arena_init(&s->arena, TA_DISPATCH_ARENA_KEEP);
+}
+
+void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
+{
+	ta_arena_free(&s->arena);
+}
+
+ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratch,
+                                    const uint8_t *payload, size_t len, int64_t inline_max,
+                                    ta_frame_buf *out, bool *close_after)
+{
+	*close_after = false;
+	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
+	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
 	if (!req) {
+		ta_arena_reset(&scratch->arena);
 		char msg[160];
 		snprintf(msg, sizeof(msg),
 		         "malformed request: %zu bytes that do not decode as a Request; closing "
 		         "the connection",
 		         len);
 		ta_log(TA_LOG_INFO, "%s", msg);
-		ta_dispatch_error(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
-		return;
+		*close_after =
+		    ta_dispatch_error_append(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
+		return TA_DISPATCH_DONE;
 	}
-	resp_ctx *rc = calloc(1, sizeof(*rc));
-	if (!rc) {
-		uint64_t id = req->id;
-		tileatom__request__free_unpacked(req, NULL);
-		ta_dispatch_error(svc, id, TA_RESOURCE_EXHAUSTED, "out of memory", false, out);
-		return;
+	resp_ctx rc;
+	memset(&rc, 0, sizeof(rc));
+	rc.svc = svc;
+	rc.arena = &scratch->arena;
+	rc.inline_max = inline_max;
+	tileatom__response__init(&rc.resp);
+	rc.resp.id = req->id;
+	ta_status st = handle(&rc, req);
+	if (rc.deferred) {
+		atomic_fetch_sub(&svc->requests, 1); /* the worker counts it */
+		resp_ctx_free(&rc);
+		ta_arena_reset(&scratch->arena);
+		return TA_DISPATCH_DEFER;
 	}
-	rc->svc = svc;
-	tileatom__response__init(&rc->resp);
-	rc->resp.id = req->id;
-	ta_status st = handle(rc, req);
 	if (st != TA_OK) {
-		if (rc->err.code == TA_OK) /* a path that forgot its message */
-			ta_error_set(&rc->err, st, "%s failed", ta_status_name(st));
-		rc->resp.status = (Tileatom__Status)st;
-		rc->resp.message = rc->err.msg;
-		if (rc->resp.body_case != TILEATOM__RESPONSE__BODY_HELLO)
-			rc->resp.body_case = TILEATOM__RESPONSE__BODY__NOT_SET;
+		if (rc.err.code == TA_OK) /* a path that forgot its message */
+			ta_error_set(&rc.err, st, "%s failed", ta_status_name(st));
+		rc.resp.status = (Tileatom__Status)st;
+		rc.resp.message = rc.err.msg;
+		if (rc.resp.body_case != TILEATOM__RESPONSE__BODY_HELLO)
+			rc.resp.body_case = TILEATOM__RESPONSE__BODY__NOT_SET;
 		atomic_fetch_add(&svc->errors, 1);
 		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", req->id,
-		       ta_req_name((ta_req_kind)req->body_case), ta_status_name(st), rc->err.msg);
+		       ta_req_name((ta_req_kind)req->body_case), ta_status_name(st), rc.err.msg);
 	}
-	encode_reply(svc, &rc->resp, false, out);
-	resp_ctx_free(rc);
-	free(rc);
-	tileatom__request__free_unpacked(req, NULL);
+	*close_after = append_reply(svc, &rc.resp, false, out);
+	resp_ctx_free(&rc);
+	ta_arena_reset(&scratch->arena);
+	return TA_DISPATCH_DONE;
+}
+
+/* Runs one payload to completion with a scratch of its own; frees owned once decoded. */
+static void dispatch_alone(ta_service *svc, const uint8_t *payload, size_t len, uint8_t *owned,
+                           ta_reply *out)
+{
+	ta_dispatch_scratch scratch;
+	ta_dispatch_scratch_init(&scratch);
+	ta_frame_buf buf = {NULL, 0, 0};
+	bool close_after = false;
+	(void)ta_dispatch_run(svc, &scratch, payload, len, -1, &buf, &close_after);
+	free(owned);
+	ta_dispatch_scratch_free(&scratch);
+	reply_from_buf(&buf, close_after, out);
 }
 
 void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out)
 {
-	dispatch(svc, payload, len, NULL, out);
+	dispatch_alone(svc, payload, len, NULL, out);
 }
 
 void ta_dispatch_frame_owned(ta_service *svc, uint8_t *payload, size_t len, ta_reply *out)
 {
-	dispatch(svc, payload, len, payload, out);
+	dispatch_alone(svc, payload, len, payload, out);
 }

@@ -10,8 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "registry.h"
 #include "ta_backend.h"
+#include "ta_frame.h"
 
 /* State every request may use; shared by all worker threads. */
 typedef struct ta_service {
@@ -31,6 +33,39 @@ typedef struct ta_reply {
 	size_t len;       /* bytes at frame */
 	bool close_after; /* close the connection once the frame is sent */
 } ta_reply;
+
+/* Bytes of a dispatcher's arena kept from one request to the next. */
+#define TA_DISPATCH_ARENA_KEEP (64u * 1024u)
+
+/* What one thread needs to dispatch requests without allocating in steady state. */
+typedef struct ta_dispatch_scratch {
+	ta_arena arena; /* decoded request, values returned, reset after each request */
+} ta_dispatch_scratch;
+
+/* Outcome of ta_dispatch_run. */
+typedef enum ta_dispatch_outcome {
+	TA_DISPATCH_DONE = 0, /* the request ran (or failed); its response was appended */
+	TA_DISPATCH_DEFER = 1 /* too large to run here: nothing happened, nothing appended */
+} ta_dispatch_outcome;
+
+/* Prepares / frees a scratch. */
+void ta_dispatch_scratch_init(ta_dispatch_scratch *s);
+void ta_dispatch_scratch_free(ta_dispatch_scratch *s);
+
+/* Handles one request payload and appends its response frame to out. With inline_max >= 0,
+ * a request that would process more than inline_max elements (or fill a tile of more) is
+ * not run: TA_DISPATCH_DEFER, with no effect at all, so that the caller can hand it to a
+ * worker (which calls again with inline_max -1). A payload that does not decode gets an
+ * INVALID_ARGUMENT response with id 0 and *close_after set. Thread-safe with one scratch
+ * per thread. */
+ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratch,
+                                    const uint8_t *payload, size_t len, int64_t inline_max,
+                                    ta_frame_buf *out, bool *close_after);
+
+/* Appends an error response for request id (0 when unknown) to out; returns close_after,
+ * or true when not even that could be appended. */
+bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, const char *msg,
+                              bool close_after, ta_frame_buf *out);
 
 /* Initialises svc around a backend and a registry (counters zero). */
 void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry,

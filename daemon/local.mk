@@ -3,6 +3,7 @@
 # example configuration and the systemd unit.
 noinst_LIBRARIES += daemon/libtadaemon.a
 daemon_libtadaemon_a_SOURCES = \
+	daemon/arena.c daemon/arena.h \
 	daemon/conf.c daemon/conf.h \
 	daemon/conn.c daemon/conn.h \
 	daemon/dispatch.c daemon/dispatch.h \

@@ -4,6 +4,7 @@
  * a peer that announces a large frame and sends little of it holds little memory. */
 #include "ta_frame.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,46 @@ int ta_frame_encode(const ProtobufCMessage *msg, uint32_t max_payload, uint8_t *
 	*out = buf;
 	*out_len = TA_FRAME_HEADER + len;
 	return 0;
+}
+
+int ta_frame_buf_reserve(ta_frame_buf *buf, size_t n)
+{
+	if (buf->cap - buf->len >= n)
+		return 0;
+	if (n > SIZE_MAX / 2 - buf->len)
+		return -1;
+	size_t cap = buf->cap ? buf->cap * 2 : 4096;
+	while (cap < buf->len + n)
+		cap *= 2;
+	uint8_t *p = realloc(buf->data, cap);
+	if (!p)
+		return -1;
+	buf->data = p;
+	buf->cap = cap;
+	return 0;
+}
+
+int ta_frame_append(const ProtobufCMessage *msg, uint32_t max_payload, ta_frame_buf *buf)
+{
+	size_t len = protobuf_c_message_get_packed_size(msg);
+	if (len > max_payload)
+		return -1;
+	if (ta_frame_buf_reserve(buf, TA_FRAME_HEADER + len) != 0)
+		return -2;
+	uint8_t *at = buf->data + buf->len;
+	ta_frame_put_header(at, (uint32_t)len);
+	if (protobuf_c_message_pack(msg, at + TA_FRAME_HEADER) != len)
+		return -2;
+	buf->len += TA_FRAME_HEADER + len;
+	return 0;
+}
+
+void ta_frame_buf_free(ta_frame_buf *buf)
+{
+	free(buf->data);
+	buf->data = NULL;
+	buf->len = 0;
+	buf->cap = 0;
 }
 
 void ta_frame_reader_init(ta_frame_reader *r, uint32_t max_payload)
@@ -139,4 +180,29 @@ uint8_t *ta_frame_reader_take(ta_frame_reader *r, uint32_t *len)
 	r->payload_have = 0;
 	r->payload_len = 0;
 	return p;
+}
+
+ta_frame_status ta_frame_reader_next(ta_frame_reader *r, const uint8_t **data, size_t *len,
+                                     const uint8_t **payload, uint32_t *payload_len,
+                                     uint8_t **owned)
+{
+	*payload = NULL;
+	*payload_len = 0;
+	*owned = NULL;
+	if (!r->error && r->header_have == 0 && *len >= TA_FRAME_HEADER) {
+		uint32_t n = ta_frame_get_header(*data);
+		if (n <= r->max_payload && *len - TA_FRAME_HEADER >= n) {
+			*payload = *data + TA_FRAME_HEADER;
+			*payload_len = n;
+			*data += TA_FRAME_HEADER + (size_t)n;
+			*len -= TA_FRAME_HEADER + (size_t)n;
+			return TA_FRAME_READY;
+		}
+	}
+	ta_frame_status st = ta_frame_reader_feed(r, data, len);
+	if (st == TA_FRAME_READY) {
+		*owned = ta_frame_reader_take(r, payload_len);
+		*payload = *owned;
+	}
+	return st;
 }

@@ -30,6 +30,22 @@ uint32_t ta_frame_get_header(const uint8_t in[TA_FRAME_HEADER]);
 int ta_frame_encode(const ProtobufCMessage *msg, uint32_t max_payload, uint8_t **out,
                     size_t *out_len);
 
+/* A growable byte buffer that frames are appended to (one connection's unsent output). */
+typedef struct ta_frame_buf {
+	uint8_t *data; /* the bytes, NULL until the first append */
+	size_t len;    /* bytes in use */
+	size_t cap;    /* bytes allocated */
+} ta_frame_buf;
+
+/* Appends msg as one frame (prefix + packed message) to buf, growing it. Returns 0, -1
+ * when the message is larger than max_payload or -2 when memory is short (nothing is
+ * appended either way). */
+int ta_frame_append(const ProtobufCMessage *msg, uint32_t max_payload, ta_frame_buf *buf);
+/* Makes room for n more bytes at buf->data + buf->len; 0, or -1 when memory is short. */
+int ta_frame_buf_reserve(ta_frame_buf *buf, size_t n);
+/* Frees the buffer's memory and empties it. */
+void ta_frame_buf_free(ta_frame_buf *buf);
+
 /* Incremental frame reader: feed bytes as they arrive, take whole payloads out. */
 typedef struct ta_frame_reader {
 	uint32_t max_payload;            /* largest payload accepted */
@@ -59,6 +75,15 @@ void ta_frame_reader_free(ta_frame_reader *r);
 ta_frame_status ta_frame_reader_feed(ta_frame_reader *r, const uint8_t **data, size_t *len);
 /* Hands over the completed payload (caller frees it with free()); resets for the next. */
 uint8_t *ta_frame_reader_take(ta_frame_reader *r, uint32_t *len);
+/* The next whole frame of the input, without a copy where possible: when no partial frame
+ * is pending and the input holds a whole frame, *payload points into the input and *owned
+ * is NULL; otherwise the bytes are gathered as ta_frame_reader_feed does and a completed
+ * payload is handed over in *owned (the caller frees it; *payload == *owned). Advances
+ * *data and *len past what it consumed. Returns TA_FRAME_READY with a payload, or
+ * ta_frame_reader_feed's other statuses. */
+ta_frame_status ta_frame_reader_next(ta_frame_reader *r, const uint8_t **data, size_t *len,
+                                     const uint8_t **payload, uint32_t *payload_len,
+                                     uint8_t **owned);
 
 #ifdef __cplusplus
 }

@@ -22,7 +22,7 @@ FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) -lm
 # backend's worker threads all bumping the same counters made requests large enough for
 # the worker pool about 15x slower. Everything else has full libFuzzer instrumentation.
 FUZZ_SRCS = $(srcdir)/tests/fuzz_dispatch.c \
-	$(srcdir)/daemon/conf.c $(srcdir)/daemon/conn.c $(srcdir)/daemon/dispatch.c \
+	$(srcdir)/daemon/arena.c $(srcdir)/daemon/conf.c $(srcdir)/daemon/conn.c $(srcdir)/daemon/dispatch.c \
 	$(srcdir)/daemon/executor.c $(srcdir)/daemon/log.c $(srcdir)/daemon/notify.c \
 	$(srcdir)/daemon/registry.c $(srcdir)/daemon/server.c \
 	$(srcdir)/core/ta_plan.c $(srcdir)/kernels/ta_lower.c $(srcdir)/kernels/ta_cuda_none.c \

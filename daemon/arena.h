@@ -1,0 +1,37 @@
+/* arena.h: a bump allocator that a dispatcher reuses from request to request, so that
+ * decoding a request (protobuf-c's unpack, through the ProtobufCAllocator it exposes) and
+ * building its response allocate nothing from malloc in steady state. Allocations are
+ * freed all at once by ta_arena_reset; the first chunk stays for the next request, larger
+ * ones (a big request's) are returned to malloc. Not thread-safe: one arena per thread. */
+#ifndef TA_DAEMON_ARENA_H
+#define TA_DAEMON_ARENA_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+
+/* One block of arena memory. */
+typedef struct ta_arena_chunk {
+	struct ta_arena_chunk *next;       /* the chunk allocated before this one */
+	size_t size;                       /* usable bytes at data */
+	size_t used;                       /* bytes handed out */
+	_Alignas(16) unsigned char data[]; /* the memory */
+} ta_arena_chunk;
+
+/* The arena. */
+typedef struct ta_arena {
+	ta_arena_chunk *head;  /* newest chunk (allocations come from it) */
+	size_t keep;           /* size of the chunk kept across resets */
+	ProtobufCAllocator pb; /* protobuf-c allocator drawing from this arena */
+	size_t high_water;     /* most bytes one request has used (for stats and tests) */
+} ta_arena;
+
+/* Prepares an arena whose first chunk (kept across resets) has keep bytes. */
+void ta_arena_init(ta_arena *a, size_t keep);
+/* Returns n bytes aligned to 16, or NULL when memory is short. */
+void *ta_arena_alloc(ta_arena *a, size_t n);
+/* Frees every allocation at once; keeps the first chunk. */
+void ta_arena_reset(ta_arena *a);
+/* Frees the arena's memory. */
+void ta_arena_free(ta_arena *a);
+
+#endif /* TA_DAEMON_ARENA_H */
