@@ -28,6 +28,7 @@ void ta_config_init(ta_config *cfg)
 	cfg->max_tile_bytes = TA_CONFIG_DEFAULT_MAX_TILE_BYTES;
 	cfg->max_total_bytes = TA_CONFIG_DEFAULT_MAX_TOTAL_BYTES;
 	cfg->max_pending = 1024;
+	cfg->inline_max = TA_CONFIG_INLINE_AUTO;
 	cfg->max_write_queue = UINT64_C(16) << 20;
 	cfg->shutdown_timeout = 10;
 }
@@ -234,6 +235,17 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "max_pending: '%s' is not a count (1..1000000)", value);
 		cfg->max_pending = iv;
+	} else if (strcmp(key, "inline_max") == 0) {
+		if (strcmp(value, "auto") == 0) {
+			cfg->inline_max = TA_CONFIG_INLINE_AUTO;
+		} else {
+			if (parse_int(value, -1, 1 << 30, &iv))
+				return ta_error_set(err, TA_INVALID_ARGUMENT,
+				                    "inline_max: '%s' is not auto or a count "
+				                    "(-1..1073741824)",
+				                    value);
+			cfg->inline_max = iv;
+		}
 	} else if (strcmp(key, "max_write_queue") == 0) {
 		if (ta_config_parse_size(value, &size) || size < 1)
 			return ta_error_set(
@@ -328,6 +340,7 @@ enum {
 	OPT_MAX_TILE_BYTES,
 	OPT_MAX_TOTAL_BYTES,
 	OPT_MAX_PENDING,
+	OPT_INLINE_MAX,
 	OPT_MAX_WRITE_QUEUE,
 	OPT_SHUTDOWN_TIMEOUT,
 	OPT_LIST_KERNELS,
@@ -351,6 +364,7 @@ static const struct option long_options[] = {
     {"max-tile-bytes", required_argument, NULL, OPT_MAX_TILE_BYTES},
     {"max-total-bytes", required_argument, NULL, OPT_MAX_TOTAL_BYTES},
     {"max-pending", required_argument, NULL, OPT_MAX_PENDING},
+    {"inline-max", required_argument, NULL, OPT_INLINE_MAX},
     {"max-write-queue", required_argument, NULL, OPT_MAX_WRITE_QUEUE},
     {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
     {"list-kernels", no_argument, NULL, OPT_LIST_KERNELS},
@@ -507,6 +521,9 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "  --max-total-bytes BYTES  all tiles together (default 8G; 0 = unlimited)\n"
 	        "  --max-pending N        queued requests per connection before reading pauses\n"
 	        "                         (default 1024)\n"
+	        "  --inline-max N         requests of at most N elements run on the event loop,\n"
+	        "                         larger ones on the workers (-1: all on the workers;\n"
+	        "                         default auto: 4096 on the CPU backend, 0 on CUDA)\n"
 	        "  --max-write-queue BYTES  unsent response bytes per connection before reading\n"
 	        "                         pauses (default 16M)\n"
 	        "  --shutdown-timeout S   seconds a shutdown waits for clients to take their\n"

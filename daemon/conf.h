@@ -29,6 +29,11 @@ typedef enum ta_backend_choice {
 /* Smallest accepted --max-frame: room for any error response. */
 #define TA_CONFIG_MIN_FRAME 1024u
 
+/* inline_max: choose by backend (TA_SERVER_INLINE_CPU on the CPU backend, 0 on CUDA). */
+#define TA_CONFIG_INLINE_AUTO (-2)
+/* Elements a request may process to run on the loop thread of the CPU backend (auto). */
+#define TA_SERVER_INLINE_CPU 4096
+
 /* Every setting of the daemon. Strings are malloc'd (NULL when unset). */
 typedef struct ta_config {
 	char *socket_path;         /* Unix socket path; NULL until ta_config_finish */
@@ -45,6 +50,8 @@ typedef struct ta_config {
 	uint64_t max_tile_bytes;   /* bytes of one tile (0: unlimited) */
 	uint64_t max_total_bytes;  /* bytes of all tiles together (0: unlimited) */
 	int max_pending;           /* queued requests per connection before reading pauses */
+	int inline_max;            /* elements a request may have to run on the loop thread
+	                              (-1: none; TA_CONFIG_INLINE_AUTO: by backend) */
 	uint64_t max_write_queue;  /* unsent response bytes per connection before pausing */
 	int shutdown_timeout;      /* seconds a shutdown waits for connections (0: forever) */
 	bool foreground;           /* --foreground given (the daemon never forks anyway) */

@@ -1,9 +1,13 @@
 /* conn.c: a client connection (see conn.h).
  *
- * Happy path: alloc_cb hands libuv the connection's read buffer; read_cb feeds the bytes
- * to the frame reader; each whole frame becomes an item at the tail of the FIFO; pump()
- * sends the head item to the executor when nothing of this connection is running; the
- * done callback writes the encoded response (uv_write) and pumps the next item.
+ * Happy path: alloc_cb hands libuv the connection's read buffer; read_cb takes whole frames
+ * out of it (without a copy when a frame is whole in the buffer); while nothing of the
+ * connection waits, each runs at once on the loop thread (ta_dispatch_run with the
+ * server's inline limit) and appends its response to conn->out; a request too large for
+ * the loop, and every one behind it, becomes an item of the FIFO; pump() runs the queued
+ * ones in order, inline where they are small, on the executor where not (one at a time);
+ * flush() hands conn->out to the socket once per callback: uv_try_write, and what does not
+ * fit goes in the one uv_write in flight.
  *
  * Failure modes: a length prefix over max_frame or a failed payload allocation queues a
  * synthetic error (answered in order, after the requests before it) and stops reading; a
@@ -139,6 +143,8 @@ static void conn_maybe_free(ta_conn *conn)
 		return;
 	conn_drop_queue(conn);
 	ta_frame_reader_free(&conn->reader);
+	ta_frame_buf_free(&conn->out);
+	ta_frame_buf_free(&conn->sending);
 	ta_server *srv = conn->srv;
 	ta_server_conn_gone(srv, conn);
 	free(conn);
@@ -194,34 +200,79 @@ static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
 	return true;
 }
 
-/* Worker side of an item: decode, run, encode. */
+/* Worker side of an item: decode, run, encode (only requests too large for the loop). */
 static void item_work(ta_job *job)
 {
 	ta_conn_item *item = (ta_conn_item *)job;
 	ta_service *svc = ta_server_service(item->conn->srv);
-	if (item->synthetic) {
-		ta_dispatch_error(svc, 0, item->code, item->msg, true, &item->reply);
-	} else {
-		uint8_t *payload = item->payload;
-		item->payload = NULL;
-		ta_dispatch_frame_owned(svc, payload, item->len, &item->reply);
-	}
+	uint8_t *payload = item->payload;
+	item->payload = NULL;
+	ta_dispatch_frame_owned(svc, payload, item->len, &item->reply);
 }
 
-/* Carries one response buffer through uv_write. */
-typedef struct conn_write {
-	uv_write_t req; /* the libuv request (req.handle is the connection) */
-	uint8_t *frame; /* the encoded frame, freed when written */
-} conn_write;
+/* Unsent response bytes: those in conn->out and those of the write in flight. */
+static uint64_t conn_unsent(const ta_conn *conn)
+{
+	return (uint64_t)conn->out.len + (conn->writing ? conn->sending.len : 0);
+}
+
+static void on_write(uv_write_t *req, int status);
+
+/* Hands conn->out to the socket: as much as a non-blocking write takes at once, the rest
+ * in one uv_write (when none is in flight; on_write flushes again). False when the
+ * connection closed. */
+static bool conn_flush(ta_conn *conn)
+{
+	if (conn_closing(conn) || conn->writing || conn->out.len == 0)
+		return !conn_closing(conn);
+	uv_buf_t buf = uv_buf_init((char *)conn->out.data, (unsigned)conn->out.len);
+	int n = conn->out.len <= UINT32_MAX ? uv_try_write(&conn->h.stream, &buf, 1) : UV_EAGAIN;
+	if (n < 0 && n != UV_EAGAIN && n != UV_ENOSYS) {
+		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s", conn->serial,
+		       uv_strerror(n));
+		ta_conn_close(conn);
+		return false;
+	}
+	size_t done = n > 0 ? (size_t)n : 0;
+	if (done == conn->out.len) {
+		conn->out.len = 0;
+		return true;
+	}
+	/* the rest goes out through libuv: the buffers swap, so that responses arriving in
+	 * the meantime append to an empty conn->out */
+	ta_frame_buf rest = conn->out;
+	conn->out = conn->sending;
+	conn->out.len = 0;
+	conn->sending = rest;
+	buf = uv_buf_init((char *)conn->sending.data + done, (unsigned)(conn->sending.len - done));
+	int rc = uv_write(&conn->write_req, &conn->h.stream, &buf, 1, on_write);
+	if (rc != 0) {
+		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s", conn->serial,
+		       uv_strerror(rc));
+		ta_conn_close(conn);
+		return false;
+	}
+	conn->writing = true;
+	return true;
+}
+
+/* After a callback changed the connection: run what is queued, hand the responses to the
+ * socket, adjust reading, and shut down once everything is answered. */
+static void conn_settle(ta_conn *conn)
+{
+	conn_pump(conn);
+	if (!conn_flush(conn))
+		return;
+	conn_update_reading(conn);
+	conn_maybe_finish(conn);
+}
 
 /* uv_write callback. */
 static void on_write(uv_write_t *req, int status)
 {
-	conn_write *w = (conn_write *)req;
 	ta_conn *conn = req->handle->data;
-	free(w->frame);
-	free(w);
-	conn->writes_pending--;
+	conn->writing = false;
+	conn->sending.len = 0;
 	if (status < 0) {
 		if (!conn_closing(conn)) {
 			ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s",
@@ -230,49 +281,41 @@ static void on_write(uv_write_t *req, int status)
 		}
 		return;
 	}
-	conn_pump(conn);
-	conn_update_reading(conn);
-	conn_maybe_finish(conn);
+	if (!conn_closing(conn))
+		conn_settle(conn);
 }
 
-/* Sends one frame (ownership passes here). Returns false when the connection closed. */
-static bool conn_write_frame(ta_conn *conn, uint8_t *frame, size_t len)
+/* A response asked to close the connection: no more requests are read or run. */
+static void conn_close_after(ta_conn *conn)
 {
-	conn_write *w = malloc(sizeof(*w));
-	if (!w) {
-		free(frame);
-		ta_log(TA_LOG_ERR, "connection %" PRIu64 ": out of memory writing a response",
-		       conn->serial);
-		ta_conn_close(conn);
+	conn_end_reads(conn);
+	conn_drop_queue(conn);
+}
+
+/* Runs one request on the loop thread, appending its response to conn->out, when it is
+ * small enough (by payload, then by the elements its plan would process). Returns false,
+ * with nothing done, when it must go to the executor. */
+static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
+{
+	int64_t inline_max = ta_server_inline_max(conn->srv);
+	if (inline_max < 0 || len > TA_CONN_INLINE_PAYLOAD_MAX)
 		return false;
-	}
-	w->frame = frame;
-	uv_buf_t buf = uv_buf_init((char *)frame, (unsigned)len);
-	int rc = uv_write(&w->req, &conn->h.stream, &buf, 1, on_write);
-	if (rc != 0) {
-		free(frame);
-		free(w);
-		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s", conn->serial,
-		       uv_strerror(rc));
-		ta_conn_close(conn);
+	bool close_after = false;
+	ta_dispatch_outcome o =
+	    ta_dispatch_run(ta_server_service(conn->srv), ta_server_scratch(conn->srv), payload,
+	                    len, inline_max, &conn->out, &close_after);
+	if (o == TA_DISPATCH_DEFER)
 		return false;
-	}
-	conn->writes_pending++;
+	if (close_after)
+		conn_close_after(conn);
 	return true;
 }
 
 static void item_done(ta_job *job);
 
-/* Sends the head of the FIFO to the executor when nothing of this connection runs. */
-static void conn_pump(ta_conn *conn)
+/* Takes the head item off the FIFO. */
+static ta_conn_item *conn_pop(ta_conn *conn)
 {
-	if (conn_closing(conn) || conn->inflight || !conn->q_head)
-		return;
-	/* Backpressure: no new response while the unsent ones are over the bound; on_write
-	 * pumps again as they drain. */
-	if (uv_stream_get_write_queue_size(&conn->h.stream) >=
-	    ta_server_config(conn->srv)->max_write_queue)
-		return;
 	ta_conn_item *item = conn->q_head;
 	conn->q_head = item->next;
 	if (!conn->q_head)
@@ -280,13 +323,43 @@ static void conn_pump(ta_conn *conn)
 	conn->q_len--;
 	conn->q_bytes -= item->len;
 	item->next = NULL;
-	item->job.work = item_work;
-	item->job.done = item_done;
-	conn->inflight = item;
-	ta_server_submit(conn->srv, &item->job);
+	return item;
 }
 
-/* Loop side of an item: write the response, go on with the next request. */
+/* Runs the FIFO in order while nothing of this connection is on the executor: small
+ * requests and synthetic errors here, the first large one on the executor. */
+static void conn_pump(ta_conn *conn)
+{
+	const ta_config *cfg = ta_server_config(conn->srv);
+	while (!conn_closing(conn) && !conn->inflight && conn->q_head) {
+		/* Backpressure: no new response while the unsent ones are over the bound;
+		 * on_write pumps again as they drain. */
+		if (conn_unsent(conn) >= cfg->max_write_queue)
+			return;
+		ta_conn_item *item = conn->q_head;
+		if (item->synthetic) {
+			conn_pop(conn);
+			(void)ta_dispatch_error_append(ta_server_service(conn->srv), 0, item->code,
+			                               item->msg, true, &conn->out);
+			item_free(item);
+			conn_close_after(conn);
+			return;
+		}
+		if (conn_run_inline(conn, item->payload, item->len)) {
+			/* close_after may have dropped the queue, item included */
+			if (conn->q_head == item)
+				item_free(conn_pop(conn));
+			continue;
+		}
+		conn_pop(conn);
+		item->job.work = item_work;
+		item->job.done = item_done;
+		conn->inflight = item;
+		ta_server_submit(conn->srv, &item->job);
+	}
+}
+
+/* Loop side of an executor item: append the response, go on with the next request. */
 static void item_done(ta_job *job)
 {
 	ta_conn_item *item = (ta_conn_item *)job;
@@ -298,19 +371,27 @@ static void item_done(ta_job *job)
 		return;
 	}
 	bool close_after = item->reply.close_after;
-	uint8_t *frame = item->reply.frame;
-	size_t len = item->reply.len;
-	item->reply.frame = NULL;
-	item_free(item);
-	if (frame && !conn_write_frame(conn, frame, len))
-		return;
-	if (close_after) {
-		conn_end_reads(conn);
-		conn_drop_queue(conn);
+	if (item->reply.frame) {
+		if (conn->out.len == 0) { /* adopt the worker's buffer: no copy */
+			ta_frame_buf_free(&conn->out);
+			conn->out.data = item->reply.frame;
+			conn->out.len = conn->out.cap = item->reply.len;
+			item->reply.frame = NULL;
+		} else if (ta_frame_buf_reserve(&conn->out, item->reply.len) == 0) {
+			memcpy(conn->out.data + conn->out.len, item->reply.frame, item->reply.len);
+			conn->out.len += item->reply.len;
+		} else {
+			ta_log(TA_LOG_ERR, "connection %" PRIu64 ": out of memory for a response",
+			       conn->serial);
+			item_free(item);
+			ta_conn_close(conn);
+			return;
+		}
 	}
-	conn_pump(conn);
-	conn_update_reading(conn);
-	conn_maybe_finish(conn);
+	item_free(item);
+	if (close_after)
+		conn_close_after(conn);
+	conn_settle(conn);
 }
 
 /* alloc_cb: libuv reads into the connection's buffer; the frame reader copies out. */
@@ -321,20 +402,36 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init((char *)conn->rbuf, sizeof(conn->rbuf));
 }
 
-/* Feeds received bytes to the frame reader and queues every whole frame. */
+/* Takes every whole frame out of the received bytes: runs it at once when it is small and
+ * nothing of the connection waits, else queues it (with a copy of its payload). */
 static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 {
 	char msg[256];
+	const ta_config *cfg = ta_server_config(conn->srv);
 	while (len > 0 && conn_may_read(conn)) {
-		ta_frame_status st = ta_frame_reader_feed(&conn->reader, &data, &len);
+		const uint8_t *payload;
+		uint32_t plen = 0;
+		uint8_t *owned = NULL;
+		ta_frame_status st =
+		    ta_frame_reader_next(&conn->reader, &data, &len, &payload, &plen, &owned);
 		if (st == TA_FRAME_NEED_MORE)
 			break;
 		if (st == TA_FRAME_READY) {
+			if (!conn->q_head && !conn->inflight &&
+			    conn_unsent(conn) < cfg->max_write_queue &&
+			    conn_run_inline(conn, payload, plen)) {
+				free(owned);
+				continue;
+			}
 			ta_conn_item *item = calloc(1, sizeof(*item));
-			uint32_t plen = 0;
-			uint8_t *payload = ta_frame_reader_take(&conn->reader, &plen);
-			if (!item) {
-				free(payload);
+			if (item && !owned) {
+				owned = malloc(plen ? plen : 1);
+				if (owned)
+					memcpy(owned, payload, plen);
+			}
+			if (!item || !owned) {
+				free(item);
+				free(owned);
 				snprintf(msg, sizeof(msg),
 				         "out of memory queueing a request; closing the "
 				         "connection");
@@ -342,7 +439,7 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 					ta_conn_close(conn);
 				break;
 			}
-			item->payload = payload;
+			item->payload = owned;
 			item->len = plen;
 			conn_enqueue(conn, item);
 			continue;
@@ -352,7 +449,7 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 			snprintf(msg, sizeof(msg),
 			         "frame of %" PRIu32 " bytes exceeds the limit of %" PRIu32
 			         " bytes (max_frame); closing the connection",
-			         announced, ta_server_config(conn->srv)->max_frame);
+			         announced, cfg->max_frame);
 		else
 			snprintf(msg, sizeof(msg),
 			         "out of memory for a frame of %" PRIu32
@@ -397,9 +494,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		if (conn_closing(conn))
 			return;
 	}
-	conn_pump(conn);
-	conn_update_reading(conn);
-	conn_maybe_finish(conn);
+	conn_settle(conn);
 }
 
 /* Backpressure: READING <-> PAUSED according to the bounds (other states: nothing to do,
@@ -411,7 +506,7 @@ static void conn_update_reading(ta_conn *conn)
 	const ta_config *cfg = ta_server_config(conn->srv);
 	bool want = conn->q_len < (unsigned)cfg->max_pending &&
 	            conn->q_bytes < (uint64_t)cfg->max_frame &&
-	            uv_stream_get_write_queue_size(&conn->h.stream) < cfg->max_write_queue;
+	            conn_unsent(conn) < cfg->max_write_queue;
 	if (want && conn->state == TA_CONN_PAUSED) {
 		int rc = uv_read_start(&conn->h.stream, on_alloc, on_read);
 		if (rc != 0) {
@@ -438,7 +533,7 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 /* DRAINING -> SHUTTING_DOWN once no more requests will come and all are answered. */
 static void conn_maybe_finish(ta_conn *conn)
 {
-	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight)
+	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight || conn->out.len)
 		return;
 	conn_transition(conn, TA_CONN_SHUTTING_DOWN);
 	int rc = uv_shutdown(&conn->shutdown_req, &conn->h.stream, on_shutdown);
@@ -478,7 +573,7 @@ void ta_conn_reject(ta_conn *conn, ta_status code, const char *msg)
 		ta_conn_close(conn);
 		return;
 	}
-	conn_pump(conn);
+	conn_settle(conn);
 }
 
 void ta_conn_drain(ta_conn *conn)
@@ -486,5 +581,5 @@ void ta_conn_drain(ta_conn *conn)
 	if (conn_closing(conn))
 		return;
 	conn_end_reads(conn);
-	conn_maybe_finish(conn);
+	conn_settle(conn);
 }

@@ -1,11 +1,15 @@
 /* conn.h: one client connection. Input goes through a ta_frame_reader (a length over
  * max_frame is answered with RESOURCE_EXHAUSTED before anything is allocated, then the
- * connection closes); whole frames wait in a FIFO; at most one request of a connection
- * is on the executor at a time, so responses leave in request order while different
- * connections run in parallel. Backpressure: reading pauses while the FIFO (max_pending
- * requests, max_frame bytes) or the unsent responses (max_write_queue bytes) are over their
- * bounds, and queued requests wait while the unsent responses are over theirs; both resume
- * as the client takes its responses.
+ * connection closes). A small request (at most the server's inline_max elements) whose
+ * connection has nothing waiting runs at once on the loop thread, straight from the read
+ * buffer; a larger one goes to the executor, and the requests behind it wait in a FIFO, so
+ * responses leave in request order and large requests never stall other connections.
+ * Responses are appended to one output buffer per connection and leave in one write when
+ * the loop is done with the connection's input (uv_try_write, else one uv_write in flight
+ * at a time). Backpressure: reading pauses while the FIFO (max_pending requests, max_frame
+ * bytes) or the unsent responses (max_write_queue bytes) are over their bounds, and queued
+ * requests wait while the unsent responses are over theirs; both resume as the client
+ * takes its responses.
  *
  * End of a connection: EOF means "no more requests": the queued ones still run and are
  * answered, then the connection shuts down and closes. A read or write error closes at
@@ -60,6 +64,9 @@ struct ta_server;
 
 /* Bytes of the per-connection read buffer handed to libuv. */
 #define TA_CONN_READ_BUFFER 65536
+/* Largest request payload tried on the loop thread: a larger one carries enough data to
+ * be worth a worker, and is not decoded twice. */
+#define TA_CONN_INLINE_PAYLOAD_MAX 65536
 
 /* Life cycle of a connection, in the order it runs through (see the table above). */
 typedef enum ta_conn_state {
@@ -103,7 +110,10 @@ struct ta_conn {
 	unsigned q_len;                    /* requests queued (in flight excluded) */
 	uint64_t q_bytes;                  /* payload bytes queued */
 	ta_conn_item *inflight;            /* the request on the executor, or NULL */
-	unsigned writes_pending;           /* uv_write requests not yet completed */
+	ta_frame_buf out;                  /* responses not yet handed to libuv */
+	ta_frame_buf sending;              /* the bytes of the uv_write in flight */
+	uv_write_t write_req;              /* the one uv_write in flight */
+	bool writing;                      /* write_req is in flight */
 	uv_shutdown_t shutdown_req;        /* shutdown after the last response */
 	ta_conn_state state;               /* life cycle (see the top of this file) */
 	bool counted;                      /* holds a max_connections slot (server's, at accept) */

@@ -48,6 +48,16 @@ ta_service *ta_server_service(const ta_server *srv)
 	return srv->svc;
 }
 
+ta_dispatch_scratch *ta_server_scratch(ta_server *srv)
+{
+	return &srv->scratch;
+}
+
+int64_t ta_server_inline_max(const ta_server *srv)
+{
+	return srv->inline_max;
+}
+
 void ta_server_submit(ta_server *srv, ta_job *job)
 {
 	ta_executor_submit(&srv->executor, job);
@@ -103,6 +113,7 @@ void ta_server_check_done(ta_server *srv)
 	if (srv->executor_started && !srv->executor_stopping) {
 		srv->executor_stopping = true;
 		ta_executor_stop(&srv->executor, NULL);
+		ta_dispatch_scratch_free(&srv->scratch); /* no connection is left to use it */
 	}
 }
 
@@ -455,6 +466,14 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	srv->loop = loop;
 	srv->cfg = cfg;
 	srv->svc = svc;
+	ta_dispatch_scratch_init(&srv->scratch);
+	/* Small requests run on the loop thread, which saves a trip through a worker; on the
+	 * CPU backend up to TA_SERVER_INLINE_CPU elements (about a microsecond of atomics),
+	 * on the CUDA backend only those without elements (a GPU round trip would stall
+	 * every connection). */
+	srv->inline_max = cfg->inline_max >= -1                ? cfg->inline_max
+	                  : strcmp(svc->info.name, "cpu") == 0 ? TA_SERVER_INLINE_CPU
+	                                                       : 0;
 	int rc = ta_executor_init(&srv->executor, loop, cfg->workers);
 	if (rc != 0)
 		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s",

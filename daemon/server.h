@@ -27,28 +27,30 @@ typedef struct ta_server ta_server;
 #ifndef TA_SERVER_OPAQUE
 /* The daemon's loop-side state. */
 struct ta_server {
-	uv_loop_t *loop;           /* the event loop */
-	const ta_config *cfg;      /* settings (limits, paths) */
-	ta_service *svc;           /* shared request state (registry, backend, counters) */
-	ta_executor executor;      /* worker threads running requests */
-	bool executor_started;     /* executor initialised (needs stopping) */
-	bool executor_stopping;    /* ta_executor_stop called */
-	uv_pipe_t unix_listener;   /* Unix socket listener */
-	bool unix_open;            /* unix_listener initialised and not yet closed */
-	char *unix_path;           /* the socket file we created (removed on shutdown) */
-	uv_tcp_t tcp_listener;     /* TCP listener (--listen) */
-	bool tcp_open;             /* tcp_listener initialised and not yet closed */
-	uv_signal_t sig_term;      /* SIGTERM handler */
-	uv_signal_t sig_int;       /* SIGINT handler */
-	bool signals_open;         /* the signal handles are initialised and not closed */
-	uv_timer_t shutdown_timer; /* closes lingering connections (shutdown_timeout) */
-	bool timer_open;           /* shutdown_timer is initialised and not closed */
-	ta_conn *conns;            /* every connection (a doubly-linked list) */
-	unsigned nconns;           /* connections in the list, rejected ones included */
-	unsigned nactive;          /* connections counted against max_connections */
-	uint64_t next_serial;      /* serial number of the next connection (for logs) */
-	bool draining;             /* shutdown has begun */
-	bool forced;               /* a second signal: close connections at once */
+	uv_loop_t *loop;             /* the event loop */
+	const ta_config *cfg;        /* settings (limits, paths) */
+	ta_service *svc;             /* shared request state (registry, backend, counters) */
+	ta_executor executor;        /* worker threads running requests */
+	bool executor_started;       /* executor initialised (needs stopping) */
+	bool executor_stopping;      /* ta_executor_stop called */
+	uv_pipe_t unix_listener;     /* Unix socket listener */
+	bool unix_open;              /* unix_listener initialised and not yet closed */
+	char *unix_path;             /* the socket file we created (removed on shutdown) */
+	uv_tcp_t tcp_listener;       /* TCP listener (--listen) */
+	bool tcp_open;               /* tcp_listener initialised and not yet closed */
+	uv_signal_t sig_term;        /* SIGTERM handler */
+	uv_signal_t sig_int;         /* SIGINT handler */
+	bool signals_open;           /* the signal handles are initialised and not closed */
+	uv_timer_t shutdown_timer;   /* closes lingering connections (shutdown_timeout) */
+	bool timer_open;             /* shutdown_timer is initialised and not closed */
+	ta_conn *conns;              /* every connection (a doubly-linked list) */
+	unsigned nconns;             /* connections in the list, rejected ones included */
+	unsigned nactive;            /* connections counted against max_connections */
+	uint64_t next_serial;        /* serial number of the next connection (for logs) */
+	bool draining;               /* shutdown has begun */
+	bool forced;                 /* a second signal: close connections at once */
+	ta_dispatch_scratch scratch; /* the loop thread's dispatch memory (inline requests) */
+	int64_t inline_max;          /* requests of at most this many elements run on the loop */
 };
 #endif /* TA_SERVER_OPAQUE */
 
@@ -70,6 +72,11 @@ const ta_config *ta_server_config(const ta_server *srv);
 /* The shared request state handed to dispatch. Constant while the server runs, so any
  * thread may call this (the executor's workers do). */
 ta_service *ta_server_service(const ta_server *srv);
+/* The loop thread's dispatch scratch, for requests run inline. */
+ta_dispatch_scratch *ta_server_scratch(ta_server *srv);
+/* Most elements a request may process to run inline on the loop thread (-1: none runs
+ * there; 0: only requests without elements, such as ping, list or describe). */
+int64_t ta_server_inline_max(const ta_server *srv);
 /* Hands a request job to the executor (its done callback runs later on the loop). */
 void ta_server_submit(ta_server *srv, ta_job *job);
 /* Numbers a new connection (1, 2, ...; for logs). */

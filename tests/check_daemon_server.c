@@ -681,7 +681,9 @@ END_TEST
 /* A load client of the SIGTERM tests. */
 typedef struct load_arg {
 	const char *sock; /* daemon socket */
-	bool greedy;      /* pipeline 8 requests per response read (a client that lags) */
+	bool greedy;      /* pipeline 8 requests per response read (a client that lags), each
+	                     answered with the 1024 old values (4 KiB), so that the unread
+	                     answers fill the socket buffers however fast the daemon is */
 	long answered;    /* responses received */
 } load_arg;
 
@@ -693,7 +695,7 @@ static void *load_main(void *p)
 	if (fd < 0)
 		return NULL;
 	for (uint64_t id = 1;; id++) {
-		if (!send_add(fd, id, "load", false))
+		if (!send_add(fd, id, "load", a->greedy))
 			break;
 		if (a->greedy && id % 8 != 0)
 			continue;
