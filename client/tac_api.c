@@ -1,9 +1,11 @@
 /* tac_api.c: the public calls of libtileatom-client. A synchronous call builds its request
  * (tac_codec.c), submits it, receives the response (tac_conn.c), checks the status and the
  * body against the request kind, and copies results into the caller's structs. The
- * pipelined calls stop after the submit; tileatom_collect() does the rest in order.
- * Responses are kept in client->last so that collected pointers stay valid until the next
- * call on the same client. */
+ * pipelined calls stop after the submit, which leaves the request in the connection's
+ * output buffer (tac_conn.c writes it out when it fills up, at the next collect or flush,
+ * or on close); tileatom_collect() does the rest in order. Responses are kept in
+ * client->last so that collected pointers stay valid until the next call on the same
+ * client. */
 #include "tac_internal.h"
 
 #include <limits.h>
@@ -18,8 +20,8 @@
 			return tac_err((err), TILEATOM_E_INVALID_ARGUMENT, "no client given");     \
 	} while (0)
 
-/* Sends m and waits for its response; returns the response status (the daemon's, or a
- * protocol / I/O error). The response is c->last. */
+/* Sends m at once and waits for its response; returns the response status (the daemon's,
+ * or a protocol / I/O error). The response is c->last. */
 static int roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 {
 	if (c->pending_count > 0 && !c->broken)
@@ -27,7 +29,7 @@ static int roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",
 		               c->pending_count);
-	int rc = tac_conn_submit(c, m, c->io_timeout_ms, NULL, err);
+	int rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	tileatom_request_kind kind;
@@ -90,6 +92,10 @@ int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
 
 void tileatom_close(tileatom_client *client)
 {
+	/* Submitted requests still buffered are written first (best effort), as they would
+	 * have been by their submit before coalescing: the daemon runs them. */
+	if (client && !client->broken)
+		(void)tac_conn_flush(client, client->io_timeout_ms, NULL);
 	tac_client_free(client);
 }
 
@@ -485,14 +491,14 @@ int tileatom_atomic_store(tileatom_client *client, const char *tile, const tilea
 
 /* ---- pipelined calls ------------------------------------------------------------------ */
 
-/* Submits a built message (rc: the builder's result). */
+/* Submits a built message into the output buffer (rc: the builder's result). */
 static int submit(tileatom_client *c, tac_msg *m, int rc, uint64_t *id, tileatom_error *err)
 {
 	if (id)
 		*id = 0;
 	if (rc != TILEATOM_OK)
 		return rc;
-	return tac_conn_submit(c, m, c->io_timeout_ms, id, err);
+	return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
 }
 
 int tileatom_submit_ping(tileatom_client *client, uint64_t *id, tileatom_error *err)
@@ -609,6 +615,12 @@ int tileatom_submit_atomic_store(tileatom_client *client, const char *tile,
 	int rc =
 	    tac_build_memory(&m, TILEATOM_REQ_ATOMIC_STORE, tile, window, addr, values, opts, err);
 	return submit(client, &m, rc, id, err);
+}
+
+int tileatom_flush(tileatom_client *client, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	return tac_conn_flush(client, client->io_timeout_ms, err);
 }
 
 /* Points out->dtype/rank/shape/data at a wire array held by client->last. */

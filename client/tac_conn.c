@@ -1,9 +1,12 @@
 /* tac_conn.c: the client's socket. Happy path: tac_conn_open connects (Unix path or TCP,
- * non-blocking, bounded by a timeout); tac_conn_submit packs a request into one frame and
- * writes it, queueing its id as pending; tac_conn_receive reads frames into a queue,
- * decodes the oldest and checks that its id is the oldest pending id.
+ * non-blocking, bounded by a timeout); tac_conn_submit packs a request into one frame at
+ * the end of the output buffer, queueing its id as pending; the buffer is written out by a
+ * synchronous call's submit, by tac_conn_receive before it waits (tileatom_collect), or as
+ * soon as it holds TAC_FLUSH_THRESHOLD bytes, so pipelined requests leave in few send()s;
+ * tac_conn_receive reads frames into a queue, decodes the oldest and checks that its id is
+ * the oldest pending id.
  *
- * Failure modes: a send that would block polls for writability *and* readability; bytes
+ * Failure modes: a write that would block polls for writability *and* readability; bytes
  * that arrive meanwhile are parsed into the frame queue, so a client pipelining many
  * requests never deadlocks against a daemon that stops reading until its responses are
  * drained. EOF, socket errors, timeouts, oversized or undecodable frames and mismatched ids
@@ -220,6 +223,7 @@ void tac_client_free(tileatom_client *c)
 		c->rxq_count--;
 	}
 	ta_frame_reader_free(&c->reader);
+	free(c->txbuf);
 	if (c->last)
 		tileatom__response__free_unpacked(c->last, NULL);
 	free(c->rxq);
@@ -386,7 +390,47 @@ static int broken_error(tileatom_client *c, tileatom_error *err)
 	               c->broken_err.message);
 }
 
-int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, uint64_t *id,
+/* Makes room for extra more bytes in the output buffer; 0, or -1 when memory is short. */
+static int txbuf_reserve(tileatom_client *c, size_t extra)
+{
+	size_t need = c->txbuf_len + extra;
+	if (need <= c->txbuf_cap)
+		return 0;
+	size_t cap = c->txbuf_cap ? c->txbuf_cap : 4096;
+	while (cap < need)
+		cap *= 2;
+	uint8_t *p = realloc(c->txbuf, cap);
+	if (!p)
+		return -1;
+	c->txbuf = p;
+	c->txbuf_cap = cap;
+	return 0;
+}
+
+/* Writes the output buffer out by deadline and empties it; breaks the connection on
+ * failure. */
+static int flush_until(tileatom_client *c, int64_t deadline, tileatom_error *err)
+{
+	if (c->txbuf_len == 0)
+		return TILEATOM_OK;
+	tileatom_error local;
+	if (!err)
+		err = &local;
+	int rc = send_all(c, c->txbuf, c->txbuf_len, deadline, err);
+	c->txbuf_len = 0;
+	if (rc != TILEATOM_OK)
+		return tac_conn_break(c, err);
+	return TILEATOM_OK;
+}
+
+int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err)
+{
+	if (c->broken)
+		return broken_error(c, err);
+	return flush_until(c, deadline_from(timeout_ms), err);
+}
+
+int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, uint64_t *id,
                     tileatom_error *err)
 {
 	if (c->broken)
@@ -400,18 +444,45 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, uint64_t *id
 	if (packed > UINT32_MAX - TA_FRAME_HEADER)
 		return tac_err(err, TILEATOM_E_RESOURCE_EXHAUSTED,
 		               "request of %zu bytes is too large for one frame", packed);
-	uint8_t *frame = NULL;
-	size_t frame_len = 0;
-	if (ta_frame_encode(&m->req.base, UINT32_MAX - TA_FRAME_HEADER, &frame, &frame_len) != 0)
-		return tac_err(err, TILEATOM_E_NOMEM,
-		               "out of memory encoding a request of %zu bytes", packed);
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	int rc = send_all(c, frame, frame_len, deadline_from(timeout_ms), err);
-	free(frame);
-	if (rc != TILEATOM_OK)
-		return tac_conn_break(c, err);
+	int64_t deadline = deadline_from(timeout_ms);
+	size_t frame_len = TA_FRAME_HEADER + packed;
+	if (frame_len >= TAC_FLUSH_THRESHOLD) {
+		/* A large frame: encoded on its own (before anything is written, so that a
+		 * shortage of memory leaves the connection usable), then written after the
+		 * buffered ones. */
+		uint8_t *frame = NULL;
+		if (ta_frame_encode(&m->req.base, UINT32_MAX - TA_FRAME_HEADER, &frame,
+		                    &frame_len) != 0)
+			return tac_err(err, TILEATOM_E_NOMEM,
+			               "out of memory encoding a request of %zu bytes", packed);
+		int rc = flush_until(c, deadline, err);
+		if (rc == TILEATOM_OK) {
+			rc = send_all(c, frame, frame_len, deadline, err);
+			if (rc != TILEATOM_OK)
+				rc = tac_conn_break(c, err);
+		}
+		free(frame);
+		if (rc != TILEATOM_OK)
+			return rc;
+	} else {
+		if (txbuf_reserve(c, frame_len) < 0)
+			return tac_err(err, TILEATOM_E_NOMEM,
+			               "out of memory buffering a request of %zu bytes", packed);
+		uint8_t *at = c->txbuf + c->txbuf_len;
+		ta_frame_put_header(at, (uint32_t)packed);
+		if (protobuf_c_message_pack(&m->req.base, at + TA_FRAME_HEADER) != packed)
+			return tac_err(err, TILEATOM_E_PROTOCOL,
+			               "a request of %zu bytes packed to a different size", packed);
+		c->txbuf_len += frame_len;
+		if (flush || c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
+			int rc = flush_until(c, deadline, err);
+			if (rc != TILEATOM_OK)
+				return rc;
+		}
+	}
 	c->last_id++;
 	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
 	    (tac_pending){c->last_id, m->kind};
@@ -436,6 +507,11 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 		c->last = NULL;
 	}
 	int64_t deadline = deadline_from(timeout_ms);
+	/* The requests still buffered leave before the first wait (and all of them, so the
+	 * daemon has the whole batch however many responses are collected afterwards). */
+	int rc = flush_until(c, deadline, err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	while (c->rxq_count == 0) {
 		short revents = 0;
 		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
@@ -449,7 +525,7 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 			        strerror(errno));
 			return tac_conn_break(c, err);
 		}
-		int rc = recv_some(c, err);
+		rc = recv_some(c, err);
 		if (rc != TILEATOM_OK)
 			return tac_conn_break(c, err);
 	}

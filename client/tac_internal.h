@@ -1,8 +1,9 @@
 /* tac_internal.h: private declarations of libtileatom-client (not installed). The library
  * has three layers: tac_codec.c turns the public argument structs into protobuf-c request
  * messages (borrowing the caller's memory, no copies) and checks responses; tac_conn.c
- * owns the socket (connect with timeout, framed send/receive, the queue of requests
- * awaiting responses); tac_api.c implements the public calls on top of both. */
+ * owns the socket (connect with timeout, framed send/receive, the output buffer that
+ * coalesces submitted requests, the queue of requests awaiting responses); tac_api.c
+ * implements the public calls on top of both. */
 #ifndef TAC_INTERNAL_H
 #define TAC_INTERNAL_H
 
@@ -23,6 +24,9 @@
 #define TAC_DEFAULT_MAX_RESPONSE (1u << 30)
 /* Bytes read from the socket per recv(). */
 #define TAC_RECV_CHUNK 65536
+/* Submitted request bytes buffered before tac_conn_submit writes them out; a frame at
+ * least this large is written at once (from its own buffer, not copied). */
+#define TAC_FLUSH_THRESHOLD 65536
 
 /* A request awaiting its response. */
 typedef struct tac_pending {
@@ -54,6 +58,9 @@ struct tileatom_client {
 	size_t rxq_head;           /* index of the oldest frame */
 	size_t rxq_count;          /* frames queued */
 	uint8_t *rxbuf;            /* TAC_RECV_CHUNK bytes of receive staging */
+	uint8_t *txbuf;            /* framed requests submitted but not yet written */
+	size_t txbuf_len;          /* bytes waiting in txbuf */
+	size_t txbuf_cap;          /* bytes allocated at txbuf */
 	Tileatom__Response *last;  /* the last decoded response (kept for pointers) */
 	char server_version[64];   /* from the handshake */
 	char server_backend[32];   /* from the handshake */
@@ -186,13 +193,21 @@ TAC_HIDDEN int tac_client_new(int fd, const char *address, tileatom_client **out
                               tileatom_error *err);
 /* Frees a client and closes its socket. */
 TAC_HIDDEN void tac_client_free(tileatom_client *c);
-/* Assigns the next id to m, encodes and sends it, and queues it as pending. timeout_ms
- * bounds the send (<= 0: none). */
-TAC_HIDDEN int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, uint64_t *id,
-                               tileatom_error *err);
+/* Assigns the next id to m, encodes it into the output buffer and queues it as pending.
+ * The buffer is written out when flush is set (synchronous calls), when it reaches
+ * TAC_FLUSH_THRESHOLD bytes, or when the frame alone is that large (it is then written
+ * after what is buffered, without a copy). timeout_ms bounds the writing (<= 0: none). A
+ * failed write breaks the connection. */
+TAC_HIDDEN int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush,
+                               uint64_t *id, tileatom_error *err);
+/* Writes every buffered request, reading responses that arrive meanwhile into the frame
+ * queue whenever the socket is not writable. timeout_ms bounds it (<= 0: none). A failure
+ * breaks the connection. TILEATOM_OK when nothing was buffered. */
+TAC_HIDDEN int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err);
 /* Receives the response to the oldest pending request, checks its id, pops it, and keeps it
- * in c->last (freeing the previous one). *kind gets the request kind. Returns TILEATOM_OK
- * or a client error (the daemon's status is not examined here). */
+ * in c->last (freeing the previous one); buffered requests are written out first, within
+ * the same timeout. *kind gets the request kind. Returns TILEATOM_OK or a client error (the
+ * daemon's status is not examined here). */
 TAC_HIDDEN int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
                                 tileatom_error *err);
 /* Marks the connection broken with err's code and message; returns the code. */

@@ -21,11 +21,20 @@
  * free functions (tileatom_strerror, tileatom_dtype_*, tileatom_value_*, ...) are
  * thread-safe. The library never raises SIGPIPE (it sends with MSG_NOSIGNAL).
  *
- * Pipelining: tileatom_submit_* write one request and return its id without waiting;
- * tileatom_collect() returns the responses, which come back strictly in submission order.
- * The synchronous calls refuse to run (TILEATOM_E_STATE) while submitted responses are
- * still uncollected. Submitting never deadlocks against a daemon that stops reading: while
- * a write would block, responses already arriving are buffered for tileatom_collect(). */
+ * Pipelining: tileatom_submit_* encode one request into the connection's output buffer and
+ * return its id without waiting; tileatom_collect() returns the responses, which come back
+ * strictly in submission order. Submitted bytes leave in few send()s: the buffer is written
+ * out when it reaches 64 KiB (a request at least that large goes out at once, behind the
+ * buffered ones), when tileatom_collect() is called (everything buffered, before it waits
+ * for the first response), by tileatom_flush() and by tileatom_close(); until then the
+ * daemon has not seen the request, so call one of them rather than waiting for a
+ * pipelined request to take effect (a thread driving several connections flushes each
+ * before it collects from any). A write error breaks the connection and is reported by
+ * the call that wrote (a submit or a collect) and by every later call. The synchronous
+ * calls send their request at once, and refuse to run (TILEATOM_E_STATE) while submitted
+ * responses are still uncollected. Writing never deadlocks against a daemon that stops
+ * reading: while a write would block, responses already arriving are buffered for
+ * tileatom_collect(). */
 #ifndef TILEATOM_H
 #define TILEATOM_H
 
@@ -331,8 +340,9 @@ TA_API void tileatom_free(void *ptr);
  * "cannot connect to /run/x.sock: No such file or directory (is tileatomd running?)"). */
 TA_API int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
                             tileatom_error *err);
-/* Closes the connection and frees the handle (NULL is accepted). Uncollected responses are
- * discarded. */
+/* Writes out submitted requests still buffered (best effort, within the timeout of
+ * tileatom_set_timeout), closes the connection and frees the handle (NULL is accepted).
+ * Uncollected responses are discarded. */
 TA_API void tileatom_close(tileatom_client *client);
 /* Sets the timeout of every later send / receive in milliseconds (<= 0: wait forever, the
  * default). An expired timeout breaks the connection (TILEATOM_E_TIMEOUT). */
@@ -436,8 +446,9 @@ TA_API int tileatom_atomic_store(tileatom_client *client, const char *tile,
                                  tileatom_op_result *res, tileatom_error *err);
 
 /* ---- pipelined calls ---------------------------------------------------------------------
- * Each tileatom_submit_* encodes and writes one request with the same arguments as its
- * synchronous twin, sets *id (may be NULL) to the request id and returns without waiting
+ * Each tileatom_submit_* encodes one request with the same arguments as its synchronous
+ * twin into the output buffer (written out as the header comment says: at 64 KiB, on
+ * collect, flush or close), sets *id (may be NULL) to the request id and returns without waiting
  * for the response. opts->old_out is not used: old values arrive in the collected
  * response. Operand memory may be reused as soon as the call returns. */
 
@@ -496,11 +507,17 @@ TA_API int tileatom_submit_atomic_store(tileatom_client *client, const char *til
                                         const tileatom_array *values,
                                         const tileatom_op_options *opts, uint64_t *id,
                                         tileatom_error *err);
-/* Waits for the next response (they arrive in submission order) and describes it in *out
+/* Writes out the requests still buffered, then waits for the next response (they arrive in
+ * submission order; the timeout of tileatom_set_timeout covers both) and describes it in *out
  * (out->id is 0 only when nothing could be read). Returns the response's status (the
  * daemon's error, with its message in err) or a client error (TILEATOM_E_IO, ...); with
  * nothing outstanding it returns TILEATOM_E_STATE. */
 TA_API int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_error *err);
+/* Writes out the submitted requests still buffered without waiting for any response (what
+ * tileatom_collect does before it waits), within the timeout of tileatom_set_timeout.
+ * Returns TILEATOM_OK (also when nothing was buffered) or the error that broke the
+ * connection. */
+TA_API int tileatom_flush(tileatom_client *client, tileatom_error *err);
 /* Submitted requests whose responses have not been collected yet. */
 TA_API size_t tileatom_pending(const tileatom_client *client);
 

@@ -4,8 +4,10 @@
  * checked directly; the connection layer runs against an in-process fake daemon (a thread
  * speaking the framed protocol over a Unix or TCP socket) that can misbehave on purpose:
  * wrong protocol version, wrong response id, undecodable or oversized frames, silence,
- * hang-up, and a flood test where the fake stops reading until the client drains its
- * responses (the pipelined submit must not deadlock). */
+ * hang-up, and flood tests where the fake stops reading until the client drains its
+ * responses (neither a pipelined submit nor a collect may deadlock). A gated fake that
+ * reads nothing until told checks send coalescing byte for byte: submitted requests stay
+ * in the client until a collect, a 64 KiB buffer or a close writes them out. */
 #include <check.h>
 #include <errno.h>
 #include <math.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -587,7 +590,8 @@ typedef enum fake_mode {
 	FAKE_GARBAGE,     /* answers with a frame that does not decode */
 	FAKE_HUGE,        /* announces a 16 MiB frame */
 	FAKE_SILENT,      /* never answers after Hello */
-	FAKE_FLOOD        /* answers with 8 KiB messages from a tiny send buffer */
+	FAKE_FLOOD,       /* answers with 8 KiB messages from a tiny send buffer */
+	FAKE_GATED        /* after Hello reads nothing until gate bytes wait, then normal */
 } fake_mode;
 
 /* A fake daemon serving one connection on a thread. */
@@ -598,6 +602,9 @@ typedef struct fake {
 	char address[160]; /* what clients connect to */
 	pthread_t thread;  /* serving thread */
 	int requests;      /* requests answered after Hello */
+	int conn_fd;       /* the accepted connection (-1 before; atomic access) */
+	long gate;         /* FAKE_GATED: 0 closed, else bytes to await first (atomic access) */
+	long seen_bytes;   /* FAKE_GATED: bytes waiting when the fake first looked */
 } fake;
 
 /* Reads exactly len bytes; false on EOF or error. */
@@ -646,6 +653,30 @@ static bool send_response(int fd, Tileatom__Response *r)
 	return ok;
 }
 
+/* Bytes waiting to be read on fd (-1 on error). */
+static long bytes_waiting(int fd)
+{
+	int n = 0;
+	if (ioctl(fd, FIONREAD, &n) < 0)
+		return -1;
+	return n;
+}
+
+/* FAKE_GATED: waits (up to 20 s) until the test opens the gate and at least that many bytes
+ * are waiting on fd, then records how many are. */
+static void fake_gate_wait(fake *f, int fd)
+{
+	struct timespec ms = {0, 1000000};
+	long want = 0;
+	for (int k = 0; k < 20000; k++) {
+		want = __atomic_load_n(&f->gate, __ATOMIC_ACQUIRE);
+		if (want != 0 && bytes_waiting(fd) >= want)
+			break;
+		nanosleep(&ms, NULL);
+	}
+	f->seen_bytes = bytes_waiting(fd);
+}
+
 /* Serves one connection according to the mode. */
 static void *fake_main(void *arg)
 {
@@ -653,6 +684,7 @@ static void *fake_main(void *arg)
 	int fd = accept(f->listen_fd, NULL, NULL);
 	if (fd < 0)
 		return NULL;
+	__atomic_store_n(&f->conn_fd, fd, __ATOMIC_RELEASE);
 	if (f->mode == FAKE_FLOOD) {
 		int small = 4096;
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
@@ -680,6 +712,7 @@ static void *fake_main(void *arg)
 		Tileatom__PingResponse ping = TILEATOM__PING_RESPONSE__INIT;
 		resp.id = req->id;
 		bool is_hello = req->body_case == TILEATOM__REQUEST__BODY_HELLO;
+		bool is_ping = req->body_case == TILEATOM__REQUEST__BODY_PING;
 		tileatom__request__free_unpacked(req, NULL);
 		bool ok = true;
 		if (is_hello) {
@@ -689,10 +722,15 @@ static void *fake_main(void *arg)
 			resp.body_case = TILEATOM__RESPONSE__BODY_HELLO;
 			resp.hello = &hello;
 			ok = send_response(fd, &resp);
+			if (f->mode == FAKE_GATED)
+				fake_gate_wait(f, fd);
 		} else {
 			f->requests++;
-			resp.body_case = TILEATOM__RESPONSE__BODY_PING;
-			resp.ping = &ping;
+			/* Pings get their body; the other kinds the fake sees (writes) none. */
+			if (is_ping) {
+				resp.body_case = TILEATOM__RESPONSE__BODY_PING;
+				resp.ping = &ping;
+			}
 			switch (f->mode) {
 			case FAKE_BAD_ID:
 				resp.id += 7;
@@ -736,6 +774,7 @@ static void fake_start(fake *f, fake_mode mode, bool tcp)
 {
 	memset(f, 0, sizeof(*f));
 	f->mode = mode;
+	f->conn_fd = -1;
 	if (tcp) {
 		f->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		ck_assert_int_ge(f->listen_fd, 0);
@@ -849,24 +888,27 @@ START_TEST(test_fake_failures)
 }
 END_TEST
 
-START_TEST(test_fake_flood_no_deadlock)
+/* Floods a FAKE_FLOOD fake with n requests before collecting any: pings (write_elems 0)
+ * or writes of write_elems int32 each. The fake answers each with 8 KiB through a 4 KiB
+ * buffer and blocks; the client's own send buffer is tiny too. */
+static void flood_run(int n, int64_t write_elems)
 {
-	/* The fake answers each ping with 8 KiB through a 4 KiB buffer and blocks; the
-	 * client's own send buffer is tiny too. Submitting 1500 requests without collecting
-	 * only completes because submit drains responses while the socket is not writable. */
-	const int n = 1500;
 	fake f;
 	fake_start(&f, FAKE_FLOOD, false);
 	tileatom_client *c = NULL;
 	tileatom_error e = {0, ""};
 	ck_assert_int_eq(tileatom_connect(f.address, 5000, &c, &e), TILEATOM_OK);
 	int small = 4096;
-	setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	ck_assert_int_eq(setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
 	tileatom_set_timeout(c, 20000);
+	int32_t *vals = calloc(write_elems > 0 ? (size_t)write_elems : 1, sizeof(int32_t));
+	ck_assert_ptr_nonnull(vals);
+	tileatom_array a = tileatom_vector(TILEATOM_INT32, write_elems, vals);
 	uint64_t first = 0, id = 0;
 	for (int k = 0; k < n; k++) {
-		ck_assert_msg(tileatom_submit_ping(c, &id, &e) == TILEATOM_OK, "submit %d: %s", k,
-		              e.message);
+		int rc = write_elems > 0 ? tileatom_submit_write(c, "w", NULL, &a, &id, &e)
+		                         : tileatom_submit_ping(c, &id, &e);
+		ck_assert_msg(rc == TILEATOM_OK, "submit %d: %s", k, e.message);
 		if (k == 0)
 			first = id;
 		ck_assert_uint_eq(id, first + (uint64_t)k);
@@ -874,14 +916,199 @@ START_TEST(test_fake_flood_no_deadlock)
 	ck_assert_uint_eq(tileatom_pending(c), (size_t)n);
 	for (int k = 0; k < n; k++) {
 		tileatom_response r;
-		ck_assert_int_eq(tileatom_collect(c, &r, &e), TILEATOM_OK);
+		ck_assert_msg(tileatom_collect(c, &r, &e) == TILEATOM_OK, "collect %d: %s", k,
+		              e.message);
 		ck_assert_uint_eq(r.id, first + (uint64_t)k);
-		ck_assert_int_eq(r.kind, TILEATOM_REQ_PING);
+		ck_assert_int_eq(r.kind, write_elems > 0 ? TILEATOM_REQ_WRITE : TILEATOM_REQ_PING);
 	}
 	ck_assert_uint_eq(tileatom_pending(c), 0);
 	tileatom_close(c);
 	fake_stop(&f);
+	free(vals);
 	ck_assert_int_eq(f.requests, n);
+}
+
+START_TEST(test_fake_flood_no_deadlock)
+{
+	/* 1500 pings (about 12 KB) stay buffered until the first collect, whose flush meets
+	 * the stalled fake: it only completes because the flush drains responses while the
+	 * socket is not writable. 1500 writes of 1 KiB pass the 64 KiB threshold every 64
+	 * submits, so the same holds for the flushes inside tileatom_submit_*. */
+	flood_run(1500, 0);
+	flood_run(1500, 256);
+}
+END_TEST
+
+/* The fake's accepted connection (valid once tileatom_connect has returned). */
+static int fake_conn(fake *f)
+{
+	int fd = __atomic_load_n(&f->conn_fd, __ATOMIC_ACQUIRE);
+	ck_assert_int_ge(fd, 0);
+	return fd;
+}
+
+START_TEST(test_coalesce_until_collect)
+{
+	/* Submitted pings leave nothing on the socket; the fake (gated) answers only once the
+	 * whole batch is waiting, so the first collect must write all of it before it waits;
+	 * then every response comes back in order. */
+	enum { N = 100 };
+	fake f;
+	fake_start(&f, FAKE_GATED, false);
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	ck_assert_int_eq(tileatom_connect(f.address, 5000, &c, &e), TILEATOM_OK);
+	tileatom_set_timeout(c, 20000);
+	int sfd = fake_conn(&f);
+	uint64_t ids[N];
+	for (int k = 0; k < N; k++) {
+		ck_assert_int_eq(tileatom_submit_ping(c, &ids[k], &e), TILEATOM_OK);
+		ck_assert_int_eq(bytes_waiting(sfd), 0);
+	}
+	ck_assert_uint_eq(tileatom_pending(c), N);
+	size_t buffered = c->txbuf_len;
+	ck_assert_uint_gt(buffered, (size_t)N * TA_FRAME_HEADER);
+	__atomic_store_n(&f.gate, (long)buffered, __ATOMIC_RELEASE);
+	for (int k = 0; k < N; k++) {
+		tileatom_response r;
+		ck_assert_msg(tileatom_collect(c, &r, &e) == TILEATOM_OK, "collect %d: %s", k,
+		              e.message);
+		ck_assert_uint_eq(r.id, ids[k]);
+		ck_assert_int_eq(r.kind, TILEATOM_REQ_PING);
+		ck_assert_uint_eq(c->txbuf_len, 0);
+	}
+	ck_assert_int_eq(tileatom_collect(c, &(tileatom_response){0}, &e), TILEATOM_E_STATE);
+	/* A synchronous call goes out at once, as before. */
+	ck_assert_int_eq(tileatom_ping(c, &e), TILEATOM_OK);
+	tileatom_close(c);
+	fake_stop(&f);
+	ck_assert_int_eq(f.seen_bytes, (long)buffered);
+	ck_assert_int_eq(f.requests, N + 1);
+}
+END_TEST
+
+START_TEST(test_coalesce_threshold)
+{
+	/* Writes of 4 KB stay buffered until the one that brings the buffer to 64 KiB, which
+	 * writes all of them at once; a frame of 64 KiB or more goes out at once, behind what
+	 * is buffered. The gated fake reads nothing meanwhile. */
+	fake f;
+	fake_start(&f, FAKE_GATED, false);
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	ck_assert_int_eq(tileatom_connect(f.address, 5000, &c, &e), TILEATOM_OK);
+	tileatom_set_timeout(c, 20000);
+	int big = 1 << 20; /* room for all of it while the fake reads nothing */
+	ck_assert_int_eq(setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big)), 0);
+	int sfd = fake_conn(&f);
+	int32_t *vals = calloc(20000, sizeof(int32_t));
+	ck_assert_ptr_nonnull(vals);
+	tileatom_array small = tileatom_vector(TILEATOM_INT32, 1000, vals);
+	int writes = 0;
+	long waiting = 0;
+	while (waiting == 0) {
+		ck_assert_int_lt(writes, 100);
+		size_t before = c->txbuf_len;
+		ck_assert_int_eq(tileatom_submit_write(c, "w", NULL, &small, NULL, &e),
+		                 TILEATOM_OK);
+		writes++;
+		waiting = bytes_waiting(sfd);
+		if (waiting == 0) {
+			ck_assert_uint_gt(c->txbuf_len, before);
+			ck_assert_uint_lt(c->txbuf_len, TAC_FLUSH_THRESHOLD);
+			continue;
+		}
+		/* This submit wrote every buffered frame, its own included (all are the same
+		 * size: ids 2..18 take one byte). */
+		ck_assert_uint_eq(c->txbuf_len, 0);
+		ck_assert_uint_lt(before, TAC_FLUSH_THRESHOLD);
+		ck_assert_int_ge(waiting, TAC_FLUSH_THRESHOLD);
+		ck_assert_int_eq(waiting, (waiting - (long)before) * writes);
+		ck_assert_int_gt(waiting - (long)before, 4000);
+	}
+	ck_assert_int_eq(writes, (TAC_FLUSH_THRESHOLD + (int)waiting / writes - 1) /
+	                             ((int)waiting / writes));
+	/* A ping is buffered; a write of 80 KB goes out at once, with the ping before it. */
+	ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
+	ck_assert_int_eq(bytes_waiting(sfd), waiting);
+	size_t ping_len = c->txbuf_len;
+	ck_assert_uint_gt(ping_len, 0);
+	tileatom_array large = tileatom_vector(TILEATOM_INT32, 20000, vals);
+	ck_assert_int_eq(tileatom_submit_write(c, "w", NULL, &large, NULL, &e), TILEATOM_OK);
+	ck_assert_uint_eq(c->txbuf_len, 0);
+	long large_len = bytes_waiting(sfd) - waiting - (long)ping_len;
+	ck_assert_int_gt(large_len, 80000);
+	ck_assert_int_lt(large_len, 80100);
+	/* One more ping stays buffered until the collect. */
+	ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
+	ck_assert_uint_gt(c->txbuf_len, 0);
+	__atomic_store_n(&f.gate, 1L, __ATOMIC_RELEASE);
+	int total = writes + 3;
+	ck_assert_uint_eq(tileatom_pending(c), (size_t)total);
+	for (int k = 0; k < total; k++) {
+		tileatom_response r;
+		ck_assert_msg(tileatom_collect(c, &r, &e) == TILEATOM_OK, "collect %d: %s", k,
+		              e.message);
+		bool ping = k == writes || k == writes + 2;
+		ck_assert_int_eq(r.kind, ping ? TILEATOM_REQ_PING : TILEATOM_REQ_WRITE);
+	}
+	tileatom_close(c);
+	fake_stop(&f);
+	free(vals);
+	ck_assert_int_eq(f.requests, total);
+}
+END_TEST
+
+START_TEST(test_coalesce_close_and_errors)
+{
+	/* tileatom_flush writes what is buffered without waiting; tileatom_close does too:
+	 * the (gated) fake finds every byte of the ten requests waiting after each. */
+	fake f;
+	fake_start(&f, FAKE_GATED, false);
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	ck_assert_int_eq(tileatom_connect(f.address, 5000, &c, &e), TILEATOM_OK);
+	int sfd = fake_conn(&f);
+	long buffered = 0;
+	for (int round = 0; round < 2; round++) {
+		for (int k = 0; k < 5; k++)
+			ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
+		ck_assert_uint_gt(c->txbuf_len, 5 * TA_FRAME_HEADER);
+		ck_assert_int_eq(bytes_waiting(sfd), buffered);
+		buffered += (long)c->txbuf_len;
+		if (round == 0) {
+			ck_assert_int_eq(tileatom_flush(c, &e), TILEATOM_OK);
+			ck_assert_uint_eq(c->txbuf_len, 0);
+			ck_assert_int_eq(bytes_waiting(sfd), buffered);
+			ck_assert_int_eq(tileatom_flush(c, &e), TILEATOM_OK);
+		}
+	}
+	ck_assert_uint_eq(tileatom_pending(c), 10);
+	__atomic_store_n(&f.gate, buffered, __ATOMIC_RELEASE);
+	tileatom_close(c);
+	fake_stop(&f);
+	ck_assert_int_eq(f.seen_bytes, buffered);
+	ck_assert_int_eq(tileatom_flush(NULL, &e), TILEATOM_E_INVALID_ARGUMENT);
+
+	/* The daemon hangs up: the submits only buffer, so the collect that writes and waits
+	 * reports the failure, and every later call remembers it. */
+	fake_start(&f, FAKE_HANGUP, false);
+	ck_assert_int_eq(tileatom_connect(f.address, 5000, &c, &e), TILEATOM_OK);
+	tileatom_set_timeout(c, 20000);
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
+	tileatom_response r;
+	ck_assert_int_eq(tileatom_collect(c, &r, &e), TILEATOM_E_IO);
+	ck_assert_int_eq(r.status, TILEATOM_E_IO);
+	tileatom_error again = {0, ""};
+	ck_assert_int_eq(tileatom_submit_ping(c, NULL, &again), TILEATOM_E_IO);
+	ck_assert_msg(strstr(again.message, "broken") && strstr(again.message, e.message),
+	              "message: %s", again.message);
+	ck_assert_int_eq(tileatom_collect(c, &r, &again), TILEATOM_E_IO);
+	ck_assert_int_eq(tileatom_ping(c, &again), TILEATOM_E_IO);
+	ck_assert_int_eq(tileatom_flush(c, &again), TILEATOM_E_IO);
+	tileatom_close(c);
+	fake_stop(&f);
 }
 END_TEST
 
@@ -942,6 +1169,9 @@ static Suite *codec_suite(void)
 	tcase_add_test(conn, test_fake_handshake_and_tcp);
 	tcase_add_test(conn, test_fake_failures);
 	tcase_add_test(conn, test_fake_flood_no_deadlock);
+	tcase_add_test(conn, test_coalesce_until_collect);
+	tcase_add_test(conn, test_coalesce_threshold);
+	tcase_add_test(conn, test_coalesce_close_and_errors);
 	tcase_add_test(conn, test_connect_errors);
 	suite_add_tcase(s, conn);
 	return s;
