@@ -1,9 +1,27 @@
 #!/usr/bin/env bash
 # scripts/install-deps.sh: installs the Debian 12 packages tileatom needs to build and test,
 # skipping those already installed. Uses sudo when not run as root.
+#   --bench  also installs what benchmarks/vs-redis and benchmarks/plot-throughput use
+#            (redis-server, redis-tools, gnuplot-nox); redis is not started or enabled
+#            as a service (vs-redis starts its own on a private socket).
 set -euo pipefail
 pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
       protobuf-c-compiler check libsubunit-dev libinih-dev"
+bench=0
+for arg in "$@"; do
+	case "$arg" in
+	--bench) bench=1 ;;
+	-h | --help)
+		echo "Usage: bash scripts/install-deps.sh [--bench]"
+		exit 0
+		;;
+	*)
+		echo "install-deps: unknown option $arg (usage: install-deps.sh [--bench])" >&2
+		exit 2
+		;;
+	esac
+done
+[ "$bench" -eq 1 ] && pkgs="$pkgs redis-server redis-tools gnuplot-nox"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -13,4 +31,24 @@ echo "install-deps: installing$missing"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 $SUDO apt-get update -qq
+if [ "$bench" -eq 1 ]; then
+	# Keep the redis-server package from starting (or enabling) its system service:
+	# a policy-rc.d that refuses every service action, for the time of the install only.
+	# Without an init system (containers) nothing would start anyway.
+	policy=/usr/sbin/policy-rc.d
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+		$SUDO chmod 755 "$policy"
+		trap '$SUDO rm -f "$policy"' EXIT
+	fi
+fi
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+case " $missing " in
+*" redis-server "*)
+	# The package just installed enables its unit for the next boot; tileatom's
+	# benchmarks do not want it (a redis-server installed before is left alone).
+	if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+		$SUDO systemctl disable --now redis-server >/dev/null 2>&1 || true
+	fi
+	;;
+esac

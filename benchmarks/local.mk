@@ -1,0 +1,10 @@
+# benchmarks/local.mk: tileatom-bench, an installed load generator built on the public
+# client library alone (its include path holds the public header and nothing private),
+# its man page, and the scripts that compare it with Redis and plot the results.
+bin_PROGRAMS += benchmarks/tileatom-bench
+benchmarks_tileatom_bench_SOURCES = benchmarks/tileatom-bench.c client/tileatom.h
+benchmarks_tileatom_bench_CPPFLAGS = -I$(top_srcdir)/client -D_GNU_SOURCE
+benchmarks_tileatom_bench_LDADD = client/libtileatom-client.la
+
+dist_man_MANS += doc/tileatom-bench.1
+EXTRA_DIST += benchmarks/vs-redis benchmarks/plot-throughput
