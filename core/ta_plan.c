@@ -145,8 +145,11 @@ static ta_status check_data_operand(const ta_array_view *v, ta_dtype dtype, cons
 /* Checks an index operand: present, INT32 or INT64, consistent. */
 static ta_status check_index(const ta_array_view *v, int i, ta_error *err)
 {
-	char what[32];
-	snprintf(what, sizeof(what), "indices[%d]", i);
+	/* the operand's name for messages, without formatting on the happy path */
+	static const char *const names[TA_MAX_RANK] = {"indices[0]", "indices[1]", "indices[2]",
+	                                               "indices[3]"};
+	_Static_assert(TA_MAX_RANK == 4, "one name per index array");
+	const char *what = i >= 0 && i < TA_MAX_RANK ? names[i] : "indices[?]";
 	if (!v->present)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s is missing", what);
 	ta_status st = ta_array_view_check(v, what, err);

@@ -174,9 +174,11 @@ static ta_status indexed_into(const Tileatom__IndexedAddr *ia, ta_request *req, 
 		                    ia->n_indices, TA_MAX_RANK);
 	req->addr = ia->flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
 	req->n_index = (int)ia->n_indices;
+	static const char *const names[TA_MAX_RANK] = {"indices[0]", "indices[1]", "indices[2]",
+	                                               "indices[3]"};
+	_Static_assert(TA_MAX_RANK == 4, "one name per index array");
 	for (size_t i = 0; i < ia->n_indices; i++) {
-		char what[32];
-		snprintf(what, sizeof(what), "indices[%zu]", i);
+		const char *what = names[i]; /* n_indices <= TA_MAX_RANK, checked above */
 		if (!ia->indices[i])
 			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s is missing", what);
 		ta_status st = view_from_array(ia->indices[i], what, &req->index[i], err);
