@@ -367,78 +367,101 @@ ta_status ta_check_variant(ta_family family, ta_op op, ta_sem sem, ta_scope scop
 	return TA_OK;
 }
 
-/* Appends item to the list text in buf ("a", "a or b", "a, b or c"): `last` says whether
- * item is the final one; i is its position. */
-static void list_append(char *buf, size_t n, size_t *used, int i, bool last, const char *item)
-{
-	const char *sep = i == 0 ? "" : last ? " or " : ", ";
-	if (*used < n)
-		*used += (size_t)snprintf(buf + *used, n - *used, "%s%s", sep, item);
-}
+/* A table set to write as text: the rows first .. first + count - 1 of a table, those
+ * for which ok(row, arg) holds, named by name(row). */
+typedef struct name_set {
+	int first, count;             /* rows considered */
+	bool (*ok)(int row, int arg); /* membership */
+	int arg;                      /* second argument of ok */
+	const char *(*name)(int row); /* a row's name */
+} name_set;
 
-/* Writes the names of the ops op_ok(op, arg) accepts as a list into buf. */
-static const char *ops_text(bool (*op_ok)(ta_op, int), int arg, char *buf, size_t n)
+/* Writes the names of a set as "a", "a or b", "a, b or c" into buf; returns buf. */
+static const char *set_text(const name_set *set, char *buf, size_t n)
 {
 	int total = 0, i = 0;
 	size_t used = 0;
 	buf[0] = '\0';
-	for (int op = 1; op < TA_OP_COUNT; op++)
-		total += op_ok((ta_op)op, arg);
-	for (int op = 1; op < TA_OP_COUNT; op++)
-		if (op_ok((ta_op)op, arg)) {
-			list_append(buf, n, &used, i, i == total - 1, op_rows[op].name);
-			i++;
-		}
+	for (int r = set->first; r < set->first + set->count; r++)
+		total += set->ok(r, set->arg);
+	for (int r = set->first; r < set->first + set->count; r++) {
+		if (!set->ok(r, set->arg))
+			continue;
+		const char *sep = i == 0 ? "" : i == total - 1 ? " or " : ", ";
+		if (used < n)
+			used += (size_t)snprintf(buf + used, n - used, "%s%s", sep, set->name(r));
+		i++;
+	}
 	return buf;
 }
 
-/* ops_text predicate: op in family arg. */
-static bool op_in_family_int(ta_op op, int family)
+/* Row names and membership tests of set_text. */
+static const char *op_row_name(int op)
 {
-	return ta_op_in_family(op, (ta_family)family);
+	return op_rows[op].name;
 }
-
-/* ops_text predicate: space shared defined for op. */
-static bool op_shared_int(ta_op op, int unused)
+static const char *sem_row_name(int sem)
+{
+	return sem_rows[sem].name;
+}
+static const char *addr_row_name(int addr)
+{
+	return addr_names[addr];
+}
+static bool op_in_family_row(int op, int family)
+{
+	return ta_op_in_family((ta_op)op, (ta_family)family);
+}
+static bool op_shared_row(int op, int unused)
 {
 	(void)unused;
-	return ta_op_shared_ok(op);
+	return ta_op_shared_ok((ta_op)op);
+}
+static bool op_of_kind_row(int op, int kind)
+{
+	return ta_op_kind_of((ta_op)op) == (ta_op_kind)kind;
+}
+static bool sem_of_op_row(int sem, int op)
+{
+	return ta_op_sem_ok((ta_op)op, (ta_sem)sem);
+}
+static bool addr_of_family_row(int addr, int family)
+{
+	return ta_family_addr_ok((ta_family)family, (ta_addr)addr);
 }
 
-/* ops_text predicate: op of kind arg. */
-static bool op_of_kind_int(ta_op op, int kind)
+/* The ops set_text lists, for a membership test and its argument. */
+static const char *ops_text(bool (*ok)(int, int), int arg, char *buf, size_t n)
 {
-	return ta_op_kind_of(op) == (ta_op_kind)kind;
+	name_set set = {TA_OP_NONE + 1, TA_OP_COUNT - 1, ok, arg, op_row_name};
+	return set_text(&set, buf, n);
 }
 
 const char *ta_kind_ops_text(ta_op_kind kind, char *buf, size_t n)
 {
-	return ops_text(op_of_kind_int, (int)kind, buf, n);
+	return ops_text(op_of_kind_row, (int)kind, buf, n);
 }
 
 const char *ta_family_ops_text(ta_family family, char *buf, size_t n)
 {
-	return ops_text(op_in_family_int, (int)family, buf, n);
+	return ops_text(op_in_family_row, (int)family, buf, n);
 }
 
 const char *ta_shared_ops_text(char *buf, size_t n)
 {
-	return ops_text(op_shared_int, 0, buf, n);
+	return ops_text(op_shared_row, 0, buf, n);
 }
 
 const char *ta_op_sems_text(ta_op op, char *buf, size_t n)
 {
-	int total = 0, i = 0;
-	size_t used = 0;
-	buf[0] = '\0';
-	for (int s = 0; s < TA_SEM_COUNT; s++)
-		total += ta_op_sem_ok(op, (ta_sem)s);
-	for (int s = 0; s < TA_SEM_COUNT; s++)
-		if (ta_op_sem_ok(op, (ta_sem)s)) {
-			list_append(buf, n, &used, i, i == total - 1, sem_rows[s].name);
-			i++;
-		}
-	return buf;
+	name_set set = {0, TA_SEM_COUNT, sem_of_op_row, (int)op, sem_row_name};
+	return set_text(&set, buf, n);
+}
+
+const char *ta_family_addrs_text(ta_family family, char *buf, size_t n)
+{
+	name_set set = {0, TA_ADDR_COUNT, addr_of_family_row, (int)family, addr_row_name};
+	return set_text(&set, buf, n);
 }
 
 const char *ta_family_noun(ta_family family)
@@ -450,21 +473,6 @@ bool ta_family_addr_ok(ta_family family, ta_addr addr)
 {
 	return (unsigned)family < TA_FAMILY_COUNT && (unsigned)addr < TA_ADDR_COUNT &&
 	       (family_rows[family].addrs >> addr) & 1u;
-}
-
-const char *ta_family_addrs_text(ta_family family, char *buf, size_t n)
-{
-	int total = 0, i = 0;
-	size_t used = 0;
-	buf[0] = '\0';
-	for (int a = 0; a < TA_ADDR_COUNT; a++)
-		total += ta_family_addr_ok(family, (ta_addr)a);
-	for (int a = 0; a < TA_ADDR_COUNT; a++)
-		if (ta_family_addr_ok(family, (ta_addr)a)) {
-			list_append(buf, n, &used, i, i == total - 1, addr_names[a]);
-			i++;
-		}
-	return buf;
 }
 
 const char *ta_addr_name(ta_addr addr)
