@@ -573,84 +573,33 @@ ta_status ta_plan_check(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems
 	return TA_OK;
 }
 
-/* Unravels k into iteration coordinates. */
+/* ---- element addressing: ta_addr.h holds the one definition (shared with the CPU
+ * backend); it is included here, next to the code that uses it. */
+#include "ta_addr.h"
+
+/* Unravels k into iteration coordinates (the name the bounds scan above uses). */
 static void unravel(const ta_plan *p, int64_t k, int64_t *e)
 {
-	for (int a = p->rank - 1; a >= 0; a--) {
-		e[a] = k % p->shape[a];
-		k /= p->shape[a];
-	}
+	ta_addr_unravel(p, k, e);
 }
 
-/* Element offset of an operand at iteration coordinates e. */
-static int64_t operand_offset(const ta_plan *p, const ta_operand *op, const int64_t *e)
-{
-	int64_t off = 0;
-	for (int a = 0; a < p->rank; a++)
-		off += e[a] * op->stride[a];
-	return off;
-}
-
-/* Reads index operand i at coordinates e as a signed 64-bit value. */
+/* Reads index operand i at coordinates e as a signed 64-bit value (the name the bounds
+ * scan above uses). */
 static int64_t index_at(const ta_plan *p, int i, const int64_t *e)
 {
-	const ta_operand *op = &p->index[i];
-	int64_t off = operand_offset(p, op, e);
-	if (op->dtype == TA_DTYPE_I32) {
-		int32_t v;
-		memcpy(&v, (const char *)op->data + off * 4, 4);
-		return v;
-	}
-	int64_t v;
-	memcpy(&v, (const char *)op->data + off * 8, 8);
-	return v;
+	return ta_addr_index(p, i, e);
 }
 
 int ta_plan_resolve(const ta_plan *p, int64_t k, int64_t *offset)
 {
-	int64_t e[TA_MAX_RANK] = {0};
-	unravel(p, k, e);
-	if (p->mask.data) {
-		const uint8_t *m = p->mask.data;
-		if (!m[operand_offset(p, &p->mask, e)])
-			return 0;
-	}
+	int64_t e[TA_MAX_RANK] = {0}, r[TA_MAX_RANK] = {0};
+	ta_addr_unravel(p, k, e);
+	int how = ta_addr_resolve(p, e, r);
+	if (how <= 0)
+		return how;
 	int64_t off = 0;
-	switch (p->addr) {
-	case TA_ADDR_REGION:
-		for (int a = 0; a < p->tile_rank; a++)
-			off += (p->origin[a] + e[a]) * p->tile_stride[a];
-		break;
-	case TA_ADDR_SCATTER:
-		for (int a = 0; a < p->tile_rank; a++) {
-			int64_t c = e[a];
-			if (a == p->scatter_dim) {
-				c = index_at(p, 0, e);
-				if (c < 0 || c >= p->extent[a])
-					return -1;
-			}
-			off += (p->origin[a] + c) * p->tile_stride[a];
-		}
-		break;
-	case TA_ADDR_INDEXED:
-		for (int a = 0; a < p->tile_rank; a++) {
-			int64_t c = index_at(p, a, e);
-			if (c < 0 || c >= p->extent[a])
-				return -1;
-			off += (p->origin[a] + c) * p->tile_stride[a];
-		}
-		break;
-	case TA_ADDR_FLAT: {
-		int64_t f = index_at(p, 0, e);
-		if (f < 0 || f >= p->region_count)
-			return -1;
-		for (int a = p->tile_rank - 1; a >= 0; a--) {
-			off += (p->origin[a] + f % p->extent[a]) * p->tile_stride[a];
-			f /= p->extent[a];
-		}
-		break;
-	}
-	}
+	for (int a = 0; a < p->tile_rank; a++)
+		off += (p->origin[a] + r[a]) * p->tile_stride[a];
 	*offset = off;
 	return 1;
 }
@@ -658,9 +607,9 @@ int ta_plan_resolve(const ta_plan *p, int64_t k, int64_t *offset)
 uint64_t ta_operand_bits(const ta_plan *p, const ta_operand *op, int64_t k)
 {
 	int64_t e[TA_MAX_RANK] = {0};
-	unravel(p, k, e);
+	ta_addr_unravel(p, k, e);
 	size_t es = ta_dtype_size(op->dtype);
 	uint64_t v = 0;
-	memcpy(&v, (const char *)op->data + operand_offset(p, op, e) * (int64_t)es, es);
+	memcpy(&v, (const char *)op->data + ta_addr_operand_offset(p, op, e) * (int64_t)es, es);
 	return v;
 }

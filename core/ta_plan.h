@@ -165,9 +165,9 @@ void ta_request_region(ta_request *req, ta_family family, ta_op op);
 
 /* Resolves element k (row-major over plan->shape) to its tile element offset. Returns 1
  * and sets *offset when the element is to be applied, 0 when masked off, -1 when out of
- * range (skipped). The reference definition of addressing: the CPU backend (which steps
- * coordinates instead of dividing) and the CUDA kernels implement it faster, and the tests
- * hold them to it. */
+ * range (skipped). The reference definition of addressing, built on ta_addr.h, which the
+ * CPU backend shares (stepping coordinates instead of dividing); the CUDA kernels
+ * implement it faster, and the tests hold them to it. */
 int ta_plan_resolve(const ta_plan *plan, int64_t k, int64_t *offset);
 
 /* Reads element k of an operand as raw bits (zero-extended), dtype size from plan. */

@@ -8,7 +8,8 @@
  * job, so concurrent updates to one element really contend. Several apply() calls may run
  * at once: each queues its own job and the workers help the job at the head of the queue.
  *
- * Semantics (bit for bit what the CUDA backend does; ta_plan.h states them too):
+ * Semantics (bit for bit what the CUDA backend does; ta_plan.h states them too). Element
+ * addressing is core/ta_addr.h (shared with ta_plan_resolve):
  *  - Integers: add/sub wrap (computed in unsigned); sub adds the negated operand; min/max
  *    are signed for int32/int64, unsigned for uint32/uint64; and/or/xor are integer only.
  *  - float32 add/sub flush subnormal inputs (the tile value and the operand) and subnormal
@@ -50,6 +51,7 @@
  * touched (INVALID_ARGUMENT / INTERNAL). Every resolved offset is checked against the tile
  * once more; an element outside it is never applied and makes apply return INTERNAL.
  * Out of memory for tiles gives RESOURCE_EXHAUSTED; for private copies, the global path. */
+#include "ta_addr.h"
 #include "ta_backend.h"
 
 #include <errno.h>
@@ -421,15 +423,6 @@ atomic_elem(const cpu_apply *ap, cpu_kind kind, void *p, uint64_t v, uint64_t c,
 
 /* ---- operand access ---------------------------------------------------------------- */
 
-/* Element offset of operand op at iteration coordinates e. */
-static inline int64_t operand_offset(const ta_plan *p, const ta_operand *op, const int64_t *e)
-{
-	int64_t off = 0;
-	for (int a = 0; a < p->rank; a++)
-		off += e[a] * op->stride[a];
-	return off;
-}
-
 /* Reads element bits (width es) at element offset off of data. */
 static inline uint64_t read_bits(const void *data, int64_t off, size_t es)
 {
@@ -476,54 +469,6 @@ static inline void write_bits(void *data, int64_t k, size_t es, uint64_t v)
 	}
 }
 
-/* Reads index operand i at coordinates e as a signed value. */
-static inline int64_t index_value(const ta_plan *p, int i, const int64_t *e)
-{
-	const ta_operand *op = &p->index[i];
-	int64_t off = operand_offset(p, op, e);
-	if (op->dtype == TA_DTYPE_I32)
-		return (int32_t)read_bits(op->data, off, 4);
-	return (int64_t)read_bits(op->data, off, 8);
-}
-
-/* Resolves the element at iteration coordinates e into region coordinates r. Returns 1
- * (apply), 0 (masked off) or -1 (out of range), exactly as ta_plan_resolve(). */
-static inline int resolve(const ta_plan *p, const int64_t *e, int64_t *r)
-{
-	if (p->mask.data && read_bits(p->mask.data, operand_offset(p, &p->mask, e), 1) == 0)
-		return 0;
-	switch (p->addr) {
-	case TA_ADDR_REGION:
-		for (int a = 0; a < p->tile_rank; a++)
-			r[a] = e[a];
-		return 1;
-	case TA_ADDR_SCATTER:
-		for (int a = 0; a < p->tile_rank; a++)
-			r[a] = e[a];
-		r[p->scatter_dim] = index_value(p, 0, e);
-		return r[p->scatter_dim] >= 0 && r[p->scatter_dim] < p->extent[p->scatter_dim] ? 1
-		                                                                               : -1;
-	case TA_ADDR_INDEXED:
-		for (int a = 0; a < p->tile_rank; a++) {
-			r[a] = index_value(p, a, e);
-			if (r[a] < 0 || r[a] >= p->extent[a])
-				return -1;
-		}
-		return 1;
-	case TA_ADDR_FLAT:
-	default: {
-		int64_t f = index_value(p, 0, e);
-		if (f < 0 || f >= p->region_count)
-			return -1;
-		for (int a = p->tile_rank - 1; a >= 0; a--) {
-			r[a] = f % p->extent[a];
-			f /= p->extent[a];
-		}
-		return 1;
-	}
-	}
-}
-
 /* Tile offset of region coordinates r, or -1 when r lies outside the region or the tile
  * memory (the defensive check: never reached for a plan from ta_plan_build). */
 static inline int64_t tile_offset(const cpu_apply *ap, const int64_t *r)
@@ -552,7 +497,8 @@ static inline uint64_t idle_output(const cpu_apply *ap, const int64_t *e)
 {
 	const ta_plan *p = ap->plan;
 	if (p->op == TA_OP_CAS)
-		return read_bits(p->compare.data, operand_offset(p, &p->compare, e), ap->esize);
+		return read_bits(p->compare.data, ta_addr_operand_offset(p, &p->compare, e),
+		                 ap->esize);
 	if (p->op == TA_OP_LOAD)
 		return p->padding_bits & ap->emask;
 	return 0;
@@ -599,11 +545,8 @@ static inline __attribute__((always_inline)) void private_merge(cpu_apply *ap, c
 {
 	const ta_plan *p = ap->plan;
 	for (size_t i = 0; i < pv->nlist; i++) {
-		int64_t rel = pv->list[i], r[TA_MAX_RANK], f = rel;
-		for (int a = p->tile_rank - 1; a >= 0; a--) {
-			r[a] = f % p->extent[a];
-			f /= p->extent[a];
-		}
+		int64_t rel = pv->list[i], r[TA_MAX_RANK];
+		ta_addr_region_coords(p, rel, r);
 		int64_t off = tile_offset(ap, r);
 		uint64_t v = read_bits(pv->vals, rel, ap->esize);
 		atomic_elem(ap, ap->kind, ap->mem + off * (int64_t)ap->esize, v, 0, mo);
@@ -617,7 +560,8 @@ static inline __attribute__((always_inline)) void private_merge(cpu_apply *ap, c
 /* ---- the element loop -------------------------------------------------------------- */
 
 /* Runs elements [k0, k1) of the plan under memory order mo (a constant after inlining),
- * accumulating into pv when it holds a private copy. Adds to *skipped, *applied and
+ * accumulating into pv when it holds a private copy: addressing by ta_addr.h, the
+ * coordinates stepped from element to element. Adds to *skipped, *applied and
  * *violations. */
 static inline __attribute__((always_inline)) void
 run_range_mo(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
@@ -630,13 +574,9 @@ run_range_mo(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *s
 	const bool is_cas = p->op == TA_OP_CAS;
 	const uint64_t neg_sign = ta_dtype_is_float(p->dtype) ? sign_bit(es) : 0;
 	int64_t e[TA_MAX_RANK] = {0}, r[TA_MAX_RANK] = {0};
-	int64_t k = k0;
-	for (int a = p->rank - 1; a >= 0; a--) {
-		e[a] = k % p->shape[a];
-		k /= p->shape[a];
-	}
-	for (k = k0; k < k1; k++) {
-		int how = resolve(p, e, r);
+	ta_addr_unravel(p, k0, e);
+	for (int64_t k = k0; k < k1; k++) {
+		int how = ta_addr_resolve(p, e, r);
 		int64_t off = how > 0 ? tile_offset(ap, r) : 0;
 		if (how > 0 && off < 0) {
 			(*violations)++;
@@ -650,10 +590,11 @@ run_range_mo(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *s
 		} else {
 			uint64_t v = 0, c = 0;
 			if (has_values)
-				v = read_bits(p->values.data, operand_offset(p, &p->values, e), es);
+				v = read_bits(p->values.data,
+				              ta_addr_operand_offset(p, &p->values, e), es);
 			if (is_cas)
-				c = read_bits(p->compare.data, operand_offset(p, &p->compare, e),
-				              es);
+				c = read_bits(p->compare.data,
+				              ta_addr_operand_offset(p, &p->compare, e), es);
 			if (ap->negate)
 				v = neg_sign ? v ^ neg_sign : (~v + 1) & ap->emask;
 			(*applied)++;
@@ -680,11 +621,7 @@ run_range_mo(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *s
 					write_bits(p->old_out, k, es, old);
 			}
 		}
-		for (int a = p->rank - 1; a >= 0; a--) {
-			if (++e[a] < p->shape[a])
-				break;
-			e[a] = 0;
-		}
+		ta_addr_step(p, e);
 	}
 }
 
