@@ -16,7 +16,8 @@ kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.c
 TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh \
 	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/core/ta_backend.h \
 	$(top_srcdir)/core/ta_plan.h $(top_srcdir)/core/ta_types.h \
-	$(top_srcdir)/core/ta_ops.def $(top_srcdir)/kernels/nvcc-libtool.sh \
+	$(top_srcdir)/core/ta_ops.def $(top_srcdir)/core/ta_float.h \
+	$(top_srcdir)/kernels/nvcc-libtool.sh \
 	kernels/nvcc-command.stamp
 kernels/ta_cuda.lo: $(TA_CUDA_DEPS)
 # The nvcc command line; rewritten (and so newer than the objects) only when it changes.

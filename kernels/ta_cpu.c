@@ -9,7 +9,8 @@
  * at once: each queues its own job and the workers help the job at the head of the queue.
  *
  * Semantics (bit for bit what the CUDA backend does; ta_plan.h states them too). Element
- * addressing is core/ta_addr.h (shared with ta_plan_resolve):
+ * addressing is core/ta_addr.h (shared with ta_plan_resolve), the float rules are
+ * core/ta_float.h (shared with the CUDA kernels):
  *  - Integers: add/sub wrap (computed in unsigned); sub adds the negated operand; min/max
  *    are signed for int32/int64, unsigned for uint32/uint64; and/or/xor are integer only.
  *  - float32 add/sub flush subnormal inputs (the tile value and the operand) and subnormal
@@ -22,8 +23,8 @@
  *    the operand with its sign bit flipped.
  *  - Float min/max (a CAS loop on the bit pattern): a NaN in the tile stays; otherwise a
  *    NaN operand's bits are stored; otherwise the comparison with -0.0 < +0.0 decides
- *    (min stores the operand when operand < current, max when current < operand).
- *    float16/bfloat16 compare after conversion to float.
+ *    (min stores the operand when operand < current, max when current < operand),
+ *    compared as order-preserving keys of the bit patterns.
  *  - exch/cas/load/store work on bit patterns with atomics of the element's width (16,
  *    32 or 64 bits); cas compares bits (-0.0 != +0.0, identical NaN bits are equal).
  *  - sem maps onto C11 memory orders: RMW ops use it as is (a CAS loop's failed compare
@@ -53,9 +54,9 @@
  * Out of memory for tiles gives RESOURCE_EXHAUSTED; for private copies, the global path. */
 #include "ta_addr.h"
 #include "ta_backend.h"
+#include "ta_float.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -142,71 +143,12 @@ typedef struct cpu_backend {
 	char device[128];       /* CPU description for info() */
 } cpu_backend;
 
-/* ---- bit helpers ------------------------------------------------------------------- */
-
-/* float32 from bits. */
-static inline float f32_of(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-/* bits of a float32. */
-static inline uint32_t bits_f32(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-/* float64 from bits. */
-static inline double f64_of(uint64_t u)
-{
-	double d;
-	memcpy(&d, &u, 8);
-	return d;
-}
-
-/* bits of a float64. */
-static inline uint64_t bits_f64(double d)
-{
-	uint64_t u;
-	memcpy(&u, &d, 8);
-	return u;
-}
-
-/* A float32 subnormal becomes a zero of the same sign; other values pass. */
-static inline uint32_t f32_flush(uint32_t u)
-{
-	return (u & 0x7f800000u) == 0 ? (u & 0x80000000u) : u;
-}
-
-/* Any float tile element as a double (exact for every float dtype). */
-static inline double float_value(ta_dtype dt, uint64_t b)
-{
-	switch (dt) {
-	case TA_DTYPE_F32:
-		return f32_of((uint32_t)b);
-	case TA_DTYPE_F64:
-		return f64_of(b);
-	case TA_DTYPE_F16:
-		return ta_f16_to_f32((uint16_t)b);
-	default:
-		return ta_bf16_to_f32((uint16_t)b);
-	}
-}
+/* ---- element arithmetic ------------------------------------------------------------- */
 
 /* Sign bit of an element of width esize. */
 static inline uint64_t sign_bit(size_t esize)
 {
 	return (uint64_t)1 << (esize * 8 - 1);
-}
-
-/* a < b with -0.0 < +0.0 (neither is NaN). */
-static inline bool float_less(double a, double b)
-{
-	return a < b || (a == b && signbit(a) && !signbit(b));
 }
 
 /* Sign-extends an element of width esize. */
@@ -218,41 +160,9 @@ static inline int64_t sext(uint64_t b, size_t esize)
 	return (int64_t)(b << shift) >> shift;
 }
 
-/* float add of the tile value cur and operand v under the rules in the file comment. */
-static uint64_t float_add(ta_dtype dt, uint64_t cur, uint64_t v)
-{
-	switch (dt) {
-	case TA_DTYPE_F32: {
-		float r = f32_of(f32_flush((uint32_t)cur)) + f32_of(f32_flush((uint32_t)v));
-		if (isnan(r))
-			return 0x7fffffffu;
-		return f32_flush(bits_f32(r));
-	}
-	case TA_DTYPE_F64: {
-		/* As sm_90's atom.add.f64: NaN bits propagate unchanged (operand first). */
-		if (isnan(f64_of(v)))
-			return v;
-		if (isnan(f64_of(cur)))
-			return cur;
-		double r = f64_of(cur) + f64_of(v);
-		if (isnan(r))
-			return UINT64_C(0xfff8000000000000);
-		return bits_f64(r);
-	}
-	case TA_DTYPE_F16:
-	case TA_DTYPE_BF16: {
-		double r = float_value(dt, cur) + float_value(dt, v);
-		if (isnan(r))
-			return 0x7fff;
-		return dt == TA_DTYPE_F16 ? ta_f64_to_f16(r) : ta_f64_to_bf16(r);
-	}
-	default:
-		return cur;
-	}
-}
-
 /* New value of an element holding cur after op with operand v (ADD, MIN, MAX, AND, OR,
- * XOR; ADD with an already negated operand for SUB). Pure: also used for private copies. */
+ * XOR; ADD with an already negated operand for SUB); float add, min and max follow the
+ * rules of ta_float.h. Pure: also used for private copies. */
 static uint64_t combine(ta_op op, ta_dtype dt, uint64_t emask, uint64_t cur, uint64_t v)
 {
 	size_t es = ta_dtype_size(dt);
@@ -260,19 +170,14 @@ static uint64_t combine(ta_op op, ta_dtype dt, uint64_t emask, uint64_t cur, uin
 	switch (op) {
 	case TA_OP_ADD:
 		if (is_float)
-			return float_add(dt, cur, v);
+			return ta_float_add(dt, cur, v);
 		return (cur + v) & emask;
 	case TA_OP_MIN:
 	case TA_OP_MAX: {
 		bool take;
-		if (is_float) {
-			double c = float_value(dt, cur), x = float_value(dt, v);
-			if (isnan(c))
-				return cur;
-			if (isnan(x))
-				return v;
-			take = op == TA_OP_MIN ? float_less(x, c) : float_less(c, x);
-		} else if (ta_dtype_is_signed_int(dt)) {
+		if (is_float)
+			return ta_float_minmax(dt, cur, v, op == TA_OP_MAX);
+		if (ta_dtype_is_signed_int(dt)) {
 			int64_t c = sext(cur, es), x = sext(v, es);
 			take = op == TA_OP_MIN ? x < c : c < x;
 		} else {
@@ -299,26 +204,14 @@ static uint64_t identity(ta_op op, ta_dtype dt, uint64_t emask)
 	bool is_signed = ta_dtype_is_signed_int(dt);
 	switch (op) {
 	case TA_OP_ADD:
-		return is_float ? sign_bit(es) : 0; /* -0.0 keeps -0.0 results */
+		return ta_float_sign(dt); /* float: -0.0 keeps -0.0 results; integer: 0 */
 	case TA_OP_MIN:
-		if (dt == TA_DTYPE_F32)
-			return 0x7f800000u;
-		if (dt == TA_DTYPE_F64)
-			return UINT64_C(0x7ff0000000000000);
-		if (dt == TA_DTYPE_F16)
-			return 0x7c00;
-		if (dt == TA_DTYPE_BF16)
-			return 0x7f80;
+		if (is_float)
+			return ta_float_inf(dt);
 		return is_signed ? emask >> 1 : emask;
 	case TA_OP_MAX:
-		if (dt == TA_DTYPE_F32)
-			return 0xff800000u;
-		if (dt == TA_DTYPE_F64)
-			return UINT64_C(0xfff0000000000000);
-		if (dt == TA_DTYPE_F16)
-			return 0xfc00;
-		if (dt == TA_DTYPE_BF16)
-			return 0xff80;
+		if (is_float)
+			return ta_float_sign(dt) | ta_float_inf(dt);
 		return is_signed ? sign_bit(es) : 0;
 	case TA_OP_AND:
 		return emask;
@@ -572,7 +465,7 @@ run_range_mo(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *s
 	const bool want_old = p->want_old && p->old_out != NULL;
 	const bool has_values = p->values.data != NULL;
 	const bool is_cas = p->op == TA_OP_CAS;
-	const uint64_t neg_sign = ta_dtype_is_float(p->dtype) ? sign_bit(es) : 0;
+	const uint64_t neg_sign = ta_float_sign(p->dtype); /* float sub flips the sign */
 	int64_t e[TA_MAX_RANK] = {0}, r[TA_MAX_RANK] = {0};
 	ta_addr_unravel(p, k0, e);
 	for (int64_t k = k0; k < k1; k++) {

@@ -29,6 +29,7 @@
 
 #include <stdint.h>
 
+#include "ta_float.h"
 #include "ta_plan.h"
 
 namespace ta
@@ -95,21 +96,32 @@ template <int DT> struct dt_traits;
 #include "ta_ops.def"
 #undef TA_DTYPE
 
-/* Float bit-pattern constants of a dtype. */
-template <int DT> struct fbits;
-template <> struct fbits<TA_DTYPE_F32> {
-	static constexpr uint32_t sign = 0x80000000u, inf = 0x7f800000u, qnan = 0x7fffffffu;
-};
-template <> struct fbits<TA_DTYPE_F64> {
-	static constexpr uint64_t sign = 0x8000000000000000ull, inf = 0x7ff0000000000000ull,
-	                          qnan = 0x7fffffffffffffffull;
-};
-template <> struct fbits<TA_DTYPE_F16> {
-	static constexpr unsigned short sign = 0x8000, inf = 0x7c00, qnan = 0x7fff;
-};
-template <> struct fbits<TA_DTYPE_BF16> {
-	static constexpr unsigned short sign = 0x8000, inf = 0x7f80, qnan = 0x7fff;
-};
+/* The float rules of a float dtype DT, the ones the CPU backend follows too: the bit
+ * patterns and functions of core/ta_float.h (ta_f32_add, ...) under one name per dtype. */
+template <int DT> struct fl;
+#define TA_FL(ID, F, T, S, I, N)                                                                   \
+	template <> struct fl<TA_DTYPE_##ID> {                                                     \
+		static_assert(sizeof(T) == sizeof(typename dt_traits<TA_DTYPE_##ID>::B),           \
+		              "ta_float.h's bits of " #F " are the kernels' bit container");        \
+		static constexpr T sign = S, inf = I; /* sign bit, +infinity */                    \
+		/* b is a NaN */                                                                   \
+		static __device__ __forceinline__ bool is_nan(T b) { return ta_##F##_is_nan(b); }  \
+		/* b is neither an infinity nor a NaN */                                           \
+		static __device__ __forceinline__ bool finite(T b) { return ta_##F##_finite(b); }  \
+		/* b with its sign flipped (SUB) */                                                \
+		static __device__ __forceinline__ T neg(T b) { return ta_##F##_neg(b); }           \
+		/* what an add stores for the raw result r */                                      \
+		static __device__ __forceinline__ T canon(T r) { return ta_##F##_canon(r); }       \
+		/* tile value a plus operand b */                                                  \
+		static __device__ __forceinline__ T add(T a, T b) { return ta_##F##_add(a, b); }   \
+		/* the new value of a min (max) of tile value cur with operand v */                \
+		static __device__ __forceinline__ T minmax(T cur, T v, bool is_max)                \
+		{                                                                                  \
+			return ta_##F##_minmax(cur, v, is_max);                                    \
+		}                                                                                  \
+	};
+TA_FLOAT_FORMATS(TA_FL)
+#undef TA_FL
 
 /* ---- (sem, scope) dispatch ------------------------------------------------------------
  * ss = sem * 4 + scope with sem RELAXED 0, ACQUIRE 1, RELEASE 2, ACQ_REL 3 and scope
@@ -276,94 +288,9 @@ __device__ __forceinline__ int ss_loop_load(int ss)
 	return ((sem == TA_SEM_ACQUIRE || sem == TA_SEM_ACQ_REL) ? 4 : 0) + scope;
 }
 
-/* ---- float helpers on bit patterns ----------------------------------------------------*/
+/* ---- float rules: core/ta_float.h, through fl<DT> ----------------------------------*/
 
-/* True when bits are a NaN of dtype DT. */
-template <int DT> __device__ __forceinline__ bool is_nan(typename dt_traits<DT>::B b)
-{
-	typedef typename dt_traits<DT>::B B;
-	return (B)(b & (B)~fbits<DT>::sign) > fbits<DT>::inf;
-}
-
-/* Maps float bits to an unsigned key ordered like the values, with -0.0 < +0.0 (NaN
- * excluded). */
-template <int DT>
-__device__ __forceinline__ typename dt_traits<DT>::B fkey(typename dt_traits<DT>::B b)
-{
-	typedef typename dt_traits<DT>::B B;
-	return (b & fbits<DT>::sign) ? (B)~b : (B)(b | fbits<DT>::sign);
-}
-
-/* The new value of a float min (IS_MAX false) or max: a NaN in the tile stays, else a NaN
- * operand is stored, else the comparison with -0.0 < +0.0 decides. */
-template <int DT, bool IS_MAX>
-__device__ __forceinline__ typename dt_traits<DT>::B fminmax(typename dt_traits<DT>::B cur,
-                                                             typename dt_traits<DT>::B v)
-{
-	if (is_nan<DT>(cur))
-		return cur;
-	if (is_nan<DT>(v))
-		return v;
-	bool take = IS_MAX ? fkey<DT>(v) > fkey<DT>(cur) : fkey<DT>(v) < fkey<DT>(cur);
-	return take ? v : cur;
-}
-
-/* Flushes a float32 subnormal to a zero of the same sign. */
-__device__ __forceinline__ uint32_t ftz32(uint32_t b)
-{
-	return (b & 0x7f800000u) ? b : (b & 0x80000000u);
-}
-
-/* Exact software float add of tile value a and operand b with the core rules (float32:
- * flush inputs and result, NaN results canonical; 16-bit: one rounding to nearest even,
- * NaN results canonical; float64: see below). */
-template <int DT>
-__device__ __forceinline__ typename dt_traits<DT>::B fadd_soft(typename dt_traits<DT>::B a,
-                                                               typename dt_traits<DT>::B b);
-template <> __device__ __forceinline__ uint32_t fadd_soft<TA_DTYPE_F32>(uint32_t a, uint32_t b)
-{
-	float r = __fadd_rn(__uint_as_float(ftz32(a)), __uint_as_float(ftz32(b)));
-	uint32_t rb = ftz32(__float_as_uint(r));
-	return is_nan<TA_DTYPE_F32>(rb) ? fbits<TA_DTYPE_F32>::qnan : rb;
-}
-/* float64 follows sm_90's atom.add.f64: a NaN operand's bits are stored, else a NaN tile
- * value stays, else a NaN sum (inf - inf) is 0xfff8000000000000. */
-template <> __device__ __forceinline__ uint64_t fadd_soft<TA_DTYPE_F64>(uint64_t a, uint64_t b)
-{
-	if (is_nan<TA_DTYPE_F64>(b))
-		return b;
-	if (is_nan<TA_DTYPE_F64>(a))
-		return a;
-	double r =
-	    __dadd_rn(__longlong_as_double((long long)a), __longlong_as_double((long long)b));
-	uint64_t rb = (uint64_t)__double_as_longlong(r);
-	return is_nan<TA_DTYPE_F64>(rb) ? 0xfff8000000000000ull : rb;
-}
-/* float16 / bfloat16: the float32 sum of two 16-bit values rounded once more is correctly
- * rounded (24 >= 2 * 11 + 2), subnormals kept. */
-template <>
-__device__ __forceinline__ unsigned short fadd_soft<TA_DTYPE_F16>(unsigned short a,
-                                                                  unsigned short b)
-{
-	float fa, fb;
-	asm("cvt.f32.f16 %0, %1;" : "=f"(fa) : "h"(a));
-	asm("cvt.f32.f16 %0, %1;" : "=f"(fb) : "h"(b));
-	float r = __fadd_rn(fa, fb);
-	unsigned short rb;
-	asm("cvt.rn.f16.f32 %0, %1;" : "=h"(rb) : "f"(r));
-	return is_nan<TA_DTYPE_F16>(rb) ? fbits<TA_DTYPE_F16>::qnan : rb;
-}
-template <>
-__device__ __forceinline__ unsigned short fadd_soft<TA_DTYPE_BF16>(unsigned short a,
-                                                                   unsigned short b)
-{
-	float r = __fadd_rn(__uint_as_float((uint32_t)a << 16), __uint_as_float((uint32_t)b << 16));
-	unsigned short rb;
-	asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(rb) : "f"(r));
-	return is_nan<TA_DTYPE_BF16>(rb) ? fbits<TA_DTYPE_BF16>::qnan : rb;
-}
-
-/* The top bit of a bit container (the float sign bit). */
+/* The top bit of a bit container. */
 template <typename B> __device__ __forceinline__ B top_bit()
 {
 	return (B)((B)1 << (sizeof(B) * 8 - 1));
@@ -375,7 +302,7 @@ __device__ __forceinline__ typename dt_traits<DT>::B negate(typename dt_traits<D
 {
 	typedef typename dt_traits<DT>::B B;
 	if constexpr (dt_traits<DT>::is_float)
-		return (B)(v ^ top_bit<B>());
+		return fl<DT>::neg(v);
 	else
 		return (B)(0 - v);
 }
@@ -407,8 +334,8 @@ add_float_global(typename dt_traits<DT>::B *addr, typename dt_traits<DT>::B v, i
                  bool want_old)
 {
 	typedef typename dt_traits<DT>::B B;
-	if ((B)(v & (B)~fbits<DT>::sign) >= fbits<DT>::inf)
-		return cas_loop(addr, ss, [v](B cur) { return fadd_soft<DT>(cur, v); });
+	if (!fl<DT>::finite(v))
+		return cas_loop(addr, ss, [v](B cur) { return fl<DT>::add(cur, v); });
 	if constexpr (DT == TA_DTYPE_F32)
 		return rmw_add_f32(addr, v, ss, want_old);
 	else if constexpr (DT == TA_DTYPE_F64)
@@ -440,7 +367,7 @@ apply_global(typename dt_traits<DT>::B *addr, typename dt_traits<DT>::B v,
 	} else if constexpr (KOP == K_MIN || KOP == K_MAX) {
 		constexpr bool MX = KOP == K_MAX;
 		if constexpr (F)
-			return cas_loop(addr, ss, [v](B cur) { return fminmax<DT, MX>(cur, v); });
+			return cas_loop(addr, ss, [v](B cur) { return fl<DT>::minmax(cur, v, MX); });
 		else if constexpr (W64 && S)
 			return MX ? rmw_max_s64(addr, v, ss, want_old)
 			          : rmw_min_s64(addr, v, ss, want_old);
@@ -509,9 +436,9 @@ template <int DT, int KOP> __device__ __forceinline__ typename dt_traits<DT>::B 
 	if constexpr (KOP == K_ADD) {
 		return F ? (B) ~(B)0 : (B)0;
 	} else if constexpr (F && KOP == K_MIN) {
-		return (B)fbits<DT>::inf;
+		return (B)fl<DT>::inf;
 	} else if constexpr (F && KOP == K_MAX) {
-		return (B)(fbits<DT>::sign | fbits<DT>::inf);
+		return (B)(fl<DT>::sign | fl<DT>::inf);
 	} else if constexpr (KOP == K_MIN) {
 		return S ? (B)(top_bit<B>() - 1) : (B) ~(B)0;
 	} else if constexpr (KOP == K_MAX) {
@@ -614,20 +541,19 @@ __device__ __forceinline__ void apply_shared(uint32_t sa, typename dt_traits<DT>
 	constexpr bool F = dt_traits<DT>::is_float, S = dt_traits<DT>::is_signed;
 	constexpr bool W64 = sizeof(B) == 8;
 	if constexpr (F && KOP == K_ADD) {
-		/* the first update of a slot stores the operand (float32 flushed; a NaN:
-		 * canonical for float32/16-bit; float64 NaN operands never come here, see
-		 * shared_bypass), later ones add */
+		/* the first update of a slot stores the operand as an add stores it (canon:
+		 * float32 flushed; a NaN canonical for float32/16-bit; float64 NaN operands
+		 * never come here, see shared_bypass, the others are stored as they are),
+		 * later ones add */
 		const B ident = shared_identity<DT, KOP>();
 		B first = v;
-		if constexpr (DT == TA_DTYPE_F32)
-			first = is_nan<DT>(v) ? (B)fbits<DT>::qnan : ftz32(v);
-		else if constexpr (DT != TA_DTYPE_F64)
-			first = is_nan<DT>(v) ? (B)fbits<DT>::qnan : v;
+		if constexpr (DT != TA_DTYPE_F64)
+			first = fl<DT>::canon(v);
 		shared_cas_loop<B, CL>(
-		    sa, [=](B cur) { return cur == ident ? first : fadd_soft<DT>(cur, v); });
+		    sa, [=](B cur) { return cur == ident ? first : fl<DT>::add(cur, v); });
 	} else if constexpr (F) {
 		constexpr bool MX = KOP == K_MAX;
-		shared_cas_loop<B, CL>(sa, [v](B cur) { return fminmax<DT, MX>(cur, v); });
+		shared_cas_loop<B, CL>(sa, [v](B cur) { return fl<DT>::minmax(cur, v, MX); });
 	} else if constexpr (CL && W64 && KOP != K_ADD) {
 		/* 64-bit min/max/and/or/xor on a cluster window: a CAS loop. On an H200,
 		 * red.shared::cluster.{min,max}.{s64,u64} and .xor.b64 lost updates under
@@ -843,7 +769,7 @@ template <int DT, int KOP>
 __device__ __forceinline__ bool shared_bypass(typename dt_traits<DT>::B v)
 {
 	if constexpr (DT == TA_DTYPE_F64 && KOP == K_ADD)
-		return is_nan<DT>(v);
+		return fl<DT>::is_nan(v);
 	else
 		return false;
 }
