@@ -45,7 +45,7 @@ struct kargs {
 	int64_t lo;                   /* shared kernels: tile offset of the window start */
 	int64_t win;                  /* shared kernels: window length in elements */
 	int cl_shift;                 /* cluster kernels: log2 of the cluster size C */
-	int ss;                       /* sem * 4 + scope (ta_sem, ta_scope values) */
+	int ss;                       /* ss_of(sem, scope) (ta_sem, ta_scope values) */
 	int mode;                     /* the loop (kmode) */
 	int negate;                   /* 1: add the negated operand (SUB) */
 	int vals_vec;                 /* fast loops: values contiguous (1) or scalar (0) */
@@ -124,38 +124,111 @@ TA_FLOAT_FORMATS(TA_FL)
 #undef TA_FL
 
 /* ---- (sem, scope) dispatch ------------------------------------------------------------
- * ss = sem * 4 + scope with sem RELAXED 0, ACQUIRE 1, RELEASE 2, ACQ_REL 3 and scope
- * GPU 0, CTA 1, CLUSTER 2, SYS 3 (the ta_sem / ta_scope values). M(sem, scope, ...) is a
- * macro that expands to one asm statement. */
-#define TA_SS_CASE(n, S, C, M, ...)                                                                \
-	case n:                                                                                    \
-		M(S, C, __VA_ARGS__);                                                              \
+ * ss = ss_of(sem, scope) = sem * TA_SS_SCOPES + scope (the ta_sem / ta_scope values); the
+ * kernels read the sem back as ss >> TA_SS_SHIFT and the scope as ss & (TA_SS_SCOPES - 1).
+ * Every case label is ss_of(TA_SEM_x, TA_SCOPE_y), and the PTX qualifiers of its asm are
+ * TA_PTX_SEM_x and TA_PTX_SCOPE_y, string literals checked against the table's ptx columns
+ * at compile time: the instruction of each case is the one ta_lower.c names for that
+ * (sem, scope). M(sem, scope, ...) is a macro that expands to one asm statement. */
+
+/* Bits of ss that hold the scope. */
+#define TA_SS_SHIFT 2
+/* Scopes ss has room for. */
+#define TA_SS_SCOPES (1 << TA_SS_SHIFT)
+static_assert(TA_SCOPE_COUNT == TA_SS_SCOPES,
+              "every ta_scope needs its case in TA_SS_SEM, and ss packs it in TA_SS_SHIFT bits");
+static_assert(TA_SEM_COUNT == 4, "every ta_sem needs its cases in TA_SWITCH_ALL");
+
+/* The ss of (sem, scope); ta_cuda.cu's check_plan computes the same as sem * 4 + scope. */
+__host__ __device__ constexpr int ss_of(int sem, int scope)
+{
+	return sem * TA_SS_SCOPES + scope;
+}
+static_assert(ss_of(TA_SEM_ACQ_REL, TA_SCOPE_SYS) == TA_SEM_ACQ_REL * 4 + TA_SCOPE_SYS,
+              "ta_cuda.cu's ss (sem * 4 + scope) is ss_of");
+/* The (sem, scope) pair the fast loops compile in: relaxed, gpu. */
+constexpr int SS_FAST = ss_of(TA_SEM_RELAXED, TA_SCOPE_GPU);
+static_assert(SS_FAST == 0, "kargs zero-initialised (ss 0) means relaxed, gpu");
+
+/* The PTX qualifiers as string literals (asm text is built from literals). */
+#define TA_PTX_SEM_RELAXED "relaxed"
+#define TA_PTX_SEM_ACQUIRE "acquire"
+#define TA_PTX_SEM_RELEASE "release"
+#define TA_PTX_SEM_ACQ_REL "acq_rel"
+#define TA_PTX_SCOPE_GPU "gpu"
+#define TA_PTX_SCOPE_CTA "cta"
+#define TA_PTX_SCOPE_CLUSTER "cluster"
+#define TA_PTX_SCOPE_SYS "sys"
+
+/* True when the strings a and b are equal (compile time). */
+constexpr bool str_eq(const char *a, const char *b)
+{
+	return *a == *b && (*a == '\0' || str_eq(a + 1, b + 1));
+}
+/* Each literal above is the ptx column of its row of ta_ops.def. */
+#define TA_SEM(id, name, acquires, releases, ptx)                                                  \
+	static_assert(str_eq(TA_PTX_SEM_##id, ptx), "TA_PTX_SEM_" #id " is the table's PTX sem");
+#include "ta_ops.def"
+#undef TA_SEM
+#define TA_SCOPE(id, name, ptx)                                                                    \
+	static_assert(str_eq(TA_PTX_SCOPE_##id, ptx), "TA_PTX_SCOPE_" #id " is the table's PTX scope");
+#include "ta_ops.def"
+#undef TA_SCOPE
+
+/* The case of (sem SEM, scope SCOPE), both table ids (RELAXED, GPU, ...). */
+#define TA_SS_CASE(SEM, SCOPE, M, ...)                                                             \
+	case ss_of(TA_SEM_##SEM, TA_SCOPE_##SCOPE):                                                \
+		M(TA_PTX_SEM_##SEM, TA_PTX_SCOPE_##SCOPE, __VA_ARGS__);                            \
 		break;
-#define TA_SS_SEM(base, S, M, ...)                                                                 \
-	TA_SS_CASE(base + 0, S, "gpu", M, __VA_ARGS__)                                             \
-	TA_SS_CASE(base + 1, S, "cta", M, __VA_ARGS__)                                             \
-	TA_SS_CASE(base + 2, S, "cluster", M, __VA_ARGS__)                                         \
-	TA_SS_CASE(base + 3, S, "sys", M, __VA_ARGS__)
+/* The cases of sem SEM with every scope. */
+#define TA_SS_SEM(SEM, M, ...)                                                                     \
+	TA_SS_CASE(SEM, GPU, M, __VA_ARGS__)                                                       \
+	TA_SS_CASE(SEM, CTA, M, __VA_ARGS__)                                                       \
+	TA_SS_CASE(SEM, CLUSTER, M, __VA_ARGS__)                                                   \
+	TA_SS_CASE(SEM, SYS, M, __VA_ARGS__)
 /* All 16 pairs (atom, cas). */
 #define TA_SWITCH_ALL(ss, M, ...)                                                                  \
 	switch (ss) {                                                                              \
-		TA_SS_SEM(0, "relaxed", M, __VA_ARGS__)                                            \
-		TA_SS_SEM(4, "acquire", M, __VA_ARGS__)                                            \
-		TA_SS_SEM(8, "release", M, __VA_ARGS__)                                            \
-		TA_SS_SEM(12, "acq_rel", M, __VA_ARGS__)                                           \
+		TA_SS_SEM(RELAXED, M, __VA_ARGS__)                                                 \
+		TA_SS_SEM(ACQUIRE, M, __VA_ARGS__)                                                 \
+		TA_SS_SEM(RELEASE, M, __VA_ARGS__)                                                 \
+		TA_SS_SEM(ACQ_REL, M, __VA_ARGS__)                                                 \
 	}
 /* The pairs red and st accept: relaxed and release. */
 #define TA_SWITCH_RELREL(ss, M, ...)                                                               \
 	switch (ss) {                                                                              \
-		TA_SS_SEM(0, "relaxed", M, __VA_ARGS__)                                            \
-		TA_SS_SEM(8, "release", M, __VA_ARGS__)                                            \
+		TA_SS_SEM(RELAXED, M, __VA_ARGS__)                                                 \
+		TA_SS_SEM(RELEASE, M, __VA_ARGS__)                                                 \
 	}
 /* The pairs ld accepts: relaxed and acquire. */
 #define TA_SWITCH_RELACQ(ss, M, ...)                                                               \
 	switch (ss) {                                                                              \
-		TA_SS_SEM(0, "relaxed", M, __VA_ARGS__)                                            \
-		TA_SS_SEM(4, "acquire", M, __VA_ARGS__)                                            \
+		TA_SS_SEM(RELAXED, M, __VA_ARGS__)                                                 \
+		TA_SS_SEM(ACQUIRE, M, __VA_ARGS__)                                                 \
 	}
+
+/* The acquires / releases columns of the table, for the assertions below. */
+constexpr bool sem_acquires[] = {
+#define TA_SEM(id, name, acquires, releases, ptx) acquires,
+#include "ta_ops.def"
+#undef TA_SEM
+};
+constexpr bool sem_releases[] = {
+#define TA_SEM(id, name, acquires, releases, ptx) releases,
+#include "ta_ops.def"
+#undef TA_SEM
+};
+/* ss_red_ok, ss_loop_load and cas_loop decide by ranges and names of sems: they hold while
+ * the sems are in this order with these parts. */
+static_assert(TA_SEM_RELAXED == 0 && TA_SEM_ACQUIRE == 1 && TA_SEM_RELEASE == 2 &&
+                  TA_SEM_ACQ_REL == 3,
+              "the sem ranges of ss_red_ok");
+static_assert(!sem_acquires[TA_SEM_RELAXED] && sem_acquires[TA_SEM_ACQUIRE] &&
+                  !sem_acquires[TA_SEM_RELEASE] && sem_acquires[TA_SEM_ACQ_REL],
+              "ss_red_ok and ss_loop_load: exactly acquire and acq_rel acquire");
+static_assert(!sem_releases[TA_SEM_RELAXED] && !sem_releases[TA_SEM_ACQUIRE] &&
+                  sem_releases[TA_SEM_RELEASE] && sem_releases[TA_SEM_ACQ_REL],
+              "cas_loop: exactly release and acq_rel release");
 
 /* One asm statement per instruction shape; S/C are the sem/scope strings, OPT the
  * operation and type ("add.u32"), CS the register constraint letter ("r"). */
@@ -181,10 +254,12 @@ TA_FLOAT_FORMATS(TA_FL)
 #define TA_ASM_ST(S, C, OPT, CS)                                                                   \
 	asm volatile("st." S "." C ".global." OPT " [%0], %1;" ::"l"(addr), CS(v) : "memory")
 
-/* True for the (sem, scope) pairs whose sem is relaxed or release (red is legal). */
+/* True for the (sem, scope) pairs whose sem does not acquire, relaxed or release (red is
+ * legal). */
 __device__ __forceinline__ bool ss_red_ok(int ss)
 {
-	return ss < 4 || (ss >= 8 && ss < 12);
+	return ss < ss_of(TA_SEM_ACQUIRE, 0) ||
+	       (ss >= ss_of(TA_SEM_RELEASE, 0) && ss < ss_of(TA_SEM_ACQ_REL, 0));
 }
 
 /* Defines NAME(addr, v, ss, want_old): the RMW OPT on global memory, returning the old
@@ -253,7 +328,7 @@ __device__ __forceinline__ uint64_t atom_cas(uint64_t *addr, uint64_t cmp, uint6
 	return old;
 }
 
-/* ld.{relaxed,acquire}.scope (ss: sem 0 or 1). */
+/* ld.{relaxed,acquire}.scope (ss: sem relaxed or acquire). */
 __device__ __forceinline__ unsigned short ld_scoped(const unsigned short *addr, int ss)
 {
 	unsigned short old = 0;
@@ -273,7 +348,7 @@ __device__ __forceinline__ uint64_t ld_scoped(const uint64_t *addr, int ss)
 	return old;
 }
 
-/* st.{relaxed,release}.scope (ss: sem 0 or 2). */
+/* st.{relaxed,release}.scope (ss: sem relaxed or release). */
 __device__ __forceinline__ void st_scoped(unsigned short *addr, unsigned short v, int ss){
     TA_SWITCH_RELREL(ss, TA_ASM_ST, "b16", "h")} __device__ __forceinline__
     void st_scoped(uint32_t *addr, uint32_t v,
@@ -284,8 +359,10 @@ __device__ __forceinline__ void st_scoped(unsigned short *addr, unsigned short v
  * acquires (acquire, acq_rel), else relaxed; same scope. */
 __device__ __forceinline__ int ss_loop_load(int ss)
 {
-	int sem = ss >> 2, scope = ss & 3;
-	return ((sem == TA_SEM_ACQUIRE || sem == TA_SEM_ACQ_REL) ? 4 : 0) + scope;
+	int sem = ss >> TA_SS_SHIFT, scope = ss & (TA_SS_SCOPES - 1);
+	return ((sem == TA_SEM_ACQUIRE || sem == TA_SEM_ACQ_REL) ? ss_of(TA_SEM_ACQUIRE, 0)
+	                                                         : ss_of(TA_SEM_RELAXED, 0)) +
+	       scope;
 }
 
 /* ---- float rules: core/ta_float.h, through fl<DT> ----------------------------------*/
@@ -313,7 +390,8 @@ __device__ __forceinline__ typename dt_traits<DT>::B negate(typename dt_traits<D
  * seen before the update. */
 template <typename B, typename F> __device__ __forceinline__ B cas_loop(B *addr, int ss, F f)
 {
-	const bool releases = (ss >> 2) == TA_SEM_RELEASE || (ss >> 2) == TA_SEM_ACQ_REL;
+	const bool releases =
+	    (ss >> TA_SS_SHIFT) == TA_SEM_RELEASE || (ss >> TA_SS_SHIFT) == TA_SEM_ACQ_REL;
 	B cur = ld_scoped(addr, ss_loop_load(ss));
 	for (;;) {
 		B nv = f(cur);
@@ -840,7 +918,7 @@ fast_apply(const kargs &a, uint32_t sbase, int64_t w, typename dt_traits<DT>::B 
 			apply_shared<DT, KOP, SH == S_CLUSTER>(slot_addr<B, SH>(a, sbase, w), v);
 		return 0;
 	} else if constexpr (FIX) {
-		return apply_global<DT, KOP>((B *)a.tile + a.base + w, v, c, 0, a.p.want_old);
+		return apply_global<DT, KOP>((B *)a.tile + a.base + w, v, c, SS_FAST, a.p.want_old);
 	} else {
 		return apply_global_rt<DT, KOP>((B *)a.tile + a.base + w, v, c, a.ss, a.p.want_old);
 	}
@@ -1142,12 +1220,12 @@ __global__ void __launch_bounds__(TA_BLOCK, (min_blocks<S_GLOBAL, MODE>())) k_gl
 {
 	tcount tc = {0, 0, 0, 0};
 	if constexpr (MODE == M_REGION) {
-		if (a.ss == 0)
+		if (a.ss == SS_FAST)
 			fast_region<DT, KOP, S_GLOBAL, true>(a, 0, tc);
 		else
 			fast_region<DT, KOP, S_GLOBAL, false>(a, 0, tc);
 	} else if constexpr (MODE == M_FLAT32 || MODE == M_FLAT64) {
-		if (a.ss == 0)
+		if (a.ss == SS_FAST)
 			fast_flat<DT, KOP, S_GLOBAL, true, MODE == M_FLAT64>(a, 0, tc);
 		else
 			fast_flat<DT, KOP, S_GLOBAL, false, MODE == M_FLAT64>(a, 0, tc);
