@@ -10,7 +10,7 @@
  *
  * Semantics (bit for bit what the CUDA backend does; ta_plan.h states them too). Element
  * addressing is core/ta_addr.h (shared with ta_plan_resolve), the float rules are
- * core/ta_float.h (shared with the CUDA kernels):
+ * core/ta_float.h (shared with the CUDA kernels), the memory orders core/ta_c11.h:
  *  - Integers: add/sub wrap (computed in unsigned); sub adds the negated operand; min/max
  *    are signed for int32/int64, unsigned for uint32/uint64; and/or/xor are integer only.
  *  - float32 add/sub flush subnormal inputs (the tile value and the operand) and subnormal
@@ -27,11 +27,12 @@
  *    compared as order-preserving keys of the bit patterns.
  *  - exch/cas/load/store work on bit patterns with atomics of the element's width (16,
  *    32 or 64 bits); cas compares bits (-0.0 != +0.0, identical NaN bits are equal).
- *  - sem maps onto C11 memory orders: RMW ops use it as is (a CAS loop's failed compare
- *    uses it without its release part); LOAD uses acquire for acquire/acq_rel and relaxed
- *    otherwise; STORE uses release for release/acq_rel and relaxed otherwise. CAS-loop ops
- *    (float add, 16-bit add, min/max) whose result equals the current value still write it
- *    back when sem has a release part, so that the release always happens.
+ *  - sem maps onto C11 memory orders (ta_sem_c11_order): RMW ops take both its parts (a
+ *    CAS loop's failed compare only its acquire part); LOAD takes acquire for
+ *    acquire/acq_rel and relaxed otherwise; STORE takes release for release/acq_rel and
+ *    relaxed otherwise. CAS-loop ops (float add, 16-bit add, min/max) whose result equals
+ *    the current value still write it back when sem has a release part, so that the
+ *    release always happens.
  *  - scope changes nothing here: on a CPU every atomic is system-wide, which includes
  *    every narrower scope.
  *  - want_old: old_out[k] is the value seen before the update; masked-off or skipped
@@ -54,6 +55,7 @@
  * Out of memory for tiles gives RESOURCE_EXHAUSTED; for private copies, the global path. */
 #include "ta_addr.h"
 #include "ta_backend.h"
+#include "ta_c11.h"
 #include "ta_float.h"
 
 #include <errno.h>
@@ -222,43 +224,18 @@ static uint64_t identity(ta_op op, ta_dtype dt, uint64_t emask)
 
 /* ---- atomics ----------------------------------------------------------------------- */
 
-/* The failure order of a compare-exchange whose success order is mo. */
-static inline __attribute__((always_inline)) memory_order fail_order(memory_order mo)
-{
-	if (mo == memory_order_acq_rel || mo == memory_order_acquire)
-		return memory_order_acquire;
-	if (mo == memory_order_seq_cst)
-		return memory_order_seq_cst;
-	return memory_order_relaxed;
-}
-
-/* Order of an atomic load under mo. */
-static inline __attribute__((always_inline)) memory_order load_order(memory_order mo)
-{
-	return (mo == memory_order_acquire || mo == memory_order_acq_rel) ? memory_order_acquire
-	                                                                  : memory_order_relaxed;
-}
-
-/* Order of an atomic store under mo. */
-static inline __attribute__((always_inline)) memory_order store_order(memory_order mo)
-{
-	return (mo == memory_order_release || mo == memory_order_acq_rel) ? memory_order_release
-	                                                                  : memory_order_relaxed;
-}
-
-/* True when mo has a release part. */
-static inline __attribute__((always_inline)) bool has_release(memory_order mo)
-{
-	return mo == memory_order_release || mo == memory_order_acq_rel;
-}
-
 /* Defines the atomic element function of one width W (bits) over type T: applies kind to
- * the element at p with operand v (and compare c) under order mo; returns the old bits. */
+ * the element at p with operand v (and compare c) under sem (a constant after inlining: the
+ * C11 orders come from ta_sem_c11_order); returns the old bits. */
 #define TA_CPU_ATOMIC_ELEM(W, T)                                                                   \
 	static inline __attribute__((always_inline)) uint64_t atomic_elem##W(                      \
-	    const cpu_apply *ap, cpu_kind kind, void *p, uint64_t v, uint64_t c, memory_order mo)  \
+	    const cpu_apply *ap, cpu_kind kind, void *p, uint64_t v, uint64_t c, ta_sem sem)       \
 	{                                                                                          \
 		_Atomic T *a = (_Atomic T *)p;                                                     \
+		const memory_order mo = ta_sem_c11_order(sem, TA_ACCESS_RMW);                      \
+		const memory_order mo_fail = ta_sem_c11_order(sem, TA_ACCESS_CAS_FAILURE);         \
+		const memory_order mo_load = ta_sem_c11_order(sem, TA_ACCESS_LOAD);                \
+		const memory_order mo_store = ta_sem_c11_order(sem, TA_ACCESS_STORE);              \
 		switch (kind) {                                                                    \
 		case K_FETCH_ADD:                                                                  \
 			return atomic_fetch_add_explicit(a, (T)v, mo);                             \
@@ -272,24 +249,23 @@ static inline __attribute__((always_inline)) bool has_release(memory_order mo)
 			return atomic_exchange_explicit(a, (T)v, mo);                              \
 		case K_CAS: {                                                                      \
 			T expected = (T)c;                                                         \
-			atomic_compare_exchange_strong_explicit(a, &expected, (T)v, mo,            \
-			                                        fail_order(mo));                   \
+			atomic_compare_exchange_strong_explicit(a, &expected, (T)v, mo, mo_fail);  \
 			return expected;                                                           \
 		}                                                                                  \
 		case K_LOAD:                                                                       \
-			return atomic_load_explicit(a, load_order(mo));                            \
+			return atomic_load_explicit(a, mo_load);                                   \
 		case K_STORE:                                                                      \
-			atomic_store_explicit(a, (T)v, store_order(mo));                           \
+			atomic_store_explicit(a, (T)v, mo_store);                                  \
 			return 0;                                                                  \
 		case K_LOOP:                                                                       \
 		default: {                                                                         \
-			T cur = atomic_load_explicit(a, load_order(mo));                           \
+			T cur = atomic_load_explicit(a, mo_load);                                  \
 			for (;;) {                                                                 \
 				T next = (T)combine(ap->op, ap->plan->dtype, ap->emask, cur, v);   \
-				if (next == cur && !has_release(mo))                               \
+				if (next == cur && mo_store == memory_order_relaxed)               \
 					return cur; /* acquire came with the load */               \
 				if (atomic_compare_exchange_weak_explicit(a, &cur, next, mo,       \
-				                                          fail_order(mo)))         \
+				                                          mo_fail))                \
 					return cur;                                                \
 			}                                                                          \
 		}                                                                                  \
@@ -302,15 +278,15 @@ TA_CPU_ATOMIC_ELEM(64, uint64_t)
 
 /* Applies kind to the element at p (width from ap); returns the old bits. */
 static inline __attribute__((always_inline)) uint64_t
-atomic_elem(const cpu_apply *ap, cpu_kind kind, void *p, uint64_t v, uint64_t c, memory_order mo)
+atomic_elem(const cpu_apply *ap, cpu_kind kind, void *p, uint64_t v, uint64_t c, ta_sem sem)
 {
 	switch (ap->esize) {
 	case 2:
-		return atomic_elem16(ap, kind, p, v, c, mo);
+		return atomic_elem16(ap, kind, p, v, c, sem);
 	case 4:
-		return atomic_elem32(ap, kind, p, v, c, mo);
+		return atomic_elem32(ap, kind, p, v, c, sem);
 	default:
-		return atomic_elem64(ap, kind, p, v, c, mo);
+		return atomic_elem64(ap, kind, p, v, c, sem);
 	}
 }
 
@@ -432,9 +408,10 @@ static bool private_touch(cpu_private *pv, int64_t rel)
 	return true;
 }
 
-/* Merges the touched private elements into the tile (one atomic each) and frees pv. */
+/* Merges the touched private elements into the tile (one atomic each, under sem, a
+ * constant after inlining) and frees pv. */
 static inline __attribute__((always_inline)) void private_merge(cpu_apply *ap, cpu_private *pv,
-                                                                memory_order mo)
+                                                                ta_sem sem)
 {
 	const ta_plan *p = ap->plan;
 	for (size_t i = 0; i < pv->nlist; i++) {
@@ -442,7 +419,7 @@ static inline __attribute__((always_inline)) void private_merge(cpu_apply *ap, c
 		ta_addr_region_coords(p, rel, r);
 		int64_t off = tile_offset(ap, r);
 		uint64_t v = read_bits(pv->vals, rel, ap->esize);
-		atomic_elem(ap, ap->kind, ap->mem + off * (int64_t)ap->esize, v, 0, mo);
+		atomic_elem(ap, ap->kind, ap->mem + off * (int64_t)ap->esize, v, 0, sem);
 	}
 	free(pv->vals);
 	free(pv->touched);
@@ -452,13 +429,12 @@ static inline __attribute__((always_inline)) void private_merge(cpu_apply *ap, c
 
 /* ---- the element loop -------------------------------------------------------------- */
 
-/* Runs elements [k0, k1) of the plan under memory order mo (a constant after inlining),
- * accumulating into pv when it holds a private copy: addressing by ta_addr.h, the
- * coordinates stepped from element to element. Adds to *skipped, *applied and
- * *violations. */
+/* Runs elements [k0, k1) of the plan under sem (a constant after inlining), accumulating
+ * into pv when it holds a private copy: addressing by ta_addr.h, the coordinates stepped
+ * from element to element. Adds to *skipped, *applied and *violations. */
 static inline __attribute__((always_inline)) void
-run_range_mo(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
-             uint64_t *applied, uint64_t *violations, memory_order mo)
+run_range_sem(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
+              uint64_t *applied, uint64_t *violations, ta_sem sem)
 {
 	const ta_plan *p = ap->plan;
 	const size_t es = ap->esize;
@@ -509,7 +485,7 @@ run_range_mo(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *s
 			}
 			if (!done) {
 				uint64_t old = atomic_elem(ap, ap->kind,
-				                           ap->mem + off * (int64_t)es, v, c, mo);
+				                           ap->mem + off * (int64_t)es, v, c, sem);
 				if (want_old)
 					write_bits(p->old_out, k, es, old);
 			}
@@ -518,44 +494,40 @@ run_range_mo(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *s
 	}
 }
 
-/* Runs elements [k0, k1) with the plan's sem as a constant memory order. */
+/* The plan's sem; relaxed for an invalid one (which ta_plan_check refuses first). */
+static inline ta_sem plan_sem(const cpu_apply *ap)
+{
+	return (unsigned)ap->plan->sem < TA_SEM_COUNT ? ap->plan->sem : TA_SEM_RELAXED;
+}
+
+/* Runs elements [k0, k1) with the plan's sem as a constant: one loop per TA_SEM row. */
 static void run_range(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
                       uint64_t *applied, uint64_t *violations)
 {
-	switch (ap->plan->sem) {
-	case TA_SEM_ACQUIRE:
-		run_range_mo(ap, pv, k0, k1, skipped, applied, violations, memory_order_acquire);
+	switch (plan_sem(ap)) {
+#define TA_SEM(id, ...)                                                                            \
+	case TA_SEM_##id:                                                                          \
+		run_range_sem(ap, pv, k0, k1, skipped, applied, violations, TA_SEM_##id);          \
 		break;
-	case TA_SEM_RELEASE:
-		run_range_mo(ap, pv, k0, k1, skipped, applied, violations, memory_order_release);
-		break;
-	case TA_SEM_ACQ_REL:
-		run_range_mo(ap, pv, k0, k1, skipped, applied, violations, memory_order_acq_rel);
-		break;
-	case TA_SEM_RELAXED:
+#include "ta_ops.def"
+#undef TA_SEM
 	default:
-		run_range_mo(ap, pv, k0, k1, skipped, applied, violations, memory_order_relaxed);
-		break;
+		__builtin_unreachable();
 	}
 }
 
-/* Merges pv into the tile with the plan's sem as a constant memory order. */
+/* Merges pv into the tile with the plan's sem as a constant (as run_range). */
 static void merge_private(cpu_apply *ap, cpu_private *pv)
 {
-	switch (ap->plan->sem) {
-	case TA_SEM_ACQUIRE:
-		private_merge(ap, pv, memory_order_acquire);
+	switch (plan_sem(ap)) {
+#define TA_SEM(id, ...)                                                                            \
+	case TA_SEM_##id:                                                                          \
+		private_merge(ap, pv, TA_SEM_##id);                                                \
 		break;
-	case TA_SEM_RELEASE:
-		private_merge(ap, pv, memory_order_release);
-		break;
-	case TA_SEM_ACQ_REL:
-		private_merge(ap, pv, memory_order_acq_rel);
-		break;
-	case TA_SEM_RELAXED:
+#include "ta_ops.def"
+#undef TA_SEM
 	default:
-		private_merge(ap, pv, memory_order_relaxed);
-		break;
+		__builtin_unreachable();
 	}
 }
 

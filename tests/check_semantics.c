@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ta_backend.h"
+#include "ta_c11.h"
 #include "ta_test_util.h"
 #include "ta_vectors.h"
 
@@ -264,6 +265,44 @@ START_TEST(test_stray_index_never_escapes)
 }
 END_TEST
 
+START_TEST(test_sem_c11_orders)
+{
+	/* The C11 order the CPU backend uses for every sem and kind of access. On x86 every
+	 * atomic RMW is a full barrier and plain loads/stores already acquire/release, so a
+	 * weaker order than intended passes every run-time test: this one pins them. */
+	static const struct {
+		ta_sem sem;
+		memory_order rmw, load, store, cas_failure;
+	} want[] = {
+	    {TA_SEM_RELAXED, memory_order_relaxed, memory_order_relaxed, memory_order_relaxed,
+	     memory_order_relaxed},
+	    {TA_SEM_ACQUIRE, memory_order_acquire, memory_order_acquire, memory_order_relaxed,
+	     memory_order_acquire},
+	    {TA_SEM_RELEASE, memory_order_release, memory_order_relaxed, memory_order_release,
+	     memory_order_relaxed},
+	    {TA_SEM_ACQ_REL, memory_order_acq_rel, memory_order_acquire, memory_order_release,
+	     memory_order_acquire},
+	};
+	/* a new sem in ta_ops.def needs its row here */
+	ck_assert_int_eq(TA_SEM_COUNT, (int)(sizeof(want) / sizeof(want[0])));
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		ta_sem sem = want[i].sem;
+		const char *sn = ta_sem_name(sem);
+		ck_assert_msg(ta_sem_c11_order(sem, TA_ACCESS_RMW) == want[i].rmw, "%s rmw: %d", sn,
+		              (int)ta_sem_c11_order(sem, TA_ACCESS_RMW));
+		ck_assert_msg(ta_sem_c11_order(sem, TA_ACCESS_LOAD) == want[i].load, "%s load: %d",
+		              sn, (int)ta_sem_c11_order(sem, TA_ACCESS_LOAD));
+		ck_assert_msg(ta_sem_c11_order(sem, TA_ACCESS_STORE) == want[i].store,
+		              "%s store: %d", sn, (int)ta_sem_c11_order(sem, TA_ACCESS_STORE));
+		ck_assert_msg(ta_sem_c11_order(sem, TA_ACCESS_CAS_FAILURE) == want[i].cas_failure,
+		              "%s cas failure: %d", sn,
+		              (int)ta_sem_c11_order(sem, TA_ACCESS_CAS_FAILURE));
+	}
+	/* an invalid sem (ta_plan_check refuses it first) is relaxed */
+	ck_assert(ta_sem_c11_order((ta_sem)TA_SEM_COUNT, TA_ACCESS_RMW) == memory_order_relaxed);
+}
+END_TEST
+
 /* The semantic suite. */
 static Suite *semantics_suite(void)
 {
@@ -292,6 +331,7 @@ static Suite *semantics_suite(void)
 	tcase_add_test(tc, test_worker_counts);
 	tcase_add_test(tc, test_refuses_inconsistent_plans);
 	tcase_add_test(tc, test_stray_index_never_escapes);
+	tcase_add_test(tc, test_sem_c11_orders);
 	suite_add_tcase(s, tc);
 	return s;
 }
