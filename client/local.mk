@@ -21,7 +21,7 @@ client_libtileatom_client_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) -fvisibi
 # The core is linked in whole; only the public tileatom_* names are exported.
 client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 -no-undefined \
 	-export-symbols-regex '^tileatom_'
-client_libtileatom_client_la_LIBADD = core/libtacore.la $(PROTOBUF_C_LIBS) -lm
+client_libtileatom_client_la_LIBADD = tacore/libtacore.la $(PROTOBUF_C_LIBS) -lm
 
 bin_PROGRAMS += client/tileatom-cli
 client_tileatom_cli_SOURCES = client/cli_main.c client/cli_hist.c client/cli.h client/tileatom.h

@@ -1,6 +1,6 @@
 /* tac_util.c: the library's free functions: error helpers, status names, the default
  * socket path, and the dtype / op helpers exported for applications and the CLI (thin
- * wrappers over the core's tables, core/ta_types.c, linked into the library). Values as
+ * wrappers over the core's tables, tacore/ta_types.c, linked into the library). Values as
  * text are in tac_text.c. */
 #include "tac_internal.h"
 

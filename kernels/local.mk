@@ -1,4 +1,4 @@
-# kernels/local.mk: the backends below the core (core/local.mk): the CPU backend always, the
+# kernels/local.mk: the backends below the core (tacore/local.mk): the CPU backend always, the
 # CUDA backend when configure found nvcc (else a stub that reports UNAVAILABLE), and the PTX
 # lowering rules, as a libtool convenience library linked into tileatomd and the tests. The
 # CUDA source compiles through libtool too (.cu.lo).
@@ -6,7 +6,7 @@ noinst_LTLIBRARIES += kernels/libtabackends.la
 kernels_libtabackends_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 kernels_libtabackends_la_SOURCES = \
 	kernels/ta_cpu.c kernels/ta_lower.h kernels/ta_lower.c
-kernels_libtabackends_la_LIBADD = core/libtacore.la
+kernels_libtabackends_la_LIBADD = tacore/libtacore.la
 if USE_CUDA
 kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh \
 	kernels/ta_cuda_private.h
@@ -14,9 +14,9 @@ kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.c
 # a changed kernel header, wrapper or compiler command (a new --with-cuda-arch) would
 # otherwise leave a stale object.
 TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh \
-	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/core/ta_backend.h \
-	$(top_srcdir)/core/ta_plan.h $(top_srcdir)/core/ta_types.h \
-	$(top_srcdir)/core/ta_ops.def $(top_srcdir)/core/ta_float.h \
+	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/tacore/ta_backend.h \
+	$(top_srcdir)/tacore/ta_plan.h $(top_srcdir)/tacore/ta_types.h \
+	$(top_srcdir)/tacore/ta_ops.def $(top_srcdir)/tacore/ta_float.h \
 	$(top_srcdir)/kernels/nvcc-libtool.sh \
 	kernels/nvcc-command.stamp
 kernels/ta_cuda.lo: $(TA_CUDA_DEPS)
@@ -46,4 +46,4 @@ TABACKEND_LIBS = kernels/libtabackends.la $(CUDA_LIBS) -lm
 .cu.lo:
 	$(AM_V_CC)$(LIBTOOL) $(AM_V_lt) --tag=CC $(AM_LIBTOOLFLAGS) $(LIBTOOLFLAGS) \
 		--mode=compile $(SHELL) $(top_srcdir)/kernels/nvcc-libtool.sh $(NVCC) $(NVCCFLAGS) $(DEFS) \
-		-I$(top_builddir) -I$(top_srcdir)/core -I$(top_srcdir)/kernels $(NVCC_LTFLAGS) -c -o $@ $<
+		-I$(top_builddir) -I$(top_srcdir)/tacore -I$(top_srcdir)/kernels $(NVCC_LTFLAGS) -c -o $@ $<

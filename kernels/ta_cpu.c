@@ -9,8 +9,8 @@
  * at once: each queues its own job and the workers help the job at the head of the queue.
  *
  * Semantics (bit for bit what the CUDA backend does; ta_plan.h states them too). Element
- * addressing is core/ta_addr.h (shared with ta_plan_resolve), the float rules are
- * core/ta_float.h (shared with the CUDA kernels), the memory orders core/ta_c11.h:
+ * addressing is tacore/ta_addr.h (shared with ta_plan_resolve), the float rules are
+ * tacore/ta_float.h (shared with the CUDA kernels), the memory orders tacore/ta_c11.h:
  *  - Integers: add/sub wrap (computed in unsigned); sub adds the negated operand; min/max
  *    are signed for int32/int64, unsigned for uint32/uint64; and/or/xor are integer only.
  *  - float32 add/sub flush subnormal inputs (the tile value and the operand) and subnormal
@@ -669,10 +669,16 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 	if (st != TA_OK)
 		return st;
 
-	cpu_apply *ap = calloc(1, sizeof(*ap));
+	/* a small plan runs on this thread alone: its state lives on the stack (no allocation
+	 * per request); a split plan's is shared with the workers */
+	cpu_apply local;
+	bool inline_run = plan->count < TA_CPU_PARALLEL_MIN;
+	cpu_apply *ap = inline_run ? &local : calloc(1, sizeof(*ap));
 	if (!ap)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 		                    "cpu backend: out of memory for the apply state");
+	if (inline_run)
+		memset(ap, 0, sizeof(*ap));
 	ap->plan = plan;
 	ap->mem = mem;
 	ap->esize = ta_dtype_size(plan->dtype);
@@ -697,7 +703,7 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 	atomic_init(&ap->applied, 0);
 	atomic_init(&ap->violations, 0);
 
-	if (plan->count < TA_CPU_PARALLEL_MIN) {
+	if (inline_run) {
 		ap->chunk = plan->count > 0 ? plan->count : 1;
 		ap->nchunks = plan->count > 0 ? 1 : 0;
 		participate(ap);
@@ -714,7 +720,8 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 		result->skipped = atomic_load(&ap->skipped);
 		result->applied = atomic_load(&ap->applied);
 	}
-	free(ap);
+	if (!inline_run)
+		free(ap);
 	if (violations)
 		return ta_error_set(err, TA_INTERNAL,
 		                    "cpu backend: %llu element(s) resolved outside the tile and "

@@ -251,7 +251,7 @@ static ta_status check_plan(const ta_plan *p, size_t tile_bytes, kargs *a, ta_er
 	memset(a, 0, sizeof(*a));
 	a->p = *p;
 	a->tile_elems = tile_elems;
-	a->ss = (int)p->sem * 4 + (int)p->scope;
+	a->ss = ta::ss_of(p->sem, p->scope);
 	a->negate = p->op == TA_OP_SUB;
 	return TA_OK;
 }

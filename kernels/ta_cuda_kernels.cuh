@@ -97,7 +97,7 @@ template <int DT> struct dt_traits;
 #undef TA_DTYPE
 
 /* The float rules of a float dtype DT, the ones the CPU backend follows too: the bit
- * patterns and functions of core/ta_float.h (ta_f32_add, ...) under one name per dtype. */
+ * patterns and functions of tacore/ta_float.h (ta_f32_add, ...) under one name per dtype. */
 template <int DT> struct fl;
 #define TA_FL(ID, F, T, S, I, N)                                                                   \
 	template <> struct fl<TA_DTYPE_##ID> {                                                     \
@@ -139,13 +139,11 @@ static_assert(TA_SCOPE_COUNT == TA_SS_SCOPES,
               "every ta_scope needs its case in TA_SS_SEM, and ss packs it in TA_SS_SHIFT bits");
 static_assert(TA_SEM_COUNT == 4, "every ta_sem needs its cases in TA_SWITCH_ALL");
 
-/* The ss of (sem, scope); ta_cuda.cu's check_plan computes the same as sem * 4 + scope. */
+/* The ss of (sem, scope); ta_cuda.cu's check_plan sets kargs.ss with it. */
 __host__ __device__ constexpr int ss_of(int sem, int scope)
 {
 	return sem * TA_SS_SCOPES + scope;
 }
-static_assert(ss_of(TA_SEM_ACQ_REL, TA_SCOPE_SYS) == TA_SEM_ACQ_REL * 4 + TA_SCOPE_SYS,
-              "ta_cuda.cu's ss (sem * 4 + scope) is ss_of");
 /* The (sem, scope) pair the fast loops compile in: relaxed, gpu. */
 constexpr int SS_FAST = ss_of(TA_SEM_RELAXED, TA_SCOPE_GPU);
 static_assert(SS_FAST == 0, "kargs zero-initialised (ss 0) means relaxed, gpu");
@@ -365,7 +363,7 @@ __device__ __forceinline__ int ss_loop_load(int ss)
 	       scope;
 }
 
-/* ---- float rules: core/ta_float.h, through fl<DT> ----------------------------------*/
+/* ---- float rules: tacore/ta_float.h, through fl<DT> ----------------------------------*/
 
 /* The top bit of a bit container. */
 template <typename B> __device__ __forceinline__ B top_bit()

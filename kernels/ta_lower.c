@@ -1,5 +1,5 @@
 /* ta_lower.c: the CUDA backend's lowering rules (see ta_lower.h), derived from the
- * table core/ta_ops.def: legality, PTX mnemonics and types, which (op, dtype) pairs are
+ * table tacore/ta_ops.def: legality, PTX mnemonics and types, which (op, dtype) pairs are
  * emulated, sem and scope qualifiers all come from its rows. Plain C, no CUDA: the daemon's
  * --list-kernels prints the table, and the PTX test checks that every instruction named here is
  * present in the compiled kernels. */

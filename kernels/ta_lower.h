@@ -1,7 +1,7 @@
 /* ta_lower.h: the lowering rules of the CUDA backend, in plain C (always compiled, also
  * without CUDA). For every legal variant (op, dtype, sem, scope, space, output) they give
  * the exact PTX instruction(s) the prebuilt kernels in ta_cuda_kernels.cuh execute; the
- * variants come from the legality table core/ta_ops.def.
+ * variants come from the legality table tacore/ta_ops.def.
  *
  * Rules (from the PTX ISA's atom, red, ld and st instructions; check_ptx holds the built
  * kernels to them):

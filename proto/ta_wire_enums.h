@@ -1,5 +1,5 @@
-/* ta_wire_enums.h: compile-time proof that the core's table enums (core/ta_types.h,
- * generated from core/ta_ops.def) equal the wire enums of proto/tileatom.proto, so that
+/* ta_wire_enums.h: compile-time proof that the core's table enums (tacore/ta_types.h,
+ * generated from tacore/ta_ops.def) equal the wire enums of proto/tileatom.proto, so that
  * values cross the wire with a plain cast. Every row of every table is checked, and so is
  * each enum's size. Included once by each side that crosses: the daemon's dispatch and
  * the client library (which also ties the public header to the core). */

@@ -1,4 +1,4 @@
-/* check_plan.c: the plan builder (core/ta_plan.c). Every illegal combination is
+/* check_plan.c: the plan builder (tacore/ta_plan.c). Every illegal combination is
  * rejected with the right status and a message naming the problem; legal ones resolve to
  * the documented iteration shape, strides and offsets (index tuples broadcast by numpy
  * rules, scalars broadcast with stride 0, regions row-major inside the tile). The expected

@@ -1,7 +1,7 @@
-/* check_table.c: the table core/ta_ops.def really decides. This suite is built twice: as
+/* check_table.c: the table tacore/ta_ops.def really decides. This suite is built twice: as
  * check_table against the real table, and as check_table_mutant against a copy of the
  * table in which one row is changed (tests/table.mk: xor loses the sem acq_rel) and
- * compiled into a copy of core/ta_types.c. The same assertions then expect the opposite
+ * compiled into a copy of tacore/ta_types.c. The same assertions then expect the opposite
  * outcome, so the daemon's validation (ta_plan_build), the client library's pre-checks
  * (tac_build_*, tileatom_sem_allowed, which tileatom-cli's help reads) and the PTX
  * lowering (ta_lower_*) must all change with the one row, and nothing may restate it. It

@@ -29,7 +29,7 @@ TA_PTX_ARCH = $(patsubst sm_%,compute_%,$(CUDA_ARCH))
 tests/ta_cuda.ptx: $(top_srcdir)/kernels/ta_cuda.cu $(TA_CUDA_DEPS)
 	@$(MKDIR_P) tests
 	$(AM_V_GEN)$(NVCC) -std=c++17 -O3 -arch=$(TA_PTX_ARCH) $(DEFS) -I$(top_builddir) \
-		-I$(top_srcdir)/core -I$(top_srcdir)/kernels -ptx -o $@ $(top_srcdir)/kernels/ta_cuda.cu
+		-I$(top_srcdir)/tacore -I$(top_srcdir)/kernels -ptx -o $@ $(top_srcdir)/kernels/ta_cuda.cu
 EXTRA_tests_check_ptx_DEPENDENCIES = tests/ta_cuda.ptx
 tests_check_ptx_CPPFLAGS = $(AM_CPPFLAGS) -DTA_PTX_FILE='"$(abs_top_builddir)/tests/ta_cuda.ptx"'
 CLEANFILES += tests/ta_cuda.ptx

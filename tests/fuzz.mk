@@ -25,10 +25,10 @@ FUZZ_SRCS = $(srcdir)/tests/fuzz_dispatch.c \
 	$(srcdir)/daemon/arena.c $(srcdir)/daemon/conf.c $(srcdir)/daemon/conn.c $(srcdir)/daemon/dispatch.c \
 	$(srcdir)/daemon/executor.c $(srcdir)/daemon/log.c $(srcdir)/daemon/notify.c \
 	$(srcdir)/daemon/registry.c $(srcdir)/daemon/server.c \
-	$(srcdir)/core/ta_plan.c $(srcdir)/kernels/ta_lower.c $(srcdir)/kernels/ta_cuda_none.c \
+	$(srcdir)/tacore/ta_plan.c $(srcdir)/kernels/ta_lower.c $(srcdir)/kernels/ta_cuda_none.c \
 	$(srcdir)/proto/ta_frame.c proto/tileatom.pb-c.c
 FUZZ_NOCOV_OBJS = tests/fuzz_ta_cpu.o tests/fuzz_ta_types.o
-FUZZ_DEPS = $(srcdir)/daemon/*.h $(srcdir)/core/*.h $(srcdir)/kernels/*.h $(srcdir)/core/ta_ops.def \
+FUZZ_DEPS = $(srcdir)/daemon/*.h $(srcdir)/tacore/*.h $(srcdir)/kernels/*.h $(srcdir)/tacore/ta_ops.def \
 	$(srcdir)/proto/ta_frame.h $(PROTO_GEN)
 EXTRA_DIST += tests/fuzz_dispatch.c tests/fuzz_dispatch.dict tests/fuzz_seeds.c
 CLEANFILES += tests/fuzz_dispatch tests/fuzz_seeds $(FUZZ_NOCOV_OBJS)
@@ -39,11 +39,11 @@ tests/fuzz_ta_cpu.o: $(srcdir)/kernels/ta_cpu.c $(FUZZ_DEPS)
 		-fno-omit-frame-pointer $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -O2 -c -o $@ \
 		$(srcdir)/kernels/ta_cpu.c
 
-tests/fuzz_ta_types.o: $(srcdir)/core/ta_types.c $(FUZZ_DEPS)
+tests/fuzz_ta_types.o: $(srcdir)/tacore/ta_types.c $(FUZZ_DEPS)
 	@$(MKDIR_P) tests
 	$(AM_V_CC)$(FUZZ_CC) -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		-fno-omit-frame-pointer $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -O2 -c -o $@ \
-		$(srcdir)/core/ta_types.c
+		$(srcdir)/tacore/ta_types.c
 
 tests/fuzz_dispatch: $(FUZZ_SRCS) $(FUZZ_NOCOV_OBJS) $(FUZZ_DEPS)
 	$(AM_V_CCLD)$(FUZZ_CC) $(FUZZ_SANITIZE) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) \

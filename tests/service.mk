@@ -49,7 +49,7 @@ tests_check_client_codec_SOURCES = tests/check_client_codec.c $(CLIENT_LIB_SOURC
 nodist_tests_check_client_codec_SOURCES = $(nodist_PROTO_SOURCES)
 tests_check_client_codec_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
 tests_check_client_codec_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
-tests_check_client_codec_LDADD = core/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) -lm
+tests_check_client_codec_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) -lm
 
 tests_check_integration_SOURCES = tests/check_integration.c \
 	tests/check_client_util.c tests/check_client_util.h $(PROTO_SOURCES)

@@ -1,7 +1,7 @@
 # tests/table.mk: check_table and check_table_mutant (tests/check_table.c), which show that
-# the table core/ta_ops.def decides for the daemon's validation, the client library's
+# the table tacore/ta_ops.def decides for the daemon's validation, the client library's
 # pre-checks and the PTX lowering together. The mutant build compiles a copy of
-# core/ta_types.c beside a copy of the table with one row changed (xor loses acq_rel), so
+# tacore/ta_types.c beside a copy of the table with one row changed (xor loses acq_rel), so
 # that the copy includes the changed table; the rule fails when the edit no longer applies.
 if HAVE_CHECK
 check_PROGRAMS += tests/check_table tests/check_table_mutant
@@ -16,9 +16,9 @@ tests_check_table_SOURCES = $(TABLE_TEST_SOURCES)
 nodist_tests_check_table_SOURCES = $(nodist_PROTO_SOURCES)
 tests_check_table_CPPFLAGS = $(TABLE_TEST_CPPFLAGS)
 tests_check_table_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
-tests_check_table_LDADD = core/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) -lm
+tests_check_table_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) -lm
 
-tests_check_table_mutant_SOURCES = $(TABLE_TEST_SOURCES) core/ta_plan.c
+tests_check_table_mutant_SOURCES = $(TABLE_TEST_SOURCES) tacore/ta_plan.c
 nodist_tests_check_table_mutant_SOURCES = $(nodist_PROTO_SOURCES) tests/mutant/ta_types.c
 tests_check_table_mutant_CPPFLAGS = $(TABLE_TEST_CPPFLAGS) -DTA_TABLE_MUTANT=1
 tests_check_table_mutant_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
@@ -27,13 +27,13 @@ tests_check_table_mutant_LDADD = $(CHECK_LIBS) $(PROTOBUF_C_LIBS) -lm
 TABLE_MUTANT = tests/mutant/ta_ops.def tests/mutant/ta_types.c
 BUILT_SOURCES += $(TABLE_MUTANT)
 CLEANFILES += $(TABLE_MUTANT)
-tests/mutant/ta_ops.def: $(top_srcdir)/core/ta_ops.def
+tests/mutant/ta_ops.def: $(top_srcdir)/tacore/ta_ops.def
 	$(AM_V_GEN)$(MKDIR_P) tests/mutant && \
 	sed '/^TA_OP(XOR,/s/TA_SEMS_ALL/TA_SEM_BIT(RELAXED) | TA_SEM_BIT(ACQUIRE) | TA_SEM_BIT(RELEASE)/' \
-	    $(top_srcdir)/core/ta_ops.def >$@.tmp && \
-	if cmp -s $(top_srcdir)/core/ta_ops.def $@.tmp; then \
-	  echo "tests/table.mk: the xor row of core/ta_ops.def no longer matches the mutation" >&2; \
+	    $(top_srcdir)/tacore/ta_ops.def >$@.tmp && \
+	if cmp -s $(top_srcdir)/tacore/ta_ops.def $@.tmp; then \
+	  echo "tests/table.mk: the xor row of tacore/ta_ops.def no longer matches the mutation" >&2; \
 	  rm -f $@.tmp; exit 1; fi && \
 	mv $@.tmp $@
-tests/mutant/ta_types.c: $(top_srcdir)/core/ta_types.c tests/mutant/ta_ops.def
-	$(AM_V_GEN)$(MKDIR_P) tests/mutant && cp $(top_srcdir)/core/ta_types.c $@
+tests/mutant/ta_types.c: $(top_srcdir)/tacore/ta_types.c tests/mutant/ta_ops.def
+	$(AM_V_GEN)$(MKDIR_P) tests/mutant && cp $(top_srcdir)/tacore/ta_types.c $@
