@@ -6,6 +6,8 @@
  * here, so a backend never sees an out-of-range element it would have to reject. */
 #include "ta_plan.h"
 
+#include "ta_addr.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -374,16 +376,13 @@ static ta_status bind_data(ta_plan *p, const ta_tile_shape *t, const ta_request 
 	return TA_OK;
 }
 
-static void unravel(const ta_plan *p, int64_t k, int64_t *e);
-static int64_t index_at(const ta_plan *p, int i, const int64_t *e);
-
 /* Builds the OUT_OF_RANGE error for element k, naming the axis and the index value. */
 static ta_status out_of_range_error(const ta_plan *p, int64_t k, ta_error *err)
 {
 	int64_t e[TA_MAX_RANK] = {0};
-	unravel(p, k, e);
+	ta_addr_unravel(p, k, e);
 	for (int i = 0; i < p->n_index; i++) {
-		int64_t v = index_at(p, i, e);
+		int64_t v = ta_addr_index(p, i, e);
 		int axis = p->addr == TA_ADDR_SCATTER ? p->scatter_dim : i;
 		int64_t bound = p->addr == TA_ADDR_FLAT ? p->region_count : p->extent[axis];
 		if (v >= 0 && v < bound)
@@ -574,21 +573,7 @@ ta_status ta_plan_check(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems
 }
 
 /* ---- element addressing: ta_addr.h holds the one definition (shared with the CPU
- * backend); it is included here, next to the code that uses it. */
-#include "ta_addr.h"
-
-/* Unravels k into iteration coordinates (the name the bounds scan above uses). */
-static void unravel(const ta_plan *p, int64_t k, int64_t *e)
-{
-	ta_addr_unravel(p, k, e);
-}
-
-/* Reads index operand i at coordinates e as a signed 64-bit value (the name the bounds
- * scan above uses). */
-static int64_t index_at(const ta_plan *p, int i, const int64_t *e)
-{
-	return ta_addr_index(p, i, e);
-}
+ * backend). */
 
 int ta_plan_resolve(const ta_plan *p, int64_t k, int64_t *offset)
 {
