@@ -1,9 +1,12 @@
 /* check_contention.c: atomics under real contention on the CPU backend. Many threads add
- * into one element (integer fetch-add and float CAS loops) and must give the exact sum; a
- * plan of 2^20 elements all adding into one element is split over the worker pool and must
- * count exactly, with every pre-RMW value seen exactly once; several threads applying
- * large plans at once share the pool; a cas-based counter loses no update.
- * TA_UNDER_VALGRIND=1 (set by make check-valgrind) shrinks the sizes. */
+ * into one element (integer fetch-add and float CAS loops) and must give the exact sum;
+ * threads racing int32 max over shared elements with distinct, increasing values must
+ * leave the exact maximum and pre-RMW values that form one unbroken chain of stored maxima
+ * per element and round (a lost update shows as a wrong final value, a stale or repeated
+ * pre-RMW value or a broken chain); a plan of 2^20 elements all adding into one element is
+ * split over the worker pool and must count exactly, with every pre-RMW value seen exactly
+ * once; several threads applying large plans at once share the pool; a cas-based counter
+ * loses no update. TA_UNDER_VALGRIND=1 (set by make check-valgrind) shrinks the sizes. */
 #include <check.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -164,12 +167,216 @@ START_TEST(test_threads_float16_add)
 }
 END_TEST
 
+/* The int32 max race (test_threads_int32_max): MR_THREADS threads, each applying per round
+ * one plan of MR_COUNT elements that visits each of the tile's MR_ELEMS elements
+ * MR_LAYERS times (plan element k addresses element k % MR_ELEMS in layer k / MR_ELEMS);
+ * the plan is large enough to be split over the worker pool too. */
+enum {
+	MR_THREADS = 8,
+	MR_ELEMS = 256,
+	MR_LAYERS = 64,
+	MR_COUNT = MR_ELEMS * MR_LAYERS,
+	MR_PER_ROUND = MR_LAYERS * MR_THREADS /* values per element and round */
+};
+
+/* The smallest value any thread applies to element e in round r of rounds: the values of a
+ * round lie above every value of the round before, and cross zero over the rounds (signed
+ * comparison), shifted a little per element. */
+static int32_t mr_base(int r, int e, int rounds)
+{
+	return r * MR_PER_ROUND + e % 13 - 6 - rounds * MR_PER_ROUND / 2;
+}
+
+/* Index (0 .. MR_PER_ROUND - 1) above mr_base of the value that thread t applies at plan
+ * element k in round r: layer * MR_THREADS + rank, the rank a permutation of the threads
+ * that changes with element, layer and round. So the values of one element in one round
+ * are distinct, each thread's values on an element increase along its plan and from round
+ * to round, and which thread holds the largest value changes from element to element. */
+static int mr_index(int t, int r, int k)
+{
+	int e = k % MR_ELEMS, layer = k / MR_ELEMS;
+	return layer * MR_THREADS + (t + r + e + layer) % MR_THREADS;
+}
+
+/* What one max-racing thread does. */
+typedef struct maxrace_arg {
+	void *mem;                /* the tile (MR_ELEMS int32) */
+	int t;                    /* thread number */
+	int rounds;               /* rounds */
+	ta_sem sem;               /* memory order */
+	pthread_barrier_t *start; /* every thread waits here before each round */
+	int32_t *old;             /* rounds x MR_COUNT pre-RMW values */
+	ta_status st;             /* first failure, TA_OK when none */
+	char msg[256];            /* its message */
+} maxrace_arg;
+
+/* Applies one max plan per round, after the barrier; keeps meeting the barrier after a
+ * failure so that the other threads do not wait forever. */
+static void *max_racer(void *p)
+{
+	maxrace_arg *a = p;
+	ta_tile_shape tile = {.dtype = TA_DTYPE_I32, .rank = 1, .shape = {MR_ELEMS}};
+	int32_t *idx = malloc(MR_COUNT * sizeof(int32_t));
+	int32_t *val = malloc(MR_COUNT * sizeof(int32_t));
+	ta_error err = {TA_OK, ""};
+	ta_plan plan;
+	a->st = idx && val ? TA_OK : TA_RESOURCE_EXHAUSTED;
+	if (a->st == TA_OK) {
+		int64_t shape[1] = {MR_COUNT};
+		ta_request req;
+		ta_request_init(&req);
+		req.family = TA_FAMILY_INDEXED;
+		req.op = TA_OP_MAX;
+		req.addr = TA_ADDR_INDEXED;
+		req.n_index = 1;
+		req.sem = a->sem;
+		req.want_old = true;
+		req.index[0] = ta_tu_view(TA_DTYPE_I32, 1, shape, idx);
+		req.values = ta_tu_view(TA_DTYPE_I32, 1, shape, val);
+		for (int k = 0; k < MR_COUNT; k++)
+			idx[k] = k % MR_ELEMS;
+		a->st = ta_plan_build(&plan, &tile, &req, &err);
+	}
+	for (int r = 0; r < a->rounds; r++) {
+		for (int k = 0; val && k < MR_COUNT; k++)
+			val[k] = mr_base(r, k % MR_ELEMS, a->rounds) + mr_index(a->t, r, k);
+		pthread_barrier_wait(a->start);
+		if (a->st != TA_OK)
+			continue;
+		ta_result res;
+		plan.old_out = a->old + (size_t)r * MR_COUNT;
+		a->st = ta_backend_apply(be, a->mem, MR_ELEMS * sizeof(int32_t), &plan, &res, &err);
+		if (a->st == TA_OK && res.applied != MR_COUNT) {
+			a->st = TA_INTERNAL;
+			snprintf(err.msg, sizeof(err.msg), "applied %llu",
+			         (unsigned long long)res.applied);
+		}
+	}
+	if (a->st != TA_OK)
+		snprintf(a->msg, sizeof(a->msg), "%s", err.msg);
+	free(idx);
+	free(val);
+	return NULL;
+}
+
 START_TEST(test_threads_int32_max)
 {
-	/* every thread tries the same value; the result is that value */
-	int32_t v = 123456;
-	uint64_t got = run_hammers(TA_DTYPE_I32, TA_OP_MAX, &v, 8, 500 / scale, 4, TA_SEM_ACQUIRE);
-	ck_assert_uint_eq(got, 123456);
+	/* MR_THREADS threads race max over the same MR_ELEMS elements, all starting each round
+	 * at a barrier; every value of round r lies above every value of round r - 1, so the
+	 * element holds exactly the largest value of round r - 1 (at first INT32_MIN + e) when
+	 * round r starts, and the largest value of the last round at the end. Per element and
+	 * round, in the order the RMWs took effect, the element goes through a chain of stored
+	 * maxima: the previous round's largest value, then each value that was larger than the
+	 * element (a "winner", old < value) in increasing order, ending at the round's largest
+	 * value. So exactly one RMW of the round sees the previous round's largest value; each
+	 * winner saw exactly the winner just below it; every other RMW saw a winner larger than
+	 * its own value; no RMW ever sees a value from an older round (in particular not one
+	 * below a value the same thread applied before). A max that is not atomic (load,
+	 * compare, store) lets a smaller value overwrite a larger one: the larger one is lost
+	 * and a chain, an old value or the final tile comes out wrong. */
+	const int rounds = 32 / scale;
+	const ta_sem sems[4] = {TA_SEM_RELAXED, TA_SEM_ACQUIRE, TA_SEM_RELEASE, TA_SEM_ACQ_REL};
+	const size_t bytes = MR_ELEMS * sizeof(int32_t);
+	ta_tile_shape tile = {.dtype = TA_DTYPE_I32, .rank = 1, .shape = {MR_ELEMS}};
+	ta_error err = {TA_OK, ""};
+	void *mem = NULL;
+	ck_assert_int_eq(ta_backend_tile_alloc(be, bytes, &mem, &err), TA_OK);
+	int32_t init[MR_ELEMS], got[MR_ELEMS];
+	for (int e = 0; e < MR_ELEMS; e++)
+		init[e] = INT32_MIN + e;
+	ck_assert_int_eq(ta_tu_tile_write(be, mem, bytes, &tile, init, &err), TA_OK);
+	pthread_barrier_t start;
+	ck_assert_int_eq(pthread_barrier_init(&start, NULL, MR_THREADS), 0);
+	pthread_t th[MR_THREADS];
+	maxrace_arg args[MR_THREADS];
+	for (int t = 0; t < MR_THREADS; t++) {
+		args[t] = (maxrace_arg){.mem = mem,
+		                        .t = t,
+		                        .rounds = rounds,
+		                        .sem = sems[t % 4],
+		                        .start = &start,
+		                        .old = malloc((size_t)rounds * MR_COUNT * sizeof(int32_t))};
+		ck_assert_ptr_nonnull(args[t].old);
+	}
+	for (int t = 0; t < MR_THREADS; t++)
+		ck_assert_int_eq(pthread_create(&th[t], NULL, max_racer, &args[t]), 0);
+	for (int t = 0; t < MR_THREADS; t++) {
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+		ck_assert_msg(args[t].st == TA_OK, "thread %d: %s: %s", t,
+		              ta_status_name(args[t].st), args[t].msg);
+	}
+	pthread_barrier_destroy(&start);
+
+	/* The final tile: the largest value of the last round, element by element. */
+	ck_assert_int_eq(ta_tu_tile_read(be, mem, bytes, &tile, got, &err), TA_OK);
+	for (int e = 0; e < MR_ELEMS; e++)
+		ck_assert_msg(got[e] == mr_base(rounds - 1, e, rounds) + MR_PER_ROUND - 1,
+		              "element %d: %d, expected %d", e, got[e],
+		              mr_base(rounds - 1, e, rounds) + MR_PER_ROUND - 1);
+
+	/* The pre-RMW values, per round and element. seen[i]: what the RMW applying value
+	 * index i saw, as a value index of the round, or -1 for the previous round's largest.
+	 * (Plain ifs around ck_abort_msg: each ck_assert call records a checkpoint, a system
+	 * call in fork mode, and there are millions of RMWs to check.) */
+	int seen[MR_PER_ROUND];
+	bool won[MR_PER_ROUND];
+	long long winners = 0;
+	for (int r = 0; r < rounds; r++) {
+		for (int e = 0; e < MR_ELEMS; e++) {
+			int32_t base = mr_base(r, e, rounds);
+			/* the element before the round: round r - 1's largest value */
+			int32_t prev =
+			    r == 0 ? INT32_MIN + e : mr_base(r - 1, e, rounds) + MR_PER_ROUND - 1;
+			for (int t = 0; t < MR_THREADS; t++) {
+				for (int k = e; k < MR_COUNT; k += MR_ELEMS) {
+					int32_t o = args[t].old[(size_t)r * MR_COUNT + k];
+					int i = mr_index(t, r, k);
+					if (o != prev && (o < base || o >= base + MR_PER_ROUND))
+						ck_abort_msg("round %d element %d: thread %d "
+						             "applying %d saw %d, "
+						             "neither %d (the element before the "
+						             "round) nor a "
+						             "value of this round (%d..%d)",
+						             r, e, t, base + i, o, prev, base,
+						             base + MR_PER_ROUND - 1);
+					seen[i] = o == prev ? -1 : o - base;
+				}
+			}
+			/* The winners in increasing order: each saw the one before. */
+			int held = -1, firsts = 0;
+			for (int i = 0; i < MR_PER_ROUND; i++) {
+				firsts += seen[i] == -1;
+				won[i] = seen[i] < i;
+				if (!won[i])
+					continue;
+				if (seen[i] != held)
+					ck_abort_msg(
+					    "round %d element %d: %d replaced %d, but the last "
+					    "larger value stored before it was %d (a lost update)",
+					    r, e, base + i, seen[i] < 0 ? prev : base + seen[i],
+					    held < 0 ? prev : base + held);
+				held = i;
+				winners++;
+			}
+			ck_assert_msg(firsts == 1, "round %d element %d: %d RMWs saw %d (one must)",
+			              r, e, firsts, prev);
+			ck_assert_msg(held == MR_PER_ROUND - 1,
+			              "round %d element %d: the last value stored was %d, not %d",
+			              r, e, base + held, base + MR_PER_ROUND - 1);
+			/* Every other RMW saw a stored value larger than its own. */
+			for (int i = 0; i < MR_PER_ROUND; i++)
+				if (!won[i] && !(seen[i] > i && won[seen[i]]))
+					ck_abort_msg(
+					    "round %d element %d: %d saw %d, not a larger value "
+					    "stored in this round",
+					    r, e, base + i, base + seen[i]);
+		}
+	}
+	fprintf(stderr, "int32 max: %lld RMWs, %lld stored a new maximum\n",
+	        (long long)rounds * MR_THREADS * MR_COUNT, winners);
+	for (int t = 0; t < MR_THREADS; t++)
+		free(args[t].old);
+	ta_backend_tile_free(be, mem);
 }
 END_TEST
 
