@@ -13,7 +13,9 @@
 #                                     the differential test, the torch peers
 #                                     (tests/bench_torch.py), bench_gpu, then the service:
 #                                     the end-to-end suites against tileatomd --backend cuda
-#                                     and a CLI session; logs under $OUT
+#                                     and a CLI session, single-element adds through the
+#                                     service on both backends (tileatom-bench;
+#                                     SERVICE_BENCH=0 skips them); logs under $OUT
 #                                     (default /tmp/gpu-out); a summary is printed last.
 set -u
 mode=${1:-run}
@@ -28,11 +30,12 @@ if [ "$mode" = pack ]; then
 	fi
 	(cd "$build" && make -j2 tests/check_cuda tests/bench_gpu tests/check_ptx \
 		daemon/tileatomd client/tileatom-cli tests/check_integration tests/check_client_cli \
-		tests/check_daemon_server) || exit 1
+		tests/check_daemon_server benchmarks/tileatom-bench) || exit 1
 	rm -rf gpu-carry
 	mkdir -p gpu-carry/rt
 	for b in tests/check_cuda tests/bench_gpu daemon/tileatomd client/tileatom-cli \
-		tests/check_integration tests/check_client_cli tests/check_daemon_server; do
+		tests/check_integration tests/check_client_cli tests/check_daemon_server \
+		benchmarks/tileatom-bench; do
 		# a libtool wrapper script would point at this machine: refuse it
 		if [ "$(head -c 4 "$build/$b" | od -An -c | tr -d ' ')" != '177ELF' ]; then
 			echo "gpu-run.sh: $build/$b is not an ELF binary (libtool wrapper?)" >&2
@@ -129,6 +132,30 @@ cli() { "$carry/tileatom-cli" -s "$sock" "$@"; }
 } 2>&1 | tee "$OUT/demo.txt"
 kill -TERM $dpid; wait $dpid; echo "tileatomd exit $?"; head -5 "$OUT/demo-daemon.log"
 unset TA_TEST_BACKEND TILEATOMD TA_TEST_DAEMON TILEATOM_CLI
+
+if [ "${SERVICE_BENCH:-1}" = 1 ]; then
+	# single-element adds through the service (tileatom-bench -t add, like Redis INCR) on
+	# both backends, for the request-path figures of docs/PERFORMANCE.md
+	echo "== service throughput (tileatom-bench -t add -r 10000, ${BENCH_SECONDS:-3} s a shape)"
+	for be in cpu cuda; do
+		bsock="$OUT/bench-$be.sock"
+		"$carry/tileatomd" --socket "$bsock" --backend $be --workers "${BENCH_WORKERS:-16}" \
+			--log-level err 2>"$OUT/bench-daemon-$be.log" &
+		bpid=$!
+		for _ in $(seq 100); do [ -S "$bsock" ] && break; sleep 0.05; done
+		for shape in 1x1 50x1 50x16 200x16; do
+			c=${shape%x*}
+			p=${shape#*x}
+			t0=$(awk '{print $14 + $15}' "/proc/$bpid/stat")
+			line=$("$carry/tileatom-bench" -s "$bsock" -t add -r 10000 -c "$c" -P "$p" \
+				-d "${BENCH_SECONDS:-3}" --threads "${BENCH_THREADS:-8}" --csv | tail -1)
+			t1=$(awk '{print $14 + $15}' "/proc/$bpid/stat")
+			echo "backend=$be shape=$shape daemon_cpu_ticks=$((t1 - t0)) $line"
+		done
+		kill -TERM $bpid
+		wait $bpid
+	done 2>&1 | tee "$OUT/service-bench.txt"
+fi
 
 if [ "${PROFILE:-0}" = 1 ]; then
 	# where the time of the two floor kernels goes: their SASS and an Nsight Compute pass
