@@ -17,7 +17,8 @@
  * the running request completes.
  *
  * Life cycle: conn->state (conn.h's table) changes only in conn_transition, which checks
- * the table in legal_next. The server is reached only through server.h's functions. */
+ * the table in legal_next. The server is reached only through the ta_conn_host it handed
+ * over (conn.h); conn.c does not include server.h. */
 #include "conn.h"
 
 #include <inttypes.h>
@@ -25,9 +26,6 @@
 #include <string.h>
 
 #include "log.h"
-/* conn.c sees struct ta_server only through server.h's functions. */
-#define TA_SERVER_OPAQUE
-#include "server.h"
 
 static void conn_update_reading(ta_conn *conn);
 static void conn_maybe_finish(ta_conn *conn);
@@ -145,10 +143,9 @@ static void conn_maybe_free(ta_conn *conn)
 	ta_frame_reader_free(&conn->reader);
 	ta_frame_buf_free(&conn->out);
 	ta_frame_buf_free(&conn->sending);
-	ta_server *srv = conn->srv;
-	ta_server_conn_gone(srv, conn);
+	ta_conn_host *host = conn->host;
+	host->gone(host, conn);
 	free(conn);
-	ta_server_check_done(srv);
 }
 
 /* uv_close callback. */
@@ -204,7 +201,7 @@ static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
 static void item_work(ta_job *job)
 {
 	ta_conn_item *item = (ta_conn_item *)job;
-	ta_service *svc = ta_server_service(item->conn->srv);
+	ta_service *svc = item->conn->host->svc;
 	uint8_t *payload = item->payload;
 	item->payload = NULL;
 	ta_dispatch_frame_owned(svc, payload, item->len, &item->reply);
@@ -297,13 +294,12 @@ static void conn_close_after(ta_conn *conn)
  * with nothing done, when it must go to the executor. */
 static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
 {
-	int64_t inline_max = ta_server_inline_max(conn->srv);
+	int64_t inline_max = conn->host->inline_max;
 	if (inline_max < 0 || len > TA_CONN_INLINE_PAYLOAD_MAX)
 		return false;
 	bool close_after = false;
-	ta_dispatch_outcome o =
-	    ta_dispatch_run(ta_server_service(conn->srv), ta_server_scratch(conn->srv), payload,
-	                    len, inline_max, &conn->out, &close_after);
+	ta_dispatch_outcome o = ta_dispatch_run(conn->host->svc, conn->host->scratch, payload, len,
+	                                        inline_max, &conn->out, &close_after);
 	if (o == TA_DISPATCH_DEFER)
 		return false;
 	if (close_after)
@@ -330,7 +326,7 @@ static ta_conn_item *conn_pop(ta_conn *conn)
  * requests and synthetic errors here, the first large one on the executor. */
 static void conn_pump(ta_conn *conn)
 {
-	const ta_config *cfg = ta_server_config(conn->srv);
+	const ta_config *cfg = conn->host->cfg;
 	while (!conn_closing(conn) && !conn->inflight && conn->q_head) {
 		/* Backpressure: no new response while the unsent ones are over the bound;
 		 * on_write pumps again as they drain. */
@@ -339,8 +335,8 @@ static void conn_pump(ta_conn *conn)
 		ta_conn_item *item = conn->q_head;
 		if (item->synthetic) {
 			conn_pop(conn);
-			(void)ta_dispatch_error_append(ta_server_service(conn->srv), 0, item->code,
-			                               item->msg, true, &conn->out);
+			(void)ta_dispatch_error_append(conn->host->svc, 0, item->code, item->msg,
+			                               true, &conn->out);
 			item_free(item);
 			conn_close_after(conn);
 			return;
@@ -355,7 +351,7 @@ static void conn_pump(ta_conn *conn)
 		item->job.work = item_work;
 		item->job.done = item_done;
 		conn->inflight = item;
-		ta_server_submit(conn->srv, &item->job);
+		conn->host->submit(conn->host, &item->job);
 	}
 }
 
@@ -407,7 +403,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 {
 	char msg[256];
-	const ta_config *cfg = ta_server_config(conn->srv);
+	const ta_config *cfg = conn->host->cfg;
 	while (len > 0 && conn_may_read(conn)) {
 		const uint8_t *payload;
 		uint32_t plen = 0;
@@ -503,7 +499,7 @@ static void conn_update_reading(ta_conn *conn)
 {
 	if (conn->state != TA_CONN_READING && conn->state != TA_CONN_PAUSED)
 		return;
-	const ta_config *cfg = ta_server_config(conn->srv);
+	const ta_config *cfg = conn->host->cfg;
 	bool want = conn->q_len < (unsigned)cfg->max_pending &&
 	            conn->q_bytes < (uint64_t)cfg->max_frame &&
 	            conn_unsent(conn) < cfg->max_write_queue;
@@ -541,12 +537,12 @@ static void conn_maybe_finish(ta_conn *conn)
 		ta_conn_close(conn);
 }
 
-ta_conn *ta_conn_new(ta_server *srv, bool tcp)
+ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
 {
 	ta_conn *conn = calloc(1, sizeof(*conn));
 	if (!conn)
 		return NULL;
-	uv_loop_t *loop = ta_server_loop(srv);
+	uv_loop_t *loop = host->loop;
 	int rc = tcp ? uv_tcp_init(loop, &conn->h.tcp) : uv_pipe_init(loop, &conn->h.pipe, 0);
 	if (rc != 0) {
 		ta_log(TA_LOG_ERR, "cannot initialise a connection handle: %s", uv_strerror(rc));
@@ -554,10 +550,10 @@ ta_conn *ta_conn_new(ta_server *srv, bool tcp)
 		return NULL;
 	}
 	conn->h.handle.data = conn;
-	conn->srv = srv;
-	conn->serial = ta_server_next_serial(srv);
+	conn->host = host;
+	conn->serial = serial;
 	conn->state = TA_CONN_NEW;
-	ta_frame_reader_init(&conn->reader, ta_server_config(srv)->max_frame);
+	ta_frame_reader_init(&conn->reader, host->cfg->max_frame);
 	return conn;
 }
 

@@ -56,11 +56,29 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "conf.h"
 #include "dispatch.h"
 #include "executor.h"
 #include "ta_frame.h"
 
-struct ta_server;
+typedef struct ta_conn ta_conn;
+
+/* What a connection needs from the server that owns it, handed over at creation: the
+ * server fills one and keeps it alive while connections live. Connections know nothing
+ * else of the server (conn.c does not include server.h). Loop thread only, except svc,
+ * which workers use too. */
+typedef struct ta_conn_host {
+	uv_loop_t *loop;              /* the loop connection handles are initialised on */
+	const ta_config *cfg;         /* limits: max_frame, max_pending, max_write_queue */
+	ta_service *svc;              /* shared request state handed to dispatch */
+	ta_dispatch_scratch *scratch; /* the loop thread's dispatch memory (inline requests) */
+	int64_t inline_max;           /* most elements of a request run on the loop (-1: none) */
+	/* hands a request job to the executor (its done callback runs later on the loop) */
+	void (*submit)(struct ta_conn_host *host, ta_job *job);
+	/* a connection is about to be freed: the server forgets it (list, counters) and sees
+	 * whether a shutdown has anything left to wait on */
+	void (*gone)(struct ta_conn_host *host, struct ta_conn *conn);
+} ta_conn_host;
 
 /* Bytes of the per-connection read buffer handed to libuv. */
 #define TA_CONN_READ_BUFFER 65536
@@ -100,7 +118,7 @@ struct ta_conn {
 		uv_pipe_t pipe;            /* Unix socket connection */
 		uv_tcp_t tcp;              /* TCP connection */
 	} h;                               /* the libuv handle (first: handle.data points to us) */
-	struct ta_server *srv;             /* the server */
+	ta_conn_host *host;                /* what the owning server provides */
 	struct ta_conn *prev, *next;       /* server's connection list */
 	uint64_t serial;                   /* connection number, for logs */
 	ta_frame_reader reader;            /* incremental frame decoder */
@@ -119,9 +137,9 @@ struct ta_conn {
 	bool counted;                      /* holds a max_connections slot (server's, at accept) */
 };
 
-/* Allocates a connection of the server's listener type (tcp: true for TCP) and
- * initialises its handle. Returns NULL when memory is short or libuv fails. */
-struct ta_conn *ta_conn_new(struct ta_server *srv, bool tcp);
+/* Allocates connection number serial (for logs) of the listener type (tcp: true for TCP)
+ * for host and initialises its handle. Returns NULL when memory is short or libuv fails. */
+struct ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial);
 /* Starts serving an accepted connection. */
 void ta_conn_start(struct ta_conn *conn);
 /* Answers an accepted connection with one error response and closes it (limits). */

@@ -9,11 +9,12 @@
  * RESOURCE_EXHAUSTED response and closed, so that the client learns why.
  *
  * Shutdown: ta_server_shutdown closes the listeners, removes the socket file and drains
- * every connection; each freed connection calls ta_server_check_done, which stops the
+ * every connection; each freed connection tells the server (ta_conn_host.gone), which stops the
  * executor and closes the signal handles once none is left, so uv_run returns. */
 #include "server.h"
 
 #include <arpa/inet.h>
+#include <stddef.h>
 #include <errno.h>
 #include <grp.h>
 #include <inttypes.h>
@@ -33,43 +34,20 @@
 /* Listen backlog of both listeners. */
 #define LISTEN_BACKLOG 128
 
-uv_loop_t *ta_server_loop(const ta_server *srv)
-{
-	return srv->loop;
-}
+static void server_check_done(ta_server *srv);
 
-const ta_config *ta_server_config(const ta_server *srv)
+/* ta_conn_host.submit: a connection's large request goes to the executor. */
+static void host_submit(ta_conn_host *host, ta_job *job)
 {
-	return srv->cfg;
-}
-
-ta_service *ta_server_service(const ta_server *srv)
-{
-	return srv->svc;
-}
-
-ta_dispatch_scratch *ta_server_scratch(ta_server *srv)
-{
-	return &srv->scratch;
-}
-
-int64_t ta_server_inline_max(const ta_server *srv)
-{
-	return srv->inline_max;
-}
-
-void ta_server_submit(ta_server *srv, ta_job *job)
-{
+	ta_server *srv = (ta_server *)((char *)host - offsetof(ta_server, host));
 	ta_executor_submit(&srv->executor, job);
 }
 
-uint64_t ta_server_next_serial(ta_server *srv)
+/* ta_conn_host.gone: a connection about to be freed leaves the list and the counters; a
+ * shutdown may then have nothing left to wait on. */
+static void host_gone(ta_conn_host *host, ta_conn *conn)
 {
-	return ++srv->next_serial;
-}
-
-void ta_server_conn_gone(ta_server *srv, ta_conn *conn)
-{
+	ta_server *srv = (ta_server *)((char *)host - offsetof(ta_server, host));
 	if (conn->prev)
 		conn->prev->next = conn->next;
 	else
@@ -81,6 +59,7 @@ void ta_server_conn_gone(ta_server *srv, ta_conn *conn)
 		srv->nactive--;
 		atomic_fetch_sub(&srv->svc->connections, 1);
 	}
+	server_check_done(srv);
 }
 
 /* uv_close callback of a handle embedded in the server (nothing to free). */
@@ -96,7 +75,7 @@ static void on_handle_freed(uv_handle_t *handle)
 }
 
 /* Closes the signal handles and the executor when shutdown has nothing left to wait on. */
-void ta_server_check_done(ta_server *srv)
+static void server_check_done(ta_server *srv)
 {
 	if (!srv->draining || srv->conns || srv->unix_open || srv->tcp_open)
 		return;
@@ -126,7 +105,7 @@ static void on_connection(uv_stream_t *listener, int status)
 		return;
 	}
 	bool tcp = listener == (uv_stream_t *)&srv->tcp_listener;
-	ta_conn *conn = ta_conn_new(srv, tcp);
+	ta_conn *conn = ta_conn_new(&srv->host, tcp, ++srv->next_serial);
 	if (!conn) {
 		/* Take the pending connection off the queue and drop it; without an accept
 		 * libuv would stop watching the listener. */
@@ -471,9 +450,15 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	 * CPU backend up to TA_SERVER_INLINE_CPU elements (about a microsecond of atomics),
 	 * on the CUDA backend only those without elements (a GPU round trip would stall
 	 * every connection). */
-	srv->inline_max = cfg->inline_max >= -1                ? cfg->inline_max
-	                  : strcmp(svc->info.name, "cpu") == 0 ? TA_SERVER_INLINE_CPU
-	                                                       : 0;
+	srv->host.loop = loop;
+	srv->host.cfg = cfg;
+	srv->host.svc = svc;
+	srv->host.scratch = &srv->scratch;
+	srv->host.submit = host_submit;
+	srv->host.gone = host_gone;
+	srv->host.inline_max = cfg->inline_max >= -1                ? cfg->inline_max
+	                       : strcmp(svc->info.name, "cpu") == 0 ? TA_SERVER_INLINE_CPU
+	                                                            : 0;
 	int rc = ta_executor_init(&srv->executor, loop, cfg->workers);
 	if (rc != 0)
 		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s",
@@ -558,5 +543,5 @@ void ta_server_shutdown(ta_server *srv)
 			ta_log(TA_LOG_WARNING, "cannot start the shutdown timer: %s",
 			       uv_strerror(rc2));
 	}
-	ta_server_check_done(srv);
+	server_check_done(srv);
 }

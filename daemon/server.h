@@ -5,11 +5,11 @@
  * stop the executor, and let uv_run return. A second SIGTERM/SIGINT closes connections
  * at once (requests already running still complete, their responses are dropped).
  *
- * Connections (conn.c) use the server only through the functions at the end of this
- * file; conn.c defines TA_SERVER_OPAQUE before including it, so struct ta_server's
- * fields are out of its sight (the struct stays complete elsewhere: main.c allocates it).
- * The server keeps its connection list and counters itself and may use conn.h's API and
- * the fields of struct ta_conn it owns or reads (prev/next, counted, the handle, serial). */
+ * Connections (conn.c) reach the server only through the ta_conn_host (conn.h) it fills
+ * at start and hands to each connection; conn.c does not include this header, so the
+ * arrows between the two point one way. The server keeps its connection list and counters
+ * itself and may use conn.h's API and the fields of struct ta_conn it owns or reads
+ * (prev/next, counted, the handle, serial). */
 #ifndef TA_DAEMON_SERVER_H
 #define TA_DAEMON_SERVER_H
 
@@ -18,13 +18,12 @@
 #include <uv.h>
 
 #include "conf.h"
+#include "conn.h"
 #include "dispatch.h"
 #include "executor.h"
 
-typedef struct ta_conn ta_conn;
 typedef struct ta_server ta_server;
 
-#ifndef TA_SERVER_OPAQUE
 /* The daemon's loop-side state. */
 struct ta_server {
 	uv_loop_t *loop;             /* the event loop */
@@ -50,9 +49,8 @@ struct ta_server {
 	bool draining;               /* shutdown has begun */
 	bool forced;                 /* a second signal: close connections at once */
 	ta_dispatch_scratch scratch; /* the loop thread's dispatch memory (inline requests) */
-	int64_t inline_max;          /* requests of at most this many elements run on the loop */
+	ta_conn_host host;           /* what connections get of the server (conn.h) */
 };
-#endif /* TA_SERVER_OPAQUE */
 
 /* Starts the executor, the listeners and the signal handlers on loop. Returns TA_OK, or
  * an error naming what failed (the server is then stopped again: run the loop until it
@@ -61,29 +59,5 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
                           ta_error *err);
 /* Begins the orderly shutdown (idempotent; a second call closes connections at once). */
 void ta_server_shutdown(ta_server *srv);
-
-/* What a connection (conn.c) may ask of the server. Loop thread unless said otherwise. */
-
-/* The event loop that connection handles are initialised on. */
-uv_loop_t *ta_server_loop(const ta_server *srv);
-/* The settings; a connection reads its limits there (max_frame, max_pending,
- * max_write_queue). Constant while the server runs. */
-const ta_config *ta_server_config(const ta_server *srv);
-/* The shared request state handed to dispatch. Constant while the server runs, so any
- * thread may call this (the executor's workers do). */
-ta_service *ta_server_service(const ta_server *srv);
-/* The loop thread's dispatch scratch, for requests run inline. */
-ta_dispatch_scratch *ta_server_scratch(ta_server *srv);
-/* Most elements a request may process to run inline on the loop thread (-1: none runs
- * there; 0: only requests without elements, such as ping, list or describe). */
-int64_t ta_server_inline_max(const ta_server *srv);
-/* Hands a request job to the executor (its done callback runs later on the loop). */
-void ta_server_submit(ta_server *srv, ta_job *job);
-/* Numbers a new connection (1, 2, ...; for logs). */
-uint64_t ta_server_next_serial(ta_server *srv);
-/* Called by a connection about to be freed: takes it off the list and the counters. */
-void ta_server_conn_gone(ta_server *srv, ta_conn *conn);
-/* Closes the server's handles once nothing is left running (shutdown). */
-void ta_server_check_done(ta_server *srv);
 
 #endif /* TA_DAEMON_SERVER_H */
