@@ -673,12 +673,16 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 	 * per request); a split plan's is shared with the workers */
 	cpu_apply local;
 	bool inline_run = plan->count < TA_CPU_PARALLEL_MIN;
-	cpu_apply *ap = inline_run ? &local : calloc(1, sizeof(*ap));
-	if (!ap)
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-		                    "cpu backend: out of memory for the apply state");
-	if (inline_run)
-		memset(ap, 0, sizeof(*ap));
+	cpu_apply *ap;
+	if (inline_run) {
+		memset(&local, 0, sizeof(local));
+		ap = &local;
+	} else {
+		ap = calloc(1, sizeof(*ap));
+		if (!ap)
+			return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+			                    "cpu backend: out of memory for the apply state");
+	}
 	ap->plan = plan;
 	ap->mem = mem;
 	ap->esize = ta_dtype_size(plan->dtype);
