@@ -233,4 +233,3 @@ int tileatom_value_format(tileatom_dtype dtype, const void *in, char *buf, size_
 		return snprintf(buf, n, "?");
 	return value_format((ta_dtype)dtype, in, buf, n);
 }
-

@@ -1996,7 +1996,8 @@ int ta_vectors_sweep(ta_backend *be, ta_op only, uint64_t seed, FILE *log)
 				for (int sub = 0; sub < 2; sub++) {
 					for (int form = 0; form < F_COUNT; form++) {
 						if (form == F_SCATTER &&
-						    !ta_op_in_family((ta_op)op, TA_FAMILY_SCATTER) &&
+						    !ta_op_in_family((ta_op)op,
+						                     TA_FAMILY_SCATTER) &&
 						    op != TA_OP_LOAD)
 							continue;
 						for (int variant = 0; variant < 3; variant++) {
