@@ -148,6 +148,13 @@ static int opt_region(Tileatom__Region *dst, Tileatom__Region **out, const tilea
 	return rc;
 }
 
+/* True when op takes compare (expected) values besides its values (the table's operands
+ * column: cas). */
+static bool takes_compare(tileatom_op op)
+{
+	return ta_op_operands((ta_op)op) == TA_OPERANDS_VALUES_COMPARE;
+}
+
 /* Builds values and (for CAS) compare; compare given for another op is an error. */
 static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *values,
                           const tileatom_array *compare, Tileatom__Array **vout,
@@ -156,16 +163,16 @@ static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *valu
 	if (!values)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given",
 		               tileatom_op_name(op));
-	int rc =
-	    tac_build_array(&m->values, values, op == TILEATOM_OP_CAS ? "desired" : "values", err);
+	int rc = tac_build_array(&m->values, values, takes_compare(op) ? "desired" : "values", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	*vout = &m->values;
 	*cout = NULL;
-	if (op == TILEATOM_OP_CAS) {
+	if (takes_compare(op)) {
 		if (!compare)
 			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-			               "cas: no expected (compare) values given");
+			               "%s: no expected (compare) values given",
+			               tileatom_op_name(op));
 		rc = tac_build_array(&m->compare, compare, "expected", err);
 		if (rc != TILEATOM_OK)
 			return rc;
@@ -449,7 +456,7 @@ int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t fl
 	int64_t idx = flat_index;
 	tileatom_array index = tileatom_scalar(TILEATOM_INT64, &idx);
 	int rc = tac_build_indexed(m, tile, op, NULL, 1, &index, true, value_arr,
-	                           op == TILEATOM_OP_CAS ? compare_arr : NULL, &o, err);
+	                           takes_compare(op) ? compare_arr : NULL, &o, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	m->scalar_index = flat_index;
