@@ -178,7 +178,7 @@ static void conn_enqueue(ta_conn *conn, ta_conn_item *item)
 	else
 		conn->q_head = item;
 	conn->q_tail = item;
-	conn->q_len++;
+	conn->q_len += item->nframes;
 	conn->q_bytes += item->len;
 }
 
@@ -191,6 +191,7 @@ static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
 	if (!item)
 		return false;
 	item->synthetic = true;
+	item->nframes = 1;
 	item->code = code;
 	snprintf(item->msg, sizeof(item->msg), "%s", msg);
 	conn_enqueue(conn, item);
@@ -204,7 +205,32 @@ static void item_work(ta_job *job)
 	ta_service *svc = item->conn->host->svc;
 	uint8_t *payload = item->payload;
 	item->payload = NULL;
-	ta_dispatch_frame_owned(svc, payload, item->len, &item->reply);
+	if (!item->batch) {
+		ta_dispatch_frame_owned(svc, payload, item->len, &item->reply);
+		return;
+	}
+	/* a batch: its frames in order, into one response buffer; a reply that closes the
+	 * connection ends it (the requests after it are dropped, as from the FIFO) */
+	ta_dispatch_scratch scratch;
+	ta_dispatch_scratch_init(&scratch);
+	ta_frame_buf out = {NULL, 0, 0};
+	bool close_after = false;
+	const uint8_t *at = payload;
+	size_t left = item->len;
+	while (left >= TA_FRAME_HEADER && !close_after) {
+		uint32_t n = ta_frame_get_header(at);
+		if (n > left - TA_FRAME_HEADER)
+			break; /* cannot happen: conn_consume cut whole frames */
+		(void)ta_dispatch_run(svc, &scratch, at + TA_FRAME_HEADER, n, -1, &out,
+		                      &close_after);
+		at += TA_FRAME_HEADER + (size_t)n;
+		left -= TA_FRAME_HEADER + (size_t)n;
+	}
+	free(payload);
+	ta_dispatch_scratch_free(&scratch);
+	item->reply.frame = out.data;
+	item->reply.len = out.data ? out.len : 0;
+	item->reply.close_after = close_after;
 }
 
 /* Unsent response bytes: those in conn->out and those of the write in flight. */
@@ -316,7 +342,7 @@ static ta_conn_item *conn_pop(ta_conn *conn)
 	conn->q_head = item->next;
 	if (!conn->q_head)
 		conn->q_tail = NULL;
-	conn->q_len--;
+	conn->q_len -= item->nframes;
 	conn->q_bytes -= item->len;
 	item->next = NULL;
 	return item;
@@ -341,7 +367,7 @@ static void conn_pump(ta_conn *conn)
 			conn_close_after(conn);
 			return;
 		}
-		if (conn_run_inline(conn, item->payload, item->len)) {
+		if (!item->batch && conn_run_inline(conn, item->payload, item->len)) {
 			/* close_after may have dropped the queue, item included */
 			if (conn->q_head == item)
 				item_free(conn_pop(conn));
@@ -398,6 +424,44 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init((char *)conn->rbuf, sizeof(conn->rbuf));
 }
 
+/* When no partial frame is pending and the input starts with at least batch_min whole
+ * frames, queues them as one batch item (one copy of their bytes) and advances past them.
+ * Returns false, with nothing taken, otherwise (or when memory is short: the frames then
+ * go one by one). */
+static bool conn_take_batch(ta_conn *conn, const uint8_t **data, size_t *len)
+{
+	unsigned batch_min = conn->host->batch_min;
+	if (batch_min == 0 || conn->reader.header_have != 0)
+		return false;
+	uint32_t max = conn->host->cfg->max_frame;
+	size_t span = 0;
+	uint32_t n = 0;
+	while (*len - span >= TA_FRAME_HEADER) {
+		uint32_t fl = ta_frame_get_header(*data + span);
+		if (fl > max || fl > *len - span - TA_FRAME_HEADER || span > UINT32_MAX / 2)
+			break;
+		span += TA_FRAME_HEADER + (size_t)fl;
+		n++;
+	}
+	if (n < batch_min)
+		return false;
+	ta_conn_item *item = calloc(1, sizeof(*item));
+	uint8_t *copy = item ? malloc(span) : NULL;
+	if (!copy) {
+		free(item);
+		return false;
+	}
+	memcpy(copy, *data, span);
+	item->payload = copy;
+	item->len = (uint32_t)span;
+	item->batch = true;
+	item->nframes = n;
+	conn_enqueue(conn, item);
+	*data += span;
+	*len -= span;
+	return true;
+}
+
 /* Takes every whole frame out of the received bytes: runs it at once when it is small and
  * nothing of the connection waits, else queues it (with a copy of its payload). */
 static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
@@ -405,6 +469,8 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 	char msg[256];
 	const ta_config *cfg = conn->host->cfg;
 	while (len > 0 && conn_may_read(conn)) {
+		if (conn_take_batch(conn, &data, &len))
+			continue;
 		const uint8_t *payload;
 		uint32_t plen = 0;
 		uint8_t *owned = NULL;
@@ -437,6 +503,7 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 			}
 			item->payload = owned;
 			item->len = plen;
+			item->nframes = 1;
 			conn_enqueue(conn, item);
 			continue;
 		}

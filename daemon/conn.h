@@ -3,7 +3,10 @@
  * connection closes). A small request (at most the server's inline_max elements) whose
  * connection has nothing waiting runs at once on the loop thread, straight from the read
  * buffer; a larger one goes to the executor, and the requests behind it wait in a FIFO, so
- * responses leave in request order and large requests never stall other connections.
+ * responses leave in request order and large requests never stall other connections. A
+ * read that brings at least host->batch_min whole frames (a pipelining client) hands them
+ * to one worker job instead, so that busy connections spread over the cores while the
+ * loop only moves bytes.
  * Responses are appended to one output buffer per connection and leave in one write when
  * the loop is done with the connection's input (uv_try_write, else one uv_write in flight
  * at a time). Backpressure: reading pauses while the FIFO (max_pending requests, max_frame
@@ -73,6 +76,8 @@ typedef struct ta_conn_host {
 	ta_service *svc;              /* shared request state handed to dispatch */
 	ta_dispatch_scratch *scratch; /* the loop thread's dispatch memory (inline requests) */
 	int64_t inline_max;           /* most elements of a request run on the loop (-1: none) */
+	unsigned batch_min;           /* a read holding this many whole frames goes to a worker
+	                                 as one job (0: never) */
 	/* hands a request job to the executor (its done callback runs later on the loop) */
 	void (*submit)(struct ta_conn_host *host, ta_job *job);
 	/* a connection is about to be freed: the server forgets it (list, counters) and sees
@@ -82,6 +87,8 @@ typedef struct ta_conn_host {
 
 /* Bytes of the per-connection read buffer handed to libuv. */
 #define TA_CONN_READ_BUFFER 65536
+/* Whole frames one read must bring for them to go to a worker as one batch job. */
+#define TA_CONN_BATCH_MIN 4
 /* Largest request payload tried on the loop thread: a larger one carries enough data to
  * be worth a worker, and is not decoded twice. */
 #define TA_CONN_INLINE_PAYLOAD_MAX 65536
@@ -102,8 +109,11 @@ typedef struct ta_conn_item {
 	ta_job job;                /* executor job (work on a worker, done on the loop) */
 	struct ta_conn_item *next; /* next item in the connection's FIFO */
 	struct ta_conn *conn;      /* owning connection */
-	uint8_t *payload;          /* the frame's payload (NULL for a synthetic error) */
+	uint8_t *payload;          /* the frame's payload (NULL for a synthetic error); a batch:
+	                              whole frames, length prefixes included */
 	uint32_t len;              /* payload bytes */
+	bool batch;                /* a run of nframes small frames for one worker job */
+	uint32_t nframes;          /* requests in the item (1, or a batch's count) */
 	bool synthetic;            /* answer with code/msg instead of decoding a payload */
 	ta_status code;            /* synthetic: the status */
 	char msg[256];             /* synthetic: the message */

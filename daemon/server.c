@@ -456,6 +456,8 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	srv->host.scratch = &srv->scratch;
 	srv->host.submit = host_submit;
 	srv->host.gone = host_gone;
+	/* pipelined runs go to the workers when there are several to spread them over */
+	srv->host.batch_min = cfg->workers >= 2 ? TA_CONN_BATCH_MIN : 0;
 	srv->host.inline_max = cfg->inline_max >= -1                ? cfg->inline_max
 	                       : strcmp(svc->info.name, "cpu") == 0 ? TA_SERVER_INLINE_CPU
 	                                                            : 0;

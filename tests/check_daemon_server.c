@@ -482,6 +482,48 @@ START_TEST(test_bad_frames_other_client_unharmed)
 	close(bad);
 	ping_ok(good, 2);
 
+	/* The same inside one pipelined run (one send of five frames, which the daemon hands
+	 * to a worker as one batch): the pings before the garbage are answered in order, then
+	 * id 0, then EOF; the pings after it are never run. */
+	bad = connect_unix(d.sock);
+	uint8_t run[512];
+	size_t used = 0;
+	for (int i = 0; i < 5; i++) {
+		if (i == 2) {
+			memcpy(run + used, garbage, sizeof(garbage));
+			used += sizeof(garbage);
+			continue;
+		}
+		Tileatom__PingRequest pr = TILEATOM__PING_REQUEST__INIT;
+		Tileatom__Request req = TILEATOM__REQUEST__INIT;
+		req.id = 7 + (uint64_t)i;
+		req.body_case = TILEATOM__REQUEST__BODY_PING;
+		req.ping = &pr;
+		uint8_t *frame = NULL;
+		size_t len = 0;
+		ck_assert_int_eq(ta_frame_encode(&req.base, TA_FRAME_DEFAULT_MAX, &frame, &len), 0);
+		ck_assert_uint_le(used + len, sizeof(run));
+		memcpy(run + used, frame, len);
+		used += len;
+		free(frame);
+	}
+	ck_assert(send_all(bad, run, used));
+	for (uint64_t id = 7; id <= 8; id++) {
+		resp = recv_response(bad);
+		ck_assert_ptr_nonnull(resp);
+		ck_assert_uint_eq(resp->id, id);
+		ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+		tileatom__response__free_unpacked(resp, NULL);
+	}
+	resp = recv_response(bad);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 0);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__INVALID_ARGUMENT);
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(at_eof(bad));
+	close(bad);
+	ping_ok(good, 3);
+
 	/* A length over --max-frame: RESOURCE_EXHAUSTED naming the limit, then EOF. */
 	bad = connect_unix(d.sock);
 	uint8_t huge[4];
