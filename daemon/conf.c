@@ -29,6 +29,7 @@ void ta_config_init(ta_config *cfg)
 	cfg->max_total_bytes = TA_CONFIG_DEFAULT_MAX_TOTAL_BYTES;
 	cfg->max_pending = 1024;
 	cfg->inline_max = TA_CONFIG_INLINE_AUTO;
+	cfg->batch_min = TA_CONFIG_BATCH_AUTO;
 	cfg->max_write_queue = UINT64_C(16) << 20;
 	cfg->shutdown_timeout = 10;
 }
@@ -235,9 +236,21 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "max_pending: '%s' is not a count (1..1000000)", value);
 		cfg->max_pending = iv;
+	} else if (strcmp(key, "batch_min") == 0) {
+		if (strcmp(value, "auto") == 0) {
+			cfg->batch_min = TA_CONFIG_BATCH_AUTO;
+		} else {
+			if (parse_int(value, 0, 1000000, &iv))
+				return ta_error_set(err, TA_INVALID_ARGUMENT,
+				                    "batch_min: '%s' is not auto or a count "
+				                    "(0..1000000)",
+				                    value);
+			cfg->batch_min = iv;
+		}
 	} else if (strcmp(key, "inline_max") == 0) {
 		if (strcmp(value, "auto") == 0) {
 			cfg->inline_max = TA_CONFIG_INLINE_AUTO;
+			cfg->batch_min = TA_CONFIG_BATCH_AUTO;
 		} else {
 			if (parse_int(value, -1, 1 << 30, &iv))
 				return ta_error_set(err, TA_INVALID_ARGUMENT,
@@ -341,6 +354,7 @@ enum {
 	OPT_MAX_TOTAL_BYTES,
 	OPT_MAX_PENDING,
 	OPT_INLINE_MAX,
+	OPT_BATCH_MIN,
 	OPT_MAX_WRITE_QUEUE,
 	OPT_SHUTDOWN_TIMEOUT,
 	OPT_LIST_KERNELS,
@@ -365,6 +379,7 @@ static const struct option long_options[] = {
     {"max-total-bytes", required_argument, NULL, OPT_MAX_TOTAL_BYTES},
     {"max-pending", required_argument, NULL, OPT_MAX_PENDING},
     {"inline-max", required_argument, NULL, OPT_INLINE_MAX},
+    {"batch-min", required_argument, NULL, OPT_BATCH_MIN},
     {"max-write-queue", required_argument, NULL, OPT_MAX_WRITE_QUEUE},
     {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
     {"list-kernels", no_argument, NULL, OPT_LIST_KERNELS},
@@ -461,6 +476,10 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
 		ta_error e = {0};
 		st = ta_config_set(cfg, keys[i], values[i], &e);
 		if (st != TA_OK) {
+			/* the message starts with the setting's key: name the option as typed */
+			for (char *c = e.msg; *c && *c != ':'; c++)
+				if (*c == '_')
+					*c = '-';
 			ta_error_set(err, st, "--%s", e.msg);
 			goto out;
 		}
@@ -524,6 +543,9 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "  --inline-max N         requests of at most N elements run on the event loop,\n"
 	        "                         larger ones on the workers (-1: all on the workers;\n"
 	        "                         default auto: 4096 on the CPU backend, 0 on CUDA)\n"
+	        "  --batch-min N          a read bringing N or more whole frames goes to a worker\n"
+	        "                         as one job (0: never; default auto: 4 with 2 or more\n"
+	        "                         workers and 4 or more CPUs, else never)\n"
 	        "  --max-write-queue BYTES  unsent response bytes per connection before reading\n"
 	        "                         pauses (default 16M)\n"
 	        "  --shutdown-timeout S   seconds a shutdown waits for clients to take their\n"

@@ -29,6 +29,8 @@ typedef enum ta_backend_choice {
 /* Smallest accepted --max-frame: room for any error response. */
 #define TA_CONFIG_MIN_FRAME 1024u
 
+/* batch_min: 4 with at least 2 workers and 4 CPUs, else 0 (never). */
+#define TA_CONFIG_BATCH_AUTO (-1)
 /* inline_max: choose by backend (TA_SERVER_INLINE_CPU on the CPU backend, 0 on CUDA). */
 #define TA_CONFIG_INLINE_AUTO (-2)
 /* Elements a request may process to run on the loop thread of the CPU backend (auto). */
@@ -50,6 +52,8 @@ typedef struct ta_config {
 	uint64_t max_tile_bytes;   /* bytes of one tile (0: unlimited) */
 	uint64_t max_total_bytes;  /* bytes of all tiles together (0: unlimited) */
 	int max_pending;           /* queued requests per connection before reading pauses */
+	int batch_min;             /* whole frames a read must bring to go to a worker as one
+	                              job (0: never; TA_CONFIG_BATCH_AUTO: by CPUs and workers) */
 	int inline_max;            /* elements a request may have to run on the loop thread
 	                              (-1: none; TA_CONFIG_INLINE_AUTO: by backend) */
 	uint64_t max_write_queue;  /* unsent response bytes per connection before pausing */

@@ -456,8 +456,15 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	srv->host.scratch = &srv->scratch;
 	srv->host.submit = host_submit;
 	srv->host.gone = host_gone;
-	/* pipelined runs go to the workers when there are several to spread them over */
-	srv->host.batch_min = cfg->workers >= 2 ? TA_CONN_BATCH_MIN : 0;
+	/* Pipelined runs go to the workers when there are several to spread them over and the
+	 * cores to run them: on 2 CPUs shared with the clients the hand-over costs more than it
+	 * spreads (measured: 178k against 237k adds/s at 50x16, docs/PERFORMANCE.md); on 16
+	 * it more than doubles throughput (2.3M against 1.0M, doc/GPU-RESULTS.md). */
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cfg->batch_min != TA_CONFIG_BATCH_AUTO)
+		srv->host.batch_min = (unsigned)cfg->batch_min;
+	else
+		srv->host.batch_min = cfg->workers >= 2 && cpus >= 4 ? TA_CONN_BATCH_MIN : 0;
 	srv->host.inline_max = cfg->inline_max >= -1                ? cfg->inline_max
 	                       : strcmp(svc->info.name, "cpu") == 0 ? TA_SERVER_INLINE_CPU
 	                                                            : 0;

@@ -232,7 +232,7 @@ START_TEST(test_config_args_errors_and_actions)
 	char *a4[] = {"tileatomd", "--max-connections", "0", NULL};
 	ta_config_init(&cfg);
 	ck_assert_int_eq(ta_config_parse_args(&cfg, 3, a4, &action, &err), TA_INVALID_ARGUMENT);
-	ck_assert_str_eq(err.msg, "--max_connections: '0' is not a count (1..1000000)");
+	ck_assert_str_eq(err.msg, "--max-connections: '0' is not a count (1..1000000)");
 	ta_config_free(&cfg);
 
 	char *a5[] = {"tileatomd", "--socket", "/x", "--help", NULL};
