@@ -102,6 +102,16 @@ static int parse_int(const char *text, long lo, long hi, int *out)
 	return 0;
 }
 
+/* Parses "auto" (giving auto_value) or an integer in [lo, hi] into *out; 0 or -1. */
+static int parse_auto_int(const char *text, long lo, long hi, int auto_value, int *out)
+{
+	if (strcmp(text, "auto") == 0) {
+		*out = auto_value;
+		return 0;
+	}
+	return parse_int(text, lo, hi, out);
+}
+
 /* Parses true/false/yes/no/on/off/1/0; returns 0 or -1. */
 static int parse_bool(const char *text, bool *out)
 {
@@ -237,28 +247,16 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			                    "max_pending: '%s' is not a count (1..1000000)", value);
 		cfg->max_pending = iv;
 	} else if (strcmp(key, "batch_min") == 0) {
-		if (strcmp(value, "auto") == 0) {
-			cfg->batch_min = TA_CONFIG_BATCH_AUTO;
-		} else {
-			if (parse_int(value, 0, 1000000, &iv))
-				return ta_error_set(err, TA_INVALID_ARGUMENT,
-				                    "batch_min: '%s' is not auto or a count "
-				                    "(0..1000000)",
-				                    value);
-			cfg->batch_min = iv;
-		}
+		if (parse_auto_int(value, 0, 1000000, TA_CONFIG_BATCH_AUTO, &cfg->batch_min))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "batch_min: '%s' is not auto or a count (0..1000000)",
+			                    value);
 	} else if (strcmp(key, "inline_max") == 0) {
-		if (strcmp(value, "auto") == 0) {
-			cfg->inline_max = TA_CONFIG_INLINE_AUTO;
-			cfg->batch_min = TA_CONFIG_BATCH_AUTO;
-		} else {
-			if (parse_int(value, -1, 1 << 30, &iv))
-				return ta_error_set(err, TA_INVALID_ARGUMENT,
-				                    "inline_max: '%s' is not auto or a count "
-				                    "(-1..1073741824)",
-				                    value);
-			cfg->inline_max = iv;
-		}
+		if (parse_auto_int(value, -1, 1 << 30, TA_CONFIG_INLINE_AUTO, &cfg->inline_max))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "inline_max: '%s' is not auto or a count "
+			                    "(-1..1073741824)",
+			                    value);
 	} else if (strcmp(key, "max_write_queue") == 0) {
 		if (ta_config_parse_size(value, &size) || size < 1)
 			return ta_error_set(
