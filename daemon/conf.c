@@ -258,10 +258,12 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			                    "(-1..1073741824)",
 			                    value);
 	} else if (strcmp(key, "max_write_queue") == 0) {
-		if (ta_config_parse_size(value, &size) || size < 1)
+		/* at most 1G: a connection's unsent bytes (this bound plus one response of at
+		 * most max_frame) then always fit in one uv_buf_t */
+		if (ta_config_parse_size(value, &size) || size < 1 || size > (UINT64_C(1) << 30))
 			return ta_error_set(
 			    err, TA_INVALID_ARGUMENT,
-			    "max_write_queue: '%s' is not a size of at least 1 byte", value);
+			    "max_write_queue: '%s' is not a size between 1 byte and 1G", value);
 		cfg->max_write_queue = size;
 	} else if (strcmp(key, "shutdown_timeout") == 0) {
 		if (parse_int(value, 0, 86400, &iv))

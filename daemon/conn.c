@@ -210,24 +210,36 @@ static void item_work(ta_job *job)
 		return;
 	}
 	/* a batch: its frames in order, into one response buffer; a reply that closes the
-	 * connection ends it (the requests after it are dropped, as from the FIFO) */
+	 * connection ends it (the requests after it are dropped, as from the FIFO). It also
+	 * stops once its responses reach max_write_queue: item_done puts the frames not run
+	 * back at the head of the FIFO, so that they wait for the client to read, as single
+	 * requests do. */
 	ta_dispatch_scratch scratch;
 	ta_dispatch_scratch_init(&scratch);
 	ta_frame_buf out = {NULL, 0, 0};
 	bool close_after = false;
-	const uint8_t *at = payload;
-	size_t left = item->len;
-	while (left >= TA_FRAME_HEADER && !close_after) {
-		uint32_t n = ta_frame_get_header(at);
-		if (n > left - TA_FRAME_HEADER)
-			break; /* cannot happen: conn_consume cut whole frames */
-		(void)ta_dispatch_run(svc, &scratch, at + TA_FRAME_HEADER, n, -1, &out,
+	uint64_t bound = item->conn->host->cfg->max_write_queue;
+	size_t done = 0;
+	uint32_t frames = 0;
+	while (item->len - done >= TA_FRAME_HEADER && !close_after && out.len < bound) {
+		uint32_t n = ta_frame_get_header(payload + done);
+		if (n > item->len - done - TA_FRAME_HEADER)
+			break; /* cannot happen: conn_take_batch cut whole frames */
+		(void)ta_dispatch_run(svc, &scratch, payload + done + TA_FRAME_HEADER, n, -1, &out,
 		                      &close_after);
-		at += TA_FRAME_HEADER + (size_t)n;
-		left -= TA_FRAME_HEADER + (size_t)n;
+		done += TA_FRAME_HEADER + (size_t)n;
+		frames++;
 	}
-	free(payload);
 	ta_dispatch_scratch_free(&scratch);
+	if (done < item->len && !close_after) {
+		/* keep the rest for item_done to queue again */
+		memmove(payload, payload + done, item->len - done);
+		item->payload = payload;
+		item->len = (uint32_t)(item->len - done);
+		item->nframes -= frames;
+	} else {
+		free(payload);
+	}
 	item->reply.frame = out.data;
 	item->reply.len = out.data ? out.len : 0;
 	item->reply.close_after = close_after;
@@ -283,9 +295,17 @@ static bool conn_flush(ta_conn *conn)
  * socket, adjust reading, and shut down once everything is answered. */
 static void conn_settle(ta_conn *conn)
 {
-	conn_pump(conn);
-	if (!conn_flush(conn))
-		return;
+	uint64_t bound = conn->host->cfg->max_write_queue;
+	for (;;) {
+		conn_pump(conn);
+		if (!conn_flush(conn))
+			return;
+		/* a flush that wrote everything at once issues no uv_write, so no on_write will
+		 * pump again: go on here while requests wait only for the output to drain */
+		if (conn->writing || conn->inflight || !conn->q_head || conn_closing(conn) ||
+		    conn_unsent(conn) >= bound)
+			break;
+	}
 	conn_update_reading(conn);
 	conn_maybe_finish(conn);
 }
@@ -410,7 +430,20 @@ static void item_done(ta_job *job)
 			return;
 		}
 	}
-	item_free(item);
+	if (item->batch && item->payload && !close_after) {
+		/* the frames a capped batch did not run go back to the head of the FIFO */
+		free(item->reply.frame);
+		item->reply.frame = NULL;
+		item->reply.len = 0;
+		item->next = conn->q_head;
+		conn->q_head = item;
+		if (!conn->q_tail)
+			conn->q_tail = item;
+		conn->q_len += item->nframes;
+		conn->q_bytes += item->len;
+	} else {
+		item_free(item);
+	}
 	if (close_after)
 		conn_close_after(conn);
 	conn_settle(conn);

@@ -373,8 +373,9 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 	for (size_t a = 0; a < c->n_shape; a++)
 		shape.shape[a] = c->shape[a];
 
-	if (c->fill && rc->inline_max >= 0) {
-		/* filling a large tile is a large request: leave it to a worker */
+	if (rc->inline_max >= 0) {
+		/* allocating (zeroing) and filling a large tile is a large request: leave it to a
+		 * worker */
 		int64_t n = 1;
 		for (size_t a = 0; a < c->n_shape; a++)
 			if (c->shape[a] > 0 && __builtin_mul_overflow(n, c->shape[a], &n))
@@ -708,6 +709,8 @@ static bool append_reply(ta_service *svc, Tileatom__Response *resp, bool close_a
 	small.id = resp->id;
 	small.status = TILEATOM__STATUS__RESOURCE_EXHAUSTED;
 	small.message = msg;
+	if (resp->status == TILEATOM__STATUS__OK)
+		atomic_fetch_add(&svc->errors, 1); /* an answer that became an error */
 	if (ta_frame_append(&small.base, svc->max_frame, out) != 0) {
 		ta_log(TA_LOG_ERR, "cannot encode a response: out of memory");
 		return true;
@@ -754,13 +757,17 @@ void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 	ta_arena_free(&s->arena);
 }
 
-ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratch,
-                                    const uint8_t *payload, size_t len, int64_t inline_max,
-                                    ta_frame_buf *out, bool *close_after)
+/* ta_dispatch_run, freeing owned (a malloc'd payload, or NULL) right after decoding: the
+ * decoded message holds its own copy of every field, so a large request does not keep both
+ * for the whole run. */
+static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
+                                   const uint8_t *payload, size_t len, uint8_t *owned,
+                                   int64_t inline_max, ta_frame_buf *out, bool *close_after)
 {
 	*close_after = false;
 	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
 	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
+	free(owned);
 	if (!req) {
 		ta_arena_reset(&scratch->arena);
 		char msg[160];
@@ -804,6 +811,13 @@ ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratc
 	return TA_DISPATCH_DONE;
 }
 
+ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratch,
+                                    const uint8_t *payload, size_t len, int64_t inline_max,
+                                    ta_frame_buf *out, bool *close_after)
+{
+	return run_one(svc, scratch, payload, len, NULL, inline_max, out, close_after);
+}
+
 /* Runs one payload to completion with a scratch of its own; frees owned once decoded. */
 static void dispatch_alone(ta_service *svc, const uint8_t *payload, size_t len, uint8_t *owned,
                            ta_reply *out)
@@ -812,8 +826,7 @@ static void dispatch_alone(ta_service *svc, const uint8_t *payload, size_t len, 
 	ta_dispatch_scratch_init(&scratch);
 	ta_frame_buf buf = {NULL, 0, 0};
 	bool close_after = false;
-	(void)ta_dispatch_run(svc, &scratch, payload, len, -1, &buf, &close_after);
-	free(owned);
+	(void)run_one(svc, &scratch, payload, len, owned, -1, &buf, &close_after);
 	ta_dispatch_scratch_free(&scratch);
 	reply_from_buf(&buf, close_after, out);
 }

@@ -590,6 +590,60 @@ START_TEST(test_bad_frames_other_client_unharmed)
 }
 END_TEST
 
+/* Sends n pings (ids first..first+n-1) in one write. */
+static void send_pings(int fd, uint64_t first, int n)
+{
+	uint8_t run[64 * 32];
+	size_t used = 0;
+	ck_assert_int_le(n, 64);
+	for (int i = 0; i < n; i++) {
+		Tileatom__PingRequest pr = TILEATOM__PING_REQUEST__INIT;
+		Tileatom__Request req = TILEATOM__REQUEST__INIT;
+		req.id = first + (uint64_t)i;
+		req.body_case = TILEATOM__REQUEST__BODY_PING;
+		req.ping = &pr;
+		uint8_t *frame = NULL;
+		size_t len = 0;
+		ck_assert_int_eq(ta_frame_encode(&req.base, TA_FRAME_DEFAULT_MAX, &frame, &len), 0);
+		ck_assert_uint_le(used + len, sizeof(run));
+		memcpy(run + used, frame, len);
+		used += len;
+		free(frame);
+	}
+	ck_assert(send_all(fd, run, used));
+}
+
+/* A write bound smaller than one response: every request waits for the one before to be
+ * written, and a write that goes out at once (no uv_write, so no write callback) must
+ * still let the next one run. Pipelined pings, then a half-close: all are answered, in
+ * order, then EOF; with the batch path (a worker job capped at the bound) too. */
+START_TEST(test_tiny_write_queue_pipelined)
+{
+	const char *const modes[2][5] = {{"--max-write-queue", "1", "--batch-min", "0", NULL},
+	                                 {"--max-write-queue", "1", "--batch-min", "4", NULL}};
+	for (int m = 0; m < 2; m++) {
+		daemon_proc d;
+		start_daemon(&d, modes[m]);
+		int fd = connect_unix(d.sock);
+		ck_assert_int_ge(fd, 0);
+		send_pings(fd, 1, 20);
+		shutdown(fd, SHUT_WR);
+		for (uint64_t id = 1; id <= 20; id++) {
+			Tileatom__Response *resp = recv_response(fd);
+			ck_assert_msg(resp != NULL, "mode %d: response %d missing", m, (int)id);
+			ck_assert_uint_eq(resp->id, id);
+			ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+			tileatom__response__free_unpacked(resp, NULL);
+		}
+		ck_assert(at_eof(fd));
+		close(fd);
+		int status = stop_daemon(&d);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		cleanup(&d);
+	}
+}
+END_TEST
+
 START_TEST(test_connection_limit)
 {
 	daemon_proc d;
@@ -985,6 +1039,7 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, test_start_ping_stop);
 	tcase_add_test(tc, test_pipelined_order);
 	tcase_add_test(tc, test_bad_frames_other_client_unharmed);
+	tcase_add_test(tc, test_tiny_write_queue_pipelined);
 	tcase_add_test(tc, test_connection_limit);
 	tcase_add_test(tc, test_disconnect_mid_request);
 	tcase_add_test(tc, test_backpressure);
