@@ -57,11 +57,14 @@ typedef enum bench_kind {
 	T_CAS,   /* indexed compare-and-swap 0 -> 1 returning the old values */
 	T_GET,   /* atomic load of indexed elements */
 	T_HIST,  /* flat indexed add of 1 in space shared into a 256-bin int32 tile */
+	T_FILL,  /* element-wise add of the scalar 1 to the whole keys tile: small on the wire,
+	            large in work (-r elements) */
 	T_COUNT  /* number of tests */
 } bench_kind;
 
 /* Names of the tests, as -t takes them. */
-static const char *const test_names[T_COUNT] = {"ping", "add", "addnw", "cas", "get", "hist"};
+static const char *const test_names[T_COUNT] = {"ping", "add",  "addnw", "cas",
+                                                "get",  "hist", "fill"};
 
 /* Output formats. */
 typedef enum bench_format {
@@ -272,6 +275,11 @@ static int submit_one(const bench_run *r, bench_client *cl, tileatom_error *err)
 {
 	if (r->kind == T_PING)
 		return tileatom_submit_ping(cl->conn, NULL, err);
+	if (r->kind == T_FILL) {
+		tileatom_array one1 = tileatom_scalar(r->dtype, r->one);
+		return tileatom_submit_elementwise(cl->conn, r->tile, TILEATOM_OP_ADD, NULL, &one1,
+		                                   NULL, &r->opts, NULL, err);
+	}
 	for (int64_t i = 0; i < r->elements; i++)
 		cl->keys[i] = (int64_t)(rng_next(&cl->rng) % (uint64_t)r->range);
 	tileatom_array idx = r->elements == 1
@@ -301,9 +309,10 @@ static int submit_one(const bench_run *r, bench_client *cl, tileatom_error *err)
 /* Checks that a collected response fits the run's test; false with a message in msg. */
 static bool response_fits(const bench_run *r, const tileatom_response *resp, char *msg, size_t n)
 {
-	tileatom_request_kind want = r->kind == T_PING  ? TILEATOM_REQ_PING
-	                             : r->kind == T_GET ? TILEATOM_REQ_ATOMIC_LOAD
-	                                                : TILEATOM_REQ_INDEXED;
+	tileatom_request_kind want = r->kind == T_PING   ? TILEATOM_REQ_PING
+	                             : r->kind == T_GET  ? TILEATOM_REQ_ATOMIC_LOAD
+	                             : r->kind == T_FILL ? TILEATOM_REQ_ELEMENTWISE
+	                                                 : TILEATOM_REQ_INDEXED;
 	if (resp->kind != want) {
 		snprintf(msg, n, "response of kind %d to a request of kind %d", (int)resp->kind,
 		         (int)want);
@@ -449,7 +458,8 @@ static const char usage_text[] =
     "  -n REQUESTS      requests per test, over all clients (default 100000)\n"
     "  -d SECONDS       run each test this long instead of -n requests\n"
     "  -P DEPTH         requests in flight per client, pipelined (default 1)\n"
-    "  -t TESTS         comma-separated: ping,add,addnw,cas,get,hist (default all)\n"
+    "  -t TESTS         comma-separated: ping,add,addnw,cas,get,hist,fill (default all\n"
+    "                   but fill)\n"
     "  -e ELEMENTS      elements per request (default 1; hist 1024)\n"
     "  -r KEYSPACE      elements of the tile the keys address (default 10000)\n"
     "  --dtype DTYPE    dtype of that tile (default int64; hist always uses int32)\n"
@@ -464,7 +474,8 @@ static const char usage_text[] =
     "Tests: ping (round trip), add (indexed add of 1 at random elements returning the old\n"
     "values, like INCR), addnw (the same without old values), cas (compare-and-swap 0->1\n"
     "at random elements), get (atomic load of random elements), hist (flat indexed add of\n"
-    "1 in space shared of E random keys into a 256-bin int32 tile).\n"
+    "1 in space shared of E random keys into a 256-bin int32 tile), fill (element-wise add\n"
+    "of 1 to all -r elements: small on the wire, large in work; not in the default set).\n"
     "Latency is measured per request from its submit to the collect of its response;\n"
     "generator CPU is this process's CPU time per request. See tileatom-bench(1).\n";
 
@@ -529,9 +540,11 @@ static void parse_args(bench_opts *o, int argc, char **argv)
 	o->keyspace = 10000;
 	o->timeout_ms = 30000;
 	o->seed = 1;
+	/* the default set: every test but fill (whose work is the whole keyspace) */
+	o->ntests = 0;
 	for (int k = 0; k < T_COUNT; k++)
-		o->order[k] = k;
-	o->ntests = T_COUNT;
+		if (k != T_FILL)
+			o->order[o->ntests++] = k;
 	const char *socket = NULL, *host = NULL, *port = NULL;
 	int64_t v;
 	int c;
@@ -729,6 +742,7 @@ static bool run_test(const bench_opts *o, bench_client *cl, tileatom_client *ctl
 	r.tile = kind == T_PING ? NULL : kind == T_HIST ? hist_tile : keys_tile;
 	r.range = kind == T_HIST ? BENCH_HIST_BINS : o->keyspace;
 	r.elements = kind == T_PING                       ? 0
+	             : kind == T_FILL                     ? o->keyspace
 	             : kind == T_HIST && !o->elements_set ? BENCH_HIST_ELEMENTS
 	                                                  : o->elements;
 	tileatom_error err = {0, ""};
@@ -741,7 +755,8 @@ static bool run_test(const bench_opts *o, bench_client *cl, tileatom_client *ctl
 	r.want_data = kind == T_ADD || kind == T_CAS || kind == T_GET;
 	if (kind == T_HIST)
 		r.opts.space = TILEATOM_SPACE_SHARED;
-	bool mutates = kind == T_ADD || kind == T_ADDNW || kind == T_CAS || kind == T_HIST;
+	bool mutates =
+	    kind == T_ADD || kind == T_ADDNW || kind == T_CAS || kind == T_HIST || kind == T_FILL;
 	if (mutates && !reset_tile(ctl, r.tile, r.dtype))
 		return false;
 
@@ -830,7 +845,8 @@ static bool run_test(const bench_opts *o, bench_client *cl, tileatom_client *ctl
 	res->gen_cpu_us =
 	    requests && cpu0 >= 0 && cpu1 >= 0 ? (cpu1 - cpu0) / (double)requests * 1e6 : 0;
 	free(all);
-	if (ok && !interrupted && (kind == T_ADD || kind == T_ADDNW || kind == T_HIST))
+	if (ok && !interrupted &&
+	    (kind == T_ADD || kind == T_ADDNW || kind == T_HIST || kind == T_FILL))
 		ok = verify_sum(ctl, &r, elements);
 	return ok;
 }
@@ -940,7 +956,9 @@ int main(int argc, char **argv)
 		bench_kind k = (bench_kind)o.order[i];
 		need_keys = need_keys || (k != T_PING && k != T_HIST);
 		need_hist = need_hist || k == T_HIST;
-		int64_t e = k == T_HIST && !o.elements_set ? BENCH_HIST_ELEMENTS : o.elements;
+		int64_t e = k == T_HIST && !o.elements_set ? BENCH_HIST_ELEMENTS
+		            : k == T_FILL                  ? 1 /* no keys are drawn */
+		                                           : o.elements;
 		if (e > max_elements)
 			max_elements = e;
 	}
