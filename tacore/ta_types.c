@@ -305,36 +305,20 @@ const char *ta_op_ptx_type(ta_op op, ta_dtype d)
 	return dtype_rows[d].ptx[op_rows[op].ptx_type];
 }
 
-bool ta_variant_legal(ta_op op, ta_dtype dtype, ta_sem sem, ta_scope scope, ta_space space,
-                      bool want_old)
-{
-	if (!ta_op_accepts_dtype(op, dtype) || !ta_op_sem_ok(op, sem) ||
-	    (unsigned)scope >= TA_SCOPE_COUNT || (unsigned)space >= TA_SPACE_COUNT)
-		return false;
-	if (space == TA_SPACE_SHARED && (!ta_op_shared_ok(op) || want_old))
-		return false;
-	switch (ta_op_output(op)) {
-	case TA_OUTPUT_ALWAYS:
-		return want_old;
-	case TA_OUTPUT_NEVER:
-		return !want_old;
-	default:
-		return true;
-	}
-}
-
-ta_status ta_check_variant(ta_family family, ta_op op, ta_sem sem, ta_scope scope, ta_space space,
-                           bool want_old, ta_error *err)
+/* The one statement of the variant rules: ta_check_variant with the family, and
+ * ta_variant_legal (any_family: the op's families are not asked) without. */
+static ta_status check_variant(ta_family family, bool any_family, ta_op op, ta_sem sem,
+                               ta_scope scope, ta_space space, bool want_old, ta_error *err)
 {
 	const char *on = ta_op_name(op);
 	char allowed[128];
 	if (!op_valid(op))
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown or missing op (%d)",
 		                    (int)op);
-	if ((unsigned)family >= TA_FAMILY_COUNT)
+	if (!any_family && (unsigned)family >= TA_FAMILY_COUNT)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown request family %d",
 		                    (int)family);
-	if (!ta_op_in_family(op, family))
+	if (!any_family && !ta_op_in_family(op, family))
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "op %s is not %s (those are %s)", on,
 		                    ta_family_noun(family),
 		                    ta_family_ops_text(family, allowed, sizeof(allowed)));
@@ -365,6 +349,23 @@ ta_status ta_check_variant(ta_family family, ta_op op, ta_sem sem, ta_scope scop
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "%s returns no old values (use exch for that)", on);
 	return TA_OK;
+}
+
+ta_status ta_check_variant(ta_family family, ta_op op, ta_sem sem, ta_scope scope, ta_space space,
+                           bool want_old, ta_error *err)
+{
+	return check_variant(family, false, op, sem, scope, space, want_old, err);
+}
+
+bool ta_variant_legal(ta_op op, ta_dtype dtype, ta_sem sem, ta_scope scope, ta_space space,
+                      bool want_old)
+{
+	/* the request's rules, and a load's plan always carries its output (the planner sets
+	 * want_old for it) */
+	return ta_op_accepts_dtype(op, dtype) &&
+	       check_variant(TA_FAMILY_NONE, true, op, sem, scope, space, want_old, NULL) ==
+	           TA_OK &&
+	       (ta_op_output(op) != TA_OUTPUT_ALWAYS || want_old);
 }
 
 /* A table set to write as text: the rows first .. first + count - 1 of a table, those

@@ -251,6 +251,23 @@ static bool send_request(int fd, Tileatom__Request *req)
 	return ok;
 }
 
+/* Appends a ping frame with id to run (cap bytes, *used in use). */
+static void append_ping(uint8_t *run, size_t cap, size_t *used, uint64_t id)
+{
+	Tileatom__PingRequest pr = TILEATOM__PING_REQUEST__INIT;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = id;
+	req.body_case = TILEATOM__REQUEST__BODY_PING;
+	req.ping = &pr;
+	uint8_t *frame = NULL;
+	size_t len = 0;
+	ck_assert_int_eq(ta_frame_encode(&req.base, TA_FRAME_DEFAULT_MAX, &frame, &len), 0);
+	ck_assert_uint_le(*used + len, cap);
+	memcpy(run + *used, frame, len);
+	*used += len;
+	free(frame);
+}
+
 /* Receives one Response; NULL on EOF or timeout. */
 static Tileatom__Response *recv_response(int fd)
 {
@@ -285,12 +302,10 @@ static bool at_eof(int fd)
 /* Sends a ping with id and checks the answer. */
 static void ping_ok(int fd, uint64_t id)
 {
-	Tileatom__PingRequest p = TILEATOM__PING_REQUEST__INIT;
-	Tileatom__Request req = TILEATOM__REQUEST__INIT;
-	req.id = id;
-	req.body_case = TILEATOM__REQUEST__BODY_PING;
-	req.ping = &p;
-	ck_assert(send_request(fd, &req));
+	uint8_t frame[64];
+	size_t used = 0;
+	append_ping(frame, sizeof(frame), &used, id);
+	ck_assert(send_all(fd, frame, used));
 	Tileatom__Response *resp = recv_response(fd);
 	ck_assert_ptr_nonnull(resp);
 	ck_assert_uint_eq(resp->id, id);
@@ -496,18 +511,7 @@ START_TEST(test_bad_frames_other_client_unharmed)
 			used += sizeof(garbage);
 			continue;
 		}
-		Tileatom__PingRequest pr = TILEATOM__PING_REQUEST__INIT;
-		Tileatom__Request req = TILEATOM__REQUEST__INIT;
-		req.id = 7 + (uint64_t)i;
-		req.body_case = TILEATOM__REQUEST__BODY_PING;
-		req.ping = &pr;
-		uint8_t *frame = NULL;
-		size_t len = 0;
-		ck_assert_int_eq(ta_frame_encode(&req.base, TA_FRAME_DEFAULT_MAX, &frame, &len), 0);
-		ck_assert_uint_le(used + len, sizeof(run));
-		memcpy(run + used, frame, len);
-		used += len;
-		free(frame);
+		append_ping(run, sizeof(run), &used, 7 + (uint64_t)i);
 	}
 	ck_assert(send_all(bad, run, used));
 	for (uint64_t id = 7; id <= 8; id++) {
@@ -596,20 +600,8 @@ static void send_pings(int fd, uint64_t first, int n)
 	uint8_t run[64 * 32];
 	size_t used = 0;
 	ck_assert_int_le(n, 64);
-	for (int i = 0; i < n; i++) {
-		Tileatom__PingRequest pr = TILEATOM__PING_REQUEST__INIT;
-		Tileatom__Request req = TILEATOM__REQUEST__INIT;
-		req.id = first + (uint64_t)i;
-		req.body_case = TILEATOM__REQUEST__BODY_PING;
-		req.ping = &pr;
-		uint8_t *frame = NULL;
-		size_t len = 0;
-		ck_assert_int_eq(ta_frame_encode(&req.base, TA_FRAME_DEFAULT_MAX, &frame, &len), 0);
-		ck_assert_uint_le(used + len, sizeof(run));
-		memcpy(run + used, frame, len);
-		used += len;
-		free(frame);
-	}
+	for (int i = 0; i < n; i++)
+		append_ping(run, sizeof(run), &used, first + (uint64_t)i);
 	ck_assert(send_all(fd, run, used));
 }
 
