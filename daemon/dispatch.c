@@ -728,14 +728,6 @@ static void reply_from_buf(ta_frame_buf *buf, bool close_after, ta_reply *out)
 		out->len = 0;
 }
 
-void ta_dispatch_error(ta_service *svc, uint64_t id, ta_status code, const char *msg,
-                       bool close_after, ta_reply *out)
-{
-	ta_frame_buf buf = {NULL, 0, 0};
-	close_after = ta_dispatch_error_append(svc, id, code, msg, close_after, &buf);
-	reply_from_buf(&buf, close_after, out);
-}
-
 bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, const char *msg,
                               bool close_after, ta_frame_buf *out)
 {

@@ -80,8 +80,4 @@ void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_r
  * as it is decoded (lowering the peak memory of large requests). */
 void ta_dispatch_frame_owned(ta_service *svc, uint8_t *payload, size_t len, ta_reply *out);
 
-/* Builds an error response for request id (0 when unknown) into *out. */
-void ta_dispatch_error(ta_service *svc, uint64_t id, ta_status code, const char *msg,
-                       bool close_after, ta_reply *out);
-
 #endif /* TA_DAEMON_DISPATCH_H */
