@@ -36,6 +36,7 @@ static const char global_usage[] =
     "Commands:\n"
     "  ping                               check that the daemon answers\n"
     "  stats                              daemon statistics\n"
+    "  snapshot                           save every tile and compact the log (--data-dir)\n"
     "  create NAME --dtype DTYPE --shape D0[,D1...] [--fill V]\n"
     "  ls                                 list tiles\n"
     "  info NAME                          describe a tile\n"
@@ -315,6 +316,28 @@ static int cmd_stats(int argc, char **argv, cli_global *g)
 		       s.backend, s.device, s.device_memory, s.compute_capability, s.tiles,
 		       s.tile_bytes, s.requests, s.errors, s.connections, s.elements);
 	}
+	tileatom_close(c);
+	return rc;
+}
+
+static int cmd_snapshot(int argc, char **argv, cli_global *g)
+{
+	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] snapshot\n"
+	                            "Asks the daemon (started with --data-dir) to write a snapshot "
+	                            "of every tile\nand to remove the log it makes obsolete.\n";
+	cli_args a;
+	tileatom_client *c;
+	int rc;
+	if (!parse_connect(argc, argv, NULL, 0, 0, usage, g, &a, &c, &rc))
+		return rc;
+	tileatom_error err = {0, ""};
+	tileatom_snapshot_info s;
+	if (tileatom_snapshot(c, &s, &err) != TILEATOM_OK)
+		rc = lib_error("snapshot", &err);
+	else
+		printf("snapshot: %" PRIu32 " tiles, %" PRIu64 " bytes, through record %" PRIu64
+		       "; %" PRIu64 " bytes of log removed\n",
+		       s.tiles, s.bytes, s.seq, s.log_removed);
 	tileatom_close(c);
 	return rc;
 }
@@ -782,7 +805,7 @@ typedef struct cli_command {
 } cli_command;
 
 static const cli_command commands[] = {
-    {"ping", cmd_ping}, {"stats", cmd_stats}, {"create", cmd_create}, {"ls", cmd_ls},
+    {"ping", cmd_ping}, {"stats", cmd_stats}, {"snapshot", cmd_snapshot}, {"create", cmd_create}, {"ls", cmd_ls},
     {"info", cmd_info}, {"rm", cmd_rm},       {"get", cmd_get},       {"hist", cli_cmd_hist},
     {"add", cmd_rmw},   {"sub", cmd_rmw},     {"min", cmd_rmw},       {"max", cmd_rmw},
     {"xchg", cmd_rmw},  {"exch", cmd_rmw},    {"and", cmd_rmw},       {"or", cmd_rmw},

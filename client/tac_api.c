@@ -164,6 +164,25 @@ int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_e
 	return TILEATOM_OK;
 }
 
+int tileatom_snapshot(tileatom_client *client, tileatom_snapshot_info *out, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	tac_msg m;
+	tac_build_snapshot(&m);
+	int rc = roundtrip(client, &m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	const Tileatom__SnapshotResponse *s = client->last->snapshot;
+	if (out) {
+		memset(out, 0, sizeof(*out));
+		out->tiles = s->tiles;
+		out->bytes = s->bytes;
+		out->seq = s->seq;
+		out->log_removed = s->log_removed;
+	}
+	return TILEATOM_OK;
+}
+
 int tileatom_create(tileatom_client *client, const char *name, tileatom_dtype dtype, int rank,
                     const int64_t *shape, const void *fill, tileatom_tile_info *info,
                     tileatom_error *err)

@@ -210,6 +210,14 @@ int tac_build_stats(tac_msg *m)
 	return TILEATOM_OK;
 }
 
+int tac_build_snapshot(tac_msg *m)
+{
+	msg_begin(m, TILEATOM_REQ_SNAPSHOT);
+	tileatom__snapshot_request__init(&m->body.snapshot);
+	m->req.snapshot = &m->body.snapshot;
+	return TILEATOM_OK;
+}
+
 int tac_build_list(tac_msg *m)
 {
 	msg_begin(m, TILEATOM_REQ_LIST);

@@ -88,6 +88,7 @@ typedef struct tac_msg {
 		Tileatom__AtomicLoadRequest atomic_load;        /* ATOMIC_LOAD */
 		Tileatom__AtomicStoreRequest atomic_store;      /* ATOMIC_STORE */
 		Tileatom__StatsRequest stats;                   /* STATS */
+		Tileatom__SnapshotRequest snapshot;             /* SNAPSHOT */
 	} body;
 	Tileatom__Region region;                       /* region / window */
 	Tileatom__Region addr_region;                  /* Addressing.region */
@@ -132,6 +133,7 @@ TAC_HIDDEN int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileato
 TAC_HIDDEN int tac_build_hello(tac_msg *m, const char *client_name);
 TAC_HIDDEN int tac_build_ping(tac_msg *m);
 TAC_HIDDEN int tac_build_stats(tac_msg *m);
+TAC_HIDDEN int tac_build_snapshot(tac_msg *m);
 TAC_HIDDEN int tac_build_list(tac_msg *m);
 TAC_HIDDEN int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int rank,
                                 const int64_t *shape, const void *fill, tileatom_error *err);

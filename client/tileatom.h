@@ -228,6 +228,14 @@ typedef struct tileatom_stats_info {
 	uint64_t elements;           /* elements processed by atomic / memory ops */
 } tileatom_stats_info;
 
+/* What a snapshot wrote (tileatom_snapshot). */
+typedef struct tileatom_snapshot_info {
+	uint32_t tiles;       /* tiles in the snapshot */
+	uint64_t bytes;       /* bytes of the snapshot file */
+	uint64_t seq;         /* sequence number of the last log record it includes */
+	uint64_t log_removed; /* bytes of log files removed */
+} tileatom_snapshot_info;
+
 /* Which call a pipelined response answers (values equal the wire Request body numbers). */
 typedef enum tileatom_request_kind {
 	TILEATOM_REQ_NONE = 0,           /* nothing */
@@ -246,7 +254,8 @@ typedef enum tileatom_request_kind {
 	TILEATOM_REQ_SCATTER_STORE = 14, /* tileatom_submit_scatter_store */
 	TILEATOM_REQ_ATOMIC_LOAD = 15,   /* tileatom_submit_atomic_load */
 	TILEATOM_REQ_ATOMIC_STORE = 16,  /* tileatom_submit_atomic_store */
-	TILEATOM_REQ_STATS = 17          /* statistics */
+	TILEATOM_REQ_STATS = 17,         /* statistics */
+	TILEATOM_REQ_SNAPSHOT = 20       /* snapshot and log compaction (--data-dir) */
 } tileatom_request_kind;
 
 /* One collected response of the pipelined API. Pointers stay valid until the next call on
@@ -362,6 +371,10 @@ TA_API const char *tileatom_address(const tileatom_client *client);
 TA_API int tileatom_ping(tileatom_client *client, tileatom_error *err);
 /* Daemon statistics. */
 TA_API int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_error *err);
+/* Asks a daemon started with --data-dir to snapshot every tile and compact its log; out
+ * (may be NULL) receives what was written. TILEATOM_E_UNAVAILABLE without --data-dir. */
+TA_API int tileatom_snapshot(tileatom_client *client, tileatom_snapshot_info *out,
+                             tileatom_error *err);
 /* Creates tile name of dtype and shape (rank 1..4). fill: NULL (all zero bits) or one
  * element of dtype used for every element. info (may be NULL) receives the new tile. */
 TA_API int tileatom_create(tileatom_client *client, const char *name, tileatom_dtype dtype,

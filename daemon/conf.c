@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "persist.h"
 
 void ta_config_init(ta_config *cfg)
 {
@@ -32,6 +33,8 @@ void ta_config_init(ta_config *cfg)
 	cfg->batch_min = TA_CONFIG_BATCH_AUTO;
 	cfg->max_write_queue = UINT64_C(16) << 20;
 	cfg->shutdown_timeout = 10;
+	cfg->fsync_mode = TA_FSYNC_EVERYSEC;
+	cfg->compact_size = TA_CONFIG_DEFAULT_COMPACT_SIZE;
 }
 
 void ta_config_free(ta_config *cfg)
@@ -40,6 +43,7 @@ void ta_config_free(ta_config *cfg)
 	free(cfg->socket_group);
 	free(cfg->listen);
 	free(cfg->config_file);
+	free(cfg->data_dir);
 	ta_config_init(cfg);
 }
 
@@ -272,6 +276,21 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			                    "(0..86400, 0 = wait forever)",
 			                    value);
 		cfg->shutdown_timeout = iv;
+	} else if (strcmp(key, "data_dir") == 0) {
+		if (set_string(&cfg->data_dir, value))
+			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	} else if (strcmp(key, "fsync") == 0) {
+		ta_fsync_mode mode;
+		if (ta_fsync_mode_parse(value, &mode))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "fsync: '%s' is not always, everysec or no", value);
+		cfg->fsync_mode = (int)mode;
+	} else if (strcmp(key, "compact_size") == 0) {
+		if (ta_config_parse_size(value, &size))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "compact_size: '%s' is not a size (e.g. 64M; 0 = never)",
+			                    value);
+		cfg->compact_size = size;
 	} else if (strcmp(key, "foreground") == 0) {
 		if (parse_bool(value, &bv))
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
@@ -358,6 +377,9 @@ enum {
 	OPT_MAX_WRITE_QUEUE,
 	OPT_SHUTDOWN_TIMEOUT,
 	OPT_LIST_KERNELS,
+	OPT_DATA_DIR,
+	OPT_FSYNC,
+	OPT_COMPACT_SIZE,
 };
 
 /* The long options; the name is also the setting's key (dashes for underscores). */
@@ -383,6 +405,9 @@ static const struct option long_options[] = {
     {"max-write-queue", required_argument, NULL, OPT_MAX_WRITE_QUEUE},
     {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
     {"list-kernels", no_argument, NULL, OPT_LIST_KERNELS},
+    {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+    {"fsync", required_argument, NULL, OPT_FSYNC},
+    {"compact-size", required_argument, NULL, OPT_COMPACT_SIZE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -550,6 +575,12 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "                         pauses (default 16M)\n"
 	        "  --shutdown-timeout S   seconds a shutdown waits for clients to take their\n"
 	        "                         responses before closing them (default 10; 0 = forever)\n"
+	        "  --data-dir DIR         keep tiles across restarts: a snapshot and a log of\n"
+	        "                         the mutations in DIR (default: none, tiles are lost)\n"
+	        "  --fsync MODE           always (acknowledge once durable), everysec or no\n"
+	        "                         (default everysec)\n"
+	        "  --compact-size BYTES   log size that starts an automatic snapshot\n"
+	        "                         (default 64M; 0 = only on request)\n"
 	        "  --list-kernels         print the kernel variant table and exit\n"
 	        "  -V, --version          print the version and exit\n"
 	        "  -h, --help             print this help and exit\n"

@@ -22,6 +22,8 @@ typedef enum ta_backend_choice {
 #define TA_CONFIG_DEFAULT_MAX_FRAME (64u * 1024u * 1024u)
 /* Default per-tile limit: 1 GiB. */
 #define TA_CONFIG_DEFAULT_MAX_TILE_BYTES (UINT64_C(1) << 30)
+/* Default log size that starts an automatic snapshot: 64 MiB. */
+#define TA_CONFIG_DEFAULT_COMPACT_SIZE (UINT64_C(64) << 20)
 /* Default total tile memory limit: 8 GiB. */
 #define TA_CONFIG_DEFAULT_MAX_TOTAL_BYTES (UINT64_C(8) << 30)
 /* Largest accepted --max-frame: 1 GiB. */
@@ -60,6 +62,9 @@ typedef struct ta_config {
 	int shutdown_timeout;      /* seconds a shutdown waits for connections (0: forever) */
 	bool foreground;           /* --foreground given (the daemon never forks anyway) */
 	char *config_file;         /* the file loaded, NULL when none */
+	char *data_dir;            /* snapshot and log directory (persist.h); NULL: no persistence */
+	int fsync_mode;            /* ta_fsync_mode (persist.h): when the log is fsynced */
+	uint64_t compact_size;     /* log bytes that start an automatic snapshot (0: never) */
 } ta_config;
 
 /* What main should do after parsing the command line. */

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "persist.h"
 
 static void conn_update_reading(ta_conn *conn);
 static void conn_maybe_finish(ta_conn *conn);
@@ -221,12 +222,15 @@ static void item_work(ta_job *job)
 	uint64_t bound = item->conn->host->cfg->max_write_queue;
 	size_t done = 0;
 	uint32_t frames = 0;
+	uint64_t log_seq = 0;
 	while (item->len - done >= TA_FRAME_HEADER && !close_after && out.len < bound) {
 		uint32_t n = ta_frame_get_header(payload + done);
 		if (n > item->len - done - TA_FRAME_HEADER)
 			break; /* cannot happen: conn_take_batch cut whole frames */
 		(void)ta_dispatch_run(svc, &scratch, payload + done + TA_FRAME_HEADER, n, -1, &out,
 		                      &close_after);
+		if (scratch.log_seq > log_seq)
+			log_seq = scratch.log_seq;
 		done += TA_FRAME_HEADER + (size_t)n;
 		frames++;
 	}
@@ -243,6 +247,7 @@ static void item_work(ta_job *job)
 	item->reply.frame = out.data;
 	item->reply.len = out.data ? out.len : 0;
 	item->reply.close_after = close_after;
+	item->reply.log_seq = log_seq;
 }
 
 /* Unsent response bytes: those in conn->out and those of the write in flight. */
@@ -260,6 +265,21 @@ static bool conn_flush(ta_conn *conn)
 {
 	if (conn_closing(conn) || conn->writing || conn->out.len == 0)
 		return !conn_closing(conn);
+	ta_persist *persist = conn->host->svc->persist;
+	if (persist && conn->log_seq) {
+		/* --fsync always: responses leave once the records behind them are durable
+		 * (ta_conn_persisted flushes again) */
+		int durable = ta_persist_durable(persist, conn->log_seq);
+		if (durable < 0) {
+			ta_log(TA_LOG_INFO,
+			       "connection %" PRIu64 ": closed: its requests could not be logged",
+			       conn->serial);
+			ta_conn_close(conn);
+			return false;
+		}
+		if (durable == 0)
+			return true;
+	}
 	uv_buf_t buf = uv_buf_init((char *)conn->out.data, (unsigned)conn->out.len);
 	int n = conn->out.len <= UINT32_MAX ? uv_try_write(&conn->h.stream, &buf, 1) : UV_EAGAIN;
 	if (n < 0 && n != UV_EAGAIN && n != UV_ENOSYS) {
@@ -348,6 +368,8 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
 	                                        inline_max, &conn->out, &close_after);
 	if (o == TA_DISPATCH_DEFER)
 		return false;
+	if (conn->host->scratch->log_seq > conn->log_seq)
+		conn->log_seq = conn->host->scratch->log_seq;
 	if (close_after)
 		conn_close_after(conn);
 	return true;
@@ -413,6 +435,8 @@ static void item_done(ta_job *job)
 		return;
 	}
 	bool close_after = item->reply.close_after;
+	if (item->reply.log_seq > conn->log_seq)
+		conn->log_seq = item->reply.log_seq;
 	if (item->reply.frame) {
 		if (conn->out.len == 0) { /* adopt the worker's buffer: no copy */
 			ta_frame_buf_free(&conn->out);
@@ -670,6 +694,12 @@ void ta_conn_reject(ta_conn *conn, ta_status code, const char *msg)
 		return;
 	}
 	conn_settle(conn);
+}
+
+void ta_conn_persisted(ta_conn *conn)
+{
+	if (!conn_closing(conn) && conn->out.len && !conn->writing)
+		conn_settle(conn);
 }
 
 void ta_conn_drain(ta_conn *conn)

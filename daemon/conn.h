@@ -145,6 +145,8 @@ struct ta_conn {
 	uv_shutdown_t shutdown_req;        /* shutdown after the last response */
 	ta_conn_state state;               /* life cycle (see the top of this file) */
 	bool counted;                      /* holds a max_connections slot (server's, at accept) */
+	uint64_t log_seq;                  /* highest log record answered in out: out waits until
+	                                      it is durable (--fsync always, persist.h) */
 };
 
 /* Allocates connection number serial (for logs) of the listener type (tcp: true for TCP)
@@ -158,6 +160,8 @@ void ta_conn_reject(struct ta_conn *conn, ta_status code, const char *msg);
 void ta_conn_close(struct ta_conn *conn);
 /* Server shutdown: stop reading, finish queued requests, then shut down and close. */
 void ta_conn_drain(struct ta_conn *conn);
+/* Log records became durable (persist.h): sends the responses that waited for them. */
+void ta_conn_persisted(struct ta_conn *conn);
 /* Name of a state, for logs ("reading", "closing", ...). */
 const char *ta_conn_state_name(ta_conn_state state);
 

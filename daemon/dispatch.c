@@ -25,6 +25,7 @@
 
 #include "arena.h"
 #include "log.h"
+#include "persist.h"
 #include "ta_frame.h"
 #include "ta_wire_enums.h"
 #include "tileatom.pb-c.h"
@@ -64,6 +65,10 @@ typedef struct resp_ctx {
 	ta_arena *arena;                  /* where this request's memory comes from */
 	int64_t inline_max;               /* >= 0: defer requests of more elements */
 	bool deferred;                    /* the request was left for a worker: no reply */
+	Tileatom__SnapshotResponse snap;  /* snapshot body */
+	const uint8_t *payload;           /* the request's bytes (its log record) */
+	size_t payload_len;               /* bytes at payload */
+	uint64_t log_seq;                 /* the record appended for it (0: none) */
 } resp_ctx;
 
 void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry,
@@ -628,6 +633,33 @@ static ta_status on_atomic_store(resp_ctx *rc, ta_tile *tile, const Tileatom__At
 	                 NULL, s->options);
 }
 
+/* snapshot: compacts the log into a snapshot of every tile (on a worker: it reads every
+ * tile). */
+static ta_status on_snapshot(resp_ctx *rc, ta_tile *tile, const Tileatom__SnapshotRequest *m)
+{
+	(void)tile;
+	(void)m;
+	if (!rc->svc->persist)
+		return ta_error_set(&rc->err, TA_UNAVAILABLE,
+		                    "this daemon keeps no data (start it with --data-dir DIR)");
+	if (rc->inline_max >= 0) {
+		rc->deferred = true;
+		return TA_OK;
+	}
+	ta_persist_snapinfo info;
+	ta_status st = ta_persist_snapshot(rc->svc->persist, &info, &rc->err);
+	if (st != TA_OK)
+		return st;
+	tileatom__snapshot_response__init(&rc->snap);
+	rc->snap.tiles = info.tiles;
+	rc->snap.bytes = info.bytes;
+	rc->snap.seq = info.seq;
+	rc->snap.log_removed = info.log_removed;
+	rc->resp.body_case = TILEATOM__RESPONSE__BODY_SNAPSHOT;
+	rc->resp.snapshot = &rc->snap;
+	return TA_OK;
+}
+
 /* Name of the tile a request runs against (the tile column of TA_REQUEST), or NULL. */
 static const char *request_tile(const Tileatom__Request *req)
 {
@@ -646,8 +678,58 @@ static const char *request_tile(const Tileatom__Request *req)
 #undef TA_REQ_TILE_0
 }
 
+/* The op of an atomic request that carries one (NONE for the others). */
+static ta_op request_rmw_op(const Tileatom__Request *req)
+{
+	Tileatom__Op op = TILEATOM__OP__OP_UNSPECIFIED;
+	if (req->body_case == TILEATOM__REQUEST__BODY_ELEMENTWISE)
+		op = req->elementwise->op;
+	else if (req->body_case == TILEATOM__REQUEST__BODY_SCATTER)
+		op = req->scatter->op;
+	else if (req->body_case == TILEATOM__REQUEST__BODY_INDEXED)
+		op = req->indexed->op;
+	return ta_op_is_rmw((ta_op)op) ? (ta_op)op : TA_OP_NONE;
+}
+
+/* With --data-dir, a mutating request: takes its tile name's mutation lock (persist.h) and
+ * then looks its tile up. The lock is shared when the op's result does not depend on the
+ * order (ta_op_order_independent for the tile's dtype), else held alone. A request whose
+ * name is unknown here holds every stripe. */
+static ta_status persist_begin(resp_ctx *rc, const Tileatom__Request *req, ta_req_kind kind,
+                               ta_persist_hold *hold, ta_tile **tile)
+{
+	const char *name = NULL;
+	if (ta_req_has_tile(kind))
+		name = request_tile(req);
+	else if (req->body_case == TILEATOM__REQUEST__BODY_CREATE)
+		name = req->create->name;
+	else if (req->body_case == TILEATOM__REQUEST__BODY_DESTROY)
+		name = req->destroy->name;
+	ta_op op = request_rmw_op(req);
+	/* first guess an integer tile; a tile of another dtype takes the lock again alone */
+	bool shared = name && op != TA_OP_NONE && ta_op_order_independent(op, TA_DTYPE_I64);
+	for (;;) {
+		ta_status st = ta_persist_lock(rc->svc->persist, name, !shared, hold, &rc->err);
+		if (st != TA_OK || !ta_req_has_tile(kind))
+			return st;
+		st = get_tile(rc, name, tile);
+		if (st != TA_OK) {
+			ta_persist_unlock(rc->svc->persist, hold);
+			return st;
+		}
+		if (!shared || ta_op_order_independent(op, (*tile)->shape.dtype))
+			return TA_OK;
+		ta_tile_unref(*tile);
+		*tile = NULL;
+		ta_persist_unlock(rc->svc->persist, hold);
+		shared = false;
+	}
+}
+
 /* Runs one decoded request: looks its tile up when the table says it names one, then calls
- * the on_<field> handler of its kind; fills rc->resp's body or rc->err. */
+ * the on_<field> handler of its kind; fills rc->resp's body or rc->err. With --data-dir, a
+ * mutating request runs under its mutation lock and its record is appended to the log
+ * before the lock is released, when it succeeded. */
 static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 {
 	ta_req_kind kind = (ta_req_kind)req->body_case;
@@ -660,8 +742,13 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 		                    (int)req->body_case);
 	ta_tile *tile = NULL;
 	ta_status st;
-	if (ta_req_has_tile(kind) && (st = get_tile(rc, request_tile(req), &tile)) != TA_OK)
+	ta_persist_hold hold = {-1, false, false};
+	if (rc->svc->persist && ta_req_mutates(kind)) {
+		if ((st = persist_begin(rc, req, kind, &hold, &tile)) != TA_OK)
+			return st;
+	} else if (ta_req_has_tile(kind) && (st = get_tile(rc, request_tile(req), &tile)) != TA_OK) {
 		return st;
+	}
 	switch (req->body_case) {
 #define TA_REQUEST(id, field, ...)                                                                 \
 	case TILEATOM__REQUEST__BODY_##id:                                                         \
@@ -676,6 +763,15 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 	}
 	if (tile)
 		ta_tile_unref(tile);
+	if (hold.held) {
+		if (st == TA_OK && !rc->deferred) {
+			rc->log_seq = ta_persist_append(rc->svc->persist, rc->payload,
+			                                rc->payload_len, &rc->err);
+			if (!rc->log_seq)
+				st = rc->err.code;
+		}
+		ta_persist_unlock(rc->svc->persist, &hold);
+	}
 	return st;
 }
 
@@ -742,6 +838,7 @@ bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, cons
 void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
 {
 	ta_arena_init(&s->arena, TA_DISPATCH_ARENA_KEEP);
+	s->log_seq = 0;
 }
 
 void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
@@ -757,9 +854,13 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
                                    int64_t inline_max, ta_frame_buf *out, bool *close_after)
 {
 	*close_after = false;
+	scratch->log_seq = 0;
 	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
 	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
-	free(owned);
+	if (!svc->persist || !req) { /* with --data-dir the payload is the log record */
+		free(owned);
+		owned = NULL;
+	}
 	if (!req) {
 		ta_arena_reset(&scratch->arena);
 		char msg[160];
@@ -777,9 +878,13 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 	rc.svc = svc;
 	rc.arena = &scratch->arena;
 	rc.inline_max = inline_max;
+	rc.payload = payload;
+	rc.payload_len = len;
 	tileatom__response__init(&rc.resp);
 	rc.resp.id = req->id;
 	ta_status st = handle(&rc, req);
+	free(owned);
+	scratch->log_seq = rc.log_seq;
 	if (rc.deferred) {
 		atomic_fetch_sub(&svc->requests, 1); /* the worker counts it */
 		resp_ctx_free(&rc);
@@ -819,8 +924,10 @@ static void dispatch_alone(ta_service *svc, const uint8_t *payload, size_t len, 
 	ta_frame_buf buf = {NULL, 0, 0};
 	bool close_after = false;
 	(void)run_one(svc, &scratch, payload, len, owned, -1, &buf, &close_after);
+	uint64_t log_seq = scratch.log_seq;
 	ta_dispatch_scratch_free(&scratch);
 	reply_from_buf(&buf, close_after, out);
+	out->log_seq = log_seq;
 }
 
 void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out)

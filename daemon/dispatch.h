@@ -25,6 +25,7 @@ typedef struct ta_service {
 	atomic_uint_least64_t errors;   /* requests answered with a status other than OK */
 	atomic_uint_least64_t elements; /* elements processed by atomic and memory ops */
 	atomic_uint connections;        /* open client connections (kept by the server) */
+	struct ta_persist *persist;     /* durability (--data-dir, persist.h); NULL: none */
 } ta_service;
 
 /* One encoded response and what to do after sending it. */
@@ -32,6 +33,7 @@ typedef struct ta_reply {
 	uint8_t *frame;   /* malloc'd frame (length prefix included); NULL: nothing to send */
 	size_t len;       /* bytes at frame */
 	bool close_after; /* close the connection once the frame is sent */
+	uint64_t log_seq; /* highest log record behind the frame (0: none; persist.h) */
 } ta_reply;
 
 /* Bytes of a dispatcher's arena kept from one request to the next. */
@@ -39,7 +41,8 @@ typedef struct ta_reply {
 
 /* What one thread needs to dispatch requests without allocating in steady state. */
 typedef struct ta_dispatch_scratch {
-	ta_arena arena; /* decoded request, values returned, reset after each request */
+	ta_arena arena;   /* decoded request, values returned, reset after each request */
+	uint64_t log_seq; /* log record of the last request run (0: none; persist.h) */
 } ta_dispatch_scratch;
 
 /* Outcome of ta_dispatch_run. */

@@ -20,6 +20,7 @@
 #include "dispatch.h"
 #include "log.h"
 #include "notify.h"
+#include "persist.h"
 #include "registry.h"
 #include "server.h"
 #include "ta_backend.h"
@@ -97,6 +98,20 @@ static int run_daemon(ta_config *cfg)
 		return 1;
 	}
 	ta_service_init(svc, be, reg, cfg->max_frame);
+	ta_persist *persist = NULL;
+	if (cfg->data_dir) {
+		if (ta_persist_open(&persist, cfg->data_dir, (ta_fsync_mode)cfg->fsync_mode,
+		                    cfg->compact_size, svc, &err) != TA_OK) {
+			ta_log(TA_LOG_ERR, "%s", err.msg);
+			uv_loop_close(&loop);
+			free(svc);
+			free(srv);
+			ta_registry_free(reg);
+			ta_backend_destroy(be);
+			return 1;
+		}
+		svc->persist = persist;
+	}
 	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers", svc->info.name, svc->info.device,
 	       svc->info.compute_capability[0] ? ", compute capability " : "",
 	       svc->info.compute_capability, cfg->workers);
@@ -112,11 +127,16 @@ static int run_daemon(ta_config *cfg)
 		status = 0;
 	}
 	rc = uv_run(&loop, UV_RUN_DEFAULT);
+	if (persist) { /* its handle does not keep the loop alive: close it now */
+		ta_persist_detach(persist);
+		rc = uv_run(&loop, UV_RUN_DEFAULT);
+	}
 	if (rc != 0)
 		ta_log(TA_LOG_WARNING, "event loop ended with active handles");
 	rc = uv_loop_close(&loop);
 	if (rc != 0)
 		ta_log(TA_LOG_WARNING, "cannot close the event loop: %s", uv_strerror(rc));
+	ta_persist_close(persist); /* every record written and fsynced */
 	ta_registry_free(reg);
 	ta_backend_destroy(be);
 	free(srv);

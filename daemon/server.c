@@ -29,6 +29,7 @@
 
 #include "conn.h"
 #include "log.h"
+#include "persist.h"
 #include "notify.h"
 
 /* Listen backlog of both listeners. */
@@ -438,6 +439,16 @@ static void on_signal(uv_signal_t *handle, int signum)
 	ta_server_shutdown(srv);
 }
 
+/* persist.h: log records became durable; connections send what waited for them. */
+static void on_persisted(void *arg)
+{
+	ta_server *srv = arg;
+	for (ta_conn *c = srv->conns, *next; c; c = next) {
+		next = c->next; /* a failed log closes connections (freed later, in callbacks) */
+		ta_conn_persisted(c);
+	}
+}
+
 ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg, ta_service *svc,
                           ta_error *err)
 {
@@ -473,6 +484,10 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s",
 		                    cfg->workers, strerror(-rc));
 	srv->executor_started = true;
+	if (svc->persist && (rc = ta_persist_attach(svc->persist, loop, on_persisted, srv)) != 0) {
+		ta_error_set(err, TA_INTERNAL, "cannot watch the data log: %s", uv_strerror(rc));
+		goto fail;
+	}
 
 	rc = uv_signal_init(loop, &srv->sig_term);
 	if (rc == 0) {

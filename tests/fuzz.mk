@@ -16,7 +16,7 @@ FUZZ_SANITIZE = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 	-fno-omit-frame-pointer
 FUZZ_CPPFLAGS = $(DEFS) -I$(top_builddir) $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -pthread $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS)
-FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) -lm
+FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) $(ZLIB_LIBS) -lm
 # The per-element code (the CPU backend's loops in ta_cpu.c and the dtype helpers of
 # ta_types.c they call) is built with the sanitizers but without coverage counters: the
 # backend's worker threads all bumping the same counters made requests large enough for
@@ -24,7 +24,7 @@ FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) -lm
 FUZZ_SRCS = $(srcdir)/tests/fuzz_dispatch.c \
 	$(srcdir)/daemon/arena.c $(srcdir)/daemon/conf.c $(srcdir)/daemon/conn.c $(srcdir)/daemon/dispatch.c \
 	$(srcdir)/daemon/executor.c $(srcdir)/daemon/log.c $(srcdir)/daemon/notify.c \
-	$(srcdir)/daemon/registry.c $(srcdir)/daemon/server.c \
+	$(srcdir)/daemon/persist.c $(srcdir)/daemon/registry.c $(srcdir)/daemon/server.c \
 	$(srcdir)/tacore/ta_plan.c $(srcdir)/kernels/ta_lower.c $(srcdir)/kernels/ta_cuda_none.c \
 	$(srcdir)/proto/ta_frame.c proto/tileatom.pb-c.c
 FUZZ_NOCOV_OBJS = tests/fuzz_ta_cpu.o tests/fuzz_ta_types.o

@@ -1,0 +1,99 @@
+/* persist.h: durability of tileatomd's tiles (--data-dir). The data directory holds a
+ * snapshot of every tile (snapshot.tas) and append-only logs of the mutating requests
+ * applied since (log-<first seq, 16 hex digits>.tal): each record is the request's wire
+ * payload with its length, sequence number and CRC-32s (zlib). On start the snapshot is
+ * loaded and the logs are replayed through the daemon's own dispatch path; a record cut
+ * short at the end of the newest log (a torn write) is dropped with a log line, any other
+ * damage refuses the start with a message naming the file and the offset.
+ *
+ * Ordering: a mutating request takes one of TA_PERSIST_STRIPES locks, chosen by its tile's
+ * name, before it looks the tile up and keeps it until its record is appended, so that the
+ * order of the records of one tile is the order in which they were applied. Requests whose
+ * result does not depend on their order (ta_op_order_independent: integer add, min, max,
+ * and, or, xor) share the lock; every other mutation (cas, exch, stores, write, float add,
+ * create, destroy) holds it alone. A snapshot holds every stripe alone.
+ *
+ * A writer thread writes the records in the order of their sequence numbers; with
+ * --fsync always it fdatasyncs after each write (group commit: one fdatasync covers every
+ * record appended while the previous one ran) and tells the loop, whose connections hold
+ * their responses until the records behind them are durable (ta_persist_durable); with
+ * everysec it fdatasyncs once a second; with no, never (the kernel decides). */
+#ifndef TA_DAEMON_PERSIST_H
+#define TA_DAEMON_PERSIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "ta_types.h"
+
+struct ta_service;
+
+/* Mutation locks (a power of two). */
+#define TA_PERSIST_STRIPES 64
+
+/* When the log is flushed to stable storage (Redis's appendfsync). */
+typedef enum ta_fsync_mode {
+	TA_FSYNC_NO = 0,       /* never fsync; the kernel writes back when it likes */
+	TA_FSYNC_EVERYSEC = 1, /* fdatasync once a second (the default) */
+	TA_FSYNC_ALWAYS = 2    /* acknowledge a mutation only once its record is durable */
+} ta_fsync_mode;
+
+typedef struct ta_persist ta_persist;
+
+/* A held mutation lock (from ta_persist_lock). */
+typedef struct ta_persist_hold {
+	int stripe;     /* the stripe held, or -1 for all of them */
+	bool exclusive; /* held alone */
+	bool held;      /* a lock is held */
+} ta_persist_hold;
+
+/* What a snapshot wrote. */
+typedef struct ta_persist_snapinfo {
+	uint32_t tiles;       /* tiles in the snapshot */
+	uint64_t bytes;       /* bytes of the snapshot file */
+	uint64_t seq;         /* sequence number of the last record it includes */
+	uint64_t log_removed; /* bytes of log files removed */
+} ta_persist_snapinfo;
+
+/* Parses "always", "everysec" or "no"; returns 0 or -1. */
+int ta_fsync_mode_parse(const char *text, ta_fsync_mode *out);
+/* Name of a mode. */
+const char *ta_fsync_mode_name(ta_fsync_mode mode);
+
+/* Opens (creating, mode 0700) the data directory dir and locks it against a second daemon,
+ * loads its snapshot into svc's registry, replays its logs through dispatch, and starts the
+ * writer thread. compact_size: log bytes after which a snapshot compacts the log (0:
+ * never). Returns TA_OK with *out set, or an error naming the file and offset (the
+ * registry may then hold some tiles; the caller exits). Call before svc->persist is set. */
+ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
+                          uint64_t compact_size, struct ta_service *svc, ta_error *err);
+/* Stops the threads after writing and fsyncing every record, and frees p. */
+void ta_persist_close(ta_persist *p);
+
+/* Attaches the loop: cb(arg) runs on it whenever records became durable (or writing
+ * failed). The handle does not keep the loop alive. Returns 0 or a libuv error. */
+int ta_persist_attach(ta_persist *p, uv_loop_t *loop, void (*cb)(void *arg), void *arg);
+/* Closes the loop handle (run the loop once more for the close to complete). */
+void ta_persist_detach(ta_persist *p);
+
+/* Takes the mutation lock of tile name (NULL: every stripe, alone). Fails with
+ * UNAVAILABLE when the log could not be written (mutations are refused from then on). */
+ta_status ta_persist_lock(ta_persist *p, const char *name, bool exclusive, ta_persist_hold *hold,
+                          ta_error *err);
+/* Releases a lock from ta_persist_lock (no-op when none is held). */
+void ta_persist_unlock(ta_persist *p, ta_persist_hold *hold);
+/* Appends the record of an applied request (its payload); call with its lock held.
+ * Returns its sequence number, or 0 with err set when memory is short (persistence is
+ * then marked failed). */
+uint64_t ta_persist_append(ta_persist *p, const uint8_t *payload, size_t len, ta_error *err);
+/* For the loop: 1 when the response of record seq may leave (durable, or not required by
+ * the fsync mode), 0 not yet, -1 when writing failed (the connection should close). */
+int ta_persist_durable(ta_persist *p, uint64_t seq);
+
+/* Writes a snapshot of every tile and removes the logs it covers. Thread-safe (one at a
+ * time); blocks mutations while the tiles are read. */
+ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error *err);
+
+#endif /* TA_DAEMON_PERSIST_H */
