@@ -1,0 +1,742 @@
+/* check_persist_crash.c: durability of tileatomd --data-dir under kill -9, and its refusal
+ * of damaged files. A plain program (exit 0: pass, 1: fail, 77: skipped) run by make check
+ * with a short default; by hand with more rounds for the figures of docs/RELIABILITY.md:
+ *
+ *   tests/check_persist_crash [--rounds N] [--mode always|everysec|both] [--clients N]
+ *                             [--seed S] [--no-corruption] [--keep]
+ *
+ * Crash rounds: one daemon per round on the same data directory (--compact-size 256K, so
+ * that compactions run under the load too); clients of four kinds, each owning one element:
+ * synchronous int64 adds, pipelined int64 adds (16 in flight), compare-and-swap increments
+ * (not commutative: their order must survive), and synchronous float64 adds (the lock taken
+ * alone). At a random moment the daemon gets SIGKILL; it is restarted and every element is
+ * read. With --fsync always each counter must hold at least every acknowledged update and at
+ * most every update sent (none applied twice), and each cas element must be its last
+ * acknowledged value or one more (the one in flight). With everysec the counters must hold
+ * every update acknowledged up to 1.1 s before the kill (the main thread samples the
+ * acknowledgements every 50 ms), and never more than were sent.
+ *
+ * Damage: a record cut short at the end of the newest log is dropped with a log line (the
+ * daemon starts; the one unacknowledged-as-durable add is gone); a byte flipped in the
+ * middle of a log, and one flipped in the snapshot's data, make the daemon refuse to start
+ * with a message naming the file and the offset. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tileatom.h"
+
+#ifndef TILEATOMD_PATH
+#define TILEATOMD_PATH "tileatomd"
+#endif
+
+/* Clients of each kind in the default run. */
+#define KINDS 4
+/* Requests a pipelined client keeps in flight. */
+#define DEPTH 16
+/* Acknowledgement samples kept per round (every SAMPLE_MS). */
+#define SAMPLE_MS 50
+#define MAX_SAMPLES 400
+
+/* What a client does (by its index modulo KINDS). */
+typedef enum client_kind {
+	K_SYNC_ADD = 0, /* int64 add of 1, one at a time */
+	K_PIPE_ADD = 1, /* int64 add of 1, DEPTH in flight */
+	K_CAS = 2,      /* cas(v, v + 1) on its element, one at a time */
+	K_FLOAT_ADD = 3 /* float64 add of 1.0, one at a time */
+} client_kind;
+
+/* One client's state across rounds. */
+typedef struct client {
+	int index;                /* its element */
+	client_kind kind;         /* what it does */
+	uint64_t base;            /* the element's value verified at the start of the round */
+	atomic_uint_least64_t sent;  /* updates sent this round (may have been applied) */
+	atomic_uint_least64_t acked; /* updates acknowledged this round */
+	bool cas_in_flight;       /* a cas was sent and not answered when the round ended */
+	char error[256];          /* an unexpected answer (fails the test) */
+	pthread_t thread;         /* the client thread */
+} client;
+
+/* The test's settings and shared state. */
+typedef struct run {
+	char dir[256];        /* temporary directory */
+	char data[512];       /* the data directory */
+	char sock[512];       /* the socket */
+	char log[512];        /* the daemon's stderr (all rounds, appended) */
+	const char *daemon;   /* tileatomd path */
+	const char *mode;     /* fsync mode of the round */
+	int nclients;         /* clients */
+	client *clients;      /* them */
+	pid_t pid;            /* the daemon */
+	uint64_t rng;         /* xorshift state */
+} run;
+
+static uint64_t rnd(run *r)
+{
+	r->rng ^= r->rng >> 12;
+	r->rng ^= r->rng << 25;
+	r->rng ^= r->rng >> 27;
+	return r->rng * UINT64_C(2685821657736338717);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+	}
+}
+
+/* Prints the daemon's log (on failure). */
+static void dump_log(const run *r)
+{
+	FILE *f = fopen(r->log, "r");
+	if (!f)
+		return;
+	fprintf(stderr, "---- tileatomd log (%s) ----\n", r->log);
+	char line[512];
+	while (fgets(line, sizeof(line), f))
+		fputs(line, stderr);
+	fclose(f);
+	fprintf(stderr, "----\n");
+}
+
+/* Starts the daemon (stderr appended to r->log, or to errlog when not NULL); with wait,
+ * waits until it accepts a client. Returns false when it exits first (*status set). */
+static bool daemon_start(run *r, const char *errlog, bool wait, int *status)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		return false;
+	}
+	if (pid == 0) {
+		int fd = open(errlog ? errlog : r->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (fd < 0)
+			_exit(126);
+		dup2(fd, STDERR_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		unsetenv("NOTIFY_SOCKET");
+		execl(r->daemon, r->daemon, "--socket", r->sock, "--data-dir", r->data, "--fsync",
+		      r->mode, "--backend", "cpu", "--workers", "2", "--log-level", "notice",
+		      "--compact-size", "256K", (char *)NULL);
+		_exit(127);
+	}
+	r->pid = pid;
+	int64_t end = now_ms() + 30000;
+	while (now_ms() < end) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			r->pid = 0;
+			*status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+			return false;
+		}
+		if (!wait)
+			return true;
+		tileatom_client *c = NULL;
+		if (access(r->sock, F_OK) == 0 && tileatom_connect(r->sock, 1000, &c, NULL) == 0) {
+			tileatom_close(c);
+			return true;
+		}
+		sleep_ms(5);
+	}
+	fprintf(stderr, "tileatomd did not come up within 30 s\n");
+	return false;
+}
+
+/* Kills the daemon with sig and reaps it. */
+static void daemon_kill(run *r, int sig)
+{
+	if (r->pid <= 0)
+		return;
+	kill(r->pid, sig);
+	int st;
+	while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR) {
+	}
+	r->pid = 0;
+	unlink(r->sock);
+}
+
+/* Connects a client (5 s timeouts). */
+static tileatom_client *connect_client(const run *r, tileatom_error *err)
+{
+	tileatom_client *c = NULL;
+	if (tileatom_connect(r->sock, 5000, &c, err) != TILEATOM_OK)
+		return NULL;
+	tileatom_set_timeout(c, 5000);
+	return c;
+}
+
+/* A client thread: updates its element until the daemon goes away. */
+static void *client_main(void *arg)
+{
+	void **a = arg;
+	run *r = a[0];
+	client *cl = a[1];
+	free(arg);
+	tileatom_error err = {0, ""};
+	tileatom_client *c = connect_client(r, &err);
+	if (!c)
+		return NULL; /* killed before we got in: nothing sent */
+	int64_t one = 1;
+	double fone = 1.0;
+	uint64_t cur = cl->base;
+	switch (cl->kind) {
+	case K_SYNC_ADD:
+		for (;;) {
+			atomic_fetch_add(&cl->sent, 1);
+			if (tileatom_atomic_at(c, "ctr", TILEATOM_OP_ADD, cl->index, TILEATOM_INT64,
+			                       &one, NULL, NULL, NULL, &err) != TILEATOM_OK)
+				break;
+			atomic_fetch_add(&cl->acked, 1);
+		}
+		break;
+	case K_FLOAT_ADD:
+		for (;;) {
+			atomic_fetch_add(&cl->sent, 1);
+			if (tileatom_atomic_at(c, "fctr", TILEATOM_OP_ADD, cl->index, TILEATOM_FLOAT64,
+			                       &fone, NULL, NULL, NULL, &err) != TILEATOM_OK)
+				break;
+			atomic_fetch_add(&cl->acked, 1);
+		}
+		break;
+	case K_PIPE_ADD: {
+		bool ok = true;
+		for (int i = 0; i < DEPTH && ok; i++) {
+			atomic_fetch_add(&cl->sent, 1);
+			ok = tileatom_submit_atomic_at(c, "ctr", TILEATOM_OP_ADD, cl->index,
+			                               TILEATOM_INT64, &one, NULL, NULL, NULL,
+			                               &err) == TILEATOM_OK;
+		}
+		while (ok) {
+			tileatom_response resp;
+			if (tileatom_collect(c, &resp, &err) != TILEATOM_OK)
+				break;
+			atomic_fetch_add(&cl->acked, 1);
+			atomic_fetch_add(&cl->sent, 1);
+			ok = tileatom_submit_atomic_at(c, "ctr", TILEATOM_OP_ADD, cl->index,
+			                               TILEATOM_INT64, &one, NULL, NULL, NULL,
+			                               &err) == TILEATOM_OK;
+		}
+		break;
+	}
+	case K_CAS:
+		for (;;) {
+			int64_t expect = (int64_t)cur, desired = (int64_t)cur + 1, old = -1;
+			cl->cas_in_flight = true;
+			atomic_fetch_add(&cl->sent, 1);
+			if (tileatom_atomic_at(c, "ctr", TILEATOM_OP_CAS, cl->index, TILEATOM_INT64,
+			                       &desired, &expect, NULL, &old, &err) != TILEATOM_OK)
+				break;
+			cl->cas_in_flight = false;
+			if (old != expect) {
+				snprintf(cl->error, sizeof(cl->error),
+				         "cas on element %d: expected %" PRId64 ", found %" PRId64
+				         " (nobody else writes it)",
+				         cl->index, expect, old);
+				break;
+			}
+			cur++;
+			atomic_fetch_add(&cl->acked, 1);
+		}
+		break;
+	}
+	tileatom_close(c);
+	return NULL;
+}
+
+/* Reads both tiles into ints and floats (nclients each); quiet: no message on failure. */
+static bool read_state(run *r, int64_t *ints, double *floats, bool quiet)
+{
+	tileatom_error err = {0, ""};
+	tileatom_client *c = connect_client(r, &err);
+	if (!c) {
+		fprintf(stderr, "cannot connect after restart: %s\n", err.message);
+		return false;
+	}
+	size_t n = (size_t)r->nclients;
+	bool ok = tileatom_read(c, "ctr", NULL, ints, n * sizeof(*ints), NULL, &err) == 0 &&
+	          tileatom_read(c, "fctr", NULL, floats, n * sizeof(*floats), NULL, &err) == 0;
+	if (!ok && !quiet)
+		fprintf(stderr, "cannot read the tiles after restart: %s\n", err.message);
+	tileatom_close(c);
+	return ok;
+}
+
+/* Creates the two tiles (first start). */
+static bool create_tiles(run *r)
+{
+	tileatom_error err = {0, ""};
+	tileatom_client *c = connect_client(r, &err);
+	if (!c) {
+		fprintf(stderr, "cannot connect: %s\n", err.message);
+		return false;
+	}
+	int64_t shape[1] = {r->nclients};
+	bool ok = tileatom_create(c, "ctr", TILEATOM_INT64, 1, shape, NULL, NULL, &err) == 0 &&
+	          tileatom_create(c, "fctr", TILEATOM_FLOAT64, 1, shape, NULL, NULL, &err) == 0;
+	if (!ok)
+		fprintf(stderr, "cannot create the tiles: %s\n", err.message);
+	tileatom_close(c);
+	return ok;
+}
+
+/* Totals over all rounds of one mode, for the report. */
+typedef struct totals {
+	uint64_t rounds;     /* rounds run */
+	uint64_t acked;      /* acknowledged updates */
+	uint64_t lost;       /* acknowledged updates missing after the restart */
+	uint64_t unacked;    /* updates applied without an acknowledgement (in flight) */
+	uint64_t worst_lost; /* most lost in one round */
+} totals;
+
+/* One round: load, SIGKILL at a random moment, restart, verify. */
+static bool crash_round(run *r, int round, int min_ms, int max_ms, totals *t)
+{
+	bool everysec = strcmp(r->mode, "everysec") == 0;
+	for (int i = 0; i < r->nclients; i++) {
+		client *cl = &r->clients[i];
+		atomic_store(&cl->sent, 0);
+		atomic_store(&cl->acked, 0);
+		cl->cas_in_flight = false;
+		void **a = malloc(2 * sizeof(void *));
+		if (!a)
+			return false;
+		a[0] = r;
+		a[1] = cl;
+		if (pthread_create(&cl->thread, NULL, client_main, a) != 0) {
+			free(a);
+			fprintf(stderr, "pthread_create failed\n");
+			return false;
+		}
+	}
+	/* acknowledgements sampled every SAMPLE_MS: samples[s * nclients + i] */
+	int duration = min_ms + (int)(rnd(r) % (uint64_t)(max_ms - min_ms + 1));
+	int nsamples = duration / SAMPLE_MS + 1;
+	if (nsamples > MAX_SAMPLES)
+		nsamples = MAX_SAMPLES;
+	uint64_t *samples = calloc((size_t)nsamples * (size_t)r->nclients, sizeof(uint64_t));
+	if (!samples)
+		return false;
+	int64_t start = now_ms();
+	int taken = 0;
+	while (now_ms() - start < duration) {
+		if (taken < nsamples && now_ms() - start >= (int64_t)taken * SAMPLE_MS) {
+			for (int i = 0; i < r->nclients; i++)
+				samples[(size_t)taken * (size_t)r->nclients + (size_t)i] =
+				    atomic_load(&r->clients[i].acked);
+			taken++;
+		}
+		sleep_ms(2);
+	}
+	int64_t kill_at = now_ms();
+	daemon_kill(r, SIGKILL);
+	for (int i = 0; i < r->nclients; i++)
+		pthread_join(r->clients[i].thread, NULL);
+
+	int status = 0;
+	if (!daemon_start(r, NULL, true, &status)) {
+		fprintf(stderr, "round %d: tileatomd did not restart (status %d)\n", round, status);
+		free(samples);
+		return false;
+	}
+	int64_t *ints = calloc((size_t)r->nclients, sizeof(*ints));
+	double *floats = calloc((size_t)r->nclients, sizeof(*floats));
+	bool ok = ints && floats && read_state(r, ints, floats, false);
+	/* the newest sample at least 1.1 s before the kill: what everysec must have kept */
+	int64_t keep_before = kill_at - start - 1100;
+	int keep_sample = keep_before >= 0 ? (int)(keep_before / SAMPLE_MS) : -1;
+	if (keep_sample >= taken)
+		keep_sample = taken - 1;
+	uint64_t round_lost = 0;
+	for (int i = 0; ok && i < r->nclients; i++) {
+		client *cl = &r->clients[i];
+		uint64_t sent = atomic_load(&cl->sent), acked = atomic_load(&cl->acked);
+		uint64_t v = cl->kind == K_FLOAT_ADD ? (uint64_t)floats[i] : (uint64_t)ints[i];
+		if (cl->error[0]) {
+			fprintf(stderr, "round %d: %s\n", round, cl->error);
+			ok = false;
+			break;
+		}
+		if (v < cl->base) {
+			fprintf(stderr,
+			        "round %d: element %d went back from %" PRIu64 " to %" PRIu64 "\n",
+			        round, i, cl->base, v);
+			ok = false;
+			break;
+		}
+		uint64_t got = v - cl->base;
+		uint64_t must = acked;
+		if (everysec)
+			must = keep_sample >= 0
+			           ? samples[(size_t)keep_sample * (size_t)r->nclients + (size_t)i]
+			           : 0;
+		uint64_t most = cl->kind == K_CAS ? acked + (cl->cas_in_flight ? 1 : 0) : sent;
+		if (got < must || got > most) {
+			fprintf(stderr,
+			        "round %d (%s): element %d (kind %d) holds %" PRIu64
+			        " updates of this round: acknowledged %" PRIu64 ", required %" PRIu64
+			        ", sent %" PRIu64 "%s\n",
+			        round, r->mode, i, (int)cl->kind, got, acked, must, sent,
+			        got < must ? ": ACKNOWLEDGED UPDATES LOST" : ": APPLIED TWICE");
+			ok = false;
+			break;
+		}
+		t->acked += acked;
+		if (got < acked) {
+			t->lost += acked - got;
+			round_lost += acked - got;
+		} else {
+			t->unacked += got - acked;
+		}
+		cl->base = v;
+	}
+	if (round_lost > t->worst_lost)
+		t->worst_lost = round_lost;
+	t->rounds++;
+	free(ints);
+	free(floats);
+	free(samples);
+	return ok;
+}
+
+/* Runs rounds crash rounds with fsync mode. */
+static bool crash_rounds(run *r, const char *mode, int rounds, int min_ms, int max_ms)
+{
+	r->mode = mode;
+	int status = 0;
+	if (!daemon_start(r, NULL, true, &status)) {
+		fprintf(stderr, "tileatomd did not start (status %d)\n", status);
+		return false;
+	}
+	/* the tiles exist from an earlier mode's rounds, or are created now */
+	int64_t *ints = calloc((size_t)r->nclients, sizeof(*ints));
+	double *floats = calloc((size_t)r->nclients, sizeof(*floats));
+	bool ok = ints && floats;
+	if (ok && !read_state(r, ints, floats, true))
+		ok = create_tiles(r) && read_state(r, ints, floats, false);
+	for (int i = 0; ok && i < r->nclients; i++)
+		r->clients[i].base = r->clients[i].kind == K_FLOAT_ADD ? (uint64_t)floats[i]
+		                                                       : (uint64_t)ints[i];
+	free(ints);
+	free(floats);
+	totals t = {0, 0, 0, 0, 0};
+	int64_t t0 = now_ms();
+	for (int round = 1; ok && round <= rounds; round++)
+		ok = crash_round(r, round, min_ms, max_ms, &t);
+	daemon_kill(r, SIGTERM);
+	printf("fsync %s: %" PRIu64 " kill -9 rounds (%d clients, load %d..%d ms each, %.1f s): "
+	       "%" PRIu64 " acknowledged updates, %" PRIu64 " lost (worst round %" PRIu64
+	       "), %" PRIu64 " applied in flight without acknowledgement, 0 applied twice: %s\n",
+	       mode, t.rounds, r->nclients, min_ms, max_ms, (double)(now_ms() - t0) / 1000.0,
+	       t.acked, t.lost, t.worst_lost, t.unacked, ok ? "ok" : "FAILED");
+	if (ok && strcmp(mode, "always") == 0 && t.lost != 0)
+		ok = false;
+	return ok;
+}
+
+/* ---- damaged files ---- */
+
+/* Runs n adds of 1 on element 0 of a fresh int64 tile "dmg" (created when absent). */
+static bool do_adds(run *r, int n)
+{
+	tileatom_error err = {0, ""};
+	tileatom_client *c = connect_client(r, &err);
+	if (!c)
+		return false;
+	int64_t shape[1] = {4}, one = 1;
+	int rc = tileatom_create(c, "dmg", TILEATOM_INT64, 1, shape, NULL, NULL, &err);
+	bool ok = rc == 0 || rc == TILEATOM_E_ALREADY_EXISTS;
+	for (int i = 0; ok && i < n; i++)
+		ok = tileatom_atomic_at(c, "dmg", TILEATOM_OP_ADD, 0, TILEATOM_INT64, &one, NULL, NULL,
+		                        NULL, &err) == 0;
+	if (!ok)
+		fprintf(stderr, "adds failed: %s\n", err.message);
+	tileatom_close(c);
+	return ok;
+}
+
+/* Element 0 of "dmg", or -1. */
+static int64_t read_dmg(run *r)
+{
+	tileatom_error err = {0, ""};
+	tileatom_client *c = connect_client(r, &err);
+	int64_t v[4] = {-1, 0, 0, 0};
+	if (!c || tileatom_read(c, "dmg", NULL, v, sizeof(v), NULL, &err) != 0)
+		v[0] = -1;
+	if (c)
+		tileatom_close(c);
+	return v[0];
+}
+
+/* Path of the newest log in the data directory into buf. */
+static bool newest_log(const run *r, char *buf, size_t n)
+{
+	char cmd[768];
+	snprintf(cmd, sizeof(cmd), "ls %s/log-*.tal 2>/dev/null | sort | tail -n 1", r->data);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return false;
+	bool ok = fgets(buf, (int)n, p) != NULL;
+	pclose(p);
+	if (ok)
+		buf[strcspn(buf, "\n")] = '\0';
+	return ok && buf[0];
+}
+
+/* Flips (xor 0xff) the byte at offset of path. */
+static bool flip_byte(const char *path, off_t offset)
+{
+	int fd = open(path, O_RDWR);
+	unsigned char b;
+	bool ok = fd >= 0 && pread(fd, &b, 1, offset) == 1;
+	b ^= 0xff;
+	ok = ok && pwrite(fd, &b, 1, offset) == 1;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* Size of a file, or -1. */
+static off_t file_size(const char *path)
+{
+	struct stat sb;
+	return stat(path, &sb) == 0 ? sb.st_size : -1;
+}
+
+/* True when the file holds every one of the NULL-terminated strings. */
+static bool file_has(const char *path, const char *const *want)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	static char text[1 << 16];
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	for (int i = 0; want[i]; i++)
+		if (!strstr(text, want[i]))
+			return false;
+	return true;
+}
+
+/* Expects the daemon to refuse to start (exit status 1) with a message holding want. */
+static bool expect_refusal(run *r, const char *what, const char *const *want)
+{
+	char errlog[512];
+	snprintf(errlog, sizeof(errlog), "%s/refusal.log", r->dir);
+	unlink(errlog);
+	int status = 0;
+	if (daemon_start(r, errlog, true, &status)) {
+		fprintf(stderr, "%s: tileatomd started although its files are damaged\n", what);
+		daemon_kill(r, SIGTERM);
+		return false;
+	}
+	bool ok = status == 1 && file_has(errlog, want);
+	FILE *f = fopen(errlog, "r");
+	char line[512];
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "<3>"))
+			printf("%s: refused as expected: %s", what, line);
+	if (f)
+		fclose(f);
+	if (!ok) {
+		fprintf(stderr, "%s: expected exit status 1 and a message with", what);
+		for (int i = 0; want[i]; i++)
+			fprintf(stderr, " '%s'", want[i]);
+		fprintf(stderr, "; got status %d\n", status);
+		snprintf(r->log, sizeof(r->log), "%s", errlog);
+		dump_log(r);
+	}
+	return ok;
+}
+
+/* Moves the data directory away and starts from an empty one. */
+static void fresh_data(run *r, const char *suffix)
+{
+	char moved[640];
+	snprintf(moved, sizeof(moved), "%s.%s", r->data, suffix);
+	if (rename(r->data, moved) != 0 && errno != ENOENT)
+		perror("rename");
+}
+
+static bool damage_tests(run *r)
+{
+	r->mode = "always";
+	int status = 0;
+	char logp[640];
+	bool ok = true;
+
+	/* 1. a torn last record: the daemon starts, drops it, says so */
+	fresh_data(r, "crash");
+	ok = daemon_start(r, NULL, true, &status) && do_adds(r, 10);
+	daemon_kill(r, SIGTERM);
+	ok = ok && newest_log(r, logp, sizeof(logp));
+	off_t size = ok ? file_size(logp) : -1;
+	ok = ok && size > 20 && truncate(logp, size - 5) == 0;
+	if (ok) {
+		char errlog[640];
+		snprintf(errlog, sizeof(errlog), "%s/torn.log", r->dir);
+		unlink(errlog);
+		ok = daemon_start(r, errlog, true, &status);
+		int64_t v = ok ? read_dmg(r) : -1;
+		daemon_kill(r, SIGTERM);
+		const char *want[] = {"dropping a torn last record", strrchr(logp, '/') + 1, NULL};
+		if (!ok || v != 9 || !file_has(errlog, want)) {
+			fprintf(stderr,
+			        "torn record: expected a start with 9 of 10 adds and a log line "
+			        "naming %s; got start %d, value %" PRId64 "\n",
+			        logp, (int)ok, v);
+			ok = false;
+		} else {
+			printf("torn last record: dropped with a log line, 9 of 10 adds kept: ok\n");
+		}
+	}
+	/* the truncated log must go on being appended to cleanly */
+	if (ok) {
+		ok = daemon_start(r, NULL, true, &status) && do_adds(r, 5);
+		daemon_kill(r, SIGKILL);
+		ok = ok && daemon_start(r, NULL, true, &status) && read_dmg(r) == 14;
+		daemon_kill(r, SIGTERM);
+		if (!ok)
+			fprintf(stderr, "after the torn record: appending again failed\n");
+	}
+
+	/* 2. a byte flipped in the middle of the log */
+	if (ok) {
+		ok = daemon_start(r, NULL, true, &status) && do_adds(r, 200);
+		daemon_kill(r, SIGTERM);
+		ok = ok && newest_log(r, logp, sizeof(logp));
+		size = ok ? file_size(logp) : -1;
+		ok = ok && size > 1000 && flip_byte(logp, size / 2);
+		const char *want[] = {strrchr(logp, '/') + 1, "offset", "refusing to start", NULL};
+		ok = ok && expect_refusal(r, "flipped log byte", want);
+		ok = ok && flip_byte(logp, size / 2); /* repaired: starts again */
+		ok = ok && daemon_start(r, NULL, true, &status) && read_dmg(r) == 214;
+		daemon_kill(r, SIGTERM);
+	}
+
+	/* 3. a byte flipped in the snapshot's data */
+	if (ok) {
+		tileatom_error err = {0, ""};
+		tileatom_snapshot_info info;
+		ok = daemon_start(r, NULL, true, &status);
+		tileatom_client *c = ok ? connect_client(r, &err) : NULL;
+		ok = c && tileatom_snapshot(c, &info, &err) == 0 && info.tiles == 1;
+		if (c)
+			tileatom_close(c);
+		daemon_kill(r, SIGTERM);
+		char snap[640];
+		snprintf(snap, sizeof(snap), "%s/snapshot.tas", r->data);
+		size = file_size(snap);
+		ok = ok && size > 40 && flip_byte(snap, size - 12); /* in the elements */
+		const char *want[] = {"snapshot.tas", "checksum mismatch at offset", NULL};
+		ok = ok && expect_refusal(r, "flipped snapshot byte", want);
+		if (!ok)
+			fprintf(stderr, "snapshot damage test failed (%s)\n", err.message);
+	}
+	printf("damaged files: %s\n", ok ? "ok" : "FAILED");
+	return ok;
+}
+
+int main(int argc, char **argv)
+{
+	int rounds = 0;
+	const char *mode = "both";
+	int nclients = 2 * KINDS;
+	bool corruption = true, keep = false;
+	run r;
+	memset(&r, 0, sizeof(r));
+	r.rng = (uint64_t)time(NULL) * 2654435761u + (uint64_t)getpid();
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
+			rounds = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc)
+			mode = argv[++i];
+		else if (strcmp(argv[i], "--clients") == 0 && i + 1 < argc)
+			nclients = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+			r.rng = strtoull(argv[++i], NULL, 0);
+		else if (strcmp(argv[i], "--no-corruption") == 0)
+			corruption = false;
+		else if (strcmp(argv[i], "--keep") == 0)
+			keep = true;
+		else {
+			fprintf(stderr,
+			        "usage: %s [--rounds N] [--mode always|everysec|both] [--clients N] "
+			        "[--seed S] [--no-corruption] [--keep]\n",
+			        argv[0]);
+			return 2;
+		}
+	}
+	if (nclients < 1 || rounds < 0) {
+		fprintf(stderr, "bad --clients or --rounds\n");
+		return 2;
+	}
+	if (!r.rng)
+		r.rng = 1;
+	printf("seed %" PRIu64 "\n", r.rng);
+	r.daemon = getenv("TILEATOMD") ? getenv("TILEATOMD") : TILEATOMD_PATH;
+	const char *tmp = getenv("TMPDIR");
+	snprintf(r.dir, sizeof(r.dir), "%s/tileatom-crash-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(r.dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(r.data, sizeof(r.data), "%s/data", r.dir);
+	snprintf(r.sock, sizeof(r.sock), "%s/d.sock", r.dir);
+	snprintf(r.log, sizeof(r.log), "%s/tileatomd.log", r.dir);
+	signal(SIGPIPE, SIG_IGN);
+	r.nclients = nclients;
+	r.clients = calloc((size_t)nclients, sizeof(*r.clients));
+	if (!r.clients)
+		return 1;
+	for (int i = 0; i < nclients; i++) {
+		r.clients[i].index = i;
+		r.clients[i].kind = (client_kind)(i % KINDS);
+	}
+	if (!rounds && getenv("TA_UNDER_VALGRIND"))
+		rounds = 2; /* the clients run under valgrind: keep it short */
+	bool ok = true;
+	bool both = strcmp(mode, "both") == 0;
+	if (both || strcmp(mode, "always") == 0)
+		ok = crash_rounds(&r, "always", rounds ? rounds : 10, 30, 400);
+	if (ok && (both || strcmp(mode, "everysec") == 0))
+		ok = crash_rounds(&r, "everysec", rounds ? rounds : 4, 1200, 2000);
+	if (!ok)
+		dump_log(&r);
+	if (ok && corruption)
+		ok = damage_tests(&r);
+	if (r.pid > 0)
+		daemon_kill(&r, SIGKILL);
+	free(r.clients);
+	if (!keep && ok) {
+		char cmd[400];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r.dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cannot remove %s\n", r.dir);
+	} else {
+		printf("files kept in %s\n", r.dir);
+	}
+	return ok ? 0 : 1;
+}
