@@ -805,11 +805,13 @@ typedef struct cli_command {
 } cli_command;
 
 static const cli_command commands[] = {
-    {"ping", cmd_ping}, {"stats", cmd_stats}, {"snapshot", cmd_snapshot}, {"create", cmd_create}, {"ls", cmd_ls},
-    {"info", cmd_info}, {"rm", cmd_rm},       {"get", cmd_get},       {"hist", cli_cmd_hist},
-    {"add", cmd_rmw},   {"sub", cmd_rmw},     {"min", cmd_rmw},       {"max", cmd_rmw},
-    {"xchg", cmd_rmw},  {"exch", cmd_rmw},    {"and", cmd_rmw},       {"or", cmd_rmw},
-    {"xor", cmd_rmw},   {"cas", cmd_cas},     {"load", cmd_load},     {"store", cmd_store},
+    {"ping", cmd_ping}, {"stats", cmd_stats},   {"create", cmd_create},
+    {"ls", cmd_ls},     {"info", cmd_info},     {"rm", cmd_rm},
+    {"get", cmd_get},   {"hist", cli_cmd_hist}, {"add", cmd_rmw},
+    {"sub", cmd_rmw},   {"min", cmd_rmw},       {"max", cmd_rmw},
+    {"xchg", cmd_rmw},  {"exch", cmd_rmw},      {"and", cmd_rmw},
+    {"or", cmd_rmw},    {"xor", cmd_rmw},       {"cas", cmd_cas},
+    {"load", cmd_load}, {"store", cmd_store},   {"snapshot", cmd_snapshot},
 };
 
 int main(int argc, char **argv)

@@ -287,9 +287,9 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 		cfg->fsync_mode = (int)mode;
 	} else if (strcmp(key, "compact_size") == 0) {
 		if (ta_config_parse_size(value, &size))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "compact_size: '%s' is not a size (e.g. 64M; 0 = never)",
-			                    value);
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "compact_size: '%s' is not a size (e.g. 64M; 0 = never)", value);
 		cfg->compact_size = size;
 	} else if (strcmp(key, "foreground") == 0) {
 		if (parse_bool(value, &bv))

@@ -62,7 +62,7 @@ typedef struct ta_config {
 	int shutdown_timeout;      /* seconds a shutdown waits for connections (0: forever) */
 	bool foreground;           /* --foreground given (the daemon never forks anyway) */
 	char *config_file;         /* the file loaded, NULL when none */
-	char *data_dir;            /* snapshot and log directory (persist.h); NULL: no persistence */
+	char *data_dir;            /* snapshot and log folder (persist.h); NULL: none */
 	int fsync_mode;            /* ta_fsync_mode (persist.h): when the log is fsynced */
 	uint64_t compact_size;     /* log bytes that start an automatic snapshot (0: never) */
 } ta_config;

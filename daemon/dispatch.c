@@ -746,7 +746,8 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 	if (rc->svc->persist && ta_req_mutates(kind)) {
 		if ((st = persist_begin(rc, req, kind, &hold, &tile)) != TA_OK)
 			return st;
-	} else if (ta_req_has_tile(kind) && (st = get_tile(rc, request_tile(req), &tile)) != TA_OK) {
+	} else if (ta_req_has_tile(kind) &&
+	           (st = get_tile(rc, request_tile(req), &tile)) != TA_OK) {
 		return st;
 	}
 	switch (req->body_case) {

@@ -57,52 +57,57 @@
 
 /* Magic at the start of a snapshot and of a log. */
 #define SNAP_MAGIC "TASNAP01"
-#define LOG_MAGIC "TALOG001"
-#define MAGIC_LEN 8
+#define LOG_MAGIC  "TALOG001"
+#define MAGIC_LEN  8
 /* Bytes of a record header. */
 #define REC_HEADER 20
 /* File names in the data directory. */
-#define SNAP_NAME "snapshot.tas"
+#define SNAP_NAME     "snapshot.tas"
 #define SNAP_TMP_NAME "snapshot.tas.tmp"
-#define LOCK_NAME "lock"
+#define LOCK_NAME     "lock"
+/* everysec / no: how long the writer lets records gather before one write (ms), unless
+ * GATHER_BYTES are waiting: fewer wake-ups and system calls, at the price of what a kill -9
+ * loses (records not yet written) growing to about this long. */
+#define GATHER_MS    2
+#define GATHER_BYTES (1u << 20)
 /* Bytes of tile data moved per backend plan when saving or loading (about). */
 #define CHUNK_BYTES (4u << 20)
 
 struct ta_persist {
-	char *dir;                                  /* the data directory */
-	int dir_fd;                                 /* open directory (for fsync) */
-	int lock_fd;                                /* the flock'ed lock file */
-	ta_fsync_mode mode;                         /* when to fsync */
-	uint64_t compact_size;                      /* log bytes that start a compaction (0: never) */
-	struct ta_service *svc;                     /* registry and backend */
+	char *dir;              /* the data directory */
+	int dir_fd;             /* open directory (for fsync) */
+	int lock_fd;            /* the flock'ed lock file */
+	ta_fsync_mode mode;     /* when to fsync */
+	uint64_t compact_size;  /* log bytes that start a compaction (0: never) */
+	struct ta_service *svc; /* registry and backend */
 	pthread_rwlock_t stripes[TA_PERSIST_STRIPES]; /* mutation order per tile name */
-	pthread_mutex_t mu;                         /* guards the fields below up to snap_cond */
-	pthread_cond_t wake;                        /* wakes the writer */
-	pthread_cond_t rotated;                     /* a rotation finished */
-	uint8_t *buf;                               /* records appended, not yet written */
-	size_t len;                                 /* bytes in buf */
-	size_t cap;                                 /* bytes allocated at buf */
-	uint64_t next_seq;                          /* sequence number of the next record */
-	bool writer_idle;                           /* the writer waits on wake */
-	bool rotate;                                /* compaction: start the next log */
-	bool stop;                                  /* close: write everything and exit */
-	uint64_t log_bytes;                         /* bytes of the current log */
-	uint64_t compact_at;                        /* log_bytes that triggers the next compaction */
-	bool snap_wanted;                           /* the compactor thread should run */
-	pthread_cond_t snap_cond;                   /* wakes the compactor */
-	int log_fd;                                 /* the current log (writer's) */
-	uint64_t log_first;                         /* first sequence number of the current log */
-	atomic_uint_least64_t durable_seq;          /* records up to here are durable (always) */
-	atomic_bool failed;                         /* writing failed: mutations refused */
-	pthread_mutex_t snap_mu;                    /* one snapshot at a time */
-	pthread_t writer;                           /* the writer thread */
-	bool writer_started;                        /* writer needs joining */
-	pthread_t compactor;                        /* the automatic compaction thread */
-	bool compactor_started;                     /* compactor needs joining */
-	uv_async_t async;                           /* wakes the loop: records became durable */
-	bool attached;                              /* async is initialised (guarded by mu) */
-	void (*cb)(void *arg);                      /* the loop's callback */
-	void *cb_arg;                               /* its argument */
+	pthread_mutex_t mu;                           /* guards the fields below up to snap_cond */
+	pthread_cond_t wake;                          /* wakes the writer */
+	pthread_cond_t rotated;                       /* a rotation finished */
+	uint8_t *buf;                                 /* records appended, not yet written */
+	size_t len;                                   /* bytes in buf */
+	size_t cap;                                   /* bytes allocated at buf */
+	uint64_t next_seq;                            /* sequence number of the next record */
+	bool writer_idle;                             /* the writer waits on wake */
+	bool rotate;                                  /* compaction: start the next log */
+	bool stop;                                    /* close: write everything and exit */
+	uint64_t log_bytes;                           /* bytes of the current log */
+	uint64_t compact_at;               /* log_bytes that triggers the next compaction */
+	bool snap_wanted;                  /* the compactor thread should run */
+	pthread_cond_t snap_cond;          /* wakes the compactor */
+	int log_fd;                        /* the current log (writer's) */
+	uint64_t log_first;                /* first sequence number of the current log */
+	atomic_uint_least64_t durable_seq; /* records up to here are durable (always) */
+	atomic_bool failed;                /* writing failed: mutations refused */
+	pthread_mutex_t snap_mu;           /* one snapshot at a time */
+	pthread_t writer;                  /* the writer thread */
+	bool writer_started;               /* writer needs joining */
+	pthread_t compactor;               /* the automatic compaction thread */
+	bool compactor_started;            /* compactor needs joining */
+	uv_async_t async;                  /* wakes the loop: records became durable */
+	bool attached;                     /* async is initialised (guarded by mu) */
+	void (*cb)(void *arg);             /* the loop's callback */
+	void *cb_arg;                      /* its argument */
 };
 
 int ta_fsync_mode_parse(const char *text, ta_fsync_mode *out)
@@ -170,6 +175,20 @@ static uint64_t get_u64(const uint8_t *b)
 static uint32_t crc_update(uint32_t crc, const void *data, size_t n)
 {
 	return (uint32_t)crc32_z(crc, (const Bytef *)data, n);
+}
+
+/* Waits on cond until ms from now (CLOCK_MONOTONIC; mu held). */
+static void wait_ms(pthread_cond_t *cond, pthread_mutex_t *mu, uint64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cond, mu, &ts);
 }
 
 /* Milliseconds of the monotonic clock. */
@@ -279,9 +298,18 @@ static void *writer_main(void *arg)
 	size_t wcap = 0;
 	bool dirty = false;
 	uint64_t last_sync = now_ms();
+	bool gathered = false;
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
+		if (p->len > 0 && !gathered && p->mode != TA_FSYNC_ALWAYS && !p->stop &&
+		    !p->rotate && p->len < GATHER_BYTES) {
+			/* let more records come (appends do not signal while we are not idle) */
+			gathered = true;
+			wait_ms(&p->wake, &p->mu, GATHER_MS);
+			continue;
+		}
 		if (p->len > 0) {
+			gathered = false;
 			/* take the whole buffer: every record appended so far */
 			uint8_t *b = p->buf;
 			size_t bcap = p->cap;
@@ -329,7 +357,8 @@ static void *writer_main(void *arg)
 			continue;
 		}
 		uint64_t now = now_ms();
-		if (dirty && (p->stop || (p->mode == TA_FSYNC_EVERYSEC && now - last_sync >= 1000))) {
+		if (dirty &&
+		    (p->stop || (p->mode == TA_FSYNC_EVERYSEC && now - last_sync >= 1000))) {
 			dirty = false;
 			last_sync = now;
 			pthread_mutex_unlock(&p->mu);
@@ -344,16 +373,7 @@ static void *writer_main(void *arg)
 		p->writer_idle = true;
 		if (dirty && p->mode == TA_FSYNC_EVERYSEC) {
 			uint64_t due = last_sync + 1000;
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t wait = due > now ? due - now : 0;
-			ts.tv_sec += (time_t)(wait / 1000);
-			ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&p->wake, &p->mu, &ts);
+			wait_ms(&p->wake, &p->mu, due > now ? due - now : 0);
 		} else {
 			pthread_cond_wait(&p->wake, &p->mu);
 		}
@@ -382,8 +402,9 @@ static void *compactor_main(void *arg)
 		ta_error err = {0};
 		if (ta_persist_snapshot(p, &info, &err) == TA_OK)
 			ta_log(TA_LOG_NOTICE,
-			       "log reached %" PRIu64 " bytes: compacted into a snapshot of %" PRIu32
-			       " tiles (%" PRIu64 " bytes, through record %" PRIu64 ")",
+			       "log reached %" PRIu64
+			       " bytes: compacted into a snapshot of %" PRIu32 " tiles (%" PRIu64
+			       " bytes, through record %" PRIu64 ")",
 			       size, info.tiles, info.bytes, info.seq);
 		else
 			ta_log(TA_LOG_ERR, "automatic compaction failed: %s", err.msg);
@@ -587,8 +608,7 @@ static void snap_put(snap_out *o, const void *data, size_t n)
 }
 
 /* Writes one tile (its header and its elements read through the backend). */
-static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t *chunk,
-                           ta_error *err)
+static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t *chunk, ta_error *err)
 {
 	uint8_t h[8];
 	size_t nl = strlen(tile->name);
@@ -645,7 +665,8 @@ static ta_status snap_write_tiles(ta_persist *p, snap_out *o, uint64_t seq, uint
 	if (!chunk) {
 		free(infos);
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-		                    "out of memory for a snapshot buffer of %" PRIu64 " bytes", most);
+		                    "out of memory for a snapshot buffer of %" PRIu64 " bytes",
+		                    most);
 	}
 	for (size_t i = 0; i < n && st == TA_OK; i++) {
 		ta_tile *tile = NULL;
@@ -752,8 +773,8 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 	if (st == TA_OK && !o.err && fsync(p->dir_fd) != 0)
 		o.err = errno;
 	if (st == TA_OK && o.err)
-		st = ta_error_set(err, TA_UNAVAILABLE, "cannot write the snapshot %s/%s: %s", p->dir,
-		                  SNAP_TMP_NAME, strerror(o.err));
+		st = ta_error_set(err, TA_UNAVAILABLE, "cannot write the snapshot %s/%s: %s",
+		                  p->dir, SNAP_TMP_NAME, strerror(o.err));
 	if (st != TA_OK) {
 		unlinkat(p->dir_fd, SNAP_TMP_NAME, 0);
 		pthread_mutex_unlock(&p->snap_mu);
@@ -791,7 +812,6 @@ static size_t rd(rd_file *r, void *buf, size_t n)
 	r->off += got;
 	return got;
 }
-
 
 /* Loads the snapshot (when there is one) into the registry; *seq: its last record. */
 static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
@@ -878,15 +898,15 @@ static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
 		int64_t step = chunk_rows(tile);
 		uint64_t row_bytes = tile->bytes / (uint64_t)tile->shape.shape[0];
 		for (int64_t row = 0; row < tile->shape.shape[0]; row += step) {
-			int64_t rows = tile->shape.shape[0] - row < step ? tile->shape.shape[0] - row
-			                                                 : step;
+			int64_t rows =
+			    tile->shape.shape[0] - row < step ? tile->shape.shape[0] - row : step;
 			size_t n = (size_t)((uint64_t)rows * row_bytes);
 			if (n > chunk_cap) {
 				uint8_t *nc = realloc(chunk, n);
 				if (!nc) {
 					st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-					                  "%s: out of memory loading tile '%s'", path,
-					                  tile->name);
+					                  "%s: out of memory loading tile '%s'",
+					                  path, tile->name);
 					goto out;
 				}
 				chunk = nc;
@@ -894,7 +914,8 @@ static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
 			}
 			if (rd(&r, chunk, n) < n)
 				goto short_file;
-			st = tile_rows(p->svc->backend, tile, row, rows, TA_OP_STORE, chunk, n, err);
+			st =
+			    tile_rows(p->svc->backend, tile, row, rows, TA_OP_STORE, chunk, n, err);
 			if (st != TA_OK)
 				goto out;
 		}
@@ -908,8 +929,8 @@ static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
 		goto short_file;
 	if (get_u32(h) != computed) {
 		st = ta_error_set(err, TA_INTERNAL,
-		                  "%s: checksum mismatch at offset %" PRIu64
-		                  " (stored %08" PRIx32 ", computed %08" PRIx32
+		                  "%s: checksum mismatch at offset %" PRIu64 " (stored %08" PRIx32
+		                  ", computed %08" PRIx32
 		                  " over the bytes before it): the snapshot is damaged; "
 		                  "refusing to start (move it away to start without it)",
 		                  path, at, get_u32(h), computed);
@@ -940,8 +961,8 @@ out:
 
 /* One log file found in the directory. */
 typedef struct log_file {
-	uint64_t first;  /* the sequence number in its name */
-	char name[64];   /* its name in the directory */
+	uint64_t first; /* the sequence number in its name */
+	char name[64];  /* its name in the directory */
 } log_file;
 
 /* qsort order of log files: by first sequence number. */
@@ -1001,10 +1022,10 @@ static ta_status replay_record(ta_persist *p, ta_dispatch_scratch *scratch, cons
 	bool close_after = false;
 	(void)ta_dispatch_run(p->svc, scratch, payload, len, -1, &out, &close_after);
 	ta_status st = TA_OK;
-	Tileatom__Response *resp =
-	    out.len > TA_FRAME_HEADER
-	        ? tileatom__response__unpack(NULL, out.len - TA_FRAME_HEADER, out.data + TA_FRAME_HEADER)
-	        : NULL;
+	Tileatom__Response *resp = out.len > TA_FRAME_HEADER
+	                               ? tileatom__response__unpack(NULL, out.len - TA_FRAME_HEADER,
+	                                                            out.data + TA_FRAME_HEADER)
+	                               : NULL;
 	if (!resp)
 		st = ta_error_set(err, TA_INTERNAL, "no answer could be decoded");
 	else if (resp->status != TILEATOM__STATUS__OK)
@@ -1098,19 +1119,20 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 		}
 		if (seq > snap_seq) {
 			if (seq != *expected) {
-				st = ta_error_set(err, TA_INTERNAL,
-				                  "%s: record at offset %" PRIu64 " has sequence %" PRIu64
-				                  " where %" PRIu64
-				                  " was expected (records are missing); refusing to "
-				                  "start",
-				                  path, at, seq, *expected);
+				st =
+				    ta_error_set(err, TA_INTERNAL,
+				                 "%s: record at offset %" PRIu64
+				                 " has sequence %" PRIu64 " where %" PRIu64
+				                 " was expected (records are missing); refusing to "
+				                 "start",
+				                 path, at, seq, *expected);
 				goto out;
 			}
 			ta_error rerr = {0};
 			if (replay_record(p, &scratch, payload, len, &rerr) != TA_OK) {
 				st = ta_error_set(err, TA_INTERNAL,
-				                  "%s: replaying record %" PRIu64 " at offset %" PRIu64
-				                  " failed: %s",
+				                  "%s: replaying record %" PRIu64
+				                  " at offset %" PRIu64 " failed: %s",
 				                  path, seq, at, rerr.msg);
 				goto out;
 			}
@@ -1151,8 +1173,8 @@ static ta_status open_dir(ta_persist *p, ta_error *err)
 		                    p->dir, strerror(errno));
 	p->lock_fd = openat(p->dir_fd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (p->lock_fd < 0)
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s/%s: %s", p->dir,
-		                    LOCK_NAME, strerror(errno));
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s/%s: %s", p->dir, LOCK_NAME,
+		                    strerror(errno));
 	if (flock(p->lock_fd, LOCK_EX | LOCK_NB) != 0)
 		return ta_error_set(err, TA_UNAVAILABLE,
 		                    errno == EWOULDBLOCK
@@ -1187,8 +1209,9 @@ static ta_status recover(ta_persist *p, ta_error *err)
 		p->log_fd = openat(p->dir_fd, lf->name, O_WRONLY | O_APPEND | O_CLOEXEC);
 		if (p->log_fd < 0 || ftruncate(p->log_fd, (off_t)end) != 0 ||
 		    fdatasync(p->log_fd) != 0)
-			st = ta_error_set(err, TA_UNAVAILABLE, "cannot open %s/%s for appending: %s",
-			                  p->dir, lf->name, strerror(errno));
+			st =
+			    ta_error_set(err, TA_UNAVAILABLE, "cannot open %s/%s for appending: %s",
+			                 p->dir, lf->name, strerror(errno));
 		p->log_first = lf->first;
 		p->log_bytes = end;
 	} else if (st == TA_OK) {
@@ -1199,8 +1222,9 @@ static ta_status recover(ta_persist *p, ta_error *err)
 		if (st == TA_OK) {
 			p->log_fd = create_log(p, expected);
 			if (p->log_fd < 0)
-				st = ta_error_set(err, TA_UNAVAILABLE, "cannot create a log in %s: %s",
-				                  p->dir, strerror(errno));
+				st = ta_error_set(err, TA_UNAVAILABLE,
+				                  "cannot create a log in %s: %s", p->dir,
+				                  strerror(errno));
 		}
 		p->log_first = expected;
 		p->log_bytes = MAGIC_LEN;
@@ -1213,10 +1237,11 @@ static ta_status recover(ta_persist *p, ta_error *err)
 	uint32_t tiles = 0;
 	uint64_t bytes = 0;
 	ta_registry_stats(p->svc->registry, &tiles, &bytes);
-	ta_log(TA_LOG_NOTICE,
-	       "data directory %s: %" PRIu32 " tiles (%" PRIu64 " bytes) restored: snapshot through "
-	       "record %" PRIu64 ", %" PRIu64 " records replayed; fsync %s",
-	       p->dir, tiles, bytes, snap_seq, expected - 1 - snap_seq, ta_fsync_mode_name(p->mode));
+	ta_log(
+	    TA_LOG_NOTICE,
+	    "data directory %s: %" PRIu32 " tiles (%" PRIu64 " bytes) restored: snapshot through "
+	    "record %" PRIu64 ", %" PRIu64 " records replayed; fsync %s",
+	    p->dir, tiles, bytes, snap_seq, expected - 1 - snap_seq, ta_fsync_mode_name(p->mode));
 	return TA_OK;
 }
 
@@ -1252,8 +1277,9 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 	bool cattr_ok = rc == 0 && pthread_condattr_init(&cattr) == 0 &&
 	                pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) == 0;
 	if (!p->dir || !cattr_ok || pthread_mutex_init(&p->mu, NULL) != 0 ||
-	    pthread_mutex_init(&p->snap_mu, NULL) != 0 || pthread_cond_init(&p->wake, &cattr) != 0 ||
-	    pthread_cond_init(&p->rotated, NULL) != 0 || pthread_cond_init(&p->snap_cond, NULL) != 0) {
+	    pthread_mutex_init(&p->snap_mu, NULL) != 0 ||
+	    pthread_cond_init(&p->wake, &cattr) != 0 || pthread_cond_init(&p->rotated, NULL) != 0 ||
+	    pthread_cond_init(&p->snap_cond, NULL) != 0) {
 		/* a failed start exits the daemon: the primitives are not torn down */
 		free(p->dir);
 		free(p);
@@ -1307,7 +1333,8 @@ void ta_persist_close(ta_persist *p)
 		pthread_join(p->writer, NULL);
 	if (p->log_fd >= 0) {
 		if (!atomic_load(&p->failed) && fdatasync(p->log_fd) != 0)
-			ta_log(TA_LOG_ERR, "cannot fsync the log in %s: %s", p->dir, strerror(errno));
+			ta_log(TA_LOG_ERR, "cannot fsync the log in %s: %s", p->dir,
+			       strerror(errno));
 		close(p->log_fd);
 	}
 	if (p->lock_fd >= 0)

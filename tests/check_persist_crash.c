@@ -47,7 +47,7 @@
 /* Requests a pipelined client keeps in flight. */
 #define DEPTH 16
 /* Acknowledgement samples kept per round (every SAMPLE_MS). */
-#define SAMPLE_MS 50
+#define SAMPLE_MS   50
 #define MAX_SAMPLES 400
 
 /* What a client does (by its index modulo KINDS). */
@@ -60,28 +60,28 @@ typedef enum client_kind {
 
 /* One client's state across rounds. */
 typedef struct client {
-	int index;                /* its element */
-	client_kind kind;         /* what it does */
-	uint64_t base;            /* the element's value verified at the start of the round */
+	int index;                   /* its element */
+	client_kind kind;            /* what it does */
+	uint64_t base;               /* the element's value verified at the start of the round */
 	atomic_uint_least64_t sent;  /* updates sent this round (may have been applied) */
 	atomic_uint_least64_t acked; /* updates acknowledged this round */
-	bool cas_in_flight;       /* a cas was sent and not answered when the round ended */
-	char error[256];          /* an unexpected answer (fails the test) */
-	pthread_t thread;         /* the client thread */
+	bool cas_in_flight;          /* a cas was sent and not answered when the round ended */
+	char error[256];             /* an unexpected answer (fails the test) */
+	pthread_t thread;            /* the client thread */
 } client;
 
 /* The test's settings and shared state. */
 typedef struct run {
-	char dir[256];        /* temporary directory */
-	char data[512];       /* the data directory */
-	char sock[512];       /* the socket */
-	char log[512];        /* the daemon's stderr (all rounds, appended) */
-	const char *daemon;   /* tileatomd path */
-	const char *mode;     /* fsync mode of the round */
-	int nclients;         /* clients */
-	client *clients;      /* them */
-	pid_t pid;            /* the daemon */
-	uint64_t rng;         /* xorshift state */
+	char dir[256];      /* temporary directory */
+	char data[512];     /* the data directory */
+	char sock[512];     /* the socket */
+	char log[512];      /* the daemon's stderr (all rounds, appended) */
+	const char *daemon; /* tileatomd path */
+	const char *mode;   /* fsync mode of the round */
+	int nclients;       /* clients */
+	client *clients;    /* them */
+	pid_t pid;          /* the daemon */
+	uint64_t rng;       /* xorshift state */
 } run;
 
 static uint64_t rnd(run *r)
@@ -214,8 +214,9 @@ static void *client_main(void *arg)
 	case K_FLOAT_ADD:
 		for (;;) {
 			atomic_fetch_add(&cl->sent, 1);
-			if (tileatom_atomic_at(c, "fctr", TILEATOM_OP_ADD, cl->index, TILEATOM_FLOAT64,
-			                       &fone, NULL, NULL, NULL, &err) != TILEATOM_OK)
+			if (tileatom_atomic_at(c, "fctr", TILEATOM_OP_ADD, cl->index,
+			                       TILEATOM_FLOAT64, &fone, NULL, NULL, NULL,
+			                       &err) != TILEATOM_OK)
 				break;
 			atomic_fetch_add(&cl->acked, 1);
 		}
@@ -395,8 +396,8 @@ static bool crash_round(run *r, int round, int min_ms, int max_ms, totals *t)
 		if (got < must || got > most) {
 			fprintf(stderr,
 			        "round %d (%s): element %d (kind %d) holds %" PRIu64
-			        " updates of this round: acknowledged %" PRIu64 ", required %" PRIu64
-			        ", sent %" PRIu64 "%s\n",
+			        " updates of this round: acknowledged %" PRIu64
+			        ", required %" PRIu64 ", sent %" PRIu64 "%s\n",
 			        round, r->mode, i, (int)cl->kind, got, acked, must, sent,
 			        got < must ? ": ACKNOWLEDGED UPDATES LOST" : ": APPLIED TWICE");
 			ok = false;
@@ -436,8 +437,8 @@ static bool crash_rounds(run *r, const char *mode, int rounds, int min_ms, int m
 	if (ok && !read_state(r, ints, floats, true))
 		ok = create_tiles(r) && read_state(r, ints, floats, false);
 	for (int i = 0; ok && i < r->nclients; i++)
-		r->clients[i].base = r->clients[i].kind == K_FLOAT_ADD ? (uint64_t)floats[i]
-		                                                       : (uint64_t)ints[i];
+		r->clients[i].base =
+		    r->clients[i].kind == K_FLOAT_ADD ? (uint64_t)floats[i] : (uint64_t)ints[i];
 	free(ints);
 	free(floats);
 	totals t = {0, 0, 0, 0, 0};
@@ -468,8 +469,8 @@ static bool do_adds(run *r, int n)
 	int rc = tileatom_create(c, "dmg", TILEATOM_INT64, 1, shape, NULL, NULL, &err);
 	bool ok = rc == 0 || rc == TILEATOM_E_ALREADY_EXISTS;
 	for (int i = 0; ok && i < n; i++)
-		ok = tileatom_atomic_at(c, "dmg", TILEATOM_OP_ADD, 0, TILEATOM_INT64, &one, NULL, NULL,
-		                        NULL, &err) == 0;
+		ok = tileatom_atomic_at(c, "dmg", TILEATOM_OP_ADD, 0, TILEATOM_INT64, &one, NULL,
+		                        NULL, NULL, &err) == 0;
 	if (!ok)
 		fprintf(stderr, "adds failed: %s\n", err.message);
 	tileatom_close(c);
@@ -609,7 +610,8 @@ static bool damage_tests(run *r)
 			        logp, (int)ok, v);
 			ok = false;
 		} else {
-			printf("torn last record: dropped with a log line, 9 of 10 adds kept: ok\n");
+			printf(
+			    "torn last record: dropped with a log line, 9 of 10 adds kept: ok\n");
 		}
 	}
 	/* the truncated log must go on being appended to cleanly */
@@ -682,10 +684,11 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--keep") == 0)
 			keep = true;
 		else {
-			fprintf(stderr,
-			        "usage: %s [--rounds N] [--mode always|everysec|both] [--clients N] "
-			        "[--seed S] [--no-corruption] [--keep]\n",
-			        argv[0]);
+			fprintf(
+			    stderr,
+			    "usage: %s [--rounds N] [--mode always|everysec|both] [--clients N] "
+			    "[--seed S] [--no-corruption] [--keep]\n",
+			    argv[0]);
 			return 2;
 		}
 	}
