@@ -15,7 +15,9 @@
  * Happy path of a mutation: dispatch takes the stripe lock of its tile (ta_persist_lock),
  * applies the request, appends the record to p->buf under p->mu (sequence numbers are given
  * in append order), drops the lock. The writer thread takes the whole buffer, writes it,
- * fdatasyncs it (always) and wakes the loop (uv_async_t), where held responses leave.
+ * fdatasyncs it (always) and wakes the loop (uv_async_t), where held responses leave. With
+ * everysec the writer only writes (letting records gather GATHER_MS first) and a syncer
+ * thread fdatasyncs once a second.
  *
  * Compaction (a snapshot request, or the log passing compact_size): every stripe is held
  * alone, so no mutation is half done; the tiles are read through the backend (LOAD plans:
@@ -94,6 +96,9 @@ struct ta_persist {
 	uint64_t log_bytes;                           /* bytes of the current log */
 	uint64_t compact_at;               /* log_bytes that triggers the next compaction */
 	bool snap_wanted;                  /* the compactor thread should run */
+	uint64_t written_total;            /* bytes written to logs (everysec) */
+	uint64_t synced_total;             /* of them, bytes fdatasynced by the syncer */
+	pthread_cond_t sync_cond;          /* wakes the syncer (stop) */
 	pthread_cond_t snap_cond;          /* wakes the compactor */
 	int log_fd;                        /* the current log (writer's) */
 	uint64_t log_first;                /* first sequence number of the current log */
@@ -102,6 +107,8 @@ struct ta_persist {
 	pthread_mutex_t snap_mu;           /* one snapshot at a time */
 	pthread_t writer;                  /* the writer thread */
 	bool writer_started;               /* writer needs joining */
+	pthread_t syncer;                  /* the everysec fsync thread */
+	bool syncer_started;               /* syncer needs joining */
 	pthread_t compactor;               /* the automatic compaction thread */
 	bool compactor_started;            /* compactor needs joining */
 	uv_async_t async;                  /* wakes the loop: records became durable */
@@ -189,14 +196,6 @@ static void wait_ms(pthread_cond_t *cond, pthread_mutex_t *mu, uint64_t ms)
 		ts.tv_nsec -= 1000000000L;
 	}
 	pthread_cond_timedwait(cond, mu, &ts);
-}
-
-/* Milliseconds of the monotonic clock. */
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* Wakes the loop (mu held). */
@@ -296,8 +295,6 @@ static void *writer_main(void *arg)
 	ta_persist *p = arg;
 	uint8_t *wbuf = NULL;
 	size_t wcap = 0;
-	bool dirty = false;
-	uint64_t last_sync = now_ms();
 	bool gathered = false;
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
@@ -335,7 +332,7 @@ static void *writer_main(void *arg)
 				set_failed(p, what, e);
 			} else if (!failed) {
 				p->log_bytes += n;
-				dirty = p->mode != TA_FSYNC_ALWAYS;
+				p->written_total += n;
 				if (p->mode == TA_FSYNC_ALWAYS) {
 					atomic_store(&p->durable_seq, hi);
 					notify_loop(p);
@@ -351,36 +348,46 @@ static void *writer_main(void *arg)
 		if (p->rotate) {
 			if (!atomic_load(&p->failed))
 				writer_rotate(p);
-			dirty = false;
 			p->rotate = false;
 			pthread_cond_broadcast(&p->rotated);
-			continue;
-		}
-		uint64_t now = now_ms();
-		if (dirty &&
-		    (p->stop || (p->mode == TA_FSYNC_EVERYSEC && now - last_sync >= 1000))) {
-			dirty = false;
-			last_sync = now;
-			pthread_mutex_unlock(&p->mu);
-			int e = fdatasync(p->log_fd) != 0 ? errno : 0;
-			pthread_mutex_lock(&p->mu);
-			if (e != 0)
-				set_failed(p, "cannot fsync the log", e);
 			continue;
 		}
 		if (p->stop)
 			break;
 		p->writer_idle = true;
-		if (dirty && p->mode == TA_FSYNC_EVERYSEC) {
-			uint64_t due = last_sync + 1000;
-			wait_ms(&p->wake, &p->mu, due > now ? due - now : 0);
-		} else {
-			pthread_cond_wait(&p->wake, &p->mu);
-		}
+		pthread_cond_wait(&p->wake, &p->mu);
 		p->writer_idle = false;
 	}
 	pthread_mutex_unlock(&p->mu);
 	free(wbuf);
+	return NULL;
+}
+
+/* The syncer thread (everysec): once a second, fdatasyncs what the writer wrote since the
+ * last time, on a duplicate of the log's descriptor (a rotation may close the original
+ * meanwhile; it fsyncs the old log itself). Apart from the writer, so that a slow fsync
+ * never holds records back in memory, where a kill -9 would lose them. */
+static void *syncer_main(void *arg)
+{
+	ta_persist *p = arg;
+	pthread_mutex_lock(&p->mu);
+	while (!p->stop) {
+		wait_ms(&p->sync_cond, &p->mu, 1000);
+		if (p->stop || atomic_load(&p->failed) || p->written_total == p->synced_total)
+			continue;
+		uint64_t target = p->written_total;
+		int fd = dup(p->log_fd);
+		pthread_mutex_unlock(&p->mu);
+		int e = fd < 0 ? errno : fdatasync(fd) != 0 ? errno : 0;
+		if (fd >= 0)
+			close(fd);
+		pthread_mutex_lock(&p->mu);
+		if (e != 0)
+			set_failed(p, "cannot fsync the log", e);
+		else
+			p->synced_total = target;
+	}
+	pthread_mutex_unlock(&p->mu);
 	return NULL;
 }
 
@@ -1279,7 +1286,8 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 	if (!p->dir || !cattr_ok || pthread_mutex_init(&p->mu, NULL) != 0 ||
 	    pthread_mutex_init(&p->snap_mu, NULL) != 0 ||
 	    pthread_cond_init(&p->wake, &cattr) != 0 || pthread_cond_init(&p->rotated, NULL) != 0 ||
-	    pthread_cond_init(&p->snap_cond, NULL) != 0) {
+	    pthread_cond_init(&p->snap_cond, NULL) != 0 ||
+	    pthread_cond_init(&p->sync_cond, &cattr) != 0) {
 		/* a failed start exits the daemon: the primitives are not torn down */
 		free(p->dir);
 		free(p);
@@ -1296,6 +1304,14 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 			p->writer_started = true;
 		else
 			st = ta_error_set(err, TA_INTERNAL, "cannot start the log writer: %s",
+			                  strerror(rc));
+	}
+	if (st == TA_OK && mode == TA_FSYNC_EVERYSEC) {
+		rc = pthread_create(&p->syncer, NULL, syncer_main, p);
+		if (rc == 0)
+			p->syncer_started = true;
+		else
+			st = ta_error_set(err, TA_INTERNAL, "cannot start the fsync thread: %s",
 			                  strerror(rc));
 	}
 	if (st == TA_OK && compact_size) {
@@ -1326,7 +1342,10 @@ void ta_persist_close(ta_persist *p)
 	p->stop = true;
 	pthread_cond_broadcast(&p->wake);
 	pthread_cond_broadcast(&p->snap_cond);
+	pthread_cond_broadcast(&p->sync_cond);
 	pthread_mutex_unlock(&p->mu);
+	if (p->syncer_started)
+		pthread_join(p->syncer, NULL);
 	if (p->compactor_started)
 		pthread_join(p->compactor, NULL);
 	if (p->writer_started)
@@ -1348,6 +1367,7 @@ void ta_persist_close(ta_persist *p)
 	pthread_cond_destroy(&p->wake);
 	pthread_cond_destroy(&p->rotated);
 	pthread_cond_destroy(&p->snap_cond);
+	pthread_cond_destroy(&p->sync_cond);
 	free(p->buf);
 	free(p->dir);
 	free(p);

@@ -81,6 +81,7 @@ typedef struct run {
 	int nclients;       /* clients */
 	client *clients;    /* them */
 	pid_t pid;          /* the daemon */
+	bool on_workers;    /* start it with every request on the workers (alternates) */
 	uint64_t rng;       /* xorshift state */
 } run;
 
@@ -137,9 +138,22 @@ static bool daemon_start(run *r, const char *errlog, bool wait, int *status)
 		dup2(fd, STDERR_FILENO);
 		dup2(fd, STDOUT_FILENO);
 		unsetenv("NOTIFY_SOCKET");
-		execl(r->daemon, r->daemon, "--socket", r->sock, "--data-dir", r->data, "--fsync",
-		      r->mode, "--backend", "cpu", "--workers", "2", "--log-level", "notice",
-		      "--compact-size", "256K", (char *)NULL);
+		const char *argv[24] = {r->daemon, "--socket",       r->sock, "--data-dir",
+		                        r->data,   "--fsync",        r->mode, "--backend",
+		                        "cpu",     "--workers",      "4",     "--log-level",
+		                        "notice",  "--compact-size", "256K",  NULL};
+		if (r->on_workers) {
+			/* every request with elements on the workers, pipelined reads as batches:
+			 * requests of different connections applied concurrently */
+			const char *more[] = {"--inline-max", "0", "--batch-min", "2", NULL};
+			int n = 0;
+			while (argv[n])
+				n++;
+			for (int i = 0; more[i]; i++)
+				argv[n++] = more[i];
+			argv[n] = NULL;
+		}
+		execv(r->daemon, (char *const *)argv);
 		_exit(127);
 	}
 	r->pid = pid;
@@ -356,6 +370,7 @@ static bool crash_round(run *r, int round, int min_ms, int max_ms, totals *t)
 		pthread_join(r->clients[i].thread, NULL);
 
 	int status = 0;
+	r->on_workers = !r->on_workers; /* the next daemon runs the other way */
 	if (!daemon_start(r, NULL, true, &status)) {
 		fprintf(stderr, "round %d: tileatomd did not restart (status %d)\n", round, status);
 		free(samples);
@@ -453,6 +468,143 @@ static bool crash_rounds(run *r, const char *mode, int rounds, int min_ms, int m
 	       t.acked, t.lost, t.worst_lost, t.unacked, ok ? "ok" : "FAILED");
 	if (ok && strcmp(mode, "always") == 0 && t.lost != 0)
 		ok = false;
+	return ok;
+}
+
+static void fresh_data(run *r, const char *suffix);
+
+/* ---- order of requests applied concurrently ---- */
+
+/* Threads and cas successes each of the order test. */
+#define ORDER_THREADS 6
+#define ORDER_CAS     300
+
+/* One thread of the order test: cas-increments element 0 of "ord" (shared by all
+ * threads) ORDER_CAS times, exchanges into element 1 and adds a value whose rounding
+ * depends on the order into element 0 of the float64 tile "ordf". */
+static void *order_main(void *arg)
+{
+	void **a = arg;
+	run *r = a[0];
+	intptr_t t = (intptr_t)a[1];
+	atomic_bool *failed = a[2];
+	free(arg);
+	tileatom_error err = {0, ""};
+	tileatom_client *c = connect_client(r, &err);
+	if (!c) {
+		fprintf(stderr, "order test thread %d: %s\n", (int)t, err.message);
+		*failed = true;
+		return NULL;
+	}
+	bool bad = false;
+	int64_t cur = 0;
+	double big = (t % 2) ? 1e16 : -1e16, small = 1.0 + (double)t;
+	for (int done = 0; done < ORDER_CAS;) {
+		int64_t desired = cur + 1, old = -1;
+		if (tileatom_atomic_at(c, "ord", TILEATOM_OP_CAS, 0, TILEATOM_INT64, &desired, &cur,
+		                       NULL, &old, &err) != TILEATOM_OK) {
+			bad = true;
+			break;
+		}
+		if (old == cur) {
+			done++;
+			cur++;
+		} else {
+			cur = old;
+		}
+		int64_t mine = t * 1000000 + done;
+		double f = (done % 2) ? big : small;
+		if (tileatom_atomic_at(c, "ord", TILEATOM_OP_EXCH, 1, TILEATOM_INT64, &mine, NULL,
+		                       NULL, NULL, &err) != TILEATOM_OK ||
+		    tileatom_atomic_at(c, "ordf", TILEATOM_OP_ADD, 0, TILEATOM_FLOAT64, &f, NULL,
+		                       NULL, NULL, &err) != TILEATOM_OK) {
+			bad = true;
+			break;
+		}
+	}
+	if (bad) {
+		*failed = true;
+		fprintf(stderr, "order test thread %d: %s\n", (int)t, err.message);
+	}
+	tileatom_close(c);
+	return NULL;
+}
+
+/* Reads "ord" (2 int64) and "ordf" (1 float64, as bits). */
+static bool read_order(run *r, int64_t *ints, uint64_t *fbits)
+{
+	tileatom_error err = {0, ""};
+	tileatom_client *c = connect_client(r, &err);
+	double f = 0;
+	bool ok = c && tileatom_read(c, "ord", NULL, ints, 2 * sizeof(*ints), NULL, &err) == 0 &&
+	          tileatom_read(c, "ordf", NULL, &f, sizeof(f), NULL, &err) == 0;
+	if (c)
+		tileatom_close(c);
+	memcpy(fbits, &f, sizeof(f));
+	if (!ok)
+		fprintf(stderr, "order test: cannot read: %s\n", err.message);
+	return ok;
+}
+
+/* Requests that do not commute (cas, exch, float adds) from several connections, applied
+ * concurrently on the workers: after a kill -9 and a restart every value must be the one
+ * read before, to the bit (a log in another order than the application would replay to
+ * other values: a cas that succeeded failing, another exch last, other rounding). */
+static bool order_test(run *r)
+{
+	r->mode = "always";
+	r->on_workers = true;
+	fresh_data(r, "order");
+	int status = 0;
+	if (!daemon_start(r, NULL, true, &status))
+		return false;
+	tileatom_error err = {0, ""};
+	tileatom_client *c = connect_client(r, &err);
+	int64_t shape2[1] = {2}, shape1[1] = {1};
+	bool ok = c &&
+	          tileatom_create(c, "ord", TILEATOM_INT64, 1, shape2, NULL, NULL, &err) == 0 &&
+	          tileatom_create(c, "ordf", TILEATOM_FLOAT64, 1, shape1, NULL, NULL, &err) == 0;
+	if (c)
+		tileatom_close(c);
+	atomic_bool failed = !ok;
+	pthread_t th[ORDER_THREADS];
+	int started = 0;
+	for (intptr_t t = 0; ok && t < ORDER_THREADS; t++) {
+		void **a = malloc(3 * sizeof(void *));
+		if (a) {
+			a[0] = r;
+			a[1] = (void *)t;
+			a[2] = &failed;
+		}
+		if (!a || pthread_create(&th[t], NULL, order_main, a) != 0) {
+			free(a);
+			failed = true;
+			break;
+		}
+		started++;
+	}
+	for (int t = 0; t < started; t++)
+		pthread_join(th[t], NULL);
+	int64_t before[2] = {0, 0}, after[2] = {-1, -1};
+	uint64_t fb = 0, fa = 1;
+	ok = !failed && read_order(r, before, &fb);
+	daemon_kill(r, SIGKILL);
+	ok = ok && daemon_start(r, NULL, true, &status) && read_order(r, after, &fa);
+	daemon_kill(r, SIGTERM);
+	if (ok && (before[0] != ORDER_THREADS * ORDER_CAS || after[0] != before[0] ||
+	           after[1] != before[1] || fa != fb)) {
+		fprintf(stderr,
+		        "order test: before the kill cas %" PRId64 " (want %d), exch %" PRId64
+		        ", float bits %016" PRIx64 "; after the restart %" PRId64 ", %" PRId64
+		        ", %016" PRIx64 "\n",
+		        before[0], ORDER_THREADS * ORDER_CAS, before[1], fb, after[0], after[1],
+		        fa);
+		ok = false;
+	}
+	r->on_workers = false;
+	printf("order of concurrent cas/exch/float adds (%d connections on the workers) kept "
+	       "across kill -9: %s\n",
+	       ORDER_THREADS, ok ? "ok" : "FAILED");
 	return ok;
 }
 
@@ -729,7 +881,7 @@ int main(int argc, char **argv)
 	if (!ok)
 		dump_log(&r);
 	if (ok && corruption)
-		ok = damage_tests(&r);
+		ok = order_test(&r) && damage_tests(&r);
 	if (r.pid > 0)
 		daemon_kill(&r, SIGKILL);
 	free(r.clients);
