@@ -692,9 +692,9 @@ static ta_op request_rmw_op(const Tileatom__Request *req)
 }
 
 /* With --data-dir, a mutating request: takes its tile name's mutation lock (persist.h) and
- * then looks its tile up. The lock is shared when the op's result does not depend on the
- * order (ta_op_order_independent for the tile's dtype), else held alone. A request whose
- * name is unknown here holds every stripe. */
+ * then looks its tile up. The lock is shared with requests of the same op when the op's
+ * result does not depend on the order (ta_op_order_independent for the tile's dtype), else
+ * held alone. A request whose name is unknown here holds every stripe. */
 static ta_status persist_begin(resp_ctx *rc, const Tileatom__Request *req, ta_req_kind kind,
                                ta_persist_hold *hold, ta_tile **tile)
 {
@@ -709,7 +709,8 @@ static ta_status persist_begin(resp_ctx *rc, const Tileatom__Request *req, ta_re
 	/* first guess an integer tile; a tile of another dtype takes the lock again alone */
 	bool shared = name && op != TA_OP_NONE && ta_op_order_independent(op, TA_DTYPE_I64);
 	for (;;) {
-		ta_status st = ta_persist_lock(rc->svc->persist, name, !shared, hold, &rc->err);
+		ta_status st =
+		    ta_persist_lock(rc->svc->persist, name, shared ? (int)op : -1, hold, &rc->err);
 		if (st != TA_OK || !ta_req_has_tile(kind))
 			return st;
 		st = get_tile(rc, name, tile);
@@ -742,7 +743,7 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 		                    (int)req->body_case);
 	ta_tile *tile = NULL;
 	ta_status st;
-	ta_persist_hold hold = {-1, false, false};
+	ta_persist_hold hold = {-1, -1, false};
 	if (rc->svc->persist && ta_req_mutates(kind)) {
 		if ((st = persist_begin(rc, req, kind, &hold, &tile)) != TA_OK)
 			return st;

@@ -75,46 +75,59 @@
 /* Bytes of tile data moved per backend plan when saving or loading (about). */
 #define CHUNK_BYTES (4u << 20)
 
+/* One mutation lock: held alone, or shared by requests of one kind (the same op, whose
+ * order does not matter among themselves; two different such ops, add and max say, do
+ * not commute with each other). A waiter stops new sharers from entering, so that neither
+ * an exclusive request nor another kind waits for ever behind a stream of one kind. */
+typedef struct ta_stripe {
+	pthread_mutex_t mu;  /* guards the fields below */
+	pthread_cond_t cond; /* signalled when holders drops to 0 */
+	int holders;         /* requests holding it */
+	int kind;            /* their kind (>= 0), or -1 when held alone */
+	int waiting;         /* requests waiting to take it */
+	uint64_t phase;      /* counts the times it was taken while free */
+} ta_stripe;
+
 struct ta_persist {
-	char *dir;              /* the data directory */
-	int dir_fd;             /* open directory (for fsync) */
-	int lock_fd;            /* the flock'ed lock file */
-	ta_fsync_mode mode;     /* when to fsync */
-	uint64_t compact_size;  /* log bytes that start a compaction (0: never) */
-	struct ta_service *svc; /* registry and backend */
-	pthread_rwlock_t stripes[TA_PERSIST_STRIPES]; /* mutation order per tile name */
-	pthread_mutex_t mu;                           /* guards the fields below up to snap_cond */
-	pthread_cond_t wake;                          /* wakes the writer */
-	pthread_cond_t rotated;                       /* a rotation finished */
-	uint8_t *buf;                                 /* records appended, not yet written */
-	size_t len;                                   /* bytes in buf */
-	size_t cap;                                   /* bytes allocated at buf */
-	uint64_t next_seq;                            /* sequence number of the next record */
-	bool writer_idle;                             /* the writer waits on wake */
-	bool rotate;                                  /* compaction: start the next log */
-	bool stop;                                    /* close: write everything and exit */
-	uint64_t log_bytes;                           /* bytes of the current log */
-	uint64_t compact_at;               /* log_bytes that triggers the next compaction */
-	bool snap_wanted;                  /* the compactor thread should run */
-	uint64_t written_total;            /* bytes written to logs (everysec) */
-	uint64_t synced_total;             /* of them, bytes fdatasynced by the syncer */
-	pthread_cond_t sync_cond;          /* wakes the syncer (stop) */
-	pthread_cond_t snap_cond;          /* wakes the compactor */
-	int log_fd;                        /* the current log (writer's) */
-	uint64_t log_first;                /* first sequence number of the current log */
-	atomic_uint_least64_t durable_seq; /* records up to here are durable (always) */
-	atomic_bool failed;                /* writing failed: mutations refused */
-	pthread_mutex_t snap_mu;           /* one snapshot at a time */
-	pthread_t writer;                  /* the writer thread */
-	bool writer_started;               /* writer needs joining */
-	pthread_t syncer;                  /* the everysec fsync thread */
-	bool syncer_started;               /* syncer needs joining */
-	pthread_t compactor;               /* the automatic compaction thread */
-	bool compactor_started;            /* compactor needs joining */
-	uv_async_t async;                  /* wakes the loop: records became durable */
-	bool attached;                     /* async is initialised (guarded by mu) */
-	void (*cb)(void *arg);             /* the loop's callback */
-	void *cb_arg;                      /* its argument */
+	char *dir;                             /* the data directory */
+	int dir_fd;                            /* open directory (for fsync) */
+	int lock_fd;                           /* the flock'ed lock file */
+	ta_fsync_mode mode;                    /* when to fsync */
+	uint64_t compact_size;                 /* log bytes that start a compaction (0: never) */
+	struct ta_service *svc;                /* registry and backend */
+	ta_stripe stripes[TA_PERSIST_STRIPES]; /* mutation order per tile name */
+	pthread_mutex_t mu;                    /* guards the fields below up to snap_cond */
+	pthread_cond_t wake;                   /* wakes the writer */
+	pthread_cond_t rotated;                /* a rotation finished */
+	uint8_t *buf;                          /* records appended, not yet written */
+	size_t len;                            /* bytes in buf */
+	size_t cap;                            /* bytes allocated at buf */
+	uint64_t next_seq;                     /* sequence number of the next record */
+	bool writer_idle;                      /* the writer waits on wake */
+	bool rotate;                           /* compaction: start the next log */
+	bool stop;                             /* close: write everything and exit */
+	uint64_t log_bytes;                    /* bytes of the current log */
+	uint64_t compact_at;                   /* log_bytes that triggers the next compaction */
+	bool snap_wanted;                      /* the compactor thread should run */
+	uint64_t written_total;                /* bytes written to logs (everysec) */
+	uint64_t synced_total;                 /* of them, bytes fdatasynced by the syncer */
+	pthread_cond_t sync_cond;              /* wakes the syncer (stop) */
+	pthread_cond_t snap_cond;              /* wakes the compactor */
+	int log_fd;                            /* the current log (writer's) */
+	uint64_t log_first;                    /* first sequence number of the current log */
+	atomic_uint_least64_t durable_seq;     /* records up to here are durable (always) */
+	atomic_bool failed;                    /* writing failed: mutations refused */
+	pthread_mutex_t snap_mu;               /* one snapshot at a time */
+	pthread_t writer;                      /* the writer thread */
+	bool writer_started;                   /* writer needs joining */
+	pthread_t syncer;                      /* the everysec fsync thread */
+	bool syncer_started;                   /* syncer needs joining */
+	pthread_t compactor;                   /* the automatic compaction thread */
+	bool compactor_started;                /* compactor needs joining */
+	uv_async_t async;                      /* wakes the loop: records became durable */
+	bool attached;                         /* async is initialised (guarded by mu) */
+	void (*cb)(void *arg);                 /* the loop's callback */
+	void *cb_arg;                          /* its argument */
 };
 
 int ta_fsync_mode_parse(const char *text, ta_fsync_mode *out)
@@ -430,7 +443,39 @@ static int stripe_of(const char *name)
 	return (int)(h & (TA_PERSIST_STRIPES - 1));
 }
 
-ta_status ta_persist_lock(ta_persist *p, const char *name, bool exclusive, ta_persist_hold *hold,
+/* Takes stripe st alone (kind < 0) or shared with holders of the same kind. */
+static void stripe_lock(ta_stripe *st, int kind)
+{
+	pthread_mutex_lock(&st->mu);
+	bool now = st->holders == 0 || (kind >= 0 && st->kind == kind && st->waiting == 0);
+	if (!now) {
+		/* wait for it to be free, or for sharers of our kind that took it after we
+		 * began to wait (not before: those came before whoever waits ahead of us) */
+		uint64_t since = st->phase;
+		st->waiting++;
+		while (st->holders > 0 && !(kind >= 0 && st->kind == kind && st->phase != since))
+			pthread_cond_wait(&st->cond, &st->mu);
+		st->waiting--;
+	}
+	if (st->holders++ == 0) {
+		st->phase++;
+		st->kind = kind;
+		if (st->waiting > 0 && kind >= 0)
+			pthread_cond_broadcast(&st->cond); /* waiters of our kind may join */
+	}
+	pthread_mutex_unlock(&st->mu);
+}
+
+/* Releases a stripe from stripe_lock. */
+static void stripe_unlock(ta_stripe *st)
+{
+	pthread_mutex_lock(&st->mu);
+	if (--st->holders == 0 && st->waiting > 0)
+		pthread_cond_broadcast(&st->cond);
+	pthread_mutex_unlock(&st->mu);
+}
+
+ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
                           ta_error *err)
 {
 	hold->held = false;
@@ -439,20 +484,12 @@ ta_status ta_persist_lock(ta_persist *p, const char *name, bool exclusive, ta_pe
 		                    "the data log of %s could not be written; mutations are "
 		                    "refused until the daemon is restarted",
 		                    p->dir);
-	hold->exclusive = exclusive || !name;
+	hold->kind = name ? kind : -1;
 	hold->stripe = name ? stripe_of(name) : -1;
 	int lo = name ? hold->stripe : 0;
 	int hi = name ? hold->stripe : TA_PERSIST_STRIPES - 1;
-	for (int s = lo; s <= hi; s++) {
-		int rc = hold->exclusive ? pthread_rwlock_wrlock(&p->stripes[s])
-		                         : pthread_rwlock_rdlock(&p->stripes[s]);
-		if (rc != 0) {
-			for (int u = lo; u < s; u++)
-				pthread_rwlock_unlock(&p->stripes[u]);
-			return ta_error_set(err, TA_INTERNAL, "cannot take a mutation lock: %s",
-			                    strerror(rc));
-		}
-	}
+	for (int s = lo; s <= hi; s++)
+		stripe_lock(&p->stripes[s], hold->kind);
 	hold->held = true;
 	return TA_OK;
 }
@@ -464,7 +501,7 @@ void ta_persist_unlock(ta_persist *p, ta_persist_hold *hold)
 	int lo = hold->stripe >= 0 ? hold->stripe : 0;
 	int hi = hold->stripe >= 0 ? hold->stripe : TA_PERSIST_STRIPES - 1;
 	for (int s = hi; s >= lo; s--)
-		pthread_rwlock_unlock(&p->stripes[s]);
+		stripe_unlock(&p->stripes[s]);
 	hold->held = false;
 }
 
@@ -728,7 +765,7 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 	memset(info, 0, sizeof(*info));
 	pthread_mutex_lock(&p->snap_mu);
 	ta_persist_hold hold;
-	ta_status st = ta_persist_lock(p, NULL, true, &hold, err);
+	ta_status st = ta_persist_lock(p, NULL, -1, &hold, err);
 	if (st != TA_OK) {
 		pthread_mutex_unlock(&p->snap_mu);
 		return st;
@@ -1268,18 +1305,10 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 	atomic_init(&p->durable_seq, 0);
 	atomic_init(&p->failed, false);
 	int rc = 0;
-	pthread_rwlockattr_t attr;
-	if (pthread_rwlockattr_init(&attr) != 0)
-		rc = -1;
-	/* a snapshot or a cas must not wait for ever behind a stream of adds */
-	if (rc == 0)
-		pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	int s = 0;
-	for (; rc == 0 && s < TA_PERSIST_STRIPES; s++)
-		if (pthread_rwlock_init(&p->stripes[s], &attr) != 0)
+	for (int s = 0; rc == 0 && s < TA_PERSIST_STRIPES; s++)
+		if (pthread_mutex_init(&p->stripes[s].mu, NULL) != 0 ||
+		    pthread_cond_init(&p->stripes[s].cond, NULL) != 0)
 			rc = -1;
-	if (rc == 0)
-		pthread_rwlockattr_destroy(&attr);
 	pthread_condattr_t cattr;
 	bool cattr_ok = rc == 0 && pthread_condattr_init(&cattr) == 0 &&
 	                pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) == 0;
@@ -1360,8 +1389,10 @@ void ta_persist_close(ta_persist *p)
 		close(p->lock_fd);
 	if (p->dir_fd >= 0)
 		close(p->dir_fd);
-	for (int s = 0; s < TA_PERSIST_STRIPES; s++)
-		pthread_rwlock_destroy(&p->stripes[s]);
+	for (int s = 0; s < TA_PERSIST_STRIPES; s++) {
+		pthread_mutex_destroy(&p->stripes[s].mu);
+		pthread_cond_destroy(&p->stripes[s].cond);
+	}
 	pthread_mutex_destroy(&p->mu);
 	pthread_mutex_destroy(&p->snap_mu);
 	pthread_cond_destroy(&p->wake);

@@ -8,10 +8,12 @@
  *
  * Ordering: a mutating request takes one of TA_PERSIST_STRIPES locks, chosen by its tile's
  * name, before it looks the tile up and keeps it until its record is appended, so that the
- * order of the records of one tile is the order in which they were applied. Requests whose
- * result does not depend on their order (ta_op_order_independent: integer add, min, max,
- * and, or, xor) share the lock; every other mutation (cas, exch, stores, write, float add,
- * create, destroy) holds it alone. A snapshot holds every stripe alone.
+ * order of the records of one tile is the order in which they were applied. Requests of
+ * one op whose result does not depend on their order (ta_op_order_independent: integer
+ * add, sub, min, max, and, or, xor) share the lock with requests of the same op (adds
+ * with adds; an add and a max do not commute); every other mutation (cas, exch, stores,
+ * write, float add, create, destroy) holds it alone. A snapshot holds every stripe
+ * alone.
  *
  * A writer thread writes the records in the order of their sequence numbers; with
  * --fsync always it fdatasyncs after each write (group commit: one fdatasync covers every
@@ -44,9 +46,9 @@ typedef struct ta_persist ta_persist;
 
 /* A held mutation lock (from ta_persist_lock). */
 typedef struct ta_persist_hold {
-	int stripe;     /* the stripe held, or -1 for all of them */
-	bool exclusive; /* held alone */
-	bool held;      /* a lock is held */
+	int stripe; /* the stripe held, or -1 for all of them */
+	int kind;   /* shared with requests of this kind (>= 0), or -1: held alone */
+	bool held;  /* a lock is held */
 } ta_persist_hold;
 
 /* What a snapshot wrote. */
@@ -78,9 +80,11 @@ int ta_persist_attach(ta_persist *p, uv_loop_t *loop, void (*cb)(void *arg), voi
 /* Closes the loop handle (run the loop once more for the close to complete). */
 void ta_persist_detach(ta_persist *p);
 
-/* Takes the mutation lock of tile name (NULL: every stripe, alone). Fails with
- * UNAVAILABLE when the log could not be written (mutations are refused from then on). */
-ta_status ta_persist_lock(ta_persist *p, const char *name, bool exclusive, ta_persist_hold *hold,
+/* Takes the mutation lock of tile name (NULL: every stripe, alone): shared with the
+ * requests of the same kind >= 0 (requests that commute with each other: one op whose
+ * result does not depend on the order), alone with kind -1. Fails with UNAVAILABLE when
+ * the log could not be written (mutations are refused from then on). */
+ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
                           ta_error *err);
 /* Releases a lock from ta_persist_lock (no-op when none is held). */
 void ta_persist_unlock(ta_persist *p, ta_persist_hold *hold);

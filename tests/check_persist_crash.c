@@ -478,6 +478,9 @@ static void fresh_data(run *r, const char *suffix);
 /* Threads and cas successes each of the order test. */
 #define ORDER_THREADS 6
 #define ORDER_CAS     300
+/* Elements of the tile the threads exchange whole, and how many times each does. */
+#define ORDER_WIDE      262144
+#define ORDER_WIDE_EXCH 10
 
 /* One thread of the order test: cas-increments element 0 of "ord" (shared by all
  * threads) ORDER_CAS times, exchanges into element 1 and adds a value whose rounding
@@ -522,6 +525,20 @@ static void *order_main(void *arg)
 			break;
 		}
 	}
+	/* whole-tile exchanges (even threads) against one-element adds at element 0 (odd
+	 * threads), on the workers. They do not commute: an add that lands on element 0 after
+	 * a running exchange passed it, and finishes first, is logged before the exchange
+	 * unless the exchange holds its lock alone; the log then replays to another value */
+	int reps = t % 2 ? 20 * ORDER_WIDE_EXCH : ORDER_WIDE_EXCH;
+	for (int i = 0; i < reps && !bad; i++) {
+		int64_t v = t % 2 ? 1 : t * 1000 + i;
+		tileatom_array val = tileatom_scalar(TILEATOM_INT64, &v);
+		int rc = t % 2 ? tileatom_atomic_at(c, "ordw", TILEATOM_OP_ADD, 0, TILEATOM_INT64,
+		                                    &v, NULL, NULL, NULL, &err)
+		               : tileatom_elementwise(c, "ordw", TILEATOM_OP_EXCH, NULL, &val, NULL,
+		                                      NULL, NULL, &err);
+		bad = rc != TILEATOM_OK;
+	}
 	if (bad) {
 		*failed = true;
 		fprintf(stderr, "order test thread %d: %s\n", (int)t, err.message);
@@ -530,14 +547,15 @@ static void *order_main(void *arg)
 	return NULL;
 }
 
-/* Reads "ord" (2 int64) and "ordf" (1 float64, as bits). */
-static bool read_order(run *r, int64_t *ints, uint64_t *fbits)
+/* Reads "ord" (2 int64), "ordf" (1 float64, as bits) and "ordw" (ORDER_WIDE int64). */
+static bool read_order(run *r, int64_t *ints, uint64_t *fbits, int64_t *wide)
 {
 	tileatom_error err = {0, ""};
 	tileatom_client *c = connect_client(r, &err);
 	double f = 0;
 	bool ok = c && tileatom_read(c, "ord", NULL, ints, 2 * sizeof(*ints), NULL, &err) == 0 &&
-	          tileatom_read(c, "ordf", NULL, &f, sizeof(f), NULL, &err) == 0;
+	          tileatom_read(c, "ordf", NULL, &f, sizeof(f), NULL, &err) == 0 &&
+	          tileatom_read(c, "ordw", NULL, wide, ORDER_WIDE * sizeof(*wide), NULL, &err) == 0;
 	if (c)
 		tileatom_close(c);
 	memcpy(fbits, &f, sizeof(f));
@@ -560,10 +578,11 @@ static bool order_test(run *r)
 		return false;
 	tileatom_error err = {0, ""};
 	tileatom_client *c = connect_client(r, &err);
-	int64_t shape2[1] = {2}, shape1[1] = {1};
+	int64_t shape2[1] = {2}, shape1[1] = {1}, shapew[1] = {ORDER_WIDE};
 	bool ok = c &&
 	          tileatom_create(c, "ord", TILEATOM_INT64, 1, shape2, NULL, NULL, &err) == 0 &&
-	          tileatom_create(c, "ordf", TILEATOM_FLOAT64, 1, shape1, NULL, NULL, &err) == 0;
+	          tileatom_create(c, "ordf", TILEATOM_FLOAT64, 1, shape1, NULL, NULL, &err) == 0 &&
+	          tileatom_create(c, "ordw", TILEATOM_INT64, 1, shapew, NULL, NULL, &err) == 0;
 	if (c)
 		tileatom_close(c);
 	atomic_bool failed = !ok;
@@ -587,10 +606,27 @@ static bool order_test(run *r)
 		pthread_join(th[t], NULL);
 	int64_t before[2] = {0, 0}, after[2] = {-1, -1};
 	uint64_t fb = 0, fa = 1;
-	ok = !failed && read_order(r, before, &fb);
+	int64_t *wb = calloc(ORDER_WIDE, sizeof(int64_t)),
+	        *wa = calloc(ORDER_WIDE, sizeof(int64_t));
+	ok = !failed && wb && wa && read_order(r, before, &fb, wb);
 	daemon_kill(r, SIGKILL);
-	ok = ok && daemon_start(r, NULL, true, &status) && read_order(r, after, &fa);
+	ok = ok && daemon_start(r, NULL, true, &status) && read_order(r, after, &fa, wa);
 	daemon_kill(r, SIGTERM);
+	int64_t mixed = 0, differ = 0;
+	for (int64_t i = 0; ok && i < ORDER_WIDE; i++) {
+		mixed += i > 0 && wb[i] != wb[1]; /* element 0 takes the adds too */
+		differ += wa[i] != wb[i];
+	}
+	free(wb);
+	free(wa);
+	if (ok && (mixed || differ)) {
+		fprintf(stderr,
+		        "order test: the whole-tile exchanges left %" PRId64
+		        " elements unlike the others before the kill, and %" PRId64
+		        " differ after the restart\n",
+		        mixed, differ);
+		ok = false;
+	}
 	if (ok && (before[0] != ORDER_THREADS * ORDER_CAS || after[0] != before[0] ||
 	           after[1] != before[1] || fa != fb)) {
 		fprintf(stderr,

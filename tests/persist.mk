@@ -1,7 +1,7 @@
-# tests/persist.mk: durability of tileatomd --data-dir (tests/check_persist_crash.c): kill -9
-# under load from several clients, restart, count; damaged logs and snapshots refused. The
-# default run is short (about 15 s); `tests/check_persist_crash --rounds 100` gives the
-# figures of docs/RELIABILITY.md.
+# tests/persist.mk: durability of tileatomd --data-dir: tests/check_persist_crash.c (kill -9
+# under load from several clients, restart, count; damaged logs and snapshots refused; the
+# default run is short, about 20 s, and `tests/check_persist_crash --rounds 100` gives the
+# figures of docs/RELIABILITY.md) and tests/check_persist.c (in-process unit tests).
 check_PROGRAMS += tests/check_persist_crash
 TESTS += tests/check_persist_crash
 
@@ -10,3 +10,14 @@ tests_check_persist_crash_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DTILEATOMD_PATH='"$(abs_top_builddir)/daemon/tileatomd"'
 tests_check_persist_crash_LDADD = client/libtileatom-client.la
 EXTRA_tests_check_persist_crash_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
+
+# In-process unit tests of daemon/persist.c (settings, locks, replay, snapshot).
+if HAVE_CHECK
+check_PROGRAMS += tests/check_persist
+TESTS += tests/check_persist
+tests_check_persist_SOURCES = tests/check_persist.c
+tests_check_persist_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_check_persist_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) \
+	$(INIH_CFLAGS)
+tests_check_persist_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
+endif

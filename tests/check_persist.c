@@ -1,0 +1,554 @@
+/* check_persist.c: unit tests of tileatomd's durability (daemon/persist.c) in-process, on
+ * the CPU backend: the settings (data_dir, fsync, compact_size), the mutation locks
+ * (shared by one op, alone otherwise, waiters not starved), a log replayed into a fresh
+ * registry with exact values, a snapshot request compacting the log, a data directory
+ * locked against a second daemon, and the snapshot request refused without --data-dir.
+ * The kill -9 and damaged-file tests are in check_persist_crash.c. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include <check.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "dispatch.h"
+#include "persist.h"
+#include "registry.h"
+#include "ta_frame.h"
+#include "tileatom.pb-c.h"
+
+/* ---- settings ---- */
+
+START_TEST(test_settings)
+{
+	ta_config cfg;
+	ta_config_init(&cfg);
+	ta_error err = {0};
+	ck_assert_ptr_null(cfg.data_dir);
+	ck_assert_int_eq(cfg.fsync_mode, TA_FSYNC_EVERYSEC);
+	ck_assert_uint_eq(cfg.compact_size, UINT64_C(64) << 20);
+	ck_assert_int_eq(ta_config_set(&cfg, "data-dir", "/var/lib/tileatom", &err), TA_OK);
+	ck_assert_str_eq(cfg.data_dir, "/var/lib/tileatom");
+	ck_assert_int_eq(ta_config_set(&cfg, "fsync", "always", &err), TA_OK);
+	ck_assert_int_eq(cfg.fsync_mode, TA_FSYNC_ALWAYS);
+	ck_assert_int_eq(ta_config_set(&cfg, "fsync", "no", &err), TA_OK);
+	ck_assert_int_eq(cfg.fsync_mode, TA_FSYNC_NO);
+	ck_assert_int_eq(ta_config_set(&cfg, "fsync", "sometimes", &err), TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "fsync: 'sometimes' is not always, everysec or no");
+	ck_assert_int_eq(cfg.fsync_mode, TA_FSYNC_NO);
+	ck_assert_int_eq(ta_config_set(&cfg, "compact_size", "1M", &err), TA_OK);
+	ck_assert_uint_eq(cfg.compact_size, 1u << 20);
+	ck_assert_int_eq(ta_config_set(&cfg, "compact_size", "12Q", &err), TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "compact_size: '12Q' is not a size (e.g. 64M; 0 = never)");
+	ck_assert_int_eq(ta_config_set(&cfg, "data_dir", "", &err), TA_OK);
+	ck_assert_ptr_null(cfg.data_dir);
+	char *argv[] = {"tileatomd", "--data-dir", "/tmp/x", "--fsync", "bogus", NULL};
+	ta_config_action action;
+	ck_assert_int_eq(ta_config_parse_args(&cfg, 5, argv, &action, &err), TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "--fsync: 'bogus' is not always, everysec or no");
+	ta_config_free(&cfg);
+}
+END_TEST
+
+/* ---- a service around a persistence directory ---- */
+
+/* Backend, registry, service and data directory of one test. */
+typedef struct fixture {
+	ta_backend *be;   /* CPU backend */
+	ta_registry *reg; /* registry */
+	ta_service svc;   /* service */
+	ta_persist *p;    /* persistence (NULL when closed) */
+	char dir[64];     /* the temporary data directory */
+	uint64_t next_id; /* next request id */
+} fixture;
+
+/* A fresh registry and service (no persistence yet). */
+static void fx_service(fixture *fx)
+{
+	ta_error err = {0};
+	fx->be = ta_cpu_backend_new(2, &err);
+	ck_assert_ptr_nonnull(fx->be);
+	fx->reg = ta_registry_new(fx->be, 0, 0, &err);
+	ck_assert_ptr_nonnull(fx->reg);
+	ta_service_init(&fx->svc, fx->be, fx->reg, 1u << 20);
+}
+
+/* Opens the data directory into the service (replaying it). */
+static void fx_open(fixture *fx, ta_fsync_mode mode)
+{
+	ta_error err = {0};
+	ck_assert_msg(ta_persist_open(&fx->p, fx->dir, mode, 0, &fx->svc, &err) == TA_OK, "%s",
+	              err.msg);
+	fx->svc.persist = fx->p;
+}
+
+/* Closes persistence and frees the service. */
+static void fx_close(fixture *fx)
+{
+	fx->svc.persist = NULL;
+	ta_persist_close(fx->p);
+	fx->p = NULL;
+	ta_registry_free(fx->reg);
+	ta_backend_destroy(fx->be);
+}
+
+/* Runs a request through dispatch; returns the decoded response. */
+static Tileatom__Response *call(fixture *fx, Tileatom__Request *req)
+{
+	req->id = ++fx->next_id;
+	size_t n = protobuf_c_message_get_packed_size(&req->base);
+	uint8_t *buf = malloc(n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(protobuf_c_message_pack(&req->base, buf), n);
+	ta_reply reply;
+	ta_dispatch_frame(&fx->svc, buf, n, &reply);
+	free(buf);
+	ck_assert_ptr_nonnull(reply.frame);
+	Tileatom__Response *resp = tileatom__response__unpack(NULL, reply.len - TA_FRAME_HEADER,
+	                                                      reply.frame + TA_FRAME_HEADER);
+	free(reply.frame);
+	ck_assert_ptr_nonnull(resp);
+	return resp;
+}
+
+/* Asserts OK and frees the response. */
+static void ok(Tileatom__Response *resp)
+{
+	ck_assert_msg(resp->status == TILEATOM__STATUS__OK, "status %d: %s", resp->status,
+	              resp->message);
+	tileatom__response__free_unpacked(resp, NULL);
+}
+
+/* create NAME int64 [n]. */
+static Tileatom__Response *create_i64(fixture *fx, const char *name, int64_t n)
+{
+	int64_t shape[1] = {n};
+	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
+	c.name = (char *)name;
+	c.dtype = TILEATOM__DTYPE__INT64;
+	c.n_shape = 1;
+	c.shape = shape;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_CREATE;
+	req.create = &c;
+	return call(fx, &req);
+}
+
+/* An indexed op on element index with 8-byte value and compare (cas) bits of dtype dt. */
+static Tileatom__Response *op_at_dt(fixture *fx, const char *name, Tileatom__Op op, int64_t index,
+                                    Tileatom__DType dt, int64_t value, int64_t compare)
+{
+	int64_t one[1] = {1};
+	Tileatom__Array idx = TILEATOM__ARRAY__INIT, val = TILEATOM__ARRAY__INIT,
+	                cmp = TILEATOM__ARRAY__INIT;
+	idx.dtype = TILEATOM__DTYPE__INT64;
+	idx.n_shape = 1;
+	idx.shape = one;
+	idx.data.data = (uint8_t *)&index;
+	idx.data.len = 8;
+	val.dtype = dt;
+	val.data.data = (uint8_t *)&value;
+	val.data.len = 8;
+	cmp = val;
+	cmp.data.data = (uint8_t *)&compare;
+	Tileatom__Array *indices[1] = {&idx};
+	Tileatom__IndexedAddr addr = TILEATOM__INDEXED_ADDR__INIT;
+	addr.n_indices = 1;
+	addr.indices = indices;
+	addr.flat = true;
+	Tileatom__IndexedAtomicRequest x = TILEATOM__INDEXED_ATOMIC_REQUEST__INIT;
+	x.tile = (char *)name;
+	x.op = op;
+	x.addr = &addr;
+	x.values = &val;
+	x.compare = op == TILEATOM__OP__CAS ? &cmp : NULL;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_INDEXED;
+	req.indexed = &x;
+	return call(fx, &req);
+}
+
+/* An indexed op on element index of an int64 tile (compare for cas). */
+static Tileatom__Response *op_at(fixture *fx, const char *name, Tileatom__Op op, int64_t index,
+                                 int64_t value, int64_t compare)
+{
+	return op_at_dt(fx, name, op, index, TILEATOM__DTYPE__INT64, value, compare);
+}
+
+/* Reads an int64 tile of n elements into out. */
+static void read_i64(fixture *fx, const char *name, int64_t *out, size_t n)
+{
+	Tileatom__ReadRegionRequest r = TILEATOM__READ_REGION_REQUEST__INIT;
+	r.tile = (char *)name;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_READ;
+	req.read = &r;
+	Tileatom__Response *resp = call(fx, &req);
+	ck_assert_msg(resp->status == TILEATOM__STATUS__OK, "%s", resp->message);
+	ck_assert_uint_eq(resp->data->data.len, n * 8);
+	memcpy(out, resp->data->data.data, n * 8);
+	tileatom__response__free_unpacked(resp, NULL);
+}
+
+/* The snapshot request. */
+static Tileatom__Response *snapshot(fixture *fx)
+{
+	Tileatom__SnapshotRequest s = TILEATOM__SNAPSHOT_REQUEST__INIT;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_SNAPSHOT;
+	req.snapshot = &s;
+	return call(fx, &req);
+}
+
+/* Number of log files in the directory. */
+static int count_logs(const char *dir)
+{
+	DIR *d = opendir(dir);
+	ck_assert_ptr_nonnull(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		n += strncmp(e->d_name, "log-", 4) == 0;
+	closedir(d);
+	return n;
+}
+
+static void fx_mkdir(fixture *fx)
+{
+	memset(fx, 0, sizeof(*fx));
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/check-persist-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(fx->dir));
+}
+
+static void fx_rmdir(fixture *fx)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(test_replay)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ok(create_i64(&fx, "c", 4));
+	for (int i = 0; i < 5; i++)
+		ok(op_at(&fx, "c", TILEATOM__OP__ADD, 0, 3, 0));
+	ok(op_at(&fx, "c", TILEATOM__OP__CAS, 1, 7, 0));   /* 0 -> 7 */
+	ok(op_at(&fx, "c", TILEATOM__OP__CAS, 1, 9, 5));   /* fails: stays 7 */
+	ok(op_at(&fx, "c", TILEATOM__OP__EXCH, 2, -4, 0)); /* 0 -> -4 */
+	ok(op_at(&fx, "c", TILEATOM__OP__MAX, 3, 11, 0));
+	ok(op_at(&fx, "c", TILEATOM__OP__ADD, 3, -1, 0)); /* 10 */
+	ok(create_i64(&fx, "gone", 2));
+	Tileatom__DestroyTileRequest d = TILEATOM__DESTROY_TILE_REQUEST__INIT;
+	d.name = "gone";
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_DESTROY;
+	req.destroy = &d;
+	ok(call(&fx, &req));
+	/* an index outside the tile is skipped (logged, and skipped again on replay); a failed
+	 * mutation is not logged */
+	Tileatom__Response *resp = op_at(&fx, "c", TILEATOM__OP__ADD, 9, 1, 0);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	ck_assert_uint_eq(resp->op->skipped, 1);
+	tileatom__response__free_unpacked(resp, NULL);
+	resp = op_at(&fx, "nope", TILEATOM__OP__ADD, 0, 1, 0);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__NOT_FOUND);
+	tileatom__response__free_unpacked(resp, NULL);
+	int64_t want[4] = {15, 7, -4, 10}, got[4];
+	read_i64(&fx, "c", got, 4);
+	ck_assert_mem_eq(got, want, sizeof(want));
+	fx_close(&fx);
+
+	/* a fresh registry gets the same tiles from the log */
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	memset(got, 0, sizeof(got));
+	read_i64(&fx, "c", got, 4);
+	ck_assert_mem_eq(got, want, sizeof(want));
+	uint32_t tiles = 0;
+	uint64_t bytes = 0;
+	ta_registry_stats(fx.reg, &tiles, &bytes);
+	ck_assert_uint_eq(tiles, 1);
+	ck_assert_uint_eq(bytes, 32);
+	ck_assert_uint_eq(atomic_load(&fx.svc.requests), 1); /* the read; replay not counted */
+
+	/* a snapshot compacts: one log left, and the state survives another reopen */
+	ok(op_at(&fx, "c", TILEATOM__OP__ADD, 0, 1, 0));
+	resp = snapshot(&fx);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	ck_assert_int_eq(resp->body_case, TILEATOM__RESPONSE__BODY_SNAPSHOT);
+	ck_assert_uint_eq(resp->snapshot->tiles, 1);
+	ck_assert_uint_eq(resp->snapshot->seq, 15); /* 2 creates, 11 ops, 1 destroy, 1 add */
+	ck_assert_uint_gt(resp->snapshot->log_removed, 0);
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert_int_eq(count_logs(fx.dir), 1);
+	ok(op_at(&fx, "c", TILEATOM__OP__SUB, 1, 2, 0));
+	fx_close(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_NO);
+	int64_t want2[4] = {16, 5, -4, 10};
+	read_i64(&fx, "c", got, 4);
+	ck_assert_mem_eq(got, want2, sizeof(want2));
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+START_TEST(test_dir_locked)
+{
+	fixture a, b;
+	fx_mkdir(&a);
+	fx_service(&a);
+	fx_open(&a, TA_FSYNC_EVERYSEC);
+	memset(&b, 0, sizeof(b));
+	memcpy(b.dir, a.dir, sizeof(b.dir));
+	fx_service(&b);
+	ta_error err = {0};
+	ck_assert_int_eq(ta_persist_open(&b.p, b.dir, TA_FSYNC_EVERYSEC, 0, &b.svc, &err),
+	                 TA_UNAVAILABLE);
+	ck_assert_ptr_nonnull(strstr(err.msg, "is in use by another tileatomd"));
+	ck_assert_ptr_nonnull(strstr(err.msg, a.dir));
+	fx_close(&b);
+	fx_close(&a);
+	fx_rmdir(&a);
+}
+END_TEST
+
+START_TEST(test_snapshot_without_data_dir)
+{
+	fixture fx;
+	memset(&fx, 0, sizeof(fx));
+	fx_service(&fx);
+	Tileatom__Response *resp = snapshot(&fx);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__UNAVAILABLE);
+	ck_assert_str_eq(resp->message, "this daemon keeps no data (start it with --data-dir DIR)");
+	tileatom__response__free_unpacked(resp, NULL);
+	ta_registry_free(fx.reg);
+	ta_backend_destroy(fx.be);
+}
+END_TEST
+
+/* ---- the mutation locks ---- */
+
+/* A thread taking a lock: name, kind; sets got once it holds it, releases on go. */
+typedef struct locker {
+	ta_persist *p;    /* persistence */
+	const char *name; /* tile name */
+	int kind;         /* lock kind */
+	atomic_bool got;  /* it holds the lock */
+	atomic_bool go;   /* release it */
+	pthread_t thread; /* the thread */
+} locker;
+
+static void *locker_main(void *arg)
+{
+	locker *l = arg;
+	ta_persist_hold hold;
+	ta_error err = {0};
+	if (ta_persist_lock(l->p, l->name, l->kind, &hold, &err) != TA_OK)
+		return NULL;
+	atomic_store(&l->got, true);
+	while (!atomic_load(&l->go)) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	ta_persist_unlock(l->p, &hold);
+	return NULL;
+}
+
+static void locker_start(locker *l, ta_persist *p, const char *name, int kind)
+{
+	l->p = p;
+	l->name = name;
+	l->kind = kind;
+	atomic_init(&l->got, false);
+	atomic_init(&l->go, false);
+	ck_assert_int_eq(pthread_create(&l->thread, NULL, locker_main, l), 0);
+}
+
+/* Waits up to ms for l to hold its lock; returns whether it does. */
+static bool locker_holds(locker *l, int ms)
+{
+	for (int i = 0; i < ms && !atomic_load(&l->got); i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	return atomic_load(&l->got);
+}
+
+static void locker_release(locker *l)
+{
+	atomic_store(&l->go, true);
+	ck_assert_int_eq(pthread_join(l->thread, NULL), 0);
+}
+
+START_TEST(test_lock_kinds)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_NO);
+	locker add1, add2, max1, alone, add3, other;
+	/* two adds share; a max waits for them; an add arriving after the max waits too */
+	locker_start(&add1, fx.p, "t", 1);
+	ck_assert(locker_holds(&add1, 2000));
+	locker_start(&add2, fx.p, "t", 1);
+	ck_assert(locker_holds(&add2, 2000));
+	locker_start(&max1, fx.p, "t", 4);
+	ck_assert(!locker_holds(&max1, 100));
+	locker_start(&add3, fx.p, "t", 1);
+	ck_assert(!locker_holds(&add3, 100)); /* the waiting max is not starved */
+	/* another tile name (another stripe: FNV-1a 35 and 8 of 64) is not held up */
+	locker_start(&other, fx.p, "another tile", -1);
+	ck_assert(locker_holds(&other, 2000));
+	locker_release(&other);
+	locker_release(&add1);
+	ck_assert(!locker_holds(&max1, 50));
+	locker_release(&add2);
+	/* the max and the late add each get it, one after the other */
+	for (int i = 0; i < 2000 && !atomic_load(&max1.got) && !atomic_load(&add3.got); i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	ck_assert(atomic_load(&max1.got) != atomic_load(&add3.got));
+	locker *first = atomic_load(&max1.got) ? &max1 : &add3;
+	locker *second = first == &max1 ? &add3 : &max1;
+	ck_assert(!locker_holds(second, 50));
+	locker_release(first);
+	ck_assert(locker_holds(second, 2000));
+	/* held alone: nobody shares */
+	locker_start(&alone, fx.p, "t", -1);
+	ck_assert(!locker_holds(&alone, 50));
+	locker_release(second);
+	ck_assert(locker_holds(&alone, 2000));
+	locker add4;
+	locker_start(&add4, fx.p, "t", 1);
+	ck_assert(!locker_holds(&add4, 50));
+	locker_release(&alone);
+	ck_assert(locker_holds(&add4, 2000));
+	locker_release(&add4);
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+/* A request run through dispatch on a thread of its own. */
+typedef struct runner {
+	fixture *fx;      /* the service */
+	const char *tile; /* tile name */
+	Tileatom__Op op;  /* indexed op at element 0 */
+	atomic_bool done; /* it answered */
+	int status;       /* its status */
+	pthread_t thread; /* the thread */
+} runner;
+
+static void *runner_main(void *arg)
+{
+	runner *r = arg;
+	double one = 1.0;
+	int64_t fbits;
+	memcpy(&fbits, &one, sizeof(fbits));
+	bool f = strcmp(r->tile, "f") == 0; /* the float64 tile */
+	Tileatom__Response *resp =
+	    op_at_dt(r->fx, r->tile, r->op, 0,
+	             f ? TILEATOM__DTYPE__FLOAT64 : TILEATOM__DTYPE__INT64, f ? fbits : 1, 0);
+	r->status = resp->status;
+	tileatom__response__free_unpacked(resp, NULL);
+	atomic_store(&r->done, true);
+	return NULL;
+}
+
+/* Starts op on tile; returns whether it answered within ms (then joins it). */
+static bool run_within(fixture *fx, runner *r, const char *tile, Tileatom__Op op, int ms)
+{
+	r->fx = fx;
+	r->tile = tile;
+	r->op = op;
+	atomic_init(&r->done, false);
+	ck_assert_int_eq(pthread_create(&r->thread, NULL, runner_main, r), 0);
+	for (int i = 0; i < ms && !atomic_load(&r->done); i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	bool done = atomic_load(&r->done);
+	if (done)
+		ck_assert_int_eq(pthread_join(r->thread, NULL), 0);
+	return done;
+}
+
+START_TEST(test_dispatch_lock_choice)
+{
+	/* while integer adds hold tile i's lock, another add runs; a max, a cas and an exch
+	 * wait; on a float tile an add waits too (float adds do not commute) */
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_NO);
+	ok(create_i64(&fx, "i", 2));
+	int64_t shape[1] = {2};
+	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
+	c.name = "f";
+	c.dtype = TILEATOM__DTYPE__FLOAT64;
+	c.n_shape = 1;
+	c.shape = shape;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_CREATE;
+	req.create = &c;
+	ok(call(&fx, &req));
+	locker adds, fadds;
+	locker_start(&adds, fx.p, "i", (int)TA_OP_ADD);
+	ck_assert(locker_holds(&adds, 2000));
+	locker_start(&fadds, fx.p, "f", (int)TA_OP_ADD);
+	ck_assert(locker_holds(&fadds, 2000));
+	runner add, max, cas, fadd;
+	ck_assert(run_within(&fx, &add, "i", TILEATOM__OP__ADD, 2000));
+	ck_assert_int_eq(add.status, TILEATOM__STATUS__OK);
+	ck_assert(!run_within(&fx, &max, "i", TILEATOM__OP__MAX, 100));
+	ck_assert(!run_within(&fx, &cas, "i", TILEATOM__OP__CAS, 100));
+	ck_assert(!run_within(&fx, &fadd, "f", TILEATOM__OP__ADD, 100));
+	locker_release(&adds);
+	locker_release(&fadds);
+	runner *waited[] = {&max, &cas, &fadd};
+	for (int k = 0; k < 3; k++) {
+		ck_assert_int_eq(pthread_join(waited[k]->thread, NULL), 0);
+		ck_assert_int_eq(waited[k]->status, TILEATOM__STATUS__OK);
+	}
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+static Suite *persist_suite(void)
+{
+	Suite *s = suite_create("persist");
+	TCase *tc = tcase_create("persist");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_settings);
+	tcase_add_test(tc, test_replay);
+	tcase_add_test(tc, test_dir_locked);
+	tcase_add_test(tc, test_snapshot_without_data_dir);
+	tcase_add_test(tc, test_lock_kinds);
+	tcase_add_test(tc, test_dispatch_lock_choice);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(persist_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
