@@ -1194,8 +1194,8 @@ out:
 	if (st == TA_OK && torn && last)
 		ta_log(TA_LOG_WARNING,
 		       "%s: dropping a torn last record at offset %" PRIu64 " (%s, %" PRIu64
-		       " bytes; a write interrupted by a crash): that request was never "
-		       "acknowledged as durable",
+		       " bytes: a write interrupted by a crash); with --fsync always it was "
+		       "never acknowledged",
 		       path, *end, torn, r.off - *end);
 	if (st == TA_OK)
 		ta_log(TA_LOG_INFO, "%s: replayed %" PRIu64 " records", path, applied);
