@@ -8,7 +8,10 @@
  *    worker thread, never from the event loop). Every element is atomic on its own; the
  *    order among elements is unspecified. The plan's host arrays are only read during the
  *    call; old_out is written before it returns. apply may be called concurrently from
- *    several threads, on the same tile too.
+ *    several threads, on the same tile too. A backend may run concurrent calls together
+ *    (the CUDA backend puts small requests from all callers into one launch); each call
+ *    still returns only when its plan has run, and a thread's later call sees its earlier
+ *    ones.
  *  - A backend never reads or writes outside [mem, mem + tile bytes), whatever the plan.
  *  - Read/write/fill of regions are plans too (LOAD / STORE over a region). */
 #ifndef TA_BACKEND_H
@@ -44,6 +47,9 @@ typedef struct ta_backend_vtbl {
 	                   ta_result *result, ta_error *err);
 	/* Fills *info. */
 	void (*info)(ta_backend *be, ta_backend_info *info);
+	/* Sets how long (microseconds) a batch of small requests waits for more before it
+	 * runs; NULL for a backend that does not batch (the CPU backend). */
+	void (*set_batch_window)(ta_backend *be, unsigned usec);
 } ta_backend_vtbl;
 
 /* Base of every backend object: implementations embed it first. */
@@ -82,6 +88,11 @@ static inline ta_status ta_backend_apply(ta_backend *be, void *mem, size_t tile_
 static inline void ta_backend_info_get(ta_backend *be, ta_backend_info *info)
 {
 	be->vt->info(be, info);
+}
+static inline void ta_backend_set_batch_window(ta_backend *be, unsigned usec)
+{
+	if (be->vt->set_batch_window)
+		be->vt->set_batch_window(be, usec);
 }
 
 #ifdef __cplusplus

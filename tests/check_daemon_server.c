@@ -990,7 +990,7 @@ START_TEST(test_stale_socket_and_bad_usage)
 	start_daemon_ex(&d, bad, true, &status);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 2);
 	err = slurp(d.err_path);
-	ck_assert_ptr_nonnull(strstr(err, "workers: 'zero' is not a thread count"));
+	ck_assert_ptr_nonnull(strstr(err, "workers: 'zero' is not auto or a thread count"));
 	free(err);
 	cleanup(&d);
 }
