@@ -616,22 +616,12 @@ struct cuda_slot {
 /* ... or this many callers (chains: one warp each). */
 #define TA_CUDA_BATCH_CHAINS (1u << 13)
 
-/* One small request handed to the batcher, and what became of it. */
-struct batch_call {
-	void *mem;           /* tile memory (device) */
-	size_t tile_bytes;   /* its size */
-	const ta_plan *plan; /* the request (checked by ta_plan_check) */
-	ta_result *result;   /* filled when done */
-	ta_error *err;       /* filled when st is not TA_OK */
-	ta_status st;        /* outcome */
-};
-
 /* One caller waiting for its requests (a chain, run in order) to go through a batch. */
 struct batch_wait {
-	batch_call *calls; /* the requests, in order */
-	int n;             /* number of calls */
-	bool done;         /* every call has its outcome */
-	batch_wait *next;  /* pending queue link */
+	ta_apply_call *calls; /* the requests, in order */
+	int n;                /* number of calls */
+	bool done;            /* every call has its outcome */
+	batch_wait *next;     /* pending queue link */
 };
 
 /* The batcher: callers queue their small requests; whichever finds no batch running
@@ -878,7 +868,7 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits)
 	if (st != TA_OK) {
 		for (batch_wait *w = waits; w; w = w->next)
 			for (int i = 0; i < w->n; i++) {
-				w->calls[i].st = st;
+				w->calls[i].status = st;
 				*w->calls[i].err = err;
 			}
 		return;
@@ -895,7 +885,7 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits)
 		chains[ci].first_item = ii;
 		chains[ci].n_items = 0;
 		for (int i = 0; i < w->n; i++) {
-			batch_call *c = &w->calls[i];
+			ta_apply_call *c = &w->calls[i];
 			const ta_plan *p = c->plan;
 			size_t es = ta_dtype_size(p->dtype);
 			int64_t tile_elems = (int64_t)(c->tile_bytes / es);
@@ -934,9 +924,9 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits)
 			chains[ci].n_items++;
 			c->result->skipped = skipped;
 			c->result->applied = applied;
-			c->st = TA_OK;
+			c->status = TA_OK;
 			if (outside)
-				c->st =
+				c->status =
 				    ta_error_set(c->err, TA_INTERNAL,
 				                 "cuda backend: %llu elements resolved outside the "
 				                 "tile and were not applied (inconsistent plan)",
@@ -964,10 +954,10 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits)
 	oi = 0;
 	for (batch_wait *w = waits; w; w = w->next)
 		for (int i = 0; i < w->n; i++) {
-			batch_call *c = &w->calls[i];
+			ta_apply_call *c = &w->calls[i];
 			const ta_plan *p = c->plan;
 			if (st != TA_OK) {
-				c->st = st;
+				c->status = st;
 				*c->err = err;
 				c->result->skipped = 0;
 				c->result->applied = 0;
@@ -1157,10 +1147,10 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	if ((st = be_enter(be, err)) != TA_OK)
 		return st;
 	if (batchable(be, plan)) {
-		batch_call call = {mem, tile_bytes, plan, result, err, TA_OK};
+		ta_apply_call call = {mem, tile_bytes, plan, result, err, TA_OK};
 		batch_wait wait = {&call, 1, false, NULL};
 		batch_submit(be, &wait);
-		return call.st;
+		return call.status;
 	}
 
 	/* staging layout: operands, counters, old values */
@@ -1269,6 +1259,51 @@ out:
 	return st;
 }
 
+/* vtable apply_many: runs of consecutive small plans go through the batcher as one chain
+ * (one warp, in order); any other plan runs alone between them, in its place. */
+static void cuda_apply_many(ta_backend *base, ta_apply_call *calls, size_t n)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	size_t i = 0;
+	while (i < n) {
+		/* calls[i] that needs nothing from the GPU, or fails its checks, is done here */
+		ta_apply_call *c = &calls[i];
+		c->result->skipped = 0;
+		c->result->applied = 0;
+		kargs check;
+		c->status = check_plan(c->plan, c->tile_bytes, &check, c->err);
+		if (c->status == TA_OK && c->plan->count > 0 && !c->mem)
+			c->status = ta_error_set(c->err, TA_INVALID_ARGUMENT, "no tile memory");
+		if (c->status == TA_OK && c->plan->count > 0)
+			c->status = be_enter(be, c->err);
+		if (c->status != TA_OK || c->plan->count == 0) {
+			i++;
+			continue;
+		}
+		if (!batchable(be, c->plan)) {
+			c->status =
+			    cuda_apply(base, c->mem, c->tile_bytes, c->plan, c->result, c->err);
+			i++;
+			continue;
+		}
+		/* the longest run of checked small plans from i */
+		size_t j = i + 1;
+		while (j < n) {
+			ta_apply_call *d = &calls[j];
+			if (!d->mem || d->plan->count == 0 || !batchable(be, d->plan))
+				break;
+			kargs chk;
+			d->status = check_plan(d->plan, d->tile_bytes, &chk, d->err);
+			if (d->status != TA_OK)
+				break;
+			j++;
+		}
+		batch_wait wait = {&calls[i], (int)(j - i), false, NULL};
+		batch_submit(be, &wait);
+		i = j;
+	}
+}
+
 /* vtable info: the facts gathered when the backend was created. */
 static void cuda_info(ta_backend *base, ta_backend_info *info)
 {
@@ -1276,8 +1311,9 @@ static void cuda_info(ta_backend *base, ta_backend_info *info)
 }
 
 /* The CUDA backend's vtable. */
-static const ta_backend_vtbl cuda_vtbl = {cuda_destroy, cuda_tile_alloc, cuda_tile_free,
-                                          cuda_apply,   cuda_info,       cuda_set_batch_window};
+static const ta_backend_vtbl cuda_vtbl = {cuda_destroy,         cuda_tile_alloc, cuda_tile_free,
+                                          cuda_apply,           cuda_apply_many, cuda_info,
+                                          cuda_set_batch_window};
 
 extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 {

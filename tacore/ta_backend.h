@@ -34,6 +34,16 @@ typedef struct ta_backend_info {
 	int workers;                 /* worker threads (cpu) or streams (cuda) */
 } ta_backend_info;
 
+/* One plan of an apply_many call and what became of it. */
+typedef struct ta_apply_call {
+	void *mem;           /* tile memory */
+	size_t tile_bytes;   /* its size */
+	const ta_plan *plan; /* the plan (old_out set when want_old) */
+	ta_result *result;   /* filled on success */
+	ta_error *err;       /* filled on failure */
+	ta_status status;    /* outcome, set by apply_many */
+} ta_apply_call;
+
 /* The operations every backend implements. */
 typedef struct ta_backend_vtbl {
 	/* Releases the backend and everything it holds (tiles must be freed first). */
@@ -45,6 +55,10 @@ typedef struct ta_backend_vtbl {
 	/* Applies plan to the tile at mem (tile_bytes long); fills *result. */
 	ta_status (*apply)(ta_backend *be, void *mem, size_t tile_bytes, const ta_plan *plan,
 	                   ta_result *result, ta_error *err);
+	/* Applies n plans in order, as n successive apply calls of the calling thread would
+	 * (each sees the ones before it), and sets each call's status; NULL for a backend
+	 * with nothing better than that loop. */
+	void (*apply_many)(ta_backend *be, ta_apply_call *calls, size_t n);
 	/* Fills *info. */
 	void (*info)(ta_backend *be, ta_backend_info *info);
 	/* Sets how long (microseconds) a batch of small requests waits for more before it
@@ -84,6 +98,16 @@ static inline ta_status ta_backend_apply(ta_backend *be, void *mem, size_t tile_
                                          const ta_plan *plan, ta_result *result, ta_error *err)
 {
 	return be->vt->apply(be, mem, tile_bytes, plan, result, err);
+}
+static inline void ta_backend_apply_many(ta_backend *be, ta_apply_call *calls, size_t n)
+{
+	if (be->vt->apply_many) {
+		be->vt->apply_many(be, calls, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		calls[i].status = be->vt->apply(be, calls[i].mem, calls[i].tile_bytes,
+		                                calls[i].plan, calls[i].result, calls[i].err);
 }
 static inline void ta_backend_info_get(ta_backend *be, ta_backend_info *info)
 {
