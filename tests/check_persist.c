@@ -305,6 +305,132 @@ START_TEST(test_replay)
 }
 END_TEST
 
+/* Storage of one indexed request built by build_indexed. */
+typedef struct indexed_msg {
+	int64_t one[1];                   /* index array shape */
+	int64_t index, value, compare;    /* the element data */
+	Tileatom__Array idx, val, cmp;    /* arrays */
+	Tileatom__Array *indices[1];      /* addr.indices */
+	Tileatom__IndexedAddr addr;       /* addressing */
+	Tileatom__IndexedAtomicRequest x; /* the body */
+	Tileatom__Request req;            /* the request */
+} indexed_msg;
+
+/* Builds an indexed int64 op at element index into m. */
+static void build_indexed(indexed_msg *m, uint64_t id, const char *name, Tileatom__Op op,
+                          int64_t index, int64_t value, int64_t compare)
+{
+	memset(m, 0, sizeof(*m));
+	m->one[0] = 1;
+	m->index = index;
+	m->value = value;
+	m->compare = compare;
+	tileatom__array__init(&m->idx);
+	m->idx.dtype = TILEATOM__DTYPE__INT64;
+	m->idx.n_shape = 1;
+	m->idx.shape = m->one;
+	m->idx.data.data = (uint8_t *)&m->index;
+	m->idx.data.len = 8;
+	tileatom__array__init(&m->val);
+	m->val.dtype = TILEATOM__DTYPE__INT64;
+	m->val.data.data = (uint8_t *)&m->value;
+	m->val.data.len = 8;
+	m->cmp = m->val;
+	m->cmp.data.data = (uint8_t *)&m->compare;
+	m->indices[0] = &m->idx;
+	tileatom__indexed_addr__init(&m->addr);
+	m->addr.n_indices = 1;
+	m->addr.indices = m->indices;
+	m->addr.flat = true;
+	tileatom__indexed_atomic_request__init(&m->x);
+	m->x.tile = (char *)name;
+	m->x.op = op;
+	m->x.addr = &m->addr;
+	m->x.values = &m->val;
+	m->x.compare = op == TILEATOM__OP__CAS ? &m->cmp : NULL;
+	tileatom__request__init(&m->req);
+	m->req.id = id;
+	m->req.body_case = TILEATOM__REQUEST__BODY_INDEXED;
+	m->req.indexed = &m->x;
+}
+
+/* Appends a read of a whole tile as a frame. */
+static void append_read(ta_frame_buf *buf, uint64_t id, const char *name)
+{
+	Tileatom__ReadRegionRequest r = TILEATOM__READ_REGION_REQUEST__INIT;
+	r.tile = (char *)name;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = id;
+	req.body_case = TILEATOM__REQUEST__BODY_READ;
+	req.read = &r;
+	ck_assert_int_eq(ta_frame_append(&req.base, 1u << 20, buf), 0);
+}
+
+START_TEST(test_batch_with_log)
+{
+	/* a worker's pipelined run (ta_dispatch_run_batch, which groups small plans): logged
+	 * mutations between reads are answered in order with exact values, the run reports
+	 * its last log record, and the log replays to the same tile */
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ok(create_i64(&fx, "b", 2)); /* record 1 */
+	ta_frame_buf frames = {NULL, 0, 0};
+	indexed_msg m;
+	build_indexed(&m, 1, "b", TILEATOM__OP__ADD, 0, 5, 0);
+	ck_assert_int_eq(ta_frame_append(&m.req.base, 1u << 20, &frames), 0);
+	append_read(&frames, 2, "b");
+	build_indexed(&m, 3, "b", TILEATOM__OP__ADD, 0, 2, 0);
+	ck_assert_int_eq(ta_frame_append(&m.req.base, 1u << 20, &frames), 0);
+	append_read(&frames, 4, "b");
+	build_indexed(&m, 5, "b", TILEATOM__OP__CAS, 1, 9, 0);
+	ck_assert_int_eq(ta_frame_append(&m.req.base, 1u << 20, &frames), 0);
+	append_read(&frames, 6, "b");
+	ta_dispatch_scratch scratch;
+	ta_dispatch_scratch_init(&scratch);
+	ta_frame_buf out = {NULL, 0, 0};
+	bool close_after = true;
+	uint32_t nframes = 0;
+	size_t done = ta_dispatch_run_batch(&fx.svc, &scratch, frames.data, frames.len, 1u << 20,
+	                                    &out, &close_after, &nframes);
+	ck_assert_uint_eq(done, frames.len);
+	ck_assert_uint_eq(nframes, 6);
+	ck_assert(!close_after);
+	ck_assert_uint_eq(scratch.log_seq, 4); /* create, add, add, cas */
+	ta_dispatch_scratch_free(&scratch);
+	const int64_t reads[3][2] = {{5, 0}, {7, 0}, {7, 9}};
+	size_t off = 0;
+	for (uint64_t id = 1; id <= 6; id++) {
+		ck_assert_uint_ge(out.len - off, TA_FRAME_HEADER);
+		uint32_t n = ta_frame_get_header(out.data + off);
+		Tileatom__Response *resp =
+		    tileatom__response__unpack(NULL, n, out.data + off + TA_FRAME_HEADER);
+		ck_assert_ptr_nonnull(resp);
+		ck_assert_uint_eq(resp->id, id);
+		ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+		if (id % 2 == 0) {
+			ck_assert_int_eq(resp->body_case, TILEATOM__RESPONSE__BODY_DATA);
+			ck_assert_uint_eq(resp->data->data.len, 16);
+			ck_assert_mem_eq(resp->data->data.data, reads[id / 2 - 1], 16);
+		}
+		tileatom__response__free_unpacked(resp, NULL);
+		off += TA_FRAME_HEADER + n;
+	}
+	ck_assert_uint_eq(off, out.len);
+	ta_frame_buf_free(&out);
+	ta_frame_buf_free(&frames);
+	fx_close(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	int64_t got[2];
+	read_i64(&fx, "b", got, 2);
+	ck_assert_mem_eq(got, reads[2], 16);
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
 START_TEST(test_dir_locked)
 {
 	fixture a, b;
@@ -536,6 +662,7 @@ static Suite *persist_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_settings);
 	tcase_add_test(tc, test_replay);
+	tcase_add_test(tc, test_batch_with_log);
 	tcase_add_test(tc, test_dir_locked);
 	tcase_add_test(tc, test_snapshot_without_data_dir);
 	tcase_add_test(tc, test_lock_kinds);
