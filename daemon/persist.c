@@ -81,7 +81,7 @@
  * an exclusive request nor another kind waits for ever behind a stream of one kind. */
 typedef struct ta_stripe {
 	pthread_mutex_t mu;  /* guards the fields below */
-	pthread_cond_t cond; /* signalled when holders drops to 0 */
+	pthread_cond_t cond; /* signalled when it is free, or taken by sharers */
 	int holders;         /* requests holding it */
 	int kind;            /* their kind (>= 0), or -1 when held alone */
 	int waiting;         /* requests waiting to take it */
@@ -544,11 +544,10 @@ uint64_t ta_persist_append(ta_persist *p, const uint8_t *payload, size_t len, ta
 
 int ta_persist_durable(ta_persist *p, uint64_t seq)
 {
+	bool durable = atomic_load(&p->durable_seq) >= seq;
 	if (atomic_load(&p->failed))
-		return -1;
-	if (p->mode != TA_FSYNC_ALWAYS)
-		return 1;
-	return atomic_load(&p->durable_seq) >= seq ? 1 : 0;
+		return p->mode == TA_FSYNC_ALWAYS && durable ? 1 : -1;
+	return p->mode != TA_FSYNC_ALWAYS || durable ? 1 : 0;
 }
 
 /* uv_async callback: records became durable. */
