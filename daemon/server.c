@@ -43,6 +43,15 @@ static void host_submit(ta_conn_host *host, ta_job *job)
 	ta_executor_submit(&srv->executor, job);
 }
 
+/* On CUDA with inline_max auto: small requests run on the loop while the connections
+ * open are few (TA_SERVER_INLINE_CUDA_CONNS), on the workers otherwise. */
+static void server_update_inline(ta_server *srv)
+{
+	if (srv->inline_lone)
+		srv->host.inline_max =
+		    srv->nactive <= TA_SERVER_INLINE_CUDA_CONNS ? TA_SERVER_INLINE_CUDA : 0;
+}
+
 /* ta_conn_host.gone: a connection about to be freed leaves the list and the counters; a
  * shutdown may then have nothing left to wait on. */
 static void host_gone(ta_conn_host *host, ta_conn *conn)
@@ -58,6 +67,7 @@ static void host_gone(ta_conn_host *host, ta_conn *conn)
 	if (conn->counted) {
 		srv->nactive--;
 		atomic_fetch_sub(&srv->svc->connections, 1);
+		server_update_inline(srv);
 	}
 	server_check_done(srv);
 }
@@ -156,6 +166,7 @@ static void on_connection(uv_stream_t *listener, int status)
 	conn->counted = true;
 	srv->nactive++;
 	atomic_fetch_add(&srv->svc->connections, 1);
+	server_update_inline(srv);
 	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 " accepted (%s, %u open)", conn->serial,
 	       tcp ? "tcp" : "unix", srv->nactive);
 	ta_conn_start(conn);
@@ -448,8 +459,8 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	ta_dispatch_scratch_init(&srv->scratch);
 	/* Small requests run on the loop thread, which saves a trip through a worker; on the
 	 * CPU backend up to TA_SERVER_INLINE_CPU elements (about a microsecond of atomics),
-	 * on the CUDA backend only those without elements (a GPU round trip would stall
-	 * every connection). */
+	 * on the CUDA backend only while one connection is open (a GPU round trip on the loop
+	 * would stall every other connection; TA_SERVER_INLINE_CUDA). */
 	srv->host.loop = loop;
 	srv->host.cfg = cfg;
 	srv->host.svc = svc;
@@ -469,6 +480,8 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	srv->host.inline_max = cfg->inline_max >= -1                ? cfg->inline_max
 	                       : strcmp(svc->info.name, "cpu") == 0 ? TA_SERVER_INLINE_CPU
 	                                                            : 0;
+	srv->inline_lone = cfg->inline_max < -1 && strcmp(svc->info.name, "cpu") != 0;
+	server_update_inline(srv);
 	int rc = ta_executor_init(&srv->executor, loop, workers);
 	if (rc != 0)
 		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s", workers,

@@ -50,6 +50,7 @@ struct ta_server {
 	bool forced;                 /* a second signal: close connections at once */
 	ta_dispatch_scratch scratch; /* the loop thread's dispatch memory (inline requests) */
 	ta_conn_host host;           /* what connections get of the server (conn.h) */
+	bool inline_lone;            /* inline_max follows the connection count (CUDA, auto) */
 };
 
 /* Starts the executor, the listeners and the signal handlers on loop. Returns TA_OK, or
