@@ -553,7 +553,7 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "  --inline-max N         requests of at most N elements run on the event loop,\n"
 	        "                         larger ones on the workers (-1: all on the workers;\n"
 	        "                         default auto: 4096 on the CPU backend; on CUDA 1024\n"
-	        "                         while one connection is open, else 0)\n"
+	        "                         while one connection is busy, else 0)\n"
 	        "  --batch-min N          a read bringing N or more whole frames goes to a worker\n"
 	        "                         as one job (0: never; default auto: 4 with 2 or more\n"
 	        "                         workers and 4 or more CPUs, else never)\n"

@@ -1,8 +1,9 @@
 #!/bin/sh
 # scripts/gpu-latency.sh: on the GPU machine, after scripts/gpu-run.sh pack: one-client
-# latency and small-request throughput of the CUDA backend with requests on the workers
-# (the default) against requests run on the event loop (--inline-max 1024), through
-# tileatom-bench; prints one CSV line per (setting, shape).
+# latency and small-request throughput of the CUDA backend with the default --inline-max
+# (auto: on the loop while one connection is busy, else on the workers) against small
+# requests always on the workers (--inline-max 0) and always on the event loop
+# (--inline-max 1024), through tileatom-bench; prints one CSV line per (setting, shape).
 #   scripts/gpu-latency.sh [CARRY]   logs under $OUT (default /tmp/gpu-out)
 set -u
 carry=${1:-gpu-carry}
@@ -11,9 +12,10 @@ cd "$here" || exit 1
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$here/$carry/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-for setting in workers loop; do
+for setting in default workers loop; do
 	case $setting in
-	workers) opts="" ;;
+	default) opts="" ;;
+	workers) opts="--inline-max 0" ;;
 	*) opts="--inline-max 1024" ;;
 	esac
 	sock="$OUT/lat-$setting.sock"
