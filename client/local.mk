@@ -24,7 +24,9 @@ client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 -no-und
 client_libtileatom_client_la_LIBADD = tacore/libtacore.la $(PROTOBUF_C_LIBS) -lm
 
 bin_PROGRAMS += client/tileatom-cli
-client_tileatom_cli_SOURCES = client/cli_main.c client/cli_hist.c client/cli.h client/tileatom.h
-client_tileatom_cli_LDADD = client/libtileatom-client.la -lm
+client_tileatom_cli_SOURCES = client/cli_main.c client/cli_hist.c client/cli_json.c \
+	client/cli.h client/tileatom.h
+client_tileatom_cli_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS)
+client_tileatom_cli_LDADD = client/libtileatom-client.la $(JSON_C_LIBS) -lm
 
 dist_man_MANS += doc/tileatom-cli.1

@@ -141,8 +141,51 @@ int tileatom_ping(tileatom_client *client, tileatom_error *err)
 
 int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_error *err)
 {
+	return tileatom_stats_kinds(client, out, NULL, NULL, err);
+}
+
+/* Copies the per-kind part of a Stats response into a malloc'd array. */
+static int copy_kinds(const Tileatom__StatsResponse *s, tileatom_kind_stats **kinds,
+                      size_t *nkinds, tileatom_error *err)
+{
+	*kinds = NULL;
+	*nkinds = 0;
+	if (s->n_kinds == 0)
+		return TILEATOM_OK;
+	if (s->n_latency_bounds_ns + 1 > TILEATOM_LATENCY_BUCKETS_MAX)
+		return tac_err(err, TILEATOM_E_INTERNAL,
+		               "the daemon sent %zu latency buckets, more than the %d this "
+		               "library holds",
+		               s->n_latency_bounds_ns + 1, TILEATOM_LATENCY_BUCKETS_MAX);
+	tileatom_kind_stats *k = calloc(s->n_kinds, sizeof(*k));
+	if (!k)
+		return tac_err(err, TILEATOM_E_RESOURCE_EXHAUSTED, "out of memory");
+	for (size_t i = 0; i < s->n_kinds; i++) {
+		const Tileatom__KindStats *w = s->kinds[i];
+		copy_str(k[i].kind, sizeof(k[i].kind), w->kind);
+		k[i].requests = w->requests;
+		k[i].errors = w->errors;
+		k[i].elements = w->elements;
+		k[i].bytes_in = w->bytes_in;
+		k[i].bytes_out = w->bytes_out;
+		k[i].latency_ns = w->latency_ns;
+		k[i].nbuckets = (int)s->n_latency_bounds_ns + 1;
+		for (int b = 0; b < k[i].nbuckets; b++) {
+			k[i].le_ns[b] = (size_t)b < s->n_latency_bounds_ns ? s->latency_bounds_ns[b]
+			                                                    : UINT64_MAX;
+			k[i].bucket[b] = (size_t)b < w->n_latency_buckets ? w->latency_buckets[b] : 0;
+		}
+	}
+	*kinds = k;
+	*nkinds = s->n_kinds;
+	return TILEATOM_OK;
+}
+
+int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
+                         tileatom_kind_stats **kinds, size_t *nkinds, tileatom_error *err)
+{
 	REQUIRE_CLIENT(client, err);
-	if (!out)
+	if (!out || (kinds && !nkinds) || (!kinds && nkinds))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	tac_msg m;
 	tac_build_stats(&m);
@@ -161,6 +204,8 @@ int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_e
 	out->errors = s->errors;
 	out->connections = s->connections;
 	out->elements = s->elements;
+	if (kinds)
+		return copy_kinds(s, kinds, nkinds, err);
 	return TILEATOM_OK;
 }
 

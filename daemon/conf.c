@@ -39,6 +39,7 @@ void ta_config_free(ta_config *cfg)
 	free(cfg->socket_path);
 	free(cfg->socket_group);
 	free(cfg->listen);
+	free(cfg->metrics);
 	free(cfg->config_file);
 	ta_config_init(cfg);
 }
@@ -171,6 +172,12 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "listen: '%s' is not HOST:PORT", value);
 		if (set_string(&cfg->listen, value))
+			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	} else if (strcmp(key, "metrics") == 0) {
+		if (*value && !strrchr(value, ':'))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "metrics: '%s' is not HOST:PORT", value);
+		if (set_string(&cfg->metrics, value))
 			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 	} else if (strcmp(key, "allow_remote") == 0) {
 		if (parse_bool(value, &bv))
@@ -358,6 +365,7 @@ enum {
 	OPT_MAX_WRITE_QUEUE,
 	OPT_SHUTDOWN_TIMEOUT,
 	OPT_LIST_KERNELS,
+	OPT_METRICS,
 };
 
 /* The long options; the name is also the setting's key (dashes for underscores). */
@@ -383,6 +391,7 @@ static const struct option long_options[] = {
     {"max-write-queue", required_argument, NULL, OPT_MAX_WRITE_QUEUE},
     {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
     {"list-kernels", no_argument, NULL, OPT_LIST_KERNELS},
+    {"metrics", required_argument, NULL, OPT_METRICS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -500,9 +509,12 @@ ta_status ta_config_finish(ta_config *cfg, ta_error *err)
 	} else {
 		base = getenv("XDG_RUNTIME_DIR");
 		if (!base || base[0] != '/')
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "no default socket path: XDG_RUNTIME_DIR is not set "
-			                    "(give --socket PATH)");
+			return ta_error_set(err, TA_UNAVAILABLE,
+			                    "no socket path: XDG_RUNTIME_DIR is not set, so there is "
+			                    "no per-user default ($XDG_RUNTIME_DIR/tileatom/"
+			                    "tileatomd.sock), and /run/tileatom/tileatomd.sock is "
+			                    "root's; give --socket PATH (or socket = PATH in the "
+			                    "configuration file)");
 	}
 	size_t len = strlen(base) + sizeof("/tileatom/tileatomd.sock");
 	cfg->socket_path = malloc(len);
@@ -525,7 +537,9 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "  --socket-group GROUP   group owning the socket; mode 0660 (default: none, "
 	        "0600)\n"
 	        "  --listen HOST:PORT     also listen on TCP (loopback only unless allowed)\n"
-	        "  --allow-remote         allow a non-loopback --listen address\n"
+	        "  --allow-remote         allow a non-loopback --listen or --metrics address\n"
+	        "  --metrics HOST:PORT    serve Prometheus metrics over HTTP at /metrics\n"
+	        "                         (loopback only unless allowed; port 0: any free)\n"
 	        "  --backend B            auto, cpu or cuda (default auto: CUDA if usable)\n"
 	        "  --device N             CUDA device ordinal (default 0)\n"
 	        "  --workers N            threads running requests (default 4)\n"

@@ -41,7 +41,8 @@ typedef struct ta_config {
 	char *socket_path;         /* Unix socket path; NULL until ta_config_finish */
 	char *socket_group;        /* group owning the socket (mode 0660); NULL: 0600 */
 	char *listen;              /* TCP "HOST:PORT" to listen on too; NULL: no TCP */
-	bool allow_remote;         /* allow a non-loopback --listen address */
+	bool allow_remote;         /* allow a non-loopback --listen / --metrics address */
+	char *metrics;             /* "HOST:PORT" of the Prometheus endpoint; NULL: none */
 	ta_backend_choice backend; /* auto, cpu or cuda */
 	int device;                /* CUDA device ordinal */
 	int workers;               /* executor threads running requests */
@@ -90,8 +91,8 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
                                ta_error *err);
 
 /* Completes derived settings (the default socket path: $XDG_RUNTIME_DIR/tileatom/
- * tileatomd.sock, or /run/tileatom/tileatomd.sock for root). Returns TA_OK or
- * TA_INVALID_ARGUMENT when no default can be found. */
+ * tileatomd.sock, or /run/tileatom/tileatomd.sock for root). Returns TA_OK, or
+ * TA_UNAVAILABLE (a socket problem: the daemon exits 1) when no default can be found. */
 ta_status ta_config_finish(ta_config *cfg, ta_error *err);
 
 /* Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024, also

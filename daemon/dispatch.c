@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "arena.h"
 #include "log.h"
@@ -64,6 +65,7 @@ typedef struct resp_ctx {
 	ta_arena *arena;                  /* where this request's memory comes from */
 	int64_t inline_max;               /* >= 0: defer requests of more elements */
 	bool deferred;                    /* the request was left for a worker: no reply */
+	uint64_t elements;                /* elements the backend processed (metrics) */
 } resp_ctx;
 
 void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry,
@@ -79,6 +81,7 @@ void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry
 	atomic_init(&svc->errors, 0);
 	atomic_init(&svc->elements, 0);
 	atomic_init(&svc->connections, 0);
+	ta_metrics_init(&svc->metrics);
 }
 
 /* Converts an optional wire Array into a borrowed view (present = false when absent). */
@@ -280,6 +283,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan, &result,
 	                      &rc->err);
 	atomic_fetch_add(&svc->elements, (uint64_t)plan.count);
+	rc->elements = (uint64_t)plan.count;
 	if (st != TA_OK)
 		return st;
 
@@ -571,6 +575,9 @@ static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequ
 	rc->stats.errors = atomic_load(&svc->errors);
 	rc->stats.connections = atomic_load(&svc->connections);
 	rc->stats.elements = atomic_load(&svc->elements);
+	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, &rc->stats))
+		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+		                    "out of memory for the per-kind statistics");
 	rc->resp.body_case = TILEATOM__RESPONSE__BODY_STATS;
 	rc->resp.stats = &rc->stats;
 	return TA_OK;
@@ -757,6 +764,9 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
                                    int64_t inline_max, ta_frame_buf *out, bool *close_after)
 {
 	*close_after = false;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	size_t out_before = out->len;
 	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
 	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
 	free(owned);
@@ -770,6 +780,9 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 		ta_log(TA_LOG_INFO, "%s", msg);
 		*close_after =
 		    ta_dispatch_error_append(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ta_metrics_record(&svc->metrics, TA_REQ_NONE, true, 0, len, out->len - out_before,
+		                  ta_elapsed_ns(&t0, &t1));
 		return TA_DISPATCH_DONE;
 	}
 	resp_ctx rc;
@@ -798,6 +811,9 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 		       ta_req_name((ta_req_kind)req->body_case), ta_status_name(st), rc.err.msg);
 	}
 	*close_after = append_reply(svc, &rc.resp, false, out);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ta_metrics_record(&svc->metrics, (ta_req_kind)req->body_case, st != TA_OK, rc.elements, len,
+	                  out->len - out_before, ta_elapsed_ns(&t0, &t1));
 	resp_ctx_free(&rc);
 	ta_arena_reset(&scratch->arena);
 	return TA_DISPATCH_DONE;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "metrics.h"
 #include "registry.h"
 #include "ta_backend.h"
 #include "ta_frame.h"
@@ -25,6 +26,7 @@ typedef struct ta_service {
 	atomic_uint_least64_t errors;   /* requests answered with a status other than OK */
 	atomic_uint_least64_t elements; /* elements processed by atomic and memory ops */
 	atomic_uint connections;        /* open client connections (kept by the server) */
+	ta_metrics metrics;             /* per-request-kind counters (stats, --metrics) */
 } ta_service;
 
 /* One encoded response and what to do after sending it. */

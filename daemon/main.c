@@ -1,6 +1,7 @@
 /* main.c: tileatomd's entry point. Parses the settings (defaults < --config file < flags),
  * picks the backend (auto: CUDA when ta_cuda_backend_new succeeds, else CPU, the choice
- * and the reason logged), creates the tile registry, starts the server, tells systemd it
+ * and the reason logged), creates the tile registry, starts the metrics endpoint when
+ * asked (--metrics) and the server, tells systemd it
  * is ready (READY=1 on $NOTIFY_SOCKET) and runs the event loop until a signal has drained
  * everything. Exit status: 0 after a clean shutdown (and for --help, --version,
  * --list-kernels), 1 when the daemon cannot start, 2 for a usage error. Nothing but
@@ -19,6 +20,7 @@
 #include "conf.h"
 #include "dispatch.h"
 #include "log.h"
+#include "metrics_http.h"
 #include "notify.h"
 #include "registry.h"
 #include "server.h"
@@ -101,6 +103,20 @@ static int run_daemon(ta_config *cfg)
 	       svc->info.compute_capability[0] ? ", compute capability " : "",
 	       svc->info.compute_capability, cfg->workers);
 
+	/* The metrics endpoint first: a bad --metrics fails before anything is served. */
+	ta_metrics_server *metrics = NULL;
+	if (cfg->metrics && ta_metrics_server_start(&metrics, cfg->metrics, cfg->allow_remote, svc,
+	                                            cfg->max_total_bytes, &err) != TA_OK) {
+		ta_log(TA_LOG_ERR, "%s", err.msg);
+		rc = uv_loop_close(&loop);
+		if (rc != 0)
+			ta_log(TA_LOG_WARNING, "cannot close the event loop: %s", uv_strerror(rc));
+		free(svc);
+		free(srv);
+		ta_registry_free(reg);
+		ta_backend_destroy(be);
+		return 1;
+	}
 	if (ta_server_start(srv, &loop, cfg, svc, &err) != TA_OK) {
 		ta_log(TA_LOG_ERR, "%s", err.msg);
 		status = 1;
@@ -112,6 +128,7 @@ static int run_daemon(ta_config *cfg)
 		status = 0;
 	}
 	rc = uv_run(&loop, UV_RUN_DEFAULT);
+	ta_metrics_server_stop(metrics);
 	if (rc != 0)
 		ta_log(TA_LOG_WARNING, "event loop ended with active handles");
 	rc = uv_loop_close(&loop);
@@ -155,8 +172,9 @@ int main(int argc, char **argv)
 	case TA_ACTION_RUN:
 		ta_log_set_level((ta_log_level)cfg.log_level);
 		if (ta_config_finish(&cfg, &err) != TA_OK) {
+			/* no socket path: a socket problem, not a usage error */
 			fprintf(stderr, "%s: %s\n", argv0, err.msg);
-			status = 2;
+			status = 1;
 			break;
 		}
 		status = run_daemon(&cfg);

@@ -119,16 +119,16 @@ START_TEST(test_cli_get_json)
 	expect(&r, 0, "nan\ninf\n0\n-1.5\n", "", "get");
 	CLI(&r, NULL, "get", "g", "--json");
 	expect(&r, 0,
-	       "{\"name\": \"g\", \"dtype\": \"float32\", \"shape\": [2,2], \"values\": [\"nan\", "
-	       "\"inf\", 0, -1.5]}\n",
+	       "{\"name\":\"g\",\"dtype\":\"float32\",\"shape\":[2,2],\"values\":[\"nan\","
+	       "\"inf\",0,-1.5]}\n",
 	       "", "get --json");
 	CLI(&r, NULL, "create", "gi", "--dtype", "uint64", "--shape", "3", "--fill",
 	    "18446744073709551615");
 	expect(&r, 0, "", "", "create uint64");
 	CLI(&r, NULL, "get", "--json", "gi");
 	expect(&r, 0,
-	       "{\"name\": \"gi\", \"dtype\": \"uint64\", \"shape\": [3], \"values\": "
-	       "[18446744073709551615, 18446744073709551615, 18446744073709551615]}\n",
+	       "{\"name\":\"gi\",\"dtype\":\"uint64\",\"shape\":[3],\"values\":"
+	       "[18446744073709551615,18446744073709551615,18446744073709551615]}\n",
 	       "", "get --json uint64");
 	CLI(&r, NULL, "rm", "g");
 	expect(&r, 0, "", "", "rm");
@@ -179,8 +179,8 @@ START_TEST(test_cli_ops)
 	expect_err(&r, 1, "store", "store acquire");
 	CLI(&r, NULL, "get", "o", "--json");
 	expect(&r, 0,
-	       "{\"name\": \"o\", \"dtype\": \"int32\", \"shape\": [3,4], \"values\": [0, 0, 0, 0, "
-	       "0, 0, 1, 0, 0, 0, 0, -1]}\n",
+	       "{\"name\":\"o\",\"dtype\":\"int32\",\"shape\":[3,4],\"values\":[0,0,0,0,"
+	       "0,0,1,0,0,0,0,-1]}\n",
 	       "", "get --json");
 	/* float tile: add and min with floats */
 	CLI(&r, NULL, "create", "of", "--dtype", "float64", "--shape", "2", "--fill", "0.25");
@@ -432,8 +432,8 @@ START_TEST(test_cli_hist_range)
 	expect(&r, 0, "added 13 outside 0\n", "", "hist numpy edges");
 	CLI(&r, NULL, "get", "hn", "--json");
 	expect(&r, 0,
-	       "{\"name\": \"hn\", \"dtype\": \"int32\", \"shape\": [10], \"values\": [1, 1, 2, 1, "
-	       "1, 2, 1, 1, 1, 2]}\n",
+	       "{\"name\":\"hn\",\"dtype\":\"int32\",\"shape\":[10],\"values\":[1,1,2,1,"
+	       "1,2,1,1,1,2]}\n",
 	       "", "numpy edges bins");
 	CLI(&r, NULL, "rm", "hn");
 	expect(&r, 0, "", "", "rm");
@@ -454,8 +454,8 @@ START_TEST(test_cli_hist_range)
 	expect(&r, 0, "added 22 outside 2\n", "", "hist numpy ulps");
 	CLI(&r, NULL, "get", "hu", "--json");
 	expect(&r, 0,
-	       "{\"name\": \"hu\", \"dtype\": \"int64\", \"shape\": [7], \"values\": [3, 3, 3, 3, "
-	       "3, 3, 4]}\n",
+	       "{\"name\":\"hu\",\"dtype\":\"int64\",\"shape\":[7],\"values\":[3,3,3,3,"
+	       "3,3,4]}\n",
 	       "", "numpy ulp bins");
 	CLI(&r, NULL, "rm", "hu");
 	expect(&r, 0, "", "", "rm");
