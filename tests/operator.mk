@@ -13,3 +13,5 @@ tests_check_operator_LDADD = client/libtileatom-client.la $(CHECK_LIBS) $(JSON_C
 EXTRA_tests_check_operator_DEPENDENCIES = daemon/tileatomd$(EXEEXT) \
 	client/tileatom-cli$(EXEEXT)
 endif
+TESTS += tests/check_tour.sh
+dist_check_SCRIPTS = tests/check_tour.sh
