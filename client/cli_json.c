@@ -80,11 +80,12 @@ json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements)
 	int64_t n = 1;
 	for (int a = 0; a < info->rank; a++)
 		n *= info->shape[a];
-	bool ok = cli_json_add(o, "name", json_object_new_string(info->name)) &&
-	          cli_json_add(o, "dtype", json_object_new_string(tileatom_dtype_name(info->dtype))) &&
-	          cli_json_add(o, "shape", cli_json_shape(info->shape, info->rank)) &&
-	          (!with_elements || cli_json_add(o, "elements", json_object_new_int64(n))) &&
-	          cli_json_add(o, "bytes", json_object_new_uint64(info->bytes));
+	bool ok =
+	    cli_json_add(o, "name", json_object_new_string(info->name)) &&
+	    cli_json_add(o, "dtype", json_object_new_string(tileatom_dtype_name(info->dtype))) &&
+	    cli_json_add(o, "shape", cli_json_shape(info->shape, info->rank)) &&
+	    (!with_elements || cli_json_add(o, "elements", json_object_new_int64(n))) &&
+	    cli_json_add(o, "bytes", json_object_new_uint64(info->bytes));
 	if (!ok) {
 		json_object_put(o);
 		return NULL;

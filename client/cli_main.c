@@ -327,11 +327,12 @@ static int cmd_ping(int argc, char **argv, cli_global *g)
 			char ms_text[32]; /* the same 3 decimals as the text output */
 			snprintf(ms_text, sizeof(ms_text), "%.3f", ms);
 			json_object *o = json_object_new_object();
-			bool ok = cli_json_add(o, "version",
-			                       json_object_new_string(tileatom_server_version(c))) &&
-			          cli_json_add(o, "backend",
-			                       json_object_new_string(tileatom_server_backend(c))) &&
-			          cli_json_add(o, "rtt_ms", json_object_new_double_s(ms, ms_text));
+			bool ok =
+			    cli_json_add(o, "version",
+			                 json_object_new_string(tileatom_server_version(c))) &&
+			    cli_json_add(o, "backend",
+			                 json_object_new_string(tileatom_server_backend(c))) &&
+			    cli_json_add(o, "rtt_ms", json_object_new_double_s(ms, ms_text));
 			rc = cli_json_print("ping", cli_json_done(o, ok));
 		} else {
 			printf("pong from tileatomd %s (backend %s) in %.3f ms\n",
@@ -374,7 +375,8 @@ static json_object *stats_json(const tileatom_stats_info *s, const tileatom_kind
 		json_object *e = json_object_new_object();
 		json_object *buckets = json_object_new_array();
 		for (int b = 0; buckets && b < k[i].nbuckets; b++)
-			if (json_object_array_add(buckets, json_object_new_uint64(k[i].bucket[b])) != 0)
+			if (json_object_array_add(buckets,
+			                          json_object_new_uint64(k[i].bucket[b])) != 0)
 				ok = false;
 		if (!ok) {
 			json_object_put(buckets);
@@ -443,7 +445,8 @@ static int cmd_stats(int argc, char **argv, cli_global *g)
 				       "\t%" PRIu64 "\t%.1f\n",
 				       kinds[i].kind, kinds[i].requests, kinds[i].errors,
 				       kinds[i].elements, kinds[i].bytes_in, kinds[i].bytes_out,
-				       (double)kinds[i].latency_ns / 1e3 / (double)kinds[i].requests);
+				       (double)kinds[i].latency_ns / 1e3 /
+				           (double)kinds[i].requests);
 	}
 	tileatom_free(kinds);
 	tileatom_close(c);
@@ -642,10 +645,10 @@ static int cmd_get(int argc, char **argv, cli_global *g)
 		rows_per = 1;
 	if (json) {
 		json_object *head = json_object_new_object();
-		bool ok =
-		    cli_json_add(head, "name", json_object_new_string(info.name)) &&
-		    cli_json_add(head, "dtype", json_object_new_string(tileatom_dtype_name(info.dtype))) &&
-		    cli_json_add(head, "shape", cli_json_shape(info.shape, info.rank));
+		bool ok = cli_json_add(head, "name", json_object_new_string(info.name)) &&
+		          cli_json_add(head, "dtype",
+		                       json_object_new_string(tileatom_dtype_name(info.dtype))) &&
+		          cli_json_add(head, "shape", cli_json_shape(info.shape, info.rank));
 		if (!cli_json_open_array(cli_json_done(head, ok), "values")) {
 			cli_error("get: out of memory building the JSON output");
 			tileatom_close(c);
@@ -672,7 +675,8 @@ static int cmd_get(int argc, char **argv, cli_global *g)
 		const uint8_t *p = data;
 		for (size_t off = 0; off + es <= nbytes; off += es) {
 			if (json) {
-				if (!cli_json_array_item(cli_json_value(info.dtype, p + off), first)) {
+				if (!cli_json_array_item(cli_json_value(info.dtype, p + off),
+				                         first)) {
 					printf("]}\n");
 					cli_error("get: out of memory building the JSON output");
 					rc = CLI_EXIT_ERROR;
@@ -894,14 +898,16 @@ static int run_element(int argc, char **argv, cli_global *g, elem_kind kind, til
 		rc = lib_error(cmd, &err);
 		goto out;
 	}
-	bool swapped = kind != ELEM_CAS || memcmp(old, compare, tileatom_dtype_size(info.dtype)) == 0;
+	bool swapped =
+	    kind != ELEM_CAS || memcmp(old, compare, tileatom_dtype_size(info.dtype)) == 0;
 	if (a.value[2]) {
 		json_object *jo = json_object_new_object();
 		bool ok = cli_json_add(jo, "tile", json_object_new_string(info.name)) &&
 		          cli_json_add(jo, "index", json_object_new_int64(flat));
 		if (ok && (kind == ELEM_LOAD || kind == ELEM_STORE))
-			ok = cli_json_add(jo, "value",
-			                  cli_json_value(info.dtype, kind == ELEM_LOAD ? old : value));
+			ok = cli_json_add(
+			    jo, "value",
+			    cli_json_value(info.dtype, kind == ELEM_LOAD ? old : value));
 		else if (ok)
 			ok = cli_json_add(jo, "old", cli_json_value(info.dtype, old));
 		if (ok && kind == ELEM_CAS)

@@ -145,8 +145,8 @@ int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_e
 }
 
 /* Copies the per-kind part of a Stats response into a malloc'd array. */
-static int copy_kinds(const Tileatom__StatsResponse *s, tileatom_kind_stats **kinds,
-                      size_t *nkinds, tileatom_error *err)
+static int copy_kinds(const Tileatom__StatsResponse *s, tileatom_kind_stats **kinds, size_t *nkinds,
+                      tileatom_error *err)
 {
 	*kinds = NULL;
 	*nkinds = 0;
@@ -172,8 +172,9 @@ static int copy_kinds(const Tileatom__StatsResponse *s, tileatom_kind_stats **ki
 		k[i].nbuckets = (int)s->n_latency_bounds_ns + 1;
 		for (int b = 0; b < k[i].nbuckets; b++) {
 			k[i].le_ns[b] = (size_t)b < s->n_latency_bounds_ns ? s->latency_bounds_ns[b]
-			                                                    : UINT64_MAX;
-			k[i].bucket[b] = (size_t)b < w->n_latency_buckets ? w->latency_buckets[b] : 0;
+			                                                   : UINT64_MAX;
+			k[i].bucket[b] =
+			    (size_t)b < w->n_latency_buckets ? w->latency_buckets[b] : 0;
 		}
 	}
 	*kinds = k;

@@ -234,17 +234,17 @@ typedef struct tileatom_stats_info {
 /* Counters of one request kind since the daemon started (tileatom_stats_kinds): the same
  * numbers tileatomd serves on its --metrics endpoint. */
 typedef struct tileatom_kind_stats {
-	char kind[32];        /* request kind ("indexed", "create", ...; "invalid": undecodable) */
-	uint64_t requests;    /* requests answered */
-	uint64_t errors;      /* of them, answered with an error status */
-	uint64_t elements;    /* elements processed */
-	uint64_t bytes_in;    /* request payload bytes */
-	uint64_t bytes_out;   /* response frame bytes */
-	uint64_t latency_ns;  /* sum of the latencies (decode to encoded response) */
-	int nbuckets;         /* latency buckets in use, the last one unbounded (+Inf) */
-	uint64_t le_ns[TILEATOM_LATENCY_BUCKETS_MAX];   /* upper bound of each bucket, ns
-	                                                   (UINT64_MAX for the last) */
-	uint64_t bucket[TILEATOM_LATENCY_BUCKETS_MAX];  /* requests per bucket (not cumulative) */
+	char kind[32];       /* request kind ("indexed", "create", ...; "invalid": undecodable) */
+	uint64_t requests;   /* requests answered */
+	uint64_t errors;     /* of them, answered with an error status */
+	uint64_t elements;   /* elements processed */
+	uint64_t bytes_in;   /* request payload bytes */
+	uint64_t bytes_out;  /* response frame bytes */
+	uint64_t latency_ns; /* sum of the latencies (decode to encoded response) */
+	int nbuckets;        /* latency buckets in use, the last one unbounded (+Inf) */
+	uint64_t le_ns[TILEATOM_LATENCY_BUCKETS_MAX];  /* upper bound of each bucket, ns
+	                                                  (UINT64_MAX for the last) */
+	uint64_t bucket[TILEATOM_LATENCY_BUCKETS_MAX]; /* requests per bucket (not cumulative) */
 } tileatom_kind_stats;
 
 /* Which call a pipelined response answers (values equal the wire Request body numbers). */
@@ -384,8 +384,7 @@ TA_API int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, til
 /* Daemon statistics with the per-request-kind counters, in one round trip: *kinds gets a
  * malloc'd array of *nkinds entries (free with tileatom_free). */
 TA_API int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
-                                tileatom_kind_stats **kinds, size_t *nkinds,
-                                tileatom_error *err);
+                                tileatom_kind_stats **kinds, size_t *nkinds, tileatom_error *err);
 /* Creates tile name of dtype and shape (rank 1..4). fill: NULL (all zero bits) or one
  * element of dtype used for every element. info (may be NULL) receives the new tile. */
 TA_API int tileatom_create(tileatom_client *client, const char *name, tileatom_dtype dtype,

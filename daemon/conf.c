@@ -509,12 +509,13 @@ ta_status ta_config_finish(ta_config *cfg, ta_error *err)
 	} else {
 		base = getenv("XDG_RUNTIME_DIR");
 		if (!base || base[0] != '/')
-			return ta_error_set(err, TA_UNAVAILABLE,
-			                    "no socket path: XDG_RUNTIME_DIR is not set, so there is "
-			                    "no per-user default ($XDG_RUNTIME_DIR/tileatom/"
-			                    "tileatomd.sock), and /run/tileatom/tileatomd.sock is "
-			                    "root's; give --socket PATH (or socket = PATH in the "
-			                    "configuration file)");
+			return ta_error_set(
+			    err, TA_UNAVAILABLE,
+			    "no socket path: XDG_RUNTIME_DIR is not set, so there is "
+			    "no per-user default ($XDG_RUNTIME_DIR/tileatom/"
+			    "tileatomd.sock), and /run/tileatom/tileatomd.sock is "
+			    "root's; give --socket PATH (or socket = PATH in the "
+			    "configuration file)");
 	}
 	size_t len = strlen(base) + sizeof("/tileatom/tileatomd.sock");
 	cfg->socket_path = malloc(len);

@@ -24,14 +24,14 @@ extern const uint64_t ta_metrics_bucket_ns[TA_METRICS_BUCKETS];
 /* Counters of one request kind, padded to whole cache lines (no _Alignas: the service
  * holding them comes from malloc) so that two kinds' hot counters rarely share one. */
 typedef struct ta_kind_metrics {
-	atomic_uint_least64_t requests;              /* requests answered */
-	atomic_uint_least64_t errors;                /* answered with a status other than OK */
-	atomic_uint_least64_t elements;              /* elements processed by the backend */
-	atomic_uint_least64_t bytes_in;              /* request payload bytes */
-	atomic_uint_least64_t bytes_out;             /* response frame bytes */
-	atomic_uint_least64_t latency_ns;            /* sum of the latencies */
-	atomic_uint_least64_t bucket[TA_METRICS_BUCKETS + 1]; /* requests per latency bucket
-	                                                          (not cumulative; last: +Inf) */
+	atomic_uint_least64_t requests;   /* requests answered */
+	atomic_uint_least64_t errors;     /* answered with a status other than OK */
+	atomic_uint_least64_t elements;   /* elements processed by the backend */
+	atomic_uint_least64_t bytes_in;   /* request payload bytes */
+	atomic_uint_least64_t bytes_out;  /* response frame bytes */
+	atomic_uint_least64_t latency_ns; /* sum of the latencies */
+	atomic_uint_least64_t bucket[TA_METRICS_BUCKETS + 1];     /* requests per latency bucket
+	                                                              (not cumulative; last: +Inf) */
 	uint64_t pad[(8 - (6 + TA_METRICS_BUCKETS + 1) % 8) % 8]; /* to a multiple of 64 bytes */
 } ta_kind_metrics;
 
@@ -43,13 +43,13 @@ typedef struct ta_metrics {
 
 /* A plain copy of one kind's counters. */
 typedef struct ta_kind_snapshot {
-	uint64_t requests;                         /* requests answered */
-	uint64_t errors;                           /* of them, answered with an error */
-	uint64_t elements;                         /* elements processed */
-	uint64_t bytes_in;                         /* request payload bytes */
-	uint64_t bytes_out;                        /* response frame bytes */
-	uint64_t latency_ns;                       /* sum of the latencies, ns */
-	uint64_t bucket[TA_METRICS_BUCKETS + 1];   /* per bucket, not cumulative */
+	uint64_t requests;                       /* requests answered */
+	uint64_t errors;                         /* of them, answered with an error */
+	uint64_t elements;                       /* elements processed */
+	uint64_t bytes_in;                       /* request payload bytes */
+	uint64_t bytes_out;                      /* response frame bytes */
+	uint64_t latency_ns;                     /* sum of the latencies, ns */
+	uint64_t bucket[TA_METRICS_BUCKETS + 1]; /* per bucket, not cumulative */
 } ta_kind_snapshot;
 
 /* Nanoseconds from t0 to t1 (0 when the clock went backwards). */

@@ -64,9 +64,9 @@ static void put_head(FILE *f, const char *name, const char *type, const char *he
 
 /* The per-kind counter families: name, help, and which snapshot field. */
 typedef struct kind_family {
-	const char *name;                              /* metric name */
-	const char *help;                              /* HELP text */
-	size_t offset;                                 /* offsetof(ta_kind_snapshot, field) */
+	const char *name; /* metric name */
+	const char *help; /* HELP text */
+	size_t offset;    /* offsetof(ta_kind_snapshot, field) */
 } kind_family;
 
 static const kind_family kind_families[] = {
@@ -101,7 +101,8 @@ char *ta_metrics_render(ta_service *svc, uint64_t limit_bytes, size_t *len)
 		ta_metrics_read(&svc->metrics, (ta_req_kind)k, &snap[k]);
 	const char *be = svc->info.name;
 
-	put_head(f, "tileatom_info", "gauge", "The daemon's version, backend and device (always 1).");
+	put_head(f, "tileatom_info", "gauge",
+	         "The daemon's version, backend and device (always 1).");
 	fprintf(f, "tileatom_info{version=\"%s\",backend=\"", PACKAGE_VERSION);
 	put_label(f, be);
 	fputs("\",device=\"", f);
@@ -139,7 +140,8 @@ char *ta_metrics_render(ta_service *svc, uint64_t limit_bytes, size_t *len)
 				fprintf(f, "\",request=\"%s\",le=\"%.9g\"} %" PRIu64 "\n", kind,
 				        (double)ta_metrics_bucket_ns[b] / 1e9, cum);
 			else
-				fprintf(f, "\",request=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", kind, cum);
+				fprintf(f, "\",request=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", kind,
+				        cum);
 		}
 		fputs("tileatom_request_duration_seconds_sum{backend=\"", f);
 		put_label(f, be);
@@ -179,9 +181,8 @@ char *ta_metrics_render(ta_service *svc, uint64_t limit_bytes, size_t *len)
 
 /* libmicrohttpd's request handler: GET /metrics. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
 {
 	(void)version;
 	(void)upload_data;

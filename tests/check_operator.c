@@ -38,8 +38,8 @@ static tcu_daemon D;
  * status want); frees r. The caller puts the result. */
 static json_object *parse_out(tcu_result *r, int want, const char *what)
 {
-	ck_assert_msg(r->status == want, "%s: status %d, expected %d (stderr: %s)", what,
-	              r->status, want, r->err);
+	ck_assert_msg(r->status == want, "%s: status %d, expected %d (stderr: %s)", what, r->status,
+	              want, r->err);
 	ck_assert_msg(strcmp(r->err, "") == 0, "%s: stderr '%s'", what, r->err);
 	size_t n = strlen(r->out);
 	ck_assert_msg(n > 0 && strchr(r->out, '\n') == r->out + n - 1, "%s: not one line: '%s'",
@@ -146,10 +146,9 @@ START_TEST(test_json_commands)
 	ck_assert_int_eq(r.status, 0);
 	tcu_result_free(&r);
 	CLI(&r, NULL, "get", "j2", "--json");
-	ck_assert_str_eq(r.out,
-	                 "{\"name\":\"j2\",\"dtype\":\"float64\",\"shape\":[3],\"values\":"
-	                 "[0.10000000000000001,0.10000000000000001,"
-	                 "\"-inf\"]}\n");
+	ck_assert_str_eq(r.out, "{\"name\":\"j2\",\"dtype\":\"float64\",\"shape\":[3],\"values\":"
+	                        "[0.10000000000000001,0.10000000000000001,"
+	                        "\"-inf\"]}\n");
 	o = parse_out(&r, 0, "get --json float64");
 	json_object *vals = member(o, "values", json_type_array);
 	ck_assert(json_object_get_double(json_object_array_get_idx(vals, 0)) == 0.1);
@@ -294,8 +293,9 @@ static char *http(int port, const char *request)
 	for (;;) {
 		if (used + 1 == cap) {
 			cap *= 2;
-			buf = realloc(buf, cap);
-			ck_assert_ptr_nonnull(buf);
+			char *bigger = realloc(buf, cap);
+			ck_assert_ptr_nonnull(bigger);
+			buf = bigger;
 		}
 		ssize_t n = read(fd, buf + used, cap - used - 1);
 		ck_assert_msg(n >= 0, "read: %s", strerror(errno));
@@ -359,7 +359,8 @@ START_TEST(test_metrics_scrape)
 	ck_assert_int_eq(bins[1], 6);
 
 	char *text = http(port, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
-	ck_assert_msg(strncmp(text, "HTTP/1.0 200", 12) == 0 || strncmp(text, "HTTP/1.1 200", 12) == 0,
+	ck_assert_msg(strncmp(text, "HTTP/1.0 200", 12) == 0 ||
+	                  strncmp(text, "HTTP/1.1 200", 12) == 0,
 	              "response: %.200s", text);
 	ck_assert_msg(strstr(text, "Content-Type: text/plain; version=0.0.4"), "%.400s", text);
 	char *body = strstr(text, "\r\n\r\n");
@@ -510,8 +511,8 @@ START_TEST(test_no_xdg_runtime_dir)
 	const char *argv[] = {tcu_cli_path(), "ping", NULL};
 	tcu_run(D.dir, NULL, argv, &r);
 	ck_assert_int_eq(r.status, 1);
-	ck_assert_msg(strstr(r.err, "cannot connect to /run/tileatom/tileatomd.sock: "), "stderr: %s",
-	              r.err);
+	ck_assert_msg(strstr(r.err, "cannot connect to /run/tileatom/tileatomd.sock: "),
+	              "stderr: %s", r.err);
 	ck_assert_msg(strstr(r.err, "the system daemon's socket, tried because XDG_RUNTIME_DIR is "
 	                            "not set"),
 	              "stderr: %s", r.err);
@@ -526,8 +527,8 @@ START_TEST(test_metrics_refused)
 	tcu_result r;
 	char sock[400];
 	snprintf(sock, sizeof(sock), "%s/refused.sock", D.dir);
-	const char *argv[] = {tcu_daemon_path(), "--socket", sock, "--backend", "cpu",
-	                      "--metrics", "0.0.0.0:0", NULL};
+	const char *argv[] = {tcu_daemon_path(), "--socket",  sock, "--backend", "cpu",
+	                      "--metrics",       "0.0.0.0:0", NULL};
 	tcu_run(D.dir, NULL, argv, &r);
 	ck_assert_int_eq(r.status, 1);
 	ck_assert_msg(strstr(r.err, "refusing to serve metrics on 0.0.0.0:0: not a loopback "
