@@ -18,8 +18,9 @@ nodist_client_libtileatom_client_la_SOURCES = $(nodist_PROTO_SOURCES)
 client_libtileatom_client_la_CPPFLAGS = $(AM_CPPFLAGS) -DTILEATOM_BUILDING_LIBRARY \
 	-DTILEATOM_CLIENT_VERSION='"$(PACKAGE_VERSION)"'
 client_libtileatom_client_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) -fvisibility=hidden
-# The core is linked in whole; only the public tileatom_* names are exported.
-client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 -no-undefined \
+# The core is linked in whole; only the public tileatom_* names are exported. Version 1:0:1:
+# interfaces added (tileatom_stats_kinds) to those of 0:0:0, so the soname stays .so.0.
+client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 1:0:1 -no-undefined \
 	-export-symbols-regex '^tileatom_'
 client_libtileatom_client_la_LIBADD = tacore/libtacore.la $(PROTOBUF_C_LIBS) -lm
 

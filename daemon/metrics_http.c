@@ -329,7 +329,8 @@ ta_status ta_metrics_server_start(ta_metrics_server **out, const char *spec, boo
 	}
 	s->svc = svc;
 	s->limit_bytes = limit_bytes;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	/* epoll or poll (not select, whose descriptor limit a busy daemon may pass) */
+	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
 	if (res->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	/* the logger first, so that libmicrohttpd's own messages go through it too */

@@ -535,6 +535,19 @@ START_TEST(test_metrics_refused)
 	                            "address"),
 	              "stderr: %s", r.err);
 	tcu_result_free(&r);
+	/* the same key in a configuration file */
+	char conf[400];
+	snprintf(conf, sizeof(conf), "%s/metrics.conf", D.dir);
+	const char *text = "[tileatomd]\nmetrics = 127.0.0.1:0\n";
+	ck_assert(tcu_write_file(conf, text, strlen(text)));
+	tcu_daemon m;
+	const char *extra[] = {"--config", conf, NULL};
+	ck_assert(tcu_daemon_start(&m, extra));
+	char *got = http(metrics_port(&m), "GET /metrics HTTP/1.0\r\n\r\n");
+	ck_assert_msg(strstr(got, "\ntileatom_tiles 0\n"), "%.300s", got);
+	free(got);
+	ck_assert_int_eq(tcu_daemon_stop(&m, 20000), 0);
+	tcu_daemon_cleanup(&m);
 	/* a malformed address is a usage error */
 	const char *argv2[] = {tcu_daemon_path(), "--socket", sock, "--metrics", "9100", NULL};
 	tcu_run(D.dir, NULL, argv2, &r);
