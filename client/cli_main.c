@@ -412,7 +412,8 @@ static int cmd_stats(int argc, char **argv, cli_global *g)
 	    "Usage: tileatom-cli [-s SOCKET] stats [--json]\n"
 	    "Prints the daemon's statistics, one 'key: value' per line (device_memory and\n"
 	    "compute_capability only on a GPU), then a table of the request kinds served so\n"
-	    "far: REQUEST REQUESTS ERRORS ELEMENTS BYTES_IN BYTES_OUT MEAN_US (tab-separated).\n"
+	    "far: REQUEST REQUESTS ERRORS ELEMENTS BYTES_IN BYTES_OUT MEAN_US (tab-separated;\n"
+	    "MEAN_US is - unless the daemon times requests, which it does with --metrics).\n"
 	    "These are the numbers tileatomd --metrics serves. --json: one object with every\n"
 	    "kind under \"kinds\", each with its latency histogram (requests per bucket, the\n"
 	    "buckets' upper bounds in \"latency_le_ns\", the last bucket unbounded).\n";
@@ -439,14 +440,21 @@ static int cmd_stats(int argc, char **argv, cli_global *g)
 		       "\nerrors: %" PRIu64 "\nconnections: %" PRIu32 "\nelements: %" PRIu64 "\n",
 		       s.tiles, s.tile_bytes, s.requests, s.errors, s.connections, s.elements);
 		printf("\nREQUEST\tREQUESTS\tERRORS\tELEMENTS\tBYTES_IN\tBYTES_OUT\tMEAN_US\n");
-		for (size_t i = 0; i < nk; i++)
-			if (kinds[i].requests > 0)
-				printf("%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
-				       "\t%" PRIu64 "\t%.1f\n",
-				       kinds[i].kind, kinds[i].requests, kinds[i].errors,
-				       kinds[i].elements, kinds[i].bytes_in, kinds[i].bytes_out,
-				       (double)kinds[i].latency_ns / 1e3 /
-				           (double)kinds[i].requests);
+		for (size_t i = 0; i < nk; i++) {
+			if (kinds[i].requests == 0)
+				continue;
+			uint64_t timed = 0; /* requests in the histogram (timing is optional) */
+			for (int b = 0; b < kinds[i].nbuckets; b++)
+				timed += kinds[i].bucket[b];
+			char mean[32] = "-";
+			if (timed > 0)
+				snprintf(mean, sizeof(mean), "%.1f",
+				         (double)kinds[i].latency_ns / 1e3 / (double)timed);
+			printf("%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
+			       "\t%s\n",
+			       kinds[i].kind, kinds[i].requests, kinds[i].errors, kinds[i].elements,
+			       kinds[i].bytes_in, kinds[i].bytes_out, mean);
+		}
 	}
 	tileatom_free(kinds);
 	tileatom_close(c);

@@ -764,8 +764,9 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
                                    int64_t inline_max, ta_frame_buf *out, bool *close_after)
 {
 	*close_after = false;
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct timespec t0 = {0, 0};
+	if (svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 	size_t out_before = out->len;
 	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
 	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
@@ -780,9 +781,8 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 		ta_log(TA_LOG_INFO, "%s", msg);
 		*close_after =
 		    ta_dispatch_error_append(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
 		ta_metrics_record(&svc->metrics, TA_REQ_NONE, true, 0, len, out->len - out_before,
-		                  ta_elapsed_ns(&t0, &t1));
+		                  ta_metrics_since(svc->time_requests, &t0));
 		return TA_DISPATCH_DONE;
 	}
 	resp_ctx rc;
@@ -811,9 +811,8 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 		       ta_req_name((ta_req_kind)req->body_case), ta_status_name(st), rc.err.msg);
 	}
 	*close_after = append_reply(svc, &rc.resp, false, out);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ta_metrics_record(&svc->metrics, (ta_req_kind)req->body_case, st != TA_OK, rc.elements, len,
-	                  out->len - out_before, ta_elapsed_ns(&t0, &t1));
+	                  out->len - out_before, ta_metrics_since(svc->time_requests, &t0));
 	resp_ctx_free(&rc);
 	ta_arena_reset(&scratch->arena);
 	return TA_DISPATCH_DONE;

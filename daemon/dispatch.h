@@ -27,6 +27,8 @@ typedef struct ta_service {
 	atomic_uint_least64_t elements; /* elements processed by atomic and memory ops */
 	atomic_uint connections;        /* open client connections (kept by the server) */
 	ta_metrics metrics;             /* per-request-kind counters (stats, --metrics) */
+	bool time_requests;             /* also time each request (latency histograms; on
+	                                   with --metrics: two clock readings a request) */
 } ta_service;
 
 /* One encoded response and what to do after sending it. */

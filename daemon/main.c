@@ -99,6 +99,7 @@ static int run_daemon(ta_config *cfg)
 		return 1;
 	}
 	ta_service_init(svc, be, reg, cfg->max_frame);
+	svc->time_requests = cfg->metrics != NULL; /* latency histograms for the scrapes */
 	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers", svc->info.name, svc->info.device,
 	       svc->info.compute_capability[0] ? ", compute capability " : "",
 	       svc->info.compute_capability, cfg->workers);

@@ -31,9 +31,6 @@ void ta_metrics_record(ta_metrics *m, ta_req_kind kind, bool error, uint64_t ele
 	if (!ta_req_valid(kind))
 		kind = TA_REQ_NONE;
 	ta_kind_metrics *c = &m->kind[kind];
-	int b = 0;
-	while (b < TA_METRICS_BUCKETS && latency_ns > ta_metrics_bucket_ns[b])
-		b++;
 	atomic_fetch_add_explicit(&c->requests, 1, memory_order_relaxed);
 	if (error)
 		atomic_fetch_add_explicit(&c->errors, 1, memory_order_relaxed);
@@ -41,6 +38,11 @@ void ta_metrics_record(ta_metrics *m, ta_req_kind kind, bool error, uint64_t ele
 		atomic_fetch_add_explicit(&c->elements, elements, memory_order_relaxed);
 	atomic_fetch_add_explicit(&c->bytes_in, bytes_in, memory_order_relaxed);
 	atomic_fetch_add_explicit(&c->bytes_out, bytes_out, memory_order_relaxed);
+	if (latency_ns == TA_METRICS_UNTIMED)
+		return;
+	int b = 0;
+	while (b < TA_METRICS_BUCKETS && latency_ns > ta_metrics_bucket_ns[b])
+		b++;
 	atomic_fetch_add_explicit(&c->latency_ns, latency_ns, memory_order_relaxed);
 	atomic_fetch_add_explicit(&c->bucket[b], 1, memory_order_relaxed);
 }

@@ -52,6 +52,9 @@ typedef struct ta_kind_snapshot {
 	uint64_t bucket[TA_METRICS_BUCKETS + 1]; /* per bucket, not cumulative */
 } ta_kind_snapshot;
 
+/* A latency meaning "not timed": the request is counted but not put in the histogram. */
+#define TA_METRICS_UNTIMED UINT64_MAX
+
 /* Nanoseconds from t0 to t1 (0 when the clock went backwards). */
 static inline uint64_t ta_elapsed_ns(const struct timespec *t0, const struct timespec *t1)
 {
@@ -59,10 +62,22 @@ static inline uint64_t ta_elapsed_ns(const struct timespec *t0, const struct tim
 	return ns > 0 ? (uint64_t)ns : 0;
 }
 
+/* The latency of a request that started at *t0 when timed (reads the clock now), else
+ * TA_METRICS_UNTIMED (no clock reading: they cost more than the counters). */
+static inline uint64_t ta_metrics_since(bool timed, const struct timespec *t0)
+{
+	if (!timed)
+		return TA_METRICS_UNTIMED;
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return ta_elapsed_ns(t0, &t1);
+}
+
 /* Zeroes every counter. */
 void ta_metrics_init(ta_metrics *m);
 
-/* Records one answered request of kind (out-of-table kinds count as TA_REQ_NONE). Relaxed
+/* Records one answered request of kind (out-of-table kinds count as TA_REQ_NONE); a
+ * latency of TA_METRICS_UNTIMED leaves the histogram and the latency sum alone. Relaxed
  * atomic adds only; safe from any thread. */
 void ta_metrics_record(ta_metrics *m, ta_req_kind kind, bool error, uint64_t elements,
                        uint64_t bytes_in, uint64_t bytes_out, uint64_t latency_ns);

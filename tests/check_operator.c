@@ -207,7 +207,8 @@ START_TEST(test_json_commands)
 	int64_t sum = 0;
 	for (size_t i = 0; i < json_object_array_length(buckets); i++)
 		sum += json_object_get_int64(json_object_array_get_idx(buckets, i));
-	ck_assert_int_eq(sum, 5);
+	ck_assert_int_eq(sum, 0); /* D runs without --metrics: requests are not timed */
+	want_int(hist, "latency_ns", 0);
 	if (strcmp(tcu_backend(), "cpu") == 0) {
 		ck_assert(!json_object_object_get_ex(o, "compute_capability", NULL));
 		ck_assert(!json_object_object_get_ex(o, "device_memory", NULL));
