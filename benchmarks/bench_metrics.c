@@ -1,7 +1,8 @@
 /* bench_metrics.c: what tileatomd's per-request counting costs (daemon/metrics.c): the
  * two clock readings and ta_metrics_record that dispatch adds to every request, timed on
- * 1 thread and on N threads that all count the same request kind (the worst case: one
- * cache line of counters shared by every worker), each part alone and both together.
+ * 1 thread and on N threads that all count the same request kind (each thread in its own
+ * shard of the counters, as the daemon's loop and workers are), each part alone and both
+ * together.
  * Prints nanoseconds per request as each thread sees it; not part of make check.
  *
  * Usage: bench_metrics [THREADS [MILLIONS]]   (defaults: 4 threads, 20 million calls in all) */

@@ -1,9 +1,15 @@
 /* metrics.c: the per-request-kind counters of metrics.h. Recording is a handful of relaxed
- * atomic adds on the kind's own cache line and a short scan of the bucket bounds; reading
- * copies them (each counter is exact; the set is not one atomic snapshot). */
+ * atomic adds on the calling thread's shard of the kind's counters and a short scan of the
+ * bucket bounds; reading adds the shards up (each counter is exact; the set is not one
+ * atomic snapshot). */
 #include "metrics.h"
 
 #include <string.h>
+
+/* The shard the next thread that counts gets. */
+static atomic_uint next_shard = 0;
+/* This thread's shard; -1 until it first counts. */
+static _Thread_local int my_shard = -1;
 
 const uint64_t ta_metrics_bucket_ns[TA_METRICS_BUCKETS] = {
     1000,   2500,   5000,    10000,   25000,    50000,     100000,
@@ -12,8 +18,8 @@ const uint64_t ta_metrics_bucket_ns[TA_METRICS_BUCKETS] = {
 
 void ta_metrics_init(ta_metrics *m)
 {
-	for (int k = 0; k < TA_REQ_END; k++) {
-		ta_kind_metrics *c = &m->kind[k];
+	for (int i = 0; i < TA_METRICS_SHARDS * TA_REQ_END; i++) {
+		ta_kind_metrics *c = &m->shard[i / TA_REQ_END][i % TA_REQ_END];
 		atomic_init(&c->requests, 0);
 		atomic_init(&c->errors, 0);
 		atomic_init(&c->elements, 0);
@@ -30,7 +36,10 @@ void ta_metrics_record(ta_metrics *m, ta_req_kind kind, bool error, uint64_t ele
 {
 	if (!ta_req_valid(kind))
 		kind = TA_REQ_NONE;
-	ta_kind_metrics *c = &m->kind[kind];
+	if (my_shard < 0)
+		my_shard = (int)(atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) %
+		                 TA_METRICS_SHARDS);
+	ta_kind_metrics *c = &m->shard[my_shard][kind];
 	atomic_fetch_add_explicit(&c->requests, 1, memory_order_relaxed);
 	if (error)
 		atomic_fetch_add_explicit(&c->errors, 1, memory_order_relaxed);
@@ -52,16 +61,18 @@ void ta_metrics_read(const ta_metrics *m, ta_req_kind kind, ta_kind_snapshot *ou
 	memset(out, 0, sizeof(*out));
 	if (kind != TA_REQ_NONE && !ta_req_valid(kind))
 		return;
-	/* atomic loads of const objects: C11 takes a non-const pointer */
-	ta_kind_metrics *c = (ta_kind_metrics *)&m->kind[kind];
-	out->requests = atomic_load_explicit(&c->requests, memory_order_relaxed);
-	out->errors = atomic_load_explicit(&c->errors, memory_order_relaxed);
-	out->elements = atomic_load_explicit(&c->elements, memory_order_relaxed);
-	out->bytes_in = atomic_load_explicit(&c->bytes_in, memory_order_relaxed);
-	out->bytes_out = atomic_load_explicit(&c->bytes_out, memory_order_relaxed);
-	out->latency_ns = atomic_load_explicit(&c->latency_ns, memory_order_relaxed);
-	for (int b = 0; b <= TA_METRICS_BUCKETS; b++)
-		out->bucket[b] = atomic_load_explicit(&c->bucket[b], memory_order_relaxed);
+	for (int i = 0; i < TA_METRICS_SHARDS; i++) {
+		/* atomic loads of const objects: C11 takes a non-const pointer */
+		ta_kind_metrics *c = (ta_kind_metrics *)&m->shard[i][kind];
+		out->requests += atomic_load_explicit(&c->requests, memory_order_relaxed);
+		out->errors += atomic_load_explicit(&c->errors, memory_order_relaxed);
+		out->elements += atomic_load_explicit(&c->elements, memory_order_relaxed);
+		out->bytes_in += atomic_load_explicit(&c->bytes_in, memory_order_relaxed);
+		out->bytes_out += atomic_load_explicit(&c->bytes_out, memory_order_relaxed);
+		out->latency_ns += atomic_load_explicit(&c->latency_ns, memory_order_relaxed);
+		for (int b = 0; b <= TA_METRICS_BUCKETS; b++)
+			out->bucket[b] += atomic_load_explicit(&c->bucket[b], memory_order_relaxed);
+	}
 }
 
 bool ta_metrics_fill_stats(const ta_metrics *m, ta_arena *arena, Tileatom__StatsResponse *s)

@@ -35,10 +35,15 @@ typedef struct ta_kind_metrics {
 	uint64_t pad[(8 - (6 + TA_METRICS_BUCKETS + 1) % 8) % 8]; /* to a multiple of 64 bytes */
 } ta_kind_metrics;
 
+/* Copies of the counters that threads add to: a thread always uses the same one (the
+ * first threads each get their own), so that workers counting requests of one kind do not
+ * fight over a cache line; readers add the copies up. */
+#define TA_METRICS_SHARDS 16
+
 /* The counters of every request kind (index: ta_req_kind; TA_REQ_NONE counts requests
- * that did not decode or had no body). */
+ * that did not decode or had no body), in TA_METRICS_SHARDS copies. */
 typedef struct ta_metrics {
-	ta_kind_metrics kind[TA_REQ_END]; /* per request kind */
+	ta_kind_metrics shard[TA_METRICS_SHARDS][TA_REQ_END]; /* per thread group, per kind */
 } ta_metrics;
 
 /* A plain copy of one kind's counters. */
@@ -82,7 +87,7 @@ void ta_metrics_init(ta_metrics *m);
 void ta_metrics_record(ta_metrics *m, ta_req_kind kind, bool error, uint64_t elements,
                        uint64_t bytes_in, uint64_t bytes_out, uint64_t latency_ns);
 
-/* Copies the counters of kind into *out. */
+/* Adds the counters of kind up over the shards into *out. */
 void ta_metrics_read(const ta_metrics *m, ta_req_kind kind, ta_kind_snapshot *out);
 
 /* Fills the per-kind part of a Stats response (kinds, latency_bounds_ns) from m, with
