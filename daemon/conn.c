@@ -578,6 +578,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		ta_conn_close(conn);
 		return;
 	} else {
+		conn->last_read_ms = uv_now(conn->host->loop);
 		conn_consume(conn, (const uint8_t *)conn->rbuf, (size_t)nread);
 		if (conn_closing(conn))
 			return;
