@@ -6,7 +6,8 @@
 #            as a service (vs-redis starts its own on a private socket).
 set -euo pipefail
 pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
-      protobuf-c-compiler check libsubunit-dev libinih-dev"
+      protobuf-c-compiler check libsubunit-dev libinih-dev
+      libssl-dev"
 bench=0
 for arg in "$@"; do
 	case "$arg" in

@@ -24,7 +24,8 @@ tests_check_daemon_server_SOURCES = tests/check_daemon_server.c
 tests_check_daemon_server_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DTA_TEST_DAEMON='"$(abs_top_builddir)/daemon/tileatomd"'
 tests_check_daemon_server_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
-tests_check_daemon_server_LDADD = daemon/libtadaemon.a $(CHECK_LIBS) $(PROTOBUF_C_LIBS)
+tests_check_daemon_server_LDADD = daemon/libtadaemon.a $(CHECK_LIBS) $(PROTOBUF_C_LIBS) \
+	$(LIBCRYPTO_LIBS)
 # The server test starts the daemon binary.
 EXTRA_tests_check_daemon_server_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
 endif
@@ -49,7 +50,7 @@ tests_check_client_codec_SOURCES = tests/check_client_codec.c $(CLIENT_LIB_SOURC
 nodist_tests_check_client_codec_SOURCES = $(nodist_PROTO_SOURCES)
 tests_check_client_codec_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
 tests_check_client_codec_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
-tests_check_client_codec_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) -lm
+tests_check_client_codec_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 
 tests_check_integration_SOURCES = tests/check_integration.c \
 	tests/check_client_util.c tests/check_client_util.h $(PROTO_SOURCES)
