@@ -51,8 +51,9 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Connects to a Unix socket; -1 on failure. Receives time out after 20 s. */
-static int connect_unix(const char *path)
+/* Connects to a Unix socket without the Hello handshake; -1 on failure. Receives time out
+ * after 20 s. */
+static int connect_unix_raw(const char *path)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	if (fd < 0)
@@ -69,6 +70,8 @@ static int connect_unix(const char *path)
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
 }
+
+static int connect_unix(const char *path);
 
 /* Starts the daemon with extra arguments (NULL-terminated) and waits until its socket
  * accepts connections. With expect_fail the daemon is expected to exit instead; then the
@@ -125,7 +128,7 @@ static void start_daemon_ex(daemon_proc *d, const char *const *extra, bool expec
 			return;
 		}
 		if (!expect_fail) {
-			int fd = connect_unix(d->sock);
+			int fd = connect_unix_raw(d->sock);
 			if (fd >= 0) {
 				close(fd);
 				return;
@@ -288,6 +291,37 @@ static Tileatom__Response *recv_response(int fd)
 	return resp;
 }
 
+/* Sends Hello (id 0) and reads its answer: true when it is an OK hello. The protocol
+ * requires Hello first. */
+static bool hello_ok(int fd)
+{
+	Tileatom__HelloRequest h = TILEATOM__HELLO_REQUEST__INIT;
+	h.protocol_version = 1;
+	h.client_name = (char *)"check_daemon_server";
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	if (!send_request(fd, &req))
+		return false;
+	Tileatom__Response *resp = recv_response(fd);
+	bool ok = resp && resp->status == TILEATOM__STATUS__OK &&
+	          resp->body_case == TILEATOM__RESPONSE__BODY_HELLO;
+	if (resp)
+		tileatom__response__free_unpacked(resp, NULL);
+	return ok;
+}
+
+/* Connects to a Unix socket and says Hello; -1 on failure (a refused connection too). */
+static int connect_unix(const char *path)
+{
+	int fd = connect_unix_raw(path);
+	if (fd >= 0 && !hello_ok(fd)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* True when the daemon closed the connection (EOF within 20 s). */
 static bool at_eof(int fd)
 {
@@ -378,7 +412,7 @@ START_TEST(test_start_ping_stop)
 	ck_assert_int_eq(stat(d.sock, &st), 0);
 	ck_assert(S_ISSOCK(st.st_mode));
 	ck_assert_int_eq(st.st_mode & 0777, 0600);
-	int fd = connect_unix(d.sock);
+	int fd = connect_unix_raw(d.sock);
 	ck_assert_int_ge(fd, 0);
 	Tileatom__HelloRequest h = TILEATOM__HELLO_REQUEST__INIT;
 	h.protocol_version = 1;
@@ -656,7 +690,7 @@ START_TEST(test_connection_limit)
 	}
 	int b = connect_unix(d.sock);
 	ping_ok(b, 1);
-	int c = connect_unix(d.sock);
+	int c = connect_unix_raw(d.sock);
 	ck_assert_int_ge(c, 0);
 	Tileatom__Response *resp = recv_response(c);
 	ck_assert_ptr_nonnull(resp);
@@ -672,6 +706,10 @@ START_TEST(test_connection_limit)
 	bool in = false;
 	for (int tries = 0; tries < 200 && !in; tries++) {
 		int e = connect_unix(d.sock);
+		if (e < 0) {
+			usleep(10000);
+			continue;
+		}
 		Tileatom__PingRequest p = TILEATOM__PING_REQUEST__INIT;
 		Tileatom__Request req = TILEATOM__REQUEST__INIT;
 		req.id = 9;
@@ -914,6 +952,7 @@ START_TEST(test_tcp_loopback_and_refusal)
 	ck_assert_int_eq(connect(fd, (struct sockaddr *)&in, sizeof(in)), 0);
 	struct timeval tv = {20, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ck_assert(hello_ok(fd));
 	ping_ok(fd, 1);
 	close(fd);
 	int status = stop_daemon(&d);
