@@ -29,6 +29,17 @@ tests_check_daemon_server_LDADD = daemon/libtadaemon.a $(CHECK_LIBS) $(PROTOBUF_
 # The server test starts the daemon binary.
 EXTRA_tests_check_daemon_server_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
 endif
+# Access control and bounds without sockets (strings, sessions, Auth, private tiles, the
+# secret file, max_tiles, the commit check, the new settings, the rate-limited log).
+if HAVE_CHECK
+check_PROGRAMS += tests/check_access
+TESTS += tests/check_access
+tests_check_access_SOURCES = tests/check_access.c
+tests_check_access_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_check_access_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) \
+	$(INIH_CFLAGS) $(LIBCRYPTO_CFLAGS)
+tests_check_access_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
+endif
 # --- daemon tests end
 
 # --- client tests begin
