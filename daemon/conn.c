@@ -30,6 +30,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include "log.h"
@@ -672,6 +673,19 @@ static void conn_note_partial(ta_conn *conn)
 	conn->frames_done_seen = conn->frames_done;
 }
 
+/* At EOF: true when the peer closed both directions (POLLHUP: a Unix-socket peer that
+ * closed, not one that only shut its writing side down), so that nobody can take the
+ * answers of the queued requests any more. A TCP peer's close looks like a half-close
+ * until a write fails. */
+static bool conn_peer_gone(ta_conn *conn)
+{
+	uv_os_fd_t fd;
+	if (uv_fileno(&conn->h.handle, &fd) != 0)
+		return false;
+	struct pollfd p = {.fd = fd, .events = POLLOUT, .revents = 0};
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
+}
+
 /* read_cb: bytes, EOF or an error. */
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
@@ -680,6 +694,15 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	if (nread == 0 || conn_closing(conn))
 		return;
 	if (nread == UV_EOF) {
+		if ((conn->q_head || conn->inflight) && conn_peer_gone(conn)) {
+			/* nobody will read the answers: drop the queue and the slot now (a
+			 * running request completes, its answer is dropped) */
+			ta_log(TA_LOG_DEBUG,
+			       "connection %" PRIu64 ": peer gone with %u requests queued; closing",
+			       conn->serial, conn->q_len);
+			ta_conn_close(conn);
+			return;
+		}
 		conn_end_reads(conn);
 		if (conn->reader.header_have > 0) {
 			char msg[256];
