@@ -7,4 +7,4 @@ benchmarks_tileatom_bench_CPPFLAGS = -I$(top_srcdir)/client -D_GNU_SOURCE
 benchmarks_tileatom_bench_LDADD = client/libtileatom-client.la
 
 dist_man_MANS += doc/tileatom-bench.1
-EXTRA_DIST += benchmarks/vs-redis benchmarks/plot-throughput
+EXTRA_DIST += benchmarks/vs-redis benchmarks/plot-throughput benchmarks/flood

@@ -571,6 +571,7 @@ static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
 	conn->stash_len = len;
 	if (!conn->budget_wait) {
 		conn->budget_wait = true;
+		conn->wait_since_ms = uv_now(conn->host->loop);
 		conn->host->input_waiters++;
 	}
 	ta_log(TA_LOG_DEBUG,
@@ -855,6 +856,17 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 		         " ms (frame_timeout); closing the connection",
 		         conn->reader.payload_have, conn->reader.payload_len,
 		         cfg->frame_timeout_ms);
+		conn_fail_now(conn, TA_UNAVAILABLE, msg);
+		return;
+	}
+	if (cfg->frame_timeout_ms && conn->budget_wait &&
+	    now - conn->wait_since_ms >= cfg->frame_timeout_ms) {
+		snprintf(msg, sizeof(msg),
+		         "waited more than %" PRIu64 " ms (frame_timeout) for input memory: %" PRIu64
+		         " of the %" PRIu64
+		         " bytes all connections may hold (max_input_total) are taken; closing "
+		         "the connection",
+		         cfg->frame_timeout_ms, conn->host->input_held, conn->host->input_max);
 		conn_fail_now(conn, TA_UNAVAILABLE, msg);
 		return;
 	}

@@ -61,9 +61,10 @@
  * not fit, the connection keeps the bytes it already read (in rbuf), stops reading
  * (budget_wait) and goes on once memory frees (ta_conn_resume_input), so that connections
  * that already hold a reservation can always finish their frames. A connection that holds
- * a partial frame longer than frame_timeout, or sends and takes nothing for idle_timeout,
- * is answered UNAVAILABLE and closed (ta_conn_check_timeouts, called by the server's
- * periodic sweep). */
+ * a partial frame longer than frame_timeout, waits for input memory longer than
+ * frame_timeout, or sends and takes nothing for idle_timeout, is answered UNAVAILABLE and
+ * closed (ta_conn_check_timeouts, called by the server's periodic sweep), so that neither
+ * slow senders nor the connections queued behind them hold a slot for long. */
 #ifndef TA_DAEMON_CONN_H
 #define TA_DAEMON_CONN_H
 
@@ -172,6 +173,7 @@ struct ta_conn {
 	bool budget_wait;                  /* stopped until input budget frees */
 	size_t stash_off;                  /* budget_wait: unconsumed bytes start at rbuf + this */
 	size_t stash_len;                  /* budget_wait: bytes read but not consumed yet */
+	uint64_t wait_since_ms;            /* budget_wait: loop time the wait began */
 	uint64_t last_active_ms;           /* loop time of the last byte read or written */
 	uint64_t frame_since_ms;           /* loop time the partial frame began (0: none) */
 	uint64_t frames_done;              /* whole frames taken from the input (counter) */
