@@ -859,14 +859,16 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 		conn_fail_now(conn, TA_UNAVAILABLE, msg);
 		return;
 	}
+	/* a wait for input memory may last twice frame_timeout: by then every reservation
+	 * that held the memory when the wait began has ended (its frame done or timed out) */
 	if (cfg->frame_timeout_ms && conn->budget_wait &&
-	    now - conn->wait_since_ms >= cfg->frame_timeout_ms) {
+	    now - conn->wait_since_ms >= 2 * cfg->frame_timeout_ms) {
 		snprintf(msg, sizeof(msg),
-		         "waited more than %" PRIu64 " ms (frame_timeout) for input memory: %" PRIu64
-		         " of the %" PRIu64
+		         "waited more than %" PRIu64 " ms (twice frame_timeout) for input memory: "
+		         "%" PRIu64 " of the %" PRIu64
 		         " bytes all connections may hold (max_input_total) are taken; closing "
 		         "the connection",
-		         cfg->frame_timeout_ms, conn->host->input_held, conn->host->input_max);
+		         2 * cfg->frame_timeout_ms, conn->host->input_held, conn->host->input_max);
 		conn_fail_now(conn, TA_UNAVAILABLE, msg);
 		return;
 	}
@@ -887,12 +889,15 @@ void ta_conn_resume_input(ta_conn *conn)
 	conn->budget_wait = false;
 	conn->host->input_waiters--;
 	size_t off = conn->stash_off, len = conn->stash_len;
+	uint64_t since = conn->wait_since_ms;
 	conn->stash_len = 0;
 	conn->frame_since_ms = 0; /* the wait was not the peer's doing */
 	if (len > 0) {
 		conn_consume(conn, (const uint8_t *)conn->rbuf + off, len);
 		if (conn_closing(conn))
 			return;
+		if (conn->budget_wait)
+			conn->wait_since_ms = since; /* still waiting: the wait goes on, not anew */
 		conn_note_partial(conn);
 	}
 	conn_settle(conn);

@@ -35,7 +35,8 @@ if HAVE_CHECK
 check_PROGRAMS += tests/check_access
 TESTS += tests/check_access
 tests_check_access_SOURCES = tests/check_access.c
-tests_check_access_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_check_access_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
+	-DTA_SRCDIR='"$(abs_top_srcdir)"'
 tests_check_access_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) \
 	$(INIH_CFLAGS) $(LIBCRYPTO_CFLAGS)
 tests_check_access_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
