@@ -78,8 +78,8 @@ static int authenticate(tileatom_client *c, const char *address, const char *aut
 	if (ta_auth_load(auth_file, secret, msg, sizeof(msg)) != 0)
 		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s", msg);
 	else if (ta_auth_random(nonce, sizeof(nonce)) != 0 ||
-	         ta_auth_proof(secret, TA_AUTH_CLIENT, server_nonce, nonce, sizeof(nonce),
-	                       proof) != 0 ||
+	         ta_auth_proof(secret, TA_AUTH_CLIENT, server_nonce, nonce, sizeof(nonce), proof) !=
+	             0 ||
 	         ta_auth_proof(secret, TA_AUTH_SERVER, server_nonce, nonce, sizeof(nonce),
 	                       expect) != 0)
 		rc = tac_err(err, TILEATOM_E_INTERNAL, "cannot compute the authentication proof");

@@ -304,10 +304,11 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 	} else if (strcmp(key, "frame_timeout") == 0 || strcmp(key, "idle_timeout") == 0) {
 		bool frame = key[0] == 'f';
 		if (ta_config_parse_duration(value, &size) || size > UINT64_C(86400000) * 365)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "%s: '%s' is not a duration (e.g. 30, 30s, 500ms, 5m; 0 = "
-			                    "never)",
-			                    frame ? "frame_timeout" : "idle_timeout", value);
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "%s: '%s' is not a duration (e.g. 30, 30s, 500ms, 5m; 0 = "
+			    "never)",
+			    frame ? "frame_timeout" : "idle_timeout", value);
 		if (frame)
 			cfg->frame_timeout_ms = size;
 		else
@@ -321,10 +322,11 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 		cfg->max_input_total = size;
 	} else if (strcmp(key, "max_tiles") == 0) {
 		if (ta_config_parse_size(value, &size))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "max_tiles: '%s' is not a count (e.g. 100000 or 1M; 0 = "
-			                    "unlimited)",
-			                    value);
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "max_tiles: '%s' is not a count (e.g. 100000 or 1M; 0 = "
+			    "unlimited)",
+			    value);
 		cfg->max_tiles = size;
 	} else if (strcmp(key, "auth_file") == 0) {
 		if (set_string(&cfg->auth_file, value))

@@ -62,9 +62,10 @@
  * (budget_wait) and goes on once memory frees (ta_conn_resume_input), so that connections
  * that already hold a reservation can always finish their frames. A connection that holds
  * a partial frame longer than frame_timeout, waits for input memory longer than twice
- * frame_timeout (when every reservation older than the wait has ended), or sends and takes nothing for idle_timeout, is answered UNAVAILABLE and
- * closed (ta_conn_check_timeouts, called by the server's periodic sweep), so that neither
- * slow senders nor the connections queued behind them hold a slot for long. */
+ * frame_timeout (when every reservation older than the wait has ended), or sends and takes nothing
+ * for idle_timeout, is answered UNAVAILABLE and closed (ta_conn_check_timeouts, called by the
+ * server's periodic sweep), so that neither slow senders nor the connections queued behind them
+ * hold a slot for long. */
 #ifndef TA_DAEMON_CONN_H
 #define TA_DAEMON_CONN_H
 
@@ -101,9 +102,9 @@ typedef struct ta_conn_host {
 	/* input budget was given back while connections wait for it: the server calls
 	 * ta_conn_resume_input on them soon (not from inside this call) */
 	void (*input_freed)(struct ta_conn_host *host);
-	uint64_t input_max;      /* bytes of input all connections may hold (0: unlimited) */
-	uint64_t input_held;     /* bytes of input reserved now (loop thread only) */
-	unsigned input_waiters;  /* connections waiting for input budget */
+	uint64_t input_max;     /* bytes of input all connections may hold (0: unlimited) */
+	uint64_t input_held;    /* bytes of input reserved now (loop thread only) */
+	unsigned input_waiters; /* connections waiting for input budget */
 } ta_conn_host;
 
 /* Bytes of the per-connection read buffer handed to libuv. */

@@ -53,31 +53,31 @@ typedef enum out_kind {
 
 /* One response being built, with storage for every body it may point to. */
 typedef struct resp_ctx {
-	ta_service *svc;                  /* the service */
-	Tileatom__Response resp;          /* the response message */
-	ta_error err;                     /* status and message when not OK */
-	Tileatom__HelloResponse hello;    /* hello body */
-	Tileatom__PingResponse ping;      /* ping body */
-	Tileatom__TileInfo tile;          /* create / describe body */
-	ta_tile_info tile_info;           /* storage behind tile */
-	Tileatom__ListTilesResponse list; /* list body */
-	Tileatom__TileInfo *list_items;   /* malloc'd list entries */
-	Tileatom__TileInfo **list_ptrs;   /* malloc'd pointers to list_items */
-	ta_tile_info *list_infos;         /* malloc'd storage behind list_items */
-	Tileatom__Array data;             /* read body, or OpResponse.old */
-	Tileatom__OpResponse op;          /* op body */
-	Tileatom__StatsResponse stats;    /* stats body */
-	Tileatom__AuthResponse auth;      /* auth body */
+	ta_service *svc;                     /* the service */
+	Tileatom__Response resp;             /* the response message */
+	ta_error err;                        /* status and message when not OK */
+	Tileatom__HelloResponse hello;       /* hello body */
+	Tileatom__PingResponse ping;         /* ping body */
+	Tileatom__TileInfo tile;             /* create / describe body */
+	ta_tile_info tile_info;              /* storage behind tile */
+	Tileatom__ListTilesResponse list;    /* list body */
+	Tileatom__TileInfo *list_items;      /* malloc'd list entries */
+	Tileatom__TileInfo **list_ptrs;      /* malloc'd pointers to list_items */
+	ta_tile_info *list_infos;            /* malloc'd storage behind list_items */
+	Tileatom__Array data;                /* read body, or OpResponse.old */
+	Tileatom__OpResponse op;             /* op body */
+	Tileatom__StatsResponse stats;       /* stats body */
+	Tileatom__AuthResponse auth;         /* auth body */
 	uint8_t server_proof[TA_AUTH_PROOF]; /* storage behind auth */
-	ta_session *session;              /* the connection's session (NULL: in-process) */
-	ta_owner who;                     /* the identity requests act for */
-	bool close_after;                 /* close the connection after this answer */
-	ta_backend_info stats_info;       /* storage behind stats strings */
-	int64_t data_shape[TA_MAX_RANK];  /* shape behind data */
-	void *old_buf;                    /* values returned by a plan (arena memory) */
-	ta_arena *arena;                  /* where this request's memory comes from */
-	int64_t inline_max;               /* >= 0: defer requests of more elements */
-	bool deferred;                    /* the request was left for a worker: no reply */
+	ta_session *session;                 /* the connection's session (NULL: in-process) */
+	ta_owner who;                        /* the identity requests act for */
+	bool close_after;                    /* close the connection after this answer */
+	ta_backend_info stats_info;          /* storage behind stats strings */
+	int64_t data_shape[TA_MAX_RANK];     /* shape behind data */
+	void *old_buf;                       /* values returned by a plan (arena memory) */
+	ta_arena *arena;                     /* where this request's memory comes from */
+	int64_t inline_max;                  /* >= 0: defer requests of more elements */
+	bool deferred;                       /* the request was left for a worker: no reply */
 } resp_ctx;
 
 void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry,
@@ -554,7 +554,8 @@ static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesR
 	(void)tile;
 	(void)l;
 	size_t n = 0;
-	ta_status st = ta_registry_list_as(rc->svc->registry, rc->who, &rc->list_infos, &n, &rc->err);
+	ta_status st =
+	    ta_registry_list_as(rc->svc->registry, rc->who, &rc->list_infos, &n, &rc->err);
 	if (st != TA_OK)
 		return st;
 	tileatom__list_tiles_response__init(&rc->list);
@@ -884,14 +885,16 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 	if (!ta_wire_check_strings(&tileatom__request__descriptor, payload, len, bad,
 	                           sizeof(bad))) {
 		/* answered with the request's id when it decodes (the strings aside) */
-		Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
+		Tileatom__Request *req =
+		    tileatom__request__unpack(&scratch->arena.pb, len, payload);
 		uint64_t id = req ? req->id : 0;
 		free(owned);
 		ta_arena_reset(&scratch->arena);
 		char msg[260];
 		snprintf(msg, sizeof(msg), "invalid string: %s (strings must be UTF-8 without NUL)",
 		         bad);
-		*close_after = ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
+		*close_after =
+		    ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
 		return TA_DISPATCH_DONE;
 	}
 	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
@@ -949,16 +952,16 @@ ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratc
 }
 
 ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch *scratch,
-                                            ta_session *session, const uint8_t *payload,
-                                            size_t len, int64_t inline_max, ta_frame_buf *out,
+                                            ta_session *session, const uint8_t *payload, size_t len,
+                                            int64_t inline_max, ta_frame_buf *out,
                                             bool *close_after)
 {
 	return run_one(svc, scratch, session, payload, len, NULL, inline_max, out, close_after);
 }
 
 /* Runs one payload to completion with a scratch of its own; frees owned once decoded. */
-static void dispatch_alone(ta_service *svc, ta_session *session, const uint8_t *payload,
-                           size_t len, uint8_t *owned, ta_reply *out)
+static void dispatch_alone(ta_service *svc, ta_session *session, const uint8_t *payload, size_t len,
+                           uint8_t *owned, ta_reply *out)
 {
 	ta_dispatch_scratch scratch;
 	ta_dispatch_scratch_init(&scratch);

@@ -90,8 +90,8 @@ ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratc
  * tiles are used as the session's identity (private tiles). session NULL: as
  * ta_dispatch_run (no handshake, TA_OWNER_ANY). */
 ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch *scratch,
-                                            ta_session *session, const uint8_t *payload,
-                                            size_t len, int64_t inline_max, ta_frame_buf *out,
+                                            ta_session *session, const uint8_t *payload, size_t len,
+                                            int64_t inline_max, ta_frame_buf *out,
                                             bool *close_after);
 
 /* Appends an error response for request id (0 when unknown) to out; returns close_after,

@@ -112,8 +112,8 @@ void ta_log_limited(ta_log_limit *lim, ta_log_level level, const char *fmt, ...)
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
 	if (held)
-		ta_log(level, "%s (and %llu more in the last %llu s)", text, (unsigned long long)held,
-		       (unsigned long long)since);
+		ta_log(level, "%s (and %llu more in the last %llu s)", text,
+		       (unsigned long long)held, (unsigned long long)since);
 	else
 		ta_log(level, "%s", text);
 }

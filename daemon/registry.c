@@ -100,8 +100,7 @@ bool ta_tile_allowed(const ta_tile *tile, ta_owner who)
 static ta_status denied(ta_error *err, const char *name)
 {
 	char shown[TA_NAME_MAX + 4];
-	return ta_error_set(err, TA_PERMISSION_DENIED,
-	                    "tile '%s' is private to another client",
+	return ta_error_set(err, TA_PERMISSION_DENIED, "tile '%s' is private to another client",
 	                    ta_name_for_message(name, shown, sizeof(shown)));
 }
 
@@ -226,7 +225,7 @@ ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_til
 	tile->bytes = bytes;
 	tile->reg = reg;
 	tile->owner = owner;
-	atomic_init(&tile->refs, 2); /* the registry's and the caller's */
+	atomic_init(&tile->refs, 2);                 /* the registry's and the caller's */
 	uint64_t counted = bytes + TA_TILE_OVERHEAD; /* bytes <= SIZE_MAX: no overflow */
 
 	pthread_mutex_lock(&reg->lock);
@@ -244,8 +243,8 @@ ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_til
 		                    "%" PRIu64,
 		                    name, live, reg->max_tiles);
 	}
-	if (reg->max_total_bytes && (counted > reg->max_total_bytes ||
-	                             reg->total_bytes > reg->max_total_bytes - counted)) {
+	if (reg->max_total_bytes &&
+	    (counted > reg->max_total_bytes || reg->total_bytes > reg->max_total_bytes - counted)) {
 		uint64_t held = reg->total_bytes;
 		pthread_mutex_unlock(&reg->lock);
 		free(tile);

@@ -215,8 +215,8 @@ static void on_connection(uv_stream_t *listener, int status)
 		         "too many connections: the limit is %d (max_connections); try again "
 		         "later",
 		         srv->cfg->max_connections);
-		ta_log_limited(&srv->refuse_log, TA_LOG_WARNING, "connection %" PRIu64 " refused: %s",
-		               conn->serial, msg);
+		ta_log_limited(&srv->refuse_log, TA_LOG_WARNING,
+		               "connection %" PRIu64 " refused: %s", conn->serial, msg);
 		ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
 		return;
 	}

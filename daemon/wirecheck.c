@@ -69,8 +69,8 @@ static bool read_varint(const uint8_t *data, size_t len, size_t *pos, uint64_t *
 
 /* Walks one message; path is the dotted field path so far (for the message). Returns false
  * with msg set when a bad string was found. */
-static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
-                 int depth, const char *path, char *msg, size_t msg_size)
+static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len, int depth,
+                 const char *path, char *msg, size_t msg_size)
 {
 	size_t pos = 0;
 	while (pos < len) {
@@ -106,8 +106,9 @@ static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, si
 		size_t n = (size_t)v;
 		pos += n;
 		const ProtobufCFieldDescriptor *f =
-		    number <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)number)
-		                         : NULL;
+		    number <= UINT32_MAX
+		        ? protobuf_c_message_descriptor_get_field(desc, (unsigned)number)
+		        : NULL;
 		if (!f)
 			continue; /* an unknown field: kept as bytes, never used as a string */
 		char sub[160];
@@ -117,8 +118,8 @@ static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, si
 				         f->name);
 				const uint8_t *nul = memchr(value, 0, n);
 				if (nul)
-					snprintf(msg, msg_size, "%s holds a NUL byte at offset %zu", sub,
-					         (size_t)(nul - value));
+					snprintf(msg, msg_size, "%s holds a NUL byte at offset %zu",
+					         sub, (size_t)(nul - value));
 				else
 					snprintf(msg, msg_size, "%s is not valid UTF-8", sub);
 				return false;

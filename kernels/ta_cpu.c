@@ -794,7 +794,8 @@ static bool host_memory_available(uint64_t *avail, const char **what)
 		line[strcspn(line, "\n")] = '\0';
 		const char *cg = strcmp(line + 3, "/") == 0 ? "" : line + 3;
 		uint64_t max, cur;
-		if (cgroup_value(cg, "memory.max", &max) && cgroup_value(cg, "memory.current", &cur)) {
+		if (cgroup_value(cg, "memory.max", &max) &&
+		    cgroup_value(cg, "memory.current", &cur)) {
 			uint64_t room = max > cur ? max - cur : 0;
 			if (!known || room < *avail) {
 				*avail = room;

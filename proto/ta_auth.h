@@ -17,7 +17,7 @@ extern "C" {
 /* Bytes of the daemon's nonce (HelloResponse.auth_nonce). */
 #define TA_AUTH_NONCE 32
 /* Bytes of the client nonce the library sends; the daemon accepts MIN..MAX. */
-#define TA_AUTH_CLIENT_NONCE 32
+#define TA_AUTH_CLIENT_NONCE     32
 #define TA_AUTH_CLIENT_NONCE_MIN 16
 #define TA_AUTH_CLIENT_NONCE_MAX 64
 /* Bytes of a proof (HMAC-SHA256). */

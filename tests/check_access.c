@@ -56,8 +56,8 @@ static void fx_free(fixture *fx)
 static Tileatom__Response *run_raw(fixture *fx, ta_session *s, const uint8_t *payload, size_t len)
 {
 	ta_frame_buf out = {NULL, 0, 0};
-	ta_dispatch_outcome o = ta_dispatch_run_session(&fx->svc, &fx->scratch, s, payload, len,
-	                                                -1, &out, &fx->close_after);
+	ta_dispatch_outcome o = ta_dispatch_run_session(&fx->svc, &fx->scratch, s, payload, len, -1,
+	                                                &out, &fx->close_after);
 	ck_assert_int_eq(o, TA_DISPATCH_DONE);
 	ck_assert_ptr_nonnull(out.data);
 	ck_assert_uint_eq(ta_frame_get_header(out.data), out.len - TA_FRAME_HEADER);
@@ -220,13 +220,20 @@ START_TEST(test_utf8)
 		size_t n;
 		bool ok;
 	} cases[] = {
-	    {"plain-name_1.x", 14, true},     {"h\xc3\xa9llo", 6, true},
-	    {"\xe2\x82\xac", 3, true},        {"\xf0\x9d\x84\x9e", 4, true},
-	    {"", 0, true},                    {"a\0b", 3, false},
-	    {"\xc0\xaf", 2, false},           {"\xe0\x80\xaf", 3, false},
-	    {"\xed\xa0\x80", 3, false},       {"\xf4\x90\x80\x80", 4, false},
-	    {"\xe2\x82", 2, false},           {"\x80", 1, false},
-	    {"\xff", 1, false},               {"ok\xc3", 3, false},
+	    {"plain-name_1.x", 14, true},
+	    {"h\xc3\xa9llo", 6, true},
+	    {"\xe2\x82\xac", 3, true},
+	    {"\xf0\x9d\x84\x9e", 4, true},
+	    {"", 0, true},
+	    {"a\0b", 3, false},
+	    {"\xc0\xaf", 2, false},
+	    {"\xe0\x80\xaf", 3, false},
+	    {"\xed\xa0\x80", 3, false},
+	    {"\xf4\x90\x80\x80", 4, false},
+	    {"\xe2\x82", 2, false},
+	    {"\x80", 1, false},
+	    {"\xff", 1, false},
+	    {"ok\xc3", 3, false},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		ck_assert_msg(ta_utf8_valid_no_nul((const uint8_t *)cases[i].s, cases[i].n) ==
@@ -242,8 +249,8 @@ START_TEST(test_name_nul_and_utf8)
 	expect(do_create(&fx, NULL, "victim", false), TILEATOM__STATUS__OK, "");
 	/* destroy "victim\0x": the name is refused, victim survives (it used to be cut to
 	 * "victim" and destroyed) */
-	static const uint8_t nul_destroy[] = {0x08, 0x01, 0x2a, 0x0a, 0x0a, 0x08, 'v', 'i',
-	                                      'c',  't',  'i',  'm',  0x00, 'x'};
+	static const uint8_t nul_destroy[] = {0x08, 0x01, 0x2a, 0x0a, 0x0a, 0x08, 'v',
+	                                      'i',  'c',  't',  'i',  'm',  0x00, 'x'};
 	expect(run_raw(&fx, NULL, nul_destroy, sizeof(nul_destroy)),
 	       TILEATOM__STATUS__INVALID_ARGUMENT,
 	       "invalid string: destroy.name holds a NUL byte at offset 6 (strings must be UTF-8 "
@@ -263,8 +270,7 @@ START_TEST(test_name_nul_and_utf8)
 	/* a NUL in a nested string of another request: hello.client_name */
 	static const uint8_t nul_hello[] = {0x08, 0x03, 0x12, 0x07, 0x08, 0x01,
 	                                    0x12, 0x03, 'a',  0x00, 'b'};
-	expect(run_raw(&fx, NULL, nul_hello, sizeof(nul_hello)),
-	       TILEATOM__STATUS__INVALID_ARGUMENT,
+	expect(run_raw(&fx, NULL, nul_hello, sizeof(nul_hello)), TILEATOM__STATUS__INVALID_ARGUMENT,
 	       "invalid string: hello.client_name holds a NUL byte at offset 1 (strings must be "
 	       "UTF-8 without NUL)");
 	fx_free(&fx);
@@ -332,8 +338,7 @@ START_TEST(test_hello_first_and_private_tiles)
 	ck_assert_int_eq(t->owner, 1000);
 	ta_tile_unref(t);
 	expect(do_destroy(&fx, &s1, "mine"), TILEATOM__STATUS__OK, "");
-	expect(do_describe(&fx, &s1, "mine"), TILEATOM__STATUS__NOT_FOUND,
-	       "no tile named 'mine'");
+	expect(do_describe(&fx, &s1, "mine"), TILEATOM__STATUS__NOT_FOUND, "no tile named 'mine'");
 	fx_free(&fx);
 }
 END_TEST
@@ -371,8 +376,8 @@ START_TEST(test_auth_exchange)
 	memset(cn, 0x42, sizeof(cn));
 	ck_assert_int_eq(ta_auth_proof(&secret, TA_AUTH_CLIENT, tcp.nonce, cn, sizeof(cn), proof),
 	                 0);
-	ck_assert_int_eq(
-	    ta_auth_proof(&secret, TA_AUTH_SERVER, tcp.nonce, cn, sizeof(cn), sproof), 0);
+	ck_assert_int_eq(ta_auth_proof(&secret, TA_AUTH_SERVER, tcp.nonce, cn, sizeof(cn), sproof),
+	                 0);
 	ck_assert(!ta_auth_equal(proof, sproof, TA_AUTH_PROOF));
 	resp = do_auth(&fx, &tcp, cn, sizeof(cn), proof, sizeof(proof));
 	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
@@ -591,8 +596,11 @@ START_TEST(test_settings)
 	ck_assert_ptr_null(cfg.auth_file);
 	ta_config_free(&cfg);
 
-	char *argv[] = {"tileatomd", "--frame-timeout", "1s",  "--idle-timeout", "0",
-	                "--max-tiles", "7",      "--auth-file", "/s", NULL};
+	char *argv[] = {"tileatomd", "--frame-timeout",
+	                "1s",        "--idle-timeout",
+	                "0",         "--max-tiles",
+	                "7",         "--auth-file",
+	                "/s",        NULL};
 	ta_config_action action;
 	ta_config_init(&cfg);
 	ck_assert_int_eq(ta_config_parse_args(&cfg, 9, argv, &action, &err), TA_OK);

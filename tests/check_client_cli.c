@@ -566,17 +566,17 @@ START_TEST(test_cli_auth_private)
 	         open_file, open_file);
 	expect(&r, 1, "", want, "loose secret file");
 	/* the right secret, by option: a private tile of the secret's holder */
-	const char *mk[] = {tcu_cli_path(), "-s",     addr,     "--auth-file", secret,     "create",
-	                    "held",         "--dtype", "int32", "--shape",     "2",        "--private",
-	                    NULL};
+	const char *mk[] = {
+	    tcu_cli_path(), "-s",    addr,      "--auth-file", secret,      "create", "held",
+	    "--dtype",      "int32", "--shape", "2",           "--private", NULL};
 	tcu_run(A.dir, NULL, mk, &r);
 	expect(&r, 0, "", "", "create --private over TCP");
-	const char *mk2[] = {tcu_cli_path(), "-s", A.socket, "create", "local", "--dtype",
-	                     "int32",        "--shape", "3", "--private", NULL};
+	const char *mk2[] = {tcu_cli_path(), "-s",      A.socket, "create",    "local", "--dtype",
+	                     "int32",        "--shape", "3",      "--private", NULL};
 	tcu_run(A.dir, NULL, mk2, &r);
 	expect(&r, 0, "", "", "create --private over the Unix socket");
-	const char *mk3[] = {tcu_cli_path(), "-s", A.socket, "create", "shared", "--dtype",
-	                     "int32",        "--shape", "1", NULL};
+	const char *mk3[] = {tcu_cli_path(), "-s",    A.socket,  "create", "shared",
+	                     "--dtype",      "int32", "--shape", "1",      NULL};
 	tcu_run(A.dir, NULL, mk3, &r);
 	expect(&r, 0, "", "", "create public");
 	/* by environment: the TCP identity sees its own private tile and the public one */

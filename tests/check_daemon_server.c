@@ -1150,14 +1150,14 @@ static Tileatom__Response *hello_response(int fd)
 
 /* Sends Auth with a proof of secret over nonce; returns the response and the proof the
  * daemon should answer with (server_proof). */
-static Tileatom__Response *auth_response(int fd, const ta_auth_secret *secret,
-                                         const uint8_t *nonce, uint8_t *server_proof)
+static Tileatom__Response *auth_response(int fd, const ta_auth_secret *secret, const uint8_t *nonce,
+                                         uint8_t *server_proof)
 {
 	uint8_t cn[TA_AUTH_CLIENT_NONCE], proof[TA_AUTH_PROOF];
 	ck_assert_int_eq(ta_auth_random(cn, sizeof(cn)), 0);
 	ck_assert_int_eq(ta_auth_proof(secret, TA_AUTH_CLIENT, nonce, cn, sizeof(cn), proof), 0);
-	ck_assert_int_eq(
-	    ta_auth_proof(secret, TA_AUTH_SERVER, nonce, cn, sizeof(cn), server_proof), 0);
+	ck_assert_int_eq(ta_auth_proof(secret, TA_AUTH_SERVER, nonce, cn, sizeof(cn), server_proof),
+	                 0);
 	Tileatom__AuthRequest a = TILEATOM__AUTH_REQUEST__INIT;
 	a.client_nonce.data = cn;
 	a.client_nonce.len = sizeof(cn);
@@ -1406,9 +1406,9 @@ START_TEST(test_slot_freed_while_request_runs)
 	/* one worker, one thread per request: x's large add keeps the worker busy while a's
 	 * request waits behind it on the executor */
 	daemon_proc d;
-	const char *const extra[] = {"--max-connections", "2", "--workers",    "1",
-	                             "--cpu-threads",     "1", "--inline-max", "0",
-	                             NULL};
+	const char *const extra[] = {
+	    "--max-connections", "2", "--workers", "1", "--cpu-threads", "1",
+	    "--inline-max",      "0", NULL};
 	start_daemon(&d, extra);
 	const int64_t big = INT64_C(32) << 20; /* 128 MiB of int32 */
 	int x = connect_unix(d.sock);
