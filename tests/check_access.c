@@ -332,9 +332,65 @@ START_TEST(test_hello_first_and_private_tiles)
 	expect(do_add(&fx, &s1, "mine"), TILEATOM__STATUS__OK, "");
 	list_text(&fx, NULL, text, sizeof(text));
 	ck_assert_str_eq(text, "mine,p pub");
+	/* pipelined runs (the worker's grouped batch path) apply the same rules */
+	uint8_t run[4096];
+	size_t used = 0;
+	for (int i = 0; i < 6; i++) {
+		int32_t one = 1;
+		int64_t origin = 0, shape = 1;
+		Tileatom__Region r = TILEATOM__REGION__INIT;
+		r.n_origin = 1;
+		r.origin = &origin;
+		r.n_shape = 1;
+		r.shape = &shape;
+		Tileatom__Array v = TILEATOM__ARRAY__INIT;
+		v.dtype = TILEATOM__DTYPE__INT32;
+		v.data.data = (uint8_t *)&one;
+		v.data.len = 4;
+		Tileatom__ElementwiseAtomicRequest e = TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT;
+		e.tile = (char *)"mine";
+		e.op = TILEATOM__OP__ADD;
+		e.region = &r;
+		e.values = &v;
+		Tileatom__Request req = TILEATOM__REQUEST__INIT;
+		req.id = 50 + (uint64_t)i;
+		req.body_case = TILEATOM__REQUEST__BODY_ELEMENTWISE;
+		req.elementwise = &e;
+		size_t n = protobuf_c_message_get_packed_size(&req.base);
+		ck_assert_uint_le(used + TA_FRAME_HEADER + n, sizeof(run));
+		ta_frame_put_header(run + used, (uint32_t)n);
+		ck_assert_uint_eq(protobuf_c_message_pack(&req.base, run + used + TA_FRAME_HEADER),
+		                  n);
+		used += TA_FRAME_HEADER + n;
+	}
+	ta_session *as[2] = {&s2, &s1};
+	for (int k = 0; k < 2; k++) {
+		ta_frame_buf out = {NULL, 0, 0};
+		bool close_after = false;
+		uint32_t frames = 0;
+		size_t done = ta_dispatch_run_batch(&fx.svc, &fx.scratch, as[k], run, used,
+		                                    1u << 20, &out, &close_after, &frames);
+		ck_assert_uint_eq(done, used);
+		ck_assert_uint_eq(frames, 6);
+		size_t at = 0;
+		for (int i = 0; i < 6; i++) {
+			uint32_t n = ta_frame_get_header(out.data + at);
+			Tileatom__Response *r =
+			    tileatom__response__unpack(NULL, n, out.data + at + TA_FRAME_HEADER);
+			ck_assert_ptr_nonnull(r);
+			ck_assert_uint_eq(r->id, 50 + (uint64_t)i);
+			if (k == 0)
+				expect(r, TILEATOM__STATUS__PERMISSION_DENIED, denied);
+			else
+				expect(r, TILEATOM__STATUS__OK, "");
+			at += TA_FRAME_HEADER + n;
+		}
+		ck_assert_uint_eq(at, out.len);
+		ta_frame_buf_free(&out);
+	}
 	ta_tile *t = NULL;
 	ck_assert_int_eq(ta_registry_get(fx.reg, "mine", &t, &err), TA_OK);
-	ck_assert_int_eq(((int32_t *)t->mem)[0], 2); /* only the owner's two adds */
+	ck_assert_int_eq(((int32_t *)t->mem)[0], 8); /* only the owner's 2 + 6 adds */
 	ck_assert_int_eq(t->owner, 1000);
 	ta_tile_unref(t);
 	expect(do_destroy(&fx, &s1, "mine"), TILEATOM__STATUS__OK, "");
