@@ -839,8 +839,15 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 		return;
 	const ta_config *cfg = conn->host->cfg;
 	char msg[200];
-	if (cfg->frame_timeout_ms && conn->frame_since_ms && !conn->budget_wait &&
-	    conn_may_read(conn) && now - conn->frame_since_ms >= cfg->frame_timeout_ms) {
+	/* the frame's clock waits while the daemon holds the connection up (a request of it
+	 * running, queued ones it can run, input memory awaited), not while the peer does
+	 * (queued requests waiting for the peer to take its responses) */
+	bool held_up = conn->inflight || conn->budget_wait ||
+	               (conn->q_head && conn_unsent(conn) < cfg->max_write_queue);
+	if (cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn) && held_up)
+		conn->frame_since_ms = now;
+	else if (cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn) &&
+	         now - conn->frame_since_ms >= cfg->frame_timeout_ms) {
 		snprintf(msg, sizeof(msg),
 		         "a partial frame (%" PRIu32 " of %" PRIu32
 		         " payload bytes) was held for more than %" PRIu64

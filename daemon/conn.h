@@ -61,7 +61,8 @@
  * not fit, the connection keeps the bytes it already read (in rbuf), stops reading
  * (budget_wait) and goes on once memory frees (ta_conn_resume_input), so that connections
  * that already hold a reservation can always finish their frames. A connection that holds
- * a partial frame longer than frame_timeout, waits for input memory longer than twice
+ * a partial frame longer than frame_timeout (the clock waits while the daemon holds the
+ * connection up: requests of it queued or running), waits for input memory longer than twice
  * frame_timeout (when every reservation older than the wait has ended), or sends and takes nothing
  * for idle_timeout, is answered UNAVAILABLE and closed (ta_conn_check_timeouts, called by the
  * server's periodic sweep), so that neither slow senders nor the connections queued behind them
