@@ -1609,6 +1609,45 @@ START_TEST(test_slot_freed_while_request_runs)
 }
 END_TEST
 
+START_TEST(test_frame_clock_held_by_daemon)
+{
+	/* a partial frame behind a request that runs longer than frame_timeout: the daemon
+	 * holds the connection up, so its clock waits */
+	daemon_proc d;
+	const char *const extra[] = {
+	    "--frame-timeout", "300ms", "--workers", "1", "--cpu-threads", "1",
+	    "--inline-max",    "0",     NULL};
+	start_daemon(&d, extra);
+	const int64_t big = INT64_C(32) << 20;
+	int x = connect_unix(d.sock);
+	create_tile(x, "big", big);
+	uint8_t ping[64];
+	size_t plen = 0;
+	append_ping(ping, sizeof(ping), &plen, 31);
+	long long t0 = now_ms();
+	send_add_n(x, 30, "big", big);
+	ck_assert(send_all(x, ping, 5)); /* the ping's prefix and one byte */
+	Tileatom__Response *resp = recv_response(x);
+	long long ran = now_ms() - t0;
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 30);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(send_all(x, ping + 5, plen - 5));
+	resp = recv_response(x);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 31);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	/* the add must have outlasted the timeout, else this proved nothing */
+	ck_assert_msg(ran > 400, "the add took only %lld ms", ran);
+	close(x);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
 /* Packs a Hello whose client_name has name_len bytes into a malloc'd frame (*len). */
 static uint8_t *big_hello_frame(uint64_t id, size_t name_len, size_t *len)
 {
@@ -1712,6 +1751,7 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, test_frame_and_idle_timeouts);
 	tcase_add_test(tc, test_refusals_logged_once);
 	tcase_add_test(tc, test_slot_freed_while_request_runs);
+	tcase_add_test(tc, test_frame_clock_held_by_daemon);
 	tcase_add_test(tc, test_input_total_bound);
 	suite_add_tcase(s, tc);
 	return s;
