@@ -1078,13 +1078,14 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 	*close_after = false;
 	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
 	char bad[200];
-	if (!ta_wire_check_strings(&tileatom__request__descriptor, payload, len, bad,
-	                           sizeof(bad))) {
-		/* answered with the request's id when it decodes (the strings aside) */
-		Tileatom__Request *req =
-		    tileatom__request__unpack(&scratch->arena.pb, len, payload);
-		uint64_t id = req ? req->id : 0;
-		free(owned);
+	bool strings_ok =
+	    ta_wire_check_strings(&tileatom__request__descriptor, payload, len, bad, sizeof(bad));
+	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
+	free(owned);
+	if (req && !strings_ok) {
+		/* it decodes, but a string is not UTF-8 or holds a NUL: answered with its id,
+		 * nothing runs (one that does not decode at all is malformed, below) */
+		uint64_t id = req->id;
 		ta_arena_reset(&scratch->arena);
 		char msg[260];
 		snprintf(msg, sizeof(msg), "invalid string: %s (strings must be UTF-8 without NUL)",
@@ -1093,8 +1094,6 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 		    ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
 		return TA_DISPATCH_DONE;
 	}
-	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
-	free(owned);
 	if (!req) {
 		ta_arena_reset(&scratch->arena);
 		char msg[160];
