@@ -55,37 +55,37 @@ typedef struct dispatch_group dispatch_group;
 
 /* One response being built, with storage for every body it may point to. */
 typedef struct resp_ctx {
-	ta_service *svc;                     /* the service */
-	Tileatom__Response resp;             /* the response message */
-	ta_error err;                        /* status and message when not OK */
-	Tileatom__HelloResponse hello;       /* hello body */
-	Tileatom__PingResponse ping;         /* ping body */
-	Tileatom__TileInfo tile;             /* create / describe body */
-	ta_tile_info tile_info;              /* storage behind tile */
-	Tileatom__ListTilesResponse list;    /* list body */
-	Tileatom__TileInfo *list_items;      /* malloc'd list entries */
-	Tileatom__TileInfo **list_ptrs;      /* malloc'd pointers to list_items */
-	ta_tile_info *list_infos;            /* malloc'd storage behind list_items */
-	Tileatom__Array data;                /* read body, or OpResponse.old */
-	Tileatom__OpResponse op;             /* op body */
-	Tileatom__StatsResponse stats;       /* stats body */
-	ta_backend_info stats_info;          /* storage behind stats strings */
-	int64_t data_shape[TA_MAX_RANK];     /* shape behind data */
-	void *old_buf;                       /* values returned by a plan (arena memory) */
-	ta_arena *arena;                     /* where this request's memory comes from */
-	int64_t inline_max;                  /* >= 0: defer requests of more elements */
-	bool deferred;                       /* the request was left for a worker: no reply */
-	dispatch_group *group;               /* non-NULL: small plans join this group */
-	bool collected;                      /* the plan joined the group: not applied yet */
-	ta_plan plan;                        /* collected: the plan */
-	out_kind kind;                       /* collected: where its values go */
-	ta_tile *held;                       /* collected: the tile (a reference) */
-	ta_req_kind req_kind;                /* the request's kind (for the log) */
-	Tileatom__AuthResponse auth;         /* auth body */
-	uint8_t server_proof[TA_AUTH_PROOF]; /* storage behind auth */
-	ta_session *session;                 /* the connection's session (NULL: in-process) */
-	ta_owner who;                        /* the identity requests act for */
-	bool close_after;                    /* close the connection after this answer */
+	ta_service *svc;                  /* the service */
+	Tileatom__Response resp;          /* the response message */
+	ta_error err;                     /* status and message when not OK */
+	Tileatom__HelloResponse hello;    /* hello body */
+	Tileatom__PingResponse ping;      /* ping body */
+	Tileatom__TileInfo tile;          /* create / describe body */
+	ta_tile_info tile_info;           /* storage behind tile */
+	Tileatom__ListTilesResponse list; /* list body */
+	Tileatom__TileInfo *list_items;   /* malloc'd list entries */
+	Tileatom__TileInfo **list_ptrs;   /* malloc'd pointers to list_items */
+	ta_tile_info *list_infos;         /* malloc'd storage behind list_items */
+	Tileatom__Array data;             /* read body, or OpResponse.old */
+	Tileatom__OpResponse op;          /* op body */
+	Tileatom__StatsResponse stats;    /* stats body */
+	ta_backend_info stats_info;       /* storage behind stats strings */
+	int64_t data_shape[TA_MAX_RANK];  /* shape behind data */
+	void *old_buf;                    /* values returned by a plan (arena memory) */
+	ta_arena *arena;                  /* where this request's memory comes from */
+	int64_t inline_max;               /* >= 0: defer requests of more elements */
+	bool deferred;                    /* the request was left for a worker: no reply */
+	dispatch_group *group;            /* non-NULL: small plans join this group */
+	bool collected;                   /* the plan joined the group: not applied yet */
+	ta_plan plan;                     /* collected: the plan */
+	out_kind kind;                    /* collected: where its values go */
+	ta_tile *held;                    /* collected: the tile (a reference) */
+	ta_req_kind req_kind;             /* the request's kind (for the log) */
+	Tileatom__AuthResponse auth;      /* auth body */
+	uint8_t sproof[TA_AUTH_PROOF];    /* storage behind auth (the daemon's proof) */
+	ta_session *session;              /* the connection's session (NULL: in-process) */
+	ta_owner who;                     /* the identity requests act for */
+	bool close_after;                 /* close the connection after this answer */
 } resp_ctx;
 
 /* Plans of at most this many elements (global space) join a group. */
@@ -465,7 +465,7 @@ static ta_status on_auth(resp_ctx *rc, ta_tile *tile, const Tileatom__AuthReques
 	if (ta_auth_proof(secret, TA_AUTH_CLIENT, s->nonce, a->client_nonce.data,
 	                  a->client_nonce.len, expect) != 0 ||
 	    ta_auth_proof(secret, TA_AUTH_SERVER, s->nonce, a->client_nonce.data,
-	                  a->client_nonce.len, rc->server_proof) != 0)
+	                  a->client_nonce.len, rc->sproof) != 0)
 		return ta_error_set(&rc->err, TA_INTERNAL, "cannot compute an HMAC");
 	if (!ta_auth_equal(expect, a->proof.data, TA_AUTH_PROOF)) {
 		rc->close_after = true;
@@ -480,8 +480,8 @@ static ta_status on_auth(resp_ctx *rc, ta_tile *tile, const Tileatom__AuthReques
 	rc->who = ta_session_who(s);
 	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": authenticated", s->serial);
 	tileatom__auth_response__init(&rc->auth);
-	rc->auth.server_proof.data = rc->server_proof;
-	rc->auth.server_proof.len = sizeof(rc->server_proof);
+	rc->auth.server_proof.data = rc->sproof;
+	rc->auth.server_proof.len = sizeof(rc->sproof);
 	rc->resp.body_case = TILEATOM__RESPONSE__BODY_AUTH;
 	rc->resp.auth = &rc->auth;
 	return TA_OK;
