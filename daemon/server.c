@@ -470,6 +470,13 @@ static ta_status listen_tcp(ta_server *srv, ta_error *err)
 		                    "allow_remote = true or --allow-remote to serve other hosts)",
 		                    spec);
 	}
+	if (!is_loopback(ai->ai_addr) && !srv->svc->auth) {
+		freeaddrinfo(res);
+		return ta_error_set(err, TA_PERMISSION_DENIED,
+		                    "refusing to listen on %s without authentication: other hosts "
+		                    "may connect only to a daemon with auth_file (--auth-file)",
+		                    spec);
+	}
 	rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
 	if (rc != 0) {
 		freeaddrinfo(res);

@@ -1395,6 +1395,25 @@ START_TEST(test_auth_tcp)
 	ck_assert_int_eq(count_in_file(d.err_path, "<4>"), 1);
 	cleanup(&d);
 
+	/* other hosts only with a secret: --allow-remote without one is refused, with one the
+	 * daemon serves all addresses */
+	const char *const remote_open[] = {"--listen", "0.0.0.0:0", "--allow-remote", NULL};
+	start_daemon_ex(&d, remote_open, true, &status);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 1);
+	ck_assert_int_eq(count_in_file(d.err_path,
+	                               "<3>refusing to listen on 0.0.0.0:0 without authentication: "
+	                               "other hosts may connect only to a daemon with auth_file "
+	                               "(--auth-file)"),
+	                 1);
+	cleanup(&d);
+	const char *const remote_auth[] = {"--listen",    "0.0.0.0:0", "--allow-remote",
+	                                   "--auth-file", path,        NULL};
+	start_daemon(&d, remote_auth);
+	status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+
 	/* a secret file that others may read: the daemon refuses to start */
 	ck_assert_int_eq(chmod(path, 0644), 0);
 	start_daemon_ex(&d, extra, true, &status);
