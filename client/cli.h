@@ -41,8 +41,9 @@ typedef struct cli_args {
 
 /* Global settings from the command line. */
 typedef struct cli_global {
-	const char *socket; /* -s/--socket; NULL: the library's default */
-	int timeout_ms;     /* connect timeout */
+	const char *socket;    /* -s/--socket; NULL: the library's default */
+	int timeout_ms;        /* connect timeout */
+	const char *auth_file; /* --auth-file; NULL: $TILEATOM_AUTH_FILE (the library's) */
 } cli_global;
 
 /* Prints "tileatom-cli: MESSAGE" to stderr. */

@@ -24,7 +24,7 @@
 #define CLI_GET_CHUNK_BYTES (16u << 20)
 
 static const char global_usage[] =
-    "Usage: tileatom-cli [-s SOCKET] [-t MS] COMMAND [ARGS...]\n"
+    "Usage: tileatom-cli [-s SOCKET] [-t MS] [--auth-file FILE] COMMAND [ARGS...]\n"
     "\n"
     "Talks to tileatomd, the GPU atomics service.\n"
     "\n"
@@ -32,13 +32,15 @@ static const char global_usage[] =
     "  -s, --socket SOCKET   daemon address: a Unix socket path or HOST:PORT\n"
     "                        (default: $TILEATOM_SOCKET, else the daemon's default path)\n"
     "  -t, --timeout MS      connect timeout in milliseconds (default 5000)\n"
+    "      --auth-file FILE  the daemon's secret, for TCP daemons that require\n"
+    "                        authentication (default: $TILEATOM_AUTH_FILE)\n"
     "  -h, --help            show this help\n"
     "  -V, --version         show the version\n"
     "\n"
     "Commands:\n"
     "  ping                               check that the daemon answers\n"
     "  stats                              daemon statistics and per-request counters\n"
-    "  create NAME --dtype DTYPE --shape D0[,D1...] [--fill V]\n"
+    "  create NAME --dtype DTYPE --shape D0[,D1...] [--fill V] [--private]\n"
     "  ls                                 list tiles\n"
     "  info NAME                          describe a tile\n"
     "  rm NAME                            destroy a tile\n"
@@ -248,7 +250,11 @@ static void explain_default_socket(void)
 int cli_connect(const cli_global *g, tileatom_client **out)
 {
 	tileatom_error err = {0, ""};
-	if (tileatom_connect(g->socket, g->timeout_ms, out, &err) != TILEATOM_OK) {
+	tileatom_connect_options opts;
+	tileatom_connect_options_init(&opts);
+	opts.timeout_ms = g->timeout_ms;
+	opts.auth_file = g->auth_file;
+	if (tileatom_connect_opts(g->socket, &opts, out, &err) != TILEATOM_OK) {
 		cli_error("%s", err.message);
 		if (!g->socket)
 			explain_default_socket();
@@ -492,13 +498,16 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 {
 	static const char usage[] =
 	    "Usage: tileatom-cli [-s SOCKET] create NAME --dtype DTYPE --shape D0[,D1...] "
-	    "[--fill V]\n"
+	    "[--fill V] [--private]\n"
 	    "Creates a tile. DTYPE: int32 uint32 int64 uint64 float32 float64 float16 "
 	    "bfloat16.\n"
-	    "Up to 4 axes; every element starts at V (default 0).\n";
-	static const cli_option opts[] = {{"dtype", true}, {"shape", true}, {"fill", true}};
+	    "Up to 4 axes; every element starts at V (default 0).\n"
+	    "--private: only this identity may use it (your uid over the Unix socket; over\n"
+	    "TCP, whoever holds the daemon's auth secret).\n";
+	static const cli_option opts[] = {
+	    {"dtype", true}, {"shape", true}, {"fill", true}, {"private", false}};
 	cli_args a;
-	int rc = cli_parse(argc, argv, opts, 3, 1, 1, usage, g, &a);
+	int rc = cli_parse(argc, argv, opts, 4, 1, 1, usage, g, &a);
 	if (rc >= 0)
 		return rc;
 	if (!a.value[0] || !a.value[1]) {
@@ -526,8 +535,9 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 	tileatom_client *c;
 	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
 		return rc;
-	if (tileatom_create(c, a.pos[0], dtype, rank, shape, a.value[2] ? fill : NULL, NULL,
-	                    &err) != TILEATOM_OK)
+	unsigned flags = a.value[3] ? TILEATOM_CREATE_PRIVATE : 0;
+	if (tileatom_create_ex(c, a.pos[0], dtype, rank, shape, a.value[2] ? fill : NULL, flags,
+	                       NULL, &err) != TILEATOM_OK)
 		rc = lib_error("create", &err);
 	tileatom_close(c);
 	return rc;
@@ -538,7 +548,8 @@ static int cmd_ls(int argc, char **argv, cli_global *g)
 	static const char usage[] =
 	    "Usage: tileatom-cli [-s SOCKET] ls [--json]\n"
 	    "Lists the tiles by name under a header line, one per line: NAME DTYPE SHAPE BYTES\n"
-	    "(tab-separated; SHAPE as D0,D1,...). --json: an array of\n"
+	    "(tab-separated; SHAPE as D0,D1,...), then 'private' for a private tile. Other\n"
+	    "clients' private tiles are not listed. --json: an array of\n"
 	    "{\"name\":...,\"dtype\":...,\"shape\":[...],\"bytes\":...}.\n";
 	cli_args a;
 	tileatom_client *c;
@@ -565,8 +576,9 @@ static int cmd_ls(int argc, char **argv, cli_global *g)
 		for (size_t i = 0; i < n; i++) {
 			char shape[128];
 			shape_text(tiles[i].shape, tiles[i].rank, shape, sizeof(shape));
-			printf("%s\t%s\t%s\t%" PRIu64 "\n", tiles[i].name,
-			       tileatom_dtype_name(tiles[i].dtype), shape, tiles[i].bytes);
+			printf("%s\t%s\t%s\t%" PRIu64 "%s\n", tiles[i].name,
+			       tileatom_dtype_name(tiles[i].dtype), shape, tiles[i].bytes,
+			       tiles[i].private_tile ? "\tprivate" : "");
 		}
 	}
 	tileatom_free(tiles);
@@ -600,6 +612,8 @@ static int cmd_info(int argc, char **argv, cli_global *g)
 		       "\n",
 		       info.name, tileatom_dtype_name(info.dtype), shape, tile_count(&info),
 		       info.bytes);
+		if (info.private_tile)
+			printf("private: yes\n");
 	}
 	tileatom_close(c);
 	return rc;
@@ -971,7 +985,7 @@ static const cli_command commands[] = {
 
 int main(int argc, char **argv)
 {
-	cli_global g = {NULL, CLI_CONNECT_TIMEOUT_MS};
+	cli_global g = {NULL, CLI_CONNECT_TIMEOUT_MS, NULL};
 	int i = 1;
 	for (; i < argc; i++) {
 		const char *a = argv[i];
@@ -984,7 +998,7 @@ int main(int argc, char **argv)
 			return CLI_EXIT_OK;
 		}
 		const char *val = NULL;
-		bool is_socket = false, is_timeout = false;
+		bool is_socket = false, is_timeout = false, is_auth = false;
 		if (strcmp(a, "-s") == 0 || strcmp(a, "--socket") == 0) {
 			is_socket = true;
 		} else if (strncmp(a, "--socket=", 9) == 0) {
@@ -995,6 +1009,11 @@ int main(int argc, char **argv)
 		} else if (strncmp(a, "--timeout=", 10) == 0) {
 			is_timeout = true;
 			val = a + 10;
+		} else if (strcmp(a, "--auth-file") == 0) {
+			is_auth = true;
+		} else if (strncmp(a, "--auth-file=", 12) == 0) {
+			is_auth = true;
+			val = a + 12;
 		} else if (a[0] == '-') {
 			cli_error("unknown option '%s' (see 'tileatom-cli --help')", a);
 			return CLI_EXIT_USAGE;
@@ -1010,6 +1029,8 @@ int main(int argc, char **argv)
 		}
 		if (is_socket) {
 			g.socket = val;
+		} else if (is_auth) {
+			g.auth_file = val;
 		} else if (is_timeout && !parse_timeout(val, &g.timeout_ms)) {
 			cli_error("bad timeout '%s' (milliseconds)", val);
 			return CLI_EXIT_USAGE;
