@@ -282,7 +282,8 @@ static bool parse_range(const char *text, double *lo, double *hi)
 int cli_cmd_hist(int argc, char **argv, cli_global *g)
 {
 	static const char usage[] =
-	    "Usage: tileatom-cli [-s SOCKET] hist NAME [FILE] [--range LO:HI] [--chunk N]\n"
+	    "Usage: tileatom-cli [-s SOCKET] hist NAME [FILE] [--range LO:HI] [--chunk N] "
+	    "[--json]\n"
 	    "Reads whitespace-separated numbers from FILE (or stdin, also for '-') and adds 1\n"
 	    "per number to the bins of the 1-D tile NAME (an indexed flat scatter-add, bounds\n"
 	    "checking on, space shared).\n"
@@ -291,10 +292,11 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 	    "[LO, HI] into the tile's N bins as numpy.histogram does: every bin is half-open\n"
 	    "except the last, which includes HI; numbers outside [LO, HI] and NaN are outside.\n"
 	    "The input is streamed in chunks of N numbers (--chunk, default 1048576) with\n"
-	    "several requests in flight. Prints 'added A outside O'.\n";
-	static const cli_option opts[] = {{"range", true}, {"chunk", true}};
+	    "several requests in flight. Prints 'added A outside O'\n"
+	    "(--json: {\"tile\":...,\"numbers\":N,\"added\":A,\"outside\":O}).\n";
+	static const cli_option opts[] = {{"range", true}, {"chunk", true}, {"json", false}};
 	cli_args a;
-	int rc = cli_parse(argc, argv, opts, 2, 1, 2, usage, g, &a);
+	int rc = cli_parse(argc, argv, opts, 3, 1, 2, usage, g, &a);
 	if (rc >= 0)
 		return rc;
 	hist_run h;
@@ -373,7 +375,14 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 		}
 	}
 	hist_progress(&h, true);
-	if (rc == CLI_EXIT_OK)
+	if (rc == CLI_EXIT_OK && a.value[2]) {
+		json_object *o = json_object_new_object();
+		bool ok = cli_json_add(o, "tile", json_object_new_string(h.tile)) &&
+		          cli_json_add(o, "numbers", json_object_new_uint64(h.numbers)) &&
+		          cli_json_add(o, "added", json_object_new_uint64(h.added)) &&
+		          cli_json_add(o, "outside", json_object_new_uint64(h.outside));
+		rc = cli_json_print("hist", cli_json_done(o, ok));
+	} else if (rc == CLI_EXIT_OK)
 		printf("added %" PRIu64 " outside %" PRIu64 "\n", h.added, h.outside);
 	else
 		cli_error("hist: stopped after an error; added %" PRIu64 " outside %" PRIu64

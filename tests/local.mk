@@ -5,4 +5,5 @@ include $(srcdir)/tests/service.mk
 include $(srcdir)/tests/cuda.mk
 include $(srcdir)/tests/fuzz.mk
 include $(srcdir)/tests/table.mk
+include $(srcdir)/tests/operator.mk
 include $(srcdir)/tests/persist.mk
