@@ -953,7 +953,7 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 		ta_tile_unref(tile);
 	if (hold.held) {
 		if (st == TA_OK && !rc->deferred) {
-			rc->log_seq = ta_persist_append(rc->svc->persist, rc->payload,
+			rc->log_seq = ta_persist_append(rc->svc->persist, rc->who, rc->payload,
 			                                rc->payload_len, &rc->err);
 			if (!rc->log_seq)
 				st = rc->err.code;

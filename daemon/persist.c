@@ -2,14 +2,18 @@
  * persist.h).
  *
  * Files (all integers little-endian, checksums zlib's CRC-32):
- *   snapshot.tas  "TASNAP01", u64 seq (last record included), u32 tile count, then per tile
- *                 u16 name length, name, u32 dtype, u32 rank, i64 extents[rank], u64 bytes,
- *                 the elements (row-major); then u32 CRC-32 of everything before it. Written
- *                 as snapshot.tas.tmp, fsynced, renamed, directory fsynced.
+ *   snapshot.tas  "TASNAP02", u64 seq (last record included), u32 tile count, then per tile
+ *                 u16 name length, name, i64 owner (ta_owner: TA_OWNER_PUBLIC or the
+ *                 identity a private tile belongs to), u32 dtype, u32 rank, i64
+ *                 extents[rank], u64 bytes, the elements (row-major); then u32 CRC-32 of
+ *                 everything before it. Written as snapshot.tas.tmp, fsynced, renamed,
+ *                 directory fsynced.
  *   log-<16 hex digits>.tal  (the digits: the sequence number of its first record)
- *                 "TALOG001", then records: u32 payload length, u64 seq, u32 CRC-32 of the
- *                 payload, u32 CRC-32 of the 16 bytes before it, the payload (the Request as
- *                 it came on the wire, without the frame's length prefix).
+ *                 "TALOG002", then records: u32 payload length, u64 seq, i64 who (the
+ *                 identity the request acted for: replay acts for it again, so that private
+ *                 tiles keep their owner), u32 CRC-32 of the payload, u32 CRC-32 of the 24
+ *                 bytes before it, the payload (the Request as it came on the wire, without
+ *                 the frame's length prefix).
  *   lock          flock'ed while a daemon uses the directory.
  *
  * Happy path of a mutation: dispatch takes the stripe lock of its tile (ta_persist_lock),
@@ -58,11 +62,11 @@
 #include "tileatom.pb-c.h"
 
 /* Magic at the start of a snapshot and of a log. */
-#define SNAP_MAGIC "TASNAP01"
-#define LOG_MAGIC  "TALOG001"
+#define SNAP_MAGIC "TASNAP02"
+#define LOG_MAGIC  "TALOG002"
 #define MAGIC_LEN  8
 /* Bytes of a record header. */
-#define REC_HEADER 20
+#define REC_HEADER 28
 /* File names in the data directory. */
 #define SNAP_NAME     "snapshot.tas"
 #define SNAP_TMP_NAME "snapshot.tas.tmp"
@@ -505,7 +509,8 @@ void ta_persist_unlock(ta_persist *p, ta_persist_hold *hold)
 	hold->held = false;
 }
 
-uint64_t ta_persist_append(ta_persist *p, const uint8_t *payload, size_t len, ta_error *err)
+uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, size_t len,
+                           ta_error *err)
 {
 	if (len > UINT32_MAX) {
 		ta_error_set(err, TA_INTERNAL, "a request of %zu bytes cannot be logged", len);
@@ -532,8 +537,9 @@ uint64_t ta_persist_append(ta_persist *p, const uint8_t *payload, size_t len, ta
 	uint8_t *h = p->buf + p->len;
 	put_u32(h, (uint32_t)len);
 	put_u64(h + 4, seq);
-	put_u32(h + 12, crc_update(0, payload, len));
-	put_u32(h + 16, crc_update(0, h, 16));
+	put_u64(h + 12, (uint64_t)who);
+	put_u32(h + 20, crc_update(0, payload, len));
+	put_u32(h + 24, crc_update(0, h, 24));
 	memcpy(h + REC_HEADER, payload, len);
 	p->len += REC_HEADER + len;
 	if (p->writer_idle)
@@ -658,6 +664,8 @@ static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t *c
 	put_u16(h, (uint16_t)nl);
 	snap_put(o, h, 2);
 	snap_put(o, tile->name, nl);
+	put_u64(h, (uint64_t)tile->owner);
+	snap_put(o, h, 8);
 	put_u32(h, (uint32_t)tile->shape.dtype);
 	snap_put(o, h, 4);
 	put_u32(h, (uint32_t)tile->shape.rank);
@@ -903,11 +911,12 @@ static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
 			                  path, i, at, nl);
 			goto out;
 		}
-		if (rd(&r, name, nl) < nl || rd(&r, h, 8) < 8)
+		if (rd(&r, name, nl) < nl || rd(&r, h, 16) < 16)
 			goto short_file;
 		name[nl] = '\0';
-		shape.dtype = (ta_dtype)get_u32(h);
-		shape.rank = (int)get_u32(h + 4);
+		ta_owner owner = (ta_owner)get_u64(h);
+		shape.dtype = (ta_dtype)get_u32(h + 8);
+		shape.rank = (int)get_u32(h + 12);
 		if (shape.rank < 1 || shape.rank > TA_MAX_RANK) {
 			st = ta_error_set(err, TA_INTERNAL,
 			                  "%s: tile %" PRIu32 " at offset %" PRIu64
@@ -924,7 +933,7 @@ static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
 			goto short_file;
 		uint64_t bytes = get_u64(h);
 		ta_error cerr = {0};
-		st = ta_registry_create(p->svc->registry, name, &shape, &tile, &cerr);
+		st = ta_registry_create_as(p->svc->registry, name, &shape, owner, &tile, &cerr);
 		if (st != TA_OK) {
 			st = ta_error_set(err, st, "%s: tile %" PRIu32 " at offset %" PRIu64 ": %s",
 			                  path, i, at, cerr.msg);
@@ -1057,13 +1066,21 @@ static ta_status list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *e
 	return TA_OK;
 }
 
-/* Runs one logged request through dispatch; an answer other than OK is an error. */
-static ta_status replay_record(ta_persist *p, ta_dispatch_scratch *scratch, const uint8_t *payload,
-                               size_t len, ta_error *err)
+/* Runs one logged request through dispatch, acting for who again (a session past its
+ * handshake with that identity; none for TA_OWNER_ANY, the in-process callers); an answer
+ * other than OK is an error. */
+static ta_status replay_record(ta_persist *p, ta_dispatch_scratch *scratch, ta_owner who,
+                               const uint8_t *payload, size_t len, ta_error *err)
 {
 	ta_frame_buf out = {NULL, 0, 0};
 	bool close_after = false;
-	(void)ta_dispatch_run(p->svc, scratch, payload, len, -1, &out, &close_after);
+	ta_session session;
+	memset(&session, 0, sizeof(session));
+	session.hello_done = true;
+	session.authenticated = who == TA_OWNER_SECRET;
+	session.identity = who == TA_OWNER_SECRET ? TA_OWNER_PUBLIC : who;
+	(void)ta_dispatch_run_session(p->svc, scratch, who == TA_OWNER_ANY ? NULL : &session,
+	                              payload, len, -1, &out, &close_after);
 	ta_status st = TA_OK;
 	Tileatom__Response *resp = out.len > TA_FRAME_HEADER
 	                               ? tileatom__response__unpack(NULL, out.len - TA_FRAME_HEADER,
@@ -1127,7 +1144,7 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 			torn = "a record header cut short";
 			break;
 		}
-		if (crc_update(0, h, 16) != get_u32(h + 16)) {
+		if (crc_update(0, h, 24) != get_u32(h + 24)) {
 			st = ta_error_set(err, TA_INTERNAL,
 			                  "%s: record header checksum mismatch at offset %" PRIu64
 			                  " (damaged log); refusing to start",
@@ -1136,6 +1153,7 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 		}
 		uint32_t len = get_u32(h);
 		uint64_t seq = get_u64(h + 4);
+		ta_owner who = (ta_owner)get_u64(h + 12);
 		if (len > cap) {
 			uint8_t *np = realloc(payload, len);
 			if (!np) {
@@ -1152,7 +1170,7 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 			torn = "a record cut short";
 			break;
 		}
-		if (crc_update(0, payload, len) != get_u32(h + 12)) {
+		if (crc_update(0, payload, len) != get_u32(h + 20)) {
 			st = ta_error_set(err, TA_INTERNAL,
 			                  "%s: record %" PRIu64 " at offset %" PRIu64
 			                  ": payload checksum mismatch (damaged log); refusing "
@@ -1172,7 +1190,7 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 				goto out;
 			}
 			ta_error rerr = {0};
-			if (replay_record(p, &scratch, payload, len, &rerr) != TA_OK) {
+			if (replay_record(p, &scratch, who, payload, len, &rerr) != TA_OK) {
 				st = ta_error_set(err, TA_INTERNAL,
 				                  "%s: replaying record %" PRIu64
 				                  " at offset %" PRIu64 " failed: %s",

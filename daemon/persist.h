@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "registry.h"
 #include "ta_types.h"
 
 struct ta_service;
@@ -88,10 +89,11 @@ ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_
                           ta_error *err);
 /* Releases a lock from ta_persist_lock (no-op when none is held). */
 void ta_persist_unlock(ta_persist *p, ta_persist_hold *hold);
-/* Appends the record of an applied request (its payload); call with its lock held.
- * Returns its sequence number, or 0 with err set when memory is short (persistence is
- * then marked failed). */
-uint64_t ta_persist_append(ta_persist *p, const uint8_t *payload, size_t len, ta_error *err);
+/* Appends the record of an applied request (its payload, and who: the identity it acted
+ * for, which replay acts for again); call with its lock held. Returns its sequence number,
+ * or 0 with err set when memory is short (persistence is then marked failed). */
+uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, size_t len,
+                           ta_error *err);
 /* For the loop: 1 when the response of record seq may leave (durable, or not required by
  * the fsync mode), 0 not yet, -1 when writing failed (the connection should close). */
 int ta_persist_durable(ta_persist *p, uint64_t seq);

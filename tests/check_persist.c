@@ -435,6 +435,89 @@ START_TEST(test_batch_with_log)
 }
 END_TEST
 
+/* Runs a request as a session's identity; returns the decoded response. */
+static Tileatom__Response *call_as(fixture *fx, ta_session *session, Tileatom__Request *req)
+{
+	req->id = ++fx->next_id;
+	size_t n = protobuf_c_message_get_packed_size(&req->base);
+	uint8_t *buf = malloc(n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(protobuf_c_message_pack(&req->base, buf), n);
+	ta_dispatch_scratch scratch;
+	ta_dispatch_scratch_init(&scratch);
+	ta_frame_buf out = {NULL, 0, 0};
+	bool close_after = false;
+	(void)ta_dispatch_run_session(&fx->svc, &scratch, session, buf, n, -1, &out, &close_after);
+	ta_dispatch_scratch_free(&scratch);
+	free(buf);
+	ck_assert_uint_gt(out.len, TA_FRAME_HEADER);
+	Tileatom__Response *resp =
+	    tileatom__response__unpack(NULL, out.len - TA_FRAME_HEADER, out.data + TA_FRAME_HEADER);
+	ta_frame_buf_free(&out);
+	ck_assert_ptr_nonnull(resp);
+	return resp;
+}
+
+/* Asserts that tile name is private to owner: owner gets it, another uid is denied. */
+static void expect_private(fixture *fx, const char *name, ta_owner owner)
+{
+	ta_error err = {0};
+	ta_tile *tile = NULL;
+	ck_assert_int_eq(ta_registry_get_as(fx->reg, name, owner, &tile, &err), TA_OK);
+	ck_assert_int_eq(tile->owner, owner);
+	ta_tile_unref(tile);
+	ck_assert_int_eq(ta_registry_get_as(fx->reg, name, owner + 1, &tile, &err),
+	                 TA_PERMISSION_DENIED);
+}
+
+START_TEST(test_private_owner)
+{
+	/* a private tile created by uid 4242 over a connection keeps its owner through the
+	 * log's replay and through a snapshot */
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ta_session session;
+	ta_error err = {0};
+	ck_assert_int_eq(ta_session_init(&session, &fx.svc, false, 4242, 1, &err), TA_OK);
+	session.hello_done = true;
+	int64_t shape[1] = {2};
+	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
+	c.name = "mine";
+	c.dtype = TILEATOM__DTYPE__INT64;
+	c.n_shape = 1;
+	c.shape = shape;
+	c.private_tile = true;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_CREATE;
+	req.create = &c;
+	ok(call_as(&fx, &session, &req));
+	indexed_msg m;
+	build_indexed(&m, 0, "mine", TILEATOM__OP__ADD, 1, 6, 0);
+	ok(call_as(&fx, &session, &m.req));
+	expect_private(&fx, "mine", 4242);
+	fx_close(&fx);
+
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS); /* replayed as uid 4242 */
+	expect_private(&fx, "mine", 4242);
+	int64_t want[2] = {0, 6}, got[2];
+	read_i64(&fx, "mine", got, 2); /* in-process: sees every tile */
+	ck_assert_mem_eq(got, want, sizeof(want));
+	ok(snapshot(&fx));
+	fx_close(&fx);
+
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS); /* from the snapshot */
+	expect_private(&fx, "mine", 4242);
+	read_i64(&fx, "mine", got, 2);
+	ck_assert_mem_eq(got, want, sizeof(want));
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
 START_TEST(test_dir_locked)
 {
 	fixture a, b;
@@ -667,6 +750,7 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, test_settings);
 	tcase_add_test(tc, test_replay);
 	tcase_add_test(tc, test_batch_with_log);
+	tcase_add_test(tc, test_private_owner);
 	tcase_add_test(tc, test_dir_locked);
 	tcase_add_test(tc, test_snapshot_without_data_dir);
 	tcase_add_test(tc, test_lock_kinds);
