@@ -11,6 +11,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/log.c daemon/log.h \
 	daemon/metrics.c daemon/metrics.h \
 	daemon/metrics_http.c daemon/metrics_http.h \
+	daemon/netaddr.c daemon/netaddr.h \
 	daemon/notify.c daemon/notify.h \
 	daemon/persist.c daemon/persist.h \
 	daemon/registry.c daemon/registry.h \

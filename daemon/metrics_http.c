@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 
 #include "log.h"
+#include "netaddr.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
@@ -253,24 +254,6 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	ta_log(TA_LOG_WARNING, "metrics: %s", msg);
 }
 
-/* True when addr is a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104); the
- * rule of the TCP listener (server.c) for --listen. */
-static bool metrics_is_loopback(const struct sockaddr *addr)
-{
-	if (addr->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
-		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-	}
-	if (addr->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
-		if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
-			return true;
-		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
-			return in6->sin6_addr.s6_addr[12] == 127;
-	}
-	return false;
-}
-
 /* Resolves "HOST:PORT" / "[V6]:PORT" ("*" or an empty host: every address) into *res. */
 static ta_status resolve(const char *spec, struct addrinfo **res, ta_error *err)
 {
@@ -315,7 +298,7 @@ ta_status ta_metrics_server_start(ta_metrics_server **out, const char *spec, boo
 	ta_status st = resolve(spec, &res, err);
 	if (st != TA_OK)
 		return st;
-	if (!metrics_is_loopback(res->ai_addr) && !allow_remote) {
+	if (!ta_net_is_loopback(res->ai_addr) && !allow_remote) {
 		freeaddrinfo(res);
 		return ta_error_set(err, TA_PERMISSION_DENIED,
 		                    "refusing to serve metrics on %s: not a loopback address (set "

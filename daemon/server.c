@@ -36,6 +36,7 @@
 
 #include "conn.h"
 #include "log.h"
+#include "netaddr.h"
 #include "persist.h"
 #include "notify.h"
 
@@ -391,23 +392,6 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 	return TA_OK;
 }
 
-/* True when addr is a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104). */
-static bool is_loopback(const struct sockaddr *addr)
-{
-	if (addr->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
-		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-	}
-	if (addr->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
-		if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
-			return true;
-		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
-			return in6->sin6_addr.s6_addr[12] == 127;
-	}
-	return false;
-}
-
 /* Splits "HOST:PORT" or "[V6]:PORT" into host and port (malloc'd copy in *buf). */
 static ta_status split_host_port(const char *spec, char **buf, const char **host, const char **port,
                                  ta_error *err)
@@ -464,14 +448,14 @@ static ta_status listen_tcp(ta_server *srv, ta_error *err)
 	}
 	free(buf);
 	const struct addrinfo *ai = res;
-	if (!is_loopback(ai->ai_addr) && !srv->cfg->allow_remote) {
+	if (!ta_net_is_loopback(ai->ai_addr) && !srv->cfg->allow_remote) {
 		freeaddrinfo(res);
 		return ta_error_set(err, TA_PERMISSION_DENIED,
 		                    "refusing to listen on %s: not a loopback address (set "
 		                    "allow_remote = true or --allow-remote to serve other hosts)",
 		                    spec);
 	}
-	if (!is_loopback(ai->ai_addr) && !srv->svc->auth) {
+	if (!ta_net_is_loopback(ai->ai_addr) && !srv->svc->auth) {
 		freeaddrinfo(res);
 		return ta_error_set(err, TA_PERMISSION_DENIED,
 		                    "refusing to listen on %s without authentication: other hosts "

@@ -582,7 +582,9 @@ START_TEST(test_cli_auth_private)
 	/* by environment: the TCP identity sees its own private tile and the public one */
 	setenv("TILEATOM_AUTH_FILE", secret, 1);
 	tcu_run(A.dir, NULL, noauth, &r);
-	expect(&r, 0, "held\tint32\t2\t8\tprivate\nshared\tint32\t1\t4\n", "", "ls over TCP");
+	expect(&r, 0,
+	       "NAME\tDTYPE\tSHAPE\tBYTES\nheld\tint32\t2\t8\tprivate\nshared\tint32\t1\t4\n", "",
+	       "ls over TCP");
 	const char *peek[] = {tcu_cli_path(), "-s", addr, "info", "local", NULL};
 	tcu_run(A.dir, NULL, peek, &r);
 	expect(&r, 1, "", "tileatom-cli: info: tile 'local' is private to another client\n",
@@ -591,7 +593,8 @@ START_TEST(test_cli_auth_private)
 	/* the Unix identity (this uid) sees its own */
 	const char *uls[] = {tcu_cli_path(), "-s", A.socket, "ls", NULL};
 	tcu_run(A.dir, NULL, uls, &r);
-	expect(&r, 0, "local\tint32\t3\t12\tprivate\nshared\tint32\t1\t4\n", "",
+	expect(&r, 0,
+	       "NAME\tDTYPE\tSHAPE\tBYTES\nlocal\tint32\t3\t12\tprivate\nshared\tint32\t1\t4\n", "",
 	       "ls over the Unix socket");
 	const char *urm[] = {tcu_cli_path(), "-s", A.socket, "rm", "held", NULL};
 	tcu_run(A.dir, NULL, urm, &r);

@@ -8,7 +8,7 @@ check_PROGRAMS += tests/check_operator
 TESTS += tests/check_operator
 tests_check_operator_SOURCES = tests/check_operator.c \
 	tests/check_client_util.c tests/check_client_util.h
-tests_check_operator_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
+tests_check_operator_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS) -I$(top_srcdir)/daemon -I$(top_srcdir)/tacore
 tests_check_operator_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(JSON_C_CFLAGS)
 tests_check_operator_LDADD = client/libtileatom-client.la $(CHECK_LIBS) $(JSON_C_LIBS) -lm
 EXTRA_tests_check_operator_DEPENDENCIES = daemon/tileatomd$(EXEEXT) \
