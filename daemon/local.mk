@@ -20,11 +20,11 @@ daemon_libtadaemon_a_SOURCES = \
 	$(PROTO_SOURCES) $(AUTH_SOURCES)
 nodist_daemon_libtadaemon_a_SOURCES = $(nodist_PROTO_SOURCES)
 daemon_libtadaemon_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS) \
-	$(MHD_CFLAGS) $(LIBCRYPTO_CFLAGS) $(ZLIB_CFLAGS)
+	$(MHD_CFLAGS) $(LIBCRYPTO_CFLAGS) $(XXHASH_CFLAGS)
 
 # Libraries a program linking libtadaemon.a needs (after it on the link line).
 TADAEMON_LIBS = daemon/libtadaemon.a $(TABACKEND_LIBS) $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) \
-	$(MHD_LIBS) $(LIBCRYPTO_LIBS) $(ZLIB_LIBS)
+	$(MHD_LIBS) $(LIBCRYPTO_LIBS) $(XXHASH_LIBS)
 
 sbin_PROGRAMS += daemon/tileatomd
 daemon_tileatomd_SOURCES = daemon/main.c

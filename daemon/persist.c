@@ -1,17 +1,17 @@
 /* persist.c: snapshot, append-only log, replay and compaction of tileatomd's tiles (see
  * persist.h).
  *
- * Files (all integers little-endian, checksums zlib's CRC-32):
- *   snapshot.tas  "TASNAP02", u64 seq (last record included), u32 tile count, then per tile
+ * Files (all integers little-endian; a checksum is the low 32 bits of xxHash's XXH3-64):
+ *   snapshot.tas  "TASNAP03", u64 seq (last record included), u32 tile count, then per tile
  *                 u16 name length, name, i64 owner (ta_owner: TA_OWNER_PUBLIC or the
  *                 identity a private tile belongs to), u32 dtype, u32 rank, i64
- *                 extents[rank], u64 bytes, the elements (row-major); then u32 CRC-32 of
+ *                 extents[rank], u64 bytes, the elements (row-major); then u32 checksum of
  *                 everything before it. Written as snapshot.tas.tmp, fsynced, renamed,
  *                 directory fsynced.
  *   log-<16 hex digits>.tal  (the digits: the sequence number of its first record)
- *                 "TALOG002", then records: u32 payload length, u64 seq, i64 who (the
+ *                 "TALOG003", then records: u32 payload length, u64 seq, i64 who (the
  *                 identity the request acted for: replay acts for it again, so that private
- *                 tiles keep their owner), u32 CRC-32 of the payload, u32 CRC-32 of the 24
+ *                 tiles keep their owner), u32 checksum of the payload, u32 checksum of the 24
  *                 bytes before it, the payload (the Request as it came on the wire, without
  *                 the frame's length prefix).
  *   lock          flock'ed while a daemon uses the directory.
@@ -54,7 +54,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <xxhash.h>
 
 #include "dispatch.h"
 #include "log.h"
@@ -62,8 +62,8 @@
 #include "tileatom.pb-c.h"
 
 /* Magic at the start of a snapshot and of a log. */
-#define SNAP_MAGIC "TASNAP02"
-#define LOG_MAGIC  "TALOG002"
+#define SNAP_MAGIC "TASNAP03"
+#define LOG_MAGIC  "TALOG003"
 #define MAGIC_LEN  8
 /* Bytes of a record header. */
 #define REC_HEADER 28
@@ -195,10 +195,10 @@ static uint64_t get_u64(const uint8_t *b)
 	return v;
 }
 
-/* CRC-32 of n bytes, continuing crc. */
-static uint32_t crc_update(uint32_t crc, const void *data, size_t n)
+/* Checksum of n bytes: the low 32 bits of XXH3-64 (fast on the short records of the log). */
+static uint32_t sum32(const void *data, size_t n)
 {
-	return (uint32_t)crc32_z(crc, (const Bytef *)data, n);
+	return (uint32_t)XXH3_64bits(data, n);
 }
 
 /* Waits on cond until ms from now (CLOCK_MONOTONIC; mu held). */
@@ -538,8 +538,8 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 	put_u32(h, (uint32_t)len);
 	put_u64(h + 4, seq);
 	put_u64(h + 12, (uint64_t)who);
-	put_u32(h + 20, crc_update(0, payload, len));
-	put_u32(h + 24, crc_update(0, h, 24));
+	put_u32(h + 20, sum32(payload, len));
+	put_u32(h + 24, sum32(h, 24));
 	memcpy(h + REC_HEADER, payload, len);
 	p->len += REC_HEADER + len;
 	if (p->writer_idle)
@@ -637,10 +637,10 @@ static ta_status tile_rows(ta_backend *be, ta_tile *tile, int64_t row0, int64_t 
 
 /* A snapshot being written: the stream and its running checksum. */
 typedef struct snap_out {
-	FILE *f;        /* the temporary file */
-	uint32_t crc;   /* CRC-32 so far */
-	uint64_t bytes; /* bytes so far */
-	int err;        /* first errno, 0: none */
+	FILE *f;          /* the temporary file */
+	XXH3_state_t *hs; /* running checksum of the bytes so far */
+	uint64_t bytes;   /* bytes so far */
+	int err;          /* first errno, 0: none */
 } snap_out;
 
 /* Writes n bytes to the snapshot. */
@@ -652,7 +652,10 @@ static void snap_put(snap_out *o, const void *data, size_t n)
 		o->err = errno ? errno : EIO;
 		return;
 	}
-	o->crc = crc_update(o->crc, data, n);
+	if (n && XXH3_64bits_update(o->hs, data, n) != XXH_OK) {
+		o->err = ENOMEM;
+		return;
+	}
 	o->bytes += n;
 }
 
@@ -781,7 +784,13 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 	uint64_t seq = p->next_seq - 1;
 	pthread_mutex_unlock(&p->mu);
 
-	snap_out o = {NULL, 0, 0, 0};
+	snap_out o = {NULL, XXH3_createState(), 0, 0};
+	if (!o.hs || XXH3_64bits_reset(o.hs) != XXH_OK) {
+		XXH3_freeState(o.hs);
+		ta_persist_unlock(p, &hold);
+		pthread_mutex_unlock(&p->snap_mu);
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for a checksum");
+	}
 	int fd = openat(p->dir_fd, SNAP_TMP_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd >= 0) {
 		o.f = fdopen(fd, "wb");
@@ -789,10 +798,12 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 			close(fd);
 	}
 	if (!o.f) {
+		int e = errno;
+		XXH3_freeState(o.hs);
 		ta_persist_unlock(p, &hold);
 		pthread_mutex_unlock(&p->snap_mu);
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot create %s/%s: %s", p->dir,
-		                    SNAP_TMP_NAME, strerror(errno));
+		                    SNAP_TMP_NAME, strerror(e));
 	}
 	st = snap_write_tiles(p, &o, seq, &info->tiles, err);
 	if (st == TA_OK) {
@@ -810,7 +821,7 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 
 	if (st == TA_OK) {
 		uint8_t c[4];
-		put_u32(c, o.crc);
+		put_u32(c, (uint32_t)XXH3_64bits_digest(o.hs));
 		snap_put(&o, c, 4);
 		if (!o.err && fflush(o.f) != 0)
 			o.err = errno;
@@ -819,6 +830,7 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 	}
 	if (fclose(o.f) != 0 && !o.err)
 		o.err = errno;
+	XXH3_freeState(o.hs);
 	if (st == TA_OK && !o.err && renameat(p->dir_fd, SNAP_TMP_NAME, p->dir_fd, SNAP_NAME) != 0)
 		o.err = errno;
 	if (st == TA_OK && !o.err && fsync(p->dir_fd) != 0)
@@ -852,14 +864,15 @@ typedef struct rd_file {
 	FILE *f;          /* the stream */
 	const char *path; /* its path, for messages */
 	uint64_t off;     /* bytes read so far */
-	uint32_t crc;     /* CRC-32 of them */
+	XXH3_state_t *hs; /* running checksum of them (NULL: none kept) */
 } rd_file;
 
 /* Reads exactly n bytes; returns how many were read (n unless the file ends). */
 static size_t rd(rd_file *r, void *buf, size_t n)
 {
 	size_t got = n ? fread(buf, 1, n, r->f) : 0;
-	r->crc = crc_update(r->crc, buf, got);
+	if (r->hs && got)
+		(void)XXH3_64bits_update(r->hs, buf, got); /* fails only on bad arguments */
 	r->off += got;
 	return got;
 }
@@ -877,11 +890,15 @@ static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
 		                    strerror(errno));
 	}
-	rd_file r = {fdopen(fd, "rb"), path, 0, 0};
-	if (!r.f) {
-		close(fd);
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
-		                    strerror(errno));
+	rd_file r = {fdopen(fd, "rb"), path, 0, XXH3_createState()};
+	if (!r.f || !r.hs || XXH3_64bits_reset(r.hs) != XXH_OK) {
+		int e = r.f ? ENOMEM : errno;
+		if (r.f)
+			fclose(r.f);
+		else
+			close(fd);
+		XXH3_freeState(r.hs);
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot read %s: %s", path, strerror(e));
 	}
 	ta_status st = TA_OK;
 	uint8_t h[20];
@@ -975,7 +992,7 @@ static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
 		ta_tile_unref(tile);
 		tile = NULL;
 	}
-	uint32_t computed = r.crc;
+	uint32_t computed = (uint32_t)XXH3_64bits_digest(r.hs);
 	uint64_t at = r.off;
 	if (rd(&r, h, 4) < 4)
 		goto short_file;
@@ -1007,6 +1024,7 @@ out:
 		ta_tile_unref(tile);
 	}
 	free(chunk);
+	XXH3_freeState(r.hs);
 	fclose(r.f);
 	return st;
 }
@@ -1109,7 +1127,7 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 	if (fd < 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
 		                    strerror(errno));
-	rd_file r = {fdopen(fd, "rb"), path, 0, 0};
+	rd_file r = {fdopen(fd, "rb"), path, 0, NULL}; /* records carry their own checksums */
 	if (!r.f) {
 		close(fd);
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
@@ -1144,7 +1162,7 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 			torn = "a record header cut short";
 			break;
 		}
-		if (crc_update(0, h, 24) != get_u32(h + 24)) {
+		if (sum32(h, 24) != get_u32(h + 24)) {
 			st = ta_error_set(err, TA_INTERNAL,
 			                  "%s: record header checksum mismatch at offset %" PRIu64
 			                  " (damaged log); refusing to start",
@@ -1170,7 +1188,7 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 			torn = "a record cut short";
 			break;
 		}
-		if (crc_update(0, payload, len) != get_u32(h + 20)) {
+		if (sum32(payload, len) != get_u32(h + 20)) {
 			st = ta_error_set(err, TA_INTERNAL,
 			                  "%s: record %" PRIu64 " at offset %" PRIu64
 			                  ": payload checksum mismatch (damaged log); refusing "

@@ -1,10 +1,10 @@
 /* persist.h: durability of tileatomd's tiles (--data-dir). The data directory holds a
  * snapshot of every tile (snapshot.tas) and append-only logs of the mutating requests
  * applied since (log-<first seq, 16 hex digits>.tal): each record is the request's wire
- * payload with its length, sequence number and CRC-32s (zlib). On start the snapshot is
- * loaded and the logs are replayed through the daemon's own dispatch path; a record cut
- * short at the end of the newest log (a torn write) is dropped with a log line, any other
- * damage refuses the start with a message naming the file and the offset.
+ * payload with its length, sequence number, identity and checksums (xxHash). On start the snapshot
+ * is loaded and the logs are replayed through the daemon's own dispatch path; a record cut short at
+ * the end of the newest log (a torn write) is dropped with a log line, any other damage refuses the
+ * start with a message naming the file and the offset.
  *
  * Ordering: a mutating request takes one of TA_PERSIST_STRIPES locks, chosen by its tile's
  * name, before it looks the tile up and keeps it until its record is appended, so that the

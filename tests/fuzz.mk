@@ -17,7 +17,7 @@ FUZZ_SANITIZE = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_CPPFLAGS = $(DEFS) -I$(top_builddir) $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -pthread $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS) \
 	$(LIBCRYPTO_CFLAGS)
-FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) $(LIBCRYPTO_LIBS) $(ZLIB_LIBS) -lm
+FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) $(LIBCRYPTO_LIBS) $(XXHASH_LIBS) -lm
 # The per-element code (the CPU backend's loops in ta_cpu.c and the dtype helpers of
 # ta_types.c they call) is built with the sanitizers but without coverage counters: the
 # backend's worker threads all bumping the same counters made requests large enough for
