@@ -8,3 +8,11 @@ benchmarks_tileatom_bench_LDADD = client/libtileatom-client.la
 
 dist_man_MANS += doc/tileatom-bench.1
 EXTRA_DIST += benchmarks/vs-redis benchmarks/plot-throughput
+
+# tileatom-histbench: the end-to-end histogram against numpy.bincount (benchmarks/hist-vs-numpy
+# runs both); built with the checks, not installed.
+noinst_PROGRAMS += benchmarks/tileatom-histbench
+benchmarks_tileatom_histbench_SOURCES = benchmarks/tileatom-histbench.c client/tileatom.h
+benchmarks_tileatom_histbench_CPPFLAGS = -I$(top_srcdir)/client -D_GNU_SOURCE
+benchmarks_tileatom_histbench_LDADD = client/libtileatom-client.la
+EXTRA_DIST += benchmarks/hist-vs-numpy
