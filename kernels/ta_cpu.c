@@ -713,6 +713,47 @@ fast_range(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *ski
 	*applied += napplied;
 }
 
+/* The histogram loop: private accumulation of one scalar operand (negated once for SUB)
+ * without a mask, indices contiguous; op, dt, es and ix are constants. */
+static inline __attribute__((always_inline)) void
+fast_private_scalar(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
+                    uint64_t *applied, ta_op op, ta_dtype dt, size_t es, int ix)
+{
+	const ta_plan *p = ap->plan;
+	const uint64_t emask = es == 8 ? UINT64_MAX : (UINT64_C(1) << (es * 8)) - 1;
+	const uint64_t neg_sign = ta_float_sign(dt);
+	const uint64_t nreg = (uint64_t)p->region_count;
+	const uint8_t *index = p->index[0].data;
+	uint64_t v = read_bits(p->values.data, 0, es);
+	if (ap->negate)
+		v = neg_sign ? v ^ neg_sign : (~v + 1) & emask;
+	uint8_t *pvals = pv->vals, *touched = pv->touched;
+	uint64_t nskip = 0;
+	for (int64_t k = k0; k < k1; k++) {
+		uint64_t rel;
+		if (ix == 0) {
+			rel = (uint64_t)k;
+		} else if (ix == 4) {
+			int32_t f32;
+			memcpy(&f32, index + k * 4, 4);
+			rel = (uint64_t)(int64_t)f32;
+		} else {
+			int64_t f;
+			memcpy(&f, index + k * 8, 8);
+			rel = (uint64_t)f;
+		}
+		if (rel >= nreg) { /* negative ones too */
+			nskip++;
+			continue;
+		}
+		write_bits(pvals, (int64_t)rel, es,
+		           combine(op, dt, emask, read_bits(pvals, (int64_t)rel, es), v));
+		touched[rel] = 1;
+	}
+	*skipped += nskip;
+	*applied += (uint64_t)(k1 - k0) - nskip;
+}
+
 /* The fast loop of one op (ap->op: SUB runs as ADD) x dtype: picks the index width and
  * the sem, each a constant of its own loop. */
 static inline __attribute__((always_inline)) void
@@ -720,6 +761,16 @@ fast_dispatch(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *
               uint64_t *applied, ta_op op, ta_dtype dt, size_t es, cpu_kind kind)
 {
 	int ix = !ap->fast_flat ? 0 : ap->plan->index[0].dtype == TA_DTYPE_I32 ? 4 : 8;
+	if (pv && pv->vals && !ap->plan->mask.data && ap->fast_vstride == 0 &&
+	    ap->fast_istride == 1) { /* a histogram: its own loop */
+		if (ix == 4)
+			fast_private_scalar(ap, pv, k0, k1, skipped, applied, op, dt, es, 4);
+		else if (ix == 8)
+			fast_private_scalar(ap, pv, k0, k1, skipped, applied, op, dt, es, 8);
+		else
+			fast_private_scalar(ap, pv, k0, k1, skipped, applied, op, dt, es, 0);
+		return;
+	}
 	if (pv && pv->vals) { /* private accumulation: no atomics, so no sem */
 		if (ix == 0)
 			fast_range(ap, pv, k0, k1, skipped, applied, op, dt, es, kind,
