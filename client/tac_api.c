@@ -22,7 +22,7 @@
 
 /* Sends m at once and waits for its response; returns the response status (the daemon's,
  * or a protocol / I/O error). The response is c->last. */
-static int roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
+int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 {
 	if (c->pending_count > 0 && !c->broken)
 		return tac_err(err, TILEATOM_E_STATE,
@@ -69,7 +69,7 @@ int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
 	c->io_timeout_ms = timeout_ms;
 	tac_msg m;
 	tac_build_hello(&m, "libtileatom-client/" TILEATOM_CLIENT_VERSION);
-	rc = roundtrip(c, &m, err);
+	rc = tac_roundtrip(c, &m, err);
 	if (rc == TILEATOM_OK) {
 		const Tileatom__HelloResponse *h = c->last->hello;
 		if (h->protocol_version != TILEATOM_PROTOCOL_VERSION) {
@@ -79,6 +79,7 @@ int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
 		} else {
 			copy_str(c->server_version, sizeof(c->server_version), h->server_version);
 			copy_str(c->server_backend, sizeof(c->server_backend), h->backend);
+			c->max_frame = h->max_frame ? h->max_frame : TAC_DEFAULT_MAX_FRAME;
 		}
 	}
 	if (rc != TILEATOM_OK) {
@@ -121,6 +122,11 @@ const char *tileatom_server_backend(const tileatom_client *client)
 	return client ? client->server_backend : "";
 }
 
+uint32_t tileatom_server_max_frame(const tileatom_client *client)
+{
+	return client ? client->max_frame : 0;
+}
+
 const char *tileatom_address(const tileatom_client *client)
 {
 	return client ? client->address : "";
@@ -136,7 +142,7 @@ int tileatom_ping(tileatom_client *client, tileatom_error *err)
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
 	tac_build_ping(&m);
-	return roundtrip(client, &m, err);
+	return tac_roundtrip(client, &m, err);
 }
 
 int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_error *err)
@@ -146,7 +152,7 @@ int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_e
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	tac_msg m;
 	tac_build_stats(&m);
-	int rc = roundtrip(client, &m, err);
+	int rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__StatsResponse *s = client->last->stats;
@@ -172,7 +178,7 @@ int tileatom_create(tileatom_client *client, const char *name, tileatom_dtype dt
 	tac_msg m;
 	int rc = tac_build_create(&m, name, dtype, rank, shape, fill, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	if (rc == TILEATOM_OK && info)
 		rc = tac_tile_info_from_wire(info, client->last->tile, err);
 	return rc;
@@ -184,7 +190,7 @@ int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *
 	tac_msg m;
 	int rc = tac_build_destroy(&m, name, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	return rc;
 }
 
@@ -198,7 +204,7 @@ int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *c
 	*count = 0;
 	tac_msg m;
 	tac_build_list(&m);
-	int rc = roundtrip(client, &m, err);
+	int rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__ListTilesResponse *l = client->last->list;
@@ -229,7 +235,7 @@ int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_i
 	tac_msg m;
 	int rc = tac_build_describe(&m, name, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_tile_info_from_wire(info, client->last->tile, err);
 	return rc;
@@ -244,7 +250,7 @@ int tileatom_read(tileatom_client *client, const char *tile, const tileatom_regi
 	tac_msg m;
 	int rc = tac_build_read(&m, tile, region, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__Array *d = client->last->data;
@@ -270,7 +276,7 @@ int tileatom_read_alloc(tileatom_client *client, const char *tile, const tileato
 	tac_msg m;
 	int rc = tac_build_read(&m, tile, region, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__Array *d = client->last->data;
@@ -291,7 +297,7 @@ int tileatom_write(tileatom_client *client, const char *tile, const tileatom_reg
 	tac_msg m;
 	int rc = tac_build_write(&m, tile, region, values, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	return rc;
 }
 
@@ -344,7 +350,7 @@ static int check_old_out(const tileatom_op_options *opts, tileatom_error *err)
 static int rmw_finish(tileatom_client *c, tac_msg *m, const tileatom_op_options *opts,
                       tileatom_op_result *res, tileatom_error *err)
 {
-	int rc = roundtrip(c, m, err);
+	int rc = tac_roundtrip(c, m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	bool want = opts && opts->want_old;
@@ -395,6 +401,9 @@ int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
 		                       compare, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
+	if (tac_frame_too_large(client, &m))
+		return tac_split_indexed(client, tile, op, region, n_index, indices, flat, values,
+		                         compare, opts, res, err);
 	return rmw_finish(client, &m, opts, res, err);
 }
 
@@ -409,7 +418,7 @@ int tileatom_atomic_at(tileatom_client *client, const char *tile, tileatom_op op
 	int rc = tac_build_atomic_at(&m, tile, op, flat_index, dtype, value, compare, opts,
 	                             &value_arr, &compare_arr, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	uint64_t old_bits[2] = {0, 0};
@@ -444,7 +453,7 @@ static int memory_call(tileatom_client *c, tileatom_request_kind kind, const cha
 	if (rc == TILEATOM_OK)
 		rc = tac_build_memory(&m, kind, tile, window, addr, operand, opts, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(c, &m, err);
+		rc = tac_roundtrip(c, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	if (loads)

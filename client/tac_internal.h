@@ -22,6 +22,8 @@
 
 /* Default largest response payload accepted (1 GiB). */
 #define TAC_DEFAULT_MAX_RESPONSE (1u << 30)
+/* The daemon's frame limit assumed when its Hello does not state one (its default). */
+#define TAC_DEFAULT_MAX_FRAME (64u << 20)
 /* Bytes read from the socket per recv(). */
 #define TAC_RECV_CHUNK 65536
 /* Submitted request bytes buffered before tac_conn_submit writes them out; a frame at
@@ -64,6 +66,8 @@ struct tileatom_client {
 	Tileatom__Response *last;  /* the last decoded response (kept for pointers) */
 	char server_version[64];   /* from the handshake */
 	char server_backend[32];   /* from the handshake */
+	uint32_t max_frame;        /* the daemon's frame limit from the handshake (or the
+	                              default when it did not say) */
 };
 
 /* Storage for one request message and every sub-message it may point to. Built on the
@@ -105,6 +109,20 @@ typedef struct tac_msg {
 	int64_t shape_copy[TILEATOM_MAX_RANK];         /* create: the tile shape */
 	int64_t scalar_index;                          /* atomic_at: the flat index */
 } tac_msg;
+
+/* ---- calls (tac_api.c) and splitting (tac_split.c) ------------------------------------ */
+/* Sends m at once and waits for its response (c->last); returns its status. */
+TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err);
+/* True when m's frame would exceed the daemon's frame limit (c->max_frame). */
+TAC_HIDDEN bool tac_frame_too_large(const tileatom_client *c, tac_msg *m);
+/* tileatom_indexed for a request over the frame limit: checks, then sends it in parts (the
+ * rules are in tileatom.h). */
+TAC_HIDDEN int tac_split_indexed(tileatom_client *c, const char *tile, tileatom_op op,
+                                 const tileatom_region *region, int n_index,
+                                 const tileatom_array *indices, bool flat,
+                                 const tileatom_array *values, const tileatom_array *compare,
+                                 const tileatom_op_options *opts, tileatom_op_result *res,
+                                 tileatom_error *err);
 
 /* ---- errors (tac_util.c) ------------------------------------------------------------- */
 

@@ -353,6 +353,10 @@ TA_API void tileatom_set_max_response(tileatom_client *client, uint32_t max_byte
 TA_API const char *tileatom_server_version(const tileatom_client *client);
 /* The daemon's backend name from the handshake, "cpu" or "cuda" (never NULL). */
 TA_API const char *tileatom_server_backend(const tileatom_client *client);
+/* The daemon's frame limit from the handshake (its --max-frame, in bytes): requests whose
+ * frame would be larger are split by tileatom_indexed (see there) and refused by the daemon
+ * otherwise. */
+TA_API uint32_t tileatom_server_max_frame(const tileatom_client *client);
 /* The address the client connected to. */
 TA_API const char *tileatom_address(const tileatom_client *client);
 
@@ -407,7 +411,25 @@ TA_API int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_
 /* Indexed atomic (cuTile atomic_* rules; every op): with flat false, n_index == tile rank
  * index arrays (one per axis, broadcast together) give the coordinates inside region (NULL:
  * the whole tile); with flat true, one array (n_index 1) gives row-major offsets into the
- * region. Duplicates all apply. compare only for CAS. */
+ * region. Duplicates all apply. compare only for CAS.
+ *
+ * Requests larger than the daemon's frame limit (tileatom_server_max_frame) are split:
+ * when every index, values, compare and mask array is 1-D over the same n elements (or a
+ * scalar, which every part repeats), the library sends consecutive parts of at most
+ * max_frame bytes one after the other on this connection and returns the summed counts,
+ * the old values of every part in order (want_old) and the first error. What a split means:
+ *  - each element is applied atomically, exactly as in one request, but the request as a
+ *    whole is not: other clients can see the parts already applied, and the parts run in
+ *    order (part i is applied before part i+1 is sent);
+ *  - with check_bounds false (reject the whole request), the library first reads the
+ *    tile's shape (tileatom_describe) and checks every unmasked index of every part
+ *    against the region: any index outside it fails the call with TILEATOM_E_OUT_OF_RANGE
+ *    before any part is sent, so nothing is applied (the daemon checks each part again);
+ *  - a part that fails (e.g. the tile was destroyed meanwhile) stops the call: its error
+ *    comes back with a message naming the part and the elements already applied, which
+ *    stay applied; res (when given) counts the parts that succeeded.
+ * Requests that cannot be split this way (n-d operands) fail with
+ * TILEATOM_E_INVALID_ARGUMENT before anything is sent. */
 TA_API int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
                             const tileatom_region *region, int n_index,
                             const tileatom_array *indices, bool flat, const tileatom_array *values,

@@ -330,6 +330,7 @@ static ta_status on_hello(resp_ctx *rc, ta_tile *tile, const Tileatom__HelloRequ
 	rc->hello.protocol_version = TA_PROTOCOL_VERSION;
 	rc->hello.server_version = (char *)PACKAGE_VERSION;
 	rc->hello.backend = rc->svc->info.name;
+	rc->hello.max_frame = rc->svc->max_frame;
 	rc->resp.body_case = TILEATOM__RESPONSE__BODY_HELLO;
 	rc->resp.hello = &rc->hello;
 	if (ta_log_enabled(TA_LOG_DEBUG)) {

@@ -1106,6 +1106,146 @@ START_TEST(test_frame_limit_pipelined)
 }
 END_TEST
 
+/* Reads a 1-D int64 tile of n elements in reads of 20000 (under a small frame limit). */
+static void read_i64_parts(tileatom_client *c, const char *tile, int64_t *out, int64_t n)
+{
+	tileatom_error e = {0, ""};
+	for (int64_t k0 = 0; k0 < n; k0 += 20000) {
+		int64_t len = n - k0 < 20000 ? n - k0 : 20000;
+		tileatom_region part = {1, {k0}, {len}};
+		size_t nb = 0;
+		CK(tileatom_read(c, tile, &part, out + k0, (size_t)len * sizeof(int64_t), &nb, &e),
+		   e);
+		ck_assert_uint_eq(nb, (size_t)len * sizeof(int64_t));
+	}
+}
+
+START_TEST(test_split_over_frame_limit)
+{
+	/* A request larger than --max-frame: tileatom_indexed splits it into parts that fit
+	 * (the limit comes from Hello), with exact bins and counts, old values in order, and a
+	 * reject-whole request whose only bad index lies in the last part applies nothing. */
+	static const char *const extra[] = {"--max-frame", "256K", NULL};
+	tcu_daemon d;
+	ck_assert(tcu_daemon_start(&d, extra));
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	CK(tileatom_connect(d.socket, 10000, &c, &e), e);
+	ck_assert_uint_eq(tileatom_server_max_frame(c), 256u << 10);
+	int64_t bins = 1000, n = 300000; /* 1.2 MB of int32 keys: 5 parts */
+	CK(tileatom_create(c, "h", TILEATOM_INT32, 1, &bins, NULL, NULL, &e), e);
+	int32_t *keys = malloc((size_t)n * sizeof(int32_t));
+	ck_assert_ptr_nonnull(keys);
+	int32_t expect[1000] = {0};
+	for (int64_t k = 0; k < n; k++) {
+		keys[k] = (int32_t)((k * 7919) % 1003) - 1; /* -1 and 1000, 1001 are outside */
+		if (keys[k] >= 0 && keys[k] < 1000)
+			expect[keys[k]]++;
+	}
+	int32_t one = 1;
+	tileatom_array idx = tileatom_vector(TILEATOM_INT32, n, keys);
+	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
+	tileatom_op_options o;
+	tileatom_op_options_init(&o);
+	o.space = TILEATOM_SPACE_SHARED;
+	tileatom_op_result r;
+	CK(tileatom_indexed(c, "h", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL, &o, &r, &e),
+	   e);
+	int32_t got[1000];
+	read_i32(c, "h", got, 1000);
+	uint64_t inside = 0;
+	for (int b = 0; b < 1000; b++) {
+		ck_assert_int_eq(got[b], expect[b]);
+		inside += (uint64_t)expect[b];
+	}
+	ck_assert_uint_eq(r.applied, inside);
+	ck_assert_uint_eq(r.skipped, (uint64_t)n - inside);
+
+	/* old values over parts: a permutation of a 100000-element int64 tile holding k * 3 */
+	int64_t m = 100000;
+	CK(tileatom_create(c, "p", TILEATOM_INT64, 1, &m, NULL, NULL, &e), e);
+	int64_t *init = malloc((size_t)m * sizeof(int64_t));
+	int64_t *perm = malloc((size_t)m * sizeof(int64_t));
+	int64_t *addv = malloc((size_t)m * sizeof(int64_t));
+	int64_t *old = malloc((size_t)m * sizeof(int64_t));
+	ck_assert(init && perm && addv && old);
+	for (int64_t k = 0; k < m; k++) {
+		init[k] = k * 3;
+		perm[k] = (k * 7919) % m; /* 7919 is prime and does not divide 100000 */
+		addv[k] = k;
+	}
+	for (int64_t k0 = 0; k0 < m; k0 += 20000) { /* writes are not split: 160 KB each */
+		tileatom_region part = {1, {k0}, {20000}};
+		tileatom_array initv = tileatom_vector(TILEATOM_INT64, 20000, init + k0);
+		CK(tileatom_write(c, "p", &part, &initv, &e), e);
+	}
+	tileatom_array pidx = tileatom_vector(TILEATOM_INT64, m, perm);
+	tileatom_array pval = tileatom_vector(TILEATOM_INT64, m, addv);
+	tileatom_op_options_init(&o);
+	o.want_old = true;
+	o.old_out = old;
+	o.old_out_size = (size_t)m * sizeof(int64_t);
+	CK(tileatom_indexed(c, "p", TILEATOM_OP_ADD, NULL, 1, &pidx, true, &pval, NULL, &o, &r, &e),
+	   e);
+	ck_assert_uint_eq(r.applied, (uint64_t)m);
+	ck_assert_uint_eq(r.old_bytes, (size_t)m * sizeof(int64_t));
+	for (int64_t k = 0; k < m; k++)
+		ck_assert_int_eq(old[k], perm[k] * 3);
+	int64_t *after = malloc((size_t)m * sizeof(int64_t));
+	ck_assert_ptr_nonnull(after);
+	read_i64_parts(c, "p", after, m);
+	for (int64_t k = 0; k < m; k++)
+		ck_assert_int_eq(after[perm[k]], perm[k] * 3 + k);
+
+	/* reject-whole: the one bad index is the very last element (in the last part) */
+	perm[m - 1] = m;
+	tileatom_op_options_init(&o);
+	o.check_bounds = false;
+	ck_assert_int_eq(tileatom_indexed(c, "p", TILEATOM_OP_ADD, NULL, 1, &pidx, true, &pval,
+	                                  NULL, &o, &r, &e),
+	                 TILEATOM_E_OUT_OF_RANGE);
+	ck_assert_msg(strstr(e.message, "nothing was applied"), "message: %s", e.message);
+	int64_t *again = malloc((size_t)m * sizeof(int64_t));
+	ck_assert_ptr_nonnull(again);
+	read_i64_parts(c, "p", again, m);
+	ck_assert_int_eq(memcmp(again, after, (size_t)m * sizeof(int64_t)), 0);
+	/* the same index masked off is not checked, and the rest applies */
+	uint8_t *mask = malloc((size_t)m);
+	ck_assert_ptr_nonnull(mask);
+	memset(mask, 1, (size_t)m);
+	mask[m - 1] = 0;
+	tileatom_array marr = tileatom_vector(TILEATOM_BOOL, m, mask);
+	o.mask = &marr;
+	CK(tileatom_indexed(c, "p", TILEATOM_OP_ADD, NULL, 1, &pidx, true, &pval, NULL, &o, &r, &e),
+	   e);
+	ck_assert_uint_eq(r.applied, (uint64_t)m - 1);
+	read_i64_parts(c, "p", again, m);
+	for (int64_t k = 0; k < m - 1; k++)
+		ck_assert_int_eq(again[perm[k]], perm[k] * 3 + 2 * k);
+	/* n-d operands over the limit cannot be split: refused before sending */
+	tileatom_array idx2 = idx;
+	idx2.rank = 2;
+	idx2.shape[0] = 2;
+	idx2.shape[1] = n / 2;
+	ck_assert_int_eq(tileatom_indexed(c, "h", TILEATOM_OP_ADD, NULL, 1, &idx2, true, &val, NULL,
+	                                  NULL, &r, &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(e.message, "cannot be split"), "message: %s", e.message);
+	CK(tileatom_ping(c, &e), e);
+	free(mask);
+	free(again);
+	free(after);
+	free(init);
+	free(perm);
+	free(addv);
+	free(old);
+	free(keys);
+	tileatom_close(c);
+	ck_assert_int_eq(tcu_daemon_stop(&d, 20000), 0);
+	tcu_daemon_cleanup(&d);
+}
+END_TEST
+
 /* The socket file must be gone. */
 static void assert_socket_removed(const char *path)
 {
@@ -1251,6 +1391,7 @@ static Suite *integration_suite(void)
 	tcase_add_test(sig, test_sigterm_under_load);
 	tcase_add_test(sig, test_frame_limit);
 	tcase_add_test(sig, test_frame_limit_pipelined);
+	tcase_add_test(sig, test_split_over_frame_limit);
 	suite_add_tcase(s, sig);
 	return s;
 }
