@@ -220,12 +220,6 @@ static int hist_token(hist_run *h, const char *tok)
 	return hist_push(h, (int64_t)v);
 }
 
-/* True for the blanks that separate numbers. */
-static inline bool hist_is_space(unsigned char ch)
-{
-	return ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
-}
-
 /* Powers of ten exactly representable as doubles (the fast decimal path). */
 static const double hist_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
@@ -286,21 +280,53 @@ static int hist_fast_token(hist_run *h, const char *p, const char *end)
 	return hist_push(h, v) == CLI_EXIT_OK ? 1 : -1;
 }
 
+/* Character classes of the text parser: 1 for the blanks that separate numbers. */
+static const uint8_t hist_space[256] = {[' '] = 1,  ['\n'] = 1, ['\t'] = 1,
+                                        ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
+
 /* Parses the text in buf[0, len): whole tokens only unless at_eof (the unfinished last
  * token stays); *used gets the bytes consumed. Counts lines in h->line and the byte offset
- * of every token from h->offset (the offset of buf[0]). */
+ * of every token from h->offset (the offset of buf[0]). Plain integers without --range
+ * (the histogram of indices) are parsed in the same pass that finds them. */
 static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof, size_t *used)
 {
 	const char *p = buf, *end = buf + len;
 	*used = 0;
 	for (;;) {
-		while (p < end && hist_is_space((unsigned char)*p)) {
+		while (p < end && hist_space[(unsigned char)*p]) {
 			if (*p == '\n')
 				h->line++;
 			p++;
 		}
 		const char *tok = p;
-		while (p < end && !hist_is_space((unsigned char)*p))
+		if (!h->ranged && p < end) {
+			/* digits up to a blank: one pass */
+			const char *q = p;
+			bool neg = *q == '-';
+			if (*q == '-' || *q == '+')
+				q++;
+			const char *d0 = q;
+			uint64_t mant = 0;
+			while (q < end && (unsigned)(*q - '0') < 10)
+				mant = mant * 10 + (uint64_t)(*q++ - '0');
+			if (q > d0 && q - d0 <= 18 && q < end && hist_space[(unsigned char)*q]) {
+				int64_t v = neg ? -(int64_t)mant : (int64_t)mant;
+				h->numbers++;
+				if (!h->idx64 && (v < INT32_MIN || v > INT32_MAX)) {
+					h->outside++;
+				} else if (h->idx64) {
+					if (hist_push(h, v) != CLI_EXIT_OK)
+						return CLI_EXIT_ERROR;
+				} else {
+					((int32_t *)h->chunk)[h->chunk_len++] = (int32_t)v;
+					if (h->chunk_len == h->chunk_cap && hist_flush(h) != CLI_EXIT_OK)
+						return CLI_EXIT_ERROR;
+				}
+				p = q;
+				continue;
+			}
+		}
+		while (p < end && !hist_space[(unsigned char)*p])
 			p++;
 		if (p == end && !at_eof) { /* the token may go on in the next read */
 			*used = (size_t)(tok - buf);
