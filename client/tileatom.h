@@ -246,7 +246,8 @@ typedef enum tileatom_request_kind {
 	TILEATOM_REQ_SCATTER_STORE = 14, /* tileatom_submit_scatter_store */
 	TILEATOM_REQ_ATOMIC_LOAD = 15,   /* tileatom_submit_atomic_load */
 	TILEATOM_REQ_ATOMIC_STORE = 16,  /* tileatom_submit_atomic_store */
-	TILEATOM_REQ_STATS = 17          /* statistics */
+	TILEATOM_REQ_STATS = 17,         /* statistics */
+	TILEATOM_REQ_REGISTER_BUFFER = 18 /* tileatom_buffer_create */
 } tileatom_request_kind;
 
 /* One collected response of the pipelined API. Pointers stay valid until the next call on

@@ -61,6 +61,7 @@
 
 #include "conf.h"
 #include "dispatch.h"
+#include "shmbuf.h"
 #include "executor.h"
 #include "ta_frame.h"
 
@@ -145,6 +146,8 @@ struct ta_conn {
 	uv_shutdown_t shutdown_req;        /* shutdown after the last response */
 	ta_conn_state state;               /* life cycle (see the top of this file) */
 	bool counted;                      /* holds a max_connections slot (server's, at accept) */
+	bool has_shm;                      /* shm is initialised (Unix-socket connections) */
+	ta_shm_table shm;                  /* shared buffers the client registered (shmbuf.h) */
 };
 
 /* Allocates connection number serial (for logs) of the listener type (tcp: true for TCP)

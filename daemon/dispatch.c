@@ -16,6 +16,7 @@
 #endif
 
 #include "dispatch.h"
+#include "shmbuf.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -63,6 +64,8 @@ typedef struct resp_ctx {
 	void *old_buf;                    /* values returned by a plan (arena memory) */
 	ta_arena *arena;                  /* where this request's memory comes from */
 	int64_t inline_max;               /* >= 0: defer requests of more elements */
+	const Tileatom__BufferRef *old_into; /* want_old: the shared-buffer range for them */
+	Tileatom__BufferResponse buffer;  /* register_buffer body */
 	bool deferred;                    /* the request was left for a worker: no reply */
 } resp_ctx;
 
@@ -99,6 +102,21 @@ static ta_status view_from_array(const Tileatom__Array *a, const char *what, ta_
 		v->shape[i] = a->shape[i];
 	v->data = a->data.data;
 	v->nbytes = a->data.len;
+	if (a->shared) {
+		/* the elements lie in a shared buffer of this connection (shmbuf.h) */
+		if (a->data.len != 0)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "%s: gives both inline data and a shared buffer", what);
+		void *ptr = NULL;
+		ta_status st = ta_shm_resolve(ta_shm_current(), a->shared->buffer_id,
+		                              a->shared->offset, a->shared->length, what, &ptr, err);
+		if (st != TA_OK)
+			return st;
+		if (a->shared->length > SIZE_MAX)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: too long", what);
+		v->data = ptr;
+		v->nbytes = (size_t)a->shared->length;
+	}
 	return TA_OK;
 }
 
@@ -147,6 +165,12 @@ static ta_status options_into(const Tileatom__Options *o, ta_request *req, ta_er
 	req->check_bounds = !o->no_bounds_check;
 	req->want_old = o->want_old;
 	return view_from_array(o->mask, "mask", &req->mask, err);
+}
+
+/* The shared-buffer range old values go to (Options.old_into), or NULL. */
+static const Tileatom__BufferRef *old_into(const Tileatom__Options *o)
+{
+	return o ? o->old_into : NULL;
 }
 
 /* Scatter addressing into req. */
@@ -259,7 +283,25 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	}
 	size_t es = ta_dtype_size(plan.dtype);
 	uint64_t old_bytes = 0;
-	if (plan.want_old) {
+	bool old_shared = plan.want_old && rc->old_into;
+	if (old_shared) {
+		/* old values go straight into the client's shared buffer */
+		old_bytes = (uint64_t)plan.count * es;
+		if (rc->old_into->length != old_bytes)
+			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                    "old_into: names %" PRIu64 " bytes, but the %" PRId64
+			                    " old values take %" PRIu64 " (nothing was applied)",
+			                    rc->old_into->length, plan.count, old_bytes);
+		void *ptr = NULL;
+		st = ta_shm_resolve(ta_shm_current(), rc->old_into->buffer_id, rc->old_into->offset,
+		                    old_bytes, "old_into", &ptr, &rc->err);
+		if (st != TA_OK)
+			return st;
+		plan.old_out = ptr;
+	} else if (rc->old_into) {
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "old_into is given but the request returns no values");
+	} else if (plan.want_old) {
 		old_bytes = (uint64_t)plan.count * es;
 		if (old_bytes + RESPONSE_OVERHEAD > svc->max_frame)
 			return ta_error_set(
@@ -291,8 +333,8 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 		for (int a = 0; a < plan.rank; a++)
 			rc->data_shape[a] = plan.shape[a];
 		arr->shape = rc->data_shape;
-		arr->data.data = rc->old_buf;
-		arr->data.len = (size_t)old_bytes;
+		arr->data.data = old_shared ? NULL : rc->old_buf;
+		arr->data.len = old_shared ? 0 : (size_t)old_bytes;
 	}
 	if (kind == OUT_DATA) {
 		rc->resp.body_case = TILEATOM__RESPONSE__BODY_DATA;
@@ -528,6 +570,7 @@ static ta_status do_rmw(resp_ctx *rc, ta_tile *tile, ta_family family, Tileatom_
 		st = view_from_array(compare, "compare", &req.compare, &rc->err);
 	if (st == TA_OK)
 		st = options_into(options, &req, &rc->err);
+	rc->old_into = old_into(options);
 	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
 }
 
@@ -552,6 +595,7 @@ static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_op op, const Tileatom
 		st = view_from_array(padding, "padding", &req.padding, &rc->err);
 	if (op == TA_OP_LOAD)
 		req.want_old = true;
+	rc->old_into = old_into(options);
 	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
 }
 
@@ -574,6 +618,27 @@ static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequ
 	rc->stats.elements = atomic_load(&svc->elements);
 	rc->resp.body_case = TILEATOM__RESPONSE__BODY_STATS;
 	rc->resp.stats = &rc->stats;
+	return TA_OK;
+}
+
+/* register_buffer: maps the memfd that came with the request (shmbuf.h). */
+static ta_status on_register_buffer(resp_ctx *rc, ta_tile *tile,
+                                    const Tileatom__RegisterBufferRequest *m)
+{
+	(void)tile;
+	ta_shm_table *t = ta_shm_current();
+	if (!t)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "register_buffer: shared buffers need a Unix-socket connection");
+	uint64_t id = 0;
+	ta_status st = ta_shm_register(t, m->size, &id, &rc->err);
+	if (st != TA_OK)
+		return st;
+	tileatom__buffer_response__init(&rc->buffer);
+	rc->buffer.buffer_id = id;
+	rc->buffer.size = m->size;
+	rc->resp.body_case = TILEATOM__RESPONSE__BODY_BUFFER;
+	rc->resp.buffer = &rc->buffer;
 	return TA_OK;
 }
 

@@ -44,6 +44,12 @@ typedef struct ta_backend_vtbl {
 	                   ta_result *result, ta_error *err);
 	/* Fills *info. */
 	void (*info)(ta_backend *be, ta_backend_info *info);
+	/* Optional (NULL: nothing to do): registers host memory [ptr, ptr + bytes) that plans
+	 * will point into many times (a client's shared buffer), so that the backend can read
+	 * it with DMA (CUDA: cudaHostRegister). A failure is not fatal: plans work without. */
+	ta_status (*host_register)(ta_backend *be, void *ptr, size_t bytes, ta_error *err);
+	/* Optional: undoes host_register before the memory goes away. */
+	void (*host_unregister)(ta_backend *be, void *ptr);
 } ta_backend_vtbl;
 
 /* Base of every backend object: implementations embed it first. */
@@ -82,6 +88,16 @@ static inline ta_status ta_backend_apply(ta_backend *be, void *mem, size_t tile_
 static inline void ta_backend_info_get(ta_backend *be, ta_backend_info *info)
 {
 	be->vt->info(be, info);
+}
+static inline ta_status ta_backend_host_register(ta_backend *be, void *ptr, size_t bytes,
+                                                 ta_error *err)
+{
+	return be && be->vt->host_register ? be->vt->host_register(be, ptr, bytes, err) : TA_OK;
+}
+static inline void ta_backend_host_unregister(ta_backend *be, void *ptr)
+{
+	if (be && be->vt->host_unregister)
+		be->vt->host_unregister(be, ptr);
 }
 
 #ifdef __cplusplus
