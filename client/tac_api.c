@@ -29,6 +29,7 @@ int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",
 		               c->pending_count);
+	tac_shm_stage(c, m);
 	int rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -326,6 +327,29 @@ static int op_result(tileatom_client *c, bool want, void *out, size_t out_size, 
 	if (!want)
 		return TILEATOM_OK;
 	size_t len = op->old->data.len;
+	if (len == 0 && !c->old_from && op->old->n_shape > 0) {
+		size_t elems = 1;
+		for (size_t i = 0; i < op->old->n_shape; i++)
+			elems *= (size_t)op->old->shape[i];
+		if (elems > 0)
+			return tac_err(err, TILEATOM_E_PROTOCOL,
+			               "tileatomd returned no bytes of %s values for %zu elements", what,
+			               elems);
+	}
+	if (c->old_from && len == 0) {
+		/* the daemon wrote them into a shared buffer: at out already, or copied from it */
+		len = tileatom_dtype_size((tileatom_dtype)op->old->dtype);
+		for (size_t i = 0; i < op->old->n_shape; i++)
+			len *= (size_t)op->old->shape[i];
+		res->old_bytes = len;
+		if (len > out_size)
+			return tac_err(err, TILEATOM_E_PROTOCOL,
+			               "tileatomd wrote %zu bytes of %s values into a %zu-byte buffer",
+			               len, what, out_size);
+		if (c->old_from != out)
+			memmove(out, c->old_from, len);
+		return TILEATOM_OK;
+	}
 	res->old_bytes = len;
 	if (len > out_size)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
@@ -350,6 +374,10 @@ static int check_old_out(const tileatom_op_options *opts, tileatom_error *err)
 static int rmw_finish(tileatom_client *c, tac_msg *m, const tileatom_op_options *opts,
                       tileatom_op_result *res, tileatom_error *err)
 {
+	if (opts && opts->want_old) {
+		m->old_out = opts->old_out;
+		m->old_out_size = opts->old_out_size;
+	}
 	int rc = tac_roundtrip(c, m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -401,6 +429,10 @@ int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
 		                       compare, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
+	if (tac_frame_too_large(client, &m)) { /* shared memory makes it fit, else split */
+		tac_shm_stage(client, &m);
+		tac_shm_rewrite(client, &m);
+	}
 	if (tac_frame_too_large(client, &m))
 		return tac_split_indexed(client, tile, op, region, n_index, indices, flat, values,
 		                         compare, opts, res, err);

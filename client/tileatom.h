@@ -268,6 +268,9 @@ typedef struct tileatom_response {
 /* Opaque connection handle. */
 typedef struct tileatom_client tileatom_client;
 
+/* A shared buffer (tileatom_buffer_create): memory this process and the daemon both map. */
+typedef struct tileatom_buffer tileatom_buffer;
+
 /* ---- errors and helpers --------------------------------------------------------------- */
 
 /* Name of a status code ("OK", "NOT_FOUND", "IO", ...); never NULL. */
@@ -361,6 +364,38 @@ TA_API uint32_t tileatom_server_max_frame(const tileatom_client *client);
 /* The address the client connected to. */
 TA_API const char *tileatom_address(const tileatom_client *client);
 
+/* ---- shared buffers (Unix-socket connections) ---------------------------------------------
+ * A shared buffer is a sealed memfd that the library maps and passes to the daemon once
+ * (SCM_RIGHTS); the daemon maps the same pages until the connection closes. Any operand
+ * array whose bytes lie inside a registered buffer (e.g. made with tileatom_buffer_array,
+ * or any pointer into tileatom_buffer_data) is then sent as (buffer, offset, length)
+ * instead of its bytes, and a synchronous call whose opts->old_out lies inside one gets its
+ * old values written there by the daemon. The daemon reads the operands while the request
+ * runs: do not change them before its response (pipelined: before collecting it); a
+ * change in flight cannot harm the daemon, only that request's results. Independently,
+ * synchronous calls on a Unix socket copy operands of 1 MiB or more into a buffer of the
+ * library's own and send them by reference (old values still come back inline). */
+/* Sets the operand bytes from which synchronous calls stage operands in the library's own
+ * shared buffer (default 1 MiB; 0: never, so requests travel inline or split). */
+TA_API void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes);
+/* Creates a shared buffer of size bytes (zero-filled) and registers it with the daemon.
+ * Fails on a TCP connection (TILEATOM_E_INVALID_ARGUMENT) or when pipelined responses are
+ * not collected (TILEATOM_E_STATE). */
+TA_API int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer **out,
+                                  tileatom_error *err);
+/* The buffer's memory in this process (size bytes, writable). */
+TA_API void *tileatom_buffer_data(const tileatom_buffer *buffer);
+/* The buffer's size in bytes. */
+TA_API size_t tileatom_buffer_size(const tileatom_buffer *buffer);
+/* An array of dtype and shape over the buffer's bytes from offset (the shared-buffer array
+ * kind: requests refer to it instead of copying it). */
+TA_API tileatom_array tileatom_buffer_array(const tileatom_buffer *buffer, tileatom_dtype dtype,
+                                            int rank, const int64_t *shape, size_t offset);
+/* Unmaps and frees the buffer in this process (the daemon keeps its mapping until the
+ * connection closes). Buffers still held are freed by tileatom_close: call this only
+ * before it. */
+TA_API void tileatom_buffer_free(tileatom_buffer *buffer);
+
 /* ---- synchronous calls: each sends one request and waits for its response ---------------- */
 
 /* Round trip with no effect. */
@@ -414,7 +449,8 @@ TA_API int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_
  * the whole tile); with flat true, one array (n_index 1) gives row-major offsets into the
  * region. Duplicates all apply. compare only for CAS.
  *
- * Requests larger than the daemon's frame limit (tileatom_server_max_frame) are split:
+ * Requests larger than the daemon's frame limit (tileatom_server_max_frame) go by shared
+ * memory on a Unix socket (see tileatom_set_shm_threshold); otherwise they are split:
  * when every index, values, compare and mask array is 1-D over the same n elements (or a
  * scalar, which every part repeats), the library sends consecutive parts of at most
  * max_frame bytes one after the other on this connection and returns the summed counts,
