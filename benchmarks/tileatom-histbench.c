@@ -6,9 +6,11 @@
  * bounds checking on), timing from the first byte sent to the last response, and checks the
  * bins against its own count. Prints one line per mode: "mode keys seconds Gkeys/s".
  *
- * Modes: `chunked` (requests of --chunk keys, --depth in flight), `one` (the whole array in
- * one library call: one request when it fits the daemon's frame, else the library splits
- * it).
+ * Modes: `chunked` (requests of --chunk keys, --depth in flight, inline), `split` (the whole
+ * array in one library call with shared-memory staging off: one request when it fits the
+ * daemon's frame, else the library splits it), `one` (the same call with the library's
+ * defaults: on a Unix socket it stages the keys in its shared buffer, one memcpy), `shm`
+ * (the keys already live in a registered shared buffer: sent by reference).
  *
  * Failure modes: any failed call, or bins that differ from the expected counts, print the
  * cause and exit 1; usage errors exit 2. */
@@ -60,7 +62,7 @@ static void die(const char *what, const tileatom_error *err)
 
 /* Runs one mode once on a fresh tile; returns the seconds taken (bins verified). */
 static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode,
-                       const int32_t *keys, const int64_t *expect)
+                       const int32_t *keys, const int32_t *shm_keys, const int64_t *expect)
 {
 	tileatom_error err = {0, ""};
 	char tile[64];
@@ -75,8 +77,10 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode,
 	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
 	uint64_t applied = 0;
 	double t0 = now_s();
-	if (strcmp(mode, "one") == 0) {
-		tileatom_array idx = tileatom_vector(TILEATOM_INT32, o->keys, keys);
+	bool split = strcmp(mode, "split") == 0, shm = strcmp(mode, "shm") == 0;
+	if (strcmp(mode, "one") == 0 || split || shm) {
+		tileatom_set_shm_threshold(c, split ? 0 : 1u << 20);
+		tileatom_array idx = tileatom_vector(TILEATOM_INT32, o->keys, shm ? shm_keys : keys);
 		tileatom_op_result res;
 		if (tileatom_indexed(c, tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL, &opts,
 		                     &res, &err) != TILEATOM_OK)
@@ -103,7 +107,8 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode,
 			applied += r.applied;
 		}
 	} else {
-		fprintf(stderr, "tileatom-histbench: unknown mode '%s' (one, chunked)\n", mode);
+		fprintf(stderr, "tileatom-histbench: unknown mode '%s' (one, split, shm, chunked)\n",
+		        mode);
 		exit(2);
 	}
 	double dt = now_s() - t0;
@@ -133,13 +138,13 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode,
 static void usage(FILE *f)
 {
 	fputs("Usage: tileatom-histbench [-s SOCKET] [-n KEYS] [-b BINS] [--chunk N] [--depth D]\n"
-	      "         [--reps R] [--keys-out FILE] [--modes one,chunked]\n",
+	      "         [--reps R] [--keys-out FILE] [--modes shm,one,split,chunked]\n",
 	      f);
 }
 
 int main(int argc, char **argv)
 {
-	hb_opts o = {NULL, 1 << 24, 256, 1 << 20, 4, 3, NULL, "one,chunked"};
+	hb_opts o = {NULL, 1 << 24, 256, 1 << 20, 4, 3, NULL, "shm,one,split,chunked"};
 	static const struct option longopts[] = {
 	    {"chunk", required_argument, NULL, 'c'},    {"depth", required_argument, NULL, 'd'},
 	    {"reps", required_argument, NULL, 'r'},     {"keys-out", required_argument, NULL, 'o'},
@@ -206,19 +211,30 @@ int main(int argc, char **argv)
 	tileatom_error err = {0, ""};
 	if (tileatom_connect(o.address, 5000, &c, &err) != TILEATOM_OK)
 		die("connect", &err);
+	/* mode shm: the same keys in a registered shared buffer (a Unix socket only) */
+	tileatom_buffer *sbuf = NULL;
+	const int32_t *shm_keys = NULL;
+	if (strstr(o.modes, "shm")) {
+		if (tileatom_buffer_create(c, (size_t)o.keys * sizeof(int32_t), &sbuf, &err) !=
+		    TILEATOM_OK)
+			die("shared buffer", &err);
+		memcpy(tileatom_buffer_data(sbuf), keys, (size_t)o.keys * sizeof(int32_t));
+		shm_keys = tileatom_buffer_data(sbuf);
+	}
 	char modes[256];
 	snprintf(modes, sizeof(modes), "%s", o.modes);
 	char *save = NULL;
 	for (char *m = strtok_r(modes, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
 		double best = 0;
 		for (int r = 0; r < o.reps; r++) {
-			double t = run_mode(c, &o, m, keys, expect);
+			double t = run_mode(c, &o, m, keys, shm_keys, expect);
 			if (r == 0 || t < best)
 				best = t;
 		}
 		printf("%s %" PRId64 " %.6f %.4f\n", m, o.keys, best, (double)o.keys / best * 1e-9);
 		fflush(stdout);
 	}
+	tileatom_buffer_free(sbuf);
 	tileatom_close(c);
 	free(keys);
 	free(expect);
