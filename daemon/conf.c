@@ -20,7 +20,7 @@ void ta_config_init(ta_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->backend = TA_BACKEND_AUTO;
 	cfg->device = 0;
-	cfg->workers = 4;
+	cfg->workers = TA_CONFIG_WORKERS_AUTO;
 	cfg->cpu_threads = 0;
 	cfg->log_level = TA_LOG_NOTICE;
 	cfg->max_frame = TA_CONFIG_DEFAULT_MAX_FRAME;
@@ -195,10 +195,10 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			                    value);
 		cfg->device = iv;
 	} else if (strcmp(key, "workers") == 0) {
-		if (parse_int(value, 1, 256, &iv))
+		if (parse_auto_int(value, 1, 256, TA_CONFIG_WORKERS_AUTO, &cfg->workers))
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "workers: '%s' is not a thread count (1..256)", value);
-		cfg->workers = iv;
+			                    "workers: '%s' is not auto or a thread count (1..256)",
+			                    value);
 	} else if (strcmp(key, "cpu_threads") == 0) {
 		if (parse_int(value, 0, 1024, &iv))
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
@@ -246,6 +246,13 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "max_pending: '%s' is not a count (1..1000000)", value);
 		cfg->max_pending = iv;
+	} else if (strcmp(key, "batch_window") == 0) {
+		if (parse_int(value, 0, 1000000, &iv))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "batch_window: '%s' is not a time in microseconds "
+			                    "(0..1000000)",
+			                    value);
+		cfg->batch_window_us = iv;
 	} else if (strcmp(key, "batch_min") == 0) {
 		if (parse_auto_int(value, 0, 1000000, TA_CONFIG_BATCH_AUTO, &cfg->batch_min))
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
@@ -355,6 +362,7 @@ enum {
 	OPT_MAX_PENDING,
 	OPT_INLINE_MAX,
 	OPT_BATCH_MIN,
+	OPT_BATCH_WINDOW,
 	OPT_MAX_WRITE_QUEUE,
 	OPT_SHUTDOWN_TIMEOUT,
 	OPT_LIST_KERNELS,
@@ -380,6 +388,7 @@ static const struct option long_options[] = {
     {"max-pending", required_argument, NULL, OPT_MAX_PENDING},
     {"inline-max", required_argument, NULL, OPT_INLINE_MAX},
     {"batch-min", required_argument, NULL, OPT_BATCH_MIN},
+    {"batch-window", required_argument, NULL, OPT_BATCH_WINDOW},
     {"max-write-queue", required_argument, NULL, OPT_MAX_WRITE_QUEUE},
     {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
     {"list-kernels", no_argument, NULL, OPT_LIST_KERNELS},
@@ -528,7 +537,8 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "  --allow-remote         allow a non-loopback --listen address\n"
 	        "  --backend B            auto, cpu or cuda (default auto: CUDA if usable)\n"
 	        "  --device N             CUDA device ordinal (default 0)\n"
-	        "  --workers N            threads running requests (default 4)\n"
+	        "  --workers N            threads running requests (default auto: 4 on the\n"
+	        "                         CPU backend, 64 on CUDA, whose workers mostly wait)\n"
 	        "  --cpu-threads N        CPU backend threads per request (default 0: one per "
 	        "core)\n"
 	        "  --config FILE          INI configuration file; flags override it\n"
@@ -546,6 +556,9 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "  --batch-min N          a read bringing N or more whole frames goes to a worker\n"
 	        "                         as one job (0: never; default auto: 4 with 2 or more\n"
 	        "                         workers and 4 or more CPUs, else never)\n"
+	        "  --batch-window USEC    CUDA: how long a batch of small requests waits for\n"
+	        "                         more before its launch (default 0: it takes what is\n"
+	        "                         queued)\n"
 	        "  --max-write-queue BYTES  unsent response bytes per connection before reading\n"
 	        "                         pauses (default 16M)\n"
 	        "  --shutdown-timeout S   seconds a shutdown waits for clients to take their\n"
@@ -557,4 +570,11 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "Sizes take K, M, G or T suffixes (powers of 1024). Logs go to stderr with\n"
 	        "journald priority prefixes. See tileatomd(8).\n",
 	        argv0);
+}
+
+int ta_config_workers(const ta_config *cfg, const char *backend_name)
+{
+	if (cfg->workers != TA_CONFIG_WORKERS_AUTO)
+		return cfg->workers;
+	return strcmp(backend_name, "cuda") == 0 ? TA_SERVER_WORKERS_CUDA : TA_SERVER_WORKERS_CPU;
 }

@@ -29,6 +29,13 @@ typedef enum ta_backend_choice {
 /* Smallest accepted --max-frame: room for any error response. */
 #define TA_CONFIG_MIN_FRAME 1024u
 
+/* workers: TA_SERVER_WORKERS_CPU on the CPU backend, TA_SERVER_WORKERS_CUDA on CUDA. */
+#define TA_CONFIG_WORKERS_AUTO (-1)
+/* Workers of the CPU backend (auto): each runs requests on the CPU. */
+#define TA_SERVER_WORKERS_CPU 4
+/* Workers of the CUDA backend (auto): each mostly waits for the GPU, and concurrent
+ * callers are what fills a batch (one connection's requests run one at a time). */
+#define TA_SERVER_WORKERS_CUDA 64
 /* batch_min: 4 with at least 2 workers and 4 CPUs, else 0 (never). */
 #define TA_CONFIG_BATCH_AUTO (-1)
 /* inline_max: choose by backend (TA_SERVER_INLINE_CPU on the CPU backend, 0 on CUDA). */
@@ -44,7 +51,8 @@ typedef struct ta_config {
 	bool allow_remote;         /* allow a non-loopback --listen address */
 	ta_backend_choice backend; /* auto, cpu or cuda */
 	int device;                /* CUDA device ordinal */
-	int workers;               /* executor threads running requests */
+	int workers;               /* executor threads running requests (TA_CONFIG_WORKERS_AUTO:
+	                              by backend) */
 	int cpu_threads;           /* CPU backend threads per request (0: one per core) */
 	int log_level;             /* most verbose ta_log_level written */
 	uint32_t max_frame;        /* largest frame payload accepted or sent, bytes */
@@ -52,6 +60,7 @@ typedef struct ta_config {
 	uint64_t max_tile_bytes;   /* bytes of one tile (0: unlimited) */
 	uint64_t max_total_bytes;  /* bytes of all tiles together (0: unlimited) */
 	int max_pending;           /* queued requests per connection before reading pauses */
+	int batch_window_us;       /* CUDA: microseconds a batch waits for more requests */
 	int batch_min;             /* whole frames a read must bring to go to a worker as one
 	                              job (0: never; TA_CONFIG_BATCH_AUTO: by CPUs and workers) */
 	int inline_max;            /* elements a request may have to run on the loop thread
@@ -100,5 +109,9 @@ int ta_config_parse_size(const char *text, uint64_t *out);
 
 /* Writes the --help text to out. */
 void ta_config_usage(FILE *out, const char *argv0);
+
+/* The worker count to start: cfg->workers, or for auto the default of the backend named
+ * backend_name ("cpu", "cuda"). */
+int ta_config_workers(const ta_config *cfg, const char *backend_name);
 
 #endif /* TA_DAEMON_CONF_H */

@@ -226,17 +226,9 @@ static void item_work(ta_job *job)
 	ta_frame_buf out = {NULL, 0, 0};
 	bool close_after = false;
 	uint64_t bound = item->conn->host->cfg->max_write_queue;
-	size_t done = 0;
 	uint32_t frames = 0;
-	while (item->len - done >= TA_FRAME_HEADER && !close_after && out.len < bound) {
-		uint32_t n = ta_frame_get_header(payload + done);
-		if (n > item->len - done - TA_FRAME_HEADER)
-			break; /* cannot happen: conn_take_batch cut whole frames */
-		(void)ta_dispatch_run(svc, &scratch, payload + done + TA_FRAME_HEADER, n, -1, &out,
-		                      &close_after);
-		done += TA_FRAME_HEADER + (size_t)n;
-		frames++;
-	}
+	size_t done = ta_dispatch_run_batch(svc, &scratch, payload, item->len, bound, &out,
+	                                    &close_after, &frames);
 	ta_dispatch_scratch_free(&scratch);
 	ta_shm_set_current(NULL);
 	if (done < item->len && !close_after) {

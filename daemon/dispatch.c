@@ -43,6 +43,8 @@ typedef enum out_kind {
 	OUT_DATA = 1 /* Response.data (read) */
 } out_kind;
 
+typedef struct dispatch_group dispatch_group;
+
 /* One response being built, with storage for every body it may point to. */
 typedef struct resp_ctx {
 	ta_service *svc;                  /* the service */
@@ -67,7 +69,32 @@ typedef struct resp_ctx {
 	const Tileatom__BufferRef *old_into; /* want_old: the shared-buffer range for them */
 	Tileatom__BufferResponse buffer;  /* register_buffer body */
 	bool deferred;                    /* the request was left for a worker: no reply */
+	dispatch_group *group;            /* non-NULL: small plans join this group */
+	bool collected;                   /* the plan joined the group: not applied yet */
+	ta_plan plan;                     /* collected: the plan */
+	out_kind kind;                    /* collected: where its values go */
+	ta_tile *held;                    /* collected: the tile (a reference) */
+	ta_req_kind req_kind;             /* the request's kind (for the log) */
 } resp_ctx;
+
+/* Plans of at most this many elements (global space) join a group. */
+#define TA_DISPATCH_GROUP_PLAN_MAX 1024
+/* Requests a group holds before it is applied. */
+#define TA_DISPATCH_GROUP 64
+
+/* Requests of one pipelined run whose plans are applied together (ta_backend_apply_many,
+ * in their order) and answered in their order, before any other request of the run. */
+struct dispatch_group {
+	ta_service *svc;                        /* the service */
+	ta_frame_buf *out;                      /* where the responses go */
+	bool close_after;                       /* a response asked to close */
+	int n;                                  /* collected requests */
+	resp_ctx rcs[TA_DISPATCH_GROUP];        /* their responses being built */
+	ta_apply_call calls[TA_DISPATCH_GROUP]; /* their plans for apply_many */
+	ta_result results[TA_DISPATCH_GROUP];   /* their counts */
+};
+
+static void group_flush(dispatch_group *g);
 
 void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry,
                      uint32_t max_frame)
@@ -269,7 +296,11 @@ static ta_status get_tile(resp_ctx *rc, const char *name, ta_tile **tile)
 	return ta_registry_get(rc->svc->registry, name, tile, &rc->err);
 }
 
-/* Validates req against tile, runs it and fills the response body (kind). */
+static void plan_body(resp_ctx *rc, const ta_plan *p, const ta_result *result, out_kind kind);
+
+/* Validates req against tile, runs it and fills the response body (kind). In a group, a
+ * small global-space plan is only collected (rc->collected; group_flush runs it); a larger
+ * one first flushes the group. */
 static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, out_kind kind)
 {
 	ta_service *svc = rc->svc;
@@ -287,9 +318,9 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	if (old_shared) {
 		/* old values go straight into the client's shared buffer */
 		old_bytes = (uint64_t)plan.count * es;
-		if (rc->old_into->length != old_bytes)
+		if (rc->old_into->length < old_bytes)
 			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-			                    "old_into: names %" PRIu64 " bytes, but the %" PRId64
+			                    "old_into: names %" PRIu64 " bytes, fewer than the %" PRId64
 			                    " old values take %" PRIu64 " (nothing was applied)",
 			                    rc->old_into->length, plan.count, old_bytes);
 		void *ptr = NULL;
@@ -318,13 +349,32 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 			                    old_bytes);
 		plan.old_out = rc->old_buf;
 	}
+	if (rc->group) {
+		if (plan.count <= TA_DISPATCH_GROUP_PLAN_MAX && plan.space == TA_SPACE_GLOBAL) {
+			rc->collected = true; /* group_flush applies and answers it */
+			rc->plan = plan;
+			rc->kind = kind;
+			rc->held = tile;
+			return TA_OK;
+		}
+		group_flush(rc->group); /* the requests before this one go first */
+	}
 	ta_result result = {0, 0};
 	st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan, &result,
 	                      &rc->err);
 	atomic_fetch_add(&svc->elements, (uint64_t)plan.count);
 	if (st != TA_OK)
 		return st;
+	plan_body(rc, &plan, &result, kind);
+	return TA_OK;
+}
 
+/* Fills the response body of an applied plan (kind: where its values go). */
+static void plan_body(resp_ctx *rc, const ta_plan *p, const ta_result *result, out_kind kind)
+{
+	const ta_plan plan = *p;
+	uint64_t old_bytes = plan.want_old ? (uint64_t)plan.count * ta_dtype_size(plan.dtype) : 0;
+	bool old_shared = plan.want_old && rc->old_into; /* written into a shared buffer */
 	Tileatom__Array *arr = &rc->data;
 	tileatom__array__init(arr);
 	if (plan.want_old) {
@@ -342,12 +392,11 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	} else {
 		tileatom__op_response__init(&rc->op);
 		rc->op.old = plan.want_old ? arr : NULL;
-		rc->op.skipped = result.skipped;
-		rc->op.applied = result.applied;
+		rc->op.skipped = result->skipped;
+		rc->op.applied = result->applied;
 		rc->resp.body_case = TILEATOM__RESPONSE__BODY_OP;
 		rc->resp.op = &rc->op;
 	}
-	return TA_OK;
 }
 
 /* Fills rc->tile from an info (create, describe). */
@@ -740,7 +789,7 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 		                  (int)req->body_case);
 		break;
 	}
-	if (tile)
+	if (tile && !rc->collected)
 		ta_tile_unref(tile);
 	return st;
 }
@@ -815,6 +864,135 @@ void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 	ta_arena_free(&s->arena);
 }
 
+static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
+                                   const uint8_t *payload, size_t len, uint8_t *owned,
+                                   int64_t inline_max, ta_frame_buf *out, bool *close_after);
+
+/* Turns handle's outcome st into the response of rc (the error fields when st is not OK),
+ * appends it to out and frees rc's allocations; returns close_after. */
+static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out)
+{
+	if (st != TA_OK) {
+		if (rc->err.code == TA_OK) /* a path that forgot its message */
+			ta_error_set(&rc->err, st, "%s failed", ta_status_name(st));
+		rc->resp.status = (Tileatom__Status)st;
+		rc->resp.message = rc->err.msg;
+		if (rc->resp.body_case != TILEATOM__RESPONSE__BODY_HELLO)
+			rc->resp.body_case = TILEATOM__RESPONSE__BODY__NOT_SET;
+		atomic_fetch_add(&svc->errors, 1);
+		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", rc->resp.id,
+		       ta_req_name(rc->req_kind), ta_status_name(st), rc->err.msg);
+	}
+	bool close_after = append_reply(svc, &rc->resp, false, out);
+	resp_ctx_free(rc);
+	return close_after;
+}
+
+/* Applies the collected plans of g together and appends their responses in order. */
+static void group_flush(dispatch_group *g)
+{
+	if (g->n == 0)
+		return;
+	ta_service *svc = g->svc;
+	for (int i = 0; i < g->n; i++) {
+		resp_ctx *rc = &g->rcs[i];
+		g->calls[i] = (ta_apply_call){rc->held->mem, (size_t)rc->held->bytes,
+		                              &rc->plan,     &g->results[i],
+		                              &rc->err,      TA_OK};
+	}
+	ta_backend_apply_many(svc->backend, g->calls, (size_t)g->n);
+	for (int i = 0; i < g->n; i++) {
+		resp_ctx *rc = &g->rcs[i];
+		ta_status st = g->calls[i].status;
+		atomic_fetch_add(&svc->elements, (uint64_t)rc->plan.count);
+		if (st == TA_OK)
+			plan_body(rc, &rc->plan, &g->results[i], rc->kind);
+		ta_tile_unref(rc->held);
+		if (finish_reply(svc, rc, st, g->out))
+			g->close_after = true;
+	}
+	g->n = 0;
+}
+
+/* ta_dispatch_run for a request of a run with a group: a small plan joins the group
+ * (answered by group_flush), anything else runs after the group is flushed. */
+static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const uint8_t *payload,
+                        size_t len)
+{
+	ta_service *svc = g->svc;
+	atomic_fetch_add(&svc->requests, 1);
+	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
+	if (!req || !ta_req_has_tile((ta_req_kind)req->body_case)) {
+		/* not a plan: what came before runs first */
+		group_flush(g);
+		if (req)
+			tileatom__request__free_unpacked(req, &scratch->arena.pb);
+		atomic_fetch_sub(&svc->requests, 1); /* run_one counts it */
+		bool close_after = false;
+		(void)run_one(svc, scratch, payload, len, NULL, -1, g->out, &close_after);
+		if (close_after)
+			g->close_after = true;
+		return;
+	}
+	resp_ctx *rc = &g->rcs[g->n];
+	memset(rc, 0, sizeof(*rc));
+	rc->svc = svc;
+	rc->arena = &scratch->arena;
+	rc->inline_max = -1;
+	rc->group = g;
+	rc->req_kind = (ta_req_kind)req->body_case;
+	tileatom__response__init(&rc->resp);
+	rc->resp.id = req->id;
+	ta_status st = handle(rc, req);
+	if (rc->collected) {
+		if (++g->n == TA_DISPATCH_GROUP)
+			group_flush(g);
+	} else {
+		group_flush(g); /* its answer comes after those before it */
+		if (finish_reply(svc, rc, st, g->out))
+			g->close_after = true;
+	}
+	if (g->n == 0)
+		ta_arena_reset(&scratch->arena);
+}
+
+size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *frames,
+                             size_t len, uint64_t out_bound, ta_frame_buf *out, bool *close_after,
+                             uint32_t *nframes)
+{
+	size_t done = 0;
+	*close_after = false;
+	*nframes = 0;
+	dispatch_group *g = malloc(sizeof(*g)); /* NULL: one by one, as well */
+	if (g) {
+		g->svc = svc;
+		g->out = out;
+		g->close_after = false;
+		g->n = 0;
+	}
+	while (len - done >= TA_FRAME_HEADER && !*close_after && out->len < out_bound) {
+		uint32_t n = ta_frame_get_header(frames + done);
+		if (n > len - done - TA_FRAME_HEADER)
+			break; /* a partial frame: the caller cut whole ones */
+		const uint8_t *payload = frames + done + TA_FRAME_HEADER;
+		if (g) {
+			run_grouped(g, scratch, payload, n);
+			*close_after = g->close_after;
+		} else {
+			(void)run_one(svc, scratch, payload, n, NULL, -1, out, close_after);
+		}
+		done += TA_FRAME_HEADER + (size_t)n;
+		(*nframes)++;
+	}
+	if (g) {
+		group_flush(g);
+		*close_after = g->close_after;
+		ta_arena_reset(&scratch->arena);
+		free(g);
+	}
+	return done;
+}
+
 /* ta_dispatch_run, freeing owned (a malloc'd payload, or NULL) right after decoding: the
  * decoded message holds its own copy of every field, so a large request does not keep both
  * for the whole run. */
@@ -845,6 +1023,7 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 	rc.inline_max = inline_max;
 	tileatom__response__init(&rc.resp);
 	rc.resp.id = req->id;
+	rc.req_kind = (ta_req_kind)req->body_case;
 	ta_status st = handle(&rc, req);
 	if (rc.deferred) {
 		atomic_fetch_sub(&svc->requests, 1); /* the worker counts it */
@@ -852,19 +1031,7 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 		ta_arena_reset(&scratch->arena);
 		return TA_DISPATCH_DEFER;
 	}
-	if (st != TA_OK) {
-		if (rc.err.code == TA_OK) /* a path that forgot its message */
-			ta_error_set(&rc.err, st, "%s failed", ta_status_name(st));
-		rc.resp.status = (Tileatom__Status)st;
-		rc.resp.message = rc.err.msg;
-		if (rc.resp.body_case != TILEATOM__RESPONSE__BODY_HELLO)
-			rc.resp.body_case = TILEATOM__RESPONSE__BODY__NOT_SET;
-		atomic_fetch_add(&svc->errors, 1);
-		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", req->id,
-		       ta_req_name((ta_req_kind)req->body_case), ta_status_name(st), rc.err.msg);
-	}
-	*close_after = append_reply(svc, &rc.resp, false, out);
-	resp_ctx_free(&rc);
+	*close_after = finish_reply(svc, &rc, st, out);
 	ta_arena_reset(&scratch->arena);
 	return TA_DISPATCH_DONE;
 }

@@ -62,6 +62,16 @@ ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratc
                                     const uint8_t *payload, size_t len, int64_t inline_max,
                                     ta_frame_buf *out, bool *close_after);
 
+/* Handles the whole frames (length prefix included) at frames[0, len) in order, appending
+ * their responses to out, until one asks to close the connection or out holds out_bound
+ * bytes or more; returns the bytes of the frames handled (*nframes of them) and sets
+ * *close_after. Consecutive small plans are collected and applied together
+ * (ta_backend_apply_many: on CUDA one chain of a batch), each still answered in its
+ * place; any other request runs only after the ones before it. Worker threads. */
+size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *frames,
+                             size_t len, uint64_t out_bound, ta_frame_buf *out, bool *close_after,
+                             uint32_t *nframes);
+
 /* Appends an error response for request id (0 when unknown) to out; returns close_after,
  * or true when not even that could be appended. */
 bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, const char *msg,

@@ -97,9 +97,10 @@ static int run_daemon(ta_config *cfg)
 		return 1;
 	}
 	ta_service_init(svc, be, reg, cfg->max_frame);
+	ta_backend_set_batch_window(be, (unsigned)cfg->batch_window_us);
 	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers", svc->info.name, svc->info.device,
 	       svc->info.compute_capability[0] ? ", compute capability " : "",
-	       svc->info.compute_capability, cfg->workers);
+	       svc->info.compute_capability, ta_config_workers(cfg, svc->info.name));
 
 	if (ta_server_start(srv, &loop, cfg, svc, &err) != TA_OK) {
 		ta_log(TA_LOG_ERR, "%s", err.msg);

@@ -461,17 +461,18 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	 * spreads (measured: 178k against 237k adds/s at 50x16, docs/PERFORMANCE.md); on 16
 	 * it more than doubles throughput (2.3M against 1.0M, doc/GPU-RESULTS.md). */
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int workers = ta_config_workers(cfg, svc->info.name);
 	if (cfg->batch_min != TA_CONFIG_BATCH_AUTO)
 		srv->host.batch_min = (unsigned)cfg->batch_min;
 	else
-		srv->host.batch_min = cfg->workers >= 2 && cpus >= 4 ? TA_CONN_BATCH_MIN : 0;
+		srv->host.batch_min = workers >= 2 && cpus >= 4 ? TA_CONN_BATCH_MIN : 0;
 	srv->host.inline_max = cfg->inline_max >= -1                ? cfg->inline_max
 	                       : strcmp(svc->info.name, "cpu") == 0 ? TA_SERVER_INLINE_CPU
 	                                                            : 0;
-	int rc = ta_executor_init(&srv->executor, loop, cfg->workers);
+	int rc = ta_executor_init(&srv->executor, loop, workers);
 	if (rc != 0)
-		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s",
-		                    cfg->workers, strerror(-rc));
+		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s", workers,
+		                    strerror(-rc));
 	srv->executor_started = true;
 
 	rc = uv_signal_init(loop, &srv->sig_term);

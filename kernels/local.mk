@@ -9,11 +9,11 @@ kernels_libtabackends_la_SOURCES = \
 kernels_libtabackends_la_LIBADD = tacore/libtacore.la
 if USE_CUDA
 kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh \
-	kernels/ta_cuda_private.h
+	kernels/ta_cuda_batch.cuh kernels/ta_cuda_private.h
 # Dependencies of the CUDA object beyond its source: the .cu.lo suffix rule tracks none, so
 # a changed kernel header, wrapper or compiler command (a new --with-cuda-arch) would
 # otherwise leave a stale object.
-TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh \
+TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh $(top_srcdir)/kernels/ta_cuda_batch.cuh \
 	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/tacore/ta_backend.h \
 	$(top_srcdir)/tacore/ta_plan.h $(top_srcdir)/tacore/ta_types.h \
 	$(top_srcdir)/tacore/ta_ops.def $(top_srcdir)/tacore/ta_float.h \
@@ -30,7 +30,8 @@ CLEANFILES += kernels/nvcc-command.stamp
 else
 kernels_libtabackends_la_SOURCES += kernels/ta_cuda_none.c
 endif
-EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh kernels/ta_cuda_none.c \
+EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh kernels/ta_cuda_batch.cuh \
+	kernels/ta_cuda_none.c \
 	kernels/ta_cuda_private.h kernels/nvcc-libtool.sh
 
 # A prerequisite that is never up to date: its targets' recipes always run.

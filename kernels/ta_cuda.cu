@@ -8,6 +8,15 @@
  * buffer, copy the counters and old values back, synchronize that stream, release the
  * slot.
  *
+ * Small requests (global space, up to TA_CUDA_BATCH_ITEM_MAX elements) take the batch
+ * path instead: the caller queues its request with the batcher; the first caller to find
+ * no batch running leads: it takes every request queued (after the optional batch
+ * window), resolves their elements on the host into descriptors in mapped pinned memory,
+ * launches ta_cuda_batch.cuh's kernel once, waits for it, hands each caller its counts
+ * and old values and wakes them. Requests queued while a batch runs go in the next one,
+ * so a busy GPU takes many requests per launch and an idle one answers a lone request
+ * with one launch and no copies.
+ *
  * Failure modes: every CUDA call is checked. Allocation failures (cudaMalloc,
  * cudaHostAlloc) give RESOURCE_EXHAUSTED and clear the error; a sticky device error (an
  * illegal address, a launch failure: the context is lost) is logged to stderr once and
@@ -15,7 +24,9 @@
  * INTERNAL for that call only. */
 #include <cuda_runtime.h>
 
+#include <errno.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +91,8 @@ static constexpr int kernel_op(int op)
 {
 	return op == TA_OP_SUB ? TA_OP_ADD : op;
 }
+
+#include "ta_cuda_batch.cuh"
 
 /* Number of loop modes (ta::kmode). */
 #define TA_MODES 4
@@ -152,11 +165,12 @@ extern "C" ta_status ta_cuda_check_tables(ta_error *err)
 				if ((g_global[f][d][o] != NULL) != global ||
 				    (g_shared[f][d][o] != NULL) != shared ||
 				    (f != ta::M_REGION && (g_cluster[f][d][o] != NULL) != shared))
-					return ta_error_set(
-					    err, TA_INTERNAL,
-					    "the CUDA kernel table disagrees with the legality table "
-					    "on %s %s (mode %d)",
-					    ta_op_name((ta_op)o), ta_dtype_name((ta_dtype)d), f);
+					return ta_error_set(err, TA_INTERNAL,
+					                    "the CUDA kernel table disagrees with "
+					                    "the legality table "
+					                    "on %s %s (mode %d)",
+					                    ta_op_name((ta_op)o),
+					                    ta_dtype_name((ta_dtype)d), f);
 		}
 	return TA_OK;
 }
@@ -594,6 +608,38 @@ struct cuda_slot {
 	bool busy;           /* taken by an apply in progress */
 };
 
+/* Requests of one element each at most this many go to the batcher (larger ones launch
+ * their own kernel, which spreads them over the whole GPU). */
+#define TA_CUDA_BATCH_ITEM_MAX 1024
+/* A batch takes callers until it holds this many elements (at least one caller). */
+#define TA_CUDA_BATCH_ELEMS (1u << 16)
+/* ... or this many callers (chains: one warp each). */
+#define TA_CUDA_BATCH_CHAINS (1u << 13)
+
+/* One caller waiting for its requests (a chain, run in order) to go through a batch. */
+struct batch_wait {
+	ta_apply_call *calls; /* the requests, in order */
+	int n;                /* number of calls */
+	bool done;            /* every call has its outcome */
+	batch_wait *next;     /* pending queue link */
+};
+
+/* The batcher: callers queue their small requests; whichever finds no batch running
+ * becomes the leader, takes everything queued (after the batch window), runs it as one
+ * launch and wakes everybody; callers queued meanwhile go in the next batch. */
+struct cuda_batcher {
+	pthread_mutex_t mu;         /* guards the fields up to window_us, and the counts */
+	pthread_cond_t cv;          /* broadcast when a batch is done */
+	batch_wait *head, *tail;    /* queued, not yet taken by a leader */
+	bool running;               /* a leader is building or running a batch */
+	unsigned window_us;         /* batch window (ta_backend_set_batch_window) */
+	cudaStream_t stream;        /* stream of the batch kernel */
+	unsigned char *buf;         /* mapped pinned memory: chains, items, elems, olds */
+	size_t cap;                 /* bytes at buf */
+	unsigned long long batches; /* batches run */
+	unsigned long long batched; /* requests that went through a batch */
+};
+
 /* The CUDA backend object. */
 struct ta_cuda_backend {
 	ta_backend base;                /* vtable: must be first */
@@ -604,6 +650,8 @@ struct ta_cuda_backend {
 	cuda_slot slots[TA_CUDA_SLOTS]; /* staging slots */
 	bool broken;                    /* a sticky error has made the context unusable */
 	char broken_msg[200];           /* that error, for later calls */
+	cuda_batcher batch;             /* small requests, many to a launch */
+	bool batch_ready;               /* batch.mu, batch.cv and batch.stream exist */
 };
 
 /* True for errors that leave the CUDA context unusable. */
@@ -755,6 +803,258 @@ struct stage_item {
 	const void **dst; /* the device plan's pointer to rewrite */
 };
 
+/* ---- the batcher ------------------------------------------------------------------------*/
+
+/* True when plan goes through the batcher rather than its own launch. */
+static bool batchable(const ta_cuda_backend *be, const ta_plan *plan)
+{
+	return be->batch_ready && plan->space == TA_SPACE_GLOBAL &&
+	       plan->count <= TA_CUDA_BATCH_ITEM_MAX;
+}
+
+/* The output bits of an element that is masked off or skipped (as the kernels' fill_value). */
+static uint64_t batch_fill_bits(const ta_plan *plan, int64_t k)
+{
+	if (plan->op == TA_OP_CAS)
+		return ta_operand_bits(plan, &plan->compare, k);
+	if (plan->op == TA_OP_LOAD)
+		return plan->padding_bits;
+	return 0;
+}
+
+/* Bytes of the batch buffer for the given counts (16-byte aligned sections). */
+static size_t batch_bytes(size_t chains, size_t items, size_t elems, size_t olds)
+{
+	return align_up(chains * sizeof(ta_batch_chain)) + align_up(items * sizeof(ta_batch_item)) +
+	       align_up(elems * sizeof(ta_batch_elem)) + align_up(olds * sizeof(uint64_t));
+}
+
+/* Grows the batch buffer (mapped pinned host memory, read in place by the kernel) to at
+ * least bytes. Leader only. */
+static ta_status batch_reserve(ta_cuda_backend *be, size_t bytes, ta_error *err)
+{
+	cuda_batcher *b = &be->batch;
+	if (b->cap >= bytes)
+		return TA_OK;
+	if (b->buf)
+		cudaFreeHost(b->buf);
+	b->buf = NULL;
+	b->cap = 0;
+	size_t want = bytes < (1u << 20) ? (1u << 20) : bytes;
+	cudaError_t e = cudaHostAlloc((void **)&b->buf, want, cudaHostAllocMapped);
+	if (e != cudaSuccess)
+		return be_fail(be, e, "allocating the batch buffer (mapped pinned memory)", err);
+	b->cap = want;
+	return TA_OK;
+}
+
+/* Runs the chains of waits (linked through next, n_waits of them) as one launch and fills
+ * every call's outcome. Leader only, without batch.mu. */
+static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits)
+{
+	cuda_batcher *b = &be->batch;
+	size_t n_items = 0, max_elems = 0, n_olds = 0;
+	for (batch_wait *w = waits; w; w = w->next)
+		for (int i = 0; i < w->n; i++) {
+			n_items++;
+			max_elems += (size_t)w->calls[i].plan->count;
+			if (w->calls[i].plan->want_old)
+				n_olds += (size_t)w->calls[i].plan->count;
+		}
+	ta_error err;
+	ta_status st = be_enter(be, &err);
+	if (st == TA_OK)
+		st = batch_reserve(be, batch_bytes(n_waits, n_items, max_elems, n_olds), &err);
+	if (st != TA_OK) {
+		for (batch_wait *w = waits; w; w = w->next)
+			for (int i = 0; i < w->n; i++) {
+				w->calls[i].status = st;
+				*w->calls[i].err = err;
+			}
+		return;
+	}
+	ta_batch_chain *chains = (ta_batch_chain *)b->buf;
+	ta_batch_item *items = (ta_batch_item *)(b->buf + align_up(n_waits * sizeof *chains));
+	ta_batch_elem *elems =
+	    (ta_batch_elem *)((unsigned char *)items + align_up(n_items * sizeof *items));
+	uint64_t *olds = (uint64_t *)((unsigned char *)elems + align_up(max_elems * sizeof *elems));
+
+	/* resolve every element on the host; masked and skipped ones get their output now */
+	uint32_t ci = 0, ii = 0, ei = 0, oi = 0;
+	for (batch_wait *w = waits; w; w = w->next, ci++) {
+		chains[ci].first_item = ii;
+		chains[ci].n_items = 0;
+		for (int i = 0; i < w->n; i++) {
+			ta_apply_call *c = &w->calls[i];
+			const ta_plan *p = c->plan;
+			size_t es = ta_dtype_size(p->dtype);
+			int64_t tile_elems = (int64_t)(c->tile_bytes / es);
+			uint32_t code =
+			    ta_batch_code(p->dtype, p->op, p->sem, p->scope, p->want_old);
+			uint64_t skipped = 0, applied = 0, outside = 0;
+			items[ii].first = ei;
+			items[ii].fence = p->scope == TA_SCOPE_SYS ? 2u : 1u;
+			items[ii].pad = 0;
+			for (int64_t k = 0; k < p->count; k++) {
+				int64_t off = 0;
+				int how = ta_plan_resolve(p, k, &off);
+				if (how == 1 && (off < 0 || off >= tile_elems)) {
+					outside++;
+					how = 0;
+				}
+				if (how != 1) {
+					if (how < 0)
+						skipped++;
+					if (p->want_old)
+						olds[oi + (uint32_t)k] = batch_fill_bits(p, k);
+					continue;
+				}
+				ta_batch_elem *d = &elems[ei++];
+				d->addr = (uint64_t)(uintptr_t)((unsigned char *)c->mem +
+				                                off * (int64_t)es);
+				d->value = p->values.data ? ta_operand_bits(p, &p->values, k) : 0;
+				d->compare =
+				    p->compare.data ? ta_operand_bits(p, &p->compare, k) : 0;
+				d->code = code;
+				d->out = p->want_old ? oi + (uint32_t)k : TA_BATCH_NO_OUT;
+				applied++;
+			}
+			items[ii].count = ei - items[ii].first;
+			ii++;
+			chains[ci].n_items++;
+			c->result->skipped = skipped;
+			c->result->applied = applied;
+			c->status = TA_OK;
+			if (outside)
+				c->status =
+				    ta_error_set(c->err, TA_INTERNAL,
+				                 "cuda backend: %llu elements resolved outside the "
+				                 "tile and were not applied (inconsistent plan)",
+				                 (unsigned long long)outside);
+			if (p->want_old)
+				oi += (uint32_t)p->count;
+		}
+	}
+
+	/* one launch, then wait for it */
+	st = TA_OK;
+	if (ei > 0) {
+		st = ta_cuda_launch_batch(chains, (uint32_t)n_waits, items, elems, olds, b->stream,
+		                          &err);
+		if (st == TA_OK) {
+			cudaError_t e = cudaStreamSynchronize(b->stream);
+			if (e != cudaSuccess)
+				st = be_fail(be, e, "running the batch kernel", &err);
+		} else {
+			cudaError_t e = cudaStreamSynchronize(b->stream);
+			if (e != cudaSuccess)
+				be_fail(be, e, "finishing a failed batch launch", NULL);
+		}
+	}
+	oi = 0;
+	for (batch_wait *w = waits; w; w = w->next)
+		for (int i = 0; i < w->n; i++) {
+			ta_apply_call *c = &w->calls[i];
+			const ta_plan *p = c->plan;
+			if (st != TA_OK) {
+				c->status = st;
+				*c->err = err;
+				c->result->skipped = 0;
+				c->result->applied = 0;
+			} else if (p->want_old) {
+				size_t es = ta_dtype_size(p->dtype);
+				for (int64_t k = 0; k < p->count;
+				     k++) /* little-endian: low bytes */
+					memcpy((unsigned char *)p->old_out + k * (int64_t)es,
+					       &olds[oi + k], es);
+			}
+			if (p->want_old)
+				oi += (uint32_t)p->count;
+		}
+}
+
+/* Queues the calls of w (one caller's requests, in order) and returns once all have run
+ * in some batch: as the leader of one or several, or woken by another leader. */
+static void batch_submit(ta_cuda_backend *be, batch_wait *w)
+{
+	cuda_batcher *b = &be->batch;
+	w->done = false;
+	w->next = NULL;
+	pthread_mutex_lock(&b->mu);
+	if (b->tail)
+		b->tail->next = w;
+	else
+		b->head = w;
+	b->tail = w;
+	while (!w->done) {
+		if (b->running) {
+			pthread_cond_wait(&b->cv, &b->mu);
+			continue;
+		}
+		/* lead: gather (after the window), run, wake */
+		b->running = true;
+		if (b->window_us > 0) {
+			pthread_mutex_unlock(&b->mu);
+			struct timespec ts = {(time_t)(b->window_us / 1000000u),
+			                      (long)(b->window_us % 1000000u) * 1000L};
+			while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+			}
+			pthread_mutex_lock(&b->mu);
+		}
+		batch_wait *first = b->head, *last = NULL;
+		size_t n_waits = 0, elems = 0;
+		for (batch_wait *x = b->head; x; x = x->next) {
+			size_t ne = 0;
+			for (int i = 0; i < x->n; i++)
+				ne += (size_t)x->calls[i].plan->count;
+			if (n_waits > 0 &&
+			    (n_waits >= TA_CUDA_BATCH_CHAINS || elems + ne > TA_CUDA_BATCH_ELEMS))
+				break;
+			n_waits++;
+			elems += ne;
+			last = x;
+		}
+		b->head = last->next;
+		if (!b->head)
+			b->tail = NULL;
+		last->next = NULL;
+		pthread_mutex_unlock(&b->mu);
+		batch_run(be, first, n_waits);
+		pthread_mutex_lock(&b->mu);
+		b->batches++;
+		for (batch_wait *x = first; x;) {
+			batch_wait *nx = x->next;
+			b->batched += (unsigned long long)x->n;
+			x->done = true;
+			x = nx;
+		}
+		b->running = false;
+		pthread_cond_broadcast(&b->cv);
+	}
+	pthread_mutex_unlock(&b->mu);
+}
+
+extern "C" void ta_cuda_batch_counts(ta_backend *base, unsigned long long *batches,
+                                     unsigned long long *batched)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	pthread_mutex_lock(&be->batch.mu);
+	*batches = be->batch.batches;
+	*batched = be->batch.batched;
+	pthread_mutex_unlock(&be->batch.mu);
+}
+
+/* vtable set_batch_window: how long a leader waits for more requests before a launch. */
+static void cuda_set_batch_window(ta_backend *base, unsigned usec)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	if (!be->batch_ready)
+		return;
+	pthread_mutex_lock(&be->batch.mu);
+	be->batch.window_us = usec;
+	pthread_mutex_unlock(&be->batch.mu);
+}
+
 /* vtable destroy: releases the slots (streams, staging buffers) and the object. */
 static void cuda_destroy(ta_backend *base)
 {
@@ -768,6 +1068,13 @@ static void cuda_destroy(ta_backend *base)
 			cudaFree(s->dev);
 		if (s->stream)
 			cudaStreamDestroy(s->stream);
+	}
+	if (be->batch_ready) {
+		if (be->batch.buf)
+			cudaFreeHost(be->batch.buf);
+		cudaStreamDestroy(be->batch.stream);
+		pthread_cond_destroy(&be->batch.cv);
+		pthread_mutex_destroy(&be->batch.mu);
 	}
 	pthread_cond_destroy(&be->cv);
 	pthread_mutex_destroy(&be->mu);
@@ -839,6 +1146,12 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "no tile memory");
 	if ((st = be_enter(be, err)) != TA_OK)
 		return st;
+	if (batchable(be, plan)) {
+		ta_apply_call call = {mem, tile_bytes, plan, result, err, TA_OK};
+		batch_wait wait = {&call, 1, false, NULL};
+		batch_submit(be, &wait);
+		return call.status;
+	}
 
 	/* staging layout: operands, counters, old values */
 	ta_plan dp = *plan;
@@ -946,6 +1259,51 @@ out:
 	return st;
 }
 
+/* vtable apply_many: runs of consecutive small plans go through the batcher as one chain
+ * (one warp, in order); any other plan runs alone between them, in its place. */
+static void cuda_apply_many(ta_backend *base, ta_apply_call *calls, size_t n)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	size_t i = 0;
+	while (i < n) {
+		/* calls[i] that needs nothing from the GPU, or fails its checks, is done here */
+		ta_apply_call *c = &calls[i];
+		c->result->skipped = 0;
+		c->result->applied = 0;
+		kargs check;
+		c->status = check_plan(c->plan, c->tile_bytes, &check, c->err);
+		if (c->status == TA_OK && c->plan->count > 0 && !c->mem)
+			c->status = ta_error_set(c->err, TA_INVALID_ARGUMENT, "no tile memory");
+		if (c->status == TA_OK && c->plan->count > 0)
+			c->status = be_enter(be, c->err);
+		if (c->status != TA_OK || c->plan->count == 0) {
+			i++;
+			continue;
+		}
+		if (!batchable(be, c->plan)) {
+			c->status =
+			    cuda_apply(base, c->mem, c->tile_bytes, c->plan, c->result, c->err);
+			i++;
+			continue;
+		}
+		/* the longest run of checked small plans from i */
+		size_t j = i + 1;
+		while (j < n) {
+			ta_apply_call *d = &calls[j];
+			if (!d->mem || d->plan->count == 0 || !batchable(be, d->plan))
+				break;
+			kargs chk;
+			d->status = check_plan(d->plan, d->tile_bytes, &chk, d->err);
+			if (d->status != TA_OK)
+				break;
+			j++;
+		}
+		batch_wait wait = {&calls[i], (int)(j - i), false, NULL};
+		batch_submit(be, &wait);
+		i = j;
+	}
+}
+
 /* vtable info: the facts gathered when the backend was created. */
 static void cuda_info(ta_backend *base, ta_backend_info *info)
 {
@@ -987,9 +1345,9 @@ static void cuda_host_unregister(ta_backend *base, void *ptr)
 }
 
 /* The CUDA backend's vtable. */
-static const ta_backend_vtbl cuda_vtbl = {cuda_destroy,       cuda_tile_alloc, cuda_tile_free,
-                                          cuda_apply,         cuda_info,       cuda_host_register,
-                                          cuda_host_unregister};
+static const ta_backend_vtbl cuda_vtbl = {
+    cuda_destroy,          cuda_tile_alloc,    cuda_tile_free,      cuda_apply, cuda_apply_many,
+    cuda_info,             cuda_set_batch_window, cuda_host_register, cuda_host_unregister};
 
 extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 {
@@ -1056,6 +1414,23 @@ extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 			cuda_destroy(&be->base);
 			return NULL;
 		}
+	}
+	if (pthread_mutex_init(&be->batch.mu, NULL) == 0) {
+		if (pthread_cond_init(&be->batch.cv, NULL) != 0) {
+			pthread_mutex_destroy(&be->batch.mu);
+		} else if ((e = cudaStreamCreateWithFlags(&be->batch.stream,
+		                                          cudaStreamNonBlocking)) != cudaSuccess) {
+			pthread_cond_destroy(&be->batch.cv);
+			pthread_mutex_destroy(&be->batch.mu);
+		} else {
+			be->batch_ready = true;
+		}
+	}
+	if (!be->batch_ready) {
+		ta_error_set(err, TA_UNAVAILABLE, "CUDA device %d: cannot set up the batcher",
+		             device);
+		cuda_destroy(&be->base);
+		return NULL;
 	}
 	snprintf(be->info.name, sizeof be->info.name, "cuda");
 	snprintf(be->info.device, sizeof be->info.device, "%s", prop.name);

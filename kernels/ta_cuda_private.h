@@ -7,6 +7,7 @@
 #ifndef TA_CUDA_PRIVATE_H
 #define TA_CUDA_PRIVATE_H
 
+#include "ta_backend.h"
 #include "ta_plan.h"
 
 #ifdef __cplusplus
@@ -48,6 +49,59 @@ void ta_cuda_set_auto_window(int enabled);
 /* 1 when windows too large for one block can go to a thread-block cluster on the current
  * device (kernels built for sm_90 or later and a device that launches clusters), else 0. */
 int ta_cuda_cluster_windows(void);
+
+/* ---- batches of small requests (one launch for many requests) ------------------------
+ * The host resolves every element of a small global-space plan (ta_plan_resolve) and
+ * passes the applied ones as descriptors; the batch kernel gives each chain (one caller's
+ * requests, in order) to one warp, which runs a request's elements on its lanes and puts a
+ * fence and a warp barrier between requests. Masked and skipped elements never reach the
+ * device. These structs live in mapped pinned host memory that the kernel reads directly. */
+
+/* One element to apply. */
+typedef struct ta_batch_elem {
+	uint64_t addr;    /* device address of the tile element */
+	uint64_t value;   /* operand bits (zero-extended; negated on the device for SUB) */
+	uint64_t compare; /* CAS: expected bits */
+	uint32_t code;    /* ta_batch_code(dtype, op, sem, scope, want_old) */
+	uint32_t out;     /* slot in the old-value array, TA_BATCH_NO_OUT when not wanted */
+} ta_batch_elem;
+
+/* One request: a run of elements, then a fence before the chain's next request. */
+typedef struct ta_batch_item {
+	uint32_t first; /* index of its first element */
+	uint32_t count; /* its elements */
+	uint32_t fence; /* after it: 1 fence at gpu scope, 2 at sys scope (scope sys) */
+	uint32_t pad;   /* (keeps the struct 16 bytes) */
+} ta_batch_item;
+
+/* One caller's requests, run in order by one warp. */
+typedef struct ta_batch_chain {
+	uint32_t first_item; /* index of its first item */
+	uint32_t n_items;    /* its items */
+} ta_batch_chain;
+
+/* ta_batch_elem.out of an element whose old value nobody reads. */
+#define TA_BATCH_NO_OUT 0xffffffffu
+
+/* Packs an element's op code: dtype in bits 0-7, op 8-15, sem 16-19, scope 20-23,
+ * want_old bit 24 (the ta_dtype, ta_op, ta_sem, ta_scope values). */
+static inline uint32_t ta_batch_code(int dtype, int op, int sem, int scope, int want_old)
+{
+	return (uint32_t)dtype | (uint32_t)op << 8 | (uint32_t)sem << 16 | (uint32_t)scope << 20 |
+	       (uint32_t)(want_old != 0) << 24;
+}
+
+/* Launches the batch kernel over n_chains chains on stream (a cudaStream_t) of the current
+ * device: chains, items and elems are device-accessible pointers (mapped host memory),
+ * olds (device-accessible, 8 bytes a slot) receives the old value of every element whose
+ * out is a slot. Does not synchronize. Returns TA_OK or TA_INTERNAL with the CUDA error. */
+ta_status ta_cuda_launch_batch(const ta_batch_chain *chains, uint32_t n_chains,
+                               const ta_batch_item *items, const ta_batch_elem *elems,
+                               uint64_t *olds, void *stream, ta_error *err);
+
+/* The batcher's counts so far: batches launched and requests they carried (be is a CUDA
+ * backend). */
+void ta_cuda_batch_counts(ta_backend *be, unsigned long long *batches, unsigned long long *batched);
 
 /* Number of kernels in the kernel table (global + shared + cluster), for tests. */
 int ta_cuda_kernel_count(void);

@@ -137,10 +137,18 @@ if [ "${SERVICE_BENCH:-1}" = 1 ]; then
 	# single-element adds through the service (tileatom-bench -t add, like Redis INCR) on
 	# both backends, for the request-path figures of docs/PERFORMANCE.md
 	echo "== service throughput (tileatom-bench -t add -r 10000, ${BENCH_SECONDS:-3} s a shape)"
-	for be in cpu cuda; do
-		bsock="$OUT/bench-$be.sock"
-		"$carry/tileatomd" --socket "$bsock" --backend $be --workers "${BENCH_WORKERS:-16}" \
-			--log-level err 2>"$OUT/bench-daemon-$be.log" &
+	# cpu: 16 workers (the figures of docs/PERFORMANCE.md); cuda: the default workers
+	# (auto: 64), without and with a batch window of 20 us
+	for run in cpu cuda cuda-w20; do
+		case $run in
+		cpu) be=cpu opts="--workers ${BENCH_WORKERS_CPU:-16}" ;;
+		cuda) be=cuda opts="--workers ${BENCH_WORKERS_CUDA:-auto}" ;;
+		*) be=cuda opts="--workers ${BENCH_WORKERS_CUDA:-auto} --batch-window 20" ;;
+		esac
+		bsock="$OUT/bench-$run.sock"
+		# shellcheck disable=SC2086
+		"$carry/tileatomd" --socket "$bsock" --backend $be $opts \
+			--log-level err 2>"$OUT/bench-daemon-$run.log" &
 		bpid=$!
 		for _ in $(seq 100); do [ -S "$bsock" ] && break; sleep 0.05; done
 		for shape in 1x1 50x1 50x16 200x16; do
@@ -150,7 +158,7 @@ if [ "${SERVICE_BENCH:-1}" = 1 ]; then
 			line=$("$carry/tileatom-bench" -s "$bsock" -t add -r 10000 -c "$c" -P "$p" \
 				-d "${BENCH_SECONDS:-3}" --threads "${BENCH_THREADS:-8}" --csv | tail -1)
 			t1=$(awk '{print $14 + $15}' "/proc/$bpid/stat")
-			echo "backend=$be shape=$shape daemon_cpu_ticks=$((t1 - t0)) $line"
+			echo "backend=$run shape=$shape daemon_cpu_ticks=$((t1 - t0)) $line"
 		done
 		kill -TERM $bpid
 		wait $bpid

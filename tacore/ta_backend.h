@@ -8,7 +8,10 @@
  *    worker thread, never from the event loop). Every element is atomic on its own; the
  *    order among elements is unspecified. The plan's host arrays are only read during the
  *    call; old_out is written before it returns. apply may be called concurrently from
- *    several threads, on the same tile too.
+ *    several threads, on the same tile too. A backend may run concurrent calls together
+ *    (the CUDA backend puts small requests from all callers into one launch); each call
+ *    still returns only when its plan has run, and a thread's later call sees its earlier
+ *    ones.
  *  - A backend never reads or writes outside [mem, mem + tile bytes), whatever the plan.
  *  - Read/write/fill of regions are plans too (LOAD / STORE over a region). */
 #ifndef TA_BACKEND_H
@@ -31,6 +34,16 @@ typedef struct ta_backend_info {
 	int workers;                 /* worker threads (cpu) or streams (cuda) */
 } ta_backend_info;
 
+/* One plan of an apply_many call and what became of it. */
+typedef struct ta_apply_call {
+	void *mem;           /* tile memory */
+	size_t tile_bytes;   /* its size */
+	const ta_plan *plan; /* the plan (old_out set when want_old) */
+	ta_result *result;   /* filled on success */
+	ta_error *err;       /* filled on failure */
+	ta_status status;    /* outcome, set by apply_many */
+} ta_apply_call;
+
 /* The operations every backend implements. */
 typedef struct ta_backend_vtbl {
 	/* Releases the backend and everything it holds (tiles must be freed first). */
@@ -42,8 +55,15 @@ typedef struct ta_backend_vtbl {
 	/* Applies plan to the tile at mem (tile_bytes long); fills *result. */
 	ta_status (*apply)(ta_backend *be, void *mem, size_t tile_bytes, const ta_plan *plan,
 	                   ta_result *result, ta_error *err);
+	/* Applies n plans in order, as n successive apply calls of the calling thread would
+	 * (each sees the ones before it), and sets each call's status; NULL for a backend
+	 * with nothing better than that loop. */
+	void (*apply_many)(ta_backend *be, ta_apply_call *calls, size_t n);
 	/* Fills *info. */
 	void (*info)(ta_backend *be, ta_backend_info *info);
+	/* Sets how long (microseconds) a batch of small requests waits for more before it
+	 * runs; NULL for a backend that does not batch (the CPU backend). */
+	void (*set_batch_window)(ta_backend *be, unsigned usec);
 	/* Optional (NULL: nothing to do): registers host memory [ptr, ptr + bytes) that plans
 	 * will point into many times (a client's shared buffer), so that the backend can read
 	 * it with DMA (CUDA: cudaHostRegister). A failure is not fatal: plans work without. */
@@ -85,9 +105,24 @@ static inline ta_status ta_backend_apply(ta_backend *be, void *mem, size_t tile_
 {
 	return be->vt->apply(be, mem, tile_bytes, plan, result, err);
 }
+static inline void ta_backend_apply_many(ta_backend *be, ta_apply_call *calls, size_t n)
+{
+	if (be->vt->apply_many) {
+		be->vt->apply_many(be, calls, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		calls[i].status = be->vt->apply(be, calls[i].mem, calls[i].tile_bytes,
+		                                calls[i].plan, calls[i].result, calls[i].err);
+}
 static inline void ta_backend_info_get(ta_backend *be, ta_backend_info *info)
 {
 	be->vt->info(be, info);
+}
+static inline void ta_backend_set_batch_window(ta_backend *be, unsigned usec)
+{
+	if (be->vt->set_batch_window)
+		be->vt->set_batch_window(be, usec);
 }
 static inline ta_status ta_backend_host_register(ta_backend *be, void *ptr, size_t bytes,
                                                  ta_error *err)

@@ -987,6 +987,123 @@ START_TEST(test_concurrent)
 }
 END_TEST
 
+/* State of one thread of the batch test. */
+typedef struct batch_arg {
+	void *mem;     /* the tile: int64 [8] */
+	size_t bytes;  /* its size */
+	int rounds;    /* increments by CAS per thread */
+	int thread;    /* thread number */
+	int failures;  /* failed applies or wrong counts */
+	long attempts; /* CAS requests sent (each retry too) */
+	long adds;     /* add requests sent */
+} batch_arg;
+
+/* Thread body: increments element 0 by compare-and-swap loops (each CAS a request whose
+ * old value decides the retry) and adds 1 to element 1 + thread % 7 after each success,
+ * rounds times: single-element requests that the backend batches across threads. */
+static void *batch_thread(void *p)
+{
+	batch_arg *c = p;
+	ta_tile_shape t = {TA_DTYPE_I64, 1, {8}};
+	int64_t guess = 0, at0 = 0, at1 = 1 + c->thread % 7, one = 1;
+	int64_t shp[1] = {1};
+	for (int r = 0; r < c->rounds; r++) {
+		for (;;) {
+			int64_t want = guess + 1, old = -1;
+			ta_request req;
+			ta_request_init(&req);
+			req.family = TA_FAMILY_INDEXED;
+			req.op = TA_OP_CAS;
+			req.addr = TA_ADDR_INDEXED;
+			req.n_index = 1;
+			req.index[0] = ta_tu_view(TA_DTYPE_I64, 1, shp, &at0);
+			req.values = ta_tu_view(TA_DTYPE_I64, 0, NULL, &want);
+			req.compare = ta_tu_view(TA_DTYPE_I64, 0, NULL, &guess);
+			req.sem = TA_SEM_ACQ_REL;
+			req.want_old = true;
+			ta_plan plan;
+			ta_result res;
+			ta_error err;
+			if (ta_plan_build(&plan, &t, &req, &err) != TA_OK) {
+				c->failures++;
+				return NULL;
+			}
+			plan.old_out = &old;
+			c->attempts++;
+			if (ta_backend_apply(g_cuda, c->mem, c->bytes, &plan, &res, &err) !=
+			        TA_OK ||
+			    res.applied != 1) {
+				c->failures++;
+				return NULL;
+			}
+			if (old == guess) {
+				guess = want;
+				break;
+			}
+			guess = old;
+		}
+		ta_request req;
+		ta_request_init(&req);
+		req.family = TA_FAMILY_INDEXED;
+		req.op = TA_OP_ADD;
+		req.addr = TA_ADDR_INDEXED;
+		req.n_index = 1;
+		req.index[0] = ta_tu_view(TA_DTYPE_I64, 1, shp, &at1);
+		req.values = ta_tu_view(TA_DTYPE_I64, 0, NULL, &one);
+		ta_plan plan;
+		ta_result res;
+		ta_error err;
+		c->adds++;
+		if (ta_plan_build(&plan, &t, &req, &err) != TA_OK ||
+		    ta_backend_apply(g_cuda, c->mem, c->bytes, &plan, &res, &err) != TA_OK ||
+		    res.applied != 1)
+			c->failures++;
+	}
+	return NULL;
+}
+
+START_TEST(test_batch)
+{
+	enum { THREADS = 16, ROUNDS = 50 };
+	ta_tile_shape t = {TA_DTYPE_I64, 1, {8}};
+	size_t bytes = (size_t)ta_tile_bytes(&t);
+	ta_error err;
+	void *mem;
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, bytes, &mem, &err), TA_OK);
+#ifdef TA_HAVE_CUDA
+	unsigned long long batches0, batched0, batches1, batched1;
+	ta_cuda_batch_counts(g_cuda, &batches0, &batched0);
+#endif
+	pthread_t th[THREADS];
+	batch_arg args[THREADS];
+	long requests = 0;
+	for (int i = 0; i < THREADS; i++) {
+		args[i] = (batch_arg){mem, bytes, ROUNDS, i, 0, 0, 0};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, batch_thread, &args[i]), 0);
+	}
+	int64_t per_slot[8] = {0};
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(args[i].failures, 0);
+		requests += args[i].attempts + args[i].adds;
+		per_slot[1 + i % 7] += ROUNDS;
+	}
+	int64_t back[8];
+	ck_assert_int_eq(ta_tu_tile_read(g_cuda, mem, bytes, &t, back, &err), TA_OK);
+	ck_assert_int_eq(back[0], THREADS * ROUNDS);
+	for (int i = 1; i < 8; i++)
+		ck_assert_int_eq(back[i], per_slot[i]);
+#ifdef TA_HAVE_CUDA
+	/* every request went through the batcher (the tile read is one more) */
+	ta_cuda_batch_counts(g_cuda, &batches1, &batched1);
+	ck_assert_uint_eq(batched1 - batched0, (unsigned long long)requests + 1);
+	printf("batch: %ld requests from %d threads in %llu launches\n", requests, THREADS,
+	       batches1 - batches0);
+#endif
+	ta_backend_tile_free(g_cuda, mem);
+}
+END_TEST
+
 START_TEST(test_contention)
 {
 	/* 2^20 updates of one element: the sum is exact (int32, uint64, float32 of ones) */
@@ -1345,6 +1462,7 @@ int main(void)
 	if (!g_harness)
 		tcase_add_test(tc, test_alloc);
 	tcase_add_test(tc, test_concurrent);
+	tcase_add_test(tc, test_batch);
 	tcase_add_test(tc, test_contention);
 #ifdef TA_HAVE_CUDA
 	if (!g_harness)

@@ -91,7 +91,18 @@ START_TEST(test_config_defaults_and_set)
 	/* Failed sets leave the previous values. */
 	ck_assert_uint_eq(cfg.max_frame, 1048576);
 	ck_assert_int_eq(cfg.backend, TA_BACKEND_CPU);
-	ck_assert_int_eq(cfg.workers, 4);
+	ck_assert_int_eq(cfg.workers, TA_CONFIG_WORKERS_AUTO);
+	ck_assert_int_eq(ta_config_workers(&cfg, "cpu"), 4);
+	ck_assert_int_eq(ta_config_workers(&cfg, "cuda"), 64);
+	ck_assert_int_eq(ta_config_set(&cfg, "workers", "3", &err), TA_OK);
+	ck_assert_int_eq(ta_config_workers(&cfg, "cuda"), 3);
+	ck_assert_int_eq(ta_config_set(&cfg, "workers", "auto", &err), TA_OK);
+	ck_assert_int_eq(ta_config_workers(&cfg, "cpu"), 4);
+	ck_assert_int_eq(ta_config_set(&cfg, "batch_window", "250", &err), TA_OK);
+	ck_assert_int_eq(cfg.batch_window_us, 250);
+	ck_assert_int_eq(ta_config_set(&cfg, "batch_window", "-1", &err), TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "batch_window: '-1' is not a time in microseconds (0..1000000)");
+	ck_assert_int_eq(cfg.batch_window_us, 250);
 	ta_config_free(&cfg);
 }
 END_TEST
@@ -134,7 +145,8 @@ START_TEST(test_config_file)
 	ta_config_init(&cfg);
 	ck_assert_int_eq(ta_config_load_file(&cfg, path, &err), TA_INVALID_ARGUMENT);
 	char want[256];
-	snprintf(want, sizeof(want), "%s:2: workers: 'lots' is not a thread count (1..256)", path);
+	snprintf(want, sizeof(want), "%s:2: workers: 'lots' is not auto or a thread count (1..256)",
+	         path);
 	ck_assert_str_eq(err.msg, want);
 	ta_config_free(&cfg);
 	unlink(path);

@@ -473,6 +473,156 @@ START_TEST(test_pipelined_order)
 }
 END_TEST
 
+/* Appends the frame of req to run (cap bytes, *used in use). */
+static void append_request(uint8_t *run, size_t cap, size_t *used, Tileatom__Request *req)
+{
+	uint8_t *frame = NULL;
+	size_t len = 0;
+	ck_assert_int_eq(ta_frame_encode(&req->base, TA_FRAME_DEFAULT_MAX, &frame, &len), 0);
+	ck_assert_uint_le(*used + len, cap);
+	memcpy(run + *used, frame, len);
+	*used += len;
+	free(frame);
+}
+
+/* Appends an int32 add of 1 to elements [0, n) of tile name (n 0: the whole tile). */
+static void append_add(uint8_t *run, size_t cap, size_t *used, uint64_t id, const char *name,
+                       int64_t n, bool want_old)
+{
+	int32_t one = 1;
+	int64_t origin = 0;
+	Tileatom__Array va = TILEATOM__ARRAY__INIT;
+	va.dtype = TILEATOM__DTYPE__INT32;
+	va.data.data = (uint8_t *)&one;
+	va.data.len = 4;
+	Tileatom__Options opt = TILEATOM__OPTIONS__INIT;
+	opt.want_old = want_old;
+	Tileatom__Region region = TILEATOM__REGION__INIT;
+	region.n_origin = 1;
+	region.origin = &origin;
+	region.n_shape = 1;
+	region.shape = &n;
+	Tileatom__ElementwiseAtomicRequest e = TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT;
+	e.tile = (char *)name;
+	e.op = TILEATOM__OP__ADD;
+	e.values = &va;
+	e.options = &opt;
+	e.region = n ? &region : NULL;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = id;
+	req.body_case = TILEATOM__REQUEST__BODY_ELEMENTWISE;
+	req.elementwise = &e;
+	append_request(run, cap, used, &req);
+}
+
+/* Receives the next response: it must answer id with status. */
+static Tileatom__Response *expect_response(int fd, uint64_t id, Tileatom__Status status)
+{
+	Tileatom__Response *resp = recv_response(fd);
+	ck_assert_msg(resp != NULL, "no response for request %llu", (unsigned long long)id);
+	ck_assert_uint_eq(resp->id, id);
+	ck_assert_msg(resp->status == status, "request %llu: status %d (%s)",
+	              (unsigned long long)id, resp->status, resp->message ? resp->message : "");
+	return resp;
+}
+
+/* Checks that an op response carries one int32 old value. */
+static void expect_old(int fd, uint64_t id, int32_t want)
+{
+	Tileatom__Response *resp = expect_response(fd, id, TILEATOM__STATUS__OK);
+	ck_assert_ptr_nonnull(resp->op);
+	ck_assert_ptr_nonnull(resp->op->old);
+	ck_assert_uint_eq(resp->op->old->data.len, 4);
+	int32_t old;
+	memcpy(&old, resp->op->old->data.data, 4);
+	ck_assert_int_eq(old, want);
+	tileatom__response__free_unpacked(resp, NULL);
+}
+
+START_TEST(test_grouped_run_order)
+{
+	/* One pipelined run that a worker takes as one batch (--batch-min 4), mixing small
+	 * plans (collected into groups and applied together), a large plan (runs alone, after
+	 * the ones before it) and requests without a plan (create, destroy, ping: the group
+	 * before them is applied and answered first): every answer in request order, every
+	 * value as if the requests ran one by one. */
+	daemon_proc d;
+	const char *const extra[] = {"--batch-min", "4", "--inline-max", "-1", NULL};
+	start_daemon(&d, extra);
+	int fd = connect_unix(d.sock);
+	ck_assert_int_ge(fd, 0);
+	static uint8_t run[4096];
+	size_t used = 0;
+	int64_t n = 2000;
+	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
+	c.name = "g";
+	c.dtype = TILEATOM__DTYPE__INT32;
+	c.n_shape = 1;
+	c.shape = &n;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 1;
+	req.body_case = TILEATOM__REQUEST__BODY_CREATE;
+	req.create = &c;
+	append_request(run, sizeof(run), &used, &req);
+	append_add(run, sizeof(run), &used, 2, "g", 1, true);  /* old 0 */
+	append_add(run, sizeof(run), &used, 3, "g", 1, true);  /* old 1 */
+	append_add(run, sizeof(run), &used, 4, "g", 0, false); /* all 2000: alone */
+	append_add(run, sizeof(run), &used, 5, "g", 1, true);  /* old 3 */
+	int64_t origin = 0, two = 2;
+	Tileatom__Region region = TILEATOM__REGION__INIT;
+	region.n_origin = 1;
+	region.origin = &origin;
+	region.n_shape = 1;
+	region.shape = &two;
+	Tileatom__ReadRegionRequest rd = TILEATOM__READ_REGION_REQUEST__INIT;
+	rd.tile = "g";
+	rd.region = &region;
+	Tileatom__Request rreq = TILEATOM__REQUEST__INIT;
+	rreq.id = 6;
+	rreq.body_case = TILEATOM__REQUEST__BODY_READ;
+	rreq.read = &rd;
+	append_request(run, sizeof(run), &used, &rreq); /* [4, 1] */
+	Tileatom__DestroyTileRequest ds = TILEATOM__DESTROY_TILE_REQUEST__INIT;
+	ds.name = "g";
+	Tileatom__Request dreq = TILEATOM__REQUEST__INIT;
+	dreq.id = 7;
+	dreq.body_case = TILEATOM__REQUEST__BODY_DESTROY;
+	dreq.destroy = &ds;
+	append_request(run, sizeof(run), &used, &dreq);
+	append_add(run, sizeof(run), &used, 8, "g", 1, true); /* NOT_FOUND */
+	append_ping(run, sizeof(run), &used, 9);
+	ck_assert(send_all(fd, run, used));
+
+	Tileatom__Response *resp = expect_response(fd, 1, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	expect_old(fd, 2, 0);
+	expect_old(fd, 3, 1);
+	resp = expect_response(fd, 4, TILEATOM__STATUS__OK);
+	ck_assert_uint_eq(resp->op->applied, 2000);
+	tileatom__response__free_unpacked(resp, NULL);
+	expect_old(fd, 5, 3);
+	resp = expect_response(fd, 6, TILEATOM__STATUS__OK);
+	ck_assert_int_eq(resp->body_case, TILEATOM__RESPONSE__BODY_DATA);
+	ck_assert_uint_eq(resp->data->data.len, 8);
+	int32_t vals[2];
+	memcpy(vals, resp->data->data.data, 8);
+	ck_assert_int_eq(vals[0], 4);
+	ck_assert_int_eq(vals[1], 1);
+	tileatom__response__free_unpacked(resp, NULL);
+	resp = expect_response(fd, 7, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	resp = expect_response(fd, 8, TILEATOM__STATUS__NOT_FOUND);
+	tileatom__response__free_unpacked(resp, NULL);
+	resp = expect_response(fd, 9, TILEATOM__STATUS__OK);
+	ck_assert_int_eq(resp->body_case, TILEATOM__RESPONSE__BODY_PING);
+	tileatom__response__free_unpacked(resp, NULL);
+	close(fd);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
 START_TEST(test_bad_frames_other_client_unharmed)
 {
 	daemon_proc d;
@@ -990,7 +1140,7 @@ START_TEST(test_stale_socket_and_bad_usage)
 	start_daemon_ex(&d, bad, true, &status);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 2);
 	err = slurp(d.err_path);
-	ck_assert_ptr_nonnull(strstr(err, "workers: 'zero' is not a thread count"));
+	ck_assert_ptr_nonnull(strstr(err, "workers: 'zero' is not auto or a thread count"));
 	free(err);
 	cleanup(&d);
 }
@@ -1030,6 +1180,7 @@ static Suite *server_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_start_ping_stop);
 	tcase_add_test(tc, test_pipelined_order);
+	tcase_add_test(tc, test_grouped_run_order);
 	tcase_add_test(tc, test_bad_frames_other_client_unharmed);
 	tcase_add_test(tc, test_tiny_write_queue_pipelined);
 	tcase_add_test(tc, test_connection_limit);
