@@ -10,7 +10,8 @@
  * array in one library call with shared-memory staging off: one request when it fits the
  * daemon's frame, else the library splits it), `one` (the same call with the library's
  * defaults: on a Unix socket it stages the keys in its shared buffer, one memcpy), `shm`
- * (the keys already live in a registered shared buffer: sent by reference).
+ * (the keys already live in a registered shared buffer: sent by reference), `generic` (as
+ * shm, but addressed as INDEXED instead of FLAT: the CPU backend's generic element loop).
  *
  * Failure modes: any failed call, or bins that differ from the expected counts, print the
  * cause and exit 1; usage errors exit 2. */
@@ -61,8 +62,8 @@ static void die(const char *what, const tileatom_error *err)
 }
 
 /* Runs one mode once on a fresh tile; returns the seconds taken (bins verified). */
-static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode,
-                       const int32_t *keys, const int32_t *shm_keys, const int64_t *expect)
+static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, const int32_t *keys,
+                       const int32_t *shm_keys, const int64_t *expect)
 {
 	tileatom_error err = {0, ""};
 	char tile[64];
@@ -78,12 +79,16 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode,
 	uint64_t applied = 0;
 	double t0 = now_s();
 	bool split = strcmp(mode, "split") == 0, shm = strcmp(mode, "shm") == 0;
-	if (strcmp(mode, "one") == 0 || split || shm) {
+	bool generic = strcmp(mode, "generic") == 0;
+	if (strcmp(mode, "one") == 0 || split || shm || generic) {
 		tileatom_set_shm_threshold(c, split ? 0 : 1u << 20);
-		tileatom_array idx = tileatom_vector(TILEATOM_INT32, o->keys, shm ? shm_keys : keys);
+		tileatom_array idx =
+		    tileatom_vector(TILEATOM_INT32, o->keys, shm || generic ? shm_keys : keys);
 		tileatom_op_result res;
-		if (tileatom_indexed(c, tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL, &opts,
-		                     &res, &err) != TILEATOM_OK)
+		/* generic: the same elements addressed as INDEXED (not FLAT), which the CPU
+		 * backend's fast paths do not take */
+		if (tileatom_indexed(c, tile, TILEATOM_OP_ADD, NULL, 1, &idx, !generic, &val, NULL,
+		                     &opts, &res, &err) != TILEATOM_OK)
 			die("indexed add (one call)", &err);
 		applied = res.applied;
 	} else if (strcmp(mode, "chunked") == 0) {
@@ -96,8 +101,8 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode,
 				applied += r.applied;
 			}
 			tileatom_array idx = tileatom_vector(TILEATOM_INT32, n, keys + k);
-			if (tileatom_submit_indexed(c, tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &val,
-			                            NULL, &opts, NULL, &err) != TILEATOM_OK)
+			if (tileatom_submit_indexed(c, tile, TILEATOM_OP_ADD, NULL, 1, &idx, true,
+			                            &val, NULL, &opts, NULL, &err) != TILEATOM_OK)
 				die("submit", &err);
 		}
 		while (tileatom_pending(c) > 0) {
@@ -107,8 +112,10 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode,
 			applied += r.applied;
 		}
 	} else {
-		fprintf(stderr, "tileatom-histbench: unknown mode '%s' (one, split, shm, chunked)\n",
-		        mode);
+		fprintf(
+		    stderr,
+		    "tileatom-histbench: unknown mode '%s' (one, split, shm, generic, chunked)\n",
+		    mode);
 		exit(2);
 	}
 	double dt = now_s() - t0;
@@ -120,7 +127,9 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode,
 		die("read", &err);
 	for (int64_t b = 0; b < o->bins; b++)
 		if (bins[b] != (int32_t)expect[b]) {
-			fprintf(stderr, "tileatom-histbench: mode %s: bin %" PRId64 " is %d, not %" PRId64 "\n",
+			fprintf(stderr,
+			        "tileatom-histbench: mode %s: bin %" PRId64 " is %d, not %" PRId64
+			        "\n",
 			        mode, b, bins[b], expect[b]);
 			exit(1);
 		}
@@ -138,18 +147,20 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode,
 static void usage(FILE *f)
 {
 	fputs("Usage: tileatom-histbench [-s SOCKET] [-n KEYS] [-b BINS] [--chunk N] [--depth D]\n"
-	      "         [--reps R] [--keys-out FILE] [--modes shm,one,split,chunked]\n",
+	      "         [--reps R] [--keys-out FILE] [--modes shm,one,split,chunked,generic]\n",
 	      f);
 }
 
 int main(int argc, char **argv)
 {
 	hb_opts o = {NULL, 1 << 24, 256, 1 << 20, 4, 3, NULL, "shm,one,split,chunked"};
-	static const struct option longopts[] = {
-	    {"chunk", required_argument, NULL, 'c'},    {"depth", required_argument, NULL, 'd'},
-	    {"reps", required_argument, NULL, 'r'},     {"keys-out", required_argument, NULL, 'o'},
-	    {"modes", required_argument, NULL, 'm'},    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {{"chunk", required_argument, NULL, 'c'},
+	                                         {"depth", required_argument, NULL, 'd'},
+	                                         {"reps", required_argument, NULL, 'r'},
+	                                         {"keys-out", required_argument, NULL, 'o'},
+	                                         {"modes", required_argument, NULL, 'm'},
+	                                         {"help", no_argument, NULL, 'h'},
+	                                         {NULL, 0, NULL, 0}};
 	int ch;
 	while ((ch = getopt_long(argc, argv, "s:n:b:h", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -214,7 +225,7 @@ int main(int argc, char **argv)
 	/* mode shm: the same keys in a registered shared buffer (a Unix socket only) */
 	tileatom_buffer *sbuf = NULL;
 	const int32_t *shm_keys = NULL;
-	if (strstr(o.modes, "shm")) {
+	if (strstr(o.modes, "shm") || strstr(o.modes, "generic")) {
 		if (tileatom_buffer_create(c, (size_t)o.keys * sizeof(int32_t), &sbuf, &err) !=
 		    TILEATOM_OK)
 			die("shared buffer", &err);

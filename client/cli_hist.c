@@ -2,8 +2,8 @@
  * whitespace-separated numbers (or, with --format i32/i64/f32/f64, raw little-endian
  * elements) from FILE (or stdin) into a 1-D tile as a histogram. The input is read with
  * read(2) into a 4 MiB buffer and parsed in place: plain integers (and, with --range,
- * short decimals) by a hand-written fast path, anything else by strtoll/strtod. Each number becomes one bin
- * index (without --range: the number itself; with it: numpy.histogram's uniform binning
+ * short decimals) by a hand-written fast path, anything else by strtoll/strtod. Each number becomes
+ * one bin index (without --range: the number itself; with it: numpy.histogram's uniform binning
  * over [LO, HI], the last bin closed). Indices are sent in chunks (default 1M numbers) as
  * indexed flat scatter-adds of the scalar 1 with bounds checking on and space=shared,
  * pipelined a few chunks deep, so input larger than memory works. Numbers outside the bins
@@ -281,8 +281,8 @@ static int hist_fast_token(hist_run *h, const char *p, const char *end)
 }
 
 /* Character classes of the text parser: 1 for the blanks that separate numbers. */
-static const uint8_t hist_space[256] = {[' '] = 1,  ['\n'] = 1, ['\t'] = 1,
-                                        ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
+static const uint8_t hist_space[256] = {
+    [' '] = 1, ['\n'] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
 
 /* Parses the text in buf[0, len): whole tokens only unless at_eof (the unfinished last
  * token stays); *used gets the bytes consumed. Counts lines in h->line and the byte offset
@@ -319,7 +319,8 @@ static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof
 						return CLI_EXIT_ERROR;
 				} else {
 					((int32_t *)h->chunk)[h->chunk_len++] = (int32_t)v;
-					if (h->chunk_len == h->chunk_cap && hist_flush(h) != CLI_EXIT_OK)
+					if (h->chunk_len == h->chunk_cap &&
+					    hist_flush(h) != CLI_EXIT_OK)
 						return CLI_EXIT_ERROR;
 				}
 				p = q;
@@ -342,10 +343,11 @@ static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof
 			char t[HIST_TOKEN_MAX + 1];
 			size_t tlen = (size_t)(p - tok);
 			if (tlen > HIST_TOKEN_MAX) {
-				cli_error("hist: %s:%" PRIu64
-				          ": token '%.20s...' is longer than %d characters (byte offset "
-				          "%" PRIu64 ")",
-				          h->input_name, h->line, tok, HIST_TOKEN_MAX, h->tok_offset);
+				cli_error(
+				    "hist: %s:%" PRIu64
+				    ": token '%.20s...' is longer than %d characters (byte offset "
+				    "%" PRIu64 ")",
+				    h->input_name, h->line, tok, HIST_TOKEN_MAX, h->tok_offset);
 				return CLI_EXIT_ERROR;
 			}
 			memcpy(t, tok, tlen);
@@ -471,11 +473,13 @@ static int hist_read(hist_run *h, int fd)
 		} else {
 			size_t whole = len / h->format_size;
 			used = whole * h->format_size;
-			rc = hist_parse_raw(h, (const uint8_t *)buf, whole, h->offset / h->format_size);
+			rc = hist_parse_raw(h, (const uint8_t *)buf, whole,
+			                    h->offset / h->format_size);
 			if (rc == CLI_EXIT_OK && at_eof && used < len) {
 				cli_error("hist: %s: %zu trailing byte(s) at byte offset %" PRIu64
 				          " are not a whole %zu-byte element",
-				          h->input_name, len - used, h->offset + used, h->format_size);
+				          h->input_name, len - used, h->offset + used,
+				          h->format_size);
 				rc = CLI_EXIT_ERROR;
 			}
 		}
@@ -553,8 +557,10 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 		const char *name;   /* --format value */
 		hist_format format; /* the format */
 		size_t size;        /* element bytes (0: text) */
-	} formats[] = {{"text", HIST_FORMAT_TEXT, 0}, {"i32", HIST_FORMAT_I32, 4},
-	               {"i64", HIST_FORMAT_I64, 8},   {"f32", HIST_FORMAT_F32, 4},
+	} formats[] = {{"text", HIST_FORMAT_TEXT, 0},
+	               {"i32", HIST_FORMAT_I32, 4},
+	               {"i64", HIST_FORMAT_I64, 8},
+	               {"f32", HIST_FORMAT_F32, 4},
 	               {"f64", HIST_FORMAT_F64, 8}};
 	if (a.value[2]) {
 		size_t f = 0;
@@ -562,7 +568,8 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 		       strcmp(formats[f].name, a.value[2]) != 0)
 			f++;
 		if (f == sizeof(formats) / sizeof(formats[0])) {
-			cli_error("hist: bad --format '%s' (text, i32, i64, f32 or f64)", a.value[2]);
+			cli_error("hist: bad --format '%s' (text, i32, i64, f32 or f64)",
+			          a.value[2]);
 			return CLI_EXIT_USAGE;
 		}
 		h.format = formats[f].format;

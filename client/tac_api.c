@@ -333,8 +333,8 @@ static int op_result(tileatom_client *c, bool want, void *out, size_t out_size, 
 			elems *= (size_t)op->old->shape[i];
 		if (elems > 0)
 			return tac_err(err, TILEATOM_E_PROTOCOL,
-			               "tileatomd returned no bytes of %s values for %zu elements", what,
-			               elems);
+			               "tileatomd returned no bytes of %s values for %zu elements",
+			               what, elems);
 	}
 	if (c->old_from && len == 0) {
 		/* the daemon wrote them into a shared buffer: at out already, or copied from it */
@@ -343,9 +343,10 @@ static int op_result(tileatom_client *c, bool want, void *out, size_t out_size, 
 			len *= (size_t)op->old->shape[i];
 		res->old_bytes = len;
 		if (len > out_size)
-			return tac_err(err, TILEATOM_E_PROTOCOL,
-			               "tileatomd wrote %zu bytes of %s values into a %zu-byte buffer",
-			               len, what, out_size);
+			return tac_err(
+			    err, TILEATOM_E_PROTOCOL,
+			    "tileatomd wrote %zu bytes of %s values into a %zu-byte buffer", len,
+			    what, out_size);
 		if (c->old_from != out)
 			memmove(out, c->old_from, len);
 		return TILEATOM_OK;

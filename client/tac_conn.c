@@ -388,8 +388,8 @@ static int send_with_fd(tileatom_client *c, const uint8_t *buf, size_t len, int 
 				               strerror(errno));
 			continue;
 		}
-		return tac_err(err, TILEATOM_E_IO, "passing a file descriptor to %s: %s", c->address,
-		               n < 0 ? strerror(errno) : "nothing written");
+		return tac_err(err, TILEATOM_E_IO, "passing a file descriptor to %s: %s",
+		               c->address, n < 0 ? strerror(errno) : "nothing written");
 	}
 }
 

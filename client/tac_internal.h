@@ -68,16 +68,18 @@ struct tileatom_client {
 	char server_backend[32];   /* from the handshake */
 	uint32_t max_frame;        /* the daemon's frame limit from the handshake (or the
 	                              default when it did not say) */
-	int unix_socket;           /* 1: a Unix socket (shared buffers work), 0: not, -1: unknown */
-	struct tileatom_buffer **bufs;   /* shared buffers registered by the caller (tac_shm.c) */
+
+	/* shared buffers (tac_shm.c) */
+	int unix_socket;                 /* 1: a Unix socket (shared buffers work), 0: not, -1: ? */
+	struct tileatom_buffer **bufs;   /* shared buffers registered by the caller */
 	size_t nbufs;                    /* entries in bufs */
 	size_t capbufs;                  /* capacity of bufs */
 	struct tileatom_buffer *staging; /* the library's own buffer for large synchronous
 	                                    operands (NULL until needed) */
-	size_t stage_min;          /* operand bytes from which synchronous calls stage them in
-	                              shared memory (0: never; tileatom_set_shm_threshold) */
-	const void *old_from;      /* the last synchronous call's old values went to this
-	                              shared-buffer address (NULL: they came inline) */
+	size_t stage_min;                /* operand bytes from which synchronous calls stage them
+	                                    in shared memory (0: never; tileatom_set_shm_threshold) */
+	const void *old_from;            /* the last synchronous call's old values went to this
+	                                    shared-buffer address (NULL: they came inline) */
 };
 
 /* Storage for one request message and every sub-message it may point to. Built on the
@@ -102,6 +104,7 @@ typedef struct tac_msg {
 		Tileatom__AtomicLoadRequest atomic_load;        /* ATOMIC_LOAD */
 		Tileatom__AtomicStoreRequest atomic_store;      /* ATOMIC_STORE */
 		Tileatom__StatsRequest stats;                   /* STATS */
+
 		Tileatom__RegisterBufferRequest register_buffer; /* REGISTER_BUFFER */
 	} body;
 	Tileatom__Region region;                       /* region / window */
@@ -119,10 +122,12 @@ typedef struct tac_msg {
 	Tileatom__Addressing addressing;               /* memory-op addressing */
 	int64_t shape_copy[TILEATOM_MAX_RANK];         /* create: the tile shape */
 	int64_t scalar_index;                          /* atomic_at: the flat index */
+
+	/* shared buffers (tac_shm.c) */
 	Tileatom__BufferRef refs[TILEATOM_MAX_RANK + 4]; /* shared-buffer references of arrays */
-	Tileatom__BufferRef old_ref;                   /* Options.old_into */
-	void *old_out;                                 /* synchronous calls: where old values go */
-	size_t old_out_size;                           /* bytes at old_out */
+	Tileatom__BufferRef old_ref;                     /* Options.old_into */
+	void *old_out;       /* synchronous calls: where old values go */
+	size_t old_out_size; /* bytes at old_out */
 } tac_msg;
 
 /* ---- calls (tac_api.c) and splitting (tac_split.c) ------------------------------------ */

@@ -36,8 +36,8 @@ static bool shm_possible(tileatom_client *c)
 	if (c->unix_socket < 0) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
-		c->unix_socket =
-		    getsockname(c->fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_UNIX;
+		c->unix_socket = getsockname(c->fd, (struct sockaddr *)&ss, &len) == 0 &&
+		                 ss.ss_family == AF_UNIX;
 	}
 	return c->unix_socket == 1;
 }
@@ -77,7 +77,8 @@ static int shm_create(tileatom_client *c, size_t size, struct tileatom_buffer **
 {
 	*out = NULL;
 	if (size == 0)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "a shared buffer needs at least one byte");
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "a shared buffer needs at least one byte");
 	if (!shm_possible(c))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "shared buffers need a Unix-socket connection (%s is not one)",
@@ -101,7 +102,8 @@ static int shm_create(tileatom_client *c, size_t size, struct tileatom_buffer **
 			step = "sealing it (F_ADD_SEALS)";
 			if (fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0) {
 				step = "mmap";
-				b->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
+				b->map =
+				    mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
 			}
 		}
 	}
@@ -111,7 +113,8 @@ static int shm_create(tileatom_client *c, size_t size, struct tileatom_buffer **
 			close(b->fd);
 		free(b);
 		return tac_err(err, e == ENOMEM ? TILEATOM_E_NOMEM : TILEATOM_E_IO,
-		               "creating a %zu-byte shared buffer: %s: %s", size, step, strerror(e));
+		               "creating a %zu-byte shared buffer: %s: %s", size, step,
+		               strerror(e));
 	}
 	tac_msg m;
 	memset(&m, 0, sizeof(m));
@@ -145,8 +148,8 @@ int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer
 	if (!client)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no client given");
 	if (client->broken)
-		return tac_err(err, TILEATOM_E_IO, "connection to %s is broken: %s", client->address,
-		               client->broken_err.message);
+		return tac_err(err, TILEATOM_E_IO, "connection to %s is broken: %s",
+		               client->address, client->broken_err.message);
 	if (client->nbufs == client->capbufs) {
 		size_t cap = client->capbufs ? client->capbufs * 2 : 8;
 		struct tileatom_buffer **p = realloc(client->bufs, cap * sizeof(*p));
@@ -174,8 +177,8 @@ size_t tileatom_buffer_size(const tileatom_buffer *buffer)
 	return buffer ? buffer->size : 0;
 }
 
-tileatom_array tileatom_buffer_array(const tileatom_buffer *buffer, tileatom_dtype dtype,
-                                     int rank, const int64_t *shape, size_t offset)
+tileatom_array tileatom_buffer_array(const tileatom_buffer *buffer, tileatom_dtype dtype, int rank,
+                                     const int64_t *shape, size_t offset)
 {
 	tileatom_array a;
 	memset(&a, 0, sizeof(a));
@@ -222,7 +225,7 @@ void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 	c->old_from = NULL;
 	if (c->nbufs == 0 && !c->staging)
 		return;
-	Tileatom__Array *arrays[] = {&m->values, &m->compare, &m->mask, &m->padding,
+	Tileatom__Array *arrays[] = {&m->values,   &m->compare,  &m->mask,     &m->padding,
 	                             &m->index[0], &m->index[1], &m->index[2], &m->index[3]};
 	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
 		shm_ref_array(c, arrays[i], &m->refs[i]);
@@ -231,7 +234,8 @@ void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 		if (b) {
 			tileatom__buffer_ref__init(&m->old_ref);
 			m->old_ref.buffer_id = b->id;
-			m->old_ref.offset = (uint64_t)((const uint8_t *)m->old_out - (const uint8_t *)b->map);
+			m->old_ref.offset =
+			    (uint64_t)((const uint8_t *)m->old_out - (const uint8_t *)b->map);
 			m->old_ref.length = m->old_out_size;
 			m->options.old_into = &m->old_ref;
 			c->old_from = m->old_out;
@@ -241,11 +245,12 @@ void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 
 void tac_shm_stage(tileatom_client *c, tac_msg *m)
 {
-	Tileatom__Array *arrays[] = {&m->values, &m->compare, &m->mask, &m->padding,
+	Tileatom__Array *arrays[] = {&m->values,   &m->compare,  &m->mask,     &m->padding,
 	                             &m->index[0], &m->index[1], &m->index[2], &m->index[3]};
 	size_t n = sizeof(arrays) / sizeof(arrays[0]), total = 0;
 	for (size_t i = 0; i < n; i++)
-		if (arrays[i]->data.len > 0 && !shm_find(c, arrays[i]->data.data, arrays[i]->data.len))
+		if (arrays[i]->data.len > 0 &&
+		    !shm_find(c, arrays[i]->data.data, arrays[i]->data.len))
 			total += (arrays[i]->data.len + 63) & ~(size_t)63;
 	size_t need = total;
 	if (c->stage_min == 0 || need < c->stage_min || !shm_possible(c))

@@ -87,12 +87,13 @@ static int split_check_bounds(tileatom_client *c, const char *tile, const tileat
 			int64_t x = split_index(&indices[a], k);
 			int64_t limit = flat ? region_count : a < rank ? extent[a] : 0;
 			if (x < 0 || x >= limit)
-				return tac_err(err, TILEATOM_E_OUT_OF_RANGE,
-				               "index %" PRId64 " of element %" PRId64
-				               " is outside [0, %" PRId64 ")%s of tile '%s' (check_bounds "
-				               "is off; the request would have been split into %d parts: "
-				               "nothing was applied)",
-				               x, k, limit, flat ? "" : " along its axis", tile, nparts);
+				return tac_err(
+				    err, TILEATOM_E_OUT_OF_RANGE,
+				    "index %" PRId64 " of element %" PRId64
+				    " is outside [0, %" PRId64 ")%s of tile '%s' (check_bounds "
+				    "is off; the request would have been split into %d parts: "
+				    "nothing was applied)",
+				    x, k, limit, flat ? "" : " along its axis", tile, nparts);
 		}
 	}
 	return TILEATOM_OK;
@@ -101,8 +102,7 @@ static int split_check_bounds(tileatom_client *c, const char *tile, const tileat
 int tac_split_indexed(tileatom_client *c, const char *tile, tileatom_op op,
                       const tileatom_region *region, int n_index, const tileatom_array *indices,
                       bool flat, const tileatom_array *values, const tileatom_array *compare,
-                      const tileatom_op_options *opts, tileatom_op_result *res,
-                      tileatom_error *err)
+                      const tileatom_op_options *opts, tileatom_op_result *res, tileatom_error *err)
 {
 	tileatom_op_result local;
 	if (!res)
@@ -127,12 +127,13 @@ int tac_split_indexed(tileatom_client *c, const char *tile, tileatom_op op,
 	for (int i = 0; i < narrays; i++) {
 		int64_t len = split_len(arrays[i]);
 		if (len < 0 || (len > 1 && n > 1 && len != n))
-			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-			               "the request exceeds the daemon's frame limit of %" PRIu32
-			               " bytes and cannot be split: the library splits requests whose "
-			               "operands are 1-D over one element count (or scalars); send "
-			               "smaller requests",
-			               c->max_frame);
+			return tac_err(
+			    err, TILEATOM_E_INVALID_ARGUMENT,
+			    "the request exceeds the daemon's frame limit of %" PRIu32
+			    " bytes and cannot be split: the library splits requests whose "
+			    "operands are 1-D over one element count (or scalars); send "
+			    "smaller requests",
+			    c->max_frame);
 		if (len > 1) {
 			n = len;
 			per_elem += tileatom_dtype_size(arrays[i]->dtype);
@@ -151,13 +152,14 @@ int tac_split_indexed(tileatom_client *c, const char *tile, tileatom_op op,
 		part = 1;
 	int nparts = (int)((n + part - 1) / part);
 	if (o.want_old && o.old_out_size < (size_t)n * es)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "the output buffer has %zu bytes and the old values need %zu; nothing "
-		               "was sent",
-		               o.old_out_size, (size_t)n * es);
+		return tac_err(
+		    err, TILEATOM_E_INVALID_ARGUMENT,
+		    "the output buffer has %zu bytes and the old values need %zu; nothing "
+		    "was sent",
+		    o.old_out_size, (size_t)n * es);
 	if (!o.check_bounds) {
-		int rc = split_check_bounds(c, tile, region, n_index, indices, flat, mask, n, nparts,
-		                            err);
+		int rc = split_check_bounds(c, tile, region, n_index, indices, flat, mask, n,
+		                            nparts, err);
 		if (rc != TILEATOM_OK)
 			return rc;
 	}
@@ -183,22 +185,25 @@ int tac_split_indexed(tileatom_client *c, const char *tile, tileatom_op op,
 		int rc = tac_build_indexed(&m, tile, op, region, n_index, pidx, flat,
 		                           values ? &pval : NULL, compare ? &pcmp : NULL, &po, err);
 		if (rc == TILEATOM_OK && tac_frame_too_large(c, &m))
-			rc = tac_err(err, TILEATOM_E_INTERNAL,
-			             "part %" PRId64 " of the split request still exceeds the frame "
-			             "limit of %" PRIu32 " bytes",
-			             i + 1, c->max_frame);
+			rc =
+			    tac_err(err, TILEATOM_E_INTERNAL,
+			            "part %" PRId64 " of the split request still exceeds the frame "
+			            "limit of %" PRIu32 " bytes",
+			            i + 1, c->max_frame);
 		if (rc == TILEATOM_OK)
 			rc = tac_roundtrip(c, &m, err);
 		const Tileatom__OpResponse *r = rc == TILEATOM_OK ? c->last->op : NULL;
 		if (rc == TILEATOM_OK && !r)
-			rc = tac_err(err, TILEATOM_E_PROTOCOL, "tileatomd answered a part with no result");
+			rc = tac_err(err, TILEATOM_E_PROTOCOL,
+			             "tileatomd answered a part with no result");
 		if (rc == TILEATOM_OK && o.want_old) {
 			size_t got = r->old ? r->old->data.len : 0;
 			if (got != (size_t)len * es)
-				rc = tac_err(err, TILEATOM_E_PROTOCOL,
-				             "tileatomd returned %zu bytes of old values for %" PRId64
-				             " elements",
-				             got, len);
+				rc = tac_err(
+				    err, TILEATOM_E_PROTOCOL,
+				    "tileatomd returned %zu bytes of old values for %" PRId64
+				    " elements",
+				    got, len);
 			else
 				memcpy(po.old_out, r->old->data.data, got);
 		}

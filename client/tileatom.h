@@ -247,6 +247,7 @@ typedef enum tileatom_request_kind {
 	TILEATOM_REQ_ATOMIC_LOAD = 15,   /* tileatom_submit_atomic_load */
 	TILEATOM_REQ_ATOMIC_STORE = 16,  /* tileatom_submit_atomic_store */
 	TILEATOM_REQ_STATS = 17,         /* statistics */
+
 	TILEATOM_REQ_REGISTER_BUFFER = 18 /* tileatom_buffer_create */
 } tileatom_request_kind;
 

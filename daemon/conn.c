@@ -579,8 +579,9 @@ static void conn_take_fds(ta_conn *conn)
 		int rc = carrier ? uv_pipe_init(conn->host->loop, carrier, 0) : UV_ENOMEM;
 		if (rc != 0) {
 			free(carrier);
-			ta_log(TA_LOG_WARNING, "connection %" PRIu64 ": cannot take a passed fd: %s",
-			       conn->serial, uv_strerror(rc));
+			ta_log(TA_LOG_WARNING,
+			       "connection %" PRIu64 ": cannot take a passed fd: %s", conn->serial,
+			       uv_strerror(rc));
 			return; /* the next read tries again; a register meanwhile finds no fd */
 		}
 		carrier->data = NULL;
@@ -591,8 +592,9 @@ static void conn_take_fds(ta_conn *conn)
 		int mine = rc == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
 		uv_close((uv_handle_t *)carrier, on_fd_handle_close);
 		if (mine < 0) {
-			ta_log(TA_LOG_WARNING, "connection %" PRIu64 ": cannot take a passed fd: %s",
-			       conn->serial, rc != 0 ? uv_strerror(rc) : strerror(errno));
+			ta_log(TA_LOG_WARNING,
+			       "connection %" PRIu64 ": cannot take a passed fd: %s", conn->serial,
+			       rc != 0 ? uv_strerror(rc) : strerror(errno));
 			if (rc != 0)
 				return;
 			continue;

@@ -66,8 +66,6 @@ typedef struct resp_ctx {
 	void *old_buf;                    /* values returned by a plan (arena memory) */
 	ta_arena *arena;                  /* where this request's memory comes from */
 	int64_t inline_max;               /* >= 0: defer requests of more elements */
-	const Tileatom__BufferRef *old_into; /* want_old: the shared-buffer range for them */
-	Tileatom__BufferResponse buffer;  /* register_buffer body */
 	bool deferred;                    /* the request was left for a worker: no reply */
 	dispatch_group *group;            /* non-NULL: small plans join this group */
 	bool collected;                   /* the plan joined the group: not applied yet */
@@ -75,6 +73,9 @@ typedef struct resp_ctx {
 	out_kind kind;                    /* collected: where its values go */
 	ta_tile *held;                    /* collected: the tile (a reference) */
 	ta_req_kind req_kind;             /* the request's kind (for the log) */
+
+	const Tileatom__BufferRef *old_into; /* want_old: the shared-buffer range for them */
+	Tileatom__BufferResponse buffer;     /* register_buffer body */
 } resp_ctx;
 
 /* Plans of at most this many elements (global space) join a group. */
@@ -135,8 +136,9 @@ static ta_status view_from_array(const Tileatom__Array *a, const char *what, ta_
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "%s: gives both inline data and a shared buffer", what);
 		void *ptr = NULL;
-		ta_status st = ta_shm_resolve(ta_shm_current(), a->shared->buffer_id,
-		                              a->shared->offset, a->shared->length, what, &ptr, err);
+		ta_status st =
+		    ta_shm_resolve(ta_shm_current(), a->shared->buffer_id, a->shared->offset,
+		                   a->shared->length, what, &ptr, err);
 		if (st != TA_OK)
 			return st;
 		if (a->shared->length > SIZE_MAX)
@@ -320,7 +322,8 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 		old_bytes = (uint64_t)plan.count * es;
 		if (rc->old_into->length < old_bytes)
 			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-			                    "old_into: names %" PRIu64 " bytes, fewer than the %" PRId64
+			                    "old_into: names %" PRIu64
+			                    " bytes, fewer than the %" PRId64
 			                    " old values take %" PRIu64 " (nothing was applied)",
 			                    rc->old_into->length, plan.count, old_bytes);
 		void *ptr = NULL;
@@ -677,8 +680,9 @@ static ta_status on_register_buffer(resp_ctx *rc, ta_tile *tile,
 	(void)tile;
 	ta_shm_table *t = ta_shm_current();
 	if (!t)
-		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-		                    "register_buffer: shared buffers need a Unix-socket connection");
+		return ta_error_set(
+		    &rc->err, TA_INVALID_ARGUMENT,
+		    "register_buffer: shared buffers need a Unix-socket connection");
 	uint64_t id = 0;
 	ta_status st = ta_shm_register(t, m->size, &id, &rc->err);
 	if (st != TA_OK)

@@ -82,9 +82,10 @@ ta_status ta_shm_register(ta_shm_table *t, uint64_t size, uint64_t *id, ta_error
 	memmove(t->pending, t->pending + 1, (t->npending - 1) * sizeof(int));
 	t->npending--;
 	if (t->n == TA_SHM_BUFFERS_MAX) {
-		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-		                  "register_buffer: this connection has %d buffers, the most allowed",
-		                  TA_SHM_BUFFERS_MAX);
+		st = ta_error_set(
+		    err, TA_RESOURCE_EXHAUSTED,
+		    "register_buffer: this connection has %d buffers, the most allowed",
+		    TA_SHM_BUFFERS_MAX);
 		goto out;
 	}
 	int seals = fcntl(fd, F_GET_SEALS);
@@ -92,12 +93,14 @@ ta_status ta_shm_register(ta_shm_table *t, uint64_t size, uint64_t *id, ta_error
 		st = ta_error_set(err, TA_PERMISSION_DENIED,
 		                  "register_buffer: the file is %s; create it with memfd_create "
 		                  "(MFD_ALLOW_SEALING) and add F_SEAL_SHRINK | F_SEAL_GROW",
-		                  seals < 0 ? "not a sealable memfd" : "not sealed against resizing");
+		                  seals < 0 ? "not a sealable memfd"
+		                            : "not sealed against resizing");
 		goto out;
 	}
 	struct stat sb;
 	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-		st = ta_error_set(err, TA_INVALID_ARGUMENT, "register_buffer: cannot stat the file");
+		st =
+		    ta_error_set(err, TA_INVALID_ARGUMENT, "register_buffer: cannot stat the file");
 		goto out;
 	}
 	if (size == 0 || (uint64_t)sb.st_size != size || size > SIZE_MAX) {
@@ -120,11 +123,14 @@ ta_status ta_shm_register(ta_shm_table *t, uint64_t size, uint64_t *id, ta_error
 	b->map = map;
 	b->size = size;
 	ta_error herr = {TA_OK, ""};
-	b->host_registered = t->backend && t->backend->vt->host_register &&
-	                     ta_backend_host_register(t->backend, map, (size_t)size, &herr) == TA_OK;
+	b->host_registered =
+	    t->backend && t->backend->vt->host_register &&
+	    ta_backend_host_register(t->backend, map, (size_t)size, &herr) == TA_OK;
 	if (t->backend && t->backend->vt->host_register && !b->host_registered)
-		ta_log(TA_LOG_WARNING, "shared buffer %" PRIu64 " is not registered with the backend "
-		       "(it works, copied as pageable memory): %s", b->id, herr.msg);
+		ta_log(TA_LOG_WARNING,
+		       "shared buffer %" PRIu64 " is not registered with the backend "
+		       "(it works, copied as pageable memory): %s",
+		       b->id, herr.msg);
 	fd = -1;
 	t->n++;
 	*id = b->id;
@@ -150,13 +156,13 @@ ta_status ta_shm_resolve(ta_shm_table *t, uint64_t id, uint64_t offset, uint64_t
 			b = &t->bufs[i];
 	ta_status st = TA_OK;
 	if (!b)
-		st = ta_error_set(err, TA_INVALID_ARGUMENT,
-		                  "%s: no shared buffer %" PRIu64 " is registered on this connection",
-		                  what, id);
+		st = ta_error_set(
+		    err, TA_INVALID_ARGUMENT,
+		    "%s: no shared buffer %" PRIu64 " is registered on this connection", what, id);
 	else if (offset > b->size || length > b->size - offset)
 		st = ta_error_set(err, TA_INVALID_ARGUMENT,
-		                  "%s: bytes [%" PRIu64 ", %" PRIu64 ") lie outside shared buffer %" PRIu64
-		                  " of %" PRIu64 " bytes",
+		                  "%s: bytes [%" PRIu64 ", %" PRIu64
+		                  ") lie outside shared buffer %" PRIu64 " of %" PRIu64 " bytes",
 		                  what, offset, offset + length, id, b->size);
 	else
 		*ptr = (uint8_t *)b->map + offset;

@@ -30,22 +30,22 @@
 
 /* One registered buffer. */
 typedef struct ta_shm_buf {
-	uint64_t id;   /* the id answered to the client (1, 2, ...) */
-	int fd;        /* the memfd */
-	void *map;     /* its MAP_SHARED mapping */
-	uint64_t size; /* bytes mapped */
+	uint64_t id;          /* the id answered to the client (1, 2, ...) */
+	int fd;               /* the memfd */
+	void *map;            /* its MAP_SHARED mapping */
+	uint64_t size;        /* bytes mapped */
 	bool host_registered; /* the backend registered the mapping (ta_backend_host_register) */
 } ta_shm_buf;
 
 /* The buffers of one connection. */
 typedef struct ta_shm_table {
-	pthread_mutex_t lock;                 /* guards everything below */
-	ta_backend *backend;                  /* registers mappings (CUDA: pinned for DMA) */
-	ta_shm_buf bufs[TA_SHM_BUFFERS_MAX];  /* registered buffers, n of them */
-	size_t n;                             /* buffers registered */
-	uint64_t next_id;                     /* id of the next buffer */
-	int pending[TA_SHM_PENDING_MAX];      /* received fds not yet registered, oldest first */
-	size_t npending;                      /* entries in pending */
+	pthread_mutex_t lock;                /* guards everything below */
+	ta_backend *backend;                 /* registers mappings (CUDA: pinned for DMA) */
+	ta_shm_buf bufs[TA_SHM_BUFFERS_MAX]; /* registered buffers, n of them */
+	size_t n;                            /* buffers registered */
+	uint64_t next_id;                    /* id of the next buffer */
+	int pending[TA_SHM_PENDING_MAX];     /* received fds not yet registered, oldest first */
+	size_t npending;                     /* entries in pending */
 } ta_shm_table;
 
 /* Initialises an empty table whose mappings backend registers; false when the lock cannot

@@ -230,9 +230,8 @@ static inline int64_t sext(uint64_t b, size_t esize)
 /* New value of an element holding cur after op with operand v (ADD, MIN, MAX, AND, OR,
  * XOR; ADD with an already negated operand for SUB); float add, min and max follow the
  * rules of ta_float.h. Pure: also used for private copies. */
-static inline __attribute__((always_inline)) uint64_t combine(ta_op op, ta_dtype dt,
-                                                              uint64_t emask, uint64_t cur,
-                                                              uint64_t v)
+static inline __attribute__((always_inline)) uint64_t combine(ta_op op, ta_dtype dt, uint64_t emask,
+                                                              uint64_t cur, uint64_t v)
 {
 	size_t es = dt_size(dt);
 	bool is_float = dt_is_float(dt);
@@ -328,9 +327,9 @@ static inline __attribute__((always_inline)) cpu_kind kind_of(ta_op op, bool int
  * C11 orders come from ta_sem_c11_order); the CAS loop combines with op and dtype dt (both
  * constants in the fast paths, so combine() folds to one case); returns the old bits. */
 #define TA_CPU_ATOMIC_ELEM(W, T)                                                                   \
-	static inline __attribute__((always_inline)) uint64_t atomic_elem##W(                      \
-	    ta_op op, ta_dtype dt, uint64_t emask, cpu_kind kind, void *p, uint64_t v, uint64_t c, \
-	    ta_sem sem)                                                                            \
+	static inline __attribute__((always_inline))                                               \
+	uint64_t atomic_elem##W(ta_op op, ta_dtype dt, uint64_t emask, cpu_kind kind, void *p,     \
+	                        uint64_t v, uint64_t c, ta_sem sem)                                \
 	{                                                                                          \
 		_Atomic T *a = (_Atomic T *)p;                                                     \
 		const memory_order mo = ta_sem_c11_order(sem, TA_ACCESS_RMW);                      \
@@ -527,8 +526,9 @@ static inline __attribute__((always_inline)) void private_merge(cpu_apply *ap, c
 			if (!pv->touched[rel])
 				continue;
 			uint64_t v = read_bits(pv->vals, rel, ap->esize);
-			atomic_elem(ap, ap->kind, ap->mem + (ap->origin_offset + rel) * (int64_t)ap->esize,
-			            v, 0, sem);
+			atomic_elem(ap, ap->kind,
+			            ap->mem + (ap->origin_offset + rel) * (int64_t)ap->esize, v, 0,
+			            sem);
 		}
 	}
 	for (size_t i = 0; i < pv->nlist; i++) {

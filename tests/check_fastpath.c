@@ -67,18 +67,18 @@ typedef struct fp_case {
 
 /* Everything a run needs: the addressing of the fast request and its INDEXED twin. */
 typedef struct fp_req {
-	ta_tile_shape tile;           /* the tile */
-	int64_t count;                /* elements of the request */
-	int64_t origin[2];            /* region origin */
-	int64_t extent[2];            /* region extents */
-	int64_t *coord[2];            /* per element: region coordinates (or out of range) */
-	void *flat_idx;               /* FLAT: the indices (int32 or int64) */
-	uint8_t *mask;                /* mask (NULL when unmasked) */
-	void *values;                 /* values (count or 1 elements) */
-	void *compare;                /* compare (CAS) */
-	uint64_t padding;             /* LOAD padding */
-	uint64_t init[FP_N];          /* initial tile contents */
-	uint64_t pool[FP_POOL];       /* the bit patterns */
+	ta_tile_shape tile;     /* the tile */
+	int64_t count;          /* elements of the request */
+	int64_t origin[2];      /* region origin */
+	int64_t extent[2];      /* region extents */
+	int64_t *coord[2];      /* per element: region coordinates (or out of range) */
+	void *flat_idx;         /* FLAT: the indices (int32 or int64) */
+	uint8_t *mask;          /* mask (NULL when unmasked) */
+	void *values;           /* values (count or 1 elements) */
+	void *compare;          /* compare (CAS) */
+	uint64_t padding;       /* LOAD padding */
+	uint64_t init[FP_N];    /* initial tile contents */
+	uint64_t pool[FP_POOL]; /* the bit patterns */
 } fp_req;
 
 /* Runs one request (fast when indexed_twin is false, else the INDEXED twin) on a tile
@@ -165,15 +165,15 @@ static void fp_build(const fp_case *c, fp_req *r, uint64_t seed)
 	memset(r, 0, sizeof(*r));
 	uint64_t st = seed;
 	for (int i = 0; i < FP_POOL; i++)
-		r->pool[i] = ta_tu_rand(&st) & (c->dt == TA_DTYPE_F16 || c->dt == TA_DTYPE_BF16
-		                                    ? 0xffff
-		                                : ta_dtype_size(c->dt) == 4 ? 0xffffffffu
-		                                                            : UINT64_MAX);
+		r->pool[i] =
+		    ta_tu_rand(&st) & (c->dt == TA_DTYPE_F16 || c->dt == TA_DTYPE_BF16 ? 0xffff
+		                       : ta_dtype_size(c->dt) == 4                     ? 0xffffffffu
+		                                                   : UINT64_MAX);
 	/* small integers among the patterns, so that adds and masks do ordinary things too */
 	r->pool[0] = 0;
-	r->pool[1] = c->dt == TA_DTYPE_F32 ? 0x3f800000u
-	             : c->dt == TA_DTYPE_F64 ? UINT64_C(0x3ff0000000000000)
-	             : c->dt == TA_DTYPE_F16 ? 0x3c00
+	r->pool[1] = c->dt == TA_DTYPE_F32    ? 0x3f800000u
+	             : c->dt == TA_DTYPE_F64  ? UINT64_C(0x3ff0000000000000)
+	             : c->dt == TA_DTYPE_F16  ? 0x3c00
 	             : c->dt == TA_DTYPE_BF16 ? 0x3f80
 	                                      : 1;
 	if (c->form == FP_REGION2) {
@@ -315,8 +315,7 @@ static void fp_check(const fp_case *c, uint64_t seed)
 	fp_run(c, &r, false, tile_fast, old_fast, &rf);
 	fp_run(c, &r, true, tile_twin, old_twin, &rt);
 	fp_reference(c, &r, ref_tile, ref_old, &rr);
-	static const char *const forms[] = {"flat int32", "flat int64", "1-D region",
-	                                    "2-D rows"};
+	static const char *const forms[] = {"flat int32", "flat int64", "1-D region", "2-D rows"};
 	char what[160];
 	snprintf(what, sizeof(what), "%s %s sem %d, %s%s%s%s%s", ta_op_name(c->op),
 	         ta_dtype_name(c->dt), (int)c->sem, forms[c->form], c->masked ? ", masked" : "",
@@ -341,18 +340,20 @@ static void fp_check(const fp_case *c, uint64_t seed)
 		              (long long)i, ta_tu_fmt(c->dt, f, b1, sizeof(b1)),
 		              ta_tu_fmt(c->dt, t, b2, sizeof(b2)));
 		if (ref_exact)
-			ck_assert_msg(f == ref_tile[i], "%s: tile element %lld: fast %s, reference %s",
-			              what, (long long)i, ta_tu_fmt(c->dt, f, b1, sizeof(b1)),
+			ck_assert_msg(f == ref_tile[i],
+			              "%s: tile element %lld: fast %s, reference %s", what,
+			              (long long)i, ta_tu_fmt(c->dt, f, b1, sizeof(b1)),
 			              ta_tu_fmt(c->dt, ref_tile[i], b2, sizeof(b2)));
 	}
 	if (c->want_old) {
 		for (int64_t k = 0; k < r.count; k++) {
 			uint64_t f = ta_tu_get(c->dt, old_fast, (size_t)k);
 			uint64_t t = ta_tu_get(c->dt, old_twin, (size_t)k);
-			ck_assert_msg(f == t && f == ref_old[k],
-			              "%s: old value %lld: fast %#llx, generic %#llx, reference %#llx",
-			              what, (long long)k, (unsigned long long)f,
-			              (unsigned long long)t, (unsigned long long)ref_old[k]);
+			ck_assert_msg(
+			    f == t && f == ref_old[k],
+			    "%s: old value %lld: fast %#llx, generic %#llx, reference %#llx", what,
+			    (long long)k, (unsigned long long)f, (unsigned long long)t,
+			    (unsigned long long)ref_old[k]);
 		}
 	}
 	free(tile_fast);
@@ -383,13 +384,14 @@ START_TEST(test_fast_matches_generic)
 					             .sem = (ta_sem)s,
 					             .form = (fp_form)f,
 					             .masked = opt & 1,
-					             .want_old = (opt & 2) &&
-					                         ta_op_output(op) != TA_OUTPUT_NEVER,
+					             .want_old = (opt & 2) && ta_op_output(op) !=
+					                                          TA_OUTPUT_NEVER,
 					             .scalar = (opt & 4) && op != TA_OP_LOAD,
 					             .space = TA_SPACE_GLOBAL};
 					if (ta_op_output(op) == TA_OUTPUT_ALWAYS)
 						c.want_old = true;
-					fp_check(&c, UINT64_C(0xfa57) * (uint64_t)(cases + 1) + (uint64_t)op);
+					fp_check(&c, UINT64_C(0xfa57) * (uint64_t)(cases + 1) +
+					                 (uint64_t)op);
 					if (ta_op_shared_ok(op) && !c.want_old) {
 						c.space = TA_SPACE_SHARED;
 						fp_check(&c, UINT64_C(0x5a4ed) + (uint64_t)cases);

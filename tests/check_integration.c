@@ -1137,7 +1137,7 @@ START_TEST(test_split_over_frame_limit)
 	CK(tileatom_connect(d.socket, 10000, &c, &e), e);
 	ck_assert_uint_eq(tileatom_server_max_frame(c), 256u << 10);
 	tileatom_set_shm_threshold(c, 0); /* split, do not stage in shared memory */
-	int64_t bins = 1000, n = 300000; /* 1.2 MB of int32 keys: 5 parts */
+	int64_t bins = 1000, n = 300000;  /* 1.2 MB of int32 keys: 5 parts */
 	CK(tileatom_create(c, "h", TILEATOM_INT32, 1, &bins, NULL, NULL, &e), e);
 	int32_t *keys = malloc((size_t)n * sizeof(int32_t));
 	ck_assert_ptr_nonnull(keys);
