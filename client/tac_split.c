@@ -17,6 +17,10 @@
 
 /* Bytes a part's request leaves for framing, the tile name, region and options. */
 #define TAC_SPLIT_OVERHEAD 1024u
+/* Largest operand bytes of one part, even under a larger frame limit: frames of tens of
+ * megabytes cost fresh pages and copies on both sides (a 64 MiB part ran 5 times slower
+ * per key than 4 MiB requests; docs/PERFORMANCE.md, issue 10). */
+#define TAC_SPLIT_PART_BYTES (4u << 20)
 
 bool tac_frame_too_large(const tileatom_client *c, tac_msg *m)
 {
@@ -147,7 +151,10 @@ int tac_split_indexed(tileatom_client *c, const char *tile, tileatom_op op,
 		               "the request exceeds the daemon's frame limit of %" PRIu32
 		               " bytes and cannot be split",
 		               c->max_frame);
-	int64_t part = (int64_t)((c->max_frame - TAC_SPLIT_OVERHEAD) / per_elem);
+	size_t room = c->max_frame - TAC_SPLIT_OVERHEAD;
+	if (room > TAC_SPLIT_PART_BYTES)
+		room = TAC_SPLIT_PART_BYTES;
+	int64_t part = (int64_t)(room / per_elem);
 	if (part < 1)
 		part = 1;
 	int nparts = (int)((n + part - 1) / part);

@@ -454,8 +454,9 @@ TA_API int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_
  * memory on a Unix socket (see tileatom_set_shm_threshold); otherwise they are split:
  * when every index, values, compare and mask array is 1-D over the same n elements (or a
  * scalar, which every part repeats), the library sends consecutive parts of at most
- * max_frame bytes one after the other on this connection and returns the summed counts,
- * the old values of every part in order (want_old) and the first error. What a split means:
+ * max_frame bytes (and 4 MiB of operands) one after the other on this connection and
+ * returns the summed counts, the old values of every part in order (want_old) and the
+ * first error. What a split means:
  *  - each element is applied atomically, exactly as in one request, but the request as a
  *    whole is not: other clients can see the parts already applied, and the parts run in
  *    order (part i is applied before part i+1 is sent);
