@@ -38,10 +38,19 @@ typedef enum ta_backend_choice {
 #define TA_SERVER_WORKERS_CUDA 64
 /* batch_min: 4 with at least 2 workers and 4 CPUs, else 0 (never). */
 #define TA_CONFIG_BATCH_AUTO (-1)
-/* inline_max: choose by backend (TA_SERVER_INLINE_CPU on the CPU backend, 0 on CUDA). */
+/* inline_max: choose by backend (TA_SERVER_INLINE_CPU on the CPU backend; on CUDA by the
+ * number of busy connections, see TA_SERVER_INLINE_CUDA). */
 #define TA_CONFIG_INLINE_AUTO (-2)
 /* Elements a request may process to run on the loop thread of the CPU backend (auto). */
 #define TA_SERVER_INLINE_CPU 4096
+/* CUDA backend (auto): while at most TA_SERVER_INLINE_CUDA_CONNS connections are busy (sent
+ * bytes in the last TA_SERVER_BUSY_MS), a request of up to TA_SERVER_INLINE_CUDA elements
+ * runs on the loop thread (a lone client gets the shortest path: one GPU round trip, no
+ * thread hand-offs); with more, every request with elements goes to the workers, whose
+ * GPU round trips overlap in batches. */
+#define TA_SERVER_INLINE_CUDA       1024
+#define TA_SERVER_INLINE_CUDA_CONNS 1u
+#define TA_SERVER_BUSY_MS           100u
 
 /* Every setting of the daemon. Strings are malloc'd (NULL when unset). */
 typedef struct ta_config {

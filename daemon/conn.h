@@ -132,6 +132,7 @@ struct ta_conn {
 	ta_conn_host *host;                /* what the owning server provides */
 	struct ta_conn *prev, *next;       /* server's connection list */
 	uint64_t serial;                   /* connection number, for logs */
+	uint64_t last_read_ms;             /* uv_now of the last read that brought bytes */
 	ta_frame_reader reader;            /* incremental frame decoder */
 	uint8_t rbuf[TA_CONN_READ_BUFFER]; /* libuv reads land here */
 	ta_conn_item *q_head;              /* oldest queued request */

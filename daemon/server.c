@@ -43,6 +43,21 @@ static void host_submit(ta_conn_host *host, ta_job *job)
 	ta_executor_submit(&srv->executor, job);
 }
 
+/* busy_timer (CUDA, inline_max auto), every TA_SERVER_BUSY_MS: small requests run on the
+ * loop while the connections that sent bytes since the last tick are few
+ * (TA_SERVER_INLINE_CUDA_CONNS), on the workers otherwise. */
+static void on_busy_timer(uv_timer_t *timer)
+{
+	ta_server *srv = timer->data;
+	uint64_t now = uv_now(srv->loop);
+	uint64_t since = now > TA_SERVER_BUSY_MS ? now - TA_SERVER_BUSY_MS : 0;
+	unsigned busy = 0;
+	for (ta_conn *c = srv->conns; c && busy <= TA_SERVER_INLINE_CUDA_CONNS; c = c->next)
+		if (c->counted && c->last_read_ms >= since)
+			busy++;
+	srv->host.inline_max = busy <= TA_SERVER_INLINE_CUDA_CONNS ? TA_SERVER_INLINE_CUDA : 0;
+}
+
 /* ta_conn_host.gone: a connection about to be freed leaves the list and the counters; a
  * shutdown may then have nothing left to wait on. */
 static void host_gone(ta_conn_host *host, ta_conn *conn)
@@ -83,6 +98,11 @@ static void server_check_done(ta_server *srv)
 		srv->timer_open = false;
 		uv_timer_stop(&srv->shutdown_timer);
 		uv_close((uv_handle_t *)&srv->shutdown_timer, on_handle_closed);
+	}
+	if (srv->busy_timer_open) {
+		srv->busy_timer_open = false;
+		uv_timer_stop(&srv->busy_timer);
+		uv_close((uv_handle_t *)&srv->busy_timer, on_handle_closed);
 	}
 	if (srv->signals_open) {
 		srv->signals_open = false;
@@ -448,8 +468,8 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	ta_dispatch_scratch_init(&srv->scratch);
 	/* Small requests run on the loop thread, which saves a trip through a worker; on the
 	 * CPU backend up to TA_SERVER_INLINE_CPU elements (about a microsecond of atomics),
-	 * on the CUDA backend only those without elements (a GPU round trip would stall
-	 * every connection). */
+	 * on the CUDA backend only while one connection is open (a GPU round trip on the loop
+	 * would stall every other connection; TA_SERVER_INLINE_CUDA). */
 	srv->host.loop = loop;
 	srv->host.cfg = cfg;
 	srv->host.svc = svc;
@@ -469,6 +489,9 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	srv->host.inline_max = cfg->inline_max >= -1                ? cfg->inline_max
 	                       : strcmp(svc->info.name, "cpu") == 0 ? TA_SERVER_INLINE_CPU
 	                                                            : 0;
+	srv->inline_lone = cfg->inline_max < -1 && strcmp(svc->info.name, "cpu") != 0;
+	if (srv->inline_lone)
+		srv->host.inline_max = TA_SERVER_INLINE_CUDA;
 	int rc = ta_executor_init(&srv->executor, loop, workers);
 	if (rc != 0)
 		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s", workers,
@@ -493,6 +516,22 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	}
 	srv->timer_open = true;
 	srv->shutdown_timer.data = srv;
+	if (srv->inline_lone) {
+		rc = uv_timer_init(loop, &srv->busy_timer);
+		if (rc != 0) {
+			ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
+			goto fail;
+		}
+		srv->busy_timer_open = true;
+		srv->busy_timer.data = srv;
+		rc = uv_timer_start(&srv->busy_timer, on_busy_timer, TA_SERVER_BUSY_MS,
+		                    TA_SERVER_BUSY_MS);
+		if (rc != 0) {
+			ta_error_set(err, TA_INTERNAL, "uv_timer_start: %s", uv_strerror(rc));
+			goto fail;
+		}
+		uv_unref((uv_handle_t *)&srv->busy_timer); /* never keeps the loop alive */
+	}
 	srv->sig_term.data = srv;
 	srv->sig_int.data = srv;
 	if ((rc = uv_signal_start(&srv->sig_term, on_signal, SIGTERM)) != 0 ||

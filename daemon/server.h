@@ -50,6 +50,9 @@ struct ta_server {
 	bool forced;                 /* a second signal: close connections at once */
 	ta_dispatch_scratch scratch; /* the loop thread's dispatch memory (inline requests) */
 	ta_conn_host host;           /* what connections get of the server (conn.h) */
+	bool inline_lone;            /* inline_max follows the busy connections (CUDA, auto) */
+	uv_timer_t busy_timer;       /* counts the busy connections (inline_lone) */
+	bool busy_timer_open;        /* busy_timer is initialised and not closed */
 };
 
 /* Starts the executor, the listeners and the signal handlers on loop. Returns TA_OK, or

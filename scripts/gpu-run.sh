@@ -137,11 +137,11 @@ if [ "${SERVICE_BENCH:-1}" = 1 ]; then
 	# single-element adds through the service (tileatom-bench -t add, like Redis INCR) on
 	# both backends, for the request-path figures of docs/PERFORMANCE.md
 	echo "== service throughput (tileatom-bench -t add -r 10000, ${BENCH_SECONDS:-3} s a shape)"
-	# cpu: 16 workers (the figures of docs/PERFORMANCE.md); cuda: the default workers
-	# (auto: 64), without and with a batch window of 20 us
+	# the default workers (auto: 4 on cpu, 64 on cuda); cuda also
+	# with a batch window of 20 us
 	for run in cpu cuda cuda-w20; do
 		case $run in
-		cpu) be=cpu opts="--workers ${BENCH_WORKERS_CPU:-16}" ;;
+		cpu) be=cpu opts="--workers ${BENCH_WORKERS_CPU:-auto}" ;;
 		cuda) be=cuda opts="--workers ${BENCH_WORKERS_CUDA:-auto}" ;;
 		*) be=cuda opts="--workers ${BENCH_WORKERS_CUDA:-auto} --batch-window 20" ;;
 		esac
