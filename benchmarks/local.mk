@@ -7,7 +7,15 @@ benchmarks_tileatom_bench_CPPFLAGS = -I$(top_srcdir)/client -D_GNU_SOURCE
 benchmarks_tileatom_bench_LDADD = client/libtileatom-client.la
 
 dist_man_MANS += doc/tileatom-bench.1
-EXTRA_DIST += benchmarks/vs-redis benchmarks/plot-throughput
+EXTRA_DIST += benchmarks/vs-redis benchmarks/plot-throughput benchmarks/flood
+
+# bench_metrics: the cost of tileatomd's per-request counting (not installed, not run by
+# make check; prints ns per request).
+noinst_PROGRAMS += benchmarks/bench_metrics
+benchmarks_bench_metrics_SOURCES = benchmarks/bench_metrics.c
+benchmarks_bench_metrics_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+benchmarks_bench_metrics_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS)
+benchmarks_bench_metrics_LDADD = $(TADAEMON_LIBS)
 
 # tileatom-histbench: the end-to-end histogram against numpy.bincount (benchmarks/hist-vs-numpy
 # runs both); built with the checks, not installed.

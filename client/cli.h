@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <json-c/json.h>
+
 #include "tileatom.h"
 
 /* Exit statuses. */
@@ -39,8 +41,9 @@ typedef struct cli_args {
 
 /* Global settings from the command line. */
 typedef struct cli_global {
-	const char *socket; /* -s/--socket; NULL: the library's default */
-	int timeout_ms;     /* connect timeout */
+	const char *socket;    /* -s/--socket; NULL: the library's default */
+	int timeout_ms;        /* connect timeout */
+	const char *auth_file; /* --auth-file; NULL: $TILEATOM_AUTH_FILE (the library's) */
 } cli_global;
 
 /* Prints "tileatom-cli: MESSAGE" to stderr. */
@@ -59,6 +62,32 @@ int cli_connect(const cli_global *g, tileatom_client **out);
 
 /* Parses a non-negative decimal integer (full string); false when it is not one. */
 bool cli_parse_count(const char *text, int64_t *out);
+
+/* ---- --json output (cli_json.c) ---- */
+
+/* The one serialisation of every --json output: compact, "/" not escaped. */
+#define CLI_JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+/* One element value of dtype at p: a JSON number, or "nan" / "inf" / "-inf" strings for
+ * non-finite floats. NULL when memory is short. */
+json_object *cli_json_value(tileatom_dtype dtype, const void *p);
+/* A shape as a JSON array of integers; NULL when memory is short. */
+json_object *cli_json_shape(const int64_t *shape, int rank);
+/* {"name","dtype","shape",["elements",]"bytes"} of a tile; NULL when memory is short. */
+json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements);
+/* Adds key: value to obj (taking value); false (value freed) when either is NULL or the
+ * add fails. */
+bool cli_json_add(json_object *obj, const char *key, json_object *value);
+/* obj when ok (every add succeeded), else NULL after freeing obj. */
+json_object *cli_json_done(json_object *obj, bool ok);
+/* Prints obj and a newline and frees it; CLI_EXIT_OK, or CLI_EXIT_ERROR after a message
+ * naming cmd (obj NULL: out of memory). */
+int cli_json_print(const char *cmd, json_object *obj);
+/* Streams a large array: prints head (an object, freed) without its closing brace and then
+ * "key":[ ; false when memory is short or stdout fails. */
+bool cli_json_open_array(json_object *head, const char *key);
+/* Prints one array element (freed) after a comma unless first; false on failure. */
+bool cli_json_array_item(json_object *value, bool first);
 
 /* The hist subcommand (cli_hist.c). */
 int cli_cmd_hist(int argc, char **argv, cli_global *g);

@@ -519,7 +519,7 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 {
 	static const char usage[] =
 	    "Usage: tileatom-cli [-s SOCKET] hist NAME [FILE] [--range LO:HI] [--chunk N]\n"
-	    "                    [--format text|i32|i64|f32|f64]\n"
+	    "                    [--format text|i32|i64|f32|f64] [--json]\n"
 	    "Reads whitespace-separated numbers from FILE (or stdin, also for '-') and adds 1\n"
 	    "per number to the bins of the 1-D tile NAME (an indexed flat scatter-add, bounds\n"
 	    "checking on, space shared).\n"
@@ -528,12 +528,14 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 	    "[LO, HI] into the tile's N bins as numpy.histogram does: every bin is half-open\n"
 	    "except the last, which includes HI; numbers outside [LO, HI] and NaN are outside.\n"
 	    "The input is streamed in chunks of N numbers (--chunk, default 1048576) with\n"
-	    "several requests in flight. Prints 'added A outside O'.\n"
+	    "several requests in flight. Prints 'added A outside O'\n"
+	    "(--json: {\"tile\":...,\"numbers\":N,\"added\":A,\"outside\":O}).\n"
 	    "--format reads raw little-endian int32, int64, float32 or float64 elements instead\n"
 	    "of text (float elements must be integral without --range).\n";
-	static const cli_option opts[] = {{"range", true}, {"chunk", true}, {"format", true}};
+	static const cli_option opts[] = {
+	    {"range", true}, {"chunk", true}, {"json", false}, {"format", true}};
 	cli_args a;
-	int rc = cli_parse(argc, argv, opts, 3, 1, 2, usage, g, &a);
+	int rc = cli_parse(argc, argv, opts, 4, 1, 2, usage, g, &a);
 	if (rc >= 0)
 		return rc;
 	hist_run h;
@@ -562,14 +564,14 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 	               {"i64", HIST_FORMAT_I64, 8},
 	               {"f32", HIST_FORMAT_F32, 4},
 	               {"f64", HIST_FORMAT_F64, 8}};
-	if (a.value[2]) {
+	if (a.value[3]) {
 		size_t f = 0;
 		while (f < sizeof(formats) / sizeof(formats[0]) &&
-		       strcmp(formats[f].name, a.value[2]) != 0)
+		       strcmp(formats[f].name, a.value[3]) != 0)
 			f++;
 		if (f == sizeof(formats) / sizeof(formats[0])) {
 			cli_error("hist: bad --format '%s' (text, i32, i64, f32 or f64)",
-			          a.value[2]);
+			          a.value[3]);
 			return CLI_EXIT_USAGE;
 		}
 		h.format = formats[f].format;
@@ -634,7 +636,14 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 		}
 	}
 	hist_progress(&h, true);
-	if (rc == CLI_EXIT_OK)
+	if (rc == CLI_EXIT_OK && a.value[2]) {
+		json_object *o = json_object_new_object();
+		bool ok = cli_json_add(o, "tile", json_object_new_string(h.tile)) &&
+		          cli_json_add(o, "numbers", json_object_new_uint64(h.numbers)) &&
+		          cli_json_add(o, "added", json_object_new_uint64(h.added)) &&
+		          cli_json_add(o, "outside", json_object_new_uint64(h.outside));
+		rc = cli_json_print("hist", cli_json_done(o, ok));
+	} else if (rc == CLI_EXIT_OK)
 		printf("added %" PRIu64 " outside %" PRIu64 "\n", h.added, h.outside);
 	else
 		cli_error("hist: stopped after an error; added %" PRIu64 " outside %" PRIu64

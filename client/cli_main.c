@@ -1,7 +1,9 @@
 /* cli_main.c: tileatom-cli, the command-line client of tileatomd: global options, the
  * subcommand option parser and the subcommands ping, stats, create, ls, info, rm, get, the
  * single-element atomics (add sub min max xchg and or xor cas) and load/store. hist lives
- * in cli_hist.c. Everything goes through libtileatom-client.
+ * in cli_hist.c, the --json helpers in cli_json.c. Everything goes through
+ * libtileatom-client. Every command that prints data takes --json: one JSON value (made with
+ * json-c) and a newline on stdout instead of the text.
  *
  * Exit status: 0 success, 1 error (a message on stderr names the cause), 2 usage error,
  * 3 cas did not swap. */
@@ -22,7 +24,7 @@
 #define CLI_GET_CHUNK_BYTES (16u << 20)
 
 static const char global_usage[] =
-    "Usage: tileatom-cli [-s SOCKET] [-t MS] COMMAND [ARGS...]\n"
+    "Usage: tileatom-cli [-s SOCKET] [-t MS] [--auth-file FILE] COMMAND [ARGS...]\n"
     "\n"
     "Talks to tileatomd, the GPU atomics service.\n"
     "\n"
@@ -30,17 +32,19 @@ static const char global_usage[] =
     "  -s, --socket SOCKET   daemon address: a Unix socket path or HOST:PORT\n"
     "                        (default: $TILEATOM_SOCKET, else the daemon's default path)\n"
     "  -t, --timeout MS      connect timeout in milliseconds (default 5000)\n"
+    "      --auth-file FILE  the daemon's secret, for TCP daemons that require\n"
+    "                        authentication (default: $TILEATOM_AUTH_FILE)\n"
     "  -h, --help            show this help\n"
     "  -V, --version         show the version\n"
     "\n"
     "Commands:\n"
     "  ping                               check that the daemon answers\n"
-    "  stats                              daemon statistics\n"
-    "  create NAME --dtype DTYPE --shape D0[,D1...] [--fill V]\n"
+    "  stats                              daemon statistics and per-request counters\n"
+    "  create NAME --dtype DTYPE --shape D0[,D1...] [--fill V] [--private]\n"
     "  ls                                 list tiles\n"
     "  info NAME                          describe a tile\n"
     "  rm NAME                            destroy a tile\n"
-    "  get NAME [--json]                  print a tile's values\n"
+    "  get NAME                           print a tile's values\n"
     "  hist NAME [FILE] [--range LO:HI]   histogram numbers into a 1-D tile\n"
     "  %s NAME INDEX VALUE\n"
     "                                     atomic op on one element; prints the old value\n"
@@ -49,6 +53,7 @@ static const char global_usage[] =
     "  store NAME INDEX VALUE             atomic store to one element\n"
     "\n"
     "Ops take --sem %s and --scope %s.\n"
+    "Every command that prints data takes --json (one JSON value per run).\n"
     "INDEX is a flat row-major index or comma-separated coordinates.\n"
     "Run 'tileatom-cli COMMAND --help' for a command's options.\n";
 
@@ -215,11 +220,44 @@ int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_
 	return -1;
 }
 
+/* Explains, after a failed connect without -s, which default socket was tried and why. */
+static void explain_default_socket(void)
+{
+	char path[4096];
+	if (tileatom_default_socket(path, sizeof(path)) != 0)
+		return;
+	const char *env = getenv("TILEATOM_SOCKET");
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (env && *env) {
+		cli_error("(the socket came from $TILEATOM_SOCKET; give -s SOCKET for another)");
+	} else if (strncmp(path, "/run/", 5) == 0 && (!xdg || !*xdg)) {
+		cli_error("(%s is the system daemon's socket, tried because XDG_RUNTIME_DIR is not "
+		          "set, so there is no per-user socket to try; give -s SOCKET, set "
+		          "TILEATOM_SOCKET, or join the daemon's socket group)",
+		          path);
+	} else if (strncmp(path, "/run/", 5) == 0) {
+		cli_error("(%s is the system daemon's socket, tried because no per-user daemon "
+		          "listens at %s/tileatom/tileatomd.sock; give -s SOCKET or set "
+		          "TILEATOM_SOCKET)",
+		          path, xdg);
+	} else {
+		cli_error("(%s is the per-user daemon's socket under $XDG_RUNTIME_DIR; start "
+		          "tileatomd, or give -s SOCKET or set TILEATOM_SOCKET)",
+		          path);
+	}
+}
+
 int cli_connect(const cli_global *g, tileatom_client **out)
 {
 	tileatom_error err = {0, ""};
-	if (tileatom_connect(g->socket, g->timeout_ms, out, &err) != TILEATOM_OK) {
+	tileatom_connect_options opts;
+	tileatom_connect_options_init(&opts);
+	opts.timeout_ms = g->timeout_ms;
+	opts.auth_file = g->auth_file;
+	if (tileatom_connect_opts(g->socket, &opts, out, &err) != TILEATOM_OK) {
 		cli_error("%s", err.message);
+		if (!g->socket)
+			explain_default_socket();
 		return CLI_EXIT_ERROR;
 	}
 	return CLI_EXIT_OK;
@@ -231,6 +269,9 @@ static int lib_error(const char *cmd, const tileatom_error *err)
 	cli_error("%s: %s", cmd, err->message);
 	return CLI_EXIT_ERROR;
 }
+
+/* The option of the commands whose only option is --json. */
+static const cli_option json_opt[] = {{"json", false}};
 
 /* The start of most subcommands: parses the line (exactly npos positionals), then
  * connects. Returns true with *c connected and *rc = CLI_EXIT_OK, or false with the exit
@@ -269,13 +310,14 @@ static int64_t tile_count(const tileatom_tile_info *info)
 
 static int cmd_ping(int argc, char **argv, cli_global *g)
 {
-	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] ping\n"
-	                            "Checks that tileatomd answers; prints its version, backend "
-	                            "and the round-trip time.\n";
+	static const char usage[] =
+	    "Usage: tileatom-cli [-s SOCKET] ping [--json]\n"
+	    "Checks that tileatomd answers; prints its version, backend and the round-trip time\n"
+	    "(--json: {\"version\":...,\"backend\":...,\"rtt_ms\":...}).\n";
 	cli_args a;
 	tileatom_client *c;
 	int rc;
-	if (!parse_connect(argc, argv, NULL, 0, 0, usage, g, &a, &c, &rc))
+	if (!parse_connect(argc, argv, json_opt, 1, 0, usage, g, &a, &c, &rc))
 		return rc;
 	tileatom_error err = {0, ""};
 	struct timespec t0, t1;
@@ -287,34 +329,140 @@ static int cmd_ping(int argc, char **argv, cli_global *g)
 	} else {
 		double ms =
 		    (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-		printf("pong from tileatomd %s (backend %s) in %.3f ms\n",
-		       tileatom_server_version(c), tileatom_server_backend(c), ms);
+		if (a.value[0]) {
+			char ms_text[32]; /* the same 3 decimals as the text output */
+			snprintf(ms_text, sizeof(ms_text), "%.3f", ms);
+			json_object *o = json_object_new_object();
+			bool ok =
+			    cli_json_add(o, "version",
+			                 json_object_new_string(tileatom_server_version(c))) &&
+			    cli_json_add(o, "backend",
+			                 json_object_new_string(tileatom_server_backend(c))) &&
+			    cli_json_add(o, "rtt_ms", json_object_new_double_s(ms, ms_text));
+			rc = cli_json_print("ping", cli_json_done(o, ok));
+		} else {
+			printf("pong from tileatomd %s (backend %s) in %.3f ms\n",
+			       tileatom_server_version(c), tileatom_server_backend(c), ms);
+		}
 	}
 	tileatom_close(c);
 	return rc;
 }
 
+/* The JSON of stats: the daemon's facts and totals, and "kinds": {KIND: counters}. */
+static json_object *stats_json(const tileatom_stats_info *s, const tileatom_kind_stats *k,
+                               size_t nk)
+{
+	json_object *o = json_object_new_object();
+	bool ok = cli_json_add(o, "backend", json_object_new_string(s->backend)) &&
+	          cli_json_add(o, "device", json_object_new_string(s->device));
+	if (ok && s->device_memory)
+		ok = cli_json_add(o, "device_memory", json_object_new_uint64(s->device_memory));
+	if (ok && s->compute_capability[0])
+		ok = cli_json_add(o, "compute_capability",
+		                  json_object_new_string(s->compute_capability));
+	ok = ok && cli_json_add(o, "tiles", json_object_new_uint64(s->tiles)) &&
+	     cli_json_add(o, "tile_bytes", json_object_new_uint64(s->tile_bytes)) &&
+	     cli_json_add(o, "requests", json_object_new_uint64(s->requests)) &&
+	     cli_json_add(o, "errors", json_object_new_uint64(s->errors)) &&
+	     cli_json_add(o, "connections", json_object_new_uint64(s->connections)) &&
+	     cli_json_add(o, "elements", json_object_new_uint64(s->elements));
+	/* the finite upper bounds (the same for every kind) */
+	json_object *bounds = json_object_new_array();
+	for (int b = 0; bounds && nk > 0 && b + 1 < k[0].nbuckets; b++)
+		if (json_object_array_add(bounds, json_object_new_uint64(k[0].le_ns[b])) != 0)
+			ok = false;
+	if (ok)
+		ok = cli_json_add(o, "latency_le_ns", bounds);
+	else
+		json_object_put(bounds);
+	json_object *kinds = json_object_new_object();
+	for (size_t i = 0; ok && i < nk; i++) {
+		json_object *e = json_object_new_object();
+		json_object *buckets = json_object_new_array();
+		for (int b = 0; buckets && b < k[i].nbuckets; b++)
+			if (json_object_array_add(buckets,
+			                          json_object_new_uint64(k[i].bucket[b])) != 0)
+				ok = false;
+		if (!ok) {
+			json_object_put(buckets);
+			json_object_put(e);
+			break;
+		}
+		ok = cli_json_add(e, "requests", json_object_new_uint64(k[i].requests)) &&
+		     cli_json_add(e, "errors", json_object_new_uint64(k[i].errors)) &&
+		     cli_json_add(e, "elements", json_object_new_uint64(k[i].elements)) &&
+		     cli_json_add(e, "bytes_in", json_object_new_uint64(k[i].bytes_in)) &&
+		     cli_json_add(e, "bytes_out", json_object_new_uint64(k[i].bytes_out)) &&
+		     cli_json_add(e, "latency_ns", json_object_new_uint64(k[i].latency_ns));
+		if (ok)
+			ok = cli_json_add(e, "latency_buckets", buckets);
+		else
+			json_object_put(buckets);
+		if (!ok) {
+			json_object_put(e);
+			break;
+		}
+		ok = cli_json_add(kinds, k[i].kind, e);
+	}
+	if (ok)
+		ok = cli_json_add(o, "kinds", kinds);
+	else
+		json_object_put(kinds);
+	return cli_json_done(o, ok);
+}
+
 static int cmd_stats(int argc, char **argv, cli_global *g)
 {
-	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] stats\n"
-	                            "Prints the daemon's statistics, one 'key: value' per line.\n";
+	static const char usage[] =
+	    "Usage: tileatom-cli [-s SOCKET] stats [--json]\n"
+	    "Prints the daemon's statistics, one 'key: value' per line (device_memory and\n"
+	    "compute_capability only on a GPU), then a table of the request kinds served so\n"
+	    "far: REQUEST REQUESTS ERRORS ELEMENTS BYTES_IN BYTES_OUT MEAN_US (tab-separated;\n"
+	    "MEAN_US is - unless the daemon times requests, which it does with --metrics).\n"
+	    "These are the numbers tileatomd --metrics serves. --json: one object with every\n"
+	    "kind under \"kinds\", each with its latency histogram (requests per bucket, the\n"
+	    "buckets' upper bounds in \"latency_le_ns\", the last bucket unbounded).\n";
 	cli_args a;
 	tileatom_client *c;
 	int rc;
-	if (!parse_connect(argc, argv, NULL, 0, 0, usage, g, &a, &c, &rc))
+	if (!parse_connect(argc, argv, json_opt, 1, 0, usage, g, &a, &c, &rc))
 		return rc;
 	tileatom_error err = {0, ""};
 	tileatom_stats_info s;
-	if (tileatom_stats(c, &s, &err) != TILEATOM_OK) {
+	tileatom_kind_stats *kinds = NULL;
+	size_t nk = 0;
+	if (tileatom_stats_kinds(c, &s, &kinds, &nk, &err) != TILEATOM_OK) {
 		rc = lib_error("stats", &err);
+	} else if (a.value[0]) {
+		rc = cli_json_print("stats", stats_json(&s, kinds, nk));
 	} else {
-		printf("backend: %s\ndevice: %s\ndevice_memory: %" PRIu64
-		       "\ncompute_capability: %s\ntiles: %" PRIu32 "\ntile_bytes: %" PRIu64
-		       "\nrequests: %" PRIu64 "\nerrors: %" PRIu64 "\nconnections: %" PRIu32
-		       "\nelements: %" PRIu64 "\n",
-		       s.backend, s.device, s.device_memory, s.compute_capability, s.tiles,
-		       s.tile_bytes, s.requests, s.errors, s.connections, s.elements);
+		printf("backend: %s\ndevice: %s\n", s.backend, s.device);
+		if (s.device_memory)
+			printf("device_memory: %" PRIu64 "\n", s.device_memory);
+		if (s.compute_capability[0])
+			printf("compute_capability: %s\n", s.compute_capability);
+		printf("tiles: %" PRIu32 "\ntile_bytes: %" PRIu64 "\nrequests: %" PRIu64
+		       "\nerrors: %" PRIu64 "\nconnections: %" PRIu32 "\nelements: %" PRIu64 "\n",
+		       s.tiles, s.tile_bytes, s.requests, s.errors, s.connections, s.elements);
+		printf("\nREQUEST\tREQUESTS\tERRORS\tELEMENTS\tBYTES_IN\tBYTES_OUT\tMEAN_US\n");
+		for (size_t i = 0; i < nk; i++) {
+			if (kinds[i].requests == 0)
+				continue;
+			uint64_t timed = 0; /* requests in the histogram (timing is optional) */
+			for (int b = 0; b < kinds[i].nbuckets; b++)
+				timed += kinds[i].bucket[b];
+			char mean[32] = "-";
+			if (timed > 0)
+				snprintf(mean, sizeof(mean), "%.1f",
+				         (double)kinds[i].latency_ns / 1e3 / (double)timed);
+			printf("%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
+			       "\t%s\n",
+			       kinds[i].kind, kinds[i].requests, kinds[i].errors, kinds[i].elements,
+			       kinds[i].bytes_in, kinds[i].bytes_out, mean);
+		}
 	}
+	tileatom_free(kinds);
 	tileatom_close(c);
 	return rc;
 }
@@ -350,13 +498,16 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 {
 	static const char usage[] =
 	    "Usage: tileatom-cli [-s SOCKET] create NAME --dtype DTYPE --shape D0[,D1...] "
-	    "[--fill V]\n"
+	    "[--fill V] [--private]\n"
 	    "Creates a tile. DTYPE: int32 uint32 int64 uint64 float32 float64 float16 "
 	    "bfloat16.\n"
-	    "Up to 4 axes; every element starts at V (default 0).\n";
-	static const cli_option opts[] = {{"dtype", true}, {"shape", true}, {"fill", true}};
+	    "Up to 4 axes; every element starts at V (default 0).\n"
+	    "--private: only this identity may use it (your uid over the Unix socket; over\n"
+	    "TCP, whoever holds the daemon's auth secret).\n";
+	static const cli_option opts[] = {
+	    {"dtype", true}, {"shape", true}, {"fill", true}, {"private", false}};
 	cli_args a;
-	int rc = cli_parse(argc, argv, opts, 3, 1, 1, usage, g, &a);
+	int rc = cli_parse(argc, argv, opts, 4, 1, 1, usage, g, &a);
 	if (rc >= 0)
 		return rc;
 	if (!a.value[0] || !a.value[1]) {
@@ -384,8 +535,9 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 	tileatom_client *c;
 	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
 		return rc;
-	if (tileatom_create(c, a.pos[0], dtype, rank, shape, a.value[2] ? fill : NULL, NULL,
-	                    &err) != TILEATOM_OK)
+	unsigned flags = a.value[3] ? TILEATOM_CREATE_PRIVATE : 0;
+	if (tileatom_create_ex(c, a.pos[0], dtype, rank, shape, a.value[2] ? fill : NULL, flags,
+	                       NULL, &err) != TILEATOM_OK)
 		rc = lib_error("create", &err);
 	tileatom_close(c);
 	return rc;
@@ -393,25 +545,40 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 
 static int cmd_ls(int argc, char **argv, cli_global *g)
 {
-	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] ls\n"
-	                            "Lists the tiles, one per line: NAME DTYPE SHAPE BYTES "
-	                            "(tab-separated; SHAPE as D0,D1,...).\n";
+	static const char usage[] =
+	    "Usage: tileatom-cli [-s SOCKET] ls [--json]\n"
+	    "Lists the tiles by name under a header line, one per line: NAME DTYPE SHAPE BYTES\n"
+	    "(tab-separated; SHAPE as D0,D1,...), then 'private' for a private tile. Other\n"
+	    "clients' private tiles are not listed. --json: an array of\n"
+	    "{\"name\":...,\"dtype\":...,\"shape\":[...],\"bytes\":...}.\n";
 	cli_args a;
 	tileatom_client *c;
 	int rc;
-	if (!parse_connect(argc, argv, NULL, 0, 0, usage, g, &a, &c, &rc))
+	if (!parse_connect(argc, argv, json_opt, 1, 0, usage, g, &a, &c, &rc))
 		return rc;
 	tileatom_error err = {0, ""};
 	tileatom_tile_info *tiles = NULL;
 	size_t n = 0;
 	if (tileatom_list(c, &tiles, &n, &err) != TILEATOM_OK) {
 		rc = lib_error("ls", &err);
+	} else if (a.value[0]) {
+		json_object *arr = json_object_new_array();
+		bool ok = arr != NULL;
+		for (size_t i = 0; ok && i < n; i++) {
+			json_object *t = cli_json_tile(&tiles[i], false);
+			ok = t && json_object_array_add(arr, t) == 0;
+			if (!ok)
+				json_object_put(t);
+		}
+		rc = cli_json_print("ls", cli_json_done(arr, ok));
 	} else {
+		printf("NAME\tDTYPE\tSHAPE\tBYTES\n");
 		for (size_t i = 0; i < n; i++) {
 			char shape[128];
 			shape_text(tiles[i].shape, tiles[i].rank, shape, sizeof(shape));
-			printf("%s\t%s\t%s\t%" PRIu64 "\n", tiles[i].name,
-			       tileatom_dtype_name(tiles[i].dtype), shape, tiles[i].bytes);
+			printf("%s\t%s\t%s\t%" PRIu64 "%s\n", tiles[i].name,
+			       tileatom_dtype_name(tiles[i].dtype), shape, tiles[i].bytes,
+			       tiles[i].private_tile ? "\tprivate" : "");
 		}
 	}
 	tileatom_free(tiles);
@@ -421,18 +588,23 @@ static int cmd_ls(int argc, char **argv, cli_global *g)
 
 static int cmd_info(int argc, char **argv, cli_global *g)
 {
-	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] info NAME\n"
-	                            "Describes a tile: name, dtype, shape, elements and bytes, "
-	                            "one 'key: value' per line.\n";
+	static const char usage[] =
+	    "Usage: tileatom-cli [-s SOCKET] info NAME [--json]\n"
+	    "Describes a tile: name, dtype, shape, elements and bytes, one 'key: value' per "
+	    "line\n"
+	    "(--json: {\"name\":...,\"dtype\":...,\"shape\":[...],\"elements\":...,"
+	    "\"bytes\":...}).\n";
 	cli_args a;
 	tileatom_client *c;
 	int rc;
-	if (!parse_connect(argc, argv, NULL, 0, 1, usage, g, &a, &c, &rc))
+	if (!parse_connect(argc, argv, json_opt, 1, 1, usage, g, &a, &c, &rc))
 		return rc;
 	tileatom_error err = {0, ""};
 	tileatom_tile_info info;
 	if (tileatom_describe(c, a.pos[0], &info, &err) != TILEATOM_OK) {
 		rc = lib_error("info", &err);
+	} else if (a.value[0]) {
+		rc = cli_json_print("info", cli_json_tile(&info, true));
 	} else {
 		char shape[128];
 		shape_text(info.shape, info.rank, shape, sizeof(shape));
@@ -440,6 +612,8 @@ static int cmd_info(int argc, char **argv, cli_global *g)
 		       "\n",
 		       info.name, tileatom_dtype_name(info.dtype), shape, tile_count(&info),
 		       info.bytes);
+		if (info.private_tile)
+			printf("private: yes\n");
 	}
 	tileatom_close(c);
 	return rc;
@@ -461,27 +635,12 @@ static int cmd_rm(int argc, char **argv, cli_global *g)
 	return rc;
 }
 
-/* Prints one value as plain text or JSON (non-finite floats as JSON strings). */
-static void print_value(tileatom_dtype dtype, const uint8_t *p, bool json)
-{
-	char buf[64];
-	tileatom_value_format(dtype, p, buf, sizeof(buf));
-	if (json && tileatom_dtype_is_float(dtype)) {
-		double d = tileatom_value_to_double(dtype, p);
-		if (d != d || d == 1.0 / 0.0 || d == -1.0 / 0.0) {
-			printf("\"%s\"", buf);
-			return;
-		}
-	}
-	fputs(buf, stdout);
-}
-
 static int cmd_get(int argc, char **argv, cli_global *g)
 {
 	static const char usage[] =
 	    "Usage: tileatom-cli [-s SOCKET] get NAME [--json]\n"
 	    "Prints a tile's values in row-major order, one per line; with --json one object\n"
-	    "{\"name\":..., \"dtype\":..., \"shape\":[...], \"values\":[...]} with a flat "
+	    "{\"name\":...,\"dtype\":...,\"shape\":[...],\"values\":[...]} with a flat "
 	    "values array.\n"
 	    "NaN and infinities are written as the JSON strings \"nan\", \"inf\", \"-inf\".\n";
 	static const cli_option opts[] = {{"json", false}};
@@ -507,10 +666,16 @@ static int cmd_get(int argc, char **argv, cli_global *g)
 	if (rows_per < 1)
 		rows_per = 1;
 	if (json) {
-		char shape[128];
-		shape_text(info.shape, info.rank, shape, sizeof(shape));
-		printf("{\"name\": \"%s\", \"dtype\": \"%s\", \"shape\": [%s], \"values\": [",
-		       info.name, tileatom_dtype_name(info.dtype), shape);
+		json_object *head = json_object_new_object();
+		bool ok = cli_json_add(head, "name", json_object_new_string(info.name)) &&
+		          cli_json_add(head, "dtype",
+		                       json_object_new_string(tileatom_dtype_name(info.dtype))) &&
+		          cli_json_add(head, "shape", cli_json_shape(info.shape, info.rank));
+		if (!cli_json_open_array(cli_json_done(head, ok), "values")) {
+			cli_error("get: out of memory building the JSON output");
+			tileatom_close(c);
+			return CLI_EXIT_ERROR;
+		}
 	}
 	bool first = true;
 	for (int64_t r0 = 0; r0 < info.shape[0] && rc == CLI_EXIT_OK; r0 += rows_per) {
@@ -531,11 +696,19 @@ static int cmd_get(int argc, char **argv, cli_global *g)
 		}
 		const uint8_t *p = data;
 		for (size_t off = 0; off + es <= nbytes; off += es) {
-			if (json)
-				fputs(first ? "" : ", ", stdout);
-			print_value(info.dtype, p + off, json);
-			if (!json)
-				fputc('\n', stdout);
+			if (json) {
+				if (!cli_json_array_item(cli_json_value(info.dtype, p + off),
+				                         first)) {
+					printf("]}\n");
+					cli_error("get: out of memory building the JSON output");
+					rc = CLI_EXIT_ERROR;
+					break;
+				}
+			} else {
+				char buf[64];
+				tileatom_value_format(info.dtype, p + off, buf, sizeof(buf));
+				puts(buf);
+			}
 			first = false;
 		}
 		tileatom_free(data);
@@ -639,7 +812,7 @@ static int parse_sem_scope(const char *cmd, const cli_args *a, int si, tileatom_
 }
 
 /* Options every single-element op takes. */
-static const cli_option op_opts[] = {{"sem", true}, {"scope", true}};
+static const cli_option op_opts[] = {{"sem", true}, {"scope", true}, {"json", false}};
 
 /* What a single-element command does. */
 typedef enum elem_kind {
@@ -671,16 +844,22 @@ static int run_element(int argc, char **argv, cli_global *g, elem_kind kind, til
 	    : kind == ELEM_STORE ? "Atomically stores VALUE into one element.\n"
 	                         : "Applies the atomic op to one element with VALUE and prints the "
 	                           "old value.\n";
+	const char *json_what =
+	    kind == ELEM_CAS     ? "{\"tile\":...,\"index\":...,\"old\":...,\"swapped\":true|false}"
+	    : kind == ELEM_LOAD  ? "{\"tile\":...,\"index\":...,\"value\":...}"
+	    : kind == ELEM_STORE ? "{\"tile\":...,\"index\":...,\"value\":...} (the value stored)"
+	                         : "{\"tile\":...,\"index\":...,\"old\":...}";
 	snprintf(usage, sizeof(usage),
-	         "Usage: tileatom-cli [-s SOCKET] %s %s [--sem SEM] [--scope SCOPE]\n%s"
+	         "Usage: tileatom-cli [-s SOCKET] %s %s [--sem SEM] [--scope SCOPE] [--json]\n%s"
 	         "INDEX is a flat row-major index or comma-separated coordinates (e.g. 2,5).\n"
 	         "Values are parsed in the tile's dtype (decimal, 0x hex for integers).\n"
-	         "SEM: %s (default relaxed). SCOPE: %s (default gpu).\n",
+	         "SEM: %s (default relaxed). SCOPE: %s (default gpu).\n"
+	         "--json: %s, INDEX as a flat index.\n",
 	         cmd, args, what, sem_list(sems, sizeof sems, ", ", rk, op),
-	         scope_list(scopes, sizeof scopes, ", "));
+	         scope_list(scopes, sizeof scopes, ", "), json_what);
 	int npos = kind == ELEM_CAS ? 4 : kind == ELEM_LOAD ? 2 : 3;
 	cli_args a;
-	int rc = cli_parse(argc, argv, op_opts, 2, npos, npos, usage, g, &a);
+	int rc = cli_parse(argc, argv, op_opts, 3, npos, npos, usage, g, &a);
 	if (rc >= 0)
 		return rc;
 	tileatom_op_options o;
@@ -741,12 +920,27 @@ static int run_element(int argc, char **argv, cli_global *g, elem_kind kind, til
 		rc = lib_error(cmd, &err);
 		goto out;
 	}
-	if (kind != ELEM_STORE) {
+	bool swapped =
+	    kind != ELEM_CAS || memcmp(old, compare, tileatom_dtype_size(info.dtype)) == 0;
+	if (a.value[2]) {
+		json_object *jo = json_object_new_object();
+		bool ok = cli_json_add(jo, "tile", json_object_new_string(info.name)) &&
+		          cli_json_add(jo, "index", json_object_new_int64(flat));
+		if (ok && (kind == ELEM_LOAD || kind == ELEM_STORE))
+			ok = cli_json_add(
+			    jo, "value",
+			    cli_json_value(info.dtype, kind == ELEM_LOAD ? old : value));
+		else if (ok)
+			ok = cli_json_add(jo, "old", cli_json_value(info.dtype, old));
+		if (ok && kind == ELEM_CAS)
+			ok = cli_json_add(jo, "swapped", json_object_new_boolean(swapped));
+		rc = cli_json_print(cmd, cli_json_done(jo, ok));
+	} else if (kind != ELEM_STORE) {
 		char buf[64];
 		tileatom_value_format(info.dtype, old, buf, sizeof(buf));
 		printf("%s\n", buf);
 	}
-	if (kind == ELEM_CAS && memcmp(old, compare, tileatom_dtype_size(info.dtype)) != 0)
+	if (rc == CLI_EXIT_OK && !swapped)
 		rc = CLI_EXIT_CAS_FAILED;
 out:
 	tileatom_close(c);
@@ -791,7 +985,7 @@ static const cli_command commands[] = {
 
 int main(int argc, char **argv)
 {
-	cli_global g = {NULL, CLI_CONNECT_TIMEOUT_MS};
+	cli_global g = {NULL, CLI_CONNECT_TIMEOUT_MS, NULL};
 	int i = 1;
 	for (; i < argc; i++) {
 		const char *a = argv[i];
@@ -804,7 +998,7 @@ int main(int argc, char **argv)
 			return CLI_EXIT_OK;
 		}
 		const char *val = NULL;
-		bool is_socket = false, is_timeout = false;
+		bool is_socket = false, is_timeout = false, is_auth = false;
 		if (strcmp(a, "-s") == 0 || strcmp(a, "--socket") == 0) {
 			is_socket = true;
 		} else if (strncmp(a, "--socket=", 9) == 0) {
@@ -815,6 +1009,11 @@ int main(int argc, char **argv)
 		} else if (strncmp(a, "--timeout=", 10) == 0) {
 			is_timeout = true;
 			val = a + 10;
+		} else if (strcmp(a, "--auth-file") == 0) {
+			is_auth = true;
+		} else if (strncmp(a, "--auth-file=", 12) == 0) {
+			is_auth = true;
+			val = a + 12;
 		} else if (a[0] == '-') {
 			cli_error("unknown option '%s' (see 'tileatom-cli --help')", a);
 			return CLI_EXIT_USAGE;
@@ -830,6 +1029,8 @@ int main(int argc, char **argv)
 		}
 		if (is_socket) {
 			g.socket = val;
+		} else if (is_auth) {
+			g.auth_file = val;
 		} else if (is_timeout && !parse_timeout(val, &g.timeout_ms)) {
 			cli_error("bad timeout '%s' (milliseconds)", val);
 			return CLI_EXIT_USAGE;

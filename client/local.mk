@@ -11,20 +11,25 @@ EXTRA_DIST += client/tileatom-client.pc.in
 CLIENT_LIB_SOURCES = \
 	client/tileatom.h client/tac_internal.h \
 	client/tac_conn.c client/tac_codec.c client/tac_api.c client/tac_util.c \
-	client/tac_text.c client/tac_split.c client/tac_shm.c $(PROTO_SOURCES)
+	client/tac_text.c client/tac_split.c client/tac_shm.c $(PROTO_SOURCES) $(AUTH_SOURCES)
 
 client_libtileatom_client_la_SOURCES = $(CLIENT_LIB_SOURCES)
 nodist_client_libtileatom_client_la_SOURCES = $(nodist_PROTO_SOURCES)
 client_libtileatom_client_la_CPPFLAGS = $(AM_CPPFLAGS) -DTILEATOM_BUILDING_LIBRARY \
 	-DTILEATOM_CLIENT_VERSION='"$(PACKAGE_VERSION)"'
-client_libtileatom_client_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) -fvisibility=hidden
-# The core is linked in whole; only the public tileatom_* names are exported.
-client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 -no-undefined \
+client_libtileatom_client_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) $(LIBCRYPTO_CFLAGS) \
+	-fvisibility=hidden
+# The core is linked in whole; only the public tileatom_* names are exported. Version 1:0:1:
+# interfaces added (tileatom_stats_kinds, tileatom_connect_opts, ...) to those of 0:0:0, so
+# the soname stays .so.0.
+client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 1:0:1 -no-undefined \
 	-export-symbols-regex '^tileatom_'
-client_libtileatom_client_la_LIBADD = tacore/libtacore.la $(PROTOBUF_C_LIBS) -lm
+client_libtileatom_client_la_LIBADD = tacore/libtacore.la $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 
 bin_PROGRAMS += client/tileatom-cli
-client_tileatom_cli_SOURCES = client/cli_main.c client/cli_hist.c client/cli.h client/tileatom.h
-client_tileatom_cli_LDADD = client/libtileatom-client.la -lm
+client_tileatom_cli_SOURCES = client/cli_main.c client/cli_hist.c client/cli_json.c \
+	client/cli.h client/tileatom.h
+client_tileatom_cli_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS)
+client_tileatom_cli_LDADD = client/libtileatom-client.la $(JSON_C_LIBS) -lm
 
 dist_man_MANS += doc/tileatom-cli.1

@@ -46,9 +46,82 @@ static void copy_str(char *dst, size_t n, const char *src)
 	snprintf(dst, n, "%s", src ? src : "");
 }
 
+void tileatom_connect_options_init(tileatom_connect_options *opts)
+{
+	if (opts) {
+		opts->timeout_ms = 0;
+		opts->auth_file = NULL;
+	}
+}
+
+/* The Auth exchange after a Hello that said auth_required: proves the secret of auth_file
+ * over the daemon's nonce and a fresh one of ours, then checks the daemon's proof. */
+static int authenticate(tileatom_client *c, const char *address, const char *auth_file,
+                        const Tileatom__HelloResponse *h, tileatom_error *err)
+{
+	if (!auth_file || !*auth_file)
+		return tac_err(err, TILEATOM_E_PERMISSION_DENIED,
+		               "tileatomd at %s requires authentication: give its secret file "
+		               "(tileatom-cli --auth-file FILE, or TILEATOM_AUTH_FILE)",
+		               address);
+	if (h->auth_nonce.len != TA_AUTH_NONCE)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd at %s sent an auth nonce of %zu bytes, not %d", address,
+		               h->auth_nonce.len, TA_AUTH_NONCE);
+	uint8_t server_nonce[TA_AUTH_NONCE];
+	memcpy(server_nonce, h->auth_nonce.data, TA_AUTH_NONCE);
+	ta_auth_secret *secret = malloc(sizeof(*secret));
+	if (!secret)
+		return tac_err(err, TILEATOM_E_RESOURCE_EXHAUSTED, "out of memory");
+	char msg[512];
+	int rc = TILEATOM_OK;
+	uint8_t nonce[TA_AUTH_CLIENT_NONCE], proof[TA_AUTH_PROOF], expect[TA_AUTH_PROOF];
+	if (ta_auth_load(auth_file, secret, msg, sizeof(msg)) != 0)
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s", msg);
+	else if (ta_auth_random(nonce, sizeof(nonce)) != 0 ||
+	         ta_auth_proof(secret, TA_AUTH_CLIENT, server_nonce, nonce, sizeof(nonce), proof) !=
+	             0 ||
+	         ta_auth_proof(secret, TA_AUTH_SERVER, server_nonce, nonce, sizeof(nonce),
+	                       expect) != 0)
+		rc = tac_err(err, TILEATOM_E_INTERNAL, "cannot compute the authentication proof");
+	ta_auth_wipe(secret);
+	free(secret);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tac_msg m;
+	tac_build_auth(&m, nonce, sizeof(nonce), proof);
+	rc = tac_roundtrip(c, &m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	const Tileatom__AuthResponse *a = c->last->auth;
+	if (a->server_proof.len != TA_AUTH_PROOF ||
+	    !ta_auth_equal(a->server_proof.data, expect, TA_AUTH_PROOF))
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd at %s accepted us but did not prove that it holds the "
+		               "same secret",
+		               address);
+	return TILEATOM_OK;
+}
+
 int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
                      tileatom_error *err)
 {
+	tileatom_connect_options opts;
+	tileatom_connect_options_init(&opts);
+	opts.timeout_ms = timeout_ms;
+	return tileatom_connect_opts(address, &opts, out, err);
+}
+
+int tileatom_connect_opts(const char *address, const tileatom_connect_options *opts,
+                          tileatom_client **out, tileatom_error *err)
+{
+	tileatom_connect_options defaults;
+	if (!opts) {
+		tileatom_connect_options_init(&defaults);
+		opts = &defaults;
+	}
+	int timeout_ms = opts->timeout_ms;
+	const char *auth_file = opts->auth_file ? opts->auth_file : getenv("TILEATOM_AUTH_FILE");
 	if (!out)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output handle given");
 	*out = NULL;
@@ -81,6 +154,8 @@ int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
 			copy_str(c->server_version, sizeof(c->server_version), h->server_version);
 			copy_str(c->server_backend, sizeof(c->server_backend), h->backend);
 			c->max_frame = h->max_frame ? h->max_frame : TAC_DEFAULT_MAX_FRAME;
+			if (h->auth_required)
+				rc = authenticate(c, address, auth_file, h, err);
 		}
 	}
 	if (rc != TILEATOM_OK) {
@@ -148,8 +223,52 @@ int tileatom_ping(tileatom_client *client, tileatom_error *err)
 
 int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_error *err)
 {
+	return tileatom_stats_kinds(client, out, NULL, NULL, err);
+}
+
+/* Copies the per-kind part of a Stats response into a malloc'd array. */
+static int copy_kinds(const Tileatom__StatsResponse *s, tileatom_kind_stats **kinds, size_t *nkinds,
+                      tileatom_error *err)
+{
+	*kinds = NULL;
+	*nkinds = 0;
+	if (s->n_kinds == 0)
+		return TILEATOM_OK;
+	if (s->n_latency_bounds_ns + 1 > TILEATOM_LATENCY_BUCKETS_MAX)
+		return tac_err(err, TILEATOM_E_INTERNAL,
+		               "the daemon sent %zu latency buckets, more than the %d this "
+		               "library holds",
+		               s->n_latency_bounds_ns + 1, TILEATOM_LATENCY_BUCKETS_MAX);
+	tileatom_kind_stats *k = calloc(s->n_kinds, sizeof(*k));
+	if (!k)
+		return tac_err(err, TILEATOM_E_RESOURCE_EXHAUSTED, "out of memory");
+	for (size_t i = 0; i < s->n_kinds; i++) {
+		const Tileatom__KindStats *w = s->kinds[i];
+		copy_str(k[i].kind, sizeof(k[i].kind), w->kind);
+		k[i].requests = w->requests;
+		k[i].errors = w->errors;
+		k[i].elements = w->elements;
+		k[i].bytes_in = w->bytes_in;
+		k[i].bytes_out = w->bytes_out;
+		k[i].latency_ns = w->latency_ns;
+		k[i].nbuckets = (int)s->n_latency_bounds_ns + 1;
+		for (int b = 0; b < k[i].nbuckets; b++) {
+			k[i].le_ns[b] = (size_t)b < s->n_latency_bounds_ns ? s->latency_bounds_ns[b]
+			                                                   : UINT64_MAX;
+			k[i].bucket[b] =
+			    (size_t)b < w->n_latency_buckets ? w->latency_buckets[b] : 0;
+		}
+	}
+	*kinds = k;
+	*nkinds = s->n_kinds;
+	return TILEATOM_OK;
+}
+
+int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
+                         tileatom_kind_stats **kinds, size_t *nkinds, tileatom_error *err)
+{
 	REQUIRE_CLIENT(client, err);
-	if (!out)
+	if (!out || (kinds && !nkinds) || (!kinds && nkinds))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	tac_msg m;
 	tac_build_stats(&m);
@@ -168,6 +287,8 @@ int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_e
 	out->errors = s->errors;
 	out->connections = s->connections;
 	out->elements = s->elements;
+	if (kinds)
+		return copy_kinds(s, kinds, nkinds, err);
 	return TILEATOM_OK;
 }
 
@@ -175,9 +296,20 @@ int tileatom_create(tileatom_client *client, const char *name, tileatom_dtype dt
                     const int64_t *shape, const void *fill, tileatom_tile_info *info,
                     tileatom_error *err)
 {
+	return tileatom_create_ex(client, name, dtype, rank, shape, fill, 0, info, err);
+}
+
+int tileatom_create_ex(tileatom_client *client, const char *name, tileatom_dtype dtype, int rank,
+                       const int64_t *shape, const void *fill, unsigned flags,
+                       tileatom_tile_info *info, tileatom_error *err)
+{
 	REQUIRE_CLIENT(client, err);
+	if (flags & ~(unsigned)TILEATOM_CREATE_PRIVATE)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "create %s: unknown flags 0x%x",
+		               name ? name : "", flags & ~(unsigned)TILEATOM_CREATE_PRIVATE);
 	tac_msg m;
 	int rc = tac_build_create(&m, name, dtype, rank, shape, fill, err);
+	m.body.create.private_tile = (flags & TILEATOM_CREATE_PRIVATE) != 0;
 	if (rc == TILEATOM_OK)
 		rc = tac_roundtrip(client, &m, err);
 	if (rc == TILEATOM_OK && info)

@@ -194,6 +194,18 @@ int tac_build_hello(tac_msg *m, const char *client_name)
 	return TILEATOM_OK;
 }
 
+int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len, const uint8_t *proof)
+{
+	msg_begin(m, TILEATOM_REQ_AUTH);
+	tileatom__auth_request__init(&m->body.auth);
+	m->body.auth.client_nonce.data = (uint8_t *)client_nonce;
+	m->body.auth.client_nonce.len = n_len;
+	m->body.auth.proof.data = (uint8_t *)proof;
+	m->body.auth.proof.len = TA_AUTH_PROOF;
+	m->req.auth = &m->body.auth;
+	return TILEATOM_OK;
+}
+
 int tac_build_ping(tac_msg *m)
 {
 	msg_begin(m, TILEATOM_REQ_PING);
@@ -704,6 +716,7 @@ int tac_tile_info_from_wire(tileatom_tile_info *dst, const Tileatom__TileInfo *s
 	dst->dtype = (tileatom_dtype)src->dtype;
 	dst->rank = (int)src->n_shape;
 	dst->bytes = src->bytes;
+	dst->private_tile = src->private_tile;
 	return TILEATOM_OK;
 }
 

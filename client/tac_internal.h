@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "tileatom.h"
+#include "ta_auth.h"
 #include "ta_frame.h"
 #include "tileatom.pb-c.h"
 
@@ -104,6 +105,7 @@ typedef struct tac_msg {
 		Tileatom__AtomicLoadRequest atomic_load;        /* ATOMIC_LOAD */
 		Tileatom__AtomicStoreRequest atomic_store;      /* ATOMIC_STORE */
 		Tileatom__StatsRequest stats;                   /* STATS */
+		Tileatom__AuthRequest auth;                     /* AUTH */
 
 		Tileatom__RegisterBufferRequest register_buffer; /* REGISTER_BUFFER */
 	} body;
@@ -182,6 +184,9 @@ TAC_HIDDEN int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileato
 
 /* Each builder initialises *m as one request (id 0: tac_conn_submit assigns it). */
 TAC_HIDDEN int tac_build_hello(tac_msg *m, const char *client_name);
+/* An Auth request borrowing the client nonce and the proof (n_len and TA_AUTH_PROOF bytes). */
+TAC_HIDDEN int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len,
+                              const uint8_t *proof);
 TAC_HIDDEN int tac_build_ping(tac_msg *m);
 TAC_HIDDEN int tac_build_stats(tac_msg *m);
 TAC_HIDDEN int tac_build_list(tac_msg *m);

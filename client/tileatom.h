@@ -212,7 +212,24 @@ typedef struct tileatom_tile_info {
 	int rank;                         /* 1..TILEATOM_MAX_RANK */
 	int64_t shape[TILEATOM_MAX_RANK]; /* extents */
 	uint64_t bytes;                   /* bytes of tile memory */
+	bool private_tile;                /* private to its creator (TILEATOM_CREATE_PRIVATE) */
 } tileatom_tile_info;
+
+/* Flags of tileatom_create_ex. */
+enum {
+	/* the tile is private to the creator's identity: the uid of a Unix-socket client, or
+	 * the holder of the daemon's auth secret over TCP; every other client gets
+	 * TILEATOM_E_PERMISSION_DENIED and does not see it in tileatom_list */
+	TILEATOM_CREATE_PRIVATE = 1
+};
+
+/* Options of tileatom_connect_opts; initialise with tileatom_connect_options_init. */
+typedef struct tileatom_connect_options {
+	int timeout_ms;        /* bounds the connect and the handshake (<= 0: no limit) */
+	const char *auth_file; /* the daemon's secret, for TCP daemons that require Auth;
+	                          NULL: $TILEATOM_AUTH_FILE when set. The file must not be
+	                          readable by group or others. */
+} tileatom_connect_options;
 
 /* Daemon statistics (tileatom_stats). */
 typedef struct tileatom_stats_info {
@@ -227,6 +244,25 @@ typedef struct tileatom_stats_info {
 	uint32_t connections;        /* open connections */
 	uint64_t elements;           /* elements processed by atomic / memory ops */
 } tileatom_stats_info;
+
+/* Most latency buckets tileatom_kind_stats holds (the daemon sends fewer or as many). */
+#define TILEATOM_LATENCY_BUCKETS_MAX 32
+
+/* Counters of one request kind since the daemon started (tileatom_stats_kinds): the same
+ * numbers tileatomd serves on its --metrics endpoint. */
+typedef struct tileatom_kind_stats {
+	char kind[32];       /* request kind ("indexed", "create", ...; "invalid": undecodable) */
+	uint64_t requests;   /* requests answered */
+	uint64_t errors;     /* of them, answered with an error status */
+	uint64_t elements;   /* elements processed */
+	uint64_t bytes_in;   /* request payload bytes */
+	uint64_t bytes_out;  /* response frame bytes */
+	uint64_t latency_ns; /* sum of the latencies (decode to encoded response) */
+	int nbuckets;        /* latency buckets in use, the last one unbounded (+Inf) */
+	uint64_t le_ns[TILEATOM_LATENCY_BUCKETS_MAX];  /* upper bound of each bucket, ns
+	                                                  (UINT64_MAX for the last) */
+	uint64_t bucket[TILEATOM_LATENCY_BUCKETS_MAX]; /* requests per bucket (not cumulative) */
+} tileatom_kind_stats;
 
 /* Which call a pipelined response answers (values equal the wire Request body numbers). */
 typedef enum tileatom_request_kind {
@@ -248,7 +284,8 @@ typedef enum tileatom_request_kind {
 	TILEATOM_REQ_ATOMIC_STORE = 16,  /* tileatom_submit_atomic_store */
 	TILEATOM_REQ_STATS = 17,         /* statistics */
 
-	TILEATOM_REQ_REGISTER_BUFFER = 18 /* tileatom_buffer_create */
+	TILEATOM_REQ_REGISTER_BUFFER = 18, /* tileatom_buffer_create */
+	TILEATOM_REQ_AUTH = 19             /* authentication (tileatom_connect_opts) */
 } tileatom_request_kind;
 
 /* One collected response of the pipelined API. Pointers stay valid until the next call on
@@ -345,6 +382,16 @@ TA_API void tileatom_free(void *ptr);
  * "cannot connect to /run/x.sock: No such file or directory (is tileatomd running?)"). */
 TA_API int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
                             tileatom_error *err);
+/* Default connect options: no timeout, auth file from $TILEATOM_AUTH_FILE. */
+TA_API void tileatom_connect_options_init(tileatom_connect_options *opts);
+/* tileatom_connect with options (NULL: the defaults). When the daemon's Hello says
+ * auth_required (TCP to a daemon with --auth-file), authenticates with the secret of
+ * opts->auth_file (or $TILEATOM_AUTH_FILE): the secret itself is never sent, and the
+ * daemon's own proof is checked. Without a file such a daemon is refused with
+ * TILEATOM_E_PERMISSION_DENIED; a wrong secret too. tileatom_connect is this with
+ * timeout_ms and the defaults. */
+TA_API int tileatom_connect_opts(const char *address, const tileatom_connect_options *opts,
+                                 tileatom_client **out, tileatom_error *err);
 /* Writes out submitted requests still buffered (best effort, within the timeout of
  * tileatom_set_timeout), closes the connection and frees the handle (NULL is accepted).
  * Uncollected responses are discarded. */
@@ -403,11 +450,19 @@ TA_API void tileatom_buffer_free(tileatom_buffer *buffer);
 TA_API int tileatom_ping(tileatom_client *client, tileatom_error *err);
 /* Daemon statistics. */
 TA_API int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_error *err);
+/* Daemon statistics with the per-request-kind counters, in one round trip: *kinds gets a
+ * malloc'd array of *nkinds entries (free with tileatom_free). */
+TA_API int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
+                                tileatom_kind_stats **kinds, size_t *nkinds, tileatom_error *err);
 /* Creates tile name of dtype and shape (rank 1..4). fill: NULL (all zero bits) or one
  * element of dtype used for every element. info (may be NULL) receives the new tile. */
 TA_API int tileatom_create(tileatom_client *client, const char *name, tileatom_dtype dtype,
                            int rank, const int64_t *shape, const void *fill,
                            tileatom_tile_info *info, tileatom_error *err);
+/* tileatom_create with flags (TILEATOM_CREATE_PRIVATE; 0 is tileatom_create). */
+TA_API int tileatom_create_ex(tileatom_client *client, const char *name, tileatom_dtype dtype,
+                              int rank, const int64_t *shape, const void *fill, unsigned flags,
+                              tileatom_tile_info *info, tileatom_error *err);
 /* Destroys a tile. */
 TA_API int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *err);
 /* Lists the tiles: *tiles gets a malloc'd array of *count entries (free with tileatom_free;

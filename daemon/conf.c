@@ -32,6 +32,8 @@ void ta_config_init(ta_config *cfg)
 	cfg->batch_min = TA_CONFIG_BATCH_AUTO;
 	cfg->max_write_queue = UINT64_C(16) << 20;
 	cfg->shutdown_timeout = 10;
+	cfg->frame_timeout_ms = TA_CONFIG_DEFAULT_FRAME_TIMEOUT_MS;
+	cfg->max_input_total = TA_CONFIG_DEFAULT_MAX_INPUT_TOTAL;
 }
 
 void ta_config_free(ta_config *cfg)
@@ -39,7 +41,9 @@ void ta_config_free(ta_config *cfg)
 	free(cfg->socket_path);
 	free(cfg->socket_group);
 	free(cfg->listen);
+	free(cfg->metrics);
 	free(cfg->config_file);
+	free(cfg->auth_file);
 	ta_config_init(cfg);
 }
 
@@ -85,6 +89,32 @@ int ta_config_parse_size(const char *text, uint64_t *out)
 	if (shift && v > (UINT64_MAX >> shift))
 		return -1;
 	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int ta_config_parse_duration(const char *text, uint64_t *out)
+{
+	if (!text || *text < '0' || *text > '9')
+		return -1;
+	errno = 0;
+	char *end = NULL;
+	unsigned long long v = strtoull(text, &end, 10);
+	if (errno != 0 || end == text)
+		return -1;
+	uint64_t unit;
+	if (!*end || strcmp(end, "s") == 0)
+		unit = 1000;
+	else if (strcmp(end, "ms") == 0)
+		unit = 1;
+	else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+		unit = 60000;
+	else if (strcmp(end, "h") == 0)
+		unit = 3600000;
+	else
+		return -1;
+	if (v > UINT64_MAX / unit)
+		return -1;
+	*out = (uint64_t)v * unit;
 	return 0;
 }
 
@@ -171,6 +201,12 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "listen: '%s' is not HOST:PORT", value);
 		if (set_string(&cfg->listen, value))
+			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	} else if (strcmp(key, "metrics") == 0) {
+		if (*value && !strrchr(value, ':'))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "metrics: '%s' is not HOST:PORT", value);
+		if (set_string(&cfg->metrics, value))
 			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 	} else if (strcmp(key, "allow_remote") == 0) {
 		if (parse_bool(value, &bv))
@@ -279,6 +315,36 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			                    "(0..86400, 0 = wait forever)",
 			                    value);
 		cfg->shutdown_timeout = iv;
+	} else if (strcmp(key, "frame_timeout") == 0 || strcmp(key, "idle_timeout") == 0) {
+		bool frame = key[0] == 'f';
+		if (ta_config_parse_duration(value, &size) || size > UINT64_C(86400000) * 365)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "%s: '%s' is not a duration (e.g. 30, 30s, 500ms, 5m; 0 = "
+			    "never)",
+			    frame ? "frame_timeout" : "idle_timeout", value);
+		if (frame)
+			cfg->frame_timeout_ms = size;
+		else
+			cfg->idle_timeout_ms = size;
+	} else if (strcmp(key, "max_input_total") == 0) {
+		if (ta_config_parse_size(value, &size))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "max_input_total: '%s' is not a size (e.g. 1G; 0 = "
+			                    "unlimited)",
+			                    value);
+		cfg->max_input_total = size;
+	} else if (strcmp(key, "max_tiles") == 0) {
+		if (ta_config_parse_size(value, &size))
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "max_tiles: '%s' is not a count (e.g. 100000 or 1M; 0 = "
+			    "unlimited)",
+			    value);
+		cfg->max_tiles = size;
+	} else if (strcmp(key, "auth_file") == 0) {
+		if (set_string(&cfg->auth_file, value))
+			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 	} else if (strcmp(key, "foreground") == 0) {
 		if (parse_bool(value, &bv))
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
@@ -366,6 +432,12 @@ enum {
 	OPT_MAX_WRITE_QUEUE,
 	OPT_SHUTDOWN_TIMEOUT,
 	OPT_LIST_KERNELS,
+	OPT_METRICS,
+	OPT_FRAME_TIMEOUT,
+	OPT_IDLE_TIMEOUT,
+	OPT_MAX_INPUT_TOTAL,
+	OPT_MAX_TILES,
+	OPT_AUTH_FILE,
 };
 
 /* The long options; the name is also the setting's key (dashes for underscores). */
@@ -392,6 +464,12 @@ static const struct option long_options[] = {
     {"max-write-queue", required_argument, NULL, OPT_MAX_WRITE_QUEUE},
     {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
     {"list-kernels", no_argument, NULL, OPT_LIST_KERNELS},
+    {"metrics", required_argument, NULL, OPT_METRICS},
+    {"frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT},
+    {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+    {"max-input-total", required_argument, NULL, OPT_MAX_INPUT_TOTAL},
+    {"max-tiles", required_argument, NULL, OPT_MAX_TILES},
+    {"auth-file", required_argument, NULL, OPT_AUTH_FILE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -501,6 +579,11 @@ out:
 
 ta_status ta_config_finish(ta_config *cfg, ta_error *err)
 {
+	if (cfg->max_input_total && cfg->max_input_total < cfg->max_frame)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "max_input_total (%llu bytes) must hold at least one frame of "
+		                    "max_frame (%u bytes)",
+		                    (unsigned long long)cfg->max_input_total, cfg->max_frame);
 	if (cfg->socket_path)
 		return TA_OK;
 	const char *base;
@@ -509,9 +592,13 @@ ta_status ta_config_finish(ta_config *cfg, ta_error *err)
 	} else {
 		base = getenv("XDG_RUNTIME_DIR");
 		if (!base || base[0] != '/')
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "no default socket path: XDG_RUNTIME_DIR is not set "
-			                    "(give --socket PATH)");
+			return ta_error_set(
+			    err, TA_UNAVAILABLE,
+			    "no socket path: XDG_RUNTIME_DIR is not set, so there is "
+			    "no per-user default ($XDG_RUNTIME_DIR/tileatom/"
+			    "tileatomd.sock), and /run/tileatom/tileatomd.sock is "
+			    "root's; give --socket PATH (or socket = PATH in the "
+			    "configuration file)");
 	}
 	size_t len = strlen(base) + sizeof("/tileatom/tileatomd.sock");
 	cfg->socket_path = malloc(len);
@@ -534,7 +621,9 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "  --socket-group GROUP   group owning the socket; mode 0660 (default: none, "
 	        "0600)\n"
 	        "  --listen HOST:PORT     also listen on TCP (loopback only unless allowed)\n"
-	        "  --allow-remote         allow a non-loopback --listen address\n"
+	        "  --allow-remote         allow a non-loopback --listen or --metrics address\n"
+	        "  --metrics HOST:PORT    serve Prometheus metrics over HTTP at /metrics\n"
+	        "                         (loopback only unless allowed; port 0: any free)\n"
 	        "  --backend B            auto, cpu or cuda (default auto: CUDA if usable)\n"
 	        "  --device N             CUDA device ordinal (default 0)\n"
 	        "  --workers N            threads running requests (default auto: 4 on the\n"
@@ -564,6 +653,14 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "                         pauses (default 16M)\n"
 	        "  --shutdown-timeout S   seconds a shutdown waits for clients to take their\n"
 	        "                         responses before closing them (default 10; 0 = forever)\n"
+	        "  --frame-timeout T      close a connection holding a partial frame longer\n"
+	        "                         (default 30s; ms, s, m, h; 0 = never)\n"
+	        "  --idle-timeout T       close a connection that sends and takes nothing for T\n"
+	        "                         (default 0 = never)\n"
+	        "  --max-input-total BYTES  input all connections may hold together; reading\n"
+	        "                         pauses beyond it (default 1G; 0 = unlimited)\n"
+	        "  --max-tiles N          most tiles at once (default 0 = unlimited)\n"
+	        "  --auth-file FILE       TCP clients must prove the secret in FILE (mode 0600)\n"
 	        "  --list-kernels         print the kernel variant table and exit\n"
 	        "  -V, --version          print the version and exit\n"
 	        "  -h, --help             print this help and exit\n"

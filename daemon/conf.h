@@ -29,6 +29,11 @@ typedef enum ta_backend_choice {
 /* Smallest accepted --max-frame: room for any error response. */
 #define TA_CONFIG_MIN_FRAME 1024u
 
+/* Default frame_timeout: 30 s to send one whole frame. */
+#define TA_CONFIG_DEFAULT_FRAME_TIMEOUT_MS 30000u
+/* Default max_input_total: 1 GiB of input held by all connections together. */
+#define TA_CONFIG_DEFAULT_MAX_INPUT_TOTAL (UINT64_C(1) << 30)
+
 /* workers: TA_SERVER_WORKERS_CPU on the CPU backend, TA_SERVER_WORKERS_CUDA on CUDA. */
 #define TA_CONFIG_WORKERS_AUTO (-1)
 /* Workers of the CPU backend (auto): each runs requests on the CPU. */
@@ -57,7 +62,8 @@ typedef struct ta_config {
 	char *socket_path;         /* Unix socket path; NULL until ta_config_finish */
 	char *socket_group;        /* group owning the socket (mode 0660); NULL: 0600 */
 	char *listen;              /* TCP "HOST:PORT" to listen on too; NULL: no TCP */
-	bool allow_remote;         /* allow a non-loopback --listen address */
+	bool allow_remote;         /* allow a non-loopback --listen / --metrics address */
+	char *metrics;             /* "HOST:PORT" of the Prometheus endpoint; NULL: none */
 	ta_backend_choice backend; /* auto, cpu or cuda */
 	int device;                /* CUDA device ordinal */
 	int workers;               /* executor threads running requests (TA_CONFIG_WORKERS_AUTO:
@@ -76,6 +82,11 @@ typedef struct ta_config {
 	                              (-1: none; TA_CONFIG_INLINE_AUTO: by backend) */
 	uint64_t max_write_queue;  /* unsent response bytes per connection before pausing */
 	int shutdown_timeout;      /* seconds a shutdown waits for connections (0: forever) */
+	uint64_t frame_timeout_ms; /* longest a partial frame may be held (0: forever) */
+	uint64_t idle_timeout_ms;  /* longest a connection may send and take nothing (0: forever) */
+	uint64_t max_input_total;  /* input bytes all connections may hold (0: unlimited) */
+	uint64_t max_tiles;        /* tiles at once (0: unlimited) */
+	char *auth_file;           /* file holding the secret TCP clients prove; NULL: none */
 	bool foreground;           /* --foreground given (the daemon never forks anyway) */
 	char *config_file;         /* the file loaded, NULL when none */
 } ta_config;
@@ -108,13 +119,19 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
                                ta_error *err);
 
 /* Completes derived settings (the default socket path: $XDG_RUNTIME_DIR/tileatom/
- * tileatomd.sock, or /run/tileatom/tileatomd.sock for root). Returns TA_OK or
- * TA_INVALID_ARGUMENT when no default can be found. */
+ * tileatomd.sock, or /run/tileatom/tileatomd.sock for root) and checks settings against
+ * each other (max_input_total holds at least one max_frame). Returns TA_OK,
+ * TA_UNAVAILABLE (a socket problem: the daemon exits 1) when no default can be found, or
+ * TA_INVALID_ARGUMENT when two settings disagree. */
 ta_status ta_config_finish(ta_config *cfg, ta_error *err);
 
 /* Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024, also
  * KiB/MiB/GiB/TiB). Returns 0 on success, -1 on a malformed or overflowing value. */
 int ta_config_parse_size(const char *text, uint64_t *out);
+
+/* Parses a duration: digits with an optional unit ms, s (the default), m or h. Returns 0
+ * on success (*out in milliseconds), -1 on a malformed or overflowing value. */
+int ta_config_parse_duration(const char *text, uint64_t *out);
 
 /* Writes the --help text to out. */
 void ta_config_usage(FILE *out, const char *argv0);

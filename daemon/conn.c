@@ -16,6 +16,11 @@
  * and write errors close at once. Memory is freed in the close callback, or later when
  * the running request completes.
  *
+ * Bounds (conn.h): conn_reserve_frame takes the input budget a partial frame will need
+ * before the reader allocates it, conn_consume takes it for every queued copy, and both
+ * stash the unread rest of rbuf and stop reading when it does not fit; item_free and
+ * conn_maybe_free give it back. ta_conn_check_timeouts closes slow and idle connections.
+ *
  * Life cycle: conn->state (conn.h's table) changes only in conn_transition, which checks
  * the table in legal_next. The server is reached only through the ta_conn_host it handed
  * over (conn.h); conn.c does not include server.h. */
@@ -26,6 +31,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include "log.h"
 
@@ -114,9 +121,30 @@ static void conn_end_reads(ta_conn *conn)
 	conn_transition(conn, TA_CONN_DRAINING);
 }
 
-/* Frees an item and whatever it still owns. */
+/* Takes n bytes of the input budget; false, with nothing taken, when they do not fit. */
+static bool budget_take(ta_conn_host *host, uint64_t n)
+{
+	if (host->input_max && (n > host->input_max || host->input_held > host->input_max - n))
+		return false;
+	host->input_held += n;
+	return true;
+}
+
+/* Gives n bytes of the input budget back and lets the server wake the waiters. */
+static void budget_give(ta_conn_host *host, uint64_t n)
+{
+	if (n == 0)
+		return;
+	host->input_held -= n;
+	if (host->input_waiters)
+		host->input_freed(host);
+}
+
+/* Frees an item and whatever it still owns (its input budget too). */
 static void item_free(ta_conn_item *item)
 {
+	if (item->reserved)
+		budget_give(item->conn->host, item->reserved);
 	free(item->payload);
 	free(item->reply.frame);
 	free(item);
@@ -143,6 +171,8 @@ static void conn_maybe_free(ta_conn *conn)
 		return;
 	conn_drop_queue(conn);
 	ta_frame_reader_free(&conn->reader);
+	budget_give(conn->host, conn->reader_reserved);
+	conn->reader_reserved = 0;
 	ta_frame_buf_free(&conn->out);
 	ta_frame_buf_free(&conn->sending);
 	if (conn->has_shm)
@@ -168,6 +198,12 @@ void ta_conn_close(ta_conn *conn)
 	if (conn->state == TA_CONN_READING)
 		uv_read_stop(&conn->h.stream);
 	conn_transition(conn, TA_CONN_CLOSING);
+	if (conn->budget_wait) {
+		conn->budget_wait = false;
+		conn->host->input_waiters--;
+	}
+	if (conn->counted)
+		conn->host->release(conn->host, conn); /* the slot is free at once */
 	conn_drop_queue(conn);
 	uv_close(&conn->h.handle, on_close);
 }
@@ -212,7 +248,8 @@ static void item_work(ta_job *job)
 	/* the connection outlives its running item: its buffers stay mapped meanwhile */
 	ta_shm_set_current(item->conn->has_shm ? &item->conn->shm : NULL);
 	if (!item->batch) {
-		ta_dispatch_frame_owned(svc, payload, item->len, &item->reply);
+		ta_dispatch_frame_owned_session(svc, &item->conn->session, payload, item->len,
+		                                &item->reply);
 		ta_shm_set_current(NULL);
 		return;
 	}
@@ -227,8 +264,8 @@ static void item_work(ta_job *job)
 	bool close_after = false;
 	uint64_t bound = item->conn->host->cfg->max_write_queue;
 	uint32_t frames = 0;
-	size_t done = ta_dispatch_run_batch(svc, &scratch, payload, item->len, bound, &out,
-	                                    &close_after, &frames);
+	size_t done = ta_dispatch_run_batch(svc, &scratch, &item->conn->session, payload, item->len,
+	                                    bound, &out, &close_after, &frames);
 	ta_dispatch_scratch_free(&scratch);
 	ta_shm_set_current(NULL);
 	if (done < item->len && !close_after) {
@@ -315,6 +352,7 @@ static void on_write(uv_write_t *req, int status)
 {
 	ta_conn *conn = req->handle->data;
 	conn->writing = false;
+	conn->last_active_ms = uv_now(conn->host->loop);
 	conn->sending.len = 0;
 	if (status < 0) {
 		if (!conn_closing(conn)) {
@@ -345,8 +383,9 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
 		return false;
 	bool close_after = false;
 	ta_shm_set_current(conn->has_shm ? &conn->shm : NULL);
-	ta_dispatch_outcome o = ta_dispatch_run(conn->host->svc, conn->host->scratch, payload, len,
-	                                        inline_max, &conn->out, &close_after);
+	ta_dispatch_outcome o =
+	    ta_dispatch_run_session(conn->host->svc, conn->host->scratch, &conn->session, payload,
+	                            len, inline_max, &conn->out, &close_after);
 	ta_shm_set_current(NULL);
 	if (o == TA_DISPATCH_DEFER)
 		return false;
@@ -478,14 +517,16 @@ static bool conn_take_batch(ta_conn *conn, const uint8_t **data, size_t *len)
 		span += TA_FRAME_HEADER + (size_t)fl;
 		n++;
 	}
-	if (n < batch_min)
+	if (n < batch_min || !budget_take(conn->host, span))
 		return false;
 	ta_conn_item *item = calloc(1, sizeof(*item));
 	uint8_t *copy = item ? malloc(span) : NULL;
 	if (!copy) {
 		free(item);
+		budget_give(conn->host, span);
 		return false;
 	}
+	item->reserved = span;
 	memcpy(copy, *data, span);
 	item->payload = copy;
 	item->len = (uint32_t)span;
@@ -497,8 +538,50 @@ static bool conn_take_batch(ta_conn *conn, const uint8_t **data, size_t *len)
 	return true;
 }
 
+/* Before the reader gathers a frame that is not whole in the input (data, len), reserves
+ * its announced length from the input budget. Returns false when it does not fit (nothing
+ * consumed); true when reserved, already reserved, or nothing needs reserving (the header
+ * is incomplete, the frame is whole in the input, or its length is refused anyway). */
+static bool conn_reserve_frame(ta_conn *conn, const uint8_t *data, size_t len)
+{
+	ta_frame_reader *r = &conn->reader;
+	if (conn->reader_reserved || r->error || r->header_have + len < TA_FRAME_HEADER)
+		return true;
+	if (r->header_have == TA_FRAME_HEADER)
+		return true; /* a frame begun before any reservation (cannot happen) */
+	uint8_t hdr[TA_FRAME_HEADER];
+	memcpy(hdr, r->header, r->header_have);
+	memcpy(hdr + r->header_have, data, TA_FRAME_HEADER - r->header_have);
+	uint32_t n = ta_frame_get_header(hdr);
+	if (n > r->max_payload)
+		return true;
+	if (r->header_have == 0 && len - TA_FRAME_HEADER >= n)
+		return true;
+	if (!budget_take(conn->host, n ? n : 1))
+		return false;
+	conn->reader_reserved = n ? n : 1;
+	return true;
+}
+
+/* The input budget ran out: keeps the len unconsumed bytes at data (inside rbuf) and stops
+ * reading until ta_conn_resume_input. */
+static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
+{
+	conn->stash_off = (size_t)(data - conn->rbuf);
+	conn->stash_len = len;
+	if (!conn->budget_wait) {
+		conn->budget_wait = true;
+		conn->wait_since_ms = uv_now(conn->host->loop);
+		conn->host->input_waiters++;
+	}
+	ta_log(TA_LOG_DEBUG,
+	       "connection %" PRIu64 ": input budget (max_input_total) used up; reading paused",
+	       conn->serial);
+}
+
 /* Takes every whole frame out of the received bytes: runs it at once when it is small and
- * nothing of the connection waits, else queues it (with a copy of its payload). */
+ * nothing of the connection waits, else queues it (with a copy of its payload). Stops and
+ * keeps the rest when the input budget runs out (conn_wait_budget). */
 static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 {
 	char msg[256];
@@ -506,20 +589,37 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 	while (len > 0 && conn_may_read(conn)) {
 		if (conn_take_batch(conn, &data, &len))
 			continue;
+		if (!conn_reserve_frame(conn, data, len)) {
+			conn_wait_budget(conn, data, len);
+			break;
+		}
 		const uint8_t *payload;
 		uint32_t plen = 0;
 		uint8_t *owned = NULL;
+		const uint8_t *frame_at = data;
+		size_t frame_left = len;
 		ta_frame_status st =
 		    ta_frame_reader_next(&conn->reader, &data, &len, &payload, &plen, &owned);
 		if (st == TA_FRAME_NEED_MORE)
 			break;
 		if (st == TA_FRAME_READY) {
+			conn->frames_done++;
+			uint64_t reserved = conn->reader_reserved; /* 0: whole in the input */
+			conn->reader_reserved = 0;
 			if (!conn->q_head && !conn->inflight &&
 			    conn_unsent(conn) < cfg->max_write_queue &&
 			    conn_run_inline(conn, payload, plen)) {
 				free(owned);
+				budget_give(conn->host, reserved);
 				continue;
 			}
+			if (!owned && !budget_take(conn->host, plen ? plen : 1)) {
+				/* the frame stays in rbuf: read it again once memory frees */
+				conn_wait_budget(conn, frame_at, frame_left);
+				break;
+			}
+			if (!owned)
+				reserved = plen ? plen : 1;
 			ta_conn_item *item = calloc(1, sizeof(*item));
 			if (item && !owned) {
 				owned = malloc(plen ? plen : 1);
@@ -529,6 +629,7 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 			if (!item || !owned) {
 				free(item);
 				free(owned);
+				budget_give(conn->host, reserved);
 				snprintf(msg, sizeof(msg),
 				         "out of memory queueing a request; closing the "
 				         "connection");
@@ -539,6 +640,7 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 			item->payload = owned;
 			item->len = plen;
 			item->nframes = 1;
+			item->reserved = reserved;
 			conn_enqueue(conn, item);
 			continue;
 		}
@@ -603,6 +705,31 @@ static void conn_take_fds(ta_conn *conn)
 	}
 }
 
+/* After input was consumed: starts the frame timer when a partial frame is now held, stops
+ * it when none is. A frame gathered over several reads keeps the time of its first bytes;
+ * one begun in this read gets the time of this read. */
+static void conn_note_partial(ta_conn *conn)
+{
+	if (conn->reader.header_have == 0)
+		conn->frame_since_ms = 0;
+	else if (conn->frame_since_ms == 0 || conn->frames_done != conn->frames_done_seen)
+		conn->frame_since_ms = uv_now(conn->host->loop);
+	conn->frames_done_seen = conn->frames_done;
+}
+
+/* At EOF: true when the peer closed both directions (POLLHUP: a Unix-socket peer that
+ * closed, not one that only shut its writing side down), so that nobody can take the
+ * answers of the queued requests any more. A TCP peer's close looks like a half-close
+ * until a write fails. */
+static bool conn_peer_gone(ta_conn *conn)
+{
+	uv_os_fd_t fd;
+	if (uv_fileno(&conn->h.handle, &fd) != 0)
+		return false;
+	struct pollfd p = {.fd = fd, .events = POLLOUT, .revents = 0};
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
+}
+
 /* read_cb: bytes, EOF or an error. */
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
@@ -611,6 +738,15 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	if (nread == 0 || conn_closing(conn))
 		return;
 	if (nread == UV_EOF) {
+		if ((conn->q_head || conn->inflight) && conn_peer_gone(conn)) {
+			/* nobody will read the answers: drop the queue and the slot now (a
+			 * running request completes, its answer is dropped) */
+			ta_log(TA_LOG_DEBUG,
+			       "connection %" PRIu64 ": peer gone with %u requests queued; closing",
+			       conn->serial, conn->q_len);
+			ta_conn_close(conn);
+			return;
+		}
 		conn_end_reads(conn);
 		if (conn->reader.header_have > 0) {
 			char msg[256];
@@ -632,10 +768,12 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		return;
 	} else {
 		conn_take_fds(conn);
+		conn->last_active_ms = uv_now(conn->host->loop);
 		conn->last_read_ms = uv_now(conn->host->loop);
 		conn_consume(conn, (const uint8_t *)conn->rbuf, (size_t)nread);
 		if (conn_closing(conn))
 			return;
+		conn_note_partial(conn);
 	}
 	conn_settle(conn);
 }
@@ -647,7 +785,7 @@ static void conn_update_reading(ta_conn *conn)
 	if (conn->state != TA_CONN_READING && conn->state != TA_CONN_PAUSED)
 		return;
 	const ta_config *cfg = conn->host->cfg;
-	bool want = conn->q_len < (unsigned)cfg->max_pending &&
+	bool want = !conn->budget_wait && conn->q_len < (unsigned)cfg->max_pending &&
 	            conn->q_bytes < (uint64_t)cfg->max_frame &&
 	            conn_unsent(conn) < cfg->max_write_queue;
 	if (want && conn->state == TA_CONN_PAUSED) {
@@ -711,15 +849,122 @@ ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
 	conn->h.handle.data = conn;
 	conn->host = host;
 	conn->serial = serial;
+	conn->tcp = tcp;
+	conn->last_active_ms = uv_now(loop);
 	conn->state = TA_CONN_NEW;
 	ta_frame_reader_init(&conn->reader, host->cfg->max_frame);
 	return conn;
 }
 
+/* The identity of a Unix-socket peer: its uid (SO_PEERCRED); TA_OWNER_PUBLIC for TCP or
+ * when the credentials cannot be read. */
+static ta_owner conn_peer_identity(ta_conn *conn)
+{
+	if (conn->tcp)
+		return TA_OWNER_PUBLIC;
+	uv_os_fd_t fd;
+	int rc = uv_fileno(&conn->h.handle, &fd);
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (rc == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+	    len == sizeof(cred))
+		return (ta_owner)cred.uid;
+	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": cannot read the peer's credentials: %s",
+	       conn->serial, rc != 0 ? uv_strerror(rc) : strerror(errno));
+	return TA_OWNER_PUBLIC;
+}
+
 void ta_conn_start(ta_conn *conn)
 {
+	ta_error err = {0};
+	if (ta_session_init(&conn->session, conn->host->svc, conn->tcp, conn_peer_identity(conn),
+	                    conn->serial, &err) != TA_OK) {
+		ta_log(TA_LOG_ERR, "connection %" PRIu64 ": %s", conn->serial, err.msg);
+		ta_conn_close(conn);
+		return;
+	}
+	conn->last_active_ms = uv_now(conn->host->loop);
 	if (conn_transition(conn, TA_CONN_PAUSED))
 		conn_update_reading(conn);
+}
+
+/* Answers code / msg (id 0) as far as the socket takes it at once, then closes: for a peer
+ * that may not be reading, so nothing may wait on it. */
+static void conn_fail_now(ta_conn *conn, ta_status code, const char *msg)
+{
+	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
+	if (!conn->writing)
+		(void)ta_dispatch_error_append(conn->host->svc, 0, code, msg, true, &conn->out);
+	(void)conn_flush(conn);
+	ta_conn_close(conn);
+}
+
+void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
+{
+	if (conn_closing(conn))
+		return;
+	const ta_config *cfg = conn->host->cfg;
+	char msg[200];
+	/* the frame's clock waits while the daemon holds the connection up (a request of it
+	 * running, queued ones it can run, input memory awaited), not while the peer does
+	 * (queued requests waiting for the peer to take its responses) */
+	bool held_up = conn->inflight || conn->budget_wait ||
+	               (conn->q_head && conn_unsent(conn) < cfg->max_write_queue);
+	if (cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn) && held_up)
+		conn->frame_since_ms = now;
+	else if (cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn) &&
+	         now - conn->frame_since_ms >= cfg->frame_timeout_ms) {
+		snprintf(msg, sizeof(msg),
+		         "a partial frame (%" PRIu32 " of %" PRIu32
+		         " payload bytes) was held for more than %" PRIu64
+		         " ms (frame_timeout); closing the connection",
+		         conn->reader.payload_have, conn->reader.payload_len,
+		         cfg->frame_timeout_ms);
+		conn_fail_now(conn, TA_UNAVAILABLE, msg);
+		return;
+	}
+	/* a wait for input memory may last twice frame_timeout: by then every reservation
+	 * that held the memory when the wait began has ended (its frame done or timed out) */
+	if (cfg->frame_timeout_ms && conn->budget_wait &&
+	    now - conn->wait_since_ms >= 2 * cfg->frame_timeout_ms) {
+		snprintf(msg, sizeof(msg),
+		         "waited more than %" PRIu64 " ms (twice frame_timeout) for input memory: "
+		         "%" PRIu64 " of the %" PRIu64
+		         " bytes all connections may hold (max_input_total) are taken; closing "
+		         "the connection",
+		         2 * cfg->frame_timeout_ms, conn->host->input_held, conn->host->input_max);
+		conn_fail_now(conn, TA_UNAVAILABLE, msg);
+		return;
+	}
+	if (cfg->idle_timeout_ms && !conn->inflight && !conn->budget_wait &&
+	    now - conn->last_active_ms >= cfg->idle_timeout_ms) {
+		snprintf(msg, sizeof(msg),
+		         "nothing was sent or taken for %" PRIu64
+		         " ms (idle_timeout); closing the connection",
+		         cfg->idle_timeout_ms);
+		conn_fail_now(conn, TA_UNAVAILABLE, msg);
+	}
+}
+
+void ta_conn_resume_input(ta_conn *conn)
+{
+	if (!conn->budget_wait || conn_closing(conn))
+		return;
+	conn->budget_wait = false;
+	conn->host->input_waiters--;
+	size_t off = conn->stash_off, len = conn->stash_len;
+	uint64_t since = conn->wait_since_ms;
+	conn->stash_len = 0;
+	conn->frame_since_ms = 0; /* the wait was not the peer's doing */
+	if (len > 0) {
+		conn_consume(conn, (const uint8_t *)conn->rbuf + off, len);
+		if (conn_closing(conn))
+			return;
+		if (conn->budget_wait)
+			conn->wait_since_ms = since; /* still waiting: the wait goes on, not anew */
+		conn_note_partial(conn);
+	}
+	conn_settle(conn);
 }
 
 void ta_conn_reject(ta_conn *conn, ta_status code, const char *msg)

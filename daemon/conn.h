@@ -50,8 +50,23 @@
  * CLOSING calls uv_read_stop (at EOF libuv has stopped already; the call is harmless).
  *
  * Not part of the life cycle: `counted` (whether the connection holds a max_connections
- * slot), which the server fixes at accept and reads when the connection is freed; a
- * refused connection runs through the same states uncounted. */
+ * slot), which the server fixes at accept; the slot is given back (host->release) as soon
+ * as the connection enters CLOSING, even while a request of it still runs (its answer is
+ * dropped), so that peers that are gone never keep others out. A refused connection runs
+ * through the same states uncounted.
+ *
+ * Bounds besides backpressure: the input all connections hold (partial frames being
+ * gathered, queued requests) is bounded by host->input_max. A partial frame reserves its
+ * announced length when it starts, a queued request its payload; when the reservation does
+ * not fit, the connection keeps the bytes it already read (in rbuf), stops reading
+ * (budget_wait) and goes on once memory frees (ta_conn_resume_input), so that connections
+ * that already hold a reservation can always finish their frames. A connection that holds
+ * a partial frame longer than frame_timeout (the clock waits while the daemon holds the
+ * connection up: requests of it queued or running), waits for input memory longer than twice
+ * frame_timeout (when every reservation older than the wait has ended), or sends and takes nothing
+ * for idle_timeout, is answered UNAVAILABLE and closed (ta_conn_check_timeouts, called by the
+ * server's periodic sweep), so that neither slow senders nor the connections queued behind them
+ * hold a slot for long. */
 #ifndef TA_DAEMON_CONN_H
 #define TA_DAEMON_CONN_H
 
@@ -84,6 +99,14 @@ typedef struct ta_conn_host {
 	/* a connection is about to be freed: the server forgets it (list, counters) and sees
 	 * whether a shutdown has anything left to wait on */
 	void (*gone)(struct ta_conn_host *host, struct ta_conn *conn);
+	/* a connection entered CLOSING: the server takes its max_connections slot back */
+	void (*release)(struct ta_conn_host *host, struct ta_conn *conn);
+	/* input budget was given back while connections wait for it: the server calls
+	 * ta_conn_resume_input on them soon (not from inside this call) */
+	void (*input_freed)(struct ta_conn_host *host);
+	uint64_t input_max;     /* bytes of input all connections may hold (0: unlimited) */
+	uint64_t input_held;    /* bytes of input reserved now (loop thread only) */
+	unsigned input_waiters; /* connections waiting for input budget */
 } ta_conn_host;
 
 /* Bytes of the per-connection read buffer handed to libuv. */
@@ -116,6 +139,7 @@ typedef struct ta_conn_item {
 	bool batch;                /* a run of nframes small frames for one worker job */
 	uint32_t nframes;          /* requests in the item (1, or a batch's count) */
 	bool synthetic;            /* answer with code/msg instead of decoding a payload */
+	uint64_t reserved;         /* bytes of the input budget the item holds */
 	ta_status code;            /* synthetic: the status */
 	char msg[256];             /* synthetic: the message */
 	ta_reply reply;            /* the response, filled by the worker */
@@ -147,6 +171,17 @@ struct ta_conn {
 	uv_shutdown_t shutdown_req;        /* shutdown after the last response */
 	ta_conn_state state;               /* life cycle (see the top of this file) */
 	bool counted;                      /* holds a max_connections slot (server's, at accept) */
+	bool tcp;                          /* a TCP connection (else a Unix socket) */
+	ta_session session;                /* handshake state and identity, for dispatch */
+	uint64_t reader_reserved;          /* input budget reserved for the partial frame */
+	bool budget_wait;                  /* stopped until input budget frees */
+	size_t stash_off;                  /* budget_wait: unconsumed bytes start at rbuf + this */
+	size_t stash_len;                  /* budget_wait: bytes read but not consumed yet */
+	uint64_t wait_since_ms;            /* budget_wait: loop time the wait began */
+	uint64_t last_active_ms;           /* loop time of the last byte read or written */
+	uint64_t frame_since_ms;           /* loop time the partial frame began (0: none) */
+	uint64_t frames_done;              /* whole frames taken from the input (counter) */
+	uint64_t frames_done_seen;         /* frames_done when the frame timer was last set */
 	bool has_shm;                      /* shm is initialised (Unix-socket connections) */
 	ta_shm_table shm;                  /* shared buffers the client registered (shmbuf.h) */
 };
@@ -162,6 +197,11 @@ void ta_conn_reject(struct ta_conn *conn, ta_status code, const char *msg);
 void ta_conn_close(struct ta_conn *conn);
 /* Server shutdown: stop reading, finish queued requests, then shut down and close. */
 void ta_conn_drain(struct ta_conn *conn);
+/* Closes the connection when it held a partial frame longer than frame_timeout or was
+ * idle longer than idle_timeout (now: the loop's time in ms), after answering UNAVAILABLE. */
+void ta_conn_check_timeouts(struct ta_conn *conn, uint64_t now);
+/* Input budget was freed: a connection waiting for it (budget_wait) tries again. */
+void ta_conn_resume_input(struct ta_conn *conn);
 /* Name of a state, for logs ("reading", "closing", ...). */
 const char *ta_conn_state_name(ta_conn_state state);
 

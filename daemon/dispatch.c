@@ -10,7 +10,13 @@
  *
  * Failure modes: a payload that does not unpack gets id 0, INVALID_ARGUMENT and a request
  * to close the connection; every other failure is a Response with the request's id, a
- * status code and a message naming the problem, and the connection goes on. */
+ * status code and a message naming the problem, and the connection goes on (a failed Auth
+ * closes it too).
+ *
+ * Before decoding, every string field is checked (wirecheck.c): a NUL or invalid UTF-8 is
+ * INVALID_ARGUMENT naming the field. With a session (a client connection): Hello first,
+ * then Auth where the session needs it, then every tile is looked up, listed, created and
+ * destroyed as the session's identity (private tiles, registry.h). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -23,12 +29,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "log.h"
+#include "ta_auth.h"
 #include "ta_frame.h"
 #include "ta_wire_enums.h"
 #include "tileatom.pb-c.h"
+#include "wirecheck.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
@@ -72,7 +82,15 @@ typedef struct resp_ctx {
 	ta_plan plan;                     /* collected: the plan */
 	out_kind kind;                    /* collected: where its values go */
 	ta_tile *held;                    /* collected: the tile (a reference) */
-	ta_req_kind req_kind;             /* the request's kind (for the log) */
+	ta_req_kind req_kind;             /* the request's kind (for the log and metrics) */
+	uint64_t elements;                /* elements the backend processed (metrics) */
+	size_t bytes_in;                  /* the request's payload bytes (metrics) */
+	struct timespec t0;               /* when it was decoded, if timed (metrics) */
+	Tileatom__AuthResponse auth;      /* auth body */
+	uint8_t sproof[TA_AUTH_PROOF];    /* storage behind auth (the daemon's proof) */
+	ta_session *session;              /* the connection's session (NULL: in-process) */
+	ta_owner who;                     /* the identity requests act for */
+	bool close_after;                 /* close the connection after this answer */
 
 	const Tileatom__BufferRef *old_into; /* want_old: the shared-buffer range for them */
 	Tileatom__BufferResponse buffer;     /* register_buffer body */
@@ -88,6 +106,7 @@ typedef struct resp_ctx {
 struct dispatch_group {
 	ta_service *svc;                        /* the service */
 	ta_frame_buf *out;                      /* where the responses go */
+	ta_session *session;                    /* the connection's session (NULL: none) */
 	bool close_after;                       /* a response asked to close */
 	int n;                                  /* collected requests */
 	resp_ctx rcs[TA_DISPATCH_GROUP];        /* their responses being built */
@@ -110,6 +129,28 @@ void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry
 	atomic_init(&svc->errors, 0);
 	atomic_init(&svc->elements, 0);
 	atomic_init(&svc->connections, 0);
+	ta_metrics_init(&svc->metrics);
+	svc->auth = NULL;
+	svc->auth_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "authentication failures");
+}
+
+ta_status ta_session_init(ta_session *s, const ta_service *svc, bool tcp, ta_owner identity,
+                          uint64_t serial, ta_error *err)
+{
+	memset(s, 0, sizeof(*s));
+	s->identity = identity;
+	s->serial = serial;
+	s->auth_needed = tcp && svc->auth;
+	if (s->auth_needed && ta_auth_random(s->nonce, sizeof(s->nonce)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "no random bytes for an auth nonce");
+	return TA_OK;
+}
+
+ta_owner ta_session_who(const ta_session *s)
+{
+	if (!s)
+		return TA_OWNER_ANY;
+	return s->authenticated ? TA_OWNER_SECRET : s->identity;
 }
 
 /* Converts an optional wire Array into a borrowed view (present = false when absent). */
@@ -295,7 +336,7 @@ static ta_status rmw_op(Tileatom__Op wire, ta_op *op, ta_error *err)
 /* Looks up the tile a request names. */
 static ta_status get_tile(resp_ctx *rc, const char *name, ta_tile **tile)
 {
-	return ta_registry_get(rc->svc->registry, name, tile, &rc->err);
+	return ta_registry_get_as(rc->svc->registry, name, rc->who, tile, &rc->err);
 }
 
 static void plan_body(resp_ctx *rc, const ta_plan *p, const ta_result *result, out_kind kind);
@@ -366,6 +407,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan, &result,
 	                      &rc->err);
 	atomic_fetch_add(&svc->elements, (uint64_t)plan.count);
+	rc->elements = (uint64_t)plan.count;
 	if (st != TA_OK)
 		return st;
 	plan_body(rc, &plan, &result, kind);
@@ -412,6 +454,7 @@ static void set_tile_body(resp_ctx *rc, const ta_tile_info *info)
 	rc->tile.n_shape = (size_t)rc->tile_info.shape.rank;
 	rc->tile.shape = rc->tile_info.shape.shape;
 	rc->tile.bytes = rc->tile_info.bytes;
+	rc->tile.private_tile = rc->tile_info.private_tile;
 	rc->resp.body_case = TILEATOM__RESPONSE__BODY_TILE;
 	rc->resp.tile = &rc->tile;
 }
@@ -427,6 +470,11 @@ static ta_status on_hello(resp_ctx *rc, ta_tile *tile, const Tileatom__HelloRequ
 	rc->hello.max_frame = rc->svc->max_frame;
 	rc->resp.body_case = TILEATOM__RESPONSE__BODY_HELLO;
 	rc->resp.hello = &rc->hello;
+	if (rc->session && rc->session->auth_needed && !rc->session->authenticated) {
+		rc->hello.auth_required = true;
+		rc->hello.auth_nonce.data = rc->session->nonce;
+		rc->hello.auth_nonce.len = sizeof(rc->session->nonce);
+	}
 	if (ta_log_enabled(TA_LOG_DEBUG)) {
 		char shown[TA_NAME_MAX + 4];
 		ta_log(TA_LOG_DEBUG, "hello from '%s' (protocol %" PRIu32 ")",
@@ -438,6 +486,57 @@ static ta_status on_hello(resp_ctx *rc, ta_tile *tile, const Tileatom__HelloRequ
 		                    "protocol version %" PRIu32
 		                    " is not supported: this daemon speaks version %d",
 		                    h->protocol_version, TA_PROTOCOL_VERSION);
+	if (rc->session)
+		rc->session->hello_done = true;
+	return TA_OK;
+}
+
+/* auth: checks the client's proof over this connection's nonce and its own, answers with
+ * the daemon's proof; a wrong proof closes the connection. */
+static ta_status on_auth(resp_ctx *rc, ta_tile *tile, const Tileatom__AuthRequest *a)
+{
+	(void)tile;
+	ta_session *s = rc->session;
+	const ta_auth_secret *secret = rc->svc->auth;
+	if (!s || !s->auth_needed || !secret)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "this connection needs no Auth (Hello said auth_required "
+		                    "false)");
+	if (a->client_nonce.len < TA_AUTH_CLIENT_NONCE_MIN ||
+	    a->client_nonce.len > TA_AUTH_CLIENT_NONCE_MAX || a->proof.len != TA_AUTH_PROOF) {
+		rc->close_after = true;
+		ta_log_limited(&rc->svc->auth_log, TA_LOG_WARNING,
+		               "connection %" PRIu64 ": authentication failed: malformed Auth",
+		               s->serial);
+		return ta_error_set(&rc->err, TA_PERMISSION_DENIED,
+		                    "authentication failed: Auth needs a client_nonce of %d to %d "
+		                    "bytes and a proof of %d bytes; closing the connection",
+		                    TA_AUTH_CLIENT_NONCE_MIN, TA_AUTH_CLIENT_NONCE_MAX,
+		                    TA_AUTH_PROOF);
+	}
+	uint8_t expect[TA_AUTH_PROOF];
+	if (ta_auth_proof(secret, TA_AUTH_CLIENT, s->nonce, a->client_nonce.data,
+	                  a->client_nonce.len, expect) != 0 ||
+	    ta_auth_proof(secret, TA_AUTH_SERVER, s->nonce, a->client_nonce.data,
+	                  a->client_nonce.len, rc->sproof) != 0)
+		return ta_error_set(&rc->err, TA_INTERNAL, "cannot compute an HMAC");
+	if (!ta_auth_equal(expect, a->proof.data, TA_AUTH_PROOF)) {
+		rc->close_after = true;
+		ta_log_limited(&rc->svc->auth_log, TA_LOG_WARNING,
+		               "connection %" PRIu64 ": authentication failed: wrong proof",
+		               s->serial);
+		return ta_error_set(&rc->err, TA_PERMISSION_DENIED,
+		                    "authentication failed: the proof does not match the daemon's "
+		                    "secret; closing the connection");
+	}
+	s->authenticated = true;
+	rc->who = ta_session_who(s);
+	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": authenticated", s->serial);
+	tileatom__auth_response__init(&rc->auth);
+	rc->auth.server_proof.data = rc->sproof;
+	rc->auth.server_proof.len = sizeof(rc->sproof);
+	rc->resp.body_case = TILEATOM__RESPONSE__BODY_AUTH;
+	rc->resp.auth = &rc->auth;
 	return TA_OK;
 }
 
@@ -480,8 +579,19 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 			return TA_OK;
 		}
 	}
+	ta_owner owner = TA_OWNER_PUBLIC;
+	if (c->private_tile) {
+		owner = rc->who == TA_OWNER_ANY ? (ta_owner)getuid() : rc->who;
+		if (owner == TA_OWNER_PUBLIC)
+			return ta_error_set(
+			    &rc->err, TA_PERMISSION_DENIED,
+			    "tile '%s': a private tile needs an identity: connect over the Unix "
+			    "socket, or authenticate over TCP (the daemon's --auth-file)",
+			    ta_name_for_message(c->name, shown, sizeof(shown)));
+	}
 	ta_tile *tile = NULL;
-	ta_status st = ta_registry_create(svc->registry, c->name, &shape, &tile, &rc->err);
+	ta_status st =
+	    ta_registry_create_as(svc->registry, c->name, &shape, owner, &tile, &rc->err);
 	if (st != TA_OK)
 		return st;
 	if (c->fill) {
@@ -519,7 +629,7 @@ static ta_status on_destroy(resp_ctx *rc, ta_tile *tile, const Tileatom__Destroy
 {
 	(void)tile;
 	ta_tile_info info;
-	ta_status st = ta_registry_remove(rc->svc->registry, d->name, &info, &rc->err);
+	ta_status st = ta_registry_remove_as(rc->svc->registry, d->name, rc->who, &info, &rc->err);
 	if (st == TA_OK)
 		ta_log(TA_LOG_INFO, "destroyed tile '%s'", info.name);
 	return st;
@@ -546,7 +656,8 @@ static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesR
 	(void)tile;
 	(void)l;
 	size_t n = 0;
-	ta_status st = ta_registry_list(rc->svc->registry, &rc->list_infos, &n, &rc->err);
+	ta_status st =
+	    ta_registry_list_as(rc->svc->registry, rc->who, &rc->list_infos, &n, &rc->err);
 	if (st != TA_OK)
 		return st;
 	tileatom__list_tiles_response__init(&rc->list);
@@ -564,6 +675,7 @@ static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesR
 			ti->n_shape = (size_t)rc->list_infos[i].shape.rank;
 			ti->shape = rc->list_infos[i].shape.shape;
 			ti->bytes = rc->list_infos[i].bytes;
+			ti->private_tile = rc->list_infos[i].private_tile;
 			rc->list_ptrs[i] = ti;
 		}
 	}
@@ -668,6 +780,9 @@ static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequ
 	rc->stats.errors = atomic_load(&svc->errors);
 	rc->stats.connections = atomic_load(&svc->connections);
 	rc->stats.elements = atomic_load(&svc->elements);
+	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, &rc->stats))
+		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+		                    "out of memory for the per-kind statistics");
 	rc->resp.body_case = TILEATOM__RESPONSE__BODY_STATS;
 	rc->resp.stats = &rc->stats;
 	return TA_OK;
@@ -777,6 +892,23 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 	if (!ta_req_valid(kind))
 		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
 		                    (int)req->body_case);
+	ta_session *s = rc->session;
+	if (s && !s->hello_done && kind != TA_REQ_HELLO)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "%s request before Hello: the protocol requires Hello as the "
+		                    "first request of a connection",
+		                    ta_req_name(kind));
+	if (s && s->auth_needed && !s->authenticated && kind != TA_REQ_HELLO &&
+	    kind != TA_REQ_AUTH) {
+		ta_log_limited(&rc->svc->auth_log, TA_LOG_WARNING,
+		               "connection %" PRIu64 ": %s request refused: not authenticated",
+		               s->serial, ta_req_name(kind));
+		return ta_error_set(&rc->err, TA_PERMISSION_DENIED,
+		                    "%s refused: this TCP connection must authenticate first (Auth "
+		                    "with the daemon's secret: tileatom-cli --auth-file FILE, or "
+		                    "TILEATOM_AUTH_FILE)",
+		                    ta_req_name(kind));
+	}
 	ta_tile *tile = NULL;
 	ta_status st;
 	if (ta_req_has_tile(kind) && (st = get_tile(rc, request_tile(req), &tile)) != TA_OK)
@@ -869,13 +1001,24 @@ void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 }
 
 static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
-                                   const uint8_t *payload, size_t len, uint8_t *owned,
-                                   int64_t inline_max, ta_frame_buf *out, bool *close_after);
+                                   ta_session *session, const uint8_t *payload, size_t len,
+                                   uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                   bool *close_after);
+
+/* Starts the metrics of a decoded request of payload_len bytes: its size, and the clock
+ * when requests are timed. */
+static void metrics_start(resp_ctx *rc, size_t payload_len)
+{
+	rc->bytes_in = payload_len;
+	if (rc->svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &rc->t0);
+}
 
 /* Turns handle's outcome st into the response of rc (the error fields when st is not OK),
- * appends it to out and frees rc's allocations; returns close_after. */
+ * appends it to out, counts it (metrics) and frees rc's allocations; returns close_after. */
 static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out)
 {
+	size_t out_before = out->len;
 	if (st != TA_OK) {
 		if (rc->err.code == TA_OK) /* a path that forgot its message */
 			ta_error_set(&rc->err, st, "%s failed", ta_status_name(st));
@@ -887,7 +1030,9 @@ static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_b
 		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", rc->resp.id,
 		       ta_req_name(rc->req_kind), ta_status_name(st), rc->err.msg);
 	}
-	bool close_after = append_reply(svc, &rc->resp, false, out);
+	bool close_after = append_reply(svc, &rc->resp, rc->close_after, out);
+	ta_metrics_record(&svc->metrics, rc->req_kind, st != TA_OK, rc->elements, rc->bytes_in,
+	                  out->len - out_before, ta_metrics_since(svc->time_requests, &rc->t0));
 	resp_ctx_free(rc);
 	return close_after;
 }
@@ -909,6 +1054,7 @@ static void group_flush(dispatch_group *g)
 		resp_ctx *rc = &g->rcs[i];
 		ta_status st = g->calls[i].status;
 		atomic_fetch_add(&svc->elements, (uint64_t)rc->plan.count);
+		rc->elements = (uint64_t)rc->plan.count;
 		if (st == TA_OK)
 			plan_body(rc, &rc->plan, &g->results[i], rc->kind);
 		ta_tile_unref(rc->held);
@@ -924,6 +1070,18 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
                         size_t len)
 {
 	ta_service *svc = g->svc;
+	char bad[200];
+	if (!ta_wire_check_strings(&tileatom__request__descriptor, payload, len, bad,
+	                           sizeof(bad))) {
+		/* a bad string: run_one answers it, after what came before */
+		group_flush(g);
+		bool close_after = false;
+		(void)run_one(svc, scratch, g->session, payload, len, NULL, -1, g->out,
+		              &close_after);
+		if (close_after)
+			g->close_after = true;
+		return;
+	}
 	atomic_fetch_add(&svc->requests, 1);
 	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
 	if (!req || !ta_req_has_tile((ta_req_kind)req->body_case)) {
@@ -933,7 +1091,8 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 			tileatom__request__free_unpacked(req, &scratch->arena.pb);
 		atomic_fetch_sub(&svc->requests, 1); /* run_one counts it */
 		bool close_after = false;
-		(void)run_one(svc, scratch, payload, len, NULL, -1, g->out, &close_after);
+		(void)run_one(svc, scratch, g->session, payload, len, NULL, -1, g->out,
+		              &close_after);
 		if (close_after)
 			g->close_after = true;
 		return;
@@ -944,7 +1103,10 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 	rc->arena = &scratch->arena;
 	rc->inline_max = -1;
 	rc->group = g;
+	rc->session = g->session;
+	rc->who = ta_session_who(g->session);
 	rc->req_kind = (ta_req_kind)req->body_case;
+	metrics_start(rc, len);
 	tileatom__response__init(&rc->resp);
 	rc->resp.id = req->id;
 	ta_status st = handle(rc, req);
@@ -960,9 +1122,9 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 		ta_arena_reset(&scratch->arena);
 }
 
-size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *frames,
-                             size_t len, uint64_t out_bound, ta_frame_buf *out, bool *close_after,
-                             uint32_t *nframes)
+size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                             const uint8_t *frames, size_t len, uint64_t out_bound,
+                             ta_frame_buf *out, bool *close_after, uint32_t *nframes)
 {
 	size_t done = 0;
 	*close_after = false;
@@ -971,6 +1133,7 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, cons
 	if (g) {
 		g->svc = svc;
 		g->out = out;
+		g->session = session;
 		g->close_after = false;
 		g->n = 0;
 	}
@@ -983,7 +1146,8 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, cons
 			run_grouped(g, scratch, payload, n);
 			*close_after = g->close_after;
 		} else {
-			(void)run_one(svc, scratch, payload, n, NULL, -1, out, close_after);
+			(void)run_one(svc, scratch, session, payload, n, NULL, -1, out,
+			              close_after);
 		}
 		done += TA_FRAME_HEADER + (size_t)n;
 		(*nframes)++;
@@ -1001,13 +1165,32 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, cons
  * decoded message holds its own copy of every field, so a large request does not keep both
  * for the whole run. */
 static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
-                                   const uint8_t *payload, size_t len, uint8_t *owned,
-                                   int64_t inline_max, ta_frame_buf *out, bool *close_after)
+                                   ta_session *session, const uint8_t *payload, size_t len,
+                                   uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                   bool *close_after)
 {
 	*close_after = false;
+	struct timespec t0 = {0, 0};
+	if (svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
+	char bad[200];
+	bool strings_ok =
+	    ta_wire_check_strings(&tileatom__request__descriptor, payload, len, bad, sizeof(bad));
 	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
 	free(owned);
+	if (req && !strings_ok) {
+		/* it decodes, but a string is not UTF-8 or holds a NUL: answered with its id,
+		 * nothing runs (one that does not decode at all is malformed, below) */
+		uint64_t id = req->id;
+		ta_arena_reset(&scratch->arena);
+		char msg[260];
+		snprintf(msg, sizeof(msg), "invalid string: %s (strings must be UTF-8 without NUL)",
+		         bad);
+		*close_after =
+		    ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
+		return TA_DISPATCH_DONE;
+	}
 	if (!req) {
 		ta_arena_reset(&scratch->arena);
 		char msg[160];
@@ -1016,8 +1199,11 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 		         "the connection",
 		         len);
 		ta_log(TA_LOG_INFO, "%s", msg);
+		size_t out_before = out->len;
 		*close_after =
 		    ta_dispatch_error_append(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
+		ta_metrics_record(&svc->metrics, TA_REQ_NONE, true, 0, len, out->len - out_before,
+		                  ta_metrics_since(svc->time_requests, &t0));
 		return TA_DISPATCH_DONE;
 	}
 	resp_ctx rc;
@@ -1025,9 +1211,13 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 	rc.svc = svc;
 	rc.arena = &scratch->arena;
 	rc.inline_max = inline_max;
+	rc.session = session;
+	rc.who = ta_session_who(session);
 	tileatom__response__init(&rc.resp);
 	rc.resp.id = req->id;
 	rc.req_kind = (ta_req_kind)req->body_case;
+	rc.bytes_in = len;
+	rc.t0 = t0;
 	ta_status st = handle(&rc, req);
 	if (rc.deferred) {
 		atomic_fetch_sub(&svc->requests, 1); /* the worker counts it */
@@ -1044,28 +1234,42 @@ ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratc
                                     const uint8_t *payload, size_t len, int64_t inline_max,
                                     ta_frame_buf *out, bool *close_after)
 {
-	return run_one(svc, scratch, payload, len, NULL, inline_max, out, close_after);
+	return run_one(svc, scratch, NULL, payload, len, NULL, inline_max, out, close_after);
+}
+
+ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch *scratch,
+                                            ta_session *session, const uint8_t *payload, size_t len,
+                                            int64_t inline_max, ta_frame_buf *out,
+                                            bool *close_after)
+{
+	return run_one(svc, scratch, session, payload, len, NULL, inline_max, out, close_after);
 }
 
 /* Runs one payload to completion with a scratch of its own; frees owned once decoded. */
-static void dispatch_alone(ta_service *svc, const uint8_t *payload, size_t len, uint8_t *owned,
-                           ta_reply *out)
+static void dispatch_alone(ta_service *svc, ta_session *session, const uint8_t *payload, size_t len,
+                           uint8_t *owned, ta_reply *out)
 {
 	ta_dispatch_scratch scratch;
 	ta_dispatch_scratch_init(&scratch);
 	ta_frame_buf buf = {NULL, 0, 0};
 	bool close_after = false;
-	(void)run_one(svc, &scratch, payload, len, owned, -1, &buf, &close_after);
+	(void)run_one(svc, &scratch, session, payload, len, owned, -1, &buf, &close_after);
 	ta_dispatch_scratch_free(&scratch);
 	reply_from_buf(&buf, close_after, out);
 }
 
 void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out)
 {
-	dispatch_alone(svc, payload, len, NULL, out);
+	dispatch_alone(svc, NULL, payload, len, NULL, out);
 }
 
 void ta_dispatch_frame_owned(ta_service *svc, uint8_t *payload, size_t len, ta_reply *out)
 {
-	dispatch_alone(svc, payload, len, payload, out);
+	dispatch_alone(svc, NULL, payload, len, payload, out);
+}
+
+void ta_dispatch_frame_owned_session(ta_service *svc, ta_session *session, uint8_t *payload,
+                                     size_t len, ta_reply *out)
+{
+	dispatch_alone(svc, session, payload, len, payload, out);
 }

@@ -11,7 +11,10 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "metrics.h"
+#include "log.h"
 #include "registry.h"
+#include "ta_auth.h"
 #include "ta_backend.h"
 #include "ta_frame.h"
 
@@ -25,7 +28,23 @@ typedef struct ta_service {
 	atomic_uint_least64_t errors;   /* requests answered with a status other than OK */
 	atomic_uint_least64_t elements; /* elements processed by atomic and memory ops */
 	atomic_uint connections;        /* open client connections (kept by the server) */
+	ta_metrics metrics;             /* per-request-kind counters (stats, --metrics) */
+	bool time_requests;             /* also time each request (latency histograms; on
+	                                   with --metrics: two clock readings a request) */
+	const ta_auth_secret *auth;     /* the secret TCP clients prove (NULL: no auth) */
+	ta_log_limit auth_log;          /* rate limit of the authentication failure lines */
 } ta_service;
+
+/* Who is on a connection and how far its handshake went. One per connection, used by one
+ * request at a time (a connection runs its requests in order), so it needs no lock. */
+typedef struct ta_session {
+	bool hello_done;              /* Hello was answered: other requests may follow */
+	bool auth_needed;             /* TCP to a daemon with a secret: Auth must succeed */
+	bool authenticated;           /* Auth succeeded */
+	ta_owner identity;            /* the peer's uid (Unix), else TA_OWNER_PUBLIC */
+	uint8_t nonce[TA_AUTH_NONCE]; /* the challenge of this connection (auth_needed) */
+	uint64_t serial;              /* connection number, for logs */
+} ta_session;
 
 /* One encoded response and what to do after sending it. */
 typedef struct ta_reply {
@@ -48,6 +67,15 @@ typedef enum ta_dispatch_outcome {
 	TA_DISPATCH_DEFER = 1 /* too large to run here: nothing happened, nothing appended */
 } ta_dispatch_outcome;
 
+/* Prepares the session of connection serial: a TCP connection (tcp) needs Auth when svc
+ * has a secret (a fresh nonce is drawn); identity is the peer's uid (Unix) or
+ * TA_OWNER_PUBLIC. Returns TA_OK, or TA_INTERNAL when no random nonce can be had. */
+ta_status ta_session_init(ta_session *s, const ta_service *svc, bool tcp, ta_owner identity,
+                          uint64_t serial, ta_error *err);
+/* The identity a session's requests act for: TA_OWNER_SECRET once authenticated, else
+ * its peer identity; TA_OWNER_ANY without a session (in-process callers). */
+ta_owner ta_session_who(const ta_session *s);
+
 /* Prepares / frees a scratch. */
 void ta_dispatch_scratch_init(ta_dispatch_scratch *s);
 void ta_dispatch_scratch_free(ta_dispatch_scratch *s);
@@ -61,16 +89,25 @@ void ta_dispatch_scratch_free(ta_dispatch_scratch *s);
 ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratch,
                                     const uint8_t *payload, size_t len, int64_t inline_max,
                                     ta_frame_buf *out, bool *close_after);
+/* ta_dispatch_run for a connection's session: Hello must come first, a session that needs
+ * Auth gets PERMISSION_DENIED for everything but Hello and Auth until Auth succeeds, and
+ * tiles are used as the session's identity (private tiles). session NULL: as
+ * ta_dispatch_run (no handshake, TA_OWNER_ANY). */
+ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch *scratch,
+                                            ta_session *session, const uint8_t *payload, size_t len,
+                                            int64_t inline_max, ta_frame_buf *out,
+                                            bool *close_after);
 
 /* Handles the whole frames (length prefix included) at frames[0, len) in order, appending
  * their responses to out, until one asks to close the connection or out holds out_bound
  * bytes or more; returns the bytes of the frames handled (*nframes of them) and sets
  * *close_after. Consecutive small plans are collected and applied together
  * (ta_backend_apply_many: on CUDA one chain of a batch), each still answered in its
- * place; any other request runs only after the ones before it. Worker threads. */
-size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *frames,
-                             size_t len, uint64_t out_bound, ta_frame_buf *out, bool *close_after,
-                             uint32_t *nframes);
+ * place; any other request runs only after the ones before it. session: as
+ * ta_dispatch_run_session (NULL: none). Worker threads. */
+size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                             const uint8_t *frames, size_t len, uint64_t out_bound,
+                             ta_frame_buf *out, bool *close_after, uint32_t *nframes);
 
 /* Appends an error response for request id (0 when unknown) to out; returns close_after,
  * or true when not even that could be appended. */
@@ -89,5 +126,8 @@ void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_r
 /* Like ta_dispatch_frame, but takes ownership of a malloc'd payload and frees it as soon
  * as it is decoded (lowering the peak memory of large requests). */
 void ta_dispatch_frame_owned(ta_service *svc, uint8_t *payload, size_t len, ta_reply *out);
+/* ta_dispatch_frame_owned for a connection's session (see ta_dispatch_run_session). */
+void ta_dispatch_frame_owned_session(ta_service *svc, ta_session *session, uint8_t *payload,
+                                     size_t len, ta_reply *out);
 
 #endif /* TA_DAEMON_DISPATCH_H */

@@ -10,15 +10,21 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/dispatch.c daemon/dispatch.h \
 	daemon/executor.c daemon/executor.h \
 	daemon/log.c daemon/log.h \
+	daemon/metrics.c daemon/metrics.h \
+	daemon/metrics_http.c daemon/metrics_http.h \
+	daemon/netaddr.c daemon/netaddr.h \
 	daemon/notify.c daemon/notify.h \
 	daemon/registry.c daemon/registry.h \
 	daemon/server.c daemon/server.h \
-	$(PROTO_SOURCES)
+	daemon/wirecheck.c daemon/wirecheck.h \
+	$(PROTO_SOURCES) $(AUTH_SOURCES)
 nodist_daemon_libtadaemon_a_SOURCES = $(nodist_PROTO_SOURCES)
-daemon_libtadaemon_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS)
+daemon_libtadaemon_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS) \
+	$(MHD_CFLAGS) $(LIBCRYPTO_CFLAGS)
 
 # Libraries a program linking libtadaemon.a needs (after it on the link line).
-TADAEMON_LIBS = daemon/libtadaemon.a $(TABACKEND_LIBS) $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS)
+TADAEMON_LIBS = daemon/libtadaemon.a $(TABACKEND_LIBS) $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) \
+	$(MHD_LIBS) $(LIBCRYPTO_LIBS)
 
 sbin_PROGRAMS += daemon/tileatomd
 daemon_tileatomd_SOURCES = daemon/main.c

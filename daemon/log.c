@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Most verbose level written; read by every thread. */
@@ -43,16 +44,12 @@ int ta_log_level_parse(const char *name)
 	return -1;
 }
 
-void ta_log(ta_log_level level, const char *fmt, ...)
+/* Formats and writes one line (see ta_log). */
+static void log_line(ta_log_level level, const char *fmt, va_list ap)
 {
-	if (!ta_log_enabled(level))
-		return;
 	char line[1024];
 	int head = snprintf(line, sizeof(line), "<%d>", (int)level);
-	va_list ap;
-	va_start(ap, fmt);
 	int n = vsnprintf(line + head, sizeof(line) - (size_t)head - 1, fmt, ap);
-	va_end(ap);
 	size_t len;
 	if (n < 0) {
 		len = (size_t)head;
@@ -73,4 +70,67 @@ void ta_log(ta_log_level level, const char *fmt, ...)
 		p += w;
 		len -= (size_t)w;
 	}
+}
+
+void ta_log(ta_log_level level, const char *fmt, ...)
+{
+	if (!ta_log_enabled(level))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	log_line(level, fmt, ap);
+	va_end(ap);
+}
+
+/* Milliseconds on the monotonic clock (never 0 in practice). */
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1u;
+}
+
+void ta_log_limited(ta_log_limit *lim, ta_log_level level, const char *fmt, ...)
+{
+	if (!ta_log_enabled(level))
+		return;
+	uint64_t now = mono_ms();
+	pthread_mutex_lock(&lim->lock);
+	if (lim->last_ms && now - lim->last_ms < lim->interval_ms) {
+		lim->held++;
+		pthread_mutex_unlock(&lim->lock);
+		return;
+	}
+	uint64_t held = lim->held;
+	uint64_t since = lim->last_ms ? (now - lim->last_ms) / 1000u : 0;
+	lim->held = 0;
+	lim->last_ms = now;
+	pthread_mutex_unlock(&lim->lock);
+	char text[900];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (held)
+		ta_log(level, "%s (and %llu more in the last %llu s)", text,
+		       (unsigned long long)held, (unsigned long long)since);
+	else
+		ta_log(level, "%s", text);
+}
+
+void ta_log_limit_flush(ta_log_limit *lim, ta_log_level level)
+{
+	uint64_t now = mono_ms();
+	pthread_mutex_lock(&lim->lock);
+	if (!lim->held || now - lim->last_ms < lim->interval_ms) {
+		pthread_mutex_unlock(&lim->lock);
+		return;
+	}
+	uint64_t held = lim->held;
+	uint64_t since = (now - lim->last_ms) / 1000u;
+	lim->held = 0;
+	lim->last_ms = now;
+	pthread_mutex_unlock(&lim->lock);
+	ta_log(level, "%s: %llu more in the last %llu s", lim->what, (unsigned long long)held,
+	       (unsigned long long)since);
 }

@@ -4,7 +4,9 @@
 #ifndef TA_DAEMON_LOG_H
 #define TA_DAEMON_LOG_H
 
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Log levels, numerically equal to the syslog priorities journald understands. */
 typedef enum ta_log_level {
@@ -29,5 +31,32 @@ void ta_log(ta_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* One kind of message written at most once per interval; the ones held back in between are
+ * counted and reported with the next one written (or by ta_log_limit_flush). */
+typedef struct ta_log_limit {
+	pthread_mutex_t lock; /* guards the fields below (messages come from any thread) */
+	uint64_t interval_ms; /* least time between two lines */
+	uint64_t last_ms;     /* monotonic time of the last line (0: none yet) */
+	uint64_t held;        /* messages held back since the last line */
+	const char *what;     /* what the messages are, for ta_log_limit_flush's line */
+} ta_log_limit;
+
+/* Initialiser of a ta_log_limit: at most one line per seconds, what describes the lines. */
+#define TA_LOG_LIMIT_INIT(seconds, what_text)                                                      \
+	{                                                                                          \
+		PTHREAD_MUTEX_INITIALIZER, (uint64_t)(seconds)*1000u, 0, 0, (what_text)            \
+	}
+
+/* Like ta_log, but writes at most one line per interval of lim; a line written after some
+ * were held back says how many ("... (and 41 more in the last 10 s)"). */
+void ta_log_limited(ta_log_limit *lim, ta_log_level level, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Writes "<what>: N more in the last S s" when messages were held back and the interval has
+ * passed (called from a periodic timer, so that the last count is not lost). */
+void ta_log_limit_flush(ta_log_limit *lim, ta_log_level level);
 
 #endif /* TA_DAEMON_LOG_H */

@@ -1,6 +1,8 @@
 /* main.c: tileatomd's entry point. Parses the settings (defaults < --config file < flags),
- * picks the backend (auto: CUDA when ta_cuda_backend_new succeeds, else CPU, the choice
- * and the reason logged), creates the tile registry, starts the server, tells systemd it
+ * loads the auth secret (auth_file; a file others may read is refused), picks the backend
+ * (auto: CUDA when ta_cuda_backend_new succeeds, else CPU, the choice and the reason
+ * logged), creates the tile registry, starts the metrics endpoint when asked (--metrics)
+ * and the server, tells systemd it
  * is ready (READY=1 on $NOTIFY_SOCKET) and runs the event loop until a signal has drained
  * everything. Exit status: 0 after a clean shutdown (and for --help, --version,
  * --list-kernels), 1 when the daemon cannot start, 2 for a usage error. Nothing but
@@ -19,9 +21,11 @@
 #include "conf.h"
 #include "dispatch.h"
 #include "log.h"
+#include "metrics_http.h"
 #include "notify.h"
 #include "registry.h"
 #include "server.h"
+#include "ta_auth.h"
 #include "ta_backend.h"
 #include "ta_lower.h"
 
@@ -75,15 +79,38 @@ static int run_daemon(ta_config *cfg)
 	       TA_PROTOCOL_VERSION, cfg->config_file ? ", config " : "",
 	       cfg->config_file ? cfg->config_file : "");
 
+	ta_auth_secret *secret = NULL;
+	if (cfg->auth_file) {
+		char msg[512];
+		secret = malloc(sizeof(*secret));
+		if (!secret || ta_auth_load(cfg->auth_file, secret, msg, sizeof(msg)) != 0) {
+			ta_log(TA_LOG_ERR, "%s", secret ? msg : "out of memory");
+			free(secret);
+			return 1;
+		}
+	}
+	if (cfg->listen && !secret)
+		ta_log(TA_LOG_WARNING,
+		       "TCP clients are not authenticated (no auth_file): every local user can "
+		       "reach every public tile over %s",
+		       cfg->listen);
 	ta_backend *be = open_backend(cfg);
-	if (!be)
+	if (!be) {
+		if (secret)
+			ta_auth_wipe(secret);
+		free(secret);
 		return 1;
+	}
 	ta_registry *reg = ta_registry_new(be, cfg->max_tile_bytes, cfg->max_total_bytes, &err);
 	if (!reg) {
 		ta_log(TA_LOG_ERR, "%s", err.msg);
 		ta_backend_destroy(be);
+		if (secret)
+			ta_auth_wipe(secret);
+		free(secret);
 		return 1;
 	}
+	ta_registry_set_max_tiles(reg, cfg->max_tiles);
 	ta_service *svc = malloc(sizeof(*svc));
 	ta_server *srv = malloc(sizeof(*srv));
 	uv_loop_t loop;
@@ -94,14 +121,33 @@ static int run_daemon(ta_config *cfg)
 		free(srv);
 		ta_registry_free(reg);
 		ta_backend_destroy(be);
+		if (secret)
+			ta_auth_wipe(secret);
+		free(secret);
 		return 1;
 	}
 	ta_service_init(svc, be, reg, cfg->max_frame);
+	svc->time_requests = cfg->metrics != NULL; /* latency histograms for the scrapes */
+	svc->auth = secret;
 	ta_backend_set_batch_window(be, (unsigned)cfg->batch_window_us);
 	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers", svc->info.name, svc->info.device,
 	       svc->info.compute_capability[0] ? ", compute capability " : "",
 	       svc->info.compute_capability, ta_config_workers(cfg, svc->info.name));
 
+	/* The metrics endpoint first: a bad --metrics fails before anything is served. */
+	ta_metrics_server *metrics = NULL;
+	if (cfg->metrics && ta_metrics_server_start(&metrics, cfg->metrics, cfg->allow_remote, svc,
+	                                            cfg->max_total_bytes, &err) != TA_OK) {
+		ta_log(TA_LOG_ERR, "%s", err.msg);
+		rc = uv_loop_close(&loop);
+		if (rc != 0)
+			ta_log(TA_LOG_WARNING, "cannot close the event loop: %s", uv_strerror(rc));
+		free(svc);
+		free(srv);
+		ta_registry_free(reg);
+		ta_backend_destroy(be);
+		return 1;
+	}
 	if (ta_server_start(srv, &loop, cfg, svc, &err) != TA_OK) {
 		ta_log(TA_LOG_ERR, "%s", err.msg);
 		status = 1;
@@ -113,6 +159,7 @@ static int run_daemon(ta_config *cfg)
 		status = 0;
 	}
 	rc = uv_run(&loop, UV_RUN_DEFAULT);
+	ta_metrics_server_stop(metrics);
 	if (rc != 0)
 		ta_log(TA_LOG_WARNING, "event loop ended with active handles");
 	rc = uv_loop_close(&loop);
@@ -122,6 +169,9 @@ static int run_daemon(ta_config *cfg)
 	ta_backend_destroy(be);
 	free(srv);
 	free(svc);
+	if (secret)
+		ta_auth_wipe(secret);
+	free(secret);
 	if (status == 0)
 		ta_log(TA_LOG_NOTICE, "stopped");
 	return status;
@@ -156,8 +206,9 @@ int main(int argc, char **argv)
 	case TA_ACTION_RUN:
 		ta_log_set_level((ta_log_level)cfg.log_level);
 		if (ta_config_finish(&cfg, &err) != TA_OK) {
+			/* no socket path: a socket problem, not a usage error */
 			fprintf(stderr, "%s: %s\n", argv0, err.msg);
-			status = 2;
+			status = 1;
 			break;
 		}
 		status = run_daemon(&cfg);

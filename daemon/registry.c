@@ -1,7 +1,9 @@
 /* registry.c: named tiles with counted references (see registry.h). A chained hash table
  * (FNV-1a, doubled when it holds more entries than buckets) maps names to tiles; one
  * mutex guards it and the byte counters. Backend allocation and freeing run outside the
- * lock. total_bytes counts bytes reserved or held, from create until the last unref. */
+ * lock. total_bytes counts bytes reserved or held, from create until the last unref, each
+ * tile with its bookkeeping (TA_TILE_OVERHEAD); live counts the tiles those bytes belong to
+ * (max_tiles bounds it, so that destroyed tiles still in use count until they are freed). */
 #include "registry.h"
 
 #include <ctype.h>
@@ -19,7 +21,9 @@ struct ta_registry {
 	size_t nbuckets;          /* number of buckets, a power of two */
 	size_t entries;           /* tiles in the table, pending ones included */
 	size_t published;         /* tiles in the table that are visible */
-	uint64_t total_bytes;     /* bytes reserved or held by live tiles */
+	uint64_t total_bytes;     /* bytes reserved or held by live tiles, bookkeeping included */
+	uint64_t max_tiles;       /* tiles at once (0: unlimited) */
+	uint64_t live;            /* tiles created and not yet freed */
 };
 
 /* Initial number of buckets. */
@@ -80,6 +84,26 @@ ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint6
 	return reg;
 }
 
+void ta_registry_set_max_tiles(ta_registry *reg, uint64_t max_tiles)
+{
+	pthread_mutex_lock(&reg->lock);
+	reg->max_tiles = max_tiles;
+	pthread_mutex_unlock(&reg->lock);
+}
+
+bool ta_tile_allowed(const ta_tile *tile, ta_owner who)
+{
+	return tile->owner == TA_OWNER_PUBLIC || who == TA_OWNER_ANY || who == tile->owner;
+}
+
+/* The error of a caller touching another identity's private tile. */
+static ta_status denied(ta_error *err, const char *name)
+{
+	char shown[TA_NAME_MAX + 4];
+	return ta_error_set(err, TA_PERMISSION_DENIED, "tile '%s' is private to another client",
+	                    ta_name_for_message(name, shown, sizeof(shown)));
+}
+
 /* Frees a tile whose last reference is gone and gives its bytes back. */
 static void tile_destroy(ta_tile *tile)
 {
@@ -87,7 +111,8 @@ static void tile_destroy(ta_tile *tile)
 	if (tile->mem)
 		ta_backend_tile_free(reg->backend, tile->mem);
 	pthread_mutex_lock(&reg->lock);
-	reg->total_bytes -= tile->bytes;
+	reg->total_bytes -= tile->bytes + TA_TILE_OVERHEAD;
+	reg->live--;
 	pthread_mutex_unlock(&reg->lock);
 	free(tile);
 }
@@ -153,6 +178,12 @@ static void maybe_grow_locked(ta_registry *reg)
 ta_status ta_registry_create(ta_registry *reg, const char *name, const ta_tile_shape *shape,
                              ta_tile **out, ta_error *err)
 {
+	return ta_registry_create_as(reg, name, shape, TA_OWNER_PUBLIC, out, err);
+}
+
+ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_tile_shape *shape,
+                                ta_owner owner, ta_tile **out, ta_error *err)
+{
 	char shown[TA_NAME_MAX + 4];
 	*out = NULL;
 	if (!ta_name_valid(name))
@@ -193,7 +224,9 @@ ta_status ta_registry_create(ta_registry *reg, const char *name, const ta_tile_s
 	tile->shape = *shape;
 	tile->bytes = bytes;
 	tile->reg = reg;
-	atomic_init(&tile->refs, 2); /* the registry's and the caller's */
+	tile->owner = owner;
+	atomic_init(&tile->refs, 2);                 /* the registry's and the caller's */
+	uint64_t counted = bytes + TA_TILE_OVERHEAD; /* bytes <= SIZE_MAX: no overflow */
 
 	pthread_mutex_lock(&reg->lock);
 	if (find_locked(reg, name, NULL)) {
@@ -201,18 +234,29 @@ ta_status ta_registry_create(ta_registry *reg, const char *name, const ta_tile_s
 		free(tile);
 		return ta_error_set(err, TA_ALREADY_EXISTS, "tile '%s' already exists", name);
 	}
+	if (reg->max_tiles && reg->live >= reg->max_tiles) {
+		uint64_t live = reg->live;
+		pthread_mutex_unlock(&reg->lock);
+		free(tile);
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "tile '%s': %" PRIu64 " tiles exist, the limit (max_tiles) is "
+		                    "%" PRIu64,
+		                    name, live, reg->max_tiles);
+	}
 	if (reg->max_total_bytes &&
-	    (bytes > reg->max_total_bytes || reg->total_bytes > reg->max_total_bytes - bytes)) {
+	    (counted > reg->max_total_bytes || reg->total_bytes > reg->max_total_bytes - counted)) {
 		uint64_t held = reg->total_bytes;
 		pthread_mutex_unlock(&reg->lock);
 		free(tile);
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-		                    "tile '%s' needs %" PRIu64 " bytes but %" PRIu64
-		                    " of the %" PRIu64
+		                    "tile '%s' needs %" PRIu64 " bytes (with %" PRIu64
+		                    " of bookkeeping) but %" PRIu64 " of the %" PRIu64
 		                    " bytes of tile memory allowed (max_total_bytes) are in use",
-		                    name, bytes, held, reg->max_total_bytes);
+		                    name, counted, (uint64_t)TA_TILE_OVERHEAD, held,
+		                    reg->max_total_bytes);
 	}
-	reg->total_bytes += bytes;
+	reg->total_bytes += counted;
+	reg->live++;
 	size_t b = name_hash(name) & (reg->nbuckets - 1);
 	tile->next = reg->buckets[b];
 	reg->buckets[b] = tile;
@@ -270,15 +314,24 @@ void ta_registry_discard(ta_tile *tile)
 
 ta_status ta_registry_get(ta_registry *reg, const char *name, ta_tile **out, ta_error *err)
 {
+	return ta_registry_get_as(reg, name, TA_OWNER_ANY, out, err);
+}
+
+ta_status ta_registry_get_as(ta_registry *reg, const char *name, ta_owner who, ta_tile **out,
+                             ta_error *err)
+{
 	char shown[TA_NAME_MAX + 4];
 	*out = NULL;
+	bool allowed = true;
 	pthread_mutex_lock(&reg->lock);
 	ta_tile *tile = find_locked(reg, name, NULL);
-	if (tile && tile->ready)
+	if (tile && tile->ready && (allowed = ta_tile_allowed(tile, who)))
 		atomic_fetch_add(&tile->refs, 1);
 	else
 		tile = NULL;
 	pthread_mutex_unlock(&reg->lock);
+	if (!allowed)
+		return denied(err, name);
 	if (!tile)
 		return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'",
 		                    ta_name_for_message(name, shown, sizeof(shown)));
@@ -288,14 +341,23 @@ ta_status ta_registry_get(ta_registry *reg, const char *name, ta_tile **out, ta_
 
 ta_status ta_registry_remove(ta_registry *reg, const char *name, ta_tile_info *info, ta_error *err)
 {
+	return ta_registry_remove_as(reg, name, TA_OWNER_ANY, info, err);
+}
+
+ta_status ta_registry_remove_as(ta_registry *reg, const char *name, ta_owner who,
+                                ta_tile_info *info, ta_error *err)
+{
 	char shown[TA_NAME_MAX + 4];
+	bool allowed = true;
 	pthread_mutex_lock(&reg->lock);
 	ta_tile *tile = find_locked(reg, name, NULL);
-	if (tile && tile->ready)
+	if (tile && tile->ready && (allowed = ta_tile_allowed(tile, who)))
 		unlink_locked(reg, tile);
 	else
 		tile = NULL;
 	pthread_mutex_unlock(&reg->lock);
+	if (!allowed)
+		return denied(err, name);
 	if (!tile)
 		return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'",
 		                    ta_name_for_message(name, shown, sizeof(shown)));
@@ -316,6 +378,7 @@ void ta_tile_get_info(const ta_tile *tile, ta_tile_info *info)
 	memcpy(info->name, tile->name, sizeof(info->name));
 	info->shape = tile->shape;
 	info->bytes = tile->bytes;
+	info->private_tile = tile->owner != TA_OWNER_PUBLIC;
 }
 
 /* qsort comparator of tile infos by name. */
@@ -325,6 +388,12 @@ static int info_cmp(const void *a, const void *b)
 }
 
 ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_error *err)
+{
+	return ta_registry_list_as(reg, TA_OWNER_ANY, out, n, err);
+}
+
+ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out, size_t *n,
+                              ta_error *err)
 {
 	*out = NULL;
 	*n = 0;
@@ -339,7 +408,7 @@ ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_e
 	size_t k = 0;
 	for (size_t b = 0; b < reg->nbuckets; b++)
 		for (ta_tile *t = reg->buckets[b]; t; t = t->next)
-			if (t->ready && k < count)
+			if (t->ready && k < count && ta_tile_allowed(t, who))
 				ta_tile_get_info(t, &infos[k++]);
 	pthread_mutex_unlock(&reg->lock);
 	if (k > 1)

@@ -8,8 +8,15 @@
  * name is taken), then publish makes it visible, or discard gives name and bytes back.
  *
  * Thread-safety: every function may be called from any thread; one mutex guards the
- * table and the byte counters. Limits: bytes per tile and bytes of all tiles together
- * (RESOURCE_EXHAUSTED), duplicate names (ALREADY_EXISTS), unknown names (NOT_FOUND). */
+ * table and the byte counters. Limits: bytes per tile, bytes of all tiles together (each
+ * tile counted with its bookkeeping, TA_TILE_OVERHEAD) and the number of tiles
+ * (RESOURCE_EXHAUSTED), duplicate names (ALREADY_EXISTS), unknown names (NOT_FOUND).
+ *
+ * Ownership: a tile is public (owner TA_OWNER_PUBLIC) or private to one identity (a uid, or
+ * TA_OWNER_SECRET: the holder of the daemon's auth secret). The _as functions take the
+ * caller's identity: a private tile of another identity is PERMISSION_DENIED to get and
+ * remove and left out of list. The functions without _as act for TA_OWNER_ANY (the daemon
+ * itself and in-process tools), which sees every tile. */
 #ifndef TA_DAEMON_REGISTRY_H
 #define TA_DAEMON_REGISTRY_H
 
@@ -24,6 +31,18 @@
 
 typedef struct ta_registry ta_registry;
 
+/* An identity: a uid (0..UINT32_MAX), or one of the values below. */
+typedef int64_t ta_owner;
+/* Owner of a public tile; identity of a caller nobody vouches for (unauthenticated TCP). */
+#define TA_OWNER_PUBLIC ((ta_owner)-1)
+/* Caller identity that may use every tile (the daemon itself, in-process tools). */
+#define TA_OWNER_ANY ((ta_owner)-2)
+/* The holder of the daemon's auth secret (an authenticated TCP client). */
+#define TA_OWNER_SECRET ((ta_owner)1 << 32)
+/* Bookkeeping bytes counted for each tile besides its elements (the tile record, its name
+ * and its share of the hash table). */
+#define TA_TILE_OVERHEAD ((uint64_t)sizeof(ta_tile) + 2 * sizeof(void *))
+
 /* One tile. Fields other than refs and ready are immutable once created. */
 typedef struct ta_tile {
 	char name[TA_NAME_MAX + 1]; /* the tile's name */
@@ -32,6 +51,7 @@ typedef struct ta_tile {
 	void *mem;                  /* backend memory (host or device) */
 	atomic_int refs;            /* the registry's reference (while named) + one per user */
 	bool ready;                 /* published: visible to lookups (guarded by the lock) */
+	ta_owner owner;             /* TA_OWNER_PUBLIC, or the identity it is private to */
 	ta_registry *reg;           /* the registry that owns the tile */
 	struct ta_tile *next;       /* next tile in the same hash bucket */
 } ta_tile;
@@ -41,12 +61,15 @@ typedef struct ta_tile_info {
 	char name[TA_NAME_MAX + 1]; /* the tile's name */
 	ta_tile_shape shape;        /* dtype, rank, extents */
 	uint64_t bytes;             /* bytes of tile memory */
+	bool private_tile;          /* private to its creator */
 } ta_tile_info;
 
 /* Creates an empty registry allocating from backend; a limit of 0 means unlimited.
  * Returns NULL with err set when memory is short. */
 ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint64_t max_total_bytes,
                              ta_error *err);
+/* Sets the most tiles the registry holds at once (0: unlimited, the default). */
+void ta_registry_set_max_tiles(ta_registry *reg, uint64_t max_tiles);
 /* Frees every tile and the registry. No reference may be held any more. */
 void ta_registry_free(ta_registry *reg);
 
@@ -57,6 +80,9 @@ void ta_registry_free(ta_registry *reg);
  * RESOURCE_EXHAUSTED (a limit, or the backend is out of memory). */
 ta_status ta_registry_create(ta_registry *reg, const char *name, const ta_tile_shape *shape,
                              ta_tile **out, ta_error *err);
+/* ta_registry_create of a tile owned by owner (TA_OWNER_PUBLIC: a public tile). */
+ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_tile_shape *shape,
+                                ta_owner owner, ta_tile **out, ta_error *err);
 /* Makes a pending tile visible to lookups. */
 void ta_registry_publish(ta_tile *tile);
 /* Removes a pending tile from the table (its name becomes free again); the caller still
@@ -66,9 +92,15 @@ void ta_registry_discard(ta_tile *tile);
 /* Looks a published tile up by name; on success *out holds a new reference (drop it with
  * ta_tile_unref). Returns TA_OK or TA_NOT_FOUND naming the tile. */
 ta_status ta_registry_get(ta_registry *reg, const char *name, ta_tile **out, ta_error *err);
+/* ta_registry_get for caller who: PERMISSION_DENIED for another identity's private tile. */
+ta_status ta_registry_get_as(ta_registry *reg, const char *name, ta_owner who, ta_tile **out,
+                             ta_error *err);
 /* Removes a published tile by name; its memory goes when the last user is done. When
  * info is not NULL it receives what the tile was. Returns TA_OK or TA_NOT_FOUND. */
 ta_status ta_registry_remove(ta_registry *reg, const char *name, ta_tile_info *info, ta_error *err);
+/* ta_registry_remove for caller who: PERMISSION_DENIED for another identity's private tile. */
+ta_status ta_registry_remove_as(ta_registry *reg, const char *name, ta_owner who,
+                                ta_tile_info *info, ta_error *err);
 /* Drops one reference; the last one frees the tile memory and gives its bytes back. */
 void ta_tile_unref(ta_tile *tile);
 /* Copies what a tile is into *info. */
@@ -77,8 +109,13 @@ void ta_tile_get_info(const ta_tile *tile, ta_tile_info *info);
 /* Lists the published tiles sorted by name into a malloc'd array (*out; NULL when there
  * are none) of *n entries. Returns TA_OK or RESOURCE_EXHAUSTED. */
 ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_error *err);
-/* Reports the number of published tiles and the bytes of tile memory held (tiles still
- * in use after destroy included). */
+/* ta_registry_list of the tiles caller who may see (public ones and its own). */
+ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out, size_t *n,
+                              ta_error *err);
+/* True when caller who may use tile (public, its own, or who is TA_OWNER_ANY). */
+bool ta_tile_allowed(const ta_tile *tile, ta_owner who);
+/* Reports the number of published tiles and the bytes of tile memory held, bookkeeping
+ * included (tiles still in use after destroy included). */
 void ta_registry_stats(ta_registry *reg, uint32_t *tiles, uint64_t *bytes);
 
 /* Writes name into buf (size >= TA_NAME_MAX + 4) for messages: at most TA_NAME_MAX

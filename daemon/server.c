@@ -6,7 +6,14 @@
  * asked (loopback only unless allow_remote), then SIGTERM / SIGINT handlers.
  *
  * Accepting over max_connections: the connection is accepted, answered with one
- * RESOURCE_EXHAUSTED response and closed, so that the client learns why.
+ * RESOURCE_EXHAUSTED response and closed, so that the client learns why; the refusals are
+ * logged at most once per 10 s with a count. A connection gives its slot back as soon as it
+ * starts closing (host_release), not when its last running request is done.
+ *
+ * A periodic sweep (sweep_timer, at most every second, more often for short timeouts)
+ * applies frame_timeout and idle_timeout to every connection and writes the counts of
+ * rate-limited log lines; resume_check wakes connections waiting for input budget
+ * (max_input_total) in the loop turn after some was given back.
  *
  * Shutdown: ta_server_shutdown closes the listeners, removes the socket file and drains
  * every connection; each freed connection tells the server (ta_conn_host.gone), which stops the
@@ -29,6 +36,7 @@
 
 #include "conn.h"
 #include "log.h"
+#include "netaddr.h"
 #include "notify.h"
 
 /* Listen backlog of both listeners. */
@@ -41,6 +49,55 @@ static void host_submit(ta_conn_host *host, ta_job *job)
 {
 	ta_server *srv = (ta_server *)((char *)host - offsetof(ta_server, host));
 	ta_executor_submit(&srv->executor, job);
+}
+
+/* ta_conn_host.release: a closing connection gives its max_connections slot back. */
+static void host_release(ta_conn_host *host, ta_conn *conn)
+{
+	ta_server *srv = (ta_server *)((char *)host - offsetof(ta_server, host));
+	if (!conn->counted)
+		return;
+	conn->counted = false;
+	srv->nactive--;
+	atomic_fetch_sub(&srv->svc->connections, 1);
+}
+
+/* ta_conn_host.input_freed: wake the waiting connections after this loop turn. */
+static void host_input_freed(ta_conn_host *host)
+{
+	ta_server *srv = (ta_server *)((char *)host - offsetof(ta_server, host));
+	srv->resume_pending = true;
+}
+
+/* Check callback: input budget was given back; the waiting connections try again, oldest
+ * connection last (the list is newest first, so the walk starts at its end). */
+static void on_resume_check(uv_check_t *check)
+{
+	ta_server *srv = check->data;
+	if (!srv->resume_pending)
+		return;
+	srv->resume_pending = false;
+	ta_conn *last = srv->conns;
+	while (last && last->next)
+		last = last->next;
+	for (ta_conn *c = last, *prev; c && srv->host.input_waiters; c = prev) {
+		prev = c->prev; /* a resumed connection may close, never be freed here */
+		if (c->budget_wait)
+			ta_conn_resume_input(c);
+	}
+}
+
+/* Sweep timer: timeouts of every connection, then the held-back log counts. */
+static void on_sweep(uv_timer_t *timer)
+{
+	ta_server *srv = timer->data;
+	uint64_t now = uv_now(srv->loop);
+	for (ta_conn *c = srv->conns, *next; c; c = next) {
+		next = c->next; /* closing frees only in the close callback */
+		ta_conn_check_timeouts(c, now);
+	}
+	ta_log_limit_flush(&srv->refuse_log, TA_LOG_WARNING);
+	ta_log_limit_flush(&srv->svc->auth_log, TA_LOG_WARNING);
 }
 
 /* busy_timer (CUDA, inline_max auto), every TA_SERVER_BUSY_MS: small requests run on the
@@ -98,6 +155,16 @@ static void server_check_done(ta_server *srv)
 		srv->timer_open = false;
 		uv_timer_stop(&srv->shutdown_timer);
 		uv_close((uv_handle_t *)&srv->shutdown_timer, on_handle_closed);
+	}
+	if (srv->sweep_open) {
+		srv->sweep_open = false;
+		uv_timer_stop(&srv->sweep_timer);
+		uv_close((uv_handle_t *)&srv->sweep_timer, on_handle_closed);
+	}
+	if (srv->check_open) {
+		srv->check_open = false;
+		uv_check_stop(&srv->resume_check);
+		uv_close((uv_handle_t *)&srv->resume_check, on_handle_closed);
 	}
 	if (srv->busy_timer_open) {
 		srv->busy_timer_open = false;
@@ -169,7 +236,8 @@ static void on_connection(uv_stream_t *listener, int status)
 		         "too many connections: the limit is %d (max_connections); try again "
 		         "later",
 		         srv->cfg->max_connections);
-		ta_log(TA_LOG_WARNING, "connection %" PRIu64 " refused: %s", conn->serial, msg);
+		ta_log_limited(&srv->refuse_log, TA_LOG_WARNING,
+		               "connection %" PRIu64 " refused: %s", conn->serial, msg);
 		ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
 		return;
 	}
@@ -323,23 +391,6 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 	return TA_OK;
 }
 
-/* True when addr is a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104). */
-static bool is_loopback(const struct sockaddr *addr)
-{
-	if (addr->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
-		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-	}
-	if (addr->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
-		if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
-			return true;
-		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
-			return in6->sin6_addr.s6_addr[12] == 127;
-	}
-	return false;
-}
-
 /* Splits "HOST:PORT" or "[V6]:PORT" into host and port (malloc'd copy in *buf). */
 static ta_status split_host_port(const char *spec, char **buf, const char **host, const char **port,
                                  ta_error *err)
@@ -396,11 +447,18 @@ static ta_status listen_tcp(ta_server *srv, ta_error *err)
 	}
 	free(buf);
 	const struct addrinfo *ai = res;
-	if (!is_loopback(ai->ai_addr) && !srv->cfg->allow_remote) {
+	if (!ta_net_is_loopback(ai->ai_addr) && !srv->cfg->allow_remote) {
 		freeaddrinfo(res);
 		return ta_error_set(err, TA_PERMISSION_DENIED,
 		                    "refusing to listen on %s: not a loopback address (set "
 		                    "allow_remote = true or --allow-remote to serve other hosts)",
+		                    spec);
+	}
+	if (!ta_net_is_loopback(ai->ai_addr) && !srv->svc->auth) {
+		freeaddrinfo(res);
+		return ta_error_set(err, TA_PERMISSION_DENIED,
+		                    "refusing to listen on %s without authentication: other hosts "
+		                    "may connect only to a daemon with auth_file (--auth-file)",
 		                    spec);
 	}
 	rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
@@ -476,6 +534,11 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	srv->host.scratch = &srv->scratch;
 	srv->host.submit = host_submit;
 	srv->host.gone = host_gone;
+	srv->host.release = host_release;
+	srv->host.input_freed = host_input_freed;
+	srv->host.input_max = cfg->max_input_total;
+	srv->refuse_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "connections refused (too many "
+	                                                      "connections, max_connections)");
 	/* Pipelined runs go to the workers when there are several to spread them over and the
 	 * cores to run them: on 2 CPUs shared with the clients the hand-over costs more than it
 	 * spreads (measured: 178k against 237k adds/s at 50x16, docs/PERFORMANCE.md); on 16
@@ -516,6 +579,33 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	}
 	srv->timer_open = true;
 	srv->shutdown_timer.data = srv;
+	rc = uv_timer_init(loop, &srv->sweep_timer);
+	if (rc != 0) {
+		ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
+		goto fail;
+	}
+	srv->sweep_open = true;
+	srv->sweep_timer.data = srv;
+	rc = uv_check_init(loop, &srv->resume_check);
+	if (rc != 0) {
+		ta_error_set(err, TA_INTERNAL, "uv_check_init: %s", uv_strerror(rc));
+		goto fail;
+	}
+	srv->check_open = true;
+	srv->resume_check.data = srv;
+	/* the sweep runs at a quarter of the shortest timeout, between 10 ms and 1 s */
+	uint64_t sweep_ms = 1000;
+	if (cfg->frame_timeout_ms && cfg->frame_timeout_ms / 4 < sweep_ms)
+		sweep_ms = cfg->frame_timeout_ms / 4;
+	if (cfg->idle_timeout_ms && cfg->idle_timeout_ms / 4 < sweep_ms)
+		sweep_ms = cfg->idle_timeout_ms / 4;
+	if (sweep_ms < 10)
+		sweep_ms = 10;
+	if ((rc = uv_timer_start(&srv->sweep_timer, on_sweep, sweep_ms, sweep_ms)) != 0 ||
+	    (rc = uv_check_start(&srv->resume_check, on_resume_check)) != 0) {
+		ta_error_set(err, TA_INTERNAL, "cannot start the sweep: %s", uv_strerror(rc));
+		goto fail;
+	}
 	if (srv->inline_lone) {
 		rc = uv_timer_init(loop, &srv->busy_timer);
 		if (rc != 0) {

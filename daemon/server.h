@@ -42,6 +42,13 @@ struct ta_server {
 	bool signals_open;           /* the signal handles are initialised and not closed */
 	uv_timer_t shutdown_timer;   /* closes lingering connections (shutdown_timeout) */
 	bool timer_open;             /* shutdown_timer is initialised and not closed */
+	uv_timer_t sweep_timer;      /* periodic: timeouts of connections, held-back log counts */
+	bool sweep_open;             /* sweep_timer is initialised and not closed */
+	uv_check_t resume_check;     /* after each loop turn: wakes connections waiting for input
+	                                budget once some was given back */
+	bool check_open;             /* resume_check is initialised and not closed */
+	bool resume_pending;         /* input budget was given back while connections wait */
+	ta_log_limit refuse_log;     /* rate limit of the "too many connections" lines */
 	ta_conn *conns;              /* every connection (a doubly-linked list) */
 	unsigned nconns;             /* connections in the list, rejected ones included */
 	unsigned nactive;            /* connections counted against max_connections */

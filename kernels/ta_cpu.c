@@ -1131,7 +1131,86 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 	return TA_OK;
 }
 
-/* vtable tile_alloc: 64-byte aligned zeroed host memory. */
+/* Tiles at least this large are checked against the memory really available first. */
+#define TA_CPU_COMMIT_CHECK_MIN ((size_t)1 << 20)
+/* Memory left free beside a new tile: the daemon's own needs and the kernel's. */
+#define TA_CPU_COMMIT_MARGIN ((uint64_t)64 << 20)
+
+/* Reads one "Key: N kB" line of /proc/meminfo into bytes; false when absent. */
+static bool meminfo_bytes(const char *key, uint64_t *bytes)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	if (!f)
+		return false;
+	char line[256];
+	size_t kl = strlen(key);
+	bool found = false;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long kb;
+		if (strncmp(line, key, kl) == 0 && line[kl] == ':' &&
+		    sscanf(line + kl + 1, "%llu", &kb) == 1) {
+			*bytes = (uint64_t)kb * 1024u;
+			found = true;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Reads one number from a file of the process's cgroup (v2); false when absent or "max". */
+static bool cgroup_value(const char *cg, const char *file, uint64_t *out)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "/sys/fs/cgroup%s/%s", cg, file);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	unsigned long long v;
+	bool ok = fscanf(f, "%llu", &v) == 1;
+	fclose(f);
+	if (ok)
+		*out = (uint64_t)v;
+	return ok;
+}
+
+/* Bytes the process can still commit: MemAvailable, lowered to the headroom of its cgroup
+ * (memory.max - memory.current, cgroup v2) when it has a limit. Names the bound in *what.
+ * False when neither can be read (then nothing is checked). */
+static bool host_memory_available(uint64_t *avail, const char **what)
+{
+	bool known = meminfo_bytes("MemAvailable", avail);
+	*what = "MemAvailable";
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	if (!f)
+		return known;
+	char line[512];
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "0::", 3) != 0)
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		const char *cg = strcmp(line + 3, "/") == 0 ? "" : line + 3;
+		uint64_t max, cur;
+		if (cgroup_value(cg, "memory.max", &max) &&
+		    cgroup_value(cg, "memory.current", &cur)) {
+			uint64_t room = max > cur ? max - cur : 0;
+			if (!known || room < *avail) {
+				*avail = room;
+				*what = "the cgroup's memory.max";
+				known = true;
+			}
+		}
+		break;
+	}
+	fclose(f);
+	return known;
+}
+
+/* vtable tile_alloc: 64-byte aligned zeroed host memory. A tile of at least
+ * TA_CPU_COMMIT_CHECK_MIN bytes is first checked against the memory really available
+ * (host_memory_available, less TA_CPU_COMMIT_MARGIN): under overcommit posix_memalign
+ * succeeds for memory that does not exist, and zeroing it would bring the OOM killer
+ * instead of an error. */
 static ta_status cpu_tile_alloc(ta_backend *be, size_t bytes, void **mem, ta_error *err)
 {
 	(void)be;
@@ -1143,6 +1222,15 @@ static ta_status cpu_tile_alloc(ta_backend *be, size_t bytes, void **mem, ta_err
 	if (rounded < bytes)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 		                    "cpu backend: tile of %zu bytes is too large", bytes);
+	uint64_t avail = 0;
+	const char *what = NULL;
+	if (rounded >= TA_CPU_COMMIT_CHECK_MIN && host_memory_available(&avail, &what) &&
+	    (avail < TA_CPU_COMMIT_MARGIN || rounded > avail - TA_CPU_COMMIT_MARGIN))
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "cpu backend: %zu bytes of tile memory do not fit in the "
+		                    "%llu bytes available (%s, less a margin of %llu)",
+		                    bytes, (unsigned long long)avail, what,
+		                    (unsigned long long)TA_CPU_COMMIT_MARGIN);
 	void *p = NULL;
 	int rc = posix_memalign(&p, TA_CPU_TILE_ALIGN, rounded);
 	if (rc != 0 || !p)

@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -621,15 +622,17 @@ struct batch_wait {
 	ta_apply_call *calls; /* the requests, in order */
 	int n;                /* number of calls */
 	bool done;            /* every call has its outcome */
+	bool lead;            /* this caller runs the next batch */
+	sem_t wake;           /* posted when done or made the leader */
 	batch_wait *next;     /* pending queue link */
 };
 
-/* The batcher: callers queue their small requests; whichever finds no batch running
- * becomes the leader, takes everything queued (after the batch window), runs it as one
- * launch and wakes everybody; callers queued meanwhile go in the next batch. */
+/* The batcher: callers queue their small requests; one that finds no batch running becomes
+ * the leader, takes everything queued (after the batch window), runs it as one launch,
+ * wakes each of its callers and hands the lead to the oldest caller queued meanwhile,
+ * whose requests go in the next batch. */
 struct cuda_batcher {
 	pthread_mutex_t mu;         /* guards the fields up to window_us, and the counts */
-	pthread_cond_t cv;          /* broadcast when a batch is done */
 	batch_wait *head, *tail;    /* queued, not yet taken by a leader */
 	bool running;               /* a leader is building or running a batch */
 	unsigned window_us;         /* batch window (ta_backend_set_batch_window) */
@@ -651,7 +654,7 @@ struct ta_cuda_backend {
 	bool broken;                    /* a sticky error has made the context unusable */
 	char broken_msg[200];           /* that error, for later calls */
 	cuda_batcher batch;             /* small requests, many to a launch */
-	bool batch_ready;               /* batch.mu, batch.cv and batch.stream exist */
+	bool batch_ready;               /* batch.mu and batch.stream exist */
 };
 
 /* True for errors that leave the CUDA context unusable. */
@@ -979,20 +982,34 @@ static void batch_submit(ta_cuda_backend *be, batch_wait *w)
 {
 	cuda_batcher *b = &be->batch;
 	w->done = false;
+	w->lead = false;
 	w->next = NULL;
+	if (sem_init(&w->wake, 0, 0) != 0) { /* cannot happen (pshared 0, value 0) */
+		for (int i = 0; i < w->n; i++)
+			w->calls[i].status = ta_error_set(w->calls[i].err, TA_INTERNAL,
+			                                  "sem_init failed: %s", strerror(errno));
+		return;
+	}
 	pthread_mutex_lock(&b->mu);
 	if (b->tail)
 		b->tail->next = w;
 	else
 		b->head = w;
 	b->tail = w;
-	while (!w->done) {
-		if (b->running) {
-			pthread_cond_wait(&b->cv, &b->mu);
-			continue;
-		}
-		/* lead: gather (after the window), run, wake */
+	if (!b->running) {
 		b->running = true;
+		w->lead = true;
+	}
+	for (;;) {
+		while (!w->done && !w->lead) {
+			pthread_mutex_unlock(&b->mu);
+			while (sem_wait(&w->wake) != 0 && errno == EINTR) {
+			}
+			pthread_mutex_lock(&b->mu);
+		}
+		if (w->done)
+			break;
+		/* lead: gather (after the window), run, wake each caller of the batch */
 		if (b->window_us > 0) {
 			pthread_mutex_unlock(&b->mu);
 			struct timespec ts = {(time_t)(b->window_us / 1000000u),
@@ -1023,15 +1040,26 @@ static void batch_submit(ta_cuda_backend *be, batch_wait *w)
 		pthread_mutex_lock(&b->mu);
 		b->batches++;
 		for (batch_wait *x = first; x;) {
-			batch_wait *nx = x->next;
+			batch_wait *nx = x->next; /* x may return (and vanish) once posted */
 			b->batched += (unsigned long long)x->n;
 			x->done = true;
+			if (x != w)
+				sem_post(&x->wake);
 			x = nx;
 		}
-		b->running = false;
-		pthread_cond_broadcast(&b->cv);
+		/* hand the lead to the oldest caller still queued (perhaps this one, when its
+		 * requests did not fit this batch) */
+		w->lead = false;
+		if (b->head) {
+			b->head->lead = true;
+			if (b->head != w)
+				sem_post(&b->head->wake);
+		} else {
+			b->running = false;
+		}
 	}
 	pthread_mutex_unlock(&b->mu);
+	sem_destroy(&w->wake);
 }
 
 extern "C" void ta_cuda_batch_counts(ta_backend *base, unsigned long long *batches,
@@ -1073,7 +1101,6 @@ static void cuda_destroy(ta_backend *base)
 		if (be->batch.buf)
 			cudaFreeHost(be->batch.buf);
 		cudaStreamDestroy(be->batch.stream);
-		pthread_cond_destroy(&be->batch.cv);
 		pthread_mutex_destroy(&be->batch.mu);
 	}
 	pthread_cond_destroy(&be->cv);
@@ -1148,7 +1175,9 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		return st;
 	if (batchable(be, plan)) {
 		ta_apply_call call = {mem, tile_bytes, plan, result, err, TA_OK};
-		batch_wait wait = {&call, 1, false, NULL};
+		batch_wait wait;
+		wait.calls = &call;
+		wait.n = 1;
 		batch_submit(be, &wait);
 		return call.status;
 	}
@@ -1298,7 +1327,9 @@ static void cuda_apply_many(ta_backend *base, ta_apply_call *calls, size_t n)
 				break;
 			j++;
 		}
-		batch_wait wait = {&calls[i], (int)(j - i), false, NULL};
+		batch_wait wait;
+		wait.calls = &calls[i];
+		wait.n = (int)(j - i);
 		batch_submit(be, &wait);
 		i = j;
 	}
@@ -1416,15 +1447,11 @@ extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 		}
 	}
 	if (pthread_mutex_init(&be->batch.mu, NULL) == 0) {
-		if (pthread_cond_init(&be->batch.cv, NULL) != 0) {
+		if ((e = cudaStreamCreateWithFlags(&be->batch.stream, cudaStreamNonBlocking)) !=
+		    cudaSuccess)
 			pthread_mutex_destroy(&be->batch.mu);
-		} else if ((e = cudaStreamCreateWithFlags(&be->batch.stream,
-		                                          cudaStreamNonBlocking)) != cudaSuccess) {
-			pthread_cond_destroy(&be->batch.cv);
-			pthread_mutex_destroy(&be->batch.mu);
-		} else {
+		else
 			be->batch_ready = true;
-		}
 	}
 	if (!be->batch_ready) {
 		ta_error_set(err, TA_UNAVAILABLE, "CUDA device %d: cannot set up the batcher",

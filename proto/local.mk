@@ -12,3 +12,5 @@ proto/tileatom.pb-c.c proto/tileatom.pb-c.h: $(srcdir)/proto/tileatom.proto
 # Sources every protocol speaker compiles in (daemon, client library, tests).
 PROTO_SOURCES = proto/ta_frame.c proto/ta_frame.h proto/ta_wire_enums.h
 nodist_PROTO_SOURCES = $(PROTO_GEN)
+# The Auth challenge-response (libcrypto), compiled by the daemon and the client library.
+AUTH_SOURCES = proto/ta_auth.c proto/ta_auth.h

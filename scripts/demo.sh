@@ -21,8 +21,9 @@ for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
 set -x
 cli ping
 cli create hist --dtype int32 --shape 10
-# 10,000 numbers in [0, 1): a histogram with 10 bins over [0, 1].
-awk 'BEGIN { srand(7); for (i = 0; i < 10000; i++) printf "%.6f\n", rand() }' >"$dir/numbers"
+# 10,000 numbers in [0, 1) from a small generator in integer arithmetic (the same in every
+# awk): a histogram with 10 bins over [0, 1].
+awk 'BEGIN { x = 7; for (i = 0; i < 10000; i++) { x = (x * 75 + 74) % 65537; printf "%.6f\n", x / 65537 } }' >"$dir/numbers"
 cli hist hist "$dir/numbers" --range 0:1
 cli get hist
 cli create lock --dtype int32 --shape 1
@@ -32,5 +33,6 @@ cli xchg lock 0 0           # release it
 cli ls
 cli info hist
 cli get hist --json
+cli stats
 set +x
 echo "tileatomd log:"; cat "$dir/tileatomd.log"

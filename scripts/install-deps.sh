@@ -7,7 +7,8 @@
 #            benchmarks/hist-vs-numpy compares with (python3-numpy).
 set -euo pipefail
 pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
-      protobuf-c-compiler check libsubunit-dev libinih-dev"
+      protobuf-c-compiler check libsubunit-dev libinih-dev
+      libjson-c-dev libmicrohttpd-dev libssl-dev"
 bench=0
 for arg in "$@"; do
 	case "$arg" in
@@ -30,7 +31,15 @@ done
 [ -z "$missing" ] && exit 0
 echo "install-deps: installing$missing"
 SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if [ "$(id -u)" -ne 0 ]; then
+	if ! command -v sudo >/dev/null 2>&1; then
+		echo "install-deps: missing packages:$missing" >&2
+		echo "install-deps: not running as root and sudo is not installed; run as root:" >&2
+		echo "  apt-get install -y$missing" >&2
+		exit 1
+	fi
+	SUDO="sudo"
+fi
 $SUDO apt-get update -qq
 if [ "$bench" -eq 1 ]; then
 	# Keep the redis-server package from starting (or enabling) its system service:

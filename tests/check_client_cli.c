@@ -4,13 +4,17 @@
  * single-element op and cas (exit 0 vs 3), load/store, --help everywhere, usage errors
  * (exit 2) and runtime errors (exit 1), and hist with and without --range against bins
  * computed independently here (integer arithmetic on dyadic inputs; a few cases whose
- * expected bins come from numpy.histogram). */
+ * expected bins come from numpy.histogram); --auth-file and TILEATOM_AUTH_FILE against a
+ * daemon that requires authentication over TCP, and private tiles (create --private)
+ * seen from the Unix socket and from TCP. */
 #include <check.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check_client_util.h"
 #include "tileatom.h"
@@ -119,16 +123,16 @@ START_TEST(test_cli_get_json)
 	expect(&r, 0, "nan\ninf\n0\n-1.5\n", "", "get");
 	CLI(&r, NULL, "get", "g", "--json");
 	expect(&r, 0,
-	       "{\"name\": \"g\", \"dtype\": \"float32\", \"shape\": [2,2], \"values\": [\"nan\", "
-	       "\"inf\", 0, -1.5]}\n",
+	       "{\"name\":\"g\",\"dtype\":\"float32\",\"shape\":[2,2],\"values\":[\"nan\","
+	       "\"inf\",0,-1.5]}\n",
 	       "", "get --json");
 	CLI(&r, NULL, "create", "gi", "--dtype", "uint64", "--shape", "3", "--fill",
 	    "18446744073709551615");
 	expect(&r, 0, "", "", "create uint64");
 	CLI(&r, NULL, "get", "--json", "gi");
 	expect(&r, 0,
-	       "{\"name\": \"gi\", \"dtype\": \"uint64\", \"shape\": [3], \"values\": "
-	       "[18446744073709551615, 18446744073709551615, 18446744073709551615]}\n",
+	       "{\"name\":\"gi\",\"dtype\":\"uint64\",\"shape\":[3],\"values\":"
+	       "[18446744073709551615,18446744073709551615,18446744073709551615]}\n",
 	       "", "get --json uint64");
 	CLI(&r, NULL, "rm", "g");
 	expect(&r, 0, "", "", "rm");
@@ -179,8 +183,8 @@ START_TEST(test_cli_ops)
 	expect_err(&r, 1, "store", "store acquire");
 	CLI(&r, NULL, "get", "o", "--json");
 	expect(&r, 0,
-	       "{\"name\": \"o\", \"dtype\": \"int32\", \"shape\": [3,4], \"values\": [0, 0, 0, 0, "
-	       "0, 0, 1, 0, 0, 0, 0, -1]}\n",
+	       "{\"name\":\"o\",\"dtype\":\"int32\",\"shape\":[3,4],\"values\":[0,0,0,0,"
+	       "0,0,1,0,0,0,0,-1]}\n",
 	       "", "get --json");
 	/* float tile: add and min with floats */
 	CLI(&r, NULL, "create", "of", "--dtype", "float64", "--shape", "2", "--fill", "0.25");
@@ -432,8 +436,8 @@ START_TEST(test_cli_hist_range)
 	expect(&r, 0, "added 13 outside 0\n", "", "hist numpy edges");
 	CLI(&r, NULL, "get", "hn", "--json");
 	expect(&r, 0,
-	       "{\"name\": \"hn\", \"dtype\": \"int32\", \"shape\": [10], \"values\": [1, 1, 2, 1, "
-	       "1, 2, 1, 1, 1, 2]}\n",
+	       "{\"name\":\"hn\",\"dtype\":\"int32\",\"shape\":[10],\"values\":[1,1,2,1,"
+	       "1,2,1,1,1,2]}\n",
 	       "", "numpy edges bins");
 	CLI(&r, NULL, "rm", "hn");
 	expect(&r, 0, "", "", "rm");
@@ -454,8 +458,8 @@ START_TEST(test_cli_hist_range)
 	expect(&r, 0, "added 22 outside 2\n", "", "hist numpy ulps");
 	CLI(&r, NULL, "get", "hu", "--json");
 	expect(&r, 0,
-	       "{\"name\": \"hu\", \"dtype\": \"int64\", \"shape\": [7], \"values\": [3, 3, 3, 3, "
-	       "3, 3, 4]}\n",
+	       "{\"name\":\"hu\",\"dtype\":\"int64\",\"shape\":[7],\"values\":[3,3,3,3,"
+	       "3,3,4]}\n",
 	       "", "numpy ulp bins");
 	CLI(&r, NULL, "rm", "hu");
 	expect(&r, 0, "", "", "rm");
@@ -587,6 +591,119 @@ START_TEST(test_cli_hist_errors)
 }
 END_TEST
 
+/* The port the daemon of d logged ("listening on tcp:127.0.0.1:PORT"); 0 when absent. */
+static int logged_port(const tcu_daemon *d)
+{
+	for (int tries = 0; tries < 500; tries++) {
+		FILE *f = fopen(d->log, "r");
+		char line[512];
+		while (f && fgets(line, sizeof(line), f)) {
+			const char *at = strstr(line, "listening on tcp:127.0.0.1:");
+			if (at) {
+				fclose(f);
+				return atoi(at + strlen("listening on tcp:127.0.0.1:"));
+			}
+		}
+		if (f)
+			fclose(f);
+		usleep(10000);
+	}
+	return 0;
+}
+
+START_TEST(test_cli_auth_private)
+{
+	tcu_daemon A;
+	char secret[300], wrong[300], open_file[300], addr[64];
+	/* the secret files live in the suite daemon's private directory */
+	snprintf(secret, sizeof(secret), "%s/secret", D.dir);
+	snprintf(wrong, sizeof(wrong), "%s/wrong", D.dir);
+	snprintf(open_file, sizeof(open_file), "%s/open", D.dir);
+	const char *text = "9d2f6c1e0b8a47f3a5c4e2d1b0f9e8c7\n";
+	ck_assert(tcu_write_file(secret, text, strlen(text)));
+	ck_assert(tcu_write_file(wrong, "not-the-secret-at-all\n", 22));
+	ck_assert(tcu_write_file(open_file, text, strlen(text)));
+	ck_assert_int_eq(chmod(secret, 0600), 0);
+	ck_assert_int_eq(chmod(wrong, 0600), 0);
+	ck_assert_int_eq(chmod(open_file, 0644), 0);
+	const char *const extra[] = {"--listen", "127.0.0.1:0", "--auth-file", secret, NULL};
+	ck_assert(tcu_daemon_start(&A, extra));
+	int port = logged_port(&A);
+	ck_assert_int_gt(port, 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	tcu_result r;
+	char want[1024];
+
+	/* no secret: refused before anything runs */
+	const char *noauth[] = {tcu_cli_path(), "-s", addr, "ls", NULL};
+	tcu_run(A.dir, NULL, noauth, &r);
+	snprintf(want, sizeof(want),
+	         "tileatom-cli: tileatomd at %s requires authentication: give its secret file "
+	         "(tileatom-cli --auth-file FILE, or TILEATOM_AUTH_FILE)\n",
+	         addr);
+	expect(&r, 1, "", want, "no auth file");
+	/* the wrong secret */
+	const char *bad[] = {tcu_cli_path(), "-s", addr, "--auth-file", wrong, "ping", NULL};
+	tcu_run(A.dir, NULL, bad, &r);
+	expect(&r, 1, "",
+	       "tileatom-cli: authentication failed: the proof does not match the daemon's secret; "
+	       "closing the connection\n",
+	       "wrong secret");
+	/* a secret file others may read is refused by the client too */
+	const char *loose[] = {tcu_cli_path(), "-s", addr, "--auth-file", open_file, "ping", NULL};
+	tcu_run(A.dir, NULL, loose, &r);
+	snprintf(want, sizeof(want),
+	         "tileatom-cli: the auth file %s has mode 0644: group and others must have no "
+	         "access (chmod 600 %s)\n",
+	         open_file, open_file);
+	expect(&r, 1, "", want, "loose secret file");
+	/* the right secret, by option: a private tile of the secret's holder */
+	const char *mk[] = {
+	    tcu_cli_path(), "-s",    addr,      "--auth-file", secret,      "create", "held",
+	    "--dtype",      "int32", "--shape", "2",           "--private", NULL};
+	tcu_run(A.dir, NULL, mk, &r);
+	expect(&r, 0, "", "", "create --private over TCP");
+	const char *mk2[] = {tcu_cli_path(), "-s",      A.socket, "create",    "local", "--dtype",
+	                     "int32",        "--shape", "3",      "--private", NULL};
+	tcu_run(A.dir, NULL, mk2, &r);
+	expect(&r, 0, "", "", "create --private over the Unix socket");
+	const char *mk3[] = {tcu_cli_path(), "-s",    A.socket,  "create", "shared",
+	                     "--dtype",      "int32", "--shape", "1",      NULL};
+	tcu_run(A.dir, NULL, mk3, &r);
+	expect(&r, 0, "", "", "create public");
+	/* by environment: the TCP identity sees its own private tile and the public one */
+	setenv("TILEATOM_AUTH_FILE", secret, 1);
+	tcu_run(A.dir, NULL, noauth, &r);
+	expect(&r, 0,
+	       "NAME\tDTYPE\tSHAPE\tBYTES\nheld\tint32\t2\t8\tprivate\nshared\tint32\t1\t4\n", "",
+	       "ls over TCP");
+	const char *peek[] = {tcu_cli_path(), "-s", addr, "info", "local", NULL};
+	tcu_run(A.dir, NULL, peek, &r);
+	expect(&r, 1, "", "tileatom-cli: info: tile 'local' is private to another client\n",
+	       "info of another identity's tile");
+	unsetenv("TILEATOM_AUTH_FILE");
+	/* the Unix identity (this uid) sees its own */
+	const char *uls[] = {tcu_cli_path(), "-s", A.socket, "ls", NULL};
+	tcu_run(A.dir, NULL, uls, &r);
+	expect(&r, 0,
+	       "NAME\tDTYPE\tSHAPE\tBYTES\nlocal\tint32\t3\t12\tprivate\nshared\tint32\t1\t4\n", "",
+	       "ls over the Unix socket");
+	const char *urm[] = {tcu_cli_path(), "-s", A.socket, "rm", "held", NULL};
+	tcu_run(A.dir, NULL, urm, &r);
+	expect(&r, 1, "", "tileatom-cli: rm: tile 'held' is private to another client\n",
+	       "rm of another identity's tile");
+	const char *uinfo[] = {tcu_cli_path(), "-s", A.socket, "info", "local", NULL};
+	tcu_run(A.dir, NULL, uinfo, &r);
+	expect(&r, 0, "name: local\ndtype: int32\nshape: 3\nelements: 3\nbytes: 12\nprivate: yes\n",
+	       "", "info of one's own private tile");
+	ck_assert_int_eq(tcu_daemon_stop(&A, 20000), 0);
+	tcu_daemon_cleanup(&A);
+	unlink(secret);
+	unlink(wrong);
+	unlink(open_file);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -602,6 +719,7 @@ static Suite *cli_suite(void)
 	tcase_add_test(tc, test_cli_hist_range);
 	tcase_add_test(tc, test_cli_hist_formats);
 	tcase_add_test(tc, test_cli_hist_errors);
+	tcase_add_test(tc, test_cli_auth_private);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ta_auth.h"
 #include "ta_frame.h"
 #include "tileatom.pb-c.h"
 
@@ -51,8 +52,9 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Connects to a Unix socket; -1 on failure. Receives time out after 20 s. */
-static int connect_unix(const char *path)
+/* Connects to a Unix socket without the Hello handshake; -1 on failure. Receives time out
+ * after 20 s. */
+static int connect_unix_raw(const char *path)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	if (fd < 0)
@@ -69,6 +71,8 @@ static int connect_unix(const char *path)
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
 }
+
+static int connect_unix(const char *path);
 
 /* Starts the daemon with extra arguments (NULL-terminated) and waits until its socket
  * accepts connections. With expect_fail the daemon is expected to exit instead; then the
@@ -125,7 +129,7 @@ static void start_daemon_ex(daemon_proc *d, const char *const *extra, bool expec
 			return;
 		}
 		if (!expect_fail) {
-			int fd = connect_unix(d->sock);
+			int fd = connect_unix_raw(d->sock);
 			if (fd >= 0) {
 				close(fd);
 				return;
@@ -288,6 +292,37 @@ static Tileatom__Response *recv_response(int fd)
 	return resp;
 }
 
+/* Sends Hello (id 0) and reads its answer: true when it is an OK hello. The protocol
+ * requires Hello first. */
+static bool hello_ok(int fd)
+{
+	Tileatom__HelloRequest h = TILEATOM__HELLO_REQUEST__INIT;
+	h.protocol_version = 1;
+	h.client_name = (char *)"check_daemon_server";
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	if (!send_request(fd, &req))
+		return false;
+	Tileatom__Response *resp = recv_response(fd);
+	bool ok = resp && resp->status == TILEATOM__STATUS__OK &&
+	          resp->body_case == TILEATOM__RESPONSE__BODY_HELLO;
+	if (resp)
+		tileatom__response__free_unpacked(resp, NULL);
+	return ok;
+}
+
+/* Connects to a Unix socket and says Hello; -1 on failure (a refused connection too). */
+static int connect_unix(const char *path)
+{
+	int fd = connect_unix_raw(path);
+	if (fd >= 0 && !hello_ok(fd)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* True when the daemon closed the connection (EOF within 20 s). */
 static bool at_eof(int fd)
 {
@@ -314,12 +349,12 @@ static void ping_ok(int fd, uint64_t id)
 	tileatom__response__free_unpacked(resp, NULL);
 }
 
-/* Creates an int32 tile of n elements (zero). */
-static void create_tile(int fd, const char *name, int64_t n)
+/* Creates a 1-D tile of n elements (zero) of dtype. */
+static void create_tile_dtype(int fd, const char *name, int64_t n, Tileatom__DType dtype)
 {
 	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
 	c.name = (char *)name;
-	c.dtype = TILEATOM__DTYPE__INT32;
+	c.dtype = dtype;
 	c.n_shape = 1;
 	c.shape = &n;
 	Tileatom__Request req = TILEATOM__REQUEST__INIT;
@@ -331,6 +366,12 @@ static void create_tile(int fd, const char *name, int64_t n)
 	ck_assert_ptr_nonnull(resp);
 	ck_assert_msg(resp->status == TILEATOM__STATUS__OK, "create: %s", resp->message);
 	tileatom__response__free_unpacked(resp, NULL);
+}
+
+/* Creates a 1-D int32 tile of n elements. */
+static void create_tile(int fd, const char *name, int64_t n)
+{
+	create_tile_dtype(fd, name, n, TILEATOM__DTYPE__INT32);
 }
 
 /* Sends an add of 1 to every element of an int32 tile, optionally wanting old values. */
@@ -378,7 +419,7 @@ START_TEST(test_start_ping_stop)
 	ck_assert_int_eq(stat(d.sock, &st), 0);
 	ck_assert(S_ISSOCK(st.st_mode));
 	ck_assert_int_eq(st.st_mode & 0777, 0600);
-	int fd = connect_unix(d.sock);
+	int fd = connect_unix_raw(d.sock);
 	ck_assert_int_ge(fd, 0);
 	Tileatom__HelloRequest h = TILEATOM__HELLO_REQUEST__INIT;
 	h.protocol_version = 1;
@@ -806,7 +847,7 @@ START_TEST(test_connection_limit)
 	}
 	int b = connect_unix(d.sock);
 	ping_ok(b, 1);
-	int c = connect_unix(d.sock);
+	int c = connect_unix_raw(d.sock);
 	ck_assert_int_ge(c, 0);
 	Tileatom__Response *resp = recv_response(c);
 	ck_assert_ptr_nonnull(resp);
@@ -822,6 +863,10 @@ START_TEST(test_connection_limit)
 	bool in = false;
 	for (int tries = 0; tries < 200 && !in; tries++) {
 		int e = connect_unix(d.sock);
+		if (e < 0) {
+			usleep(10000);
+			continue;
+		}
 		Tileatom__PingRequest p = TILEATOM__PING_REQUEST__INIT;
 		Tileatom__Request req = TILEATOM__REQUEST__INIT;
 		req.id = 9;
@@ -1064,6 +1109,7 @@ START_TEST(test_tcp_loopback_and_refusal)
 	ck_assert_int_eq(connect(fd, (struct sockaddr *)&in, sizeof(in)), 0);
 	struct timeval tv = {20, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ck_assert(hello_ok(fd));
 	ping_ok(fd, 1);
 	close(fd);
 	int status = stop_daemon(&d);
@@ -1172,6 +1218,550 @@ START_TEST(test_socket_group)
 }
 END_TEST
 
+/* ---- access and bounds ----------------------------------------------------------------- */
+
+/* Connects over TCP to the port the daemon logged ("listening on tcp:127.0.0.1:PORT"). */
+static int connect_tcp_logged(const daemon_proc *d)
+{
+	char *err = NULL;
+	const char *at = NULL;
+	for (int tries = 0; tries < 500 && !at; tries++) {
+		free(err);
+		err = slurp(d->err_path);
+		at = strstr(err, "listening on tcp:127.0.0.1:");
+		if (!at)
+			usleep(10000);
+	}
+	ck_assert_ptr_nonnull(at);
+	int port = atoi(at + strlen("listening on tcp:127.0.0.1:"));
+	free(err);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in in;
+	memset(&in, 0, sizeof(in));
+	in.sin_family = AF_INET;
+	in.sin_port = htons((uint16_t)port);
+	in.sin_addr.s_addr = htonl(0x7f000001);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&in, sizeof(in)), 0);
+	struct timeval tv = {20, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Sends a ping and expects status (and msg when not NULL). */
+static void ping_expect(int fd, uint64_t id, Tileatom__Status status, const char *msg)
+{
+	uint8_t frame[64];
+	size_t used = 0;
+	append_ping(frame, sizeof(frame), &used, id);
+	ck_assert(send_all(fd, frame, used));
+	Tileatom__Response *resp = recv_response(fd);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, id);
+	ck_assert_msg(resp->status == status, "status %d: %s", resp->status, resp->message);
+	if (msg)
+		ck_assert_str_eq(resp->message, msg);
+	tileatom__response__free_unpacked(resp, NULL);
+}
+
+/* Counts the occurrences of needle in the file at path. */
+static int count_in_file(const char *path, const char *needle)
+{
+	char *text = slurp(path);
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	free(text);
+	return n;
+}
+
+/* Writes a secret file of mode into a new temporary directory (dir, path filled). */
+static void make_secret(char *dir, size_t dsize, char *path, size_t psize, mode_t mode)
+{
+	snprintf(dir, dsize, "/tmp/ta_auth.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, psize, "%s/secret", dir);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("5f0c3e9a1b7d4c2e8a6f0b3d9e1c7a42\n", f);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+/* Sends Hello and returns its response (the caller frees it). */
+static Tileatom__Response *hello_response(int fd)
+{
+	Tileatom__HelloRequest h = TILEATOM__HELLO_REQUEST__INIT;
+	h.protocol_version = 1;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 1;
+	req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	ck_assert(send_request(fd, &req));
+	Tileatom__Response *resp = recv_response(fd);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	return resp;
+}
+
+/* Sends Auth with a proof of secret over nonce; returns the response and the proof the
+ * daemon should answer with (server_proof). */
+static Tileatom__Response *auth_response(int fd, const ta_auth_secret *secret, const uint8_t *nonce,
+                                         uint8_t *server_proof)
+{
+	uint8_t cn[TA_AUTH_CLIENT_NONCE], proof[TA_AUTH_PROOF];
+	ck_assert_int_eq(ta_auth_random(cn, sizeof(cn)), 0);
+	ck_assert_int_eq(ta_auth_proof(secret, TA_AUTH_CLIENT, nonce, cn, sizeof(cn), proof), 0);
+	ck_assert_int_eq(ta_auth_proof(secret, TA_AUTH_SERVER, nonce, cn, sizeof(cn), server_proof),
+	                 0);
+	Tileatom__AuthRequest a = TILEATOM__AUTH_REQUEST__INIT;
+	a.client_nonce.data = cn;
+	a.client_nonce.len = sizeof(cn);
+	a.proof.data = proof;
+	a.proof.len = sizeof(proof);
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 2;
+	req.body_case = TILEATOM__REQUEST__BODY_AUTH;
+	req.auth = &a;
+	ck_assert(send_request(fd, &req));
+	Tileatom__Response *resp = recv_response(fd);
+	ck_assert_ptr_nonnull(resp);
+	return resp;
+}
+
+START_TEST(test_auth_tcp)
+{
+	char dir[64], path[128], msg[512];
+	make_secret(dir, sizeof(dir), path, sizeof(path), 0600);
+	ta_auth_secret secret, wrong;
+	ck_assert_int_eq(ta_auth_load(path, &secret, msg, sizeof(msg)), 0);
+	wrong = secret;
+	wrong.bytes[0] ^= 1;
+	daemon_proc d;
+	const char *const extra[] = {"--listen", "127.0.0.1:0", "--auth-file", path, NULL};
+	start_daemon(&d, extra);
+
+	/* Hello first, then nothing but Auth */
+	int fd = connect_tcp_logged(&d);
+	ping_expect(fd, 3, TILEATOM__STATUS__INVALID_ARGUMENT,
+	            "ping request before Hello: the protocol requires Hello as the first request "
+	            "of a connection");
+	Tileatom__Response *h = hello_response(fd);
+	ck_assert(h->hello->auth_required);
+	ck_assert_uint_eq(h->hello->auth_nonce.len, TA_AUTH_NONCE);
+	uint8_t nonce[TA_AUTH_NONCE], sproof[TA_AUTH_PROOF];
+	memcpy(nonce, h->hello->auth_nonce.data, TA_AUTH_NONCE);
+	tileatom__response__free_unpacked(h, NULL);
+	ping_expect(fd, 4, TILEATOM__STATUS__PERMISSION_DENIED,
+	            "ping refused: this TCP connection must authenticate first (Auth with the "
+	            "daemon's secret: tileatom-cli --auth-file FILE, or TILEATOM_AUTH_FILE)");
+	Tileatom__Response *a = auth_response(fd, &secret, nonce, sproof);
+	ck_assert_msg(a->status == TILEATOM__STATUS__OK, "%s", a->message);
+	ck_assert_uint_eq(a->auth->server_proof.len, TA_AUTH_PROOF);
+	ck_assert(ta_auth_equal(a->auth->server_proof.data, sproof, TA_AUTH_PROOF));
+	tileatom__response__free_unpacked(a, NULL);
+	ping_expect(fd, 5, TILEATOM__STATUS__OK, "");
+
+	/* a wrong secret: PERMISSION_DENIED, then the connection closes */
+	int bad = connect_tcp_logged(&d);
+	h = hello_response(bad);
+	uint8_t nonce2[TA_AUTH_NONCE];
+	memcpy(nonce2, h->hello->auth_nonce.data, TA_AUTH_NONCE);
+	tileatom__response__free_unpacked(h, NULL);
+	a = auth_response(bad, &wrong, nonce2, sproof);
+	ck_assert_int_eq(a->status, TILEATOM__STATUS__PERMISSION_DENIED);
+	ck_assert_str_eq(a->message, "authentication failed: the proof does not match the "
+	                             "daemon's secret; closing the connection");
+	tileatom__response__free_unpacked(a, NULL);
+	ck_assert(at_eof(bad));
+	close(bad);
+	/* a replayed proof (made for the first connection's nonce) fails the same way */
+	bad = connect_tcp_logged(&d);
+	h = hello_response(bad);
+	tileatom__response__free_unpacked(h, NULL);
+	a = auth_response(bad, &secret, nonce, sproof);
+	ck_assert_int_eq(a->status, TILEATOM__STATUS__PERMISSION_DENIED);
+	tileatom__response__free_unpacked(a, NULL);
+	ck_assert(at_eof(bad));
+	close(bad);
+	ping_expect(fd, 6, TILEATOM__STATUS__OK, ""); /* the good client goes on */
+
+	/* Unix clients need no Auth (their uid identifies them) */
+	int u = connect_unix_raw(d.sock);
+	h = hello_response(u);
+	ck_assert(!h->hello->auth_required);
+	tileatom__response__free_unpacked(h, NULL);
+	ping_expect(u, 7, TILEATOM__STATUS__OK, "");
+	close(u);
+	close(fd);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* three refusals (a request before Auth, two failed Auths) within 10 s: one warning
+	 * line, the others are counted for the next one */
+	ck_assert_int_eq(count_in_file(d.err_path, "<4>"), 1);
+	cleanup(&d);
+
+	/* other hosts only with a secret: --allow-remote without one is refused, with one the
+	 * daemon serves all addresses */
+	const char *const remote_open[] = {"--listen", "0.0.0.0:0", "--allow-remote", NULL};
+	start_daemon_ex(&d, remote_open, true, &status);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 1);
+	ck_assert_int_eq(count_in_file(d.err_path,
+	                               "<3>refusing to listen on 0.0.0.0:0 without authentication: "
+	                               "other hosts may connect only to a daemon with auth_file "
+	                               "(--auth-file)"),
+	                 1);
+	cleanup(&d);
+	const char *const remote_auth[] = {"--listen",    "0.0.0.0:0", "--allow-remote",
+	                                   "--auth-file", path,        NULL};
+	start_daemon(&d, remote_auth);
+	status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+
+	/* a secret file that others may read: the daemon refuses to start */
+	ck_assert_int_eq(chmod(path, 0644), 0);
+	start_daemon_ex(&d, extra, true, &status);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 1);
+	char want[512];
+	snprintf(want, sizeof(want),
+	         "<3>the auth file %s has mode 0644: group and others must have no access", path);
+	ck_assert_int_eq(count_in_file(d.err_path, want), 1);
+	cleanup(&d);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_frame_and_idle_timeouts)
+{
+	daemon_proc d;
+	const char *const extra[] = {"--frame-timeout", "300ms", "--idle-timeout", "1s", NULL};
+	start_daemon(&d, extra);
+	int good = connect_unix(d.sock);
+
+	/* a partial frame: answered UNAVAILABLE and closed once 300 ms have passed */
+	int slow = connect_unix(d.sock);
+	uint8_t partial[14];
+	ta_frame_put_header(partial, 100);
+	memset(partial + 4, 0, 10);
+	long long t0 = now_ms();
+	ck_assert(send_all(slow, partial, sizeof(partial)));
+	Tileatom__Response *resp = recv_response(slow);
+	long long waited = now_ms() - t0;
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__UNAVAILABLE);
+	ck_assert_str_eq(resp->message, "a partial frame (10 of 100 payload bytes) was held for "
+	                                "more than 300 ms (frame_timeout); closing the "
+	                                "connection");
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(at_eof(slow));
+	close(slow);
+	ck_assert_msg(waited >= 300 && waited < 5000, "closed after %lld ms", waited);
+
+	/* slowloris: a byte every 50 ms does not keep the frame alive */
+	slow = connect_unix(d.sock);
+	uint8_t hdr[4];
+	ta_frame_put_header(hdr, 100);
+	ck_assert(send_all(slow, hdr, 4));
+	t0 = now_ms();
+	bool closed = false;
+	for (int i = 0; i < 100 && !closed; i++) {
+		uint8_t zero = 0;
+		usleep(50000);
+		ping_ok(good, (uint64_t)(10 + i)); /* the other client is served meanwhile */
+		struct pollfd pfd = {slow, POLLIN, 0};
+		if (poll(&pfd, 1, 0) > 0)
+			closed = true;
+		else
+			ck_assert(send_all(slow, &zero, 1));
+	}
+	waited = now_ms() - t0;
+	ck_assert(closed);
+	ck_assert_msg(waited >= 300 && waited < 5000, "slowloris closed after %lld ms", waited);
+	resp = recv_response(slow);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__UNAVAILABLE);
+	tileatom__response__free_unpacked(resp, NULL);
+	close(slow);
+
+	/* idle: a connection that sends nothing for 1 s is closed; one that keeps talking is
+	 * not */
+	int idle = connect_unix(d.sock);
+	t0 = now_ms();
+	for (int i = 0; i < 100; i++) { /* the good client keeps talking meanwhile */
+		struct pollfd pfd = {idle, POLLIN, 0};
+		if (poll(&pfd, 1, 100) > 0)
+			break;
+		ping_ok(good, (uint64_t)(200 + i));
+	}
+	waited = now_ms() - t0;
+	resp = recv_response(idle);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__UNAVAILABLE);
+	ck_assert_str_eq(resp->message, "nothing was sent or taken for 1000 ms (idle_timeout); "
+	                                "closing the connection");
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(at_eof(idle));
+	close(idle);
+	ck_assert_msg(waited >= 900 && waited < 6000, "idle closed after %lld ms", waited);
+	ping_ok(good, 500);
+	close(good);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
+START_TEST(test_refusals_logged_once)
+{
+	daemon_proc d;
+	const char *const extra[] = {"--max-connections", "1", NULL};
+	start_daemon(&d, extra);
+	int a = -1;
+	for (int tries = 0; tries < 500 && a < 0; tries++) { /* the start probe may linger */
+		a = connect_unix(d.sock);
+		if (a < 0)
+			usleep(10000);
+	}
+	ck_assert_int_ge(a, 0);
+	int before = count_in_file(d.err_path, "refused: too many connections");
+	for (int i = 0; i < 30; i++) {
+		int c = connect_unix_raw(d.sock);
+		ck_assert_int_ge(c, 0);
+		Tileatom__Response *resp = recv_response(c);
+		ck_assert_ptr_nonnull(resp);
+		ck_assert_int_eq(resp->status, TILEATOM__STATUS__RESOURCE_EXHAUSTED);
+		tileatom__response__free_unpacked(resp, NULL);
+		close(c);
+	}
+	ping_ok(a, 1);
+	close(a);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* 30 refusals within 10 s: one line (none more when a refusal of the loop above
+	 * already wrote it) */
+	ck_assert_int_eq(count_in_file(d.err_path, "refused: too many connections") - before,
+	                 before ? 0 : 1);
+	cleanup(&d);
+}
+END_TEST
+
+/* Sends an element-wise add of 1 over the first n elements of tile name, of dtype int32 or
+ * float32 (the reply is not read). */
+static void send_add_n_dtype(int fd, uint64_t id, const char *name, int64_t n,
+                             Tileatom__DType dtype)
+{
+	/* 1 as int32 and as float32 bits */
+	uint32_t one = dtype == TILEATOM__DTYPE__FLOAT32 ? 0x3f800000u : 1u;
+	int64_t origin = 0;
+	Tileatom__Region r = TILEATOM__REGION__INIT;
+	r.n_origin = 1;
+	r.origin = &origin;
+	r.n_shape = 1;
+	r.shape = &n;
+	Tileatom__Array va = TILEATOM__ARRAY__INIT;
+	va.dtype = dtype;
+	va.data.data = (uint8_t *)&one;
+	va.data.len = 4;
+	Tileatom__ElementwiseAtomicRequest e = TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT;
+	e.tile = (char *)name;
+	e.op = TILEATOM__OP__ADD;
+	e.region = &r;
+	e.values = &va;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = id;
+	req.body_case = TILEATOM__REQUEST__BODY_ELEMENTWISE;
+	req.elementwise = &e;
+	ck_assert(send_request(fd, &req));
+}
+
+/* Sends an element-wise add of 1 over the first n elements of int32 tile name (the reply
+ * is not read). */
+static void send_add_n(int fd, uint64_t id, const char *name, int64_t n)
+{
+	send_add_n_dtype(fd, id, name, n, TILEATOM__DTYPE__INT32);
+}
+
+START_TEST(test_slot_freed_while_request_runs)
+{
+	/* one worker, one thread per request: x's large add keeps the worker busy while a's
+	 * request waits behind it on the executor */
+	daemon_proc d;
+	const char *const extra[] = {
+	    "--max-connections", "2", "--workers", "1", "--cpu-threads", "1",
+	    "--inline-max",      "0", NULL};
+	start_daemon(&d, extra);
+	const int64_t big = INT64_C(32) << 20; /* 128 MiB of int32 */
+	int x = connect_unix(d.sock);
+	long long deadline = now_ms() + 20000;
+	for (;;) { /* wait until the start probe is gone: x is the only one */
+		Tileatom__Response *st = get_stats(x);
+		uint32_t open = st->stats->connections;
+		tileatom__response__free_unpacked(st, NULL);
+		if (open == 1)
+			break;
+		ck_assert_msg(now_ms() < deadline, "%u connections open", open);
+		usleep(10000);
+	}
+	create_tile(x, "big", big);
+	int a = connect_unix(d.sock);
+	ck_assert_int_ge(a, 0);
+	send_add_n(x, 20, "big", big);
+	usleep(20000); /* x's add is on the worker */
+	send_add_n(a, 21, "big", 1000);
+	usleep(20000); /* a's add waits for the worker */
+	struct linger lg = {1, 0};
+	setsockopt(a, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(a); /* a reset: the peer is gone at once */
+	/* a's slot is free although its request is still queued on the executor */
+	int b = -1;
+	for (int tries = 0; tries < 200 && b < 0; tries++) {
+		b = connect_unix(d.sock);
+		if (b < 0)
+			usleep(5000);
+	}
+	ck_assert_int_ge(b, 0);
+	ping_ok(b, 30); /* pings run on the loop: served while the worker is busy */
+	struct pollfd pfd = {x, POLLIN, 0};
+	bool x_done = poll(&pfd, 1, 0) > 0;
+	Tileatom__Response *resp = recv_response(x);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 20);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	ck_assert_uint_eq(resp->op->applied, (uint64_t)big);
+	tileatom__response__free_unpacked(resp, NULL);
+	/* b got in while x's add still ran (else this test proved nothing) */
+	ck_assert_msg(!x_done, "x's add finished before b got in; make it larger");
+	close(b);
+	close(x);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
+START_TEST(test_frame_clock_held_by_daemon)
+{
+	/* a partial frame behind a request that runs longer than frame_timeout: the daemon
+	 * holds the connection up, so its clock waits */
+	daemon_proc d;
+	const char *const extra[] = {
+	    "--frame-timeout", "100ms", "--workers", "1", "--cpu-threads", "1",
+	    "--inline-max",    "0",     NULL};
+	start_daemon(&d, extra);
+	/* 256 MiB of float32: a float add is a compare-and-swap loop per element, several
+	 * times slower than an integer add on the CPU backend's fast path (an int32 add of
+	 * this size took 176 ms on the 2-CPU machine, too close to the timeout) */
+	const int64_t big = INT64_C(64) << 20;
+	int x = connect_unix(d.sock);
+	create_tile_dtype(x, "big", big, TILEATOM__DTYPE__FLOAT32);
+	uint8_t ping[64];
+	size_t plen = 0;
+	append_ping(ping, sizeof(ping), &plen, 31);
+	long long t0 = now_ms();
+	send_add_n_dtype(x, 30, "big", big, TILEATOM__DTYPE__FLOAT32);
+	ck_assert(send_all(x, ping, 5)); /* the ping's prefix and one byte */
+	Tileatom__Response *resp = recv_response(x);
+	long long ran = now_ms() - t0;
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 30);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(send_all(x, ping + 5, plen - 5));
+	resp = recv_response(x);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 31);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	/* the add must have outlasted the timeout, else this proved nothing */
+	ck_assert_msg(ran > 200, "the add took only %lld ms", ran);
+	close(x);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
+/* Packs a Hello whose client_name has name_len bytes into a malloc'd frame (*len). */
+static uint8_t *big_hello_frame(uint64_t id, size_t name_len, size_t *len)
+{
+	char *name = malloc(name_len + 1);
+	ck_assert_ptr_nonnull(name);
+	memset(name, 'x', name_len);
+	name[name_len] = '\0';
+	Tileatom__HelloRequest h = TILEATOM__HELLO_REQUEST__INIT;
+	h.protocol_version = 1;
+	h.client_name = name;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = id;
+	req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	uint8_t *frame = NULL;
+	ck_assert_int_eq(ta_frame_encode(&req.base, TA_FRAME_DEFAULT_MAX, &frame, len), 0);
+	free(name);
+	return frame;
+}
+
+START_TEST(test_input_total_bound)
+{
+	/* room for two 16000-byte frames in progress, not three */
+	daemon_proc d;
+	const char *const extra[] = {"--max-frame", "16K", "--max-input-total", "32K", NULL};
+	start_daemon(&d, extra);
+	size_t len = 0;
+	uint8_t *frame[3];
+	for (int i = 0; i < 3; i++)
+		frame[i] = big_hello_frame((uint64_t)(100 + i), 15990, &len);
+	ck_assert_uint_gt(len, 16000);
+	ck_assert_uint_le(len, 16384 + TA_FRAME_HEADER);
+	int fa = connect_unix(d.sock), fb = connect_unix(d.sock), fc = connect_unix(d.sock);
+	/* a and b each start a frame: 2 x ~16000 bytes reserved */
+	ck_assert(send_all(fa, frame[0], 100));
+	ck_assert(send_all(fb, frame[1], 100));
+	usleep(50000);
+	/* c's frame does not fit: c is paused, its bytes wait */
+	ck_assert(send_all(fc, frame[2], 100));
+	usleep(50000);
+	ck_assert(send_all(fc, frame[2] + 100, len - 100));
+	/* other clients keep being served (whole small frames need no reservation) */
+	int other = connect_unix(d.sock);
+	ck_assert_int_ge(other, 0);
+	ping_ok(other, 1);
+	struct pollfd pfd = {fc, POLLIN, 0};
+	ck_assert_int_eq(poll(&pfd, 1, 300), 0); /* no answer for c while a and b hold it */
+	/* a finishes its frame: its reservation is given back, c goes on */
+	ck_assert(send_all(fa, frame[0] + 100, len - 100));
+	Tileatom__Response *resp = recv_response(fa);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 100);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	resp = recv_response(fc);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 102);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(send_all(fb, frame[1] + 100, len - 100));
+	resp = recv_response(fb);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 101);
+	tileatom__response__free_unpacked(resp, NULL);
+	ping_ok(fc, 2); /* nobody was closed */
+	for (int i = 0; i < 3; i++)
+		free(frame[i]);
+	close(fa);
+	close(fb);
+	close(fc);
+	close(other);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
 /* The suite. */
 static Suite *server_suite(void)
 {
@@ -1191,6 +1781,15 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, test_tcp_loopback_and_refusal);
 	tcase_add_test(tc, test_stale_socket_and_bad_usage);
 	tcase_add_test(tc, test_socket_group);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("access_bounds");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_auth_tcp);
+	tcase_add_test(tc, test_frame_and_idle_timeouts);
+	tcase_add_test(tc, test_refusals_logged_once);
+	tcase_add_test(tc, test_slot_freed_while_request_runs);
+	tcase_add_test(tc, test_frame_clock_held_by_daemon);
+	tcase_add_test(tc, test_input_total_bound);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1437,6 +1437,18 @@ START_TEST(test_shared_buffer_refusals)
 	int s = raw_connect();
 	Tileatom__Request req;
 	Tileatom__RegisterBufferRequest reg;
+	Tileatom__HelloRequest hello;
+	tileatom__request__init(&req);
+	tileatom__hello_request__init(&hello);
+	hello.protocol_version = TILEATOM_PROTOCOL_VERSION;
+	req.id = 100;
+	req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+	req.hello = &hello;
+	raw_request(s, &req, -1); /* Hello first */
+	Tileatom__Response *hr = raw_response(s);
+	ck_assert_int_eq(hr->status, TILEATOM__STATUS__OK);
+	ck_assert_uint_gt(hr->hello->max_frame, 0);
+	tileatom__response__free_unpacked(hr, NULL);
 	/* unsealed */
 	int unsealed = make_memfd(4096, false);
 	tileatom__request__init(&req);

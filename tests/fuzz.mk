@@ -15,8 +15,9 @@ FUZZ_ARGS = -max_len=4096 -rss_limit_mb=2048 -entropic_scale_per_exec_time=1
 FUZZ_SANITIZE = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer
 FUZZ_CPPFLAGS = $(DEFS) -I$(top_builddir) $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
-FUZZ_CFLAGS = -std=gnu11 -g -O1 -pthread $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS)
-FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) -lm
+FUZZ_CFLAGS = -std=gnu11 -g -O1 -pthread $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS) \
+	$(LIBCRYPTO_CFLAGS)
+FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) $(LIBCRYPTO_LIBS) -lm
 # The per-element code (the CPU backend's loops in ta_cpu.c and the dtype helpers of
 # ta_types.c they call) is built with the sanitizers but without coverage counters: the
 # backend's worker threads all bumping the same counters made requests large enough for
@@ -24,12 +25,12 @@ FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) -lm
 FUZZ_SRCS = $(srcdir)/tests/fuzz_dispatch.c \
 	$(srcdir)/daemon/arena.c $(srcdir)/daemon/conf.c $(srcdir)/daemon/conn.c $(srcdir)/daemon/dispatch.c \
 	$(srcdir)/daemon/executor.c $(srcdir)/daemon/log.c $(srcdir)/daemon/notify.c \
-	$(srcdir)/daemon/registry.c $(srcdir)/daemon/server.c \
+	$(srcdir)/daemon/registry.c $(srcdir)/daemon/server.c $(srcdir)/daemon/wirecheck.c \
 	$(srcdir)/tacore/ta_plan.c $(srcdir)/kernels/ta_lower.c $(srcdir)/kernels/ta_cuda_none.c \
-	$(srcdir)/proto/ta_frame.c proto/tileatom.pb-c.c
+	$(srcdir)/proto/ta_frame.c $(srcdir)/proto/ta_auth.c proto/tileatom.pb-c.c
 FUZZ_NOCOV_OBJS = tests/fuzz_ta_cpu.o tests/fuzz_ta_types.o
 FUZZ_DEPS = $(srcdir)/daemon/*.h $(srcdir)/tacore/*.h $(srcdir)/kernels/*.h $(srcdir)/tacore/ta_ops.def \
-	$(srcdir)/proto/ta_frame.h $(PROTO_GEN)
+	$(srcdir)/proto/ta_frame.h $(srcdir)/proto/ta_auth.h $(PROTO_GEN)
 EXTRA_DIST += tests/fuzz_dispatch.c tests/fuzz_dispatch.dict tests/fuzz_seeds.c
 CLEANFILES += tests/fuzz_dispatch tests/fuzz_seeds $(FUZZ_NOCOV_OBJS)
 

@@ -5,3 +5,4 @@ include $(srcdir)/tests/service.mk
 include $(srcdir)/tests/cuda.mk
 include $(srcdir)/tests/fuzz.mk
 include $(srcdir)/tests/table.mk
+include $(srcdir)/tests/operator.mk

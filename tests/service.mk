@@ -24,9 +24,22 @@ tests_check_daemon_server_SOURCES = tests/check_daemon_server.c
 tests_check_daemon_server_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DTA_TEST_DAEMON='"$(abs_top_builddir)/daemon/tileatomd"'
 tests_check_daemon_server_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
-tests_check_daemon_server_LDADD = daemon/libtadaemon.a $(CHECK_LIBS) $(PROTOBUF_C_LIBS)
+tests_check_daemon_server_LDADD = daemon/libtadaemon.a $(CHECK_LIBS) $(PROTOBUF_C_LIBS) \
+	$(LIBCRYPTO_LIBS)
 # The server test starts the daemon binary.
 EXTRA_tests_check_daemon_server_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
+endif
+# Access control and bounds without sockets (strings, sessions, Auth, private tiles, the
+# secret file, max_tiles, the commit check, the new settings, the rate-limited log).
+if HAVE_CHECK
+check_PROGRAMS += tests/check_access
+TESTS += tests/check_access
+tests_check_access_SOURCES = tests/check_access.c
+tests_check_access_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
+	-DTA_SRCDIR='"$(abs_top_srcdir)"'
+tests_check_access_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) \
+	$(INIH_CFLAGS) $(LIBCRYPTO_CFLAGS)
+tests_check_access_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
 endif
 # --- daemon tests end
 
@@ -49,7 +62,7 @@ tests_check_client_codec_SOURCES = tests/check_client_codec.c $(CLIENT_LIB_SOURC
 nodist_tests_check_client_codec_SOURCES = $(nodist_PROTO_SOURCES)
 tests_check_client_codec_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
 tests_check_client_codec_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
-tests_check_client_codec_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) -lm
+tests_check_client_codec_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 
 tests_check_integration_SOURCES = tests/check_integration.c \
 	tests/check_client_util.c tests/check_client_util.h $(PROTO_SOURCES)

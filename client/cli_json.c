@@ -1,0 +1,139 @@
+/* cli_json.c: tileatom-cli's --json output, built with json-c: element values in their
+ * dtype (non-finite floats as the strings "nan", "inf", "-inf"), shapes, tile
+ * descriptions, and the printing of a finished object in one compact format
+ * (CLI_JSON_FLAGS: no blanks, "/" not escaped) followed by a newline. Large arrays (get)
+ * are streamed: the enclosing object is serialised by json-c and left open, and each
+ * value is serialised by json-c on its own. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+json_object *cli_json_value(tileatom_dtype dtype, const void *p)
+{
+	switch (dtype) {
+	case TILEATOM_INT32: {
+		int32_t v;
+		memcpy(&v, p, sizeof(v));
+		return json_object_new_int64(v);
+	}
+	case TILEATOM_INT64: {
+		int64_t v;
+		memcpy(&v, p, sizeof(v));
+		return json_object_new_int64(v);
+	}
+	case TILEATOM_UINT32: {
+		uint32_t v;
+		memcpy(&v, p, sizeof(v));
+		return json_object_new_uint64(v);
+	}
+	case TILEATOM_UINT64: {
+		uint64_t v;
+		memcpy(&v, p, sizeof(v));
+		return json_object_new_uint64(v);
+	}
+	default:
+		break;
+	}
+	/* Floats: the library's shortest text that reads back to the same value, kept by
+	 * json-c as the number's serialisation; non-finite values have no JSON number. */
+	char text[64];
+	tileatom_value_format(dtype, p, text, sizeof(text));
+	double d = tileatom_value_to_double(dtype, p);
+	if (!isfinite(d))
+		return json_object_new_string(text);
+	return json_object_new_double_s(d, text);
+}
+
+json_object *cli_json_shape(const int64_t *shape, int rank)
+{
+	json_object *a = json_object_new_array();
+	for (int i = 0; a && i < rank; i++) {
+		json_object *v = json_object_new_int64(shape[i]);
+		if (!v || json_object_array_add(a, v) != 0) {
+			json_object_put(v);
+			json_object_put(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+bool cli_json_add(json_object *obj, const char *key, json_object *value)
+{
+	if (!obj || !value) {
+		json_object_put(value);
+		return false;
+	}
+	if (json_object_object_add(obj, key, value) != 0) {
+		json_object_put(value);
+		return false;
+	}
+	return true;
+}
+
+json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements)
+{
+	json_object *o = json_object_new_object();
+	int64_t n = 1;
+	for (int a = 0; a < info->rank; a++)
+		n *= info->shape[a];
+	bool ok =
+	    cli_json_add(o, "name", json_object_new_string(info->name)) &&
+	    cli_json_add(o, "dtype", json_object_new_string(tileatom_dtype_name(info->dtype))) &&
+	    cli_json_add(o, "shape", cli_json_shape(info->shape, info->rank)) &&
+	    (!with_elements || cli_json_add(o, "elements", json_object_new_int64(n))) &&
+	    cli_json_add(o, "bytes", json_object_new_uint64(info->bytes));
+	if (!ok) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_object *cli_json_done(json_object *obj, bool ok)
+{
+	if (ok)
+		return obj;
+	json_object_put(obj);
+	return NULL;
+}
+
+int cli_json_print(const char *cmd, json_object *obj)
+{
+	const char *text = obj ? json_object_to_json_string_ext(obj, CLI_JSON_FLAGS) : NULL;
+	int rc = CLI_EXIT_OK;
+	if (!text) {
+		cli_error("%s: out of memory building the JSON output", cmd);
+		rc = CLI_EXIT_ERROR;
+	} else if (printf("%s\n", text) < 0) {
+		cli_error("%s: writing the output: %s", cmd, strerror(errno));
+		rc = CLI_EXIT_ERROR;
+	}
+	json_object_put(obj);
+	return rc;
+}
+
+bool cli_json_open_array(json_object *head, const char *key)
+{
+	const char *text = head ? json_object_to_json_string_ext(head, CLI_JSON_FLAGS) : NULL;
+	size_t n = text ? strlen(text) : 0;
+	json_object *k = json_object_new_string(key);
+	const char *ktext = k ? json_object_to_json_string_ext(k, CLI_JSON_FLAGS) : NULL;
+	bool ok = n >= 2 && text[n - 1] == '}' && ktext;
+	if (ok) /* the object without its closing brace, then "key":[ */
+		ok = printf("%.*s%s%s:[", (int)(n - 1), text, n > 2 ? "," : "", ktext) >= 0;
+	json_object_put(k);
+	json_object_put(head);
+	return ok;
+}
+
+bool cli_json_array_item(json_object *value, bool first)
+{
+	const char *text = value ? json_object_to_json_string_ext(value, CLI_JSON_FLAGS) : NULL;
+	bool ok = text && printf("%s%s", first ? "" : ",", text) >= 0;
+	json_object_put(value);
+	return ok;
+}

@@ -1,0 +1,361 @@
+/* metrics_http.c: the Prometheus endpoint of metrics_http.h on libmicrohttpd. The
+ * exposition text is built per scrape into an open_memstream buffer that libmicrohttpd
+ * frees after sending; nothing here runs on the event loop or the request path.
+ *
+ * Failure modes: a bad or non-loopback address, or a port in use, fails the start (the
+ * daemon then exits 1); a scrape that runs out of memory gets a 500; any path but
+ * /metrics a 404; any method but GET and HEAD a 405. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include "metrics_http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "log.h"
+#include "netaddr.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+/* Scrapes served at the same time. */
+#define METRICS_MAX_CONNECTIONS 16
+/* Seconds an idle scrape connection is kept. */
+#define METRICS_IDLE_TIMEOUT 10
+
+struct ta_metrics_server {
+	struct MHD_Daemon *mhd; /* the HTTP server and its thread */
+	ta_service *svc;        /* what is served */
+	uint64_t limit_bytes;   /* the tile memory limit shown (0: unlimited) */
+	int port;               /* the bound TCP port */
+};
+
+/* Writes s as a Prometheus label value (backslash, quote and newline escaped). */
+static void put_label(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			fputs("\\\\", f);
+		else if (*s == '"')
+			fputs("\\\"", f);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+/* Writes the HELP and TYPE lines of a metric family. */
+static void put_head(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The per-kind counter families: name, help, and which snapshot field. */
+typedef struct kind_family {
+	const char *name; /* metric name */
+	const char *help; /* HELP text */
+	size_t offset;    /* offsetof(ta_kind_snapshot, field) */
+} kind_family;
+
+static const kind_family kind_families[] = {
+    {"tileatom_requests_total", "Requests answered, by request kind.",
+     offsetof(ta_kind_snapshot, requests)},
+    {"tileatom_request_errors_total",
+     "Requests answered with a status other than OK, by request kind.",
+     offsetof(ta_kind_snapshot, errors)},
+    {"tileatom_elements_total", "Tile elements processed by the backend, by request kind.",
+     offsetof(ta_kind_snapshot, elements)},
+    {"tileatom_request_bytes_total", "Request payload bytes received, by request kind.",
+     offsetof(ta_kind_snapshot, bytes_in)},
+    {"tileatom_response_bytes_total", "Response frame bytes produced, by request kind.",
+     offsetof(ta_kind_snapshot, bytes_out)},
+};
+
+/* True for the kinds shown (the table's, plus the undecodable). */
+static bool kind_shown(int k)
+{
+	return k == TA_REQ_NONE || ta_req_valid((ta_req_kind)k);
+}
+
+char *ta_metrics_render(ta_service *svc, uint64_t limit_bytes, size_t *len)
+{
+	char *buf = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&buf, &size);
+	if (!f)
+		return NULL;
+	ta_kind_snapshot snap[TA_REQ_END];
+	for (int k = 0; k < TA_REQ_END; k++)
+		ta_metrics_read(&svc->metrics, (ta_req_kind)k, &snap[k]);
+	const char *be = svc->info.name;
+
+	put_head(f, "tileatom_info", "gauge",
+	         "The daemon's version, backend and device (always 1).");
+	fprintf(f, "tileatom_info{version=\"%s\",backend=\"", PACKAGE_VERSION);
+	put_label(f, be);
+	fputs("\",device=\"", f);
+	put_label(f, svc->info.device);
+	fputs("\"} 1\n", f);
+
+	for (size_t i = 0; i < sizeof(kind_families) / sizeof(kind_families[0]); i++) {
+		const kind_family *fam = &kind_families[i];
+		put_head(f, fam->name, "counter", fam->help);
+		for (int k = 0; k < TA_REQ_END; k++) {
+			if (!kind_shown(k))
+				continue;
+			uint64_t v;
+			memcpy(&v, (const char *)&snap[k] + fam->offset, sizeof(v));
+			fprintf(f, "%s{backend=\"", fam->name);
+			put_label(f, be);
+			fprintf(f, "\",request=\"%s\"} %" PRIu64 "\n",
+			        ta_metrics_kind_name((ta_req_kind)k), v);
+		}
+	}
+
+	put_head(f, "tileatom_request_duration_seconds", "histogram",
+	         "Time the daemon spent on a request, from decoding it to its encoded response "
+	         "(not the time queued), by request kind.");
+	for (int k = 0; k < TA_REQ_END; k++) {
+		if (!kind_shown(k))
+			continue;
+		const char *kind = ta_metrics_kind_name((ta_req_kind)k);
+		uint64_t cum = 0;
+		for (int b = 0; b <= TA_METRICS_BUCKETS; b++) {
+			cum += snap[k].bucket[b];
+			fputs("tileatom_request_duration_seconds_bucket{backend=\"", f);
+			put_label(f, be);
+			if (b < TA_METRICS_BUCKETS)
+				fprintf(f, "\",request=\"%s\",le=\"%.9g\"} %" PRIu64 "\n", kind,
+				        (double)ta_metrics_bucket_ns[b] / 1e9, cum);
+			else
+				fprintf(f, "\",request=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", kind,
+				        cum);
+		}
+		fputs("tileatom_request_duration_seconds_sum{backend=\"", f);
+		put_label(f, be);
+		fprintf(f, "\",request=\"%s\"} %" PRIu64 ".%09" PRIu64 "\n", kind,
+		        snap[k].latency_ns / 1000000000u, snap[k].latency_ns % 1000000000u);
+		fputs("tileatom_request_duration_seconds_count{backend=\"", f);
+		put_label(f, be);
+		fprintf(f, "\",request=\"%s\"} %" PRIu64 "\n", kind, cum);
+	}
+
+	uint32_t tiles = 0;
+	uint64_t tile_bytes = 0;
+	ta_registry_stats(svc->registry, &tiles, &tile_bytes);
+	put_head(f, "tileatom_connections", "gauge", "Open client connections.");
+	fprintf(f, "tileatom_connections %u\n", atomic_load(&svc->connections));
+	put_head(f, "tileatom_tiles", "gauge", "Tiles held.");
+	fprintf(f, "tileatom_tiles %" PRIu32 "\n", tiles);
+	put_head(f, "tileatom_tile_bytes", "gauge", "Bytes of tile memory held.");
+	fprintf(f, "tileatom_tile_bytes %" PRIu64 "\n", tile_bytes);
+	if (limit_bytes) {
+		put_head(f, "tileatom_tile_bytes_limit", "gauge",
+		         "Most bytes all tiles may hold together (max_total_bytes).");
+		fprintf(f, "tileatom_tile_bytes_limit %" PRIu64 "\n", limit_bytes);
+	}
+	if (svc->info.device_memory) {
+		put_head(f, "tileatom_device_memory_bytes", "gauge", "Memory of the GPU in use.");
+		fprintf(f, "tileatom_device_memory_bytes %" PRIu64 "\n", svc->info.device_memory);
+	}
+	bool failed = ferror(f) != 0;
+	if (fclose(f) != 0 || failed) {
+		free(buf);
+		return NULL;
+	}
+	*len = size;
+	return buf;
+}
+
+/* libmicrohttpd's request handler: GET /metrics. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
+{
+	(void)version;
+	(void)upload_data;
+	ta_metrics_server *s = cls;
+	if (*req_cls == NULL) { /* first call: headers only; answer on the next */
+		*req_cls = s;
+		return MHD_YES;
+	}
+	if (*upload_data_size != 0) {
+		*upload_data_size = 0; /* a body is ignored */
+		return MHD_YES;
+	}
+	unsigned code = MHD_HTTP_OK;
+	const char *type = "text/plain; version=0.0.4; charset=utf-8";
+	struct MHD_Response *resp;
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		static const char msg[] = "only GET /metrics is served\n";
+		code = MHD_HTTP_METHOD_NOT_ALLOWED;
+		resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
+		                                       MHD_RESPMEM_PERSISTENT);
+		type = "text/plain; charset=utf-8";
+	} else if (strcmp(url, "/metrics") != 0) {
+		static const char msg[] = "not found: the metrics are at /metrics\n";
+		code = MHD_HTTP_NOT_FOUND;
+		resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
+		                                       MHD_RESPMEM_PERSISTENT);
+		type = "text/plain; charset=utf-8";
+	} else {
+		size_t len = 0;
+		char *text = ta_metrics_render(s->svc, s->limit_bytes, &len);
+		if (!text) {
+			static const char msg[] = "out of memory rendering the metrics\n";
+			code = MHD_HTTP_INTERNAL_SERVER_ERROR;
+			resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
+			                                       MHD_RESPMEM_PERSISTENT);
+			type = "text/plain; charset=utf-8";
+		} else {
+			resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+			if (!resp)
+				free(text);
+		}
+	}
+	if (!resp)
+		return MHD_NO;
+	if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type) != MHD_YES) {
+		MHD_destroy_response(resp);
+		return MHD_NO;
+	}
+	if (code == MHD_HTTP_METHOD_NOT_ALLOWED &&
+	    MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") != MHD_YES) {
+		MHD_destroy_response(resp);
+		return MHD_NO;
+	}
+	enum MHD_Result r = MHD_queue_response(conn, code, resp);
+	MHD_destroy_response(resp);
+	return r;
+}
+
+/* libmicrohttpd's error log, into the daemon's. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	char msg[512];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	size_t n = strlen(msg);
+	while (n > 0 && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	ta_log(TA_LOG_WARNING, "metrics: %s", msg);
+}
+
+/* Resolves "HOST:PORT" / "[V6]:PORT" ("*" or an empty host: every address) into *res. */
+static ta_status resolve(const char *spec, struct addrinfo **res, ta_error *err)
+{
+	char host[256];
+	const char *port;
+	if (spec[0] == '[') {
+		const char *close = strchr(spec, ']');
+		if (!close || close[1] != ':' || (size_t)(close - spec - 1) >= sizeof(host))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "metrics: '%s' is not [ADDRESS]:PORT", spec);
+		memcpy(host, spec + 1, (size_t)(close - spec - 1));
+		host[close - spec - 1] = '\0';
+		port = close + 2;
+	} else {
+		const char *colon = strrchr(spec, ':');
+		if (!colon || (size_t)(colon - spec) >= sizeof(host))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "metrics: '%s' is not HOST:PORT", spec);
+		memcpy(host, spec, (size_t)(colon - spec));
+		host[colon - spec] = '\0';
+		port = colon + 1;
+	}
+	if (!*port)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "metrics: '%s' has no port", spec);
+	struct addrinfo hints;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	int rc = getaddrinfo(*host && strcmp(host, "*") != 0 ? host : NULL, port, &hints, res);
+	if (rc != 0)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "metrics: cannot resolve '%s': %s",
+		                    spec, gai_strerror(rc));
+	return TA_OK;
+}
+
+ta_status ta_metrics_server_start(ta_metrics_server **out, const char *spec, bool allow_remote,
+                                  ta_service *svc, uint64_t limit_bytes, ta_error *err)
+{
+	*out = NULL;
+	struct addrinfo *res = NULL;
+	ta_status st = resolve(spec, &res, err);
+	if (st != TA_OK)
+		return st;
+	if (!ta_net_is_loopback(res->ai_addr) && !allow_remote) {
+		freeaddrinfo(res);
+		return ta_error_set(err, TA_PERMISSION_DENIED,
+		                    "refusing to serve metrics on %s: not a loopback address (set "
+		                    "allow_remote = true or --allow-remote to serve other hosts)",
+		                    spec);
+	}
+	ta_metrics_server *s = calloc(1, sizeof(*s));
+	if (!s) {
+		freeaddrinfo(res);
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	s->svc = svc;
+	s->limit_bytes = limit_bytes;
+	/* epoll or poll (not select, whose descriptor limit a busy daemon may pass) */
+	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+	if (res->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	/* the logger first, so that libmicrohttpd's own messages go through it too */
+	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+	                          on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, res->ai_addr,
+	                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_MAX_CONNECTIONS,
+	                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_IDLE_TIMEOUT,
+	                          MHD_OPTION_END);
+	int start_errno = errno;
+	freeaddrinfo(res);
+	if (!s->mhd) {
+		free(s);
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot serve metrics on %s: %s", spec,
+		                    start_errno ? strerror(start_errno) : "libmicrohttpd failed");
+	}
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_LISTEN_FD);
+	struct sockaddr_storage bound;
+	socklen_t blen = sizeof(bound);
+	if (!info || getsockname(info->listen_fd, (struct sockaddr *)&bound, &blen) != 0) {
+		int e = errno;
+		MHD_stop_daemon(s->mhd);
+		free(s);
+		return ta_error_set(err, TA_INTERNAL, "metrics: cannot read the bound address: %s",
+		                    strerror(e));
+	}
+	s->port = bound.ss_family == AF_INET6
+	              ? ntohs(((const struct sockaddr_in6 *)&bound)->sin6_port)
+	              : ntohs(((const struct sockaddr_in *)&bound)->sin_port);
+	ta_log(TA_LOG_NOTICE, "serving metrics on %s (port %d): GET /metrics", spec, s->port);
+	*out = s;
+	return TA_OK;
+}
+
+int ta_metrics_server_port(const ta_metrics_server *s)
+{
+	return s->port;
+}
+
+void ta_metrics_server_stop(ta_metrics_server *s)
+{
+	if (!s)
+		return;
+	MHD_stop_daemon(s->mhd);
+	free(s);
+}

@@ -1,0 +1,714 @@
+/* check_access.c: unit tests of tileatomd's access control and bounds that run without
+ * sockets: the string check of encoded requests (NUL and invalid UTF-8 in names), the
+ * handshake of a connection's session (Hello first; Auth over the shared secret with its
+ * HMAC proofs), private tiles seen from several identities (two uids, an unauthenticated
+ * TCP client, the holder of the secret, the trusted in-process caller), the secret file's
+ * checks, the tile count limit, the commit check of the CPU backend, the new settings
+ * (timeouts, max_input_total, max_tiles, auth_file) and the rate-limited log. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "dispatch.h"
+#include "log.h"
+#include "registry.h"
+#include "ta_auth.h"
+#include "ta_frame.h"
+#include "tileatom.pb-c.h"
+#include "wirecheck.h"
+
+/* Backend, registry, service and the thread's dispatch memory of one test. */
+typedef struct fixture {
+	ta_backend *be;              /* CPU backend */
+	ta_registry *reg;            /* registry */
+	ta_service svc;              /* service */
+	ta_dispatch_scratch scratch; /* dispatch memory */
+	bool close_after;            /* close_after of the last reply */
+} fixture;
+
+static void fx_init(fixture *fx)
+{
+	ta_error err = {0};
+	fx->be = ta_cpu_backend_new(1, &err);
+	ck_assert_ptr_nonnull(fx->be);
+	fx->reg = ta_registry_new(fx->be, 0, 0, &err);
+	ck_assert_ptr_nonnull(fx->reg);
+	ta_service_init(&fx->svc, fx->be, fx->reg, 1u << 20);
+	ta_dispatch_scratch_init(&fx->scratch);
+}
+
+static void fx_free(fixture *fx)
+{
+	ta_dispatch_scratch_free(&fx->scratch);
+	ta_registry_free(fx->reg);
+	ta_backend_destroy(fx->be);
+}
+
+/* Runs payload bytes as session s (NULL: in-process, trusted); returns the response. */
+static Tileatom__Response *run_raw(fixture *fx, ta_session *s, const uint8_t *payload, size_t len)
+{
+	ta_frame_buf out = {NULL, 0, 0};
+	ta_dispatch_outcome o = ta_dispatch_run_session(&fx->svc, &fx->scratch, s, payload, len, -1,
+	                                                &out, &fx->close_after);
+	ck_assert_int_eq(o, TA_DISPATCH_DONE);
+	ck_assert_ptr_nonnull(out.data);
+	ck_assert_uint_eq(ta_frame_get_header(out.data), out.len - TA_FRAME_HEADER);
+	Tileatom__Response *resp =
+	    tileatom__response__unpack(NULL, out.len - TA_FRAME_HEADER, out.data + TA_FRAME_HEADER);
+	ta_frame_buf_free(&out);
+	ck_assert_ptr_nonnull(resp);
+	return resp;
+}
+
+/* Packs and runs a request as session s. */
+static Tileatom__Response *run(fixture *fx, ta_session *s, Tileatom__Request *req)
+{
+	size_t n = protobuf_c_message_get_packed_size(&req->base);
+	uint8_t *buf = malloc(n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(protobuf_c_message_pack(&req->base, buf), n);
+	Tileatom__Response *resp = run_raw(fx, s, buf, n);
+	free(buf);
+	ck_assert_uint_eq(resp->id, req->id);
+	return resp;
+}
+
+/* Asserts status and exact message of a response, then frees it. */
+static void expect(Tileatom__Response *resp, Tileatom__Status status, const char *msg)
+{
+	ck_assert_msg(resp->status == status, "status %d (%s), wanted %d", resp->status,
+	              resp->message, status);
+	if (msg)
+		ck_assert_str_eq(resp->message, msg);
+	tileatom__response__free_unpacked(resp, NULL);
+}
+
+static Tileatom__Response *do_hello(fixture *fx, ta_session *s)
+{
+	Tileatom__HelloRequest h = TILEATOM__HELLO_REQUEST__INIT;
+	h.protocol_version = 1;
+	h.client_name = (char *)"check_access";
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 1;
+	req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	return run(fx, s, &req);
+}
+
+static Tileatom__Response *do_ping(fixture *fx, ta_session *s)
+{
+	Tileatom__PingRequest p = TILEATOM__PING_REQUEST__INIT;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 2;
+	req.body_case = TILEATOM__REQUEST__BODY_PING;
+	req.ping = &p;
+	return run(fx, s, &req);
+}
+
+/* Creates a 4-element int32 tile, private or not. */
+static Tileatom__Response *do_create(fixture *fx, ta_session *s, const char *name, bool priv)
+{
+	int64_t n = 4;
+	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
+	c.name = (char *)name;
+	c.dtype = TILEATOM__DTYPE__INT32;
+	c.n_shape = 1;
+	c.shape = &n;
+	c.private_tile = priv;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 3;
+	req.body_case = TILEATOM__REQUEST__BODY_CREATE;
+	req.create = &c;
+	return run(fx, s, &req);
+}
+
+static Tileatom__Response *do_describe(fixture *fx, ta_session *s, const char *name)
+{
+	Tileatom__DescribeTileRequest d = TILEATOM__DESCRIBE_TILE_REQUEST__INIT;
+	d.name = (char *)name;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 4;
+	req.body_case = TILEATOM__REQUEST__BODY_DESCRIBE;
+	req.describe = &d;
+	return run(fx, s, &req);
+}
+
+static Tileatom__Response *do_destroy(fixture *fx, ta_session *s, const char *name)
+{
+	Tileatom__DestroyTileRequest d = TILEATOM__DESTROY_TILE_REQUEST__INIT;
+	d.name = (char *)name;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 5;
+	req.body_case = TILEATOM__REQUEST__BODY_DESTROY;
+	req.destroy = &d;
+	return run(fx, s, &req);
+}
+
+/* An element-wise add of 1 to element 0 of an int32 tile. */
+static Tileatom__Response *do_add(fixture *fx, ta_session *s, const char *name)
+{
+	int32_t one = 1;
+	int64_t origin = 0, shape = 1;
+	Tileatom__Region r = TILEATOM__REGION__INIT;
+	r.n_origin = 1;
+	r.origin = &origin;
+	r.n_shape = 1;
+	r.shape = &shape;
+	Tileatom__Array v = TILEATOM__ARRAY__INIT;
+	v.dtype = TILEATOM__DTYPE__INT32;
+	v.data.data = (uint8_t *)&one;
+	v.data.len = 4;
+	Tileatom__ElementwiseAtomicRequest e = TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT;
+	e.tile = (char *)name;
+	e.op = TILEATOM__OP__ADD;
+	e.region = &r;
+	e.values = &v;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 6;
+	req.body_case = TILEATOM__REQUEST__BODY_ELEMENTWISE;
+	req.elementwise = &e;
+	return run(fx, s, &req);
+}
+
+/* Lists the tiles as s into "name[,p] name..." (p: private). */
+static void list_text(fixture *fx, ta_session *s, char *buf, size_t n)
+{
+	Tileatom__ListTilesRequest l = TILEATOM__LIST_TILES_REQUEST__INIT;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 7;
+	req.body_case = TILEATOM__REQUEST__BODY_LIST;
+	req.list = &l;
+	Tileatom__Response *resp = run(fx, s, &req);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	size_t used = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < resp->list->n_tiles; i++)
+		used += (size_t)snprintf(buf + used, n - used, "%s%s%s", i ? " " : "",
+		                         resp->list->tiles[i]->name,
+		                         resp->list->tiles[i]->private_tile ? ",p" : "");
+	tileatom__response__free_unpacked(resp, NULL);
+}
+
+/* An Auth request with the given nonce and proof. */
+static Tileatom__Response *do_auth(fixture *fx, ta_session *s, const uint8_t *nonce, size_t nlen,
+                                   const uint8_t *proof, size_t plen)
+{
+	Tileatom__AuthRequest a = TILEATOM__AUTH_REQUEST__INIT;
+	a.client_nonce.data = (uint8_t *)nonce;
+	a.client_nonce.len = nlen;
+	a.proof.data = (uint8_t *)proof;
+	a.proof.len = plen;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 8;
+	req.body_case = TILEATOM__REQUEST__BODY_AUTH;
+	req.auth = &a;
+	return run(fx, s, &req);
+}
+
+START_TEST(test_utf8)
+{
+	static const struct {
+		const char *s;
+		size_t n;
+		bool ok;
+	} cases[] = {
+	    {"plain-name_1.x", 14, true},
+	    {"h\xc3\xa9llo", 6, true},
+	    {"\xe2\x82\xac", 3, true},
+	    {"\xf0\x9d\x84\x9e", 4, true},
+	    {"", 0, true},
+	    {"a\0b", 3, false},
+	    {"\xc0\xaf", 2, false},
+	    {"\xe0\x80\xaf", 3, false},
+	    {"\xed\xa0\x80", 3, false},
+	    {"\xf4\x90\x80\x80", 4, false},
+	    {"\xe2\x82", 2, false},
+	    {"\x80", 1, false},
+	    {"\xff", 1, false},
+	    {"ok\xc3", 3, false},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		ck_assert_msg(ta_utf8_valid_no_nul((const uint8_t *)cases[i].s, cases[i].n) ==
+		                  cases[i].ok,
+		              "case %zu", i);
+}
+END_TEST
+
+START_TEST(test_name_nul_and_utf8)
+{
+	fixture fx;
+	fx_init(&fx);
+	expect(do_create(&fx, NULL, "victim", false), TILEATOM__STATUS__OK, "");
+	/* destroy "victim\0x": the name is refused, victim survives (it used to be cut to
+	 * "victim" and destroyed) */
+	static const uint8_t nul_destroy[] = {0x08, 0x01, 0x2a, 0x0a, 0x0a, 0x08, 'v',
+	                                      'i',  'c',  't',  'i',  'm',  0x00, 'x'};
+	expect(run_raw(&fx, NULL, nul_destroy, sizeof(nul_destroy)),
+	       TILEATOM__STATUS__INVALID_ARGUMENT,
+	       "invalid string: destroy.name holds a NUL byte at offset 6 (strings must be UTF-8 "
+	       "without NUL)");
+	ck_assert(!fx.close_after);
+	Tileatom__Response *resp = do_describe(&fx, NULL, "victim");
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	ck_assert_str_eq(resp->tile->name, "victim");
+	tileatom__response__free_unpacked(resp, NULL);
+	/* create with a name that is not UTF-8: refused, with the request's id */
+	static const uint8_t bad_create[] = {0x08, 0x02, 0x22, 0x04, 0x0a, 0x02, 't', 0xff};
+	resp = run_raw(&fx, NULL, bad_create, sizeof(bad_create));
+	ck_assert_uint_eq(resp->id, 2);
+	expect(resp, TILEATOM__STATUS__INVALID_ARGUMENT,
+	       "invalid string: create.name is not valid UTF-8 (strings must be UTF-8 without "
+	       "NUL)");
+	/* a NUL in a nested string of another request: hello.client_name */
+	static const uint8_t nul_hello[] = {0x08, 0x03, 0x12, 0x07, 0x08, 0x01,
+	                                    0x12, 0x03, 'a',  0x00, 'b'};
+	expect(run_raw(&fx, NULL, nul_hello, sizeof(nul_hello)), TILEATOM__STATUS__INVALID_ARGUMENT,
+	       "invalid string: hello.client_name holds a NUL byte at offset 1 (strings must be "
+	       "UTF-8 without NUL)");
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_hello_first_and_private_tiles)
+{
+	fixture fx;
+	fx_init(&fx);
+	ta_error err = {0};
+	ta_session s1, s2, anon;
+	ck_assert_int_eq(ta_session_init(&s1, &fx.svc, false, 1000, 1, &err), TA_OK);
+	ck_assert_int_eq(ta_session_init(&s2, &fx.svc, false, 1001, 2, &err), TA_OK);
+	ck_assert_int_eq(ta_session_init(&anon, &fx.svc, true, TA_OWNER_PUBLIC, 3, &err), TA_OK);
+	ck_assert(!anon.auth_needed); /* no secret: TCP is open */
+
+	/* Hello first */
+	expect(do_ping(&fx, &s1), TILEATOM__STATUS__INVALID_ARGUMENT,
+	       "ping request before Hello: the protocol requires Hello as the first request of a "
+	       "connection");
+	Tileatom__Response *resp = do_hello(&fx, &s1);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	ck_assert(!resp->hello->auth_required);
+	ck_assert_uint_eq(resp->hello->auth_nonce.len, 0);
+	tileatom__response__free_unpacked(resp, NULL);
+	expect(do_ping(&fx, &s1), TILEATOM__STATUS__OK, "");
+	expect(do_hello(&fx, &s2), TILEATOM__STATUS__OK, "");
+	expect(do_hello(&fx, &anon), TILEATOM__STATUS__OK, "");
+
+	/* uid 1000 creates a private and a public tile */
+	resp = do_create(&fx, &s1, "mine", true);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	ck_assert(resp->tile->private_tile);
+	tileatom__response__free_unpacked(resp, NULL);
+	expect(do_create(&fx, &s1, "pub", false), TILEATOM__STATUS__OK, "");
+
+	/* uid 1001 gets PERMISSION_DENIED on every access and does not see it */
+	const char *denied = "tile 'mine' is private to another client";
+	expect(do_describe(&fx, &s2, "mine"), TILEATOM__STATUS__PERMISSION_DENIED, denied);
+	expect(do_add(&fx, &s2, "mine"), TILEATOM__STATUS__PERMISSION_DENIED, denied);
+	expect(do_destroy(&fx, &s2, "mine"), TILEATOM__STATUS__PERMISSION_DENIED, denied);
+	expect(do_create(&fx, &s2, "mine", false), TILEATOM__STATUS__ALREADY_EXISTS,
+	       "tile 'mine' already exists");
+	char text[256];
+	list_text(&fx, &s2, text, sizeof(text));
+	ck_assert_str_eq(text, "pub");
+	expect(do_add(&fx, &s2, "pub"), TILEATOM__STATUS__OK, "");
+	/* so does an unauthenticated TCP client, which cannot create private tiles either */
+	expect(do_describe(&fx, &anon, "mine"), TILEATOM__STATUS__PERMISSION_DENIED, denied);
+	expect(do_create(&fx, &anon, "x", true), TILEATOM__STATUS__PERMISSION_DENIED,
+	       "tile 'x': a private tile needs an identity: connect over the Unix socket, or "
+	       "authenticate over TCP (the daemon's --auth-file)");
+
+	/* the owner sees and uses it; the in-process caller sees everything */
+	list_text(&fx, &s1, text, sizeof(text));
+	ck_assert_str_eq(text, "mine,p pub");
+	expect(do_add(&fx, &s1, "mine"), TILEATOM__STATUS__OK, "");
+	expect(do_add(&fx, &s1, "mine"), TILEATOM__STATUS__OK, "");
+	list_text(&fx, NULL, text, sizeof(text));
+	ck_assert_str_eq(text, "mine,p pub");
+	/* pipelined runs (the worker's grouped batch path) apply the same rules */
+	uint8_t run[4096];
+	size_t used = 0;
+	for (int i = 0; i < 6; i++) {
+		int32_t one = 1;
+		int64_t origin = 0, shape = 1;
+		Tileatom__Region r = TILEATOM__REGION__INIT;
+		r.n_origin = 1;
+		r.origin = &origin;
+		r.n_shape = 1;
+		r.shape = &shape;
+		Tileatom__Array v = TILEATOM__ARRAY__INIT;
+		v.dtype = TILEATOM__DTYPE__INT32;
+		v.data.data = (uint8_t *)&one;
+		v.data.len = 4;
+		Tileatom__ElementwiseAtomicRequest e = TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT;
+		e.tile = (char *)"mine";
+		e.op = TILEATOM__OP__ADD;
+		e.region = &r;
+		e.values = &v;
+		Tileatom__Request req = TILEATOM__REQUEST__INIT;
+		req.id = 50 + (uint64_t)i;
+		req.body_case = TILEATOM__REQUEST__BODY_ELEMENTWISE;
+		req.elementwise = &e;
+		size_t n = protobuf_c_message_get_packed_size(&req.base);
+		ck_assert_uint_le(used + TA_FRAME_HEADER + n, sizeof(run));
+		ta_frame_put_header(run + used, (uint32_t)n);
+		ck_assert_uint_eq(protobuf_c_message_pack(&req.base, run + used + TA_FRAME_HEADER),
+		                  n);
+		used += TA_FRAME_HEADER + n;
+	}
+	ta_session *as[2] = {&s2, &s1};
+	for (int k = 0; k < 2; k++) {
+		ta_frame_buf out = {NULL, 0, 0};
+		bool close_after = false;
+		uint32_t frames = 0;
+		size_t done = ta_dispatch_run_batch(&fx.svc, &fx.scratch, as[k], run, used,
+		                                    1u << 20, &out, &close_after, &frames);
+		ck_assert_uint_eq(done, used);
+		ck_assert_uint_eq(frames, 6);
+		size_t at = 0;
+		for (int i = 0; i < 6; i++) {
+			uint32_t n = ta_frame_get_header(out.data + at);
+			Tileatom__Response *r =
+			    tileatom__response__unpack(NULL, n, out.data + at + TA_FRAME_HEADER);
+			ck_assert_ptr_nonnull(r);
+			ck_assert_uint_eq(r->id, 50 + (uint64_t)i);
+			if (k == 0)
+				expect(r, TILEATOM__STATUS__PERMISSION_DENIED, denied);
+			else
+				expect(r, TILEATOM__STATUS__OK, "");
+			at += TA_FRAME_HEADER + n;
+		}
+		ck_assert_uint_eq(at, out.len);
+		ta_frame_buf_free(&out);
+	}
+	ta_tile *t = NULL;
+	ck_assert_int_eq(ta_registry_get(fx.reg, "mine", &t, &err), TA_OK);
+	ck_assert_int_eq(((int32_t *)t->mem)[0], 8); /* only the owner's 2 + 6 adds */
+	ck_assert_int_eq(t->owner, 1000);
+	ta_tile_unref(t);
+	expect(do_destroy(&fx, &s1, "mine"), TILEATOM__STATUS__OK, "");
+	expect(do_describe(&fx, &s1, "mine"), TILEATOM__STATUS__NOT_FOUND, "no tile named 'mine'");
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_auth_exchange)
+{
+	fixture fx;
+	fx_init(&fx);
+	ta_auth_secret secret;
+	memset(&secret, 0, sizeof(secret));
+	memcpy(secret.bytes, "0123456789abcdef0123456789abcdef", 32);
+	secret.len = 32;
+	fx.svc.auth = &secret;
+	ta_error err = {0};
+	ta_session tcp, unix_s;
+	ck_assert_int_eq(ta_session_init(&tcp, &fx.svc, true, TA_OWNER_PUBLIC, 1, &err), TA_OK);
+	ck_assert_int_eq(ta_session_init(&unix_s, &fx.svc, false, 1000, 2, &err), TA_OK);
+	ck_assert(tcp.auth_needed);
+	ck_assert(!unix_s.auth_needed); /* Unix clients are identified by their uid */
+
+	Tileatom__Response *resp = do_hello(&fx, &tcp);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	ck_assert(resp->hello->auth_required);
+	ck_assert_uint_eq(resp->hello->auth_nonce.len, TA_AUTH_NONCE);
+	ck_assert_mem_eq(resp->hello->auth_nonce.data, tcp.nonce, TA_AUTH_NONCE);
+	tileatom__response__free_unpacked(resp, NULL);
+	expect(do_ping(&fx, &tcp), TILEATOM__STATUS__PERMISSION_DENIED,
+	       "ping refused: this TCP connection must authenticate first (Auth with the "
+	       "daemon's secret: tileatom-cli --auth-file FILE, or TILEATOM_AUTH_FILE)");
+	expect(do_create(&fx, &tcp, "t", false), TILEATOM__STATUS__PERMISSION_DENIED, NULL);
+	ck_assert(!fx.close_after);
+
+	/* the right proof: OK, and the daemon's proof is HMAC(secret, server label ...) */
+	uint8_t cn[TA_AUTH_CLIENT_NONCE], proof[TA_AUTH_PROOF], sproof[TA_AUTH_PROOF];
+	memset(cn, 0x42, sizeof(cn));
+	ck_assert_int_eq(ta_auth_proof(&secret, TA_AUTH_CLIENT, tcp.nonce, cn, sizeof(cn), proof),
+	                 0);
+	ck_assert_int_eq(ta_auth_proof(&secret, TA_AUTH_SERVER, tcp.nonce, cn, sizeof(cn), sproof),
+	                 0);
+	ck_assert(!ta_auth_equal(proof, sproof, TA_AUTH_PROOF));
+	resp = do_auth(&fx, &tcp, cn, sizeof(cn), proof, sizeof(proof));
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	ck_assert_int_eq(resp->body_case, TILEATOM__RESPONSE__BODY_AUTH);
+	ck_assert_uint_eq(resp->auth->server_proof.len, TA_AUTH_PROOF);
+	ck_assert_mem_eq(resp->auth->server_proof.data, sproof, TA_AUTH_PROOF);
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(!fx.close_after);
+	expect(do_ping(&fx, &tcp), TILEATOM__STATUS__OK, "");
+
+	/* the holder of the secret is one identity; a uid is another */
+	expect(do_create(&fx, &tcp, "sec", true), TILEATOM__STATUS__OK, "");
+	expect(do_hello(&fx, &unix_s), TILEATOM__STATUS__OK, "");
+	expect(do_describe(&fx, &unix_s, "sec"), TILEATOM__STATUS__PERMISSION_DENIED,
+	       "tile 'sec' is private to another client");
+	ta_session tcp2;
+	ck_assert_int_eq(ta_session_init(&tcp2, &fx.svc, true, TA_OWNER_PUBLIC, 3, &err), TA_OK);
+	ck_assert(!ta_auth_equal(tcp2.nonce, tcp.nonce, TA_AUTH_NONCE)); /* fresh nonces */
+	expect(do_hello(&fx, &tcp2), TILEATOM__STATUS__OK, "");
+	/* a proof for another connection's nonce (a replay) fails and closes */
+	expect(do_auth(&fx, &tcp2, cn, sizeof(cn), proof, sizeof(proof)),
+	       TILEATOM__STATUS__PERMISSION_DENIED,
+	       "authentication failed: the proof does not match the daemon's secret; closing "
+	       "the connection");
+	ck_assert(fx.close_after);
+	expect(do_ping(&fx, &tcp2), TILEATOM__STATUS__PERMISSION_DENIED, NULL);
+	/* malformed: a short client nonce */
+	expect(do_auth(&fx, &tcp2, cn, 4, proof, sizeof(proof)),
+	       TILEATOM__STATUS__PERMISSION_DENIED,
+	       "authentication failed: Auth needs a client_nonce of 16 to 64 bytes and a proof "
+	       "of 32 bytes; closing the connection");
+	ck_assert(fx.close_after);
+	/* a second authenticated connection is the same identity as the first */
+	ta_session tcp3;
+	ck_assert_int_eq(ta_session_init(&tcp3, &fx.svc, true, TA_OWNER_PUBLIC, 4, &err), TA_OK);
+	expect(do_hello(&fx, &tcp3), TILEATOM__STATUS__OK, "");
+	ck_assert_int_eq(ta_auth_proof(&secret, TA_AUTH_CLIENT, tcp3.nonce, cn, 16, proof), 0);
+	expect(do_auth(&fx, &tcp3, cn, 16, proof, sizeof(proof)), TILEATOM__STATUS__OK, "");
+	resp = do_describe(&fx, &tcp3, "sec");
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	ck_assert(resp->tile->private_tile);
+	tileatom__response__free_unpacked(resp, NULL);
+	/* Auth where none is needed */
+	expect(do_auth(&fx, &unix_s, cn, 16, proof, sizeof(proof)),
+	       TILEATOM__STATUS__INVALID_ARGUMENT,
+	       "this connection needs no Auth (Hello said auth_required false)");
+	fx_free(&fx);
+}
+END_TEST
+
+/* Writes text to a new file of mode in dir; returns the path (static buffer per call). */
+static void write_mode(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+START_TEST(test_auth_file)
+{
+	char dir[] = "/tmp/check_access.XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	char path[128], msg[512];
+	snprintf(path, sizeof(path), "%s/secret", dir);
+	ta_auth_secret a, b;
+	write_mode(path, "0123456789abcdef0123456789abcdef\n", 0600);
+	ck_assert_int_eq(ta_auth_load(path, &a, msg, sizeof(msg)), 0);
+	ck_assert_uint_eq(a.len, 32); /* the trailing newline is not part of it */
+	write_mode(path, "0123456789abcdef0123456789abcdef", 0400);
+	ck_assert_int_eq(ta_auth_load(path, &b, msg, sizeof(msg)), 0);
+	ck_assert_uint_eq(b.len, 32);
+	ck_assert_mem_eq(a.bytes, b.bytes, 32);
+	write_mode(path, "0123456789abcdef0123456789abcdef\n", 0640);
+	ck_assert_int_eq(ta_auth_load(path, &a, msg, sizeof(msg)), -1);
+	char want[512];
+	snprintf(want, sizeof(want),
+	         "the auth file %s has mode 0640: group and others must have no access (chmod "
+	         "600 %s)",
+	         path, path);
+	ck_assert_str_eq(msg, want);
+	write_mode(path, "short\n", 0600);
+	ck_assert_int_eq(ta_auth_load(path, &a, msg, sizeof(msg)), -1);
+	snprintf(want, sizeof(want),
+	         "the auth file %s holds 5 bytes: a secret needs at least 16 (e.g. 32 hex "
+	         "digits: openssl rand -hex 16)",
+	         path);
+	ck_assert_str_eq(msg, want);
+	unlink(path);
+	ck_assert_int_eq(ta_auth_load(path, &a, msg, sizeof(msg)), -1);
+	snprintf(want, sizeof(want), "cannot open the auth file %s: No such file or directory",
+	         path);
+	ck_assert_str_eq(msg, want);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+START_TEST(test_max_tiles)
+{
+	ta_error err = {0};
+	ta_backend *be = ta_cpu_backend_new(1, &err);
+	ck_assert_ptr_nonnull(be);
+	ta_registry *reg = ta_registry_new(be, 0, 0, &err);
+	ta_registry_set_max_tiles(reg, 2);
+	ta_tile_shape s = {.dtype = TA_DTYPE_I32, .rank = 1, .shape = {1}};
+	ta_tile *t = NULL;
+	const char *names[] = {"a", "b"};
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(ta_registry_create(reg, names[i], &s, &t, &err), TA_OK);
+		ta_registry_publish(t);
+		ta_tile_unref(t);
+	}
+	ck_assert_int_eq(ta_registry_create(reg, "c", &s, &t, &err), TA_RESOURCE_EXHAUSTED);
+	ck_assert_str_eq(err.msg, "tile 'c': 2 tiles exist, the limit (max_tiles) is 2");
+	/* a destroyed tile still in use counts until it is freed */
+	ta_tile *user = NULL;
+	ck_assert_int_eq(ta_registry_get(reg, "a", &user, &err), TA_OK);
+	ck_assert_int_eq(ta_registry_remove(reg, "a", NULL, &err), TA_OK);
+	ck_assert_int_eq(ta_registry_create(reg, "c", &s, &t, &err), TA_RESOURCE_EXHAUSTED);
+	ta_tile_unref(user);
+	ck_assert_int_eq(ta_registry_create(reg, "c", &s, &t, &err), TA_OK);
+	ta_registry_publish(t);
+	ta_tile_unref(t);
+	uint32_t tiles = 0;
+	uint64_t bytes = 0;
+	ta_registry_stats(reg, &tiles, &bytes);
+	ck_assert_uint_eq(tiles, 2);
+	ck_assert_uint_eq(bytes, 2 * (4 + TA_TILE_OVERHEAD));
+	ta_registry_free(reg);
+	ta_backend_destroy(be);
+}
+END_TEST
+
+/* Reads MemAvailable (bytes) from /proc/meminfo; 0 when unknown. */
+static uint64_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	if (!f)
+		return 0;
+	char line[256];
+	unsigned long long kb = 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024u;
+}
+
+START_TEST(test_commit_check)
+{
+	uint64_t avail = mem_available();
+	if (avail == 0)
+		return; /* no /proc/meminfo: nothing to compare with */
+	ta_error err = {0};
+	ta_backend *be = ta_cpu_backend_new(1, &err);
+	ck_assert_ptr_nonnull(be);
+	/* more than is available but less than overcommit lets malloc promise: without the
+	 * check, zeroing it would meet the OOM killer */
+	void *mem = NULL;
+	size_t bytes = (size_t)(avail + (UINT64_C(256) << 20));
+	ck_assert_int_eq(ta_backend_tile_alloc(be, bytes, &mem, &err), TA_RESOURCE_EXHAUSTED);
+	ck_assert_ptr_null(mem);
+	ck_assert_msg(strstr(err.msg, "bytes of tile memory do not fit in the") != NULL, "%s",
+	              err.msg);
+	/* a small tile is not checked and works */
+	ck_assert_int_eq(ta_backend_tile_alloc(be, 4096, &mem, &err), TA_OK);
+	ta_backend_tile_free(be, mem);
+	ta_backend_destroy(be);
+}
+END_TEST
+
+START_TEST(test_settings)
+{
+	ta_config cfg;
+	ta_config_init(&cfg);
+	ta_error err = {0};
+	ck_assert_uint_eq(cfg.frame_timeout_ms, 30000);
+	ck_assert_uint_eq(cfg.idle_timeout_ms, 0);
+	ck_assert_uint_eq(cfg.max_input_total, UINT64_C(1) << 30);
+	ck_assert_uint_eq(cfg.max_tiles, 0);
+	ck_assert_ptr_null(cfg.auth_file);
+	ck_assert_int_eq(ta_config_set(&cfg, "frame-timeout", "250ms", &err), TA_OK);
+	ck_assert_uint_eq(cfg.frame_timeout_ms, 250);
+	ck_assert_int_eq(ta_config_set(&cfg, "idle_timeout", "2", &err), TA_OK);
+	ck_assert_uint_eq(cfg.idle_timeout_ms, 2000);
+	ck_assert_int_eq(ta_config_set(&cfg, "idle_timeout", "5m", &err), TA_OK);
+	ck_assert_uint_eq(cfg.idle_timeout_ms, 300000);
+	ck_assert_int_eq(ta_config_set(&cfg, "frame_timeout", "soon", &err), TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "frame_timeout: 'soon' is not a duration (e.g. 30, 30s, 500ms, "
+	                          "5m; 0 = never)");
+	ck_assert_int_eq(ta_config_set(&cfg, "max_tiles", "100000", &err), TA_OK);
+	ck_assert_uint_eq(cfg.max_tiles, 100000);
+	ck_assert_int_eq(ta_config_set(&cfg, "auth_file", "/etc/tileatom/secret", &err), TA_OK);
+	ck_assert_str_eq(cfg.auth_file, "/etc/tileatom/secret");
+	ck_assert_int_eq(ta_config_set(&cfg, "max_input_total", "1M", &err), TA_OK);
+	ck_assert_int_eq(ta_config_set(&cfg, "socket", "/tmp/x.sock", &err), TA_OK);
+	ck_assert_int_eq(ta_config_finish(&cfg, &err), TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "max_input_total (1048576 bytes) must hold at least one frame "
+	                          "of max_frame (67108864 bytes)");
+	ck_assert_int_eq(ta_config_set(&cfg, "max_frame", "1M", &err), TA_OK);
+	ck_assert_int_eq(ta_config_finish(&cfg, &err), TA_OK);
+	ck_assert_int_eq(ta_config_set(&cfg, "max_input_total", "0", &err), TA_OK);
+	ck_assert_int_eq(ta_config_finish(&cfg, &err), TA_OK); /* 0: unlimited */
+	ta_config_free(&cfg);
+
+	/* the shipped example states the defaults of the new keys */
+	ta_config_init(&cfg);
+	ck_assert_msg(ta_config_load_file(&cfg, TA_SRCDIR "/doc/tileatomd.conf.example", &err) ==
+	                  TA_OK,
+	              "%s", err.msg);
+	ck_assert_uint_eq(cfg.frame_timeout_ms, TA_CONFIG_DEFAULT_FRAME_TIMEOUT_MS);
+	ck_assert_uint_eq(cfg.idle_timeout_ms, 0);
+	ck_assert_uint_eq(cfg.max_input_total, TA_CONFIG_DEFAULT_MAX_INPUT_TOTAL);
+	ck_assert_uint_eq(cfg.max_tiles, 0);
+	ck_assert_ptr_null(cfg.auth_file);
+	ta_config_free(&cfg);
+
+	char *argv[] = {"tileatomd", "--frame-timeout",
+	                "1s",        "--idle-timeout",
+	                "0",         "--max-tiles",
+	                "7",         "--auth-file",
+	                "/s",        NULL};
+	ta_config_action action;
+	ta_config_init(&cfg);
+	ck_assert_int_eq(ta_config_parse_args(&cfg, 9, argv, &action, &err), TA_OK);
+	ck_assert_uint_eq(cfg.frame_timeout_ms, 1000);
+	ck_assert_uint_eq(cfg.max_tiles, 7);
+	ck_assert_str_eq(cfg.auth_file, "/s");
+	ta_config_free(&cfg);
+}
+END_TEST
+
+START_TEST(test_log_limited)
+{
+	ta_log_limit lim = TA_LOG_LIMIT_INIT(3600, "test lines");
+	ta_log_set_level(TA_LOG_ERR); /* the lines go to the test log */
+	ta_log_limited(&lim, TA_LOG_ERR, "first");
+	ck_assert_uint_eq(lim.held, 0);
+	ck_assert_uint_ne(lim.last_ms, 0);
+	for (int i = 0; i < 41; i++)
+		ta_log_limited(&lim, TA_LOG_ERR, "again %d", i);
+	ck_assert_uint_eq(lim.held, 41);
+	ta_log_limit_flush(&lim, TA_LOG_ERR); /* the interval has not passed: kept */
+	ck_assert_uint_eq(lim.held, 41);
+	lim.last_ms -= 3600 * 1000; /* as if an hour went by */
+	ta_log_limit_flush(&lim, TA_LOG_ERR);
+	ck_assert_uint_eq(lim.held, 0);
+	ta_log_set_level(TA_LOG_NOTICE);
+}
+END_TEST
+
+static Suite *access_suite(void)
+{
+	Suite *s = suite_create("access");
+	TCase *tc = tcase_create("access");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_utf8);
+	tcase_add_test(tc, test_name_nul_and_utf8);
+	tcase_add_test(tc, test_hello_first_and_private_tiles);
+	tcase_add_test(tc, test_auth_exchange);
+	tcase_add_test(tc, test_auth_file);
+	tcase_add_test(tc, test_max_tiles);
+	tcase_add_test(tc, test_commit_check);
+	tcase_add_test(tc, test_settings);
+	tcase_add_test(tc, test_log_limited);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(access_suite());
+	srunner_run_all(sr, CK_ENV);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
