@@ -17,3 +17,11 @@ benchmarks_bench_metrics_SOURCES = benchmarks/bench_metrics.c
 benchmarks_bench_metrics_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 benchmarks_bench_metrics_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS)
 benchmarks_bench_metrics_LDADD = $(TADAEMON_LIBS)
+
+# tileatom-histbench: the end-to-end histogram against numpy.bincount (benchmarks/hist-vs-numpy
+# runs both); built with the checks, not installed.
+noinst_PROGRAMS += benchmarks/tileatom-histbench
+benchmarks_tileatom_histbench_SOURCES = benchmarks/tileatom-histbench.c client/tileatom.h
+benchmarks_tileatom_histbench_CPPFLAGS = -I$(top_srcdir)/client -D_GNU_SOURCE
+benchmarks_tileatom_histbench_LDADD = client/libtileatom-client.la
+EXTRA_DIST += benchmarks/hist-vs-numpy

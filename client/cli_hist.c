@@ -1,6 +1,9 @@
-/* cli_hist.c: `tileatom-cli hist NAME [FILE] [--range LO:HI]`: streams whitespace-separated
- * numbers from FILE (or stdin) into a 1-D tile as a histogram. Each number becomes one bin
- * index (without --range: the number itself; with it: numpy.histogram's uniform binning
+/* cli_hist.c: `tileatom-cli hist NAME [FILE] [--range LO:HI] [--format F]`: streams
+ * whitespace-separated numbers (or, with --format i32/i64/f32/f64, raw little-endian
+ * elements) from FILE (or stdin) into a 1-D tile as a histogram. The input is read with
+ * read(2) into a 4 MiB buffer and parsed in place: plain integers (and, with --range,
+ * short decimals) by a hand-written fast path, anything else by strtoll/strtod. Each number becomes
+ * one bin index (without --range: the number itself; with it: numpy.histogram's uniform binning
  * over [LO, HI], the last bin closed). Indices are sent in chunks (default 1M numbers) as
  * indexed flat scatter-adds of the scalar 1 with bounds checking on and space=shared,
  * pipelined a few chunks deep, so input larger than memory works. Numbers outside the bins
@@ -8,11 +11,13 @@
  * bounds check (plus integers too large for the index type, on the client).
  *
  * Failure modes: a token that is not a number (or, without --range, not an integer) stops
- * the run with its file and line; chunks sent before it stay added, and the counts so far
- * are reported on stderr. */
+ * the run with its file, line and byte offset (raw formats: a non-integral float without
+ * --range, or a partial last element, with its element index and byte offset); chunks
+ * sent before it stay added, and the counts so far are reported on stderr. */
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,10 +30,19 @@
 #define HIST_CHUNK_DEFAULT (1 << 20)
 /* Requests in flight before the oldest response is collected. */
 #define HIST_DEPTH 4
-/* Bytes read from the input per fread(). */
-#define HIST_READ_BYTES (1 << 20)
+/* Bytes of the input read buffer (read(2) fills it). */
+#define HIST_READ_BYTES (4 << 20)
 /* Longest token accepted. */
 #define HIST_TOKEN_MAX 128
+
+/* Input formats (--format). */
+typedef enum hist_format {
+	HIST_FORMAT_TEXT, /* whitespace-separated numbers */
+	HIST_FORMAT_I32,  /* raw little-endian int32 */
+	HIST_FORMAT_I64,  /* raw little-endian int64 */
+	HIST_FORMAT_F32,  /* raw little-endian float32 */
+	HIST_FORMAT_F64   /* raw little-endian float64 */
+} hist_format;
 
 /* State of one hist run. */
 typedef struct hist_run {
@@ -53,6 +67,10 @@ typedef struct hist_run {
 	bool progress;            /* draw a progress bar on stderr */
 	uint64_t input_size;      /* bytes of a regular input file, 0 when unknown */
 	uint64_t input_done;      /* bytes consumed so far */
+	hist_format format;       /* --format */
+	size_t format_size;       /* bytes per element of a raw format */
+	uint64_t offset;          /* byte offset of the start of the read buffer */
+	uint64_t tok_offset;      /* byte offset of the current text token */
 } hist_run;
 
 /* numpy.histogram's bin of x for nbins uniform bins over [lo, hi], or -1 when x is outside
@@ -159,8 +177,9 @@ static int hist_token(hist_run *h, const char *tok)
 		errno = 0;
 		double x = strtod(tok, &end);
 		if (*end != '\0' || end == tok) {
-			cli_error("hist: %s:%" PRIu64 ": '%s' is not a number", h->input_name,
-			          h->line, tok);
+			cli_error("hist: %s:%" PRIu64 ": '%s' is not a number (byte offset %" PRIu64
+			          ")",
+			          h->input_name, h->line, tok, h->tok_offset);
 			return CLI_EXIT_ERROR;
 		}
 		int64_t bin = hist_bin(h, x);
@@ -178,8 +197,9 @@ static int hist_token(hist_run *h, const char *tok)
 		errno = 0;
 		double x = strtod(tok, &end);
 		if (*end != '\0' || end == tok || x != x || x != floor(x)) {
-			cli_error("hist: %s:%" PRIu64 ": '%s' is not an integer bin index",
-			          h->input_name, h->line, tok);
+			cli_error("hist: %s:%" PRIu64
+			          ": '%s' is not an integer bin index (byte offset %" PRIu64 ")",
+			          h->input_name, h->line, tok, h->tok_offset);
 			return CLI_EXIT_ERROR;
 		}
 		if (x < -9.2e18 || x > 9.2e18)
@@ -200,65 +220,281 @@ static int hist_token(hist_run *h, const char *tok)
 	return hist_push(h, (int64_t)v);
 }
 
-/* Reads the whole input, tokenising across buffer boundaries. */
-static int hist_read(hist_run *h, FILE *in)
+/* Powers of ten exactly representable as doubles (the fast decimal path). */
+static const double hist_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                    1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                    1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* The fast path of one token at p (end: one past its last byte, a blank or the end of
+ * the input follows): an optional sign and up to 18 digits, and with --range an optional
+ * fraction of up to 15 significant digits in all (the mantissa is exact in a double and
+ * one division by an exact power of ten rounds correctly, as strtod would). Returns 1
+ * when it handled the token (pushed or counted), 0 when the slow path must (exponents,
+ * inf, nan, long tokens, anything unusual), or an error of hist_push as -1. */
+static int hist_fast_token(hist_run *h, const char *p, const char *end)
+{
+	bool neg = false;
+	if (*p == '-' || *p == '+') {
+		neg = *p == '-';
+		p++;
+	}
+	uint64_t mant = 0;
+	int digits = 0, frac = 0;
+	while (p < end && (unsigned)(*p - '0') < 10) {
+		mant = mant * 10 + (uint64_t)(*p - '0');
+		digits++;
+		p++;
+	}
+	if (digits == 0 || digits > 18)
+		return 0;
+	if (p < end) {
+		if (!h->ranged || *p != '.')
+			return 0;
+		p++;
+		while (p < end && (unsigned)(*p - '0') < 10) {
+			mant = mant * 10 + (uint64_t)(*p - '0');
+			digits++;
+			frac++;
+			p++;
+		}
+		if (p < end || digits > 15)
+			return 0;
+	}
+	h->numbers++;
+	if (h->ranged) {
+		double x = (double)mant;
+		if (frac)
+			x /= hist_pow10[frac];
+		int64_t bin = hist_bin(h, neg ? -x : x);
+		if (bin < 0) {
+			h->outside++;
+			return 1;
+		}
+		return hist_push(h, bin) == CLI_EXIT_OK ? 1 : -1;
+	}
+	int64_t v = neg ? -(int64_t)mant : (int64_t)mant;
+	if (!h->idx64 && (v < INT32_MIN || v > INT32_MAX)) {
+		h->outside++;
+		return 1;
+	}
+	return hist_push(h, v) == CLI_EXIT_OK ? 1 : -1;
+}
+
+/* Character classes of the text parser: 1 for the blanks that separate numbers. */
+static const uint8_t hist_space[256] = {
+    [' '] = 1, ['\n'] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
+
+/* Parses the text in buf[0, len): whole tokens only unless at_eof (the unfinished last
+ * token stays); *used gets the bytes consumed. Counts lines in h->line and the byte offset
+ * of every token from h->offset (the offset of buf[0]). Plain integers without --range
+ * (the histogram of indices) are parsed in the same pass that finds them. */
+static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof, size_t *used)
+{
+	const char *p = buf, *end = buf + len;
+	*used = 0;
+	for (;;) {
+		while (p < end && hist_space[(unsigned char)*p]) {
+			if (*p == '\n')
+				h->line++;
+			p++;
+		}
+		const char *tok = p;
+		if (!h->ranged && p < end) {
+			/* digits up to a blank: one pass */
+			const char *q = p;
+			bool neg = *q == '-';
+			if (*q == '-' || *q == '+')
+				q++;
+			const char *d0 = q;
+			uint64_t mant = 0;
+			while (q < end && (unsigned)(*q - '0') < 10)
+				mant = mant * 10 + (uint64_t)(*q++ - '0');
+			if (q > d0 && q - d0 <= 18 && q < end && hist_space[(unsigned char)*q]) {
+				int64_t v = neg ? -(int64_t)mant : (int64_t)mant;
+				h->numbers++;
+				if (!h->idx64 && (v < INT32_MIN || v > INT32_MAX)) {
+					h->outside++;
+				} else if (h->idx64) {
+					if (hist_push(h, v) != CLI_EXIT_OK)
+						return CLI_EXIT_ERROR;
+				} else {
+					((int32_t *)h->chunk)[h->chunk_len++] = (int32_t)v;
+					if (h->chunk_len == h->chunk_cap &&
+					    hist_flush(h) != CLI_EXIT_OK)
+						return CLI_EXIT_ERROR;
+				}
+				p = q;
+				continue;
+			}
+		}
+		while (p < end && !hist_space[(unsigned char)*p])
+			p++;
+		if (p == end && !at_eof) { /* the token may go on in the next read */
+			*used = (size_t)(tok - buf);
+			return CLI_EXIT_OK;
+		}
+		if (tok == p)
+			break;
+		h->tok_offset = h->offset + (uint64_t)(tok - buf);
+		int fast = hist_fast_token(h, tok, p);
+		if (fast < 0)
+			return CLI_EXIT_ERROR;
+		if (fast == 0) {
+			char t[HIST_TOKEN_MAX + 1];
+			size_t tlen = (size_t)(p - tok);
+			if (tlen > HIST_TOKEN_MAX) {
+				cli_error(
+				    "hist: %s:%" PRIu64
+				    ": token '%.20s...' is longer than %d characters (byte offset "
+				    "%" PRIu64 ")",
+				    h->input_name, h->line, tok, HIST_TOKEN_MAX, h->tok_offset);
+				return CLI_EXIT_ERROR;
+			}
+			memcpy(t, tok, tlen);
+			t[tlen] = '\0';
+			int rc = hist_token(h, t);
+			if (rc != CLI_EXIT_OK)
+				return rc;
+		}
+	}
+	*used = len;
+	return CLI_EXIT_OK;
+}
+
+/* Handles n raw little-endian elements of the input format at data (element index of the
+ * first: first): the bin index itself (integers; floats must be integral) or, with --range,
+ * numpy's bin of the value. */
+static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t first)
+{
+	size_t es = h->format_size;
+	if (h->format == HIST_FORMAT_I32 && !h->ranged && !h->idx64) {
+		/* the common case: the numbers are the indices */
+		while (n > 0) {
+			size_t room = (size_t)(h->chunk_cap - h->chunk_len);
+			size_t take = n < room ? n : room;
+			memcpy((int32_t *)h->chunk + h->chunk_len, data, take * 4);
+			h->chunk_len += (int64_t)take;
+			h->numbers += take;
+			data += take * 4;
+			n -= take;
+			if (h->chunk_len == h->chunk_cap && hist_flush(h) != CLI_EXIT_OK)
+				return CLI_EXIT_ERROR;
+		}
+		return CLI_EXIT_OK;
+	}
+	for (size_t i = 0; i < n; i++, data += es) {
+		h->numbers++;
+		int64_t v = 0;
+		double x = 0;
+		bool is_float = false;
+		switch (h->format) {
+		case HIST_FORMAT_I32: {
+			int32_t t;
+			memcpy(&t, data, 4);
+			v = t;
+			x = t;
+			break;
+		}
+		case HIST_FORMAT_I64:
+			memcpy(&v, data, 8);
+			x = (double)v;
+			break;
+		case HIST_FORMAT_F32: {
+			float f;
+			memcpy(&f, data, 4);
+			x = f;
+			is_float = true;
+			break;
+		}
+		default: /* F64 */
+			memcpy(&x, data, 8);
+			is_float = true;
+			break;
+		}
+		if (h->ranged) {
+			int64_t bin = hist_bin(h, x);
+			if (bin < 0)
+				h->outside++;
+			else if (hist_push(h, bin) != CLI_EXIT_OK)
+				return CLI_EXIT_ERROR;
+			continue;
+		}
+		if (is_float) {
+			if (x != x || x != floor(x)) {
+				cli_error("hist: %s: element %" PRIu64 " (byte offset %" PRIu64
+				          "): %.17g is not an integer bin index",
+				          h->input_name, first + i, (first + i) * es, x);
+				return CLI_EXIT_ERROR;
+			}
+			if (x < -9.2e18 || x > 9.2e18) {
+				h->outside++;
+				continue;
+			}
+			v = (int64_t)x;
+		}
+		if (!h->idx64 && (v < INT32_MIN || v > INT32_MAX)) {
+			h->outside++;
+			continue;
+		}
+		if (hist_push(h, v) != CLI_EXIT_OK)
+			return CLI_EXIT_ERROR;
+	}
+	return CLI_EXIT_OK;
+}
+
+/* Reads the whole input with read(2) into one large buffer and parses it in place
+ * (text: tokens across reads are carried over; raw: whole elements, a partial last one is
+ * an error naming its offset). */
+static int hist_read(hist_run *h, int fd)
 {
 	char *buf = malloc(HIST_READ_BYTES);
 	if (!buf) {
 		cli_error("hist: out of memory");
 		return CLI_EXIT_ERROR;
 	}
-	char tok[HIST_TOKEN_MAX + 1];
-	size_t tlen = 0;
-	uint64_t tok_line = 1;
+	size_t have = 0; /* bytes carried over at the start of buf */
 	int rc = CLI_EXIT_OK;
 	h->line = 1;
+	h->offset = 0;
 	for (;;) {
-		size_t n = fread(buf, 1, HIST_READ_BYTES, in);
-		if (n == 0) {
-			if (ferror(in)) {
-				cli_error("hist: reading %s: %s", h->input_name, strerror(errno));
-				rc = CLI_EXIT_ERROR;
-			}
+		ssize_t n = read(fd, buf + have, HIST_READ_BYTES - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			cli_error("hist: reading %s: %s", h->input_name, strerror(errno));
+			rc = CLI_EXIT_ERROR;
 			break;
 		}
-		h->input_done += n;
-		for (size_t i = 0; i < n && rc == CLI_EXIT_OK; i++) {
-			char ch = buf[i];
-			if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r' || ch == '\v' ||
-			    ch == '\f') {
-				if (tlen > 0) {
-					tok[tlen] = '\0';
-					uint64_t cur = h->line;
-					h->line = tok_line;
-					rc = hist_token(h, tok);
-					h->line = cur;
-					tlen = 0;
-				}
-				if (ch == '\n')
-					h->line++;
-				continue;
-			}
-			if (tlen == 0)
-				tok_line = h->line;
-			if (tlen == HIST_TOKEN_MAX) {
-				tok[tlen] = '\0';
-				cli_error("hist: %s:%" PRIu64
-				          ": token '%.20s...' is longer than %d "
-				          "characters",
-				          h->input_name, tok_line, tok, HIST_TOKEN_MAX);
+		bool at_eof = n == 0;
+		h->input_done += (uint64_t)n;
+		size_t len = have + (size_t)n, used = 0;
+		if (h->format == HIST_FORMAT_TEXT) {
+			rc = hist_parse_text(h, buf, len, at_eof, &used);
+		} else {
+			size_t whole = len / h->format_size;
+			used = whole * h->format_size;
+			rc = hist_parse_raw(h, (const uint8_t *)buf, whole,
+			                    h->offset / h->format_size);
+			if (rc == CLI_EXIT_OK && at_eof && used < len) {
+				cli_error("hist: %s: %zu trailing byte(s) at byte offset %" PRIu64
+				          " are not a whole %zu-byte element",
+				          h->input_name, len - used, h->offset + used,
+				          h->format_size);
 				rc = CLI_EXIT_ERROR;
-				break;
 			}
-			tok[tlen++] = ch;
 		}
-		if (rc != CLI_EXIT_OK)
+		if (rc != CLI_EXIT_OK || at_eof)
 			break;
-	}
-	if (rc == CLI_EXIT_OK && tlen > 0) {
-		tok[tlen] = '\0';
-		h->line = tok_line;
-		rc = hist_token(h, tok);
+		if (used == 0 && len == HIST_READ_BYTES) {
+			cli_error("hist: %s:%" PRIu64 ": a token at byte offset %" PRIu64
+			          " is longer than %d bytes",
+			          h->input_name, h->line, h->offset, HIST_READ_BYTES);
+			rc = CLI_EXIT_ERROR;
+			break;
+		}
+		memmove(buf, buf + used, len - used);
+		have = len - used;
+		h->offset += used;
 	}
 	free(buf);
 	return rc;
@@ -282,8 +518,8 @@ static bool parse_range(const char *text, double *lo, double *hi)
 int cli_cmd_hist(int argc, char **argv, cli_global *g)
 {
 	static const char usage[] =
-	    "Usage: tileatom-cli [-s SOCKET] hist NAME [FILE] [--range LO:HI] [--chunk N] "
-	    "[--json]\n"
+	    "Usage: tileatom-cli [-s SOCKET] hist NAME [FILE] [--range LO:HI] [--chunk N]\n"
+	    "                    [--format text|i32|i64|f32|f64] [--json]\n"
 	    "Reads whitespace-separated numbers from FILE (or stdin, also for '-') and adds 1\n"
 	    "per number to the bins of the 1-D tile NAME (an indexed flat scatter-add, bounds\n"
 	    "checking on, space shared).\n"
@@ -293,10 +529,13 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 	    "except the last, which includes HI; numbers outside [LO, HI] and NaN are outside.\n"
 	    "The input is streamed in chunks of N numbers (--chunk, default 1048576) with\n"
 	    "several requests in flight. Prints 'added A outside O'\n"
-	    "(--json: {\"tile\":...,\"numbers\":N,\"added\":A,\"outside\":O}).\n";
-	static const cli_option opts[] = {{"range", true}, {"chunk", true}, {"json", false}};
+	    "(--json: {\"tile\":...,\"numbers\":N,\"added\":A,\"outside\":O}).\n"
+	    "--format reads raw little-endian int32, int64, float32 or float64 elements instead\n"
+	    "of text (float elements must be integral without --range).\n";
+	static const cli_option opts[] = {
+	    {"range", true}, {"chunk", true}, {"json", false}, {"format", true}};
 	cli_args a;
-	int rc = cli_parse(argc, argv, opts, 3, 1, 2, usage, g, &a);
+	int rc = cli_parse(argc, argv, opts, 4, 1, 2, usage, g, &a);
 	if (rc >= 0)
 		return rc;
 	hist_run h;
@@ -316,18 +555,40 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 		cli_error("hist: bad --chunk '%s' (1 to 67108864 numbers)", a.value[1]);
 		return CLI_EXIT_USAGE;
 	}
-	FILE *in = stdin;
+	static const struct {
+		const char *name;   /* --format value */
+		hist_format format; /* the format */
+		size_t size;        /* element bytes (0: text) */
+	} formats[] = {{"text", HIST_FORMAT_TEXT, 0},
+	               {"i32", HIST_FORMAT_I32, 4},
+	               {"i64", HIST_FORMAT_I64, 8},
+	               {"f32", HIST_FORMAT_F32, 4},
+	               {"f64", HIST_FORMAT_F64, 8}};
+	if (a.value[3]) {
+		size_t f = 0;
+		while (f < sizeof(formats) / sizeof(formats[0]) &&
+		       strcmp(formats[f].name, a.value[3]) != 0)
+			f++;
+		if (f == sizeof(formats) / sizeof(formats[0])) {
+			cli_error("hist: bad --format '%s' (text, i32, i64, f32 or f64)",
+			          a.value[3]);
+			return CLI_EXIT_USAGE;
+		}
+		h.format = formats[f].format;
+		h.format_size = formats[f].size;
+	}
+	int in = STDIN_FILENO;
 	h.input_name = "stdin";
 	if (a.npos == 2 && strcmp(a.pos[1], "-") != 0) {
-		in = fopen(a.pos[1], "r");
-		if (!in) {
+		in = open(a.pos[1], O_RDONLY | O_CLOEXEC);
+		if (in < 0) {
 			cli_error("hist: cannot open %s: %s", a.pos[1], strerror(errno));
 			return CLI_EXIT_ERROR;
 		}
 		h.input_name = a.pos[1];
 	}
 	struct stat st;
-	if (fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode))
+	if (fstat(in, &st) == 0 && S_ISREG(st.st_mode))
 		h.input_size = (uint64_t)st.st_size;
 	h.progress = isatty(STDERR_FILENO) == 1;
 
@@ -391,7 +652,7 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 out:
 	free(h.chunk);
 	tileatom_close(h.client);
-	if (in != stdin)
-		fclose(in);
+	if (in != STDIN_FILENO)
+		close(in);
 	return rc;
 }

@@ -22,13 +22,14 @@
 
 /* Sends m at once and waits for its response; returns the response status (the daemon's,
  * or a protocol / I/O error). The response is c->last. */
-static int roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
+int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 {
 	if (c->pending_count > 0 && !c->broken)
 		return tac_err(err, TILEATOM_E_STATE,
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",
 		               c->pending_count);
+	tac_shm_stage(c, m);
 	int rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -89,7 +90,7 @@ static int authenticate(tileatom_client *c, const char *address, const char *aut
 		return rc;
 	tac_msg m;
 	tac_build_auth(&m, nonce, sizeof(nonce), proof);
-	rc = roundtrip(c, &m, err);
+	rc = tac_roundtrip(c, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__AuthResponse *a = c->last->auth;
@@ -142,7 +143,7 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 	c->io_timeout_ms = timeout_ms;
 	tac_msg m;
 	tac_build_hello(&m, "libtileatom-client/" TILEATOM_CLIENT_VERSION);
-	rc = roundtrip(c, &m, err);
+	rc = tac_roundtrip(c, &m, err);
 	if (rc == TILEATOM_OK) {
 		const Tileatom__HelloResponse *h = c->last->hello;
 		if (h->protocol_version != TILEATOM_PROTOCOL_VERSION) {
@@ -152,6 +153,7 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 		} else {
 			copy_str(c->server_version, sizeof(c->server_version), h->server_version);
 			copy_str(c->server_backend, sizeof(c->server_backend), h->backend);
+			c->max_frame = h->max_frame ? h->max_frame : TAC_DEFAULT_MAX_FRAME;
 			if (h->auth_required)
 				rc = authenticate(c, address, auth_file, h, err);
 		}
@@ -196,6 +198,11 @@ const char *tileatom_server_backend(const tileatom_client *client)
 	return client ? client->server_backend : "";
 }
 
+uint32_t tileatom_server_max_frame(const tileatom_client *client)
+{
+	return client ? client->max_frame : 0;
+}
+
 const char *tileatom_address(const tileatom_client *client)
 {
 	return client ? client->address : "";
@@ -211,7 +218,7 @@ int tileatom_ping(tileatom_client *client, tileatom_error *err)
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
 	tac_build_ping(&m);
-	return roundtrip(client, &m, err);
+	return tac_roundtrip(client, &m, err);
 }
 
 int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_error *err)
@@ -265,7 +272,7 @@ int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	tac_msg m;
 	tac_build_stats(&m);
-	int rc = roundtrip(client, &m, err);
+	int rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__StatsResponse *s = client->last->stats;
@@ -290,7 +297,7 @@ int tileatom_snapshot(tileatom_client *client, tileatom_snapshot_info *out, tile
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
 	tac_build_snapshot(&m);
-	int rc = roundtrip(client, &m, err);
+	int rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__SnapshotResponse *s = client->last->snapshot;
@@ -323,7 +330,7 @@ int tileatom_create_ex(tileatom_client *client, const char *name, tileatom_dtype
 	int rc = tac_build_create(&m, name, dtype, rank, shape, fill, err);
 	m.body.create.private_tile = (flags & TILEATOM_CREATE_PRIVATE) != 0;
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	if (rc == TILEATOM_OK && info)
 		rc = tac_tile_info_from_wire(info, client->last->tile, err);
 	return rc;
@@ -335,7 +342,7 @@ int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *
 	tac_msg m;
 	int rc = tac_build_destroy(&m, name, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	return rc;
 }
 
@@ -349,7 +356,7 @@ int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *c
 	*count = 0;
 	tac_msg m;
 	tac_build_list(&m);
-	int rc = roundtrip(client, &m, err);
+	int rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__ListTilesResponse *l = client->last->list;
@@ -380,7 +387,7 @@ int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_i
 	tac_msg m;
 	int rc = tac_build_describe(&m, name, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_tile_info_from_wire(info, client->last->tile, err);
 	return rc;
@@ -395,7 +402,7 @@ int tileatom_read(tileatom_client *client, const char *tile, const tileatom_regi
 	tac_msg m;
 	int rc = tac_build_read(&m, tile, region, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__Array *d = client->last->data;
@@ -421,7 +428,7 @@ int tileatom_read_alloc(tileatom_client *client, const char *tile, const tileato
 	tac_msg m;
 	int rc = tac_build_read(&m, tile, region, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__Array *d = client->last->data;
@@ -442,7 +449,7 @@ int tileatom_write(tileatom_client *client, const char *tile, const tileatom_reg
 	tac_msg m;
 	int rc = tac_build_write(&m, tile, region, values, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	return rc;
 }
 
@@ -471,6 +478,30 @@ static int op_result(tileatom_client *c, bool want, void *out, size_t out_size, 
 	if (!want)
 		return TILEATOM_OK;
 	size_t len = op->old->data.len;
+	if (len == 0 && !c->old_from && op->old->n_shape > 0) {
+		size_t elems = 1;
+		for (size_t i = 0; i < op->old->n_shape; i++)
+			elems *= (size_t)op->old->shape[i];
+		if (elems > 0)
+			return tac_err(err, TILEATOM_E_PROTOCOL,
+			               "tileatomd returned no bytes of %s values for %zu elements",
+			               what, elems);
+	}
+	if (c->old_from && len == 0) {
+		/* the daemon wrote them into a shared buffer: at out already, or copied from it */
+		len = tileatom_dtype_size((tileatom_dtype)op->old->dtype);
+		for (size_t i = 0; i < op->old->n_shape; i++)
+			len *= (size_t)op->old->shape[i];
+		res->old_bytes = len;
+		if (len > out_size)
+			return tac_err(
+			    err, TILEATOM_E_PROTOCOL,
+			    "tileatomd wrote %zu bytes of %s values into a %zu-byte buffer", len,
+			    what, out_size);
+		if (c->old_from != out)
+			memmove(out, c->old_from, len);
+		return TILEATOM_OK;
+	}
 	res->old_bytes = len;
 	if (len > out_size)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
@@ -495,7 +526,11 @@ static int check_old_out(const tileatom_op_options *opts, tileatom_error *err)
 static int rmw_finish(tileatom_client *c, tac_msg *m, const tileatom_op_options *opts,
                       tileatom_op_result *res, tileatom_error *err)
 {
-	int rc = roundtrip(c, m, err);
+	if (opts && opts->want_old) {
+		m->old_out = opts->old_out;
+		m->old_out_size = opts->old_out_size;
+	}
+	int rc = tac_roundtrip(c, m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	bool want = opts && opts->want_old;
@@ -546,6 +581,13 @@ int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
 		                       compare, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
+	if (tac_frame_too_large(client, &m)) { /* shared memory makes it fit, else split */
+		tac_shm_stage(client, &m);
+		tac_shm_rewrite(client, &m);
+	}
+	if (tac_frame_too_large(client, &m))
+		return tac_split_indexed(client, tile, op, region, n_index, indices, flat, values,
+		                         compare, opts, res, err);
 	return rmw_finish(client, &m, opts, res, err);
 }
 
@@ -560,7 +602,7 @@ int tileatom_atomic_at(tileatom_client *client, const char *tile, tileatom_op op
 	int rc = tac_build_atomic_at(&m, tile, op, flat_index, dtype, value, compare, opts,
 	                             &value_arr, &compare_arr, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(client, &m, err);
+		rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	uint64_t old_bits[2] = {0, 0};
@@ -595,7 +637,7 @@ static int memory_call(tileatom_client *c, tileatom_request_kind kind, const cha
 	if (rc == TILEATOM_OK)
 		rc = tac_build_memory(&m, kind, tile, window, addr, operand, opts, err);
 	if (rc == TILEATOM_OK)
-		rc = roundtrip(c, &m, err);
+		rc = tac_roundtrip(c, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	if (loads)

@@ -656,7 +656,9 @@ int tac_check_response(const Tileatom__Response *r, tileatom_request_kind kind, 
 		               (int)kind, (int)r->body_case, (int)want);
 	if (want == TILEATOM__RESPONSE__BODY_DATA)
 		return tac_check_wire_array(r->data, "read data", err);
-	if (want == TILEATOM__RESPONSE__BODY_OP && r->op && r->op->old)
+	/* old values without bytes were written into a shared buffer (Options.old_into); the
+	 * call that asked for them checks their size (tac_api.c op_result) */
+	if (want == TILEATOM__RESPONSE__BODY_OP && r->op && r->op->old && r->op->old->data.len > 0)
 		return tac_check_wire_array(r->op->old, "old values", err);
 	return TILEATOM_OK;
 }

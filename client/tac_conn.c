@@ -196,6 +196,8 @@ int tac_client_new(int fd, const char *address, tileatom_client **out, tileatom_
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
 	}
 	c->fd = fd;
+	c->unix_socket = -1;
+	c->stage_min = TAC_SHM_STAGE_MIN;
 	c->address = strdup(address);
 	c->rxbuf = malloc(TAC_RECV_CHUNK);
 	c->pending_cap = 64;
@@ -230,6 +232,7 @@ void tac_client_free(tileatom_client *c)
 	free(c->pending);
 	free(c->rxbuf);
 	free(c->address);
+	tac_shm_client_free(c);
 	free(c);
 }
 
@@ -345,6 +348,51 @@ static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 	return err->code;
 }
 
+static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int64_t deadline,
+                    tileatom_error *err);
+
+/* Writes buf with fd attached to its first byte (SCM_RIGHTS), then the rest with send_all. */
+static int send_with_fd(tileatom_client *c, const uint8_t *buf, size_t len, int fd,
+                        int64_t deadline, tileatom_error *err)
+{
+	for (;;) {
+		struct iovec iov = {(void *)buf, len};
+		union {
+			char bytes[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} control;
+		memset(&control, 0, sizeof(control));
+		struct msghdr msg = {0};
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = control.bytes;
+		msg.msg_controllen = sizeof(control.bytes);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		if (n > 0)
+			return send_all(c, buf + n, len - (size_t)n, deadline, err);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			short revents = 0;
+			int w = wait_fd(c->fd, POLLOUT, deadline, &revents);
+			if (w == 0)
+				return tac_err(err, TILEATOM_E_TIMEOUT, "sending to %s: timed out",
+				               c->address);
+			if (w < 0)
+				return tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
+				               strerror(errno));
+			continue;
+		}
+		return tac_err(err, TILEATOM_E_IO, "passing a file descriptor to %s: %s",
+		               c->address, n < 0 ? strerror(errno) : "nothing written");
+	}
+}
+
 /* Writes all of buf, draining incoming responses whenever the socket is not writable. */
 static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int64_t deadline,
                     tileatom_error *err)
@@ -430,11 +478,48 @@ int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err)
 	return flush_until(c, deadline_from(timeout_ms), err);
 }
 
+int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, uint64_t *id,
+                       tileatom_error *err)
+{
+	if (c->broken)
+		return broken_error(c, err);
+	if (c->pending_count == c->pending_cap &&
+	    ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
+	              sizeof(*c->pending)) < 0)
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
+	tileatom_error local;
+	if (!err)
+		err = &local;
+	m->req.id = c->last_id + 1;
+	uint8_t *frame = NULL;
+	size_t frame_len = 0;
+	if (ta_frame_encode(&m->req.base, UINT32_MAX - TA_FRAME_HEADER, &frame, &frame_len) != 0)
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory encoding a request");
+	int64_t deadline = deadline_from(timeout_ms);
+	int rc = flush_until(c, deadline, err);
+	if (rc == TILEATOM_OK) {
+		rc = send_with_fd(c, frame, frame_len, fd, deadline, err);
+		if (rc != TILEATOM_OK)
+			rc = tac_conn_break(c, err);
+	}
+	free(frame);
+	if (rc != TILEATOM_OK)
+		return rc;
+	c->last_id++;
+	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
+	    (tac_pending){c->last_id, m->kind};
+	c->pending_count++;
+	if (id)
+		*id = c->last_id;
+	return TILEATOM_OK;
+}
+
 int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, uint64_t *id,
                     tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
+	tac_shm_rewrite(c, m);
 	if (c->pending_count == c->pending_cap &&
 	    ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
 	              sizeof(*c->pending)) < 0)

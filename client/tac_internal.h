@@ -23,6 +23,8 @@
 
 /* Default largest response payload accepted (1 GiB). */
 #define TAC_DEFAULT_MAX_RESPONSE (1u << 30)
+/* The daemon's frame limit assumed when its Hello does not state one (its default). */
+#define TAC_DEFAULT_MAX_FRAME (64u << 20)
 /* Bytes read from the socket per recv(). */
 #define TAC_RECV_CHUNK 65536
 /* Submitted request bytes buffered before tac_conn_submit writes them out; a frame at
@@ -65,6 +67,20 @@ struct tileatom_client {
 	Tileatom__Response *last;  /* the last decoded response (kept for pointers) */
 	char server_version[64];   /* from the handshake */
 	char server_backend[32];   /* from the handshake */
+	uint32_t max_frame;        /* the daemon's frame limit from the handshake (or the
+	                              default when it did not say) */
+
+	/* shared buffers (tac_shm.c) */
+	int unix_socket;                 /* 1: a Unix socket (shared buffers work), 0: not, -1: ? */
+	struct tileatom_buffer **bufs;   /* shared buffers registered by the caller */
+	size_t nbufs;                    /* entries in bufs */
+	size_t capbufs;                  /* capacity of bufs */
+	struct tileatom_buffer *staging; /* the library's own buffer for large synchronous
+	                                    operands (NULL until needed) */
+	size_t stage_min;                /* operand bytes from which synchronous calls stage them
+	                                    in shared memory (0: never; tileatom_set_shm_threshold) */
+	const void *old_from;            /* the last synchronous call's old values went to this
+	                                    shared-buffer address (NULL: they came inline) */
 };
 
 /* Storage for one request message and every sub-message it may point to. Built on the
@@ -73,24 +89,25 @@ typedef struct tac_msg {
 	Tileatom__Request req;      /* the top-level message */
 	tileatom_request_kind kind; /* which body is set */
 	union {
-		Tileatom__HelloRequest hello;                   /* HELLO */
-		Tileatom__PingRequest ping;                     /* PING */
-		Tileatom__CreateTileRequest create;             /* CREATE */
-		Tileatom__DestroyTileRequest destroy;           /* DESTROY */
-		Tileatom__ListTilesRequest list;                /* LIST */
-		Tileatom__DescribeTileRequest describe;         /* DESCRIBE */
-		Tileatom__WriteRegionRequest write;             /* WRITE */
-		Tileatom__ReadRegionRequest read;               /* READ */
-		Tileatom__ElementwiseAtomicRequest elementwise; /* ELEMENTWISE */
-		Tileatom__ScatterAtomicRequest scatter;         /* SCATTER */
-		Tileatom__IndexedAtomicRequest indexed;         /* INDEXED */
-		Tileatom__GatherRequest gather;                 /* GATHER */
-		Tileatom__ScatterStoreRequest scatter_store;    /* SCATTER_STORE */
-		Tileatom__AtomicLoadRequest atomic_load;        /* ATOMIC_LOAD */
-		Tileatom__AtomicStoreRequest atomic_store;      /* ATOMIC_STORE */
-		Tileatom__StatsRequest stats;                   /* STATS */
-		Tileatom__AuthRequest auth;                     /* AUTH */
-		Tileatom__SnapshotRequest snapshot;             /* SNAPSHOT */
+		Tileatom__HelloRequest hello;                    /* HELLO */
+		Tileatom__PingRequest ping;                      /* PING */
+		Tileatom__CreateTileRequest create;              /* CREATE */
+		Tileatom__DestroyTileRequest destroy;            /* DESTROY */
+		Tileatom__ListTilesRequest list;                 /* LIST */
+		Tileatom__DescribeTileRequest describe;          /* DESCRIBE */
+		Tileatom__WriteRegionRequest write;              /* WRITE */
+		Tileatom__ReadRegionRequest read;                /* READ */
+		Tileatom__ElementwiseAtomicRequest elementwise;  /* ELEMENTWISE */
+		Tileatom__ScatterAtomicRequest scatter;          /* SCATTER */
+		Tileatom__IndexedAtomicRequest indexed;          /* INDEXED */
+		Tileatom__GatherRequest gather;                  /* GATHER */
+		Tileatom__ScatterStoreRequest scatter_store;     /* SCATTER_STORE */
+		Tileatom__AtomicLoadRequest atomic_load;         /* ATOMIC_LOAD */
+		Tileatom__AtomicStoreRequest atomic_store;       /* ATOMIC_STORE */
+		Tileatom__StatsRequest stats;                    /* STATS */
+		Tileatom__AuthRequest auth;                      /* AUTH */
+		Tileatom__RegisterBufferRequest register_buffer; /* REGISTER_BUFFER */
+		Tileatom__SnapshotRequest snapshot;              /* SNAPSHOT */
 	} body;
 	Tileatom__Region region;                       /* region / window */
 	Tileatom__Region addr_region;                  /* Addressing.region */
@@ -107,7 +124,41 @@ typedef struct tac_msg {
 	Tileatom__Addressing addressing;               /* memory-op addressing */
 	int64_t shape_copy[TILEATOM_MAX_RANK];         /* create: the tile shape */
 	int64_t scalar_index;                          /* atomic_at: the flat index */
+
+	/* shared buffers (tac_shm.c) */
+	Tileatom__BufferRef refs[TILEATOM_MAX_RANK + 4]; /* shared-buffer references of arrays */
+	Tileatom__BufferRef old_ref;                     /* Options.old_into */
+	void *old_out;       /* synchronous calls: where old values go */
+	size_t old_out_size; /* bytes at old_out */
 } tac_msg;
+
+/* ---- calls (tac_api.c) and splitting (tac_split.c) ------------------------------------ */
+/* Sends m at once and waits for its response (c->last); returns its status. */
+TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err);
+/* True when m's frame would exceed the daemon's frame limit (c->max_frame). */
+TAC_HIDDEN bool tac_frame_too_large(const tileatom_client *c, tac_msg *m);
+/* tileatom_indexed for a request over the frame limit: checks, then sends it in parts (the
+ * rules are in tileatom.h). */
+TAC_HIDDEN int tac_split_indexed(tileatom_client *c, const char *tile, tileatom_op op,
+                                 const tileatom_region *region, int n_index,
+                                 const tileatom_array *indices, bool flat,
+                                 const tileatom_array *values, const tileatom_array *compare,
+                                 const tileatom_op_options *opts, tileatom_op_result *res,
+                                 tileatom_error *err);
+
+/* ---- shared buffers (tac_shm.c) ------------------------------------------------------- */
+/* Arrays of m whose bytes lie in a shared buffer of c become references to it (and m's old
+ * values, when m->old_out lies in one, are written there by the daemon). */
+TAC_HIDDEN void tac_shm_rewrite(tileatom_client *c, tac_msg *m);
+/* Synchronous calls on a Unix socket: copies operands of m above TAC_SHM_STAGE_MIN bytes
+ * (in all) into the library's staging buffer so that they travel by reference; old values
+ * too. Best effort: on any failure m is left inline. */
+TAC_HIDDEN void tac_shm_stage(tileatom_client *c, tac_msg *m);
+/* Frees c's buffers (tileatom_close). */
+TAC_HIDDEN void tac_shm_client_free(tileatom_client *c);
+/* Default operand bytes of one synchronous request from which tac_shm_stage uses shared
+ * memory. */
+#define TAC_SHM_STAGE_MIN (1u << 20)
 
 /* ---- errors (tac_util.c) ------------------------------------------------------------- */
 
@@ -210,6 +261,10 @@ TAC_HIDDEN int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, b
 /* Writes every buffered request, reading responses that arrive meanwhile into the frame
  * queue whenever the socket is not writable. timeout_ms bounds it (<= 0: none). A failure
  * breaks the connection. TILEATOM_OK when nothing was buffered. */
+/* tac_conn_submit for a small request whose frame carries fd (SCM_RIGHTS); always
+ * written at once. */
+TAC_HIDDEN int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms,
+                                  uint64_t *id, tileatom_error *err);
 TAC_HIDDEN int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err);
 /* Receives the response to the oldest pending request, checks its id, pops it, and keeps it
  * in c->last (freeing the previous one); buffered requests are written out first, within

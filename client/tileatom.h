@@ -273,25 +273,26 @@ typedef struct tileatom_snapshot_info {
 
 /* Which call a pipelined response answers (values equal the wire Request body numbers). */
 typedef enum tileatom_request_kind {
-	TILEATOM_REQ_NONE = 0,           /* nothing */
-	TILEATOM_REQ_HELLO = 2,          /* handshake (internal) */
-	TILEATOM_REQ_PING = 3,           /* tileatom_submit_ping */
-	TILEATOM_REQ_CREATE = 4,         /* create a tile */
-	TILEATOM_REQ_DESTROY = 5,        /* destroy a tile */
-	TILEATOM_REQ_LIST = 6,           /* list tiles */
-	TILEATOM_REQ_DESCRIBE = 7,       /* describe a tile */
-	TILEATOM_REQ_WRITE = 8,          /* tileatom_submit_write */
-	TILEATOM_REQ_READ = 9,           /* tileatom_submit_read */
-	TILEATOM_REQ_ELEMENTWISE = 10,   /* tileatom_submit_elementwise */
-	TILEATOM_REQ_SCATTER = 11,       /* tileatom_submit_scatter */
-	TILEATOM_REQ_INDEXED = 12,       /* tileatom_submit_indexed / _atomic_at */
-	TILEATOM_REQ_GATHER = 13,        /* tileatom_submit_gather */
-	TILEATOM_REQ_SCATTER_STORE = 14, /* tileatom_submit_scatter_store */
-	TILEATOM_REQ_ATOMIC_LOAD = 15,   /* tileatom_submit_atomic_load */
-	TILEATOM_REQ_ATOMIC_STORE = 16,  /* tileatom_submit_atomic_store */
-	TILEATOM_REQ_STATS = 17,         /* statistics */
-	TILEATOM_REQ_AUTH = 19,          /* authentication (tileatom_connect_opts) */
-	TILEATOM_REQ_SNAPSHOT = 20       /* snapshot and log compaction (--data-dir) */
+	TILEATOM_REQ_NONE = 0,             /* nothing */
+	TILEATOM_REQ_HELLO = 2,            /* handshake (internal) */
+	TILEATOM_REQ_PING = 3,             /* tileatom_submit_ping */
+	TILEATOM_REQ_CREATE = 4,           /* create a tile */
+	TILEATOM_REQ_DESTROY = 5,          /* destroy a tile */
+	TILEATOM_REQ_LIST = 6,             /* list tiles */
+	TILEATOM_REQ_DESCRIBE = 7,         /* describe a tile */
+	TILEATOM_REQ_WRITE = 8,            /* tileatom_submit_write */
+	TILEATOM_REQ_READ = 9,             /* tileatom_submit_read */
+	TILEATOM_REQ_ELEMENTWISE = 10,     /* tileatom_submit_elementwise */
+	TILEATOM_REQ_SCATTER = 11,         /* tileatom_submit_scatter */
+	TILEATOM_REQ_INDEXED = 12,         /* tileatom_submit_indexed / _atomic_at */
+	TILEATOM_REQ_GATHER = 13,          /* tileatom_submit_gather */
+	TILEATOM_REQ_SCATTER_STORE = 14,   /* tileatom_submit_scatter_store */
+	TILEATOM_REQ_ATOMIC_LOAD = 15,     /* tileatom_submit_atomic_load */
+	TILEATOM_REQ_ATOMIC_STORE = 16,    /* tileatom_submit_atomic_store */
+	TILEATOM_REQ_STATS = 17,           /* statistics */
+	TILEATOM_REQ_REGISTER_BUFFER = 18, /* tileatom_buffer_create */
+	TILEATOM_REQ_AUTH = 19,            /* authentication (tileatom_connect_opts) */
+	TILEATOM_REQ_SNAPSHOT = 20         /* snapshot and log compaction (--data-dir) */
 } tileatom_request_kind;
 
 /* One collected response of the pipelined API. Pointers stay valid until the next call on
@@ -311,6 +312,9 @@ typedef struct tileatom_response {
 
 /* Opaque connection handle. */
 typedef struct tileatom_client tileatom_client;
+
+/* A shared buffer (tileatom_buffer_create): memory this process and the daemon both map. */
+typedef struct tileatom_buffer tileatom_buffer;
 
 /* ---- errors and helpers --------------------------------------------------------------- */
 
@@ -408,8 +412,44 @@ TA_API void tileatom_set_max_response(tileatom_client *client, uint32_t max_byte
 TA_API const char *tileatom_server_version(const tileatom_client *client);
 /* The daemon's backend name from the handshake, "cpu" or "cuda" (never NULL). */
 TA_API const char *tileatom_server_backend(const tileatom_client *client);
+/* The daemon's frame limit from the handshake (its --max-frame, in bytes): requests whose
+ * frame would be larger are split by tileatom_indexed (see there) and refused by the daemon
+ * otherwise. */
+TA_API uint32_t tileatom_server_max_frame(const tileatom_client *client);
 /* The address the client connected to. */
 TA_API const char *tileatom_address(const tileatom_client *client);
+
+/* ---- shared buffers (Unix-socket connections) ---------------------------------------------
+ * A shared buffer is a sealed memfd that the library maps and passes to the daemon once
+ * (SCM_RIGHTS); the daemon maps the same pages until the connection closes. Any operand
+ * array whose bytes lie inside a registered buffer (e.g. made with tileatom_buffer_array,
+ * or any pointer into tileatom_buffer_data) is then sent as (buffer, offset, length)
+ * instead of its bytes, and a synchronous call whose opts->old_out lies inside one gets its
+ * old values written there by the daemon. The daemon reads the operands while the request
+ * runs: do not change them before its response (pipelined: before collecting it); a
+ * change in flight cannot harm the daemon, only that request's results. Independently,
+ * synchronous calls on a Unix socket copy operands of 1 MiB or more into a buffer of the
+ * library's own and send them by reference (old values still come back inline). */
+/* Sets the operand bytes from which synchronous calls stage operands in the library's own
+ * shared buffer (default 1 MiB; 0: never, so requests travel inline or split). */
+TA_API void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes);
+/* Creates a shared buffer of size bytes (zero-filled) and registers it with the daemon.
+ * Fails on a TCP connection (TILEATOM_E_INVALID_ARGUMENT) or when pipelined responses are
+ * not collected (TILEATOM_E_STATE). */
+TA_API int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer **out,
+                                  tileatom_error *err);
+/* The buffer's memory in this process (size bytes, writable). */
+TA_API void *tileatom_buffer_data(const tileatom_buffer *buffer);
+/* The buffer's size in bytes. */
+TA_API size_t tileatom_buffer_size(const tileatom_buffer *buffer);
+/* An array of dtype and shape over the buffer's bytes from offset (the shared-buffer array
+ * kind: requests refer to it instead of copying it). */
+TA_API tileatom_array tileatom_buffer_array(const tileatom_buffer *buffer, tileatom_dtype dtype,
+                                            int rank, const int64_t *shape, size_t offset);
+/* Unmaps and frees the buffer in this process (the daemon keeps its mapping until the
+ * connection closes). Buffers still held are freed by tileatom_close: call this only
+ * before it. */
+TA_API void tileatom_buffer_free(tileatom_buffer *buffer);
 
 /* ---- synchronous calls: each sends one request and waits for its response ---------------- */
 
@@ -474,7 +514,27 @@ TA_API int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_
 /* Indexed atomic (cuTile atomic_* rules; every op): with flat false, n_index == tile rank
  * index arrays (one per axis, broadcast together) give the coordinates inside region (NULL:
  * the whole tile); with flat true, one array (n_index 1) gives row-major offsets into the
- * region. Duplicates all apply. compare only for CAS. */
+ * region. Duplicates all apply. compare only for CAS.
+ *
+ * Requests larger than the daemon's frame limit (tileatom_server_max_frame) go by shared
+ * memory on a Unix socket (see tileatom_set_shm_threshold); otherwise they are split:
+ * when every index, values, compare and mask array is 1-D over the same n elements (or a
+ * scalar, which every part repeats), the library sends consecutive parts of at most
+ * max_frame bytes (and 4 MiB of operands) one after the other on this connection and
+ * returns the summed counts, the old values of every part in order (want_old) and the
+ * first error. What a split means:
+ *  - each element is applied atomically, exactly as in one request, but the request as a
+ *    whole is not: other clients can see the parts already applied, and the parts run in
+ *    order (part i is applied before part i+1 is sent);
+ *  - with check_bounds false (reject the whole request), the library first reads the
+ *    tile's shape (tileatom_describe) and checks every unmasked index of every part
+ *    against the region: any index outside it fails the call with TILEATOM_E_OUT_OF_RANGE
+ *    before any part is sent, so nothing is applied (the daemon checks each part again);
+ *  - a part that fails (e.g. the tile was destroyed meanwhile) stops the call: its error
+ *    comes back with a message naming the part and the elements already applied, which
+ *    stay applied; res (when given) counts the parts that succeeded.
+ * Requests that cannot be split this way (n-d operands) fail with
+ * TILEATOM_E_INVALID_ARGUMENT before anything is sent. */
 TA_API int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
                             const tileatom_region *region, int n_index,
                             const tileatom_array *indices, bool flat, const tileatom_array *values,

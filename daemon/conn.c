@@ -27,6 +27,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,8 @@ static void conn_maybe_free(ta_conn *conn)
 	conn->reader_reserved = 0;
 	ta_frame_buf_free(&conn->out);
 	ta_frame_buf_free(&conn->sending);
+	if (conn->has_shm)
+		ta_shm_table_free(&conn->shm); /* unmaps the client's shared buffers */
 	ta_conn_host *host = conn->host;
 	host->gone(host, conn);
 	free(conn);
@@ -243,9 +246,12 @@ static void item_work(ta_job *job)
 	ta_service *svc = item->conn->host->svc;
 	uint8_t *payload = item->payload;
 	item->payload = NULL;
+	/* the connection outlives its running item: its buffers stay mapped meanwhile */
+	ta_shm_set_current(item->conn->has_shm ? &item->conn->shm : NULL);
 	if (!item->batch) {
 		ta_dispatch_frame_owned_session(svc, &item->conn->session, payload, item->len,
 		                                &item->reply);
+		ta_shm_set_current(NULL);
 		return;
 	}
 	/* a batch: its frames in order, into one response buffer; a reply that closes the
@@ -263,6 +269,7 @@ static void item_work(ta_job *job)
 	                                    bound, &out, &close_after, &frames);
 	uint64_t log_seq = scratch.log_seq; /* the batch's last log record (persist.h) */
 	ta_dispatch_scratch_free(&scratch);
+	ta_shm_set_current(NULL);
 	if (done < item->len && !close_after) {
 		/* keep the rest for item_done to queue again */
 		memmove(payload, payload + done, item->len - done);
@@ -393,9 +400,11 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
 	if (inline_max < 0 || len > TA_CONN_INLINE_PAYLOAD_MAX)
 		return false;
 	bool close_after = false;
+	ta_shm_set_current(conn->has_shm ? &conn->shm : NULL);
 	ta_dispatch_outcome o =
 	    ta_dispatch_run_session(conn->host->svc, conn->host->scratch, &conn->session, payload,
 	                            len, inline_max, &conn->out, &close_after);
+	ta_shm_set_current(NULL);
 	if (o == TA_DISPATCH_DEFER)
 		return false;
 	if (conn->host->scratch->log_seq > conn->log_seq)
@@ -675,6 +684,49 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 	}
 }
 
+/* Frees a temporary handle that carried a received fd out of libuv. */
+static void on_fd_handle_close(uv_handle_t *handle)
+{
+	free(handle);
+}
+
+/* Takes the fds that came with the bytes just read (libuv queued them on the ipc pipe) into
+ * the connection's buffer table, oldest first. libuv hands received fds out only through
+ * uv_accept into a stream handle; a memfd is carried out in a fresh pipe handle, duplicated,
+ * and the handle closed (which closes libuv's copy). */
+static void conn_take_fds(ta_conn *conn)
+{
+	if (!conn->has_shm)
+		return;
+	while (uv_pipe_pending_count(&conn->h.pipe) > 0) {
+		uv_pipe_t *carrier = malloc(sizeof(*carrier));
+		int rc = carrier ? uv_pipe_init(conn->host->loop, carrier, 0) : UV_ENOMEM;
+		if (rc != 0) {
+			free(carrier);
+			ta_log(TA_LOG_WARNING,
+			       "connection %" PRIu64 ": cannot take a passed fd: %s", conn->serial,
+			       uv_strerror(rc));
+			return; /* the next read tries again; a register meanwhile finds no fd */
+		}
+		carrier->data = NULL;
+		rc = uv_accept(&conn->h.stream, (uv_stream_t *)carrier);
+		uv_os_fd_t fd = -1;
+		if (rc == 0)
+			rc = uv_fileno((uv_handle_t *)carrier, &fd);
+		int mine = rc == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+		uv_close((uv_handle_t *)carrier, on_fd_handle_close);
+		if (mine < 0) {
+			ta_log(TA_LOG_WARNING,
+			       "connection %" PRIu64 ": cannot take a passed fd: %s", conn->serial,
+			       rc != 0 ? uv_strerror(rc) : strerror(errno));
+			if (rc != 0)
+				return;
+			continue;
+		}
+		ta_shm_push_fd(&conn->shm, mine);
+	}
+}
+
 /* After input was consumed: starts the frame timer when a partial frame is now held, stops
  * it when none is. A frame gathered over several reads keeps the time of its first bytes;
  * one begun in this read gets the time of this read. */
@@ -737,6 +789,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		ta_conn_close(conn);
 		return;
 	} else {
+		conn_take_fds(conn);
 		conn->last_active_ms = uv_now(conn->host->loop);
 		conn->last_read_ms = uv_now(conn->host->loop);
 		conn_consume(conn, (const uint8_t *)conn->rbuf, (size_t)nread);
@@ -797,9 +850,21 @@ ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
 	if (!conn)
 		return NULL;
 	uv_loop_t *loop = host->loop;
-	int rc = tcp ? uv_tcp_init(loop, &conn->h.tcp) : uv_pipe_init(loop, &conn->h.pipe, 0);
+	if (!tcp) {
+		if (!ta_shm_table_init(&conn->shm, host->svc->backend)) {
+			ta_log(TA_LOG_ERR, "cannot initialise a connection's buffer table");
+			free(conn);
+			return NULL;
+		}
+		conn->has_shm = true;
+	}
+	/* Unix sockets are ipc pipes: libuv reads them with recvmsg and queues the fds a client
+	 * passes (shared buffers); on_read takes them before it parses the bytes they came with */
+	int rc = tcp ? uv_tcp_init(loop, &conn->h.tcp) : uv_pipe_init(loop, &conn->h.pipe, 1);
 	if (rc != 0) {
 		ta_log(TA_LOG_ERR, "cannot initialise a connection handle: %s", uv_strerror(rc));
+		if (conn->has_shm)
+			ta_shm_table_free(&conn->shm);
 		free(conn);
 		return NULL;
 	}

@@ -76,6 +76,7 @@
 
 #include "conf.h"
 #include "dispatch.h"
+#include "shmbuf.h"
 #include "executor.h"
 #include "ta_frame.h"
 
@@ -181,6 +182,8 @@ struct ta_conn {
 	uint64_t frame_since_ms;           /* loop time the partial frame began (0: none) */
 	uint64_t frames_done;              /* whole frames taken from the input (counter) */
 	uint64_t frames_done_seen;         /* frames_done when the frame timer was last set */
+	bool has_shm;                      /* shm is initialised (Unix-socket connections) */
+	ta_shm_table shm;                  /* shared buffers the client registered (shmbuf.h) */
 	uint64_t log_seq;                  /* highest log record answered in out: out waits until
 	                                      it is durable (--fsync always, persist.h) */
 };

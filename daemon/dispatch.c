@@ -22,6 +22,7 @@
 #endif
 
 #include "dispatch.h"
+#include "shmbuf.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -57,44 +58,46 @@ typedef struct dispatch_group dispatch_group;
 
 /* One response being built, with storage for every body it may point to. */
 typedef struct resp_ctx {
-	ta_service *svc;                  /* the service */
-	Tileatom__Response resp;          /* the response message */
-	ta_error err;                     /* status and message when not OK */
-	Tileatom__HelloResponse hello;    /* hello body */
-	Tileatom__PingResponse ping;      /* ping body */
-	Tileatom__TileInfo tile;          /* create / describe body */
-	ta_tile_info tile_info;           /* storage behind tile */
-	Tileatom__ListTilesResponse list; /* list body */
-	Tileatom__TileInfo *list_items;   /* malloc'd list entries */
-	Tileatom__TileInfo **list_ptrs;   /* malloc'd pointers to list_items */
-	ta_tile_info *list_infos;         /* malloc'd storage behind list_items */
-	Tileatom__Array data;             /* read body, or OpResponse.old */
-	Tileatom__OpResponse op;          /* op body */
-	Tileatom__StatsResponse stats;    /* stats body */
-	ta_backend_info stats_info;       /* storage behind stats strings */
-	int64_t data_shape[TA_MAX_RANK];  /* shape behind data */
-	void *old_buf;                    /* values returned by a plan (arena memory) */
-	ta_arena *arena;                  /* where this request's memory comes from */
-	int64_t inline_max;               /* >= 0: defer requests of more elements */
-	bool deferred;                    /* the request was left for a worker: no reply */
-	dispatch_group *group;            /* non-NULL: small plans join this group */
-	bool collected;                   /* the plan joined the group: not applied yet */
-	ta_plan plan;                     /* collected: the plan */
-	out_kind kind;                    /* collected: where its values go */
-	ta_tile *held;                    /* collected: the tile (a reference) */
-	ta_req_kind req_kind;             /* the request's kind (for the log and metrics) */
-	uint64_t elements;                /* elements the backend processed (metrics) */
-	size_t bytes_in;                  /* the request's payload bytes (metrics) */
-	struct timespec t0;               /* when it was decoded, if timed (metrics) */
-	Tileatom__AuthResponse auth;      /* auth body */
-	uint8_t sproof[TA_AUTH_PROOF];    /* storage behind auth (the daemon's proof) */
-	ta_session *session;              /* the connection's session (NULL: in-process) */
-	ta_owner who;                     /* the identity requests act for */
-	bool close_after;                 /* close the connection after this answer */
-	Tileatom__SnapshotResponse snap;  /* snapshot body */
-	const uint8_t *payload;           /* the request's bytes (its log record) */
-	size_t payload_len;               /* bytes at payload */
-	uint64_t log_seq;                 /* the record appended for it (0: none) */
+	ta_service *svc;                     /* the service */
+	Tileatom__Response resp;             /* the response message */
+	ta_error err;                        /* status and message when not OK */
+	Tileatom__HelloResponse hello;       /* hello body */
+	Tileatom__PingResponse ping;         /* ping body */
+	Tileatom__TileInfo tile;             /* create / describe body */
+	ta_tile_info tile_info;              /* storage behind tile */
+	Tileatom__ListTilesResponse list;    /* list body */
+	Tileatom__TileInfo *list_items;      /* malloc'd list entries */
+	Tileatom__TileInfo **list_ptrs;      /* malloc'd pointers to list_items */
+	ta_tile_info *list_infos;            /* malloc'd storage behind list_items */
+	Tileatom__Array data;                /* read body, or OpResponse.old */
+	Tileatom__OpResponse op;             /* op body */
+	Tileatom__StatsResponse stats;       /* stats body */
+	ta_backend_info stats_info;          /* storage behind stats strings */
+	int64_t data_shape[TA_MAX_RANK];     /* shape behind data */
+	void *old_buf;                       /* values returned by a plan (arena memory) */
+	ta_arena *arena;                     /* where this request's memory comes from */
+	int64_t inline_max;                  /* >= 0: defer requests of more elements */
+	bool deferred;                       /* the request was left for a worker: no reply */
+	dispatch_group *group;               /* non-NULL: small plans join this group */
+	bool collected;                      /* the plan joined the group: not applied yet */
+	ta_plan plan;                        /* collected: the plan */
+	out_kind kind;                       /* collected: where its values go */
+	ta_tile *held;                       /* collected: the tile (a reference) */
+	ta_req_kind req_kind;                /* the request's kind (for the log and metrics) */
+	uint64_t elements;                   /* elements the backend processed (metrics) */
+	size_t bytes_in;                     /* the request's payload bytes (metrics) */
+	struct timespec t0;                  /* when it was decoded, if timed (metrics) */
+	Tileatom__AuthResponse auth;         /* auth body */
+	uint8_t sproof[TA_AUTH_PROOF];       /* storage behind auth (the daemon's proof) */
+	ta_session *session;                 /* the connection's session (NULL: in-process) */
+	ta_owner who;                        /* the identity requests act for */
+	bool close_after;                    /* close the connection after this answer */
+	const Tileatom__BufferRef *old_into; /* want_old: the shared-buffer range for them */
+	Tileatom__BufferResponse buffer;     /* register_buffer body */
+	Tileatom__SnapshotResponse snap;     /* snapshot body */
+	const uint8_t *payload;              /* the request's bytes (its log record) */
+	size_t payload_len;                  /* bytes at payload */
+	uint64_t log_seq;                    /* the record appended for it (0: none) */
 } resp_ctx;
 
 /* Plans of at most this many elements (global space) join a group. */
@@ -172,6 +175,22 @@ static ta_status view_from_array(const Tileatom__Array *a, const char *what, ta_
 		v->shape[i] = a->shape[i];
 	v->data = a->data.data;
 	v->nbytes = a->data.len;
+	if (a->shared) {
+		/* the elements lie in a shared buffer of this connection (shmbuf.h) */
+		if (a->data.len != 0)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "%s: gives both inline data and a shared buffer", what);
+		void *ptr = NULL;
+		ta_status st =
+		    ta_shm_resolve(ta_shm_current(), a->shared->buffer_id, a->shared->offset,
+		                   a->shared->length, what, &ptr, err);
+		if (st != TA_OK)
+			return st;
+		if (a->shared->length > SIZE_MAX)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: too long", what);
+		v->data = ptr;
+		v->nbytes = (size_t)a->shared->length;
+	}
 	return TA_OK;
 }
 
@@ -220,6 +239,12 @@ static ta_status options_into(const Tileatom__Options *o, ta_request *req, ta_er
 	req->check_bounds = !o->no_bounds_check;
 	req->want_old = o->want_old;
 	return view_from_array(o->mask, "mask", &req->mask, err);
+}
+
+/* The shared-buffer range old values go to (Options.old_into), or NULL. */
+static const Tileatom__BufferRef *old_into(const Tileatom__Options *o)
+{
+	return o ? o->old_into : NULL;
 }
 
 /* Scatter addressing into req. */
@@ -336,7 +361,26 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	}
 	size_t es = ta_dtype_size(plan.dtype);
 	uint64_t old_bytes = 0;
-	if (plan.want_old) {
+	bool old_shared = plan.want_old && rc->old_into;
+	if (old_shared) {
+		/* old values go straight into the client's shared buffer */
+		old_bytes = (uint64_t)plan.count * es;
+		if (rc->old_into->length < old_bytes)
+			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                    "old_into: names %" PRIu64
+			                    " bytes, fewer than the %" PRId64
+			                    " old values take %" PRIu64 " (nothing was applied)",
+			                    rc->old_into->length, plan.count, old_bytes);
+		void *ptr = NULL;
+		st = ta_shm_resolve(ta_shm_current(), rc->old_into->buffer_id, rc->old_into->offset,
+		                    old_bytes, "old_into", &ptr, &rc->err);
+		if (st != TA_OK)
+			return st;
+		plan.old_out = ptr;
+	} else if (rc->old_into) {
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "old_into is given but the request returns no values");
+	} else if (plan.want_old) {
 		old_bytes = (uint64_t)plan.count * es;
 		if (old_bytes + RESPONSE_OVERHEAD > svc->max_frame)
 			return ta_error_set(
@@ -379,6 +423,7 @@ static void plan_body(resp_ctx *rc, const ta_plan *p, const ta_result *result, o
 {
 	const ta_plan plan = *p;
 	uint64_t old_bytes = plan.want_old ? (uint64_t)plan.count * ta_dtype_size(plan.dtype) : 0;
+	bool old_shared = plan.want_old && rc->old_into; /* written into a shared buffer */
 	Tileatom__Array *arr = &rc->data;
 	tileatom__array__init(arr);
 	if (plan.want_old) {
@@ -387,8 +432,8 @@ static void plan_body(resp_ctx *rc, const ta_plan *p, const ta_result *result, o
 		for (int a = 0; a < plan.rank; a++)
 			rc->data_shape[a] = plan.shape[a];
 		arr->shape = rc->data_shape;
-		arr->data.data = rc->old_buf;
-		arr->data.len = (size_t)old_bytes;
+		arr->data.data = old_shared ? NULL : rc->old_buf;
+		arr->data.len = old_shared ? 0 : (size_t)old_bytes;
 	}
 	if (kind == OUT_DATA) {
 		rc->resp.body_case = TILEATOM__RESPONSE__BODY_DATA;
@@ -426,6 +471,7 @@ static ta_status on_hello(resp_ctx *rc, ta_tile *tile, const Tileatom__HelloRequ
 	rc->hello.protocol_version = TA_PROTOCOL_VERSION;
 	rc->hello.server_version = (char *)PACKAGE_VERSION;
 	rc->hello.backend = rc->svc->info.name;
+	rc->hello.max_frame = rc->svc->max_frame;
 	rc->resp.body_case = TILEATOM__RESPONSE__BODY_HELLO;
 	rc->resp.hello = &rc->hello;
 	if (rc->session && rc->session->auth_needed && !rc->session->authenticated) {
@@ -692,6 +738,7 @@ static ta_status do_rmw(resp_ctx *rc, ta_tile *tile, ta_family family, Tileatom_
 		st = view_from_array(compare, "compare", &req.compare, &rc->err);
 	if (st == TA_OK)
 		st = options_into(options, &req, &rc->err);
+	rc->old_into = old_into(options);
 	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
 }
 
@@ -716,6 +763,7 @@ static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_op op, const Tileatom
 		st = view_from_array(padding, "padding", &req.padding, &rc->err);
 	if (op == TA_OP_LOAD)
 		req.want_old = true;
+	rc->old_into = old_into(options);
 	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
 }
 
@@ -741,6 +789,28 @@ static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequ
 		                    "out of memory for the per-kind statistics");
 	rc->resp.body_case = TILEATOM__RESPONSE__BODY_STATS;
 	rc->resp.stats = &rc->stats;
+	return TA_OK;
+}
+
+/* register_buffer: maps the memfd that came with the request (shmbuf.h). */
+static ta_status on_register_buffer(resp_ctx *rc, ta_tile *tile,
+                                    const Tileatom__RegisterBufferRequest *m)
+{
+	(void)tile;
+	ta_shm_table *t = ta_shm_current();
+	if (!t)
+		return ta_error_set(
+		    &rc->err, TA_INVALID_ARGUMENT,
+		    "register_buffer: shared buffers need a Unix-socket connection");
+	uint64_t id = 0;
+	ta_status st = ta_shm_register(t, m->size, &id, &rc->err);
+	if (st != TA_OK)
+		return st;
+	tileatom__buffer_response__init(&rc->buffer);
+	rc->buffer.buffer_id = id;
+	rc->buffer.size = m->size;
+	rc->resp.body_case = TILEATOM__RESPONSE__BODY_BUFFER;
+	rc->resp.buffer = &rc->buffer;
 	return TA_OK;
 }
 
@@ -890,6 +960,92 @@ static ta_status persist_begin(resp_ctx *rc, const Tileatom__Request *req, ta_re
 	}
 }
 
+/* With --data-dir: walks msg and every message inside it. With fix false, returns true as
+ * soon as an Array in a shared buffer or an Options.old_into is found (a record that could
+ * not be replayed: the buffers are gone after a restart). With fix true, turns every such
+ * Array into inline bytes (the same range dispatch read) and drops every old_into, so that
+ * the request can be logged as it was applied; returns false, with err set, when a range
+ * does not resolve. */
+static bool shared_refs(ProtobufCMessage *msg, bool fix, ta_error *err)
+{
+	const ProtobufCMessageDescriptor *d = msg->descriptor;
+	if (d == &tileatom__array__descriptor) {
+		Tileatom__Array *a = (Tileatom__Array *)msg;
+		if (!a->shared)
+			return fix; /* nothing found; nothing to fix */
+		if (!fix)
+			return true;
+		void *ptr = NULL;
+		if (ta_shm_resolve(ta_shm_current(), a->shared->buffer_id, a->shared->offset,
+		                   a->shared->length, "a shared operand", &ptr, err) != TA_OK ||
+		    a->shared->length > SIZE_MAX)
+			return false;
+		a->data.data = ptr;
+		a->data.len = (size_t)a->shared->length;
+		a->shared = NULL;
+		return true;
+	}
+	if (d == &tileatom__options__descriptor && ((Tileatom__Options *)msg)->old_into) {
+		if (!fix)
+			return true;
+		((Tileatom__Options *)msg)->old_into = NULL;
+	}
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		char *base = (char *)msg;
+		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+		    *(const uint32_t *)(base + f->quantifier_offset) != f->id)
+			continue;
+		size_t n = 1;
+		ProtobufCMessage **subs = (ProtobufCMessage **)(base + f->offset);
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			n = *(const size_t *)(base + f->quantifier_offset);
+			subs = *(ProtobufCMessage ***)(base + f->offset);
+		}
+		for (size_t k = 0; k < n; k++) {
+			if (!subs[k])
+				continue;
+			bool r = shared_refs(subs[k], fix, err);
+			if (!fix && r)
+				return true;
+			if (fix && !r)
+				return false;
+		}
+	}
+	return fix;
+}
+
+/* Appends the log record of a request that was applied (its lock held): its payload, or,
+ * when it used shared buffers, the request re-encoded with their bytes inline. */
+static ta_status persist_record(resp_ctx *rc, Tileatom__Request *req)
+{
+	const uint8_t *rec = rc->payload;
+	size_t len = rc->payload_len;
+	uint8_t *inlined = NULL;
+	if (shared_refs(&req->base, false, &rc->err)) {
+		if (!shared_refs(&req->base, true, &rc->err)) {
+			ta_persist_fail(rc->svc->persist, "a shared operand could not be logged");
+			return rc->err.code ? rc->err.code : TA_INTERNAL;
+		}
+		len = protobuf_c_message_get_packed_size(&req->base);
+		inlined = malloc(len ? len : 1);
+		if (!inlined) {
+			ta_persist_fail(rc->svc->persist, "out of memory for a log record");
+			return ta_error_set(
+			    &rc->err, TA_INTERNAL,
+			    "the request was applied but could not be logged (out of "
+			    "memory); mutations are refused from now on");
+		}
+		protobuf_c_message_pack(&req->base, inlined);
+		rec = inlined;
+	}
+	rc->log_seq = ta_persist_append(rc->svc->persist, rc->who, rec, len, &rc->err);
+	free(inlined);
+	return rc->log_seq ? TA_OK : rc->err.code;
+}
+
 /* Runs one decoded request: looks its tile up when the table says it names one, then calls
  * the on_<field> handler of its kind; fills rc->resp's body or rc->err. With --data-dir, a
  * mutating request runs under its mutation lock and its record is appended to the log
@@ -952,12 +1108,9 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 	if (tile && !rc->collected)
 		ta_tile_unref(tile);
 	if (hold.held) {
-		if (st == TA_OK && !rc->deferred) {
-			rc->log_seq = ta_persist_append(rc->svc->persist, rc->who, rc->payload,
-			                                rc->payload_len, &rc->err);
-			if (!rc->log_seq)
-				st = rc->err.code;
-		}
+		if (st == TA_OK && !rc->deferred)
+			/* the decoded request lives in the arena: persist_record may rewrite it */
+			st = persist_record(rc, (Tileatom__Request *)req);
 		ta_persist_unlock(rc->svc->persist, &hold);
 	}
 	return st;

@@ -6,6 +6,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/arena.c daemon/arena.h \
 	daemon/conf.c daemon/conf.h \
 	daemon/conn.c daemon/conn.h \
+	daemon/shmbuf.c daemon/shmbuf.h \
 	daemon/dispatch.c daemon/dispatch.h \
 	daemon/executor.c daemon/executor.h \
 	daemon/log.c daemon/log.h \

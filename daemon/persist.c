@@ -548,6 +548,13 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 	return seq;
 }
 
+void ta_persist_fail(ta_persist *p, const char *what)
+{
+	pthread_mutex_lock(&p->mu);
+	set_failed(p, what, EIO);
+	pthread_mutex_unlock(&p->mu);
+}
+
 int ta_persist_durable(ta_persist *p, uint64_t seq)
 {
 	bool durable = atomic_load(&p->durable_seq) >= seq;

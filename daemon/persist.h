@@ -94,6 +94,9 @@ void ta_persist_unlock(ta_persist *p, ta_persist_hold *hold);
  * or 0 with err set when memory is short (persistence is then marked failed). */
 uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, size_t len,
                            ta_error *err);
+/* Marks persistence failed (what: the reason, logged once): mutations are refused from now
+ * on. For a request applied whose record cannot be made. */
+void ta_persist_fail(ta_persist *p, const char *what);
 /* For the loop: 1 when the response of record seq may leave (durable, or not required by
  * the fsync mode), 0 not yet, -1 when writing failed (the connection should close). */
 int ta_persist_durable(ta_persist *p, uint64_t seq);

@@ -93,6 +93,14 @@ typedef enum cpu_kind {
 	K_STORE,     /* atomic store */
 } cpu_kind;
 
+struct cpu_apply;
+struct cpu_private;
+
+/* A fast-path element loop: runs elements [k0, k1) of a flat or contiguous plan (see
+ * fast_prepare), adding to *skipped and *applied. */
+typedef void (*cpu_fast_fn)(struct cpu_apply *ap, struct cpu_private *pv, int64_t k0, int64_t k1,
+                            uint64_t *skipped, uint64_t *applied);
+
 /* Everything a participant needs to run a plan; shared read-only plus atomic counters. */
 typedef struct cpu_apply {
 	const ta_plan *plan;                /* the plan */
@@ -112,12 +120,20 @@ typedef struct cpu_apply {
 	atomic_ullong skipped;              /* elements skipped as out of range */
 	atomic_ullong applied;              /* elements applied */
 	atomic_ullong violations;           /* elements resolved outside the tile (never applied) */
+	cpu_fast_fn fast;                   /* the fast-path loop, NULL: the generic loop */
+	bool fast_flat;                     /* fast path: FLAT through index 0 (else REGION) */
+	int64_t fast_vstride;               /* fast path: values step per element (0 or 1) */
+	int64_t fast_cstride;               /* fast path: compare step per element (0 or 1) */
+	int64_t fast_mstride;               /* fast path: mask step per element (0 or 1) */
+	int64_t fast_istride;               /* fast path: index step per element (0 or 1) */
 } cpu_apply;
 
 /* A participant's private state for space shared. */
 typedef struct cpu_private {
 	uint8_t *vals;    /* region_count elements of esize bytes, NULL when unused */
-	uint8_t *touched; /* bitmap of touched region elements */
+	bool dense;       /* fast path: vals starts as the identity everywhere and touched is
+	                     one byte per region element; no list */
+	uint8_t *touched; /* bitmap (dense: bytes) of touched region elements */
 	int64_t *list;    /* region-relative indices touched, in order of first touch */
 	size_t nlist;     /* entries in list */
 	size_t caplist;   /* capacity of list */
@@ -147,6 +163,55 @@ typedef struct cpu_backend {
 
 /* ---- element arithmetic ------------------------------------------------------------- */
 
+/* The dtype facts of the TA_DTYPE rows as switches that fold when dt is a constant (the
+ * fast paths instantiate every op x dtype; ta_types.c's functions are out of line). */
+static inline __attribute__((always_inline)) size_t dt_size(ta_dtype dt)
+{
+	switch (dt) {
+#define TA_DTYPE(id, wire, name, size, ...)                                                        \
+	case TA_DTYPE_##id:                                                                        \
+		return (size);
+#include "ta_ops.def"
+#undef TA_DTYPE
+	default:
+		return 0;
+	}
+}
+
+/* True for a float dtype (kind FLOAT), folding for a constant dt. */
+static inline __attribute__((always_inline)) bool dt_is_float(ta_dtype dt)
+{
+	switch (dt) {
+#define TA_DTYPE(id, wire, name, size, kind, ...)                                                  \
+	case TA_DTYPE_##id:                                                                        \
+		return TA_KIND_IS_FLOAT_##kind;
+#define TA_KIND_IS_FLOAT_INT   false
+#define TA_KIND_IS_FLOAT_FLOAT true
+#define TA_KIND_IS_FLOAT_MASK  false
+#include "ta_ops.def"
+#undef TA_DTYPE
+	default:
+		return false;
+	}
+}
+
+/* True for a signed integer dtype (kind INT, signed 1), folding for a constant dt. */
+static inline __attribute__((always_inline)) bool dt_is_signed_int(ta_dtype dt)
+{
+	switch (dt) {
+#define TA_DTYPE(id, wire, name, size, kind, is_signed, ...)                                       \
+	case TA_DTYPE_##id:                                                                        \
+		return TA_KIND_IS_INT_##kind && (is_signed);
+#define TA_KIND_IS_INT_INT   true
+#define TA_KIND_IS_INT_FLOAT false
+#define TA_KIND_IS_INT_MASK  false
+#include "ta_ops.def"
+#undef TA_DTYPE
+	default:
+		return false;
+	}
+}
+
 /* Sign bit of an element of width esize. */
 static inline uint64_t sign_bit(size_t esize)
 {
@@ -165,10 +230,11 @@ static inline int64_t sext(uint64_t b, size_t esize)
 /* New value of an element holding cur after op with operand v (ADD, MIN, MAX, AND, OR,
  * XOR; ADD with an already negated operand for SUB); float add, min and max follow the
  * rules of ta_float.h. Pure: also used for private copies. */
-static uint64_t combine(ta_op op, ta_dtype dt, uint64_t emask, uint64_t cur, uint64_t v)
+static inline __attribute__((always_inline)) uint64_t combine(ta_op op, ta_dtype dt, uint64_t emask,
+                                                              uint64_t cur, uint64_t v)
 {
-	size_t es = ta_dtype_size(dt);
-	bool is_float = ta_dtype_is_float(dt);
+	size_t es = dt_size(dt);
+	bool is_float = dt_is_float(dt);
 	switch (op) {
 	case TA_OP_ADD:
 		if (is_float)
@@ -179,7 +245,7 @@ static uint64_t combine(ta_op op, ta_dtype dt, uint64_t emask, uint64_t cur, uin
 		bool take;
 		if (is_float)
 			return ta_float_minmax(dt, cur, v, op == TA_OP_MAX);
-		if (ta_dtype_is_signed_int(dt)) {
+		if (dt_is_signed_int(dt)) {
 			int64_t c = sext(cur, es), x = sext(v, es);
 			take = op == TA_OP_MIN ? x < c : c < x;
 		} else {
@@ -222,14 +288,48 @@ static uint64_t identity(ta_op op, ta_dtype dt, uint64_t emask)
 	}
 }
 
+/* The op a plan's elements combine with: SUB adds the negated operand. */
+static inline __attribute__((always_inline)) ta_op effective_op(ta_op op)
+{
+	return op == TA_OP_SUB ? TA_OP_ADD : op;
+}
+
+/* How elements of op (effective_op) are applied on a dtype (int_dt: a 32/64-bit integer
+ * one, which has fetch-and-op atomics); folds for constants. */
+static inline __attribute__((always_inline)) cpu_kind kind_of(ta_op op, bool int_dt)
+{
+	switch (op) {
+	case TA_OP_ADD:
+		return int_dt ? K_FETCH_ADD : K_LOOP;
+	case TA_OP_AND:
+		return int_dt ? K_FETCH_AND : K_LOOP;
+	case TA_OP_OR:
+		return int_dt ? K_FETCH_OR : K_LOOP;
+	case TA_OP_XOR:
+		return int_dt ? K_FETCH_XOR : K_LOOP;
+	case TA_OP_EXCH:
+		return K_EXCH;
+	case TA_OP_CAS:
+		return K_CAS;
+	case TA_OP_LOAD:
+		return K_LOAD;
+	case TA_OP_STORE:
+		return K_STORE;
+	default: /* MIN, MAX */
+		return K_LOOP;
+	}
+}
+
 /* ---- atomics ----------------------------------------------------------------------- */
 
 /* Defines the atomic element function of one width W (bits) over type T: applies kind to
  * the element at p with operand v (and compare c) under sem (a constant after inlining: the
- * C11 orders come from ta_sem_c11_order); returns the old bits. */
+ * C11 orders come from ta_sem_c11_order); the CAS loop combines with op and dtype dt (both
+ * constants in the fast paths, so combine() folds to one case); returns the old bits. */
 #define TA_CPU_ATOMIC_ELEM(W, T)                                                                   \
-	static inline __attribute__((always_inline)) uint64_t atomic_elem##W(                      \
-	    const cpu_apply *ap, cpu_kind kind, void *p, uint64_t v, uint64_t c, ta_sem sem)       \
+	static inline __attribute__((always_inline))                                               \
+	uint64_t atomic_elem##W(ta_op op, ta_dtype dt, uint64_t emask, cpu_kind kind, void *p,     \
+	                        uint64_t v, uint64_t c, ta_sem sem)                                \
 	{                                                                                          \
 		_Atomic T *a = (_Atomic T *)p;                                                     \
 		const memory_order mo = ta_sem_c11_order(sem, TA_ACCESS_RMW);                      \
@@ -261,7 +361,7 @@ static uint64_t identity(ta_op op, ta_dtype dt, uint64_t emask)
 		default: {                                                                         \
 			T cur = atomic_load_explicit(a, mo_load);                                  \
 			for (;;) {                                                                 \
-				T next = (T)combine(ap->op, ap->plan->dtype, ap->emask, cur, v);   \
+				T next = (T)combine(op, dt, emask, cur, v);                        \
 				if (next == cur && mo_store == memory_order_relaxed)               \
 					return cur; /* acquire came with the load */               \
 				if (atomic_compare_exchange_weak_explicit(a, &cur, next, mo,       \
@@ -282,11 +382,11 @@ atomic_elem(const cpu_apply *ap, cpu_kind kind, void *p, uint64_t v, uint64_t c,
 {
 	switch (ap->esize) {
 	case 2:
-		return atomic_elem16(ap, kind, p, v, c, sem);
+		return atomic_elem16(ap->op, ap->plan->dtype, ap->emask, kind, p, v, c, sem);
 	case 4:
-		return atomic_elem32(ap, kind, p, v, c, sem);
+		return atomic_elem32(ap->op, ap->plan->dtype, ap->emask, kind, p, v, c, sem);
 	default:
-		return atomic_elem64(ap, kind, p, v, c, sem);
+		return atomic_elem64(ap->op, ap->plan->dtype, ap->emask, kind, p, v, c, sem);
 	}
 }
 
@@ -380,13 +480,19 @@ static bool private_init(const cpu_apply *ap, cpu_private *pv)
 {
 	int64_t n = ap->plan->region_count;
 	memset(pv, 0, sizeof(*pv));
+	pv->dense = ap->fast != NULL;
 	pv->vals = malloc((size_t)n * ap->esize);
-	pv->touched = calloc((size_t)(n + 7) / 8, 1);
+	pv->touched = calloc(pv->dense ? (size_t)n : (size_t)(n + 7) / 8, 1);
 	if (!pv->vals || !pv->touched) {
 		free(pv->vals);
 		free(pv->touched);
 		memset(pv, 0, sizeof(*pv));
 		return false;
+	}
+	if (pv->dense) {
+		uint64_t id = identity(ap->op, ap->plan->dtype, ap->emask);
+		for (int64_t i = 0; i < n; i++)
+			write_bits(pv->vals, i, ap->esize, id);
 	}
 	return true;
 }
@@ -414,6 +520,17 @@ static inline __attribute__((always_inline)) void private_merge(cpu_apply *ap, c
                                                                 ta_sem sem)
 {
 	const ta_plan *p = ap->plan;
+	if (pv->dense) {
+		/* fast_prepare made region element rel tile element origin_offset + rel */
+		for (int64_t rel = 0; rel < p->region_count; rel++) {
+			if (!pv->touched[rel])
+				continue;
+			uint64_t v = read_bits(pv->vals, rel, ap->esize);
+			atomic_elem(ap, ap->kind,
+			            ap->mem + (ap->origin_offset + rel) * (int64_t)ap->esize, v, 0,
+			            sem);
+		}
+	}
 	for (size_t i = 0; i < pv->nlist; i++) {
 		int64_t rel = pv->list[i], r[TA_MAX_RANK];
 		ta_addr_region_coords(p, rel, r);
@@ -500,6 +617,307 @@ static inline ta_sem plan_sem(const cpu_apply *ap)
 	return (unsigned)ap->plan->sem < TA_SEM_COUNT ? ap->plan->sem : TA_SEM_RELAXED;
 }
 
+/* ---- fast paths -------------------------------------------------------------------- */
+
+/* The fast paths run flat 1-D and contiguous plans (fast_prepare says which) without the
+ * generic loop's per-element work: no coordinates, no division, no switch on op or dtype
+ * per element. Each op x dtype of the table gets its own loop (fast_range below,
+ * instantiated from the TA_OP and TA_DTYPE rows), with the plan's sem a constant (one
+ * loop per TA_SEM row); element k reads its operands at k * stride (stride 0 broadcasts)
+ * and addresses region element k (REGION) or index0[k] (FLAT), which is tile element
+ * origin_offset + that. A private copy (space shared) is dense: every region element
+ * starts as the op's identity, a touched byte marks it, and the merge walks the region.
+ * The semantics are those of run_range_sem, element for element: masks, bounds (an index
+ * outside [0, region_count) is skipped and counted; check_bounds off never reaches here
+ * with one, ta_plan_build rejected it), old values (idle elements as idle_output) and the
+ * C11 orders of the sem. */
+
+/* Runs elements [k0, k1) of a fast plan with op, dtype dt (element size es), kind, sem
+ * and index width ix (0: REGION, 4: int32 FLAT, 8: int64 FLAT) constants (ix a variable
+ * on the atomic path). */
+static inline __attribute__((always_inline)) void
+fast_range(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
+           uint64_t *applied, ta_op op, ta_dtype dt, size_t es, cpu_kind kind, ta_sem sem, int ix)
+{
+	const ta_plan *p = ap->plan;
+	const bool want_old = p->want_old && p->old_out != NULL;
+	const uint8_t *vals = p->values.data, *cmps = p->compare.data, *mask = p->mask.data;
+	const uint8_t *index = p->index[0].data;
+	const int64_t vs = ap->fast_vstride, cs = ap->fast_cstride, ms = ap->fast_mstride;
+	const int64_t is = ap->fast_istride;
+	const uint64_t emask = es == 8 ? UINT64_MAX : (UINT64_C(1) << (es * 8)) - 1;
+	const bool negate = ap->negate;
+	const uint64_t neg_sign = ta_float_sign(dt);
+	const uint64_t nreg = (uint64_t)p->region_count;
+	const uint64_t padding = p->padding_bits & emask;
+	uint8_t *base = ap->mem + ap->origin_offset * (int64_t)es;
+	uint8_t *pvals = pv && pv->vals ? pv->vals : NULL;
+	uint8_t *touched = pvals ? pv->touched : NULL;
+	uint64_t nskip = 0, napplied = 0;
+	for (int64_t k = k0; k < k1; k++) {
+		uint64_t rel;
+		bool idle = mask && mask[k * ms] == 0;
+		if (!idle) {
+			if (ix == 0) {
+				rel = (uint64_t)k;
+			} else {
+				int64_t f;
+				if (ix == 4) {
+					int32_t f32;
+					memcpy(&f32, index + k * is * 4, 4);
+					f = f32;
+				} else {
+					memcpy(&f, index + k * is * 8, 8);
+				}
+				rel = (uint64_t)f;
+				if (rel >= nreg) { /* negative ones too */
+					nskip++;
+					idle = true;
+				}
+			}
+		}
+		if (idle) {
+			if (want_old)
+				write_bits(p->old_out, k, es,
+				           op == TA_OP_CAS    ? read_bits(cmps, k * cs, es)
+				           : op == TA_OP_LOAD ? padding
+				                              : 0);
+			continue;
+		}
+		uint64_t v = 0, c = 0;
+		if (vals)
+			v = read_bits(vals, k * vs, es);
+		if (op == TA_OP_CAS)
+			c = read_bits(cmps, k * cs, es);
+		if (negate)
+			v = neg_sign ? v ^ neg_sign : (~v + 1) & emask;
+		napplied++;
+		if (pvals) {
+			write_bits(pvals, (int64_t)rel, es,
+			           combine(op, dt, emask, read_bits(pvals, (int64_t)rel, es), v));
+			touched[rel] = 1;
+			continue;
+		}
+		void *at = base + (int64_t)rel * (int64_t)es;
+		uint64_t old;
+		if (es == 2)
+			old = atomic_elem16(op, dt, emask, kind, at, v, c, sem);
+		else if (es == 4)
+			old = atomic_elem32(op, dt, emask, kind, at, v, c, sem);
+		else
+			old = atomic_elem64(op, dt, emask, kind, at, v, c, sem);
+		if (want_old)
+			write_bits(p->old_out, k, es, old);
+	}
+	*skipped += nskip;
+	*applied += napplied;
+}
+
+/* The histogram loop: private accumulation of one scalar operand (negated once for SUB)
+ * without a mask, indices contiguous; op, dt, es and ix are constants. */
+static inline __attribute__((always_inline)) void
+fast_private_scalar(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
+                    uint64_t *applied, ta_op op, ta_dtype dt, size_t es, int ix)
+{
+	const ta_plan *p = ap->plan;
+	const uint64_t emask = es == 8 ? UINT64_MAX : (UINT64_C(1) << (es * 8)) - 1;
+	const uint64_t neg_sign = ta_float_sign(dt);
+	const uint64_t nreg = (uint64_t)p->region_count;
+	const uint8_t *index = p->index[0].data;
+	uint64_t v = read_bits(p->values.data, 0, es);
+	if (ap->negate)
+		v = neg_sign ? v ^ neg_sign : (~v + 1) & emask;
+	uint8_t *pvals = pv->vals, *touched = pv->touched;
+	uint64_t nskip = 0;
+	for (int64_t k = k0; k < k1; k++) {
+		uint64_t rel;
+		if (ix == 0) {
+			rel = (uint64_t)k;
+		} else if (ix == 4) {
+			int32_t f32;
+			memcpy(&f32, index + k * 4, 4);
+			rel = (uint64_t)(int64_t)f32;
+		} else {
+			int64_t f;
+			memcpy(&f, index + k * 8, 8);
+			rel = (uint64_t)f;
+		}
+		if (rel >= nreg) { /* negative ones too */
+			nskip++;
+			continue;
+		}
+		write_bits(pvals, (int64_t)rel, es,
+		           combine(op, dt, emask, read_bits(pvals, (int64_t)rel, es), v));
+		touched[rel] = 1;
+	}
+	*skipped += nskip;
+	*applied += (uint64_t)(k1 - k0) - nskip;
+}
+
+/* The fast loop of one op (ap->op: SUB runs as ADD) x dtype: picks the index width and
+ * the sem, each a constant of its own loop. */
+static inline __attribute__((always_inline)) void
+fast_dispatch(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
+              uint64_t *applied, ta_op op, ta_dtype dt, size_t es, cpu_kind kind)
+{
+	int ix = !ap->fast_flat ? 0 : ap->plan->index[0].dtype == TA_DTYPE_I32 ? 4 : 8;
+	if (pv && pv->vals && !ap->plan->mask.data && ap->fast_vstride == 0 &&
+	    ap->fast_istride == 1) { /* a histogram: its own loop */
+		if (ix == 4)
+			fast_private_scalar(ap, pv, k0, k1, skipped, applied, op, dt, es, 4);
+		else if (ix == 8)
+			fast_private_scalar(ap, pv, k0, k1, skipped, applied, op, dt, es, 8);
+		else
+			fast_private_scalar(ap, pv, k0, k1, skipped, applied, op, dt, es, 0);
+		return;
+	}
+	if (pv && pv->vals) { /* private accumulation: no atomics, so no sem */
+		if (ix == 0)
+			fast_range(ap, pv, k0, k1, skipped, applied, op, dt, es, kind,
+			           TA_SEM_RELAXED, 0);
+		else if (ix == 4)
+			fast_range(ap, pv, k0, k1, skipped, applied, op, dt, es, kind,
+			           TA_SEM_RELAXED, 4);
+		else
+			fast_range(ap, pv, k0, k1, skipped, applied, op, dt, es, kind,
+			           TA_SEM_RELAXED, 8);
+		return;
+	}
+	/* atomics: the index width stays a variable (a predictable branch beside the atomic) */
+	switch (plan_sem(ap)) {
+#define TA_SEM(id, ...)                                                                            \
+	case TA_SEM_##id:                                                                          \
+		fast_range(ap, NULL, k0, k1, skipped, applied, op, dt, es, kind, TA_SEM_##id, ix); \
+		break;
+#include "ta_ops.def"
+#undef TA_SEM
+	default:
+		__builtin_unreachable();
+	}
+}
+
+/* True when an op of the dtypes column takes a dtype (int_dt: an integer one). */
+#define FAST_TAKES_ANY(int_dt) true
+#define FAST_TAKES_INT(int_dt) (int_dt)
+
+/* The fast loops of dtype dt (element size es; int_dt: an integer dtype), all constants:
+ * one per TA_OP row that takes the dtype, chosen once per call. */
+static inline __attribute__((always_inline)) void
+fast_for_dtype(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
+               uint64_t *applied, ta_dtype dt, size_t es, bool int_dt)
+{
+	switch (ap->plan->op) {
+#define TA_OP(opid, name, okind, dtypes, ...)                                                      \
+	case TA_OP_##opid:                                                                         \
+		if (FAST_TAKES_##dtypes(int_dt))                                                   \
+			fast_dispatch(ap, pv, k0, k1, skipped, applied,                            \
+			              effective_op(TA_OP_##opid), dt, es,                          \
+			              kind_of(effective_op(TA_OP_##opid), int_dt));                \
+		break;
+#include "ta_ops.def"
+#undef TA_OP
+	default:
+		break;
+	}
+}
+
+/* One fast function per tile dtype (the INT and FLOAT rows; the mask dtype has no tiles). */
+#define FAST_DT_INT(id, size)                                                                      \
+	static void fast_##id(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1,              \
+	                      uint64_t *skipped, uint64_t *applied)                                \
+	{                                                                                          \
+		fast_for_dtype(ap, pv, k0, k1, skipped, applied, TA_DTYPE_##id, (size), true);     \
+	}
+#define FAST_DT_FLOAT(id, size)                                                                    \
+	static void fast_##id(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1,              \
+	                      uint64_t *skipped, uint64_t *applied)                                \
+	{                                                                                          \
+		fast_for_dtype(ap, pv, k0, k1, skipped, applied, TA_DTYPE_##id, (size), false);    \
+	}
+#define FAST_DT_MASK(id, size)
+#define TA_DTYPE(id, wire, name, size, kind, ...) FAST_DT_##kind(id, size)
+#include "ta_ops.def"
+#undef TA_DTYPE
+
+/* The fast function of a tile dtype; NULL for any other. */
+static cpu_fast_fn fast_fn_of(ta_dtype dt)
+{
+	switch (dt) {
+#define FAST_CASE_INT(id)                                                                          \
+	case TA_DTYPE_##id:                                                                        \
+		return fast_##id;
+#define FAST_CASE_FLOAT(id) FAST_CASE_INT(id)
+#define FAST_CASE_MASK(id)
+#define TA_DTYPE(id, wire, name, size, kind, ...) FAST_CASE_##kind(id)
+#include "ta_ops.def"
+#undef TA_DTYPE
+	default:
+		return NULL;
+	}
+}
+
+/* The per-element step (0: broadcast, 1: contiguous) of operand op over the iteration
+ * shape of p, or -1 when it is neither. */
+static int64_t fast_stride(const ta_plan *p, const ta_operand *op)
+{
+	bool zero = true, linear = true;
+	int64_t expect = 1;
+	for (int a = p->rank - 1; a >= 0; a--) {
+		if (p->shape[a] != 1) {
+			zero = zero && op->stride[a] == 0;
+			linear = linear && op->stride[a] == expect;
+		}
+		expect *= p->shape[a];
+	}
+	return zero ? 0 : linear ? 1 : -1;
+}
+
+/* Decides whether plan p of ap takes a fast path and sets it up: REGION or FLAT addressing,
+ * every operand contiguous or broadcast over the iteration shape, a region whose elements
+ * are consecutive in the tile (each axis after the first one longer than 1 spans the tile)
+ * and lies inside the tile memory, and for REGION an iteration shape of region_count
+ * elements in the region's order. */
+static void fast_prepare(cpu_apply *ap)
+{
+	const ta_plan *p = ap->plan;
+	ap->fast = NULL;
+	if (p->addr != TA_ADDR_REGION && p->addr != TA_ADDR_FLAT)
+		return;
+	bool outer = true; /* still on leading axes of extent 1 */
+	bool first = true;
+	for (int a = 0; a < p->tile_rank; a++) {
+		if (outer && p->extent[a] == 1)
+			continue;
+		outer = false;
+		if (!first && p->extent[a] != p->tile_shape[a])
+			return;
+		first = false;
+	}
+	if (ap->origin_offset < 0 || ap->origin_offset + p->region_count > ap->tile_elems)
+		return;
+	if (p->addr == TA_ADDR_REGION) {
+		if (p->count != p->region_count || p->rank != p->tile_rank)
+			return;
+		for (int a = 0; a < p->rank; a++)
+			if (p->shape[a] != p->extent[a])
+				return;
+	} else if (p->index[0].dtype != TA_DTYPE_I32 && p->index[0].dtype != TA_DTYPE_I64) {
+		return;
+	}
+	int64_t vs = p->values.data ? fast_stride(p, &p->values) : 0;
+	int64_t cs = p->compare.data ? fast_stride(p, &p->compare) : 0;
+	int64_t ms = p->mask.data ? fast_stride(p, &p->mask) : 0;
+	int64_t is = p->addr == TA_ADDR_FLAT ? fast_stride(p, &p->index[0]) : 0;
+	if (vs < 0 || cs < 0 || ms < 0 || is < 0)
+		return;
+	ap->fast_flat = p->addr == TA_ADDR_FLAT;
+	ap->fast_vstride = vs;
+	ap->fast_cstride = cs;
+	ap->fast_mstride = ms;
+	ap->fast_istride = is;
+	ap->fast = fast_fn_of(p->dtype);
+}
+
 /* Runs elements [k0, k1) with the plan's sem as a constant: one loop per TA_SEM row. */
 static void run_range(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1, uint64_t *skipped,
                       uint64_t *applied, uint64_t *violations)
@@ -546,7 +964,11 @@ static void participate(cpu_apply *ap)
 			have_private = private_init(ap, &pv); /* on failure: the global path */
 		int64_t k0 = c * ap->chunk;
 		int64_t k1 = k0 + ap->chunk < ap->plan->count ? k0 + ap->chunk : ap->plan->count;
-		run_range(ap, have_private ? &pv : NULL, k0, k1, &skipped, &applied, &violations);
+		if (ap->fast)
+			ap->fast(ap, have_private ? &pv : NULL, k0, k1, &skipped, &applied);
+		else
+			run_range(ap, have_private ? &pv : NULL, k0, k1, &skipped, &applied,
+			          &violations);
 	}
 	if (have_private)
 		merge_private(ap, &pv);
@@ -629,32 +1051,6 @@ static void run_parallel(cpu_backend *cb, cpu_apply *ap)
 
 /* ---- the vtable -------------------------------------------------------------------- */
 
-/* Chooses how elements of plan p are applied. */
-static cpu_kind choose_kind(const ta_plan *p, ta_op op)
-{
-	bool fetch_ok = ta_dtype_is_int(p->dtype); /* 32/64-bit integers */
-	switch (op) {
-	case TA_OP_ADD:
-		return fetch_ok ? K_FETCH_ADD : K_LOOP;
-	case TA_OP_AND:
-		return fetch_ok ? K_FETCH_AND : K_LOOP;
-	case TA_OP_OR:
-		return fetch_ok ? K_FETCH_OR : K_LOOP;
-	case TA_OP_XOR:
-		return fetch_ok ? K_FETCH_XOR : K_LOOP;
-	case TA_OP_EXCH:
-		return K_EXCH;
-	case TA_OP_CAS:
-		return K_CAS;
-	case TA_OP_LOAD:
-		return K_LOAD;
-	case TA_OP_STORE:
-		return K_STORE;
-	default: /* MIN, MAX */
-		return K_LOOP;
-	}
-}
-
 /* vtable apply: see ta_backend.h. */
 static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, const ta_plan *plan,
                                 ta_result *result, ta_error *err)
@@ -688,9 +1084,9 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 	ap->esize = ta_dtype_size(plan->dtype);
 	ap->tile_elems = (int64_t)(tile_bytes / ap->esize);
 	ap->emask = ap->esize == 8 ? UINT64_MAX : (UINT64_C(1) << (ap->esize * 8)) - 1;
-	ap->op = plan->op == TA_OP_SUB ? TA_OP_ADD : plan->op;
+	ap->op = effective_op(plan->op);
 	ap->negate = plan->op == TA_OP_SUB;
-	ap->kind = choose_kind(plan, ap->op);
+	ap->kind = kind_of(ap->op, ta_dtype_is_int(plan->dtype));
 	int64_t stride = 1;
 	for (int a = plan->tile_rank - 1; a >= 0; a--) {
 		ap->region_stride[a] = stride;
@@ -706,6 +1102,7 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 	atomic_init(&ap->skipped, 0);
 	atomic_init(&ap->applied, 0);
 	atomic_init(&ap->violations, 0);
+	fast_prepare(ap);
 
 	if (inline_run) {
 		ap->chunk = plan->count > 0 ? plan->count : 1;

@@ -1341,10 +1341,44 @@ static void cuda_info(ta_backend *base, ta_backend_info *info)
 	*info = ((ta_cuda_backend *)base)->info;
 }
 
+/* vtable host_register: pins a client's shared buffer (daemon/shmbuf.c) for DMA with
+ * cudaHostRegister (portable: every context may use it). A failure (e.g. the pinned-memory
+ * limit) is reported as RESOURCE_EXHAUSTED and cleared; the buffer still works, staged like
+ * any pageable operand. */
+static ta_status cuda_host_register(ta_backend *base, void *ptr, size_t bytes, ta_error *err)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	ta_status st = be_enter(be, err);
+	if (st != TA_OK)
+		return st;
+	cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "cudaHostRegister of a %zu-byte shared buffer: %s (%s)", bytes,
+		                    cudaGetErrorName(e), cudaGetErrorString(e));
+	}
+	return TA_OK;
+}
+
+/* vtable host_unregister: undoes cuda_host_register (errors are logged, then cleared). */
+static void cuda_host_unregister(ta_backend *base, void *ptr)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	if (be_enter(be, NULL) != TA_OK)
+		return;
+	cudaError_t e = cudaHostUnregister(ptr);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		fprintf(stderr, "tileatom cuda backend: cudaHostUnregister: %s\n",
+		        cudaGetErrorString(e));
+	}
+}
+
 /* The CUDA backend's vtable. */
-static const ta_backend_vtbl cuda_vtbl = {cuda_destroy,         cuda_tile_alloc, cuda_tile_free,
-                                          cuda_apply,           cuda_apply_many, cuda_info,
-                                          cuda_set_batch_window};
+static const ta_backend_vtbl cuda_vtbl = {
+    cuda_destroy,          cuda_tile_alloc,    cuda_tile_free,      cuda_apply, cuda_apply_many,
+    cuda_info,             cuda_set_batch_window, cuda_host_register, cuda_host_unregister};
 
 extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 {

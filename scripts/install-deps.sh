@@ -2,8 +2,9 @@
 # scripts/install-deps.sh: installs the Debian 12 packages tileatom needs to build and test,
 # skipping those already installed. Uses sudo when not run as root.
 #   --bench  also installs what benchmarks/vs-redis and benchmarks/plot-throughput use
-#            (redis-server, redis-tools, gnuplot-nox); redis is not started or enabled
-#            as a service (vs-redis starts its own on a private socket).
+#            (redis-server, redis-tools, gnuplot-nox; redis is not started or enabled
+#            as a service: vs-redis starts its own on a private socket) and what
+#            benchmarks/hist-vs-numpy compares with (python3-numpy).
 set -euo pipefail
 pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
       protobuf-c-compiler check libsubunit-dev libinih-dev
@@ -22,7 +23,7 @@ for arg in "$@"; do
 		;;
 	esac
 done
-[ "$bench" -eq 1 ] && pkgs="$pkgs redis-server redis-tools gnuplot-nox"
+[ "$bench" -eq 1 ] && pkgs="$pkgs redis-server redis-tools gnuplot-nox python3-numpy"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -64,6 +64,12 @@ typedef struct ta_backend_vtbl {
 	/* Sets how long (microseconds) a batch of small requests waits for more before it
 	 * runs; NULL for a backend that does not batch (the CPU backend). */
 	void (*set_batch_window)(ta_backend *be, unsigned usec);
+	/* Optional (NULL: nothing to do): registers host memory [ptr, ptr + bytes) that plans
+	 * will point into many times (a client's shared buffer), so that the backend can read
+	 * it with DMA (CUDA: cudaHostRegister). A failure is not fatal: plans work without. */
+	ta_status (*host_register)(ta_backend *be, void *ptr, size_t bytes, ta_error *err);
+	/* Optional: undoes host_register before the memory goes away. */
+	void (*host_unregister)(ta_backend *be, void *ptr);
 } ta_backend_vtbl;
 
 /* Base of every backend object: implementations embed it first. */
@@ -117,6 +123,16 @@ static inline void ta_backend_set_batch_window(ta_backend *be, unsigned usec)
 {
 	if (be->vt->set_batch_window)
 		be->vt->set_batch_window(be, usec);
+}
+static inline ta_status ta_backend_host_register(ta_backend *be, void *ptr, size_t bytes,
+                                                 ta_error *err)
+{
+	return be && be->vt->host_register ? be->vt->host_register(be, ptr, bytes, err) : TA_OK;
+}
+static inline void ta_backend_host_unregister(ta_backend *be, void *ptr)
+{
+	if (be && be->vt->host_unregister)
+		be->vt->host_unregister(be, ptr);
 }
 
 #ifdef __cplusplus

@@ -466,6 +466,98 @@ START_TEST(test_cli_hist_range)
 }
 END_TEST
 
+START_TEST(test_cli_hist_formats)
+{
+	/* --format i32/i64/f32/f64: raw little-endian files with exact bins; malformed input
+	 * (text and raw) names its line or element and byte offset. */
+	char path[400];
+	snprintf(path, sizeof(path), "%s/keys.raw", D.dir);
+	tcu_result r;
+	CLI(&r, NULL, "create", "hf", "--dtype", "int64", "--shape", "8");
+	expect(&r, 0, "", "", "create");
+	/* int32: 0..7 inside, -1, 8 and INT32_MIN outside; many elements to cross reads */
+	enum { N = 300000 };
+	int32_t *k32 = malloc(N * sizeof(int32_t));
+	ck_assert_ptr_nonnull(k32);
+	int64_t expect_bins[8] = {0};
+	uint64_t added = 0, outside = 0, seed = 99;
+	for (int i = 0; i < N; i++) {
+		int v = (int)(tcu_rand(&seed) % 11) - 1;
+		k32[i] = v == 9 ? INT32_MIN : v;
+		if (k32[i] >= 0 && k32[i] < 8) {
+			expect_bins[k32[i]]++;
+			added++;
+		} else {
+			outside++;
+		}
+	}
+	ck_assert(tcu_write_file(path, (const char *)k32, N * sizeof(int32_t)));
+	free(k32);
+	char want[128];
+	CLI(&r, NULL, "hist", "hf", path, "--format", "i32", "--chunk", "7777");
+	snprintf(want, sizeof(want), "added %" PRIu64 " outside %" PRIu64 "\n", added, outside);
+	expect(&r, 0, want, "", "hist --format i32");
+	/* int64: values past int32 are outside; float32 / float64: integral values */
+	int64_t k64[5] = {1, 7, INT64_C(1) << 40, -5, 7};
+	ck_assert(tcu_write_file(path, (const char *)k64, sizeof(k64)));
+	CLI(&r, NULL, "hist", "hf", path, "--format", "i64");
+	expect(&r, 0, "added 3 outside 2\n", "", "hist --format i64");
+	expect_bins[1]++;
+	expect_bins[7] += 2;
+	float f32[4] = {2.0f, 3.0f, 1e20f, -0.0f};
+	ck_assert(tcu_write_file(path, (const char *)f32, sizeof(f32)));
+	CLI(&r, NULL, "hist", "hf", path, "--format", "f32");
+	expect(&r, 0, "added 3 outside 1\n", "", "hist --format f32");
+	expect_bins[2]++;
+	expect_bins[3]++;
+	expect_bins[0]++;
+	double f64[3] = {4.0, 5.0, 6.0};
+	ck_assert(tcu_write_file(path, (const char *)f64, sizeof(f64)));
+	CLI(&r, NULL, "hist", "hf", path, "--format", "f64");
+	expect(&r, 0, "added 3 outside 0\n", "", "hist --format f64");
+	expect_bins[4]++;
+	expect_bins[5]++;
+	expect_bins[6]++;
+	/* float64 with --range 0:8 (8 bins of width 1): 0.5 -> 0, 7.99 -> 7, 8 -> 7, 9 out */
+	double r64[4] = {0.5, 7.99, 8.0, 9.0};
+	ck_assert(tcu_write_file(path, (const char *)r64, sizeof(r64)));
+	CLI(&r, NULL, "hist", "hf", path, "--format", "f64", "--range", "0:8");
+	expect(&r, 0, "added 3 outside 1\n", "", "hist --format f64 --range");
+	expect_bins[0]++;
+	expect_bins[7] += 2;
+	CLI(&r, NULL, "get", "hf");
+	ck_assert_int_eq(r.status, 0);
+	int64_t got[8];
+	parse_counts(r.out, got, 8);
+	tcu_result_free(&r);
+	for (int i = 0; i < 8; i++)
+		ck_assert_msg(got[i] == expect_bins[i], "bin %d: %lld, expected %lld", i,
+		              (long long)got[i], (long long)expect_bins[i]);
+	/* text through the fast path and the slow path agree: the same bins again */
+	CLI(&r, "0 1 2 3 4 5 6 7\n+1 1.0 1e0 -0 007\n", "hist", "hf");
+	expect(&r, 0, "added 13 outside 0\n", "", "hist text spellings");
+	/* malformed input */
+	double bad[3] = {1.0, 2.5, 3.0};
+	ck_assert(tcu_write_file(path, (const char *)bad, sizeof(bad)));
+	CLI(&r, NULL, "hist", "hf", path, "--format", "f64");
+	expect_err(&r, 1, "element 1 (byte offset 8): 2.5 is not an integer bin index",
+	           "non-integral f64");
+	ck_assert(tcu_write_file(path, "\x01\x00\x00\x00\x02\x00", 6));
+	CLI(&r, NULL, "hist", "hf", path, "--format", "i32");
+	expect_err(&r, 1, "2 trailing byte(s) at byte offset 4 are not a whole 4-byte element",
+	           "partial i32");
+	CLI(&r, "1 2\n3 x4\n", "hist", "hf");
+	expect_err(&r, 1, "stdin:2: 'x4' is not an integer bin index (byte offset 6)",
+	           "malformed text");
+	CLI(&r, "0.5 0.25\n\n  1..5", "hist", "hf", "--range", "0:1");
+	expect_err(&r, 1, "stdin:3: '1..5' is not a number (byte offset 12)", "malformed decimal");
+	CLI(&r, "1", "hist", "hf", "--format", "i16");
+	expect_err(&r, 2, "bad --format 'i16'", "bad format");
+	CLI(&r, NULL, "rm", "hf");
+	expect(&r, 0, "", "", "rm");
+}
+END_TEST
+
 START_TEST(test_cli_hist_errors)
 {
 	tcu_result r;
@@ -625,6 +717,7 @@ static Suite *cli_suite(void)
 	tcase_add_test(tc, test_cli_help);
 	tcase_add_test(tc, test_cli_hist_indices);
 	tcase_add_test(tc, test_cli_hist_range);
+	tcase_add_test(tc, test_cli_hist_formats);
 	tcase_add_test(tc, test_cli_hist_errors);
 	tcase_add_test(tc, test_cli_auth_private);
 	suite_add_tcase(s, tc);

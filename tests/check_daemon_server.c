@@ -349,12 +349,12 @@ static void ping_ok(int fd, uint64_t id)
 	tileatom__response__free_unpacked(resp, NULL);
 }
 
-/* Creates an int32 tile of n elements (zero). */
-static void create_tile(int fd, const char *name, int64_t n)
+/* Creates a 1-D tile of n elements (zero) of dtype. */
+static void create_tile_dtype(int fd, const char *name, int64_t n, Tileatom__DType dtype)
 {
 	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
 	c.name = (char *)name;
-	c.dtype = TILEATOM__DTYPE__INT32;
+	c.dtype = dtype;
 	c.n_shape = 1;
 	c.shape = &n;
 	Tileatom__Request req = TILEATOM__REQUEST__INIT;
@@ -366,6 +366,12 @@ static void create_tile(int fd, const char *name, int64_t n)
 	ck_assert_ptr_nonnull(resp);
 	ck_assert_msg(resp->status == TILEATOM__STATUS__OK, "create: %s", resp->message);
 	tileatom__response__free_unpacked(resp, NULL);
+}
+
+/* Creates a 1-D int32 tile of n elements. */
+static void create_tile(int fd, const char *name, int64_t n)
+{
+	create_tile_dtype(fd, name, n, TILEATOM__DTYPE__INT32);
 }
 
 /* Sends an add of 1 to every element of an int32 tile, optionally wanting old values. */
@@ -1543,11 +1549,13 @@ START_TEST(test_refusals_logged_once)
 }
 END_TEST
 
-/* Sends an element-wise add of 1 over the first n elements of int32 tile name (the reply
- * is not read). */
-static void send_add_n(int fd, uint64_t id, const char *name, int64_t n)
+/* Sends an element-wise add of 1 over the first n elements of tile name, of dtype int32 or
+ * float32 (the reply is not read). */
+static void send_add_n_dtype(int fd, uint64_t id, const char *name, int64_t n,
+                             Tileatom__DType dtype)
 {
-	int32_t one = 1;
+	/* 1 as int32 and as float32 bits */
+	uint32_t one = dtype == TILEATOM__DTYPE__FLOAT32 ? 0x3f800000u : 1u;
 	int64_t origin = 0;
 	Tileatom__Region r = TILEATOM__REGION__INIT;
 	r.n_origin = 1;
@@ -1555,7 +1563,7 @@ static void send_add_n(int fd, uint64_t id, const char *name, int64_t n)
 	r.n_shape = 1;
 	r.shape = &n;
 	Tileatom__Array va = TILEATOM__ARRAY__INIT;
-	va.dtype = TILEATOM__DTYPE__INT32;
+	va.dtype = dtype;
 	va.data.data = (uint8_t *)&one;
 	va.data.len = 4;
 	Tileatom__ElementwiseAtomicRequest e = TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT;
@@ -1568,6 +1576,13 @@ static void send_add_n(int fd, uint64_t id, const char *name, int64_t n)
 	req.body_case = TILEATOM__REQUEST__BODY_ELEMENTWISE;
 	req.elementwise = &e;
 	ck_assert(send_request(fd, &req));
+}
+
+/* Sends an element-wise add of 1 over the first n elements of int32 tile name (the reply
+ * is not read). */
+static void send_add_n(int fd, uint64_t id, const char *name, int64_t n)
+{
+	send_add_n_dtype(fd, id, name, n, TILEATOM__DTYPE__INT32);
 }
 
 START_TEST(test_slot_freed_while_request_runs)
@@ -1637,14 +1652,17 @@ START_TEST(test_frame_clock_held_by_daemon)
 	    "--frame-timeout", "100ms", "--workers", "1", "--cpu-threads", "1",
 	    "--inline-max",    "0",     NULL};
 	start_daemon(&d, extra);
-	const int64_t big = INT64_C(64) << 20; /* 256 MiB of int32: an add of a second */
+	/* 256 MiB of float32: a float add is a compare-and-swap loop per element, several
+	 * times slower than an integer add on the CPU backend's fast path (an int32 add of
+	 * this size took 176 ms on the 2-CPU machine, too close to the timeout) */
+	const int64_t big = INT64_C(64) << 20;
 	int x = connect_unix(d.sock);
-	create_tile(x, "big", big);
+	create_tile_dtype(x, "big", big, TILEATOM__DTYPE__FLOAT32);
 	uint8_t ping[64];
 	size_t plen = 0;
 	append_ping(ping, sizeof(ping), &plen, 31);
 	long long t0 = now_ms();
-	send_add_n(x, 30, "big", big);
+	send_add_n_dtype(x, 30, "big", big, TILEATOM__DTYPE__FLOAT32);
 	ck_assert(send_all(x, ping, 5)); /* the ping's prefix and one byte */
 	Tileatom__Response *resp = recv_response(x);
 	long long ran = now_ms() - t0;

@@ -6,13 +6,16 @@
  * main() starts the shared daemon and at the end stops it with SIGTERM, failing unless it
  * exits 0 and removes its socket. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1061,6 +1064,7 @@ START_TEST(test_frame_limit)
 	int32_t *v = calloc((size_t)n, sizeof(int32_t));
 	ck_assert_ptr_nonnull(v);
 	tileatom_array a = tileatom_vector(TILEATOM_INT32, n, v);
+	tileatom_set_shm_threshold(c, 0); /* inline: shared memory would make it fit */
 	ck_assert_int_eq(tileatom_write(c, "w", NULL, &a, &e), TILEATOM_E_RESOURCE_EXHAUSTED);
 	ck_assert_msg(strstr(e.message, "exceeds the limit"), "message: %s", e.message);
 	ck_assert_int_eq(tileatom_ping(c, &e), TILEATOM_E_IO);
@@ -1103,6 +1107,470 @@ START_TEST(test_frame_limit_pipelined)
 	free(v);
 	ck_assert_int_eq(tcu_daemon_stop(&d, 20000), 0);
 	tcu_daemon_cleanup(&d);
+}
+END_TEST
+
+/* Reads a 1-D int64 tile of n elements in reads of 20000 (under a small frame limit). */
+static void read_i64_parts(tileatom_client *c, const char *tile, int64_t *out, int64_t n)
+{
+	tileatom_error e = {0, ""};
+	for (int64_t k0 = 0; k0 < n; k0 += 20000) {
+		int64_t len = n - k0 < 20000 ? n - k0 : 20000;
+		tileatom_region part = {1, {k0}, {len}};
+		size_t nb = 0;
+		CK(tileatom_read(c, tile, &part, out + k0, (size_t)len * sizeof(int64_t), &nb, &e),
+		   e);
+		ck_assert_uint_eq(nb, (size_t)len * sizeof(int64_t));
+	}
+}
+
+START_TEST(test_split_over_frame_limit)
+{
+	/* A request larger than --max-frame: tileatom_indexed splits it into parts that fit
+	 * (the limit comes from Hello), with exact bins and counts, old values in order, and a
+	 * reject-whole request whose only bad index lies in the last part applies nothing. */
+	static const char *const extra[] = {"--max-frame", "256K", NULL};
+	tcu_daemon d;
+	ck_assert(tcu_daemon_start(&d, extra));
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	CK(tileatom_connect(d.socket, 10000, &c, &e), e);
+	ck_assert_uint_eq(tileatom_server_max_frame(c), 256u << 10);
+	tileatom_set_shm_threshold(c, 0); /* split, do not stage in shared memory */
+	int64_t bins = 1000, n = 300000;  /* 1.2 MB of int32 keys: 5 parts */
+	CK(tileatom_create(c, "h", TILEATOM_INT32, 1, &bins, NULL, NULL, &e), e);
+	int32_t *keys = malloc((size_t)n * sizeof(int32_t));
+	ck_assert_ptr_nonnull(keys);
+	int32_t expect[1000] = {0};
+	for (int64_t k = 0; k < n; k++) {
+		keys[k] = (int32_t)((k * 7919) % 1003) - 1; /* -1 and 1000, 1001 are outside */
+		if (keys[k] >= 0 && keys[k] < 1000)
+			expect[keys[k]]++;
+	}
+	int32_t one = 1;
+	tileatom_array idx = tileatom_vector(TILEATOM_INT32, n, keys);
+	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
+	tileatom_op_options o;
+	tileatom_op_options_init(&o);
+	o.space = TILEATOM_SPACE_SHARED;
+	tileatom_op_result r;
+	CK(tileatom_indexed(c, "h", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL, &o, &r, &e),
+	   e);
+	int32_t got[1000];
+	read_i32(c, "h", got, 1000);
+	uint64_t inside = 0;
+	for (int b = 0; b < 1000; b++) {
+		ck_assert_int_eq(got[b], expect[b]);
+		inside += (uint64_t)expect[b];
+	}
+	ck_assert_uint_eq(r.applied, inside);
+	ck_assert_uint_eq(r.skipped, (uint64_t)n - inside);
+
+	/* old values over parts: a permutation of a 100000-element int64 tile holding k * 3 */
+	int64_t m = 100000;
+	CK(tileatom_create(c, "p", TILEATOM_INT64, 1, &m, NULL, NULL, &e), e);
+	int64_t *init = malloc((size_t)m * sizeof(int64_t));
+	int64_t *perm = malloc((size_t)m * sizeof(int64_t));
+	int64_t *addv = malloc((size_t)m * sizeof(int64_t));
+	int64_t *old = malloc((size_t)m * sizeof(int64_t));
+	ck_assert(init && perm && addv && old);
+	for (int64_t k = 0; k < m; k++) {
+		init[k] = k * 3;
+		perm[k] = (k * 7919) % m; /* 7919 is prime and does not divide 100000 */
+		addv[k] = k;
+	}
+	for (int64_t k0 = 0; k0 < m; k0 += 20000) { /* writes are not split: 160 KB each */
+		tileatom_region part = {1, {k0}, {20000}};
+		tileatom_array initv = tileatom_vector(TILEATOM_INT64, 20000, init + k0);
+		CK(tileatom_write(c, "p", &part, &initv, &e), e);
+	}
+	tileatom_array pidx = tileatom_vector(TILEATOM_INT64, m, perm);
+	tileatom_array pval = tileatom_vector(TILEATOM_INT64, m, addv);
+	tileatom_op_options_init(&o);
+	o.want_old = true;
+	o.old_out = old;
+	o.old_out_size = (size_t)m * sizeof(int64_t);
+	CK(tileatom_indexed(c, "p", TILEATOM_OP_ADD, NULL, 1, &pidx, true, &pval, NULL, &o, &r, &e),
+	   e);
+	ck_assert_uint_eq(r.applied, (uint64_t)m);
+	ck_assert_uint_eq(r.old_bytes, (size_t)m * sizeof(int64_t));
+	for (int64_t k = 0; k < m; k++)
+		ck_assert_int_eq(old[k], perm[k] * 3);
+	int64_t *after = malloc((size_t)m * sizeof(int64_t));
+	ck_assert_ptr_nonnull(after);
+	read_i64_parts(c, "p", after, m);
+	for (int64_t k = 0; k < m; k++)
+		ck_assert_int_eq(after[perm[k]], perm[k] * 3 + k);
+
+	/* reject-whole: the one bad index is the very last element (in the last part) */
+	perm[m - 1] = m;
+	tileatom_op_options_init(&o);
+	o.check_bounds = false;
+	ck_assert_int_eq(tileatom_indexed(c, "p", TILEATOM_OP_ADD, NULL, 1, &pidx, true, &pval,
+	                                  NULL, &o, &r, &e),
+	                 TILEATOM_E_OUT_OF_RANGE);
+	ck_assert_msg(strstr(e.message, "nothing was applied"), "message: %s", e.message);
+	int64_t *again = malloc((size_t)m * sizeof(int64_t));
+	ck_assert_ptr_nonnull(again);
+	read_i64_parts(c, "p", again, m);
+	ck_assert_int_eq(memcmp(again, after, (size_t)m * sizeof(int64_t)), 0);
+	/* the same index masked off is not checked, and the rest applies */
+	uint8_t *mask = malloc((size_t)m);
+	ck_assert_ptr_nonnull(mask);
+	memset(mask, 1, (size_t)m);
+	mask[m - 1] = 0;
+	tileatom_array marr = tileatom_vector(TILEATOM_BOOL, m, mask);
+	o.mask = &marr;
+	CK(tileatom_indexed(c, "p", TILEATOM_OP_ADD, NULL, 1, &pidx, true, &pval, NULL, &o, &r, &e),
+	   e);
+	ck_assert_uint_eq(r.applied, (uint64_t)m - 1);
+	read_i64_parts(c, "p", again, m);
+	for (int64_t k = 0; k < m - 1; k++)
+		ck_assert_int_eq(again[perm[k]], perm[k] * 3 + 2 * k);
+	/* n-d operands over the limit cannot be split: refused before sending */
+	tileatom_array idx2 = idx;
+	idx2.rank = 2;
+	idx2.shape[0] = 2;
+	idx2.shape[1] = n / 2;
+	ck_assert_int_eq(tileatom_indexed(c, "h", TILEATOM_OP_ADD, NULL, 1, &idx2, true, &val, NULL,
+	                                  NULL, &r, &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(e.message, "cannot be split"), "message: %s", e.message);
+	CK(tileatom_ping(c, &e), e);
+	free(mask);
+	free(again);
+	free(after);
+	free(init);
+	free(perm);
+	free(addv);
+	free(old);
+	free(keys);
+	tileatom_close(c);
+	ck_assert_int_eq(tcu_daemon_stop(&d, 20000), 0);
+	tcu_daemon_cleanup(&d);
+}
+END_TEST
+
+/* Number of open fds of process pid (from /proc). */
+static int count_fds(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Sends one request frame on raw socket fd, with passfd attached (SCM_RIGHTS) when >= 0. */
+static void raw_request(int fd, Tileatom__Request *req, int passfd)
+{
+	size_t len = tileatom__request__get_packed_size(req);
+	uint8_t *frame = malloc(len + 4);
+	ck_assert_ptr_nonnull(frame);
+	frame[0] = (uint8_t)len;
+	frame[1] = (uint8_t)(len >> 8);
+	frame[2] = (uint8_t)(len >> 16);
+	frame[3] = (uint8_t)(len >> 24);
+	tileatom__request__pack(req, frame + 4);
+	if (passfd >= 0) {
+		struct iovec iov = {frame, len + 4};
+		union {
+			char bytes[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} control;
+		memset(&control, 0, sizeof(control));
+		struct msghdr msg = {0};
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = control.bytes;
+		msg.msg_controllen = sizeof(control.bytes);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &passfd, sizeof(int));
+		ck_assert_int_eq(sendmsg(fd, &msg, MSG_NOSIGNAL), (ssize_t)(len + 4));
+	} else {
+		raw_send(fd, frame, len + 4);
+	}
+	free(frame);
+}
+
+/* Reads one response frame from raw socket fd (10 s at most); free with
+ * tileatom__response__free_unpacked. */
+static Tileatom__Response *raw_response(int fd)
+{
+	struct timeval tv = {10, 0};
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	uint8_t hdr[4];
+	size_t have = 0;
+	while (have < 4) {
+		ssize_t n = recv(fd, hdr + have, 4 - have, 0);
+		ck_assert_msg(n > 0, "no response frame");
+		have += (size_t)n;
+	}
+	size_t len = hdr[0] | (size_t)hdr[1] << 8 | (size_t)hdr[2] << 16 | (size_t)hdr[3] << 24;
+	uint8_t *p = malloc(len ? len : 1);
+	ck_assert_ptr_nonnull(p);
+	for (have = 0; have < len;) {
+		ssize_t n = recv(fd, p + have, len - have, 0);
+		ck_assert_msg(n > 0, "truncated response frame");
+		have += (size_t)n;
+	}
+	Tileatom__Response *r = tileatom__response__unpack(NULL, len, p);
+	free(p);
+	ck_assert_ptr_nonnull(r);
+	return r;
+}
+
+/* A memfd of size bytes, sealed against resizing when sealed. */
+static int make_memfd(size_t size, bool sealed)
+{
+	int fd = memfd_create("check-integration", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	if (sealed)
+		ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	return fd;
+}
+
+START_TEST(test_shared_buffers)
+{
+	/* Operands and old values through a shared buffer: exact results; the library's own
+	 * staging of a large synchronous request; the buffer's fd released with the
+	 * connection. */
+	tcu_daemon d;
+	ck_assert(tcu_daemon_start(&d, NULL));
+	int fds_before = count_fds(d.pid);
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	CK(tileatom_connect(d.socket, 10000, &c, &e), e);
+	int64_t n = 100000;
+	CK(tileatom_create(c, "s", TILEATOM_INT64, 1, &n, NULL, NULL, &e), e);
+	int fds_connected = count_fds(d.pid);
+	tileatom_buffer *buf = NULL;
+	size_t idx_off = 0, val_off = (size_t)n * 8, old_off = (size_t)n * 16;
+	CK(tileatom_buffer_create(c, (size_t)n * 24, &buf, &e), e);
+	ck_assert_uint_eq(tileatom_buffer_size(buf), (size_t)n * 24);
+	int64_t *idx = (int64_t *)((uint8_t *)tileatom_buffer_data(buf) + idx_off);
+	int64_t *val = (int64_t *)((uint8_t *)tileatom_buffer_data(buf) + val_off);
+	int64_t *old = (int64_t *)((uint8_t *)tileatom_buffer_data(buf) + old_off);
+	for (int64_t k = 0; k < n; k++) {
+		idx[k] = (k * 7919) % n; /* a permutation */
+		val[k] = k + 1;
+	}
+	tileatom_array ia = tileatom_buffer_array(buf, TILEATOM_INT64, 1, &n, idx_off);
+	tileatom_array va = tileatom_buffer_array(buf, TILEATOM_INT64, 1, &n, val_off);
+	tileatom_op_options o;
+	tileatom_op_options_init(&o);
+	tileatom_op_result r;
+	CK(tileatom_indexed(c, "s", TILEATOM_OP_ADD, NULL, 1, &ia, true, &va, NULL, &o, &r, &e), e);
+	ck_assert_uint_eq(r.applied, (uint64_t)n);
+	/* again with old values written into the buffer by the daemon */
+	o.want_old = true;
+	o.old_out = old;
+	o.old_out_size = (size_t)n * 8;
+	CK(tileatom_indexed(c, "s", TILEATOM_OP_ADD, NULL, 1, &ia, true, &va, NULL, &o, &r, &e), e);
+	ck_assert_uint_eq(r.old_bytes, (size_t)n * 8);
+	for (int64_t k = 0; k < n; k++)
+		ck_assert_int_eq(old[k], k + 1);
+	int64_t *tile = malloc((size_t)n * 8);
+	ck_assert_ptr_nonnull(tile);
+	read_i64(c, "s", tile, (size_t)n);
+	for (int64_t k = 0; k < n; k++)
+		ck_assert_int_eq(tile[idx[k]], 2 * (k + 1));
+	int fds_open = count_fds(d.pid);
+	ck_assert_int_eq(fds_open, fds_connected + 1); /* the memfd */
+	/* staging: an 800 KB inline write (over a threshold of 64 KiB) goes by the library's
+	 * buffer */
+	tileatom_set_shm_threshold(c, 64 << 10);
+	int64_t *inl = malloc((size_t)n * 8);
+	ck_assert_ptr_nonnull(inl);
+	for (int64_t k = 0; k < n; k++)
+		inl[k] = 3 * k - 7;
+	tileatom_array wa = tileatom_vector(TILEATOM_INT64, n, inl);
+	CK(tileatom_write(c, "s", NULL, &wa, &e), e);
+	read_i64(c, "s", tile, (size_t)n);
+	ck_assert_int_eq(memcmp(tile, inl, (size_t)n * 8), 0);
+	ck_assert_int_gt(count_fds(d.pid), fds_open); /* the staging buffer is registered too */
+	/* a pipelined request over the buffer: the response carries no bytes of operands */
+	CK(tileatom_submit_indexed(c, "s", TILEATOM_OP_SUB, NULL, 1, &ia, true, &va, NULL, NULL,
+	                           NULL, &e),
+	   e);
+	tileatom_response pr;
+	CK(tileatom_collect(c, &pr, &e), e);
+	ck_assert_int_eq(pr.status, TILEATOM_OK);
+	ck_assert_uint_eq(pr.applied, (uint64_t)n);
+	read_i64(c, "s", tile, (size_t)n);
+	for (int64_t k = 0; k < n; k++)
+		ck_assert_int_eq(tile[idx[k]], inl[idx[k]] - (k + 1));
+	tileatom_buffer_free(buf);
+	tileatom_close(c);
+	/* the daemon's fds go back once the connection is gone */
+	int fds_after = count_fds(d.pid);
+	for (int i = 0; i < 200 && fds_after > fds_before; i++) {
+		usleep(20000);
+		fds_after = count_fds(d.pid);
+	}
+	ck_assert_int_le(fds_after, fds_before);
+	ck_assert_int_le(fds_after, fds_connected - 1); /* connection, memfd, staging: gone */
+	free(inl);
+	free(tile);
+	ck_assert_int_eq(tcu_daemon_stop(&d, 20000), 0);
+	tcu_daemon_cleanup(&d);
+}
+END_TEST
+
+START_TEST(test_shared_buffer_refusals)
+{
+	/* Over the wire: an unsealed memfd is refused, references outside a buffer and wrong
+	 * old_into lengths get INVALID_ARGUMENT, a register without an fd too; the connection
+	 * and other clients go on. */
+	tileatom_client *b = conn();
+	create_1d(b, "shr", TILEATOM_INT32, 16);
+	int s = raw_connect();
+	Tileatom__Request req;
+	Tileatom__RegisterBufferRequest reg;
+	Tileatom__HelloRequest hello;
+	tileatom__request__init(&req);
+	tileatom__hello_request__init(&hello);
+	hello.protocol_version = TILEATOM_PROTOCOL_VERSION;
+	req.id = 100;
+	req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+	req.hello = &hello;
+	raw_request(s, &req, -1); /* Hello first */
+	Tileatom__Response *hr = raw_response(s);
+	ck_assert_int_eq(hr->status, TILEATOM__STATUS__OK);
+	ck_assert_uint_gt(hr->hello->max_frame, 0);
+	tileatom__response__free_unpacked(hr, NULL);
+	/* unsealed */
+	int unsealed = make_memfd(4096, false);
+	tileatom__request__init(&req);
+	tileatom__register_buffer_request__init(&reg);
+	reg.size = 4096;
+	req.id = 1;
+	req.body_case = TILEATOM__REQUEST__BODY_REGISTER_BUFFER;
+	req.register_buffer = &reg;
+	raw_request(s, &req, unsealed);
+	close(unsealed);
+	Tileatom__Response *r = raw_response(s);
+	ck_assert_int_eq(r->status, TILEATOM__STATUS__PERMISSION_DENIED);
+	ck_assert_msg(strstr(r->message, "F_SEAL_SHRINK"), "message: %s", r->message);
+	tileatom__response__free_unpacked(r, NULL);
+	/* no fd at all */
+	req.id = 2;
+	raw_request(s, &req, -1);
+	r = raw_response(s);
+	ck_assert_int_eq(r->status, TILEATOM__STATUS__INVALID_ARGUMENT);
+	ck_assert_msg(strstr(r->message, "no file descriptor"), "message: %s", r->message);
+	tileatom__response__free_unpacked(r, NULL);
+	/* a size that is not the file's */
+	int sealed = make_memfd(4096, true);
+	req.id = 3;
+	reg.size = 8192;
+	raw_request(s, &req, sealed);
+	r = raw_response(s);
+	ck_assert_int_eq(r->status, TILEATOM__STATUS__INVALID_ARGUMENT);
+	tileatom__response__free_unpacked(r, NULL);
+	/* a good one */
+	req.id = 4;
+	reg.size = 4096;
+	raw_request(s, &req, sealed);
+	close(sealed);
+	r = raw_response(s);
+	ck_assert_int_eq(r->status, TILEATOM__STATUS__OK);
+	ck_assert_int_eq(r->body_case, TILEATOM__RESPONSE__BODY_BUFFER);
+	uint64_t id = r->buffer->buffer_id;
+	ck_assert_uint_eq(r->buffer->size, 4096);
+	tileatom__response__free_unpacked(r, NULL);
+	/* indexed flat add whose indices lie past the end of the buffer */
+	Tileatom__IndexedAtomicRequest ix;
+	Tileatom__IndexedAddr addr;
+	Tileatom__Array index, values;
+	Tileatom__BufferRef ref;
+	Tileatom__Array *index_ptr = &index;
+	int32_t one = 1;
+	tileatom__indexed_atomic_request__init(&ix);
+	tileatom__indexed_addr__init(&addr);
+	tileatom__array__init(&index);
+	tileatom__array__init(&values);
+	tileatom__buffer_ref__init(&ref);
+	int64_t shape = 8;
+	index.dtype = TILEATOM__DTYPE__INT32;
+	index.n_shape = 1;
+	index.shape = &shape;
+	index.shared = &ref;
+	ref.buffer_id = id;
+	ref.offset = 4096 - 16;
+	ref.length = 32;
+	values.dtype = TILEATOM__DTYPE__INT32;
+	values.data.data = (uint8_t *)&one;
+	values.data.len = 4;
+	addr.flat = true;
+	addr.n_indices = 1;
+	addr.indices = &index_ptr;
+	ix.tile = (char *)"shr";
+	ix.op = TILEATOM__OP__ADD;
+	ix.addr = &addr;
+	ix.values = &values;
+	tileatom__request__init(&req);
+	req.id = 5;
+	req.body_case = TILEATOM__REQUEST__BODY_INDEXED;
+	req.indexed = &ix;
+	raw_request(s, &req, -1);
+	r = raw_response(s);
+	ck_assert_int_eq(r->status, TILEATOM__STATUS__INVALID_ARGUMENT);
+	ck_assert_msg(strstr(r->message, "outside shared buffer"), "message: %s", r->message);
+	tileatom__response__free_unpacked(r, NULL);
+	/* an unknown buffer id */
+	ref.offset = 0;
+	ref.buffer_id = id + 7;
+	req.id = 6;
+	raw_request(s, &req, -1);
+	r = raw_response(s);
+	ck_assert_int_eq(r->status, TILEATOM__STATUS__INVALID_ARGUMENT);
+	ck_assert_msg(strstr(r->message, "no shared buffer"), "message: %s", r->message);
+	tileatom__response__free_unpacked(r, NULL);
+	/* a good reference (zeros: index 0 eight times) with old_into of the wrong length */
+	ref.buffer_id = id;
+	Tileatom__Options opt;
+	Tileatom__BufferRef oref;
+	tileatom__options__init(&opt);
+	tileatom__buffer_ref__init(&oref);
+	opt.want_old = true;
+	opt.old_into = &oref;
+	oref.buffer_id = id;
+	oref.offset = 64;
+	oref.length = 16;
+	ix.options = &opt;
+	req.id = 7;
+	raw_request(s, &req, -1);
+	r = raw_response(s);
+	ck_assert_int_eq(r->status, TILEATOM__STATUS__INVALID_ARGUMENT);
+	ck_assert_msg(strstr(r->message, "old_into"), "message: %s", r->message);
+	tileatom__response__free_unpacked(r, NULL);
+	/* right length: applied, the old values land in the buffer, none in the response */
+	oref.length = 32;
+	req.id = 8;
+	raw_request(s, &req, -1);
+	r = raw_response(s);
+	ck_assert_int_eq(r->status, TILEATOM__STATUS__OK);
+	ck_assert_uint_eq(r->op->applied, 8);
+	ck_assert_uint_eq(r->op->old->data.len, 0);
+	tileatom__response__free_unpacked(r, NULL);
+	close(s);
+	int32_t got[16];
+	read_i32(b, "shr", got, 16);
+	ck_assert_int_eq(got[0], 8); /* only the last request applied */
+	tileatom_error e = {0, ""};
+	CK(tileatom_destroy(b, "shr", &e), e);
+	tileatom_close(b);
 }
 END_TEST
 
@@ -1244,6 +1712,7 @@ static Suite *integration_suite(void)
 	tcase_add_test(load, test_concurrent_adds);
 	tcase_add_test(load, test_cas_lock);
 	tcase_add_test(load, test_malformed_frames);
+	tcase_add_test(load, test_shared_buffer_refusals);
 	suite_add_tcase(s, load);
 	TCase *sig = tcase_create("own_daemon");
 	tcase_set_timeout(sig, 120);
@@ -1251,6 +1720,8 @@ static Suite *integration_suite(void)
 	tcase_add_test(sig, test_sigterm_under_load);
 	tcase_add_test(sig, test_frame_limit);
 	tcase_add_test(sig, test_frame_limit_pipelined);
+	tcase_add_test(sig, test_split_over_frame_limit);
+	tcase_add_test(sig, test_shared_buffers);
 	suite_add_tcase(s, sig);
 	return s;
 }

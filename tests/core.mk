@@ -7,6 +7,8 @@ TA_VECTORS_SOURCES = tests/ta_test_util.c tests/ta_test_util.h \
 if HAVE_CHECK
 check_PROGRAMS += tests/check_plan tests/check_semantics tests/check_contention
 TESTS += tests/check_plan tests/check_semantics tests/check_contention
+check_PROGRAMS += tests/check_fastpath
+TESTS += tests/check_fastpath
 endif
 
 tests_check_plan_SOURCES = tests/check_plan.c $(TA_VECTORS_SOURCES)
@@ -20,3 +22,7 @@ tests_check_semantics_LDADD = $(TABACKEND_LIBS) $(CHECK_LIBS)
 tests_check_contention_SOURCES = tests/check_contention.c $(TA_VECTORS_SOURCES)
 tests_check_contention_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_contention_LDADD = $(TABACKEND_LIBS) $(CHECK_LIBS)
+
+tests_check_fastpath_SOURCES = tests/check_fastpath.c $(TA_VECTORS_SOURCES)
+tests_check_fastpath_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_fastpath_LDADD = $(TABACKEND_LIBS) $(CHECK_LIBS)

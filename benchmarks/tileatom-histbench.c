@@ -1,0 +1,253 @@
+/* tileatom-histbench.c: end-to-end histogram benchmark through tileatomd, for comparison
+ * with numpy.bincount (benchmarks/hist-vs-numpy runs both in one go). Generates N int32 keys
+ * uniform over [0, BINS) with a fixed seed (splitmix64), optionally writes them raw
+ * (little-endian int32) to a file for the numpy side, then for each mode histograms them
+ * into a fresh BINS-bin int32 tile with indexed flat adds of the scalar 1 (space shared,
+ * bounds checking on), timing from the first byte sent to the last response, and checks the
+ * bins against its own count. Prints one line per mode: "mode keys seconds Gkeys/s".
+ *
+ * Modes: `chunked` (requests of --chunk keys, --depth in flight, inline), `split` (the whole
+ * array in one library call with shared-memory staging off: one request when it fits the
+ * daemon's frame, else the library splits it), `one` (the same call with the library's
+ * defaults: on a Unix socket it stages the keys in its shared buffer, one memcpy), `shm`
+ * (the keys already live in a registered shared buffer: sent by reference), `generic` (as
+ * shm, but addressed as INDEXED instead of FLAT: the CPU backend's generic element loop).
+ *
+ * Failure modes: any failed call, or bins that differ from the expected counts, print the
+ * cause and exit 1; usage errors exit 2. */
+#include "tileatom.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Command-line settings. */
+typedef struct hb_opts {
+	const char *address;  /* daemon socket; NULL: the default */
+	int64_t keys;         /* keys to histogram */
+	int64_t bins;         /* bins of the tile */
+	int64_t chunk;        /* keys per request in mode chunked */
+	int depth;            /* requests in flight in mode chunked */
+	int reps;             /* repetitions of each mode (the best is printed) */
+	const char *keys_out; /* file to write the keys to (NULL: none) */
+	const char *modes;    /* comma-separated modes */
+} hb_opts;
+
+/* Seconds on the monotonic clock. */
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* splitmix64: the next pseudo-random value of *state. */
+static uint64_t rnd(uint64_t *state)
+{
+	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/* Prints a failed call and exits 1. */
+static void die(const char *what, const tileatom_error *err)
+{
+	fprintf(stderr, "tileatom-histbench: %s: %s\n", what, err ? err->message : "failed");
+	exit(1);
+}
+
+/* Runs one mode once on a fresh tile; returns the seconds taken (bins verified). */
+static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, const int32_t *keys,
+                       const int32_t *shm_keys, const int64_t *expect)
+{
+	tileatom_error err = {0, ""};
+	char tile[64];
+	snprintf(tile, sizeof(tile), "histbench-%ld", (long)getpid());
+	(void)tileatom_destroy(c, tile, &err);
+	if (tileatom_create(c, tile, TILEATOM_INT32, 1, &o->bins, NULL, NULL, &err) != TILEATOM_OK)
+		die("create", &err);
+	tileatom_op_options opts;
+	tileatom_op_options_init(&opts);
+	opts.space = TILEATOM_SPACE_SHARED;
+	int32_t one = 1;
+	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
+	uint64_t applied = 0;
+	double t0 = now_s();
+	bool split = strcmp(mode, "split") == 0, shm = strcmp(mode, "shm") == 0;
+	bool generic = strcmp(mode, "generic") == 0;
+	if (strcmp(mode, "one") == 0 || split || shm || generic) {
+		tileatom_set_shm_threshold(c, split ? 0 : 1u << 20);
+		tileatom_array idx =
+		    tileatom_vector(TILEATOM_INT32, o->keys, shm || generic ? shm_keys : keys);
+		tileatom_op_result res;
+		/* generic: the same elements addressed as INDEXED (not FLAT), which the CPU
+		 * backend's fast paths do not take */
+		if (tileatom_indexed(c, tile, TILEATOM_OP_ADD, NULL, 1, &idx, !generic, &val, NULL,
+		                     &opts, &res, &err) != TILEATOM_OK)
+			die("indexed add (one call)", &err);
+		applied = res.applied;
+	} else if (strcmp(mode, "chunked") == 0) {
+		for (int64_t k = 0; k < o->keys; k += o->chunk) {
+			int64_t n = o->keys - k < o->chunk ? o->keys - k : o->chunk;
+			while (tileatom_pending(c) >= (size_t)o->depth) {
+				tileatom_response r;
+				if (tileatom_collect(c, &r, &err) != TILEATOM_OK)
+					die("collect", &err);
+				applied += r.applied;
+			}
+			tileatom_array idx = tileatom_vector(TILEATOM_INT32, n, keys + k);
+			if (tileatom_submit_indexed(c, tile, TILEATOM_OP_ADD, NULL, 1, &idx, true,
+			                            &val, NULL, &opts, NULL, &err) != TILEATOM_OK)
+				die("submit", &err);
+		}
+		while (tileatom_pending(c) > 0) {
+			tileatom_response r;
+			if (tileatom_collect(c, &r, &err) != TILEATOM_OK)
+				die("collect", &err);
+			applied += r.applied;
+		}
+	} else {
+		fprintf(
+		    stderr,
+		    "tileatom-histbench: unknown mode '%s' (one, split, shm, generic, chunked)\n",
+		    mode);
+		exit(2);
+	}
+	double dt = now_s() - t0;
+	int32_t *bins = malloc((size_t)o->bins * sizeof(int32_t));
+	if (!bins)
+		die("out of memory", NULL);
+	if (tileatom_read(c, tile, NULL, bins, (size_t)o->bins * sizeof(int32_t), NULL, &err) !=
+	    TILEATOM_OK)
+		die("read", &err);
+	for (int64_t b = 0; b < o->bins; b++)
+		if (bins[b] != (int32_t)expect[b]) {
+			fprintf(stderr,
+			        "tileatom-histbench: mode %s: bin %" PRId64 " is %d, not %" PRId64
+			        "\n",
+			        mode, b, bins[b], expect[b]);
+			exit(1);
+		}
+	if (applied != (uint64_t)o->keys) {
+		fprintf(stderr, "tileatom-histbench: mode %s: %" PRIu64 " applied of %" PRId64 "\n",
+		        mode, applied, o->keys);
+		exit(1);
+	}
+	free(bins);
+	(void)tileatom_destroy(c, tile, &err);
+	return dt;
+}
+
+/* Prints usage to f. */
+static void usage(FILE *f)
+{
+	fputs("Usage: tileatom-histbench [-s SOCKET] [-n KEYS] [-b BINS] [--chunk N] [--depth D]\n"
+	      "         [--reps R] [--keys-out FILE] [--modes shm,one,split,chunked,generic]\n",
+	      f);
+}
+
+int main(int argc, char **argv)
+{
+	hb_opts o = {NULL, 1 << 24, 256, 1 << 20, 4, 3, NULL, "shm,one,split,chunked"};
+	static const struct option longopts[] = {{"chunk", required_argument, NULL, 'c'},
+	                                         {"depth", required_argument, NULL, 'd'},
+	                                         {"reps", required_argument, NULL, 'r'},
+	                                         {"keys-out", required_argument, NULL, 'o'},
+	                                         {"modes", required_argument, NULL, 'm'},
+	                                         {"help", no_argument, NULL, 'h'},
+	                                         {NULL, 0, NULL, 0}};
+	int ch;
+	while ((ch = getopt_long(argc, argv, "s:n:b:h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			o.address = optarg;
+			break;
+		case 'n':
+			o.keys = strtoll(optarg, NULL, 0);
+			break;
+		case 'b':
+			o.bins = strtoll(optarg, NULL, 0);
+			break;
+		case 'c':
+			o.chunk = strtoll(optarg, NULL, 0);
+			break;
+		case 'd':
+			o.depth = atoi(optarg);
+			break;
+		case 'r':
+			o.reps = atoi(optarg);
+			break;
+		case 'o':
+			o.keys_out = optarg;
+			break;
+		case 'm':
+			o.modes = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (o.keys < 1 || o.bins < 1 || o.bins > INT32_MAX || o.chunk < 1 || o.depth < 1 ||
+	    o.reps < 1) {
+		usage(stderr);
+		return 2;
+	}
+	int32_t *keys = malloc((size_t)o.keys * sizeof(int32_t));
+	int64_t *expect = calloc((size_t)o.bins, sizeof(int64_t));
+	if (!keys || !expect)
+		die("out of memory for the keys", NULL);
+	uint64_t st = 12345;
+	for (int64_t k = 0; k < o.keys; k++) {
+		keys[k] = (int32_t)(rnd(&st) % (uint64_t)o.bins);
+		expect[keys[k]]++;
+	}
+	if (o.keys_out) {
+		FILE *f = fopen(o.keys_out, "wb");
+		if (!f || fwrite(keys, sizeof(int32_t), (size_t)o.keys, f) != (size_t)o.keys ||
+		    fclose(f) != 0) {
+			fprintf(stderr, "tileatom-histbench: cannot write %s\n", o.keys_out);
+			return 1;
+		}
+	}
+	tileatom_client *c = NULL;
+	tileatom_error err = {0, ""};
+	if (tileatom_connect(o.address, 5000, &c, &err) != TILEATOM_OK)
+		die("connect", &err);
+	/* mode shm: the same keys in a registered shared buffer (a Unix socket only) */
+	tileatom_buffer *sbuf = NULL;
+	const int32_t *shm_keys = NULL;
+	if (strstr(o.modes, "shm") || strstr(o.modes, "generic")) {
+		if (tileatom_buffer_create(c, (size_t)o.keys * sizeof(int32_t), &sbuf, &err) !=
+		    TILEATOM_OK)
+			die("shared buffer", &err);
+		memcpy(tileatom_buffer_data(sbuf), keys, (size_t)o.keys * sizeof(int32_t));
+		shm_keys = tileatom_buffer_data(sbuf);
+	}
+	char modes[256];
+	snprintf(modes, sizeof(modes), "%s", o.modes);
+	char *save = NULL;
+	for (char *m = strtok_r(modes, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+		double best = 0;
+		for (int r = 0; r < o.reps; r++) {
+			double t = run_mode(c, &o, m, keys, shm_keys, expect);
+			if (r == 0 || t < best)
+				best = t;
+		}
+		printf("%s %" PRId64 " %.6f %.4f\n", m, o.keys, best, (double)o.keys / best * 1e-9);
+		fflush(stdout);
+	}
+	tileatom_buffer_free(sbuf);
+	tileatom_close(c);
+	free(keys);
+	free(expect);
+	return 0;
+}

@@ -1,0 +1,294 @@
+/* tac_shm.c: shared-memory operands (Unix-socket connections). tileatom_buffer_create
+ * makes a memfd (MFD_ALLOW_SEALING), seals its size (F_SEAL_SHRINK | F_SEAL_GROW), maps it
+ * and passes it once to the daemon (a RegisterBufferRequest whose frame carries the fd as
+ * SCM_RIGHTS); the daemon maps the same pages. From then on, every operand array whose
+ * bytes lie inside a registered buffer travels as (buffer id, offset, length) instead of
+ * its bytes (tac_shm_rewrite, on every request), and a synchronous call whose old_out lies
+ * inside one has its old values written there by the daemon. Synchronous calls also stage
+ * large inline operands (TAC_SHM_STAGE_MIN bytes or more in all) in a buffer of the
+ * library's own (tac_shm_stage), so that big requests skip the socket without the caller
+ * doing anything (old values of such calls still come back inline).
+ *
+ * Failure modes: no memfd support, a TCP connection, or a daemon refusal give an error
+ * and no buffer; staging that fails leaves the request inline (it still works). */
+#include "tac_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A registered shared buffer. */
+struct tileatom_buffer {
+	tileatom_client *client; /* the connection it is registered on */
+	int fd;                  /* the memfd */
+	void *map;               /* its mapping in this process */
+	size_t size;             /* bytes */
+	uint64_t id;             /* the daemon's id for it */
+};
+
+/* True when c talks over a Unix socket. */
+static bool shm_possible(tileatom_client *c)
+{
+	if (c->unix_socket < 0) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		c->unix_socket = getsockname(c->fd, (struct sockaddr *)&ss, &len) == 0 &&
+		                 ss.ss_family == AF_UNIX;
+	}
+	return c->unix_socket == 1;
+}
+
+/* The buffer of c holding [p, p + len), or NULL. */
+static struct tileatom_buffer *shm_find(const tileatom_client *c, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < c->nbufs; i++) {
+		struct tileatom_buffer *s = c->bufs[i];
+		const uint8_t *lo = s->map;
+		if (b >= lo && b <= lo + s->size && len <= (size_t)(lo + s->size - b))
+			return s;
+	}
+	if (c->staging) {
+		const uint8_t *lo = c->staging->map;
+		if (b >= lo && b <= lo + c->staging->size &&
+		    len <= (size_t)(lo + c->staging->size - b))
+			return c->staging;
+	}
+	return NULL;
+}
+
+/* Unmaps and closes b and frees it (not its registration in the daemon). */
+static void shm_release(struct tileatom_buffer *b)
+{
+	if (!b)
+		return;
+	(void)munmap(b->map, b->size);
+	close(b->fd);
+	free(b);
+}
+
+/* Creates, maps and registers a buffer of size bytes on c (not yet listed in c->bufs). */
+static int shm_create(tileatom_client *c, size_t size, struct tileatom_buffer **out,
+                      tileatom_error *err)
+{
+	*out = NULL;
+	if (size == 0)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "a shared buffer needs at least one byte");
+	if (!shm_possible(c))
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "shared buffers need a Unix-socket connection (%s is not one)",
+		               c->address);
+	if (c->pending_count > 0)
+		return tac_err(err, TILEATOM_E_STATE,
+		               "%zu pipelined responses are not collected yet (call "
+		               "tileatom_collect first)",
+		               c->pending_count);
+	struct tileatom_buffer *b = calloc(1, sizeof(*b));
+	if (!b)
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
+	b->client = c;
+	b->size = size;
+	b->map = MAP_FAILED;
+	b->fd = memfd_create("tileatom-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	const char *step = "memfd_create";
+	if (b->fd >= 0) {
+		step = "ftruncate";
+		if (ftruncate(b->fd, (off_t)size) == 0) {
+			step = "sealing it (F_ADD_SEALS)";
+			if (fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0) {
+				step = "mmap";
+				b->map =
+				    mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
+			}
+		}
+	}
+	if (b->map == MAP_FAILED) {
+		int e = errno;
+		if (b->fd >= 0)
+			close(b->fd);
+		free(b);
+		return tac_err(err, e == ENOMEM ? TILEATOM_E_NOMEM : TILEATOM_E_IO,
+		               "creating a %zu-byte shared buffer: %s: %s", size, step,
+		               strerror(e));
+	}
+	tac_msg m;
+	memset(&m, 0, sizeof(m));
+	tileatom__request__init(&m.req);
+	m.kind = TILEATOM_REQ_REGISTER_BUFFER;
+	m.req.body_case = TILEATOM__REQUEST__BODY_REGISTER_BUFFER;
+	tileatom__register_buffer_request__init(&m.body.register_buffer);
+	m.body.register_buffer.size = size;
+	m.req.register_buffer = &m.body.register_buffer;
+	int rc = tac_conn_submit_fd(c, &m, b->fd, c->io_timeout_ms, NULL, err);
+	tileatom_request_kind kind;
+	if (rc == TILEATOM_OK)
+		rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_check_response(c->last, kind, err);
+	if (rc != TILEATOM_OK) {
+		shm_release(b);
+		return rc;
+	}
+	b->id = c->last->buffer->buffer_id;
+	*out = b;
+	return TILEATOM_OK;
+}
+
+int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer **out,
+                           tileatom_error *err)
+{
+	if (!out)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output pointer given");
+	*out = NULL;
+	if (!client)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no client given");
+	if (client->broken)
+		return tac_err(err, TILEATOM_E_IO, "connection to %s is broken: %s",
+		               client->address, client->broken_err.message);
+	if (client->nbufs == client->capbufs) {
+		size_t cap = client->capbufs ? client->capbufs * 2 : 8;
+		struct tileatom_buffer **p = realloc(client->bufs, cap * sizeof(*p));
+		if (!p)
+			return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
+		client->bufs = p;
+		client->capbufs = cap;
+	}
+	struct tileatom_buffer *b = NULL;
+	int rc = shm_create(client, size, &b, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	client->bufs[client->nbufs++] = b;
+	*out = b;
+	return TILEATOM_OK;
+}
+
+void *tileatom_buffer_data(const tileatom_buffer *buffer)
+{
+	return buffer ? buffer->map : NULL;
+}
+
+size_t tileatom_buffer_size(const tileatom_buffer *buffer)
+{
+	return buffer ? buffer->size : 0;
+}
+
+tileatom_array tileatom_buffer_array(const tileatom_buffer *buffer, tileatom_dtype dtype, int rank,
+                                     const int64_t *shape, size_t offset)
+{
+	tileatom_array a;
+	memset(&a, 0, sizeof(a));
+	a.dtype = dtype;
+	a.rank = rank;
+	for (int i = 0; i < rank && i < TILEATOM_MAX_RANK; i++)
+		a.shape[i] = shape[i];
+	a.data = buffer && offset <= buffer->size ? (const uint8_t *)buffer->map + offset : NULL;
+	return a;
+}
+
+void tileatom_buffer_free(tileatom_buffer *buffer)
+{
+	if (!buffer)
+		return;
+	tileatom_client *c = buffer->client;
+	for (size_t i = 0; i < c->nbufs; i++)
+		if (c->bufs[i] == buffer) {
+			c->bufs[i] = c->bufs[--c->nbufs];
+			break;
+		}
+	shm_release(buffer);
+}
+
+/* Makes array a (if its bytes lie in a buffer of c) a reference, using ref's storage. */
+static void shm_ref_array(tileatom_client *c, Tileatom__Array *a, Tileatom__BufferRef *ref)
+{
+	if (a->data.len == 0 || a->shared)
+		return;
+	struct tileatom_buffer *b = shm_find(c, a->data.data, a->data.len);
+	if (!b)
+		return;
+	tileatom__buffer_ref__init(ref);
+	ref->buffer_id = b->id;
+	ref->offset = (uint64_t)(a->data.data - (const uint8_t *)b->map);
+	ref->length = a->data.len;
+	a->shared = ref;
+	a->data.data = NULL;
+	a->data.len = 0;
+}
+
+void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
+{
+	c->old_from = NULL;
+	if (c->nbufs == 0 && !c->staging)
+		return;
+	Tileatom__Array *arrays[] = {&m->values,   &m->compare,  &m->mask,     &m->padding,
+	                             &m->index[0], &m->index[1], &m->index[2], &m->index[3]};
+	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
+		shm_ref_array(c, arrays[i], &m->refs[i]);
+	if (m->old_out && m->old_out_size > 0 && m->options.want_old) {
+		struct tileatom_buffer *b = shm_find(c, m->old_out, m->old_out_size);
+		if (b) {
+			tileatom__buffer_ref__init(&m->old_ref);
+			m->old_ref.buffer_id = b->id;
+			m->old_ref.offset =
+			    (uint64_t)((const uint8_t *)m->old_out - (const uint8_t *)b->map);
+			m->old_ref.length = m->old_out_size;
+			m->options.old_into = &m->old_ref;
+			c->old_from = m->old_out;
+		}
+	}
+}
+
+void tac_shm_stage(tileatom_client *c, tac_msg *m)
+{
+	Tileatom__Array *arrays[] = {&m->values,   &m->compare,  &m->mask,     &m->padding,
+	                             &m->index[0], &m->index[1], &m->index[2], &m->index[3]};
+	size_t n = sizeof(arrays) / sizeof(arrays[0]), total = 0;
+	for (size_t i = 0; i < n; i++)
+		if (arrays[i]->data.len > 0 &&
+		    !shm_find(c, arrays[i]->data.data, arrays[i]->data.len))
+			total += (arrays[i]->data.len + 63) & ~(size_t)63;
+	size_t need = total;
+	if (c->stage_min == 0 || need < c->stage_min || !shm_possible(c))
+		return;
+	if (!c->staging || c->staging->size < need) {
+		size_t size = (size_t)TAC_SHM_STAGE_MIN;
+		while (size < need)
+			size *= 2;
+		/* the daemon keeps the old staging buffer mapped until the connection closes */
+		shm_release(c->staging);
+		c->staging = NULL;
+		if (shm_create(c, size, &c->staging, NULL) != TILEATOM_OK)
+			return;
+	}
+	uint8_t *at = c->staging->map;
+	for (size_t i = 0; i < n; i++) {
+		Tileatom__Array *a = arrays[i];
+		if (a->data.len == 0 || shm_find(c, a->data.data, a->data.len))
+			continue;
+		memcpy(at, a->data.data, a->data.len);
+		a->data.data = at;
+		at += (a->data.len + 63) & ~(size_t)63;
+	}
+}
+
+void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes)
+{
+	if (client)
+		client->stage_min = bytes;
+}
+
+void tac_shm_client_free(tileatom_client *c)
+{
+	for (size_t i = 0; i < c->nbufs; i++)
+		shm_release(c->bufs[i]);
+	free(c->bufs);
+	c->bufs = NULL;
+	c->nbufs = c->capbufs = 0;
+	shm_release(c->staging);
+	c->staging = NULL;
+}

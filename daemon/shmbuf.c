@@ -1,0 +1,179 @@
+/* shmbuf.c: a connection's shared buffers (see shmbuf.h).
+ *
+ * Failure modes: an fd that is not a memfd with F_SEAL_SHRINK and F_SEAL_GROW (a client
+ * could otherwise shrink it under the mapping and make the daemon fault) is refused with
+ * PERMISSION_DENIED and closed; a size that is not the file's, no fd received, or too many
+ * buffers give INVALID_ARGUMENT / RESOURCE_EXHAUSTED; a failed mmap gives
+ * RESOURCE_EXHAUSTED. A reference outside a buffer gives INVALID_ARGUMENT. */
+#include "shmbuf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* The connection table of the request this thread dispatches. */
+static _Thread_local ta_shm_table *shm_current;
+
+ta_shm_table *ta_shm_current(void)
+{
+	return shm_current;
+}
+
+void ta_shm_set_current(ta_shm_table *t)
+{
+	shm_current = t;
+}
+
+bool ta_shm_table_init(ta_shm_table *t, ta_backend *backend)
+{
+	memset(t, 0, sizeof(*t));
+	t->backend = backend;
+	t->next_id = 1;
+	return pthread_mutex_init(&t->lock, NULL) == 0;
+}
+
+void ta_shm_table_free(ta_shm_table *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		ta_shm_buf *b = &t->bufs[i];
+		if (b->host_registered)
+			ta_backend_host_unregister(t->backend, b->map);
+		if (munmap(b->map, (size_t)b->size) != 0)
+			ta_log(TA_LOG_WARNING, "cannot unmap shared buffer %" PRIu64 ": %s", b->id,
+			       strerror(errno));
+		close(b->fd);
+	}
+	for (size_t i = 0; i < t->npending; i++)
+		close(t->pending[i]);
+	t->n = t->npending = 0;
+	pthread_mutex_destroy(&t->lock);
+}
+
+void ta_shm_push_fd(ta_shm_table *t, int fd)
+{
+	pthread_mutex_lock(&t->lock);
+	if (t->npending < TA_SHM_PENDING_MAX) {
+		t->pending[t->npending++] = fd;
+		fd = -1;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (fd >= 0)
+		close(fd);
+}
+
+ta_status ta_shm_register(ta_shm_table *t, uint64_t size, uint64_t *id, ta_error *err)
+{
+	pthread_mutex_lock(&t->lock);
+	ta_status st = TA_OK;
+	int fd = -1;
+	if (t->npending == 0) {
+		st = ta_error_set(err, TA_INVALID_ARGUMENT,
+		                  "register_buffer: no file descriptor came with the request (pass "
+		                  "a memfd as SCM_RIGHTS on a Unix-socket connection)");
+		goto out;
+	}
+	fd = t->pending[0];
+	memmove(t->pending, t->pending + 1, (t->npending - 1) * sizeof(int));
+	t->npending--;
+	if (t->n == TA_SHM_BUFFERS_MAX) {
+		st = ta_error_set(
+		    err, TA_RESOURCE_EXHAUSTED,
+		    "register_buffer: this connection has %d buffers, the most allowed",
+		    TA_SHM_BUFFERS_MAX);
+		goto out;
+	}
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+		st = ta_error_set(err, TA_PERMISSION_DENIED,
+		                  "register_buffer: the file is %s; create it with memfd_create "
+		                  "(MFD_ALLOW_SEALING) and add F_SEAL_SHRINK | F_SEAL_GROW",
+		                  seals < 0 ? "not a sealable memfd"
+		                            : "not sealed against resizing");
+		goto out;
+	}
+	struct stat sb;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		st =
+		    ta_error_set(err, TA_INVALID_ARGUMENT, "register_buffer: cannot stat the file");
+		goto out;
+	}
+	if (size == 0 || (uint64_t)sb.st_size != size || size > SIZE_MAX) {
+		st = ta_error_set(err, TA_INVALID_ARGUMENT,
+		                  "register_buffer: the request states %" PRIu64
+		                  " bytes but the file has %lld (and must not be empty)",
+		                  size, (long long)sb.st_size);
+		goto out;
+	}
+	void *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                  "register_buffer: cannot map %" PRIu64 " bytes: %s", size,
+		                  strerror(errno));
+		goto out;
+	}
+	ta_shm_buf *b = &t->bufs[t->n];
+	b->id = t->next_id++;
+	b->fd = fd;
+	b->map = map;
+	b->size = size;
+	ta_error herr = {TA_OK, ""};
+	b->host_registered =
+	    t->backend && t->backend->vt->host_register &&
+	    ta_backend_host_register(t->backend, map, (size_t)size, &herr) == TA_OK;
+	if (t->backend && t->backend->vt->host_register && !b->host_registered)
+		ta_log(TA_LOG_WARNING,
+		       "shared buffer %" PRIu64 " is not registered with the backend "
+		       "(it works, copied as pageable memory): %s",
+		       b->id, herr.msg);
+	fd = -1;
+	t->n++;
+	*id = b->id;
+out:
+	pthread_mutex_unlock(&t->lock);
+	if (fd >= 0)
+		close(fd);
+	return st;
+}
+
+ta_status ta_shm_resolve(ta_shm_table *t, uint64_t id, uint64_t offset, uint64_t length,
+                         const char *what, void **ptr, ta_error *err)
+{
+	if (!t)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s: names shared buffer %" PRIu64
+		                    ", but this connection cannot have any (Unix sockets only)",
+		                    what, id);
+	pthread_mutex_lock(&t->lock);
+	ta_shm_buf *b = NULL;
+	for (size_t i = 0; i < t->n; i++)
+		if (t->bufs[i].id == id)
+			b = &t->bufs[i];
+	ta_status st = TA_OK;
+	if (!b)
+		st = ta_error_set(
+		    err, TA_INVALID_ARGUMENT,
+		    "%s: no shared buffer %" PRIu64 " is registered on this connection", what, id);
+	else if (offset > b->size || length > b->size - offset)
+		st = ta_error_set(err, TA_INVALID_ARGUMENT,
+		                  "%s: bytes [%" PRIu64 ", %" PRIu64
+		                  ") lie outside shared buffer %" PRIu64 " of %" PRIu64 " bytes",
+		                  what, offset, offset + length, id, b->size);
+	else
+		*ptr = (uint8_t *)b->map + offset;
+	pthread_mutex_unlock(&t->lock);
+	return st;
+}
+
+size_t ta_shm_count(ta_shm_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	size_t n = t->n;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
