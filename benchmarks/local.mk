@@ -24,4 +24,4 @@ noinst_PROGRAMS += benchmarks/tileatom-histbench
 benchmarks_tileatom_histbench_SOURCES = benchmarks/tileatom-histbench.c client/tileatom.h
 benchmarks_tileatom_histbench_CPPFLAGS = -I$(top_srcdir)/client -D_GNU_SOURCE
 benchmarks_tileatom_histbench_LDADD = client/libtileatom-client.la
-EXTRA_DIST += benchmarks/hist-vs-numpy
+EXTRA_DIST += benchmarks/hist-vs-numpy benchmarks/torch-hist-peer.py

@@ -1,10 +1,15 @@
 /* wirecheck.c: string fields of encoded messages (see wirecheck.h). The walk reads each
  * tag, skips varints and fixed-size values, and looks into length-delimited values: a string
  * field's bytes are checked, a message field is walked with its own descriptor, bytes and
- * packed fields are skipped. Anything malformed ends the walk as "nothing found": the
- * decoder that runs next rejects it with its own message. */
+ * packed fields are skipped, and so is a message field whose type holds no string at any
+ * depth (worked out once from the descriptors: Array, Region, Options...). Anything
+ * malformed ends the walk as "nothing found": the decoder that runs next rejects it with
+ * its own message. */
 #include "wirecheck.h"
 
+#include "tileatom.pb-c.h"
+
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -67,10 +72,96 @@ static bool read_varint(const uint8_t *data, size_t len, size_t *pos, uint64_t *
 	return false;
 }
 
-/* Walks one message; path is the dotted field path so far (for the message). Returns false
- * with msg set when a bad string was found. */
+/* Message types whose encoding may hold a string field (directly or in a nested message):
+ * the walk only looks into those. Filled once, on first use, from the Request type. */
+#define WIRE_MAX_TYPES 128
+static struct {
+	const ProtobufCMessageDescriptor *desc[WIRE_MAX_TYPES]; /* types seen */
+	bool strings[WIRE_MAX_TYPES];                           /* type may hold a string */
+	int n;                                                  /* entries in use */
+	bool full;                                              /* a type did not fit */
+} g_types;
+/* Guards the one filling of g_types. */
+static pthread_once_t g_types_once = PTHREAD_ONCE_INIT;
+
+/* Index of desc in g_types, -1 when absent. */
+static int type_index(const ProtobufCMessageDescriptor *desc)
+{
+	for (int i = 0; i < g_types.n; i++)
+		if (g_types.desc[i] == desc)
+			return i;
+	return -1;
+}
+
+/* Adds desc and every type it reaches to g_types; returns whether desc may hold a string.
+ * A type met again while being filled (recursion) counts as holding one. */
+static bool type_fill(const ProtobufCMessageDescriptor *desc, int depth)
+{
+	int at = type_index(desc);
+	if (at >= 0)
+		return g_types.strings[at];
+	if (g_types.n == WIRE_MAX_TYPES || depth > WIRE_MAX_DEPTH) {
+		g_types.full = true;
+		return true;
+	}
+	at = g_types.n++;
+	g_types.desc[at] = desc;
+	g_types.strings[at] = true; /* until known: a cycle counts as holding strings */
+	bool strings = false;
+	for (unsigned i = 0; i < desc->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &desc->fields[i];
+		if (f->type == PROTOBUF_C_TYPE_STRING)
+			strings = true;
+		else if (f->type == PROTOBUF_C_TYPE_MESSAGE &&
+		         type_fill((const ProtobufCMessageDescriptor *)f->descriptor, depth + 1))
+			strings = true;
+	}
+	g_types.strings[at] = strings;
+	return strings;
+}
+
+/* pthread_once routine: fills g_types with the Request type and every type it reaches
+ * (other types are walked in full). */
+static void types_init(void)
+{
+	type_fill(&tileatom__request__descriptor, 0);
+}
+
+/* True when a message of desc may hold a string field (unknown types: true). */
+static bool type_has_strings(const ProtobufCMessageDescriptor *desc)
+{
+	int at = type_index(desc);
+	return at < 0 || g_types.strings[at];
+}
+
+/* One step of the field path from the top message down to the one being walked: kept as a
+ * chain on the stack and written out only for an error message. */
+typedef struct wire_path {
+	const char *name;           /* field name of this step */
+	const struct wire_path *up; /* the step above (NULL: the top message) */
+} wire_path;
+
+/* Writes the dotted path of p (top first) into buf. */
+static void path_text(const wire_path *p, char *buf, size_t size)
+{
+	const char *names[WIRE_MAX_DEPTH + 2];
+	int n = 0;
+	for (; p && n < WIRE_MAX_DEPTH + 2; p = p->up)
+		names[n++] = p->name;
+	size_t used = 0;
+	buf[0] = '\0';
+	while (n-- > 0 && used < size) {
+		int w = snprintf(buf + used, size - used, "%s%s", used ? "." : "", names[n]);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+}
+
+/* Walks one message; path leads to it (NULL: the top message). Returns false with msg set
+ * when a bad string was found. */
 static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len, int depth,
-                 const char *path, char *msg, size_t msg_size)
+                 const wire_path *path, char *msg, size_t msg_size)
 {
 	size_t pos = 0;
 	while (pos < len) {
@@ -111,11 +202,11 @@ static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, si
 		        : NULL;
 		if (!f)
 			continue; /* an unknown field: kept as bytes, never used as a string */
-		char sub[160];
+		wire_path here = {f->name, path};
 		if (f->type == PROTOBUF_C_TYPE_STRING) {
 			if (!ta_utf8_valid_no_nul(value, n)) {
-				snprintf(sub, sizeof(sub), "%s%s%s", path, *path ? "." : "",
-				         f->name);
+				char sub[160];
+				path_text(&here, sub, sizeof(sub));
 				const uint8_t *nul = memchr(value, 0, n);
 				if (nul)
 					snprintf(msg, msg_size, "%s holds a NUL byte at offset %zu",
@@ -124,9 +215,9 @@ static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, si
 					snprintf(msg, msg_size, "%s is not valid UTF-8", sub);
 				return false;
 			}
-		} else if (f->type == PROTOBUF_C_TYPE_MESSAGE && depth < WIRE_MAX_DEPTH) {
-			snprintf(sub, sizeof(sub), "%s%s%s", path, *path ? "." : "", f->name);
-			if (!walk(f->descriptor, value, n, depth + 1, sub, msg, msg_size))
+		} else if (f->type == PROTOBUF_C_TYPE_MESSAGE && depth < WIRE_MAX_DEPTH &&
+		           type_has_strings(f->descriptor)) {
+			if (!walk(f->descriptor, value, n, depth + 1, &here, msg, msg_size))
 				return false;
 		}
 	}
@@ -136,5 +227,6 @@ static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, si
 bool ta_wire_check_strings(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
                            char *msg, size_t msg_size)
 {
-	return walk(desc, data, len, 0, "", msg, msg_size);
+	pthread_once(&g_types_once, types_init);
+	return walk(desc, data, len, 0, NULL, msg, msg_size);
 }

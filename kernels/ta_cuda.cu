@@ -6,7 +6,9 @@
  * the plan's host operands into the pinned buffer, one cudaMemcpyAsync to the device,
  * launch the kernel with a copy of the plan whose pointers are rewritten to the device
  * buffer, copy the counters and old values back, synchronize that stream, release the
- * slot.
+ * slot. Large operands (and old values) that already lie in page-locked memory (a
+ * client's shared buffer, registered by host_register) skip the pinned buffer: one DMA
+ * each, straight from (to) where they are.
  *
  * Small requests (global space, up to TA_CUDA_BATCH_ITEM_MAX elements) take the batch
  * path instead: the caller queues its request with the batcher; the first caller to find
@@ -594,8 +596,15 @@ extern "C" ta_status ta_cuda_launch_plan(const ta_plan *dp, void *dev_tile, size
 
 /* Staging slots, one per concurrent apply. */
 #define TA_CUDA_SLOTS 4
-/* Staging buffers over this size are released after the call that grew them. */
+/* Pinned staging buffers over this size are released after the call that grew them. */
 #define TA_CUDA_KEEP_BYTES (64u << 20)
+/* Device staging buffers over this size are released after the call that grew them (a
+ * 2^24-key histogram, 64 MiB of keys, keeps its buffer from one request to the next). */
+#define TA_CUDA_KEEP_DEV_BYTES (256u << 20)
+/* Operands (and old values) of at least this many bytes that lie in pinned or registered
+ * host memory (a client's shared buffer, daemon/shmbuf.c) are copied by DMA straight
+ * from (to) there instead of through the pinned staging buffer. */
+#define TA_CUDA_DIRECT_MIN (256u << 10)
 /* Alignment of each array in a staging buffer. */
 #define TA_CUDA_ALIGN 256u
 
@@ -754,7 +763,7 @@ static void slot_give(ta_cuda_backend *be, cuda_slot *s)
 		s->host = NULL;
 		s->host_cap = 0;
 	}
-	if (s->dev_cap > TA_CUDA_KEEP_BYTES) {
+	if (s->dev_cap > TA_CUDA_KEEP_DEV_BYTES) {
 		cudaFree(s->dev);
 		s->dev = NULL;
 		s->dev_cap = 0;
@@ -765,10 +774,12 @@ static void slot_give(ta_cuda_backend *be, cuda_slot *s)
 	pthread_mutex_unlock(&be->mu);
 }
 
-/* Grows a slot's buffers to at least bytes each. */
-static ta_status slot_reserve(ta_cuda_backend *be, cuda_slot *s, size_t bytes, ta_error *err)
+/* Grows a slot's buffers to at least host_bytes (pinned) and dev_bytes (device). */
+static ta_status slot_reserve(ta_cuda_backend *be, cuda_slot *s, size_t host_bytes,
+                              size_t dev_bytes, ta_error *err)
 {
 	cudaError_t e;
+	size_t bytes = host_bytes;
 	if (s->host_cap < bytes) {
 		if (s->host)
 			cudaFreeHost(s->host);
@@ -779,6 +790,7 @@ static ta_status slot_reserve(ta_cuda_backend *be, cuda_slot *s, size_t bytes, t
 			return be_fail(be, e, "allocating pinned staging memory", err);
 		s->host_cap = bytes;
 	}
+	bytes = dev_bytes;
 	if (s->dev_cap < bytes) {
 		if (s->dev)
 			cudaFree(s->dev);
@@ -802,9 +814,26 @@ static size_t align_up(size_t n)
 struct stage_item {
 	const void *src;  /* host data */
 	size_t bytes;     /* bytes to copy */
-	size_t off;       /* offset in the staging buffers */
+	size_t off;       /* offset in the device staging buffer */
+	size_t hoff;      /* offset in the pinned staging buffer (unless direct) */
+	bool direct;      /* src is pinned or registered: DMA from it, no staging copy */
 	const void **dst; /* the device plan's pointer to rewrite */
 };
+
+/* True when p (bytes long) is worth a direct DMA: large, and in page-locked host memory
+ * that CUDA knows (cudaHostAlloc, or cudaHostRegister of a client's shared buffer). */
+static bool host_direct(const void *p, size_t bytes)
+{
+	if (!p || bytes < TA_CUDA_DIRECT_MIN)
+		return false;
+	cudaPointerAttributes attr;
+	cudaError_t e = cudaPointerGetAttributes(&attr, p);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		return false;
+	}
+	return attr.type == cudaMemoryTypeHost;
+}
 
 /* ---- the batcher ------------------------------------------------------------------------*/
 
@@ -1186,7 +1215,7 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	ta_plan dp = *plan;
 	size_t es = ta_dtype_size(plan->dtype);
 	stage_item items[TA_MAX_RANK + 3];
-	int n_items = 0;
+	int n_items = 0, n_direct = 0;
 	size_t end = 0;
 	for (int i = 0; i < TA_MAX_RANK + 3; i++) {
 		const ta_operand *op;
@@ -1217,29 +1246,59 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		it->bytes = (size_t)span * ebytes;
 		it->off = end;
 		it->dst = &dop->data;
+		it->direct = host_direct(it->src, it->bytes);
+		if (it->direct)
+			n_direct++;
 		end = align_up(end + it->bytes);
 	}
-	size_t cnt_off = end;
+	/* the pinned buffer holds the staged operands (at their device offsets when none is
+	 * direct, so that one copy moves them all), the counters and the old values */
+	size_t hend = 0;
+	for (int i = 0; i < n_items; i++) {
+		if (items[i].direct)
+			continue;
+		items[i].hoff = n_direct ? hend : items[i].off;
+		hend = align_up(items[i].hoff + items[i].bytes);
+	}
+	size_t cnt_off = end, hcnt_off = hend;
 	end = align_up(end + 3 * sizeof(unsigned long long));
-	size_t out_off = end;
+	hend = align_up(hend + 3 * sizeof(unsigned long long));
+	size_t out_off = end, hout_off = hend;
 	size_t out_bytes = plan->want_old ? (size_t)plan->count * es : 0;
+	bool out_direct = plan->want_old && host_direct(plan->old_out, out_bytes);
 	end = align_up(end + out_bytes);
+	if (!out_direct)
+		hend = align_up(hend + out_bytes);
 
 	cuda_slot *s = slot_take(be);
 	cudaError_t e = cudaSuccess;
-	st = slot_reserve(be, s, end, err);
+	st = slot_reserve(be, s, hend, end, err);
 	if (st != TA_OK) {
 		slot_give(be, s);
 		return st;
 	}
 	for (int i = 0; i < n_items; i++) {
-		memcpy(s->host + items[i].off, items[i].src, items[i].bytes);
+		if (!items[i].direct)
+			memcpy(s->host + items[i].hoff, items[i].src, items[i].bytes);
 		*items[i].dst = s->dev + items[i].off;
 	}
-	memset(s->host + cnt_off, 0, 3 * sizeof(unsigned long long));
+	memset(s->host + hcnt_off, 0, 3 * sizeof(unsigned long long));
 	dp.old_out = plan->want_old ? (void *)(s->dev + out_off) : NULL;
-	e = cudaMemcpyAsync(s->dev, s->host, cnt_off + 3 * sizeof(unsigned long long),
-	                    cudaMemcpyHostToDevice, s->stream);
+	if (n_direct == 0) {
+		e = cudaMemcpyAsync(s->dev, s->host, cnt_off + 3 * sizeof(unsigned long long),
+		                    cudaMemcpyHostToDevice, s->stream);
+	} else {
+		for (int i = 0; i < n_items && e == cudaSuccess; i++)
+			e = cudaMemcpyAsync(s->dev + items[i].off,
+			                    items[i].direct
+			                        ? items[i].src
+			                        : (const void *)(s->host + items[i].hoff),
+			                    items[i].bytes, cudaMemcpyHostToDevice, s->stream);
+		if (e == cudaSuccess)
+			e = cudaMemcpyAsync(s->dev + cnt_off, s->host + hcnt_off,
+			                    3 * sizeof(unsigned long long), cudaMemcpyHostToDevice,
+			                    s->stream);
+	}
 	if (e != cudaSuccess) {
 		st = be_fail(be, e, "copying operands to the device", err);
 		goto out;
@@ -1248,8 +1307,17 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	                         s->stream, NULL, err);
 	if (st != TA_OK) /* a launch failure may be sticky: out classifies it */
 		goto out;
-	e = cudaMemcpyAsync(s->host + cnt_off, s->dev + cnt_off, end - cnt_off,
-	                    cudaMemcpyDeviceToHost, s->stream);
+	if (!out_direct) {
+		e = cudaMemcpyAsync(s->host + hcnt_off, s->dev + cnt_off, end - cnt_off,
+		                    cudaMemcpyDeviceToHost, s->stream);
+	} else {
+		e = cudaMemcpyAsync(s->host + hcnt_off, s->dev + cnt_off,
+		                    3 * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+		                    s->stream);
+		if (e == cudaSuccess)
+			e = cudaMemcpyAsync(plan->old_out, s->dev + out_off, out_bytes,
+			                    cudaMemcpyDeviceToHost, s->stream);
+	}
 	if (e != cudaSuccess) {
 		st = be_fail(be, e, "copying results from the device", err);
 		goto out;
@@ -1261,11 +1329,11 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	}
 	{
 		unsigned long long counts[3];
-		memcpy(counts, s->host + cnt_off, sizeof counts);
+		memcpy(counts, s->host + hcnt_off, sizeof counts);
 		result->skipped = counts[0];
 		result->applied = counts[1];
-		if (plan->want_old)
-			memcpy(plan->old_out, s->host + out_off, out_bytes);
+		if (plan->want_old && !out_direct)
+			memcpy(plan->old_out, s->host + hout_off, out_bytes);
 		if (counts[2]) {
 			st = ta_error_set(
 			    err, TA_INTERNAL,
@@ -1377,8 +1445,8 @@ static void cuda_host_unregister(ta_backend *base, void *ptr)
 
 /* The CUDA backend's vtable. */
 static const ta_backend_vtbl cuda_vtbl = {
-    cuda_destroy,          cuda_tile_alloc,    cuda_tile_free,      cuda_apply, cuda_apply_many,
-    cuda_info,             cuda_set_batch_window, cuda_host_register, cuda_host_unregister};
+    cuda_destroy, cuda_tile_alloc,       cuda_tile_free,     cuda_apply,          cuda_apply_many,
+    cuda_info,    cuda_set_batch_window, cuda_host_register, cuda_host_unregister};
 
 extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 {

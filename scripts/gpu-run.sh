@@ -6,7 +6,7 @@
 #   scripts/gpu-run.sh pack [BUILD]   here: build check_cuda and bench_gpu in BUILD (default
 #                                     build-gpu, configured --with-cuda --disable-shared) and
 #                                     copy them with the shared libraries they need
-#                                     (libsubunit) into gpu-carry/ (git-ignored via
+#                                     (all but the C/C++ runtimes) into gpu-carry/ (git-ignored via
 #                                     .git/info/exclude)
 #   scripts/gpu-run.sh run [CARRY]    there, from the repository root: device facts, the Check
 #                                     suite check_cuda, a compute-sanitizer memcheck pass over
@@ -30,12 +30,12 @@ if [ "$mode" = pack ]; then
 	fi
 	(cd "$build" && make -j2 tests/check_cuda tests/bench_gpu tests/check_ptx \
 		daemon/tileatomd client/tileatom-cli tests/check_integration tests/check_client_cli \
-		tests/check_daemon_server benchmarks/tileatom-bench) || exit 1
+		tests/check_daemon_server benchmarks/tileatom-bench benchmarks/tileatom-histbench) || exit 1
 	rm -rf gpu-carry
 	mkdir -p gpu-carry/rt
 	for b in tests/check_cuda tests/bench_gpu daemon/tileatomd client/tileatom-cli \
 		tests/check_integration tests/check_client_cli tests/check_daemon_server \
-		benchmarks/tileatom-bench; do
+		benchmarks/tileatom-bench benchmarks/tileatom-histbench; do
 		# a libtool wrapper script would point at this machine: refuse it
 		if [ "$(head -c 4 "$build/$b" | od -An -c | tr -d ' ')" != '177ELF' ]; then
 			echo "gpu-run.sh: $build/$b is not an ELF binary (libtool wrapper?)" >&2
@@ -43,9 +43,16 @@ if [ "$mode" = pack ]; then
 		fi
 		cp "$build/$b" gpu-carry/
 	done
-	for lib in libsubunit.so.0 libuv.so.1 libprotobuf-c.so.1 libinih.so.1; do
-		cp -L "/usr/lib/x86_64-linux-gnu/$lib" gpu-carry/rt/ || exit 1
-	done
+	# every shared library the binaries need beyond the C and C++ runtimes (the GPU
+	# machine has newer ones of those, and none of the others: libuv, protobuf-c, inih,
+	# json-c, libmicrohttpd and what it pulls in, libcrypto, libsubunit)
+	for b in gpu-carry/*; do
+		[ -f "$b" ] && ldd "$b"
+	done | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
+		grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+		while read -r lib; do
+			cp -L "$lib" gpu-carry/rt/ || exit 1
+		done || exit 1
 	exclude=$(git rev-parse --git-path info/exclude)
 	mkdir -p "$(dirname "$exclude")"
 	grep -qx '/gpu-carry/' "$exclude" 2>/dev/null || echo '/gpu-carry/' >>"$exclude"

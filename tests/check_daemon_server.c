@@ -1588,11 +1588,12 @@ static void send_add_n(int fd, uint64_t id, const char *name, int64_t n)
 START_TEST(test_slot_freed_while_request_runs)
 {
 	/* one worker, one thread per request: x's large add keeps the worker busy while a's
-	 * request waits behind it on the executor */
+	 * request waits behind it on the executor (on the CPU backend whatever
+	 * TA_TEST_BACKEND says: a GPU finishes the add in a few milliseconds) */
 	daemon_proc d;
 	const char *const extra[] = {
-	    "--max-connections", "2", "--workers", "1", "--cpu-threads", "1",
-	    "--inline-max",      "0", NULL};
+	    "--max-connections", "2",   "--workers", "1", "--cpu-threads", "1", "--inline-max", "0",
+	    "--backend",         "cpu", NULL};
 	start_daemon(&d, extra);
 	const int64_t big = INT64_C(32) << 20; /* 128 MiB of int32 */
 	int x = connect_unix(d.sock);
@@ -1646,11 +1647,12 @@ END_TEST
 START_TEST(test_frame_clock_held_by_daemon)
 {
 	/* a partial frame behind a request that runs longer than frame_timeout: the daemon
-	 * holds the connection up, so its clock waits */
+	 * holds the connection up, so its clock waits (CPU backend: on a GPU the add is too
+	 * quick to outlast the timeout) */
 	daemon_proc d;
 	const char *const extra[] = {
-	    "--frame-timeout", "100ms", "--workers", "1", "--cpu-threads", "1",
-	    "--inline-max",    "0",     NULL};
+	    "--frame-timeout", "100ms", "--workers", "1", "--cpu-threads", "1", "--inline-max", "0",
+	    "--backend",       "cpu",   NULL};
 	start_daemon(&d, extra);
 	/* 256 MiB of float32: a float add is a compare-and-swap loop per element, several
 	 * times slower than an integer add on the CPU backend's fast path (an int32 add of
