@@ -25,7 +25,8 @@ FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) $(LIBCRYPTO_LIBS) $(XXHAS
 FUZZ_SRCS = $(srcdir)/tests/fuzz_dispatch.c \
 	$(srcdir)/daemon/arena.c $(srcdir)/daemon/conf.c $(srcdir)/daemon/conn.c $(srcdir)/daemon/dispatch.c \
 	$(srcdir)/daemon/executor.c $(srcdir)/daemon/log.c $(srcdir)/daemon/notify.c \
-	$(srcdir)/daemon/persist.c $(srcdir)/daemon/registry.c $(srcdir)/daemon/server.c \
+	$(srcdir)/daemon/netaddr.c $(srcdir)/daemon/persist.c $(srcdir)/daemon/registry.c \
+	$(srcdir)/daemon/metrics.c $(srcdir)/daemon/server.c $(srcdir)/daemon/shmbuf.c \
 	$(srcdir)/daemon/wirecheck.c \
 	$(srcdir)/tacore/ta_plan.c $(srcdir)/kernels/ta_lower.c $(srcdir)/kernels/ta_cuda_none.c \
 	$(srcdir)/proto/ta_frame.c $(srcdir)/proto/ta_auth.c proto/tileatom.pb-c.c
