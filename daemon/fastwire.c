@@ -391,7 +391,7 @@ static inline bool first_time(uint64_t *seen, fw_slot s)
 #define NEW_MSG(arena, type, init) ((type *)fw_new((arena), sizeof(type), (void (*)(void *))(init)))
 static inline void *fw_new(ta_arena *arena, size_t size, void (*init)(void *))
 {
-	void *m = ta_arena_alloc(arena, size);
+	void *m = ta_arena_alloc_inline(arena, size);
 	if (m)
 		init(m);
 	return m;
@@ -413,7 +413,7 @@ static bool dec_packed_i64(ta_arena *arena, const uint8_t *p, size_t len, size_t
 	}
 	if (p[len - 1] >= 0x80)
 		return false;
-	int64_t *v = ta_arena_alloc(arena, count * sizeof(int64_t));
+	int64_t *v = ta_arena_alloc_inline(arena, count * sizeof(int64_t));
 	if (!v)
 		return false;
 	for (size_t i = 0; i < count; i++) {
@@ -427,12 +427,22 @@ static bool dec_packed_i64(ta_arena *arena, const uint8_t *p, size_t len, size_t
 	return true;
 }
 
-/* Copies a string value into the arena; false when it is not UTF-8 without NUL. */
+/* True when the n bytes at s are ASCII without NUL (one comparison a byte: 0 wraps to 255). */
+static inline bool ascii_no_nul(const uint8_t *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((uint8_t)(s[i] - 1u) >= 0x7fu)
+			return false;
+	return true;
+}
+
+/* Copies a string value into the arena; false when it is not UTF-8 without NUL (names are
+ * mostly ASCII: the full check runs only when a byte is not). */
 static bool dec_string(ta_arena *arena, const uint8_t *p, size_t len, char **out)
 {
-	if (!ta_utf8_valid_no_nul(p, len))
+	if (!ascii_no_nul(p, len) && !ta_utf8_valid_no_nul(p, len))
 		return false;
-	char *s = ta_arena_alloc(arena, len + 1);
+	char *s = ta_arena_alloc_inline(arena, len + 1);
 	if (!s)
 		return false;
 	memcpy(s, p, len);
@@ -472,7 +482,7 @@ static Tileatom__Array *dec_array(ta_arena *arena, const uint8_t *p, size_t len)
 				return NULL;
 			a->data.len = n;
 			if (n > 0) {
-				a->data.data = ta_arena_alloc(arena, n);
+				a->data.data = ta_arena_alloc_inline(arena, n);
 				if (!a->data.data)
 					return NULL;
 				memcpy(a->data.data, p, n);
@@ -612,7 +622,7 @@ static Tileatom__IndexedAddr *dec_iaddr(ta_arena *arena, const uint8_t *p, size_
 		}
 	}
 	if (count > 0) {
-		ia->indices = ta_arena_alloc(arena, count * sizeof(*ia->indices));
+		ia->indices = ta_arena_alloc_inline(arena, count * sizeof(*ia->indices));
 		if (!ia->indices)
 			return NULL;
 		memcpy(ia->indices, idx, count * sizeof(*ia->indices));
