@@ -30,8 +30,11 @@
 /* Index arrays of an IndexedAddr the decoder takes (more: the generic path). */
 #define FW_MAX_INDICES 8
 
-/* Protobuf wire types (the encoding's, not the schema's). */
-enum fw_wire { FW_VARINT = 0, FW_LEN = 2 };
+/* The two wire types the hot messages use (protobuf-c.h names them). */
+enum fw_wire {
+	FW_VARINT = PROTOBUF_C_WIRE_TYPE_VARINT,
+	FW_LEN = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED
+};
 
 /* Every field the decoder or encoder handles, across the messages. */
 typedef enum fw_slot {
