@@ -411,10 +411,12 @@ static int build_indexed_addr(tac_msg *m, int n_index, const tileatom_array *ind
 	if (flat && n_index != 1)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "indexed: flat addressing takes one index array, not %d", n_index);
+	/* the names, not formatted per request (snprintf was 7% of a pipelined add's cost) */
+	static const char *const what[TILEATOM_MAX_RANK] = {"index array 0", "index array 1",
+	                                                    "index array 2", "index array 3"};
+	_Static_assert(TILEATOM_MAX_RANK == 4, "one name per index array");
 	for (int i = 0; i < n_index; i++) {
-		char what[32];
-		snprintf(what, sizeof(what), "index array %d", i);
-		int rc = tac_build_array(&m->index[i], &indices[i], what, err);
+		int rc = tac_build_array(&m->index[i], &indices[i], what[i], err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		m->index_ptr[i] = &m->index[i];

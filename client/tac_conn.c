@@ -187,6 +187,13 @@ int tac_conn_open(const char *address, int timeout_ms, int *fd, tileatom_error *
 	return rc;
 }
 
+/* Frees a decoded response r (NULL: nothing) unless it is c's fast-decoded one. */
+static void release_response(tileatom_client *c, Tileatom__Response *r)
+{
+	if (r && r != &c->fast.resp)
+		tileatom__response__free_unpacked(r, NULL);
+}
+
 int tac_client_new(int fd, const char *address, tileatom_client **out, tileatom_error *err)
 {
 	*out = NULL;
@@ -226,8 +233,8 @@ void tac_client_free(tileatom_client *c)
 	}
 	ta_frame_reader_free(&c->reader);
 	free(c->txbuf);
-	if (c->last)
-		tileatom__response__free_unpacked(c->last, NULL);
+	release_response(c, c->last);
+	tac_fastwire_response_free(&c->fast);
 	free(c->rxq);
 	free(c->pending);
 	free(c->rxbuf);
@@ -525,7 +532,9 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 	              sizeof(*c->pending)) < 0)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
 	m->req.id = c->last_id + 1;
-	size_t packed = protobuf_c_message_get_packed_size(&m->req.base);
+	tac_fw_plan plan;
+	bool fast = tac_fastwire_plan(&m->req, &plan);
+	size_t packed = fast ? plan.size : protobuf_c_message_get_packed_size(&m->req.base);
 	if (packed > UINT32_MAX - TA_FRAME_HEADER)
 		return tac_err(err, TILEATOM_E_RESOURCE_EXHAUSTED,
 		               "request of %zu bytes is too large for one frame", packed);
@@ -558,7 +567,9 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 			               "out of memory buffering a request of %zu bytes", packed);
 		uint8_t *at = c->txbuf + c->txbuf_len;
 		ta_frame_put_header(at, (uint32_t)packed);
-		if (protobuf_c_message_pack(&m->req.base, at + TA_FRAME_HEADER) != packed)
+		if (fast)
+			tac_fastwire_write(&m->req, &plan, at + TA_FRAME_HEADER);
+		else if (protobuf_c_message_pack(&m->req.base, at + TA_FRAME_HEADER) != packed)
 			return tac_err(err, TILEATOM_E_PROTOCOL,
 			               "a request of %zu bytes packed to a different size", packed);
 		c->txbuf_len += frame_len;
@@ -587,10 +598,8 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	if (c->last) {
-		tileatom__response__free_unpacked(c->last, NULL);
-		c->last = NULL;
-	}
+	release_response(c, c->last);
+	c->last = NULL;
 	int64_t deadline = deadline_from(timeout_ms);
 	/* The requests still buffered leave before the first wait (and all of them, so the
 	 * daemon has the whole batch however many responses are collected afterwards). */
@@ -617,7 +626,9 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 	tac_frame f = c->rxq[c->rxq_head];
 	c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
 	c->rxq_count--;
-	Tileatom__Response *r = tileatom__response__unpack(NULL, f.len, f.data);
+	Tileatom__Response *r = tac_fastwire_decode_response(&c->fast, f.data, f.len);
+	if (!r)
+		r = tileatom__response__unpack(NULL, f.len, f.data);
 	free(f.data);
 	if (!r) {
 		tac_err(err, TILEATOM_E_PROTOCOL, "undecodable response of %u bytes from %s", f.len,
@@ -635,7 +646,7 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 			tac_err(err, TILEATOM_E_PROTOCOL,
 			        "response id %llu does not match the oldest request id %llu",
 			        (unsigned long long)r->id, (unsigned long long)p.id);
-		tileatom__response__free_unpacked(r, NULL);
+		release_response(c, r);
 		return tac_conn_break(c, err);
 	}
 	c->pending_head = (c->pending_head + 1) & (c->pending_cap - 1);

@@ -15,6 +15,7 @@
 #include "tileatom.h"
 #include "ta_auth.h"
 #include "ta_frame.h"
+#include "tac_fastwire.h"
 #include "tileatom.pb-c.h"
 
 /* Marks a function internal to the library even when it is compiled without
@@ -65,6 +66,8 @@ struct tileatom_client {
 	size_t txbuf_len;          /* bytes waiting in txbuf */
 	size_t txbuf_cap;          /* bytes allocated at txbuf */
 	Tileatom__Response *last;  /* the last decoded response (kept for pointers) */
+	tac_fw_response fast;      /* storage of responses the fast decoder took (last may
+	                              point to fast.resp; tac_fastwire.c) */
 	char server_version[64];   /* from the handshake */
 	char server_backend[32];   /* from the handshake */
 	uint32_t max_frame;        /* the daemon's frame limit from the handshake (or the

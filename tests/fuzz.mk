@@ -29,10 +29,11 @@ FUZZ_SRCS = $(srcdir)/tests/fuzz_dispatch.c \
 	$(srcdir)/daemon/metrics.c $(srcdir)/daemon/server.c $(srcdir)/daemon/shmbuf.c \
 	$(srcdir)/daemon/wirecheck.c $(srcdir)/daemon/fastwire.c \
 	$(srcdir)/tacore/ta_plan.c $(srcdir)/kernels/ta_lower.c $(srcdir)/kernels/ta_cuda_none.c \
-	$(srcdir)/proto/ta_frame.c $(srcdir)/proto/ta_auth.c proto/tileatom.pb-c.c
+	$(srcdir)/proto/ta_frame.c $(srcdir)/proto/ta_auth.c proto/tileatom.pb-c.c \
+	$(srcdir)/proto/ta_wireschema.c
 FUZZ_NOCOV_OBJS = tests/fuzz_ta_cpu.o tests/fuzz_ta_types.o
 FUZZ_DEPS = $(srcdir)/daemon/*.h $(srcdir)/tacore/*.h $(srcdir)/kernels/*.h $(srcdir)/tacore/ta_ops.def \
-	$(srcdir)/proto/ta_frame.h $(srcdir)/proto/ta_auth.h $(srcdir)/tests/fastwire_diff.h $(PROTO_GEN)
+	$(srcdir)/proto/ta_frame.h $(srcdir)/proto/ta_auth.h $(srcdir)/proto/ta_wireschema.h $(srcdir)/tests/fastwire_diff.h $(PROTO_GEN)
 EXTRA_DIST += tests/fuzz_dispatch.c tests/fuzz_dispatch.dict tests/fuzz_seeds.c
 CLEANFILES += tests/fuzz_dispatch tests/fuzz_seeds $(FUZZ_NOCOV_OBJS)
 

@@ -1,0 +1,497 @@
+/* tac_fastwire.c: the client library's hot-path wire codec (see tac_fastwire.h).
+ *
+ * Encoding: tac_fastwire_plan sizes every nested message once (Arrays, Region, addressing,
+ * Options, the body, the Request), declining what it does not write (another body, unknown
+ * fields, a shared buffer, Options.old_into, a negative enum, more than TAC_FW_MAX_INDICES
+ * index arrays); tac_fastwire_write then writes the fields in field-number order (the order
+ * of proto/ta_wireschema.c's table, checked at init), skipping zero scalars, NULL or empty
+ * strings, empty bytes and empty packed fields, and writing every non-NULL message, as
+ * protobuf_c_message_pack does for proto3 fields.
+ *
+ * Decoding: one pass per message with the shared tables; declined (so that protobuf-c
+ * answers exactly as before) are an unknown field or wire type, a singular field given
+ * twice or a second body, a message string (only errors have one), a non-empty ping body,
+ * a shared buffer, a non-packed shape, more than TAC_FW_MAX_SHAPE extents, a varint of
+ * more than 10 bytes or whose 10th byte is over 1, and an enum beyond INT32_MAX or longer
+ * than 5 bytes. Empty bytes get data NULL and an empty packed shape a NULL array, as
+ * protobuf-c gives them. */
+#include "tac_fastwire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- encoding ------------------------------------------------------------------------ */
+
+/* The tag (key) of slot s in message table t with wire type w. */
+static inline uint64_t mtag(const fw_table *t, fw_slot s, unsigned w)
+{
+	return ((uint64_t)t->number[s] << 3) | w;
+}
+
+/* Bytes of a length-delimited field of slot s in t holding n bytes. */
+static inline size_t mlen_field(const fw_table *t, fw_slot s, size_t n)
+{
+	return vsize(mtag(t, s, FW_LEN)) + vsize(n) + n;
+}
+
+/* Bytes of a varint field of slot s in t holding v (0: omitted). */
+static inline size_t mvar_field(const fw_table *t, fw_slot s, uint64_t v)
+{
+	return v ? vsize(mtag(t, s, FW_VARINT)) + vsize(v) : 0;
+}
+
+/* Writes a varint field (nothing when v is 0). */
+static inline uint8_t *mwr_var(uint8_t *p, const fw_table *t, fw_slot s, uint64_t v)
+{
+	if (!v)
+		return p;
+	p = wr_varint(p, mtag(t, s, FW_VARINT));
+	return wr_varint(p, v);
+}
+
+/* Writes the tag and length of a length-delimited field. */
+static inline uint8_t *mwr_head(uint8_t *p, const fw_table *t, fw_slot s, size_t n)
+{
+	p = wr_varint(p, mtag(t, s, FW_LEN));
+	return wr_varint(p, n);
+}
+
+/* Bytes of n int64 values packed. */
+static inline size_t packed_size(const int64_t *v, size_t n)
+{
+	size_t bytes = 0;
+	for (size_t i = 0; i < n; i++)
+		bytes += vsize((uint64_t)v[i]);
+	return bytes;
+}
+
+/* Writes n int64 values packed (their tag and length first); nothing when n is 0. */
+static inline uint8_t *wr_packed(uint8_t *p, const fw_table *t, fw_slot s, const int64_t *v,
+                                 size_t n, size_t bytes)
+{
+	if (!n)
+		return p;
+	p = mwr_head(p, t, s, bytes);
+	for (size_t i = 0; i < n; i++)
+		p = wr_varint(p, (uint64_t)v[i]);
+	return p;
+}
+
+/* Sizes an Array; false when the encoder does not take it. */
+static bool plan_array(const Tileatom__Array *a, tac_fw_array_size *sz)
+{
+	const fw_table *t = &fw_tables[FW_M_ARRAY];
+	if (a->base.n_unknown_fields || a->shared || (int)a->dtype < 0 || (a->n_shape && !a->shape) ||
+	    (a->data.len && !a->data.data))
+		return false;
+	sz->shape = packed_size(a->shape, a->n_shape);
+	sz->msg = mvar_field(t, FW_ARRAY_DTYPE, (uint64_t)a->dtype) +
+	          (a->n_shape ? mlen_field(t, FW_ARRAY_SHAPE, sz->shape) : 0) +
+	          (a->data.len ? mlen_field(t, FW_ARRAY_DATA, a->data.len) : 0);
+	return true;
+}
+
+/* Writes an Array sized by plan_array (its tag and length first, as field s of t). */
+static uint8_t *wr_array(uint8_t *p, const fw_table *t, fw_slot s, const Tileatom__Array *a,
+                         const tac_fw_array_size *sz)
+{
+	const fw_table *at = &fw_tables[FW_M_ARRAY];
+	p = mwr_head(p, t, s, sz->msg);
+	p = mwr_var(p, at, FW_ARRAY_DTYPE, (uint64_t)a->dtype);
+	p = wr_packed(p, at, FW_ARRAY_SHAPE, a->shape, a->n_shape, sz->shape);
+	if (a->data.len) {
+		p = mwr_head(p, at, FW_ARRAY_DATA, a->data.len);
+		memcpy(p, a->data.data, a->data.len);
+		p += a->data.len;
+	}
+	return p;
+}
+
+/* The fields of the three atomic request bodies, in their field order. */
+typedef struct body_view {
+	fw_msg msg;                         /* which body message */
+	const char *tile;                   /* tile */
+	int op;                             /* op */
+	const Tileatom__Region *region;     /* region (or NULL) */
+	const Tileatom__ScatterAddr *saddr; /* scatter addressing (or NULL) */
+	const Tileatom__IndexedAddr *iaddr; /* indexed addressing (or NULL) */
+	const Tileatom__Array *values;      /* values (or NULL) */
+	const Tileatom__Array *compare;     /* compare (or NULL) */
+	const Tileatom__Options *options;   /* options (or NULL) */
+	size_t tile_len;                    /* strlen(tile), 0 when NULL */
+} body_view;
+
+/* Reads req's body into *v; false for a body the encoder does not write. */
+static bool view_body(const Tileatom__Request *req, body_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	const ProtobufCMessage *base;
+	switch (req->body_case) {
+	case TILEATOM__REQUEST__BODY_ELEMENTWISE: {
+		const Tileatom__ElementwiseAtomicRequest *b = req->elementwise;
+		if (!b)
+			return false;
+		base = &b->base;
+		*v = (body_view){FW_M_ELEMENTWISE, b->tile,   (int)b->op, b->region, NULL, NULL,
+		                 b->values,        b->compare, b->options, 0};
+		break;
+	}
+	case TILEATOM__REQUEST__BODY_SCATTER: {
+		const Tileatom__ScatterAtomicRequest *b = req->scatter;
+		if (!b)
+			return false;
+		base = &b->base;
+		*v = (body_view){FW_M_SCATTER, b->tile, (int)b->op, b->region, b->addr, NULL,
+		                 b->values,    NULL,    b->options, 0};
+		break;
+	}
+	case TILEATOM__REQUEST__BODY_INDEXED: {
+		const Tileatom__IndexedAtomicRequest *b = req->indexed;
+		if (!b)
+			return false;
+		base = &b->base;
+		*v = (body_view){FW_M_INDEXED, b->tile,   (int)b->op, b->region, NULL, b->addr,
+		                 b->values,    b->compare, b->options, 0};
+		break;
+	}
+	default:
+		return false;
+	}
+	if (base->n_unknown_fields || v->op < 0)
+		return false;
+	v->tile_len = v->tile ? strlen(v->tile) : 0;
+	return true;
+}
+
+/* Sizes the body of v (and everything in it) into plan->body; false when declined. */
+static bool plan_body(const body_view *v, tac_fw_plan *plan)
+{
+	const fw_table *t = &fw_tables[v->msg];
+	size_t n = (v->tile_len ? mlen_field(t, FW_RMW_TILE, v->tile_len) : 0) +
+	           mvar_field(t, FW_RMW_OP, (uint64_t)v->op);
+	if (v->region) {
+		const Tileatom__Region *r = v->region;
+		const fw_table *rt = &fw_tables[FW_M_REGION];
+		if (r->base.n_unknown_fields || (r->n_origin && !r->origin) || (r->n_shape && !r->shape))
+			return false;
+		plan->region_origin = packed_size(r->origin, r->n_origin);
+		plan->region_shape = packed_size(r->shape, r->n_shape);
+		plan->region =
+		    (r->n_origin ? mlen_field(rt, FW_REGION_ORIGIN, plan->region_origin) : 0) +
+		    (r->n_shape ? mlen_field(rt, FW_REGION_SHAPE, plan->region_shape) : 0);
+		n += mlen_field(t, FW_RMW_REGION, plan->region);
+	}
+	if (v->saddr) {
+		const Tileatom__ScatterAddr *a = v->saddr;
+		const fw_table *st = &fw_tables[FW_M_SADDR];
+		if (a->base.n_unknown_fields)
+			return false;
+		plan->addr = mvar_field(st, FW_SADDR_DIM, a->dim);
+		if (a->indices) {
+			if (!plan_array(a->indices, &plan->index[0]))
+				return false;
+			plan->addr += mlen_field(st, FW_SADDR_INDICES, plan->index[0].msg);
+		}
+		n += mlen_field(t, FW_RMW_SCATTER_ADDR, plan->addr);
+	}
+	if (v->iaddr) {
+		const Tileatom__IndexedAddr *a = v->iaddr;
+		const fw_table *it = &fw_tables[FW_M_IADDR];
+		if (a->base.n_unknown_fields || a->n_indices > TAC_FW_MAX_INDICES ||
+		    (a->n_indices && !a->indices))
+			return false;
+		plan->addr = mvar_field(it, FW_IADDR_FLAT, a->flat != 0);
+		for (size_t i = 0; i < a->n_indices; i++) {
+			if (!a->indices[i] || !plan_array(a->indices[i], &plan->index[i]))
+				return false;
+			plan->addr += mlen_field(it, FW_IADDR_INDICES, plan->index[i].msg);
+		}
+		n += mlen_field(t, FW_RMW_INDEXED_ADDR, plan->addr);
+	}
+	if (v->values) {
+		if (!plan_array(v->values, &plan->values))
+			return false;
+		n += mlen_field(t, FW_RMW_VALUES, plan->values.msg);
+	}
+	if (v->compare) {
+		if (!plan_array(v->compare, &plan->compare))
+			return false;
+		n += mlen_field(t, FW_RMW_COMPARE, plan->compare.msg);
+	}
+	if (v->options) {
+		const Tileatom__Options *o = v->options;
+		const fw_table *ot = &fw_tables[FW_M_OPTIONS];
+		if (o->base.n_unknown_fields || o->old_into || (int)o->sem < 0 ||
+		    (int)o->scope < 0 || (int)o->space < 0)
+			return false;
+		plan->options = mvar_field(ot, FW_OPT_SEM, (uint64_t)o->sem) +
+		                mvar_field(ot, FW_OPT_SCOPE, (uint64_t)o->scope) +
+		                mvar_field(ot, FW_OPT_SPACE, (uint64_t)o->space) +
+		                mvar_field(ot, FW_OPT_NO_BOUNDS, o->no_bounds_check != 0) +
+		                mvar_field(ot, FW_OPT_WANT_OLD, o->want_old != 0);
+		if (o->mask) {
+			if (!plan_array(o->mask, &plan->mask))
+				return false;
+			plan->options += mlen_field(ot, FW_OPT_MASK, plan->mask.msg);
+		}
+		n += mlen_field(t, FW_RMW_OPTIONS, plan->options);
+	}
+	plan->body = n;
+	return true;
+}
+
+bool tac_fastwire_plan(const Tileatom__Request *req, tac_fw_plan *plan)
+{
+	ta_wireschema_init();
+	const fw_table *t = &fw_tables[FW_M_REQUEST];
+	if (req->base.n_unknown_fields)
+		return false;
+	size_t size = mvar_field(t, FW_REQ_ID, req->id);
+	if (req->body_case == TILEATOM__REQUEST__BODY_PING) {
+		if (!req->ping || req->ping->base.n_unknown_fields)
+			return false;
+		plan->body = 0;
+		plan->size = size + mlen_field(t, FW_REQ_PING, 0);
+		return true;
+	}
+	body_view v;
+	if (!view_body(req, &v) || !plan_body(&v, plan))
+		return false;
+	fw_slot s = v.msg == FW_M_ELEMENTWISE ? FW_REQ_ELEMENTWISE
+	            : v.msg == FW_M_SCATTER   ? FW_REQ_SCATTER
+	                                      : FW_REQ_INDEXED;
+	plan->size = size + mlen_field(t, s, plan->body);
+	return true;
+}
+
+uint8_t *tac_fastwire_write(const Tileatom__Request *req, const tac_fw_plan *plan, uint8_t *p)
+{
+	const fw_table *t = &fw_tables[FW_M_REQUEST];
+	uint8_t *start = p;
+	p = mwr_var(p, t, FW_REQ_ID, req->id);
+	if (req->body_case == TILEATOM__REQUEST__BODY_PING) {
+		p = mwr_head(p, t, FW_REQ_PING, 0);
+	} else {
+		body_view v;
+		if (!view_body(req, &v))
+			abort(); /* planned, so taken: a bug in this file */
+		fw_slot s = v.msg == FW_M_ELEMENTWISE ? FW_REQ_ELEMENTWISE
+		            : v.msg == FW_M_SCATTER   ? FW_REQ_SCATTER
+		                                      : FW_REQ_INDEXED;
+		p = mwr_head(p, t, s, plan->body);
+		const fw_table *bt = &fw_tables[v.msg];
+		if (v.tile_len) {
+			p = mwr_head(p, bt, FW_RMW_TILE, v.tile_len);
+			memcpy(p, v.tile, v.tile_len);
+			p += v.tile_len;
+		}
+		p = mwr_var(p, bt, FW_RMW_OP, (uint64_t)v.op);
+		if (v.region) {
+			const fw_table *rt = &fw_tables[FW_M_REGION];
+			p = mwr_head(p, bt, FW_RMW_REGION, plan->region);
+			p = wr_packed(p, rt, FW_REGION_ORIGIN, v.region->origin, v.region->n_origin,
+			              plan->region_origin);
+			p = wr_packed(p, rt, FW_REGION_SHAPE, v.region->shape, v.region->n_shape,
+			              plan->region_shape);
+		}
+		if (v.saddr) {
+			const fw_table *st = &fw_tables[FW_M_SADDR];
+			p = mwr_head(p, bt, FW_RMW_SCATTER_ADDR, plan->addr);
+			p = mwr_var(p, st, FW_SADDR_DIM, v.saddr->dim);
+			if (v.saddr->indices)
+				p = wr_array(p, st, FW_SADDR_INDICES, v.saddr->indices, &plan->index[0]);
+		}
+		if (v.iaddr) {
+			const fw_table *it = &fw_tables[FW_M_IADDR];
+			p = mwr_head(p, bt, FW_RMW_INDEXED_ADDR, plan->addr);
+			for (size_t i = 0; i < v.iaddr->n_indices; i++)
+				p = wr_array(p, it, FW_IADDR_INDICES, v.iaddr->indices[i],
+				             &plan->index[i]);
+			p = mwr_var(p, it, FW_IADDR_FLAT, v.iaddr->flat != 0);
+		}
+		if (v.values)
+			p = wr_array(p, bt, FW_RMW_VALUES, v.values, &plan->values);
+		if (v.compare)
+			p = wr_array(p, bt, FW_RMW_COMPARE, v.compare, &plan->compare);
+		if (v.options) {
+			const Tileatom__Options *o = v.options;
+			const fw_table *ot = &fw_tables[FW_M_OPTIONS];
+			p = mwr_head(p, bt, FW_RMW_OPTIONS, plan->options);
+			p = mwr_var(p, ot, FW_OPT_SEM, (uint64_t)o->sem);
+			p = mwr_var(p, ot, FW_OPT_SCOPE, (uint64_t)o->scope);
+			p = mwr_var(p, ot, FW_OPT_SPACE, (uint64_t)o->space);
+			p = mwr_var(p, ot, FW_OPT_NO_BOUNDS, o->no_bounds_check != 0);
+			p = mwr_var(p, ot, FW_OPT_WANT_OLD, o->want_old != 0);
+			if (o->mask)
+				p = wr_array(p, ot, FW_OPT_MASK, o->mask, &plan->mask);
+		}
+	}
+	if ((size_t)(p - start) != plan->size)
+		abort(); /* the plan and the writes disagree: a bug in this file */
+	return p;
+}
+
+/* ---- decoding ------------------------------------------------------------------------ */
+
+/* Reads an enum the way protobuf-c keeps it whole (at most 5 bytes, 0..INT32_MAX). */
+static inline bool rd_enum(const uint8_t **p, const uint8_t *end, int *out)
+{
+	uint64_t v;
+	if (!rd_small(p, end, INT32_MAX, &v))
+		return false;
+	*out = (int)v;
+	return true;
+}
+
+/* Decodes an old-values Array into out->old. */
+static bool dec_old(tac_fw_response *out, const uint8_t *p, size_t len)
+{
+	Tileatom__Array *a = &out->old;
+	tileatom__array__init(a);
+	const uint8_t *end = p + len;
+	const fw_table *t = &fw_tables[FW_M_ARRAY];
+	uint64_t seen = 0;
+	size_t n;
+	while (p < end) {
+		fw_slot s = rd_tag(&p, end, t);
+		if (s == FW_NONE || !first_time(&seen, s))
+			return false;
+		switch (s) {
+		case FW_ARRAY_DTYPE: {
+			int v;
+			if (!rd_enum(&p, end, &v))
+				return false;
+			a->dtype = (Tileatom__DType)v;
+			break;
+		}
+		case FW_ARRAY_SHAPE: {
+			if (!rd_len(&p, end, &n))
+				return false;
+			const uint8_t *q = p, *qend = p + n;
+			size_t count = 0;
+			while (q < qend) {
+				uint64_t x;
+				if (count == TAC_FW_MAX_SHAPE || !rd_varint(&q, qend, &x))
+					return false;
+				out->old_shape[count++] = (int64_t)x;
+			}
+			a->n_shape = count;
+			a->shape = count ? out->old_shape : NULL;
+			p = qend;
+			break;
+		}
+		case FW_ARRAY_DATA:
+			if (!rd_len(&p, end, &n))
+				return false;
+			if (n) {
+				if (n > out->old_data_cap) {
+					uint8_t *nd = malloc(n);
+					if (!nd)
+						return false;
+					free(out->old_data);
+					out->old_data = nd;
+					out->old_data_cap = n;
+				}
+				memcpy(out->old_data, p, n);
+				a->data.data = out->old_data;
+			}
+			a->data.len = n;
+			p += n;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Decodes an OpResponse into out->op. */
+static bool dec_op(tac_fw_response *out, const uint8_t *p, size_t len)
+{
+	Tileatom__OpResponse *op = &out->op;
+	tileatom__op_response__init(op);
+	const uint8_t *end = p + len;
+	const fw_table *t = &fw_tables[FW_M_OPRESPONSE];
+	uint64_t seen = 0;
+	size_t n;
+	while (p < end) {
+		fw_slot s = rd_tag(&p, end, t);
+		if (s == FW_NONE || !first_time(&seen, s))
+			return false;
+		switch (s) {
+		case FW_OPR_OLD:
+			if (!rd_len(&p, end, &n) || !dec_old(out, p, n))
+				return false;
+			op->old = &out->old;
+			p += n;
+			break;
+		case FW_OPR_SKIPPED:
+			if (!rd_varint(&p, end, &op->skipped))
+				return false;
+			break;
+		case FW_OPR_APPLIED:
+			if (!rd_varint(&p, end, &op->applied))
+				return false;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
+}
+
+Tileatom__Response *tac_fastwire_decode_response(tac_fw_response *out, const uint8_t *data,
+                                                 size_t len)
+{
+	ta_wireschema_init();
+	Tileatom__Response *r = &out->resp;
+	tileatom__response__init(r);
+	const uint8_t *p = data, *end = data + len;
+	const fw_table *t = &fw_tables[FW_M_RESPONSE];
+	uint64_t seen = 0;
+	size_t n;
+	while (p < end) {
+		fw_slot s = rd_tag(&p, end, t);
+		if (s == FW_NONE || !first_time(&seen, s))
+			return NULL;
+		switch (s) {
+		case FW_RESP_ID:
+			if (!rd_varint(&p, end, &r->id))
+				return NULL;
+			break;
+		case FW_RESP_STATUS: {
+			int v;
+			if (!rd_enum(&p, end, &v))
+				return NULL;
+			r->status = (Tileatom__Status)v;
+			break;
+		}
+		case FW_RESP_PING:
+			if (r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET ||
+			    !rd_len(&p, end, &n) || n != 0)
+				return NULL;
+			tileatom__ping_response__init(&out->ping);
+			r->body_case = TILEATOM__RESPONSE__BODY_PING;
+			r->ping = &out->ping;
+			break;
+		case FW_RESP_OP:
+			if (r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET ||
+			    !rd_len(&p, end, &n) || !dec_op(out, p, n))
+				return NULL;
+			r->body_case = TILEATOM__RESPONSE__BODY_OP;
+			r->op = &out->op;
+			p += n;
+			break;
+		default: /* the message (errors only) and anything else: protobuf-c */
+			return NULL;
+		}
+	}
+	return r;
+}
+
+void tac_fastwire_response_free(tac_fw_response *out)
+{
+	free(out->old_data);
+	out->old_data = NULL;
+	out->old_data_cap = 0;
+}

@@ -1,0 +1,73 @@
+/* tac_fastwire.h: libtileatom-client's direct encoder of the hot requests and one-pass
+ * decoder of their responses, the mirror image of daemon/fastwire.c, built on the field
+ * table of proto/ta_wireschema.h. The encoder writes ping and the element-wise, scatter
+ * and indexed atomic requests byte for byte as protobuf_c_message_pack does; the decoder
+ * reads a Response holding an id, a status and a ping or OpResponse body (old values,
+ * skipped, applied) into the same structures tileatom__response__unpack builds. Anything
+ * else (another body, a shared buffer, Options.old_into, a message string, an unknown or
+ * repeated field, an unusual varint) is declined and goes through protobuf-c as before.
+ * Internal to the library. */
+#ifndef TAC_FASTWIRE_H
+#define TAC_FASTWIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ta_wireschema.h"
+#include "tileatom.pb-c.h"
+
+/* Index arrays of an IndexedAddr the encoder takes (more: protobuf-c). */
+#define TAC_FW_MAX_INDICES 8
+/* Extents of an old-values Array the decoder takes (more: protobuf-c). */
+#define TAC_FW_MAX_SHAPE 8
+
+/* Sizes of one Array message, worked out before writing it. */
+typedef struct tac_fw_array_size {
+	size_t msg;   /* bytes of the Array message */
+	size_t shape; /* bytes of its packed shape */
+} tac_fw_array_size;
+
+/* The sizes of a request's nested messages, from tac_fastwire_plan for tac_fastwire_write. */
+typedef struct tac_fw_plan {
+	size_t size;                                  /* the whole Request payload's bytes */
+	size_t body;                                  /* the body message's bytes */
+	size_t region;                                /* Region's bytes */
+	size_t region_origin;                         /* its packed origin's bytes */
+	size_t region_shape;                          /* its packed shape's bytes */
+	size_t addr;                                  /* ScatterAddr's / IndexedAddr's bytes */
+	size_t options;                               /* Options' bytes */
+	tac_fw_array_size values;                     /* the values Array */
+	tac_fw_array_size compare;                    /* the compare Array */
+	tac_fw_array_size mask;                       /* Options.mask */
+	tac_fw_array_size index[TAC_FW_MAX_INDICES];  /* the index Arrays (ScatterAddr: [0]) */
+} tac_fw_plan;
+
+/* Storage of one response decoded by tac_fastwire_decode_response (one per client). */
+typedef struct tac_fw_response {
+	Tileatom__Response resp;             /* the decoded response (what c->last points to) */
+	Tileatom__OpResponse op;             /* its op body */
+	Tileatom__PingResponse ping;         /* its ping body */
+	Tileatom__Array old;                 /* OpResponse.old */
+	int64_t old_shape[TAC_FW_MAX_SHAPE]; /* old's extents */
+	uint8_t *old_data;                   /* malloc'd copy of old's bytes (aligned as
+	                                        protobuf-c's copy is) */
+	size_t old_data_cap;                 /* bytes allocated at old_data */
+} tac_fw_response;
+
+/* True when the fast encoder takes req; *plan gets its sizes (plan->size: the payload). */
+TA_WS_HIDDEN bool tac_fastwire_plan(const Tileatom__Request *req, tac_fw_plan *plan);
+
+/* Writes req, planned by tac_fastwire_plan, at p (plan->size bytes); returns p + size. */
+TA_WS_HIDDEN uint8_t *tac_fastwire_write(const Tileatom__Request *req, const tac_fw_plan *plan, uint8_t *p);
+
+/* Decodes len bytes at data as a Response of a hot shape into *out (its storage reused,
+ * its old values copied); returns &out->resp, or NULL when declined (out may then hold
+ * anything: it is not a response). */
+TA_WS_HIDDEN Tileatom__Response *tac_fastwire_decode_response(tac_fw_response *out, const uint8_t *data,
+                                                 size_t len);
+
+/* Frees out's allocations (not out itself). */
+TA_WS_HIDDEN void tac_fastwire_response_free(tac_fw_response *out);
+
+#endif /* TAC_FASTWIRE_H */
