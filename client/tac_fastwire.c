@@ -81,8 +81,8 @@ static inline uint8_t *wr_packed(uint8_t *p, const fw_table *t, fw_slot s, const
 static bool plan_array(const Tileatom__Array *a, tac_fw_array_size *sz)
 {
 	const fw_table *t = &fw_tables[FW_M_ARRAY];
-	if (a->base.n_unknown_fields || a->shared || (int)a->dtype < 0 || (a->n_shape && !a->shape) ||
-	    (a->data.len && !a->data.data))
+	if (a->base.n_unknown_fields || a->shared || (int)a->dtype < 0 ||
+	    (a->n_shape && !a->shape) || (a->data.len && !a->data.data))
 		return false;
 	sz->shape = packed_size(a->shape, a->n_shape);
 	sz->msg = mvar_field(t, FW_ARRAY_DTYPE, (uint64_t)a->dtype) +
@@ -132,7 +132,7 @@ static bool view_body(const Tileatom__Request *req, body_view *v)
 		if (!b)
 			return false;
 		base = &b->base;
-		*v = (body_view){FW_M_ELEMENTWISE, b->tile,   (int)b->op, b->region, NULL, NULL,
+		*v = (body_view){FW_M_ELEMENTWISE, b->tile,    (int)b->op, b->region, NULL, NULL,
 		                 b->values,        b->compare, b->options, 0};
 		break;
 	}
@@ -141,8 +141,8 @@ static bool view_body(const Tileatom__Request *req, body_view *v)
 		if (!b)
 			return false;
 		base = &b->base;
-		*v = (body_view){FW_M_SCATTER, b->tile, (int)b->op, b->region, b->addr, NULL,
-		                 b->values,    NULL,    b->options, 0};
+		*v = (body_view){FW_M_SCATTER, b->tile,   (int)b->op, b->region,  b->addr,
+		                 NULL,         b->values, NULL,       b->options, 0};
 		break;
 	}
 	case TILEATOM__REQUEST__BODY_INDEXED: {
@@ -150,8 +150,8 @@ static bool view_body(const Tileatom__Request *req, body_view *v)
 		if (!b)
 			return false;
 		base = &b->base;
-		*v = (body_view){FW_M_INDEXED, b->tile,   (int)b->op, b->region, NULL, b->addr,
-		                 b->values,    b->compare, b->options, 0};
+		*v = (body_view){FW_M_INDEXED, b->tile,   (int)b->op, b->region,  NULL,
+		                 b->addr,      b->values, b->compare, b->options, 0};
 		break;
 	}
 	default:
@@ -172,7 +172,8 @@ static bool plan_body(const body_view *v, tac_fw_plan *plan)
 	if (v->region) {
 		const Tileatom__Region *r = v->region;
 		const fw_table *rt = &fw_tables[FW_M_REGION];
-		if (r->base.n_unknown_fields || (r->n_origin && !r->origin) || (r->n_shape && !r->shape))
+		if (r->base.n_unknown_fields || (r->n_origin && !r->origin) ||
+		    (r->n_shape && !r->shape))
 			return false;
 		plan->region_origin = packed_size(r->origin, r->n_origin);
 		plan->region_shape = packed_size(r->shape, r->n_shape);
@@ -299,7 +300,8 @@ uint8_t *tac_fastwire_write(const Tileatom__Request *req, const tac_fw_plan *pla
 			p = mwr_head(p, bt, FW_RMW_SCATTER_ADDR, plan->addr);
 			p = mwr_var(p, st, FW_SADDR_DIM, v.saddr->dim);
 			if (v.saddr->indices)
-				p = wr_array(p, st, FW_SADDR_INDICES, v.saddr->indices, &plan->index[0]);
+				p = wr_array(p, st, FW_SADDR_INDICES, v.saddr->indices,
+				             &plan->index[0]);
 		}
 		if (v.iaddr) {
 			const fw_table *it = &fw_tables[FW_M_IADDR];

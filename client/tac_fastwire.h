@@ -30,17 +30,17 @@ typedef struct tac_fw_array_size {
 
 /* The sizes of a request's nested messages, from tac_fastwire_plan for tac_fastwire_write. */
 typedef struct tac_fw_plan {
-	size_t size;                                  /* the whole Request payload's bytes */
-	size_t body;                                  /* the body message's bytes */
-	size_t region;                                /* Region's bytes */
-	size_t region_origin;                         /* its packed origin's bytes */
-	size_t region_shape;                          /* its packed shape's bytes */
-	size_t addr;                                  /* ScatterAddr's / IndexedAddr's bytes */
-	size_t options;                               /* Options' bytes */
-	tac_fw_array_size values;                     /* the values Array */
-	tac_fw_array_size compare;                    /* the compare Array */
-	tac_fw_array_size mask;                       /* Options.mask */
-	tac_fw_array_size index[TAC_FW_MAX_INDICES];  /* the index Arrays (ScatterAddr: [0]) */
+	size_t size;                                 /* the whole Request payload's bytes */
+	size_t body;                                 /* the body message's bytes */
+	size_t region;                               /* Region's bytes */
+	size_t region_origin;                        /* its packed origin's bytes */
+	size_t region_shape;                         /* its packed shape's bytes */
+	size_t addr;                                 /* ScatterAddr's / IndexedAddr's bytes */
+	size_t options;                              /* Options' bytes */
+	tac_fw_array_size values;                    /* the values Array */
+	tac_fw_array_size compare;                   /* the compare Array */
+	tac_fw_array_size mask;                      /* Options.mask */
+	tac_fw_array_size index[TAC_FW_MAX_INDICES]; /* the index Arrays (ScatterAddr: [0]) */
 } tac_fw_plan;
 
 /* Storage of one response decoded by tac_fastwire_decode_response (one per client). */
@@ -59,13 +59,14 @@ typedef struct tac_fw_response {
 TA_WS_HIDDEN bool tac_fastwire_plan(const Tileatom__Request *req, tac_fw_plan *plan);
 
 /* Writes req, planned by tac_fastwire_plan, at p (plan->size bytes); returns p + size. */
-TA_WS_HIDDEN uint8_t *tac_fastwire_write(const Tileatom__Request *req, const tac_fw_plan *plan, uint8_t *p);
+TA_WS_HIDDEN uint8_t *tac_fastwire_write(const Tileatom__Request *req, const tac_fw_plan *plan,
+                                         uint8_t *p);
 
 /* Decodes len bytes at data as a Response of a hot shape into *out (its storage reused,
  * its old values copied); returns &out->resp, or NULL when declined (out may then hold
  * anything: it is not a response). */
-TA_WS_HIDDEN Tileatom__Response *tac_fastwire_decode_response(tac_fw_response *out, const uint8_t *data,
-                                                 size_t len);
+TA_WS_HIDDEN Tileatom__Response *tac_fastwire_decode_response(tac_fw_response *out,
+                                                              const uint8_t *data, size_t len);
 
 /* Frees out's allocations (not out itself). */
 TA_WS_HIDDEN void tac_fastwire_response_free(tac_fw_response *out);

@@ -1,7 +1,8 @@
 /* fastwire.c: the hot requests' decoder and the hot responses' encoder (see fastwire.h).
  *
  * Decoding is one pass over the bytes per message: read a tag, find the field's slot in a
- * small table indexed by field number (filled from the descriptors at init), check its
+ * small table indexed by field number (proto/ta_wireschema.c's, shared with the client
+ * library's codec and filled from the descriptors at init), check its
  * wire type, and store the value into the protobuf-c structure (initialised with its
  * generated _init, allocated from the request's arena). What protobuf-c accepts but this
  * decoder does not take, so that the generic path answers it exactly as before: a field

@@ -5,8 +5,9 @@
  * anything they do not fully understand (an unknown or repeated field, a shared buffer, an
  * unusual varint, a string that is not UTF-8 without NUL, another message) is "not mine"
  * and the caller uses protobuf-c (with wirecheck.c's string check). Field numbers and types
- * come from the protobuf-c descriptors (looked up by name once; a .proto change they do
- * not expect aborts the process with a message naming the field). */
+ * come from the protobuf-c descriptors (proto/ta_wireschema.c, shared with the client
+ * library's codec: looked up by name once; a .proto change they do not expect aborts the
+ * process with a message naming the field). */
 #ifndef TA_DAEMON_FASTWIRE_H
 #define TA_DAEMON_FASTWIRE_H
 
@@ -17,8 +18,9 @@
 #include "ta_frame.h"
 #include "tileatom.pb-c.h"
 
-/* Checks the descriptors against what the decoder and encoder expect (once per process;
- * later calls return at once). Aborts with a message when the schema changed under them. */
+/* Checks the descriptors against what the decoder and encoder expect (ta_wireschema_init:
+ * once per process; later calls return at once). Aborts with a message when the schema
+ * changed under them. */
 void ta_fastwire_init(void);
 
 /* Decodes len bytes at data as a Request of a hot shape into arena memory (the same

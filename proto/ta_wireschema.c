@@ -224,21 +224,24 @@ static void fw_fill(void)
 		count[s->msg]++;
 	}
 	static const struct {
-		fw_msg msg;      /* a message the request encoder writes */
-		unsigned extra;  /* its fields the encoder declines (not in fw_specs) */
+		fw_msg msg;     /* a message the request encoder writes */
+		unsigned extra; /* its fields the encoder declines (not in fw_specs) */
 	} complete[] = {{FW_M_ELEMENTWISE, 0}, {FW_M_SCATTER, 0}, {FW_M_INDEXED, 0},
 	                {FW_M_REGION, 0},      {FW_M_OPTIONS, 1}, {FW_M_SADDR, 0},
 	                {FW_M_IADDR, 0}};
 	for (size_t i = 0; i < sizeof(complete) / sizeof(complete[0]); i++)
-		if (fw_descs[complete[i].msg]->n_fields != count[complete[i].msg] + complete[i].extra)
-			fw_schema_fail(&fw_specs[0], "a request message has fields the encoder does "
-			                             "not write");
+		if (fw_descs[complete[i].msg]->n_fields !=
+		    count[complete[i].msg] + complete[i].extra)
+			fw_schema_fail(&fw_specs[0],
+			               "a request message has fields the encoder does "
+			               "not write");
 	const ProtobufCMessageDescriptor *qd = &tileatom__request__descriptor;
 	for (unsigned i = 0; i < qd->n_fields; i++) {
 		const ProtobufCFieldDescriptor *f = &qd->fields[i];
 		if (!(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
 		    (f->id >= FW_MAX_NUMBER || fw_tables[FW_M_REQUEST].slot[f->id] == FW_NONE))
-			fw_schema_fail(&fw_specs[0], "Request has a field the encoder does not write");
+			fw_schema_fail(&fw_specs[0],
+			               "Request has a field the encoder does not write");
 	}
 	if (tileatom__ping_request__descriptor.n_fields != 0)
 		fw_schema_fail(&fw_specs[0], "PingRequest has new fields");

@@ -196,7 +196,6 @@ static inline bool ascii_no_nul(const uint8_t *s, size_t n)
 	return true;
 }
 
-
 /* ---- writing ------------------------------------------------------------------------- */
 
 /* Bytes of v as a varint. */
@@ -254,6 +253,5 @@ static inline uint8_t *wr_len_head(uint8_t *p, fw_slot s, size_t n)
 	p = wr_varint(p, tag_of(s, FW_LEN));
 	return wr_varint(p, n);
 }
-
 
 #endif /* TA_PROTO_WIRESCHEMA_H */
