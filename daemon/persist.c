@@ -31,9 +31,22 @@
  * point leaves either the old snapshot and every log, or the new snapshot and logs whose
  * records it partly covers (skipped on replay).
  *
- * Failure modes: a write or fsync error marks persistence failed: mutations are refused
- * with UNAVAILABLE from then on, connections holding responses are closed (the client
- * cannot know whether its request is durable), and the error is logged once. */
+ * Failure modes (a full disk, a file size limit, an I/O error): a failed write is cut back
+ * (ftruncate) to the last whole record, so that the log never ends in a half record, and
+ * persistence is marked failed: mutations are refused with UNAVAILABLE and a message naming
+ * the problem ("persistence log write failed: No space left on device"), reads go on, the
+ * error is logged once and the refusals once per 10 s with a count.
+ *   --fsync always: the records not yet written are dropped and the connections whose
+ *     responses waited for them get one error response (id 0) and are closed: no request
+ *     is acknowledged whose record is not durable. The failure lasts until a restart.
+ *   everysec / no: the records (already acknowledged) stay in the buffer and the writer
+ *     tries again once a second; when a write succeeds, mutations are accepted again.
+ *   An fsync failure is not retried (the kernel may have dropped the pages): it lasts
+ *   until a restart in every mode.
+ *
+ * Backpressure: the records waiting for the writer are bounded (ta_persist_set_buffer_max):
+ * an append that would pass the bound waits until the writer has taken the buffer, so
+ * that a disk slower than the requests slows the requests instead of growing memory. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -121,6 +134,14 @@ struct ta_persist {
 	uint64_t log_first;                    /* first sequence number of the current log */
 	atomic_uint_least64_t durable_seq;     /* records up to here are durable (always) */
 	atomic_bool failed;                    /* writing failed: mutations refused */
+	bool fail_final;                       /* the failure lasts until a restart (no retry) */
+	char fail_msg[160];                    /* what failed, e.g. "persistence log write
+	                                          failed: File too large" (guarded by mu) */
+	uint64_t buf_max;                      /* bound on len (0: none; backpressure) */
+	uint64_t buf_high;                     /* highest len seen */
+	uint64_t buf_waits;                    /* appends that waited for the bound */
+	int drain_waiters;                     /* appends waiting for the writer now */
+	pthread_cond_t drained;                /* the writer took the buffer, or writing failed */
 	pthread_mutex_t snap_mu;               /* one snapshot at a time */
 	pthread_t writer;                      /* the writer thread */
 	bool writer_started;                   /* writer needs joining */
@@ -222,14 +243,24 @@ static void notify_loop(ta_persist *p)
 		uv_async_send(&p->async);
 }
 
-/* Marks persistence failed (mu held): logged once, the loop told. */
-static void set_failed(ta_persist *p, const char *what, int errnum)
+/* Refused mutations, logged at most once per 10 s with a count. */
+static ta_log_limit refused_limit = TA_LOG_LIMIT_INIT(10, "mutations refused (persistence failed)");
+
+/* Marks persistence failed (mu held): logged once per failure, the loop told. final: the
+ * failure lasts until a restart (else the writer tries again). */
+static void set_failed(ta_persist *p, const char *what, int errnum, bool final)
 {
-	if (!atomic_exchange(&p->failed, true))
-		ta_log(TA_LOG_ERR,
-		       "data directory %s: %s: %s; mutations are refused from now on "
-		       "(restart the daemon once the problem is fixed)",
-		       p->dir, what, strerror(errnum));
+	if (final)
+		p->fail_final = true;
+	if (!atomic_load(&p->failed)) {
+		snprintf(p->fail_msg, sizeof(p->fail_msg), "%s: %s", what, strerror(errnum));
+		atomic_store(&p->failed, true);
+		ta_log(TA_LOG_ERR, "data directory %s: %s; mutations are refused %s", p->dir,
+		       p->fail_msg,
+		       p->fail_final ? "until the daemon is restarted"
+		                     : "until a write succeeds again (tried once a second)");
+	}
+	pthread_cond_broadcast(&p->drained);
 	notify_loop(p);
 }
 
@@ -294,7 +325,7 @@ static void writer_rotate(ta_persist *p)
 	}
 	pthread_mutex_lock(&p->mu);
 	if (e != 0) {
-		set_failed(p, "cannot start a new log", e);
+		set_failed(p, "persistence log rotation failed", e, true);
 		return;
 	}
 	if (p->log_fd >= 0)
@@ -306,7 +337,44 @@ static void writer_rotate(ta_persist *p)
 	atomic_store(&p->durable_seq, first - 1);
 }
 
-/* The writer thread: writes records as they come, fsyncs by the mode, rotates logs. */
+/* Writer, after a failed write of the n bytes at wbuf (mu held): cuts the log back to its
+ * last whole record; with always drops the records (their responses become errors), else
+ * puts them back at the head of the buffer for the next try. */
+static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf, size_t *wcap,
+                          size_t n)
+{
+	if (p->log_fd >= 0 && ftruncate(p->log_fd, (off_t)p->log_bytes) != 0) {
+		set_failed(p, "persistence log write failed and could not be cut back", errno,
+		           true);
+		return;
+	}
+	set_failed(p, what, e, p->mode == TA_FSYNC_ALWAYS);
+	if (p->fail_final)
+		return;
+	if (*wcap - n < p->len) {
+		uint8_t *nb = realloc(*wbuf, n + p->len);
+		if (!nb) {
+			set_failed(p, "out of memory for the log records to retry", ENOMEM, true);
+			return;
+		}
+		*wbuf = nb;
+		*wcap = n + p->len;
+	}
+	if (p->len)
+		memcpy(*wbuf + n, p->buf, p->len);
+	uint8_t *b = p->buf;
+	size_t bcap = p->cap;
+	p->buf = *wbuf;
+	p->cap = *wcap;
+	p->len += n;
+	*wbuf = b;
+	*wcap = bcap;
+	if (p->len > p->buf_high)
+		p->buf_high = p->len;
+}
+
+/* The writer thread: writes records as they come, fsyncs by the mode, rotates logs; after
+ * a failed write (everysec, no) tries again once a second. */
 static void *writer_main(void *arg)
 {
 	ta_persist *p = arg;
@@ -315,8 +383,20 @@ static void *writer_main(void *arg)
 	bool gathered = false;
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
+		bool failed = atomic_load(&p->failed);
+		if (p->rotate && failed) {
+			/* no new log while writing fails: the snapshot reports the failure */
+			p->rotate = false;
+			pthread_cond_broadcast(&p->rotated);
+			continue;
+		}
+		if (p->len > 0 && failed && !p->fail_final && !p->stop && !gathered) {
+			gathered = true; /* wait a second before the next try */
+			wait_ms(&p->wake, &p->mu, 1000);
+			continue;
+		}
 		if (p->len > 0 && !gathered && p->mode != TA_FSYNC_ALWAYS && !p->stop &&
-		    !p->rotate && p->len < GATHER_BYTES) {
+		    !p->rotate && p->len < GATHER_BYTES && p->drain_waiters == 0) {
 			/* let more records come (appends do not signal while we are not idle) */
 			gathered = true;
 			wait_ms(&p->wake, &p->mu, GATHER_MS);
@@ -333,21 +413,42 @@ static void *writer_main(void *arg)
 			p->len = 0;
 			wbuf = b;
 			wcap = bcap;
+			pthread_cond_broadcast(&p->drained);
 			uint64_t hi = p->next_seq - 1;
-			bool failed = atomic_load(&p->failed);
+			bool drop = failed && p->fail_final;
 			pthread_mutex_unlock(&p->mu);
-			int e = failed ? 0 : write_all(p->log_fd, wbuf, n);
-			const char *what = "cannot write the log";
-			if (e == 0 && !failed && p->mode == TA_FSYNC_ALWAYS) {
+			int e = drop ? 0 : write_all(p->log_fd, wbuf, n);
+			const char *what = "persistence log write failed";
+			if (e == 0 && !drop && p->mode == TA_FSYNC_ALWAYS) {
 				if (fdatasync(p->log_fd) != 0) {
 					e = errno;
-					what = "cannot fsync the log";
+					what = "persistence log fsync failed";
 				}
 			}
 			pthread_mutex_lock(&p->mu);
-			if (e != 0) {
-				set_failed(p, what, e);
-			} else if (!failed) {
+			if (e != 0 && p->stop && p->mode != TA_FSYNC_ALWAYS) {
+				if (ftruncate(p->log_fd, (off_t)p->log_bytes) != 0)
+					e = errno;
+				ta_log(TA_LOG_ERR,
+				       "data directory %s: %s: %s; stopping: %zu bytes of log "
+				       "records (acknowledged with --fsync %s) are lost",
+				       p->dir, what, strerror(e), n + p->len,
+				       ta_fsync_mode_name(p->mode));
+				p->len = 0;
+			} else if (e != 0) {
+				if (strcmp(what, "persistence log fsync failed") == 0)
+					set_failed(p, what, e, true);
+				else
+					writer_failed(p, what, e, &wbuf, &wcap, n);
+			} else if (!drop) {
+				if (failed && !p->fail_final) {
+					atomic_store(&p->failed, false);
+					ta_log(TA_LOG_NOTICE,
+					       "data directory %s: the log is written again; "
+					       "mutations "
+					       "are accepted",
+					       p->dir);
+				}
 				p->log_bytes += n;
 				p->written_total += n;
 				if (p->mode == TA_FSYNC_ALWAYS) {
@@ -362,9 +463,9 @@ static void *writer_main(void *arg)
 			}
 			continue;
 		}
+		gathered = false;
 		if (p->rotate) {
-			if (!atomic_load(&p->failed))
-				writer_rotate(p);
+			writer_rotate(p);
 			p->rotate = false;
 			pthread_cond_broadcast(&p->rotated);
 			continue;
@@ -400,7 +501,7 @@ static void *syncer_main(void *arg)
 			close(fd);
 		pthread_mutex_lock(&p->mu);
 		if (e != 0)
-			set_failed(p, "cannot fsync the log", e);
+			set_failed(p, "persistence log fsync failed", e, true);
 		else
 			p->synced_total = target;
 	}
@@ -483,11 +584,19 @@ ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_
                           ta_error *err)
 {
 	hold->held = false;
-	if (atomic_load(&p->failed))
+	if (atomic_load(&p->failed)) {
+		char why[sizeof(p->fail_msg)];
+		bool final;
+		pthread_mutex_lock(&p->mu);
+		snprintf(why, sizeof(why), "%s", p->fail_msg);
+		final = p->fail_final;
+		pthread_mutex_unlock(&p->mu);
+		ta_log_limited(&refused_limit, TA_LOG_WARNING, "mutation refused: %s", why);
 		return ta_error_set(err, TA_UNAVAILABLE,
-		                    "the data log of %s could not be written; mutations are "
-		                    "refused until the daemon is restarted",
-		                    p->dir);
+		                    "%s (data directory %s); mutations are refused %s", why, p->dir,
+		                    final ? "until the daemon is restarted"
+		                          : "until the log can be written again");
+	}
 	hold->kind = name ? kind : -1;
 	hold->stripe = name ? stripe_of(name) : -1;
 	int lo = name ? hold->stripe : 0;
@@ -517,13 +626,23 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 		return 0;
 	}
 	pthread_mutex_lock(&p->mu);
+	/* backpressure: wait for the writer to take the buffer (not while writing fails: the
+	 * failure refuses new mutations, so only those already past the lock come here) */
+	while (p->buf_max && p->len > 0 && p->len + REC_HEADER + len > p->buf_max &&
+	       !atomic_load(&p->failed) && !p->stop) {
+		p->buf_waits++;
+		p->drain_waiters++;
+		pthread_cond_signal(&p->wake);
+		pthread_cond_wait(&p->drained, &p->mu);
+		p->drain_waiters--;
+	}
 	if (p->cap - p->len < len + REC_HEADER) {
 		size_t want = p->cap ? p->cap : 65536;
 		while (want - p->len < len + REC_HEADER)
 			want *= 2;
 		uint8_t *nb = realloc(p->buf, want);
 		if (!nb) {
-			set_failed(p, "out of memory for a log record", ENOMEM);
+			set_failed(p, "persistence log record could not be buffered", ENOMEM, true);
 			pthread_mutex_unlock(&p->mu);
 			ta_error_set(err, TA_INTERNAL,
 			             "the request was applied but its log record could not be "
@@ -542,6 +661,8 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 	put_u32(h + 24, sum32(h, 24));
 	memcpy(h + REC_HEADER, payload, len);
 	p->len += REC_HEADER + len;
+	if (p->len > p->buf_high)
+		p->buf_high = p->len;
 	if (p->writer_idle)
 		pthread_cond_signal(&p->wake);
 	pthread_mutex_unlock(&p->mu);
@@ -551,16 +672,39 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 void ta_persist_fail(ta_persist *p, const char *what)
 {
 	pthread_mutex_lock(&p->mu);
-	set_failed(p, what, EIO);
+	set_failed(p, what, EIO, true);
 	pthread_mutex_unlock(&p->mu);
 }
 
 int ta_persist_durable(ta_persist *p, uint64_t seq)
 {
-	bool durable = atomic_load(&p->durable_seq) >= seq;
-	if (atomic_load(&p->failed))
-		return p->mode == TA_FSYNC_ALWAYS && durable ? 1 : -1;
-	return p->mode != TA_FSYNC_ALWAYS || durable ? 1 : 0;
+	if (p->mode != TA_FSYNC_ALWAYS)
+		return 1; /* acknowledged at once; a failed write is retried */
+	if (atomic_load(&p->durable_seq) >= seq)
+		return 1;
+	return atomic_load(&p->failed) ? -1 : 0;
+}
+
+void ta_persist_failure(ta_persist *p, char *buf, size_t n)
+{
+	pthread_mutex_lock(&p->mu);
+	snprintf(buf, n, "%s", atomic_load(&p->failed) ? p->fail_msg : "");
+	pthread_mutex_unlock(&p->mu);
+}
+
+void ta_persist_set_buffer_max(ta_persist *p, uint64_t bytes)
+{
+	pthread_mutex_lock(&p->mu);
+	p->buf_max = bytes;
+	pthread_mutex_unlock(&p->mu);
+}
+
+void ta_persist_buffer_stats(ta_persist *p, uint64_t *high, uint64_t *waits)
+{
+	pthread_mutex_lock(&p->mu);
+	*high = p->buf_high;
+	*waits = p->buf_waits;
+	pthread_mutex_unlock(&p->mu);
 }
 
 /* uv_async callback: records became durable. */
@@ -1342,6 +1486,7 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 	p->mode = mode;
 	p->compact_size = compact_size;
 	p->compact_at = compact_size;
+	p->buf_max = TA_PERSIST_DEFAULT_BUFFER_MAX;
 	p->svc = svc;
 	p->dir = strdup(dir);
 	atomic_init(&p->durable_seq, 0);
@@ -1358,6 +1503,7 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 	    pthread_mutex_init(&p->snap_mu, NULL) != 0 ||
 	    pthread_cond_init(&p->wake, &cattr) != 0 || pthread_cond_init(&p->rotated, NULL) != 0 ||
 	    pthread_cond_init(&p->snap_cond, NULL) != 0 ||
+	    pthread_cond_init(&p->drained, NULL) != 0 ||
 	    pthread_cond_init(&p->sync_cond, &cattr) != 0) {
 		/* a failed start exits the daemon: the primitives are not torn down */
 		free(p->dir);
@@ -1414,6 +1560,7 @@ void ta_persist_close(ta_persist *p)
 	pthread_cond_broadcast(&p->wake);
 	pthread_cond_broadcast(&p->snap_cond);
 	pthread_cond_broadcast(&p->sync_cond);
+	pthread_cond_broadcast(&p->drained);
 	pthread_mutex_unlock(&p->mu);
 	if (p->syncer_started)
 		pthread_join(p->syncer, NULL);
@@ -1441,6 +1588,7 @@ void ta_persist_close(ta_persist *p)
 	pthread_cond_destroy(&p->rotated);
 	pthread_cond_destroy(&p->snap_cond);
 	pthread_cond_destroy(&p->sync_cond);
+	pthread_cond_destroy(&p->drained);
 	free(p->buf);
 	free(p->dir);
 	free(p);

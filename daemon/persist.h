@@ -33,6 +33,9 @@
 
 struct ta_service;
 
+/* Default bound on the log bytes waiting for the writer (ta_persist_set_buffer_max). */
+#define TA_PERSIST_DEFAULT_BUFFER_MAX (UINT64_C(64) << 20)
+
 /* Mutation locks (a power of two). */
 #define TA_PERSIST_STRIPES 64
 
@@ -83,8 +86,8 @@ void ta_persist_detach(ta_persist *p);
 
 /* Takes the mutation lock of tile name (NULL: every stripe, alone): shared with the
  * requests of the same kind >= 0 (requests that commute with each other: one op whose
- * result does not depend on the order), alone with kind -1. Fails with UNAVAILABLE when
- * the log could not be written (mutations are refused from then on). */
+ * result does not depend on the order), alone with kind -1. Fails with UNAVAILABLE, naming the
+ * problem, while the log cannot be written (see persist.c's failure modes). */
 ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
                           ta_error *err);
 /* Releases a lock from ta_persist_lock (no-op when none is held). */
@@ -98,8 +101,20 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
  * on. For a request applied whose record cannot be made. */
 void ta_persist_fail(ta_persist *p, const char *what);
 /* For the loop: 1 when the response of record seq may leave (durable, or not required by
- * the fsync mode), 0 not yet, -1 when writing failed (the connection should close). */
+ * the fsync mode), 0 not yet, -1 when writing failed before it became durable (--fsync
+ * always: the connection answers with an error and closes). */
 int ta_persist_durable(ta_persist *p, uint64_t seq);
+
+/* Copies what made persistence fail (e.g. "persistence log write failed: File too large")
+ * into buf; "" when it has not failed. */
+void ta_persist_failure(ta_persist *p, char *buf, size_t n);
+/* Bounds the log bytes waiting for the writer (0: unbounded; the default is
+ * TA_PERSIST_DEFAULT_BUFFER_MAX): an append that would pass it waits until the writer has
+ * taken the buffer (a single larger record still goes in alone). */
+void ta_persist_set_buffer_max(ta_persist *p, uint64_t bytes);
+/* For tests and stats: the most log bytes that waited for the writer at once, and how many
+ * appends waited for the bound. */
+void ta_persist_buffer_stats(ta_persist *p, uint64_t *high, uint64_t *waits);
 
 /* Writes a snapshot of every tile and removes the logs it covers. Thread-safe (one at a
  * time); blocks mutations while the tiles are read. */
