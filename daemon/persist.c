@@ -69,10 +69,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "dispatch.h"
 #include "log.h"
 #include "registry.h"
-#include "tileatom.pb-c.h"
+#include "ta_backend.h"
 
 /* Magic at the start of a snapshot and of a log. */
 #define SNAP_MAGIC "TASNAP03"
@@ -111,7 +110,10 @@ struct ta_persist {
 	int lock_fd;                           /* the flock'ed lock file */
 	ta_fsync_mode mode;                    /* when to fsync */
 	uint64_t compact_size;                 /* log bytes that start a compaction (0: never) */
-	struct ta_service *svc;                /* registry and backend */
+	ta_registry *registry;                 /* the tiles */
+	ta_backend *backend;                   /* reads and writes their elements */
+	ta_persist_replay_fn replay;           /* applies a logged request again (start) */
+	void *replay_arg;                      /* its argument */
 	ta_stripe stripes[TA_PERSIST_STRIPES]; /* mutation order per tile name */
 	pthread_mutex_t mu;                    /* guards the fields below up to snap_cond */
 	pthread_cond_t wake;                   /* wakes the writer */
@@ -835,7 +837,7 @@ static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t *c
 	for (int64_t r = 0; r < tile->shape.shape[0] && !o->err; r += step) {
 		int64_t rows = tile->shape.shape[0] - r < step ? tile->shape.shape[0] - r : step;
 		size_t n = (size_t)((uint64_t)rows * row_bytes);
-		ta_status st = tile_rows(p->svc->backend, tile, r, rows, TA_OP_LOAD, chunk, n, err);
+		ta_status st = tile_rows(p->backend, tile, r, rows, TA_OP_LOAD, chunk, n, err);
 		if (st != TA_OK)
 			return st;
 		snap_put(o, chunk, n);
@@ -849,7 +851,7 @@ static ta_status snap_write_tiles(ta_persist *p, snap_out *o, uint64_t seq, uint
 {
 	ta_tile_info *infos = NULL;
 	size_t n = 0;
-	ta_status st = ta_registry_list(p->svc->registry, &infos, &n, err);
+	ta_status st = ta_registry_list(p->registry, &infos, &n, err);
 	if (st != TA_OK)
 		return st;
 	uint8_t h[12];
@@ -875,7 +877,7 @@ static ta_status snap_write_tiles(ta_persist *p, snap_out *o, uint64_t seq, uint
 	}
 	for (size_t i = 0; i < n && st == TA_OK; i++) {
 		ta_tile *tile = NULL;
-		st = ta_registry_get(p->svc->registry, infos[i].name, &tile, err);
+		st = ta_registry_get(p->registry, infos[i].name, &tile, err);
 		if (st != TA_OK)
 			break;
 		st = snap_tile(p, o, tile, chunk, err);
@@ -1101,7 +1103,7 @@ static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
 			goto short_file;
 		uint64_t bytes = get_u64(h);
 		ta_error cerr = {0};
-		st = ta_registry_create_as(p->svc->registry, name, &shape, owner, &tile, &cerr);
+		st = ta_registry_create_as(p->registry, name, &shape, owner, &tile, &cerr);
 		if (st != TA_OK) {
 			st = ta_error_set(err, st, "%s: tile %" PRIu32 " at offset %" PRIu64 ": %s",
 			                  path, i, at, cerr.msg);
@@ -1134,8 +1136,7 @@ static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
 			}
 			if (rd(&r, chunk, n) < n)
 				goto short_file;
-			st =
-			    tile_rows(p->svc->backend, tile, row, rows, TA_OP_STORE, chunk, n, err);
+			st = tile_rows(p->backend, tile, row, rows, TA_OP_STORE, chunk, n, err);
 			if (st != TA_OK)
 				goto out;
 		}
@@ -1235,37 +1236,6 @@ static ta_status list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *e
 	return TA_OK;
 }
 
-/* Runs one logged request through dispatch, acting for who again (a session past its
- * handshake with that identity; none for TA_OWNER_ANY, the in-process callers); an answer
- * other than OK is an error. */
-static ta_status replay_record(ta_persist *p, ta_dispatch_scratch *scratch, ta_owner who,
-                               const uint8_t *payload, size_t len, ta_error *err)
-{
-	ta_frame_buf out = {NULL, 0, 0};
-	bool close_after = false;
-	ta_session session;
-	memset(&session, 0, sizeof(session));
-	session.hello_done = true;
-	session.authenticated = who == TA_OWNER_SECRET;
-	session.identity = who == TA_OWNER_SECRET ? TA_OWNER_PUBLIC : who;
-	(void)ta_dispatch_run_session(p->svc, scratch, who == TA_OWNER_ANY ? NULL : &session,
-	                              payload, len, -1, &out, &close_after);
-	ta_status st = TA_OK;
-	Tileatom__Response *resp = out.len > TA_FRAME_HEADER
-	                               ? tileatom__response__unpack(NULL, out.len - TA_FRAME_HEADER,
-	                                                            out.data + TA_FRAME_HEADER)
-	                               : NULL;
-	if (!resp)
-		st = ta_error_set(err, TA_INTERNAL, "no answer could be decoded");
-	else if (resp->status != TILEATOM__STATUS__OK)
-		st = ta_error_set(err, (ta_status)resp->status, "%s: %s",
-		                  ta_status_name((ta_status)resp->status), resp->message);
-	if (resp)
-		tileatom__response__free_unpacked(resp, NULL);
-	ta_frame_buf_free(&out);
-	return st;
-}
-
 /* Replays one log from its start. *expected: the next sequence number to apply (records
  * at or below snap_seq are skipped). last: the newest log, where a torn tail is dropped
  * (truncated). *end: the offset after the last whole record. */
@@ -1284,8 +1254,6 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
 		                    strerror(errno));
 	}
-	ta_dispatch_scratch scratch;
-	ta_dispatch_scratch_init(&scratch);
 	ta_status st = TA_OK;
 	uint8_t h[REC_HEADER];
 	uint8_t *payload = NULL;
@@ -1359,7 +1327,7 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 				goto out;
 			}
 			ta_error rerr = {0};
-			if (replay_record(p, &scratch, who, payload, len, &rerr) != TA_OK) {
+			if (p->replay(p->replay_arg, who, payload, len, &rerr) != TA_OK) {
 				st = ta_error_set(err, TA_INTERNAL,
 				                  "%s: replaying record %" PRIu64
 				                  " at offset %" PRIu64 " failed: %s",
@@ -1386,7 +1354,6 @@ out:
 	if (st == TA_OK)
 		ta_log(TA_LOG_INFO, "%s: replayed %" PRIu64 " records", path, applied);
 	free(payload);
-	ta_dispatch_scratch_free(&scratch);
 	fclose(r.f);
 	return st;
 }
@@ -1466,7 +1433,7 @@ static ta_status recover(ta_persist *p, ta_error *err)
 	atomic_store(&p->durable_seq, expected - 1);
 	uint32_t tiles = 0;
 	uint64_t bytes = 0;
-	ta_registry_stats(p->svc->registry, &tiles, &bytes);
+	ta_registry_stats(p->registry, &tiles, &bytes);
 	ta_log(
 	    TA_LOG_NOTICE,
 	    "data directory %s: %" PRIu32 " tiles (%" PRIu64 " bytes) restored: snapshot through "
@@ -1475,8 +1442,8 @@ static ta_status recover(ta_persist *p, ta_error *err)
 	return TA_OK;
 }
 
-ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
-                          uint64_t compact_size, struct ta_service *svc, ta_error *err)
+ta_status ta_persist_start(ta_persist **out, const char *dir, ta_fsync_mode mode,
+                           uint64_t compact_size, const ta_persist_host *host, ta_error *err)
 {
 	*out = NULL;
 	ta_persist *p = calloc(1, sizeof(*p));
@@ -1487,7 +1454,10 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 	p->compact_size = compact_size;
 	p->compact_at = compact_size;
 	p->buf_max = TA_PERSIST_DEFAULT_BUFFER_MAX;
-	p->svc = svc;
+	p->registry = host->registry;
+	p->backend = host->backend;
+	p->replay = host->replay;
+	p->replay_arg = host->replay_arg;
 	p->dir = strdup(dir);
 	atomic_init(&p->durable_seq, 0);
 	atomic_init(&p->failed, false);
@@ -1543,10 +1513,6 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 		ta_persist_close(p);
 		return st;
 	}
-	/* the replayed requests are not this run's */
-	atomic_store(&svc->requests, 0);
-	atomic_store(&svc->errors, 0);
-	atomic_store(&svc->elements, 0);
 	*out = p;
 	return TA_OK;
 }

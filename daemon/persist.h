@@ -2,7 +2,8 @@
  * snapshot of every tile (snapshot.tas) and append-only logs of the mutating requests
  * applied since (log-<first seq, 16 hex digits>.tal): each record is the request's wire
  * payload with its length, sequence number, identity and checksums (xxHash). On start the snapshot
- * is loaded and the logs are replayed through the daemon's own dispatch path; a record cut short at
+ * is loaded and the logs are replayed through the daemon's own dispatch path (a callback:
+ * persist_service.c joins this file to dispatch, which calls into this file); a record cut short at
  * the end of the newest log (a torn write) is dropped with a log line, any other damage refuses the
  * start with a message naming the file and the offset.
  *
@@ -29,6 +30,7 @@
 #include <uv.h>
 
 #include "registry.h"
+#include "ta_backend.h"
 #include "ta_types.h"
 
 struct ta_service;
@@ -68,11 +70,29 @@ int ta_fsync_mode_parse(const char *text, ta_fsync_mode *out);
 /* Name of a mode. */
 const char *ta_fsync_mode_name(ta_fsync_mode mode);
 
+/* Applies one logged request again at start (replay), acting for who; TA_OK or an error
+ * (the daemon's answer when it was not OK). */
+typedef ta_status (*ta_persist_replay_fn)(void *arg, ta_owner who, const uint8_t *payload,
+                                          size_t len, ta_error *err);
+
+/* What persistence works on. */
+typedef struct ta_persist_host {
+	ta_registry *registry;       /* the tiles: snapshots list and load them */
+	ta_backend *backend;         /* reads and writes their elements */
+	ta_persist_replay_fn replay; /* applies a logged request again */
+	void *replay_arg;            /* its argument (used only during ta_persist_start) */
+} ta_persist_host;
+
 /* Opens (creating, mode 0700) the data directory dir and locks it against a second daemon,
- * loads its snapshot into svc's registry, replays its logs through dispatch, and starts the
- * writer thread. compact_size: log bytes after which a snapshot compacts the log (0:
+ * loads its snapshot into host's registry, replays its logs through host->replay, and starts
+ * the writer thread. compact_size: log bytes after which a snapshot compacts the log (0:
  * never). Returns TA_OK with *out set, or an error naming the file and offset (the
- * registry may then hold some tiles; the caller exits). Call before svc->persist is set. */
+ * registry may then hold some tiles; the caller exits). */
+ta_status ta_persist_start(ta_persist **out, const char *dir, ta_fsync_mode mode,
+                           uint64_t compact_size, const ta_persist_host *host, ta_error *err);
+/* ta_persist_start on svc's registry and backend, replaying through svc's dispatch
+ * (persist_service.c); the replayed requests are not counted in svc's statistics. Call
+ * before svc->persist is set. */
 ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
                           uint64_t compact_size, struct ta_service *svc, ta_error *err);
 /* Stops the threads after writing and fsyncing every record, and frees p. */

@@ -53,6 +53,11 @@ START_TEST(test_settings)
 	ck_assert_uint_eq(cfg.compact_size, 1u << 20);
 	ck_assert_int_eq(ta_config_set(&cfg, "compact_size", "12Q", &err), TA_INVALID_ARGUMENT);
 	ck_assert_str_eq(err.msg, "compact_size: '12Q' is not a size (e.g. 64M; 0 = never)");
+	ck_assert_uint_eq(cfg.max_log_buffer, UINT64_C(64) << 20);
+	ck_assert_int_eq(ta_config_set(&cfg, "max-log-buffer", "1M", &err), TA_OK);
+	ck_assert_uint_eq(cfg.max_log_buffer, 1u << 20);
+	ck_assert_int_eq(ta_config_set(&cfg, "max_log_buffer", "lots", &err), TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "max_log_buffer: 'lots' is not a size (e.g. 64M; 0 = unbounded)");
 	ck_assert_int_eq(ta_config_set(&cfg, "data_dir", "", &err), TA_OK);
 	ck_assert_ptr_null(cfg.data_dir);
 	char *argv[] = {"tileatomd", "--data-dir", "/tmp/x", "--fsync", "bogus", NULL};
