@@ -848,7 +848,7 @@ START_TEST(test_disk_full_always)
 	fx_mkdir(&fx);
 	fx_service(&fx);
 	fx_open(&fx, TA_FSYNC_ALWAYS);
-	ck_assert_ptr_eq(signal(SIGXFSZ, SIG_IGN), SIG_DFL);
+	ck_assert(signal(SIGXFSZ, SIG_IGN) != SIG_ERR);
 	ok(create_i64(&fx, "c", 1));
 	off_t s0 = pad_log(&fx);
 	char msg[512];
@@ -909,7 +909,7 @@ START_TEST(test_disk_full_everysec)
 	fx_mkdir(&fx);
 	fx_service(&fx);
 	fx_open(&fx, TA_FSYNC_EVERYSEC);
-	ck_assert_ptr_eq(signal(SIGXFSZ, SIG_IGN), SIG_DFL);
+	ck_assert(signal(SIGXFSZ, SIG_IGN) != SIG_ERR);
 	ok(create_i64(&fx, "c", 1));
 	off_t s0 = pad_log(&fx);
 	char msg[512];
