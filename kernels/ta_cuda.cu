@@ -106,6 +106,10 @@ static ta_kfn g_shared[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 static ta_kfn g_cluster[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 /* Resident blocks per SM of each global kernel (0: not computed yet). */
 static int g_global_occ[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
+/* Resident blocks per SM of each block-window kernel for the window size it last ran
+ * with: (shared-memory bytes << 32) | blocks (0: not computed yet). The occupancy query
+ * costs microseconds of host time before every launch otherwise. */
+static uint64_t g_shared_occ[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 /* Fills the tables once. */
 static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
 
@@ -434,10 +438,18 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 		e = allow_smem(fn, smem);
 		if (e != cudaSuccess)
 			return cuda_error(err, e, "raising the shared-memory limit");
-		e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-		    &occ, (const void *)fn, ta::block_threads(ta::S_BLOCK, a->mode), smem);
-		if (e != cudaSuccess)
-			return cuda_error(err, e, "computing the occupancy");
+		uint64_t *cached = &g_shared_occ[a->mode][a->p.dtype][a->p.op];
+		uint64_t c = __atomic_load_n(cached, __ATOMIC_RELAXED);
+		if (c != 0 && (c >> 32) == smem) {
+			occ = (int)(uint32_t)c;
+		} else {
+			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+			    &occ, (const void *)fn, ta::block_threads(ta::S_BLOCK, a->mode), smem);
+			if (e != cudaSuccess)
+				return cuda_error(err, e, "computing the occupancy");
+			__atomic_store_n(cached, ((uint64_t)smem << 32) | (uint32_t)occ,
+			                 __ATOMIC_RELAXED);
+		}
 	} else {
 		int *cached = &g_global_occ[a->mode][a->p.dtype][a->p.op];
 		occ = __atomic_load_n(cached, __ATOMIC_RELAXED);
