@@ -25,3 +25,7 @@ benchmarks_tileatom_histbench_SOURCES = benchmarks/tileatom-histbench.c client/t
 benchmarks_tileatom_histbench_CPPFLAGS = -I$(top_srcdir)/client -D_GNU_SOURCE
 benchmarks_tileatom_histbench_LDADD = client/libtileatom-client.la
 EXTRA_DIST += benchmarks/hist-vs-numpy benchmarks/torch-hist-peer.py
+
+# kernel-probe.cu: a standalone probe of histogram and element-wise kernel variants on an
+# sm_90 GPU (built by hand with nvcc, see its opening comment; not built by make).
+EXTRA_DIST += benchmarks/kernel-probe.cu

@@ -21,7 +21,7 @@ FUZZ_TIMEOUT = 25
 FUZZ_ARGS = -max_len=4096 -rss_limit_mb=2048 -entropic_scale_per_exec_time=1
 FUZZ_SANITIZE = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer
-FUZZ_CPPFLAGS = $(DEFS) -I$(top_builddir) $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+FUZZ_CPPFLAGS = $(DEFS) -I$(top_builddir) $(AM_CPPFLAGS) -I$(top_srcdir)/daemon -I$(top_srcdir)/tests
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -pthread $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS) \
 	$(LIBCRYPTO_CFLAGS)
 FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) $(LIBCRYPTO_LIBS) $(XXHASH_LIBS) -lm
@@ -35,13 +35,13 @@ FUZZ_SRC_NAMES = tests/fuzz_dispatch.c \
 	daemon/executor.c daemon/log.c daemon/notify.c \
 	daemon/netaddr.c daemon/persist.c daemon/persist_service.c daemon/registry.c \
 	daemon/metrics.c daemon/server.c daemon/shmbuf.c \
-	daemon/wirecheck.c \
+	daemon/wirecheck.c daemon/fastwire.c \
 	tacore/ta_plan.c kernels/ta_lower.c kernels/ta_cuda_none.c \
 	proto/ta_frame.c proto/ta_auth.c
 FUZZ_OBJS = $(patsubst %.c,tests/fuzzobj/%.o,$(FUZZ_SRC_NAMES)) tests/fuzzobj/tileatom.pb-c.o
 FUZZ_NOCOV_OBJS = tests/fuzz_ta_cpu.o tests/fuzz_ta_types.o
 FUZZ_DEPS = $(srcdir)/daemon/*.h $(srcdir)/tacore/*.h $(srcdir)/kernels/*.h $(srcdir)/tacore/ta_ops.def \
-	$(srcdir)/proto/ta_frame.h $(srcdir)/proto/ta_auth.h $(PROTO_GEN)
+	$(srcdir)/proto/ta_frame.h $(srcdir)/proto/ta_auth.h $(srcdir)/tests/fastwire_diff.h $(PROTO_GEN)
 EXTRA_DIST += tests/fuzz_dispatch.c tests/fuzz_dispatch.dict tests/fuzz_seeds.c
 CLEANFILES += tests/fuzz_dispatch tests/fuzz_seeds $(FUZZ_NOCOV_OBJS) $(FUZZ_OBJS)
 
