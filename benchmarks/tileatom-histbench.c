@@ -70,8 +70,7 @@ static void die(const char *what, const tileatom_error *err)
 
 /* Runs one mode once on a fresh tile; returns the seconds taken (bins verified). */
 static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, const int32_t *keys,
-                       const int32_t *shm_keys, const tileatom_buffer *dbuf,
-                       const int64_t *expect)
+                       const int32_t *shm_keys, const tileatom_buffer *dbuf, const int64_t *expect)
 {
 	tileatom_error err = {0, ""};
 	char tile[64];
@@ -131,11 +130,10 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 			applied += r.applied;
 		}
 	} else {
-		fprintf(
-		    stderr,
-		    "tileatom-histbench: unknown mode '%s' (one, split, shm, generic, chunked, "
-		    "device)\n",
-		    mode);
+		fprintf(stderr,
+		        "tileatom-histbench: unknown mode '%s' (one, split, shm, generic, chunked, "
+		        "device)\n",
+		        mode);
 		exit(2);
 	}
 	double dt = now_s() - t0;
@@ -175,14 +173,11 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	hb_opts o = {NULL, 1 << 24, 256, 1 << 20, 4, 3, NULL, "shm,one,split,chunked"};
-	static const struct option longopts[] = {{"chunk", required_argument, NULL, 'c'},
-	                                         {"depth", required_argument, NULL, 'd'},
-	                                         {"reps", required_argument, NULL, 'r'},
-	                                         {"keys-out", required_argument, NULL, 'o'},
-	                                         {"modes", required_argument, NULL, 'm'},
-	                                         {"from", required_argument, NULL, 'f'},
-	                                         {"help", no_argument, NULL, 'h'},
-	                                         {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {
+	    {"chunk", required_argument, NULL, 'c'}, {"depth", required_argument, NULL, 'd'},
+	    {"reps", required_argument, NULL, 'r'},  {"keys-out", required_argument, NULL, 'o'},
+	    {"modes", required_argument, NULL, 'm'}, {"from", required_argument, NULL, 'f'},
+	    {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
 	int ch;
 	while ((ch = getopt_long(argc, argv, "s:n:b:h", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -275,10 +270,12 @@ int main(int argc, char **argv)
 		if (ce == cudaSuccess)
 			ce = cudaIpcGetMemHandle(&h, dkeys);
 		if (ce != cudaSuccess) {
-			fprintf(stderr, "tileatom-histbench: device keys: %s\n", cudaGetErrorString(ce));
+			fprintf(stderr, "tileatom-histbench: device keys: %s\n",
+			        cudaGetErrorString(ce));
 			return 1;
 		}
-		if (tileatom_device_buffer_register(c, &h, bytes, dkeys, &dbuf, &err) != TILEATOM_OK)
+		if (tileatom_device_buffer_register(c, &h, bytes, dkeys, &dbuf, &err) !=
+		    TILEATOM_OK)
 			die("device buffer", &err);
 	}
 #endif

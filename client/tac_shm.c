@@ -374,6 +374,27 @@ void tac_shm_stage(tileatom_client *c, tac_msg *m)
 	}
 }
 
+/* Sends m at once and waits for its response; returns the response status (the daemon's,
+ * or a protocol / I/O error). The response is c->last. */
+int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
+{
+	if (c->pending_count > 0 && !c->broken)
+		return tac_err(err, TILEATOM_E_STATE,
+		               "%zu pipelined responses are not collected yet (call "
+		               "tileatom_collect first)",
+		               c->pending_count);
+	tac_shm_stage(c, m);
+	tac_shm_rewrite(c, m);
+	int rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tileatom_request_kind kind;
+	rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	return tac_check_response(c->last, kind, err);
+}
+
 void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes)
 {
 	if (client)

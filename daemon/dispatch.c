@@ -603,8 +603,9 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 		ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
 		st = view_from_array(c->fill, "fill", &req.values, &rc->err);
 		if (st == TA_OK && req.values.device)
-			st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-			                  "the fill scalar lies in a device buffer; send it inline");
+			st =
+			    ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                 "the fill scalar lies in a device buffer; send it inline");
 		ta_plan plan;
 		if (st == TA_OK)
 			st = ta_plan_build(&plan, &tile->shape, &req, &rc->err);
@@ -811,10 +812,11 @@ static ta_status on_register_buffer(resp_ctx *rc, ta_tile *tile,
 	ta_status st;
 	if (m->cuda_ipc_handle.len > 0) {
 		if (rc->svc->persist)
-			return ta_error_set(&rc->err, TA_UNIMPLEMENTED,
-			                    "register_buffer: device buffers cannot be logged; this "
-			                    "daemon runs with --data-dir (send the operands inline or "
-			                    "in a shared buffer)");
+			return ta_error_set(
+			    &rc->err, TA_UNIMPLEMENTED,
+			    "register_buffer: device buffers cannot be logged; this "
+			    "daemon runs with --data-dir (send the operands inline or "
+			    "in a shared buffer)");
 		st = ta_shm_register_device(t, m->cuda_ipc_handle.data, m->cuda_ipc_handle.len,
 		                            m->size, &id, &rc->err);
 	} else {

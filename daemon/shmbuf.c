@@ -217,10 +217,10 @@ ta_status ta_shm_resolve(ta_shm_table *t, uint64_t id, uint64_t offset, uint64_t
 		    "%s: no shared buffer %" PRIu64 " is registered on this connection", what, id);
 	else if (offset > b->size || length > b->size - offset)
 		st = ta_error_set(err, TA_INVALID_ARGUMENT,
-		                  "%s: bytes [%" PRIu64 ", %" PRIu64 ") lie outside %s buffer %" PRIu64
-		                  " of %" PRIu64 " bytes",
-		                  what, offset, offset + length, b->device ? "device" : "shared", id,
-		                  b->size);
+		                  "%s: bytes [%" PRIu64 ", %" PRIu64
+		                  ") lie outside %s buffer %" PRIu64 " of %" PRIu64 " bytes",
+		                  what, offset, offset + length, b->device ? "device" : "shared",
+		                  id, b->size);
 	else {
 		*ptr = (uint8_t *)b->map + offset;
 		if (device)

@@ -1462,10 +1462,10 @@ typedef CUresult (*mem_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr dp
  * connections that register the same allocation share the mapping, counted. */
 struct ipc_open_entry {
 	unsigned char handle[sizeof(cudaIpcMemHandle_t)]; /* the handle's bytes */
-	void *ptr;                                          /* where it opened */
-	size_t avail;                                       /* bytes of the allocation from ptr */
-	unsigned refs;                                      /* registrations using it */
-	ipc_open_entry *next;                               /* list link */
+	void *ptr;                                        /* where it opened */
+	size_t avail;                                     /* bytes of the allocation from ptr */
+	unsigned refs;                                    /* registrations using it */
+	ipc_open_entry *next;                             /* list link */
 };
 /* The open handles of this process (few: one per client allocation). */
 static ipc_open_entry *g_ipc_open;
@@ -1498,10 +1498,11 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 		                                                 cudaEnableDefault, &q);
 		if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
 			(void)cudaGetLastError();
-			return ta_error_set(err, TA_INTERNAL,
-			                    "cuda backend: the driver has no cuMemGetAddressRange (%s), "
-			                    "so a device buffer's size cannot be checked",
-			                    cudaGetErrorString(e));
+			return ta_error_set(
+			    err, TA_INTERNAL,
+			    "cuda backend: the driver has no cuMemGetAddressRange (%s), "
+			    "so a device buffer's size cannot be checked",
+			    cudaGetErrorString(e));
 		}
 		__atomic_store_n(&range_fn, (mem_range_fn)fn, __ATOMIC_RELEASE);
 	}
@@ -1509,10 +1510,11 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	for (ipc_open_entry *o = g_ipc_open; o; o = o->next)
 		if (memcmp(o->handle, handle, sizeof o->handle) == 0) {
 			if (bytes > o->avail)
-				st = ta_error_set(err, TA_INVALID_ARGUMENT,
-				                  "register_buffer: the request states %zu bytes but the "
-				                  "device allocation behind the handle has %zu",
-				                  bytes, o->avail);
+				st = ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "register_buffer: the request states %zu bytes but the "
+				    "device allocation behind the handle has %zu",
+				    bytes, o->avail);
 			else {
 				o->refs++;
 				*dptr = o->ptr;
@@ -1542,9 +1544,10 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	CUdeviceptr abase = 0;
 	size_t asize = 0;
 	CUresult r = __atomic_load_n(&range_fn, __ATOMIC_ACQUIRE)(&abase, &asize, (CUdeviceptr)p);
-	size_t avail = r == CUDA_SUCCESS && (CUdeviceptr)p >= abase && (CUdeviceptr)p - abase <= asize
-	                   ? asize - (size_t)((CUdeviceptr)p - abase)
-	                   : 0;
+	size_t avail =
+	    r == CUDA_SUCCESS && (CUdeviceptr)p >= abase && (CUdeviceptr)p - abase <= asize
+	        ? asize - (size_t)((CUdeviceptr)p - abase)
+	        : 0;
 	if (r != CUDA_SUCCESS || bytes > avail) {
 		cudaError_t ce = cudaIpcCloseMemHandle(p);
 		if (ce != cudaSuccess)
@@ -1552,10 +1555,11 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 		pthread_mutex_unlock(&g_ipc_mu);
 		free(entry);
 		if (r != CUDA_SUCCESS)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "register_buffer: the size of the device allocation cannot "
-			                    "be found (cuMemGetAddressRange: error %d)",
-			                    (int)r);
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "register_buffer: the size of the device allocation cannot "
+			    "be found (cuMemGetAddressRange: error %d)",
+			    (int)r);
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "register_buffer: the request states %zu bytes but the device "
 		                    "allocation behind the handle has %zu",
@@ -1602,9 +1606,9 @@ static void cuda_ipc_close(ta_backend *base, void *dptr)
 
 /* The CUDA backend's vtable. */
 static const ta_backend_vtbl cuda_vtbl = {
-    cuda_destroy,  cuda_tile_alloc,       cuda_tile_free,     cuda_apply,
-    cuda_apply_many, cuda_info,           cuda_set_batch_window, cuda_host_register,
-    cuda_host_unregister, cuda_ipc_open,  cuda_ipc_close};
+    cuda_destroy,         cuda_tile_alloc, cuda_tile_free,        cuda_apply,
+    cuda_apply_many,      cuda_info,       cuda_set_batch_window, cuda_host_register,
+    cuda_host_unregister, cuda_ipc_open,   cuda_ipc_close};
 
 extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 {

@@ -373,9 +373,10 @@ static ta_status bind_data(ta_plan *p, const ta_tile_shape *t, const ta_request 
 		if (r->padding.rank != 0)
 			return ta_error_set(err, TA_INVALID_ARGUMENT, "padding must be a scalar");
 		if (r->padding.device)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "padding: a scalar in a device buffer cannot be read by the "
-			                    "daemon; send it inline");
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "padding: a scalar in a device buffer cannot be read by the "
+			    "daemon; send it inline");
 		memcpy(&p->padding_bits, r->padding.data, ta_dtype_size(t->dtype));
 	}
 	return TA_OK;
@@ -451,11 +452,12 @@ ta_status ta_plan_build(ta_plan *p, const ta_tile_shape *t, const ta_request *r,
 		for (int i = 0; i < p->n_index; i++)
 			on_device = on_device || p->index[i].device;
 		if (on_device)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "check_bounds off (reject the whole request) needs the "
-			                    "indices and mask in host memory; these lie in a device "
-			                    "buffer: keep check_bounds on (out-of-range elements are "
-			                    "skipped and counted)");
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "check_bounds off (reject the whole request) needs the "
+			    "indices and mask in host memory; these lie in a device "
+			    "buffer: keep check_bounds on (out-of-range elements are "
+			    "skipped and counted)");
 		for (int64_t k = 0; k < p->count; k++) {
 			int64_t off;
 			if (ta_plan_resolve(p, k, &off) < 0)

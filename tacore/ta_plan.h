@@ -99,7 +99,7 @@ typedef struct ta_operand {
 	const void *data;            /* NULL when absent */
 	ta_dtype dtype;              /* element type */
 	int64_t stride[TA_MAX_RANK]; /* element stride per iteration axis; 0 broadcasts */
-	bool device;                 /* data is device memory (the CUDA backend reads it in place) */
+	bool device; /* data is device memory (the CUDA backend reads it in place) */
 } ta_operand;
 
 /* A validated request, ready for a backend. */

@@ -32,9 +32,9 @@
 #define NEW (1 << 20)
 /* Byte offsets in the device allocation: keys, values, old values; its size (a multiple of
  * 2 MiB, so that one byte more is over the allocation whatever its granularity). */
-#define OFF_KEYS 0
-#define OFF_VALS ((size_t)NKEYS * 4)
-#define OFF_OLDS (OFF_VALS + (size_t)NEW * 4)
+#define OFF_KEYS    0
+#define OFF_VALS    ((size_t)NKEYS * 4)
+#define OFF_OLDS    (OFF_VALS + (size_t)NEW * 4)
 #define ALLOC_BYTES (OFF_OLDS + (size_t)NEW * 4)
 
 /* The daemon (CUDA backend). */

@@ -1596,8 +1596,7 @@ START_TEST(test_device_buffer_refusals)
 	} else {
 		ck_assert_msg(rc == TILEATOM_E_UNIMPLEMENTED, "%s: %s", tileatom_strerror(rc),
 		              e.message);
-		ck_assert_msg(strstr(e.message, "need the CUDA backend"), "message: %s",
-		              e.message);
+		ck_assert_msg(strstr(e.message, "need the CUDA backend"), "message: %s", e.message);
 	}
 	/* the library's own checks */
 	ck_assert_int_eq(tileatom_device_buffer_register(c, NULL, 4096, devp, &buf, &e),

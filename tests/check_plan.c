@@ -768,8 +768,7 @@ START_TEST(test_device_operands)
 	ck_assert(!p.values.device);
 	ck_assert(!p.old_out_device);
 	r.check_bounds = false;
-	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "check_bounds off",
-	              "lie in a device buffer");
+	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "check_bounds off", "lie in a device buffer");
 	/* host indices, device mask, bounds off: refused too */
 	r.index[0] = view_of(TA_DTYPE_I32, 1, 4, 0, 0);
 	memset(i32s, 0, sizeof(i32s));
@@ -800,8 +799,7 @@ START_TEST(test_device_operands)
 	r.padding = view_of(TA_DTYPE_I32, 0, 0, 0, 0);
 	r.padding.data = dev;
 	r.padding.device = true;
-	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "padding: a scalar in a device buffer",
-	              NULL);
+	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "padding: a scalar in a device buffer", NULL);
 }
 END_TEST
 
