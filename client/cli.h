@@ -1,6 +1,7 @@
-/* cli.h: shared declarations of tileatom-cli (cli_main.c: global options, the subcommand
- * option parser and every subcommand but hist; cli_hist.c: hist). The CLI has no protocol
- * code: it only calls libtileatom-client. */
+/* cli.h: shared declarations of tileatom-cli (cli_common.c: errors, the subcommand option
+ * parser, connecting; cli_json.c: --json output; cli_main.c: global options and every
+ * subcommand but hist; cli_hist.c: hist). The CLI has no protocol code: it only calls
+ * libtileatom-client. */
 #ifndef TILEATOM_CLI_H
 #define TILEATOM_CLI_H
 
@@ -45,6 +46,8 @@ typedef struct cli_global {
 	int timeout_ms;        /* connect timeout */
 	const char *auth_file; /* --auth-file; NULL: $TILEATOM_AUTH_FILE (the library's) */
 } cli_global;
+
+/* ---- cli_common.c ---- */
 
 /* Prints "tileatom-cli: MESSAGE" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

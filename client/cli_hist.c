@@ -6,9 +6,10 @@
  * one bin index (without --range: the number itself; with it: numpy.histogram's uniform binning
  * over [LO, HI], the last bin closed). Indices are sent in chunks (default 1M numbers) as
  * indexed flat scatter-adds of the scalar 1 with bounds checking on and space=shared,
- * pipelined a few chunks deep, so input larger than memory works. Numbers outside the bins
- * are counted: with --range on the client (NaN included), without it by the daemon's
- * bounds check (plus integers too large for the index type, on the client).
+ * pipelined a few chunks deep, so input larger than memory works; on a Unix socket the
+ * chunks are slots of a shared buffer that the requests name instead of carrying them. Numbers
+ * outside the bins are counted: with --range on the client (NaN included), without it by the
+ * daemon's bounds check (plus integers too large for the index type, on the client).
  *
  * Failure modes: a token that is not a number (or, without --range, not an integer) stops
  * the run with its file, line and byte offset (raw formats: a non-integral float without
@@ -30,6 +31,8 @@
 #define HIST_CHUNK_DEFAULT (1 << 20)
 /* Requests in flight before the oldest response is collected. */
 #define HIST_DEPTH 4
+/* Chunk slots of the shared buffer: the one being filled and HIST_DEPTH in flight. */
+#define HIST_SLOTS (HIST_DEPTH + 1)
 /* Bytes of the input read buffer (read(2) fills it). */
 #define HIST_READ_BYTES (4 << 20)
 /* Longest token accepted. */
@@ -54,7 +57,10 @@ typedef struct hist_run {
 	double lo, hi;            /* the range */
 	double step;              /* (hi - lo) / nbins, numpy's linspace step */
 	bool idx64;               /* indices sent as INT64 (nbins > INT32_MAX) */
-	void *chunk;              /* index buffer (int32_t or int64_t) */
+	void *chunk;              /* index buffer being filled (int32_t or int64_t) */
+	tileatom_buffer *shm;     /* shared buffer of HIST_SLOTS chunk slots, or NULL (TCP, or
+	                             none could be made): chunks then travel inline */
+	int slot;                 /* the shared buffer's slot chunk points at */
 	int64_t chunk_cap;        /* its capacity in elements */
 	int64_t chunk_len;        /* elements in it */
 	uint64_t one[2];          /* the value 1 in the tile dtype */
@@ -152,6 +158,13 @@ static int hist_flush(hist_run *h)
 		return CLI_EXIT_ERROR;
 	}
 	h->chunk_len = 0;
+	if (h->shm) {
+		/* The daemon reads the chunk in place until its response: fill the next slot,
+		 * whose request (HIST_SLOTS chunks ago) has been collected. */
+		h->slot = (h->slot + 1) % HIST_SLOTS;
+		h->chunk = (char *)tileatom_buffer_data(h->shm) +
+		           (size_t)h->slot * (size_t)h->chunk_cap * (h->idx64 ? 8 : 4);
+	}
 	hist_progress(h, false);
 	return CLI_EXIT_OK;
 }
@@ -618,7 +631,15 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 	tileatom_op_options_init(&h.opts);
 	h.opts.space = TILEATOM_SPACE_SHARED;
 	h.opts.check_bounds = true;
-	h.chunk = malloc((size_t)h.chunk_cap * (h.idx64 ? 8 : 4));
+	/* On a Unix socket the chunks live in a shared buffer and requests name them instead of
+	 * carrying them; where none can be made (TCP) they travel inline. */
+	size_t chunk_bytes = (size_t)h.chunk_cap * (h.idx64 ? 8 : 4);
+	tileatom_error shm_err = {0, ""};
+	if (tileatom_buffer_create(h.client, chunk_bytes * HIST_SLOTS, &h.shm, &shm_err) ==
+	    TILEATOM_OK)
+		h.chunk = tileatom_buffer_data(h.shm);
+	else
+		h.chunk = malloc(chunk_bytes);
 	if (!h.chunk) {
 		cli_error("hist: out of memory for a chunk of %" PRId64 " numbers", h.chunk_cap);
 		rc = CLI_EXIT_ERROR;
@@ -650,7 +671,10 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 		          " before it",
 		          h.added, h.outside);
 out:
-	free(h.chunk);
+	if (h.shm)
+		tileatom_buffer_free(h.shm);
+	else
+		free(h.chunk);
 	tileatom_close(h.client);
 	if (in != STDIN_FILENO)
 		close(in);

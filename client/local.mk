@@ -27,8 +27,8 @@ client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 1:0:1 -no-und
 client_libtileatom_client_la_LIBADD = tacore/libtacore.la $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 
 bin_PROGRAMS += client/tileatom-cli
-client_tileatom_cli_SOURCES = client/cli_main.c client/cli_hist.c client/cli_json.c \
-	client/cli.h client/tileatom.h
+client_tileatom_cli_SOURCES = client/cli_main.c client/cli_common.c client/cli_hist.c \
+	client/cli_json.c client/cli.h client/tileatom.h
 client_tileatom_cli_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS)
 client_tileatom_cli_LDADD = client/libtileatom-client.la $(JSON_C_LIBS) -lm
 

@@ -16,14 +16,16 @@
 #                                     and a CLI session, single-element adds through the
 #                                     service on both backends (tileatom-bench;
 #                                     SERVICE_BENCH=0 skips them); logs under $OUT
-#                                     (default /tmp/gpu-out); a summary is printed last;
-#                                     then the CUDA IPC part below.
+#                                     (default /tmp/gpu-out); bulk histograms through the
+#                                     service and tileatom-cli hist (HIST_BENCH=0 skips them);
+#                                     then the CUDA IPC part below; a summary is printed last.
 #   scripts/gpu-run.sh ipc [CARRY]    there: only the CUDA IPC operands: check_cuda_ipc (device
 #                                     buffers end to end against tileatomd --backend cuda),
-#                                     check_integration on the CUDA backend, and 2^24 keys
-#                                     from GPU memory through the daemon (tileatom-histbench
-#                                     --from device; shm and one from host memory) against
-#                                     torch (benchmarks/torch-hist-peer.py) in the same run.
+#                                     check_integration's load case on the CUDA backend (a
+#                                     handle that does not open), and 2^24 keys from GPU memory
+#                                     through the daemon (tileatom-histbench --from device;
+#                                     shm and one from host memory) against torch
+#                                     (benchmarks/torch-hist-peer.py) in the same run.
 set -u
 mode=${1:-run}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -106,6 +108,13 @@ ipc_part() {
 
 if [ "$mode" = ipc ]; then
 	ipc_part
+	echo "== check_integration, case load (device-buffer refusals), backend cuda"
+	TA_TEST_BACKEND=cuda TILEATOMD="$here/$carry/tileatomd" TA_TEST_DAEMON="$here/$carry/tileatomd" \
+		CK_RUN_CASE=load timeout 240 "$carry/check_integration" >"$OUT/check_integration-load.log" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] || ipc_rc=$rc
+	echo "check_integration (load, cuda): exit $rc; $(grep -E '^[0-9]+%' "$OUT/check_integration-load.log")"
+	grep -E ':[EF]:' "$OUT/check_integration-load.log" | head -10
 	echo "== summary: ipc $ipc_rc"
 	exit 0
 fi
@@ -213,6 +222,44 @@ if [ "${SERVICE_BENCH:-1}" = 1 ]; then
 		kill -TERM $bpid
 		wait $bpid
 	done 2>&1 | tee "$OUT/service-bench.txt"
+fi
+
+if [ "${HIST_BENCH:-1}" = 1 ]; then
+	# bulk histograms through the service (issue 10): 2^24 int32 keys into 256 bins from the
+	# client's shared buffer and from one library call, on both backends; tileatom-cli hist
+	# from text and from raw int32 files; the torch peers in the same run
+	echo "== bulk histograms (tileatom-histbench -n 16777216 -b 256, tileatom-cli hist)"
+	python3 -c 'import numpy as np; k = np.random.default_rng(7).integers(0, 256, 1 << 24, dtype=np.int32); k.tofile("'"$OUT"'/keys.i32"); open("'"$OUT"'/keys.text", "w").write("\n".join(map(str, k.tolist())) + "\n")' ||
+		echo "hist bench: making the key files failed (numpy?)"
+	for be in cuda cpu; do
+		hsock="$OUT/hist-$be.sock"
+		"$carry/tileatomd" --socket "$hsock" --backend $be --log-level err \
+			2>"$OUT/hist-daemon-$be.log" &
+		hpid=$!
+		for _ in $(seq 100); do [ -S "$hsock" ] && break; sleep 0.05; done
+		"$carry/tileatom-histbench" -s "$hsock" -n 16777216 -b 256 --reps 3 --modes shm,one |
+			sed "s/^/backend=$be /"
+		"$carry/tileatom-cli" -s "$hsock" create hb --dtype int32 --shape 256 >/dev/null
+		for fmt in text i32; do
+			f="$OUT/keys.$fmt"
+			for rep in 1 2 3; do
+				t0=$(date +%s.%N)
+				if ! "$carry/tileatom-cli" -s "$hsock" hist hb "$f" --format "$fmt" >/dev/null; then
+					echo "backend=$be cli hist --format $fmt run $rep: FAILED"
+					continue
+				fi
+				t1=$(date +%s.%N)
+				awk -v a="$t0" -v b="$t1" -v be=$be -v fmt=$fmt -v r=$rep 'BEGIN {
+					printf "backend=%s cli hist --format %s run %d: %.3f s, %.1fM numbers/s\n",
+						be, fmt, r, b - a, 16777216 / (b - a) / 1e6 }'
+			done
+		done
+		"$carry/tileatom-cli" -s "$hsock" get hb --json | python3 -c 'import json, sys; b = json.load(sys.stdin)["values"]; print("bins after 6 cli runs: sum", sum(b), "expected", 6 * 16777216)'
+		kill -TERM $hpid
+		wait $hpid
+	done 2>&1 | tee "$OUT/hist-bench.txt"
+	python3 benchmarks/torch-hist-peer.py 2>&1 | tee -a "$OUT/hist-bench.txt"
+	rm -f "$OUT/keys.i32" "$OUT/keys.text"
 fi
 
 if [ "${PROFILE:-0}" = 1 ]; then

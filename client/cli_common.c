@@ -1,0 +1,149 @@
+/* cli_common.c: what every tileatom-cli subcommand uses: the error printer, the subcommand
+ * option parser, the count parser and the connection to the daemon (with the explanation of
+ * which socket was tried when it fails). cli_main.c and cli_hist.c build on it; it calls
+ * nothing of theirs. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("tileatom-cli: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+bool cli_parse_count(const char *text, int64_t *out)
+{
+	if (!text || *text < '0' || *text > '9')
+		return false;
+	errno = 0;
+	char *end;
+	long long v = strtoll(text, &end, 10);
+	if (errno != 0 || *end != '\0' || v < 0)
+		return false;
+	*out = (int64_t)v;
+	return true;
+}
+
+int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_pos, int max_pos,
+              const char *usage, cli_global *g, cli_args *out)
+{
+	memset(out, 0, sizeof(*out));
+	bool only_pos = false;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!only_pos && strcmp(a, "--") == 0) {
+			only_pos = true;
+			continue;
+		}
+		if (!only_pos && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+			fputs(usage, stdout);
+			return CLI_EXIT_OK;
+		}
+		if (!only_pos && (strcmp(a, "-s") == 0 || strcmp(a, "--socket") == 0 ||
+		                  strncmp(a, "--socket=", 9) == 0)) {
+			if (a[1] == '-' && a[8] == '=') {
+				g->socket = a + 9;
+			} else if (i + 1 < argc) {
+				g->socket = argv[++i];
+			} else {
+				cli_error("%s: %s needs a value", argv[0], a);
+				return CLI_EXIT_USAGE;
+			}
+			continue;
+		}
+		if (!only_pos && a[0] == '-' && a[1] == '-') {
+			const char *name = a + 2;
+			const char *eq = strchr(name, '=');
+			size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+			int k;
+			for (k = 0; k < nopts; k++)
+				if (strlen(opts[k].name) == nlen &&
+				    strncmp(opts[k].name, name, nlen) == 0)
+					break;
+			if (k == nopts) {
+				cli_error("%s: unknown option '%s' (see '%s --help')", argv[0], a,
+				          argv[0]);
+				return CLI_EXIT_USAGE;
+			}
+			if (!opts[k].has_arg) {
+				if (eq) {
+					cli_error("%s: option --%s takes no value", argv[0],
+					          opts[k].name);
+					return CLI_EXIT_USAGE;
+				}
+				out->value[k] = "";
+			} else if (eq) {
+				out->value[k] = eq + 1;
+			} else if (i + 1 < argc) {
+				out->value[k] = argv[++i];
+			} else {
+				cli_error("%s: option --%s needs a value", argv[0], opts[k].name);
+				return CLI_EXIT_USAGE;
+			}
+			continue;
+		}
+		if (out->npos >= max_pos || out->npos >= CLI_MAX_POS) {
+			cli_error("%s: unexpected argument '%s' (see '%s --help')", argv[0], a,
+			          argv[0]);
+			return CLI_EXIT_USAGE;
+		}
+		out->pos[out->npos++] = a;
+	}
+	if (out->npos < min_pos) {
+		cli_error("%s: missing arguments (see '%s --help')", argv[0], argv[0]);
+		return CLI_EXIT_USAGE;
+	}
+	return -1;
+}
+
+/* Explains, after a failed connect without -s, which default socket was tried and why. */
+static void explain_default_socket(void)
+{
+	char path[4096];
+	if (tileatom_default_socket(path, sizeof(path)) != 0)
+		return;
+	const char *env = getenv("TILEATOM_SOCKET");
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (env && *env) {
+		cli_error("(the socket came from $TILEATOM_SOCKET; give -s SOCKET for another)");
+	} else if (strncmp(path, "/run/", 5) == 0 && (!xdg || !*xdg)) {
+		cli_error("(%s is the system daemon's socket, tried because XDG_RUNTIME_DIR is not "
+		          "set, so there is no per-user socket to try; give -s SOCKET, set "
+		          "TILEATOM_SOCKET, or join the daemon's socket group)",
+		          path);
+	} else if (strncmp(path, "/run/", 5) == 0) {
+		cli_error("(%s is the system daemon's socket, tried because no per-user daemon "
+		          "listens at %s/tileatom/tileatomd.sock; give -s SOCKET or set "
+		          "TILEATOM_SOCKET)",
+		          path, xdg);
+	} else {
+		cli_error("(%s is the per-user daemon's socket under $XDG_RUNTIME_DIR; start "
+		          "tileatomd, or give -s SOCKET or set TILEATOM_SOCKET)",
+		          path);
+	}
+}
+
+int cli_connect(const cli_global *g, tileatom_client **out)
+{
+	tileatom_error err = {0, ""};
+	tileatom_connect_options opts;
+	tileatom_connect_options_init(&opts);
+	opts.timeout_ms = g->timeout_ms;
+	opts.auth_file = g->auth_file;
+	if (tileatom_connect_opts(g->socket, &opts, out, &err) != TILEATOM_OK) {
+		cli_error("%s", err.message);
+		if (!g->socket)
+			explain_default_socket();
+		return CLI_EXIT_ERROR;
+	}
+	return CLI_EXIT_OK;
+}
