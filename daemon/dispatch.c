@@ -14,14 +14,19 @@
  * closes it too).
  *
  * Before decoding, every string field is checked (wirecheck.c): a NUL or invalid UTF-8 is
- * INVALID_ARGUMENT naming the field. With a session (a client connection): Hello first,
- * then Auth where the session needs it, then every tile is looked up, listed, created and
- * destroyed as the session's identity (private tiles, registry.h). */
+ * INVALID_ARGUMENT naming the field. The hot requests (ping, the atomic families) and
+ * responses go through fastwire.c's one-pass decoder and encoder instead, which give the
+ * same structures and bytes and hand anything unusual back to protobuf-c.
+ *
+ * With a session (a client connection): Hello first, then Auth where the session needs it,
+ * then every tile is looked up, listed, created and destroyed as the session's identity
+ * (private tiles, registry.h). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
 
 #include "dispatch.h"
+#include "fastwire.h"
 #include "shmbuf.h"
 
 #include <inttypes.h>
@@ -136,6 +141,8 @@ void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry
 	ta_metrics_init(&svc->metrics);
 	svc->auth = NULL;
 	svc->auth_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "authentication failures");
+	svc->fast_wire = true;
+	ta_fastwire_init(); /* checks the schema once, at start */
 }
 
 ta_status ta_session_init(ta_session *s, const ta_service *svc, bool tcp, ta_owner identity,
@@ -1154,7 +1161,9 @@ static void resp_ctx_free(resp_ctx *rc)
 static bool append_reply(ta_service *svc, Tileatom__Response *resp, bool close_after,
                          ta_frame_buf *out)
 {
-	int rc = ta_frame_append(&resp->base, svc->max_frame, out);
+	int rc = svc->fast_wire ? ta_fastwire_append_response(resp, svc->max_frame, out) : 1;
+	if (rc == 1)
+		rc = ta_frame_append(&resp->base, svc->max_frame, out);
 	if (rc == 0)
 		return close_after;
 	size_t size = protobuf_c_message_get_packed_size(&resp->base);
@@ -1211,10 +1220,42 @@ void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 	ta_arena_free(&s->arena);
 }
 
+/* Bytes of the message naming a bad string field (wirecheck.c). */
+#define BAD_STRING_MSG 200
+
+/* A request payload after decoding. */
+typedef struct decoded {
+	Tileatom__Request *req;   /* the request (arena memory), NULL: it does not decode */
+	bool strings_ok;          /* every string field is UTF-8 without NUL */
+	char bad[BAD_STRING_MSG]; /* !strings_ok: the field and the problem */
+	struct timespec t0;       /* when it was read, if timed (metrics) */
+} decoded;
+
+/* Decodes len bytes at payload into d: a hot shape in one pass (fastwire.c, its strings
+ * checked on the way), anything else with wirecheck.c's string check and protobuf-c. */
+static void decode_request(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *payload,
+                           size_t len, decoded *d)
+{
+	if (svc->fast_wire) {
+		d->req = ta_fastwire_decode_request(&scratch->arena, payload, len);
+		if (d->req) {
+			d->strings_ok = true;
+			return;
+		}
+	}
+	d->strings_ok = ta_wire_check_strings(&tileatom__request__descriptor, payload, len, d->bad,
+	                                      sizeof(d->bad));
+	d->req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
+}
+
 static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
                                    ta_session *session, const uint8_t *payload, size_t len,
                                    uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
                                    bool *close_after);
+static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
+                                       ta_session *session, const uint8_t *payload, size_t len,
+                                       uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                       bool *close_after, decoded *d);
 
 /* Starts the metrics of a decoded request of payload_len bytes: its size, and the clock
  * when requests are timed. */
@@ -1281,29 +1322,20 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
                         size_t len)
 {
 	ta_service *svc = g->svc;
-	char bad[200];
-	if (!ta_wire_check_strings(&tileatom__request__descriptor, payload, len, bad,
-	                           sizeof(bad))) {
-		/* a bad string: run_one answers it, after what came before */
-		group_flush(g);
-		bool close_after = false;
-		(void)run_one(svc, scratch, g->session, payload, len, NULL, -1, g->out,
-		              &close_after);
-		if (close_after)
-			g->close_after = true;
-		return;
-	}
+	decoded d;
+	d.t0 = (struct timespec){0, 0};
+	if (svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &d.t0);
 	atomic_fetch_add(&svc->requests, 1);
-	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
-	if (!req || !ta_req_has_tile((ta_req_kind)req->body_case)) {
-		/* not a plan: what came before runs first */
+	decode_request(svc, scratch, payload, len, &d);
+	Tileatom__Request *req = d.req;
+	if (!req || !d.strings_ok || !ta_req_has_tile((ta_req_kind)req->body_case)) {
+		/* not a plan (or a bad string, or no Request at all): what came before runs
+		 * first, then this one, decoded once */
 		group_flush(g);
-		if (req)
-			tileatom__request__free_unpacked(req, &scratch->arena.pb);
-		atomic_fetch_sub(&svc->requests, 1); /* run_one counts it */
 		bool close_after = false;
-		(void)run_one(svc, scratch, g->session, payload, len, NULL, -1, g->out,
-		              &close_after);
+		(void)run_decoded(svc, scratch, g->session, payload, len, NULL, -1, g->out,
+		                  &close_after, &d);
 		if (close_after)
 			g->close_after = true;
 		return;
@@ -1387,16 +1419,29 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
                                    uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
                                    bool *close_after)
 {
+	decoded d;
+	d.t0 = (struct timespec){0, 0};
+	if (svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &d.t0);
+	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
+	decode_request(svc, scratch, payload, len, &d);
+	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
+	                   &d);
+}
+
+/* run_one after decoding (d: the request, counted already), also for a request of a
+ * grouped run that is not a plan. */
+static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
+                                       ta_session *session, const uint8_t *payload, size_t len,
+                                       uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                       bool *close_after, decoded *d)
+{
 	*close_after = false;
 	scratch->log_seq = 0;
-	struct timespec t0 = {0, 0};
-	if (svc->time_requests)
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
-	char bad[200];
-	bool strings_ok =
-	    ta_wire_check_strings(&tileatom__request__descriptor, payload, len, bad, sizeof(bad));
-	Tileatom__Request *req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
+	struct timespec t0 = d->t0;
+	Tileatom__Request *req = d->req;
+	bool strings_ok = d->strings_ok;
+	const char *bad = d->bad;
 	if (!svc->persist || !req) { /* with --data-dir the payload is the log record */
 		free(owned);
 		owned = NULL;

@@ -34,6 +34,8 @@ typedef struct ta_service {
 	const ta_auth_secret *auth;     /* the secret TCP clients prove (NULL: no auth) */
 	ta_log_limit auth_log;          /* rate limit of the authentication failure lines */
 	struct ta_persist *persist;     /* durability (--data-dir, persist.h); NULL: none */
+	bool fast_wire;                 /* hot requests and responses through fastwire.c (on;
+	                                   off only to compare both paths in tests) */
 } ta_service;
 
 /* Who is on a connection and how far its handshake went. One per connection, used by one

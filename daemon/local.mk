@@ -9,6 +9,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/shmbuf.c daemon/shmbuf.h \
 	daemon/dispatch.c daemon/dispatch.h \
 	daemon/executor.c daemon/executor.h \
+	daemon/fastwire.c daemon/fastwire.h \
 	daemon/log.c daemon/log.h \
 	daemon/metrics.c daemon/metrics.h \
 	daemon/metrics_http.c daemon/metrics_http.h \

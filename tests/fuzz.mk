@@ -14,7 +14,7 @@ FUZZ_TIMEOUT = 25
 FUZZ_ARGS = -max_len=4096 -rss_limit_mb=2048 -entropic_scale_per_exec_time=1
 FUZZ_SANITIZE = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer
-FUZZ_CPPFLAGS = $(DEFS) -I$(top_builddir) $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+FUZZ_CPPFLAGS = $(DEFS) -I$(top_builddir) $(AM_CPPFLAGS) -I$(top_srcdir)/daemon -I$(top_srcdir)/tests
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -pthread $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(INIH_CFLAGS) \
 	$(LIBCRYPTO_CFLAGS)
 FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) $(LIBCRYPTO_LIBS) $(XXHASH_LIBS) -lm
@@ -27,12 +27,12 @@ FUZZ_SRCS = $(srcdir)/tests/fuzz_dispatch.c \
 	$(srcdir)/daemon/executor.c $(srcdir)/daemon/log.c $(srcdir)/daemon/notify.c \
 	$(srcdir)/daemon/netaddr.c $(srcdir)/daemon/persist.c $(srcdir)/daemon/registry.c \
 	$(srcdir)/daemon/metrics.c $(srcdir)/daemon/server.c $(srcdir)/daemon/shmbuf.c \
-	$(srcdir)/daemon/wirecheck.c \
+	$(srcdir)/daemon/wirecheck.c $(srcdir)/daemon/fastwire.c \
 	$(srcdir)/tacore/ta_plan.c $(srcdir)/kernels/ta_lower.c $(srcdir)/kernels/ta_cuda_none.c \
 	$(srcdir)/proto/ta_frame.c $(srcdir)/proto/ta_auth.c proto/tileatom.pb-c.c
 FUZZ_NOCOV_OBJS = tests/fuzz_ta_cpu.o tests/fuzz_ta_types.o
 FUZZ_DEPS = $(srcdir)/daemon/*.h $(srcdir)/tacore/*.h $(srcdir)/kernels/*.h $(srcdir)/tacore/ta_ops.def \
-	$(srcdir)/proto/ta_frame.h $(srcdir)/proto/ta_auth.h $(PROTO_GEN)
+	$(srcdir)/proto/ta_frame.h $(srcdir)/proto/ta_auth.h $(srcdir)/tests/fastwire_diff.h $(PROTO_GEN)
 EXTRA_DIST += tests/fuzz_dispatch.c tests/fuzz_dispatch.dict tests/fuzz_seeds.c
 CLEANFILES += tests/fuzz_dispatch tests/fuzz_seeds $(FUZZ_NOCOV_OBJS)
 

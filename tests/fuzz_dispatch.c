@@ -16,7 +16,12 @@
  * get an edge value, an element more or less, a new or dropped sub-message, a new shape
  * with matching data (operand arrays), changed bytes or another tile name, and the Request
  * is re-encoded; or a whole payload is duplicated or dropped. Byte-level mutation alone rarely
- * produces a valid 9-byte varint inside nested length-prefixed messages. */
+ * produces a valid 9-byte varint inside nested length-prefixed messages.
+ *
+ * Each input also runs through the differential check of daemon/fastwire.c
+ * (tests/fastwire_diff.h): two more services on the same base tiles, one with the fast wire
+ * path and one with protobuf-c's generic path, payload by payload and then as one pipelined
+ * run; the reply bytes and every tile must be identical. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -32,6 +37,8 @@
 #include "ta_backend.h"
 #include "ta_frame.h"
 #include "tileatom.pb-c.h"
+
+#include "fastwire_diff.h"
 
 /* Limits of the fuzzed service: small, so that no input can exhaust memory. */
 #define FUZZ_MAX_TILE_BYTES  (1u << 20)
@@ -62,6 +69,7 @@ static ta_backend *backend;
 static ta_registry *registry;
 static ta_service service;
 static uint64_t base_bytes; /* bytes of all base tiles together */
+static fwd_world diff;      /* the fast and the generic path, compared */
 
 /* Stops the run with a message: libFuzzer records the input as a crash. */
 static void fail(const char *what, const char *detail)
@@ -594,12 +602,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	create_base_tiles();
 	uint32_t tiles = 0;
 	ta_registry_stats(registry, &tiles, &base_bytes);
+	fwd_init(&diff, backend);
 	return 0;
 }
 
 /* libFuzzer: runs the payloads of one input in order, then restores the base state. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	const uint8_t *payloads[FUZZ_MAX_REQUESTS];
+	size_t lens[FUZZ_MAX_REQUESTS];
+	size_t count = 0;
 	for (int i = 0; i < FUZZ_MAX_REQUESTS && size >= 2; i++) {
 		size_t n = (size_t)data[0] | ((size_t)data[1] << 8);
 		data += 2;
@@ -607,9 +619,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (n > size)
 			n = size;
 		run_one(data, n, i % 2 == 1);
+		payloads[count] = data;
+		lens[count++] = n;
 		data += n;
 		size -= n;
 	}
+	for (size_t i = 0; i < count; i++)
+		fwd_run_payload(&diff, payloads[i], lens[i]);
+	fwd_reset(&diff);
+	fwd_run_batch(&diff, payloads, lens, count);
+	fwd_reset(&diff);
 	reset_tiles();
 	uint32_t tiles = 0;
 	uint64_t bytes = 0;

@@ -22,6 +22,9 @@ typedef struct seed {
 
 /* Folder the seeds go to. */
 static const char *out_dir;
+/* When set, each seed goes to this function instead of a file (tests/check_fastwire.c
+ * includes this file with TA_FUZZ_SEEDS_NO_MAIN to run every seed). */
+static void (*seed_sink)(const uint8_t *buf, size_t len, const char *name);
 /* Seeds written so far. */
 static int n_written;
 
@@ -49,6 +52,11 @@ static void add(seed *s, Tileatom__Request *req)
 /* Writes the seed as OUT_DIR/NAME. */
 static void save(const seed *s, const char *name)
 {
+	if (seed_sink) {
+		seed_sink(s->buf, s->len, name);
+		n_written++;
+		return;
+	}
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", out_dir, name);
 	FILE *f = fopen(path, "wb");
@@ -635,6 +643,7 @@ static void write_seeds(void)
 	save(&s, "errors");
 }
 
+#ifndef TA_FUZZ_SEEDS_NO_MAIN
 /* Writes the seeds into argv[1]. */
 int main(int argc, char **argv)
 {
@@ -647,3 +656,4 @@ int main(int argc, char **argv)
 	printf("fuzz_seeds: wrote %d seeds to %s\n", n_written, out_dir);
 	return 0;
 }
+#endif

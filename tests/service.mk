@@ -28,6 +28,16 @@ tests_check_daemon_server_LDADD = daemon/libtadaemon.a $(CHECK_LIBS) $(PROTOBUF_
 	$(LIBCRYPTO_LIBS)
 # The server test starts the daemon binary.
 EXTRA_tests_check_daemon_server_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
+
+# daemon/fastwire.c against protobuf-c's generic path (check_fastwire): every fuzz seed and
+# thousands of random and mutated hot requests through both, same replies and tiles.
+check_PROGRAMS += tests/check_fastwire
+TESTS += tests/check_fastwire
+tests_check_fastwire_SOURCES = tests/check_fastwire.c tests/fastwire_diff.h
+tests_check_fastwire_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
+	-DTA_SRCDIR='"$(abs_top_srcdir)"'
+tests_check_fastwire_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_check_fastwire_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
 endif
 # Access control and bounds without sockets (strings, sessions, Auth, private tiles, the
 # secret file, max_tiles, the commit check, the new settings, the rate-limited log).
