@@ -44,8 +44,8 @@
 
 using ta::kargs;
 
-/* The architecture the kernels were built for (configure passes it; 0: unknown). The
- * cluster kernels exist from 90 on: below, they trap, and the host never launches them. */
+/* The architecture the kernels were built for (configure passes it; 0: unknown). Cluster
+ * launches exist from 90 on: below, the host never launches the cluster kernels. */
 #ifndef TA_CUDA_CC
 #define TA_CUDA_CC 0
 #endif
@@ -109,6 +109,10 @@ static ta_kfn g_shared[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 static ta_kfn g_cluster[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 /* Resident blocks per SM of each global kernel (0: not computed yet). */
 static int g_global_occ[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
+/* Resident blocks per SM of each block-window kernel for the window size it last ran
+ * with: (shared-memory bytes << 32) | blocks (0: not computed yet). The occupancy query
+ * costs microseconds of host time before every launch otherwise. */
+static uint64_t g_shared_occ[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 /* Fills the tables once. */
 static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
 
@@ -208,15 +212,16 @@ extern "C" const char *ta_cuda_path_name(ta_cuda_path path)
 /* Largest private window (bytes) one block holds for an explicit space-shared request;
  * larger windows go to a cluster (sm_90) or else run the global path (same result). */
 #define TA_SHARED_MAX (96u * 1024u)
-/* log2 of the largest cluster (blocks) a window is spread over: 2 blocks. Measured on an
- * H200 (doc/GPU-RESULTS.md): a 65536-bin histogram over 2 blocks runs at 155 G elements/s
- * against 91 on the global path, but a 262144-bin one over 8 blocks at 75 against 99, so
+/* log2 of the largest cluster (blocks) a window is split over: 2 blocks, each reading every
+ * operand of the cluster (the second read from L2). Measured on an H200 (doc/GPU-RESULTS.md):
+ * a 65536-bin histogram over 2 blocks runs at about 490 G elements/s against 91 on the
+ * global path; splits over 4 or 8 blocks (4 or 8 reads of each key) were not measured, so
  * larger windows take the global path. */
 #define TA_CLUSTER_MAX_SHIFT 1
 /* Elements per window slot from which a space-global request gets a private window of
  * any size that fits (one block's up to TA_SHARED_MAX, else a cluster's). Measured on an
  * H200 with 2^26 keys (64 or more a slot): 4096 bins 682 against 35 G elements/s global,
- * 16384 bins 413 against 51, 65536 bins (cluster) 155 against 91. */
+ * 16384 bins 413 against 51, 65536 bins (cluster) about 490 against 91. */
 #define TA_AUTO_WINDOW_PER_SLOT 64
 /* Whether space-global requests may get a private window (ta_cuda_set_auto_window). */
 static int g_auto_window = 1;
@@ -423,7 +428,7 @@ static cudaError_t allow_smem(ta_kfn fn, size_t smem)
 	                            (int)smem);
 }
 
-/* Launches a global-space or block-window kernel (TA_BLOCK threads a block) with enough
+/* Launches a global-space or block-window kernel (ta::block_threads threads a block) with enough
  * blocks to fill the device (sms SMs). */
 static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, int sms,
                              cudaStream_t stream, ta_error *err)
@@ -436,10 +441,18 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 		e = allow_smem(fn, smem);
 		if (e != cudaSuccess)
 			return cuda_error(err, e, "raising the shared-memory limit");
-		e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)fn, TA_BLOCK,
-		                                                  smem);
-		if (e != cudaSuccess)
-			return cuda_error(err, e, "computing the occupancy");
+		uint64_t *cached = &g_shared_occ[a->mode][a->p.dtype][a->p.op];
+		uint64_t c = __atomic_load_n(cached, __ATOMIC_RELAXED);
+		if (c != 0 && (c >> 32) == smem) {
+			occ = (int)(uint32_t)c;
+		} else {
+			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+			    &occ, (const void *)fn, ta::block_threads(ta::S_BLOCK, a->mode), smem);
+			if (e != cudaSuccess)
+				return cuda_error(err, e, "computing the occupancy");
+			__atomic_store_n(cached, ((uint64_t)smem << 32) | (uint32_t)occ,
+			                 __ATOMIC_RELAXED);
+		}
 	} else {
 		int *cached = &g_global_occ[a->mode][a->p.dtype][a->p.op];
 		occ = __atomic_load_n(cached, __ATOMIC_RELAXED);
@@ -453,6 +466,7 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 	}
 	if (occ < 1)
 		occ = 1;
+	const int threads = ta::block_threads(shared ? ta::S_BLOCK : ta::S_GLOBAL, a->mode);
 	/* elements a block takes per step of its loop */
 	int64_t per_thread = 4;
 	if (a->mode == ta::M_REGION)
@@ -461,7 +475,7 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 	else if (a->mode == ta::M_FLAT32 || a->mode == ta::M_FLAT64)
 		per_thread =
 		    4 * (shared ? ta::flat_unroll<ta::S_BLOCK>() : ta::flat_unroll<ta::S_GLOBAL>());
-	int64_t per_block = (int64_t)TA_BLOCK * per_thread;
+	int64_t per_block = (int64_t)threads * per_thread;
 	int64_t blocks = (a->p.count + per_block - 1) / per_block;
 	if (shared) {
 		/* each block pays the window twice (init, merge): give it enough elements */
@@ -471,12 +485,12 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 	}
 	if (blocks > (int64_t)occ * sms)
 		blocks = (int64_t)occ * sms;
-	if (blocks < floor_blocks(a->p.count, TA_BLOCK))
-		blocks = floor_blocks(a->p.count, TA_BLOCK);
+	if (blocks < floor_blocks(a->p.count, threads))
+		blocks = floor_blocks(a->p.count, threads);
 	if (blocks > INT32_MAX)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan of %lld elements is too large",
 		                    (long long)a->p.count);
-	fn<<<(unsigned)blocks, TA_BLOCK, smem, stream>>>(*a);
+	fn<<<(unsigned)blocks, threads, smem, stream>>>(*a);
 	e = cudaGetLastError();
 	return e == cudaSuccess ? TA_OK : cuda_error(err, e, "launching the kernel");
 }
@@ -523,7 +537,8 @@ static ta_status launch_cluster(ta_kfn fn, const kargs *a, size_t es, cudaStream
 		n = resident;
 	if (n < 1)
 		n = 1;
-	int64_t need = (floor_blocks(a->p.count, TA_CLUSTER_BLOCK) + csize - 1) / csize;
+	/* (every block of a cluster runs over the cluster's elements) */
+	int64_t need = floor_blocks(a->p.count, TA_CLUSTER_BLOCK);
 	if (n < need)
 		n = need;
 	if (n * csize > INT32_MAX)
