@@ -8,7 +8,9 @@
  * buffer, copy the counters and old values back, synchronize that stream, release the
  * slot. Large operands (and old values) that already lie in page-locked memory (a
  * client's shared buffer, registered by host_register) skip the pinned buffer: one DMA
- * each, straight from (to) where they are.
+ * each, straight from (to) where they are. Operands (and old values) in a client's device
+ * buffer (ta_operand.device, opened by ipc_open from a CUDA IPC handle) are not copied at
+ * all: the kernel reads (writes) them in place.
  *
  * Small requests (global space, up to TA_CUDA_BATCH_ITEM_MAX elements) take the batch
  * path instead: the caller queues its request with the batcher; the first caller to find
@@ -24,6 +26,7 @@
  * illegal address, a launch failure: the context is lost) is logged to stderr once and
  * every later call reports it as INTERNAL with the CUDA error text; other CUDA errors give
  * INTERNAL for that call only. */
+#include <cuda.h> /* CUdeviceptr and CUresult only: the driver call is looked up at run time */
 #include <cuda_runtime.h>
 
 #include <errno.h>
@@ -855,8 +858,13 @@ static bool host_direct(const void *p, size_t bytes)
 /* True when plan goes through the batcher rather than its own launch. */
 static bool batchable(const ta_cuda_backend *be, const ta_plan *plan)
 {
+	/* the batcher resolves elements on the host: device operands launch on their own */
+	bool on_device = plan->old_out_device || plan->values.device || plan->compare.device ||
+	                 plan->mask.device;
+	for (int i = 0; i < TA_MAX_RANK; i++)
+		on_device = on_device || plan->index[i].device;
 	return be->batch_ready && plan->space == TA_SPACE_GLOBAL &&
-	       plan->count <= TA_CUDA_BATCH_ITEM_MAX;
+	       plan->count <= TA_CUDA_BATCH_ITEM_MAX && !on_device;
 }
 
 /* The output bits of an element that is masked off or skipped (as the kernels' fill_value). */
@@ -1255,6 +1263,8 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 			dop->data = NULL;
 			continue;
 		}
+		if (op->device) /* a client's device buffer: the kernel reads it in place */
+			continue;
 		size_t ebytes = ta_dtype_size(op->dtype);
 		stage_item *it = &items[n_items++];
 		it->src = op->data;
@@ -1279,7 +1289,9 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	end = align_up(end + 3 * sizeof(unsigned long long));
 	hend = align_up(hend + 3 * sizeof(unsigned long long));
 	size_t out_off = end, hout_off = hend;
-	size_t out_bytes = plan->want_old ? (size_t)plan->count * es : 0;
+	/* old values into a client's device buffer are written there by the kernel */
+	bool out_dev = plan->want_old && plan->old_out_device;
+	size_t out_bytes = plan->want_old && !out_dev ? (size_t)plan->count * es : 0;
 	bool out_direct = plan->want_old && host_direct(plan->old_out, out_bytes);
 	end = align_up(end + out_bytes);
 	if (!out_direct)
@@ -1298,7 +1310,7 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		*items[i].dst = s->dev + items[i].off;
 	}
 	memset(s->host + hcnt_off, 0, 3 * sizeof(unsigned long long));
-	dp.old_out = plan->want_old ? (void *)(s->dev + out_off) : NULL;
+	dp.old_out = out_dev ? plan->old_out : plan->want_old ? (void *)(s->dev + out_off) : NULL;
 	if (n_direct == 0) {
 		e = cudaMemcpyAsync(s->dev, s->host, cnt_off + 3 * sizeof(unsigned long long),
 		                    cudaMemcpyHostToDevice, s->stream);
@@ -1347,7 +1359,7 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		memcpy(counts, s->host + hcnt_off, sizeof counts);
 		result->skipped = counts[0];
 		result->applied = counts[1];
-		if (plan->want_old && !out_direct)
+		if (plan->want_old && !out_direct && !out_dev)
 			memcpy(plan->old_out, s->host + hout_off, out_bytes);
 		if (counts[2]) {
 			st = ta_error_set(
@@ -1458,10 +1470,160 @@ static void cuda_host_unregister(ta_backend *base, void *ptr)
 	}
 }
 
+/* cuMemGetAddressRange (driver API, v2): the base and size of the allocation holding dptr. */
+typedef CUresult (*mem_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr dptr);
+
+/* One handle this process has open: a handle opens once per process and context, so
+ * connections that register the same allocation share the mapping, counted. */
+struct ipc_open_entry {
+	unsigned char handle[sizeof(cudaIpcMemHandle_t)]; /* the handle's bytes */
+	void *ptr;                                        /* where it opened */
+	size_t avail;                                     /* bytes of the allocation from ptr */
+	unsigned refs;                                    /* registrations using it */
+	ipc_open_entry *next;                             /* list link */
+};
+/* The open handles of this process (few: one per client allocation). */
+static ipc_open_entry *g_ipc_open;
+/* Guards g_ipc_open and the opens and closes themselves. */
+static pthread_mutex_t g_ipc_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* vtable ipc_open: opens a client's device allocation from its CUDA IPC handle
+ * (cudaIpcOpenMemHandle; a handle already open in this process is shared, counted) and
+ * checks that bytes fit in it from the address the handle
+ * opens at (cuMemGetAddressRange, looked up through the runtime so that the daemon needs
+ * no link to libcuda). A handle that does not open, or a size over the allocation, gives
+ * INVALID_ARGUMENT (the handle is closed again); the error is cleared. */
+static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t handle_len,
+                               size_t bytes, void **dptr, ta_error *err)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	*dptr = NULL;
+	if (handle_len != sizeof(cudaIpcMemHandle_t))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "a CUDA IPC handle has %zu bytes, not %zu",
+		                    sizeof(cudaIpcMemHandle_t), handle_len);
+	ta_status st = be_enter(be, err);
+	if (st != TA_OK)
+		return st;
+	static mem_range_fn range_fn; /* looked up once (a benign race: same value) */
+	if (!range_fn) {
+		void *fn = NULL;
+		cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+		cudaError_t e = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+		                                                 cudaEnableDefault, &q);
+		if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
+			(void)cudaGetLastError();
+			return ta_error_set(
+			    err, TA_INTERNAL,
+			    "cuda backend: the driver has no cuMemGetAddressRange (%s), "
+			    "so a device buffer's size cannot be checked",
+			    cudaGetErrorString(e));
+		}
+		__atomic_store_n(&range_fn, (mem_range_fn)fn, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_lock(&g_ipc_mu);
+	for (ipc_open_entry *o = g_ipc_open; o; o = o->next)
+		if (memcmp(o->handle, handle, sizeof o->handle) == 0) {
+			if (bytes > o->avail)
+				st = ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "register_buffer: the request states %zu bytes but the "
+				    "device allocation behind the handle has %zu",
+				    bytes, o->avail);
+			else {
+				o->refs++;
+				*dptr = o->ptr;
+			}
+			pthread_mutex_unlock(&g_ipc_mu);
+			return st;
+		}
+	ipc_open_entry *entry = (ipc_open_entry *)calloc(1, sizeof(*entry));
+	if (!entry) {
+		pthread_mutex_unlock(&g_ipc_mu);
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	cudaIpcMemHandle_t h;
+	memcpy(&h, handle, sizeof h);
+	void *p = NULL;
+	cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		pthread_mutex_unlock(&g_ipc_mu);
+		free(entry);
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "register_buffer: the CUDA IPC handle does not open on device "
+		                    "%d: %s (%s); pass the 64 bytes cudaIpcGetMemHandle gave, of "
+		                    "memory that is still allocated, from another process",
+		                    be->device, cudaGetErrorName(e), cudaGetErrorString(e));
+	}
+	CUdeviceptr abase = 0;
+	size_t asize = 0;
+	CUresult r = __atomic_load_n(&range_fn, __ATOMIC_ACQUIRE)(&abase, &asize, (CUdeviceptr)p);
+	size_t avail =
+	    r == CUDA_SUCCESS && (CUdeviceptr)p >= abase && (CUdeviceptr)p - abase <= asize
+	        ? asize - (size_t)((CUdeviceptr)p - abase)
+	        : 0;
+	if (r != CUDA_SUCCESS || bytes > avail) {
+		cudaError_t ce = cudaIpcCloseMemHandle(p);
+		if (ce != cudaSuccess)
+			(void)cudaGetLastError();
+		pthread_mutex_unlock(&g_ipc_mu);
+		free(entry);
+		if (r != CUDA_SUCCESS)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "register_buffer: the size of the device allocation cannot "
+			    "be found (cuMemGetAddressRange: error %d)",
+			    (int)r);
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "register_buffer: the request states %zu bytes but the device "
+		                    "allocation behind the handle has %zu",
+		                    bytes, avail);
+	}
+	memcpy(entry->handle, handle, sizeof entry->handle);
+	entry->ptr = p;
+	entry->avail = avail;
+	entry->refs = 1;
+	entry->next = g_ipc_open;
+	g_ipc_open = entry;
+	pthread_mutex_unlock(&g_ipc_mu);
+	*dptr = p;
+	return TA_OK;
+}
+
+/* vtable ipc_close: cudaIpcCloseMemHandle (errors are logged, then cleared). */
+static void cuda_ipc_close(ta_backend *base, void *dptr)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	if (!dptr)
+		return;
+	pthread_mutex_lock(&g_ipc_mu);
+	ipc_open_entry **link = &g_ipc_open;
+	while (*link && (*link)->ptr != dptr)
+		link = &(*link)->next;
+	ipc_open_entry *o = *link;
+	if (!o || --o->refs > 0) {
+		pthread_mutex_unlock(&g_ipc_mu);
+		return;
+	}
+	*link = o->next;
+	free(o);
+	if (be_enter(be, NULL) == TA_OK) {
+		cudaError_t e = cudaIpcCloseMemHandle(dptr);
+		if (e != cudaSuccess) {
+			(void)cudaGetLastError();
+			fprintf(stderr, "tileatom cuda backend: cudaIpcCloseMemHandle: %s\n",
+			        cudaGetErrorString(e));
+		}
+	}
+	pthread_mutex_unlock(&g_ipc_mu);
+}
+
 /* The CUDA backend's vtable. */
 static const ta_backend_vtbl cuda_vtbl = {
-    cuda_destroy, cuda_tile_alloc,       cuda_tile_free,     cuda_apply,          cuda_apply_many,
-    cuda_info,    cuda_set_batch_window, cuda_host_register, cuda_host_unregister};
+    cuda_destroy,         cuda_tile_alloc, cuda_tile_free,        cuda_apply,
+    cuda_apply_many,      cuda_info,       cuda_set_batch_window, cuda_host_register,
+    cuda_host_unregister, cuda_ipc_open,   cuda_ipc_close};
 
 extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 {

@@ -182,8 +182,8 @@ static void bench_hist(const int32_t *keys, int64_t n, int64_t bins, ta_space sp
 	req.op = TA_OP_ADD;
 	req.addr = TA_ADDR_FLAT;
 	req.n_index = 1;
-	req.index[0] = (ta_array_view){true, TA_DTYPE_I32, 1, {n}, keys, (size_t)n * 4};
-	req.values = (ta_array_view){true, TA_DTYPE_I32, 0, {0}, &one, 4};
+	req.index[0] = (ta_array_view){true, TA_DTYPE_I32, 1, {n}, keys, (size_t)n * 4, false};
+	req.values = (ta_array_view){true, TA_DTYPE_I32, 0, {0}, &one, 4, false};
 	req.space = space;
 	req.sem = sem;
 	ta_plan plan;
@@ -239,8 +239,8 @@ static void bench_scatter(const int64_t *idx, int64_t n, int64_t bins, const cha
 	req.addr = TA_ADDR_SCATTER;
 	req.scatter_dim = 0;
 	req.n_index = 1;
-	req.index[0] = (ta_array_view){true, TA_DTYPE_I64, 1, {n}, idx, (size_t)n * 8};
-	req.values = (ta_array_view){true, TA_DTYPE_I32, 1, {n}, ones, (size_t)n * 4};
+	req.index[0] = (ta_array_view){true, TA_DTYPE_I64, 1, {n}, idx, (size_t)n * 8, false};
+	req.values = (ta_array_view){true, TA_DTYPE_I32, 1, {n}, ones, (size_t)n * 4, false};
 	ta_plan plan;
 	ta_error err;
 	if (ta_plan_build(&plan, &t, &req, &err) != TA_OK) {
@@ -297,7 +297,7 @@ static void bench_elementwise(ta_op op, ta_dtype dt, int64_t n, bool want_old, c
 			       dt == TA_DTYPE_F16 ? &f16_1to5[i % 5] : &bf16_1to5[i % 5], 2);
 	ta_request req;
 	ta_request_region(&req, TA_FAMILY_ELEMENTWISE, op);
-	req.values = (ta_array_view){true, dt, 1, {n}, vals, bytes};
+	req.values = (ta_array_view){true, dt, 1, {n}, vals, bytes, false};
 	if (op == TA_OP_CAS)
 		req.compare = req.values;
 	req.want_old = want_old;
