@@ -24,4 +24,13 @@ noinst_PROGRAMS += benchmarks/tileatom-histbench
 benchmarks_tileatom_histbench_SOURCES = benchmarks/tileatom-histbench.c client/tileatom.h
 benchmarks_tileatom_histbench_CPPFLAGS = -I$(top_srcdir)/client -D_GNU_SOURCE
 benchmarks_tileatom_histbench_LDADD = client/libtileatom-client.la
+if USE_CUDA
+# mode device: keys in GPU memory, passed by CUDA IPC handle
+benchmarks_tileatom_histbench_CPPFLAGS += -DTA_HISTBENCH_CUDA $(CUDA_CPPFLAGS)
+benchmarks_tileatom_histbench_LDADD += $(CUDA_LIBS)
+endif
 EXTRA_DIST += benchmarks/hist-vs-numpy benchmarks/torch-hist-peer.py
+
+# kernel-probe.cu: a standalone probe of histogram and element-wise kernel variants on an
+# sm_90 GPU (built by hand with nvcc, see its opening comment; not built by make).
+EXTRA_DIST += benchmarks/kernel-probe.cu

@@ -11,12 +11,19 @@
  * daemon's frame, else the library splits it), `one` (the same call with the library's
  * defaults: on a Unix socket it stages the keys in its shared buffer, one memcpy), `shm`
  * (the keys already live in a registered shared buffer: sent by reference), `generic` (as
- * shm, but addressed as INDEXED instead of FLAT: the CPU backend's generic element loop).
+ * shm, but addressed as INDEXED instead of FLAT: the CPU backend's generic element loop),
+ * `device` (CUDA builds; `--from device` runs it alone: the keys live in this process's GPU
+ * memory, copied there once before timing, registered with the daemon once by their CUDA
+ * IPC handle; each request names them by reference and the daemon's kernel reads them in
+ * place: needs tileatomd --backend cuda on the same GPU).
  *
  * Failure modes: any failed call, or bins that differ from the expected counts, print the
  * cause and exit 1; usage errors exit 2. */
 #include "tileatom.h"
 
+#ifdef TA_HISTBENCH_CUDA
+#include <cuda_runtime_api.h>
+#endif
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -63,7 +70,7 @@ static void die(const char *what, const tileatom_error *err)
 
 /* Runs one mode once on a fresh tile; returns the seconds taken (bins verified). */
 static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, const int32_t *keys,
-                       const int32_t *shm_keys, const int64_t *expect)
+                       const int32_t *shm_keys, const tileatom_buffer *dbuf, const int64_t *expect)
 {
 	tileatom_error err = {0, ""};
 	char tile[64];
@@ -80,7 +87,18 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 	double t0 = now_s();
 	bool split = strcmp(mode, "split") == 0, shm = strcmp(mode, "shm") == 0;
 	bool generic = strcmp(mode, "generic") == 0;
-	if (strcmp(mode, "one") == 0 || split || shm || generic) {
+	if (strcmp(mode, "device") == 0) {
+		if (!dbuf) {
+			fprintf(stderr, "tileatom-histbench: mode device needs a CUDA build\n");
+			exit(2);
+		}
+		tileatom_array idx = tileatom_buffer_array(dbuf, TILEATOM_INT32, 1, &o->keys, 0);
+		tileatom_op_result res;
+		if (tileatom_indexed(c, tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL,
+		                     &opts, &res, &err) != TILEATOM_OK)
+			die("indexed add (device keys)", &err);
+		applied = res.applied;
+	} else if (strcmp(mode, "one") == 0 || split || shm || generic) {
 		tileatom_set_shm_threshold(c, split ? 0 : 1u << 20);
 		tileatom_array idx =
 		    tileatom_vector(TILEATOM_INT32, o->keys, shm || generic ? shm_keys : keys);
@@ -112,10 +130,10 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 			applied += r.applied;
 		}
 	} else {
-		fprintf(
-		    stderr,
-		    "tileatom-histbench: unknown mode '%s' (one, split, shm, generic, chunked)\n",
-		    mode);
+		fprintf(stderr,
+		        "tileatom-histbench: unknown mode '%s' (one, split, shm, generic, chunked, "
+		        "device)\n",
+		        mode);
 		exit(2);
 	}
 	double dt = now_s() - t0;
@@ -147,20 +165,19 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 static void usage(FILE *f)
 {
 	fputs("Usage: tileatom-histbench [-s SOCKET] [-n KEYS] [-b BINS] [--chunk N] [--depth D]\n"
-	      "         [--reps R] [--keys-out FILE] [--modes shm,one,split,chunked,generic]\n",
+	      "         [--reps R] [--keys-out FILE] [--from host|device]\n"
+	      "         [--modes shm,one,split,chunked,generic,device]\n",
 	      f);
 }
 
 int main(int argc, char **argv)
 {
 	hb_opts o = {NULL, 1 << 24, 256, 1 << 20, 4, 3, NULL, "shm,one,split,chunked"};
-	static const struct option longopts[] = {{"chunk", required_argument, NULL, 'c'},
-	                                         {"depth", required_argument, NULL, 'd'},
-	                                         {"reps", required_argument, NULL, 'r'},
-	                                         {"keys-out", required_argument, NULL, 'o'},
-	                                         {"modes", required_argument, NULL, 'm'},
-	                                         {"help", no_argument, NULL, 'h'},
-	                                         {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {
+	    {"chunk", required_argument, NULL, 'c'}, {"depth", required_argument, NULL, 'd'},
+	    {"reps", required_argument, NULL, 'r'},  {"keys-out", required_argument, NULL, 'o'},
+	    {"modes", required_argument, NULL, 'm'}, {"from", required_argument, NULL, 'f'},
+	    {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
 	int ch;
 	while ((ch = getopt_long(argc, argv, "s:n:b:h", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -187,6 +204,14 @@ int main(int argc, char **argv)
 			break;
 		case 'm':
 			o.modes = optarg;
+			break;
+		case 'f':
+			if (strcmp(optarg, "device") == 0)
+				o.modes = "device";
+			else if (strcmp(optarg, "host") != 0) {
+				usage(stderr);
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -232,13 +257,35 @@ int main(int argc, char **argv)
 		memcpy(tileatom_buffer_data(sbuf), keys, (size_t)o.keys * sizeof(int32_t));
 		shm_keys = tileatom_buffer_data(sbuf);
 	}
+	/* mode device: the keys in this process's GPU memory, registered by IPC handle */
+	tileatom_buffer *dbuf = NULL;
+#ifdef TA_HISTBENCH_CUDA
+	void *dkeys = NULL;
+	if (strstr(o.modes, "device")) {
+		size_t bytes = (size_t)o.keys * sizeof(int32_t);
+		cudaIpcMemHandle_t h;
+		cudaError_t ce = cudaMalloc(&dkeys, bytes);
+		if (ce == cudaSuccess)
+			ce = cudaMemcpy(dkeys, keys, bytes, cudaMemcpyHostToDevice);
+		if (ce == cudaSuccess)
+			ce = cudaIpcGetMemHandle(&h, dkeys);
+		if (ce != cudaSuccess) {
+			fprintf(stderr, "tileatom-histbench: device keys: %s\n",
+			        cudaGetErrorString(ce));
+			return 1;
+		}
+		if (tileatom_device_buffer_register(c, &h, bytes, dkeys, &dbuf, &err) !=
+		    TILEATOM_OK)
+			die("device buffer", &err);
+	}
+#endif
 	char modes[256];
 	snprintf(modes, sizeof(modes), "%s", o.modes);
 	char *save = NULL;
 	for (char *m = strtok_r(modes, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
 		double best = 0;
 		for (int r = 0; r < o.reps; r++) {
-			double t = run_mode(c, &o, m, keys, shm_keys, expect);
+			double t = run_mode(c, &o, m, keys, shm_keys, dbuf, expect);
 			if (r == 0 || t < best)
 				best = t;
 		}
@@ -246,7 +293,12 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	tileatom_buffer_free(sbuf);
+	tileatom_buffer_free(dbuf);
 	tileatom_close(c);
+#ifdef TA_HISTBENCH_CUDA
+	if (dkeys)
+		cudaFree(dkeys);
+#endif
 	free(keys);
 	free(expect);
 	return 0;

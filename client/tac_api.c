@@ -20,26 +20,6 @@
 			return tac_err((err), TILEATOM_E_INVALID_ARGUMENT, "no client given");     \
 	} while (0)
 
-/* Sends m at once and waits for its response; returns the response status (the daemon's,
- * or a protocol / I/O error). The response is c->last. */
-int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
-{
-	if (c->pending_count > 0 && !c->broken)
-		return tac_err(err, TILEATOM_E_STATE,
-		               "%zu pipelined responses are not collected yet (call "
-		               "tileatom_collect first)",
-		               c->pending_count);
-	tac_shm_stage(c, m);
-	int rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tileatom_request_kind kind;
-	rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	return tac_check_response(c->last, kind, err);
-}
-
 /* Copies a string into a fixed buffer, truncating. */
 static void copy_str(char *dst, size_t n, const char *src)
 {
@@ -159,6 +139,7 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 		}
 	}
 	if (rc != TILEATOM_OK) {
+		tac_shm_client_free(c);
 		tac_client_free(c);
 		return rc;
 	}
@@ -173,6 +154,8 @@ void tileatom_close(tileatom_client *client)
 	 * have been by their submit before coalescing: the daemon runs them. */
 	if (client && !client->broken)
 		(void)tac_conn_flush(client, client->io_timeout_ms, NULL);
+	if (client)
+		tac_shm_client_free(client);
 	tac_client_free(client);
 }
 
@@ -691,6 +674,7 @@ static int submit(tileatom_client *c, tac_msg *m, int rc, uint64_t *id, tileatom
 		*id = 0;
 	if (rc != TILEATOM_OK)
 		return rc;
+	tac_shm_rewrite(c, m);
 	return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
 }
 

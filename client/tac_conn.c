@@ -239,7 +239,6 @@ void tac_client_free(tileatom_client *c)
 	free(c->pending);
 	free(c->rxbuf);
 	free(c->address);
-	tac_shm_client_free(c);
 	free(c);
 }
 
@@ -526,7 +525,6 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 {
 	if (c->broken)
 		return broken_error(c, err);
-	tac_shm_rewrite(c, m);
 	if (c->pending_count == c->pending_cap &&
 	    ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
 	              sizeof(*c->pending)) < 0)

@@ -1,9 +1,12 @@
 /* tac_internal.h: private declarations of libtileatom-client (not installed). The library
- * has three layers: tac_codec.c turns the public argument structs into protobuf-c request
- * messages (borrowing the caller's memory, no copies) and checks responses; tac_conn.c
- * owns the socket (connect with timeout, framed send/receive, the output buffer that
- * coalesces submitted requests, the queue of requests awaiting responses); tac_api.c
- * implements the public calls on top of both. */
+ * has layers, each calling only those below it: tac_codec.c and tac_util.c turn the public
+ * argument structs into protobuf-c request messages (borrowing the caller's memory, no
+ * copies) and check responses; tac_conn.c owns the socket (connect with timeout, framed
+ * send/receive, the output buffer that coalesces submitted requests, the queue of
+ * requests awaiting responses); tac_shm.c holds shared and device buffers, rewrites
+ * requests to refer to them and makes synchronous round trips (tac_roundtrip);
+ * tac_split.c sends requests over the frame limit in parts; tac_api.c implements the
+ * public calls on top of them all. */
 #ifndef TAC_INTERNAL_H
 #define TAC_INTERNAL_H
 
@@ -135,9 +138,7 @@ typedef struct tac_msg {
 	size_t old_out_size; /* bytes at old_out */
 } tac_msg;
 
-/* ---- calls (tac_api.c) and splitting (tac_split.c) ------------------------------------ */
-/* Sends m at once and waits for its response (c->last); returns its status. */
-TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err);
+/* ---- splitting (tac_split.c; used by tac_api.c, uses tac_shm.c and below) ------------- */
 /* True when m's frame would exceed the daemon's frame limit (c->max_frame). */
 TAC_HIDDEN bool tac_frame_too_large(const tileatom_client *c, tac_msg *m);
 /* tileatom_indexed for a request over the frame limit: checks, then sends it in parts (the
@@ -157,8 +158,11 @@ TAC_HIDDEN void tac_shm_rewrite(tileatom_client *c, tac_msg *m);
  * (in all) into the library's staging buffer so that they travel by reference; old values
  * too. Best effort: on any failure m is left inline. */
 TAC_HIDDEN void tac_shm_stage(tileatom_client *c, tac_msg *m);
-/* Frees c's buffers (tileatom_close). */
+/* Frees c's buffers (tileatom_close, before tac_client_free). */
 TAC_HIDDEN void tac_shm_client_free(tileatom_client *c);
+/* Sends m at once (staged and rewritten for shared buffers) and waits for its response
+ * (c->last); returns its status. */
+TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err);
 /* Default operand bytes of one synchronous request from which tac_shm_stage uses shared
  * memory. */
 #define TAC_SHM_STAGE_MIN (1u << 20)

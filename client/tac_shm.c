@@ -9,6 +9,11 @@
  * library's own (tac_shm_stage), so that big requests skip the socket without the caller
  * doing anything (old values of such calls still come back inline).
  *
+ * Device buffers (tileatom_device_buffer_register) are listed with the shared ones: the
+ * caller's CUDA IPC handle (64 opaque bytes; the library needs no CUDA) goes to the daemon
+ * once, and arrays whose addresses lie in [device_ptr, device_ptr + size) travel as
+ * references the same way. The library never dereferences a device address.
+ *
  * Failure modes: no memfd support, a TCP connection, or a daemon refusal give an error
  * and no buffer; staging that fails leaves the request inline (it still works). */
 #include "tac_internal.h"
@@ -24,10 +29,11 @@
 /* A registered shared buffer. */
 struct tileatom_buffer {
 	tileatom_client *client; /* the connection it is registered on */
-	int fd;                  /* the memfd */
-	void *map;               /* its mapping in this process */
+	int fd;                  /* the memfd (-1 for a device buffer) */
+	void *map;               /* its mapping in this process (device: the device address) */
 	size_t size;             /* bytes */
 	uint64_t id;             /* the daemon's id for it */
+	bool device;             /* a device buffer: map is never dereferenced here */
 };
 
 /* True when c talks over a Unix socket. */
@@ -61,13 +67,32 @@ static struct tileatom_buffer *shm_find(const tileatom_client *c, const void *p,
 	return NULL;
 }
 
+/* The buffer an array at p (len bytes) travels by reference in: one of c's holding all of
+ * it, else a device buffer holding its first byte (the reference then names bytes past its
+ * end, which the daemon refuses, rather than having the library read device memory). */
+static struct tileatom_buffer *ref_buffer(const tileatom_client *c, const void *p, size_t len)
+{
+	struct tileatom_buffer *s = shm_find(c, p, len);
+	if (s)
+		return s;
+	const uint8_t *b = p;
+	for (size_t i = 0; i < c->nbufs; i++) {
+		const uint8_t *lo = c->bufs[i]->map;
+		if (c->bufs[i]->device && b >= lo && b < lo + c->bufs[i]->size)
+			return c->bufs[i];
+	}
+	return NULL;
+}
+
 /* Unmaps and closes b and frees it (not its registration in the daemon). */
 static void shm_release(struct tileatom_buffer *b)
 {
 	if (!b)
 		return;
-	(void)munmap(b->map, b->size);
-	close(b->fd);
+	if (!b->device) {
+		(void)munmap(b->map, b->size);
+		close(b->fd);
+	}
 	free(b);
 }
 
@@ -139,8 +164,9 @@ static int shm_create(tileatom_client *c, size_t size, struct tileatom_buffer **
 	return TILEATOM_OK;
 }
 
-int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer **out,
-                           tileatom_error *err)
+/* Checks the arguments of a buffer-creating call and makes room for one more buffer in
+ * client's list. */
+static int buffer_prepare(tileatom_client *client, tileatom_buffer **out, tileatom_error *err)
 {
 	if (!out)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output pointer given");
@@ -158,8 +184,80 @@ int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer
 		client->bufs = p;
 		client->capbufs = cap;
 	}
+	return TILEATOM_OK;
+}
+
+int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_handle, size_t size,
+                                    const void *device_ptr, tileatom_buffer **out,
+                                    tileatom_error *err)
+{
+	int rc = buffer_prepare(client, out, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	if (!ipc_handle || !device_ptr || size == 0)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "a device buffer needs an IPC handle, its device address and a "
+		               "size of at least one byte");
+	if ((uintptr_t)device_ptr > UINTPTR_MAX - size)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "the device buffer [%p, +%zu) wraps around the address space",
+		               device_ptr, size);
+	if (!shm_possible(client))
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "device buffers need a Unix-socket connection (%s is not one)",
+		               client->address);
+	if (client->pending_count > 0)
+		return tac_err(err, TILEATOM_E_STATE,
+		               "%zu pipelined responses are not collected yet (call "
+		               "tileatom_collect first)",
+		               client->pending_count);
+	struct tileatom_buffer *b = calloc(1, sizeof(*b));
+	if (!b)
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
+	b->client = client;
+	b->fd = -1;
+	b->map = (void *)(uintptr_t)device_ptr;
+	b->size = size;
+	b->device = true;
+	tac_msg m;
+	memset(&m, 0, sizeof(m));
+	tileatom__request__init(&m.req);
+	m.kind = TILEATOM_REQ_REGISTER_BUFFER;
+	m.req.body_case = TILEATOM__REQUEST__BODY_REGISTER_BUFFER;
+	tileatom__register_buffer_request__init(&m.body.register_buffer);
+	m.body.register_buffer.size = size;
+	m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
+	m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
+	m.req.register_buffer = &m.body.register_buffer;
+	rc = tac_conn_submit(client, &m, client->io_timeout_ms, true, NULL, err);
+	tileatom_request_kind kind;
+	if (rc == TILEATOM_OK)
+		rc = tac_conn_receive(client, client->io_timeout_ms, &kind, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_check_response(client->last, kind, err);
+	if (rc != TILEATOM_OK) {
+		free(b);
+		return rc;
+	}
+	b->id = client->last->buffer->buffer_id;
+	client->bufs[client->nbufs++] = b;
+	*out = b;
+	return TILEATOM_OK;
+}
+
+int tileatom_buffer_is_device(const tileatom_buffer *buffer)
+{
+	return buffer && buffer->device;
+}
+
+int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer **out,
+                           tileatom_error *err)
+{
+	int rc = buffer_prepare(client, out, err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	struct tileatom_buffer *b = NULL;
-	int rc = shm_create(client, size, &b, err);
+	rc = shm_create(client, size, &b, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	client->bufs[client->nbufs++] = b;
@@ -169,7 +267,7 @@ int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer
 
 void *tileatom_buffer_data(const tileatom_buffer *buffer)
 {
-	return buffer ? buffer->map : NULL;
+	return buffer && !buffer->device ? buffer->map : NULL;
 }
 
 size_t tileatom_buffer_size(const tileatom_buffer *buffer)
@@ -208,7 +306,7 @@ static void shm_ref_array(tileatom_client *c, Tileatom__Array *a, Tileatom__Buff
 {
 	if (a->data.len == 0 || a->shared)
 		return;
-	struct tileatom_buffer *b = shm_find(c, a->data.data, a->data.len);
+	struct tileatom_buffer *b = ref_buffer(c, a->data.data, a->data.len);
 	if (!b)
 		return;
 	tileatom__buffer_ref__init(ref);
@@ -230,7 +328,7 @@ void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
 		shm_ref_array(c, arrays[i], &m->refs[i]);
 	if (m->old_out && m->old_out_size > 0 && m->options.want_old) {
-		struct tileatom_buffer *b = shm_find(c, m->old_out, m->old_out_size);
+		struct tileatom_buffer *b = ref_buffer(c, m->old_out, m->old_out_size);
 		if (b) {
 			tileatom__buffer_ref__init(&m->old_ref);
 			m->old_ref.buffer_id = b->id;
@@ -250,7 +348,7 @@ void tac_shm_stage(tileatom_client *c, tac_msg *m)
 	size_t n = sizeof(arrays) / sizeof(arrays[0]), total = 0;
 	for (size_t i = 0; i < n; i++)
 		if (arrays[i]->data.len > 0 &&
-		    !shm_find(c, arrays[i]->data.data, arrays[i]->data.len))
+		    !ref_buffer(c, arrays[i]->data.data, arrays[i]->data.len))
 			total += (arrays[i]->data.len + 63) & ~(size_t)63;
 	size_t need = total;
 	if (c->stage_min == 0 || need < c->stage_min || !shm_possible(c))
@@ -268,12 +366,33 @@ void tac_shm_stage(tileatom_client *c, tac_msg *m)
 	uint8_t *at = c->staging->map;
 	for (size_t i = 0; i < n; i++) {
 		Tileatom__Array *a = arrays[i];
-		if (a->data.len == 0 || shm_find(c, a->data.data, a->data.len))
+		if (a->data.len == 0 || ref_buffer(c, a->data.data, a->data.len))
 			continue;
 		memcpy(at, a->data.data, a->data.len);
 		a->data.data = at;
 		at += (a->data.len + 63) & ~(size_t)63;
 	}
+}
+
+/* Sends m at once and waits for its response; returns the response status (the daemon's,
+ * or a protocol / I/O error). The response is c->last. */
+int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
+{
+	if (c->pending_count > 0 && !c->broken)
+		return tac_err(err, TILEATOM_E_STATE,
+		               "%zu pipelined responses are not collected yet (call "
+		               "tileatom_collect first)",
+		               c->pending_count);
+	tac_shm_stage(c, m);
+	tac_shm_rewrite(c, m);
+	int rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tileatom_request_kind kind;
+	rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	return tac_check_response(c->last, kind, err);
 }
 
 void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes)

@@ -72,7 +72,12 @@ static int split_check_bounds(tileatom_client *c, const char *tile, const tileat
                               tileatom_error *err)
 {
 	tileatom_tile_info info;
-	int rc = tileatom_describe(c, tile, &info, err);
+	tac_msg dm; /* tileatom_describe, from the layers below the public calls */
+	int rc = tac_build_describe(&dm, tile, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_roundtrip(c, &dm, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_tile_info_from_wire(&info, c->last->tile, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	int rank = region ? region->rank : info.rank;

@@ -438,7 +438,7 @@ TA_API void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes);
  * not collected (TILEATOM_E_STATE). */
 TA_API int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer **out,
                                   tileatom_error *err);
-/* The buffer's memory in this process (size bytes, writable). */
+/* The buffer's memory in this process (size bytes, writable); NULL for a device buffer. */
 TA_API void *tileatom_buffer_data(const tileatom_buffer *buffer);
 /* The buffer's size in bytes. */
 TA_API size_t tileatom_buffer_size(const tileatom_buffer *buffer);
@@ -450,6 +450,39 @@ TA_API tileatom_array tileatom_buffer_array(const tileatom_buffer *buffer, tilea
  * connection closes). Buffers still held are freed by tileatom_close: call this only
  * before it. */
 TA_API void tileatom_buffer_free(tileatom_buffer *buffer);
+
+/* ---- device buffers (CUDA IPC; Unix-socket connections to a CUDA daemon) -----------------
+ * Data that already lives on the GPU is passed by a CUDA IPC memory handle: the caller
+ * allocates with cudaMalloc, gets the handle with cudaIpcGetMemHandle and registers it once
+ * per connection with its size and its device address in this process. The daemon opens
+ * it (cudaIpcOpenMemHandle; a size over the allocation is refused) and its kernels read
+ * operands and write old values in place, with no copy. A device buffer is a
+ * tileatom_buffer: tileatom_buffer_array makes arrays over it (the device-buffer array
+ * kind), and any array or opts->old_out whose address lies in [device_ptr, device_ptr +
+ * size) travels as (buffer, offset, length), with the same checks as shared buffers
+ * (INVALID_ARGUMENT for bytes outside). The library itself needs no CUDA and never
+ * dereferences a device address inside a registered device buffer (an array starting in
+ * one always travels by reference; bytes past its end are the daemon's INVALID_ARGUMENT),
+ * but device memory outside every registered buffer would be read as host memory (a
+ * crash): build arrays with tileatom_buffer_array. Finish the kernels that write the operands (e.g.
+ * cudaDeviceSynchronize) before the request; old values are in device memory when the
+ * call returns. Not allowed with check_bounds off, for a fill or padding scalar, or on a
+ * daemon with --data-dir. The CPU backend refuses device buffers
+ * (TILEATOM_E_UNIMPLEMENTED); the handle is closed when the connection closes. */
+/* Bytes of a CUDA IPC memory handle (sizeof(cudaIpcMemHandle_t)). */
+#define TILEATOM_IPC_HANDLE_SIZE 64
+/* Registers a device buffer: ipc_handle points at the TILEATOM_IPC_HANDLE_SIZE bytes of a
+ * cudaIpcMemHandle_t of a live allocation, size is the bytes to use from its start (at
+ * most the allocation's), device_ptr the allocation's device address in this process.
+ * Fails on a TCP connection (TILEATOM_E_INVALID_ARGUMENT), with the daemon's status when it
+ * refuses (TILEATOM_E_UNIMPLEMENTED on the CPU backend, TILEATOM_E_INVALID_ARGUMENT for a
+ * bad handle or size) or TILEATOM_E_STATE when pipelined responses are not collected.
+ * Free it with tileatom_buffer_free (or tileatom_close). */
+TA_API int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_handle,
+                                           size_t size, const void *device_ptr,
+                                           tileatom_buffer **out, tileatom_error *err);
+/* 1 when buffer is a device buffer (tileatom_buffer_data then returns NULL). */
+TA_API int tileatom_buffer_is_device(const tileatom_buffer *buffer);
 
 /* ---- synchronous calls: each sends one request and waits for its response ---------------- */
 

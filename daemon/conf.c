@@ -37,6 +37,7 @@ void ta_config_init(ta_config *cfg)
 	cfg->max_input_total = TA_CONFIG_DEFAULT_MAX_INPUT_TOTAL;
 	cfg->fsync_mode = TA_FSYNC_EVERYSEC;
 	cfg->compact_size = TA_CONFIG_DEFAULT_COMPACT_SIZE;
+	cfg->max_log_buffer = TA_PERSIST_DEFAULT_BUFFER_MAX;
 }
 
 void ta_config_free(ta_config *cfg)
@@ -364,6 +365,13 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			    err, TA_INVALID_ARGUMENT,
 			    "compact_size: '%s' is not a size (e.g. 64M; 0 = never)", value);
 		cfg->compact_size = size;
+	} else if (strcmp(key, "max_log_buffer") == 0) {
+		if (ta_config_parse_size(value, &size))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "max_log_buffer: '%s' is not a size (e.g. 64M; 0 = "
+			                    "unbounded)",
+			                    value);
+		cfg->max_log_buffer = size;
 	} else if (strcmp(key, "foreground") == 0) {
 		if (parse_bool(value, &bv))
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
@@ -460,6 +468,7 @@ enum {
 	OPT_DATA_DIR,
 	OPT_FSYNC,
 	OPT_COMPACT_SIZE,
+	OPT_MAX_LOG_BUFFER,
 };
 
 /* The long options; the name is also the setting's key (dashes for underscores). */
@@ -495,6 +504,7 @@ static const struct option long_options[] = {
     {"data-dir", required_argument, NULL, OPT_DATA_DIR},
     {"fsync", required_argument, NULL, OPT_FSYNC},
     {"compact-size", required_argument, NULL, OPT_COMPACT_SIZE},
+    {"max-log-buffer", required_argument, NULL, OPT_MAX_LOG_BUFFER},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -692,6 +702,8 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "                         (default everysec)\n"
 	        "  --compact-size BYTES   log size that starts an automatic snapshot\n"
 	        "                         (default 64M; 0 = only on request)\n"
+	        "  --max-log-buffer BYTES log records waiting for the disk before mutations\n"
+	        "                         wait for it (default 64M; 0 = unbounded)\n"
 	        "  --list-kernels         print the kernel variant table and exit\n"
 	        "  -V, --version          print the version and exit\n"
 	        "  -h, --help             print this help and exit\n"

@@ -292,6 +292,7 @@ static uint64_t conn_unsent(const ta_conn *conn)
 }
 
 static void on_write(uv_write_t *req, int status);
+static void conn_close_after(ta_conn *conn);
 
 /* Hands conn->out to the socket: as much as a non-blocking write takes at once, the rest
  * in one uv_write (when none is in flight; on_write flushes again). False when the
@@ -306,11 +307,21 @@ static bool conn_flush(ta_conn *conn)
 		 * (ta_conn_persisted flushes again) */
 		int durable = ta_persist_durable(persist, conn->log_seq);
 		if (durable < 0) {
-			ta_log(TA_LOG_INFO,
-			       "connection %" PRIu64 ": closed: its requests could not be logged",
-			       conn->serial);
-			ta_conn_close(conn);
-			return false;
+			/* the held responses may not leave: one error (id 0) in their place,
+			 * then the connection closes */
+			char why[160], msg[400];
+			ta_persist_failure(persist, why, sizeof(why));
+			snprintf(msg, sizeof(msg),
+			         "%s; the responses to this connection's requests that were not "
+			         "durable yet are withheld (their updates are not in the log and "
+			         "are lost at a restart); mutations are refused",
+			         why);
+			ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
+			conn->out.len = 0;
+			conn->log_seq = 0;
+			conn_close_after(conn);
+			(void)ta_dispatch_error_append(conn->host->svc, 0, TA_UNAVAILABLE, msg,
+			                               true, &conn->out);
 		}
 		if (durable == 0)
 			return true;

@@ -190,7 +190,7 @@ static ta_status view_from_array(const Tileatom__Array *a, const char *what, ta_
 		void *ptr = NULL;
 		ta_status st =
 		    ta_shm_resolve(ta_shm_current(), a->shared->buffer_id, a->shared->offset,
-		                   a->shared->length, what, &ptr, err);
+		                   a->shared->length, what, &ptr, &v->device, err);
 		if (st != TA_OK)
 			return st;
 		if (a->shared->length > SIZE_MAX)
@@ -380,7 +380,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 			                    rc->old_into->length, plan.count, old_bytes);
 		void *ptr = NULL;
 		st = ta_shm_resolve(ta_shm_current(), rc->old_into->buffer_id, rc->old_into->offset,
-		                    old_bytes, "old_into", &ptr, &rc->err);
+		                    old_bytes, "old_into", &ptr, &plan.old_out_device, &rc->err);
 		if (st != TA_OK)
 			return st;
 		plan.old_out = ptr;
@@ -609,6 +609,10 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 		ta_request req;
 		ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
 		st = view_from_array(c->fill, "fill", &req.values, &rc->err);
+		if (st == TA_OK && req.values.device)
+			st =
+			    ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                 "the fill scalar lies in a device buffer; send it inline");
 		ta_plan plan;
 		if (st == TA_OK)
 			st = ta_plan_build(&plan, &tile->shape, &req, &rc->err);
@@ -799,7 +803,9 @@ static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequ
 	return TA_OK;
 }
 
-/* register_buffer: maps the memfd that came with the request (shmbuf.h). */
+/* register_buffer: maps the memfd that came with the request, or opens the CUDA IPC handle
+ * it carries (a device buffer; not with --data-dir, whose log could not hold the operands)
+ * (shmbuf.h). */
 static ta_status on_register_buffer(resp_ctx *rc, ta_tile *tile,
                                     const Tileatom__RegisterBufferRequest *m)
 {
@@ -810,7 +816,19 @@ static ta_status on_register_buffer(resp_ctx *rc, ta_tile *tile,
 		    &rc->err, TA_INVALID_ARGUMENT,
 		    "register_buffer: shared buffers need a Unix-socket connection");
 	uint64_t id = 0;
-	ta_status st = ta_shm_register(t, m->size, &id, &rc->err);
+	ta_status st;
+	if (m->cuda_ipc_handle.len > 0) {
+		if (rc->svc->persist)
+			return ta_error_set(
+			    &rc->err, TA_UNIMPLEMENTED,
+			    "register_buffer: device buffers cannot be logged; this "
+			    "daemon runs with --data-dir (send the operands inline or "
+			    "in a shared buffer)");
+		st = ta_shm_register_device(t, m->cuda_ipc_handle.data, m->cuda_ipc_handle.len,
+		                            m->size, &id, &rc->err);
+	} else {
+		st = ta_shm_register(t, m->size, &id, &rc->err);
+	}
 	if (st != TA_OK)
 		return st;
 	tileatom__buffer_response__init(&rc->buffer);
@@ -983,10 +1001,16 @@ static bool shared_refs(ProtobufCMessage *msg, bool fix, ta_error *err)
 		if (!fix)
 			return true;
 		void *ptr = NULL;
+		bool device = false;
 		if (ta_shm_resolve(ta_shm_current(), a->shared->buffer_id, a->shared->offset,
-		                   a->shared->length, "a shared operand", &ptr, err) != TA_OK ||
+		                   a->shared->length, "a shared operand", &ptr, &device,
+		                   err) != TA_OK ||
 		    a->shared->length > SIZE_MAX)
 			return false;
+		if (device) { /* not reached: device buffers are refused with --data-dir */
+			ta_error_set(err, TA_INTERNAL, "a device operand cannot be logged");
+			return false;
+		}
 		a->data.data = ptr;
 		a->data.len = (size_t)a->shared->length;
 		a->shared = NULL;

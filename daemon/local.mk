@@ -16,6 +16,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/netaddr.c daemon/netaddr.h \
 	daemon/notify.c daemon/notify.h \
 	daemon/persist.c daemon/persist.h \
+	daemon/persist_service.c \
 	daemon/registry.c daemon/registry.h \
 	daemon/server.c daemon/server.h \
 	daemon/wirecheck.c daemon/wirecheck.h \

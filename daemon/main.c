@@ -143,6 +143,7 @@ static int run_daemon(ta_config *cfg)
 			ta_backend_destroy(be);
 			return 1;
 		}
+		ta_persist_set_buffer_max(persist, cfg->max_log_buffer);
 		svc->persist = persist;
 	}
 	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers", svc->info.name, svc->info.device,

@@ -31,9 +31,22 @@
  * point leaves either the old snapshot and every log, or the new snapshot and logs whose
  * records it partly covers (skipped on replay).
  *
- * Failure modes: a write or fsync error marks persistence failed: mutations are refused
- * with UNAVAILABLE from then on, connections holding responses are closed (the client
- * cannot know whether its request is durable), and the error is logged once. */
+ * Failure modes (a full disk, a file size limit, an I/O error): a failed write is cut back
+ * (ftruncate) to the last whole record, so that the log never ends in a half record, and
+ * persistence is marked failed: mutations are refused with UNAVAILABLE and a message naming
+ * the problem ("persistence log write failed: No space left on device"), reads go on, the
+ * error is logged once and the refusals once per 10 s with a count.
+ *   --fsync always: the records not yet written are dropped and the connections whose
+ *     responses waited for them get one error response (id 0) and are closed: no request
+ *     is acknowledged whose record is not durable. The failure lasts until a restart.
+ *   everysec / no: the records (already acknowledged) stay in the buffer and the writer
+ *     tries again once a second; when a write succeeds, mutations are accepted again.
+ *   An fsync failure is not retried (the kernel may have dropped the pages): it lasts
+ *   until a restart in every mode.
+ *
+ * Backpressure: the records waiting for the writer are bounded (ta_persist_set_buffer_max):
+ * an append that would pass the bound waits until the writer has taken the buffer, so
+ * that a disk slower than the requests slows the requests instead of growing memory. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -56,10 +69,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "dispatch.h"
 #include "log.h"
 #include "registry.h"
-#include "tileatom.pb-c.h"
+#include "ta_backend.h"
 
 /* Magic at the start of a snapshot and of a log. */
 #define SNAP_MAGIC "TASNAP03"
@@ -98,7 +110,10 @@ struct ta_persist {
 	int lock_fd;                           /* the flock'ed lock file */
 	ta_fsync_mode mode;                    /* when to fsync */
 	uint64_t compact_size;                 /* log bytes that start a compaction (0: never) */
-	struct ta_service *svc;                /* registry and backend */
+	ta_registry *registry;                 /* the tiles */
+	ta_backend *backend;                   /* reads and writes their elements */
+	ta_persist_replay_fn replay;           /* applies a logged request again (start) */
+	void *replay_arg;                      /* its argument */
 	ta_stripe stripes[TA_PERSIST_STRIPES]; /* mutation order per tile name */
 	pthread_mutex_t mu;                    /* guards the fields below up to snap_cond */
 	pthread_cond_t wake;                   /* wakes the writer */
@@ -121,6 +136,14 @@ struct ta_persist {
 	uint64_t log_first;                    /* first sequence number of the current log */
 	atomic_uint_least64_t durable_seq;     /* records up to here are durable (always) */
 	atomic_bool failed;                    /* writing failed: mutations refused */
+	bool fail_final;                       /* the failure lasts until a restart (no retry) */
+	char fail_msg[160];                    /* what failed, e.g. "persistence log write
+	                                          failed: File too large" (guarded by mu) */
+	uint64_t buf_max;                      /* bound on len (0: none; backpressure) */
+	uint64_t buf_high;                     /* highest len seen */
+	uint64_t buf_waits;                    /* appends that waited for the bound */
+	int drain_waiters;                     /* appends waiting for the writer now */
+	pthread_cond_t drained;                /* the writer took the buffer, or writing failed */
 	pthread_mutex_t snap_mu;               /* one snapshot at a time */
 	pthread_t writer;                      /* the writer thread */
 	bool writer_started;                   /* writer needs joining */
@@ -222,14 +245,24 @@ static void notify_loop(ta_persist *p)
 		uv_async_send(&p->async);
 }
 
-/* Marks persistence failed (mu held): logged once, the loop told. */
-static void set_failed(ta_persist *p, const char *what, int errnum)
+/* Refused mutations, logged at most once per 10 s with a count. */
+static ta_log_limit refused_limit = TA_LOG_LIMIT_INIT(10, "mutations refused (persistence failed)");
+
+/* Marks persistence failed (mu held): logged once per failure, the loop told. final: the
+ * failure lasts until a restart (else the writer tries again). */
+static void set_failed(ta_persist *p, const char *what, int errnum, bool final)
 {
-	if (!atomic_exchange(&p->failed, true))
-		ta_log(TA_LOG_ERR,
-		       "data directory %s: %s: %s; mutations are refused from now on "
-		       "(restart the daemon once the problem is fixed)",
-		       p->dir, what, strerror(errnum));
+	if (final)
+		p->fail_final = true;
+	if (!atomic_load(&p->failed)) {
+		snprintf(p->fail_msg, sizeof(p->fail_msg), "%s: %s", what, strerror(errnum));
+		atomic_store(&p->failed, true);
+		ta_log(TA_LOG_ERR, "data directory %s: %s; mutations are refused %s", p->dir,
+		       p->fail_msg,
+		       p->fail_final ? "until the daemon is restarted"
+		                     : "until a write succeeds again (tried once a second)");
+	}
+	pthread_cond_broadcast(&p->drained);
 	notify_loop(p);
 }
 
@@ -294,7 +327,7 @@ static void writer_rotate(ta_persist *p)
 	}
 	pthread_mutex_lock(&p->mu);
 	if (e != 0) {
-		set_failed(p, "cannot start a new log", e);
+		set_failed(p, "persistence log rotation failed", e, true);
 		return;
 	}
 	if (p->log_fd >= 0)
@@ -306,7 +339,44 @@ static void writer_rotate(ta_persist *p)
 	atomic_store(&p->durable_seq, first - 1);
 }
 
-/* The writer thread: writes records as they come, fsyncs by the mode, rotates logs. */
+/* Writer, after a failed write of the n bytes at wbuf (mu held): cuts the log back to its
+ * last whole record; with always drops the records (their responses become errors), else
+ * puts them back at the head of the buffer for the next try. */
+static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf, size_t *wcap,
+                          size_t n)
+{
+	if (p->log_fd >= 0 && ftruncate(p->log_fd, (off_t)p->log_bytes) != 0) {
+		set_failed(p, "persistence log write failed and could not be cut back", errno,
+		           true);
+		return;
+	}
+	set_failed(p, what, e, p->mode == TA_FSYNC_ALWAYS);
+	if (p->fail_final)
+		return;
+	if (*wcap - n < p->len) {
+		uint8_t *nb = realloc(*wbuf, n + p->len);
+		if (!nb) {
+			set_failed(p, "out of memory for the log records to retry", ENOMEM, true);
+			return;
+		}
+		*wbuf = nb;
+		*wcap = n + p->len;
+	}
+	if (p->len)
+		memcpy(*wbuf + n, p->buf, p->len);
+	uint8_t *b = p->buf;
+	size_t bcap = p->cap;
+	p->buf = *wbuf;
+	p->cap = *wcap;
+	p->len += n;
+	*wbuf = b;
+	*wcap = bcap;
+	if (p->len > p->buf_high)
+		p->buf_high = p->len;
+}
+
+/* The writer thread: writes records as they come, fsyncs by the mode, rotates logs; after
+ * a failed write (everysec, no) tries again once a second. */
 static void *writer_main(void *arg)
 {
 	ta_persist *p = arg;
@@ -315,8 +385,20 @@ static void *writer_main(void *arg)
 	bool gathered = false;
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
+		bool failed = atomic_load(&p->failed);
+		if (p->rotate && failed) {
+			/* no new log while writing fails: the snapshot reports the failure */
+			p->rotate = false;
+			pthread_cond_broadcast(&p->rotated);
+			continue;
+		}
+		if (p->len > 0 && failed && !p->fail_final && !p->stop && !gathered) {
+			gathered = true; /* wait a second before the next try */
+			wait_ms(&p->wake, &p->mu, 1000);
+			continue;
+		}
 		if (p->len > 0 && !gathered && p->mode != TA_FSYNC_ALWAYS && !p->stop &&
-		    !p->rotate && p->len < GATHER_BYTES) {
+		    !p->rotate && p->len < GATHER_BYTES && p->drain_waiters == 0) {
 			/* let more records come (appends do not signal while we are not idle) */
 			gathered = true;
 			wait_ms(&p->wake, &p->mu, GATHER_MS);
@@ -333,21 +415,42 @@ static void *writer_main(void *arg)
 			p->len = 0;
 			wbuf = b;
 			wcap = bcap;
+			pthread_cond_broadcast(&p->drained);
 			uint64_t hi = p->next_seq - 1;
-			bool failed = atomic_load(&p->failed);
+			bool drop = failed && p->fail_final;
 			pthread_mutex_unlock(&p->mu);
-			int e = failed ? 0 : write_all(p->log_fd, wbuf, n);
-			const char *what = "cannot write the log";
-			if (e == 0 && !failed && p->mode == TA_FSYNC_ALWAYS) {
+			int e = drop ? 0 : write_all(p->log_fd, wbuf, n);
+			const char *what = "persistence log write failed";
+			if (e == 0 && !drop && p->mode == TA_FSYNC_ALWAYS) {
 				if (fdatasync(p->log_fd) != 0) {
 					e = errno;
-					what = "cannot fsync the log";
+					what = "persistence log fsync failed";
 				}
 			}
 			pthread_mutex_lock(&p->mu);
-			if (e != 0) {
-				set_failed(p, what, e);
-			} else if (!failed) {
+			if (e != 0 && p->stop && p->mode != TA_FSYNC_ALWAYS) {
+				if (ftruncate(p->log_fd, (off_t)p->log_bytes) != 0)
+					e = errno;
+				ta_log(TA_LOG_ERR,
+				       "data directory %s: %s: %s; stopping: %zu bytes of log "
+				       "records (acknowledged with --fsync %s) are lost",
+				       p->dir, what, strerror(e), n + p->len,
+				       ta_fsync_mode_name(p->mode));
+				p->len = 0;
+			} else if (e != 0) {
+				if (strcmp(what, "persistence log fsync failed") == 0)
+					set_failed(p, what, e, true);
+				else
+					writer_failed(p, what, e, &wbuf, &wcap, n);
+			} else if (!drop) {
+				if (failed && !p->fail_final) {
+					atomic_store(&p->failed, false);
+					ta_log(TA_LOG_NOTICE,
+					       "data directory %s: the log is written again; "
+					       "mutations "
+					       "are accepted",
+					       p->dir);
+				}
 				p->log_bytes += n;
 				p->written_total += n;
 				if (p->mode == TA_FSYNC_ALWAYS) {
@@ -362,9 +465,9 @@ static void *writer_main(void *arg)
 			}
 			continue;
 		}
+		gathered = false;
 		if (p->rotate) {
-			if (!atomic_load(&p->failed))
-				writer_rotate(p);
+			writer_rotate(p);
 			p->rotate = false;
 			pthread_cond_broadcast(&p->rotated);
 			continue;
@@ -400,7 +503,7 @@ static void *syncer_main(void *arg)
 			close(fd);
 		pthread_mutex_lock(&p->mu);
 		if (e != 0)
-			set_failed(p, "cannot fsync the log", e);
+			set_failed(p, "persistence log fsync failed", e, true);
 		else
 			p->synced_total = target;
 	}
@@ -483,11 +586,19 @@ ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_
                           ta_error *err)
 {
 	hold->held = false;
-	if (atomic_load(&p->failed))
+	if (atomic_load(&p->failed)) {
+		char why[sizeof(p->fail_msg)];
+		bool final;
+		pthread_mutex_lock(&p->mu);
+		snprintf(why, sizeof(why), "%s", p->fail_msg);
+		final = p->fail_final;
+		pthread_mutex_unlock(&p->mu);
+		ta_log_limited(&refused_limit, TA_LOG_WARNING, "mutation refused: %s", why);
 		return ta_error_set(err, TA_UNAVAILABLE,
-		                    "the data log of %s could not be written; mutations are "
-		                    "refused until the daemon is restarted",
-		                    p->dir);
+		                    "%s (data directory %s); mutations are refused %s", why, p->dir,
+		                    final ? "until the daemon is restarted"
+		                          : "until the log can be written again");
+	}
 	hold->kind = name ? kind : -1;
 	hold->stripe = name ? stripe_of(name) : -1;
 	int lo = name ? hold->stripe : 0;
@@ -517,13 +628,23 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 		return 0;
 	}
 	pthread_mutex_lock(&p->mu);
+	/* backpressure: wait for the writer to take the buffer (not while writing fails: the
+	 * failure refuses new mutations, so only those already past the lock come here) */
+	while (p->buf_max && p->len > 0 && p->len + REC_HEADER + len > p->buf_max &&
+	       !atomic_load(&p->failed) && !p->stop) {
+		p->buf_waits++;
+		p->drain_waiters++;
+		pthread_cond_signal(&p->wake);
+		pthread_cond_wait(&p->drained, &p->mu);
+		p->drain_waiters--;
+	}
 	if (p->cap - p->len < len + REC_HEADER) {
 		size_t want = p->cap ? p->cap : 65536;
 		while (want - p->len < len + REC_HEADER)
 			want *= 2;
 		uint8_t *nb = realloc(p->buf, want);
 		if (!nb) {
-			set_failed(p, "out of memory for a log record", ENOMEM);
+			set_failed(p, "persistence log record could not be buffered", ENOMEM, true);
 			pthread_mutex_unlock(&p->mu);
 			ta_error_set(err, TA_INTERNAL,
 			             "the request was applied but its log record could not be "
@@ -542,6 +663,8 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 	put_u32(h + 24, sum32(h, 24));
 	memcpy(h + REC_HEADER, payload, len);
 	p->len += REC_HEADER + len;
+	if (p->len > p->buf_high)
+		p->buf_high = p->len;
 	if (p->writer_idle)
 		pthread_cond_signal(&p->wake);
 	pthread_mutex_unlock(&p->mu);
@@ -551,16 +674,39 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 void ta_persist_fail(ta_persist *p, const char *what)
 {
 	pthread_mutex_lock(&p->mu);
-	set_failed(p, what, EIO);
+	set_failed(p, what, EIO, true);
 	pthread_mutex_unlock(&p->mu);
 }
 
 int ta_persist_durable(ta_persist *p, uint64_t seq)
 {
-	bool durable = atomic_load(&p->durable_seq) >= seq;
-	if (atomic_load(&p->failed))
-		return p->mode == TA_FSYNC_ALWAYS && durable ? 1 : -1;
-	return p->mode != TA_FSYNC_ALWAYS || durable ? 1 : 0;
+	if (p->mode != TA_FSYNC_ALWAYS)
+		return 1; /* acknowledged at once; a failed write is retried */
+	if (atomic_load(&p->durable_seq) >= seq)
+		return 1;
+	return atomic_load(&p->failed) ? -1 : 0;
+}
+
+void ta_persist_failure(ta_persist *p, char *buf, size_t n)
+{
+	pthread_mutex_lock(&p->mu);
+	snprintf(buf, n, "%s", atomic_load(&p->failed) ? p->fail_msg : "");
+	pthread_mutex_unlock(&p->mu);
+}
+
+void ta_persist_set_buffer_max(ta_persist *p, uint64_t bytes)
+{
+	pthread_mutex_lock(&p->mu);
+	p->buf_max = bytes;
+	pthread_mutex_unlock(&p->mu);
+}
+
+void ta_persist_buffer_stats(ta_persist *p, uint64_t *high, uint64_t *waits)
+{
+	pthread_mutex_lock(&p->mu);
+	*high = p->buf_high;
+	*waits = p->buf_waits;
+	pthread_mutex_unlock(&p->mu);
 }
 
 /* uv_async callback: records became durable. */
@@ -691,7 +837,7 @@ static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t *c
 	for (int64_t r = 0; r < tile->shape.shape[0] && !o->err; r += step) {
 		int64_t rows = tile->shape.shape[0] - r < step ? tile->shape.shape[0] - r : step;
 		size_t n = (size_t)((uint64_t)rows * row_bytes);
-		ta_status st = tile_rows(p->svc->backend, tile, r, rows, TA_OP_LOAD, chunk, n, err);
+		ta_status st = tile_rows(p->backend, tile, r, rows, TA_OP_LOAD, chunk, n, err);
 		if (st != TA_OK)
 			return st;
 		snap_put(o, chunk, n);
@@ -705,7 +851,7 @@ static ta_status snap_write_tiles(ta_persist *p, snap_out *o, uint64_t seq, uint
 {
 	ta_tile_info *infos = NULL;
 	size_t n = 0;
-	ta_status st = ta_registry_list(p->svc->registry, &infos, &n, err);
+	ta_status st = ta_registry_list(p->registry, &infos, &n, err);
 	if (st != TA_OK)
 		return st;
 	uint8_t h[12];
@@ -731,7 +877,7 @@ static ta_status snap_write_tiles(ta_persist *p, snap_out *o, uint64_t seq, uint
 	}
 	for (size_t i = 0; i < n && st == TA_OK; i++) {
 		ta_tile *tile = NULL;
-		st = ta_registry_get(p->svc->registry, infos[i].name, &tile, err);
+		st = ta_registry_get(p->registry, infos[i].name, &tile, err);
 		if (st != TA_OK)
 			break;
 		st = snap_tile(p, o, tile, chunk, err);
@@ -957,7 +1103,7 @@ static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
 			goto short_file;
 		uint64_t bytes = get_u64(h);
 		ta_error cerr = {0};
-		st = ta_registry_create_as(p->svc->registry, name, &shape, owner, &tile, &cerr);
+		st = ta_registry_create_as(p->registry, name, &shape, owner, &tile, &cerr);
 		if (st != TA_OK) {
 			st = ta_error_set(err, st, "%s: tile %" PRIu32 " at offset %" PRIu64 ": %s",
 			                  path, i, at, cerr.msg);
@@ -990,8 +1136,7 @@ static ta_status load_snapshot(ta_persist *p, uint64_t *seq, ta_error *err)
 			}
 			if (rd(&r, chunk, n) < n)
 				goto short_file;
-			st =
-			    tile_rows(p->svc->backend, tile, row, rows, TA_OP_STORE, chunk, n, err);
+			st = tile_rows(p->backend, tile, row, rows, TA_OP_STORE, chunk, n, err);
 			if (st != TA_OK)
 				goto out;
 		}
@@ -1091,37 +1236,6 @@ static ta_status list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *e
 	return TA_OK;
 }
 
-/* Runs one logged request through dispatch, acting for who again (a session past its
- * handshake with that identity; none for TA_OWNER_ANY, the in-process callers); an answer
- * other than OK is an error. */
-static ta_status replay_record(ta_persist *p, ta_dispatch_scratch *scratch, ta_owner who,
-                               const uint8_t *payload, size_t len, ta_error *err)
-{
-	ta_frame_buf out = {NULL, 0, 0};
-	bool close_after = false;
-	ta_session session;
-	memset(&session, 0, sizeof(session));
-	session.hello_done = true;
-	session.authenticated = who == TA_OWNER_SECRET;
-	session.identity = who == TA_OWNER_SECRET ? TA_OWNER_PUBLIC : who;
-	(void)ta_dispatch_run_session(p->svc, scratch, who == TA_OWNER_ANY ? NULL : &session,
-	                              payload, len, -1, &out, &close_after);
-	ta_status st = TA_OK;
-	Tileatom__Response *resp = out.len > TA_FRAME_HEADER
-	                               ? tileatom__response__unpack(NULL, out.len - TA_FRAME_HEADER,
-	                                                            out.data + TA_FRAME_HEADER)
-	                               : NULL;
-	if (!resp)
-		st = ta_error_set(err, TA_INTERNAL, "no answer could be decoded");
-	else if (resp->status != TILEATOM__STATUS__OK)
-		st = ta_error_set(err, (ta_status)resp->status, "%s: %s",
-		                  ta_status_name((ta_status)resp->status), resp->message);
-	if (resp)
-		tileatom__response__free_unpacked(resp, NULL);
-	ta_frame_buf_free(&out);
-	return st;
-}
-
 /* Replays one log from its start. *expected: the next sequence number to apply (records
  * at or below snap_seq are skipped). last: the newest log, where a torn tail is dropped
  * (truncated). *end: the offset after the last whole record. */
@@ -1140,8 +1254,6 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
 		                    strerror(errno));
 	}
-	ta_dispatch_scratch scratch;
-	ta_dispatch_scratch_init(&scratch);
 	ta_status st = TA_OK;
 	uint8_t h[REC_HEADER];
 	uint8_t *payload = NULL;
@@ -1215,7 +1327,7 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 				goto out;
 			}
 			ta_error rerr = {0};
-			if (replay_record(p, &scratch, who, payload, len, &rerr) != TA_OK) {
+			if (p->replay(p->replay_arg, who, payload, len, &rerr) != TA_OK) {
 				st = ta_error_set(err, TA_INTERNAL,
 				                  "%s: replaying record %" PRIu64
 				                  " at offset %" PRIu64 " failed: %s",
@@ -1242,7 +1354,6 @@ out:
 	if (st == TA_OK)
 		ta_log(TA_LOG_INFO, "%s: replayed %" PRIu64 " records", path, applied);
 	free(payload);
-	ta_dispatch_scratch_free(&scratch);
 	fclose(r.f);
 	return st;
 }
@@ -1322,7 +1433,7 @@ static ta_status recover(ta_persist *p, ta_error *err)
 	atomic_store(&p->durable_seq, expected - 1);
 	uint32_t tiles = 0;
 	uint64_t bytes = 0;
-	ta_registry_stats(p->svc->registry, &tiles, &bytes);
+	ta_registry_stats(p->registry, &tiles, &bytes);
 	ta_log(
 	    TA_LOG_NOTICE,
 	    "data directory %s: %" PRIu32 " tiles (%" PRIu64 " bytes) restored: snapshot through "
@@ -1331,8 +1442,8 @@ static ta_status recover(ta_persist *p, ta_error *err)
 	return TA_OK;
 }
 
-ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
-                          uint64_t compact_size, struct ta_service *svc, ta_error *err)
+ta_status ta_persist_start(ta_persist **out, const char *dir, ta_fsync_mode mode,
+                           uint64_t compact_size, const ta_persist_host *host, ta_error *err)
 {
 	*out = NULL;
 	ta_persist *p = calloc(1, sizeof(*p));
@@ -1342,7 +1453,11 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 	p->mode = mode;
 	p->compact_size = compact_size;
 	p->compact_at = compact_size;
-	p->svc = svc;
+	p->buf_max = TA_PERSIST_DEFAULT_BUFFER_MAX;
+	p->registry = host->registry;
+	p->backend = host->backend;
+	p->replay = host->replay;
+	p->replay_arg = host->replay_arg;
 	p->dir = strdup(dir);
 	atomic_init(&p->durable_seq, 0);
 	atomic_init(&p->failed, false);
@@ -1358,6 +1473,7 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 	    pthread_mutex_init(&p->snap_mu, NULL) != 0 ||
 	    pthread_cond_init(&p->wake, &cattr) != 0 || pthread_cond_init(&p->rotated, NULL) != 0 ||
 	    pthread_cond_init(&p->snap_cond, NULL) != 0 ||
+	    pthread_cond_init(&p->drained, NULL) != 0 ||
 	    pthread_cond_init(&p->sync_cond, &cattr) != 0) {
 		/* a failed start exits the daemon: the primitives are not torn down */
 		free(p->dir);
@@ -1397,10 +1513,6 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 		ta_persist_close(p);
 		return st;
 	}
-	/* the replayed requests are not this run's */
-	atomic_store(&svc->requests, 0);
-	atomic_store(&svc->errors, 0);
-	atomic_store(&svc->elements, 0);
 	*out = p;
 	return TA_OK;
 }
@@ -1414,6 +1526,7 @@ void ta_persist_close(ta_persist *p)
 	pthread_cond_broadcast(&p->wake);
 	pthread_cond_broadcast(&p->snap_cond);
 	pthread_cond_broadcast(&p->sync_cond);
+	pthread_cond_broadcast(&p->drained);
 	pthread_mutex_unlock(&p->mu);
 	if (p->syncer_started)
 		pthread_join(p->syncer, NULL);
@@ -1441,6 +1554,7 @@ void ta_persist_close(ta_persist *p)
 	pthread_cond_destroy(&p->rotated);
 	pthread_cond_destroy(&p->snap_cond);
 	pthread_cond_destroy(&p->sync_cond);
+	pthread_cond_destroy(&p->drained);
 	free(p->buf);
 	free(p->dir);
 	free(p);

@@ -2,7 +2,8 @@
  * snapshot of every tile (snapshot.tas) and append-only logs of the mutating requests
  * applied since (log-<first seq, 16 hex digits>.tal): each record is the request's wire
  * payload with its length, sequence number, identity and checksums (xxHash). On start the snapshot
- * is loaded and the logs are replayed through the daemon's own dispatch path; a record cut short at
+ * is loaded and the logs are replayed through the daemon's own dispatch path (a callback:
+ * persist_service.c joins this file to dispatch, which calls into this file); a record cut short at
  * the end of the newest log (a torn write) is dropped with a log line, any other damage refuses the
  * start with a message naming the file and the offset.
  *
@@ -29,9 +30,13 @@
 #include <uv.h>
 
 #include "registry.h"
+#include "ta_backend.h"
 #include "ta_types.h"
 
 struct ta_service;
+
+/* Default bound on the log bytes waiting for the writer (ta_persist_set_buffer_max). */
+#define TA_PERSIST_DEFAULT_BUFFER_MAX (UINT64_C(64) << 20)
 
 /* Mutation locks (a power of two). */
 #define TA_PERSIST_STRIPES 64
@@ -65,11 +70,29 @@ int ta_fsync_mode_parse(const char *text, ta_fsync_mode *out);
 /* Name of a mode. */
 const char *ta_fsync_mode_name(ta_fsync_mode mode);
 
+/* Applies one logged request again at start (replay), acting for who; TA_OK or an error
+ * (the daemon's answer when it was not OK). */
+typedef ta_status (*ta_persist_replay_fn)(void *arg, ta_owner who, const uint8_t *payload,
+                                          size_t len, ta_error *err);
+
+/* What persistence works on. */
+typedef struct ta_persist_host {
+	ta_registry *registry;       /* the tiles: snapshots list and load them */
+	ta_backend *backend;         /* reads and writes their elements */
+	ta_persist_replay_fn replay; /* applies a logged request again */
+	void *replay_arg;            /* its argument (used only during ta_persist_start) */
+} ta_persist_host;
+
 /* Opens (creating, mode 0700) the data directory dir and locks it against a second daemon,
- * loads its snapshot into svc's registry, replays its logs through dispatch, and starts the
- * writer thread. compact_size: log bytes after which a snapshot compacts the log (0:
+ * loads its snapshot into host's registry, replays its logs through host->replay, and starts
+ * the writer thread. compact_size: log bytes after which a snapshot compacts the log (0:
  * never). Returns TA_OK with *out set, or an error naming the file and offset (the
- * registry may then hold some tiles; the caller exits). Call before svc->persist is set. */
+ * registry may then hold some tiles; the caller exits). */
+ta_status ta_persist_start(ta_persist **out, const char *dir, ta_fsync_mode mode,
+                           uint64_t compact_size, const ta_persist_host *host, ta_error *err);
+/* ta_persist_start on svc's registry and backend, replaying through svc's dispatch
+ * (persist_service.c); the replayed requests are not counted in svc's statistics. Call
+ * before svc->persist is set. */
 ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
                           uint64_t compact_size, struct ta_service *svc, ta_error *err);
 /* Stops the threads after writing and fsyncing every record, and frees p. */
@@ -83,8 +106,8 @@ void ta_persist_detach(ta_persist *p);
 
 /* Takes the mutation lock of tile name (NULL: every stripe, alone): shared with the
  * requests of the same kind >= 0 (requests that commute with each other: one op whose
- * result does not depend on the order), alone with kind -1. Fails with UNAVAILABLE when
- * the log could not be written (mutations are refused from then on). */
+ * result does not depend on the order), alone with kind -1. Fails with UNAVAILABLE, naming the
+ * problem, while the log cannot be written (see persist.c's failure modes). */
 ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
                           ta_error *err);
 /* Releases a lock from ta_persist_lock (no-op when none is held). */
@@ -98,8 +121,20 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
  * on. For a request applied whose record cannot be made. */
 void ta_persist_fail(ta_persist *p, const char *what);
 /* For the loop: 1 when the response of record seq may leave (durable, or not required by
- * the fsync mode), 0 not yet, -1 when writing failed (the connection should close). */
+ * the fsync mode), 0 not yet, -1 when writing failed before it became durable (--fsync
+ * always: the connection answers with an error and closes). */
 int ta_persist_durable(ta_persist *p, uint64_t seq);
+
+/* Copies what made persistence fail (e.g. "persistence log write failed: File too large")
+ * into buf; "" when it has not failed. */
+void ta_persist_failure(ta_persist *p, char *buf, size_t n);
+/* Bounds the log bytes waiting for the writer (0: unbounded; the default is
+ * TA_PERSIST_DEFAULT_BUFFER_MAX): an append that would pass it waits until the writer has
+ * taken the buffer (a single larger record still goes in alone). */
+void ta_persist_set_buffer_max(ta_persist *p, uint64_t bytes);
+/* For tests and stats: the most log bytes that waited for the writer at once, and how many
+ * appends waited for the bound. */
+void ta_persist_buffer_stats(ta_persist *p, uint64_t *high, uint64_t *waits);
 
 /* Writes a snapshot of every tile and removes the logs it covers. Thread-safe (one at a
  * time); blocks mutations while the tiles are read. */

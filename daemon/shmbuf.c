@@ -4,7 +4,9 @@
  * could otherwise shrink it under the mapping and make the daemon fault) is refused with
  * PERMISSION_DENIED and closed; a size that is not the file's, no fd received, or too many
  * buffers give INVALID_ARGUMENT / RESOURCE_EXHAUSTED; a failed mmap gives
- * RESOURCE_EXHAUSTED. A reference outside a buffer gives INVALID_ARGUMENT. */
+ * RESOURCE_EXHAUSTED. A reference outside a buffer gives INVALID_ARGUMENT. A device
+ * buffer on a backend without CUDA IPC gives UNIMPLEMENTED; a bad handle or a size over the
+ * allocation, the backend's INVALID_ARGUMENT. */
 #include "shmbuf.h"
 
 #include <errno.h>
@@ -42,6 +44,10 @@ void ta_shm_table_free(ta_shm_table *t)
 {
 	for (size_t i = 0; i < t->n; i++) {
 		ta_shm_buf *b = &t->bufs[i];
+		if (b->device) {
+			ta_backend_ipc_close(t->backend, b->map);
+			continue;
+		}
 		if (b->host_registered)
 			ta_backend_host_unregister(t->backend, b->map);
 		if (munmap(b->map, (size_t)b->size) != 0)
@@ -141,9 +147,59 @@ out:
 	return st;
 }
 
-ta_status ta_shm_resolve(ta_shm_table *t, uint64_t id, uint64_t offset, uint64_t length,
-                         const char *what, void **ptr, ta_error *err)
+ta_status ta_shm_register_device(ta_shm_table *t, const void *handle, size_t handle_len,
+                                 uint64_t size, uint64_t *id, ta_error *err)
 {
+	if (!ta_backend_has_ipc(t->backend)) {
+		ta_backend_info info;
+		memset(&info, 0, sizeof(info));
+		if (t->backend)
+			ta_backend_info_get(t->backend, &info);
+		return ta_error_set(err, TA_UNIMPLEMENTED,
+		                    "register_buffer: device buffers (CUDA IPC handles) need the "
+		                    "CUDA backend; this daemon runs the %s backend",
+		                    info.name[0] ? info.name : "(no)");
+	}
+	if (handle_len != TA_IPC_HANDLE_BYTES)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "register_buffer: a CUDA IPC handle has %d bytes, not %zu",
+		                    TA_IPC_HANDLE_BYTES, handle_len);
+	if (size == 0 || size > SIZE_MAX)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "register_buffer: a device buffer of %" PRIu64
+		                    " bytes (it must not be empty)",
+		                    size);
+	pthread_mutex_lock(&t->lock);
+	ta_status st = TA_OK;
+	if (t->n == TA_SHM_BUFFERS_MAX) {
+		st = ta_error_set(
+		    err, TA_RESOURCE_EXHAUSTED,
+		    "register_buffer: this connection has %d buffers, the most allowed",
+		    TA_SHM_BUFFERS_MAX);
+		goto out;
+	}
+	void *dptr = NULL;
+	st = ta_backend_ipc_open(t->backend, handle, handle_len, (size_t)size, &dptr, err);
+	if (st != TA_OK)
+		goto out;
+	ta_shm_buf *b = &t->bufs[t->n++];
+	memset(b, 0, sizeof(*b));
+	b->id = t->next_id++;
+	b->fd = -1;
+	b->map = dptr;
+	b->size = size;
+	b->device = true;
+	*id = b->id;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return st;
+}
+
+ta_status ta_shm_resolve(ta_shm_table *t, uint64_t id, uint64_t offset, uint64_t length,
+                         const char *what, void **ptr, bool *device, ta_error *err)
+{
+	if (device)
+		*device = false;
 	if (!t)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "%s: names shared buffer %" PRIu64
@@ -162,10 +218,14 @@ ta_status ta_shm_resolve(ta_shm_table *t, uint64_t id, uint64_t offset, uint64_t
 	else if (offset > b->size || length > b->size - offset)
 		st = ta_error_set(err, TA_INVALID_ARGUMENT,
 		                  "%s: bytes [%" PRIu64 ", %" PRIu64
-		                  ") lie outside shared buffer %" PRIu64 " of %" PRIu64 " bytes",
-		                  what, offset, offset + length, id, b->size);
-	else
+		                  ") lie outside %s buffer %" PRIu64 " of %" PRIu64 " bytes",
+		                  what, offset, offset + length, b->device ? "device" : "shared",
+		                  id, b->size);
+	else {
 		*ptr = (uint8_t *)b->map + offset;
+		if (device)
+			*device = b->device;
+	}
 	pthread_mutex_unlock(&t->lock);
 	return st;
 }

@@ -6,6 +6,12 @@
  * ta_shm_resolve turns into a pointer after checking the range. Everything is unmapped and
  * closed by ta_shm_table_free, when the connection is freed (after its last request).
  *
+ * Device buffers share the table and its ids: a RegisterBufferRequest with a CUDA IPC
+ * handle (no fd) is opened by the backend (ta_backend_ipc_open, which checks the size
+ * against the allocation); ta_shm_resolve then gives a device address and says so, and the
+ * table closes the handle (ta_backend_ipc_close) when it is freed. A backend without IPC
+ * (the CPU backend) refuses with UNIMPLEMENTED.
+ *
  * Threads: the loop thread pushes fds and registers; worker threads resolve (a lock guards
  * the table; mappings never move or go away before ta_shm_table_free). Dispatch finds the
  * table of the connection whose request it runs through ta_shm_current (a thread-local the
@@ -31,9 +37,10 @@
 /* One registered buffer. */
 typedef struct ta_shm_buf {
 	uint64_t id;          /* the id answered to the client (1, 2, ...) */
-	int fd;               /* the memfd */
-	void *map;            /* its MAP_SHARED mapping */
-	uint64_t size;        /* bytes mapped */
+	int fd;               /* the memfd (-1 for a device buffer) */
+	void *map;            /* its MAP_SHARED mapping, or the device address (device) */
+	uint64_t size;        /* bytes mapped (device: bytes the client registered) */
+	bool device;          /* a client's device allocation opened from a CUDA IPC handle */
 	bool host_registered; /* the backend registered the mapping (ta_backend_host_register) */
 } ta_shm_buf;
 
@@ -63,11 +70,17 @@ void ta_shm_push_fd(ta_shm_table *t, int fd);
  * F_SEAL_GROW and a size equal to the file's; maps it read-write, shared. Sets *id. */
 ta_status ta_shm_register(ta_shm_table *t, uint64_t size, uint64_t *id, ta_error *err);
 
+/* Registers a device buffer of size bytes from a CUDA IPC memory handle (handle_len bytes):
+ * UNIMPLEMENTED when the backend cannot open one, INVALID_ARGUMENT for a handle of the
+ * wrong length, one that does not open, or a size over the allocation. Sets *id. */
+ta_status ta_shm_register_device(ta_shm_table *t, const void *handle, size_t handle_len,
+                                 uint64_t size, uint64_t *id, ta_error *err);
+
 /* The address of bytes [offset, offset + length) of buffer id; INVALID_ARGUMENT naming
  * the problem when there is no such buffer or the range leaves it. what names the operand
- * in messages. */
+ * in messages. *device (may be NULL) says whether the address is device memory. */
 ta_status ta_shm_resolve(ta_shm_table *t, uint64_t id, uint64_t offset, uint64_t length,
-                         const char *what, void **ptr, ta_error *err);
+                         const char *what, void **ptr, bool *device, ta_error *err);
 
 /* Buffers registered (for stats and tests). */
 size_t ta_shm_count(ta_shm_table *t);

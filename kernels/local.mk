@@ -3,7 +3,9 @@
 # lowering rules, as a libtool convenience library linked into tileatomd and the tests. The
 # CUDA source compiles through libtool too (.cu.lo).
 noinst_LTLIBRARIES += kernels/libtabackends.la
-kernels_libtabackends_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+# TA_LT_ONE_OBJECT (configure: -shared or -static) is read by libtool's compile mode, not
+# the compiler: one object per source instead of a PIC and a non-PIC one.
+kernels_libtabackends_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) $(TA_LT_ONE_OBJECT)
 kernels_libtabackends_la_SOURCES = \
 	kernels/ta_cpu.c kernels/ta_lower.h kernels/ta_lower.c
 kernels_libtabackends_la_LIBADD = tacore/libtacore.la

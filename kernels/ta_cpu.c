@@ -1064,6 +1064,15 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 	ta_status st = ta_plan_check(plan, tile_bytes, NULL, err);
 	if (st != TA_OK)
 		return st;
+	bool on_device = plan->old_out_device || plan->values.device || plan->compare.device ||
+	                 plan->mask.device;
+	for (int i = 0; i < TA_MAX_RANK; i++)
+		on_device = on_device || plan->index[i].device;
+	if (on_device)
+		return ta_error_set(
+		    err, TA_UNIMPLEMENTED,
+		    "cpu backend: operands in device memory (CUDA IPC buffers) need "
+		    "the CUDA backend");
 
 	/* a small plan runs on this thread alone: its state lives on the stack (no allocation
 	 * per request); a split plan's is shared with the workers */

@@ -8,7 +8,9 @@
  * buffer, copy the counters and old values back, synchronize that stream, release the
  * slot. Large operands (and old values) that already lie in page-locked memory (a
  * client's shared buffer, registered by host_register) skip the pinned buffer: one DMA
- * each, straight from (to) where they are.
+ * each, straight from (to) where they are. Operands (and old values) in a client's device
+ * buffer (ta_operand.device, opened by ipc_open from a CUDA IPC handle) are not copied at
+ * all: the kernel reads (writes) them in place.
  *
  * Small requests (global space, up to TA_CUDA_BATCH_ITEM_MAX elements) take the batch
  * path instead: the caller queues its request with the batcher; the first caller to find
@@ -24,6 +26,7 @@
  * illegal address, a launch failure: the context is lost) is logged to stderr once and
  * every later call reports it as INTERNAL with the CUDA error text; other CUDA errors give
  * INTERNAL for that call only. */
+#include <cuda.h> /* CUdeviceptr and CUresult only: the driver call is looked up at run time */
 #include <cuda_runtime.h>
 
 #include <errno.h>
@@ -41,8 +44,8 @@
 
 using ta::kargs;
 
-/* The architecture the kernels were built for (configure passes it; 0: unknown). The
- * cluster kernels exist from 90 on: below, they trap, and the host never launches them. */
+/* The architecture the kernels were built for (configure passes it; 0: unknown). Cluster
+ * launches exist from 90 on: below, the host never launches the cluster kernels. */
 #ifndef TA_CUDA_CC
 #define TA_CUDA_CC 0
 #endif
@@ -106,6 +109,10 @@ static ta_kfn g_shared[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 static ta_kfn g_cluster[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 /* Resident blocks per SM of each global kernel (0: not computed yet). */
 static int g_global_occ[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
+/* Resident blocks per SM of each block-window kernel for the window size it last ran
+ * with: (shared-memory bytes << 32) | blocks (0: not computed yet). The occupancy query
+ * costs microseconds of host time before every launch otherwise. */
+static uint64_t g_shared_occ[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 /* Fills the tables once. */
 static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
 
@@ -205,15 +212,16 @@ extern "C" const char *ta_cuda_path_name(ta_cuda_path path)
 /* Largest private window (bytes) one block holds for an explicit space-shared request;
  * larger windows go to a cluster (sm_90) or else run the global path (same result). */
 #define TA_SHARED_MAX (96u * 1024u)
-/* log2 of the largest cluster (blocks) a window is spread over: 2 blocks. Measured on an
- * H200 (doc/GPU-RESULTS.md): a 65536-bin histogram over 2 blocks runs at 155 G elements/s
- * against 91 on the global path, but a 262144-bin one over 8 blocks at 75 against 99, so
+/* log2 of the largest cluster (blocks) a window is split over: 2 blocks, each reading every
+ * operand of the cluster (the second read from L2). Measured on an H200 (doc/GPU-RESULTS.md):
+ * a 65536-bin histogram over 2 blocks runs at about 490 G elements/s against 91 on the
+ * global path; splits over 4 or 8 blocks (4 or 8 reads of each key) were not measured, so
  * larger windows take the global path. */
 #define TA_CLUSTER_MAX_SHIFT 1
 /* Elements per window slot from which a space-global request gets a private window of
  * any size that fits (one block's up to TA_SHARED_MAX, else a cluster's). Measured on an
  * H200 with 2^26 keys (64 or more a slot): 4096 bins 682 against 35 G elements/s global,
- * 16384 bins 413 against 51, 65536 bins (cluster) 155 against 91. */
+ * 16384 bins 413 against 51, 65536 bins (cluster) about 490 against 91. */
 #define TA_AUTO_WINDOW_PER_SLOT 64
 /* Whether space-global requests may get a private window (ta_cuda_set_auto_window). */
 static int g_auto_window = 1;
@@ -420,7 +428,7 @@ static cudaError_t allow_smem(ta_kfn fn, size_t smem)
 	                            (int)smem);
 }
 
-/* Launches a global-space or block-window kernel (TA_BLOCK threads a block) with enough
+/* Launches a global-space or block-window kernel (ta::block_threads threads a block) with enough
  * blocks to fill the device (sms SMs). */
 static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, int sms,
                              cudaStream_t stream, ta_error *err)
@@ -433,10 +441,18 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 		e = allow_smem(fn, smem);
 		if (e != cudaSuccess)
 			return cuda_error(err, e, "raising the shared-memory limit");
-		e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)fn, TA_BLOCK,
-		                                                  smem);
-		if (e != cudaSuccess)
-			return cuda_error(err, e, "computing the occupancy");
+		uint64_t *cached = &g_shared_occ[a->mode][a->p.dtype][a->p.op];
+		uint64_t c = __atomic_load_n(cached, __ATOMIC_RELAXED);
+		if (c != 0 && (c >> 32) == smem) {
+			occ = (int)(uint32_t)c;
+		} else {
+			e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+			    &occ, (const void *)fn, ta::block_threads(ta::S_BLOCK, a->mode), smem);
+			if (e != cudaSuccess)
+				return cuda_error(err, e, "computing the occupancy");
+			__atomic_store_n(cached, ((uint64_t)smem << 32) | (uint32_t)occ,
+			                 __ATOMIC_RELAXED);
+		}
 	} else {
 		int *cached = &g_global_occ[a->mode][a->p.dtype][a->p.op];
 		occ = __atomic_load_n(cached, __ATOMIC_RELAXED);
@@ -450,6 +466,7 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 	}
 	if (occ < 1)
 		occ = 1;
+	const int threads = ta::block_threads(shared ? ta::S_BLOCK : ta::S_GLOBAL, a->mode);
 	/* elements a block takes per step of its loop */
 	int64_t per_thread = 4;
 	if (a->mode == ta::M_REGION)
@@ -458,7 +475,7 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 	else if (a->mode == ta::M_FLAT32 || a->mode == ta::M_FLAT64)
 		per_thread =
 		    4 * (shared ? ta::flat_unroll<ta::S_BLOCK>() : ta::flat_unroll<ta::S_GLOBAL>());
-	int64_t per_block = (int64_t)TA_BLOCK * per_thread;
+	int64_t per_block = (int64_t)threads * per_thread;
 	int64_t blocks = (a->p.count + per_block - 1) / per_block;
 	if (shared) {
 		/* each block pays the window twice (init, merge): give it enough elements */
@@ -468,12 +485,12 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 	}
 	if (blocks > (int64_t)occ * sms)
 		blocks = (int64_t)occ * sms;
-	if (blocks < floor_blocks(a->p.count, TA_BLOCK))
-		blocks = floor_blocks(a->p.count, TA_BLOCK);
+	if (blocks < floor_blocks(a->p.count, threads))
+		blocks = floor_blocks(a->p.count, threads);
 	if (blocks > INT32_MAX)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan of %lld elements is too large",
 		                    (long long)a->p.count);
-	fn<<<(unsigned)blocks, TA_BLOCK, smem, stream>>>(*a);
+	fn<<<(unsigned)blocks, threads, smem, stream>>>(*a);
 	e = cudaGetLastError();
 	return e == cudaSuccess ? TA_OK : cuda_error(err, e, "launching the kernel");
 }
@@ -520,7 +537,8 @@ static ta_status launch_cluster(ta_kfn fn, const kargs *a, size_t es, cudaStream
 		n = resident;
 	if (n < 1)
 		n = 1;
-	int64_t need = (floor_blocks(a->p.count, TA_CLUSTER_BLOCK) + csize - 1) / csize;
+	/* (every block of a cluster runs over the cluster's elements) */
+	int64_t need = floor_blocks(a->p.count, TA_CLUSTER_BLOCK);
 	if (n < need)
 		n = need;
 	if (n * csize > INT32_MAX)
@@ -840,8 +858,13 @@ static bool host_direct(const void *p, size_t bytes)
 /* True when plan goes through the batcher rather than its own launch. */
 static bool batchable(const ta_cuda_backend *be, const ta_plan *plan)
 {
+	/* the batcher resolves elements on the host: device operands launch on their own */
+	bool on_device = plan->old_out_device || plan->values.device || plan->compare.device ||
+	                 plan->mask.device;
+	for (int i = 0; i < TA_MAX_RANK; i++)
+		on_device = on_device || plan->index[i].device;
 	return be->batch_ready && plan->space == TA_SPACE_GLOBAL &&
-	       plan->count <= TA_CUDA_BATCH_ITEM_MAX;
+	       plan->count <= TA_CUDA_BATCH_ITEM_MAX && !on_device;
 }
 
 /* The output bits of an element that is masked off or skipped (as the kernels' fill_value). */
@@ -1240,6 +1263,8 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 			dop->data = NULL;
 			continue;
 		}
+		if (op->device) /* a client's device buffer: the kernel reads it in place */
+			continue;
 		size_t ebytes = ta_dtype_size(op->dtype);
 		stage_item *it = &items[n_items++];
 		it->src = op->data;
@@ -1264,7 +1289,9 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	end = align_up(end + 3 * sizeof(unsigned long long));
 	hend = align_up(hend + 3 * sizeof(unsigned long long));
 	size_t out_off = end, hout_off = hend;
-	size_t out_bytes = plan->want_old ? (size_t)plan->count * es : 0;
+	/* old values into a client's device buffer are written there by the kernel */
+	bool out_dev = plan->want_old && plan->old_out_device;
+	size_t out_bytes = plan->want_old && !out_dev ? (size_t)plan->count * es : 0;
 	bool out_direct = plan->want_old && host_direct(plan->old_out, out_bytes);
 	end = align_up(end + out_bytes);
 	if (!out_direct)
@@ -1283,7 +1310,7 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		*items[i].dst = s->dev + items[i].off;
 	}
 	memset(s->host + hcnt_off, 0, 3 * sizeof(unsigned long long));
-	dp.old_out = plan->want_old ? (void *)(s->dev + out_off) : NULL;
+	dp.old_out = out_dev ? plan->old_out : plan->want_old ? (void *)(s->dev + out_off) : NULL;
 	if (n_direct == 0) {
 		e = cudaMemcpyAsync(s->dev, s->host, cnt_off + 3 * sizeof(unsigned long long),
 		                    cudaMemcpyHostToDevice, s->stream);
@@ -1332,7 +1359,7 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		memcpy(counts, s->host + hcnt_off, sizeof counts);
 		result->skipped = counts[0];
 		result->applied = counts[1];
-		if (plan->want_old && !out_direct)
+		if (plan->want_old && !out_direct && !out_dev)
 			memcpy(plan->old_out, s->host + hout_off, out_bytes);
 		if (counts[2]) {
 			st = ta_error_set(
@@ -1443,10 +1470,160 @@ static void cuda_host_unregister(ta_backend *base, void *ptr)
 	}
 }
 
+/* cuMemGetAddressRange (driver API, v2): the base and size of the allocation holding dptr. */
+typedef CUresult (*mem_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr dptr);
+
+/* One handle this process has open: a handle opens once per process and context, so
+ * connections that register the same allocation share the mapping, counted. */
+struct ipc_open_entry {
+	unsigned char handle[sizeof(cudaIpcMemHandle_t)]; /* the handle's bytes */
+	void *ptr;                                        /* where it opened */
+	size_t avail;                                     /* bytes of the allocation from ptr */
+	unsigned refs;                                    /* registrations using it */
+	ipc_open_entry *next;                             /* list link */
+};
+/* The open handles of this process (few: one per client allocation). */
+static ipc_open_entry *g_ipc_open;
+/* Guards g_ipc_open and the opens and closes themselves. */
+static pthread_mutex_t g_ipc_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* vtable ipc_open: opens a client's device allocation from its CUDA IPC handle
+ * (cudaIpcOpenMemHandle; a handle already open in this process is shared, counted) and
+ * checks that bytes fit in it from the address the handle
+ * opens at (cuMemGetAddressRange, looked up through the runtime so that the daemon needs
+ * no link to libcuda). A handle that does not open, or a size over the allocation, gives
+ * INVALID_ARGUMENT (the handle is closed again); the error is cleared. */
+static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t handle_len,
+                               size_t bytes, void **dptr, ta_error *err)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	*dptr = NULL;
+	if (handle_len != sizeof(cudaIpcMemHandle_t))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "a CUDA IPC handle has %zu bytes, not %zu",
+		                    sizeof(cudaIpcMemHandle_t), handle_len);
+	ta_status st = be_enter(be, err);
+	if (st != TA_OK)
+		return st;
+	static mem_range_fn range_fn; /* looked up once (a benign race: same value) */
+	if (!range_fn) {
+		void *fn = NULL;
+		cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+		cudaError_t e = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+		                                                 cudaEnableDefault, &q);
+		if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
+			(void)cudaGetLastError();
+			return ta_error_set(
+			    err, TA_INTERNAL,
+			    "cuda backend: the driver has no cuMemGetAddressRange (%s), "
+			    "so a device buffer's size cannot be checked",
+			    cudaGetErrorString(e));
+		}
+		__atomic_store_n(&range_fn, (mem_range_fn)fn, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_lock(&g_ipc_mu);
+	for (ipc_open_entry *o = g_ipc_open; o; o = o->next)
+		if (memcmp(o->handle, handle, sizeof o->handle) == 0) {
+			if (bytes > o->avail)
+				st = ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "register_buffer: the request states %zu bytes but the "
+				    "device allocation behind the handle has %zu",
+				    bytes, o->avail);
+			else {
+				o->refs++;
+				*dptr = o->ptr;
+			}
+			pthread_mutex_unlock(&g_ipc_mu);
+			return st;
+		}
+	ipc_open_entry *entry = (ipc_open_entry *)calloc(1, sizeof(*entry));
+	if (!entry) {
+		pthread_mutex_unlock(&g_ipc_mu);
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	cudaIpcMemHandle_t h;
+	memcpy(&h, handle, sizeof h);
+	void *p = NULL;
+	cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		pthread_mutex_unlock(&g_ipc_mu);
+		free(entry);
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "register_buffer: the CUDA IPC handle does not open on device "
+		                    "%d: %s (%s); pass the 64 bytes cudaIpcGetMemHandle gave, of "
+		                    "memory that is still allocated, from another process",
+		                    be->device, cudaGetErrorName(e), cudaGetErrorString(e));
+	}
+	CUdeviceptr abase = 0;
+	size_t asize = 0;
+	CUresult r = __atomic_load_n(&range_fn, __ATOMIC_ACQUIRE)(&abase, &asize, (CUdeviceptr)p);
+	size_t avail =
+	    r == CUDA_SUCCESS && (CUdeviceptr)p >= abase && (CUdeviceptr)p - abase <= asize
+	        ? asize - (size_t)((CUdeviceptr)p - abase)
+	        : 0;
+	if (r != CUDA_SUCCESS || bytes > avail) {
+		cudaError_t ce = cudaIpcCloseMemHandle(p);
+		if (ce != cudaSuccess)
+			(void)cudaGetLastError();
+		pthread_mutex_unlock(&g_ipc_mu);
+		free(entry);
+		if (r != CUDA_SUCCESS)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "register_buffer: the size of the device allocation cannot "
+			    "be found (cuMemGetAddressRange: error %d)",
+			    (int)r);
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "register_buffer: the request states %zu bytes but the device "
+		                    "allocation behind the handle has %zu",
+		                    bytes, avail);
+	}
+	memcpy(entry->handle, handle, sizeof entry->handle);
+	entry->ptr = p;
+	entry->avail = avail;
+	entry->refs = 1;
+	entry->next = g_ipc_open;
+	g_ipc_open = entry;
+	pthread_mutex_unlock(&g_ipc_mu);
+	*dptr = p;
+	return TA_OK;
+}
+
+/* vtable ipc_close: cudaIpcCloseMemHandle (errors are logged, then cleared). */
+static void cuda_ipc_close(ta_backend *base, void *dptr)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	if (!dptr)
+		return;
+	pthread_mutex_lock(&g_ipc_mu);
+	ipc_open_entry **link = &g_ipc_open;
+	while (*link && (*link)->ptr != dptr)
+		link = &(*link)->next;
+	ipc_open_entry *o = *link;
+	if (!o || --o->refs > 0) {
+		pthread_mutex_unlock(&g_ipc_mu);
+		return;
+	}
+	*link = o->next;
+	free(o);
+	if (be_enter(be, NULL) == TA_OK) {
+		cudaError_t e = cudaIpcCloseMemHandle(dptr);
+		if (e != cudaSuccess) {
+			(void)cudaGetLastError();
+			fprintf(stderr, "tileatom cuda backend: cudaIpcCloseMemHandle: %s\n",
+			        cudaGetErrorString(e));
+		}
+	}
+	pthread_mutex_unlock(&g_ipc_mu);
+}
+
 /* The CUDA backend's vtable. */
 static const ta_backend_vtbl cuda_vtbl = {
-    cuda_destroy, cuda_tile_alloc,       cuda_tile_free,     cuda_apply,          cuda_apply_many,
-    cuda_info,    cuda_set_batch_window, cuda_host_register, cuda_host_unregister};
+    cuda_destroy,         cuda_tile_alloc, cuda_tile_free,        cuda_apply,
+    cuda_apply_many,      cuda_info,       cuda_set_batch_window, cuda_host_register,
+    cuda_host_unregister, cuda_ipc_open,   cuda_ipc_close};
 
 extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 {

@@ -29,9 +29,10 @@ static const char *ptx_bits(ta_dtype dtype)
 	return ta_op_ptx_type(TA_OP_CAS, dtype);
 }
 
-/* Writes the global-memory instruction of an RMW op (space global) into buf. */
+/* Writes the global-memory instruction of an RMW op into buf (packed: with the packed form
+ * of the REGION loop where there is one; not for the merge of a private copy). */
 static void global_rmw(char *buf, size_t len, ta_op op, ta_dtype dtype, ta_sem sem, ta_scope scope,
-                       bool want_old)
+                       bool want_old, bool packed)
 {
 	const char *sem_name = ta_sem_ptx(sem);
 	const char *scope_name = ta_scope_ptx(scope);
@@ -47,36 +48,35 @@ static void global_rmw(char *buf, size_t len, ta_op op, ta_dtype dtype, ta_sem s
 	/* float add of an inf or NaN operand: the exact rule in software (canonical NaN) */
 	if ((op == TA_OP_ADD || op == TA_OP_SUB) && ta_dtype_is_float(dtype) && n > 0 &&
 	    (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n,
-		         "|inf-nan-operand:cas-loop(atom.%s.%s.global.cas.%s)", sem_name,
-		         scope_name, ptx_bits(dtype));
+		n += snprintf(buf + n, len - (size_t)n,
+		              "|inf-nan-operand:cas-loop(atom.%s.%s.global.cas.%s)", sem_name,
+		              scope_name, ptx_bits(dtype));
+	/* float add with red over a contiguous region (sm_90): 16-byte groups with one packed
+	 * red each (4 float32, 8 float16/bfloat16 elements), each element atomic on its own */
+	size_t es = ta_dtype_size(dtype);
+	if (packed && (op == TA_OP_ADD || op == TA_OP_SUB) && ta_dtype_is_float(dtype) && es < 8 &&
+	    ta_lower_uses_red(op, sem, want_old) && n > 0 && (size_t)n < len) {
+		/* the packed type: "v<lanes>." before the element type ("f32", "noftz.f16") */
+		const char *type = ta_op_ptx_type(TA_OP_ADD, dtype);
+		const char *dot = strrchr(type, '.');
+		size_t pre = dot ? (size_t)(dot - type) + 1 : 0;
+		snprintf(buf + n, len - (size_t)n, "|region:red.%s.%s.global.add.%.*sv%zu.%s",
+		         sem_name, scope_name, (int)pre, type, 16 / es, type + pre);
+	}
 }
 
-/* Writes the private-copy instruction of an RMW op into buf: on a block's window
- * (.shared) and, after "|cluster:", on a window spread over a cluster (.shared::cluster). */
+/* Writes the private-copy instruction of an RMW op into buf: .shared atomics on the
+ * block's own shared memory (a window one block cannot hold is split by slot range over
+ * the blocks of a cluster, each updating its own part with the same instruction). */
 static void shared_rmw(char *buf, size_t len, ta_op op, ta_dtype dtype)
 {
-	const char *bits = ptx_bits(dtype);
 	/* floats: a CAS loop computing the core rule in software (float add: the exact
 	 * rounding and flushing of the global instruction, canonical NaNs; min/max: -0.0 and
 	 * NaN rules) */
-	if (ta_dtype_is_float(dtype)) {
-		snprintf(
-		    buf, len,
-		    "cas-loop(atom.shared.cas.%s)|cluster:cas-loop(atom.shared::cluster.cas.%s)",
-		    bits, bits);
-		return;
-	}
-	char cluster[64]; /* the longest: "cas-loop(atom.shared::cluster.cas.b64)" */
-	/* 64-bit min/max/and/or/xor lose updates as red.shared::cluster (measured on sm_90):
-	 * a CAS loop there */
-	if (ta_dtype_size(dtype) == 8 && op != TA_OP_ADD && op != TA_OP_SUB)
-		snprintf(cluster, sizeof cluster, "cas-loop(atom.shared::cluster.cas.%s)", bits);
+	if (ta_dtype_is_float(dtype))
+		snprintf(buf, len, "cas-loop(atom.shared.cas.%s)", ptx_bits(dtype));
 	else
-		snprintf(cluster, sizeof cluster, "red.shared::cluster.%s.%s", ta_op_ptx(op),
-		         ta_op_ptx_type(op, dtype));
-	snprintf(buf, len, "red.shared.%s.%s|cluster:%s", ta_op_ptx(op), ta_op_ptx_type(op, dtype),
-	         cluster);
+		snprintf(buf, len, "red.shared.%s.%s", ta_op_ptx(op), ta_op_ptx_type(op, dtype));
 }
 
 ta_status ta_lower_instr(const ta_variant *v, char *buf, size_t buflen, ta_error *err)
@@ -98,10 +98,10 @@ ta_status ta_lower_instr(const ta_variant *v, char *buf, size_t buflen, ta_error
 		shared_rmw(priv, sizeof priv, v->op, v->dtype);
 		/* the private copy of a sub holds the sum of the negated operands */
 		ta_op merge_op = v->op == TA_OP_SUB ? TA_OP_ADD : v->op;
-		global_rmw(merge, sizeof merge, merge_op, v->dtype, v->sem, v->scope, false);
+		global_rmw(merge, sizeof merge, merge_op, v->dtype, v->sem, v->scope, false, false);
 		snprintf(buf, buflen, "shared-private(%s)+merge(%s)", priv, merge);
 	} else {
-		global_rmw(buf, buflen, v->op, v->dtype, v->sem, v->scope, v->want_old);
+		global_rmw(buf, buflen, v->op, v->dtype, v->sem, v->scope, v->want_old, true);
 	}
 	return TA_OK;
 }

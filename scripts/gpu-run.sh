@@ -18,7 +18,14 @@
 #                                     SERVICE_BENCH=0 skips them); logs under $OUT
 #                                     (default /tmp/gpu-out); bulk histograms through the
 #                                     service and tileatom-cli hist (HIST_BENCH=0 skips them);
-#                                     a summary is printed last.
+#                                     then the CUDA IPC part below; a summary is printed last.
+#   scripts/gpu-run.sh ipc [CARRY]    there: only the CUDA IPC operands: check_cuda_ipc (device
+#                                     buffers end to end against tileatomd --backend cuda),
+#                                     check_integration's load case on the CUDA backend (a
+#                                     handle that does not open), and 2^24 keys from GPU memory
+#                                     through the daemon (tileatom-histbench --from device;
+#                                     shm and one from host memory) against torch
+#                                     (benchmarks/torch-hist-peer.py) in the same run.
 set -u
 mode=${1:-run}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,12 +39,13 @@ if [ "$mode" = pack ]; then
 	fi
 	(cd "$build" && make -j2 tests/check_cuda tests/bench_gpu tests/check_ptx \
 		daemon/tileatomd client/tileatom-cli tests/check_integration tests/check_client_cli \
-		tests/check_daemon_server benchmarks/tileatom-bench benchmarks/tileatom-histbench) || exit 1
+		tests/check_daemon_server benchmarks/tileatom-bench benchmarks/tileatom-histbench \
+		tests/check_cuda_ipc) || exit 1
 	rm -rf gpu-carry
 	mkdir -p gpu-carry/rt
 	for b in tests/check_cuda tests/bench_gpu daemon/tileatomd client/tileatom-cli \
 		tests/check_integration tests/check_client_cli tests/check_daemon_server \
-		benchmarks/tileatom-bench benchmarks/tileatom-histbench; do
+		benchmarks/tileatom-bench benchmarks/tileatom-histbench tests/check_cuda_ipc; do
 		# a libtool wrapper script would point at this machine: refuse it
 		if [ "$(head -c 4 "$build/$b" | od -An -c | tr -d ' ')" != '177ELF' ]; then
 			echo "gpu-run.sh: $build/$b is not an ELF binary (libtool wrapper?)" >&2
@@ -68,6 +76,48 @@ OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$here/$carry/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
+
+# The CUDA IPC operands: device buffers end to end, then the histogram from GPU memory
+# through the daemon against torch in the same run. Sets ipc_rc.
+ipc_part() {
+	echo "== CUDA IPC operands"
+	TILEATOMD="$here/$carry/tileatomd" timeout 240 "$carry/check_cuda_ipc" \
+		>"$OUT/check_cuda_ipc.log" 2>&1
+	ipc_rc=$?
+	echo "check_cuda_ipc: exit $ipc_rc; $(grep -E '^[0-9]+%' "$OUT/check_cuda_ipc.log")"
+	grep -E ':[EF]:|skipped' "$OUT/check_cuda_ipc.log" | head -10
+	isock="$OUT/ipc.sock"
+	"$carry/tileatomd" --socket "$isock" --backend cuda --log-level err \
+		2>"$OUT/ipc-daemon.log" &
+	ipid=$!
+	for _ in $(seq 200); do [ -S "$isock" ] && break; sleep 0.05; done
+	echo "tileatom-histbench, 2^24 int32 keys, 256 bins (mode keys seconds Gkeys/s; best of ${IPC_REPS:-20}):"
+	"$carry/tileatom-histbench" -s "$isock" -n 16777216 -b 256 --reps "${IPC_REPS:-20}" \
+		--from device >"$OUT/histbench-device.txt" 2>&1 || ipc_rc=1
+	cat "$OUT/histbench-device.txt"
+	"$carry/tileatom-histbench" -s "$isock" -n 16777216 -b 256 --reps 5 \
+		--modes shm,one >"$OUT/histbench-host.txt" 2>&1 || ipc_rc=1
+	cat "$OUT/histbench-host.txt"
+	kill -TERM $ipid
+	wait $ipid
+	echo "tileatomd (ipc bench) exit $?"
+	echo "torch in-process (case keys seconds Gkeys/s):"
+	python3 benchmarks/torch-hist-peer.py -n 16777216 -b 256 --reps 20 2>&1 |
+		tee "$OUT/torch-hist.txt"
+}
+
+if [ "$mode" = ipc ]; then
+	ipc_part
+	echo "== check_integration, case load (device-buffer refusals), backend cuda"
+	TA_TEST_BACKEND=cuda TILEATOMD="$here/$carry/tileatomd" TA_TEST_DAEMON="$here/$carry/tileatomd" \
+		CK_RUN_CASE=load timeout 240 "$carry/check_integration" >"$OUT/check_integration-load.log" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] || ipc_rc=$rc
+	echo "check_integration (load, cuda): exit $rc; $(grep -E '^[0-9]+%' "$OUT/check_integration-load.log")"
+	grep -E ':[EF]:' "$OUT/check_integration-load.log" | head -10
+	echo "== summary: ipc $ipc_rc"
+	exit 0
+fi
 
 echo "== device"
 nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv 2>&1 |
@@ -237,4 +287,5 @@ if [ "${PROFILE:-0}" = 1 ]; then
 	done
 fi
 
-echo "== summary: check_cuda $check_rc, memcheck $mc_rc, bench_gpu $bench_rc, service $service_rc"
+ipc_part
+echo "== summary: check_cuda $check_rc, memcheck $mc_rc, bench_gpu $bench_rc, service $service_rc, ipc $ipc_rc"

@@ -8,7 +8,8 @@
 set -euo pipefail
 pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
       protobuf-c-compiler check libsubunit-dev libinih-dev
-      libjson-c-dev libmicrohttpd-dev libssl-dev libxxhash-dev"
+      libjson-c-dev libmicrohttpd-dev libssl-dev libxxhash-dev
+      clang libclang-rt-dev"
 bench=0
 for arg in "$@"; do
 	case "$arg" in

@@ -25,6 +25,9 @@ extern "C" {
 
 typedef struct ta_backend ta_backend;
 
+/* Bytes of a CUDA IPC memory handle (cudaIpcMemHandle_t), opaque outside the CUDA backend. */
+#define TA_IPC_HANDLE_BYTES 64
+
 /* Descriptive facts a backend reports for stats. */
 typedef struct ta_backend_info {
 	char name[16];               /* "cpu" or "cuda" */
@@ -70,6 +73,15 @@ typedef struct ta_backend_vtbl {
 	ta_status (*host_register)(ta_backend *be, void *ptr, size_t bytes, ta_error *err);
 	/* Optional: undoes host_register before the memory goes away. */
 	void (*host_unregister)(ta_backend *be, void *ptr);
+	/* Optional (NULL: device buffers are refused): opens a client's device allocation from
+	 * its CUDA IPC memory handle (handle_len bytes, TA_IPC_HANDLE_BYTES) and checks that
+	 * bytes do not exceed it; *dptr gets its device address, which plans then name as
+	 * device operands (ta_operand.device). INVALID_ARGUMENT for a handle that does not
+	 * open or a size over the allocation. */
+	ta_status (*ipc_open)(ta_backend *be, const void *handle, size_t handle_len, size_t bytes,
+	                      void **dptr, ta_error *err);
+	/* Optional: closes what ipc_open opened (no plan uses it any more). */
+	void (*ipc_close)(ta_backend *be, void *dptr);
 } ta_backend_vtbl;
 
 /* Base of every backend object: implementations embed it first. */
@@ -133,6 +145,22 @@ static inline void ta_backend_host_unregister(ta_backend *be, void *ptr)
 {
 	if (be && be->vt->host_unregister)
 		be->vt->host_unregister(be, ptr);
+}
+
+/* True when the backend can open CUDA IPC device buffers (ipc_open). */
+static inline bool ta_backend_has_ipc(const ta_backend *be)
+{
+	return be && be->vt->ipc_open && be->vt->ipc_close;
+}
+static inline ta_status ta_backend_ipc_open(ta_backend *be, const void *handle, size_t handle_len,
+                                            size_t bytes, void **dptr, ta_error *err)
+{
+	return be->vt->ipc_open(be, handle, handle_len, bytes, dptr, err);
+}
+static inline void ta_backend_ipc_close(ta_backend *be, void *dptr)
+{
+	if (ta_backend_has_ipc(be))
+		be->vt->ipc_close(be, dptr);
 }
 
 #ifdef __cplusplus

@@ -101,6 +101,7 @@ static ta_status bind_operand(ta_operand *op, const ta_array_view *v, const int6
 	memset(op, 0, sizeof(*op));
 	op->dtype = v->dtype;
 	op->data = v->data;
+	op->device = v->device;
 	if (v->rank > rank) {
 		char a[64], b[64];
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
@@ -371,6 +372,11 @@ static ta_status bind_data(ta_plan *p, const ta_tile_shape *t, const ta_request 
 			return st;
 		if (r->padding.rank != 0)
 			return ta_error_set(err, TA_INVALID_ARGUMENT, "padding must be a scalar");
+		if (r->padding.device)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "padding: a scalar in a device buffer cannot be read by the "
+			    "daemon; send it inline");
 		memcpy(&p->padding_bits, r->padding.data, ta_dtype_size(t->dtype));
 	}
 	return TA_OK;
@@ -442,6 +448,16 @@ ta_status ta_plan_build(ta_plan *p, const ta_tile_shape *t, const ta_request *r,
 	if ((st = bind_data(p, t, r, err)) != TA_OK)
 		return st;
 	if (!p->check_bounds && p->addr != TA_ADDR_REGION) {
+		bool on_device = p->mask.device;
+		for (int i = 0; i < p->n_index; i++)
+			on_device = on_device || p->index[i].device;
+		if (on_device)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "check_bounds off (reject the whole request) needs the "
+			    "indices and mask in host memory; these lie in a device "
+			    "buffer: keep check_bounds on (out-of-range elements are "
+			    "skipped and counted)");
 		for (int64_t k = 0; k < p->count; k++) {
 			int64_t off;
 			if (ta_plan_resolve(p, k, &off) < 0)

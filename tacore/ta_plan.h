@@ -19,7 +19,11 @@
  *
  * Operands (values, compare, mask, indices) are read through per-axis element strides
  * over the iteration shape; a stride of 0 broadcasts. All pointers in a plan are host
- * memory owned by the caller; a backend stages them wherever it needs them.
+ * memory owned by the caller, which a backend stages wherever it needs them, except operands
+ * marked device (and old_out with old_out_device): device memory of a client's CUDA IPC
+ * buffer, which only the CUDA backend reads and writes (in place); nothing on the host
+ * dereferences them, so ta_plan_build refuses a device padding scalar and check_bounds off
+ * (reject-whole) with device indices or mask.
  *
  * Output for elements that are masked off or skipped: the compare value for CAS, the
  * padding value for LOAD, and all-zero bits otherwise.
@@ -57,6 +61,7 @@ typedef struct ta_array_view {
 	int64_t shape[TA_MAX_RANK]; /* extents, rank entries */
 	const void *data;           /* packed little-endian elements */
 	size_t nbytes;              /* bytes at data (checked against shape x dtype) */
+	bool device;                /* data is device memory (a client's CUDA IPC buffer) */
 } ta_array_view;
 
 /* What a tile is, as the plan builder needs it. */
@@ -94,6 +99,7 @@ typedef struct ta_operand {
 	const void *data;            /* NULL when absent */
 	ta_dtype dtype;              /* element type */
 	int64_t stride[TA_MAX_RANK]; /* element stride per iteration axis; 0 broadcasts */
+	bool device; /* data is device memory (the CUDA backend reads it in place) */
 } ta_operand;
 
 /* A validated request, ready for a backend. */
@@ -123,6 +129,7 @@ typedef struct ta_plan {
 	ta_operand mask;                  /* BOOL mask, data NULL when absent */
 	uint64_t padding_bits;            /* LOAD: bits returned for masked / skipped */
 	void *old_out;                    /* want_old: count elements of dtype, contiguous */
+	bool old_out_device;              /* old_out is device memory (a CUDA IPC buffer) */
 } ta_plan;
 
 /* What a backend reports after applying a plan. */

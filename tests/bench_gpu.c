@@ -182,8 +182,8 @@ static void bench_hist(const int32_t *keys, int64_t n, int64_t bins, ta_space sp
 	req.op = TA_OP_ADD;
 	req.addr = TA_ADDR_FLAT;
 	req.n_index = 1;
-	req.index[0] = (ta_array_view){true, TA_DTYPE_I32, 1, {n}, keys, (size_t)n * 4};
-	req.values = (ta_array_view){true, TA_DTYPE_I32, 0, {0}, &one, 4};
+	req.index[0] = (ta_array_view){true, TA_DTYPE_I32, 1, {n}, keys, (size_t)n * 4, false};
+	req.values = (ta_array_view){true, TA_DTYPE_I32, 0, {0}, &one, 4, false};
 	req.space = space;
 	req.sem = sem;
 	ta_plan plan;
@@ -239,8 +239,8 @@ static void bench_scatter(const int64_t *idx, int64_t n, int64_t bins, const cha
 	req.addr = TA_ADDR_SCATTER;
 	req.scatter_dim = 0;
 	req.n_index = 1;
-	req.index[0] = (ta_array_view){true, TA_DTYPE_I64, 1, {n}, idx, (size_t)n * 8};
-	req.values = (ta_array_view){true, TA_DTYPE_I32, 1, {n}, ones, (size_t)n * 4};
+	req.index[0] = (ta_array_view){true, TA_DTYPE_I64, 1, {n}, idx, (size_t)n * 8, false};
+	req.values = (ta_array_view){true, TA_DTYPE_I32, 1, {n}, ones, (size_t)n * 4, false};
 	ta_plan plan;
 	ta_error err;
 	if (ta_plan_build(&plan, &t, &req, &err) != TA_OK) {
@@ -288,9 +288,16 @@ static void bench_elementwise(ta_op op, ta_dtype dt, int64_t n, bool want_old, c
 			float f = (float)(1 + i % 5);
 			memcpy(vals + i * 4, &f, 4);
 		}
+	/* 1.0 .. 5.0 as float16 / bfloat16 bits */
+	static const uint16_t f16_1to5[] = {0x3c00, 0x4000, 0x4200, 0x4400, 0x4500};
+	static const uint16_t bf16_1to5[] = {0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0};
+	if (dt == TA_DTYPE_F16 || dt == TA_DTYPE_BF16)
+		for (int64_t i = 0; i < n; i++)
+			memcpy(vals + i * 2,
+			       dt == TA_DTYPE_F16 ? &f16_1to5[i % 5] : &bf16_1to5[i % 5], 2);
 	ta_request req;
 	ta_request_region(&req, TA_FAMILY_ELEMENTWISE, op);
-	req.values = (ta_array_view){true, dt, 1, {n}, vals, bytes};
+	req.values = (ta_array_view){true, dt, 1, {n}, vals, bytes, false};
 	if (op == TA_OP_CAS)
 		req.compare = req.values;
 	req.want_old = want_old;
@@ -385,6 +392,11 @@ int main(int argc, char **argv)
 	           "torch.bincount", "bincount_256");
 	bench_hist(k64k, n, 65536, TA_SPACE_GLOBAL, TA_SEM_RELAXED, "hist 65536 bins",
 	           "torch.bincount", "bincount_65536");
+	/* skewed: every other key on bin 7 (same-address atomics on one private slot) */
+	for (int64_t i = 0; i < n; i += 2)
+		k64k[i] = 7;
+	bench_hist(k64k, n, 65536, TA_SPACE_GLOBAL, TA_SEM_RELAXED, "hist 65536 bins, half on one",
+	           NULL, NULL);
 	bench_scatter(i256, n, 256, "scatter_add 256 bins (int64 idx)", "torch.scatter_add_",
 	              "scatter_add_256");
 	/* the private-window paths against the plain global path (automatic windows off):
@@ -415,6 +427,10 @@ int main(int argc, char **argv)
 	                  NULL);
 	bench_elementwise(TA_OP_ADD, TA_DTYPE_F32, n, false, "elementwise add float32 (red)",
 	                  "torch add_ (not atomic)", "add_float32");
+	bench_elementwise(TA_OP_ADD, TA_DTYPE_F16, n, false, "elementwise add float16 (red)", NULL,
+	                  NULL);
+	bench_elementwise(TA_OP_ADD, TA_DTYPE_BF16, n, false, "elementwise add bfloat16 (red)",
+	                  NULL, NULL);
 	free(k256);
 	free(k64k);
 	free(i256);

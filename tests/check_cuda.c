@@ -11,7 +11,7 @@
  *  - large: element-wise ops over 2^20 + 3 elements, histograms of 2^22 + 1 keys (the
  *    fast loops with their tails, the shared window) and windows too large for one block
  *    against the CPU backend;
- *  - cluster: windows too large for one block (a cluster's distributed shared memory), on
+ *  - cluster: windows too large for one block (split over a cluster's blocks), on
  *    their own so that compute-sanitizer can run them alone (CK_RUN_CASE=cluster);
  *  - runtime: info, allocation failure (RESOURCE_EXHAUSTED, then the backend goes on),
  *    concurrent callers, kernel path choice, a sticky device error (INTERNAL, then every
@@ -742,7 +742,10 @@ START_TEST(test_large_histogram)
 			ta_op op = cfg < 6 ? TA_OP_ADD : TA_OP_MIN;
 			ta_tile_shape t = {dt, 1, {bins[b]}};
 			void *init = calloc((size_t)bins[b], ta_dtype_size(dt));
-			uint64_t one = dt == TA_DTYPE_F32 ? 0x3f800000u : 1;
+			/* uint64 adds 3: the counting loop's form for an operand other than 1 */
+			uint64_t one = dt == TA_DTYPE_F32   ? 0x3f800000u
+			               : dt == TA_DTYPE_U64 ? 3
+			                                    : 1;
 			void *vals = ta_tu_pack(dt, &one, 1);
 			void *fvals = NULL;
 			ta_request req;
@@ -792,27 +795,43 @@ typedef struct cluster_case {
 	ta_dtype dt;  /* tile dtype */
 	int64_t bins; /* tile extent: the window */
 	bool scatter; /* scatter family (general loop), else flat int32 keys (fast loop) */
+	int scalar;   /* 0: a value per key; else this one value for every key (unmasked: the
+	               * counting loop, with 1 its aggregated form) */
 } cluster_case;
 
 START_TEST(test_cluster)
 {
 	/* windows too large for one block's shared memory (96 KB), requested in space
-	 * shared: spread over the distributed shared memory of a 2-block cluster (up to 454
-	 * KB), every op with a private form, every dtype (16-bit and float ones through CAS
-	 * loops on shared::cluster), flat keys (fast loop) and scatter (general loop), masks
+	 * shared: split by range over the shared memory of a 2-block cluster (up to 454 KB),
+	 * every op with a private form, every dtype (16-bit and float ones through CAS
+	 * loops), flat keys (fast loop, its counting loop) and scatter (general loop), masks
 	 * and out-of-range keys; bit-exact against the CPU backend. Float min/max operands
 	 * carry no NaN: which of several NaN payloads wins depends on the order. */
 	static const cluster_case cases[] = {
-	    {TA_OP_ADD, TA_DTYPE_I32, 65536, false},   {TA_OP_ADD, TA_DTYPE_I32, 100001, true},
-	    {TA_OP_XOR, TA_DTYPE_U32, 70000, false},   {TA_OP_MIN, TA_DTYPE_U32, 70000, false},
-	    {TA_OP_MAX, TA_DTYPE_I32, 70000, true},    {TA_OP_AND, TA_DTYPE_U32, 70000, false},
-	    {TA_OP_SUB, TA_DTYPE_U64, 40000, true},    {TA_OP_ADD, TA_DTYPE_U64, 40000, false},
-	    {TA_OP_MIN, TA_DTYPE_I64, 30000, false},   {TA_OP_MIN, TA_DTYPE_I64, 30000, true},
-	    {TA_OP_XOR, TA_DTYPE_U64, 30001, false},   {TA_OP_MAX, TA_DTYPE_U64, 20000, false},
-	    {TA_OP_OR, TA_DTYPE_I64, 30000, false},    {TA_OP_MAX, TA_DTYPE_F32, 70000, true},
-	    {TA_OP_MIN, TA_DTYPE_F64, 30000, false},   {TA_OP_ADD, TA_DTYPE_F32, 70000, false},
-	    {TA_OP_ADD, TA_DTYPE_F64, 30000, true},    {TA_OP_ADD, TA_DTYPE_F16, 70000, true},
-	    {TA_OP_MIN, TA_DTYPE_BF16, 130000, false}, {TA_OP_MAX, TA_DTYPE_F16, 200001, false},
+	    {TA_OP_ADD, TA_DTYPE_I32, 65536, false, 0},
+	    {TA_OP_ADD, TA_DTYPE_I32, 100001, true, 0},
+	    {TA_OP_XOR, TA_DTYPE_U32, 70000, false, 0},
+	    {TA_OP_MIN, TA_DTYPE_U32, 70000, false, 0},
+	    {TA_OP_MAX, TA_DTYPE_I32, 70000, true, 0},
+	    {TA_OP_AND, TA_DTYPE_U32, 70000, false, 0},
+	    {TA_OP_SUB, TA_DTYPE_U64, 40000, true, 0},
+	    {TA_OP_ADD, TA_DTYPE_U64, 40000, false, 0},
+	    {TA_OP_MIN, TA_DTYPE_I64, 30000, false, 0},
+	    {TA_OP_MIN, TA_DTYPE_I64, 30000, true, 0},
+	    {TA_OP_XOR, TA_DTYPE_U64, 30001, false, 0},
+	    {TA_OP_MAX, TA_DTYPE_U64, 20000, false, 0},
+	    {TA_OP_OR, TA_DTYPE_I64, 30000, false, 0},
+	    {TA_OP_MAX, TA_DTYPE_F32, 70000, true, 0},
+	    {TA_OP_MIN, TA_DTYPE_F64, 30000, false, 0},
+	    {TA_OP_ADD, TA_DTYPE_F32, 70000, false, 0},
+	    {TA_OP_ADD, TA_DTYPE_F64, 30000, true, 0},
+	    {TA_OP_ADD, TA_DTYPE_F16, 70000, true, 0},
+	    {TA_OP_MIN, TA_DTYPE_BF16, 130000, false, 0},
+	    {TA_OP_MAX, TA_DTYPE_F16, 200001, false, 0},
+	    {TA_OP_ADD, TA_DTYPE_I32, 65536, false, 1},
+	    {TA_OP_ADD, TA_DTYPE_U64, 40001, false, 3},
+	    {TA_OP_SUB, TA_DTYPE_I32, 70001, false, 2},
+	    {TA_OP_MAX, TA_DTYPE_I32, 70000, false, 5},
 	};
 	const int64_t n = (1 << 20) + 5;
 	uint64_t rng = 11;
@@ -837,7 +856,9 @@ START_TEST(test_cluster)
 					bits[i] = rand_elem(cc->dt, false, &rng);
 				while (ta_tu_is_nan(cc->dt, bits[i]));
 		}
-		void *vals = ta_tu_pack(cc->dt, bits, (size_t)n);
+		if (cc->scalar)
+			ta_tu_encode(cc->dt, (double)cc->scalar, &bits[0]);
+		void *vals = ta_tu_pack(cc->dt, bits, cc->scalar ? 1 : (size_t)n);
 		for (int64_t i = 0; i < cc->bins; i++)
 			if (small)
 				ta_tu_encode(cc->dt, (double)(i % 5), &bits[i]);
@@ -855,14 +876,16 @@ START_TEST(test_cluster)
 			req.n_index = 1;
 			int64_t shp[1] = {n};
 			req.index[0] = ta_tu_view(TA_DTYPE_I32, 1, shp, keys);
-			req.values = ta_tu_view(cc->dt, 1, shp, vals);
+			req.values = cc->scalar ? ta_tu_view(cc->dt, 0, NULL, vals)
+			                        : ta_tu_view(cc->dt, 1, shp, vals);
 			if (masked)
 				req.mask = ta_tu_view(TA_DTYPE_BOOL, 1, shp, maskb);
 			req.space = TA_SPACE_SHARED;
 			char what[96];
-			snprintf(what, sizeof what, "cluster %s %s %lld bins%s%s",
+			snprintf(what, sizeof what, "cluster %s %s %lld bins%s%s%s",
 			         ta_op_name(cc->op), ta_dtype_name(cc->dt), (long long)cc->bins,
-			         cc->scatter ? " scatter" : " flat", masked ? " masked" : "");
+			         cc->scatter ? " scatter" : " flat", cc->scalar ? " scalar" : "",
+			         masked ? " masked" : "");
 			long b = run_both(&t, init, &req, what);
 			if (b)
 				printf("%s: %ld mismatches\n", what, b);

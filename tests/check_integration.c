@@ -1574,6 +1574,123 @@ START_TEST(test_shared_buffer_refusals)
 }
 END_TEST
 
+START_TEST(test_device_buffer_refusals)
+{
+	/* Device buffers (CUDA IPC handles): the CPU backend refuses them with UNIMPLEMENTED
+	 * naming the CUDA backend; the CUDA backend refuses a handle that does not open and
+	 * one of the wrong length with INVALID_ARGUMENT; the library checks its arguments;
+	 * the connection goes on either way. */
+	bool cuda = strcmp(tcu_backend(), "cuda") == 0;
+	tileatom_client *c = conn();
+	uint8_t handle[TILEATOM_IPC_HANDLE_SIZE];
+	memset(handle, 0x5a, sizeof(handle)); /* no allocation has this handle */
+	const void *devp = (const void *)(uintptr_t)0x7f0000000000ull;
+	tileatom_buffer *buf = NULL;
+	tileatom_error e = {0, ""};
+	int rc = tileatom_device_buffer_register(c, handle, 4096, devp, &buf, &e);
+	ck_assert_ptr_null(buf);
+	if (cuda) {
+		ck_assert_msg(rc == TILEATOM_E_INVALID_ARGUMENT, "%s: %s", tileatom_strerror(rc),
+		              e.message);
+		ck_assert_msg(strstr(e.message, "does not open"), "message: %s", e.message);
+	} else {
+		ck_assert_msg(rc == TILEATOM_E_UNIMPLEMENTED, "%s: %s", tileatom_strerror(rc),
+		              e.message);
+		ck_assert_msg(strstr(e.message, "need the CUDA backend"), "message: %s", e.message);
+	}
+	/* the library's own checks */
+	ck_assert_int_eq(tileatom_device_buffer_register(c, NULL, 4096, devp, &buf, &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tileatom_device_buffer_register(c, handle, 0, devp, &buf, &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tileatom_device_buffer_register(c, handle, 4096, NULL, &buf, &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tileatom_buffer_is_device(NULL), 0);
+	/* the connection still works */
+	CK(tileatom_ping(c, &e), e);
+	tileatom_close(c);
+
+	/* over the wire: a handle of the wrong length */
+	int s = raw_connect();
+	Tileatom__Request req;
+	Tileatom__RegisterBufferRequest reg;
+	Tileatom__HelloRequest hello;
+	tileatom__request__init(&req);
+	tileatom__hello_request__init(&hello);
+	hello.protocol_version = TILEATOM_PROTOCOL_VERSION;
+	req.id = 100;
+	req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+	req.hello = &hello;
+	raw_request(s, &req, -1);
+	Tileatom__Response *r = raw_response(s);
+	ck_assert_int_eq(r->status, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(r, NULL);
+	tileatom__request__init(&req);
+	tileatom__register_buffer_request__init(&reg);
+	reg.size = 4096;
+	reg.cuda_ipc_handle.data = handle;
+	reg.cuda_ipc_handle.len = 10;
+	req.id = 1;
+	req.body_case = TILEATOM__REQUEST__BODY_REGISTER_BUFFER;
+	req.register_buffer = &reg;
+	raw_request(s, &req, -1);
+	r = raw_response(s);
+	if (cuda) {
+		ck_assert_int_eq(r->status, TILEATOM__STATUS__INVALID_ARGUMENT);
+		ck_assert_msg(strstr(r->message, "has 64 bytes, not 10"), "message: %s",
+		              r->message);
+	} else {
+		ck_assert_int_eq(r->status, TILEATOM__STATUS__UNIMPLEMENTED);
+		ck_assert_msg(strstr(r->message, "this daemon runs the cpu backend"), "message: %s",
+		              r->message);
+	}
+	tileatom__response__free_unpacked(r, NULL);
+	/* a reference to the buffer that was never registered */
+	Tileatom__IndexedAtomicRequest ix;
+	Tileatom__IndexedAddr addr;
+	Tileatom__Array index, values;
+	Tileatom__BufferRef ref;
+	Tileatom__Array *index_ptr = &index;
+	int32_t one = 1;
+	tileatom__indexed_atomic_request__init(&ix);
+	tileatom__indexed_addr__init(&addr);
+	tileatom__array__init(&index);
+	tileatom__array__init(&values);
+	tileatom__buffer_ref__init(&ref);
+	int64_t shape = 8;
+	index.dtype = TILEATOM__DTYPE__INT32;
+	index.n_shape = 1;
+	index.shape = &shape;
+	index.shared = &ref;
+	ref.buffer_id = 1;
+	ref.length = 32;
+	values.dtype = TILEATOM__DTYPE__INT32;
+	values.data.data = (uint8_t *)&one;
+	values.data.len = 4;
+	addr.flat = true;
+	addr.n_indices = 1;
+	addr.indices = &index_ptr;
+	ix.tile = (char *)"devref";
+	ix.op = TILEATOM__OP__ADD;
+	ix.addr = &addr;
+	ix.values = &values;
+	tileatom__request__init(&req);
+	req.id = 2;
+	req.body_case = TILEATOM__REQUEST__BODY_INDEXED;
+	req.indexed = &ix;
+	tileatom_client *b = conn();
+	create_1d(b, "devref", TILEATOM_INT32, 16);
+	raw_request(s, &req, -1);
+	r = raw_response(s);
+	ck_assert_int_eq(r->status, TILEATOM__STATUS__INVALID_ARGUMENT);
+	ck_assert_msg(strstr(r->message, "no shared buffer 1"), "message: %s", r->message);
+	tileatom__response__free_unpacked(r, NULL);
+	close(s);
+	CK(tileatom_destroy(b, "devref", &e), e);
+	tileatom_close(b);
+}
+END_TEST
+
 /* The socket file must be gone. */
 static void assert_socket_removed(const char *path)
 {
@@ -1713,6 +1830,7 @@ static Suite *integration_suite(void)
 	tcase_add_test(load, test_cas_lock);
 	tcase_add_test(load, test_malformed_frames);
 	tcase_add_test(load, test_shared_buffer_refusals);
+	tcase_add_test(load, test_device_buffer_refusals);
 	suite_add_tcase(s, load);
 	TCase *sig = tcase_create("own_daemon");
 	tcase_set_timeout(sig, 120);

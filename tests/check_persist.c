@@ -2,7 +2,9 @@
  * the CPU backend: the settings (data_dir, fsync, compact_size), the mutation locks
  * (shared by one op, alone otherwise, waiters not starved), a log replayed into a fresh
  * registry with exact values, a snapshot request compacting the log, a data directory
- * locked against a second daemon, and the snapshot request refused without --data-dir.
+ * locked against a second daemon, the snapshot request refused without --data-dir, a
+ * full disk (a file size limit, RLIMIT_FSIZE, makes the log's writes fail with EFBIG) with
+ * --fsync always and everysec, and the bound on the log buffer (backpressure).
  * The kill -9 and damaged-file tests are in check_persist_crash.c. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
@@ -14,7 +16,10 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +53,11 @@ START_TEST(test_settings)
 	ck_assert_uint_eq(cfg.compact_size, 1u << 20);
 	ck_assert_int_eq(ta_config_set(&cfg, "compact_size", "12Q", &err), TA_INVALID_ARGUMENT);
 	ck_assert_str_eq(err.msg, "compact_size: '12Q' is not a size (e.g. 64M; 0 = never)");
+	ck_assert_uint_eq(cfg.max_log_buffer, UINT64_C(64) << 20);
+	ck_assert_int_eq(ta_config_set(&cfg, "max-log-buffer", "1M", &err), TA_OK);
+	ck_assert_uint_eq(cfg.max_log_buffer, 1u << 20);
+	ck_assert_int_eq(ta_config_set(&cfg, "max_log_buffer", "lots", &err), TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "max_log_buffer: 'lots' is not a size (e.g. 64M; 0 = unbounded)");
 	ck_assert_int_eq(ta_config_set(&cfg, "data_dir", "", &err), TA_OK);
 	ck_assert_ptr_null(cfg.data_dir);
 	char *argv[] = {"tileatomd", "--data-dir", "/tmp/x", "--fsync", "bogus", NULL};
@@ -68,6 +78,7 @@ typedef struct fixture {
 	ta_persist *p;    /* persistence (NULL when closed) */
 	char dir[64];     /* the temporary data directory */
 	uint64_t next_id; /* next request id */
+	uint64_t log_seq; /* log record of the last call's response (0: none) */
 } fixture;
 
 /* A fresh registry and service (no persistence yet). */
@@ -110,6 +121,7 @@ static Tileatom__Response *call(fixture *fx, Tileatom__Request *req)
 	ck_assert_uint_eq(protobuf_c_message_pack(&req->base, buf), n);
 	ta_reply reply;
 	ta_dispatch_frame(&fx->svc, buf, n, &reply);
+	fx->log_seq = reply.log_seq;
 	free(buf);
 	ck_assert_ptr_nonnull(reply.frame);
 	Tileatom__Response *resp = tileatom__response__unpack(NULL, reply.len - TA_FRAME_HEADER,
@@ -742,6 +754,285 @@ START_TEST(test_dispatch_lock_choice)
 }
 END_TEST
 
+/* ---- a full disk ---- */
+
+/* Size of the newest log in dir (the only one: these tests do not compact). */
+static off_t log_size(const char *dir)
+{
+	DIR *d = opendir(dir);
+	ck_assert_ptr_nonnull(d);
+	off_t size = -1;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, "log-", 4) != 0)
+			continue;
+		char path[384];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		ck_assert_int_eq(stat(path, &st), 0);
+		size = st.st_size;
+	}
+	closedir(d);
+	ck_assert_int_ge(size, 0);
+	return size;
+}
+
+static size_t pack_add(uint64_t id, int64_t value, uint8_t **out);
+
+/* Appends 5,000 adds of 0 to "c" (no change, about 285 KB of log) and waits until the log
+ * holds them: the file size limit the tests set is then far above the sizes of Check's own
+ * files, which it limits too. Returns the log's size. */
+static off_t pad_log(fixture *fx)
+{
+	off_t before = log_size(fx->dir);
+	for (int i = 0; i < 10000 && before == 8; i++) { /* the create's record (everysec) */
+		usleep(1000);
+		before = log_size(fx->dir);
+	}
+	uint8_t *rec = NULL;
+	size_t n = pack_add(1, 0, &rec);
+	ta_error err = {0};
+	for (int i = 0; i < 5000; i++)
+		ck_assert_uint_gt(ta_persist_append(fx->p, TA_OWNER_PUBLIC, rec, n, &err), 0);
+	free(rec);
+	off_t want = before + (off_t)(5000 * (n + 28)), size = 0;
+	for (int i = 0; i < 10000 && (size = log_size(fx->dir)) != want; i++)
+		usleep(1000);
+	ck_assert_int_eq(size, want);
+	return size;
+}
+
+/* Sets the soft file size limit of the process (writes past it fail with EFBIG: SIGXFSZ
+ * is ignored). */
+static void set_fsize(rlim_t bytes)
+{
+	struct rlimit rl;
+	ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &rl), 0);
+	rl.rlim_cur = bytes;
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+}
+
+/* Waits (up to 10 s) until the log is longer than size or persistence failed; returns
+ * the log's size. */
+static off_t wait_log_growth(fixture *fx, off_t size)
+{
+	char why[160];
+	for (int i = 0; i < 10000; i++) {
+		off_t now = log_size(fx->dir);
+		ta_persist_failure(fx->p, why, sizeof(why));
+		if (now > size || why[0])
+			return now;
+		usleep(1000);
+	}
+	ck_abort_msg("the log did not grow within 10 s");
+	return -1;
+}
+
+/* One add of 1 to element 0 of "c"; returns the response's status and copies its message. */
+static int add_one(fixture *fx, char *msg, size_t n)
+{
+	Tileatom__Response *resp = op_at(fx, "c", TILEATOM__OP__ADD, 0, 1, 0);
+	int status = resp->status;
+	snprintf(msg, n, "%s", resp->message ? resp->message : "");
+	tileatom__response__free_unpacked(resp, NULL);
+	return status;
+}
+
+/* --fsync always: three adds fit under the limit and are acknowledged (durable); the
+ * fourth's write fails: it is never reported durable, the log is cut back to the three,
+ * mutations are refused with a message naming the problem, reads go on, and a restart
+ * (limit gone) has exactly the acknowledged adds. */
+START_TEST(test_disk_full_always)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ck_assert(signal(SIGXFSZ, SIG_IGN) != SIG_ERR);
+	ok(create_i64(&fx, "c", 1));
+	off_t s0 = pad_log(&fx);
+	char msg[512];
+	ck_assert_int_eq(add_one(&fx, msg, sizeof(msg)), TILEATOM__STATUS__OK);
+	while (ta_persist_durable(fx.p, fx.log_seq) == 0)
+		usleep(1000);
+	off_t s1 = log_size(fx.dir), rec = s1 - s0; /* one add's record (the same every time) */
+	ck_assert_int_gt(rec, 28);
+	set_fsize((rlim_t)(s1 + 3 * rec + rec / 2)); /* room for 3.5 more */
+	int acked = 1, durable = 1;
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(add_one(&fx, msg, sizeof(msg)), TILEATOM__STATUS__OK);
+		while ((durable = ta_persist_durable(fx.p, fx.log_seq)) == 0)
+			usleep(1000);
+		if (durable < 0)
+			break;
+		acked++;
+	}
+	ck_assert_int_eq(durable, -1);
+	ck_assert_int_eq(acked, 4);
+	ck_assert_int_eq(log_size(fx.dir), s1 + 3 * rec); /* the half record was cut off */
+	char why[160];
+	ta_persist_failure(fx.p, why, sizeof(why));
+	ck_assert_str_eq(why, "persistence log write failed: File too large");
+	ck_assert_int_eq(add_one(&fx, msg, sizeof(msg)), TILEATOM__STATUS__UNAVAILABLE);
+	char want[512];
+	snprintf(want, sizeof(want),
+	         "persistence log write failed: File too large (data directory %s); mutations "
+	         "are refused until the daemon is restarted",
+	         fx.dir);
+	ck_assert_str_eq(msg, want);
+	Tileatom__Response *resp = snapshot(&fx);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__UNAVAILABLE);
+	tileatom__response__free_unpacked(resp, NULL);
+	int64_t v = 0;
+	read_i64(&fx, "c", &v, 1);
+	ck_assert_int_eq(v, 5); /* reads go on: the 5th add, not acknowledged, is in memory */
+	fx_close(&fx);
+
+	set_fsize(RLIM_INFINITY);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	read_i64(&fx, "c", &v, 1);
+	ck_assert_int_eq(v, 4); /* exactly the acknowledged adds */
+	ok(op_at(&fx, "c", TILEATOM__OP__ADD, 0, 1, 0));
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+/* --fsync everysec: adds are acknowledged at once; the write that passes the limit fails,
+ * the log is cut back to the whole records, mutations are refused (reads go on), the
+ * records keep waiting; once the limit is lifted the writer's next try (within a second)
+ * writes them, mutations are accepted again, and a restart has every acknowledged add. */
+START_TEST(test_disk_full_everysec)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_EVERYSEC);
+	ck_assert(signal(SIGXFSZ, SIG_IGN) != SIG_ERR);
+	ok(create_i64(&fx, "c", 1));
+	off_t s0 = pad_log(&fx);
+	char msg[512];
+	ck_assert_int_eq(add_one(&fx, msg, sizeof(msg)), TILEATOM__STATUS__OK);
+	off_t s1 = wait_log_growth(&fx, s0), rec = s1 - s0;
+	ck_assert_int_gt(rec, 28);
+	set_fsize((rlim_t)(s1 + 3 * rec + rec / 2));
+	off_t size = s1;
+	int written = 1;
+	char why[160] = "";
+	for (int i = 0; i < 4 && !why[0]; i++) {
+		ck_assert_int_eq(add_one(&fx, msg, sizeof(msg)), TILEATOM__STATUS__OK);
+		off_t now = wait_log_growth(&fx, size);
+		ta_persist_failure(fx.p, why, sizeof(why));
+		if (!why[0]) {
+			ck_assert_int_eq(now, size + rec);
+			size = now;
+			written++;
+		}
+	}
+	ck_assert_int_eq(written, 4);
+	ck_assert_str_eq(why, "persistence log write failed: File too large");
+	ck_assert_int_eq(log_size(fx.dir), s1 + 3 * rec); /* cut back to whole records */
+	ck_assert_int_eq(add_one(&fx, msg, sizeof(msg)), TILEATOM__STATUS__UNAVAILABLE);
+	char want[512];
+	snprintf(want, sizeof(want),
+	         "persistence log write failed: File too large (data directory %s); mutations "
+	         "are refused until the log can be written again",
+	         fx.dir);
+	ck_assert_str_eq(msg, want);
+	int64_t v = 0;
+	read_i64(&fx, "c", &v, 1);
+	ck_assert_int_eq(v, 5); /* 5 acknowledged adds; the refused one changed nothing */
+
+	set_fsize(RLIM_INFINITY); /* space again: the retry writes the waiting record */
+	for (int i = 0; i < 5000 && why[0]; i++) {
+		usleep(1000);
+		ta_persist_failure(fx.p, why, sizeof(why));
+	}
+	ck_assert_str_eq(why, "");
+	ck_assert_int_eq(log_size(fx.dir), s1 + 4 * rec);
+	ck_assert_int_eq(add_one(&fx, msg, sizeof(msg)), TILEATOM__STATUS__OK);
+	fx_close(&fx);
+
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_EVERYSEC);
+	read_i64(&fx, "c", &v, 1);
+	ck_assert_int_eq(v, 6); /* every acknowledged add */
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+/* ---- the bound on the log buffer ---- */
+
+/* A Request adding value to element 0 of "c", packed (malloc'd) into *out. */
+static size_t pack_add(uint64_t id, int64_t value, uint8_t **out)
+{
+	int64_t one[1] = {1}, index = 0;
+	Tileatom__Array idx = TILEATOM__ARRAY__INIT, val = TILEATOM__ARRAY__INIT;
+	idx.dtype = TILEATOM__DTYPE__INT64;
+	idx.n_shape = 1;
+	idx.shape = one;
+	idx.data.data = (uint8_t *)&index;
+	idx.data.len = 8;
+	val.dtype = TILEATOM__DTYPE__INT64;
+	val.data.data = (uint8_t *)&value;
+	val.data.len = 8;
+	Tileatom__Array *indices[1] = {&idx};
+	Tileatom__IndexedAddr addr = TILEATOM__INDEXED_ADDR__INIT;
+	addr.n_indices = 1;
+	addr.indices = indices;
+	addr.flat = true;
+	Tileatom__IndexedAtomicRequest x = TILEATOM__INDEXED_ATOMIC_REQUEST__INIT;
+	x.tile = "c";
+	x.op = TILEATOM__OP__ADD;
+	x.addr = &addr;
+	x.values = &val;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = id;
+	req.body_case = TILEATOM__REQUEST__BODY_INDEXED;
+	req.indexed = &x;
+	size_t n = protobuf_c_message_get_packed_size(&req.base);
+	*out = malloc(n);
+	ck_assert_ptr_nonnull(*out);
+	ck_assert_uint_eq(protobuf_c_message_pack(&req.base, *out), n);
+	return n;
+}
+
+/* everysec with --max-log-buffer 1024: 5,000 records appended as fast as possible never
+ * hold more than 1,024 bytes waiting (the appends wait for the writer instead), and every
+ * one of them is in the log (the replay adds them all). */
+START_TEST(test_buffer_bound)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_EVERYSEC);
+	ta_persist_set_buffer_max(fx.p, 1024);
+	ok(create_i64(&fx, "c", 1));
+	uint8_t *rec = NULL;
+	size_t n = pack_add(1, 3, &rec);
+	ta_error err = {0};
+	for (int i = 0; i < 5000; i++)
+		ck_assert_uint_gt(ta_persist_append(fx.p, TA_OWNER_PUBLIC, rec, n, &err), 0);
+	free(rec);
+	uint64_t high = 0, waits = 0;
+	ta_persist_buffer_stats(fx.p, &high, &waits);
+	ck_assert_uint_le(high, 1024);
+	ck_assert_uint_ge(high, n + 28);
+	ck_assert_uint_gt(waits, 0); /* 5,000 x 57 bytes cannot all fit in 1 KiB */
+	fx_close(&fx);
+
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_EVERYSEC);
+	int64_t v = 0;
+	read_i64(&fx, "c", &v, 1);
+	ck_assert_int_eq(v, 15000);
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
 static Suite *persist_suite(void)
 {
 	Suite *s = suite_create("persist");
@@ -755,6 +1046,9 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, test_snapshot_without_data_dir);
 	tcase_add_test(tc, test_lock_kinds);
 	tcase_add_test(tc, test_dispatch_lock_choice);
+	tcase_add_test(tc, test_disk_full_always);
+	tcase_add_test(tc, test_disk_full_everysec);
+	tcase_add_test(tc, test_buffer_bound);
 	suite_add_tcase(s, tc);
 	return s;
 }

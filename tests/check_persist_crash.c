@@ -19,7 +19,13 @@
  * Damage: a record cut short at the end of the newest log is dropped with a log line (the
  * daemon starts; the one unacknowledged-as-durable add is gone); a byte flipped in the
  * middle of a log, and one flipped in the snapshot's data, make the daemon refuse to start
- * with a message naming the file and the offset. */
+ * with a message naming the file and the offset.
+ *
+ * Full disk: the daemon started with a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored: a
+ * write past it fails with EFBIG) and --fsync always; synchronous adds until one fails: the
+ * client whose add was not made durable gets an error naming the problem, a new client's
+ * add is refused with UNAVAILABLE, its read still works, and after a restart without the
+ * limit the value is exactly the number of acknowledged adds. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -30,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -82,6 +89,7 @@ typedef struct run {
 	client *clients;    /* them */
 	pid_t pid;          /* the daemon */
 	bool on_workers;    /* start it with every request on the workers (alternates) */
+	off_t fsize;        /* > 0: the daemon's file size limit (RLIMIT_FSIZE) */
 	uint64_t rng;       /* xorshift state */
 } run;
 
@@ -138,6 +146,15 @@ static bool daemon_start(run *r, const char *errlog, bool wait, int *status)
 		dup2(fd, STDERR_FILENO);
 		dup2(fd, STDOUT_FILENO);
 		unsetenv("NOTIFY_SOCKET");
+		if (r->fsize > 0) {
+			struct rlimit rl;
+			signal(SIGXFSZ, SIG_IGN); /* stays ignored across exec */
+			if (getrlimit(RLIMIT_FSIZE, &rl) != 0)
+				_exit(125);
+			rl.rlim_cur = (rlim_t)r->fsize;
+			if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+				_exit(125);
+		}
 		const char *argv[24] = {r->daemon, "--socket",       r->sock, "--data-dir",
 		                        r->data,   "--fsync",        r->mode, "--backend",
 		                        "cpu",     "--workers",      "4",     "--log-level",
@@ -914,6 +931,98 @@ static bool damage_tests(run *r)
 	return ok;
 }
 
+/* ---- a full disk ---- */
+
+/* One add of 1 to element 0 of "full" on c; returns the library's code, message in err. */
+static int full_add(tileatom_client *c, tileatom_error *err)
+{
+	int64_t one = 1;
+	return tileatom_atomic_at(c, "full", TILEATOM_OP_ADD, 0, TILEATOM_INT64, &one, NULL, NULL,
+	                          NULL, err);
+}
+
+static bool disk_full_test(run *r)
+{
+	fresh_data(r, "before-full");
+	r->mode = "always";
+	char errlog[512];
+	snprintf(errlog, sizeof(errlog), "%s/full.log", r->dir);
+	int status = 0;
+	if (!daemon_start(r, errlog, true, &status))
+		return false;
+	tileatom_error err = {0, ""};
+	tileatom_client *c = connect_client(r, &err);
+	int64_t shape[1] = {1};
+	bool ok = c && tileatom_create(c, "full", TILEATOM_INT64, 1, shape, NULL, NULL, &err) == 0;
+	/* a 128 KiB write: the limit set below is then far above the daemon's own log file,
+	 * which it limits too */
+	int64_t pad_shape[1] = {16384};
+	static int64_t pad[16384];
+	tileatom_array values = {TILEATOM_INT64, 1, {16384}, pad};
+	ok = ok && tileatom_create(c, "pad", TILEATOM_INT64, 1, pad_shape, NULL, NULL, &err) == 0 &&
+	     tileatom_write(c, "pad", NULL, &values, &err) == 0;
+	if (c)
+		tileatom_close(c);
+	daemon_kill(r, SIGTERM);
+	char log[768];
+	ok = ok && newest_log(r, log, sizeof(log));
+	off_t size = ok ? file_size(log) : -1;
+	if (!ok || size <= 0) {
+		fprintf(stderr, "full disk: cannot set up: %s\n", err.message);
+		return false;
+	}
+	r->fsize = size + 1000; /* room for about 12 adds (about 80 bytes each) */
+	ok = daemon_start(r, errlog, true, &status);
+	r->fsize = 0;
+	c = ok ? connect_client(r, &err) : NULL;
+	int acked = 0, rc = 0;
+	while (c && acked < 1000 && (rc = full_add(c, &err)) == 0)
+		acked++;
+	char withheld[TILEATOM_MSG_MAX];
+	snprintf(withheld, sizeof(withheld), "%s", err.message);
+	if (c)
+		tileatom_close(c);
+	/* a new client: mutations refused with UNAVAILABLE, reads served */
+	tileatom_client *c2 = ok ? connect_client(r, &err) : NULL;
+	int rc2 = c2 ? full_add(c2, &err) : -1;
+	char refused[TILEATOM_MSG_MAX];
+	snprintf(refused, sizeof(refused), "%s", err.message);
+	int64_t in_memory = -1;
+	if (c2 && tileatom_read(c2, "full", NULL, &in_memory, sizeof(in_memory), NULL, &err) != 0)
+		in_memory = -1;
+	if (c2)
+		tileatom_close(c2);
+	daemon_kill(r, SIGTERM);
+	ok = ok && daemon_start(r, errlog, true, &status);
+	c = ok ? connect_client(r, &err) : NULL;
+	int64_t after = -1;
+	if (c && tileatom_read(c, "full", NULL, &after, sizeof(after), NULL, &err) != 0)
+		after = -1;
+	bool adds_again = c && full_add(c, &err) == 0;
+	if (c)
+		tileatom_close(c);
+	daemon_kill(r, SIGTERM);
+	const char *const logged[] = {"persistence log write failed: File too large; mutations "
+	                              "are refused until the daemon is restarted",
+	                              NULL};
+	bool pass = ok && acked >= 1 && acked < 1000 && rc != 0 &&
+	            strstr(withheld, "persistence log write failed: File too large") &&
+	            strstr(withheld, "withheld") && rc2 == TILEATOM_E_UNAVAILABLE &&
+	            strstr(refused, "persistence log write failed: File too large") &&
+	            strstr(refused, "mutations are refused until the daemon is restarted") &&
+	            in_memory == acked + 1 && after == acked && adds_again &&
+	            file_has(errlog, logged);
+	printf("full disk (--fsync always, file size limit): %d adds acknowledged; the next: "
+	       "\"%s\"; a new client's add: \"%s\"; read while full %" PRId64
+	       ", after a restart %" PRId64 ": %s\n",
+	       acked, withheld, refused, in_memory, after, pass ? "ok" : "FAILED");
+	if (!pass) {
+		snprintf(r->log, sizeof(r->log), "%s", errlog);
+		dump_log(r);
+	}
+	return pass;
+}
+
 int main(int argc, char **argv)
 {
 	int rounds = 0;
@@ -982,7 +1091,7 @@ int main(int argc, char **argv)
 	if (!ok)
 		dump_log(&r);
 	if (ok && corruption)
-		ok = order_test(&r) && shm_test(&r) && damage_tests(&r);
+		ok = order_test(&r) && shm_test(&r) && damage_tests(&r) && disk_full_test(&r);
 	if (r.pid > 0)
 		daemon_kill(&r, SIGKILL);
 	free(r.clients);

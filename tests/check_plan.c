@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ta_backend.h"
 #include "ta_plan.h"
 #include "ta_test_util.h"
 
@@ -741,6 +742,67 @@ START_TEST(test_views_and_tiles)
 END_TEST
 
 /* The plan-builder suite. */
+START_TEST(test_device_operands)
+{
+	/* Operands in a client's device buffer (CUDA IPC): the flag reaches the plan; nothing
+	 * on the host reads them (the address below would fault), so reject-whole bounds over
+	 * device indices or mask and a device padding scalar are refused; the CPU backend
+	 * refuses device plans. */
+	const void *dev = (const void *)(uintptr_t)0x40; /* never dereferenced */
+	ta_tile_shape t = tile_of(TA_DTYPE_I32, 1, 256, 0, 0);
+	ta_request r;
+	ta_request_init(&r);
+	r.family = TA_FAMILY_INDEXED;
+	r.op = TA_OP_ADD;
+	r.addr = TA_ADDR_FLAT;
+	r.values = view_of(TA_DTYPE_I32, 0, 0, 0, 0);
+	i32s[0] = 1;
+	r.n_index = 1;
+	r.index[0] = view_of(TA_DTYPE_I32, 1, 1 << 20, 0, 0);
+	r.index[0].data = dev;
+	r.index[0].device = true;
+	ta_plan p;
+	expect_ok(&p, &t, &r);
+	ck_assert(p.index[0].device);
+	ck_assert(p.index[0].data == dev);
+	ck_assert(!p.values.device);
+	ck_assert(!p.old_out_device);
+	r.check_bounds = false;
+	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "check_bounds off", "lie in a device buffer");
+	/* host indices, device mask, bounds off: refused too */
+	r.index[0] = view_of(TA_DTYPE_I32, 1, 4, 0, 0);
+	memset(i32s, 0, sizeof(i32s));
+	r.mask = view_of(TA_DTYPE_BOOL, 1, 4, 0, 0);
+	r.mask.data = dev;
+	r.mask.device = true;
+	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "check_bounds off", NULL);
+	r.check_bounds = true;
+	expect_ok(&p, &t, &r);
+	ck_assert(p.mask.device);
+
+	/* the CPU backend refuses it before touching anything */
+	ta_error err = {TA_OK, ""};
+	ta_backend *be = ta_cpu_backend_new(2, &err);
+	ck_assert_ptr_nonnull(be);
+	void *mem = NULL;
+	ck_assert_int_eq(ta_backend_tile_alloc(be, 256 * sizeof(int32_t), &mem, &err), TA_OK);
+	ta_result res;
+	ck_assert_int_eq(ta_backend_apply(be, mem, 256 * sizeof(int32_t), &p, &res, &err),
+	                 TA_UNIMPLEMENTED);
+	ck_assert_msg(strstr(err.msg, "need the CUDA backend"), "message: %s", err.msg);
+	ck_assert(!ta_backend_has_ipc(be));
+	ta_backend_tile_free(be, mem);
+	ta_backend_destroy(be);
+
+	/* a device padding scalar */
+	ta_request_region(&r, TA_FAMILY_MEMORY, TA_OP_LOAD);
+	r.padding = view_of(TA_DTYPE_I32, 0, 0, 0, 0);
+	r.padding.data = dev;
+	r.padding.device = true;
+	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "padding: a scalar in a device buffer", NULL);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
 	Suite *s = suite_create("plan");
@@ -763,6 +825,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_out_of_range_bounds_off);
 	tcase_add_test(tc, test_resolve_forms);
 	tcase_add_test(tc, test_views_and_tiles);
+	tcase_add_test(tc, test_device_operands);
 	suite_add_tcase(s, tc);
 	return s;
 }

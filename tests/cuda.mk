@@ -5,11 +5,26 @@
 #    Built with or without CUDA; exits 77 (skip) with the reason when no GPU is usable.
 #  - check_ptx: checks the lowering of every legal variant (kernels/ta_lower.c) against the
 #    PTX of the built kernels (nvcc -ptx of kernels/ta_cuda.cu); needs nvcc, not a GPU.
+#  - check_cuda_ipc: device buffers (CUDA IPC operands) end to end against tileatomd
+#    --backend cuda; built with or without CUDA, exits 77 (skip) without a GPU.
 #  - bench_gpu (CUDA builds, not run by make check): kernel timings with CUDA events
 #    against torch figures (tests/bench_torch.py); see scripts/gpu-run.sh.
 if HAVE_CHECK
 check_PROGRAMS += tests/check_cuda
 TESTS += tests/check_cuda
+check_PROGRAMS += tests/check_cuda_ipc
+TESTS += tests/check_cuda_ipc
+tests_check_cuda_ipc_SOURCES = tests/check_cuda_ipc.c \
+	tests/check_client_util.c tests/check_client_util.h $(PROTO_SOURCES)
+nodist_tests_check_cuda_ipc_SOURCES = $(nodist_PROTO_SOURCES)
+tests_check_cuda_ipc_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
+tests_check_cuda_ipc_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_check_cuda_ipc_LDADD = client/libtileatom-client.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS)
+EXTRA_tests_check_cuda_ipc_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
+if USE_CUDA
+tests_check_cuda_ipc_CPPFLAGS += -DTA_HAVE_CUDA_TEST $(CUDA_CPPFLAGS)
+tests_check_cuda_ipc_LDADD += $(CUDA_LIBS)
+endif
 endif
 check_PROGRAMS += tests/check_ptx
 TESTS += tests/check_ptx

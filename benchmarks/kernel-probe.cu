@@ -1,0 +1,990 @@
+/* kernel-probe.cu: a standalone probe of histogram and element-wise kernel variants on an
+ * sm_90 GPU (not built by make; issue 10 item 7). Every variant's result is checked
+ * exactly against a host reference (histograms) or against the scalar instruction's
+ * result bit for bit (vector float forms) before it is timed; timings are CUDA events
+ * around one launch, median of --reps (default 15) runs over 2^26 elements.
+ *
+ * Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -cudart static \
+ *        -o kernel-probe benchmarks/kernel-probe.cu
+ * Usage: kernel-probe [--reps N] [--log2n K]
+ * Output: one line per variant: name, distribution, median ms, G elements/s, check. */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+/* Exits with a message when a CUDA call failed. */
+#define CK(call)                                                                                   \
+	do {                                                                                       \
+		cudaError_t e_ = (call);                                                           \
+		if (e_ != cudaSuccess) {                                                           \
+			fprintf(stderr, "probe: %s: %s\n", #call, cudaGetErrorString(e_));         \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static int g_reps = 15;
+static int g_sms;
+static int g_fail;
+/* Blocks per SM of the next histogram runs (0: as many as are resident). */
+static int g_bps;
+
+/* ---- device helpers ----------------------------------------------------------------------*/
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void red_sh(uint32_t sa, uint32_t v)
+{
+	asm volatile("red.shared.add.u32 [%0], %1;" ::"r"(sa), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t atom_sh(uint32_t sa, uint32_t v)
+{
+	uint32_t old;
+	asm volatile("atom.shared.add.u32 %0, [%1], %2;" : "=r"(old) : "r"(sa), "r"(v) : "memory");
+	return old;
+}
+__device__ __forceinline__ void red_gl(uint32_t *p, uint32_t v)
+{
+	asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/* ---- 256-bin style: private copies in shared memory, COPIES per block ---------------------
+ * slot of bin b for lane l: b * COPIES + l % COPIES (COPIES 1: one copy). */
+template <int THREADS, int MINB, int U, int COPIES>
+__global__ void __launch_bounds__(THREADS, MINB)
+    h_copies(const int32_t *keys, int64_t n, uint32_t *out, int bins)
+{
+	extern __shared__ __align__(16) uint32_t sh[];
+	for (int i = threadIdx.x; i < bins * COPIES; i += THREADS)
+		sh[i] = 0;
+	__syncthreads();
+	const uint32_t sbase = smem_addr(sh) + (uint32_t)(threadIdx.x % COPIES) * 4u;
+	const int64_t n4 = n >> 2, T = (int64_t)gridDim.x * THREADS;
+	const int64_t tid = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+	const int4 *k4 = (const int4 *)keys;
+	for (int64_t c0 = tid; c0 < n4; c0 += U * T) {
+		int4 k[U];
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			k[u] = c0 + u * T < n4 ? __ldg(k4 + c0 + u * T) : make_int4(-1, -1, -1, -1);
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int kk[4] = {k[u].x, k[u].y, k[u].z, k[u].w};
+#pragma unroll
+			for (int j = 0; j < 4; j++)
+				if ((uint32_t)kk[j] < (uint32_t)bins)
+					red_sh(sbase + (uint32_t)kk[j] * (COPIES * 4u), 1u);
+		}
+	}
+	for (int64_t k = (n4 << 2) + tid; k < n; k += T)
+		if ((uint32_t)keys[k] < (uint32_t)bins)
+			red_sh(sbase + (uint32_t)keys[k] * (COPIES * 4u), 1u);
+	__syncthreads();
+	for (int b = threadIdx.x; b < bins; b += THREADS) {
+		uint32_t s = 0;
+#pragma unroll
+		for (int c = 0; c < COPIES; c++)
+			s += sh[b * COPIES + c];
+		if (s)
+			red_gl(out + b, s);
+	}
+}
+
+/* ---- 16-bit sub-counters, two bins a 32-bit word, exact wrap accounting -------------------
+ * Adds d (count << 16 * (bin & 1), count < 2^16) to the word of bins 2w, 2w+1 at shared
+ * address sa. Every crossing of a half through 0xffff -> 0 (or back, for the correction
+ * of a carry out of the low half) is accounted in the global bins at once, so that the
+ * counts are exact whatever the distribution: global bin = 65536 * net crossings + final
+ * half. */
+__device__ __forceinline__ void c16_add(uint32_t sa, uint32_t d, uint32_t *out, int w, int bins)
+{
+	uint32_t old = atom_sh(sa, d);
+	uint32_t lo = old & 0xffffu, hi = old >> 16, dlo = d & 0xffffu, dhi = d >> 16;
+	bool lowcross = lo + dlo > 0xffffu;
+	bool hicross = hi + dhi + (lowcross ? 1u : 0u) > 0xffffu;
+	if (__builtin_expect(lowcross | hicross, 0)) {
+		int b0 = 2 * w, b1 = 2 * w + 1;
+		if (lowcross)
+			red_gl(out + b0, 0x10000u);
+		if (hicross && b1 < bins)
+			red_gl(out + b1, 0x10000u);
+		if (lowcross) { /* take the carry back out of the high half */
+			uint32_t o2 = atom_sh(sa, 0xffff0000u);
+			if ((o2 >> 16) == 0 && b1 < bins)
+				red_gl(out + b1, 0xffff0000u); /* -65536 */
+		}
+	}
+}
+
+/* One key into the 16-bit counters (AGG: warp-aggregated: lanes with equal keys add once). */
+template <bool AGG>
+__device__ __forceinline__ void c16_key(uint32_t sbase, int key, uint32_t *out, int bins)
+{
+	bool ok = (uint32_t)key < (uint32_t)bins;
+	if constexpr (AGG) {
+		uint32_t act = __activemask();
+		uint32_t m = __match_any_sync(act, ok ? key : -1);
+		int lane = threadIdx.x & 31;
+		if (!ok || (__ffs(m) - 1) != lane)
+			return;
+		uint32_t cnt = __popc(m);
+		c16_add(sbase + (uint32_t)(key >> 1) * 4u, cnt << (16 * (key & 1)), out, key >> 1,
+		        bins);
+	} else {
+		if (ok)
+			c16_add(sbase + (uint32_t)(key >> 1) * 4u, 1u << (16 * (key & 1)), out,
+			        key >> 1, bins);
+	}
+}
+
+template <int THREADS, int MINB, int U, bool AGG>
+__global__ void __launch_bounds__(THREADS, MINB)
+    h_c16(const int32_t *keys, int64_t n, uint32_t *out, int bins)
+{
+	extern __shared__ __align__(16) uint32_t sh[];
+	const int words = (bins + 1) >> 1;
+	for (int i = threadIdx.x; i < words; i += THREADS)
+		sh[i] = 0;
+	__syncthreads();
+	const uint32_t sbase = smem_addr(sh);
+	const int64_t n4 = n >> 2, T = (int64_t)gridDim.x * THREADS;
+	const int64_t tid = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+	const int4 *k4 = (const int4 *)keys;
+	/* every thread of a warp runs the same number of steps (AGG needs whole warps) */
+	const int64_t wbase = tid - (threadIdx.x & 31);
+	for (int64_t c0 = wbase; c0 < n4; c0 += U * T) {
+		int4 k[U];
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int64_t ch = c0 + (threadIdx.x & 31) + u * T;
+			k[u] = ch < n4 ? __ldg(k4 + ch) : make_int4(-1, -1, -1, -1);
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			c16_key<AGG>(sbase, k[u].x, out, bins);
+			c16_key<AGG>(sbase, k[u].y, out, bins);
+			c16_key<AGG>(sbase, k[u].z, out, bins);
+			c16_key<AGG>(sbase, k[u].w, out, bins);
+		}
+	}
+	for (int64_t k = (n4 << 2) + tid; k < n; k += T)
+		c16_key<false>(sbase, keys[k], out, bins);
+	__syncthreads();
+	for (int i = threadIdx.x; i < words; i += THREADS) {
+		uint32_t v = sh[i];
+		if (v & 0xffffu)
+			red_gl(out + 2 * i, v & 0xffffu);
+		if ((v >> 16) && 2 * i + 1 < bins)
+			red_gl(out + 2 * i + 1, v >> 16);
+	}
+}
+
+/* Bin-range split: pairs of blocks read the same keys; block 2p+r counts the keys of
+ * half r of the bins in a 32-bit private copy (L2 serves the second read). */
+template <int THREADS, int U>
+__global__ void __launch_bounds__(THREADS, 1)
+    h_pair(const int32_t *keys, int64_t n, uint32_t *out, int bins)
+{
+	extern __shared__ __align__(16) uint32_t sh[];
+	const int half = (bins + 1) >> 1;
+	const int r = blockIdx.x & 1;
+	const int lo = r * half;
+	const int cnt = r ? bins - half : half;
+	for (int i = threadIdx.x; i < cnt; i += THREADS)
+		sh[i] = 0;
+	__syncthreads();
+	const uint32_t sbase = smem_addr(sh);
+	const int64_t n4 = n >> 2, T = (int64_t)(gridDim.x >> 1) * THREADS;
+	const int64_t tid = (int64_t)(blockIdx.x >> 1) * THREADS + threadIdx.x;
+	const int4 *k4 = (const int4 *)keys;
+	for (int64_t c0 = tid; c0 < n4; c0 += U * T) {
+		int4 k[U];
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			k[u] = c0 + u * T < n4 ? __ldg(k4 + c0 + u * T) : make_int4(-1, -1, -1, -1);
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int kk[4] = {k[u].x, k[u].y, k[u].z, k[u].w};
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				uint32_t s = (uint32_t)(kk[j] - lo);
+				if (s < (uint32_t)cnt)
+					red_sh(sbase + s * 4u, 1u);
+			}
+		}
+	}
+	for (int64_t k = (n4 << 2) + tid; k < n; k += T) {
+		uint32_t s = (uint32_t)(keys[k] - lo);
+		if (s < (uint32_t)cnt)
+			red_sh(sbase + s * 4u, 1u);
+	}
+	__syncthreads();
+	for (int i = threadIdx.x; i < cnt; i += THREADS)
+		if (sh[i])
+			red_gl(out + lo + i, sh[i]);
+}
+
+/* Plain global red per key. */
+__global__ void __launch_bounds__(256)
+    h_global(const int32_t *keys, int64_t n, uint32_t *out, int bins)
+{
+	const int64_t n4 = n >> 2, T = (int64_t)gridDim.x * blockDim.x;
+	const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	const int4 *k4 = (const int4 *)keys;
+	for (int64_t c = tid; c < n4; c += T) {
+		int4 k = __ldg(k4 + c);
+		int kk[4] = {k.x, k.y, k.z, k.w};
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			if ((uint32_t)kk[j] < (uint32_t)bins)
+				red_gl(out + kk[j], 1u);
+	}
+	for (int64_t k = (n4 << 2) + tid; k < n; k += T)
+		if ((uint32_t)keys[k] < (uint32_t)bins)
+			red_gl(out + keys[k], 1u);
+}
+
+/* ---- element-wise add, contiguous region, no output --------------------------------------*/
+
+/* Element k to thread k mod T, R per thread (the landed REGION loop's layout). */
+template <int R>
+__global__ void __launch_bounds__(256)
+    ew_i32_strided(uint32_t *tile, const uint32_t *vals, int64_t n)
+{
+	const int64_t T = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t k0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k0 < n; k0 += R * T) {
+		uint32_t v[R];
+#pragma unroll
+		for (int q = 0; q < R; q++)
+			v[q] = k0 + q * T < n ? vals[k0 + q * T] : 0;
+#pragma unroll
+		for (int q = 0; q < R; q++)
+			if (k0 + q * T < n)
+				red_gl(tile + k0 + q * T, v[q]);
+	}
+}
+
+/* Chunks of 4 consecutive elements a thread (16-byte value loads), U chunks a step; the
+ * add of one chunk: OP 0 four scalar red.u32, 1 four scalar red.f32, 2 two red.v2.f32,
+ * 3 one red.v4.f32. */
+template <int U, int OP>
+__global__ void __launch_bounds__(256) ew_chunk32(uint32_t *tile, const uint32_t *vals, int64_t n)
+{
+	const int64_t n4 = n >> 2, T = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t c0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c0 < n4; c0 += U * T) {
+		uint4 v[U];
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			v[u] = c0 + u * T < n4 ? ((const uint4 *)vals)[c0 + u * T]
+			                       : make_uint4(0, 0, 0, 0);
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int64_t c = c0 + u * T;
+			if (c >= n4)
+				break;
+			uint32_t *p = tile + 4 * c;
+			if constexpr (OP == 0) {
+				red_gl(p, v[u].x);
+				red_gl(p + 1, v[u].y);
+				red_gl(p + 2, v[u].z);
+				red_gl(p + 3, v[u].w);
+			} else if constexpr (OP == 1) {
+				uint32_t w[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+				for (int j = 0; j < 4; j++)
+					asm volatile(
+					    "red.relaxed.gpu.global.add.f32 [%0], %1;" ::"l"(p + j),
+					    "r"(w[j])
+					    : "memory");
+			} else if constexpr (OP == 2) {
+				asm volatile(
+				    "red.relaxed.gpu.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p),
+				    "f"(__uint_as_float(v[u].x)), "f"(__uint_as_float(v[u].y))
+				    : "memory");
+				asm volatile(
+				    "red.relaxed.gpu.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p +
+				                                                              2),
+				    "f"(__uint_as_float(v[u].z)), "f"(__uint_as_float(v[u].w))
+				    : "memory");
+			} else {
+				asm volatile(
+				    "red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::
+				        "l"(p),
+				    "f"(__uint_as_float(v[u].x)), "f"(__uint_as_float(v[u].y)),
+				    "f"(__uint_as_float(v[u].z)), "f"(__uint_as_float(v[u].w))
+				    : "memory");
+			}
+		}
+	}
+	for (int64_t k = (n4 << 2) + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += T)
+		red_gl(tile + k, vals[k]); /* (the probe uses n % 4 == 0) */
+}
+
+/* 16-bit element-wise add (BF: bf16, else f16): 8 elements a 16-byte chunk, U chunks a
+ * step; OP 0 eight scalar red.f16, 1 four red.f16x2, 2 one red.v4.f16x2, 3 one red.v8.f16. */
+template <int U, int OP, bool BF>
+__global__ void __launch_bounds__(256)
+    ew_chunk16(unsigned short *tile, const unsigned short *vals, int64_t n)
+{
+	const int64_t n8 = n >> 3, T = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t c0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c0 < n8; c0 += U * T) {
+		uint4 v[U];
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			v[u] = c0 + u * T < n8 ? ((const uint4 *)vals)[c0 + u * T]
+			                       : make_uint4(0, 0, 0, 0);
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int64_t c = c0 + u * T;
+			if (c >= n8)
+				break;
+			unsigned short *p = tile + 8 * c;
+			uint32_t w[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+			if constexpr (OP == 0) {
+#pragma unroll
+				for (int j = 0; j < 8; j++) {
+					unsigned short h =
+					    (unsigned short)(w[j / 2] >> (16 * (j % 2)));
+					if constexpr (BF)
+						asm volatile("red.relaxed.gpu.global.add.noftz."
+						             "bf16 [%0], %1;" ::"l"(p + j),
+						             "h"(h)
+						             : "memory");
+					else
+						asm volatile("red.relaxed.gpu.global.add.noftz.f16 "
+						             "[%0], %1;" ::"l"(p + j),
+						             "h"(h)
+						             : "memory");
+				}
+			} else if constexpr (OP == 1) {
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					if constexpr (BF)
+						asm volatile("red.relaxed.gpu.global.add.noftz."
+						             "bf16x2 [%0], %1;" ::"l"(p + 2 * j),
+						             "r"(w[j])
+						             : "memory");
+					else
+						asm volatile("red.relaxed.gpu.global.add.noftz."
+						             "f16x2 [%0], %1;" ::"l"(p + 2 * j),
+						             "r"(w[j])
+						             : "memory");
+				}
+			} else if constexpr (OP == 2) {
+				if constexpr (BF)
+					asm volatile("red.relaxed.gpu.global.add.noftz.v4.bf16x2 "
+					             "[%0], {%1, %2, %3, %4};" ::"l"(p),
+					             "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+					             : "memory");
+				else
+					asm volatile("red.relaxed.gpu.global.add.noftz.v4.f16x2 "
+					             "[%0], {%1, %2, %3, %4};" ::"l"(p),
+					             "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+					             : "memory");
+			} else {
+				unsigned short h[8];
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					h[j] = (unsigned short)(w[j / 2] >> (16 * (j % 2)));
+				if constexpr (BF)
+					asm volatile(
+					    "red.relaxed.gpu.global.add.noftz.v8.bf16 [%0], {%1, "
+					    "%2, %3, %4, %5, %6, %7, %8};" ::"l"(p),
+					    "h"(h[0]), "h"(h[1]), "h"(h[2]), "h"(h[3]), "h"(h[4]),
+					    "h"(h[5]), "h"(h[6]), "h"(h[7])
+					    : "memory");
+				else
+					asm volatile(
+					    "red.relaxed.gpu.global.add.noftz.v8.f16 [%0], {%1, "
+					    "%2, %3, %4, %5, %6, %7, %8};" ::"l"(p),
+					    "h"(h[0]), "h"(h[1]), "h"(h[2]), "h"(h[3]), "h"(h[4]),
+					    "h"(h[5]), "h"(h[6]), "h"(h[7])
+					    : "memory");
+			}
+		}
+	}
+}
+
+/* ---- host ---------------------------------------------------------------------------------*/
+
+static double median(std::vector<double> v)
+{
+	std::sort(v.begin(), v.end());
+	size_t m = v.size();
+	return m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+}
+
+/* Times launch() (one kernel launch): 2 warm-ups, then g_reps timed; returns median ms. */
+template <typename L> static double time_it(L launch)
+{
+	cudaEvent_t a, b;
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	for (int i = 0; i < 2; i++)
+		launch();
+	CK(cudaDeviceSynchronize());
+	std::vector<double> ms;
+	for (int r = 0; r < g_reps; r++) {
+		CK(cudaEventRecord(a));
+		launch();
+		CK(cudaEventRecord(b));
+		CK(cudaEventSynchronize(b));
+		float t;
+		CK(cudaEventElapsedTime(&t, a, b));
+		ms.push_back(t);
+	}
+	CK(cudaGetLastError());
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	return median(ms);
+}
+
+static void report(const char *name, const char *dist, double ms, int64_t n, bool ok)
+{
+	printf("%-34s %-10s %9.4f ms %8.1f G el/s  %s\n", name, dist, ms, n / (ms * 1e-3) / 1e9,
+	       ok ? "exact" : "WRONG");
+	fflush(stdout);
+	if (!ok)
+		g_fail++;
+}
+
+/* A histogram kernel: its launch shape. */
+typedef void (*hist_fn)(const int32_t *, int64_t, uint32_t *, int);
+
+/* Runs fn (threads a block, smem bytes, blocks: 0 = occupancy x SMs) on keys, checks it
+ * against want, times it. */
+static void run_hist(const char *name, const char *dist, hist_fn fn, int threads, size_t smem,
+                     int pair, const int32_t *dkeys, int64_t n, int bins,
+                     const std::vector<uint32_t> &want, uint32_t *dout)
+{
+	if (smem > 48 * 1024)
+		CK(cudaFuncSetAttribute((const void *)fn,
+		                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+	int occ = 0;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)fn, threads, smem));
+	if (occ < 1) {
+		printf("%-34s %-10s does not fit\n", name, dist);
+		return;
+	}
+	if (g_bps && g_bps < occ)
+		occ = g_bps;
+	int blocks = occ * g_sms;
+	if (pair)
+		blocks &= ~1;
+	CK(cudaMemset(dout, 0, (size_t)bins * 4));
+	fn<<<blocks, threads, smem>>>(dkeys, n, dout, bins);
+	CK(cudaGetLastError());
+	CK(cudaDeviceSynchronize());
+	std::vector<uint32_t> got(bins);
+	CK(cudaMemcpy(got.data(), dout, (size_t)bins * 4, cudaMemcpyDeviceToHost));
+	bool ok = got == want;
+	double ms = time_it([&] { fn<<<blocks, threads, smem>>>(dkeys, n, dout, bins); });
+	char nm[96];
+	snprintf(nm, sizeof nm, "%s occ%d", name, occ);
+	report(nm, dist, ms, n, ok);
+}
+
+/* Key distributions. */
+static void make_keys(std::vector<int32_t> &k, int bins, int kind, uint64_t seed)
+{
+	uint64_t s = seed;
+	for (size_t i = 0; i < k.size(); i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		uint32_t r = (uint32_t)(s >> 32);
+		if (kind == 0) { /* uniform */
+			k[i] = (int32_t)(((uint64_t)r * (uint32_t)bins) >> 32);
+		} else if (kind == 1) { /* skewed: u^4 (bin 0 gets ~1/sqrt-ish share) */
+			double u = r / 4294967296.0;
+			k[i] = (int32_t)(u * u * u * u * bins);
+		} else if (kind == 2) { /* hot: half the keys on bin 7, the rest uniform */
+			k[i] = (r & 1) ? 7 : (int32_t)(((uint64_t)(r >> 1) * (uint32_t)bins) >> 31);
+		} else { /* all on one bin */
+			k[i] = bins / 3;
+		}
+		if (kind != 3 && i % 1000003 == 17)
+			k[i] = (i & 1) ? -5 : bins + 3; /* a few out of range */
+	}
+}
+
+#ifdef TA_PROBE_REAL
+/* ---- the backend's own kernels (kernels/ta_cuda_kernels.cuh), launched as ta_cuda.cu
+ * launches them, on the same data ---------------------------------------------------------*/
+#include "ta_cuda_kernels.cuh"
+
+/* A plan over a 1-D tile of bins elements: flat int32 keys with a scalar operand (hist) or
+ * a contiguous region with contiguous values (element-wise). */
+static ta::kargs real_args(ta_dtype dt, int64_t bins, int64_t n, const void *keys, const void *vals,
+                           bool vals_vec, void *tile, unsigned long long *cnt)
+{
+	ta::kargs a;
+	memset(&a, 0, sizeof a);
+	ta_plan &p = a.p;
+	p.op = TA_OP_ADD;
+	p.dtype = dt;
+	p.sem = TA_SEM_RELAXED;
+	p.scope = TA_SCOPE_GPU;
+	p.space = keys ? TA_SPACE_SHARED : TA_SPACE_GLOBAL;
+	p.addr = keys ? TA_ADDR_FLAT : TA_ADDR_REGION;
+	p.check_bounds = true;
+	p.rank = 1;
+	p.shape[0] = n;
+	p.count = n;
+	p.tile_rank = 1;
+	p.tile_shape[0] = bins;
+	p.tile_stride[0] = 1;
+	p.extent[0] = bins;
+	p.region_count = bins;
+	if (keys) {
+		p.n_index = 1;
+		p.index[0].data = keys;
+		p.index[0].dtype = TA_DTYPE_I32;
+		p.index[0].stride[0] = 1;
+	}
+	p.values.data = vals;
+	p.values.dtype = dt;
+	p.values.stride[0] = vals_vec ? 1 : 0;
+	a.tile = tile;
+	a.counters = cnt;
+	a.tile_elems = bins;
+	a.ss = ta::ss_of(TA_SEM_RELAXED, TA_SCOPE_GPU);
+	a.vals_vec = vals_vec;
+	return a;
+}
+
+static unsigned long long *g_cnt;
+
+/* Checks the counters of one launch: applied and skipped. */
+static bool counters_are(unsigned long long applied, unsigned long long skipped)
+{
+	unsigned long long h[3];
+	CK(cudaMemcpy(h, g_cnt, sizeof h, cudaMemcpyDeviceToHost));
+	CK(cudaMemset(g_cnt, 0, sizeof h));
+	if (h[0] != skipped || h[1] != applied || h[2] != 0)
+		printf("  counters: skipped %llu applied %llu outside %llu, expected %llu %llu 0\n",
+		       h[0], h[1], h[2], skipped, applied);
+	return h[0] == skipped && h[1] == applied && h[2] == 0;
+}
+
+static void real_hist(int64_t n)
+{
+	int32_t *dkeys;
+	uint32_t *dout, *done;
+	CK(cudaMalloc(&dkeys, (size_t)n * 4));
+	CK(cudaMalloc(&dout, (size_t)65536 * 4));
+	CK(cudaMalloc(&done, 4));
+	uint32_t one = 1;
+	CK(cudaMemcpy(done, &one, 4, cudaMemcpyHostToDevice));
+	std::vector<int32_t> k(n);
+	static const char *dn[] = {"uniform", "pow4", "hot50%", "one-bin"};
+	for (int bins : {256, 65536})
+		for (int kind = 0; kind < 4; kind++) {
+			make_keys(k, bins, kind, 0x9e3779b97f4a7c15ull + bins + kind);
+			std::vector<uint32_t> want(bins, 0);
+			unsigned long long bad = 0;
+			for (int64_t i = 0; i < n; i++)
+				if (k[i] >= 0 && k[i] < bins)
+					want[k[i]]++;
+				else
+					bad++;
+			CK(cudaMemcpy(dkeys, k.data(), (size_t)n * 4, cudaMemcpyHostToDevice));
+			ta::kargs a =
+			    real_args(TA_DTYPE_I32, bins, n, dkeys, done, false, dout, g_cnt);
+			a.mode = ta::M_FLAT32;
+			a.win = bins;
+			std::vector<uint32_t> got(bins);
+			if (bins == 256) {
+				auto fn = ta::k_shared<TA_DTYPE_I32, ta::K_ADD, ta::M_FLAT32>;
+				for (int threads : {512, 256}) {
+					int occ = 0;
+					CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+					    &occ, (const void *)fn, threads, 1024));
+					int64_t blocks =
+					    std::min<int64_t>(n / 1024, (int64_t)occ * g_sms);
+					CK(cudaMemset(dout, 0, (size_t)bins * 4));
+					fn<<<(unsigned)blocks, threads, 1024>>>(a);
+					CK(cudaGetLastError());
+					CK(cudaMemcpy(got.data(), dout, (size_t)bins * 4,
+					              cudaMemcpyDeviceToHost));
+					bool ok = got == want && counters_are(n - bad, bad);
+					double ms = time_it(
+					    [&] { fn<<<(unsigned)blocks, threads, 1024>>>(a); });
+					char nm[64];
+					snprintf(nm, sizeof nm, "REAL k_shared flat32 t%d occ%d",
+					         threads, occ);
+					report(nm, dn[kind], ms, n, ok);
+					CK(cudaMemset(g_cnt, 0, 24));
+					if (kind)
+						break;
+				}
+			} else {
+				auto fn = ta::k_cluster<TA_DTYPE_I32, ta::K_ADD, ta::M_FLAT32>;
+				a.cl_shift = 1;
+				size_t smem = 32768 * 4;
+				CK(cudaFuncSetAttribute((const void *)fn,
+				                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+				                        (int)smem));
+				cudaLaunchAttribute attr;
+				memset(&attr, 0, sizeof attr);
+				attr.id = cudaLaunchAttributeClusterDimension;
+				attr.val.clusterDim.x = 2;
+				attr.val.clusterDim.y = 1;
+				attr.val.clusterDim.z = 1;
+				cudaLaunchConfig_t cfg;
+				memset(&cfg, 0, sizeof cfg);
+				cfg.blockDim = dim3(1024, 1, 1);
+				cfg.dynamicSmemBytes = smem;
+				cfg.attrs = &attr;
+				cfg.numAttrs = 1;
+				cfg.gridDim = dim3(2, 1, 1);
+				int resident = 0;
+				CK(cudaOccupancyMaxActiveClusters(&resident, (const void *)fn,
+				                                  &cfg));
+				int64_t nc = std::min<int64_t>(resident, n / 65536);
+				cfg.gridDim = dim3((unsigned)(2 * nc), 1, 1);
+				CK(cudaMemset(dout, 0, (size_t)bins * 4));
+				CK(cudaLaunchKernelEx(&cfg, fn, a));
+				CK(cudaGetLastError());
+				CK(cudaMemcpy(got.data(), dout, (size_t)bins * 4,
+				              cudaMemcpyDeviceToHost));
+				bool ok = got == want && counters_are(n - bad, bad);
+				double ms = time_it([&] { CK(cudaLaunchKernelEx(&cfg, fn, a)); });
+				char nm[64];
+				snprintf(nm, sizeof nm, "REAL k_cluster flat32 C2 x%lld",
+				         (long long)nc);
+				report(nm, dn[kind], ms, n, ok);
+				CK(cudaMemset(g_cnt, 0, 24));
+			}
+		}
+	CK(cudaFree(dkeys));
+	CK(cudaFree(dout));
+	CK(cudaFree(done));
+}
+
+/* Element-wise add through k_global REGION: dtype dt (es bytes) against the reference
+ * tile ref (int32: exact sum; floats: the scalar red's result), from tile t0. */
+template <int DT>
+static void real_ew(const char *name, int64_t n, size_t es, const void *t0, const void *v,
+                    const void *ref, int64_t offset)
+{
+	void *dt, *dv;
+	size_t bytes = (size_t)n * es;
+	CK(cudaMalloc(&dt, bytes + 64));
+	CK(cudaMalloc(&dv, bytes + 64));
+	/* offset: elements the tile and the values start after a 16-byte boundary */
+	char *tile = (char *)dt + offset * es, *vals = (char *)dv;
+	CK(cudaMemcpy(vals, v, bytes, cudaMemcpyHostToDevice));
+	ta::kargs a = real_args((ta_dtype)DT, n, n, NULL, vals, true, tile, g_cnt);
+	a.mode = ta::M_REGION;
+	auto fn = ta::k_global<DT, ta::K_ADD, ta::M_REGION>;
+	int occ = 0;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)fn, 256, 0));
+	int64_t per = 256 * (es == 8 ? 4 : 8);
+	int64_t blocks = std::min<int64_t>((n + per - 1) / per, (int64_t)occ * g_sms);
+	CK(cudaMemcpy(tile, t0, bytes, cudaMemcpyHostToDevice));
+	fn<<<(unsigned)blocks, 256>>>(a);
+	CK(cudaGetLastError());
+	std::vector<unsigned char> got(bytes);
+	CK(cudaMemcpy(got.data(), tile, bytes, cudaMemcpyDeviceToHost));
+	bool ok = !memcmp(got.data(), ref, bytes) && counters_are(n, 0);
+	double ms = time_it([&] { fn<<<(unsigned)blocks, 256>>>(a); });
+	char nm[64];
+	snprintf(nm, sizeof nm, "REAL region %s n%%%d=%d%s occ%d", name, (int)(16 / es),
+	         (int)(n % (16 / es)), offset ? " unaligned" : "", occ);
+	report(nm, name, ms, n, ok);
+	CK(cudaMemset(g_cnt, 0, 24));
+	CK(cudaFree(dt));
+	CK(cudaFree(dv));
+}
+#endif
+
+static void hist_suite(int64_t n)
+{
+	int32_t *dkeys;
+	uint32_t *dout;
+	CK(cudaMalloc(&dkeys, (size_t)n * 4));
+	CK(cudaMalloc(&dout, (size_t)65536 * 4));
+	std::vector<int32_t> k(n);
+	static const char *dn[] = {"uniform", "pow4", "hot50%", "one-bin"};
+	for (int bins : {256, 65536}) {
+		for (int kind = 0; kind < 4; kind++) {
+			if (bins == 256 && kind == 3)
+				continue;
+			make_keys(k, bins, kind, 0x9e3779b97f4a7c15ull + bins + kind);
+			std::vector<uint32_t> want(bins, 0);
+			for (int64_t i = 0; i < n; i++)
+				if (k[i] >= 0 && k[i] < bins)
+					want[k[i]]++;
+			CK(cudaMemcpy(dkeys, k.data(), (size_t)n * 4, cudaMemcpyHostToDevice));
+			const char *d = dn[kind];
+			if (bins == 256) {
+				run_hist("h256 copies1 t256 U2", d, h_copies<256, 8, 2, 1>, 256,
+				         1024, 0, dkeys, n, bins, want, dout);
+				if (kind == 0) {
+					run_hist("h256 copies1 t256 U4", d, h_copies<256, 8, 4, 1>,
+					         256, 1024, 0, dkeys, n, bins, want, dout);
+					run_hist("h256 copies1 t512 U2", d, h_copies<512, 4, 2, 1>,
+					         512, 1024, 0, dkeys, n, bins, want, dout);
+					run_hist("h256 copies8 t256 U2", d, h_copies<256, 8, 2, 8>,
+					         256, 8192, 0, dkeys, n, bins, want, dout);
+					run_hist("h256 copies16 t256 U2", d,
+					         h_copies<256, 8, 2, 16>, 256, 16384, 0, dkeys, n,
+					         bins, want, dout);
+					run_hist("h256 copies32 t256 U2", d,
+					         h_copies<256, 6, 2, 32>, 256, 32768, 0, dkeys, n,
+					         bins, want, dout);
+					run_hist("h256 copies32 t512 U2", d,
+					         h_copies<512, 3, 2, 32>, 512, 32768, 0, dkeys, n,
+					         bins, want, dout);
+					run_hist("h256 copies16 t256 U4", d,
+					         h_copies<256, 8, 4, 16>, 256, 16384, 0, dkeys, n,
+					         bins, want, dout);
+				}
+				run_hist("h256 copies32 t256 U4", d, h_copies<256, 6, 4, 32>, 256,
+				         32768, 0, dkeys, n, bins, want, dout);
+				run_hist("h256 c16 t256 U2", d, h_c16<256, 8, 2, false>, 256, 512,
+				         0, dkeys, n, bins, want, dout);
+			} else {
+				run_hist("h64k global red", d, h_global, 256, 0, 0, dkeys, n, bins,
+				         want, dout);
+				run_hist("h64k c16 t1024 U2", d, h_c16<1024, 1, 2, false>, 1024,
+				         131072, 0, dkeys, n, bins, want, dout);
+				run_hist("h64k c16 t1024 U4", d, h_c16<1024, 1, 4, false>, 1024,
+				         131072, 0, dkeys, n, bins, want, dout);
+				run_hist("h64k c16 t1024 U1", d, h_c16<1024, 1, 1, false>, 1024,
+				         131072, 0, dkeys, n, bins, want, dout);
+				run_hist("h64k c16agg t1024 U2", d, h_c16<1024, 1, 2, true>, 1024,
+				         131072, 0, dkeys, n, bins, want, dout);
+				run_hist("h64k pair32 t1024 U2", d, h_pair<1024, 2>, 1024, 131072,
+				         1, dkeys, n, bins, want, dout);
+			}
+		}
+	}
+	CK(cudaFree(dkeys));
+	CK(cudaFree(dout));
+}
+
+static uint16_t f2h(float f)
+{
+	__half h = __float2half_rn(f);
+	return *(uint16_t *)&h;
+}
+static uint16_t f2bf(float f)
+{
+	uint32_t b;
+	memcpy(&b, &f, 4);
+	return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+/* Element-wise: int32 (exact host reference), float32 v2/v4 against scalar red.f32 bit
+ * for bit (special values included), f16/bf16 packed/vector forms against scalar red. */
+static void ew_suite(int64_t n)
+{
+	uint32_t *dt, *dv;
+	CK(cudaMalloc(&dt, (size_t)n * 4));
+	CK(cudaMalloc(&dv, (size_t)n * 4));
+	std::vector<uint32_t> t0(n), v(n), got(n), ref(n);
+	uint64_t s = 12345;
+	auto rnd = [&] {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		return (uint32_t)(s >> 32);
+	};
+	/* int32: random bits, exact */
+	for (int64_t i = 0; i < n; i++) {
+		t0[i] = rnd();
+		v[i] = rnd();
+	}
+	CK(cudaMemcpy(dv, v.data(), (size_t)n * 4, cudaMemcpyHostToDevice));
+	int blocks = 8 * g_sms;
+	auto run32 = [&](const char *name, auto fn) {
+		CK(cudaMemcpy(dt, t0.data(), (size_t)n * 4, cudaMemcpyHostToDevice));
+		fn<<<blocks, 256>>>(dt, dv, n);
+		CK(cudaGetLastError());
+		CK(cudaMemcpy(got.data(), dt, (size_t)n * 4, cudaMemcpyDeviceToHost));
+		bool ok = true;
+		for (int64_t i = 0; i < n && ok; i++)
+			ok = got[i] == t0[i] + v[i];
+		double ms = time_it([&] { fn<<<blocks, 256>>>(dt, dv, n); });
+		report(name, "int32", ms, n, ok);
+	};
+	run32("ew i32 strided R8 (landed)", ew_i32_strided<8>);
+#ifdef TA_PROBE_REAL
+	{
+		std::vector<uint32_t> sum(n);
+		for (int64_t i = 0; i < n; i++)
+			sum[i] = t0[i] + v[i];
+		real_ew<TA_DTYPE_I32>("int32", n, 4, t0.data(), v.data(), sum.data(), 0);
+	}
+#endif
+	run32("ew i32 strided R4", ew_i32_strided<4>);
+	run32("ew i32 strided R2", ew_i32_strided<2>);
+	run32("ew i32 strided R1", ew_i32_strided<1>);
+	blocks = 16 * g_sms;
+	run32("ew i32 strided R4 16/SM", ew_i32_strided<4>);
+	blocks = 4 * g_sms;
+	run32("ew i32 strided R4 4/SM", ew_i32_strided<4>);
+	blocks = 8 * g_sms;
+	run32("ew i32 chunk4 U1", ew_chunk32<1, 0>);
+	run32("ew i32 chunk4 U2", ew_chunk32<2, 0>);
+	run32("ew i32 chunk4 U4", ew_chunk32<4, 0>);
+	/* float32: a mix of special values in tile and operand, finite operands */
+	static const float sp[] = {0.0f,    -0.0f,    1e-40f,    -1e-40f, 1.17549435e-38f,
+	                           3.4e38f, -3.4e38f, 1.0f,      -1.0f,   0.1f,
+	                           1e30f,   -2.5f,    5.877e-39f};
+	const uint32_t inf = 0x7f800000u, nan = 0x7fc00000u;
+	for (int64_t i = 0; i < n; i++) {
+		float a, b;
+		uint32_t r = rnd();
+		if (i < 4096) {
+			a = sp[r % 13];
+			b = sp[(r >> 8) % 13];
+		} else {
+			a = (float)(int)(r & 1023) * 0.25f;
+			b = (float)(int)((r >> 10) & 1023) * 0.5f;
+		}
+		memcpy(&t0[i], &a, 4);
+		memcpy(&v[i], &b, 4);
+		if (i < 4096 && (r >> 20) % 7 == 0)
+			t0[i] =
+			    (r >> 24) & 1 ? inf : nan; /* tile inf / NaN (operands stay finite) */
+	}
+	CK(cudaMemcpy(dv, v.data(), (size_t)n * 4, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(dt, t0.data(), (size_t)n * 4, cudaMemcpyHostToDevice));
+	ew_chunk32<1, 1><<<blocks, 256>>>(dt, dv, n);
+	CK(cudaMemcpy(ref.data(), dt, (size_t)n * 4, cudaMemcpyDeviceToHost));
+	int flushed = 0;
+	for (int i = 0; i < 4096; i++) {
+		float a, b, r;
+		memcpy(&a, &t0[i], 4);
+		memcpy(&b, &v[i], 4);
+		memcpy(&r, &ref[i], 4);
+		flushed += (a == 1e-40f && b == 0.0f && r == 0.0f);
+	}
+	printf("float32 scalar red: subnormal tile + 0 -> 0 in %d cases (flush)\n", flushed);
+	auto runf = [&](const char *name, auto fn) {
+		CK(cudaMemcpy(dt, t0.data(), (size_t)n * 4, cudaMemcpyHostToDevice));
+		fn<<<blocks, 256>>>(dt, dv, n);
+		CK(cudaGetLastError());
+		CK(cudaMemcpy(got.data(), dt, (size_t)n * 4, cudaMemcpyDeviceToHost));
+		bool ok = got == ref;
+		double ms = time_it([&] { fn<<<blocks, 256>>>(dt, dv, n); });
+		report(name, "float32", ms, n, ok);
+	};
+	runf("ew f32 scalar U2", ew_chunk32<2, 1>);
+#ifdef TA_PROBE_REAL
+	real_ew<TA_DTYPE_F32>("float32", n, 4, t0.data(), v.data(), ref.data(), 0);
+	real_ew<TA_DTYPE_F32>("float32", n - 3, 4, t0.data(), v.data(), ref.data(), 0);
+	real_ew<TA_DTYPE_F32>("float32", n - 3, 4, t0.data(), v.data(), ref.data(), 1);
+#endif
+	runf("ew f32 v2 U2", ew_chunk32<2, 2>);
+	runf("ew f32 v4 U1", ew_chunk32<1, 3>);
+	runf("ew f32 v4 U2", ew_chunk32<2, 3>);
+	runf("ew f32 v4 U4", ew_chunk32<4, 3>);
+	blocks = 16 * g_sms;
+	runf("ew f32 v4 U1 16/SM", ew_chunk32<1, 3>);
+	blocks = 4 * g_sms;
+	runf("ew f32 v4 U1 4/SM", ew_chunk32<1, 3>);
+	blocks = 8 * g_sms;
+	/* 16-bit: n elements of 2 bytes (half the buffer) */
+	for (int bf = 0; bf < 2; bf++) {
+		unsigned short *t16 = (unsigned short *)t0.data(),
+		               *v16 = (unsigned short *)v.data();
+		static const float sp16[] = {0.0f,      -0.0f, 1e-7f, -3e-8f, 65504.0f,
+		                             -65504.0f, 1.0f,  0.1f,  3e38f,  1e-39f};
+		for (int64_t i = 0; i < n; i++) {
+			uint32_t r = rnd();
+			float a = i < 4096 ? sp16[r % 10] : (float)(int)(r & 255) * 0.25f;
+			float b =
+			    i < 4096 ? sp16[(r >> 8) % 10] : (float)(int)((r >> 8) & 255) * 0.5f;
+			t16[i] = bf ? f2bf(a) : f2h(a);
+			v16[i] = bf ? f2bf(b) : f2h(b);
+			if (i < 4096 && (r >> 20) % 7 == 0)
+				t16[i] = bf ? 0x7fc0 : 0x7e00;
+		}
+		unsigned short *dt16 = (unsigned short *)dt, *dv16 = (unsigned short *)dv;
+		CK(cudaMemcpy(dv16, v16, (size_t)n * 2, cudaMemcpyHostToDevice));
+		CK(cudaMemcpy(dt16, t16, (size_t)n * 2, cudaMemcpyHostToDevice));
+		if (bf)
+			ew_chunk16<1, 0, true><<<blocks, 256>>>(dt16, dv16, n);
+		else
+			ew_chunk16<1, 0, false><<<blocks, 256>>>(dt16, dv16, n);
+		std::vector<unsigned short> r16(n), g16(n);
+		CK(cudaMemcpy(r16.data(), dt16, (size_t)n * 2, cudaMemcpyDeviceToHost));
+		auto run16 = [&](const char *name, auto fn) {
+			CK(cudaMemcpy(dt16, t16, (size_t)n * 2, cudaMemcpyHostToDevice));
+			fn<<<blocks, 256>>>(dt16, dv16, n);
+			CK(cudaGetLastError());
+			CK(cudaMemcpy(g16.data(), dt16, (size_t)n * 2, cudaMemcpyDeviceToHost));
+			bool ok = g16 == r16;
+			double ms = time_it([&] { fn<<<blocks, 256>>>(dt16, dv16, n); });
+			report(name, bf ? "bfloat16" : "float16", ms, n, ok);
+		};
+#ifdef TA_PROBE_REAL
+		if (bf) {
+			real_ew<TA_DTYPE_BF16>("bfloat16", n, 2, t16, v16, r16.data(), 0);
+			real_ew<TA_DTYPE_BF16>("bfloat16", n - 5, 2, t16, v16, r16.data(), 0);
+			real_ew<TA_DTYPE_BF16>("bfloat16", n - 5, 2, t16, v16, r16.data(), 3);
+		} else {
+			real_ew<TA_DTYPE_F16>("float16", n, 2, t16, v16, r16.data(), 0);
+			real_ew<TA_DTYPE_F16>("float16", n - 5, 2, t16, v16, r16.data(), 0);
+			real_ew<TA_DTYPE_F16>("float16", n - 5, 2, t16, v16, r16.data(), 3);
+		}
+#endif
+		if (bf) {
+			run16("ew bf16 scalar U2", ew_chunk16<2, 0, true>);
+			run16("ew bf16x2 U2", ew_chunk16<2, 1, true>);
+			run16("ew bf16 v4.bf16x2 U2", ew_chunk16<2, 2, true>);
+			run16("ew bf16 v8.bf16 U1", ew_chunk16<1, 3, true>);
+			run16("ew bf16 v8.bf16 U2", ew_chunk16<2, 3, true>);
+		} else {
+			run16("ew f16 scalar U2", ew_chunk16<2, 0, false>);
+			run16("ew f16x2 U2", ew_chunk16<2, 1, false>);
+			run16("ew f16 v4.f16x2 U2", ew_chunk16<2, 2, false>);
+			run16("ew f16 v8.f16 U1", ew_chunk16<1, 3, false>);
+			run16("ew f16 v8.f16 U2", ew_chunk16<2, 3, false>);
+		}
+	}
+	/* device copy for scale */
+	double ms =
+	    time_it([&] { CK(cudaMemcpyAsync(dt, dv, (size_t)n * 4, cudaMemcpyDeviceToDevice)); });
+	printf("%-34s %-10s %9.4f ms %8.1f TB/s (read + write)\n", "d2d copy", "bytes", ms,
+	       2.0 * n * 4 / (ms * 1e-3) / 1e12);
+	CK(cudaFree(dt));
+	CK(cudaFree(dv));
+}
+
+int main(int argc, char **argv)
+{
+	int log2n = 26;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+			g_reps = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--log2n") && i + 1 < argc)
+			log2n = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: kernel-probe [--reps N] [--log2n K]\n");
+			return 1;
+		}
+	}
+	cudaDeviceProp prop;
+	CK(cudaGetDeviceProperties(&prop, 0));
+	g_sms = prop.multiProcessorCount;
+	printf("device: %s, %d SMs; 2^%d elements, median of %d runs (CUDA events)\n", prop.name,
+	       g_sms, log2n, g_reps);
+	int64_t n = (int64_t)1 << log2n;
+#ifdef TA_PROBE_REAL
+	CK(cudaMalloc(&g_cnt, 24));
+	CK(cudaMemset(g_cnt, 0, 24));
+	real_hist(n);
+#endif
+	hist_suite(n);
+	ew_suite(n);
+	printf("%s\n", g_fail ? "SOME VARIANTS WRONG" : "all variants exact");
+	return g_fail ? 1 : 0;
+}

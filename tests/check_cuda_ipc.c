@@ -1,0 +1,454 @@
+/* check_cuda_ipc.c: device buffers (CUDA IPC operands) end to end. This process allocates
+ * GPU memory, fills it with 2^24 int32 keys and more operands, registers it with a
+ * tileatomd --backend cuda (another process) by its CUDA IPC handle, and checks exact
+ * results: a 256-bin histogram (space shared and global) read in place, an element-wise add
+ * whose values come from the buffer and whose old values go back into it, a second
+ * connection sharing the same handle; and the refusals: a size over the allocation, a
+ * handle that does not open, references outside the buffer (raw protocol and library),
+ * check_bounds off over device indices. Exits 77 (skip) in a build without CUDA or without
+ * a usable GPU. The suite runs without fork (CUDA does not survive one). */
+#include <check.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef TA_HAVE_CUDA_TEST
+#include <cuda_runtime_api.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "check_client_util.h"
+#include "tileatom.h"
+#include "tileatom.pb-c.h"
+
+/* Keys of the histogram. */
+#define NKEYS (1 << 24)
+/* Bins of the histogram. */
+#define NBINS 256
+/* Elements of the element-wise add. */
+#define NEW (1 << 20)
+/* Byte offsets in the device allocation: keys, values, old values; its size (a multiple of
+ * 2 MiB, so that one byte more is over the allocation whatever its granularity). */
+#define OFF_KEYS    0
+#define OFF_VALS    ((size_t)NKEYS * 4)
+#define OFF_OLDS    (OFF_VALS + (size_t)NEW * 4)
+#define ALLOC_BYTES (OFF_OLDS + (size_t)NEW * 4)
+
+/* The daemon (CUDA backend). */
+static tcu_daemon D;
+/* The device allocation and its IPC handle. */
+static uint8_t *dev;
+static cudaIpcMemHandle_t handle;
+/* The keys (host copy) and their bins. */
+static int32_t *keys;
+static int32_t expect_bins[NBINS];
+
+/* Asserts that a library call returned TILEATOM_OK; e is the tileatom_error it filled. */
+#define CK(call, e)                                                                                \
+	do {                                                                                       \
+		int rc_ = (call);                                                                  \
+		ck_assert_msg(rc_ == TILEATOM_OK, "%s -> %s: %s", #call, tileatom_strerror(rc_),   \
+		              (e).message);                                                        \
+	} while (0)
+
+/* Connects to the daemon. */
+static tileatom_client *conn(void)
+{
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	CK(tileatom_connect(D.socket, 20000, &c, &e), e);
+	return c;
+}
+
+/* Registers the whole allocation on c. */
+static tileatom_buffer *register_all(tileatom_client *c)
+{
+	tileatom_buffer *b = NULL;
+	tileatom_error e = {0, ""};
+	CK(tileatom_device_buffer_register(c, &handle, ALLOC_BYTES, dev, &b, &e), e);
+	ck_assert(tileatom_buffer_is_device(b));
+	ck_assert_ptr_null(tileatom_buffer_data(b));
+	ck_assert_uint_eq(tileatom_buffer_size(b), ALLOC_BYTES);
+	return b;
+}
+
+/* Histograms the device keys into a fresh tile name in space and checks every bin. */
+static void histogram(tileatom_client *c, tileatom_buffer *b, const char *name,
+                      tileatom_space space)
+{
+	tileatom_error e = {0, ""};
+	int64_t nbins = NBINS, n = NKEYS;
+	CK(tileatom_create(c, name, TILEATOM_INT32, 1, &nbins, NULL, NULL, &e), e);
+	tileatom_array idx = tileatom_buffer_array(b, TILEATOM_INT32, 1, &n, OFF_KEYS);
+	int32_t one = 1;
+	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
+	tileatom_op_options opts;
+	tileatom_op_options_init(&opts);
+	opts.space = space;
+	tileatom_op_result res;
+	CK(tileatom_indexed(c, name, TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL, &opts, &res,
+	                    &e),
+	   e);
+	ck_assert_uint_eq(res.applied, NKEYS);
+	ck_assert_uint_eq(res.skipped, 0);
+	int32_t bins[NBINS];
+	CK(tileatom_read(c, name, NULL, bins, sizeof(bins), NULL, &e), e);
+	for (int i = 0; i < NBINS; i++)
+		ck_assert_msg(bins[i] == expect_bins[i], "%s: bin %d is %d, not %d", name, i,
+		              bins[i], expect_bins[i]);
+	CK(tileatom_destroy(c, name, &e), e);
+}
+
+START_TEST(test_histogram)
+{
+	tileatom_client *c = conn();
+	tileatom_buffer *b = register_all(c);
+	histogram(c, b, "ipc-hist-shared", TILEATOM_SPACE_SHARED);
+	histogram(c, b, "ipc-hist-global", TILEATOM_SPACE_GLOBAL);
+	/* a second connection registers the same handle (the daemon shares the mapping),
+	 * uses it and closes: the first one's mapping stays */
+	tileatom_client *c2 = conn();
+	tileatom_buffer *b2 = register_all(c2);
+	histogram(c2, b2, "ipc-hist-second", TILEATOM_SPACE_SHARED);
+	tileatom_close(c2);
+	histogram(c, b, "ipc-hist-after", TILEATOM_SPACE_SHARED);
+	tileatom_close(c);
+	/* and a new connection opens it again after every registration was closed */
+	c = conn();
+	b = register_all(c);
+	histogram(c, b, "ipc-hist-reopened", TILEATOM_SPACE_SHARED);
+	tileatom_close(c);
+}
+END_TEST
+
+START_TEST(test_elementwise_old_values_into_device)
+{
+	/* tile[i] = 3i; values (device) v[i] = i - 7; add with old values written into the
+	 * device buffer: tile 4i - 7, old values 3i */
+	tileatom_client *c = conn();
+	tileatom_buffer *b = register_all(c);
+	tileatom_error e = {0, ""};
+	int64_t n = NEW;
+	int32_t *host = malloc((size_t)NEW * 4);
+	ck_assert_ptr_nonnull(host);
+	for (int i = 0; i < NEW; i++)
+		host[i] = 3 * i;
+	CK(tileatom_create(c, "ipc-ew", TILEATOM_INT32, 1, &n, NULL, NULL, &e), e);
+	CK(tileatom_write(c, "ipc-ew", NULL, &(tileatom_array){TILEATOM_INT32, 1, {NEW}, host}, &e),
+	   e);
+	for (int i = 0; i < NEW; i++)
+		host[i] = i - 7;
+	ck_assert_int_eq(cudaMemcpy(dev + OFF_VALS, host, (size_t)NEW * 4, cudaMemcpyHostToDevice),
+	                 cudaSuccess);
+	ck_assert_int_eq(cudaMemset(dev + OFF_OLDS, 0xff, (size_t)NEW * 4), cudaSuccess);
+	ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+	tileatom_array vals = tileatom_buffer_array(b, TILEATOM_INT32, 1, &n, OFF_VALS);
+	tileatom_op_options opts;
+	tileatom_op_options_init(&opts);
+	opts.want_old = true;
+	opts.old_out = dev + OFF_OLDS;
+	opts.old_out_size = (size_t)NEW * 4;
+	tileatom_op_result res;
+	CK(tileatom_elementwise(c, "ipc-ew", TILEATOM_OP_ADD, NULL, &vals, NULL, &opts, &res, &e),
+	   e);
+	ck_assert_uint_eq(res.applied, NEW);
+	ck_assert_uint_eq(res.old_bytes, (size_t)NEW * 4);
+	CK(tileatom_read(c, "ipc-ew", NULL, host, (size_t)NEW * 4, NULL, &e), e);
+	for (int i = 0; i < NEW; i++)
+		ck_assert_msg(host[i] == 4 * i - 7, "tile[%d] = %d, not %d", i, host[i], 4 * i - 7);
+	ck_assert_int_eq(cudaMemcpy(host, dev + OFF_OLDS, (size_t)NEW * 4, cudaMemcpyDeviceToHost),
+	                 cudaSuccess);
+	for (int i = 0; i < NEW; i++)
+		ck_assert_msg(host[i] == 3 * i, "old[%d] = %d, not %d", i, host[i], 3 * i);
+	/* the keys were not touched */
+	ck_assert_int_eq(cudaMemcpy(host, dev + OFF_KEYS, (size_t)NEW * 4, cudaMemcpyDeviceToHost),
+	                 cudaSuccess);
+	ck_assert_int_eq(memcmp(host, keys, (size_t)NEW * 4), 0);
+	CK(tileatom_destroy(c, "ipc-ew", &e), e);
+	free(host);
+	tileatom_close(c);
+}
+END_TEST
+
+/* A raw Unix-socket connection to the daemon, past Hello. */
+static int raw_connect(void)
+{
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(s, 0);
+	struct sockaddr_un a;
+	memset(&a, 0, sizeof(a));
+	a.sun_family = AF_UNIX;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", D.socket);
+	ck_assert_int_eq(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	struct timeval tv = {20, 0};
+	ck_assert_int_eq(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	return s;
+}
+
+/* Sends one request frame. */
+static void raw_request(int s, Tileatom__Request *req)
+{
+	size_t len = tileatom__request__get_packed_size(req);
+	uint8_t *frame = malloc(len + 4);
+	ck_assert_ptr_nonnull(frame);
+	for (int i = 0; i < 4; i++)
+		frame[i] = (uint8_t)(len >> (8 * i));
+	tileatom__request__pack(req, frame + 4);
+	ck_assert_int_eq(send(s, frame, len + 4, MSG_NOSIGNAL), (ssize_t)(len + 4));
+	free(frame);
+}
+
+/* Reads one response frame (free with tileatom__response__free_unpacked). */
+static Tileatom__Response *raw_response(int s)
+{
+	uint8_t hdr[4];
+	for (size_t have = 0; have < 4;) {
+		ssize_t n = recv(s, hdr + have, 4 - have, 0);
+		ck_assert_msg(n > 0, "no response frame");
+		have += (size_t)n;
+	}
+	size_t len = hdr[0] | (size_t)hdr[1] << 8 | (size_t)hdr[2] << 16 | (size_t)hdr[3] << 24;
+	uint8_t *p = malloc(len ? len : 1);
+	ck_assert_ptr_nonnull(p);
+	for (size_t have = 0; have < len;) {
+		ssize_t n = recv(s, p + have, len - have, 0);
+		ck_assert_msg(n > 0, "truncated response frame");
+		have += (size_t)n;
+	}
+	Tileatom__Response *r = tileatom__response__unpack(NULL, len, p);
+	free(p);
+	ck_assert_ptr_nonnull(r);
+	return r;
+}
+
+/* Sends a RegisterBufferRequest with handle h (len bytes) and size; returns the response. */
+static Tileatom__Response *raw_register(int s, const void *h, size_t len, uint64_t size)
+{
+	Tileatom__Request req;
+	Tileatom__RegisterBufferRequest reg;
+	tileatom__request__init(&req);
+	tileatom__register_buffer_request__init(&reg);
+	reg.size = size;
+	reg.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)h;
+	reg.cuda_ipc_handle.len = len;
+	req.id = 1;
+	req.body_case = TILEATOM__REQUEST__BODY_REGISTER_BUFFER;
+	req.register_buffer = &reg;
+	raw_request(s, &req);
+	return raw_response(s);
+}
+
+/* Expects status and a message containing sub; frees r. */
+static void expect(Tileatom__Response *r, Tileatom__Status status, const char *sub)
+{
+	ck_assert_msg(r->status == status, "status %d, not %d: %s", (int)r->status, (int)status,
+	              r->message);
+	ck_assert_msg(strstr(r->message, sub), "message \"%s\" lacks \"%s\"", r->message, sub);
+	tileatom__response__free_unpacked(r, NULL);
+}
+
+START_TEST(test_refusals)
+{
+	tileatom_client *c = conn();
+	tileatom_error e = {0, ""};
+	int64_t nbins = NBINS;
+	CK(tileatom_create(c, "ipc-ref", TILEATOM_INT32, 1, &nbins, NULL, NULL, &e), e);
+	int s = raw_connect();
+	Tileatom__Request req;
+	Tileatom__HelloRequest hello;
+	tileatom__request__init(&req);
+	tileatom__hello_request__init(&hello);
+	hello.protocol_version = TILEATOM_PROTOCOL_VERSION;
+	req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+	req.hello = &hello;
+	raw_request(s, &req);
+	expect(raw_response(s), TILEATOM__STATUS__OK, "");
+	/* sizes over the allocation: one byte, and 64 MiB */
+	expect(raw_register(s, &handle, sizeof(handle), ALLOC_BYTES + 1),
+	       TILEATOM__STATUS__INVALID_ARGUMENT, "device allocation behind the handle has");
+	expect(raw_register(s, &handle, sizeof(handle), ALLOC_BYTES + (64u << 20)),
+	       TILEATOM__STATUS__INVALID_ARGUMENT, "device allocation behind the handle has");
+	/* a handle that does not open, one of the wrong length */
+	uint8_t junk[sizeof(handle)];
+	memset(junk, 0xa5, sizeof(junk));
+	expect(raw_register(s, junk, sizeof(junk), 4096), TILEATOM__STATUS__INVALID_ARGUMENT,
+	       "does not open");
+	expect(raw_register(s, &handle, 63, 4096), TILEATOM__STATUS__INVALID_ARGUMENT,
+	       "has 64 bytes, not 63");
+	/* the real one */
+	Tileatom__Response *r = raw_register(s, &handle, sizeof(handle), ALLOC_BYTES);
+	ck_assert_int_eq(r->status, TILEATOM__STATUS__OK);
+	uint64_t id = r->buffer->buffer_id;
+	tileatom__response__free_unpacked(r, NULL);
+	/* a reference past the end of the buffer, one at an offset past it */
+	Tileatom__IndexedAtomicRequest ix;
+	Tileatom__IndexedAddr addr;
+	Tileatom__Array index, values;
+	Tileatom__BufferRef ref;
+	Tileatom__Array *index_ptr = &index;
+	int32_t one = 1;
+	tileatom__indexed_atomic_request__init(&ix);
+	tileatom__indexed_addr__init(&addr);
+	tileatom__array__init(&index);
+	tileatom__array__init(&values);
+	tileatom__buffer_ref__init(&ref);
+	int64_t shape = 8;
+	index.dtype = TILEATOM__DTYPE__INT32;
+	index.n_shape = 1;
+	index.shape = &shape;
+	index.shared = &ref;
+	ref.buffer_id = id;
+	ref.offset = ALLOC_BYTES - 16;
+	ref.length = 32;
+	values.dtype = TILEATOM__DTYPE__INT32;
+	values.data.data = (uint8_t *)&one;
+	values.data.len = 4;
+	addr.flat = true;
+	addr.n_indices = 1;
+	addr.indices = &index_ptr;
+	ix.tile = (char *)"ipc-ref";
+	ix.op = TILEATOM__OP__ADD;
+	ix.addr = &addr;
+	ix.values = &values;
+	tileatom__request__init(&req);
+	req.id = 2;
+	req.body_case = TILEATOM__REQUEST__BODY_INDEXED;
+	req.indexed = &ix;
+	raw_request(s, &req);
+	expect(raw_response(s), TILEATOM__STATUS__INVALID_ARGUMENT, "outside device buffer");
+	ref.offset = ALLOC_BYTES + 4096;
+	ref.length = 32;
+	raw_request(s, &req);
+	expect(raw_response(s), TILEATOM__STATUS__INVALID_ARGUMENT, "outside device buffer");
+	/* old values into bytes past the end */
+	ref.offset = 0;
+	Tileatom__Options opt;
+	Tileatom__BufferRef oref;
+	tileatom__options__init(&opt);
+	tileatom__buffer_ref__init(&oref);
+	opt.want_old = true;
+	opt.old_into = &oref;
+	oref.buffer_id = id;
+	oref.offset = ALLOC_BYTES - 8;
+	oref.length = 32;
+	ix.options = &opt;
+	raw_request(s, &req);
+	expect(raw_response(s), TILEATOM__STATUS__INVALID_ARGUMENT, "outside device buffer");
+	close(s);
+
+	/* through the library: an array running past the buffer's end goes by reference and is
+	 * refused; check_bounds off over device indices is refused; nothing was applied */
+	tileatom_buffer *b = register_all(c);
+	int64_t n = 32;
+	tileatom_array idx = tileatom_buffer_array(b, TILEATOM_INT32, 1, &n, ALLOC_BYTES - 64);
+	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
+	tileatom_op_result res;
+	int rc = tileatom_indexed(c, "ipc-ref", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL,
+	                          NULL, &res, &e);
+	ck_assert_msg(rc == TILEATOM_E_INVALID_ARGUMENT, "%s: %s", tileatom_strerror(rc),
+	              e.message);
+	ck_assert_msg(strstr(e.message, "outside device buffer"), "message: %s", e.message);
+	idx = tileatom_buffer_array(b, TILEATOM_INT32, 1, &n, OFF_KEYS);
+	tileatom_op_options opts;
+	tileatom_op_options_init(&opts);
+	opts.check_bounds = false;
+	rc = tileatom_indexed(c, "ipc-ref", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL, &opts,
+	                      &res, &e);
+	ck_assert_msg(rc == TILEATOM_E_INVALID_ARGUMENT, "%s: %s", tileatom_strerror(rc),
+	              e.message);
+	ck_assert_msg(strstr(e.message, "check_bounds off"), "message: %s", e.message);
+	int32_t bins[NBINS];
+	CK(tileatom_read(c, "ipc-ref", NULL, bins, sizeof(bins), NULL, &e), e);
+	for (int i = 0; i < NBINS; i++)
+		ck_assert_int_eq(bins[i], 0);
+	/* the connection still works with the buffer */
+	opts.check_bounds = true;
+	CK(tileatom_indexed(c, "ipc-ref", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL, &opts,
+	                    &res, &e),
+	   e);
+	ck_assert_uint_eq(res.applied, 32);
+	CK(tileatom_destroy(c, "ipc-ref", &e), e);
+	tileatom_close(c);
+}
+END_TEST
+
+/* splitmix64: the next pseudo-random value of *state. */
+static uint64_t rnd(uint64_t *state)
+{
+	uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	int ndev = 0;
+	cudaError_t ce = cudaGetDeviceCount(&ndev);
+	if (ce != cudaSuccess || ndev == 0) {
+		fprintf(stderr, "check_cuda_ipc: no usable GPU (%s): skipped\n",
+		        ce != cudaSuccess ? cudaGetErrorString(ce) : "none found");
+		return 77;
+	}
+	/* the daemon is another process: started before this one allocates */
+	setenv("TA_TEST_BACKEND", "cuda", 1);
+	if (!tcu_daemon_start(&D, NULL)) {
+		fprintf(stderr, "cannot start %s --backend cuda\n", tcu_daemon_path());
+		return EXIT_FAILURE;
+	}
+	keys = malloc((size_t)NKEYS * 4);
+	if (!keys)
+		return EXIT_FAILURE;
+	uint64_t st = 2026;
+	for (int i = 0; i < NKEYS; i++) {
+		keys[i] = (int32_t)(rnd(&st) % NBINS);
+		expect_bins[keys[i]]++;
+	}
+	void *p = NULL;
+	ce = cudaMalloc(&p, ALLOC_BYTES);
+	if (ce == cudaSuccess)
+		ce = cudaMemcpy(p, keys, (size_t)NKEYS * 4, cudaMemcpyHostToDevice);
+	if (ce == cudaSuccess)
+		ce = cudaIpcGetMemHandle(&handle, p);
+	if (ce != cudaSuccess) {
+		fprintf(stderr, "check_cuda_ipc: device setup: %s\n", cudaGetErrorString(ce));
+		return EXIT_FAILURE;
+	}
+	dev = p;
+	Suite *s = suite_create("cuda_ipc");
+	TCase *tc = tcase_create("device_buffers");
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_histogram);
+	tcase_add_test(tc, test_elementwise_old_values_into_device);
+	tcase_add_test(tc, test_refusals);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_ENV);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	bool alive = tcu_daemon_alive(&D);
+	int stop = tcu_daemon_stop(&D, 20000);
+	if (!alive || stop != 0) {
+		fprintf(stderr, "tileatomd --backend cuda: %s, exit status %d\n",
+		        alive ? "alive" : "died", stop);
+		failed++;
+	}
+	if (failed)
+		tcu_daemon_dump_log(&D);
+	tcu_daemon_cleanup(&D);
+	cudaFree(p);
+	free(keys);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+#else
+int main(void)
+{
+	fprintf(stderr, "check_cuda_ipc: built without CUDA: skipped\n");
+	return 77;
+}
+#endif
