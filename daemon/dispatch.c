@@ -102,6 +102,8 @@ typedef struct resp_ctx {
 	Tileatom__SnapshotResponse snap;     /* snapshot body */
 	const uint8_t *payload;              /* the request's bytes (its log record) */
 	size_t payload_len;                  /* bytes at payload */
+	bool payload_plain;                  /* the request names no shared buffer: payload is
+	                                        its log record as it stands */
 	uint64_t log_seq;                    /* the record appended for it (0: none) */
 } resp_ctx;
 
@@ -1055,7 +1057,9 @@ static ta_status persist_record(resp_ctx *rc, Tileatom__Request *req)
 	const uint8_t *rec = rc->payload;
 	size_t len = rc->payload_len;
 	uint8_t *inlined = NULL;
-	if (shared_refs(&req->base, false, &rc->err)) {
+	/* the descriptor walk of shared_refs costs more than the rest of the logging: skipped
+	 * when the decoder already knows there is no reference */
+	if (!rc->payload_plain && shared_refs(&req->base, false, &rc->err)) {
 		if (!shared_refs(&req->base, true, &rc->err)) {
 			ta_persist_fail(rc->svc->persist, "a shared operand could not be logged");
 			return rc->err.code ? rc->err.code : TA_INTERNAL;
@@ -1227,6 +1231,8 @@ void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 typedef struct decoded {
 	Tileatom__Request *req;   /* the request (arena memory), NULL: it does not decode */
 	bool strings_ok;          /* every string field is UTF-8 without NUL */
+	bool no_buffer_refs;      /* decoded by fastwire.c, which takes no shared-buffer
+	                             reference (Array.shared, Options.old_into) */
 	char bad[BAD_STRING_MSG]; /* !strings_ok: the field and the problem */
 	struct timespec t0;       /* when it was read, if timed (metrics) */
 } decoded;
@@ -1240,9 +1246,11 @@ static void decode_request(ta_service *svc, ta_dispatch_scratch *scratch, const 
 		d->req = ta_fastwire_decode_request(&scratch->arena, payload, len);
 		if (d->req) {
 			d->strings_ok = true;
+			d->no_buffer_refs = true;
 			return;
 		}
 	}
+	d->no_buffer_refs = false;
 	d->strings_ok = ta_wire_check_strings(&tileatom__request__descriptor, payload, len, d->bad,
 	                                      sizeof(d->bad));
 	d->req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
@@ -1351,6 +1359,7 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 	rc->req_kind = (ta_req_kind)req->body_case;
 	rc->payload = payload;
 	rc->payload_len = len;
+	rc->payload_plain = d.no_buffer_refs;
 	metrics_start(rc, len);
 	tileatom__response__init(&rc->resp);
 	rc->resp.id = req->id;
@@ -1481,6 +1490,7 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	rc.inline_max = inline_max;
 	rc.payload = payload;
 	rc.payload_len = len;
+	rc.payload_plain = d->no_buffer_refs;
 	rc.session = session;
 	rc.who = ta_session_who(session);
 	tileatom__response__init(&rc.resp);
