@@ -36,7 +36,8 @@ tests_check_cuda_LDADD = $(TABACKEND_LIBS) $(CHECK_LIBS)
 
 tests_check_ptx_SOURCES = tests/check_ptx.c
 tests_check_ptx_LDADD = $(TABACKEND_LIBS)
-EXTRA_DIST += tests/bench_torch.py scripts/gpu-run.sh scripts/gpu-latency.sh doc/GPU-RESULTS.md
+EXTRA_DIST += tests/bench_torch.py scripts/gpu-run.sh scripts/gpu-latency.sh scripts/gpu-ab-latency.sh \
+	doc/GPU-RESULTS.md
 
 if USE_CUDA
 # The PTX of the kernels, for check_ptx (device compilation only).
