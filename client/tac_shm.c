@@ -96,6 +96,51 @@ static void shm_release(struct tileatom_buffer *b)
 	free(b);
 }
 
+/* Checks that c can register a buffer now: a Unix socket, no pipelined response waiting.
+ * what ("shared buffers", "device buffers") names the kind in the message. */
+static int register_ready(tileatom_client *c, const char *what, tileatom_error *err)
+{
+	if (!shm_possible(c))
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s need a Unix-socket connection (%s is not one)", what,
+		               c->address);
+	if (c->pending_count > 0)
+		return tac_err(err, TILEATOM_E_STATE,
+		               "%zu pipelined responses are not collected yet (call "
+		               "tileatom_collect first)",
+		               c->pending_count);
+	return TILEATOM_OK;
+}
+
+/* Registers b with the daemon: a RegisterBufferRequest of b->size bytes carrying b's memfd
+ * (SCM_RIGHTS) or, for a device buffer, ipc_handle; sets b->id from the answer. */
+static int register_send(tileatom_client *c, struct tileatom_buffer *b, const void *ipc_handle,
+                         tileatom_error *err)
+{
+	tac_msg m;
+	memset(&m, 0, sizeof(m));
+	tileatom__request__init(&m.req);
+	m.kind = TILEATOM_REQ_REGISTER_BUFFER;
+	m.req.body_case = TILEATOM__REQUEST__BODY_REGISTER_BUFFER;
+	tileatom__register_buffer_request__init(&m.body.register_buffer);
+	m.body.register_buffer.size = b->size;
+	if (ipc_handle) {
+		m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
+		m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
+	}
+	m.req.register_buffer = &m.body.register_buffer;
+	int rc = b->fd >= 0 ? tac_conn_submit_fd(c, &m, b->fd, c->io_timeout_ms, NULL, err)
+	                    : tac_conn_submit(c, &m, c->io_timeout_ms, true, NULL, err);
+	tileatom_request_kind kind;
+	if (rc == TILEATOM_OK)
+		rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_check_response(c->last, kind, err);
+	if (rc == TILEATOM_OK)
+		b->id = c->last->buffer->buffer_id;
+	return rc;
+}
+
 /* Creates, maps and registers a buffer of size bytes on c (not yet listed in c->bufs). */
 static int shm_create(tileatom_client *c, size_t size, struct tileatom_buffer **out,
                       tileatom_error *err)
@@ -104,15 +149,9 @@ static int shm_create(tileatom_client *c, size_t size, struct tileatom_buffer **
 	if (size == 0)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "a shared buffer needs at least one byte");
-	if (!shm_possible(c))
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "shared buffers need a Unix-socket connection (%s is not one)",
-		               c->address);
-	if (c->pending_count > 0)
-		return tac_err(err, TILEATOM_E_STATE,
-		               "%zu pipelined responses are not collected yet (call "
-		               "tileatom_collect first)",
-		               c->pending_count);
+	int rc = register_ready(c, "shared buffers", err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	struct tileatom_buffer *b = calloc(1, sizeof(*b));
 	if (!b)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
@@ -141,25 +180,11 @@ static int shm_create(tileatom_client *c, size_t size, struct tileatom_buffer **
 		               "creating a %zu-byte shared buffer: %s: %s", size, step,
 		               strerror(e));
 	}
-	tac_msg m;
-	memset(&m, 0, sizeof(m));
-	tileatom__request__init(&m.req);
-	m.kind = TILEATOM_REQ_REGISTER_BUFFER;
-	m.req.body_case = TILEATOM__REQUEST__BODY_REGISTER_BUFFER;
-	tileatom__register_buffer_request__init(&m.body.register_buffer);
-	m.body.register_buffer.size = size;
-	m.req.register_buffer = &m.body.register_buffer;
-	int rc = tac_conn_submit_fd(c, &m, b->fd, c->io_timeout_ms, NULL, err);
-	tileatom_request_kind kind;
-	if (rc == TILEATOM_OK)
-		rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_check_response(c->last, kind, err);
+	rc = register_send(c, b, NULL, err);
 	if (rc != TILEATOM_OK) {
 		shm_release(b);
 		return rc;
 	}
-	b->id = c->last->buffer->buffer_id;
 	*out = b;
 	return TILEATOM_OK;
 }
@@ -202,15 +227,8 @@ int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_han
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "the device buffer [%p, +%zu) wraps around the address space",
 		               device_ptr, size);
-	if (!shm_possible(client))
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "device buffers need a Unix-socket connection (%s is not one)",
-		               client->address);
-	if (client->pending_count > 0)
-		return tac_err(err, TILEATOM_E_STATE,
-		               "%zu pipelined responses are not collected yet (call "
-		               "tileatom_collect first)",
-		               client->pending_count);
+	if ((rc = register_ready(client, "device buffers", err)) != TILEATOM_OK)
+		return rc;
 	struct tileatom_buffer *b = calloc(1, sizeof(*b));
 	if (!b)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
@@ -219,27 +237,11 @@ int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_han
 	b->map = (void *)(uintptr_t)device_ptr;
 	b->size = size;
 	b->device = true;
-	tac_msg m;
-	memset(&m, 0, sizeof(m));
-	tileatom__request__init(&m.req);
-	m.kind = TILEATOM_REQ_REGISTER_BUFFER;
-	m.req.body_case = TILEATOM__REQUEST__BODY_REGISTER_BUFFER;
-	tileatom__register_buffer_request__init(&m.body.register_buffer);
-	m.body.register_buffer.size = size;
-	m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
-	m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
-	m.req.register_buffer = &m.body.register_buffer;
-	rc = tac_conn_submit(client, &m, client->io_timeout_ms, true, NULL, err);
-	tileatom_request_kind kind;
-	if (rc == TILEATOM_OK)
-		rc = tac_conn_receive(client, client->io_timeout_ms, &kind, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_check_response(client->last, kind, err);
+	rc = register_send(client, b, ipc_handle, err);
 	if (rc != TILEATOM_OK) {
 		free(b);
 		return rc;
 	}
-	b->id = client->last->buffer->buffer_id;
 	client->bufs[client->nbufs++] = b;
 	*out = b;
 	return TILEATOM_OK;
