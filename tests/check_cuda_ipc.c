@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "check_client_util.h"
+#include "raw_ref_add.h"
 #include "tileatom.h"
 #include "tileatom.pb-c.h"
 
@@ -181,7 +182,8 @@ static int raw_connect(void)
 	struct sockaddr_un a;
 	memset(&a, 0, sizeof(a));
 	a.sun_family = AF_UNIX;
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", D.socket);
+	ck_assert_uint_lt(strlen(D.socket), sizeof(a.sun_path)); /* never cut silently */
+	memcpy(a.sun_path, D.socket, strlen(D.socket) + 1);
 	ck_assert_int_eq(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
 	struct timeval tv = {20, 0};
 	ck_assert_int_eq(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
@@ -284,47 +286,16 @@ START_TEST(test_refusals)
 	uint64_t id = r->buffer->buffer_id;
 	tileatom__response__free_unpacked(r, NULL);
 	/* a reference past the end of the buffer, one at an offset past it */
-	Tileatom__IndexedAtomicRequest ix;
-	Tileatom__IndexedAddr addr;
-	Tileatom__Array index, values;
-	Tileatom__BufferRef ref;
-	Tileatom__Array *index_ptr = &index;
-	int32_t one = 1;
-	tileatom__indexed_atomic_request__init(&ix);
-	tileatom__indexed_addr__init(&addr);
-	tileatom__array__init(&index);
-	tileatom__array__init(&values);
-	tileatom__buffer_ref__init(&ref);
-	int64_t shape = 8;
-	index.dtype = TILEATOM__DTYPE__INT32;
-	index.n_shape = 1;
-	index.shape = &shape;
-	index.shared = &ref;
-	ref.buffer_id = id;
-	ref.offset = ALLOC_BYTES - 16;
-	ref.length = 32;
-	values.dtype = TILEATOM__DTYPE__INT32;
-	values.data.data = (uint8_t *)&one;
-	values.data.len = 4;
-	addr.flat = true;
-	addr.n_indices = 1;
-	addr.indices = &index_ptr;
-	ix.tile = (char *)"ipc-ref";
-	ix.op = TILEATOM__OP__ADD;
-	ix.addr = &addr;
-	ix.values = &values;
-	tileatom__request__init(&req);
-	req.id = 2;
-	req.body_case = TILEATOM__REQUEST__BODY_INDEXED;
-	req.indexed = &ix;
-	raw_request(s, &req);
+	raw_ref_add a;
+	raw_ref_add_init(&a, "ipc-ref", 2, id, ALLOC_BYTES - 16, 32);
+	raw_request(s, &a.req);
 	expect(raw_response(s), TILEATOM__STATUS__INVALID_ARGUMENT, "outside device buffer");
-	ref.offset = ALLOC_BYTES + 4096;
-	ref.length = 32;
-	raw_request(s, &req);
+	a.ref.offset = ALLOC_BYTES + 4096;
+	a.ref.length = 32;
+	raw_request(s, &a.req);
 	expect(raw_response(s), TILEATOM__STATUS__INVALID_ARGUMENT, "outside device buffer");
 	/* old values into bytes past the end */
-	ref.offset = 0;
+	a.ref.offset = 0;
 	Tileatom__Options opt;
 	Tileatom__BufferRef oref;
 	tileatom__options__init(&opt);
@@ -334,8 +305,8 @@ START_TEST(test_refusals)
 	oref.buffer_id = id;
 	oref.offset = ALLOC_BYTES - 8;
 	oref.length = 32;
-	ix.options = &opt;
-	raw_request(s, &req);
+	a.ix.options = &opt;
+	raw_request(s, &a.req);
 	expect(raw_response(s), TILEATOM__STATUS__INVALID_ARGUMENT, "outside device buffer");
 	close(s);
 
@@ -344,7 +315,7 @@ START_TEST(test_refusals)
 	tileatom_buffer *b = register_all(c);
 	int64_t n = 32;
 	tileatom_array idx = tileatom_buffer_array(b, TILEATOM_INT32, 1, &n, ALLOC_BYTES - 64);
-	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
+	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &a.one);
 	tileatom_op_result res;
 	int rc = tileatom_indexed(c, "ipc-ref", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL,
 	                          NULL, &res, &e);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "check_client_util.h"
+#include "raw_ref_add.h"
 #include "tileatom.h"
 #include "tileatom.pb-c.h"
 
@@ -1490,55 +1491,24 @@ START_TEST(test_shared_buffer_refusals)
 	ck_assert_uint_eq(r->buffer->size, 4096);
 	tileatom__response__free_unpacked(r, NULL);
 	/* indexed flat add whose indices lie past the end of the buffer */
-	Tileatom__IndexedAtomicRequest ix;
-	Tileatom__IndexedAddr addr;
-	Tileatom__Array index, values;
-	Tileatom__BufferRef ref;
-	Tileatom__Array *index_ptr = &index;
-	int32_t one = 1;
-	tileatom__indexed_atomic_request__init(&ix);
-	tileatom__indexed_addr__init(&addr);
-	tileatom__array__init(&index);
-	tileatom__array__init(&values);
-	tileatom__buffer_ref__init(&ref);
-	int64_t shape = 8;
-	index.dtype = TILEATOM__DTYPE__INT32;
-	index.n_shape = 1;
-	index.shape = &shape;
-	index.shared = &ref;
-	ref.buffer_id = id;
-	ref.offset = 4096 - 16;
-	ref.length = 32;
-	values.dtype = TILEATOM__DTYPE__INT32;
-	values.data.data = (uint8_t *)&one;
-	values.data.len = 4;
-	addr.flat = true;
-	addr.n_indices = 1;
-	addr.indices = &index_ptr;
-	ix.tile = (char *)"shr";
-	ix.op = TILEATOM__OP__ADD;
-	ix.addr = &addr;
-	ix.values = &values;
-	tileatom__request__init(&req);
-	req.id = 5;
-	req.body_case = TILEATOM__REQUEST__BODY_INDEXED;
-	req.indexed = &ix;
-	raw_request(s, &req, -1);
+	raw_ref_add a;
+	raw_ref_add_init(&a, "shr", 5, id, 4096 - 16, 32);
+	raw_request(s, &a.req, -1);
 	r = raw_response(s);
 	ck_assert_int_eq(r->status, TILEATOM__STATUS__INVALID_ARGUMENT);
 	ck_assert_msg(strstr(r->message, "outside shared buffer"), "message: %s", r->message);
 	tileatom__response__free_unpacked(r, NULL);
 	/* an unknown buffer id */
-	ref.offset = 0;
-	ref.buffer_id = id + 7;
-	req.id = 6;
-	raw_request(s, &req, -1);
+	a.ref.offset = 0;
+	a.ref.buffer_id = id + 7;
+	a.req.id = 6;
+	raw_request(s, &a.req, -1);
 	r = raw_response(s);
 	ck_assert_int_eq(r->status, TILEATOM__STATUS__INVALID_ARGUMENT);
 	ck_assert_msg(strstr(r->message, "no shared buffer"), "message: %s", r->message);
 	tileatom__response__free_unpacked(r, NULL);
 	/* a good reference (zeros: index 0 eight times) with old_into of the wrong length */
-	ref.buffer_id = id;
+	a.ref.buffer_id = id;
 	Tileatom__Options opt;
 	Tileatom__BufferRef oref;
 	tileatom__options__init(&opt);
@@ -1548,17 +1518,17 @@ START_TEST(test_shared_buffer_refusals)
 	oref.buffer_id = id;
 	oref.offset = 64;
 	oref.length = 16;
-	ix.options = &opt;
-	req.id = 7;
-	raw_request(s, &req, -1);
+	a.ix.options = &opt;
+	a.req.id = 7;
+	raw_request(s, &a.req, -1);
 	r = raw_response(s);
 	ck_assert_int_eq(r->status, TILEATOM__STATUS__INVALID_ARGUMENT);
 	ck_assert_msg(strstr(r->message, "old_into"), "message: %s", r->message);
 	tileatom__response__free_unpacked(r, NULL);
 	/* right length: applied, the old values land in the buffer, none in the response */
 	oref.length = 32;
-	req.id = 8;
-	raw_request(s, &req, -1);
+	a.req.id = 8;
+	raw_request(s, &a.req, -1);
 	r = raw_response(s);
 	ck_assert_int_eq(r->status, TILEATOM__STATUS__OK);
 	ck_assert_uint_eq(r->op->applied, 8);
@@ -1646,41 +1616,11 @@ START_TEST(test_device_buffer_refusals)
 	}
 	tileatom__response__free_unpacked(r, NULL);
 	/* a reference to the buffer that was never registered */
-	Tileatom__IndexedAtomicRequest ix;
-	Tileatom__IndexedAddr addr;
-	Tileatom__Array index, values;
-	Tileatom__BufferRef ref;
-	Tileatom__Array *index_ptr = &index;
-	int32_t one = 1;
-	tileatom__indexed_atomic_request__init(&ix);
-	tileatom__indexed_addr__init(&addr);
-	tileatom__array__init(&index);
-	tileatom__array__init(&values);
-	tileatom__buffer_ref__init(&ref);
-	int64_t shape = 8;
-	index.dtype = TILEATOM__DTYPE__INT32;
-	index.n_shape = 1;
-	index.shape = &shape;
-	index.shared = &ref;
-	ref.buffer_id = 1;
-	ref.length = 32;
-	values.dtype = TILEATOM__DTYPE__INT32;
-	values.data.data = (uint8_t *)&one;
-	values.data.len = 4;
-	addr.flat = true;
-	addr.n_indices = 1;
-	addr.indices = &index_ptr;
-	ix.tile = (char *)"devref";
-	ix.op = TILEATOM__OP__ADD;
-	ix.addr = &addr;
-	ix.values = &values;
-	tileatom__request__init(&req);
-	req.id = 2;
-	req.body_case = TILEATOM__REQUEST__BODY_INDEXED;
-	req.indexed = &ix;
+	raw_ref_add a;
+	raw_ref_add_init(&a, "devref", 2, 1, 0, 32);
 	tileatom_client *b = conn();
 	create_1d(b, "devref", TILEATOM_INT32, 16);
-	raw_request(s, &req, -1);
+	raw_request(s, &a.req, -1);
 	r = raw_response(s);
 	ck_assert_int_eq(r->status, TILEATOM__STATUS__INVALID_ARGUMENT);
 	ck_assert_msg(strstr(r->message, "no shared buffer 1"), "message: %s", r->message);

@@ -14,7 +14,7 @@ check_PROGRAMS += tests/check_cuda
 TESTS += tests/check_cuda
 check_PROGRAMS += tests/check_cuda_ipc
 TESTS += tests/check_cuda_ipc
-tests_check_cuda_ipc_SOURCES = tests/check_cuda_ipc.c \
+tests_check_cuda_ipc_SOURCES = tests/check_cuda_ipc.c tests/raw_ref_add.h \
 	tests/check_client_util.c tests/check_client_util.h $(PROTO_SOURCES)
 nodist_tests_check_cuda_ipc_SOURCES = $(nodist_PROTO_SOURCES)
 tests_check_cuda_ipc_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)

@@ -83,7 +83,7 @@ tests_check_client_fastwire_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
 tests_check_client_fastwire_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_check_client_fastwire_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 
-tests_check_integration_SOURCES = tests/check_integration.c \
+tests_check_integration_SOURCES = tests/check_integration.c tests/raw_ref_add.h \
 	tests/check_client_util.c tests/check_client_util.h $(PROTO_SOURCES)
 nodist_tests_check_integration_SOURCES = $(nodist_PROTO_SOURCES)
 tests_check_integration_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
