@@ -614,8 +614,22 @@ static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
 
 /* Takes every whole frame out of the received bytes: runs it at once when it is small and
  * nothing of the connection waits, else queues it (with a copy of its payload). Stops and
- * keeps the rest when the input budget runs out (conn_wait_budget). */
+ * keeps the rest when the input budget runs out (conn_wait_budget). The requests run here
+ * are one pipelined run (ta_dispatch_begin_run): with --data-dir their mutation lock is
+ * kept between them and their log records go to the log together, at the end, before any
+ * of their responses can leave. */
+static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len);
 static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
+{
+	ta_dispatch_begin_run(conn->host->svc, conn->host->scratch);
+	conn_consume_frames(conn, data, len);
+	uint64_t seq = ta_dispatch_end_run(conn->host->svc, conn->host->scratch);
+	if (seq > conn->log_seq)
+		conn->log_seq = seq;
+}
+
+/* conn_consume's work, inside the run. */
+static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 {
 	char msg[256];
 	const ta_config *cfg = conn->host->cfg;

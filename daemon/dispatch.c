@@ -105,6 +105,7 @@ typedef struct resp_ctx {
 	bool payload_plain;                  /* the request names no shared buffer: payload is
 	                                        its log record as it stands */
 	uint64_t log_seq;                    /* the record appended for it (0: none) */
+	ta_persist_run *run;                 /* the pipelined run it belongs to, or NULL */
 } resp_ctx;
 
 /* Plans of at most this many elements (global space) join a group. */
@@ -959,27 +960,39 @@ static ta_status persist_begin(resp_ctx *rc, const Tileatom__Request *req, ta_re
                                ta_persist_hold *hold, ta_tile **tile)
 {
 	const char *name = NULL;
-	if (ta_req_has_tile(kind))
+	bool has_tile = ta_req_has_tile(kind);
+	if (has_tile)
 		name = request_tile(req);
 	else if (req->body_case == TILEATOM__REQUEST__BODY_CREATE)
 		name = req->create->name;
 	else if (req->body_case == TILEATOM__REQUEST__BODY_DESTROY)
 		name = req->destroy->name;
 	ta_op op = request_rmw_op(req);
-	/* first guess an integer tile; a tile of another dtype takes the lock again alone */
-	bool shared = name && op != TA_OP_NONE && ta_op_order_independent(op, TA_DTYPE_I64);
+	/* first guess an integer tile; a tile of another dtype takes the lock again alone. A
+	 * run notes the op it found order independent, and the tile checked under the lock
+	 * it keeps */
+	ta_persist_run *run = rc->run;
+	bool shared = name && op != TA_OP_NONE &&
+	              ((run && run->shared_op == (int)op) ||
+	               ta_op_order_independent(op, TA_DTYPE_I64));
+	if (shared && run)
+		run->shared_op = (int)op;
 	for (;;) {
-		ta_status st =
-		    ta_persist_lock(rc->svc->persist, name, shared ? (int)op : -1, hold, &rc->err);
-		if (st != TA_OK || !ta_req_has_tile(kind))
+		ta_status st = ta_persist_run_lock(rc->svc->persist, run, name,
+		                                   shared ? (int)op : -1, hold, &rc->err);
+		if (st != TA_OK || !has_tile)
 			return st;
 		st = get_tile(rc, name, tile);
 		if (st != TA_OK) {
 			ta_persist_unlock(rc->svc->persist, hold);
 			return st;
 		}
-		if (!shared || ta_op_order_independent(op, (*tile)->shape.dtype))
+		if (!shared || (run && hold->kept && hold->kind >= 0 && run->checked == *tile) ||
+		    ta_op_order_independent(op, (*tile)->shape.dtype)) {
+			if (run && hold->kind >= 0)
+				run->checked = *tile;
 			return TA_OK;
+		}
 		ta_tile_unref(*tile);
 		*tile = NULL;
 		ta_persist_unlock(rc->svc->persist, hold);
@@ -1052,7 +1065,7 @@ static bool shared_refs(ProtobufCMessage *msg, bool fix, ta_error *err)
 
 /* Appends the log record of a request that was applied (its lock held): its payload, or,
  * when it used shared buffers, the request re-encoded with their bytes inline. */
-static ta_status persist_record(resp_ctx *rc, Tileatom__Request *req)
+static ta_status persist_record(resp_ctx *rc, Tileatom__Request *req, ta_persist_hold *hold)
 {
 	const uint8_t *rec = rc->payload;
 	size_t len = rc->payload_len;
@@ -1076,9 +1089,10 @@ static ta_status persist_record(resp_ctx *rc, Tileatom__Request *req)
 		protobuf_c_message_pack(&req->base, inlined);
 		rec = inlined;
 	}
-	rc->log_seq = ta_persist_append(rc->svc->persist, rc->who, rec, len, &rc->err);
+	ta_status st = ta_persist_record(rc->svc->persist, hold, rc->who, rec, len, &rc->log_seq,
+	                                 &rc->err);
 	free(inlined);
-	return rc->log_seq ? TA_OK : rc->err.code;
+	return st;
 }
 
 /* Runs one decoded request: looks its tile up when the table says it names one, then calls
@@ -1114,8 +1128,11 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 	}
 	ta_tile *tile = NULL;
 	ta_status st;
-	ta_persist_hold hold = {-1, -1, false};
-	if (rc->svc->persist && ta_req_mutates(kind)) {
+	ta_persist_hold hold = {-1, -1, false, false, NULL};
+	bool logged = rc->svc->persist && ta_req_mutates(kind);
+	if (rc->run && !logged) /* a snapshot takes every lock */
+		ta_persist_run_release(rc->svc->persist, rc->run);
+	if (logged) {
 		/* logged requests are applied here, under their lock, not collected into a
 		 * group: the requests collected before it run first */
 		if (rc->group) {
@@ -1145,7 +1162,7 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 	if (hold.held) {
 		if (st == TA_OK && !rc->deferred)
 			/* the decoded request lives in the arena: persist_record may rewrite it */
-			st = persist_record(rc, (Tileatom__Request *)req);
+			st = persist_record(rc, (Tileatom__Request *)req, &hold);
 		ta_persist_unlock(rc->svc->persist, &hold);
 	}
 	return st;
@@ -1217,11 +1234,28 @@ void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
 {
 	ta_arena_init(&s->arena, TA_DISPATCH_ARENA_KEEP);
 	s->log_seq = 0;
+	ta_persist_run_init(&s->run);
+	s->in_run = false;
 }
 
 void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 {
 	ta_arena_free(&s->arena);
+	ta_persist_run_free(&s->run);
+}
+
+void ta_dispatch_begin_run(ta_service *svc, ta_dispatch_scratch *scratch)
+{
+	if (svc->persist)
+		scratch->in_run = true;
+}
+
+uint64_t ta_dispatch_end_run(ta_service *svc, ta_dispatch_scratch *scratch)
+{
+	if (!scratch->in_run)
+		return 0;
+	scratch->in_run = false;
+	return ta_persist_run_end(svc->persist, &scratch->run);
 }
 
 /* Bytes of the message naming a bad string field (wirecheck.c). */
@@ -1360,6 +1394,7 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 	rc->payload = payload;
 	rc->payload_len = len;
 	rc->payload_plain = d.no_buffer_refs;
+	rc->run = scratch->in_run ? &scratch->run : NULL;
 	metrics_start(rc, len);
 	tileatom__response__init(&rc->resp);
 	rc->resp.id = req->id;
@@ -1385,6 +1420,9 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_s
 	uint64_t log_seq = 0;
 	*close_after = false;
 	*nframes = 0;
+	bool own_run = !scratch->in_run;
+	if (own_run)
+		ta_dispatch_begin_run(svc, scratch);
 	dispatch_group *g = malloc(sizeof(*g)); /* NULL: one by one, as well */
 	if (g) {
 		g->svc = svc;
@@ -1415,6 +1453,11 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_s
 		*close_after = g->close_after;
 		ta_arena_reset(&scratch->arena);
 		free(g);
+	}
+	if (own_run) { /* before any of the responses can leave */
+		uint64_t run_seq = ta_dispatch_end_run(svc, scratch);
+		if (run_seq > log_seq)
+			log_seq = run_seq;
 	}
 	scratch->log_seq = log_seq;
 	return done;
@@ -1491,6 +1534,7 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	rc.payload = payload;
 	rc.payload_len = len;
 	rc.payload_plain = d->no_buffer_refs;
+	rc.run = scratch->in_run ? &scratch->run : NULL;
 	rc.session = session;
 	rc.who = ta_session_who(session);
 	tileatom__response__init(&rc.resp);

@@ -16,6 +16,7 @@
 #include "registry.h"
 #include "ta_auth.h"
 #include "ta_backend.h"
+#include "persist.h"
 #include "ta_frame.h"
 
 /* State every request may use; shared by all worker threads. */
@@ -65,6 +66,8 @@ typedef struct ta_dispatch_scratch {
 	ta_arena arena;   /* decoded request, values returned, reset after each request */
 	uint64_t log_seq; /* log record of the last request (ta_dispatch_run), or the highest of
 	                     a run (ta_dispatch_run_batch); 0: none (persist.h) */
+	ta_persist_run run; /* the pipelined run's lock and records (persist.h) */
+	bool in_run;        /* between ta_dispatch_begin_run and ta_dispatch_end_run */
 } ta_dispatch_scratch;
 
 /* Outcome of ta_dispatch_run. */
@@ -114,6 +117,16 @@ ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch
 size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
                              const uint8_t *frames, size_t len, uint64_t out_bound,
                              ta_frame_buf *out, bool *close_after, uint32_t *nframes);
+
+/* With --data-dir: starts a pipelined run on scratch (no-op without, or when one is
+ * started): until ta_dispatch_end_run, the mutations run with scratch keep their mutation
+ * lock between requests and give their log records to the log together (ta_persist_run).
+ * ta_dispatch_run_batch makes its own run when none is started. */
+void ta_dispatch_begin_run(ta_service *svc, ta_dispatch_scratch *scratch);
+/* Ends the run: its records go to the log and its lock is released. Returns the highest log
+ * record behind its responses (0: none), or TA_PERSIST_SEQ_LOST: they must not leave
+ * (ta_persist_durable). Call before any response of the run can leave. */
+uint64_t ta_dispatch_end_run(ta_service *svc, ta_dispatch_scratch *scratch);
 
 /* Appends an error response for request id (0 when unknown) to out; returns close_after,
  * or true when not even that could be appended. */

@@ -54,6 +54,7 @@
 #include "persist.h"
 
 #include <dirent.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -186,36 +187,36 @@ const char *ta_fsync_mode_name(ta_fsync_mode mode)
 /* Little-endian encoders and decoders. */
 static void put_u16(uint8_t *b, uint16_t v)
 {
-	b[0] = (uint8_t)v;
-	b[1] = (uint8_t)(v >> 8);
+	v = htole16(v);
+	memcpy(b, &v, sizeof(v));
 }
 static void put_u32(uint8_t *b, uint32_t v)
 {
-	for (int i = 0; i < 4; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
+	v = htole32(v);
+	memcpy(b, &v, sizeof(v));
 }
 static void put_u64(uint8_t *b, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
+	v = htole64(v);
+	memcpy(b, &v, sizeof(v));
 }
 static uint16_t get_u16(const uint8_t *b)
 {
-	return (uint16_t)(b[0] | (b[1] << 8));
+	uint16_t v;
+	memcpy(&v, b, sizeof(v));
+	return le16toh(v);
 }
 static uint32_t get_u32(const uint8_t *b)
 {
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | b[i];
-	return v;
+	uint32_t v;
+	memcpy(&v, b, sizeof(v));
+	return le32toh(v);
 }
 static uint64_t get_u64(const uint8_t *b)
 {
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | b[i];
-	return v;
+	uint64_t v;
+	memcpy(&v, b, sizeof(v));
+	return le64toh(v);
 }
 
 /* Checksum of n bytes: the low 32 bits of XXH3-64 (fast on the short records of the log). */
@@ -585,7 +586,15 @@ static void stripe_unlock(ta_stripe *st)
 ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
                           ta_error *err)
 {
+	return ta_persist_run_lock(p, NULL, name, kind, hold, err);
+}
+
+ta_status ta_persist_run_lock(ta_persist *p, ta_persist_run *run, const char *name, int kind,
+                              ta_persist_hold *hold, ta_error *err)
+{
+	hold->run = run;
 	hold->held = false;
+	hold->kept = false;
 	if (atomic_load(&p->failed)) {
 		char why[sizeof(p->fail_msg)];
 		bool final;
@@ -600,24 +609,114 @@ ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_
 		                          : "until the log can be written again");
 	}
 	hold->kind = name ? kind : -1;
-	hold->stripe = name ? stripe_of(name) : -1;
+	hold->stripe = -1;
+	if (name) /* the run's name saves the hash of the name */
+		hold->stripe = run && run->hold.held && run->name[0] && strcmp(run->name, name) == 0
+		                   ? run->hold.stripe
+		                   : stripe_of(name);
+	if (run && run->hold.held) {
+		/* the run's lock serves when it is this stripe's, held alone or shared with
+		 * this kind; any other goes (with the records made under it) first */
+		if (hold->stripe >= 0 && run->hold.stripe == hold->stripe &&
+		    (run->hold.kind < 0 || run->hold.kind == hold->kind)) {
+			hold->kind = run->hold.kind;
+			hold->held = true;
+			hold->kept = true;
+			return TA_OK;
+		}
+		ta_persist_run_release(p, run);
+	}
 	int lo = name ? hold->stripe : 0;
 	int hi = name ? hold->stripe : TA_PERSIST_STRIPES - 1;
 	for (int s = lo; s <= hi; s++)
 		stripe_lock(&p->stripes[s], hold->kind);
 	hold->held = true;
+	if (run) {
+		size_t n = name ? strlen(name) : 0;
+		if (n < sizeof(run->name))
+			memcpy(run->name, name ? name : "", n + 1);
+		else
+			run->name[0] = '\0';
+	}
 	return TA_OK;
+}
+
+/* Releases the stripes of hold (no run involved). */
+static void hold_release(ta_persist *p, ta_persist_hold *hold)
+{
+	int lo = hold->stripe >= 0 ? hold->stripe : 0;
+	int hi = hold->stripe >= 0 ? hold->stripe : TA_PERSIST_STRIPES - 1;
+	for (int s = hi; s >= lo; s--)
+		stripe_unlock(&p->stripes[s]);
+	hold->held = false;
 }
 
 void ta_persist_unlock(ta_persist *p, ta_persist_hold *hold)
 {
 	if (!hold->held)
 		return;
-	int lo = hold->stripe >= 0 ? hold->stripe : 0;
-	int hi = hold->stripe >= 0 ? hold->stripe : TA_PERSIST_STRIPES - 1;
-	for (int s = hi; s >= lo; s--)
-		stripe_unlock(&p->stripes[s]);
-	hold->held = false;
+	ta_persist_run *run = hold->run;
+	if (run && hold->stripe >= 0) {
+		/* the run keeps it (it is the run's already, or the run held none) */
+		run->hold = *hold;
+		run->hold.run = NULL;
+		hold->held = false;
+		return;
+	}
+	if (run) /* every stripe: the records made under it go to the log first */
+		ta_persist_run_release(p, run);
+	hold_release(p, hold);
+}
+
+/* Makes room for need more bytes in p->buf (mu held): first waits, while the records
+ * waiting would pass the bound, for the writer to take the buffer (not while writing
+ * fails: the failure refuses new mutations, so only those already past the lock come
+ * here). False when memory is short (persistence is then marked failed). */
+static bool buf_make_room(ta_persist *p, size_t need)
+{
+	while (p->buf_max && p->len > 0 && p->len + need > p->buf_max &&
+	       !atomic_load(&p->failed) && !p->stop) {
+		p->buf_waits++;
+		p->drain_waiters++;
+		pthread_cond_signal(&p->wake);
+		pthread_cond_wait(&p->drained, &p->mu);
+		p->drain_waiters--;
+	}
+	if (p->cap - p->len < need) {
+		size_t want = p->cap ? p->cap : 65536;
+		while (want - p->len < need)
+			want *= 2;
+		uint8_t *nb = realloc(p->buf, want);
+		if (!nb) {
+			set_failed(p, "persistence log record could not be buffered", ENOMEM, true);
+			return false;
+		}
+		p->buf = nb;
+		p->cap = want;
+	}
+	return true;
+}
+
+/* Counts len more bytes of records in p->buf and wakes the writer when it waits (mu
+ * held). */
+static void buf_added(ta_persist *p, size_t len)
+{
+	p->len += len;
+	if (p->len > p->buf_high)
+		p->buf_high = p->len;
+	if (p->writer_idle)
+		pthread_cond_signal(&p->wake);
+}
+
+/* Fills the header of a record at h: its payload's length and checksum, seq and who. */
+static void put_header(uint8_t *h, uint32_t len, uint64_t seq, ta_owner who,
+                       uint32_t payload_sum)
+{
+	put_u32(h, len);
+	put_u64(h + 4, seq);
+	put_u64(h + 12, (uint64_t)who);
+	put_u32(h + 20, payload_sum);
+	put_u32(h + 24, sum32(h, 24));
 }
 
 uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, size_t len,
@@ -627,48 +726,143 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 		ta_error_set(err, TA_INTERNAL, "a request of %zu bytes cannot be logged", len);
 		return 0;
 	}
+	uint32_t payload_sum = sum32(payload, len);
 	pthread_mutex_lock(&p->mu);
-	/* backpressure: wait for the writer to take the buffer (not while writing fails: the
-	 * failure refuses new mutations, so only those already past the lock come here) */
-	while (p->buf_max && p->len > 0 && p->len + REC_HEADER + len > p->buf_max &&
-	       !atomic_load(&p->failed) && !p->stop) {
-		p->buf_waits++;
-		p->drain_waiters++;
-		pthread_cond_signal(&p->wake);
-		pthread_cond_wait(&p->drained, &p->mu);
-		p->drain_waiters--;
-	}
-	if (p->cap - p->len < len + REC_HEADER) {
-		size_t want = p->cap ? p->cap : 65536;
-		while (want - p->len < len + REC_HEADER)
-			want *= 2;
-		uint8_t *nb = realloc(p->buf, want);
-		if (!nb) {
-			set_failed(p, "persistence log record could not be buffered", ENOMEM, true);
-			pthread_mutex_unlock(&p->mu);
-			ta_error_set(err, TA_INTERNAL,
-			             "the request was applied but its log record could not be "
-			             "buffered (out of memory); mutations are refused from now on");
-			return 0;
-		}
-		p->buf = nb;
-		p->cap = want;
+	if (!buf_make_room(p, REC_HEADER + len)) {
+		pthread_mutex_unlock(&p->mu);
+		ta_error_set(err, TA_INTERNAL,
+		             "the request was applied but its log record could not be "
+		             "buffered (out of memory); mutations are refused from now on");
+		return 0;
 	}
 	uint64_t seq = p->next_seq++;
 	uint8_t *h = p->buf + p->len;
-	put_u32(h, (uint32_t)len);
-	put_u64(h + 4, seq);
-	put_u64(h + 12, (uint64_t)who);
-	put_u32(h + 20, sum32(payload, len));
-	put_u32(h + 24, sum32(h, 24));
+	put_header(h, (uint32_t)len, seq, who, payload_sum);
 	memcpy(h + REC_HEADER, payload, len);
-	p->len += REC_HEADER + len;
-	if (p->len > p->buf_high)
-		p->buf_high = p->len;
-	if (p->writer_idle)
-		pthread_cond_signal(&p->wake);
+	buf_added(p, REC_HEADER + len);
 	pthread_mutex_unlock(&p->mu);
 	return seq;
+}
+
+void ta_persist_run_init(ta_persist_run *run)
+{
+	memset(run, 0, sizeof(*run));
+}
+
+/* Bytes of records a run of p keeps at most: TA_PERSIST_RUN_BYTES, or the bound on the
+ * log buffer when that is smaller (set before any request runs). */
+static size_t run_limit(const ta_persist *p)
+{
+	return p->buf_max && p->buf_max < TA_PERSIST_RUN_BYTES ? (size_t)p->buf_max
+	                                                        : TA_PERSIST_RUN_BYTES;
+}
+
+/* Appends the records of run to the log, in their order, giving them their sequence
+ * numbers (one lock of the log for all of them); marks the run lost when memory is
+ * short. */
+static void run_flush(ta_persist *p, ta_persist_run *run)
+{
+	if (run->len == 0)
+		return;
+	pthread_mutex_lock(&p->mu);
+	if (!buf_make_room(p, run->len)) {
+		pthread_mutex_unlock(&p->mu);
+		ta_log(TA_LOG_ERR,
+		       "%zu bytes of log records of applied requests could not be buffered (out "
+		       "of memory): their responses are withheld",
+		       run->len);
+		run->lost = true;
+		run->len = 0;
+		return;
+	}
+	uint8_t *dst = p->buf + p->len;
+	memcpy(dst, run->buf, run->len);
+	for (size_t off = 0; off < run->len;) {
+		uint8_t *h = dst + off;
+		put_u64(h + 4, p->next_seq++);
+		put_u32(h + 24, sum32(h, 24));
+		off += REC_HEADER + (size_t)get_u32(h);
+	}
+	run->last_seq = p->next_seq - 1;
+	buf_added(p, run->len);
+	pthread_mutex_unlock(&p->mu);
+	run->len = 0;
+}
+
+/* Keeps the record of a request (len bytes at payload, acting for who) in run, behind
+ * those before it; false when it does not go in (too large, or memory is short). */
+static bool run_add(ta_persist *p, ta_persist_run *run, ta_owner who, const uint8_t *payload,
+                    size_t len)
+{
+	size_t limit = run_limit(p);
+	if (len > limit || REC_HEADER + len > limit)
+		return false;
+	size_t need = REC_HEADER + len;
+	if (run->len + need > limit)
+		run_flush(p, run);
+	if (run->cap - run->len < need) {
+		size_t want = run->cap ? run->cap * 2 : 4096;
+		while (want < run->len + need)
+			want *= 2;
+		if (want > limit)
+			want = limit;
+		uint8_t *nb = realloc(run->buf, want);
+		if (!nb)
+			return false;
+		run->buf = nb;
+		run->cap = want;
+	}
+	uint8_t *h = run->buf + run->len;
+	/* the sequence number and the header's checksum come with run_flush */
+	put_u32(h, (uint32_t)len);
+	put_u64(h + 12, (uint64_t)who);
+	put_u32(h + 20, sum32(payload, len));
+	memcpy(h + REC_HEADER, payload, len);
+	run->len += need;
+	return true;
+}
+
+ta_status ta_persist_record(ta_persist *p, ta_persist_hold *hold, ta_owner who,
+                            const uint8_t *payload, size_t len, uint64_t *seq, ta_error *err)
+{
+	ta_persist_run *run = hold->run;
+	*seq = 0;
+	if (run && run_add(p, run, who, payload, len))
+		return TA_OK;
+	if (run)
+		run_flush(p, run); /* the records before it go first */
+	*seq = ta_persist_append(p, who, payload, len, err);
+	if (*seq == 0)
+		return err->code != TA_OK ? err->code : TA_INTERNAL;
+	if (run && *seq > run->last_seq)
+		run->last_seq = *seq;
+	return TA_OK;
+}
+
+void ta_persist_run_release(ta_persist *p, ta_persist_run *run)
+{
+	run_flush(p, run);
+	if (run->hold.held)
+		hold_release(p, &run->hold);
+	run->name[0] = '\0';
+	run->checked = NULL;
+}
+
+uint64_t ta_persist_run_end(ta_persist *p, ta_persist_run *run)
+{
+	ta_persist_run_release(p, run);
+	uint64_t seq = run->lost ? TA_PERSIST_SEQ_LOST : run->last_seq;
+	run->lost = false;
+	run->last_seq = 0;
+	return seq;
+}
+
+void ta_persist_run_free(ta_persist_run *run)
+{
+	free(run->buf);
+	run->buf = NULL;
+	run->cap = 0;
+	run->len = 0;
 }
 
 void ta_persist_fail(ta_persist *p, const char *what)
@@ -680,6 +874,8 @@ void ta_persist_fail(ta_persist *p, const char *what)
 
 int ta_persist_durable(ta_persist *p, uint64_t seq)
 {
+	if (seq == TA_PERSIST_SEQ_LOST)
+		return -1; /* a run's records could not be buffered */
 	if (p->mode != TA_FSYNC_ALWAYS)
 		return 1; /* acknowledged at once; a failed write is retried */
 	if (atomic_load(&p->durable_seq) >= seq)

@@ -14,7 +14,9 @@
  * add, sub, min, max, and, or, xor) share the lock with requests of the same op (adds
  * with adds; an add and a max do not commute); every other mutation (cas, exch, stores,
  * write, float add, create, destroy) holds it alone. A snapshot holds every stripe
- * alone.
+ * alone. In a pipelined run (ta_persist_run) the lock is kept from one request to the next
+ * while they need the same one, and the run's records are appended together before it is
+ * released (one lock of the log per run instead of one per request).
  *
  * A writer thread writes the records in the order of their sequence numbers; with
  * --fsync always it fdatasyncs after each write (group commit: one fdatasync covers every
@@ -50,12 +52,46 @@ typedef enum ta_fsync_mode {
 
 typedef struct ta_persist ta_persist;
 
+struct ta_persist_run;
+
 /* A held mutation lock (from ta_persist_lock). */
 typedef struct ta_persist_hold {
-	int stripe; /* the stripe held, or -1 for all of them */
-	int kind;   /* shared with requests of this kind (>= 0), or -1: held alone */
-	bool held;  /* a lock is held */
+	int stripe;                 /* the stripe held, or -1 for all of them */
+	int kind;                   /* shared with requests of this kind (>= 0), or -1: alone */
+	bool held;                  /* a lock is held */
+	bool kept;                  /* it is the lock run kept from a request before */
+	struct ta_persist_run *run; /* the run that keeps the lock and takes the record
+	                               (ta_persist_run_lock; NULL: released and appended at
+	                               once) */
 } ta_persist_hold;
+
+/* The sequence number ta_persist_run_end gives for a run whose records could not all be
+ * buffered (out of memory): its responses must not leave (ta_persist_durable says -1). */
+#define TA_PERSIST_SEQ_LOST UINT64_MAX
+
+/* Most bytes of records a run keeps before giving them to the log (a larger record goes
+ * to the log alone). */
+#define TA_PERSIST_RUN_BYTES (64u * 1024u)
+
+/* One thread's pipelined run (the requests of one read of a connection, or of a worker's
+ * batch): its mutations keep their tile's mutation lock from one request to the next while
+ * they need the same one, and their records wait here, in order, to be appended to the
+ * log together (one lock of the log, sequence numbers given then) before that lock is
+ * released, so that the records of a tile stay in the order of application. Nothing of
+ * the run may be acknowledged before ta_persist_run_end. Used by one thread at a time. */
+typedef struct ta_persist_run {
+	ta_persist_hold hold;       /* the lock kept between requests (hold.held: one is) */
+	char name[TA_NAME_MAX + 1]; /* a tile name of hold's stripe ("": none known) */
+	const void *checked;        /* the tile last found order independent for hold.kind
+	                               under hold (the caller's note; reset on release) */
+	int shared_op;              /* the caller's note: an op found order independent on
+	                               integer tiles (0: none yet) */
+	uint8_t *buf;               /* records without their sequence numbers (malloc'd) */
+	size_t len;                 /* bytes at buf */
+	size_t cap;                 /* bytes allocated at buf */
+	uint64_t last_seq;          /* the highest sequence number given to its records */
+	bool lost;                  /* records could not be buffered: see TA_PERSIST_SEQ_LOST */
+} ta_persist_run;
 
 /* What a snapshot wrote. */
 typedef struct ta_persist_snapinfo {
@@ -110,19 +146,41 @@ void ta_persist_detach(ta_persist *p);
  * problem, while the log cannot be written (see persist.c's failure modes). */
 ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
                           ta_error *err);
-/* Releases a lock from ta_persist_lock (no-op when none is held). */
+/* ta_persist_lock for a request of run: the lock run keeps serves when it is the one
+ * needed (hold->kept), any other is released first (with the run's records). */
+ta_status ta_persist_run_lock(ta_persist *p, ta_persist_run *run, const char *name, int kind,
+                              ta_persist_hold *hold, ta_error *err);
+/* Releases a lock from ta_persist_lock (no-op when none is held). With hold->run set, the
+ * run keeps a stripe's lock for its next request (ta_persist_run_release lets it go). */
 void ta_persist_unlock(ta_persist *p, ta_persist_hold *hold);
 /* Appends the record of an applied request (its payload, and who: the identity it acted
  * for, which replay acts for again); call with its lock held. Returns its sequence number,
  * or 0 with err set when memory is short (persistence is then marked failed). */
 uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, size_t len,
                            ta_error *err);
+/* Logs an applied request under hold (its lock held): with hold->run, into the run (*seq
+ * 0: the number is given when the run's records go to the log), else ta_persist_append
+ * (*seq: its number). TA_OK, or an error (err set) when memory is short. */
+ta_status ta_persist_record(ta_persist *p, ta_persist_hold *hold, ta_owner who,
+                            const uint8_t *payload, size_t len, uint64_t *seq, ta_error *err);
+
+/* Prepares an empty run. */
+void ta_persist_run_init(ta_persist_run *run);
+/* Appends the run's records to the log and releases its lock (the run goes on). */
+void ta_persist_run_release(ta_persist *p, ta_persist_run *run);
+/* Ends a run: ta_persist_run_release, then returns the highest sequence number given to
+ * its records (0: none), or TA_PERSIST_SEQ_LOST; the run is empty again. */
+uint64_t ta_persist_run_end(ta_persist *p, ta_persist_run *run);
+/* Frees a run's memory (after ta_persist_run_end). */
+void ta_persist_run_free(ta_persist_run *run);
+
 /* Marks persistence failed (what: the reason, logged once): mutations are refused from now
  * on. For a request applied whose record cannot be made. */
 void ta_persist_fail(ta_persist *p, const char *what);
 /* For the loop: 1 when the response of record seq may leave (durable, or not required by
  * the fsync mode), 0 not yet, -1 when writing failed before it became durable (--fsync
- * always: the connection answers with an error and closes). */
+ * always: the connection answers with an error and closes) or seq is TA_PERSIST_SEQ_LOST
+ * (every mode). */
 int ta_persist_durable(ta_persist *p, uint64_t seq);
 
 /* Copies what made persistence fail (e.g. "persistence log write failed: File too large")
