@@ -972,9 +972,9 @@ static ta_status persist_begin(resp_ctx *rc, const Tileatom__Request *req, ta_re
 	 * run notes the op it found order independent, and the tile checked under the lock
 	 * it keeps */
 	ta_persist_run *run = rc->run;
-	bool shared = name && op != TA_OP_NONE &&
-	              ((run && run->shared_op == (int)op) ||
-	               ta_op_order_independent(op, TA_DTYPE_I64));
+	bool shared =
+	    name && op != TA_OP_NONE &&
+	    ((run && run->shared_op == (int)op) || ta_op_order_independent(op, TA_DTYPE_I64));
 	if (shared && run)
 		run->shared_op = (int)op;
 	for (;;) {
@@ -1089,8 +1089,8 @@ static ta_status persist_record(resp_ctx *rc, Tileatom__Request *req, ta_persist
 		protobuf_c_message_pack(&req->base, inlined);
 		rec = inlined;
 	}
-	ta_status st = ta_persist_record(rc->svc->persist, hold, rc->who, rec, len, &rc->log_seq,
-	                                 &rc->err);
+	ta_status st =
+	    ta_persist_record(rc->svc->persist, hold, rc->who, rec, len, &rc->log_seq, &rc->err);
 	free(inlined);
 	return st;
 }

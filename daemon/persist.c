@@ -18,10 +18,13 @@
  *
  * Happy path of a mutation: dispatch takes the stripe lock of its tile (ta_persist_lock),
  * applies the request, appends the record to p->buf under p->mu (sequence numbers are given
- * in append order), drops the lock. The writer thread takes the whole buffer, writes it,
- * fdatasyncs it (always) and wakes the loop (uv_async_t), where held responses leave. With
- * everysec the writer only writes (letting records gather GATHER_MS first) and a syncer
- * thread fdatasyncs once a second.
+ * in append order), drops the lock. In a pipelined run (ta_persist_run) the lock is kept
+ * while the next request needs the same one, and the records wait, without their sequence
+ * numbers and header checksums, in the run's buffer; they are copied to p->buf together,
+ * numbered there under p->mu, before the lock is released (run_flush). The writer thread
+ * takes the whole buffer, writes it, fdatasyncs it (always) and wakes the loop (uv_async_t),
+ * where held responses leave. With everysec the writer only writes (letting records gather
+ * GATHER_MS first) and a syncer thread fdatasyncs once a second.
  *
  * Compaction (a snapshot request, or the log passing compact_size): every stripe is held
  * alone, so no mutation is half done; the tiles are read through the backend (LOAD plans:
@@ -674,8 +677,8 @@ void ta_persist_unlock(ta_persist *p, ta_persist_hold *hold)
  * here). False when memory is short (persistence is then marked failed). */
 static bool buf_make_room(ta_persist *p, size_t need)
 {
-	while (p->buf_max && p->len > 0 && p->len + need > p->buf_max &&
-	       !atomic_load(&p->failed) && !p->stop) {
+	while (p->buf_max && p->len > 0 && p->len + need > p->buf_max && !atomic_load(&p->failed) &&
+	       !p->stop) {
 		p->buf_waits++;
 		p->drain_waiters++;
 		pthread_cond_signal(&p->wake);
@@ -709,8 +712,7 @@ static void buf_added(ta_persist *p, size_t len)
 }
 
 /* Fills the header of a record at h: its payload's length and checksum, seq and who. */
-static void put_header(uint8_t *h, uint32_t len, uint64_t seq, ta_owner who,
-                       uint32_t payload_sum)
+static void put_header(uint8_t *h, uint32_t len, uint64_t seq, ta_owner who, uint32_t payload_sum)
 {
 	put_u32(h, len);
 	put_u64(h + 4, seq);
@@ -754,7 +756,7 @@ void ta_persist_run_init(ta_persist_run *run)
 static size_t run_limit(const ta_persist *p)
 {
 	return p->buf_max && p->buf_max < TA_PERSIST_RUN_BYTES ? (size_t)p->buf_max
-	                                                        : TA_PERSIST_RUN_BYTES;
+	                                                       : TA_PERSIST_RUN_BYTES;
 }
 
 /* Appends the records of run to the log, in their order, giving them their sequence

@@ -1033,6 +1033,73 @@ START_TEST(test_buffer_bound)
 }
 END_TEST
 
+/* ---- a pipelined run ---- */
+
+/* Logs an add of 5 to "c" in run (its lock taken as kind); returns whether the run's lock
+ * served (kept). The record gets no number yet. */
+static bool run_add5(fixture *fx, ta_persist_run *run, int kind)
+{
+	ta_persist_hold hold;
+	ta_error err = {0};
+	ck_assert_int_eq(ta_persist_run_lock(fx->p, run, "c", kind, &hold, &err), TA_OK);
+	uint8_t *rec = NULL;
+	size_t n = pack_add(1, 5, &rec);
+	uint64_t seq = 99;
+	ck_assert_int_eq(ta_persist_record(fx->p, &hold, TA_OWNER_ANY, rec, n, &seq, &err), TA_OK);
+	free(rec);
+	ck_assert_uint_eq(seq, 0); /* numbered when the run's records go to the log */
+	bool kept = hold.kept;
+	ta_persist_unlock(fx->p, &hold);
+	ck_assert(run->hold.held); /* the run keeps it */
+	return kept;
+}
+
+START_TEST(test_run)
+{
+	/* a run keeps its lock from one add to the next (a lock held alone waits for the end
+	 * of the run, which does not wait for it), numbers its records when they go to the
+	 * log together, releases the lock (its records first) when another is needed, and
+	 * the records replay */
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ok(create_i64(&fx, "c", 1)); /* record 1 */
+	ta_persist_run run;
+	ta_persist_run_init(&run);
+	ck_assert(!run_add5(&fx, &run, (int)TA_OP_ADD));
+	locker alone;
+	locker_start(&alone, fx.p, "c", -1);
+	ck_assert(!locker_holds(&alone, 100));
+	ck_assert(run_add5(&fx, &run, (int)TA_OP_ADD));
+	ck_assert(run_add5(&fx, &run, (int)TA_OP_ADD));
+	ck_assert(!locker_holds(&alone, 50));
+	ck_assert_int_eq(ta_persist_durable(fx.p, 2), 0);     /* not even in the log's buffer */
+	ck_assert_uint_eq(ta_persist_run_end(fx.p, &run), 4); /* records 2, 3 and 4 */
+	ck_assert(!run.hold.held);
+	ck_assert(locker_holds(&alone, 2000));
+	locker_release(&alone);
+	ck_assert_uint_eq(ta_persist_run_end(fx.p, &run), 0); /* nothing since */
+	/* held alone next: the shared lock goes first, with its record (5) */
+	ck_assert(!run_add5(&fx, &run, (int)TA_OP_ADD));
+	ck_assert(!run_add5(&fx, &run, -1));
+	ck_assert_uint_eq(run.last_seq, 5);
+	ck_assert(run_add5(&fx, &run, (int)TA_OP_ADD)); /* a lock held alone serves an add */
+	ck_assert_uint_eq(ta_persist_run_end(fx.p, &run), 7);
+	/* a run whose records could not be buffered: its responses never leave */
+	ck_assert_int_eq(ta_persist_durable(fx.p, TA_PERSIST_SEQ_LOST), -1);
+	ta_persist_run_free(&run);
+	fx_close(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_NO);
+	int64_t v = 0;
+	read_i64(&fx, "c", &v, 1);
+	ck_assert_int_eq(v, 30); /* six adds of 5 */
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
 static Suite *persist_suite(void)
 {
 	Suite *s = suite_create("persist");
@@ -1049,6 +1116,7 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, test_disk_full_always);
 	tcase_add_test(tc, test_disk_full_everysec);
 	tcase_add_test(tc, test_buffer_bound);
+	tcase_add_test(tc, test_run);
 	suite_add_tcase(s, tc);
 	return s;
 }
