@@ -20,11 +20,12 @@
  * applies the request, appends the record to p->buf under p->mu (sequence numbers are given
  * in append order), drops the lock. In a pipelined run (ta_persist_run) the lock is kept
  * while the next request needs the same one, and the records wait, without their sequence
- * numbers and header checksums, in the run's buffer; they are copied to p->buf together,
- * numbered there under p->mu, before the lock is released (run_flush). The writer thread
- * takes the whole buffer, writes it, fdatasyncs it (always) and wakes the loop (uv_async_t),
- * where held responses leave. With everysec the writer only writes (letting records gather
- * GATHER_MS first) and a syncer thread fdatasyncs once a second.
+ * numbers, in the run's buffer; they are copied to p->buf together, numbered there under
+ * p->mu, before the lock is released (run_flush). The writer thread takes the whole buffer,
+ * fills in the records' checksums (seal_records: off the threads that apply requests),
+ * writes it, fdatasyncs it (always) and wakes the loop (uv_async_t), where held responses
+ * leave. With everysec the writer only writes (letting records gather GATHER_MS first) and
+ * a syncer thread fdatasyncs once a second.
  *
  * Compaction (a snapshot request, or the log passing compact_size): every stripe is held
  * alone, so no mutation is half done; the tiles are read through the backend (LOAD plans:
@@ -228,6 +229,20 @@ static uint32_t sum32(const void *data, size_t n)
 	return (uint32_t)XXH3_64bits(data, n);
 }
 
+/* Writer: fills the checksums of the whole records at buf[0, n) (the payload's, then the
+ * header's), before they are written: off the threads that apply requests, which only copy
+ * them. */
+static void seal_records(uint8_t *buf, size_t n)
+{
+	for (size_t off = 0; off + REC_HEADER <= n;) {
+		uint8_t *h = buf + off;
+		uint32_t len = get_u32(h);
+		put_u32(h + 20, sum32(h + REC_HEADER, len));
+		put_u32(h + 24, sum32(h, 24));
+		off += REC_HEADER + (size_t)len;
+	}
+}
+
 /* Waits on cond until ms from now (CLOCK_MONOTONIC; mu held). */
 static void wait_ms(pthread_cond_t *cond, pthread_mutex_t *mu, uint64_t ms)
 {
@@ -423,6 +438,8 @@ static void *writer_main(void *arg)
 			uint64_t hi = p->next_seq - 1;
 			bool drop = failed && p->fail_final;
 			pthread_mutex_unlock(&p->mu);
+			if (!drop)
+				seal_records(wbuf, n);
 			int e = drop ? 0 : write_all(p->log_fd, wbuf, n);
 			const char *what = "persistence log write failed";
 			if (e == 0 && !drop && p->mode == TA_FSYNC_ALWAYS) {
@@ -711,14 +728,13 @@ static void buf_added(ta_persist *p, size_t len)
 		pthread_cond_signal(&p->wake);
 }
 
-/* Fills the header of a record at h: its payload's length and checksum, seq and who. */
-static void put_header(uint8_t *h, uint32_t len, uint64_t seq, ta_owner who, uint32_t payload_sum)
+/* Fills the header of a record at h: its payload's length, seq and who; the checksums come
+ * with the writer (seal_records). */
+static void put_header(uint8_t *h, uint32_t len, uint64_t seq, ta_owner who)
 {
 	put_u32(h, len);
 	put_u64(h + 4, seq);
 	put_u64(h + 12, (uint64_t)who);
-	put_u32(h + 20, payload_sum);
-	put_u32(h + 24, sum32(h, 24));
 }
 
 uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, size_t len,
@@ -728,7 +744,6 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 		ta_error_set(err, TA_INTERNAL, "a request of %zu bytes cannot be logged", len);
 		return 0;
 	}
-	uint32_t payload_sum = sum32(payload, len);
 	pthread_mutex_lock(&p->mu);
 	if (!buf_make_room(p, REC_HEADER + len)) {
 		pthread_mutex_unlock(&p->mu);
@@ -739,7 +754,7 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 	}
 	uint64_t seq = p->next_seq++;
 	uint8_t *h = p->buf + p->len;
-	put_header(h, (uint32_t)len, seq, who, payload_sum);
+	put_header(h, (uint32_t)len, seq, who);
 	memcpy(h + REC_HEADER, payload, len);
 	buf_added(p, REC_HEADER + len);
 	pthread_mutex_unlock(&p->mu);
@@ -782,7 +797,6 @@ static void run_flush(ta_persist *p, ta_persist_run *run)
 	for (size_t off = 0; off < run->len;) {
 		uint8_t *h = dst + off;
 		put_u64(h + 4, p->next_seq++);
-		put_u32(h + 24, sum32(h, 24));
 		off += REC_HEADER + (size_t)get_u32(h);
 	}
 	run->last_seq = p->next_seq - 1;
@@ -815,10 +829,9 @@ static bool run_add(ta_persist *p, ta_persist_run *run, ta_owner who, const uint
 		run->cap = want;
 	}
 	uint8_t *h = run->buf + run->len;
-	/* the sequence number and the header's checksum come with run_flush */
+	/* the sequence number comes with run_flush, the checksums with the writer */
 	put_u32(h, (uint32_t)len);
 	put_u64(h + 12, (uint64_t)who);
-	put_u32(h + 20, sum32(payload, len));
 	memcpy(h + REC_HEADER, payload, len);
 	run->len += need;
 	return true;
