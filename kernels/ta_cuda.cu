@@ -16,10 +16,11 @@
  * path instead: the caller queues its request with the batcher; the first caller to find
  * no batch running leads: it takes every request queued (after the optional batch
  * window), resolves their elements on the host into descriptors in mapped pinned memory,
- * launches ta_cuda_batch.cuh's kernel once, waits for it, hands each caller its counts
- * and old values and wakes them. Requests queued while a batch runs go in the next one,
- * so a busy GPU takes many requests per launch and an idle one answers a lone request
- * with one launch and no copies.
+ * launches ta_cuda_batch.cuh's kernel once (or, for a batch that fits its mailbox, rings
+ * the resident kernel: "the persistent kernel" below), waits for it, hands each caller
+ * its counts and old values and wakes them. Requests queued while a batch runs go in the
+ * next one, so a busy GPU takes many requests per launch and an idle one answers a lone
+ * request with no launch and no copies.
  *
  * Failure modes: every CUDA call is checked. Allocation failures (cudaMalloc,
  * cudaHostAlloc) give RESOURCE_EXHAUSTED and clear the error; a sticky device error (an
@@ -910,6 +911,9 @@ static size_t batch_bytes(size_t chains, size_t items, size_t elems, size_t olds
 	       align_up(elems * sizeof(ta_batch_elem)) + align_up(olds * sizeof(uint64_t));
 }
 
+static void pk_stop(ta_cuda_backend *be);
+static void pk_set_on(cuda_batcher *b, bool on);
+
 /* Grows the batch buffer (mapped pinned host memory, read in place by the kernel) to at
  * least bytes. Leader only. */
 static ta_status batch_reserve(ta_cuda_backend *be, size_t bytes, ta_error *err)
@@ -917,6 +921,16 @@ static ta_status batch_reserve(ta_cuda_backend *be, size_t bytes, ta_error *err)
 	cuda_batcher *b = &be->batch;
 	if (b->cap >= bytes)
 		return TA_OK;
+	if (b->buf && be->pk_ready) {
+		/* cudaFreeHost may wait for the whole device: the leader stops its kernel */
+		pthread_mutex_lock(&b->mu);
+		bool on = b->pk_on;
+		pthread_mutex_unlock(&b->mu);
+		if (on) {
+			pk_stop(be);
+			pk_set_on(b, false);
+		}
+	}
 	if (b->buf)
 		cudaFreeHost(b->buf);
 	b->buf = NULL;

@@ -5,7 +5,8 @@
  * spreading a request's elements over its lanes, with a fence and a warp barrier between
  * one request and the next so that the chain's later requests see its earlier ones. Every
  * element goes through apply_global_rt, the same instruction the per-request kernels use
- * for that (dtype, op, sem, scope), so a batched request means exactly what it means alone. */
+ * for that (dtype, op, sem, scope), so a batched request means exactly what it means alone.
+ * k_persistent runs the same chains from a block that stays resident between batches. */
 
 namespace ta
 {
