@@ -1,13 +1,14 @@
 /* check_split.c: end-to-end tests of the library's split of atomic requests over the
  * daemon's frame limit (client/tac_split.c) against a real tileatomd started with
- * --max-frame 32K: element-wise (1-D and 2-D, masks, old values, CAS) and scatter (dim 0
- * and dim 1, duplicates, broadcast operands) sent in parts with shared memory off, and the
- * same requests staged whole in shared memory with it on (the daemon's per-kind request
- * counters tell the two apart; requests returning old values too large for one response
- * are split even then), each with exact tile contents; the reject-whole bounds
- * rule (a bad index in the last part: nothing applied); requests that cannot be split
- * (refused before anything is sent); and a part failing midway, made deterministic by a
- * frame-level proxy between the library and the daemon that renames the tile of one part. */
+ * --max-frame 32K: element-wise (1-D and 2-D, masks, old values, CAS), scatter (dim 0 and
+ * dim 1, duplicates, broadcast operands) and indexed with 2-D index arrays, sent in parts
+ * with shared memory off, and staged whole in shared memory with it on (the daemon's
+ * per-kind request counters tell the two apart; requests returning old values too large
+ * for one response are split even then), each with exact tile contents; the reject-whole
+ * bounds rule (a bad index in the last part: nothing applied); requests that cannot be
+ * split (refused before anything is sent); and a part failing midway, made deterministic
+ * by a frame-level proxy between the library and the daemon that renames the tile of one
+ * part. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -214,11 +215,17 @@ static uint64_t elementwise_2d(tileatom_client *c)
 	for (int k = 0; k < R * C; k++)
 		ck_assert_int_eq(old[k], 0);
 	read_tile(c, "e2", 2, shape, 4, got);
+	/* per tile column: inside the region (0 / 1), and its mask bit there */
+	uint8_t col_in[100] = {0}, col_on[100] = {0};
+	for (int k = 0; k < C; k++) {
+		col_in[O1 + k] = 1;
+		col_on[O1 + k] = mask[k];
+	}
 	for (int y = 0; y < 300; y++)
 		for (int x = 0; x < 100; x++) {
 			int r0 = y - O0, k = x - O1;
-			bool in = r0 >= 0 && r0 < R && k >= 0 && k < C;
-			ck_assert_int_eq(got[y * 100 + x], in && mask[k] ? r0 * 1000 + k : 0);
+			bool on = r0 >= 0 && r0 < R && col_on[x];
+			ck_assert_int_eq(got[y * 100 + x], on ? r0 * 1000 + k : 0);
 		}
 	/* CAS with a broadcast compare 0 and desired 7: the masked-off (zero) elements */
 	int32_t zero = 0;
@@ -236,10 +243,11 @@ static uint64_t elementwise_2d(tileatom_client *c)
 	for (int y = 0; y < 300; y++)
 		for (int x = 0; x < 100; x++) {
 			int r0 = y - O0, k = x - O1;
-			bool in = r0 >= 0 && r0 < R && k >= 0 && k < C;
+			bool in = r0 >= 0 && r0 < R && col_in[x];
 			if (in)
 				ck_assert_int_eq(old[r0 * C + k], got[y * 100 + x]);
-			ck_assert_int_eq(after[y * 100 + x], in && !mask[k] ? 7 : got[y * 100 + x]);
+			ck_assert_int_eq(after[y * 100 + x],
+			                 in && !col_on[x] ? 7 : got[y * 100 + x]);
 		}
 	uint64_t sent = kind_requests(c, "elementwise") - before;
 	CK(tileatom_destroy(c, "e2", &e), e);
@@ -515,6 +523,50 @@ START_TEST(test_cannot_split)
 }
 END_TEST
 
+START_TEST(test_indexed_nd)
+{
+	/* indexed with 2-D index arrays broadcast together: rows [400, 1] (cut with the rows,
+	 * extent 1 along axis 1) and columns [400, 30], values [400, 30] with duplicates */
+	tcu_daemon d;
+	tileatom_client *c = start(&d, false);
+	tileatom_error e = {0, ""};
+	int64_t shape[2] = {50, 60};
+	CK(tileatom_create(c, "x", TILEATOM_INT32, 2, shape, NULL, NULL, &e), e);
+	enum { N = 400, W = 30 };
+	int64_t rows[N], *cols = malloc(sizeof(int64_t) * N * W);
+	int32_t *val = malloc(sizeof(int32_t) * N * W);
+	ck_assert(cols && val);
+	static int32_t want[50 * 60];
+	memset(want, 0, sizeof(want));
+	for (int i = 0; i < N; i++) {
+		rows[i] = (i * 13) % 50;
+		for (int j = 0; j < W; j++) {
+			cols[i * W + j] = (i + j * 11) % 60;
+			val[i * W + j] = i - j;
+			want[rows[i] * 60 + cols[i * W + j]] += i - j;
+		}
+	}
+	tileatom_array ix[2] = {{TILEATOM_INT64, 2, {N, 1}, rows},
+	                        {TILEATOM_INT64, 2, {N, W}, cols}};
+	tileatom_array va = {TILEATOM_INT32, 2, {N, W}, val};
+	uint64_t before = kind_requests(c, "indexed");
+	tileatom_op_options o;
+	tileatom_op_options_init(&o);
+	o.check_bounds = false;
+	tileatom_op_result r;
+	CK(tileatom_indexed(c, "x", TILEATOM_OP_ADD, NULL, 2, ix, false, &va, NULL, &o, &r, &e), e);
+	ck_assert_uint_eq(r.applied, (uint64_t)N * W);
+	ck_assert_uint_gt(kind_requests(c, "indexed") - before, 2);
+	int32_t got[50 * 60];
+	read_tile(c, "x", 2, shape, 4, got);
+	for (int k = 0; k < 50 * 60; k++)
+		ck_assert_int_eq(got[k], want[k]);
+	free(cols);
+	free(val);
+	stop(&d, c);
+}
+END_TEST
+
 /* ---- a frame-level proxy that fails one part ------------------------------------------ */
 
 /* A proxy between one client and the daemon, forwarding request and response frames one
@@ -766,6 +818,7 @@ int main(void)
 	tcase_add_test(tc, test_staged_whole);
 	tcase_add_test(tc, test_reject_whole);
 	tcase_add_test(tc, test_cannot_split);
+	tcase_add_test(tc, test_indexed_nd);
 	tcase_add_test(tc, test_part_fails_midway);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
