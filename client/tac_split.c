@@ -12,7 +12,7 @@
  * Failure modes: a region outside the tile, operands that do not broadcast to the element
  * shape, one row (or the repeated operands) too large for a frame, an old-values buffer too
  * small, or (check_bounds false) any unmasked index outside the region fail the call before
- * anything is sent; a failed part stops the call with a message naming the part and the
+ * any part is sent; a failed part stops the call with a message naming the part and the
  * rows already applied. */
 #include "tac_internal.h"
 
@@ -27,6 +27,10 @@
  * megabytes cost fresh pages and copies on both sides (a 64 MiB part ran 5 times slower
  * per key than 4 MiB requests; docs/PERFORMANCE.md, issue 10). */
 #define TAC_SPLIT_PART_BYTES (4u << 20)
+/* Bytes a response leaves for framing besides old values (the daemon's RESPONSE_OVERHEAD
+ * in daemon/dispatch.c refuses a response whose old values come within 256 bytes of the
+ * frame limit). */
+#define TAC_SPLIT_RESPONSE_OVERHEAD 256u
 /* Operands of one request: 4 index arrays, values, compare, mask. */
 #define TAC_SPLIT_MAX_OPERANDS (TILEATOM_MAX_RANK + 3)
 
@@ -35,11 +39,6 @@ bool tac_frame_too_large(const tileatom_client *c, tac_msg *m)
 	size_t packed = protobuf_c_message_get_packed_size(&m->req.base);
 	return packed > (size_t)c->max_frame;
 }
-
-/* Bytes a response leaves for framing besides old values (the daemon's RESPONSE_OVERHEAD
- * in daemon/dispatch.c refuses a response whose old values come within 256 bytes of the
- * frame limit). */
-#define TAC_SPLIT_RESPONSE_OVERHEAD 256u
 
 bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq)
 {
@@ -117,7 +116,7 @@ static int split_refuse(const tileatom_client *c, tileatom_error *err, const cha
 	va_end(ap);
 	return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 	               "the request exceeds the daemon's frame limit of %" PRIu32
-	               " bytes and cannot be split: %s; nothing was sent",
+	               " bytes and cannot be split: %s; nothing was applied",
 	               c->max_frame, why);
 }
 
@@ -288,13 +287,13 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, const tile
 		                    "axis) take %zu bytes with the request's framing",
 		                    fixed);
 	size_t room = c->max_frame - fixed;
-	if (room > TAC_SPLIT_PART_BYTES)
-		room = TAC_SPLIT_PART_BYTES;
 	if (row > room)
 		return split_refuse(c, err,
 		                    "one row along the first axis of its element shape takes %zu "
 		                    "bytes and a part has room for %zu",
 		                    row, room);
+	if (room > TAC_SPLIT_PART_BYTES) /* whole rows of at most 4 MiB, or one row */
+		room = row > TAC_SPLIT_PART_BYTES ? row : TAC_SPLIT_PART_BYTES;
 	p->part_rows = row == 0 ? p->shape[0] : (int64_t)(room / row);
 	if (p->part_rows > p->shape[0])
 		p->part_rows = p->shape[0];
@@ -302,7 +301,7 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, const tile
 	if (o->want_old && o->old_out_size < (size_t)p->count * tileatom_dtype_size(t->dtype))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "the output buffer has %zu bytes and the old values need %zu; "
-		               "nothing was sent",
+		               "nothing was applied",
 		               o->old_out_size, (size_t)p->count * tileatom_dtype_size(t->dtype));
 	return TILEATOM_OK;
 }

@@ -565,12 +565,13 @@ TA_API int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_
  * returns (want_old, and always for CAS) fit one response frame; otherwise they are split.
  * A split cuts the request's element shape (here: the index arrays broadcast together;
  * element-wise: the region; scatter: the indices) along its first axis into consecutive
- * parts of whole rows (a 1-D shape: of elements), each at most max_frame bytes (and 4 MiB
- * of operands): an operand that runs along that axis is cut with the rows, one broadcast
- * along it (a scalar, a lower rank, extent 1 there) is sent whole in every part. The
- * parts go one after the other on this connection; the call returns the summed counts,
- * the old values of every part in order (want_old: the element shape, row-major, as one
- * request would) and the first error. What a split means:
+ * parts of whole rows (a 1-D shape: of elements), each at most max_frame bytes and 4 MiB
+ * of operands (or one row, where a row is larger and fits a frame): an operand that runs
+ * along that axis is cut with the rows, one broadcast along it (a scalar, a lower rank,
+ * extent 1 there) is sent whole in every part. The parts go one after the other on this
+ * connection; the call returns the summed counts, the old values of every part in order
+ * (want_old: the element shape, row-major, as one request would) and the first error.
+ * What a split means:
  *  - each element is applied atomically, exactly as in one request, but the request as a
  *    whole is not: other clients can see the parts already applied, and the parts run in
  *    order (part i is applied before part i+1 is sent);
@@ -583,7 +584,7 @@ TA_API int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_
  *    which stay applied, and no later part is sent; res (when given) counts the parts
  *    that succeeded.
  * A request that cannot be split fails with TILEATOM_E_INVALID_ARGUMENT, naming why, before
- * anything is sent: a region outside the tile, operands that do not broadcast to the
+ * any part is sent: a region outside the tile, operands that do not broadcast to the
  * element shape, a first axis of one row, or one row (or the operands every part repeats)
  * too large for a frame. */
 TA_API int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,

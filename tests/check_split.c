@@ -485,7 +485,7 @@ START_TEST(test_cannot_split)
 	ck_assert_str_eq(e.message,
 	                 "the request exceeds the daemon's frame limit of 32768 bytes and cannot "
 	                 "be split: one row along the first axis of its element shape takes "
-	                 "80000 bytes and a part has room for 31744; nothing was sent");
+	                 "80000 bytes and a part has room for 31744; nothing was applied");
 	/* a region reaching past the tile: parts would land outside it */
 	tileatom_region past = {2, {2, 0}, {3, 10000}};
 	tileatom_array vb = {TILEATOM_INT32, 2, {3, 10000}, v};
