@@ -394,10 +394,12 @@ static tileatom_array split_part(const split_plan *p, const split_operand *o, in
 	return part;
 }
 
-/* Builds part [r0, r0 + rows) of the request into m (opts: the part's options). */
+/* Builds part [r0, r0 + rows) of the request into m (po: the part's options). m borrows
+ * parts (the part's operands) and *moved (its region), which the caller keeps until m is
+ * sent. */
 static int split_build(const tac_split_req *rq, const split_plan *p, int64_t r0, int64_t rows,
                        const tileatom_op_options *po, tac_msg *m, tileatom_array *parts,
-                       tileatom_error *err)
+                       tileatom_region *moved, tileatom_error *err)
 {
 	for (int i = 0; i < p->nops; i++)
 		parts[i] = split_part(p, &p->ops[i], r0, rows);
@@ -405,14 +407,14 @@ static int split_build(const tac_split_req *rq, const split_plan *p, int64_t r0,
 	const tileatom_array *values = rq->values ? &parts[at++] : NULL;
 	const tileatom_array *compare = rq->compare ? &parts[at++] : NULL;
 	/* the region moves with the part where the rows of the element shape are region rows */
-	tileatom_region moved = p->box;
-	moved.origin[0] += r0;
-	moved.shape[0] = rows;
+	*moved = p->box;
+	moved->origin[0] += r0;
+	moved->shape[0] = rows;
 	switch (rq->kind) {
 	case TILEATOM_REQ_ELEMENTWISE:
-		return tac_build_elementwise(m, rq->tile, rq->op, &moved, values, compare, po, err);
+		return tac_build_elementwise(m, rq->tile, rq->op, moved, values, compare, po, err);
 	case TILEATOM_REQ_SCATTER:
-		return tac_build_scatter(m, rq->tile, rq->op, rq->dim == 0 ? rq->region : &moved,
+		return tac_build_scatter(m, rq->tile, rq->op, rq->dim == 0 ? rq->region : moved,
 		                         rq->dim, &parts[0], values, po, err);
 	default:
 		return tac_build_indexed(m, rq->tile, rq->op, rq->region, rq->n_index, parts,
@@ -451,7 +453,8 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 			po.old_out_size = (size_t)rows * p.old_row;
 		}
 		tac_msg m;
-		rc = split_build(rq, &p, r0, rows, &po, &m, parts, err);
+		tileatom_region moved;
+		rc = split_build(rq, &p, r0, rows, &po, &m, parts, &moved, err);
 		if (rc == TILEATOM_OK && tac_frame_too_large(c, &m))
 			rc =
 			    tac_err(err, TILEATOM_E_INTERNAL,
