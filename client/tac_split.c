@@ -174,8 +174,7 @@ static int split_shape(const tileatom_client *c, const tac_split_req *rq, split_
 		if (rq->dim != 0 && p->shape[0] > p->box.shape[0])
 			return split_refuse(c, err,
 			                    "scatter indices extent %" PRId64
-			                    " along axis 0 exceeds "
-			                    "the region extent %" PRId64,
+			                    " along axis 0 exceeds the region extent %" PRId64,
 			                    p->shape[0], p->box.shape[0]);
 		return TILEATOM_OK;
 	}
@@ -225,10 +224,9 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, const tile
 	memcpy(p->box.shape, t->shape, sizeof(p->box.shape));
 	if (rq->region) {
 		if (rq->region->rank != t->rank)
-			return split_refuse(c, err,
-			                    "region rank %d does not match the rank %d of "
-			                    "tile '%s'",
-			                    rq->region->rank, t->rank, rq->tile);
+			return split_refuse(
+			    c, err, "region rank %d does not match the rank %d of tile '%s'",
+			    rq->region->rank, t->rank, rq->tile);
 		for (int a = 0; a < t->rank; a++) {
 			int64_t o0 = rq->region->origin[a], s = rq->region->shape[a];
 			if (o0 < 0 || s < 1 || o0 > t->shape[a] || s > t->shape[a] - o0)
