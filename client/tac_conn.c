@@ -227,7 +227,7 @@ void tac_client_free(tileatom_client *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	while (c->rxq && c->rxq_count > 0) {
-		free(c->rxq[c->rxq_head].data);
+		free(c->rxq[c->rxq_head].owned);
 		c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
 		c->rxq_count--;
 	}
@@ -238,6 +238,7 @@ void tac_client_free(tileatom_client *c)
 	free(c->rxq);
 	free(c->pending);
 	free(c->rxbuf);
+	free(c->rxstore);
 	free(c->address);
 	free(c);
 }
@@ -272,17 +273,77 @@ static int ring_grow(void **buf, size_t *cap, size_t *head, size_t count, size_t
 	return 0;
 }
 
-/* Appends a completed frame to the receive queue. */
-static int rxq_push(tileatom_client *c, uint8_t *data, uint32_t len, tileatom_error *err)
+/* The bytes of a queued frame. */
+static const uint8_t *frame_data(const tileatom_client *c, const tac_frame *f)
+{
+	return f->owned ? f->owned : c->rxstore + f->off;
+}
+
+/* Appends a completed frame to the receive queue: owned (a malloc'd payload the queue
+ * takes over, freed on failure too), or else len bytes at data, copied into the receive
+ * store when small and into an allocation of their own otherwise. */
+static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uint32_t len,
+                    tileatom_error *err)
 {
 	if (c->rxq_count == c->rxq_cap && ring_grow((void **)&c->rxq, &c->rxq_cap, &c->rxq_head,
 	                                            c->rxq_count, sizeof(*c->rxq)) < 0) {
-		free(data);
+		free(owned);
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory queueing a response");
 	}
-	c->rxq[(c->rxq_head + c->rxq_count) & (c->rxq_cap - 1)] = (tac_frame){data, len};
+	tac_frame f = {owned, 0, len};
+	if (!owned && len > TAC_RXSTORE_FRAME_MAX) {
+		f.owned = malloc(len ? len : 1);
+		if (!f.owned)
+			return tac_err(err, TILEATOM_E_NOMEM,
+			               "out of memory queueing a response of %u bytes", len);
+		memcpy(f.owned, data, len);
+	} else if (!owned) {
+		if (c->rxstore_cap - c->rxstore_len < len) {
+			size_t cap = c->rxstore_cap ? c->rxstore_cap : 4096;
+			while (cap - c->rxstore_len < len)
+				cap *= 2;
+			uint8_t *grown = realloc(c->rxstore, cap);
+			if (!grown)
+				return tac_err(err, TILEATOM_E_NOMEM,
+				               "out of memory queueing a response of %u bytes",
+				               len);
+			c->rxstore = grown;
+			c->rxstore_cap = cap;
+		}
+		f.off = c->rxstore_len;
+		memcpy(c->rxstore + f.off, data, len);
+		c->rxstore_len += len;
+	}
+	c->rxq[(c->rxq_head + c->rxq_count) & (c->rxq_cap - 1)] = f;
 	c->rxq_count++;
 	return TILEATOM_OK;
+}
+
+/* Releases the frame f just taken off the queue (its bytes are no longer read): frees it,
+ * or gives its part of the receive store back; the store starts over when the queue is
+ * empty and drops its consumed start once that is over half of it. */
+static void rxq_release(tileatom_client *c, const tac_frame *f)
+{
+	if (f->owned) {
+		free(f->owned);
+	} else if (f->off + f->len > c->rxstore_from) {
+		c->rxstore_from = f->off + f->len;
+	}
+	if (c->rxq_count == 0) {
+		c->rxstore_len = 0;
+		c->rxstore_from = 0;
+	} else if (c->rxstore_from >= TAC_RXSTORE_FRAME_MAX &&
+	           c->rxstore_from > c->rxstore_len / 2) {
+		size_t from = c->rxstore_from;
+		memmove(c->rxstore, c->rxstore + from, c->rxstore_len - from);
+		c->rxstore_len -= from;
+		c->rxstore_from = 0;
+		for (size_t k = 0; k < c->rxq_count; k++) {
+			tac_frame *q = &c->rxq[(c->rxq_head + k) & (c->rxq_cap - 1)];
+			if (!q->owned)
+				q->off -= from;
+		}
+	}
 }
 
 /* Reads what the socket has (one recv) and parses it into frames. Returns TILEATOM_OK
@@ -305,11 +366,14 @@ static int recv_some(tileatom_client *c, tileatom_error *err)
 	const uint8_t *p = c->rxbuf;
 	size_t left = (size_t)n;
 	while (left > 0) {
-		ta_frame_status fs = ta_frame_reader_feed(&c->reader, &p, &left);
+		const uint8_t *payload;
+		uint32_t len;
+		uint8_t *owned;
+		/* whole frames in rxbuf come without a copy; a frame across reads is gathered */
+		ta_frame_status fs =
+		    ta_frame_reader_next(&c->reader, &p, &left, &payload, &len, &owned);
 		if (fs == TA_FRAME_READY) {
-			uint32_t len;
-			uint8_t *payload = ta_frame_reader_take(&c->reader, &len);
-			int rc = rxq_push(c, payload, len, err);
+			int rc = rxq_push(c, owned, payload, len, err);
 			if (rc != TILEATOM_OK)
 				return rc;
 		} else if (fs == TA_FRAME_TOO_LARGE) {
@@ -336,7 +400,7 @@ static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 		return TILEATOM_E_IO;
 	for (size_t k = 0; k < c->rxq_count; k++) {
 		const tac_frame *f = &c->rxq[(c->rxq_head + k) & (c->rxq_cap - 1)];
-		Tileatom__Response *r = tileatom__response__unpack(NULL, f->len, f->data);
+		Tileatom__Response *r = tileatom__response__unpack(NULL, f->len, frame_data(c, f));
 		if (!r)
 			continue;
 		int code = (int)r->status;
@@ -624,10 +688,11 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 	tac_frame f = c->rxq[c->rxq_head];
 	c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
 	c->rxq_count--;
-	Tileatom__Response *r = tac_fastwire_decode_response(&c->fast, f.data, f.len);
+	const uint8_t *fdata = frame_data(c, &f);
+	Tileatom__Response *r = tac_fastwire_decode_response(&c->fast, fdata, f.len);
 	if (!r)
-		r = tileatom__response__unpack(NULL, f.len, f.data);
-	free(f.data);
+		r = tileatom__response__unpack(NULL, f.len, fdata);
+	rxq_release(c, &f); /* both decoders copied what they keep */
 	if (!r) {
 		tac_err(err, TILEATOM_E_PROTOCOL, "undecodable response of %u bytes from %s", f.len,
 		        c->address);

@@ -41,10 +41,15 @@ typedef struct tac_pending {
 	tileatom_request_kind kind; /* what was asked */
 } tac_pending;
 
+/* Payloads up to this size are queued in the connection's receive store (no allocation
+ * per response in steady state); larger ones get their own allocation. */
+#define TAC_RXSTORE_FRAME_MAX 65536
+
 /* A complete frame payload received but not yet consumed. */
 typedef struct tac_frame {
-	uint8_t *data; /* malloc'd payload */
-	uint32_t len;  /* its length */
+	uint8_t *owned; /* a malloc'd payload, or NULL: it lies in the receive store */
+	size_t off;     /* owned NULL: its offset in the receive store */
+	uint32_t len;   /* its length */
 } tac_frame;
 
 /* One connection to tileatomd. */
@@ -65,6 +70,10 @@ struct tileatom_client {
 	size_t rxq_head;           /* index of the oldest frame */
 	size_t rxq_count;          /* frames queued */
 	uint8_t *rxbuf;            /* TAC_RECV_CHUNK bytes of receive staging */
+	uint8_t *rxstore;          /* queued payloads of up to TAC_RXSTORE_FRAME_MAX bytes */
+	size_t rxstore_len;        /* bytes used at rxstore (consumed ones included) */
+	size_t rxstore_cap;        /* bytes allocated at rxstore */
+	size_t rxstore_from;       /* bytes at the start of rxstore already consumed */
 	uint8_t *txbuf;            /* framed requests submitted but not yet written */
 	size_t txbuf_len;          /* bytes waiting in txbuf */
 	size_t txbuf_cap;          /* bytes allocated at txbuf */

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 /* The registry proper. */
 struct ta_registry {
@@ -29,15 +30,10 @@ struct ta_registry {
 /* Initial number of buckets. */
 #define REGISTRY_INITIAL_BUCKETS 64
 
-/* FNV-1a hash of a NUL-terminated name. */
+/* XXH3-64 hash of a NUL-terminated name (the table's bucket choice). */
 static uint64_t name_hash(const char *name)
 {
-	uint64_t h = UINT64_C(1469598103934665603);
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-		h ^= *p;
-		h *= UINT64_C(1099511628211);
-	}
-	return h;
+	return XXH3_64bits(name, strlen(name)); /* a few instructions for short names */
 }
 
 const char *ta_name_for_message(const char *name, char *buf, size_t size)

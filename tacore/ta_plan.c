@@ -483,19 +483,18 @@ static bool operand_fits(const ta_plan *p, const ta_operand *op)
 
 ta_status ta_plan_check(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems, ta_error *err)
 {
-	const char *on = ta_op_name(p->op);
 	if (!ta_dtype_is_tile(p->dtype))
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: invalid tile dtype %d",
 		                    (int)p->dtype);
 	if (p->op <= TA_OP_NONE || p->op >= TA_OP_COUNT || !ta_op_accepts_dtype(p->op, p->dtype))
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: op %s is not defined for %s",
-		                    on, ta_dtype_name(p->dtype));
+		                    ta_op_name(p->op), ta_dtype_name(p->dtype));
 	if (!ta_variant_legal(p->op, p->dtype, p->sem, p->scope, p->space, p->want_old))
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "plan: sem %d, scope %d, space %d, output %d is not a legal "
 		                    "variant of %s",
 		                    (int)p->sem, (int)p->scope, (int)p->space, (int)p->want_old,
-		                    on);
+		                    ta_op_name(p->op));
 	if (p->tile_rank < 1 || p->tile_rank > TA_MAX_RANK || p->rank < 0 || p->rank > TA_MAX_RANK)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: tile rank %d, rank %d",
 		                    p->tile_rank, p->rank);

@@ -14,23 +14,20 @@
 #include <string.h>
 #include <strings.h>
 
-enum { KIND_INT, KIND_FLOAT, KIND_MASK };
 enum { DT_ANY, DT_INT, DT_NONE };
 enum { PTX_BITS, PTX_ADD, PTX_MINMAX, PTX_EXCH, PTX_TYPES };
 
 /* One row of the dtype table. */
 typedef struct dtype_row {
 	const char *name;           /* wire / CLI name */
-	size_t size;                /* bytes per element */
-	int kind;                   /* KIND_INT, KIND_FLOAT or KIND_MASK */
 	int is_signed;              /* 1 for signed integers and floats */
 	const char *ptx[PTX_TYPES]; /* PTX type per instruction class, "" when emulated */
 } dtype_row;
 
 static const dtype_row dtype_rows[TA_DTYPE_COUNT] = {
-    [TA_DTYPE_NONE] = {"none", 0, KIND_MASK, 0, {"", "", "", ""}},
+    [TA_DTYPE_NONE] = {"none", 0, {"", "", "", ""}},
 #define TA_DTYPE(id, wire, nm, sz, kind, sgn, bits, add, minmax, exch)                             \
-	[TA_DTYPE_##id] = {nm, sz, KIND_##kind, sgn, {bits, add, minmax, exch}},
+	[TA_DTYPE_##id] = {nm, sgn, {bits, add, minmax, exch}},
 #include "ta_ops.def"
 #undef TA_DTYPE
 };
@@ -167,11 +164,6 @@ static bool dtype_valid(ta_dtype d)
 	return d > TA_DTYPE_NONE && d < TA_DTYPE_COUNT;
 }
 
-size_t ta_dtype_size(ta_dtype d)
-{
-	return dtype_valid(d) ? dtype_rows[d].size : 0;
-}
-
 const char *ta_dtype_name(ta_dtype d)
 {
 	return dtype_valid(d) ? dtype_rows[d].name : "?";
@@ -194,21 +186,6 @@ ta_dtype ta_dtype_parse(const char *name)
 		if (strcmp(name, aliases[i].alias) == 0)
 			return aliases[i].dtype;
 	return TA_DTYPE_NONE;
-}
-
-bool ta_dtype_is_int(ta_dtype d)
-{
-	return dtype_valid(d) && dtype_rows[d].kind == KIND_INT;
-}
-
-bool ta_dtype_is_float(ta_dtype d)
-{
-	return dtype_valid(d) && dtype_rows[d].kind == KIND_FLOAT;
-}
-
-bool ta_dtype_is_tile(ta_dtype d)
-{
-	return ta_dtype_is_int(d) || ta_dtype_is_float(d);
 }
 
 bool ta_dtype_is_signed_int(ta_dtype d)
@@ -320,7 +297,6 @@ const char *ta_op_ptx_type(ta_op op, ta_dtype d)
 static ta_status check_variant(ta_family family, bool any_family, ta_op op, ta_sem sem,
                                ta_scope scope, ta_space space, bool want_old, ta_error *err)
 {
-	const char *on = ta_op_name(op);
 	char allowed[128];
 	if (!op_valid(op))
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown or missing op (%d)",
@@ -329,14 +305,14 @@ static ta_status check_variant(ta_family family, bool any_family, ta_op op, ta_s
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown request family %d",
 		                    (int)family);
 	if (!any_family && !ta_op_in_family(op, family))
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "op %s is not %s (those are %s)", on,
-		                    ta_family_noun(family),
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "op %s is not %s (those are %s)",
+		                    op_rows[op].name, ta_family_noun(family),
 		                    ta_family_ops_text(family, allowed, sizeof(allowed)));
 	if ((unsigned)sem >= TA_SEM_COUNT)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown sem %d", (int)sem);
 	if (!ta_op_sem_ok(op, sem))
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "sem %s is not valid for %s (use %s)",
-		                    ta_sem_name(sem), on,
+		                    ta_sem_name(sem), op_rows[op].name,
 		                    ta_op_sems_text(op, allowed, sizeof(allowed)));
 	if ((unsigned)scope >= TA_SCOPE_COUNT)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown scope %d", (int)scope);
@@ -348,7 +324,7 @@ static ta_status check_variant(ta_family family, bool any_family, ta_op op, ta_s
 			    err, TA_INVALID_ARGUMENT,
 			    "space shared is not defined for %s (only %s accumulate "
 			    "privately)",
-			    on, ta_shared_ops_text(allowed, sizeof(allowed)));
+			    op_rows[op].name, ta_shared_ops_text(allowed, sizeof(allowed)));
 		if (want_old)
 			return ta_error_set(
 			    err, TA_INVALID_ARGUMENT,
@@ -357,7 +333,8 @@ static ta_status check_variant(ta_family family, bool any_family, ta_op op, ta_s
 	}
 	if (want_old && ta_op_output(op) == TA_OUTPUT_NEVER)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "%s returns no old values (use exch for that)", on);
+		                    "%s returns no old values (use exch for that)",
+		                    op_rows[op].name);
 	return TA_OK;
 }
 

@@ -155,19 +155,63 @@ ta_status ta_error_set(ta_error *err, ta_status code, const char *fmt, ...)
 /* Name of a status code ("OK", "INVALID_ARGUMENT", ...); "UNKNOWN" when invalid. */
 const char *ta_status_name(ta_status code);
 
-/* Size in bytes of one element of dtype; 0 for TA_DTYPE_NONE or an out-of-range value. */
-size_t ta_dtype_size(ta_dtype dtype);
+/* The kind column of the TA_DTYPE rows. */
+typedef enum ta_dtype_kind {
+	TA_DTYPE_KIND_INT,   /* integers: tiles and indices */
+	TA_DTYPE_KIND_FLOAT, /* floats: tiles */
+	TA_DTYPE_KIND_MASK   /* bool: masks only */
+} ta_dtype_kind;
+
+/* Size in bytes of one element of dtype; 0 for TA_DTYPE_NONE or an out-of-range value.
+ * Inline (a switch generated from the TA_DTYPE rows): the request path asks it often. */
+static inline size_t ta_dtype_size(ta_dtype dtype)
+{
+	switch (dtype) {
+#define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch)                         \
+	case TA_DTYPE_##id:                                                                        \
+		return size;
+#include "ta_ops.def"
+#undef TA_DTYPE
+	default:
+		return 0;
+	}
+}
 /* Lower-case name of dtype ("int32", ...); "?" when invalid. */
 const char *ta_dtype_name(ta_dtype dtype);
 /* Parses a dtype name (or a short spelling: i32, f16, half, float, ...); returns
  * TA_DTYPE_NONE when unknown. */
 ta_dtype ta_dtype_parse(const char *name);
-/* True for the integer dtypes (kind INT). */
-bool ta_dtype_is_int(ta_dtype dtype);
-/* True for the float dtypes (kind FLOAT). */
-bool ta_dtype_is_float(ta_dtype dtype);
+/* True for the integer dtypes (kind INT). Inline, from the TA_DTYPE rows. */
+static inline bool ta_dtype_is_int(ta_dtype dtype)
+{
+	switch (dtype) {
+#define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch)                         \
+	case TA_DTYPE_##id:                                                                        \
+		return TA_DTYPE_KIND_##kind == TA_DTYPE_KIND_INT;
+#include "ta_ops.def"
+#undef TA_DTYPE
+	default:
+		return false;
+	}
+}
+/* True for the float dtypes (kind FLOAT). Inline, from the TA_DTYPE rows. */
+static inline bool ta_dtype_is_float(ta_dtype dtype)
+{
+	switch (dtype) {
+#define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch)                         \
+	case TA_DTYPE_##id:                                                                        \
+		return TA_DTYPE_KIND_##kind == TA_DTYPE_KIND_FLOAT;
+#include "ta_ops.def"
+#undef TA_DTYPE
+	default:
+		return false;
+	}
+}
 /* True for dtypes a tile may have (kind INT or FLOAT). */
-bool ta_dtype_is_tile(ta_dtype dtype);
+static inline bool ta_dtype_is_tile(ta_dtype dtype)
+{
+	return ta_dtype_is_int(dtype) || ta_dtype_is_float(dtype);
+}
 /* True for signed integer dtypes (int32, int64). */
 bool ta_dtype_is_signed_int(ta_dtype dtype);
 

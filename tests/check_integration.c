@@ -723,6 +723,56 @@ START_TEST(test_pipelined_10000)
 }
 END_TEST
 
+/* Collects the next response of a pipeline of single adds of 1 to one int64 element and
+ * checks it: id *next_id, old value *expect (the k-th add saw k earlier ones). */
+static void collect_next_add(tileatom_client *c, uint64_t *next_id, int64_t *expect)
+{
+	tileatom_error e = {0, ""};
+	tileatom_response r;
+	CK(tileatom_collect(c, &r, &e), e);
+	ck_assert_uint_eq(r.id, *next_id);
+	ck_assert_uint_eq(r.data_bytes, sizeof(int64_t));
+	int64_t old;
+	memcpy(&old, r.data, sizeof(old));
+	ck_assert_int_eq(old, *expect);
+	(*next_id)++;
+	(*expect)++;
+}
+
+/* A pipeline kept deep (20,000 in flight, then one submit and one collect 20,000 times):
+ * the library's sends block while the daemon's answers pile up, so responses are queued
+ * while older ones are consumed and the receive store drops its consumed start as it goes
+ * (client/tac_conn.c, rxq_release). Every response comes in order with its exact old
+ * value. */
+START_TEST(test_pipeline_kept_deep)
+{
+	const int depth = tcu_slow() ? 4000 : 20000, rounds = 2 * depth;
+	tileatom_client *c = conn();
+	tileatom_error e = {0, ""};
+	create_1d(c, "deep", TILEATOM_INT64, 1);
+	int64_t one = 1, expect = 0;
+	uint64_t next_id = 0;
+	for (int k = 0; k < rounds; k++) {
+		uint64_t id;
+		CK(tileatom_submit_atomic_at(c, "deep", TILEATOM_OP_ADD, 0, TILEATOM_INT64, &one,
+		                             NULL, NULL, &id, &e),
+		   e);
+		if (k == 0)
+			next_id = id;
+		if (k >= depth)
+			collect_next_add(c, &next_id, &expect);
+	}
+	while (tileatom_pending(c) > 0)
+		collect_next_add(c, &next_id, &expect);
+	ck_assert_int_eq(expect, rounds);
+	int64_t total;
+	read_i64(c, "deep", &total, 1);
+	ck_assert_int_eq(total, rounds);
+	CK(tileatom_destroy(c, "deep", &e), e);
+	tileatom_close(c);
+}
+END_TEST
+
 /* Arguments of one concurrent worker thread. */
 typedef struct worker {
 	int index;      /* 0..7 */
@@ -1766,6 +1816,7 @@ static Suite *integration_suite(void)
 	TCase *load = tcase_create("load");
 	tcase_set_timeout(load, 600);
 	tcase_add_test(load, test_pipelined_10000);
+	tcase_add_test(load, test_pipeline_kept_deep);
 	tcase_add_test(load, test_concurrent_adds);
 	tcase_add_test(load, test_cas_lock);
 	tcase_add_test(load, test_malformed_frames);
