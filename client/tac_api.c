@@ -1,6 +1,8 @@
 /* tac_api.c: the public calls of libtileatom-client. A synchronous call builds its request
  * (tac_codec.c), submits it, receives the response (tac_conn.c), checks the status and the
- * body against the request kind, and copies results into the caller's structs. The
+ * body against the request kind, and copies results into the caller's structs; an atomic
+ * request (element-wise, scatter, indexed) over the daemon's frame limit is staged in
+ * shared memory, else sent in parts by tac_split.c. The
  * pipelined calls stop after the submit, which leaves the request in the connection's
  * output buffer (tac_conn.c writes it out when it fills up, at the next collect or flush,
  * or on close); tileatom_collect() does the rest in order. Responses are kept in
@@ -521,6 +523,23 @@ static int rmw_finish(tileatom_client *c, tac_msg *m, const tileatom_op_options 
 	                 res, err);
 }
 
+/* Sends a synchronous atomic request m (rq: the call's arguments): over the daemon's frame
+ * limit it goes by shared memory when staging makes it fit (and its old values fit one
+ * response), else in parts (tac_split). */
+static int rmw_send(tileatom_client *c, tac_msg *m, const tac_split_req *rq,
+                    tileatom_op_result *res, tileatom_error *err)
+{
+	if (tac_frame_too_large(c, m)) {
+		if (!tac_split_old_fit(c, rq)) /* the response would not fit either */
+			return tac_split(c, rq, res, err);
+		tac_shm_stage(c, m);
+		tac_shm_rewrite(c, m);
+		if (tac_frame_too_large(c, m))
+			return tac_split(c, rq, res, err);
+	}
+	return rmw_finish(c, m, rq->opts, res, err);
+}
+
 int tileatom_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
                          const tileatom_region *region, const tileatom_array *values,
                          const tileatom_array *compare, const tileatom_op_options *opts,
@@ -533,7 +552,10 @@ int tileatom_elementwise(tileatom_client *client, const char *tile, tileatom_op 
 		rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	return rmw_finish(client, &m, opts, res, err);
+	tac_split_req rq = {
+	    TILEATOM_REQ_ELEMENTWISE, tile, op, region, 0, 0, NULL, false, values, compare, opts,
+	    m.options.want_old};
+	return rmw_send(client, &m, &rq, res, err);
 }
 
 int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_op op,
@@ -548,7 +570,10 @@ int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_op op,
 		rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	return rmw_finish(client, &m, opts, res, err);
+	tac_split_req rq = {
+	    TILEATOM_REQ_SCATTER, tile, op, region, dim, 1, indices, false, values, NULL, opts,
+	    m.options.want_old};
+	return rmw_send(client, &m, &rq, res, err);
 }
 
 int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
@@ -564,14 +589,19 @@ int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
 		                       compare, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	if (tac_frame_too_large(client, &m)) { /* shared memory makes it fit, else split */
-		tac_shm_stage(client, &m);
-		tac_shm_rewrite(client, &m);
-	}
-	if (tac_frame_too_large(client, &m))
-		return tac_split_indexed(client, tile, op, region, n_index, indices, flat, values,
-		                         compare, opts, res, err);
-	return rmw_finish(client, &m, opts, res, err);
+	tac_split_req rq = {TILEATOM_REQ_INDEXED,
+	                    tile,
+	                    op,
+	                    region,
+	                    0,
+	                    n_index,
+	                    indices,
+	                    flat,
+	                    values,
+	                    compare,
+	                    opts,
+	                    m.options.want_old};
+	return rmw_send(client, &m, &rq, res, err);
 }
 
 int tileatom_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,

@@ -150,14 +150,30 @@ typedef struct tac_msg {
 /* ---- splitting (tac_split.c; used by tac_api.c, uses tac_shm.c and below) ------------- */
 /* True when m's frame would exceed the daemon's frame limit (c->max_frame). */
 TAC_HIDDEN bool tac_frame_too_large(const tileatom_client *c, tac_msg *m);
-/* tileatom_indexed for a request over the frame limit: checks, then sends it in parts (the
- * rules are in tileatom.h). */
-TAC_HIDDEN int tac_split_indexed(tileatom_client *c, const char *tile, tileatom_op op,
-                                 const tileatom_region *region, int n_index,
-                                 const tileatom_array *indices, bool flat,
-                                 const tileatom_array *values, const tileatom_array *compare,
-                                 const tileatom_op_options *opts, tileatom_op_result *res,
-                                 tileatom_error *err);
+/* A synchronous atomic request (element-wise, scatter or indexed) as the public call got
+ * it, for tac_split. */
+typedef struct tac_split_req {
+	tileatom_request_kind kind;      /* ELEMENTWISE, SCATTER or INDEXED */
+	const char *tile;                /* the tile's name */
+	tileatom_op op;                  /* the op */
+	const tileatom_region *region;   /* the region (NULL: the whole tile) */
+	int dim;                         /* SCATTER: the axis the indices address */
+	int n_index;                     /* index arrays: INDEXED n_index, SCATTER 1, else 0 */
+	const tileatom_array *indices;   /* the index arrays (NULL for ELEMENTWISE) */
+	bool flat;                       /* INDEXED: row-major offsets into the region */
+	const tileatom_array *values;    /* values (CAS: desired) */
+	const tileatom_array *compare;   /* CAS: expected values, else NULL */
+	const tileatom_op_options *opts; /* the options (NULL: defaults) */
+	bool returns_old;                /* the response carries old values (want_old or CAS) */
+} tac_split_req;
+/* False when the old values the whole request returns (want_old, CAS) would not fit one
+ * response frame, so that shared-memory staging cannot send it whole (may describe the tile
+ * of an element-wise request over the whole tile). */
+TAC_HIDDEN bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq);
+/* Sends a request over the frame limit in parts along the first axis of its element shape,
+ * after checking what a split needs (the rules are in tileatom.h at tileatom_indexed). */
+TAC_HIDDEN int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *res,
+                         tileatom_error *err);
 
 /* ---- shared buffers (tac_shm.c) ------------------------------------------------------- */
 /* Arrays of m whose bytes lie in a shared buffer of c become references to it (and m's old
@@ -167,6 +183,8 @@ TAC_HIDDEN void tac_shm_rewrite(tileatom_client *c, tac_msg *m);
  * (in all) into the library's staging buffer so that they travel by reference; old values
  * too. Best effort: on any failure m is left inline. */
 TAC_HIDDEN void tac_shm_stage(tileatom_client *c, tac_msg *m);
+/* True when [p, p + len) starts in a device buffer of c (the library must not read it). */
+TAC_HIDDEN bool tac_shm_in_device(const tileatom_client *c, const void *p, size_t len);
 /* Frees c's buffers (tileatom_close, before tac_client_free). */
 TAC_HIDDEN void tac_shm_client_free(tileatom_client *c);
 /* Sends m at once (staged and rewritten for shared buffers) and waits for its response

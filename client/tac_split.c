@@ -1,17 +1,23 @@
-/* tac_split.c: requests larger than the daemon's frame limit. tileatom_indexed hands a
- * request whose frame would exceed the max_frame the daemon stated in its Hello to
- * tac_split_indexed, which cuts its 1-D operands into consecutive parts that fit and sends
- * them one after the other; the rules (atomicity, reject-whole bounds checked for the whole
- * request before any part is sent, old values, errors) are stated in tileatom.h at
- * tileatom_indexed.
+/* tac_split.c: requests larger than the daemon's frame limit. tileatom_elementwise,
+ * tileatom_scatter and tileatom_indexed hand a request whose frame would still exceed the
+ * max_frame the daemon stated in its Hello (after shared-memory staging, which is tried
+ * first) to tac_split, which cuts the request's element shape along its first axis into
+ * consecutive parts that fit and sends them one after the other through one part loop:
+ * operands that run along that axis are cut into slabs of whole rows, operands broadcast
+ * along it (scalars, lower rank, extent 1) repeat in every part, and the region of an
+ * element-wise request (and of a scatter along another axis than 0) moves with the part.
+ * The rules (atomicity, reject-whole bounds checked for the whole request before any part
+ * is sent, old values, errors) are stated in tileatom.h at tileatom_indexed.
  *
- * Failure modes: operands that are not 1-D over one element count, an old-values buffer
- * too small, or (check_bounds false) any unmasked index outside the region fail the call
- * before anything is sent; a failed part stops the call with a message naming the part and
- * the elements already applied. */
+ * Failure modes: a region outside the tile, operands that do not broadcast to the element
+ * shape, one row (or the repeated operands) too large for a frame, an old-values buffer too
+ * small, or (check_bounds false) any unmasked index outside the region fail the call before
+ * any part is sent; a failed part stops the call with a message naming the part and the
+ * rows already applied. */
 #include "tac_internal.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +27,12 @@
  * megabytes cost fresh pages and copies on both sides (a 64 MiB part ran 5 times slower
  * per key than 4 MiB requests; docs/PERFORMANCE.md, issue 10). */
 #define TAC_SPLIT_PART_BYTES (4u << 20)
+/* Bytes a response leaves for framing besides old values (the daemon's RESPONSE_OVERHEAD
+ * in daemon/dispatch.c refuses a response whose old values come within 256 bytes of the
+ * frame limit). */
+#define TAC_SPLIT_RESPONSE_OVERHEAD 256u
+/* Operands of one request: 4 index arrays, values, compare, mask. */
+#define TAC_SPLIT_MAX_OPERANDS (TILEATOM_MAX_RANK + 3)
 
 bool tac_frame_too_large(const tileatom_client *c, tac_msg *m)
 {
@@ -28,31 +40,282 @@ bool tac_frame_too_large(const tileatom_client *c, tac_msg *m)
 	return packed > (size_t)c->max_frame;
 }
 
-/* The element count of a 1-D operand (rank 1), 1 for a scalar (rank 0), -1 otherwise. */
-static int64_t split_len(const tileatom_array *a)
+bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq)
+{
+	if (!rq->returns_old || !rq->values)
+		return true;
+	uint64_t count = 1;
+	if (rq->kind == TILEATOM_REQ_ELEMENTWISE) {
+		int rank = rq->region ? rq->region->rank : 0;
+		const int64_t *shape = rq->region ? rq->region->shape : NULL;
+		tileatom_tile_info info;
+		if (!rq->region) {
+			tac_msg dm; /* tileatom_describe, from the layers below the public calls */
+			if (tac_build_describe(&dm, rq->tile, NULL) != TILEATOM_OK ||
+			    tac_roundtrip(c, &dm, NULL) != TILEATOM_OK ||
+			    tac_tile_info_from_wire(&info, c->last->tile, NULL) != TILEATOM_OK)
+				return false; /* the split path reports the error */
+			rank = info.rank;
+			shape = info.shape;
+		}
+		for (int a = 0; a < rank; a++)
+			count *= (uint64_t)shape[a];
+	} else {
+		/* the index arrays broadcast together (scatter: the one indices array) */
+		int64_t shape[TILEATOM_MAX_RANK] = {1, 1, 1, 1};
+		int rank = 0;
+		for (int i = 0; i < rq->n_index; i++)
+			if (rq->indices[i].rank > rank)
+				rank = rq->indices[i].rank;
+		for (int i = 0; i < rq->n_index; i++)
+			for (int k = 0; k < rq->indices[i].rank; k++) {
+				int axis = rank - rq->indices[i].rank + k;
+				if (rq->indices[i].shape[k] > shape[axis])
+					shape[axis] = rq->indices[i].shape[k];
+			}
+		for (int a = 0; a < rank; a++)
+			count *= (uint64_t)shape[a];
+	}
+	uint64_t bytes = count * tileatom_dtype_size(rq->values->dtype);
+	return bytes + TAC_SPLIT_RESPONSE_OVERHEAD <= c->max_frame;
+}
+
+/* One operand of a split request. */
+typedef struct split_operand {
+	const tileatom_array *array;       /* the caller's array */
+	const char *what;                  /* its name in messages */
+	bool cut;                          /* runs along the first axis: each part gets its rows */
+	size_t bytes;                      /* all its bytes */
+	int64_t stride[TILEATOM_MAX_RANK]; /* elements per step along each element axis (0:
+	                                      broadcast) */
+} split_operand;
+
+/* What tac_split works out before sending anything. */
+typedef struct split_plan {
+	tileatom_tile_info info;                   /* the tile (tileatom_describe) */
+	tileatom_region box;                       /* the region, or the whole tile */
+	int rank;                                  /* rank of the element shape */
+	int64_t shape[TILEATOM_MAX_RANK];          /* the element shape; parts cut shape[0] */
+	int64_t count;                             /* elements in all */
+	split_operand ops[TAC_SPLIT_MAX_OPERANDS]; /* indices..., values, compare, mask */
+	int nops;                                  /* entries used in ops */
+	int64_t part_rows;                         /* rows of the element shape per part */
+	int nparts;                                /* parts in all */
+	size_t old_row;                            /* bytes of old values per row */
+} split_plan;
+
+/* The refusal of a request that cannot be split: TILEATOM_E_INVALID_ARGUMENT naming why. */
+static int split_refuse(const tileatom_client *c, tileatom_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int split_refuse(const tileatom_client *c, tileatom_error *err, const char *fmt, ...)
+{
+	char why[TILEATOM_MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+	               "the request exceeds the daemon's frame limit of %" PRIu32
+	               " bytes and cannot be split: %s; nothing was applied",
+	               c->max_frame, why);
+}
+
+/* Adds operand a (may be NULL) to the plan, checking that it broadcasts to the element
+ * shape (numpy rules: trailing axes aligned, extent 1 repeats). */
+static int split_add_operand(const tileatom_client *c, split_plan *p, const tileatom_array *a,
+                             const char *what, tileatom_error *err)
 {
 	if (!a)
-		return 1;
-	if (a->rank == 0)
-		return 1;
-	return a->rank == 1 ? a->shape[0] : -1;
-}
-
-/* Part [k0, k0 + n) of operand a (a scalar stays whole). */
-static tileatom_array split_part(const tileatom_array *a, int64_t k0, int64_t n)
-{
-	tileatom_array p = *a;
-	if (a->rank == 1) {
-		p.shape[0] = n;
-		p.data = (const uint8_t *)a->data + (size_t)k0 * tileatom_dtype_size(a->dtype);
+		return TILEATOM_OK;
+	if (a->rank > p->rank)
+		return split_refuse(c, err, "%s has rank %d, the element shape rank %d", what,
+		                    a->rank, p->rank);
+	split_operand *o = &p->ops[p->nops++];
+	memset(o, 0, sizeof(*o));
+	o->array = a;
+	o->what = what;
+	int64_t step = 1; /* elements of a per step along axis i */
+	for (int i = a->rank - 1; i >= 0; i--) {
+		int axis = p->rank - a->rank + i;
+		if (a->shape[i] != p->shape[axis] && a->shape[i] != 1)
+			return split_refuse(c, err,
+			                    "%s extent %" PRId64
+			                    " along axis %d does not broadcast "
+			                    "to the element extent %" PRId64,
+			                    what, a->shape[i], axis, p->shape[axis]);
+		o->stride[axis] = a->shape[i] == 1 ? 0 : step;
+		step *= a->shape[i];
 	}
-	return p;
+	o->bytes = (size_t)step * tileatom_dtype_size(a->dtype);
+	o->cut = a->rank == p->rank && p->shape[0] > 1 && a->shape[0] == p->shape[0];
+	return TILEATOM_OK;
 }
 
-/* Index k of a 1-D or scalar index array (INT32 / INT64). */
-static int64_t split_index(const tileatom_array *a, int64_t k)
+/* The element shape of the request: the region (ELEMENTWISE), the indices (SCATTER), the
+ * index arrays broadcast together (INDEXED). */
+static int split_shape(const tileatom_client *c, const tac_split_req *rq, split_plan *p,
+                       tileatom_error *err)
 {
-	int64_t at = a->rank == 0 ? 0 : k;
+	int tile_rank = p->info.rank;
+	if (rq->kind == TILEATOM_REQ_ELEMENTWISE) {
+		p->rank = tile_rank;
+		memcpy(p->shape, p->box.shape, sizeof(p->shape));
+		return TILEATOM_OK;
+	}
+	if (rq->kind == TILEATOM_REQ_SCATTER) {
+		const tileatom_array *ix = &rq->indices[0];
+		if (rq->dim < 0 || rq->dim >= tile_rank || ix->rank != tile_rank)
+			return split_refuse(c, err,
+			                    "scatter dim %d and indices of rank %d do not fit the "
+			                    "rank-%d tile '%s'",
+			                    rq->dim, ix->rank, tile_rank, rq->tile);
+		p->rank = ix->rank;
+		memcpy(p->shape, ix->shape, sizeof(p->shape));
+		if (rq->dim != 0 && p->shape[0] > p->box.shape[0])
+			return split_refuse(c, err,
+			                    "scatter indices extent %" PRId64
+			                    " along axis 0 exceeds the region extent %" PRId64,
+			                    p->shape[0], p->box.shape[0]);
+		return TILEATOM_OK;
+	}
+	if (!rq->flat && rq->n_index != tile_rank)
+		return split_refuse(c, err,
+		                    "indexed addressing needs one index array per axis of the "
+		                    "rank-%d tile '%s', got %d",
+		                    tile_rank, rq->tile, rq->n_index);
+	p->rank = 0;
+	for (int i = 0; i < rq->n_index; i++)
+		if (rq->indices[i].rank > p->rank)
+			p->rank = rq->indices[i].rank;
+	for (int a = 0; a < p->rank; a++)
+		p->shape[a] = 1;
+	for (int i = 0; i < rq->n_index; i++) {
+		const tileatom_array *ix = &rq->indices[i];
+		for (int k = 0; k < ix->rank; k++) {
+			int axis = p->rank - ix->rank + k;
+			if (p->shape[axis] == 1)
+				p->shape[axis] = ix->shape[k];
+			else if (ix->shape[k] != 1 && ix->shape[k] != p->shape[axis])
+				return split_refuse(
+				    c, err,
+				    "index arrays do not broadcast together (axis %d: "
+				    "%" PRId64 " vs %" PRId64 ")",
+				    axis, ix->shape[k], p->shape[axis]);
+		}
+	}
+	return TILEATOM_OK;
+}
+
+/* Describes the tile, fixes the region, the element shape, the operands and the part size. */
+static int split_prepare(tileatom_client *c, const tac_split_req *rq, const tileatom_op_options *o,
+                         split_plan *p, tileatom_error *err)
+{
+	memset(p, 0, sizeof(*p));
+	tac_msg dm; /* tileatom_describe, from the layers below the public calls */
+	int rc = tac_build_describe(&dm, rq->tile, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_roundtrip(c, &dm, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_tile_info_from_wire(&p->info, c->last->tile, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	const tileatom_tile_info *t = &p->info;
+	p->box.rank = t->rank;
+	memcpy(p->box.shape, t->shape, sizeof(p->box.shape));
+	if (rq->region) {
+		if (rq->region->rank != t->rank)
+			return split_refuse(
+			    c, err, "region rank %d does not match the rank %d of tile '%s'",
+			    rq->region->rank, t->rank, rq->tile);
+		for (int a = 0; a < t->rank; a++) {
+			int64_t o0 = rq->region->origin[a], s = rq->region->shape[a];
+			if (o0 < 0 || s < 1 || o0 > t->shape[a] || s > t->shape[a] - o0)
+				return split_refuse(c, err,
+				                    "region origin %" PRId64 ", extent %" PRId64
+				                    " along axis %d is outside the extent %" PRId64
+				                    " of tile '%s'",
+				                    o0, s, a, t->shape[a], rq->tile);
+		}
+		p->box = *rq->region;
+	}
+	if ((rc = split_shape(c, rq, p, err)) != TILEATOM_OK)
+		return rc;
+	if (p->rank == 0 || p->shape[0] < 2)
+		return split_refuse(c, err, "its element shape has %s",
+		                    p->rank == 0 ? "no axis" : "one row along its first axis");
+	p->count = 1;
+	for (int a = 0; a < p->rank; a++)
+		p->count *= p->shape[a];
+	static const char *const index_names[TILEATOM_MAX_RANK] = {
+	    "index array 0", "index array 1", "index array 2", "index array 3"};
+	for (int i = 0; i < rq->n_index && rc == TILEATOM_OK; i++) {
+		const tileatom_array *ix = &rq->indices[i];
+		if (ix->dtype != TILEATOM_INT32 && ix->dtype != TILEATOM_INT64)
+			return split_refuse(c, err,
+			                    "%s dtype %s is not an index type (int32 or int64)",
+			                    index_names[i], tileatom_dtype_name(ix->dtype));
+		rc = split_add_operand(c, p, ix, index_names[i], err);
+	}
+	if (rc == TILEATOM_OK)
+		rc = split_add_operand(c, p, rq->values, "values", err);
+	if (rc == TILEATOM_OK)
+		rc = split_add_operand(c, p, rq->compare, "compare", err);
+	if (rc == TILEATOM_OK && o->mask && o->mask->dtype != TILEATOM_BOOL)
+		return split_refuse(c, err, "mask dtype %s must be bool",
+		                    tileatom_dtype_name(o->mask->dtype));
+	if (rc == TILEATOM_OK)
+		rc = split_add_operand(c, p, o->mask, "mask", err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	/* a part: the repeated operands and the overhead, plus rows of the cut operands (and
+	 * of old values in the response) */
+	size_t fixed = TAC_SPLIT_OVERHEAD, row = 0;
+	for (int i = 0; i < p->nops; i++) {
+		if (p->ops[i].cut)
+			row += p->ops[i].bytes / (size_t)p->shape[0];
+		else
+			fixed += p->ops[i].bytes;
+	}
+	p->old_row = (size_t)(p->count / p->shape[0]) * tileatom_dtype_size(t->dtype);
+	if (rq->returns_old && p->old_row > row)
+		row = p->old_row;
+	if (fixed >= c->max_frame)
+		return split_refuse(c, err,
+		                    "the operands every part repeats (broadcast along the first "
+		                    "axis) take %zu bytes with the request's framing",
+		                    fixed);
+	size_t room = c->max_frame - fixed;
+	if (row > room)
+		return split_refuse(c, err,
+		                    "one row along the first axis of its element shape takes %zu "
+		                    "bytes and a part has room for %zu",
+		                    row, room);
+	if (room > TAC_SPLIT_PART_BYTES) /* whole rows of at most 4 MiB, or one row */
+		room = row > TAC_SPLIT_PART_BYTES ? row : TAC_SPLIT_PART_BYTES;
+	p->part_rows = row == 0 ? p->shape[0] : (int64_t)(room / row);
+	if (p->part_rows > p->shape[0])
+		p->part_rows = p->shape[0];
+	p->nparts = (int)((p->shape[0] + p->part_rows - 1) / p->part_rows);
+	if (o->want_old && o->old_out_size < (size_t)p->count * tileatom_dtype_size(t->dtype))
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "the output buffer has %zu bytes and the old values need %zu; "
+		               "nothing was applied",
+		               o->old_out_size, (size_t)p->count * tileatom_dtype_size(t->dtype));
+	return TILEATOM_OK;
+}
+
+/* Element offset of operand o at element coordinates e. */
+static int64_t split_at(const split_operand *o, int rank, const int64_t *e)
+{
+	int64_t at = 0;
+	for (int a = 0; a < rank; a++)
+		at += e[a] * o->stride[a];
+	return at;
+}
+
+/* Index at element offset `at` of an INT32 / INT64 index array. */
+static int64_t split_index(const tileatom_array *a, int64_t at)
+{
 	if (a->dtype == TILEATOM_INT32) {
 		int32_t v;
 		memcpy(&v, (const uint8_t *)a->data + at * 4, 4);
@@ -63,139 +326,133 @@ static int64_t split_index(const tileatom_array *a, int64_t k)
 	return v;
 }
 
-/* The reject-whole check: every unmasked element's index (indices, n_index of them, over n
- * elements) against the region the request addresses (region, or the whole tile as
- * tileatom_describe says). TILEATOM_OK or TILEATOM_E_OUT_OF_RANGE naming the first one. */
-static int split_check_bounds(tileatom_client *c, const char *tile, const tileatom_region *region,
-                              int n_index, const tileatom_array *indices, bool flat,
-                              const tileatom_array *mask, int64_t n, int nparts,
+/* The reject-whole check: every unmasked element's indices (SCATTER: along dim; INDEXED:
+ * along each axis, or flat offsets) against the region. TILEATOM_OK or
+ * TILEATOM_E_OUT_OF_RANGE naming the first one. */
+static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
                               tileatom_error *err)
 {
-	tileatom_tile_info info;
-	tac_msg dm; /* tileatom_describe, from the layers below the public calls */
-	int rc = tac_build_describe(&dm, tile, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_roundtrip(c, &dm, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_tile_info_from_wire(&info, c->last->tile, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	int rank = region ? region->rank : info.rank;
-	const int64_t *extent = region ? region->shape : info.shape;
+	int n_index = rq->n_index;
+	const split_operand *mask = rq->opts && rq->opts->mask ? &p->ops[p->nops - 1] : NULL;
+	for (int i = 0; i < n_index; i++)
+		if (tac_shm_in_device(c, rq->indices[i].data, p->ops[i].bytes))
+			return split_refuse(c, err,
+			                    "%s lies in a device buffer, which the library "
+			                    "cannot check with check_bounds off",
+			                    p->ops[i].what);
+	if (mask && tac_shm_in_device(c, mask->array->data, mask->bytes))
+		return split_refuse(c, err,
+		                    "the mask lies in a device buffer, which the library "
+		                    "cannot check with check_bounds off");
 	int64_t region_count = 1;
-	for (int a = 0; a < rank; a++)
-		region_count *= extent[a];
-	for (int64_t k = 0; k < n; k++) {
-		if (mask) {
-			uint8_t m;
-			memcpy(&m, (const uint8_t *)mask->data + (mask->rank == 0 ? 0 : k), 1);
-			if (!m)
-				continue;
-		}
-		for (int a = 0; a < (flat ? 1 : n_index); a++) {
-			int64_t x = split_index(&indices[a], k);
-			int64_t limit = flat ? region_count : a < rank ? extent[a] : 0;
-			if (x < 0 || x >= limit)
+	for (int a = 0; a < p->box.rank; a++)
+		region_count *= p->box.shape[a];
+	int64_t e[TILEATOM_MAX_RANK] = {0};
+	for (int64_t k = 0; k < p->count; k++) {
+		uint8_t on = 1;
+		if (mask)
+			memcpy(&on, (const uint8_t *)mask->array->data + split_at(mask, p->rank, e),
+			       1);
+		for (int i = 0; on && i < n_index; i++) {
+			int64_t x = split_index(rq->indices + i, split_at(&p->ops[i], p->rank, e));
+			int axis = rq->kind == TILEATOM_REQ_SCATTER ? rq->dim : i;
+			int64_t limit = rq->flat ? region_count : p->box.shape[axis];
+			if (x < 0 || x >= limit) {
+				char along[32] = "";
+				if (!rq->flat)
+					snprintf(along, sizeof(along), " along axis %d", axis);
 				return tac_err(
 				    err, TILEATOM_E_OUT_OF_RANGE,
 				    "index %" PRId64 " of element %" PRId64
-				    " is outside [0, %" PRId64 ")%s of tile '%s' (check_bounds "
-				    "is off; the request would have been split into %d parts: "
-				    "nothing was applied)",
-				    x, k, limit, flat ? "" : " along its axis", tile, nparts);
+				    " is outside [0, %" PRId64
+				    ")%s of tile '%s' (check_bounds is off; the request would have "
+				    "been split into %d parts: nothing was applied)",
+				    x, k, limit, along, rq->tile, p->nparts);
+			}
+		}
+		for (int a = p->rank - 1; a >= 0; a--) {
+			if (++e[a] < p->shape[a])
+				break;
+			e[a] = 0;
 		}
 	}
 	return TILEATOM_OK;
 }
 
-int tac_split_indexed(tileatom_client *c, const char *tile, tileatom_op op,
-                      const tileatom_region *region, int n_index, const tileatom_array *indices,
-                      bool flat, const tileatom_array *values, const tileatom_array *compare,
-                      const tileatom_op_options *opts, tileatom_op_result *res, tileatom_error *err)
+/* Part [r0, r0 + rows) along the first axis of operand o (a repeated one stays whole). */
+static tileatom_array split_part(const split_plan *p, const split_operand *o, int64_t r0,
+                                 int64_t rows)
+{
+	tileatom_array part = *o->array;
+	if (o->cut) {
+		size_t row_bytes = o->bytes / (size_t)p->shape[0];
+		part.shape[0] = rows;
+		part.data = (const uint8_t *)o->array->data + (size_t)r0 * row_bytes;
+	}
+	return part;
+}
+
+/* Builds part [r0, r0 + rows) of the request into m (po: the part's options). m borrows
+ * parts (the part's operands) and *moved (its region), which the caller keeps until m is
+ * sent. */
+static int split_build(const tac_split_req *rq, const split_plan *p, int64_t r0, int64_t rows,
+                       const tileatom_op_options *po, tac_msg *m, tileatom_array *parts,
+                       tileatom_region *moved, tileatom_error *err)
+{
+	for (int i = 0; i < p->nops; i++)
+		parts[i] = split_part(p, &p->ops[i], r0, rows);
+	int at = rq->n_index;
+	const tileatom_array *values = rq->values ? &parts[at++] : NULL;
+	const tileatom_array *compare = rq->compare ? &parts[at++] : NULL;
+	/* the region moves with the part where the rows of the element shape are region rows */
+	*moved = p->box;
+	moved->origin[0] += r0;
+	moved->shape[0] = rows;
+	switch (rq->kind) {
+	case TILEATOM_REQ_ELEMENTWISE:
+		return tac_build_elementwise(m, rq->tile, rq->op, moved, values, compare, po, err);
+	case TILEATOM_REQ_SCATTER:
+		return tac_build_scatter(m, rq->tile, rq->op, rq->dim == 0 ? rq->region : moved,
+		                         rq->dim, &parts[0], values, po, err);
+	default:
+		return tac_build_indexed(m, rq->tile, rq->op, rq->region, rq->n_index, parts,
+		                         rq->flat, values, compare, po, err);
+	}
+}
+
+int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *res,
+              tileatom_error *err)
 {
 	tileatom_op_result local;
 	if (!res)
 		res = &local;
 	memset(res, 0, sizeof(*res));
 	tileatom_op_options o;
-	if (opts)
-		o = *opts;
+	if (rq->opts)
+		o = *rq->opts;
 	else
 		tileatom_op_options_init(&o);
-	const tileatom_array *mask = o.mask;
-	/* the element count: every non-scalar operand is 1-D over the same n */
-	int64_t n = 1;
-	const tileatom_array *arrays[TILEATOM_MAX_RANK + 3];
-	int narrays = 0;
-	for (int a = 0; a < (flat ? 1 : n_index); a++)
-		arrays[narrays++] = &indices[a];
-	arrays[narrays++] = values;
-	arrays[narrays++] = compare;
-	arrays[narrays++] = mask;
-	size_t per_elem = 0;
-	for (int i = 0; i < narrays; i++) {
-		int64_t len = split_len(arrays[i]);
-		if (len < 0 || (len > 1 && n > 1 && len != n))
-			return tac_err(
-			    err, TILEATOM_E_INVALID_ARGUMENT,
-			    "the request exceeds the daemon's frame limit of %" PRIu32
-			    " bytes and cannot be split: the library splits requests whose "
-			    "operands are 1-D over one element count (or scalars); send "
-			    "smaller requests",
-			    c->max_frame);
-		if (len > 1) {
-			n = len;
-			per_elem += tileatom_dtype_size(arrays[i]->dtype);
-		}
-	}
-	size_t es = values ? tileatom_dtype_size(values->dtype) : 0;
-	if (o.want_old && es > per_elem)
-		per_elem = es; /* the response carries the old values */
-	if (per_elem == 0 || c->max_frame <= 2 * TAC_SPLIT_OVERHEAD)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "the request exceeds the daemon's frame limit of %" PRIu32
-		               " bytes and cannot be split",
-		               c->max_frame);
-	size_t room = c->max_frame - TAC_SPLIT_OVERHEAD;
-	if (room > TAC_SPLIT_PART_BYTES)
-		room = TAC_SPLIT_PART_BYTES;
-	int64_t part = (int64_t)(room / per_elem);
-	if (part < 1)
-		part = 1;
-	int nparts = (int)((n + part - 1) / part);
-	if (o.want_old && o.old_out_size < (size_t)n * es)
-		return tac_err(
-		    err, TILEATOM_E_INVALID_ARGUMENT,
-		    "the output buffer has %zu bytes and the old values need %zu; nothing "
-		    "was sent",
-		    o.old_out_size, (size_t)n * es);
-	if (!o.check_bounds) {
-		int rc = split_check_bounds(c, tile, region, n_index, indices, flat, mask, n,
-		                            nparts, err);
-		if (rc != TILEATOM_OK)
-			return rc;
-	}
-	for (int64_t k0 = 0, i = 0; k0 < n; k0 += part, i++) {
-		int64_t len = n - k0 < part ? n - k0 : part;
-		tileatom_array pidx[TILEATOM_MAX_RANK], pval, pcmp, pmask;
-		for (int a = 0; a < (flat ? 1 : n_index); a++)
-			pidx[a] = split_part(&indices[a], k0, len);
+	split_plan p;
+	int rc = split_prepare(c, rq, &o, &p, err);
+	if (rc == TILEATOM_OK && !o.check_bounds && rq->n_index > 0)
+		rc = split_check_bounds(c, rq, &p, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	const char *unit = p.rank == 1 ? "elements" : "rows";
+	int64_t n = p.shape[0];
+	for (int64_t r0 = 0, i = 0; r0 < n; r0 += p.part_rows, i++) {
+		int64_t rows = n - r0 < p.part_rows ? n - r0 : p.part_rows;
+		tileatom_array parts[TAC_SPLIT_MAX_OPERANDS];
 		tileatom_op_options po = o;
-		if (values)
-			pval = split_part(values, k0, len);
-		if (compare)
-			pcmp = split_part(compare, k0, len);
-		if (mask) {
-			pmask = split_part(mask, k0, len);
-			po.mask = &pmask;
-		}
+		if (o.mask)
+			po.mask = &parts[p.nops - 1];
 		if (o.want_old) {
-			po.old_out = (uint8_t *)o.old_out + (size_t)k0 * es;
-			po.old_out_size = (size_t)len * es;
+			po.old_out = (uint8_t *)o.old_out + (size_t)r0 * p.old_row;
+			po.old_out_size = (size_t)rows * p.old_row;
 		}
 		tac_msg m;
-		int rc = tac_build_indexed(&m, tile, op, region, n_index, pidx, flat,
-		                           values ? &pval : NULL, compare ? &pcmp : NULL, &po, err);
+		tileatom_region moved;
+		rc = split_build(rq, &p, r0, rows, &po, &m, parts, &moved, err);
 		if (rc == TILEATOM_OK && tac_frame_too_large(c, &m))
 			rc =
 			    tac_err(err, TILEATOM_E_INTERNAL,
@@ -210,24 +467,25 @@ int tac_split_indexed(tileatom_client *c, const char *tile, tileatom_op op,
 			             "tileatomd answered a part with no result");
 		if (rc == TILEATOM_OK && o.want_old) {
 			size_t got = r->old ? r->old->data.len : 0;
-			if (got != (size_t)len * es)
+			if (got != po.old_out_size)
 				rc = tac_err(
 				    err, TILEATOM_E_PROTOCOL,
 				    "tileatomd returned %zu bytes of old values for %" PRId64
-				    " elements",
-				    got, len);
+				    " %s (%zu expected)",
+				    got, rows, unit, po.old_out_size);
 			else
 				memcpy(po.old_out, r->old->data.data, got);
 		}
 		if (rc != TILEATOM_OK) {
-			if (err && k0 > 0) {
+			if (err && r0 > 0) {
 				char first[sizeof(err->message)];
 				snprintf(first, sizeof(first), "%s", err->message);
 				tac_err(err, rc,
-				        "part %" PRId64 " of %d (elements %" PRId64 "..%" PRId64
-				        ") of a split request failed; elements 0..%" PRId64
+				        "part %" PRId64 " of %d (%s %" PRId64 "..%" PRId64
+				        ") of a split request failed; %s 0..%" PRId64
 				        " were applied: %s",
-				        i + 1, nparts, k0, k0 + len - 1, k0 - 1, first);
+				        i + 1, p.nparts, unit, r0, r0 + rows - 1, unit, r0 - 1,
+				        first);
 			}
 			return rc;
 		}
@@ -235,9 +493,9 @@ int tac_split_indexed(tileatom_client *c, const char *tile, tileatom_op op,
 		res->skipped += r->skipped;
 	}
 	if (o.want_old) {
-		res->old_rank = 1;
-		res->old_shape[0] = n;
-		res->old_bytes = (size_t)n * es;
+		res->old_rank = p.rank;
+		memcpy(res->old_shape, p.shape, sizeof(res->old_shape));
+		res->old_bytes = (size_t)p.count * tileatom_dtype_size(p.info.dtype);
 	}
 	return TILEATOM_OK;
 }

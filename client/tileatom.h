@@ -412,9 +412,9 @@ TA_API void tileatom_set_max_response(tileatom_client *client, uint32_t max_byte
 TA_API const char *tileatom_server_version(const tileatom_client *client);
 /* The daemon's backend name from the handshake, "cpu" or "cuda" (never NULL). */
 TA_API const char *tileatom_server_backend(const tileatom_client *client);
-/* The daemon's frame limit from the handshake (its --max-frame, in bytes): requests whose
- * frame would be larger are split by tileatom_indexed (see there) and refused by the daemon
- * otherwise. */
+/* The daemon's frame limit from the handshake (its --max-frame, in bytes): synchronous
+ * element-wise, scatter and indexed requests whose frame would be larger go by shared
+ * memory or in parts (see tileatom_indexed); other requests are refused by the daemon. */
 TA_API uint32_t tileatom_server_max_frame(const tileatom_client *client);
 /* The address the client connected to. */
 TA_API const char *tileatom_address(const tileatom_client *client);
@@ -532,14 +532,24 @@ TA_API int tileatom_write(tileatom_client *client, const char *tile, const tilea
 
 /* Element-wise atomic op over region (NULL: the whole tile): values[k] (CAS: the desired
  * value; compare[k] the expected one) go to region element k; scalars broadcast. compare is
- * NULL except for CAS. opts may be NULL; res may be NULL. */
+ * NULL except for CAS. opts may be NULL; res may be NULL. Over the daemon's frame limit the
+ * request goes by shared memory or is split as tileatom_indexed states: the region is cut
+ * along its first axis into slabs of whole rows (1-D: consecutive elements), each part
+ * sending the rows of values, compare and mask that run along that axis and repeating
+ * those broadcast along it; the old values of every part land in old_out in order. */
 TA_API int tileatom_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
                                 const tileatom_region *region, const tileatom_array *values,
                                 const tileatom_array *compare, const tileatom_op_options *opts,
                                 tileatom_op_result *res, tileatom_error *err);
 /* Scatter atomic (torch.scatter_add_ rules; add, sub, min, max): for element e of indices,
  * the destination along `dim` is region.origin[dim] + indices[e] and along every other axis
- * region.origin[a] + e[a]; values broadcast to the shape of indices. */
+ * region.origin[a] + e[a]; values broadcast to the shape of indices. Over the daemon's frame
+ * limit the request goes by shared memory or is split as tileatom_indexed states: indices
+ * (and the values and mask rows that run along it) are cut along axis 0; with dim 0 every
+ * part keeps the region, with another dim the rows of a part address region rows from its
+ * first row on, so its region starts there (an indices extent along axis 0 larger than the
+ * region's is then refused before sending). With check_bounds false every unmasked index
+ * of the whole request is checked against the region's extent along dim first. */
 TA_API int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_op op,
                             const tileatom_region *region, int dim, const tileatom_array *indices,
                             const tileatom_array *values, const tileatom_op_options *opts,
@@ -549,13 +559,19 @@ TA_API int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_
  * the whole tile); with flat true, one array (n_index 1) gives row-major offsets into the
  * region. Duplicates all apply. compare only for CAS.
  *
- * Requests larger than the daemon's frame limit (tileatom_server_max_frame) go by shared
- * memory on a Unix socket (see tileatom_set_shm_threshold); otherwise they are split:
- * when every index, values, compare and mask array is 1-D over the same n elements (or a
- * scalar, which every part repeats), the library sends consecutive parts of at most
- * max_frame bytes (and 4 MiB of operands) one after the other on this connection and
- * returns the summed counts, the old values of every part in order (want_old) and the
- * first error. What a split means:
+ * Requests larger than the daemon's frame limit (tileatom_server_max_frame), of this call,
+ * tileatom_elementwise and tileatom_scatter, go by shared memory on a Unix socket (see
+ * tileatom_set_shm_threshold) when that makes the request fit and the old values it
+ * returns (want_old, and always for CAS) fit one response frame; otherwise they are split.
+ * A split cuts the request's element shape (here: the index arrays broadcast together;
+ * element-wise: the region; scatter: the indices) along its first axis into consecutive
+ * parts of whole rows (a 1-D shape: of elements), each at most max_frame bytes and 4 MiB
+ * of operands (or one row, where a row is larger and fits a frame): an operand that runs
+ * along that axis is cut with the rows, one broadcast along it (a scalar, a lower rank,
+ * extent 1 there) is sent whole in every part. The parts go one after the other on this
+ * connection; the call returns the summed counts, the old values of every part in order
+ * (want_old: the element shape, row-major, as one request would) and the first error.
+ * What a split means:
  *  - each element is applied atomically, exactly as in one request, but the request as a
  *    whole is not: other clients can see the parts already applied, and the parts run in
  *    order (part i is applied before part i+1 is sent);
@@ -564,10 +580,13 @@ TA_API int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_
  *    against the region: any index outside it fails the call with TILEATOM_E_OUT_OF_RANGE
  *    before any part is sent, so nothing is applied (the daemon checks each part again);
  *  - a part that fails (e.g. the tile was destroyed meanwhile) stops the call: its error
- *    comes back with a message naming the part and the elements already applied, which
- *    stay applied; res (when given) counts the parts that succeeded.
- * Requests that cannot be split this way (n-d operands) fail with
- * TILEATOM_E_INVALID_ARGUMENT before anything is sent. */
+ *    comes back with a message naming the part and the rows (elements) already applied,
+ *    which stay applied, and no later part is sent; res (when given) counts the parts
+ *    that succeeded.
+ * A request that cannot be split fails with TILEATOM_E_INVALID_ARGUMENT, naming why, before
+ * any part is sent: a region outside the tile, operands that do not broadcast to the
+ * element shape, a first axis of one row, or one row (or the operands every part repeats)
+ * too large for a frame. */
 TA_API int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
                             const tileatom_region *region, int n_index,
                             const tileatom_array *indices, bool flat, const tileatom_array *values,

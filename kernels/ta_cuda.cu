@@ -16,10 +16,11 @@
  * path instead: the caller queues its request with the batcher; the first caller to find
  * no batch running leads: it takes every request queued (after the optional batch
  * window), resolves their elements on the host into descriptors in mapped pinned memory,
- * launches ta_cuda_batch.cuh's kernel once, waits for it, hands each caller its counts
- * and old values and wakes them. Requests queued while a batch runs go in the next one,
- * so a busy GPU takes many requests per launch and an idle one answers a lone request
- * with one launch and no copies.
+ * launches ta_cuda_batch.cuh's kernel once (or, for a batch that fits its mailbox, rings
+ * the resident kernel: "the persistent kernel" below), waits for it, hands each caller
+ * its counts and old values and wakes them. Requests queued while a batch runs go in the
+ * next one, so a busy GPU takes many requests per launch and an idle one answers a lone
+ * request with no launch and no copies.
  *
  * Failure modes: every CUDA call is checked. Allocation failures (cudaMalloc,
  * cudaHostAlloc) give RESOURCE_EXHAUSTED and clear the error; a sticky device error (an
@@ -32,6 +33,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <sched.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -778,6 +780,30 @@ struct cuda_batcher {
 	size_t cap;                 /* bytes at buf */
 	unsigned long long batches; /* batches run */
 	unsigned long long batched; /* requests that went through a batch */
+	/* the persistent kernel (see "the persistent kernel" below) */
+	cudaStream_t pk_stream;        /* its stream (never the batch stream: a launch there
+	                                  would wait for it) */
+	unsigned char *pk_mem;         /* mapped pinned memory: mailbox, area, olds */
+	ta_pk_mailbox *mb;             /* the mailbox (at pk_mem) */
+	unsigned char *pk_area;        /* the descriptor area (TA_PK_DESC_BYTES) */
+	uint64_t *pk_olds;             /* the old-value slots (TA_PK_OLDS) */
+	int pk_max;                    /* most chains of a batch it takes; 0: off (under mu) */
+	bool pk_on;                    /* launched and not yet reaped (under mu) */
+	int holds;                     /* callers needing the device without it (under mu) */
+	pthread_cond_t pk_cv;          /* broadcast when pk_on turns false */
+	uint64_t seq;                  /* sequence number of the latest bell (lead only) */
+	uint64_t last_bell;            /* the bell the mailbox holds (lead only) */
+	uint64_t epoch;                /* its launches so far: the current one's epoch */
+	unsigned long long pk_batches; /* batches it ran (under mu) */
+	/* TILEATOM_CUDA_TRACE=1: the time of each stage of a batch, summed per way (0 a
+	 * launch, 1 the persistent kernel) and printed to stderr when the backend goes */
+	bool trace;                          /* on */
+	unsigned long long tr_batches[2];    /* batches */
+	unsigned long long tr_resolve_ns[2]; /* resolving the elements into descriptors */
+	unsigned long long tr_start_ns[2];   /* the launch call (a launch of the persistent
+	                                        kernel is in wait) */
+	unsigned long long tr_wait_ns[2];    /* until the batch has run */
+	unsigned long long tr_finish_ns[2];  /* copying the old values out */
 };
 
 /* The CUDA backend object. */
@@ -792,6 +818,7 @@ struct ta_cuda_backend {
 	char broken_msg[200];           /* that error, for later calls */
 	cuda_batcher batch;             /* small requests, many to a launch */
 	bool batch_ready;               /* batch.mu and batch.stream exist */
+	bool pk_ready;                  /* batch.pk_stream, pk_mem and pk_cv exist */
 };
 
 /* True for errors that leave the CUDA context unusable. */
@@ -994,6 +1021,9 @@ static size_t batch_bytes(size_t chains, size_t items, size_t elems, size_t olds
 	       align_up(elems * sizeof(ta_batch_elem)) + align_up(olds * sizeof(uint64_t));
 }
 
+static void pk_stop(ta_cuda_backend *be);
+static void pk_set_on(cuda_batcher *b, bool on);
+
 /* Grows the batch buffer (mapped pinned host memory, read in place by the kernel) to at
  * least bytes. Leader only. */
 static ta_status batch_reserve(ta_cuda_backend *be, size_t bytes, ta_error *err)
@@ -1001,6 +1031,16 @@ static ta_status batch_reserve(ta_cuda_backend *be, size_t bytes, ta_error *err)
 	cuda_batcher *b = &be->batch;
 	if (b->cap >= bytes)
 		return TA_OK;
+	if (b->buf && be->pk_ready) {
+		/* cudaFreeHost may wait for the whole device: the leader stops its kernel */
+		pthread_mutex_lock(&b->mu);
+		bool on = b->pk_on;
+		pthread_mutex_unlock(&b->mu);
+		if (on) {
+			pk_stop(be);
+			pk_set_on(b, false);
+		}
+	}
 	if (b->buf)
 		cudaFreeHost(b->buf);
 	b->buf = NULL;
@@ -1013,9 +1053,216 @@ static ta_status batch_reserve(ta_cuda_backend *be, size_t bytes, ta_error *err)
 	return TA_OK;
 }
 
-/* Runs the chains of waits (linked through next, n_waits of them) as one launch and fills
- * every call's outcome. Leader only, without batch.mu. */
-static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits)
+/* Rounds n up to 16 bytes (the persistent kernel's descriptor area). */
+static size_t align16(size_t n)
+{
+	return (n + 15u) & ~(size_t)15u;
+}
+
+/* ---- the persistent kernel ---------------------------------------------------------------
+ *
+ * A launch and its synchronisation cost a lone request most of its GPU time, so small
+ * batches (up to TA_PK_CHAINS chains whose descriptors fit the mailbox) go to a kernel
+ * that stays resident (k_persistent, ta_cuda_batch.cuh): the leader writes the batch into
+ * the mailbox's area, rings the bell and spins on the done word the kernel writes; no
+ * launch, no copy, no driver call. The leader launches the kernel on demand (on its own
+ * stream) and it returns by itself after TA_CUDA_PK_IDLE_NS without a batch, so an idle
+ * daemon burns no SM; it also returns TA_CUDA_PK_LIFE_NS after its launch (between
+ * batches), so anything that waits for the device as a whole (a tool that serialises
+ * kernels) waits a bounded time. Every other use of the device holds it off (pk_hold:
+ * large requests, tile allocation and free, host and IPC registrations, destroy): those
+ * calls may synchronise the whole device, which would wait for a resident kernel, so the
+ * hold stops it (after the batch in flight) and no batch uses it until the hold ends.
+ * Order is unchanged: one leader at a time, and each batch has finished (done seen, or
+ * the kernel reaped) before the next one starts, whichever way it ran. */
+
+/* A persistent kernel returns after this long without a batch. */
+#define TA_CUDA_PK_IDLE_NS 5000000ull
+/* ... and this long after its launch (at the first moment without a batch). */
+#define TA_CUDA_PK_LIFE_NS 100000000ull
+
+/* CLOCK_MONOTONIC in nanoseconds (the trace). */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One pause of a spin-wait. */
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* Gives the lead to the oldest caller queued other than self (posting it), or ends the
+ * running batch role. Under batch.mu. */
+static void batch_pass_lead(cuda_batcher *b, batch_wait *self)
+{
+	if (b->head) {
+		b->head->lead = true;
+		if (b->head != self)
+			sem_post(&b->head->wake);
+	} else {
+		b->running = false;
+	}
+}
+
+/* Sets pk_on under batch.mu (broadcasting pk_cv when it turns false). */
+static void pk_set_on(cuda_batcher *b, bool on)
+{
+	pthread_mutex_lock(&b->mu);
+	b->pk_on = on;
+	if (!on)
+		pthread_cond_broadcast(&b->pk_cv);
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* Stops the running persistent kernel and waits until it has returned. The caller has
+ * the batch role (the leader, or a holder that took the role) and saw pk_on; without
+ * batch.mu. A failure is recorded (be_fail) and logged. */
+static void pk_stop(ta_cuda_backend *be)
+{
+	cuda_batcher *b = &be->batch;
+	__atomic_store_n(&b->mb->bell, TA_PK_STOP, __ATOMIC_RELEASE);
+	b->last_bell = TA_PK_STOP;
+	cudaError_t e = cudaStreamSynchronize(b->pk_stream);
+	if (e != cudaSuccess) {
+		ta_error err;
+		be_fail(be, e, "stopping the persistent batch kernel", &err);
+		fprintf(stderr, "tileatom cuda: %s\n", err.msg);
+	}
+}
+
+/* Holds the persistent kernel off: returns once it is not running (stopping it, after
+ * the batch in flight if any), and no batch launches it until pk_release. */
+static void pk_hold(ta_cuda_backend *be)
+{
+	cuda_batcher *b = &be->batch;
+	if (!be->pk_ready)
+		return;
+	pthread_mutex_lock(&b->mu);
+	b->holds++;
+	while (b->pk_on) {
+		if (!b->running) {
+			/* no leader: take the batch role, stop the kernel, hand the role on */
+			b->running = true;
+			pthread_mutex_unlock(&b->mu);
+			pk_stop(be);
+			pthread_mutex_lock(&b->mu);
+			b->pk_on = false;
+			pthread_cond_broadcast(&b->pk_cv);
+			batch_pass_lead(b, NULL);
+			break;
+		}
+		/* the leader stops it after its batch (it sees holds) */
+		pthread_cond_wait(&b->pk_cv, &b->mu);
+	}
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* Ends a pk_hold. */
+static void pk_release(ta_cuda_backend *be)
+{
+	cuda_batcher *b = &be->batch;
+	if (!be->pk_ready)
+		return;
+	pthread_mutex_lock(&b->mu);
+	b->holds--;
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* Waits for the persistent kernel (epoch b->epoch) to report batch seq done. Sets *gone
+ * when the kernel returned without taking it (idle or life time over). Returns the CUDA
+ * error of a kernel that failed. */
+static cudaError_t pk_wait(ta_cuda_backend *be, uint64_t seq, bool *gone)
+{
+	cuda_batcher *b = &be->batch;
+	*gone = false;
+	for (unsigned long spin = 1;; spin++) {
+		if (__atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) == seq)
+			return cudaSuccess;
+		bool exited = __atomic_load_n(&b->mb->exited, __ATOMIC_ACQUIRE) == b->epoch;
+		if (!exited && spin % 4096 == 0) {
+			/* a kernel that failed never writes done: ask the stream now and then */
+			cudaError_t e = cudaStreamQuery(b->pk_stream);
+			if (e == cudaErrorNotReady)
+				(void)cudaGetLastError();
+			else if (e != cudaSuccess)
+				return e;
+			else
+				exited = true;
+		}
+		if (exited) {
+			cudaError_t e = cudaStreamSynchronize(b->pk_stream);
+			if (e != cudaSuccess)
+				return e;
+			*gone = __atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) != seq;
+			return cudaSuccess;
+		}
+		if (spin > (1ul << 16)) /* long: a slow device (a tool), give the CPU away */
+			sched_yield();
+		else
+			spin_pause();
+	}
+}
+
+/* Runs the batch written into the mailbox's area (units 16-byte units) through the
+ * persistent kernel, launching it when none runs. Leader only, without batch.mu. */
+static ta_status pk_run(ta_cuda_backend *be, uint32_t units, ta_error *err)
+{
+	cuda_batcher *b = &be->batch;
+	uint64_t prev = b->last_bell, bell = TA_PK_BELL(++b->seq, units);
+	/* the descriptors were written before: a release store publishes them */
+	__atomic_store_n(&b->mb->bell, bell, __ATOMIC_RELEASE);
+	b->last_bell = bell;
+	for (int tries = 0; tries < 3; tries++) {
+		pthread_mutex_lock(&b->mu);
+		bool on = b->pk_on;
+		pthread_mutex_unlock(&b->mu);
+		if (!on) {
+			/* a new kernel takes every bell but prev: ours first */
+			b->epoch++;
+			ta_status st = ta_cuda_launch_persistent(
+			    b->mb, b->pk_area, b->pk_olds, prev, b->epoch, TA_CUDA_PK_IDLE_NS,
+			    TA_CUDA_PK_LIFE_NS, b->pk_stream, err);
+			if (st != TA_OK) {
+				cudaError_t e = cudaStreamSynchronize(b->pk_stream);
+				if (e != cudaSuccess)
+					be_fail(be, e,
+					        "finishing a failed persistent kernel launch",
+					        NULL);
+				return st;
+			}
+			pthread_mutex_lock(&b->mu);
+			b->pk_on = true;
+			pthread_mutex_unlock(&b->mu);
+		}
+		bool gone = false;
+		cudaError_t e = pk_wait(be, TA_PK_BELL_SEQ(bell), &gone);
+		if (e != cudaSuccess) {
+			pk_set_on(b, false);
+			return be_fail(be, e, "running the persistent batch kernel", err);
+		}
+		if (!gone) {
+			pthread_mutex_lock(&b->mu);
+			b->pk_batches++;
+			pthread_mutex_unlock(&b->mu);
+			return TA_OK;
+		}
+		pk_set_on(b, false); /* it returned before our bell: launch another */
+	}
+	return ta_error_set(err, TA_INTERNAL,
+	                    "cuda backend: the persistent batch kernel returned three times "
+	                    "without taking a batch");
+}
+
+/* Runs the chains of waits (linked through next, n_waits of them) as one batch and fills
+ * every call's outcome: through the persistent kernel when pk_ok and the batch fits its
+ * mailbox, else as one launch. Leader only, without batch.mu. */
+static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits, bool pk_ok)
 {
 	cuda_batcher *b = &be->batch;
 	size_t n_items = 0, max_elems = 0, n_olds = 0;
@@ -1026,9 +1273,15 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits)
 			if (w->calls[i].plan->want_old)
 				n_olds += (size_t)w->calls[i].plan->count;
 		}
+	/* the persistent kernel's area: head, chains, items, elements (16-byte sections) */
+	size_t pk_items_off = align16(sizeof(ta_pk_head) + n_waits * sizeof(ta_batch_chain));
+	size_t pk_elems_off = pk_items_off + align16(n_items * sizeof(ta_batch_item));
+	uint64_t t0 = b->trace ? now_ns() : 0, t1 = 0, t2 = 0, t3 = 0;
+	bool pk = pk_ok && n_waits <= TA_PK_CHAINS && n_olds <= TA_PK_OLDS &&
+	          pk_elems_off + max_elems * sizeof(ta_batch_elem) <= TA_PK_DESC_BYTES;
 	ta_error err;
 	ta_status st = be_enter(be, &err);
-	if (st == TA_OK)
+	if (st == TA_OK && !pk)
 		st = batch_reserve(be, batch_bytes(n_waits, n_items, max_elems, n_olds), &err);
 	if (st != TA_OK) {
 		for (batch_wait *w = waits; w; w = w->next)
@@ -1038,11 +1291,22 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits)
 			}
 		return;
 	}
-	ta_batch_chain *chains = (ta_batch_chain *)b->buf;
-	ta_batch_item *items = (ta_batch_item *)(b->buf + align_up(n_waits * sizeof *chains));
-	ta_batch_elem *elems =
-	    (ta_batch_elem *)((unsigned char *)items + align_up(n_items * sizeof *items));
-	uint64_t *olds = (uint64_t *)((unsigned char *)elems + align_up(max_elems * sizeof *elems));
+	ta_batch_chain *chains;
+	ta_batch_item *items;
+	ta_batch_elem *elems;
+	uint64_t *olds;
+	if (pk) {
+		chains = (ta_batch_chain *)(b->pk_area + sizeof(ta_pk_head));
+		items = (ta_batch_item *)(b->pk_area + pk_items_off);
+		elems = (ta_batch_elem *)(b->pk_area + pk_elems_off);
+		olds = b->pk_olds;
+	} else {
+		chains = (ta_batch_chain *)b->buf;
+		items = (ta_batch_item *)(b->buf + align_up(n_waits * sizeof *chains));
+		elems =
+		    (ta_batch_elem *)((unsigned char *)items + align_up(n_items * sizeof *items));
+		olds = (uint64_t *)((unsigned char *)elems + align_up(max_elems * sizeof *elems));
+	}
 
 	/* resolve every element on the host; masked and skipped ones get their output now */
 	uint32_t ci = 0, ii = 0, ei = 0, oi = 0;
@@ -1101,11 +1365,22 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits)
 		}
 	}
 
-	/* one launch, then wait for it */
+	/* the persistent kernel runs it, or one launch, then wait for it */
 	st = TA_OK;
-	if (ei > 0) {
+	if (b->trace)
+		t1 = t2 = now_ns();
+	if (ei > 0 && pk) {
+		ta_pk_head *head = (ta_pk_head *)b->pk_area;
+		head->n_chains = (uint32_t)n_waits;
+		head->items_off = (uint32_t)pk_items_off;
+		head->elems_off = (uint32_t)pk_elems_off;
+		head->pad = 0;
+		st = pk_run(be, (uint32_t)((pk_elems_off + ei * sizeof *elems + 15u) / 16u), &err);
+	} else if (ei > 0) {
 		st = ta_cuda_launch_batch(chains, (uint32_t)n_waits, items, elems, olds, b->stream,
 		                          &err);
+		if (b->trace)
+			t2 = now_ns();
 		if (st == TA_OK) {
 			cudaError_t e = cudaStreamSynchronize(b->stream);
 			if (e != cudaSuccess)
@@ -1116,6 +1391,8 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits)
 				be_fail(be, e, "finishing a failed batch launch", NULL);
 		}
 	}
+	if (b->trace)
+		t3 = now_ns();
 	oi = 0;
 	for (batch_wait *w = waits; w; w = w->next)
 		for (int i = 0; i < w->n; i++) {
@@ -1136,6 +1413,14 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits)
 			if (p->want_old)
 				oi += (uint32_t)p->count;
 		}
+	if (b->trace && ei > 0) {
+		int way = pk ? 1 : 0;
+		b->tr_batches[way]++;
+		b->tr_resolve_ns[way] += t1 - t0;
+		b->tr_start_ns[way] += t2 - t1;
+		b->tr_wait_ns[way] += t3 - t2;
+		b->tr_finish_ns[way] += now_ns() - t3;
+	}
 }
 
 /* Queues the calls of w (one caller's requests, in order) and returns once all have run
@@ -1197,9 +1482,18 @@ static void batch_submit(ta_cuda_backend *be, batch_wait *w)
 		if (!b->head)
 			b->tail = NULL;
 		last->next = NULL;
+		bool pk_ok = b->holds == 0 && n_waits <= (size_t)b->pk_max;
 		pthread_mutex_unlock(&b->mu);
-		batch_run(be, first, n_waits);
+		batch_run(be, first, n_waits, pk_ok);
 		pthread_mutex_lock(&b->mu);
+		if (b->holds > 0 && b->pk_on) {
+			/* a caller waits to use the device without the persistent kernel */
+			pthread_mutex_unlock(&b->mu);
+			pk_stop(be);
+			pthread_mutex_lock(&b->mu);
+			b->pk_on = false;
+			pthread_cond_broadcast(&b->pk_cv);
+		}
 		b->batches++;
 		for (batch_wait *x = first; x;) {
 			batch_wait *nx = x->next; /* x may return (and vanish) once posted */
@@ -1212,13 +1506,7 @@ static void batch_submit(ta_cuda_backend *be, batch_wait *w)
 		/* hand the lead to the oldest caller still queued (perhaps this one, when its
 		 * requests did not fit this batch) */
 		w->lead = false;
-		if (b->head) {
-			b->head->lead = true;
-			if (b->head != w)
-				sem_post(&b->head->wake);
-		} else {
-			b->running = false;
-		}
+		batch_pass_lead(b, w);
 	}
 	pthread_mutex_unlock(&b->mu);
 	sem_destroy(&w->wake);
@@ -1231,6 +1519,32 @@ extern "C" void ta_cuda_batch_counts(ta_backend *base, unsigned long long *batch
 	pthread_mutex_lock(&be->batch.mu);
 	*batches = be->batch.batches;
 	*batched = be->batch.batched;
+	pthread_mutex_unlock(&be->batch.mu);
+}
+
+extern "C" void ta_cuda_set_persistent(ta_backend *base, int max_chains)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	if (!be->pk_ready)
+		return;
+	if (max_chains < 0)
+		max_chains = 0;
+	pthread_mutex_lock(&be->batch.mu);
+	be->batch.pk_max = max_chains < TA_PK_CHAINS ? max_chains : TA_PK_CHAINS;
+	pthread_mutex_unlock(&be->batch.mu);
+	if (max_chains == 0) { /* stop a running one */
+		pk_hold(be);
+		pk_release(be);
+	}
+}
+
+extern "C" void ta_cuda_persistent_counts(ta_backend *base, unsigned long long *batches,
+                                          unsigned long long *launches)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	pthread_mutex_lock(&be->batch.mu);
+	*batches = be->batch.pk_batches;
+	*launches = be->batch.epoch;
 	pthread_mutex_unlock(&be->batch.mu);
 }
 
@@ -1250,6 +1564,26 @@ static void cuda_destroy(ta_backend *base)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
 	cudaSetDevice(be->device);
+	if (be->pk_ready) {
+		cuda_batcher *b = &be->batch;
+		for (int way = 0; b->trace && way < 2; way++)
+			if (b->tr_batches[way] > 0) {
+				double n = (double)b->tr_batches[way] * 1000.0;
+				fprintf(stderr,
+				        "tileatom cuda trace: %s: %llu batches; mean us: resolve "
+				        "%.2f, launch call %.2f, wait %.2f, copy out %.2f\n",
+				        way ? "persistent kernel" : "launches", b->tr_batches[way],
+				        (double)b->tr_resolve_ns[way] / n,
+				        (double)b->tr_start_ns[way] / n,
+				        (double)b->tr_wait_ns[way] / n,
+				        (double)b->tr_finish_ns[way] / n);
+			}
+		if (be->batch.pk_on)
+			pk_stop(be);
+		cudaFreeHost(be->batch.pk_mem);
+		cudaStreamDestroy(be->batch.pk_stream);
+		pthread_cond_destroy(&be->batch.pk_cv);
+	}
 	for (int i = 0; i < TA_CUDA_SLOTS; i++) {
 		cuda_slot *s = &be->slots[i];
 		if (s->host)
@@ -1281,7 +1615,19 @@ static ta_status cuda_tile_alloc(ta_backend *base, size_t bytes, void **mem, ta_
 	if (st != TA_OK)
 		return st;
 	void *p = NULL;
+	pk_hold(be);
 	cudaError_t e = cudaMalloc(&p, bytes);
+	if (e == cudaSuccess) {
+		e = cudaMemsetAsync(p, 0, bytes, 0);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(0);
+		if (e != cudaSuccess) {
+			cudaFree(p);
+			pk_release(be);
+			return be_fail(be, e, "zeroing a new tile", err);
+		}
+	}
+	pk_release(be);
 	if (e == cudaErrorMemoryAllocation) {
 		(void)cudaGetLastError();
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
@@ -1291,13 +1637,6 @@ static ta_status cuda_tile_alloc(ta_backend *base, size_t bytes, void **mem, ta_
 	}
 	if (e != cudaSuccess)
 		return be_fail(be, e, "cudaMalloc of a tile", err);
-	e = cudaMemsetAsync(p, 0, bytes, 0);
-	if (e == cudaSuccess)
-		e = cudaStreamSynchronize(0);
-	if (e != cudaSuccess) {
-		cudaFree(p);
-		return be_fail(be, e, "zeroing a new tile", err);
-	}
 	*mem = p;
 	return TA_OK;
 }
@@ -1309,8 +1648,11 @@ static void cuda_tile_free(ta_backend *base, void *mem)
 	if (!mem)
 		return;
 	cudaError_t e = cudaSetDevice(be->device);
-	if (e == cudaSuccess)
+	if (e == cudaSuccess) {
+		pk_hold(be); /* cudaFree waits for the whole device */
 		e = cudaFree(mem);
+		pk_release(be);
+	}
 	if (e != cudaSuccess) {
 		ta_error err;
 		be_fail(be, e, "cudaFree of a tile", &err);
@@ -1407,11 +1749,13 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	if (!out_direct)
 		hend = align_up(hend + out_bytes);
 
+	pk_hold(be); /* its copies and frees may wait for the whole device */
 	cuda_slot *s = slot_take(be);
 	cudaError_t e = cudaSuccess;
 	st = slot_reserve(be, s, hend, end, err);
 	if (st != TA_OK) {
 		slot_give(be, s);
+		pk_release(be);
 		return st;
 	}
 	for (int i = 0; i < n_items; i++) {
@@ -1490,6 +1834,7 @@ out:
 			be_fail(be, e, "finishing a failed request (launch or copy)", NULL);
 	}
 	slot_give(be, s);
+	pk_release(be);
 	return st;
 }
 
@@ -1556,7 +1901,9 @@ static ta_status cuda_host_register(ta_backend *base, void *ptr, size_t bytes, t
 	ta_status st = be_enter(be, err);
 	if (st != TA_OK)
 		return st;
+	pk_hold(be);
 	cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+	pk_release(be);
 	if (e != cudaSuccess) {
 		(void)cudaGetLastError();
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
@@ -1572,7 +1919,9 @@ static void cuda_host_unregister(ta_backend *base, void *ptr)
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
 	if (be_enter(be, NULL) != TA_OK)
 		return;
+	pk_hold(be);
 	cudaError_t e = cudaHostUnregister(ptr);
+	pk_release(be);
 	if (e != cudaSuccess) {
 		(void)cudaGetLastError();
 		fprintf(stderr, "tileatom cuda backend: cudaHostUnregister: %s\n",
@@ -1655,7 +2004,9 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	cudaIpcMemHandle_t h;
 	memcpy(&h, handle, sizeof h);
 	void *p = NULL;
+	pk_hold(be);
 	cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+	pk_release(be);
 	if (e != cudaSuccess) {
 		(void)cudaGetLastError();
 		pthread_mutex_unlock(&g_ipc_mu);
@@ -1719,7 +2070,9 @@ static void cuda_ipc_close(ta_backend *base, void *dptr)
 	*link = o->next;
 	free(o);
 	if (be_enter(be, NULL) == TA_OK) {
+		pk_hold(be);
 		cudaError_t e = cudaIpcCloseMemHandle(dptr);
+		pk_release(be);
 		if (e != cudaSuccess) {
 			(void)cudaGetLastError();
 			fprintf(stderr, "tileatom cuda backend: cudaIpcCloseMemHandle: %s\n",
@@ -1811,6 +2164,53 @@ extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 	if (!be->batch_ready) {
 		ta_error_set(err, TA_UNAVAILABLE, "CUDA device %d: cannot set up the batcher",
 		             device);
+		cuda_destroy(&be->base);
+		return NULL;
+	}
+	/* the persistent kernel's stream and mailbox (mailbox line, area, olds) */
+	if (pthread_cond_init(&be->batch.pk_cv, NULL) == 0) {
+		size_t pk_bytes = sizeof(ta_pk_mailbox) + TA_PK_DESC_BYTES + TA_PK_OLDS * 8;
+		e = cudaStreamCreateWithFlags(&be->batch.pk_stream, cudaStreamNonBlocking);
+		if (e == cudaSuccess) {
+			e = cudaHostAlloc((void **)&be->batch.pk_mem, pk_bytes,
+			                  cudaHostAllocMapped);
+			if (e != cudaSuccess)
+				cudaStreamDestroy(be->batch.pk_stream);
+		}
+		if (e != cudaSuccess) {
+			pthread_cond_destroy(&be->batch.pk_cv);
+			ta_error_set(
+			    err, TA_UNAVAILABLE,
+			    "CUDA device %d: cannot set up the persistent batch kernel: %s", device,
+			    cudaGetErrorString(e));
+			cuda_destroy(&be->base);
+			return NULL;
+		}
+		memset(be->batch.pk_mem, 0, pk_bytes);
+		be->batch.mb = (ta_pk_mailbox *)be->batch.pk_mem;
+		be->batch.pk_area = be->batch.pk_mem + sizeof(ta_pk_mailbox);
+		be->batch.pk_olds = (uint64_t *)(be->batch.pk_area + TA_PK_DESC_BYTES);
+		be->pk_ready = true;
+		const char *env = getenv("TILEATOM_CUDA_PERSISTENT");
+		be->batch.pk_max = TA_PK_CHAINS;
+		if (env && *env) {
+			char *end = NULL;
+			long v = strtol(env, &end, 10);
+			if (*end || v < 0) {
+				ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "TILEATOM_CUDA_PERSISTENT='%s' is not a count of chains "
+				    "(0 turns the persistent kernel off)",
+				    env);
+				cuda_destroy(&be->base);
+				return NULL;
+			}
+			be->batch.pk_max = v < TA_PK_CHAINS ? (int)v : TA_PK_CHAINS;
+		}
+		env = getenv("TILEATOM_CUDA_TRACE");
+		be->batch.trace = env && strcmp(env, "1") == 0;
+	} else {
+		ta_error_set(err, TA_INTERNAL, "pthread_cond_init failed");
 		cuda_destroy(&be->base);
 		return NULL;
 	}

@@ -5,7 +5,8 @@
  * spreading a request's elements over its lanes, with a fence and a warp barrier between
  * one request and the next so that the chain's later requests see its earlier ones. Every
  * element goes through apply_global_rt, the same instruction the per-request kernels use
- * for that (dtype, op, sem, scope), so a batched request means exactly what it means alone. */
+ * for that (dtype, op, sem, scope), so a batched request means exactly what it means alone.
+ * k_persistent runs the same chains from a block that stays resident between batches. */
 
 namespace ta
 {
@@ -69,16 +70,14 @@ __device__ __forceinline__ uint64_t batch_apply(uint32_t code, uint64_t addr, ui
 /* Threads per block of the batch kernel (TA_BATCH_BLOCK / 32 chains a block). */
 #define TA_BATCH_BLOCK 128
 
-/* The batch kernel: warp w runs chain w. */
-__global__ void __launch_bounds__(TA_BATCH_BLOCK)
-    k_batch(const ta_batch_chain *chains, uint32_t n_chains, const ta_batch_item *items,
-            const ta_batch_elem *elems, uint64_t *olds)
+/* Runs one chain (ch) on the calling warp: a request's elements over the lanes, a fence
+ * and a warp barrier between one request and the next. Returns true when this lane applied
+ * an element or wrote an old value. */
+__device__ __forceinline__ bool batch_chain(ta_batch_chain ch, const ta_batch_item *items,
+                                            const ta_batch_elem *elems, uint64_t *olds,
+                                            uint32_t lane)
 {
-	uint32_t warp = (blockIdx.x * (uint32_t)blockDim.x + threadIdx.x) / 32u;
-	uint32_t lane = threadIdx.x & 31u;
-	if (warp >= n_chains)
-		return; /* the whole warp */
-	ta_batch_chain ch = chains[warp];
+	bool did = false;
 	for (uint32_t i = 0; i < ch.n_items; i++) {
 		ta_batch_item it = items[ch.first_item + i];
 		for (uint32_t e = lane; e < it.count; e += 32u) {
@@ -86,6 +85,7 @@ __global__ void __launch_bounds__(TA_BATCH_BLOCK)
 			uint64_t old = batch_apply(d.code, d.addr, d.value, d.compare);
 			if (d.out != TA_BATCH_NO_OUT)
 				olds[d.out] = old;
+			did = true;
 		}
 		if (i + 1 < ch.n_items) {
 			/* the next request of this chain sees everything this one did */
@@ -96,6 +96,105 @@ __global__ void __launch_bounds__(TA_BATCH_BLOCK)
 			__syncwarp();
 		}
 	}
+	return did;
+}
+
+/* The batch kernel: warp w runs chain w. */
+__global__ void __launch_bounds__(TA_BATCH_BLOCK)
+    k_batch(const ta_batch_chain *chains, uint32_t n_chains, const ta_batch_item *items,
+            const ta_batch_elem *elems, uint64_t *olds)
+{
+	uint32_t warp = (blockIdx.x * (uint32_t)blockDim.x + threadIdx.x) / 32u;
+	uint32_t lane = threadIdx.x & 31u;
+	if (warp >= n_chains)
+		return; /* the whole warp */
+	(void)batch_chain(chains[warp], items, elems, olds, lane);
+}
+
+/* Nanoseconds of the GPU's global timer. */
+__device__ __forceinline__ uint64_t pk_now(void)
+{
+	uint64_t t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/* Reads a word the host writes (mapped host memory), with acquire semantics at system
+ * scope: what the host wrote before it is seen after. */
+__device__ __forceinline__ uint64_t pk_load_acquire(const uint64_t *p)
+{
+	uint64_t v;
+	asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+
+/* Writes a word the host reads (mapped host memory), with release semantics at system
+ * scope: what this thread did (and saw, through a barrier) before is seen by then. */
+__device__ __forceinline__ void pk_store_release(uint64_t *p, uint64_t v)
+{
+	asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/* The persistent batch kernel (ta_cuda.cu, "persistent kernel"): one block that waits on
+ * the mailbox's bell for batches instead of being launched for each. Thread 0 polls the
+ * bell; a new value (TA_PK_BELL) carries the batch's size in 16-byte units: the block
+ * copies that many bytes of the mailbox's descriptor area (a ta_pk_head, then chains,
+ * items, elements) into shared memory in one pass, warp w runs chains w, w + 32, ... each
+ * exactly as k_batch runs one, the lanes that did anything fence at system scope, and
+ * thread 0 writes the
+ * batch's sequence number to done. It returns, writing epoch to exited, when the bell
+ * reads TA_PK_STOP, or after idle_ns without a batch, or once life_ns have passed since
+ * its launch (between batches). */
+__global__ void __launch_bounds__(TA_PK_THREADS)
+    k_persistent(ta_pk_mailbox *mb, const uint4 *area, uint64_t *olds, uint64_t last,
+                 uint64_t epoch, uint64_t idle_ns, uint64_t life_ns)
+{
+	__shared__ uint4 desc[TA_PK_DESC_BYTES / 16];
+	__shared__ uint64_t s_bell;
+	uint32_t warp = threadIdx.x / 32u, lane = threadIdx.x & 31u;
+	uint64_t born = pk_now(), idle_since = born;
+	for (;;) {
+		if (threadIdx.x == 0) {
+			uint64_t bell;
+			for (;;) {
+				bell = pk_load_acquire(&mb->bell);
+				if (bell != last)
+					break;
+				uint64_t now = pk_now();
+				if (now - idle_since > idle_ns || now - born > life_ns) {
+					bell = TA_PK_STOP;
+					break;
+				}
+			}
+			s_bell = bell;
+		}
+		__syncthreads();
+		uint64_t bell = s_bell;
+		if (bell == TA_PK_STOP)
+			break; /* the whole block */
+		uint32_t units = TA_PK_BELL_UNITS(bell);
+		for (uint32_t i = threadIdx.x; i < units; i += blockDim.x)
+			desc[i] = __ldcv(&area[i]);
+		__syncthreads();
+		const ta_pk_head *h = (const ta_pk_head *)desc;
+		const unsigned char *base = (const unsigned char *)desc;
+		bool did = false;
+		for (uint32_t c = warp; c < h->n_chains; c += TA_PK_THREADS / 32u)
+			did |=
+			    batch_chain(((const ta_batch_chain *)(base + sizeof(ta_pk_head)))[c],
+			                (const ta_batch_item *)(base + h->items_off),
+			                (const ta_batch_elem *)(base + h->elems_off), olds, lane);
+		if (did)
+			__threadfence_system(); /* its atomics and old values before done */
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			pk_store_release(&mb->done, TA_PK_BELL_SEQ(bell));
+			idle_since = pk_now();
+		}
+		last = bell;
+	}
+	if (threadIdx.x == 0)
+		pk_store_release(&mb->exited, epoch);
 }
 
 } /* namespace ta */
@@ -113,6 +212,20 @@ extern "C" ta_status ta_cuda_launch_batch(const ta_batch_chain *chains, uint32_t
 	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess)
 		return ta_error_set(err, TA_INTERNAL, "launching the batch kernel: %s (%s)",
+		                    cudaGetErrorName(e), cudaGetErrorString(e));
+	return TA_OK;
+}
+
+extern "C" ta_status ta_cuda_launch_persistent(ta_pk_mailbox *mb, const void *area, uint64_t *olds,
+                                               uint64_t last, uint64_t epoch, uint64_t idle_ns,
+                                               uint64_t life_ns, void *stream, ta_error *err)
+{
+	ta::k_persistent<<<1, TA_PK_THREADS, 0, (cudaStream_t)stream>>>(
+	    mb, (const uint4 *)area, olds, last, epoch, idle_ns, life_ns);
+	cudaError_t e = cudaGetLastError();
+	if (e != cudaSuccess)
+		return ta_error_set(err, TA_INTERNAL,
+		                    "launching the persistent batch kernel: %s (%s)",
 		                    cudaGetErrorName(e), cudaGetErrorString(e));
 	return TA_OK;
 }

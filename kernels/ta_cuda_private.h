@@ -105,6 +105,59 @@ ta_status ta_cuda_launch_batch(const ta_batch_chain *chains, uint32_t n_chains,
                                const ta_batch_item *items, const ta_batch_elem *elems,
                                uint64_t *olds, void *stream, ta_error *err);
 
+/* ---- the persistent batch kernel (small batches without a launch) -------------------
+ * One block that stays resident and polls a mailbox in mapped pinned host memory: the
+ * host writes a batch's descriptors into the mailbox's area (a ta_pk_head, the chains at
+ * offset sizeof(ta_pk_head), items at items_off, elements at elems_off) and rings the
+ * bell with TA_PK_BELL(seq, 16-byte units of the area to read); the kernel runs it as
+ * k_batch would, writes old values to the mailbox's olds, and writes seq to done. */
+/* Threads of the persistent kernel's one block: warp w runs chains w, w + 32, ... */
+#define TA_PK_THREADS 1024
+/* Most chains in a batch the persistent kernel takes (two per warp at most). */
+#define TA_PK_CHAINS 64
+/* Bytes of the descriptor area (copied into the kernel's shared memory per batch). */
+#define TA_PK_DESC_BYTES 40960
+/* Old-value slots of the mailbox. */
+#define TA_PK_OLDS 2048
+/* The bell value that stops the persistent kernel. */
+#define TA_PK_STOP UINT64_MAX
+/* The bell of batch seq whose descriptors are units 16-byte units long. */
+#define TA_PK_BELL(seq, units) ((uint64_t)(seq) << 16 | (uint64_t)(units))
+/* The 16-byte units of a bell. */
+#define TA_PK_BELL_UNITS(bell) ((uint32_t)((bell)&0xffffu))
+/* The sequence number of a bell. */
+#define TA_PK_BELL_SEQ(bell) ((bell) >> 16)
+/* The head of the descriptor area. */
+typedef struct ta_pk_head {
+	uint32_t n_chains;  /* chains, at offset sizeof(ta_pk_head) */
+	uint32_t items_off; /* byte offset of the items */
+	uint32_t elems_off; /* byte offset of the elements */
+	uint32_t pad;       /* (keeps the head 16 bytes) */
+} ta_pk_head;
+/* The control words shared by the host and the persistent kernel (mapped pinned memory;
+ * the host's word and the kernel's on separate 128-byte lines). */
+typedef struct ta_pk_mailbox {
+	uint64_t bell;     /* host: TA_PK_BELL of the latest batch, or TA_PK_STOP */
+	uint64_t pad0[15]; /* (its own line) */
+	uint64_t done;     /* kernel: sequence number of the latest batch run */
+	uint64_t exited;   /* kernel: the epoch of a kernel that has returned */
+	uint64_t pad1[14]; /* (its own line) */
+} ta_pk_mailbox;
+/* Launches the persistent kernel (one block) on stream: area (TA_PK_DESC_BYTES) and olds
+ * (TA_PK_OLDS slots) are device-accessible mapped memory; it takes bells other than last;
+ * it writes epoch to mb->exited when it returns: on TA_PK_STOP, after idle_ns without a
+ * batch, or after life_ns since its launch. Returns TA_OK or TA_INTERNAL. */
+ta_status ta_cuda_launch_persistent(ta_pk_mailbox *mb, const void *area, uint64_t *olds,
+                                    uint64_t last, uint64_t epoch, uint64_t idle_ns,
+                                    uint64_t life_ns, void *stream, ta_error *err);
+/* Sets the most chains (callers) a batch may have to go to the persistent kernel of a
+ * CUDA backend: 0 turns it off (every batch is a launch, a running kernel is stopped);
+ * values over TA_PK_CHAINS mean TA_PK_CHAINS. The default is TA_PK_CHAINS, or the value of
+ * the environment variable TILEATOM_CUDA_PERSISTENT when the backend is created. */
+void ta_cuda_set_persistent(ta_backend *be, int max_chains);
+/* Batches that went through the persistent kernel, and its launches (be: CUDA backend). */
+void ta_cuda_persistent_counts(ta_backend *be, unsigned long long *batches,
+                               unsigned long long *launches);
 /* The batcher's counts so far: batches launched and requests they carried (be is a CUDA
  * backend). */
 void ta_cuda_batch_counts(ta_backend *be, unsigned long long *batches, unsigned long long *batched);

@@ -91,6 +91,17 @@ tests_check_integration_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAG
 tests_check_integration_LDADD = client/libtileatom-client.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS)
 EXTRA_tests_check_integration_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
 
+# The split of atomic requests over the frame limit against a real tileatomd.
+check_PROGRAMS += tests/check_split
+TESTS += tests/check_split
+tests_check_split_SOURCES = tests/check_split.c \
+	tests/check_client_util.c tests/check_client_util.h $(PROTO_SOURCES)
+nodist_tests_check_split_SOURCES = $(nodist_PROTO_SOURCES)
+tests_check_split_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
+tests_check_split_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_check_split_LDADD = client/libtileatom-client.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS)
+EXTRA_tests_check_split_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
+
 tests_check_client_cli_SOURCES = tests/check_client_cli.c \
 	tests/check_client_util.c tests/check_client_util.h
 tests_check_client_cli_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)

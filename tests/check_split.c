@@ -1,0 +1,829 @@
+/* check_split.c: end-to-end tests of the library's split of atomic requests over the
+ * daemon's frame limit (client/tac_split.c) against a real tileatomd started with
+ * --max-frame 32K: element-wise (1-D and 2-D, masks, old values, CAS), scatter (dim 0 and
+ * dim 1, duplicates, broadcast operands) and indexed with 2-D index arrays, sent in parts
+ * with shared memory off, and staged whole in shared memory with it on (the daemon's
+ * per-kind request counters tell the two apart; requests returning old values too large
+ * for one response are split even then), each with exact tile contents; the reject-whole
+ * bounds rule (a bad index in the last part: nothing applied); requests that cannot be
+ * split (refused before anything is sent); and a part failing midway, made deterministic
+ * by a frame-level proxy between the library and the daemon that renames the tile of one
+ * part. */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "check_client_util.h"
+#include "tileatom.h"
+#include "tileatom.pb-c.h"
+
+/* The frame limit of every daemon here. */
+#define FRAME_LIMIT (32u << 10)
+
+/* Asserts that a library call returned TILEATOM_OK; e is the tileatom_error it filled. */
+#define CK(call, e)                                                                                \
+	do {                                                                                       \
+		int rc_ = (call);                                                                  \
+		ck_assert_msg(rc_ == TILEATOM_OK, "%s -> %s: %s", #call, tileatom_strerror(rc_),   \
+		              (e).message);                                                        \
+	} while (0)
+
+/* Starts a daemon with the small frame limit and connects to it (shm: stage operands in
+ * shared memory from 1 byte on; otherwise never, so requests over the limit are split). */
+static tileatom_client *start(tcu_daemon *d, bool shm)
+{
+	static const char *const extra[] = {"--max-frame", "32K", NULL};
+	ck_assert(tcu_daemon_start(d, extra));
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	CK(tileatom_connect(d->socket, 10000, &c, &e), e);
+	ck_assert_uint_eq(tileatom_server_max_frame(c), FRAME_LIMIT);
+	tileatom_set_shm_threshold(c, shm ? 1 : 0);
+	return c;
+}
+
+/* Closes c and stops d, which must exit 0. */
+static void stop(tcu_daemon *d, tileatom_client *c)
+{
+	tileatom_close(c);
+	ck_assert_int_eq(tcu_daemon_stop(d, 20000), 0);
+	tcu_daemon_cleanup(d);
+}
+
+/* Requests of kind ("elementwise", "scatter") the daemon has answered. */
+static uint64_t kind_requests(tileatom_client *c, const char *kind)
+{
+	tileatom_error e = {0, ""};
+	tileatom_stats_info st;
+	tileatom_kind_stats *ks = NULL;
+	size_t nk = 0;
+	CK(tileatom_stats_kinds(c, &st, &ks, &nk, &e), e);
+	uint64_t n = 0;
+	for (size_t i = 0; i < nk; i++)
+		if (strcmp(ks[i].kind, kind) == 0)
+			n = ks[i].requests;
+	tileatom_free(ks);
+	return n;
+}
+
+/* Reads a whole tile of rank 1 or 2 and shape (es bytes an element) in reads that fit the
+ * frame limit (whole rows, or pieces of a row where one row is too large). */
+static void read_tile(tileatom_client *c, const char *tile, int rank, const int64_t *shape,
+                      size_t es, void *out)
+{
+	tileatom_error e = {0, ""};
+	int64_t width = rank == 2 ? shape[1] : 1;
+	int64_t rows = (int64_t)(8192 / ((size_t)width * es));  /* rows per read */
+	int64_t cols = rows > 0 ? width : (int64_t)(8192 / es); /* columns per read */
+	if (rows == 0)
+		rows = 1;
+	for (int64_t r0 = 0; r0 < shape[0]; r0 += rows)
+		for (int64_t c0 = 0; c0 < width; c0 += cols) {
+			tileatom_region part = {rank, {r0, c0}, {0, 0}};
+			part.shape[0] = shape[0] - r0 < rows ? shape[0] - r0 : rows;
+			part.shape[1] = width - c0 < cols ? width - c0 : cols;
+			size_t want =
+			    (size_t)(part.shape[0] * (rank == 2 ? part.shape[1] : 1)) * es;
+			uint8_t *buf = malloc(want);
+			ck_assert_ptr_nonnull(buf);
+			size_t nb = 0;
+			CK(tileatom_read(c, tile, &part, buf, want, &nb, &e), e);
+			ck_assert_uint_eq(nb, want);
+			size_t line = (size_t)(rank == 2 ? part.shape[1] : part.shape[0]) * es;
+			for (int64_t r = 0; r < (rank == 2 ? part.shape[0] : 1); r++)
+				memcpy((uint8_t *)out + ((size_t)((r0 + r) * width + c0)) * es,
+				       buf + (size_t)r * line, line);
+			free(buf);
+		}
+}
+
+/* Element-wise over a 1-D region [1000, 31000) of a 40000-element int64 tile: a masked add
+ * with old values (all zero), then a CAS whose compare is right for even elements, with
+ * old values; exact tile contents and counts. Returns the elementwise requests sent. */
+static uint64_t elementwise_1d(tileatom_client *c)
+{
+	tileatom_error e = {0, ""};
+	int64_t n = 40000, len = 30000, at = 1000;
+	CK(tileatom_create(c, "e1", TILEATOM_INT64, 1, &n, NULL, NULL, &e), e);
+	int64_t *v = malloc((size_t)len * 8), *cmp = malloc((size_t)len * 8);
+	int64_t *old = malloc((size_t)len * 8), *got = malloc((size_t)n * 8);
+	uint8_t *mask = malloc((size_t)len);
+	ck_assert(v && cmp && old && got && mask);
+	uint64_t on = 0;
+	for (int64_t k = 0; k < len; k++) {
+		v[k] = 3 * k + 1;
+		mask[k] = k % 7 != 0;
+		on += mask[k];
+		old[k] = -5;
+	}
+	uint64_t before = kind_requests(c, "elementwise");
+	tileatom_region reg = {1, {at}, {len}};
+	tileatom_array va = tileatom_vector(TILEATOM_INT64, len, v);
+	tileatom_array ma = tileatom_vector(TILEATOM_BOOL, len, mask);
+	tileatom_op_options o;
+	tileatom_op_options_init(&o);
+	o.mask = &ma;
+	o.want_old = true;
+	o.old_out = old;
+	o.old_out_size = (size_t)len * 8;
+	tileatom_op_result r;
+	CK(tileatom_elementwise(c, "e1", TILEATOM_OP_ADD, &reg, &va, NULL, &o, &r, &e), e);
+	ck_assert_uint_eq(r.applied, on);
+	ck_assert_uint_eq(r.skipped, 0);
+	ck_assert_int_eq(r.old_rank, 1);
+	ck_assert_int_eq(r.old_shape[0], len);
+	ck_assert_uint_eq(r.old_bytes, (size_t)len * 8);
+	for (int64_t k = 0; k < len; k++)
+		ck_assert_int_eq(old[k], 0);
+	read_tile(c, "e1", 1, &n, 8, got);
+	for (int64_t k = 0; k < n; k++) {
+		int64_t in = k - at;
+		int64_t want = in >= 0 && in < len && mask[in] ? 3 * in + 1 : 0;
+		ck_assert_int_eq(got[k], want);
+	}
+	/* CAS: expected = the value for even elements, a wrong one for odd; desired -k */
+	for (int64_t k = 0; k < len; k++) {
+		cmp[k] = k % 2 == 0 ? got[at + k] : 12345;
+		v[k] = -k;
+	}
+	tileatom_array ca = tileatom_vector(TILEATOM_INT64, len, cmp);
+	o.mask = NULL;
+	CK(tileatom_elementwise(c, "e1", TILEATOM_OP_CAS, &reg, &va, &ca, &o, &r, &e), e);
+	ck_assert_uint_eq(r.applied, (uint64_t)len);
+	for (int64_t k = 0; k < len; k++)
+		ck_assert_int_eq(old[k], got[at + k]);
+	int64_t *after = malloc((size_t)n * 8);
+	ck_assert_ptr_nonnull(after);
+	read_tile(c, "e1", 1, &n, 8, after);
+	for (int64_t k = 0; k < n; k++) {
+		int64_t in = k - at;
+		int64_t want = in >= 0 && in < len && in % 2 == 0 ? -in : got[k];
+		ck_assert_int_eq(after[k], want);
+	}
+	uint64_t sent = kind_requests(c, "elementwise") - before;
+	CK(tileatom_destroy(c, "e1", &e), e);
+	free(after);
+	free(v);
+	free(cmp);
+	free(old);
+	free(got);
+	free(mask);
+	return sent;
+}
+
+/* Element-wise over the 2-D region origin [10, 5], shape [250, 90] of a [300, 100] int32
+ * tile: an add of r * 1000 + c with a mask broadcast along rows (shape [90]: every part
+ * repeats it) and old values, then a CAS with a scalar compare 0 and desired 7 (old
+ * values: what each element held). Returns the elementwise requests sent. */
+static uint64_t elementwise_2d(tileatom_client *c)
+{
+	tileatom_error e = {0, ""};
+	int64_t shape[2] = {300, 100};
+	enum { R = 250, C = 90, O0 = 10, O1 = 5 };
+	CK(tileatom_create(c, "e2", TILEATOM_INT32, 2, shape, NULL, NULL, &e), e);
+	int32_t *v = malloc(sizeof(int32_t) * R * C), *old = malloc(sizeof(int32_t) * R * C);
+	int32_t *got = malloc(sizeof(int32_t) * 300 * 100);
+	uint8_t mask[C];
+	ck_assert(v && old && got);
+	for (int r = 0; r < R; r++)
+		for (int k = 0; k < C; k++)
+			v[r * C + k] = r * 1000 + k;
+	for (int k = 0; k < C; k++)
+		mask[k] = k % 3 != 0;
+	uint64_t before = kind_requests(c, "elementwise");
+	tileatom_region reg = {2, {O0, O1}, {R, C}};
+	tileatom_array va = {TILEATOM_INT32, 2, {R, C}, v};
+	tileatom_array ma = tileatom_vector(TILEATOM_BOOL, C, mask);
+	tileatom_op_options o;
+	tileatom_op_options_init(&o);
+	o.mask = &ma;
+	o.want_old = true;
+	o.old_out = old;
+	o.old_out_size = sizeof(int32_t) * R * C;
+	tileatom_op_result r;
+	CK(tileatom_elementwise(c, "e2", TILEATOM_OP_ADD, &reg, &va, NULL, &o, &r, &e), e);
+	ck_assert_uint_eq(r.applied, (uint64_t)R * 60);
+	ck_assert_int_eq(r.old_rank, 2);
+	ck_assert_int_eq(r.old_shape[0], R);
+	ck_assert_int_eq(r.old_shape[1], C);
+	for (int k = 0; k < R * C; k++)
+		ck_assert_int_eq(old[k], 0);
+	read_tile(c, "e2", 2, shape, 4, got);
+	/* per tile column: inside the region (0 / 1), and its mask bit there */
+	uint8_t col_in[100] = {0}, col_on[100] = {0};
+	for (int k = 0; k < C; k++) {
+		col_in[O1 + k] = 1;
+		col_on[O1 + k] = mask[k];
+	}
+	for (int y = 0; y < 300; y++)
+		for (int x = 0; x < 100; x++) {
+			int r0 = y - O0, k = x - O1;
+			bool on = r0 >= 0 && r0 < R && col_on[x];
+			ck_assert_int_eq(got[y * 100 + x], on ? r0 * 1000 + k : 0);
+		}
+	/* CAS with a broadcast compare 0 and desired 7: the masked-off (zero) elements */
+	int32_t zero = 0;
+	tileatom_array cz = tileatom_scalar(TILEATOM_INT32, &zero);
+	tileatom_array va2 = va;
+	for (int k = 0; k < R * C; k++)
+		v[k] = 7;
+	va2.data = v; /* a full operand, so that the request still exceeds the limit */
+	o.mask = NULL;
+	CK(tileatom_elementwise(c, "e2", TILEATOM_OP_CAS, &reg, &va2, &cz, &o, &r, &e), e);
+	ck_assert_uint_eq(r.applied, (uint64_t)R * C);
+	int32_t *after = malloc(sizeof(int32_t) * 300 * 100);
+	ck_assert_ptr_nonnull(after);
+	read_tile(c, "e2", 2, shape, 4, after);
+	for (int y = 0; y < 300; y++)
+		for (int x = 0; x < 100; x++) {
+			int r0 = y - O0, k = x - O1;
+			bool in = r0 >= 0 && r0 < R && col_in[x];
+			if (in)
+				ck_assert_int_eq(old[r0 * C + k], got[y * 100 + x]);
+			ck_assert_int_eq(after[y * 100 + x],
+			                 in && !col_on[x] ? 7 : got[y * 100 + x]);
+		}
+	uint64_t sent = kind_requests(c, "elementwise") - before;
+	CK(tileatom_destroy(c, "e2", &e), e);
+	free(after);
+	free(v);
+	free(old);
+	free(got);
+	return sent;
+}
+
+/* Scatter along dim 0 of a [50, 40] int64 tile, region origin [2, 3] shape [45, 35]:
+ * indices [600, 30] (duplicates, and -1 / 45 outside the region, skipped), values
+ * [600, 30]; then along dim 1 of a [400, 20] int32 tile, region origin [50, 2] shape
+ * [300, 16]: indices [280, 24] int64 with duplicates, values [280, 24], a mask [280, 1]
+ * cut with the rows (the region moves with each part). Exact contents and counts.
+ * Returns the scatter requests sent. */
+static uint64_t scatter_both(tileatom_client *c)
+{
+	tileatom_error e = {0, ""};
+	uint64_t before = kind_requests(c, "scatter");
+	/* dim 0 */
+	int64_t s0[2] = {50, 40};
+	enum { N0 = 600, W0 = 30 };
+	CK(tileatom_create(c, "s0", TILEATOM_INT64, 2, s0, NULL, NULL, &e), e);
+	int64_t *idx = malloc(sizeof(int64_t) * N0 * W0), *val = malloc(sizeof(int64_t) * N0 * W0);
+	ck_assert(idx && val);
+	int64_t want0[50][40];
+	memset(want0, 0, sizeof(want0));
+	uint64_t in0 = 0;
+	for (int i = 0; i < N0; i++)
+		for (int j = 0; j < W0; j++) {
+			int64_t x = (int64_t)((i * 31 + j * 7) % 47) - 1; /* -1..45: two outside */
+			idx[i * W0 + j] = x;
+			val[i * W0 + j] = i + 100 * j;
+			if (x >= 0 && x < 45) {
+				want0[2 + x][3 + j] += i + 100 * j;
+				in0++;
+			}
+		}
+	tileatom_region r0 = {2, {2, 3}, {45, 35}};
+	tileatom_array ia = {TILEATOM_INT64, 2, {N0, W0}, idx};
+	tileatom_array va = {TILEATOM_INT64, 2, {N0, W0}, val};
+	tileatom_op_result r;
+	CK(tileatom_scatter(c, "s0", TILEATOM_OP_ADD, &r0, 0, &ia, &va, NULL, &r, &e), e);
+	ck_assert_uint_eq(r.applied, in0);
+	ck_assert_uint_eq(r.skipped, (uint64_t)N0 * W0 - in0);
+	int64_t got0[50 * 40];
+	read_tile(c, "s0", 2, s0, 8, got0);
+	for (int y = 0; y < 50; y++)
+		for (int x = 0; x < 40; x++)
+			ck_assert_int_eq(got0[y * 40 + x], want0[y][x]);
+	/* dim 1 */
+	int64_t s1[2] = {400, 20};
+	enum { N1 = 280, W1 = 24 };
+	CK(tileatom_create(c, "s1", TILEATOM_INT32, 2, s1, NULL, NULL, &e), e);
+	int32_t *val1 = malloc(sizeof(int32_t) * N1 * W1);
+	uint8_t mask[N1];
+	ck_assert_ptr_nonnull(val1);
+	static int32_t want1[400][20];
+	memset(want1, 0, sizeof(want1));
+	uint64_t in1 = 0;
+	for (int i = 0; i < N1; i++) {
+		mask[i] = i % 4 != 1;
+		for (int j = 0; j < W1; j++) {
+			int64_t x = (i * 5 + j * 3) % 16; /* 24 columns onto 16: duplicates */
+			idx[i * W1 + j] = x;
+			val1[i * W1 + j] = (i * 7 + j) % 5 + 1;
+			if (mask[i]) {
+				want1[50 + i][2 + x] += (i * 7 + j) % 5 + 1;
+				in1++;
+			}
+		}
+	}
+	tileatom_region r1 = {2, {50, 2}, {300, 16}};
+	tileatom_array ia1 = {TILEATOM_INT64, 2, {N1, W1}, idx};
+	tileatom_array va1 = {TILEATOM_INT32, 2, {N1, W1}, val1};
+	tileatom_array ma1 = {TILEATOM_BOOL, 2, {N1, 1}, mask};
+	tileatom_op_options o;
+	tileatom_op_options_init(&o);
+	o.mask = &ma1;
+	CK(tileatom_scatter(c, "s1", TILEATOM_OP_ADD, &r1, 1, &ia1, &va1, &o, &r, &e), e);
+	ck_assert_uint_eq(r.applied, in1);
+	ck_assert_uint_eq(r.skipped, 0);
+	int32_t *got1 = malloc(sizeof(int32_t) * 400 * 20);
+	ck_assert_ptr_nonnull(got1);
+	read_tile(c, "s1", 2, s1, 4, got1);
+	for (int y = 0; y < 400; y++)
+		for (int x = 0; x < 20; x++)
+			ck_assert_int_eq(got1[y * 20 + x], want1[y][x]);
+	uint64_t sent = kind_requests(c, "scatter") - before;
+	CK(tileatom_destroy(c, "s0", &e), e);
+	CK(tileatom_destroy(c, "s1", &e), e);
+	free(idx);
+	free(val);
+	free(val1);
+	free(got1);
+	return sent;
+}
+
+START_TEST(test_split_parts)
+{
+	/* shared memory off: every request goes in several parts */
+	tcu_daemon d;
+	tileatom_client *c = start(&d, false);
+	ck_assert_uint_gt(elementwise_1d(c), 2);
+	ck_assert_uint_gt(elementwise_2d(c), 2);
+	ck_assert_uint_gt(scatter_both(c), 4);
+	stop(&d, c);
+}
+END_TEST
+
+START_TEST(test_staged_whole)
+{
+	/* shared memory on: the same requests go whole, staged in the library's buffer */
+	tcu_daemon d;
+	tileatom_client *c = start(&d, true);
+	ck_assert_uint_eq(scatter_both(c), 2);
+	/* an element-wise add without old values: one request */
+	tileatom_error e = {0, ""};
+	int64_t shape[2] = {300, 100};
+	CK(tileatom_create(c, "w", TILEATOM_INT32, 2, shape, NULL, NULL, &e), e);
+	int32_t *v = malloc(sizeof(int32_t) * 300 * 100),
+	        *got = malloc(sizeof(int32_t) * 300 * 100);
+	ck_assert(v && got);
+	for (int k = 0; k < 300 * 100; k++)
+		v[k] = k * 3 - 7;
+	uint64_t before = kind_requests(c, "elementwise");
+	tileatom_array va = {TILEATOM_INT32, 2, {300, 100}, v};
+	tileatom_op_result r;
+	CK(tileatom_elementwise(c, "w", TILEATOM_OP_ADD, NULL, &va, NULL, NULL, &r, &e), e);
+	ck_assert_uint_eq(r.applied, 300 * 100);
+	ck_assert_uint_eq(kind_requests(c, "elementwise") - before, 1);
+	read_tile(c, "w", 2, shape, 4, got);
+	for (int k = 0; k < 300 * 100; k++)
+		ck_assert_int_eq(got[k], k * 3 - 7);
+	free(v);
+	free(got);
+	/* old values (want_old, CAS) would not fit one response frame: split even so */
+	ck_assert_uint_gt(elementwise_1d(c), 2);
+	ck_assert_uint_gt(elementwise_2d(c), 2);
+	stop(&d, c);
+}
+END_TEST
+
+START_TEST(test_reject_whole)
+{
+	/* check_bounds off: a scatter (dim 1, moving region) whose only bad index is the last
+	 * element of the last part applies nothing; masked off, the rest applies */
+	tcu_daemon d;
+	tileatom_client *c = start(&d, false);
+	tileatom_error e = {0, ""};
+	int64_t shape[2] = {300, 20};
+	CK(tileatom_create(c, "t", TILEATOM_INT32, 2, shape, NULL, NULL, &e), e);
+	int32_t *init = malloc(sizeof(int32_t) * 300 * 20);
+	ck_assert_ptr_nonnull(init);
+	for (int k = 0; k < 300 * 20; k++)
+		init[k] = k;
+	for (int r0 = 0; r0 < 300; r0 += 100) {
+		tileatom_region part = {2, {r0, 0}, {100, 20}};
+		tileatom_array pa = {TILEATOM_INT32, 2, {100, 20}, init + r0 * 20};
+		CK(tileatom_write(c, "t", &part, &pa, &e), e);
+	}
+	enum { N = 290, W = 40 };
+	int32_t *idx = malloc(sizeof(int32_t) * N * W), *val = malloc(sizeof(int32_t) * N * W);
+	ck_assert(idx && val);
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < W; j++) {
+			idx[i * W + j] = (i + j) % 18;
+			val[i * W + j] = 1;
+		}
+	idx[N * W - 1] = 18; /* the region is 18 wide along dim 1 */
+	tileatom_region reg = {2, {5, 1}, {295, 18}};
+	tileatom_array ia = {TILEATOM_INT32, 2, {N, W}, idx};
+	tileatom_array va = {TILEATOM_INT32, 2, {N, W}, val};
+	tileatom_op_options o;
+	tileatom_op_options_init(&o);
+	o.check_bounds = false;
+	tileatom_op_result r;
+	uint64_t before = kind_requests(c, "scatter");
+	ck_assert_int_eq(tileatom_scatter(c, "t", TILEATOM_OP_ADD, &reg, 1, &ia, &va, &o, &r, &e),
+	                 TILEATOM_E_OUT_OF_RANGE);
+	ck_assert_msg(strstr(e.message, "index 18 of element 11599 is outside [0, 18) along "
+	                                "axis 1 of tile 't'"),
+	              "message: %s", e.message);
+	ck_assert_msg(strstr(e.message, "nothing was applied"), "message: %s", e.message);
+	ck_assert_uint_eq(kind_requests(c, "scatter"), before);
+	int32_t *got = malloc(sizeof(int32_t) * 300 * 20);
+	ck_assert_ptr_nonnull(got);
+	read_tile(c, "t", 2, shape, 4, got);
+	ck_assert_int_eq(memcmp(got, init, sizeof(int32_t) * 300 * 20), 0);
+	/* the bad element masked off: not checked, the rest applies */
+	uint8_t *mask = malloc((size_t)N * W);
+	ck_assert_ptr_nonnull(mask);
+	memset(mask, 1, (size_t)N * W);
+	mask[N * W - 1] = 0;
+	tileatom_array ma = {TILEATOM_BOOL, 2, {N, W}, mask};
+	o.mask = &ma;
+	CK(tileatom_scatter(c, "t", TILEATOM_OP_ADD, &reg, 1, &ia, &va, &o, &r, &e), e);
+	ck_assert_uint_eq(r.applied, (uint64_t)N * W - 1);
+	ck_assert_uint_gt(kind_requests(c, "scatter") - before, 2);
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < W; j++)
+			if (i * W + j != N * W - 1)
+				init[(5 + i) * 20 + 1 + idx[i * W + j]] += 1;
+	read_tile(c, "t", 2, shape, 4, got);
+	for (int k = 0; k < 300 * 20; k++)
+		ck_assert_int_eq(got[k], init[k]);
+	free(mask);
+	free(got);
+	free(idx);
+	free(val);
+	free(init);
+	stop(&d, c);
+}
+END_TEST
+
+START_TEST(test_cannot_split)
+{
+	/* refused before anything is sent, with the reason; the tile stays untouched */
+	tcu_daemon d;
+	tileatom_client *c = start(&d, false);
+	tileatom_error e = {0, ""};
+	int64_t shape[2] = {4, 20000};
+	CK(tileatom_create(c, "u", TILEATOM_INT32, 2, shape, NULL, NULL, &e), e);
+	int32_t *v = calloc(4 * 20000, sizeof(int32_t));
+	ck_assert_ptr_nonnull(v);
+	for (int k = 0; k < 4 * 20000; k++)
+		v[k] = 1;
+	uint64_t before = kind_requests(c, "elementwise") + kind_requests(c, "scatter");
+	/* one row of 80000 bytes does not fit a 32 KiB frame */
+	tileatom_array va = {TILEATOM_INT32, 2, {4, 20000}, v};
+	ck_assert_int_eq(
+	    tileatom_elementwise(c, "u", TILEATOM_OP_ADD, NULL, &va, NULL, NULL, NULL, &e),
+	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_str_eq(e.message,
+	                 "the request exceeds the daemon's frame limit of 32768 bytes and cannot "
+	                 "be split: one row along the first axis of its element shape takes "
+	                 "80000 bytes and a part has room for 31744; nothing was applied");
+	/* a region reaching past the tile: parts would land outside it */
+	tileatom_region past = {2, {2, 0}, {3, 10000}};
+	tileatom_array vb = {TILEATOM_INT32, 2, {3, 10000}, v};
+	ck_assert_int_eq(
+	    tileatom_elementwise(c, "u", TILEATOM_OP_ADD, &past, &vb, NULL, NULL, NULL, &e),
+	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(e.message, "cannot be split: region origin 2, extent 3 along axis "
+	                                "0 is outside the extent 4 of tile 'u'"),
+	              "message: %s", e.message);
+	/* scatter along dim 1 with more index rows than the region has */
+	tileatom_array ib = {TILEATOM_INT32, 2, {8, 5000}, v};
+	ck_assert_int_eq(
+	    tileatom_scatter(c, "u", TILEATOM_OP_ADD, NULL, 1, &ib, &ib, NULL, NULL, &e),
+	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(e.message, "scatter indices extent 8 along axis 0 exceeds the region "
+	                                "extent 4"),
+	              "message: %s", e.message);
+	/* values that do not broadcast to the region */
+	tileatom_region two = {2, {0, 0}, {2, 20000}};
+	tileatom_array vc = {TILEATOM_INT32, 2, {3, 20000}, v};
+	ck_assert_int_eq(
+	    tileatom_elementwise(c, "u", TILEATOM_OP_ADD, &two, &vc, NULL, NULL, NULL, &e),
+	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(e.message, "values extent 3 along axis 0 does not broadcast"),
+	              "message: %s", e.message);
+	ck_assert_uint_eq(kind_requests(c, "elementwise") + kind_requests(c, "scatter"), before);
+	int32_t *got = malloc(sizeof(int32_t) * 4 * 20000);
+	ck_assert_ptr_nonnull(got);
+	read_tile(c, "u", 2, shape, 4, got);
+	for (int k = 0; k < 4 * 20000; k++)
+		ck_assert_int_eq(got[k], 0);
+	free(got);
+	free(v);
+	stop(&d, c);
+}
+END_TEST
+
+START_TEST(test_indexed_nd)
+{
+	/* indexed with 2-D index arrays broadcast together: rows [400, 1] (cut with the rows,
+	 * extent 1 along axis 1) and columns [400, 30], values [400, 30] with duplicates */
+	tcu_daemon d;
+	tileatom_client *c = start(&d, false);
+	tileatom_error e = {0, ""};
+	int64_t shape[2] = {50, 60};
+	CK(tileatom_create(c, "x", TILEATOM_INT32, 2, shape, NULL, NULL, &e), e);
+	enum { N = 400, W = 30 };
+	int64_t rows[N], *cols = malloc(sizeof(int64_t) * N * W);
+	int32_t *val = malloc(sizeof(int32_t) * N * W);
+	ck_assert(cols && val);
+	static int32_t want[50 * 60];
+	memset(want, 0, sizeof(want));
+	for (int i = 0; i < N; i++) {
+		rows[i] = (i * 13) % 50;
+		for (int j = 0; j < W; j++) {
+			cols[i * W + j] = (i + j * 11) % 60;
+			val[i * W + j] = i - j;
+			want[rows[i] * 60 + cols[i * W + j]] += i - j;
+		}
+	}
+	tileatom_array ix[2] = {{TILEATOM_INT64, 2, {N, 1}, rows},
+	                        {TILEATOM_INT64, 2, {N, W}, cols}};
+	tileatom_array va = {TILEATOM_INT32, 2, {N, W}, val};
+	uint64_t before = kind_requests(c, "indexed");
+	tileatom_op_options o;
+	tileatom_op_options_init(&o);
+	o.check_bounds = false;
+	tileatom_op_result r;
+	CK(tileatom_indexed(c, "x", TILEATOM_OP_ADD, NULL, 2, ix, false, &va, NULL, &o, &r, &e), e);
+	ck_assert_uint_eq(r.applied, (uint64_t)N * W);
+	ck_assert_uint_gt(kind_requests(c, "indexed") - before, 2);
+	int32_t got[50 * 60];
+	read_tile(c, "x", 2, shape, 4, got);
+	for (int k = 0; k < 50 * 60; k++)
+		ck_assert_int_eq(got[k], want[k]);
+	free(cols);
+	free(val);
+	stop(&d, c);
+}
+END_TEST
+
+/* ---- a frame-level proxy that fails one part ------------------------------------------ */
+
+/* A proxy between one client and the daemon, forwarding request and response frames one
+ * for one; it renames the tile of the fail_at-th element-wise request to one that does not
+ * exist, and records the region rows of each element-wise request. */
+typedef struct proxy {
+	char path[340];       /* the socket the client connects to */
+	const char *upstream; /* the daemon's socket */
+	int listen_fd;        /* the listening socket */
+	int fail_at;          /* 1-based element-wise request to rename (0: none) */
+	int seen;             /* element-wise requests seen */
+	int64_t rows[64];     /* region rows of each of them */
+	pthread_t thread;     /* the forwarding thread */
+} proxy;
+
+/* Reads exactly n bytes; false on EOF or error. */
+static bool read_full(int fd, void *buf, size_t n)
+{
+	uint8_t *p = buf;
+	while (n > 0) {
+		ssize_t r = read(fd, p, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		p += r;
+		n -= (size_t)r;
+	}
+	return true;
+}
+
+/* Writes exactly n bytes; false on error. */
+static bool write_full(int fd, const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+	while (n > 0) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		p += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+/* Reads one frame (4-byte little-endian length, payload) into a malloc'd buffer. */
+static uint8_t *read_frame(int fd, uint32_t *len)
+{
+	uint8_t h[4];
+	if (!read_full(fd, h, 4))
+		return NULL;
+	*len = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+	uint8_t *p = malloc(*len ? *len : 1);
+	if (p && !read_full(fd, p, *len)) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Writes one frame. */
+static bool write_frame(int fd, const uint8_t *p, uint32_t len)
+{
+	uint8_t h[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
+	                (uint8_t)(len >> 24)};
+	return write_full(fd, h, 4) && write_full(fd, p, len);
+}
+
+/* Connects to a Unix socket path; -1 on failure. */
+static int connect_unix(const char *path)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_un sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Rewrites an element-wise request frame as the proxy says; returns the frame to send
+ * (req itself, or a malloc'd one of *len bytes that replaces it). */
+static uint8_t *proxy_rewrite(proxy *px, uint8_t *req, uint32_t *len)
+{
+	Tileatom__Request *m = tileatom__request__unpack(NULL, *len, req);
+	ck_assert_ptr_nonnull(m);
+	if (m->body_case != TILEATOM__REQUEST__BODY_ELEMENTWISE) {
+		tileatom__request__free_unpacked(m, NULL);
+		return req;
+	}
+	int k = px->seen++;
+	ck_assert_int_lt(k, 64);
+	ck_assert_ptr_nonnull(m->elementwise->region);
+	px->rows[k] = m->elementwise->region->shape[0];
+	if (k + 1 != px->fail_at) {
+		tileatom__request__free_unpacked(m, NULL);
+		return req;
+	}
+	char *name = m->elementwise->tile;
+	m->elementwise->tile = (char *)"no-such-tile";
+	size_t n = tileatom__request__get_packed_size(m);
+	uint8_t *out = malloc(n);
+	ck_assert_ptr_nonnull(out);
+	tileatom__request__pack(m, out);
+	m->elementwise->tile = name;
+	tileatom__request__free_unpacked(m, NULL);
+	free(req);
+	*len = (uint32_t)n;
+	return out;
+}
+
+/* The proxy thread: one client, requests and responses one for one, until the client
+ * closes. */
+static void *proxy_main(void *arg)
+{
+	proxy *px = arg;
+	int cfd = accept(px->listen_fd, NULL, NULL);
+	ck_assert_int_ge(cfd, 0);
+	int dfd = connect_unix(px->upstream);
+	ck_assert_int_ge(dfd, 0);
+	for (;;) {
+		uint32_t len;
+		uint8_t *req = read_frame(cfd, &len);
+		if (!req)
+			break;
+		req = proxy_rewrite(px, req, &len);
+		ck_assert(write_frame(dfd, req, len));
+		free(req);
+		uint8_t *resp = read_frame(dfd, &len);
+		ck_assert_ptr_nonnull(resp);
+		ck_assert(write_frame(cfd, resp, len));
+		free(resp);
+	}
+	close(cfd);
+	close(dfd);
+	return NULL;
+}
+
+/* Starts a proxy to daemon d failing element-wise request fail_at (0: none). */
+static void proxy_start(proxy *px, const tcu_daemon *d, int fail_at)
+{
+	memset(px, 0, sizeof(*px));
+	snprintf(px->path, sizeof(px->path), "%s/proxy.sock", d->dir);
+	px->upstream = d->socket;
+	px->fail_at = fail_at;
+	px->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(px->listen_fd, 0);
+	struct sockaddr_un sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	ck_assert_uint_lt(strlen(px->path), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, px->path, strlen(px->path) + 1);
+	unlink(px->path);
+	ck_assert_int_eq(bind(px->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(px->listen_fd, 1), 0);
+	ck_assert_int_eq(pthread_create(&px->thread, NULL, proxy_main, px), 0);
+}
+
+/* Waits for the proxy thread (after its client closed) and removes its socket. */
+static void proxy_stop(proxy *px)
+{
+	ck_assert_int_eq(pthread_join(px->thread, NULL), 0);
+	close(px->listen_fd);
+	unlink(px->path);
+}
+
+/* Columns of the tile "f" of test_part_fails_midway: 640-byte rows, 49 to a part. */
+#define FW 160
+
+/* One element-wise add of 1 over the whole [200, FW] int32 tile "f" through a proxy
+ * failing part fail_at (0: none); returns the call's status, err and the proxy's record. */
+static int add_through_proxy(const tcu_daemon *d, int fail_at, proxy *px, tileatom_error *e)
+{
+	proxy_start(px, d, fail_at);
+	tileatom_client *c = NULL;
+	CK(tileatom_connect(px->path, 10000, &c, e), *e);
+	tileatom_set_shm_threshold(c, 0);
+	int32_t *ones = malloc(sizeof(int32_t) * 200 * FW);
+	ck_assert_ptr_nonnull(ones);
+	for (int k = 0; k < 200 * FW; k++)
+		ones[k] = 1;
+	tileatom_array va = {TILEATOM_INT32, 2, {200, FW}, ones};
+	tileatom_op_result r;
+	int rc = tileatom_elementwise(c, "f", TILEATOM_OP_ADD, NULL, &va, NULL, NULL, &r, e);
+	if (rc == TILEATOM_OK)
+		ck_assert_uint_eq(r.applied, 200 * FW);
+	tileatom_close(c);
+	proxy_stop(px);
+	free(ones);
+	return rc;
+}
+
+START_TEST(test_part_fails_midway)
+{
+	/* part 2 fails (its tile renamed on the way): the call returns the daemon's status with
+	 * a message naming the part and the rows applied; exactly part 1's rows changed */
+	tcu_daemon d;
+	tileatom_client *c = start(&d, false);
+	tileatom_error e = {0, ""};
+	int64_t shape[2] = {200, FW};
+	CK(tileatom_create(c, "f", TILEATOM_INT32, 2, shape, NULL, NULL, &e), e);
+	proxy px;
+	CK(add_through_proxy(&d, 0, &px, &e), e);
+	int nparts = px.seen;
+	int64_t rows = px.rows[0];
+	ck_assert_int_ge(nparts, 3);
+	int64_t total = 0;
+	for (int i = 0; i < nparts; i++) {
+		ck_assert_int_eq(px.rows[i], i + 1 < nparts ? rows : 200 - rows * (nparts - 1));
+		total += px.rows[i];
+	}
+	ck_assert_int_eq(total, 200);
+	int32_t *got = malloc(sizeof(int32_t) * 200 * FW);
+	ck_assert_ptr_nonnull(got);
+	read_tile(c, "f", 2, shape, 4, got);
+	for (int k = 0; k < 200 * FW; k++)
+		ck_assert_int_eq(got[k], 1);
+	ck_assert_int_eq(add_through_proxy(&d, 2, &px, &e), TILEATOM_E_NOT_FOUND);
+	ck_assert_int_eq(px.seen, 2); /* nothing after the failed part */
+	char want[200];
+	snprintf(want, sizeof(want),
+	         "part 2 of %d (rows %lld..%lld) of a split request failed; rows 0..%lld were "
+	         "applied: ",
+	         nparts, (long long)rows, (long long)(2 * rows - 1), (long long)(rows - 1));
+	ck_assert_msg(strncmp(e.message, want, strlen(want)) == 0, "message: %s", e.message);
+	ck_assert_msg(strstr(e.message, "no-such-tile"), "message: %s", e.message);
+	read_tile(c, "f", 2, shape, 4, got);
+	for (int y = 0; y < 200; y++)
+		for (int x = 0; x < FW; x++)
+			ck_assert_int_eq(got[y * FW + x], y < rows ? 2 : 1);
+	free(got);
+	stop(&d, c);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("split");
+	TCase *tc = tcase_create("split");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_split_parts);
+	tcase_add_test(tc, test_staged_whole);
+	tcase_add_test(tc, test_reject_whole);
+	tcase_add_test(tc, test_cannot_split);
+	tcase_add_test(tc, test_indexed_nd);
+	tcase_add_test(tc, test_part_fails_midway);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
