@@ -2,11 +2,16 @@
  * sm_90 GPU (not built by make; issue 10 item 7). Every variant's result is checked
  * exactly against a host reference (histograms) or against the scalar instruction's
  * result bit for bit (vector float forms) before it is timed; timings are CUDA events
- * around one launch, median of --reps (default 15) runs over 2^26 elements.
+ * around one launch, median of --reps (default 15) runs over 2^26 elements. The
+ * element-wise part also times TMA bulk reductions (cp.reduce.async.bulk: operands staged
+ * in shared memory by cp.async.bulk or by the threads, one reduction per chunk; with the
+ * tile chunk prefetched into L2 and evict_first operand loads) and a non-atomic
+ * ld + add + st for the memory ceiling; the float32 bulk add is reported WRONG against the
+ * scalar red.add.f32 (it keeps the subnormals that red.add.f32 flushes).
  *
  * Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -cudart static \
  *        -o kernel-probe benchmarks/kernel-probe.cu
- * Usage: kernel-probe [--reps N] [--log2n K]
+ * Usage: kernel-probe [--reps N] [--log2n K] [--only ew|hist] (ew: element-wise only)
  * Output: one line per variant: name, distribution, median ms, G elements/s, check. */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -412,6 +417,188 @@ __global__ void __launch_bounds__(256)
 	}
 }
 
+/* ---- element-wise add by TMA bulk reduction (cp.reduce.async.bulk) ------------------------
+ * A block stages CH bytes of operands at a time in shared memory and adds them to the tile
+ * with one cp.reduce.async.bulk per chunk (each element's reduction is atomic, .relaxed.gpu,
+ * PTX ISA 8.0). OP: 0 add.u32, 1 add.f32, 2 add.noftz.f16, 3 add.noftz.bf16. */
+__device__ __forceinline__ void mbar_init(uint32_t mb, uint32_t count)
+{
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(mb), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t mb, uint32_t bytes)
+{
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mb), "r"(bytes)
+	             : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t mb, uint32_t parity)
+{
+	asm volatile("{\n\t.reg .pred p;\n"
+	             "W_%=:\n\t"
+	             "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t"
+	             "@!p bra W_%=;\n}" ::"r"(mb),
+	             "r"(parity)
+	             : "memory");
+}
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes,
+                                          uint32_t mb)
+{
+	asm volatile(
+	    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+	    "%2, [%3];" ::"r"(dst),
+	    "l"(src), "r"(bytes), "r"(mb)
+	    : "memory");
+}
+template <int OP> __device__ __forceinline__ void bulk_red(void *dst, uint32_t src, uint32_t bytes)
+{
+	if constexpr (OP == 0)
+		asm volatile(
+		    "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [%0], [%1], "
+		    "%2;" ::"l"(dst),
+		    "r"(src), "r"(bytes)
+		    : "memory");
+	else if constexpr (OP == 1)
+		asm volatile(
+		    "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], "
+		    "%2;" ::"l"(dst),
+		    "r"(src), "r"(bytes)
+		    : "memory");
+	else if constexpr (OP == 2)
+		asm volatile(
+		    "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.f16 [%0], "
+		    "[%1], %2;" ::"l"(dst),
+		    "r"(src), "r"(bytes)
+		    : "memory");
+	else
+		asm volatile(
+		    "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16 [%0], "
+		    "[%1], %2;" ::"l"(dst),
+		    "r"(src), "r"(bytes)
+		    : "memory");
+	asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+template <int K> __device__ __forceinline__ void bulk_wait_read()
+{
+	asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(K) : "memory");
+}
+
+/* One thread of each block drives a pipeline of S buffers of CH bytes: loads run up to
+ * S - 1 chunks ahead of the reduce. Chunk c of the block: blockIdx.x + c * gridDim.x.
+ * The last n_bytes % CH bytes (a multiple of 16) go as one smaller chunk. */
+template <int CH, int S, int OP, int FL = 0>
+__global__ void __launch_bounds__(32) ew_bulk(void *tile, const void *vals, int64_t nbytes)
+{
+	/* FL bits: 1 prefetch the tile chunk into L2 with the operand load; 2 operand loads
+	 * evict_first; 4 reduces evict_first; 8 reduces evict_last */
+	uint64_t pol_first, pol_last;
+	asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol_first));
+	asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol_last));
+	extern __shared__ __align__(128) unsigned char bsm[];
+	__shared__ __align__(8) uint64_t mbar[S];
+	if (threadIdx.x != 0)
+		return;
+	const uint32_t sb = smem_addr(bsm), mb0 = smem_addr(mbar);
+	for (int s = 0; s < S; s++)
+		mbar_init(mb0 + 8 * s, 1);
+	asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+	asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+	const int64_t chunks = (nbytes + CH - 1) / CH;
+	const int64_t mine =
+	    chunks > blockIdx.x ? (chunks - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+	auto issue = [&](int64_t i) {
+		int64_t c = blockIdx.x + i * gridDim.x;
+		uint32_t bytes = (uint32_t)min((int64_t)CH, nbytes - c * CH);
+		int s = (int)(i % S);
+		mbar_expect(mb0 + 8 * s, bytes);
+		if constexpr (FL & 2)
+			asm volatile(
+			    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
+			    "bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(sb + s * CH),
+			    "l"((const char *)vals + c * CH), "r"(bytes), "r"(mb0 + 8 * s),
+			    "l"(pol_first)
+			    : "memory");
+		else
+			bulk_load(sb + s * CH, (const char *)vals + c * CH, bytes, mb0 + 8 * s);
+		if constexpr (FL & 1)
+			asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
+			                 (const char *)tile + c * CH),
+			             "r"(bytes)
+			             : "memory");
+	};
+	for (int64_t i = 0; i < S - 1 && i < mine; i++)
+		issue(i);
+	for (int64_t i = 0; i < mine; i++) {
+		int s = (int)(i % S);
+		mbar_wait(mb0 + 8 * s, (uint32_t)((i / S) & 1));
+		int64_t c = blockIdx.x + i * gridDim.x;
+		uint32_t bytes = (uint32_t)min((int64_t)CH, nbytes - c * CH);
+		if constexpr ((FL & 12) != 0 && OP == 0) {
+			asm volatile(
+			    "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint"
+			    ".add.u32 [%0], [%1], %2, %3;" ::"l"((char *)tile + c * CH),
+			    "r"(sb + s * CH), "r"(bytes), "l"((FL & 4) ? pol_first : pol_last)
+			    : "memory");
+			asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+		} else {
+			bulk_red<OP>((char *)tile + c * CH, sb + s * CH, bytes);
+		}
+		/* the buffer of chunk i + S - 1 held chunk i - 1: its reduce must have read it */
+		if (i + S - 1 < mine) {
+			bulk_wait_read<1>();
+			issue(i + S - 1);
+		}
+	}
+	asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+/* Threads load the operands (16 bytes each, TPB threads, CH = 16 * TPB * U bytes a chunk)
+ * into one of two buffers, fence the async proxy, and thread 0 reduces the chunk. */
+template <int TPB, int U, int OP>
+__global__ void __launch_bounds__(TPB) ew_bulk_ld(void *tile, const void *vals, int64_t nbytes)
+{
+	constexpr int CH = 16 * TPB * U;
+	extern __shared__ __align__(128) unsigned char bsm[];
+	const uint32_t sb = smem_addr(bsm);
+	const int64_t chunks = nbytes / CH; /* (the probe: nbytes % CH == 0) */
+	int64_t i = 0;
+	for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x, i++) {
+		int s = (int)(i & 1);
+		uint4 q[U];
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			q[u] =
+			    ((const uint4 *)((const char *)vals + c * CH))[u * TPB + threadIdx.x];
+		if (threadIdx.x == 0)
+			bulk_wait_read<1>(); /* the reduce of chunk i - 2 has read buffer s */
+		__syncthreads();
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			((uint4 *)(bsm + s * CH))[u * TPB + threadIdx.x] = q[u];
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		__syncthreads();
+		if (threadIdx.x == 0)
+			bulk_red<OP>((char *)tile + c * CH, sb + s * CH, CH);
+	}
+	if (threadIdx.x == 0)
+		asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+/* Not atomic: tile[k] += vals[k] with 16-byte loads and stores (the memory ceiling of an
+ * element-wise add that reads values and tile and writes the tile). */
+__global__ void __launch_bounds__(256) ew_plain_u32(void *tp, const void *vp, int64_t n)
+{
+	uint32_t *tile = (uint32_t *)tp;
+	const uint32_t *vals = (const uint32_t *)vp;
+	const int64_t n4 = n >> 2, T = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < n4; c += T) {
+		uint4 v = ((const uint4 *)vals)[c], t = ((uint4 *)tile)[c];
+		t.x += v.x;
+		t.y += v.y;
+		t.z += v.z;
+		t.w += v.w;
+		((uint4 *)tile)[c] = t;
+	}
+}
+
 /* ---- host ---------------------------------------------------------------------------------*/
 
 static double median(std::vector<double> v)
@@ -455,6 +642,100 @@ static void report(const char *name, const char *dist, double ms, int64_t n, boo
 		g_fail++;
 }
 
+/* Runs an element-wise kernel fn<<<blocks, threads, smem>>>(tile, vals, arg) on a tile
+ * starting as t0 (host), checks the result against want, times it. */
+template <typename F>
+static void run_ew_k(const char *name, const char *dt_name, F fn, int blocks, int threads,
+                     size_t smem, void *dt, const void *dv, int64_t arg, const void *t0,
+                     const void *want, size_t bytes, int64_t n)
+{
+	if (smem >= 47 * 1024)
+		CK(cudaFuncSetAttribute((const void *)fn,
+		                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+	CK(cudaMemcpy(dt, t0, bytes, cudaMemcpyHostToDevice));
+	fn<<<blocks, threads, smem>>>(dt, dv, arg);
+	CK(cudaGetLastError());
+	std::vector<unsigned char> got(bytes);
+	CK(cudaMemcpy(got.data(), dt, bytes, cudaMemcpyDeviceToHost));
+	bool ok = !memcmp(got.data(), want, bytes);
+	if (!ok) { /* the first differences, as bits of es = bytes / n */
+		size_t es = bytes / (size_t)n, shown = 0, diff = 0;
+		for (size_t i = 0; i < (size_t)n; i++) {
+			uint64_t g = 0, w = 0, t = 0, v = 0;
+			memcpy(&g, got.data() + i * es, es);
+			memcpy(&w, (const char *)want + i * es, es);
+			if (g == w)
+				continue;
+			diff++;
+			if (shown++ < 4) {
+				memcpy(&t, (const char *)t0 + i * es, es);
+				CK(cudaMemcpy(&v, (const char *)dv + i * es, es,
+				              cudaMemcpyDeviceToHost));
+				printf("  %s: element %zu: tile %#llx + %#llx gives %#llx, "
+				       "expected %#llx\n",
+				       name, i, (unsigned long long)t, (unsigned long long)v,
+				       (unsigned long long)g, (unsigned long long)w);
+			}
+		}
+		printf("  %s: %zu elements differ\n", name, diff);
+	}
+	double ms = time_it([&] { fn<<<blocks, threads, smem>>>(dt, dv, arg); });
+	report(name, dt_name, ms, n, ok);
+}
+
+/* The bulk-reduction variants of OP on n elements of es bytes. */
+template <int OP>
+static void bulk_rows(const char *dt_name, void *dt, const void *dv, const void *t0,
+                      const void *want, int64_t n, size_t es)
+{
+	size_t bytes = (size_t)n * es;
+	int64_t nb = (int64_t)bytes;
+	char nm[64];
+#define TA_BULK_ROW(CH, S, BPS)                                                                    \
+	snprintf(nm, sizeof nm, "bulk tma ch%d s%d %d/SM", CH, S, BPS);                            \
+	run_ew_k(nm, dt_name, ew_bulk<CH, S, OP>, (BPS)*g_sms, 32, (size_t)(CH) * (S), dt, dv, nb, \
+	         t0, want, bytes, n)
+	TA_BULK_ROW(4096, 4, 8);
+	TA_BULK_ROW(4096, 4, 12);
+	TA_BULK_ROW(8192, 2, 12);
+	TA_BULK_ROW(8192, 3, 8);
+	TA_BULK_ROW(8192, 4, 6);
+	TA_BULK_ROW(16384, 2, 6);
+	TA_BULK_ROW(16384, 3, 4);
+	TA_BULK_ROW(16384, 4, 3);
+	TA_BULK_ROW(32768, 3, 2);
+	TA_BULK_ROW(2048, 4, 24);
+	TA_BULK_ROW(4096, 8, 6);
+	TA_BULK_ROW(8192, 6, 4);
+	TA_BULK_ROW(8192, 8, 3);
+#undef TA_BULK_ROW
+#define TA_BULK_FL(CH, S, BPS, FL)                                                                 \
+	snprintf(nm, sizeof nm, "bulk tma ch%d s%d %d/SM fl%d", CH, S, BPS, FL);                   \
+	run_ew_k(nm, dt_name, ew_bulk<CH, S, OP, FL>, (BPS)*g_sms, 32, (size_t)(CH) * (S), dt, dv, \
+	         nb, t0, want, bytes, n)
+	TA_BULK_FL(4096, 4, 8, 1);
+	TA_BULK_FL(8192, 3, 8, 1);
+	TA_BULK_FL(16384, 2, 6, 1);
+	TA_BULK_FL(8192, 3, 8, 2);
+	TA_BULK_FL(8192, 3, 8, 3);
+	if (OP == 0) {
+		TA_BULK_FL(8192, 3, 8, 4);
+		TA_BULK_FL(8192, 3, 8, 8);
+		TA_BULK_FL(8192, 3, 8, 7);
+		TA_BULK_FL(8192, 3, 8, 11);
+	}
+#undef TA_BULK_FL
+#define TA_BULK_LD(TPB, U, BPS)                                                                    \
+	snprintf(nm, sizeof nm, "bulk ld %dx%d %d/SM", TPB, U, BPS);                               \
+	run_ew_k(nm, dt_name, ew_bulk_ld<TPB, U, OP>, (BPS)*g_sms, TPB,                            \
+	         (size_t)2 * 16 * (TPB) * (U), dt, dv, nb, t0, want, bytes, n)
+	TA_BULK_LD(256, 2, 8);
+	TA_BULK_LD(256, 4, 6);
+	TA_BULK_LD(512, 2, 4);
+	TA_BULK_LD(1024, 1, 2);
+#undef TA_BULK_LD
+}
+
 /* A histogram kernel: its launch shape. */
 typedef void (*hist_fn)(const int32_t *, int64_t, uint32_t *, int);
 
@@ -464,7 +745,7 @@ static void run_hist(const char *name, const char *dist, hist_fn fn, int threads
                      int pair, const int32_t *dkeys, int64_t n, int bins,
                      const std::vector<uint32_t> &want, uint32_t *dout)
 {
-	if (smem > 48 * 1024)
+	if (smem >= 47 * 1024)
 		CK(cudaFuncSetAttribute((const void *)fn,
 		                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 	int occ = 0;
@@ -833,6 +1114,14 @@ static void ew_suite(int64_t n)
 	run32("ew i32 chunk4 U1", ew_chunk32<1, 0>);
 	run32("ew i32 chunk4 U2", ew_chunk32<2, 0>);
 	run32("ew i32 chunk4 U4", ew_chunk32<4, 0>);
+	{
+		std::vector<uint32_t> sum(n);
+		for (int64_t i = 0; i < n; i++)
+			sum[i] = t0[i] + v[i];
+		bulk_rows<0>("int32", dt, dv, t0.data(), sum.data(), n, 4);
+		run_ew_k("plain ld+add+st (not atomic)", "int32", ew_plain_u32, 8 * g_sms, 256, 0,
+		         dt, dv, n, t0.data(), sum.data(), (size_t)n * 4, n);
+	}
 	/* float32: a mix of special values in tile and operand, finite operands */
 	static const float sp[] = {0.0f,    -0.0f,    1e-40f,    -1e-40f, 1.17549435e-38f,
 	                           3.4e38f, -3.4e38f, 1.0f,      -1.0f,   0.1f,
@@ -886,6 +1175,7 @@ static void ew_suite(int64_t n)
 	runf("ew f32 v4 U1", ew_chunk32<1, 3>);
 	runf("ew f32 v4 U2", ew_chunk32<2, 3>);
 	runf("ew f32 v4 U4", ew_chunk32<4, 3>);
+	bulk_rows<1>("float32", dt, dv, t0.data(), ref.data(), n, 4);
 	blocks = 16 * g_sms;
 	runf("ew f32 v4 U1 16/SM", ew_chunk32<1, 3>);
 	blocks = 4 * g_sms;
@@ -942,6 +1232,7 @@ static void ew_suite(int64_t n)
 			run16("ew bf16 v4.bf16x2 U2", ew_chunk16<2, 2, true>);
 			run16("ew bf16 v8.bf16 U1", ew_chunk16<1, 3, true>);
 			run16("ew bf16 v8.bf16 U2", ew_chunk16<2, 3, true>);
+			bulk_rows<3>("bfloat16", dt, dv, t16, r16.data(), n, 2);
 		} else {
 			run16("ew f16 scalar U2", ew_chunk16<2, 0, false>);
 			run16("ew f16x2 U2", ew_chunk16<2, 1, false>);
@@ -962,13 +1253,17 @@ static void ew_suite(int64_t n)
 int main(int argc, char **argv)
 {
 	int log2n = 26;
+	const char *only = "";
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--reps") && i + 1 < argc)
 			g_reps = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--log2n") && i + 1 < argc)
 			log2n = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+			only = argv[++i];
 		else {
-			fprintf(stderr, "usage: kernel-probe [--reps N] [--log2n K]\n");
+			fprintf(stderr,
+			        "usage: kernel-probe [--reps N] [--log2n K] [--only ew|hist]\n");
 			return 1;
 		}
 	}
@@ -981,10 +1276,13 @@ int main(int argc, char **argv)
 #ifdef TA_PROBE_REAL
 	CK(cudaMalloc(&g_cnt, 24));
 	CK(cudaMemset(g_cnt, 0, 24));
-	real_hist(n);
+	if (strcmp(only, "ew"))
+		real_hist(n);
 #endif
-	hist_suite(n);
-	ew_suite(n);
+	if (strcmp(only, "ew"))
+		hist_suite(n);
+	if (strcmp(only, "hist"))
+		ew_suite(n);
 	printf("%s\n", g_fail ? "SOME VARIANTS WRONG" : "all variants exact");
 	return g_fail ? 1 : 0;
 }

@@ -34,3 +34,6 @@ EXTRA_DIST += benchmarks/hist-vs-numpy benchmarks/torch-hist-peer.py
 # kernel-probe.cu: a standalone probe of histogram and element-wise kernel variants on an
 # sm_90 GPU (built by hand with nvcc, see its opening comment; not built by make).
 EXTRA_DIST += benchmarks/kernel-probe.cu
+# cli-hist-time: the wall/user/sys time of tileatom-cli hist --format i32 on both backends
+# (run by hand on the GPU machine, see its opening comment).
+EXTRA_DIST += benchmarks/cli-hist-time

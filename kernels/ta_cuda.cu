@@ -43,6 +43,7 @@
 #include "ta_backend.h"
 #include "ta_cuda_private.h"
 #include "ta_cuda_kernels.cuh"
+#include "ta_lower.h"
 
 using ta::kargs;
 
@@ -109,6 +110,9 @@ static ta_kfn g_global[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 static ta_kfn g_shared[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 /* Cluster kernels (sm_90): every mode but REGION (a region touches each slot once). */
 static ta_kfn g_cluster[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
+/* Bulk-reduction kernels (sm_90), indexed [dtype][op]; NULL where the table has no
+ * TA_BULK form (ta_op_bulk_ok). */
+static ta_kfn g_bulk[TA_DTYPE_COUNT][TA_OP_COUNT];
 /* Resident blocks per SM of each global kernel (0: not computed yet). */
 static int g_global_occ[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 /* Resident blocks per SM of each block-window kernel for the window size it last ran
@@ -129,6 +133,10 @@ template <int DT, int... OPS> static void fill_dtype(std::integer_sequence<int, 
 			    g_global[1][DT][OP] = &ta::k_global<DT, kernel_op(OP), ta::M_REGION>;
 			    g_global[2][DT][OP] = &ta::k_global<DT, kernel_op(OP), ta::M_FLAT32>;
 			    g_global[3][DT][OP] = &ta::k_global<DT, kernel_op(OP), ta::M_FLAT64>;
+		    }
+		    if constexpr (legal_global(DT, OP)) {
+			    if constexpr (ta::bulk_ok<DT, OP>())
+				    g_bulk[DT][OP] = &ta::k_bulk<DT, OP>;
 		    }
 		    if constexpr (legal_shared(DT, OP)) {
 			    g_shared[0][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_GENERAL>;
@@ -163,6 +171,9 @@ extern "C" int ta_cuda_kernel_count(void)
 				n += (g_global[f][d][o] && o != TA_OP_SUB) +
 				     (g_shared[f][d][o] && o != TA_OP_SUB) +
 				     (g_cluster[f][d][o] && o != TA_OP_SUB);
+	for (int d = 0; d < TA_DTYPE_COUNT; d++)
+		for (int o = 0; o < TA_OP_COUNT; o++)
+			n += g_bulk[d][o] != NULL;
 	return n;
 }
 
@@ -173,6 +184,12 @@ extern "C" ta_status ta_cuda_check_tables(ta_error *err)
 		for (int o = 0; o < TA_OP_COUNT; o++) {
 			bool global = ta_op_accepts_dtype((ta_op)o, (ta_dtype)d);
 			bool shared = global && ta_op_shared_ok((ta_op)o);
+			if ((g_bulk[d][o] != NULL) != ta_op_bulk_ok((ta_op)o, (ta_dtype)d))
+				return ta_error_set(err, TA_INTERNAL,
+				                    "the CUDA bulk kernel table disagrees with the "
+				                    "table's TA_BULK rows on %s %s",
+				                    ta_op_name((ta_op)o),
+				                    ta_dtype_name((ta_dtype)d));
 			for (int f = 0; f < TA_MODES; f++)
 				if ((g_global[f][d][o] != NULL) != global ||
 				    (g_shared[f][d][o] != NULL) != shared ||
@@ -202,6 +219,8 @@ extern "C" const char *ta_cuda_path_name(ta_cuda_path path)
 		return "cluster";
 	case TA_CUDA_PATH_CLUSTER_FAST:
 		return "cluster-fast";
+	case TA_CUDA_PATH_BULK:
+		return "bulk";
 	default:
 		return "none";
 	}
@@ -283,10 +302,11 @@ static ta_status check_plan(const ta_plan *p, size_t tile_bytes, kargs *a, ta_er
 	return TA_OK;
 }
 
-/* What the device offers the shared-memory paths. */
+/* What the device offers the shared-memory and bulk paths. */
 struct smem_limits {
 	size_t optin;  /* largest dynamic shared memory of one block, bytes */
 	bool clusters; /* thread-block clusters can be launched (sm_90 and later) */
+	bool bulk;     /* TMA bulk copies and reductions (sm_90 and later) */
 };
 
 /* log2 of the smallest cluster (2^1 up to 2^TA_CLUSTER_MAX_SHIFT blocks) whose blocks each
@@ -387,20 +407,64 @@ static ta_status cuda_error(ta_error *err, cudaError_t e, const char *what)
 	                    cudaGetErrorString(e));
 }
 
-/* Fills lim for the current device: shared memory per block, cluster support. */
+/* Devices whose facts query_limits keeps. */
+#define TA_CUDA_MAX_DEVICES 64
+/* The facts of one device, read once: the four attribute queries cost host time inside
+ * every launch otherwise (bench_gpu times ta_cuda_launch_plan as a whole). */
+struct limits_cache {
+	smem_limits lim; /* its limits */
+	int sms;         /* its SMs */
+	int ready;       /* 1 once lim and sms hold the device's values (then never written) */
+};
+static limits_cache g_limits[TA_CUDA_MAX_DEVICES];
+/* Serialises the filling of g_limits. */
+static pthread_mutex_t g_limits_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Fills lim for the current device: shared memory per block, cluster and bulk support. */
 static cudaError_t query_limits(smem_limits *lim, int *sms)
 {
-	int dev = 0, optin = 0, clusters = 0;
+	int dev = 0, optin = 0, clusters = 0, major = 0;
 	cudaError_t e = cudaGetDevice(&dev);
-	if (e == cudaSuccess)
-		e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
+	if (e != cudaSuccess)
+		return e;
+	limits_cache *c = dev >= 0 && dev < TA_CUDA_MAX_DEVICES ? &g_limits[dev] : NULL;
+	if (c && __atomic_load_n(&c->ready, __ATOMIC_ACQUIRE)) {
+		*lim = c->lim;
+		*sms = c->sms;
+		return cudaSuccess;
+	}
+	e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
 	if (e == cudaSuccess)
 		e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
 	if (e == cudaSuccess)
 		e = cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev);
+	if (e == cudaSuccess)
+		e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
 	lim->optin = (size_t)optin;
 	lim->clusters = e == cudaSuccess && clusters != 0 && TA_CUDA_CC >= 90;
+	lim->bulk = e == cudaSuccess && major >= 9 && TA_CUDA_CC >= 90;
+	if (e == cudaSuccess && c) {
+		int lock = pthread_mutex_lock(&g_limits_mu);
+		if (lock == 0 && !__atomic_load_n(&c->ready, __ATOMIC_RELAXED)) {
+			c->lim = *lim;
+			c->sms = *sms;
+			__atomic_store_n(&c->ready, 1, __ATOMIC_RELEASE);
+		}
+		if (lock == 0)
+			pthread_mutex_unlock(&g_limits_mu);
+	}
 	return e;
+}
+
+extern "C" int ta_cuda_bulk_reductions(void)
+{
+	smem_limits lim;
+	int sms = 0;
+	if (query_limits(&lim, &sms) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return lim.bulk ? 1 : 0;
 }
 
 extern "C" int ta_cuda_cluster_windows(void)
@@ -556,6 +620,46 @@ static ta_status launch_cluster(ta_kfn fn, const kargs *a, size_t es, cudaStream
 	return TA_OK;
 }
 
+/* Smallest region (bytes) that takes the bulk path: below it the REGION loop runs (the bulk
+ * path was measured on 2^26 elements only; a chunk is TA_BULK_CHUNK bytes). */
+#define TA_BULK_MIN_BYTES (64u * 1024u)
+
+/* True when the checked plan a (chosen path GLOBAL_FAST, REGION loop) may run as TMA bulk
+ * reductions on the tile at dev_tile: the lowering names the bulk form for its (op, dtype,
+ * sem, scope, output), the device has it, values present (contiguous or scalar, aligned:
+ * the fast loop's conditions), no mask (a scalar mask's value lies in device memory), the
+ * region 16-byte aligned in the tile and at least TA_BULK_MIN_BYTES long. */
+static bool bulk_fits(const ta_plan *p, const kargs *a, const void *dev_tile,
+                      const smem_limits *lim)
+{
+	size_t es = ta_dtype_size(p->dtype);
+	return lim->bulk && a->mode == ta::M_REGION &&
+	       ta_lower_uses_bulk(p->op, p->dtype, p->sem, p->scope, p->want_old) &&
+	       g_bulk[p->dtype][p->op] && p->values.data && !p->mask.data &&
+	       aligned16((const char *)dev_tile + a->base * (int64_t)es) &&
+	       p->count * (int64_t)es >= (int64_t)TA_BULK_MIN_BYTES;
+}
+
+/* Launches the bulk kernel fn for a (bulk_fits): TA_BULK_THREADS threads a block,
+ * TA_BULK_STAGES chunk buffers of shared memory each, a block per chunk up to
+ * TA_BULK_PER_SM blocks an SM. */
+static ta_status launch_bulk(ta_kfn fn, const kargs *a, size_t es, int sms, cudaStream_t stream,
+                             ta_error *err)
+{
+	int64_t chunks = (a->p.count * (int64_t)es + TA_BULK_CHUNK - 1) / TA_BULK_CHUNK;
+	int64_t blocks = (int64_t)TA_BULK_PER_SM * sms;
+	if (blocks > chunks)
+		blocks = chunks;
+	if (blocks < 1)
+		blocks = 1;
+	size_t smem = (size_t)TA_BULK_STAGES * TA_BULK_CHUNK;
+	static_assert(TA_BULK_STAGES * TA_BULK_CHUNK <= 48 * 1024,
+	              "the bulk buffers fit the default dynamic shared memory");
+	fn<<<(unsigned)blocks, TA_BULK_THREADS, smem, stream>>>(*a);
+	cudaError_t e = cudaGetLastError();
+	return e == cudaSuccess ? TA_OK : cuda_error(err, e, "launching the bulk kernel");
+}
+
 extern "C" ta_status ta_cuda_launch_plan(const ta_plan *dp, void *dev_tile, size_t tile_bytes,
                                          unsigned long long *dev_counters, void *stream,
                                          ta_cuda_path *path, ta_error *err)
@@ -590,6 +694,12 @@ extern "C" ta_status ta_cuda_launch_plan(const ta_plan *dp, void *dev_tile, size
 		                    ta_cuda_path_name(chosen), ta_op_name(dp->op),
 		                    ta_dtype_name(dp->dtype));
 	size_t es = ta_dtype_size(dp->dtype);
+	if (chosen == TA_CUDA_PATH_GLOBAL_FAST && bulk_fits(dp, &a, dev_tile, &lim)) {
+		st = launch_bulk(g_bulk[dp->dtype][dp->op], &a, es, sms, (cudaStream_t)stream, err);
+		if (st == TA_OK && path)
+			*path = TA_CUDA_PATH_BULK;
+		return st;
+	}
 	if (cluster) {
 		bool launched = false;
 		st = launch_cluster(fn, &a, es, (cudaStream_t)stream, &launched, err);

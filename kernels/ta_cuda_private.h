@@ -16,17 +16,18 @@ extern "C" {
 
 /* How ta_cuda_launch_plan runs a plan. */
 typedef enum ta_cuda_path {
-	TA_CUDA_PATH_NONE = 0,        /* nothing to launch (no elements) */
-	TA_CUDA_PATH_GLOBAL = 1,      /* general loop, global space */
-	TA_CUDA_PATH_GLOBAL_FAST = 2, /* contiguous fast loop, global space */
-	TA_CUDA_PATH_SHARED = 3,      /* general loop, block-private shared copy */
-	TA_CUDA_PATH_SHARED_FAST = 4, /* contiguous fast loop, block-private shared copy */
-	TA_CUDA_PATH_CLUSTER = 5,     /* general loop, cluster-private distributed shared copy */
-	TA_CUDA_PATH_CLUSTER_FAST = 6 /* contiguous fast loop, cluster-private copy */
+	TA_CUDA_PATH_NONE = 0,         /* nothing to launch (no elements) */
+	TA_CUDA_PATH_GLOBAL = 1,       /* general loop, global space */
+	TA_CUDA_PATH_GLOBAL_FAST = 2,  /* contiguous fast loop, global space */
+	TA_CUDA_PATH_SHARED = 3,       /* general loop, block-private shared copy */
+	TA_CUDA_PATH_SHARED_FAST = 4,  /* contiguous fast loop, block-private shared copy */
+	TA_CUDA_PATH_CLUSTER = 5,      /* general loop, cluster-private distributed shared copy */
+	TA_CUDA_PATH_CLUSTER_FAST = 6, /* contiguous fast loop, cluster-private copy */
+	TA_CUDA_PATH_BULK = 7          /* contiguous region, TMA bulk reductions (sm_90) */
 } ta_cuda_path;
 
 /* Name of a path ("global", "global-fast", "shared", "shared-fast", "cluster",
- * "cluster-fast", "none"). */
+ * "cluster-fast", "bulk", "none"). */
 const char *ta_cuda_path_name(ta_cuda_path path);
 
 /* Launches the kernel for dev_plan (all its pointers device memory, 16-byte aligned for
@@ -45,6 +46,11 @@ ta_status ta_cuda_launch_plan(const ta_plan *dev_plan, void *dev_tile, size_t ti
  * space-global requests on (nonzero, the default) or off, process-wide: the benchmark
  * compares the paths with it. Explicit space-shared requests are not affected. */
 void ta_cuda_set_auto_window(int enabled);
+
+/* 1 when element-wise requests can take TMA bulk reductions (TA_CUDA_PATH_BULK) on the
+ * current device (kernels built for sm_90 or later and a device of compute capability 9 or
+ * later), else 0. */
+int ta_cuda_bulk_reductions(void);
 
 /* 1 when windows too large for one block can go to a thread-block cluster on the current
  * device (kernels built for sm_90 or later and a device that launches clusters), else 0. */

@@ -18,6 +18,16 @@ bool ta_lower_uses_red(ta_op op, ta_sem sem, bool want_old)
 	return ta_op_is_rmw(op) && ta_op_has_red(op) && !want_old && !ta_sem_acquires(sem);
 }
 
+bool ta_lower_uses_bulk(ta_op op, ta_dtype dtype, ta_sem sem, ta_scope scope, bool want_old)
+{
+	/* "Each reduction operation performed by the cp.reduce.async.bulk has individually
+	 * .relaxed.gpu memory ordering semantics" (PTX ISA, cp.reduce.async.bulk): atomic per
+	 * element at gpu scope, which covers cta and cluster; nothing for sys, no ordering for
+	 * release/acquire, no old values */
+	return ta_op_bulk_ok(op, dtype) && sem == TA_SEM_RELAXED && scope != TA_SCOPE_SYS &&
+	       !want_old;
+}
+
 bool ta_lower_emulated(ta_op op, ta_dtype dtype)
 {
 	return ta_op_accepts_dtype(op, dtype) && ta_op_ptx_type(op, dtype)[0] == '\0';
@@ -102,6 +112,15 @@ ta_status ta_lower_instr(const ta_variant *v, char *buf, size_t buflen, ta_error
 		snprintf(buf, buflen, "shared-private(%s)+merge(%s)", priv, merge);
 	} else {
 		global_rmw(buf, buflen, v->op, v->dtype, v->sem, v->scope, v->want_old, true);
+		/* over a contiguous, 16-byte aligned region of 64 KiB or more: TMA bulk
+		 * reductions of operand chunks staged in shared memory (the tail: the above) */
+		size_t n = strlen(buf);
+		if (ta_lower_uses_bulk(v->op, v->dtype, v->sem, v->scope, v->want_old) &&
+		    n < buflen)
+			snprintf(buf + n, buflen - n,
+			         "|region-bulk:cp.reduce.async.bulk.global.shared::cta.bulk_group."
+			         "%s.%s",
+			         ta_op_ptx(v->op), ta_op_ptx_type(v->op, v->dtype));
 	}
 	return TA_OK;
 }

@@ -47,6 +47,13 @@ bool ta_lower_legal(const ta_variant *v);
  * release, no output wanted). */
 bool ta_lower_uses_red(ta_op op, ta_sem sem, bool want_old);
 
+/* True when an element-wise request of op on dtype with this sem, scope and output may
+ * lower to a TMA bulk reduction (cp.reduce.async.bulk, sm_90): a TA_BULK row of the table
+ * (ta_op_bulk_ok), sem relaxed, scope cta, cluster or gpu, no output. Each element's
+ * reduction is atomic with .relaxed.gpu semantics (PTX ISA 8.0), at least what such a
+ * request asks for. */
+bool ta_lower_uses_bulk(ta_op op, ta_dtype dtype, ta_sem sem, ta_scope scope, bool want_old);
+
 /* True when (op, dtype) has no PTX instruction and runs as a CAS loop in global memory
  * (float min/max, 16-bit exch). */
 bool ta_lower_emulated(ta_op op, ta_dtype dtype);

@@ -250,6 +250,16 @@ bool ta_op_has_red(ta_op op)
 	return op_valid(op) && op_rows[op].red;
 }
 
+bool ta_op_bulk_ok(ta_op op, ta_dtype d)
+{
+	bool row = false;
+#define TA_BULK(id) row = row || op == TA_OP_##id;
+#include "ta_ops.def"
+#undef TA_BULK
+	return row && ta_op_accepts_dtype(op, d) && !ta_dtype_is_float(d) &&
+	       (ta_dtype_size(d) == 4 || ta_dtype_size(d) == 8);
+}
+
 bool ta_op_sem_ok(ta_op op, ta_sem sem)
 {
 	return op_valid(op) && (unsigned)sem < TA_SEM_COUNT && (op_rows[op].sems >> sem) & 1u;

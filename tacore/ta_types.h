@@ -231,6 +231,9 @@ bool ta_op_in_family(ta_op op, ta_family family);
 bool ta_op_shared_ok(ta_op op);
 /* True when PTX has a red.* form of op. */
 bool ta_op_has_red(ta_op op);
+/* True when op's element-wise requests on dtype may lower to a TMA bulk reduction (a
+ * TA_BULK row, an integer dtype of 4 or 8 bytes that op accepts). */
+bool ta_op_bulk_ok(ta_op op, ta_dtype dtype);
 /* True when op accepts sem. */
 bool ta_op_sem_ok(ta_op op, ta_sem sem);
 /* Whether op returns the values it saw (0 when op is invalid). */

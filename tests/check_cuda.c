@@ -13,6 +13,10 @@
  *    against the CPU backend;
  *  - cluster: windows too large for one block (split over a cluster's blocks), on
  *    their own so that compute-sanitizer can run them alone (CK_RUN_CASE=cluster);
+ *  - bulk: element-wise integer ops through TMA bulk reductions (sm_90): heads, tails,
+ *    aligned and unaligned regions, scalar values against the CPU backend; concurrent
+ *    requests on the same elements (bulk beside red); which requests take the path
+ *    (CK_RUN_CASE=bulk runs them alone);
  *  - runtime: info, allocation failure (RESOURCE_EXHAUSTED, then the backend goes on),
  *    concurrent callers, kernel path choice, a sticky device error (INTERNAL, then every
  *    later call reports it).
@@ -1393,6 +1397,282 @@ END_TEST
 /* Probes the GPU in a child process (the parent must not initialise CUDA before Check
  * forks). Returns true when the CUDA backend can be created; else false with the reason
  * in why. */
+/* ---- bulk: TMA bulk reductions (sm_90) --------------------------------------------------*/
+
+START_TEST(test_bulk_exact)
+{
+	/* element-wise integer ops that may take the bulk path (relaxed, no output, no mask):
+	 * every TA_BULK op on 4- and 8-byte integers, over regions that start 16-byte aligned
+	 * in the tile (origin 0 and 16 bytes in) and not (origin 1 element: the REGION loop),
+	 * of lengths whose byte size is a multiple of 16, and 1 or 3 elements over (the tail
+	 * through the ordinary instruction), from 64 KiB (the smallest bulk region) to several
+	 * chunks a block; contiguous and scalar values, scopes gpu and cta; float32 and float16
+	 * adds beside them (never bulk) and sub (never bulk). Bit-exact against the CPU
+	 * backend. */
+	static const ta_dtype dts[] = {TA_DTYPE_I32, TA_DTYPE_U32, TA_DTYPE_I64,
+	                               TA_DTYPE_U64, TA_DTYPE_F32, TA_DTYPE_F16};
+	static const ta_op ops[] = {TA_OP_ADD, TA_OP_MIN, TA_OP_MAX, TA_OP_AND,
+	                            TA_OP_OR,  TA_OP_XOR, TA_OP_SUB};
+	static const int64_t bytes_of[] = {64 * 1024, 64 * 1024 + 16, 3 * 8192 * 132 + 48,
+	                                   (1 << 22) + 4096};
+	uint64_t rng = 7;
+	long bad = 0;
+	int runs = 0;
+	for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+		ta_dtype dt = dts[d];
+		int64_t es = (int64_t)ta_dtype_size(dt);
+		for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+			if (!ta_op_accepts_dtype(ops[o], dt))
+				continue;
+			if (ta_dtype_is_float(dt) && ops[o] != TA_OP_ADD)
+				continue;
+			for (int shape = 0; shape < 4; shape++) {
+				int64_t n = bytes_of[shape] / es + (shape == 1   ? 1
+				                                    : shape == 3 ? 3
+				                                                 : 0);
+				int64_t origin = (int64_t[]){0, 16 / es, 1, 0}[(runs + shape) % 4];
+				int64_t len = n + 8;
+				ta_tile_shape t = {dt, 1, {len}};
+				uint64_t *bits = malloc(sizeof(uint64_t) * (size_t)len);
+				ck_assert_ptr_nonnull(bits);
+				for (int64_t i = 0; i < len; i++)
+					bits[i] = rand_elem(dt, true, &rng);
+				void *init = ta_tu_pack(dt, bits, (size_t)len);
+				for (int64_t i = 0; i < n; i++)
+					bits[i] = rand_elem(dt, true, &rng);
+				void *vals = ta_tu_pack(dt, bits, (size_t)n);
+				ck_assert(init && vals);
+				ta_request req;
+				ta_request_region(&req, TA_FAMILY_ELEMENTWISE, ops[o]);
+				req.has_region = true;
+				req.region_rank = 1;
+				req.region_origin[0] = origin;
+				req.region_shape[0] = n;
+				int64_t shp[1] = {n};
+				bool scalar = shape == 2;
+				req.values = scalar ? ta_tu_view(dt, 0, NULL, vals)
+				                    : ta_tu_view(dt, 1, shp, vals);
+				req.scope = shape == 1 ? TA_SCOPE_CTA : TA_SCOPE_GPU;
+				char what[128];
+				snprintf(what, sizeof what,
+				         "bulk %s %s n %lld origin %lld%s scope %s",
+				         ta_op_name(ops[o]), ta_dtype_name(dt), (long long)n,
+				         (long long)origin, scalar ? " scalar" : "",
+				         ta_scope_name(req.scope));
+				bad += run_both(&t, init, &req, what);
+				runs++;
+				free(bits);
+				free(init);
+				free(vals);
+			}
+		}
+	}
+	printf("bulk exact: %d runs, %ld mismatches\n", runs, bad);
+	ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+/* State of one thread of the concurrent bulk test. */
+typedef struct bulk_conc_arg {
+	void *mem;        /* the tile: uint32 [n + 4], shared by every thread */
+	size_t bytes;     /* its size */
+	int64_t n;        /* elements of each request (region from element 0) */
+	const void *vals; /* the values: uint32 [n] */
+	int rounds;       /* requests per thread */
+	int kind;         /* 0: relaxed gpu (bulk where the GPU has it); 1: release (red);
+	                   * 2: relaxed sys (red); 3: relaxed cta, scalar value 1 */
+	int failures;     /* failed applies or wrong counts */
+} bulk_conc_arg;
+
+/* Thread body: adds the values (kind 3: 1) to elements [0, n) of the shared tile rounds
+ * times. */
+static void *bulk_conc_thread(void *p)
+{
+	bulk_conc_arg *c = p;
+	ta_tile_shape t = {TA_DTYPE_U32, 1, {(int64_t)(c->bytes / 4)}};
+	uint32_t one = 1;
+	for (int r = 0; r < c->rounds; r++) {
+		ta_request req;
+		ta_request_region(&req, TA_FAMILY_ELEMENTWISE, TA_OP_ADD);
+		req.has_region = true;
+		req.region_rank = 1;
+		req.region_origin[0] = 0;
+		req.region_shape[0] = c->n;
+		int64_t shp[1] = {c->n};
+		req.values = c->kind == 3 ? ta_tu_view(TA_DTYPE_U32, 0, NULL, &one)
+		                          : ta_tu_view(TA_DTYPE_U32, 1, shp, c->vals);
+		req.sem = c->kind == 1 ? TA_SEM_RELEASE : TA_SEM_RELAXED;
+		req.scope = c->kind == 2   ? TA_SCOPE_SYS
+		            : c->kind == 3 ? TA_SCOPE_CTA
+		                           : TA_SCOPE_GPU;
+		ta_plan plan;
+		ta_result res;
+		ta_error err;
+		if (ta_plan_build(&plan, &t, &req, &err) != TA_OK ||
+		    ta_backend_apply(g_cuda, c->mem, c->bytes, &plan, &res, &err) != TA_OK ||
+		    res.applied != (uint64_t)c->n || res.skipped != 0)
+			c->failures++;
+	}
+	return NULL;
+}
+
+START_TEST(test_bulk_concurrent)
+{
+	/* the same elements updated by concurrent requests: 4 threads of bulk-eligible adds
+	 * (two of contiguous values, one of a scalar 1 at scope cta, sharing the staging
+	 * slots' streams) beside one of release adds and one of sys-scope adds (red, never
+	 * bulk) on one uint32 tile; every update lands: the tile is the initial value plus
+	 * the sum of all of them, exactly (uint32 wraps). n is 2^20 + 3: the last 3 elements
+	 * are the bulk kernel's tail. */
+	enum { THREADS = 6, ROUNDS = 12 };
+	static const int kinds[THREADS] = {0, 0, 3, 3, 1, 2};
+	const int64_t n = (1 << 20) + 3, len = n + 4;
+	ta_tile_shape t = {TA_DTYPE_U32, 1, {len}};
+	size_t bytes = (size_t)ta_tile_bytes(&t);
+	uint32_t *init = malloc(bytes), *vals = malloc(sizeof(uint32_t) * (size_t)n);
+	uint32_t *back = malloc(bytes);
+	ck_assert(init && vals && back);
+	uint64_t rng = 99;
+	for (int64_t i = 0; i < len; i++)
+		init[i] = (uint32_t)ta_tu_rand(&rng);
+	for (int64_t i = 0; i < n; i++)
+		vals[i] = (uint32_t)ta_tu_rand(&rng);
+	ta_error err;
+	void *mem;
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, bytes, &mem, &err), TA_OK);
+	ck_assert_int_eq(ta_tu_tile_write(g_cuda, mem, bytes, &t, init, &err), TA_OK);
+	pthread_t th[THREADS];
+	bulk_conc_arg args[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		args[i] = (bulk_conc_arg){mem, bytes, n, vals, ROUNDS, kinds[i], 0};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, bulk_conc_thread, &args[i]), 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(args[i].failures, 0);
+	}
+	ck_assert_int_eq(ta_tu_tile_read(g_cuda, mem, bytes, &t, back, &err), TA_OK);
+	long bad = 0;
+	for (int64_t i = 0; i < len; i++) {
+		uint32_t want = init[i];
+		if (i < n)
+			for (int k = 0; k < THREADS; k++)
+				want += (uint32_t)ROUNDS * (kinds[k] == 3 ? 1u : vals[i]);
+		if (back[i] != want && bad++ < 3)
+			printf("bulk concurrent: element %lld is %u, expected %u\n", (long long)i,
+			       back[i], want);
+	}
+	printf("bulk concurrent: %d threads x %d requests of %lld elements, %ld mismatches\n",
+	       THREADS, ROUNDS, (long long)n, bad);
+	ck_assert_int_eq(bad, 0);
+	ta_backend_tile_free(g_cuda, mem);
+	free(init);
+	free(vals);
+	free(back);
+}
+END_TEST
+
+#ifdef TA_HAVE_CUDA
+/* Launches an element-wise op of dt over n elements at element origin of a tile of n + 8
+ * (device memory) with values (contiguous unless scalar) and the given sem, scope, output
+ * and mask; checks the applied count and returns the path taken. */
+static const char *bulk_path_of(ta_op op, ta_dtype dt, int64_t n, int64_t origin, bool scalar,
+                                ta_sem sem, ta_scope scope, bool want_old, bool mask)
+{
+	size_t es = ta_dtype_size(dt);
+	const int64_t len = n + 8;
+	ta_tile_shape t = {dt, 1, {len}};
+	void *dtile, *dvals, *dold, *dmask, *dcnt;
+	ck_assert_int_eq(cudaMalloc(&dtile, (size_t)len * es), cudaSuccess);
+	ck_assert_int_eq(cudaMalloc(&dvals, (size_t)n * es), cudaSuccess);
+	ck_assert_int_eq(cudaMalloc(&dold, (size_t)n * es), cudaSuccess);
+	ck_assert_int_eq(cudaMalloc(&dmask, (size_t)n), cudaSuccess);
+	ck_assert_int_eq(cudaMalloc(&dcnt, 3 * sizeof(unsigned long long)), cudaSuccess);
+	ck_assert_int_eq(cudaMemset(dtile, 0, (size_t)len * es), cudaSuccess);
+	ck_assert_int_eq(cudaMemset(dvals, 1, (size_t)n * es), cudaSuccess);
+	ck_assert_int_eq(cudaMemset(dmask, 1, (size_t)n), cudaSuccess);
+	ck_assert_int_eq(cudaMemset(dcnt, 0, 3 * sizeof(unsigned long long)), cudaSuccess);
+	ta_request req;
+	ta_request_region(&req, TA_FAMILY_ELEMENTWISE, op);
+	req.has_region = true;
+	req.region_rank = 1;
+	req.region_origin[0] = origin;
+	req.region_shape[0] = n;
+	int64_t shp[1] = {n};
+	/* device pointers in the views: the plan builder takes shapes, not data */
+	req.values = scalar ? ta_tu_view(dt, 0, NULL, dvals) : ta_tu_view(dt, 1, shp, dvals);
+	if (mask)
+		req.mask = ta_tu_view(TA_DTYPE_BOOL, 1, shp, dmask);
+	req.sem = sem;
+	req.scope = scope;
+	req.want_old = want_old;
+	ta_plan plan;
+	ta_error err;
+	ck_assert_int_eq(ta_plan_build(&plan, &t, &req, &err), TA_OK);
+	plan.old_out = want_old ? dold : NULL;
+	ta_cuda_path path;
+	ck_assert_int_eq(
+	    ta_cuda_launch_plan(&plan, dtile, (size_t)len * es, dcnt, NULL, &path, &err), TA_OK);
+	unsigned long long cnt[3];
+	ck_assert_int_eq(cudaMemcpy(cnt, dcnt, sizeof cnt, cudaMemcpyDeviceToHost), cudaSuccess);
+	ck_assert_uint_eq(cnt[1], (uint64_t)n);
+	ck_assert_uint_eq(cnt[0], 0);
+	cudaFree(dtile);
+	cudaFree(dvals);
+	cudaFree(dold);
+	cudaFree(dmask);
+	cudaFree(dcnt);
+	return ta_cuda_path_name(path);
+}
+
+START_TEST(test_bulk_paths)
+{
+	/* which element-wise requests take the bulk path (the lowering's conditions, an
+	 * aligned region of at least 64 KiB, no mask), and that the others do not */
+	ck_assert_int_eq(cudaSetDevice(g_device), cudaSuccess);
+	const bool bk = ta_cuda_bulk_reductions() != 0;
+	printf("bulk reductions %s on this device\n", bk ? "usable" : "not usable");
+	const char *yes = bk ? "bulk" : "global-fast";
+	const int64_t n = (1 << 20) + 3;
+	const ta_sem R = TA_SEM_RELAXED;
+	const ta_scope G = TA_SCOPE_GPU;
+	ck_assert_str_eq(bulk_path_of(TA_OP_ADD, TA_DTYPE_I32, n, 0, false, R, G, false, false),
+	                 yes);
+	ck_assert_str_eq(bulk_path_of(TA_OP_ADD, TA_DTYPE_I32, n, 4, true, R, G, false, false),
+	                 yes);
+	ck_assert_str_eq(
+	    bulk_path_of(TA_OP_MAX, TA_DTYPE_I64, n, 2, false, R, TA_SCOPE_CTA, false, false), yes);
+	ck_assert_str_eq(
+	    bulk_path_of(TA_OP_XOR, TA_DTYPE_U64, n, 0, false, R, TA_SCOPE_CLUSTER, false, false),
+	    yes);
+	ck_assert_str_eq(bulk_path_of(TA_OP_ADD, TA_DTYPE_I32, 16384, 0, false, R, G, false, false),
+	                 yes);
+	/* not bulk: unaligned region, too small, sys, release, output, mask, sub, float, exch */
+	ck_assert_str_eq(bulk_path_of(TA_OP_ADD, TA_DTYPE_I32, n, 1, false, R, G, false, false),
+	                 "global-fast");
+	ck_assert_str_eq(bulk_path_of(TA_OP_ADD, TA_DTYPE_I32, 16383, 0, false, R, G, false, false),
+	                 "global-fast");
+	ck_assert_str_eq(
+	    bulk_path_of(TA_OP_ADD, TA_DTYPE_I32, n, 0, false, R, TA_SCOPE_SYS, false, false),
+	    "global-fast");
+	ck_assert_str_eq(
+	    bulk_path_of(TA_OP_ADD, TA_DTYPE_I32, n, 0, false, TA_SEM_RELEASE, G, false, false),
+	    "global-fast");
+	ck_assert_str_eq(bulk_path_of(TA_OP_ADD, TA_DTYPE_I32, n, 0, false, R, G, true, false),
+	                 "global-fast");
+	ck_assert_str_eq(bulk_path_of(TA_OP_ADD, TA_DTYPE_I32, n, 0, false, R, G, false, true),
+	                 "global-fast");
+	ck_assert_str_eq(bulk_path_of(TA_OP_SUB, TA_DTYPE_I32, n, 0, false, R, G, false, false),
+	                 "global-fast");
+	ck_assert_str_eq(bulk_path_of(TA_OP_ADD, TA_DTYPE_F32, n, 0, false, R, G, false, false),
+	                 "global-fast");
+	ck_assert_str_eq(bulk_path_of(TA_OP_EXCH, TA_DTYPE_I32, n, 0, false, R, G, false, false),
+	                 "global-fast");
+	ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+}
+END_TEST
+#endif
+
 static bool probe_gpu(char *why, size_t n)
 {
 	int fds[2];
@@ -1477,6 +1757,17 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_cluster);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("bulk");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_bulk_exact);
+	tcase_add_test(tc, test_bulk_concurrent);
+#ifdef TA_HAVE_CUDA
+	if (!g_harness)
+		tcase_add_test(tc, test_bulk_paths);
+#endif
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("runtime");

@@ -15,8 +15,12 @@
  *     (int32, uint32), add acquire without output = atom.acquire.gpu.global.add.u32,
  *     cas int32 = atom.*.cas.b32, int64 add = .u64;
  *  4. illegal forms appear nowhere: red.acquire, red.acq_rel, red with exch or cas,
- *     add.s64, exch/cas/and/or/xor on .s/.u types, 16-bit float add without .noftz, and
- *     64-bit min/max/and/or/xor as red.shared::cluster. */
+ *     add.s64, exch/cas/and/or/xor on .s/.u types, 16-bit float add without .noftz,
+ *     64-bit min/max/and/or/xor as red.shared::cluster, and float bulk reductions;
+ *  5. the bulk reductions (cp.reduce.async.bulk, kernels ta::k_bulk<DT, KOP>, counted with
+ *     the global-space functions): named exactly for the TA_BULK rows on 4- and 8-byte
+ *     integers with sem relaxed, scope cta/cluster/gpu and no output, and for nothing
+ *     else (sys, release, an output, sub, floats). */
 #include "config.h"
 
 #include <ctype.h>
@@ -132,9 +136,9 @@ static void split_functions(void)
 static bool func_of(const ptx_func *fn, int dt, int kop, ta_space space)
 {
 	static const char *const shared_kernels[] = {"_ZN2ta8k_shared", "_ZN2ta9k_cluster"};
-	static const char *const global_kernels[] = {"_ZN2ta8k_global"};
+	static const char *const global_kernels[] = {"_ZN2ta8k_global", "_ZN2ta6k_bulk"};
 	const char *const *want = space == TA_SPACE_SHARED ? shared_kernels : global_kernels;
-	size_t nwant = space == TA_SPACE_SHARED ? 2 : 1;
+	size_t nwant = 2;
 	char args[32];
 	snprintf(args, sizeof args, "ILi%dELi%dE", dt, kop);
 	for (size_t i = 0; i < nwant; i++)
@@ -177,14 +181,15 @@ static bool occurs_for(const char *tok, int dt, int kop, ta_space space)
 	return false;
 }
 
-/* Calls fn(token, ctx) for every PTX instruction token (atom., red., ld., st. followed by
- * qualifiers) in text. */
+/* Calls fn(token, ctx) for every PTX instruction token (atom., red., ld., st. or
+ * cp.reduce.async.bulk. followed by qualifiers) in text. */
 static void each_token(const char *text, void (*fn)(const char *tok, void *ctx), void *ctx)
 {
 	for (const char *p = text; *p; p++) {
-		bool start = (p == text || !isalnum((unsigned char)p[-1])) &&
-		             (!strncmp(p, "atom.", 5) || !strncmp(p, "red.", 4) ||
-		              !strncmp(p, "ld.", 3) || !strncmp(p, "st.", 3));
+		bool start =
+		    (p == text || !isalnum((unsigned char)p[-1])) &&
+		    (!strncmp(p, "atom.", 5) || !strncmp(p, "red.", 4) || !strncmp(p, "ld.", 3) ||
+		     !strncmp(p, "st.", 3) || !strncmp(p, "cp.reduce.async.bulk.", 21));
 		if (!start)
 			continue;
 		char tok[128];
@@ -221,9 +226,10 @@ static void read_target(void)
 static void check_token(const char *tok, void *ctx)
 {
 	variant_ctx *c = ctx;
-	/* the packed float adds of the REGION loop (.v4.f32, .v8.f16, .v8.bf16) are built
-	 * from sm_90 on */
-	if (g_target < 90 && (strstr(tok, ".v4.") || strstr(tok, ".v8.")))
+	/* the packed float adds of the REGION loop (.v4.f32, .v8.f16, .v8.bf16) and the bulk
+	 * reductions are built from sm_90 on */
+	if (g_target < 90 &&
+	    (strstr(tok, ".v4.") || strstr(tok, ".v8.") || !strncmp(tok, "cp.reduce.", 10)))
 		return;
 	g_tokens++;
 	if (!occurs_for(tok, c->v->dtype, kernel_op(c->v->op), c->v->space))
@@ -308,6 +314,8 @@ static void check_unnamed(int dt, int kop)
 			    "atom.release.", "atom.acq_rel.", "red.acquire.",  "red.acq_rel."};
 			for (size_t q = 0; q < sizeof sems / sizeof sems[0]; q++)
 				has_sem |= !strncmp(t, sems[q], strlen(sems[q]));
+			/* a bulk reduction is a tile atomic too (.relaxed.gpu by definition) */
+			has_sem |= !strncmp(t, "cp.reduce.async.bulk.global.", 28);
 			if (has_sem && memmem(t, (size_t)(line + llen - t), ".global.", 8)) {
 				char tok[140];
 				size_t k = 0;
@@ -407,7 +415,40 @@ static forbid_rule g_rules[] = {
     {"atom.shared::cluster.", ".and.", "64", 0, ""},
     {"atom.shared::cluster.", ".or.", "64", 0, ""},
     {"atom.shared::cluster.", ".xor.", "64", 0, ""},
+    /* float bulk reductions differ from the float rules (float32 keeps subnormals) */
+    {"cp.reduce.async.bulk.", ".add.f", NULL, 0, ""},
+    {"cp.reduce.async.bulk.", ".add.noftz.", NULL, 0, ""},
 };
+
+/* Check 5 for one variant: the bulk form (op, dtype, sem, scope, output) lowers to
+ * (expect: the cp.reduce token or NULL for none), and the token is in the PTX. */
+static void bulk_sample(ta_op op, ta_dtype dt, ta_sem sem, ta_scope scope, bool want_old,
+                        const char *expect)
+{
+	ta_variant v = {op, dt, sem, scope, TA_SPACE_GLOBAL, want_old};
+	char instr[TA_LOWER_INSTR_MAX];
+	ta_error err;
+	if (ta_lower_instr(&v, instr, sizeof instr, &err) != TA_OK) {
+		fail("bulk sample %s %s: %s", ta_op_name(op), ta_dtype_name(dt), err.msg);
+		return;
+	}
+	const char *got = strstr(instr, "|region-bulk:");
+	const char *tok = got ? got + strlen("|region-bulk:") : NULL;
+	if (!expect != !tok || (expect && strcmp(tok, expect) != 0)) {
+		fail("bulk sample %s %s %s %s %s: lowered to %s, expected %s", ta_op_name(op),
+		     ta_dtype_name(dt), ta_sem_name(sem), ta_scope_name(scope),
+		     want_old ? "old" : "-", instr, expect ? expect : "no bulk form");
+		return;
+	}
+	if (expect && g_target >= 90 && !occurs_for(expect, dt, kernel_op(op), TA_SPACE_GLOBAL)) {
+		fail("bulk sample %s %s: %s not in its kernels", ta_op_name(op), ta_dtype_name(dt),
+		     expect);
+		return;
+	}
+	printf("ok: bulk %s %s %s %s %s -> %s\n", ta_op_name(op), ta_dtype_name(dt),
+	       ta_sem_name(sem), ta_scope_name(scope), want_old ? "old" : "-",
+	       expect ? expect : "none");
+}
 
 /* Token callback of check 4. */
 static void forbid_scan(const char *tok, void *unused)
@@ -446,6 +487,7 @@ int main(void)
 	size_t kernels = 0;
 	for (size_t i = 0; i < g_nfuncs; i++)
 		if (!strncmp(g_funcs[i].name, "_ZN2ta8k_global", 15) ||
+		    !strncmp(g_funcs[i].name, "_ZN2ta6k_bulk", 13) ||
 		    !strncmp(g_funcs[i].name, "_ZN2ta8k_shared", 15) ||
 		    !strncmp(g_funcs[i].name, "_ZN2ta9k_cluster", 16))
 			kernels++;
@@ -457,7 +499,8 @@ int main(void)
 			if (op == TA_OP_SUB || !ta_dtype_is_tile((ta_dtype)dt) ||
 			    !ta_op_accepts_dtype((ta_op)op, (ta_dtype)dt))
 				continue;
-			expect += 4 + (ta_op_shared_ok((ta_op)op) ? 4 + 3 : 0);
+			expect += 4 + (ta_op_shared_ok((ta_op)op) ? 4 + 3 : 0) +
+			          ta_op_bulk_ok((ta_op)op, (ta_dtype)dt);
 		}
 	if (kernels != expect)
 		fail("%zu kernels in the PTX, the table calls for %zu", kernels, expect);
@@ -503,6 +546,32 @@ int main(void)
 			fail("forbidden form %s*%s found %zu times, e.g. %s", r->prefix,
 			     r->infix ? r->infix : "", r->hits, r->example);
 	}
+	/* 5 */
+	const char *bk = "cp.reduce.async.bulk.global.shared::cta.bulk_group.";
+	char want[128];
+	static const struct {
+		ta_op op;
+		ta_dtype dt;
+		const char *form;
+	} bulk_yes[] = {{TA_OP_ADD, TA_DTYPE_I32, "add.u32"}, {TA_OP_ADD, TA_DTYPE_U64, "add.u64"},
+	                {TA_OP_MIN, TA_DTYPE_I32, "min.s32"}, {TA_OP_MIN, TA_DTYPE_U32, "min.u32"},
+	                {TA_OP_MAX, TA_DTYPE_I64, "max.s64"}, {TA_OP_MAX, TA_DTYPE_U64, "max.u64"},
+	                {TA_OP_AND, TA_DTYPE_I32, "and.b32"}, {TA_OP_OR, TA_DTYPE_U64, "or.b64"},
+	                {TA_OP_XOR, TA_DTYPE_I64, "xor.b64"}};
+	for (size_t i = 0; i < sizeof bulk_yes / sizeof bulk_yes[0]; i++) {
+		snprintf(want, sizeof want, "%s%s", bk, bulk_yes[i].form);
+		bulk_sample(bulk_yes[i].op, bulk_yes[i].dt, TA_SEM_RELAXED, TA_SCOPE_GPU, false,
+		            want);
+		bulk_sample(bulk_yes[i].op, bulk_yes[i].dt, TA_SEM_RELAXED, TA_SCOPE_CTA, false,
+		            want);
+	}
+	bulk_sample(TA_OP_ADD, TA_DTYPE_I32, TA_SEM_RELAXED, TA_SCOPE_SYS, false, NULL);
+	bulk_sample(TA_OP_ADD, TA_DTYPE_I32, TA_SEM_RELEASE, TA_SCOPE_GPU, false, NULL);
+	bulk_sample(TA_OP_ADD, TA_DTYPE_I32, TA_SEM_RELAXED, TA_SCOPE_GPU, true, NULL);
+	bulk_sample(TA_OP_SUB, TA_DTYPE_I32, TA_SEM_RELAXED, TA_SCOPE_GPU, false, NULL);
+	bulk_sample(TA_OP_ADD, TA_DTYPE_F32, TA_SEM_RELAXED, TA_SCOPE_GPU, false, NULL);
+	bulk_sample(TA_OP_ADD, TA_DTYPE_BF16, TA_SEM_RELAXED, TA_SCOPE_GPU, false, NULL);
+	bulk_sample(TA_OP_EXCH, TA_DTYPE_I32, TA_SEM_RELAXED, TA_SCOPE_GPU, false, NULL);
 	/* the noftz forms are there (so the scan above really saw the 16-bit adds) */
 	if (!strstr(g_ptx, ".add.noftz.f16") || !strstr(g_ptx, ".add.noftz.bf16"))
 		fail("no .add.noftz.f16 / .add.noftz.bf16 in the PTX");
