@@ -37,3 +37,5 @@ EXTRA_DIST += benchmarks/kernel-probe.cu
 # cli-hist-time: the wall/user/sys time of tileatom-cli hist --format i32 on both backends
 # (run by hand on the GPU machine, see its opening comment).
 EXTRA_DIST += benchmarks/cli-hist-time
+# cli-hist-ab: two builds of tileatom-cli hist --format i32 alternating (GPU machine)
+EXTRA_DIST += benchmarks/cli-hist-ab

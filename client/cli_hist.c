@@ -1,7 +1,8 @@
 /* cli_hist.c: `tileatom-cli hist NAME [FILE] [--range LO:HI] [--format F]`: streams
  * whitespace-separated numbers (or, with --format i32/i64/f32/f64, raw little-endian
- * elements) from FILE (or stdin) into a 1-D tile as a histogram. The input is read with
- * read(2) into a 4 MiB buffer and parsed in place: plain integers (and, with --range,
+ * elements) from FILE (or stdin) into a 1-D tile as a histogram. Raw int32 without --range
+ * is read with read(2) straight into the chunks (the numbers are the bin indices); any
+ * other input is read into a 4 MiB buffer and parsed in place: plain integers (and, with --range,
  * short decimals) by a hand-written fast path, anything else by strtoll/strtod. Each number becomes
  * one bin index (without --range: the number itself; with it: numpy.histogram's uniform binning
  * over [LO, HI], the last bin closed). Indices are sent in chunks (default 1M numbers) as
@@ -380,21 +381,6 @@ static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof
 static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t first)
 {
 	size_t es = h->format_size;
-	if (h->format == HIST_FORMAT_I32 && !h->ranged && !h->idx64) {
-		/* the common case: the numbers are the indices */
-		while (n > 0) {
-			size_t room = (size_t)(h->chunk_cap - h->chunk_len);
-			size_t take = n < room ? n : room;
-			memcpy((int32_t *)h->chunk + h->chunk_len, data, take * 4);
-			h->chunk_len += (int64_t)take;
-			h->numbers += take;
-			data += take * 4;
-			n -= take;
-			if (h->chunk_len == h->chunk_cap && hist_flush(h) != CLI_EXIT_OK)
-				return CLI_EXIT_ERROR;
-		}
-		return CLI_EXIT_OK;
-	}
 	for (size_t i = 0; i < n; i++, data += es) {
 		h->numbers++;
 		int64_t v = 0;
@@ -511,6 +497,43 @@ static int hist_read(hist_run *h, int fd)
 	}
 	free(buf);
 	return rc;
+}
+
+/* --format i32 without --range into a tile of at most 2^31 bins: the numbers are the
+ * indices, so read(2) fills the chunk slots directly (no read buffer, no copy); a partial
+ * last element is an error naming its offset. */
+static int hist_read_direct(hist_run *h, int fd)
+{
+	size_t cap = (size_t)h->chunk_cap * 4, filled = 0; /* bytes of the current chunk */
+	for (;;) {
+		ssize_t n = read(fd, (char *)h->chunk + filled, cap - filled);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			cli_error("hist: reading %s: %s", h->input_name, strerror(errno));
+			return CLI_EXIT_ERROR;
+		}
+		if (n == 0)
+			break;
+		h->input_done += (uint64_t)n;
+		filled += (size_t)n;
+		if (filled == cap) {
+			h->chunk_len = h->chunk_cap;
+			h->numbers += (uint64_t)h->chunk_cap;
+			if (hist_flush(h) != CLI_EXIT_OK)
+				return CLI_EXIT_ERROR;
+			filled = 0;
+		}
+	}
+	h->chunk_len = (int64_t)(filled / 4);
+	h->numbers += filled / 4;
+	if (filled % 4) {
+		cli_error("hist: %s: %zu trailing byte(s) at byte offset %" PRIu64
+		          " are not a whole 4-byte element",
+		          h->input_name, filled % 4, h->input_done - filled % 4);
+		return CLI_EXIT_ERROR;
+	}
+	return CLI_EXIT_OK;
 }
 
 /* Parses "LO:HI" with finite LO < HI. */
@@ -645,7 +668,10 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 		rc = CLI_EXIT_ERROR;
 		goto out;
 	}
-	rc = hist_read(&h, in);
+	if (h.format == HIST_FORMAT_I32 && !h.ranged && !h.idx64)
+		rc = hist_read_direct(&h, in);
+	else
+		rc = hist_read(&h, in);
 	if (rc == CLI_EXIT_OK)
 		rc = hist_flush(&h);
 	/* Collect whatever is in flight, also after an input error, to report the counts. */
