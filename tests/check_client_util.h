@@ -11,6 +11,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Asserts that a library call returned TILEATOM_OK; e is the tileatom_error it filled (the
+ * suite includes check.h and tileatom.h). */
+#define CK(call, e)                                                                                \
+	do {                                                                                       \
+		int rc_ = (call);                                                                  \
+		ck_assert_msg(rc_ == TILEATOM_OK, "%s -> %s: %s", #call, tileatom_strerror(rc_),   \
+		              (e).message);                                                        \
+	} while (0)
+
 /* A tileatomd started by a test. */
 typedef struct tcu_daemon {
 	pid_t pid;        /* daemon process, 0 when not running */

@@ -47,14 +47,6 @@ static cudaIpcMemHandle_t handle;
 static int32_t *keys;
 static int32_t expect_bins[NBINS];
 
-/* Asserts that a library call returned TILEATOM_OK; e is the tileatom_error it filled. */
-#define CK(call, e)                                                                                \
-	do {                                                                                       \
-		int rc_ = (call);                                                                  \
-		ck_assert_msg(rc_ == TILEATOM_OK, "%s -> %s: %s", #call, tileatom_strerror(rc_),   \
-		              (e).message);                                                        \
-	} while (0)
-
 /* Connects to the daemon. */
 static tileatom_client *conn(void)
 {

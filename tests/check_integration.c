@@ -31,14 +31,6 @@
 /* The daemon shared by all tests but the SIGTERM ones. */
 static tcu_daemon D;
 
-/* Asserts that a library call returned TILEATOM_OK; e is the tileatom_error it filled. */
-#define CK(call, e)                                                                                \
-	do {                                                                                       \
-		int rc_ = (call);                                                                  \
-		ck_assert_msg(rc_ == TILEATOM_OK, "%s -> %s: %s", #call, tileatom_strerror(rc_),   \
-		              (e).message);                                                        \
-	} while (0)
-
 /* Connects to the shared daemon (fails the test when it cannot). */
 static tileatom_client *conn(void)
 {

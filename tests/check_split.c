@@ -26,14 +26,6 @@
 /* The frame limit of every daemon here. */
 #define FRAME_LIMIT (32u << 10)
 
-/* Asserts that a library call returned TILEATOM_OK; e is the tileatom_error it filled. */
-#define CK(call, e)                                                                                \
-	do {                                                                                       \
-		int rc_ = (call);                                                                  \
-		ck_assert_msg(rc_ == TILEATOM_OK, "%s -> %s: %s", #call, tileatom_strerror(rc_),   \
-		              (e).message);                                                        \
-	} while (0)
-
 /* Starts a daemon with the small frame limit and connects to it (shm: stage operands in
  * shared memory from 1 byte on; otherwise never, so requests over the limit are split). */
 static tileatom_client *start(tcu_daemon *d, bool shm)
