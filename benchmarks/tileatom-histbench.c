@@ -8,7 +8,9 @@
  *
  * Modes: `chunked` (requests of --chunk keys, --depth in flight, inline), `split` (the whole
  * array in one library call with shared-memory staging off: one request when it fits the
- * daemon's frame, else the library splits it), `one` (the same call with the library's
+ * daemon's frame, else the library splits it, part after part), `psplit` (the whole array in
+ * one pipelined submit and collect: over the frame limit the library queues its parts back to
+ * back and merges their responses), `one` (the same call with the library's
  * defaults: on a Unix socket it stages the keys in its shared buffer, one memcpy), `shm`
  * (the keys already live in a registered shared buffer: sent by reference), `generic` (as
  * shm, but addressed as INDEXED instead of FLAT: the CPU backend's generic element loop),
@@ -109,6 +111,17 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 		                     &opts, &res, &err) != TILEATOM_OK)
 			die("indexed add (one call)", &err);
 		applied = res.applied;
+	} else if (strcmp(mode, "psplit") == 0) {
+		/* the whole array in one pipelined submit: over the frame limit its parts are
+		 * queued back to back (no round trip between them) and collected as one */
+		tileatom_array idx = tileatom_vector(TILEATOM_INT32, o->keys, keys);
+		tileatom_response r;
+		if (tileatom_submit_indexed(c, tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &val,
+		                            NULL, &opts, NULL, &err) != TILEATOM_OK)
+			die("submit (psplit)", &err);
+		if (tileatom_collect(c, &r, &err) != TILEATOM_OK)
+			die("collect (psplit)", &err);
+		applied = r.applied;
 	} else if (strcmp(mode, "chunked") == 0) {
 		for (int64_t k = 0; k < o->keys; k += o->chunk) {
 			int64_t n = o->keys - k < o->chunk ? o->keys - k : o->chunk;
@@ -131,8 +144,8 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 		}
 	} else {
 		fprintf(stderr,
-		        "tileatom-histbench: unknown mode '%s' (one, split, shm, generic, chunked, "
-		        "device)\n",
+		        "tileatom-histbench: unknown mode '%s' (one, split, psplit, shm, generic, "
+		        "chunked, device)\n",
 		        mode);
 		exit(2);
 	}
@@ -166,7 +179,7 @@ static void usage(FILE *f)
 {
 	fputs("Usage: tileatom-histbench [-s SOCKET] [-n KEYS] [-b BINS] [--chunk N] [--depth D]\n"
 	      "         [--reps R] [--keys-out FILE] [--from host|device]\n"
-	      "         [--modes shm,one,split,chunked,generic,device]\n",
+	      "         [--modes shm,one,split,psplit,chunked,generic,device]\n",
 	      f);
 }
 

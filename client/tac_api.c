@@ -156,8 +156,10 @@ void tileatom_close(tileatom_client *client)
 	 * have been by their submit before coalescing: the daemon runs them. */
 	if (client && !client->broken)
 		(void)tac_conn_flush(client, client->io_timeout_ms, NULL);
-	if (client)
+	if (client) {
 		tac_shm_client_free(client);
+		tac_split_client_free(client);
+	}
 	tac_client_free(client);
 }
 
@@ -195,7 +197,7 @@ const char *tileatom_address(const tileatom_client *client)
 
 size_t tileatom_pending(const tileatom_client *client)
 {
-	return client ? client->pending_count : 0;
+	return client ? client->pending_count - client->split_extra : 0;
 }
 
 int tileatom_ping(tileatom_client *client, tileatom_error *err)
@@ -731,6 +733,22 @@ int tileatom_submit_write(tileatom_client *client, const char *tile, const tilea
 	return submit(client, &m, tac_build_write(&m, tile, region, values, err), id, err);
 }
 
+/* Submits a built atomic request (rc: the builder's result; rq: the call's arguments): one
+ * whose frame exceeds the daemon's limit, with its operands in shared buffers where they
+ * lie in one, is queued in parts (tac_split_submit). */
+static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, const tac_split_req *rq, uint64_t *id,
+                      tileatom_error *err)
+{
+	if (id)
+		*id = 0;
+	if (rc != TILEATOM_OK)
+		return rc;
+	tac_shm_rewrite(c, m);
+	if (tac_frame_too_large(c, m))
+		return tac_split_submit(c, rq, id, err);
+	return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
+}
+
 int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
                                 const tileatom_region *region, const tileatom_array *values,
                                 const tileatom_array *compare, const tileatom_op_options *opts,
@@ -739,7 +757,19 @@ int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tilea
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
 	int rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
-	return submit(client, &m, rc, id, err);
+	tac_split_req rq = {TILEATOM_REQ_ELEMENTWISE,
+	                    tile,
+	                    op,
+	                    region,
+	                    0,
+	                    0,
+	                    NULL,
+	                    false,
+	                    values,
+	                    compare,
+	                    opts,
+	                    rc == TILEATOM_OK && m.options.want_old};
+	return submit_rmw(client, &m, rc, &rq, id, err);
 }
 
 int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_op op,
@@ -750,7 +780,19 @@ int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
 	int rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
-	return submit(client, &m, rc, id, err);
+	tac_split_req rq = {TILEATOM_REQ_SCATTER,
+	                    tile,
+	                    op,
+	                    region,
+	                    dim,
+	                    1,
+	                    indices,
+	                    false,
+	                    values,
+	                    NULL,
+	                    opts,
+	                    rc == TILEATOM_OK && m.options.want_old};
+	return submit_rmw(client, &m, rc, &rq, id, err);
 }
 
 int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_op op,
@@ -763,7 +805,19 @@ int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_
 	tac_msg m;
 	int rc = tac_build_indexed(&m, tile, op, region, n_index, indices, flat, values, compare,
 	                           opts, err);
-	return submit(client, &m, rc, id, err);
+	tac_split_req rq = {TILEATOM_REQ_INDEXED,
+	                    tile,
+	                    op,
+	                    region,
+	                    0,
+	                    n_index,
+	                    indices,
+	                    flat,
+	                    values,
+	                    compare,
+	                    opts,
+	                    rc == TILEATOM_OK && m.options.want_old};
+	return submit_rmw(client, &m, rc, &rq, id, err);
 }
 
 int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
@@ -847,6 +901,8 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 	if (!out)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	memset(out, 0, sizeof(*out));
+	if (tac_split_due(client)) /* the parts of a split submit: one merged response */
+		return tac_split_collect(client, out, err);
 	tileatom_request_kind kind;
 	int rc = tac_conn_receive(client, client->io_timeout_ms, &kind, err);
 	if (rc != TILEATOM_OK) {

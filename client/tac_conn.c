@@ -577,7 +577,7 @@ int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, u
 		return rc;
 	c->last_id++;
 	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
-	    (tac_pending){c->last_id, m->kind};
+	    (tac_pending){c->last_id, m->kind, false};
 	c->pending_count++;
 	if (id)
 		*id = c->last_id;
@@ -643,7 +643,7 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 	}
 	c->last_id++;
 	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
-	    (tac_pending){c->last_id, m->kind};
+	    (tac_pending){c->last_id, m->kind, false};
 	c->pending_count++;
 	if (id)
 		*id = c->last_id;
@@ -717,4 +717,83 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 	c->last = r;
 	*kind = p.kind;
 	return TILEATOM_OK;
+}
+
+int tac_conn_receive_newest(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
+                            tileatom_error *err)
+{
+	if (c->broken)
+		return broken_error(c, err);
+	if (c->pending_count == 0)
+		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
+	tileatom_error local;
+	if (!err)
+		err = &local;
+	release_response(c, c->last);
+	c->last = NULL;
+	int64_t deadline = deadline_from(timeout_ms);
+	int rc = flush_until(c, deadline, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	/* responses come in order: the newest request's is the frame after the older ones' */
+	while (c->rxq_count < c->pending_count) {
+		short revents = 0;
+		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
+		if (w == 0) {
+			tac_err(err, TILEATOM_E_TIMEOUT,
+			        "waiting for a response from %s: timed out", c->address);
+			return tac_conn_break(c, err);
+		}
+		if (w < 0) {
+			tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
+			        strerror(errno));
+			return tac_conn_break(c, err);
+		}
+		rc = recv_some(c, err);
+		if (rc != TILEATOM_OK)
+			return tac_conn_break(c, err);
+	}
+	size_t at = (c->rxq_head + c->pending_count - 1) & (c->rxq_cap - 1);
+	tac_frame f = c->rxq[at];
+	if (c->rxq_count > c->pending_count) {
+		tac_err(err, TILEATOM_E_PROTOCOL, "%s sent more responses than requests",
+		        c->address);
+		return tac_conn_break(c, err);
+	}
+	c->rxq_count--; /* f was the newest frame */
+	const uint8_t *fdata = frame_data(c, &f);
+	Tileatom__Response *r = tac_fastwire_decode_response(&c->fast, fdata, f.len);
+	if (!r)
+		r = tileatom__response__unpack(NULL, f.len, fdata);
+	/* both decoders copied what they keep: give the frame's bytes back */
+	if (f.owned)
+		free(f.owned);
+	else
+		c->rxstore_len = f.off;
+	if (c->rxq_count == 0)
+		c->rxstore_len = c->rxstore_from = 0;
+	if (!r) {
+		tac_err(err, TILEATOM_E_PROTOCOL, "undecodable response of %u bytes from %s", f.len,
+		        c->address);
+		return tac_conn_break(c, err);
+	}
+	tac_pending p = c->pending[(c->pending_head + c->pending_count - 1) & (c->pending_cap - 1)];
+	if (r->id != p.id) {
+		tac_err(err, TILEATOM_E_PROTOCOL,
+		        "response id %llu does not match the newest request id %llu",
+		        (unsigned long long)r->id, (unsigned long long)p.id);
+		release_response(c, r);
+		return tac_conn_break(c, err);
+	}
+	c->pending_count--;
+	c->last = r;
+	*kind = p.kind;
+	return TILEATOM_OK;
+}
+
+void tac_conn_mark_part(tileatom_client *c)
+{
+	if (c->pending_count > 0)
+		c->pending[(c->pending_head + c->pending_count - 1) & (c->pending_cap - 1)].part =
+		    true;
 }

@@ -39,7 +39,11 @@
 typedef struct tac_pending {
 	uint64_t id;                /* the request id */
 	tileatom_request_kind kind; /* what was asked */
+	bool part;                  /* a part of a split submit (tac_split.c merges them) */
 } tac_pending;
+
+/* A split submit whose parts await tileatom_collect (tac_split.c). */
+typedef struct tac_split_pending tac_split_pending;
 
 /* Payloads up to this size are queued in the connection's receive store (no allocation
  * per response in steady state); larger ones get their own allocation. */
@@ -96,6 +100,12 @@ struct tileatom_client {
 	                                    in shared memory (0: never; tileatom_set_shm_threshold) */
 	const void *old_from;            /* the last synchronous call's old values went to this
 	                                    shared-buffer address (NULL: they came inline) */
+
+	/* split submits (tac_split.c) */
+	tac_split_pending *splits;      /* the oldest split submit not collected (a FIFO) */
+	tac_split_pending *splits_tail; /* the newest one */
+	size_t split_extra;             /* pending entries beyond one per split submit (parts
+	                                   2..n not yet received), which tileatom_pending omits */
 };
 
 /* Storage for one request message and every sub-message it may point to. Built on the
@@ -174,6 +184,19 @@ TAC_HIDDEN bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq);
  * after checking what a split needs (the rules are in tileatom.h at tileatom_indexed). */
 TAC_HIDDEN int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *res,
                          tileatom_error *err);
+/* The pipelined twin of tac_split: queues the parts of a request over the frame limit as
+ * separate frames (written as the socket takes them) after the same checks, and records
+ * them so that tileatom_collect merges their responses into one (tac_split_collect). *id
+ * gets the first part's id. */
+TAC_HIDDEN int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id,
+                                tileatom_error *err);
+/* True when the oldest pending response belongs to a split submit. */
+TAC_HIDDEN bool tac_split_due(const tileatom_client *c);
+/* tileatom_collect for a split submit: receives every part's response and merges them into
+ * *out (summed counts, old values in the caller's old_out, the first failure). */
+TAC_HIDDEN int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error *err);
+/* Frees c's records of split submits (tileatom_close, before tac_client_free). */
+TAC_HIDDEN void tac_split_client_free(tileatom_client *c);
 
 /* ---- shared buffers (tac_shm.c) ------------------------------------------------------- */
 /* Arrays of m whose bytes lie in a shared buffer of c become references to it (and m's old
@@ -306,6 +329,13 @@ TAC_HIDDEN int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error
  * daemon's status is not examined here). */
 TAC_HIDDEN int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
                                 tileatom_error *err);
+/* Receives the response to the newest pending request (just submitted), reading those of
+ * the older pending requests into the frame queue, where they wait for tac_conn_receive;
+ * pops it and keeps it in c->last. Returns TILEATOM_OK or a client error. */
+TAC_HIDDEN int tac_conn_receive_newest(tileatom_client *c, int timeout_ms,
+                                       tileatom_request_kind *kind, tileatom_error *err);
+/* Marks the newest pending request as a part of a split submit. */
+TAC_HIDDEN void tac_conn_mark_part(tileatom_client *c);
 /* Marks the connection broken with err's code and message; returns the code. */
 TAC_HIDDEN int tac_conn_break(tileatom_client *c, tileatom_error *err);
 

@@ -114,7 +114,7 @@ static int register_ready(tileatom_client *c, const char *what, tileatom_error *
 		return tac_err(err, TILEATOM_E_STATE,
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",
-		               c->pending_count);
+		               tileatom_pending(c));
 	return TILEATOM_OK;
 }
 
@@ -390,7 +390,7 @@ int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 		return tac_err(err, TILEATOM_E_STATE,
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",
-		               c->pending_count);
+		               tileatom_pending(c));
 	tac_shm_stage(c, m);
 	tac_shm_rewrite(c, m);
 	int rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);

@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Bytes a part's request leaves for framing, the tile name, region and options. */
@@ -206,15 +207,25 @@ static int split_shape(const tileatom_client *c, const tac_split_req *rq, split_
 	return TILEATOM_OK;
 }
 
-/* Describes the tile, fixes the region, the element shape, the operands and the part size. */
+/* Describes the tile, fixes the region, the element shape, the operands and the part size.
+ * pipelined: the describe goes behind the pipelined requests still pending, whose responses
+ * wait in the frame queue for tileatom_collect. */
 static int split_prepare(tileatom_client *c, const tac_split_req *rq, const tileatom_op_options *o,
-                         split_plan *p, tileatom_error *err)
+                         bool pipelined, split_plan *p, tileatom_error *err)
 {
 	memset(p, 0, sizeof(*p));
 	tac_msg dm; /* tileatom_describe, from the layers below the public calls */
 	int rc = tac_build_describe(&dm, rq->tile, err);
-	if (rc == TILEATOM_OK)
+	if (rc == TILEATOM_OK && !pipelined) {
 		rc = tac_roundtrip(c, &dm, err);
+	} else if (rc == TILEATOM_OK) {
+		tileatom_request_kind kind;
+		rc = tac_conn_submit(c, &dm, c->io_timeout_ms, true, NULL, err);
+		if (rc == TILEATOM_OK)
+			rc = tac_conn_receive_newest(c, c->io_timeout_ms, &kind, err);
+		if (rc == TILEATOM_OK)
+			rc = tac_check_response(c->last, kind, err);
+	}
 	if (rc == TILEATOM_OK)
 		rc = tac_tile_info_from_wire(&p->info, c->last->tile, err);
 	if (rc != TILEATOM_OK)
@@ -433,7 +444,7 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 	else
 		tileatom_op_options_init(&o);
 	split_plan p;
-	int rc = split_prepare(c, rq, &o, &p, err);
+	int rc = split_prepare(c, rq, &o, false, &p, err);
 	if (rc == TILEATOM_OK && !o.check_bounds && rq->n_index > 0)
 		rc = split_check_bounds(c, rq, &p, err);
 	if (rc != TILEATOM_OK)
@@ -498,4 +509,244 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 		res->old_bytes = (size_t)p.count * tileatom_dtype_size(p.info.dtype);
 	}
 	return TILEATOM_OK;
+}
+
+/* ---- pipelined: split submits ------------------------------------------------------------ */
+
+/* A split submit whose parts await tileatom_collect (c->splits, oldest first). */
+struct tac_split_pending {
+	tac_split_pending *next;          /* the next younger split submit (NULL: none) */
+	uint64_t id;                      /* the id its submit returned (its first part's) */
+	tileatom_request_kind kind;       /* ELEMENTWISE, SCATTER or INDEXED */
+	int nparts;                       /* parts queued */
+	int64_t rows;                     /* extent of the cut (first) axis of the element shape */
+	int64_t part_rows;                /* rows per part (the last one may have fewer) */
+	const char *unit;                 /* "rows", or "elements" for a 1-D element shape */
+	bool want_old;                    /* the old values go to old_out */
+	uint8_t *old_out;                 /* the caller's opts->old_out */
+	size_t old_row;                   /* bytes of old values per row */
+	tileatom_dtype dtype;             /* the tile's dtype (of the old values) */
+	int rank;                         /* rank of the element shape */
+	int64_t shape[TILEATOM_MAX_RANK]; /* the element shape */
+};
+
+int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, tileatom_error *err)
+{
+	tileatom_op_options o;
+	if (rq->opts)
+		o = *rq->opts;
+	else
+		tileatom_op_options_init(&o);
+	if (o.want_old && !o.old_out)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "the request exceeds the daemon's frame limit of %" PRIu32
+		               " bytes and is split, and the old values of a split submit go to "
+		               "opts->old_out, which is NULL; nothing was sent",
+		               c->max_frame);
+	split_plan p;
+	int rc = split_prepare(c, rq, &o, true, &p, err);
+	if (rc == TILEATOM_OK && !o.check_bounds && rq->n_index > 0)
+		rc = split_check_bounds(c, rq, &p, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tac_split_pending *s = calloc(1, sizeof(*s));
+	if (!s)
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory; nothing was sent");
+	s->kind = rq->kind;
+	s->rows = p.shape[0];
+	s->part_rows = p.part_rows;
+	s->unit = p.rank == 1 ? "elements" : "rows";
+	s->want_old = o.want_old;
+	s->old_out = o.old_out;
+	s->old_row = p.old_row;
+	s->dtype = p.info.dtype;
+	s->rank = p.rank;
+	memcpy(s->shape, p.shape, sizeof(s->shape));
+	int64_t n = p.shape[0];
+	int i = 0;
+	for (int64_t r0 = 0; r0 < n; r0 += p.part_rows, i++) {
+		int64_t rows = n - r0 < p.part_rows ? n - r0 : p.part_rows;
+		tileatom_array parts[TAC_SPLIT_MAX_OPERANDS];
+		tileatom_op_options po = o;
+		if (o.mask)
+			po.mask = &parts[p.nops - 1];
+		po.old_out = NULL; /* the old values come inline, collect copies them */
+		po.old_out_size = 0;
+		tac_msg m;
+		tileatom_region moved;
+		rc = split_build(rq, &p, r0, rows, &po, &m, parts, &moved, err);
+		if (rc == TILEATOM_OK && tac_frame_too_large(c, &m))
+			rc = tac_err(err, TILEATOM_E_INTERNAL,
+			             "part %d of the split request still exceeds the frame limit "
+			             "of %" PRIu32 " bytes",
+			             i + 1, c->max_frame);
+		if (rc == TILEATOM_OK) {
+			tac_shm_rewrite(c, &m);
+			/* a frame of 64 KiB or more is written at once, so at most one part is
+			 * held in memory; smaller ones are buffered as any submit */
+			rc = tac_conn_submit(c, &m, c->io_timeout_ms, false, i == 0 ? &s->id : NULL,
+			                     err);
+		}
+		if (rc != TILEATOM_OK && i == 0) {
+			free(s); /* nothing of it was queued */
+			return rc;
+		}
+		if (rc != TILEATOM_OK) {
+			/* parts already queued cannot be taken back, and the rest cannot follow */
+			if (!c->broken && err) {
+				char why[sizeof(err->message)];
+				snprintf(why, sizeof(why), "%s", err->message);
+				tac_err(
+				    err, rc,
+				    "part %d of %d of a split request could not be queued (%s); "
+				    "parts 1..%d were, so the connection is closed",
+				    i + 1, p.nparts, why, i);
+			}
+			return tac_conn_break(c, err);
+		}
+		tac_conn_mark_part(c);
+		if (i == 0) {
+			if (c->splits_tail)
+				c->splits_tail->next = s;
+			else
+				c->splits = s;
+			c->splits_tail = s;
+		} else {
+			c->split_extra++;
+		}
+		s->nparts = i + 1;
+	}
+	if (id)
+		*id = s->id;
+	return TILEATOM_OK;
+}
+
+bool tac_split_due(const tileatom_client *c)
+{
+	return !c->broken && c->splits && c->pending_count > 0 && c->pending[c->pending_head].part;
+}
+
+/* The ranges of rows applied, as text ("0..48, 98..199"), for the messages of collect. */
+typedef struct split_runs {
+	char text[112]; /* the ranges so far */
+	size_t len;     /* bytes used in text */
+	bool full;      /* text ends in ", ..." */
+	int64_t from;   /* the first row of the open run (-1: none) */
+} split_runs;
+
+/* Closes the open run of runs at row `to` (inclusive). */
+static void split_runs_close(split_runs *u, int64_t to)
+{
+	if (u->from < 0)
+		return;
+	char piece[48];
+	snprintf(piece, sizeof(piece), "%s%" PRId64 "..%" PRId64, u->len ? ", " : "", u->from, to);
+	size_t need = strlen(piece);
+	if (!u->full && u->len + need + 6 < sizeof(u->text)) {
+		memcpy(u->text + u->len, piece, need + 1);
+		u->len += need;
+	} else if (!u->full) {
+		memcpy(u->text + u->len, ", ...", 6);
+		u->len += 5;
+		u->full = true;
+	}
+	u->from = -1;
+}
+
+int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error *err)
+{
+	tac_split_pending *s = c->splits;
+	out->id = s->id;
+	out->kind = s->kind;
+	split_runs runs = {"", 0, false, -1};
+	int fail_part = 0, fail_rc = TILEATOM_OK, rc = TILEATOM_OK;
+	int64_t fail_r0 = 0, fail_rows = 0;
+	char fail_msg[TILEATOM_MSG_MAX] = "";
+	for (int i = 0; i < s->nparts; i++) {
+		int64_t r0 = (int64_t)i * s->part_rows;
+		int64_t rows = s->rows - r0 < s->part_rows ? s->rows - r0 : s->part_rows;
+		tileatom_request_kind kind;
+		tileatom_error pe = {0, ""};
+		rc = tac_conn_receive(c, c->io_timeout_ms, &kind, &pe);
+		if (rc != TILEATOM_OK) { /* the connection is broken: later parts are unknown */
+			split_runs_close(&runs, r0 - 1);
+			tac_err(err, rc,
+			        "receiving part %d of %d of a split request: %s (%s %s were "
+			        "applied; the later parts are unknown)",
+			        i + 1, s->nparts, pe.message, s->unit,
+			        runs.len ? runs.text : "none");
+			break;
+		}
+		if (i > 0 && c->split_extra > 0)
+			c->split_extra--;
+		int prc = tac_check_response(c->last, kind, &pe);
+		const Tileatom__OpResponse *r = prc == TILEATOM_OK ? c->last->op : NULL;
+		if (prc == TILEATOM_OK && !r)
+			prc = tac_err(&pe, TILEATOM_E_PROTOCOL,
+			              "tileatomd answered a part with no result");
+		if (prc == TILEATOM_OK && s->want_old) {
+			size_t want = (size_t)rows * s->old_row,
+			       got = r->old ? r->old->data.len : 0;
+			if (got != want)
+				prc = tac_err(
+				    &pe, TILEATOM_E_PROTOCOL,
+				    "tileatomd returned %zu bytes of old values for %" PRId64
+				    " %s (%zu expected)",
+				    got, rows, s->unit, want);
+			else if (got)
+				memcpy(s->old_out + (size_t)r0 * s->old_row, r->old->data.data,
+				       got);
+		}
+		if (prc == TILEATOM_OK) {
+			out->applied += r->applied;
+			out->skipped += r->skipped;
+			if (runs.from < 0)
+				runs.from = r0;
+			continue;
+		}
+		split_runs_close(&runs, r0 - 1);
+		if (fail_part == 0) {
+			fail_part = i + 1;
+			fail_rc = prc;
+			fail_r0 = r0;
+			fail_rows = rows;
+			snprintf(fail_msg, sizeof(fail_msg), "%s", pe.message);
+		}
+	}
+	if (rc == TILEATOM_OK) {
+		split_runs_close(&runs, s->rows - 1);
+		rc = fail_rc;
+		if (fail_part && runs.len == 0) /* nothing applied: the daemon's word alone */
+			tac_err(err, rc, "%s", fail_msg);
+		else if (fail_part)
+			tac_err(err, rc,
+			        "part %d of %d (%s %" PRId64 "..%" PRId64
+			        ") of a split request failed; %s %s were applied: %s",
+			        fail_part, s->nparts, s->unit, fail_r0, fail_r0 + fail_rows - 1,
+			        s->unit, runs.text, fail_msg);
+	}
+	out->status = rc;
+	if (rc == TILEATOM_OK && s->want_old) {
+		out->dtype = s->dtype;
+		out->rank = s->rank;
+		memcpy(out->shape, s->shape, sizeof(out->shape));
+		out->data = s->old_out;
+		out->data_bytes = (size_t)s->rows * s->old_row;
+	}
+	c->splits = s->next;
+	if (!c->splits)
+		c->splits_tail = NULL;
+	free(s);
+	return rc;
+}
+
+void tac_split_client_free(tileatom_client *c)
+{
+	while (c->splits) {
+		tac_split_pending *next = c->splits->next;
+		free(c->splits);
+		c->splits = next;
+	}
+	c->splits_tail = NULL;
+	c->split_extra = 0;
 }
