@@ -34,7 +34,8 @@
  * calls send their request at once, and refuse to run (TILEATOM_E_STATE) while submitted
  * responses are still uncollected. Writing never deadlocks against a daemon that stops
  * reading: while a write would block, responses already arriving are buffered for
- * tileatom_collect(). */
+ * tileatom_collect(). An atomic submit over the daemon's frame limit is split into parts
+ * and collected as one response (see "pipelined calls" below). */
 #ifndef TILEATOM_H
 #define TILEATOM_H
 
@@ -184,8 +185,9 @@ typedef struct tileatom_op_options {
 	                               counted; false: any out-of-range index fails the request */
 	bool want_old;              /* return the pre-RMW values into old_out (masked-off
 	                               and skipped elements: CAS's expected value, else 0) */
-	void *old_out;              /* synchronous calls: receives the old values (dtype of the
-	                               tile, element shape, packed) when want_old */
+	void *old_out;              /* synchronous calls (and pipelined ones that are split):
+	                               receives the old values (dtype of the tile, element
+	                               shape, packed) when want_old */
 	size_t old_out_size;        /* bytes available at old_out */
 } tileatom_op_options;
 
@@ -414,7 +416,8 @@ TA_API const char *tileatom_server_version(const tileatom_client *client);
 TA_API const char *tileatom_server_backend(const tileatom_client *client);
 /* The daemon's frame limit from the handshake (its --max-frame, in bytes): synchronous
  * element-wise, scatter and indexed requests whose frame would be larger go by shared
- * memory or in parts (see tileatom_indexed); other requests are refused by the daemon. */
+ * memory or in parts (see tileatom_indexed), pipelined ones in parts (see "pipelined
+ * calls"); other requests are refused by the daemon. */
 TA_API uint32_t tileatom_server_max_frame(const tileatom_client *client);
 /* The address the client connected to. */
 TA_API const char *tileatom_address(const tileatom_client *client);
@@ -629,7 +632,42 @@ TA_API int tileatom_atomic_store(tileatom_client *client, const char *tile,
  * twin into the output buffer (written out as the header comment says: at 64 KiB, on
  * collect, flush or close), sets *id (may be NULL) to the request id and returns without waiting
  * for the response. opts->old_out is not used: old values arrive in the collected
- * response. Operand memory may be reused as soon as the call returns. */
+ * response (except for a split submit, below). Operand memory may be reused as soon as the
+ * call returns.
+ *
+ * Bulk submits over the frame limit: an element-wise, scatter or indexed submit whose frame
+ * would exceed the daemon's frame limit (tileatom_server_max_frame), once operands lying in
+ * registered shared buffers travel by reference, is split into parts exactly as
+ * tileatom_indexed states for synchronous calls (the same parts, the same refusals, the
+ * reject-whole bounds check with check_bounds off), all decided before any part is queued.
+ * What differs:
+ *  - the submit describes the tile with a request of its own queued behind the pending
+ *    ones (their responses wait for tileatom_collect), so what a split refuses (no such
+ *    tile, an index outside the region with check_bounds off, a request that cannot be
+ *    split, want_old without a large enough old_out) is returned by the submit, with
+ *    nothing of the request queued; the library's own shared-memory staging (synchronous
+ *    calls) is not used;
+ *  - the parts are queued back to back as frames of their own, in submission order with
+ *    the other pipelined requests, with no round trip between them. A part of 64 KiB or
+ *    more is written at once (the submit blocks as the socket takes it, reading responses
+ *    that arrive meanwhile), so the library holds one part at a time, never the whole
+ *    request; smaller parts are buffered like any submit. *id gets one id for the whole
+ *    request; its parts use consecutive ids, so the next submit's id is larger by more
+ *    than one;
+ *  - tileatom_pending counts it once and one tileatom_collect answers it (its id and kind):
+ *    applied and skipped summed over the parts that succeeded; with want_old, opts->old_out
+ *    (required, old_out_size at least the element count times the tile's dtype size, valid
+ *    and untouched until that collect) receives every part's old values in the caller's
+ *    order, and the response's data points at it (a CAS without want_old returns none);
+ *  - every part is sent before any response is read, so a part that fails does not stop
+ *    the later ones: the collect returns the first failing part's status with the message
+ *    "part i of n (rows a..b) of a split request failed; rows 0..x, y..z were applied:
+ *    <the daemon's message>" (1-D: elements; the daemon's message alone when no part was
+ *    applied), the counts of the parts applied, and their old values in old_out;
+ *  - a connection lost while the parts are collected gives TILEATOM_E_IO naming the part
+ *    and the rows applied before it; a failure after some parts were queued (a write
+ *    error, out of memory) breaks the connection, since the other parts cannot follow.
+ * tileatom_submit_atomic_at is one element and never split. */
 
 /* Pipelined tileatom_ping. */
 TA_API int tileatom_submit_ping(tileatom_client *client, uint64_t *id, tileatom_error *err);
@@ -688,7 +726,8 @@ TA_API int tileatom_submit_atomic_store(tileatom_client *client, const char *til
                                         tileatom_error *err);
 /* Writes out the requests still buffered, then waits for the next response (they arrive in
  * submission order; the timeout of tileatom_set_timeout covers both) and describes it in *out
- * (out->id is 0 only when nothing could be read). Returns the response's status (the
+ * (out->id is 0 only when nothing could be read); for a split submit, the merged response
+ * of all its parts (the timeout applies to each). Returns the response's status (the
  * daemon's error, with its message in err) or a client error (TILEATOM_E_IO, ...); with
  * nothing outstanding it returns TILEATOM_E_STATE. */
 TA_API int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_error *err);
@@ -697,7 +736,8 @@ TA_API int tileatom_collect(tileatom_client *client, tileatom_response *out, til
  * Returns TILEATOM_OK (also when nothing was buffered) or the error that broke the
  * connection. */
 TA_API int tileatom_flush(tileatom_client *client, tileatom_error *err);
-/* Submitted requests whose responses have not been collected yet. */
+/* Submitted requests whose responses have not been collected yet (a split submit counts
+ * once). */
 TA_API size_t tileatom_pending(const tileatom_client *client);
 
 #ifdef __cplusplus

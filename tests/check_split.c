@@ -569,6 +569,8 @@ typedef struct proxy {
 	const char *upstream; /* the daemon's socket */
 	int listen_fd;        /* the listening socket */
 	int fail_at;          /* 1-based element-wise request to rename (0: none) */
+	int close_at;         /* 1-based element-wise request at which both sides are closed
+	                         instead (0: none): the connection is lost */
 	int seen;             /* element-wise requests seen */
 	int64_t rows[64];     /* region rows of each of them */
 	pthread_t thread;     /* the forwarding thread */
@@ -691,7 +693,12 @@ static void *proxy_main(void *arg)
 		uint8_t *req = read_frame(cfd, &len);
 		if (!req)
 			break;
+		int seen = px->seen;
 		req = proxy_rewrite(px, req, &len);
+		if (px->close_at && px->seen != seen && px->seen == px->close_at) {
+			free(req);
+			break;
+		}
 		ck_assert(write_frame(dfd, req, len));
 		free(req);
 		uint8_t *resp = read_frame(dfd, &len);
@@ -801,6 +808,289 @@ START_TEST(test_part_fails_midway)
 }
 END_TEST
 
+/* ---- pipelined split submits ----------------------------------------------------------- */
+
+/* Collects the next response, which must answer id, a request of kind, with TILEATOM_OK. */
+static void collect_ok(tileatom_client *c, uint64_t id, tileatom_request_kind kind,
+                       tileatom_response *r)
+{
+	tileatom_error e = {0, ""};
+	CK(tileatom_collect(c, r, &e), e);
+	ck_assert_uint_eq(r->id, id);
+	ck_assert_int_eq(r->kind, kind);
+	ck_assert_int_eq(r->status, TILEATOM_OK);
+}
+
+START_TEST(test_pipelined_split)
+{
+	/* split submits between ordinary ones: each is collected as one response, in order
+	 * (an element-wise masked add with old values, an indexed flat add), exact contents */
+	tcu_daemon d;
+	tileatom_client *c = start(&d, false);
+	tileatom_error e = {0, ""};
+	enum { N = 40000, LEN = 30000, AT = 1000, NK = 20000 };
+	int64_t n = N;
+	CK(tileatom_create(c, "p", TILEATOM_INT64, 1, &n, NULL, NULL, &e), e);
+	int64_t *v = malloc(sizeof(int64_t) * LEN), *old = malloc(sizeof(int64_t) * LEN);
+	int64_t *keys = malloc(sizeof(int64_t) * NK), *want = calloc(N, sizeof(int64_t));
+	int64_t *got = malloc(sizeof(int64_t) * N);
+	uint8_t *mask = malloc(LEN);
+	ck_assert(v && old && keys && want && got && mask);
+	uint64_t on = 0;
+	for (int k = 0; k < LEN; k++) {
+		v[k] = 3 * k + 1;
+		mask[k] = k % 7 != 0;
+		on += mask[k];
+		old[k] = -9;
+	}
+	for (int k = 0; k < NK; k++)
+		keys[k] = ((int64_t)k * 7919) % N;
+	uint64_t ew_before = kind_requests(c, "elementwise");
+	uint64_t ix_before = kind_requests(c, "indexed");
+	uint64_t id_ping, id_small, id_split, id_read, id_idx, id_ping2;
+	CK(tileatom_submit_ping(c, &id_ping, &e), e);
+	int64_t five = 5, one = 1;
+	tileatom_region small = {1, {AT}, {100}};
+	tileatom_array five_a = tileatom_scalar(TILEATOM_INT64, &five);
+	CK(tileatom_submit_elementwise(c, "p", TILEATOM_OP_ADD, &small, &five_a, NULL, NULL,
+	                               &id_small, &e),
+	   e);
+	tileatom_region reg = {1, {AT}, {LEN}};
+	tileatom_array va = tileatom_vector(TILEATOM_INT64, LEN, v);
+	tileatom_array ma = tileatom_vector(TILEATOM_BOOL, LEN, mask);
+	tileatom_op_options o;
+	tileatom_op_options_init(&o);
+	o.mask = &ma;
+	o.want_old = true;
+	o.old_out = old;
+	o.old_out_size = sizeof(int64_t) * LEN;
+	CK(tileatom_submit_elementwise(c, "p", TILEATOM_OP_ADD, &reg, &va, NULL, &o, &id_split, &e),
+	   e);
+	tileatom_region rd = {1, {AT}, {8}};
+	CK(tileatom_submit_read(c, "p", &rd, &id_read, &e), e);
+	tileatom_array ka = tileatom_vector(TILEATOM_INT64, NK, keys);
+	tileatom_array one_a = tileatom_scalar(TILEATOM_INT64, &one);
+	CK(tileatom_submit_indexed(c, "p", TILEATOM_OP_ADD, NULL, 1, &ka, true, &one_a, NULL, NULL,
+	                           &id_idx, &e),
+	   e);
+	CK(tileatom_submit_ping(c, &id_ping2, &e), e);
+	ck_assert_uint_eq(tileatom_pending(c), 6);
+	ck_assert(id_ping < id_small && id_small < id_split && id_split < id_read &&
+	          id_read < id_idx && id_idx < id_ping2);
+	/* a synchronous call waits for the collects */
+	ck_assert_int_eq(tileatom_ping(c, &e), TILEATOM_E_STATE);
+	ck_assert_msg(strstr(e.message, "6 pipelined responses"), "message: %s", e.message);
+
+	tileatom_response r;
+	collect_ok(c, id_ping, TILEATOM_REQ_PING, &r);
+	collect_ok(c, id_small, TILEATOM_REQ_ELEMENTWISE, &r);
+	ck_assert_uint_eq(r.applied, 100);
+	collect_ok(c, id_split, TILEATOM_REQ_ELEMENTWISE, &r);
+	ck_assert_uint_eq(r.applied, on);
+	ck_assert_uint_eq(r.skipped, 0);
+	ck_assert_int_eq(r.dtype, TILEATOM_INT64);
+	ck_assert_int_eq(r.rank, 1);
+	ck_assert_int_eq(r.shape[0], LEN);
+	ck_assert_ptr_eq(r.data, old);
+	ck_assert_uint_eq(r.data_bytes, sizeof(int64_t) * LEN);
+	for (int k = 0; k < LEN; k++) /* the small add ran first; masked off: 0 */
+		ck_assert_int_eq(old[k], k < 100 && mask[k] ? 5 : 0);
+	ck_assert_uint_eq(tileatom_pending(c), 3);
+	collect_ok(c, id_read, TILEATOM_REQ_READ, &r);
+	ck_assert_uint_eq(r.data_bytes, 8 * sizeof(int64_t));
+	for (int k = 0; k < 8; k++) {
+		int64_t x;
+		memcpy(&x, (const uint8_t *)r.data + 8 * k, 8);
+		ck_assert_int_eq(x, 5 + (mask[k] ? 3 * k + 1 : 0));
+	}
+	collect_ok(c, id_idx, TILEATOM_REQ_INDEXED, &r);
+	ck_assert_uint_eq(r.applied, NK);
+	ck_assert_uint_eq(r.data_bytes, 0);
+	collect_ok(c, id_ping2, TILEATOM_REQ_PING, &r);
+	ck_assert_uint_eq(tileatom_pending(c), 0);
+	ck_assert_int_eq(tileatom_collect(c, &r, &e), TILEATOM_E_STATE);
+	ck_assert_uint_gt(kind_requests(c, "elementwise") - ew_before, 3);
+	ck_assert_uint_gt(kind_requests(c, "indexed") - ix_before, 2);
+	for (int k = 0; k < 100; k++)
+		want[AT + k] += 5;
+	for (int k = 0; k < LEN; k++)
+		want[AT + k] += mask[k] ? 3 * k + 1 : 0;
+	for (int k = 0; k < NK; k++)
+		want[keys[k]] += 1;
+	read_tile(c, "p", 1, &n, 8, got);
+	for (int k = 0; k < N; k++)
+		ck_assert_int_eq(got[k], want[k]);
+
+	/* refused at submit, nothing queued, the connection usable: a bad index with
+	 * check_bounds off (in the last element), want_old without old_out, old_out too
+	 * small, a tile that does not exist */
+	CK(tileatom_submit_ping(c, &id_ping, &e), e);
+	keys[NK - 1] = N;
+	o.mask = NULL;
+	o.want_old = false;
+	o.check_bounds = false;
+	uint64_t id = 99;
+	ck_assert_int_eq(tileatom_submit_indexed(c, "p", TILEATOM_OP_ADD, NULL, 1, &ka, true,
+	                                         &one_a, NULL, &o, &id, &e),
+	                 TILEATOM_E_OUT_OF_RANGE);
+	ck_assert_uint_eq(id, 0);
+	ck_assert_msg(strstr(e.message, "index 40000 of element 19999 is outside [0, 40000)"),
+	              "message: %s", e.message);
+	ck_assert_msg(strstr(e.message, "nothing was applied"), "message: %s", e.message);
+	o.check_bounds = true;
+	o.want_old = true;
+	o.old_out = NULL;
+	ck_assert_int_eq(
+	    tileatom_submit_elementwise(c, "p", TILEATOM_OP_ADD, &reg, &va, NULL, &o, &id, &e),
+	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(e.message, "opts->old_out, which is NULL"), "message: %s", e.message);
+	o.old_out = old;
+	o.old_out_size = sizeof(int64_t) * LEN - 1;
+	ck_assert_int_eq(
+	    tileatom_submit_elementwise(c, "p", TILEATOM_OP_ADD, &reg, &va, NULL, &o, &id, &e),
+	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(e.message, "the old values need 240000"), "message: %s", e.message);
+	ck_assert_int_eq(
+	    tileatom_submit_elementwise(c, "nope", TILEATOM_OP_ADD, &reg, &va, NULL, NULL, &id, &e),
+	    TILEATOM_E_NOT_FOUND);
+	ck_assert_uint_eq(tileatom_pending(c), 1);
+	collect_ok(c, id_ping, TILEATOM_REQ_PING, &r);
+	read_tile(c, "p", 1, &n, 8, got);
+	for (int k = 0; k < N; k++)
+		ck_assert_int_eq(got[k], want[k]);
+	free(v);
+	free(old);
+	free(keys);
+	free(want);
+	free(got);
+	free(mask);
+	stop(&d, c);
+}
+END_TEST
+
+/* Through a proxy failing (fail_at) or cutting (close_at) one element-wise request: a ping,
+ * then a pipelined add of 1 over the whole [200, FW] int32 tile "f", then a ping; returns
+ * the status of the submit (and then of the add's collect), the add's response in *out. */
+static int padd_through_proxy(const tcu_daemon *d, int fail_at, int close_at, proxy *px,
+                              tileatom_response *out, tileatom_error *e)
+{
+	memset(out, 0, sizeof(*out));
+	proxy_start(px, d, fail_at);
+	px->close_at = close_at;
+	tileatom_client *c = NULL;
+	CK(tileatom_connect(px->path, 10000, &c, e), *e);
+	tileatom_set_shm_threshold(c, 0);
+	int32_t *ones = malloc(sizeof(int32_t) * 200 * FW);
+	ck_assert_ptr_nonnull(ones);
+	for (int k = 0; k < 200 * FW; k++)
+		ones[k] = 1;
+	tileatom_array va = {TILEATOM_INT32, 2, {200, FW}, ones};
+	uint64_t id_ping, id, id_ping2;
+	tileatom_response r;
+	CK(tileatom_submit_ping(c, &id_ping, e), *e);
+	int rc =
+	    tileatom_submit_elementwise(c, "f", TILEATOM_OP_ADD, NULL, &va, NULL, NULL, &id, e);
+	if (rc == TILEATOM_OK) {
+		CK(tileatom_submit_ping(c, &id_ping2, e), *e);
+		ck_assert_uint_eq(tileatom_pending(c), 3);
+		collect_ok(c, id_ping, TILEATOM_REQ_PING, &r);
+		rc = tileatom_collect(c, out, e);
+		ck_assert_uint_eq(out->id, id);
+		ck_assert_int_eq(out->kind, TILEATOM_REQ_ELEMENTWISE);
+		ck_assert_int_eq(out->status, rc);
+		if (!close_at) {
+			collect_ok(c, id_ping2, TILEATOM_REQ_PING, &r);
+			ck_assert_uint_eq(tileatom_pending(c), 0);
+		}
+	}
+	if (close_at) { /* the connection is broken for good */
+		tileatom_error e2 = {0, ""};
+		ck_assert_int_eq(tileatom_collect(c, &r, &e2), TILEATOM_E_IO);
+		ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e2), TILEATOM_E_IO);
+	}
+	tileatom_close(c);
+	proxy_stop(px);
+	free(ones);
+	return rc;
+}
+
+/* Checks that the rows from..to of tile "f" hold base, the others base + 1. */
+static void check_rows(tileatom_client *c, int32_t base, int64_t from, int64_t to)
+{
+	int64_t shape[2] = {200, FW};
+	int32_t *got = malloc(sizeof(int32_t) * 200 * FW);
+	ck_assert_ptr_nonnull(got);
+	read_tile(c, "f", 2, shape, 4, got);
+	for (int y = 0; y < 200; y++)
+		for (int x = 0; x < FW; x++)
+			ck_assert_int_eq(got[y * FW + x], base + (y >= from && y <= to ? 0 : 1));
+	free(got);
+}
+
+START_TEST(test_pipelined_part_fails)
+{
+	/* a part of a pipelined split refused by the daemon: the later parts were sent with it
+	 * and apply; collect returns the first failure naming every row applied */
+	tcu_daemon d;
+	tileatom_client *c = start(&d, false);
+	tileatom_error e = {0, ""};
+	int64_t shape[2] = {200, FW};
+	CK(tileatom_create(c, "f", TILEATOM_INT32, 2, shape, NULL, NULL, &e), e);
+	proxy px;
+	tileatom_response r;
+	ck_assert_int_eq(padd_through_proxy(&d, 2, 0, &px, &r, &e), TILEATOM_E_NOT_FOUND);
+	int nparts = px.seen; /* every part was sent */
+	int64_t rows = px.rows[0];
+	ck_assert_int_ge(nparts, 3);
+	for (int i = 0; i < nparts; i++)
+		ck_assert_int_eq(px.rows[i], i + 1 < nparts ? rows : 200 - rows * (nparts - 1));
+	ck_assert_uint_eq(r.applied, (uint64_t)(200 - rows) * FW);
+	char want[200];
+	snprintf(want, sizeof(want),
+	         "part 2 of %d (rows %lld..%lld) of a split request failed; rows 0..%lld, "
+	         "%lld..199 were applied: ",
+	         nparts, (long long)rows, (long long)(2 * rows - 1), (long long)(rows - 1),
+	         (long long)(2 * rows));
+	ck_assert_msg(strncmp(e.message, want, strlen(want)) == 0, "message: %s", e.message);
+	ck_assert_msg(strstr(e.message, "no-such-tile"), "message: %s", e.message);
+	check_rows(c, 0, rows, 2 * rows - 1);
+	/* the first part fails: the same wording, the rows after it applied */
+	ck_assert_int_eq(padd_through_proxy(&d, 1, 0, &px, &r, &e), TILEATOM_E_NOT_FOUND);
+	snprintf(want, sizeof(want),
+	         "part 1 of %d (rows 0..%lld) of a split request failed; rows %lld..199 were "
+	         "applied: ",
+	         nparts, (long long)(rows - 1), (long long)rows);
+	ck_assert_msg(strncmp(e.message, want, strlen(want)) == 0, "message: %s", e.message);
+	ck_assert_uint_eq(r.applied, (uint64_t)(200 - rows) * FW);
+	/* rows of part 2 got the second add only, part 1's the first only, the rest both */
+	int32_t *got = malloc(sizeof(int32_t) * 200 * FW);
+	ck_assert_ptr_nonnull(got);
+	read_tile(c, "f", 2, shape, 4, got);
+	for (int y = 0; y < 200; y++)
+		for (int x = 0; x < FW; x++)
+			ck_assert_int_eq(got[y * FW + x], y < 2 * rows ? 1 : 2);
+	free(got);
+	/* the connection is lost at part 2: collect (or the submit, when the loss came
+	 * first) reports it; part 1 alone was applied */
+	CK(tileatom_destroy(c, "f", &e), e);
+	CK(tileatom_create(c, "f", TILEATOM_INT32, 2, shape, NULL, NULL, &e), e);
+	int rc = padd_through_proxy(&d, 0, 2, &px, &r, &e);
+	ck_assert_int_eq(rc, TILEATOM_E_IO);
+	if (r.id != 0) {
+		snprintf(want, sizeof(want), "receiving part 2 of %d of a split request: ", nparts);
+		ck_assert_msg(strncmp(e.message, want, strlen(want)) == 0, "message: %s",
+		              e.message);
+		snprintf(want, sizeof(want),
+		         "(rows 0..%lld were applied; the later parts are "
+		         "unknown)",
+		         (long long)(rows - 1));
+		ck_assert_msg(strstr(e.message, want), "message: %s", e.message);
+	}
+	check_rows(c, 0, rows, 199);
+	stop(&d, c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("split");
@@ -812,6 +1102,8 @@ int main(void)
 	tcase_add_test(tc, test_cannot_split);
 	tcase_add_test(tc, test_indexed_nd);
 	tcase_add_test(tc, test_part_fails_midway);
+	tcase_add_test(tc, test_pipelined_split);
+	tcase_add_test(tc, test_pipelined_part_fails);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
