@@ -9,8 +9,9 @@
  * Modes: `chunked` (requests of --chunk keys, --depth in flight, inline), `split` (the whole
  * array in one library call with shared-memory staging off: one request when it fits the
  * daemon's frame, else the library splits it, part after part), `psplit` (the whole array in
- * one pipelined submit and collect: over the frame limit the library queues its parts back to
- * back and merges their responses), `one` (the same call with the library's
+ * one pipelined submit and collect, staging off: over the frame limit the library queues its
+ * parts back to back and merges their responses), `pone` (the same submit with the library's
+ * defaults: staged in its shared buffer, as `one`), `one` (the same call with the library's
  * defaults: on a Unix socket it stages the keys in its shared buffer, one memcpy), `shm`
  * (the keys already live in a registered shared buffer: sent by reference), `generic` (as
  * shm, but addressed as INDEXED instead of FLAT: the CPU backend's generic element loop),
@@ -111,16 +112,18 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 		                     &opts, &res, &err) != TILEATOM_OK)
 			die("indexed add (one call)", &err);
 		applied = res.applied;
-	} else if (strcmp(mode, "psplit") == 0) {
-		/* the whole array in one pipelined submit: over the frame limit its parts are
-		 * queued back to back (no round trip between them) and collected as one */
+	} else if (strcmp(mode, "psplit") == 0 || strcmp(mode, "pone") == 0) {
+		/* the whole array in one pipelined submit: over the frame limit, psplit (staging
+		 * off) queues its parts back to back (no round trip between them), pone (the
+		 * defaults) stages it in the library's shared buffer; collected as one */
+		tileatom_set_shm_threshold(c, mode[1] == 's' ? 0 : 1u << 20);
 		tileatom_array idx = tileatom_vector(TILEATOM_INT32, o->keys, keys);
 		tileatom_response r;
 		if (tileatom_submit_indexed(c, tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &val,
 		                            NULL, &opts, NULL, &err) != TILEATOM_OK)
-			die("submit (psplit)", &err);
+			die("submit (pipelined)", &err);
 		if (tileatom_collect(c, &r, &err) != TILEATOM_OK)
-			die("collect (psplit)", &err);
+			die("collect (pipelined)", &err);
 		applied = r.applied;
 	} else if (strcmp(mode, "chunked") == 0) {
 		for (int64_t k = 0; k < o->keys; k += o->chunk) {
@@ -144,8 +147,8 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 		}
 	} else {
 		fprintf(stderr,
-		        "tileatom-histbench: unknown mode '%s' (one, split, psplit, shm, generic, "
-		        "chunked, device)\n",
+		        "tileatom-histbench: unknown mode '%s' (one, split, psplit, pone, shm, "
+		        "generic, chunked, device)\n",
 		        mode);
 		exit(2);
 	}
@@ -179,7 +182,7 @@ static void usage(FILE *f)
 {
 	fputs("Usage: tileatom-histbench [-s SOCKET] [-n KEYS] [-b BINS] [--chunk N] [--depth D]\n"
 	      "         [--reps R] [--keys-out FILE] [--from host|device]\n"
-	      "         [--modes shm,one,split,psplit,chunked,generic,device]\n",
+	      "         [--modes shm,one,split,psplit,pone,chunked,generic,device]\n",
 	      f);
 }
 

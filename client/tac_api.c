@@ -744,9 +744,22 @@ static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, const tac_split_re
 	if (rc != TILEATOM_OK)
 		return rc;
 	tac_shm_rewrite(c, m);
-	if (tac_frame_too_large(c, m))
-		return tac_split_submit(c, rq, id, err);
-	return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
+	if (!tac_frame_too_large(c, m))
+		return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
+	/* as the synchronous calls: the library's shared buffer when that makes it fit and
+	 * its old values fit one response, else parts */
+	uint64_t staged = 0;
+	if (tac_split_old_fit(c, rq) && tac_shm_stage_pipelined(c, m)) {
+		tac_shm_rewrite(c, m);
+		if (!tac_frame_too_large(c, m)) {
+			rc = tac_conn_submit(c, m, c->io_timeout_ms, false, &staged, err);
+			c->staged_id = staged;
+			if (id)
+				*id = staged;
+			return rc;
+		}
+	}
+	return tac_split_submit(c, rq, id, err);
 }
 
 int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
@@ -910,6 +923,7 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 		return rc;
 	}
 	const Tileatom__Response *r = client->last;
+	tac_shm_collected(client, r->id);
 	out->id = r->id;
 	out->kind = kind;
 	rc = tac_check_response(r, kind, err);

@@ -100,6 +100,8 @@ struct tileatom_client {
 	                                    in shared memory (0: never; tileatom_set_shm_threshold) */
 	const void *old_from;            /* the last synchronous call's old values went to this
 	                                    shared-buffer address (NULL: they came inline) */
+	uint64_t staged_id;              /* the pipelined request whose operands the staging
+	                                    buffer holds until it is collected (0: none) */
 
 	/* split submits (tac_split.c) */
 	tac_split_pending *splits;      /* the oldest split submit not collected (a FIFO) */
@@ -206,6 +208,13 @@ TAC_HIDDEN void tac_shm_rewrite(tileatom_client *c, tac_msg *m);
  * (in all) into the library's staging buffer so that they travel by reference; old values
  * too. Best effort: on any failure m is left inline. */
 TAC_HIDDEN void tac_shm_stage(tileatom_client *c, tac_msg *m);
+/* tac_shm_stage for a pipelined request over the frame limit: only while the staging
+ * buffer is free, created or grown only with nothing pending. True when m's operands were
+ * copied (the caller then sets c->staged_id to its id once it is submitted). */
+TAC_HIDDEN bool tac_shm_stage_pipelined(tileatom_client *c, tac_msg *m);
+/* The response to request id was collected: the staging buffer is free again if id held
+ * it. */
+TAC_HIDDEN void tac_shm_collected(tileatom_client *c, uint64_t id);
 /* True when [p, p + len) starts in a device buffer of c (the library must not read it). */
 TAC_HIDDEN bool tac_shm_in_device(const tileatom_client *c, const void *p, size_t len);
 /* Frees c's buffers (tileatom_close, before tac_client_free). */

@@ -7,7 +7,9 @@
  * inside one has its old values written there by the daemon. Synchronous calls also stage
  * large inline operands (TAC_SHM_STAGE_MIN bytes or more in all) in a buffer of the
  * library's own (tac_shm_stage), so that big requests skip the socket without the caller
- * doing anything (old values of such calls still come back inline).
+ * doing anything (old values of such calls still come back inline). A pipelined request
+ * over the frame limit may use that buffer too (tac_shm_stage_pipelined) while no other
+ * request holds it: it stays reserved until that request's response is collected.
  *
  * Device buffers (tileatom_device_buffer_register) are listed with the shared ones: the
  * caller's CUDA IPC handle (64 opaque bytes; the library needs no CUDA) goes to the daemon
@@ -349,7 +351,9 @@ void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 	}
 }
 
-void tac_shm_stage(tileatom_client *c, tac_msg *m)
+/* Copies the inline operands of m into the staging buffer (tac_shm_stage); pipelined: for
+ * tac_shm_stage_pipelined. True when they were copied. */
+static bool shm_stage_into(tileatom_client *c, tac_msg *m, bool pipelined)
 {
 	Tileatom__Array *arrays[] = {&m->values,   &m->compare,  &m->mask,     &m->padding,
 	                             &m->index[0], &m->index[1], &m->index[2], &m->index[3]};
@@ -359,8 +363,12 @@ void tac_shm_stage(tileatom_client *c, tac_msg *m)
 		    !ref_buffer(c, arrays[i]->data.data, arrays[i]->data.len))
 			total += (arrays[i]->data.len + 63) & ~(size_t)63;
 	size_t need = total;
-	if (c->stage_min == 0 || need < c->stage_min || !shm_possible(c))
-		return;
+	if (c->stage_min == 0 || need == 0 || need < c->stage_min || !shm_possible(c))
+		return false;
+	if (c->staged_id != 0) /* a pipelined request still reads it */
+		return false;
+	if (pipelined && c->pending_count > 0 && (!c->staging || c->staging->size < need))
+		return false; /* registering a larger one is a round trip */
 	if (!c->staging || c->staging->size < need) {
 		size_t size = (size_t)TAC_SHM_STAGE_MIN;
 		while (size < need)
@@ -369,7 +377,7 @@ void tac_shm_stage(tileatom_client *c, tac_msg *m)
 		shm_release(c->staging);
 		c->staging = NULL;
 		if (shm_create(c, size, &c->staging, NULL) != TILEATOM_OK)
-			return;
+			return false;
 	}
 	uint8_t *at = c->staging->map;
 	for (size_t i = 0; i < n; i++) {
@@ -380,6 +388,23 @@ void tac_shm_stage(tileatom_client *c, tac_msg *m)
 		a->data.data = at;
 		at += (a->data.len + 63) & ~(size_t)63;
 	}
+	return true;
+}
+
+void tac_shm_stage(tileatom_client *c, tac_msg *m)
+{
+	(void)shm_stage_into(c, m, false);
+}
+
+bool tac_shm_stage_pipelined(tileatom_client *c, tac_msg *m)
+{
+	return shm_stage_into(c, m, true);
+}
+
+void tac_shm_collected(tileatom_client *c, uint64_t id)
+{
+	if (id != 0 && id == c->staged_id)
+		c->staged_id = 0;
 }
 
 /* Sends m at once and waits for its response; returns the response status (the daemon's,

@@ -434,7 +434,8 @@ TA_API const char *tileatom_address(const tileatom_client *client);
  * synchronous calls on a Unix socket copy operands of 1 MiB or more into a buffer of the
  * library's own and send them by reference (old values still come back inline). */
 /* Sets the operand bytes from which synchronous calls stage operands in the library's own
- * shared buffer (default 1 MiB; 0: never, so requests travel inline or split). */
+ * shared buffer (default 1 MiB; 0: never, so requests travel inline or split); pipelined
+ * requests over the frame limit use it from the same size (see "pipelined calls"). */
 TA_API void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes);
 /* Creates a shared buffer of size bytes (zero-filled) and registers it with the daemon.
  * Fails on a TCP connection (TILEATOM_E_INVALID_ARGUMENT) or when pipelined responses are
@@ -637,16 +638,20 @@ TA_API int tileatom_atomic_store(tileatom_client *client, const char *tile,
  *
  * Bulk submits over the frame limit: an element-wise, scatter or indexed submit whose frame
  * would exceed the daemon's frame limit (tileatom_server_max_frame), once operands lying in
- * registered shared buffers travel by reference, is split into parts exactly as
- * tileatom_indexed states for synchronous calls (the same parts, the same refusals, the
- * reject-whole bounds check with check_bounds off), all decided before any part is queued.
- * What differs:
+ * registered shared buffers travel by reference, goes as a synchronous call would: on a
+ * Unix socket, whole by shared memory when copying its operands into the library's own
+ * buffer (tileatom_set_shm_threshold) makes it fit and its old values fit one response,
+ * provided no other pipelined request holds that buffer (it stays reserved until this
+ * request's response is collected, and is created or grown only with nothing pending);
+ * that is an ordinary submit in every other respect. Otherwise it is split into parts
+ * exactly as tileatom_indexed states for synchronous calls (the same parts, the same
+ * refusals, the reject-whole bounds check with check_bounds off), all decided before any
+ * part is queued. What differs from a synchronous split:
  *  - the submit describes the tile with a request of its own queued behind the pending
  *    ones (their responses wait for tileatom_collect), so what a split refuses (no such
  *    tile, an index outside the region with check_bounds off, a request that cannot be
  *    split, want_old without a large enough old_out) is returned by the submit, with
- *    nothing of the request queued; the library's own shared-memory staging (synchronous
- *    calls) is not used;
+ *    nothing of the request queued;
  *  - the parts are queued back to back as frames of their own, in submission order with
  *    the other pipelined requests, with no round trip between them. A part of 64 KiB or
  *    more is written at once (the submit blocks as the socket takes it, reading responses

@@ -8,7 +8,9 @@
  * bounds rule (a bad index in the last part: nothing applied); requests that cannot be
  * split (refused before anything is sent); and a part failing midway, made deterministic
  * by a frame-level proxy between the library and the daemon that renames the tile of one
- * part. */
+ * part. The pipelined twins (split submits between ordinary ones, collected as one merged
+ * response each; refusals at submit; a refused part and a lost connection through the
+ * proxy; staging in shared memory while the library's buffer is free) close the file. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -968,6 +970,57 @@ START_TEST(test_pipelined_split)
 }
 END_TEST
 
+START_TEST(test_pipelined_staged)
+{
+	/* shared memory on: a pipelined submit over the limit goes whole, staged in the
+	 * library's buffer, while that buffer is free; one submitted while the first is not
+	 * collected yet is split; once collected, the buffer serves again (also behind a
+	 * pending request, being large enough already) */
+	tcu_daemon d;
+	tileatom_client *c = start(&d, true);
+	tileatom_error e = {0, ""};
+	int64_t shape[2] = {300, 100};
+	CK(tileatom_create(c, "w", TILEATOM_INT32, 2, shape, NULL, NULL, &e), e);
+	int32_t *v = malloc(sizeof(int32_t) * 300 * 100),
+	        *got = malloc(sizeof(int32_t) * 300 * 100);
+	ck_assert(v && got);
+	for (int k = 0; k < 300 * 100; k++)
+		v[k] = k * 3 - 7;
+	tileatom_array va = {TILEATOM_INT32, 2, {300, 100}, v};
+	uint64_t before = kind_requests(c, "elementwise");
+	uint64_t id1, id2, id_ping, id3;
+	CK(tileatom_submit_elementwise(c, "w", TILEATOM_OP_ADD, NULL, &va, NULL, NULL, &id1, &e),
+	   e);
+	for (int k = 0; k < 300 * 100; k++) /* the operands were copied: reusable at once */
+		v[k] = 1;
+	CK(tileatom_submit_elementwise(c, "w", TILEATOM_OP_ADD, NULL, &va, NULL, NULL, &id2, &e),
+	   e);
+	ck_assert_uint_eq(tileatom_pending(c), 2);
+	tileatom_response r;
+	collect_ok(c, id1, TILEATOM_REQ_ELEMENTWISE, &r);
+	ck_assert_uint_eq(r.applied, 300 * 100);
+	collect_ok(c, id2, TILEATOM_REQ_ELEMENTWISE, &r);
+	ck_assert_uint_eq(r.applied, 300 * 100);
+	ck_assert_uint_ge(kind_requests(c, "elementwise") - before, 1 + 4);
+	before = kind_requests(c, "elementwise");
+	for (int k = 0; k < 300 * 100; k++)
+		v[k] = 2;
+	CK(tileatom_submit_ping(c, &id_ping, &e), e);
+	CK(tileatom_submit_elementwise(c, "w", TILEATOM_OP_ADD, NULL, &va, NULL, NULL, &id3, &e),
+	   e);
+	collect_ok(c, id_ping, TILEATOM_REQ_PING, &r);
+	collect_ok(c, id3, TILEATOM_REQ_ELEMENTWISE, &r);
+	ck_assert_uint_eq(r.applied, 300 * 100);
+	ck_assert_uint_eq(kind_requests(c, "elementwise") - before, 1);
+	read_tile(c, "w", 2, shape, 4, got);
+	for (int k = 0; k < 300 * 100; k++)
+		ck_assert_int_eq(got[k], k * 3 - 7 + 1 + 2);
+	free(v);
+	free(got);
+	stop(&d, c);
+}
+END_TEST
+
 /* Through a proxy failing (fail_at) or cutting (close_at) one element-wise request: a ping,
  * then a pipelined add of 1 over the whole [200, FW] int32 tile "f", then a ping; returns
  * the status of the submit (and then of the add's collect), the add's response in *out. */
@@ -1104,6 +1157,7 @@ int main(void)
 	tcase_add_test(tc, test_part_fails_midway);
 	tcase_add_test(tc, test_pipelined_split);
 	tcase_add_test(tc, test_pipelined_part_fails);
+	tcase_add_test(tc, test_pipelined_staged);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
