@@ -97,6 +97,60 @@ static void read_tile(tileatom_client *c, const char *tile, int rank, const int6
 		}
 }
 
+/* When set, the helpers elementwise_1d, elementwise_2d and scatter_both make their atomic
+ * calls pipelined: one submit, then its collect. */
+static bool pipelined_calls;
+
+/* Collects the response to the submit id (rc: the submit's status) into *res and, when
+ * opts want old values that did not land in old_out already, copies them there. */
+static int collect_as_sync(tileatom_client *c, int rc, uint64_t id, const tileatom_op_options *o,
+                           tileatom_op_result *res, tileatom_error *e)
+{
+	if (rc != TILEATOM_OK)
+		return rc;
+	ck_assert_uint_eq(tileatom_pending(c), 1);
+	tileatom_response r;
+	rc = tileatom_collect(c, &r, e);
+	ck_assert_uint_eq(r.id, id);
+	memset(res, 0, sizeof(*res));
+	res->applied = r.applied;
+	res->skipped = r.skipped;
+	res->old_rank = r.rank;
+	memcpy(res->old_shape, r.shape, sizeof(res->old_shape));
+	res->old_bytes = r.data_bytes;
+	if (rc == TILEATOM_OK && o && o->want_old && r.data != o->old_out) {
+		ck_assert_uint_le(r.data_bytes, o->old_out_size);
+		memcpy(o->old_out, r.data, r.data_bytes);
+	}
+	return rc;
+}
+
+/* tileatom_elementwise, or its pipelined twin when pipelined_calls is set. */
+static int elementwise_call(tileatom_client *c, const char *tile, tileatom_op op,
+                            const tileatom_region *reg, const tileatom_array *va,
+                            const tileatom_array *ca, const tileatom_op_options *o,
+                            tileatom_op_result *res, tileatom_error *e)
+{
+	if (!pipelined_calls)
+		return tileatom_elementwise(c, tile, op, reg, va, ca, o, res, e);
+	uint64_t id = 0;
+	int rc = tileatom_submit_elementwise(c, tile, op, reg, va, ca, o, &id, e);
+	return collect_as_sync(c, rc, id, o, res, e);
+}
+
+/* tileatom_scatter, or its pipelined twin when pipelined_calls is set. */
+static int scatter_call(tileatom_client *c, const char *tile, tileatom_op op,
+                        const tileatom_region *reg, int dim, const tileatom_array *ia,
+                        const tileatom_array *va, const tileatom_op_options *o,
+                        tileatom_op_result *res, tileatom_error *e)
+{
+	if (!pipelined_calls)
+		return tileatom_scatter(c, tile, op, reg, dim, ia, va, o, res, e);
+	uint64_t id = 0;
+	int rc = tileatom_submit_scatter(c, tile, op, reg, dim, ia, va, o, &id, e);
+	return collect_as_sync(c, rc, id, o, res, e);
+}
+
 /* Element-wise over a 1-D region [1000, 31000) of a 40000-element int64 tile: a masked add
  * with old values (all zero), then a CAS whose compare is right for even elements, with
  * old values; exact tile contents and counts. Returns the elementwise requests sent. */
@@ -127,7 +181,7 @@ static uint64_t elementwise_1d(tileatom_client *c)
 	o.old_out = old;
 	o.old_out_size = (size_t)len * 8;
 	tileatom_op_result r;
-	CK(tileatom_elementwise(c, "e1", TILEATOM_OP_ADD, &reg, &va, NULL, &o, &r, &e), e);
+	CK(elementwise_call(c, "e1", TILEATOM_OP_ADD, &reg, &va, NULL, &o, &r, &e), e);
 	ck_assert_uint_eq(r.applied, on);
 	ck_assert_uint_eq(r.skipped, 0);
 	ck_assert_int_eq(r.old_rank, 1);
@@ -148,7 +202,7 @@ static uint64_t elementwise_1d(tileatom_client *c)
 	}
 	tileatom_array ca = tileatom_vector(TILEATOM_INT64, len, cmp);
 	o.mask = NULL;
-	CK(tileatom_elementwise(c, "e1", TILEATOM_OP_CAS, &reg, &va, &ca, &o, &r, &e), e);
+	CK(elementwise_call(c, "e1", TILEATOM_OP_CAS, &reg, &va, &ca, &o, &r, &e), e);
 	ck_assert_uint_eq(r.applied, (uint64_t)len);
 	for (int64_t k = 0; k < len; k++)
 		ck_assert_int_eq(old[k], got[at + k]);
@@ -201,7 +255,7 @@ static uint64_t elementwise_2d(tileatom_client *c)
 	o.old_out = old;
 	o.old_out_size = sizeof(int32_t) * R * C;
 	tileatom_op_result r;
-	CK(tileatom_elementwise(c, "e2", TILEATOM_OP_ADD, &reg, &va, NULL, &o, &r, &e), e);
+	CK(elementwise_call(c, "e2", TILEATOM_OP_ADD, &reg, &va, NULL, &o, &r, &e), e);
 	ck_assert_uint_eq(r.applied, (uint64_t)R * 60);
 	ck_assert_int_eq(r.old_rank, 2);
 	ck_assert_int_eq(r.old_shape[0], R);
@@ -229,7 +283,7 @@ static uint64_t elementwise_2d(tileatom_client *c)
 		v[k] = 7;
 	va2.data = v; /* a full operand, so that the request still exceeds the limit */
 	o.mask = NULL;
-	CK(tileatom_elementwise(c, "e2", TILEATOM_OP_CAS, &reg, &va2, &cz, &o, &r, &e), e);
+	CK(elementwise_call(c, "e2", TILEATOM_OP_CAS, &reg, &va2, &cz, &o, &r, &e), e);
 	ck_assert_uint_eq(r.applied, (uint64_t)R * C);
 	int32_t *after = malloc(sizeof(int32_t) * 300 * 100);
 	ck_assert_ptr_nonnull(after);
@@ -285,7 +339,7 @@ static uint64_t scatter_both(tileatom_client *c)
 	tileatom_array ia = {TILEATOM_INT64, 2, {N0, W0}, idx};
 	tileatom_array va = {TILEATOM_INT64, 2, {N0, W0}, val};
 	tileatom_op_result r;
-	CK(tileatom_scatter(c, "s0", TILEATOM_OP_ADD, &r0, 0, &ia, &va, NULL, &r, &e), e);
+	CK(scatter_call(c, "s0", TILEATOM_OP_ADD, &r0, 0, &ia, &va, NULL, &r, &e), e);
 	ck_assert_uint_eq(r.applied, in0);
 	ck_assert_uint_eq(r.skipped, (uint64_t)N0 * W0 - in0);
 	int64_t got0[50 * 40];
@@ -322,7 +376,7 @@ static uint64_t scatter_both(tileatom_client *c)
 	tileatom_op_options o;
 	tileatom_op_options_init(&o);
 	o.mask = &ma1;
-	CK(tileatom_scatter(c, "s1", TILEATOM_OP_ADD, &r1, 1, &ia1, &va1, &o, &r, &e), e);
+	CK(scatter_call(c, "s1", TILEATOM_OP_ADD, &r1, 1, &ia1, &va1, &o, &r, &e), e);
 	ck_assert_uint_eq(r.applied, in1);
 	ck_assert_uint_eq(r.skipped, 0);
 	int32_t *got1 = malloc(sizeof(int32_t) * 400 * 20);
@@ -823,6 +877,26 @@ static void collect_ok(tileatom_client *c, uint64_t id, tileatom_request_kind ki
 	ck_assert_int_eq(r->status, TILEATOM_OK);
 }
 
+START_TEST(test_pipelined_helpers)
+{
+	/* the split tests' element-wise (masks, old values, CAS) and scatter (both dims)
+	 * requests as pipelined submits, split (shared memory off) and staged (on) */
+	for (int shm = 0; shm < 2; shm++) {
+		tcu_daemon d;
+		tileatom_client *c = start(&d, shm == 1);
+		pipelined_calls = true;
+		ck_assert_uint_gt(elementwise_1d(c), 2);
+		ck_assert_uint_gt(elementwise_2d(c), 2);
+		if (shm)
+			ck_assert_uint_eq(scatter_both(c), 2);
+		else
+			ck_assert_uint_gt(scatter_both(c), 4);
+		pipelined_calls = false;
+		stop(&d, c);
+	}
+}
+END_TEST
+
 START_TEST(test_pipelined_split)
 {
 	/* split submits between ordinary ones: each is collected as one response, in order
@@ -1155,6 +1229,7 @@ int main(void)
 	tcase_add_test(tc, test_cannot_split);
 	tcase_add_test(tc, test_indexed_nd);
 	tcase_add_test(tc, test_part_fails_midway);
+	tcase_add_test(tc, test_pipelined_helpers);
 	tcase_add_test(tc, test_pipelined_split);
 	tcase_add_test(tc, test_pipelined_part_fails);
 	tcase_add_test(tc, test_pipelined_staged);
