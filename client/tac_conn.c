@@ -797,3 +797,37 @@ void tac_conn_mark_part(tileatom_client *c)
 		c->pending[(c->pending_head + c->pending_count - 1) & (c->pending_cap - 1)].part =
 		    true;
 }
+
+int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_ms,
+                         tileatom_error *err)
+{
+	if (c->broken)
+		return broken_error(c, err);
+	if (c->rxq_count + max_unanswered >= c->pending_count)
+		return TILEATOM_OK;
+	tileatom_error local;
+	if (!err)
+		err = &local;
+	int64_t deadline = deadline_from(timeout_ms);
+	int rc = flush_until(c, deadline, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	while (c->rxq_count + max_unanswered < c->pending_count) {
+		short revents = 0;
+		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
+		if (w == 0) {
+			tac_err(err, TILEATOM_E_TIMEOUT,
+			        "waiting for a response from %s: timed out", c->address);
+			return tac_conn_break(c, err);
+		}
+		if (w < 0) {
+			tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
+			        strerror(errno));
+			return tac_conn_break(c, err);
+		}
+		rc = recv_some(c, err);
+		if (rc != TILEATOM_OK)
+			return tac_conn_break(c, err);
+	}
+	return TILEATOM_OK;
+}

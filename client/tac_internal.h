@@ -343,6 +343,12 @@ TAC_HIDDEN int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_req
  * pops it and keeps it in c->last. Returns TILEATOM_OK or a client error. */
 TAC_HIDDEN int tac_conn_receive_newest(tileatom_client *c, int timeout_ms,
                                        tileatom_request_kind *kind, tileatom_error *err);
+/* Writes out what is buffered and reads responses into the frame queue (where they wait
+ * for tac_conn_receive) until at most max_unanswered pending requests have no response
+ * yet; TILEATOM_OK at once when that holds already. timeout_ms bounds it (<= 0: none); a
+ * failure breaks the connection. */
+TAC_HIDDEN int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_ms,
+                                    tileatom_error *err);
 /* Marks the newest pending request as a part of a split submit. */
 TAC_HIDDEN void tac_conn_mark_part(tileatom_client *c);
 /* Marks the connection broken with err's code and message; returns the code. */

@@ -32,6 +32,15 @@
  * in daemon/dispatch.c refuses a response whose old values come within 256 bytes of the
  * frame limit). */
 #define TAC_SPLIT_RESPONSE_OVERHEAD 256u
+/* Request bytes of a split submit's parts that may be unanswered at once (at least 2 and
+ * at most TAC_SPLIT_WINDOW_PARTS parts): the next part waits for a response beyond that,
+ * so that the daemon holds a few parts of a large request, not all of them, and its
+ * queue (max_pending) is not filled by one request. */
+#ifndef TAC_SPLIT_WINDOW_BYTES
+#define TAC_SPLIT_WINDOW_BYTES (16u << 20)
+#endif
+/* Most parts of a split submit unanswered at once. */
+#define TAC_SPLIT_WINDOW_PARTS 64u
 /* Operands of one request: 4 index arrays, values, compare, mask. */
 #define TAC_SPLIT_MAX_OPERANDS (TILEATOM_MAX_RANK + 3)
 
@@ -564,6 +573,7 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 	memcpy(s->shape, p.shape, sizeof(s->shape));
 	int64_t n = p.shape[0];
 	int i = 0;
+	size_t window = 2; /* parts that may be unanswered at once (set at part 1) */
 	for (int64_t r0 = 0; r0 < n; r0 += p.part_rows, i++) {
 		int64_t rows = n - r0 < p.part_rows ? n - r0 : p.part_rows;
 		tileatom_array parts[TAC_SPLIT_MAX_OPERANDS];
@@ -580,6 +590,16 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 			             "part %d of the split request still exceeds the frame limit "
 			             "of %" PRIu32 " bytes",
 			             i + 1, c->max_frame);
+		if (rc == TILEATOM_OK && i == 0) {
+			size_t frame = protobuf_c_message_get_packed_size(&m.req.base);
+			window = TAC_SPLIT_WINDOW_BYTES / (frame ? frame : 1);
+			if (window < 2)
+				window = 2;
+			if (window > TAC_SPLIT_WINDOW_PARTS)
+				window = TAC_SPLIT_WINDOW_PARTS;
+		}
+		if (rc == TILEATOM_OK && i > 0) /* at most `window` parts unanswered */
+			rc = tac_conn_wait_window(c, window - 1, c->io_timeout_ms, err);
 		if (rc == TILEATOM_OK) {
 			tac_shm_rewrite(c, &m);
 			/* a frame of 64 KiB or more is written at once, so at most one part is

@@ -656,7 +656,10 @@ TA_API int tileatom_atomic_store(tileatom_client *client, const char *tile,
  *    the other pipelined requests, with no round trip between them. A part of 64 KiB or
  *    more is written at once (the submit blocks as the socket takes it, reading responses
  *    that arrive meanwhile), so the library holds one part at a time, never the whole
- *    request; smaller parts are buffered like any submit. *id gets one id for the whole
+ *    request; smaller parts are buffered like any submit. At most 16 MiB of parts (2 to
+ *    64 parts) go unanswered: beyond that the submit waits for responses (kept for
+ *    tileatom_collect) before it sends the next part, so that the daemon holds a few
+ *    parts of a large request, not all of them. *id gets one id for the whole
  *    request; its parts use consecutive ids, so the next submit's id is larger by more
  *    than one;
  *  - tileatom_pending counts it once and one tileatom_collect answers it (its id and kind):

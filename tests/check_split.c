@@ -630,6 +630,13 @@ typedef struct proxy {
 	int seen;             /* element-wise requests seen */
 	int64_t rows[64];     /* region rows of each of them */
 	pthread_t thread;     /* the forwarding thread */
+	int lag_ms;           /* > 0: a second thread relays the responses, each lag_ms late,
+	                         while requests flow on */
+	int cfd, dfd;         /* the client's and the daemon's connection */
+	pthread_mutex_t lock; /* guards the counts below (lagging proxy) */
+	int forwarded;        /* requests forwarded to the daemon (lagging proxy) */
+	int relayed;          /* responses relayed to the client (lagging proxy) */
+	int max_unanswered;   /* most requests forwarded and not yet answered (lagging proxy) */
 } proxy;
 
 /* Reads exactly n bytes; false on EOF or error. */
@@ -735,8 +742,54 @@ static uint8_t *proxy_rewrite(proxy *px, uint8_t *req, uint32_t *len)
 	return out;
 }
 
-/* The proxy thread: one client, requests and responses one for one, until the client
- * closes. */
+/* The relay thread of a lagging proxy: each response from the daemon goes to the client
+ * lag_ms after it arrived, until the daemon closes. */
+static void *proxy_relay(void *arg)
+{
+	proxy *px = arg;
+	for (;;) {
+		uint32_t len;
+		uint8_t *resp = read_frame(px->dfd, &len);
+		if (!resp)
+			break;
+		usleep((useconds_t)px->lag_ms * 1000);
+		bool ok = write_frame(px->cfd, resp, len);
+		free(resp);
+		if (!ok)
+			break;
+		pthread_mutex_lock(&px->lock);
+		px->relayed++;
+		pthread_mutex_unlock(&px->lock);
+	}
+	return NULL;
+}
+
+/* A lagging proxy's forwarding loop: requests go on at once (counted) while proxy_relay
+ * holds each response; on the client's EOF the daemon gets ours, and its last responses
+ * are relayed before the relay thread ends. */
+static void proxy_lagging(proxy *px)
+{
+	pthread_t relay;
+	ck_assert_int_eq(pthread_create(&relay, NULL, proxy_relay, px), 0);
+	for (;;) {
+		uint32_t len;
+		uint8_t *req = read_frame(px->cfd, &len);
+		if (!req)
+			break;
+		ck_assert(write_frame(px->dfd, req, len));
+		free(req);
+		pthread_mutex_lock(&px->lock);
+		px->forwarded++;
+		if (px->forwarded - px->relayed > px->max_unanswered)
+			px->max_unanswered = px->forwarded - px->relayed;
+		pthread_mutex_unlock(&px->lock);
+	}
+	shutdown(px->dfd, SHUT_WR);
+	ck_assert_int_eq(pthread_join(relay, NULL), 0);
+}
+
+/* The proxy thread: one client, requests and responses one for one (or lagging), until
+ * the client closes. */
 static void *proxy_main(void *arg)
 {
 	proxy *px = arg;
@@ -744,6 +797,14 @@ static void *proxy_main(void *arg)
 	ck_assert_int_ge(cfd, 0);
 	int dfd = connect_unix(px->upstream);
 	ck_assert_int_ge(dfd, 0);
+	px->cfd = cfd;
+	px->dfd = dfd;
+	if (px->lag_ms > 0) {
+		proxy_lagging(px);
+		close(cfd);
+		close(dfd);
+		return NULL;
+	}
 	for (;;) {
 		uint32_t len;
 		uint8_t *req = read_frame(cfd, &len);
@@ -767,13 +828,16 @@ static void *proxy_main(void *arg)
 	return NULL;
 }
 
-/* Starts a proxy to daemon d failing element-wise request fail_at (0: none). */
-static void proxy_start(proxy *px, const tcu_daemon *d, int fail_at)
+/* Starts a proxy to daemon d failing element-wise request fail_at (0: none), or with
+ * lag_ms > 0 a lagging one. */
+static void proxy_open(proxy *px, const tcu_daemon *d, int fail_at, int lag_ms)
 {
 	memset(px, 0, sizeof(*px));
 	snprintf(px->path, sizeof(px->path), "%s/proxy.sock", d->dir);
 	px->upstream = d->socket;
 	px->fail_at = fail_at;
+	px->lag_ms = lag_ms;
+	ck_assert_int_eq(pthread_mutex_init(&px->lock, NULL), 0);
 	px->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	ck_assert_int_ge(px->listen_fd, 0);
 	struct sockaddr_un sa;
@@ -787,12 +851,19 @@ static void proxy_start(proxy *px, const tcu_daemon *d, int fail_at)
 	ck_assert_int_eq(pthread_create(&px->thread, NULL, proxy_main, px), 0);
 }
 
+/* Starts a proxy to daemon d failing element-wise request fail_at (0: none). */
+static void proxy_start(proxy *px, const tcu_daemon *d, int fail_at)
+{
+	proxy_open(px, d, fail_at, 0);
+}
+
 /* Waits for the proxy thread (after its client closed) and removes its socket. */
 static void proxy_stop(proxy *px)
 {
 	ck_assert_int_eq(pthread_join(px->thread, NULL), 0);
 	close(px->listen_fd);
 	unlink(px->path);
+	pthread_mutex_destroy(&px->lock);
 }
 
 /* Columns of the tile "f" of test_part_fails_midway: 640-byte rows, 49 to a part. */
@@ -985,8 +1056,29 @@ START_TEST(test_pipelined_split)
 	collect_ok(c, id_ping2, TILEATOM_REQ_PING, &r);
 	ck_assert_uint_eq(tileatom_pending(c), 0);
 	ck_assert_int_eq(tileatom_collect(c, &r, &e), TILEATOM_E_STATE);
+	/* more parts than may be unanswered at once: the submit reads responses as it goes,
+	 * and they wait for the collects */
+	enum { NB = 1 << 20 };
+	int32_t *big = malloc(sizeof(int32_t) * NB);
+	ck_assert_ptr_nonnull(big);
+	for (int k = 0; k < NB; k++)
+		big[k] = (int32_t)(((int64_t)k * 7919) % N);
+	tileatom_array ba = tileatom_vector(TILEATOM_INT32, NB, big);
+	CK(tileatom_submit_ping(c, &id_ping, &e), e);
+	CK(tileatom_submit_indexed(c, "p", TILEATOM_OP_ADD, NULL, 1, &ba, true, &one_a, NULL, NULL,
+	                           &id_idx, &e),
+	   e);
+	CK(tileatom_submit_ping(c, &id_ping2, &e), e);
+	ck_assert_uint_eq(tileatom_pending(c), 3);
+	collect_ok(c, id_ping, TILEATOM_REQ_PING, &r);
+	collect_ok(c, id_idx, TILEATOM_REQ_INDEXED, &r);
+	ck_assert_uint_eq(r.applied, NB);
+	collect_ok(c, id_ping2, TILEATOM_REQ_PING, &r);
+	for (int k = 0; k < NB; k++)
+		want[big[k]] += 1;
+	free(big);
 	ck_assert_uint_gt(kind_requests(c, "elementwise") - ew_before, 3);
-	ck_assert_uint_gt(kind_requests(c, "indexed") - ix_before, 2);
+	ck_assert_uint_gt(kind_requests(c, "indexed") - ix_before, 2 * 64);
 	for (int k = 0; k < 100; k++)
 		want[AT + k] += 5;
 	for (int k = 0; k < LEN; k++)
@@ -1218,6 +1310,53 @@ START_TEST(test_pipelined_part_fails)
 }
 END_TEST
 
+START_TEST(test_pipelined_window)
+{
+	/* responses held back by a lagging proxy: a split submit of about 130 parts never has
+	 * more than 64 requests unanswered (the submit waits for responses as it goes) */
+	tcu_daemon d;
+	tileatom_client *c = start(&d, false);
+	tileatom_error e = {0, ""};
+	int64_t nbins = 1000;
+	CK(tileatom_create(c, "h", TILEATOM_INT32, 1, &nbins, NULL, NULL, &e), e);
+	enum { NB = 1 << 20 };
+	int32_t *keys = malloc(sizeof(int32_t) * NB), want[1000], got[1000];
+	ck_assert_ptr_nonnull(keys);
+	memset(want, 0, sizeof(want));
+	for (int k = 0; k < NB; k++) {
+		keys[k] = (int32_t)(((int64_t)k * 7919) % 1000);
+		want[keys[k]]++;
+	}
+	proxy px;
+	proxy_open(&px, &d, 0, 3);
+	tileatom_client *pc = NULL;
+	CK(tileatom_connect(px.path, 10000, &pc, &e), e);
+	tileatom_set_shm_threshold(pc, 0);
+	int32_t one = 1;
+	tileatom_array ka = tileatom_vector(TILEATOM_INT32, NB, keys);
+	tileatom_array one_a = tileatom_scalar(TILEATOM_INT32, &one);
+	uint64_t id_ping, id;
+	CK(tileatom_submit_ping(pc, &id_ping, &e), e);
+	CK(tileatom_submit_indexed(pc, "h", TILEATOM_OP_ADD, NULL, 1, &ka, true, &one_a, NULL, NULL,
+	                           &id, &e),
+	   e);
+	tileatom_response r;
+	collect_ok(pc, id_ping, TILEATOM_REQ_PING, &r);
+	collect_ok(pc, id, TILEATOM_REQ_INDEXED, &r);
+	ck_assert_uint_eq(r.applied, NB);
+	tileatom_close(pc);
+	proxy_stop(&px);
+	ck_assert_int_gt(px.forwarded, 128);
+	ck_assert_int_le(px.max_unanswered, 64);
+	ck_assert_int_ge(px.max_unanswered, 8);
+	CK(tileatom_read(c, "h", NULL, got, sizeof(got), NULL, &e), e);
+	for (int b = 0; b < 1000; b++)
+		ck_assert_int_eq(got[b], want[b]);
+	free(keys);
+	stop(&d, c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("split");
@@ -1233,6 +1372,7 @@ int main(void)
 	tcase_add_test(tc, test_pipelined_split);
 	tcase_add_test(tc, test_pipelined_part_fails);
 	tcase_add_test(tc, test_pipelined_staged);
+	tcase_add_test(tc, test_pipelined_window);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
