@@ -2,10 +2,10 @@
  * (tac_codec.c), submits it, receives the response (tac_conn.c), checks the status and the
  * body against the request kind, and copies results into the caller's structs; an atomic
  * request (element-wise, scatter, indexed) over the daemon's frame limit is staged in
- * shared memory, else sent in parts by tac_split.c. The
- * pipelined calls stop after the submit, which leaves the request in the connection's
- * output buffer (tac_conn.c writes it out when it fills up, at the next collect or flush,
- * or on close); tileatom_collect() does the rest in order. Responses are kept in
+ * shared memory, else sent in parts by tac_split.c (pipelined ones too, collected as one
+ * merged response). The pipelined calls stop after the submit, which leaves the request in the
+ * connection's output buffer (tac_conn.c writes it out when it fills up, at the next collect or
+ * flush, or on close); tileatom_collect() does the rest in order. Responses are kept in
  * client->last so that collected pointers stay valid until the next call on the same
  * client. */
 #include "tac_internal.h"

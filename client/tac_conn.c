@@ -4,7 +4,9 @@
  * synchronous call's submit, by tac_conn_receive before it waits (tileatom_collect), or as
  * soon as it holds TAC_FLUSH_THRESHOLD bytes, so pipelined requests leave in few send()s;
  * tac_conn_receive reads frames into a queue, decodes the oldest and checks that its id is
- * the oldest pending id.
+ * the oldest pending id. For split submits, tac_conn_receive_newest takes the response of
+ * the newest request off the queue's tail (the older ones stay queued) and
+ * tac_conn_wait_window reads responses until few enough requests are unanswered.
  *
  * Failure modes: a write that would block polls for writability *and* readability; bytes
  * that arrive meanwhile are parsed into the frame queue, so a client pipelining many

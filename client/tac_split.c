@@ -9,11 +9,18 @@
  * The rules (atomicity, reject-whole bounds checked for the whole request before any part
  * is sent, old values, errors) are stated in tileatom.h at tileatom_indexed.
  *
+ * Pipelined submits over the limit (tac_split_submit) use the same plan, with the describe
+ * queued behind the pending requests, queue every part at once (at most a window of them
+ * unanswered) and leave a record that tac_split_collect uses to merge the parts' responses
+ * into the one response tileatom_collect returns (tileatom.h, "pipelined calls").
+ *
  * Failure modes: a region outside the tile, operands that do not broadcast to the element
  * shape, one row (or the repeated operands) too large for a frame, an old-values buffer too
  * small, or (check_bounds false) any unmasked index outside the region fail the call before
  * any part is sent; a failed part stops the call with a message naming the part and the
- * rows already applied. */
+ * rows already applied. A pipelined split refuses the same things at submit, with nothing
+ * queued; a part that fails is reported at collect, after the later parts (already sent)
+ * ran; a failure after some parts were queued breaks the connection. */
 #include "tac_internal.h"
 
 #include <inttypes.h>
@@ -619,7 +626,7 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 				tac_err(
 				    err, rc,
 				    "part %d of %d of a split request could not be queued (%s); "
-				    "parts 1..%d were, so the connection is closed",
+				    "parts 1..%d were, so the connection is broken",
 				    i + 1, p.nparts, why, i);
 			}
 			return tac_conn_break(c, err);
