@@ -753,13 +753,15 @@ static void *proxy_relay(void *arg)
 		if (!resp)
 			break;
 		usleep((useconds_t)px->lag_ms * 1000);
+		/* counted before it is written: the client cannot have it earlier, so
+		 * forwarded - relayed never exceeds what the client has unanswered */
+		pthread_mutex_lock(&px->lock);
+		px->relayed++;
+		pthread_mutex_unlock(&px->lock);
 		bool ok = write_frame(px->cfd, resp, len);
 		free(resp);
 		if (!ok)
 			break;
-		pthread_mutex_lock(&px->lock);
-		px->relayed++;
-		pthread_mutex_unlock(&px->lock);
 	}
 	return NULL;
 }
