@@ -355,7 +355,8 @@ START_TEST(test_fake_device_memory)
 	ck_assert_uint_eq(fake_handles, 1);
 	/* a read into device memory is refused; into host memory it works */
 	expect(tileatom_read(c, "cuptr-ew", NULL, dev, (size_t)NKEYS * 4, NULL, &e),
-	       TILEATOM_E_INVALID_ARGUMENT, &e, "is CUDA device memory");
+	       TILEATOM_E_INVALID_ARGUMENT, &e,
+	       "is CUDA device memory: the library writes it from the host, give a host buffer");
 	CK(tileatom_read(c, "cuptr-ew", NULL, host, (size_t)NKEYS * 4, NULL, &e), e);
 	for (int i = 0; i < NKEYS; i++)
 		ck_assert_int_eq(host[i], 0);
