@@ -9,10 +9,13 @@
  * caller; the library finds the allocations): a histogram from a cudaMalloc'd key array,
  * old values into a raw device pointer, a pointer into the middle of an allocation, two
  * allocations in one request, a freed-and-reallocated allocation, bytes past the
- * allocation, a pipelined submit, managed memory (host) and a threshold of 1. Exits 77 (skip) in a
+ * allocation, a pipelined submit, managed memory (host), a threshold of 1, a thread with
+ * no CUDA context (the library pushes the allocation's) and tileatom_write from a raw
+ * device pointer. Exits 77 (skip) in a
  * build without CUDA or without a usable GPU. The suite runs without fork (CUDA does not survive
  * one). */
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -445,6 +448,62 @@ START_TEST(test_raw_old_values_into_device)
 }
 END_TEST
 
+/* A thread that has made no CUDA call (no current context): connects and histograms the
+ * raw keys, so that the library pushes the allocation's context to get its IPC handle.
+ * Returns NULL when every bin was right, else a message (static). */
+static void *other_thread(void *arg)
+{
+	(void)arg;
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	if (tileatom_connect(D.socket, 20000, &c, &e) != TILEATOM_OK)
+		return (void *)"connect failed";
+	int64_t nbins = NBINS;
+	int32_t one = 1, bins[NBINS];
+	tileatom_array idx = tileatom_vector(TILEATOM_INT32, NKEYS, dev + OFF_KEYS);
+	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
+	tileatom_op_result res;
+	const char *bad = NULL;
+	if (tileatom_create(c, "raw-thread", TILEATOM_INT32, 1, &nbins, NULL, NULL, &e) !=
+	        TILEATOM_OK ||
+	    tileatom_indexed(c, "raw-thread", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL,
+	                     NULL, &res, &e) != TILEATOM_OK ||
+	    tileatom_read(c, "raw-thread", NULL, bins, sizeof(bins), NULL, &e) != TILEATOM_OK)
+		bad = "a call failed";
+	for (int i = 0; !bad && i < NBINS; i++)
+		if (bins[i] != expect_bins[i])
+			bad = "a bin differs";
+	if (bad)
+		fprintf(stderr, "other thread: %s (%s)\n", bad, e.message);
+	(void)tileatom_destroy(c, "raw-thread", &e);
+	tileatom_close(c);
+	return (void *)(uintptr_t)bad;
+}
+
+START_TEST(test_raw_other_thread_and_write)
+{
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, other_thread, NULL), 0);
+	void *bad = NULL;
+	ck_assert_int_eq(pthread_join(t, &bad), 0);
+	ck_assert_msg(bad == NULL, "the thread without a CUDA context: %s", (const char *)bad);
+	/* tileatom_write from a raw device pointer: the tile gets the device bytes */
+	tileatom_client *c = conn();
+	tileatom_error e = {0, ""};
+	int64_t n = 1 << 20;
+	CK(tileatom_create(c, "raw-write", TILEATOM_INT32, 1, &n, NULL, NULL, &e), e);
+	tileatom_array src = tileatom_vector(TILEATOM_INT32, n, dev + OFF_KEYS);
+	CK(tileatom_write(c, "raw-write", NULL, &src, &e), e);
+	int32_t *host = malloc((size_t)n * 4);
+	ck_assert_ptr_nonnull(host);
+	CK(tileatom_read(c, "raw-write", NULL, host, (size_t)n * 4, NULL, &e), e);
+	ck_assert_int_eq(memcmp(host, keys, (size_t)n * 4), 0);
+	free(host);
+	CK(tileatom_destroy(c, "raw-write", &e), e);
+	tileatom_close(c);
+}
+END_TEST
+
 /* cudaMalloc of bytes, asserted. */
 static uint8_t *dalloc(size_t bytes)
 {
@@ -666,6 +725,7 @@ int main(void)
 	tcase_add_test(tc, test_raw_two_allocations);
 	tcase_add_test(tc, test_raw_freed_and_reallocated);
 	tcase_add_test(tc, test_raw_refusals);
+	tcase_add_test(tc, test_raw_other_thread_and_write);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);
