@@ -507,11 +507,12 @@ TA_API int tileatom_buffer_is_device(const tileatom_buffer *buffer);
  * about every array); managed memory (cudaMallocManaged) and pinned host memory are host
  * memory here and are read by the CPU (inline or staged); the output buffers of
  * tileatom_read, tileatom_gather and tileatom_atomic_load must be host memory (device
- * memory there is TILEATOM_E_INVALID_ARGUMENT). Each allocation takes one of the daemon's
- * 64 buffer slots of the connection, and the daemon keeps its mapping until the connection
- * closes (which may hold the memory after the caller's cudaFree until then). $TILEATOM_DEVICE_POINTERS sets the
- * threshold of new connections in bytes ("off" or "no": never look; anything else that is
- * not a decimal count: the default). */
+ * memory there, asked about with the same threshold, is TILEATOM_E_INVALID_ARGUMENT).
+ * Each allocation takes one of the daemon's 64 buffer slots of the connection, and the
+ * daemon keeps its mapping until the connection closes (which may hold the memory after
+ * the caller's cudaFree until then). $TILEATOM_DEVICE_POINTERS sets the threshold of new
+ * connections in bytes ("off" or "no": never look; anything else that is not a decimal
+ * count: the default). */
 /* Sets the operand bytes from which the library asks the driver whether an array is device
  * memory (0: never; arrays in allocations registered before are looked up anyway). */
 TA_API void tileatom_set_device_ptr_threshold(tileatom_client *client, size_t bytes);

@@ -8,7 +8,8 @@
  * (the CPU backend refuses: UNIMPLEMENTED, nothing applied) instead of being read, bytes
  * past the allocation, an allocation without an IPC handle, a failed cuIpcGetMemHandle, a
  * driver error and a TCP connection are INVALID_ARGUMENT, a pipelined registration with a
- * response outstanding is STATE, a read into device memory is refused, an uninitialised
+ * response outstanding is STATE, a read and a gather's output into device memory are
+ * refused, an uninitialised
  * driver means host memory, and the threshold (its default, 1, 0 and
  * $TILEATOM_DEVICE_POINTERS) decides which arrays are looked up. The suite compiles the
  * library's sources to reach the hidden functions. */
@@ -357,6 +358,15 @@ START_TEST(test_fake_device_memory)
 	expect(tileatom_read(c, "cuptr-ew", NULL, dev, (size_t)NKEYS * 4, NULL, &e),
 	       TILEATOM_E_INVALID_ARGUMENT, &e,
 	       "is CUDA device memory: the library writes it from the host, give a host buffer");
+	CK(tileatom_read(c, "cuptr-ew", NULL, host, (size_t)NKEYS * 4, NULL, &e), e);
+	for (int i = 0; i < NKEYS; i++)
+		ck_assert_int_eq(host[i], 0);
+	/* a gather's output into device memory: refused */
+	tileatom_addr whole = {TILEATOM_ADDR_REGION, NULL, 0, 0, NULL};
+	fill_keys(host, NKEYS, want);
+	expect(tileatom_gather(c, "cuptr-ew", NULL, &whole, NULL, NULL, dev, (size_t)NKEYS * 4,
+	                       &res, &e),
+	       TILEATOM_E_INVALID_ARGUMENT, &e, "the output buffer at");
 	CK(tileatom_read(c, "cuptr-ew", NULL, host, (size_t)NKEYS * 4, NULL, &e), e);
 	for (int i = 0; i < NKEYS; i++)
 		ck_assert_int_eq(host[i], 0);
