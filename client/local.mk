@@ -20,10 +20,9 @@ client_libtileatom_client_la_CPPFLAGS = $(AM_CPPFLAGS) -DTILEATOM_BUILDING_LIBRA
 	-DTILEATOM_CLIENT_VERSION='"$(PACKAGE_VERSION)"'
 client_libtileatom_client_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) $(LIBCRYPTO_CFLAGS) \
 	-fvisibility=hidden
-# The core is linked in whole; only the public tileatom_* names are exported. Version 2:0:2:
-# tileatom_set_device_ptr_threshold added to 1:0:1, whose
-# interfaces added (tileatom_stats_kinds, tileatom_connect_opts, ...) to those of 0:0:0, so
-# the soname stays .so.0.
+# The core is linked in whole; only the public tileatom_* names are exported. Version 1:0:1:
+# interfaces added (tileatom_stats_kinds, tileatom_connect_opts, ...) to those of 0:0:0;
+# 2:0:2: tileatom_set_device_ptr_threshold added. The soname stays .so.0.
 client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 2:0:2 -no-undefined \
 	-export-symbols-regex '^tileatom_'
 client_libtileatom_client_la_LIBADD = tacore/libtacore.la $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
