@@ -323,6 +323,11 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, const tile
 	if (p->part_rows > p->shape[0])
 		p->part_rows = p->shape[0];
 	p->nparts = (int)((p->shape[0] + p->part_rows - 1) / p->part_rows);
+	/* the old values of the parts are copied into old_out from the host */
+	if (o->want_old &&
+	    (rc = tac_cuptr_refuse(c, o->old_out, o->old_out_size, "old_out of a split request",
+	                           err)) != TILEATOM_OK)
+		return rc;
 	if (o->want_old && o->old_out_size < (size_t)p->count * tileatom_dtype_size(t->dtype))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "the output buffer has %zu bytes and the old values need %zu; "
