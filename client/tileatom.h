@@ -623,7 +623,8 @@ TA_API int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_
  * A request that cannot be split fails with TILEATOM_E_INVALID_ARGUMENT, naming why, before
  * any part is sent: a region outside the tile, operands that do not broadcast to the
  * element shape, a first axis of one row, or one row (or the operands every part repeats)
- * too large for a frame. */
+ * too large for a frame; want_old with old_out in device memory (the library copies the
+ * parts' old values from the host) too. */
 TA_API int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
                             const tileatom_region *region, int n_index,
                             const tileatom_array *indices, bool flat, const tileatom_array *values,
@@ -697,8 +698,8 @@ TA_API int tileatom_atomic_store(tileatom_client *client, const char *tile,
  *    than one;
  *  - tileatom_pending counts it once and one tileatom_collect answers it (its id and kind):
  *    applied and skipped summed over the parts that succeeded; with want_old, opts->old_out
- *    (required, old_out_size at least the element count times the tile's dtype size, valid
- *    and untouched until that collect) receives every part's old values in the caller's
+ *    (required, host memory, old_out_size at least the element count times the tile's dtype
+ *    size, valid and untouched until that collect) receives every part's old values in the caller's
  *    order, and the response's data points at it (a CAS without want_old returns none);
  *  - every part is sent before any response is read, so a part that fails does not stop
  *    the later ones: the collect returns the first failing part's status with the message
