@@ -746,7 +746,8 @@ int tileatom_submit_write(tileatom_client *client, const char *tile, const tilea
 
 /* Submits a built atomic request (rc: the builder's result; rq: the call's arguments): one
  * whose frame exceeds the daemon's limit, with its operands in shared buffers where they
- * lie in one, is queued in parts (tac_split_submit). */
+ * lie in one, is staged in the library's shared buffer when that is free and makes it fit
+ * (tac_shm_stage_pipelined), else queued in parts (tac_split_submit). */
 static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, const tac_split_req *rq, uint64_t *id,
                       tileatom_error *err)
 {
