@@ -179,11 +179,12 @@ ta_owner ta_session_who(const ta_session *s)
 	return s->authenticated ? TA_OWNER_SECRET : s->identity;
 }
 
-/* Converts an optional wire Array into a borrowed view (present = false when absent). */
+/* Converts an optional wire Array into a borrowed view (present = false when absent). v
+ * must be all zero (a view of a ta_request_init'ed request): only what a present Array
+ * gives is written. */
 static ta_status view_from_array(const Tileatom__Array *a, const char *what, ta_array_view *v,
                                  ta_error *err)
 {
-	memset(v, 0, sizeof(*v));
 	if (!a)
 		return TA_OK;
 	if (a->n_shape > TA_MAX_RANK)
@@ -377,6 +378,8 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	ta_status st = ta_plan_build(&plan, &tile->shape, req, &rc->err);
 	if (st != TA_OK)
 		return st;
+	/* only old_out changes below: the backend need not re-check what ta_plan_build proved */
+	plan.prechecked = !svc->recheck_plans;
 	if (rc->inline_max >= 0 && plan.count > rc->inline_max) {
 		rc->deferred = true; /* nothing was applied: a worker runs it from the start */
 		return TA_OK;
@@ -441,18 +444,18 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 }
 
 /* Fills the response body of an applied plan (kind: where its values go). */
-static void plan_body(resp_ctx *rc, const ta_plan *p, const ta_result *result, out_kind kind)
+static void plan_body(resp_ctx *rc, const ta_plan *plan, const ta_result *result, out_kind kind)
 {
-	const ta_plan plan = *p;
-	uint64_t old_bytes = plan.want_old ? (uint64_t)plan.count * ta_dtype_size(plan.dtype) : 0;
-	bool old_shared = plan.want_old && rc->old_into; /* written into a shared buffer */
+	uint64_t old_bytes =
+	    plan->want_old ? (uint64_t)plan->count * ta_dtype_size(plan->dtype) : 0;
+	bool old_shared = plan->want_old && rc->old_into; /* written into a shared buffer */
 	Tileatom__Array *arr = &rc->data;
 	tileatom__array__init(arr);
-	if (plan.want_old) {
-		arr->dtype = (Tileatom__DType)plan.dtype;
-		arr->n_shape = (size_t)plan.rank;
-		for (int a = 0; a < plan.rank; a++)
-			rc->data_shape[a] = plan.shape[a];
+	if (plan->want_old) {
+		arr->dtype = (Tileatom__DType)plan->dtype;
+		arr->n_shape = (size_t)plan->rank;
+		for (int a = 0; a < plan->rank; a++)
+			rc->data_shape[a] = plan->shape[a];
 		arr->shape = rc->data_shape;
 		arr->data.data = old_shared ? NULL : rc->old_buf;
 		arr->data.len = old_shared ? 0 : (size_t)old_bytes;
@@ -462,7 +465,7 @@ static void plan_body(resp_ctx *rc, const ta_plan *p, const ta_result *result, o
 		rc->resp.data = arr;
 	} else {
 		tileatom__op_response__init(&rc->op);
-		rc->op.old = plan.want_old ? arr : NULL;
+		rc->op.old = plan->want_old ? arr : NULL;
 		rc->op.skipped = result->skipped;
 		rc->op.applied = result->applied;
 		rc->resp.body_case = TILEATOM__RESPONSE__BODY_OP;

@@ -37,6 +37,10 @@ typedef struct ta_service {
 	struct ta_persist *persist;     /* durability (--data-dir, persist.h); NULL: none */
 	bool fast_wire;                 /* hot requests and responses through fastwire.c (on;
 	                                   off only to compare both paths in tests) */
+	bool recheck_plans;             /* the backend re-checks every plan in full
+	                                   (ta_plan_check; off: the plans dispatch has just
+	                                   built are marked prechecked; on in tests and the
+	                                   fuzz target, which hold ta_plan_build to it) */
 } ta_service;
 
 /* Who is on a connection and how far its handshake went. One per connection, used by one

@@ -481,8 +481,32 @@ static bool operand_fits(const ta_plan *p, const ta_operand *op)
 	return true;
 }
 
+/* ta_plan_check of a prechecked plan: what may have changed since ta_plan_build (the tile
+ * memory it is applied to, old_out); the messages are the full check's. */
+static ta_status plan_check_prechecked(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems,
+                                       ta_error *err)
+{
+	int64_t n = 1;
+	for (int a = 0; a < p->tile_rank; a++)
+		n *= p->tile_shape[a]; /* ta_plan_build checked the product (ta_tile_bytes) */
+	if ((uint64_t)n > tile_bytes / ta_dtype_size(p->dtype))
+		return ta_error_set(
+		    err, TA_INVALID_ARGUMENT,
+		    "plan: the tile has %lld elements of %s but the tile memory holds "
+		    "%zu bytes",
+		    (long long)n, ta_dtype_name(p->dtype), tile_bytes);
+	if (p->want_old && p->count > 0 && !p->old_out)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "plan: wants old values but old_out is NULL");
+	if (tile_elems)
+		*tile_elems = n;
+	return TA_OK;
+}
+
 ta_status ta_plan_check(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems, ta_error *err)
 {
+	if (p->prechecked)
+		return plan_check_prechecked(p, tile_bytes, tile_elems, err);
 	if (!ta_dtype_is_tile(p->dtype))
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: invalid tile dtype %d",
 		                    (int)p->dtype);

@@ -96,6 +96,9 @@ static void fwd_init(fwd_world *w, ta_backend *backend)
 			fwd_fail("cannot create a registry", NULL, 0);
 		ta_service_init(&w->svc[i], backend, w->reg[i], FWD_MAX_FRAME);
 		w->svc[i].fast_wire = i == 0;
+		/* the generic service's backend re-checks every plan in full: a plan that
+		 * ta_plan_check refused would answer differently */
+		w->svc[i].recheck_plans = i == 1;
 		fwd_create_tiles(w->reg[i]);
 	}
 }
