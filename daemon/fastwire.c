@@ -443,7 +443,7 @@ int ta_fastwire_append_response(const Tileatom__Response *resp, uint32_t max_pay
 		return 1;
 	const Tileatom__OpResponse *op = NULL;
 	const Tileatom__Array *old = NULL;
-	size_t msg_len = resp->message ? strlen(resp->message) : 0;
+	size_t msg_len = resp->message && resp->message[0] ? strlen(resp->message) : 0;
 	size_t size = var_field(FW_RESP_ID, resp->id) +
 	              var_field(FW_RESP_STATUS, (uint64_t)resp->status) +
 	              (msg_len ? len_field(FW_RESP_MESSAGE, msg_len) : 0);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tileatom.pb-c.h"
 
@@ -187,10 +188,20 @@ static inline bool first_time(uint64_t *seen, fw_slot s)
 	return true;
 }
 
-/* True when the n bytes at s are ASCII without NUL (one comparison a byte: 0 wraps to 255). */
+/* True when the n bytes at s are ASCII without NUL: eight bytes at a time (a byte 0 borrows
+ * into its top bit when 1 is subtracted from it, a byte of 0x80 or more has it set; a byte
+ * of 1 to 0x7f does neither), then one comparison a byte (0 wraps to 255). */
 static inline bool ascii_no_nul(const uint8_t *s, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	const uint64_t ones = UINT64_C(0x0101010101010101), tops = UINT64_C(0x8080808080808080);
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, s + i, 8);
+		if (((w - ones) | w) & tops)
+			return false;
+	}
+	for (; i < n; i++)
 		if ((uint8_t)(s[i] - 1u) >= 0x7fu)
 			return false;
 	return true;
