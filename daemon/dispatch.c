@@ -217,30 +217,32 @@ static ta_status view_from_array(const Tileatom__Array *a, const char *what, ta_
 	return TA_OK;
 }
 
-/* Copies a wire Region into req (absent or empty: the whole tile). Origin without shape
- * reaches to the end of the tile; shape without origin starts at 0. */
-static ta_status region_into(const Tileatom__Region *r, const char *what, const ta_tile_shape *tile,
-                             ta_request *req, ta_error *err)
+/* Copies a region's origin (n_origin entries) and shape (n_shape) into req (both empty:
+ * the whole tile). Origin without shape reaches to the end of the tile; shape without
+ * origin starts at 0. */
+static ta_status region_entries_into(const int64_t *origin, size_t n_origin, const int64_t *shape,
+                                     size_t n_shape, const char *what, const ta_tile_shape *tile,
+                                     ta_request *req, ta_error *err)
 {
 	req->has_region = false;
 	req->region_rank = 0;
-	if (!r || (r->n_origin == 0 && r->n_shape == 0))
+	if (n_origin == 0 && n_shape == 0)
 		return TA_OK;
-	size_t n = r->n_origin ? r->n_origin : r->n_shape;
-	if (r->n_origin && r->n_shape && r->n_origin != r->n_shape)
+	size_t n = n_origin ? n_origin : n_shape;
+	if (n_origin && n_shape && n_origin != n_shape)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "%s: origin has %zu entries but shape has %zu", what,
-		                    r->n_origin, r->n_shape);
+		                    "%s: origin has %zu entries but shape has %zu", what, n_origin,
+		                    n_shape);
 	if (n > TA_MAX_RANK)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "%s: rank %zu is over the limit of %d", what, n, TA_MAX_RANK);
 	req->has_region = true;
 	req->region_rank = (int)n;
 	for (size_t a = 0; a < n; a++) {
-		int64_t o = r->n_origin ? r->origin[a] : 0;
+		int64_t o = n_origin ? origin[a] : 0;
 		int64_t s;
-		if (r->n_shape)
-			s = r->shape[a];
+		if (n_shape)
+			s = shape[a];
 		else if ((int)a < tile->rank && o >= 0 && o < tile->shape[a])
 			s = tile->shape[a] - o;
 		else
@@ -249,6 +251,16 @@ static ta_status region_into(const Tileatom__Region *r, const char *what, const 
 		req->region_shape[a] = s;
 	}
 	return TA_OK;
+}
+
+/* Copies a wire Region into req (absent or empty: the whole tile), as region_entries_into. */
+static ta_status region_into(const Tileatom__Region *r, const char *what, const ta_tile_shape *tile,
+                             ta_request *req, ta_error *err)
+{
+	if (!r)
+		return region_entries_into(NULL, 0, NULL, 0, what, tile, req, err);
+	return region_entries_into(r->origin, r->n_origin, r->shape, r->n_shape, what, tile, req,
+	                           err);
 }
 
 /* Copies wire Options into req (absent: the defaults ta_request_init set). */
@@ -1110,20 +1122,10 @@ static ta_status persist_record(resp_ctx *rc, Tileatom__Request *req, ta_persist
 	return st;
 }
 
-/* Runs one decoded request: looks its tile up when the table says it names one, then calls
- * the on_<field> handler of its kind; fills rc->resp's body or rc->err. With --data-dir, a
- * mutating request runs under its mutation lock and its record is appended to the log
- * before the lock is released, when it succeeded. */
-static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
+/* Checks that the session may send a request of kind now (Hello first, Auth where it is
+ * needed). */
+static ta_status session_allows(resp_ctx *rc, ta_req_kind kind)
 {
-	ta_req_kind kind = (ta_req_kind)req->body_case;
-	if (req->body_case == TILEATOM__REQUEST__BODY__NOT_SET)
-		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-		                    "request %" PRIu64 " has no body (unknown request type?)",
-		                    req->id);
-	if (!ta_req_valid(kind))
-		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
-		                    (int)req->body_case);
 	ta_session *s = rc->session;
 	if (s && !s->hello_done && kind != TA_REQ_HELLO)
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
@@ -1141,8 +1143,27 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 		                    "TILEATOM_AUTH_FILE)",
 		                    ta_req_name(kind));
 	}
+	return TA_OK;
+}
+
+/* Runs one decoded request: looks its tile up when the table says it names one, then calls
+ * the on_<field> handler of its kind; fills rc->resp's body or rc->err. With --data-dir, a
+ * mutating request runs under its mutation lock and its record is appended to the log
+ * before the lock is released, when it succeeded. */
+static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
+{
+	ta_req_kind kind = (ta_req_kind)req->body_case;
+	if (req->body_case == TILEATOM__REQUEST__BODY__NOT_SET)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "request %" PRIu64 " has no body (unknown request type?)",
+		                    req->id);
+	if (!ta_req_valid(kind))
+		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
+		                    (int)req->body_case);
+	ta_status st = session_allows(rc, kind);
+	if (st != TA_OK)
+		return st;
 	ta_tile *tile = NULL;
-	ta_status st;
 	ta_persist_hold hold = {-1, -1, false, false, NULL};
 	bool logged = rc->svc->persist && ta_req_mutates(kind);
 	if (rc->run && !logged) /* a snapshot takes every lock */
@@ -1180,6 +1201,29 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 			st = persist_record(rc, (Tileatom__Request *)req, &hold);
 		ta_persist_unlock(rc->svc->persist, &hold);
 	}
+	return st;
+}
+
+/* handle for a hot atomic request that ta_fastwire_decode_atomic decoded (never with
+ * --data-dir): the checks of handle and do_rmw in their order (the session, the tile, the
+ * op, the region; the decoder converted the rest, taking only what converts without an
+ * error), then run_plan. */
+static ta_status handle_atomic(resp_ctx *rc, ta_fw_atomic *a)
+{
+	ta_status st = session_allows(rc, a->kind);
+	if (st != TA_OK)
+		return st;
+	ta_tile *tile = NULL;
+	if ((st = get_tile(rc, a->tile, &tile)) != TA_OK)
+		return st;
+	st = rmw_op((Tileatom__Op)a->op, &a->req.op, &rc->err);
+	if (st == TA_OK)
+		st = region_entries_into(a->origin, a->n_origin, a->shape, a->n_shape, "region",
+		                         &tile->shape, &a->req, &rc->err);
+	if (st == TA_OK)
+		st = run_plan(rc, tile, &a->req, OUT_OP);
+	if (!rc->collected)
+		ta_tile_unref(tile);
 	return st;
 }
 
@@ -1278,7 +1322,10 @@ uint64_t ta_dispatch_end_run(ta_service *svc, ta_dispatch_scratch *scratch)
 
 /* A request payload after decoding. */
 typedef struct decoded {
-	Tileatom__Request *req;   /* the request (arena memory), NULL: it does not decode */
+	Tileatom__Request *req;   /* the request (arena memory), NULL: it does not decode or
+	                             went into atomic */
+	ta_fw_atomic *atomic;     /* non-NULL: a hot atomic request decoded straight into the
+	                             form it runs in (ta_fastwire_decode_atomic; req is NULL) */
 	bool strings_ok;          /* every string field is UTF-8 without NUL */
 	bool no_buffer_refs;      /* decoded by fastwire.c, which takes no shared-buffer
 	                             reference (Array.shared, Options.old_into) */
@@ -1286,11 +1333,22 @@ typedef struct decoded {
 	struct timespec t0;       /* when it was read, if timed (metrics) */
 } decoded;
 
-/* Decodes len bytes at payload into d: a hot shape in one pass (fastwire.c, its strings
- * checked on the way), anything else with wirecheck.c's string check and protobuf-c. */
+/* Decodes len bytes at payload into d: with atomic (storage for it, or NULL) and without
+ * --data-dir a hot atomic request straight into *atomic, else a hot shape in one pass
+ * (fastwire.c, its strings checked on the way), anything else with wirecheck.c's string
+ * check and protobuf-c. */
 static void decode_request(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *payload,
-                           size_t len, decoded *d)
+                           size_t len, decoded *d, ta_fw_atomic *atomic)
 {
+	d->atomic = NULL;
+	if (atomic && svc->fast_wire && !svc->persist &&
+	    ta_fastwire_decode_atomic(&scratch->arena, payload, len, atomic)) {
+		d->req = NULL;
+		d->atomic = atomic;
+		d->strings_ok = true;
+		d->no_buffer_refs = true;
+		return;
+	}
 	if (svc->fast_wire) {
 		d->req = ta_fastwire_decode_request(&scratch->arena, payload, len);
 		if (d->req) {
@@ -1384,7 +1442,7 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 	if (svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &d.t0);
 	atomic_fetch_add(&svc->requests, 1);
-	decode_request(svc, scratch, payload, len, &d);
+	decode_request(svc, scratch, payload, len, &d, NULL);
 	Tileatom__Request *req = d.req;
 	if (!req || !d.strings_ok || !ta_req_has_tile((ta_req_kind)req->body_case)) {
 		/* not a plan (or a bad string, or no Request at all): what came before runs
@@ -1491,7 +1549,8 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 	if (svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &d.t0);
 	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
-	decode_request(svc, scratch, payload, len, &d);
+	ta_fw_atomic atomic;
+	decode_request(svc, scratch, payload, len, &d, &atomic);
 	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
 	                   &d);
 }
@@ -1507,6 +1566,7 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	scratch->log_seq = 0;
 	struct timespec t0 = d->t0;
 	Tileatom__Request *req = d->req;
+	ta_fw_atomic *atomic = d->atomic; /* decoded copies every field: owned may go */
 	bool strings_ok = d->strings_ok;
 	const char *bad = d->bad;
 	if (!svc->persist || !req) { /* with --data-dir the payload is the log record */
@@ -1526,7 +1586,7 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 		    ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
 		return TA_DISPATCH_DONE;
 	}
-	if (!req) {
+	if (!req && !atomic) {
 		ta_arena_reset(&scratch->arena);
 		char msg[160];
 		snprintf(msg, sizeof(msg),
@@ -1553,11 +1613,11 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	rc.session = session;
 	rc.who = ta_session_who(session);
 	tileatom__response__init(&rc.resp);
-	rc.resp.id = req->id;
-	rc.req_kind = (ta_req_kind)req->body_case;
+	rc.resp.id = atomic ? atomic->id : req->id;
+	rc.req_kind = atomic ? atomic->kind : (ta_req_kind)req->body_case;
 	rc.bytes_in = len;
 	rc.t0 = t0;
-	ta_status st = handle(&rc, req);
+	ta_status st = atomic ? handle_atomic(&rc, atomic) : handle(&rc, req);
 	free(owned);
 	scratch->log_seq = rc.log_seq;
 	if (rc.deferred) {

@@ -18,6 +18,7 @@
  * bytes and NULL messages as protobuf_c_message_pack does for proto3 fields. */
 #include "fastwire.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,6 +432,290 @@ Tileatom__Request *ta_fastwire_decode_request(ta_arena *arena, const uint8_t *da
 		p += n;
 	}
 	return req;
+}
+
+/* ---- decoding straight into a ta_request --------------------------------------------- */
+
+/* Decodes an Array into the view v (all zero before), as dispatch's view_from_array
+ * would convert it; false when ta_fastwire_decode_request would not take it or its rank is
+ * over TA_MAX_RANK. */
+static bool dec_view(ta_arena *arena, const uint8_t *p, size_t len, ta_array_view *v)
+{
+	const uint8_t *end = p + len;
+	const fw_table *t = &fw_tables[FW_M_ARRAY];
+	uint64_t seen = 0, x;
+	size_t n;
+	while (p < end) {
+		fw_slot s = rd_tag(&p, end, t);
+		if (s == FW_NONE || !first_time(&seen, s))
+			return false;
+		switch (s) {
+		case FW_ARRAY_DTYPE:
+			if (!rd_small(&p, end, INT32_MAX, &x))
+				return false;
+			v->dtype = (ta_dtype)(Tileatom__DType)x;
+			break;
+		case FW_ARRAY_SHAPE: {
+			if (!rd_len(&p, end, &n))
+				return false;
+			const uint8_t *q = p, *qend = p + n;
+			int rank = 0;
+			while (q < qend) {
+				if (rank == TA_MAX_RANK || !rd_varint(&q, qend, &x))
+					return false;
+				v->shape[rank++] = (int64_t)x;
+			}
+			v->rank = rank;
+			p += n;
+			break;
+		}
+		case FW_ARRAY_DATA:
+			if (!rd_len(&p, end, &n))
+				return false;
+			v->nbytes = n;
+			if (n > 0) {
+				void *d = ta_arena_alloc_inline(arena, n);
+				if (!d)
+					return false;
+				if (n == 8)
+					memcpy(d, p, 8); /* the common scalar: no call */
+				else
+					memcpy(d, p, n);
+				v->data = d;
+			}
+			p += n;
+			break;
+		default:
+			return false;
+		}
+	}
+	v->present = true;
+	return true;
+}
+
+/* Decodes an Options into req, as dispatch's options_into would convert it. */
+static bool dec_options_into(ta_arena *arena, const uint8_t *p, size_t len, ta_request *req)
+{
+	const uint8_t *end = p + len;
+	const fw_table *t = &fw_tables[FW_M_OPTIONS];
+	uint64_t seen = 0, v;
+	protobuf_c_boolean b;
+	/* a present Options sets every field (zero when not sent) */
+	req->sem = (ta_sem)0;
+	req->scope = (ta_scope)0;
+	req->space = (ta_space)0;
+	req->check_bounds = true;
+	req->want_old = false;
+	size_t n;
+	while (p < end) {
+		fw_slot s = rd_tag(&p, end, t);
+		if (s == FW_NONE || !first_time(&seen, s))
+			return false;
+		switch (s) {
+		case FW_OPT_SEM:
+		case FW_OPT_SCOPE:
+		case FW_OPT_SPACE:
+			if (!rd_small(&p, end, INT32_MAX, &v))
+				return false;
+			if (s == FW_OPT_SEM)
+				req->sem = (ta_sem)(Tileatom__Sem)v;
+			else if (s == FW_OPT_SCOPE)
+				req->scope = (ta_scope)(Tileatom__Scope)v;
+			else
+				req->space = (ta_space)(Tileatom__Space)v;
+			break;
+		case FW_OPT_NO_BOUNDS:
+			if (!rd_bool(&p, end, &b))
+				return false;
+			req->check_bounds = !b;
+			break;
+		case FW_OPT_WANT_OLD:
+			if (!rd_bool(&p, end, &b))
+				return false;
+			req->want_old = b;
+			break;
+		case FW_OPT_MASK:
+			if (!rd_len(&p, end, &n) || !dec_view(arena, p, n, &req->mask))
+				return false;
+			p += n;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Decodes a ScatterAddr into req (indices required, as scatter_into asks). */
+static bool dec_saddr_into(ta_arena *arena, const uint8_t *p, size_t len, ta_request *req)
+{
+	const uint8_t *end = p + len;
+	const fw_table *t = &fw_tables[FW_M_SADDR];
+	uint64_t seen = 0, v;
+	size_t n;
+	uint32_t dim = 0;
+	bool indices = false;
+	while (p < end) {
+		fw_slot s = rd_tag(&p, end, t);
+		if (s == FW_NONE || !first_time(&seen, s))
+			return false;
+		if (s == FW_SADDR_DIM) {
+			if (!rd_small(&p, end, UINT32_MAX, &v))
+				return false;
+			dim = (uint32_t)v;
+		} else {
+			if (!rd_len(&p, end, &n) || !dec_view(arena, p, n, &req->index[0]))
+				return false;
+			indices = true;
+			p += n;
+		}
+	}
+	req->addr = TA_ADDR_SCATTER;
+	req->scatter_dim = dim > (uint32_t)INT_MAX ? INT_MAX : (int)dim;
+	req->n_index = 1;
+	return indices;
+}
+
+/* Decodes an IndexedAddr into req (1 to TA_MAX_RANK index arrays, as indexed_into takes). */
+static bool dec_iaddr_into(ta_arena *arena, const uint8_t *p, size_t len, ta_request *req)
+{
+	const uint8_t *end = p + len;
+	const fw_table *t = &fw_tables[FW_M_IADDR];
+	uint64_t seen = 0;
+	size_t n;
+	int count = 0;
+	protobuf_c_boolean flat = 0;
+	while (p < end) {
+		fw_slot s = rd_tag(&p, end, t);
+		if (s == FW_NONE)
+			return false;
+		if (s == FW_IADDR_FLAT) {
+			if (!first_time(&seen, s) || !rd_bool(&p, end, &flat))
+				return false;
+		} else {
+			if (count == TA_MAX_RANK || !rd_len(&p, end, &n) ||
+			    !dec_view(arena, p, n, &req->index[count++]))
+				return false;
+			p += n;
+		}
+	}
+	req->addr = flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
+	req->n_index = count;
+	return count > 0;
+}
+
+bool ta_fastwire_decode_atomic(ta_arena *arena, const uint8_t *data, size_t len, ta_fw_atomic *out)
+{
+	ta_fastwire_init();
+	const uint8_t *p = data, *end = data + len;
+	const uint8_t *body = NULL;
+	size_t body_len = 0, n;
+	fw_slot body_slot = FW_NONE;
+	uint64_t seen = 0;
+	out->id = 0;
+	/* the Request: its id and one body, in either order */
+	while (p < end) {
+		fw_slot s = rd_tag(&p, end, &fw_tables[FW_M_REQUEST]);
+		if (s == FW_NONE || !first_time(&seen, s))
+			return false;
+		if (s == FW_REQ_ID) {
+			if (!rd_varint(&p, end, &out->id))
+				return false;
+			continue;
+		}
+		if (body || !rd_len(&p, end, &n))
+			return false;
+		body = p;
+		body_len = n;
+		body_slot = s;
+		p += n;
+	}
+	fw_msg m;
+	switch (body_slot) {
+	case FW_REQ_ELEMENTWISE:
+		out->kind = TA_REQ_ELEMENTWISE;
+		m = FW_M_ELEMENTWISE;
+		break;
+	case FW_REQ_SCATTER:
+		out->kind = TA_REQ_SCATTER;
+		m = FW_M_SCATTER;
+		break;
+	case FW_REQ_INDEXED:
+		out->kind = TA_REQ_INDEXED;
+		m = FW_M_INDEXED;
+		break;
+	default:
+		return false; /* ping, another body or none */
+	}
+	ta_request *req = &out->req;
+	ta_request_init(req);
+	req->family = ta_req_family(out->kind);
+	req->addr = TA_ADDR_REGION;
+	out->tile = protobuf_c_empty_string;
+	out->op = 0;
+	out->origin = out->shape = NULL;
+	out->n_origin = out->n_shape = 0;
+	bool addressed = out->kind == TA_REQ_ELEMENTWISE;
+	const fw_table *t = &fw_tables[m];
+	p = body;
+	end = body + body_len;
+	seen = 0;
+	uint64_t v;
+	while (p < end) {
+		fw_slot s = rd_tag(&p, end, t);
+		if (s == FW_NONE || !first_time(&seen, s))
+			return false;
+		if (s == FW_RMW_OP) {
+			if (!rd_small(&p, end, INT32_MAX, &v))
+				return false;
+			out->op = (int32_t)v;
+			continue;
+		}
+		if (!rd_len(&p, end, &n))
+			return false;
+		bool ok;
+		switch (s) {
+		case FW_RMW_TILE: {
+			char *name = NULL;
+			ok = dec_string(arena, p, n, &name);
+			out->tile = name;
+			break;
+		}
+		case FW_RMW_REGION: {
+			Tileatom__Region *r = dec_region(arena, p, n);
+			ok = r != NULL;
+			if (ok) {
+				out->origin = r->origin;
+				out->n_origin = r->n_origin;
+				out->shape = r->shape;
+				out->n_shape = r->n_shape;
+			}
+			break;
+		}
+		case FW_RMW_SCATTER_ADDR:
+			ok = addressed = dec_saddr_into(arena, p, n, req);
+			break;
+		case FW_RMW_INDEXED_ADDR:
+			ok = addressed = dec_iaddr_into(arena, p, n, req);
+			break;
+		case FW_RMW_VALUES:
+			ok = dec_view(arena, p, n, &req->values);
+			break;
+		case FW_RMW_COMPARE:
+			ok = dec_view(arena, p, n, &req->compare);
+			break;
+		case FW_RMW_OPTIONS:
+			ok = dec_options_into(arena, p, n, req);
+			break;
+		default:
+			ok = false;
+			break;
+		}
+		if (!ok)
+			return false;
+		p += n;
+	}
+	return addressed;
 }
 
 /* ---- encoding ------------------------------------------------------------------------ */
