@@ -427,7 +427,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 			    " bytes (max_frame); address fewer elements per request "
 			    "(nothing was applied)",
 			    old_bytes, svc->max_frame);
-		rc->old_buf = ta_arena_alloc(rc->arena, old_bytes ? (size_t)old_bytes : 1);
+		rc->old_buf = ta_arena_alloc_inline(rc->arena, old_bytes ? (size_t)old_bytes : 1);
 		if (!rc->old_buf)
 			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
 			                    "out of memory for %" PRIu64 " bytes of values",
@@ -1227,9 +1227,11 @@ static ta_status handle_atomic(resp_ctx *rc, ta_fw_atomic *a)
 	return st;
 }
 
-/* Frees what a resp_ctx allocated. */
+/* Frees what a resp_ctx allocated (only a list does). */
 static void resp_ctx_free(resp_ctx *rc)
 {
+	if (!rc->list_items && !rc->list_ptrs && !rc->list_infos)
+		return;
 	free(rc->list_items);
 	free(rc->list_ptrs);
 	free(rc->list_infos);

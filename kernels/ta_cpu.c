@@ -1088,7 +1088,7 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 		return st;
 	bool on_device = plan->old_out_device || plan->values.device || plan->compare.device ||
 	                 plan->mask.device;
-	for (int i = 0; i < TA_MAX_RANK; i++)
+	for (int i = 0; i < plan->n_index && i < TA_MAX_RANK; i++) /* the index operands in use */
 		on_device = on_device || plan->index[i].device;
 	if (on_device)
 		return ta_error_set(
