@@ -91,6 +91,8 @@ typedef struct resp_ctx {
 	                                        its log record as it stands */
 	uint64_t log_seq;                    /* the record appended for it (0: none) */
 	ta_persist_run *run;                 /* the pipelined run it belongs to, or NULL */
+	bool op_direct;                      /* the OpResponse body is in fop only (op_body_fill
+	                                        makes the message when it is needed) */
 	/* From here on, storage that resp_ctx_start leaves as it is (about 1.8 KB a request
 	 * need not clear): err is set up there, each body by the handler that fills it. */
 	ta_error err;                     /* status and message when not OK */
@@ -109,6 +111,7 @@ typedef struct resp_ctx {
 	uint8_t sproof[TA_AUTH_PROOF];    /* storage behind auth (the daemon's proof) */
 	Tileatom__BufferResponse buffer;  /* register_buffer body */
 	Tileatom__SnapshotResponse snap;  /* snapshot body */
+	ta_fw_op fop;                     /* op body as ta_fastwire_append_op writes it */
 } resp_ctx;
 
 /* Clears the part of rc before err (every field a request may read before writing it),
@@ -455,12 +458,52 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	return TA_OK;
 }
 
-/* Fills the response body of an applied plan (kind: where its values go). */
+/* Makes rc->op (and rc->data, its old values) from rc->fop. */
+static void op_body_fill(resp_ctx *rc)
+{
+	const ta_fw_op *f = &rc->fop;
+	Tileatom__Array *arr = &rc->data;
+	tileatom__array__init(arr);
+	if (f->has_old) {
+		arr->dtype = (Tileatom__DType)f->dtype;
+		arr->n_shape = f->rank;
+		arr->shape = rc->data_shape;
+		arr->data.data = (uint8_t *)f->data;
+		arr->data.len = f->len;
+	}
+	tileatom__op_response__init(&rc->op);
+	rc->op.old = f->has_old ? arr : NULL;
+	rc->op.skipped = f->skipped;
+	rc->op.applied = f->applied;
+	rc->op_direct = false;
+}
+
+/* Fills the response body of an applied plan (kind: where its values go). An OpResponse is
+ * kept in rc->fop (op_direct) for ta_fastwire_append_op; finish_reply makes the message
+ * when another encoder needs it. */
 static void plan_body(resp_ctx *rc, const ta_plan *plan, const ta_result *result, out_kind kind)
 {
 	uint64_t old_bytes =
 	    plan->want_old ? (uint64_t)plan->count * ta_dtype_size(plan->dtype) : 0;
 	bool old_shared = plan->want_old && rc->old_into; /* written into a shared buffer */
+	if (kind == OUT_OP) {
+		ta_fw_op *f = &rc->fop;
+		f->id = rc->resp.id;
+		f->has_old = plan->want_old;
+		f->dtype = (int32_t)plan->dtype;
+		f->rank = plan->want_old ? (size_t)plan->rank : 0;
+		for (size_t a = 0; a < f->rank; a++)
+			rc->data_shape[a] = plan->shape[a];
+		f->shape = rc->data_shape;
+		f->data = old_shared ? NULL : rc->old_buf;
+		f->len = old_shared ? 0 : (size_t)old_bytes;
+		f->skipped = result->skipped;
+		f->applied = result->applied;
+		rc->op_direct = true;
+		rc->resp.body_case = TILEATOM__RESPONSE__BODY_OP;
+		rc->resp.op = &rc->op;
+		return;
+	}
 	Tileatom__Array *arr = &rc->data;
 	tileatom__array__init(arr);
 	if (plan->want_old) {
@@ -472,17 +515,8 @@ static void plan_body(resp_ctx *rc, const ta_plan *plan, const ta_result *result
 		arr->data.data = old_shared ? NULL : rc->old_buf;
 		arr->data.len = old_shared ? 0 : (size_t)old_bytes;
 	}
-	if (kind == OUT_DATA) {
-		rc->resp.body_case = TILEATOM__RESPONSE__BODY_DATA;
-		rc->resp.data = arr;
-	} else {
-		tileatom__op_response__init(&rc->op);
-		rc->op.old = plan->want_old ? arr : NULL;
-		rc->op.skipped = result->skipped;
-		rc->op.applied = result->applied;
-		rc->resp.body_case = TILEATOM__RESPONSE__BODY_OP;
-		rc->resp.op = &rc->op;
-	}
+	rc->resp.body_case = TILEATOM__RESPONSE__BODY_DATA;
+	rc->resp.data = arr;
 }
 
 /* Fills rc->tile from an info (create, describe). */
@@ -1399,7 +1433,15 @@ static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_b
 		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", rc->resp.id,
 		       ta_req_name(rc->req_kind), ta_status_name(st), rc->err.msg);
 	}
-	bool close_after = append_reply(svc, &rc->resp, rc->close_after, out);
+	bool close_after = rc->close_after;
+	/* an OK OpResponse goes straight from rc->fop; anything else (or an answer that does not
+	 * fit) as a message */
+	if (st != TA_OK || !rc->op_direct || !svc->fast_wire ||
+	    ta_fastwire_append_op(&rc->fop, svc->max_frame, out) != 0) {
+		if (rc->op_direct)
+			op_body_fill(rc);
+		close_after = append_reply(svc, &rc->resp, rc->close_after, out);
+	}
 	ta_metrics_record(&svc->metrics, rc->req_kind, st != TA_OK, rc->elements, rc->bytes_in,
 	                  out->len - out_before, ta_metrics_since(svc->time_requests, &rc->t0));
 	resp_ctx_free(rc);
@@ -1571,7 +1613,8 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	ta_fw_atomic *atomic = d->atomic; /* decoded copies every field: owned may go */
 	bool strings_ok = d->strings_ok;
 	const char *bad = d->bad;
-	if (!svc->persist || !req) { /* with --data-dir the payload is the log record */
+	if (owned && (!svc->persist || !req)) { /* with --data-dir the payload is the log
+		                                     record */
 		free(owned);
 		owned = NULL;
 	}
@@ -1620,7 +1663,8 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	rc.bytes_in = len;
 	rc.t0 = t0;
 	ta_status st = atomic ? handle_atomic(&rc, atomic) : handle(&rc, req);
-	free(owned);
+	if (owned)
+		free(owned);
 	scratch->log_seq = rc.log_seq;
 	if (rc.deferred) {
 		atomic_fetch_sub(&svc->requests, 1); /* the worker counts it */

@@ -56,6 +56,26 @@ typedef struct ta_fw_atomic {
  * TA_MAX_RANK): the caller then takes that way, which answers as before. */
 bool ta_fastwire_decode_atomic(ta_arena *arena, const uint8_t *data, size_t len, ta_fw_atomic *out);
 
+/* A Response with status OK, no message and an OpResponse body, as
+ * ta_fastwire_append_op takes it. */
+typedef struct ta_fw_op {
+	uint64_t id;          /* Response.id */
+	bool has_old;         /* OpResponse.old is present */
+	int32_t dtype;        /* old.dtype */
+	size_t rank;          /* entries at shape */
+	const int64_t *shape; /* old.shape */
+	const void *data;     /* old.data (len bytes) */
+	size_t len;           /* bytes at data */
+	uint64_t skipped;     /* OpResponse.skipped */
+	uint64_t applied;     /* OpResponse.applied */
+} ta_fw_op;
+
+/* Appends the Response op describes as one frame to buf, byte for byte what
+ * ta_fastwire_append_response (and ta_frame_append) would append for it. Returns 0, -1
+ * (over max_payload: nothing appended), -2 (out of memory) or 1 (a shape it does not take:
+ * a negative dtype, or a field number too large for a one-byte key; nothing appended). */
+int ta_fastwire_append_op(const ta_fw_op *op, uint32_t max_payload, ta_frame_buf *buf);
+
 /* Appends resp as one frame to buf, byte for byte what ta_frame_append would append.
  * Returns 0 (appended), -1 (the payload is over max_payload: nothing appended), -2 (out of
  * memory), or 1 when resp is not a shape this encoder takes (nothing appended: use

@@ -101,6 +101,9 @@ typedef struct fw_table {
 extern TA_WS_HIDDEN fw_table fw_tables[FW_M_COUNT];
 /* Field number of each slot (filled by ta_wireschema_init). */
 extern TA_WS_HIDDEN unsigned fw_number[FW_SLOTS];
+/* Each slot's key (tag) with its own wire type when it is one byte (field number below
+ * 16), else 0 (filled by ta_wireschema_init). */
+extern TA_WS_HIDDEN uint8_t fw_key1[FW_SLOTS];
 
 /* Checks the descriptors against the field table and fills fw_tables and fw_number (once
  * per process; later calls return at once). Aborts with a message naming the field when
