@@ -441,6 +441,25 @@ Tileatom__Request *ta_fastwire_decode_request(ta_arena *arena, const uint8_t *da
  * over TA_MAX_RANK. */
 static bool dec_view(ta_arena *arena, const uint8_t *p, size_t len, ta_array_view *v)
 {
+	/* the common scalar first: dtype (a one-byte value) and data (a one-byte length), no
+	 * shape, each key one byte: exactly what the loop below decodes from these bytes */
+	const uint8_t k_dtype = fw_key1[FW_ARRAY_DTYPE], k_data = fw_key1[FW_ARRAY_DATA];
+	if (len >= 5 && k_dtype && k_data && p[0] == k_dtype && p[1] != 0 && p[1] < 0x80 &&
+	    p[2] == k_data && p[3] < 0x80 && (size_t)p[3] + 4 == len) {
+		size_t n = p[3];
+		void *d = ta_arena_alloc_inline(arena, n);
+		if (!d)
+			return false;
+		if (n == 8)
+			memcpy(d, p + 4, 8);
+		else
+			memcpy(d, p + 4, n);
+		v->dtype = (ta_dtype)(Tileatom__DType)p[1];
+		v->data = d;
+		v->nbytes = n;
+		v->present = true;
+		return true;
+	}
 	const uint8_t *end = p + len;
 	const fw_table *t = &fw_tables[FW_M_ARRAY];
 	uint64_t seen = 0, x;
