@@ -16,7 +16,11 @@
  * Before decoding, every string field is checked (wirecheck.c): a NUL or invalid UTF-8 is
  * INVALID_ARGUMENT naming the field. The hot requests (ping, the atomic families) and
  * responses go through fastwire.c's one-pass decoder and encoder instead, which give the
- * same structures and bytes and hand anything unusual back to protobuf-c.
+ * same structures and bytes and hand anything unusual back to protobuf-c. Without
+ * --data-dir, a plain atomic request run alone is decoded straight into its ta_request
+ * (ta_fastwire_decode_atomic, handle_atomic) and its OK answer written straight from the
+ * plan's results (ta_fastwire_append_op). The plans built here are marked prechecked: the
+ * backend does not validate them a second time (recheck_plans: it does).
  *
  * With a session (a client connection): Hello first, then Auth where the session needs it,
  * then every tile is looked up, listed, created and destroyed as the session's identity

@@ -13,9 +13,14 @@
  * than 0 or 1, a string that is not UTF-8 or holds a NUL (wirecheck.c's error). Empty bytes
  * fields get data NULL and empty packed fields NULL arrays, as protobuf-c gives them.
  *
+ * ta_fastwire_decode_atomic reads the same bytes with the same tables and rules straight into
+ * a ta_request (views instead of Array messages), and hands back, besides all that, what
+ * dispatch's conversion of the messages would refuse with a message of its own.
+ *
  * Encoding sizes each nested message once (Array, then OpResponse, then Response) and
  * writes the frame in field-number order, skipping zero scalars, empty strings, empty
- * bytes and NULL messages as protobuf_c_message_pack does for proto3 fields. */
+ * bytes and NULL messages as protobuf_c_message_pack does for proto3 fields; an OK
+ * OpResponse (ta_fastwire_append_op) with one-byte keys read from the descriptors. */
 #include "fastwire.h"
 
 #include <limits.h>

@@ -13,6 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The table every X-macro expansion of this header includes: tacore/ta_ops.def, or the
+ * mutant copy a test build names (tests/table.mk), so that the inline questions below follow
+ * the same table as ta_types.c. */
+#ifndef TA_OPS_DEF
+#define TA_OPS_DEF "ta_ops.def"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,7 +36,7 @@ extern "C" {
 typedef enum ta_dtype {
 	TA_DTYPE_NONE = 0,
 #define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch) TA_DTYPE_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_DTYPE
 	TA_DTYPE_COUNT
 } ta_dtype;
@@ -39,7 +46,7 @@ typedef enum ta_dtype {
 typedef enum ta_op {
 	TA_OP_NONE = 0,
 #define TA_OP(id, ...) TA_OP_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_OP
 	TA_OP_COUNT
 } ta_op;
@@ -47,7 +54,7 @@ typedef enum ta_op {
 /* Memory-ordering semantics of an op, from the TA_SEM rows. */
 typedef enum ta_sem {
 #define TA_SEM(id, ...) TA_SEM_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_SEM
 	TA_SEM_COUNT
 } ta_sem;
@@ -55,7 +62,7 @@ typedef enum ta_sem {
 /* Scope of an op (the set of threads it is atomic with respect to), from TA_SCOPE. */
 typedef enum ta_scope {
 #define TA_SCOPE(id, ...) TA_SCOPE_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_SCOPE
 	TA_SCOPE_COUNT
 } ta_scope;
@@ -63,7 +70,7 @@ typedef enum ta_scope {
 /* Where an op accumulates, from the TA_SPACE rows. */
 typedef enum ta_space {
 #define TA_SPACE(id, ...) TA_SPACE_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_SPACE
 	TA_SPACE_COUNT
 } ta_space;
@@ -71,7 +78,7 @@ typedef enum ta_space {
 /* How destinations are addressed, from the TA_ADDR rows (ta_plan.h gives the rules). */
 typedef enum ta_addr {
 #define TA_ADDR(id, ...) TA_ADDR_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_ADDR
 	TA_ADDR_COUNT
 } ta_addr;
@@ -80,7 +87,7 @@ typedef enum ta_addr {
  * TA_FAMILY rows. TA_FAMILY_NONE marks requests that are no atomic or memory op. */
 typedef enum ta_family {
 #define TA_FAMILY(id, ...) TA_FAMILY_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_FAMILY
 	TA_FAMILY_COUNT,
 	TA_FAMILY_NONE = TA_FAMILY_COUNT
@@ -89,7 +96,7 @@ typedef enum ta_family {
 /* Status codes, from the TA_STATUS rows; equal to the wire enum Status. */
 typedef enum ta_status {
 #define TA_STATUS(id, pub) TA_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_STATUS
 	TA_STATUS_COUNT
 } ta_status;
@@ -98,7 +105,7 @@ typedef enum ta_status {
 typedef enum ta_req_kind {
 	TA_REQ_NONE = 0,
 #define TA_REQUEST(id, field, number, ...) TA_REQ_##id = number,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_REQUEST
 	TA_REQ_END /* one past the highest kind */
 } ta_req_kind;
@@ -170,7 +177,7 @@ static inline size_t ta_dtype_size(ta_dtype dtype)
 #define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch)                         \
 	case TA_DTYPE_##id:                                                                        \
 		return size;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_DTYPE
 	default:
 		return 0;
@@ -188,7 +195,7 @@ static inline bool ta_dtype_is_int(ta_dtype dtype)
 #define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch)                         \
 	case TA_DTYPE_##id:                                                                        \
 		return TA_DTYPE_KIND_##kind == TA_DTYPE_KIND_INT;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_DTYPE
 	default:
 		return false;
@@ -201,7 +208,7 @@ static inline bool ta_dtype_is_float(ta_dtype dtype)
 #define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch)                         \
 	case TA_DTYPE_##id:                                                                        \
 		return TA_DTYPE_KIND_##kind == TA_DTYPE_KIND_FLOAT;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_DTYPE
 	default:
 		return false;
@@ -227,7 +234,7 @@ static inline ta_op_kind ta_op_kind_of(ta_op op)
 #define TA_OP(id, nm, kind, ...)                                                                   \
 	case TA_OP_##id:                                                                           \
 		return TA_KIND_##kind;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_OP
 	default:
 		return (ta_op_kind)0;
@@ -249,7 +256,7 @@ static inline bool ta_op_in_family(ta_op op, ta_family family)
 #define TA_OP(id, nm, kind, dt, fams, ...)                                                         \
 	case TA_OP_##id:                                                                           \
 		return ((fams) >> family) & 1u;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_OP
 	default:
 		return false;
@@ -271,7 +278,7 @@ static inline bool ta_op_sem_ok(ta_op op, ta_sem sem)
 #define TA_OP(id, nm, kind, dt, fams, sh, rd, sm, ...)                                             \
 	case TA_OP_##id:                                                                           \
 		return ((sm) >> sem) & 1u;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_OP
 	default:
 		return false;
@@ -284,7 +291,7 @@ static inline ta_output ta_op_output(ta_op op)
 #define TA_OP(id, nm, kind, dt, fams, sh, rd, sm, out, ...)                                        \
 	case TA_OP_##id:                                                                           \
 		return TA_OUTPUT_##out;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_OP
 	default:
 		return (ta_output)0;
@@ -297,7 +304,7 @@ static inline ta_operands ta_op_operands(ta_op op)
 #define TA_OP(id, nm, kind, dt, fams, sh, rd, sm, out, opnds, ...)                                 \
 	case TA_OP_##id:                                                                           \
 		return TA_OPERANDS_##opnds;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_OP
 	default:
 		return (ta_operands)0;
@@ -345,7 +352,7 @@ static inline bool ta_family_addr_ok(ta_family family, ta_addr addr)
 #define TA_FAMILY(id, noun, addrs)                                                                 \
 	case TA_FAMILY_##id:                                                                       \
 		return ((addrs) >> addr) & 1u;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_FAMILY
 	default:
 		return false;
@@ -363,7 +370,7 @@ static inline bool ta_req_valid(ta_req_kind kind)
 #define TA_REQUEST(id, ...)                                                                        \
 	case TA_REQ_##id:                                                                          \
 		return true;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_REQUEST
 	default:
 		return false;
@@ -379,7 +386,7 @@ static inline bool ta_req_has_tile(ta_req_kind kind)
 #define TA_REQUEST(id, field, number, tile, ...)                                                   \
 	case TA_REQ_##id:                                                                          \
 		return tile;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_REQUEST
 	default:
 		return false;
@@ -392,7 +399,7 @@ static inline ta_family ta_req_family(ta_req_kind kind)
 #define TA_REQUEST(id, field, number, tile, fam, ...)                                              \
 	case TA_REQ_##id:                                                                          \
 		return TA_FAMILY_##fam;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_REQUEST
 	default:
 		return TA_FAMILY_NONE;
@@ -405,7 +412,7 @@ static inline ta_op ta_req_op(ta_req_kind kind)
 #define TA_REQUEST(id, field, number, tile, fam, op, ...)                                          \
 	case TA_REQ_##id:                                                                          \
 		return TA_OP_##op;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_REQUEST
 	default:
 		return TA_OP_NONE;
@@ -420,7 +427,7 @@ static inline bool ta_req_mutates(ta_req_kind kind)
 #define TA_REQUEST(id, field, number, tile, fam, op, reply, optional, mutates)                     \
 	case TA_REQ_##id:                                                                          \
 		return mutates;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_REQUEST
 	default:
 		return false;
