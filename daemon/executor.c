@@ -6,6 +6,9 @@
  * join (workers finish the todo queue first), drain the last completions of the own port,
  * close its async handle. Worker threads block the signals the daemon handles, so signal
  * delivery always goes through the main loop. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_setname_np */
+#endif
 #include "executor.h"
 
 #include <errno.h>
@@ -30,6 +33,7 @@ static void job_append(ta_job **head, ta_job **tail, ta_job *job)
 static void *worker_main(void *arg)
 {
 	ta_executor *ex = arg;
+	(void)pthread_setname_np(pthread_self(), "ta-worker"); /* top -H; a convenience only */
 	pthread_mutex_lock(&ex->lock);
 	for (;;) {
 		while (!ex->todo_head && !ex->stopping)

@@ -39,6 +39,9 @@
  * its handles (its thread's uv_run then returns) and tells the main loop, which stops the
  * executor and closes the signal handles once every loop is done, so uv_run returns;
  * ta_server_free joins the threads. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_setname_np */
+#endif
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -821,6 +824,9 @@ static void on_persisted(void *arg)
 static void *loop_thread(void *arg)
 {
 	ta_server_loop *l = arg;
+	char name[16]; /* shown by top -H and /proc/PID/task/TID/comm */
+	snprintf(name, sizeof(name), "ta-loop%u", l->index);
+	(void)pthread_setname_np(pthread_self(), name); /* a name is a convenience only */
 	int rc = uv_run(l->loop, UV_RUN_DEFAULT);
 	if (rc != 0)
 		ta_log(TA_LOG_WARNING, "event loop %u ended with active handles", l->index);

@@ -99,6 +99,11 @@ static void start_daemon_ex(daemon_proc *d, const char *const *extra, bool expec
 	argv[argc++] = "--foreground";
 	argv[argc++] = "--log-level";
 	argv[argc++] = "debug";
+	const char *loops = getenv("TA_TEST_LOOPS"); /* the suite again with --loops N */
+	if (loops && *loops) {
+		argv[argc++] = "--loops";
+		argv[argc++] = loops;
+	}
 	for (int i = 0; extra && extra[i] && argc < 38; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
