@@ -296,7 +296,8 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			                    value);
 		cfg->batch_window_us = iv;
 	} else if (strcmp(key, "loops") == 0) {
-		if (parse_auto_int(value, 1, TA_CONFIG_LOOPS_LIMIT, TA_CONFIG_LOOPS_AUTO, &cfg->loops))
+		if (parse_auto_int(value, 1, TA_CONFIG_LOOPS_LIMIT, TA_CONFIG_LOOPS_AUTO,
+		                   &cfg->loops))
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "loops: '%s' is not auto or a count (1..%d)", value,
 			                    TA_CONFIG_LOOPS_LIMIT);

@@ -136,8 +136,8 @@ static bool budget_take(ta_conn_host *host, uint64_t n)
 			host->budget_seen = held;
 			return false;
 		}
-	} while (!atomic_compare_exchange_weak_explicit(&b->held, &held, held + n,
-	                                                memory_order_relaxed, memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &b->held, &held, held + n, memory_order_relaxed, memory_order_relaxed));
 	return true;
 }
 

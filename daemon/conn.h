@@ -87,9 +87,9 @@ typedef struct ta_conn ta_conn;
 /* The input all connections of every event loop may hold together (max_input_total):
  * shared by the loops, so atomics. */
 typedef struct ta_input_budget {
-	uint64_t max;                /* bytes all connections may hold (0: unlimited) */
-	atomic_uint_least64_t held;  /* bytes reserved now */
-	atomic_uint waiters;         /* connections of every loop waiting for budget */
+	uint64_t max;               /* bytes all connections may hold (0: unlimited) */
+	atomic_uint_least64_t held; /* bytes reserved now */
+	atomic_uint waiters;        /* connections of every loop waiting for budget */
 } ta_input_budget;
 
 /* What a connection needs from the event loop that owns it, handed over at creation: the
@@ -115,7 +115,7 @@ typedef struct ta_conn_host {
 	/* input budget was given back while connections wait for it: the server calls
 	 * ta_conn_resume_input on them soon (not from inside this call) */
 	void (*input_freed)(struct ta_conn_host *host);
-	ta_input_budget *budget;  /* input all connections may hold (shared by the loops) */
+	ta_input_budget *budget;   /* input all connections may hold (shared by the loops) */
 	atomic_uint input_waiters; /* connections of this loop waiting for input budget */
 	uint64_t budget_seen;      /* budget->held when a take of this loop last failed */
 } ta_conn_host;

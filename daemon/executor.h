@@ -35,7 +35,7 @@ struct ta_executor_port {
 	int running;                   /* jobs submitted here and not yet done (loop thread) */
 	bool closed;                   /* ta_executor_port_close ran (no more submits) */
 	void (*closed_cb)(ta_executor_port *port); /* called once the port is closed */
-	void *data;                    /* the owner's pointer (not used by the executor) */
+	void *data; /* the owner's pointer (not used by the executor) */
 };
 
 /* Called on the loop thread once the executor has fully stopped. */

@@ -350,9 +350,8 @@ static void on_main_wake(uv_async_t *handle)
 static void conn_admit(ta_server_loop *l, ta_conn *conn)
 {
 	conn->counted = true;
-	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 " accepted (%s, loop %u, %u open)",
-	       conn->serial, conn->tcp ? "tcp" : "unix", l->index,
-	       atomic_load(&l->srv->nactive));
+	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 " accepted (%s, loop %u, %u open)", conn->serial,
+	       conn->tcp ? "tcp" : "unix", l->index, atomic_load(&l->srv->nactive));
 	ta_conn_start(conn);
 }
 
@@ -851,8 +850,8 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 	} else {
 		rc = uv_loop_init(&l->own_loop);
 		if (rc != 0)
-			return ta_error_set(err, TA_INTERNAL, "cannot create event loop %u: %s", index,
-			                    uv_strerror(rc));
+			return ta_error_set(err, TA_INTERNAL, "cannot create event loop %u: %s",
+			                    index, uv_strerror(rc));
 		l->own_loop_init = true;
 		l->loop = &l->own_loop;
 	}
@@ -880,7 +879,8 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 	l->resume_check.data = l;
 	if ((rc = uv_timer_start(&l->sweep_timer, on_sweep, sweep_ms, sweep_ms)) != 0 ||
 	    (rc = uv_check_start(&l->resume_check, on_resume_check)) != 0)
-		return ta_error_set(err, TA_INTERNAL, "cannot start the sweep: %s", uv_strerror(rc));
+		return ta_error_set(err, TA_INTERNAL, "cannot start the sweep: %s",
+		                    uv_strerror(rc));
 	if (srv->inline_lone) {
 		if ((rc = uv_timer_init(l->loop, &l->busy_timer)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
@@ -889,7 +889,8 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 		rc = uv_timer_start(&l->busy_timer, on_busy_timer, TA_SERVER_BUSY_MS,
 		                    TA_SERVER_BUSY_MS);
 		if (rc != 0)
-			return ta_error_set(err, TA_INTERNAL, "uv_timer_start: %s", uv_strerror(rc));
+			return ta_error_set(err, TA_INTERNAL, "uv_timer_start: %s",
+			                    uv_strerror(rc));
 		uv_unref((uv_handle_t *)&l->busy_timer); /* never keeps the loop alive */
 	}
 	return TA_OK;
@@ -911,8 +912,9 @@ static ta_status loop_start_thread(ta_server_loop *l, ta_error *err)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
 		l->thread_started = false;
-		return ta_error_set(err, TA_INTERNAL, "cannot start the thread of event loop %u: %s",
-		                    l->index, strerror(rc));
+		return ta_error_set(err, TA_INTERNAL,
+		                    "cannot start the thread of event loop %u: %s", l->index,
+		                    strerror(rc));
 	}
 	return TA_OK;
 }
@@ -1103,8 +1105,9 @@ void ta_server_free(ta_server *srv)
 		if (l->thread_started) {
 			int rc = pthread_join(l->thread, NULL);
 			if (rc != 0)
-				ta_log(TA_LOG_WARNING, "cannot join the thread of event loop %u: %s",
-				       l->index, strerror(rc));
+				ta_log(TA_LOG_WARNING,
+				       "cannot join the thread of event loop %u: %s", l->index,
+				       strerror(rc));
 		}
 		if (l->own_loop_init) {
 			if (!l->thread_started) /* its closes still have to complete */

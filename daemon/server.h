@@ -48,73 +48,73 @@ enum {
  * the listeners and the signals); each other loop runs on a thread of its own. Every
  * field is that loop's thread only, except the ones lock guards. */
 typedef struct ta_server_loop {
-	struct ta_server *srv;        /* the server */
-	unsigned index;               /* 0: the main loop */
-	uv_loop_t *loop;              /* its libuv loop (index 0: the server's) */
-	uv_loop_t own_loop;           /* the loop of index > 0 */
-	bool own_loop_init;           /* own_loop initialised (closed by ta_server_free) */
-	pthread_t thread;             /* its thread (index > 0) */
-	bool thread_started;          /* the thread runs (ta_server_free joins it) */
-	ta_conn_host host;            /* what its connections get of the server (conn.h) */
-	ta_dispatch_scratch scratch;  /* its dispatch memory (inline requests) */
-	ta_executor_port port;        /* index > 0: where its large requests come back */
-	bool port_open;               /* port initialised and not closed */
-	ta_conn *conns;               /* its connections (a doubly-linked list) */
-	unsigned nconns;              /* connections in the list, rejected ones included */
-	uv_timer_t sweep_timer;       /* periodic: timeouts of its connections */
-	bool sweep_open;              /* sweep_timer is initialised and not closed */
-	uv_check_t resume_check;      /* after each loop turn: wakes connections waiting for
-	                                 input budget once some was given back */
-	bool check_open;              /* resume_check is initialised and not closed */
-	bool resume_pending;          /* input budget was given back while connections wait */
-	uv_timer_t busy_timer;        /* counts the busy connections (inline_lone) */
-	bool busy_timer_open;         /* busy_timer is initialised and not closed */
-	uv_async_t wake;              /* other threads' requests: handoffs, wake_flags */
-	pthread_mutex_t lock;         /* guards wake_open, wake_flags and the handoff queue */
-	bool lock_init;               /* lock initialised */
-	bool wake_open;               /* wake is initialised and not closed (lock) */
-	unsigned wake_flags;          /* TA_LOOP_WAKE_* asked and not yet done (lock) */
+	struct ta_server *srv;       /* the server */
+	unsigned index;              /* 0: the main loop */
+	uv_loop_t *loop;             /* its libuv loop (index 0: the server's) */
+	uv_loop_t own_loop;          /* the loop of index > 0 */
+	bool own_loop_init;          /* own_loop initialised (closed by ta_server_free) */
+	pthread_t thread;            /* its thread (index > 0) */
+	bool thread_started;         /* the thread runs (ta_server_free joins it) */
+	ta_conn_host host;           /* what its connections get of the server (conn.h) */
+	ta_dispatch_scratch scratch; /* its dispatch memory (inline requests) */
+	ta_executor_port port;       /* index > 0: where its large requests come back */
+	bool port_open;              /* port initialised and not closed */
+	ta_conn *conns;              /* its connections (a doubly-linked list) */
+	unsigned nconns;             /* connections in the list, rejected ones included */
+	uv_timer_t sweep_timer;      /* periodic: timeouts of its connections */
+	bool sweep_open;             /* sweep_timer is initialised and not closed */
+	uv_check_t resume_check;     /* after each loop turn: wakes connections waiting for
+	                                input budget once some was given back */
+	bool check_open;             /* resume_check is initialised and not closed */
+	bool resume_pending;         /* input budget was given back while connections wait */
+	uv_timer_t busy_timer;       /* counts the busy connections (inline_lone) */
+	bool busy_timer_open;        /* busy_timer is initialised and not closed */
+	uv_async_t wake;             /* other threads' requests: handoffs, wake_flags */
+	pthread_mutex_t lock;        /* guards wake_open, wake_flags and the handoff queue */
+	bool lock_init;              /* lock initialised */
+	bool wake_open;              /* wake is initialised and not closed (lock) */
+	unsigned wake_flags;         /* TA_LOOP_WAKE_* asked and not yet done (lock) */
 	ta_server_handoff *handoff_head, *handoff_tail; /* sockets to adopt (lock) */
-	bool draining;                /* shutdown has reached this loop */
-	bool forced;                  /* its connections were closed at once */
-	bool finished;                /* drained, its handles closed */
+	bool draining;                                  /* shutdown has reached this loop */
+	bool forced;                                    /* its connections were closed at once */
+	bool finished;                                  /* drained, its handles closed */
 } ta_server_loop;
 
 /* The daemon's server: listeners, signals and the event loops. */
 struct ta_server {
-	uv_loop_t *loop;             /* the main event loop (loop 0's) */
-	const ta_config *cfg;        /* settings (limits, paths) */
-	ta_service *svc;             /* shared request state (registry, backend, counters) */
-	ta_executor executor;        /* worker threads running requests */
-	bool executor_started;       /* executor initialised (needs stopping) */
-	bool executor_stopping;      /* ta_executor_stop called */
-	uv_pipe_t unix_listener;     /* Unix socket listener */
-	bool unix_open;              /* unix_listener initialised and not yet closed */
-	char *unix_path;             /* the socket file we created (removed on shutdown) */
-	uv_tcp_t tcp_listener;       /* TCP listener (--listen) */
-	bool tcp_open;               /* tcp_listener initialised and not yet closed */
-	uv_signal_t sig_term;        /* SIGTERM handler */
-	uv_signal_t sig_int;         /* SIGINT handler */
-	bool signals_open;           /* the signal handles are initialised and not closed */
-	uv_timer_t shutdown_timer;   /* closes lingering connections (shutdown_timeout) */
-	bool timer_open;             /* shutdown_timer is initialised and not closed */
-	uv_async_t main_wake;        /* a loop finished its shutdown (tells the main loop) */
-	bool main_wake_open;         /* main_wake is initialised and not closed (lock) */
-	pthread_mutex_t lock;        /* guards main_wake_open and loops_finished */
-	bool lock_init;              /* lock initialised */
-	unsigned loops_finished;     /* loops that finished their shutdown (lock) */
-	ta_log_limit refuse_log;     /* rate limit of the "too many connections" lines */
-	ta_input_budget budget;      /* input all connections may hold (max_input_total) */
-	atomic_uint nactive;         /* connections counted against max_connections */
-	atomic_uint nconns;          /* connections of every loop, rejected ones included */
-	uint64_t next_serial;        /* serial number of the next connection (for logs) */
-	ta_server_loop *loops;       /* the event loops (loops[0]: the main loop) */
-	unsigned nloops;             /* event loops asked for (--loops) */
-	unsigned nloops_ready;       /* loops initialised (their shutdown is waited for) */
-	unsigned next_loop;          /* round-robin: the loop the next connection goes to */
-	bool draining;               /* shutdown has begun */
-	bool forced;                 /* a second signal: close connections at once */
-	bool inline_lone;            /* inline_max follows the busy connections (CUDA, auto) */
+	uv_loop_t *loop;           /* the main event loop (loop 0's) */
+	const ta_config *cfg;      /* settings (limits, paths) */
+	ta_service *svc;           /* shared request state (registry, backend, counters) */
+	ta_executor executor;      /* worker threads running requests */
+	bool executor_started;     /* executor initialised (needs stopping) */
+	bool executor_stopping;    /* ta_executor_stop called */
+	uv_pipe_t unix_listener;   /* Unix socket listener */
+	bool unix_open;            /* unix_listener initialised and not yet closed */
+	char *unix_path;           /* the socket file we created (removed on shutdown) */
+	uv_tcp_t tcp_listener;     /* TCP listener (--listen) */
+	bool tcp_open;             /* tcp_listener initialised and not yet closed */
+	uv_signal_t sig_term;      /* SIGTERM handler */
+	uv_signal_t sig_int;       /* SIGINT handler */
+	bool signals_open;         /* the signal handles are initialised and not closed */
+	uv_timer_t shutdown_timer; /* closes lingering connections (shutdown_timeout) */
+	bool timer_open;           /* shutdown_timer is initialised and not closed */
+	uv_async_t main_wake;      /* a loop finished its shutdown (tells the main loop) */
+	bool main_wake_open;       /* main_wake is initialised and not closed (lock) */
+	pthread_mutex_t lock;      /* guards main_wake_open and loops_finished */
+	bool lock_init;            /* lock initialised */
+	unsigned loops_finished;   /* loops that finished their shutdown (lock) */
+	ta_log_limit refuse_log;   /* rate limit of the "too many connections" lines */
+	ta_input_budget budget;    /* input all connections may hold (max_input_total) */
+	atomic_uint nactive;       /* connections counted against max_connections */
+	atomic_uint nconns;        /* connections of every loop, rejected ones included */
+	uint64_t next_serial;      /* serial number of the next connection (for logs) */
+	ta_server_loop *loops;     /* the event loops (loops[0]: the main loop) */
+	unsigned nloops;           /* event loops asked for (--loops) */
+	unsigned nloops_ready;     /* loops initialised (their shutdown is waited for) */
+	unsigned next_loop;        /* round-robin: the loop the next connection goes to */
+	bool draining;             /* shutdown has begun */
+	bool forced;               /* a second signal: close connections at once */
+	bool inline_lone;          /* inline_max follows the busy connections (CUDA, auto) */
 };
 
 /* Starts the executor, the listeners and the signal handlers on loop. Returns TA_OK, or
