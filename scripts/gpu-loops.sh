@@ -7,7 +7,8 @@
 # ticks (10 ms) over the run, the bench's CSV row, and the ticks per thread name (ta-loopN:
 # the event loops; ta-worker: the executor; tileatomd: the main loop and the backend's
 # threads). ROUNDS (default 2) repeats the whole list, alternating the cases; logs under
-# $OUT (default /tmp/gpu-out).
+# $OUT (default /tmp/gpu-out). With CARRY/tileatomd-pre present (an earlier build), each
+# round also runs three 50x16 cases with it (cases named pre-...), for an A/B in one call.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH="$C/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -16,6 +17,7 @@ ROUNDS=${ROUNDS:-2}
 mkdir -p "$OUT"
 S=/tmp/ta-loops-$$.sock
 echo "machine: $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+lscpu 2>/dev/null | grep -E '^(Thread|Core|Socket|NUMA node\(s\))' | tr -s ' ' | paste -sd';' -
 nvidia-smi -L 2>/dev/null | head -2
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -29,7 +31,7 @@ one() { # label backend clients depth [daemon args...]
 	local label=$1 be=$2 c=$3 p=$4
 	shift 4
 	rm -f "$S"
-	"$C/tileatomd" --socket "$S" --backend "$be" --foreground --log-level notice "$@" \
+	"${DAEMON:-$C/tileatomd}" --socket "$S" --backend "$be" --foreground --log-level notice "$@" \
 		2>>"$OUT/daemon-$label.log" &
 	local pid=$!
 	for _ in $(seq 200); do [ -S "$S" ] && break; sleep 0.05; done
@@ -61,6 +63,11 @@ for r in $(seq "$ROUNDS"); do
 	done
 	one L1-batch cpu 1 1 --loops 1
 	one L8 cpu 1 1 --loops 8
+	if [ -x "$C/tileatomd-pre" ]; then
+		DAEMON="$C/tileatomd-pre" one pre-L1-batch cpu 50 16 --loops 1
+		DAEMON="$C/tileatomd-pre" one pre-L4 cpu 50 16 --loops 4
+		DAEMON="$C/tileatomd-pre" one pre-L8 cpu 50 16 --loops 8
+	fi
 	one cuda-L1 cuda 50 16 --loops 1
 	one cuda-L4 cuda 50 16 --loops 4
 	one cuda-auto cuda 50 16
