@@ -688,11 +688,12 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "                         default auto: 4096 on the CPU backend; on CUDA 1024\n"
 	        "                         while one connection is busy, else 0)\n"
 	        "  --loops N              event loop threads, each serving its share of the\n"
-	        "                         connections (default auto: 1 on fewer than 4 CPUs,\n"
-	        "                         else half the CPUs, at most 8)\n"
+	        "                         connections (default auto: on the CPU backend with 4\n"
+	        "                         or more CPUs half the CPUs, at most 8; else 1)\n"
 	        "  --batch-min N          a read bringing N or more whole frames goes to a worker\n"
-	        "                         as one job (0: never; default auto: 4 with one event\n"
-	        "                         loop, 2 or more workers and 4 or more CPUs, else never)\n"
+	        "                         as one job (0: never; default auto: 4 with 2 or more\n"
+	        "                         workers and 4 or more CPUs, unless several event loops\n"
+	        "                         run the CPU backend; else never)\n"
 	        "  --batch-window USEC    CUDA: how long a batch of small requests waits for\n"
 	        "                         more before its launch (default 0: it takes what is\n"
 	        "                         queued)\n"
@@ -725,11 +726,11 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        argv0);
 }
 
-int ta_config_loops(const ta_config *cfg, long cpus)
+int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus)
 {
 	if (cfg->loops != TA_CONFIG_LOOPS_AUTO)
 		return cfg->loops;
-	if (cpus < TA_SERVER_LOOPS_MIN_CPUS)
+	if (cpus < TA_SERVER_LOOPS_MIN_CPUS || strcmp(backend_name, "cpu") != 0)
 		return 1;
 	return cpus / 2 < TA_SERVER_LOOPS_MAX ? (int)(cpus / 2) : TA_SERVER_LOOPS_MAX;
 }

@@ -43,10 +43,11 @@ typedef enum ta_backend_choice {
 /* Workers of the CUDA backend (auto): each mostly waits for the GPU, and concurrent
  * callers are what fills a batch (one connection's requests run one at a time). */
 #define TA_SERVER_WORKERS_CUDA 64
-/* batch_min: 4 with one event loop, at least 2 workers and 4 CPUs, else 0 (never). */
+/* batch_min: 4 with at least 2 workers and 4 CPUs unless several event loops run the CPU
+ * backend, else 0 (never). */
 #define TA_CONFIG_BATCH_AUTO (-1)
-/* loops: 1 on fewer than TA_SERVER_LOOPS_MIN_CPUS CPUs, else half the CPUs, at most
- * TA_SERVER_LOOPS_MAX (ta_config_loops). */
+/* loops: on the CPU backend with TA_SERVER_LOOPS_MIN_CPUS or more CPUs half the CPUs, at
+ * most TA_SERVER_LOOPS_MAX; else 1 (ta_config_loops). */
 #define TA_CONFIG_LOOPS_AUTO (-1)
 /* CPUs a machine needs for loops auto to run more than one event loop. */
 #define TA_SERVER_LOOPS_MIN_CPUS 4
@@ -156,7 +157,9 @@ void ta_config_usage(FILE *out, const char *argv0);
 /* The worker count to start: cfg->workers, or for auto the default of the backend named
  * backend_name ("cpu", "cuda"). */
 int ta_config_workers(const ta_config *cfg, const char *backend_name);
-/* The event loops to start on a machine with cpus online CPUs (resolves auto). */
-int ta_config_loops(const ta_config *cfg, long cpus);
+/* The event loops to start for the backend named backend_name on a machine with cpus
+ * online CPUs (resolves auto: 1 on CUDA, whose small requests go to the workers in
+ * batches anyway). */
+int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus);
 
 #endif /* TA_DAEMON_CONF_H */

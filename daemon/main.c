@@ -150,7 +150,7 @@ static int run_daemon(ta_config *cfg)
 	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers, %d event loop(s)", svc->info.name,
 	       svc->info.device, svc->info.compute_capability[0] ? ", compute capability " : "",
 	       svc->info.compute_capability, ta_config_workers(cfg, svc->info.name),
-	       ta_config_loops(cfg, sysconf(_SC_NPROCESSORS_ONLN)));
+	       ta_config_loops(cfg, svc->info.name, sysconf(_SC_NPROCESSORS_ONLN)));
 
 	/* The metrics endpoint first: a bad --metrics fails before anything is served. */
 	ta_metrics_server *metrics = NULL;

@@ -938,7 +938,7 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
 	srv->lock_init = true;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	srv->nloops = (unsigned)ta_config_loops(cfg, cpus);
+	srv->nloops = (unsigned)ta_config_loops(cfg, svc->info.name, cpus);
 	srv->loops = calloc(srv->nloops, sizeof(*srv->loops));
 	if (!srv->loops) {
 		srv->draining = true; /* nothing to shut down: uv_run finds the loop empty */
@@ -958,22 +958,26 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	tmpl.release = host_release;
 	tmpl.input_freed = host_input_freed;
 	tmpl.budget = &srv->budget;
-	/* Pipelined runs go to the workers when there are several to spread them over, the
-	 * cores to run them and one event loop: on 2 CPUs shared with the clients the hand-over
-	 * costs more than it spreads (measured: 178k against 237k adds/s at 50x16,
-	 * docs/PERFORMANCE.md); on 16 it more than doubles one loop's throughput (2.3M against
-	 * 1.0M, doc/GPU-RESULTS.md); with several loops each runs its connections' requests
-	 * itself (docs/PERFORMANCE.md, "Several event loops"). */
+	/* Pipelined runs go to the workers when there are several to spread them over and the
+	 * cores to run them: on 2 CPUs shared with the clients the hand-over costs more than it
+	 * spreads (measured: 178k against 237k adds/s at 50x16, docs/PERFORMANCE.md); on 16 it
+	 * more than doubles one loop's throughput (2.3M against 1.0M, doc/GPU-RESULTS.md).
+	 * Several loops on the CPU backend run their connections' requests themselves, which
+	 * does better still (3.9M against 2.6M at 50x16 with 8 loops, "Several event loops"
+	 * in doc/GPU-RESULTS.md); on CUDA the workers are what overlaps the GPU round trips,
+	 * so batches stay on (without them 4 loops fell to 0.16M). */
+	bool cpu_backend = strcmp(svc->info.name, "cpu") == 0;
 	int workers = ta_config_workers(cfg, svc->info.name);
 	if (cfg->batch_min != TA_CONFIG_BATCH_AUTO)
 		tmpl.batch_min = (unsigned)cfg->batch_min;
 	else
-		tmpl.batch_min =
-		    srv->nloops == 1 && workers >= 2 && cpus >= 4 ? TA_CONN_BATCH_MIN : 0;
-	tmpl.inline_max = cfg->inline_max >= -1                ? cfg->inline_max
-	                  : strcmp(svc->info.name, "cpu") == 0 ? TA_SERVER_INLINE_CPU
-	                                                       : 0;
-	srv->inline_lone = cfg->inline_max < -1 && strcmp(svc->info.name, "cpu") != 0;
+		tmpl.batch_min = (srv->nloops == 1 || !cpu_backend) && workers >= 2 && cpus >= 4
+		                     ? TA_CONN_BATCH_MIN
+		                     : 0;
+	tmpl.inline_max = cfg->inline_max >= -1 ? cfg->inline_max
+	                  : cpu_backend         ? TA_SERVER_INLINE_CPU
+	                                        : 0;
+	srv->inline_lone = cfg->inline_max < -1 && !cpu_backend;
 	if (srv->inline_lone)
 		tmpl.inline_max = TA_SERVER_INLINE_CUDA;
 	rc = ta_executor_init(&srv->executor, loop, workers);
