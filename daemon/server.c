@@ -854,6 +854,12 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 			                    index, uv_strerror(rc));
 		l->own_loop_init = true;
 		l->loop = &l->own_loop;
+		/* libuv opens a loop's spare fd with the first stream initialised on it: take it
+		 * now, so that the fds of a running daemon do not grow with the first connection
+		 * of each loop (loop 0 took its own with the listeners) */
+		if ((rc = uv_pipe_init(l->loop, &l->spare_probe, 0)) != 0)
+			return ta_error_set(err, TA_INTERNAL, "uv_pipe_init: %s", uv_strerror(rc));
+		uv_close((uv_handle_t *)&l->spare_probe, on_handle_closed);
 	}
 	l->host = *tmpl;
 	l->host.loop = l->loop;

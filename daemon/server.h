@@ -53,6 +53,9 @@ typedef struct ta_server_loop {
 	uv_loop_t *loop;             /* its libuv loop (index 0: the server's) */
 	uv_loop_t own_loop;          /* the loop of index > 0 */
 	bool own_loop_init;          /* own_loop initialised (closed by ta_server_free) */
+	uv_pipe_t spare_probe;       /* index > 0: a pipe initialised and closed at start, so
+	                                that libuv opens the loop's spare fd (for EMFILE) then
+	                                rather than with the loop's first connection */
 	pthread_t thread;            /* its thread (index > 0) */
 	bool thread_started;         /* the thread runs (ta_server_free joins it) */
 	ta_conn_host host;           /* what its connections get of the server (conn.h) */

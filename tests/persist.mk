@@ -26,5 +26,5 @@ endif
 # check_persist_crash) again with --loops 3 (tests/check_loops.sh sets TA_TEST_LOOPS).
 if HAVE_CHECK
 TESTS += tests/check_loops.sh
-EXTRA_DIST += tests/check_loops.sh
 endif
+EXTRA_DIST += tests/check_loops.sh
