@@ -34,6 +34,9 @@ EXTRA_DIST += benchmarks/hist-vs-numpy benchmarks/torch-hist-peer.py
 # kernel-probe.cu: a standalone probe of histogram and element-wise kernel variants on an
 # sm_90 GPU (built by hand with nvcc, see its opening comment; not built by make).
 EXTRA_DIST += benchmarks/kernel-probe.cu
+# cuptr-probe.c: the cost of the library's raw device pointer checks on a GPU machine
+# (built by hand with nvcc, see its opening comment; not built by make).
+EXTRA_DIST += benchmarks/cuptr-probe.c
 # cli-hist-time: the wall/user/sys time of tileatom-cli hist --format i32 on both backends
 # (run by hand on the GPU machine, see its opening comment).
 EXTRA_DIST += benchmarks/cli-hist-time

@@ -12,10 +12,12 @@
  * defaults: on a Unix socket it stages the keys in its shared buffer, one memcpy), `shm`
  * (the keys already live in a registered shared buffer: sent by reference), `generic` (as
  * shm, but addressed as INDEXED instead of FLAT: the CPU backend's generic element loop),
- * `device` (CUDA builds; `--from device` runs it alone: the keys live in this process's GPU
- * memory, copied there once before timing, registered with the daemon once by their CUDA
- * IPC handle; each request names them by reference and the daemon's kernel reads them in
- * place: needs tileatomd --backend cuda on the same GPU).
+ * `device` (CUDA builds; `--from device` runs it and devptr alone: the keys live in this process's
+ * GPU memory, copied there once before timing, registered with the daemon once by their CUDA IPC
+ * handle; each request names them by reference and the daemon's kernel reads them in place: needs
+ * tileatomd --backend cuda on the same GPU), `devptr` (the same device keys passed as a raw device
+ * pointer on a second connection that registers nothing: the library finds the allocation and
+ * registers it itself, in the first repetition).
  *
  * Failure modes: any failed call, or bins that differ from the expected counts, print the
  * cause and exit 1; usage errors exit 2. */
@@ -70,7 +72,8 @@ static void die(const char *what, const tileatom_error *err)
 
 /* Runs one mode once on a fresh tile; returns the seconds taken (bins verified). */
 static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, const int32_t *keys,
-                       const int32_t *shm_keys, const tileatom_buffer *dbuf, const int64_t *expect)
+                       const int32_t *shm_keys, const tileatom_buffer *dbuf, const void *devptr,
+                       const int64_t *expect)
 {
 	tileatom_error err = {0, ""};
 	char tile[64];
@@ -87,7 +90,18 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 	double t0 = now_s();
 	bool split = strcmp(mode, "split") == 0, shm = strcmp(mode, "shm") == 0;
 	bool generic = strcmp(mode, "generic") == 0;
-	if (strcmp(mode, "device") == 0) {
+	if (strcmp(mode, "devptr") == 0) {
+		if (!dbuf) {
+			fprintf(stderr, "tileatom-histbench: mode devptr needs a CUDA build\n");
+			exit(2);
+		}
+		tileatom_array idx = tileatom_vector(TILEATOM_INT32, o->keys, devptr);
+		tileatom_op_result res;
+		if (tileatom_indexed(c, tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL,
+		                     &opts, &res, &err) != TILEATOM_OK)
+			die("indexed add (raw device pointer)", &err);
+		applied = res.applied;
+	} else if (strcmp(mode, "device") == 0) {
 		if (!dbuf) {
 			fprintf(stderr, "tileatom-histbench: mode device needs a CUDA build\n");
 			exit(2);
@@ -132,7 +146,7 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 	} else {
 		fprintf(stderr,
 		        "tileatom-histbench: unknown mode '%s' (one, split, shm, generic, chunked, "
-		        "device)\n",
+		        "device, devptr)\n",
 		        mode);
 		exit(2);
 	}
@@ -166,7 +180,7 @@ static void usage(FILE *f)
 {
 	fputs("Usage: tileatom-histbench [-s SOCKET] [-n KEYS] [-b BINS] [--chunk N] [--depth D]\n"
 	      "         [--reps R] [--keys-out FILE] [--from host|device]\n"
-	      "         [--modes shm,one,split,chunked,generic,device]\n",
+	      "         [--modes shm,one,split,chunked,generic,device,devptr]\n",
 	      f);
 }
 
@@ -207,7 +221,7 @@ int main(int argc, char **argv)
 			break;
 		case 'f':
 			if (strcmp(optarg, "device") == 0)
-				o.modes = "device";
+				o.modes = "device,devptr";
 			else if (strcmp(optarg, "host") != 0) {
 				usage(stderr);
 				return 2;
@@ -261,7 +275,7 @@ int main(int argc, char **argv)
 	tileatom_buffer *dbuf = NULL;
 #ifdef TA_HISTBENCH_CUDA
 	void *dkeys = NULL;
-	if (strstr(o.modes, "device")) {
+	if (strstr(o.modes, "device") || strstr(o.modes, "devptr")) {
 		size_t bytes = (size_t)o.keys * sizeof(int32_t);
 		cudaIpcMemHandle_t h;
 		cudaError_t ce = cudaMalloc(&dkeys, bytes);
@@ -278,14 +292,26 @@ int main(int argc, char **argv)
 		    TILEATOM_OK)
 			die("device buffer", &err);
 	}
+#else
+	const void *dkeys = NULL;
 #endif
+	/* mode devptr: a connection of its own, on which nothing is registered by hand */
+	tileatom_client *c2 = NULL;
+	if (strstr(o.modes, "devptr") &&
+	    tileatom_connect(o.address, 5000, &c2, &err) != TILEATOM_OK)
+		die("connect", &err);
 	char modes[256];
 	snprintf(modes, sizeof(modes), "%s", o.modes);
 	char *save = NULL;
 	for (char *m = strtok_r(modes, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
 		double best = 0;
 		for (int r = 0; r < o.reps; r++) {
-			double t = run_mode(c, &o, m, keys, shm_keys, dbuf, expect);
+			double t = run_mode(strcmp(m, "devptr") == 0 ? c2 : c, &o, m, keys,
+			                    shm_keys, dbuf, dkeys, expect);
+			if (r == 0 && strcmp(m, "devptr") == 0)
+				fprintf(stderr,
+				        "devptr: first call (registers the allocation) %.6f s\n",
+				        t);
 			if (r == 0 || t < best)
 				best = t;
 		}
@@ -294,6 +320,7 @@ int main(int argc, char **argv)
 	}
 	tileatom_buffer_free(sbuf);
 	tileatom_buffer_free(dbuf);
+	tileatom_close(c2);
 	tileatom_close(c);
 #ifdef TA_HISTBENCH_CUDA
 	if (dkeys)

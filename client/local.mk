@@ -11,7 +11,7 @@ EXTRA_DIST += client/tileatom-client.pc.in
 CLIENT_LIB_SOURCES = \
 	client/tileatom.h client/tac_internal.h \
 	client/tac_conn.c client/tac_codec.c client/tac_api.c client/tac_util.c \
-	client/tac_text.c client/tac_split.c client/tac_shm.c \
+	client/tac_text.c client/tac_split.c client/tac_shm.c client/tac_cuptr.c \
 	client/tac_fastwire.c client/tac_fastwire.h $(PROTO_SOURCES) $(AUTH_SOURCES)
 
 client_libtileatom_client_la_SOURCES = $(CLIENT_LIB_SOURCES)
@@ -21,9 +21,9 @@ client_libtileatom_client_la_CPPFLAGS = $(AM_CPPFLAGS) -DTILEATOM_BUILDING_LIBRA
 client_libtileatom_client_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) $(LIBCRYPTO_CFLAGS) \
 	-fvisibility=hidden
 # The core is linked in whole; only the public tileatom_* names are exported. Version 1:0:1:
-# interfaces added (tileatom_stats_kinds, tileatom_connect_opts, ...) to those of 0:0:0, so
-# the soname stays .so.0.
-client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 1:0:1 -no-undefined \
+# interfaces added (tileatom_stats_kinds, tileatom_connect_opts, ...) to those of 0:0:0;
+# 2:0:2: tileatom_set_device_ptr_threshold added. The soname stays .so.0.
+client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 2:0:2 -no-undefined \
 	-export-symbols-regex '^tileatom_'
 client_libtileatom_client_la_LIBADD = tacore/libtacore.la $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 

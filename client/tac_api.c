@@ -387,6 +387,8 @@ int tileatom_read(tileatom_client *client, const char *tile, const tileatom_regi
 	tac_msg m;
 	int rc = tac_build_read(&m, tile, region, err);
 	if (rc == TILEATOM_OK)
+		rc = tac_cuptr_refuse(client, buf, buf_size, "the read buffer", err);
+	if (rc == TILEATOM_OK)
 		rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -529,6 +531,11 @@ static int rmw_finish(tileatom_client *c, tac_msg *m, const tileatom_op_options 
 static int rmw_send(tileatom_client *c, tac_msg *m, const tac_split_req *rq,
                     tileatom_op_result *res, tileatom_error *err)
 {
+	bool want = rq->opts && rq->opts->want_old;
+	int rc = tac_cuptr_prepare(c, m, want ? rq->opts->old_out : NULL,
+	                           want ? rq->opts->old_out_size : 0, err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	if (tac_frame_too_large(c, m)) {
 		if (!tac_split_old_fit(c, rq)) /* the response would not fit either */
 			return tac_split(c, rq, res, err);
@@ -649,6 +656,8 @@ static int memory_call(tileatom_client *c, tileatom_request_kind kind, const cha
 	int rc = check_old_out(loads ? NULL : opts, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_build_memory(&m, kind, tile, window, addr, operand, opts, err);
+	if (rc == TILEATOM_OK && loads)
+		rc = tac_cuptr_refuse(c, out, out_size, "the output buffer", err);
 	if (rc == TILEATOM_OK)
 		rc = tac_roundtrip(c, &m, err);
 	if (rc != TILEATOM_OK)
@@ -702,6 +711,8 @@ static int submit(tileatom_client *c, tac_msg *m, int rc, uint64_t *id, tileatom
 {
 	if (id)
 		*id = 0;
+	if (rc == TILEATOM_OK)
+		rc = tac_cuptr_prepare(c, m, NULL, 0, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	tac_shm_rewrite(c, m);

@@ -5,8 +5,9 @@
  * send/receive, the output buffer that coalesces submitted requests, the queue of
  * requests awaiting responses); tac_shm.c holds shared and device buffers, rewrites
  * requests to refer to them and makes synchronous round trips (tac_roundtrip);
- * tac_split.c sends requests over the frame limit in parts; tac_api.c implements the
- * public calls on top of them all. */
+ * tac_cuptr.c recognises raw CUDA device pointers among the operands and registers their
+ * allocations as device buffers (through the public tac_shm.c calls); tac_split.c sends requests
+ * over the frame limit in parts; tac_api.c implements the public calls on top of them all. */
 #ifndef TAC_INTERNAL_H
 #define TAC_INTERNAL_H
 
@@ -96,6 +97,12 @@ struct tileatom_client {
 	                                    in shared memory (0: never; tileatom_set_shm_threshold) */
 	const void *old_from;            /* the last synchronous call's old values went to this
 	                                    shared-buffer address (NULL: they came inline) */
+
+	/* raw device pointers (tac_cuptr.c) */
+	size_t cuptr_min;              /* operand bytes from which the driver is asked whether an
+	                                  array is device memory (0: never) */
+	struct tac_cuptr_cache *cuptr; /* allocations registered for raw device pointers (NULL
+	                                  until the first) */
 };
 
 /* Storage for one request message and every sub-message it may point to. Built on the
@@ -145,6 +152,7 @@ typedef struct tac_msg {
 	Tileatom__BufferRef old_ref;                     /* Options.old_into */
 	void *old_out;       /* synchronous calls: where old values go */
 	size_t old_out_size; /* bytes at old_out */
+	bool cuptr_done;     /* tac_cuptr_prepare has looked at the operands already */
 } tac_msg;
 
 /* ---- splitting (tac_split.c; used by tac_api.c, uses tac_shm.c and below) ------------- */
@@ -193,6 +201,40 @@ TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err
 /* Default operand bytes of one synchronous request from which tac_shm_stage uses shared
  * memory. */
 #define TAC_SHM_STAGE_MIN (1u << 20)
+/* The buffer of c an array at p (len bytes) would travel by reference in (one holding all
+ * of it, else a device buffer holding its first byte), or NULL. */
+TAC_HIDDEN struct tileatom_buffer *tac_shm_ref_buffer(const tileatom_client *c, const void *p,
+                                                      size_t len);
+/* True when c talks over a Unix socket (shared and device buffers work). */
+TAC_HIDDEN bool tac_shm_unix(tileatom_client *c);
+
+/* ---- raw device pointers (tac_cuptr.c) ------------------------------------------------ */
+/* Default of tileatom_set_device_ptr_threshold: arrays of 64 KiB or more are looked up. */
+#define TAC_CUPTR_MIN (64u << 10)
+/* Before m is staged, split or sent: every operand array of m (and old_out, old_out_size
+ * bytes, when not NULL) that is CUDA device memory gets its allocation registered on c as
+ * a device buffer (once; see tac_cuptr.c for which arrays are looked up), so that it
+ * travels by reference. Marks m done; TILEATOM_OK, or why such memory cannot be sent. */
+TAC_HIDDEN int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, const void *old_out,
+                                 size_t old_out_size, tileatom_error *err);
+/* TILEATOM_E_INVALID_ARGUMENT when the output buffer [p, p + len) (what names it), which the
+ * library writes from the host, is device memory; else TILEATOM_OK. */
+TAC_HIDDEN int tac_cuptr_refuse(tileatom_client *c, const void *p, size_t len, const char *what,
+                                tileatom_error *err);
+/* The threshold a new connection starts with: $TILEATOM_DEVICE_POINTERS ("off" or "no":
+ * 0; a byte count) or TAC_CUPTR_MIN. */
+TAC_HIDDEN size_t tac_cuptr_default_min(void);
+/* Whether the process has loaded libcuda.so.1 (the answer is cached; see tac_cuptr.c). */
+TAC_HIDDEN bool tac_cuptr_driver_loaded(void);
+/* For the tests: takes the driver's entry points from the dlopen handle handle (e.g. a
+ * fake driver in the test program) when none was found yet; false when one is missing. */
+TAC_HIDDEN bool tac_cuptr_load_from(void *handle);
+/* How many times the driver was looked for with dlopen in this process (for the tests). */
+TAC_HIDDEN unsigned long tac_cuptr_lookups(void);
+/* Allocations registered on c for raw device pointers. */
+TAC_HIDDEN size_t tac_cuptr_count(const tileatom_client *c);
+/* Frees c's cache (tac_shm_client_free; the buffers themselves are in c's list). */
+TAC_HIDDEN void tac_cuptr_client_free(tileatom_client *c);
 
 /* ---- errors (tac_util.c) ------------------------------------------------------------- */
 

@@ -84,6 +84,16 @@ static struct tileatom_buffer *ref_buffer(const tileatom_client *c, const void *
 	return NULL;
 }
 
+struct tileatom_buffer *tac_shm_ref_buffer(const tileatom_client *c, const void *p, size_t len)
+{
+	return ref_buffer(c, p, len);
+}
+
+bool tac_shm_unix(tileatom_client *c)
+{
+	return shm_possible(c);
+}
+
 bool tac_shm_in_device(const tileatom_client *c, const void *p, size_t len)
 {
 	const struct tileatom_buffer *b = ref_buffer(c, p, len);
@@ -391,9 +401,12 @@ int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",
 		               c->pending_count);
+	int rc = tac_cuptr_prepare(c, m, m->old_out, m->old_out_size, err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	tac_shm_stage(c, m);
 	tac_shm_rewrite(c, m);
-	int rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
+	rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	tileatom_request_kind kind;
@@ -411,6 +424,7 @@ void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes)
 
 void tac_shm_client_free(tileatom_client *c)
 {
+	tac_cuptr_client_free(c);
 	for (size_t i = 0; i < c->nbufs; i++)
 		shm_release(c->bufs[i]);
 	free(c->bufs);

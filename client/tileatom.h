@@ -463,8 +463,8 @@ TA_API void tileatom_buffer_free(tileatom_buffer *buffer);
  * (INVALID_ARGUMENT for bytes outside). The library itself needs no CUDA and never
  * dereferences a device address inside a registered device buffer (an array starting in
  * one always travels by reference; bytes past its end are the daemon's INVALID_ARGUMENT),
- * but device memory outside every registered buffer would be read as host memory (a
- * crash): build arrays with tileatom_buffer_array. Finish the kernels that write the operands (e.g.
+ * and device memory outside every registered buffer is handled as below ("raw device
+ * pointers"). Finish the kernels that write the operands (e.g.
  * cudaDeviceSynchronize) before the request; old values are in device memory when the
  * call returns. Not allowed with check_bounds off, for a fill or padding scalar, or on a
  * daemon with --data-dir. The CPU backend refuses device buffers
@@ -483,6 +483,39 @@ TA_API int tileatom_device_buffer_register(tileatom_client *client, const void *
                                            tileatom_buffer **out, tileatom_error *err);
 /* 1 when buffer is a device buffer (tileatom_buffer_data then returns NULL). */
 TA_API int tileatom_buffer_is_device(const tileatom_buffer *buffer);
+
+/* ---- raw device pointers (transparent device buffers) ------------------------------------
+ * A cudaMalloc'd pointer (or one into the middle of such an allocation) can be passed as
+ * any operand array or as opts->old_out without registering anything: before a request is
+ * sent, the library asks the CUDA driver (cuPointerGetAttributes) about each operand array
+ * and old_out of at least the connection's threshold bytes (default 64 KiB), and about
+ * every array inside an allocation it registered before, whatever its size. Device memory
+ * (not managed) has its whole allocation registered once per connection as a device buffer
+ * (cuIpcGetMemHandle; the same rules and checks as tileatom_device_buffer_register) and
+ * travels by reference; an allocation freed and reallocated (another driver buffer id or
+ * size at that address) is registered anew. The library does not link against CUDA: it
+ * uses libcuda.so.1 only when the process has loaded it (a process that never did holds no
+ * device memory), so without CUDA nothing changes and a request pays one cached check.
+ * Limits: it needs a Unix-socket connection to a CUDA daemon (over TCP, device memory is
+ * refused with TILEATOM_E_INVALID_ARGUMENT; the CPU backend refuses the registration with
+ * TILEATOM_E_UNIMPLEMENTED); an array running past the end of its allocation, or memory
+ * with no CUDA IPC handle (memory pools: cudaMallocAsync, VMM allocations) is
+ * TILEATOM_E_INVALID_ARGUMENT; a pipelined submit that needs a new registration while
+ * responses are outstanding is TILEATOM_E_STATE (collect first, or make one synchronous
+ * call with the pointer); device memory smaller than the threshold, outside allocations
+ * seen before, is still read as host memory (a crash: lower the threshold to 1 to ask
+ * about every array); managed memory (cudaMallocManaged) and pinned host memory are host
+ * memory here and are read by the CPU (inline or staged); the output buffers of
+ * tileatom_read, tileatom_gather and tileatom_atomic_load must be host memory (device
+ * memory there, asked about with the same threshold, is TILEATOM_E_INVALID_ARGUMENT).
+ * Each allocation takes one of the daemon's 64 buffer slots of the connection, and the
+ * daemon keeps its mapping until the connection closes (which may hold the memory after
+ * the caller's cudaFree until then). $TILEATOM_DEVICE_POINTERS sets the threshold of new
+ * connections in bytes ("off" or "no": never look; anything else that is not a decimal
+ * count: the default). */
+/* Sets the operand bytes from which the library asks the driver whether an array is device
+ * memory (0: never; arrays in allocations registered before are looked up anyway). */
+TA_API void tileatom_set_device_ptr_threshold(tileatom_client *client, size_t bytes);
 
 /* ---- synchronous calls: each sends one request and waits for its response ---------------- */
 

@@ -591,26 +591,6 @@ START_TEST(test_cli_hist_errors)
 }
 END_TEST
 
-/* The port the daemon of d logged ("listening on tcp:127.0.0.1:PORT"); 0 when absent. */
-static int logged_port(const tcu_daemon *d)
-{
-	for (int tries = 0; tries < 500; tries++) {
-		FILE *f = fopen(d->log, "r");
-		char line[512];
-		while (f && fgets(line, sizeof(line), f)) {
-			const char *at = strstr(line, "listening on tcp:127.0.0.1:");
-			if (at) {
-				fclose(f);
-				return atoi(at + strlen("listening on tcp:127.0.0.1:"));
-			}
-		}
-		if (f)
-			fclose(f);
-		usleep(10000);
-	}
-	return 0;
-}
-
 START_TEST(test_cli_auth_private)
 {
 	tcu_daemon A;
@@ -628,7 +608,7 @@ START_TEST(test_cli_auth_private)
 	ck_assert_int_eq(chmod(open_file, 0644), 0);
 	const char *const extra[] = {"--listen", "127.0.0.1:0", "--auth-file", secret, NULL};
 	ck_assert(tcu_daemon_start(&A, extra));
-	int port = logged_port(&A);
+	int port = tcu_daemon_tcp_port(&A);
 	ck_assert_int_gt(port, 0);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
 	tcu_result r;

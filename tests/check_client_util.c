@@ -240,6 +240,26 @@ void tcu_daemon_dump_log(const tcu_daemon *d)
 	fclose(f);
 }
 
+int tcu_daemon_tcp_port(const tcu_daemon *d)
+{
+	static const char tag[] = "listening on tcp:127.0.0.1:";
+	for (int tries = 0; tries < 500; tries++) {
+		FILE *f = fopen(d->log, "r");
+		char line[512];
+		while (f && fgets(line, sizeof(line), f)) {
+			const char *at = strstr(line, tag);
+			if (at) {
+				fclose(f);
+				return atoi(at + strlen(tag));
+			}
+		}
+		if (f)
+			fclose(f);
+		usleep(10000);
+	}
+	return 0;
+}
+
 bool tcu_write_file(const char *path, const char *text, size_t len)
 {
 	FILE *f = fopen(path, "w");

@@ -60,6 +60,9 @@ bool tcu_daemon_alive(tcu_daemon *d);
 void tcu_daemon_cleanup(tcu_daemon *d);
 /* Copies the daemon's log to stderr (for failure diagnosis). */
 void tcu_daemon_dump_log(const tcu_daemon *d);
+/* The port a daemon started with --listen 127.0.0.1:0 logged ("listening on
+ * tcp:127.0.0.1:PORT"), waiting up to 5 s for it; 0 when absent. */
+int tcu_daemon_tcp_port(const tcu_daemon *d);
 
 /* Runs argv (argv[0] a path, NULL-terminated) with stdin from stdin_text (NULL: empty) and
  * stdout/stderr captured through files in dir; waits up to 120 s. */

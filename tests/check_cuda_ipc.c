@@ -5,9 +5,17 @@
  * whose values come from the buffer and whose old values go back into it, a second
  * connection sharing the same handle; and the refusals: a size over the allocation, a
  * handle that does not open, references outside the buffer (raw protocol and library),
- * check_bounds off over device indices. Exits 77 (skip) in a build without CUDA or without
- * a usable GPU. The suite runs without fork (CUDA does not survive one). */
+ * check_bounds off over device indices. Then raw device pointers (no registration by the
+ * caller; the library finds the allocations): a histogram from a cudaMalloc'd key array,
+ * old values into a raw device pointer, a pointer into the middle of an allocation, two
+ * allocations in one request, a freed-and-reallocated allocation, bytes past the
+ * allocation, a pipelined submit, managed memory (host), a threshold of 1, a thread with
+ * no CUDA context (the library pushes the allocation's) and tileatom_write from a raw
+ * device pointer. Exits 77 (skip) in a
+ * build without CUDA or without a usable GPU. The suite runs without fork (CUDA does not survive
+ * one). */
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -338,6 +346,330 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* Histograms n int32 keys at the raw device address p (no registration by the caller)
+ * into a fresh tile name and checks every bin against want (each count times scale). */
+static void raw_histogram(tileatom_client *c, const void *p, int64_t n, const char *name,
+                          const int32_t *want, int32_t scale)
+{
+	tileatom_error e = {0, ""};
+	int64_t nbins = NBINS;
+	CK(tileatom_create(c, name, TILEATOM_INT32, 1, &nbins, NULL, NULL, &e), e);
+	tileatom_array idx = tileatom_vector(TILEATOM_INT32, n, p);
+	int32_t one = 1;
+	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
+	tileatom_op_options opts;
+	tileatom_op_options_init(&opts);
+	opts.space = TILEATOM_SPACE_SHARED;
+	tileatom_op_result res;
+	CK(tileatom_indexed(c, name, TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL, &opts, &res,
+	                    &e),
+	   e);
+	ck_assert_uint_eq(res.applied, (uint64_t)n);
+	int32_t bins[NBINS];
+	CK(tileatom_read(c, name, NULL, bins, sizeof(bins), NULL, &e), e);
+	for (int i = 0; i < NBINS; i++)
+		ck_assert_msg(bins[i] == want[i] * scale, "%s: bin %d is %d, not %d", name, i,
+		              bins[i], want[i] * scale);
+	CK(tileatom_destroy(c, name, &e), e);
+}
+
+/* The bins of keys[from, from + n). */
+static void count_keys(int64_t from, int64_t n, int32_t *bins)
+{
+	memset(bins, 0, NBINS * sizeof(int32_t));
+	for (int64_t i = from; i < from + n; i++)
+		bins[keys[i]]++;
+}
+
+START_TEST(test_raw_histogram)
+{
+	/* the keys at the raw cudaMalloc'd address: twice on one connection (registered once),
+	 * then from the middle of the allocation (1000 keys in, 2^20 keys) */
+	tileatom_client *c = conn();
+	raw_histogram(c, dev + OFF_KEYS, NKEYS, "raw-hist", expect_bins, 1);
+	raw_histogram(c, dev + OFF_KEYS, NKEYS, "raw-hist-again", expect_bins, 1);
+	int32_t want[NBINS];
+	count_keys(1000, 1 << 20, want);
+	raw_histogram(c, dev + OFF_KEYS + 4000, 1 << 20, "raw-hist-middle", want, 1);
+	/* a small array inside the allocation seen before is looked up too (under the
+	 * threshold) */
+	count_keys(77, 100, want);
+	raw_histogram(c, dev + OFF_KEYS + 77 * 4, 100, "raw-hist-small", want, 1);
+	tileatom_close(c);
+}
+END_TEST
+
+START_TEST(test_raw_old_values_into_device)
+{
+	/* tile[i] = 5i; values v[i] = 2i + 1 read from a raw device pointer; old values
+	 * written to another raw device pointer: tile 7i + 1, old values 5i */
+	tileatom_client *c = conn();
+	tileatom_error e = {0, ""};
+	int64_t n = NEW;
+	int32_t *host = malloc((size_t)NEW * 4);
+	ck_assert_ptr_nonnull(host);
+	for (int i = 0; i < NEW; i++)
+		host[i] = 5 * i;
+	CK(tileatom_create(c, "raw-ew", TILEATOM_INT32, 1, &n, NULL, NULL, &e), e);
+	CK(tileatom_write(c, "raw-ew", NULL, &(tileatom_array){TILEATOM_INT32, 1, {NEW}, host}, &e),
+	   e);
+	for (int i = 0; i < NEW; i++)
+		host[i] = 2 * i + 1;
+	ck_assert_int_eq(cudaMemcpy(dev + OFF_VALS, host, (size_t)NEW * 4, cudaMemcpyHostToDevice),
+	                 cudaSuccess);
+	ck_assert_int_eq(cudaMemset(dev + OFF_OLDS, 0xff, (size_t)NEW * 4), cudaSuccess);
+	ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+	tileatom_array vals = tileatom_vector(TILEATOM_INT32, NEW, dev + OFF_VALS);
+	tileatom_op_options opts;
+	tileatom_op_options_init(&opts);
+	opts.want_old = true;
+	opts.old_out = dev + OFF_OLDS;
+	opts.old_out_size = (size_t)NEW * 4;
+	tileatom_op_result res;
+	CK(tileatom_elementwise(c, "raw-ew", TILEATOM_OP_ADD, NULL, &vals, NULL, &opts, &res, &e),
+	   e);
+	ck_assert_uint_eq(res.applied, NEW);
+	ck_assert_uint_eq(res.old_bytes, (size_t)NEW * 4);
+	CK(tileatom_read(c, "raw-ew", NULL, host, (size_t)NEW * 4, NULL, &e), e);
+	for (int i = 0; i < NEW; i++)
+		ck_assert_msg(host[i] == 7 * i + 1, "tile[%d] = %d, not %d", i, host[i], 7 * i + 1);
+	ck_assert_int_eq(cudaMemcpy(host, dev + OFF_OLDS, (size_t)NEW * 4, cudaMemcpyDeviceToHost),
+	                 cudaSuccess);
+	for (int i = 0; i < NEW; i++)
+		ck_assert_msg(host[i] == 5 * i, "old[%d] = %d, not %d", i, host[i], 5 * i);
+	/* reading a tile into device memory is refused, not a crash */
+	int rc = tileatom_read(c, "raw-ew", NULL, dev + OFF_OLDS, (size_t)NEW * 4, NULL, &e);
+	ck_assert_msg(rc == TILEATOM_E_INVALID_ARGUMENT, "%s: %s", tileatom_strerror(rc),
+	              e.message);
+	ck_assert_msg(strstr(e.message, "give a host buffer"), "message: %s", e.message);
+	CK(tileatom_destroy(c, "raw-ew", &e), e);
+	free(host);
+	tileatom_close(c);
+}
+END_TEST
+
+/* A thread that has made no CUDA call (no current context): connects and histograms the
+ * raw keys, so that the library pushes the allocation's context to get its IPC handle.
+ * Returns NULL when every bin was right, else a message (static). */
+static void *other_thread(void *arg)
+{
+	(void)arg;
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	if (tileatom_connect(D.socket, 20000, &c, &e) != TILEATOM_OK)
+		return (void *)"connect failed";
+	int64_t nbins = NBINS;
+	int32_t one = 1, bins[NBINS];
+	tileatom_array idx = tileatom_vector(TILEATOM_INT32, NKEYS, dev + OFF_KEYS);
+	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
+	tileatom_op_result res;
+	const char *bad = NULL;
+	if (tileatom_create(c, "raw-thread", TILEATOM_INT32, 1, &nbins, NULL, NULL, &e) !=
+	        TILEATOM_OK ||
+	    tileatom_indexed(c, "raw-thread", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL,
+	                     NULL, &res, &e) != TILEATOM_OK ||
+	    tileatom_read(c, "raw-thread", NULL, bins, sizeof(bins), NULL, &e) != TILEATOM_OK)
+		bad = "a call failed";
+	for (int i = 0; !bad && i < NBINS; i++)
+		if (bins[i] != expect_bins[i])
+			bad = "a bin differs";
+	if (bad)
+		fprintf(stderr, "other thread: %s (%s)\n", bad, e.message);
+	(void)tileatom_destroy(c, "raw-thread", &e);
+	tileatom_close(c);
+	return (void *)(uintptr_t)bad;
+}
+
+START_TEST(test_raw_other_thread_and_write)
+{
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, other_thread, NULL), 0);
+	void *bad = NULL;
+	ck_assert_int_eq(pthread_join(t, &bad), 0);
+	ck_assert_msg(bad == NULL, "the thread without a CUDA context: %s", (const char *)bad);
+	/* tileatom_write from a raw device pointer: the tile gets the device bytes */
+	tileatom_client *c = conn();
+	tileatom_error e = {0, ""};
+	int64_t n = 1 << 20;
+	CK(tileatom_create(c, "raw-write", TILEATOM_INT32, 1, &n, NULL, NULL, &e), e);
+	tileatom_array src = tileatom_vector(TILEATOM_INT32, n, dev + OFF_KEYS);
+	CK(tileatom_write(c, "raw-write", NULL, &src, &e), e);
+	int32_t *host = malloc((size_t)n * 4);
+	ck_assert_ptr_nonnull(host);
+	CK(tileatom_read(c, "raw-write", NULL, host, (size_t)n * 4, NULL, &e), e);
+	ck_assert_int_eq(memcmp(host, keys, (size_t)n * 4), 0);
+	free(host);
+	CK(tileatom_destroy(c, "raw-write", &e), e);
+	tileatom_close(c);
+}
+END_TEST
+
+/* cudaMalloc of bytes, asserted. */
+static uint8_t *dalloc(size_t bytes)
+{
+	void *p = NULL;
+	ck_assert_int_eq(cudaMalloc(&p, bytes), cudaSuccess);
+	return p;
+}
+
+START_TEST(test_raw_two_allocations)
+{
+	/* keys in allocation A, values (all 3) in allocation B, in one request: bins are 3x
+	 * the counts; then the second half of the keys from a third allocation */
+	enum { HALF = NKEYS / 2 };
+	uint8_t *a = dalloc((size_t)HALF * 4), *b = dalloc((size_t)HALF * 4);
+	uint8_t *k2 = dalloc((size_t)HALF * 4);
+	ck_assert_int_eq(cudaMemcpy(a, keys, (size_t)HALF * 4, cudaMemcpyHostToDevice),
+	                 cudaSuccess);
+	ck_assert_int_eq(cudaMemcpy(k2, keys + HALF, (size_t)HALF * 4, cudaMemcpyHostToDevice),
+	                 cudaSuccess);
+	int32_t *three = malloc((size_t)HALF * 4);
+	ck_assert_ptr_nonnull(three);
+	for (int i = 0; i < HALF; i++)
+		three[i] = 3;
+	ck_assert_int_eq(cudaMemcpy(b, three, (size_t)HALF * 4, cudaMemcpyHostToDevice),
+	                 cudaSuccess);
+	free(three);
+	tileatom_client *c = conn();
+	tileatom_error e = {0, ""};
+	int64_t nbins = NBINS;
+	CK(tileatom_create(c, "raw-two", TILEATOM_INT32, 1, &nbins, NULL, NULL, &e), e);
+	tileatom_array idx = tileatom_vector(TILEATOM_INT32, HALF, a);
+	tileatom_array val = tileatom_vector(TILEATOM_INT32, HALF, b);
+	tileatom_op_result res;
+	CK(tileatom_indexed(c, "raw-two", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL, NULL,
+	                    &res, &e),
+	   e);
+	ck_assert_uint_eq(res.applied, HALF);
+	int32_t bins[NBINS], want[NBINS];
+	count_keys(0, HALF, want);
+	CK(tileatom_read(c, "raw-two", NULL, bins, sizeof(bins), NULL, &e), e);
+	for (int i = 0; i < NBINS; i++)
+		ck_assert_msg(bins[i] == 3 * want[i], "bin %d is %d, not %d", i, bins[i],
+		              3 * want[i]);
+	CK(tileatom_destroy(c, "raw-two", &e), e);
+	count_keys(HALF, HALF, want);
+	raw_histogram(c, k2, HALF, "raw-two-second", want, 1);
+	tileatom_close(c);
+	cudaFree(a);
+	cudaFree(b);
+	cudaFree(k2);
+}
+END_TEST
+
+START_TEST(test_raw_freed_and_reallocated)
+{
+	/* an allocation used, freed, and a new one (often at the same address) holding other
+	 * keys: the new keys are histogrammed, not the old ones */
+	enum { N = 1 << 20 };
+	tileatom_client *c = conn();
+	uint8_t *p = dalloc((size_t)N * 4);
+	ck_assert_int_eq(cudaMemcpy(p, keys, (size_t)N * 4, cudaMemcpyHostToDevice), cudaSuccess);
+	int32_t want[NBINS];
+	count_keys(0, N, want);
+	raw_histogram(c, p, N, "raw-realloc-1", want, 1);
+	ck_assert_int_eq(cudaFree(p), cudaSuccess);
+	uint8_t *q = dalloc((size_t)N * 4);
+	fprintf(stderr, "check_cuda_ipc: reallocated at %s address\n",
+	        q == p ? "the same" : "another");
+	/* every key 7 now */
+	int32_t *sevens = malloc((size_t)N * 4);
+	ck_assert_ptr_nonnull(sevens);
+	for (int i = 0; i < N; i++)
+		sevens[i] = 7;
+	ck_assert_int_eq(cudaMemcpy(q, sevens, (size_t)N * 4, cudaMemcpyHostToDevice), cudaSuccess);
+	free(sevens);
+	memset(want, 0, sizeof(want));
+	want[7] = N;
+	raw_histogram(c, q, N, "raw-realloc-2", want, 1);
+	/* the same again, with a smaller allocation at that address */
+	ck_assert_int_eq(cudaFree(q), cudaSuccess);
+	uint8_t *r = dalloc((size_t)N * 2);
+	ck_assert_int_eq(cudaMemcpy(r, keys, (size_t)N * 2, cudaMemcpyHostToDevice), cudaSuccess);
+	count_keys(0, N / 2, want);
+	raw_histogram(c, r, N / 2, "raw-realloc-3", want, 1);
+	ck_assert_int_eq(cudaFree(r), cudaSuccess);
+	tileatom_close(c);
+}
+END_TEST
+
+START_TEST(test_raw_refusals)
+{
+	/* bytes past the end of the allocation (2 MiB: a multiple of any granularity): one
+	 * array large enough to be looked up, one small one in an allocation used before;
+	 * nothing is applied */
+	enum { BYTES = 2 << 20 };
+	uint8_t *p = dalloc(BYTES);
+	ck_assert_int_eq(cudaMemcpy(p, keys, BYTES, cudaMemcpyHostToDevice), cudaSuccess);
+	tileatom_client *c = conn();
+	tileatom_error e = {0, ""};
+	int64_t nbins = NBINS;
+	CK(tileatom_create(c, "raw-past", TILEATOM_INT32, 1, &nbins, NULL, NULL, &e), e);
+	int32_t one = 1;
+	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
+	tileatom_op_result res;
+	tileatom_array idx = tileatom_vector(TILEATOM_INT32, BYTES / 8 + 16, p + BYTES / 2);
+	int rc = tileatom_indexed(c, "raw-past", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL,
+	                          NULL, &res, &e);
+	ck_assert_msg(rc == TILEATOM_E_INVALID_ARGUMENT, "%s: %s", tileatom_strerror(rc),
+	              e.message);
+	ck_assert_msg(strstr(e.message, "past the end of its device allocation"), "message: %s",
+	              e.message);
+	int32_t want[NBINS];
+	count_keys(0, BYTES / 4, want);
+	raw_histogram(c, p, BYTES / 4, "raw-past-ok", want, 1);
+	idx = tileatom_vector(TILEATOM_INT32, 32, p + BYTES - 64);
+	rc = tileatom_indexed(c, "raw-past", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL, NULL,
+	                      &res, &e);
+	ck_assert_msg(rc == TILEATOM_E_INVALID_ARGUMENT, "%s: %s", tileatom_strerror(rc),
+	              e.message);
+	ck_assert_msg(strstr(e.message, "past the end of its device allocation"), "message: %s",
+	              e.message);
+	int32_t bins[NBINS];
+	CK(tileatom_read(c, "raw-past", NULL, bins, sizeof(bins), NULL, &e), e);
+	for (int i = 0; i < NBINS; i++)
+		ck_assert_int_eq(bins[i], 0);
+	/* a pipelined submit finds the allocation registered before; one that needs a new
+	 * registration while a response is outstanding is TILEATOM_E_STATE */
+	uint64_t id = 0;
+	idx = tileatom_vector(TILEATOM_INT32, 1 << 16, p);
+	CK(tileatom_submit_indexed(c, "raw-past", TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL,
+	                           NULL, &id, &e),
+	   e);
+	uint8_t *q = dalloc(BYTES);
+	ck_assert_int_eq(cudaMemcpy(q, keys, BYTES, cudaMemcpyHostToDevice), cudaSuccess);
+	tileatom_array idx2 = tileatom_vector(TILEATOM_INT32, 1 << 16, q);
+	rc = tileatom_submit_indexed(c, "raw-past", TILEATOM_OP_ADD, NULL, 1, &idx2, true, &val,
+	                             NULL, NULL, &id, &e);
+	ck_assert_msg(rc == TILEATOM_E_STATE, "%s: %s", tileatom_strerror(rc), e.message);
+	tileatom_response r;
+	CK(tileatom_collect(c, &r, &e), e);
+	ck_assert_int_eq(r.status, TILEATOM_OK);
+	ck_assert_uint_eq(r.applied, 1 << 16);
+	CK(tileatom_read(c, "raw-past", NULL, bins, sizeof(bins), NULL, &e), e);
+	count_keys(0, 1 << 16, want);
+	for (int i = 0; i < NBINS; i++)
+		ck_assert_int_eq(bins[i], want[i]);
+	CK(tileatom_destroy(c, "raw-past", &e), e);
+	/* managed memory is host memory to the library: read by the CPU, exact */
+	void *m = NULL;
+	ck_assert_int_eq(cudaMallocManaged(&m, (size_t)(1 << 20) * 4, cudaMemAttachGlobal),
+	                 cudaSuccess);
+	memcpy(m, keys, (size_t)(1 << 20) * 4);
+	count_keys(0, 1 << 20, want);
+	raw_histogram(c, m, 1 << 20, "raw-managed", want, 1);
+	/* a threshold of 1 byte: 8 keys (32 bytes) in an allocation not seen yet are looked
+	 * up too */
+	tileatom_set_device_ptr_threshold(c, 1);
+	count_keys(0, 8, want);
+	raw_histogram(c, q, 8, "raw-tiny", want, 1);
+	tileatom_close(c);
+	cudaFree(m);
+	cudaFree(p);
+	cudaFree(q);
+}
+END_TEST
+
 /* splitmix64: the next pseudo-random value of *state. */
 static uint64_t rnd(uint64_t *state)
 {
@@ -388,6 +720,12 @@ int main(void)
 	tcase_add_test(tc, test_histogram);
 	tcase_add_test(tc, test_elementwise_old_values_into_device);
 	tcase_add_test(tc, test_refusals);
+	tcase_add_test(tc, test_raw_histogram);
+	tcase_add_test(tc, test_raw_old_values_into_device);
+	tcase_add_test(tc, test_raw_two_allocations);
+	tcase_add_test(tc, test_raw_freed_and_reallocated);
+	tcase_add_test(tc, test_raw_refusals);
+	tcase_add_test(tc, test_raw_other_thread_and_write);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);

@@ -102,6 +102,20 @@ tests_check_split_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_check_split_LDADD = client/libtileatom-client.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS)
 EXTRA_tests_check_split_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
 
+# Raw device pointers without a GPU: inert without the driver, and a fake driver in the
+# test program (compiled from the library sources to reach the hidden functions; its fake
+# entry points are exported so that the library can dlsym them).
+check_PROGRAMS += tests/check_cuptr
+TESTS += tests/check_cuptr
+tests_check_cuptr_SOURCES = tests/check_cuptr.c tests/check_client_util.c \
+	tests/check_client_util.h $(CLIENT_LIB_SOURCES)
+nodist_tests_check_cuptr_SOURCES = $(nodist_PROTO_SOURCES)
+tests_check_cuptr_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
+tests_check_cuptr_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_check_cuptr_LDFLAGS = -export-dynamic
+tests_check_cuptr_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
+EXTRA_tests_check_cuptr_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
+
 tests_check_client_cli_SOURCES = tests/check_client_cli.c \
 	tests/check_client_util.c tests/check_client_util.h
 tests_check_client_cli_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)

@@ -1,0 +1,465 @@
+/* tac_cuptr.c: raw CUDA device pointers as operands (transparent device buffers). Before a
+ * request is staged, split or sent, tac_cuptr_prepare asks the CUDA driver about each of
+ * its operand arrays (and its old-values buffer) of at least the connection's threshold
+ * bytes (tileatom_set_device_ptr_threshold, $TILEATOM_DEVICE_POINTERS), and about every
+ * array lying in an allocation it registered before, whatever its size: when the address
+ * is device memory (cuPointerGetAttributes: CU_MEMORYTYPE_DEVICE, not managed), the whole
+ * allocation ([RANGE_START_ADDR, + RANGE_SIZE)) is registered with the daemon once per
+ * connection as a device buffer (cuIpcGetMemHandle, then what
+ * tileatom_device_buffer_register does), and tac_shm_rewrite then sends the array by
+ * reference like any array in a device buffer. The cache is keyed by the allocation's base;
+ * an entry whose allocation changed (another size or CU_POINTER_ATTRIBUTE_BUFFER_ID, or no
+ * longer device memory: freed and reallocated) is dropped and the new one registered; the
+ * entries go with the connection.
+ *
+ * The library does not link against CUDA: it uses libcuda.so.1 only when the process has
+ * already loaded it (dlopen RTLD_NOLOAD): a process that never loaded the driver holds no
+ * device memory. That answer is cached against the count of shared objects the process
+ * has loaded (dl_iterate_phdr's dlpi_adds, about 15 ns to read), so it is asked again only
+ * after the process loads something new, e.g. when it initialises CUDA after connecting.
+ *
+ * Failure modes: device memory that cannot travel by reference (a TCP connection, an
+ * allocation with no CUDA IPC handle such as memory-pool or VMM memory, an array running
+ * past its allocation, pipelined responses not collected when a registration is needed)
+ * fails the call with TILEATOM_E_INVALID_ARGUMENT or TILEATOM_E_STATE before anything is
+ * sent; a daemon refusal (the CPU backend: TILEATOM_E_UNIMPLEMENTED) is returned as is;
+ * any driver error is reported with its name. Host, pinned and managed memory and
+ * processes without the driver go inline as before. */
+#include "tac_internal.h"
+
+#include <dlfcn.h> /* RTLD_NOLOAD, dl_iterate_phdr: _GNU_SOURCE (AM_CPPFLAGS) */
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the few driver API declarations used (cuda.h, CUDA driver API reference) ---------- */
+
+/* CUresult: 0 is CUDA_SUCCESS. */
+typedef int tac_cu_result;
+/* CUdeviceptr (64-bit in the _v2 API). */
+typedef unsigned long long tac_cu_ptr;
+/* CUcontext. */
+typedef void *tac_cu_context;
+/* CUDA_ERROR_NOT_INITIALIZED and CUDA_ERROR_DEINITIALIZED: no device memory to find. */
+#define TAC_CU_NOT_INITIALIZED 3
+#define TAC_CU_DEINITIALIZED   4
+/* CUmemorytype CU_MEMORYTYPE_DEVICE. */
+#define TAC_CU_MEMORYTYPE_DEVICE 2
+/* CUpointer_attribute values asked for. */
+enum {
+	TAC_CU_ATTR_CONTEXT = 1,      /* CUcontext */
+	TAC_CU_ATTR_MEMORY_TYPE = 2,  /* CUmemorytype (unsigned int) */
+	TAC_CU_ATTR_BUFFER_ID = 7,    /* unsigned long long, unique within the process */
+	TAC_CU_ATTR_IS_MANAGED = 8,   /* boolean */
+	TAC_CU_ATTR_IPC_CAPABLE = 10, /* boolean: cuIpcGetMemHandle works on it */
+	TAC_CU_ATTR_RANGE_START = 11, /* CUdeviceptr: the allocation's base */
+	TAC_CU_ATTR_RANGE_SIZE = 12   /* size_t: the allocation's bytes */
+};
+/* Attributes asked for in one cuPointerGetAttributes call. */
+#define TAC_CU_NATTRS 7
+
+/* The driver entry points, looked up once. */
+typedef struct tac_cu_driver {
+	tac_cu_result (*pointer_get_attributes)(unsigned n, int *attrs, void **data,
+	                                        tac_cu_ptr p); /* cuPointerGetAttributes */
+	tac_cu_result (*ipc_get_mem_handle)(void *handle, tac_cu_ptr p); /* cuIpcGetMemHandle */
+	tac_cu_result (*ctx_get_current)(tac_cu_context *ctx);           /* cuCtxGetCurrent */
+	tac_cu_result (*ctx_push)(tac_cu_context ctx);                   /* cuCtxPushCurrent_v2 */
+	tac_cu_result (*ctx_pop)(tac_cu_context *ctx);                   /* cuCtxPopCurrent_v2 */
+	tac_cu_result (*error_name)(tac_cu_result e, const char **s);    /* cuGetErrorName */
+} tac_cu_driver;
+
+/* The driver once found (never unloaded); NULL until then. */
+static _Atomic(const tac_cu_driver *) cu_found;
+/* Serialises the look-ups. */
+static pthread_mutex_t cu_lock = PTHREAD_MUTEX_INITIALIZER;
+/* dlpi_adds when the driver was last looked for and not found (0: never looked). */
+static unsigned long long cu_missed_at;
+/* Look-ups that called dlopen (for the tests: the cached answer costs none). */
+static atomic_ulong cu_lookups;
+
+/* dl_iterate_phdr callback: the process's count of shared-object loads into *arg. */
+static int loads_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_adds;
+	return 1; /* the first object is enough */
+}
+
+/* Resolves the entry points in handle h into d; false when one is missing. */
+static bool cu_resolve(void *h, tac_cu_driver *d)
+{
+	struct {
+		void **slot;      /* where the address goes */
+		const char *name; /* the driver's symbol */
+	} syms[] = {
+	    {(void **)&d->pointer_get_attributes, "cuPointerGetAttributes"},
+	    {(void **)&d->ipc_get_mem_handle, "cuIpcGetMemHandle"},
+	    {(void **)&d->ctx_get_current, "cuCtxGetCurrent"},
+	    {(void **)&d->ctx_push, "cuCtxPushCurrent_v2"},
+	    {(void **)&d->ctx_pop, "cuCtxPopCurrent_v2"},
+	    {(void **)&d->error_name, "cuGetErrorName"},
+	};
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *f = dlsym(h, syms[i].name);
+		if (!f)
+			return false;
+		memcpy(syms[i].slot, &f, sizeof(f));
+	}
+	return true;
+}
+
+/* The driver when the process has loaded libcuda.so.1, else NULL (cached until the process
+ * loads another shared object). */
+static const tac_cu_driver *cu_driver(void)
+{
+	const tac_cu_driver *d = atomic_load_explicit(&cu_found, memory_order_acquire);
+	if (d)
+		return d;
+	unsigned long long adds = 0;
+	dl_iterate_phdr(loads_cb, &adds);
+	pthread_mutex_lock(&cu_lock);
+	d = atomic_load_explicit(&cu_found, memory_order_acquire);
+	if (!d && adds != cu_missed_at) {
+		atomic_fetch_add(&cu_lookups, 1);
+		static tac_cu_driver drv;
+		void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+		if (h && cu_resolve(h, &drv)) {
+			d = &drv;
+			atomic_store_explicit(&cu_found, d, memory_order_release);
+		} else {
+			if (h)
+				(void)dlclose(h);
+			cu_missed_at = adds;
+		}
+	}
+	pthread_mutex_unlock(&cu_lock);
+	return d;
+}
+
+bool tac_cuptr_load_from(void *handle)
+{
+	static tac_cu_driver drv;
+	pthread_mutex_lock(&cu_lock);
+	bool ok = !atomic_load(&cu_found) && cu_resolve(handle, &drv);
+	if (ok)
+		atomic_store_explicit(&cu_found, &drv, memory_order_release);
+	pthread_mutex_unlock(&cu_lock);
+	return ok;
+}
+
+unsigned long tac_cuptr_lookups(void)
+{
+	return atomic_load(&cu_lookups);
+}
+
+bool tac_cuptr_driver_loaded(void)
+{
+	return cu_driver() != NULL;
+}
+
+/* The driver's name for e ("CUDA_ERROR_..."), or its number. */
+static const char *cu_error(const tac_cu_driver *d, tac_cu_result e, char *buf, size_t size)
+{
+	const char *s = NULL;
+	if (d->error_name(e, &s) == 0 && s)
+		return s;
+	snprintf(buf, size, "CUDA error %d", e);
+	return buf;
+}
+
+/* ---- the per-connection cache ---------------------------------------------------------- */
+
+/* One allocation registered on the connection by this file. */
+typedef struct tac_cuptr_entry {
+	uint64_t base;        /* the allocation's device address */
+	uint64_t size;        /* its bytes */
+	uint64_t alloc_id;    /* CU_POINTER_ATTRIBUTE_BUFFER_ID when registered */
+	tileatom_buffer *buf; /* the device buffer (listed in the client's buffers) */
+} tac_cuptr_entry;
+
+/* The allocations a connection registered. */
+struct tac_cuptr_cache {
+	tac_cuptr_entry *e; /* entries */
+	size_t n;           /* entries in use */
+	size_t cap;         /* entries allocated */
+};
+
+/* The entry of c whose buffer is b, or NULL. */
+static tac_cuptr_entry *entry_of(const tileatom_client *c, const tileatom_buffer *b)
+{
+	if (!c->cuptr || !b)
+		return NULL;
+	for (size_t i = 0; i < c->cuptr->n; i++)
+		if (c->cuptr->e[i].buf == b)
+			return &c->cuptr->e[i];
+	return NULL;
+}
+
+/* Forgets entry e of c: its buffer is freed here (the daemon keeps its mapping until the
+ * connection closes; it has no unregistering). */
+static void entry_drop(tileatom_client *c, tac_cuptr_entry *e)
+{
+	tileatom_buffer_free(e->buf);
+	*e = c->cuptr->e[--c->cuptr->n];
+}
+
+/* What the driver says about one address. */
+typedef struct cu_facts {
+	bool device;        /* device memory (not managed) */
+	bool ipc_capable;   /* cuIpcGetMemHandle works on its allocation */
+	uint64_t base;      /* the allocation's base */
+	uint64_t size;      /* its bytes */
+	uint64_t alloc_id;  /* its process-unique id */
+	tac_cu_context ctx; /* its context */
+} cu_facts;
+
+/* Asks the driver about p; what names it in messages. */
+static int cu_ask(const tac_cu_driver *d, const void *p, const char *what, cu_facts *f,
+                  tileatom_error *err)
+{
+	memset(f, 0, sizeof(*f));
+	int attrs[TAC_CU_NATTRS] = {TAC_CU_ATTR_MEMORY_TYPE, TAC_CU_ATTR_IS_MANAGED,
+	                            TAC_CU_ATTR_RANGE_START, TAC_CU_ATTR_RANGE_SIZE,
+	                            TAC_CU_ATTR_BUFFER_ID,   TAC_CU_ATTR_CONTEXT,
+	                            TAC_CU_ATTR_IPC_CAPABLE};
+	/* 8 zeroed bytes each: the driver writes an unsigned int, a bool, a pointer, a size_t
+	 * or an unsigned long long, little-endian */
+	uint64_t val[TAC_CU_NATTRS] = {0};
+	void *data[TAC_CU_NATTRS];
+	for (int i = 0; i < TAC_CU_NATTRS; i++)
+		data[i] = &val[i];
+	tac_cu_result r =
+	    d->pointer_get_attributes(TAC_CU_NATTRS, attrs, data, (tac_cu_ptr)(uintptr_t)p);
+	if (r == TAC_CU_NOT_INITIALIZED || r == TAC_CU_DEINITIALIZED)
+		return TILEATOM_OK; /* no CUDA in use: host memory */
+	if (r != 0) {
+		char buf[32];
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "cannot tell whether %s at %p is device memory: "
+		               "cuPointerGetAttributes: %s",
+		               what, p, cu_error(d, r, buf, sizeof(buf)));
+	}
+	f->device = val[0] == TAC_CU_MEMORYTYPE_DEVICE && val[1] == 0 && val[3] > 0;
+	f->base = val[2];
+	f->size = val[3];
+	f->alloc_id = val[4];
+	memcpy(&f->ctx, &val[5], sizeof(f->ctx));
+	f->ipc_capable = val[6] != 0;
+	return TILEATOM_OK;
+}
+
+/* cuIpcGetMemHandle of the allocation at f->base into handle, with its context current. */
+static int cu_handle(const tac_cu_driver *d, const cu_facts *f, const char *what, uint8_t *handle,
+                     tileatom_error *err)
+{
+	tac_cu_context cur = NULL;
+	tac_cu_result r = d->ctx_get_current(&cur);
+	bool pushed = false;
+	if (r == 0 && cur != f->ctx && f->ctx) {
+		r = d->ctx_push(f->ctx);
+		pushed = r == 0;
+	}
+	if (r == 0)
+		r = d->ipc_get_mem_handle(handle, (tac_cu_ptr)f->base);
+	if (pushed) {
+		tac_cu_context popped = NULL;
+		tac_cu_result p = d->ctx_pop(&popped);
+		if (r == 0 && p != 0)
+			r = p;
+	}
+	char buf[32];
+	if (r != 0)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s is device memory, but its allocation [0x%llx, +%llu) has no "
+		               "CUDA IPC handle (cuIpcGetMemHandle: %s)",
+		               what, (unsigned long long)f->base, (unsigned long long)f->size,
+		               cu_error(d, r, buf, sizeof(buf)));
+	return TILEATOM_OK;
+}
+
+/* Registers the allocation f describes on c and caches it; *out gets the entry. */
+static int entry_add(tileatom_client *c, const tac_cu_driver *d, const cu_facts *f,
+                     const char *what, const void *p, tileatom_error *err)
+{
+	if (!tac_shm_unix(c))
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s at %p is CUDA device memory, which travels only by reference on "
+		               "a Unix-socket connection (%s is not one): copy it to host memory",
+		               what, p, c->address);
+	if (!f->ipc_capable)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s at %p is device memory that cannot be shared by CUDA IPC (not a "
+		               "cudaMalloc / cuMemAlloc allocation, e.g. a memory pool's): copy "
+		               "it to host memory or to a cudaMalloc'd buffer",
+		               what, p);
+	if (c->pending_count > 0)
+		return tac_err(err, TILEATOM_E_STATE,
+		               "%s at %p is device memory not yet registered on this connection, "
+		               "and registering it needs the %zu pipelined responses collected "
+		               "first (tileatom_collect)",
+		               what, p, c->pending_count);
+	if (!c->cuptr) {
+		c->cuptr = calloc(1, sizeof(*c->cuptr));
+		if (!c->cuptr)
+			return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
+	}
+	struct tac_cuptr_cache *k = c->cuptr;
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? k->cap * 2 : 4;
+		tac_cuptr_entry *e = realloc(k->e, cap * sizeof(*e));
+		if (!e)
+			return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
+		k->e = e;
+		k->cap = cap;
+	}
+	uint8_t handle[TILEATOM_IPC_HANDLE_SIZE];
+	int rc = cu_handle(d, f, what, handle, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tileatom_buffer *b = NULL;
+	rc = tileatom_device_buffer_register(c, handle, (size_t)f->size,
+	                                     (const void *)(uintptr_t)f->base, &b, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	k->e[k->n++] = (tac_cuptr_entry){f->base, f->size, f->alloc_id, b};
+	return TILEATOM_OK;
+}
+
+/* Makes [p, p + len) (what names it) travel by reference when it is device memory. */
+static int adopt(tileatom_client *c, const void *p, size_t len, const char *what,
+                 tileatom_error *err)
+{
+	if (!p || len == 0)
+		return TILEATOM_OK;
+	bool small = c->cuptr_min == 0 || len < c->cuptr_min;
+	if (small && (!c->cuptr || c->cuptr->n == 0))
+		return TILEATOM_OK; /* the common case, without a search */
+	tileatom_buffer *held = tac_shm_ref_buffer(c, p, len);
+	tac_cuptr_entry *e = entry_of(c, held);
+	if (held && !e)
+		return TILEATOM_OK; /* the caller's own buffer, or the staging one */
+	if (!e && small)
+		return TILEATOM_OK;
+	const tac_cu_driver *d = cu_driver();
+	if (!d)
+		return TILEATOM_OK; /* (no entry can exist without the driver) */
+	cu_facts f;
+	int rc = cu_ask(d, p, what, &f, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	if (e &&
+	    (!f.device || e->base != f.base || e->size != f.size || e->alloc_id != f.alloc_id)) {
+		entry_drop(c, e); /* freed (and perhaps reallocated) since it was registered */
+		e = NULL;
+	}
+	if (!f.device)
+		return TILEATOM_OK;
+	uintptr_t at = (uintptr_t)p, end = (uintptr_t)(f.base + f.size);
+	if (at < f.base || at > end || len > end - at)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s [%p, +%zu bytes) runs past the end of its device allocation "
+		               "[0x%llx, +%llu)",
+		               what, p, len, (unsigned long long)f.base,
+		               (unsigned long long)f.size);
+	if (e)
+		return TILEATOM_OK;
+	/* an entry of the same base outside which p was not found: a stale one */
+	for (size_t i = 0; c->cuptr && i < c->cuptr->n; i++)
+		if (c->cuptr->e[i].base == f.base) {
+			entry_drop(c, &c->cuptr->e[i]);
+			break;
+		}
+	return entry_add(c, d, &f, what, p, err);
+}
+
+int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, const void *old_out, size_t old_out_size,
+                      tileatom_error *err)
+{
+	if (m->cuptr_done)
+		return TILEATOM_OK;
+	/* nothing to ask about: no threshold and nothing registered before (the common case) */
+	if (c->cuptr_min == 0 && (!c->cuptr || c->cuptr->n == 0))
+		return TILEATOM_OK;
+	struct {
+		const Tileatom__Array *a; /* the operand */
+		const char *what;         /* its name in messages */
+	} ops[] = {{&m->values, "values"},      {&m->compare, "compare"},
+	           {&m->mask, "the mask"},      {&m->padding, "padding"},
+	           {&m->index[0], "indices 0"}, {&m->index[1], "indices 1"},
+	           {&m->index[2], "indices 2"}, {&m->index[3], "indices 3"}};
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		if (ops[i].a->shared)
+			continue;
+		int rc = adopt(c, ops[i].a->data.data, ops[i].a->data.len, ops[i].what, err);
+		if (rc != TILEATOM_OK)
+			return rc;
+	}
+	int rc = adopt(c, old_out, old_out_size, "old_out", err);
+	if (rc == TILEATOM_OK)
+		m->cuptr_done = true;
+	return rc;
+}
+
+int tac_cuptr_refuse(tileatom_client *c, const void *p, size_t len, const char *what,
+                     tileatom_error *err)
+{
+	if (!p || len == 0)
+		return TILEATOM_OK;
+	const tileatom_buffer *held = tac_shm_ref_buffer(c, p, len);
+	if (held && tileatom_buffer_is_device(held))
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s at %p lies in a device buffer: the library writes it from the "
+		               "host, give a host buffer",
+		               what, p);
+	if (held || c->cuptr_min == 0 || len < c->cuptr_min)
+		return TILEATOM_OK;
+	const tac_cu_driver *d = cu_driver();
+	if (!d)
+		return TILEATOM_OK;
+	cu_facts f;
+	int rc = cu_ask(d, p, what, &f, err);
+	if (rc == TILEATOM_OK && f.device)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s at %p is CUDA device memory: the library writes it from the "
+		               "host, give a host buffer",
+		               what, p);
+	return rc;
+}
+
+size_t tac_cuptr_default_min(void)
+{
+	const char *v = getenv("TILEATOM_DEVICE_POINTERS");
+	if (!v || !*v)
+		return TAC_CUPTR_MIN;
+	if (strcmp(v, "off") == 0 || strcmp(v, "no") == 0)
+		return 0;
+	char *end = NULL;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (*end != '\0' || v[0] == '-')
+		return TAC_CUPTR_MIN; /* not a number: the default (documented) */
+	return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+}
+
+void tileatom_set_device_ptr_threshold(tileatom_client *client, size_t bytes)
+{
+	if (client)
+		client->cuptr_min = bytes;
+}
+
+size_t tac_cuptr_count(const tileatom_client *c)
+{
+	return c->cuptr ? c->cuptr->n : 0;
+}
+
+void tac_cuptr_client_free(tileatom_client *c)
+{
+	if (!c->cuptr)
+		return;
+	free(c->cuptr->e); /* the buffers are freed with the client's list */
+	free(c->cuptr);
+	c->cuptr = NULL;
+}
