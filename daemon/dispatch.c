@@ -156,15 +156,36 @@ void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry
 	svc->max_frame = max_frame;
 	if (backend)
 		ta_backend_info_get(backend, &svc->info);
-	atomic_init(&svc->requests, 0);
-	atomic_init(&svc->errors, 0);
-	atomic_init(&svc->elements, 0);
+	ta_service_reset_totals(svc);
 	atomic_init(&svc->connections, 0);
 	ta_metrics_init(&svc->metrics);
 	svc->auth = NULL;
 	svc->auth_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "authentication failures");
 	svc->fast_wire = true;
 	ta_fastwire_init(); /* checks the schema once, at start */
+}
+
+void ta_service_read_totals(const ta_service *svc, uint64_t *requests, uint64_t *errors,
+                            uint64_t *elements)
+{
+	uint64_t r = 0, e = 0, n = 0;
+	for (int i = 0; i < TA_METRICS_SHARDS; i++) {
+		r += atomic_load_explicit(&svc->totals[i].requests, memory_order_relaxed);
+		e += atomic_load_explicit(&svc->totals[i].errors, memory_order_relaxed);
+		n += atomic_load_explicit(&svc->totals[i].elements, memory_order_relaxed);
+	}
+	*requests = r;
+	*errors = e;
+	*elements = n;
+}
+
+void ta_service_reset_totals(ta_service *svc)
+{
+	for (int i = 0; i < TA_METRICS_SHARDS; i++) {
+		atomic_store(&svc->totals[i].requests, 0);
+		atomic_store(&svc->totals[i].errors, 0);
+		atomic_store(&svc->totals[i].elements, 0);
+	}
 }
 
 ta_status ta_session_init(ta_session *s, const ta_service *svc, bool tcp, ta_owner identity,
@@ -454,7 +475,8 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	ta_result result = {0, 0};
 	st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan, &result,
 	                      &rc->err);
-	atomic_fetch_add(&svc->elements, (uint64_t)plan.count);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements, (uint64_t)plan.count,
+	                          memory_order_relaxed);
 	rc->elements = (uint64_t)plan.count;
 	if (st != TA_OK)
 		return st;
@@ -859,10 +881,12 @@ static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequ
 	rc->stats.device_memory = rc->stats_info.device_memory;
 	rc->stats.compute_capability = rc->stats_info.compute_capability;
 	ta_registry_stats(svc->registry, &rc->stats.tiles, &rc->stats.tile_bytes);
-	rc->stats.requests = atomic_load(&svc->requests);
-	rc->stats.errors = atomic_load(&svc->errors);
+	uint64_t requests, errors, elements;
+	ta_service_read_totals(svc, &requests, &errors, &elements);
+	rc->stats.requests = requests;
+	rc->stats.errors = errors;
 	rc->stats.connections = atomic_load(&svc->connections);
-	rc->stats.elements = atomic_load(&svc->elements);
+	rc->stats.elements = elements;
 	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, &rc->stats))
 		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
 		                    "out of memory for the per-kind statistics");
@@ -1300,7 +1324,9 @@ static bool append_reply(ta_service *svc, Tileatom__Response *resp, bool close_a
 	small.status = TILEATOM__STATUS__RESOURCE_EXHAUSTED;
 	small.message = msg;
 	if (resp->status == TILEATOM__STATUS__OK)
-		atomic_fetch_add(&svc->errors, 1); /* an answer that became an error */
+		atomic_fetch_add_explicit(
+		    &ta_service_my_totals(svc)->errors, 1,
+		    memory_order_relaxed); /* an answer that became an error */
 	if (ta_frame_append(&small.base, svc->max_frame, out) != 0) {
 		ta_log(TA_LOG_ERR, "cannot encode a response: out of memory");
 		return true;
@@ -1325,7 +1351,7 @@ bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, cons
 	resp.id = id;
 	resp.status = (Tileatom__Status)code;
 	resp.message = (char *)msg;
-	atomic_fetch_add(&svc->errors, 1);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1, memory_order_relaxed);
 	return append_reply(svc, &resp, close_after, out);
 }
 
@@ -1433,7 +1459,8 @@ static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_b
 		rc->resp.message = rc->err.msg;
 		if (rc->resp.body_case != TILEATOM__RESPONSE__BODY_HELLO)
 			rc->resp.body_case = TILEATOM__RESPONSE__BODY__NOT_SET;
-		atomic_fetch_add(&svc->errors, 1);
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1,
+		                          memory_order_relaxed);
 		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", rc->resp.id,
 		       ta_req_name(rc->req_kind), ta_status_name(st), rc->err.msg);
 	}
@@ -1468,7 +1495,8 @@ static void group_flush(dispatch_group *g)
 	for (int i = 0; i < g->n; i++) {
 		resp_ctx *rc = &g->rcs[i];
 		ta_status st = g->calls[i].status;
-		atomic_fetch_add(&svc->elements, (uint64_t)rc->plan.count);
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements,
+		                          (uint64_t)rc->plan.count, memory_order_relaxed);
 		rc->elements = (uint64_t)rc->plan.count;
 		if (st == TA_OK)
 			plan_body(rc, &rc->plan, &g->results[i], rc->kind);
@@ -1489,7 +1517,7 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 	d.t0 = (struct timespec){0, 0};
 	if (svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &d.t0);
-	atomic_fetch_add(&svc->requests, 1);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
 	decode_request(svc, scratch, payload, len, &d, NULL);
 	Tileatom__Request *req = d.req;
 	if (!req || !d.strings_ok || !ta_req_has_tile((ta_req_kind)req->body_case)) {
@@ -1596,7 +1624,8 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 	d.t0 = (struct timespec){0, 0};
 	if (svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &d.t0);
-	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
+	                          memory_order_relaxed); /* stats counts the request asking */
 	ta_fw_atomic atomic;
 	decode_request(svc, scratch, payload, len, &d, &atomic);
 	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
@@ -1671,7 +1700,8 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 		free(owned);
 	scratch->log_seq = rc.log_seq;
 	if (rc.deferred) {
-		atomic_fetch_sub(&svc->requests, 1); /* the worker counts it */
+		atomic_fetch_sub_explicit(&ta_service_my_totals(svc)->requests, 1,
+		                          memory_order_relaxed); /* the worker counts it */
 		resp_ctx_free(&rc);
 		ta_arena_reset(&scratch->arena);
 		return TA_DISPATCH_DEFER;
