@@ -31,6 +31,7 @@ void ta_config_init(ta_config *cfg)
 	cfg->max_pending = 1024;
 	cfg->inline_max = TA_CONFIG_INLINE_AUTO;
 	cfg->batch_min = TA_CONFIG_BATCH_AUTO;
+	cfg->loops = TA_CONFIG_LOOPS_AUTO;
 	cfg->max_write_queue = UINT64_C(16) << 20;
 	cfg->shutdown_timeout = 10;
 	cfg->frame_timeout_ms = TA_CONFIG_DEFAULT_FRAME_TIMEOUT_MS;
@@ -294,6 +295,12 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			                    "(0..1000000)",
 			                    value);
 		cfg->batch_window_us = iv;
+	} else if (strcmp(key, "loops") == 0) {
+		if (parse_auto_int(value, 1, TA_CONFIG_LOOPS_LIMIT, TA_CONFIG_LOOPS_AUTO,
+		                   &cfg->loops))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "loops: '%s' is not auto or a count (1..%d)", value,
+			                    TA_CONFIG_LOOPS_LIMIT);
 	} else if (strcmp(key, "batch_min") == 0) {
 		if (parse_auto_int(value, 0, 1000000, TA_CONFIG_BATCH_AUTO, &cfg->batch_min))
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
@@ -455,6 +462,7 @@ enum {
 	OPT_MAX_PENDING,
 	OPT_INLINE_MAX,
 	OPT_BATCH_MIN,
+	OPT_LOOPS,
 	OPT_BATCH_WINDOW,
 	OPT_MAX_WRITE_QUEUE,
 	OPT_SHUTDOWN_TIMEOUT,
@@ -491,6 +499,7 @@ static const struct option long_options[] = {
     {"max-pending", required_argument, NULL, OPT_MAX_PENDING},
     {"inline-max", required_argument, NULL, OPT_INLINE_MAX},
     {"batch-min", required_argument, NULL, OPT_BATCH_MIN},
+    {"loops", required_argument, NULL, OPT_LOOPS},
     {"batch-window", required_argument, NULL, OPT_BATCH_WINDOW},
     {"max-write-queue", required_argument, NULL, OPT_MAX_WRITE_QUEUE},
     {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
@@ -678,9 +687,13 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "                         larger ones on the workers (-1: all on the workers;\n"
 	        "                         default auto: 4096 on the CPU backend; on CUDA 1024\n"
 	        "                         while one connection is busy, else 0)\n"
+	        "  --loops N              event loop threads, each serving its share of the\n"
+	        "                         connections (default auto: on the CPU backend with 4\n"
+	        "                         or more CPUs half the CPUs, at most 8; else 1)\n"
 	        "  --batch-min N          a read bringing N or more whole frames goes to a worker\n"
 	        "                         as one job (0: never; default auto: 4 with 2 or more\n"
-	        "                         workers and 4 or more CPUs, else never)\n"
+	        "                         workers and 4 or more CPUs, unless several event loops\n"
+	        "                         run the CPU backend; else never)\n"
 	        "  --batch-window USEC    CUDA: how long a batch of small requests waits for\n"
 	        "                         more before its launch (default 0: it takes what is\n"
 	        "                         queued)\n"
@@ -711,6 +724,15 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "Sizes take K, M, G or T suffixes (powers of 1024). Logs go to stderr with\n"
 	        "journald priority prefixes. See tileatomd(8).\n",
 	        argv0);
+}
+
+int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus)
+{
+	if (cfg->loops != TA_CONFIG_LOOPS_AUTO)
+		return cfg->loops;
+	if (cpus < TA_SERVER_LOOPS_MIN_CPUS || strcmp(backend_name, "cpu") != 0)
+		return 1;
+	return cpus / 2 < TA_SERVER_LOOPS_MAX ? (int)(cpus / 2) : TA_SERVER_LOOPS_MAX;
 }
 
 int ta_config_workers(const ta_config *cfg, const char *backend_name)

@@ -43,8 +43,18 @@ typedef enum ta_backend_choice {
 /* Workers of the CUDA backend (auto): each mostly waits for the GPU, and concurrent
  * callers are what fills a batch (one connection's requests run one at a time). */
 #define TA_SERVER_WORKERS_CUDA 64
-/* batch_min: 4 with at least 2 workers and 4 CPUs, else 0 (never). */
+/* batch_min: 4 with at least 2 workers and 4 CPUs unless several event loops run the CPU
+ * backend, else 0 (never). */
 #define TA_CONFIG_BATCH_AUTO (-1)
+/* loops: on the CPU backend with TA_SERVER_LOOPS_MIN_CPUS or more CPUs half the CPUs, at
+ * most TA_SERVER_LOOPS_MAX; else 1 (ta_config_loops). */
+#define TA_CONFIG_LOOPS_AUTO (-1)
+/* CPUs a machine needs for loops auto to run more than one event loop. */
+#define TA_SERVER_LOOPS_MIN_CPUS 4
+/* Most event loops loops auto starts. */
+#define TA_SERVER_LOOPS_MAX 8
+/* Most event loops --loops accepts. */
+#define TA_CONFIG_LOOPS_LIMIT 64
 /* inline_max: choose by backend (TA_SERVER_INLINE_CPU on the CPU backend; on CUDA by the
  * number of busy connections, see TA_SERVER_INLINE_CUDA). */
 #define TA_CONFIG_INLINE_AUTO (-2)
@@ -78,6 +88,7 @@ typedef struct ta_config {
 	uint64_t max_total_bytes;  /* bytes of all tiles together (0: unlimited) */
 	int max_pending;           /* queued requests per connection before reading pauses */
 	int batch_window_us;       /* CUDA: microseconds a batch waits for more requests */
+	int loops;                 /* event loop threads (TA_CONFIG_LOOPS_AUTO: by CPUs) */
 	int batch_min;             /* whole frames a read must bring to go to a worker as one
 	                              job (0: never; TA_CONFIG_BATCH_AUTO: by CPUs and workers) */
 	int inline_max;            /* elements a request may have to run on the loop thread
@@ -146,5 +157,9 @@ void ta_config_usage(FILE *out, const char *argv0);
 /* The worker count to start: cfg->workers, or for auto the default of the backend named
  * backend_name ("cpu", "cuda"). */
 int ta_config_workers(const ta_config *cfg, const char *backend_name);
+/* The event loops to start for the backend named backend_name on a machine with cpus
+ * online CPUs (resolves auto: 1 on CUDA, whose small requests go to the workers in
+ * batches anyway). */
+int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus);
 
 #endif /* TA_DAEMON_CONF_H */

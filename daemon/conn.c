@@ -125,20 +125,43 @@ static void conn_end_reads(ta_conn *conn)
 /* Takes n bytes of the input budget; false, with nothing taken, when they do not fit. */
 static bool budget_take(ta_conn_host *host, uint64_t n)
 {
-	if (host->input_max && (n > host->input_max || host->input_held > host->input_max - n))
-		return false;
-	host->input_held += n;
+	ta_input_budget *b = host->budget;
+	if (!b->max) {
+		atomic_fetch_add_explicit(&b->held, n, memory_order_relaxed);
+		return true;
+	}
+	uint64_t held = atomic_load_explicit(&b->held, memory_order_relaxed);
+	do {
+		if (n > b->max || held > b->max - n) {
+			host->budget_seen = held;
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &b->held, &held, held + n, memory_order_relaxed, memory_order_relaxed));
 	return true;
 }
 
-/* Gives n bytes of the input budget back and lets the server wake the waiters. */
+/* Gives n bytes of the input budget back and lets the server wake the waiters (of any
+ * loop). */
 static void budget_give(ta_conn_host *host, uint64_t n)
 {
 	if (n == 0)
 		return;
-	host->input_held -= n;
-	if (host->input_waiters)
+	atomic_fetch_sub_explicit(&host->budget->held, n, memory_order_seq_cst);
+	if (atomic_load_explicit(&host->budget->waiters, memory_order_seq_cst))
 		host->input_freed(host);
+}
+
+/* A connection of host's loop starts (delta 1) or stops (-1) waiting for input budget. */
+static void budget_waiters_add(ta_conn_host *host, int delta)
+{
+	if (delta > 0) {
+		atomic_fetch_add(&host->input_waiters, 1);
+		atomic_fetch_add(&host->budget->waiters, 1);
+	} else {
+		atomic_fetch_sub(&host->input_waiters, 1);
+		atomic_fetch_sub(&host->budget->waiters, 1);
+	}
 }
 
 /* Frees an item and whatever it still owns (its input budget too). */
@@ -201,7 +224,7 @@ void ta_conn_close(ta_conn *conn)
 	conn_transition(conn, TA_CONN_CLOSING);
 	if (conn->budget_wait) {
 		conn->budget_wait = false;
-		conn->host->input_waiters--;
+		budget_waiters_add(conn->host, -1);
 	}
 	if (conn->counted)
 		conn->host->release(conn->host, conn); /* the slot is free at once */
@@ -605,8 +628,12 @@ static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
 	if (!conn->budget_wait) {
 		conn->budget_wait = true;
 		conn->wait_since_ms = uv_now(conn->host->loop);
-		conn->host->input_waiters++;
+		budget_waiters_add(conn->host, 1);
 	}
+	/* another loop may have given budget back between the failed take and the count
+	 * above, seeing no waiter: look again (both sides are sequentially consistent) */
+	if (atomic_load(&conn->host->budget->held) != conn->host->budget_seen)
+		conn->host->input_freed(conn->host);
 	ta_log(TA_LOG_DEBUG,
 	       "connection %" PRIu64 ": input budget (max_input_total) used up; reading paused",
 	       conn->serial);
@@ -979,7 +1006,8 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 		         "%" PRIu64 " of the %" PRIu64
 		         " bytes all connections may hold (max_input_total) are taken; closing "
 		         "the connection",
-		         2 * cfg->frame_timeout_ms, conn->host->input_held, conn->host->input_max);
+		         2 * cfg->frame_timeout_ms,
+		         (uint64_t)atomic_load(&conn->host->budget->held), conn->host->budget->max);
 		conn_fail_now(conn, TA_UNAVAILABLE, msg);
 		return;
 	}
@@ -998,7 +1026,7 @@ void ta_conn_resume_input(ta_conn *conn)
 	if (!conn->budget_wait || conn_closing(conn))
 		return;
 	conn->budget_wait = false;
-	conn->host->input_waiters--;
+	budget_waiters_add(conn->host, -1);
 	size_t off = conn->stash_off, len = conn->stash_len;
 	uint64_t since = conn->wait_since_ms;
 	conn->stash_len = 0;

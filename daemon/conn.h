@@ -57,7 +57,8 @@
  *
  * Bounds besides backpressure: the input all connections hold (partial frames being
  * gathered, queued requests) is bounded by host->input_max. A partial frame reserves its
- * announced length when it starts, a queued request its payload; when the reservation does
+ * announced length when it starts, a queued request its payload (the budget is shared by every
+ * event loop: atomic reservations); when the reservation does
  * not fit, the connection keeps the bytes it already read (in rbuf), stops reading
  * (budget_wait) and goes on once memory frees (ta_conn_resume_input), so that connections
  * that already hold a reservation can always finish their frames. A connection that holds
@@ -70,6 +71,7 @@
 #ifndef TA_DAEMON_CONN_H
 #define TA_DAEMON_CONN_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -82,10 +84,19 @@
 
 typedef struct ta_conn ta_conn;
 
-/* What a connection needs from the server that owns it, handed over at creation: the
- * server fills one and keeps it alive while connections live. Connections know nothing
- * else of the server (conn.c does not include server.h). Loop thread only, except svc,
- * which workers use too. */
+/* The input all connections of every event loop may hold together (max_input_total):
+ * shared by the loops, so atomics. */
+typedef struct ta_input_budget {
+	uint64_t max;               /* bytes all connections may hold (0: unlimited) */
+	atomic_uint_least64_t held; /* bytes reserved now */
+	atomic_uint waiters;        /* connections of every loop waiting for budget */
+} ta_input_budget;
+
+/* What a connection needs from the event loop that owns it, handed over at creation: the
+ * server fills one per loop and keeps it alive while connections live. Connections know
+ * nothing else of the server (conn.c does not include server.h). That loop's thread
+ * only, except svc, which workers use too, budget, shared by the loops, and
+ * input_waiters, which other loops read. */
 typedef struct ta_conn_host {
 	uv_loop_t *loop;              /* the loop connection handles are initialised on */
 	const ta_config *cfg;         /* limits: max_frame, max_pending, max_write_queue */
@@ -104,9 +115,9 @@ typedef struct ta_conn_host {
 	/* input budget was given back while connections wait for it: the server calls
 	 * ta_conn_resume_input on them soon (not from inside this call) */
 	void (*input_freed)(struct ta_conn_host *host);
-	uint64_t input_max;     /* bytes of input all connections may hold (0: unlimited) */
-	uint64_t input_held;    /* bytes of input reserved now (loop thread only) */
-	unsigned input_waiters; /* connections waiting for input budget */
+	ta_input_budget *budget;   /* input all connections may hold (shared by the loops) */
+	atomic_uint input_waiters; /* connections of this loop waiting for input budget */
+	uint64_t budget_seen;      /* budget->held when a take of this loop last failed */
 } ta_conn_host;
 
 /* Bytes of the per-connection read buffer handed to libuv. */

@@ -16,7 +16,11 @@
  * Before decoding, every string field is checked (wirecheck.c): a NUL or invalid UTF-8 is
  * INVALID_ARGUMENT naming the field. The hot requests (ping, the atomic families) and
  * responses go through fastwire.c's one-pass decoder and encoder instead, which give the
- * same structures and bytes and hand anything unusual back to protobuf-c.
+ * same structures and bytes and hand anything unusual back to protobuf-c. Without
+ * --data-dir, a plain atomic request run alone is decoded straight into its ta_request
+ * (ta_fastwire_decode_atomic, handle_atomic) and its OK answer written straight from the
+ * plan's results (ta_fastwire_append_op). The plans built here are marked prechecked: the
+ * backend does not validate them a second time (recheck_plans: it does).
  *
  * With a session (a client connection): Hello first, then Auth where the session needs it,
  * then every tile is looked up, listed, created and destroyed as the session's identity
@@ -91,6 +95,8 @@ typedef struct resp_ctx {
 	                                        its log record as it stands */
 	uint64_t log_seq;                    /* the record appended for it (0: none) */
 	ta_persist_run *run;                 /* the pipelined run it belongs to, or NULL */
+	bool op_direct;                      /* the OpResponse body is in fop only (op_body_fill
+	                                        makes the message when it is needed) */
 	/* From here on, storage that resp_ctx_start leaves as it is (about 1.8 KB a request
 	 * need not clear): err is set up there, each body by the handler that fills it. */
 	ta_error err;                     /* status and message when not OK */
@@ -109,6 +115,7 @@ typedef struct resp_ctx {
 	uint8_t sproof[TA_AUTH_PROOF];    /* storage behind auth (the daemon's proof) */
 	Tileatom__BufferResponse buffer;  /* register_buffer body */
 	Tileatom__SnapshotResponse snap;  /* snapshot body */
+	ta_fw_op fop;                     /* op body as ta_fastwire_append_op writes it */
 } resp_ctx;
 
 /* Clears the part of rc before err (every field a request may read before writing it),
@@ -149,15 +156,36 @@ void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry
 	svc->max_frame = max_frame;
 	if (backend)
 		ta_backend_info_get(backend, &svc->info);
-	atomic_init(&svc->requests, 0);
-	atomic_init(&svc->errors, 0);
-	atomic_init(&svc->elements, 0);
+	ta_service_reset_totals(svc);
 	atomic_init(&svc->connections, 0);
 	ta_metrics_init(&svc->metrics);
 	svc->auth = NULL;
 	svc->auth_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "authentication failures");
 	svc->fast_wire = true;
 	ta_fastwire_init(); /* checks the schema once, at start */
+}
+
+void ta_service_read_totals(const ta_service *svc, uint64_t *requests, uint64_t *errors,
+                            uint64_t *elements)
+{
+	uint64_t r = 0, e = 0, n = 0;
+	for (int i = 0; i < TA_METRICS_SHARDS; i++) {
+		r += atomic_load_explicit(&svc->totals[i].requests, memory_order_relaxed);
+		e += atomic_load_explicit(&svc->totals[i].errors, memory_order_relaxed);
+		n += atomic_load_explicit(&svc->totals[i].elements, memory_order_relaxed);
+	}
+	*requests = r;
+	*errors = e;
+	*elements = n;
+}
+
+void ta_service_reset_totals(ta_service *svc)
+{
+	for (int i = 0; i < TA_METRICS_SHARDS; i++) {
+		atomic_store(&svc->totals[i].requests, 0);
+		atomic_store(&svc->totals[i].errors, 0);
+		atomic_store(&svc->totals[i].elements, 0);
+	}
 }
 
 ta_status ta_session_init(ta_session *s, const ta_service *svc, bool tcp, ta_owner identity,
@@ -179,11 +207,12 @@ ta_owner ta_session_who(const ta_session *s)
 	return s->authenticated ? TA_OWNER_SECRET : s->identity;
 }
 
-/* Converts an optional wire Array into a borrowed view (present = false when absent). */
+/* Converts an optional wire Array into a borrowed view (present = false when absent). v
+ * must be all zero (a view of a ta_request_init'ed request): only what a present Array
+ * gives is written. */
 static ta_status view_from_array(const Tileatom__Array *a, const char *what, ta_array_view *v,
                                  ta_error *err)
 {
-	memset(v, 0, sizeof(*v));
 	if (!a)
 		return TA_OK;
 	if (a->n_shape > TA_MAX_RANK)
@@ -216,30 +245,32 @@ static ta_status view_from_array(const Tileatom__Array *a, const char *what, ta_
 	return TA_OK;
 }
 
-/* Copies a wire Region into req (absent or empty: the whole tile). Origin without shape
- * reaches to the end of the tile; shape without origin starts at 0. */
-static ta_status region_into(const Tileatom__Region *r, const char *what, const ta_tile_shape *tile,
-                             ta_request *req, ta_error *err)
+/* Copies a region's origin (n_origin entries) and shape (n_shape) into req (both empty:
+ * the whole tile). Origin without shape reaches to the end of the tile; shape without
+ * origin starts at 0. */
+static ta_status region_entries_into(const int64_t *origin, size_t n_origin, const int64_t *shape,
+                                     size_t n_shape, const char *what, const ta_tile_shape *tile,
+                                     ta_request *req, ta_error *err)
 {
 	req->has_region = false;
 	req->region_rank = 0;
-	if (!r || (r->n_origin == 0 && r->n_shape == 0))
+	if (n_origin == 0 && n_shape == 0)
 		return TA_OK;
-	size_t n = r->n_origin ? r->n_origin : r->n_shape;
-	if (r->n_origin && r->n_shape && r->n_origin != r->n_shape)
+	size_t n = n_origin ? n_origin : n_shape;
+	if (n_origin && n_shape && n_origin != n_shape)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "%s: origin has %zu entries but shape has %zu", what,
-		                    r->n_origin, r->n_shape);
+		                    "%s: origin has %zu entries but shape has %zu", what, n_origin,
+		                    n_shape);
 	if (n > TA_MAX_RANK)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "%s: rank %zu is over the limit of %d", what, n, TA_MAX_RANK);
 	req->has_region = true;
 	req->region_rank = (int)n;
 	for (size_t a = 0; a < n; a++) {
-		int64_t o = r->n_origin ? r->origin[a] : 0;
+		int64_t o = n_origin ? origin[a] : 0;
 		int64_t s;
-		if (r->n_shape)
-			s = r->shape[a];
+		if (n_shape)
+			s = shape[a];
 		else if ((int)a < tile->rank && o >= 0 && o < tile->shape[a])
 			s = tile->shape[a] - o;
 		else
@@ -248,6 +279,16 @@ static ta_status region_into(const Tileatom__Region *r, const char *what, const 
 		req->region_shape[a] = s;
 	}
 	return TA_OK;
+}
+
+/* Copies a wire Region into req (absent or empty: the whole tile), as region_entries_into. */
+static ta_status region_into(const Tileatom__Region *r, const char *what, const ta_tile_shape *tile,
+                             ta_request *req, ta_error *err)
+{
+	if (!r)
+		return region_entries_into(NULL, 0, NULL, 0, what, tile, req, err);
+	return region_entries_into(r->origin, r->n_origin, r->shape, r->n_shape, what, tile, req,
+	                           err);
 }
 
 /* Copies wire Options into req (absent: the defaults ta_request_init set). */
@@ -377,6 +418,8 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	ta_status st = ta_plan_build(&plan, &tile->shape, req, &rc->err);
 	if (st != TA_OK)
 		return st;
+	/* only old_out changes below: the backend need not re-check what ta_plan_build proved */
+	plan.prechecked = !svc->recheck_plans;
 	if (rc->inline_max >= 0 && plan.count > rc->inline_max) {
 		rc->deferred = true; /* nothing was applied: a worker runs it from the start */
 		return TA_OK;
@@ -412,7 +455,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 			    " bytes (max_frame); address fewer elements per request "
 			    "(nothing was applied)",
 			    old_bytes, svc->max_frame);
-		rc->old_buf = ta_arena_alloc(rc->arena, old_bytes ? (size_t)old_bytes : 1);
+		rc->old_buf = ta_arena_alloc_inline(rc->arena, old_bytes ? (size_t)old_bytes : 1);
 		if (!rc->old_buf)
 			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
 			                    "out of memory for %" PRIu64 " bytes of values",
@@ -432,7 +475,8 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	ta_result result = {0, 0};
 	st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan, &result,
 	                      &rc->err);
-	atomic_fetch_add(&svc->elements, (uint64_t)plan.count);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements, (uint64_t)plan.count,
+	                          memory_order_relaxed);
 	rc->elements = (uint64_t)plan.count;
 	if (st != TA_OK)
 		return st;
@@ -440,34 +484,65 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	return TA_OK;
 }
 
-/* Fills the response body of an applied plan (kind: where its values go). */
-static void plan_body(resp_ctx *rc, const ta_plan *p, const ta_result *result, out_kind kind)
+/* Makes rc->op (and rc->data, its old values) from rc->fop. */
+static void op_body_fill(resp_ctx *rc)
 {
-	const ta_plan plan = *p;
-	uint64_t old_bytes = plan.want_old ? (uint64_t)plan.count * ta_dtype_size(plan.dtype) : 0;
-	bool old_shared = plan.want_old && rc->old_into; /* written into a shared buffer */
+	const ta_fw_op *f = &rc->fop;
 	Tileatom__Array *arr = &rc->data;
 	tileatom__array__init(arr);
-	if (plan.want_old) {
-		arr->dtype = (Tileatom__DType)plan.dtype;
-		arr->n_shape = (size_t)plan.rank;
-		for (int a = 0; a < plan.rank; a++)
-			rc->data_shape[a] = plan.shape[a];
+	if (f->has_old) {
+		arr->dtype = (Tileatom__DType)f->dtype;
+		arr->n_shape = f->rank;
+		arr->shape = rc->data_shape;
+		arr->data.data = (uint8_t *)f->data;
+		arr->data.len = f->len;
+	}
+	tileatom__op_response__init(&rc->op);
+	rc->op.old = f->has_old ? arr : NULL;
+	rc->op.skipped = f->skipped;
+	rc->op.applied = f->applied;
+	rc->op_direct = false;
+}
+
+/* Fills the response body of an applied plan (kind: where its values go). An OpResponse is
+ * kept in rc->fop (op_direct) for ta_fastwire_append_op; finish_reply makes the message
+ * when another encoder needs it. */
+static void plan_body(resp_ctx *rc, const ta_plan *plan, const ta_result *result, out_kind kind)
+{
+	uint64_t old_bytes =
+	    plan->want_old ? (uint64_t)plan->count * ta_dtype_size(plan->dtype) : 0;
+	bool old_shared = plan->want_old && rc->old_into; /* written into a shared buffer */
+	if (kind == OUT_OP) {
+		ta_fw_op *f = &rc->fop;
+		f->id = rc->resp.id;
+		f->has_old = plan->want_old;
+		f->dtype = (int32_t)plan->dtype;
+		f->rank = plan->want_old ? (size_t)plan->rank : 0;
+		for (size_t a = 0; a < f->rank; a++)
+			rc->data_shape[a] = plan->shape[a];
+		f->shape = rc->data_shape;
+		f->data = old_shared ? NULL : rc->old_buf;
+		f->len = old_shared ? 0 : (size_t)old_bytes;
+		f->skipped = result->skipped;
+		f->applied = result->applied;
+		rc->op_direct = true;
+		rc->resp.body_case = TILEATOM__RESPONSE__BODY_OP;
+		rc->resp.op = &rc->op;
+		return;
+	}
+	Tileatom__Array *arr = &rc->data;
+	tileatom__array__init(arr);
+	if (plan->want_old) {
+		arr->dtype = (Tileatom__DType)plan->dtype;
+		arr->n_shape = (size_t)plan->rank;
+		for (int a = 0; a < plan->rank; a++)
+			rc->data_shape[a] = plan->shape[a];
 		arr->shape = rc->data_shape;
 		arr->data.data = old_shared ? NULL : rc->old_buf;
 		arr->data.len = old_shared ? 0 : (size_t)old_bytes;
 	}
-	if (kind == OUT_DATA) {
-		rc->resp.body_case = TILEATOM__RESPONSE__BODY_DATA;
-		rc->resp.data = arr;
-	} else {
-		tileatom__op_response__init(&rc->op);
-		rc->op.old = plan.want_old ? arr : NULL;
-		rc->op.skipped = result->skipped;
-		rc->op.applied = result->applied;
-		rc->resp.body_case = TILEATOM__RESPONSE__BODY_OP;
-		rc->resp.op = &rc->op;
-	}
+	rc->resp.body_case = TILEATOM__RESPONSE__BODY_DATA;
+	rc->resp.data = arr;
 }
 
 /* Fills rc->tile from an info (create, describe). */
@@ -806,10 +881,12 @@ static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequ
 	rc->stats.device_memory = rc->stats_info.device_memory;
 	rc->stats.compute_capability = rc->stats_info.compute_capability;
 	ta_registry_stats(svc->registry, &rc->stats.tiles, &rc->stats.tile_bytes);
-	rc->stats.requests = atomic_load(&svc->requests);
-	rc->stats.errors = atomic_load(&svc->errors);
+	uint64_t requests, errors, elements;
+	ta_service_read_totals(svc, &requests, &errors, &elements);
+	rc->stats.requests = requests;
+	rc->stats.errors = errors;
 	rc->stats.connections = atomic_load(&svc->connections);
-	rc->stats.elements = atomic_load(&svc->elements);
+	rc->stats.elements = elements;
 	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, &rc->stats))
 		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
 		                    "out of memory for the per-kind statistics");
@@ -1107,20 +1184,10 @@ static ta_status persist_record(resp_ctx *rc, Tileatom__Request *req, ta_persist
 	return st;
 }
 
-/* Runs one decoded request: looks its tile up when the table says it names one, then calls
- * the on_<field> handler of its kind; fills rc->resp's body or rc->err. With --data-dir, a
- * mutating request runs under its mutation lock and its record is appended to the log
- * before the lock is released, when it succeeded. */
-static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
+/* Checks that the session may send a request of kind now (Hello first, Auth where it is
+ * needed). */
+static ta_status session_allows(resp_ctx *rc, ta_req_kind kind)
 {
-	ta_req_kind kind = (ta_req_kind)req->body_case;
-	if (req->body_case == TILEATOM__REQUEST__BODY__NOT_SET)
-		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-		                    "request %" PRIu64 " has no body (unknown request type?)",
-		                    req->id);
-	if (!ta_req_valid(kind))
-		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
-		                    (int)req->body_case);
 	ta_session *s = rc->session;
 	if (s && !s->hello_done && kind != TA_REQ_HELLO)
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
@@ -1138,8 +1205,27 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 		                    "TILEATOM_AUTH_FILE)",
 		                    ta_req_name(kind));
 	}
+	return TA_OK;
+}
+
+/* Runs one decoded request: looks its tile up when the table says it names one, then calls
+ * the on_<field> handler of its kind; fills rc->resp's body or rc->err. With --data-dir, a
+ * mutating request runs under its mutation lock and its record is appended to the log
+ * before the lock is released, when it succeeded. */
+static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
+{
+	ta_req_kind kind = (ta_req_kind)req->body_case;
+	if (req->body_case == TILEATOM__REQUEST__BODY__NOT_SET)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "request %" PRIu64 " has no body (unknown request type?)",
+		                    req->id);
+	if (!ta_req_valid(kind))
+		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
+		                    (int)req->body_case);
+	ta_status st = session_allows(rc, kind);
+	if (st != TA_OK)
+		return st;
 	ta_tile *tile = NULL;
-	ta_status st;
 	ta_persist_hold hold = {-1, -1, false, false, NULL};
 	bool logged = rc->svc->persist && ta_req_mutates(kind);
 	if (rc->run && !logged) /* a snapshot takes every lock */
@@ -1180,9 +1266,34 @@ static ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 	return st;
 }
 
-/* Frees what a resp_ctx allocated. */
+/* handle for a hot atomic request that ta_fastwire_decode_atomic decoded (never with
+ * --data-dir): the checks of handle and do_rmw in their order (the session, the tile, the
+ * op, the region; the decoder converted the rest, taking only what converts without an
+ * error), then run_plan. */
+static ta_status handle_atomic(resp_ctx *rc, ta_fw_atomic *a)
+{
+	ta_status st = session_allows(rc, a->kind);
+	if (st != TA_OK)
+		return st;
+	ta_tile *tile = NULL;
+	if ((st = get_tile(rc, a->tile, &tile)) != TA_OK)
+		return st;
+	st = rmw_op((Tileatom__Op)a->op, &a->req.op, &rc->err);
+	if (st == TA_OK)
+		st = region_entries_into(a->origin, a->n_origin, a->shape, a->n_shape, "region",
+		                         &tile->shape, &a->req, &rc->err);
+	if (st == TA_OK)
+		st = run_plan(rc, tile, &a->req, OUT_OP);
+	if (!rc->collected)
+		ta_tile_unref(tile);
+	return st;
+}
+
+/* Frees what a resp_ctx allocated (only a list does). */
 static void resp_ctx_free(resp_ctx *rc)
 {
+	if (!rc->list_items && !rc->list_ptrs && !rc->list_infos)
+		return;
 	free(rc->list_items);
 	free(rc->list_ptrs);
 	free(rc->list_infos);
@@ -1213,7 +1324,9 @@ static bool append_reply(ta_service *svc, Tileatom__Response *resp, bool close_a
 	small.status = TILEATOM__STATUS__RESOURCE_EXHAUSTED;
 	small.message = msg;
 	if (resp->status == TILEATOM__STATUS__OK)
-		atomic_fetch_add(&svc->errors, 1); /* an answer that became an error */
+		atomic_fetch_add_explicit(
+		    &ta_service_my_totals(svc)->errors, 1,
+		    memory_order_relaxed); /* an answer that became an error */
 	if (ta_frame_append(&small.base, svc->max_frame, out) != 0) {
 		ta_log(TA_LOG_ERR, "cannot encode a response: out of memory");
 		return true;
@@ -1238,7 +1351,7 @@ bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, cons
 	resp.id = id;
 	resp.status = (Tileatom__Status)code;
 	resp.message = (char *)msg;
-	atomic_fetch_add(&svc->errors, 1);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1, memory_order_relaxed);
 	return append_reply(svc, &resp, close_after, out);
 }
 
@@ -1275,7 +1388,10 @@ uint64_t ta_dispatch_end_run(ta_service *svc, ta_dispatch_scratch *scratch)
 
 /* A request payload after decoding. */
 typedef struct decoded {
-	Tileatom__Request *req;   /* the request (arena memory), NULL: it does not decode */
+	Tileatom__Request *req;   /* the request (arena memory), NULL: it does not decode or
+	                             went into atomic */
+	ta_fw_atomic *atomic;     /* non-NULL: a hot atomic request decoded straight into the
+	                             form it runs in (ta_fastwire_decode_atomic; req is NULL) */
 	bool strings_ok;          /* every string field is UTF-8 without NUL */
 	bool no_buffer_refs;      /* decoded by fastwire.c, which takes no shared-buffer
 	                             reference (Array.shared, Options.old_into) */
@@ -1283,11 +1399,22 @@ typedef struct decoded {
 	struct timespec t0;       /* when it was read, if timed (metrics) */
 } decoded;
 
-/* Decodes len bytes at payload into d: a hot shape in one pass (fastwire.c, its strings
- * checked on the way), anything else with wirecheck.c's string check and protobuf-c. */
+/* Decodes len bytes at payload into d: with atomic (storage for it, or NULL) and without
+ * --data-dir a hot atomic request straight into *atomic, else a hot shape in one pass
+ * (fastwire.c, its strings checked on the way), anything else with wirecheck.c's string
+ * check and protobuf-c. */
 static void decode_request(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *payload,
-                           size_t len, decoded *d)
+                           size_t len, decoded *d, ta_fw_atomic *atomic)
 {
+	d->atomic = NULL;
+	if (atomic && svc->fast_wire && !svc->persist &&
+	    ta_fastwire_decode_atomic(&scratch->arena, payload, len, atomic)) {
+		d->req = NULL;
+		d->atomic = atomic;
+		d->strings_ok = true;
+		d->no_buffer_refs = true;
+		return;
+	}
 	if (svc->fast_wire) {
 		d->req = ta_fastwire_decode_request(&scratch->arena, payload, len);
 		if (d->req) {
@@ -1332,11 +1459,20 @@ static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_b
 		rc->resp.message = rc->err.msg;
 		if (rc->resp.body_case != TILEATOM__RESPONSE__BODY_HELLO)
 			rc->resp.body_case = TILEATOM__RESPONSE__BODY__NOT_SET;
-		atomic_fetch_add(&svc->errors, 1);
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1,
+		                          memory_order_relaxed);
 		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", rc->resp.id,
 		       ta_req_name(rc->req_kind), ta_status_name(st), rc->err.msg);
 	}
-	bool close_after = append_reply(svc, &rc->resp, rc->close_after, out);
+	bool close_after = rc->close_after;
+	/* an OK OpResponse goes straight from rc->fop; anything else (or an answer that does not
+	 * fit) as a message */
+	if (st != TA_OK || !rc->op_direct || !svc->fast_wire ||
+	    ta_fastwire_append_op(&rc->fop, svc->max_frame, out) != 0) {
+		if (rc->op_direct)
+			op_body_fill(rc);
+		close_after = append_reply(svc, &rc->resp, rc->close_after, out);
+	}
 	ta_metrics_record(&svc->metrics, rc->req_kind, st != TA_OK, rc->elements, rc->bytes_in,
 	                  out->len - out_before, ta_metrics_since(svc->time_requests, &rc->t0));
 	resp_ctx_free(rc);
@@ -1359,7 +1495,8 @@ static void group_flush(dispatch_group *g)
 	for (int i = 0; i < g->n; i++) {
 		resp_ctx *rc = &g->rcs[i];
 		ta_status st = g->calls[i].status;
-		atomic_fetch_add(&svc->elements, (uint64_t)rc->plan.count);
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements,
+		                          (uint64_t)rc->plan.count, memory_order_relaxed);
 		rc->elements = (uint64_t)rc->plan.count;
 		if (st == TA_OK)
 			plan_body(rc, &rc->plan, &g->results[i], rc->kind);
@@ -1380,8 +1517,8 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 	d.t0 = (struct timespec){0, 0};
 	if (svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &d.t0);
-	atomic_fetch_add(&svc->requests, 1);
-	decode_request(svc, scratch, payload, len, &d);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
+	decode_request(svc, scratch, payload, len, &d, NULL);
 	Tileatom__Request *req = d.req;
 	if (!req || !d.strings_ok || !ta_req_has_tile((ta_req_kind)req->body_case)) {
 		/* not a plan (or a bad string, or no Request at all): what came before runs
@@ -1487,8 +1624,10 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 	d.t0 = (struct timespec){0, 0};
 	if (svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &d.t0);
-	atomic_fetch_add(&svc->requests, 1); /* stats counts the request asking */
-	decode_request(svc, scratch, payload, len, &d);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
+	                          memory_order_relaxed); /* stats counts the request asking */
+	ta_fw_atomic atomic;
+	decode_request(svc, scratch, payload, len, &d, &atomic);
 	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
 	                   &d);
 }
@@ -1504,9 +1643,11 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	scratch->log_seq = 0;
 	struct timespec t0 = d->t0;
 	Tileatom__Request *req = d->req;
+	ta_fw_atomic *atomic = d->atomic; /* decoded copies every field: owned may go */
 	bool strings_ok = d->strings_ok;
 	const char *bad = d->bad;
-	if (!svc->persist || !req) { /* with --data-dir the payload is the log record */
+	if (owned && (!svc->persist || !req)) { /* with --data-dir the payload is the log
+		                                     record */
 		free(owned);
 		owned = NULL;
 	}
@@ -1523,7 +1664,7 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 		    ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
 		return TA_DISPATCH_DONE;
 	}
-	if (!req) {
+	if (!req && !atomic) {
 		ta_arena_reset(&scratch->arena);
 		char msg[160];
 		snprintf(msg, sizeof(msg),
@@ -1550,15 +1691,17 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	rc.session = session;
 	rc.who = ta_session_who(session);
 	tileatom__response__init(&rc.resp);
-	rc.resp.id = req->id;
-	rc.req_kind = (ta_req_kind)req->body_case;
+	rc.resp.id = atomic ? atomic->id : req->id;
+	rc.req_kind = atomic ? atomic->kind : (ta_req_kind)req->body_case;
 	rc.bytes_in = len;
 	rc.t0 = t0;
-	ta_status st = handle(&rc, req);
-	free(owned);
+	ta_status st = atomic ? handle_atomic(&rc, atomic) : handle(&rc, req);
+	if (owned)
+		free(owned);
 	scratch->log_seq = rc.log_seq;
 	if (rc.deferred) {
-		atomic_fetch_sub(&svc->requests, 1); /* the worker counts it */
+		atomic_fetch_sub_explicit(&ta_service_my_totals(svc)->requests, 1,
+		                          memory_order_relaxed); /* the worker counts it */
 		resp_ctx_free(&rc);
 		ta_arena_reset(&scratch->arena);
 		return TA_DISPATCH_DEFER;

@@ -19,24 +19,37 @@
 #include "persist.h"
 #include "ta_frame.h"
 
-/* State every request may use; shared by all worker threads. */
-typedef struct ta_service {
-	ta_backend *backend;            /* runs plans, owns tile memory */
-	ta_backend_info info;           /* the backend's description (immutable) */
-	ta_registry *registry;          /* the named tiles */
-	uint32_t max_frame;             /* largest response payload sent, bytes */
+/* The request totals that the threads of one metrics shard count, padded to a cache line
+ * so that event loops and workers counting each request do not fight over one line (and
+ * do not slow the reads of the service's other fields); readers add the shards up. */
+typedef struct ta_service_totals {
 	atomic_uint_least64_t requests; /* requests handled */
 	atomic_uint_least64_t errors;   /* requests answered with a status other than OK */
 	atomic_uint_least64_t elements; /* elements processed by atomic and memory ops */
-	atomic_uint connections;        /* open client connections (kept by the server) */
-	ta_metrics metrics;             /* per-request-kind counters (stats, --metrics) */
-	bool time_requests;             /* also time each request (latency histograms; on
-	                                   with --metrics: two clock readings a request) */
-	const ta_auth_secret *auth;     /* the secret TCP clients prove (NULL: no auth) */
-	ta_log_limit auth_log;          /* rate limit of the authentication failure lines */
-	struct ta_persist *persist;     /* durability (--data-dir, persist.h); NULL: none */
-	bool fast_wire;                 /* hot requests and responses through fastwire.c (on;
-	                                   off only to compare both paths in tests) */
+	uint64_t pad[5];                /* to 64 bytes */
+} ta_service_totals;
+
+/* State every request may use; shared by all worker threads. */
+typedef struct ta_service {
+	ta_backend *backend;                         /* runs plans, owns tile memory */
+	ta_backend_info info;                        /* the backend's description (immutable) */
+	ta_registry *registry;                       /* the named tiles */
+	uint32_t max_frame;                          /* largest response payload sent, bytes */
+	ta_service_totals totals[TA_METRICS_SHARDS]; /* requests, errors, elements (per shard:
+	                                                ta_service_read_totals adds them up) */
+	atomic_uint connections;    /* open client connections (kept by the server) */
+	ta_metrics metrics;         /* per-request-kind counters (stats, --metrics) */
+	bool time_requests;         /* also time each request (latency histograms; on
+	                               with --metrics: two clock readings a request) */
+	const ta_auth_secret *auth; /* the secret TCP clients prove (NULL: no auth) */
+	ta_log_limit auth_log;      /* rate limit of the authentication failure lines */
+	struct ta_persist *persist; /* durability (--data-dir, persist.h); NULL: none */
+	bool fast_wire;             /* hot requests and responses through fastwire.c (on;
+	                               off only to compare both paths in tests) */
+	bool recheck_plans;         /* the backend re-checks every plan in full
+	                               (ta_plan_check; off: the plans dispatch has just
+	                               built are marked prechecked; on in tests and the
+	                               fuzz target, which hold ta_plan_build to it) */
 } ta_service;
 
 /* Who is on a connection and how far its handshake went. One per connection, used by one
@@ -84,6 +97,17 @@ ta_status ta_session_init(ta_session *s, const ta_service *svc, bool tcp, ta_own
 /* The identity a session's requests act for: TA_OWNER_SECRET once authenticated, else
  * its peer identity; TA_OWNER_ANY without a session (in-process callers). */
 ta_owner ta_session_who(const ta_session *s);
+
+/* The calling thread's shard of svc's request totals. */
+static inline ta_service_totals *ta_service_my_totals(ta_service *svc)
+{
+	return &svc->totals[ta_metrics_shard()];
+}
+/* Adds svc's request totals up over the shards (each exact; not one atomic snapshot). */
+void ta_service_read_totals(const ta_service *svc, uint64_t *requests, uint64_t *errors,
+                            uint64_t *elements);
+/* Zeroes svc's request totals. */
+void ta_service_reset_totals(ta_service *svc);
 
 /* Prepares / frees a scratch. */
 void ta_dispatch_scratch_init(ta_dispatch_scratch *s);

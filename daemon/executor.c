@@ -1,9 +1,14 @@
-/* executor.c: worker threads + a uv_async completion queue (see executor.h).
+/* executor.c: worker threads + one uv_async completion queue per loop (see executor.h).
  * Happy path: submit appends to todo and signals; a worker pops, runs work, appends to
- * done and calls uv_async_send; the loop's async callback drains done and runs each done
- * callback. Stop: set stopping, wake everyone, join (workers finish the todo queue first),
- * drain the last completions, close the async handle. Worker threads block the signals
- * the daemon handles, so signal delivery always goes through the loop. */
+ * the job's port's done queue and calls uv_async_send under that port's lock (so a port
+ * whose jobs are all done can be closed without racing a worker's send); the loop's async
+ * callback drains done and runs each done callback. Stop: set stopping, wake everyone,
+ * join (workers finish the todo queue first), drain the last completions of the own port,
+ * close its async handle. Worker threads block the signals the daemon handles, so signal
+ * delivery always goes through the main loop. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_setname_np */
+#endif
 #include "executor.h"
 
 #include <errno.h>
@@ -28,6 +33,7 @@ static void job_append(ta_job **head, ta_job **tail, ta_job *job)
 static void *worker_main(void *arg)
 {
 	ta_executor *ex = arg;
+	(void)pthread_setname_np(pthread_self(), "ta-worker"); /* top -H; a convenience only */
 	pthread_mutex_lock(&ex->lock);
 	for (;;) {
 		while (!ex->todo_head && !ex->stopping)
@@ -42,10 +48,11 @@ static void *worker_main(void *arg)
 
 		job->work(job);
 
-		pthread_mutex_lock(&ex->lock);
-		job_append(&ex->done_head, &ex->done_tail, job);
-		pthread_mutex_unlock(&ex->lock);
-		int rc = uv_async_send(&ex->async);
+		ta_executor_port *port = job->port;
+		pthread_mutex_lock(&port->lock);
+		job_append(&port->done_head, &port->done_tail, job);
+		int rc = uv_async_send(&port->async);
+		pthread_mutex_unlock(&port->lock);
 		if (rc != 0)
 			ta_log(TA_LOG_ERR, "executor: uv_async_send failed: %s", uv_strerror(rc));
 		pthread_mutex_lock(&ex->lock);
@@ -54,17 +61,17 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Loop thread: runs the done callbacks of every finished job. */
-static void drain_done(ta_executor *ex)
+/* Loop thread: runs the done callbacks of every finished job of port. */
+static void drain_done(ta_executor_port *port)
 {
-	pthread_mutex_lock(&ex->lock);
-	ta_job *job = ex->done_head;
-	ex->done_head = ex->done_tail = NULL;
-	pthread_mutex_unlock(&ex->lock);
+	pthread_mutex_lock(&port->lock);
+	ta_job *job = port->done_head;
+	port->done_head = port->done_tail = NULL;
+	pthread_mutex_unlock(&port->lock);
 	while (job) {
 		ta_job *next = job->next;
 		job->next = NULL;
-		ex->running--;
+		port->running--;
 		job->done(job);
 		job = next;
 	}
@@ -76,12 +83,49 @@ static void on_async(uv_async_t *handle)
 	drain_done(handle->data);
 }
 
+int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop)
+{
+	memset(port, 0, sizeof(*port));
+	port->loop = loop;
+	int rc = pthread_mutex_init(&port->lock, NULL);
+	if (rc != 0)
+		return -rc;
+	rc = uv_async_init(loop, &port->async, on_async);
+	if (rc != 0) {
+		pthread_mutex_destroy(&port->lock);
+		return rc;
+	}
+	port->async.data = port;
+	return 0;
+}
+
+/* Close callback of a port's async handle. */
+static void on_port_closed(uv_handle_t *handle)
+{
+	ta_executor_port *port = handle->data;
+	pthread_mutex_destroy(&port->lock);
+	if (port->closed_cb)
+		port->closed_cb(port);
+}
+
+void ta_executor_port_close(ta_executor_port *port, void (*cb)(ta_executor_port *port))
+{
+	drain_done(port);
+	if (port->running != 0)
+		ta_log(TA_LOG_ERR, "executor: a port closes with %d job(s) running (a bug)",
+		       port->running);
+	port->closed_cb = cb;
+	pthread_mutex_lock(&port->lock); /* no worker is inside uv_async_send now */
+	port->closed = true;
+	pthread_mutex_unlock(&port->lock);
+	uv_close((uv_handle_t *)&port->async, on_port_closed);
+}
+
 int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 {
 	memset(ex, 0, sizeof(*ex));
 	if (nthreads < 1)
 		nthreads = 1;
-	ex->loop = loop;
 	int rc = pthread_mutex_init(&ex->lock, NULL);
 	if (rc != 0)
 		return -rc;
@@ -95,10 +139,10 @@ int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 		rc = -ENOMEM;
 		goto fail_sync;
 	}
-	rc = uv_async_init(loop, &ex->async, on_async);
+	rc = ta_executor_port_init(&ex->main, loop);
 	if (rc != 0)
 		goto fail_sync;
-	ex->async.data = ex;
+	ex->main.data = ex;
 
 	/* Workers inherit this mask: signals go to the loop thread only. */
 	sigset_t block, old;
@@ -127,7 +171,7 @@ int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 	pthread_mutex_unlock(&ex->lock);
 	for (int i = 0; i < ex->nthreads; i++)
 		pthread_join(ex->threads[i], NULL);
-	uv_close((uv_handle_t *)&ex->async, NULL);
+	uv_close((uv_handle_t *)&ex->main.async, on_port_closed);
 fail_sync:
 	free(ex->threads);
 	ex->threads = NULL;
@@ -138,7 +182,13 @@ fail_sync:
 
 void ta_executor_submit(ta_executor *ex, ta_job *job)
 {
-	ex->running++;
+	ta_executor_submit_to(ex, &ex->main, job);
+}
+
+void ta_executor_submit_to(ta_executor *ex, ta_executor_port *port, ta_job *job)
+{
+	port->running++;
+	job->port = port;
 	pthread_mutex_lock(&ex->lock);
 	job_append(&ex->todo_head, &ex->todo_tail, job);
 	pthread_cond_signal(&ex->cond);
@@ -147,13 +197,13 @@ void ta_executor_submit(ta_executor *ex, ta_job *job)
 
 int ta_executor_running(const ta_executor *ex)
 {
-	return ex->running;
+	return ex->main.running;
 }
 
-/* Close callback of the async handle: the executor is gone. */
-static void on_async_closed(uv_handle_t *handle)
+/* Close callback of the own port: the executor is gone. */
+static void on_main_port_closed(ta_executor_port *port)
 {
-	ta_executor *ex = handle->data;
+	ta_executor *ex = port->data;
 	pthread_cond_destroy(&ex->cond);
 	pthread_mutex_destroy(&ex->lock);
 	free(ex->threads);
@@ -172,6 +222,5 @@ void ta_executor_stop(ta_executor *ex, ta_executor_closed_cb cb)
 	for (int i = 0; i < ex->nthreads; i++)
 		pthread_join(ex->threads[i], NULL);
 	ex->nthreads = 0;
-	drain_done(ex);
-	uv_close((uv_handle_t *)&ex->async, on_async_closed);
+	ta_executor_port_close(&ex->main, on_main_port_closed);
 }

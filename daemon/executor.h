@@ -1,8 +1,10 @@
-/* executor.h: a small pool of worker threads that runs jobs off the event loop. A job's
- * work function runs on a worker; its done function then runs on the loop thread, handed
- * back through a uv_async_t (so completions never race the loop). Jobs run in parallel
- * and in no particular order: callers that need an order (one connection's requests)
- * submit the next job only after the previous one is done. */
+/* executor.h: a small pool of worker threads that runs jobs off the event loops. A job's
+ * work function runs on a worker; its done function then runs on the thread of the loop
+ * that submitted it, handed back through that loop's port (a uv_async_t and a queue: the
+ * executor's own port for the loop it was started on, ta_executor_port_init for every
+ * other loop), so completions never race a loop. Jobs run in parallel and in no
+ * particular order: callers that need an order (one connection's requests) submit the
+ * next job only after the previous one is done. */
 #ifndef TA_DAEMON_EXECUTOR_H
 #define TA_DAEMON_EXECUTOR_H
 
@@ -11,41 +13,61 @@
 #include <uv.h>
 
 typedef struct ta_job ta_job;
+typedef struct ta_executor_port ta_executor_port;
 
 /* A unit of work; embed it in a larger struct. */
 struct ta_job {
 	ta_job *next;           /* queue link (owned by the executor while submitted) */
 	void (*work)(ta_job *); /* runs on a worker thread */
-	void (*done)(ta_job *); /* runs on the loop thread after work */
+	void (*done)(ta_job *); /* runs on the submitting loop's thread after work */
+	ta_executor_port *port; /* where done runs (set by the submit) */
 };
 
 typedef struct ta_executor ta_executor;
+
+/* Where the done callbacks of one loop's jobs come back: workers queue finished jobs here
+ * and wake the loop. */
+struct ta_executor_port {
+	uv_loop_t *loop;               /* loop the done callbacks run on */
+	uv_async_t async;              /* wakes the loop when jobs are done */
+	pthread_mutex_t lock;          /* guards the done queue and the async handle's life */
+	ta_job *done_head, *done_tail; /* worked, done callback still to run */
+	int running;                   /* jobs submitted here and not yet done (loop thread) */
+	bool closed;                   /* ta_executor_port_close ran (no more submits) */
+	void (*closed_cb)(ta_executor_port *port); /* called once the port is closed */
+	void *data; /* the owner's pointer (not used by the executor) */
+};
 
 /* Called on the loop thread once the executor has fully stopped. */
 typedef void (*ta_executor_closed_cb)(ta_executor *ex);
 
 /* The pool. */
 struct ta_executor {
-	uv_loop_t *loop;                 /* loop the done callbacks run on */
-	uv_async_t async;                /* wakes the loop when jobs are done */
-	pthread_mutex_t lock;            /* guards the queues and flags below */
+	ta_executor_port main;           /* port of the loop the executor was started on */
+	pthread_mutex_t lock;            /* guards the todo queue and the flags below */
 	pthread_cond_t cond;             /* signals workers: new job or stop */
 	ta_job *todo_head, *todo_tail;   /* submitted, not yet picked up */
-	ta_job *done_head, *done_tail;   /* worked, done callback still to run */
 	pthread_t *threads;              /* the workers */
 	int nthreads;                    /* number of workers started */
-	int running;                     /* jobs submitted and not yet done (loop thread) */
 	bool stopping;                   /* workers exit once the todo queue is empty */
 	ta_executor_closed_cb closed_cb; /* set by ta_executor_stop */
 };
 
-/* Starts nthreads workers (at least 1) bound to loop. Returns 0 or a negative libuv /
+/* Starts nthreads workers (at least 1) with loop's port. Returns 0 or a negative libuv /
  * errno-style error code (the executor is then unusable and needs no cleanup). */
 int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads);
-/* Queues job (work and done set). Loop thread only. */
+/* Queues job (work and done set) with the executor's own port. That loop's thread only. */
 void ta_executor_submit(ta_executor *ex, ta_job *job);
-/* Number of jobs submitted whose done callback has not run yet. */
+/* Number of jobs submitted with the own port whose done callback has not run yet. */
 int ta_executor_running(const ta_executor *ex);
+/* Prepares a port for another loop (its thread runs the done callbacks). Call on that
+ * loop's thread, or before it runs. Returns 0 or a negative error code (nothing to undo). */
+int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop);
+/* Queues job; its done callback runs on port's loop. port's loop thread only. */
+void ta_executor_submit_to(ta_executor *ex, ta_executor_port *port, ta_job *job);
+/* Closes a port (not the own one) once none of its jobs is running; cb (may be NULL) runs
+ * when the handle is closed. port's loop thread. */
+void ta_executor_port_close(ta_executor_port *port, void (*cb)(ta_executor_port *port));
 /* Stops the workers after the queued jobs are worked (their done callbacks still run),
  * joins them, closes the async handle and then calls cb (may be NULL). Loop thread. */
 void ta_executor_stop(ta_executor *ex, ta_executor_closed_cb cb);

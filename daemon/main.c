@@ -2,7 +2,7 @@
  * loads the auth secret (auth_file; a file others may read is refused), picks the backend
  * (auto: CUDA when ta_cuda_backend_new succeeds, else CPU, the choice and the reason
  * logged), creates the tile registry, starts the metrics endpoint when asked (--metrics)
- * and the server, tells systemd it
+ * and the server (with its event loops, --loops), tells systemd it
  * is ready (READY=1 on $NOTIFY_SOCKET) and runs the event loop until a signal has drained
  * everything. Exit status: 0 after a clean shutdown (and for --help, --version,
  * --list-kernels), 1 when the daemon cannot start, 2 for a usage error. Nothing but
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "conf.h"
@@ -146,9 +147,10 @@ static int run_daemon(ta_config *cfg)
 		ta_persist_set_buffer_max(persist, cfg->max_log_buffer);
 		svc->persist = persist;
 	}
-	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers", svc->info.name, svc->info.device,
-	       svc->info.compute_capability[0] ? ", compute capability " : "",
-	       svc->info.compute_capability, ta_config_workers(cfg, svc->info.name));
+	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers, %d event loop(s)", svc->info.name,
+	       svc->info.device, svc->info.compute_capability[0] ? ", compute capability " : "",
+	       svc->info.compute_capability, ta_config_workers(cfg, svc->info.name),
+	       ta_config_loops(cfg, svc->info.name, sysconf(_SC_NPROCESSORS_ONLN)));
 
 	/* The metrics endpoint first: a bad --metrics fails before anything is served. */
 	ta_metrics_server *metrics = NULL;
@@ -182,6 +184,7 @@ static int run_daemon(ta_config *cfg)
 	}
 	if (rc != 0)
 		ta_log(TA_LOG_WARNING, "event loop ended with active handles");
+	ta_server_free(srv); /* joins the other event loops' threads */
 	rc = uv_loop_close(&loop);
 	if (rc != 0)
 		ta_log(TA_LOG_WARNING, "cannot close the event loop: %s", uv_strerror(rc));

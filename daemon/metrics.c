@@ -16,6 +16,14 @@ const uint64_t ta_metrics_bucket_ns[TA_METRICS_BUCKETS] = {
     250000, 500000, 1000000, 5000000, 25000000, 100000000, 1000000000,
 };
 
+unsigned ta_metrics_shard(void)
+{
+	if (my_shard < 0)
+		my_shard = (int)(atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) %
+		                 TA_METRICS_SHARDS);
+	return (unsigned)my_shard;
+}
+
 void ta_metrics_init(ta_metrics *m)
 {
 	for (int i = 0; i < TA_METRICS_SHARDS * TA_REQ_END; i++) {
@@ -36,10 +44,7 @@ void ta_metrics_record(ta_metrics *m, ta_req_kind kind, bool error, uint64_t ele
 {
 	if (!ta_req_valid(kind))
 		kind = TA_REQ_NONE;
-	if (my_shard < 0)
-		my_shard = (int)(atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) %
-		                 TA_METRICS_SHARDS);
-	ta_kind_metrics *c = &m->shard[my_shard][kind];
+	ta_kind_metrics *c = &m->shard[ta_metrics_shard()][kind];
 	atomic_fetch_add_explicit(&c->requests, 1, memory_order_relaxed);
 	if (error)
 		atomic_fetch_add_explicit(&c->errors, 1, memory_order_relaxed);

@@ -78,6 +78,10 @@ static inline uint64_t ta_metrics_since(bool timed, const struct timespec *t0)
 	return ta_elapsed_ns(t0, &t1);
 }
 
+/* The shard the calling thread counts in (0 .. TA_METRICS_SHARDS - 1; given at its first
+ * call, then always the same). */
+unsigned ta_metrics_shard(void);
+
 /* Zeroes every counter. */
 void ta_metrics_init(ta_metrics *m);
 

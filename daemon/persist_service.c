@@ -62,9 +62,7 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
 	ta_dispatch_scratch_free(&ctx.scratch);
 	if (st == TA_OK) {
 		/* the replayed requests are not this run's */
-		atomic_store(&svc->requests, 0);
-		atomic_store(&svc->errors, 0);
-		atomic_store(&svc->elements, 0);
+		ta_service_reset_totals(svc);
 	}
 	return st;
 }

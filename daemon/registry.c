@@ -1,6 +1,8 @@
 /* registry.c: named tiles with counted references (see registry.h). A chained hash table
- * (FNV-1a, doubled when it holds more entries than buckets) maps names to tiles; one
- * mutex guards it and the byte counters. Backend allocation and freeing run outside the
+ * (XXH3, doubled when it holds more entries than buckets) maps names to tiles; one
+ * read-write lock guards it and the byte counters (lookups, the hot path of every request
+ * from every event loop and worker, only read-lock it, so they never wait for each other).
+ * Backend allocation and freeing run outside the
  * lock. total_bytes counts bytes reserved or held, from create until the last unref, each
  * tile with its bookkeeping (TA_TILE_OVERHEAD); live counts the tiles those bytes belong to
  * (max_tiles bounds it, so that destroyed tiles still in use count until they are freed). */
@@ -14,7 +16,8 @@
 
 /* The registry proper. */
 struct ta_registry {
-	pthread_mutex_t lock;     /* guards everything below */
+	pthread_rwlock_t lock;    /* guards everything below: lookups, list and stats read
+	                             (many event loops and workers at once), the rest writes */
 	ta_backend *backend;      /* allocates and frees tile memory */
 	uint64_t max_tile_bytes;  /* bytes of one tile (0: unlimited) */
 	uint64_t max_total_bytes; /* bytes of all tiles (0: unlimited) */
@@ -66,7 +69,7 @@ ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint6
 		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for the tile registry");
 		return NULL;
 	}
-	int rc = pthread_mutex_init(&reg->lock, NULL);
+	int rc = pthread_rwlock_init(&reg->lock, NULL);
 	if (rc != 0) {
 		free(reg->buckets);
 		free(reg);
@@ -82,9 +85,9 @@ ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint6
 
 void ta_registry_set_max_tiles(ta_registry *reg, uint64_t max_tiles)
 {
-	pthread_mutex_lock(&reg->lock);
+	pthread_rwlock_wrlock(&reg->lock);
 	reg->max_tiles = max_tiles;
-	pthread_mutex_unlock(&reg->lock);
+	pthread_rwlock_unlock(&reg->lock);
 }
 
 bool ta_tile_allowed(const ta_tile *tile, ta_owner who)
@@ -106,10 +109,10 @@ static void tile_destroy(ta_tile *tile)
 	ta_registry *reg = tile->reg;
 	if (tile->mem)
 		ta_backend_tile_free(reg->backend, tile->mem);
-	pthread_mutex_lock(&reg->lock);
+	pthread_rwlock_wrlock(&reg->lock);
 	reg->total_bytes -= tile->bytes + TA_TILE_OVERHEAD;
 	reg->live--;
-	pthread_mutex_unlock(&reg->lock);
+	pthread_rwlock_unlock(&reg->lock);
 	free(tile);
 }
 
@@ -127,7 +130,7 @@ void ta_registry_free(ta_registry *reg)
 		}
 		reg->buckets[b] = NULL;
 	}
-	pthread_mutex_destroy(&reg->lock);
+	pthread_rwlock_destroy(&reg->lock);
 	free(reg->buckets);
 	free(reg);
 }
@@ -224,15 +227,15 @@ ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_til
 	atomic_init(&tile->refs, 2);                 /* the registry's and the caller's */
 	uint64_t counted = bytes + TA_TILE_OVERHEAD; /* bytes <= SIZE_MAX: no overflow */
 
-	pthread_mutex_lock(&reg->lock);
+	pthread_rwlock_wrlock(&reg->lock);
 	if (find_locked(reg, name, NULL)) {
-		pthread_mutex_unlock(&reg->lock);
+		pthread_rwlock_unlock(&reg->lock);
 		free(tile);
 		return ta_error_set(err, TA_ALREADY_EXISTS, "tile '%s' already exists", name);
 	}
 	if (reg->max_tiles && reg->live >= reg->max_tiles) {
 		uint64_t live = reg->live;
-		pthread_mutex_unlock(&reg->lock);
+		pthread_rwlock_unlock(&reg->lock);
 		free(tile);
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 		                    "tile '%s': %" PRIu64 " tiles exist, the limit (max_tiles) is "
@@ -242,7 +245,7 @@ ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_til
 	if (reg->max_total_bytes &&
 	    (counted > reg->max_total_bytes || reg->total_bytes > reg->max_total_bytes - counted)) {
 		uint64_t held = reg->total_bytes;
-		pthread_mutex_unlock(&reg->lock);
+		pthread_rwlock_unlock(&reg->lock);
 		free(tile);
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 		                    "tile '%s' needs %" PRIu64 " bytes (with %" PRIu64
@@ -258,7 +261,7 @@ ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_til
 	reg->buckets[b] = tile;
 	reg->entries++;
 	maybe_grow_locked(reg);
-	pthread_mutex_unlock(&reg->lock);
+	pthread_rwlock_unlock(&reg->lock);
 
 	ta_error aerr = {0};
 	ta_status st = ta_backend_tile_alloc(reg->backend, (size_t)bytes, &tile->mem, &aerr);
@@ -276,12 +279,12 @@ ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_til
 void ta_registry_publish(ta_tile *tile)
 {
 	ta_registry *reg = tile->reg;
-	pthread_mutex_lock(&reg->lock);
+	pthread_rwlock_wrlock(&reg->lock);
 	if (!tile->ready) {
 		tile->ready = true;
 		reg->published++;
 	}
-	pthread_mutex_unlock(&reg->lock);
+	pthread_rwlock_unlock(&reg->lock);
 }
 
 /* Unlinks tile from the table; the lock is held. Returns true when it was linked. */
@@ -301,9 +304,9 @@ static bool unlink_locked(ta_registry *reg, ta_tile *tile)
 void ta_registry_discard(ta_tile *tile)
 {
 	ta_registry *reg = tile->reg;
-	pthread_mutex_lock(&reg->lock);
+	pthread_rwlock_wrlock(&reg->lock);
 	bool linked = unlink_locked(reg, tile);
-	pthread_mutex_unlock(&reg->lock);
+	pthread_rwlock_unlock(&reg->lock);
 	if (linked)
 		ta_tile_unref(tile); /* the registry's reference */
 }
@@ -319,13 +322,13 @@ ta_status ta_registry_get_as(ta_registry *reg, const char *name, ta_owner who, t
 	char shown[TA_NAME_MAX + 4];
 	*out = NULL;
 	bool allowed = true;
-	pthread_mutex_lock(&reg->lock);
+	pthread_rwlock_rdlock(&reg->lock);
 	ta_tile *tile = find_locked(reg, name, NULL);
 	if (tile && tile->ready && (allowed = ta_tile_allowed(tile, who)))
 		atomic_fetch_add(&tile->refs, 1);
 	else
 		tile = NULL;
-	pthread_mutex_unlock(&reg->lock);
+	pthread_rwlock_unlock(&reg->lock);
 	if (!allowed)
 		return denied(err, name);
 	if (!tile)
@@ -345,13 +348,13 @@ ta_status ta_registry_remove_as(ta_registry *reg, const char *name, ta_owner who
 {
 	char shown[TA_NAME_MAX + 4];
 	bool allowed = true;
-	pthread_mutex_lock(&reg->lock);
+	pthread_rwlock_wrlock(&reg->lock);
 	ta_tile *tile = find_locked(reg, name, NULL);
 	if (tile && tile->ready && (allowed = ta_tile_allowed(tile, who)))
 		unlink_locked(reg, tile);
 	else
 		tile = NULL;
-	pthread_mutex_unlock(&reg->lock);
+	pthread_rwlock_unlock(&reg->lock);
 	if (!allowed)
 		return denied(err, name);
 	if (!tile)
@@ -393,11 +396,11 @@ ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out
 {
 	*out = NULL;
 	*n = 0;
-	pthread_mutex_lock(&reg->lock);
+	pthread_rwlock_rdlock(&reg->lock);
 	size_t count = reg->published;
 	ta_tile_info *infos = count ? malloc(count * sizeof(*infos)) : NULL;
 	if (count && !infos) {
-		pthread_mutex_unlock(&reg->lock);
+		pthread_rwlock_unlock(&reg->lock);
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory listing %zu tiles",
 		                    count);
 	}
@@ -406,7 +409,7 @@ ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out
 		for (ta_tile *t = reg->buckets[b]; t; t = t->next)
 			if (t->ready && k < count && ta_tile_allowed(t, who))
 				ta_tile_get_info(t, &infos[k++]);
-	pthread_mutex_unlock(&reg->lock);
+	pthread_rwlock_unlock(&reg->lock);
 	if (k > 1)
 		qsort(infos, k, sizeof(*infos), info_cmp);
 	*out = infos;
@@ -416,8 +419,8 @@ ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out
 
 void ta_registry_stats(ta_registry *reg, uint32_t *tiles, uint64_t *bytes)
 {
-	pthread_mutex_lock(&reg->lock);
+	pthread_rwlock_rdlock(&reg->lock);
 	*tiles = (uint32_t)reg->published;
 	*bytes = reg->total_bytes;
-	pthread_mutex_unlock(&reg->lock);
+	pthread_rwlock_unlock(&reg->lock);
 }

@@ -7,9 +7,9 @@
  * reserves the name and the bytes (the tile is "pending": invisible to lookups, but its
  * name is taken), then publish makes it visible, or discard gives name and bytes back.
  *
- * Thread-safety: every function may be called from any thread; one mutex guards the
- * table and the byte counters. Limits: bytes per tile, bytes of all tiles together (each
- * tile counted with its bookkeeping, TA_TILE_OVERHEAD) and the number of tiles
+ * Thread-safety: every function may be called from any thread; one read-write lock guards
+ * the table and the byte counters (lookups read-lock it). Limits: bytes per tile, bytes of all
+ * tiles together (each tile counted with its bookkeeping, TA_TILE_OVERHEAD) and the number of tiles
  * (RESOURCE_EXHAUSTED), duplicate names (ALREADY_EXISTS), unknown names (NOT_FOUND).
  *
  * Ownership: a tile is public (owner TA_OWNER_PUBLIC) or private to one identity (a uid, or
@@ -49,11 +49,13 @@ typedef struct ta_tile {
 	ta_tile_shape shape;        /* dtype, rank, extents */
 	uint64_t bytes;             /* bytes of tile memory */
 	void *mem;                  /* backend memory (host or device) */
-	atomic_int refs;            /* the registry's reference (while named) + one per user */
 	bool ready;                 /* published: visible to lookups (guarded by the lock) */
 	ta_owner owner;             /* TA_OWNER_PUBLIC, or the identity it is private to */
 	ta_registry *reg;           /* the registry that owns the tile */
 	struct ta_tile *next;       /* next tile in the same hash bucket */
+	uint8_t refs_gap[64];       /* keeps refs, written by every request of every thread, off
+	                               the cache lines of the fields above, which they read */
+	atomic_int refs;            /* the registry's reference (while named) + one per user */
 } ta_tile;
 
 /* What a tile is, copied out for list and describe. */

@@ -1,32 +1,58 @@
-/* server.c: listeners, accepting, signals and shutdown (see server.h).
+/* server.c: listeners, accepting, the event loops, signals and shutdown (see server.h).
  *
- * Startup: executor, then the Unix socket (parent directory created; a stale socket file
- * from a dead daemon is removed, a live one is an error; the umask is tightened around
- * bind so that the socket never exists with a wider mode than 0600 / 0660), then TCP when
- * asked (loopback only unless allow_remote), then SIGTERM / SIGINT handlers.
+ * Startup: executor, the event loops (loop 0 is the main loop; loops 1.. get a libuv loop
+ * and a thread each, with their sweep, resume check, executor port and wake handle), then
+ * the Unix socket (parent directory created; a stale socket file from a dead daemon is
+ * removed, a live one is an error; the umask is tightened around bind so that the socket
+ * never exists with a wider mode than 0600 / 0660), then TCP when asked (loopback only
+ * unless allow_remote), then SIGTERM / SIGINT handlers.
  *
- * Accepting over max_connections: the connection is accepted, answered with one
+ * Accepting: the main loop accepts every connection and hands them round-robin to the
+ * loops: loop 0 takes its own straight from the listener, as with one loop; for another
+ * loop the socket is accepted, duplicated and queued on that loop, whose wake handle then
+ * opens it in a connection of its own (uv_pipe_open / uv_tcp_open). Why not every loop
+ * listening on the same socket: the loop that wakes first takes a whole burst of
+ * connections (libuv accepts until EAGAIN), so a benchmark's clients, which connect at
+ * once, would mostly land on one loop; round-robin spreads them evenly at the cost of a
+ * dup and a wake-up per connection, which only a connection's first microseconds pay.
+ * Over max_connections the connection is accepted on loop 0, answered with one
  * RESOURCE_EXHAUSTED response and closed, so that the client learns why; the refusals are
  * logged at most once per 10 s with a count. A connection gives its slot back as soon as it
  * starts closing (host_release), not when its last running request is done.
  *
- * A periodic sweep (sweep_timer, at most every second, more often for short timeouts)
- * applies frame_timeout and idle_timeout to every connection and writes the counts of
- * rate-limited log lines; resume_check wakes connections waiting for input budget
- * (max_input_total) in the loop turn after some was given back.
+ * What is server-wide and shared by the loops: the connection counts (atomics), the input
+ * budget (max_input_total; conn.c reserves with atomics, and a loop that gives memory back
+ * wakes the loops with waiters), the executor (each loop has its own port, so a large
+ * request's done callback runs on the loop of its connection), the data log (its
+ * durability callback runs on the main loop, which tells the other loops). Each loop has
+ * its own dispatch scratch (arena, caches, pipelined persistence run) and, through the
+ * thread, its own metrics shard.
  *
- * Shutdown: ta_server_shutdown closes the listeners, removes the socket file and drains
- * every connection; each freed connection tells the server (ta_conn_host.gone), which stops the
- * executor and closes the signal handles once none is left, so uv_run returns. */
+ * A periodic sweep per loop (sweep_timer, at most every second, more often for short
+ * timeouts) applies frame_timeout and idle_timeout to that loop's connections; loop 0's
+ * also writes the counts of rate-limited log lines; resume_check wakes connections waiting
+ * for input budget (max_input_total) in the loop turn after some was given back.
+ *
+ * Shutdown: ta_server_shutdown closes the listeners, removes the socket file and has every
+ * loop drain its connections (loop 0 at once, the others through their wake handles);
+ * each freed connection tells its loop (ta_conn_host.gone); a loop with none left closes
+ * its handles (its thread's uv_run then returns) and tells the main loop, which stops the
+ * executor and closes the signal handles once every loop is done, so uv_run returns;
+ * ta_server_free joins the threads. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_setname_np */
+#endif
 #include "server.h"
 
 #include <arpa/inet.h>
 #include <stddef.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -44,95 +70,139 @@
 #define LISTEN_BACKLOG 128
 
 static void server_check_done(ta_server *srv);
+static void loop_check_done(ta_server_loop *l);
 
-/* ta_conn_host.submit: a connection's large request goes to the executor. */
+/* The loop a host belongs to. */
+static ta_server_loop *host_loop(ta_conn_host *host)
+{
+	return (ta_server_loop *)((char *)host - offsetof(ta_server_loop, host));
+}
+
+/* True when the calling thread may act on loop l directly: the main loop, or a loop whose
+ * thread never started. */
+static bool loop_is_direct(const ta_server_loop *l)
+{
+	return l->index == 0 || !l->thread_started;
+}
+
+/* Asks loop l (another thread's) for the TA_LOOP_WAKE_* bits in flags. */
+static void loop_wake(ta_server_loop *l, unsigned flags)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->wake_open) {
+		l->wake_flags |= flags;
+		int rc = uv_async_send(&l->wake);
+		if (rc != 0)
+			ta_log(TA_LOG_ERR, "loop %u: uv_async_send failed: %s", l->index,
+			       uv_strerror(rc));
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* ta_conn_host.submit: a connection's large request goes to the executor; its done
+ * callback comes back to the connection's loop. */
 static void host_submit(ta_conn_host *host, ta_job *job)
 {
-	ta_server *srv = (ta_server *)((char *)host - offsetof(ta_server, host));
-	ta_executor_submit(&srv->executor, job);
+	ta_server_loop *l = host_loop(host);
+	if (l->index == 0)
+		ta_executor_submit(&l->srv->executor, job);
+	else
+		ta_executor_submit_to(&l->srv->executor, &l->port, job);
 }
 
 /* ta_conn_host.release: a closing connection gives its max_connections slot back. */
 static void host_release(ta_conn_host *host, ta_conn *conn)
 {
-	ta_server *srv = (ta_server *)((char *)host - offsetof(ta_server, host));
+	ta_server *srv = host_loop(host)->srv;
 	if (!conn->counted)
 		return;
 	conn->counted = false;
-	srv->nactive--;
+	atomic_fetch_sub(&srv->nactive, 1);
 	atomic_fetch_sub(&srv->svc->connections, 1);
 }
 
-/* ta_conn_host.input_freed: wake the waiting connections after this loop turn. */
+/* ta_conn_host.input_freed: wake the waiting connections after this loop turn, and the
+ * other loops that have waiting connections. */
 static void host_input_freed(ta_conn_host *host)
 {
-	ta_server *srv = (ta_server *)((char *)host - offsetof(ta_server, host));
-	srv->resume_pending = true;
+	ta_server_loop *me = host_loop(host);
+	ta_server *srv = me->srv;
+	me->resume_pending = true;
+	for (unsigned i = 0; i < srv->nloops_ready; i++) {
+		ta_server_loop *l = &srv->loops[i];
+		if (l != me && atomic_load(&l->host.input_waiters))
+			loop_wake(l, TA_LOOP_WAKE_RESUME);
+	}
 }
 
 /* Check callback: input budget was given back; the waiting connections try again, oldest
  * connection last (the list is newest first, so the walk starts at its end). */
 static void on_resume_check(uv_check_t *check)
 {
-	ta_server *srv = check->data;
-	if (!srv->resume_pending)
+	ta_server_loop *l = check->data;
+	if (!l->resume_pending)
 		return;
-	srv->resume_pending = false;
-	ta_conn *last = srv->conns;
+	l->resume_pending = false;
+	ta_conn *last = l->conns;
 	while (last && last->next)
 		last = last->next;
-	for (ta_conn *c = last, *prev; c && srv->host.input_waiters; c = prev) {
+	for (ta_conn *c = last, *prev; c && atomic_load(&l->host.input_waiters); c = prev) {
 		prev = c->prev; /* a resumed connection may close, never be freed here */
 		if (c->budget_wait)
 			ta_conn_resume_input(c);
 	}
 }
 
-/* Sweep timer: timeouts of every connection, then the held-back log counts. */
+/* Sweep timer: timeouts of the loop's connections, then (loop 0) the held-back log
+ * counts. */
 static void on_sweep(uv_timer_t *timer)
 {
-	ta_server *srv = timer->data;
-	uint64_t now = uv_now(srv->loop);
-	for (ta_conn *c = srv->conns, *next; c; c = next) {
+	ta_server_loop *l = timer->data;
+	uint64_t now = uv_now(l->loop);
+	for (ta_conn *c = l->conns, *next; c; c = next) {
 		next = c->next; /* closing frees only in the close callback */
 		ta_conn_check_timeouts(c, now);
 	}
-	ta_log_limit_flush(&srv->refuse_log, TA_LOG_WARNING);
-	ta_log_limit_flush(&srv->svc->auth_log, TA_LOG_WARNING);
+	if (l->index == 0) {
+		ta_log_limit_flush(&l->srv->refuse_log, TA_LOG_WARNING);
+		ta_log_limit_flush(&l->srv->svc->auth_log, TA_LOG_WARNING);
+	}
 }
 
 /* busy_timer (CUDA, inline_max auto), every TA_SERVER_BUSY_MS: small requests run on the
- * loop while the connections that sent bytes since the last tick are few
+ * loop while the loop's connections that sent bytes since the last tick are few
  * (TA_SERVER_INLINE_CUDA_CONNS), on the workers otherwise. */
 static void on_busy_timer(uv_timer_t *timer)
 {
-	ta_server *srv = timer->data;
-	uint64_t now = uv_now(srv->loop);
+	ta_server_loop *l = timer->data;
+	uint64_t now = uv_now(l->loop);
 	uint64_t since = now > TA_SERVER_BUSY_MS ? now - TA_SERVER_BUSY_MS : 0;
 	unsigned busy = 0;
-	for (ta_conn *c = srv->conns; c && busy <= TA_SERVER_INLINE_CUDA_CONNS; c = c->next)
+	for (ta_conn *c = l->conns; c && busy <= TA_SERVER_INLINE_CUDA_CONNS; c = c->next)
 		if (c->counted && c->last_read_ms >= since)
 			busy++;
-	srv->host.inline_max = busy <= TA_SERVER_INLINE_CUDA_CONNS ? TA_SERVER_INLINE_CUDA : 0;
+	l->host.inline_max = busy <= TA_SERVER_INLINE_CUDA_CONNS ? TA_SERVER_INLINE_CUDA : 0;
 }
 
-/* ta_conn_host.gone: a connection about to be freed leaves the list and the counters; a
- * shutdown may then have nothing left to wait on. */
+/* ta_conn_host.gone: a connection about to be freed leaves its loop's list and the
+ * counters; a shutdown may then have nothing left to wait on. */
 static void host_gone(ta_conn_host *host, ta_conn *conn)
 {
-	ta_server *srv = (ta_server *)((char *)host - offsetof(ta_server, host));
+	ta_server_loop *l = host_loop(host);
+	ta_server *srv = l->srv;
 	if (conn->prev)
 		conn->prev->next = conn->next;
 	else
-		srv->conns = conn->next;
+		l->conns = conn->next;
 	if (conn->next)
 		conn->next->prev = conn->prev;
-	srv->nconns--;
+	l->nconns--;
+	atomic_fetch_sub(&srv->nconns, 1);
 	if (conn->counted) {
-		srv->nactive--;
+		atomic_fetch_sub(&srv->nactive, 1);
 		atomic_fetch_sub(&srv->svc->connections, 1);
 	}
-	server_check_done(srv);
+	loop_check_done(l);
 }
 
 /* uv_close callback of a handle embedded in the server (nothing to free). */
@@ -147,30 +217,117 @@ static void on_handle_freed(uv_handle_t *handle)
 	free(handle);
 }
 
-/* Closes the signal handles and the executor when shutdown has nothing left to wait on. */
+/* Adds conn to loop l's list. */
+static void loop_link(ta_server_loop *l, ta_conn *conn)
+{
+	conn->next = l->conns;
+	if (l->conns)
+		l->conns->prev = conn;
+	l->conns = conn;
+	l->nconns++;
+	atomic_fetch_add(&l->srv->nconns, 1);
+}
+
+/* Closes the handles of a drained loop (its thread's uv_run then returns) and tells the
+ * main loop. The loop's thread (or the main thread for a direct loop). */
+static void loop_finish(ta_server_loop *l)
+{
+	ta_server *srv = l->srv;
+	l->finished = true;
+	if (l->sweep_open) {
+		l->sweep_open = false;
+		uv_timer_stop(&l->sweep_timer);
+		uv_close((uv_handle_t *)&l->sweep_timer, on_handle_closed);
+	}
+	if (l->check_open) {
+		l->check_open = false;
+		uv_check_stop(&l->resume_check);
+		uv_close((uv_handle_t *)&l->resume_check, on_handle_closed);
+	}
+	if (l->busy_timer_open) {
+		l->busy_timer_open = false;
+		uv_timer_stop(&l->busy_timer);
+		uv_close((uv_handle_t *)&l->busy_timer, on_handle_closed);
+	}
+	if (l->port_open) {
+		l->port_open = false;
+		ta_executor_port_close(&l->port, NULL);
+	}
+	if (l->lock_init) {
+		pthread_mutex_lock(&l->lock);
+		bool was = l->wake_open;
+		l->wake_open = false;
+		pthread_mutex_unlock(&l->lock);
+		if (was)
+			uv_close((uv_handle_t *)&l->wake, on_handle_closed);
+	}
+	ta_dispatch_scratch_free(&l->scratch); /* no connection is left to use it */
+	pthread_mutex_lock(&srv->lock);
+	srv->loops_finished++;
+	if (!loop_is_direct(l) && srv->main_wake_open) {
+		int rc = uv_async_send(&srv->main_wake);
+		if (rc != 0)
+			ta_log(TA_LOG_ERR, "loop %u: uv_async_send failed: %s", l->index,
+			       uv_strerror(rc));
+	}
+	pthread_mutex_unlock(&srv->lock);
+	if (loop_is_direct(l))
+		server_check_done(srv);
+}
+
+/* A draining loop with no connection left finishes. */
+static void loop_check_done(ta_server_loop *l)
+{
+	if (!l->draining || l->conns || l->finished)
+		return;
+	loop_finish(l);
+}
+
+/* Shutdown reached loop l: its connections finish what they were sent, then close. */
+static void loop_drain(ta_server_loop *l)
+{
+	if (l->draining)
+		return;
+	l->draining = true;
+	for (ta_conn *c = l->conns, *next; c; c = next) {
+		next = c->next;
+		ta_conn_drain(c);
+	}
+	loop_check_done(l);
+}
+
+/* Second signal or shutdown timeout: loop l closes its connections at once. */
+static void loop_force(ta_server_loop *l)
+{
+	if (l->forced)
+		return;
+	l->forced = true;
+	for (ta_conn *c = l->conns, *next; c; c = next) {
+		next = c->next; /* a close may free c only later, in its callback */
+		ta_conn_close(c);
+	}
+}
+
+/* Closes the signal handles and the executor when shutdown has nothing left to wait on
+ * (the listeners closed and every loop finished). Main loop thread. */
 static void server_check_done(ta_server *srv)
 {
-	if (!srv->draining || srv->conns || srv->unix_open || srv->tcp_open)
+	if (!srv->draining || srv->unix_open || srv->tcp_open)
 		return;
+	pthread_mutex_lock(&srv->lock);
+	bool all = srv->loops_finished >= srv->nloops_ready;
+	bool wake_was = srv->main_wake_open;
+	if (all)
+		srv->main_wake_open = false;
+	pthread_mutex_unlock(&srv->lock);
+	if (!all)
+		return;
+	if (wake_was)
+		uv_close((uv_handle_t *)&srv->main_wake, on_handle_closed);
 	if (srv->timer_open) {
 		srv->timer_open = false;
 		uv_timer_stop(&srv->shutdown_timer);
 		uv_close((uv_handle_t *)&srv->shutdown_timer, on_handle_closed);
-	}
-	if (srv->sweep_open) {
-		srv->sweep_open = false;
-		uv_timer_stop(&srv->sweep_timer);
-		uv_close((uv_handle_t *)&srv->sweep_timer, on_handle_closed);
-	}
-	if (srv->check_open) {
-		srv->check_open = false;
-		uv_check_stop(&srv->resume_check);
-		uv_close((uv_handle_t *)&srv->resume_check, on_handle_closed);
-	}
-	if (srv->busy_timer_open) {
-		srv->busy_timer_open = false;
-		uv_timer_stop(&srv->busy_timer);
-		uv_close((uv_handle_t *)&srv->busy_timer, on_handle_closed);
 	}
 	if (srv->signals_open) {
 		srv->signals_open = false;
@@ -180,11 +337,154 @@ static void server_check_done(ta_server *srv)
 	if (srv->executor_started && !srv->executor_stopping) {
 		srv->executor_stopping = true;
 		ta_executor_stop(&srv->executor, NULL);
-		ta_dispatch_scratch_free(&srv->scratch); /* no connection is left to use it */
 	}
 }
 
-/* Accept callback shared by both listeners. */
+/* main_wake callback: a loop finished its shutdown. */
+static void on_main_wake(uv_async_t *handle)
+{
+	server_check_done(handle->data);
+}
+
+/* Counts conn against max_connections (the caller checked the limit) and starts it. */
+static void conn_admit(ta_server_loop *l, ta_conn *conn)
+{
+	conn->counted = true;
+	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 " accepted (%s, loop %u, %u open)", conn->serial,
+	       conn->tcp ? "tcp" : "unix", l->index, atomic_load(&l->srv->nactive));
+	ta_conn_start(conn);
+}
+
+/* Loop l's thread: opens a socket the main loop accepted for it in a connection. */
+static void loop_adopt(ta_server_loop *l, ta_server_handoff *h)
+{
+	ta_server *srv = l->srv;
+	ta_conn *conn = ta_conn_new(&l->host, h->tcp, h->serial);
+	if (!conn) {
+		ta_log(TA_LOG_ERR, "loop %u: out of memory opening connection %" PRIu64, l->index,
+		       h->serial);
+		close(h->fd);
+		atomic_fetch_sub(&srv->nactive, 1);
+		atomic_fetch_sub(&srv->svc->connections, 1);
+		return;
+	}
+	loop_link(l, conn);
+	conn->counted = true; /* counted by the main loop when it handed the socket over */
+	int rc = h->tcp ? uv_tcp_open(&conn->h.tcp, h->fd) : uv_pipe_open(&conn->h.pipe, h->fd);
+	if (rc != 0) {
+		ta_log(TA_LOG_WARNING, "loop %u: cannot open connection %" PRIu64 ": %s", l->index,
+		       h->serial, uv_strerror(rc));
+		close(h->fd);
+		ta_conn_close(conn);
+		return;
+	}
+	if (h->tcp && (rc = uv_tcp_nodelay(&conn->h.tcp, 1)) != 0)
+		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": cannot set TCP_NODELAY: %s",
+		       conn->serial, uv_strerror(rc));
+	if (l->draining) {
+		ta_conn_close(conn);
+		return;
+	}
+	conn_admit(l, conn);
+}
+
+/* wake callback of loop l: sockets to adopt, then what other threads asked for. */
+static void on_loop_wake(uv_async_t *handle)
+{
+	ta_server_loop *l = handle->data;
+	pthread_mutex_lock(&l->lock);
+	ta_server_handoff *h = l->handoff_head;
+	l->handoff_head = l->handoff_tail = NULL;
+	unsigned flags = l->wake_flags;
+	l->wake_flags = 0;
+	pthread_mutex_unlock(&l->lock);
+	while (h) {
+		ta_server_handoff *next = h->next;
+		loop_adopt(l, h);
+		free(h);
+		h = next;
+	}
+	if (flags & TA_LOOP_WAKE_RESUME)
+		l->resume_pending = true; /* resume_check runs after this turn's callbacks */
+	if (flags & TA_LOOP_WAKE_PERSISTED)
+		for (ta_conn *c = l->conns, *next; c; c = next) {
+			next = c->next; /* a failed log closes connections (freed later) */
+			ta_conn_persisted(c);
+		}
+	if (flags & TA_LOOP_WAKE_DRAIN)
+		loop_drain(l);
+	if (flags & TA_LOOP_WAKE_FORCE)
+		loop_force(l);
+}
+
+/* Takes the pending connection off the listener's queue and drops it (memory is short);
+ * without an accept libuv would stop watching the listener. */
+static void drop_pending(ta_server *srv, uv_stream_t *listener, bool tcp)
+{
+	uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
+	if (!tmp)
+		return;
+	int rc = tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
+	             : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
+	if (rc != 0) {
+		free(tmp);
+		return;
+	}
+	rc = uv_accept(listener, (uv_stream_t *)tmp);
+	if (rc != 0)
+		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
+	uv_close(tmp, on_handle_freed);
+}
+
+/* Main loop: accepts a pending connection and queues its socket on loop l (index > 0);
+ * on failure the connection is dropped (logged). */
+static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_loop *l)
+{
+	uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
+	ta_server_handoff *h = malloc(sizeof(*h));
+	int rc = UV_ENOMEM;
+	if (tmp && h)
+		rc = tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
+		         : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
+	if (rc != 0) {
+		ta_log(TA_LOG_ERR, "cannot accept a connection: %s", uv_strerror(rc));
+		free(tmp);
+		free(h);
+		drop_pending(srv, listener, tcp);
+		return;
+	}
+	uv_os_fd_t fd = -1;
+	rc = uv_accept(listener, (uv_stream_t *)tmp);
+	if (rc == 0)
+		rc = uv_fileno(tmp, &fd);
+	int dup_fd = rc == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (rc == 0 && dup_fd < 0)
+		rc = uv_translate_sys_error(errno);
+	uv_close(tmp, on_handle_freed); /* closes the accepted fd; dup_fd lives on */
+	if (rc != 0) {
+		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
+		free(h);
+		return;
+	}
+	h->next = NULL;
+	h->fd = dup_fd;
+	h->tcp = tcp;
+	h->serial = ++srv->next_serial;
+	atomic_fetch_add(&srv->nactive, 1);
+	atomic_fetch_add(&srv->svc->connections, 1);
+	pthread_mutex_lock(&l->lock);
+	if (l->handoff_tail)
+		l->handoff_tail->next = h;
+	else
+		l->handoff_head = h;
+	l->handoff_tail = h;
+	rc = uv_async_send(&l->wake);
+	pthread_mutex_unlock(&l->lock);
+	if (rc != 0)
+		ta_log(TA_LOG_ERR, "loop %u: uv_async_send failed: %s", l->index, uv_strerror(rc));
+}
+
+/* Accept callback shared by both listeners (main loop). */
 static void on_connection(uv_stream_t *listener, int status)
 {
 	ta_server *srv = listener->data;
@@ -193,31 +493,23 @@ static void on_connection(uv_stream_t *listener, int status)
 		return;
 	}
 	bool tcp = listener == (uv_stream_t *)&srv->tcp_listener;
-	ta_conn *conn = ta_conn_new(&srv->host, tcp, ++srv->next_serial);
-	if (!conn) {
-		/* Take the pending connection off the queue and drop it; without an accept
-		 * libuv would stop watching the listener. */
-		ta_log(TA_LOG_ERR, "out of memory accepting a connection");
-		uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
-		if (!tmp)
-			return;
-		int rc = tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
-		             : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
-		if (rc != 0) {
-			free(tmp);
+	bool full = atomic_load(&srv->nactive) >= (unsigned)srv->cfg->max_connections;
+	if (srv->nloops > 1 && !srv->draining && !full) {
+		ta_server_loop *target = &srv->loops[srv->next_loop];
+		srv->next_loop = (srv->next_loop + 1) % srv->nloops;
+		if (target->index != 0) {
+			hand_off(srv, listener, tcp, target);
 			return;
 		}
-		rc = uv_accept(listener, (uv_stream_t *)tmp);
-		if (rc != 0)
-			ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
-		uv_close(tmp, on_handle_freed);
+	}
+	ta_server_loop *l = &srv->loops[0];
+	ta_conn *conn = ta_conn_new(&l->host, tcp, ++srv->next_serial);
+	if (!conn) {
+		ta_log(TA_LOG_ERR, "out of memory accepting a connection");
+		drop_pending(srv, listener, tcp);
 		return;
 	}
-	conn->next = srv->conns;
-	if (srv->conns)
-		srv->conns->prev = conn;
-	srv->conns = conn;
-	srv->nconns++;
+	loop_link(l, conn);
 	int rc = uv_accept(listener, &conn->h.stream);
 	if (rc != 0) {
 		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
@@ -231,7 +523,7 @@ static void on_connection(uv_stream_t *listener, int status)
 		ta_conn_close(conn);
 		return;
 	}
-	if (srv->nactive >= (unsigned)srv->cfg->max_connections) {
+	if (full) {
 		char msg[160];
 		snprintf(msg, sizeof(msg),
 		         "too many connections: the limit is %d (max_connections); try again "
@@ -242,12 +534,9 @@ static void on_connection(uv_stream_t *listener, int status)
 		ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
 		return;
 	}
-	conn->counted = true;
-	srv->nactive++;
+	atomic_fetch_add(&srv->nactive, 1);
 	atomic_fetch_add(&srv->svc->connections, 1);
-	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 " accepted (%s, %u open)", conn->serial,
-	       tcp ? "tcp" : "unix", srv->nactive);
-	ta_conn_start(conn);
+	conn_admit(l, conn);
 }
 
 /* Creates the missing directories of path's parent (mkdir -p) with mode. Returns 0 or
@@ -504,7 +793,7 @@ static void on_shutdown_timeout(uv_timer_t *timer)
 	ta_log(TA_LOG_WARNING,
 	       "%u connection(s) still open %d s after the shutdown began (clients not "
 	       "taking their responses?); closing them",
-	       srv->nconns, srv->cfg->shutdown_timeout);
+	       atomic_load(&srv->nconns), srv->cfg->shutdown_timeout);
 	ta_server_shutdown(srv);
 }
 
@@ -517,14 +806,123 @@ static void on_signal(uv_signal_t *handle, int signum)
 	ta_server_shutdown(srv);
 }
 
-/* persist.h: log records became durable; connections send what waited for them. */
+/* persist.h (main loop): log records became durable; connections send what waited for
+ * them (loop 0's at once, the other loops' through their wake handles). */
 static void on_persisted(void *arg)
 {
 	ta_server *srv = arg;
-	for (ta_conn *c = srv->conns, *next; c; c = next) {
+	for (unsigned i = 1; i < srv->nloops_ready; i++)
+		loop_wake(&srv->loops[i], TA_LOOP_WAKE_PERSISTED);
+	for (ta_conn *c = srv->loops[0].conns, *next; c; c = next) {
 		next = c->next; /* a failed log closes connections (freed later, in callbacks) */
 		ta_conn_persisted(c);
 	}
+}
+
+/* Thread of loop l (index > 0): runs it until its shutdown closed its handles. */
+static void *loop_thread(void *arg)
+{
+	ta_server_loop *l = arg;
+	char name[16]; /* shown by top -H and /proc/PID/task/TID/comm */
+	snprintf(name, sizeof(name), "ta-loop%u", l->index);
+	(void)pthread_setname_np(pthread_self(), name); /* a name is a convenience only */
+	int rc = uv_run(l->loop, UV_RUN_DEFAULT);
+	if (rc != 0)
+		ta_log(TA_LOG_WARNING, "event loop %u ended with active handles", l->index);
+	return NULL;
+}
+
+/* Initialises loop l's handles (on srv's main thread, before its thread runs). The host
+ * template tmpl gives the settings every loop shares. Returns TA_OK or an error (what was
+ * initialised is marked open for the shutdown to close). */
+static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
+                           const ta_conn_host *tmpl, uint64_t sweep_ms, ta_error *err)
+{
+	l->srv = srv;
+	l->index = index;
+	ta_dispatch_scratch_init(&l->scratch);
+	int rc = pthread_mutex_init(&l->lock, NULL);
+	if (rc != 0)
+		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
+	l->lock_init = true;
+	if (index == 0) {
+		l->loop = srv->loop;
+	} else {
+		rc = uv_loop_init(&l->own_loop);
+		if (rc != 0)
+			return ta_error_set(err, TA_INTERNAL, "cannot create event loop %u: %s",
+			                    index, uv_strerror(rc));
+		l->own_loop_init = true;
+		l->loop = &l->own_loop;
+		/* libuv opens a loop's spare fd with the first stream initialised on it: take it
+		 * now, so that the fds of a running daemon do not grow with the first connection
+		 * of each loop (loop 0 took its own with the listeners) */
+		if ((rc = uv_pipe_init(l->loop, &l->spare_probe, 0)) != 0)
+			return ta_error_set(err, TA_INTERNAL, "uv_pipe_init: %s", uv_strerror(rc));
+		uv_close((uv_handle_t *)&l->spare_probe, on_handle_closed);
+	}
+	l->host = *tmpl;
+	l->host.loop = l->loop;
+	l->host.scratch = &l->scratch;
+	atomic_init(&l->host.input_waiters, 0);
+	if ((rc = uv_async_init(l->loop, &l->wake, on_loop_wake)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
+	l->wake.data = l;
+	l->wake_open = true;
+	if (index > 0) {
+		if ((rc = ta_executor_port_init(&l->port, l->loop)) != 0)
+			return ta_error_set(err, TA_INTERNAL, "cannot create an executor port: %s",
+			                    uv_strerror(rc));
+		l->port_open = true;
+	}
+	if ((rc = uv_timer_init(l->loop, &l->sweep_timer)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
+	l->sweep_open = true;
+	l->sweep_timer.data = l;
+	if ((rc = uv_check_init(l->loop, &l->resume_check)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "uv_check_init: %s", uv_strerror(rc));
+	l->check_open = true;
+	l->resume_check.data = l;
+	if ((rc = uv_timer_start(&l->sweep_timer, on_sweep, sweep_ms, sweep_ms)) != 0 ||
+	    (rc = uv_check_start(&l->resume_check, on_resume_check)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "cannot start the sweep: %s",
+		                    uv_strerror(rc));
+	if (srv->inline_lone) {
+		if ((rc = uv_timer_init(l->loop, &l->busy_timer)) != 0)
+			return ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
+		l->busy_timer_open = true;
+		l->busy_timer.data = l;
+		rc = uv_timer_start(&l->busy_timer, on_busy_timer, TA_SERVER_BUSY_MS,
+		                    TA_SERVER_BUSY_MS);
+		if (rc != 0)
+			return ta_error_set(err, TA_INTERNAL, "uv_timer_start: %s",
+			                    uv_strerror(rc));
+		uv_unref((uv_handle_t *)&l->busy_timer); /* never keeps the loop alive */
+	}
+	return TA_OK;
+}
+
+/* Starts the thread of loop l (index > 0) with the daemon's signals blocked (they go to
+ * the main loop). */
+static ta_status loop_start_thread(ta_server_loop *l, ta_error *err)
+{
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	l->thread_started = true; /* before the thread reads it */
+	int rc = pthread_create(&l->thread, NULL, loop_thread, l);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		l->thread_started = false;
+		return ta_error_set(err, TA_INTERNAL,
+		                    "cannot start the thread of event loop %u: %s", l->index,
+		                    strerror(rc));
+	}
+	return TA_OK;
 }
 
 ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg, ta_service *svc,
@@ -534,43 +932,90 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	srv->loop = loop;
 	srv->cfg = cfg;
 	srv->svc = svc;
-	ta_dispatch_scratch_init(&srv->scratch);
-	/* Small requests run on the loop thread, which saves a trip through a worker; on the
-	 * CPU backend up to TA_SERVER_INLINE_CPU elements (about a microsecond of atomics),
-	 * on the CUDA backend only while one connection is open (a GPU round trip on the loop
-	 * would stall every other connection; TA_SERVER_INLINE_CUDA). */
-	srv->host.loop = loop;
-	srv->host.cfg = cfg;
-	srv->host.svc = svc;
-	srv->host.scratch = &srv->scratch;
-	srv->host.submit = host_submit;
-	srv->host.gone = host_gone;
-	srv->host.release = host_release;
-	srv->host.input_freed = host_input_freed;
-	srv->host.input_max = cfg->max_input_total;
+	atomic_init(&srv->nactive, 0);
+	atomic_init(&srv->nconns, 0);
+	srv->budget.max = cfg->max_input_total;
+	atomic_init(&srv->budget.held, 0);
+	atomic_init(&srv->budget.waiters, 0);
 	srv->refuse_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "connections refused (too many "
 	                                                      "connections, max_connections)");
+	int rc = pthread_mutex_init(&srv->lock, NULL);
+	if (rc != 0)
+		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
+	srv->lock_init = true;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	srv->nloops = (unsigned)ta_config_loops(cfg, svc->info.name, cpus);
+	srv->loops = calloc(srv->nloops, sizeof(*srv->loops));
+	if (!srv->loops) {
+		srv->draining = true; /* nothing to shut down: uv_run finds the loop empty */
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	/* What every loop's connections get; small requests run on their loop's thread, which
+	 * saves a trip through a worker; on the CPU backend up to TA_SERVER_INLINE_CPU elements
+	 * (about a microsecond of atomics), on the CUDA backend only while one connection of
+	 * the loop is open (a GPU round trip on the loop would stall every other connection;
+	 * TA_SERVER_INLINE_CUDA). */
+	ta_conn_host tmpl;
+	memset(&tmpl, 0, sizeof(tmpl));
+	tmpl.cfg = cfg;
+	tmpl.svc = svc;
+	tmpl.submit = host_submit;
+	tmpl.gone = host_gone;
+	tmpl.release = host_release;
+	tmpl.input_freed = host_input_freed;
+	tmpl.budget = &srv->budget;
 	/* Pipelined runs go to the workers when there are several to spread them over and the
 	 * cores to run them: on 2 CPUs shared with the clients the hand-over costs more than it
-	 * spreads (measured: 178k against 237k adds/s at 50x16, docs/PERFORMANCE.md); on 16
-	 * it more than doubles throughput (2.3M against 1.0M, doc/GPU-RESULTS.md). */
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	 * spreads (measured: 178k against 237k adds/s at 50x16, docs/PERFORMANCE.md); on 16 it
+	 * more than doubles one loop's throughput (2.3M against 1.0M, doc/GPU-RESULTS.md).
+	 * Several loops on the CPU backend run their connections' requests themselves, which
+	 * does better still (3.9M against 2.6M at 50x16 with 8 loops, "Several event loops"
+	 * in doc/GPU-RESULTS.md); on CUDA the workers are what overlaps the GPU round trips,
+	 * so batches stay on (without them 4 loops fell to 0.16M). */
+	bool cpu_backend = strcmp(svc->info.name, "cpu") == 0;
 	int workers = ta_config_workers(cfg, svc->info.name);
 	if (cfg->batch_min != TA_CONFIG_BATCH_AUTO)
-		srv->host.batch_min = (unsigned)cfg->batch_min;
+		tmpl.batch_min = (unsigned)cfg->batch_min;
 	else
-		srv->host.batch_min = workers >= 2 && cpus >= 4 ? TA_CONN_BATCH_MIN : 0;
-	srv->host.inline_max = cfg->inline_max >= -1                ? cfg->inline_max
-	                       : strcmp(svc->info.name, "cpu") == 0 ? TA_SERVER_INLINE_CPU
-	                                                            : 0;
-	srv->inline_lone = cfg->inline_max < -1 && strcmp(svc->info.name, "cpu") != 0;
+		tmpl.batch_min = (srv->nloops == 1 || !cpu_backend) && workers >= 2 && cpus >= 4
+		                     ? TA_CONN_BATCH_MIN
+		                     : 0;
+	tmpl.inline_max = cfg->inline_max >= -1 ? cfg->inline_max
+	                  : cpu_backend         ? TA_SERVER_INLINE_CPU
+	                                        : 0;
+	srv->inline_lone = cfg->inline_max < -1 && !cpu_backend;
 	if (srv->inline_lone)
-		srv->host.inline_max = TA_SERVER_INLINE_CUDA;
-	int rc = ta_executor_init(&srv->executor, loop, workers);
-	if (rc != 0)
+		tmpl.inline_max = TA_SERVER_INLINE_CUDA;
+	rc = ta_executor_init(&srv->executor, loop, workers);
+	if (rc != 0) {
+		srv->draining = true;
 		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s", workers,
 		                    strerror(-rc));
+	}
 	srv->executor_started = true;
+	rc = uv_async_init(loop, &srv->main_wake, on_main_wake);
+	if (rc != 0) {
+		ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
+		goto fail;
+	}
+	srv->main_wake.data = srv;
+	srv->main_wake_open = true;
+	/* the sweep runs at a quarter of the shortest timeout, between 10 ms and 1 s */
+	uint64_t sweep_ms = 1000;
+	if (cfg->frame_timeout_ms && cfg->frame_timeout_ms / 4 < sweep_ms)
+		sweep_ms = cfg->frame_timeout_ms / 4;
+	if (cfg->idle_timeout_ms && cfg->idle_timeout_ms / 4 < sweep_ms)
+		sweep_ms = cfg->idle_timeout_ms / 4;
+	if (sweep_ms < 10)
+		sweep_ms = 10;
+	for (unsigned i = 0; i < srv->nloops; i++) {
+		srv->nloops_ready = i + 1;
+		if (loop_init(srv, &srv->loops[i], i, &tmpl, sweep_ms, err) != TA_OK)
+			goto fail;
+	}
+	for (unsigned i = 1; i < srv->nloops; i++)
+		if (loop_start_thread(&srv->loops[i], err) != TA_OK)
+			goto fail;
 	if (svc->persist && (rc = ta_persist_attach(svc->persist, loop, on_persisted, srv)) != 0) {
 		ta_error_set(err, TA_INTERNAL, "cannot watch the data log: %s", uv_strerror(rc));
 		goto fail;
@@ -594,49 +1039,6 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	}
 	srv->timer_open = true;
 	srv->shutdown_timer.data = srv;
-	rc = uv_timer_init(loop, &srv->sweep_timer);
-	if (rc != 0) {
-		ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
-		goto fail;
-	}
-	srv->sweep_open = true;
-	srv->sweep_timer.data = srv;
-	rc = uv_check_init(loop, &srv->resume_check);
-	if (rc != 0) {
-		ta_error_set(err, TA_INTERNAL, "uv_check_init: %s", uv_strerror(rc));
-		goto fail;
-	}
-	srv->check_open = true;
-	srv->resume_check.data = srv;
-	/* the sweep runs at a quarter of the shortest timeout, between 10 ms and 1 s */
-	uint64_t sweep_ms = 1000;
-	if (cfg->frame_timeout_ms && cfg->frame_timeout_ms / 4 < sweep_ms)
-		sweep_ms = cfg->frame_timeout_ms / 4;
-	if (cfg->idle_timeout_ms && cfg->idle_timeout_ms / 4 < sweep_ms)
-		sweep_ms = cfg->idle_timeout_ms / 4;
-	if (sweep_ms < 10)
-		sweep_ms = 10;
-	if ((rc = uv_timer_start(&srv->sweep_timer, on_sweep, sweep_ms, sweep_ms)) != 0 ||
-	    (rc = uv_check_start(&srv->resume_check, on_resume_check)) != 0) {
-		ta_error_set(err, TA_INTERNAL, "cannot start the sweep: %s", uv_strerror(rc));
-		goto fail;
-	}
-	if (srv->inline_lone) {
-		rc = uv_timer_init(loop, &srv->busy_timer);
-		if (rc != 0) {
-			ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
-			goto fail;
-		}
-		srv->busy_timer_open = true;
-		srv->busy_timer.data = srv;
-		rc = uv_timer_start(&srv->busy_timer, on_busy_timer, TA_SERVER_BUSY_MS,
-		                    TA_SERVER_BUSY_MS);
-		if (rc != 0) {
-			ta_error_set(err, TA_INTERNAL, "uv_timer_start: %s", uv_strerror(rc));
-			goto fail;
-		}
-		uv_unref((uv_handle_t *)&srv->busy_timer); /* never keeps the loop alive */
-	}
 	srv->sig_term.data = srv;
 	srv->sig_int.data = srv;
 	if ((rc = uv_signal_start(&srv->sig_term, on_signal, SIGTERM)) != 0 ||
@@ -661,9 +1063,12 @@ void ta_server_shutdown(ta_server *srv)
 		if (srv->forced)
 			return;
 		srv->forced = true;
-		for (ta_conn *c = srv->conns, *next; c; c = next) {
-			next = c->next; /* a close may free c only later, in its callback */
-			ta_conn_close(c);
+		for (unsigned i = 0; i < srv->nloops_ready; i++) {
+			ta_server_loop *l = &srv->loops[i];
+			if (loop_is_direct(l))
+				loop_force(l);
+			else
+				loop_wake(l, TA_LOOP_WAKE_FORCE);
 		}
 		return;
 	}
@@ -686,16 +1091,56 @@ void ta_server_shutdown(ta_server *srv)
 		free(srv->unix_path);
 		srv->unix_path = NULL;
 	}
-	for (ta_conn *c = srv->conns, *next; c; c = next) {
-		next = c->next;
-		ta_conn_drain(c);
-	}
-	if (srv->conns && srv->timer_open && srv->cfg->shutdown_timeout > 0) {
+	if (atomic_load(&srv->nconns) && srv->timer_open && srv->cfg->shutdown_timeout > 0) {
 		int rc2 = uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
 		                         (uint64_t)srv->cfg->shutdown_timeout * 1000u, 0);
 		if (rc2 != 0)
 			ta_log(TA_LOG_WARNING, "cannot start the shutdown timer: %s",
 			       uv_strerror(rc2));
 	}
+	for (unsigned i = 0; i < srv->nloops_ready; i++) {
+		ta_server_loop *l = &srv->loops[i];
+		if (loop_is_direct(l))
+			loop_drain(l);
+		else
+			loop_wake(l, TA_LOOP_WAKE_DRAIN);
+	}
 	server_check_done(srv);
+}
+
+void ta_server_free(ta_server *srv)
+{
+	for (unsigned i = 1; i < srv->nloops_ready; i++) {
+		ta_server_loop *l = &srv->loops[i];
+		if (l->thread_started) {
+			int rc = pthread_join(l->thread, NULL);
+			if (rc != 0)
+				ta_log(TA_LOG_WARNING,
+				       "cannot join the thread of event loop %u: %s", l->index,
+				       strerror(rc));
+		}
+		if (l->own_loop_init) {
+			if (!l->thread_started) /* its closes still have to complete */
+				(void)uv_run(l->loop, UV_RUN_DEFAULT);
+			int rc = uv_loop_close(l->loop);
+			if (rc != 0)
+				ta_log(TA_LOG_WARNING, "cannot close event loop %u: %s", l->index,
+				       uv_strerror(rc));
+		}
+	}
+	for (unsigned i = 0; i < srv->nloops_ready; i++) {
+		ta_server_loop *l = &srv->loops[i];
+		for (ta_server_handoff *h = l->handoff_head, *next; h; h = next) {
+			next = h->next;
+			close(h->fd);
+			free(h);
+		}
+		if (l->lock_init)
+			pthread_mutex_destroy(&l->lock);
+	}
+	free(srv->loops);
+	srv->loops = NULL;
+	if (srv->lock_init)
+		pthread_mutex_destroy(&srv->lock);
+	srv->lock_init = false;
 }

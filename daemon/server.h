@@ -1,9 +1,11 @@
-/* server.h: the listeners and the life cycle of tileatomd's event loop: a Unix socket
- * (always) and a TCP socket (with --listen), the connection list and its limit, the
- * signal handlers, and the orderly shutdown: stop accepting, let every connection finish
- * the requests it has already sent, flush the responses, close, remove the socket file,
- * stop the executor, and let uv_run return. A second SIGTERM/SIGINT closes connections
- * at once (requests already running still complete, their responses are dropped).
+/* server.h: the listeners and the life cycle of tileatomd's event loops: a Unix socket
+ * (always) and a TCP socket (with --listen), the event loops (--loops: loop 0 on the main
+ * thread, the others on threads of their own, each owning its connections), the
+ * connection limit, the signal handlers, and the orderly shutdown: stop accepting, let
+ * every connection of every loop finish the requests it has already sent, flush the
+ * responses, close, remove the socket file, stop the loops and the executor, and let
+ * uv_run return. A second SIGTERM/SIGINT closes connections at once (requests already
+ * running still complete, their responses are dropped).
  *
  * Connections (conn.c) reach the server only through the ta_conn_host (conn.h) it fills
  * at start and hands to each connection; conn.c does not include this header, so the
@@ -13,6 +15,8 @@
 #ifndef TA_DAEMON_SERVER_H
 #define TA_DAEMON_SERVER_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -24,42 +28,96 @@
 
 typedef struct ta_server ta_server;
 
-/* The daemon's loop-side state. */
-struct ta_server {
-	uv_loop_t *loop;             /* the event loop */
-	const ta_config *cfg;        /* settings (limits, paths) */
-	ta_service *svc;             /* shared request state (registry, backend, counters) */
-	ta_executor executor;        /* worker threads running requests */
-	bool executor_started;       /* executor initialised (needs stopping) */
-	bool executor_stopping;      /* ta_executor_stop called */
-	uv_pipe_t unix_listener;     /* Unix socket listener */
-	bool unix_open;              /* unix_listener initialised and not yet closed */
-	char *unix_path;             /* the socket file we created (removed on shutdown) */
-	uv_tcp_t tcp_listener;       /* TCP listener (--listen) */
-	bool tcp_open;               /* tcp_listener initialised and not yet closed */
-	uv_signal_t sig_term;        /* SIGTERM handler */
-	uv_signal_t sig_int;         /* SIGINT handler */
-	bool signals_open;           /* the signal handles are initialised and not closed */
-	uv_timer_t shutdown_timer;   /* closes lingering connections (shutdown_timeout) */
-	bool timer_open;             /* shutdown_timer is initialised and not closed */
-	uv_timer_t sweep_timer;      /* periodic: timeouts of connections, held-back log counts */
+/* An accepted socket on its way from the main loop to the loop that will own it. */
+typedef struct ta_server_handoff {
+	struct ta_server_handoff *next; /* next in the receiving loop's queue */
+	int fd;                         /* the socket (the receiving loop closes it on failure) */
+	bool tcp;                       /* a TCP connection (else a Unix socket) */
+	uint64_t serial;                /* connection number, for logs */
+} ta_server_handoff;
+
+/* What another thread asks of a loop (ta_server_loop.wake_flags). */
+enum {
+	TA_LOOP_WAKE_RESUME = 1u << 0,    /* input budget was given back: wake the waiters */
+	TA_LOOP_WAKE_PERSISTED = 1u << 1, /* log records became durable */
+	TA_LOOP_WAKE_DRAIN = 1u << 2,     /* shutdown: drain every connection */
+	TA_LOOP_WAKE_FORCE = 1u << 3      /* second signal: close every connection now */
+};
+
+/* One event loop and the connections it owns. Loop 0 is the main loop (main thread, with
+ * the listeners and the signals); each other loop runs on a thread of its own. Every
+ * field is that loop's thread only, except the ones lock guards. */
+typedef struct ta_server_loop {
+	struct ta_server *srv;       /* the server */
+	unsigned index;              /* 0: the main loop */
+	uv_loop_t *loop;             /* its libuv loop (index 0: the server's) */
+	uv_loop_t own_loop;          /* the loop of index > 0 */
+	bool own_loop_init;          /* own_loop initialised (closed by ta_server_free) */
+	uv_pipe_t spare_probe;       /* index > 0: a pipe initialised and closed at start, so
+	                                that libuv opens the loop's spare fd (for EMFILE) then
+	                                rather than with the loop's first connection */
+	pthread_t thread;            /* its thread (index > 0) */
+	bool thread_started;         /* the thread runs (ta_server_free joins it) */
+	ta_conn_host host;           /* what its connections get of the server (conn.h) */
+	ta_dispatch_scratch scratch; /* its dispatch memory (inline requests) */
+	ta_executor_port port;       /* index > 0: where its large requests come back */
+	bool port_open;              /* port initialised and not closed */
+	ta_conn *conns;              /* its connections (a doubly-linked list) */
+	unsigned nconns;             /* connections in the list, rejected ones included */
+	uv_timer_t sweep_timer;      /* periodic: timeouts of its connections */
 	bool sweep_open;             /* sweep_timer is initialised and not closed */
-	uv_check_t resume_check;     /* after each loop turn: wakes connections waiting for input
-	                                budget once some was given back */
+	uv_check_t resume_check;     /* after each loop turn: wakes connections waiting for
+	                                input budget once some was given back */
 	bool check_open;             /* resume_check is initialised and not closed */
 	bool resume_pending;         /* input budget was given back while connections wait */
-	ta_log_limit refuse_log;     /* rate limit of the "too many connections" lines */
-	ta_conn *conns;              /* every connection (a doubly-linked list) */
-	unsigned nconns;             /* connections in the list, rejected ones included */
-	unsigned nactive;            /* connections counted against max_connections */
-	uint64_t next_serial;        /* serial number of the next connection (for logs) */
-	bool draining;               /* shutdown has begun */
-	bool forced;                 /* a second signal: close connections at once */
-	ta_dispatch_scratch scratch; /* the loop thread's dispatch memory (inline requests) */
-	ta_conn_host host;           /* what connections get of the server (conn.h) */
-	bool inline_lone;            /* inline_max follows the busy connections (CUDA, auto) */
 	uv_timer_t busy_timer;       /* counts the busy connections (inline_lone) */
 	bool busy_timer_open;        /* busy_timer is initialised and not closed */
+	uv_async_t wake;             /* other threads' requests: handoffs, wake_flags */
+	pthread_mutex_t lock;        /* guards wake_open, wake_flags and the handoff queue */
+	bool lock_init;              /* lock initialised */
+	bool wake_open;              /* wake is initialised and not closed (lock) */
+	unsigned wake_flags;         /* TA_LOOP_WAKE_* asked and not yet done (lock) */
+	ta_server_handoff *handoff_head, *handoff_tail; /* sockets to adopt (lock) */
+	bool draining;                                  /* shutdown has reached this loop */
+	bool forced;                                    /* its connections were closed at once */
+	bool finished;                                  /* drained, its handles closed */
+} ta_server_loop;
+
+/* The daemon's server: listeners, signals and the event loops. */
+struct ta_server {
+	uv_loop_t *loop;           /* the main event loop (loop 0's) */
+	const ta_config *cfg;      /* settings (limits, paths) */
+	ta_service *svc;           /* shared request state (registry, backend, counters) */
+	ta_executor executor;      /* worker threads running requests */
+	bool executor_started;     /* executor initialised (needs stopping) */
+	bool executor_stopping;    /* ta_executor_stop called */
+	uv_pipe_t unix_listener;   /* Unix socket listener */
+	bool unix_open;            /* unix_listener initialised and not yet closed */
+	char *unix_path;           /* the socket file we created (removed on shutdown) */
+	uv_tcp_t tcp_listener;     /* TCP listener (--listen) */
+	bool tcp_open;             /* tcp_listener initialised and not yet closed */
+	uv_signal_t sig_term;      /* SIGTERM handler */
+	uv_signal_t sig_int;       /* SIGINT handler */
+	bool signals_open;         /* the signal handles are initialised and not closed */
+	uv_timer_t shutdown_timer; /* closes lingering connections (shutdown_timeout) */
+	bool timer_open;           /* shutdown_timer is initialised and not closed */
+	uv_async_t main_wake;      /* a loop finished its shutdown (tells the main loop) */
+	bool main_wake_open;       /* main_wake is initialised and not closed (lock) */
+	pthread_mutex_t lock;      /* guards main_wake_open and loops_finished */
+	bool lock_init;            /* lock initialised */
+	unsigned loops_finished;   /* loops that finished their shutdown (lock) */
+	ta_log_limit refuse_log;   /* rate limit of the "too many connections" lines */
+	ta_input_budget budget;    /* input all connections may hold (max_input_total) */
+	atomic_uint nactive;       /* connections counted against max_connections */
+	atomic_uint nconns;        /* connections of every loop, rejected ones included */
+	uint64_t next_serial;      /* serial number of the next connection (for logs) */
+	ta_server_loop *loops;     /* the event loops (loops[0]: the main loop) */
+	unsigned nloops;           /* event loops asked for (--loops) */
+	unsigned nloops_ready;     /* loops initialised (their shutdown is waited for) */
+	unsigned next_loop;        /* round-robin: the loop the next connection goes to */
+	bool draining;             /* shutdown has begun */
+	bool forced;               /* a second signal: close connections at once */
+	bool inline_lone;          /* inline_max follows the busy connections (CUDA, auto) */
 };
 
 /* Starts the executor, the listeners and the signal handlers on loop. Returns TA_OK, or
@@ -67,7 +125,11 @@ struct ta_server {
  * is empty to release the handles). */
 ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg, ta_service *svc,
                           ta_error *err);
-/* Begins the orderly shutdown (idempotent; a second call closes connections at once). */
+/* Begins the orderly shutdown (idempotent; a second call closes connections at once).
+ * Main loop thread. */
 void ta_server_shutdown(ta_server *srv);
+/* After uv_run of the main loop returned: joins the loop threads, closes their loops and
+ * frees what ta_server_start allocated. */
+void ta_server_free(ta_server *srv);
 
 #endif /* TA_DAEMON_SERVER_H */

@@ -2,8 +2,10 @@
  * (ta_plan.h) run with C11 atomics on that memory, so that this backend is the executable
  * definition of every op's semantics and the reference the CUDA kernels must match.
  *
- * Happy path: apply() checks the plan defensively, then runs elements [0, count): small
- * plans (count < TA_CPU_PARALLEL_MIN) inline on the calling thread; large ones are cut into
+ * Happy path: apply() checks the plan defensively (ta_plan_check: in full, or for a plan
+ * marked prechecked what may have changed since ta_plan_build), then runs elements
+ * [0, count): small plans (count < TA_CPU_PARALLEL_MIN) inline on the calling thread, with
+ * plain counters; large ones are cut into
  * chunks that the calling thread and the worker pool claim through one atomic counter per
  * job, so concurrent updates to one element really contend. Several apply() calls may run
  * at once: each queues its own job and the workers help the job at the head of the queue.
@@ -949,6 +951,30 @@ static void merge_private(cpu_apply *ap, cpu_private *pv)
 	}
 }
 
+/* Runs elements [k0, k1) of ap (with the private copy pv, or NULL) on the fast or the
+ * generic loop, adding to the counters. */
+static inline void run_chunk(cpu_apply *ap, cpu_private *pv, int64_t k0, int64_t k1,
+                             uint64_t *skipped, uint64_t *applied, uint64_t *violations)
+{
+	if (ap->fast)
+		ap->fast(ap, pv, k0, k1, skipped, applied);
+	else
+		run_range(ap, pv, k0, k1, skipped, applied, violations);
+}
+
+/* Runs every element of a plan that is not split (the caller's thread alone: no chunk
+ * counter, no atomic counters), then merges a private copy. */
+static void run_alone(cpu_apply *ap, uint64_t *skipped, uint64_t *applied, uint64_t *violations)
+{
+	if (ap->plan->count <= 0)
+		return;
+	cpu_private pv;
+	bool have_private = ap->use_private && private_init(ap, &pv); /* else the global path */
+	run_chunk(ap, have_private ? &pv : NULL, 0, ap->plan->count, skipped, applied, violations);
+	if (have_private)
+		merge_private(ap, &pv);
+}
+
 /* Claims and runs chunks of ap until none is left, then merges a private copy and adds
  * the counters. Called by the apply() caller and by every helping worker. */
 static void participate(cpu_apply *ap)
@@ -964,11 +990,7 @@ static void participate(cpu_apply *ap)
 			have_private = private_init(ap, &pv); /* on failure: the global path */
 		int64_t k0 = c * ap->chunk;
 		int64_t k1 = k0 + ap->chunk < ap->plan->count ? k0 + ap->chunk : ap->plan->count;
-		if (ap->fast)
-			ap->fast(ap, have_private ? &pv : NULL, k0, k1, &skipped, &applied);
-		else
-			run_range(ap, have_private ? &pv : NULL, k0, k1, &skipped, &applied,
-			          &violations);
+		run_chunk(ap, have_private ? &pv : NULL, k0, k1, &skipped, &applied, &violations);
 	}
 	if (have_private)
 		merge_private(ap, &pv);
@@ -1066,7 +1088,7 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 		return st;
 	bool on_device = plan->old_out_device || plan->values.device || plan->compare.device ||
 	                 plan->mask.device;
-	for (int i = 0; i < TA_MAX_RANK; i++)
+	for (int i = 0; i < plan->n_index && i < TA_MAX_RANK; i++) /* the index operands in use */
 		on_device = on_device || plan->index[i].device;
 	if (on_device)
 		return ta_error_set(
@@ -1107,31 +1129,30 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 	ap->use_private = plan->space == TA_SPACE_SHARED && ta_op_shared_ok(plan->op) &&
 	                  !plan->want_old && private_bytes <= TA_CPU_PRIVATE_MAX &&
 	                  plan->region_count <= 4 * plan->count + 65536;
-	atomic_init(&ap->next_chunk, 0);
-	atomic_init(&ap->skipped, 0);
-	atomic_init(&ap->applied, 0);
-	atomic_init(&ap->violations, 0);
 	fast_prepare(ap);
 
+	uint64_t skipped = 0, applied = 0, violations = 0;
 	if (inline_run) {
-		ap->chunk = plan->count > 0 ? plan->count : 1;
-		ap->nchunks = plan->count > 0 ? 1 : 0;
-		participate(ap);
+		run_alone(ap, &skipped, &applied, &violations);
 	} else {
+		atomic_init(&ap->next_chunk, 0);
+		atomic_init(&ap->skipped, 0);
+		atomic_init(&ap->applied, 0);
+		atomic_init(&ap->violations, 0);
 		int64_t parts = (int64_t)(cb->nworkers + 1) * TA_CPU_CHUNKS_PER_PARTICIPANT;
 		int64_t chunk = (plan->count + parts - 1) / parts;
 		ap->chunk = chunk < TA_CPU_CHUNK_MIN ? TA_CPU_CHUNK_MIN : chunk;
 		ap->nchunks = (plan->count + ap->chunk - 1) / ap->chunk;
 		run_parallel(cb, ap);
-	}
-
-	uint64_t violations = atomic_load(&ap->violations);
-	if (result) {
-		result->skipped = atomic_load(&ap->skipped);
-		result->applied = atomic_load(&ap->applied);
-	}
-	if (!inline_run)
+		skipped = atomic_load(&ap->skipped);
+		applied = atomic_load(&ap->applied);
+		violations = atomic_load(&ap->violations);
 		free(ap);
+	}
+	if (result) {
+		result->skipped = skipped;
+		result->applied = applied;
+	}
 	if (violations)
 		return ta_error_set(err, TA_INTERNAL,
 		                    "cpu backend: %llu element(s) resolved outside the tile and "

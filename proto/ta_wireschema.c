@@ -114,6 +114,8 @@ static const fw_spec fw_specs[] = {
 fw_table fw_tables[FW_M_COUNT];
 /* Field number of each slot (filled once). */
 unsigned fw_number[FW_SLOTS];
+/* Each slot's one-byte key, or 0 (filled once). */
+uint8_t fw_key1[FW_SLOTS];
 /* Guards the one filling of the tables. */
 static pthread_once_t fw_once = PTHREAD_ONCE_INIT;
 
@@ -168,6 +170,8 @@ static void fw_fill(void)
 		t->wire[f->id] = (uint8_t)fw_wire_of(s->type, s->repeated);
 		t->number[s->slot] = (uint8_t)f->id;
 		fw_number[s->slot] = f->id;
+		unsigned key = (f->id << 3) | fw_wire_of(s->type, s->repeated);
+		fw_key1[s->slot] = key < 0x80 ? (uint8_t)key : 0;
 	}
 	/* the oneof cases are the field numbers (protobuf-c's rule): checked, then used */
 	if (fw_number[FW_REQ_PING] != TILEATOM__REQUEST__BODY_PING ||

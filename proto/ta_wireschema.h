@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tileatom.pb-c.h"
 
@@ -100,6 +101,9 @@ typedef struct fw_table {
 extern TA_WS_HIDDEN fw_table fw_tables[FW_M_COUNT];
 /* Field number of each slot (filled by ta_wireschema_init). */
 extern TA_WS_HIDDEN unsigned fw_number[FW_SLOTS];
+/* Each slot's key (tag) with its own wire type when it is one byte (field number below
+ * 16), else 0 (filled by ta_wireschema_init). */
+extern TA_WS_HIDDEN uint8_t fw_key1[FW_SLOTS];
 
 /* Checks the descriptors against the field table and fills fw_tables and fw_number (once
  * per process; later calls return at once). Aborts with a message naming the field when
@@ -187,10 +191,20 @@ static inline bool first_time(uint64_t *seen, fw_slot s)
 	return true;
 }
 
-/* True when the n bytes at s are ASCII without NUL (one comparison a byte: 0 wraps to 255). */
+/* True when the n bytes at s are ASCII without NUL: eight bytes at a time (a byte 0 borrows
+ * into its top bit when 1 is subtracted from it, a byte of 0x80 or more has it set; a byte
+ * of 1 to 0x7f does neither), then one comparison a byte (0 wraps to 255). */
 static inline bool ascii_no_nul(const uint8_t *s, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	const uint64_t ones = UINT64_C(0x0101010101010101), tops = UINT64_C(0x8080808080808080);
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, s + i, 8);
+		if (((w - ones) | w) & tops)
+			return false;
+	}
+	for (; i < n; i++)
 		if ((uint8_t)(s[i] - 1u) >= 0x7fu)
 			return false;
 	return true;

@@ -94,11 +94,11 @@ static const char *shape_str(const int64_t *shape, int rank, char *buf, size_t n
 }
 
 /* Sets the operand's strides so that view broadcasts (numpy rules, trailing axes aligned)
- * to the iteration shape without extending it. */
+ * to the iteration shape without extending it. op is all zero (ta_plan_build cleared the
+ * plan): only the strides of the view's axes are written. */
 static ta_status bind_operand(ta_operand *op, const ta_array_view *v, const int64_t *shape,
                               int rank, const char *what, ta_error *err)
 {
-	memset(op, 0, sizeof(*op));
 	op->dtype = v->dtype;
 	op->data = v->data;
 	op->device = v->device;
@@ -131,11 +131,21 @@ static ta_status bind_operand(ta_operand *op, const ta_array_view *v, const int6
 	return TA_OK;
 }
 
+/* ta_array_view_check, with the common present scalar that passes checked inline (anything
+ * else, and every failure with its message, goes the full way). */
+static inline ta_status view_check(const ta_array_view *v, const char *what, ta_error *err)
+{
+	if (v->present && v->rank == 0 && v->data != NULL && v->nbytes != 0 &&
+	    v->nbytes == ta_dtype_size(v->dtype))
+		return TA_OK;
+	return ta_array_view_check(v, what, err);
+}
+
 /* Checks an operand that must carry the tile's dtype. */
 static ta_status check_data_operand(const ta_array_view *v, ta_dtype dtype, const char *what,
                                     ta_error *err)
 {
-	ta_status st = ta_array_view_check(v, what, err);
+	ta_status st = view_check(v, what, err);
 	if (st != TA_OK)
 		return st;
 	if (v->dtype != dtype)
@@ -155,7 +165,7 @@ static ta_status check_index(const ta_array_view *v, int i, ta_error *err)
 	const char *what = i >= 0 && i < TA_MAX_RANK ? names[i] : "indices[?]";
 	if (!v->present)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s is missing", what);
-	ta_status st = ta_array_view_check(v, what, err);
+	ta_status st = view_check(v, what, err);
 	if (st != TA_OK)
 		return st;
 	if (v->dtype != TA_DTYPE_I32 && v->dtype != TA_DTYPE_I64)
@@ -173,17 +183,19 @@ static ta_status check_legality(const ta_tile_shape *tile, const ta_request *r, 
 	    ta_check_variant(r->family, r->op, r->sem, r->scope, r->space, r->want_old, err);
 	if (st != TA_OK)
 		return st;
-	const char *on = ta_op_name(r->op);
-	char allowed[128];
-	if (!ta_family_addr_ok(r->family, r->addr))
+	if (!ta_family_addr_ok(r->family, r->addr)) {
+		char allowed[128];
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s takes %s addressing, not %s",
 		                    ta_family_noun(r->family),
 		                    ta_family_addrs_text(r->family, allowed, sizeof(allowed)),
 		                    ta_addr_name(r->addr));
-	if (!ta_op_accepts_dtype(r->op, tile->dtype))
+	}
+	if (!ta_op_accepts_dtype(r->op, tile->dtype)) {
+		const char *on = ta_op_name(r->op);
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "op %s is not defined for dtype %s (%s needs an integer dtype)",
 		                    on, ta_dtype_name(tile->dtype), on);
+	}
 	return TA_OK;
 }
 
@@ -410,8 +422,7 @@ ta_status ta_plan_build(ta_plan *p, const ta_tile_shape *t, const ta_request *r,
 {
 	ta_status st;
 	memset(p, 0, sizeof(*p));
-	ta_tile_shape copy = *t;
-	if (!ta_dtype_is_tile(t->dtype) || ta_tile_bytes(&copy) == 0)
+	if (!ta_dtype_is_tile(t->dtype) || ta_tile_bytes(t) == 0)
 		return ta_error_set(err, TA_INTERNAL, "tile has an invalid dtype or shape");
 	if ((st = check_legality(t, r, err)) != TA_OK)
 		return st;
@@ -481,8 +492,32 @@ static bool operand_fits(const ta_plan *p, const ta_operand *op)
 	return true;
 }
 
+/* ta_plan_check of a prechecked plan: what may have changed since ta_plan_build (the tile
+ * memory it is applied to, old_out); the messages are the full check's. */
+static ta_status plan_check_prechecked(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems,
+                                       ta_error *err)
+{
+	int64_t n = 1;
+	for (int a = 0; a < p->tile_rank; a++)
+		n *= p->tile_shape[a]; /* ta_plan_build checked the product (ta_tile_bytes) */
+	if ((uint64_t)n > tile_bytes / ta_dtype_size(p->dtype))
+		return ta_error_set(
+		    err, TA_INVALID_ARGUMENT,
+		    "plan: the tile has %lld elements of %s but the tile memory holds "
+		    "%zu bytes",
+		    (long long)n, ta_dtype_name(p->dtype), tile_bytes);
+	if (p->want_old && p->count > 0 && !p->old_out)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "plan: wants old values but old_out is NULL");
+	if (tile_elems)
+		*tile_elems = n;
+	return TA_OK;
+}
+
 ta_status ta_plan_check(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems, ta_error *err)
 {
+	if (p->prechecked)
+		return plan_check_prechecked(p, tile_bytes, tile_elems, err);
 	if (!ta_dtype_is_tile(p->dtype))
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan: invalid tile dtype %d",
 		                    (int)p->dtype);

@@ -130,6 +130,11 @@ typedef struct ta_plan {
 	uint64_t padding_bits;            /* LOAD: bits returned for masked / skipped */
 	void *old_out;                    /* want_old: count elements of dtype, contiguous */
 	bool old_out_device;              /* old_out is device memory (a CUDA IPC buffer) */
+	bool prechecked;                  /* set by a caller that built the plan with
+	                                     ta_plan_build and changed nothing but old_out and
+	                                     old_out_device since: ta_plan_check then checks
+	                                     only those and the tile memory's size (false after
+	                                     ta_plan_build) */
 } ta_plan;
 
 /* What a backend reports after applying a plan. */
@@ -148,7 +153,10 @@ ta_status ta_plan_build(ta_plan *plan, const ta_tile_shape *tile, const ta_reque
                         ta_error *err);
 
 /* Re-checks a plan against tile memory of tile_bytes before a backend runs it: defence in
- * depth, since a plan from ta_plan_build always passes. Refuses (INVALID_ARGUMENT, with a
+ * depth, since a plan from ta_plan_build always passes. A plan marked prechecked (the
+ * daemon marks the plans it has just built) is only checked for what may have changed
+ * since ta_plan_build: the tile memory holds the plan's tile, and old_out is given when
+ * old values are wanted. Otherwise it refuses (INVALID_ARGUMENT, with a
  * message) any plan whose op, dtype, sem, scope or space is illegal, whose region leaves
  * the tile or whose sizes overflow, whose tile strides are not row-major, whose tile is
  * larger than the memory, whose counts do not match its shapes, whose addressing or

@@ -213,16 +213,6 @@ ta_op ta_op_parse(const char *name)
 	return TA_OP_NONE;
 }
 
-ta_op_kind ta_op_kind_of(ta_op op)
-{
-	return op_valid(op) ? op_rows[op].kind : (ta_op_kind)0;
-}
-
-bool ta_op_is_rmw(ta_op op)
-{
-	return ta_op_kind_of(op) == TA_KIND_RMW;
-}
-
 /* True when a dtypes / exact column value (DT_*) covers tile dtype d. */
 static bool dt_covers(int column, ta_dtype d)
 {
@@ -232,12 +222,6 @@ static bool dt_covers(int column, ta_dtype d)
 bool ta_op_accepts_dtype(ta_op op, ta_dtype d)
 {
 	return op_valid(op) && ta_dtype_is_tile(d) && dt_covers(op_rows[op].dtypes, d);
-}
-
-bool ta_op_in_family(ta_op op, ta_family family)
-{
-	return op_valid(op) && (unsigned)family < TA_FAMILY_COUNT &&
-	       (op_rows[op].families >> family) & 1u;
 }
 
 bool ta_op_shared_ok(ta_op op)
@@ -258,21 +242,6 @@ bool ta_op_bulk_ok(ta_op op, ta_dtype d)
 #undef TA_BULK
 	return row && ta_op_accepts_dtype(op, d) && !ta_dtype_is_float(d) &&
 	       (ta_dtype_size(d) == 4 || ta_dtype_size(d) == 8);
-}
-
-bool ta_op_sem_ok(ta_op op, ta_sem sem)
-{
-	return op_valid(op) && (unsigned)sem < TA_SEM_COUNT && (op_rows[op].sems >> sem) & 1u;
-}
-
-ta_output ta_op_output(ta_op op)
-{
-	return op_valid(op) ? op_rows[op].output : (ta_output)0;
-}
-
-ta_operands ta_op_operands(ta_op op)
-{
-	return op_valid(op) ? op_rows[op].operands : (ta_operands)0;
 }
 
 bool ta_op_order_independent(ta_op op, ta_dtype d)
@@ -457,20 +426,9 @@ const char *ta_family_noun(ta_family family)
 	return (unsigned)family < TA_FAMILY_COUNT ? family_rows[family].noun : "?";
 }
 
-bool ta_family_addr_ok(ta_family family, ta_addr addr)
-{
-	return (unsigned)family < TA_FAMILY_COUNT && (unsigned)addr < TA_ADDR_COUNT &&
-	       (family_rows[family].addrs >> addr) & 1u;
-}
-
 const char *ta_addr_name(ta_addr addr)
 {
 	return (unsigned)addr < TA_ADDR_COUNT ? addr_names[addr] : "?";
-}
-
-bool ta_req_valid(ta_req_kind kind)
-{
-	return (unsigned)kind < TA_REQ_END && req_rows[kind].name != NULL;
 }
 
 const char *ta_req_name(ta_req_kind kind)
@@ -478,29 +436,9 @@ const char *ta_req_name(ta_req_kind kind)
 	return ta_req_valid(kind) ? req_rows[kind].name : "empty";
 }
 
-bool ta_req_has_tile(ta_req_kind kind)
-{
-	return ta_req_valid(kind) && req_rows[kind].tile;
-}
-
-ta_family ta_req_family(ta_req_kind kind)
-{
-	return ta_req_valid(kind) ? req_rows[kind].family : TA_FAMILY_NONE;
-}
-
-ta_op ta_req_op(ta_req_kind kind)
-{
-	return ta_req_valid(kind) ? req_rows[kind].op : TA_OP_NONE;
-}
-
 bool ta_req_reply_optional(ta_req_kind kind)
 {
 	return ta_req_valid(kind) && req_rows[kind].reply_optional;
-}
-
-bool ta_req_mutates(ta_req_kind kind)
-{
-	return ta_req_valid(kind) && req_rows[kind].mutates;
 }
 
 /* Looks name up in a table of n names; -1 when absent. */

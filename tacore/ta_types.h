@@ -13,6 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The table every X-macro expansion of this header includes: tacore/ta_ops.def, or the
+ * mutant copy a test build names (tests/table.mk), so that the inline questions below follow
+ * the same table as ta_types.c. */
+#ifndef TA_OPS_DEF
+#define TA_OPS_DEF "ta_ops.def"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,7 +36,7 @@ extern "C" {
 typedef enum ta_dtype {
 	TA_DTYPE_NONE = 0,
 #define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch) TA_DTYPE_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_DTYPE
 	TA_DTYPE_COUNT
 } ta_dtype;
@@ -39,7 +46,7 @@ typedef enum ta_dtype {
 typedef enum ta_op {
 	TA_OP_NONE = 0,
 #define TA_OP(id, ...) TA_OP_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_OP
 	TA_OP_COUNT
 } ta_op;
@@ -47,7 +54,7 @@ typedef enum ta_op {
 /* Memory-ordering semantics of an op, from the TA_SEM rows. */
 typedef enum ta_sem {
 #define TA_SEM(id, ...) TA_SEM_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_SEM
 	TA_SEM_COUNT
 } ta_sem;
@@ -55,7 +62,7 @@ typedef enum ta_sem {
 /* Scope of an op (the set of threads it is atomic with respect to), from TA_SCOPE. */
 typedef enum ta_scope {
 #define TA_SCOPE(id, ...) TA_SCOPE_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_SCOPE
 	TA_SCOPE_COUNT
 } ta_scope;
@@ -63,7 +70,7 @@ typedef enum ta_scope {
 /* Where an op accumulates, from the TA_SPACE rows. */
 typedef enum ta_space {
 #define TA_SPACE(id, ...) TA_SPACE_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_SPACE
 	TA_SPACE_COUNT
 } ta_space;
@@ -71,7 +78,7 @@ typedef enum ta_space {
 /* How destinations are addressed, from the TA_ADDR rows (ta_plan.h gives the rules). */
 typedef enum ta_addr {
 #define TA_ADDR(id, ...) TA_ADDR_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_ADDR
 	TA_ADDR_COUNT
 } ta_addr;
@@ -80,7 +87,7 @@ typedef enum ta_addr {
  * TA_FAMILY rows. TA_FAMILY_NONE marks requests that are no atomic or memory op. */
 typedef enum ta_family {
 #define TA_FAMILY(id, ...) TA_FAMILY_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_FAMILY
 	TA_FAMILY_COUNT,
 	TA_FAMILY_NONE = TA_FAMILY_COUNT
@@ -89,7 +96,7 @@ typedef enum ta_family {
 /* Status codes, from the TA_STATUS rows; equal to the wire enum Status. */
 typedef enum ta_status {
 #define TA_STATUS(id, pub) TA_##id,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_STATUS
 	TA_STATUS_COUNT
 } ta_status;
@@ -98,7 +105,7 @@ typedef enum ta_status {
 typedef enum ta_req_kind {
 	TA_REQ_NONE = 0,
 #define TA_REQUEST(id, field, number, ...) TA_REQ_##id = number,
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_REQUEST
 	TA_REQ_END /* one past the highest kind */
 } ta_req_kind;
@@ -170,7 +177,7 @@ static inline size_t ta_dtype_size(ta_dtype dtype)
 #define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch)                         \
 	case TA_DTYPE_##id:                                                                        \
 		return size;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_DTYPE
 	default:
 		return 0;
@@ -188,7 +195,7 @@ static inline bool ta_dtype_is_int(ta_dtype dtype)
 #define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch)                         \
 	case TA_DTYPE_##id:                                                                        \
 		return TA_DTYPE_KIND_##kind == TA_DTYPE_KIND_INT;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_DTYPE
 	default:
 		return false;
@@ -201,7 +208,7 @@ static inline bool ta_dtype_is_float(ta_dtype dtype)
 #define TA_DTYPE(id, wire, name, size, kind, sgn, bits, add, minmax, exch)                         \
 	case TA_DTYPE_##id:                                                                        \
 		return TA_DTYPE_KIND_##kind == TA_DTYPE_KIND_FLOAT;
-#include "ta_ops.def"
+#include TA_OPS_DEF
 #undef TA_DTYPE
 	default:
 		return false;
@@ -219,14 +226,42 @@ bool ta_dtype_is_signed_int(ta_dtype dtype);
 const char *ta_op_name(ta_op op);
 /* Parses an op name (also "xchg" for exch); returns TA_OP_NONE when unknown. */
 ta_op ta_op_parse(const char *name);
-/* The kind of op (RMW, LOAD, STORE); 0 when op is invalid. */
-ta_op_kind ta_op_kind_of(ta_op op);
+/* The kind of op (RMW, LOAD, STORE); 0 when op is invalid. Inline, like the op questions
+ * below that the request path asks (a switch generated from the TA_OP rows). */
+static inline ta_op_kind ta_op_kind_of(ta_op op)
+{
+	switch (op) {
+#define TA_OP(id, nm, kind, ...)                                                                   \
+	case TA_OP_##id:                                                                           \
+		return TA_KIND_##kind;
+#include TA_OPS_DEF
+#undef TA_OP
+	default:
+		return (ta_op_kind)0;
+	}
+}
 /* True for the read-modify-write ops (kind RMW). */
-bool ta_op_is_rmw(ta_op op);
+static inline bool ta_op_is_rmw(ta_op op)
+{
+	return ta_op_kind_of(op) == TA_KIND_RMW;
+}
 /* True when op accepts dtype (the dtypes column). */
 bool ta_op_accepts_dtype(ta_op op, ta_dtype dtype);
 /* True when the request family takes op (the families column). */
-bool ta_op_in_family(ta_op op, ta_family family);
+static inline bool ta_op_in_family(ta_op op, ta_family family)
+{
+	if ((unsigned)family >= TA_FAMILY_COUNT)
+		return false;
+	switch (op) {
+#define TA_OP(id, nm, kind, dt, fams, ...)                                                         \
+	case TA_OP_##id:                                                                           \
+		return ((fams) >> family) & 1u;
+#include TA_OPS_DEF
+#undef TA_OP
+	default:
+		return false;
+	}
+}
 /* True when space=shared is defined for op. */
 bool ta_op_shared_ok(ta_op op);
 /* True when PTX has a red.* form of op. */
@@ -235,11 +270,46 @@ bool ta_op_has_red(ta_op op);
  * TA_BULK row, an integer dtype of 4 or 8 bytes that op accepts). */
 bool ta_op_bulk_ok(ta_op op, ta_dtype dtype);
 /* True when op accepts sem. */
-bool ta_op_sem_ok(ta_op op, ta_sem sem);
+static inline bool ta_op_sem_ok(ta_op op, ta_sem sem)
+{
+	if ((unsigned)sem >= TA_SEM_COUNT)
+		return false;
+	switch (op) {
+#define TA_OP(id, nm, kind, dt, fams, sh, rd, sm, ...)                                             \
+	case TA_OP_##id:                                                                           \
+		return ((sm) >> sem) & 1u;
+#include TA_OPS_DEF
+#undef TA_OP
+	default:
+		return false;
+	}
+}
 /* Whether op returns the values it saw (0 when op is invalid). */
-ta_output ta_op_output(ta_op op);
+static inline ta_output ta_op_output(ta_op op)
+{
+	switch (op) {
+#define TA_OP(id, nm, kind, dt, fams, sh, rd, sm, out, ...)                                        \
+	case TA_OP_##id:                                                                           \
+		return TA_OUTPUT_##out;
+#include TA_OPS_DEF
+#undef TA_OP
+	default:
+		return (ta_output)0;
+	}
+}
 /* Which operands op takes (0 when op is invalid). */
-ta_operands ta_op_operands(ta_op op);
+static inline ta_operands ta_op_operands(ta_op op)
+{
+	switch (op) {
+#define TA_OP(id, nm, kind, dt, fams, sh, rd, sm, out, opnds, ...)                                 \
+	case TA_OP_##id:                                                                           \
+		return TA_OPERANDS_##opnds;
+#include TA_OPS_DEF
+#undef TA_OP
+	default:
+		return (ta_operands)0;
+	}
+}
 /* True when applying op on dtype in any order (or privately, then merged) gives the same
  * bits (the exact column). */
 bool ta_op_order_independent(ta_op op, ta_dtype dtype);
@@ -274,27 +344,95 @@ const char *ta_shared_ops_text(char *buf, size_t n);
 /* The noun phrase of a family in messages ("an element-wise atomic"); "?" when invalid. */
 const char *ta_family_noun(ta_family family);
 /* True when family takes addressing form addr. */
-bool ta_family_addr_ok(ta_family family, ta_addr addr);
+static inline bool ta_family_addr_ok(ta_family family, ta_addr addr)
+{
+	if ((unsigned)addr >= TA_ADDR_COUNT)
+		return false;
+	switch (family) {
+#define TA_FAMILY(id, noun, addrs)                                                                 \
+	case TA_FAMILY_##id:                                                                       \
+		return ((addrs) >> addr) & 1u;
+#include TA_OPS_DEF
+#undef TA_FAMILY
+	default:
+		return false;
+	}
+}
 /* The addressing forms family takes as text ("indexed or flat"). */
 const char *ta_family_addrs_text(ta_family family, char *buf, size_t n);
 /* Name of an addressing form ("region", ...); "?" when invalid. */
 const char *ta_addr_name(ta_addr addr);
 
 /* True for a request kind of the table. */
-bool ta_req_valid(ta_req_kind kind);
+static inline bool ta_req_valid(ta_req_kind kind)
+{
+	switch (kind) {
+#define TA_REQUEST(id, ...)                                                                        \
+	case TA_REQ_##id:                                                                          \
+		return true;
+#include TA_OPS_DEF
+#undef TA_REQUEST
+	default:
+		return false;
+	}
+}
 /* Short name of a request kind (the Request field: "scatter_store"); "empty" for NONE and
  * unknown values. */
 const char *ta_req_name(ta_req_kind kind);
 /* True when the request kind names a tile and runs against it. */
-bool ta_req_has_tile(ta_req_kind kind);
+static inline bool ta_req_has_tile(ta_req_kind kind)
+{
+	switch (kind) {
+#define TA_REQUEST(id, field, number, tile, ...)                                                   \
+	case TA_REQ_##id:                                                                          \
+		return tile;
+#include TA_OPS_DEF
+#undef TA_REQUEST
+	default:
+		return false;
+	}
+}
 /* The request family of a kind (TA_FAMILY_NONE for requests that are no op). */
-ta_family ta_req_family(ta_req_kind kind);
+static inline ta_family ta_req_family(ta_req_kind kind)
+{
+	switch (kind) {
+#define TA_REQUEST(id, field, number, tile, fam, ...)                                              \
+	case TA_REQ_##id:                                                                          \
+		return TA_FAMILY_##fam;
+#include TA_OPS_DEF
+#undef TA_REQUEST
+	default:
+		return TA_FAMILY_NONE;
+	}
+}
 /* The op a memory request kind runs (LOAD / STORE); TA_OP_NONE for the others. */
-ta_op ta_req_op(ta_req_kind kind);
+static inline ta_op ta_req_op(ta_req_kind kind)
+{
+	switch (kind) {
+#define TA_REQUEST(id, field, number, tile, fam, op, ...)                                          \
+	case TA_REQ_##id:                                                                          \
+		return TA_OP_##op;
+#include TA_OPS_DEF
+#undef TA_REQUEST
+	default:
+		return TA_OP_NONE;
+	}
+}
 /* True when a success of kind may come back without its body (or with an empty OpResponse). */
 bool ta_req_reply_optional(ta_req_kind kind);
 /* True when a success of kind may change tile contents or the set of tiles. */
-bool ta_req_mutates(ta_req_kind kind);
+static inline bool ta_req_mutates(ta_req_kind kind)
+{
+	switch (kind) {
+#define TA_REQUEST(id, field, number, tile, fam, op, reply, optional, mutates)                     \
+	case TA_REQ_##id:                                                                          \
+		return mutates;
+#include TA_OPS_DEF
+#undef TA_REQUEST
+	default:
+		return false;
+	}
+}
 
 /* Name of a sem ("relaxed", ...); parse returns -1 when unknown. */
 const char *ta_sem_name(ta_sem sem);

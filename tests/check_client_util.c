@@ -42,6 +42,12 @@ const char *tcu_backend(void)
 	return b && *b ? b : "cpu";
 }
 
+const char *tcu_loops(void)
+{
+	const char *v = getenv("TA_TEST_LOOPS");
+	return v && *v ? v : NULL;
+}
+
 bool tcu_slow(void)
 {
 	const char *v = getenv("TA_UNDER_VALGRIND");
@@ -107,6 +113,11 @@ bool tcu_daemon_start(tcu_daemon *d, const char *const *extra)
 	argv[n++] = "--foreground";
 	argv[n++] = "--log-level";
 	argv[n++] = "info";
+	const char *loops = tcu_loops();
+	if (loops) {
+		argv[n++] = "--loops";
+		argv[n++] = loops;
+	}
 	for (int i = 0; extra && extra[i] && n < 31; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;

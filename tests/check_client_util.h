@@ -41,6 +41,9 @@ const char *tcu_daemon_path(void);
 const char *tcu_cli_path(void);
 /* Backend the test daemon runs: $TA_TEST_BACKEND (e.g. "cuda" on a GPU machine), else "cpu". */
 const char *tcu_backend(void);
+/* The event loop count the daemon gets (--loops) from $TA_TEST_LOOPS, or NULL (its
+ * default) when that is unset or empty. */
+const char *tcu_loops(void);
 /* True when the suite runs under valgrind (TA_UNDER_VALGRIND set): loops shrink. */
 bool tcu_slow(void);
 

@@ -98,6 +98,28 @@ START_TEST(test_config_defaults_and_set)
 	ck_assert_int_eq(ta_config_workers(&cfg, "cuda"), 3);
 	ck_assert_int_eq(ta_config_set(&cfg, "workers", "auto", &err), TA_OK);
 	ck_assert_int_eq(ta_config_workers(&cfg, "cpu"), 4);
+	/* loops: auto is 1 below 4 CPUs and on CUDA, else half the CPUs up to 8; a count is
+	 * taken as is */
+	ck_assert_int_eq(cfg.loops, TA_CONFIG_LOOPS_AUTO);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 1), 1);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 2), 1);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 3), 1);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 4), 2);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 6), 3);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 16), 8);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 128), 8);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16), 1); /* CUDA: the workers batch */
+	ck_assert_int_eq(ta_config_set(&cfg, "loops", "3", &err), TA_OK);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 2), 3);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 16), 3);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16), 3);
+	ck_assert_int_eq(ta_config_set(&cfg, "loops", "0", &err), TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "loops: '0' is not auto or a count (1..64)");
+	ck_assert_int_eq(ta_config_set(&cfg, "loops", "65", &err), TA_INVALID_ARGUMENT);
+	ck_assert_int_eq(ta_config_set(&cfg, "loops", "two", &err), TA_INVALID_ARGUMENT);
+	ck_assert_int_eq(cfg.loops, 3);
+	ck_assert_int_eq(ta_config_set(&cfg, "loops", "auto", &err), TA_OK);
+	ck_assert_int_eq(cfg.loops, TA_CONFIG_LOOPS_AUTO);
 	ck_assert_int_eq(ta_config_set(&cfg, "batch_window", "250", &err), TA_OK);
 	ck_assert_int_eq(cfg.batch_window_us, 250);
 	ck_assert_int_eq(ta_config_set(&cfg, "batch_window", "-1", &err), TA_INVALID_ARGUMENT);

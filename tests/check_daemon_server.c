@@ -99,6 +99,11 @@ static void start_daemon_ex(daemon_proc *d, const char *const *extra, bool expec
 	argv[argc++] = "--foreground";
 	argv[argc++] = "--log-level";
 	argv[argc++] = "debug";
+	const char *loops = getenv("TA_TEST_LOOPS"); /* the suite again with --loops N */
+	if (loops && *loops) {
+		argv[argc++] = "--loops";
+		argv[argc++] = loops;
+	}
 	for (int i = 0; extra && extra[i] && argc < 38; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
@@ -1764,6 +1769,38 @@ START_TEST(test_input_total_bound)
 }
 END_TEST
 
+START_TEST(test_loops_spread)
+{
+	/* --loops 3: the main loop hands the connections to the three loops in turn, each
+	 * answers its own, and SIGTERM stops them all (exit status 0) */
+	daemon_proc d;
+	const char *const extra[] = {"--loops", "3", NULL};
+	start_daemon(&d, extra);
+	int fd[6];
+	for (int i = 0; i < 6; i++) {
+		fd[i] = connect_unix(d.sock);
+		ck_assert_int_ge(fd[i], 0);
+	}
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < 6; i++)
+			ping_ok(fd[i], (uint64_t)(10 * round + i + 1));
+	for (int i = 0; i < 6; i++)
+		close(fd[i]);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	char *err = slurp(d.err_path);
+	ck_assert_ptr_nonnull(err);
+	ck_assert_msg(strstr(err, ", 3 event loop(s)") != NULL, "%s", err);
+	for (int l = 0; l < 3; l++) {
+		char want[32];
+		snprintf(want, sizeof(want), "(unix, loop %d, ", l);
+		ck_assert_msg(strstr(err, want) != NULL, "no connection on loop %d:\n%s", l, err);
+	}
+	free(err);
+	cleanup(&d);
+}
+END_TEST
+
 /* The suite. */
 static Suite *server_suite(void)
 {
@@ -1783,6 +1820,7 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, test_tcp_loopback_and_refusal);
 	tcase_add_test(tc, test_stale_socket_and_bad_usage);
 	tcase_add_test(tc, test_socket_group);
+	tcase_add_test(tc, test_loops_spread);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("access_bounds");
 	tcase_set_timeout(tc, 120);

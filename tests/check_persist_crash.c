@@ -159,6 +159,15 @@ static bool daemon_start(run *r, const char *errlog, bool wait, int *status)
 		                        r->data,   "--fsync",        r->mode, "--backend",
 		                        "cpu",     "--workers",      "4",     "--log-level",
 		                        "notice",  "--compact-size", "256K",  NULL};
+		const char *loops = getenv("TA_TEST_LOOPS"); /* the suite again with --loops N */
+		if (loops && *loops) {
+			int n = 0;
+			while (argv[n])
+				n++;
+			argv[n++] = "--loops";
+			argv[n++] = loops;
+			argv[n] = NULL;
+		}
 		if (r->on_workers) {
 			/* every request with elements on the workers, pipelined reads as batches:
 			 * requests of different connections applied concurrently */

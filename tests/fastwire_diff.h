@@ -5,7 +5,9 @@
  * unpack and pack, wirecheck.c's string check): every payload goes through both, and the
  * reply bytes, close_after and then every tile (names, shapes and bytes) must be identical.
  * fwd_decode_check also checks the decoder alone: whatever it takes, protobuf-c must take
- * too, with the same fields (the two decoded messages re-encode to the same bytes). */
+ * too, with the same fields (the two decoded messages re-encode to the same bytes), and
+ * whatever ta_fastwire_decode_atomic takes, ta_fastwire_decode_request takes too, with the
+ * same fields as dispatch converts them. */
 #ifndef TA_TESTS_FASTWIRE_DIFF_H
 #define TA_TESTS_FASTWIRE_DIFF_H
 
@@ -48,10 +50,11 @@ static const fwd_tile fwd_tiles[] = {
 
 /* The two services compared. */
 typedef struct fwd_world {
-	ta_registry *reg[2]; /* [0]: fast path on, [1]: off */
-	ta_service svc[2];   /* the services over them */
-	uint64_t fast_taken; /* payloads the fast decoder took */
-	uint64_t payloads;   /* payloads compared */
+	ta_registry *reg[2];   /* [0]: fast path on, [1]: off */
+	ta_service svc[2];     /* the services over them */
+	uint64_t fast_taken;   /* payloads the fast decoder took */
+	uint64_t atomic_taken; /* payloads ta_fastwire_decode_atomic took */
+	uint64_t payloads;     /* payloads compared */
 } fwd_world;
 
 /* Reports a difference and stops (a test failure, or a libFuzzer crash). */
@@ -96,6 +99,9 @@ static void fwd_init(fwd_world *w, ta_backend *backend)
 			fwd_fail("cannot create a registry", NULL, 0);
 		ta_service_init(&w->svc[i], backend, w->reg[i], FWD_MAX_FRAME);
 		w->svc[i].fast_wire = i == 0;
+		/* the generic service's backend re-checks every plan in full: a plan that
+		 * ta_plan_check refused would answer differently */
+		w->svc[i].recheck_plans = i == 1;
 		fwd_create_tiles(w->reg[i]);
 	}
 }
@@ -165,6 +171,122 @@ static void fwd_compare_tiles(fwd_world *w, const uint8_t *payload, size_t len)
 	free(info[1]);
 }
 
+/* True when view v is what dispatch's view_from_array makes of the optional Array a (which
+ * ta_fastwire_decode_request decoded: no shared buffer). */
+static bool fwd_view_same(const ta_array_view *v, const Tileatom__Array *a)
+{
+	if (!a)
+		return !v->present && v->data == NULL && v->nbytes == 0 && v->rank == 0;
+	if (!v->present || v->dtype != (ta_dtype)a->dtype || v->rank != (int)a->n_shape ||
+	    v->nbytes != a->data.len || v->device || (v->data == NULL) != (a->data.data == NULL) ||
+	    (a->data.len && memcmp(v->data, a->data.data, a->data.len) != 0))
+		return false;
+	for (size_t i = 0; i < a->n_shape; i++)
+		if (v->shape[i] != a->shape[i])
+			return false;
+	return true;
+}
+
+/* Checks ta_fastwire_decode_atomic on one payload against ta_fastwire_decode_request and
+ * dispatch's conversion (do_rmw: family, addressing, views, options; the op and the region
+ * are kept as sent). Returns whether it took the payload. */
+static bool fwd_atomic_check(const uint8_t *payload, size_t len)
+{
+	ta_arena arena;
+	ta_arena_init(&arena, 4096);
+	ta_fw_atomic a;
+	bool took = ta_fastwire_decode_atomic(&arena, payload, len, &a);
+	if (took) {
+		Tileatom__Request *r = ta_fastwire_decode_request(&arena, payload, len);
+		if (!r)
+			fwd_fail("decode_atomic took bytes decode_request refuses", payload, len);
+		const char *tile = NULL;
+		Tileatom__Op op = 0;
+		const Tileatom__Region *region = NULL;
+		const Tileatom__Array *values = NULL, *compare = NULL;
+		const Tileatom__Options *o = NULL;
+		const Tileatom__Array *idx[TA_MAX_RANK] = {NULL};
+		int n_idx = 0, addr = TA_ADDR_REGION, dim = 0;
+		switch (r->body_case) {
+		case TILEATOM__REQUEST__BODY_ELEMENTWISE:
+			tile = r->elementwise->tile;
+			op = r->elementwise->op;
+			region = r->elementwise->region;
+			values = r->elementwise->values;
+			compare = r->elementwise->compare;
+			o = r->elementwise->options;
+			break;
+		case TILEATOM__REQUEST__BODY_SCATTER:
+			tile = r->scatter->tile;
+			op = r->scatter->op;
+			region = r->scatter->region;
+			values = r->scatter->values;
+			o = r->scatter->options;
+			if (!r->scatter->addr || !r->scatter->addr->indices)
+				fwd_fail("decode_atomic took a scatter without indices", payload,
+				         len);
+			addr = TA_ADDR_SCATTER;
+			dim = r->scatter->addr->dim > INT32_MAX ? INT32_MAX
+			                                        : (int)r->scatter->addr->dim;
+			idx[0] = r->scatter->addr->indices;
+			n_idx = 1;
+			break;
+		case TILEATOM__REQUEST__BODY_INDEXED:
+			tile = r->indexed->tile;
+			op = r->indexed->op;
+			region = r->indexed->region;
+			values = r->indexed->values;
+			compare = r->indexed->compare;
+			o = r->indexed->options;
+			if (!r->indexed->addr || r->indexed->addr->n_indices == 0 ||
+			    r->indexed->addr->n_indices > TA_MAX_RANK)
+				fwd_fail("decode_atomic took indexed addressing it must hand back",
+				         payload, len);
+			addr = r->indexed->addr->flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
+			n_idx = (int)r->indexed->addr->n_indices;
+			for (int i = 0; i < n_idx; i++)
+				idx[i] = r->indexed->addr->indices[i];
+			break;
+		default:
+			fwd_fail("decode_atomic took a request that is no atomic", payload, len);
+		}
+		const ta_request *q = &a.req;
+		bool same = a.id == r->id && (int)a.kind == (int)r->body_case &&
+		            strcmp(a.tile, tile) == 0 && a.op == (int32_t)op &&
+		            q->family == ta_req_family(a.kind) && (int)q->addr == addr &&
+		            q->n_index == n_idx &&
+		            (addr != TA_ADDR_SCATTER || q->scatter_dim == dim);
+		size_t no = region ? region->n_origin : 0, ns = region ? region->n_shape : 0;
+		same = same && a.n_origin == no && a.n_shape == ns &&
+		       (no == 0 || memcmp(a.origin, region->origin, no * sizeof(int64_t)) == 0) &&
+		       (ns == 0 || memcmp(a.shape, region->shape, ns * sizeof(int64_t)) == 0);
+		for (int i = 0; i < TA_MAX_RANK; i++)
+			same = same && fwd_view_same(&q->index[i], i < n_idx ? idx[i] : NULL);
+		same = same && fwd_view_same(&q->values, values) &&
+		       fwd_view_same(&q->compare, compare) &&
+		       fwd_view_same(&q->mask, o ? o->mask : NULL) &&
+		       fwd_view_same(&q->padding, NULL);
+		ta_request d;
+		ta_request_init(&d);
+		if (o) {
+			d.sem = (ta_sem)o->sem;
+			d.scope = (ta_scope)o->scope;
+			d.space = (ta_space)o->space;
+			d.check_bounds = !o->no_bounds_check;
+			d.want_old = o->want_old;
+			if (o->old_into)
+				fwd_fail("decode_atomic took old_into", payload, len);
+		}
+		same = same && q->sem == d.sem && q->scope == d.scope && q->space == d.space &&
+		       q->check_bounds == d.check_bounds && q->want_old == d.want_old;
+		if (!same)
+			fwd_fail("decode_atomic and decode_request decoded different fields",
+			         payload, len);
+	}
+	ta_arena_free(&arena);
+	return took;
+}
+
 /* Checks the decoder alone on one payload: what it takes, protobuf-c takes with the same
  * fields and without a bad string. Returns whether the fast decoder took it. */
 static bool fwd_decode_check(const uint8_t *payload, size_t len)
@@ -216,6 +338,8 @@ static void fwd_run_payload(fwd_world *w, const uint8_t *payload, size_t len)
 	w->payloads++;
 	if (fwd_decode_check(payload, len))
 		w->fast_taken++;
+	if (fwd_atomic_check(payload, len))
+		w->atomic_taken++;
 	if (r[0].len != r[1].len || r[0].close_after != r[1].close_after ||
 	    (r[0].len && memcmp(r[0].frame, r[1].frame, r[0].len) != 0))
 		fwd_fail("the two paths answered with different bytes", payload, len);

@@ -7,7 +7,8 @@
  * Besides ASan/UBSan/leaks, every reply is checked: a well-formed frame within max_frame,
  * a Response that decodes and echoes the request id, a non-OK status always with a
  * message, no INTERNAL status and no "plan:" / "cpu backend:" refusal (the backend's
- * defence-in-depth checks must never see a plan that ta_plan_build accepted). After each
+ * defence-in-depth checks, run in full here (recheck_plans), must never refuse a plan that
+ * ta_plan_build accepted). After each
  * input every tile is removed and the base tiles are recreated with the same contents, and
  * the registry must then hold exactly the base bytes (a missed unref would show here).
  *
@@ -599,6 +600,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (!registry)
 		fail("cannot create the registry", err.msg);
 	ta_service_init(&service, backend, registry, FUZZ_MAX_FRAME);
+	service.recheck_plans = true; /* every plan meets the backend's full ta_plan_check */
 	create_base_tiles();
 	uint32_t tiles = 0;
 	ta_registry_stats(registry, &tiles, &base_bytes);

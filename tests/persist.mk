@@ -21,3 +21,10 @@ tests_check_persist_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBU
 	$(INIH_CFLAGS)
 tests_check_persist_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
 endif
+
+# The suites that run a real tileatomd (check_integration, check_daemon_server,
+# check_persist_crash) again with --loops 3 (tests/check_loops.sh sets TA_TEST_LOOPS).
+if HAVE_CHECK
+TESTS += tests/check_loops.sh
+endif
+EXTRA_DIST += tests/check_loops.sh

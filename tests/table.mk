@@ -2,7 +2,8 @@
 # the table tacore/ta_ops.def decides for the daemon's validation, the client library's
 # pre-checks and the PTX lowering together. The mutant build compiles a copy of
 # tacore/ta_types.c beside a copy of the table with one row changed (xor loses acq_rel), so
-# that the copy includes the changed table; the rule fails when the edit no longer applies.
+# that the copy includes the changed table (and ta_types.h's inline questions include it
+# too, through TA_OPS_DEF); the rule fails when the edit no longer applies.
 if HAVE_CHECK
 check_PROGRAMS += tests/check_table tests/check_table_mutant
 TESTS += tests/check_table tests/check_table_mutant
@@ -20,7 +21,8 @@ tests_check_table_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $
 
 tests_check_table_mutant_SOURCES = $(TABLE_TEST_SOURCES) tacore/ta_plan.c
 nodist_tests_check_table_mutant_SOURCES = $(nodist_PROTO_SOURCES) tests/mutant/ta_types.c
-tests_check_table_mutant_CPPFLAGS = $(TABLE_TEST_CPPFLAGS) -DTA_TABLE_MUTANT=1
+tests_check_table_mutant_CPPFLAGS = $(TABLE_TEST_CPPFLAGS) -DTA_TABLE_MUTANT=1 \
+	-DTA_OPS_DEF='"$(abs_top_builddir)/tests/mutant/ta_ops.def"'
 tests_check_table_mutant_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_check_table_mutant_LDADD = $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 

@@ -1,0 +1,74 @@
+#!/bin/bash
+# scripts/gpu-loops.sh: tileatomd's event loops (--loops) on the GPU machine. Run there as
+# `bash CARRY/gpu-loops.sh` where CARRY is the gpu-carry/ folder of `scripts/gpu-run.sh pack`
+# (tileatomd, tileatom-bench and rt/) with this script copied in. Each case starts a fresh
+# daemon, runs `tileatom-bench -t add -r 10000 -d 3 --threads 8 -c C -P P --csv` against
+# it, and prints one CSV line: case, backend, shape, the daemon's exit status, its CPU
+# ticks (10 ms) over the run, the bench's CSV row, and the ticks per thread name (ta-loopN:
+# the event loops; ta-worker: the executor; tileatomd: the main loop and the backend's
+# threads). ROUNDS (default 2) repeats the whole list, alternating the cases; logs under
+# $OUT (default /tmp/gpu-out). With CARRY/tileatomd-pre present (an earlier build), each
+# round also runs three 50x16 cases with it (cases named pre-...), for an A/B in one call.
+set -u
+C=$(cd "$(dirname "$0")" && pwd)
+export LD_LIBRARY_PATH="$C/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+OUT=${OUT:-/tmp/gpu-out}
+ROUNDS=${ROUNDS:-2}
+mkdir -p "$OUT"
+S=/tmp/ta-loops-$$.sock
+echo "machine: $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+lscpu 2>/dev/null | grep -E '^(Thread|Core|Socket|NUMA node\(s\))' | tr -s ' ' | paste -sd';' -
+nvidia-smi -L 2>/dev/null | head -2
+
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+thread_ticks() {
+	for t in /proc/"$1"/task/*; do
+		echo "$(cat "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"
+	done | awk '{a[$1] += $2} END {for (k in a) printf "%s=%d ", k, a[k]}'
+}
+header_done=0
+one() { # label backend clients depth [daemon args...]
+	local label=$1 be=$2 c=$3 p=$4
+	shift 4
+	rm -f "$S"
+	"${DAEMON:-$C/tileatomd}" --socket "$S" --backend "$be" --foreground --log-level notice "$@" \
+		2>>"$OUT/daemon-$label.log" &
+	local pid=$!
+	for _ in $(seq 200); do [ -S "$S" ] && break; sleep 0.05; done
+	local t0 out t1 th rc
+	t0=$(ticks "$pid")
+	out=$("$C/tileatom-bench" -s "$S" -t add -r 10000 -c "$c" -P "$p" -d 3 --threads 8 --csv)
+	t1=$(ticks "$pid")
+	th=$(thread_ticks "$pid")
+	kill -TERM "$pid"
+	wait "$pid"
+	rc=$?
+	if [ $header_done = 0 ]; then
+		echo "case,backend,shape,rc,ticks,$(echo "$out" | head -1),threads"
+		header_done=1
+	fi
+	echo "$label,$be,${c}x$p,$rc,$((t1 - t0)),$(echo "$out" | tail -1),$th"
+}
+
+for r in $(seq "$ROUNDS"); do
+	echo "# round $r"
+	for shape in "50 16" "200 16"; do
+		set -- $shape
+		one L1-batch cpu "$1" "$2" --loops 1
+		one L1-inline cpu "$1" "$2" --loops 1 --batch-min 0
+		one L2 cpu "$1" "$2" --loops 2
+		one L4 cpu "$1" "$2" --loops 4
+		one L8 cpu "$1" "$2" --loops 8
+		one auto cpu "$1" "$2"
+	done
+	one L1-batch cpu 1 1 --loops 1
+	one L8 cpu 1 1 --loops 8
+	if [ -x "$C/tileatomd-pre" ]; then
+		DAEMON="$C/tileatomd-pre" one pre-L1-batch cpu 50 16 --loops 1
+		DAEMON="$C/tileatomd-pre" one pre-L4 cpu 50 16 --loops 4
+		DAEMON="$C/tileatomd-pre" one pre-L8 cpu 50 16 --loops 8
+	fi
+	one cuda-L1 cuda 50 16 --loops 1
+	one cuda-L4 cuda 50 16 --loops 4
+	one cuda-auto cuda 50 16
+done
