@@ -381,9 +381,21 @@ int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, const void *old_out, size_
 {
 	if (m->cuptr_done)
 		return TILEATOM_OK;
-	/* nothing to ask about: no threshold and nothing registered before (the common case) */
-	if (c->cuptr_min == 0 && (!c->cuptr || c->cuptr->n == 0))
-		return TILEATOM_OK;
+	/* nothing to ask about (the common case): nothing registered before, and no operand
+	 * (nor old_out) of the threshold's size, or no threshold */
+	if (!c->cuptr || c->cuptr->n == 0) {
+		if (c->cuptr_min == 0)
+			return TILEATOM_OK;
+		size_t biggest = old_out ? old_out_size : 0;
+		const Tileatom__Array *arrays[] = {&m->values,   &m->compare,  &m->mask,
+		                                   &m->padding,  &m->index[0], &m->index[1],
+		                                   &m->index[2], &m->index[3]};
+		for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
+			if (arrays[i]->data.len > biggest)
+				biggest = arrays[i]->data.len;
+		if (biggest < c->cuptr_min)
+			return TILEATOM_OK;
+	}
 	struct {
 		const Tileatom__Array *a; /* the operand */
 		const char *what;         /* its name in messages */

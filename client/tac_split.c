@@ -51,8 +51,24 @@
 /* Operands of one request: 4 index arrays, values, compare, mask. */
 #define TAC_SPLIT_MAX_OPERANDS (TILEATOM_MAX_RANK + 3)
 
+/* Bytes a request of an atomic or memory call can take besides its operands' data: the id,
+ * a tile name of at most TILEATOM_NAME_MAX bytes, op, dim and flat, a region (two packed
+ * lists of TILEATOM_MAX_RANK varints), up to TILEATOM_MAX_RANK index arrays and the values,
+ * compare, mask, padding and fill arrays (dtype, a packed shape of TILEATOM_MAX_RANK
+ * varints, a length), options and a shared-buffer reference per array: well under 2 KiB
+ * (each varint at most 10 bytes, each header at most 6); twice that for a margin. */
+#define TAC_FRAME_FIXED_MAX 4096
+
 bool tac_frame_too_large(const tileatom_client *c, tac_msg *m)
 {
+	/* The operands' bytes plus the bound above fit: no need to size the message (which
+	 * walks it; the common, small request stops here). */
+	size_t data = m->values.data.len + m->compare.data.len + m->mask.data.len +
+	              m->padding.data.len + m->fill.data.len;
+	for (int i = 0; i < TILEATOM_MAX_RANK; i++)
+		data += m->index[i].data.len;
+	if (data <= (size_t)c->max_frame && (size_t)c->max_frame - data >= TAC_FRAME_FIXED_MAX)
+		return false;
 	size_t packed = protobuf_c_message_get_packed_size(&m->req.base);
 	return packed > (size_t)c->max_frame;
 }
