@@ -653,6 +653,30 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 	return TILEATOM_OK;
 }
 
+/* Reads until at least need whole response frames are queued (the connection breaks on a
+ * timeout at deadline, an error or EOF). */
+static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, tileatom_error *err)
+{
+	while (c->rxq_count < need) {
+		short revents = 0;
+		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
+		if (w == 0) {
+			tac_err(err, TILEATOM_E_TIMEOUT,
+			        "waiting for a response from %s: timed out", c->address);
+			return tac_conn_break(c, err);
+		}
+		if (w < 0) {
+			tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
+			        strerror(errno));
+			return tac_conn_break(c, err);
+		}
+		int rc = recv_some(c, err);
+		if (rc != TILEATOM_OK)
+			return tac_conn_break(c, err);
+	}
+	return TILEATOM_OK;
+}
+
 int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
                      tileatom_error *err)
 {
@@ -671,23 +695,9 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 	int rc = flush_until(c, deadline, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	while (c->rxq_count == 0) {
-		short revents = 0;
-		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
-		if (w == 0) {
-			tac_err(err, TILEATOM_E_TIMEOUT,
-			        "waiting for a response from %s: timed out", c->address);
-			return tac_conn_break(c, err);
-		}
-		if (w < 0) {
-			tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
-			        strerror(errno));
-			return tac_conn_break(c, err);
-		}
-		rc = recv_some(c, err);
-		if (rc != TILEATOM_OK)
-			return tac_conn_break(c, err);
-	}
+	rc = wait_responses(c, 1, deadline, err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	tac_frame f = c->rxq[c->rxq_head];
 	c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
 	c->rxq_count--;
@@ -739,23 +749,9 @@ int tac_conn_receive_newest(tileatom_client *c, int timeout_ms, tileatom_request
 	if (rc != TILEATOM_OK)
 		return rc;
 	/* responses come in order: the newest request's is the frame after the older ones' */
-	while (c->rxq_count < c->pending_count) {
-		short revents = 0;
-		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
-		if (w == 0) {
-			tac_err(err, TILEATOM_E_TIMEOUT,
-			        "waiting for a response from %s: timed out", c->address);
-			return tac_conn_break(c, err);
-		}
-		if (w < 0) {
-			tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
-			        strerror(errno));
-			return tac_conn_break(c, err);
-		}
-		rc = recv_some(c, err);
-		if (rc != TILEATOM_OK)
-			return tac_conn_break(c, err);
-	}
+	rc = wait_responses(c, c->pending_count, deadline, err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	size_t at = (c->rxq_head + c->pending_count - 1) & (c->rxq_cap - 1);
 	tac_frame f = c->rxq[at];
 	if (c->rxq_count > c->pending_count) {
@@ -815,22 +811,5 @@ int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_
 	int rc = flush_until(c, deadline, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	while (c->rxq_count + max_unanswered < c->pending_count) {
-		short revents = 0;
-		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
-		if (w == 0) {
-			tac_err(err, TILEATOM_E_TIMEOUT,
-			        "waiting for a response from %s: timed out", c->address);
-			return tac_conn_break(c, err);
-		}
-		if (w < 0) {
-			tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
-			        strerror(errno));
-			return tac_conn_break(c, err);
-		}
-		rc = recv_some(c, err);
-		if (rc != TILEATOM_OK)
-			return tac_conn_break(c, err);
-	}
-	return TILEATOM_OK;
+	return wait_responses(c, c->pending_count - max_unanswered, deadline, err);
 }

@@ -121,6 +121,17 @@ void ta_executor_port_close(ta_executor_port *port, void (*cb)(ta_executor_port 
 	uv_close((uv_handle_t *)&port->async, on_port_closed);
 }
 
+void ta_block_loop_signals(sigset_t *old)
+{
+	sigset_t block;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &block, old);
+}
+
 int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 {
 	memset(ex, 0, sizeof(*ex));
@@ -145,13 +156,8 @@ int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 	ex->main.data = ex;
 
 	/* Workers inherit this mask: signals go to the loop thread only. */
-	sigset_t block, old;
-	sigemptyset(&block);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGHUP);
-	sigaddset(&block, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
+	sigset_t old;
+	ta_block_loop_signals(&old);
 	for (int i = 0; i < nthreads; i++) {
 		rc = pthread_create(&ex->threads[i], NULL, worker_main, ex);
 		if (rc != 0) {

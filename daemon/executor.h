@@ -9,6 +9,7 @@
 #define TA_DAEMON_EXECUTOR_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <uv.h>
 
@@ -52,6 +53,11 @@ struct ta_executor {
 	bool stopping;                   /* workers exit once the todo queue is empty */
 	ta_executor_closed_cb closed_cb; /* set by ta_executor_stop */
 };
+
+/* Blocks, in the calling thread, the signals the main loop handles (SIGTERM, SIGINT,
+ * SIGHUP, SIGPIPE), saving the mask before in *old: threads started next inherit the
+ * block, so those signals reach the main loop only. */
+void ta_block_loop_signals(sigset_t *old);
 
 /* Starts nthreads workers (at least 1) with loop's port. Returns 0 or a negative libuv /
  * errno-style error code (the executor is then unusable and needs no cleanup). */

@@ -906,13 +906,8 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
  * the main loop). */
 static ta_status loop_start_thread(ta_server_loop *l, ta_error *err)
 {
-	sigset_t block, old;
-	sigemptyset(&block);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGHUP);
-	sigaddset(&block, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
+	sigset_t old;
+	ta_block_loop_signals(&old);
 	l->thread_started = true; /* before the thread reads it */
 	int rc = pthread_create(&l->thread, NULL, loop_thread, l);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
