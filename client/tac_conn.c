@@ -293,13 +293,15 @@ static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uin
 		free(owned);
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory queueing a response");
 	}
-	tac_frame f = {owned, 0, len};
+	/* the frame is written straight into its queue slot, counted once it is whole */
+	tac_frame *f = &c->rxq[(c->rxq_head + c->rxq_count) & (c->rxq_cap - 1)];
+	*f = (tac_frame){owned, 0, len};
 	if (!owned && len > TAC_RXSTORE_FRAME_MAX) {
-		f.owned = malloc(len ? len : 1);
-		if (!f.owned)
+		f->owned = malloc(len ? len : 1);
+		if (!f->owned)
 			return tac_err(err, TILEATOM_E_NOMEM,
 			               "out of memory queueing a response of %u bytes", len);
-		memcpy(f.owned, data, len);
+		memcpy(f->owned, data, len);
 	} else if (!owned) {
 		if (c->rxstore_cap - c->rxstore_len < len) {
 			size_t cap = c->rxstore_cap ? c->rxstore_cap : 4096;
@@ -313,11 +315,10 @@ static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uin
 			c->rxstore = grown;
 			c->rxstore_cap = cap;
 		}
-		f.off = c->rxstore_len;
-		memcpy(c->rxstore + f.off, data, len);
+		f->off = c->rxstore_len;
+		memcpy(c->rxstore + f->off, data, len);
 		c->rxstore_len += len;
 	}
-	c->rxq[(c->rxq_head + c->rxq_count) & (c->rxq_cap - 1)] = f;
 	c->rxq_count++;
 	return TILEATOM_OK;
 }
