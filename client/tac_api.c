@@ -122,6 +122,7 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 	rc = tac_client_new(fd, address, &c, err);
 	if (rc != TILEATOM_OK)
 		return rc;
+	c->cuptr_min = tac_cuptr_default_min();
 	c->io_timeout_ms = timeout_ms;
 	tac_msg m;
 	tac_build_hello(&m, "libtileatom-client/" TILEATOM_CLIENT_VERSION);
@@ -141,6 +142,7 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 		}
 	}
 	if (rc != TILEATOM_OK) {
+		tac_cuptr_client_free(c);
 		tac_shm_client_free(c);
 		tac_client_free(c);
 		return rc;
@@ -157,6 +159,7 @@ void tileatom_close(tileatom_client *client)
 	if (client && !client->broken)
 		(void)tac_conn_flush(client, client->io_timeout_ms, NULL);
 	if (client) {
+		tac_cuptr_client_free(client);
 		tac_shm_client_free(client);
 		tac_split_client_free(client);
 	}
@@ -197,7 +200,7 @@ const char *tileatom_address(const tileatom_client *client)
 
 size_t tileatom_pending(const tileatom_client *client)
 {
-	return client ? client->pending_count - client->split_extra : 0;
+	return client ? tac_pending_requests(client) : 0;
 }
 
 int tileatom_ping(tileatom_client *client, tileatom_error *err)

@@ -207,7 +207,6 @@ int tac_client_new(int fd, const char *address, tileatom_client **out, tileatom_
 	c->fd = fd;
 	c->unix_socket = -1;
 	c->stage_min = TAC_SHM_STAGE_MIN;
-	c->cuptr_min = tac_cuptr_default_min();
 	c->address = strdup(address);
 	c->rxbuf = malloc(TAC_RECV_CHUNK);
 	c->pending_cap = 64;

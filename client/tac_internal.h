@@ -3,11 +3,12 @@
  * argument structs into protobuf-c request messages (borrowing the caller's memory, no
  * copies) and check responses; tac_conn.c owns the socket (connect with timeout, framed
  * send/receive, the output buffer that coalesces submitted requests, the queue of
- * requests awaiting responses); tac_shm.c holds shared and device buffers, rewrites
- * requests to refer to them and makes synchronous round trips (tac_roundtrip);
- * tac_cuptr.c recognises raw CUDA device pointers among the operands and registers their
- * allocations as device buffers (through the public tac_shm.c calls); tac_split.c sends requests
- * over the frame limit in parts; tac_api.c implements the public calls on top of them all. */
+ * requests awaiting responses); tac_shm.c holds shared and device buffers and rewrites
+ * requests to refer to them; tac_cuptr.c recognises raw CUDA device pointers among the
+ * operands and registers their allocations as device buffers (through the public tac_shm.c
+ * calls); tac_call.c makes synchronous round trips (tac_roundtrip) on top of those;
+ * tac_split.c sends requests over the frame limit in parts; tac_api.c implements the public
+ * calls on top of them all. */
 #ifndef TAC_INTERNAL_H
 #define TAC_INTERNAL_H
 
@@ -116,6 +117,13 @@ struct tileatom_client {
 	struct tac_cuptr_cache *cuptr; /* allocations registered for raw device pointers (NULL
 	                                  until the first) */
 };
+
+/* Requests of c whose responses tileatom_collect has yet to return (a split submit counts
+ * once): what tileatom_pending reports. */
+static inline size_t tac_pending_requests(const tileatom_client *c)
+{
+	return c->pending_count - c->split_extra;
+}
 
 /* Storage for one request message and every sub-message it may point to. Built on the
  * stack by the tac_build_* functions; it borrows the caller's operand memory. */
@@ -227,9 +235,6 @@ TAC_HIDDEN void tac_shm_collected(tileatom_client *c, uint64_t id);
 TAC_HIDDEN bool tac_shm_in_device(const tileatom_client *c, const void *p, size_t len);
 /* Frees c's buffers (tileatom_close, before tac_client_free). */
 TAC_HIDDEN void tac_shm_client_free(tileatom_client *c);
-/* Sends m at once (staged and rewritten for shared buffers) and waits for its response
- * (c->last); returns its status. */
-TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err);
 /* Default operand bytes of one synchronous request from which tac_shm_stage uses shared
  * memory. */
 #define TAC_SHM_STAGE_MIN (1u << 20)
@@ -267,6 +272,11 @@ TAC_HIDDEN unsigned long tac_cuptr_lookups(void);
 TAC_HIDDEN size_t tac_cuptr_count(const tileatom_client *c);
 /* Frees c's cache (tac_shm_client_free; the buffers themselves are in c's list). */
 TAC_HIDDEN void tac_cuptr_client_free(tileatom_client *c);
+
+/* ---- synchronous round trips (tac_call.c; uses tac_cuptr.c, tac_shm.c and below) ----- */
+/* Sends m at once (raw device pointers registered, staged and rewritten for shared
+ * buffers) and waits for its response (c->last); returns its status. */
+TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err);
 
 /* ---- errors (tac_util.c) ------------------------------------------------------------- */
 

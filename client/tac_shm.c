@@ -126,7 +126,7 @@ static int register_ready(tileatom_client *c, const char *what, tileatom_error *
 		return tac_err(err, TILEATOM_E_STATE,
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",
-		               tileatom_pending(c));
+		               tac_pending_requests(c));
 	return TILEATOM_OK;
 }
 
@@ -417,30 +417,6 @@ void tac_shm_collected(tileatom_client *c, uint64_t id)
 		c->staged_id = 0;
 }
 
-/* Sends m at once and waits for its response; returns the response status (the daemon's,
- * or a protocol / I/O error). The response is c->last. */
-int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
-{
-	if (c->pending_count > 0 && !c->broken)
-		return tac_err(err, TILEATOM_E_STATE,
-		               "%zu pipelined responses are not collected yet (call "
-		               "tileatom_collect first)",
-		               tileatom_pending(c));
-	int rc = tac_cuptr_prepare(c, m, m->old_out, m->old_out_size, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tac_shm_stage(c, m);
-	tac_shm_rewrite(c, m);
-	rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tileatom_request_kind kind;
-	rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	return tac_check_response(c->last, kind, err);
-}
-
 void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes)
 {
 	if (client)
@@ -449,7 +425,6 @@ void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes)
 
 void tac_shm_client_free(tileatom_client *c)
 {
-	tac_cuptr_client_free(c);
 	for (size_t i = 0; i < c->nbufs; i++)
 		shm_release(c->bufs[i]);
 	free(c->bufs);

@@ -1,0 +1,30 @@
+/* tac_call.c: the synchronous round trip of libtileatom-client's calls (tac_roundtrip),
+ * above the layers it uses: raw device pointers among the operands are registered
+ * (tac_cuptr.c), large inline operands staged in shared memory and arrays rewritten as
+ * buffer references (tac_shm.c), then the request is sent and its response received and
+ * checked (tac_conn.c, tac_codec.c). */
+#include "tac_internal.h"
+
+/* Sends m at once and waits for its response; returns the response status (the daemon's,
+ * or a protocol / I/O error). The response is c->last. */
+int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
+{
+	if (c->pending_count > 0 && !c->broken)
+		return tac_err(err, TILEATOM_E_STATE,
+		               "%zu pipelined responses are not collected yet (call "
+		               "tileatom_collect first)",
+		               tac_pending_requests(c));
+	int rc = tac_cuptr_prepare(c, m, m->old_out, m->old_out_size, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tac_shm_stage(c, m);
+	tac_shm_rewrite(c, m);
+	rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	tileatom_request_kind kind;
+	rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	return tac_check_response(c->last, kind, err);
+}
