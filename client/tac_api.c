@@ -533,9 +533,10 @@ static int rmw_finish(tileatom_client *c, tac_msg *m, const tileatom_op_options 
 /* Sends a synchronous atomic request m (rq: the call's arguments): over the daemon's frame
  * limit it goes by shared memory when staging makes it fit (and its old values fit one
  * response), else in parts (tac_split). */
-static int rmw_send(tileatom_client *c, tac_msg *m, const tac_split_req *rq,
-                    tileatom_op_result *res, tileatom_error *err)
+static int rmw_send(tileatom_client *c, tac_msg *m, tac_split_req *rq, tileatom_op_result *res,
+                    tileatom_error *err)
 {
+	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
 	bool want = rq->opts && rq->opts->want_old;
 	int rc = tac_cuptr_prepare(c, m, want ? rq->opts->old_out : NULL,
 	                           want ? rq->opts->old_out_size : 0, err);
@@ -552,6 +553,54 @@ static int rmw_send(tileatom_client *c, tac_msg *m, const tac_split_req *rq,
 	return rmw_finish(c, m, rq->opts, res, err);
 }
 
+/* The split description of an element-wise request (tac_split.c). */
+static tac_split_req elementwise_req(const char *tile, tileatom_op op,
+                                     const tileatom_region *region, const tileatom_array *values,
+                                     const tileatom_array *compare, const tileatom_op_options *opts)
+{
+	return (tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                       .tile = tile,
+	                       .op = op,
+	                       .region = region,
+	                       .values = values,
+	                       .compare = compare,
+	                       .opts = opts};
+}
+
+/* The split description of a scatter request. */
+static tac_split_req scatter_req(const char *tile, tileatom_op op, const tileatom_region *region,
+                                 int dim, const tileatom_array *indices,
+                                 const tileatom_array *values, const tileatom_op_options *opts)
+{
+	return (tac_split_req){.kind = TILEATOM_REQ_SCATTER,
+	                       .tile = tile,
+	                       .op = op,
+	                       .region = region,
+	                       .dim = dim,
+	                       .n_index = 1,
+	                       .indices = indices,
+	                       .values = values,
+	                       .opts = opts};
+}
+
+/* The split description of an indexed request. */
+static tac_split_req indexed_req(const char *tile, tileatom_op op, const tileatom_region *region,
+                                 int n_index, const tileatom_array *indices, bool flat,
+                                 const tileatom_array *values, const tileatom_array *compare,
+                                 const tileatom_op_options *opts)
+{
+	return (tac_split_req){.kind = TILEATOM_REQ_INDEXED,
+	                       .tile = tile,
+	                       .op = op,
+	                       .region = region,
+	                       .n_index = n_index,
+	                       .indices = indices,
+	                       .flat = flat,
+	                       .values = values,
+	                       .compare = compare,
+	                       .opts = opts};
+}
+
 int tileatom_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
                          const tileatom_region *region, const tileatom_array *values,
                          const tileatom_array *compare, const tileatom_op_options *opts,
@@ -564,9 +613,7 @@ int tileatom_elementwise(tileatom_client *client, const char *tile, tileatom_op 
 		rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	tac_split_req rq = {
-	    TILEATOM_REQ_ELEMENTWISE, tile, op, region, 0, 0, NULL, false, values, compare, opts,
-	    m.options.want_old};
+	tac_split_req rq = elementwise_req(tile, op, region, values, compare, opts);
 	return rmw_send(client, &m, &rq, res, err);
 }
 
@@ -582,9 +629,7 @@ int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_op op,
 		rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	tac_split_req rq = {
-	    TILEATOM_REQ_SCATTER, tile, op, region, dim, 1, indices, false, values, NULL, opts,
-	    m.options.want_old};
+	tac_split_req rq = scatter_req(tile, op, region, dim, indices, values, opts);
 	return rmw_send(client, &m, &rq, res, err);
 }
 
@@ -601,18 +646,8 @@ int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
 		                       compare, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	tac_split_req rq = {TILEATOM_REQ_INDEXED,
-	                    tile,
-	                    op,
-	                    region,
-	                    0,
-	                    n_index,
-	                    indices,
-	                    flat,
-	                    values,
-	                    compare,
-	                    opts,
-	                    m.options.want_old};
+	tac_split_req rq =
+	    indexed_req(tile, op, region, n_index, indices, flat, values, compare, opts);
 	return rmw_send(client, &m, &rq, res, err);
 }
 
@@ -751,7 +786,7 @@ int tileatom_submit_write(tileatom_client *client, const char *tile, const tilea
  * whose frame exceeds the daemon's limit, with its operands in shared buffers where they
  * lie in one, is staged in the library's shared buffer when that is free and makes it fit
  * (tac_shm_stage_pipelined), else queued in parts (tac_split_submit). */
-static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, const tac_split_req *rq, uint64_t *id,
+static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, tac_split_req *rq, uint64_t *id,
                       tileatom_error *err)
 {
 	if (id)
@@ -760,6 +795,7 @@ static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, const tac_split_re
 		rc = tac_cuptr_prepare(c, m, NULL, 0, err);
 	if (rc != TILEATOM_OK)
 		return rc;
+	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
 	tac_shm_rewrite(c, m);
 	if (!tac_frame_too_large(c, m))
 		return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
@@ -787,18 +823,7 @@ int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tilea
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
 	int rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
-	tac_split_req rq = {TILEATOM_REQ_ELEMENTWISE,
-	                    tile,
-	                    op,
-	                    region,
-	                    0,
-	                    0,
-	                    NULL,
-	                    false,
-	                    values,
-	                    compare,
-	                    opts,
-	                    rc == TILEATOM_OK && m.options.want_old};
+	tac_split_req rq = elementwise_req(tile, op, region, values, compare, opts);
 	return submit_rmw(client, &m, rc, &rq, id, err);
 }
 
@@ -810,18 +835,7 @@ int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
 	int rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
-	tac_split_req rq = {TILEATOM_REQ_SCATTER,
-	                    tile,
-	                    op,
-	                    region,
-	                    dim,
-	                    1,
-	                    indices,
-	                    false,
-	                    values,
-	                    NULL,
-	                    opts,
-	                    rc == TILEATOM_OK && m.options.want_old};
+	tac_split_req rq = scatter_req(tile, op, region, dim, indices, values, opts);
 	return submit_rmw(client, &m, rc, &rq, id, err);
 }
 
@@ -835,18 +849,8 @@ int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_
 	tac_msg m;
 	int rc = tac_build_indexed(&m, tile, op, region, n_index, indices, flat, values, compare,
 	                           opts, err);
-	tac_split_req rq = {TILEATOM_REQ_INDEXED,
-	                    tile,
-	                    op,
-	                    region,
-	                    0,
-	                    n_index,
-	                    indices,
-	                    flat,
-	                    values,
-	                    compare,
-	                    opts,
-	                    rc == TILEATOM_OK && m.options.want_old};
+	tac_split_req rq =
+	    indexed_req(tile, op, region, n_index, indices, flat, values, compare, opts);
 	return submit_rmw(client, &m, rc, &rq, id, err);
 }
 

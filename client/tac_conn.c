@@ -677,40 +677,58 @@ static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, til
 	return TILEATOM_OK;
 }
 
-int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
-                     tileatom_error *err)
+/* The start of every receive: the connection must be whole and have a request awaiting
+ * its response; the previous response is released, the requests still buffered leave
+ * before the first wait (all of them, so the daemon has the whole batch however many
+ * responses are collected afterwards), then it reads until need responses are queued. */
+static int receive_begin(tileatom_client *c, size_t need, int timeout_ms, tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
 	if (c->pending_count == 0)
 		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
-	tileatom_error local;
-	if (!err)
-		err = &local;
 	release_response(c, c->last);
 	c->last = NULL;
 	int64_t deadline = deadline_from(timeout_ms);
-	/* The requests still buffered leave before the first wait (and all of them, so the
-	 * daemon has the whole batch however many responses are collected afterwards). */
 	int rc = flush_until(c, deadline, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	rc = wait_responses(c, 1, deadline, err);
+	return wait_responses(c, need, deadline, err);
+}
+
+/* Decodes the response in frame f (its bytes still in place): the fast decoder first, else
+ * protobuf-c; NULL when neither can. */
+static Tileatom__Response *decode_frame(tileatom_client *c, const tac_frame *f)
+{
+	const uint8_t *fdata = frame_data(c, f);
+	Tileatom__Response *r = tac_fastwire_decode_response(&c->fast, fdata, f->len);
+	return r ? r : tileatom__response__unpack(NULL, f->len, fdata);
+}
+
+/* Breaks the connection over frame f, which held no decodable response. */
+static int undecodable(tileatom_client *c, const tac_frame *f, tileatom_error *err)
+{
+	tac_err(err, TILEATOM_E_PROTOCOL, "undecodable response of %u bytes from %s", f->len,
+	        c->address);
+	return tac_conn_break(c, err);
+}
+
+int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
+                     tileatom_error *err)
+{
+	tileatom_error local;
+	if (!err)
+		err = &local;
+	int rc = receive_begin(c, 1, timeout_ms, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	tac_frame f = c->rxq[c->rxq_head];
 	c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
 	c->rxq_count--;
-	const uint8_t *fdata = frame_data(c, &f);
-	Tileatom__Response *r = tac_fastwire_decode_response(&c->fast, fdata, f.len);
-	if (!r)
-		r = tileatom__response__unpack(NULL, f.len, fdata);
+	Tileatom__Response *r = decode_frame(c, &f);
 	rxq_release(c, &f); /* both decoders copied what they keep */
-	if (!r) {
-		tac_err(err, TILEATOM_E_PROTOCOL, "undecodable response of %u bytes from %s", f.len,
-		        c->address);
-		return tac_conn_break(c, err);
-	}
+	if (!r)
+		return undecodable(c, &f, err);
 	tac_pending p = c->pending[c->pending_head];
 	if (r->id != p.id) {
 		if (r->status != TILEATOM__STATUS__OK && r->message && *r->message)
@@ -735,21 +753,11 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 int tac_conn_receive_newest(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
                             tileatom_error *err)
 {
-	if (c->broken)
-		return broken_error(c, err);
-	if (c->pending_count == 0)
-		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	release_response(c, c->last);
-	c->last = NULL;
-	int64_t deadline = deadline_from(timeout_ms);
-	int rc = flush_until(c, deadline, err);
-	if (rc != TILEATOM_OK)
-		return rc;
 	/* responses come in order: the newest request's is the frame after the older ones' */
-	rc = wait_responses(c, c->pending_count, deadline, err);
+	int rc = receive_begin(c, c->pending_count, timeout_ms, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	size_t at = (c->rxq_head + c->pending_count - 1) & (c->rxq_cap - 1);
@@ -760,10 +768,7 @@ int tac_conn_receive_newest(tileatom_client *c, int timeout_ms, tileatom_request
 		return tac_conn_break(c, err);
 	}
 	c->rxq_count--; /* f was the newest frame */
-	const uint8_t *fdata = frame_data(c, &f);
-	Tileatom__Response *r = tac_fastwire_decode_response(&c->fast, fdata, f.len);
-	if (!r)
-		r = tileatom__response__unpack(NULL, f.len, fdata);
+	Tileatom__Response *r = decode_frame(c, &f);
 	/* both decoders copied what they keep: give the frame's bytes back */
 	if (f.owned)
 		free(f.owned);
@@ -771,11 +776,8 @@ int tac_conn_receive_newest(tileatom_client *c, int timeout_ms, tileatom_request
 		c->rxstore_len = f.off;
 	if (c->rxq_count == 0)
 		c->rxstore_len = c->rxstore_from = 0;
-	if (!r) {
-		tac_err(err, TILEATOM_E_PROTOCOL, "undecodable response of %u bytes from %s", f.len,
-		        c->address);
-		return tac_conn_break(c, err);
-	}
+	if (!r)
+		return undecodable(c, &f, err);
 	tac_pending p = c->pending[(c->pending_head + c->pending_count - 1) & (c->pending_cap - 1)];
 	if (r->id != p.id) {
 		tac_err(err, TILEATOM_E_PROTOCOL,
