@@ -1073,6 +1073,95 @@ static void run_parallel(cpu_backend *cb, cpu_apply *ap)
 
 /* ---- the vtable -------------------------------------------------------------------- */
 
+/* Element 0 of a checked plan of one element in global space under sem (a constant after
+ * inlining): run_range_sem's body for k = 0 (iteration coordinates all zero, so every
+ * operand is read at its first element), without the apply state and the loop set-up.
+ * Returns the number of elements resolved outside the tile (0 or 1, never applied). */
+static inline __attribute__((always_inline)) uint64_t
+one_element_sem(const ta_plan *p, uint8_t *mem, int64_t tile_elems, ta_result *res, ta_sem sem)
+{
+	static const int64_t e[TA_MAX_RANK] = {0};
+	const size_t es = ta_dtype_size(p->dtype);
+	const uint64_t emask = es == 8 ? UINT64_MAX : (UINT64_C(1) << (es * 8)) - 1;
+	const bool want_old = p->want_old && p->old_out != NULL;
+	uint64_t violations = 0;
+	int64_t r[TA_MAX_RANK] = {0};
+	int how = ta_addr_resolve(p, e, r);
+	int64_t off = 0;
+	if (how > 0) { /* tile_offset: the defensive check of the region and the tile memory */
+		for (int a = 0; a < p->tile_rank; a++) {
+			if (r[a] < 0 || r[a] >= p->extent[a]) {
+				off = -1;
+				break;
+			}
+			off += (p->origin[a] + r[a]) * p->tile_stride[a];
+		}
+		if (off < 0 || off >= tile_elems) {
+			violations = 1;
+			how = 0;
+		}
+	}
+	if (how <= 0) {
+		if (how < 0)
+			res->skipped = 1;
+		if (want_old)
+			write_bits(p->old_out, 0, es,
+			           p->op == TA_OP_CAS    ? read_bits(p->compare.data, 0, es)
+			           : p->op == TA_OP_LOAD ? p->padding_bits & emask
+			                                 : 0);
+		return violations;
+	}
+	ta_op op = effective_op(p->op);
+	cpu_kind kind = kind_of(op, ta_dtype_is_int(p->dtype));
+	uint64_t v = p->values.data ? read_bits(p->values.data, 0, es) : 0;
+	uint64_t c = p->op == TA_OP_CAS ? read_bits(p->compare.data, 0, es) : 0;
+	if (p->op == TA_OP_SUB) {
+		uint64_t neg_sign = ta_float_sign(p->dtype); /* float sub flips the sign */
+		v = neg_sign ? v ^ neg_sign : (~v + 1) & emask;
+	}
+	res->applied = 1;
+	void *at = mem + off * (int64_t)es;
+	uint64_t old;
+	if (es == 2)
+		old = atomic_elem16(op, p->dtype, emask, kind, at, v, c, sem);
+	else if (es == 4)
+		old = atomic_elem32(op, p->dtype, emask, kind, at, v, c, sem);
+	else
+		old = atomic_elem64(op, p->dtype, emask, kind, at, v, c, sem);
+	if (want_old)
+		write_bits(p->old_out, 0, es, old);
+	return 0;
+}
+
+/* Applies a checked plan of one element in global space (a single add, CAS or load: most
+ * small requests) as run_range would, element for element, without the set-up a longer
+ * plan pays for (the apply state, the fast-path choice, the loop). */
+static ta_status apply_one_element(const ta_plan *plan, void *mem, size_t tile_bytes,
+                                   ta_result *result, ta_error *err)
+{
+	ta_result res = {0, 0};
+	int64_t tile_elems = (int64_t)(tile_bytes / ta_dtype_size(plan->dtype));
+	uint64_t violations = 0;
+	switch ((unsigned)plan->sem < TA_SEM_COUNT ? plan->sem : TA_SEM_RELAXED) {
+#define TA_SEM(id, ...)                                                                            \
+	case TA_SEM_##id:                                                                          \
+		violations = one_element_sem(plan, mem, tile_elems, &res, TA_SEM_##id);            \
+		break;
+#include "ta_ops.def"
+#undef TA_SEM
+	default:
+		__builtin_unreachable();
+	}
+	if (result)
+		*result = res;
+	if (violations)
+		return ta_error_set(err, TA_INTERNAL,
+		                    "cpu backend: %llu element(s) resolved outside the tile and "
+		                    "were not applied",
+		                    (unsigned long long)violations);
+	return TA_OK;
+}
+
 /* vtable apply: see ta_backend.h. */
 static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, const ta_plan *plan,
                                 ta_result *result, ta_error *err)
@@ -1095,6 +1184,9 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 		    err, TA_UNIMPLEMENTED,
 		    "cpu backend: operands in device memory (CUDA IPC buffers) need "
 		    "the CUDA backend");
+
+	if (plan->count == 1 && plan->space == TA_SPACE_GLOBAL)
+		return apply_one_element(plan, mem, tile_bytes, result, err);
 
 	/* a small plan runs on this thread alone: its state lives on the stack (no allocation
 	 * per request); a split plan's is shared with the workers */
