@@ -75,6 +75,7 @@ typedef struct resp_ctx {
 	ta_tile_info *list_infos;            /* malloc'd storage behind list_items */
 	void *old_buf;                       /* values returned by a plan (arena memory) */
 	ta_arena *arena;                     /* where this request's memory comes from */
+	ta_tile_cache *tiles;                /* the thread's last tile lookup (the scratch's) */
 	int64_t inline_max;                  /* >= 0: defer requests of more elements */
 	bool deferred;                       /* the request was left for a worker: no reply */
 	dispatch_group *group;               /* non-NULL: small plans join this group */
@@ -400,10 +401,10 @@ static ta_status rmw_op(Tileatom__Op wire, ta_op *op, ta_error *err)
 	return TA_OK;
 }
 
-/* Looks up the tile a request names. */
+/* Looks up the tile a request names (through the thread's cache of its last lookup). */
 static ta_status get_tile(resp_ctx *rc, const char *name, ta_tile **tile)
 {
-	return ta_registry_get_as(rc->svc->registry, name, rc->who, tile, &rc->err);
+	return ta_registry_get_cached(rc->svc->registry, rc->tiles, name, rc->who, tile, &rc->err);
 }
 
 static void plan_body(resp_ctx *rc, const ta_plan *p, const ta_result *result, out_kind kind);
@@ -1361,6 +1362,7 @@ void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
 	s->log_seq = 0;
 	ta_persist_run_init(&s->run);
 	s->in_run = false;
+	memset(&s->tiles, 0, sizeof(s->tiles));
 }
 
 void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
@@ -1535,6 +1537,7 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 	resp_ctx_start(rc);
 	rc->svc = svc;
 	rc->arena = &scratch->arena;
+	rc->tiles = &scratch->tiles;
 	rc->inline_max = -1;
 	rc->group = g;
 	rc->session = g->session;
@@ -1683,6 +1686,7 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	resp_ctx_start(&rc);
 	rc.svc = svc;
 	rc.arena = &scratch->arena;
+	rc.tiles = &scratch->tiles;
 	rc.inline_max = inline_max;
 	rc.payload = payload;
 	rc.payload_len = len;

@@ -5,7 +5,16 @@
  * Backend allocation and freeing run outside the
  * lock. total_bytes counts bytes reserved or held, from create until the last unref, each
  * tile with its bookkeeping (TA_TILE_OVERHEAD); live counts the tiles those bytes belong to
- * (max_tiles bounds it, so that destroyed tiles still in use count until they are freed). */
+ * (max_tiles bounds it, so that destroyed tiles still in use count until they are freed).
+ *
+ * Cached lookups (ta_registry_get_cached) take no lock: a thread remembers the name, the
+ * tile record and the record's stamp, a value the registry hands out once (under the write
+ * lock) whenever a record is linked into the table or leaves it. A cached tile is taken
+ * with a reference only while its count is above zero (so a tile being freed is never
+ * revived), and kept only when its stamp is still the remembered one after that (so a
+ * tile removed in the meantime, or a record reused for another tile, is never handed
+ * out). For that, tile records are not freed when their tile is: the memory goes at once,
+ * the record waits on a spare list for the next create and is freed with the registry. */
 #include "registry.h"
 
 #include <ctype.h>
@@ -28,7 +37,13 @@ struct ta_registry {
 	uint64_t total_bytes;     /* bytes reserved or held by live tiles, bookkeeping included */
 	uint64_t max_tiles;       /* tiles at once (0: unlimited) */
 	uint64_t live;            /* tiles created and not yet freed */
+	uint64_t serial;          /* this registry among all of the process (ta_tile_cache) */
+	uint64_t next_stamp;      /* the last stamp handed out (ta_tile.stamp) */
+	ta_tile *spare;           /* records of freed tiles, for reuse (linked by next) */
 };
+
+/* Serials of the registries of the process (the first is 1: 0 marks an empty cache). */
+static atomic_uint_fast64_t registry_serials;
 
 /* Initial number of buckets. */
 #define REGISTRY_INITIAL_BUCKETS 64
@@ -77,6 +92,7 @@ ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint6
 		return NULL;
 	}
 	reg->nbuckets = REGISTRY_INITIAL_BUCKETS;
+	reg->serial = atomic_fetch_add(&registry_serials, 1) + 1;
 	reg->backend = backend;
 	reg->max_tile_bytes = max_tile_bytes;
 	reg->max_total_bytes = max_total_bytes;
@@ -103,17 +119,27 @@ static ta_status denied(ta_error *err, const char *name)
 	                    ta_name_for_message(name, shown, sizeof(shown)));
 }
 
-/* Frees a tile whose last reference is gone and gives its bytes back. */
+/* Gives a record with no reference back for reuse; the lock is held. */
+static void spare_locked(ta_registry *reg, ta_tile *tile)
+{
+	atomic_store(&tile->stamp, ++reg->next_stamp);
+	tile->next = reg->spare;
+	reg->spare = tile;
+}
+
+/* Frees a tile whose last reference is gone and gives its bytes back (its record goes to
+ * the spare list). */
 static void tile_destroy(ta_tile *tile)
 {
 	ta_registry *reg = tile->reg;
 	if (tile->mem)
 		ta_backend_tile_free(reg->backend, tile->mem);
+	tile->mem = NULL;
 	pthread_rwlock_wrlock(&reg->lock);
 	reg->total_bytes -= tile->bytes + TA_TILE_OVERHEAD;
 	reg->live--;
+	spare_locked(reg, tile);
 	pthread_rwlock_unlock(&reg->lock);
-	free(tile);
 }
 
 void ta_registry_free(ta_registry *reg)
@@ -129,6 +155,11 @@ void ta_registry_free(ta_registry *reg)
 			t = next;
 		}
 		reg->buckets[b] = NULL;
+	}
+	while (reg->spare) {
+		ta_tile *next = reg->spare->next;
+		free(reg->spare);
+		reg->spare = next;
 	}
 	pthread_rwlock_destroy(&reg->lock);
 	free(reg->buckets);
@@ -216,27 +247,37 @@ ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_til
 		                    " bytes (max_tile_bytes)",
 		                    name, bytes, reg->max_tile_bytes);
 
-	ta_tile *tile = calloc(1, sizeof(*tile));
+	/* a spare record (its count stays 0 until it is linked below: a stale cache never
+	 * takes it before), else a new one */
+	pthread_rwlock_wrlock(&reg->lock);
+	ta_tile *tile = reg->spare;
+	if (tile)
+		reg->spare = tile->next;
+	pthread_rwlock_unlock(&reg->lock);
+	if (!tile)
+		tile = calloc(1, sizeof(*tile));
 	if (!tile)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 	strcpy(tile->name, name);
 	tile->shape = *shape;
 	tile->bytes = bytes;
+	tile->mem = NULL;
+	tile->ready = false;
 	tile->reg = reg;
 	tile->owner = owner;
-	atomic_init(&tile->refs, 2);                 /* the registry's and the caller's */
+	tile->next = NULL;
 	uint64_t counted = bytes + TA_TILE_OVERHEAD; /* bytes <= SIZE_MAX: no overflow */
 
 	pthread_rwlock_wrlock(&reg->lock);
 	if (find_locked(reg, name, NULL)) {
+		spare_locked(reg, tile);
 		pthread_rwlock_unlock(&reg->lock);
-		free(tile);
 		return ta_error_set(err, TA_ALREADY_EXISTS, "tile '%s' already exists", name);
 	}
 	if (reg->max_tiles && reg->live >= reg->max_tiles) {
 		uint64_t live = reg->live;
+		spare_locked(reg, tile);
 		pthread_rwlock_unlock(&reg->lock);
-		free(tile);
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 		                    "tile '%s': %" PRIu64 " tiles exist, the limit (max_tiles) is "
 		                    "%" PRIu64,
@@ -245,8 +286,8 @@ ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_til
 	if (reg->max_total_bytes &&
 	    (counted > reg->max_total_bytes || reg->total_bytes > reg->max_total_bytes - counted)) {
 		uint64_t held = reg->total_bytes;
+		spare_locked(reg, tile);
 		pthread_rwlock_unlock(&reg->lock);
-		free(tile);
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 		                    "tile '%s' needs %" PRIu64 " bytes (with %" PRIu64
 		                    " of bookkeeping) but %" PRIu64 " of the %" PRIu64
@@ -256,6 +297,8 @@ ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_til
 	}
 	reg->total_bytes += counted;
 	reg->live++;
+	atomic_store(&tile->refs, 2); /* the registry's and the caller's */
+	atomic_store(&tile->stamp, ++reg->next_stamp);
 	size_t b = name_hash(name) & (reg->nbuckets - 1);
 	tile->next = reg->buckets[b];
 	reg->buckets[b] = tile;
@@ -295,6 +338,7 @@ static bool unlink_locked(ta_registry *reg, ta_tile *tile)
 		return false;
 	*link = tile->next;
 	tile->next = NULL;
+	atomic_store(&tile->stamp, ++reg->next_stamp); /* cached lookups of it miss from now */
 	reg->entries--;
 	if (tile->ready)
 		reg->published--;
@@ -316,18 +360,21 @@ ta_status ta_registry_get(ta_registry *reg, const char *name, ta_tile **out, ta_
 	return ta_registry_get_as(reg, name, TA_OWNER_ANY, out, err);
 }
 
-ta_status ta_registry_get_as(ta_registry *reg, const char *name, ta_owner who, ta_tile **out,
-                             ta_error *err)
+/* ta_registry_get_as; on success *stamp gets the tile's stamp (read under the lock). */
+static ta_status get_locked_lookup(ta_registry *reg, const char *name, ta_owner who, ta_tile **out,
+                                   uint64_t *stamp, ta_error *err)
 {
 	char shown[TA_NAME_MAX + 4];
 	*out = NULL;
 	bool allowed = true;
 	pthread_rwlock_rdlock(&reg->lock);
 	ta_tile *tile = find_locked(reg, name, NULL);
-	if (tile && tile->ready && (allowed = ta_tile_allowed(tile, who)))
+	if (tile && tile->ready && (allowed = ta_tile_allowed(tile, who))) {
 		atomic_fetch_add(&tile->refs, 1);
-	else
+		*stamp = atomic_load(&tile->stamp);
+	} else {
 		tile = NULL;
+	}
 	pthread_rwlock_unlock(&reg->lock);
 	if (!allowed)
 		return denied(err, name);
@@ -336,6 +383,56 @@ ta_status ta_registry_get_as(ta_registry *reg, const char *name, ta_owner who, t
 		                    ta_name_for_message(name, shown, sizeof(shown)));
 	*out = tile;
 	return TA_OK;
+}
+
+ta_status ta_registry_get_as(ta_registry *reg, const char *name, ta_owner who, ta_tile **out,
+                             ta_error *err)
+{
+	uint64_t stamp;
+	return get_locked_lookup(reg, name, who, out, &stamp, err);
+}
+
+/* Takes a reference to the tile of cache when it is still the tile the table holds under
+ * the cached name; NULL otherwise (nothing held). */
+static ta_tile *cache_take(const ta_tile_cache *cache)
+{
+	ta_tile *tile = cache->tile;
+	int refs = atomic_load_explicit(&tile->refs, memory_order_relaxed);
+	do {
+		if (refs <= 0) /* being freed, freed, or a spare record not linked again yet */
+			return NULL;
+	} while (!atomic_compare_exchange_weak(&tile->refs, &refs, refs + 1));
+	/* held now; a stamp unchanged since the lookup means never unlinked or reused since:
+	 * every field below is the tile's */
+	if (atomic_load(&tile->stamp) != cache->stamp) {
+		ta_tile_unref(tile);
+		return NULL;
+	}
+	return tile;
+}
+
+ta_status ta_registry_get_cached(ta_registry *reg, ta_tile_cache *cache, const char *name,
+                                 ta_owner who, ta_tile **out, ta_error *err)
+{
+	if (cache->registry == reg->serial && strcmp(cache->name, name) == 0) {
+		ta_tile *tile = cache_take(cache);
+		if (tile && ta_tile_allowed(tile, who)) {
+			*out = tile;
+			return TA_OK;
+		}
+		if (tile)
+			ta_tile_unref(tile); /* another identity's: the lookup below says so */
+	}
+	uint64_t stamp = 0;
+	ta_status st = get_locked_lookup(reg, name, who, out, &stamp, err);
+	if (st == TA_OK) {
+		cache->registry = reg->serial;
+		cache->tile = *out;
+		cache->stamp = stamp;
+		/* a name the table holds: at most TA_NAME_MAX characters */
+		memcpy(cache->name, (*out)->name, sizeof(cache->name));
+	}
+	return st;
 }
 
 ta_status ta_registry_remove(ta_registry *reg, const char *name, ta_tile_info *info, ta_error *err)

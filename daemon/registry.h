@@ -8,9 +8,12 @@
  * name is taken), then publish makes it visible, or discard gives name and bytes back.
  *
  * Thread-safety: every function may be called from any thread; one read-write lock guards
- * the table and the byte counters (lookups read-lock it). Limits: bytes per tile, bytes of all
- * tiles together (each tile counted with its bookkeeping, TA_TILE_OVERHEAD) and the number of tiles
- * (RESOURCE_EXHAUSTED), duplicate names (ALREADY_EXISTS), unknown names (NOT_FOUND).
+ * the table and the byte counters (lookups read-lock it). A thread may keep its last lookup
+ * in a ta_tile_cache (ta_registry_get_cached): the next lookup of the same name takes no
+ * lock and hashes nothing, and still never hands out a tile that was removed since. Limits: bytes
+ * per tile, bytes of all tiles together (each tile counted with its bookkeeping, TA_TILE_OVERHEAD)
+ * and the number of tiles (RESOURCE_EXHAUSTED), duplicate names (ALREADY_EXISTS), unknown names
+ * (NOT_FOUND).
  *
  * Ownership: a tile is public (owner TA_OWNER_PUBLIC) or private to one identity (a uid, or
  * TA_OWNER_SECRET: the holder of the daemon's auth secret). The _as functions take the
@@ -52,11 +55,25 @@ typedef struct ta_tile {
 	bool ready;                 /* published: visible to lookups (guarded by the lock) */
 	ta_owner owner;             /* TA_OWNER_PUBLIC, or the identity it is private to */
 	ta_registry *reg;           /* the registry that owns the tile */
-	struct ta_tile *next;       /* next tile in the same hash bucket */
+	struct ta_tile *next;       /* next tile in the same hash bucket (or spare record) */
+	atomic_uint_fast64_t stamp; /* a value of the registry's that no other state of any
+	                               record ever had: a new one when the record is linked
+	                               into the table and when it leaves it (ta_tile_cache) */
 	uint8_t refs_gap[64];       /* keeps refs, written by every request of every thread, off
 	                               the cache lines of the fields above, which they read */
 	atomic_int refs;            /* the registry's reference (while named) + one per user */
 } ta_tile;
+
+/* A thread's last successful lookup, for ta_registry_get_cached. It holds no reference:
+ * the tile's memory still goes as soon as the tile is destroyed and unused (the record
+ * itself is kept for reuse until the registry is freed, so that reading its stamp stays
+ * safe). All zero: empty. One thread uses it at a time. */
+typedef struct ta_tile_cache {
+	uint64_t registry;          /* serial of the registry it was filled from (0: empty) */
+	ta_tile *tile;              /* the tile that name gave */
+	uint64_t stamp;             /* the tile's stamp then */
+	char name[TA_NAME_MAX + 1]; /* the name looked up */
+} ta_tile_cache;
 
 /* What a tile is, copied out for list and describe. */
 typedef struct ta_tile_info {
@@ -97,6 +114,12 @@ ta_status ta_registry_get(ta_registry *reg, const char *name, ta_tile **out, ta_
 /* ta_registry_get for caller who: PERMISSION_DENIED for another identity's private tile. */
 ta_status ta_registry_get_as(ta_registry *reg, const char *name, ta_owner who, ta_tile **out,
                              ta_error *err);
+/* ta_registry_get_as through cache (the calling thread's): when cache holds name, the tile
+ * is still the one the table holds under it (its stamp unchanged) and who may use it, it is
+ * handed out with a new reference without the lock; otherwise the lookup is
+ * ta_registry_get_as's (same results, same errors) and a success refills cache. */
+ta_status ta_registry_get_cached(ta_registry *reg, ta_tile_cache *cache, const char *name,
+                                 ta_owner who, ta_tile **out, ta_error *err);
 /* Removes a published tile by name; its memory goes when the last user is done. When
  * info is not NULL it receives what the tile was. Returns TA_OK or TA_NOT_FOUND. */
 ta_status ta_registry_remove(ta_registry *reg, const char *name, ta_tile_info *info, ta_error *err);

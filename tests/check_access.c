@@ -3,8 +3,9 @@
  * handshake of a connection's session (Hello first; Auth over the shared secret with its
  * HMAC proofs), private tiles seen from several identities (two uids, an unauthenticated
  * TCP client, the holder of the secret, the trusted in-process caller), the secret file's
- * checks, the tile count limit, the commit check of the CPU backend, the new settings
- * (timeouts, max_input_total, max_tiles, auth_file) and the rate-limited log. */
+ * checks, the tile count limit, the registry's cache of a thread's last lookup (destroy,
+ * re-create, record reuse, private tiles), the commit check of the CPU backend, the new
+ * settings (timeouts, max_input_total, max_tiles, auth_file) and the rate-limited log. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -176,6 +177,42 @@ static Tileatom__Response *do_add(fixture *fx, ta_session *s, const char *name)
 	req.body_case = TILEATOM__REQUEST__BODY_ELEMENTWISE;
 	req.elementwise = &e;
 	return run(fx, s, &req);
+}
+
+/* do_add with the old value returned: *old gets element 0 before the add (OK only). */
+static Tileatom__Response *do_add_old(fixture *fx, ta_session *s, const char *name, int32_t *old)
+{
+	int32_t one = 1;
+	int64_t origin = 0, shape = 1;
+	Tileatom__Region r = TILEATOM__REGION__INIT;
+	r.n_origin = 1;
+	r.origin = &origin;
+	r.n_shape = 1;
+	r.shape = &shape;
+	Tileatom__Array v = TILEATOM__ARRAY__INIT;
+	v.dtype = TILEATOM__DTYPE__INT32;
+	v.data.data = (uint8_t *)&one;
+	v.data.len = 4;
+	Tileatom__Options o = TILEATOM__OPTIONS__INIT;
+	o.want_old = true;
+	Tileatom__ElementwiseAtomicRequest e = TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT;
+	e.tile = (char *)name;
+	e.op = TILEATOM__OP__ADD;
+	e.region = &r;
+	e.values = &v;
+	e.options = &o;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 8;
+	req.body_case = TILEATOM__REQUEST__BODY_ELEMENTWISE;
+	req.elementwise = &e;
+	Tileatom__Response *resp = run(fx, s, &req);
+	if (resp->status == TILEATOM__STATUS__OK) {
+		ck_assert_ptr_nonnull(resp->op);
+		ck_assert_ptr_nonnull(resp->op->old);
+		ck_assert_uint_eq(resp->op->old->data.len, 4);
+		memcpy(old, resp->op->old->data.data, 4);
+	}
+	return resp;
 }
 
 /* Lists the tiles as s into "name[,p] name..." (p: private). */
@@ -568,6 +605,139 @@ START_TEST(test_max_tiles)
 }
 END_TEST
 
+/* The registry's cache of a thread's last lookup (ta_registry_get_cached): a hit hands out
+ * the same tile with a reference of its own; a tile removed, removed and created again
+ * (the same record reused for another tile), or private to another identity is never
+ * handed out from it; memory goes at once although a cache still names the tile; a cache
+ * filled from one registry misses in another. */
+START_TEST(test_tile_cache)
+{
+	ta_error err = {0};
+	ta_backend *be = ta_cpu_backend_new(1, &err);
+	ck_assert_ptr_nonnull(be);
+	ta_registry *reg = ta_registry_new(be, 0, 0, &err);
+	ck_assert_ptr_nonnull(reg);
+	ta_tile_shape s4 = {.dtype = TA_DTYPE_I32, .rank = 1, .shape = {4}};
+	ta_tile_shape s9 = {.dtype = TA_DTYPE_I64, .rank = 1, .shape = {9}};
+	ta_tile *t = NULL, *a = NULL, *b = NULL;
+	ck_assert_int_eq(ta_registry_create(reg, "t", &s4, &t, &err), TA_OK);
+	ta_registry_publish(t);
+	ta_tile_unref(t);
+	ta_tile_cache cache;
+	memset(&cache, 0, sizeof(cache));
+	ck_assert_int_eq(ta_registry_get_cached(reg, &cache, "t", 1000, &a, &err), TA_OK);
+	ck_assert_ptr_eq(cache.tile, a);
+	ck_assert_int_eq(ta_registry_get_cached(reg, &cache, "t", 1000, &b, &err), TA_OK);
+	ck_assert_ptr_eq(a, b);
+	ck_assert_int_eq(atomic_load(&a->refs), 3); /* the registry's and the two users' */
+	ta_tile_unref(b);
+
+	/* removed while a user holds it: the cache misses, the lookup says NOT_FOUND */
+	ck_assert_int_eq(ta_registry_remove(reg, "t", NULL, &err), TA_OK);
+	ck_assert_int_eq(ta_registry_get_cached(reg, &cache, "t", 1000, &b, &err), TA_NOT_FOUND);
+	ck_assert_str_eq(err.msg, "no tile named 't'");
+	ck_assert_ptr_null(b);
+	/* created again under the name: the new tile, never the old one */
+	ck_assert_int_eq(ta_registry_create(reg, "t", &s9, &t, &err), TA_OK);
+	ck_assert_int_eq(ta_registry_get_cached(reg, &cache, "t", 1000, &b, &err), TA_NOT_FOUND);
+	ta_registry_publish(t);
+	ta_tile_unref(t);
+	ck_assert_int_eq(ta_registry_get_cached(reg, &cache, "t", 1000, &b, &err), TA_OK);
+	ck_assert_ptr_ne(a, b);
+	ck_assert_int_eq(b->shape.dtype, TA_DTYPE_I64);
+	ck_assert_int_eq(b->shape.shape[0], 9);
+	ta_tile_unref(b);
+	uint32_t tiles = 0;
+	uint64_t bytes = 0;
+	ta_tile_unref(a); /* the last user: the old tile's memory goes now */
+	ta_registry_stats(reg, &tiles, &bytes);
+	ck_assert_uint_eq(tiles, 1);
+	ck_assert_uint_eq(bytes, 72 + TA_TILE_OVERHEAD);
+
+	/* the cached tile destroyed and its record reused by another tile of another name:
+	 * the stale cache still misses */
+	ck_assert_int_eq(ta_registry_get_cached(reg, &cache, "t", 1000, &b, &err), TA_OK);
+	ta_tile *old_record = b;
+	ta_tile_unref(b);
+	ck_assert_int_eq(ta_registry_remove(reg, "t", NULL, &err), TA_OK);
+	ta_registry_stats(reg, &tiles, &bytes);
+	ck_assert_uint_eq(bytes, 0); /* freed at once although the cache names it */
+	ck_assert_int_eq(ta_registry_create(reg, "u", &s4, &t, &err), TA_OK);
+	ck_assert_ptr_eq(t, old_record); /* the record was reused: the case this checks */
+	ta_registry_publish(t);
+	ta_tile_unref(t);
+	ck_assert_int_eq(ta_registry_get_cached(reg, &cache, "t", 1000, &b, &err), TA_NOT_FOUND);
+	ck_assert_str_eq(err.msg, "no tile named 't'");
+
+	/* a private tile: its owner hits the cache, another identity is refused */
+	ck_assert_int_eq(ta_registry_create_as(reg, "p", &s4, 1000, &t, &err), TA_OK);
+	ta_registry_publish(t);
+	ta_tile_unref(t);
+	ck_assert_int_eq(ta_registry_get_cached(reg, &cache, "p", 1000, &b, &err), TA_OK);
+	ta_tile_unref(b);
+	ck_assert_int_eq(ta_registry_get_cached(reg, &cache, "p", 1001, &b, &err),
+	                 TA_PERMISSION_DENIED);
+	ck_assert_str_eq(err.msg, "tile 'p' is private to another client");
+	ck_assert_int_eq(ta_registry_get_cached(reg, &cache, "p", 1000, &b, &err), TA_OK);
+	ck_assert_int_eq(atomic_load(&b->refs), 2);
+	ta_tile_unref(b);
+
+	/* another registry with a tile of the same name: its own tile */
+	ta_registry *reg2 = ta_registry_new(be, 0, 0, &err);
+	ck_assert_ptr_nonnull(reg2);
+	ck_assert_int_eq(ta_registry_create(reg2, "p", &s9, &t, &err), TA_OK);
+	ta_registry_publish(t);
+	ta_tile_unref(t);
+	ck_assert_int_eq(ta_registry_get_cached(reg2, &cache, "p", 1001, &b, &err), TA_OK);
+	ck_assert_int_eq(b->shape.shape[0], 9);
+	ck_assert_ptr_eq(b->reg, reg2);
+	ta_tile_unref(b);
+	ta_registry_free(reg2);
+	ta_registry_free(reg);
+	ta_backend_destroy(be);
+}
+END_TEST
+
+/* Dispatch with one scratch (one loop thread, so one tile cache) for several sessions: an
+ * add after its tile was destroyed is NOT_FOUND, after it was created again lands in the
+ * new tile (old value 0, not the old tile's count), and a private tile created under the
+ * cached name is refused to the other identity. */
+START_TEST(test_dispatch_tile_cache)
+{
+	fixture fx;
+	fx_init(&fx);
+	ta_error err = {0};
+	ta_session s1, s2;
+	ck_assert_int_eq(ta_session_init(&s1, &fx.svc, false, 1000, 1, &err), TA_OK);
+	ck_assert_int_eq(ta_session_init(&s2, &fx.svc, false, 1001, 2, &err), TA_OK);
+	expect(do_hello(&fx, &s1), TILEATOM__STATUS__OK, "");
+	expect(do_hello(&fx, &s2), TILEATOM__STATUS__OK, "");
+	expect(do_create(&fx, &s1, "t", false), TILEATOM__STATUS__OK, "");
+	int32_t old = -1;
+	for (int32_t i = 0; i < 3; i++) {
+		expect(do_add_old(&fx, i % 2 ? &s2 : &s1, "t", &old), TILEATOM__STATUS__OK, "");
+		ck_assert_int_eq(old, i);
+	}
+	expect(do_destroy(&fx, &s2, "t"), TILEATOM__STATUS__OK, "");
+	expect(do_add_old(&fx, &s1, "t", &old), TILEATOM__STATUS__NOT_FOUND, "no tile named 't'");
+	expect(do_create(&fx, &s2, "t", false), TILEATOM__STATUS__OK, "");
+	old = -1;
+	expect(do_add_old(&fx, &s1, "t", &old), TILEATOM__STATUS__OK, "");
+	ck_assert_int_eq(old, 0); /* the new tile */
+	expect(do_add_old(&fx, &s1, "t", &old), TILEATOM__STATUS__OK, "");
+	ck_assert_int_eq(old, 1);
+	expect(do_destroy(&fx, &s1, "t"), TILEATOM__STATUS__OK, "");
+	expect(do_create(&fx, &s1, "t", true), TILEATOM__STATUS__OK, "");
+	expect(do_add_old(&fx, &s1, "t", &old), TILEATOM__STATUS__OK, "");
+	ck_assert_int_eq(old, 0);
+	expect(do_add_old(&fx, &s2, "t", &old), TILEATOM__STATUS__PERMISSION_DENIED,
+	       "tile 't' is private to another client");
+	expect(do_add_old(&fx, &s1, "t", &old), TILEATOM__STATUS__OK, "");
+	ck_assert_int_eq(old, 1);
+	fx_free(&fx);
+}
+END_TEST
+
 /* Reads MemAvailable (bytes) from /proc/meminfo; 0 when unknown. */
 static uint64_t mem_available(void)
 {
@@ -697,6 +867,8 @@ static Suite *access_suite(void)
 	tcase_add_test(tc, test_auth_exchange);
 	tcase_add_test(tc, test_auth_file);
 	tcase_add_test(tc, test_max_tiles);
+	tcase_add_test(tc, test_tile_cache);
+	tcase_add_test(tc, test_dispatch_tile_cache);
 	tcase_add_test(tc, test_commit_check);
 	tcase_add_test(tc, test_settings);
 	tcase_add_test(tc, test_log_limited);
