@@ -418,7 +418,111 @@ static ta_status out_of_range_error(const ta_plan *p, int64_t k, ta_error *err)
 	return ta_error_set(err, TA_OUT_OF_RANGE, "element %lld is out of range", (long long)k);
 }
 
+/* True when v is a scalar operand that passes check_data_operand for a tile of dtype
+ * (element size es): present, rank 0, of the tile's dtype, es bytes of data. */
+static inline bool scalar_operand_ok(const ta_array_view *v, ta_dtype dtype, size_t es)
+{
+	return v->present && v->rank == 0 && v->dtype == dtype && v->data != NULL &&
+	       v->nbytes == es;
+}
+
+/* ta_plan_build's shortcut for the commonest small request, one element: FLAT or INDEXED
+ * addressing with scalar index operands, scalar values (and compare for CAS), no mask, no
+ * padding, space global, bounds checked, on a valid tile t. It only asks whether each
+ * check of the full way would pass (the variant as ta_check_variant asks it, the family's
+ * addressing, the op's dtypes, the region, the operands as check_index and
+ * check_data_operand ask); when one would not, or the request is of another shape, it
+ * returns false without touching p, and the full way runs and names the problem. Else it
+ * fills p as the full way would, field for field (ta_plan_build_full; check_plan compares
+ * the two). */
+static bool plan_build_one(ta_plan *p, const ta_tile_shape *t, const ta_request *r)
+{
+	if ((r->addr != TA_ADDR_FLAT && r->addr != TA_ADDR_INDEXED) || !r->check_bounds ||
+	    r->space != TA_SPACE_GLOBAL || r->mask.present || r->padding.present)
+		return false;
+	/* check_variant's questions for space global: op valid and in the family (in_family
+	 * is false for an invalid op or family), sem, scope, output */
+	if (!ta_op_in_family(r->op, r->family) || !ta_op_sem_ok(r->op, r->sem) ||
+	    (unsigned)r->scope >= TA_SCOPE_COUNT ||
+	    (r->want_old && ta_op_output(r->op) == TA_OUTPUT_NEVER) ||
+	    !ta_family_addr_ok(r->family, r->addr) || !ta_op_accepts_dtype(r->op, t->dtype))
+		return false;
+	size_t es = ta_dtype_size(t->dtype);
+	ta_operands operands = ta_op_operands(r->op);
+	if (operands == TA_OPERANDS_VALUES_COMPARE) {
+		if (!scalar_operand_ok(&r->compare, t->dtype, es))
+			return false;
+	} else if (operands != TA_OPERANDS_VALUES || r->compare.present) {
+		return false;
+	}
+	if (!scalar_operand_ok(&r->values, t->dtype, es))
+		return false;
+	int want = r->addr == TA_ADDR_FLAT ? 1 : t->rank;
+	if (r->n_index != want)
+		return false;
+	for (int i = 0; i < want; i++) {
+		const ta_array_view *v = &r->index[i];
+		if (!v->present || v->rank != 0 || v->data == NULL ||
+		    (v->dtype != TA_DTYPE_I32 && v->dtype != TA_DTYPE_I64) ||
+		    v->nbytes != ta_dtype_size(v->dtype))
+			return false;
+	}
+	if (r->has_region) {
+		if (r->region_rank != t->rank)
+			return false;
+		for (int a = 0; a < t->rank; a++) {
+			int64_t o = r->region_origin[a], s = r->region_shape[a];
+			if (o < 0 || s < 1 || o > t->shape[a] || s > t->shape[a] - o)
+				return false;
+		}
+	}
+	/* the plan, as ta_plan_build_full writes it: rank 0, one element */
+	memset(p, 0, sizeof(*p));
+	p->op = r->op;
+	p->dtype = t->dtype;
+	p->sem = r->sem;
+	p->scope = r->scope;
+	p->space = r->space;
+	p->addr = r->addr;
+	p->check_bounds = true;
+	p->want_old = r->want_old || ta_op_output(r->op) == TA_OUTPUT_ALWAYS;
+	p->tile_rank = t->rank;
+	int64_t stride = 1, region_count = 1;
+	for (int a = t->rank - 1; a >= 0; a--) {
+		p->tile_shape[a] = t->shape[a];
+		p->tile_stride[a] = stride;
+		stride *= t->shape[a];
+		p->origin[a] = r->has_region ? r->region_origin[a] : 0;
+		p->extent[a] = r->has_region ? r->region_shape[a] : t->shape[a];
+		region_count *= p->extent[a];
+	}
+	p->region_count = region_count;
+	p->count = 1;
+	p->n_index = want;
+	for (int i = 0; i < want; i++) {
+		p->index[i].data = r->index[i].data;
+		p->index[i].dtype = r->index[i].dtype;
+		p->index[i].device = r->index[i].device;
+	}
+	p->values.data = r->values.data;
+	p->values.dtype = r->values.dtype;
+	p->values.device = r->values.device;
+	if (operands == TA_OPERANDS_VALUES_COMPARE) {
+		p->compare.data = r->compare.data;
+		p->compare.dtype = r->compare.dtype;
+		p->compare.device = r->compare.device;
+	}
+	return true;
+}
+
 ta_status ta_plan_build(ta_plan *p, const ta_tile_shape *t, const ta_request *r, ta_error *err)
+{
+	if (ta_dtype_is_tile(t->dtype) && ta_tile_bytes(t) != 0 && plan_build_one(p, t, r))
+		return TA_OK;
+	return ta_plan_build_full(p, t, r, err);
+}
+
+ta_status ta_plan_build_full(ta_plan *p, const ta_tile_shape *t, const ta_request *r, ta_error *err)
 {
 	ta_status st;
 	memset(p, 0, sizeof(*p));

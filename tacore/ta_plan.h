@@ -151,6 +151,11 @@ typedef struct ta_result {
  * problem; on error nothing needs freeing. */
 ta_status ta_plan_build(ta_plan *plan, const ta_tile_shape *tile, const ta_request *req,
                         ta_error *err);
+/* ta_plan_build without its shortcut for one-element requests (FLAT or INDEXED with scalar
+ * indices and scalar operands), which must give the same plan: the tests hold the two to
+ * each other. */
+ta_status ta_plan_build_full(ta_plan *plan, const ta_tile_shape *tile, const ta_request *req,
+                             ta_error *err);
 
 /* Re-checks a plan against tile memory of tile_bytes before a backend runs it: defence in
  * depth, since a plan from ta_plan_build always passes. A plan marked prechecked (the

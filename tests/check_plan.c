@@ -2,7 +2,8 @@
  * rejected with the right status and a message naming the problem; legal ones resolve to
  * the documented iteration shape, strides and offsets (index tuples broadcast by numpy
  * rules, scalars broadcast with stride 0, regions row-major inside the tile). The expected
- * legality is written out here, not read from ta_ops.def, so the table is checked too. */
+ * legality is written out here, not read from ta_ops.def, so the table is checked too. The
+ * builder's one-element shortcut is held to the full builder on random requests. */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -803,6 +804,137 @@ START_TEST(test_device_operands)
 }
 END_TEST
 
+/* A random view for the one-element shortcut's differential test: mostly a good scalar of
+ * dt (data in buf), sometimes absent, of another dtype or rank, with a wrong byte count,
+ * without data or in a device buffer. */
+static ta_array_view one_view(uint64_t *st, ta_dtype dt, void *buf)
+{
+	static const int64_t shape2[TA_MAX_RANK] = {2, 1, 1, 1};
+	ta_array_view v = ta_tu_view(dt, 0, NULL, buf);
+	switch (ta_tu_rand_below(st, 12)) {
+	case 0:
+		memset(&v, 0, sizeof(v));
+		break;
+	case 1:
+		v.dtype = (ta_dtype)ta_tu_rand_below(st, TA_DTYPE_COUNT + 1);
+		v.nbytes = ta_dtype_size(v.dtype);
+		break;
+	case 2:
+		v = ta_tu_view(dt, 1, shape2, buf);
+		break;
+	case 3:
+		v.nbytes = ta_tu_rand_below(st, 3) ? 0 : v.nbytes + 1;
+		break;
+	case 4:
+		v.data = NULL;
+		break;
+	case 5:
+		v.device = true;
+		break;
+	default:
+		break;
+	}
+	return v;
+}
+
+/* The one-element shortcut of ta_plan_build against the full builder (ta_plan_build_full)
+ * on 200,000 random requests around its domain (FLAT and INDEXED with scalar operands,
+ * each field now and then wrong or of another form): the same status, the same message
+ * and, when built, the same plan byte for byte; and the shortcut must have taken a good
+ * share of them. */
+START_TEST(test_one_element_shortcut)
+{
+	static const ta_dtype tile_dts[] = {TA_DTYPE_I32, TA_DTYPE_I64, TA_DTYPE_U32,
+	                                    TA_DTYPE_F32, TA_DTYPE_F64, TA_DTYPE_F16};
+	uint64_t st = 0x1e1e;
+	int64_t idx[TA_MAX_RANK][1];
+	uint64_t vals[2], cmp[2];
+	int built = 0, fast_shaped = 0;
+	for (int n = 0; n < 200000; n++) {
+		ta_tile_shape t;
+		memset(&t, 0, sizeof(t));
+		t.dtype = tile_dts[ta_tu_rand_below(&st, 6)];
+		t.rank = 1 + (int)ta_tu_rand_below(&st, 3);
+		for (int a = 0; a < t.rank; a++)
+			t.shape[a] = 1 + (int64_t)ta_tu_rand_below(&st, 6);
+		ta_request r;
+		ta_request_init(&r);
+		r.family = ta_tu_rand_below(&st, 8) ? TA_FAMILY_INDEXED
+		                                    : (ta_family)ta_tu_rand_below(&st, 5);
+		static const ta_op common[] = {TA_OP_ADD, TA_OP_CAS, TA_OP_MAX, TA_OP_EXCH};
+		r.op = ta_tu_rand_below(&st, 4) ? common[ta_tu_rand_below(&st, 4)]
+		                                : (ta_op)ta_tu_rand_below(&st, TA_OP_COUNT + 1);
+		r.addr = ta_tu_rand_below(&st, 6)
+		             ? (ta_addr)(TA_ADDR_FLAT - ta_tu_rand_below(&st, 2))
+		             : (ta_addr)ta_tu_rand_below(&st, 5);
+		if (!ta_tu_rand_below(&st, 10))
+			r.sem = (ta_sem)ta_tu_rand_below(&st, TA_SEM_COUNT + 1);
+		if (!ta_tu_rand_below(&st, 10))
+			r.scope = (ta_scope)ta_tu_rand_below(&st, TA_SCOPE_COUNT + 1);
+		if (!ta_tu_rand_below(&st, 12))
+			r.space = (ta_space)ta_tu_rand_below(&st, TA_SPACE_COUNT + 1);
+		r.want_old = ta_tu_rand_below(&st, 2);
+		r.check_bounds = ta_tu_rand_below(&st, 12) != 0;
+		int want = r.addr == TA_ADDR_INDEXED ? t.rank : 1;
+		r.n_index = ta_tu_rand_below(&st, 10) ? want : (int)ta_tu_rand_below(&st, 5);
+		for (int i = 0; i < r.n_index; i++) {
+			ta_dtype id = ta_tu_rand_below(&st, 2) ? TA_DTYPE_I64 : TA_DTYPE_I32;
+			idx[i][0] = (int64_t)ta_tu_rand_below(&st, 8) - 1;
+			r.index[i] = one_view(&st, id, idx[i]);
+		}
+		vals[0] = ta_tu_rand(&st);
+		cmp[0] = ta_tu_rand(&st);
+		r.values = one_view(&st, t.dtype, vals);
+		if (r.op == TA_OP_CAS || !ta_tu_rand_below(&st, 10))
+			r.compare = one_view(&st, t.dtype, cmp);
+		if (!ta_tu_rand_below(&st, 12))
+			r.mask = ta_tu_view(TA_DTYPE_BOOL, 0, NULL, bools);
+		if (!ta_tu_rand_below(&st, 16))
+			r.padding = ta_tu_view(t.dtype, 0, NULL, vals);
+		if (ta_tu_rand_below(&st, 3) == 0) {
+			r.has_region = true;
+			r.region_rank =
+			    ta_tu_rand_below(&st, 8) ? t.rank : (int)ta_tu_rand_below(&st, 4);
+			for (int a = 0; a < TA_MAX_RANK; a++) {
+				int64_t ext = a < t.rank ? t.shape[a] : 1;
+				r.region_origin[a] =
+				    (int64_t)ta_tu_rand_below(&st, (uint64_t)ext + 1) -
+				    (ta_tu_rand_below(&st, 20) == 0);
+				r.region_shape[a] =
+				    (int64_t)ta_tu_rand_below(&st, (uint64_t)ext + 1);
+			}
+		}
+		ta_plan p1, p2;
+		ta_error e1 = {TA_OK, ""}, e2 = {TA_OK, ""};
+		memset(&p1, 0xa5, sizeof(p1));
+		memset(&p2, 0x5a, sizeof(p2));
+		ta_status s1 = ta_plan_build(&p1, &t, &r, &e1);
+		ta_status s2 = ta_plan_build_full(&p2, &t, &r, &e2);
+		ck_assert_msg(s1 == s2, "request %d: status %d with the shortcut, %d without (%s)",
+		              n, (int)s1, (int)s2, e2.msg);
+		if (s1 != TA_OK) {
+			ck_assert_str_eq(e1.msg, e2.msg);
+			continue;
+		}
+		built++;
+		size_t b = 0;
+		while (b < sizeof(p1) && ((uint8_t *)&p1)[b] == ((uint8_t *)&p2)[b])
+			b++;
+		ck_assert_msg(b == sizeof(p1),
+		              "request %d: the shortcut's plan differs from the full builder's at "
+		              "byte %zu",
+		              n, b);
+		bool shaped = (r.addr == TA_ADDR_FLAT || r.addr == TA_ADDR_INDEXED) &&
+		              p1.count == 1 && p1.rank == 0 && !r.mask.present &&
+		              !r.padding.present;
+		fast_shaped += shaped;
+	}
+	/* enough of the requests built, and of the shortcut's shape, to mean something */
+	ck_assert_int_gt(built, 20000);
+	ck_assert_int_gt(fast_shaped, 10000);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
 	Suite *s = suite_create("plan");
@@ -826,6 +958,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_resolve_forms);
 	tcase_add_test(tc, test_views_and_tiles);
 	tcase_add_test(tc, test_device_operands);
+	tcase_add_test(tc, test_one_element_shortcut);
 	suite_add_tcase(s, tc);
 	return s;
 }
