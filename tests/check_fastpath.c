@@ -6,7 +6,8 @@
  * compared with the same elements addressed as an INDEXED request (which the fast paths
  * do not take, so the generic loop runs it) and with the reference: tile contents, old
  * values, applied and skipped counts. space=shared runs the dense private copies. A large
- * plan (split over the workers) checks counts and sums exactly. */
+ * plan (split over the workers) checks counts and sums exactly. One-element plans, which
+ * the backend applies without its loops, are held to the loops. */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -450,6 +451,169 @@ START_TEST(test_fast_large_histogram)
 }
 END_TEST
 
+/* Runs a one-element request on a fresh tile of shape tile (contents init): form 0 FLAT
+ * int64 and 1 FLAT int32 into region [8, 56) of a 1-D tile, 2 INDEXED into rows 1..4 of a
+ * 2-D tile, 3 REGION [at, at + 1) of a 1-D tile (at = idx[0]); mask: -1 none, else the
+ * scalar mask. With twin, the same element is element 0 of a two-element request whose
+ * element 1 is masked off (so that the loops run it, not the one-element path). Tile
+ * contents go to out_tile, the old value to *old, counts to *res; returns the status. */
+static ta_status one_run(ta_op op, ta_dtype dt, ta_sem sem, int form, const int64_t *idx, int mask,
+                         bool want_old, uint64_t v, uint64_t cmp, const uint64_t *init, bool twin,
+                         void *out_tile, uint64_t *old, ta_result *res)
+{
+	ta_error err = {TA_OK, ""};
+	size_t es = ta_dtype_size(dt);
+	ta_tile_shape tile = {.dtype = dt, .rank = form == 2 ? 2 : 1, .shape = {FP_N}};
+	if (form == 2) {
+		tile.shape[0] = FP_ROWS;
+		tile.shape[1] = FP_COLS;
+	}
+	int64_t tile_n = ta_tu_count(tile.rank, tile.shape);
+	size_t bytes = (size_t)tile_n * es;
+	void *mem = NULL;
+	ck_assert_int_eq(ta_backend_tile_alloc(be, bytes, &mem, &err), TA_OK);
+	void *packed = ta_tu_pack(dt, init, (size_t)tile_n);
+	ck_assert_ptr_nonnull(packed);
+	ck_assert_int_eq(ta_tu_tile_write(be, mem, bytes, &tile, packed, &err), TA_OK);
+	free(packed);
+	ta_request req;
+	ta_request_init(&req);
+	bool rmw = ta_op_kind_of(op) == TA_KIND_RMW;
+	req.op = op;
+	req.sem = sem;
+	req.want_old = want_old;
+	int64_t two = 2;
+	int64_t idx2[2][2] = {{idx[0], idx[0]}, {idx[1], idx[1]}};
+	int32_t idx32[2] = {(int32_t)idx[0], (int32_t)idx[0]};
+	uint8_t masks[2] = {(uint8_t)(mask != 0), 0};
+	if (form == 3) {
+		req.family = rmw ? TA_FAMILY_ELEMENTWISE : TA_FAMILY_MEMORY;
+		req.addr = TA_ADDR_REGION;
+		req.has_region = true;
+		req.region_rank = 1;
+		req.region_origin[0] = idx[0];
+		req.region_shape[0] = twin ? 2 : 1;
+	} else {
+		req.family = rmw ? TA_FAMILY_INDEXED : TA_FAMILY_MEMORY;
+		req.addr = form == 2 ? TA_ADDR_INDEXED : TA_ADDR_FLAT;
+		req.has_region = true;
+		req.region_rank = tile.rank;
+		req.region_origin[0] = form == 2 ? 1 : 8;
+		req.region_shape[0] = form == 2 ? 4 : 48;
+		req.region_origin[1] = 0;
+		req.region_shape[1] = FP_COLS;
+		req.n_index = form == 2 ? 2 : 1;
+		for (int i = 0; i < req.n_index; i++)
+			req.index[i] = form == 1 ? ta_tu_view(TA_DTYPE_I32, twin, &two, idx32)
+			                         : ta_tu_view(TA_DTYPE_I64, twin, &two, idx2[i]);
+	}
+	uint64_t vb[2] = {v, v}, cb[2] = {cmp, cmp};
+	void *vp = ta_tu_pack(dt, vb, 2), *cp = ta_tu_pack(dt, cb, 2);
+	ck_assert(vp && cp);
+	if (ta_op_operands(op) != TA_OPERANDS_PADDING)
+		req.values = ta_tu_view(dt, 0, NULL, vp);
+	if (op == TA_OP_CAS)
+		req.compare = ta_tu_view(dt, 0, NULL, cp);
+	if (op == TA_OP_LOAD)
+		req.padding = ta_tu_view(dt, 0, NULL, cp);
+	if (twin)
+		req.mask = ta_tu_view(TA_DTYPE_BOOL, 1, &two, masks);
+	else if (mask >= 0)
+		req.mask = ta_tu_view(TA_DTYPE_BOOL, 0, NULL, masks);
+	ta_plan plan;
+	ta_status st = ta_plan_build(&plan, &tile, &req, &err);
+	uint64_t old_out[2] = {0, 0};
+	if (st == TA_OK) {
+		ck_assert_int_eq(plan.count, twin ? 2 : 1);
+		if (plan.want_old)
+			plan.old_out = old_out;
+		st = ta_backend_apply(be, mem, bytes, &plan, res, &err);
+		ck_assert_msg(st == TA_OK, "apply: %s", err.msg);
+		*old = plan.want_old ? ta_tu_get(dt, old_out, 0) : 0;
+	}
+	ck_assert_int_eq(ta_tu_tile_read(be, mem, bytes, &tile, out_tile, &err), TA_OK);
+	ta_backend_tile_free(be, mem);
+	free(vp);
+	free(cp);
+	return st;
+}
+
+/* The CPU backend's one-element path (apply_one_element) against its loops: every legal
+ * dtype x sem of op _i, each addressing form, indices inside and outside the region, no
+ * mask, a mask of 1 and of 0, with and without old values: tile, old value and counts
+ * equal to those of the same element run as element 0 of a two-element request. */
+START_TEST(test_one_element_matches_loops)
+{
+	ta_op op = (ta_op)_i;
+	uint64_t st = UINT64_C(0x0e1e) + (uint64_t)op;
+	int cases = 0;
+	for (int d = 1; d < TA_DTYPE_COUNT; d++) {
+		ta_dtype dt = (ta_dtype)d;
+		if (!ta_dtype_is_tile(dt) || !ta_op_accepts_dtype(op, dt))
+			continue;
+		size_t es = ta_dtype_size(dt);
+		uint64_t emask = es == 8 ? UINT64_MAX : (UINT64_C(1) << (es * 8)) - 1;
+		for (int s = 0; s < TA_SEM_COUNT; s++) {
+			if (!ta_op_sem_ok(op, (ta_sem)s))
+				continue;
+			for (int form = 0; form < 4; form++) {
+				for (int opt = 0; opt < 12; opt++) {
+					uint64_t init[FP_N], pool[FP_POOL] = {0, 1, 0, 0, 0};
+					for (int i = 2; i < FP_POOL; i++)
+						pool[i] = ta_tu_rand(&st) & emask;
+					for (int i = 0; i < FP_N; i++)
+						init[i] = pool[ta_tu_rand_below(&st, FP_POOL)];
+					int64_t ext0 = form == 2 ? 4 : form == 3 ? FP_N - 1 : 48;
+					int64_t idx[2] = {
+					    (int64_t)ta_tu_rand_below(&st, (uint64_t)ext0),
+					    (int64_t)ta_tu_rand_below(&st, FP_COLS)};
+					if (form != 3 && opt % 3 == 2)
+						idx[ta_tu_rand_below(&st, 2)] =
+						    ta_tu_rand_below(&st, 2) ? -1 : ext0 + FP_COLS;
+					int mask = opt / 3 == 0   ? -1
+					           : opt / 3 == 1 ? 1
+					           : opt / 3 == 2 ? 0
+					                          : -1;
+					bool want_old =
+					    (opt % 2 || ta_op_output(op) == TA_OUTPUT_ALWAYS) &&
+					    ta_op_output(op) != TA_OUTPUT_NEVER;
+					uint64_t v = pool[ta_tu_rand_below(&st, FP_POOL)];
+					uint64_t cmp = pool[ta_tu_rand_below(&st, FP_POOL)];
+					uint64_t t1[FP_N], t2[FP_N], o1 = 0, o2 = 0;
+					ta_result r1 = {9, 9}, r2 = {9, 9};
+					ta_status s1 =
+					    one_run(op, dt, (ta_sem)s, form, idx, mask, want_old, v,
+					            cmp, init, false, t1, &o1, &r1);
+					ta_status s2 =
+					    one_run(op, dt, (ta_sem)s, form, idx, mask, want_old, v,
+					            cmp, init, true, t2, &o2, &r2);
+					ck_assert_int_eq(s1, TA_OK);
+					ck_assert_int_eq(s2, TA_OK);
+					int64_t n = form == 2 ? FP_ROWS * FP_COLS : FP_N;
+					char what[128];
+					snprintf(what, sizeof(what), "%s %s sem %d form %d opt %d",
+					         ta_op_name(op), ta_dtype_name(dt), s, form, opt);
+					ck_assert_msg(memcmp(t1, t2, (size_t)n * es) == 0,
+					              "%s: the tiles differ", what);
+					ck_assert_msg(o1 == o2, "%s: old value %#llx, loops %#llx",
+					              what, (unsigned long long)o1,
+					              (unsigned long long)o2);
+					ck_assert_msg(
+					    r1.applied == r2.applied && r1.skipped == r2.skipped,
+					    "%s: applied %llu skipped %llu, loops %llu %llu", what,
+					    (unsigned long long)r1.applied,
+					    (unsigned long long)r1.skipped,
+					    (unsigned long long)r2.applied,
+					    (unsigned long long)r2.skipped);
+					cases++;
+				}
+			}
+		}
+	}
+	ck_assert_int_gt(cases, 0);
+}
+END_TEST
+
 /* The fast-path suite. */
 static Suite *fastpath_suite(void)
 {
@@ -467,6 +631,7 @@ static Suite *fastpath_suite(void)
 	}
 	tcase_add_loop_test(tc, test_fast_matches_generic, first, last + 1);
 	tcase_add_test(tc, test_fast_large_histogram);
+	tcase_add_loop_test(tc, test_one_element_matches_loops, first, last + 1);
 	suite_add_tcase(s, tc);
 	return s;
 }
