@@ -5,6 +5,8 @@
 #include "ta_wireschema.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -118,6 +120,9 @@ unsigned fw_number[FW_SLOTS];
 uint8_t fw_key1[FW_SLOTS];
 /* Guards the one filling of the tables. */
 static pthread_once_t fw_once = PTHREAD_ONCE_INIT;
+/* Set (release) once fw_fill has run: later calls skip pthread_once, which every hot request
+ * would otherwise pay. */
+static atomic_bool fw_ready;
 
 /* Stops the process: the schema changed in a way this file does not follow. */
 static void fw_schema_fail(const fw_spec *s, const char *what)
@@ -249,10 +254,13 @@ static void fw_fill(void)
 	}
 	if (tileatom__ping_request__descriptor.n_fields != 0)
 		fw_schema_fail(&fw_specs[0], "PingRequest has new fields");
+	atomic_store_explicit(&fw_ready, true, memory_order_release);
 }
 
 void ta_wireschema_init(void)
 {
+	if (atomic_load_explicit(&fw_ready, memory_order_acquire))
+		return;
 	if (pthread_once(&fw_once, fw_fill) != 0)
 		abort();
 }
