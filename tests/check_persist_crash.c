@@ -155,7 +155,7 @@ static bool daemon_start(run *r, const char *errlog, bool wait, int *status)
 			if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
 				_exit(125);
 		}
-		const char *argv[24] = {r->daemon, "--socket",       r->sock, "--data-dir",
+		const char *argv[28] = {r->daemon, "--socket",       r->sock, "--data-dir",
 		                        r->data,   "--fsync",        r->mode, "--backend",
 		                        "cpu",     "--workers",      "4",     "--log-level",
 		                        "notice",  "--compact-size", "256K",  NULL};
@@ -166,6 +166,15 @@ static bool daemon_start(run *r, const char *errlog, bool wait, int *status)
 				n++;
 			argv[n++] = "--loops";
 			argv[n++] = loops;
+			argv[n] = NULL;
+		}
+		const char *spin = getenv("TA_TEST_BUSY_POLL"); /* ... and with --busy-poll */
+		if (spin && *spin) {
+			int n = 0;
+			while (argv[n])
+				n++;
+			argv[n++] = "--busy-poll";
+			argv[n++] = spin;
 			argv[n] = NULL;
 		}
 		if (r->on_workers) {
