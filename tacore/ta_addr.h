@@ -60,13 +60,15 @@ static inline int64_t ta_addr_index(const ta_plan *p, int i, const int64_t *e)
 }
 
 /* Unravels f, a row-major offset inside the region (0 <= f < region_count), into region
- * coordinates r. */
+ * coordinates r. What is left for the first axis is already below its extent, so it takes
+ * no division (a 1-D region none at all). */
 static inline void ta_addr_region_coords(const ta_plan *p, int64_t f, int64_t *r)
 {
-	for (int a = p->tile_rank - 1; a >= 0; a--) {
+	for (int a = p->tile_rank - 1; a > 0; a--) {
 		r[a] = f % p->extent[a];
 		f /= p->extent[a];
 	}
+	r[0] = f;
 }
 
 /* Resolves the element at iteration coordinates e into region coordinates r (relative to

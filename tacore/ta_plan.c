@@ -604,7 +604,8 @@ static ta_status plan_check_prechecked(const ta_plan *p, size_t tile_bytes, int6
 	int64_t n = 1;
 	for (int a = 0; a < p->tile_rank; a++)
 		n *= p->tile_shape[a]; /* ta_plan_build checked the product (ta_tile_bytes) */
-	if ((uint64_t)n > tile_bytes / ta_dtype_size(p->dtype))
+	/* n > tile_bytes / size, without the division: n * size stays below 2^43 */
+	if ((uint64_t)n * ta_dtype_size(p->dtype) > tile_bytes)
 		return ta_error_set(
 		    err, TA_INVALID_ARGUMENT,
 		    "plan: the tile has %lld elements of %s but the tile memory holds "
