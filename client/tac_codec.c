@@ -77,6 +77,34 @@ int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const ch
 	return TILEATOM_OK;
 }
 
+/* ta_check_variant for a request of kind (its family), with its error in the daemon's
+ * words. Its verdict is a function of its arguments alone (the core's table), so each call
+ * site remembers the last legal variant it checked in *last_legal (one word: the
+ * arguments, each below 256, and a valid bit; relaxed atomics, since any word a thread
+ * stored was legal) and a caller repeating one request shape skips the check (about 80
+ * instructions of a pipelined add). */
+static int variant_ok(uint64_t *last_legal, tileatom_request_kind kind, ta_op op, ta_sem sem,
+                      ta_scope scope, ta_space space, bool want_old, tileatom_error *err)
+{
+	ta_family family = ta_req_family((ta_req_kind)kind);
+	bool keyed = (unsigned)family < 256 && (unsigned)op < 256 && (unsigned)sem < 256 &&
+	             (unsigned)scope < 256 && (unsigned)space < 256;
+	uint64_t key = UINT64_C(1) << 63 | (uint64_t)family | (uint64_t)op << 8 |
+	               (uint64_t)sem << 16 | (uint64_t)scope << 24 | (uint64_t)space << 32 |
+	               (uint64_t)want_old << 40;
+	if (keyed && __atomic_load_n(last_legal, __ATOMIC_RELAXED) == key)
+		return TILEATOM_OK;
+	ta_error terr;
+	terr.code = TA_OK;
+	terr.msg[0] = '\0';
+	if (ta_check_variant(family, op, sem, scope, space, want_old, &terr) != TA_OK)
+		return tac_err(err, (int)terr.code, "%s: %s", ta_req_name((ta_req_kind)kind),
+		               terr.msg);
+	if (keyed)
+		__atomic_store_n(last_legal, key, __ATOMIC_RELAXED);
+	return TILEATOM_OK;
+}
+
 int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
                       const tileatom_op_options *opts, tileatom_error *err)
 {
@@ -90,19 +118,18 @@ int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	if (core_op == TA_OP_NONE)
 		core_op = (ta_op)op;
 	bool force_want_old = ta_op_output(core_op) == TA_OUTPUT_ALWAYS;
-	ta_error terr = {TA_OK, ""};
-	if (ta_check_variant(ta_req_family((ta_req_kind)kind), core_op, (ta_sem)opts->sem,
-	                     (ta_scope)opts->scope, (ta_space)opts->space, opts->want_old,
-	                     &terr) != TA_OK)
-		return tac_err(err, (int)terr.code, "%s: %s", ta_req_name((ta_req_kind)kind),
-		               terr.msg);
+	static uint64_t last_legal; /* see variant_ok */
+	int rc = variant_ok(&last_legal, kind, core_op, (ta_sem)opts->sem, (ta_scope)opts->scope,
+	                    (ta_space)opts->space, opts->want_old, err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	o->sem = (Tileatom__Sem)opts->sem;
 	o->scope = (Tileatom__Scope)opts->scope;
 	o->space = (Tileatom__Space)opts->space;
 	o->no_bounds_check = !opts->check_bounds;
 	o->want_old = opts->want_old || force_want_old;
 	if (opts->mask) {
-		int rc = tac_build_array(&m->mask, opts->mask, "mask", err);
+		rc = tac_build_array(&m->mask, opts->mask, "mask", err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		o->mask = &m->mask;
@@ -110,10 +137,19 @@ int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	return TILEATOM_OK;
 }
 
-/* Clears m and sets the request's body kind. */
+/* Starts m as a request of kind: clears the fields before body and marks every array
+ * unused (see tac_msg). */
 static void msg_begin(tac_msg *m, tileatom_request_kind kind)
 {
-	memset(m, 0, sizeof(*m));
+	memset(m, 0, offsetof(tac_msg, body));
+	Tileatom__Array *arrays[] = {&m->values,   &m->compare,  &m->mask,
+	                             &m->padding,  &m->fill,     &m->index[0],
+	                             &m->index[1], &m->index[2], &m->index[3]};
+	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) {
+		arrays[i]->data.len = 0;
+		arrays[i]->data.data = NULL;
+		arrays[i]->shared = NULL;
+	}
 	tileatom__request__init(&m->req);
 	m->kind = kind;
 	m->req.body_case = (Tileatom__Request__BodyCase)kind;
@@ -122,17 +158,13 @@ static void msg_begin(tac_msg *m, tileatom_request_kind kind)
 /* Checks that the family of request kind takes op (the table's families column). */
 static int check_op(tileatom_request_kind kind, tileatom_op op, tileatom_error *err)
 {
-	ta_family family = ta_req_family((ta_req_kind)kind);
 	if (!ta_op_is_rmw((ta_op)op))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)op);
 	/* relaxed, gpu, global, no output is legal for every RMW op: only the family can fail,
 	 * in the daemon's words */
-	ta_error terr = {TA_OK, ""};
-	if (ta_check_variant(family, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU, TA_SPACE_GLOBAL,
-	                     false, &terr) != TA_OK)
-		return tac_err(err, (int)terr.code, "%s: %s", ta_req_name((ta_req_kind)kind),
-		               terr.msg);
-	return TILEATOM_OK;
+	static uint64_t last_legal; /* see variant_ok */
+	return variant_ok(&last_legal, kind, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU,
+	                  TA_SPACE_GLOBAL, false, err);
 }
 
 /* Builds the optional region into dst; *out gets dst or NULL when region is NULL. */

@@ -587,6 +587,19 @@ int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, u
 	return TILEATOM_OK;
 }
 
+/* Records m, whose frame was just buffered or written with the next id, as pending (the
+ * ring has room: tac_conn_submit made it) and gives its id to *id. */
+static int queue_pending(tileatom_client *c, const tac_msg *m, uint64_t *id)
+{
+	c->last_id++;
+	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
+	    (tac_pending){c->last_id, m->kind, false};
+	c->pending_count++;
+	if (id)
+		*id = c->last_id;
+	return TILEATOM_OK;
+}
+
 int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, uint64_t *id,
                     tileatom_error *err)
 {
@@ -597,6 +610,22 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 	              sizeof(*c->pending)) < 0)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
 	m->req.id = c->last_id + 1;
+	/* The common small request: written in one pass straight into the output buffer
+	 * (nothing is counted as buffered unless it is taken). */
+	if (txbuf_reserve(c, TA_FRAME_HEADER + TAC_FW_SMALL_ROOM) == 0) {
+		uint8_t *at = c->txbuf + c->txbuf_len;
+		size_t small = tac_fastwire_write_small(&m->req, at + TA_FRAME_HEADER);
+		if (small > 0) {
+			ta_frame_put_header(at, (uint32_t)small);
+			c->txbuf_len += TA_FRAME_HEADER + small;
+			if (flush || c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
+				int rc = flush_until(c, deadline_from(timeout_ms), err);
+				if (rc != TILEATOM_OK)
+					return rc;
+			}
+			return queue_pending(c, m, id);
+		}
+	}
 	tac_fw_plan plan;
 	bool fast = tac_fastwire_plan(&m->req, &plan);
 	size_t packed = fast ? plan.size : protobuf_c_message_get_packed_size(&m->req.base);
@@ -644,13 +673,7 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 				return rc;
 		}
 	}
-	c->last_id++;
-	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
-	    (tac_pending){c->last_id, m->kind, false};
-	c->pending_count++;
-	if (id)
-		*id = c->last_id;
-	return TILEATOM_OK;
+	return queue_pending(c, m, id);
 }
 
 /* Reads until at least need whole response frames are queued (the connection breaks on a

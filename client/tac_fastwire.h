@@ -62,6 +62,22 @@ TA_WS_HIDDEN bool tac_fastwire_plan(const Tileatom__Request *req, tac_fw_plan *p
 TA_WS_HIDDEN uint8_t *tac_fastwire_write(const Tileatom__Request *req, const tac_fw_plan *plan,
                                          uint8_t *p);
 
+/* Extents of one packed field (an Array's shape, a Region's origin or shape) that
+ * tac_fastwire_write_small takes (more: declined). */
+#define TAC_FW_SMALL_EXTENTS 8
+/* Bytes tac_fastwire_write_small may write at p before it knows whether it takes a request:
+ * with its bounds (a tile name and each Array's data up to 127 bytes, TAC_FW_SMALL_EXTENTS
+ * extents, TAC_FW_MAX_INDICES index arrays) a request cannot exceed about 2,900 bytes. */
+#define TAC_FW_SMALL_ROOM 4096
+
+/* Writes req at p in one pass (no sizing walk first: each length prefix is a byte
+ * placeholder filled in when its message ends) when the encoder takes it and its payload
+ * is at most 127 bytes, so that every length prefix is one byte; returns the payload's
+ * bytes, byte for byte what protobuf_c_message_pack writes, or 0 when declined (what
+ * tac_fastwire_plan declines, or too large: the bytes at p are then garbage). p must have
+ * TAC_FW_SMALL_ROOM bytes of room. */
+TA_WS_HIDDEN size_t tac_fastwire_write_small(const Tileatom__Request *req, uint8_t *p);
+
 /* Decodes len bytes at data as a Response of a hot shape into *out (its storage reused,
  * its old values copied); returns &out->resp, or NULL when declined (out may then hold
  * anything: it is not a response). */

@@ -126,10 +126,22 @@ static inline size_t tac_pending_requests(const tileatom_client *c)
 }
 
 /* Storage for one request message and every sub-message it may point to. Built on the
- * stack by the tac_build_* functions; it borrows the caller's operand memory. */
+ * stack by the tac_build_* functions; it borrows the caller's operand memory. The builders
+ * clear only the fields before body (msg_begin in tac_codec.c: a whole clear was 200
+ * instructions of a pipelined add); from body on, a field is set by the builder that uses
+ * it before anything reads it, except the arrays values..index[3], of which an unused one
+ * has only data.len 0, data.data NULL and shared NULL (what tac_cuptr.c, tac_shm.c and
+ * tac_split.c read of every array). */
 typedef struct tac_msg {
 	Tileatom__Request req;      /* the top-level message */
 	tileatom_request_kind kind; /* which body is set */
+	Tileatom__Options options;  /* op options */
+	int64_t scalar_index;       /* atomic_at: the flat index */
+	void *old_out;              /* synchronous calls: where old values go */
+	size_t old_out_size;        /* bytes at old_out */
+	bool cuptr_done;            /* tac_cuptr_prepare has looked at the operands already */
+
+	/* ---- from here on not cleared by the builders (see above) ---- */
 	union {
 		Tileatom__HelloRequest hello;                    /* HELLO */
 		Tileatom__PingRequest ping;                      /* PING */
@@ -153,7 +165,6 @@ typedef struct tac_msg {
 	} body;
 	Tileatom__Region region;                       /* region / window */
 	Tileatom__Region addr_region;                  /* Addressing.region */
-	Tileatom__Options options;                     /* op options */
 	Tileatom__Array values;                        /* values / desired / store data */
 	Tileatom__Array compare;                       /* CAS expected values */
 	Tileatom__Array mask;                          /* BOOL mask */
@@ -165,14 +176,10 @@ typedef struct tac_msg {
 	Tileatom__IndexedAddr indexed_addr;            /* indexed addressing */
 	Tileatom__Addressing addressing;               /* memory-op addressing */
 	int64_t shape_copy[TILEATOM_MAX_RANK];         /* create: the tile shape */
-	int64_t scalar_index;                          /* atomic_at: the flat index */
 
 	/* shared buffers (tac_shm.c) */
 	Tileatom__BufferRef refs[TILEATOM_MAX_RANK + 4]; /* shared-buffer references of arrays */
 	Tileatom__BufferRef old_ref;                     /* Options.old_into */
-	void *old_out;       /* synchronous calls: where old values go */
-	size_t old_out_size; /* bytes at old_out */
-	bool cuptr_done;     /* tac_cuptr_prepare has looked at the operands already */
 } tac_msg;
 
 /* ---- splitting (tac_split.c; used by tac_api.c, uses tac_shm.c and below) ------------- */

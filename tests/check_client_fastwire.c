@@ -173,7 +173,11 @@ static void rand_request(rand_req *r)
 	}
 }
 
-/* Encodes req with both paths; fails unless the fast encoder takes it (when must_take) and
+/* Requests the one-pass writer (tac_fastwire_write_small) took, and requests of at most
+ * 127 bytes it declined (only for its bounds: more extents than TAC_FW_SMALL_EXTENTS). */
+static int small_taken, small_declined_short;
+
+/* Encodes req with both paths (and the one-pass writer); fails unless the fast encoder takes it (when must_take) and
  * writes protobuf-c's bytes. Returns whether it took it. */
 static bool check_encode(const Tileatom__Request *req, bool must_take)
 {
@@ -181,8 +185,11 @@ static bool check_encode(const Tileatom__Request *req, bool must_take)
 	tac_fw_plan plan;
 	bool taken = tac_fastwire_plan(req, &plan);
 	ck_assert(taken || !must_take);
-	if (!taken)
+	if (!taken) {
+		static uint8_t room[TAC_FW_SMALL_ROOM];
+		ck_assert_uint_eq(tac_fastwire_write_small(req, room), 0); /* declined too */
 		return false;
+	}
 	size_t n = protobuf_c_message_get_packed_size(&req->base);
 	ck_assert_uint_eq(plan.size, n);
 	ck_assert_uint_le(n, sizeof(fast));
@@ -191,6 +198,19 @@ static bool check_encode(const Tileatom__Request *req, bool must_take)
 	ck_assert_uint_eq(protobuf_c_message_pack(&req->base, slow), n);
 	ck_assert_mem_eq(fast, slow, n);
 	ck_assert_uint_eq(fast[n], 0xa5); /* nothing past the end */
+	/* the one-pass writer: the same bytes whenever it takes the request, and it takes
+	 * every one of at most 127 bytes within its bounds */
+	static uint8_t small[TAC_FW_SMALL_ROOM + 1];
+	memset(small, 0xa5, sizeof(small));
+	size_t sn = tac_fastwire_write_small(req, small);
+	ck_assert_uint_eq(small[TAC_FW_SMALL_ROOM], 0xa5); /* within its room */
+	if (sn) {
+		ck_assert_uint_eq(sn, n);
+		ck_assert_mem_eq(small, slow, n);
+		small_taken++;
+	} else if (n <= 127) {
+		small_declined_short++;
+	}
 	return true;
 }
 
@@ -198,10 +218,14 @@ START_TEST(test_encode_random)
 {
 	rand_req *r = malloc(sizeof(*r));
 	ck_assert_ptr_nonnull(r);
+	small_taken = small_declined_short = 0;
 	for (int i = 0; i < 20000; i++) {
 		rand_request(r);
 		check_encode(&r->req, true);
 	}
+	/* the one-pass writer saw many requests of at most 127 bytes and took them all */
+	ck_assert_int_gt(small_taken, 2000);
+	ck_assert_int_eq(small_declined_short, 0);
 	/* declined: a shared buffer, old_into, unknown fields, a negative enum, other bodies */
 	int declined = 0;
 	for (int i = 0; i < 2000; i++) {
@@ -261,6 +285,7 @@ START_TEST(test_encode_builders)
 	ck_assert_ptr_nonnull(m);
 	tileatom_error err;
 	int taken = 0;
+	small_taken = small_declined_short = 0;
 	for (int i = 0; i < 3000; i++) {
 		int64_t idx[4][3], vals[3] = {(int64_t)rnd(), -5, 7}, cmp[3] = {1, 2, 3};
 		tileatom_array indices[4];
@@ -309,6 +334,8 @@ START_TEST(test_encode_builders)
 		taken += check_encode(&m->req, true);
 	}
 	ck_assert_int_eq(taken, 3000);
+	ck_assert_int_gt(small_taken, 2000); /* the library's hot requests are small */
+	ck_assert_int_eq(small_declined_short, 0);
 	free(m);
 }
 END_TEST
