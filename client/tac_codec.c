@@ -27,8 +27,8 @@ static int check_name(const char *name, const char *what, tileatom_error *err)
 int tac_build_array(Tileatom__Array *dst, const tileatom_array *src, const char *what,
                     tileatom_error *err)
 {
-	tileatom__array__init(dst);
-	size_t es = tileatom_dtype_size(src->dtype);
+	*dst = (Tileatom__Array)TILEATOM__ARRAY__INIT; /* inline, not a call and a copy */
+	size_t es = ta_dtype_size((ta_dtype)src->dtype);
 	if (es == 0)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: unknown dtype %d", what,
 		               (int)src->dtype);
@@ -78,31 +78,41 @@ int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const ch
 }
 
 /* ta_check_variant for a request of kind (its family), with its error in the daemon's
- * words. Its verdict is a function of its arguments alone (the core's table), so each call
- * site remembers the last legal variant it checked in *last_legal (one word: the
- * arguments, each below 256, and a valid bit; relaxed atomics, since any word a thread
+ * words; out of line, so that its 256-byte error (and the stack guard that comes with it)
+ * costs only when it runs. */
+static __attribute__((noinline)) int variant_check(tileatom_request_kind kind, ta_op op,
+                                                   ta_sem sem, ta_scope scope, ta_space space,
+                                                   bool want_old, tileatom_error *err)
+{
+	ta_error terr;
+	terr.code = TA_OK;
+	terr.msg[0] = '\0';
+	if (ta_check_variant(ta_req_family((ta_req_kind)kind), op, sem, scope, space, want_old,
+	                     &terr) != TA_OK)
+		return tac_err(err, (int)terr.code, "%s: %s", ta_req_name((ta_req_kind)kind),
+		               terr.msg);
+	return TILEATOM_OK;
+}
+
+/* variant_check, remembered. Its verdict is a function of its arguments alone (the core's table), so each call
+ * site remembers the last legal variant it checked in *last_legal (one word: the kind and
+ * the variant, each below 256, and a valid bit; relaxed atomics, since any word a thread
  * stored was legal) and a caller repeating one request shape skips the check (about 80
  * instructions of a pipelined add). */
 static int variant_ok(uint64_t *last_legal, tileatom_request_kind kind, ta_op op, ta_sem sem,
                       ta_scope scope, ta_space space, bool want_old, tileatom_error *err)
 {
-	ta_family family = ta_req_family((ta_req_kind)kind);
-	bool keyed = (unsigned)family < 256 && (unsigned)op < 256 && (unsigned)sem < 256 &&
-	             (unsigned)scope < 256 && (unsigned)space < 256;
-	uint64_t key = UINT64_C(1) << 63 | (uint64_t)family | (uint64_t)op << 8 |
-	               (uint64_t)sem << 16 | (uint64_t)scope << 24 | (uint64_t)space << 32 |
-	               (uint64_t)want_old << 40;
+	uint64_t key = UINT64_C(1) << 63 | (uint64_t)(uint8_t)kind | (uint64_t)(uint8_t)op << 8 |
+	               (uint64_t)(uint8_t)sem << 16 | (uint64_t)(uint8_t)scope << 24 |
+	               (uint64_t)(uint8_t)space << 32 | (uint64_t)want_old << 40;
+	bool keyed = ((unsigned)kind | (unsigned)op | (unsigned)sem | (unsigned)scope |
+	              (unsigned)space) < 256;
 	if (keyed && __atomic_load_n(last_legal, __ATOMIC_RELAXED) == key)
 		return TILEATOM_OK;
-	ta_error terr;
-	terr.code = TA_OK;
-	terr.msg[0] = '\0';
-	if (ta_check_variant(family, op, sem, scope, space, want_old, &terr) != TA_OK)
-		return tac_err(err, (int)terr.code, "%s: %s", ta_req_name((ta_req_kind)kind),
-		               terr.msg);
-	if (keyed)
+	int rc = variant_check(kind, op, sem, scope, space, want_old, err);
+	if (rc == TILEATOM_OK && keyed)
 		__atomic_store_n(last_legal, key, __ATOMIC_RELAXED);
-	return TILEATOM_OK;
+	return rc;
 }
 
 int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
@@ -112,7 +122,7 @@ int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	if (!opts)
 		opts = &defaults;
 	Tileatom__Options *o = &m->options;
-	tileatom__options__init(o);
+	*o = (Tileatom__Options)TILEATOM__OPTIONS__INIT;
 	/* the core's table decides, with the daemon's own words (ta_check_variant) */
 	ta_op core_op = ta_req_op((ta_req_kind)kind);
 	if (core_op == TA_OP_NONE)
@@ -142,29 +152,38 @@ int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 static void msg_begin(tac_msg *m, tileatom_request_kind kind)
 {
 	memset(m, 0, offsetof(tac_msg, body));
-	Tileatom__Array *arrays[] = {&m->values,   &m->compare,  &m->mask,
-	                             &m->padding,  &m->fill,     &m->index[0],
-	                             &m->index[1], &m->index[2], &m->index[3]};
-	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) {
-		arrays[i]->data.len = 0;
-		arrays[i]->data.data = NULL;
-		arrays[i]->shared = NULL;
-	}
-	tileatom__request__init(&m->req);
+#define UNUSED_ARRAY(a) ((a).data.len = 0, (a).data.data = NULL, (a).shared = NULL)
+	UNUSED_ARRAY(m->values);
+	UNUSED_ARRAY(m->compare);
+	UNUSED_ARRAY(m->mask);
+	UNUSED_ARRAY(m->padding);
+	UNUSED_ARRAY(m->fill);
+	for (int i = 0; i < TILEATOM_MAX_RANK; i++)
+		UNUSED_ARRAY(m->index[i]);
+#undef UNUSED_ARRAY
+	m->req = (Tileatom__Request)TILEATOM__REQUEST__INIT;
 	m->kind = kind;
 	m->req.body_case = (Tileatom__Request__BodyCase)kind;
 }
 
-/* Checks that the family of request kind takes op (the table's families column). */
+/* Checks that the family of request kind takes op (the table's families column). A legal
+ * (kind, op) is remembered as in variant_ok: a pure function of the table. */
 static int check_op(tileatom_request_kind kind, tileatom_op op, tileatom_error *err)
 {
+	static uint64_t last_legal;
+	uint64_t key = UINT64_C(1) << 63 | (uint64_t)(uint32_t)kind | (uint64_t)(uint32_t)op << 32;
+	if (__atomic_load_n(&last_legal, __ATOMIC_RELAXED) == key)
+		return TILEATOM_OK;
 	if (!ta_op_is_rmw((ta_op)op))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)op);
 	/* relaxed, gpu, global, no output is legal for every RMW op: only the family can fail,
 	 * in the daemon's words */
-	static uint64_t last_legal; /* see variant_ok */
-	return variant_ok(&last_legal, kind, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU,
-	                  TA_SPACE_GLOBAL, false, err);
+	uint64_t unused = 0; /* variant_ok's own memory: the word above does its work here */
+	int rc = variant_ok(&unused, kind, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU,
+	                    TA_SPACE_GLOBAL, false, err);
+	if (rc == TILEATOM_OK)
+		__atomic_store_n(&last_legal, key, __ATOMIC_RELAXED);
+	return rc;
 }
 
 /* Builds the optional region into dst; *out gets dst or NULL when region is NULL. */
@@ -453,7 +472,7 @@ static int build_indexed_addr(tac_msg *m, int n_index, const tileatom_array *ind
 			return rc;
 		m->index_ptr[i] = &m->index[i];
 	}
-	tileatom__indexed_addr__init(&m->indexed_addr);
+	m->indexed_addr = (Tileatom__IndexedAddr)TILEATOM__INDEXED_ADDR__INIT;
 	m->indexed_addr.n_indices = (size_t)n_index;
 	m->indexed_addr.indices = m->index_ptr;
 	m->indexed_addr.flat = flat;
@@ -467,7 +486,7 @@ int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op, const tileat
 {
 	msg_begin(m, TILEATOM_REQ_INDEXED);
 	Tileatom__IndexedAtomicRequest *b = &m->body.indexed;
-	tileatom__indexed_atomic_request__init(b);
+	*b = (Tileatom__IndexedAtomicRequest)TILEATOM__INDEXED_ATOMIC_REQUEST__INIT;
 	int rc = check_name(tile, "indexed", err);
 	if (rc == TILEATOM_OK)
 		rc = check_op(m->kind, op, err);
