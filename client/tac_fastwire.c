@@ -44,6 +44,28 @@ static inline void schema_ready(void)
 	__atomic_store_n(&schema_filled, true, __ATOMIC_RELEASE);
 }
 
+/* memcpy for the few bytes of a hot field (a scalar operand, an old value): the sizes of
+ * one element are copied with a constant size (a move, not a call). */
+static inline void copy_small(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	switch (n) {
+	case 8:
+		memcpy(dst, src, 8);
+		break;
+	case 4:
+		memcpy(dst, src, 4);
+		break;
+	case 2:
+		memcpy(dst, src, 2);
+		break;
+	case 1:
+		*dst = *src;
+		break;
+	default:
+		memcpy(dst, src, n);
+	}
+}
+
 /* ---- encoding ------------------------------------------------------------------------ */
 
 /* The tag (key) of slot s in message table t with wire type w. */
@@ -411,7 +433,7 @@ static uint8_t *sm_array(uint8_t *p, const fw_table *t, fw_slot s, const Tileato
 		return NULL;
 	if (a->data.len) {
 		p = mwr_head(p, at, FW_ARRAY_DATA, a->data.len);
-		memcpy(p, a->data.data, a->data.len);
+		copy_small(p, a->data.data, a->data.len);
 		p += a->data.len;
 	}
 	sm_close(len_at, p);
@@ -572,7 +594,7 @@ static bool dec_old_data(tac_fw_response *out, const uint8_t **p, const uint8_t 
 			out->old_data = nd;
 			out->old_data_cap = n;
 		}
-		memcpy(out->old_data, *p, n);
+		copy_small(out->old_data, *p, n);
 		a->data.data = out->old_data;
 	}
 	a->data.len = n;
