@@ -803,30 +803,41 @@ int tileatom_submit_write(tileatom_client *client, const char *tile, const tilea
 	return submit(client, &m, tac_build_write(&m, tile, region, values, err), id, err);
 }
 
-/* Submits a built atomic request (rc: the builder's result; rq: the call's arguments): one
- * whose frame exceeds the daemon's limit, with its operands in shared buffers where they
- * lie in one, is staged in the library's shared buffer when that is free and makes it fit
- * (tac_shm_stage_pipelined), else queued in parts (tac_split_submit). */
-static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, tac_split_req *rq, uint64_t *id,
+/* Submits a built atomic request (rc: the builder's result) that fits one frame, with its
+ * operands in shared buffers where they lie in one. When it exceeds the daemon's limit
+ * nothing is sent and *large is set: the caller then describes the call
+ * (tac_split_req, built only then) for submit_rmw_large. */
+static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, bool *large, uint64_t *id,
                       tileatom_error *err)
 {
+	*large = false;
 	if (id)
 		*id = 0;
 	if (rc == TILEATOM_OK)
 		rc = tac_cuptr_prepare(c, m, NULL, 0, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
 	tac_shm_rewrite(c, m);
 	if (!tac_frame_too_large(c, m))
 		return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
+	*large = true;
+	return TILEATOM_OK;
+}
+
+/* The rest of submit_rmw for a request over the frame limit (rq: the call's arguments): it
+ * is staged in the library's shared buffer when that is free and makes it fit
+ * (tac_shm_stage_pipelined), else queued in parts (tac_split_submit). */
+static int submit_rmw_large(tileatom_client *c, tac_msg *m, tac_split_req *rq, uint64_t *id,
+                            tileatom_error *err)
+{
+	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
 	/* as the synchronous calls: the library's shared buffer when that makes it fit and
 	 * its old values fit one response, else parts */
 	uint64_t staged = 0;
 	if (tac_split_old_fit(c, rq) && tac_shm_stage_pipelined(c, m)) {
 		tac_shm_rewrite(c, m);
 		if (!tac_frame_too_large(c, m)) {
-			rc = tac_conn_submit(c, m, c->io_timeout_ms, false, &staged, err);
+			int rc = tac_conn_submit(c, m, c->io_timeout_ms, false, &staged, err);
 			c->staged_id = staged;
 			if (id)
 				*id = staged;
@@ -844,8 +855,12 @@ int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tilea
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
 	int rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
+	bool large;
+	rc = submit_rmw(client, &m, rc, &large, id, err);
+	if (!large)
+		return rc;
 	tac_split_req rq = elementwise_req(tile, op, region, values, compare, opts);
-	return submit_rmw(client, &m, rc, &rq, id, err);
+	return submit_rmw_large(client, &m, &rq, id, err);
 }
 
 int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_op op,
@@ -856,8 +871,12 @@ int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
 	int rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
+	bool large;
+	rc = submit_rmw(client, &m, rc, &large, id, err);
+	if (!large)
+		return rc;
 	tac_split_req rq = scatter_req(tile, op, region, dim, indices, values, opts);
-	return submit_rmw(client, &m, rc, &rq, id, err);
+	return submit_rmw_large(client, &m, &rq, id, err);
 }
 
 int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_op op,
@@ -870,9 +889,13 @@ int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_
 	tac_msg m;
 	int rc = tac_build_indexed(&m, tile, op, region, n_index, indices, flat, values, compare,
 	                           opts, err);
+	bool large;
+	rc = submit_rmw(client, &m, rc, &large, id, err);
+	if (!large)
+		return rc;
 	tac_split_req rq =
 	    indexed_req(tile, op, region, n_index, indices, flat, values, compare, opts);
-	return submit_rmw(client, &m, rc, &rq, id, err);
+	return submit_rmw_large(client, &m, &rq, id, err);
 }
 
 int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,

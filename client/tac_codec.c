@@ -720,7 +720,7 @@ int tac_check_wire_array(const Tileatom__Array *a, const char *what, tileatom_er
 {
 	if (!a)
 		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: missing in the response", what);
-	size_t es = tileatom_dtype_size((tileatom_dtype)a->dtype);
+	size_t es = ta_dtype_size((ta_dtype)a->dtype);
 	if (es == 0)
 		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: unknown dtype %d in the response",
 		               what, (int)a->dtype);

@@ -17,6 +17,7 @@
  * protobuf-c gives them. */
 #include "tac_fastwire.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,21 +27,43 @@ static bool schema_filled;
  * a byte equal to it is that key (set by schema_ready). */
 static bool straight_keys;
 
-/* ta_wireschema_init once per process, then one load per call instead of a pthread_once
- * (the tables never change once filled; a thread that sees the flag late fills nothing:
- * ta_wireschema_init returns at once). */
-static inline void schema_ready(void)
+/* The one-byte key of each slot of each message, [msg][slot][0] with the varint wire
+ * type and [1] length-delimited; 0 when the field number is 16 or more, or the slot is not
+ * in the message (filled by schema_ready before schema_filled is set). */
+static uint8_t small_keys[FW_M_COUNT][FW_SLOTS][2];
+
+/* Fills the shared tables (ta_wireschema_init), small_keys and straight_keys; run once
+ * per process (pthread_once in schema_ready). */
+static void fill_keys(void)
 {
-	if (__atomic_load_n(&schema_filled, __ATOMIC_ACQUIRE))
-		return;
 	ta_wireschema_init();
+	for (int m = 0; m < FW_M_COUNT; m++)
+		for (int sl = 1; sl < FW_SLOTS; sl++) {
+			unsigned number = fw_tables[m].number[sl];
+			if (number > 0 && number < 16) {
+				small_keys[m][sl][0] = (uint8_t)(number << 3 | FW_VARINT);
+				small_keys[m][sl][1] = (uint8_t)(number << 3 | FW_LEN);
+			}
+		}
 	static const fw_slot keyed[] = {FW_RESP_ID,     FW_RESP_STATUS, FW_RESP_OP,
 	                                FW_OPR_OLD,     FW_OPR_SKIPPED, FW_OPR_APPLIED,
 	                                FW_ARRAY_DTYPE, FW_ARRAY_SHAPE, FW_ARRAY_DATA};
 	bool all = true;
 	for (size_t i = 0; i < sizeof(keyed) / sizeof(keyed[0]); i++)
 		all = all && fw_key1[keyed[i]] != 0;
-	__atomic_store_n(&straight_keys, all, __ATOMIC_RELAXED);
+	straight_keys = all;
+}
+
+/* fill_keys once per process, then one load per call instead of a pthread_once: the tables
+ * never change once filled, and a thread that sees the flag unset goes through the
+ * pthread_once, which orders the filling before its return. */
+static inline void schema_ready(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	if (__atomic_load_n(&schema_filled, __ATOMIC_ACQUIRE))
+		return;
+	if (pthread_once(&once, fill_keys) != 0)
+		abort();
 	__atomic_store_n(&schema_filled, true, __ATOMIC_RELEASE);
 }
 
@@ -383,12 +406,40 @@ uint8_t *tac_fastwire_write(const Tileatom__Request *req, const tac_fw_plan *pla
 /* The largest payload whose every length prefix is one byte. */
 #define SMALL_MAX 127
 
-/* Opens a length-delimited field of slot s in t whose length is not known yet: its tag and
- * a one-byte placeholder for the length (*len_at), right when the whole payload ends up
- * at most SMALL_MAX bytes, since no nested message is longer than the payload. */
-static inline uint8_t *sm_open(uint8_t *p, const fw_table *t, fw_slot s, uint8_t **len_at)
+/* Writes the key of slot s of message msg with wire type w: one byte from small_keys
+ * when it has one (field numbers below 16), else as a varint. */
+static inline uint8_t *sm_key(uint8_t *p, fw_msg msg, fw_slot s, unsigned w)
 {
-	p = wr_varint(p, mtag(t, s, FW_LEN));
+	uint8_t k = small_keys[msg][s][w == FW_LEN];
+	if (k) {
+		*p = k;
+		return p + 1;
+	}
+	return wr_varint(p, mtag(&fw_tables[msg], s, w));
+}
+
+/* Writes a varint field (nothing when v is 0). */
+static inline uint8_t *sm_var(uint8_t *p, fw_msg msg, fw_slot s, uint64_t v)
+{
+	if (!v)
+		return p;
+	p = sm_key(p, msg, s, FW_VARINT);
+	return wr_varint(p, v);
+}
+
+/* Writes the key and length of a length-delimited field of n bytes. */
+static inline uint8_t *sm_head(uint8_t *p, fw_msg msg, fw_slot s, size_t n)
+{
+	p = sm_key(p, msg, s, FW_LEN);
+	return wr_varint(p, n);
+}
+
+/* Opens a length-delimited field of slot s in msg whose length is not known yet: its key
+ * and a one-byte placeholder for the length (*len_at), right when the whole payload ends
+ * up at most SMALL_MAX bytes, since no nested message is longer than the payload. */
+static inline uint8_t *sm_open(uint8_t *p, fw_msg msg, fw_slot s, uint8_t **len_at)
+{
+	p = sm_key(p, msg, s, FW_LEN);
 	*len_at = p;
 	return p + 1;
 }
@@ -402,37 +453,36 @@ static inline void sm_close(uint8_t *len_at, const uint8_t *p)
 
 /* Writes n int64 values packed (nothing when n is 0); NULL when n is over
  * TAC_FW_SMALL_EXTENTS (the room's bound). */
-static inline uint8_t *sm_packed(uint8_t *p, const fw_table *t, fw_slot s, const int64_t *v,
-                                 size_t n)
+static inline uint8_t *sm_packed(uint8_t *p, fw_msg msg, fw_slot s, const int64_t *v, size_t n)
 {
 	if (!n)
 		return p;
 	if (n > TAC_FW_SMALL_EXTENTS || !v)
 		return NULL;
 	uint8_t *len_at;
-	p = sm_open(p, t, s, &len_at);
+	p = sm_open(p, msg, s, &len_at);
 	for (size_t i = 0; i < n; i++)
 		p = wr_varint(p, (uint64_t)v[i]);
 	sm_close(len_at, p);
 	return p;
 }
 
-/* Writes Array a as field s of t in one pass; NULL when the encoder declines it (what
+/* Writes Array a as field s of msg in one pass; NULL when the encoder declines it (what
  * plan_array declines, or more than SMALL_MAX data bytes or TAC_FW_SMALL_EXTENTS extents). */
-static uint8_t *sm_array(uint8_t *p, const fw_table *t, fw_slot s, const Tileatom__Array *a)
+static inline __attribute__((always_inline)) uint8_t *
+sm_array(uint8_t *p, fw_msg msg, fw_slot s, const Tileatom__Array *a)
 {
-	const fw_table *at = &fw_tables[FW_M_ARRAY];
 	if (a->base.n_unknown_fields || a->shared || (int)a->dtype < 0 ||
 	    a->data.len > SMALL_MAX || (a->data.len && !a->data.data))
 		return NULL;
 	uint8_t *len_at;
-	p = sm_open(p, t, s, &len_at);
-	p = mwr_var(p, at, FW_ARRAY_DTYPE, (uint64_t)a->dtype);
-	p = sm_packed(p, at, FW_ARRAY_SHAPE, a->shape, a->n_shape);
+	p = sm_open(p, msg, s, &len_at);
+	p = sm_var(p, FW_M_ARRAY, FW_ARRAY_DTYPE, (uint64_t)a->dtype);
+	p = sm_packed(p, FW_M_ARRAY, FW_ARRAY_SHAPE, a->shape, a->n_shape);
 	if (!p)
 		return NULL;
 	if (a->data.len) {
-		p = mwr_head(p, at, FW_ARRAY_DATA, a->data.len);
+		p = sm_head(p, FW_M_ARRAY, FW_ARRAY_DATA, a->data.len);
 		copy_small(p, a->data.data, a->data.len);
 		p += a->data.len;
 	}
@@ -443,72 +493,68 @@ static uint8_t *sm_array(uint8_t *p, const fw_table *t, fw_slot s, const Tileato
 /* Writes the body of v (field s of the Request) in one pass; NULL when declined. */
 static uint8_t *sm_body(uint8_t *p, fw_slot s, const body_view *v)
 {
-	const fw_table *bt = &fw_tables[v->msg];
+	const fw_msg bm = v->msg;
 	uint8_t *body_at, *len_at;
-	p = sm_open(p, &fw_tables[FW_M_REQUEST], s, &body_at);
+	p = sm_open(p, FW_M_REQUEST, s, &body_at);
 	if (v->tile_len) {
 		if (v->tile_len > SMALL_MAX)
 			return NULL;
-		p = mwr_head(p, bt, FW_RMW_TILE, v->tile_len);
+		p = sm_head(p, bm, FW_RMW_TILE, v->tile_len);
 		memcpy(p, v->tile, v->tile_len);
 		p += v->tile_len;
 	}
-	p = mwr_var(p, bt, FW_RMW_OP, (uint64_t)v->op);
+	p = sm_var(p, bm, FW_RMW_OP, (uint64_t)v->op);
 	if (v->region) {
 		const Tileatom__Region *r = v->region;
-		const fw_table *rt = &fw_tables[FW_M_REGION];
 		if (r->base.n_unknown_fields)
 			return NULL;
-		p = sm_open(p, bt, FW_RMW_REGION, &len_at);
-		p = sm_packed(p, rt, FW_REGION_ORIGIN, r->origin, r->n_origin);
+		p = sm_open(p, bm, FW_RMW_REGION, &len_at);
+		p = sm_packed(p, FW_M_REGION, FW_REGION_ORIGIN, r->origin, r->n_origin);
 		if (p)
-			p = sm_packed(p, rt, FW_REGION_SHAPE, r->shape, r->n_shape);
+			p = sm_packed(p, FW_M_REGION, FW_REGION_SHAPE, r->shape, r->n_shape);
 		if (!p)
 			return NULL;
 		sm_close(len_at, p);
 	}
 	if (v->saddr) {
 		const Tileatom__ScatterAddr *a = v->saddr;
-		const fw_table *st = &fw_tables[FW_M_SADDR];
 		if (a->base.n_unknown_fields)
 			return NULL;
-		p = sm_open(p, bt, FW_RMW_SCATTER_ADDR, &len_at);
-		p = mwr_var(p, st, FW_SADDR_DIM, a->dim);
-		if (a->indices && !(p = sm_array(p, st, FW_SADDR_INDICES, a->indices)))
+		p = sm_open(p, bm, FW_RMW_SCATTER_ADDR, &len_at);
+		p = sm_var(p, FW_M_SADDR, FW_SADDR_DIM, a->dim);
+		if (a->indices && !(p = sm_array(p, FW_M_SADDR, FW_SADDR_INDICES, a->indices)))
 			return NULL;
 		sm_close(len_at, p);
 	}
 	if (v->iaddr) {
 		const Tileatom__IndexedAddr *a = v->iaddr;
-		const fw_table *it = &fw_tables[FW_M_IADDR];
 		if (a->base.n_unknown_fields || a->n_indices > TAC_FW_MAX_INDICES ||
 		    (a->n_indices && !a->indices))
 			return NULL;
-		p = sm_open(p, bt, FW_RMW_INDEXED_ADDR, &len_at);
+		p = sm_open(p, bm, FW_RMW_INDEXED_ADDR, &len_at);
 		for (size_t i = 0; i < a->n_indices; i++)
 			if (!a->indices[i] ||
-			    !(p = sm_array(p, it, FW_IADDR_INDICES, a->indices[i])))
+			    !(p = sm_array(p, FW_M_IADDR, FW_IADDR_INDICES, a->indices[i])))
 				return NULL;
-		p = mwr_var(p, it, FW_IADDR_FLAT, a->flat != 0);
+		p = sm_var(p, FW_M_IADDR, FW_IADDR_FLAT, a->flat != 0);
 		sm_close(len_at, p);
 	}
-	if (v->values && !(p = sm_array(p, bt, FW_RMW_VALUES, v->values)))
+	if (v->values && !(p = sm_array(p, bm, FW_RMW_VALUES, v->values)))
 		return NULL;
-	if (v->compare && !(p = sm_array(p, bt, FW_RMW_COMPARE, v->compare)))
+	if (v->compare && !(p = sm_array(p, bm, FW_RMW_COMPARE, v->compare)))
 		return NULL;
 	if (v->options) {
 		const Tileatom__Options *o = v->options;
-		const fw_table *ot = &fw_tables[FW_M_OPTIONS];
 		if (o->base.n_unknown_fields || o->old_into || (int)o->sem < 0 ||
 		    (int)o->scope < 0 || (int)o->space < 0)
 			return NULL;
-		p = sm_open(p, bt, FW_RMW_OPTIONS, &len_at);
-		p = mwr_var(p, ot, FW_OPT_SEM, (uint64_t)o->sem);
-		p = mwr_var(p, ot, FW_OPT_SCOPE, (uint64_t)o->scope);
-		p = mwr_var(p, ot, FW_OPT_SPACE, (uint64_t)o->space);
-		p = mwr_var(p, ot, FW_OPT_NO_BOUNDS, o->no_bounds_check != 0);
-		p = mwr_var(p, ot, FW_OPT_WANT_OLD, o->want_old != 0);
-		if (o->mask && !(p = sm_array(p, ot, FW_OPT_MASK, o->mask)))
+		p = sm_open(p, bm, FW_RMW_OPTIONS, &len_at);
+		p = sm_var(p, FW_M_OPTIONS, FW_OPT_SEM, (uint64_t)o->sem);
+		p = sm_var(p, FW_M_OPTIONS, FW_OPT_SCOPE, (uint64_t)o->scope);
+		p = sm_var(p, FW_M_OPTIONS, FW_OPT_SPACE, (uint64_t)o->space);
+		p = sm_var(p, FW_M_OPTIONS, FW_OPT_NO_BOUNDS, o->no_bounds_check != 0);
+		p = sm_var(p, FW_M_OPTIONS, FW_OPT_WANT_OLD, o->want_old != 0);
+		if (o->mask && !(p = sm_array(p, FW_M_OPTIONS, FW_OPT_MASK, o->mask)))
 			return NULL;
 		sm_close(len_at, p);
 	}
@@ -519,15 +565,14 @@ static uint8_t *sm_body(uint8_t *p, fw_slot s, const body_view *v)
 size_t tac_fastwire_write_small(const Tileatom__Request *req, uint8_t *p)
 {
 	schema_ready();
-	const fw_table *t = &fw_tables[FW_M_REQUEST];
 	if (req->base.n_unknown_fields)
 		return 0;
 	uint8_t *start = p;
-	p = mwr_var(p, t, FW_REQ_ID, req->id);
+	p = sm_var(p, FW_M_REQUEST, FW_REQ_ID, req->id);
 	if (req->body_case == TILEATOM__REQUEST__BODY_PING) {
 		if (!req->ping || req->ping->base.n_unknown_fields)
 			return 0;
-		p = mwr_head(p, t, FW_REQ_PING, 0);
+		p = sm_head(p, FW_M_REQUEST, FW_REQ_PING, 0);
 	} else {
 		body_view v;
 		if (!view_body(req, &v))
