@@ -700,6 +700,37 @@ static int spin_responses(tileatom_client *c, size_t need, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
+int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeout_ms,
+                           bool *taken, uint64_t *id, tileatom_error *err)
+{
+	*taken = false;
+	if (c->broken ||
+	    (c->pending_count == c->pending_cap &&
+	     ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
+	               sizeof(*c->pending)) < 0) ||
+	    txbuf_reserve(c, TA_FRAME_HEADER + TAC_FW_SMALL_ROOM) < 0)
+		return TILEATOM_OK; /* the general way reports it */
+	uint8_t *at = c->txbuf + c->txbuf_len;
+	size_t n = tac_fastwire_write_atomic(d, c->last_id + 1, at + TA_FRAME_HEADER);
+	if (n == 0 || n > c->max_frame)
+		return TILEATOM_OK;
+	*taken = true;
+	ta_frame_put_header(at, (uint32_t)n);
+	c->txbuf_len += TA_FRAME_HEADER + n;
+	if (c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
+		int rc = flush_until(c, deadline_from(timeout_ms), err);
+		if (rc != TILEATOM_OK)
+			return rc;
+	}
+	c->last_id++;
+	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
+	    (tac_pending){c->last_id, d->kind, false};
+	c->pending_count++;
+	if (id)
+		*id = c->last_id;
+	return TILEATOM_OK;
+}
+
 /* Reads until at least need whole response frames are queued (the connection breaks on a
  * timeout at deadline, an error or EOF), busy polling first when asked. */
 static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, tileatom_error *err)

@@ -590,6 +590,71 @@ size_t tac_fastwire_write_small(const Tileatom__Request *req, uint8_t *p)
 	return n <= SMALL_MAX ? n : 0;
 }
 
+/* Writes public array a (bytes of data) as field s of msg, as tac_build_array's Array
+ * packs: its dtype, its rank extents packed, its data; NULL when over the bounds. */
+static inline __attribute__((always_inline)) uint8_t *
+sm_pub_array(uint8_t *p, fw_msg msg, fw_slot s, const tileatom_array *a, size_t bytes)
+{
+	if (bytes > SMALL_MAX || a->rank < 0 || a->rank > TILEATOM_MAX_RANK)
+		return NULL;
+	uint8_t *len_at;
+	p = sm_open(p, msg, s, &len_at);
+	p = sm_var(p, FW_M_ARRAY, FW_ARRAY_DTYPE, (uint64_t)a->dtype);
+	p = sm_packed(p, FW_M_ARRAY, FW_ARRAY_SHAPE, a->shape, (size_t)a->rank);
+	if (bytes) {
+		p = sm_head(p, FW_M_ARRAY, FW_ARRAY_DATA, bytes);
+		copy_small(p, a->data, bytes);
+		p += bytes;
+	}
+	sm_close(len_at, p);
+	return p;
+}
+
+size_t tac_fastwire_write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p)
+{
+	schema_ready();
+	bool indexed = a->kind == TILEATOM_REQ_INDEXED;
+	const fw_msg bm = indexed ? FW_M_INDEXED : FW_M_ELEMENTWISE;
+	if (a->tile_len > SMALL_MAX || a->n_index > TAC_FW_MAX_INDICES || (int)a->op < 0 ||
+	    a->sem < 0 || a->scope < 0 || a->space < 0)
+		return 0;
+	uint8_t *start = p, *body_at, *len_at;
+	p = sm_var(p, FW_M_REQUEST, FW_REQ_ID, id);
+	p = sm_open(p, FW_M_REQUEST, indexed ? FW_REQ_INDEXED : FW_REQ_ELEMENTWISE, &body_at);
+	if (a->tile_len) {
+		p = sm_head(p, bm, FW_RMW_TILE, a->tile_len);
+		memcpy(p, a->tile, a->tile_len);
+		p += a->tile_len;
+	}
+	p = sm_var(p, bm, FW_RMW_OP, (uint64_t)a->op);
+	if (indexed) {
+		p = sm_open(p, bm, FW_RMW_INDEXED_ADDR, &len_at);
+		for (int i = 0; i < a->n_index; i++)
+			if (!(p = sm_pub_array(p, FW_M_IADDR, FW_IADDR_INDICES, &a->indices[i],
+			                       a->index_bytes[i])))
+				return 0;
+		p = sm_var(p, FW_M_IADDR, FW_IADDR_FLAT, a->flat);
+		sm_close(len_at, p);
+	}
+	if (!(p = sm_pub_array(p, bm, FW_RMW_VALUES, a->values, a->values_bytes)))
+		return 0;
+	if (a->compare &&
+	    !(p = sm_pub_array(p, bm, FW_RMW_COMPARE, a->compare, a->compare_bytes)))
+		return 0;
+	p = sm_open(p, bm, FW_RMW_OPTIONS, &len_at);
+	p = sm_var(p, FW_M_OPTIONS, FW_OPT_SEM, (uint64_t)a->sem);
+	p = sm_var(p, FW_M_OPTIONS, FW_OPT_SCOPE, (uint64_t)a->scope);
+	p = sm_var(p, FW_M_OPTIONS, FW_OPT_SPACE, (uint64_t)a->space);
+	p = sm_var(p, FW_M_OPTIONS, FW_OPT_NO_BOUNDS, a->no_bounds_check);
+	p = sm_var(p, FW_M_OPTIONS, FW_OPT_WANT_OLD, a->want_old);
+	sm_close(len_at, p);
+	sm_close(body_at, p);
+	size_t n = (size_t)(p - start);
+	if (n > TAC_FW_SMALL_ROOM)
+		abort(); /* past the room the bounds above allow: a bug in this file */
+	return n <= SMALL_MAX ? n : 0;
+}
+
 /* ---- decoding ------------------------------------------------------------------------ */
 
 /* Reads an enum the way protobuf-c keeps it whole (at most 5 bytes, 0..INT32_MAX). */

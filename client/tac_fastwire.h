@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "ta_wireschema.h"
+#include "tileatom.h"
 #include "tileatom.pb-c.h"
 
 /* Index arrays of an IndexedAddr the encoder takes (more: protobuf-c). */
@@ -77,6 +78,36 @@ TA_WS_HIDDEN uint8_t *tac_fastwire_write(const Tileatom__Request *req, const tac
  * tac_fastwire_plan declines, or too large: the bytes at p are then garbage). p must have
  * TAC_FW_SMALL_ROOM bytes of room. */
 TA_WS_HIDDEN size_t tac_fastwire_write_small(const Tileatom__Request *req, uint8_t *p);
+
+/* An element-wise or indexed atomic request over the whole tile (no region, no mask)
+ * described by the public call's arguments, already checked as the builders check them
+ * (tac_direct_describe in tac_codec.c), for tac_fastwire_write_atomic: the hot pipelined
+ * submits skip the protobuf-c message. */
+typedef struct tac_fw_atomic {
+	tileatom_request_kind kind;             /* TILEATOM_REQ_ELEMENTWISE or _INDEXED */
+	const char *tile;                       /* the tile's name */
+	size_t tile_len;                        /* strlen(tile) */
+	tileatom_op op;                         /* the op */
+	int n_index;                            /* INDEXED: index arrays (else 0) */
+	const tileatom_array *indices;          /* INDEXED: the index arrays */
+	size_t index_bytes[TILEATOM_MAX_RANK];  /* their data bytes */
+	bool flat;                              /* INDEXED: flat offsets */
+	const tileatom_array *values;           /* values (CAS: desired) */
+	size_t values_bytes;                    /* their data bytes */
+	const tileatom_array *compare;          /* CAS: expected values, else NULL */
+	size_t compare_bytes;                   /* their data bytes */
+	int sem, scope, space;                  /* Options.sem, .scope, .space */
+	bool no_bounds_check;                   /* Options.no_bounds_check */
+	bool want_old;                          /* Options.want_old (set for ops that always
+	                                           return what they read) */
+} tac_fw_atomic;
+
+/* Writes the request a describes with id at p, byte for byte what the builders'
+ * (tac_build_elementwise / tac_build_indexed) message packs to, when its payload is at most
+ * 127 bytes (a tile name and each array's data up to 127 bytes); returns the payload's
+ * bytes, or 0 when it is larger (the bytes at p are then garbage). p must have
+ * TAC_FW_SMALL_ROOM bytes of room. */
+TA_WS_HIDDEN size_t tac_fastwire_write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p);
 
 /* Decodes len bytes at data as a Response of a hot shape into *out (its storage reused,
  * its old values copied); returns &out->resp, or NULL when declined (out may then hold

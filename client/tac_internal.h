@@ -348,6 +348,16 @@ TAC_HIDDEN int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op,
                                    tileatom_dtype dtype, const void *value, const void *compare,
                                    const tileatom_op_options *opts, tileatom_array *value_arr,
                                    tileatom_array *compare_arr, tileatom_error *err);
+/* Describes an element-wise or indexed atomic request (kind) for the direct writer
+ * (tac_fastwire_write_atomic) when the builder would take it with exactly that message
+ * and it has no region and no mask; false (nothing reported) otherwise, and the caller
+ * then builds it (which reports what is wrong). */
+TAC_HIDDEN bool tac_direct_describe(tac_fw_atomic *d, tileatom_request_kind kind,
+                                    const char *tile, tileatom_op op,
+                                    const tileatom_region *region, int n_index,
+                                    const tileatom_array *indices, bool flat,
+                                    const tileatom_array *values, const tileatom_array *compare,
+                                    const tileatom_op_options *opts);
 /* Memory ops: kind is GATHER, SCATTER_STORE, ATOMIC_LOAD or ATOMIC_STORE; operand is the
  * padding (gather) or the values (stores), NULL for atomic load. */
 TAC_HIDDEN int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
@@ -413,6 +423,12 @@ TAC_HIDDEN int tac_conn_receive_newest(tileatom_client *c, int timeout_ms,
  * failure breaks the connection. */
 TAC_HIDDEN int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_ms,
                                     tileatom_error *err);
+/* tac_conn_submit for the request d describes, written by tac_fastwire_write_atomic
+ * straight into the output buffer with the next id; *taken false (and nothing done) when
+ * the writer declines it (too large) or the output buffer cannot grow: the caller then
+ * builds and submits it the general way. */
+TAC_HIDDEN int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeout_ms,
+                                      bool *taken, uint64_t *id, tileatom_error *err);
 /* Marks the newest pending request as a part of a split submit. */
 TAC_HIDDEN void tac_conn_mark_part(tileatom_client *c);
 /* Marks the connection broken with err's code and message; returns the code. */
