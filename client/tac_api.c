@@ -5,7 +5,9 @@
  * shared memory, else sent in parts by tac_split.c (pipelined ones too, collected as one
  * merged response). The pipelined calls stop after the submit, which leaves the request in the
  * connection's output buffer (tac_conn.c writes it out when it fills up, at the next collect or
- * flush, or on close); tileatom_collect() does the rest in order. Responses are kept in
+ * flush, or on close); the hot ones (small element-wise, indexed and atomic_at requests over
+ * a whole tile) are written there directly from their arguments (submit_direct), without a
+ * protobuf-c message; tileatom_collect() does the rest in order. Responses are kept in
  * client->last so that collected pointers stay valid until the next call on the same
  * client. */
 #include "tac_internal.h"
@@ -961,8 +963,9 @@ int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileato
 		compare_arr = tileatom_scalar(dtype, compare);
 		bool cas = ta_op_operands((ta_op)op) == TA_OPERANDS_VALUES_COMPARE;
 		bool taken;
-		int rc = submit_direct(client, TILEATOM_REQ_INDEXED, tile, op, NULL, 1, &index, true,
-		                       &value_arr, cas ? &compare_arr : NULL, &o, &taken, id, err);
+		int rc =
+		    submit_direct(client, TILEATOM_REQ_INDEXED, tile, op, NULL, 1, &index, true,
+		                  &value_arr, cas ? &compare_arr : NULL, &o, &taken, id, err);
 		if (taken)
 			return rc;
 	}

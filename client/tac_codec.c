@@ -80,9 +80,9 @@ int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const ch
 /* ta_check_variant for a request of kind (its family), with its error in the daemon's
  * words; out of line, so that its 256-byte error (and the stack guard that comes with it)
  * costs only when it runs. */
-static __attribute__((noinline)) int variant_check(tileatom_request_kind kind, ta_op op,
-                                                   ta_sem sem, ta_scope scope, ta_space space,
-                                                   bool want_old, tileatom_error *err)
+static __attribute__((noinline)) int variant_check(tileatom_request_kind kind, ta_op op, ta_sem sem,
+                                                   ta_scope scope, ta_space space, bool want_old,
+                                                   tileatom_error *err)
 {
 	ta_error terr;
 	terr.code = TA_OK;
@@ -94,11 +94,11 @@ static __attribute__((noinline)) int variant_check(tileatom_request_kind kind, t
 	return TILEATOM_OK;
 }
 
-/* variant_check, remembered. Its verdict is a function of its arguments alone (the core's table), so each call
- * site remembers the last legal variant it checked in *last_legal (one word: the kind and
- * the variant, each below 256, and a valid bit; relaxed atomics, since any word a thread
- * stored was legal) and a caller repeating one request shape skips the check (about 80
- * instructions of a pipelined add). */
+/* variant_check, remembered. Its verdict is a function of its arguments alone (the core's table),
+ * so each call site remembers the last legal variant it checked in *last_legal (one word: the kind
+ * and the variant, each below 256, and a valid bit; relaxed atomics, since any word a thread stored
+ * was legal) and a caller repeating one request shape skips the check (about 80 instructions of a
+ * pipelined add). */
 static int variant_ok(uint64_t *last_legal, tileatom_request_kind kind, ta_op op, ta_sem sem,
                       ta_scope scope, ta_space space, bool want_old, tileatom_error *err)
 {
@@ -187,8 +187,8 @@ static int check_op(tileatom_request_kind kind, tileatom_op op, tileatom_error *
 	/* relaxed, gpu, global, no output is legal for every RMW op: only the family can fail,
 	 * in the daemon's words */
 	uint64_t unused = 0; /* variant_ok's own memory: the word above does its work here */
-	int rc = variant_ok(&unused, kind, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU,
-	                    TA_SPACE_GLOBAL, false, err);
+	int rc = variant_ok(&unused, kind, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU, TA_SPACE_GLOBAL,
+	                    false, err);
 	if (rc == TILEATOM_OK)
 		__atomic_store_n(&last_legal, key, __ATOMIC_RELAXED);
 	return rc;
@@ -548,7 +548,8 @@ bool tac_direct_describe(tac_fw_atomic *d, tileatom_request_kind kind, const cha
 	d->n_index = 0;
 	d->flat = false;
 	if (kind == TILEATOM_REQ_INDEXED) {
-		if (!indices || n_index < 1 || n_index > TILEATOM_MAX_RANK || (flat && n_index != 1))
+		if (!indices || n_index < 1 || n_index > TILEATOM_MAX_RANK ||
+		    (flat && n_index != 1))
 			return false;
 		for (int i = 0; i < n_index; i++)
 			if (!(d->index_bytes[i] = array_bytes(&indices[i])))

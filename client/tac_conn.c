@@ -1,6 +1,7 @@
 /* tac_conn.c: the client's socket. Happy path: tac_conn_open connects (Unix path or TCP,
  * non-blocking, bounded by a timeout); tac_conn_submit packs a request into one frame at
- * the end of the output buffer, queueing its id as pending; the buffer is written out by a
+ * the end of the output buffer (tac_conn_submit_atomic writes a described hot request
+ * there directly), queueing its id as pending; the buffer is written out by a
  * synchronous call's submit, by tac_conn_receive before it waits (tileatom_collect), or as
  * soon as it holds TAC_FLUSH_THRESHOLD bytes, so pipelined requests leave in few send()s;
  * tac_conn_receive reads frames into a queue, decodes the oldest and checks that its id is
@@ -700,8 +701,8 @@ static int spin_responses(tileatom_client *c, size_t need, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeout_ms,
-                           bool *taken, uint64_t *id, tileatom_error *err)
+int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeout_ms, bool *taken,
+                           uint64_t *id, tileatom_error *err)
 {
 	*taken = false;
 	if (c->broken ||
@@ -771,8 +772,7 @@ static int receive_begin(tileatom_client *c, size_t need, int timeout_ms, tileat
 	release_response(c, c->last);
 	c->last = NULL;
 	/* the clock is read only when something may wait: a write, or a response not here */
-	int64_t deadline =
-	    c->txbuf_len > 0 || c->rxq_count < need ? deadline_from(timeout_ms) : -1;
+	int64_t deadline = c->txbuf_len > 0 || c->rxq_count < need ? deadline_from(timeout_ms) : -1;
 	int rc = flush_until(c, deadline, err);
 	if (rc != TILEATOM_OK)
 		return rc;

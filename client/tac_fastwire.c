@@ -6,9 +6,13 @@
  * index arrays); tac_fastwire_write then writes the fields in field-number order (the order
  * of proto/ta_wireschema.c's table, checked at init), skipping zero scalars, NULL or empty
  * strings, empty bytes and empty packed fields, and writing every non-NULL message, as
- * protobuf_c_message_pack does for proto3 fields.
+ * protobuf_c_message_pack does for proto3 fields. A request of at most 127 bytes
+ * (tac_fastwire_write_small, and tac_fastwire_write_atomic from the public arguments) is
+ * written in one pass instead: every length prefix is then one byte, written as a
+ * placeholder and filled in when its message ends.
  *
- * Decoding: one pass per message with the shared tables; declined (so that protobuf-c
+ * Decoding: a straight pass for the common OpResponse laid out as the daemon writes it
+ * (dec_straight), else one pass per message with the shared tables; declined (so that protobuf-c
  * answers exactly as before) are an unknown field or wire type, a singular field given
  * twice or a second body, a message string (only errors have one), a non-empty ping body,
  * a shared buffer, a non-packed shape, more than TAC_FW_MAX_SHAPE extents, a varint of
@@ -24,12 +28,12 @@
 /* True once the shared tables are filled (schema_ready). */
 static bool schema_filled;
 /* True when every key dec_straight compares is one byte (field numbers below 16), so that
- * a byte equal to it is that key (set by schema_ready). */
+ * a byte equal to it is that key (set by fill_keys). */
 static bool straight_keys;
 
 /* The one-byte key of each slot of each message, [msg][slot][0] with the varint wire
  * type and [1] length-delimited; 0 when the field number is 16 or more, or the slot is not
- * in the message (filled by schema_ready before schema_filled is set). */
+ * in the message (filled by fill_keys before schema_filled is set). */
 static uint8_t small_keys[FW_M_COUNT][FW_SLOTS][2];
 
 /* Fills the shared tables (ta_wireschema_init), small_keys and straight_keys; run once
@@ -469,11 +473,11 @@ static inline uint8_t *sm_packed(uint8_t *p, fw_msg msg, fw_slot s, const int64_
 
 /* Writes Array a as field s of msg in one pass; NULL when the encoder declines it (what
  * plan_array declines, or more than SMALL_MAX data bytes or TAC_FW_SMALL_EXTENTS extents). */
-static inline __attribute__((always_inline)) uint8_t *
-sm_array(uint8_t *p, fw_msg msg, fw_slot s, const Tileatom__Array *a)
+static inline __attribute__((always_inline)) uint8_t *sm_array(uint8_t *p, fw_msg msg, fw_slot s,
+                                                               const Tileatom__Array *a)
 {
-	if (a->base.n_unknown_fields || a->shared || (int)a->dtype < 0 ||
-	    a->data.len > SMALL_MAX || (a->data.len && !a->data.data))
+	if (a->base.n_unknown_fields || a->shared || (int)a->dtype < 0 || a->data.len > SMALL_MAX ||
+	    (a->data.len && !a->data.data))
 		return NULL;
 	uint8_t *len_at;
 	p = sm_open(p, msg, s, &len_at);
@@ -638,8 +642,7 @@ size_t tac_fastwire_write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p
 	}
 	if (!(p = sm_pub_array(p, bm, FW_RMW_VALUES, a->values, a->values_bytes)))
 		return 0;
-	if (a->compare &&
-	    !(p = sm_pub_array(p, bm, FW_RMW_COMPARE, a->compare, a->compare_bytes)))
+	if (a->compare && !(p = sm_pub_array(p, bm, FW_RMW_COMPARE, a->compare, a->compare_bytes)))
 		return 0;
 	p = sm_open(p, bm, FW_RMW_OPTIONS, &len_at);
 	p = sm_var(p, FW_M_OPTIONS, FW_OPT_SEM, (uint64_t)a->sem);
@@ -761,8 +764,7 @@ static inline bool take_key(const uint8_t **p, const uint8_t *end, uint8_t key)
  * order and with its one-byte key, as the daemon writes them. Whatever it takes, the
  * general pass below takes the same way (the same readers); NULL for anything else
  * (which the general pass then reads). */
-static Tileatom__Response *dec_straight(tac_fw_response *out, const uint8_t *p,
-                                        const uint8_t *end)
+static Tileatom__Response *dec_straight(tac_fw_response *out, const uint8_t *p, const uint8_t *end)
 {
 	Tileatom__Response *r = &out->resp;
 	*r = (Tileatom__Response)TILEATOM__RESPONSE__INIT;
@@ -775,7 +777,8 @@ static Tileatom__Response *dec_straight(tac_fw_response *out, const uint8_t *p,
 		r->status = (Tileatom__Status)v;
 	}
 	size_t n;
-	if (!take_key(&p, end, fw_key1[FW_RESP_OP]) || !rd_len(&p, end, &n) || n != (size_t)(end - p))
+	if (!take_key(&p, end, fw_key1[FW_RESP_OP]) || !rd_len(&p, end, &n) ||
+	    n != (size_t)(end - p))
 		return NULL;
 	Tileatom__OpResponse *op = &out->op;
 	*op = (Tileatom__OpResponse)TILEATOM__OP_RESPONSE__INIT;

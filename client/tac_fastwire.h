@@ -1,7 +1,9 @@
 /* tac_fastwire.h: libtileatom-client's direct encoder of the hot requests and one-pass
  * decoder of their responses, the mirror image of daemon/fastwire.c, built on the field
  * table of proto/ta_wireschema.h. The encoder writes ping and the element-wise, scatter
- * and indexed atomic requests byte for byte as protobuf_c_message_pack does; the decoder
+ * and indexed atomic requests byte for byte as protobuf_c_message_pack does (from their
+ * protobuf-c message, or for the hot pipelined submits from the public call's arguments:
+ * tac_fastwire_write_atomic); the decoder
  * reads a Response holding an id, a status and a ping or OpResponse body (old values,
  * skipped, applied) into the same structures tileatom__response__unpack builds. Anything
  * else (another body, a shared buffer, Options.old_into, a message string, an unknown or
@@ -84,22 +86,22 @@ TA_WS_HIDDEN size_t tac_fastwire_write_small(const Tileatom__Request *req, uint8
  * (tac_direct_describe in tac_codec.c), for tac_fastwire_write_atomic: the hot pipelined
  * submits skip the protobuf-c message. */
 typedef struct tac_fw_atomic {
-	tileatom_request_kind kind;             /* TILEATOM_REQ_ELEMENTWISE or _INDEXED */
-	const char *tile;                       /* the tile's name */
-	size_t tile_len;                        /* strlen(tile) */
-	tileatom_op op;                         /* the op */
-	int n_index;                            /* INDEXED: index arrays (else 0) */
-	const tileatom_array *indices;          /* INDEXED: the index arrays */
-	size_t index_bytes[TILEATOM_MAX_RANK];  /* their data bytes */
-	bool flat;                              /* INDEXED: flat offsets */
-	const tileatom_array *values;           /* values (CAS: desired) */
-	size_t values_bytes;                    /* their data bytes */
-	const tileatom_array *compare;          /* CAS: expected values, else NULL */
-	size_t compare_bytes;                   /* their data bytes */
-	int sem, scope, space;                  /* Options.sem, .scope, .space */
-	bool no_bounds_check;                   /* Options.no_bounds_check */
-	bool want_old;                          /* Options.want_old (set for ops that always
-	                                           return what they read) */
+	tileatom_request_kind kind;            /* TILEATOM_REQ_ELEMENTWISE or _INDEXED */
+	const char *tile;                      /* the tile's name */
+	size_t tile_len;                       /* strlen(tile) */
+	tileatom_op op;                        /* the op */
+	int n_index;                           /* INDEXED: index arrays (else 0) */
+	const tileatom_array *indices;         /* INDEXED: the index arrays */
+	size_t index_bytes[TILEATOM_MAX_RANK]; /* their data bytes */
+	bool flat;                             /* INDEXED: flat offsets */
+	const tileatom_array *values;          /* values (CAS: desired) */
+	size_t values_bytes;                   /* their data bytes */
+	const tileatom_array *compare;         /* CAS: expected values, else NULL */
+	size_t compare_bytes;                  /* their data bytes */
+	int sem, scope, space;                 /* Options.sem, .scope, .space */
+	bool no_bounds_check;                  /* Options.no_bounds_check */
+	bool want_old;                         /* Options.want_old (set for ops that always
+	                                          return what they read) */
 } tac_fw_atomic;
 
 /* Writes the request a describes with id at p, byte for byte what the builders'

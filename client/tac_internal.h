@@ -352,9 +352,8 @@ TAC_HIDDEN int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op,
  * (tac_fastwire_write_atomic) when the builder would take it with exactly that message
  * and it has no region and no mask; false (nothing reported) otherwise, and the caller
  * then builds it (which reports what is wrong). */
-TAC_HIDDEN bool tac_direct_describe(tac_fw_atomic *d, tileatom_request_kind kind,
-                                    const char *tile, tileatom_op op,
-                                    const tileatom_region *region, int n_index,
+TAC_HIDDEN bool tac_direct_describe(tac_fw_atomic *d, tileatom_request_kind kind, const char *tile,
+                                    tileatom_op op, const tileatom_region *region, int n_index,
                                     const tileatom_array *indices, bool flat,
                                     const tileatom_array *values, const tileatom_array *compare,
                                     const tileatom_op_options *opts);

@@ -177,8 +177,8 @@ static void rand_request(rand_req *r)
  * 127 bytes it declined (only for its bounds: more extents than TAC_FW_SMALL_EXTENTS). */
 static int small_taken, small_declined_short;
 
-/* Encodes req with both paths (and the one-pass writer); fails unless the fast encoder takes it (when must_take) and
- * writes protobuf-c's bytes. Returns whether it took it. */
+/* Encodes req with both paths (and the one-pass writer); fails unless the fast encoder takes it
+ * (when must_take) and writes protobuf-c's bytes. Returns whether it took it. */
 static bool check_encode(const Tileatom__Request *req, bool must_take)
 {
 	static uint8_t fast[1 << 14], slow[1 << 14];
