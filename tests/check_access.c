@@ -11,6 +11,9 @@
 #endif
 
 #include <check.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -698,6 +701,98 @@ START_TEST(test_tile_cache)
 }
 END_TEST
 
+/* Shared state of test_tile_cache_threads. */
+typedef struct cache_race {
+	ta_registry *reg;          /* the registry */
+	atomic_llong removed_upto; /* generations of "t" removed so far (extent = generation) */
+	atomic_bool stop;          /* the writer is done */
+	atomic_llong hits;         /* lookups of "t" that found a tile */
+	atomic_llong stale;        /* found tiles removed before the lookup began (must be 0) */
+	atomic_llong wrong_name;   /* found tiles not named "t" (must be 0) */
+} cache_race;
+
+/* A reader: looks "t" up through its own cache as fast as it can; a tile it gets must be
+ * named "t" and of a generation not yet removed when the lookup began; it writes into the
+ * tile's memory (freed memory would show under ASan and valgrind). */
+static void *cache_race_reader(void *arg)
+{
+	cache_race *cr = arg;
+	ta_tile_cache cache;
+	memset(&cache, 0, sizeof(cache));
+	while (!atomic_load(&cr->stop)) {
+		long long before = atomic_load(&cr->removed_upto);
+		ta_tile *t = NULL;
+		ta_error err = {0};
+		if (ta_registry_get_cached(cr->reg, &cache, "t", 1000, &t, &err) != TA_OK)
+			continue;
+		atomic_fetch_add(&cr->hits, 1);
+		if (strcmp(t->name, "t") != 0)
+			atomic_fetch_add(&cr->wrong_name, 1);
+		else if (t->shape.shape[0] <= before)
+			atomic_fetch_add(&cr->stale, 1);
+		((volatile int32_t *)t->mem)[t->shape.shape[0] - 1] += 1;
+		ta_tile_unref(t);
+	}
+	return NULL;
+}
+
+/* The cache under concurrency: three readers look "t" up through their own caches while
+ * a writer creates generation g of "t" (g elements), removes it, and creates and removes
+ * tiles of other names in between, so that records are reused under the readers' stale
+ * caches. No reader may get a tile of another name or one removed before its lookup
+ * began; every tile's memory is freed (stats), and hits happen. */
+START_TEST(test_tile_cache_threads)
+{
+	ta_error err = {0};
+	ta_backend *be = ta_cpu_backend_new(1, &err);
+	ck_assert_ptr_nonnull(be);
+	cache_race cr;
+	memset(&cr, 0, sizeof(cr));
+	cr.reg = ta_registry_new(be, 0, 0, &err);
+	ck_assert_ptr_nonnull(cr.reg);
+	pthread_t readers[3];
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(pthread_create(&readers[i], NULL, cache_race_reader, &cr), 0);
+	int gens = getenv("TA_UNDER_VALGRIND") ? 150 : 400;
+	for (int g = 1; g <= gens; g++) {
+		ta_tile_shape s = {.dtype = TA_DTYPE_I32, .rank = 1, .shape = {g}};
+		ta_tile *t = NULL;
+		ck_assert_int_eq(ta_registry_create_as(cr.reg, "t", &s, 1000, &t, &err), TA_OK);
+		ta_registry_publish(t);
+		ta_tile_unref(t);
+		/* let the readers find it (valgrind runs one thread at a time: yield to them) */
+		long long hits0 = atomic_load(&cr.hits);
+		for (int y = 0; y < 10 && atomic_load(&cr.hits) == hits0; y++)
+			sched_yield();
+		ck_assert_int_eq(ta_registry_remove(cr.reg, "t", NULL, &err), TA_OK);
+		atomic_store(&cr.removed_upto, g);
+		char other[16];
+		snprintf(other, sizeof(other), "u%d", g % 7);
+		ta_tile_shape so = {.dtype = TA_DTYPE_I64, .rank = 1, .shape = {3}};
+		ck_assert_int_eq(ta_registry_create_as(cr.reg, other, &so, 1000, &t, &err), TA_OK);
+		ta_registry_publish(t);
+		ta_tile_unref(t);
+		ck_assert_int_eq(ta_registry_remove(cr.reg, other, NULL, &err), TA_OK);
+	}
+	atomic_store(&cr.stop, true);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(pthread_join(readers[i], NULL), 0);
+	long long wrong_name = atomic_load(&cr.wrong_name), stale = atomic_load(&cr.stale);
+	long long hits = atomic_load(&cr.hits);
+	ck_assert_msg(wrong_name == 0 && stale == 0,
+	              "%lld of %lld hits got another tile, %lld one removed before the lookup",
+	              wrong_name, hits, stale);
+	ck_assert_int_gt(hits, 0);
+	uint32_t tiles = 9;
+	uint64_t bytes = 9;
+	ta_registry_stats(cr.reg, &tiles, &bytes);
+	ck_assert_uint_eq(tiles, 0);
+	ck_assert_uint_eq(bytes, 0);
+	ta_registry_free(cr.reg);
+	ta_backend_destroy(be);
+}
+END_TEST
+
 /* Dispatch with one scratch (one loop thread, so one tile cache) for several sessions: an
  * add after its tile was destroyed is NOT_FOUND, after it was created again lands in the
  * new tile (old value 0, not the old tile's count), and a private tile created under the
@@ -868,6 +963,7 @@ static Suite *access_suite(void)
 	tcase_add_test(tc, test_auth_file);
 	tcase_add_test(tc, test_max_tiles);
 	tcase_add_test(tc, test_tile_cache);
+	tcase_add_test(tc, test_tile_cache_threads);
 	tcase_add_test(tc, test_dispatch_tile_cache);
 	tcase_add_test(tc, test_commit_check);
 	tcase_add_test(tc, test_settings);
