@@ -730,7 +730,7 @@ static void *cache_race_reader(void *arg)
 			atomic_fetch_add(&cr->wrong_name, 1);
 		else if (t->shape.shape[0] <= before)
 			atomic_fetch_add(&cr->stale, 1);
-		((volatile int32_t *)t->mem)[t->shape.shape[0] - 1] += 1;
+		__atomic_fetch_add((int32_t *)t->mem + t->shape.shape[0] - 1, 1, __ATOMIC_RELAXED);
 		ta_tile_unref(t);
 	}
 	return NULL;
