@@ -1454,25 +1454,40 @@ enum kmode {
 	M_GENERAL = 0, /* general_loop */
 	M_REGION = 1,  /* fast_region */
 	M_FLAT32 = 2,  /* fast_flat, int32 offsets */
-	M_FLAT64 = 3   /* fast_flat, int64 offsets */
+	M_FLAT64 = 3,  /* fast_flat, int64 offsets */
+	M_COUNT32 = 4, /* block_count, int32 offsets (k_shared of an integer dtype only) */
+	M_COUNT64 = 5  /* block_count, int64 offsets (k_shared of an integer dtype only) */
 };
 
-/* Threads per block of the kernel of space SH (kspace) running loop MODE (kmode): 512 for
- * the block-window FLAT loop over int32 offsets (histograms: measured on an H200 with 2^26
- * keys into 256 bins, 950 G keys/s against 894 with blocks of 256, the key-read ceiling
- * being 1000), else TA_BLOCK. The host launches with the same function. */
+/* True for the counting modes (block_count). */
+__host__ __device__ constexpr bool count_mode(int mode)
+{
+	return mode == M_COUNT32 || mode == M_COUNT64;
+}
+
+/* Threads per block of the kernel of space SH (kspace) running loop MODE (kmode): 1024 for
+ * the block-window counting loop over int32 offsets and 512 for the FLAT loop over them
+ * (histograms; measured on an H200 with 2^26 keys into 256 bins: FLAT 950 G keys/s against
+ * 894 with blocks of 256; a hand-written counting kernel 1047 with 1024 x 2 blocks an SM
+ * against 1022 with 512 x 4: half the blocks, half the same-address atomics of the merge),
+ * else TA_BLOCK. The host launches with the same function (block_count strides by it). */
 __host__ __device__ constexpr int block_threads(int sh, int mode)
 {
-	return sh == S_BLOCK && mode == M_FLAT32 ? 512 : TA_BLOCK;
+	return sh != S_BLOCK       ? TA_BLOCK
+	       : mode == M_COUNT32 ? 1024
+	       : mode == M_FLAT32  ? 512
+	                           : TA_BLOCK;
 }
 
 /* Resident blocks per SM the register allocation of a kernel must allow: 2048 threads an
- * SM (32 registers a thread) for the block-window FLAT loop over int32 offsets
- * (histograms: occupancy hides the latency of the key loads), else 4 blocks (64
+ * SM (32 registers a thread) for the block-window FLAT and counting loops over int32
+ * offsets (histograms: occupancy hides the latency of the key loads), else 4 blocks (64
  * registers). */
 template <int SH, int MODE> __host__ __device__ constexpr int min_blocks()
 {
-	return SH == S_BLOCK && MODE == M_FLAT32 ? 2048 / block_threads(SH, MODE) : 4;
+	return SH == S_BLOCK && (MODE == M_FLAT32 || MODE == M_COUNT32)
+	           ? 2048 / block_threads(SH, MODE)
+	           : 4;
 }
 
 /* Global-space kernel of (dtype DT, op KOP) running loop MODE: every element updates the
@@ -1502,18 +1517,127 @@ __global__ void __launch_bounds__(TA_BLOCK, (min_blocks<S_GLOBAL, MODE>())) k_gl
 	flush_counts(a, tc);
 }
 
-/* Shared-space kernel of (dtype DT, op KOP) running loop MODE: accumulate into a
- * block-private copy of the window [lo, lo + win) in dynamic shared memory, then merge
- * every changed slot into the tile with one global op (sem/scope of the plan, never an
- * output). For the fast loops the window is the region (lo = base). */
-template <int DT, int KOP, int MODE>
-__global__ void __launch_bounds__(block_threads(S_BLOCK, MODE), (min_blocks<S_BLOCK, MODE>()))
-    k_shared(const kargs a)
+/* Counting loop of block_count over the keys of this thread (int64 offsets when I64):
+ * full chunks of 4 keys, 2 chunks loaded before either is applied (16-byte ld.global.nc),
+ * then the last chunk and the last n % 4 keys; per key one unsigned compare against the
+ * window (= the region: a negative or too large key is skipped) and one red.shared. ONE:
+ * the operand is the constant 1 (integer add: ptxas aggregates red.shared.add of a known 1
+ * over the warp, which keeps repeated keys cheap), else v. Returns the skipped keys. */
+template <int DT, int KOP, bool I64, bool ONE>
+__device__ __forceinline__ uint32_t count_keys(const kargs &a, uint32_t sbase,
+                                               typename dt_traits<DT>::B v_rt)
 {
 	typedef typename dt_traits<DT>::B B;
-	extern __shared__ __align__(16) unsigned char ta_smem[];
-	B *sh = (B *)ta_smem;
-	const uint32_t sbase = smem_addr(ta_smem);
+	constexpr int U = 2;
+	constexpr int TH = block_threads(S_BLOCK, I64 ? M_COUNT64 : M_COUNT32);
+	const B v = ONE ? (B)1 : v_rt;
+	const ta_plan &p = a.p;
+	const int64_t n = p.count, nch = n >> 2;
+	const int64_t T = (int64_t)gridDim.x * TH;
+	const uint32_t w32 = (uint32_t)a.win;
+	uint32_t skipped = 0;
+	auto apply1 = [&](int32_t x) {
+		if ((uint32_t)x < w32)
+			apply_shared<DT, KOP>(sbase + (uint32_t)x * (uint32_t)sizeof(B), v);
+		else
+			skipped++;
+	};
+	/* 4 keys at key k: an int32 key as it is (the compare above skips a negative one),
+	 * an int64 one through flat32 */
+	auto load4 = [&](int64_t k, int32_t *f) {
+		if constexpr (I64) {
+			load4_flat<I64>(p.index[0], k, p.region_count, f);
+		} else {
+			const int4 x = __ldg((const int4 *)((const int32_t *)p.index[0].data + k));
+			f[0] = x.x;
+			f[1] = x.y;
+			f[2] = x.z;
+			f[3] = x.w;
+		}
+	};
+	int64_t c0 = (int64_t)blockIdx.x * TH + threadIdx.x;
+	for (; c0 + (U - 1) * T < nch; c0 += U * T) {
+		int32_t f[U][4];
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			load4((c0 + u * T) << 2, f[u]);
+#pragma unroll
+		for (int u = 0; u < U; u++)
+#pragma unroll
+			for (int j = 0; j < 4; j++)
+				apply1(f[u][j]);
+	}
+	for (; c0 < nch; c0 += T) {
+		int32_t f[4];
+		load4(c0 << 2, f);
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			apply1(f[j]);
+	}
+	for (int64_t k = (nch << 2) + (int64_t)blockIdx.x * TH + threadIdx.x; k < n; k += T)
+		apply1(load1_flat<I64>(p.index[0], k, p.region_count));
+	return skipped;
+}
+
+/* The body of k_shared in the counting modes (M_COUNT32 / M_COUNT64; integer dtypes): a
+ * histogram-like plan (FLAT offsets into a contiguous region that is the block's window,
+ * a scalar operand, no mask or a scalar one, no output), compiled apart from the other
+ * loops so that its registers and code are its own. The operand and the scalar mask are
+ * read before the window is initialised (their loads overlap it); a false scalar mask
+ * applies nothing (every element masked: no counter changes). The merge compiles sem
+ * relaxed + scope gpu in (other pairs: the out-of-line switch); the counters take one
+ * atomic per grid plus one per warp that skipped keys (flush_skipped). */
+template <int DT, int KOP, int MODE>
+__device__ __forceinline__ void block_count(const kargs &a, unsigned char *smem)
+{
+	typedef typename dt_traits<DT>::B B;
+	static_assert(!dt_traits<DT>::is_float, "the counting modes serve integer dtypes");
+	constexpr int TH = block_threads(S_BLOCK, MODE);
+	const ta_plan &p = a.p;
+	const B vs = __ldg((const B *)p.values.data);
+	const unsigned char *mask = (const unsigned char *)p.mask.data;
+	const bool on = !mask || __ldg(mask) != 0;
+	B *sh = (B *)smem;
+	const uint32_t sbase = smem_addr(smem);
+	const B ident = shared_identity<DT, KOP>();
+	const int win = (int)a.win; /* a block's window: fewer than 2^16 slots */
+	for (int i = threadIdx.x; i < win; i += TH)
+		sh[i] = ident;
+	const B v = operand<DT, KOP>(a, vs);
+	__syncthreads();
+	uint32_t skipped = 0;
+	if (on) {
+		if (KOP == K_ADD && v == (B)1)
+			skipped = count_keys<DT, KOP, MODE == M_COUNT64, true>(a, sbase, v);
+		else
+			skipped = count_keys<DT, KOP, MODE == M_COUNT64, false>(a, sbase, v);
+	}
+	__syncthreads();
+	B *tile = (B *)a.tile + a.lo;
+	const bool fix = a.ss == SS_FAST;
+	for (int i = threadIdx.x; i < win; i += TH) {
+		const B s = sh[i];
+		if (s == ident)
+			continue;
+		if (fix)
+			apply_global<DT, KOP>(tile + i, s, (B)0, SS_FAST, false);
+		else
+			apply_global_rt<DT, KOP>(tile + i, s, (B)0, a.ss, false);
+	}
+	if (on)
+		flush_skipped(a, skipped);
+}
+
+/* The body of k_shared in the other modes: accumulate into a block-private copy of the
+ * window [lo, lo + win) in dynamic shared memory (smem), then merge every changed slot
+ * into the tile with one global op (sem/scope of the plan, never an output). For the fast
+ * loops the window is the region (lo = base). */
+template <int DT, int KOP, int MODE>
+__device__ __forceinline__ void block_loops(const kargs &a, unsigned char *smem)
+{
+	typedef typename dt_traits<DT>::B B;
+	B *sh = (B *)smem;
+	const uint32_t sbase = smem_addr(smem);
 	const B ident = shared_identity<DT, KOP>();
 	for (int64_t i = threadIdx.x; i < a.win; i += blockDim.x)
 		sh[i] = ident;
@@ -1537,6 +1661,19 @@ __global__ void __launch_bounds__(block_threads(S_BLOCK, MODE), (min_blocks<S_BL
 		flush_skipped(a, tc.skipped);
 	else
 		flush_counts(a, tc);
+}
+
+/* Shared-space kernel of (dtype DT, op KOP) running loop MODE: a block-private window in
+ * dynamic shared memory (block_count in the counting modes, else block_loops). */
+template <int DT, int KOP, int MODE>
+__global__ void __launch_bounds__(block_threads(S_BLOCK, MODE), (min_blocks<S_BLOCK, MODE>()))
+    k_shared(const kargs a)
+{
+	extern __shared__ __align__(16) unsigned char ta_smem[];
+	if constexpr (count_mode(MODE))
+		block_count<DT, KOP, MODE>(a, ta_smem);
+	else
+		block_loops<DT, KOP, MODE>(a, ta_smem);
 }
 
 /* Threads per block of the cluster kernels: a block holds a large part of the window, so
