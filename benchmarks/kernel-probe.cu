@@ -1006,6 +1006,14 @@ static ta::kargs real_args(ta_dtype dt, int64_t bins, int64_t n, const void *key
 
 static unsigned long long *g_cnt;
 
+/* The backend's counting body (block_count) at TH threads a block instead of its own
+ * block_threads: the block shape compared in one run. */
+template <int TH> __global__ void __launch_bounds__(TH, 2048 / TH) k_count_th(const ta::kargs a)
+{
+	extern __shared__ __align__(16) unsigned char count_smem[];
+	ta::block_count<TA_DTYPE_I32, ta::K_ADD, ta::M_COUNT32, TH>(a, count_smem);
+}
+
 /* Checks the counters of one launch: applied and skipped. */
 static bool counters_are(unsigned long long applied, unsigned long long skipped)
 {
@@ -1053,17 +1061,18 @@ static void real_hist(int64_t n)
 					ta::kmode mode;
 					int threads;
 					const char *name;
-				} rows[] = {{ta::M_COUNT32,
-				             ta::block_threads(ta::S_BLOCK, ta::M_COUNT32),
-				             "REAL k_shared count32"},
-				            {ta::M_FLAT32, 512, "REAL k_shared flat32"},
-				            {ta::M_FLAT32, 256, "REAL k_shared flat32"}};
+					void (*fn)(const ta::kargs);
+				} rows[] = {
+				    {ta::M_COUNT32, ta::block_threads(ta::S_BLOCK, ta::M_COUNT32),
+				     "REAL k_shared count32",
+				     ta::k_shared<TA_DTYPE_I32, ta::K_ADD, ta::M_COUNT32>},
+				    {ta::M_COUNT32, 512, "REAL block_count at", k_count_th<512>},
+				    {ta::M_FLAT32, 512, "REAL k_shared flat32",
+				     ta::k_shared<TA_DTYPE_I32, ta::K_ADD, ta::M_FLAT32>},
+				    {ta::M_FLAT32, 256, "REAL k_shared flat32",
+				     ta::k_shared<TA_DTYPE_I32, ta::K_ADD, ta::M_FLAT32>}};
 				for (auto &row : rows) {
-					auto fn = row.mode == ta::M_COUNT32
-					              ? ta::k_shared<TA_DTYPE_I32, ta::K_ADD,
-					                             ta::M_COUNT32>
-					              : ta::k_shared<TA_DTYPE_I32, ta::K_ADD,
-					                             ta::M_FLAT32>;
+					auto fn = row.fn;
 					const int threads = row.threads;
 					a.mode = row.mode;
 					if (kind && threads == 256)

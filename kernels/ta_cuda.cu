@@ -571,6 +571,9 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 		blocks = (int64_t)occ * sms;
 	if (blocks < floor_blocks(a->p.count, threads))
 		blocks = floor_blocks(a->p.count, threads);
+	/* the counting modes count a block's keys in 32 bits: fewer than 2^31 a block */
+	if (ta::count_mode(a->mode) && blocks < (a->p.count >> 31) + 1)
+		blocks = (a->p.count >> 31) + 1;
 	if (blocks > INT32_MAX)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan of %lld elements is too large",
 		                    (long long)a->p.count);

@@ -1767,6 +1767,11 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, test_large_elementwise);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("histogram");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, test_large_histogram);
 	suite_add_tcase(s, tc);
 
