@@ -94,6 +94,20 @@ int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
 	return tileatom_connect_opts(address, &opts, out, err);
 }
 
+/* The busy poll a new connection starts with: $TILEATOM_BUSY_POLL_US (a decimal count of
+ * microseconds, capped at TAC_BUSY_POLL_MAX), else 0 (anything else: 0, documented). */
+static unsigned busy_poll_default(void)
+{
+	const char *v = getenv("TILEATOM_BUSY_POLL_US");
+	if (!v || *v < '0' || *v > '9')
+		return 0;
+	char *end = NULL;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (*end != '\0')
+		return 0;
+	return n < TAC_BUSY_POLL_MAX ? (unsigned)n : TAC_BUSY_POLL_MAX;
+}
+
 int tileatom_connect_opts(const char *address, const tileatom_connect_options *opts,
                           tileatom_client **out, tileatom_error *err)
 {
@@ -123,6 +137,7 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 	if (rc != TILEATOM_OK)
 		return rc;
 	c->cuptr_min = tac_cuptr_default_min();
+	c->busy_poll_us = busy_poll_default();
 	c->io_timeout_ms = timeout_ms;
 	tac_msg m;
 	tac_build_hello(&m, "libtileatom-client/" TILEATOM_CLIENT_VERSION);
@@ -164,6 +179,12 @@ void tileatom_close(tileatom_client *client)
 		tac_split_client_free(client);
 	}
 	tac_client_free(client);
+}
+
+void tileatom_set_busy_poll(tileatom_client *client, unsigned usec)
+{
+	if (client)
+		client->busy_poll_us = usec < TAC_BUSY_POLL_MAX ? usec : TAC_BUSY_POLL_MAX;
 }
 
 void tileatom_set_timeout(tileatom_client *client, int timeout_ms)

@@ -653,10 +653,37 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 	return TILEATOM_OK;
 }
 
+/* Nanoseconds on the monotonic clock. */
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* tileatom_set_busy_poll: reads without sleeping until need whole response frames are
+ * queued or c->busy_poll_us passed (the non-blocking socket's recv returns at once when
+ * nothing is there). TILEATOM_OK, or the receive's error. */
+static int spin_responses(tileatom_client *c, size_t need, tileatom_error *err)
+{
+	const int64_t until = now_ns() + (int64_t)c->busy_poll_us * 1000;
+	while (c->rxq_count < need) {
+		int rc = recv_some(c, err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		if (c->rxq_count >= need || now_ns() >= until)
+			break;
+	}
+	return TILEATOM_OK;
+}
+
 /* Reads until at least need whole response frames are queued (the connection breaks on a
- * timeout at deadline, an error or EOF). */
+ * timeout at deadline, an error or EOF), busy polling first when asked. */
 static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, tileatom_error *err)
 {
+	if (c->busy_poll_us > 0 && c->rxq_count < need &&
+	    spin_responses(c, need, err) != TILEATOM_OK)
+		return tac_conn_break(c, err);
 	while (c->rxq_count < need) {
 		short revents = 0;
 		int w = wait_fd(c->fd, POLLIN, deadline, &revents);

@@ -63,6 +63,8 @@ struct tileatom_client {
 	int fd;                    /* connected, non-blocking stream socket */
 	char *address;             /* what we connected to (for messages) */
 	int io_timeout_ms;         /* per-call send/receive limit, <= 0: none */
+	unsigned busy_poll_us;     /* a response wait reads without sleeping this long first
+	                              (tileatom_set_busy_poll; 0: never) */
 	bool broken;               /* an I/O or protocol error ended the connection */
 	tileatom_error broken_err; /* the error that broke it */
 	uint64_t last_id;          /* id of the last request sent (ids start at 1) */
@@ -246,6 +248,9 @@ TAC_HIDDEN struct tileatom_buffer *tac_shm_ref_buffer(const tileatom_client *c, 
 TAC_HIDDEN bool tac_shm_unix(tileatom_client *c);
 
 /* ---- raw device pointers (tac_cuptr.c) ------------------------------------------------ */
+/* Longest busy poll tileatom_set_busy_poll and $TILEATOM_BUSY_POLL_US accept (1 s). */
+#define TAC_BUSY_POLL_MAX 1000000u
+
 /* Default of tileatom_set_device_ptr_threshold: arrays of 64 KiB or more are looked up. */
 #define TAC_CUPTR_MIN (64u << 10)
 /* Before m is staged, split or sent: every operand array of m (and old_out, old_out_size

@@ -410,6 +410,15 @@ TA_API void tileatom_close(tileatom_client *client);
 TA_API void tileatom_set_timeout(tileatom_client *client, int timeout_ms);
 /* Largest response payload accepted (default 1 GiB); larger ones break the connection. */
 TA_API void tileatom_set_max_response(tileatom_client *client, uint32_t max_bytes);
+/* Busy polling: a wait for a response first reads the socket without sleeping for up to
+ * usec microseconds (at most 1000000), then sleeps in poll() as usual. A response that
+ * comes within that time is taken without the wake-up of a sleeping thread (a few
+ * microseconds on an idle machine), at the cost of one busy CPU while waiting; worth it
+ * for one client doing synchronous calls on a machine with CPUs to spare (the daemon's
+ * --busy-poll is the same on its side), harmful where clients and daemon share few CPUs.
+ * 0 (the default) never spins. $TILEATOM_BUSY_POLL_US (a decimal count of microseconds)
+ * sets it for new connections. */
+TA_API void tileatom_set_busy_poll(tileatom_client *client, unsigned usec);
 /* The daemon's version string from the handshake (never NULL). */
 TA_API const char *tileatom_server_version(const tileatom_client *client);
 /* The daemon's backend name from the handshake, "cpu" or "cuda" (never NULL). */

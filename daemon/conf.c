@@ -295,6 +295,13 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			                    "(0..1000000)",
 			                    value);
 		cfg->batch_window_us = iv;
+	} else if (strcmp(key, "busy_poll") == 0) {
+		if (parse_int(value, 0, 1000000, &iv))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "busy_poll: '%s' is not a time in microseconds "
+			                    "(0..1000000)",
+			                    value);
+		cfg->busy_poll_us = iv;
 	} else if (strcmp(key, "loops") == 0) {
 		if (parse_auto_int(value, 1, TA_CONFIG_LOOPS_LIMIT, TA_CONFIG_LOOPS_AUTO,
 		                   &cfg->loops))
@@ -464,6 +471,7 @@ enum {
 	OPT_BATCH_MIN,
 	OPT_LOOPS,
 	OPT_BATCH_WINDOW,
+	OPT_BUSY_POLL,
 	OPT_MAX_WRITE_QUEUE,
 	OPT_SHUTDOWN_TIMEOUT,
 	OPT_LIST_KERNELS,
@@ -501,6 +509,7 @@ static const struct option long_options[] = {
     {"batch-min", required_argument, NULL, OPT_BATCH_MIN},
     {"loops", required_argument, NULL, OPT_LOOPS},
     {"batch-window", required_argument, NULL, OPT_BATCH_WINDOW},
+    {"busy-poll", required_argument, NULL, OPT_BUSY_POLL},
     {"max-write-queue", required_argument, NULL, OPT_MAX_WRITE_QUEUE},
     {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
     {"list-kernels", no_argument, NULL, OPT_LIST_KERNELS},
@@ -697,6 +706,10 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "  --batch-window USEC    CUDA: how long a batch of small requests waits for\n"
 	        "                         more before its launch (default 0: it takes what is\n"
 	        "                         queued)\n"
+	        "  --busy-poll USEC       after input, each event loop polls its sockets without\n"
+	        "                         sleeping for USEC microseconds: a lone client's next\n"
+	        "                         request finds it awake, at the cost of a busy CPU per\n"
+	        "                         loop (default 0: sleep at once)\n"
 	        "  --max-write-queue BYTES  unsent response bytes per connection before reading\n"
 	        "                         pauses (default 16M)\n"
 	        "  --shutdown-timeout S   seconds a shutdown waits for clients to take their\n"

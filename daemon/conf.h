@@ -88,6 +88,8 @@ typedef struct ta_config {
 	uint64_t max_total_bytes;  /* bytes of all tiles together (0: unlimited) */
 	int max_pending;           /* queued requests per connection before reading pauses */
 	int batch_window_us;       /* CUDA: microseconds a batch waits for more requests */
+	int busy_poll_us;          /* after input, an event loop polls without sleeping this
+	                              many microseconds (0: it sleeps at once) */
 	int loops;                 /* event loop threads (TA_CONFIG_LOOPS_AUTO: by CPUs) */
 	int batch_min;             /* whole frames a read must bring to go to a worker as one
 	                              job (0: never; TA_CONFIG_BATCH_AUTO: by CPUs and workers) */

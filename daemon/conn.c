@@ -842,6 +842,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		return;
 	} else {
 		conn_take_fds(conn);
+		conn->host->input_seen = true;
 		conn->last_active_ms = uv_now(conn->host->loop);
 		conn->last_read_ms = uv_now(conn->host->loop);
 		conn_consume(conn, (const uint8_t *)conn->rbuf, (size_t)nread);

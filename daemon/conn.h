@@ -118,6 +118,8 @@ typedef struct ta_conn_host {
 	ta_input_budget *budget;   /* input all connections may hold (shared by the loops) */
 	atomic_uint input_waiters; /* connections of this loop waiting for input budget */
 	uint64_t budget_seen;      /* budget->held when a take of this loop last failed */
+	bool input_seen;           /* a connection of this loop read bytes since the loop's
+	                              busy-poll check last looked (--busy-poll) */
 } ta_conn_host;
 
 /* Bytes of the per-connection read buffer handed to libuv. */

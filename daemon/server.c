@@ -153,6 +153,33 @@ static void on_resume_check(uv_check_t *check)
 	}
 }
 
+/* spin_idle's callback: nothing; an active idle handle alone makes the loop poll with a
+ * zero timeout. */
+static void on_spin_idle(uv_idle_t *idle)
+{
+	(void)idle;
+}
+
+/* spin_check (--busy-poll), after each loop turn: input in this turn keeps the loop
+ * polling without sleeping for busy_poll_us more; once that long passed without any, the
+ * loop sleeps in the poll again. */
+static void on_spin_check(uv_check_t *check)
+{
+	ta_server_loop *l = check->data;
+	if (l->host.input_seen) {
+		l->host.input_seen = false;
+		l->spin_until_ns = uv_hrtime() + (uint64_t)l->srv->cfg->busy_poll_us * 1000u;
+		if (!uv_is_active((uv_handle_t *)&l->spin_idle)) {
+			int rc = uv_idle_start(&l->spin_idle, on_spin_idle);
+			if (rc != 0)
+				ta_log(TA_LOG_WARNING, "loop %u: cannot busy-poll: %s", l->index,
+				       uv_strerror(rc));
+		}
+	} else if (uv_is_active((uv_handle_t *)&l->spin_idle) && uv_hrtime() >= l->spin_until_ns) {
+		uv_idle_stop(&l->spin_idle);
+	}
+}
+
 /* Sweep timer: timeouts of the loop's connections, then (loop 0) the held-back log
  * counts. */
 static void on_sweep(uv_timer_t *timer)
@@ -243,6 +270,13 @@ static void loop_finish(ta_server_loop *l)
 		l->check_open = false;
 		uv_check_stop(&l->resume_check);
 		uv_close((uv_handle_t *)&l->resume_check, on_handle_closed);
+	}
+	if (l->spin_open) {
+		l->spin_open = false;
+		uv_idle_stop(&l->spin_idle);
+		uv_check_stop(&l->spin_check);
+		uv_close((uv_handle_t *)&l->spin_idle, on_handle_closed);
+		uv_close((uv_handle_t *)&l->spin_check, on_handle_closed);
 	}
 	if (l->busy_timer_open) {
 		l->busy_timer_open = false;
@@ -887,6 +921,22 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 	    (rc = uv_check_start(&l->resume_check, on_resume_check)) != 0)
 		return ta_error_set(err, TA_INTERNAL, "cannot start the sweep: %s",
 		                    uv_strerror(rc));
+	if (srv->cfg->busy_poll_us > 0) {
+		if ((rc = uv_idle_init(l->loop, &l->spin_idle)) != 0)
+			return ta_error_set(err, TA_INTERNAL, "uv_idle_init: %s", uv_strerror(rc));
+		if ((rc = uv_check_init(l->loop, &l->spin_check)) != 0) {
+			uv_close((uv_handle_t *)&l->spin_idle, on_handle_closed);
+			return ta_error_set(err, TA_INTERNAL, "uv_check_init: %s", uv_strerror(rc));
+		}
+		l->spin_open = true;
+		l->spin_idle.data = l;
+		l->spin_check.data = l;
+		if ((rc = uv_check_start(&l->spin_check, on_spin_check)) != 0)
+			return ta_error_set(err, TA_INTERNAL, "cannot start the busy poll: %s",
+			                    uv_strerror(rc));
+		uv_unref((uv_handle_t *)&l->spin_check); /* never keeps the loop alive */
+		uv_unref((uv_handle_t *)&l->spin_idle);
+	}
 	if (srv->inline_lone) {
 		if ((rc = uv_timer_init(l->loop, &l->busy_timer)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));

@@ -70,6 +70,12 @@ typedef struct ta_server_loop {
 	                                input budget once some was given back */
 	bool check_open;             /* resume_check is initialised and not closed */
 	bool resume_pending;         /* input budget was given back while connections wait */
+	uv_check_t spin_check;       /* --busy-poll: after each loop turn, keeps spin_idle
+	                                running while input came in the last busy_poll_us */
+	uv_idle_t spin_idle;         /* --busy-poll: while active, the loop polls its sockets
+	                                without sleeping (its callback does nothing) */
+	bool spin_open;              /* spin_check and spin_idle initialised and not closed */
+	uint64_t spin_until_ns;      /* uv_hrtime() until which spin_idle stays active */
 	uv_timer_t busy_timer;       /* counts the busy connections (inline_lone) */
 	bool busy_timer_open;        /* busy_timer is initialised and not closed */
 	uv_async_t wake;             /* other threads' requests: handoffs, wake_flags */

@@ -48,6 +48,12 @@ const char *tcu_loops(void)
 	return v && *v ? v : NULL;
 }
 
+const char *tcu_busy_poll(void)
+{
+	const char *v = getenv("TA_TEST_BUSY_POLL");
+	return v && *v ? v : NULL;
+}
+
 bool tcu_slow(void)
 {
 	const char *v = getenv("TA_UNDER_VALGRIND");
@@ -117,6 +123,11 @@ bool tcu_daemon_start(tcu_daemon *d, const char *const *extra)
 	if (loops) {
 		argv[n++] = "--loops";
 		argv[n++] = loops;
+	}
+	const char *spin = tcu_busy_poll();
+	if (spin) {
+		argv[n++] = "--busy-poll";
+		argv[n++] = spin;
 	}
 	for (int i = 0; extra && extra[i] && n < 31; i++)
 		argv[n++] = extra[i];

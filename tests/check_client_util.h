@@ -44,6 +44,9 @@ const char *tcu_backend(void);
 /* The event loop count the daemon gets (--loops) from $TA_TEST_LOOPS, or NULL (its
  * default) when that is unset or empty. */
 const char *tcu_loops(void);
+/* The daemon's --busy-poll microseconds from $TA_TEST_BUSY_POLL, or NULL (off) when that
+ * is unset or empty. */
+const char *tcu_busy_poll(void);
 /* True when the suite runs under valgrind (TA_UNDER_VALGRIND set): loops shrink. */
 bool tcu_slow(void);
 

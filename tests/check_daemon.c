@@ -125,6 +125,17 @@ START_TEST(test_config_defaults_and_set)
 	ck_assert_int_eq(ta_config_set(&cfg, "batch_window", "-1", &err), TA_INVALID_ARGUMENT);
 	ck_assert_str_eq(err.msg, "batch_window: '-1' is not a time in microseconds (0..1000000)");
 	ck_assert_int_eq(cfg.batch_window_us, 250);
+	/* busy_poll: off by default, microseconds 0..1000000 */
+	ck_assert_int_eq(cfg.busy_poll_us, 0);
+	ck_assert_int_eq(ta_config_set(&cfg, "busy_poll", "50", &err), TA_OK);
+	ck_assert_int_eq(cfg.busy_poll_us, 50);
+	ck_assert_int_eq(ta_config_set(&cfg, "busy_poll", "1000001", &err), TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg,
+	                 "busy_poll: '1000001' is not a time in microseconds (0..1000000)");
+	ck_assert_int_eq(ta_config_set(&cfg, "busy_poll", "50us", &err), TA_INVALID_ARGUMENT);
+	ck_assert_int_eq(cfg.busy_poll_us, 50);
+	ck_assert_int_eq(ta_config_set(&cfg, "busy_poll", "0", &err), TA_OK);
+	ck_assert_int_eq(cfg.busy_poll_us, 0);
 	ta_config_free(&cfg);
 }
 END_TEST
@@ -218,9 +229,20 @@ END_TEST
 START_TEST(test_config_args_override_file)
 {
 	char *path = write_temp("backend = cuda\nworkers = 2\nmax_frame = 2M\n");
-	char *argv[] = {
-	    "tileatomd",    "--workers",   "6",    "--config",      path, "--socket", "/tmp/a.sock",
-	    "--foreground", "--max-frame", "4096", "--backend=cpu", NULL};
+	char *argv[] = {"tileatomd",
+	                "--workers",
+	                "6",
+	                "--config",
+	                path,
+	                "--socket",
+	                "/tmp/a.sock",
+	                "--foreground",
+	                "--max-frame",
+	                "4096",
+	                "--backend=cpu",
+	                "--busy-poll",
+	                "75",
+	                NULL};
 	int argc = (int)(sizeof(argv) / sizeof(argv[0])) - 1;
 	ta_config cfg;
 	ta_config_init(&cfg);
@@ -233,6 +255,7 @@ START_TEST(test_config_args_override_file)
 	ck_assert_uint_eq(cfg.max_frame, 4096);
 	ck_assert_str_eq(cfg.socket_path, "/tmp/a.sock");
 	ck_assert(cfg.foreground);
+	ck_assert_int_eq(cfg.busy_poll_us, 75);
 	ta_config_free(&cfg);
 	unlink(path);
 	free(path);

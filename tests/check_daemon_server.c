@@ -104,6 +104,11 @@ static void start_daemon_ex(daemon_proc *d, const char *const *extra, bool expec
 		argv[argc++] = "--loops";
 		argv[argc++] = loops;
 	}
+	const char *spin = getenv("TA_TEST_BUSY_POLL"); /* ... and with --busy-poll USEC */
+	if (spin && *spin) {
+		argv[argc++] = "--busy-poll";
+		argv[argc++] = spin;
+	}
 	for (int i = 0; extra && extra[i] && argc < 38; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
@@ -1801,6 +1806,62 @@ START_TEST(test_loops_spread)
 }
 END_TEST
 
+/* State letter of thread tid of process pid (/proc/PID/task/TID/stat: R running or
+ * runnable, S sleeping, ...), or '?' when it cannot be read. */
+static char thread_state(pid_t pid, pid_t tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return '?';
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *close_paren = strrchr(buf, ')'); /* the name may hold anything but ')' */
+	return close_paren && close_paren[1] == ' ' ? close_paren[2] : '?';
+}
+
+/* Samples of the main thread's state, 10 ms apart, that read R (running or runnable). */
+static int running_samples(pid_t pid, int samples)
+{
+	int running = 0;
+	for (int i = 0; i < samples; i++) {
+		if (thread_state(pid, pid) == 'R')
+			running++;
+		usleep(10000);
+	}
+	return running;
+}
+
+START_TEST(test_busy_poll_spins_then_sleeps)
+{
+	/* --busy-poll USEC: after input the event loop (here the main thread's, one loop)
+	 * polls without sleeping, so its thread stays runnable, and once USEC passed with no
+	 * input it sleeps in the poll again; requests are answered as always */
+	daemon_proc d;
+	const char *const extra[] = {"--busy-poll", "1000000", "--loops", "1", NULL};
+	start_daemon(&d, extra);
+	int fd = connect_unix(d.sock);
+	ck_assert_int_ge(fd, 0);
+	long long sent = now_ms();
+	ping_ok(fd, 1);
+	int spinning = running_samples(d.pid, 20); /* within 0.2 s of the 1 s */
+	/* a spinning thread never blocks, so it reads R (running or waiting for a CPU) */
+	ck_assert_msg(spinning >= 15 || now_ms() - sent > 900,
+	              "the loop slept within its busy poll (%d of 20 samples runnable)", spinning);
+	usleep(1300000); /* the busy poll ends 1 s after the last input */
+	int after = running_samples(d.pid, 20);
+	ck_assert_msg(after <= 2, "the loop still runs 1.3 s after its last input (%d of 20)",
+	              after);
+	ping_ok(fd, 2);
+	close(fd);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
 /* The suite. */
 static Suite *server_suite(void)
 {
@@ -1821,6 +1882,7 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, test_stale_socket_and_bad_usage);
 	tcase_add_test(tc, test_socket_group);
 	tcase_add_test(tc, test_loops_spread);
+	tcase_add_test(tc, test_busy_poll_spins_then_sleeps);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("access_bounds");
 	tcase_set_timeout(tc, 120);

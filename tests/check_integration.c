@@ -731,6 +731,49 @@ static void collect_next_add(tileatom_client *c, uint64_t *next_id, int64_t *exp
 	(*expect)++;
 }
 
+/* Busy polling on the client (tileatom_set_busy_poll): synchronous calls and a pipeline
+ * give the same exact answers whether the response comes within the spin (1 s, past the
+ * cap of 1 s: capped) or after it (1 us: the wait then sleeps in poll as without it). */
+START_TEST(test_busy_poll_client)
+{
+	tileatom_client *c = conn();
+	tileatom_error e = {0, ""};
+	create_1d(c, "spin", TILEATOM_INT64, 4);
+	const unsigned spins[] = {5000000u, 1u, 0u};
+	int64_t expect = 0;
+	for (size_t s = 0; s < sizeof(spins) / sizeof(spins[0]); s++) {
+		tileatom_set_busy_poll(c, spins[s]);
+		int64_t one = 1, old = -1;
+		for (int k = 0; k < 50; k++) {
+			CK(tileatom_atomic_at(c, "spin", TILEATOM_OP_ADD, 2, TILEATOM_INT64, &one,
+			                      NULL, NULL, &old, &e),
+			   e);
+			ck_assert_int_eq(old, expect);
+			expect++;
+		}
+		uint64_t first = 0, id = 0;
+		for (int k = 0; k < 300; k++) {
+			CK(tileatom_submit_atomic_at(c, "spin", TILEATOM_OP_ADD, 2, TILEATOM_INT64,
+			                             &one, NULL, NULL, &id, &e),
+			   e);
+			if (k == 0)
+				first = id;
+		}
+		for (int k = 0; k < 300; k++)
+			collect_next_add(c, &first, &expect);
+		CK(tileatom_ping(c, &e), e);
+	}
+	int64_t all[4];
+	read_i64(c, "spin", all, 4);
+	ck_assert_int_eq(all[0], 0);
+	ck_assert_int_eq(all[1], 0);
+	ck_assert_int_eq(all[2], 3 * 350);
+	ck_assert_int_eq(all[3], 0);
+	CK(tileatom_destroy(c, "spin", &e), e);
+	tileatom_close(c);
+}
+END_TEST
+
 /* A pipeline kept deep (20,000 in flight, then one submit and one collect 20,000 times):
  * the library's sends block while the daemon's answers pile up, so responses are queued
  * while older ones are consumed and the receive store drops its consumed start as it goes
@@ -1810,6 +1853,7 @@ static Suite *integration_suite(void)
 	tcase_set_timeout(load, 600);
 	tcase_add_test(load, test_pipelined_10000);
 	tcase_add_test(load, test_pipeline_kept_deep);
+	tcase_add_test(load, test_busy_poll_client);
 	tcase_add_test(load, test_concurrent_adds);
 	tcase_add_test(load, test_cas_lock);
 	tcase_add_test(load, test_malformed_frames);

@@ -129,6 +129,17 @@ static void dump_log(const run *r)
 	fprintf(stderr, "----\n");
 }
 
+/* Appends the NULL-terminated more to the NULL-terminated argv (room is the caller's). */
+static void append_args(const char **argv, const char *const *more)
+{
+	int n = 0;
+	while (argv[n])
+		n++;
+	for (int i = 0; more[i]; i++)
+		argv[n++] = more[i];
+	argv[n] = NULL;
+}
+
 /* Starts the daemon (stderr appended to r->log, or to errlog when not NULL); with wait,
  * waits until it accepts a client. Returns false when it exits first (*status set). */
 static bool daemon_start(run *r, const char *errlog, bool wait, int *status)
@@ -155,30 +166,21 @@ static bool daemon_start(run *r, const char *errlog, bool wait, int *status)
 			if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
 				_exit(125);
 		}
-		const char *argv[24] = {r->daemon, "--socket",       r->sock, "--data-dir",
+		const char *argv[28] = {r->daemon, "--socket",       r->sock, "--data-dir",
 		                        r->data,   "--fsync",        r->mode, "--backend",
 		                        "cpu",     "--workers",      "4",     "--log-level",
 		                        "notice",  "--compact-size", "256K",  NULL};
 		const char *loops = getenv("TA_TEST_LOOPS"); /* the suite again with --loops N */
-		if (loops && *loops) {
-			int n = 0;
-			while (argv[n])
-				n++;
-			argv[n++] = "--loops";
-			argv[n++] = loops;
-			argv[n] = NULL;
-		}
-		if (r->on_workers) {
-			/* every request with elements on the workers, pipelined reads as batches:
-			 * requests of different connections applied concurrently */
-			const char *more[] = {"--inline-max", "0", "--batch-min", "2", NULL};
-			int n = 0;
-			while (argv[n])
-				n++;
-			for (int i = 0; more[i]; i++)
-				argv[n++] = more[i];
-			argv[n] = NULL;
-		}
+		if (loops && *loops)
+			append_args(argv, (const char *[]){"--loops", loops, NULL});
+		const char *spin = getenv("TA_TEST_BUSY_POLL"); /* ... and with --busy-poll */
+		if (spin && *spin)
+			append_args(argv, (const char *[]){"--busy-poll", spin, NULL});
+		/* on_workers: every request with elements on the workers, pipelined reads as
+		 * batches: requests of different connections applied concurrently */
+		if (r->on_workers)
+			append_args(
+			    argv, (const char *[]){"--inline-max", "0", "--batch-min", "2", NULL});
 		execv(r->daemon, (char *const *)argv);
 		_exit(127);
 	}
