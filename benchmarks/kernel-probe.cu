@@ -6,7 +6,12 @@
  * ways: on an idle stream (the first event is stamped at once: the window holds the host's
  * launch call too) and "held" (the launch queued behind a one-thread kernel spinning on a
  * word of mapped host memory, released after the second event is recorded: the window is
- * the kernel alone, nvbench's blocking-kernel method). The
+ * the kernel alone, nvbench's blocking-kernel method). The 256-bin part also runs
+ * one-copy variants of the backend's loop shape (h1: the merge's red.global tail against
+ * per-block rows without atomics, 1024- against 512-thread blocks, a cluster combine
+ * through distributed shared memory, per-key counting, a kargs-sized parameter block) and
+ * the backend's counting kernel (k_shared count32, block_count at 512 threads) beside
+ * its FLAT32 kernel. The
  * element-wise part also times TMA bulk reductions (cp.reduce.async.bulk: operands staged
  * in shared memory by cp.async.bulk or by the threads, one reduction per chunk; with the
  * tile chunk prefetched into L2 and evict_first operand loads) and a non-atomic

@@ -20,12 +20,14 @@
  * the plan says, an offset outside [0, tile_elems) is never accessed (it is counted
  * apart and reported).
  *
- * Three loops (MODE): general (unravel the element index, strided operands, any
+ * The loops (MODE): general (unravel the element index, strided operands, any
  * addressing); REGION (a contiguous region: element k at tile offset base + k, operands
  * contiguous or scalar; a warp covers consecutive elements, so its loads and atomics are
  * coalesced; float add without output adds 16-byte groups with sm_90's packed
  * red.add.v4.f32 / .v8.f16 / .v8.bf16, see vec_lanes); FLAT32 / FLAT64 (int32 / int64 flat
- * offsets into a contiguous region: 16-byte loads of 4 offsets and operands, no division).
+ * offsets into a contiguous region: 16-byte loads of 4 offsets and operands, no division);
+ * COUNT32 / COUNT64 (k_shared of integer dtypes only, see block_count: the FLAT plans of a
+ * histogram, one scalar operand for every key, in a kernel of their own).
  * k_bulk<DT, KOP> (sm_90) applies the integer ops of the table's TA_BULK rows over a
  * contiguous region with TMA bulk reductions of operand chunks staged in shared memory. */
 #ifndef TA_CUDA_KERNELS_CUH
