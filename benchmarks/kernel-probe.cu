@@ -961,10 +961,10 @@ static void make_keys(std::vector<int32_t> &k, int bins, int kind, uint64_t seed
 	}
 }
 
+#ifdef TA_PROBE_REAL
 static void h1_suite(int64_t n, const char *dist, const int32_t *dkeys, int bins, uint64_t bad,
                      const std::vector<uint32_t> &want);
 
-#ifdef TA_PROBE_REAL
 /* ---- the backend's own kernels (kernels/ta_cuda_kernels.cuh), launched as ta_cuda.cu
  * launches them, on the same data ---------------------------------------------------------*/
 #include "ta_cuda_kernels.cuh"
@@ -1184,6 +1184,7 @@ static void real_ew(const char *name, int64_t n, size_t es, const void *t0, cons
 }
 #endif
 
+#ifdef TA_PROBE_REAL /* (run from real_hist) */
 /* Runs launch(out) of a one-copy variant (blocks x threads, 1 KB of shared memory) on
  * keys into bins: checks the bins (rows: summed over 1 + blocks rows when the variant
  * stores per-block rows; cnt: out[bins] = bad, out[bins + 1] = n), times it. */
@@ -1247,6 +1248,8 @@ static void h1_suite(int64_t n, const char *dist, const int32_t *dkeys, int bins
 #undef H1
 	CK(cudaFree(dout));
 }
+
+#endif
 
 static void hist_suite(int64_t n)
 {
