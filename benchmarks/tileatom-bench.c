@@ -286,16 +286,17 @@ static int submit_one(const bench_run *r, bench_client *cl, tileatom_error *err)
 	                         ? tileatom_scalar(TILEATOM_INT64, cl->keys)
 	                         : tileatom_vector(TILEATOM_INT64, r->elements, cl->keys);
 	tileatom_array one = tileatom_scalar(r->dtype, r->one);
-	tileatom_array zero = tileatom_scalar(r->dtype, r->zero);
 	switch (r->kind) {
 	case T_ADD:
 	case T_ADDNW:
 	case T_HIST:
 		return tileatom_submit_indexed(cl->conn, r->tile, TILEATOM_OP_ADD, NULL, 1, &idx,
 		                               true, &one, NULL, &r->opts, NULL, err);
-	case T_CAS:
+	case T_CAS: {
+		tileatom_array zero = tileatom_scalar(r->dtype, r->zero);
 		return tileatom_submit_indexed(cl->conn, r->tile, TILEATOM_OP_CAS, NULL, 1, &idx,
 		                               true, &one, &zero, &r->opts, NULL, err);
+	}
 	case T_GET: {
 		tileatom_addr addr = {TILEATOM_ADDR_FLAT, NULL, 0, 1, &idx};
 		return tileatom_submit_atomic_load(cl->conn, r->tile, NULL, &addr, &r->opts, NULL,
@@ -382,9 +383,9 @@ static bool thread_collect(bench_thread *t)
 	const bench_run *r = t->run;
 	for (int k = 0; k < t->nclients; k++) {
 		bench_client *cl = t->clients[k];
+		tileatom_error err = {0, ""}; /* once: the loop stops at the first error */
 		for (int i = 0; i < cl->batch; i++) {
 			tileatom_response resp;
-			tileatom_error err = {0, ""};
 			int rc = tileatom_collect(cl->conn, &resp, &err);
 			uint64_t done = now_ns();
 			if (rc != TILEATOM_OK) {

@@ -5,10 +5,14 @@
  * shared memory, else sent in parts by tac_split.c (pipelined ones too, collected as one
  * merged response). The pipelined calls stop after the submit, which leaves the request in the
  * connection's output buffer (tac_conn.c writes it out when it fills up, at the next collect or
- * flush, or on close); tileatom_collect() does the rest in order. Responses are kept in
+ * flush, or on close); the hot ones (small element-wise, indexed and atomic_at requests over
+ * a whole tile) are written there directly from their arguments (submit_direct), without a
+ * protobuf-c message; tileatom_collect() does the rest in order. Responses are kept in
  * client->last so that collected pointers stay valid until the next call on the same
  * client. */
 #include "tac_internal.h"
+
+#include "ta_types.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -803,30 +807,72 @@ int tileatom_submit_write(tileatom_client *client, const char *tile, const tilea
 	return submit(client, &m, tac_build_write(&m, tile, region, values, err), id, err);
 }
 
-/* Submits a built atomic request (rc: the builder's result; rq: the call's arguments): one
- * whose frame exceeds the daemon's limit, with its operands in shared buffers where they
- * lie in one, is staged in the library's shared buffer when that is free and makes it fit
- * (tac_shm_stage_pipelined), else queued in parts (tac_split_submit). */
-static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, tac_split_req *rq, uint64_t *id,
+/* The direct path of the pipelined atomic submits: a request over the whole tile with
+ * small operands (tac_direct_describe), on a connection where nothing would rewrite it (no
+ * shared or staging buffer, no device-pointer lookup due), is written straight into the
+ * output buffer without building its protobuf-c message (tac_fastwire_write_atomic: the
+ * same bytes). *taken false: the caller goes the general way, which reports any error. */
+static int submit_direct(tileatom_client *c, tileatom_request_kind kind, const char *tile,
+                         tileatom_op op, const tileatom_region *region, int n_index,
+                         const tileatom_array *indices, bool flat, const tileatom_array *values,
+                         const tileatom_array *compare, const tileatom_op_options *opts,
+                         bool *taken, uint64_t *id, tileatom_error *err)
+{
+	*taken = false;
+	tac_fw_atomic d;
+	if (c->nbufs > 0 || c->staging || tac_cuptr_count(c) > 0 ||
+	    !tac_direct_describe(&d, kind, tile, op, region, n_index, indices, flat, values,
+	                         compare, opts))
+		return TILEATOM_OK;
+	if (c->cuptr_min > 0) { /* tac_cuptr_prepare would ask about none of them */
+		size_t most = d.values_bytes > d.compare_bytes ? d.values_bytes : d.compare_bytes;
+		for (int i = 0; i < d.n_index; i++)
+			if (d.index_bytes[i] > most)
+				most = d.index_bytes[i];
+		if (most >= c->cuptr_min)
+			return TILEATOM_OK;
+	}
+	if (id)
+		*id = 0;
+	c->old_from = NULL; /* as tac_shm_rewrite */
+	return tac_conn_submit_atomic(c, &d, c->io_timeout_ms, taken, id, err);
+}
+
+/* Submits a built atomic request (rc: the builder's result) that fits one frame, with its
+ * operands in shared buffers where they lie in one. When it exceeds the daemon's limit
+ * nothing is sent and *large is set: the caller then describes the call
+ * (tac_split_req, built only then) for submit_rmw_large. */
+static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, bool *large, uint64_t *id,
                       tileatom_error *err)
 {
+	*large = false;
 	if (id)
 		*id = 0;
 	if (rc == TILEATOM_OK)
 		rc = tac_cuptr_prepare(c, m, NULL, 0, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
 	tac_shm_rewrite(c, m);
 	if (!tac_frame_too_large(c, m))
 		return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
+	*large = true;
+	return TILEATOM_OK;
+}
+
+/* The rest of submit_rmw for a request over the frame limit (rq: the call's arguments): it
+ * is staged in the library's shared buffer when that is free and makes it fit
+ * (tac_shm_stage_pipelined), else queued in parts (tac_split_submit). */
+static int submit_rmw_large(tileatom_client *c, tac_msg *m, tac_split_req *rq, uint64_t *id,
+                            tileatom_error *err)
+{
+	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
 	/* as the synchronous calls: the library's shared buffer when that makes it fit and
 	 * its old values fit one response, else parts */
 	uint64_t staged = 0;
 	if (tac_split_old_fit(c, rq) && tac_shm_stage_pipelined(c, m)) {
 		tac_shm_rewrite(c, m);
 		if (!tac_frame_too_large(c, m)) {
-			rc = tac_conn_submit(c, m, c->io_timeout_ms, false, &staged, err);
+			int rc = tac_conn_submit(c, m, c->io_timeout_ms, false, &staged, err);
 			c->staged_id = staged;
 			if (id)
 				*id = staged;
@@ -842,10 +888,19 @@ int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tilea
                                 uint64_t *id, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
+	bool taken;
+	int rc = submit_direct(client, TILEATOM_REQ_ELEMENTWISE, tile, op, region, 0, NULL, false,
+	                       values, compare, opts, &taken, id, err);
+	if (taken)
+		return rc;
 	tac_msg m;
-	int rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
+	rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
+	bool large;
+	rc = submit_rmw(client, &m, rc, &large, id, err);
+	if (!large)
+		return rc;
 	tac_split_req rq = elementwise_req(tile, op, region, values, compare, opts);
-	return submit_rmw(client, &m, rc, &rq, id, err);
+	return submit_rmw_large(client, &m, &rq, id, err);
 }
 
 int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_op op,
@@ -856,8 +911,12 @@ int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
 	int rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
+	bool large;
+	rc = submit_rmw(client, &m, rc, &large, id, err);
+	if (!large)
+		return rc;
 	tac_split_req rq = scatter_req(tile, op, region, dim, indices, values, opts);
-	return submit_rmw(client, &m, rc, &rq, id, err);
+	return submit_rmw_large(client, &m, &rq, id, err);
 }
 
 int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_op op,
@@ -867,12 +926,21 @@ int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_
                             uint64_t *id, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
+	bool taken;
+	int rc = submit_direct(client, TILEATOM_REQ_INDEXED, tile, op, region, n_index, indices,
+	                       flat, values, compare, opts, &taken, id, err);
+	if (taken)
+		return rc;
 	tac_msg m;
-	int rc = tac_build_indexed(&m, tile, op, region, n_index, indices, flat, values, compare,
-	                           opts, err);
+	rc = tac_build_indexed(&m, tile, op, region, n_index, indices, flat, values, compare, opts,
+	                       err);
+	bool large;
+	rc = submit_rmw(client, &m, rc, &large, id, err);
+	if (!large)
+		return rc;
 	tac_split_req rq =
 	    indexed_req(tile, op, region, n_index, indices, flat, values, compare, opts);
-	return submit_rmw(client, &m, rc, &rq, id, err);
+	return submit_rmw_large(client, &m, &rq, id, err);
 }
 
 int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
@@ -881,8 +949,27 @@ int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileato
                               tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
-	tac_msg m;
 	tileatom_array value_arr, compare_arr;
+	if (value) { /* the message tac_build_atomic_at builds, written directly */
+		tileatom_op_options o = TILEATOM_OP_OPTIONS_INIT;
+		if (opts)
+			o = *opts;
+		o.want_old = true;
+		o.old_out = NULL;
+		o.old_out_size = 0;
+		int64_t idx = flat_index;
+		tileatom_array index = tileatom_scalar(TILEATOM_INT64, &idx);
+		value_arr = tileatom_scalar(dtype, value);
+		compare_arr = tileatom_scalar(dtype, compare);
+		bool cas = ta_op_operands((ta_op)op) == TA_OPERANDS_VALUES_COMPARE;
+		bool taken;
+		int rc =
+		    submit_direct(client, TILEATOM_REQ_INDEXED, tile, op, NULL, 1, &index, true,
+		                  &value_arr, cas ? &compare_arr : NULL, &o, &taken, id, err);
+		if (taken)
+			return rc;
+	}
+	tac_msg m;
 	int rc = tac_build_atomic_at(&m, tile, op, flat_index, dtype, value, compare, opts,
 	                             &value_arr, &compare_arr, err);
 	return submit(client, &m, rc, id, err);

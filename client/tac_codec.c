@@ -27,8 +27,8 @@ static int check_name(const char *name, const char *what, tileatom_error *err)
 int tac_build_array(Tileatom__Array *dst, const tileatom_array *src, const char *what,
                     tileatom_error *err)
 {
-	tileatom__array__init(dst);
-	size_t es = tileatom_dtype_size(src->dtype);
+	*dst = (Tileatom__Array)TILEATOM__ARRAY__INIT; /* inline, not a call and a copy */
+	size_t es = ta_dtype_size((ta_dtype)src->dtype);
 	if (es == 0)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: unknown dtype %d", what,
 		               (int)src->dtype);
@@ -77,6 +77,54 @@ int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const ch
 	return TILEATOM_OK;
 }
 
+/* ta_check_variant for a request of kind (its family), with its error in the daemon's
+ * words; out of line, so that its 256-byte error (and the stack guard that comes with it)
+ * costs only when it runs. */
+static __attribute__((noinline)) int variant_check(tileatom_request_kind kind, ta_op op, ta_sem sem,
+                                                   ta_scope scope, ta_space space, bool want_old,
+                                                   tileatom_error *err)
+{
+	ta_error terr;
+	terr.code = TA_OK;
+	terr.msg[0] = '\0';
+	if (ta_check_variant(ta_req_family((ta_req_kind)kind), op, sem, scope, space, want_old,
+	                     &terr) != TA_OK)
+		return tac_err(err, (int)terr.code, "%s: %s", ta_req_name((ta_req_kind)kind),
+		               terr.msg);
+	return TILEATOM_OK;
+}
+
+/* variant_check, remembered. Its verdict is a function of its arguments alone (the core's table),
+ * so each call site remembers the last legal variant it checked in *last_legal (one word: the kind
+ * and the variant, each below 256, and a valid bit; relaxed atomics, since any word a thread stored
+ * was legal) and a caller repeating one request shape skips the check (about 80 instructions of a
+ * pipelined add). */
+static int variant_ok(uint64_t *last_legal, tileatom_request_kind kind, ta_op op, ta_sem sem,
+                      ta_scope scope, ta_space space, bool want_old, tileatom_error *err)
+{
+	uint64_t key = UINT64_C(1) << 63 | (uint64_t)(uint8_t)kind | (uint64_t)(uint8_t)op << 8 |
+	               (uint64_t)(uint8_t)sem << 16 | (uint64_t)(uint8_t)scope << 24 |
+	               (uint64_t)(uint8_t)space << 32 | (uint64_t)want_old << 40;
+	bool keyed = ((unsigned)kind | (unsigned)op | (unsigned)sem | (unsigned)scope |
+	              (unsigned)space) < 256;
+	if (keyed && __atomic_load_n(last_legal, __ATOMIC_RELAXED) == key)
+		return TILEATOM_OK;
+	int rc = variant_check(kind, op, sem, scope, space, want_old, err);
+	if (rc == TILEATOM_OK && keyed)
+		__atomic_store_n(last_legal, key, __ATOMIC_RELAXED);
+	return rc;
+}
+
+/* The variant check of opts for a request of kind running core_op (tac_build_options and
+ * tac_direct_describe share its memory). */
+static int options_ok(tileatom_request_kind kind, ta_op core_op, const tileatom_op_options *opts,
+                      tileatom_error *err)
+{
+	static uint64_t last_legal; /* see variant_ok */
+	return variant_ok(&last_legal, kind, core_op, (ta_sem)opts->sem, (ta_scope)opts->scope,
+	                  (ta_space)opts->space, opts->want_old, err);
+}
+
 int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
                       const tileatom_op_options *opts, tileatom_error *err)
 {
@@ -84,25 +132,22 @@ int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	if (!opts)
 		opts = &defaults;
 	Tileatom__Options *o = &m->options;
-	tileatom__options__init(o);
+	*o = (Tileatom__Options)TILEATOM__OPTIONS__INIT;
 	/* the core's table decides, with the daemon's own words (ta_check_variant) */
 	ta_op core_op = ta_req_op((ta_req_kind)kind);
 	if (core_op == TA_OP_NONE)
 		core_op = (ta_op)op;
 	bool force_want_old = ta_op_output(core_op) == TA_OUTPUT_ALWAYS;
-	ta_error terr = {TA_OK, ""};
-	if (ta_check_variant(ta_req_family((ta_req_kind)kind), core_op, (ta_sem)opts->sem,
-	                     (ta_scope)opts->scope, (ta_space)opts->space, opts->want_old,
-	                     &terr) != TA_OK)
-		return tac_err(err, (int)terr.code, "%s: %s", ta_req_name((ta_req_kind)kind),
-		               terr.msg);
+	int rc = options_ok(kind, core_op, opts, err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	o->sem = (Tileatom__Sem)opts->sem;
 	o->scope = (Tileatom__Scope)opts->scope;
 	o->space = (Tileatom__Space)opts->space;
 	o->no_bounds_check = !opts->check_bounds;
 	o->want_old = opts->want_old || force_want_old;
 	if (opts->mask) {
-		int rc = tac_build_array(&m->mask, opts->mask, "mask", err);
+		rc = tac_build_array(&m->mask, opts->mask, "mask", err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		o->mask = &m->mask;
@@ -110,29 +155,43 @@ int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	return TILEATOM_OK;
 }
 
-/* Clears m and sets the request's body kind. */
+/* Starts m as a request of kind: clears the fields before body and marks every array
+ * unused (see tac_msg). */
 static void msg_begin(tac_msg *m, tileatom_request_kind kind)
 {
-	memset(m, 0, sizeof(*m));
-	tileatom__request__init(&m->req);
+	memset(m, 0, offsetof(tac_msg, body));
+#define UNUSED_ARRAY(a) ((a).data.len = 0, (a).data.data = NULL, (a).shared = NULL)
+	UNUSED_ARRAY(m->values);
+	UNUSED_ARRAY(m->compare);
+	UNUSED_ARRAY(m->mask);
+	UNUSED_ARRAY(m->padding);
+	UNUSED_ARRAY(m->fill);
+	for (int i = 0; i < TILEATOM_MAX_RANK; i++)
+		UNUSED_ARRAY(m->index[i]);
+#undef UNUSED_ARRAY
+	m->req = (Tileatom__Request)TILEATOM__REQUEST__INIT;
 	m->kind = kind;
 	m->req.body_case = (Tileatom__Request__BodyCase)kind;
 }
 
-/* Checks that the family of request kind takes op (the table's families column). */
+/* Checks that the family of request kind takes op (the table's families column). A legal
+ * (kind, op) is remembered as in variant_ok: a pure function of the table. */
 static int check_op(tileatom_request_kind kind, tileatom_op op, tileatom_error *err)
 {
-	ta_family family = ta_req_family((ta_req_kind)kind);
+	static uint64_t last_legal;
+	uint64_t key = UINT64_C(1) << 63 | (uint64_t)(uint32_t)kind | (uint64_t)(uint32_t)op << 32;
+	if (__atomic_load_n(&last_legal, __ATOMIC_RELAXED) == key)
+		return TILEATOM_OK;
 	if (!ta_op_is_rmw((ta_op)op))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)op);
 	/* relaxed, gpu, global, no output is legal for every RMW op: only the family can fail,
 	 * in the daemon's words */
-	ta_error terr = {TA_OK, ""};
-	if (ta_check_variant(family, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU, TA_SPACE_GLOBAL,
-	                     false, &terr) != TA_OK)
-		return tac_err(err, (int)terr.code, "%s: %s", ta_req_name((ta_req_kind)kind),
-		               terr.msg);
-	return TILEATOM_OK;
+	uint64_t unused = 0; /* variant_ok's own memory: the word above does its work here */
+	int rc = variant_ok(&unused, kind, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU, TA_SPACE_GLOBAL,
+	                    false, err);
+	if (rc == TILEATOM_OK)
+		__atomic_store_n(&last_legal, key, __ATOMIC_RELAXED);
+	return rc;
 }
 
 /* Builds the optional region into dst; *out gets dst or NULL when region is NULL. */
@@ -421,7 +480,7 @@ static int build_indexed_addr(tac_msg *m, int n_index, const tileatom_array *ind
 			return rc;
 		m->index_ptr[i] = &m->index[i];
 	}
-	tileatom__indexed_addr__init(&m->indexed_addr);
+	m->indexed_addr = (Tileatom__IndexedAddr)TILEATOM__INDEXED_ADDR__INIT;
 	m->indexed_addr.n_indices = (size_t)n_index;
 	m->indexed_addr.indices = m->index_ptr;
 	m->indexed_addr.flat = flat;
@@ -435,7 +494,7 @@ int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op, const tileat
 {
 	msg_begin(m, TILEATOM_REQ_INDEXED);
 	Tileatom__IndexedAtomicRequest *b = &m->body.indexed;
-	tileatom__indexed_atomic_request__init(b);
+	*b = (Tileatom__IndexedAtomicRequest)TILEATOM__INDEXED_ATOMIC_REQUEST__INIT;
 	int rc = check_name(tile, "indexed", err);
 	if (rc == TILEATOM_OK)
 		rc = check_op(m->kind, op, err);
@@ -455,6 +514,76 @@ int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op, const tileat
 	b->options = &m->options;
 	m->req.indexed = b;
 	return TILEATOM_OK;
+}
+
+/* The bytes of public array a when tac_build_array would take it (dtype known, rank
+ * 0..4, extents >= 1 without overflow, data given), else 0. */
+static size_t array_bytes(const tileatom_array *a)
+{
+	size_t bytes = ta_dtype_size((ta_dtype)a->dtype);
+	if (bytes == 0 || a->rank < 0 || a->rank > TILEATOM_MAX_RANK || !a->data)
+		return 0;
+	for (int i = 0; i < a->rank; i++) {
+		if (a->shape[i] < 1 || (uint64_t)a->shape[i] > (uint64_t)(SIZE_MAX / bytes))
+			return 0;
+		bytes *= (size_t)a->shape[i];
+	}
+	return bytes;
+}
+
+bool tac_direct_describe(tac_fw_atomic *d, tileatom_request_kind kind, const char *tile,
+                         tileatom_op op, const tileatom_region *region, int n_index,
+                         const tileatom_array *indices, bool flat, const tileatom_array *values,
+                         const tileatom_array *compare, const tileatom_op_options *opts)
+{
+	/* what the builder checks, in its order; any doubt declines (the builder reports) */
+	if (region || !tile || (kind != TILEATOM_REQ_INDEXED && kind != TILEATOM_REQ_ELEMENTWISE))
+		return false;
+	d->tile_len = strlen(tile);
+	if (d->tile_len == 0 || d->tile_len > TILEATOM_NAME_MAX || check_op(kind, op, NULL))
+		return false;
+	d->kind = kind;
+	d->tile = tile;
+	d->op = op;
+	d->n_index = 0;
+	d->flat = false;
+	if (kind == TILEATOM_REQ_INDEXED) {
+		if (!indices || n_index < 1 || n_index > TILEATOM_MAX_RANK ||
+		    (flat && n_index != 1))
+			return false;
+		for (int i = 0; i < n_index; i++)
+			if (!(d->index_bytes[i] = array_bytes(&indices[i])))
+				return false;
+		d->n_index = n_index;
+		d->indices = indices;
+		d->flat = flat;
+	}
+	if (!values || !(d->values_bytes = array_bytes(values)))
+		return false;
+	d->values = values;
+	d->compare = NULL;
+	d->compare_bytes = 0;
+	if (takes_compare(op)) {
+		if (!compare || !(d->compare_bytes = array_bytes(compare)))
+			return false;
+		d->compare = compare;
+	} else if (compare) {
+		return false;
+	}
+	tileatom_op_options defaults = TILEATOM_OP_OPTIONS_INIT;
+	if (!opts)
+		opts = &defaults;
+	ta_op core_op = ta_req_op((ta_req_kind)kind); /* as tac_build_options */
+	if (core_op == TA_OP_NONE)
+		core_op = (ta_op)op;
+	if (opts->mask || options_ok(kind, core_op, opts, NULL) != TILEATOM_OK)
+		return false;
+	d->sem = (int)opts->sem;
+	d->scope = (int)opts->scope;
+	d->space = (int)opts->space;
+	d->no_bounds_check = !opts->check_bounds;
+	d->want_old = opts->want_old || ta_op_output(core_op) == TA_OUTPUT_ALWAYS;
+	return true;
 }
 
 int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t flat_index,
@@ -669,7 +798,7 @@ int tac_check_wire_array(const Tileatom__Array *a, const char *what, tileatom_er
 {
 	if (!a)
 		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: missing in the response", what);
-	size_t es = tileatom_dtype_size((tileatom_dtype)a->dtype);
+	size_t es = ta_dtype_size((ta_dtype)a->dtype);
 	if (es == 0)
 		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: unknown dtype %d in the response",
 		               what, (int)a->dtype);

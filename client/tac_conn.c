@@ -1,6 +1,7 @@
 /* tac_conn.c: the client's socket. Happy path: tac_conn_open connects (Unix path or TCP,
  * non-blocking, bounded by a timeout); tac_conn_submit packs a request into one frame at
- * the end of the output buffer, queueing its id as pending; the buffer is written out by a
+ * the end of the output buffer (tac_conn_submit_atomic writes a described hot request
+ * there directly), queueing its id as pending; the buffer is written out by a
  * synchronous call's submit, by tac_conn_receive before it waits (tileatom_collect), or as
  * soon as it holds TAC_FLUSH_THRESHOLD bytes, so pipelined requests leave in few send()s;
  * tac_conn_receive reads frames into a queue, decodes the oldest and checks that its id is
@@ -587,6 +588,19 @@ int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, u
 	return TILEATOM_OK;
 }
 
+/* Records m, whose frame was just buffered or written with the next id, as pending (the
+ * ring has room: tac_conn_submit made it) and gives its id to *id. */
+static int queue_pending(tileatom_client *c, const tac_msg *m, uint64_t *id)
+{
+	c->last_id++;
+	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
+	    (tac_pending){c->last_id, m->kind, false};
+	c->pending_count++;
+	if (id)
+		*id = c->last_id;
+	return TILEATOM_OK;
+}
+
 int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, uint64_t *id,
                     tileatom_error *err)
 {
@@ -597,6 +611,22 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 	              sizeof(*c->pending)) < 0)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
 	m->req.id = c->last_id + 1;
+	/* The common small request: written in one pass straight into the output buffer
+	 * (nothing is counted as buffered unless it is taken). */
+	if (txbuf_reserve(c, TA_FRAME_HEADER + TAC_FW_SMALL_ROOM) == 0) {
+		uint8_t *at = c->txbuf + c->txbuf_len;
+		size_t small = tac_fastwire_write_small(&m->req, at + TA_FRAME_HEADER);
+		if (small > 0) {
+			ta_frame_put_header(at, (uint32_t)small);
+			c->txbuf_len += TA_FRAME_HEADER + small;
+			if (flush || c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
+				int rc = flush_until(c, deadline_from(timeout_ms), err);
+				if (rc != TILEATOM_OK)
+					return rc;
+			}
+			return queue_pending(c, m, id);
+		}
+	}
 	tac_fw_plan plan;
 	bool fast = tac_fastwire_plan(&m->req, &plan);
 	size_t packed = fast ? plan.size : protobuf_c_message_get_packed_size(&m->req.base);
@@ -644,13 +674,7 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 				return rc;
 		}
 	}
-	c->last_id++;
-	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
-	    (tac_pending){c->last_id, m->kind, false};
-	c->pending_count++;
-	if (id)
-		*id = c->last_id;
-	return TILEATOM_OK;
+	return queue_pending(c, m, id);
 }
 
 /* Nanoseconds on the monotonic clock. */
@@ -674,6 +698,37 @@ static int spin_responses(tileatom_client *c, size_t need, tileatom_error *err)
 		if (c->rxq_count >= need || now_ns() >= until)
 			break;
 	}
+	return TILEATOM_OK;
+}
+
+int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeout_ms, bool *taken,
+                           uint64_t *id, tileatom_error *err)
+{
+	*taken = false;
+	if (c->broken ||
+	    (c->pending_count == c->pending_cap &&
+	     ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
+	               sizeof(*c->pending)) < 0) ||
+	    txbuf_reserve(c, TA_FRAME_HEADER + TAC_FW_SMALL_ROOM) < 0)
+		return TILEATOM_OK; /* the general way reports it */
+	uint8_t *at = c->txbuf + c->txbuf_len;
+	size_t n = tac_fastwire_write_atomic(d, c->last_id + 1, at + TA_FRAME_HEADER);
+	if (n == 0 || n > c->max_frame)
+		return TILEATOM_OK;
+	*taken = true;
+	ta_frame_put_header(at, (uint32_t)n);
+	c->txbuf_len += TA_FRAME_HEADER + n;
+	if (c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
+		int rc = flush_until(c, deadline_from(timeout_ms), err);
+		if (rc != TILEATOM_OK)
+			return rc;
+	}
+	c->last_id++;
+	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
+	    (tac_pending){c->last_id, d->kind, false};
+	c->pending_count++;
+	if (id)
+		*id = c->last_id;
 	return TILEATOM_OK;
 }
 
@@ -716,7 +771,8 @@ static int receive_begin(tileatom_client *c, size_t need, int timeout_ms, tileat
 		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
 	release_response(c, c->last);
 	c->last = NULL;
-	int64_t deadline = deadline_from(timeout_ms);
+	/* the clock is read only when something may wait: a write, or a response not here */
+	int64_t deadline = c->txbuf_len > 0 || c->rxq_count < need ? deadline_from(timeout_ms) : -1;
 	int rc = flush_until(c, deadline, err);
 	if (rc != TILEATOM_OK)
 		return rc;

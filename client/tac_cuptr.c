@@ -386,14 +386,13 @@ int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, const void *old_out, size_
 	if (!c->cuptr || c->cuptr->n == 0) {
 		if (c->cuptr_min == 0)
 			return TILEATOM_OK;
-		size_t biggest = old_out ? old_out_size : 0;
-		const Tileatom__Array *arrays[] = {&m->values,   &m->compare,  &m->mask,
-		                                   &m->padding,  &m->index[0], &m->index[1],
-		                                   &m->index[2], &m->index[3]};
-		for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
-			if (arrays[i]->data.len > biggest)
-				biggest = arrays[i]->data.len;
-		if (biggest < c->cuptr_min)
+		/* straight comparisons, no table of the arrays (this runs on every request) */
+		size_t min = c->cuptr_min;
+		if ((!old_out || old_out_size < min) && m->values.data.len < min &&
+		    m->compare.data.len < min && m->mask.data.len < min &&
+		    m->padding.data.len < min && m->index[0].data.len < min &&
+		    m->index[1].data.len < min && m->index[2].data.len < min &&
+		    m->index[3].data.len < min)
 			return TILEATOM_OK;
 	}
 	struct {

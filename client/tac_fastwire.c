@@ -6,9 +6,13 @@
  * index arrays); tac_fastwire_write then writes the fields in field-number order (the order
  * of proto/ta_wireschema.c's table, checked at init), skipping zero scalars, NULL or empty
  * strings, empty bytes and empty packed fields, and writing every non-NULL message, as
- * protobuf_c_message_pack does for proto3 fields.
+ * protobuf_c_message_pack does for proto3 fields. A request of at most 127 bytes
+ * (tac_fastwire_write_small, and tac_fastwire_write_atomic from the public arguments) is
+ * written in one pass instead: every length prefix is then one byte, written as a
+ * placeholder and filled in when its message ends.
  *
- * Decoding: one pass per message with the shared tables; declined (so that protobuf-c
+ * Decoding: a straight pass for the common OpResponse laid out as the daemon writes it
+ * (dec_straight), else one pass per message with the shared tables; declined (so that protobuf-c
  * answers exactly as before) are an unknown field or wire type, a singular field given
  * twice or a second body, a message string (only errors have one), a non-empty ping body,
  * a shared buffer, a non-packed shape, more than TAC_FW_MAX_SHAPE extents, a varint of
@@ -17,8 +21,77 @@
  * protobuf-c gives them. */
 #include "tac_fastwire.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* True once the shared tables are filled (schema_ready). */
+static bool schema_filled;
+/* True when every key dec_straight compares is one byte (field numbers below 16), so that
+ * a byte equal to it is that key (set by fill_keys). */
+static bool straight_keys;
+
+/* The one-byte key of each slot of each message, [msg][slot][0] with the varint wire
+ * type and [1] length-delimited; 0 when the field number is 16 or more, or the slot is not
+ * in the message (filled by fill_keys before schema_filled is set). */
+static uint8_t small_keys[FW_M_COUNT][FW_SLOTS][2];
+
+/* Fills the shared tables (ta_wireschema_init), small_keys and straight_keys; run once
+ * per process (pthread_once in schema_ready). */
+static void fill_keys(void)
+{
+	ta_wireschema_init();
+	for (int m = 0; m < FW_M_COUNT; m++)
+		for (int sl = 1; sl < FW_SLOTS; sl++) {
+			unsigned number = fw_tables[m].number[sl];
+			if (number > 0 && number < 16) {
+				small_keys[m][sl][0] = (uint8_t)(number << 3 | FW_VARINT);
+				small_keys[m][sl][1] = (uint8_t)(number << 3 | FW_LEN);
+			}
+		}
+	static const fw_slot keyed[] = {FW_RESP_ID,     FW_RESP_STATUS, FW_RESP_OP,
+	                                FW_OPR_OLD,     FW_OPR_SKIPPED, FW_OPR_APPLIED,
+	                                FW_ARRAY_DTYPE, FW_ARRAY_SHAPE, FW_ARRAY_DATA};
+	bool all = true;
+	for (size_t i = 0; i < sizeof(keyed) / sizeof(keyed[0]); i++)
+		all = all && fw_key1[keyed[i]] != 0;
+	straight_keys = all;
+}
+
+/* fill_keys once per process, then one load per call instead of a pthread_once: the tables
+ * never change once filled, and a thread that sees the flag unset goes through the
+ * pthread_once, which orders the filling before its return. */
+static inline void schema_ready(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	if (__atomic_load_n(&schema_filled, __ATOMIC_ACQUIRE))
+		return;
+	if (pthread_once(&once, fill_keys) != 0)
+		abort();
+	__atomic_store_n(&schema_filled, true, __ATOMIC_RELEASE);
+}
+
+/* memcpy for the few bytes of a hot field (a scalar operand, an old value): the sizes of
+ * one element are copied with a constant size (a move, not a call). */
+static inline void copy_small(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	switch (n) {
+	case 8:
+		memcpy(dst, src, 8);
+		break;
+	case 4:
+		memcpy(dst, src, 4);
+		break;
+	case 2:
+		memcpy(dst, src, 2);
+		break;
+	case 1:
+		*dst = *src;
+		break;
+	default:
+		memcpy(dst, src, n);
+	}
+}
 
 /* ---- encoding ------------------------------------------------------------------------ */
 
@@ -124,7 +197,6 @@ typedef struct body_view {
 /* Reads req's body into *v; false for a body the encoder does not write. */
 static bool view_body(const Tileatom__Request *req, body_view *v)
 {
-	memset(v, 0, sizeof(*v));
 	const ProtobufCMessage *base;
 	switch (req->body_case) {
 	case TILEATOM__REQUEST__BODY_ELEMENTWISE: {
@@ -333,6 +405,259 @@ uint8_t *tac_fastwire_write(const Tileatom__Request *req, const tac_fw_plan *pla
 	return p;
 }
 
+/* ---- one pass for small requests -------------------------------------------------------- */
+
+/* The largest payload whose every length prefix is one byte. */
+#define SMALL_MAX 127
+
+/* Writes the key of slot s of message msg with wire type w: one byte from small_keys
+ * when it has one (field numbers below 16), else as a varint. */
+static inline uint8_t *sm_key(uint8_t *p, fw_msg msg, fw_slot s, unsigned w)
+{
+	uint8_t k = small_keys[msg][s][w == FW_LEN];
+	if (k) {
+		*p = k;
+		return p + 1;
+	}
+	return wr_varint(p, mtag(&fw_tables[msg], s, w));
+}
+
+/* Writes a varint field (nothing when v is 0). */
+static inline uint8_t *sm_var(uint8_t *p, fw_msg msg, fw_slot s, uint64_t v)
+{
+	if (!v)
+		return p;
+	p = sm_key(p, msg, s, FW_VARINT);
+	return wr_varint(p, v);
+}
+
+/* Writes the key and length of a length-delimited field of n bytes. */
+static inline uint8_t *sm_head(uint8_t *p, fw_msg msg, fw_slot s, size_t n)
+{
+	p = sm_key(p, msg, s, FW_LEN);
+	return wr_varint(p, n);
+}
+
+/* Opens a length-delimited field of slot s in msg whose length is not known yet: its key
+ * and a one-byte placeholder for the length (*len_at), right when the whole payload ends
+ * up at most SMALL_MAX bytes, since no nested message is longer than the payload. */
+static inline uint8_t *sm_open(uint8_t *p, fw_msg msg, fw_slot s, uint8_t **len_at)
+{
+	p = sm_key(p, msg, s, FW_LEN);
+	*len_at = p;
+	return p + 1;
+}
+
+/* Closes a field opened by sm_open at len_at, now ending at p (a length of 128 or more is
+ * cut here, and the payload then exceeds SMALL_MAX: tac_fastwire_write_small declines it). */
+static inline void sm_close(uint8_t *len_at, const uint8_t *p)
+{
+	*len_at = (uint8_t)(p - len_at - 1);
+}
+
+/* Writes n int64 values packed (nothing when n is 0); NULL when n is over
+ * TAC_FW_SMALL_EXTENTS (the room's bound). */
+static inline uint8_t *sm_packed(uint8_t *p, fw_msg msg, fw_slot s, const int64_t *v, size_t n)
+{
+	if (!n)
+		return p;
+	if (n > TAC_FW_SMALL_EXTENTS || !v)
+		return NULL;
+	uint8_t *len_at;
+	p = sm_open(p, msg, s, &len_at);
+	for (size_t i = 0; i < n; i++)
+		p = wr_varint(p, (uint64_t)v[i]);
+	sm_close(len_at, p);
+	return p;
+}
+
+/* Writes Array a as field s of msg in one pass; NULL when the encoder declines it (what
+ * plan_array declines, or more than SMALL_MAX data bytes or TAC_FW_SMALL_EXTENTS extents). */
+static inline __attribute__((always_inline)) uint8_t *sm_array(uint8_t *p, fw_msg msg, fw_slot s,
+                                                               const Tileatom__Array *a)
+{
+	if (a->base.n_unknown_fields || a->shared || (int)a->dtype < 0 || a->data.len > SMALL_MAX ||
+	    (a->data.len && !a->data.data))
+		return NULL;
+	uint8_t *len_at;
+	p = sm_open(p, msg, s, &len_at);
+	p = sm_var(p, FW_M_ARRAY, FW_ARRAY_DTYPE, (uint64_t)a->dtype);
+	p = sm_packed(p, FW_M_ARRAY, FW_ARRAY_SHAPE, a->shape, a->n_shape);
+	if (!p)
+		return NULL;
+	if (a->data.len) {
+		p = sm_head(p, FW_M_ARRAY, FW_ARRAY_DATA, a->data.len);
+		copy_small(p, a->data.data, a->data.len);
+		p += a->data.len;
+	}
+	sm_close(len_at, p);
+	return p;
+}
+
+/* Writes the body of v (field s of the Request) in one pass; NULL when declined. */
+static uint8_t *sm_body(uint8_t *p, fw_slot s, const body_view *v)
+{
+	const fw_msg bm = v->msg;
+	uint8_t *body_at, *len_at;
+	p = sm_open(p, FW_M_REQUEST, s, &body_at);
+	if (v->tile_len) {
+		if (v->tile_len > SMALL_MAX)
+			return NULL;
+		p = sm_head(p, bm, FW_RMW_TILE, v->tile_len);
+		memcpy(p, v->tile, v->tile_len);
+		p += v->tile_len;
+	}
+	p = sm_var(p, bm, FW_RMW_OP, (uint64_t)v->op);
+	if (v->region) {
+		const Tileatom__Region *r = v->region;
+		if (r->base.n_unknown_fields)
+			return NULL;
+		p = sm_open(p, bm, FW_RMW_REGION, &len_at);
+		p = sm_packed(p, FW_M_REGION, FW_REGION_ORIGIN, r->origin, r->n_origin);
+		if (p)
+			p = sm_packed(p, FW_M_REGION, FW_REGION_SHAPE, r->shape, r->n_shape);
+		if (!p)
+			return NULL;
+		sm_close(len_at, p);
+	}
+	if (v->saddr) {
+		const Tileatom__ScatterAddr *a = v->saddr;
+		if (a->base.n_unknown_fields)
+			return NULL;
+		p = sm_open(p, bm, FW_RMW_SCATTER_ADDR, &len_at);
+		p = sm_var(p, FW_M_SADDR, FW_SADDR_DIM, a->dim);
+		if (a->indices && !(p = sm_array(p, FW_M_SADDR, FW_SADDR_INDICES, a->indices)))
+			return NULL;
+		sm_close(len_at, p);
+	}
+	if (v->iaddr) {
+		const Tileatom__IndexedAddr *a = v->iaddr;
+		if (a->base.n_unknown_fields || a->n_indices > TAC_FW_MAX_INDICES ||
+		    (a->n_indices && !a->indices))
+			return NULL;
+		p = sm_open(p, bm, FW_RMW_INDEXED_ADDR, &len_at);
+		for (size_t i = 0; i < a->n_indices; i++)
+			if (!a->indices[i] ||
+			    !(p = sm_array(p, FW_M_IADDR, FW_IADDR_INDICES, a->indices[i])))
+				return NULL;
+		p = sm_var(p, FW_M_IADDR, FW_IADDR_FLAT, a->flat != 0);
+		sm_close(len_at, p);
+	}
+	if (v->values && !(p = sm_array(p, bm, FW_RMW_VALUES, v->values)))
+		return NULL;
+	if (v->compare && !(p = sm_array(p, bm, FW_RMW_COMPARE, v->compare)))
+		return NULL;
+	if (v->options) {
+		const Tileatom__Options *o = v->options;
+		if (o->base.n_unknown_fields || o->old_into || (int)o->sem < 0 ||
+		    (int)o->scope < 0 || (int)o->space < 0)
+			return NULL;
+		p = sm_open(p, bm, FW_RMW_OPTIONS, &len_at);
+		p = sm_var(p, FW_M_OPTIONS, FW_OPT_SEM, (uint64_t)o->sem);
+		p = sm_var(p, FW_M_OPTIONS, FW_OPT_SCOPE, (uint64_t)o->scope);
+		p = sm_var(p, FW_M_OPTIONS, FW_OPT_SPACE, (uint64_t)o->space);
+		p = sm_var(p, FW_M_OPTIONS, FW_OPT_NO_BOUNDS, o->no_bounds_check != 0);
+		p = sm_var(p, FW_M_OPTIONS, FW_OPT_WANT_OLD, o->want_old != 0);
+		if (o->mask && !(p = sm_array(p, FW_M_OPTIONS, FW_OPT_MASK, o->mask)))
+			return NULL;
+		sm_close(len_at, p);
+	}
+	sm_close(body_at, p);
+	return p;
+}
+
+size_t tac_fastwire_write_small(const Tileatom__Request *req, uint8_t *p)
+{
+	schema_ready();
+	if (req->base.n_unknown_fields)
+		return 0;
+	uint8_t *start = p;
+	p = sm_var(p, FW_M_REQUEST, FW_REQ_ID, req->id);
+	if (req->body_case == TILEATOM__REQUEST__BODY_PING) {
+		if (!req->ping || req->ping->base.n_unknown_fields)
+			return 0;
+		p = sm_head(p, FW_M_REQUEST, FW_REQ_PING, 0);
+	} else {
+		body_view v;
+		if (!view_body(req, &v))
+			return 0;
+		fw_slot s = v.msg == FW_M_ELEMENTWISE ? FW_REQ_ELEMENTWISE
+		            : v.msg == FW_M_SCATTER   ? FW_REQ_SCATTER
+		                                      : FW_REQ_INDEXED;
+		p = sm_body(p, s, &v);
+		if (!p)
+			return 0;
+	}
+	size_t n = (size_t)(p - start);
+	if (n > TAC_FW_SMALL_ROOM)
+		abort(); /* past the room the bounds above allow: a bug in this file */
+	return n <= SMALL_MAX ? n : 0;
+}
+
+/* Writes public array a (bytes of data) as field s of msg, as tac_build_array's Array
+ * packs: its dtype, its rank extents packed, its data; NULL when over the bounds. */
+static inline __attribute__((always_inline)) uint8_t *
+sm_pub_array(uint8_t *p, fw_msg msg, fw_slot s, const tileatom_array *a, size_t bytes)
+{
+	if (bytes > SMALL_MAX || a->rank < 0 || a->rank > TILEATOM_MAX_RANK)
+		return NULL;
+	uint8_t *len_at;
+	p = sm_open(p, msg, s, &len_at);
+	p = sm_var(p, FW_M_ARRAY, FW_ARRAY_DTYPE, (uint64_t)a->dtype);
+	p = sm_packed(p, FW_M_ARRAY, FW_ARRAY_SHAPE, a->shape, (size_t)a->rank);
+	if (bytes) {
+		p = sm_head(p, FW_M_ARRAY, FW_ARRAY_DATA, bytes);
+		copy_small(p, a->data, bytes);
+		p += bytes;
+	}
+	sm_close(len_at, p);
+	return p;
+}
+
+size_t tac_fastwire_write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p)
+{
+	schema_ready();
+	bool indexed = a->kind == TILEATOM_REQ_INDEXED;
+	const fw_msg bm = indexed ? FW_M_INDEXED : FW_M_ELEMENTWISE;
+	if (a->tile_len > SMALL_MAX || a->n_index > TAC_FW_MAX_INDICES || (int)a->op < 0 ||
+	    a->sem < 0 || a->scope < 0 || a->space < 0)
+		return 0;
+	uint8_t *start = p, *body_at, *len_at;
+	p = sm_var(p, FW_M_REQUEST, FW_REQ_ID, id);
+	p = sm_open(p, FW_M_REQUEST, indexed ? FW_REQ_INDEXED : FW_REQ_ELEMENTWISE, &body_at);
+	if (a->tile_len) {
+		p = sm_head(p, bm, FW_RMW_TILE, a->tile_len);
+		memcpy(p, a->tile, a->tile_len);
+		p += a->tile_len;
+	}
+	p = sm_var(p, bm, FW_RMW_OP, (uint64_t)a->op);
+	if (indexed) {
+		p = sm_open(p, bm, FW_RMW_INDEXED_ADDR, &len_at);
+		for (int i = 0; i < a->n_index; i++)
+			if (!(p = sm_pub_array(p, FW_M_IADDR, FW_IADDR_INDICES, &a->indices[i],
+			                       a->index_bytes[i])))
+				return 0;
+		p = sm_var(p, FW_M_IADDR, FW_IADDR_FLAT, a->flat);
+		sm_close(len_at, p);
+	}
+	if (!(p = sm_pub_array(p, bm, FW_RMW_VALUES, a->values, a->values_bytes)))
+		return 0;
+	if (a->compare && !(p = sm_pub_array(p, bm, FW_RMW_COMPARE, a->compare, a->compare_bytes)))
+		return 0;
+	p = sm_open(p, bm, FW_RMW_OPTIONS, &len_at);
+	p = sm_var(p, FW_M_OPTIONS, FW_OPT_SEM, (uint64_t)a->sem);
+	p = sm_var(p, FW_M_OPTIONS, FW_OPT_SCOPE, (uint64_t)a->scope);
+	p = sm_var(p, FW_M_OPTIONS, FW_OPT_SPACE, (uint64_t)a->space);
+	p = sm_var(p, FW_M_OPTIONS, FW_OPT_NO_BOUNDS, a->no_bounds_check);
+	p = sm_var(p, FW_M_OPTIONS, FW_OPT_WANT_OLD, a->want_old);
+	sm_close(len_at, p);
+	sm_close(body_at, p);
+	size_t n = (size_t)(p - start);
+	if (n > TAC_FW_SMALL_ROOM)
+		abort(); /* past the room the bounds above allow: a bug in this file */
+	return n <= SMALL_MAX ? n : 0;
+}
+
 /* ---- decoding ------------------------------------------------------------------------ */
 
 /* Reads an enum the way protobuf-c keeps it whole (at most 5 bytes, 0..INT32_MAX). */
@@ -345,6 +670,51 @@ static inline bool rd_enum(const uint8_t **p, const uint8_t *end, int *out)
 	return true;
 }
 
+/* Reads old's packed shape (at *p, before end) into out->old_shape. */
+static bool dec_old_shape(tac_fw_response *out, const uint8_t **p, const uint8_t *end)
+{
+	Tileatom__Array *a = &out->old;
+	size_t n;
+	if (!rd_len(p, end, &n))
+		return false;
+	const uint8_t *q = *p, *qend = *p + n;
+	size_t count = 0;
+	while (q < qend) {
+		uint64_t x;
+		if (count == TAC_FW_MAX_SHAPE || !rd_varint(&q, qend, &x))
+			return false;
+		out->old_shape[count++] = (int64_t)x;
+	}
+	a->n_shape = count;
+	a->shape = count ? out->old_shape : NULL;
+	*p = qend;
+	return true;
+}
+
+/* Reads old's data (at *p, before end) into out->old_data (grown when short). */
+static bool dec_old_data(tac_fw_response *out, const uint8_t **p, const uint8_t *end)
+{
+	Tileatom__Array *a = &out->old;
+	size_t n;
+	if (!rd_len(p, end, &n))
+		return false;
+	if (n) {
+		if (n > out->old_data_cap) {
+			uint8_t *nd = malloc(n);
+			if (!nd)
+				return false;
+			free(out->old_data);
+			out->old_data = nd;
+			out->old_data_cap = n;
+		}
+		copy_small(out->old_data, *p, n);
+		a->data.data = out->old_data;
+	}
+	a->data.len = n;
+	*p += n;
+	return true;
+}
+
 /* Decodes an old-values Array into out->old. */
 static bool dec_old(tac_fw_response *out, const uint8_t *p, size_t len)
 {
@@ -353,7 +723,6 @@ static bool dec_old(tac_fw_response *out, const uint8_t *p, size_t len)
 	const uint8_t *end = p + len;
 	const fw_table *t = &fw_tables[FW_M_ARRAY];
 	uint64_t seen = 0;
-	size_t n;
 	while (p < end) {
 		fw_slot s = rd_tag(&p, end, t);
 		if (s == FW_NONE || !first_time(&seen, s))
@@ -366,45 +735,81 @@ static bool dec_old(tac_fw_response *out, const uint8_t *p, size_t len)
 			a->dtype = (Tileatom__DType)v;
 			break;
 		}
-		case FW_ARRAY_SHAPE: {
-			if (!rd_len(&p, end, &n))
+		case FW_ARRAY_SHAPE:
+			if (!dec_old_shape(out, &p, end))
 				return false;
-			const uint8_t *q = p, *qend = p + n;
-			size_t count = 0;
-			while (q < qend) {
-				uint64_t x;
-				if (count == TAC_FW_MAX_SHAPE || !rd_varint(&q, qend, &x))
-					return false;
-				out->old_shape[count++] = (int64_t)x;
-			}
-			a->n_shape = count;
-			a->shape = count ? out->old_shape : NULL;
-			p = qend;
 			break;
-		}
 		case FW_ARRAY_DATA:
-			if (!rd_len(&p, end, &n))
+			if (!dec_old_data(out, &p, end))
 				return false;
-			if (n) {
-				if (n > out->old_data_cap) {
-					uint8_t *nd = malloc(n);
-					if (!nd)
-						return false;
-					free(out->old_data);
-					out->old_data = nd;
-					out->old_data_cap = n;
-				}
-				memcpy(out->old_data, p, n);
-				a->data.data = out->old_data;
-			}
-			a->data.len = n;
-			p += n;
 			break;
 		default:
 			return false;
 		}
 	}
 	return true;
+}
+
+/* True when the byte at *p (before end) is key, which it then passes. */
+static inline bool take_key(const uint8_t **p, const uint8_t *end, uint8_t key)
+{
+	if (*p == end || **p != key)
+		return false;
+	(*p)++;
+	return true;
+}
+
+/* The common response in one straight pass: an id, a status or none, and an OpResponse
+ * (old values, skipped, applied, each optional) last, every field once, in field-number
+ * order and with its one-byte key, as the daemon writes them. Whatever it takes, the
+ * general pass below takes the same way (the same readers); NULL for anything else
+ * (which the general pass then reads). */
+static Tileatom__Response *dec_straight(tac_fw_response *out, const uint8_t *p, const uint8_t *end)
+{
+	Tileatom__Response *r = &out->resp;
+	*r = (Tileatom__Response)TILEATOM__RESPONSE__INIT;
+	if (!take_key(&p, end, fw_key1[FW_RESP_ID]) || !rd_varint(&p, end, &r->id))
+		return NULL;
+	int v;
+	if (take_key(&p, end, fw_key1[FW_RESP_STATUS])) {
+		if (!rd_enum(&p, end, &v))
+			return NULL;
+		r->status = (Tileatom__Status)v;
+	}
+	size_t n;
+	if (!take_key(&p, end, fw_key1[FW_RESP_OP]) || !rd_len(&p, end, &n) ||
+	    n != (size_t)(end - p))
+		return NULL;
+	Tileatom__OpResponse *op = &out->op;
+	*op = (Tileatom__OpResponse)TILEATOM__OP_RESPONSE__INIT;
+	if (take_key(&p, end, fw_key1[FW_OPR_OLD])) {
+		if (!rd_len(&p, end, &n))
+			return NULL;
+		const uint8_t *oend = p + n;
+		Tileatom__Array *a = &out->old;
+		*a = (Tileatom__Array)TILEATOM__ARRAY__INIT;
+		if (take_key(&p, oend, fw_key1[FW_ARRAY_DTYPE])) {
+			if (!rd_enum(&p, oend, &v))
+				return NULL;
+			a->dtype = (Tileatom__DType)v;
+		}
+		if (take_key(&p, oend, fw_key1[FW_ARRAY_SHAPE]) && !dec_old_shape(out, &p, oend))
+			return NULL;
+		if (take_key(&p, oend, fw_key1[FW_ARRAY_DATA]) && !dec_old_data(out, &p, oend))
+			return NULL;
+		if (p != oend)
+			return NULL;
+		op->old = a;
+	}
+	if (take_key(&p, end, fw_key1[FW_OPR_SKIPPED]) && !rd_varint(&p, end, &op->skipped))
+		return NULL;
+	if (take_key(&p, end, fw_key1[FW_OPR_APPLIED]) && !rd_varint(&p, end, &op->applied))
+		return NULL;
+	if (p != end)
+		return NULL;
+	r->body_case = TILEATOM__RESPONSE__BODY_OP;
+	r->op = op;
+	return r;
 }
 
 /* Decodes an OpResponse into out->op. */
@@ -445,7 +850,12 @@ static bool dec_op(tac_fw_response *out, const uint8_t *p, size_t len)
 Tileatom__Response *tac_fastwire_decode_response(tac_fw_response *out, const uint8_t *data,
                                                  size_t len)
 {
-	ta_wireschema_init();
+	schema_ready();
+	if (straight_keys) {
+		Tileatom__Response *sr = dec_straight(out, data, data + len);
+		if (sr)
+			return sr;
+	}
 	Tileatom__Response *r = &out->resp;
 	tileatom__response__init(r);
 	const uint8_t *p = data, *end = data + len;

@@ -1,7 +1,9 @@
 /* tac_fastwire.h: libtileatom-client's direct encoder of the hot requests and one-pass
  * decoder of their responses, the mirror image of daemon/fastwire.c, built on the field
  * table of proto/ta_wireschema.h. The encoder writes ping and the element-wise, scatter
- * and indexed atomic requests byte for byte as protobuf_c_message_pack does; the decoder
+ * and indexed atomic requests byte for byte as protobuf_c_message_pack does (from their
+ * protobuf-c message, or for the hot pipelined submits from the public call's arguments:
+ * tac_fastwire_write_atomic); the decoder
  * reads a Response holding an id, a status and a ping or OpResponse body (old values,
  * skipped, applied) into the same structures tileatom__response__unpack builds. Anything
  * else (another body, a shared buffer, Options.old_into, a message string, an unknown or
@@ -15,6 +17,7 @@
 #include <stdint.h>
 
 #include "ta_wireschema.h"
+#include "tileatom.h"
 #include "tileatom.pb-c.h"
 
 /* Index arrays of an IndexedAddr the encoder takes (more: protobuf-c). */
@@ -61,6 +64,52 @@ TA_WS_HIDDEN bool tac_fastwire_plan(const Tileatom__Request *req, tac_fw_plan *p
 /* Writes req, planned by tac_fastwire_plan, at p (plan->size bytes); returns p + size. */
 TA_WS_HIDDEN uint8_t *tac_fastwire_write(const Tileatom__Request *req, const tac_fw_plan *plan,
                                          uint8_t *p);
+
+/* Extents of one packed field (an Array's shape, a Region's origin or shape) that
+ * tac_fastwire_write_small takes (more: declined). */
+#define TAC_FW_SMALL_EXTENTS 8
+/* Bytes tac_fastwire_write_small may write at p before it knows whether it takes a request:
+ * with its bounds (a tile name and each Array's data up to 127 bytes, TAC_FW_SMALL_EXTENTS
+ * extents, TAC_FW_MAX_INDICES index arrays) a request cannot exceed about 2,900 bytes. */
+#define TAC_FW_SMALL_ROOM 4096
+
+/* Writes req at p in one pass (no sizing walk first: each length prefix is a byte
+ * placeholder filled in when its message ends) when the encoder takes it and its payload
+ * is at most 127 bytes, so that every length prefix is one byte; returns the payload's
+ * bytes, byte for byte what protobuf_c_message_pack writes, or 0 when declined (what
+ * tac_fastwire_plan declines, or too large: the bytes at p are then garbage). p must have
+ * TAC_FW_SMALL_ROOM bytes of room. */
+TA_WS_HIDDEN size_t tac_fastwire_write_small(const Tileatom__Request *req, uint8_t *p);
+
+/* An element-wise or indexed atomic request over the whole tile (no region, no mask)
+ * described by the public call's arguments, already checked as the builders check them
+ * (tac_direct_describe in tac_codec.c), for tac_fastwire_write_atomic: the hot pipelined
+ * submits skip the protobuf-c message. */
+typedef struct tac_fw_atomic {
+	tileatom_request_kind kind;            /* TILEATOM_REQ_ELEMENTWISE or _INDEXED */
+	const char *tile;                      /* the tile's name */
+	size_t tile_len;                       /* strlen(tile) */
+	tileatom_op op;                        /* the op */
+	int n_index;                           /* INDEXED: index arrays (else 0) */
+	const tileatom_array *indices;         /* INDEXED: the index arrays */
+	size_t index_bytes[TILEATOM_MAX_RANK]; /* their data bytes */
+	bool flat;                             /* INDEXED: flat offsets */
+	const tileatom_array *values;          /* values (CAS: desired) */
+	size_t values_bytes;                   /* their data bytes */
+	const tileatom_array *compare;         /* CAS: expected values, else NULL */
+	size_t compare_bytes;                  /* their data bytes */
+	int sem, scope, space;                 /* Options.sem, .scope, .space */
+	bool no_bounds_check;                  /* Options.no_bounds_check */
+	bool want_old;                         /* Options.want_old (set for ops that always
+	                                          return what they read) */
+} tac_fw_atomic;
+
+/* Writes the request a describes with id at p, byte for byte what the builders'
+ * (tac_build_elementwise / tac_build_indexed) message packs to, when its payload is at most
+ * 127 bytes (a tile name and each array's data up to 127 bytes); returns the payload's
+ * bytes, or 0 when it is larger (the bytes at p are then garbage). p must have
+ * TAC_FW_SMALL_ROOM bytes of room. */
+TA_WS_HIDDEN size_t tac_fastwire_write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p);
 
 /* Decodes len bytes at data as a Response of a hot shape into *out (its storage reused,
  * its old values copied); returns &out->resp, or NULL when declined (out may then hold

@@ -128,10 +128,22 @@ static inline size_t tac_pending_requests(const tileatom_client *c)
 }
 
 /* Storage for one request message and every sub-message it may point to. Built on the
- * stack by the tac_build_* functions; it borrows the caller's operand memory. */
+ * stack by the tac_build_* functions; it borrows the caller's operand memory. The builders
+ * clear only the fields before body (msg_begin in tac_codec.c: a whole clear was 200
+ * instructions of a pipelined add); from body on, a field is set by the builder that uses
+ * it before anything reads it, except the arrays values..index[3], of which an unused one
+ * has only data.len 0, data.data NULL and shared NULL (what tac_cuptr.c, tac_shm.c and
+ * tac_split.c read of every array). */
 typedef struct tac_msg {
 	Tileatom__Request req;      /* the top-level message */
 	tileatom_request_kind kind; /* which body is set */
+	Tileatom__Options options;  /* op options */
+	int64_t scalar_index;       /* atomic_at: the flat index */
+	void *old_out;              /* synchronous calls: where old values go */
+	size_t old_out_size;        /* bytes at old_out */
+	bool cuptr_done;            /* tac_cuptr_prepare has looked at the operands already */
+
+	/* ---- from here on not cleared by the builders (see above) ---- */
 	union {
 		Tileatom__HelloRequest hello;                    /* HELLO */
 		Tileatom__PingRequest ping;                      /* PING */
@@ -155,7 +167,6 @@ typedef struct tac_msg {
 	} body;
 	Tileatom__Region region;                       /* region / window */
 	Tileatom__Region addr_region;                  /* Addressing.region */
-	Tileatom__Options options;                     /* op options */
 	Tileatom__Array values;                        /* values / desired / store data */
 	Tileatom__Array compare;                       /* CAS expected values */
 	Tileatom__Array mask;                          /* BOOL mask */
@@ -167,14 +178,10 @@ typedef struct tac_msg {
 	Tileatom__IndexedAddr indexed_addr;            /* indexed addressing */
 	Tileatom__Addressing addressing;               /* memory-op addressing */
 	int64_t shape_copy[TILEATOM_MAX_RANK];         /* create: the tile shape */
-	int64_t scalar_index;                          /* atomic_at: the flat index */
 
 	/* shared buffers (tac_shm.c) */
 	Tileatom__BufferRef refs[TILEATOM_MAX_RANK + 4]; /* shared-buffer references of arrays */
 	Tileatom__BufferRef old_ref;                     /* Options.old_into */
-	void *old_out;       /* synchronous calls: where old values go */
-	size_t old_out_size; /* bytes at old_out */
-	bool cuptr_done;     /* tac_cuptr_prepare has looked at the operands already */
 } tac_msg;
 
 /* ---- splitting (tac_split.c; used by tac_api.c, uses tac_shm.c and below) ------------- */
@@ -341,6 +348,15 @@ TAC_HIDDEN int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op,
                                    tileatom_dtype dtype, const void *value, const void *compare,
                                    const tileatom_op_options *opts, tileatom_array *value_arr,
                                    tileatom_array *compare_arr, tileatom_error *err);
+/* Describes an element-wise or indexed atomic request (kind) for the direct writer
+ * (tac_fastwire_write_atomic) when the builder would take it with exactly that message
+ * and it has no region and no mask; false (nothing reported) otherwise, and the caller
+ * then builds it (which reports what is wrong). */
+TAC_HIDDEN bool tac_direct_describe(tac_fw_atomic *d, tileatom_request_kind kind, const char *tile,
+                                    tileatom_op op, const tileatom_region *region, int n_index,
+                                    const tileatom_array *indices, bool flat,
+                                    const tileatom_array *values, const tileatom_array *compare,
+                                    const tileatom_op_options *opts);
 /* Memory ops: kind is GATHER, SCATTER_STORE, ATOMIC_LOAD or ATOMIC_STORE; operand is the
  * padding (gather) or the values (stores), NULL for atomic load. */
 TAC_HIDDEN int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
@@ -406,6 +422,12 @@ TAC_HIDDEN int tac_conn_receive_newest(tileatom_client *c, int timeout_ms,
  * failure breaks the connection. */
 TAC_HIDDEN int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_ms,
                                     tileatom_error *err);
+/* tac_conn_submit for the request d describes, written by tac_fastwire_write_atomic
+ * straight into the output buffer with the next id; *taken false (and nothing done) when
+ * the writer declines it (too large) or the output buffer cannot grow: the caller then
+ * builds and submits it the general way. */
+TAC_HIDDEN int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeout_ms,
+                                      bool *taken, uint64_t *id, tileatom_error *err);
 /* Marks the newest pending request as a part of a split submit. */
 TAC_HIDDEN void tac_conn_mark_part(tileatom_client *c);
 /* Marks the connection broken with err's code and message; returns the code. */

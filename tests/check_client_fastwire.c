@@ -173,16 +173,23 @@ static void rand_request(rand_req *r)
 	}
 }
 
-/* Encodes req with both paths; fails unless the fast encoder takes it (when must_take) and
- * writes protobuf-c's bytes. Returns whether it took it. */
+/* Requests the one-pass writer (tac_fastwire_write_small) took, and requests of at most
+ * 127 bytes it declined (only for its bounds: more extents than TAC_FW_SMALL_EXTENTS). */
+static int small_taken, small_declined_short;
+
+/* Encodes req with both paths (and the one-pass writer); fails unless the fast encoder takes it
+ * (when must_take) and writes protobuf-c's bytes. Returns whether it took it. */
 static bool check_encode(const Tileatom__Request *req, bool must_take)
 {
 	static uint8_t fast[1 << 14], slow[1 << 14];
 	tac_fw_plan plan;
 	bool taken = tac_fastwire_plan(req, &plan);
 	ck_assert(taken || !must_take);
-	if (!taken)
+	if (!taken) {
+		static uint8_t room[TAC_FW_SMALL_ROOM];
+		ck_assert_uint_eq(tac_fastwire_write_small(req, room), 0); /* declined too */
 		return false;
+	}
 	size_t n = protobuf_c_message_get_packed_size(&req->base);
 	ck_assert_uint_eq(plan.size, n);
 	ck_assert_uint_le(n, sizeof(fast));
@@ -191,6 +198,19 @@ static bool check_encode(const Tileatom__Request *req, bool must_take)
 	ck_assert_uint_eq(protobuf_c_message_pack(&req->base, slow), n);
 	ck_assert_mem_eq(fast, slow, n);
 	ck_assert_uint_eq(fast[n], 0xa5); /* nothing past the end */
+	/* the one-pass writer: the same bytes whenever it takes the request, and it takes
+	 * every one of at most 127 bytes within its bounds */
+	static uint8_t small[TAC_FW_SMALL_ROOM + 1];
+	memset(small, 0xa5, sizeof(small));
+	size_t sn = tac_fastwire_write_small(req, small);
+	ck_assert_uint_eq(small[TAC_FW_SMALL_ROOM], 0xa5); /* within its room */
+	if (sn) {
+		ck_assert_uint_eq(sn, n);
+		ck_assert_mem_eq(small, slow, n);
+		small_taken++;
+	} else if (n <= 127) {
+		small_declined_short++;
+	}
 	return true;
 }
 
@@ -198,10 +218,14 @@ START_TEST(test_encode_random)
 {
 	rand_req *r = malloc(sizeof(*r));
 	ck_assert_ptr_nonnull(r);
+	small_taken = small_declined_short = 0;
 	for (int i = 0; i < 20000; i++) {
 		rand_request(r);
 		check_encode(&r->req, true);
 	}
+	/* the one-pass writer saw many requests of at most 127 bytes and took them all */
+	ck_assert_int_gt(small_taken, 2000);
+	ck_assert_int_eq(small_declined_short, 0);
 	/* declined: a shared buffer, old_into, unknown fields, a negative enum, other bodies */
 	int declined = 0;
 	for (int i = 0; i < 2000; i++) {
@@ -261,6 +285,7 @@ START_TEST(test_encode_builders)
 	ck_assert_ptr_nonnull(m);
 	tileatom_error err;
 	int taken = 0;
+	small_taken = small_declined_short = 0;
 	for (int i = 0; i < 3000; i++) {
 		int64_t idx[4][3], vals[3] = {(int64_t)rnd(), -5, 7}, cmp[3] = {1, 2, 3};
 		tileatom_array indices[4];
@@ -309,6 +334,114 @@ START_TEST(test_encode_builders)
 		taken += check_encode(&m->req, true);
 	}
 	ck_assert_int_eq(taken, 3000);
+	ck_assert_int_gt(small_taken, 2000); /* the library's hot requests are small */
+	ck_assert_int_eq(small_declined_short, 0);
+	free(m);
+}
+END_TEST
+
+/* A random public array: mostly valid (a known dtype, rank 0..2, extents 1..3, data),
+ * sometimes not (an unknown dtype, rank 5, extent 0, no data), so that the direct path's
+ * checks meet what the builders reject. */
+static tileatom_array rand_pub_array(uint8_t *data)
+{
+	tileatom_array a = {(tileatom_dtype)rn(12), (int)rn(3), {0}, data};
+	for (int i = 0; i < a.rank; i++)
+		a.shape[i] = 1 + (int64_t)rn(3);
+	for (int i = 0; i < 72; i++)
+		data[i] = (uint8_t)rnd();
+	switch (rn(40)) {
+	case 0:
+		a.dtype = (tileatom_dtype)(12 + rn(5));
+		break;
+	case 1:
+		a.rank = 5;
+		break;
+	case 2:
+		if (a.rank)
+			a.shape[0] = 0;
+		break;
+	case 3:
+		a.data = NULL;
+		break;
+	default:
+		break;
+	}
+	return a;
+}
+
+/* The direct writer (tac_direct_describe + tac_fastwire_write_atomic) against the
+ * builders: it describes exactly the calls the builder takes with no region and no mask,
+ * and writes protobuf-c's bytes of the built message whenever it takes one. */
+START_TEST(test_encode_direct)
+{
+	tac_msg *m = malloc(sizeof(*m));
+	ck_assert_ptr_nonnull(m);
+	static uint8_t room[TAC_FW_SMALL_ROOM + 1], slow[1 << 14];
+	int described = 0, written = 0;
+	for (int i = 0; i < 30000; i++) {
+		uint8_t data[7][72];
+		tileatom_array indices[4];
+		for (int k = 0; k < 4; k++)
+			indices[k] = rand_pub_array(data[k]);
+		tileatom_array values = rand_pub_array(data[4]);
+		tileatom_array compare = rand_pub_array(data[5]);
+		tileatom_array mask = rand_pub_array(data[6]);
+		tileatom_region region = {1, {0}, {1}};
+		char tile[80];
+		size_t tl = rn(10) == 0 ? rn(80) : 1 + rn(12);
+		for (size_t k = 0; k < tl; k++)
+			tile[k] = (char)('a' + rn(26));
+		tile[tl] = '\0';
+		tileatom_op op = rn(3) ? TILEATOM_OP_ADD : (tileatom_op)rn(24);
+		tileatom_op_options opts = TILEATOM_OP_OPTIONS_INIT;
+		if (rn(3) == 0) { /* the defaults most often, any variant sometimes */
+			opts.sem = (tileatom_sem)rn(6);
+			opts.scope = (tileatom_scope)rn(5);
+			opts.space = (tileatom_space)rn(3);
+		}
+		opts.check_bounds = rn(2);
+		opts.want_old = rn(2);
+		opts.mask = rn(10) == 0 ? &mask : NULL;
+		bool indexed = rn(3) != 0, flat = rn(2);
+		int n_index = rn(10) == 0 ? (int)rn(6) : 1 + (int)rn(indexed && !flat ? 3 : 1);
+		const tileatom_region *rg = rn(10) == 0 ? &region : NULL;
+		const tileatom_array *cmp = rn(2) || op == TILEATOM_OP_CAS ? &compare : NULL;
+		const tileatom_op_options *o = rn(8) == 0 ? NULL : &opts;
+		const char *name = rn(30) == 0 ? NULL : tile;
+		tileatom_request_kind kind =
+		    indexed ? TILEATOM_REQ_INDEXED : TILEATOM_REQ_ELEMENTWISE;
+		tileatom_error err;
+		int rc = indexed ? tac_build_indexed(m, name, op, rg, n_index, indices, flat,
+		                                     &values, cmp, o, &err)
+		                 : tac_build_elementwise(m, name, op, rg, &values, cmp, o, &err);
+		tac_fw_atomic d;
+		bool took = tac_direct_describe(&d, kind, name, op, rg, n_index, indices, flat,
+		                                &values, cmp, o);
+		bool expect = rc == TILEATOM_OK && !rg && !(o && o->mask);
+		ck_assert_msg(took == expect, "case %d: described %d, builder %d", i, took, rc);
+		if (!took)
+			continue;
+		described++;
+		uint64_t id = rn(2) ? 1 + rn(100) : 1 + rnd() / 2;
+		m->req.id = id;
+		size_t n = protobuf_c_message_get_packed_size(&m->req.base);
+		ck_assert_uint_eq(protobuf_c_message_pack(&m->req.base, slow), n);
+		memset(room, 0xa5, sizeof(room));
+		size_t dn = tac_fastwire_write_atomic(&d, id, room);
+		ck_assert_uint_eq(room[TAC_FW_SMALL_ROOM], 0xa5);
+		if (dn) {
+			ck_assert_uint_eq(dn, n);
+			ck_assert_mem_eq(room, slow, n);
+			written++;
+		} else {
+			ck_assert_uint_gt(n, 127); /* declined only for its size */
+		}
+	}
+	printf("check_client_fastwire: direct path: %d of 30000 calls described, %d written\n",
+	       described, written);
+	ck_assert_int_gt(described, 3000);
+	ck_assert_int_gt(written, 2000);
 	free(m);
 }
 END_TEST
@@ -533,6 +666,7 @@ static Suite *fastwire_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_encode_random);
 	tcase_add_test(tc, test_encode_builders);
+	tcase_add_test(tc, test_encode_direct);
 	tcase_add_test(tc, test_decode_random_and_mutated);
 	suite_add_tcase(s, tc);
 	return s;
