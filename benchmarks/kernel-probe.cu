@@ -2,7 +2,16 @@
  * sm_90 GPU (not built by make; issue 10 item 7). Every variant's result is checked
  * exactly against a host reference (histograms) or against the scalar instruction's
  * result bit for bit (vector float forms) before it is timed; timings are CUDA events
- * around one launch, median of --reps (default 15) runs over 2^26 elements. The
+ * around one launch, median of --reps (default 15) runs over 2^26 elements, taken two
+ * ways: on an idle stream (the first event is stamped at once: the window holds the host's
+ * launch call too) and "held" (the launch queued behind a one-thread kernel spinning on a
+ * word of mapped host memory, released after the second event is recorded: the window is
+ * the kernel alone, nvbench's blocking-kernel method). The 256-bin part also runs
+ * one-copy variants of the backend's loop shape (h1: the merge's red.global tail against
+ * per-block rows without atomics, 1024- against 512-thread blocks, a cluster combine
+ * through distributed shared memory, per-key counting, a kargs-sized parameter block) and
+ * the backend's counting kernel (k_shared count32, block_count at 512 threads) beside
+ * its FLAT32 kernel. The
  * element-wise part also times TMA bulk reductions (cp.reduce.async.bulk: operands staged
  * in shared memory by cp.async.bulk or by the threads, one reduction per chunk; with the
  * tile chunk prefetched into L2 and evict_first operand loads) and a non-atomic
@@ -13,6 +22,7 @@
  *        -o kernel-probe benchmarks/kernel-probe.cu
  * Usage: kernel-probe [--reps N] [--log2n K] [--only ew|hist] (ew: element-wise only)
  * Output: one line per variant: name, distribution, median ms, G elements/s, check. */
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -234,6 +244,124 @@ __global__ void __launch_bounds__(THREADS, 1)
 	for (int i = threadIdx.x; i < cnt; i += THREADS)
 		if (sh[i])
 			red_gl(out + lo + i, sh[i]);
+}
+
+/* ---- 256 bins, one private copy: what the backend's kernel differs in -------------------
+ * hand_keys: the loop of h_copies<.., 1> with full chunks apart (no padding keys), CNT:
+ * keys out of range counted (as the backend counts them). */
+template <int THREADS, int U, bool CNT>
+__device__ __forceinline__ uint32_t hand_keys(const int32_t *keys, int64_t n, uint32_t sbase,
+                                              uint32_t bins)
+{
+	const int64_t n4 = n >> 2, T = (int64_t)gridDim.x * THREADS;
+	const int4 *k4 = (const int4 *)keys;
+	uint32_t skipped = 0;
+	auto one = [&](int32_t x) {
+		if ((uint32_t)x < bins)
+			red_sh(sbase + (uint32_t)x * 4u, 1u);
+		else if (CNT)
+			skipped++;
+	};
+	int64_t c0 = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+	for (; c0 + (U - 1) * T < n4; c0 += U * T) {
+		int4 k[U];
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			k[u] = __ldg(k4 + c0 + u * T);
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			one(k[u].x);
+			one(k[u].y);
+			one(k[u].z);
+			one(k[u].w);
+		}
+	}
+	for (; c0 < n4; c0 += T) {
+		int4 k = __ldg(k4 + c0);
+		one(k.x);
+		one(k.y);
+		one(k.z);
+		one(k.w);
+	}
+	for (int64_t k = (n4 << 2) + (int64_t)blockIdx.x * THREADS + threadIdx.x; k < n; k += T)
+		one(keys[k]);
+	return skipped;
+}
+
+/* The arguments of h_one with a parameter block as large as the backend's kargs (BIG). */
+template <bool BIG> struct h1_args {
+	const int32_t *keys; /* keys */
+	int64_t n;           /* key count */
+	uint32_t *out;       /* bins (TAIL 1: one row of bins per block) */
+	int bins;            /* bin count */
+};
+template <> struct h1_args<true> {
+	const int32_t *keys;
+	int64_t n;
+	uint32_t *out;
+	int bins;
+	char pad[720 - 28];
+};
+
+/* One private copy, THREADS x MINB a SM, U chunks in flight. CNT: out-of-range keys
+ * counted, one atomic per warp with any (into out[bins]; out[bins + 1] gets the key count
+ * once). TAIL 0: red.global of every nonzero slot (as the backend); 1: the block's copy
+ * stored to its own row out[(blockIdx + 1) * bins ...] without atomics (the host sums the
+ * rows: the cost of the same-address tail, measured by its absence). */
+template <int THREADS, int MINB, int U, bool CNT, bool BIG, int TAIL>
+__global__ void __launch_bounds__(THREADS, MINB) h_one(const h1_args<BIG> a)
+{
+	extern __shared__ __align__(16) uint32_t sh[];
+	for (int i = threadIdx.x; i < a.bins; i += THREADS)
+		sh[i] = 0;
+	__syncthreads();
+	uint32_t skipped = hand_keys<THREADS, U, CNT>(a.keys, a.n, smem_addr(sh), a.bins);
+	__syncthreads();
+	for (int b = threadIdx.x; b < a.bins; b += THREADS) {
+		uint32_t v = sh[b];
+		if (TAIL == 0 && v)
+			red_gl(a.out + b, v);
+		else if (TAIL == 1)
+			a.out[(size_t)(blockIdx.x + 1) * a.bins + b] = v;
+	}
+	if (CNT) {
+		if (blockIdx.x == 0 && threadIdx.x == 0)
+			atomicAdd(a.out + a.bins + 1, (uint32_t)a.n);
+		if (__any_sync(0xffffffffu, skipped != 0)) {
+			for (int d = 16; d > 0; d >>= 1)
+				skipped += __shfl_down_sync(0xffffffffu, skipped, d);
+			if ((threadIdx.x & 31) == 0)
+				atomicAdd(a.out + a.bins, skipped);
+		}
+	}
+}
+
+/* The same with the tail combined over a cluster of CL blocks first: block r of the
+ * cluster sums its share of the bins over the CL copies (distributed shared memory) and
+ * adds it with red.global: CL times fewer global atomics on the same addresses. */
+template <int THREADS, int MINB, int U, int CL>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, MINB)
+    h_one_cl(const h1_args<false> a)
+{
+	namespace cg = cooperative_groups;
+	extern __shared__ __align__(16) uint32_t sh[];
+	for (int i = threadIdx.x; i < a.bins; i += THREADS)
+		sh[i] = 0;
+	__syncthreads();
+	hand_keys<THREADS, U, false>(a.keys, a.n, smem_addr(sh), a.bins);
+	cg::cluster_group cl = cg::this_cluster();
+	cl.sync();
+	const int r = (int)cl.block_rank(), share = (a.bins + CL - 1) / CL;
+	const int lo = r * share, hi = min(a.bins, lo + share);
+	for (int b = lo + threadIdx.x; b < hi; b += THREADS) {
+		uint32_t v = 0;
+#pragma unroll
+		for (int q = 0; q < CL; q++)
+			v += cl.map_shared_rank(sh, q)[b];
+		if (v)
+			red_gl(a.out + b, v);
+	}
+	cl.sync(); /* the other blocks' copies are read until here */
 }
 
 /* Plain global red per key. */
@@ -608,7 +736,29 @@ static double median(std::vector<double> v)
 	return m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
 }
 
-/* Times launch() (one kernel launch): 2 warm-ups, then g_reps timed; returns median ms. */
+/* The hold: two words of mapped host memory ([0] release, [1] the hold gave up) and their
+ * device pointer. */
+static volatile unsigned int *g_hold;
+static unsigned int *g_dhold;
+/* Median ms of the last time_it with the launch queued behind the hold. */
+static double g_held_ms;
+
+/* Spins until flag[0] is nonzero (1 s at most; then flag[1] = 1). */
+__global__ void k_hold(volatile unsigned int *flag)
+{
+	unsigned long long t0, t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	while (flag[0] == 0) {
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+		if (t - t0 > 1000000000ull) {
+			flag[1] = 1;
+			return;
+		}
+	}
+}
+
+/* Times launch() (one kernel launch): 2 warm-ups, then g_reps timed on an idle stream
+ * (returned: median ms) and g_reps timed behind the hold (g_held_ms). */
 template <typename L> static double time_it(L launch)
 {
 	cudaEvent_t a, b;
@@ -617,7 +767,7 @@ template <typename L> static double time_it(L launch)
 	for (int i = 0; i < 2; i++)
 		launch();
 	CK(cudaDeviceSynchronize());
-	std::vector<double> ms;
+	std::vector<double> ms, held;
 	for (int r = 0; r < g_reps; r++) {
 		CK(cudaEventRecord(a));
 		launch();
@@ -627,16 +777,33 @@ template <typename L> static double time_it(L launch)
 		CK(cudaEventElapsedTime(&t, a, b));
 		ms.push_back(t);
 	}
+	for (int r = 0; r < g_reps; r++) {
+		g_hold[0] = 0;
+		g_hold[1] = 0;
+		k_hold<<<1, 1>>>(g_dhold);
+		CK(cudaEventRecord(a));
+		launch();
+		CK(cudaEventRecord(b));
+		__atomic_store_n(&g_hold[0], 1u, __ATOMIC_RELEASE);
+		CK(cudaEventSynchronize(b));
+		if (g_hold[1])
+			printf("  (a hold gave up waiting)\n");
+		float t;
+		CK(cudaEventElapsedTime(&t, a, b));
+		held.push_back(t);
+	}
 	CK(cudaGetLastError());
 	CK(cudaEventDestroy(a));
 	CK(cudaEventDestroy(b));
+	g_held_ms = median(held);
 	return median(ms);
 }
 
+/* One row: plain ms and G/s, then G/s of the held runs (g_held_ms of the last time_it). */
 static void report(const char *name, const char *dist, double ms, int64_t n, bool ok)
 {
-	printf("%-34s %-10s %9.4f ms %8.1f G el/s  %s\n", name, dist, ms, n / (ms * 1e-3) / 1e9,
-	       ok ? "exact" : "WRONG");
+	printf("%-34s %-10s %9.4f ms %8.1f G el/s  held %8.1f  %s\n", name, dist, ms,
+	       n / (ms * 1e-3) / 1e9, n / (g_held_ms * 1e-3) / 1e9, ok ? "exact" : "WRONG");
 	fflush(stdout);
 	if (!ok)
 		g_fail++;
@@ -795,6 +962,9 @@ static void make_keys(std::vector<int32_t> &k, int bins, int kind, uint64_t seed
 }
 
 #ifdef TA_PROBE_REAL
+static void h1_suite(int64_t n, const char *dist, const int32_t *dkeys, int bins, uint64_t bad,
+                     const std::vector<uint32_t> &want);
+
 /* ---- the backend's own kernels (kernels/ta_cuda_kernels.cuh), launched as ta_cuda.cu
  * launches them, on the same data ---------------------------------------------------------*/
 #include "ta_cuda_kernels.cuh"
@@ -841,6 +1011,14 @@ static ta::kargs real_args(ta_dtype dt, int64_t bins, int64_t n, const void *key
 
 static unsigned long long *g_cnt;
 
+/* The backend's counting body (block_count) at TH threads a block instead of its own
+ * block_threads: the block shape compared in one run. */
+template <int TH> __global__ void __launch_bounds__(TH, 2048 / TH) k_count_th(const ta::kargs a)
+{
+	extern __shared__ __align__(16) unsigned char count_smem[];
+	ta::block_count<TA_DTYPE_I32, ta::K_ADD, ta::M_COUNT32, TH>(a, count_smem);
+}
+
 /* Checks the counters of one launch: applied and skipped. */
 static bool counters_are(unsigned long long applied, unsigned long long skipped)
 {
@@ -881,8 +1059,29 @@ static void real_hist(int64_t n)
 			a.win = bins;
 			std::vector<uint32_t> got(bins);
 			if (bins == 256) {
-				auto fn = ta::k_shared<TA_DTYPE_I32, ta::K_ADD, ta::M_FLAT32>;
-				for (int threads : {512, 256}) {
+				/* the counting kernel (what the backend launches for this plan),
+				 * then the FLAT32 kernel (before: its counting loop shares the
+				 * kernel with the general FLAT loop) at 512 and 256 threads */
+				struct {
+					ta::kmode mode;
+					int threads;
+					const char *name;
+					void (*fn)(const ta::kargs);
+				} rows[] = {
+				    {ta::M_COUNT32, ta::block_threads(ta::S_BLOCK, ta::M_COUNT32),
+				     "REAL k_shared count32",
+				     ta::k_shared<TA_DTYPE_I32, ta::K_ADD, ta::M_COUNT32>},
+				    {ta::M_COUNT32, 512, "REAL block_count at", k_count_th<512>},
+				    {ta::M_FLAT32, 512, "REAL k_shared flat32",
+				     ta::k_shared<TA_DTYPE_I32, ta::K_ADD, ta::M_FLAT32>},
+				    {ta::M_FLAT32, 256, "REAL k_shared flat32",
+				     ta::k_shared<TA_DTYPE_I32, ta::K_ADD, ta::M_FLAT32>}};
+				for (auto &row : rows) {
+					auto fn = row.fn;
+					const int threads = row.threads;
+					a.mode = row.mode;
+					if (kind && threads == 256)
+						break;
 					int occ = 0;
 					CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
 					    &occ, (const void *)fn, threads, 1024));
@@ -897,13 +1096,13 @@ static void real_hist(int64_t n)
 					double ms = time_it(
 					    [&] { fn<<<(unsigned)blocks, threads, 1024>>>(a); });
 					char nm[64];
-					snprintf(nm, sizeof nm, "REAL k_shared flat32 t%d occ%d",
-					         threads, occ);
+					snprintf(nm, sizeof nm, "%s t%d occ%d", row.name, threads,
+					         occ);
 					report(nm, dn[kind], ms, n, ok);
 					CK(cudaMemset(g_cnt, 0, 24));
-					if (kind)
-						break;
 				}
+				if (kind == 0 || kind == 2)
+					h1_suite(n, dn[kind], dkeys, bins, bad, want);
 			} else {
 				auto fn = ta::k_cluster<TA_DTYPE_I32, ta::K_ADD, ta::M_FLAT32>;
 				a.cl_shift = 1;
@@ -983,6 +1182,73 @@ static void real_ew(const char *name, int64_t n, size_t es, const void *t0, cons
 	CK(cudaFree(dt));
 	CK(cudaFree(dv));
 }
+#endif
+
+#ifdef TA_PROBE_REAL /* (run from real_hist) */
+/* Runs launch(out) of a one-copy variant (blocks x threads, 1 KB of shared memory) on
+ * keys into bins: checks the bins (rows: summed over 1 + blocks rows when the variant
+ * stores per-block rows; cnt: out[bins] = bad, out[bins + 1] = n), times it. */
+template <typename L>
+static void run_h1(const char *name, const char *dist, L launch, unsigned blocks, bool rows,
+                   bool cnt, int64_t n, int bins, uint64_t bad, const std::vector<uint32_t> &want,
+                   uint32_t *dout)
+{
+	size_t words = rows ? (size_t)(blocks + 1) * bins : (size_t)bins + 2;
+	CK(cudaMemset(dout, 0, words * 4));
+	launch();
+	CK(cudaGetLastError());
+	CK(cudaDeviceSynchronize());
+	std::vector<uint32_t> got(words);
+	CK(cudaMemcpy(got.data(), dout, words * 4, cudaMemcpyDeviceToHost));
+	std::vector<uint32_t> sum(got.begin(), got.begin() + bins);
+	if (rows)
+		for (size_t r = 1; r <= blocks; r++)
+			for (int b = 0; b < bins; b++)
+				sum[b] += got[r * bins + b];
+	bool ok = sum == want;
+	if (cnt && (got[bins] != (uint32_t)bad || got[bins + 1] != (uint32_t)n)) {
+		printf("  %s: counted %u skipped of %u, expected %llu of %lld\n", name, got[bins],
+		       got[bins + 1], (unsigned long long)bad, (long long)n);
+		ok = false;
+	}
+	double ms = time_it(launch);
+	char nm[96];
+	snprintf(nm, sizeof nm, "%s x%u", name, blocks);
+	report(nm, dist, ms, n, ok);
+}
+
+/* The one-copy variants on 256 bins (what the backend's kernel differs in). */
+static void h1_suite(int64_t n, const char *dist, const int32_t *dkeys, int bins, uint64_t bad,
+                     const std::vector<uint32_t> &want)
+{
+	uint32_t *dout;
+	const unsigned b4 = 4 * g_sms, b2 = 2 * g_sms;
+	CK(cudaMalloc(&dout, ((size_t)b4 + 1) * bins * 4 + 8));
+	h1_args<false> a = {dkeys, n, dout, bins};
+	h1_args<true> ab;
+	memset(&ab, 0, sizeof ab);
+	ab.keys = dkeys;
+	ab.n = n;
+	ab.out = dout;
+	ab.bins = bins;
+#define H1(NAME, KERN, BL, TH, ARGS, ROWS, CNT)                                                    \
+	run_h1(                                                                                    \
+	    NAME, dist, [&] { KERN<<<BL, TH, 1024>>>(ARGS); }, BL, ROWS, CNT, n, bins, bad, want,  \
+	    dout)
+	H1("h1 t512 U2", (h_one<512, 4, 2, false, false, 0>), b4, 512, a, false, false);
+	H1("h1 t512 U2 count", (h_one<512, 4, 2, true, false, 0>), b4, 512, a, false, true);
+	H1("h1 t512 U2 720B-param", (h_one<512, 4, 2, false, true, 0>), b4, 512, ab, false, false);
+	H1("h1 t512 U2 count 720B", (h_one<512, 4, 2, true, true, 0>), b4, 512, ab, false, true);
+	H1("h1 t512 U2 rows (no atomics)", (h_one<512, 4, 2, false, false, 1>), b4, 512, a, true,
+	   false);
+	H1("h1 t1024 U2", (h_one<1024, 2, 2, false, false, 0>), b2, 1024, a, false, false);
+	H1("h1 t512 U4", (h_one<512, 4, 4, false, false, 0>), b4, 512, a, false, false);
+	H1("h1 t512 U2 cluster2 tail", (h_one_cl<512, 4, 2, 2>), b4, 512, a, false, false);
+	H1("h1 t512 U2 cluster4 tail", (h_one_cl<512, 4, 2, 4>), b4, 512, a, false, false);
+#undef H1
+	CK(cudaFree(dout));
+}
+
 #endif
 
 static void hist_suite(int64_t n)
@@ -1270,6 +1536,10 @@ int main(int argc, char **argv)
 	cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, 0));
 	g_sms = prop.multiProcessorCount;
+	void *hold = NULL;
+	CK(cudaHostAlloc(&hold, 2 * sizeof(unsigned int), cudaHostAllocMapped));
+	g_hold = (volatile unsigned int *)hold;
+	CK(cudaHostGetDevicePointer((void **)&g_dhold, hold, 0));
 	printf("device: %s, %d SMs; 2^%d elements, median of %d runs (CUDA events)\n", prop.name,
 	       g_sms, log2n, g_reps);
 	int64_t n = (int64_t)1 << log2n;

@@ -104,7 +104,7 @@ static constexpr int kernel_op(int op)
 #include "ta_cuda_batch.cuh"
 
 /* Number of loop modes (ta::kmode). */
-#define TA_MODES 4
+#define TA_MODES 6
 /* Kernel tables, indexed [mode][dtype][op]; NULL where the table has no variant. */
 static ta_kfn g_global[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
 static ta_kfn g_shared[TA_MODES][TA_DTYPE_COUNT][TA_OP_COUNT];
@@ -143,6 +143,12 @@ template <int DT, int... OPS> static void fill_dtype(std::integer_sequence<int, 
 			    g_shared[1][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_REGION>;
 			    g_shared[2][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_FLAT32>;
 			    g_shared[3][DT][OP] = &ta::k_shared<DT, kernel_op(OP), ta::M_FLAT64>;
+			    if constexpr (dtype_kind[DT] == ta::DK_INT) {
+				    g_shared[ta::M_COUNT32][DT][OP] =
+				        &ta::k_shared<DT, kernel_op(OP), ta::M_COUNT32>;
+				    g_shared[ta::M_COUNT64][DT][OP] =
+				        &ta::k_shared<DT, kernel_op(OP), ta::M_COUNT64>;
+			    }
 			    g_cluster[0][DT][OP] = &ta::k_cluster<DT, kernel_op(OP), ta::M_GENERAL>;
 			    g_cluster[2][DT][OP] = &ta::k_cluster<DT, kernel_op(OP), ta::M_FLAT32>;
 			    g_cluster[3][DT][OP] = &ta::k_cluster<DT, kernel_op(OP), ta::M_FLAT64>;
@@ -190,16 +196,21 @@ extern "C" ta_status ta_cuda_check_tables(ta_error *err)
 				                    "table's TA_BULK rows on %s %s",
 				                    ta_op_name((ta_op)o),
 				                    ta_dtype_name((ta_dtype)d));
-			for (int f = 0; f < TA_MODES; f++)
-				if ((g_global[f][d][o] != NULL) != global ||
-				    (g_shared[f][d][o] != NULL) != shared ||
-				    (f != ta::M_REGION && (g_cluster[f][d][o] != NULL) != shared))
+			for (int f = 0; f < TA_MODES; f++) {
+				/* the counting modes: block windows of integer dtypes only */
+				bool cm = ta::count_mode(f);
+				bool sh = shared && (!cm || ta_dtype_is_int((ta_dtype)d));
+				if ((g_global[f][d][o] != NULL) != (global && !cm) ||
+				    (g_shared[f][d][o] != NULL) != sh ||
+				    (f != ta::M_REGION &&
+				     (g_cluster[f][d][o] != NULL) != (shared && !cm)))
 					return ta_error_set(err, TA_INTERNAL,
 					                    "the CUDA kernel table disagrees with "
 					                    "the legality table "
 					                    "on %s %s (mode %d)",
 					                    ta_op_name((ta_op)o),
 					                    ta_dtype_name((ta_dtype)d), f);
+			}
 		}
 	return TA_OK;
 }
@@ -392,6 +403,13 @@ static ta_cuda_path choose_path(const ta_plan *p, kargs *a, const smem_limits *l
 	}
 	if (cluster)
 		return fast ? TA_CUDA_PATH_CLUSTER_FAST : TA_CUDA_PATH_CLUSTER;
+	/* a histogram-like plan of an integer dtype in one block's window: the same scalar
+	 * operand for every key, no mask or a scalar one (its value is read on the device),
+	 * no output: the counting loop, compiled apart (ta::block_count) */
+	if (block && fast && (a->mode == ta::M_FLAT32 || a->mode == ta::M_FLAT64) &&
+	    ta_dtype_is_int(p->dtype) && p->values.data && !a->vals_vec &&
+	    (!p->mask.data || !a->mask_vec))
+		a->mode = a->mode == ta::M_FLAT32 ? ta::M_COUNT32 : ta::M_COUNT64;
 	if (block)
 		return fast ? TA_CUDA_PATH_SHARED_FAST : TA_CUDA_PATH_SHARED;
 	return fast ? TA_CUDA_PATH_GLOBAL_FAST : TA_CUDA_PATH_GLOBAL;
@@ -538,7 +556,7 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 	if (a->mode == ta::M_REGION)
 		per_thread =
 		    es == 8 ? ta::region_per_thread<uint64_t>() : ta::region_per_thread<uint32_t>();
-	else if (a->mode == ta::M_FLAT32 || a->mode == ta::M_FLAT64)
+	else if (a->mode == ta::M_FLAT32 || a->mode == ta::M_FLAT64 || ta::count_mode(a->mode))
 		per_thread =
 		    4 * (shared ? ta::flat_unroll<ta::S_BLOCK>() : ta::flat_unroll<ta::S_GLOBAL>());
 	int64_t per_block = (int64_t)threads * per_thread;
@@ -553,6 +571,9 @@ static ta_status launch_grid(ta_kfn fn, const kargs *a, bool shared, size_t es, 
 		blocks = (int64_t)occ * sms;
 	if (blocks < floor_blocks(a->p.count, threads))
 		blocks = floor_blocks(a->p.count, threads);
+	/* the counting modes count a block's keys in 32 bits: fewer than 2^31 a block */
+	if (ta::count_mode(a->mode) && blocks < (a->p.count >> 31) + 1)
+		blocks = (a->p.count >> 31) + 1;
 	if (blocks > INT32_MAX)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "plan of %lld elements is too large",
 		                    (long long)a->p.count);
@@ -658,6 +679,30 @@ static ta_status launch_bulk(ta_kfn fn, const kargs *a, size_t es, int sms, cuda
 	fn<<<(unsigned)blocks, TA_BULK_THREADS, smem, stream>>>(*a);
 	cudaError_t e = cudaGetLastError();
 	return e == cudaSuccess ? TA_OK : cuda_error(err, e, "launching the bulk kernel");
+}
+
+/* The hold of ta_cuda_hold_stream: spins until flag[0] is nonzero or limit_ns have passed
+ * (then writes 1 to flag[1]). */
+__global__ void k_hold(volatile unsigned int *flag, unsigned long long limit_ns)
+{
+	unsigned long long t0, t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	while (flag[0] == 0) {
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+		if (t - t0 > limit_ns) {
+			flag[1] = 1;
+			return;
+		}
+	}
+}
+
+extern "C" ta_status ta_cuda_hold_stream(void *stream, unsigned int *dev_flag,
+                                         unsigned int timeout_ms, ta_error *err)
+{
+	k_hold<<<1, 1, 0, (cudaStream_t)stream>>>(dev_flag,
+	                                          (unsigned long long)timeout_ms * 1000000ull);
+	cudaError_t e = cudaGetLastError();
+	return e == cudaSuccess ? TA_OK : cuda_error(err, e, "launching the stream hold");
 }
 
 extern "C" ta_status ta_cuda_launch_plan(const ta_plan *dp, void *dev_tile, size_t tile_bytes,

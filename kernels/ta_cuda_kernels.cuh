@@ -20,12 +20,14 @@
  * the plan says, an offset outside [0, tile_elems) is never accessed (it is counted
  * apart and reported).
  *
- * Three loops (MODE): general (unravel the element index, strided operands, any
+ * The loops (MODE): general (unravel the element index, strided operands, any
  * addressing); REGION (a contiguous region: element k at tile offset base + k, operands
  * contiguous or scalar; a warp covers consecutive elements, so its loads and atomics are
  * coalesced; float add without output adds 16-byte groups with sm_90's packed
  * red.add.v4.f32 / .v8.f16 / .v8.bf16, see vec_lanes); FLAT32 / FLAT64 (int32 / int64 flat
- * offsets into a contiguous region: 16-byte loads of 4 offsets and operands, no division).
+ * offsets into a contiguous region: 16-byte loads of 4 offsets and operands, no division);
+ * COUNT32 / COUNT64 (k_shared of integer dtypes only, see block_count: the FLAT plans of a
+ * histogram, one scalar operand for every key, in a kernel of their own).
  * k_bulk<DT, KOP> (sm_90) applies the integer ops of the table's TA_BULK rows over a
  * contiguous region with TMA bulk reductions of operand chunks staged in shared memory. */
 #ifndef TA_CUDA_KERNELS_CUH
@@ -1454,25 +1456,40 @@ enum kmode {
 	M_GENERAL = 0, /* general_loop */
 	M_REGION = 1,  /* fast_region */
 	M_FLAT32 = 2,  /* fast_flat, int32 offsets */
-	M_FLAT64 = 3   /* fast_flat, int64 offsets */
+	M_FLAT64 = 3,  /* fast_flat, int64 offsets */
+	M_COUNT32 = 4, /* block_count, int32 offsets (k_shared of an integer dtype only) */
+	M_COUNT64 = 5  /* block_count, int64 offsets (k_shared of an integer dtype only) */
 };
 
-/* Threads per block of the kernel of space SH (kspace) running loop MODE (kmode): 512 for
- * the block-window FLAT loop over int32 offsets (histograms: measured on an H200 with 2^26
- * keys into 256 bins, 950 G keys/s against 894 with blocks of 256, the key-read ceiling
- * being 1000), else TA_BLOCK. The host launches with the same function. */
+/* True for the counting modes (block_count). */
+__host__ __device__ constexpr bool count_mode(int mode)
+{
+	return mode == M_COUNT32 || mode == M_COUNT64;
+}
+
+/* Threads per block of the kernel of space SH (kspace) running loop MODE (kmode): 1024 for
+ * the block-window counting loop over int32 offsets and 512 for the FLAT loop over them
+ * (histograms; measured on an H200 with 2^26 keys into 256 bins: FLAT 950 G keys/s against
+ * 894 with blocks of 256; a hand-written counting kernel 1047 with 1024 x 2 blocks an SM
+ * against 1022 with 512 x 4: half the blocks, half the same-address atomics of the merge),
+ * else TA_BLOCK. The host launches with the same function (block_count strides by it). */
 __host__ __device__ constexpr int block_threads(int sh, int mode)
 {
-	return sh == S_BLOCK && mode == M_FLAT32 ? 512 : TA_BLOCK;
+	return sh != S_BLOCK       ? TA_BLOCK
+	       : mode == M_COUNT32 ? 1024
+	       : mode == M_FLAT32  ? 512
+	                           : TA_BLOCK;
 }
 
 /* Resident blocks per SM the register allocation of a kernel must allow: 2048 threads an
- * SM (32 registers a thread) for the block-window FLAT loop over int32 offsets
- * (histograms: occupancy hides the latency of the key loads), else 4 blocks (64
+ * SM (32 registers a thread) for the block-window FLAT and counting loops over int32
+ * offsets (histograms: occupancy hides the latency of the key loads), else 4 blocks (64
  * registers). */
 template <int SH, int MODE> __host__ __device__ constexpr int min_blocks()
 {
-	return SH == S_BLOCK && MODE == M_FLAT32 ? 2048 / block_threads(SH, MODE) : 4;
+	return SH == S_BLOCK && (MODE == M_FLAT32 || MODE == M_COUNT32)
+	           ? 2048 / block_threads(SH, MODE)
+	           : 4;
 }
 
 /* Global-space kernel of (dtype DT, op KOP) running loop MODE: every element updates the
@@ -1502,18 +1519,191 @@ __global__ void __launch_bounds__(TA_BLOCK, (min_blocks<S_GLOBAL, MODE>())) k_gl
 	flush_counts(a, tc);
 }
 
-/* Shared-space kernel of (dtype DT, op KOP) running loop MODE: accumulate into a
- * block-private copy of the window [lo, lo + win) in dynamic shared memory, then merge
- * every changed slot into the tile with one global op (sem/scope of the plan, never an
- * output). For the fast loops the window is the region (lo = base). */
-template <int DT, int KOP, int MODE>
-__global__ void __launch_bounds__(block_threads(S_BLOCK, MODE), (min_blocks<S_BLOCK, MODE>()))
-    k_shared(const kargs a)
+/* Chunks of 4 keys a thread of block_count loads before applying any. */
+#define TA_COUNT_UNROLL 2
+
+/* Loads NC chunks of 4 keys at chunks c0, c0 + T, ... into f: an int32 key as it is
+ * (block_count's compare skips a negative one), an int64 one through flat32 (16-byte
+ * ld.global.nc). */
+template <bool I64, int NC>
+__device__ __forceinline__ void count_load(const kargs &a, int64_t c0, int64_t T,
+                                           int32_t (&f)[NC][4])
+{
+#pragma unroll
+	for (int u = 0; u < NC; u++) {
+		const int64_t k = (c0 + u * T) << 2;
+		if constexpr (I64) {
+			load4_flat<I64>(a.p.index[0], k, a.p.region_count, f[u]);
+		} else {
+			const int4 x =
+			    __ldg((const int4 *)((const int32_t *)a.p.index[0].data + k));
+			f[u][0] = x.x;
+			f[u][1] = x.y;
+			f[u][2] = x.z;
+			f[u][3] = x.w;
+		}
+	}
+}
+
+/* Counting loop of block_count over the keys of this thread (int64 offsets when I64;
+ * TH threads a block; c0 its first chunk, T threads in the grid): full groups of
+ * TA_COUNT_UNROLL chunks of 4 keys, the first group already in f (loaded by the caller
+ * before the window's barrier), each group loaded before any of its keys is applied,
+ * then the last chunks one by one and the last n % 4 keys; per key one unsigned compare
+ * against the window (= the region: a negative or too large key is skipped) and one
+ * red.shared. ONE: the operand is the constant 1 (integer add: ptxas aggregates
+ * red.shared.add of a known 1 over the warp, which keeps repeated keys cheap) and the
+ * skipped keys are not counted here (block_count derives them from the window's sum),
+ * else operand v and the skipped keys are counted. Returns the skipped keys counted. */
+template <int DT, int KOP, bool I64, bool ONE>
+__device__ __forceinline__ uint32_t count_keys(const kargs &a, uint32_t sbase,
+                                               typename dt_traits<DT>::B v_rt, int64_t c0,
+                                               int64_t T, int32_t (&f)[TA_COUNT_UNROLL][4])
 {
 	typedef typename dt_traits<DT>::B B;
-	extern __shared__ __align__(16) unsigned char ta_smem[];
-	B *sh = (B *)ta_smem;
-	const uint32_t sbase = smem_addr(ta_smem);
+	constexpr int U = TA_COUNT_UNROLL;
+	const B v = ONE ? (B)1 : v_rt;
+	const int64_t nch = a.p.count >> 2;
+	const uint32_t w32 = (uint32_t)a.win;
+	uint32_t skipped = 0;
+	auto apply1 = [&](int32_t x) {
+		if ((uint32_t)x < w32)
+			apply_shared<DT, KOP>(sbase + (uint32_t)x * (uint32_t)sizeof(B), v);
+		else if (!ONE)
+			skipped++;
+	};
+	while (c0 + (U - 1) * T < nch) {
+#pragma unroll
+		for (int u = 0; u < U; u++)
+#pragma unroll
+			for (int j = 0; j < 4; j++)
+				apply1(f[u][j]);
+		c0 += U * T;
+		if (c0 + (U - 1) * T < nch)
+			count_load<I64, U>(a, c0, T, f);
+	}
+	for (; c0 < nch; c0 += T) {
+		int32_t g[1][4];
+		count_load<I64, 1>(a, c0, T, g);
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			apply1(g[0][j]);
+	}
+	return skipped;
+}
+
+/* Keys of the plan that block b of a count-mode grid (TH threads a block, T threads in
+ * all) visits: its threads' chunks of 4 (chunk c goes to thread c mod T) and, for block 0,
+ * the last n % 4 keys. */
+__device__ __forceinline__ uint64_t count_block_keys(int64_t n, int64_t T, int TH, int64_t b)
+{
+	const int64_t nch = n >> 2, rem = nch % T, lo = b * TH;
+	int64_t part = rem - lo;
+	part = part < 0 ? 0 : part > TH ? TH : part;
+	return (uint64_t)(4 * ((nch / T) * TH + part)) + (b == 0 ? (uint64_t)(n & 3) : 0);
+}
+
+/* The body of k_shared in the counting modes (M_COUNT32 / M_COUNT64; integer dtypes; TH
+ * threads a block): a histogram-like plan (FLAT offsets into a contiguous region that is
+ * the block's window, a scalar operand, no mask or a scalar one, no output), compiled
+ * apart from the other loops so that its registers and code are its own. Before the
+ * window's initialisation and barrier it issues the loads of the operand, of a scalar mask
+ * and of its first keys, so that their latency overlaps them; a false scalar mask applies
+ * nothing (every element masked: no counter changes). The merge compiles sem relaxed +
+ * scope gpu in (other pairs: the out-of-line switch). Counters: block 0 adds the plan's
+ * count to applied, and each block that skipped keys moves them from applied to skipped
+ * with one atomic pair; with the operand 1 a block's applied keys are the sum of its window
+ * (exact: the host gives no block 2^31 keys or more), its skipped keys the rest of those
+ * it visited, so the key loop counts nothing. */
+template <int DT, int KOP, int MODE, int TH = block_threads(S_BLOCK, MODE)>
+__device__ __forceinline__ void block_count(const kargs &a, unsigned char *smem)
+{
+	typedef typename dt_traits<DT>::B B;
+	static_assert(!dt_traits<DT>::is_float, "the counting modes serve integer dtypes");
+	constexpr bool I64 = MODE == M_COUNT64;
+	constexpr int U = TA_COUNT_UNROLL;
+	__shared__ uint32_t sums[2]; /* the block's applied (operand 1) and skipped keys */
+	const ta_plan &p = a.p;
+	const B vs = __ldg((const B *)p.values.data);
+	const unsigned char *mask = (const unsigned char *)p.mask.data;
+	const bool on = !mask || __ldg(mask) != 0;
+	const int64_t T = (int64_t)gridDim.x * TH, nch = p.count >> 2;
+	const int64_t c0 = (int64_t)blockIdx.x * TH + threadIdx.x;
+	int32_t f[U][4];
+	if (on && c0 + (U - 1) * T < nch)
+		count_load<I64, U>(a, c0, T, f);
+	B *sh = (B *)smem;
+	const uint32_t sbase = smem_addr(smem);
+	const B ident = shared_identity<DT, KOP>();
+	const int win = (int)a.win; /* a block's window: fewer than 2^16 slots */
+	for (int i = threadIdx.x; i < win; i += TH)
+		sh[i] = ident;
+	if (threadIdx.x < 2)
+		sums[threadIdx.x] = 0;
+	const B v = operand<DT, KOP>(a, vs);
+	const bool one = KOP == K_ADD && v == (B)1;
+	__syncthreads();
+	uint32_t skipped = 0;
+	if (on) {
+		if (one)
+			count_keys<DT, KOP, I64, true>(a, sbase, v, c0, T, f);
+		else
+			skipped = count_keys<DT, KOP, I64, false>(a, sbase, v, c0, T, f);
+		/* the last n % 4 keys */
+		for (int64_t k = (nch << 2) + c0; k < p.count; k += T) {
+			const int32_t x = load1_flat<I64>(p.index[0], k, p.region_count);
+			if ((uint32_t)x < (uint32_t)win)
+				apply_shared<DT, KOP>(sbase + (uint32_t)x * (uint32_t)sizeof(B), v);
+			else
+				skipped += !one;
+		}
+	}
+	__syncthreads();
+	B *tile = (B *)a.tile + a.lo;
+	const bool fix = a.ss == SS_FAST;
+	uint32_t applied = 0;
+	for (int i = threadIdx.x; i < win; i += TH) {
+		const B s = sh[i];
+		if (s == ident)
+			continue;
+		applied += (uint32_t)s;
+		if (fix)
+			apply_global<DT, KOP>(tile + i, s, (B)0, SS_FAST, false);
+		else
+			apply_global_rt<DT, KOP>(tile + i, s, (B)0, a.ss, false);
+	}
+	if (!on)
+		return;
+	/* the block's skipped keys: counted (any operand) or derived (operand 1) */
+	uint32_t x = one ? applied : skipped;
+#pragma unroll
+	for (int d = 16; d > 0; d >>= 1)
+		x += __shfl_down_sync(0xffffffffu, x, d);
+	if ((threadIdx.x & 31) == 0 && x)
+		atomicAdd(&sums[one ? 0 : 1], x);
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		const uint64_t sk =
+		    one ? count_block_keys(p.count, T, TH, blockIdx.x) - sums[0] : sums[1];
+		if (blockIdx.x == 0)
+			atomicAdd(&a.counters[1], (unsigned long long)p.count);
+		if (sk) {
+			atomicAdd(&a.counters[0], (unsigned long long)sk);
+			atomicAdd(&a.counters[1], 0ull - (unsigned long long)sk);
+		}
+	}
+}
+
+/* The body of k_shared in the other modes: accumulate into a block-private copy of the
+ * window [lo, lo + win) in dynamic shared memory (smem), then merge every changed slot
+ * into the tile with one global op (sem/scope of the plan, never an output). For the fast
+ * loops the window is the region (lo = base). */
+template <int DT, int KOP, int MODE>
+__device__ __forceinline__ void block_loops(const kargs &a, unsigned char *smem)
+{
+	typedef typename dt_traits<DT>::B B;
+	B *sh = (B *)smem;
+	const uint32_t sbase = smem_addr(smem);
 	const B ident = shared_identity<DT, KOP>();
 	for (int64_t i = threadIdx.x; i < a.win; i += blockDim.x)
 		sh[i] = ident;
@@ -1537,6 +1727,19 @@ __global__ void __launch_bounds__(block_threads(S_BLOCK, MODE), (min_blocks<S_BL
 		flush_skipped(a, tc.skipped);
 	else
 		flush_counts(a, tc);
+}
+
+/* Shared-space kernel of (dtype DT, op KOP) running loop MODE: a block-private window in
+ * dynamic shared memory (block_count in the counting modes, else block_loops). */
+template <int DT, int KOP, int MODE>
+__global__ void __launch_bounds__(block_threads(S_BLOCK, MODE), (min_blocks<S_BLOCK, MODE>()))
+    k_shared(const kargs a)
+{
+	extern __shared__ __align__(16) unsigned char ta_smem[];
+	if constexpr (count_mode(MODE))
+		block_count<DT, KOP, MODE>(a, ta_smem);
+	else
+		block_loops<DT, KOP, MODE>(a, ta_smem);
 }
 
 /* Threads per block of the cluster kernels: a block holds a large part of the window, so

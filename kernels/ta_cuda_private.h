@@ -42,6 +42,17 @@ ta_status ta_cuda_launch_plan(const ta_plan *dev_plan, void *dev_tile, size_t ti
                               unsigned long long *dev_counters, void *stream, ta_cuda_path *path,
                               ta_error *err);
 
+/* Holds stream (a cudaStream_t; NULL for the default stream) until the host writes a
+ * nonzero word to flag[0]: a one-thread kernel spins on it, for timeout_ms at most, and
+ * writes 1 to flag[1] when it gave up waiting. flag is 2 words of mapped pinned host
+ * memory (cudaHostAlloc with cudaHostAllocMapped), dev_flag its device pointer, both
+ * words zeroed by the caller. The benchmark enqueues a launch behind the hold, records
+ * its events around it, then releases the hold: the events then time the kernel alone,
+ * without the host's launch call in between (the blocking-kernel method of nvbench).
+ * Returns TA_OK, or TA_INTERNAL with the CUDA error text when the launch fails. */
+ta_status ta_cuda_hold_stream(void *stream, unsigned int *dev_flag, unsigned int timeout_ms,
+                              ta_error *err);
+
 /* Turns the automatic choice of a private window (one block's or a cluster's) for
  * space-global requests on (nonzero, the default) or off, process-wide: the benchmark
  * compares the paths with it. Explicit space-shared requests are not affected. */
@@ -167,7 +178,8 @@ int ta_cuda_kernel_count(void);
 
 /* Checks the compile-time kernel table against the core's legality rules: a global kernel
  * exactly for the (dtype, op) pairs ta_op_accepts_dtype allows, a shared and a cluster
- * kernel exactly where ta_op_shared_ok holds too. Returns TA_OK, or TA_INTERNAL naming the
+ * kernel exactly where ta_op_shared_ok holds too (the shared kernels of the counting modes
+ * for integer dtypes only). Returns TA_OK, or TA_INTERNAL naming the
  * first pair that disagrees (the backend refuses to start then). */
 ta_status ta_cuda_check_tables(ta_error *err);
 

@@ -722,7 +722,9 @@ END_TEST
 START_TEST(test_large_histogram)
 {
 	/* 2^22 + 1 flat keys (int32 and int64, some out of range, a mask) into 256, 1000 and
-	 * 70000 bins; global and shared space; int32 and uint64 and float32 (min) tiles */
+	 * 70000 bins; global and shared space; int32 and uint64 and float32 (min) tiles; then
+	 * the counting loop's other forms (a scalar operand, no mask or a scalar one): a
+	 * scalar mask true and false, sub 2 on int32, max 5 on int64, xor 0x5a on uint32 */
 	const int64_t n = (1 << 22) + 1;
 	static const int64_t bins[] = {256, 1000, 70000};
 	uint64_t rng = 7;
@@ -739,17 +741,25 @@ START_TEST(test_large_histogram)
 			k64[i] = v;
 			maskb[i] = (uint8_t)(ta_tu_rand_below(&rng, 7) != 0);
 		}
-		for (int cfg = 0; cfg < 8; cfg++) {
+		for (int cfg = 0; cfg < 13; cfg++) {
+			static const ta_dtype more_dt[] = {TA_DTYPE_I32, TA_DTYPE_I32, TA_DTYPE_I32,
+			                                   TA_DTYPE_I64, TA_DTYPE_U32};
+			static const ta_op more_op[] = {TA_OP_ADD, TA_OP_ADD, TA_OP_SUB, TA_OP_MAX,
+			                                TA_OP_XOR};
+			static const uint64_t more_val[] = {1, 1, 2, 5, 0x5a};
 			ta_dtype dt = cfg < 4   ? TA_DTYPE_I32
 			              : cfg < 6 ? TA_DTYPE_U64
-			                        : TA_DTYPE_F32;
-			ta_op op = cfg < 6 ? TA_OP_ADD : TA_OP_MIN;
+			              : cfg < 8 ? TA_DTYPE_F32
+			                        : more_dt[cfg - 8];
+			ta_op op = cfg < 6 ? TA_OP_ADD : cfg < 8 ? TA_OP_MIN : more_op[cfg - 8];
 			ta_tile_shape t = {dt, 1, {bins[b]}};
 			void *init = calloc((size_t)bins[b], ta_dtype_size(dt));
 			/* uint64 adds 3: the counting loop's form for an operand other than 1 */
 			uint64_t one = dt == TA_DTYPE_F32   ? 0x3f800000u
+			               : cfg >= 8           ? more_val[cfg - 8]
 			               : dt == TA_DTYPE_U64 ? 3
 			                                    : 1;
+			bool mask_scalar = cfg == 8 || cfg == 9, mask_on = cfg == 8;
 			void *vals = ta_tu_pack(dt, &one, 1);
 			void *fvals = NULL;
 			ta_request req;
@@ -772,9 +782,16 @@ START_TEST(test_large_histogram)
 				free(fb);
 				req.values = ta_tu_view(dt, 1, shp, fvals);
 			}
-			if (cfg & 2)
+			uint8_t mask1 = mask_on;
+			if (cfg < 8 && (cfg & 2))
 				req.mask = ta_tu_view(TA_DTYPE_BOOL, 1, shp, maskb);
-			req.space = (cfg == 2 || cfg == 5) ? TA_SPACE_SHARED : TA_SPACE_GLOBAL;
+			else if (mask_scalar)
+				req.mask = ta_tu_view(TA_DTYPE_BOOL, 0, NULL, &mask1);
+			if (cfg >= 8 && (cfg & 1)) /* int64 keys for half of them */
+				req.index[0] = ta_tu_view(TA_DTYPE_I64, 1, shp, k64);
+			req.space = (cfg == 2 || cfg == 5 || cfg == 9 || cfg == 11)
+			                ? TA_SPACE_SHARED
+			                : TA_SPACE_GLOBAL;
 			char what[96];
 			snprintf(what, sizeof what, "histogram %lld bins %s %s cfg %d",
 			         (long long)bins[b], ta_dtype_name(dt), ta_op_name(op), cfg);
@@ -1750,6 +1767,11 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, test_large_elementwise);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("histogram");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, test_large_histogram);
 	suite_add_tcase(s, tc);
 

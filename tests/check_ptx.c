@@ -492,14 +492,18 @@ int main(void)
 		    !strncmp(g_funcs[i].name, "_ZN2ta9k_cluster", 16))
 			kernels++;
 	/* legal (dtype, kernel op) pairs x 4 loops (general, region, flat32, flat64), global
-	 * and shared; x 3 (not region) for the cluster kernels */
+	 * and shared, + 2 counting loops (count32, count64) shared for integer dtypes; x 3
+	 * (not region) for the cluster kernels */
 	size_t expect = 0;
 	for (int dt = TA_DTYPE_NONE + 1; dt < TA_DTYPE_COUNT; dt++)
 		for (int op = TA_OP_NONE + 1; op < TA_OP_COUNT; op++) {
 			if (op == TA_OP_SUB || !ta_dtype_is_tile((ta_dtype)dt) ||
 			    !ta_op_accepts_dtype((ta_op)op, (ta_dtype)dt))
 				continue;
-			expect += 4 + (ta_op_shared_ok((ta_op)op) ? 4 + 3 : 0) +
+			expect += 4 +
+			          (ta_op_shared_ok((ta_op)op)
+			               ? 4 + 3 + (ta_dtype_is_int((ta_dtype)dt) ? 2 : 0)
+			               : 0) +
 			          ta_op_bulk_ok((ta_op)op, (ta_dtype)dt);
 		}
 	if (kernels != expect)
