@@ -951,12 +951,7 @@ int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileato
 	REQUIRE_CLIENT(client, err);
 	tileatom_array value_arr, compare_arr;
 	if (value) { /* the message tac_build_atomic_at builds, written directly */
-		tileatom_op_options o = TILEATOM_OP_OPTIONS_INIT;
-		if (opts)
-			o = *opts;
-		o.want_old = true;
-		o.old_out = NULL;
-		o.old_out_size = 0;
+		tileatom_op_options o = tac_atomic_at_options(opts);
 		int64_t idx = flat_index;
 		tileatom_array index = tileatom_scalar(TILEATOM_INT64, &idx);
 		value_arr = tileatom_scalar(dtype, value);

@@ -586,10 +586,7 @@ bool tac_direct_describe(tac_fw_atomic *d, tileatom_request_kind kind, const cha
 	return true;
 }
 
-int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t flat_index,
-                        tileatom_dtype dtype, const void *value, const void *compare,
-                        const tileatom_op_options *opts, tileatom_array *value_arr,
-                        tileatom_array *compare_arr, tileatom_error *err)
+tileatom_op_options tac_atomic_at_options(const tileatom_op_options *opts)
 {
 	tileatom_op_options o = TILEATOM_OP_OPTIONS_INIT;
 	if (opts)
@@ -597,6 +594,15 @@ int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t fl
 	o.want_old = true;
 	o.old_out = NULL;
 	o.old_out_size = 0;
+	return o;
+}
+
+int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t flat_index,
+                        tileatom_dtype dtype, const void *value, const void *compare,
+                        const tileatom_op_options *opts, tileatom_array *value_arr,
+                        tileatom_array *compare_arr, tileatom_error *err)
+{
+	tileatom_op_options o = tac_atomic_at_options(opts);
 	if (!value)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no value given",
 		               tileatom_op_name(op));

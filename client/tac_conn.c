@@ -552,6 +552,19 @@ int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err)
 	return flush_until(c, deadline_from(timeout_ms), err);
 }
 
+/* Records m, whose frame was just buffered or written with the next id, as pending (the
+ * ring has room: tac_conn_submit or tac_conn_submit_fd made it) and gives its id to *id. */
+static int queue_pending(tileatom_client *c, const tac_msg *m, uint64_t *id)
+{
+	c->last_id++;
+	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
+	    (tac_pending){c->last_id, m->kind, false};
+	c->pending_count++;
+	if (id)
+		*id = c->last_id;
+	return TILEATOM_OK;
+}
+
 int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, uint64_t *id,
                        tileatom_error *err)
 {
@@ -579,26 +592,7 @@ int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, u
 	free(frame);
 	if (rc != TILEATOM_OK)
 		return rc;
-	c->last_id++;
-	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
-	    (tac_pending){c->last_id, m->kind, false};
-	c->pending_count++;
-	if (id)
-		*id = c->last_id;
-	return TILEATOM_OK;
-}
-
-/* Records m, whose frame was just buffered or written with the next id, as pending (the
- * ring has room: tac_conn_submit made it) and gives its id to *id. */
-static int queue_pending(tileatom_client *c, const tac_msg *m, uint64_t *id)
-{
-	c->last_id++;
-	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
-	    (tac_pending){c->last_id, m->kind, false};
-	c->pending_count++;
-	if (id)
-		*id = c->last_id;
-	return TILEATOM_OK;
+	return queue_pending(c, m, id);
 }
 
 int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, uint64_t *id,

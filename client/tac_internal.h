@@ -342,6 +342,9 @@ TAC_HIDDEN int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op,
                                  const tileatom_array *indices, bool flat,
                                  const tileatom_array *values, const tileatom_array *compare,
                                  const tileatom_op_options *opts, tileatom_error *err);
+/* The options an atomic_at request travels with: opts (NULL: the defaults) with want_old
+ * forced on and no output buffer (the old value comes back in the response). */
+TAC_HIDDEN tileatom_op_options tac_atomic_at_options(const tileatom_op_options *opts);
 /* Single element at a flat index: an indexed flat request with scalar operands that point
  * into *value_arr / *compare_arr (which the caller keeps alive). want_old is forced on. */
 TAC_HIDDEN int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t flat_index,

@@ -1133,6 +1133,18 @@ one_element_sem(const ta_plan *p, uint8_t *mem, int64_t tile_elems, ta_result *r
 	return 0;
 }
 
+/* TA_OK, or the INTERNAL error for violations elements that resolved outside the tile
+ * (never applied: a plan that lets that happen is a bug of the planner). */
+static ta_status violations_status(uint64_t violations, ta_error *err)
+{
+	if (violations)
+		return ta_error_set(err, TA_INTERNAL,
+		                    "cpu backend: %llu element(s) resolved outside the tile and "
+		                    "were not applied",
+		                    (unsigned long long)violations);
+	return TA_OK;
+}
+
 /* Applies a checked plan of one element in global space (a single add, CAS or load: most
  * small requests) as run_range would, element for element, without the set-up a longer
  * plan pays for (the apply state, the fast-path choice, the loop). */
@@ -1155,12 +1167,7 @@ static ta_status apply_one_element(const ta_plan *plan, void *mem, size_t tile_b
 	}
 	if (result)
 		*result = res;
-	if (violations)
-		return ta_error_set(err, TA_INTERNAL,
-		                    "cpu backend: %llu element(s) resolved outside the tile and "
-		                    "were not applied",
-		                    (unsigned long long)violations);
-	return TA_OK;
+	return violations_status(violations, err);
 }
 
 /* vtable apply: see ta_backend.h. */
@@ -1246,12 +1253,7 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 		result->skipped = skipped;
 		result->applied = applied;
 	}
-	if (violations)
-		return ta_error_set(err, TA_INTERNAL,
-		                    "cpu backend: %llu element(s) resolved outside the tile and "
-		                    "were not applied",
-		                    (unsigned long long)violations);
-	return TA_OK;
+	return violations_status(violations, err);
 }
 
 /* Tiles at least this large are checked against the memory really available first. */

@@ -426,6 +426,28 @@ static inline bool scalar_operand_ok(const ta_array_view *v, ta_dtype dtype, siz
 	       v->nbytes == es;
 }
 
+/* Writes what every plan takes straight from the request r and the tile t: op, dtype, sem,
+ * scope, space, addressing form, bounds rule, output, and the tile's rank, extents and
+ * row-major strides (the rest of p as the caller left it). */
+static void plan_head(ta_plan *p, const ta_tile_shape *t, const ta_request *r)
+{
+	p->op = r->op;
+	p->dtype = t->dtype;
+	p->sem = r->sem;
+	p->scope = r->scope;
+	p->space = r->space;
+	p->addr = r->addr;
+	p->check_bounds = r->check_bounds;
+	p->want_old = r->want_old || ta_op_output(r->op) == TA_OUTPUT_ALWAYS;
+	p->tile_rank = t->rank;
+	int64_t stride = 1;
+	for (int a = t->rank - 1; a >= 0; a--) {
+		p->tile_shape[a] = t->shape[a];
+		p->tile_stride[a] = stride;
+		stride *= t->shape[a];
+	}
+}
+
 /* ta_plan_build's shortcut for the commonest small request, one element: FLAT or INDEXED
  * addressing with scalar index operands, scalar values (and compare for CAS), no mask, no
  * padding, space global, bounds checked, on a valid tile t. It only asks whether each
@@ -478,20 +500,9 @@ static bool plan_build_one(ta_plan *p, const ta_tile_shape *t, const ta_request 
 	}
 	/* the plan, as ta_plan_build_full writes it: rank 0, one element */
 	memset(p, 0, sizeof(*p));
-	p->op = r->op;
-	p->dtype = t->dtype;
-	p->sem = r->sem;
-	p->scope = r->scope;
-	p->space = r->space;
-	p->addr = r->addr;
-	p->check_bounds = true;
-	p->want_old = r->want_old || ta_op_output(r->op) == TA_OUTPUT_ALWAYS;
-	p->tile_rank = t->rank;
-	int64_t stride = 1, region_count = 1;
+	plan_head(p, t, r);
+	int64_t region_count = 1;
 	for (int a = t->rank - 1; a >= 0; a--) {
-		p->tile_shape[a] = t->shape[a];
-		p->tile_stride[a] = stride;
-		stride *= t->shape[a];
 		p->origin[a] = r->has_region ? r->region_origin[a] : 0;
 		p->extent[a] = r->has_region ? r->region_shape[a] : t->shape[a];
 		region_count *= p->extent[a];
@@ -530,21 +541,7 @@ ta_status ta_plan_build_full(ta_plan *p, const ta_tile_shape *t, const ta_reques
 		return ta_error_set(err, TA_INTERNAL, "tile has an invalid dtype or shape");
 	if ((st = check_legality(t, r, err)) != TA_OK)
 		return st;
-	p->op = r->op;
-	p->dtype = t->dtype;
-	p->sem = r->sem;
-	p->scope = r->scope;
-	p->space = r->space;
-	p->addr = r->addr;
-	p->check_bounds = r->check_bounds;
-	p->want_old = r->want_old || ta_op_output(r->op) == TA_OUTPUT_ALWAYS;
-	p->tile_rank = t->rank;
-	int64_t stride = 1;
-	for (int a = t->rank - 1; a >= 0; a--) {
-		p->tile_shape[a] = t->shape[a];
-		p->tile_stride[a] = stride;
-		stride *= t->shape[a];
-	}
+	plan_head(p, t, r);
 	if ((st = bind_region(p, t, r, err)) != TA_OK)
 		return st;
 	if ((st = bind_addressing(p, t, r, err)) != TA_OK)
