@@ -727,12 +727,17 @@ int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeo
 }
 
 /* Reads until at least need whole response frames are queued (the connection breaks on a
- * timeout at deadline, an error or EOF), busy polling first when asked. */
+ * timeout at deadline, an error or EOF): a read first (busy polling when asked), then
+ * poll and read until they are there. */
 static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, tileatom_error *err)
 {
-	if (c->busy_poll_us > 0 && c->rxq_count < need &&
-	    spin_responses(c, need, err) != TILEATOM_OK)
-		return tac_conn_break(c, err);
+	if (c->rxq_count < need) {
+		/* busy polling; else one read before the first poll: a pipelining caller often
+		 * finds its responses already there, and then saves the poll */
+		int rc = c->busy_poll_us > 0 ? spin_responses(c, need, err) : recv_some(c, err);
+		if (rc != TILEATOM_OK)
+			return tac_conn_break(c, err);
+	}
 	while (c->rxq_count < need) {
 		short revents = 0;
 		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
