@@ -156,34 +156,10 @@ static Tileatom__Response *do_destroy(fixture *fx, ta_session *s, const char *na
 	return run(fx, s, &req);
 }
 
-/* An element-wise add of 1 to element 0 of an int32 tile. */
-static Tileatom__Response *do_add(fixture *fx, ta_session *s, const char *name)
-{
-	int32_t one = 1;
-	int64_t origin = 0, shape = 1;
-	Tileatom__Region r = TILEATOM__REGION__INIT;
-	r.n_origin = 1;
-	r.origin = &origin;
-	r.n_shape = 1;
-	r.shape = &shape;
-	Tileatom__Array v = TILEATOM__ARRAY__INIT;
-	v.dtype = TILEATOM__DTYPE__INT32;
-	v.data.data = (uint8_t *)&one;
-	v.data.len = 4;
-	Tileatom__ElementwiseAtomicRequest e = TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT;
-	e.tile = (char *)name;
-	e.op = TILEATOM__OP__ADD;
-	e.region = &r;
-	e.values = &v;
-	Tileatom__Request req = TILEATOM__REQUEST__INIT;
-	req.id = 6;
-	req.body_case = TILEATOM__REQUEST__BODY_ELEMENTWISE;
-	req.elementwise = &e;
-	return run(fx, s, &req);
-}
-
-/* do_add with the old value returned: *old gets element 0 before the add (OK only). */
-static Tileatom__Response *do_add_old(fixture *fx, ta_session *s, const char *name, int32_t *old)
+/* An element-wise add of 1 to element 0 of an int32 tile as request id, the old value
+ * asked for when want_old. */
+static Tileatom__Response *run_add(fixture *fx, ta_session *s, const char *name, bool want_old,
+                                   uint64_t id)
 {
 	int32_t one = 1;
 	int64_t origin = 0, shape = 1;
@@ -203,12 +179,25 @@ static Tileatom__Response *do_add_old(fixture *fx, ta_session *s, const char *na
 	e.op = TILEATOM__OP__ADD;
 	e.region = &r;
 	e.values = &v;
-	e.options = &o;
+	if (want_old)
+		e.options = &o;
 	Tileatom__Request req = TILEATOM__REQUEST__INIT;
-	req.id = 8;
+	req.id = id;
 	req.body_case = TILEATOM__REQUEST__BODY_ELEMENTWISE;
 	req.elementwise = &e;
-	Tileatom__Response *resp = run(fx, s, &req);
+	return run(fx, s, &req);
+}
+
+/* An element-wise add of 1 to element 0 of an int32 tile. */
+static Tileatom__Response *do_add(fixture *fx, ta_session *s, const char *name)
+{
+	return run_add(fx, s, name, false, 6);
+}
+
+/* do_add with the old value returned: *old gets element 0 before the add (OK only). */
+static Tileatom__Response *do_add_old(fixture *fx, ta_session *s, const char *name, int32_t *old)
+{
+	Tileatom__Response *resp = run_add(fx, s, name, true, 8);
 	if (resp->status == TILEATOM__STATUS__OK) {
 		ck_assert_ptr_nonnull(resp->op);
 		ck_assert_ptr_nonnull(resp->op->old);
