@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "ta_wireschema.h"
+
 /* One operand of a plan to be kept: its data in the plan, the view it came from. */
 typedef struct repeat_operand {
 	ta_operand *op;            /* the kept plan's operand */
@@ -46,8 +48,8 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
 	size_t n = len - rest_at;
 	/* the plans that do not depend on their operands' bytes: one element, bounds checked
 	 * (not scanned at build), no mask, host memory */
-	if (n > TA_REPEAT_MAX_BYTES || plan->count != 1 || !plan->check_bounds || plan->mask.data ||
-	    plan->old_out_device || cache->tile != tile)
+	if (n < TA_REPEAT_MIN_BYTES || n > TA_REPEAT_MAX_BYTES || plan->count != 1 ||
+	    !plan->check_bounds || plan->mask.data || plan->old_out_device || cache->tile != tile)
 		return false;
 	size_t es = ta_dtype_size(plan->dtype);
 	r->plan = *plan;
@@ -69,7 +71,13 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
 		if (r->holes[h - 1].at + r->holes[h - 1].len > r->holes[h].at)
 			return false; /* one byte range for two operands */
 	r->plan.old_out = plan->want_old ? &r->old : NULL;
+	memset(r->body, 0, sizeof(r->body));
 	memcpy(r->body, rest, n);
+	memset(r->same, 0xff, sizeof(r->same));
+	for (int h = 0; h < r->n_holes; h++)
+		memset((uint8_t *)r->same + r->holes[h].at, 0, r->holes[h].len);
+	memcpy(&r->last_body, (const uint8_t *)r->body + n - 8, 8);
+	memcpy(&r->last_same, (const uint8_t *)r->same + n - 8, 8);
 	r->len = (uint32_t)n;
 	r->kind = a->kind;
 	r->tile = tile;
@@ -82,21 +90,47 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
 
 bool ta_repeat_match(ta_repeat *r, const uint8_t *payload, size_t len, uint64_t *id)
 {
-	size_t rest_at = 0;
-	if (!r->valid || !ta_fastwire_split_id(payload, len, id, &rest_at) ||
-	    len - rest_at != r->len)
+	/* ta_fastwire_split_id inline (the descriptors were read when the request was kept) */
+	const uint8_t *rest = payload, *end = payload + len;
+	*id = 0;
+	if (!r->valid || len == 0)
 		return false;
-	const uint8_t *rest = payload + rest_at;
-	size_t at = 0;
-	for (int h = 0; h < r->n_holes; h++) {
-		const ta_repeat_hole *hole = &r->holes[h];
-		if (memcmp(rest + at, r->body + at, hole->at - at) != 0)
+	if (*rest == fw_key1[FW_REQ_ID]) {
+		rest++;
+		if (!rd_varint(&rest, end, id))
 			return false;
-		at = (size_t)hole->at + hole->len;
 	}
-	if (memcmp(rest + at, r->body + at, r->len - at) != 0)
+	if ((size_t)(end - rest) != r->len)
 		return false;
-	for (int h = 0; h < r->n_holes; h++)
-		memcpy(r->holes[h].slot, rest + r->holes[h].at, r->holes[h].len);
+	/* word by word, the holes masked off; the last partial word compared as the last 8
+	 * bytes (len >= 8) */
+	uint64_t diff = 0, x;
+	size_t words = r->len / 8;
+	for (size_t w = 0; w < words; w++) {
+		memcpy(&x, rest + 8 * w, 8);
+		diff |= (x ^ r->body[w]) & r->same[w];
+	}
+	memcpy(&x, rest + r->len - 8, 8);
+	diff |= (x ^ r->last_body) & r->last_same;
+	if (diff != 0)
+		return false;
+	for (int h = 0; h < r->n_holes; h++) {
+		const uint8_t *from = rest + r->holes[h].at;
+		uint64_t *slot = r->holes[h].slot;
+		switch (r->holes[h].len) { /* fixed sizes: no call */
+		case 8:
+			memcpy(slot, from, 8);
+			break;
+		case 4:
+			memcpy(slot, from, 4);
+			break;
+		case 2:
+			memcpy(slot, from, 2);
+			break;
+		default:
+			memcpy(slot, from, r->holes[h].len);
+			break;
+		}
+	}
 	return true;
 }

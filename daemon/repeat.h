@@ -27,6 +27,8 @@
 
 /* Longest request payload kept (bytes after the id field). */
 #define TA_REPEAT_MAX_BYTES 160
+/* Shortest payload kept (bytes after the id field; whole words are compared). */
+#define TA_REPEAT_MIN_BYTES 8
 /* Operand arrays whose data may change: the index arrays, values and compare. */
 #define TA_REPEAT_HOLES (TA_MAX_RANK + 2)
 
@@ -39,20 +41,25 @@ typedef struct ta_repeat_hole {
 
 /* The kept request. */
 typedef struct ta_repeat {
-	bool valid;                            /* a request is kept */
-	ta_req_kind kind;                      /* its kind (metrics) */
-	uint32_t len;                          /* bytes at body */
-	uint8_t body[TA_REPEAT_MAX_BYTES];     /* its payload after the id field */
-	int n_holes;                           /* entries in holes, in order of offset */
-	ta_repeat_hole holes[TA_REPEAT_HOLES]; /* the operand data bytes in body */
-	uint64_t slots[TA_REPEAT_HOLES];       /* operand storage the plan points to */
-	uint64_t old;                          /* storage of the old value (plan.old_out) */
-	ta_plan plan;                          /* its plan, operands pointing into slots */
-	ta_tile *tile;                         /* the tile it ran on (no reference held) */
-	uint64_t stamp;                        /* that tile's stamp then (ta_tile_cache) */
-	ta_tile_cache tiles;                   /* a lookup cache of that tile */
-	char name[TA_NAME_MAX + 1];            /* the tile's name */
-	uint64_t hits;                         /* requests run as the kept one (tests) */
+	bool valid;                             /* a request is kept */
+	ta_req_kind kind;                       /* its kind (metrics) */
+	uint32_t len;                           /* bytes at body */
+	uint64_t body[TA_REPEAT_MAX_BYTES / 8]; /* its payload after the id field (zero after
+	                                           len bytes) */
+	uint64_t same[TA_REPEAT_MAX_BYTES / 8]; /* per byte of body, 0xff where a repeat must
+	                                           have the same byte, 0 in the holes */
+	uint64_t last_body;                     /* the last 8 bytes of body (len >= 8) */
+	uint64_t last_same;                     /* same for them */
+	int n_holes;                            /* entries in holes, in order of offset */
+	ta_repeat_hole holes[TA_REPEAT_HOLES];  /* the operand data bytes in body */
+	uint64_t slots[TA_REPEAT_HOLES];        /* operand storage the plan points to */
+	uint64_t old;                           /* storage of the old value (plan.old_out) */
+	ta_plan plan;                           /* its plan, operands pointing into slots */
+	ta_tile *tile;                          /* the tile it ran on (no reference held) */
+	uint64_t stamp;                         /* that tile's stamp then (ta_tile_cache) */
+	ta_tile_cache tiles;                    /* a lookup cache of that tile */
+	char name[TA_NAME_MAX + 1];             /* the tile's name */
+	uint64_t hits;                          /* requests run as the kept one (tests) */
 } ta_repeat;
 
 /* Forgets the kept request. */
