@@ -583,6 +583,7 @@ bool tac_direct_describe(tac_fw_atomic *d, tileatom_request_kind kind, const cha
 	d->space = (int)opts->space;
 	d->no_bounds_check = !opts->check_bounds;
 	d->want_old = opts->want_old || ta_op_output(core_op) == TA_OUTPUT_ALWAYS;
+	d->want_old_asked = opts->want_old;
 	return true;
 }
 
