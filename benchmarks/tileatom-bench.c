@@ -131,6 +131,8 @@ typedef struct bench_run {
 	uint64_t zero[2];         /* the value 0 in dtype */
 	tileatom_op_options opts; /* options of the requests */
 	bool want_data;           /* responses carry elements * dtype-size bytes */
+	size_t want_bytes;        /* those bytes (0 without want_data) */
+	tileatom_request_kind want_kind; /* the kind of the test's responses */
 	uint64_t end_ns;          /* -d mode: when to stop starting batches */
 	int stop;                 /* set (atomically) when a thread failed */
 } bench_run;
@@ -321,10 +323,7 @@ static int submit_one(const bench_run *r, bench_client *cl, tileatom_error *err)
 /* Checks that a collected response fits the run's test; false with a message in msg. */
 static bool response_fits(const bench_run *r, const tileatom_response *resp, char *msg, size_t n)
 {
-	tileatom_request_kind want = r->kind == T_PING   ? TILEATOM_REQ_PING
-	                             : r->kind == T_GET  ? TILEATOM_REQ_ATOMIC_LOAD
-	                             : r->kind == T_FILL ? TILEATOM_REQ_ELEMENTWISE
-	                                                 : TILEATOM_REQ_INDEXED;
+	tileatom_request_kind want = r->want_kind;
 	if (resp->kind != want) {
 		snprintf(msg, n, "response of kind %d to a request of kind %d", (int)resp->kind,
 		         (int)want);
@@ -338,7 +337,7 @@ static bool response_fits(const bench_run *r, const tileatom_response *resp, cha
 		         resp->applied, r->elements, resp->skipped);
 		return false;
 	}
-	size_t want_bytes = r->want_data ? (size_t)r->elements * tileatom_dtype_size(r->dtype) : 0;
+	size_t want_bytes = r->want_bytes;
 	if (r->want_data && resp->data_bytes != want_bytes) {
 		snprintf(msg, n, "%zu bytes of values returned, %zu expected", resp->data_bytes,
 		         want_bytes);
@@ -766,6 +765,11 @@ static bool run_test(const bench_opts *o, bench_client *cl, tileatom_client *ctl
 	}
 	r.opts.want_old = kind == T_ADD || kind == T_CAS;
 	r.want_data = kind == T_ADD || kind == T_CAS || kind == T_GET;
+	r.want_bytes = r.want_data ? (size_t)r.elements * tileatom_dtype_size(r.dtype) : 0;
+	r.want_kind = kind == T_PING   ? TILEATOM_REQ_PING
+	              : kind == T_GET  ? TILEATOM_REQ_ATOMIC_LOAD
+	              : kind == T_FILL ? TILEATOM_REQ_ELEMENTWISE
+	                               : TILEATOM_REQ_INDEXED;
 	if (kind == T_HIST)
 		r.opts.space = TILEATOM_SPACE_SHARED;
 	bool mutates =

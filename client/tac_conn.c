@@ -803,6 +803,8 @@ static int receive_begin(tileatom_client *c, size_t need, int timeout_ms, tileat
 		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
 	release_response(c, c->last);
 	c->last = NULL;
+	if (c->txbuf_len == 0 && c->rxq_count >= need)
+		return TILEATOM_OK; /* nothing to write and the responses here: nothing waits */
 	/* the clock is read only when something may wait: a write, or a response not here */
 	int64_t deadline = c->txbuf_len > 0 || c->rxq_count < need ? deadline_from(timeout_ms) : -1;
 	int rc = flush_until(c, deadline, err);

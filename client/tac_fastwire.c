@@ -765,14 +765,21 @@ static bool dec_old_shape(tac_fw_response *out, const uint8_t **p, const uint8_t
 	return true;
 }
 
-/* Reads old's data (at *p, before end) into out->old_data (grown when short). */
-static bool dec_old_data(tac_fw_response *out, const uint8_t **p, const uint8_t *end)
+/* Reads old's data (at *p, before end) into out->old_small when it fits (one element of
+ * any dtype: copied straight, a constant-size move), else into out->old_data (grown when
+ * short). */
+static inline __attribute__((always_inline)) bool dec_old_data(tac_fw_response *out,
+                                                               const uint8_t **p,
+                                                               const uint8_t *end)
 {
 	Tileatom__Array *a = &out->old;
 	size_t n;
 	if (!rd_len(p, end, &n))
 		return false;
-	if (n) {
+	if (n && n <= sizeof(out->old_small)) {
+		tac_fw_copy_small(out->old_small, *p, n);
+		a->data.data = out->old_small;
+	} else if (n) {
 		if (n > out->old_data_cap) {
 			uint8_t *nd = malloc(n);
 			if (!nd)

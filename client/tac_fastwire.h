@@ -76,8 +76,10 @@ typedef struct tac_fw_response {
 	Tileatom__PingResponse ping;         /* its ping body */
 	Tileatom__Array old;                 /* OpResponse.old */
 	int64_t old_shape[TAC_FW_MAX_SHAPE]; /* old's extents */
-	uint8_t *old_data;                   /* malloc'd copy of old's bytes (aligned as
-	                                        protobuf-c's copy is) */
+	_Alignas(16) uint8_t old_small[16];  /* old's bytes when they fit (one element;
+	                                        aligned as malloc's copy is) */
+	uint8_t *old_data;                   /* malloc'd copy of old's bytes when larger
+	                                        (aligned as protobuf-c's copy is) */
 	size_t old_data_cap;                 /* bytes allocated at old_data */
 } tac_fw_response;
 
