@@ -203,6 +203,13 @@ static uint64_t rng_next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
+/* A key in [0, range) from the random x: the high word of x * range (a multiplication
+ * instead of a division; as uniform as x % range for ranges far below 2^64). */
+static inline int64_t key_in(uint64_t x, int64_t range)
+{
+	return (int64_t)(((unsigned __int128)x * (uint64_t)range) >> 64);
+}
+
 /* Bucket of a latency of ns nanoseconds. */
 static int lat_bucket(uint64_t ns)
 {
@@ -300,7 +307,7 @@ static int submit_one(const bench_run *r, bench_client *cl, tileatom_error *err)
 		return tileatom_submit_elementwise(cl->conn, r->tile, TILEATOM_OP_ADD, NULL,
 		                                   &cl->one, NULL, &r->opts, NULL, err);
 	for (int64_t i = 0; i < r->elements; i++)
-		cl->keys[i] = (int64_t)(rng_next(&cl->rng) % (uint64_t)r->range);
+		cl->keys[i] = key_in(rng_next(&cl->rng), r->range);
 	switch (r->kind) {
 	case T_ADD:
 	case T_ADDNW:

@@ -1051,7 +1051,8 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 	if (!out)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	memset(out, 0, sizeof(*out));
-	if (tac_split_due(client)) /* the parts of a split submit: one merged response */
+	/* the parts of a split submit: one merged response (no call when none is queued) */
+	if (client->splits && tac_split_due(client))
 		return tac_split_collect(client, out, err);
 	tileatom_request_kind kind;
 	int rc = tac_conn_receive(client, client->io_timeout_ms, &kind, err);
@@ -1060,7 +1061,8 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 		return rc;
 	}
 	const Tileatom__Response *r = client->last;
-	tac_shm_collected(client, r->id);
+	if (client->staged_id) /* (no call without a staged request) */
+		tac_shm_collected(client, r->id);
 	out->id = r->id;
 	out->kind = kind;
 	rc = tac_check_response(r, kind, err);
