@@ -19,8 +19,11 @@
  * same structures and bytes and hand anything unusual back to protobuf-c. Without
  * --data-dir, a plain atomic request run alone is decoded straight into its ta_request
  * (ta_fastwire_decode_atomic, handle_atomic) and its OK answer written straight from the
- * plan's results (ta_fastwire_append_op). The plans built here are marked prechecked: the
- * backend does not validate them a second time (recheck_plans: it does).
+ * plan's results (ta_fastwire_append_op). A connection's request run on its event loop
+ * that repeats the connection's last one-element atomic request but for its id and operand
+ * bytes runs from the plan kept for that one (repeat.h: no decoding, no planning). The
+ * plans built here are marked prechecked: the backend does not validate them a second time
+ * (recheck_plans: it does).
  *
  * With a session (a client connection): Hello first, then Auth where the session needs it,
  * then every tile is looked up, listed, created and destroyed as the session's identity
@@ -98,6 +101,9 @@ typedef struct resp_ctx {
 	ta_persist_run *run;                 /* the pipelined run it belongs to, or NULL */
 	bool op_direct;                      /* the OpResponse body is in fop only (op_body_fill
 	                                        makes the message when it is needed) */
+	ta_repeat *record;                   /* non-NULL: keep the request there when its plan
+	                                        ran (ta_repeat_record) */
+	const ta_fw_atomic *record_atomic;   /* record: the request as decoded */
 	/* From here on, storage that resp_ctx_start leaves as it is (about 1.8 KB a request
 	 * need not clear): err is set up there, each body by the handler that fills it. */
 	ta_error err;                     /* status and message when not OK */
@@ -481,6 +487,9 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	rc->elements = (uint64_t)plan.count;
 	if (st != TA_OK)
 		return st;
+	if (rc->record && plan.count == 1 && plan.check_bounds && !plan.mask.data)
+		(void)ta_repeat_record(rc->record, rc->payload, rc->payload_len, rc->record_atomic,
+		                       &plan, rc->tiles, tile);
 	plan_body(rc, &plan, &result, kind);
 	return TA_OK;
 }
@@ -1699,6 +1708,10 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	rc.req_kind = atomic ? atomic->kind : (ta_req_kind)req->body_case;
 	rc.bytes_in = len;
 	rc.t0 = t0;
+	if (atomic && session && inline_max >= 0) { /* the loop's own requests (one at a time) */
+		rc.record = &session->repeat;
+		rc.record_atomic = atomic;
+	}
 	ta_status st = atomic ? handle_atomic(&rc, atomic) : handle(&rc, req);
 	if (owned)
 		free(owned);
@@ -1722,11 +1735,66 @@ ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratc
 	return run_one(svc, scratch, NULL, payload, len, NULL, inline_max, out, close_after);
 }
 
+/* Runs payload as the session's kept request again (repeat.h) when it is that request
+ * and may run here: the checks and the answer of run_one for it, without decoding or
+ * planning. Returns false, with nothing done, when it is not (or the tile is no longer the
+ * one the request ran on: the kept request is forgotten, and the ordinary way answers). */
+static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                       const uint8_t *payload, size_t len, int64_t inline_max, ta_frame_buf *out,
+                       bool *close_after)
+{
+	ta_repeat *r = &session->repeat;
+	uint64_t id = 0;
+	if (svc->persist || r->plan.count > inline_max || !ta_repeat_match(r, payload, len, &id))
+		return false;
+	resp_ctx rc;
+	resp_ctx_start(&rc);
+	rc.svc = svc;
+	ta_tile *tile = NULL;
+	if (ta_registry_get_cached(svc->registry, &r->tiles, r->name, ta_session_who(session),
+	                           &tile, &rc.err) != TA_OK ||
+	    tile != r->tile || r->tiles.stamp != r->stamp) {
+		if (tile)
+			ta_tile_unref(tile);
+		ta_repeat_clear(r);
+		return false;
+	}
+	r->hits++;
+	rc.arena = &scratch->arena;
+	rc.tiles = &scratch->tiles;
+	rc.inline_max = inline_max;
+	rc.session = session;
+	rc.who = ta_session_who(session);
+	rc.req_kind = r->kind;
+	rc.payload = payload;
+	rc.payload_len = len;
+	metrics_start(&rc, len);
+	tileatom__response__init(&rc.resp);
+	rc.resp.id = id;
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
+	scratch->log_seq = 0;
+	ta_result result = {0, 0};
+	ta_status st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &r->plan,
+	                                &result, &rc.err);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements, 1, memory_order_relaxed);
+	rc.elements = 1;
+	ta_tile_unref(tile);
+	if (st == TA_OK) {
+		rc.old_buf = r->plan.old_out;
+		plan_body(&rc, &r->plan, &result, OUT_OP);
+	}
+	*close_after = finish_reply(svc, &rc, st, out);
+	return true;
+}
+
 ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch *scratch,
                                             ta_session *session, const uint8_t *payload, size_t len,
                                             int64_t inline_max, ta_frame_buf *out,
                                             bool *close_after)
 {
+	if (session && session->repeat.valid &&
+	    repeat_run(svc, scratch, session, payload, len, inline_max, out, close_after))
+		return TA_DISPATCH_DONE;
 	return run_one(svc, scratch, session, payload, len, NULL, inline_max, out, close_after);
 }
 

@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "log.h"
 #include "registry.h"
+#include "repeat.h"
 #include "ta_auth.h"
 #include "ta_backend.h"
 #include "persist.h"
@@ -61,6 +62,8 @@ typedef struct ta_session {
 	ta_owner identity;            /* the peer's uid (Unix), else TA_OWNER_PUBLIC */
 	uint8_t nonce[TA_AUTH_NONCE]; /* the challenge of this connection (auth_needed) */
 	uint64_t serial;              /* connection number, for logs */
+	ta_repeat repeat;             /* the last one-element atomic request, kept to run the
+	                                 same request again without decoding (repeat.h) */
 } ta_session;
 
 /* One encoded response and what to do after sending it. */

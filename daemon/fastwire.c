@@ -442,10 +442,13 @@ Tileatom__Request *ta_fastwire_decode_request(ta_arena *arena, const uint8_t *da
 /* ---- decoding straight into a ta_request --------------------------------------------- */
 
 /* Decodes an Array into the view v (all zero before), as dispatch's view_from_array
- * would convert it; false when ta_fastwire_decode_request would not take it or its rank is
- * over TA_MAX_RANK. */
-static bool dec_view(ta_arena *arena, const uint8_t *p, size_t len, ta_array_view *v)
+ * would convert it, and sets *wire to where its data bytes lie in the input (NULL: none);
+ * false when ta_fastwire_decode_request would not take it or its rank is over
+ * TA_MAX_RANK. */
+static bool dec_view(ta_arena *arena, const uint8_t *p, size_t len, ta_array_view *v,
+                     const uint8_t **wire)
 {
+	*wire = NULL;
 	/* the common scalar first: dtype (a one-byte value) and data (a one-byte length), no
 	 * shape, each key one byte: exactly what the loop below decodes from these bytes */
 	const uint8_t k_dtype = fw_key1[FW_ARRAY_DTYPE], k_data = fw_key1[FW_ARRAY_DATA];
@@ -463,6 +466,7 @@ static bool dec_view(ta_arena *arena, const uint8_t *p, size_t len, ta_array_vie
 		v->data = d;
 		v->nbytes = n;
 		v->present = true;
+		*wire = p + 4;
 		return true;
 	}
 	const uint8_t *end = p + len;
@@ -497,6 +501,7 @@ static bool dec_view(ta_arena *arena, const uint8_t *p, size_t len, ta_array_vie
 			if (!rd_len(&p, end, &n))
 				return false;
 			v->nbytes = n;
+			*wire = p;
 			if (n > 0) {
 				void *d = ta_arena_alloc_inline(arena, n);
 				if (!d)
@@ -520,6 +525,7 @@ static bool dec_view(ta_arena *arena, const uint8_t *p, size_t len, ta_array_vie
 /* Decodes an Options into req, as dispatch's options_into would convert it. */
 static bool dec_options_into(ta_arena *arena, const uint8_t *p, size_t len, ta_request *req)
 {
+	const uint8_t *mask_wire;
 	const uint8_t *end = p + len;
 	const fw_table *t = &fw_tables[FW_M_OPTIONS];
 	uint64_t seen = 0, v;
@@ -559,7 +565,7 @@ static bool dec_options_into(ta_arena *arena, const uint8_t *p, size_t len, ta_r
 			req->want_old = b;
 			break;
 		case FW_OPT_MASK:
-			if (!rd_len(&p, end, &n) || !dec_view(arena, p, n, &req->mask))
+			if (!rd_len(&p, end, &n) || !dec_view(arena, p, n, &req->mask, &mask_wire))
 				return false;
 			p += n;
 			break;
@@ -570,8 +576,10 @@ static bool dec_options_into(ta_arena *arena, const uint8_t *p, size_t len, ta_r
 	return true;
 }
 
-/* Decodes a ScatterAddr into req (indices required, as scatter_into asks). */
-static bool dec_saddr_into(ta_arena *arena, const uint8_t *p, size_t len, ta_request *req)
+/* Decodes a ScatterAddr into req (indices required, as scatter_into asks); wire as
+ * dec_view's, for the index array. */
+static bool dec_saddr_into(ta_arena *arena, const uint8_t *p, size_t len, ta_request *req,
+                           const uint8_t **wire)
 {
 	const uint8_t *end = p + len;
 	const fw_table *t = &fw_tables[FW_M_SADDR];
@@ -588,7 +596,7 @@ static bool dec_saddr_into(ta_arena *arena, const uint8_t *p, size_t len, ta_req
 				return false;
 			dim = (uint32_t)v;
 		} else {
-			if (!rd_len(&p, end, &n) || !dec_view(arena, p, n, &req->index[0]))
+			if (!rd_len(&p, end, &n) || !dec_view(arena, p, n, &req->index[0], wire))
 				return false;
 			indices = true;
 			p += n;
@@ -600,8 +608,10 @@ static bool dec_saddr_into(ta_arena *arena, const uint8_t *p, size_t len, ta_req
 	return indices;
 }
 
-/* Decodes an IndexedAddr into req (1 to TA_MAX_RANK index arrays, as indexed_into takes). */
-static bool dec_iaddr_into(ta_arena *arena, const uint8_t *p, size_t len, ta_request *req)
+/* Decodes an IndexedAddr into req (1 to TA_MAX_RANK index arrays, as indexed_into takes);
+ * wire as dec_view's, one per index array. */
+static bool dec_iaddr_into(ta_arena *arena, const uint8_t *p, size_t len, ta_request *req,
+                           const uint8_t **wire)
 {
 	const uint8_t *end = p + len;
 	const fw_table *t = &fw_tables[FW_M_IADDR];
@@ -618,14 +628,32 @@ static bool dec_iaddr_into(ta_arena *arena, const uint8_t *p, size_t len, ta_req
 				return false;
 		} else {
 			if (count == TA_MAX_RANK || !rd_len(&p, end, &n) ||
-			    !dec_view(arena, p, n, &req->index[count++]))
+			    !dec_view(arena, p, n, &req->index[count], &wire[count]))
 				return false;
+			count++;
 			p += n;
 		}
 	}
 	req->addr = flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
 	req->n_index = count;
 	return count > 0;
+}
+
+bool ta_fastwire_split_id(const uint8_t *data, size_t len, uint64_t *id, size_t *rest_at)
+{
+	ta_fastwire_init();
+	*id = 0;
+	*rest_at = 0;
+	const uint8_t k_id = fw_key1[FW_REQ_ID];
+	if (len == 0 || !k_id)
+		return false;
+	if (data[0] != k_id)
+		return true; /* no id first: the whole is the rest, id 0 */
+	const uint8_t *p = data + 1;
+	if (!rd_varint(&p, data + len, id))
+		return false;
+	*rest_at = (size_t)(p - data);
+	return true;
 }
 
 bool ta_fastwire_decode_atomic(ta_arena *arena, const uint8_t *data, size_t len, ta_fw_atomic *out)
@@ -679,6 +707,9 @@ bool ta_fastwire_decode_atomic(ta_arena *arena, const uint8_t *data, size_t len,
 	out->op = 0;
 	out->origin = out->shape = NULL;
 	out->n_origin = out->n_shape = 0;
+	for (int i = 0; i < TA_MAX_RANK; i++)
+		out->index_wire[i] = NULL;
+	out->values_wire = out->compare_wire = NULL;
 	bool addressed = out->kind == TA_REQ_ELEMENTWISE;
 	const fw_table *t = &fw_tables[m];
 	p = body;
@@ -717,16 +748,16 @@ bool ta_fastwire_decode_atomic(ta_arena *arena, const uint8_t *data, size_t len,
 			break;
 		}
 		case FW_RMW_SCATTER_ADDR:
-			ok = addressed = dec_saddr_into(arena, p, n, req);
+			ok = addressed = dec_saddr_into(arena, p, n, req, &out->index_wire[0]);
 			break;
 		case FW_RMW_INDEXED_ADDR:
-			ok = addressed = dec_iaddr_into(arena, p, n, req);
+			ok = addressed = dec_iaddr_into(arena, p, n, req, out->index_wire);
 			break;
 		case FW_RMW_VALUES:
-			ok = dec_view(arena, p, n, &req->values);
+			ok = dec_view(arena, p, n, &req->values, &out->values_wire);
 			break;
 		case FW_RMW_COMPARE:
-			ok = dec_view(arena, p, n, &req->compare);
+			ok = dec_view(arena, p, n, &req->compare, &out->compare_wire);
 			break;
 		case FW_RMW_OPTIONS:
 			ok = dec_options_into(arena, p, n, req);

@@ -45,7 +45,17 @@ typedef struct ta_fw_atomic {
 	size_t n_shape;        /* entries at shape */
 	ta_request req;        /* family, addressing with its index views, values, compare,
 	                          options and mask; op and region still unset */
+	const uint8_t *index_wire[TA_MAX_RANK]; /* where each index array's data bytes lie in
+	                                           the decoded bytes (NULL: no data field) */
+	const uint8_t *values_wire;             /* where the values' data bytes lie (NULL: none) */
+	const uint8_t *compare_wire;            /* where the compare data bytes lie (NULL: none) */
 } ta_fw_atomic;
+
+/* Splits len bytes at data, a Request, into its id and the rest when the id field comes
+ * first (or is absent: id 0): *id and *rest_at (the offset of the bytes after the id
+ * field). Returns false when the bytes do not start that way (an id after the body, or a
+ * varint that does not decode). */
+bool ta_fastwire_split_id(const uint8_t *data, size_t len, uint64_t *id, size_t *rest_at);
 
 /* Decodes len bytes at data as a hot atomic request straight into *out (operand bytes and
  * strings copied into arena memory), giving what dispatch's conversion of

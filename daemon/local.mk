@@ -18,6 +18,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/persist.c daemon/persist.h \
 	daemon/persist_service.c \
 	daemon/registry.c daemon/registry.h \
+	daemon/repeat.c daemon/repeat.h \
 	daemon/server.c daemon/server.h \
 	daemon/wirecheck.c daemon/wirecheck.h \
 	$(PROTO_SOURCES) $(AUTH_SOURCES)

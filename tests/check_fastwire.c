@@ -626,6 +626,137 @@ START_TEST(test_random_batches)
 }
 END_TEST
 
+/* Makes a an operand of one element of its dtype, its bytes at data. */
+static void make_scalar(Tileatom__Array *a, uint8_t *data)
+{
+	a->n_shape = 0;
+	a->shape = NULL;
+	size_t es = dsize(a->dtype);
+	a->data.len = es ? es : 4;
+	a->data.data = data;
+}
+
+/* gen_request, made a one-element request most of the time (scalar indices, values and
+ * compare; masks mostly dropped): the requests a session keeps (daemon/repeat.c). */
+static void gen_one_element(uint64_t *s, gen *g)
+{
+	gen_request(s, g);
+	if (g->req.body_case == TILEATOM__REQUEST__BODY_PING || below(s, 8) == 0)
+		return;
+	make_scalar(&g->values, g->vdata);
+	make_scalar(&g->compare, g->cdata);
+	for (int i = 0; i < 5; i++)
+		make_scalar(&g->idx[i], g->idx_data[i]);
+	if (g->options.mask && below(s, 4))
+		g->options.mask = NULL;
+}
+
+/* ---- repeated requests (daemon/repeat.c) ----------------------------------------------- */
+
+/* Runs payload through both services: the fast one as a connection's request
+ * (ta_dispatch_run_session on session: a request repeating the session's last one runs from
+ * the kept plan), the generic one alone; the reply bytes and the tiles must be identical. */
+static void run_on_session(ta_session *session, ta_dispatch_scratch *scratch,
+                           const uint8_t *payload, size_t len)
+{
+	uint8_t *copy = malloc(len ? len : 1); /* exact size: ASan sees an overread */
+	ck_assert_ptr_nonnull(copy);
+	if (len)
+		memcpy(copy, payload, len);
+	ta_frame_buf out = {NULL, 0, 0};
+	bool close_after = false;
+	ta_dispatch_outcome o = ta_dispatch_run_session(&world.svc[0], scratch, session, copy, len,
+	                                                INT64_MAX, &out, &close_after);
+	ck_assert_int_eq(o, TA_DISPATCH_DONE);
+	ta_reply r;
+	ta_dispatch_frame(&world.svc[1], copy, len, &r);
+	free(copy);
+	if (out.len != r.len || close_after != r.close_after ||
+	    (out.len && memcmp(out.data, r.frame, out.len) != 0))
+		fwd_fail("a session's request and the generic path answered differently", payload,
+		         len);
+	ta_frame_buf_free(&out);
+	free(r.frame);
+	fwd_compare_tiles(&world, payload, len);
+}
+
+/* Replaces tile name in both services with one of another dtype and shape (a request kept
+ * for the old tile must not run on it). */
+static void recreate_other(const char *name)
+{
+	for (int i = 0; i < 2; i++) {
+		ta_error err = {0};
+		ck_assert_int_eq(ta_registry_remove(world.reg[i], name, NULL, &err), TA_OK);
+		ta_tile_shape shape;
+		memset(&shape, 0, sizeof(shape));
+		shape.dtype = name[0] == 'f' ? TA_DTYPE_I32 : TA_DTYPE_I64;
+		shape.rank = 1;
+		shape.shape[0] = 3;
+		ta_tile *tile = NULL;
+		ck_assert_int_eq(ta_registry_create(world.reg[i], name, &shape, &tile, &err),
+		                 TA_OK);
+		memset(tile->mem, 0x5a, (size_t)tile->bytes);
+		ta_registry_publish(tile);
+		ta_tile_unref(tile);
+	}
+}
+
+/* Random requests, each sent again several times on one session with other ids and other
+ * index / values / compare bytes (out-of-range indices among them), sometimes edited
+ * elsewhere, sometimes with its tile re-created in between: the session's answers and tiles
+ * are the generic path's, and many of the requests ran as repeats. */
+START_TEST(test_repeated_requests)
+{
+	uint64_t s = 0x6a09e667f3bcc908ULL;
+	static gen g;
+	static uint8_t buf[4096];
+	ta_session session;
+	ta_error err = {0};
+	ck_assert_int_eq(ta_session_init(&session, &world.svc[0], false, (ta_owner)1000, 1, &err),
+	                 TA_OK);
+	session.hello_done = true;
+	ta_dispatch_scratch scratch;
+	ta_dispatch_scratch_init(&scratch);
+	static const uint64_t ids[] = {0, 1, 127, 128, 16383, 16384, UINT64_MAX};
+	int bases = scale(4000);
+	uint64_t sent = 0;
+	for (int b = 0; b < bases; b++) {
+		gen_one_element(&s, &g);
+		int again = 1;
+		for (int k = 0; k < again; k++) {
+			g.req.id = below(&s, 3) == 0 ? ids[below(&s, 7)] : below(&s, 1u << 20);
+			for (int i = 0; i < 5; i++)
+				for (size_t j = 0; j < 16; j++)
+					g.idx_data[i][j] =
+					    (uint8_t)(below(&s, 4) ? below(&s, 40) : rnd(&s));
+			for (size_t j = 0; j < 32; j++) {
+				g.vdata[j] = (uint8_t)rnd(&s);
+				g.cdata[j] = (uint8_t)(below(&s, 2) ? 0 : rnd(&s));
+			}
+			size_t n = protobuf_c_message_get_packed_size(&g.req.base);
+			ck_assert_uint_le(n, sizeof(buf));
+			ck_assert_uint_eq(protobuf_c_message_pack(&g.req.base, buf), n);
+			if (below(&s, 10) == 0)
+				n = mutate(&s, buf, n, sizeof(buf));
+			if (below(&s, 40) == 0)
+				recreate_other(below(&s, 2) ? "f" : "a");
+			if (k == 0)
+				ta_repeat_clear(&session.repeat); /* kept below: this request */
+			run_on_session(&session, &scratch, buf, n);
+			sent++;
+			if (k == 0 && session.repeat.valid) /* kept: send it again */
+				again = 4 + (int)below(&s, 16);
+		}
+		if (b % 64 == 63)
+			fwd_reset(&world);
+	}
+	printf("check_fastwire: %" PRIu64 " of %" PRIu64 " session requests ran as repeats\n",
+	       session.repeat.hits, sent);
+	ck_assert_uint_gt(session.repeat.hits, sent / 4);
+	ta_dispatch_scratch_free(&scratch);
+}
+END_TEST
+
 /* Random responses of the hot shapes encode to protobuf-c's bytes; others are declined. */
 START_TEST(test_encoder)
 {
@@ -693,6 +824,7 @@ static Suite *fastwire_suite(void)
 	tcase_add_test(tc, test_random_requests);
 	tcase_add_test(tc, test_random_batches);
 	tcase_add_test(tc, test_encoder);
+	tcase_add_test(tc, test_repeated_requests);
 	suite_add_tcase(s, tc);
 	return s;
 }

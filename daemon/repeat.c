@@ -1,0 +1,136 @@
+/* repeat.c: keeping a connection's last one-element atomic request and recognising it
+ * again (see repeat.h for why a kept plan is the plan of the repeated request). */
+#include "repeat.h"
+
+#include <string.h>
+
+#include "ta_wireschema.h"
+
+/* One operand of a plan to be kept: its data in the plan, the view it came from. */
+typedef struct repeat_operand {
+	ta_operand *op;            /* the kept plan's operand */
+	const ta_array_view *view; /* the decoded operand it points to */
+	const uint8_t *wire;       /* where the view's bytes lie in the payload */
+} repeat_operand;
+
+/* Adds to r the hole of operand o (payload bytes from rest on, plan element size es);
+ * false when its data is not one element of es bytes lying in the kept bytes. */
+static bool add_hole(ta_repeat *r, const repeat_operand *o, const uint8_t *rest, size_t n,
+                     size_t es)
+{
+	if (!o->view->present || o->op->data != o->view->data || !o->wire ||
+	    o->view->nbytes != es || es > sizeof(uint64_t) || o->wire < rest ||
+	    (size_t)(o->wire - rest) + es > n || r->n_holes == TA_REPEAT_HOLES)
+		return false;
+	int h = r->n_holes++;
+	uint64_t *slot = &r->slots[h];
+	*slot = 0;
+	memcpy(slot, o->wire, es);
+	o->op->data = slot;
+	/* in order of offset */
+	ta_repeat_hole hole = {(uint16_t)(o->wire - rest), (uint16_t)es, slot};
+	while (h > 0 && r->holes[h - 1].at > hole.at) {
+		r->holes[h] = r->holes[h - 1];
+		h--;
+	}
+	r->holes[h] = hole;
+	return true;
+}
+
+bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta_fw_atomic *a,
+                      const ta_plan *plan, const ta_tile_cache *cache, ta_tile *tile)
+{
+	r->valid = false;
+	uint64_t id = 0;
+	size_t rest_at = 0;
+	if (!ta_fastwire_split_id(payload, len, &id, &rest_at) || id != a->id)
+		return false;
+	size_t n = len - rest_at;
+	/* the plans that do not depend on their operands' bytes: one element, bounds checked
+	 * (not scanned at build), no mask, host memory */
+	if (n < TA_REPEAT_MIN_BYTES || n > TA_REPEAT_MAX_BYTES || plan->count != 1 ||
+	    !plan->check_bounds || plan->mask.data || plan->old_out_device || cache->tile != tile)
+		return false;
+	size_t es = ta_dtype_size(plan->dtype);
+	r->plan = *plan;
+	r->n_holes = 0;
+	const uint8_t *rest = payload + rest_at;
+	for (int i = 0; i < plan->n_index; i++) {
+		repeat_operand o = {&r->plan.index[i], &a->req.index[i], a->index_wire[i]};
+		if (plan->index[i].device ||
+		    !add_hole(r, &o, rest, n, ta_dtype_size(plan->index[i].dtype)))
+			return false;
+	}
+	repeat_operand values = {&r->plan.values, &a->req.values, a->values_wire};
+	if (plan->values.data && (plan->values.device || !add_hole(r, &values, rest, n, es)))
+		return false;
+	repeat_operand compare = {&r->plan.compare, &a->req.compare, a->compare_wire};
+	if (plan->compare.data && (plan->compare.device || !add_hole(r, &compare, rest, n, es)))
+		return false;
+	for (int h = 1; h < r->n_holes; h++)
+		if (r->holes[h - 1].at + r->holes[h - 1].len > r->holes[h].at)
+			return false; /* one byte range for two operands */
+	r->plan.old_out = plan->want_old ? &r->old : NULL;
+	memset(r->body, 0, sizeof(r->body));
+	memcpy(r->body, rest, n);
+	memset(r->same, 0xff, sizeof(r->same));
+	for (int h = 0; h < r->n_holes; h++)
+		memset((uint8_t *)r->same + r->holes[h].at, 0, r->holes[h].len);
+	memcpy(&r->last_body, (const uint8_t *)r->body + n - 8, 8);
+	memcpy(&r->last_same, (const uint8_t *)r->same + n - 8, 8);
+	r->len = (uint32_t)n;
+	r->kind = a->kind;
+	r->tile = tile;
+	r->stamp = cache->stamp;
+	r->tiles = *cache;
+	memcpy(r->name, cache->name, sizeof(r->name));
+	r->valid = true;
+	return true;
+}
+
+bool ta_repeat_match(ta_repeat *r, const uint8_t *payload, size_t len, uint64_t *id)
+{
+	/* ta_fastwire_split_id inline (the descriptors were read when the request was kept) */
+	const uint8_t *rest = payload, *end = payload + len;
+	*id = 0;
+	if (!r->valid || len == 0)
+		return false;
+	if (*rest == fw_key1[FW_REQ_ID]) {
+		rest++;
+		if (!rd_varint(&rest, end, id))
+			return false;
+	}
+	if ((size_t)(end - rest) != r->len)
+		return false;
+	/* word by word, the holes masked off; the last partial word compared as the last 8
+	 * bytes (len >= 8) */
+	uint64_t diff = 0, x;
+	size_t words = r->len / 8;
+	for (size_t w = 0; w < words; w++) {
+		memcpy(&x, rest + 8 * w, 8);
+		diff |= (x ^ r->body[w]) & r->same[w];
+	}
+	memcpy(&x, rest + r->len - 8, 8);
+	diff |= (x ^ r->last_body) & r->last_same;
+	if (diff != 0)
+		return false;
+	for (int h = 0; h < r->n_holes; h++) {
+		const uint8_t *from = rest + r->holes[h].at;
+		uint64_t *slot = r->holes[h].slot;
+		switch (r->holes[h].len) { /* fixed sizes: no call */
+		case 8:
+			memcpy(slot, from, 8);
+			break;
+		case 4:
+			memcpy(slot, from, 4);
+			break;
+		case 2:
+			memcpy(slot, from, 2);
+			break;
+		default:
+			memcpy(slot, from, r->holes[h].len);
+			break;
+		}
+	}
+	return true;
+}
