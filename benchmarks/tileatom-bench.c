@@ -121,20 +121,20 @@ typedef struct bench_client {
 
 /* What every thread of one test shares (read-only while it runs, but stop). */
 typedef struct bench_run {
-	const bench_opts *o;      /* settings */
-	bench_kind kind;          /* the test */
-	const char *tile;         /* tile the test addresses (NULL for ping) */
-	int64_t range;            /* keys are drawn from [0, range) */
-	int64_t elements;         /* elements per request (0 for ping) */
-	tileatom_dtype dtype;     /* dtype of the tile */
-	uint64_t one[2];          /* the value 1 in dtype */
-	uint64_t zero[2];         /* the value 0 in dtype */
-	tileatom_op_options opts; /* options of the requests */
-	bool want_data;           /* responses carry elements * dtype-size bytes */
-	size_t want_bytes;        /* those bytes (0 without want_data) */
+	const bench_opts *o;             /* settings */
+	bench_kind kind;                 /* the test */
+	const char *tile;                /* tile the test addresses (NULL for ping) */
+	int64_t range;                   /* keys are drawn from [0, range) */
+	int64_t elements;                /* elements per request (0 for ping) */
+	tileatom_dtype dtype;            /* dtype of the tile */
+	uint64_t one[2];                 /* the value 1 in dtype */
+	uint64_t zero[2];                /* the value 0 in dtype */
+	tileatom_op_options opts;        /* options of the requests */
+	bool want_data;                  /* responses carry elements * dtype-size bytes */
+	size_t want_bytes;               /* those bytes (0 without want_data) */
 	tileatom_request_kind want_kind; /* the kind of the test's responses */
-	uint64_t end_ns;          /* -d mode: when to stop starting batches */
-	int stop;                 /* set (atomically) when a thread failed */
+	uint64_t end_ns;                 /* -d mode: when to stop starting batches */
+	int stop;                        /* set (atomically) when a thread failed */
 } bench_run;
 
 /* One thread of a test and what it measured. */
@@ -313,12 +313,11 @@ static int submit_one(const bench_run *r, bench_client *cl, tileatom_error *err)
 	case T_ADDNW:
 	case T_HIST:
 		return tileatom_submit_indexed(cl->conn, r->tile, TILEATOM_OP_ADD, NULL, 1,
-		                               &cl->idx, true, &cl->one, NULL, &r->opts, NULL,
-		                               err);
+		                               &cl->idx, true, &cl->one, NULL, &r->opts, NULL, err);
 	case T_CAS:
 		return tileatom_submit_indexed(cl->conn, r->tile, TILEATOM_OP_CAS, NULL, 1,
-		                               &cl->idx, true, &cl->one, &cl->zero, &r->opts,
-		                               NULL, err);
+		                               &cl->idx, true, &cl->one, &cl->zero, &r->opts, NULL,
+		                               err);
 	case T_GET:
 		return tileatom_submit_atomic_load(cl->conn, r->tile, NULL, &cl->addr, &r->opts,
 		                                   NULL, err);

@@ -816,8 +816,8 @@ int tileatom_submit_write(tileatom_client *client, const char *tile, const tilea
  * same bytes). *taken false: the caller goes the general way, which reports any error. */
 static inline __attribute__((always_inline)) int
 submit_direct(tileatom_client *c, tileatom_request_kind kind, const char *tile, tileatom_op op,
-              const tileatom_region *region, int n_index, const tileatom_array *indices,
-              bool flat, const tileatom_array *values, const tileatom_array *compare,
+              const tileatom_region *region, int n_index, const tileatom_array *indices, bool flat,
+              const tileatom_array *values, const tileatom_array *compare,
               const tileatom_op_options *opts, bool *taken, uint64_t *id, tileatom_error *err)
 {
 	*taken = false;
@@ -830,8 +830,8 @@ submit_direct(tileatom_client *c, tileatom_request_kind kind, const char *tile, 
 		if (id)
 			*id = 0;
 		c->old_from = NULL;
-		return tac_conn_submit_template(c, indices, values, compare, c->io_timeout_ms, taken,
-		                                id, err);
+		return tac_conn_submit_template(c, indices, values, compare, c->io_timeout_ms,
+		                                taken, id, err);
 	}
 	tac_fw_atomic d;
 	if (!tac_direct_describe(&d, kind, tile, op, region, n_index, indices, flat, values,

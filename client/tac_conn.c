@@ -701,8 +701,8 @@ static inline __attribute__((always_inline)) bool direct_room(tileatom_client *c
 {
 	return !c->broken &&
 	       (c->pending_count < c->pending_cap ||
-	        ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head,
-	                  c->pending_count, sizeof(*c->pending)) == 0) &&
+	        ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
+	                  sizeof(*c->pending)) == 0) &&
 	       txbuf_reserve(c, TA_FRAME_HEADER + TAC_FW_SMALL_ROOM) == 0;
 }
 

@@ -582,8 +582,7 @@ size_t tac_fastwire_write_small(const Tileatom__Request *req, uint8_t *p)
 static inline __attribute__((always_inline)) uint8_t *sm_pub_array(uint8_t *p, fw_msg msg,
                                                                    fw_slot s,
                                                                    const tileatom_array *a,
-                                                                   size_t bytes,
-                                                                   uint8_t **data_at)
+                                                                   size_t bytes, uint8_t **data_at)
 {
 	if (bytes > SMALL_MAX || a->rank < 0 || a->rank > TILEATOM_MAX_RANK)
 		return NULL;
@@ -610,9 +609,8 @@ typedef struct atomic_marks {
 } atomic_marks;
 
 /* tac_fastwire_write_atomic, noting in *mk where the id field ends and the data lie. */
-static inline __attribute__((always_inline)) size_t write_atomic(const tac_fw_atomic *a,
-                                                                 uint64_t id, uint8_t *p,
-                                                                 atomic_marks *mk)
+static inline __attribute__((always_inline)) size_t
+write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p, atomic_marks *mk)
 {
 	schema_ready();
 	bool indexed = a->kind == TILEATOM_REQ_INDEXED;
@@ -768,9 +766,8 @@ static bool dec_old_shape(tac_fw_response *out, const uint8_t **p, const uint8_t
 /* Reads old's data (at *p, before end) into out->old_small when it fits (one element of
  * any dtype: copied straight, a constant-size move), else into out->old_data (grown when
  * short). */
-static inline __attribute__((always_inline)) bool dec_old_data(tac_fw_response *out,
-                                                               const uint8_t **p,
-                                                               const uint8_t *end)
+static inline __attribute__((always_inline)) bool
+dec_old_data(tac_fw_response *out, const uint8_t **p, const uint8_t *end)
 {
 	Tileatom__Array *a = &out->old;
 	size_t n;

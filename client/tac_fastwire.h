@@ -198,13 +198,11 @@ static inline bool tac_fw_key_array_eq(const tac_fw_key_array *k, const tileatom
  * form, dtypes and shapes, no region and no mask, data given. Such a call is one
  * tac_direct_describe takes, and tac_fw_template_write writes its bytes. (Inline: the hot
  * submits call it on every request.) */
-static inline bool tac_fw_template_match(const tac_fw_template *t, tileatom_request_kind kind,
-                                         const char *tile, tileatom_op op,
-                                         const tileatom_region *region, int n_index,
-                                         const tileatom_array *indices, bool flat,
-                                         const tileatom_array *values,
-                                         const tileatom_array *compare,
-                                         const tileatom_op_options *opts)
+static inline bool
+tac_fw_template_match(const tac_fw_template *t, tileatom_request_kind kind, const char *tile,
+                      tileatom_op op, const tileatom_region *region, int n_index,
+                      const tileatom_array *indices, bool flat, const tileatom_array *values,
+                      const tileatom_array *compare, const tileatom_op_options *opts)
 {
 	static const tileatom_op_options defaults = TILEATOM_OP_OPTIONS_INIT;
 	if (!t->valid || kind != t->kind || op != t->op || region || !tile || !values ||

@@ -450,20 +450,20 @@ END_TEST
 /* The arguments of one direct-path call, for the template test: kept whole so that the
  * next call can repeat it (new data) or change one thing. */
 typedef struct tpl_call {
-	tileatom_request_kind kind;   /* INDEXED or ELEMENTWISE */
-	char tile[80];                /* the tile's name */
-	bool no_tile;                 /* pass NULL for the tile */
-	tileatom_op op;               /* the op */
-	bool region;                  /* pass a region */
-	int n_index;                  /* index arrays passed */
-	bool flat;                    /* flat offsets */
-	tileatom_array arrays[7];     /* index 0..3, values, compare, mask */
-	bool no_data[7];              /* that array's data is NULL */
-	bool has_compare;             /* compare passed */
-	tileatom_op_options opts;     /* the options (mask set by tpl_args) */
-	bool has_mask;                /* opts.mask given */
-	bool opts_null;               /* pass NULL options */
-	uint8_t data[7][72];          /* the arrays' data */
+	tileatom_request_kind kind; /* INDEXED or ELEMENTWISE */
+	char tile[80];              /* the tile's name */
+	bool no_tile;               /* pass NULL for the tile */
+	tileatom_op op;             /* the op */
+	bool region;                /* pass a region */
+	int n_index;                /* index arrays passed */
+	bool flat;                  /* flat offsets */
+	tileatom_array arrays[7];   /* index 0..3, values, compare, mask */
+	bool no_data[7];            /* that array's data is NULL */
+	bool has_compare;           /* compare passed */
+	tileatom_op_options opts;   /* the options (mask set by tpl_args) */
+	bool has_mask;              /* opts.mask given */
+	bool opts_null;             /* pass NULL options */
+	uint8_t data[7][72];        /* the arrays' data */
 } tpl_call;
 
 /* Points c's arrays at its own data (after a copy) and draws new data bytes. */
@@ -489,7 +489,8 @@ static void tpl_fresh(tpl_call *c)
 	c->op = rn(3) ? TILEATOM_OP_ADD : rn(2) ? TILEATOM_OP_CAS : (tileatom_op)rn(24);
 	c->region = rn(20) == 0;
 	c->flat = rn(2);
-	c->n_index = rn(20) == 0 ? (int)rn(6) : 1 + (int)rn(c->kind == TILEATOM_REQ_INDEXED && !c->flat ? 3 : 1);
+	c->n_index = rn(20) == 0 ? (int)rn(6)
+	                         : 1 + (int)rn(c->kind == TILEATOM_REQ_INDEXED && !c->flat ? 3 : 1);
 	for (int k = 0; k < 7; k++) {
 		do /* a valid array most often */
 			c->arrays[k] = rand_pub_array(c->data[k]);
@@ -647,8 +648,8 @@ START_TEST(test_encode_template)
 		const tileatom_array *cmp = c->has_compare ? &c->arrays[5] : NULL;
 		const tileatom_op_options *o = c->opts_null ? NULL : &c->opts;
 		bool indexed = c->kind == TILEATOM_REQ_INDEXED;
-		bool hit = tac_fw_template_match(t, c->kind, tile, c->op, rg, c->n_index,
-		                                 c->arrays, c->flat, &c->arrays[4], cmp, o);
+		bool hit = tac_fw_template_match(t, c->kind, tile, c->op, rg, c->n_index, c->arrays,
+		                                 c->flat, &c->arrays[4], cmp, o);
 		tac_fw_atomic d;
 		bool took = tac_direct_describe(&d, c->kind, tile, c->op, rg, c->n_index, c->arrays,
 		                                c->flat, &c->arrays[4], cmp, o);
@@ -661,20 +662,22 @@ START_TEST(test_encode_template)
 			memset(full, 0xa5, sizeof(full));
 			memset(tpl, 0x5a, sizeof(tpl));
 			size_t fn = tac_fastwire_write_atomic(&d, id, full);
-			size_t tn = tac_fw_template_write(t, id, c->arrays, &c->arrays[4], cmp, tpl);
+			size_t tn =
+			    tac_fw_template_write(t, id, c->arrays, &c->arrays[4], cmp, tpl);
 			ck_assert_uint_eq(tpl[TAC_FW_SMALL_ROOM], 0x5a);
-			ck_assert_msg(tn == fn, "case %d: template %zu bytes, full writer %zu", i, tn,
-			              fn);
+			ck_assert_msg(tn == fn, "case %d: template %zu bytes, full writer %zu", i,
+			              tn, fn);
 			if (tn) {
 				ck_assert_mem_eq(tpl, full, tn);
 				lens[tn - t->len] += 1;
 				/* and protobuf-c's bytes of the builder's message */
 				tileatom_error err;
-				int rc = indexed ? tac_build_indexed(m, tile, c->op, rg, c->n_index,
-				                                     c->arrays, c->flat, &c->arrays[4],
-				                                     cmp, o, &err)
-				                 : tac_build_elementwise(m, tile, c->op, rg,
-				                                         &c->arrays[4], cmp, o, &err);
+				int rc = indexed
+				             ? tac_build_indexed(m, tile, c->op, rg, c->n_index,
+				                                 c->arrays, c->flat, &c->arrays[4],
+				                                 cmp, o, &err)
+				             : tac_build_elementwise(m, tile, c->op, rg,
+				                                     &c->arrays[4], cmp, o, &err);
 				ck_assert_int_eq(rc, TILEATOM_OK);
 				m->req.id = id;
 				size_t n = protobuf_c_message_get_packed_size(&m->req.base);
