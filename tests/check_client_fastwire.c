@@ -574,8 +574,8 @@ static void tpl_mutate(tpl_call *c)
 				a->shape[i] = 1 + (int64_t)rn(3);
 		}
 		break;
-	case 14:
-		if (a->rank > 0)
+	case 14: /* (rank 5: an invalid array rand_pub_array made, left alone) */
+		if (a->rank > 0 && a->rank <= TILEATOM_MAX_RANK)
 			a->shape[rn((uint64_t)a->rank)] = 1 + (int64_t)rn(3);
 		break;
 	default:
