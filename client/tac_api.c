@@ -1050,7 +1050,7 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 	REQUIRE_CLIENT(client, err);
 	if (!out)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
-	memset(out, 0, sizeof(*out));
+	*out = (tileatom_response){0};
 	/* the parts of a split submit: one merged response (no call when none is queued) */
 	if (client->splits && tac_split_due(client))
 		return tac_split_collect(client, out, err);

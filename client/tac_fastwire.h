@@ -183,7 +183,8 @@ TA_WS_HIDDEN size_t tac_fastwire_write_atomic_template(const tac_fw_atomic *a, u
                                                        uint8_t *p, tac_fw_template *t);
 
 /* True when public array a has key k's shape and its data. */
-static inline bool tac_fw_key_array_eq(const tac_fw_key_array *k, const tileatom_array *a)
+static inline __attribute__((always_inline)) bool tac_fw_key_array_eq(const tac_fw_key_array *k,
+                                                                      const tileatom_array *a)
 {
 	if ((int)a->dtype != k->dtype || a->rank != k->rank || !a->data)
 		return false;
@@ -198,7 +199,7 @@ static inline bool tac_fw_key_array_eq(const tac_fw_key_array *k, const tileatom
  * form, dtypes and shapes, no region and no mask, data given. Such a call is one
  * tac_direct_describe takes, and tac_fw_template_write writes its bytes. (Inline: the hot
  * submits call it on every request.) */
-static inline bool
+static inline __attribute__((always_inline)) bool
 tac_fw_template_match(const tac_fw_template *t, tileatom_request_kind kind, const char *tile,
                       tileatom_op op, const tileatom_region *region, int n_index,
                       const tileatom_array *indices, bool flat, const tileatom_array *values,
