@@ -4,7 +4,9 @@
  * on every client, flushes each, then collects every batch), creates its own tiles (named
  * with its pid), runs the tests named by -t for -n requests or -d seconds each, and prints
  * per test the requests and elements per second, the latency percentiles (each request
- * from its submit to the collect of its response) and its own CPU time per request
+ * from the submit of its batch to the collect of its response: a batch's requests are
+ * submitted back to back and share one clock reading, taken before the first) and its own
+ * CPU time per request
  * (getrusage of the whole process over the test, divided by the requests), so that the
  * generator's cost is not mistaken for the server's. Mutating integer tests are verified
  * afterwards: the tile's sum must equal the elements added.
@@ -108,24 +110,31 @@ typedef struct bench_client {
 	uint64_t rng;          /* key generator state */
 	uint64_t quota;        /* requests left in this test (-n mode) */
 	int batch;             /* requests submitted and not collected yet */
-	uint64_t *sent_ns;     /* submit time of each request of the batch (depth entries) */
-	int64_t *keys;         /* element indices of one request */
+	uint64_t sent_ns;      /* submit time of the current batch (one reading before its
+	                          first request: its requests go back to back) */
+	int64_t *keys;         /* element indices of one request (changed in place) */
+	tileatom_array idx;    /* the operand descriptors of the test, built once per test */
+	tileatom_array one;    /* (run_test): the keys, the scalar 1 and the scalar 0 of */
+	tileatom_array zero;   /* the test's dtype */
+	tileatom_addr addr;    /* get: flat addressing by idx */
 } bench_client;
 
 /* What every thread of one test shares (read-only while it runs, but stop). */
 typedef struct bench_run {
-	const bench_opts *o;      /* settings */
-	bench_kind kind;          /* the test */
-	const char *tile;         /* tile the test addresses (NULL for ping) */
-	int64_t range;            /* keys are drawn from [0, range) */
-	int64_t elements;         /* elements per request (0 for ping) */
-	tileatom_dtype dtype;     /* dtype of the tile */
-	uint64_t one[2];          /* the value 1 in dtype */
-	uint64_t zero[2];         /* the value 0 in dtype */
-	tileatom_op_options opts; /* options of the requests */
-	bool want_data;           /* responses carry elements * dtype-size bytes */
-	uint64_t end_ns;          /* -d mode: when to stop starting batches */
-	int stop;                 /* set (atomically) when a thread failed */
+	const bench_opts *o;             /* settings */
+	bench_kind kind;                 /* the test */
+	const char *tile;                /* tile the test addresses (NULL for ping) */
+	int64_t range;                   /* keys are drawn from [0, range) */
+	int64_t elements;                /* elements per request (0 for ping) */
+	tileatom_dtype dtype;            /* dtype of the tile */
+	uint64_t one[2];                 /* the value 1 in dtype */
+	uint64_t zero[2];                /* the value 0 in dtype */
+	tileatom_op_options opts;        /* options of the requests */
+	bool want_data;                  /* responses carry elements * dtype-size bytes */
+	size_t want_bytes;               /* those bytes (0 without want_data) */
+	tileatom_request_kind want_kind; /* the kind of the test's responses */
+	uint64_t end_ns;                 /* -d mode: when to stop starting batches */
+	int stop;                        /* set (atomically) when a thread failed */
 } bench_run;
 
 /* One thread of a test and what it measured. */
@@ -192,6 +201,13 @@ static uint64_t rng_next(uint64_t *s)
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
 	return z ^ (z >> 31);
+}
+
+/* A key in [0, range) from the random x: the high word of x * range (a multiplication
+ * instead of a division; as uniform as x % range for ranges far below 2^64). */
+static inline int64_t key_in(uint64_t x, int64_t range)
+{
+	return (int64_t)(((unsigned __int128)x * (uint64_t)range) >> 64);
 }
 
 /* Bucket of a latency of ns nanoseconds. */
@@ -270,38 +286,41 @@ static void thread_fail(bench_thread *t, const char *fmt, ...)
 	__atomic_store_n(&t->run->stop, 1, __ATOMIC_RELAXED);
 }
 
+/* Builds cl's operand descriptors for test r once (submit_one only changes the keys in
+ * place). */
+static void client_operands(const bench_run *r, bench_client *cl)
+{
+	cl->idx = r->elements > 1 && r->kind != T_FILL /* fill draws no keys */
+	              ? tileatom_vector(TILEATOM_INT64, r->elements, cl->keys)
+	              : tileatom_scalar(TILEATOM_INT64, cl->keys);
+	cl->one = tileatom_scalar(r->dtype, r->one);
+	cl->zero = tileatom_scalar(r->dtype, r->zero);
+	cl->addr = (tileatom_addr){TILEATOM_ADDR_FLAT, NULL, 0, 1, &cl->idx};
+}
+
 /* Submits one request of the run's test on cl; returns a tileatom_status. */
 static int submit_one(const bench_run *r, bench_client *cl, tileatom_error *err)
 {
 	if (r->kind == T_PING)
 		return tileatom_submit_ping(cl->conn, NULL, err);
-	if (r->kind == T_FILL) {
-		tileatom_array one1 = tileatom_scalar(r->dtype, r->one);
-		return tileatom_submit_elementwise(cl->conn, r->tile, TILEATOM_OP_ADD, NULL, &one1,
-		                                   NULL, &r->opts, NULL, err);
-	}
+	if (r->kind == T_FILL)
+		return tileatom_submit_elementwise(cl->conn, r->tile, TILEATOM_OP_ADD, NULL,
+		                                   &cl->one, NULL, &r->opts, NULL, err);
 	for (int64_t i = 0; i < r->elements; i++)
-		cl->keys[i] = (int64_t)(rng_next(&cl->rng) % (uint64_t)r->range);
-	tileatom_array idx = r->elements == 1
-	                         ? tileatom_scalar(TILEATOM_INT64, cl->keys)
-	                         : tileatom_vector(TILEATOM_INT64, r->elements, cl->keys);
-	tileatom_array one = tileatom_scalar(r->dtype, r->one);
+		cl->keys[i] = key_in(rng_next(&cl->rng), r->range);
 	switch (r->kind) {
 	case T_ADD:
 	case T_ADDNW:
 	case T_HIST:
-		return tileatom_submit_indexed(cl->conn, r->tile, TILEATOM_OP_ADD, NULL, 1, &idx,
-		                               true, &one, NULL, &r->opts, NULL, err);
-	case T_CAS: {
-		tileatom_array zero = tileatom_scalar(r->dtype, r->zero);
-		return tileatom_submit_indexed(cl->conn, r->tile, TILEATOM_OP_CAS, NULL, 1, &idx,
-		                               true, &one, &zero, &r->opts, NULL, err);
-	}
-	case T_GET: {
-		tileatom_addr addr = {TILEATOM_ADDR_FLAT, NULL, 0, 1, &idx};
-		return tileatom_submit_atomic_load(cl->conn, r->tile, NULL, &addr, &r->opts, NULL,
-		                                   err);
-	}
+		return tileatom_submit_indexed(cl->conn, r->tile, TILEATOM_OP_ADD, NULL, 1,
+		                               &cl->idx, true, &cl->one, NULL, &r->opts, NULL, err);
+	case T_CAS:
+		return tileatom_submit_indexed(cl->conn, r->tile, TILEATOM_OP_CAS, NULL, 1,
+		                               &cl->idx, true, &cl->one, &cl->zero, &r->opts, NULL,
+		                               err);
+	case T_GET:
+		return tileatom_submit_atomic_load(cl->conn, r->tile, NULL, &cl->addr, &r->opts,
+		                                   NULL, err);
 	default:
 		return TILEATOM_E_INVALID_ARGUMENT;
 	}
@@ -310,10 +329,7 @@ static int submit_one(const bench_run *r, bench_client *cl, tileatom_error *err)
 /* Checks that a collected response fits the run's test; false with a message in msg. */
 static bool response_fits(const bench_run *r, const tileatom_response *resp, char *msg, size_t n)
 {
-	tileatom_request_kind want = r->kind == T_PING   ? TILEATOM_REQ_PING
-	                             : r->kind == T_GET  ? TILEATOM_REQ_ATOMIC_LOAD
-	                             : r->kind == T_FILL ? TILEATOM_REQ_ELEMENTWISE
-	                                                 : TILEATOM_REQ_INDEXED;
+	tileatom_request_kind want = r->want_kind;
 	if (resp->kind != want) {
 		snprintf(msg, n, "response of kind %d to a request of kind %d", (int)resp->kind,
 		         (int)want);
@@ -327,7 +343,7 @@ static bool response_fits(const bench_run *r, const tileatom_response *resp, cha
 		         resp->applied, r->elements, resp->skipped);
 		return false;
 	}
-	size_t want_bytes = r->want_data ? (size_t)r->elements * tileatom_dtype_size(r->dtype) : 0;
+	size_t want_bytes = r->want_bytes;
 	if (r->want_data && resp->data_bytes != want_bytes) {
 		snprintf(msg, n, "%zu bytes of values returned, %zu expected", resp->data_bytes,
 		         want_bytes);
@@ -352,8 +368,8 @@ static int thread_submit(bench_thread *t)
 				b = (int)cl->quota;
 		}
 		tileatom_error err = {0, ""};
+		cl->sent_ns = now_ns(); /* the batch's requests leave back to back */
 		for (int i = 0; i < b; i++) {
-			cl->sent_ns[i] = now_ns();
 			int rc = submit_one(r, cl, &err);
 			if (rc != TILEATOM_OK) {
 				thread_fail(t, "%s: submit failed: %s (%s)", test_names[r->kind],
@@ -398,7 +414,7 @@ static bool thread_collect(bench_thread *t)
 				thread_fail(t, "%s: bad response: %s", test_names[r->kind], msg);
 				return false;
 			}
-			lat_add(t->lat, done - cl->sent_ns[i]);
+			lat_add(t->lat, done - cl->sent_ns);
 			t->requests++;
 			t->elements += (uint64_t)r->elements;
 		}
@@ -477,7 +493,9 @@ static const char usage_text[] =
     "at random elements), get (atomic load of random elements), hist (flat indexed add of\n"
     "1 in space shared of E random keys into a 256-bin int32 tile), fill (element-wise add\n"
     "of 1 to all -r elements: small on the wire, large in work; not in the default set).\n"
-    "Latency is measured per request from its submit to the collect of its response;\n"
+    "Latency is measured per request from the submit of its batch (the -P requests of a\n"
+    "client are submitted back to back and share one clock reading, taken before the\n"
+    "first) to the collect of its response;\n"
     "generator CPU is this process's CPU time per request. See tileatom-bench(1).\n";
 
 /* Parses a positive integer option into *out (at most max); exits on a bad value. */
@@ -660,9 +678,8 @@ static bool connect_clients(const bench_opts *o, bench_client *cl, int64_t max_e
 	for (int k = 0; k < o->clients; k++) {
 		tileatom_error err = {0, ""};
 		cl[k].rng = o->seed * 0x100000001b3u + (uint64_t)k;
-		cl[k].sent_ns = calloc((size_t)o->depth, sizeof(uint64_t));
 		cl[k].keys = calloc((size_t)max_elements, sizeof(int64_t));
-		if (!cl[k].sent_ns || !cl[k].keys) {
+		if (!cl[k].keys) {
 			fputs("tileatom-bench: out of memory\n", stderr);
 			return false;
 		}
@@ -754,6 +771,11 @@ static bool run_test(const bench_opts *o, bench_client *cl, tileatom_client *ctl
 	}
 	r.opts.want_old = kind == T_ADD || kind == T_CAS;
 	r.want_data = kind == T_ADD || kind == T_CAS || kind == T_GET;
+	r.want_bytes = r.want_data ? (size_t)r.elements * tileatom_dtype_size(r.dtype) : 0;
+	r.want_kind = kind == T_PING   ? TILEATOM_REQ_PING
+	              : kind == T_GET  ? TILEATOM_REQ_ATOMIC_LOAD
+	              : kind == T_FILL ? TILEATOM_REQ_ELEMENTWISE
+	                               : TILEATOM_REQ_INDEXED;
 	if (kind == T_HIST)
 		r.opts.space = TILEATOM_SPACE_SHARED;
 	bool mutates =
@@ -762,9 +784,11 @@ static bool run_test(const bench_opts *o, bench_client *cl, tileatom_client *ctl
 		return false;
 
 	/* The -n requests are shared out over the clients. */
-	for (int k = 0; k < o->clients; k++)
+	for (int k = 0; k < o->clients; k++) {
 		cl[k].quota = o->requests / (uint64_t)o->clients +
 		              ((uint64_t)k < o->requests % (uint64_t)o->clients ? 1 : 0);
+		client_operands(&r, &cl[k]);
+	}
 	bench_thread *th = calloc((size_t)o->threads, sizeof(*th));
 	bench_client **order = calloc((size_t)o->clients, sizeof(*order));
 	if (!th || !order) {
@@ -1010,7 +1034,6 @@ int main(int argc, char **argv)
 	if (cl) {
 		for (int k = 0; k < o.clients; k++) {
 			tileatom_close(cl[k].conn);
-			free(cl[k].sent_ns);
 			free(cl[k].keys);
 		}
 		free(cl);

@@ -7,7 +7,9 @@
  * connection's output buffer (tac_conn.c writes it out when it fills up, at the next collect or
  * flush, or on close); the hot ones (small element-wise, indexed and atomic_at requests over
  * a whole tile) are written there directly from their arguments (submit_direct), without a
- * protobuf-c message; tileatom_collect() does the rest in order. Responses are kept in
+ * protobuf-c message, and one of the same shape as the connection's previous such request
+ * as that request's bytes with the new id and data (its template, tac_fw_template_match);
+ * tileatom_collect() does the rest in order. Responses are kept in
  * client->last so that collected pointers stay valid until the next call on the same
  * client. */
 #include "tac_internal.h"
@@ -812,16 +814,27 @@ int tileatom_submit_write(tileatom_client *client, const char *tile, const tilea
  * shared or staging buffer, no device-pointer lookup due), is written straight into the
  * output buffer without building its protobuf-c message (tac_fastwire_write_atomic: the
  * same bytes). *taken false: the caller goes the general way, which reports any error. */
-static int submit_direct(tileatom_client *c, tileatom_request_kind kind, const char *tile,
-                         tileatom_op op, const tileatom_region *region, int n_index,
-                         const tileatom_array *indices, bool flat, const tileatom_array *values,
-                         const tileatom_array *compare, const tileatom_op_options *opts,
-                         bool *taken, uint64_t *id, tileatom_error *err)
+static inline __attribute__((always_inline)) int
+submit_direct(tileatom_client *c, tileatom_request_kind kind, const char *tile, tileatom_op op,
+              const tileatom_region *region, int n_index, const tileatom_array *indices, bool flat,
+              const tileatom_array *values, const tileatom_array *compare,
+              const tileatom_op_options *opts, bool *taken, uint64_t *id, tileatom_error *err)
 {
 	*taken = false;
+	if (c->nbufs > 0 || c->staging || tac_cuptr_count(c) > 0)
+		return TILEATOM_OK;
+	if (tac_fw_template_match(&c->tpl, kind, tile, op, region, n_index, indices, flat, values,
+	                          compare, opts)) { /* the last one's shape: only data differ */
+		if (c->cuptr_min > 0 && c->tpl.most >= c->cuptr_min)
+			return TILEATOM_OK;
+		if (id)
+			*id = 0;
+		c->old_from = NULL;
+		return tac_conn_submit_template(c, indices, values, compare, c->io_timeout_ms,
+		                                taken, id, err);
+	}
 	tac_fw_atomic d;
-	if (c->nbufs > 0 || c->staging || tac_cuptr_count(c) > 0 ||
-	    !tac_direct_describe(&d, kind, tile, op, region, n_index, indices, flat, values,
+	if (!tac_direct_describe(&d, kind, tile, op, region, n_index, indices, flat, values,
 	                         compare, opts))
 		return TILEATOM_OK;
 	if (c->cuptr_min > 0) { /* tac_cuptr_prepare would ask about none of them */
@@ -1037,8 +1050,9 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 	REQUIRE_CLIENT(client, err);
 	if (!out)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
-	memset(out, 0, sizeof(*out));
-	if (tac_split_due(client)) /* the parts of a split submit: one merged response */
+	*out = (tileatom_response){0};
+	/* the parts of a split submit: one merged response (no call when none is queued) */
+	if (client->splits && tac_split_due(client))
 		return tac_split_collect(client, out, err);
 	tileatom_request_kind kind;
 	int rc = tac_conn_receive(client, client->io_timeout_ms, &kind, err);
@@ -1047,7 +1061,8 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 		return rc;
 	}
 	const Tileatom__Response *r = client->last;
-	tac_shm_collected(client, r->id);
+	if (client->staged_id) /* (no call without a staged request) */
+		tac_shm_collected(client, r->id);
 	out->id = r->id;
 	out->kind = kind;
 	rc = tac_check_response(r, kind, err);

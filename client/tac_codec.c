@@ -583,6 +583,7 @@ bool tac_direct_describe(tac_fw_atomic *d, tileatom_request_kind kind, const cha
 	d->space = (int)opts->space;
 	d->no_bounds_check = !opts->check_bounds;
 	d->want_old = opts->want_old || ta_op_output(core_op) == TA_OUTPUT_ALWAYS;
+	d->want_old_asked = opts->want_old;
 	return true;
 }
 
@@ -811,6 +812,8 @@ int tac_check_wire_array(const Tileatom__Array *a, const char *what, tileatom_er
 	if (a->n_shape > TILEATOM_MAX_RANK)
 		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: rank %zu in the response", what,
 		               a->n_shape);
+	if (a->n_shape == 0 && a->data.len == es) /* one element, the common old value */
+		return TILEATOM_OK;
 	uint64_t n = 1;
 	for (size_t i = 0; i < a->n_shape; i++) {
 		if (a->shape[i] < 0 || (uint64_t)a->shape[i] > (UINT64_C(1) << 40))

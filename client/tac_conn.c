@@ -695,22 +695,26 @@ static int spin_responses(tileatom_client *c, size_t need, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeout_ms, bool *taken,
-                           uint64_t *id, tileatom_error *err)
+/* The start of a direct-path submit: true when the connection is whole, the pending ring
+ * has room and the output buffer room for a small request (else the general way reports). */
+static inline __attribute__((always_inline)) bool direct_room(tileatom_client *c)
 {
-	*taken = false;
-	if (c->broken ||
-	    (c->pending_count == c->pending_cap &&
-	     ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
-	               sizeof(*c->pending)) < 0) ||
-	    txbuf_reserve(c, TA_FRAME_HEADER + TAC_FW_SMALL_ROOM) < 0)
-		return TILEATOM_OK; /* the general way reports it */
-	uint8_t *at = c->txbuf + c->txbuf_len;
-	size_t n = tac_fastwire_write_atomic(d, c->last_id + 1, at + TA_FRAME_HEADER);
-	if (n == 0 || n > c->max_frame)
-		return TILEATOM_OK;
-	*taken = true;
-	ta_frame_put_header(at, (uint32_t)n);
+	return !c->broken &&
+	       (c->pending_count < c->pending_cap ||
+	        ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
+	                  sizeof(*c->pending)) == 0) &&
+	       txbuf_reserve(c, TA_FRAME_HEADER + TAC_FW_SMALL_ROOM) == 0;
+}
+
+/* The end of a direct-path submit whose n payload bytes were written after the frame
+ * header's room at the end of the output buffer: frames them, queues the request (kind)
+ * as pending with the next id and flushes when the buffer is full. */
+static inline __attribute__((always_inline)) int direct_queue(tileatom_client *c, size_t n,
+                                                              tileatom_request_kind kind,
+                                                              int timeout_ms, uint64_t *id,
+                                                              tileatom_error *err)
+{
+	ta_frame_put_header(c->txbuf + c->txbuf_len, (uint32_t)n);
 	c->txbuf_len += TA_FRAME_HEADER + n;
 	if (c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
 		int rc = flush_until(c, deadline_from(timeout_ms), err);
@@ -719,11 +723,40 @@ int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeo
 	}
 	c->last_id++;
 	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
-	    (tac_pending){c->last_id, d->kind, false};
+	    (tac_pending){c->last_id, kind, false};
 	c->pending_count++;
 	if (id)
 		*id = c->last_id;
 	return TILEATOM_OK;
+}
+
+int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeout_ms, bool *taken,
+                           uint64_t *id, tileatom_error *err)
+{
+	*taken = false;
+	if (!direct_room(c))
+		return TILEATOM_OK; /* the general way reports it */
+	uint8_t *at = c->txbuf + c->txbuf_len + TA_FRAME_HEADER;
+	size_t n = tac_fastwire_write_atomic_template(d, c->last_id + 1, at, &c->tpl);
+	if (n == 0 || n > c->max_frame)
+		return TILEATOM_OK;
+	*taken = true;
+	return direct_queue(c, n, d->kind, timeout_ms, id, err);
+}
+
+int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
+                             const tileatom_array *values, const tileatom_array *compare,
+                             int timeout_ms, bool *taken, uint64_t *id, tileatom_error *err)
+{
+	*taken = false;
+	if (!direct_room(c))
+		return TILEATOM_OK;
+	uint8_t *at = c->txbuf + c->txbuf_len + TA_FRAME_HEADER;
+	size_t n = tac_fw_template_write(&c->tpl, c->last_id + 1, indices, values, compare, at);
+	if (n == 0 || n > c->max_frame)
+		return TILEATOM_OK;
+	*taken = true;
+	return direct_queue(c, n, c->tpl.kind, timeout_ms, id, err);
 }
 
 /* Reads until at least need whole response frames are queued (the connection breaks on a
@@ -770,6 +803,8 @@ static int receive_begin(tileatom_client *c, size_t need, int timeout_ms, tileat
 		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
 	release_response(c, c->last);
 	c->last = NULL;
+	if (c->txbuf_len == 0 && c->rxq_count >= need)
+		return TILEATOM_OK; /* nothing to write and the responses here: nothing waits */
 	/* the clock is read only when something may wait: a write, or a response not here */
 	int64_t deadline = c->txbuf_len > 0 || c->rxq_count < need ? deadline_from(timeout_ms) : -1;
 	int rc = flush_until(c, deadline, err);

@@ -9,7 +9,11 @@
  * protobuf_c_message_pack does for proto3 fields. A request of at most 127 bytes
  * (tac_fastwire_write_small, and tac_fastwire_write_atomic from the public arguments) is
  * written in one pass instead: every length prefix is then one byte, written as a
- * placeholder and filled in when its message ends.
+ * placeholder and filled in when its message ends. The last request written from public
+ * arguments is kept as a template (tac_fw_template: its bytes after the id field, where its
+ * data lie, and every argument the bytes depend on as its key), so that the next call with
+ * the same key is written as its id, the template's bytes and its own data, skipping the
+ * checks and the writing.
  *
  * Decoding: a straight pass for the common OpResponse laid out as the daemon writes it
  * (dec_straight), else one pass per message with the shared tables; declined (so that protobuf-c
@@ -69,28 +73,6 @@ static inline void schema_ready(void)
 	if (pthread_once(&once, fill_keys) != 0)
 		abort();
 	__atomic_store_n(&schema_filled, true, __ATOMIC_RELEASE);
-}
-
-/* memcpy for the few bytes of a hot field (a scalar operand, an old value): the sizes of
- * one element are copied with a constant size (a move, not a call). */
-static inline void copy_small(uint8_t *dst, const uint8_t *src, size_t n)
-{
-	switch (n) {
-	case 8:
-		memcpy(dst, src, 8);
-		break;
-	case 4:
-		memcpy(dst, src, 4);
-		break;
-	case 2:
-		memcpy(dst, src, 2);
-		break;
-	case 1:
-		*dst = *src;
-		break;
-	default:
-		memcpy(dst, src, n);
-	}
 }
 
 /* ---- encoding ------------------------------------------------------------------------ */
@@ -487,7 +469,7 @@ static inline __attribute__((always_inline)) uint8_t *sm_array(uint8_t *p, fw_ms
 		return NULL;
 	if (a->data.len) {
 		p = sm_head(p, FW_M_ARRAY, FW_ARRAY_DATA, a->data.len);
-		copy_small(p, a->data.data, a->data.len);
+		tac_fw_copy_small(p, a->data.data, a->data.len);
 		p += a->data.len;
 	}
 	sm_close(len_at, p);
@@ -595,9 +577,12 @@ size_t tac_fastwire_write_small(const Tileatom__Request *req, uint8_t *p)
 }
 
 /* Writes public array a (bytes of data) as field s of msg, as tac_build_array's Array
- * packs: its dtype, its rank extents packed, its data; NULL when over the bounds. */
-static inline __attribute__((always_inline)) uint8_t *
-sm_pub_array(uint8_t *p, fw_msg msg, fw_slot s, const tileatom_array *a, size_t bytes)
+ * packs: its dtype, its rank extents packed, its data (*data_at: where it starts);
+ * NULL when over the bounds. */
+static inline __attribute__((always_inline)) uint8_t *sm_pub_array(uint8_t *p, fw_msg msg,
+                                                                   fw_slot s,
+                                                                   const tileatom_array *a,
+                                                                   size_t bytes, uint8_t **data_at)
 {
 	if (bytes > SMALL_MAX || a->rank < 0 || a->rank > TILEATOM_MAX_RANK)
 		return NULL;
@@ -607,14 +592,25 @@ sm_pub_array(uint8_t *p, fw_msg msg, fw_slot s, const tileatom_array *a, size_t 
 	p = sm_packed(p, FW_M_ARRAY, FW_ARRAY_SHAPE, a->shape, (size_t)a->rank);
 	if (bytes) {
 		p = sm_head(p, FW_M_ARRAY, FW_ARRAY_DATA, bytes);
-		copy_small(p, a->data, bytes);
+		*data_at = p;
+		tac_fw_copy_small(p, a->data, bytes);
 		p += bytes;
 	}
 	sm_close(len_at, p);
 	return p;
 }
 
-size_t tac_fastwire_write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p)
+/* Where tac_fastwire_write_atomic wrote the parts a template patches. */
+typedef struct atomic_marks {
+	uint8_t *body;                         /* the end of the id field */
+	uint8_t *index_at[TAC_FW_MAX_INDICES]; /* each index array's data */
+	uint8_t *values_at;                    /* the values' data */
+	uint8_t *compare_at;                   /* the compare data */
+} atomic_marks;
+
+/* tac_fastwire_write_atomic, noting in *mk where the id field ends and the data lie. */
+static inline __attribute__((always_inline)) size_t
+write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p, atomic_marks *mk)
 {
 	schema_ready();
 	bool indexed = a->kind == TILEATOM_REQ_INDEXED;
@@ -624,6 +620,7 @@ size_t tac_fastwire_write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p
 		return 0;
 	uint8_t *start = p, *body_at, *len_at;
 	p = sm_var(p, FW_M_REQUEST, FW_REQ_ID, id);
+	mk->body = p;
 	p = sm_open(p, FW_M_REQUEST, indexed ? FW_REQ_INDEXED : FW_REQ_ELEMENTWISE, &body_at);
 	if (a->tile_len) {
 		p = sm_head(p, bm, FW_RMW_TILE, a->tile_len);
@@ -635,14 +632,15 @@ size_t tac_fastwire_write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p
 		p = sm_open(p, bm, FW_RMW_INDEXED_ADDR, &len_at);
 		for (int i = 0; i < a->n_index; i++)
 			if (!(p = sm_pub_array(p, FW_M_IADDR, FW_IADDR_INDICES, &a->indices[i],
-			                       a->index_bytes[i])))
+			                       a->index_bytes[i], &mk->index_at[i])))
 				return 0;
 		p = sm_var(p, FW_M_IADDR, FW_IADDR_FLAT, a->flat);
 		sm_close(len_at, p);
 	}
-	if (!(p = sm_pub_array(p, bm, FW_RMW_VALUES, a->values, a->values_bytes)))
+	if (!(p = sm_pub_array(p, bm, FW_RMW_VALUES, a->values, a->values_bytes, &mk->values_at)))
 		return 0;
-	if (a->compare && !(p = sm_pub_array(p, bm, FW_RMW_COMPARE, a->compare, a->compare_bytes)))
+	if (a->compare && !(p = sm_pub_array(p, bm, FW_RMW_COMPARE, a->compare, a->compare_bytes,
+	                                     &mk->compare_at)))
 		return 0;
 	p = sm_open(p, bm, FW_RMW_OPTIONS, &len_at);
 	p = sm_var(p, FW_M_OPTIONS, FW_OPT_SEM, (uint64_t)a->sem);
@@ -656,6 +654,80 @@ size_t tac_fastwire_write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p
 	if (n > TAC_FW_SMALL_ROOM)
 		abort(); /* past the room the bounds above allow: a bug in this file */
 	return n <= SMALL_MAX ? n : 0;
+}
+
+size_t tac_fastwire_write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p)
+{
+	atomic_marks mk;
+	return write_atomic(a, id, p, &mk);
+}
+
+/* Keeps public array a's shape as key k. */
+static void key_array_set(tac_fw_key_array *k, const tileatom_array *a)
+{
+	memset(k, 0, sizeof(*k));
+	k->dtype = (int)a->dtype;
+	k->rank = a->rank;
+	for (int i = 0; i < a->rank; i++)
+		k->shape[i] = a->shape[i];
+}
+
+/* An offset into a template's bytes (below TAC_FW_TEMPLATE_BYTES: the payload is small). */
+static inline uint8_t tpl_at(const atomic_marks *mk, const uint8_t *at)
+{
+	return (uint8_t)(at - mk->body);
+}
+
+size_t tac_fastwire_write_atomic_template(const tac_fw_atomic *a, uint64_t id, uint8_t *p,
+                                          tac_fw_template *t)
+{
+	atomic_marks mk = {NULL, {NULL}, NULL, NULL};
+	size_t n = write_atomic(a, id, p, &mk);
+	/* (the direct path's calls always have data and at most TILEATOM_MAX_RANK indices) */
+	bool keep = n > 0 && a->n_index <= TILEATOM_MAX_RANK && a->values_bytes > 0 &&
+	            (!a->compare || a->compare_bytes > 0);
+	for (int i = 0; keep && i < a->n_index; i++)
+		keep = a->index_bytes[i] > 0;
+	if (!keep)
+		return n;
+	t->valid = false;
+	t->id_key = small_keys[FW_M_REQUEST][FW_REQ_ID][0];
+	if (!t->id_key) /* (Request.id is field 1: its key is one byte) */
+		return n;
+	t->kind = a->kind;
+	t->op = a->op;
+	t->n_index = a->n_index;
+	t->flat = a->flat;
+	t->has_compare = a->compare != NULL;
+	t->sem = a->sem;
+	t->scope = a->scope;
+	t->space = a->space;
+	t->check_bounds = !a->no_bounds_check;
+	t->want_old = a->want_old_asked;
+	t->most = a->values_bytes > a->compare_bytes ? a->values_bytes : a->compare_bytes;
+	for (int i = 0; i < a->n_index; i++) {
+		key_array_set(&t->index[i], &a->indices[i]);
+		t->index_bytes[i] = a->index_bytes[i];
+		t->index_at[i] = tpl_at(&mk, mk.index_at[i]);
+		if (a->index_bytes[i] > t->most)
+			t->most = a->index_bytes[i];
+	}
+	key_array_set(&t->values, a->values);
+	t->values_bytes = a->values_bytes;
+	t->values_at = tpl_at(&mk, mk.values_at);
+	if (a->compare) {
+		key_array_set(&t->compare, a->compare);
+		t->compare_bytes = a->compare_bytes;
+		t->compare_at = tpl_at(&mk, mk.compare_at);
+	} else {
+		t->compare_bytes = 0;
+	}
+	memcpy(t->tile, a->tile, a->tile_len);
+	t->tile[a->tile_len] = '\0';
+	t->len = (uint8_t)(p + n - mk.body);
+	memcpy(t->bytes, mk.body, t->len);
+	t->valid = true;
+	return n;
 }
 
 /* ---- decoding ------------------------------------------------------------------------ */
@@ -691,14 +763,20 @@ static bool dec_old_shape(tac_fw_response *out, const uint8_t **p, const uint8_t
 	return true;
 }
 
-/* Reads old's data (at *p, before end) into out->old_data (grown when short). */
-static bool dec_old_data(tac_fw_response *out, const uint8_t **p, const uint8_t *end)
+/* Reads old's data (at *p, before end) into out->old_small when it fits (one element of
+ * any dtype: copied straight, a constant-size move), else into out->old_data (grown when
+ * short). */
+static inline __attribute__((always_inline)) bool
+dec_old_data(tac_fw_response *out, const uint8_t **p, const uint8_t *end)
 {
 	Tileatom__Array *a = &out->old;
 	size_t n;
 	if (!rd_len(p, end, &n))
 		return false;
-	if (n) {
+	if (n && n <= sizeof(out->old_small)) {
+		tac_fw_copy_small(out->old_small, *p, n);
+		a->data.data = out->old_small;
+	} else if (n) {
 		if (n > out->old_data_cap) {
 			uint8_t *nd = malloc(n);
 			if (!nd)
@@ -707,7 +785,7 @@ static bool dec_old_data(tac_fw_response *out, const uint8_t **p, const uint8_t 
 			out->old_data = nd;
 			out->old_data_cap = n;
 		}
-		copy_small(out->old_data, *p, n);
+		tac_fw_copy_small(out->old_data, *p, n);
 		a->data.data = out->old_data;
 	}
 	a->data.len = n;

@@ -15,10 +15,33 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ta_wireschema.h"
 #include "tileatom.h"
 #include "tileatom.pb-c.h"
+
+/* memcpy for the few bytes of a hot field (a scalar operand, an old value): the sizes of
+ * one element are copied with a constant size (a move, not a call). */
+static inline void tac_fw_copy_small(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	switch (n) {
+	case 8:
+		memcpy(dst, src, 8);
+		break;
+	case 4:
+		memcpy(dst, src, 4);
+		break;
+	case 2:
+		memcpy(dst, src, 2);
+		break;
+	case 1:
+		*dst = *src;
+		break;
+	default:
+		memcpy(dst, src, n);
+	}
+}
 
 /* Index arrays of an IndexedAddr the encoder takes (more: protobuf-c). */
 #define TAC_FW_MAX_INDICES 8
@@ -53,8 +76,10 @@ typedef struct tac_fw_response {
 	Tileatom__PingResponse ping;         /* its ping body */
 	Tileatom__Array old;                 /* OpResponse.old */
 	int64_t old_shape[TAC_FW_MAX_SHAPE]; /* old's extents */
-	uint8_t *old_data;                   /* malloc'd copy of old's bytes (aligned as
-	                                        protobuf-c's copy is) */
+	_Alignas(16) uint8_t old_small[16];  /* old's bytes when they fit (one element;
+	                                        aligned as malloc's copy is) */
+	uint8_t *old_data;                   /* malloc'd copy of old's bytes when larger
+	                                        (aligned as protobuf-c's copy is) */
 	size_t old_data_cap;                 /* bytes allocated at old_data */
 } tac_fw_response;
 
@@ -102,6 +127,7 @@ typedef struct tac_fw_atomic {
 	bool no_bounds_check;                  /* Options.no_bounds_check */
 	bool want_old;                         /* Options.want_old (set for ops that always
 	                                          return what they read) */
+	bool want_old_asked;                   /* the caller's want_old (a template's key) */
 } tac_fw_atomic;
 
 /* Writes the request a describes with id at p, byte for byte what the builders'
@@ -110,6 +136,126 @@ typedef struct tac_fw_atomic {
  * bytes, or 0 when it is larger (the bytes at p are then garbage). p must have
  * TAC_FW_SMALL_ROOM bytes of room. */
 TA_WS_HIDDEN size_t tac_fastwire_write_atomic(const tac_fw_atomic *a, uint64_t id, uint8_t *p);
+
+/* Bytes of a request template after its id field (the whole payload is at most 127). */
+#define TAC_FW_TEMPLATE_BYTES 128
+
+/* The shape of one public array as a template keys it (its data: any non-NULL pointer). */
+typedef struct tac_fw_key_array {
+	int dtype;                        /* tileatom_array.dtype */
+	int rank;                         /* tileatom_array.rank (0..TILEATOM_MAX_RANK) */
+	int64_t shape[TILEATOM_MAX_RANK]; /* its rank extents */
+} tac_fw_key_array;
+
+/* The last request one connection wrote by the direct path, kept so that the next one of
+ * the same shape is written as its id plus these bytes with the operands' data patched in
+ * (tac_fw_template_match, tac_fw_template_write). The key is every public argument the
+ * bytes (or the direct path's checks) depend on; only the arrays' data may differ. */
+typedef struct tac_fw_template {
+	bool valid;                                /* the fields below hold a template */
+	tileatom_request_kind kind;                /* key: TILEATOM_REQ_ELEMENTWISE or _INDEXED */
+	tileatom_op op;                            /* key: the op */
+	int n_index;                               /* key: INDEXED: index arrays (else 0) */
+	bool flat;                                 /* key: INDEXED: flat offsets */
+	bool has_compare;                          /* key: compare values given */
+	int sem, scope, space;                     /* key: the options' sem, scope, space */
+	bool check_bounds;                         /* key: the options' check_bounds */
+	bool want_old;                             /* key: the options' want_old as given */
+	tac_fw_key_array index[TILEATOM_MAX_RANK]; /* key: the index arrays' shapes */
+	tac_fw_key_array values;                   /* key: the values' shape */
+	tac_fw_key_array compare;                  /* key: the compare values' shape */
+	char tile[TILEATOM_NAME_MAX + 1];          /* key: the tile's name */
+	size_t index_bytes[TILEATOM_MAX_RANK];     /* data bytes of each index array */
+	size_t values_bytes;                       /* data bytes of the values */
+	size_t compare_bytes;                      /* data bytes of the compare values */
+	size_t most;                               /* the largest of those (device pointers) */
+	uint8_t index_at[TILEATOM_MAX_RANK];       /* where each index array's data lies in bytes */
+	uint8_t values_at;                         /* where the values' data lies in bytes */
+	uint8_t compare_at;                        /* where the compare data lies in bytes */
+	uint8_t id_key;                            /* the one-byte key of Request.id */
+	uint8_t len;                               /* bytes used */
+	uint8_t bytes[TAC_FW_TEMPLATE_BYTES];      /* the payload after its id field */
+} tac_fw_template;
+
+/* tac_fastwire_write_atomic that also keeps what it wrote as *t when it takes the request
+ * (t unchanged when it declines). */
+TA_WS_HIDDEN size_t tac_fastwire_write_atomic_template(const tac_fw_atomic *a, uint64_t id,
+                                                       uint8_t *p, tac_fw_template *t);
+
+/* True when public array a has key k's shape and its data. */
+static inline __attribute__((always_inline)) bool tac_fw_key_array_eq(const tac_fw_key_array *k,
+                                                                      const tileatom_array *a)
+{
+	if ((int)a->dtype != k->dtype || a->rank != k->rank || !a->data)
+		return false;
+	for (int i = 0; i < k->rank; i++)
+		if (a->shape[i] != k->shape[i])
+			return false;
+	return true;
+}
+
+/* True when t holds a template and the public call's arguments (kind, tile, op, ... as
+ * tac_direct_describe takes them) have its key: the same tile name, op, options, addressing
+ * form, dtypes and shapes, no region and no mask, data given. Such a call is one
+ * tac_direct_describe takes, and tac_fw_template_write writes its bytes. (Inline: the hot
+ * submits call it on every request.) */
+static inline __attribute__((always_inline)) bool
+tac_fw_template_match(const tac_fw_template *t, tileatom_request_kind kind, const char *tile,
+                      tileatom_op op, const tileatom_region *region, int n_index,
+                      const tileatom_array *indices, bool flat, const tileatom_array *values,
+                      const tileatom_array *compare, const tileatom_op_options *opts)
+{
+	static const tileatom_op_options defaults = TILEATOM_OP_OPTIONS_INIT;
+	if (!t->valid || kind != t->kind || op != t->op || region || !tile || !values ||
+	    (compare != NULL) != t->has_compare)
+		return false;
+	if (!opts)
+		opts = &defaults;
+	if (opts->mask || (int)opts->sem != t->sem || (int)opts->scope != t->scope ||
+	    (int)opts->space != t->space || opts->check_bounds != t->check_bounds ||
+	    opts->want_old != t->want_old)
+		return false;
+	if (kind == TILEATOM_REQ_INDEXED) {
+		if (n_index != t->n_index || flat != t->flat || !indices)
+			return false;
+		for (int i = 0; i < n_index; i++)
+			if (!tac_fw_key_array_eq(&t->index[i], &indices[i]))
+				return false;
+	}
+	if (!tac_fw_key_array_eq(&t->values, values) ||
+	    (compare && !tac_fw_key_array_eq(&t->compare, compare)))
+		return false;
+	return strcmp(tile, t->tile) == 0;
+}
+
+/* Writes the request of a call t matched (its arrays indices, values, compare) with id at
+ * p: byte for byte what tac_fastwire_write_atomic writes for it; returns the payload's
+ * bytes, or 0 when they exceed 127 (as tac_fastwire_write_atomic declines). p must have
+ * TAC_FW_SMALL_ROOM bytes of room. */
+static inline size_t tac_fw_template_write(const tac_fw_template *t, uint64_t id,
+                                           const tileatom_array *indices,
+                                           const tileatom_array *values,
+                                           const tileatom_array *compare, uint8_t *p)
+{
+	uint8_t *start = p;
+	if (id) { /* proto3: a zero id is left out */
+		*p++ = t->id_key;
+		p = wr_varint(p, id);
+	}
+	size_t n = (size_t)(p - start) + t->len;
+	if (n >= TAC_FW_TEMPLATE_BYTES) /* over 127 */
+		return 0;
+	/* the whole array, a constant size (moves, not a call); the room holds it */
+	memcpy(p, t->bytes, TAC_FW_TEMPLATE_BYTES);
+	for (int i = 0; i < t->n_index; i++)
+		tac_fw_copy_small(p + t->index_at[i], (const uint8_t *)indices[i].data,
+		                  t->index_bytes[i]);
+	tac_fw_copy_small(p + t->values_at, (const uint8_t *)values->data, t->values_bytes);
+	if (t->has_compare)
+		tac_fw_copy_small(p + t->compare_at, (const uint8_t *)compare->data,
+		                  t->compare_bytes);
+	return n;
+}
 
 /* Decodes len bytes at data as a Response of a hot shape into *out (its storage reused,
  * its old values copied); returns &out->resp, or NULL when declined (out may then hold

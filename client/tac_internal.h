@@ -88,6 +88,8 @@ struct tileatom_client {
 	Tileatom__Response *last;  /* the last decoded response (kept for pointers) */
 	tac_fw_response fast;      /* storage of responses the fast decoder took (last may
 	                              point to fast.resp; tac_fastwire.c) */
+	tac_fw_template tpl;       /* the last direct-path request, for the next of its shape
+	                              (tac_fw_template_match; tac_fastwire.c) */
 	char server_version[64];   /* from the handshake */
 	char server_backend[32];   /* from the handshake */
 	uint32_t max_frame;        /* the daemon's frame limit from the handshake (or the
@@ -426,11 +428,18 @@ TAC_HIDDEN int tac_conn_receive_newest(tileatom_client *c, int timeout_ms,
 TAC_HIDDEN int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_ms,
                                     tileatom_error *err);
 /* tac_conn_submit for the request d describes, written by tac_fastwire_write_atomic
- * straight into the output buffer with the next id; *taken false (and nothing done) when
- * the writer declines it (too large) or the output buffer cannot grow: the caller then
+ * straight into the output buffer with the next id (and kept as c->tpl); *taken false (and nothing
+ * done) when the writer declines it (too large) or the output buffer cannot grow: the caller then
  * builds and submits it the general way. */
 TAC_HIDDEN int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeout_ms,
                                       bool *taken, uint64_t *id, tileatom_error *err);
+/* tac_conn_submit_atomic for a call c->tpl matched (tac_fw_template_match: only the data
+ * of indices, values and compare differ), written by tac_fw_template_write; *taken false
+ * (and nothing done) as there. */
+TAC_HIDDEN int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
+                                        const tileatom_array *values, const tileatom_array *compare,
+                                        int timeout_ms, bool *taken, uint64_t *id,
+                                        tileatom_error *err);
 /* Marks the newest pending request as a part of a split submit. */
 TAC_HIDDEN void tac_conn_mark_part(tileatom_client *c);
 /* Marks the connection broken with err's code and message; returns the code. */

@@ -2,7 +2,8 @@
  * requests (raw structures with every field varied, and requests made by the library's own
  * builders) must encode to protobuf_c_message_pack's bytes, and what the encoder must
  * decline (shared buffers, old_into, unknown fields, negative enums, other bodies) is
- * declined. Random responses, clean and then mutated byte by byte, must decode to what
+ * declined; the direct writer and its template path (a call of the previous one's shape)
+ * give the same bytes. Random responses, clean and then mutated byte by byte, must decode to what
  * tileatom__response__unpack gives, or be declined; whatever the fast decoder takes,
  * protobuf-c takes with the same fields. */
 #include <check.h>
@@ -446,6 +447,282 @@ START_TEST(test_encode_direct)
 }
 END_TEST
 
+/* The arguments of one direct-path call, for the template test: kept whole so that the
+ * next call can repeat it (new data) or change one thing. */
+typedef struct tpl_call {
+	tileatom_request_kind kind; /* INDEXED or ELEMENTWISE */
+	char tile[80];              /* the tile's name */
+	bool no_tile;               /* pass NULL for the tile */
+	tileatom_op op;             /* the op */
+	bool region;                /* pass a region */
+	int n_index;                /* index arrays passed */
+	bool flat;                  /* flat offsets */
+	tileatom_array arrays[7];   /* index 0..3, values, compare, mask */
+	bool no_data[7];            /* that array's data is NULL */
+	bool has_compare;           /* compare passed */
+	tileatom_op_options opts;   /* the options (mask set by tpl_args) */
+	bool has_mask;              /* opts.mask given */
+	bool opts_null;             /* pass NULL options */
+	uint8_t data[7][72];        /* the arrays' data */
+} tpl_call;
+
+/* Points c's arrays at its own data (after a copy) and draws new data bytes. */
+static void tpl_refresh(tpl_call *c)
+{
+	for (int k = 0; k < 7; k++) {
+		for (int i = 0; i < 72; i++)
+			c->data[k][i] = (uint8_t)rnd();
+		c->arrays[k].data = c->no_data[k] ? NULL : c->data[k];
+	}
+	c->opts.mask = c->has_mask ? &c->arrays[6] : NULL;
+}
+
+/* A fresh random call, mostly one the direct path takes. */
+static void tpl_fresh(tpl_call *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->kind = rn(3) ? TILEATOM_REQ_INDEXED : TILEATOM_REQ_ELEMENTWISE;
+	size_t tl = rn(20) == 0 ? rn(80) : 1 + rn(30);
+	for (size_t k = 0; k < tl; k++)
+		c->tile[k] = (char)('a' + rn(26));
+	c->no_tile = rn(50) == 0;
+	c->op = rn(3) ? TILEATOM_OP_ADD : rn(2) ? TILEATOM_OP_CAS : (tileatom_op)rn(24);
+	c->region = rn(20) == 0;
+	c->flat = rn(2);
+	c->n_index = rn(20) == 0 ? (int)rn(6)
+	                         : 1 + (int)rn(c->kind == TILEATOM_REQ_INDEXED && !c->flat ? 3 : 1);
+	for (int k = 0; k < 7; k++) {
+		do /* a valid array most often */
+			c->arrays[k] = rand_pub_array(c->data[k]);
+		while (rn(8) != 0 && tileatom_array_bytes(&c->arrays[k]) == 0);
+		c->no_data[k] = c->arrays[k].data == NULL;
+	}
+	c->has_compare = c->op == TILEATOM_OP_CAS ? rn(20) != 0 : rn(20) == 0;
+	c->opts = (tileatom_op_options)TILEATOM_OP_OPTIONS_INIT;
+	if (rn(4) == 0) {
+		c->opts.sem = (tileatom_sem)rn(6);
+		c->opts.scope = (tileatom_scope)rn(5);
+		c->opts.space = (tileatom_space)rn(3);
+	}
+	c->opts.check_bounds = rn(2);
+	c->opts.want_old = rn(2);
+	c->has_mask = rn(20) == 0;
+	c->opts_null = rn(8) == 0;
+	tpl_refresh(c);
+}
+
+/* Changes one thing of c that the template's key holds (or that must not matter to it). */
+static void tpl_mutate(tpl_call *c)
+{
+	tileatom_array *a = &c->arrays[rn(6)];
+	switch (rn(16)) {
+	case 0: /* the same length, other bytes */
+		if (c->tile[0])
+			c->tile[rn(strlen(c->tile))] = (char)('a' + rn(26));
+		break;
+	case 1: /* one byte longer or shorter */
+		if (rn(2) && c->tile[0])
+			c->tile[strlen(c->tile) - 1] = '\0';
+		else if (strlen(c->tile) < 70)
+			strcat(c->tile, "x");
+		break;
+	case 2:
+		c->op = rn(2) ? (c->op == TILEATOM_OP_ADD ? TILEATOM_OP_MAX : TILEATOM_OP_ADD)
+		              : (tileatom_op)rn(24);
+		break;
+	case 3:
+		c->kind = c->kind == TILEATOM_REQ_INDEXED ? TILEATOM_REQ_ELEMENTWISE
+		                                          : TILEATOM_REQ_INDEXED;
+		break;
+	case 4:
+		c->opts.check_bounds = !c->opts.check_bounds;
+		break;
+	case 5:
+		c->opts.want_old = !c->opts.want_old;
+		break;
+	case 6:
+		c->opts.sem = (tileatom_sem)rn(6);
+		c->opts.scope = (tileatom_scope)rn(5);
+		c->opts.space = (tileatom_space)rn(3);
+		break;
+	case 7:
+		c->opts_null = !c->opts_null;
+		break;
+	case 8:
+		c->has_mask = !c->has_mask;
+		break;
+	case 9:
+		c->has_compare = !c->has_compare;
+		break;
+	case 10:
+		c->flat = !c->flat;
+		break;
+	case 11:
+		c->n_index = 1 + (int)rn(4);
+		break;
+	case 12: /* another dtype, same bytes or not */
+		a->dtype = (tileatom_dtype)rn(12);
+		break;
+	case 13: /* the same number of elements in another shape, or another rank */
+		if (a->rank == 1 && a->shape[0] % 2 == 0) {
+			a->rank = 2;
+			a->shape[1] = 2;
+			a->shape[0] /= 2;
+		} else {
+			a->rank = (int)rn(3);
+			for (int i = 0; i < a->rank; i++)
+				a->shape[i] = 1 + (int64_t)rn(3);
+		}
+		break;
+	case 14: /* (rank 5: an invalid array rand_pub_array made, left alone) */
+		if (a->rank > 0 && a->rank <= TILEATOM_MAX_RANK)
+			a->shape[rn((uint64_t)a->rank)] = 1 + (int64_t)rn(3);
+		break;
+	default:
+		c->no_data[rn(6)] ^= true;
+		break;
+	}
+	tpl_refresh(c);
+}
+
+/* Ids of the template test: runs crossing each varint length (127/128, 16383/16384, ...),
+ * sometimes 0 (proto3 leaves it out) or the largest. */
+static uint64_t tpl_next_id(uint64_t id)
+{
+	static const uint64_t starts[] = {1,
+	                                  120,
+	                                  16378,
+	                                  (UINT64_C(1) << 21) - 3,
+	                                  (UINT64_C(1) << 28) - 3,
+	                                  (UINT64_C(1) << 35) - 3,
+	                                  (UINT64_C(1) << 42) - 3,
+	                                  (UINT64_C(1) << 49) - 3,
+	                                  (UINT64_C(1) << 56) - 3,
+	                                  (UINT64_C(1) << 63) - 3,
+	                                  UINT64_MAX - 2};
+	switch (rn(60)) {
+	case 0:
+		return starts[rn(sizeof(starts) / sizeof(starts[0]))];
+	case 1:
+		return 0;
+	default:
+		return id + 1;
+	}
+}
+
+/* The template path (tac_fw_template_match + tac_fw_template_write) against the full
+ * direct writer and protobuf-c over random call sequences: repeats with new data, one
+ * change at a time (tile names of the same length with other bytes, ops, every option,
+ * dtypes, ranks, shapes, masks, compare values, NULL data) and fresh calls, with ids
+ * crossing every varint length. A matched call is one the direct path describes, and its
+ * bytes are the full writer's; a repeat of a written call always matches. */
+START_TEST(test_encode_template)
+{
+	tac_msg *m = malloc(sizeof(*m));
+	tpl_call *prev = malloc(sizeof(*prev)), *cur = malloc(sizeof(*cur));
+	tac_fw_template *t = calloc(1, sizeof(*t));
+	ck_assert(m && prev && cur && t);
+	static uint8_t full[TAC_FW_SMALL_ROOM + 1], tpl[TAC_FW_SMALL_ROOM + 1], slow[1 << 14];
+	tileatom_region region = {1, {0}, {1}};
+	uint64_t id = 1;
+	bool prev_written = false;
+	int matched = 0, repeats = 0, declined = 0, captured = 0;
+	int lens[12] = {0}; /* matched writes by the bytes of their id field */
+	tpl_fresh(prev);
+	for (int i = 0; i < 60000; i++) {
+		uint64_t r = rn(20);
+		bool repeat = r < 10;
+		if (repeat) {
+			*cur = *prev;
+			tpl_refresh(cur);
+		} else if (r < 17) {
+			*cur = *prev;
+			tpl_mutate(cur);
+		} else {
+			tpl_fresh(cur);
+		}
+		id = tpl_next_id(id);
+		const tpl_call *c = cur;
+		const char *tile = c->no_tile ? NULL : c->tile;
+		const tileatom_region *rg = c->region ? &region : NULL;
+		const tileatom_array *cmp = c->has_compare ? &c->arrays[5] : NULL;
+		const tileatom_op_options *o = c->opts_null ? NULL : &c->opts;
+		bool indexed = c->kind == TILEATOM_REQ_INDEXED;
+		bool hit = tac_fw_template_match(t, c->kind, tile, c->op, rg, c->n_index, c->arrays,
+		                                 c->flat, &c->arrays[4], cmp, o);
+		tac_fw_atomic d;
+		bool took = tac_direct_describe(&d, c->kind, tile, c->op, rg, c->n_index, c->arrays,
+		                                c->flat, &c->arrays[4], cmp, o);
+		if (repeat && prev_written)
+			ck_assert_msg(hit, "case %d: a repeat of a written call missed", i);
+		if (hit) {
+			ck_assert_msg(took, "case %d: matched a call the direct path declines", i);
+			matched++;
+			repeats += repeat;
+			memset(full, 0xa5, sizeof(full));
+			memset(tpl, 0x5a, sizeof(tpl));
+			size_t fn = tac_fastwire_write_atomic(&d, id, full);
+			size_t tn =
+			    tac_fw_template_write(t, id, c->arrays, &c->arrays[4], cmp, tpl);
+			ck_assert_uint_eq(tpl[TAC_FW_SMALL_ROOM], 0x5a);
+			ck_assert_msg(tn == fn, "case %d: template %zu bytes, full writer %zu", i,
+			              tn, fn);
+			if (tn) {
+				ck_assert_mem_eq(tpl, full, tn);
+				lens[tn - t->len] += 1;
+				/* and protobuf-c's bytes of the builder's message */
+				tileatom_error err;
+				int rc = indexed
+				             ? tac_build_indexed(m, tile, c->op, rg, c->n_index,
+				                                 c->arrays, c->flat, &c->arrays[4],
+				                                 cmp, o, &err)
+				             : tac_build_elementwise(m, tile, c->op, rg,
+				                                     &c->arrays[4], cmp, o, &err);
+				ck_assert_int_eq(rc, TILEATOM_OK);
+				m->req.id = id;
+				size_t n = protobuf_c_message_get_packed_size(&m->req.base);
+				ck_assert_uint_eq(protobuf_c_message_pack(&m->req.base, slow), n);
+				ck_assert_uint_eq(n, tn);
+				ck_assert_mem_eq(tpl, slow, n);
+			} else {
+				declined++;
+			}
+			prev_written = tn > 0;
+		} else if (took) {
+			/* the full path, keeping the template as the library does */
+			memset(full, 0xa5, sizeof(full));
+			size_t fn = tac_fastwire_write_atomic(&d, id, full);
+			size_t kn = tac_fastwire_write_atomic_template(&d, id, tpl, t);
+			ck_assert_uint_eq(kn, fn);
+			if (kn)
+				ck_assert_mem_eq(tpl, full, kn);
+			captured += kn > 0;
+			prev_written = kn > 0;
+		} else {
+			prev_written = false;
+		}
+		tpl_call *swap = prev;
+		prev = cur;
+		cur = swap;
+	}
+	printf("check_client_fastwire: template: %d of 60000 calls matched (%d repeats, %d "
+	       "too large), %d templates kept; by id field bytes 0, 2..11: %d %d %d %d %d %d %d %d "
+	       "%d %d %d\n",
+	       matched, repeats, declined, captured, lens[0], lens[2], lens[3], lens[4], lens[5],
+	       lens[6], lens[7], lens[8], lens[9], lens[10], lens[11]);
+	fflush(stdout);
+	ck_assert_int_gt(matched, 10000);
+	ck_assert_int_gt(captured, 5000);
+	ck_assert_int_gt(lens[0], 50); /* id 0: no field; else its key and 1..10 bytes */
+	for (int k = 2; k < 12; k++)
+		ck_assert_int_gt(lens[k], 100);
+	free(m);
+	free(prev);
+	free(cur);
+	free(t);
+}
+END_TEST
+
 /* Storage of one random response. */
 typedef struct rand_resp {
 	Tileatom__Response resp;
@@ -667,6 +944,7 @@ static Suite *fastwire_suite(void)
 	tcase_add_test(tc, test_encode_random);
 	tcase_add_test(tc, test_encode_builders);
 	tcase_add_test(tc, test_encode_direct);
+	tcase_add_test(tc, test_encode_template);
 	tcase_add_test(tc, test_decode_random_and_mutated);
 	suite_add_tcase(s, tc);
 	return s;

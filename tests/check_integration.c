@@ -715,6 +715,180 @@ START_TEST(test_pipelined_10000)
 }
 END_TEST
 
+/* One pipelined request of test_pipelined_shapes and what it must answer. */
+typedef struct shape_req {
+	uint64_t id;      /* its id */
+	int count;        /* elements addressed */
+	bool returns_old; /* old values come back */
+	int64_t old[2];   /* the old values expected */
+	size_t esize;     /* bytes of one old value */
+} shape_req;
+
+/* Pipelined indexed requests whose shape repeats or changes from one to the next (the
+ * library's template path and its fallback): two int64 tiles whose names differ in one
+ * byte, an int32 tile and a 4x4 int64 tile addressed flat or by two index arrays; ops add,
+ * sub, max and cas; want_old and check_bounds flipping; scalar or 2-element operands.
+ * Every old value and the tiles' final contents must match a local model. */
+START_TEST(test_pipelined_shapes)
+{
+	const int n = tcu_slow() ? 600 : 4000;
+	tileatom_client *c = conn();
+	tileatom_error e = {0, ""};
+	static const char *const names[4] = {"shape-a", "shape-b", "shape-c", "shape-d"};
+	int64_t model[4][16] = {{0}};
+	create_1d(c, names[0], TILEATOM_INT64, 16);
+	create_1d(c, names[1], TILEATOM_INT64, 16);
+	create_1d(c, names[2], TILEATOM_INT32, 16);
+	int64_t dims[2] = {4, 4};
+	CK(tileatom_create(c, names[3], TILEATOM_INT64, 2, dims, NULL, NULL, &e), e);
+	shape_req *reqs = calloc((size_t)n, sizeof(*reqs));
+	ck_assert_ptr_nonnull(reqs);
+	uint64_t rng = 12345;
+	int tile = 0, op_i = 0, count = 1;
+	bool want_old = true, bounds = true, flat = true, scalar = true;
+	int done = 0;
+	for (int k = 0; k < n; k++) {
+		rng = rng * 6364136223846793005u + 1442695040888963407u;
+		uint64_t r = rng >> 20;
+		if (r % 5 < 2) { /* a new shape: two of tile, op, options, form, count */
+			for (int j = 0; j < 2; j++) {
+				switch ((r >> (4 + 3 * j)) % 7) {
+				case 0:
+					tile = (tile + 1 + (int)((r >> 12) % 3)) % 4;
+					break;
+				case 1:
+					op_i = (op_i + 1) % 4;
+					break;
+				case 2:
+					want_old = !want_old;
+					break;
+				case 3:
+					bounds = !bounds;
+					break;
+				case 4:
+					flat = !flat;
+					break;
+				case 5:
+					count = 3 - count;
+					break;
+				default:
+					scalar = !scalar;
+					break;
+				}
+			}
+		}
+		static const tileatom_op ops[4] = {TILEATOM_OP_ADD, TILEATOM_OP_SUB,
+		                                   TILEATOM_OP_MAX, TILEATOM_OP_CAS};
+		tileatom_op op = ops[op_i];
+		bool two_d = tile == 3 && !flat;
+		tileatom_dtype dt = tile == 2 ? TILEATOM_INT32 : TILEATOM_INT64;
+		size_t es = tile == 2 ? 4 : 8;
+		/* distinct elements (cas and max see one value each), new values every time */
+		int64_t flat_ix[2];
+		flat_ix[0] = (int64_t)((rng >> 40) % 16);
+		flat_ix[1] = (flat_ix[0] + 1 + (int64_t)((rng >> 50) % 15)) % 16;
+		int64_t rows[2] = {flat_ix[0] / 4, flat_ix[1] / 4};
+		int64_t cols[2] = {flat_ix[0] % 4, flat_ix[1] % 4};
+		int64_t v64[2] = {(int64_t)((rng >> 8) % 1000) - 300,
+		                  (int64_t)((rng >> 24) % 1000)};
+		int64_t c64[2];
+		for (int i = 0; i < 2; i++) /* cas: the current value half of the time */
+			c64[i] = (rng >> (30 + i)) & 1 ? model[tile][flat_ix[i]] : v64[i] + 1;
+		int32_t v32[2] = {(int32_t)v64[0], (int32_t)v64[1]};
+		int32_t c32[2] = {(int32_t)c64[0], (int32_t)c64[1]};
+		const void *vals = tile == 2 ? (const void *)v32 : (const void *)v64;
+		const void *cmps = tile == 2 ? (const void *)c32 : (const void *)c64;
+		tileatom_array idx[2], values, compare;
+		bool sc = scalar && count == 1;
+		if (two_d) {
+			idx[0] = sc ? tileatom_scalar(TILEATOM_INT64, rows)
+			            : tileatom_vector(TILEATOM_INT64, count, rows);
+			idx[1] = sc ? tileatom_scalar(TILEATOM_INT64, cols)
+			            : tileatom_vector(TILEATOM_INT64, count, cols);
+		} else {
+			idx[0] = sc ? tileatom_scalar(TILEATOM_INT64, flat_ix)
+			            : tileatom_vector(TILEATOM_INT64, count, flat_ix);
+		}
+		values = sc ? tileatom_scalar(dt, vals) : tileatom_vector(dt, count, vals);
+		compare = sc ? tileatom_scalar(dt, cmps) : tileatom_vector(dt, count, cmps);
+		tileatom_op_options o = TILEATOM_OP_OPTIONS_INIT;
+		o.want_old = want_old;
+		o.check_bounds = bounds;
+		shape_req *q = &reqs[k];
+		CK(tileatom_submit_indexed(c, names[tile], op, NULL, two_d ? 2 : 1, idx, !two_d,
+		                           &values, op == TILEATOM_OP_CAS ? &compare : NULL, &o,
+		                           &q->id, &e),
+		   e);
+		q->count = count;
+		q->esize = es;
+		q->returns_old = want_old;
+		for (int i = 0; i < count; i++) {
+			int64_t *x = &model[tile][flat_ix[i]];
+			int64_t v = tile == 2 ? v32[i] : v64[i];
+			q->old[i] = *x;
+			switch (op) {
+			case TILEATOM_OP_ADD:
+				*x += v;
+				break;
+			case TILEATOM_OP_SUB:
+				*x -= v;
+				break;
+			case TILEATOM_OP_MAX:
+				*x = *x > v ? *x : v;
+				break;
+			default:
+				if (*x == (tile == 2 ? c32[i] : c64[i]))
+					*x = v;
+				break;
+			}
+		}
+		/* collect in batches of 1 to 64 */
+		if (k == n - 1 || (rng >> 56) % 64 == 0) {
+			for (; done <= k; done++) {
+				const shape_req *w = &reqs[done];
+				tileatom_response rs;
+				CK(tileatom_collect(c, &rs, &e), e);
+				ck_assert_uint_eq(rs.id, w->id);
+				ck_assert_uint_eq(rs.applied, (uint64_t)w->count);
+				ck_assert_uint_eq(rs.data_bytes,
+				                  w->returns_old ? (size_t)w->count * w->esize : 0);
+				for (int i = 0; w->returns_old && i < w->count; i++) {
+					int64_t got;
+					if (w->esize == 4) {
+						int32_t g32;
+						memcpy(&g32, (const uint8_t *)rs.data + 4 * i, 4);
+						got = g32;
+					} else {
+						memcpy(&got, (const uint8_t *)rs.data + 8 * i, 8);
+					}
+					ck_assert_msg(
+					    got == w->old[i],
+					    "request %d element %d: old %lld, expected %lld", done,
+					    i, (long long)got, (long long)w->old[i]);
+				}
+			}
+		}
+	}
+	for (int t = 0; t < 4; t++) {
+		int64_t got[16];
+		if (t == 2) {
+			int32_t g32[16];
+			read_i32(c, names[t], g32, 16);
+			for (int i = 0; i < 16; i++)
+				got[i] = g32[i];
+		} else {
+			read_i64(c, names[t], got, 16);
+		}
+		for (int i = 0; i < 16; i++)
+			ck_assert_msg(got[i] == model[t][i], "%s[%d] = %lld, expected %lld",
+			              names[t], i, (long long)got[i], (long long)model[t][i]);
+		CK(tileatom_destroy(c, names[t], &e), e);
+	}
+	free(reqs);
+	tileatom_close(c);
+}
+END_TEST
+
 /* Collects the next response of a pipeline of single adds of 1 to one int64 element and
  * checks it: id *next_id, old value *expect (the k-th add saw k earlier ones). */
 static void collect_next_add(tileatom_client *c, uint64_t *next_id, int64_t *expect)
@@ -1852,6 +2026,7 @@ static Suite *integration_suite(void)
 	TCase *load = tcase_create("load");
 	tcase_set_timeout(load, 600);
 	tcase_add_test(load, test_pipelined_10000);
+	tcase_add_test(load, test_pipelined_shapes);
 	tcase_add_test(load, test_pipeline_kept_deep);
 	tcase_add_test(load, test_busy_poll_client);
 	tcase_add_test(load, test_concurrent_adds);
