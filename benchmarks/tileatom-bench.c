@@ -1,7 +1,9 @@
 /* tileatom-bench.c: a load generator for tileatomd in the spirit of redis-benchmark, built on
  * the public libtileatom-client alone. It opens -c connections (spread over --threads
- * threads; each thread drives its clients in lock step: it submits a batch of -P requests
- * on every client, flushes each, then collects every batch), creates its own tiles (named
+ * threads; each thread submits and flushes a batch of -P requests on every client, then
+ * goes round its clients in order, collecting a client's batch and at once submitting and
+ * flushing its next one, as redis-benchmark writes a connection's next pipeline once its
+ * replies are in), creates its own tiles (named
  * with its pid), runs the tests named by -t for -n requests or -d seconds each, and prints
  * per test the requests and elements per second, the latency percentiles (each request
  * from the submit of its batch to the collect of its response: a batch's requests are
@@ -352,95 +354,105 @@ static bool response_fits(const bench_run *r, const tileatom_response *resp, cha
 	return true;
 }
 
-/* Submits one batch on every client of t that has requests left and writes each out;
- * returns the number of clients with a batch, or -1 after a failure. */
-static int thread_submit(bench_thread *t)
+/* Submits client k's next batch (at most -P requests, fewer when its quota ends) and, with
+ * several clients on the thread, flushes it. Returns 1 when a batch went out, 0 when the
+ * client's quota is used up, -1 after a failure. */
+static int client_submit(bench_thread *t, int k)
 {
 	const bench_run *r = t->run;
-	int active = 0;
-	for (int k = 0; k < t->nclients; k++) {
-		bench_client *cl = t->clients[k];
-		int b = r->o->depth;
-		if (r->o->duration <= 0) {
-			if (cl->quota == 0)
-				continue;
-			if (cl->quota < (uint64_t)b)
-				b = (int)cl->quota;
-		}
-		tileatom_error err = {0, ""};
-		cl->sent_ns = now_ns(); /* the batch's requests leave back to back */
-		for (int i = 0; i < b; i++) {
-			int rc = submit_one(r, cl, &err);
-			if (rc != TILEATOM_OK) {
-				thread_fail(t, "%s: submit failed: %s (%s)", test_names[r->kind],
-				            err.message, tileatom_strerror(rc));
-				return -1;
-			}
-			cl->batch = i + 1;
-		}
-		/* Several clients per thread: each batch must leave before this thread blocks
-		 * collecting another client's. */
-		if (t->nclients > 1) {
-			int rc = tileatom_flush(cl->conn, &err);
-			if (rc != TILEATOM_OK) {
-				thread_fail(t, "%s: flush failed: %s (%s)", test_names[r->kind],
-				            err.message, tileatom_strerror(rc));
-				return -1;
-			}
-		}
-		active++;
+	bench_client *cl = t->clients[k];
+	int b = r->o->depth;
+	if (r->o->duration <= 0) {
+		if (cl->quota == 0)
+			return 0;
+		if (cl->quota < (uint64_t)b)
+			b = (int)cl->quota;
 	}
-	return active;
+	tileatom_error err = {0, ""};
+	cl->sent_ns = now_ns(); /* the batch's requests leave back to back */
+	for (int i = 0; i < b; i++) {
+		int rc = submit_one(r, cl, &err);
+		if (rc != TILEATOM_OK) {
+			thread_fail(t, "%s: submit failed: %s (%s)", test_names[r->kind],
+			            err.message, tileatom_strerror(rc));
+			return -1;
+		}
+		cl->batch = i + 1;
+	}
+	/* Several clients per thread: the batch must leave before this thread blocks
+	 * collecting another client's. */
+	if (t->nclients > 1) {
+		int rc = tileatom_flush(cl->conn, &err);
+		if (rc != TILEATOM_OK) {
+			thread_fail(t, "%s: flush failed: %s (%s)", test_names[r->kind],
+			            err.message, tileatom_strerror(rc));
+			return -1;
+		}
+	}
+	return 1;
 }
 
-/* Collects every outstanding batch of t, recording latencies; false after a failure. */
-static bool thread_collect(bench_thread *t)
+/* Collects client k's outstanding batch, recording latencies; false after a failure. */
+static bool client_collect(bench_thread *t, int k)
 {
 	const bench_run *r = t->run;
-	for (int k = 0; k < t->nclients; k++) {
-		bench_client *cl = t->clients[k];
-		tileatom_error err = {0, ""}; /* once: the loop stops at the first error */
-		for (int i = 0; i < cl->batch; i++) {
-			tileatom_response resp;
-			int rc = tileatom_collect(cl->conn, &resp, &err);
-			uint64_t done = now_ns();
-			if (rc != TILEATOM_OK) {
-				thread_fail(t, "%s: request failed: %s (%s)", test_names[r->kind],
-				            err.message, tileatom_strerror(rc));
-				return false;
-			}
-			char msg[200];
-			if (!response_fits(r, &resp, msg, sizeof(msg))) {
-				thread_fail(t, "%s: bad response: %s", test_names[r->kind], msg);
-				return false;
-			}
-			lat_add(t->lat, done - cl->sent_ns);
-			t->requests++;
-			t->elements += (uint64_t)r->elements;
+	bench_client *cl = t->clients[k];
+	tileatom_error err = {0, ""}; /* once: the loop stops at the first error */
+	for (int i = 0; i < cl->batch; i++) {
+		tileatom_response resp;
+		int rc = tileatom_collect(cl->conn, &resp, &err);
+		uint64_t done = now_ns();
+		if (rc != TILEATOM_OK) {
+			thread_fail(t, "%s: request failed: %s (%s)", test_names[r->kind],
+			            err.message, tileatom_strerror(rc));
+			return false;
 		}
-		if (r->o->duration <= 0)
-			cl->quota -= (uint64_t)cl->batch;
-		cl->batch = 0;
+		char msg[200];
+		if (!response_fits(r, &resp, msg, sizeof(msg))) {
+			thread_fail(t, "%s: bad response: %s", test_names[r->kind], msg);
+			return false;
+		}
+		lat_add(t->lat, done - cl->sent_ns);
+		t->requests++;
+		t->elements += (uint64_t)r->elements;
 	}
+	if (r->o->duration <= 0)
+		cl->quota -= (uint64_t)cl->batch;
+	cl->batch = 0;
 	return true;
 }
 
-/* Thread body: batches until the quota or the time is used up, a failure or a signal. */
+/* Thread body: every client's first batch, then round the clients in order, each one's
+ * next batch submitted as soon as its last one is collected (as redis-benchmark writes a
+ * connection's next pipeline once its replies are in), so that the other clients'
+ * batches stay in flight meanwhile; until the quota or the time is used up, a failure or
+ * a signal, after which the batches in flight are collected and no new ones go out. */
 static void *thread_main(void *arg)
 {
 	bench_thread *t = arg;
 	bench_run *r = t->run;
+	bool submitting = true;
+	for (int k = 0; k < t->nclients; k++)
+		if (client_submit(t, k) < 0)
+			return NULL;
 	for (;;) {
-		if (interrupted || __atomic_load_n(&r->stop, __ATOMIC_RELAXED))
-			break;
-		int active = thread_submit(t);
-		if (active < 0)
-			break;
-		if (active == 0)
-			break;
-		if (!thread_collect(t))
-			break;
-		if (r->o->duration > 0 && now_ns() >= r->end_ns)
+		int in_flight = 0;
+		for (int k = 0; k < t->nclients; k++) {
+			if (t->clients[k]->batch == 0)
+				continue;
+			if (!client_collect(t, k))
+				return NULL;
+			if (interrupted || __atomic_load_n(&r->stop, __ATOMIC_RELAXED) ||
+			    (r->o->duration > 0 && now_ns() >= r->end_ns))
+				submitting = false;
+			if (submitting) {
+				int sent = client_submit(t, k);
+				if (sent < 0)
+					return NULL;
+				in_flight += sent;
+			}
+		}
+		if (in_flight == 0)
 			break;
 	}
 	return NULL;
