@@ -536,8 +536,13 @@ static void parse_tests(bench_opts *o, const char *list)
 		int k = 0;
 		while (k < T_COUNT && strcmp(tok, test_names[k]) != 0)
 			k++;
-		if (k == T_COUNT)
-			usage_error("unknown test '%s' (tests: ping,add,addnw,cas,get,hist)", tok);
+		if (k == T_COUNT) {
+			char names[128] = "";
+			for (int i = 0; i < T_COUNT; i++)
+				snprintf(names + strlen(names), sizeof(names) - strlen(names),
+				         "%s%s", i ? "," : "", test_names[i]);
+			usage_error("unknown test '%s' (tests: %s)", tok, names);
+		}
 		bool dup = false;
 		for (int i = 0; i < o->ntests; i++)
 			dup = dup || o->order[i] == k;

@@ -2,7 +2,8 @@
 # with json-c, the ls header, stats on the CPU backend, tileatomd's Prometheus endpoint
 # scraped after a known sequence of requests, the messages without XDG_RUNTIME_DIR
 # (check_operator); the README's shell and C tours run as written (check_tour.sh);
-# install-deps.sh for a user without sudo (check_install_deps.sh).
+# install-deps.sh for a user without sudo (check_install_deps.sh); tileatom-bench's tests,
+# output formats and exit statuses (check_bench.sh).
 if HAVE_CHECK
 check_PROGRAMS += tests/check_operator
 TESTS += tests/check_operator
@@ -14,5 +15,5 @@ tests_check_operator_LDADD = client/libtileatom-client.la $(CHECK_LIBS) $(JSON_C
 EXTRA_tests_check_operator_DEPENDENCIES = daemon/tileatomd$(EXEEXT) \
 	client/tileatom-cli$(EXEEXT)
 endif
-TESTS += tests/check_tour.sh tests/check_install_deps.sh
-dist_check_SCRIPTS = tests/check_tour.sh tests/check_install_deps.sh
+TESTS += tests/check_tour.sh tests/check_install_deps.sh tests/check_bench.sh
+dist_check_SCRIPTS = tests/check_tour.sh tests/check_install_deps.sh tests/check_bench.sh
