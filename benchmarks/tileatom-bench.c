@@ -6,8 +6,10 @@
  * replies are in), creates its own tiles (named
  * with its pid), runs the tests named by -t for -n requests or -d seconds each, and prints
  * per test the requests and elements per second, the latency percentiles (each request
- * from the submit of its batch to the collect of its response: a batch's requests are
- * submitted back to back and share one clock reading, taken before the first) and its own
+ * from the submit of its batch to the collect of the batch's first response: a batch's
+ * requests are submitted back to back and share one clock reading, taken before the first,
+ * and its responses arrive together and share one, taken after the first is collected, as
+ * redis-benchmark times a pipeline from its write to its first reply) and its own
  * CPU time per request
  * (getrusage of the whole process over the test, divided by the requests), so that the
  * generator's cost is not mistaken for the server's. Mutating integer tests are verified
@@ -398,10 +400,12 @@ static bool client_collect(bench_thread *t, int k)
 	const bench_run *r = t->run;
 	bench_client *cl = t->clients[k];
 	tileatom_error err = {0, ""}; /* once: the loop stops at the first error */
+	uint64_t done = 0;
 	for (int i = 0; i < cl->batch; i++) {
 		tileatom_response resp;
 		int rc = tileatom_collect(cl->conn, &resp, &err);
-		uint64_t done = now_ns();
+		if (i == 0) /* the batch's responses arrive together: one clock reading */
+			done = now_ns();
 		if (rc != TILEATOM_OK) {
 			thread_fail(t, "%s: request failed: %s (%s)", test_names[r->kind],
 			            err.message, tileatom_strerror(rc));
@@ -507,7 +511,8 @@ static const char usage_text[] =
     "of 1 to all -r elements: small on the wire, large in work; not in the default set).\n"
     "Latency is measured per request from the submit of its batch (the -P requests of a\n"
     "client are submitted back to back and share one clock reading, taken before the\n"
-    "first) to the collect of its response;\n"
+    "first) to the collect of the batch's first response (its responses arrive together\n"
+    "and share one reading, as redis-benchmark times a pipeline to its first reply);\n"
     "generator CPU is this process's CPU time per request. See tileatom-bench(1).\n";
 
 /* Parses a positive integer option into *out (at most max); exits on a bad value. */
