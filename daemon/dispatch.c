@@ -1372,6 +1372,8 @@ void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
 	ta_persist_run_init(&s->run);
 	s->in_run = false;
 	memset(&s->tiles, 0, sizeof(s->tiles));
+	s->hold_metrics = false;
+	s->held = (ta_metrics_held){TA_REQ_NONE, 0, 0, 0, 0};
 }
 
 void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
@@ -1380,14 +1382,28 @@ void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 	ta_persist_run_free(&s->run);
 }
 
+/* Publishes the metrics and request totals scratch holds (nothing when none). */
+static void held_flush(ta_service *svc, ta_dispatch_scratch *scratch)
+{
+	if (scratch->held.requests == 0)
+		return;
+	ta_service_totals *totals = ta_service_my_totals(svc);
+	atomic_fetch_add_explicit(&totals->requests, scratch->held.requests, memory_order_relaxed);
+	atomic_fetch_add_explicit(&totals->elements, scratch->held.elements, memory_order_relaxed);
+	ta_metrics_add_held(&svc->metrics, &scratch->held);
+}
+
 void ta_dispatch_begin_run(ta_service *svc, ta_dispatch_scratch *scratch)
 {
+	scratch->hold_metrics = !svc->time_requests;
 	if (svc->persist)
 		scratch->in_run = true;
 }
 
 uint64_t ta_dispatch_end_run(ta_service *svc, ta_dispatch_scratch *scratch)
 {
+	held_flush(svc, scratch);
+	scratch->hold_metrics = false;
 	if (!scratch->in_run)
 		return 0;
 	scratch->in_run = false;
@@ -1632,6 +1648,7 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
                                    uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
                                    bool *close_after)
 {
+	held_flush(svc, scratch); /* what ran before counts before this one (stats) */
 	decoded d;
 	d.t0 = (struct timespec){0, 0};
 	if (svc->time_requests)
@@ -1771,18 +1788,35 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	metrics_start(&rc, len);
 	tileatom__response__init(&rc.resp);
 	rc.resp.id = id;
-	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
 	scratch->log_seq = 0;
 	ta_result result = {0, 0};
 	ta_status st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &r->plan,
 	                                &result, &rc.err);
-	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements, 1, memory_order_relaxed);
-	rc.elements = 1;
 	ta_tile_unref(tile);
+	rc.elements = 1;
 	if (st == TA_OK) {
 		rc.old_buf = r->plan.old_out;
 		plan_body(&rc, &r->plan, &result, OUT_OP);
 	}
+	*close_after = false;
+	if (st == TA_OK && scratch->hold_metrics) {
+		/* finish_reply's OK answer, its metrics and totals held for the run's end */
+		if (scratch->held.requests && scratch->held.kind != r->kind)
+			held_flush(svc, scratch);
+		size_t out_before = out->len;
+		if (ta_fastwire_append_op(&rc.fop, svc->max_frame, out) == 0) {
+			ta_metrics_held *h = &scratch->held;
+			h->kind = r->kind;
+			h->requests++;
+			h->elements++;
+			h->bytes_in += len;
+			h->bytes_out += out->len - out_before;
+			return true;
+		}
+	}
+	ta_service_totals *totals = ta_service_my_totals(svc);
+	atomic_fetch_add_explicit(&totals->requests, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&totals->elements, 1, memory_order_relaxed);
 	*close_after = finish_reply(svc, &rc, st, out);
 	return true;
 }

@@ -79,12 +79,16 @@ typedef struct ta_reply {
 
 /* What one thread needs to dispatch requests without allocating in steady state. */
 typedef struct ta_dispatch_scratch {
-	ta_arena arena;      /* decoded request, values returned, reset after each request */
-	uint64_t log_seq;    /* log record of the last request (ta_dispatch_run), or the highest of
-	                        a run (ta_dispatch_run_batch); 0: none (persist.h) */
-	ta_persist_run run;  /* the pipelined run's lock and records (persist.h) */
-	bool in_run;         /* between ta_dispatch_begin_run and ta_dispatch_end_run */
-	ta_tile_cache tiles; /* the thread's last tile lookup (registry.h) */
+	ta_arena arena;       /* decoded request, values returned, reset after each request */
+	uint64_t log_seq;     /* log record of the last request (ta_dispatch_run), or the highest of
+	                         a run (ta_dispatch_run_batch); 0: none (persist.h) */
+	ta_persist_run run;   /* the pipelined run's lock and records (persist.h) */
+	bool in_run;          /* between ta_dispatch_begin_run and ta_dispatch_end_run */
+	ta_tile_cache tiles;  /* the thread's last tile lookup (registry.h) */
+	bool hold_metrics;    /* in a run, requests untimed: the OK answers of kept requests
+	                         (repeat.h) count into held, published at the run's end or
+	                         before any other request */
+	ta_metrics_held held; /* those counts (also the request totals' requests and elements) */
 } ta_dispatch_scratch;
 
 /* Outcome of ta_dispatch_run. */
@@ -146,12 +150,15 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_s
                              const uint8_t *frames, size_t len, uint64_t out_bound,
                              ta_frame_buf *out, bool *close_after, uint32_t *nframes);
 
-/* With --data-dir: starts a pipelined run on scratch (no-op without, or when one is
- * started): until ta_dispatch_end_run, the mutations run with scratch keep their mutation
- * lock between requests and give their log records to the log together (ta_persist_run).
- * ta_dispatch_run_batch makes its own run when none is started. */
+/* Starts a pipelined run on scratch: the metrics of its repeated requests are added up and
+ * published together by ta_dispatch_end_run (or before any other request); with
+ * --data-dir (when no run is started), until ta_dispatch_end_run, the mutations run with
+ * scratch keep their mutation lock between requests and give their log records to the log
+ * together (ta_persist_run). ta_dispatch_run_batch makes its own run when none is
+ * started. */
 void ta_dispatch_begin_run(ta_service *svc, ta_dispatch_scratch *scratch);
-/* Ends the run: its records go to the log and its lock is released. Returns the highest log
+/* Ends the run: its held metrics are published, its records go to the log and its lock is
+ * released. Returns the highest log
  * record behind its responses (0: none), or TA_PERSIST_SEQ_LOST: they must not leave
  * (ta_persist_durable). Call before any response of the run can leave. */
 uint64_t ta_dispatch_end_run(ta_service *svc, ta_dispatch_scratch *scratch);

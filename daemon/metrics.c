@@ -61,6 +61,19 @@ void ta_metrics_record(ta_metrics *m, ta_req_kind kind, bool error, uint64_t ele
 	atomic_fetch_add_explicit(&c->bucket[b], 1, memory_order_relaxed);
 }
 
+void ta_metrics_add_held(ta_metrics *m, ta_metrics_held *h)
+{
+	if (h->requests == 0)
+		return;
+	ta_req_kind kind = ta_req_valid(h->kind) ? h->kind : TA_REQ_NONE;
+	ta_kind_metrics *c = &m->shard[ta_metrics_shard()][kind];
+	atomic_fetch_add_explicit(&c->requests, h->requests, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->elements, h->elements, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->bytes_in, h->bytes_in, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->bytes_out, h->bytes_out, memory_order_relaxed);
+	*h = (ta_metrics_held){TA_REQ_NONE, 0, 0, 0, 0};
+}
+
 void ta_metrics_read(const ta_metrics *m, ta_req_kind kind, ta_kind_snapshot *out)
 {
 	memset(out, 0, sizeof(*out));

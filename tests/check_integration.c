@@ -91,6 +91,81 @@ START_TEST(test_hello_ping_stats)
 }
 END_TEST
 
+/* The indexed counters of stats_kinds on c: requests, elements, bytes in and out. */
+static void indexed_counts(tileatom_client *c, uint64_t out[4])
+{
+	tileatom_error e = {0, ""};
+	tileatom_stats_info s;
+	tileatom_kind_stats *kinds = NULL;
+	size_t nk = 0;
+	CK(tileatom_stats_kinds(c, &s, &kinds, &nk, &e), e);
+	memset(out, 0, 4 * sizeof(out[0]));
+	for (size_t i = 0; i < nk; i++)
+		if (strcmp(kinds[i].kind, "indexed") == 0) {
+			out[0] = kinds[i].requests;
+			out[1] = kinds[i].elements;
+			out[2] = kinds[i].bytes_in;
+			out[3] = kinds[i].bytes_out;
+		}
+	tileatom_free(kinds);
+}
+
+/* Pipelined repeats of one request (run from the connection's kept plan, their counters
+ * added up and published at the end of each read): once their responses are collected,
+ * stats counts every one of them, on the same connection and on another; a request of
+ * another shape in the middle of them changes nothing in that. */
+START_TEST(test_stats_count_pipelined_repeats)
+{
+	tileatom_client *c = conn(), *other = conn();
+	tileatom_error e = {0, ""};
+	create_1d(c, "repstats", TILEATOM_INT64, 64);
+	uint64_t before[4], after[4], seen[4];
+	indexed_counts(c, before);
+	const int n = 300;
+	int64_t one = 1;
+	tileatom_array v = tileatom_scalar(TILEATOM_INT64, &one);
+	tileatom_op_options o;
+	tileatom_op_options_init(&o);
+	o.want_old = true;
+	for (int i = 0; i < n; i++) {
+		int64_t k = (i * 7) % 64, pair[2] = {k, (k + 1) % 64};
+		tileatom_array idx = i == 150 ? tileatom_vector(TILEATOM_INT64, 2, pair)
+		                              : tileatom_scalar(TILEATOM_INT64, &k);
+		CK(tileatom_submit_indexed(c, "repstats", TILEATOM_OP_ADD, NULL, 1, &idx, true, &v,
+		                           NULL, &o, NULL, &e),
+		   e);
+	}
+	for (int i = 0; i < n; i++) {
+		tileatom_response r;
+		CK(tileatom_collect(c, &r, &e), e);
+	}
+	/* the other connection first: with several loops (check_loops.sh) it is another
+	 * loop's, which publishes nothing of c's run */
+	indexed_counts(other, seen);
+	indexed_counts(c, after);
+	ck_assert_uint_eq(after[0] - before[0], (uint64_t)n);
+	ck_assert_uint_eq(after[1] - before[1], (uint64_t)n + 1); /* one request of two */
+	ck_assert_uint_gt(after[2], before[2]);
+	ck_assert_uint_gt(after[3], before[3]);
+	ck_assert_uint_eq(seen[0], after[0]); /* the other connection saw the same */
+	ck_assert_uint_eq(seen[1], after[1]);
+	ck_assert_uint_eq(seen[2], after[2]);
+	ck_assert_uint_eq(seen[3], after[3]);
+	/* the tile holds every add */
+	int64_t got[64];
+	size_t nbytes = 0;
+	CK(tileatom_read(c, "repstats", NULL, got, sizeof(got), &nbytes, &e), e);
+	ck_assert_uint_eq(nbytes, sizeof(got));
+	int64_t sum = 0;
+	for (int i = 0; i < 64; i++)
+		sum += got[i];
+	ck_assert_int_eq(sum, n + 1);
+	CK(tileatom_destroy(c, "repstats", &e), e);
+	tileatom_close(other);
+	tileatom_close(c);
+}
+END_TEST
+
 START_TEST(test_tile_lifecycle)
 {
 	tileatom_client *c = conn();
@@ -2014,6 +2089,7 @@ static Suite *integration_suite(void)
 	TCase *ops = tcase_create("ops");
 	tcase_set_timeout(ops, 300);
 	tcase_add_test(ops, test_hello_ping_stats);
+	tcase_add_test(ops, test_stats_count_pipelined_repeats);
 	tcase_add_test(ops, test_tile_lifecycle);
 	tcase_add_test(ops, test_read_write_region);
 	tcase_add_test(ops, test_elementwise_ops);
