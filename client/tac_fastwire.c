@@ -469,7 +469,7 @@ static inline __attribute__((always_inline)) uint8_t *sm_array(uint8_t *p, fw_ms
 		return NULL;
 	if (a->data.len) {
 		p = sm_head(p, FW_M_ARRAY, FW_ARRAY_DATA, a->data.len);
-		tac_fw_copy_small(p, a->data.data, a->data.len);
+		fw_copy_small(p, a->data.data, a->data.len);
 		p += a->data.len;
 	}
 	sm_close(len_at, p);
@@ -593,7 +593,7 @@ static inline __attribute__((always_inline)) uint8_t *sm_pub_array(uint8_t *p, f
 	if (bytes) {
 		p = sm_head(p, FW_M_ARRAY, FW_ARRAY_DATA, bytes);
 		*data_at = p;
-		tac_fw_copy_small(p, a->data, bytes);
+		fw_copy_small(p, a->data, bytes);
 		p += bytes;
 	}
 	sm_close(len_at, p);
@@ -774,7 +774,7 @@ dec_old_data(tac_fw_response *out, const uint8_t **p, const uint8_t *end)
 	if (!rd_len(p, end, &n))
 		return false;
 	if (n && n <= sizeof(out->old_small)) {
-		tac_fw_copy_small(out->old_small, *p, n);
+		fw_copy_small(out->old_small, *p, n);
 		a->data.data = out->old_small;
 	} else if (n) {
 		if (n > out->old_data_cap) {
@@ -785,7 +785,7 @@ dec_old_data(tac_fw_response *out, const uint8_t **p, const uint8_t *end)
 			out->old_data = nd;
 			out->old_data_cap = n;
 		}
-		tac_fw_copy_small(out->old_data, *p, n);
+		fw_copy_small(out->old_data, *p, n);
 		a->data.data = out->old_data;
 	}
 	a->data.len = n;

@@ -21,28 +21,6 @@
 #include "tileatom.h"
 #include "tileatom.pb-c.h"
 
-/* memcpy for the few bytes of a hot field (a scalar operand, an old value): the sizes of
- * one element are copied with a constant size (a move, not a call). */
-static inline void tac_fw_copy_small(uint8_t *dst, const uint8_t *src, size_t n)
-{
-	switch (n) {
-	case 8:
-		memcpy(dst, src, 8);
-		break;
-	case 4:
-		memcpy(dst, src, 4);
-		break;
-	case 2:
-		memcpy(dst, src, 2);
-		break;
-	case 1:
-		*dst = *src;
-		break;
-	default:
-		memcpy(dst, src, n);
-	}
-}
-
 /* Index arrays of an IndexedAddr the encoder takes (more: protobuf-c). */
 #define TAC_FW_MAX_INDICES 8
 /* Extents of an old-values Array the decoder takes (more: protobuf-c). */
@@ -248,12 +226,11 @@ static inline size_t tac_fw_template_write(const tac_fw_template *t, uint64_t id
 	/* the whole array, a constant size (moves, not a call); the room holds it */
 	memcpy(p, t->bytes, TAC_FW_TEMPLATE_BYTES);
 	for (int i = 0; i < t->n_index; i++)
-		tac_fw_copy_small(p + t->index_at[i], (const uint8_t *)indices[i].data,
-		                  t->index_bytes[i]);
-	tac_fw_copy_small(p + t->values_at, (const uint8_t *)values->data, t->values_bytes);
+		fw_copy_small(p + t->index_at[i], (const uint8_t *)indices[i].data,
+		              t->index_bytes[i]);
+	fw_copy_small(p + t->values_at, (const uint8_t *)values->data, t->values_bytes);
 	if (t->has_compare)
-		tac_fw_copy_small(p + t->compare_at, (const uint8_t *)compare->data,
-		                  t->compare_bytes);
+		fw_copy_small(p + t->compare_at, (const uint8_t *)compare->data, t->compare_bytes);
 	return n;
 }
 

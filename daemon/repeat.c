@@ -114,23 +114,7 @@ bool ta_repeat_match(ta_repeat *r, const uint8_t *payload, size_t len, uint64_t 
 	diff |= (x ^ r->last_body) & r->last_same;
 	if (diff != 0)
 		return false;
-	for (int h = 0; h < r->n_holes; h++) {
-		const uint8_t *from = rest + r->holes[h].at;
-		uint64_t *slot = r->holes[h].slot;
-		switch (r->holes[h].len) { /* fixed sizes: no call */
-		case 8:
-			memcpy(slot, from, 8);
-			break;
-		case 4:
-			memcpy(slot, from, 4);
-			break;
-		case 2:
-			memcpy(slot, from, 2);
-			break;
-		default:
-			memcpy(slot, from, r->holes[h].len);
-			break;
-		}
-	}
+	for (int h = 0; h < r->n_holes; h++)
+		fw_copy_small((uint8_t *)r->holes[h].slot, rest + r->holes[h].at, r->holes[h].len);
 	return true;
 }

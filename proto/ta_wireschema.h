@@ -110,6 +110,29 @@ extern TA_WS_HIDDEN uint8_t fw_key1[FW_SLOTS];
  * the schema changed under the codecs. */
 TA_WS_HIDDEN void ta_wireschema_init(void);
 
+/* memcpy for the few bytes of a hot field (a scalar operand, an old value): the sizes of
+ * one element are copied with a constant size (a move, not a call). The codecs of the
+ * client and the daemon use it. */
+static inline void fw_copy_small(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	switch (n) {
+	case 8:
+		memcpy(dst, src, 8);
+		break;
+	case 4:
+		memcpy(dst, src, 4);
+		break;
+	case 2:
+		memcpy(dst, src, 2);
+		break;
+	case 1:
+		*dst = *src;
+		break;
+	default:
+		memcpy(dst, src, n);
+	}
+}
+
 /* ---- reading ------------------------------------------------------------------------- */
 
 /* Reads a varint at *p (before end) the way protobuf-c reads a 64-bit one; false when it
