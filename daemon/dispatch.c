@@ -104,6 +104,8 @@ typedef struct resp_ctx {
 	ta_repeat *record;                   /* non-NULL: keep the request there when its plan
 	                                        ran (ta_repeat_record) */
 	const ta_fw_atomic *record_atomic;   /* record: the request as decoded */
+	ta_dispatch_scratch *hold_in;        /* non-NULL: an OK answer's metrics and totals
+	                                        count into this scratch's held counts */
 	/* From here on, storage that resp_ctx_start leaves as it is (about 1.8 KB a request
 	 * need not clear): err is set up there, each body by the handler that fills it. */
 	ta_error err;                     /* status and message when not OK */
@@ -1393,6 +1395,21 @@ static void held_flush(ta_service *svc, ta_dispatch_scratch *scratch)
 	ta_metrics_add_held(&svc->metrics, &scratch->held);
 }
 
+/* Counts one OK answer of kind (its elements and bytes) into scratch's held counts, after
+ * publishing those of another kind. */
+static void held_add(ta_service *svc, ta_dispatch_scratch *scratch, ta_req_kind kind,
+                     uint64_t elements, uint64_t bytes_in, uint64_t bytes_out)
+{
+	ta_metrics_held *h = &scratch->held;
+	if (h->requests && h->kind != kind)
+		held_flush(svc, scratch);
+	h->kind = kind;
+	h->requests++;
+	h->elements += elements;
+	h->bytes_in += bytes_in;
+	h->bytes_out += bytes_out;
+}
+
 void ta_dispatch_begin_run(ta_service *svc, ta_dispatch_scratch *scratch)
 {
 	scratch->hold_metrics = !svc->time_requests;
@@ -1500,8 +1517,13 @@ static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_b
 			op_body_fill(rc);
 		close_after = append_reply(svc, &rc->resp, rc->close_after, out);
 	}
-	ta_metrics_record(&svc->metrics, rc->req_kind, st != TA_OK, rc->elements, rc->bytes_in,
-	                  out->len - out_before, ta_metrics_since(svc->time_requests, &rc->t0));
+	if (rc->hold_in && st == TA_OK)
+		held_add(svc, rc->hold_in, rc->req_kind, rc->elements, rc->bytes_in,
+		         out->len - out_before);
+	else
+		ta_metrics_record(&svc->metrics, rc->req_kind, st != TA_OK, rc->elements,
+		                  rc->bytes_in, out->len - out_before,
+		                  ta_metrics_since(svc->time_requests, &rc->t0));
 	resp_ctx_free(rc);
 	return close_after;
 }
@@ -1777,14 +1799,7 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 		return false;
 	}
 	r->hits++;
-	rc.arena = &scratch->arena;
-	rc.tiles = &scratch->tiles;
-	rc.inline_max = inline_max;
-	rc.session = session;
-	rc.who = ta_session_who(session);
 	rc.req_kind = r->kind;
-	rc.payload = payload;
-	rc.payload_len = len;
 	metrics_start(&rc, len);
 	tileatom__response__init(&rc.resp);
 	rc.resp.id = id;
@@ -1797,26 +1812,14 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	if (st == TA_OK) {
 		rc.old_buf = r->plan.old_out;
 		plan_body(&rc, &r->plan, &result, OUT_OP);
+		if (scratch->hold_metrics) /* counted at the run's end, totals included */
+			rc.hold_in = scratch;
 	}
-	*close_after = false;
-	if (st == TA_OK && scratch->hold_metrics) {
-		/* finish_reply's OK answer, its metrics and totals held for the run's end */
-		if (scratch->held.requests && scratch->held.kind != r->kind)
-			held_flush(svc, scratch);
-		size_t out_before = out->len;
-		if (ta_fastwire_append_op(&rc.fop, svc->max_frame, out) == 0) {
-			ta_metrics_held *h = &scratch->held;
-			h->kind = r->kind;
-			h->requests++;
-			h->elements++;
-			h->bytes_in += len;
-			h->bytes_out += out->len - out_before;
-			return true;
-		}
+	if (!rc.hold_in) {
+		ta_service_totals *totals = ta_service_my_totals(svc);
+		atomic_fetch_add_explicit(&totals->requests, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&totals->elements, 1, memory_order_relaxed);
 	}
-	ta_service_totals *totals = ta_service_my_totals(svc);
-	atomic_fetch_add_explicit(&totals->requests, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&totals->elements, 1, memory_order_relaxed);
 	*close_after = finish_reply(svc, &rc, st, out);
 	return true;
 }

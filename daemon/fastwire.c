@@ -639,23 +639,6 @@ static bool dec_iaddr_into(ta_arena *arena, const uint8_t *p, size_t len, ta_req
 	return count > 0;
 }
 
-bool ta_fastwire_split_id(const uint8_t *data, size_t len, uint64_t *id, size_t *rest_at)
-{
-	ta_fastwire_init();
-	*id = 0;
-	*rest_at = 0;
-	const uint8_t k_id = fw_key1[FW_REQ_ID];
-	if (len == 0 || !k_id)
-		return false;
-	if (data[0] != k_id)
-		return true; /* no id first: the whole is the rest, id 0 */
-	const uint8_t *p = data + 1;
-	if (!rd_varint(&p, data + len, id))
-		return false;
-	*rest_at = (size_t)(p - data);
-	return true;
-}
-
 bool ta_fastwire_decode_atomic(ta_arena *arena, const uint8_t *data, size_t len, ta_fw_atomic *out)
 {
 	ta_fastwire_init();

@@ -51,12 +51,6 @@ typedef struct ta_fw_atomic {
 	const uint8_t *compare_wire;            /* where the compare data bytes lie (NULL: none) */
 } ta_fw_atomic;
 
-/* Splits len bytes at data, a Request, into its id and the rest when the id field comes
- * first (or is absent: id 0): *id and *rest_at (the offset of the bytes after the id
- * field). Returns false when the bytes do not start that way (an id after the body, or a
- * varint that does not decode). */
-bool ta_fastwire_split_id(const uint8_t *data, size_t len, uint64_t *id, size_t *rest_at);
-
 /* Decodes len bytes at data as a hot atomic request straight into *out (operand bytes and
  * strings copied into arena memory), giving what dispatch's conversion of
  * ta_fastwire_decode_request's structures gives. Returns false, with only arena

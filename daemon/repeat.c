@@ -6,6 +6,25 @@
 
 #include "ta_wireschema.h"
 
+/* Splits the len bytes at payload, a Request, into its id (*id) and the bytes after the id
+ * field (*rest) when the id field comes first or is absent (id 0); false when its varint
+ * does not decode or there are no bytes. The descriptors were read (ta_fastwire_init) by
+ * the decoder that took the kept request. */
+static inline bool split_id(const uint8_t *payload, size_t len, uint64_t *id, const uint8_t **rest)
+{
+	const uint8_t *p = payload, *end = payload + len;
+	*id = 0;
+	if (len == 0)
+		return false;
+	if (*p == fw_key1[FW_REQ_ID]) {
+		p++;
+		if (!rd_varint(&p, end, id))
+			return false;
+	}
+	*rest = p;
+	return true;
+}
+
 /* One operand of a plan to be kept: its data in the plan, the view it came from. */
 typedef struct repeat_operand {
 	ta_operand *op;            /* the kept plan's operand */
@@ -42,10 +61,10 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
 {
 	r->valid = false;
 	uint64_t id = 0;
-	size_t rest_at = 0;
-	if (!ta_fastwire_split_id(payload, len, &id, &rest_at) || id != a->id)
-		return false;
-	size_t n = len - rest_at;
+	const uint8_t *rest = NULL;
+	if (!split_id(payload, len, &id, &rest) || id != a->id)
+		return false; /* (an id after the body: split_id says 0) */
+	size_t n = (size_t)(payload + len - rest);
 	/* the plans that do not depend on their operands' bytes: one element, bounds checked
 	 * (not scanned at build), no mask, host memory */
 	if (n < TA_REPEAT_MIN_BYTES || n > TA_REPEAT_MAX_BYTES || plan->count != 1 ||
@@ -54,7 +73,6 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
 	size_t es = ta_dtype_size(plan->dtype);
 	r->plan = *plan;
 	r->n_holes = 0;
-	const uint8_t *rest = payload + rest_at;
 	for (int i = 0; i < plan->n_index; i++) {
 		repeat_operand o = {&r->plan.index[i], &a->req.index[i], a->index_wire[i]};
 		if (plan->index[i].device ||
@@ -90,17 +108,9 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
 
 bool ta_repeat_match(ta_repeat *r, const uint8_t *payload, size_t len, uint64_t *id)
 {
-	/* ta_fastwire_split_id inline (the descriptors were read when the request was kept) */
-	const uint8_t *rest = payload, *end = payload + len;
-	*id = 0;
-	if (!r->valid || len == 0)
-		return false;
-	if (*rest == fw_key1[FW_REQ_ID]) {
-		rest++;
-		if (!rd_varint(&rest, end, id))
-			return false;
-	}
-	if ((size_t)(end - rest) != r->len)
+	const uint8_t *rest = NULL;
+	if (!r->valid || !split_id(payload, len, id, &rest) ||
+	    (size_t)(payload + len - rest) != r->len)
 		return false;
 	/* word by word, the holes masked off; the last partial word compared as the last 8
 	 * bytes (len >= 8) */
