@@ -36,6 +36,9 @@ void ta_config_init(ta_config *cfg)
 	cfg->shutdown_timeout = 10;
 	cfg->frame_timeout_ms = TA_CONFIG_DEFAULT_FRAME_TIMEOUT_MS;
 	cfg->max_input_total = TA_CONFIG_DEFAULT_MAX_INPUT_TOTAL;
+	cfg->handshake_timeout_ms = TA_CONFIG_DEFAULT_HANDSHAKE_TIMEOUT_MS;
+	cfg->max_unauthenticated = TA_CONFIG_DEFAULT_MAX_UNAUTHENTICATED;
+	cfg->unix_reserve = TA_CONFIG_DEFAULT_UNIX_RESERVE;
 	cfg->fsync_mode = TA_FSYNC_EVERYSEC;
 	cfg->compact_size = TA_CONFIG_DEFAULT_COMPACT_SIZE;
 	cfg->max_log_buffer = TA_PERSIST_DEFAULT_BUFFER_MAX;
@@ -346,6 +349,20 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 			cfg->frame_timeout_ms = size;
 		else
 			cfg->idle_timeout_ms = size;
+	} else if (strcmp(key, "handshake_timeout") == 0) {
+		if (ta_config_parse_duration(value, &size) || size > UINT64_C(86400000))
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "handshake_timeout: '%s' is not a duration up to a day "
+			                    "(e.g. 5s, 500ms; 0 = never)",
+			                    value);
+		cfg->handshake_timeout_ms = size;
+	} else if (strcmp(key, "max_unauthenticated") == 0 || strcmp(key, "unix_reserve") == 0) {
+		bool unauth = key[0] == 'm';
+		if (parse_int(value, unauth ? 1 : 0, 1000000, &iv))
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: '%s' is not a count (%d..1000000)",
+			                    unauth ? "max_unauthenticated" : "unix_reserve", value,
+			                    unauth ? 1 : 0);
+		*(unauth ? &cfg->max_unauthenticated : &cfg->unix_reserve) = iv;
 	} else if (strcmp(key, "max_input_total") == 0) {
 		if (ta_config_parse_size(value, &size))
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
@@ -485,6 +502,9 @@ enum {
 	OPT_FSYNC,
 	OPT_COMPACT_SIZE,
 	OPT_MAX_LOG_BUFFER,
+	OPT_HANDSHAKE_TIMEOUT,
+	OPT_MAX_UNAUTHENTICATED,
+	OPT_UNIX_RESERVE,
 };
 
 /* The long options; the name is also the setting's key (dashes for underscores). */
@@ -523,6 +543,9 @@ static const struct option long_options[] = {
     {"fsync", required_argument, NULL, OPT_FSYNC},
     {"compact-size", required_argument, NULL, OPT_COMPACT_SIZE},
     {"max-log-buffer", required_argument, NULL, OPT_MAX_LOG_BUFFER},
+    {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT},
+    {"max-unauthenticated", required_argument, NULL, OPT_MAX_UNAUTHENTICATED},
+    {"unix-reserve", required_argument, NULL, OPT_UNIX_RESERVE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -718,6 +741,13 @@ void ta_config_usage(FILE *out, const char *argv0)
 	        "                         (default 30s; ms, s, m, h; 0 = never)\n"
 	        "  --idle-timeout T       close a connection that sends and takes nothing for T\n"
 	        "                         (default 0 = never)\n"
+	        "  --handshake-timeout T  close a connection that has not finished Hello (and\n"
+	        "                         Auth where needed) after T (default 5s; 0 = never)\n"
+	        "  --max-unauthenticated N  connections of one transport (TCP, Unix) in their\n"
+	        "                         handshake at once; a new one over it replaces the\n"
+	        "                         oldest (default 32)\n"
+	        "  --unix-reserve N       connection slots only Unix-socket clients may take\n"
+	        "                         (default 32)\n"
 	        "  --max-input-total BYTES  input all connections may hold together; reading\n"
 	        "                         pauses beyond it (default 1G; 0 = unlimited)\n"
 	        "  --max-tiles N          most tiles at once (default 0 = unlimited)\n"

@@ -33,6 +33,12 @@ typedef enum ta_backend_choice {
 
 /* Default frame_timeout: 30 s to send one whole frame. */
 #define TA_CONFIG_DEFAULT_FRAME_TIMEOUT_MS 30000u
+/* Default handshake_timeout: 5 s to finish Hello (and Auth where needed). */
+#define TA_CONFIG_DEFAULT_HANDSHAKE_TIMEOUT_MS 5000u
+/* Default max_unauthenticated: connections of one transport in their handshake at once. */
+#define TA_CONFIG_DEFAULT_MAX_UNAUTHENTICATED 32
+/* Default unix_reserve: connection slots TCP connections can never take. */
+#define TA_CONFIG_DEFAULT_UNIX_RESERVE 32
 /* Default max_input_total: 1 GiB of input held by all connections together. */
 #define TA_CONFIG_DEFAULT_MAX_INPUT_TOTAL (UINT64_C(1) << 30)
 
@@ -100,6 +106,11 @@ typedef struct ta_config {
 	uint64_t frame_timeout_ms; /* longest a partial frame may be held (0: forever) */
 	uint64_t idle_timeout_ms;  /* longest a connection may send and take nothing (0: forever) */
 	uint64_t max_input_total;  /* input bytes all connections may hold (0: unlimited) */
+	uint64_t handshake_timeout_ms; /* longest a connection may take to finish Hello (and
+	                                  Auth where needed) (0: forever) */
+	int max_unauthenticated;       /* connections of one transport (TCP, Unix) that have
+	                                  not finished the handshake, at once */
+	int unix_reserve;              /* slots of max_connections TCP can never take */
 	uint64_t max_tiles;        /* tiles at once (0: unlimited) */
 	char *auth_file;           /* file holding the secret TCP clients prove; NULL: none */
 	bool foreground;           /* --foreground given (the daemon never forks anyway) */
