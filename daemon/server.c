@@ -233,7 +233,6 @@ static void on_sweep(uv_timer_t *timer)
 	}
 	if (l->index == 0) {
 		ta_log_limit_flush(&l->srv->refuse_log, TA_LOG_WARNING);
-		ta_log_limit_flush(&l->srv->evict_log, TA_LOG_INFO);
 		ta_log_limit_flush(&l->srv->svc->auth_log, TA_LOG_WARNING);
 	}
 }
@@ -602,7 +601,9 @@ static bool make_room(ta_server *srv, bool tcp)
 		uint64_t since = ta_conn_stalled_since(c, &why);
 		if (since == 0 || (!handshakes && now - since < TA_SERVER_STALL_MS))
 			continue;
-		if (!victim || since < victim_since) {
+		/* equal times (accepted in one loop turn): the older connection */
+		if (!victim || since < victim_since ||
+		    (since == victim_since && c->serial < victim->serial)) {
 			victim = c;
 			victim_since = since;
 			victim_why = why;
@@ -618,9 +619,7 @@ static bool make_room(ta_server *srv, bool tcp)
 	                    : "every connection slot is taken",
 	         handshakes ? "max_unauthenticated" : "max_connections", victim_why,
 	         now - victim_since);
-	ta_log_limited(&srv->evict_log, TA_LOG_INFO, "connection %" PRIu64 ": %s", victim->serial,
-	               msg);
-	ta_conn_fail(victim, TA_UNAVAILABLE, msg);
+	ta_conn_fail(victim, TA_UNAVAILABLE, msg); /* logs it at level info */
 	return true;
 }
 
@@ -1088,8 +1087,6 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	atomic_init(&srv->ntcp, 0);
 	atomic_init(&srv->npending[0], 0);
 	atomic_init(&srv->npending[1], 0);
-	srv->evict_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "connections closed to make room "
-	                                                     "for new ones");
 	srv->budget.max = cfg->max_input_total;
 	atomic_init(&srv->budget.held, 0);
 	atomic_init(&srv->budget.waiters, 0);

@@ -131,7 +131,6 @@ struct ta_server {
 	atomic_uint ntcp;          /* of those, TCP connections (max_connections - unix_reserve) */
 	atomic_uint npending[2];   /* of those, the ones in their handshake ([1]: TCP, [0]: Unix;
 	                              max_unauthenticated each) */
-	ta_log_limit evict_log;    /* rate limit of the "closed to make room" lines */
 	atomic_uint nconns;        /* connections of every loop, rejected ones included */
 	uint64_t next_serial;      /* serial number of the next connection (for logs) */
 	ta_server_loop *loops;     /* the event loops (loops[0]: the main loop) */
