@@ -359,9 +359,9 @@ ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, t
 	} else if (strcmp(key, "max_unauthenticated") == 0 || strcmp(key, "unix_reserve") == 0) {
 		bool unauth = key[0] == 'm';
 		if (parse_int(value, unauth ? 1 : 0, 1000000, &iv))
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: '%s' is not a count (%d..1000000)",
-			                    unauth ? "max_unauthenticated" : "unix_reserve", value,
-			                    unauth ? 1 : 0);
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT, "%s: '%s' is not a count (%d..1000000)",
+			    unauth ? "max_unauthenticated" : "unix_reserve", value, unauth ? 1 : 0);
 		*(unauth ? &cfg->max_unauthenticated : &cfg->unix_reserve) = iv;
 	} else if (strcmp(key, "max_input_total") == 0) {
 		if (ta_config_parse_size(value, &size))

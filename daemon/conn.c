@@ -697,7 +697,8 @@ static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 		uint32_t early = 0;
 		if (conn_frame_before_handshake_too_large(conn, data, len, &early)) {
 			snprintf(msg, sizeof(msg),
-			         "frame of %" PRIu32 " bytes before the handshake: until it (Hello%s) "
+			         "frame of %" PRIu32
+			         " bytes before the handshake: until it (Hello%s) "
 			         "is finished a frame may have at most %u bytes; closing the "
 			         "connection",
 			         early, conn->session.auth_needed ? ", then Auth" : "",

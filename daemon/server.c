@@ -590,12 +590,14 @@ static bool make_room(ta_server *srv, bool tcp)
 {
 	ta_server_loop *l = &srv->loops[0];
 	uint64_t now = uv_now(l->loop);
-	bool handshakes = atomic_load(&srv->npending[tcp]) >= (unsigned)srv->cfg->max_unauthenticated;
+	bool handshakes =
+	    atomic_load(&srv->npending[tcp]) >= (unsigned)srv->cfg->max_unauthenticated;
 	ta_conn *victim = NULL;
 	uint64_t victim_since = 0;
 	const char *victim_why = NULL;
 	for (ta_conn *c = l->conns; c; c = c->next) {
-		if (!c->counted || (tcp && !c->tcp) || (handshakes && (!c->pending || c->tcp != tcp)))
+		if (!c->counted || (tcp && !c->tcp) ||
+		    (handshakes && (!c->pending || c->tcp != tcp)))
 			continue;
 		const char *why = NULL;
 		uint64_t since = ta_conn_stalled_since(c, &why);

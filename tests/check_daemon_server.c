@@ -1888,7 +1888,8 @@ static void wait_connections(int fd, uint32_t want)
 		tileatom__response__free_unpacked(st, NULL);
 		if (open == want)
 			return;
-		ck_assert_msg(now_ms() < deadline, "%u connections open, waiting for %u", open, want);
+		ck_assert_msg(now_ms() < deadline, "%u connections open, waiting for %u", open,
+		              want);
 		usleep(10000);
 	}
 }
@@ -1898,8 +1899,8 @@ START_TEST(test_handshake_deadline)
 	char dir[64], path[128];
 	make_secret(dir, sizeof(dir), path, sizeof(path), 0600);
 	daemon_proc d;
-	const char *const extra[] = {"--listen", "127.0.0.1:0", "--auth-file", path,
-	                             "--handshake-timeout", "1s", NULL};
+	const char *const extra[] = {
+	    "--listen", "127.0.0.1:0", "--auth-file", path, "--handshake-timeout", "1s", NULL};
 	start_daemon(&d, extra);
 	int good = connect_unix(d.sock); /* finished its handshake: no deadline */
 	int mute = connect_unix_raw(d.sock);
@@ -1934,10 +1935,21 @@ START_TEST(test_handshake_cap_and_unix_share)
 	daemon_proc d;
 	/* no deadline: only the cap closes connections here; one loop: room is made on the
 	 * main loop's connections (server.h) */
-	const char *const extra[] = {"--listen", "127.0.0.1:0", "--auth-file", path,
-	                             "--handshake-timeout", "0", "--max-unauthenticated", "2",
-	                             "--max-connections", "8", "--unix-reserve", "3",
-	                             "--loops", "1", NULL};
+	const char *const extra[] = {"--listen",
+	                             "127.0.0.1:0",
+	                             "--auth-file",
+	                             path,
+	                             "--handshake-timeout",
+	                             "0",
+	                             "--max-unauthenticated",
+	                             "2",
+	                             "--max-connections",
+	                             "8",
+	                             "--unix-reserve",
+	                             "3",
+	                             "--loops",
+	                             "1",
+	                             NULL};
 	start_daemon(&d, extra);
 	int good = connect_unix(d.sock);
 	wait_connections(good, 1); /* start_daemon's probe is gone */
@@ -2013,8 +2025,9 @@ START_TEST(test_no_input_before_handshake)
 	daemon_proc d;
 	/* the input budget holds one largest frame: a reservation by the unauthenticated
 	 * connection would stall the Unix client's frame below */
-	const char *const extra[] = {"--listen", "127.0.0.1:0", "--auth-file", path,
-	                             "--max-frame", "1M", "--max-input-total", "1M", NULL};
+	const char *const extra[] = {"--listen",    "127.0.0.1:0", "--auth-file",       path,
+	                             "--max-frame", "1M",          "--max-input-total", "1M",
+	                             NULL};
 	start_daemon(&d, extra);
 	int tcp = connect_tcp_logged(&d);
 	Tileatom__Response *h = hello_response(tcp);
@@ -2061,8 +2074,8 @@ END_TEST
 START_TEST(test_stalled_connection_makes_room)
 {
 	daemon_proc d;
-	const char *const extra[] = {"--max-connections", "3", "--unix-reserve", "0", "--loops",
-	                             "1", NULL};
+	const char *const extra[] = {
+	    "--max-connections", "3", "--unix-reserve", "0", "--loops", "1", NULL};
 	start_daemon(&d, extra);
 	int a = connect_unix(d.sock);
 	wait_connections(a, 1); /* start_daemon's probe is gone */

@@ -576,6 +576,43 @@ START_TEST(test_metrics_refused)
 }
 END_TEST
 
+START_TEST(test_metrics_trickle_bound)
+{
+	/* 16 connections that each send one byte of a request line and then wait: the
+	 * scrape beside them is answered, and each of them is closed by the daemon */
+	tcu_daemon m;
+	const char *extra[] = {"--metrics", "127.0.0.1:0", NULL};
+	ck_assert(tcu_daemon_start(&m, extra));
+	int port = metrics_port(&m);
+	int slow[16];
+	for (int i = 0; i < 16; i++) {
+		slow[i] = socket(AF_INET, SOCK_STREAM, 0);
+		ck_assert_int_ge(slow[i], 0);
+		struct sockaddr_in sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sin_family = AF_INET;
+		sa.sin_port = htons((uint16_t)port);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		ck_assert_int_eq(connect(slow[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+		ck_assert_int_eq(write(slow[i], "G", 1), 1);
+		struct timeval tv = {20, 0};
+		setsockopt(slow[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	char *text = http(port, "GET /metrics HTTP/1.0\r\n\r\n");
+	ck_assert_msg(strncmp(text, "HTTP/1.0 200", 12) == 0 ||
+	                  strncmp(text, "HTTP/1.1 200", 12) == 0,
+	              "scrape beside 16 slow connections: '%.80s'", text);
+	ck_assert_ptr_nonnull(strstr(text, "tileatom_"));
+	free(text);
+	for (int i = 0; i < 16; i++) {
+		char c;
+		ck_assert_int_eq(read(slow[i], &c, 1), 0); /* closed by the daemon (not 20 s) */
+		close(slow[i]);
+	}
+	ck_assert_int_eq(tcu_daemon_stop(&m, 20000), 0);
+}
+END_TEST
+
 static Suite *operator_suite(void)
 {
 	Suite *s = suite_create("operator");
@@ -586,6 +623,7 @@ static Suite *operator_suite(void)
 	tcase_add_test(tc, test_metrics_scrape);
 	tcase_add_test(tc, test_no_xdg_runtime_dir);
 	tcase_add_test(tc, test_metrics_refused);
+	tcase_add_test(tc, test_metrics_trickle_bound);
 	suite_add_tcase(s, tc);
 	return s;
 }
