@@ -1441,6 +1441,21 @@ START_TEST(test_auth_tcp)
 	         "<3>the auth file %s has mode 0644: group and others must have no access", path);
 	ck_assert_int_eq(count_in_file(d.err_path, want), 1);
 	cleanup(&d);
+	/* a 0600 secret file owned by another user (only root can give one away): it chose
+	 * the secret, so a daemon of another user refuses to start */
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chmod(path, 0600), 0);
+		ck_assert_int_eq(chown(path, 65534, 65534), 0);
+		start_daemon_ex(&d, extra, true, &status);
+		ck_assert(WIFEXITED(status));
+		ck_assert_int_eq(WEXITSTATUS(status), 1);
+		snprintf(want, sizeof(want),
+		         "<3>the auth file %s belongs to uid 65534: it must belong to the user "
+		         "running this program (uid 0) or to root (chown 0 %s)",
+		         path, path);
+		ck_assert_int_eq(count_in_file(d.err_path, want), 1);
+		cleanup(&d);
+	}
 	unlink(path);
 	rmdir(dir);
 }
