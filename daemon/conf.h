@@ -95,15 +95,15 @@ typedef struct ta_config {
 	int max_unauthenticated;       /* connections of one transport (TCP, Unix) that have
 	                                  not finished the handshake, at once */
 	int unix_reserve;              /* slots of max_connections TCP can never take */
-	uint64_t max_tiles;        /* tiles at once (0: unlimited) */
-	char *auth_file;           /* file holding the secret TCP clients prove; NULL: none */
-	bool foreground;           /* --foreground given (the daemon never forks anyway) */
-	char *config_file;         /* the file loaded, NULL when none */
-	char *data_dir;            /* snapshot and log folder (persist.h); NULL: none */
-	int fsync_mode;            /* ta_fsync_mode (persist.h): when the log is fsynced */
-	uint64_t compact_size;     /* log bytes that start an automatic snapshot (0: never) */
-	uint64_t max_log_buffer;   /* log bytes waiting for the writer before mutations wait
-	                              (0: unbounded) */
+	uint64_t max_tiles;            /* tiles at once (0: unlimited) */
+	char *auth_file;               /* file holding the secret TCP clients prove; NULL: none */
+	bool foreground;               /* --foreground given (the daemon never forks anyway) */
+	char *config_file;             /* the file loaded, NULL when none */
+	char *data_dir;                /* snapshot and log folder (persist.h); NULL: none */
+	int fsync_mode;                /* ta_fsync_mode (persist.h): when the log is fsynced */
+	uint64_t compact_size;         /* log bytes that start an automatic snapshot (0: never) */
+	uint64_t max_log_buffer;       /* log bytes waiting for the writer before mutations wait
+	                                  (0: unbounded) */
 } ta_config;
 
 /* What main should do after parsing the command line. */
