@@ -217,6 +217,8 @@ struct ta_conn {
 	bool handshaken;                   /* the loop saw Hello (and Auth where needed) succeed */
 	bool pending;                      /* counted among the connections in their handshake
 	                                      (server's: set at accept, cleared by it) */
+	uint64_t accepted_turn;            /* the owning loop's turn (server's count of loop
+	                                      iterations) at the accept (server's) */
 };
 
 /* Allocates connection number serial (for logs) of the listener type (tcp: true for TCP)

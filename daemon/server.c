@@ -181,6 +181,7 @@ static void host_input_freed(ta_conn_host *host)
 static void on_resume_check(uv_check_t *check)
 {
 	ta_server_loop *l = check->data;
+	l->turn++; /* a check runs once per loop iteration */
 	if (!l->resume_pending)
 		return;
 	l->resume_pending = false;
@@ -441,6 +442,7 @@ static void loop_adopt(ta_server_loop *l, ta_server_handoff *h)
 	loop_link(l, conn);
 	conn->counted = true; /* counted by the main loop when it handed the socket over */
 	conn->pending = true;
+	conn->accepted_turn = l->turn;
 	int rc = h->tcp ? uv_tcp_open(&conn->h.tcp, h->fd) : uv_pipe_open(&conn->h.pipe, h->fd);
 	if (rc != 0) {
 		ta_log(TA_LOG_WARNING, "loop %u: cannot open connection %" PRIu64 ": %s", l->index,
@@ -554,50 +556,64 @@ static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_
 		ta_log(TA_LOG_ERR, "loop %u: uv_async_send failed: %s", l->index, uv_strerror(rc));
 }
 
-/* Which limit a newcomer of the transport (tcp) would pass now; NULL when none (the
- * message, naming the limit, in msg otherwise). */
-static const char *over_limit(ta_server *srv, bool tcp, char *msg, size_t size)
+/* The limits a newcomer may find reached (over_limit). */
+typedef enum server_limit {
+	LIMIT_NONE = 0,    /* room for it */
+	LIMIT_HANDSHAKES,  /* max_unauthenticated connections of its transport */
+	LIMIT_CONNECTIONS, /* max_connections */
+	LIMIT_TCP_SHARE    /* max_connections - unix_reserve TCP connections */
+} server_limit;
+
+/* Which limit a newcomer of the transport (tcp) finds reached now (the handshake cap is
+ * not looked at with soft_handshakes), with a message naming it in msg. */
+static server_limit over_limit(ta_server *srv, bool tcp, bool soft_handshakes, char *msg,
+                               size_t size)
 {
 	const ta_config *cfg = srv->cfg;
 	unsigned max = (unsigned)cfg->max_connections;
 	unsigned reserve = (unsigned)cfg->unix_reserve;
 	unsigned tcp_max = max > reserve ? max - reserve : 1;
-	if (atomic_load(&srv->npending[tcp]) >= (unsigned)cfg->max_unauthenticated)
+	if (!soft_handshakes &&
+	    atomic_load(&srv->npending[tcp]) >= (unsigned)cfg->max_unauthenticated) {
 		snprintf(msg, size,
 		         "too many connections in their handshake: the limit is %d per transport "
 		         "(max_unauthenticated); try again later",
 		         cfg->max_unauthenticated);
-	else if (atomic_load(&srv->nactive) >= max)
+		return LIMIT_HANDSHAKES;
+	}
+	if (atomic_load(&srv->nactive) >= max) {
 		snprintf(msg, size,
 		         "too many connections: the limit is %d (max_connections); try again "
 		         "later",
 		         cfg->max_connections);
-	else if (tcp && atomic_load(&srv->ntcp) >= tcp_max)
+		return LIMIT_CONNECTIONS;
+	}
+	if (tcp && atomic_load(&srv->ntcp) >= tcp_max) {
 		snprintf(msg, size,
 		         "too many TCP connections: the limit is %u (max_connections less "
 		         "unix_reserve, kept for local clients); try again later",
 		         tcp_max);
-	else
-		return NULL;
-	return msg;
+		return LIMIT_TCP_SHARE;
+	}
+	return LIMIT_NONE;
 }
 
 /* A newcomer of the transport (tcp) found a limit reached: closes one connection of the
- * main loop to make room, when there is one to close: over max_unauthenticated the oldest
- * of the transport still in its handshake; else the one stalled longest (at least
- * TA_SERVER_STALL_MS; for a TCP newcomer a TCP one). Returns true when one was closed. */
-static bool make_room(ta_server *srv, bool tcp)
+ * main loop to make room, when there is one to close: for the handshake cap (handshakes)
+ * the oldest of the transport still in its handshake that has been polled for input at
+ * least once; else the one stalled longest (at least TA_SERVER_STALL_MS; for a TCP
+ * newcomer a TCP one). Returns true when one was closed. */
+static bool make_room(ta_server *srv, bool tcp, bool handshakes)
 {
 	ta_server_loop *l = &srv->loops[0];
 	uint64_t now = uv_now(l->loop);
-	bool handshakes =
-	    atomic_load(&srv->npending[tcp]) >= (unsigned)srv->cfg->max_unauthenticated;
 	ta_conn *victim = NULL;
 	uint64_t victim_since = 0;
 	const char *victim_why = NULL;
 	for (ta_conn *c = l->conns; c; c = c->next) {
-		if (!c->counted || (tcp && !c->tcp) ||
-		    (handshakes && (!c->pending || c->tcp != tcp)))
+		if (!c->counted || (tcp && !c->tcp))
+			continue;
+		if (handshakes && (!c->pending || c->tcp != tcp || c->accepted_turn + 2 > l->turn))
 			continue;
 		const char *why = NULL;
 		uint64_t since = ta_conn_stalled_since(c, &why);
@@ -625,6 +641,25 @@ static bool make_room(ta_server *srv, bool tcp)
 	return true;
 }
 
+/* Over a limit: makes room (each closing frees a slot at once) while it can. Returns the
+ * limit still reached (LIMIT_NONE: the newcomer may be admitted), its message in msg. A
+ * handshake cap with no connection to close (all accepted in this loop turn: a burst of
+ * clients connecting at once) lets the newcomer in as far as the slots allow. */
+static server_limit admit_or_make_room(ta_server *srv, bool tcp, char *msg, size_t size)
+{
+	bool soft_handshakes = false;
+	for (;;) {
+		server_limit lim = over_limit(srv, tcp, soft_handshakes, msg, size);
+		if (lim == LIMIT_NONE)
+			return LIMIT_NONE;
+		if (make_room(srv, tcp, lim == LIMIT_HANDSHAKES))
+			continue;
+		if (lim != LIMIT_HANDSHAKES)
+			return lim;
+		soft_handshakes = true;
+	}
+}
+
 /* Accept callback shared by both listeners (main loop). */
 static void on_connection(uv_stream_t *listener, int status)
 {
@@ -635,7 +670,7 @@ static void on_connection(uv_stream_t *listener, int status)
 	}
 	bool tcp = listener == (uv_stream_t *)&srv->tcp_listener;
 	char msg[200];
-	bool full = over_limit(srv, tcp, msg, sizeof(msg)) != NULL;
+	bool full = over_limit(srv, tcp, false, msg, sizeof(msg)) != LIMIT_NONE;
 	if (srv->nloops > 1 && !srv->draining && !full) {
 		ta_server_loop *target = &srv->loops[srv->next_loop];
 		srv->next_loop = (srv->next_loop + 1) % srv->nloops;
@@ -665,10 +700,8 @@ static void on_connection(uv_stream_t *listener, int status)
 		ta_conn_close(conn);
 		return;
 	}
-	/* over a limit: make room (each closing frees a slot at once), else refuse */
-	while (full && make_room(srv, tcp))
-		full = over_limit(srv, tcp, msg, sizeof(msg)) != NULL;
-	if (full) {
+	/* over a limit: make room, else refuse */
+	if (full && admit_or_make_room(srv, tcp, msg, sizeof(msg)) != LIMIT_NONE) {
 		ta_log_limited(&srv->refuse_log, TA_LOG_WARNING,
 		               "connection %" PRIu64 " refused: %s", conn->serial, msg);
 		ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
@@ -677,6 +710,7 @@ static void on_connection(uv_stream_t *listener, int status)
 	slots_add(srv, tcp);
 	conn->counted = true;
 	conn->pending = true;
+	conn->accepted_turn = l->turn;
 	conn_admit(l, conn);
 }
 

@@ -17,10 +17,12 @@
  * (so that local clients always find room); connections in their handshake (Hello, and
  * Auth where needed) at most max_unauthenticated per transport. A newcomer over a limit
  * first makes room on the main loop: over max_unauthenticated it closes the oldest
- * connection of its transport still in its handshake; over the other limits a stalled one
- * (in its handshake, or holding a partial frame or waiting for input memory, for at least
- * TA_SERVER_STALL_MS; a TCP newcomer only a TCP one), the longest stalled first. Only when
- * there is none on the main loop is it refused. */
+ * connection of its transport still in its handshake that has been polled for input at
+ * least once (a burst of clients connecting at once, all accepted in one loop turn before
+ * any could be read, is admitted over the cap, as long as the slots allow); over the other
+ * limits a stalled one (in its handshake, or holding a partial frame or waiting for input
+ * memory, for at least TA_SERVER_STALL_MS; a TCP newcomer only a TCP one), the longest
+ * stalled first. Only when there is none on the main loop is it refused. */
 #ifndef TA_DAEMON_SERVER_H
 #define TA_DAEMON_SERVER_H
 
@@ -83,6 +85,9 @@ typedef struct ta_server_loop {
 	                                input budget once some was given back */
 	bool check_open;             /* resume_check is initialised and not closed */
 	bool resume_pending;         /* input budget was given back while connections wait */
+	uint64_t turn;               /* loop iterations so far (counted by resume_check): a
+	                                connection accepted in turn T has been polled for
+	                                input once turn T + 2 has begun */
 	uv_check_t spin_check;       /* --busy-poll: after each loop turn, keeps spin_idle
 	                                running while input came in the last busy_poll_us */
 	uv_idle_t spin_idle;         /* --busy-poll: while active, the loop polls its sockets

@@ -1968,11 +1968,15 @@ START_TEST(test_handshake_cap_and_unix_share)
 	start_daemon(&d, extra);
 	int good = connect_unix(d.sock);
 	wait_connections(good, 1); /* start_daemon's probe is gone */
-	/* five TCP connections that never authenticate: at most two are kept, each newcomer
+	/* five TCP connections that say Hello but never authenticate (one after the other:
+	 * each Hello answered before the next connects): at most two are kept, each newcomer
 	 * closes the oldest */
 	int t[5];
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 5; i++) {
 		t[i] = connect_tcp_logged(&d);
+		Tileatom__Response *h = hello_response(t[i]);
+		tileatom__response__free_unpacked(h, NULL);
+	}
 	for (int i = 0; i < 3; i++) {
 		expect_closed_with(t[i], TILEATOM__STATUS__UNAVAILABLE,
 		                   "closed to make room for a new connection: the connections in "
@@ -2030,6 +2034,50 @@ START_TEST(test_handshake_cap_and_unix_share)
 	cleanup(&d);
 	unlink(path);
 	rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_handshake_burst_admitted)
+{
+	/* clients that connect all at once, before the daemon could read any of them, are
+	 * not closed for each other: the cap closes only connections polled at least once */
+	daemon_proc d;
+	const char *const extra[] = {"--max-unauthenticated", "2", NULL};
+	start_daemon(&d, extra);
+	int good = connect_unix(d.sock);
+	wait_connections(good, 1); /* start_daemon's probe is gone */
+	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+	int c[6];
+	uint8_t hello[64];
+	size_t used = 0;
+	{
+		Tileatom__HelloRequest h = TILEATOM__HELLO_REQUEST__INIT;
+		h.protocol_version = 1;
+		Tileatom__Request req = TILEATOM__REQUEST__INIT;
+		req.id = 1;
+		req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+		req.hello = &h;
+		append_request(hello, sizeof(hello), &used, &req);
+	}
+	for (int i = 0; i < 6; i++) { /* queued in the listen backlog, Hello in the socket */
+		c[i] = connect_unix_raw(d.sock);
+		ck_assert_int_ge(c[i], 0);
+		ck_assert(send_all(c[i], hello, used));
+	}
+	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+	for (int i = 0; i < 6; i++) {
+		Tileatom__Response *resp = recv_response(c[i]);
+		ck_assert_ptr_nonnull(resp);
+		ck_assert_msg(resp->status == TILEATOM__STATUS__OK, "client %d: %s", i,
+		              resp->message);
+		tileatom__response__free_unpacked(resp, NULL);
+		ping_ok(c[i], 2);
+		close(c[i]);
+	}
+	close(good);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
 }
 END_TEST
 
@@ -2202,6 +2250,7 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, test_input_total_bound);
 	tcase_add_test(tc, test_handshake_deadline);
 	tcase_add_test(tc, test_handshake_cap_and_unix_share);
+	tcase_add_test(tc, test_handshake_burst_admitted);
 	tcase_add_test(tc, test_no_input_before_handshake);
 	tcase_add_test(tc, test_stalled_connection_makes_room);
 	tcase_add_test(tc, test_scatter_dim_as_sent);
