@@ -19,7 +19,10 @@
  * Bounds (conn.h): conn_reserve_frame takes the input budget a partial frame will need
  * before the reader allocates it, conn_consume takes it for every queued copy, and both
  * stash the unread rest of rbuf and stop reading when it does not fit; item_free and
- * conn_maybe_free give it back. ta_conn_check_timeouts closes slow and idle connections.
+ * conn_maybe_free give it back. ta_conn_check_timeouts closes slow and idle connections,
+ * and ones past the handshake deadline. Before the handshake (conn_note_handshake marks its
+ * end after the request that finished it ran) a frame announcing more than
+ * TA_CONN_HANDSHAKE_FRAME_MAX is refused at its length prefix, before conn_reserve_frame.
  *
  * Life cycle: conn->state (conn.h's table) changes only in conn_transition, which checks
  * the table in legal_next. The server is reached only through the ta_conn_host it handed
