@@ -589,6 +589,7 @@ AI int next_slot(const uint8_t **p, const uint8_t *end, const uint8_t *slots, ui
 		return slots[*key];
 	}
 	uint64_t k; /* a longer key: an unknown field, or a known one written long */
+	*key = 0;
 	if (!rd_varint(p, end, &k) || k >> 32)
 		return D_BAD;
 	*key = (uint32_t)k;
@@ -670,6 +671,35 @@ AI bool take_bytes(tac_wire_response *out, const uint8_t *src, size_t n)
 	return true;
 }
 
+/* The rarer fields of an Array (its shape, packed or not; an unknown field) at p, with slot
+ * and key read: returns the byte after the field, NULL when it is malformed or not taken (a
+ * shared buffer: no response of the daemon carries one). Out of line, as the other rare
+ * fields below: the common response keeps to the lines that read it. */
+static __attribute__((noinline)) const uint8_t *dec_array_rare(tac_wire_response *out,
+                                                               size_t *nshape, int slot,
+                                                               uint32_t key, const uint8_t *p,
+                                                               const uint8_t *end)
+{
+	uint64_t v;
+	size_t n;
+	const uint8_t *stop = end;
+	if (slot == D_UNKNOWN)
+		return skip_field(p, end, key);
+	if (slot == D_SHAPE) {
+		if (!rd_size(&p, end, &n))
+			return NULL;
+		stop = p + n;
+	} else if (slot != D_SHAPE_ONE) {
+		return NULL;
+	}
+	do { /* one extent (D_SHAPE_ONE), or each of the packed ones */
+		if (*nshape == TAC_WIRE_MAX_SHAPE || !rd_varint(&p, stop, &v))
+			return NULL;
+		out->shape[(*nshape)++] = (int64_t)v;
+	} while (slot == D_SHAPE && p < stop);
+	return p;
+}
+
 /* Decodes an Array message (end - p bytes) into out->array. */
 AI bool dec_array(tac_wire_response *out, const uint8_t *p, const uint8_t *end)
 {
@@ -678,39 +708,17 @@ AI bool dec_array(tac_wire_response *out, const uint8_t *p, const uint8_t *end)
 	size_t nshape = 0, n;
 	uint32_t key;
 	int e;
-	uint64_t v;
 	while (p < end) {
-		switch (next_slot(&p, end, array_slots, &key)) {
-		case D_DTYPE:
+		int slot = next_slot(&p, end, array_slots, &key);
+		if (slot == D_DTYPE) {
 			if (!rd_enum(&p, end, &e))
 				return false;
 			a->dtype = (Tileatom__DType)e;
-			break;
-		case D_SHAPE:
-			if (!rd_size(&p, end, &n))
-				return false;
-			for (const uint8_t *q = p; q < p + n;) {
-				if (nshape == TAC_WIRE_MAX_SHAPE || !rd_varint(&q, p + n, &v))
-					return false;
-				out->shape[nshape++] = (int64_t)v;
-			}
-			p += n;
-			break;
-		case D_SHAPE_ONE:
-			if (nshape == TAC_WIRE_MAX_SHAPE || !rd_varint(&p, end, &v))
-				return false;
-			out->shape[nshape++] = (int64_t)v;
-			break;
-		case D_BYTES:
+		} else if (slot == D_BYTES) {
 			if (!rd_size(&p, end, &n) || !take_bytes(out, p, n))
 				return false;
 			p += n;
-			break;
-		case D_UNKNOWN:
-			if (!(p = skip_field(p, end, key)))
-				return false;
-			break;
-		default: /* a shared buffer: no response of the daemon carries one */
+		} else if (!(p = dec_array_rare(out, &nshape, slot, key, p, end))) {
 			return false;
 		}
 	}
@@ -727,30 +735,64 @@ AI bool dec_op(tac_wire_response *out, const uint8_t *p, const uint8_t *end)
 	size_t n;
 	uint32_t key;
 	while (p < end) {
-		switch (next_slot(&p, end, op_slots, &key)) {
-		case D_OLD:
+		int slot = next_slot(&p, end, op_slots, &key);
+		if (slot == D_OLD) {
 			if (op->old || !rd_size(&p, end, &n) || !dec_array(out, p, p + n))
 				return false;
 			op->old = &out->array;
 			p += n;
-			break;
-		case D_SKIPPED:
-			if (!rd_varint(&p, end, &op->skipped))
-				return false;
-			break;
-		case D_APPLIED:
+		} else if (slot == D_APPLIED) {
 			if (!rd_varint(&p, end, &op->applied))
 				return false;
-			break;
-		case D_UNKNOWN:
-			if (!(p = skip_field(p, end, key)))
+		} else if (slot == D_SKIPPED) {
+			if (!rd_varint(&p, end, &op->skipped))
 				return false;
-			break;
-		default:
+		} else if (slot != D_UNKNOWN || !(p = skip_field(p, end, key))) {
 			return false;
 		}
 	}
 	return true;
+}
+
+/* The rarer fields of a Response (a message, a ping or read body, an unknown field) at p,
+ * with slot and key read: returns the byte after the field, NULL when it is malformed or
+ * not a data-plane response's. */
+static __attribute__((noinline)) const uint8_t *dec_response_rare(tac_wire_response *out, int slot,
+                                                                  uint32_t key, const uint8_t *p,
+                                                                  const uint8_t *end)
+{
+	Tileatom__Response *r = &out->resp;
+	size_t n;
+	if (slot == D_UNKNOWN)
+		return skip_field(p, end, key);
+	if ((slot != D_MESSAGE && slot != D_PING && slot != D_DATA) || !rd_size(&p, end, &n))
+		return NULL;
+	if (slot == D_MESSAGE) {
+		if (n + 1 > out->text_cap) {
+			char *t = realloc(out->text, n + 1);
+			if (!t)
+				return NULL;
+			out->text = t;
+			out->text_cap = n + 1;
+		}
+		memcpy(out->text, p, n);
+		out->text[n] = '\0';
+		r->message = out->text;
+	} else if (r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET) {
+		return NULL; /* a second body */
+	} else if (slot == D_PING) {
+		if (n != 0)
+			return NULL;
+		tileatom__ping_response__init(&out->ping);
+		r->body_case = TILEATOM__RESPONSE__BODY_PING;
+		r->ping = &out->ping;
+	} else {
+		if (!dec_array(out, p, p + n))
+			return NULL;
+		r->body_case = TILEATOM__RESPONSE__BODY_DATA;
+		r->data = &out->array;
+	}
+	return p + n;
 }
 
 Tileatom__Response *tac_wire_decode_response(tac_wire_response *out, const uint8_t *data,
@@ -765,61 +807,21 @@ Tileatom__Response *tac_wire_decode_response(tac_wire_response *out, const uint8
 	int e;
 	while (p < end) {
 		int slot = next_slot(&p, end, resp_slots, &key);
-		switch (slot) {
-		case D_ID:
+		if (slot == D_ID) {
 			if (!rd_varint(&p, end, &r->id))
 				return NULL;
-			break;
-		case D_STATUS:
+		} else if (slot == D_OP) {
+			if (r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET ||
+			    !rd_size(&p, end, &n) || !dec_op(out, p, p + n))
+				return NULL;
+			r->body_case = TILEATOM__RESPONSE__BODY_OP;
+			r->op = &out->op;
+			p += n;
+		} else if (slot == D_STATUS) {
 			if (!rd_enum(&p, end, &e))
 				return NULL;
 			r->status = (Tileatom__Status)e;
-			break;
-		case D_MESSAGE:
-			if (!rd_size(&p, end, &n))
-				return NULL;
-			if (n + 1 > out->text_cap) {
-				char *t = realloc(out->text, n + 1);
-				if (!t)
-					return NULL;
-				out->text = t;
-				out->text_cap = n + 1;
-			}
-			memcpy(out->text, p, n);
-			out->text[n] = '\0';
-			r->message = out->text;
-			p += n;
-			break;
-		case D_PING:
-		case D_OP:
-		case D_DATA:
-			if (r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET ||
-			    !rd_size(&p, end, &n))
-				return NULL;
-			if (slot == D_PING) {
-				if (n != 0)
-					return NULL;
-				tileatom__ping_response__init(&out->ping);
-				r->body_case = TILEATOM__RESPONSE__BODY_PING;
-				r->ping = &out->ping;
-			} else if (slot == D_OP) {
-				if (!dec_op(out, p, p + n))
-					return NULL;
-				r->body_case = TILEATOM__RESPONSE__BODY_OP;
-				r->op = &out->op;
-			} else {
-				if (!dec_array(out, p, p + n))
-					return NULL;
-				r->body_case = TILEATOM__RESPONSE__BODY_DATA;
-				r->data = &out->array;
-			}
-			p += n;
-			break;
-		case D_UNKNOWN:
-			if (!(p = skip_field(p, end, key)))
-				return NULL;
-			break;
-		default:
+		} else if (!(p = dec_response_rare(out, slot, key, p, end))) {
 			return NULL;
 		}
 	}
