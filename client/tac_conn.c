@@ -430,23 +430,7 @@ static int send_with_fd(tileatom_client *c, const uint8_t *buf, size_t len, int 
                         int64_t deadline, tileatom_error *err)
 {
 	for (;;) {
-		struct iovec iov = {(void *)buf, len};
-		union {
-			char bytes[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} control;
-		memset(&control, 0, sizeof(control));
-		struct msghdr msg = {0};
-		msg.msg_iov = &iov;
-		msg.msg_iovlen = 1;
-		msg.msg_control = control.bytes;
-		msg.msg_controllen = sizeof(control.bytes);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-		ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		ssize_t n = ta_frame_send_fd(c->fd, buf, len, fd);
 		if (n > 0)
 			return send_all(c, buf + n, len - (size_t)n, deadline, err);
 		if (n < 0 && errno == EINTR)
