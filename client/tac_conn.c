@@ -536,8 +536,8 @@ int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err)
 	return flush_until(c, deadline_from(timeout_ms), err);
 }
 
-/* Records m, whose frame was just buffered or written with the next id, as pending (the
- * ring has room: tac_conn_submit or tac_conn_submit_fd made it) and gives its id to *id. */
+/* Records a request of kind, whose frame was just buffered or written with the next id, as
+ * pending (the ring has room: its submit made it) and gives its id to *id. */
 static inline __attribute__((always_inline)) int
 queue_pending(tileatom_client *c, tileatom_request_kind kind, uint64_t *id)
 {
@@ -550,36 +550,6 @@ queue_pending(tileatom_client *c, tileatom_request_kind kind, uint64_t *id)
 	return TILEATOM_OK;
 }
 
-int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, uint64_t *id,
-                       tileatom_error *err)
-{
-	if (c->broken)
-		return broken_error(c, err);
-	if (c->pending_count == c->pending_cap &&
-	    ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
-	              sizeof(*c->pending)) < 0)
-		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
-	tileatom_error local;
-	if (!err)
-		err = &local;
-	m->req.id = c->last_id + 1;
-	uint8_t *frame = NULL;
-	size_t frame_len = 0;
-	if (ta_frame_encode(&m->req.base, UINT32_MAX - TA_FRAME_HEADER, &frame, &frame_len) != 0)
-		return tac_err(err, TILEATOM_E_NOMEM, "out of memory encoding a request");
-	int64_t deadline = deadline_from(timeout_ms);
-	int rc = flush_until(c, deadline, err);
-	if (rc == TILEATOM_OK) {
-		rc = send_with_fd(c, frame, frame_len, fd, deadline, err);
-		if (rc != TILEATOM_OK)
-			rc = tac_conn_break(c, err);
-	}
-	free(frame);
-	if (rc != TILEATOM_OK)
-		return rc;
-	return queue_pending(c, m->kind, id);
-}
-
 size_t tac_request_size(const tac_msg *m)
 {
 	tac_wire_plan plan;
@@ -587,8 +557,9 @@ size_t tac_request_size(const tac_msg *m)
 	                               : protobuf_c_message_get_packed_size(&m->req.base);
 }
 
-int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, uint64_t *id,
-                    tileatom_error *err)
+/* tac_conn_submit, and with fd >= 0 tac_conn_submit_fd. */
+static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, int fd, uint64_t *id,
+                  tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
@@ -609,11 +580,11 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 	if (!err)
 		err = &local;
 	size_t frame_len = TA_FRAME_HEADER + packed;
-	/* A large frame is encoded on its own (before anything is written, so that a shortage
-	 * of memory leaves the connection usable), then written after the buffered ones; the
-	 * others at the end of the output buffer. */
+	/* A large frame, or one that carries fd, is encoded on its own (before anything is
+	 * written, so that a shortage of memory leaves the connection usable), then written
+	 * after the buffered ones; the others at the end of the output buffer. */
 	uint8_t *own = NULL, *at;
-	if (frame_len >= TAC_FLUSH_THRESHOLD) {
+	if (frame_len >= TAC_FLUSH_THRESHOLD || fd >= 0) {
 		at = own = malloc(frame_len);
 		if (!own)
 			return tac_err(err, TILEATOM_E_NOMEM,
@@ -639,7 +610,8 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 	if (own) {
 		int rc = flush_until(c, deadline, err);
 		if (rc == TILEATOM_OK) {
-			rc = send_all(c, own, frame_len, deadline, err);
+			rc = fd >= 0 ? send_with_fd(c, own, frame_len, fd, deadline, err)
+			             : send_all(c, own, frame_len, deadline, err);
 			if (rc != TILEATOM_OK)
 				rc = tac_conn_break(c, err);
 		}
@@ -655,6 +627,18 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 		}
 	}
 	return queue_pending(c, m->kind, id);
+}
+
+int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, uint64_t *id,
+                    tileatom_error *err)
+{
+	return submit(c, m, timeout_ms, flush, -1, id, err);
+}
+
+int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, uint64_t *id,
+                       tileatom_error *err)
+{
+	return submit(c, m, timeout_ms, true, fd, id, err);
 }
 
 /* Nanoseconds on the monotonic clock. */
