@@ -487,7 +487,7 @@ AI void walk(wctx *w, const struct tac_msg *m, bool count)
 size_t tac_wire_plan_request(const struct tac_msg *m, tac_wire_plan *plan)
 {
 	ready();
-	tac_wire_marks unused;
+	tac_wire_marks unused = {0};
 	wctx w = {.len = plan->len, .mk = &unused};
 	walk(&w, m, true);
 	plan->size = w.n;
@@ -497,7 +497,7 @@ size_t tac_wire_plan_request(const struct tac_msg *m, tac_wire_plan *plan)
 uint8_t *tac_wire_write(const struct tac_msg *m, const tac_wire_plan *plan, uint8_t *p,
                         tac_wire_marks *marks)
 {
-	tac_wire_marks unused;
+	tac_wire_marks unused = {0};
 	wctx w = {.p = p, .len = (size_t *)plan->len, .mk = marks ? marks : &unused};
 	walk(&w, m, false);
 	if ((size_t)(w.p - p) != plan->size)
@@ -568,9 +568,7 @@ void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk,
 	for (size_t i = 0; i < n_index; i++)
 		if (t->index_bytes[i] > t->most)
 			t->most = t->index_bytes[i];
-	size_t tile_len = strlen(v.tile);
-	memcpy(t->tile, v.tile, tile_len + 1);
-	(void)tile_len;
+	memcpy(t->tile, v.tile, strlen(v.tile) + 1); /* (the builder checked its length) */
 	t->id_key = (uint8_t)keys.req_id;
 	t->len = (uint8_t)len;
 	memcpy(t->bytes, mk->body, len);

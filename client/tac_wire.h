@@ -108,8 +108,10 @@ typedef struct tac_tpl {
 	uint8_t bytes[TAC_TPL_BYTES];           /* the payload after its id field */
 } tac_tpl;
 
-/* Keeps request m, just written at marks->body - ... up to end by tac_wire_write, as *t
- * when it is a template's kind of request (else t is left as it was). */
+/* Keeps request m, which tac_wire_write just wrote (marks: where; end: the byte after it),
+ * as *t when it is a template's kind of request: element-wise or indexed, no region, mask,
+ * shared buffer or old_into, data in every array, at most TAC_TPL_BYTES after the id field
+ * (else t keeps its template, or is emptied). */
 TA_WS_HIDDEN void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *marks,
                                const uint8_t *end);
 
