@@ -117,6 +117,9 @@ ta_backend *ta_cpu_backend_new(int nthreads, ta_error *err);
  * (UNAVAILABLE when the build has no CUDA or no usable GPU is present). */
 ta_backend *ta_cuda_backend_new(int device, ta_error *err);
 
+/* The number of CUDA devices this process can see (0 without CUDA or without a GPU). */
+int ta_cuda_device_count(void);
+
 /* Composes n backends (one per device, ordinals 0..n-1 in the order given; 1 <= n <=
  * TA_MAX_DEVICES) into one (kernels/ta_multi.c) that places tiles on them (default_place
  * for TA_PLACE_DEFAULT; TA_PLACE_DEFAULT there means device 0) and routes every element of
