@@ -85,7 +85,8 @@ typedef struct ta_tile_info {
 	uint64_t bytes;             /* bytes of tile memory */
 	bool private_tile;          /* private to its creator */
 	char where[TA_WHERE_TEXT];  /* where it lives (ta_tile_where_format): "0", or
-	                               "0:[0,3) 1:[3,5)" for a sharded tile */
+	                               "0:[0,3) 1:[3,5)" for a sharded tile; "" on a
+	                               backend with one device */
 } ta_tile_info;
 
 /* Creates an empty registry allocating from backend; a limit of 0 means unlimited.

@@ -73,7 +73,8 @@ typedef struct multi_tile {
 
 /* The composing backend. */
 typedef struct multi_backend {
-	ta_backend base;                           /* vtable; must be first */
+	ta_backend base;                           /* points at vt; must be first */
+	ta_backend_vtbl vt;                        /* multi_vtbl, less what device 0 lacks */
 	int n;                                     /* devices */
 	ta_backend *dev[TA_MAX_DEVICES];           /* their backends */
 	atomic_uint_fast64_t used[TA_MAX_DEVICES]; /* tile bytes placed on each */
@@ -553,15 +554,12 @@ static void multi_host_unregister(ta_backend *be, void *ptr)
 	ta_backend_host_unregister(((multi_backend *)be)->dev[0], ptr);
 }
 
-/* vtable ipc_open: opened by device 0's backend. */
+/* vtable ipc_open: opened by device 0's backend (present only when that has it). */
 static ta_status multi_ipc_open(ta_backend *be, const void *handle, size_t handle_len, size_t bytes,
                                 void **dptr, ta_error *err)
 {
-	multi_backend *mb = (multi_backend *)be;
-	if (!ta_backend_has_ipc(mb->dev[0]))
-		return ta_error_set(err, TA_UNIMPLEMENTED,
-		                    "multi-device: the backend cannot open device buffers");
-	return ta_backend_ipc_open(mb->dev[0], handle, handle_len, bytes, dptr, err);
+	return ta_backend_ipc_open(((multi_backend *)be)->dev[0], handle, handle_len, bytes, dptr,
+	                           err);
 }
 
 /* vtable ipc_close. */
@@ -619,7 +617,12 @@ ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
 		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "multi-device: out of memory");
 		return NULL;
 	}
-	mb->base.vt = &multi_vtbl;
+	mb->vt = multi_vtbl;
+	if (!ta_backend_has_ipc(devices[0])) { /* the daemon then refuses device buffers */
+		mb->vt.ipc_open = NULL;
+		mb->vt.ipc_close = NULL;
+	}
+	mb->base.vt = &mb->vt;
 	mb->n = n;
 	for (int d = 0; d < n; d++) {
 		mb->dev[d] = devices[d];

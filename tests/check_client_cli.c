@@ -684,6 +684,67 @@ START_TEST(test_cli_auth_private)
 }
 END_TEST
 
+/* Placement on a daemon serving 3 CPU memory pools (issue 24): create --device by ordinal,
+ * auto (the pool with the fewest tile bytes), shard and shard:N (uneven splits), errors
+ * for a pool that does not exist and a bad text; info and ls --json say where. */
+START_TEST(test_cli_placement)
+{
+	tcu_daemon P;
+	const char *const extra[] = {"--devices", "3", "--placement", "auto", NULL};
+	ck_assert(tcu_daemon_start(&P, extra));
+	tcu_result r;
+	struct {
+		const char *name, *shape, *dtype, *device, *where;
+	} tiles[] = {
+	    {"a", "7,5", "int32", "shard", "0:[0,3) 1:[3,5) 2:[5,7)"}, /* 60, 40, 40 bytes */
+	    {"b", "10", "float32", "2", "2"},                          /* 2: 80 */
+	    {"c", "4", "int64", NULL, "1"},                            /* auto: 1 has 40 */
+	    {"d", "9", "int32", "shard:2", "0:[0,5) 1:[5,9)"},         /* 0: 60, 1: 72 */
+	};
+	char want[512];
+	for (size_t i = 0; i < sizeof(tiles) / sizeof(tiles[0]); i++) {
+		const char *create[] = {tcu_cli_path(),  "-s",
+		                        P.socket,        "create",
+		                        tiles[i].name,   "--dtype",
+		                        tiles[i].dtype,  "--shape",
+		                        tiles[i].shape,  tiles[i].device ? "--device" : NULL,
+		                        tiles[i].device, NULL};
+		tcu_run(P.dir, NULL, create, &r);
+		expect(&r, 0, "", "", "create with a placement");
+		const char *info[] = {tcu_cli_path(), "-s",     P.socket, "info",
+		                      tiles[i].name,  "--json", NULL};
+		tcu_run(P.dir, NULL, info, &r);
+		ck_assert_msg(r.status == 0, "info: %s", r.err);
+		snprintf(want, sizeof(want), "\"placement\":\"%s\"}", tiles[i].where);
+		ck_assert_msg(strstr(r.out, want) != NULL, "info of %s: '%s' lacks '%s'",
+		              tiles[i].name, r.out, want);
+		tcu_result_free(&r);
+	}
+	const char *ls[] = {tcu_cli_path(), "-s", P.socket, "ls", "--json", NULL};
+	tcu_run(P.dir, NULL, ls, &r);
+	expect(&r, 0,
+	       "[{\"name\":\"a\",\"dtype\":\"int32\",\"shape\":[7,5],\"bytes\":140,"
+	       "\"placement\":\"0:[0,3) 1:[3,5) 2:[5,7)\"},"
+	       "{\"name\":\"b\",\"dtype\":\"float32\",\"shape\":[10],\"bytes\":40,"
+	       "\"placement\":\"2\"},"
+	       "{\"name\":\"c\",\"dtype\":\"int64\",\"shape\":[4],\"bytes\":32,"
+	       "\"placement\":\"1\"},"
+	       "{\"name\":\"d\",\"dtype\":\"int32\",\"shape\":[9],\"bytes\":36,"
+	       "\"placement\":\"0:[0,5) 1:[5,9)\"}]\n",
+	       "", "ls --json with placements");
+	const char *bad[] = {tcu_cli_path(), "-s",      P.socket, "create",   "e", "--dtype",
+	                     "int32",        "--shape", "9",      "--device", "3", NULL};
+	tcu_run(P.dir, NULL, bad, &r);
+	expect_err(&r, 1, "device 3 does not exist (devices 0..2)", "a pool that does not exist");
+	bad[10] = "bogus";
+	tcu_run(P.dir, NULL, bad, &r);
+	expect_err(&r, 1, "placement 'bogus' is not auto, shard, shard:N or a device ordinal",
+	           "a bad placement");
+	ck_assert_int_eq(tcu_daemon_stop(&P, 20000), 0);
+	tcu_daemon_cleanup(&P);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -700,6 +761,7 @@ static Suite *cli_suite(void)
 	tcase_add_test(tc, test_cli_hist_formats);
 	tcase_add_test(tc, test_cli_hist_errors);
 	tcase_add_test(tc, test_cli_auth_private);
+	tcase_add_test(tc, test_cli_placement);
 	suite_add_tcase(s, tc);
 	return s;
 }
