@@ -37,13 +37,15 @@ enum result_kind {
 	RESULT_NONE = 0,   /* None (write, ping, destroy) */
 	RESULT_COUNTS = 1, /* OpResult(applied, skipped) */
 	RESULT_OUT = 2,    /* the numpy array given at submit, filled from the response */
-	RESULT_SCALAR = 3  /* one element of the response's dtype as a numpy scalar */
+	RESULT_SCALAR = 3, /* one element of the response's dtype as a numpy scalar */
+	RESULT_SINGLE = 16 /* flag: a single-element op, whose skipped element is an error */
 };
 
 /* One submitted request whose response is not collected yet. */
 typedef struct pending_entry {
 	int kind;      /* enum result_kind */
 	PyObject *out; /* RESULT_OUT: the array to fill (owned reference); else NULL */
+	int64_t index; /* RESULT_SINGLE: the flat index (for the error message) */
 } pending_entry;
 
 /* A connection (tileatom._core.Conn). */
@@ -480,6 +482,7 @@ static int queue_push(ConnObject *self, int kind, PyObject *out)
 	pending_entry *e = &self->queue[(self->qhead + self->qlen) & (self->qcap - 1)];
 	e->kind = kind;
 	e->out = out;
+	e->index = 0;
 	self->qlen++;
 	return 0;
 }
@@ -1107,10 +1110,12 @@ static PyObject *Conn_at(ConnObject *self, PyObject *const *args, Py_ssize_t nar
 	unsigned char old[8] = {0};
 	int st;
 	if (submit) {
-		if (queue_push(self, want_old ? RESULT_SCALAR : RESULT_COUNTS, NULL) < 0) {
+		if (queue_push(self, RESULT_SINGLE | (want_old ? RESULT_SCALAR : RESULT_COUNTS),
+		               NULL) < 0) {
 			conn_leave(self);
 			return NULL;
 		}
+		self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)].index = index;
 		/* a submit only encodes into the output buffer, unless that buffer is full: keep
 		 * the GIL for the common case (dropping it costs as much as the encoding) */
 		st = tileatom_submit_atomic_at(self->client, name, (tileatom_op)op, index,
@@ -1127,8 +1132,10 @@ static PyObject *Conn_at(ConnObject *self, PyObject *const *args, Py_ssize_t nar
 	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
-	if (submit || !want_old)
+	if (submit)
 		Py_RETURN_NONE;
+	if (!want_old)
+		return counts_of(1, 0);
 	return scalar_of((tileatom_dtype)dtype, old);
 }
 
@@ -1137,7 +1144,14 @@ static PyObject *Conn_at(ConnObject *self, PyObject *const *args, Py_ssize_t nar
 /* The result object of one collected response with status OK (a new reference). */
 static PyObject *result_of(const pending_entry *e, const tileatom_response *r)
 {
-	switch (e->kind) {
+	if ((e->kind & RESULT_SINGLE) && r->skipped) {
+		/* as tileatom_atomic_at (synchronous) reports it */
+		char msg[TILEATOM_MSG_MAX];
+		snprintf(msg, sizeof msg, "flat index %lld is outside the tile",
+		         (long long)e->index);
+		return make_error(TILEATOM_E_OUT_OF_RANGE, msg);
+	}
+	switch (e->kind & ~RESULT_SINGLE) {
 	case RESULT_COUNTS:
 		return counts_of(r->applied, r->skipped);
 	case RESULT_SCALAR:
