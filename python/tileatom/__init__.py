@@ -518,9 +518,9 @@ class Tile:
                                  f"{ishape}")
             vals = np.ascontiguousarray(vals[tuple(slice(0, n) for n in ishape)])
         old = self._out(out, ishape) if return_old else None
-        res = self._conn.op(_SCATTER, self.name, op, self._region, dim, (idx,), False, vals,
-                            None, None, _mask(mask), sem, scope, space, check_bounds,
-                            return_old, old, self._submit)
+        self._conn.op(_SCATTER, self.name, op, self._region, dim, (idx,), False, vals,
+                      None, None, _mask(mask), sem, scope, space, check_bounds,
+                      return_old, old, self._submit)
         if self._submit:
             return None
         return old if return_old else self
