@@ -58,7 +58,13 @@ typedef struct ConnObject {
 	size_t qcap;          /* ring capacity (a power of two) */
 	size_t qhead;         /* index of the oldest entry */
 	size_t qlen;          /* entries in the ring */
+	unsigned unflushed;   /* requests submitted since the last write-out */
 } ConnObject;
+
+/* Pipelined requests after which a submit writes the buffered ones out (tileatom_flush), so
+ * that the daemon works on them while Python queues more, instead of waiting for the
+ * library's 64 KiB batch or the collect: one send() per this many small requests. */
+#define TA_PY_FLUSH_EVERY 256
 
 /* A registered shared buffer (tileatom._core.SharedBuffer); exposes its bytes through the
  * buffer protocol. */
@@ -284,9 +290,16 @@ static int to_region(PyObject *obj, tileatom_region *out)
 	return 1;
 }
 
+/* The interned default names ("relaxed", "gpu", "global": code 0 each), which the Python
+ * layer's keyword defaults pass as these very objects. */
+static PyObject *default_names[3];
+
 /* Parses sem/scope/space given as an int code or a name; returns the code or -1. */
 static int to_enum(PyObject *obj, int (*parse)(const char *), const char *what)
 {
+	for (int i = 0; i < 3; i++)
+		if (obj == default_names[i])
+			return 0;
 	if (PyLong_Check(obj))
 		return (int)PyLong_AsLong(obj);
 	if (PyUnicode_Check(obj)) {
@@ -347,7 +360,7 @@ static int pack_value(PyObject *v, tileatom_dtype dtype, unsigned char *out)
 			             tileatom_dtype_name(dtype), Py_TYPE(v)->tp_name);
 			return -1;
 		}
-		PyObject *n = PyNumber_Index(v);
+		PyObject *n = PyLong_CheckExact(v) ? Py_NewRef(v) : PyNumber_Index(v);
 		if (!n)
 			return -1;
 		int overflow = 0;
@@ -503,6 +516,18 @@ static void queue_clear(ConnObject *self)
 		queue_pop(self, &e);
 		Py_XDECREF(e.out);
 	}
+}
+
+/* Counts one submitted request and writes the buffered ones out every TA_PY_FLUSH_EVERY;
+ * call with the lock held and the GIL taken. Returns the library's status. */
+static int conn_count_submit(ConnObject *self, tileatom_error *err)
+{
+	if (++self->unflushed < TA_PY_FLUSH_EVERY)
+		return TILEATOM_OK;
+	self->unflushed = 0;
+	int st;
+	Py_BEGIN_ALLOW_THREADS st = tileatom_flush(self->client, err);
+	Py_END_ALLOW_THREADS return st;
 }
 
 /* ---- Conn: life cycle -------------------------------------------------------------------- */
@@ -1053,6 +1078,7 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 		Py_XDECREF(e->out);
 		self->qlen--;
 	}
+	else if (submit) st = conn_count_submit(self, &err);
 	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
@@ -1123,6 +1149,8 @@ static PyObject *Conn_at(ConnObject *self, PyObject *const *args, Py_ssize_t nar
 		                               has_compare ? compare : NULL, &opts, NULL, &err);
 		if (st != TILEATOM_OK)
 			self->qlen--;
+		else
+			st = conn_count_submit(self, &err);
 	} else {
 		Py_BEGIN_ALLOW_THREADS st = tileatom_atomic_at(
 		    self->client, name, (tileatom_op)op, index, (tileatom_dtype)dtype, value,
@@ -1198,6 +1226,7 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 		return NULL;
 	if (n < 0 || (size_t)n > self->qlen)
 		n = (Py_ssize_t)self->qlen;
+	self->unflushed = 0; /* the first collect writes everything out */
 	PyObject *list = PyList_New(n);
 	if (!list) {
 		conn_leave(self);
@@ -1451,6 +1480,10 @@ static struct PyModuleDef core_module = {
 PyMODINIT_FUNC PyInit__core(void)
 {
 	import_array();
+	static const char *const defaults[3] = {"relaxed", "gpu", "global"};
+	for (int i = 0; i < 3; i++)
+		if (!default_names[i] && !(default_names[i] = PyUnicode_InternFromString(defaults[i])))
+			return NULL;
 	if (PyType_Ready(&ConnType) < 0 || PyType_Ready(&SharedBufferType) < 0)
 		return NULL;
 	if (!OpResultType.tp_name && PyStructSequence_InitType2(&OpResultType, &opresult_desc) < 0)
