@@ -207,8 +207,9 @@ def _region_of(key: Any, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple
     return tuple(origin), tuple(extent)
 
 
-class Tile:
-    """A tile of the daemon (or a box of one: ``tile[2:5, :]``), as seen by one client.
+class Tile(_core.TileBase):
+    """A tile of the daemon (or a box of one: ``tile[2:5, :]``), as seen by one client;
+    ``name`` is its name.
 
     Obtained from ``Client.create()`` or ``Client.tile()``; inside a pipeline from
     ``Pipeline.tile()`` (whose operations are queued: their results come from
@@ -235,16 +236,15 @@ class Tile:
     never floats into integer tiles (TypeError).
     """
 
-    __slots__ = ("_client", "_conn", "name", "dtype", "shape", "private", "_code",
-                 "_region", "_submit")
+    # name, _conn, _code, _region and _submit are the C fields of _core.TileBase
+    __slots__ = ("_client", "dtype", "shape", "private")
 
     def __init__(self, client: "Client", info: tuple, region: tuple | None = None,
                  submit: bool = False) -> None:
         self._client = client
         self._conn = client._conn
-        #: the tile's name
-        self.name: str = info[0]
-        self._code: int = info[1]
+        self.name = info[0]
+        self._code = info[1]
         #: the numpy dtype of its elements (bfloat16 without ml_dtypes: uint16 bits)
         self.dtype: np.dtype = _STORAGE[info[1]]
         self._region = region
@@ -288,8 +288,8 @@ class Tile:
         if self._region:
             origin = tuple(o + b for o, b in zip(origin, self._region[0]))
         view = Tile.__new__(Tile)
-        for slot in Tile.__slots__:
-            setattr(view, slot, getattr(self, slot))
+        for field in Tile.__slots__ + ("_conn", "name", "_code", "_submit"):
+            setattr(view, field, getattr(self, field))
         view._region = (origin, extent)
         view.shape = extent
         return view
@@ -395,110 +395,8 @@ class Tile:
         return self._finish(res, old, return_old, isinstance(at, int))
 
     # ---- atomic read-modify-write ops ------------------------------------------------------
-
-    def add(self, value: Any, at: Any = None, *, mask: Any = None, sem: str = "relaxed",
-            scope: str = "gpu", space: str = "global", check_bounds: bool = True,
-            return_old: bool = False, out: Any = None) -> Any:
-        """Atomically adds value (a scalar or an array broadcast to the elements) at ``at``
-        (None: element-wise over the tile or box). Returns OpResult(applied, skipped), or
-        the old values with return_old=True (a numpy scalar for an int ``at``)."""
-        if (at.__class__ is int and value.__class__ in _SCALAR_TYPES and mask is None
-                and self._region is None):
-            return self._conn.at(self.name, _ADD, at, self._code, value, None, sem, scope,
-                                 space, return_old, self._submit)
-        return self._rmw(_ADD, value, at, None, mask, sem, scope, space, check_bounds,
-                         return_old, out)
-
-    def sub(self, value: Any, at: Any = None, *, mask: Any = None, sem: str = "relaxed",
-            scope: str = "gpu", space: str = "global", check_bounds: bool = True,
-            return_old: bool = False, out: Any = None) -> Any:
-        """Atomically subtracts value; arguments and result as add()."""
-        if (at.__class__ is int and value.__class__ in _SCALAR_TYPES and mask is None
-                and self._region is None):
-            return self._conn.at(self.name, _SUB, at, self._code, value, None, sem, scope,
-                                 space, return_old, self._submit)
-        return self._rmw(_SUB, value, at, None, mask, sem, scope, space, check_bounds,
-                         return_old, out)
-
-    def min(self, value: Any, at: Any = None, *, mask: Any = None, sem: str = "relaxed",
-            scope: str = "gpu", space: str = "global", check_bounds: bool = True,
-            return_old: bool = False, out: Any = None) -> Any:
-        """Atomically x = min(x, value); arguments and result as add()."""
-        if (at.__class__ is int and value.__class__ in _SCALAR_TYPES and mask is None
-                and self._region is None):
-            return self._conn.at(self.name, _MIN, at, self._code, value, None, sem, scope,
-                                 space, return_old, self._submit)
-        return self._rmw(_MIN, value, at, None, mask, sem, scope, space, check_bounds,
-                         return_old, out)
-
-    def max(self, value: Any, at: Any = None, *, mask: Any = None, sem: str = "relaxed",
-            scope: str = "gpu", space: str = "global", check_bounds: bool = True,
-            return_old: bool = False, out: Any = None) -> Any:
-        """Atomically x = max(x, value); arguments and result as add()."""
-        if (at.__class__ is int and value.__class__ in _SCALAR_TYPES and mask is None
-                and self._region is None):
-            return self._conn.at(self.name, _MAX, at, self._code, value, None, sem, scope,
-                                 space, return_old, self._submit)
-        return self._rmw(_MAX, value, at, None, mask, sem, scope, space, check_bounds,
-                         return_old, out)
-
-    def exch(self, value: Any, at: Any = None, *, mask: Any = None, sem: str = "relaxed",
-             scope: str = "gpu", space: str = "global", check_bounds: bool = True,
-             return_old: bool = False, out: Any = None) -> Any:
-        """Atomically x = value (exchange); arguments and result as add()."""
-        if (at.__class__ is int and value.__class__ in _SCALAR_TYPES and mask is None
-                and self._region is None):
-            return self._conn.at(self.name, _EXCH, at, self._code, value, None, sem, scope,
-                                 space, return_old, self._submit)
-        return self._rmw(_EXCH, value, at, None, mask, sem, scope, space, check_bounds,
-                         return_old, out)
-
-    def and_(self, value: Any, at: Any = None, *, mask: Any = None, sem: str = "relaxed",
-             scope: str = "gpu", space: str = "global", check_bounds: bool = True,
-             return_old: bool = False, out: Any = None) -> Any:
-        """Atomically x &= value (integer tiles); arguments and result as add()."""
-        if (at.__class__ is int and value.__class__ is int and mask is None
-                and self._region is None):
-            return self._conn.at(self.name, _AND, at, self._code, value, None, sem, scope,
-                                 space, return_old, self._submit)
-        return self._rmw(_AND, value, at, None, mask, sem, scope, space, check_bounds,
-                         return_old, out)
-
-    def or_(self, value: Any, at: Any = None, *, mask: Any = None, sem: str = "relaxed",
-            scope: str = "gpu", space: str = "global", check_bounds: bool = True,
-            return_old: bool = False, out: Any = None) -> Any:
-        """Atomically x |= value (integer tiles); arguments and result as add()."""
-        if (at.__class__ is int and value.__class__ is int and mask is None
-                and self._region is None):
-            return self._conn.at(self.name, _OR, at, self._code, value, None, sem, scope,
-                                 space, return_old, self._submit)
-        return self._rmw(_OR, value, at, None, mask, sem, scope, space, check_bounds,
-                         return_old, out)
-
-    def xor(self, value: Any, at: Any = None, *, mask: Any = None, sem: str = "relaxed",
-            scope: str = "gpu", space: str = "global", check_bounds: bool = True,
-            return_old: bool = False, out: Any = None) -> Any:
-        """Atomically x ^= value (integer tiles); arguments and result as add()."""
-        if (at.__class__ is int and value.__class__ is int and mask is None
-                and self._region is None):
-            return self._conn.at(self.name, _XOR, at, self._code, value, None, sem, scope,
-                                 space, return_old, self._submit)
-        return self._rmw(_XOR, value, at, None, mask, sem, scope, space, check_bounds,
-                         return_old, out)
-
-    def cas(self, at: Any, expected: Any, desired: Any, *, mask: Any = None,
-            sem: str = "relaxed", scope: str = "gpu", space: str = "global",
-            check_bounds: bool = True, return_old: bool = True, out: Any = None) -> Any:
-        """Atomic compare-and-swap: where x == expected (bitwise), x = desired. Always
-        returns the old values (the swap happened where old == expected); masked-off and
-        skipped elements report ``expected``. ``at`` as add() (None: element-wise)."""
-        if (at.__class__ is int and expected.__class__ in _SCALAR_TYPES
-                and desired.__class__ in _SCALAR_TYPES and mask is None
-                and self._region is None):
-            return self._conn.at(self.name, _CAS, at, self._code, desired, expected, sem,
-                                 scope, space, True, self._submit)
-        return self._rmw(_CAS, desired, at, expected, mask, sem, scope, space, check_bounds,
-                         True, out)
+    # add, sub, min, max, exch, and_, or_, xor and cas are methods of _core.TileBase (C):
+    # their single-element calls go straight to the library, the rest come to _rmw above.
 
     # ---- torch's in-place scatter family ---------------------------------------------------
 
@@ -722,9 +620,30 @@ class Tile:
         self._client.destroy(self.name)
 
 
+class _PipelineTiles(dict):
+    """A pipeline's tiles by name: the pipelined Tile views handed out by Pipeline.tile."""
+
+    def __init__(self, pipeline: "Pipeline") -> None:
+        super().__init__()
+        self._pipeline = pipeline
+
+    def __missing__(self, name: str) -> Tile:
+        p = self._pipeline
+        info = p._client._known.get(name)
+        if info is None:
+            if p._conn.pending:
+                p._done.extend(p._conn.collect())
+            info = p._conn.describe(name)
+            p._client._known[name] = info
+        t = self[name] = Tile(p._client, info, submit=True)
+        return t
+
+
 class Pipeline:
     """Requests queued without waiting, as redis-py's pipeline: ``p.tile(name)`` gives a
-    Tile whose operations are sent at once but answered later; ``p.execute()`` returns
+    Tile whose operations are sent at once but answered later (the first use of a name the
+    client has not seen describes the tile: a round trip, after the queued responses are
+    set aside for execute()); ``p.execute()`` returns
     every result in order (old values as numpy arrays, OpResult without them, None for
     writes). Requests go to the daemon as they are queued (the library writes them out in
     64 KiB batches), so the daemon works while Python queues more.
@@ -736,8 +655,10 @@ class Pipeline:
     def __init__(self, client: "Client") -> None:
         self._client = client
         self._conn = client._conn
-        self._tiles: dict[str, Tile] = {}
         self._done: list[Any] = []
+        # tile(name) is this dict's own lookup (no Python frame per call); a name not seen
+        # yet comes to _PipelineTiles.__missing__
+        self.tile = _PipelineTiles(self).__getitem__
 
     def __enter__(self) -> "Pipeline":
         return self
@@ -753,21 +674,6 @@ class Pipeline:
     def __len__(self) -> int:
         """Requests queued and not returned by execute() yet."""
         return len(self._done) + self._conn.pending
-
-    def tile(self, name: str) -> Tile:
-        """The pipelined view of tile ``name``: its operations are queued. The first use of
-        a name the client has not seen describes the tile (a round trip, after the queued
-        responses are set aside for execute())."""
-        t = self._tiles.get(name)
-        if t is None:
-            info = self._client._known.get(name)
-            if info is None:
-                if self._conn.pending:
-                    self._done.extend(self._conn.collect())
-                info = self._conn.describe(name)
-                self._client._known[name] = info
-            t = self._tiles[name] = Tile(self._client, info, submit=True)
-        return t
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
         """Collects every queued request's result, in order. A failed request's exception

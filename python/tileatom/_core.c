@@ -1102,33 +1102,22 @@ PyDoc_STRVAR(Conn_at_doc,
              "scalars. Synchronous: returns the old element as a numpy scalar when want_old "
              "(or for cas), else None. Submitted: returns None; the collected result is the "
              "old element (want_old or cas) or OpResult.");
-static PyObject *Conn_at(ConnObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* The single-element op behind Conn.at and the Tile fast path: value and compare (NULL:
+ * none) are Python scalars packed as dtype. */
+static PyObject *conn_at_core(ConnObject *self, const char *name, int op, long long index,
+                              int dtype, PyObject *value_obj, PyObject *compare_obj,
+                              PyObject *sem, PyObject *scope, PyObject *space, int want_old,
+                              int submit)
 {
-	if (nargs != 11) {
-		PyErr_SetString(PyExc_TypeError, "at() takes 11 arguments");
-		return NULL;
-	}
-	const char *name = PyUnicode_AsUTF8(args[0]);
-	if (!name)
-		return NULL;
-	int op = (int)PyLong_AsLong(args[1]);
-	long long index = PyLong_AsLongLong(args[2]);
-	int dtype = (int)PyLong_AsLong(args[3]);
-	if (PyErr_Occurred())
-		return NULL;
 	unsigned char value[8], compare[8];
-	if (pack_value(args[4], (tileatom_dtype)dtype, value) < 0)
+	if (pack_value(value_obj, (tileatom_dtype)dtype, value) < 0)
 		return NULL;
-	int has_compare = args[5] != Py_None;
-	if (has_compare && pack_value(args[5], (tileatom_dtype)dtype, compare) < 0)
-		return NULL;
-	int want_old = PyObject_IsTrue(args[9]);
-	int submit = PyObject_IsTrue(args[10]);
-	if (want_old < 0 || submit < 0)
+	int has_compare = compare_obj != NULL;
+	if (has_compare && pack_value(compare_obj, (tileatom_dtype)dtype, compare) < 0)
 		return NULL;
 	want_old = want_old || op == TILEATOM_OP_CAS;
 	tileatom_op_options opts;
-	if (to_options(&opts, args[6], args[7], args[8], 1, 0) < 0)
+	if (to_options(&opts, sem, scope, space, 1, 0) < 0)
 		return NULL;
 	if (conn_enter(self) < 0)
 		return NULL;
@@ -1165,6 +1154,29 @@ static PyObject *Conn_at(ConnObject *self, PyObject *const *args, Py_ssize_t nar
 	if (!want_old)
 		return counts_of(1, 0);
 	return scalar_of((tileatom_dtype)dtype, old);
+}
+
+static PyObject *Conn_at(ConnObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 11) {
+		PyErr_SetString(PyExc_TypeError, "at() takes 11 arguments");
+		return NULL;
+	}
+	const char *name = PyUnicode_AsUTF8(args[0]);
+	if (!name)
+		return NULL;
+	int op = (int)PyLong_AsLong(args[1]);
+	long long index = PyLong_AsLongLong(args[2]);
+	int dtype = (int)PyLong_AsLong(args[3]);
+	if (PyErr_Occurred())
+		return NULL;
+	int want_old = PyObject_IsTrue(args[9]);
+	int submit = PyObject_IsTrue(args[10]);
+	if (want_old < 0 || submit < 0)
+		return NULL;
+	return conn_at_core(self, name, op, index, dtype, args[4],
+	                    args[5] == Py_None ? NULL : args[5], args[6], args[7], args[8],
+	                    want_old, submit);
 }
 
 /* ---- Conn: pipelines --------------------------------------------------------------------- */
@@ -1394,6 +1406,221 @@ static PyTypeObject SharedBufferType = {
     .tp_getset = SharedBuffer_getset,
 };
 
+/* ---- TileBase: the C part of tileatom.Tile ----------------------------------------------
+ * tileatom.Tile (Python) derives from it. It holds what the single-element fast path needs
+ * and implements the read-modify-write ops: a call with an int `at`, a Python int/float
+ * value (and expected), no mask, no out and no region goes straight to the library (a
+ * pipelined small request then costs no Python frame); every other call goes to the Python
+ * layer's Tile._rmw. */
+
+/* The C fields of a tile. */
+typedef struct TileBaseObject {
+	PyObject_HEAD PyObject *conn; /* _conn: the Conn (ConnObject) */
+	PyObject *name;               /* name: the tile's name (str) */
+	PyObject *region;             /* _region: None or (origin, shape) */
+	int code;                     /* _code: the tileatom dtype code */
+	char submit;                  /* _submit: ops are queued on a pipeline */
+} TileBaseObject;
+
+static PyMemberDef TileBase_members[] = {
+    {"_conn", T_OBJECT, offsetof(TileBaseObject, conn), 0, "the connection (internal)"},
+    {"name", T_OBJECT, offsetof(TileBaseObject, name), 0, "the tile's name"},
+    {"_region", T_OBJECT, offsetof(TileBaseObject, region), 0, "the box (internal)"},
+    {"_code", T_INT, offsetof(TileBaseObject, code), 0, "the dtype code (internal)"},
+    {"_submit", T_BOOL, offsetof(TileBaseObject, submit), 0, "pipelined (internal)"},
+    {NULL, 0, 0, 0, NULL}};
+
+static void TileBase_dealloc(TileBaseObject *self)
+{
+	Py_CLEAR(self->conn);
+	Py_CLEAR(self->name);
+	Py_CLEAR(self->region);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Keyword names of the ops, interned. */
+enum { KW_VALUE, KW_AT, KW_MASK, KW_SEM, KW_SCOPE, KW_SPACE, KW_CHECK_BOUNDS, KW_RETURN_OLD,
+       KW_OUT, KW_EXPECTED, KW_DESIRED, KW_COUNT };
+static const char *const kw_text[KW_COUNT] = {"value", "at", "mask", "sem", "scope", "space",
+                                              "check_bounds", "return_old", "out",
+                                              "expected", "desired"};
+static PyObject *kw_names[KW_COUNT];
+static PyObject *rmw_name; /* "_rmw" */
+
+/* The index of a keyword name; -1 when unknown. */
+static int kw_index(PyObject *key)
+{
+	for (int i = 0; i < KW_COUNT; i++)
+		if (key == kw_names[i])
+			return i;
+	for (int i = 0; i < KW_COUNT; i++)
+		if (PyUnicode_Compare(key, kw_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+/* One read-modify-write op: parses (value, at=None, *, options) or, for cas, (at,
+ * expected, desired, *, options), then takes the fast path or calls self._rmw. */
+static PyObject *tile_rmw(TileBaseObject *self, int op, PyObject *const *args, size_t nargsf,
+                          PyObject *kwnames)
+{
+	Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+	int cas = op == TILEATOM_OP_CAS;
+	PyObject *v[KW_COUNT] = {NULL};
+	/* positional: value, at (cas: at, expected, desired) */
+	static const int pos_rmw[] = {KW_VALUE, KW_AT};
+	static const int pos_cas[] = {KW_AT, KW_EXPECTED, KW_DESIRED};
+	const int *pos = cas ? pos_cas : pos_rmw;
+	Py_ssize_t npos = cas ? 3 : 2;
+	if (nargs > npos) {
+		PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional arguments",
+		             tileatom_op_name((tileatom_op)op), npos);
+		return NULL;
+	}
+	for (Py_ssize_t i = 0; i < nargs; i++)
+		v[pos[i]] = args[i];
+	Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+	for (Py_ssize_t i = 0; i < nkw; i++) {
+		PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+		int k = kw_index(key);
+		if (k < 0 || (cas && k == KW_VALUE) || (!cas && (k == KW_EXPECTED || k == KW_DESIRED))) {
+			PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'",
+			             tileatom_op_name((tileatom_op)op), key);
+			return NULL;
+		}
+		if (v[k]) {
+			PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%U'",
+			             tileatom_op_name((tileatom_op)op), key);
+			return NULL;
+		}
+		v[k] = args[nargs + i];
+	}
+	PyObject *value = cas ? v[KW_DESIRED] : v[KW_VALUE];
+	if (!value || (cas && (!v[KW_AT] || !v[KW_EXPECTED]))) {
+		PyErr_Format(PyExc_TypeError, "%s() is missing a required argument (%s)",
+		             tileatom_op_name((tileatom_op)op),
+		             cas ? "at, expected and desired" : "value");
+		return NULL;
+	}
+	PyObject *at = v[KW_AT] ? v[KW_AT] : Py_None;
+	PyObject *sem = v[KW_SEM] ? v[KW_SEM] : default_names[0];
+	PyObject *scope = v[KW_SCOPE] ? v[KW_SCOPE] : default_names[1];
+	PyObject *space = v[KW_SPACE] ? v[KW_SPACE] : default_names[2];
+	int return_old = cas;
+	if (v[KW_RETURN_OLD] && (return_old = PyObject_IsTrue(v[KW_RETURN_OLD])) < 0)
+		return NULL;
+	int scalar_value = PyLong_CheckExact(value) || PyFloat_CheckExact(value);
+	int scalar_expected = !cas || PyLong_CheckExact(v[KW_EXPECTED]) ||
+	                      PyFloat_CheckExact(v[KW_EXPECTED]);
+	if (PyLong_CheckExact(at) && scalar_value && scalar_expected &&
+	    (!v[KW_MASK] || v[KW_MASK] == Py_None) && (!v[KW_OUT] || v[KW_OUT] == Py_None) &&
+	    self->region == Py_None && self->conn && PyObject_TypeCheck(self->conn, &ConnType)) {
+		long long index = PyLong_AsLongLong(at);
+		if (index == -1 && PyErr_Occurred())
+			return NULL;
+		const char *name = PyUnicode_AsUTF8(self->name);
+		if (!name)
+			return NULL;
+		return conn_at_core((ConnObject *)self->conn, name, op, index, self->code, value,
+		                    cas ? v[KW_EXPECTED] : NULL, sem, scope, space, return_old,
+		                    self->submit);
+	}
+	/* the general path: self._rmw(op, value, at, expected, mask, sem, scope, space,
+	 * check_bounds, return_old, out) */
+	PyObject *opnum = PyLong_FromLong(op);
+	if (!opnum)
+		return NULL;
+	PyObject *callargs[12] = {(PyObject *)self,
+	                          opnum,
+	                          value,
+	                          at,
+	                          cas ? v[KW_EXPECTED] : Py_None,
+	                          v[KW_MASK] ? v[KW_MASK] : Py_None,
+	                          sem,
+	                          scope,
+	                          space,
+	                          v[KW_CHECK_BOUNDS] ? v[KW_CHECK_BOUNDS] : Py_True,
+	                          return_old ? Py_True : Py_False,
+	                          v[KW_OUT] ? v[KW_OUT] : Py_None};
+	PyObject *r = PyObject_VectorcallMethod(rmw_name, callargs,
+	                                        12 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+	Py_DECREF(opnum);
+	return r;
+}
+
+#define TA_RMW_OPTIONS                                                                        \
+	"mask=None, sem='relaxed', scope='gpu', space='global', check_bounds=True, "            \
+	"return_old=False, out=None)\n--\n\n"
+#define TA_RMW_METHOD(fname, OPCODE, doc)                                                     \
+	static PyObject *TileBase_##fname(TileBaseObject *self, PyObject *const *args,          \
+	                                  size_t nargsf, PyObject *kwnames)                     \
+	{                                                                                     \
+		return tile_rmw(self, OPCODE, args, nargsf, kwnames);                               \
+	}                                                                                     \
+	PyDoc_STRVAR(TileBase_##fname##_doc, #fname "($self, /, value, at=None, *, "            \
+	                                            TA_RMW_OPTIONS doc);
+
+TA_RMW_METHOD(add, TILEATOM_OP_ADD,
+              "Atomically adds value (a scalar, or an array broadcast to the elements) at "
+              "`at` (None: element-wise over the tile or box; an int or integer array: "
+              "row-major flat offsets; a tuple of one integer array per axis: coordinates "
+              "broadcast together; duplicates all apply). Returns OpResult(applied, "
+              "skipped), or with return_old=True the old values (a numpy array of the "
+              "elements' shape, filled into `out` when given; a numpy scalar for an int "
+              "`at`). mask: a bool array broadcast to the elements. sem: relaxed, acquire, "
+              "release, acq_rel. scope: gpu, cta, cluster, sys. space: global or shared. "
+              "check_bounds=True skips and counts out-of-range elements, False fails the "
+              "request (OutOfRange); one element given as an int `at` outside the tile "
+              "always raises OutOfRange. In a pipeline: returns None, the result comes "
+              "from execute().")
+TA_RMW_METHOD(sub, TILEATOM_OP_SUB, "Atomically x -= value; arguments and result as add().")
+TA_RMW_METHOD(min, TILEATOM_OP_MIN,
+              "Atomically x = min(x, value); arguments and result as add().")
+TA_RMW_METHOD(max, TILEATOM_OP_MAX,
+              "Atomically x = max(x, value); arguments and result as add().")
+TA_RMW_METHOD(exch, TILEATOM_OP_EXCH,
+              "Atomically x = value (exchange); arguments and result as add().")
+TA_RMW_METHOD(and_, TILEATOM_OP_AND,
+              "Atomically x &= value (integer tiles); arguments and result as add().")
+TA_RMW_METHOD(or_, TILEATOM_OP_OR,
+              "Atomically x |= value (integer tiles); arguments and result as add().")
+TA_RMW_METHOD(xor, TILEATOM_OP_XOR,
+              "Atomically x ^= value (integer tiles); arguments and result as add().")
+
+static PyObject *TileBase_cas(TileBaseObject *self, PyObject *const *args, size_t nargsf,
+                              PyObject *kwnames)
+{
+	return tile_rmw(self, TILEATOM_OP_CAS, args, nargsf, kwnames);
+}
+PyDoc_STRVAR(TileBase_cas_doc,
+             "cas($self, /, at, expected, desired, *, mask=None, sem='relaxed', scope='gpu', "
+             "space='global', check_bounds=True, return_old=True, out=None)\n--\n\n"
+             "Atomic compare-and-swap: where x == expected (bitwise), x = desired. Always "
+             "returns the old values (the swap happened where old == expected; a numpy "
+             "scalar for an int `at`); masked-off and skipped elements report expected. "
+             "`at` and the options as add() (None: element-wise over the tile or box).");
+
+#define TA_RMW_ENTRY(fname)                                                                   \
+	{                                                                                     \
+		#fname, (PyCFunction)(void (*)(void))TileBase_##fname,                               \
+		    METH_FASTCALL | METH_KEYWORDS, TileBase_##fname##_doc                            \
+	}
+static PyMethodDef TileBase_methods[] = {
+    TA_RMW_ENTRY(add), TA_RMW_ENTRY(sub),  TA_RMW_ENTRY(min), TA_RMW_ENTRY(max),
+    TA_RMW_ENTRY(exch), TA_RMW_ENTRY(and_), TA_RMW_ENTRY(or_), TA_RMW_ENTRY(xor),
+    TA_RMW_ENTRY(cas),  {NULL, NULL, 0, NULL}};
+
+static PyTypeObject TileBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tileatom._core.TileBase",
+    .tp_basicsize = sizeof(TileBaseObject),
+    .tp_dealloc = (destructor)TileBase_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = PyDoc_STR("The C part of tileatom.Tile: its read-modify-write ops."),
+    .tp_methods = TileBase_methods,
+    .tp_members = TileBase_members,
+    .tp_new = PyType_GenericNew,
+};
+
 /* ---- type and module --------------------------------------------------------------------- */
 
 static PyMethodDef Conn_methods[] = {
@@ -1484,7 +1711,13 @@ PyMODINIT_FUNC PyInit__core(void)
 	for (int i = 0; i < 3; i++)
 		if (!default_names[i] && !(default_names[i] = PyUnicode_InternFromString(defaults[i])))
 			return NULL;
-	if (PyType_Ready(&ConnType) < 0 || PyType_Ready(&SharedBufferType) < 0)
+	if (PyType_Ready(&ConnType) < 0 || PyType_Ready(&SharedBufferType) < 0 ||
+	    PyType_Ready(&TileBaseType) < 0)
+		return NULL;
+	for (int i = 0; i < KW_COUNT; i++)
+		if (!kw_names[i] && !(kw_names[i] = PyUnicode_InternFromString(kw_text[i])))
+			return NULL;
+	if (!rmw_name && !(rmw_name = PyUnicode_InternFromString("_rmw")))
 		return NULL;
 	if (!OpResultType.tp_name && PyStructSequence_InitType2(&OpResultType, &opresult_desc) < 0)
 		return NULL;
@@ -1493,6 +1726,7 @@ PyMODINIT_FUNC PyInit__core(void)
 		return NULL;
 	if (PyModule_AddObjectRef(m, "Conn", (PyObject *)&ConnType) < 0 ||
 	    PyModule_AddObjectRef(m, "SharedBuffer", (PyObject *)&SharedBufferType) < 0 ||
+	    PyModule_AddObjectRef(m, "TileBase", (PyObject *)&TileBaseType) < 0 ||
 	    PyModule_AddObjectRef(m, "OpResult", (PyObject *)&OpResultType) < 0 ||
 	    PyModule_AddIntConstant(m, "MAX_RANK", TILEATOM_MAX_RANK) < 0 ||
 	    PyModule_AddIntConstant(m, "NAME_MAX", TILEATOM_NAME_MAX) < 0) {
