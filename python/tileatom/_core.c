@@ -29,8 +29,8 @@ static PyStructSequence_Field opresult_fields[] = {
     {"skipped", "elements skipped as out of range (check_bounds=True)"},
     {NULL, NULL}};
 static PyStructSequence_Desc opresult_desc = {
-    "tileatom.OpResult", "What an atomic op did when it returns no old values.",
-    opresult_fields, 2};
+    "tileatom.OpResult", "What an atomic op did when it returns no old values.", opresult_fields,
+    2};
 
 /* What a collected pipelined response turns into. */
 enum result_kind {
@@ -52,8 +52,8 @@ typedef struct pending_entry {
 typedef struct ConnObject {
 	PyObject_HEAD tileatom_client *client; /* the handle; NULL once closed */
 	PyThread_type_lock lock;               /* serialises calls on the handle */
-	int closing;        /* close() was called while shared buffers were alive */
-	Py_ssize_t buffers; /* live SharedBuffer objects over this connection */
+	int closing;          /* close() was called while shared buffers were alive */
+	Py_ssize_t buffers;   /* live SharedBuffer objects over this connection */
 	pending_entry *queue; /* submitted requests in order (a ring) */
 	size_t qcap;          /* ring capacity (a power of two) */
 	size_t qhead;         /* index of the oldest entry */
@@ -96,9 +96,8 @@ static PyObject *make_error(int code, const char *message)
 	}
 	if (!cls)
 		cls = error_base ? error_base : PyExc_RuntimeError;
-	return PyObject_CallFunction(cls, "si", message && *message ? message
-	                                                            : tileatom_strerror(code),
-	                             code);
+	return PyObject_CallFunction(cls, "si",
+	                             message && *message ? message : tileatom_strerror(code), code);
 }
 
 /* Raises the exception of a failed library call; returns NULL for the caller to return. */
@@ -178,7 +177,7 @@ static tileatom_dtype dtype_of_typenum(int typenum)
 /* The numpy type number that holds elements of a tileatom dtype (bfloat16: uint16 bits). */
 static int typenum_of_dtype(tileatom_dtype dtype)
 {
-	static const int map[] = {NPY_NOTYPE, NPY_INT32,   NPY_UINT32, NPY_INT64,  NPY_UINT64,
+	static const int map[] = {NPY_NOTYPE,  NPY_INT32,   NPY_UINT32, NPY_INT64,  NPY_UINT64,
 	                          NPY_FLOAT32, NPY_FLOAT64, NPY_HALF,   NPY_UINT16, NPY_BOOL};
 	return (unsigned)dtype < sizeof(map) / sizeof(map[0]) ? map[dtype] : NPY_NOTYPE;
 }
@@ -194,9 +193,9 @@ static int to_array(PyObject *obj, tileatom_array *out, const char *what)
 		int flags = PyArray_FLAGS(a);
 		if (!(flags & NPY_ARRAY_C_CONTIGUOUS) || !(flags & NPY_ARRAY_ALIGNED) ||
 		    !PyArray_ISNOTSWAPPED(a)) {
-			PyErr_Format(PyExc_ValueError,
-			             "%s must be a C-contiguous, aligned array in native byte order",
-			             what);
+			PyErr_Format(
+			    PyExc_ValueError,
+			    "%s must be a C-contiguous, aligned array in native byte order", what);
 			return -1;
 		}
 		if (PyArray_NDIM(a) > TILEATOM_MAX_RANK) {
@@ -206,7 +205,8 @@ static int to_array(PyObject *obj, tileatom_array *out, const char *what)
 		}
 		out->dtype = dtype_of_typenum(PyArray_TYPE(a));
 		if (out->dtype == TILEATOM_DTYPE_NONE) {
-			PyErr_Format(PyExc_TypeError, "%s has a dtype tileatom does not have", what);
+			PyErr_Format(PyExc_TypeError, "%s has a dtype tileatom does not have",
+			             what);
 			return -1;
 		}
 		out->rank = PyArray_NDIM(a);
@@ -673,11 +673,9 @@ static PyObject *Conn_get_pending(ConnObject *self, void *closure)
 static PyGetSetDef Conn_getset[] = {
     {"closed", (getter)Conn_get_closed, NULL, "True once close() was called.", NULL},
     {"server_version", (getter)Conn_get_server_version, NULL, "The daemon's version.", NULL},
-    {"backend", (getter)Conn_get_backend, NULL, "The daemon's backend: 'cpu' or 'cuda'.",
-     NULL},
+    {"backend", (getter)Conn_get_backend, NULL, "The daemon's backend: 'cpu' or 'cuda'.", NULL},
     {"address", (getter)Conn_get_address, NULL, "The address connected to.", NULL},
-    {"max_frame", (getter)Conn_get_max_frame, NULL, "The daemon's frame limit in bytes.",
-     NULL},
+    {"max_frame", (getter)Conn_get_max_frame, NULL, "The daemon's frame limit in bytes.", NULL},
     {"pending", (getter)Conn_get_pending, NULL, "Submitted requests not collected yet.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
@@ -821,14 +819,13 @@ static PyObject *Conn_stats(ConnObject *self, PyObject *unused)
 	Py_END_ALLOW_THREADS conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
-	return Py_BuildValue("{s:s,s:s,s:K,s:s,s:I,s:K,s:K,s:K,s:I,s:K}", "backend", s.backend,
-	                     "device", s.device, "device_memory",
-	                     (unsigned long long)s.device_memory, "compute_capability",
-	                     s.compute_capability, "tiles", (unsigned)s.tiles, "tile_bytes",
-	                     (unsigned long long)s.tile_bytes, "requests",
-	                     (unsigned long long)s.requests, "errors",
-	                     (unsigned long long)s.errors, "connections", (unsigned)s.connections,
-	                     "elements", (unsigned long long)s.elements);
+	return Py_BuildValue(
+	    "{s:s,s:s,s:K,s:s,s:I,s:K,s:K,s:K,s:I,s:K}", "backend", s.backend, "device", s.device,
+	    "device_memory", (unsigned long long)s.device_memory, "compute_capability",
+	    s.compute_capability, "tiles", (unsigned)s.tiles, "tile_bytes",
+	    (unsigned long long)s.tile_bytes, "requests", (unsigned long long)s.requests, "errors",
+	    (unsigned long long)s.errors, "connections", (unsigned)s.connections, "elements",
+	    (unsigned long long)s.elements);
 }
 
 /* ---- Conn: data -------------------------------------------------------------------------- */
@@ -881,9 +878,8 @@ static PyObject *Conn_read(ConnObject *self, PyObject *args)
 		Py_END_ALLOW_THREADS
 	} else {
 		size_t got = 0;
-		Py_BEGIN_ALLOW_THREADS st = tileatom_read(self->client, name,
-		                                          has_region ? &region : NULL, data, size,
-		                                          &got, &err);
+		Py_BEGIN_ALLOW_THREADS st = tileatom_read(
+		    self->client, name, has_region ? &region : NULL, data, size, &got, &err);
 		Py_END_ALLOW_THREADS if (st == TILEATOM_OK && got != size)
 		{
 			st = err.code = TILEATOM_E_PROTOCOL;
@@ -971,7 +967,8 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 	if (indices_obj != Py_None) {
 		if (!PyTuple_Check(indices_obj) || PyTuple_GET_SIZE(indices_obj) < 1 ||
 		    PyTuple_GET_SIZE(indices_obj) > TILEATOM_MAX_RANK) {
-			PyErr_SetString(PyExc_ValueError, "indices must be a tuple of 1 to 4 arrays");
+			PyErr_SetString(PyExc_ValueError,
+			                "indices must be a tuple of 1 to 4 arrays");
 			return NULL;
 		}
 		n_index = (int)PyTuple_GET_SIZE(indices_obj);
@@ -1036,9 +1033,10 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 		            : tileatom_elementwise(c, name, o, reg, vals, cmp, &opts, &res, &err);
 		break;
 	case TILEATOM_REQ_SCATTER:
-		st = submit ? tileatom_submit_scatter(c, name, o, reg, dim, indices, vals, &opts,
-		                                      NULL, &err)
-		            : tileatom_scatter(c, name, o, reg, dim, indices, vals, &opts, &res, &err);
+		st = submit
+		         ? tileatom_submit_scatter(c, name, o, reg, dim, indices, vals, &opts, NULL,
+		                                   &err)
+		         : tileatom_scatter(c, name, o, reg, dim, indices, vals, &opts, &res, &err);
 		break;
 	case TILEATOM_REQ_INDEXED:
 		st = submit ? tileatom_submit_indexed(c, name, o, reg, n_index, indices, flat != 0,
@@ -1048,23 +1046,25 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 		break;
 	case TILEATOM_REQ_GATHER:
 		st = submit ? tileatom_submit_gather(c, name, window, &addr, pad, &opts, NULL, &err)
-		            : tileatom_gather(c, name, window, &addr, pad, &opts, out_data, out_size,
-		                              &res, &err);
+		            : tileatom_gather(c, name, window, &addr, pad, &opts, out_data,
+		                              out_size, &res, &err);
 		break;
 	case TILEATOM_REQ_SCATTER_STORE:
-		st = submit ? tileatom_submit_scatter_store(c, name, window, &addr, vals, &opts,
-		                                            NULL, &err)
-		            : tileatom_scatter_store(c, name, window, &addr, vals, &opts, &res, &err);
+		st = submit
+		         ? tileatom_submit_scatter_store(c, name, window, &addr, vals, &opts, NULL,
+		                                         &err)
+		         : tileatom_scatter_store(c, name, window, &addr, vals, &opts, &res, &err);
 		break;
 	case TILEATOM_REQ_ATOMIC_LOAD:
 		st = submit ? tileatom_submit_atomic_load(c, name, window, &addr, &opts, NULL, &err)
-		            : tileatom_atomic_load(c, name, window, &addr, &opts, out_data, out_size,
-		                                   &res, &err);
+		            : tileatom_atomic_load(c, name, window, &addr, &opts, out_data,
+		                                   out_size, &res, &err);
 		break;
 	case TILEATOM_REQ_ATOMIC_STORE:
-		st = submit ? tileatom_submit_atomic_store(c, name, window, &addr, vals, &opts, NULL,
-		                                           &err)
-		            : tileatom_atomic_store(c, name, window, &addr, vals, &opts, &res, &err);
+		st = submit
+		         ? tileatom_submit_atomic_store(c, name, window, &addr, vals, &opts, NULL,
+		                                        &err)
+		         : tileatom_atomic_store(c, name, window, &addr, vals, &opts, &res, &err);
 		break;
 	default:
 		st = err.code = TILEATOM_E_INVALID_ARGUMENT;
@@ -1105,9 +1105,8 @@ PyDoc_STRVAR(Conn_at_doc,
 /* The single-element op behind Conn.at and the Tile fast path: value and compare (NULL:
  * none) are Python scalars packed as dtype. */
 static PyObject *conn_at_core(ConnObject *self, const char *name, int op, long long index,
-                              int dtype, PyObject *value_obj, PyObject *compare_obj,
-                              PyObject *sem, PyObject *scope, PyObject *space, int want_old,
-                              int submit)
+                              int dtype, PyObject *value_obj, PyObject *compare_obj, PyObject *sem,
+                              PyObject *scope, PyObject *space, int want_old, int submit)
 {
 	unsigned char value[8], compare[8];
 	if (pack_value(value_obj, (tileatom_dtype)dtype, value) < 0)
@@ -1439,11 +1438,23 @@ static void TileBase_dealloc(TileBaseObject *self)
 }
 
 /* Keyword names of the ops, interned. */
-enum { KW_VALUE, KW_AT, KW_MASK, KW_SEM, KW_SCOPE, KW_SPACE, KW_CHECK_BOUNDS, KW_RETURN_OLD,
-       KW_OUT, KW_EXPECTED, KW_DESIRED, KW_COUNT };
-static const char *const kw_text[KW_COUNT] = {"value", "at", "mask", "sem", "scope", "space",
-                                              "check_bounds", "return_old", "out",
-                                              "expected", "desired"};
+enum {
+	KW_VALUE,
+	KW_AT,
+	KW_MASK,
+	KW_SEM,
+	KW_SCOPE,
+	KW_SPACE,
+	KW_CHECK_BOUNDS,
+	KW_RETURN_OLD,
+	KW_OUT,
+	KW_EXPECTED,
+	KW_DESIRED,
+	KW_COUNT
+};
+static const char *const kw_text[KW_COUNT] = {"value", "at",       "mask",         "sem",
+                                              "scope", "space",    "check_bounds", "return_old",
+                                              "out",   "expected", "desired"};
 static PyObject *kw_names[KW_COUNT];
 static PyObject *rmw_name; /* "_rmw" */
 
@@ -1483,8 +1494,10 @@ static PyObject *tile_rmw(TileBaseObject *self, int op, PyObject *const *args, s
 	for (Py_ssize_t i = 0; i < nkw; i++) {
 		PyObject *key = PyTuple_GET_ITEM(kwnames, i);
 		int k = kw_index(key);
-		if (k < 0 || (cas && k == KW_VALUE) || (!cas && (k == KW_EXPECTED || k == KW_DESIRED))) {
-			PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'",
+		if (k < 0 || (cas && k == KW_VALUE) ||
+		    (!cas && (k == KW_EXPECTED || k == KW_DESIRED))) {
+			PyErr_Format(PyExc_TypeError,
+			             "%s() got an unexpected keyword argument '%U'",
 			             tileatom_op_name((tileatom_op)op), key);
 			return NULL;
 		}
@@ -1510,8 +1523,8 @@ static PyObject *tile_rmw(TileBaseObject *self, int op, PyObject *const *args, s
 	if (v[KW_RETURN_OLD] && (return_old = PyObject_IsTrue(v[KW_RETURN_OLD])) < 0)
 		return NULL;
 	int scalar_value = PyLong_CheckExact(value) || PyFloat_CheckExact(value);
-	int scalar_expected = !cas || PyLong_CheckExact(v[KW_EXPECTED]) ||
-	                      PyFloat_CheckExact(v[KW_EXPECTED]);
+	int scalar_expected =
+	    !cas || PyLong_CheckExact(v[KW_EXPECTED]) || PyFloat_CheckExact(v[KW_EXPECTED]);
 	if (PyLong_CheckExact(at) && scalar_value && scalar_expected &&
 	    (!v[KW_MASK] || v[KW_MASK] == Py_None) && (!v[KW_OUT] || v[KW_OUT] == Py_None) &&
 	    self->region == Py_None && self->conn && PyObject_TypeCheck(self->conn, &ConnType)) {
@@ -1548,17 +1561,17 @@ static PyObject *tile_rmw(TileBaseObject *self, int op, PyObject *const *args, s
 	return r;
 }
 
-#define TA_RMW_OPTIONS                                                                        \
-	"mask=None, sem='relaxed', scope='gpu', space='global', check_bounds=True, "            \
+#define TA_RMW_OPTIONS                                                                             \
+	"mask=None, sem='relaxed', scope='gpu', space='global', check_bounds=True, "               \
 	"return_old=False, out=None)\n--\n\n"
-#define TA_RMW_METHOD(fname, OPCODE, doc)                                                     \
-	static PyObject *TileBase_##fname(TileBaseObject *self, PyObject *const *args,          \
-	                                  size_t nargsf, PyObject *kwnames)                     \
-	{                                                                                     \
-		return tile_rmw(self, OPCODE, args, nargsf, kwnames);                               \
-	}                                                                                     \
-	PyDoc_STRVAR(TileBase_##fname##_doc, #fname "($self, /, value, at=None, *, "            \
-	                                            TA_RMW_OPTIONS doc);
+#define TA_RMW_METHOD(fname, OPCODE, doc)                                                          \
+	static PyObject *TileBase_##fname(TileBaseObject *self, PyObject *const *args,             \
+	                                  size_t nargsf, PyObject *kwnames)                        \
+	{                                                                                          \
+		return tile_rmw(self, OPCODE, args, nargsf, kwnames);                              \
+	}                                                                                          \
+	PyDoc_STRVAR(TileBase_##fname##_doc,                                                       \
+	             #fname "($self, /, value, at=None, *, " TA_RMW_OPTIONS doc);
 
 TA_RMW_METHOD(add, TILEATOM_OP_ADD,
               "Atomically adds value (a scalar, or an array broadcast to the elements) at "
@@ -1574,10 +1587,8 @@ TA_RMW_METHOD(add, TILEATOM_OP_ADD,
               "always raises OutOfRange. In a pipeline: returns None, the result comes "
               "from execute().")
 TA_RMW_METHOD(sub, TILEATOM_OP_SUB, "Atomically x -= value; arguments and result as add().")
-TA_RMW_METHOD(min, TILEATOM_OP_MIN,
-              "Atomically x = min(x, value); arguments and result as add().")
-TA_RMW_METHOD(max, TILEATOM_OP_MAX,
-              "Atomically x = max(x, value); arguments and result as add().")
+TA_RMW_METHOD(min, TILEATOM_OP_MIN, "Atomically x = min(x, value); arguments and result as add().")
+TA_RMW_METHOD(max, TILEATOM_OP_MAX, "Atomically x = max(x, value); arguments and result as add().")
 TA_RMW_METHOD(exch, TILEATOM_OP_EXCH,
               "Atomically x = value (exchange); arguments and result as add().")
 TA_RMW_METHOD(and_, TILEATOM_OP_AND,
@@ -1600,14 +1611,14 @@ PyDoc_STRVAR(TileBase_cas_doc,
              "scalar for an int `at`); masked-off and skipped elements report expected. "
              "`at` and the options as add() (None: element-wise over the tile or box).");
 
-#define TA_RMW_ENTRY(fname)                                                                   \
-	{                                                                                     \
-		#fname, (PyCFunction)(void (*)(void))TileBase_##fname,                               \
-		    METH_FASTCALL | METH_KEYWORDS, TileBase_##fname##_doc                            \
+#define TA_RMW_ENTRY(fname)                                                                        \
+	{                                                                                          \
+#fname, (PyCFunction)(void (*)(void))TileBase_##fname,                             \
+		    METH_FASTCALL | METH_KEYWORDS, TileBase_##fname##_doc                          \
 	}
 static PyMethodDef TileBase_methods[] = {
-    TA_RMW_ENTRY(add), TA_RMW_ENTRY(sub),  TA_RMW_ENTRY(min), TA_RMW_ENTRY(max),
-    TA_RMW_ENTRY(exch), TA_RMW_ENTRY(and_), TA_RMW_ENTRY(or_), TA_RMW_ENTRY(xor),
+    TA_RMW_ENTRY(add),  TA_RMW_ENTRY(sub),    TA_RMW_ENTRY(min), TA_RMW_ENTRY(max),
+    TA_RMW_ENTRY(exch), TA_RMW_ENTRY(and_),   TA_RMW_ENTRY(or_), TA_RMW_ENTRY(xor),
     TA_RMW_ENTRY(cas),  {NULL, NULL, 0, NULL}};
 
 static PyTypeObject TileBaseType = {
@@ -1700,16 +1711,23 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef core_module = {
-    PyModuleDef_HEAD_INIT, "tileatom._core",
+    PyModuleDef_HEAD_INIT,
+    "tileatom._core",
     "The C extension under tileatom: libtileatom-client's calls (use the tileatom package).",
-    -1, module_methods, NULL, NULL, NULL, NULL};
+    -1,
+    module_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL};
 
 PyMODINIT_FUNC PyInit__core(void)
 {
 	import_array();
 	static const char *const defaults[3] = {"relaxed", "gpu", "global"};
 	for (int i = 0; i < 3; i++)
-		if (!default_names[i] && !(default_names[i] = PyUnicode_InternFromString(defaults[i])))
+		if (!default_names[i] &&
+		    !(default_names[i] = PyUnicode_InternFromString(defaults[i])))
 			return NULL;
 	if (PyType_Ready(&ConnType) < 0 || PyType_Ready(&SharedBufferType) < 0 ||
 	    PyType_Ready(&TileBaseType) < 0)
