@@ -7,7 +7,7 @@ TILEATOM_PY_SOURCES = python/tileatom/__init__.py python/tileatom/_errors.py \
 EXTRA_DIST += $(TILEATOM_PY_SOURCES) python/tileatom/_core.c python/tests/conftest.py \
 	python/tests/test_ops.py python/tests/test_client.py python/tests/test_pipeline.py \
 	python/tests/test_torch.py python/pytest.ini python/bench/bench_python.py \
-	python/setup.py docs/PYTHON.md tests/check_python.sh
+	docs/PYTHON.md tests/check_python.sh
 
 if HAVE_PYTHON_EXT
 tileatompydir = $(TILEATOM_PYTHONDIR)/tileatom
@@ -39,4 +39,12 @@ python-clean-stage:
 	rm -rf python/tileatom/__pycache__ python/tests/__pycache__ python/.pytest_cache
 
 TESTS += tests/check_python.sh
+endif
+
+if HAVE_PYTHON_EXT
+# Python imports _core.so alone: libtool's .la of the module is of no use once installed.
+install-data-hook: python-remove-la
+.PHONY: python-remove-la
+python-remove-la:
+	rm -f "$(DESTDIR)$(tileatompydir)/_core.la"
 endif
