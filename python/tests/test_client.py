@@ -106,3 +106,34 @@ def test_shared_array_outlives_close(daemon, name):
     with pytest.raises(tileatom.StateError):
         c.shared_array(4, np.int32)
     del a  # the last one: the socket closes now
+
+
+def test_timeout_on_a_silent_daemon(tmp_path):
+    import socket
+    path = str(tmp_path / "silent.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)  # accepts into the backlog, never answers the handshake
+    try:
+        with pytest.raises(tileatom.Timeout) as e:
+            tileatom.connect(path, timeout=0.2)
+        assert e.value.code == 101 and isinstance(e.value, TimeoutError)
+    finally:
+        srv.close()
+
+
+def test_one_client_shared_by_threads(client, name):
+    import threading
+    t = client.create(name, np.int64, (4,))
+
+    def work(k):
+        for _ in range(500):
+            t.add(1, at=k % 4)
+        t.add(np.ones(4, np.int64))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    np.testing.assert_array_equal(t.read(), np.full(4, 1000 + 8))
