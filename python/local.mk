@@ -48,3 +48,11 @@ install-data-hook: python-remove-la
 python-remove-la:
 	rm -f "$(DESTDIR)$(tileatompydir)/_core.la"
 endif
+if HAVE_PYTHON_EXT
+# libtool finds the module's files to remove through its installed .la, which
+# python-remove-la deleted: remove the module itself.
+uninstall-local: python-uninstall-module
+.PHONY: python-uninstall-module
+python-uninstall-module:
+	rm -f "$(DESTDIR)$(tileatompydir)/_core.so"
+endif

@@ -167,3 +167,27 @@ def test_client_killed_mid_pipeline(client, name, daemon):
     assert 0 <= got <= 200000
     with tileatom.connect(daemon) as c2:
         assert c2.tile(name).read()[5] == 6
+
+
+def test_readme_python_examples(daemon, monkeypatch):
+    """README.md's "From Python" section runs as shown."""
+    import re
+    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+    with open(readme) as f:
+        text = f.read()
+    section = text.split("## From Python", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    monkeypatch.setenv("TILEATOM_SOCKET", daemon)
+    exec(compile(blocks[0], "README.md (histogram)", "exec"), {})
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        torch = None
+    if torch is not None:
+        exec(compile(blocks[1], "README.md (lock)", "exec"), {})
+    with tileatom.connect(daemon) as c:
+        if torch is not None:
+            assert c.tile("lock").read()[0] == 0
+            c.destroy("lock")
+        c.destroy("hist")
