@@ -6,7 +6,9 @@
  * for sem/scope/space, (origin, shape) tuples for regions. The one hot call, a single-element
  * op (Conn.at), also converts its Python scalar itself so that a pipelined small request
  * costs little Python. Every blocking library call runs with the GIL released under the
- * connection's own lock (a handle may be used by one thread at a time). */
+ * connection's own lock (a handle may be used by one thread at a time); the blocks that
+ * release it are written out (PyEval_SaveThread/RestoreThread, as Py_BEGIN_ALLOW_THREADS
+ * expands) so that clang-format lays them out as code. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
@@ -118,8 +120,11 @@ static PyObject *raise_status(int code, const tileatom_error *err)
 static int conn_enter(ConnObject *self)
 {
 	if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
-		Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
-		Py_END_ALLOW_THREADS
+		{
+			PyThreadState *unlocked = PyEval_SaveThread();
+			PyThread_acquire_lock(self->lock, WAIT_LOCK);
+			PyEval_RestoreThread(unlocked);
+		}
 	}
 	if (!self->client || self->closing) {
 		PyThread_release_lock(self->lock);
@@ -526,8 +531,12 @@ static int conn_count_submit(ConnObject *self, tileatom_error *err)
 		return TILEATOM_OK;
 	self->unflushed = 0;
 	int st;
-	Py_BEGIN_ALLOW_THREADS st = tileatom_flush(self->client, err);
-	Py_END_ALLOW_THREADS return st;
+	{
+		PyThreadState *unlocked = PyEval_SaveThread();
+		st = tileatom_flush(self->client, err);
+		PyEval_RestoreThread(unlocked);
+	}
+	return st;
 }
 
 /* ---- Conn: life cycle -------------------------------------------------------------------- */
@@ -552,9 +561,12 @@ static int Conn_init(ConnObject *self, PyObject *args, PyObject *kwds)
 	tileatom_error err = {0, ""};
 	tileatom_client *client = NULL;
 	int st;
-	Py_BEGIN_ALLOW_THREADS st = tileatom_connect_opts(address, &opts, &client, &err);
-	Py_END_ALLOW_THREADS if (st != TILEATOM_OK)
 	{
+		PyThreadState *unlocked = PyEval_SaveThread();
+		st = tileatom_connect_opts(address, &opts, &client, &err);
+		PyEval_RestoreThread(unlocked);
+	}
+	if (st != TILEATOM_OK) {
 		raise_status(st, &err);
 		return -1;
 	}
@@ -584,8 +596,11 @@ static void conn_really_close(ConnObject *self)
 	if (self->client) {
 		tileatom_client *c = self->client;
 		self->client = NULL;
-		Py_BEGIN_ALLOW_THREADS tileatom_close(c);
-		Py_END_ALLOW_THREADS
+		{
+			PyThreadState *unlocked = PyEval_SaveThread();
+			tileatom_close(c);
+			PyEval_RestoreThread(unlocked);
+		}
 	}
 	queue_clear(self);
 }
@@ -607,8 +622,11 @@ static PyObject *Conn_close(ConnObject *self, PyObject *unused)
 {
 	(void)unused;
 	if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
-		Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
-		Py_END_ALLOW_THREADS
+		{
+			PyThreadState *unlocked = PyEval_SaveThread();
+			PyThread_acquire_lock(self->lock, WAIT_LOCK);
+			PyEval_RestoreThread(unlocked);
+		}
 	}
 	if (self->buffers > 0)
 		self->closing = 1;
@@ -720,10 +738,14 @@ static PyObject *Conn_create(ConnObject *self, PyObject *args)
 	tileatom_tile_info info;
 	tileatom_error err = {0, ""};
 	int st;
-	Py_BEGIN_ALLOW_THREADS st = tileatom_create_ex(
-	    self->client, name, (tileatom_dtype)dtype, rank, shape,
-	    fill_obj == Py_None ? NULL : fill.data, (unsigned)flags, &info, &err);
-	Py_END_ALLOW_THREADS conn_leave(self);
+	{
+		PyThreadState *unlocked = PyEval_SaveThread();
+		st = tileatom_create_ex(self->client, name, (tileatom_dtype)dtype, rank, shape,
+		                        fill_obj == Py_None ? NULL : fill.data, (unsigned)flags,
+		                        &info, &err);
+		PyEval_RestoreThread(unlocked);
+	}
+	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
 	return info_tuple(&info);
@@ -740,8 +762,12 @@ static PyObject *Conn_describe(ConnObject *self, PyObject *arg)
 	tileatom_tile_info info;
 	tileatom_error err = {0, ""};
 	int st;
-	Py_BEGIN_ALLOW_THREADS st = tileatom_describe(self->client, name, &info, &err);
-	Py_END_ALLOW_THREADS conn_leave(self);
+	{
+		PyThreadState *unlocked = PyEval_SaveThread();
+		st = tileatom_describe(self->client, name, &info, &err);
+		PyEval_RestoreThread(unlocked);
+	}
+	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
 	return info_tuple(&info);
@@ -757,8 +783,12 @@ static PyObject *Conn_destroy(ConnObject *self, PyObject *arg)
 		return NULL;
 	tileatom_error err = {0, ""};
 	int st;
-	Py_BEGIN_ALLOW_THREADS st = tileatom_destroy(self->client, name, &err);
-	Py_END_ALLOW_THREADS conn_leave(self);
+	{
+		PyThreadState *unlocked = PyEval_SaveThread();
+		st = tileatom_destroy(self->client, name, &err);
+		PyEval_RestoreThread(unlocked);
+	}
+	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
 	Py_RETURN_NONE;
@@ -774,8 +804,12 @@ static PyObject *Conn_list(ConnObject *self, PyObject *unused)
 	size_t n = 0;
 	tileatom_error err = {0, ""};
 	int st;
-	Py_BEGIN_ALLOW_THREADS st = tileatom_list(self->client, &tiles, &n, &err);
-	Py_END_ALLOW_THREADS conn_leave(self);
+	{
+		PyThreadState *unlocked = PyEval_SaveThread();
+		st = tileatom_list(self->client, &tiles, &n, &err);
+		PyEval_RestoreThread(unlocked);
+	}
+	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
 	PyObject *list = PyList_New((Py_ssize_t)n);
@@ -799,8 +833,12 @@ static PyObject *Conn_ping(ConnObject *self, PyObject *unused)
 		return NULL;
 	tileatom_error err = {0, ""};
 	int st;
-	Py_BEGIN_ALLOW_THREADS st = tileatom_ping(self->client, &err);
-	Py_END_ALLOW_THREADS conn_leave(self);
+	{
+		PyThreadState *unlocked = PyEval_SaveThread();
+		st = tileatom_ping(self->client, &err);
+		PyEval_RestoreThread(unlocked);
+	}
+	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
 	Py_RETURN_NONE;
@@ -815,8 +853,12 @@ static PyObject *Conn_stats(ConnObject *self, PyObject *unused)
 	tileatom_stats_info s;
 	tileatom_error err = {0, ""};
 	int st;
-	Py_BEGIN_ALLOW_THREADS st = tileatom_stats(self->client, &s, &err);
-	Py_END_ALLOW_THREADS conn_leave(self);
+	{
+		PyThreadState *unlocked = PyEval_SaveThread();
+		st = tileatom_stats(self->client, &s, &err);
+		PyEval_RestoreThread(unlocked);
+	}
+	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
 	return Py_BuildValue(
@@ -873,15 +915,22 @@ static PyObject *Conn_read(ConnObject *self, PyObject *args)
 			conn_leave(self);
 			return NULL;
 		}
-		Py_BEGIN_ALLOW_THREADS st = tileatom_submit_read(
-		    self->client, name, has_region ? &region : NULL, NULL, &err);
-		Py_END_ALLOW_THREADS
+		{
+			PyThreadState *unlocked = PyEval_SaveThread();
+			st = tileatom_submit_read(self->client, name, has_region ? &region : NULL,
+			                          NULL, &err);
+			PyEval_RestoreThread(unlocked);
+		}
+
 	} else {
 		size_t got = 0;
-		Py_BEGIN_ALLOW_THREADS st = tileatom_read(
-		    self->client, name, has_region ? &region : NULL, data, size, &got, &err);
-		Py_END_ALLOW_THREADS if (st == TILEATOM_OK && got != size)
 		{
+			PyThreadState *unlocked = PyEval_SaveThread();
+			st = tileatom_read(self->client, name, has_region ? &region : NULL, data,
+			                   size, &got, &err);
+			PyEval_RestoreThread(unlocked);
+		}
+		if (st == TILEATOM_OK && got != size) {
 			st = err.code = TILEATOM_E_PROTOCOL;
 			snprintf(err.message, sizeof err.message,
 			         "read returned %zu bytes where %zu were expected", got, size);
@@ -922,13 +971,21 @@ static PyObject *Conn_write(ConnObject *self, PyObject *args)
 			conn_leave(self);
 			return NULL;
 		}
-		Py_BEGIN_ALLOW_THREADS st = tileatom_submit_write(
-		    self->client, name, has_region ? &region : NULL, &values, NULL, &err);
-		Py_END_ALLOW_THREADS if (st != TILEATOM_OK) self->qlen--;
+		{
+			PyThreadState *unlocked = PyEval_SaveThread();
+			st = tileatom_submit_write(self->client, name, has_region ? &region : NULL,
+			                           &values, NULL, &err);
+			PyEval_RestoreThread(unlocked);
+		}
+		if (st != TILEATOM_OK)
+			self->qlen--;
 	} else {
-		Py_BEGIN_ALLOW_THREADS st =
-		    tileatom_write(self->client, name, has_region ? &region : NULL, &values, &err);
-		Py_END_ALLOW_THREADS
+		{
+			PyThreadState *unlocked = PyEval_SaveThread();
+			st = tileatom_write(self->client, name, has_region ? &region : NULL,
+			                    &values, &err);
+			PyEval_RestoreThread(unlocked);
+		}
 	}
 	conn_leave(self);
 	if (st != TILEATOM_OK)
@@ -1025,60 +1082,66 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 			return NULL;
 		}
 	}
-	Py_BEGIN_ALLOW_THREADS switch (kind)
 	{
-	case TILEATOM_REQ_ELEMENTWISE:
-		st = submit ? tileatom_submit_elementwise(c, name, o, reg, vals, cmp, &opts, NULL,
-		                                          &err)
-		            : tileatom_elementwise(c, name, o, reg, vals, cmp, &opts, &res, &err);
-		break;
-	case TILEATOM_REQ_SCATTER:
-		st = submit
-		         ? tileatom_submit_scatter(c, name, o, reg, dim, indices, vals, &opts, NULL,
-		                                   &err)
-		         : tileatom_scatter(c, name, o, reg, dim, indices, vals, &opts, &res, &err);
-		break;
-	case TILEATOM_REQ_INDEXED:
-		st = submit ? tileatom_submit_indexed(c, name, o, reg, n_index, indices, flat != 0,
-		                                      vals, cmp, &opts, NULL, &err)
-		            : tileatom_indexed(c, name, o, reg, n_index, indices, flat != 0, vals,
-		                               cmp, &opts, &res, &err);
-		break;
-	case TILEATOM_REQ_GATHER:
-		st = submit ? tileatom_submit_gather(c, name, window, &addr, pad, &opts, NULL, &err)
-		            : tileatom_gather(c, name, window, &addr, pad, &opts, out_data,
-		                              out_size, &res, &err);
-		break;
-	case TILEATOM_REQ_SCATTER_STORE:
-		st = submit
-		         ? tileatom_submit_scatter_store(c, name, window, &addr, vals, &opts, NULL,
-		                                         &err)
-		         : tileatom_scatter_store(c, name, window, &addr, vals, &opts, &res, &err);
-		break;
-	case TILEATOM_REQ_ATOMIC_LOAD:
-		st = submit ? tileatom_submit_atomic_load(c, name, window, &addr, &opts, NULL, &err)
-		            : tileatom_atomic_load(c, name, window, &addr, &opts, out_data,
-		                                   out_size, &res, &err);
-		break;
-	case TILEATOM_REQ_ATOMIC_STORE:
-		st = submit
-		         ? tileatom_submit_atomic_store(c, name, window, &addr, vals, &opts, NULL,
-		                                        &err)
-		         : tileatom_atomic_store(c, name, window, &addr, vals, &opts, &res, &err);
-		break;
-	default:
-		st = err.code = TILEATOM_E_INVALID_ARGUMENT;
-		snprintf(err.message, sizeof err.message, "unknown request kind %d", kind);
-		break;
+		PyThreadState *unlocked = PyEval_SaveThread();
+		switch (kind) {
+		case TILEATOM_REQ_ELEMENTWISE:
+			st = submit ? tileatom_submit_elementwise(c, name, o, reg, vals, cmp, &opts,
+			                                          NULL, &err)
+			            : tileatom_elementwise(c, name, o, reg, vals, cmp, &opts, &res,
+			                                   &err);
+			break;
+		case TILEATOM_REQ_SCATTER:
+			st = submit ? tileatom_submit_scatter(c, name, o, reg, dim, indices, vals,
+			                                      &opts, NULL, &err)
+			            : tileatom_scatter(c, name, o, reg, dim, indices, vals, &opts,
+			                               &res, &err);
+			break;
+		case TILEATOM_REQ_INDEXED:
+			st = submit
+			         ? tileatom_submit_indexed(c, name, o, reg, n_index, indices,
+			                                   flat != 0, vals, cmp, &opts, NULL, &err)
+			         : tileatom_indexed(c, name, o, reg, n_index, indices, flat != 0,
+			                            vals, cmp, &opts, &res, &err);
+			break;
+		case TILEATOM_REQ_GATHER:
+			st = submit ? tileatom_submit_gather(c, name, window, &addr, pad, &opts,
+			                                     NULL, &err)
+			            : tileatom_gather(c, name, window, &addr, pad, &opts, out_data,
+			                              out_size, &res, &err);
+			break;
+		case TILEATOM_REQ_SCATTER_STORE:
+			st = submit ? tileatom_submit_scatter_store(c, name, window, &addr, vals,
+			                                            &opts, NULL, &err)
+			            : tileatom_scatter_store(c, name, window, &addr, vals, &opts,
+			                                     &res, &err);
+			break;
+		case TILEATOM_REQ_ATOMIC_LOAD:
+			st = submit ? tileatom_submit_atomic_load(c, name, window, &addr, &opts,
+			                                          NULL, &err)
+			            : tileatom_atomic_load(c, name, window, &addr, &opts, out_data,
+			                                   out_size, &res, &err);
+			break;
+		case TILEATOM_REQ_ATOMIC_STORE:
+			st = submit ? tileatom_submit_atomic_store(c, name, window, &addr, vals,
+			                                           &opts, NULL, &err)
+			            : tileatom_atomic_store(c, name, window, &addr, vals, &opts,
+			                                    &res, &err);
+			break;
+		default:
+			st = err.code = TILEATOM_E_INVALID_ARGUMENT;
+			snprintf(err.message, sizeof err.message, "unknown request kind %d", kind);
+			break;
+		}
+		PyEval_RestoreThread(unlocked);
 	}
-	Py_END_ALLOW_THREADS if (submit && st != TILEATOM_OK)
-	{
+	if (submit && st != TILEATOM_OK) {
 		/* nothing of the request stays queued: drop its entry (the newest) */
 		pending_entry *e = &self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)];
 		Py_XDECREF(e->out);
 		self->qlen--;
-	}
-	else if (submit) st = conn_count_submit(self, &err);
+	} else if (submit)
+		st = conn_count_submit(self, &err);
 	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
@@ -1140,10 +1203,13 @@ static PyObject *conn_at_core(ConnObject *self, const char *name, int op, long l
 		else
 			st = conn_count_submit(self, &err);
 	} else {
-		Py_BEGIN_ALLOW_THREADS st = tileatom_atomic_at(
-		    self->client, name, (tileatom_op)op, index, (tileatom_dtype)dtype, value,
-		    has_compare ? compare : NULL, &opts, old, &err);
-		Py_END_ALLOW_THREADS
+		{
+			PyThreadState *unlocked = PyEval_SaveThread();
+			st = tileatom_atomic_at(self->client, name, (tileatom_op)op, index,
+			                        (tileatom_dtype)dtype, value,
+			                        has_compare ? compare : NULL, &opts, old, &err);
+			PyEval_RestoreThread(unlocked);
+		}
 	}
 	conn_leave(self);
 	if (st != TILEATOM_OK)
@@ -1255,10 +1321,14 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 			tileatom_response r;
 			tileatom_error err = {0, ""};
 			int st;
-			Py_BEGIN_ALLOW_THREADS st = tileatom_collect(self->client, &r, &err);
-			Py_END_ALLOW_THREADS if (st == TILEATOM_OK) item = result_of(&e, &r);
-			else
 			{
+				PyThreadState *unlocked = PyEval_SaveThread();
+				st = tileatom_collect(self->client, &r, &err);
+				PyEval_RestoreThread(unlocked);
+			}
+			if (st == TILEATOM_OK)
+				item = result_of(&e, &r);
+			else {
 				item = make_error(st, err.message);
 				if (st >= TILEATOM_E_IO && item) {
 					Py_INCREF(item);
@@ -1294,8 +1364,12 @@ static PyObject *Conn_flush(ConnObject *self, PyObject *unused)
 		return NULL;
 	tileatom_error err = {0, ""};
 	int st;
-	Py_BEGIN_ALLOW_THREADS st = tileatom_flush(self->client, &err);
-	Py_END_ALLOW_THREADS conn_leave(self);
+	{
+		PyThreadState *unlocked = PyEval_SaveThread();
+		st = tileatom_flush(self->client, &err);
+		PyEval_RestoreThread(unlocked);
+	}
+	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
 	Py_RETURN_NONE;
@@ -1327,8 +1401,13 @@ static PyObject *Conn_buffer(ConnObject *self, PyObject *arg)
 	tileatom_error err = {0, ""};
 	tileatom_buffer *buf = NULL;
 	int st;
-	Py_BEGIN_ALLOW_THREADS st = tileatom_buffer_create(self->client, (size_t)size, &buf, &err);
-	Py_END_ALLOW_THREADS if (st == TILEATOM_OK) self->buffers++;
+	{
+		PyThreadState *unlocked = PyEval_SaveThread();
+		st = tileatom_buffer_create(self->client, (size_t)size, &buf, &err);
+		PyEval_RestoreThread(unlocked);
+	}
+	if (st == TILEATOM_OK)
+		self->buffers++;
 	conn_leave(self);
 	if (st != TILEATOM_OK) {
 		Py_DECREF(b);
@@ -1347,8 +1426,11 @@ static void SharedBuffer_dealloc(SharedBufferObject *self)
 	ConnObject *conn = self->conn;
 	if (conn && self->buffer) {
 		if (!PyThread_acquire_lock(conn->lock, NOWAIT_LOCK)) {
-			Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(conn->lock, WAIT_LOCK);
-			Py_END_ALLOW_THREADS
+			{
+				PyThreadState *unlocked = PyEval_SaveThread();
+				PyThread_acquire_lock(conn->lock, WAIT_LOCK);
+				PyEval_RestoreThread(unlocked);
+			}
 		}
 		if (conn->client)
 			tileatom_buffer_free(self->buffer);
