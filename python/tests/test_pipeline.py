@@ -191,3 +191,43 @@ def test_readme_python_examples(daemon, monkeypatch):
             assert c.tile("lock").read()[0] == 0
             c.destroy("lock")
         c.destroy("hist")
+
+
+def test_daemon_killed_mid_pipeline(tmp_path):
+    """A daemon that dies with responses outstanding: those get ConnectionLost, in place,
+    and the client reports it on every later call."""
+    binary = os.environ.get("TILEATOM_TEST_DAEMON")
+    if not binary:
+        pytest.skip("TILEATOM_TEST_DAEMON is not set")
+    sock = str(tmp_path / "d.sock")
+    proc = subprocess.Popen([binary, "--socket", sock, "--backend", "cpu"],
+                            stderr=subprocess.DEVNULL)
+    try:
+        import time
+        deadline = time.monotonic() + 30
+        while not os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        c = tileatom.connect(sock, timeout=30)
+        c.create("x", np.int64, (4,))
+        p = c.pipeline()
+        p.tile("x").add(1, at=0)
+        c._conn.flush()
+        proc.kill()
+        proc.wait()
+        with pytest.raises(tileatom.ConnectionLost, match="Broken pipe|Connection reset"):
+            for _ in range(1000):  # a write-out every 256 requests meets the dead socket
+                p.tile("x").add(1, at=1)
+        n = len(p)
+        assert n >= 2
+        r = p.execute(raise_on_error=False)
+        assert len(r) == n
+        lost = [i for i, x in enumerate(r) if isinstance(x, tileatom.ConnectionLost)]
+        assert lost and lost == list(range(lost[0], n))
+        assert all(x == (1, 0) for x in r[:lost[0]])
+        with pytest.raises(tileatom.ConnectionLost):
+            c.ping()
+        c.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

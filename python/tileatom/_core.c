@@ -1246,44 +1246,78 @@ static PyObject *Conn_at(ConnObject *self, PyObject *const *args, Py_ssize_t nar
 
 /* ---- Conn: pipelines --------------------------------------------------------------------- */
 
-/* The result object of one collected response with status OK (a new reference). */
-static PyObject *result_of(const pending_entry *e, const tileatom_response *r)
+/* One response as read without the GIL, turned into a Python object afterwards. */
+typedef struct raw_result {
+	int status;              /* the library's status, or TILEATOM_E_PROTOCOL for a
+	                            response that does not fit its request */
+	uint64_t applied;        /* elements applied */
+	uint64_t skipped;        /* elements skipped */
+	tileatom_dtype dtype;    /* dtype of the data */
+	unsigned char scalar[8]; /* RESULT_SCALAR: the old element */
+	char *message;           /* on an error: malloc'd text (NULL: out of memory) */
+	void *dst;               /* RESULT_OUT: where the data goes (host memory) */
+	size_t dst_size;         /* RESULT_OUT: bytes expected there */
+} raw_result;
+
+/* Reads the response of entry e into *raw (without the GIL: no Python calls). Returns its
+ * status. */
+static int collect_raw(tileatom_client *client, const pending_entry *e, raw_result *raw)
 {
-	if ((e->kind & RESULT_SINGLE) && r->skipped) {
-		/* as tileatom_atomic_at (synchronous) reports it */
-		char msg[TILEATOM_MSG_MAX];
-		snprintf(msg, sizeof msg, "flat index %lld is outside the tile",
-		         (long long)e->index);
-		return make_error(TILEATOM_E_OUT_OF_RANGE, msg);
+	tileatom_response r;
+	tileatom_error err = {0, ""};
+	int st = tileatom_collect(client, &r, &err);
+	raw->status = st;
+	if (st == TILEATOM_OK) {
+		raw->applied = r.applied;
+		raw->skipped = r.skipped;
+		raw->dtype = r.dtype;
+		int kind = e->kind & ~RESULT_SINGLE;
+		if ((e->kind & RESULT_SINGLE) && r.skipped) {
+			/* as tileatom_atomic_at (synchronous) reports it */
+			st = raw->status = err.code = TILEATOM_E_OUT_OF_RANGE;
+			snprintf(err.message, sizeof err.message,
+			         "flat index %lld is outside the tile", (long long)e->index);
+		} else if (kind == RESULT_SCALAR) {
+			size_t size = tileatom_dtype_size(r.dtype);
+			if (size == 0 || size > sizeof raw->scalar || r.data_bytes < size ||
+			    !r.data) {
+				st = raw->status = err.code = TILEATOM_E_PROTOCOL;
+				snprintf(err.message, sizeof err.message,
+				         "a single-element response carried no old value");
+			} else {
+				memcpy(raw->scalar, r.data, size);
+			}
+		} else if (kind == RESULT_OUT) {
+			if (r.data_bytes != raw->dst_size) {
+				st = raw->status = err.code = TILEATOM_E_PROTOCOL;
+				snprintf(err.message, sizeof err.message,
+				         "the daemon returned %zu bytes of values where %zu were "
+				         "expected",
+				         r.data_bytes, raw->dst_size);
+			} else if (raw->dst_size && r.data != raw->dst) {
+				memcpy(raw->dst, r.data, raw->dst_size);
+			}
+		}
 	}
+	if (st != TILEATOM_OK)
+		raw->message = strdup(err.message);
+	return st;
+}
+
+/* The Python object of a raw result (a new reference; an exception instance for a failed
+ * request), or NULL with an exception set. */
+static PyObject *result_of(const pending_entry *e, const raw_result *raw)
+{
+	if (raw->status != TILEATOM_OK)
+		return make_error(raw->status, raw->message ? raw->message : "");
 	switch (e->kind & ~RESULT_SINGLE) {
 	case RESULT_COUNTS:
-		return counts_of(r->applied, r->skipped);
+		return counts_of(raw->applied, raw->skipped);
 	case RESULT_SCALAR:
-		if (r->data_bytes < tileatom_dtype_size(r->dtype) || !r->data) {
-			tileatom_error perr = {TILEATOM_E_PROTOCOL,
-			                       "a single-element response carried no old value"};
-			PyObject *exc = make_error(perr.code, perr.message);
-			return exc;
-		}
-		return scalar_of(r->dtype, r->data);
-	case RESULT_OUT: {
-		void *data;
-		size_t size;
-		if (out_bytes(e->out, &data, &size, "out") < 0)
-			return NULL;
-		if (r->data_bytes != size) {
-			char msg[TILEATOM_MSG_MAX];
-			snprintf(msg, sizeof msg,
-			         "the daemon returned %zu bytes of values where %zu were expected",
-			         r->data_bytes, size);
-			return make_error(TILEATOM_E_PROTOCOL, msg);
-		}
-		if (size && r->data != data)
-			memcpy(data, r->data, size);
+		return scalar_of(raw->dtype, raw->scalar);
+	case RESULT_OUT:
 		Py_INCREF(e->out);
 		return e->out;
-	}
 	default:
 		Py_RETURN_NONE;
 	}
@@ -1305,53 +1339,77 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 		n = (Py_ssize_t)self->qlen;
 	self->unflushed = 0; /* the first collect writes everything out */
 	PyObject *list = PyList_New(n);
-	if (!list) {
+	pending_entry *ents = PyMem_Calloc((size_t)n + 1, sizeof *ents);
+	raw_result *raws = PyMem_Calloc((size_t)n + 1, sizeof *raws);
+	if (!list || !ents || !raws) {
+		Py_XDECREF(list);
+		PyMem_Free(ents);
+		PyMem_Free(raws);
 		conn_leave(self);
-		return NULL;
+		return PyErr_NoMemory();
 	}
-	PyObject *broken = NULL; /* the exception that broke the connection */
-	for (Py_ssize_t i = 0; i < n; i++) {
-		pending_entry e;
-		queue_pop(self, &e);
-		PyObject *item;
-		if (broken) {
-			Py_INCREF(broken);
-			item = broken;
-		} else {
-			tileatom_response r;
-			tileatom_error err = {0, ""};
-			int st;
-			{
-				PyThreadState *unlocked = PyEval_SaveThread();
-				st = tileatom_collect(self->client, &r, &err);
-				PyEval_RestoreThread(unlocked);
-			}
-			if (st == TILEATOM_OK)
-				item = result_of(&e, &r);
-			else {
-				item = make_error(st, err.message);
-				if (st >= TILEATOM_E_IO && item) {
-					Py_INCREF(item);
-					broken = item;
-				}
+	Py_ssize_t popped = 0, read = 0;
+	int failed = 0;
+	/* with the GIL: the entries and their output buffers */
+	for (; popped < n; popped++) {
+		queue_pop(self, &ents[popped]);
+		if ((ents[popped].kind & ~RESULT_SINGLE) == RESULT_OUT &&
+		    out_bytes(ents[popped].out, &raws[popped].dst, &raws[popped].dst_size, "out") <
+		        0) {
+			popped++;
+			failed = 1;
+			break;
+		}
+	}
+	/* without it: every response, until the connection breaks */
+	int broken = TILEATOM_OK;
+	if (!failed) {
+		PyThreadState *unlocked = PyEval_SaveThread();
+		for (; read < n; read++) {
+			int st = collect_raw(self->client, &ents[read], &raws[read]);
+			if (st >= TILEATOM_E_IO) {
+				broken = st;
+				read++;
+				break;
 			}
 		}
-		Py_XDECREF(e.out);
+		PyEval_RestoreThread(unlocked);
+	}
+	/* with it again: the result objects */
+	PyObject *broken_exc = NULL; /* the exception that broke the connection */
+	for (Py_ssize_t i = 0; i < n && !failed; i++) {
+		PyObject *item;
+		if (i < read) {
+			item = result_of(&ents[i], &raws[i]);
+			if (item && broken && i == read - 1) {
+				Py_INCREF(item);
+				broken_exc = item;
+			}
+		} else {
+			Py_XINCREF(broken_exc);
+			item = broken_exc;
+		}
 		if (!item) {
-			Py_DECREF(list);
-			Py_XDECREF(broken);
-			/* the remaining entries can no longer be matched: forget them */
-			queue_clear(self);
-			conn_leave(self);
-			return NULL;
+			failed = 1;
+			break;
 		}
 		PyList_SET_ITEM(list, i, item);
 	}
-	if (broken) {
+	for (Py_ssize_t i = 0; i < n; i++)
+		free(raws[i].message);
+	for (Py_ssize_t i = 0; i < popped; i++)
+		Py_XDECREF(ents[i].out);
+	PyMem_Free(ents);
+	PyMem_Free(raws);
+	Py_XDECREF(broken_exc);
+	if (failed || broken)
+		/* responses can no longer be matched to what is left: forget it */
 		queue_clear(self);
-		Py_DECREF(broken);
-	}
 	conn_leave(self);
+	if (failed) {
+		Py_DECREF(list);
+		return NULL;
+	}
 	return list;
 }
 
