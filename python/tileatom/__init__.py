@@ -645,8 +645,8 @@ class Pipeline:
     client has not seen describes the tile: a round trip, after the queued responses are
     set aside for execute()); ``p.execute()`` returns
     every result in order (old values as numpy arrays, OpResult without them, None for
-    writes). Requests go to the daemon as they are queued (the library writes them out in
-    64 KiB batches), so the daemon works while Python queues more.
+    writes). Requests go to the daemon as they are queued (written out every 256 requests
+    or 64 KiB), so the daemon works while Python queues more.
 
     Leaving the ``with`` block collects and drops what execute() did not (the requests were
     applied all the same). Synchronous calls on the client while results are outstanding
@@ -670,6 +670,11 @@ class Pipeline:
             except TileatomError:
                 pass
         self._done = []
+
+    def tile(self, name: str) -> Tile:  # replaced per instance by a dict lookup
+        """The pipelined view of tile ``name``: its operations are queued and answer
+        None; their results come from execute()."""
+        return self.tile(name)
 
     def __len__(self) -> int:
         """Requests queued and not returned by execute() yet."""
