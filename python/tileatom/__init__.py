@@ -137,7 +137,7 @@ def _device_array(obj: Any, code: int | None, what: str) -> tuple | None:
         got = _BFLOAT16
     if dt.kind == "b" or dt == np.dtype(np.uint8):
         got = 9
-    if got is None or (code is not None and got != code and not (code == _INT64 and got == _INT32)):
+    if got is None or (code is not None and got != code):
         raise TypeError(f"{what}: a CUDA array of dtype {dt} where tileatom needs "
                         f"{_NAME_OF.get(code, 'an index or mask dtype')}")
     strides = cai.get("strides")
