@@ -247,3 +247,33 @@ def test_bfloat16_bits(client, name):
     else:  # pragma: no cover - with ml_dtypes
         as_f32 = bits.astype(np.float32)
     np.testing.assert_array_equal(as_f32, [2.0, 2.0, 0.5, -3.0])
+
+
+class FakeCudaArray:
+    """An object offering __cuda_array_interface__ over host memory: without CUDA in the
+    process the library reads such a pointer as host memory, which exercises the package's
+    device-array path (dtype, shape and layout checks, the pointer handed to the library)
+    on a machine without a GPU."""
+
+    def __init__(self, a: np.ndarray, strides=None) -> None:
+        self.a = a
+        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str,
+                                         "data": (a.ctypes.data, False),
+                                         "strides": strides, "version": 3}
+
+
+def test_cuda_array_interface_path(client, name):
+    t, ref = start(client, name, np.int64, (6,))
+    assert t.add(FakeCudaArray(np.arange(6, dtype=np.int64))) == (6, 0)
+    ref += np.arange(6)
+    keys = FakeCudaArray(np.array([0, 2, 2], dtype=np.int32))
+    old = FakeCudaArray(np.zeros(3, np.int64))
+    t.add(1, at=keys, return_old=True, out=old)
+    np.testing.assert_array_equal(np.sort(old.a), np.sort([ref[0], ref[2], ref[2] + 1]))
+    ref[0] += 1
+    ref[2] += 2
+    np.testing.assert_array_equal(t.read(), ref)
+    with pytest.raises(TypeError, match="CUDA array of dtype"):
+        t.add(FakeCudaArray(np.ones(6, np.float32)))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        t.add(FakeCudaArray(np.ones(6, np.int64), strides=(16,)))
