@@ -3,9 +3,11 @@
  * applied since (log-<first seq, 16 hex digits>.tal): each record is the request's wire
  * payload with its length, sequence number, identity and checksums (xxHash). On start the snapshot
  * is loaded and the logs are replayed through the daemon's own dispatch path (a callback:
- * persist_service.c joins this file to dispatch, which calls into this file); a record cut short at
+ * persist_service.c joins these files to dispatch, which calls into them); a record cut short at
  * the end of the newest log (a torn write) is dropped with a log line, any other damage refuses the
- * start with a message naming the file and the offset.
+ * start with a message naming the file and the offset. The log (locks, runs, the writer and
+ * fsync threads) is persist_log.c, snapshots persist_snapshot.c, startup recovery
+ * persist_load.c; persist_int.h holds their shared state and the file format.
  *
  * Ordering: a mutating request takes one of TA_PERSIST_STRIPES locks, chosen by its tile's
  * name, before it looks the tile up and keeps it until its record is appended, so that the
@@ -143,7 +145,7 @@ void ta_persist_detach(ta_persist *p);
 /* Takes the mutation lock of tile name (NULL: every stripe, alone): shared with the
  * requests of the same kind >= 0 (requests that commute with each other: one op whose
  * result does not depend on the order), alone with kind -1. Fails with UNAVAILABLE, naming the
- * problem, while the log cannot be written (see persist.c's failure modes). */
+ * problem, while the log cannot be written (see persist_log.c's failure modes). */
 ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
                           ta_error *err);
 /* ta_persist_lock for a request of run: the lock run keeps serves when it is the one

@@ -1,6 +1,6 @@
-/* persist_service.c: joins durability (persist.c) to the daemon's dispatch: opens a data
+/* persist_service.c: joins durability (persist_*.c) to the daemon's dispatch: opens a data
  * directory on a service's registry and backend and replays the logged requests through
- * dispatch, so that persist.c itself does not depend on dispatch (which calls into it). */
+ * dispatch, so that those files do not depend on dispatch (which calls into it). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif

@@ -1,4 +1,4 @@
-/* check_persist.c: unit tests of tileatomd's durability (daemon/persist.c) in-process, on
+/* check_persist.c: unit tests of tileatomd's durability (daemon/persist_*.c) in-process, on
  * the CPU backend: the settings (data_dir, fsync, compact_size), the mutation locks
  * (shared by one op, alone otherwise, waiters not starved), a log replayed into a fresh
  * registry with exact values, a snapshot request compacting the log, a data directory
