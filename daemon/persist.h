@@ -121,18 +121,26 @@ typedef struct ta_persist_host {
 	void *replay_arg;            /* its argument (used only during ta_persist_start) */
 } ta_persist_host;
 
+/* How a data directory is kept (ta_persist_start). */
+typedef struct ta_persist_settings {
+	ta_fsync_mode mode;    /* when the log is fsynced */
+	uint64_t compact_size; /* log bytes after which a snapshot compacts the log (0: never) */
+	bool accept_log_loss;  /* start although records once durable are missing (a log cut
+	                          short or missing, persist_load.c), saying what was lost and
+	                          writing a snapshot at once, instead of refusing */
+} ta_persist_settings;
+
 /* Opens (creating, mode 0700) the data directory dir and locks it against a second daemon,
  * loads its snapshot into host's registry, replays its logs through host->replay, and starts
- * the writer thread. compact_size: log bytes after which a snapshot compacts the log (0:
- * never). Returns TA_OK with *out set, or an error naming the file and offset (the
- * registry may then hold some tiles; the caller exits). */
-ta_status ta_persist_start(ta_persist **out, const char *dir, ta_fsync_mode mode,
-                           uint64_t compact_size, const ta_persist_host *host, ta_error *err);
+ * the writer thread. Returns TA_OK with *out set, or an error naming the file and offset, or
+ * what was lost (the registry may then hold some tiles; the caller exits). */
+ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_settings *set,
+                           const ta_persist_host *host, ta_error *err);
 /* ta_persist_start on svc's registry and backend, replaying through svc's dispatch
  * (persist_service.c); the replayed requests are not counted in svc's statistics. Call
  * before svc->persist is set. */
-ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
-                          uint64_t compact_size, struct ta_service *svc, ta_error *err);
+ta_status ta_persist_open(ta_persist **out, const char *dir, const ta_persist_settings *set,
+                          struct ta_service *svc, ta_error *err);
 /* Stops the threads after writing and fsyncing every record, and frees p. */
 void ta_persist_close(ta_persist *p);
 
@@ -195,6 +203,12 @@ void ta_persist_set_buffer_max(ta_persist *p, uint64_t bytes);
 /* For tests and stats: the most log bytes that waited for the writer at once, and how many
  * appends waited for the bound. */
 void ta_persist_buffer_stats(ta_persist *p, uint64_t *high, uint64_t *waits);
+
+/* Whether who may ask for a snapshot, which stalls every mutation while the tiles are read
+ * and rewrites the data directory: the daemon's own user, root, the in-process callers
+ * (TA_OWNER_ANY) and the holder of the auth secret (an authenticated TCP client, whom the
+ * operator gave the secret); not other local users, nor unauthenticated TCP clients. */
+bool ta_persist_may_snapshot(ta_owner who);
 
 /* Writes a snapshot of every tile and removes the logs it covers. Thread-safe (one at a
  * time); blocks mutations while the tiles are read. */

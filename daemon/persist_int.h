@@ -10,13 +10,30 @@
  *                 identity a private tile belongs to), u32 dtype, u32 rank, i64
  *                 extents[rank], u64 bytes, the elements (row-major); then u32 checksum of
  *                 everything before it. Written as snapshot.tas.tmp, fsynced, renamed,
- *                 directory fsynced.
+ *                 directory fsynced. Its seq is the log position it covers: the records
+ *                 after it are in log-<seq + 1>.tal, made durable before the snapshot is
+ *                 renamed into place, so a snapshot without that log means records lost.
  *   log-<16 hex digits>.tal  (the digits: the sequence number of its first record)
- *                 "TALOG003", then records: u32 payload length, u64 seq, i64 who (the
+ *                 "TALOG004", then records: u32 payload length, u64 seq, i64 who (the
  *                 identity the request acted for: replay acts for it again, so that private
  *                 tiles keep their owner), u32 checksum of the payload, u32 checksum of the 24
  *                 bytes before it, the payload (the Request as it came on the wire, without
- *                 the frame's length prefix).
+ *                 the frame's length prefix). Consecutive logs continue each other's
+ *                 sequence numbers. "TALOG003": the same records, written by a tileatomd
+ *                 that kept no logmark; still replayed, never appended to again (a TALOG004
+ *                 log starts after it), so an older daemon refuses the directory.
+ *   logmark       what of the current log is known durable: two slots of MARK_SLOT bytes at
+ *                 offsets 0 and MARK_STRIDE, written in turn in place (pwrite, fdatasync; a
+ *                 write torn by a crash spoils one slot, the other stays whole): "TAMARK01",
+ *                 u64 count (the whole slot with the higher count is the mark), u64 first
+ *                 (the log: log-<first>.tal), u64 bytes (its length known durable), u64 last
+ *                 (the sequence number of the last record within them; first - 1: none), u32
+ *                 checksum of the 40 bytes before it, u32 zero. Created at its full size as
+ *                 logmark.tmp, fsynced, renamed, directory fsynced. Written when a log is
+ *                 started (before anything is appended to it), once a second while the
+ *                 durable length grows (always: what the writer fdatasynced; everysec: what
+ *                 the syncer did), at start and at a clean stop; never more than is durable,
+ *                 so a crash never leaves a log shorter than its mark.
  *   lock          flock'ed while a daemon uses the directory. */
 #ifndef TA_DAEMON_PERSIST_INT_H
 #define TA_DAEMON_PERSIST_INT_H
@@ -33,15 +50,23 @@
 #include "persist.h"
 
 /* Magic at the start of a snapshot and of a log. */
-#define SNAP_MAGIC "TASNAP03"
-#define LOG_MAGIC  "TALOG003"
-#define MAGIC_LEN  8
+#define SNAP_MAGIC   "TASNAP03"
+#define LOG_MAGIC    "TALOG004"
+#define LOG_MAGIC_V3 "TALOG003"
+#define MARK_MAGIC   "TAMARK01"
+#define MAGIC_LEN    8
+/* Bytes of a logmark slot, and the distance between the two slots (a page apart, so that a
+ * torn write of one, even of a whole 4 KiB sector, leaves the other alone). */
+#define MARK_SLOT   48
+#define MARK_STRIDE 4096
 /* Bytes of a record header. */
 #define REC_HEADER 28
 /* File names in the data directory. */
 #define SNAP_NAME     "snapshot.tas"
 #define SNAP_TMP_NAME "snapshot.tas.tmp"
 #define LOCK_NAME     "lock"
+#define MARK_NAME     "logmark"
+#define MARK_TMP_NAME "logmark.tmp"
 /* Bytes of tile data moved per backend plan when saving or loading (about). */
 #define CHUNK_BYTES (4u << 20)
 
@@ -58,12 +83,23 @@ typedef struct ta_stripe {
 	uint64_t phase;      /* counts the times it was taken while free */
 } ta_stripe;
 
+/* What the logmark says (a slot's fields). */
+typedef struct persist_mark {
+	uint64_t count; /* which write of the mark this is (0: none yet) */
+	uint64_t first; /* the log it covers: log-<first>.tal */
+	uint64_t bytes; /* bytes of that log known durable */
+	uint64_t last;  /* sequence number of the last record within them (first - 1: none) */
+} persist_mark;
+
 struct ta_persist {
 	char *dir;                             /* the data directory */
 	int dir_fd;                            /* open directory (for fsync) */
 	int lock_fd;                           /* the flock'ed lock file */
 	ta_fsync_mode mode;                    /* when to fsync */
 	uint64_t compact_size;                 /* log bytes that start a compaction (0: never) */
+	bool accept_log_loss;                  /* start although durable records are missing */
+	bool loss_accepted;                    /* recovery accepted a loss (a snapshot follows) */
+	bool started;                          /* ta_persist_start succeeded */
 	ta_registry *registry;                 /* the tiles */
 	ta_backend *backend;                   /* reads and writes their elements */
 	ta_persist_replay_fn replay;           /* applies a logged request again (start) */
@@ -88,6 +124,7 @@ struct ta_persist {
 	pthread_cond_t snap_cond;              /* wakes the compactor */
 	int log_fd;                            /* the current log (writer's) */
 	uint64_t log_first;                    /* first sequence number of the current log */
+	uint64_t written_seq;                  /* last record written to the current log */
 	atomic_uint_least64_t durable_seq;     /* records up to here are durable (always) */
 	atomic_bool failed;                    /* writing failed: mutations refused */
 	bool fail_final;                       /* the failure lasts until a restart (no retry) */
@@ -101,7 +138,7 @@ struct ta_persist {
 	pthread_mutex_t snap_mu;               /* one snapshot at a time */
 	pthread_t writer;                      /* the writer thread */
 	bool writer_started;                   /* writer needs joining */
-	pthread_t syncer;                      /* the everysec fsync thread */
+	pthread_t syncer;                      /* the fsync and logmark thread (always, everysec) */
 	bool syncer_started;                   /* syncer needs joining */
 	pthread_t compactor;                   /* the automatic compaction thread */
 	bool compactor_started;                /* compactor needs joining */
@@ -109,7 +146,11 @@ struct ta_persist {
 	bool attached;                         /* async is initialised (guarded by mu) */
 	void (*cb)(void *arg);                 /* the loop's callback */
 	void *cb_arg;                          /* its argument */
+	pthread_mutex_t mark_mu;               /* one logmark write at a time; guards mark */
+	int mark_fd;                           /* the logmark (-1: none yet) */
+	persist_mark mark;                     /* what it says now */
 };
+
 /* Little-endian encoders and decoders. */
 static inline void put_u16(uint8_t *b, uint16_t v)
 {
@@ -157,6 +198,15 @@ void persist_set_failed(ta_persist *p, const char *what, int errnum, bool final)
 /* persist_log.c: creates (truncating) the log starting at first, writes its magic and makes
  * it durable with the directory entry. Returns the fd, or -1 with errno set. */
 int persist_create_log(ta_persist *p, uint64_t first);
+
+/* persist_mark.c: reads the logmark of p's directory into *out (keeping it open in
+ * p->mark_fd). Returns 1 (read), 0 (there is none), 2 (neither slot is whole: damaged) or
+ * -errno. */
+int persist_mark_read(ta_persist *p, persist_mark *out);
+/* persist_mark.c: records that log-<first>.tal holds bytes durable through record last
+ * (creating the logmark when there is none); unless force, only when that says more than
+ * the mark does now (a later log, or more of the same). 0 or an errno. */
+int persist_mark_write(ta_persist *p, uint64_t first, uint64_t bytes, uint64_t last, bool force);
 
 /* persist_snapshot.c: rows of axis 0 moved per plan for a tile (at least one). */
 int64_t persist_chunk_rows(const ta_tile *tile);

@@ -178,11 +178,26 @@ int persist_create_log(ta_persist *p, uint64_t first)
 	return fd;
 }
 
+/* A logmark write failed (errno e; mu held): logged, at most once per 10 s. Not a failure
+ * of persistence: the mark stays behind the log, which is never wrong (a mark only ever
+ * says less than is durable), only less of a cut can be told at the next start. */
+static ta_log_limit mark_limit = TA_LOG_LIMIT_INIT(10, "logmark writes failed");
+static void mark_failed(ta_persist *p, int e)
+{
+	ta_log_limited(&mark_limit, TA_LOG_WARNING,
+	               "data directory %s: cannot write the logmark: %s (a log cut short would "
+	               "not be told from a crash until it is written again)",
+	               p->dir, strerror(e));
+}
+
 /* Writer: closes the current log after fsyncing it and starts the next one at
  * p->next_seq (mu held; every record is written). */
 static void writer_rotate(ta_persist *p)
 {
 	uint64_t first = p->next_seq;
+	p->compact_at = p->compact_size;
+	if (first == p->log_first)
+		return; /* nothing was appended to the current log: it goes on */
 	pthread_mutex_unlock(&p->mu);
 	int e = 0;
 	if (p->log_fd >= 0 && fdatasync(p->log_fd) != 0)
@@ -193,17 +208,21 @@ static void writer_rotate(ta_persist *p)
 		if (fd < 0)
 			e = errno;
 	}
+	/* the logmark moves to the new log before anything is appended to it */
+	int me = e == 0 ? persist_mark_write(p, first, MAGIC_LEN, first - 1, false) : 0;
 	pthread_mutex_lock(&p->mu);
 	if (e != 0) {
 		persist_set_failed(p, "persistence log rotation failed", e, true);
 		return;
 	}
+	if (me != 0)
+		mark_failed(p, me);
 	if (p->log_fd >= 0)
 		close(p->log_fd);
 	p->log_fd = fd;
 	p->log_first = first;
 	p->log_bytes = MAGIC_LEN;
-	p->compact_at = p->compact_size;
+	p->written_seq = first - 1;
 	atomic_store(&p->durable_seq, first - 1);
 }
 
@@ -323,6 +342,7 @@ static void *writer_main(void *arg)
 					       p->dir);
 				}
 				p->log_bytes += n;
+				p->written_seq = hi;
 				p->written_total += n;
 				if (p->mode == TA_FSYNC_ALWAYS) {
 					atomic_store(&p->durable_seq, hi);
@@ -354,29 +374,41 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-/* The syncer thread (everysec): once a second, fdatasyncs what the writer wrote since the
- * last time, on a duplicate of the log's descriptor (a rotation may close the original
- * meanwhile; it fsyncs the old log itself). Apart from the writer, so that a slow fsync
- * never holds records back in memory, where a kill -9 would lose them. */
+/* The syncer thread (always, everysec): once a second, with everysec, fdatasyncs what the
+ * writer wrote since the last time, on a duplicate of the log's descriptor (a rotation may
+ * close the original meanwhile; it fsyncs the old log itself): apart from the writer, so
+ * that a slow fsync never holds records back in memory, where a kill -9 would lose them.
+ * Then, in both modes, records in the logmark the length of the log now durable (with
+ * always the writer counts a write only once it is fdatasynced). */
 static void *syncer_main(void *arg)
 {
 	ta_persist *p = arg;
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
 		wait_ms(&p->sync_cond, &p->mu, 1000);
-		if (p->stop || atomic_load(&p->failed) || p->written_total == p->synced_total)
+		if (p->stop || atomic_load(&p->failed))
 			continue;
-		uint64_t target = p->written_total;
-		int fd = dup(p->log_fd);
+		uint64_t first = p->log_first, bytes = p->log_bytes, last = p->written_seq;
+		if (p->mode == TA_FSYNC_EVERYSEC && p->written_total != p->synced_total) {
+			uint64_t target = p->written_total;
+			int fd = dup(p->log_fd);
+			pthread_mutex_unlock(&p->mu);
+			int e = fd < 0 ? errno : fdatasync(fd) != 0 ? errno : 0;
+			if (fd >= 0)
+				close(fd);
+			pthread_mutex_lock(&p->mu);
+			if (e != 0) {
+				persist_set_failed(p, "persistence log fsync failed", e, true);
+				continue;
+			}
+			p->synced_total = target;
+		}
 		pthread_mutex_unlock(&p->mu);
-		int e = fd < 0 ? errno : fdatasync(fd) != 0 ? errno : 0;
-		if (fd >= 0)
-			close(fd);
+		/* a no-op unless it says more than the mark (a rotation may have moved it on) */
+		int e = persist_mark_write(p, first, bytes, last, false);
 		pthread_mutex_lock(&p->mu);
 		if (e != 0)
-			persist_set_failed(p, "persistence log fsync failed", e, true);
-		else
-			p->synced_total = target;
+			mark_failed(p, e);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
@@ -774,17 +806,18 @@ void ta_persist_detach(ta_persist *p)
 		uv_close((uv_handle_t *)&p->async, NULL);
 }
 
-ta_status ta_persist_start(ta_persist **out, const char *dir, ta_fsync_mode mode,
-                           uint64_t compact_size, const ta_persist_host *host, ta_error *err)
+ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_settings *set,
+                           const ta_persist_host *host, ta_error *err)
 {
 	*out = NULL;
 	ta_persist *p = calloc(1, sizeof(*p));
 	if (!p)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	p->dir_fd = p->lock_fd = p->log_fd = -1;
-	p->mode = mode;
-	p->compact_size = compact_size;
-	p->compact_at = compact_size;
+	p->dir_fd = p->lock_fd = p->log_fd = p->mark_fd = -1;
+	p->mode = set->mode;
+	p->compact_size = set->compact_size;
+	p->compact_at = set->compact_size;
+	p->accept_log_loss = set->accept_log_loss;
 	p->buf_max = TA_PERSIST_DEFAULT_BUFFER_MAX;
 	p->registry = host->registry;
 	p->backend = host->backend;
@@ -803,6 +836,7 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, ta_fsync_mode mode
 	                pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) == 0;
 	if (!p->dir || !cattr_ok || pthread_mutex_init(&p->mu, NULL) != 0 ||
 	    pthread_mutex_init(&p->snap_mu, NULL) != 0 ||
+	    pthread_mutex_init(&p->mark_mu, NULL) != 0 ||
 	    pthread_cond_init(&p->wake, &cattr) != 0 || pthread_cond_init(&p->rotated, NULL) != 0 ||
 	    pthread_cond_init(&p->snap_cond, NULL) != 0 ||
 	    pthread_cond_init(&p->drained, NULL) != 0 ||
@@ -823,7 +857,7 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, ta_fsync_mode mode
 			st = ta_error_set(err, TA_INTERNAL, "cannot start the log writer: %s",
 			                  strerror(rc));
 	}
-	if (st == TA_OK && mode == TA_FSYNC_EVERYSEC) {
+	if (st == TA_OK && p->mode != TA_FSYNC_NO) {
 		rc = pthread_create(&p->syncer, NULL, syncer_main, p);
 		if (rc == 0)
 			p->syncer_started = true;
@@ -831,7 +865,7 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, ta_fsync_mode mode
 			st = ta_error_set(err, TA_INTERNAL, "cannot start the fsync thread: %s",
 			                  strerror(rc));
 	}
-	if (st == TA_OK && compact_size) {
+	if (st == TA_OK && p->compact_size) {
 		rc = pthread_create(&p->compactor, NULL, persist_compactor_main, p);
 		if (rc == 0)
 			p->compactor_started = true;
@@ -842,6 +876,18 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, ta_fsync_mode mode
 	if (st != TA_OK) {
 		ta_persist_close(p);
 		return st;
+	}
+	p->started = true;
+	if (p->loss_accepted) {
+		/* a snapshot now, so that the next start finds no loss to accept again */
+		ta_persist_snapinfo info;
+		ta_error serr = {0};
+		if (ta_persist_snapshot(p, &info, &serr) != TA_OK)
+			ta_log(
+			    TA_LOG_ERR,
+			    "data directory %s: the snapshot after the accepted loss failed: %s; "
+			    "the next start will find the loss again",
+			    p->dir, serr.msg);
 	}
 	*out = p;
 	return TA_OK;
@@ -865,11 +911,23 @@ void ta_persist_close(ta_persist *p)
 	if (p->writer_started)
 		pthread_join(p->writer, NULL);
 	if (p->log_fd >= 0) {
-		if (!atomic_load(&p->failed) && fdatasync(p->log_fd) != 0)
+		bool whole = p->started && !atomic_load(&p->failed);
+		if (whole && fdatasync(p->log_fd) != 0) {
 			ta_log(TA_LOG_ERR, "cannot fsync the log in %s: %s", p->dir,
 			       strerror(errno));
+			whole = false;
+		}
+		/* a clean stop: the logmark covers every record */
+		int e =
+		    whole ? persist_mark_write(p, p->log_first, p->log_bytes, p->written_seq, false)
+		          : 0;
+		if (e != 0)
+			ta_log(TA_LOG_ERR, "cannot write the logmark in %s: %s", p->dir,
+			       strerror(e));
 		close(p->log_fd);
 	}
+	if (p->mark_fd >= 0)
+		close(p->mark_fd);
 	if (p->lock_fd >= 0)
 		close(p->lock_fd);
 	if (p->dir_fd >= 0)
@@ -880,6 +938,7 @@ void ta_persist_close(ta_persist *p)
 	}
 	pthread_mutex_destroy(&p->mu);
 	pthread_mutex_destroy(&p->snap_mu);
+	pthread_mutex_destroy(&p->mark_mu);
 	pthread_cond_destroy(&p->wake);
 	pthread_cond_destroy(&p->rotated);
 	pthread_cond_destroy(&p->snap_cond);

@@ -208,6 +208,12 @@ static uint64_t remove_old_logs(ta_persist *p, uint64_t first)
 	return removed;
 }
 
+bool ta_persist_may_snapshot(ta_owner who)
+{
+	return who == TA_OWNER_ANY || who == TA_OWNER_SECRET || who == 0 ||
+	       who == (ta_owner)geteuid();
+}
+
 ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error *err)
 {
 	memset(info, 0, sizeof(*info));
