@@ -24,6 +24,9 @@
  * a snapshot (60 adds) make it refuse with a message saying what is lost; with
  * --accept-log-loss it starts with what is left and says what was lost.
  *
+ * Snapshot permission (as root): a client running as uid 65534 gets PERMISSION_DENIED for
+ * a snapshot and none is written; root's snapshot works.
+ *
  * Full disk: the daemon started with a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored: a
  * write past it fails with EFBIG) and --fsync always; synchronous adds until one fails: the
  * client whose add was not made durable gets an error naming the problem, a new client's
@@ -31,6 +34,7 @@
  * limit the value is exactly the number of acknowledged adds. */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -93,6 +97,7 @@ typedef struct run {
 	pid_t pid;          /* the daemon */
 	bool on_workers;    /* start it with every request on the workers (alternates) */
 	bool accept_loss;   /* start it with --accept-log-loss */
+	const char *group;  /* start it with --socket-group (NULL: none) */
 	off_t fsize;        /* > 0: the daemon's file size limit (RLIMIT_FSIZE) */
 	uint64_t rng;       /* xorshift state */
 } run;
@@ -187,6 +192,8 @@ static bool daemon_start(run *r, const char *errlog, bool wait, int *status)
 			    argv, (const char *[]){"--inline-max", "0", "--batch-min", "2", NULL});
 		if (r->accept_loss)
 			append_args(argv, (const char *[]){"--accept-log-loss", NULL});
+		if (r->group)
+			append_args(argv, (const char *[]){"--socket-group", r->group, NULL});
 		execv(r->daemon, (char *const *)argv);
 		_exit(127);
 	}
@@ -1114,6 +1121,63 @@ static bool damage_tests(run *r)
 	return ok;
 }
 
+/* ---- the snapshot request from another user ---- */
+
+/* As root: a client running as nobody (uid and gid 65534, reaching the socket through
+ * --socket-group) asks for a snapshot: PERMISSION_DENIED, and no snapshot is written; the
+ * daemon's own user (root) may. Skipped (passes) when not root or without group 65534. */
+static bool snapshot_uid_test(run *r)
+{
+	struct group *g = getgrgid(65534);
+	if (geteuid() != 0 || !g) {
+		printf("snapshot from another uid: skipped (needs root and group 65534)\n");
+		return true;
+	}
+	char group[64];
+	snprintf(group, sizeof(group), "%s", g->gr_name);
+	fresh_data(r, "before-uid");
+	int status = 0;
+	r->group = group;
+	bool ok = chmod(r->dir, 0711) == 0 && daemon_start(r, NULL, true, &status) && do_adds(r, 3);
+	r->group = NULL;
+	char snap[600];
+	snprintf(snap, sizeof(snap), "%s/snapshot.tas", r->data);
+	fflush(NULL);
+	pid_t pid = ok ? fork() : -1;
+	if (pid == 0) {
+		tileatom_error err = {0, ""};
+		tileatom_client *c = NULL;
+		tileatom_snapshot_info info;
+		if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(3);
+		if (tileatom_connect(r->sock, 5000, &c, &err) != 0)
+			_exit(4);
+		int rc = tileatom_snapshot(c, &info, &err);
+		tileatom_close(c);
+		_exit(
+		    rc == TILEATOM_E_PERMISSION_DENIED &&
+		            strstr(err.message, "only the daemon's user, root or an authenticated")
+		        ? 0
+		        : 5);
+	}
+	int st = -1;
+	ok = ok && pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	bool denied_nothing = file_size(snap) < 0;
+	tileatom_error err = {0, ""};
+	tileatom_snapshot_info info;
+	tileatom_client *c = ok ? connect_client(r, &err) : NULL;
+	bool own = c && tileatom_snapshot(c, &info, &err) == 0 && info.seq == 4;
+	if (c)
+		tileatom_close(c);
+	daemon_kill(r, SIGTERM);
+	ok = ok && denied_nothing && own && chmod(r->dir, 0700) == 0;
+	printf("snapshot from uid 65534: PERMISSION_DENIED (child exit %d), nothing written: %d; "
+	       "from root: %d: %s\n",
+	       WIFEXITED(st) ? WEXITSTATUS(st) : -1, (int)denied_nothing, (int)own,
+	       ok ? "ok" : "FAILED");
+	return ok;
+}
+
 /* ---- a full disk ---- */
 
 /* One add of 1 to element 0 of "full" on c; returns the library's code, message in err. */
@@ -1274,7 +1338,8 @@ int main(int argc, char **argv)
 	if (!ok)
 		dump_log(&r);
 	if (ok && corruption)
-		ok = order_test(&r) && shm_test(&r) && damage_tests(&r) && disk_full_test(&r);
+		ok = order_test(&r) && shm_test(&r) && damage_tests(&r) && snapshot_uid_test(&r) &&
+		     disk_full_test(&r);
 	if (r.pid > 0)
 		daemon_kill(&r, SIGKILL);
 	free(r.clients);
