@@ -1,13 +1,16 @@
 /* persist.h: durability of tileatomd's tiles (--data-dir). The data directory holds a
- * snapshot of every tile (snapshot.tas) and append-only logs of the mutating requests
- * applied since (log-<first seq, 16 hex digits>.tal): each record is the request's wire
- * payload with its length, sequence number, identity and checksums (xxHash). On start the snapshot
- * is loaded and the logs are replayed through the daemon's own dispatch path (a callback:
- * persist_service.c joins these files to dispatch, which calls into them); a record cut short at
- * the end of the newest log (a torn write) is dropped with a log line, any other damage refuses the
- * start with a message naming the file and the offset. The log (locks, runs, the writer and
- * fsync threads) is persist_log.c, snapshots persist_snapshot.c, startup recovery
- * persist_load.c; persist_int.h holds their shared state and the file format.
+ * snapshot of every tile (snapshot.tas), append-only logs of the mutating requests applied
+ * since (log-<first seq, 16 hex digits>.tal: each record is the request's wire payload with
+ * its length, sequence number, identity and checksums, xxHash) and a logmark (how much of
+ * the current log is known durable). On start the snapshot is loaded and the logs are
+ * replayed through the daemon's own dispatch path (a callback: persist_service.c joins these
+ * files to dispatch, which calls into them); a record cut short at the end of the newest log,
+ * past what the logmark recorded durable (a torn write), is dropped with a log line; a log
+ * cut short or missing refuses the start with what is lost (unless accept_log_loss); any
+ * other damage refuses it with a message naming the file and the offset. The log (locks,
+ * runs, the writer and fsync threads) is persist_log.c, snapshots persist_snapshot.c,
+ * startup recovery persist_load.c, the logmark persist_mark.c; persist_int.h holds their
+ * shared state and the file format.
  *
  * Ordering: a mutating request takes one of TA_PERSIST_STRIPES locks, chosen by its tile's
  * name, before it looks the tile up and keeps it until its record is appended, so that the

@@ -1,8 +1,9 @@
 /* persist_int.h: the state and the file format shared by the parts of tileatomd's
  * durability (private to them; persist.h is the interface): the log (persist_log.c:
- * appends, group commit, the writer, fsync and compactor threads, stripes, runs, start and
- * close), the snapshot (persist_snapshot.c: writing one, compaction) and startup recovery
- * (persist_load.c: loading the snapshot and replaying the logs).
+ * appends, group commit, the writer and fsync threads, stripes, runs, start and close), the
+ * snapshot (persist_snapshot.c: writing one, the compactor thread), the logmark
+ * (persist_mark.c) and startup recovery (persist_load.c: loading the snapshot, replaying
+ * and checking the logs).
  *
  * Files (all integers little-endian; a checksum is the low 32 bits of xxHash's XXH3-64):
  *   snapshot.tas  "TASNAP03", u64 seq (last record included), u32 tile count, then per tile

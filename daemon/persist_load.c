@@ -1,8 +1,14 @@
 /* persist_load.c: startup recovery of tileatomd's tiles (see persist.h; the file format is
  * in persist_int.h): opens and locks the data directory, loads the snapshot, replays the logs
- * through the host's callback, drops a torn last record, and opens the newest log for
- * appending. Any other damage refuses the start with a message naming the file and the
- * offset. */
+ * through the host's callback, and opens the newest log for appending. A partial record at
+ * the end of the newest log, past the length the logmark records durable, is a torn last
+ * record (a write cut by a crash): cut off with a log line. A log shorter than the logmark
+ * records, a log the logmark or the snapshot needs that is missing, a log that does not
+ * start where the records before it end, or a logmark missing or damaged where the logs
+ * were written with one, means records once durable are gone: refused with a message
+ * saying what is lost, unless the operator accepted that (--accept-log-loss: logged,
+ * records that no longer apply skipped, a snapshot written after the start). Any other
+ * damage refuses the start with a message naming the file and the offset. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
