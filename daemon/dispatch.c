@@ -723,6 +723,14 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 	ta_tile *tile = NULL;
 	st = ta_registry_create_placed(svc->registry, c->name, &shape, owner, &place, &tile,
 	                               &rc->err);
+	if (st == TA_INVALID_ARGUMENT && svc->replaying && place.kind != TA_PLACE_DEFAULT) {
+		/* a logged create for a device this run lacks: the default placement instead */
+		ta_log(TA_LOG_WARNING, "%s; placed by the default placement instead", rc->err.msg);
+		place.kind = TA_PLACE_DEFAULT;
+		memset(&rc->err, 0, sizeof(rc->err));
+		st = ta_registry_create_placed(svc->registry, c->name, &shape, owner, &place, &tile,
+		                               &rc->err);
+	}
 	if (st != TA_OK)
 		return st;
 	if (c->fill) {

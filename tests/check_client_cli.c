@@ -745,6 +745,55 @@ START_TEST(test_cli_placement)
 }
 END_TEST
 
+/* Reads a whole small file into buf (NUL-terminated); false when it cannot. */
+static bool read_small(const char *path, char *buf, size_t n)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t got = fread(buf, 1, n - 1, f);
+	buf[got] = '\0';
+	fclose(f);
+	return true;
+}
+
+/* A logged create for device 2 replayed by a daemon with one device: the tile comes back
+ * by the default placement, with its contents, and the log says so. */
+START_TEST(test_cli_placement_replay)
+{
+	char data[400];
+	snprintf(data, sizeof(data), "%s/placed-data", D.dir);
+	tcu_daemon P, Q;
+	const char *const three[] = {"--devices", "3", "--data-dir", data, NULL};
+	ck_assert(tcu_daemon_start(&P, three));
+	tcu_result r;
+	const char *create[] = {tcu_cli_path(), "-s",      P.socket, "create",   "far", "--dtype",
+	                        "int32",        "--shape", "5",      "--device", "2",   NULL};
+	tcu_run(P.dir, NULL, create, &r);
+	expect(&r, 0, "", "", "create on device 2");
+	const char *add[] = {tcu_cli_path(), "-s", P.socket, "add", "far", "3", "41", NULL};
+	tcu_run(P.dir, NULL, add, &r);
+	expect(&r, 0, "0\n", "", "add on device 2");
+	ck_assert_int_eq(tcu_daemon_stop(&P, 20000), 0);
+	tcu_daemon_cleanup(&P);
+
+	const char *const one[] = {"--devices", "1", "--data-dir", data, NULL};
+	ck_assert(tcu_daemon_start(&Q, one));
+	const char *get[] = {tcu_cli_path(), "-s", Q.socket, "get", "far", NULL};
+	tcu_run(Q.dir, NULL, get, &r);
+	expect(&r, 0, "0\n0\n0\n41\n0\n", "", "the tile after the replay");
+	ck_assert_int_eq(tcu_daemon_stop(&Q, 20000), 0);
+	static char log[65536];
+	ck_assert(read_small(Q.log, log, sizeof(log)));
+	ck_assert_msg(
+	    strstr(log,
+	           "tile 'far': cannot allocate 20 bytes: placement: device 2 does not exist") &&
+	        strstr(log, "placed by the default placement instead"),
+	    "log: %s", log);
+	tcu_daemon_cleanup(&Q);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -762,6 +811,7 @@ static Suite *cli_suite(void)
 	tcase_add_test(tc, test_cli_hist_errors);
 	tcase_add_test(tc, test_cli_auth_private);
 	tcase_add_test(tc, test_cli_placement);
+	tcase_add_test(tc, test_cli_placement_replay);
 	suite_add_tcase(s, tc);
 	return s;
 }
