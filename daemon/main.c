@@ -133,7 +133,7 @@ static ta_backend *open_devices(const ta_config *cfg, ta_backend *first, const c
 	}
 	ta_backend *multi = ta_multi_backend_new(devs, n, &place, &err);
 	if (!multi) {
-		ta_log(TA_LOG_ERR, "cannot serve %d devices: %s", n, err.msg);
+		ta_log(TA_LOG_ERR, "cannot serve %d device%s: %s", n, n == 1 ? "" : "s", err.msg);
 		return NULL;
 	}
 	char text[32];

@@ -745,6 +745,40 @@ START_TEST(test_cli_placement)
 }
 END_TEST
 
+/* Bad --devices and --placement stop the daemon at start with a message naming them. */
+START_TEST(test_cli_devices_refused)
+{
+	static const struct {
+		const char *a1, *v1, *a2, *v2, *msg;
+	} cases[] = {
+	    {"--devices", "0,1", NULL, NULL,
+	     "devices: '0,1' is not a pool count 1..64 (or all) for the CPU backend"},
+	    {"--devices", "65", NULL, NULL, "devices: '65' is not a pool count 1..64"},
+	    {"--devices", "2", "--placement", "5",
+	     "cannot serve 2 devices: placement: device 5 does not exist (devices 0..1)"},
+	    {"--placement", "bogus", NULL, NULL,
+	     "placement: placement 'bogus' is not auto, shard, shard:N or a device ordinal"},
+	    {"--devices", "all", "--placement", "shard:2",
+	     "cannot serve 1 device: placement: cannot shard over 2 devices (the daemon serves "
+	     "1)"},
+	};
+	char sock[400];
+	snprintf(sock, sizeof(sock), "%s/refused.sock", D.dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *argv[] = {
+		    tcu_daemon_path(), "--backend", "cpu",       "--socket",  sock, "--foreground",
+		    cases[i].a1,       cases[i].v1, cases[i].a2, cases[i].v2, NULL};
+		tcu_result r;
+		tcu_run(D.dir, NULL, argv, &r);
+		ck_assert_msg(r.status == 1, "%s %s: status %d", cases[i].a1, cases[i].v1,
+		              r.status);
+		ck_assert_msg(strstr(r.err, cases[i].msg) != NULL, "stderr '%s' lacks '%s'", r.err,
+		              cases[i].msg);
+		tcu_result_free(&r);
+	}
+}
+END_TEST
+
 /* Reads a whole small file into buf (NUL-terminated); false when it cannot. */
 static bool read_small(const char *path, char *buf, size_t n)
 {
@@ -812,6 +846,7 @@ static Suite *cli_suite(void)
 	tcase_add_test(tc, test_cli_auth_private);
 	tcase_add_test(tc, test_cli_placement);
 	tcase_add_test(tc, test_cli_placement_replay);
+	tcase_add_test(tc, test_cli_devices_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
