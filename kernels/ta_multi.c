@@ -16,7 +16,9 @@
  * tile_alloc (no shape) places the whole tile as the default says, with shard taken as auto.
  *
  * Apply. A tile wholly on one device: the plan goes to that device's backend unchanged. A
- * sharded tile: the plan (already validated for the whole tile, so that bounds rules are
+ * region plan (element-wise, read, write, fill: no indices, nothing out of range) on a
+ * sharded tile: one region sub-plan per part its rows meet, operands and old_out moved to
+ * that part's first row (apply_region). Any other plan on a sharded tile: the plan (already validated for the whole tile, so that bounds rules are
  * decided for the whole request before anything is applied: with check_bounds off
  * ta_plan_build has rejected any out-of-range index) is resolved on the host element by
  * element (ta_plan_resolve), TA_MULTI_CHUNK elements at a time; each element that is
@@ -428,6 +430,72 @@ static ta_status route_chunk(multi_backend *mb, const multi_tile *t, const ta_pl
 	return TA_OK;
 }
 
+/* An operand of a region plan moved to iteration row r0 of the first axis (its stride
+ * there: 0 for a broadcast operand, which stays). */
+static ta_operand operand_from_row(const ta_operand *op, int64_t r0, size_t esize)
+{
+	ta_operand o = *op;
+	if (o.data)
+		o.data = (const char *)o.data + r0 * o.stride[0] * (int64_t)esize;
+	return o;
+}
+
+/* Applies a REGION plan (no indices: every element is in range) to a sharded tile without
+ * resolving elements: the region's rows [o, o + e) of the first axis meet each part in a
+ * range of rows, which is a region of that part with the same extents along the other
+ * axes; operands and old_out (row-major over the iteration shape, which is the region's)
+ * start at that range's first row. Parts run in row order, so old values stay in request
+ * order. */
+static ta_status apply_region(multi_backend *mb, const multi_tile *t, const ta_plan *plan,
+                              ta_result *result, ta_error *err)
+{
+	size_t es = ta_dtype_size(plan->dtype);
+	int64_t row_elems = 1; /* iteration elements per row of the first axis */
+	for (int a = 1; a < plan->rank; a++)
+		row_elems *= plan->shape[a];
+	int64_t lo = plan->origin[0], hi = plan->origin[0] + plan->extent[0];
+	int touched = 0;
+	for (int p = 0; p < t->nparts; p++)
+		touched += t->part[p].first < hi && t->part[p].end > lo;
+	ta_scope scope = plan->scope;
+	if (touched > 1 && ta_variant_legal(plan->op, plan->dtype, plan->sem, TA_SCOPE_SYS,
+	                                    plan->space, plan->want_old))
+		scope = TA_SCOPE_SYS;
+	ta_result res = {0, 0};
+	for (int p = 0; p < t->nparts; p++) {
+		const multi_part *pt = &t->part[p];
+		int64_t a0 = lo > pt->first ? lo : pt->first, a1 = hi < pt->end ? hi : pt->end;
+		if (a0 >= a1)
+			continue;
+		int64_t r0 = a0 - lo; /* first iteration row in this part */
+		ta_plan s = *plan;
+		s.prechecked = false;
+		s.scope = scope;
+		s.tile_shape[0] = pt->end - pt->first;
+		s.origin[0] = a0 - pt->first;
+		s.extent[0] = a1 - a0;
+		s.shape[0] = a1 - a0;
+		s.count = (a1 - a0) * row_elems;
+		s.region_count = s.count;
+		s.values = operand_from_row(&plan->values, r0, es);
+		s.compare = operand_from_row(&plan->compare, r0, es);
+		s.mask = operand_from_row(&plan->mask, r0, 1);
+		s.old_out =
+		    plan->want_old ? (char *)plan->old_out + r0 * row_elems * (int64_t)es : NULL;
+		ta_result r = {0, 0};
+		ta_error derr = {0};
+		ta_status st =
+		    ta_backend_apply(mb->dev[pt->device], pt->mem, pt->bytes, &s, &r, &derr);
+		if (st != TA_OK)
+			return ta_error_set(err, st, "device %d: %s", pt->device, derr.msg);
+		res.skipped += r.skipped;
+		res.applied += r.applied;
+	}
+	if (result)
+		*result = res;
+	return TA_OK;
+}
+
 /* True when any operand of plan is device memory. */
 static bool plan_on_device(const ta_plan *plan)
 {
@@ -471,6 +539,8 @@ static ta_status multi_apply(ta_backend *be, void *mem, size_t tile_bytes, const
 		    "tile are not supported yet");
 	if (plan->count == 0)
 		return TA_OK;
+	if (plan->addr == TA_ADDR_REGION)
+		return apply_region(mb, t, plan, result, err);
 	size_t es = ta_dtype_size(plan->dtype);
 	int64_t ch = plan->count < TA_MULTI_CHUNK ? plan->count : TA_MULTI_CHUNK;
 	int code_s[TA_MULTI_STACK];
