@@ -7,7 +7,8 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/conf.c daemon/conf.h \
 	daemon/conn.c daemon/conn.h \
 	daemon/shmbuf.c daemon/shmbuf.h \
-	daemon/dispatch.c daemon/dispatch.h \
+	daemon/dispatch.h daemon/reqctx.h \
+	daemon/service.c daemon/handlers.c daemon/logged.c daemon/held.c daemon/pipeline.c \
 	daemon/executor.c daemon/executor.h \
 	daemon/fastwire.c daemon/fastwire.h \
 	daemon/log.c daemon/log.h \

@@ -31,7 +31,8 @@ FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) $(LIBCRYPTO_LIBS) $(XXHAS
 # the worker pool about 15x slower. Everything else has full libFuzzer instrumentation.
 # The harness's sources in the source tree (all but the generated protobuf code).
 FUZZ_SRC_NAMES = tests/fuzz_dispatch.c \
-	daemon/arena.c daemon/conf.c daemon/conn.c daemon/dispatch.c \
+	daemon/arena.c daemon/conf.c daemon/conn.c daemon/service.c \
+	daemon/handlers.c daemon/logged.c daemon/held.c daemon/pipeline.c \
 	daemon/executor.c daemon/log.c daemon/notify.c \
 	daemon/netaddr.c daemon/persist.c daemon/persist_service.c daemon/registry.c \
 	daemon/metrics.c daemon/server.c daemon/shmbuf.c \

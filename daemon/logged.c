@@ -1,0 +1,166 @@
+/* logged.c: the persistence glue of the request path (--data-dir): a mutating request's
+ * mutation lock and tile lookup, and its log record once it was applied (persist.h). */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include "reqctx.h"
+#include "shmbuf.h"
+
+#include <stdlib.h>
+
+/* The op of an atomic request that carries one (NONE for the others). */
+static ta_op request_rmw_op(const Tileatom__Request *req)
+{
+	Tileatom__Op op = TILEATOM__OP__OP_UNSPECIFIED;
+	if (req->body_case == TILEATOM__REQUEST__BODY_ELEMENTWISE)
+		op = req->elementwise->op;
+	else if (req->body_case == TILEATOM__REQUEST__BODY_SCATTER)
+		op = req->scatter->op;
+	else if (req->body_case == TILEATOM__REQUEST__BODY_INDEXED)
+		op = req->indexed->op;
+	return ta_op_is_rmw((ta_op)op) ? (ta_op)op : TA_OP_NONE;
+}
+
+/* With --data-dir, a mutating request: takes its tile name's mutation lock (persist.h) and
+ * then looks its tile up. The lock is shared with requests of the same op when the op's
+ * result does not depend on the order (ta_op_order_independent for the tile's dtype), else
+ * held alone. A request whose name is unknown here holds every stripe. */
+ta_status persist_begin(resp_ctx *rc, const Tileatom__Request *req, ta_req_kind kind,
+                        ta_persist_hold *hold, ta_tile **tile)
+{
+	const char *name = NULL;
+	bool has_tile = ta_req_has_tile(kind);
+	if (has_tile)
+		name = request_tile(req);
+	else if (req->body_case == TILEATOM__REQUEST__BODY_CREATE)
+		name = req->create->name;
+	else if (req->body_case == TILEATOM__REQUEST__BODY_DESTROY)
+		name = req->destroy->name;
+	ta_op op = request_rmw_op(req);
+	/* first guess an integer tile; a tile of another dtype takes the lock again alone. A
+	 * run notes the op it found order independent, and the tile checked under the lock
+	 * it keeps */
+	ta_persist_run *run = rc->run;
+	bool shared =
+	    name && op != TA_OP_NONE &&
+	    ((run && run->shared_op == (int)op) || ta_op_order_independent(op, TA_DTYPE_I64));
+	if (shared && run)
+		run->shared_op = (int)op;
+	for (;;) {
+		ta_status st = ta_persist_run_lock(rc->svc->persist, run, name,
+		                                   shared ? (int)op : -1, hold, &rc->err);
+		if (st != TA_OK || !has_tile)
+			return st;
+		st = get_tile(rc, name, tile);
+		if (st != TA_OK) {
+			ta_persist_unlock(rc->svc->persist, hold);
+			return st;
+		}
+		if (!shared || (run && hold->kept && hold->kind >= 0 && run->checked == *tile) ||
+		    ta_op_order_independent(op, (*tile)->shape.dtype)) {
+			if (run && hold->kind >= 0)
+				run->checked = *tile;
+			return TA_OK;
+		}
+		ta_tile_unref(*tile);
+		*tile = NULL;
+		ta_persist_unlock(rc->svc->persist, hold);
+		shared = false;
+	}
+}
+
+/* With --data-dir: walks msg and every message inside it. With fix false, returns true as
+ * soon as an Array in a shared buffer or an Options.old_into is found (a record that could
+ * not be replayed: the buffers are gone after a restart). With fix true, turns every such
+ * Array into inline bytes (the same range dispatch read) and drops every old_into, so that
+ * the request can be logged as it was applied; returns false, with err set, when a range
+ * does not resolve. */
+static bool shared_refs(ProtobufCMessage *msg, bool fix, ta_error *err)
+{
+	const ProtobufCMessageDescriptor *d = msg->descriptor;
+	if (d == &tileatom__array__descriptor) {
+		Tileatom__Array *a = (Tileatom__Array *)msg;
+		if (!a->shared)
+			return fix; /* nothing found; nothing to fix */
+		if (!fix)
+			return true;
+		void *ptr = NULL;
+		bool device = false;
+		if (ta_shm_resolve(ta_shm_current(), a->shared->buffer_id, a->shared->offset,
+		                   a->shared->length, "a shared operand", &ptr, &device,
+		                   err) != TA_OK ||
+		    a->shared->length > SIZE_MAX)
+			return false;
+		if (device) { /* not reached: device buffers are refused with --data-dir */
+			ta_error_set(err, TA_INTERNAL, "a device operand cannot be logged");
+			return false;
+		}
+		a->data.data = ptr;
+		a->data.len = (size_t)a->shared->length;
+		a->shared = NULL;
+		return true;
+	}
+	if (d == &tileatom__options__descriptor && ((Tileatom__Options *)msg)->old_into) {
+		if (!fix)
+			return true;
+		((Tileatom__Options *)msg)->old_into = NULL;
+	}
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		char *base = (char *)msg;
+		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+		    *(const uint32_t *)(base + f->quantifier_offset) != f->id)
+			continue;
+		size_t n = 1;
+		ProtobufCMessage **subs = (ProtobufCMessage **)(base + f->offset);
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			n = *(const size_t *)(base + f->quantifier_offset);
+			subs = *(ProtobufCMessage ***)(base + f->offset);
+		}
+		for (size_t k = 0; k < n; k++) {
+			if (!subs[k])
+				continue;
+			bool r = shared_refs(subs[k], fix, err);
+			if (!fix && r)
+				return true;
+			if (fix && !r)
+				return false;
+		}
+	}
+	return fix;
+}
+
+/* Appends the log record of a request that was applied (its lock held): its payload, or,
+ * when it used shared buffers, the request re-encoded with their bytes inline. */
+ta_status persist_record(resp_ctx *rc, Tileatom__Request *req, ta_persist_hold *hold)
+{
+	const uint8_t *rec = rc->payload;
+	size_t len = rc->payload_len;
+	uint8_t *inlined = NULL;
+	/* the descriptor walk of shared_refs costs more than the rest of the logging: skipped
+	 * when the decoder already knows there is no reference */
+	if (!rc->payload_plain && shared_refs(&req->base, false, &rc->err)) {
+		if (!shared_refs(&req->base, true, &rc->err)) {
+			ta_persist_fail(rc->svc->persist, "a shared operand could not be logged");
+			return rc->err.code ? rc->err.code : TA_INTERNAL;
+		}
+		len = protobuf_c_message_get_packed_size(&req->base);
+		inlined = malloc(len ? len : 1);
+		if (!inlined) {
+			ta_persist_fail(rc->svc->persist, "out of memory for a log record");
+			return ta_error_set(
+			    &rc->err, TA_INTERNAL,
+			    "the request was applied but could not be logged (out of "
+			    "memory); mutations are refused from now on");
+		}
+		protobuf_c_message_pack(&req->base, inlined);
+		rec = inlined;
+	}
+	ta_status st =
+	    ta_persist_record(rc->svc->persist, hold, rc->who, rec, len, &rc->log_seq, &rc->err);
+	free(inlined);
+	return st;
+}

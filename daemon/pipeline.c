@@ -1,0 +1,530 @@
+/* pipeline.c: one request frame in, one response frame out (see dispatch.h): decode, hand
+ * to the handlers (handlers.c), reply; a pipelined run's small plans grouped and applied
+ * together; a connection's repeated request run from its kept plan (repeat.h). */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include "reqctx.h"
+#include "shmbuf.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "ta_frame.h"
+#include "wirecheck.h"
+
+/* Appends rc->resp to out; falls back to a short RESOURCE_EXHAUSTED error response when
+ * the response does not fit in a frame or memory is short, and to nothing (close) when
+ * even that fails. Returns close_after, or true when nothing could be appended. */
+static bool append_reply(ta_service *svc, Tileatom__Response *resp, bool close_after,
+                         ta_frame_buf *out)
+{
+	int rc = svc->fast_wire ? ta_fastwire_append_response(resp, svc->max_frame, out) : 1;
+	if (rc == 1)
+		rc = ta_frame_append(&resp->base, svc->max_frame, out);
+	if (rc == 0)
+		return close_after;
+	size_t size = protobuf_c_message_get_packed_size(&resp->base);
+	char msg[256];
+	if (rc == -1)
+		snprintf(msg, sizeof(msg),
+		         "the response needs %zu bytes, over the frame limit of %" PRIu32
+		         " bytes (max_frame)",
+		         size, svc->max_frame);
+	else
+		snprintf(msg, sizeof(msg), "out of memory encoding a response of %zu bytes", size);
+	Tileatom__Response small = TILEATOM__RESPONSE__INIT;
+	small.id = resp->id;
+	small.status = TILEATOM__STATUS__RESOURCE_EXHAUSTED;
+	small.message = msg;
+	if (resp->status == TILEATOM__STATUS__OK)
+		atomic_fetch_add_explicit(
+		    &ta_service_my_totals(svc)->errors, 1,
+		    memory_order_relaxed); /* an answer that became an error */
+	if (ta_frame_append(&small.base, svc->max_frame, out) != 0) {
+		ta_log(TA_LOG_ERR, "cannot encode a response: out of memory");
+		return true;
+	}
+	return close_after;
+}
+
+/* Hands the bytes of buf over to a ta_reply. */
+static void reply_from_buf(ta_frame_buf *buf, bool close_after, ta_reply *out)
+{
+	out->frame = buf->data;
+	out->len = buf->len;
+	out->close_after = close_after;
+	if (!out->frame)
+		out->len = 0;
+}
+
+bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, const char *msg,
+                              bool close_after, ta_frame_buf *out)
+{
+	Tileatom__Response resp = TILEATOM__RESPONSE__INIT;
+	resp.id = id;
+	resp.status = (Tileatom__Status)code;
+	resp.message = (char *)msg;
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1, memory_order_relaxed);
+	return append_reply(svc, &resp, close_after, out);
+}
+
+void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
+{
+	ta_arena_init(&s->arena, TA_DISPATCH_ARENA_KEEP);
+	s->log_seq = 0;
+	ta_persist_run_init(&s->run);
+	s->in_run = false;
+	memset(&s->tiles, 0, sizeof(s->tiles));
+	s->hold_metrics = false;
+	s->held = (ta_metrics_held){TA_REQ_NONE, 0, 0, 0, 0};
+}
+
+void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
+{
+	ta_arena_free(&s->arena);
+	ta_persist_run_free(&s->run);
+}
+
+/* Bytes of the message naming a bad string field (wirecheck.c). */
+#define BAD_STRING_MSG 200
+
+/* A request payload after decoding. */
+typedef struct decoded {
+	Tileatom__Request *req;   /* the request (arena memory), NULL: it does not decode or
+	                             went into atomic */
+	ta_fw_atomic *atomic;     /* non-NULL: a hot atomic request decoded straight into the
+	                             form it runs in (ta_fastwire_decode_atomic; req is NULL) */
+	bool strings_ok;          /* every string field is UTF-8 without NUL */
+	bool no_buffer_refs;      /* decoded by fastwire.c, which takes no shared-buffer
+	                             reference (Array.shared, Options.old_into) */
+	char bad[BAD_STRING_MSG]; /* !strings_ok: the field and the problem */
+	struct timespec t0;       /* when it was read, if timed (metrics) */
+} decoded;
+
+/* Decodes len bytes at payload into d: with atomic (storage for it, or NULL) and without
+ * --data-dir a hot atomic request straight into *atomic, else a hot shape in one pass
+ * (fastwire.c, its strings checked on the way), anything else with wirecheck.c's string
+ * check and protobuf-c. */
+static void decode_request(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *payload,
+                           size_t len, decoded *d, ta_fw_atomic *atomic)
+{
+	d->atomic = NULL;
+	if (atomic && svc->fast_wire && !svc->persist &&
+	    ta_fastwire_decode_atomic(&scratch->arena, payload, len, atomic)) {
+		d->req = NULL;
+		d->atomic = atomic;
+		d->strings_ok = true;
+		d->no_buffer_refs = true;
+		return;
+	}
+	if (svc->fast_wire) {
+		d->req = ta_fastwire_decode_request(&scratch->arena, payload, len);
+		if (d->req) {
+			d->strings_ok = true;
+			d->no_buffer_refs = true;
+			return;
+		}
+	}
+	d->no_buffer_refs = false;
+	d->strings_ok = ta_wire_check_strings(&tileatom__request__descriptor, payload, len, d->bad,
+	                                      sizeof(d->bad));
+	d->req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
+}
+
+static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
+                                   ta_session *session, const uint8_t *payload, size_t len,
+                                   uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                   bool *close_after);
+static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
+                                       ta_session *session, const uint8_t *payload, size_t len,
+                                       uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                       bool *close_after, decoded *d);
+
+/* Starts the metrics of a decoded request of payload_len bytes: its size, and the clock
+ * when requests are timed. */
+static void metrics_start(resp_ctx *rc, size_t payload_len)
+{
+	rc->bytes_in = payload_len;
+	if (rc->svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &rc->t0);
+}
+
+/* Turns handle's outcome st into the response of rc (the error fields when st is not OK),
+ * appends it to out, counts it (metrics) and frees rc's allocations; returns close_after. */
+static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out)
+{
+	size_t out_before = out->len;
+	if (st != TA_OK) {
+		if (rc->err.code == TA_OK) /* a path that forgot its message */
+			ta_error_set(&rc->err, st, "%s failed", ta_status_name(st));
+		rc->resp.status = (Tileatom__Status)st;
+		rc->resp.message = rc->err.msg;
+		if (rc->resp.body_case != TILEATOM__RESPONSE__BODY_HELLO)
+			rc->resp.body_case = TILEATOM__RESPONSE__BODY__NOT_SET;
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1,
+		                          memory_order_relaxed);
+		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", rc->resp.id,
+		       ta_req_name(rc->req_kind), ta_status_name(st), rc->err.msg);
+	}
+	bool close_after = rc->close_after;
+	/* an OK OpResponse goes straight from rc->fop; anything else (or an answer that does not
+	 * fit) as a message */
+	if (st != TA_OK || !rc->op_direct || !svc->fast_wire ||
+	    ta_fastwire_append_op(&rc->fop, svc->max_frame, out) != 0) {
+		if (rc->op_direct)
+			op_body_fill(rc);
+		close_after = append_reply(svc, &rc->resp, rc->close_after, out);
+	}
+	if (rc->hold_in && st == TA_OK)
+		held_add(svc, rc->hold_in, rc->req_kind, rc->elements, rc->bytes_in,
+		         out->len - out_before);
+	else
+		ta_metrics_record(&svc->metrics, rc->req_kind, st != TA_OK, rc->elements,
+		                  rc->bytes_in, out->len - out_before,
+		                  ta_metrics_since(svc->time_requests, &rc->t0));
+	resp_ctx_free(rc);
+	return close_after;
+}
+
+/* Applies the collected plans of g together and appends their responses in order. */
+void group_flush(dispatch_group *g)
+{
+	if (g->n == 0)
+		return;
+	ta_service *svc = g->svc;
+	for (int i = 0; i < g->n; i++) {
+		resp_ctx *rc = &g->rcs[i];
+		g->calls[i] = (ta_apply_call){rc->held->mem, (size_t)rc->held->bytes,
+		                              &rc->plan,     &g->results[i],
+		                              &rc->err,      TA_OK};
+	}
+	ta_backend_apply_many(svc->backend, g->calls, (size_t)g->n);
+	for (int i = 0; i < g->n; i++) {
+		resp_ctx *rc = &g->rcs[i];
+		ta_status st = g->calls[i].status;
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements,
+		                          (uint64_t)rc->plan.count, memory_order_relaxed);
+		rc->elements = (uint64_t)rc->plan.count;
+		if (st == TA_OK)
+			plan_body(rc, &rc->plan, &g->results[i], rc->kind);
+		ta_tile_unref(rc->held);
+		if (finish_reply(svc, rc, st, g->out))
+			g->close_after = true;
+	}
+	g->n = 0;
+}
+
+/* ta_dispatch_run for a request of a run with a group: a small plan joins the group
+ * (answered by group_flush), anything else runs after the group is flushed. */
+static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const uint8_t *payload,
+                        size_t len)
+{
+	ta_service *svc = g->svc;
+	decoded d;
+	d.t0 = (struct timespec){0, 0};
+	if (svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &d.t0);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
+	decode_request(svc, scratch, payload, len, &d, NULL);
+	Tileatom__Request *req = d.req;
+	if (!req || !d.strings_ok || !ta_req_has_tile((ta_req_kind)req->body_case)) {
+		/* not a plan (or a bad string, or no Request at all): what came before runs
+		 * first, then this one, decoded once */
+		group_flush(g);
+		bool close_after = false;
+		(void)run_decoded(svc, scratch, g->session, payload, len, NULL, -1, g->out,
+		                  &close_after, &d);
+		if (close_after)
+			g->close_after = true;
+		return;
+	}
+	resp_ctx *rc = &g->rcs[g->n];
+	resp_ctx_start(rc);
+	rc->svc = svc;
+	rc->arena = &scratch->arena;
+	rc->tiles = &scratch->tiles;
+	rc->inline_max = -1;
+	rc->group = g;
+	rc->session = g->session;
+	rc->who = ta_session_who(g->session);
+	rc->req_kind = (ta_req_kind)req->body_case;
+	rc->payload = payload;
+	rc->payload_len = len;
+	rc->payload_plain = d.no_buffer_refs;
+	rc->run = scratch->in_run ? &scratch->run : NULL;
+	metrics_start(rc, len);
+	tileatom__response__init(&rc->resp);
+	rc->resp.id = req->id;
+	ta_status st = handle(rc, req);
+	scratch->log_seq = rc->log_seq;
+	if (rc->collected) {
+		if (++g->n == TA_DISPATCH_GROUP)
+			group_flush(g);
+	} else {
+		group_flush(g); /* its answer comes after those before it */
+		if (finish_reply(svc, rc, st, g->out))
+			g->close_after = true;
+	}
+	if (g->n == 0)
+		ta_arena_reset(&scratch->arena);
+}
+
+size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                             const uint8_t *frames, size_t len, uint64_t out_bound,
+                             ta_frame_buf *out, bool *close_after, uint32_t *nframes)
+{
+	size_t done = 0;
+	uint64_t log_seq = 0;
+	*close_after = false;
+	*nframes = 0;
+	bool own_run = !scratch->in_run;
+	if (own_run)
+		ta_dispatch_begin_run(svc, scratch);
+	dispatch_group *g = malloc(sizeof(*g)); /* NULL: one by one, as well */
+	if (g) {
+		g->svc = svc;
+		g->out = out;
+		g->session = session;
+		g->close_after = false;
+		g->n = 0;
+	}
+	while (len - done >= TA_FRAME_HEADER && !*close_after && out->len < out_bound) {
+		uint32_t n = ta_frame_get_header(frames + done);
+		if (n > len - done - TA_FRAME_HEADER)
+			break; /* a partial frame: the caller cut whole ones */
+		const uint8_t *payload = frames + done + TA_FRAME_HEADER;
+		if (g) {
+			run_grouped(g, scratch, payload, n);
+			*close_after = g->close_after;
+		} else {
+			(void)run_one(svc, scratch, session, payload, n, NULL, -1, out,
+			              close_after);
+		}
+		if (scratch->log_seq > log_seq)
+			log_seq = scratch->log_seq;
+		done += TA_FRAME_HEADER + (size_t)n;
+		(*nframes)++;
+	}
+	if (g) {
+		group_flush(g);
+		*close_after = g->close_after;
+		ta_arena_reset(&scratch->arena);
+		free(g);
+	}
+	if (own_run) { /* before any of the responses can leave */
+		uint64_t run_seq = ta_dispatch_end_run(svc, scratch);
+		if (run_seq > log_seq)
+			log_seq = run_seq;
+	}
+	scratch->log_seq = log_seq;
+	return done;
+}
+
+/* ta_dispatch_run, freeing owned (a malloc'd payload, or NULL) right after decoding: the
+ * decoded message holds its own copy of every field, so a large request does not keep both
+ * for the whole run. */
+static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
+                                   ta_session *session, const uint8_t *payload, size_t len,
+                                   uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                   bool *close_after)
+{
+	held_flush(svc, scratch); /* what ran before counts before this one (stats) */
+	decoded d;
+	d.t0 = (struct timespec){0, 0};
+	if (svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &d.t0);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
+	                          memory_order_relaxed); /* stats counts the request asking */
+	ta_fw_atomic atomic;
+	decode_request(svc, scratch, payload, len, &d, &atomic);
+	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
+	                   &d);
+}
+
+/* run_one after decoding (d: the request, counted already), also for a request of a
+ * grouped run that is not a plan. */
+static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
+                                       ta_session *session, const uint8_t *payload, size_t len,
+                                       uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                       bool *close_after, decoded *d)
+{
+	*close_after = false;
+	scratch->log_seq = 0;
+	struct timespec t0 = d->t0;
+	Tileatom__Request *req = d->req;
+	ta_fw_atomic *atomic = d->atomic; /* decoded copies every field: owned may go */
+	bool strings_ok = d->strings_ok;
+	const char *bad = d->bad;
+	if (owned && (!svc->persist || !req)) { /* with --data-dir the payload is the log
+		                                     record */
+		free(owned);
+		owned = NULL;
+	}
+	if (req && !strings_ok) {
+		/* it decodes, but a string is not UTF-8 or holds a NUL: answered with its id,
+		 * nothing runs (one that does not decode at all is malformed, below) */
+		uint64_t id = req->id;
+		free(owned);
+		ta_arena_reset(&scratch->arena);
+		char msg[260];
+		snprintf(msg, sizeof(msg), "invalid string: %s (strings must be UTF-8 without NUL)",
+		         bad);
+		*close_after =
+		    ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
+		return TA_DISPATCH_DONE;
+	}
+	if (!req && !atomic) {
+		ta_arena_reset(&scratch->arena);
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+		         "malformed request: %zu bytes that do not decode as a Request; closing "
+		         "the connection",
+		         len);
+		ta_log(TA_LOG_INFO, "%s", msg);
+		size_t out_before = out->len;
+		*close_after =
+		    ta_dispatch_error_append(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
+		ta_metrics_record(&svc->metrics, TA_REQ_NONE, true, 0, len, out->len - out_before,
+		                  ta_metrics_since(svc->time_requests, &t0));
+		return TA_DISPATCH_DONE;
+	}
+	resp_ctx rc;
+	resp_ctx_start(&rc);
+	rc.svc = svc;
+	rc.arena = &scratch->arena;
+	rc.tiles = &scratch->tiles;
+	rc.inline_max = inline_max;
+	rc.payload = payload;
+	rc.payload_len = len;
+	rc.payload_plain = d->no_buffer_refs;
+	rc.run = scratch->in_run ? &scratch->run : NULL;
+	rc.session = session;
+	rc.who = ta_session_who(session);
+	tileatom__response__init(&rc.resp);
+	rc.resp.id = atomic ? atomic->id : req->id;
+	rc.req_kind = atomic ? atomic->kind : (ta_req_kind)req->body_case;
+	rc.bytes_in = len;
+	rc.t0 = t0;
+	if (atomic && session && inline_max >= 0) { /* the loop's own requests (one at a time) */
+		rc.record = &session->repeat;
+		rc.record_atomic = atomic;
+	}
+	ta_status st = atomic ? handle_atomic(&rc, atomic) : handle(&rc, req);
+	if (owned)
+		free(owned);
+	scratch->log_seq = rc.log_seq;
+	if (rc.deferred) {
+		atomic_fetch_sub_explicit(&ta_service_my_totals(svc)->requests, 1,
+		                          memory_order_relaxed); /* the worker counts it */
+		resp_ctx_free(&rc);
+		ta_arena_reset(&scratch->arena);
+		return TA_DISPATCH_DEFER;
+	}
+	*close_after = finish_reply(svc, &rc, st, out);
+	ta_arena_reset(&scratch->arena);
+	return TA_DISPATCH_DONE;
+}
+
+ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratch,
+                                    const uint8_t *payload, size_t len, int64_t inline_max,
+                                    ta_frame_buf *out, bool *close_after)
+{
+	return run_one(svc, scratch, NULL, payload, len, NULL, inline_max, out, close_after);
+}
+
+/* Runs payload as the session's kept request again (repeat.h) when it is that request
+ * and may run here: the checks and the answer of run_one for it, without decoding or
+ * planning. Returns false, with nothing done, when it is not (or the tile is no longer the
+ * one the request ran on: the kept request is forgotten, and the ordinary way answers). */
+static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                       const uint8_t *payload, size_t len, int64_t inline_max, ta_frame_buf *out,
+                       bool *close_after)
+{
+	ta_repeat *r = &session->repeat;
+	uint64_t id = 0;
+	if (svc->persist || r->plan.count > inline_max || !ta_repeat_match(r, payload, len, &id))
+		return false;
+	resp_ctx rc;
+	resp_ctx_start(&rc);
+	rc.svc = svc;
+	ta_tile *tile = NULL;
+	if (ta_registry_get_cached(svc->registry, &r->tiles, r->name, ta_session_who(session),
+	                           &tile, &rc.err) != TA_OK ||
+	    tile != r->tile || r->tiles.stamp != r->stamp) {
+		if (tile)
+			ta_tile_unref(tile);
+		ta_repeat_clear(r);
+		return false;
+	}
+	r->hits++;
+	rc.req_kind = r->kind;
+	metrics_start(&rc, len);
+	tileatom__response__init(&rc.resp);
+	rc.resp.id = id;
+	scratch->log_seq = 0;
+	ta_result result = {0, 0};
+	ta_status st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &r->plan,
+	                                &result, &rc.err);
+	ta_tile_unref(tile);
+	rc.elements = 1;
+	if (st == TA_OK) {
+		rc.old_buf = r->plan.old_out;
+		plan_body(&rc, &r->plan, &result, OUT_OP);
+		if (scratch->hold_metrics) /* counted at the run's end, totals included */
+			rc.hold_in = scratch;
+	}
+	if (!rc.hold_in) {
+		ta_service_totals *totals = ta_service_my_totals(svc);
+		atomic_fetch_add_explicit(&totals->requests, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&totals->elements, 1, memory_order_relaxed);
+	}
+	*close_after = finish_reply(svc, &rc, st, out);
+	return true;
+}
+
+ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch *scratch,
+                                            ta_session *session, const uint8_t *payload, size_t len,
+                                            int64_t inline_max, ta_frame_buf *out,
+                                            bool *close_after)
+{
+	if (session && session->repeat.valid &&
+	    repeat_run(svc, scratch, session, payload, len, inline_max, out, close_after))
+		return TA_DISPATCH_DONE;
+	return run_one(svc, scratch, session, payload, len, NULL, inline_max, out, close_after);
+}
+
+/* Runs one payload to completion with a scratch of its own; frees owned once decoded. */
+static void dispatch_alone(ta_service *svc, ta_session *session, const uint8_t *payload, size_t len,
+                           uint8_t *owned, ta_reply *out)
+{
+	ta_dispatch_scratch scratch;
+	ta_dispatch_scratch_init(&scratch);
+	ta_frame_buf buf = {NULL, 0, 0};
+	bool close_after = false;
+	(void)run_one(svc, &scratch, session, payload, len, owned, -1, &buf, &close_after);
+	uint64_t log_seq = scratch.log_seq;
+	ta_dispatch_scratch_free(&scratch);
+	reply_from_buf(&buf, close_after, out);
+	out->log_seq = log_seq;
+}
+
+void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out)
+{
+	dispatch_alone(svc, NULL, payload, len, NULL, out);
+}
+
+void ta_dispatch_frame_owned(ta_service *svc, uint8_t *payload, size_t len, ta_reply *out)
+{
+	dispatch_alone(svc, NULL, payload, len, payload, out);
+}
+
+void ta_dispatch_frame_owned_session(ta_service *svc, ta_session *session, uint8_t *payload,
+                                     size_t len, ta_reply *out)
+{
+	dispatch_alone(svc, session, payload, len, payload, out);
+}
