@@ -45,8 +45,6 @@ typedef struct ta_service {
 	const ta_auth_secret *auth; /* the secret TCP clients prove (NULL: no auth) */
 	ta_log_limit auth_log;      /* rate limit of the authentication failure lines */
 	struct ta_persist *persist; /* durability (--data-dir, persist.h); NULL: none */
-	bool fast_wire;             /* hot requests and responses through fastwire.c (on;
-	                               off only to compare both paths in tests) */
 	bool recheck_plans;         /* the backend re-checks every plan in full
 	                               (ta_plan_check; off: the plans dispatch has just
 	                               built are marked prechecked; on in tests and the
@@ -64,6 +62,8 @@ typedef struct ta_session {
 	uint64_t serial;              /* connection number, for logs */
 	ta_repeat repeat;             /* the last one-element atomic request, kept to run the
 	                                 same request again without decoding (repeat.h) */
+	struct ta_shm_table *shm;     /* the connection's shared buffers (shmbuf.h; NULL: none,
+	                                 e.g. TCP) */
 } ta_session;
 
 /* One encoded response and what to do after sending it. */

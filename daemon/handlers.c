@@ -1,6 +1,9 @@
-/* handlers.c: the request handlers, one per row of the table (tacore/ta_ops.def): the
- * conversion of a request's wire fields into a ta_request (every check in one order),
- * the plan built, validated and run, and the response body it fills (see reqctx.h). */
+/* handlers.c: the request handlers, one per row of the table (tacore/ta_ops.def), and the
+ * one order of checks every request passes (handle): its kind, the session's handshake, the
+ * mutation lock (--data-dir) and the tile, the handler, the log record. A data-plane
+ * handler turns the request as sent (codec.h) into a ta_request, every check in one order,
+ * then builds, validates and runs its plan and fills the response (see reqctx.h); a
+ * control-plane handler works on protobuf-c's structures. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -10,6 +13,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +26,43 @@
 #define PACKAGE_VERSION "unknown"
 #endif
 
-/* Converts an optional wire Array into a borrowed view (present = false when absent). v
- * must be all zero (a view of a ta_request_init'ed request): only what a present Array
- * gives is written. */
-ta_status view_from_array(const Tileatom__Array *a, const char *what, ta_array_view *v,
-                          ta_error *err)
+/* The connection's shared buffers (NULL: none, e.g. TCP or an in-process caller). */
+static inline ta_shm_table *rc_shm(const resp_ctx *rc)
 {
+	return rc->session ? rc->session->shm : NULL;
+}
+
+/* A protobuf-c Array (create.fill) as the handlers take Arrays. */
+static void wire_from_pb_array(const Tileatom__Array *a, ta_wire_array *w)
+{
+	w->present = a != NULL;
 	if (!a)
+		return;
+	w->dtype = (int32_t)a->dtype;
+	w->n_shape = a->n_shape;
+	for (size_t i = 0; i < a->n_shape && i < TA_MAX_RANK; i++)
+		w->shape[i] = a->shape[i];
+	w->data = a->data.data;
+	w->len = a->data.len;
+	w->shared.present = a->shared != NULL;
+	if (a->shared) {
+		w->shared.buffer_id = a->shared->buffer_id;
+		w->shared.offset = a->shared->offset;
+		w->shared.length = a->shared->length;
+	}
+}
+
+/* Converts an optional Array as sent into a view (present = false when absent). v must be
+ * all zero (a view of a ta_request_init'ed request): only what a present Array gives is
+ * written. Data whose bytes are 8-byte aligned in the payload is used where it lies, other
+ * data is copied into the arena (the backends read whole elements). */
+static ta_status view_from_wire(resp_ctx *rc, const ta_wire_array *a, const char *what,
+                                ta_array_view *v)
+{
+	if (!a->present)
 		return TA_OK;
 	if (a->n_shape > TA_MAX_RANK)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "%s: rank %zu is over the limit of %d", what, a->n_shape,
 		                    TA_MAX_RANK);
 	v->present = true;
@@ -39,23 +70,30 @@ ta_status view_from_array(const Tileatom__Array *a, const char *what, ta_array_v
 	v->rank = (int)a->n_shape;
 	for (size_t i = 0; i < a->n_shape; i++)
 		v->shape[i] = a->shape[i];
-	v->data = a->data.data;
-	v->nbytes = a->data.len;
-	if (a->shared) {
+	v->data = a->data;
+	v->nbytes = a->len;
+	if (a->len && ((uintptr_t)a->data & 7u) != 0) {
+		void *copy = ta_arena_alloc_inline(rc->arena, a->len);
+		if (!copy)
+			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+			                    "%s: out of memory for %zu bytes", what, a->len);
+		memcpy(copy, a->data, a->len);
+		v->data = copy;
+	}
+	if (a->shared.present) {
 		/* the elements lie in a shared buffer of this connection (shmbuf.h) */
-		if (a->data.len != 0)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
+		if (a->len != 0)
+			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 			                    "%s: gives both inline data and a shared buffer", what);
 		void *ptr = NULL;
-		ta_status st =
-		    ta_shm_resolve(ta_shm_current(), a->shared->buffer_id, a->shared->offset,
-		                   a->shared->length, what, &ptr, &v->device, err);
+		ta_status st = ta_shm_resolve(rc_shm(rc), a->shared.buffer_id, a->shared.offset,
+		                              a->shared.length, what, &ptr, &v->device, &rc->err);
 		if (st != TA_OK)
 			return st;
-		if (a->shared->length > SIZE_MAX)
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: too long", what);
+		if (a->shared.length > SIZE_MAX)
+			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s: too long", what);
 		v->data = ptr;
-		v->nbytes = (size_t)a->shared->length;
+		v->nbytes = (size_t)a->shared.length;
 	}
 	return TA_OK;
 }
@@ -96,115 +134,100 @@ static ta_status region_entries_into(const int64_t *origin, size_t n_origin, con
 	return TA_OK;
 }
 
-/* Copies a wire Region into req (absent or empty: the whole tile), as region_entries_into. */
-static ta_status region_into(const Tileatom__Region *r, const char *what, const ta_tile_shape *tile,
-                             ta_request *req, ta_error *err)
+/* Copies a Region as sent into req (empty: the whole tile), as region_entries_into. */
+static ta_status region_into(resp_ctx *rc, const ta_wire_region *r, const char *what,
+                             const ta_tile_shape *tile, ta_request *req)
 {
-	if (!r)
-		return region_entries_into(NULL, 0, NULL, 0, what, tile, req, err);
 	return region_entries_into(r->origin, r->n_origin, r->shape, r->n_shape, what, tile, req,
-	                           err);
-}
-
-/* Copies wire Options into req (absent: the defaults ta_request_init set). */
-static ta_status options_into(const Tileatom__Options *o, ta_request *req, ta_error *err)
-{
-	if (!o)
-		return TA_OK;
-	req->sem = (ta_sem)o->sem;
-	req->scope = (ta_scope)o->scope;
-	req->space = (ta_space)o->space;
-	req->check_bounds = !o->no_bounds_check;
-	req->want_old = o->want_old;
-	return view_from_array(o->mask, "mask", &req->mask, err);
-}
-
-/* The shared-buffer range old values go to (Options.old_into), or NULL. */
-static const Tileatom__BufferRef *old_into(const Tileatom__Options *o)
-{
-	return o ? o->old_into : NULL;
+	                           &rc->err);
 }
 
 /* Scatter addressing into req. */
-static ta_status scatter_into(const Tileatom__ScatterAddr *sa, ta_request *req, ta_error *err)
+static ta_status scatter_into(resp_ctx *rc, const ta_wire_request *w, ta_request *req)
 {
-	if (!sa || !sa->indices)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
+	if (w->form != TA_FORM_SCATTER || w->n_indices == 0)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "scatter addressing needs dim and indices");
 	req->addr = TA_ADDR_SCATTER;
-	req->scatter_dim = sa->dim > (uint32_t)INT_MAX ? INT_MAX : (int)sa->dim;
+	req->scatter_dim = w->dim > (uint32_t)INT_MAX ? INT_MAX : (int)w->dim;
 	req->n_index = 1;
-	return view_from_array(sa->indices, "indices", &req->index[0], err);
+	return view_from_wire(rc, &w->index[0], "indices", &req->index[0]);
 }
 
 /* Indexed (index tuple or flat) addressing into req. */
-static ta_status indexed_into(const Tileatom__IndexedAddr *ia, ta_request *req, ta_error *err)
+static ta_status indexed_into(resp_ctx *rc, const ta_wire_request *w, ta_request *req)
 {
-	if (!ia || ia->n_indices == 0)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
+	if (w->form != TA_FORM_INDEXED || w->n_indices == 0)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "indexed addressing needs index arrays (one per tile axis, "
 		                    "or one with flat)");
-	if (ia->n_indices > TA_MAX_RANK)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
+	if (w->n_indices > TA_MAX_RANK)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "indexed addressing: %zu index arrays, over the limit of %d",
-		                    ia->n_indices, TA_MAX_RANK);
-	req->addr = ia->flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
-	req->n_index = (int)ia->n_indices;
+		                    w->n_indices, TA_MAX_RANK);
+	req->addr = w->flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
+	req->n_index = (int)w->n_indices;
 	static const char *const names[TA_MAX_RANK] = {"indices[0]", "indices[1]", "indices[2]",
 	                                               "indices[3]"};
 	_Static_assert(TA_MAX_RANK == 4, "one name per index array");
-	for (size_t i = 0; i < ia->n_indices; i++) {
-		const char *what = names[i]; /* n_indices <= TA_MAX_RANK, checked above */
-		if (!ia->indices[i])
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s is missing", what);
-		ta_status st = view_from_array(ia->indices[i], what, &req->index[i], err);
+	for (size_t i = 0; i < w->n_indices; i++) {
+		ta_status st = view_from_wire(rc, &w->index[i], names[i], &req->index[i]);
 		if (st != TA_OK)
 			return st;
 	}
 	return TA_OK;
 }
 
-/* True when a wire Region holds no entries. */
-static bool region_empty(const Tileatom__Region *r)
+/* True when a Region as sent holds no entries. */
+static bool region_empty(const ta_wire_region *r)
 {
-	return !r || (r->n_origin == 0 && r->n_shape == 0);
+	return r->n_origin == 0 && r->n_shape == 0;
 }
 
-/* Addressing of the memory ops: window plus one of region / scatter / indexed. */
-static ta_status addressing_into(const Tileatom__Region *window, const Tileatom__Addressing *a,
-                                 const ta_tile_shape *tile, ta_request *req, ta_error *err)
+/* Addressing of the memory ops: the window plus one of region / scatter / indexed. */
+static ta_status addressing_into(resp_ctx *rc, const ta_wire_request *w, const ta_tile_shape *tile,
+                                 ta_request *req)
 {
-	Tileatom__Addressing__FormCase form =
-	    a ? a->form_case : TILEATOM__ADDRESSING__FORM__NOT_SET;
-	switch (form) {
-	case TILEATOM__ADDRESSING__FORM__NOT_SET:
+	ta_status st;
+	switch (w->form) {
+	case TA_FORM_REGION:
 		req->addr = TA_ADDR_REGION;
-		return region_into(window, "window", tile, req, err);
-	case TILEATOM__ADDRESSING__FORM_REGION:
-		req->addr = TA_ADDR_REGION;
-		if (!region_empty(window) && !region_empty(a->region))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
+		if (!region_empty(&w->region) && !region_empty(&w->addr_region))
+			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 			                    "give the region either as window or as addr.region, "
 			                    "not both");
-		if (!region_empty(a->region))
-			return region_into(a->region, "addr.region", tile, req, err);
-		return region_into(window, "window", tile, req, err);
-	case TILEATOM__ADDRESSING__FORM_SCATTER: {
-		ta_status st = region_into(window, "window", tile, req, err);
-		return st != TA_OK ? st : scatter_into(a->scatter, req, err);
-	}
-	case TILEATOM__ADDRESSING__FORM_INDEXED: {
-		ta_status st = region_into(window, "window", tile, req, err);
-		return st != TA_OK ? st : indexed_into(a->indexed, req, err);
-	}
+		if (!region_empty(&w->addr_region))
+			return region_into(rc, &w->addr_region, "addr.region", tile, req);
+		return region_into(rc, &w->region, "window", tile, req);
+	case TA_FORM_SCATTER:
+		st = region_into(rc, &w->region, "window", tile, req);
+		return st != TA_OK ? st : scatter_into(rc, w, req);
+	case TA_FORM_INDEXED:
+		st = region_into(rc, &w->region, "window", tile, req);
+		return st != TA_OK ? st : indexed_into(rc, w, req);
 	default:
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown addressing form %d",
-		                    (int)form);
+		req->addr = TA_ADDR_REGION;
+		return region_into(rc, &w->region, "window", tile, req);
 	}
+}
+
+/* Copies the Options as sent into req (absent: the defaults ta_request_init set), and
+ * notes where old values go (old_into). */
+static ta_status options_into(resp_ctx *rc, const ta_wire_request *w, ta_request *req)
+{
+	if (!w->has_options)
+		return TA_OK;
+	req->sem = (ta_sem)w->sem;
+	req->scope = (ta_scope)w->scope;
+	req->space = (ta_space)w->space;
+	req->check_bounds = !w->no_bounds_check;
+	req->want_old = w->want_old;
+	rc->old_into = w->old_into.present ? &w->old_into : NULL;
+	return view_from_wire(rc, &w->mask, "mask", &req->mask);
 }
 
 /* Checks that a wire op is one of the RMW ops of the table and returns it. */
-static ta_status rmw_op(Tileatom__Op wire, ta_op *op, ta_error *err)
+static ta_status rmw_op(int32_t wire, ta_op *op, ta_error *err)
 {
 	if (!ta_op_is_rmw((ta_op)wire)) {
 		char ops[128];
@@ -244,7 +267,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 			                    " old values take %" PRIu64 " (nothing was applied)",
 			                    rc->old_into->length, plan.count, old_bytes);
 		void *ptr = NULL;
-		st = ta_shm_resolve(ta_shm_current(), rc->old_into->buffer_id, rc->old_into->offset,
+		st = ta_shm_resolve(rc_shm(rc), rc->old_into->buffer_id, rc->old_into->offset,
 		                    old_bytes, "old_into", &ptr, &plan.old_out_device, &rc->err);
 		if (st != TA_OK)
 			return st;
@@ -288,103 +311,168 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	if (st != TA_OK)
 		return st;
 	if (rc->record && plan.count == 1 && plan.check_bounds && !plan.mask.data)
-		(void)ta_repeat_record(rc->record, rc->payload, rc->payload_len, rc->record_atomic,
+		(void)ta_repeat_record(rc->record, rc->payload, rc->payload_len, rc->wire, req,
 		                       &plan, rc->tiles, tile);
 	plan_body(rc, &plan, &result, kind);
 	return TA_OK;
 }
 
-/* Makes rc->op (and rc->data, its old values) from rc->fop. */
-void op_body_fill(resp_ctx *rc)
-{
-	const ta_fw_op *f = &rc->fop;
-	Tileatom__Array *arr = &rc->data;
-	tileatom__array__init(arr);
-	if (f->has_old) {
-		arr->dtype = (Tileatom__DType)f->dtype;
-		arr->n_shape = f->rank;
-		arr->shape = rc->data_shape;
-		arr->data.data = (uint8_t *)f->data;
-		arr->data.len = f->len;
-	}
-	tileatom__op_response__init(&rc->op);
-	rc->op.old = f->has_old ? arr : NULL;
-	rc->op.skipped = f->skipped;
-	rc->op.applied = f->applied;
-	rc->op_direct = false;
-}
-
-/* Fills the response body of an applied plan (kind: where its values go). An OpResponse is
- * kept in rc->fop (op_direct) for ta_fastwire_append_op; finish_reply makes the message
- * when another encoder needs it. */
+/* Fills the response of an applied plan (kind: where its values go). */
 void plan_body(resp_ctx *rc, const ta_plan *plan, const ta_result *result, out_kind kind)
 {
-	uint64_t old_bytes =
-	    plan->want_old ? (uint64_t)plan->count * ta_dtype_size(plan->dtype) : 0;
+	ta_reply_msg *m = &rc->msg;
 	bool old_shared = plan->want_old && rc->old_into; /* written into a shared buffer */
-	if (kind == OUT_OP) {
-		ta_fw_op *f = &rc->fop;
-		f->id = rc->resp.id;
-		f->has_old = plan->want_old;
-		f->dtype = (int32_t)plan->dtype;
-		f->rank = plan->want_old ? (size_t)plan->rank : 0;
-		for (size_t a = 0; a < f->rank; a++)
-			rc->data_shape[a] = plan->shape[a];
-		f->shape = rc->data_shape;
-		f->data = old_shared ? NULL : rc->old_buf;
-		f->len = old_shared ? 0 : (size_t)old_bytes;
-		f->skipped = result->skipped;
-		f->applied = result->applied;
-		rc->op_direct = true;
-		rc->resp.body_case = TILEATOM__RESPONSE__BODY_OP;
-		rc->resp.op = &rc->op;
-		return;
-	}
-	Tileatom__Array *arr = &rc->data;
-	tileatom__array__init(arr);
-	if (plan->want_old) {
-		arr->dtype = (Tileatom__DType)plan->dtype;
-		arr->n_shape = (size_t)plan->rank;
-		for (int a = 0; a < plan->rank; a++)
-			rc->data_shape[a] = plan->shape[a];
-		arr->shape = rc->data_shape;
-		arr->data.data = old_shared ? NULL : rc->old_buf;
-		arr->data.len = old_shared ? 0 : (size_t)old_bytes;
-	}
-	rc->resp.body_case = TILEATOM__RESPONSE__BODY_DATA;
-	rc->resp.data = arr;
+	m->status = TA_OK;
+	m->message = NULL;
+	m->body = kind == OUT_OP ? TA_BODY_OP : TA_BODY_DATA;
+	m->has_old = plan->want_old;
+	m->dtype = plan->want_old ? (int32_t)plan->dtype : 0;
+	m->rank = plan->want_old ? (size_t)plan->rank : 0;
+	for (size_t a = 0; a < m->rank; a++)
+		rc->data_shape[a] = plan->shape[a];
+	m->shape = rc->data_shape;
+	m->data = old_shared ? NULL : rc->old_buf;
+	m->len = plan->want_old && !old_shared
+	             ? (size_t)((uint64_t)plan->count * ta_dtype_size(plan->dtype))
+	             : 0;
+	m->skipped = kind == OUT_OP ? result->skipped : 0;
+	m->applied = kind == OUT_OP ? result->applied : 0;
 }
 
-/* Fills rc->tile from an info (create, describe). */
+/* write: STORE over a region. */
+static ta_status on_write(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	ta_request req;
+	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
+	ta_status st = region_into(rc, &w->region, "region", &tile->shape, &req);
+	if (st == TA_OK && !w->values.present)
+		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "write needs values");
+	if (st == TA_OK)
+		st = view_from_wire(rc, &w->values, "values", &req.values);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+}
+
+/* read: LOAD over a region; the values come back as the `data` body. */
+static ta_status on_read(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	ta_request req;
+	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_LOAD);
+	req.want_old = true;
+	ta_status st = region_into(rc, &w->region, "region", &tile->shape, &req);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_DATA);
+}
+
+/* The atomic families (element-wise, scatter, indexed): op, region, the family's
+ * addressing (scatter for SCATTER, indexed for INDEXED, neither for ELEMENTWISE), values,
+ * compare (cas; scatter has none) and options. */
+static ta_status do_rmw(resp_ctx *rc, ta_tile *tile, ta_family family, const ta_wire_request *w)
+{
+	ta_request req;
+	ta_request_init(&req);
+	req.family = family;
+	req.addr = TA_ADDR_REGION;
+	ta_status st = rmw_op(w->op, &req.op, &rc->err);
+	if (st == TA_OK)
+		st = region_into(rc, &w->region, "region", &tile->shape, &req);
+	if (st == TA_OK && family == TA_FAMILY_SCATTER)
+		st = scatter_into(rc, w, &req);
+	if (st == TA_OK && family == TA_FAMILY_INDEXED)
+		st = indexed_into(rc, w, &req);
+	if (st == TA_OK)
+		st = view_from_wire(rc, &w->values, "values", &req.values);
+	if (st == TA_OK)
+		st = view_from_wire(rc, &w->compare, "compare", &req.compare);
+	if (st == TA_OK)
+		st = options_into(rc, w, &req);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+}
+
+/* The memory ops (gather, scatter store, atomic load/store): LOAD or STORE with any
+ * addressing; values for stores, padding for gathers. */
+static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_op op, const ta_wire_request *w)
+{
+	ta_request req;
+	ta_request_init(&req);
+	req.family = TA_FAMILY_MEMORY;
+	req.op = op;
+	ta_status st = addressing_into(rc, w, &tile->shape, &req);
+	if (st == TA_OK)
+		st = options_into(rc, w, &req);
+	if (st == TA_OK && op == TA_OP_STORE && !w->values.present)
+		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "a store needs values");
+	if (st == TA_OK)
+		st = view_from_wire(rc, &w->values, "values", &req.values);
+	if (st == TA_OK)
+		st = view_from_wire(rc, &w->padding, "padding", &req.padding);
+	if (op == TA_OP_LOAD)
+		req.want_old = true;
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+}
+
+/* The atomic families: the family comes from the table. */
+static ta_status on_elementwise(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_rmw(rc, tile, ta_req_family(TA_REQ_ELEMENTWISE), w);
+}
+static ta_status on_scatter(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_rmw(rc, tile, ta_req_family(TA_REQ_SCATTER), w);
+}
+static ta_status on_indexed(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_rmw(rc, tile, ta_req_family(TA_REQ_INDEXED), w);
+}
+
+/* The memory requests: the op (LOAD / STORE) comes from the table. */
+static ta_status on_gather(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_GATHER), w);
+}
+static ta_status on_scatter_store(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_SCATTER_STORE), w);
+}
+static ta_status on_atomic_load(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_ATOMIC_LOAD), w);
+}
+static ta_status on_atomic_store(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_ATOMIC_STORE), w);
+}
+
+/* ---- the control plane (protobuf-c's structures; no tile) ---------------------------- */
+
+/* Fills rc->ctl->tile from an info (create, describe). */
 static void set_tile_body(resp_ctx *rc, const ta_tile_info *info)
 {
-	rc->tile_info = *info;
-	tileatom__tile_info__init(&rc->tile);
-	rc->tile.name = rc->tile_info.name;
-	rc->tile.dtype = (Tileatom__DType)rc->tile_info.shape.dtype;
-	rc->tile.n_shape = (size_t)rc->tile_info.shape.rank;
-	rc->tile.shape = rc->tile_info.shape.shape;
-	rc->tile.bytes = rc->tile_info.bytes;
-	rc->tile.private_tile = rc->tile_info.private_tile;
-	rc->resp.body_case = TILEATOM__RESPONSE__BODY_TILE;
-	rc->resp.tile = &rc->tile;
+	rc->ctl->tile_info = *info;
+	tileatom__tile_info__init(&rc->ctl->tile);
+	rc->ctl->tile.name = rc->ctl->tile_info.name;
+	rc->ctl->tile.dtype = (Tileatom__DType)rc->ctl->tile_info.shape.dtype;
+	rc->ctl->tile.n_shape = (size_t)rc->ctl->tile_info.shape.rank;
+	rc->ctl->tile.shape = rc->ctl->tile_info.shape.shape;
+	rc->ctl->tile.bytes = rc->ctl->tile_info.bytes;
+	rc->ctl->tile.private_tile = rc->ctl->tile_info.private_tile;
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_TILE;
+	rc->ctl->resp.tile = &rc->ctl->tile;
 }
 
 /* hello: checks the protocol version; answers with ours either way. */
 static ta_status on_hello(resp_ctx *rc, ta_tile *tile, const Tileatom__HelloRequest *h)
 {
 	(void)tile;
-	tileatom__hello_response__init(&rc->hello);
-	rc->hello.protocol_version = TA_PROTOCOL_VERSION;
-	rc->hello.server_version = (char *)PACKAGE_VERSION;
-	rc->hello.backend = rc->svc->info.name;
-	rc->hello.max_frame = rc->svc->max_frame;
-	rc->resp.body_case = TILEATOM__RESPONSE__BODY_HELLO;
-	rc->resp.hello = &rc->hello;
+	tileatom__hello_response__init(&rc->ctl->hello);
+	rc->ctl->hello.protocol_version = TA_PROTOCOL_VERSION;
+	rc->ctl->hello.server_version = (char *)PACKAGE_VERSION;
+	rc->ctl->hello.backend = rc->svc->info.name;
+	rc->ctl->hello.max_frame = rc->svc->max_frame;
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_HELLO;
+	rc->ctl->resp.hello = &rc->ctl->hello;
 	if (rc->session && rc->session->auth_needed && !rc->session->authenticated) {
-		rc->hello.auth_required = true;
-		rc->hello.auth_nonce.data = rc->session->nonce;
-		rc->hello.auth_nonce.len = sizeof(rc->session->nonce);
+		rc->ctl->hello.auth_required = true;
+		rc->ctl->hello.auth_nonce.data = rc->session->nonce;
+		rc->ctl->hello.auth_nonce.len = sizeof(rc->session->nonce);
 	}
 	if (ta_log_enabled(TA_LOG_DEBUG)) {
 		char shown[TA_NAME_MAX + 4];
@@ -429,7 +517,7 @@ static ta_status on_auth(resp_ctx *rc, ta_tile *tile, const Tileatom__AuthReques
 	if (ta_auth_proof(secret, TA_AUTH_CLIENT, s->nonce, a->client_nonce.data,
 	                  a->client_nonce.len, expect) != 0 ||
 	    ta_auth_proof(secret, TA_AUTH_SERVER, s->nonce, a->client_nonce.data,
-	                  a->client_nonce.len, rc->sproof) != 0)
+	                  a->client_nonce.len, rc->ctl->sproof) != 0)
 		return ta_error_set(&rc->err, TA_INTERNAL, "cannot compute an HMAC");
 	if (!ta_auth_equal(expect, a->proof.data, TA_AUTH_PROOF)) {
 		rc->close_after = true;
@@ -443,11 +531,11 @@ static ta_status on_auth(resp_ctx *rc, ta_tile *tile, const Tileatom__AuthReques
 	s->authenticated = true;
 	rc->who = ta_session_who(s);
 	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": authenticated", s->serial);
-	tileatom__auth_response__init(&rc->auth);
-	rc->auth.server_proof.data = rc->sproof;
-	rc->auth.server_proof.len = sizeof(rc->sproof);
-	rc->resp.body_case = TILEATOM__RESPONSE__BODY_AUTH;
-	rc->resp.auth = &rc->auth;
+	tileatom__auth_response__init(&rc->ctl->auth);
+	rc->ctl->auth.server_proof.data = rc->ctl->sproof;
+	rc->ctl->auth.server_proof.len = sizeof(rc->ctl->sproof);
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_AUTH;
+	rc->ctl->resp.auth = &rc->ctl->auth;
 	return TA_OK;
 }
 
@@ -508,7 +596,9 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 	if (c->fill) {
 		ta_request req;
 		ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
-		st = view_from_array(c->fill, "fill", &req.values, &rc->err);
+		ta_wire_array fill;
+		wire_from_pb_array(c->fill, &fill);
+		st = view_from_wire(rc, &fill, "fill", &req.values);
 		if (st == TA_OK && req.values.device)
 			st =
 			    ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
@@ -572,110 +662,33 @@ static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesR
 	(void)l;
 	size_t n = 0;
 	ta_status st =
-	    ta_registry_list_as(rc->svc->registry, rc->who, &rc->list_infos, &n, &rc->err);
+	    ta_registry_list_as(rc->svc->registry, rc->who, &rc->ctl->list_infos, &n, &rc->err);
 	if (st != TA_OK)
 		return st;
-	tileatom__list_tiles_response__init(&rc->list);
+	tileatom__list_tiles_response__init(&rc->ctl->list);
 	if (n) {
-		rc->list_items = calloc(n, sizeof(*rc->list_items));
-		rc->list_ptrs = calloc(n, sizeof(*rc->list_ptrs));
-		if (!rc->list_items || !rc->list_ptrs)
+		rc->ctl->list_items = calloc(n, sizeof(*rc->ctl->list_items));
+		rc->ctl->list_ptrs = calloc(n, sizeof(*rc->ctl->list_ptrs));
+		if (!rc->ctl->list_items || !rc->ctl->list_ptrs)
 			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
 			                    "out of memory listing %zu tiles", n);
 		for (size_t i = 0; i < n; i++) {
-			Tileatom__TileInfo *ti = &rc->list_items[i];
+			Tileatom__TileInfo *ti = &rc->ctl->list_items[i];
 			tileatom__tile_info__init(ti);
-			ti->name = rc->list_infos[i].name;
-			ti->dtype = (Tileatom__DType)rc->list_infos[i].shape.dtype;
-			ti->n_shape = (size_t)rc->list_infos[i].shape.rank;
-			ti->shape = rc->list_infos[i].shape.shape;
-			ti->bytes = rc->list_infos[i].bytes;
-			ti->private_tile = rc->list_infos[i].private_tile;
-			rc->list_ptrs[i] = ti;
+			ti->name = rc->ctl->list_infos[i].name;
+			ti->dtype = (Tileatom__DType)rc->ctl->list_infos[i].shape.dtype;
+			ti->n_shape = (size_t)rc->ctl->list_infos[i].shape.rank;
+			ti->shape = rc->ctl->list_infos[i].shape.shape;
+			ti->bytes = rc->ctl->list_infos[i].bytes;
+			ti->private_tile = rc->ctl->list_infos[i].private_tile;
+			rc->ctl->list_ptrs[i] = ti;
 		}
 	}
-	rc->list.n_tiles = n;
-	rc->list.tiles = rc->list_ptrs;
-	rc->resp.body_case = TILEATOM__RESPONSE__BODY_LIST;
-	rc->resp.list = &rc->list;
+	rc->ctl->list.n_tiles = n;
+	rc->ctl->list.tiles = rc->ctl->list_ptrs;
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_LIST;
+	rc->ctl->resp.list = &rc->ctl->list;
 	return TA_OK;
-}
-
-/* write: STORE over a region. */
-static ta_status on_write(resp_ctx *rc, ta_tile *tile, const Tileatom__WriteRegionRequest *w)
-{
-	ta_request req;
-	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
-	ta_status st = region_into(w->region, "region", &tile->shape, &req, &rc->err);
-	if (st == TA_OK && !w->values)
-		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "write needs values");
-	if (st == TA_OK)
-		st = view_from_array(w->values, "values", &req.values, &rc->err);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
-}
-
-/* read: LOAD over a region; the values come back as the `data` body. */
-static ta_status on_read(resp_ctx *rc, ta_tile *tile, const Tileatom__ReadRegionRequest *r)
-{
-	ta_request req;
-	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_LOAD);
-	req.want_old = true;
-	ta_status st = region_into(r->region, "region", &tile->shape, &req, &rc->err);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_DATA);
-}
-
-/* The atomic families (element-wise, scatter, indexed): op, region, the family's
- * addressing (scatter for SCATTER, indexed for INDEXED, neither for ELEMENTWISE), values,
- * compare (cas; scatter has none) and options. */
-static ta_status do_rmw(resp_ctx *rc, ta_tile *tile, ta_family family, Tileatom__Op op,
-                        const Tileatom__Region *region, const Tileatom__ScatterAddr *scatter,
-                        const Tileatom__IndexedAddr *indexed, const Tileatom__Array *values,
-                        const Tileatom__Array *compare, const Tileatom__Options *options)
-{
-	ta_request req;
-	ta_request_init(&req);
-	req.family = family;
-	req.addr = TA_ADDR_REGION;
-	ta_status st = rmw_op(op, &req.op, &rc->err);
-	if (st == TA_OK)
-		st = region_into(region, "region", &tile->shape, &req, &rc->err);
-	if (st == TA_OK && family == TA_FAMILY_SCATTER)
-		st = scatter_into(scatter, &req, &rc->err);
-	if (st == TA_OK && family == TA_FAMILY_INDEXED)
-		st = indexed_into(indexed, &req, &rc->err);
-	if (st == TA_OK)
-		st = view_from_array(values, "values", &req.values, &rc->err);
-	if (st == TA_OK)
-		st = view_from_array(compare, "compare", &req.compare, &rc->err);
-	if (st == TA_OK)
-		st = options_into(options, &req, &rc->err);
-	rc->old_into = old_into(options);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
-}
-
-/* The memory ops (gather, scatter store, atomic load/store): LOAD or STORE with any
- * addressing; values for stores, padding for gathers. */
-static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_op op, const Tileatom__Region *window,
-                           const Tileatom__Addressing *addr, const Tileatom__Array *values,
-                           const Tileatom__Array *padding, const Tileatom__Options *options)
-{
-	ta_request req;
-	ta_request_init(&req);
-	req.family = TA_FAMILY_MEMORY;
-	req.op = op;
-	ta_status st = addressing_into(window, addr, &tile->shape, &req, &rc->err);
-	if (st == TA_OK)
-		st = options_into(options, &req, &rc->err);
-	if (st == TA_OK && op == TA_OP_STORE && !values)
-		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "a store needs values");
-	if (st == TA_OK)
-		st = view_from_array(values, "values", &req.values, &rc->err);
-	if (st == TA_OK)
-		st = view_from_array(padding, "padding", &req.padding, &rc->err);
-	if (op == TA_OP_LOAD)
-		req.want_old = true;
-	rc->old_into = old_into(options);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
 }
 
 /* stats: backend facts and counters. */
@@ -684,24 +697,24 @@ static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequ
 	(void)tile;
 	(void)m;
 	ta_service *svc = rc->svc;
-	tileatom__stats_response__init(&rc->stats);
-	ta_backend_info_get(svc->backend, &rc->stats_info);
-	rc->stats.backend = rc->stats_info.name;
-	rc->stats.device = rc->stats_info.device;
-	rc->stats.device_memory = rc->stats_info.device_memory;
-	rc->stats.compute_capability = rc->stats_info.compute_capability;
-	ta_registry_stats(svc->registry, &rc->stats.tiles, &rc->stats.tile_bytes);
+	tileatom__stats_response__init(&rc->ctl->stats);
+	ta_backend_info_get(svc->backend, &rc->ctl->stats_info);
+	rc->ctl->stats.backend = rc->ctl->stats_info.name;
+	rc->ctl->stats.device = rc->ctl->stats_info.device;
+	rc->ctl->stats.device_memory = rc->ctl->stats_info.device_memory;
+	rc->ctl->stats.compute_capability = rc->ctl->stats_info.compute_capability;
+	ta_registry_stats(svc->registry, &rc->ctl->stats.tiles, &rc->ctl->stats.tile_bytes);
 	uint64_t requests, errors, elements;
 	ta_service_read_totals(svc, &requests, &errors, &elements);
-	rc->stats.requests = requests;
-	rc->stats.errors = errors;
-	rc->stats.connections = atomic_load(&svc->connections);
-	rc->stats.elements = elements;
-	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, &rc->stats))
+	rc->ctl->stats.requests = requests;
+	rc->ctl->stats.errors = errors;
+	rc->ctl->stats.connections = atomic_load(&svc->connections);
+	rc->ctl->stats.elements = elements;
+	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, &rc->ctl->stats))
 		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
 		                    "out of memory for the per-kind statistics");
-	rc->resp.body_case = TILEATOM__RESPONSE__BODY_STATS;
-	rc->resp.stats = &rc->stats;
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_STATS;
+	rc->ctl->resp.stats = &rc->ctl->stats;
 	return TA_OK;
 }
 
@@ -712,7 +725,7 @@ static ta_status on_register_buffer(resp_ctx *rc, ta_tile *tile,
                                     const Tileatom__RegisterBufferRequest *m)
 {
 	(void)tile;
-	ta_shm_table *t = ta_shm_current();
+	ta_shm_table *t = rc_shm(rc);
 	if (!t)
 		return ta_error_set(
 		    &rc->err, TA_INVALID_ARGUMENT,
@@ -733,11 +746,11 @@ static ta_status on_register_buffer(resp_ctx *rc, ta_tile *tile,
 	}
 	if (st != TA_OK)
 		return st;
-	tileatom__buffer_response__init(&rc->buffer);
-	rc->buffer.buffer_id = id;
-	rc->buffer.size = m->size;
-	rc->resp.body_case = TILEATOM__RESPONSE__BODY_BUFFER;
-	rc->resp.buffer = &rc->buffer;
+	tileatom__buffer_response__init(&rc->ctl->buffer);
+	rc->ctl->buffer.buffer_id = id;
+	rc->ctl->buffer.size = m->size;
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_BUFFER;
+	rc->ctl->resp.buffer = &rc->ctl->buffer;
 	return TA_OK;
 }
 
@@ -746,51 +759,10 @@ static ta_status on_ping(resp_ctx *rc, ta_tile *tile, const Tileatom__PingReques
 {
 	(void)tile;
 	(void)m;
-	tileatom__ping_response__init(&rc->ping);
-	rc->resp.body_case = TILEATOM__RESPONSE__BODY_PING;
-	rc->resp.ping = &rc->ping;
+	tileatom__ping_response__init(&rc->ctl->ping);
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_PING;
+	rc->ctl->resp.ping = &rc->ctl->ping;
 	return TA_OK;
-}
-
-/* The atomic families: each request carries its op; the family comes from the table. */
-static ta_status on_elementwise(resp_ctx *rc, ta_tile *tile,
-                                const Tileatom__ElementwiseAtomicRequest *e)
-{
-	return do_rmw(rc, tile, ta_req_family(TA_REQ_ELEMENTWISE), e->op, e->region, NULL, NULL,
-	              e->values, e->compare, e->options);
-}
-static ta_status on_scatter(resp_ctx *rc, ta_tile *tile, const Tileatom__ScatterAtomicRequest *sc)
-{
-	return do_rmw(rc, tile, ta_req_family(TA_REQ_SCATTER), sc->op, sc->region, sc->addr, NULL,
-	              sc->values, NULL, sc->options);
-}
-static ta_status on_indexed(resp_ctx *rc, ta_tile *tile, const Tileatom__IndexedAtomicRequest *x)
-{
-	return do_rmw(rc, tile, ta_req_family(TA_REQ_INDEXED), x->op, x->region, NULL, x->addr,
-	              x->values, x->compare, x->options);
-}
-
-/* The memory requests: the op (LOAD / STORE) comes from the table. */
-static ta_status on_gather(resp_ctx *rc, ta_tile *tile, const Tileatom__GatherRequest *g)
-{
-	return do_memory(rc, tile, ta_req_op(TA_REQ_GATHER), g->window, g->addr, NULL, g->padding,
-	                 g->options);
-}
-static ta_status on_scatter_store(resp_ctx *rc, ta_tile *tile,
-                                  const Tileatom__ScatterStoreRequest *s)
-{
-	return do_memory(rc, tile, ta_req_op(TA_REQ_SCATTER_STORE), s->window, s->addr, s->values,
-	                 NULL, s->options);
-}
-static ta_status on_atomic_load(resp_ctx *rc, ta_tile *tile, const Tileatom__AtomicLoadRequest *l)
-{
-	return do_memory(rc, tile, ta_req_op(TA_REQ_ATOMIC_LOAD), l->window, l->addr, NULL, NULL,
-	                 l->options);
-}
-static ta_status on_atomic_store(resp_ctx *rc, ta_tile *tile, const Tileatom__AtomicStoreRequest *s)
-{
-	return do_memory(rc, tile, ta_req_op(TA_REQ_ATOMIC_STORE), s->window, s->addr, s->values,
-	                 NULL, s->options);
 }
 
 /* snapshot: compacts the log into a snapshot of every tile (on a worker: it reads every
@@ -810,33 +782,16 @@ static ta_status on_snapshot(resp_ctx *rc, ta_tile *tile, const Tileatom__Snapsh
 	ta_status st = ta_persist_snapshot(rc->svc->persist, &info, &rc->err);
 	if (st != TA_OK)
 		return st;
-	tileatom__snapshot_response__init(&rc->snap);
-	rc->snap.tiles = info.tiles;
-	rc->snap.bytes = info.bytes;
-	rc->snap.seq = info.seq;
-	rc->snap.log_removed = info.log_removed;
-	rc->resp.body_case = TILEATOM__RESPONSE__BODY_SNAPSHOT;
-	rc->resp.snapshot = &rc->snap;
+	tileatom__snapshot_response__init(&rc->ctl->snap);
+	rc->ctl->snap.tiles = info.tiles;
+	rc->ctl->snap.bytes = info.bytes;
+	rc->ctl->snap.seq = info.seq;
+	rc->ctl->snap.log_removed = info.log_removed;
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_SNAPSHOT;
+	rc->ctl->resp.snapshot = &rc->ctl->snap;
 	return TA_OK;
 }
 
-/* Name of the tile a request runs against (the tile column of TA_REQUEST), or NULL. */
-const char *request_tile(const Tileatom__Request *req)
-{
-#define TA_REQ_TILE_1(field) return req->field->tile;
-#define TA_REQ_TILE_0(field) return NULL;
-	switch (req->body_case) {
-#define TA_REQUEST(id, field, number, tile, ...)                                                   \
-	case TILEATOM__REQUEST__BODY_##id:                                                         \
-		TA_REQ_TILE_##tile(field)
-#include "ta_ops.def"
-#undef TA_REQUEST
-	default:
-		return NULL;
-	}
-#undef TA_REQ_TILE_1
-#undef TA_REQ_TILE_0
-}
 /* Checks that the session may send a request of kind now (Hello first, Auth where it is
  * needed). */
 static ta_status session_allows(resp_ctx *rc, ta_req_kind kind)
@@ -861,20 +816,50 @@ static ta_status session_allows(resp_ctx *rc, ta_req_kind kind)
 	return TA_OK;
 }
 
-/* Runs one decoded request: looks its tile up when the table says it names one, then calls
- * the on_<field> handler of its kind; fills rc->resp's body or rc->err. With --data-dir, a
- * mutating request runs under its mutation lock and its record is appended to the log
- * before the lock is released, when it succeeded. */
-ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
+/* The name a request's mutation lock is taken for (--data-dir), or NULL. */
+static const char *lock_name(ta_req_kind kind, const ta_wire_request *w,
+                             const Tileatom__Request *req)
 {
-	ta_req_kind kind = (ta_req_kind)req->body_case;
-	if (req->body_case == TILEATOM__REQUEST__BODY__NOT_SET)
+	if (w)
+		return w->tile;
+	if (kind == TA_REQ_CREATE)
+		return req->create->name;
+	if (kind == TA_REQ_DESTROY)
+		return req->destroy->name;
+	return NULL;
+}
+
+/* Calls the handler of kind: a data-plane one with its tile and the request as sent
+ * (w), a control-plane one with protobuf-c's message (req). */
+static ta_status run_handler(resp_ctx *rc, ta_req_kind kind, ta_tile *tile,
+                             const ta_wire_request *w, const Tileatom__Request *req)
+{
+#define TA_REQ_ARG_1(field) w
+#define TA_REQ_ARG_0(field) req->field
+	switch (kind) {
+#define TA_REQUEST(id, field, number, tile_col, ...)                                               \
+	case TA_REQ_##id:                                                                          \
+		return on_##field(rc, tile, TA_REQ_ARG_##tile_col(field));
+#include "ta_ops.def"
+#undef TA_REQUEST
+	default:
+		return ta_error_set(&rc->err, TA_INTERNAL, "request type %d has no handler",
+		                    (int)kind);
+	}
+#undef TA_REQ_ARG_1
+#undef TA_REQ_ARG_0
+}
+
+ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request *req)
+{
+	ta_req_kind kind = rc->req_kind;
+	if (kind == TA_REQ_NONE)
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "request %" PRIu64 " has no body (unknown request type?)",
-		                    req->id);
+		                    rc->id);
 	if (!ta_req_valid(kind))
 		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
-		                    (int)req->body_case);
+		                    (int)kind);
 	ta_status st = session_allows(rc, kind);
 	if (st != TA_OK)
 		return st;
@@ -890,64 +875,29 @@ ta_status handle(resp_ctx *rc, const Tileatom__Request *req)
 			group_flush(rc->group);
 			rc->group = NULL;
 		}
-		if ((st = persist_begin(rc, req, kind, &hold, &tile)) != TA_OK)
+		ta_op op = w && ta_op_is_rmw((ta_op)w->op) ? (ta_op)w->op : TA_OP_NONE;
+		if ((st = persist_begin(rc, lock_name(kind, w, req), ta_req_has_tile(kind), op,
+		                        &hold, &tile)) != TA_OK)
 			return st;
-	} else if (ta_req_has_tile(kind) &&
-	           (st = get_tile(rc, request_tile(req), &tile)) != TA_OK) {
+	} else if (ta_req_has_tile(kind) && (st = get_tile(rc, w->tile, &tile)) != TA_OK) {
 		return st;
 	}
-	switch (req->body_case) {
-#define TA_REQUEST(id, field, ...)                                                                 \
-	case TILEATOM__REQUEST__BODY_##id:                                                         \
-		st = on_##field(rc, tile, req->field);                                             \
-		break;
-#include "ta_ops.def"
-#undef TA_REQUEST
-	default:
-		st = ta_error_set(&rc->err, TA_INTERNAL, "request type %d has no handler",
-		                  (int)req->body_case);
-		break;
-	}
+	st = run_handler(rc, kind, tile, w, req);
 	if (tile && !rc->collected)
 		ta_tile_unref(tile);
 	if (hold.held) {
 		if (st == TA_OK && !rc->deferred)
-			/* the decoded request lives in the arena: persist_record may rewrite it */
-			st = persist_record(rc, (Tileatom__Request *)req, &hold);
+			st = persist_record(rc, &hold, (Tileatom__Request *)req);
 		ta_persist_unlock(rc->svc->persist, &hold);
 	}
 	return st;
 }
 
-/* handle for a hot atomic request that ta_fastwire_decode_atomic decoded (never with
- * --data-dir): the checks of handle and do_rmw in their order (the session, the tile, the
- * op, the region; the decoder converted the rest, taking only what converts without an
- * error), then run_plan. */
-ta_status handle_atomic(resp_ctx *rc, ta_fw_atomic *a)
-{
-	ta_status st = session_allows(rc, a->kind);
-	if (st != TA_OK)
-		return st;
-	ta_tile *tile = NULL;
-	if ((st = get_tile(rc, a->tile, &tile)) != TA_OK)
-		return st;
-	st = rmw_op((Tileatom__Op)a->op, &a->req.op, &rc->err);
-	if (st == TA_OK)
-		st = region_entries_into(a->origin, a->n_origin, a->shape, a->n_shape, "region",
-		                         &tile->shape, &a->req, &rc->err);
-	if (st == TA_OK)
-		st = run_plan(rc, tile, &a->req, OUT_OP);
-	if (!rc->collected)
-		ta_tile_unref(tile);
-	return st;
-}
-
-/* Frees what a resp_ctx allocated (only a list does). */
 void resp_ctx_free(resp_ctx *rc)
 {
-	if (!rc->list_items && !rc->list_ptrs && !rc->list_infos)
+	if (!rc->ctl || (!rc->ctl->list_items && !rc->ctl->list_ptrs && !rc->ctl->list_infos))
 		return;
-	free(rc->list_items);
-	free(rc->list_ptrs);
-	free(rc->list_infos);
+	free(rc->ctl->list_items);
+	free(rc->ctl->list_ptrs);
+	free(rc->ctl->list_infos);
 }

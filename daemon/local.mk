@@ -10,7 +10,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/dispatch.h daemon/reqctx.h \
 	daemon/service.c daemon/handlers.c daemon/logged.c daemon/held.c daemon/pipeline.c \
 	daemon/executor.c daemon/executor.h \
-	daemon/fastwire.c daemon/fastwire.h \
+	daemon/codec.c daemon/codec.h \
 	daemon/log.c daemon/log.h \
 	daemon/metrics.c daemon/metrics.h \
 	daemon/metrics_http.c daemon/metrics_http.h \

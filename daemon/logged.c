@@ -9,35 +9,13 @@
 
 #include <stdlib.h>
 
-/* The op of an atomic request that carries one (NONE for the others). */
-static ta_op request_rmw_op(const Tileatom__Request *req)
-{
-	Tileatom__Op op = TILEATOM__OP__OP_UNSPECIFIED;
-	if (req->body_case == TILEATOM__REQUEST__BODY_ELEMENTWISE)
-		op = req->elementwise->op;
-	else if (req->body_case == TILEATOM__REQUEST__BODY_SCATTER)
-		op = req->scatter->op;
-	else if (req->body_case == TILEATOM__REQUEST__BODY_INDEXED)
-		op = req->indexed->op;
-	return ta_op_is_rmw((ta_op)op) ? (ta_op)op : TA_OP_NONE;
-}
-
 /* With --data-dir, a mutating request: takes its tile name's mutation lock (persist.h) and
  * then looks its tile up. The lock is shared with requests of the same op when the op's
  * result does not depend on the order (ta_op_order_independent for the tile's dtype), else
  * held alone. A request whose name is unknown here holds every stripe. */
-ta_status persist_begin(resp_ctx *rc, const Tileatom__Request *req, ta_req_kind kind,
+ta_status persist_begin(resp_ctx *rc, const char *name, bool has_tile, ta_op op,
                         ta_persist_hold *hold, ta_tile **tile)
 {
-	const char *name = NULL;
-	bool has_tile = ta_req_has_tile(kind);
-	if (has_tile)
-		name = request_tile(req);
-	else if (req->body_case == TILEATOM__REQUEST__BODY_CREATE)
-		name = req->create->name;
-	else if (req->body_case == TILEATOM__REQUEST__BODY_DESTROY)
-		name = req->destroy->name;
-	ta_op op = request_rmw_op(req);
 	/* first guess an integer tile; a tile of another dtype takes the lock again alone. A
 	 * run notes the op it found order independent, and the tile checked under the lock
 	 * it keeps */
@@ -76,7 +54,7 @@ ta_status persist_begin(resp_ctx *rc, const Tileatom__Request *req, ta_req_kind 
  * Array into inline bytes (the same range dispatch read) and drops every old_into, so that
  * the request can be logged as it was applied; returns false, with err set, when a range
  * does not resolve. */
-static bool shared_refs(ProtobufCMessage *msg, bool fix, ta_error *err)
+static bool shared_refs(ta_shm_table *shm, ProtobufCMessage *msg, bool fix, ta_error *err)
 {
 	const ProtobufCMessageDescriptor *d = msg->descriptor;
 	if (d == &tileatom__array__descriptor) {
@@ -87,9 +65,8 @@ static bool shared_refs(ProtobufCMessage *msg, bool fix, ta_error *err)
 			return true;
 		void *ptr = NULL;
 		bool device = false;
-		if (ta_shm_resolve(ta_shm_current(), a->shared->buffer_id, a->shared->offset,
-		                   a->shared->length, "a shared operand", &ptr, &device,
-		                   err) != TA_OK ||
+		if (ta_shm_resolve(shm, a->shared->buffer_id, a->shared->offset, a->shared->length,
+		                   "a shared operand", &ptr, &device, err) != TA_OK ||
 		    a->shared->length > SIZE_MAX)
 			return false;
 		if (device) { /* not reached: device buffers are refused with --data-dir */
@@ -123,7 +100,7 @@ static bool shared_refs(ProtobufCMessage *msg, bool fix, ta_error *err)
 		for (size_t k = 0; k < n; k++) {
 			if (!subs[k])
 				continue;
-			bool r = shared_refs(subs[k], fix, err);
+			bool r = shared_refs(shm, subs[k], fix, err);
 			if (!fix && r)
 				return true;
 			if (fix && !r)
@@ -133,17 +110,26 @@ static bool shared_refs(ProtobufCMessage *msg, bool fix, ta_error *err)
 	return fix;
 }
 
-/* Appends the log record of a request that was applied (its lock held): its payload, or,
- * when it used shared buffers, the request re-encoded with their bytes inline. */
-ta_status persist_record(resp_ctx *rc, Tileatom__Request *req, ta_persist_hold *hold)
+/* Appends the log record of a request that was applied (its lock held): its payload as it
+ * came, or, when it names shared buffers (a data-plane request's Array.shared or old_into,
+ * create's fill), the request re-encoded with their bytes inline and no old_into: the
+ * buffers are gone when the log is replayed. */
+ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request *pb)
 {
 	const uint8_t *rec = rc->payload;
 	size_t len = rc->payload_len;
 	uint8_t *inlined = NULL;
-	/* the descriptor walk of shared_refs costs more than the rest of the logging: skipped
-	 * when the decoder already knows there is no reference */
-	if (!rc->payload_plain && shared_refs(&req->base, false, &rc->err)) {
-		if (!shared_refs(&req->base, true, &rc->err)) {
+	ta_shm_table *shm = rc->session ? rc->session->shm : NULL;
+	bool refs = rc->wire ? rc->wire->refs : shared_refs(shm, &pb->base, false, &rc->err);
+	if (refs) {
+		/* a control-plane request is rewritten where protobuf-c unpacked it (arena
+		 * memory); a data-plane one is unpacked for that, the rare case of shared buffers
+		 * with --data-dir */
+		Tileatom__Request *req =
+		    rc->wire
+		        ? tileatom__request__unpack(&rc->arena->pb, rc->payload_len, rc->payload)
+		        : pb;
+		if (!req || !shared_refs(shm, &req->base, true, &rc->err)) {
 			ta_persist_fail(rc->svc->persist, "a shared operand could not be logged");
 			return rc->err.code ? rc->err.code : TA_INTERNAL;
 		}

@@ -17,39 +17,53 @@
 #include "ta_frame.h"
 #include "wirecheck.h"
 
-/* Appends rc->resp to out; falls back to a short RESOURCE_EXHAUSTED error response when
- * the response does not fit in a frame or memory is short, and to nothing (close) when
- * even that fails. Returns close_after, or true when nothing could be appended. */
-static bool append_reply(ta_service *svc, Tileatom__Response *resp, bool close_after,
-                         ta_frame_buf *out)
+/* Appends the short RESOURCE_EXHAUSTED answer of request id to out when its response could
+ * not be appended (r: -1, over the frame limit, size bytes; -2: out of memory); was_ok:
+ * the response was an OK one (one more error). Returns close_after, or true when not even
+ * that could be appended. */
+static bool append_fallback(ta_service *svc, uint64_t id, int r, size_t size, bool was_ok,
+                            bool close_after, ta_frame_buf *out)
 {
-	int rc = svc->fast_wire ? ta_fastwire_append_response(resp, svc->max_frame, out) : 1;
-	if (rc == 1)
-		rc = ta_frame_append(&resp->base, svc->max_frame, out);
-	if (rc == 0)
-		return close_after;
-	size_t size = protobuf_c_message_get_packed_size(&resp->base);
 	char msg[256];
-	if (rc == -1)
+	if (r == -1)
 		snprintf(msg, sizeof(msg),
 		         "the response needs %zu bytes, over the frame limit of %" PRIu32
 		         " bytes (max_frame)",
 		         size, svc->max_frame);
 	else
 		snprintf(msg, sizeof(msg), "out of memory encoding a response of %zu bytes", size);
-	Tileatom__Response small = TILEATOM__RESPONSE__INIT;
-	small.id = resp->id;
-	small.status = TILEATOM__STATUS__RESOURCE_EXHAUSTED;
-	small.message = msg;
-	if (resp->status == TILEATOM__STATUS__OK)
-		atomic_fetch_add_explicit(
-		    &ta_service_my_totals(svc)->errors, 1,
-		    memory_order_relaxed); /* an answer that became an error */
-	if (ta_frame_append(&small.base, svc->max_frame, out) != 0) {
+	ta_reply_msg small = {.id = id, .status = TA_RESOURCE_EXHAUSTED, .message = msg};
+	if (was_ok) /* an answer that became an error */
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1,
+		                          memory_order_relaxed);
+	if (ta_codec_append(&small, svc->max_frame, out, NULL) != 0) {
 		ta_log(TA_LOG_ERR, "cannot encode a response: out of memory");
 		return true;
 	}
 	return close_after;
+}
+
+/* Appends rc's response to out: a control-plane body through protobuf-c (rc->ctl), anything
+ * else through the codec (rc->msg). Returns close_after, or true when nothing could be
+ * appended. */
+static bool append_reply(resp_ctx *rc, ta_frame_buf *out)
+{
+	ta_service *svc = rc->svc;
+	size_t size = 0;
+	int r;
+	bool was_ok;
+	if (rc->ctl) {
+		r = ta_frame_append(&rc->ctl->resp.base, svc->max_frame, out);
+		if (r != 0)
+			size = protobuf_c_message_get_packed_size(&rc->ctl->resp.base);
+		was_ok = rc->ctl->resp.status == TILEATOM__STATUS__OK;
+	} else {
+		r = ta_codec_append(&rc->msg, svc->max_frame, out, &size);
+		was_ok = rc->msg.status == TA_OK;
+	}
+	if (r == 0)
+		return rc->close_after;
+	return append_fallback(svc, rc->id, r, size, was_ok, rc->close_after, out);
 }
 
 /* Hands the bytes of buf over to a ta_reply. */
@@ -65,12 +79,11 @@ static void reply_from_buf(ta_frame_buf *buf, bool close_after, ta_reply *out)
 bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, const char *msg,
                               bool close_after, ta_frame_buf *out)
 {
-	Tileatom__Response resp = TILEATOM__RESPONSE__INIT;
-	resp.id = id;
-	resp.status = (Tileatom__Status)code;
-	resp.message = (char *)msg;
+	ta_reply_msg m = {.id = id, .status = (int32_t)code, .message = msg};
 	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1, memory_order_relaxed);
-	return append_reply(svc, &resp, close_after, out);
+	size_t size = 0;
+	int r = ta_codec_append(&m, svc->max_frame, out, &size);
+	return r == 0 ? close_after : append_fallback(svc, id, r, size, false, close_after, out);
 }
 
 void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
@@ -95,45 +108,27 @@ void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 
 /* A request payload after decoding. */
 typedef struct decoded {
-	Tileatom__Request *req;   /* the request (arena memory), NULL: it does not decode or
-	                             went into atomic */
-	ta_fw_atomic *atomic;     /* non-NULL: a hot atomic request decoded straight into the
-	                             form it runs in (ta_fastwire_decode_atomic; req is NULL) */
-	bool strings_ok;          /* every string field is UTF-8 without NUL */
-	bool no_buffer_refs;      /* decoded by fastwire.c, which takes no shared-buffer
-	                             reference (Array.shared, Options.old_into) */
+	ta_wire_outcome outcome;  /* what the payload is (codec.h) */
+	Tileatom__Request *req;   /* TA_WIRE_CONTROL: protobuf-c's unpack (arena memory) */
+	bool strings_ok;          /* TA_WIRE_CONTROL: every string is UTF-8 without NUL */
 	char bad[BAD_STRING_MSG]; /* !strings_ok: the field and the problem */
 	struct timespec t0;       /* when it was read, if timed (metrics) */
 } decoded;
 
-/* Decodes len bytes at payload into d: with atomic (storage for it, or NULL) and without
- * --data-dir a hot atomic request straight into *atomic, else a hot shape in one pass
- * (fastwire.c, its strings checked on the way), anything else with wirecheck.c's string
- * check and protobuf-c. */
-static void decode_request(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *payload,
-                           size_t len, decoded *d, ta_fw_atomic *atomic)
+/* Decodes len bytes at payload: the data plane into *w (codec.c), a control-plane request
+ * with wirecheck.c's string check and protobuf-c. */
+static void decode_request(ta_dispatch_scratch *scratch, const uint8_t *payload, size_t len,
+                           ta_wire_request *w, decoded *d)
 {
-	d->atomic = NULL;
-	if (atomic && svc->fast_wire && !svc->persist &&
-	    ta_fastwire_decode_atomic(&scratch->arena, payload, len, atomic)) {
-		d->req = NULL;
-		d->atomic = atomic;
-		d->strings_ok = true;
-		d->no_buffer_refs = true;
+	d->req = NULL;
+	d->outcome = ta_codec_decode(&scratch->arena, payload, len, w);
+	if (d->outcome != TA_WIRE_CONTROL)
 		return;
-	}
-	if (svc->fast_wire) {
-		d->req = ta_fastwire_decode_request(&scratch->arena, payload, len);
-		if (d->req) {
-			d->strings_ok = true;
-			d->no_buffer_refs = true;
-			return;
-		}
-	}
-	d->no_buffer_refs = false;
 	d->strings_ok = ta_wire_check_strings(&tileatom__request__descriptor, payload, len, d->bad,
 	                                      sizeof(d->bad));
 	d->req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
+	if (!d->req)
+		d->outcome = TA_WIRE_MALFORMED;
 }
 
 static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
@@ -143,7 +138,7 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
                                        ta_session *session, const uint8_t *payload, size_t len,
                                        uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
-                                       bool *close_after, decoded *d);
+                                       bool *close_after, decoded *d, ta_wire_request *w);
 
 /* Starts the metrics of a decoded request of payload_len bytes: its size, and the clock
  * when requests are timed. */
@@ -162,24 +157,22 @@ static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_b
 	if (st != TA_OK) {
 		if (rc->err.code == TA_OK) /* a path that forgot its message */
 			ta_error_set(&rc->err, st, "%s failed", ta_status_name(st));
-		rc->resp.status = (Tileatom__Status)st;
-		rc->resp.message = rc->err.msg;
-		if (rc->resp.body_case != TILEATOM__RESPONSE__BODY_HELLO)
-			rc->resp.body_case = TILEATOM__RESPONSE__BODY__NOT_SET;
 		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1,
 		                          memory_order_relaxed);
-		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", rc->resp.id,
+		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", rc->id,
 		       ta_req_name(rc->req_kind), ta_status_name(st), rc->err.msg);
+		if (rc->ctl && rc->ctl->resp.body_case == TILEATOM__RESPONSE__BODY_HELLO) {
+			/* a refused Hello still says which version the daemon speaks */
+			rc->ctl->resp.status = (Tileatom__Status)st;
+			rc->ctl->resp.message = rc->err.msg;
+		} else {
+			rc->ctl = NULL;
+			rc->msg = (ta_reply_msg){
+			    .id = rc->id, .status = (int32_t)st, .message = rc->err.msg};
+		}
 	}
-	bool close_after = rc->close_after;
-	/* an OK OpResponse goes straight from rc->fop; anything else (or an answer that does not
-	 * fit) as a message */
-	if (st != TA_OK || !rc->op_direct || !svc->fast_wire ||
-	    ta_fastwire_append_op(&rc->fop, svc->max_frame, out) != 0) {
-		if (rc->op_direct)
-			op_body_fill(rc);
-		close_after = append_reply(svc, &rc->resp, rc->close_after, out);
-	}
+	rc->msg.id = rc->id;
+	bool close_after = append_reply(rc, out);
 	if (rc->hold_in && st == TA_OK)
 		held_add(svc, rc->hold_in, rc->req_kind, rc->elements, rc->bytes_in,
 		         out->len - out_before);
@@ -191,7 +184,6 @@ static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_b
 	return close_after;
 }
 
-/* Applies the collected plans of g together and appends their responses in order. */
 void group_flush(dispatch_group *g)
 {
 	if (g->n == 0)
@@ -230,15 +222,15 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 	if (svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &d.t0);
 	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
-	decode_request(svc, scratch, payload, len, &d, NULL);
-	Tileatom__Request *req = d.req;
-	if (!req || !d.strings_ok || !ta_req_has_tile((ta_req_kind)req->body_case)) {
-		/* not a plan (or a bad string, or no Request at all): what came before runs
+	ta_wire_request *w = &g->wires[g->n];
+	decode_request(scratch, payload, len, w, &d);
+	if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind)) {
+		/* not a plan (or a problem, or no Request at all): what came before runs
 		 * first, then this one, decoded once */
 		group_flush(g);
 		bool close_after = false;
 		(void)run_decoded(svc, scratch, g->session, payload, len, NULL, -1, g->out,
-		                  &close_after, &d);
+		                  &close_after, &d, w);
 		if (close_after)
 			g->close_after = true;
 		return;
@@ -252,15 +244,14 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 	rc->group = g;
 	rc->session = g->session;
 	rc->who = ta_session_who(g->session);
-	rc->req_kind = (ta_req_kind)req->body_case;
+	rc->id = w->id;
+	rc->req_kind = w->kind;
+	rc->wire = w;
 	rc->payload = payload;
 	rc->payload_len = len;
-	rc->payload_plain = d.no_buffer_refs;
 	rc->run = scratch->in_run ? &scratch->run : NULL;
 	metrics_start(rc, len);
-	tileatom__response__init(&rc->resp);
-	rc->resp.id = req->id;
-	ta_status st = handle(rc, req);
+	ta_status st = handle(rc, w, NULL);
 	scratch->log_seq = rc->log_seq;
 	if (rc->collected) {
 		if (++g->n == TA_DISPATCH_GROUP)
@@ -325,9 +316,7 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_s
 	return done;
 }
 
-/* ta_dispatch_run, freeing owned (a malloc'd payload, or NULL) right after decoding: the
- * decoded message holds its own copy of every field, so a large request does not keep both
- * for the whole run. */
+/* ta_dispatch_run, freeing owned (a malloc'd payload, or NULL) once the request ran. */
 static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
                                    ta_session *session, const uint8_t *payload, size_t len,
                                    uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
@@ -340,46 +329,18 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 		clock_gettime(CLOCK_MONOTONIC, &d.t0);
 	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
 	                          memory_order_relaxed); /* stats counts the request asking */
-	ta_fw_atomic atomic;
-	decode_request(svc, scratch, payload, len, &d, &atomic);
+	ta_wire_request w;
+	decode_request(scratch, payload, len, &w, &d);
 	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
-	                   &d);
+	                   &d, &w);
 }
 
-/* run_one after decoding (d: the request, counted already), also for a request of a
- * grouped run that is not a plan. */
-static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
-                                       ta_session *session, const uint8_t *payload, size_t len,
-                                       uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
-                                       bool *close_after, decoded *d)
+/* Answers a request that is not run: id 0 and close for a payload that is not a Request,
+ * else its id and the problem (a bad string, a field given twice). */
+static void answer_unrun(ta_service *svc, const decoded *d, const ta_wire_request *w, size_t len,
+                         ta_frame_buf *out, bool *close_after)
 {
-	*close_after = false;
-	scratch->log_seq = 0;
-	struct timespec t0 = d->t0;
-	Tileatom__Request *req = d->req;
-	ta_fw_atomic *atomic = d->atomic; /* decoded copies every field: owned may go */
-	bool strings_ok = d->strings_ok;
-	const char *bad = d->bad;
-	if (owned && (!svc->persist || !req)) { /* with --data-dir the payload is the log
-		                                     record */
-		free(owned);
-		owned = NULL;
-	}
-	if (req && !strings_ok) {
-		/* it decodes, but a string is not UTF-8 or holds a NUL: answered with its id,
-		 * nothing runs (one that does not decode at all is malformed, below) */
-		uint64_t id = req->id;
-		free(owned);
-		ta_arena_reset(&scratch->arena);
-		char msg[260];
-		snprintf(msg, sizeof(msg), "invalid string: %s (strings must be UTF-8 without NUL)",
-		         bad);
-		*close_after =
-		    ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
-		return TA_DISPATCH_DONE;
-	}
-	if (!req && !atomic) {
-		ta_arena_reset(&scratch->arena);
+	if (d->outcome == TA_WIRE_MALFORMED) {
 		char msg[160];
 		snprintf(msg, sizeof(msg),
 		         "malformed request: %zu bytes that do not decode as a Request; closing "
@@ -390,7 +351,34 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 		*close_after =
 		    ta_dispatch_error_append(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
 		ta_metrics_record(&svc->metrics, TA_REQ_NONE, true, 0, len, out->len - out_before,
-		                  ta_metrics_since(svc->time_requests, &t0));
+		                  ta_metrics_since(svc->time_requests, &d->t0));
+		return;
+	}
+	char msg[TA_WIRE_PROBLEM_MAX + BAD_STRING_MSG];
+	uint64_t id = d->req ? d->req->id : w->id;
+	if (d->outcome == TA_WIRE_CONTROL)
+		snprintf(msg, sizeof(msg), "invalid string: %s (strings must be UTF-8 without NUL)",
+		         d->bad);
+	else
+		snprintf(msg, sizeof(msg), "%s", w->problem_msg);
+	*close_after = ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
+}
+
+/* run_one after decoding (d and w: the request, counted already), also for a request of a
+ * grouped run that is not a plan. */
+static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
+                                       ta_session *session, const uint8_t *payload, size_t len,
+                                       uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                       bool *close_after, decoded *d, ta_wire_request *w)
+{
+	*close_after = false;
+	scratch->log_seq = 0;
+	bool control = d->outcome == TA_WIRE_CONTROL;
+	if (d->outcome == TA_WIRE_MALFORMED || (control && !d->strings_ok) ||
+	    (!control && w->problem)) {
+		answer_unrun(svc, d, w, len, out, close_after);
+		free(owned);
+		ta_arena_reset(&scratch->arena);
 		return TA_DISPATCH_DONE;
 	}
 	resp_ctx rc;
@@ -401,22 +389,37 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	rc.inline_max = inline_max;
 	rc.payload = payload;
 	rc.payload_len = len;
-	rc.payload_plain = d->no_buffer_refs;
 	rc.run = scratch->in_run ? &scratch->run : NULL;
 	rc.session = session;
 	rc.who = ta_session_who(session);
-	tileatom__response__init(&rc.resp);
-	rc.resp.id = atomic ? atomic->id : req->id;
-	rc.req_kind = atomic ? atomic->kind : (ta_req_kind)req->body_case;
 	rc.bytes_in = len;
-	rc.t0 = t0;
-	if (atomic && session && inline_max >= 0) { /* the loop's own requests (one at a time) */
-		rc.record = &session->repeat;
-		rc.record_atomic = atomic;
+	rc.t0 = d->t0;
+	if (control) {
+		rc.id = d->req->id;
+		rc.req_kind = (ta_req_kind)d->req->body_case;
+		rc.ctl = ta_arena_alloc_inline(&scratch->arena, sizeof(*rc.ctl));
+		if (rc.ctl) {
+			memset(rc.ctl, 0, sizeof(*rc.ctl));
+			tileatom__response__init(&rc.ctl->resp);
+			rc.ctl->resp.id = rc.id;
+		}
+		if (owned && !svc->persist) { /* protobuf-c copied every field */
+			free(owned);
+			owned = NULL;
+		}
+	} else {
+		rc.id = w->id;
+		rc.req_kind = w->kind;
+		rc.wire = w;
+		if (session && inline_max >= 0 && !svc->persist && !w->refs &&
+		    ta_req_family(w->kind) != TA_FAMILY_MEMORY &&
+		    ta_req_family(w->kind) != TA_FAMILY_NONE)
+			rc.record = &session->repeat; /* the loop's own requests (one at a time) */
 	}
-	ta_status st = atomic ? handle_atomic(&rc, atomic) : handle(&rc, req);
-	if (owned)
-		free(owned);
+	ta_status st = control && !rc.ctl ? ta_error_set(&rc.err, TA_RESOURCE_EXHAUSTED,
+	                                                 "out of memory for a response")
+	                                  : handle(&rc, rc.wire, d->req);
+	free(owned);
 	scratch->log_seq = rc.log_seq;
 	if (rc.deferred) {
 		atomic_fetch_sub_explicit(&ta_service_my_totals(svc)->requests, 1,
@@ -436,7 +439,6 @@ ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratc
 {
 	return run_one(svc, scratch, NULL, payload, len, NULL, inline_max, out, close_after);
 }
-
 /* Runs payload as the session's kept request again (repeat.h) when it is that request
  * and may run here: the checks and the answer of run_one for it, without decoding or
  * planning. Returns false, with nothing done, when it is not (or the tile is no longer the
@@ -464,8 +466,7 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	r->hits++;
 	rc.req_kind = r->kind;
 	metrics_start(&rc, len);
-	tileatom__response__init(&rc.resp);
-	rc.resp.id = id;
+	rc.id = id;
 	scratch->log_seq = 0;
 	ta_result result = {0, 0};
 	ta_status st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &r->plan,
@@ -486,7 +487,6 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	*close_after = finish_reply(svc, &rc, st, out);
 	return true;
 }
-
 ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch *scratch,
                                             ta_session *session, const uint8_t *payload, size_t len,
                                             int64_t inline_max, ta_frame_buf *out,

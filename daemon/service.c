@@ -5,7 +5,7 @@
 #endif
 
 #include "dispatch.h"
-#include "fastwire.h"
+#include "codec.h"
 
 #include <string.h>
 
@@ -23,8 +23,7 @@ void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry
 	ta_metrics_init(&svc->metrics);
 	svc->auth = NULL;
 	svc->auth_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "authentication failures");
-	svc->fast_wire = true;
-	ta_fastwire_init(); /* checks the schema once, at start */
+	ta_codec_init(); /* checks the schema once, at start */
 }
 
 void ta_service_read_totals(const ta_service *svc, uint64_t *requests, uint64_t *errors,
