@@ -77,8 +77,11 @@ void ta_codec_init(void)
 
 /* ---- decoding ------------------------------------------------------------------------ */
 
+/* Inlined into the decoding loops (a call per field costs as much as the field). */
+#define HOT static inline __attribute__((always_inline))
+
 /* Reads a varint as protobuf-c does: at most 10 bytes, bits past the 64th dropped. */
-static inline bool cv_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
+HOT bool cv_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
 {
 	const uint8_t *q = *p;
 	if (q < end && *q < 0x80) {
@@ -101,7 +104,7 @@ static inline bool cv_varint(const uint8_t **p, const uint8_t *end, uint64_t *ou
 }
 
 /* Reads a length prefix (at most 5 bytes) and checks it against what is left. */
-static inline bool cv_len(const uint8_t **p, const uint8_t *end, size_t *len)
+HOT bool cv_len(const uint8_t **p, const uint8_t *end, size_t *len)
 {
 	uint64_t v;
 	const uint8_t *start = *p;
@@ -124,9 +127,9 @@ typedef struct rd {
 
 /* Decoding state shared by a request's messages. */
 typedef struct dec {
-	ta_arena *arena;       /* where strings go */
-	ta_wire_request *w;    /* the request */
-	const char *body_name; /* the body's field name (problem messages) */
+	ta_arena *arena;    /* where strings go */
+	ta_wire_request *w; /* the request */
+
 } dec;
 
 /* Notes a problem (the first one is kept). */
@@ -170,19 +173,31 @@ static bool skip_value(rd *r)
  * be FW_NONE), skipping the others: 1 with *slot set, 0 at the end of the message, -1 when
  * malformed (a key protobuf-c refuses, or a known field of another wire type: but a single
  * element of a packed field, and a bool, which protobuf-c reads from any wire type). */
-static int next_field(rd *r, fw_slot *slot)
+HOT int next_field(rd *r, fw_slot *slot)
 {
 	while (r->p < r->end) {
-		uint64_t key;
-		const uint8_t *start = r->p;
-		if ((*r->p & 0xf8) == 0)
-			return -1; /* protobuf-c refuses a one-byte key of field 0 */
-		if (!cv_varint(&r->p, r->end, &key) || r->p - start > 5)
-			return -1;
-		r->number = (uint32_t)(key >> 3);
-		r->wire = (unsigned)(key & 7);
+		uint8_t b = *r->p;
+		if (b < 0x80) { /* a one-byte key (field numbers below 16) */
+			if ((b & 0xf8) == 0)
+				return -1; /* protobuf-c refuses a one-byte key of field 0 */
+			r->p++;
+			r->number = b >> 3;
+			r->wire = b & 7;
+		} else {
+			uint64_t key;
+			const uint8_t *start = r->p;
+			if (!cv_varint(&r->p, r->end, &key) || r->p - start > 5)
+				return -1;
+			r->number = (uint32_t)(key >> 3);
+			r->wire = (unsigned)(key & 7);
+		}
 		fw_slot s = r->number < FW_MAX_NUMBER ? (fw_slot)r->t->slot[r->number] : FW_NONE;
-		if (s == FW_NONE && !r->unknown) {
+		*slot = s;
+		if (s != FW_NONE && r->wire == r->t->wire[r->number])
+			return 1;
+		if (s == FW_NONE) {
+			if (r->unknown)
+				return 1;
 			if (!skip_value(r))
 				return -1;
 			continue;
@@ -190,16 +205,13 @@ static int next_field(rd *r, fw_slot *slot)
 		bool single = r->wire == FW_VARINT && (s == FW_REGION_ORIGIN ||
 		                                       s == FW_REGION_SHAPE || s == FW_ARRAY_SHAPE);
 		bool flag = s == FW_OPT_NO_BOUNDS || s == FW_OPT_WANT_OLD || s == FW_IADDR_FLAT;
-		if (s != FW_NONE && r->wire != r->t->wire[r->number] && !single && !flag)
-			return -1;
-		*slot = s;
-		return 1;
+		return single || flag ? 1 : -1;
 	}
 	return 0;
 }
 
 /* Reads a 32-bit field's value (the low 32 bits of the varint, as protobuf-c keeps). */
-static bool rd_i32(rd *r, int32_t *v)
+HOT bool rd_i32(rd *r, int32_t *v)
 {
 	uint64_t x;
 	if (!cv_varint(&r->p, r->end, &x))
@@ -222,7 +234,7 @@ static bool rd_flag(rd *r, bool *b)
 }
 
 /* Opens the length-delimited value of the field just read as message table t. */
-static bool open_msg(rd *r, fw_msg t, rd *sub)
+HOT bool open_msg(rd *r, fw_msg t, rd *sub)
 {
 	size_t n;
 	if (!cv_len(&r->p, r->end, &n))
@@ -257,11 +269,11 @@ static bool rd_ints(rd *r, int64_t *v, size_t *count)
 }
 
 /* True the first time message slot s is seen in r; the second time notes the problem. */
-static bool once(dec *d, rd *r, fw_slot s, const char *what)
+HOT bool once(dec *d, rd *r, fw_slot s, const char *what)
 {
 	if (first_time(&r->seen, s))
 		return true;
-	problem(d, "%s.%s is given more than once (not supported)", d->body_name, what);
+	problem(d, "%s.%s is given more than once (not supported)", ta_req_name(d->w->kind), what);
 	return false;
 }
 
@@ -280,7 +292,7 @@ static bool dec_aside(dec *d, rd sub, bool (*fn)(dec *, rd))
 
 /* Decodes the message field just read (table t) with fn, or aside when it was seen
  * already (what: its name in the problem). */
-static bool dec_sub(dec *d, rd *r, fw_slot s, fw_msg t, const char *what, bool (*fn)(dec *, rd))
+HOT bool dec_sub(dec *d, rd *r, fw_slot s, fw_msg t, const char *what, bool (*fn)(dec *, rd))
 {
 	rd sub;
 	if (!open_msg(r, t, &sub))
@@ -508,7 +520,7 @@ static bool dec_tile(dec *d, rd *r)
 		else
 			snprintf(where, sizeof(where), "is not valid UTF-8");
 		problem(d, "invalid string: %s.tile %s (strings must be UTF-8 without NUL)",
-		        d->body_name, where);
+		        ta_req_name(d->w->kind), where);
 	}
 	char *name = ta_arena_alloc_inline(d->arena, n + 1);
 	if (!name)
@@ -604,7 +616,7 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 	w->old_into.present = false;
 	w->refs = false;
 	w->problem = false;
-	dec d = {arena, w, ""};
+	dec d = {arena, w};
 	/* the Request: its id and its bodies (the oneof's members, a control-plane one too) */
 	rd r = {data, data + len, &fw_tables[FW_M_REQUEST], 0, 0, 0, true};
 	const ProtobufCMessageDescriptor *qd = &tileatom__request__descriptor;
@@ -629,14 +641,16 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 			return TA_WIRE_MALFORMED;
 		nbodies++;
 		w->kind = TA_REQ_NONE; /* ping and the control plane: protobuf-c */
-		for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
-			if (bodies[i].slot == s) {
-				w->kind = bodies[i].kind;
-				if (!open_msg(&r, bodies[i].msg, &body))
-					return TA_WIRE_MALFORMED;
-			}
-		if (w->kind == TA_REQ_NONE && !skip_value(&r))
+		size_t i = 0;
+		while (i < sizeof(bodies) / sizeof(bodies[0]) && bodies[i].slot != s)
+			i++;
+		if (i < sizeof(bodies) / sizeof(bodies[0])) {
+			w->kind = bodies[i].kind;
+			if (!open_msg(&r, bodies[i].msg, &body))
+				return TA_WIRE_MALFORMED;
+		} else if (!skip_value(&r)) {
 			return TA_WIRE_MALFORMED;
+		}
 	}
 	if (k < 0)
 		return TA_WIRE_MALFORMED;
@@ -649,7 +663,6 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 		return TA_WIRE_CONTROL;
 	if (nbodies == 0)
 		return TA_WIRE_DATA;
-	d.body_name = ta_req_name(w->kind);
 	return dec_body(&d, body) ? TA_WIRE_DATA : TA_WIRE_MALFORMED;
 }
 

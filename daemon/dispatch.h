@@ -104,7 +104,12 @@ ta_status ta_session_init(ta_session *s, const ta_service *svc, bool tcp, ta_own
                           uint64_t serial, ta_error *err);
 /* The identity a session's requests act for: TA_OWNER_SECRET once authenticated, else
  * its peer identity; TA_OWNER_ANY without a session (in-process callers). */
-ta_owner ta_session_who(const ta_session *s);
+static inline ta_owner ta_session_who(const ta_session *s)
+{
+	if (!s)
+		return TA_OWNER_ANY;
+	return s->authenticated ? TA_OWNER_SECRET : s->identity;
+}
 
 /* The calling thread's shard of svc's request totals. */
 static inline ta_service_totals *ta_service_my_totals(ta_service *svc)

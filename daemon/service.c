@@ -60,10 +60,3 @@ ta_status ta_session_init(ta_session *s, const ta_service *svc, bool tcp, ta_own
 		return ta_error_set(err, TA_INTERNAL, "no random bytes for an auth nonce");
 	return TA_OK;
 }
-
-ta_owner ta_session_who(const ta_session *s)
-{
-	if (!s)
-		return TA_OWNER_ANY;
-	return s->authenticated ? TA_OWNER_SECRET : s->identity;
-}
