@@ -224,6 +224,10 @@ HOT bool rd_i32(rd *r, int32_t *v)
  * its bytes (a length prefix's too) has one of its low seven bits set. */
 static bool rd_flag(rd *r, bool *b)
 {
+	if (r->wire == FW_VARINT && r->p < r->end && *r->p < 0x80) { /* the common 0 or 1 */
+		*b = *r->p++ != 0;
+		return true;
+	}
 	const uint8_t *start = r->p;
 	if (!skip_value(r))
 		return false;

@@ -17,6 +17,28 @@
 #include "ta_frame.h"
 #include "wirecheck.h"
 
+/* Fills the response of an applied plan (kind: where its values go). */
+void plan_body(resp_ctx *rc, const ta_plan *plan, const ta_result *result, out_kind kind)
+{
+	ta_reply_msg *m = &rc->msg;
+	bool old_shared = plan->want_old && rc->old_into; /* written into a shared buffer */
+	m->status = TA_OK;
+	m->message = NULL;
+	m->body = kind == OUT_OP ? TA_BODY_OP : TA_BODY_DATA;
+	m->has_old = plan->want_old;
+	m->dtype = plan->want_old ? (int32_t)plan->dtype : 0;
+	m->rank = plan->want_old ? (size_t)plan->rank : 0;
+	for (size_t a = 0; a < m->rank; a++)
+		rc->data_shape[a] = plan->shape[a];
+	m->shape = rc->data_shape;
+	m->data = old_shared ? NULL : rc->old_buf;
+	m->len = plan->want_old && !old_shared
+	             ? (size_t)((uint64_t)plan->count * ta_dtype_size(plan->dtype))
+	             : 0;
+	m->skipped = kind == OUT_OP ? result->skipped : 0;
+	m->applied = kind == OUT_OP ? result->applied : 0;
+}
+
 /* Appends the short RESOURCE_EXHAUSTED answer of request id to out when its response could
  * not be appended (r: -1, over the frame limit, size bytes; -2: out of memory); was_ok:
  * the response was an OK one (one more error). Returns close_after, or true when not even

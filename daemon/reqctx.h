@@ -128,7 +128,7 @@ static inline ta_status get_tile(resp_ctx *rc, const char *name, ta_tile **tile)
  * and the log record of a mutation that succeeded. Fills rc->msg (data plane), rc->ctl
  * (control plane) or rc->err. */
 ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request *req);
-/* handlers.c: fills the response of an applied plan (kind: where its values go). */
+/* pipeline.c: fills the response of an applied plan (kind: where its values go). */
 void plan_body(resp_ctx *rc, const ta_plan *plan, const ta_result *result, out_kind kind);
 /* handlers.c: frees what a resp_ctx allocated (only a list does). */
 void resp_ctx_free(resp_ctx *rc);
