@@ -516,15 +516,10 @@ static bool dec_tile(dec *d, rd *r)
 	const uint8_t *b = r->p;
 	r->p += n;
 	if (!ascii_no_nul(b, n) && !ta_utf8_valid_no_nul(b, n)) {
-		const uint8_t *nul = memchr(b, 0, n);
-		char where[64];
-		if (nul)
-			snprintf(where, sizeof(where), "holds a NUL byte at offset %zu",
-			         (size_t)(nul - b));
-		else
-			snprintf(where, sizeof(where), "is not valid UTF-8");
-		problem(d, "invalid string: %s.tile %s (strings must be UTF-8 without NUL)",
-		        ta_req_name(d->w->kind), where);
+		char field[64], what[120];
+		snprintf(field, sizeof(field), "%s.tile", ta_req_name(d->w->kind));
+		ta_wire_string_problem(field, b, n, what, sizeof(what));
+		problem(d, TA_WIRE_BAD_STRING "%s", what, "");
 	}
 	char *name = ta_arena_alloc_inline(d->arena, n + 1);
 	if (!name)

@@ -379,8 +379,7 @@ static void answer_unrun(ta_service *svc, const decoded *d, const ta_wire_reques
 	char msg[TA_WIRE_PROBLEM_MAX + BAD_STRING_MSG];
 	uint64_t id = d->req ? d->req->id : w->id;
 	if (d->outcome == TA_WIRE_CONTROL)
-		snprintf(msg, sizeof(msg), "invalid string: %s (strings must be UTF-8 without NUL)",
-		         d->bad);
+		snprintf(msg, sizeof(msg), TA_WIRE_BAD_STRING, d->bad);
 	else
 		snprintf(msg, sizeof(msg), "%s", w->problem_msg);
 	*close_after = ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);

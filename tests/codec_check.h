@@ -518,8 +518,7 @@ static bool cc_decode_check(const uint8_t *payload, size_t len)
 			        len);
 	} else if (w.problem) {
 		char want[300];
-		snprintf(want, sizeof(want),
-		         "invalid string: %s (strings must be UTF-8 without NUL)", bad);
+		snprintf(want, sizeof(want), TA_WIRE_BAD_STRING, bad);
 		bool is_string = strncmp(w.problem_msg, "invalid string: ", 16) == 0;
 		if (is_string && (strings_ok || strcmp(want, w.problem_msg) != 0) && !twice)
 			cc_fail("the codec and wirecheck.c name different bad strings", payload,
