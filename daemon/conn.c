@@ -2,7 +2,7 @@
  *
  * Happy path: alloc_cb hands libuv the connection's read buffer; read_cb takes whole frames
  * out of it (without a copy when a frame is whole in the buffer); while nothing of the
- * connection waits, each runs at once on the loop thread (ta_dispatch_run with the
+ * connection waits, each runs at once on the loop thread (ta_dispatch_run_session with the
  * server's inline limit) and appends its response to conn->out; a request too large for
  * the loop, and every one behind it, becomes an item of the FIFO; pump() runs the queued
  * ones in order, inline where they are small, on the executor where not (one at a time);

@@ -233,7 +233,7 @@ void group_flush(dispatch_group *g)
 	g->n = 0;
 }
 
-/* ta_dispatch_run for a request of a run with a group: a small plan joins the group
+/* ta_dispatch_run_session for a request of a run with a group: a small plan joins the group
  * (answered by group_flush), anything else runs after the group is flushed. */
 static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const uint8_t *payload,
                         size_t len)
@@ -338,7 +338,7 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_s
 	return done;
 }
 
-/* ta_dispatch_run, freeing owned (a malloc'd payload, or NULL) once the request ran. */
+/* ta_dispatch_run_session, freeing owned (a malloc'd payload, or NULL) once the request ran. */
 static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
                                    ta_session *session, const uint8_t *payload, size_t len,
                                    uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
@@ -454,12 +454,6 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	return TA_DISPATCH_DONE;
 }
 
-ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratch,
-                                    const uint8_t *payload, size_t len, int64_t inline_max,
-                                    ta_frame_buf *out, bool *close_after)
-{
-	return run_one(svc, scratch, NULL, payload, len, NULL, inline_max, out, close_after);
-}
 /* Runs payload as the session's kept request again (repeat.h) when it is that request
  * and may run here: the checks and the answer of run_one for it, without decoding or
  * planning. Returns false, with nothing done, when it is not (or the tile is no longer the
@@ -537,11 +531,6 @@ static void dispatch_alone(ta_service *svc, ta_session *session, const uint8_t *
 void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out)
 {
 	dispatch_alone(svc, NULL, payload, len, NULL, out);
-}
-
-void ta_dispatch_frame_owned(ta_service *svc, uint8_t *payload, size_t len, ta_reply *out)
-{
-	dispatch_alone(svc, NULL, payload, len, payload, out);
 }
 
 void ta_dispatch_frame_owned_session(ta_service *svc, ta_session *session, uint8_t *payload,

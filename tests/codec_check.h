@@ -620,8 +620,9 @@ static void cc_run_payload(cc_world *w, const uint8_t *payload, size_t len)
 }
 
 /* Runs n payloads (payloads[i], lens[i]) as one pipelined run through the first service
- * (ta_dispatch_run_batch: grouped plans) and one by one through the second (ta_dispatch_run,
- * up to the frame that asks to close), and compares the output bytes and the tiles. */
+ * (ta_dispatch_run_batch: grouped plans) and one by one through the second
+ * (ta_dispatch_run_session, up to the frame that asks to close), and compares the output bytes and
+ * the tiles. */
 static void cc_run_batch(cc_world *w, const uint8_t *const *payloads, const size_t *lens, size_t n)
 {
 	size_t total = 0;
@@ -649,8 +650,8 @@ static void cc_run_batch(cc_world *w, const uint8_t *const *payloads, const size
 	close_after[1] = false;
 	nframes[1] = 0;
 	for (size_t i = 0; i < n && !close_after[1]; i++) {
-		(void)ta_dispatch_run(&w->svc[1], &scratch, payloads[i], lens[i], -1, &out[1],
-		                      &close_after[1]);
+		(void)ta_dispatch_run_session(&w->svc[1], &scratch, NULL, payloads[i], lens[i], -1,
+		                              &out[1], &close_after[1]);
 		done[1] += TA_FRAME_HEADER + lens[i];
 		nframes[1]++;
 	}

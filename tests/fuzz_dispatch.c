@@ -1,7 +1,7 @@
 /* fuzz_dispatch.c: libFuzzer harness of tileatomd's request path (`make fuzz`, see
  * tests/fuzz.mk). One input is a sequence of request payloads, each preceded by its
  * length as 2 little-endian bytes (a short last payload takes what is left); each goes
- * through ta_dispatch_frame (or ta_dispatch_frame_owned) on a CPU backend with small
+ * through ta_dispatch_frame (or ta_dispatch_frame_owned_session) on a CPU backend with small
  * limits, in order, so that a create can be followed by ops on the new tile.
  *
  * Besides ASan/UBSan/leaks, every reply is checked: a well-formed frame within max_frame,
@@ -195,7 +195,7 @@ static void run_one(const uint8_t *data, size_t n, bool owned)
 	Tileatom__Request *req = tileatom__request__unpack(NULL, n, data);
 	ta_reply reply;
 	if (owned) {
-		ta_dispatch_frame_owned(&service, copy, n, &reply);
+		ta_dispatch_frame_owned_session(&service, NULL, copy, n, &reply);
 	} else {
 		ta_dispatch_frame(&service, copy, n, &reply);
 		free(copy);
