@@ -81,7 +81,7 @@ typedef struct ta_reply {
 typedef struct ta_dispatch_scratch {
 	ta_arena arena;       /* decoded request, values returned, reset after each request */
 	uint64_t log_seq;     /* log record of the last request (ta_dispatch_run_session), or the
-	                         highest of     a run (ta_dispatch_run_batch); 0: none (persist.h) */
+	                         highest of a run (ta_dispatch_run_batch); 0: none (persist.h) */
 	ta_persist_run run;   /* the pipelined run's lock and records (persist.h) */
 	bool in_run;          /* between ta_dispatch_begin_run and ta_dispatch_end_run */
 	ta_tile_cache tiles;  /* the thread's last tile lookup (registry.h) */
