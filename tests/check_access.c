@@ -899,9 +899,9 @@ START_TEST(test_settings)
 	ck_assert_msg(ta_config_load_file(&cfg, TA_SRCDIR "/doc/tileatomd.conf.example", &err) ==
 	                  TA_OK,
 	              "%s", err.msg);
-	ck_assert_uint_eq(cfg.frame_timeout_ms, TA_CONFIG_DEFAULT_FRAME_TIMEOUT_MS);
+	ck_assert_uint_eq(cfg.frame_timeout_ms, 30000);
 	ck_assert_uint_eq(cfg.idle_timeout_ms, 0);
-	ck_assert_uint_eq(cfg.max_input_total, TA_CONFIG_DEFAULT_MAX_INPUT_TOTAL);
+	ck_assert_uint_eq(cfg.max_input_total, UINT64_C(1) << 30);
 	ck_assert_uint_eq(cfg.max_tiles, 0);
 	ck_assert_ptr_null(cfg.auth_file);
 	ta_config_free(&cfg);

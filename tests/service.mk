@@ -2,11 +2,11 @@
 
 # --- daemon tests begin
 # Daemon unit tests: framing/codec (check_frame), settings, registry, dispatch, notify and
-# executor in-process (check_daemon), and the real tileatomd process over raw sockets
-# (check_daemon_server).
+# executor in-process (check_daemon), the settings table against its docs (check_conf),
+# and the real tileatomd process over raw sockets (check_daemon_server).
 if HAVE_CHECK
-check_PROGRAMS += tests/check_frame tests/check_daemon tests/check_daemon_server
-TESTS += tests/check_frame tests/check_daemon tests/check_daemon_server
+check_PROGRAMS += tests/check_frame tests/check_daemon tests/check_conf tests/check_daemon_server
+TESTS += tests/check_frame tests/check_daemon tests/check_conf tests/check_daemon_server
 
 tests_check_frame_SOURCES = tests/check_frame.c $(PROTO_SOURCES)
 nodist_tests_check_frame_SOURCES = $(nodist_PROTO_SOURCES)
@@ -19,6 +19,12 @@ tests_check_daemon_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
 tests_check_daemon_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) \
 	$(INIH_CFLAGS)
 tests_check_daemon_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
+
+tests_check_conf_SOURCES = tests/check_conf.c
+tests_check_conf_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
+	-DTA_SRCDIR='"$(abs_top_srcdir)"'
+tests_check_conf_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS)
+tests_check_conf_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
 
 tests_check_daemon_server_SOURCES = tests/check_daemon_server.c
 tests_check_daemon_server_CPPFLAGS = $(AM_CPPFLAGS) \
