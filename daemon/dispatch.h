@@ -1,7 +1,9 @@
-/* dispatch.h: from one request frame to one response frame. Runs on a worker thread:
- * decode the Request, turn its body into registry operations or a ta_request, validate
- * it with ta_plan_build (its errors go straight back with their code and message), run it
- * on the backend, and encode the Response. Nothing here touches libuv. */
+/* dispatch.h: from one request frame to one response frame, on a loop or a worker thread:
+ * the state every request may use (ta_service), a connection's (ta_session: its handshake,
+ * its kept request, its shared buffers), a thread's (ta_dispatch_scratch), and the entry
+ * points. Behind them: pipeline.c (decode with codec.c or protobuf-c, hand over, reply),
+ * handlers.c (the checks in one order, the handlers), logged.c (--data-dir), held.c
+ * (held metrics), service.c. Nothing here touches libuv. */
 #ifndef TA_DAEMON_DISPATCH_H
 #define TA_DAEMON_DISPATCH_H
 

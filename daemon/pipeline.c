@@ -1,12 +1,14 @@
-/* pipeline.c: one request frame in, one response frame out (see dispatch.h): decode, hand
- * to the handlers (handlers.c), reply; a pipelined run's small plans grouped and applied
- * together; a connection's repeated request run from its kept plan (repeat.h). */
+/* pipeline.c: one request frame in, one response frame out (see dispatch.h): decode (the
+ * data plane with codec.c, the control plane with wirecheck.c and protobuf-c), hand over
+ * to handle (handlers.c), reply (the data plane and every error with codec.c's writer, the
+ * control plane's bodies with protobuf-c), count; a pipelined run's small plans grouped
+ * and applied together (ta_backend_apply_many); a connection's repeated request run from
+ * its kept plan (repeat.h), a cache in front of the decoder. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
 
 #include "reqctx.h"
-#include "shmbuf.h"
 
 #include <inttypes.h>
 #include <stdio.h>
