@@ -654,6 +654,10 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 	if (k < 0)
 		return TA_WIRE_MALFORMED;
 	if (nbodies > 1) {
+		/* refused below; but bytes protobuf-c would not unpack are malformed first (the
+		 * rare case is left to protobuf-c's unpack: a control-plane body may be one) */
+		if (!tileatom__request__unpack(&arena->pb, len, data))
+			return TA_WIRE_MALFORMED;
 		w->kind = TA_REQ_NONE;
 		problem(&d, "%s%s", "the Request carries more than one body (not supported)", "");
 		return TA_WIRE_DATA;

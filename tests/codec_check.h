@@ -5,8 +5,9 @@
  * The decoder: every payload is decoded by ta_codec_decode and by protobuf-c's unpack, whose
  * Request is converted into the same ta_wire_request by a conversion written here from
  * protobuf-c's structures (cc_oracle); the two must be equal field by field, and the
- * outcomes must agree: what protobuf-c refuses the codec refuses (but for a message field
- * given twice, which it answers as a problem), what the codec calls a bad string
+ * outcomes must agree: what protobuf-c refuses the codec refuses and the other way round
+ * (but for a message field given twice, which it answers as a problem where protobuf-c
+ * merges), what the codec calls a bad string
  * wirecheck.c names with the same message, and a problem of a field given twice is one
  * (cc_twice walks the bytes with the descriptors). The writer: every ta_reply_msg must
  * encode to the bytes protobuf-c packs for the same Response (cc_encode_check).
@@ -526,7 +527,7 @@ static bool cc_decode_check(const uint8_t *payload, size_t len)
 		if (!is_string && !twice)
 			cc_fail("the codec saw a field twice that is not there twice", payload,
 			        len);
-		if (!slow && !twice)
+		if (!slow)
 			cc_fail("the codec took bytes protobuf-c refuses", payload, len);
 	} else {
 		ta_wire_request o;
