@@ -80,40 +80,6 @@ void ta_codec_init(void)
 /* Inlined into the decoding loops (a call per field costs as much as the field). */
 #define HOT static inline __attribute__((always_inline))
 
-/* Reads a varint as protobuf-c does: at most 10 bytes, bits past the 64th dropped. */
-HOT bool cv_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
-{
-	const uint8_t *q = *p;
-	if (q < end && *q < 0x80) {
-		*out = *q;
-		*p = q + 1;
-		return true;
-	}
-	uint64_t v = 0;
-	for (unsigned shift = 0; q < end && shift < 70; shift += 7) {
-		uint8_t b = *q++;
-		v |= (uint64_t)(b & 0x7f)
-		     << shift; /* shift <= 63: the 10th byte keeps its low bit */
-		if (b < 0x80) {
-			*out = v;
-			*p = q;
-			return true;
-		}
-	}
-	return false;
-}
-
-/* Reads a length prefix (at most 5 bytes) and checks it against what is left. */
-HOT bool cv_len(const uint8_t **p, const uint8_t *end, size_t *len)
-{
-	uint64_t v;
-	const uint8_t *start = *p;
-	if (!cv_varint(p, end, &v) || *p - start > 5 || v > (uint64_t)(end - *p))
-		return false;
-	*len = (size_t)v;
-	return true;
-}
-
 /* One message's reading state: the rest of its bytes and its table. */
 typedef struct rd {
 	const uint8_t *p;   /* next byte */
@@ -149,9 +115,9 @@ static bool skip_value(rd *r)
 	size_t n;
 	switch (r->wire) {
 	case PROTOBUF_C_WIRE_TYPE_VARINT:
-		return cv_varint(&r->p, r->end, &v);
+		return rd_varint(&r->p, r->end, &v);
 	case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED:
-		if (!cv_len(&r->p, r->end, &n))
+		if (!rd_len(&r->p, r->end, &n))
 			return false;
 		break;
 	case PROTOBUF_C_WIRE_TYPE_64BIT:
@@ -186,7 +152,7 @@ HOT int next_field(rd *r, fw_slot *slot)
 		} else {
 			uint64_t key;
 			const uint8_t *start = r->p;
-			if (!cv_varint(&r->p, r->end, &key) || r->p - start > 5)
+			if (!rd_varint(&r->p, r->end, &key) || r->p - start > 5)
 				return -1;
 			r->number = (uint32_t)(key >> 3);
 			r->wire = (unsigned)(key & 7);
@@ -214,7 +180,7 @@ HOT int next_field(rd *r, fw_slot *slot)
 HOT bool rd_i32(rd *r, int32_t *v)
 {
 	uint64_t x;
-	if (!cv_varint(&r->p, r->end, &x))
+	if (!rd_varint(&r->p, r->end, &x))
 		return false;
 	*v = (int32_t)(uint32_t)x;
 	return true;
@@ -241,7 +207,7 @@ static bool rd_flag(rd *r, bool *b)
 HOT bool open_msg(rd *r, fw_msg t, rd *sub)
 {
 	size_t n;
-	if (!cv_len(&r->p, r->end, &n))
+	if (!rd_len(&r->p, r->end, &n))
 		return false;
 	*sub = (rd){r->p, r->p + n, &fw_tables[t], 0, 0, 0, false};
 	r->p += n;
@@ -256,13 +222,13 @@ static bool rd_ints(rd *r, int64_t *v, size_t *count)
 	const uint8_t *q = r->p, *end = r->end;
 	size_t n;
 	if (r->wire == FW_LEN) {
-		if (!cv_len(&r->p, r->end, &n))
+		if (!rd_len(&r->p, r->end, &n))
 			return false;
 		q = r->p;
 		end = r->p + n;
 	}
 	do {
-		if (!cv_varint(&q, end, &x))
+		if (!rd_varint(&q, end, &x))
 			return false;
 		if (*count < TA_MAX_RANK)
 			v[*count] = (int64_t)x;
@@ -311,7 +277,7 @@ static bool dec_ref(rd r, ta_wire_ref *ref)
 	int k;
 	*ref = (ta_wire_ref){true, 0, 0, 0};
 	while ((k = next_field(&r, &s)) > 0)
-		if (!cv_varint(&r.p, r.end,
+		if (!rd_varint(&r.p, r.end,
 		               s == FW_REF_ID       ? &ref->buffer_id
 		               : s == FW_REF_OFFSET ? &ref->offset
 		                                    : &ref->length))
@@ -368,7 +334,7 @@ static bool dec_array(dec *d, rd *in, fw_slot field, const char *what, ta_wire_a
 			if (!rd_ints(&r, a->shape, &a->n_shape))
 				return false;
 		} else if (s == FW_ARRAY_DATA) {
-			if (!cv_len(&r.p, r.end, &n))
+			if (!rd_len(&r.p, r.end, &n))
 				return false;
 			a->data = n ? r.p : NULL;
 			a->len = n;
@@ -511,7 +477,7 @@ static bool dec_req_region(dec *d, rd r)
 static bool dec_tile(dec *d, rd *r)
 {
 	size_t n;
-	if (!cv_len(&r->p, r->end, &n))
+	if (!rd_len(&r->p, r->end, &n))
 		return false;
 	const uint8_t *b = r->p;
 	r->p += n;
@@ -625,7 +591,7 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 	int k;
 	while ((k = next_field(&r, &s)) > 0) {
 		if (s == FW_REQ_ID) {
-			if (!cv_varint(&r.p, r.end, &w->id))
+			if (!rd_varint(&r.p, r.end, &w->id))
 				return TA_WIRE_MALFORMED;
 			continue;
 		}

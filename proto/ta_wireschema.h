@@ -163,8 +163,9 @@ static inline void fw_copy_small(uint8_t *dst, const uint8_t *src, size_t n)
 
 /* ---- reading ------------------------------------------------------------------------- */
 
-/* Reads a varint at *p (before end) the way protobuf-c reads a 64-bit one; false when it
- * runs past end, is longer than 10 bytes, or its 10th byte holds bits past the 64th. */
+/* Reads a varint at *p (before end) the way protobuf-c reads a 64-bit one: at most 10
+ * bytes, the bits of a 10th byte past the 64th dropped; false when it runs past end or is
+ * longer than 10 bytes. */
 static inline bool rd_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
 {
 	const uint8_t *q = *p;
@@ -176,9 +177,7 @@ static inline bool rd_varint(const uint8_t **p, const uint8_t *end, uint64_t *ou
 	uint64_t v = 0;
 	for (unsigned shift = 0; q < end && shift < 70; shift += 7) {
 		uint8_t b = *q++;
-		if (shift == 63 && b > 1)
-			return false;
-		v |= (uint64_t)(b & 0x7f) << shift;
+		v |= (uint64_t)(b & 0x7f) << shift; /* shift <= 63 */
 		if (b < 0x80) {
 			*out = v;
 			*p = q;
