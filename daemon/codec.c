@@ -186,14 +186,11 @@ HOT bool rd_i32(rd *r, int32_t *v)
 	return true;
 }
 
-/* Reads a bool field's value as protobuf-c does: whatever its wire type, true when one of
- * its bytes (a length prefix's too) has one of its low seven bits set. */
-static bool rd_flag(rd *r, bool *b)
+/* rd_flag for a bool sent other than as one varint byte: whatever its wire type, true when
+ * one of its bytes (a length prefix's too) has one of its low seven bits set, as protobuf-c
+ * reads it. */
+static bool rd_flag_any(rd *r, bool *b)
 {
-	if (r->wire == FW_VARINT && r->p < r->end && *r->p < 0x80) { /* the common 0 or 1 */
-		*b = *r->p++ != 0;
-		return true;
-	}
 	const uint8_t *start = r->p;
 	if (!skip_value(r))
 		return false;
@@ -201,6 +198,16 @@ static bool rd_flag(rd *r, bool *b)
 	for (const uint8_t *q = start; q < r->p; q++)
 		*b |= (*q & 0x7f) != 0;
 	return true;
+}
+
+/* Reads a bool field's value (the common 0 or 1 here, anything else by rd_flag_any). */
+HOT bool rd_flag(rd *r, bool *b)
+{
+	if (r->wire == FW_VARINT && r->p < r->end && *r->p < 0x80) {
+		*b = *r->p++ != 0;
+		return true;
+	}
+	return rd_flag_any(r, b);
 }
 
 /* Opens the length-delimited value of the field just read as message table t. */
@@ -216,7 +223,7 @@ HOT bool open_msg(rd *r, fw_msg t, rd *sub)
 
 /* Appends the repeated integer field just read (packed, or one element) to the entries
  * counted at *count (the first TA_MAX_RANK kept in v). */
-static bool rd_ints(rd *r, int64_t *v, size_t *count)
+HOT bool rd_ints(rd *r, int64_t *v, size_t *count)
 {
 	uint64_t x;
 	const uint8_t *q = r->p, *end = r->end;
@@ -320,6 +327,18 @@ static bool dec_array(dec *d, rd *in, fw_slot field, const char *what, ta_wire_a
 		a->dtype = r.p[1];
 		a->len = r.p[3];
 		a->data = a->len ? r.p + 4 : NULL;
+		return true;
+	}
+	/* and a short vector: dtype, shape of one one-byte entry, data (one-byte length) */
+	const uint8_t k_shape = fw_key1[FW_ARRAY_SHAPE];
+	if (r.end - r.p >= 7 && r.p[0] == k_dtype && r.p[1] < 0x80 && r.p[2] == k_shape &&
+	    r.p[3] == 1 && r.p[4] < 0x80 && r.p[5] == k_data && r.p[6] < 0x80 &&
+	    (size_t)r.p[6] + 7 == (size_t)(r.end - r.p)) {
+		a->dtype = r.p[1];
+		a->n_shape = 1;
+		a->shape[0] = r.p[4];
+		a->len = r.p[6];
+		a->data = a->len ? r.p + 7 : NULL;
 		return true;
 	}
 	fw_slot s;
