@@ -149,7 +149,7 @@ static ta_status scatter_into(resp_ctx *rc, const ta_wire_request *w, ta_request
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "scatter addressing needs dim and indices");
 	req->addr = TA_ADDR_SCATTER;
-	req->scatter_dim = w->dim > (uint32_t)INT_MAX ? INT_MAX : (int)w->dim;
+	req->scatter_dim = w->dim; /* as sent: ta_plan names it when out of range */
 	req->n_index = 1;
 	return view_from_wire(rc, &w->index[0], "indices", &req->index[0]);
 }
