@@ -42,6 +42,9 @@ typedef struct ta_service {
 	                                                ta_service_read_totals adds them up) */
 	atomic_uint connections;    /* open client connections (kept by the server) */
 	ta_metrics metrics;         /* per-request-kind counters (stats, --metrics) */
+	bool replaying;             /* persistence is replaying the logs: a create whose
+	                               placement names a device that is gone is placed by
+	                               the default instead (logged) */
 	bool time_requests;         /* also time each request (latency histograms; on
 	                               with --metrics: two clock readings a request) */
 	const ta_auth_secret *auth; /* the secret TCP clients prove (NULL: no auth) */

@@ -432,6 +432,7 @@ static void set_tile_body(resp_ctx *rc, const ta_tile_info *info)
 	rc->ctl->tile.shape = rc->ctl->tile_info.shape.shape;
 	rc->ctl->tile.bytes = rc->ctl->tile_info.bytes;
 	rc->ctl->tile.private_tile = rc->ctl->tile_info.private_tile;
+	rc->ctl->tile.placement = rc->ctl->tile_info.where;
 	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_TILE;
 	rc->ctl->resp.tile = &rc->ctl->tile;
 }
@@ -528,6 +529,19 @@ static bool all_zero(const void *p, size_t n)
 }
 
 /* create: reserve, allocate, fill, publish. */
+/* The placement a create asks for (its placement field; empty: the daemon's default), or
+ * INVALID_ARGUMENT naming the tile and the text. */
+static ta_status create_placement(const Tileatom__CreateTileRequest *c, ta_placement *place,
+                                  ta_error *err)
+{
+	char shown[TA_NAME_MAX + 4];
+	ta_error perr = {0};
+	if (ta_placement_parse(c->placement, place, &perr) == TA_OK)
+		return TA_OK;
+	return ta_error_set(err, TA_INVALID_ARGUMENT, "tile '%s': %s",
+	                    ta_name_for_message(c->name, shown, sizeof(shown)), perr.msg);
+}
+
 static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__CreateTileRequest *c)
 {
 	(void)unused;
@@ -566,9 +580,21 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 			    "socket, or authenticate over TCP (the daemon's --auth-file)",
 			    ta_name_for_message(c->name, shown, sizeof(shown)));
 	}
+	ta_placement place;
+	ta_status st = create_placement(c, &place, &rc->err);
+	if (st != TA_OK)
+		return st;
 	ta_tile *tile = NULL;
-	ta_status st =
-	    ta_registry_create_as(svc->registry, c->name, &shape, owner, &tile, &rc->err);
+	st = ta_registry_create_placed(svc->registry, c->name, &shape, owner, &place, &tile,
+	                               &rc->err);
+	if (st == TA_INVALID_ARGUMENT && svc->replaying && place.kind != TA_PLACE_DEFAULT) {
+		/* a logged create for a device this run lacks: the default placement instead */
+		ta_log(TA_LOG_WARNING, "%s; placed by the default placement instead", rc->err.msg);
+		place.kind = TA_PLACE_DEFAULT;
+		memset(&rc->err, 0, sizeof(rc->err));
+		st = ta_registry_create_placed(svc->registry, c->name, &shape, owner, &place, &tile,
+		                               &rc->err);
+	}
 	if (st != TA_OK)
 		return st;
 	if (c->fill) {
@@ -659,6 +685,7 @@ static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesR
 			ti->shape = rc->ctl->list_infos[i].shape.shape;
 			ti->bytes = rc->ctl->list_infos[i].bytes;
 			ti->private_tile = rc->ctl->list_infos[i].private_tile;
+			ti->placement = rc->ctl->list_infos[i].where;
 			rc->ctl->list_ptrs[i] = ti;
 		}
 	}
