@@ -17,6 +17,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/notify.c daemon/notify.h \
 	daemon/persist.c daemon/persist.h \
 	daemon/persist_service.c \
+	daemon/recpool.c daemon/recpool.h \
 	daemon/registry.c daemon/registry.h \
 	daemon/repeat.c daemon/repeat.h \
 	daemon/server.c daemon/server.h \
