@@ -1,7 +1,9 @@
 /* recpool.c: type-stable record slabs given back with madvise when empty (see recpool.h).
  * Each slab keeps its own free list (linked through a free record's first bytes) and a
- * count of records carved from it; slabs with a free record form a stack (avail), so that
- * records are taken from slabs already in use before an empty one is touched. */
+ * count of records carved from it. Slabs with a free record in resident memory form a
+ * stack (avail), slabs given back another (bare): records come from a resident slab when
+ * there is one, then from a given-back one, then from a slab never used. A slab given back
+ * while on avail moves to bare when it reaches the top. */
 #include "recpool.h"
 
 #include <stdlib.h>
@@ -13,8 +15,9 @@ struct ta_recpool_slab {
 	void *free;          /* first free record (linked through its first bytes) */
 	uint32_t used;       /* records handed out */
 	uint32_t carved;     /* records carved from the slab's start since it was (re)used */
-	uint32_t next_avail; /* index + 1 of the next slab of the avail stack (0: none) */
+	uint32_t next_avail; /* index + 1 of the next slab of its stack (0: none) */
 	bool in_avail;       /* on the avail stack */
+	bool in_bare;        /* on the bare stack */
 	bool resident_empty; /* empty and kept resident (counted in empty_resident) */
 };
 
@@ -63,6 +66,21 @@ static void push_avail(ta_recpool *pool, size_t idx)
 	pool->avail = (uint32_t)idx + 1;
 }
 
+/* Pushes slab idx (given back, on no stack) on the bare stack. */
+static void push_bare(ta_recpool *pool, size_t idx)
+{
+	ta_recpool_slab *s = &pool->slabs[idx];
+	s->in_bare = true;
+	s->next_avail = pool->bare;
+	pool->bare = (uint32_t)idx + 1;
+}
+
+/* True when slab s was given back and holds nothing (its pages read as zeros). */
+static bool is_bare(const ta_recpool_slab *s)
+{
+	return s->used == 0 && s->carved == 0 && !s->resident_empty;
+}
+
 /* Reserves one more chunk of slabs. False when memory is short. */
 static bool add_chunk(ta_recpool *pool)
 {
@@ -90,14 +108,22 @@ static bool add_chunk(ta_recpool *pool)
 
 void *ta_recpool_alloc(ta_recpool *pool)
 {
-	while (pool->avail) { /* drop full slabs off the top */
-		ta_recpool_slab *s = &pool->slabs[pool->avail - 1];
-		if (s->used < pool->per_slab)
+	while (pool->avail) { /* full and given-back slabs off the top */
+		size_t top = pool->avail - 1;
+		ta_recpool_slab *s = &pool->slabs[top];
+		if (s->used < pool->per_slab && !is_bare(s))
 			break;
 		s->in_avail = false;
 		pool->avail = s->next_avail;
+		if (is_bare(s))
+			push_bare(pool, top);
 	}
-	if (!pool->avail) {
+	if (!pool->avail && pool->bare) {
+		size_t idx = pool->bare - 1;
+		pool->bare = pool->slabs[idx].next_avail;
+		pool->slabs[idx].in_bare = false;
+		push_avail(pool, idx);
+	} else if (!pool->avail) {
 		if (pool->nslabs == pool->nchunks * TA_RECPOOL_CHUNK_SLABS && !add_chunk(pool))
 			return NULL;
 		push_avail(pool, pool->nslabs++);
@@ -109,7 +135,7 @@ void *ta_recpool_alloc(ta_recpool *pool)
 		record = s->free;
 		memcpy(&s->free, record, sizeof(void *));
 	} else {
-		if (s->carved == 0 && s->used == 0 && !s->resident_empty)
+		if (is_bare(s))
 			pool->resident++; /* its first page faults in now */
 		record = slab_base(pool, idx) + (size_t)s->carved++ * pool->record_bytes;
 	}
@@ -130,21 +156,23 @@ void ta_recpool_release(ta_recpool *pool, void *record)
 {
 	size_t idx = slab_of(pool, record);
 	ta_recpool_slab *s = &pool->slabs[idx];
-	memcpy(record, &s->free, sizeof(void *));
-	s->free = record;
 	s->used--;
 	pool->in_use--;
-	push_avail(pool, idx);
-	if (s->used > 0)
-		return;
-	if (pool->empty_resident < TA_RECPOOL_KEEP_EMPTY ||
-	    madvise(slab_base(pool, idx), TA_RECPOOL_SLAB_BYTES, MADV_DONTNEED) != 0) {
-		s->resident_empty = true;
-		pool->empty_resident++;
+	if (s->used == 0 && pool->empty_resident >= TA_RECPOOL_KEEP_EMPTY &&
+	    madvise(slab_base(pool, idx), TA_RECPOOL_SLAB_BYTES, MADV_DONTNEED) == 0) {
+		s->free = NULL; /* the pages read as zeros now: carve afresh */
+		s->carved = 0;
+		pool->resident--;
+		pool->discards++;
+		if (!s->in_avail && !s->in_bare)
+			push_bare(pool, idx);
 		return;
 	}
-	s->free = NULL; /* the pages read as zeros now: carve afresh */
-	s->carved = 0;
-	pool->resident--;
-	pool->discards++;
+	memcpy(record, &s->free, sizeof(void *));
+	s->free = record;
+	push_avail(pool, idx);
+	if (s->used == 0) {
+		s->resident_empty = true;
+		pool->empty_resident++;
+	}
 }

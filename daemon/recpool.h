@@ -37,7 +37,8 @@ typedef struct ta_recpool {
 	size_t nchunks;          /* entries of chunks */
 	ta_recpool_slab *slabs;  /* every slab's state, chunk by chunk */
 	size_t nslabs;           /* slabs handed out of the chunks so far */
-	uint32_t avail;          /* index + 1 of the first slab with a free record (0: none) */
+	uint32_t avail;          /* index + 1 of the top slab with room in resident memory */
+	uint32_t bare;           /* index + 1 of the top slab given back (0: none) */
 	unsigned empty_resident; /* empty slabs kept resident (not given back) */
 	uint64_t in_use;         /* records handed out and not freed */
 	uint64_t resident;       /* slabs with records carved from them and not given back */

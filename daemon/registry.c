@@ -530,6 +530,14 @@ ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out
 	return ta_registry_list_page_as(reg, who, "", SIZE_MAX, out, n, &more, err);
 }
 
+uint64_t ta_registry_record_bytes(ta_registry *reg)
+{
+	pthread_rwlock_rdlock(&reg->lock);
+	uint64_t bytes = reg->records.resident * TA_RECPOOL_SLAB_BYTES;
+	pthread_rwlock_unlock(&reg->lock);
+	return bytes;
+}
+
 uint64_t ta_registry_tile_cost(ta_registry *reg, uint64_t bytes)
 {
 	return TA_TILE_BOOKKEEPING + ta_backend_tile_footprint(reg->backend, NULL, (size_t)bytes);

@@ -160,6 +160,9 @@ bool ta_tile_allowed(const ta_tile *tile, ta_owner who);
 /* Reports the number of published tiles and the bytes of tile memory held, bookkeeping
  * included (tiles still in use after destroy included). */
 void ta_registry_stats(ta_registry *reg, uint32_t *tiles, uint64_t *bytes);
+/* Bytes of memory the tile records hold now (the record pool's resident slabs): what the
+ * records of destroyed tiles keep is given back (recpool.h). */
+uint64_t ta_registry_record_bytes(ta_registry *reg);
 /* The bytes a published tile of bytes bytes counts (TA_TILE_BOOKKEEPING and the backend's
  * footprint of such an allocation, as predicted before it is made). */
 uint64_t ta_registry_tile_cost(ta_registry *reg, uint64_t bytes);

@@ -35,15 +35,20 @@ static bool read_number(const char *path, uint64_t *out)
 	return ok;
 }
 
-/* Lowers *best to room when it is smaller (or *best is still empty). */
+/* Lowers *best to room (of total, from the source what names: "MemAvailable", or the
+ * cgroup cg's limit of version v1 or 2) when it is smaller, or *best is still empty. */
 static void consider(ta_hostmem_reading *best, bool *known, uint64_t room, uint64_t total,
-                     const char *what_fmt, const char *path)
+                     const char *what, const char *cg, bool v1)
 {
 	if (*known && room >= best->room)
 		return;
 	best->room = room;
 	best->total = total;
-	snprintf(best->what, sizeof(best->what), what_fmt, path[0] ? path : "/");
+	if (cg) /* a path too long for what is cut: the message stays readable */
+		snprintf(best->what, sizeof(best->what), "cgroup v%d %.100s %s", v1 ? 1 : 2,
+		         cg[0] ? cg : "/", what);
+	else
+		snprintf(best->what, sizeof(best->what), "%s", what);
 	*known = true;
 }
 
@@ -70,7 +75,7 @@ static void read_meminfo(ta_hostmem_reading *best, bool *known)
 	}
 	fclose(f);
 	if (have_avail)
-		consider(best, known, avail, total ? total : avail, "MemAvailable%s", "");
+		consider(best, known, avail, total ? total : avail, "MemAvailable", NULL, false);
 }
 
 /* Reads the limit of one cgroup directory (cg: its path in the hierarchy, "" for the
@@ -91,7 +96,7 @@ static void read_cgroup_dir(ta_hostmem_reading *best, bool *known, const char *m
 	    !read_number(path, &usage))
 		usage = 0;
 	consider(best, known, limit > usage ? limit - usage : 0, limit,
-	         v1 ? "cgroup v1 %s memory.limit_in_bytes" : "cgroup v2 %s memory.max", cg);
+	         v1 ? "memory.limit_in_bytes" : "memory.max", cg, v1);
 }
 
 /* Reads the limits of cgroup cg and of each of its ancestors. */
@@ -199,9 +204,10 @@ ta_status ta_hostmem_reserve(ta_hostmem *hm, uint64_t bytes, ta_error *err)
 		pthread_mutex_unlock(&hm->lock);
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 		                    "%" PRIu64 " bytes of tile memory do not fit: %" PRIu64
-		                    " bytes are available (%s, of %" PRIu64
-		                    "), less a margin of %" PRIu64 " bytes",
-		                    bytes, r.room, r.what, r.total, margin);
+		                    " bytes are available (%s), less a margin of %" PRIu64
+		                    " bytes (1/%u of %" PRIu64 ", at least %" PRIu64 ")",
+		                    bytes, r.room, r.what, margin, TA_HOSTMEM_MARGIN_DIV, r.total,
+		                    TA_HOSTMEM_MARGIN_MIN);
 	}
 	hm->budget = (usable - bytes) / 2;
 	pthread_mutex_unlock(&hm->lock);
