@@ -419,9 +419,9 @@ int tileatom_list_page(tileatom_client *client, const char *cursor, uint32_t lim
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	*tiles = NULL;
 	*count = 0;
-	next_cursor[0] = '\0';
 	char next[TILEATOM_LIST_CURSOR_MAX];
 	int rc = list_page_roundtrip(client, cursor, limit, next, err);
+	next_cursor[0] = '\0'; /* cursor may be this same buffer: sent by now */
 	if (rc != TILEATOM_OK)
 		return rc;
 	tileatom_tile_info *arr = NULL;

@@ -567,11 +567,11 @@ TA_API int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, si
  * which is also the most it gives: 65536, fewer under a small max_frame) whose names sort
  * after cursor ("" or NULL: from the first), sorted by name, into *tiles (malloc'd, free
  * with tileatom_free; NULL when none) of *count entries. next_cursor (at least
- * TILEATOM_LIST_CURSOR_MAX bytes) receives the cursor of the next page: "" when the
- * listing is complete. Pages from "" until next_cursor is "" list every tile that exists
- * for the whole scan exactly once, in name order; tiles created or destroyed between pages
- * may or may not appear. A cursor is opaque and stays valid whatever changes meanwhile. A
- * daemon from before paging answers every tile at once with next_cursor "". */
+ * TILEATOM_LIST_CURSOR_MAX bytes; may be cursor's buffer) receives the cursor of the next
+ * page: "" when the listing is complete (or on an error). Pages from "" until next_cursor is ""
+ * list every tile that exists for the whole scan exactly once, in name order; tiles created or
+ * destroyed between pages may or may not appear. A cursor is opaque and stays valid whatever
+ * changes meanwhile. A daemon from before paging answers every tile at once with next_cursor "". */
 TA_API int tileatom_list_page(tileatom_client *client, const char *cursor, uint32_t limit,
                               tileatom_tile_info **tiles, size_t *count, char *next_cursor,
                               tileatom_error *err);

@@ -155,8 +155,9 @@ END_TEST
 
 /* Lists pages of limit after cursor until the end into names (cap entries; returns the
  * count), calling between(page index) after each page. */
-static size_t list_all_pages(ta_registry *reg, ta_owner who, size_t limit, char (*names)[TA_NAME_MAX + 1],
-                             size_t cap, size_t *pages, void (*between)(ta_registry *, size_t))
+static size_t list_all_pages(ta_registry *reg, ta_owner who, size_t limit,
+                             char (*names)[TA_NAME_MAX + 1], size_t cap, size_t *pages,
+                             void (*between)(ta_registry *, size_t))
 {
 	char cursor[TA_NAME_MAX + 1] = "";
 	size_t n = 0;
@@ -191,9 +192,9 @@ static void change_after_first_page(ta_registry *reg, size_t page)
 {
 	if (page != 1)
 		return;
-	remove_tile(reg, "n0050");                /* listed already */
-	remove_tile(reg, "n0500");                /* not listed yet */
-	create_as(reg, "a-new", TA_OWNER_PUBLIC); /* sorts before the cursor */
+	remove_tile(reg, "n0050");                 /* listed already */
+	remove_tile(reg, "n0500");                 /* not listed yet */
+	create_as(reg, "a-new", TA_OWNER_PUBLIC);  /* sorts before the cursor */
 	create_as(reg, "n0999z", TA_OWNER_PUBLIC); /* sorts after it */
 }
 
@@ -248,7 +249,8 @@ START_TEST(test_list_pages)
 	/* limit 0 is 1; a cursor after every name: an empty last page */
 	ta_tile_info *infos = NULL;
 	bool more = true;
-	ck_assert_int_eq(ta_registry_list_page_as(reg, 2000, "", 0, &infos, &k, &more, &err), TA_OK);
+	ck_assert_int_eq(ta_registry_list_page_as(reg, 2000, "", 0, &infos, &k, &more, &err),
+	                 TA_OK);
 	ck_assert_uint_eq(k, 1);
 	ck_assert_str_eq(infos[0].name, "a-new");
 	ck_assert(more);
