@@ -782,6 +782,15 @@ static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesR
 	size_t n = 0;
 	bool more = false;
 	ta_status st;
+	if (rc->inline_max >= 0) { /* a page is a pass over every tile: many go to a worker */
+		uint32_t tiles = 0;
+		uint64_t bytes = 0;
+		ta_registry_stats(svc->registry, &tiles, &bytes);
+		if (tiles > rc->inline_max) {
+			rc->deferred = true;
+			return TA_OK;
+		}
+	}
 	if (l->paged) {
 		if (l->cursor[0] && !ta_name_valid(l->cursor))
 			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
