@@ -34,15 +34,17 @@
 #define TA_CUDA_PIPE_CHUNK (2u << 20)
 /* Counters a kernel keeps: skipped, applied, resolved outside the tile. */
 #define TA_CUDA_COUNTERS 3
+/* Stages of an apply the trace times (ta_cuda_backend's tr_*_ns). */
+#define TA_CUDA_TRACE_STAGES 5
 
 /* One staging slot: a stream and its buffers. */
 struct cuda_slot {
-	cudaStream_t stream; /* non-blocking stream of this slot */
-	unsigned char *host; /* pinned host staging buffer */
-	size_t host_cap;     /* bytes at host */
-	unsigned char *dev;  /* device staging buffer */
-	size_t dev_cap;      /* bytes at dev */
-	bool busy;           /* taken by an apply in progress */
+	cudaStream_t stream;          /* non-blocking stream of this slot */
+	unsigned char *host;          /* pinned host staging buffer */
+	size_t host_cap;              /* bytes at host */
+	unsigned char *dev;           /* device staging buffer */
+	size_t dev_cap;               /* bytes at dev */
+	bool busy;                    /* taken by an apply in progress */
 	unsigned long long *dev_cnt;  /* the kernels' counters in device memory: zeroed when
 	                                 the slot is made (and after a failed call), never
 	                                 before a launch; a call's counts are the difference */
@@ -130,6 +132,7 @@ struct ta_cuda_backend {
 	unsigned long long tr_wait_ns;      /* the stream synchronised */
 	unsigned long long tr_finish_ns;    /* counts and old values handed over */
 	unsigned long long tr_staged_bytes; /* bytes staged through the pinned buffer */
+	unsigned long long tr_min_ns[TA_CUDA_TRACE_STAGES]; /* the least of each stage above */
 };
 
 /* True for errors that leave the CUDA context unusable. */

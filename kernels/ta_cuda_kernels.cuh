@@ -995,49 +995,16 @@ __device__ __forceinline__ void red_add_vec(typename dt_traits<DT>::B *addr,
 		TA_SWITCH_RELREL(ss, TA_ASM_RED_V8H, "v8.bf16", x)
 }
 
-/* 16-byte groups each thread of the REGION loop's vector path loads before it applies any:
- * with one group a step the packed red (a "memory" clobber) keeps the next load from
- * starting, so each thread had one 16-byte load in flight and the loop was bound by the
- * load latency (float32 279 G elements/s against int32's bulk path 313 on an H200). */
-#define TA_VEC_GROUPS 4
-
-/* Adds the W operands x (converted, checked) to the group at dst: one packed red when all
- * are finite, else the scalar road element by element (the exact software rule). */
-template <int DT, int KOP, bool FIX>
-__device__ __forceinline__ void vec_group_apply(typename dt_traits<DT>::B *dst,
-                                                typename dt_traits<DT>::B *x, int ss)
-{
-	typedef typename dt_traits<DT>::B B;
-	constexpr int W = vec_lanes<DT, KOP>();
-	bool finite = true;
-#pragma unroll
-	for (int j = 0; j < W; j++) {
-		finite = finite && fl<DT>::finite(x[j]);
-	}
-	if (finite) {
-		red_add_vec<DT>(dst, x, ss);
-		return;
-	}
-#pragma unroll 1
-	for (int j = 0; j < W; j++) {
-		if constexpr (FIX)
-			apply_global<DT, KOP>(dst + j, x[j], (B)0, SS_FAST, false);
-		else
-			apply_global_rt<DT, KOP>(dst + j, x[j], (B)0, ss, false);
-	}
-}
-
 /* The REGION loop's vector path (float add without output, red legal, no element masked
  * off, tile 16-byte aligned): thread t takes 16-byte groups t, t + T, ... of the region
- * (T threads in the grid; a warp's groups are consecutive), TA_VEC_GROUPS of them a step,
- * all loaded (16-byte operand loads) before the first is applied, each with one packed red;
- * a group with an inf or NaN operand takes the scalar road (the exact software rule), as
- * do the last count % lanes elements. FIX: sem relaxed and scope gpu inlined. */
+ * (16-byte operand loads) and adds each with one packed red; a group with an inf or NaN
+ * operand takes the scalar road (the exact software rule), as do the last count % lanes
+ * elements. FIX: sem relaxed and scope gpu inlined. */
 template <int DT, int KOP, bool FIX>
 __device__ __forceinline__ void fast_region_vec(const kargs &a, tcount &tc)
 {
 	typedef typename dt_traits<DT>::B B;
-	constexpr int W = vec_lanes<DT, KOP>(), G = TA_VEC_GROUPS;
+	constexpr int W = vec_lanes<DT, KOP>();
 	static_assert(W * sizeof(B) == 16, "a packed red covers 16 bytes");
 	const ta_plan &p = a.p;
 	const B *vals = (const B *)p.values.data;
@@ -1047,35 +1014,35 @@ __device__ __forceinline__ void fast_region_vec(const kargs &a, tcount &tc)
 	const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	const int ss = FIX ? SS_FAST : a.ss;
 	const B vs = a.vals_vec ? (B)0 : vals[0];
-	for (int64_t g0 = tid; g0 < groups; g0 += G * T) {
-		B x[G][W];
+	for (int64_t g = tid; g < groups; g += T) {
+		B x[W];
 		if (a.vals_vec) {
-			uint4 q[G];
-#pragma unroll
-			for (int u = 0; u < G; u++) {
-				int64_t g = g0 + u * T;
-				q[u] = g < groups ? *(const uint4 *)(vals + g * W) : make_uint4(0, 0, 0, 0);
-			}
-#pragma unroll
-			for (int u = 0; u < G; u++)
-				memcpy(x[u], &q[u], 16);
+			uint4 q = *(const uint4 *)(vals + g * W);
+			memcpy(x, &q, 16);
 		} else {
 #pragma unroll
-			for (int u = 0; u < G; u++)
-#pragma unroll
-				for (int j = 0; j < W; j++)
-					x[u][j] = vs;
-		}
-#pragma unroll
-		for (int u = 0; u < G; u++) {
-			int64_t g = g0 + u * T;
-			if (g >= groups)
-				break;
-#pragma unroll
 			for (int j = 0; j < W; j++)
-				x[u][j] = operand<DT, KOP>(a, x[u][j]);
-			tc.visited += W;
-			vec_group_apply<DT, KOP, FIX>(dst + g * W, x[u], ss);
+				x[j] = vs;
+		}
+		bool finite = true;
+#pragma unroll
+		for (int j = 0; j < W; j++) {
+			x[j] = operand<DT, KOP>(a, x[j]);
+			finite = finite && fl<DT>::finite(x[j]);
+		}
+		tc.visited += W;
+		if (finite) {
+			red_add_vec<DT>(dst + g * W, x, ss);
+		} else {
+#pragma unroll 1
+			for (int j = 0; j < W; j++) {
+				if constexpr (FIX)
+					apply_global<DT, KOP>(dst + g * W + j, x[j], (B)0, SS_FAST,
+					                      false);
+				else
+					apply_global_rt<DT, KOP>(dst + g * W + j, x[j], (B)0, ss,
+					                         false);
+			}
 		}
 	}
 	for (int64_t k = groups * W + tid; k < n; k += T) {

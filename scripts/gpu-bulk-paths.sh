@@ -14,7 +14,9 @@
 # host memory (tileatom-histbench modes one, split, shm) on each daemon with each client,
 # TILEATOM_CUDA_TRACE=1 on the new daemon (its stage times go to its log), and once with
 # TILEATOM_COPY_THREADS=1 (the new code on one copying thread); the same from GPU memory
-# (--from device) at 2^24 and 2^27 keys; torch-hist-peer.py at both sizes. The logs go to
+# (--from device) at 2^24 and 2^27 keys, DEVICE_ROUNDS (default 1) rounds of base then new;
+# torch-hist-peer.py at both sizes. BENCH_BUILDS (default "base new") names the builds
+# whose bench_gpu runs. The logs go to
 # $OUT/logs.tgz (the device tool returns few files), the summary to stdout.
 set -u
 carry=${1:-gpu-carry-bulk}
@@ -50,7 +52,7 @@ OUT="$L/ipc" IPC_REPS=20 timeout 300 sh scripts/gpu-run.sh ipc "$carry/new" 2>&1
 echo "== kernels: bench_gpu (2^26 elements), torch peers"
 timeout 120 python3 tests/bench_torch.py --out "$L/torch.txt" >"$L/torch.log" 2>&1
 grep -E 'add_|bincount_256' "$L/torch.txt"
-for b in base new; do
+for b in ${BENCH_BUILDS:-base new}; do
 	timeout 150 "$carry/$b/bench_gpu" --torch "$L/torch.txt" >"$L/bench-$b.log" 2>&1
 	echo "bench_gpu $b exit $?"
 	grep -E 'elementwise add (float32|int32 \(relaxed|float16)|hist 256 bins|floor' \
@@ -59,7 +61,7 @@ done
 
 echo "== 2^24 keys -> 256 bins from host memory (mode keys seconds Gkeys/s, best of 5)"
 for combo in "base base -" "new base TILEATOM_CUDA_TRACE=1" "new new TILEATOM_CUDA_TRACE=1" \
-	"new new TILEATOM_COPY_THREADS=1"; do
+	"new new TILEATOM_COPY_THREADS=1" "base base -" "new new -"; do
 	set -- $combo
 	env=$3
 	[ "$env" = - ] && env=
@@ -71,8 +73,8 @@ for combo in "base base -" "new base TILEATOM_CUDA_TRACE=1" "new new TILEATOM_CU
 	stop_daemon "$name"
 done
 
-echo "== from GPU memory (CUDA IPC; best of 20 at 2^24, 10 at 2^27)"
-for b in base new; do
+echo "== from GPU memory (CUDA IPC; best of 20 at 2^24, 10 at 2^27; ${DEVICE_ROUNDS:-1} rounds)"
+for b in $(for _ in $(seq "${DEVICE_ROUNDS:-1}"); do echo base new; done); do
 	start_daemon "$b" "dev-$b" "TILEATOM_CUDA_TRACE=1"
 	for n in 16777216 134217728; do
 		r=20
