@@ -90,15 +90,20 @@ typedef struct ta_config {
 	uint64_t frame_timeout_ms; /* longest a partial frame may be held (0: forever) */
 	uint64_t idle_timeout_ms;  /* longest a connection may send and take nothing (0: forever) */
 	uint64_t max_input_total;  /* input bytes all connections may hold (0: unlimited) */
-	uint64_t max_tiles;        /* tiles at once (0: unlimited) */
-	char *auth_file;           /* file holding the secret TCP clients prove; NULL: none */
-	bool foreground;           /* --foreground given (the daemon never forks anyway) */
-	char *config_file;         /* the file loaded, NULL when none */
-	char *data_dir;            /* snapshot and log folder (persist.h); NULL: none */
-	int fsync_mode;            /* ta_fsync_mode (persist.h): when the log is fsynced */
-	uint64_t compact_size;     /* log bytes that start an automatic snapshot (0: never) */
-	uint64_t max_log_buffer;   /* log bytes waiting for the writer before mutations wait
-	                              (0: unbounded) */
+	uint64_t handshake_timeout_ms; /* longest a connection may take to finish Hello (and
+	                                  Auth where needed) (0: forever) */
+	int max_unauthenticated;       /* connections of one transport (TCP, Unix) that have
+	                                  not finished the handshake, at once */
+	int unix_reserve;              /* slots of max_connections TCP can never take */
+	uint64_t max_tiles;            /* tiles at once (0: unlimited) */
+	char *auth_file;               /* file holding the secret TCP clients prove; NULL: none */
+	bool foreground;               /* --foreground given (the daemon never forks anyway) */
+	char *config_file;             /* the file loaded, NULL when none */
+	char *data_dir;                /* snapshot and log folder (persist.h); NULL: none */
+	int fsync_mode;                /* ta_fsync_mode (persist.h): when the log is fsynced */
+	uint64_t compact_size;         /* log bytes that start an automatic snapshot (0: never) */
+	uint64_t max_log_buffer;       /* log bytes waiting for the writer before mutations wait
+	                                  (0: unbounded) */
 } ta_config;
 
 /* What main should do after parsing the command line. */

@@ -4,27 +4,36 @@
 #   --bench  also installs what benchmarks/vs-redis and benchmarks/plot-throughput use
 #            (redis-server, redis-tools, gnuplot-nox; redis is not started or enabled
 #            as a service: vs-redis starts its own on a private socket) and what
-#            benchmarks/hist-vs-numpy compares with (python3-numpy).
+#            benchmarks/hist-vs-numpy compares with (python3-numpy), and the Python
+#            client's benchmark's peer (python3-redis, python3-hiredis).
+#   --torch  also installs Debian's CPU build of torch (python3-torch, about 580 MB with
+#            its libraries, 170 packages): the Python suite's torch tests skip without it.
+# The Python package (python/) needs python3-dev and python3-numpy; its tests pytest and
+# pytest-asyncio.
 set -euo pipefail
 pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
       protobuf-c-compiler check libsubunit-dev libinih-dev
       libjson-c-dev libmicrohttpd-dev libssl-dev libxxhash-dev
-      clang libclang-rt-dev"
+      clang libclang-rt-dev
+      python3-dev python3-numpy python3-pytest python3-pytest-asyncio"
 bench=0
+torch=0
 for arg in "$@"; do
 	case "$arg" in
 	--bench) bench=1 ;;
+	--torch) torch=1 ;;
 	-h | --help)
-		echo "Usage: bash scripts/install-deps.sh [--bench]"
+		echo "Usage: bash scripts/install-deps.sh [--bench] [--torch]"
 		exit 0
 		;;
 	*)
-		echo "install-deps: unknown option $arg (usage: install-deps.sh [--bench])" >&2
+		echo "install-deps: unknown option $arg (usage: install-deps.sh [--bench] [--torch])" >&2
 		exit 2
 		;;
 	esac
 done
-[ "$bench" -eq 1 ] && pkgs="$pkgs redis-server redis-tools gnuplot-nox python3-numpy"
+[ "$bench" -eq 1 ] && pkgs="$pkgs redis-server redis-tools gnuplot-nox python3-redis python3-hiredis"
+[ "$torch" -eq 1 ] && pkgs="$pkgs python3-torch"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

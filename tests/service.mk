@@ -80,14 +80,15 @@ tests_check_client_codec_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
 tests_check_client_codec_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_check_client_codec_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 
-# client/tac_fastwire.c against protobuf-c (random and mutated requests and responses).
-check_PROGRAMS += tests/check_client_fastwire
-TESTS += tests/check_client_fastwire
-tests_check_client_fastwire_SOURCES = tests/check_client_fastwire.c $(CLIENT_LIB_SOURCES)
-nodist_tests_check_client_fastwire_SOURCES = $(nodist_PROTO_SOURCES)
-tests_check_client_fastwire_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
-tests_check_client_fastwire_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
-tests_check_client_fastwire_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
+# client/tac_wire.c's conformance to protobuf-c (random requests from the builders, the
+# template cache, random and mutated responses).
+check_PROGRAMS += tests/check_client_wire
+TESTS += tests/check_client_wire
+tests_check_client_wire_SOURCES = tests/check_client_wire.c $(CLIENT_LIB_SOURCES)
+nodist_tests_check_client_wire_SOURCES = $(nodist_PROTO_SOURCES)
+tests_check_client_wire_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
+tests_check_client_wire_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_check_client_wire_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 
 tests_check_integration_SOURCES = tests/check_integration.c tests/raw_ref_add.h \
 	tests/check_client_util.c tests/check_client_util.h $(PROTO_SOURCES)
