@@ -20,6 +20,7 @@ kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_batcher.c
 TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh $(top_srcdir)/kernels/ta_cuda_batch.cuh \
 	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/kernels/ta_cuda_backend.h \
 	$(top_srcdir)/tacore/ta_backend.h $(top_srcdir)/tacore/ta_place.h \
+	$(top_srcdir)/tacore/ta_copy.h \
 	$(top_srcdir)/tacore/ta_plan.h $(top_srcdir)/tacore/ta_types.h \
 	$(top_srcdir)/tacore/ta_ops.def $(top_srcdir)/tacore/ta_float.h \
 	$(top_srcdir)/kernels/nvcc-libtool.sh \
