@@ -946,12 +946,3 @@ ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request
 	}
 	return st;
 }
-
-void resp_ctx_free(resp_ctx *rc)
-{
-	if (!rc->ctl || (!rc->ctl->list_items && !rc->ctl->list_ptrs && !rc->ctl->list_infos))
-		return;
-	free(rc->ctl->list_items);
-	free(rc->ctl->list_ptrs);
-	free(rc->ctl->list_infos);
-}

@@ -8,7 +8,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/conn.c daemon/conn.h \
 	daemon/shmbuf.c daemon/shmbuf.h \
 	daemon/dispatch.h daemon/reqctx.h \
-	daemon/service.c daemon/handlers.c daemon/logged.c daemon/held.c daemon/pipeline.c \
+	daemon/service.c daemon/handlers.c daemon/logged.c daemon/held.c daemon/pipeline.c daemon/reply.c \
 	daemon/executor.c daemon/executor.h \
 	daemon/codec.c daemon/codec.h \
 	daemon/log.c daemon/log.h \
@@ -16,7 +16,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/metrics_http.c daemon/metrics_http.h \
 	daemon/netaddr.c daemon/netaddr.h \
 	daemon/notify.c daemon/notify.h \
-	daemon/persist.h daemon/persist_int.h daemon/persist_log.c daemon/persist_snapshot.c \
+	daemon/persist.h daemon/persist_int.h daemon/persist.c daemon/persist_log.c daemon/persist_snapshot.c \
 	daemon/persist_load.c daemon/persist_mark.c \
 	daemon/persist_service.c \
 	daemon/recpool.c daemon/recpool.h \

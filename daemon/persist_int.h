@@ -216,6 +216,12 @@ int64_t persist_chunk_rows(const ta_tile *tile);
 ta_status persist_tile_rows(ta_backend *be, ta_tile *tile, int64_t row0, int64_t rows, ta_op op,
                             void *buf, size_t nbytes, ta_error *err);
 
+/* persist_log.c: the writer thread (arg: p): takes the buffered records, seals, writes and
+ * (always) fdatasyncs them, rotates the log when asked. */
+void *persist_writer_main(void *arg);
+/* persist_log.c: the everysec fsync thread (arg: p), which also keeps the logmark. */
+void *persist_syncer_main(void *arg);
+
 /* persist_snapshot.c: the compactor thread (arg: p): writes a snapshot whenever the writer
  * finds the log over compact_size. */
 void *persist_compactor_main(void *arg);

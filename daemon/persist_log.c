@@ -1,7 +1,8 @@
 /* persist_log.c: the log of tileatomd's durability (see persist.h, and persist_int.h for
  * the files): mutation locks (stripes) and pipelined runs, appends, the writer thread (group
- * commit), the everysec fsync thread, failure handling, the loop's wake-up, and the start and
- * close of the whole (startup recovery is persist_load.c's, snapshots persist_snapshot.c's).
+ * commit), the everysec fsync thread, failure handling and the loop's wake-up (the start and
+ * close of the whole are persist.c's, startup recovery persist_load.c's, snapshots
+ * persist_snapshot.c's).
  *
  * Happy path of a mutation: dispatch takes the stripe lock of its tile (ta_persist_lock),
  * applies the request, appends the record to p->buf under p->mu (sequence numbers are given
@@ -13,7 +14,8 @@
  * writes it, fdatasyncs it (always) and wakes the loop (uv_async_t), where held responses
  * leave. With everysec the writer only writes (letting records gather GATHER_MS first) and
  * a syncer thread fdatasyncs once a second. A compaction (persist_snapshot.c) asks the
- * writer to rotate: close the log and start the next one.
+ * writer to rotate: close the log and start the next one. The threads are started and
+ * stopped by persist.c.
  *
  * Failure modes (a full disk, a file size limit, an I/O error): a failed write is cut back
  * (ftruncate) to the last whole record, so that the log never ends in a half record, and
@@ -265,7 +267,7 @@ static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf
 
 /* The writer thread: writes records as they come, fsyncs by the mode, rotates logs; after
  * a failed write (everysec, no) tries again once a second. */
-static void *writer_main(void *arg)
+void *persist_writer_main(void *arg)
 {
 	ta_persist *p = arg;
 	uint8_t *wbuf = NULL;
@@ -380,7 +382,7 @@ static void *writer_main(void *arg)
  * that a slow fsync never holds records back in memory, where a kill -9 would lose them.
  * Then, in both modes, records in the logmark the length of the log now durable (with
  * always the writer counts a write only once it is fdatasynced). */
-static void *syncer_main(void *arg)
+void *persist_syncer_main(void *arg)
 {
 	ta_persist *p = arg;
 	pthread_mutex_lock(&p->mu);
@@ -804,147 +806,4 @@ void ta_persist_detach(ta_persist *p)
 	pthread_mutex_unlock(&p->mu);
 	if (was)
 		uv_close((uv_handle_t *)&p->async, NULL);
-}
-
-ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_settings *set,
-                           const ta_persist_host *host, ta_error *err)
-{
-	*out = NULL;
-	ta_persist *p = calloc(1, sizeof(*p));
-	if (!p)
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	p->dir_fd = p->lock_fd = p->log_fd = p->mark_fd = -1;
-	p->mode = set->mode;
-	p->compact_size = set->compact_size;
-	p->compact_at = set->compact_size;
-	p->accept_log_loss = set->accept_log_loss;
-	p->buf_max = TA_PERSIST_DEFAULT_BUFFER_MAX;
-	p->registry = host->registry;
-	p->backend = host->backend;
-	p->replay = host->replay;
-	p->replay_arg = host->replay_arg;
-	p->dir = strdup(dir);
-	atomic_init(&p->durable_seq, 0);
-	atomic_init(&p->failed, false);
-	int rc = 0;
-	for (int s = 0; rc == 0 && s < TA_PERSIST_STRIPES; s++)
-		if (pthread_mutex_init(&p->stripes[s].mu, NULL) != 0 ||
-		    pthread_cond_init(&p->stripes[s].cond, NULL) != 0)
-			rc = -1;
-	pthread_condattr_t cattr;
-	bool cattr_ok = rc == 0 && pthread_condattr_init(&cattr) == 0 &&
-	                pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) == 0;
-	if (!p->dir || !cattr_ok || pthread_mutex_init(&p->mu, NULL) != 0 ||
-	    pthread_mutex_init(&p->snap_mu, NULL) != 0 ||
-	    pthread_mutex_init(&p->mark_mu, NULL) != 0 ||
-	    pthread_cond_init(&p->wake, &cattr) != 0 || pthread_cond_init(&p->rotated, NULL) != 0 ||
-	    pthread_cond_init(&p->snap_cond, NULL) != 0 ||
-	    pthread_cond_init(&p->drained, NULL) != 0 ||
-	    pthread_cond_init(&p->sync_cond, &cattr) != 0) {
-		/* a failed start exits the daemon: the primitives are not torn down */
-		free(p->dir);
-		free(p);
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-		                    "cannot initialise the persistence locks");
-	}
-	pthread_condattr_destroy(&cattr);
-	ta_status st = persist_recover(p, err);
-	if (st == TA_OK) {
-		rc = pthread_create(&p->writer, NULL, writer_main, p);
-		if (rc == 0)
-			p->writer_started = true;
-		else
-			st = ta_error_set(err, TA_INTERNAL, "cannot start the log writer: %s",
-			                  strerror(rc));
-	}
-	if (st == TA_OK && p->mode != TA_FSYNC_NO) {
-		rc = pthread_create(&p->syncer, NULL, syncer_main, p);
-		if (rc == 0)
-			p->syncer_started = true;
-		else
-			st = ta_error_set(err, TA_INTERNAL, "cannot start the fsync thread: %s",
-			                  strerror(rc));
-	}
-	if (st == TA_OK && p->compact_size) {
-		rc = pthread_create(&p->compactor, NULL, persist_compactor_main, p);
-		if (rc == 0)
-			p->compactor_started = true;
-		else
-			st = ta_error_set(err, TA_INTERNAL, "cannot start the compactor: %s",
-			                  strerror(rc));
-	}
-	if (st != TA_OK) {
-		ta_persist_close(p);
-		return st;
-	}
-	p->started = true;
-	if (p->loss_accepted) {
-		/* a snapshot now, so that the next start finds no loss to accept again */
-		ta_persist_snapinfo info;
-		ta_error serr = {0};
-		if (ta_persist_snapshot(p, &info, &serr) != TA_OK)
-			ta_log(
-			    TA_LOG_ERR,
-			    "data directory %s: the snapshot after the accepted loss failed: %s; "
-			    "the next start will find the loss again",
-			    p->dir, serr.msg);
-	}
-	*out = p;
-	return TA_OK;
-}
-
-void ta_persist_close(ta_persist *p)
-{
-	if (!p)
-		return;
-	pthread_mutex_lock(&p->mu);
-	p->stop = true;
-	pthread_cond_broadcast(&p->wake);
-	pthread_cond_broadcast(&p->snap_cond);
-	pthread_cond_broadcast(&p->sync_cond);
-	pthread_cond_broadcast(&p->drained);
-	pthread_mutex_unlock(&p->mu);
-	if (p->syncer_started)
-		pthread_join(p->syncer, NULL);
-	if (p->compactor_started)
-		pthread_join(p->compactor, NULL);
-	if (p->writer_started)
-		pthread_join(p->writer, NULL);
-	if (p->log_fd >= 0) {
-		bool whole = p->started && !atomic_load(&p->failed);
-		if (whole && fdatasync(p->log_fd) != 0) {
-			ta_log(TA_LOG_ERR, "cannot fsync the log in %s: %s", p->dir,
-			       strerror(errno));
-			whole = false;
-		}
-		/* a clean stop: the logmark covers every record */
-		int e =
-		    whole ? persist_mark_write(p, p->log_first, p->log_bytes, p->written_seq, false)
-		          : 0;
-		if (e != 0)
-			ta_log(TA_LOG_ERR, "cannot write the logmark in %s: %s", p->dir,
-			       strerror(e));
-		close(p->log_fd);
-	}
-	if (p->mark_fd >= 0)
-		close(p->mark_fd);
-	if (p->lock_fd >= 0)
-		close(p->lock_fd);
-	if (p->dir_fd >= 0)
-		close(p->dir_fd);
-	for (int s = 0; s < TA_PERSIST_STRIPES; s++) {
-		pthread_mutex_destroy(&p->stripes[s].mu);
-		pthread_cond_destroy(&p->stripes[s].cond);
-	}
-	pthread_mutex_destroy(&p->mu);
-	pthread_mutex_destroy(&p->snap_mu);
-	pthread_mutex_destroy(&p->mark_mu);
-	pthread_cond_destroy(&p->wake);
-	pthread_cond_destroy(&p->rotated);
-	pthread_cond_destroy(&p->snap_cond);
-	pthread_cond_destroy(&p->sync_cond);
-	pthread_cond_destroy(&p->drained);
-	free(p->buf);
-	free(p->dir);
-	free(p);
 }

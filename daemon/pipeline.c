@@ -1,9 +1,8 @@
 /* pipeline.c: one request frame in, one response frame out (see dispatch.h): decode (the
  * data plane with codec.c, the control plane with wirecheck.c and protobuf-c), hand over
- * to handle (handlers.c), reply (the data plane and every error with codec.c's writer, the
- * control plane's bodies with protobuf-c), count; a pipelined run's small plans grouped
- * and applied together (ta_backend_apply_many); a connection's repeated request run from
- * its kept plan (repeat.h), a cache in front of the decoder. */
+ * to handle (handlers.c), answer and count (reply.c); a pipelined run's small plans
+ * collected into a group (applied together by reply.c's group_flush); a connection's
+ * repeated request run from its kept plan (repeat.h), a cache in front of the decoder. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -19,77 +18,6 @@
 #include "ta_frame.h"
 #include "wirecheck.h"
 
-/* Fills the response of an applied plan (kind: where its values go). */
-void plan_body(resp_ctx *rc, const ta_plan *plan, const ta_result *result, out_kind kind)
-{
-	ta_reply_msg *m = &rc->msg;
-	bool old_shared = plan->want_old && rc->old_into; /* written into a shared buffer */
-	m->status = TA_OK;
-	m->message = NULL;
-	m->body = kind == OUT_OP ? TA_BODY_OP : TA_BODY_DATA;
-	m->has_old = plan->want_old;
-	m->dtype = plan->want_old ? (int32_t)plan->dtype : 0;
-	m->rank = plan->want_old ? (size_t)plan->rank : 0;
-	for (size_t a = 0; a < m->rank; a++)
-		rc->data_shape[a] = plan->shape[a];
-	m->shape = rc->data_shape;
-	m->data = old_shared ? NULL : rc->old_buf;
-	m->len = plan->want_old && !old_shared
-	             ? (size_t)((uint64_t)plan->count * ta_dtype_size(plan->dtype))
-	             : 0;
-	m->skipped = kind == OUT_OP ? result->skipped : 0;
-	m->applied = kind == OUT_OP ? result->applied : 0;
-}
-
-/* Appends the short RESOURCE_EXHAUSTED answer of request id to out when its response could
- * not be appended (r: -1, over the frame limit, size bytes; -2: out of memory); was_ok:
- * the response was an OK one (one more error). Returns close_after, or true when not even
- * that could be appended. */
-static bool append_fallback(ta_service *svc, uint64_t id, int r, size_t size, bool was_ok,
-                            bool close_after, ta_frame_buf *out)
-{
-	char msg[256];
-	if (r == -1)
-		snprintf(msg, sizeof(msg),
-		         "the response needs %zu bytes, over the frame limit of %" PRIu32
-		         " bytes (max_frame)",
-		         size, svc->max_frame);
-	else
-		snprintf(msg, sizeof(msg), "out of memory encoding a response of %zu bytes", size);
-	ta_reply_msg small = {.id = id, .status = TA_RESOURCE_EXHAUSTED, .message = msg};
-	if (was_ok) /* an answer that became an error */
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1,
-		                          memory_order_relaxed);
-	if (ta_codec_append(&small, svc->max_frame, out, NULL) != 0) {
-		ta_log(TA_LOG_ERR, "cannot encode a response: out of memory");
-		return true;
-	}
-	return close_after;
-}
-
-/* Appends rc's response to out: a control-plane body through protobuf-c (rc->ctl), anything
- * else through the codec (rc->msg). Returns close_after, or true when nothing could be
- * appended. */
-static bool append_reply(resp_ctx *rc, ta_frame_buf *out)
-{
-	ta_service *svc = rc->svc;
-	size_t size = 0;
-	int r;
-	bool was_ok;
-	if (rc->ctl) {
-		r = ta_frame_append(&rc->ctl->resp.base, svc->max_frame, out);
-		if (r != 0)
-			size = protobuf_c_message_get_packed_size(&rc->ctl->resp.base);
-		was_ok = rc->ctl->resp.status == TILEATOM__STATUS__OK;
-	} else {
-		r = ta_codec_append(&rc->msg, svc->max_frame, out, &size);
-		was_ok = rc->msg.status == TA_OK;
-	}
-	if (r == 0)
-		return rc->close_after;
-	return append_fallback(svc, rc->id, r, size, was_ok, rc->close_after, out);
-}
-
 /* Hands the bytes of buf over to a ta_reply. */
 static void reply_from_buf(ta_frame_buf *buf, bool close_after, ta_reply *out)
 {
@@ -98,16 +26,6 @@ static void reply_from_buf(ta_frame_buf *buf, bool close_after, ta_reply *out)
 	out->close_after = close_after;
 	if (!out->frame)
 		out->len = 0;
-}
-
-bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, const char *msg,
-                              bool close_after, ta_frame_buf *out)
-{
-	ta_reply_msg m = {.id = id, .status = (int32_t)code, .message = msg};
-	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1, memory_order_relaxed);
-	size_t size = 0;
-	int r = ta_codec_append(&m, svc->max_frame, out, &size);
-	return r == 0 ? close_after : append_fallback(svc, id, r, size, false, close_after, out);
 }
 
 void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
@@ -171,68 +89,6 @@ static void metrics_start(resp_ctx *rc, size_t payload_len)
 	rc->bytes_in = payload_len;
 	if (rc->svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &rc->t0);
-}
-
-/* Turns handle's outcome st into the response of rc (the error fields when st is not OK),
- * appends it to out, counts it (metrics) and frees rc's allocations; returns close_after. */
-static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out)
-{
-	size_t out_before = out->len;
-	if (st != TA_OK) {
-		if (rc->err.code == TA_OK) /* a path that forgot its message */
-			ta_error_set(&rc->err, st, "%s failed", ta_status_name(st));
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1,
-		                          memory_order_relaxed);
-		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", rc->id,
-		       ta_req_name(rc->req_kind), ta_status_name(st), rc->err.msg);
-		if (rc->ctl && rc->ctl->resp.body_case == TILEATOM__RESPONSE__BODY_HELLO) {
-			/* a refused Hello still says which version the daemon speaks */
-			rc->ctl->resp.status = (Tileatom__Status)st;
-			rc->ctl->resp.message = rc->err.msg;
-		} else {
-			rc->ctl = NULL;
-			rc->msg = (ta_reply_msg){
-			    .id = rc->id, .status = (int32_t)st, .message = rc->err.msg};
-		}
-	}
-	rc->msg.id = rc->id;
-	bool close_after = append_reply(rc, out);
-	if (rc->hold_in && st == TA_OK)
-		held_add(svc, rc->hold_in, rc->req_kind, rc->elements, rc->bytes_in,
-		         out->len - out_before);
-	else
-		ta_metrics_record(&svc->metrics, rc->req_kind, st != TA_OK, rc->elements,
-		                  rc->bytes_in, out->len - out_before,
-		                  ta_metrics_since(svc->time_requests, &rc->t0));
-	resp_ctx_free(rc);
-	return close_after;
-}
-
-void group_flush(dispatch_group *g)
-{
-	if (g->n == 0)
-		return;
-	ta_service *svc = g->svc;
-	for (int i = 0; i < g->n; i++) {
-		resp_ctx *rc = &g->rcs[i];
-		g->calls[i] = (ta_apply_call){rc->held->mem, (size_t)rc->held->bytes,
-		                              &rc->plan,     &g->results[i],
-		                              &rc->err,      TA_OK};
-	}
-	ta_backend_apply_many(svc->backend, g->calls, (size_t)g->n);
-	for (int i = 0; i < g->n; i++) {
-		resp_ctx *rc = &g->rcs[i];
-		ta_status st = g->calls[i].status;
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements,
-		                          (uint64_t)rc->plan.count, memory_order_relaxed);
-		rc->elements = (uint64_t)rc->plan.count;
-		if (st == TA_OK)
-			plan_body(rc, &rc->plan, &g->results[i], rc->kind);
-		ta_tile_unref(rc->held);
-		if (finish_reply(svc, rc, st, g->out))
-			g->close_after = true;
-	}
-	g->n = 0;
 }
 
 /* ta_dispatch_run_session for a request of a run with a group: a small plan joins the group

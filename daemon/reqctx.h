@@ -112,9 +112,13 @@ struct dispatch_group {
 	ta_result results[TA_DISPATCH_GROUP];     /* their counts */
 };
 
-/* pipeline.c: applies the collected plans of g together and appends their responses in
+/* reply.c: applies the collected plans of g together and appends their responses in
  * order. */
 void group_flush(dispatch_group *g);
+/* reply.c: turns handle's outcome st into the response of rc (the error fields when st is
+ * not OK), appends it to out, counts it (metrics) and frees rc's allocations; returns
+ * close_after. */
+bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out);
 
 /* Looks up the tile a request names (through the thread's cache of its last lookup). */
 static inline ta_status get_tile(resp_ctx *rc, const char *name, ta_tile **tile)
@@ -128,9 +132,9 @@ static inline ta_status get_tile(resp_ctx *rc, const char *name, ta_tile **tile)
  * and the log record of a mutation that succeeded. Fills rc->msg (data plane), rc->ctl
  * (control plane) or rc->err. */
 ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request *req);
-/* pipeline.c: fills the response of an applied plan (kind: where its values go). */
+/* reply.c: fills the response of an applied plan (kind: where its values go). */
 void plan_body(resp_ctx *rc, const ta_plan *plan, const ta_result *result, out_kind kind);
-/* handlers.c: frees what a resp_ctx allocated (only a list does). */
+/* reply.c: frees what a resp_ctx allocated (only a list does). */
 void resp_ctx_free(resp_ctx *rc);
 
 /* logged.c: with --data-dir, takes the mutation lock of name (NULL: every stripe) for a
