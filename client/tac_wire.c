@@ -608,23 +608,7 @@ AI bool rd_size(const uint8_t **p, const uint8_t *end, size_t *n)
  * (p by value: the decoders' cursors stay in registers). */
 static const uint8_t *skip_field(const uint8_t *p, const uint8_t *end, uint32_t key)
 {
-	uint64_t v;
-	size_t n;
-	switch (key & 7u) {
-	case PROTOBUF_C_WIRE_TYPE_VARINT:
-		return rd_varint(&p, end, &v) ? p : NULL;
-	case PROTOBUF_C_WIRE_TYPE_64BIT:
-		n = 8;
-		break;
-	case PROTOBUF_C_WIRE_TYPE_32BIT:
-		n = 4;
-		break;
-	case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED:
-		return rd_len(&p, end, &n) ? p + n : NULL;
-	default:
-		return NULL;
-	}
-	return (size_t)(end - p) >= n ? p + n : NULL;
+	return rd_skip(&p, end, key & 7u) ? p : NULL;
 }
 
 /* Reads an enum the way protobuf-c keeps it whole (at most 5 bytes, 0..INT32_MAX). */

@@ -111,28 +111,7 @@ static void problem(dec *d, const char *fmt, const char *a, const char *b)
  * and unknown wire types too: protobuf-c does not take them). */
 static bool skip_value(rd *r)
 {
-	uint64_t v;
-	size_t n;
-	switch (r->wire) {
-	case PROTOBUF_C_WIRE_TYPE_VARINT:
-		return rd_varint(&r->p, r->end, &v);
-	case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED:
-		if (!rd_len(&r->p, r->end, &n))
-			return false;
-		break;
-	case PROTOBUF_C_WIRE_TYPE_64BIT:
-		n = 8;
-		break;
-	case PROTOBUF_C_WIRE_TYPE_32BIT:
-		n = 4;
-		break;
-	default:
-		return false;
-	}
-	if ((size_t)(r->end - r->p) < n)
-		return false;
-	r->p += n;
-	return true;
+	return rd_skip(&r->p, r->end, r->wire);
 }
 
 /* Reads keys until one of a field the table knows (or any, with r->unknown: then *slot may

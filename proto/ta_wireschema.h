@@ -199,6 +199,34 @@ static inline bool rd_len(const uint8_t **p, const uint8_t *end, size_t *len)
 	return true;
 }
 
+/* Skips the value of a field of wire type wire at *p (advancing it); false when malformed,
+ * groups and unknown wire types included (protobuf-c takes none). */
+static inline bool rd_skip(const uint8_t **p, const uint8_t *end, unsigned wire)
+{
+	uint64_t v;
+	size_t n;
+	switch (wire) {
+	case PROTOBUF_C_WIRE_TYPE_VARINT:
+		return rd_varint(p, end, &v);
+	case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED:
+		if (!rd_len(p, end, &n))
+			return false;
+		break;
+	case PROTOBUF_C_WIRE_TYPE_64BIT:
+		n = 8;
+		break;
+	case PROTOBUF_C_WIRE_TYPE_32BIT:
+		n = 4;
+		break;
+	default:
+		return false;
+	}
+	if ((size_t)(end - *p) < n)
+		return false;
+	*p += n;
+	return true;
+}
+
 /* Reads a varint that protobuf-c would keep whole in a 32-bit field: at most 5 bytes, value
  * at most max. */
 static inline bool rd_small(const uint8_t **p, const uint8_t *end, uint64_t max, uint64_t *out)
