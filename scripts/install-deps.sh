@@ -1,29 +1,44 @@
 #!/usr/bin/env bash
 # scripts/install-deps.sh: installs the Debian 12 packages tileatom needs to build and test,
 # skipping those already installed. Uses sudo when not run as root.
+#   (no option)  what building, running and testing need: README's test command and .ci/run
+#                (Check for make check; clang and libclang-rt for make check-fuzz's libFuzzer
+#                target, about 500 MB together)
+#   --demo   only what building and running tileatom need (scripts/demo.sh): no Check,
+#            no clang; configure then builds no test suites and make check-fuzz is unavailable
 #   --bench  also installs what benchmarks/vs-redis and benchmarks/plot-throughput use
 #            (redis-server, redis-tools, gnuplot-nox; redis is not started or enabled
 #            as a service: vs-redis starts its own on a private socket) and what
 #            benchmarks/hist-vs-numpy compares with (python3-numpy).
 set -euo pipefail
-pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
-      protobuf-c-compiler check libsubunit-dev libinih-dev
-      libjson-c-dev libmicrohttpd-dev libssl-dev libxxhash-dev
-      clang libclang-rt-dev"
+# What the build and the daemon need (configure's required libraries and tools).
+build_pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
+      protobuf-c-compiler libinih-dev libjson-c-dev libmicrohttpd-dev libssl-dev libxxhash-dev"
+# What the tests add: Check (and its subunit library) for make check, clang and its
+# runtime libraries (libFuzzer, the sanitizers) for make check-fuzz.
+test_pkgs="check libsubunit-dev clang libclang-rt-dev"
+usage="usage: install-deps.sh [--demo] [--bench]"
 bench=0
+demo=0
 for arg in "$@"; do
 	case "$arg" in
 	--bench) bench=1 ;;
+	--demo) demo=1 ;;
 	-h | --help)
-		echo "Usage: bash scripts/install-deps.sh [--bench]"
+		echo "Usage: bash scripts/install-deps.sh [--demo] [--bench]"
+		echo "  (no option)  build, run and test (make check, make check-fuzz, make distcheck)"
+		echo "  --demo       build and run only (scripts/demo.sh): no Check, no clang"
+		echo "  --bench      also redis, gnuplot and numpy for benchmarks/"
 		exit 0
 		;;
 	*)
-		echo "install-deps: unknown option $arg (usage: install-deps.sh [--bench])" >&2
+		echo "install-deps: unknown option $arg ($usage)" >&2
 		exit 2
 		;;
 	esac
 done
+pkgs="$build_pkgs"
+[ "$demo" -eq 1 ] || pkgs="$pkgs $test_pkgs"
 [ "$bench" -eq 1 ] && pkgs="$pkgs redis-server redis-tools gnuplot-nox python3-numpy"
 missing=""
 for p in $pkgs; do
