@@ -78,7 +78,7 @@ done
 	expect demo_bench no $testing
 	expect demo_bench yes $bench
 }
-n_build=$(echo $build | wc -w)
+n_build=$(echo "$build" | wc -w)
 n_demo=$(wc -l <"$tmp/demo.pkgs")
 [ "$n_demo" -eq "$n_build" ] ||
 	{ echo "check_install_deps: --demo installs $n_demo packages, expected the $n_build build ones" >&2; fail=1; }
