@@ -1050,10 +1050,12 @@ START_TEST(test_sigterm_under_load)
 	/* Clients that read their answers: the daemon finishes what it has and exits at
 	 * once, long before the 30 s shutdown timeout. */
 	long long took = sigterm_under_load(false, "30");
-	ck_assert_msg(took < 5000, "stop took %lld ms", took);
+	/* the bounds tell a stop that waited for the 30 s timeout (or hung) from one that did
+	 * not, with room for a machine many times slower than the 2-CPU one */
+	ck_assert_msg(took < 20000, "stop took %lld ms", took);
 	/* Clients that do not read: the 1 s shutdown timeout closes them. */
 	took = sigterm_under_load(true, "1");
-	ck_assert_msg(took >= 900 && took < 6000, "stop took %lld ms", took);
+	ck_assert_msg(took >= 900 && took < 20000, "stop took %lld ms", took);
 }
 END_TEST
 
@@ -1469,7 +1471,9 @@ START_TEST(test_frame_and_idle_timeouts)
 	tileatom__response__free_unpacked(resp, NULL);
 	ck_assert(at_eof(slow));
 	close(slow);
-	ck_assert_msg(waited >= 300 && waited < 5000, "closed after %lld ms", waited);
+	/* the upper bounds here only catch a timeout that never fires: generous, so that a
+	 * slow or busy machine passes */
+	ck_assert_msg(waited >= 300 && waited < 15000, "closed after %lld ms", waited);
 
 	/* slowloris: a byte every 50 ms does not keep the frame alive */
 	slow = connect_unix(d.sock);
@@ -1490,7 +1494,7 @@ START_TEST(test_frame_and_idle_timeouts)
 	}
 	waited = now_ms() - t0;
 	ck_assert(closed);
-	ck_assert_msg(waited >= 300 && waited < 5000, "slowloris closed after %lld ms", waited);
+	ck_assert_msg(waited >= 300 && waited < 15000, "slowloris closed after %lld ms", waited);
 	resp = recv_response(slow);
 	ck_assert_ptr_nonnull(resp);
 	ck_assert_int_eq(resp->status, TILEATOM__STATUS__UNAVAILABLE);
@@ -1516,7 +1520,7 @@ START_TEST(test_frame_and_idle_timeouts)
 	tileatom__response__free_unpacked(resp, NULL);
 	ck_assert(at_eof(idle));
 	close(idle);
-	ck_assert_msg(waited >= 900 && waited < 6000, "idle closed after %lld ms", waited);
+	ck_assert_msg(waited >= 900 && waited < 15000, "idle closed after %lld ms", waited);
 	ping_ok(good, 500);
 	close(good);
 	int status = stop_daemon(&d);
