@@ -1658,44 +1658,75 @@ START_TEST(test_slot_freed_while_request_runs)
 }
 END_TEST
 
+/* Sends add requests ids first..first+k-1 over the first n elements of float32 tile name
+ * on fd, then the first 5 bytes of ping id ping_id (a partial frame behind them); reads
+ * their k answers (each OK) and returns the milliseconds from the first send to the last
+ * answer; the partial frame waits in the daemon all that time. */
+static long long adds_before_partial_ping(int fd, uint64_t first, int k, const char *name,
+                                          int64_t n, const uint8_t *ping)
+{
+	long long t0 = now_ms();
+	for (int i = 0; i < k; i++)
+		send_add_n_dtype(fd, first + (uint64_t)i, name, n, TILEATOM__DTYPE__FLOAT32);
+	ck_assert(send_all(fd, ping, 5)); /* the ping's prefix and one byte */
+	for (int i = 0; i < k; i++) {
+		Tileatom__Response *resp = recv_response(fd);
+		ck_assert_ptr_nonnull(resp);
+		ck_assert_uint_eq(resp->id, first + (uint64_t)i);
+		ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+		tileatom__response__free_unpacked(resp, NULL);
+	}
+	return now_ms() - t0;
+}
+
 START_TEST(test_frame_clock_held_by_daemon)
 {
-	/* a partial frame behind a request that runs longer than frame_timeout: the daemon
-	 * holds the connection up, so its clock waits (CPU backend: on a GPU the add is too
-	 * quick to outlast the timeout) */
+	/* a partial frame behind requests that run longer than frame_timeout: the daemon
+	 * holds the connection up, so its clock waits (CPU backend: on a GPU the adds are too
+	 * quick to outlast the timeout). Sized for the machine, not timed against it: the
+	 * timeout is 1 s, so that the client has that long to send the rest of the frame once
+	 * the last answer came (a 50 ms timeout failed on a loaded 2-CPU machine whose
+	 * client thread waited longer than that for a CPU), and the number of adds in front of
+	 * the partial frame is chosen from one add's time on this machine and doubled until
+	 * they ran for more than twice the timeout (else this proved nothing). */
 	daemon_proc d;
 	const char *const extra[] = {
-	    "--frame-timeout", "50ms", "--workers", "1", "--cpu-threads", "1", "--inline-max", "0",
-	    "--backend",       "cpu",  NULL};
+	    "--frame-timeout", "1s",  "--workers", "1", "--cpu-threads", "1", "--inline-max", "0",
+	    "--backend",       "cpu", NULL};
 	start_daemon(&d, extra);
-	/* 256 MiB of float32: a float add is a compare-and-swap loop per element, several
-	 * times slower than an integer add on the CPU backend's fast path (an int32 add of
-	 * this size took 176 ms on the 2-CPU machine, too close to the timeout) */
-	const int64_t big = INT64_C(64) << 20;
+	/* 64 MiB of float32: a float add is a compare-and-swap loop per element, several
+	 * times slower than an integer add on the CPU backend's fast path (about 50 ms on the
+	 * idle 2-CPU machine) */
+	const int64_t n = INT64_C(16) << 20;
 	int x = connect_unix(d.sock);
-	create_tile_dtype(x, "big", big, TILEATOM__DTYPE__FLOAT32);
+	create_tile_dtype(x, "big", n, TILEATOM__DTYPE__FLOAT32);
 	uint8_t ping[64];
 	size_t plen = 0;
 	append_ping(ping, sizeof(ping), &plen, 31);
 	long long t0 = now_ms();
-	send_add_n_dtype(x, 30, "big", big, TILEATOM__DTYPE__FLOAT32);
-	ck_assert(send_all(x, ping, 5)); /* the ping's prefix and one byte */
+	send_add_n_dtype(x, 29, "big", n, TILEATOM__DTYPE__FLOAT32);
 	Tileatom__Response *resp = recv_response(x);
-	long long ran = now_ms() - t0;
+	long long one = now_ms() - t0;
 	ck_assert_ptr_nonnull(resp);
-	ck_assert_uint_eq(resp->id, 30);
 	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
 	tileatom__response__free_unpacked(resp, NULL);
-	ck_assert(send_all(x, ping + 5, plen - 5));
-	resp = recv_response(x);
-	ck_assert_ptr_nonnull(resp);
-	ck_assert_uint_eq(resp->id, 31);
-	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
-	tileatom__response__free_unpacked(resp, NULL);
-	/* the add must have outlasted the timeout twice over (the sweep runs every 12.5 ms
-	 * for a 50 ms timeout), else this proved nothing; on an idle 2-CPU machine it takes
-	 * about 190 ms */
-	ck_assert_msg(ran > 100, "the add took only %lld ms", ran);
+	int k = (int)(3000 / (one > 0 ? one : 1)) + 1; /* about 3 s of adds */
+	if (k > 256)
+		k = 256;
+	long long ran = 0;
+	uint64_t id = 100;
+	for (int attempt = 0; attempt < 4 && ran <= 2000; attempt++) {
+		ran = adds_before_partial_ping(x, id, k, "big", n, ping);
+		id += (uint64_t)k;
+		ck_assert(send_all(x, ping + 5, plen - 5));
+		resp = recv_response(x);
+		ck_assert_ptr_nonnull(resp);
+		ck_assert_uint_eq(resp->id, 31);
+		ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+		tileatom__response__free_unpacked(resp, NULL);
+		k *= 2;
+	}
+	ck_assert_msg(ran > 2000, "the adds in front of the partial frame ran only %lld ms", ran);
 	close(x);
 	int status = stop_daemon(&d);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
