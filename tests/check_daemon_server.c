@@ -872,7 +872,7 @@ START_TEST(test_connection_limit)
 	close(a);
 	/* Once a is gone a new client gets in (the close may take a moment to be seen). */
 	bool in = false;
-	for (int tries = 0; tries < 200 && !in; tries++) {
+	for (int tries = 0; tries < 2000 && !in; tries++) { /* 20 s: for a busy machine */
 		int e = connect_unix(d.sock);
 		if (e < 0) {
 			usleep(10000);
@@ -1251,7 +1251,7 @@ static int connect_tcp_logged(const daemon_proc *d)
 {
 	char *err = NULL;
 	const char *at = NULL;
-	for (int tries = 0; tries < 500 && !at; tries++) {
+	for (int tries = 0; tries < 2000 && !at; tries++) { /* 20 s: for a busy machine */
 		free(err);
 		err = slurp(d->err_path);
 		at = strstr(err, "listening on tcp:127.0.0.1:");
@@ -1549,7 +1549,7 @@ START_TEST(test_refusals_logged_once)
 	const char *const extra[] = {"--max-connections", "1", NULL};
 	start_daemon(&d, extra);
 	int a = -1;
-	for (int tries = 0; tries < 500 && a < 0; tries++) { /* the start probe may linger */
+	for (int tries = 0; tries < 2000 && a < 0; tries++) { /* the start probe may linger */
 		a = connect_unix(d.sock);
 		if (a < 0)
 			usleep(10000);
@@ -1647,7 +1647,7 @@ START_TEST(test_slot_freed_while_request_runs)
 	close(a); /* a reset: the peer is gone at once */
 	/* a's slot is free although its request is still queued on the executor */
 	int b = -1;
-	for (int tries = 0; tries < 200 && b < 0; tries++) {
+	for (int tries = 0; tries < 2000 && b < 0; tries++) { /* 10 s: for a busy machine */
 		b = connect_unix(d.sock);
 		if (b < 0)
 			usleep(5000);
