@@ -13,7 +13,7 @@ CLIENT_LIB_SOURCES = \
 	client/tac_conn.c client/tac_codec.c client/tac_api.c client/tac_util.c \
 	client/tac_text.c client/tac_split.c client/tac_shm.c client/tac_cuptr.c \
 	client/tac_call.c \
-	client/tac_fastwire.c client/tac_fastwire.h $(PROTO_SOURCES) $(AUTH_SOURCES)
+	client/tac_wire.c client/tac_wire.h $(PROTO_SOURCES) $(AUTH_SOURCES)
 
 client_libtileatom_client_la_SOURCES = $(CLIENT_LIB_SOURCES)
 nodist_client_libtileatom_client_la_SOURCES = $(nodist_PROTO_SOURCES)

@@ -5,10 +5,9 @@
  * shared memory, else sent in parts by tac_split.c (pipelined ones too, collected as one
  * merged response). The pipelined calls stop after the submit, which leaves the request in the
  * connection's output buffer (tac_conn.c writes it out when it fills up, at the next collect or
- * flush, or on close); the hot ones (small element-wise, indexed and atomic_at requests over
- * a whole tile) are written there directly from their arguments (submit_direct), without a
- * protobuf-c message, and one of the same shape as the connection's previous such request
- * as that request's bytes with the new id and data (its template, tac_fw_template_match);
+ * flush, or on close); a small element-wise, indexed or atomic_at request over a whole tile
+ * with the key of the connection's previous such request is written as that request's
+ * bytes with the new id and data (its template, submit_cached) without being built again;
  * tileatom_collect() does the rest in order. Responses are kept in
  * client->last so that collected pointers stay valid until the next call on the same
  * client. */
@@ -809,46 +808,29 @@ int tileatom_submit_write(tileatom_client *client, const char *tile, const tilea
 	return submit(client, &m, tac_build_write(&m, tile, region, values, err), id, err);
 }
 
-/* The direct path of the pipelined atomic submits: a request over the whole tile with
- * small operands (tac_direct_describe), on a connection where nothing would rewrite it (no
- * shared or staging buffer, no device-pointer lookup due), is written straight into the
- * output buffer without building its protobuf-c message (tac_fastwire_write_atomic: the
- * same bytes). *taken false: the caller goes the general way, which reports any error. */
+/* The template path of the pipelined atomic submits: a call with the key of the
+ * connection's template (tac_tpl_match: the previous small request over a whole tile, with
+ * the same tile, op, options, dtypes and shapes), on a connection where nothing would
+ * rewrite it (no shared or staging buffer, no device-pointer lookup due), is written as the
+ * template's bytes with its id and data (what building and writing it would give). *taken
+ * false: the caller builds it and the writer writes it. */
 static inline __attribute__((always_inline)) int
-submit_direct(tileatom_client *c, tileatom_request_kind kind, const char *tile, tileatom_op op,
+submit_cached(tileatom_client *c, tileatom_request_kind kind, const char *tile, tileatom_op op,
               const tileatom_region *region, int n_index, const tileatom_array *indices, bool flat,
               const tileatom_array *values, const tileatom_array *compare,
               const tileatom_op_options *opts, bool *taken, uint64_t *id, tileatom_error *err)
 {
 	*taken = false;
-	if (c->nbufs > 0 || c->staging || tac_cuptr_count(c) > 0)
+	if (c->nbufs > 0 || c->staging || tac_cuptr_count(c) > 0 ||
+	    !tac_tpl_match(&c->tpl, kind, tile, op, region, n_index, indices, flat, values, compare,
+	                   opts) ||
+	    (c->cuptr_min > 0 && c->tpl.most >= c->cuptr_min))
 		return TILEATOM_OK;
-	if (tac_fw_template_match(&c->tpl, kind, tile, op, region, n_index, indices, flat, values,
-	                          compare, opts)) { /* the last one's shape: only data differ */
-		if (c->cuptr_min > 0 && c->tpl.most >= c->cuptr_min)
-			return TILEATOM_OK;
-		if (id)
-			*id = 0;
-		c->old_from = NULL;
-		return tac_conn_submit_template(c, indices, values, compare, c->io_timeout_ms,
-		                                taken, id, err);
-	}
-	tac_fw_atomic d;
-	if (!tac_direct_describe(&d, kind, tile, op, region, n_index, indices, flat, values,
-	                         compare, opts))
-		return TILEATOM_OK;
-	if (c->cuptr_min > 0) { /* tac_cuptr_prepare would ask about none of them */
-		size_t most = d.values_bytes > d.compare_bytes ? d.values_bytes : d.compare_bytes;
-		for (int i = 0; i < d.n_index; i++)
-			if (d.index_bytes[i] > most)
-				most = d.index_bytes[i];
-		if (most >= c->cuptr_min)
-			return TILEATOM_OK;
-	}
 	if (id)
 		*id = 0;
 	c->old_from = NULL; /* as tac_shm_rewrite */
-	return tac_conn_submit_atomic(c, &d, c->io_timeout_ms, taken, id, err);
+	return tac_conn_submit_template(c, indices, values, compare, c->io_timeout_ms, taken, id,
+	                                err);
 }
 
 /* Submits a built atomic request (rc: the builder's result) that fits one frame, with its
@@ -902,7 +884,7 @@ int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tilea
 {
 	REQUIRE_CLIENT(client, err);
 	bool taken;
-	int rc = submit_direct(client, TILEATOM_REQ_ELEMENTWISE, tile, op, region, 0, NULL, false,
+	int rc = submit_cached(client, TILEATOM_REQ_ELEMENTWISE, tile, op, region, 0, NULL, false,
 	                       values, compare, opts, &taken, id, err);
 	if (taken)
 		return rc;
@@ -940,7 +922,7 @@ int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_
 {
 	REQUIRE_CLIENT(client, err);
 	bool taken;
-	int rc = submit_direct(client, TILEATOM_REQ_INDEXED, tile, op, region, n_index, indices,
+	int rc = submit_cached(client, TILEATOM_REQ_INDEXED, tile, op, region, n_index, indices,
 	                       flat, values, compare, opts, &taken, id, err);
 	if (taken)
 		return rc;
@@ -963,7 +945,7 @@ int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileato
 {
 	REQUIRE_CLIENT(client, err);
 	tileatom_array value_arr, compare_arr;
-	if (value) { /* the message tac_build_atomic_at builds, written directly */
+	if (value) { /* the request tac_build_atomic_at builds, from the template */
 		tileatom_op_options o = tac_atomic_at_options(opts);
 		int64_t idx = flat_index;
 		tileatom_array index = tileatom_scalar(TILEATOM_INT64, &idx);
@@ -972,7 +954,7 @@ int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileato
 		bool cas = ta_op_operands((ta_op)op) == TA_OPERANDS_VALUES_COMPARE;
 		bool taken;
 		int rc =
-		    submit_direct(client, TILEATOM_REQ_INDEXED, tile, op, NULL, 1, &index, true,
+		    submit_cached(client, TILEATOM_REQ_INDEXED, tile, op, NULL, 1, &index, true,
 		                  &value_arr, cas ? &compare_arr : NULL, &o, &taken, id, err);
 		if (taken)
 			return rc;

@@ -115,16 +115,6 @@ static int variant_ok(uint64_t *last_legal, tileatom_request_kind kind, ta_op op
 	return rc;
 }
 
-/* The variant check of opts for a request of kind running core_op (tac_build_options and
- * tac_direct_describe share its memory). */
-static int options_ok(tileatom_request_kind kind, ta_op core_op, const tileatom_op_options *opts,
-                      tileatom_error *err)
-{
-	static uint64_t last_legal; /* see variant_ok */
-	return variant_ok(&last_legal, kind, core_op, (ta_sem)opts->sem, (ta_scope)opts->scope,
-	                  (ta_space)opts->space, opts->want_old, err);
-}
-
 int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
                       const tileatom_op_options *opts, tileatom_error *err)
 {
@@ -138,7 +128,9 @@ int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	if (core_op == TA_OP_NONE)
 		core_op = (ta_op)op;
 	bool force_want_old = ta_op_output(core_op) == TA_OUTPUT_ALWAYS;
-	int rc = options_ok(kind, core_op, opts, err);
+	static uint64_t last_legal; /* see variant_ok */
+	int rc = variant_ok(&last_legal, kind, core_op, (ta_sem)opts->sem, (ta_scope)opts->scope,
+	                    (ta_space)opts->space, opts->want_old, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	o->sem = (Tileatom__Sem)opts->sem;
@@ -146,6 +138,7 @@ int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	o->space = (Tileatom__Space)opts->space;
 	o->no_bounds_check = !opts->check_bounds;
 	o->want_old = opts->want_old || force_want_old;
+	m->want_old_asked = opts->want_old;
 	if (opts->mask) {
 		rc = tac_build_array(&m->mask, opts->mask, "mask", err);
 		if (rc != TILEATOM_OK)
@@ -514,77 +507,6 @@ int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op, const tileat
 	b->options = &m->options;
 	m->req.indexed = b;
 	return TILEATOM_OK;
-}
-
-/* The bytes of public array a when tac_build_array would take it (dtype known, rank
- * 0..4, extents >= 1 without overflow, data given), else 0. */
-static size_t array_bytes(const tileatom_array *a)
-{
-	size_t bytes = ta_dtype_size((ta_dtype)a->dtype);
-	if (bytes == 0 || a->rank < 0 || a->rank > TILEATOM_MAX_RANK || !a->data)
-		return 0;
-	for (int i = 0; i < a->rank; i++) {
-		if (a->shape[i] < 1 || (uint64_t)a->shape[i] > (uint64_t)(SIZE_MAX / bytes))
-			return 0;
-		bytes *= (size_t)a->shape[i];
-	}
-	return bytes;
-}
-
-bool tac_direct_describe(tac_fw_atomic *d, tileatom_request_kind kind, const char *tile,
-                         tileatom_op op, const tileatom_region *region, int n_index,
-                         const tileatom_array *indices, bool flat, const tileatom_array *values,
-                         const tileatom_array *compare, const tileatom_op_options *opts)
-{
-	/* what the builder checks, in its order; any doubt declines (the builder reports) */
-	if (region || !tile || (kind != TILEATOM_REQ_INDEXED && kind != TILEATOM_REQ_ELEMENTWISE))
-		return false;
-	d->tile_len = strlen(tile);
-	if (d->tile_len == 0 || d->tile_len > TILEATOM_NAME_MAX || check_op(kind, op, NULL))
-		return false;
-	d->kind = kind;
-	d->tile = tile;
-	d->op = op;
-	d->n_index = 0;
-	d->flat = false;
-	if (kind == TILEATOM_REQ_INDEXED) {
-		if (!indices || n_index < 1 || n_index > TILEATOM_MAX_RANK ||
-		    (flat && n_index != 1))
-			return false;
-		for (int i = 0; i < n_index; i++)
-			if (!(d->index_bytes[i] = array_bytes(&indices[i])))
-				return false;
-		d->n_index = n_index;
-		d->indices = indices;
-		d->flat = flat;
-	}
-	if (!values || !(d->values_bytes = array_bytes(values)))
-		return false;
-	d->values = values;
-	d->compare = NULL;
-	d->compare_bytes = 0;
-	if (takes_compare(op)) {
-		if (!compare || !(d->compare_bytes = array_bytes(compare)))
-			return false;
-		d->compare = compare;
-	} else if (compare) {
-		return false;
-	}
-	tileatom_op_options defaults = TILEATOM_OP_OPTIONS_INIT;
-	if (!opts)
-		opts = &defaults;
-	ta_op core_op = ta_req_op((ta_req_kind)kind); /* as tac_build_options */
-	if (core_op == TA_OP_NONE)
-		core_op = (ta_op)op;
-	if (opts->mask || options_ok(kind, core_op, opts, NULL) != TILEATOM_OK)
-		return false;
-	d->sem = (int)opts->sem;
-	d->scope = (int)opts->scope;
-	d->space = (int)opts->space;
-	d->no_bounds_check = !opts->check_bounds;
-	d->want_old = opts->want_old || ta_op_output(core_op) == TA_OUTPUT_ALWAYS;
-	d->want_old_asked = opts->want_old;
-	return true;
 }
 
 tileatom_op_options tac_atomic_at_options(const tileatom_op_options *opts)

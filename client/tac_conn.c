@@ -237,7 +237,7 @@ void tac_client_free(tileatom_client *c)
 	ta_frame_reader_free(&c->reader);
 	free(c->txbuf);
 	release_response(c, c->last);
-	tac_fastwire_response_free(&c->fast);
+	tac_wire_response_free(&c->fast);
 	free(c->rxq);
 	free(c->pending);
 	free(c->rxbuf);
@@ -430,23 +430,7 @@ static int send_with_fd(tileatom_client *c, const uint8_t *buf, size_t len, int 
                         int64_t deadline, tileatom_error *err)
 {
 	for (;;) {
-		struct iovec iov = {(void *)buf, len};
-		union {
-			char bytes[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} control;
-		memset(&control, 0, sizeof(control));
-		struct msghdr msg = {0};
-		msg.msg_iov = &iov;
-		msg.msg_iovlen = 1;
-		msg.msg_control = control.bytes;
-		msg.msg_controllen = sizeof(control.bytes);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-		ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		ssize_t n = ta_frame_send_fd(c->fd, buf, len, fd);
 		if (n > 0)
 			return send_all(c, buf + n, len - (size_t)n, deadline, err);
 		if (n < 0 && errno == EINTR)
@@ -552,51 +536,30 @@ int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err)
 	return flush_until(c, deadline_from(timeout_ms), err);
 }
 
-/* Records m, whose frame was just buffered or written with the next id, as pending (the
- * ring has room: tac_conn_submit or tac_conn_submit_fd made it) and gives its id to *id. */
-static int queue_pending(tileatom_client *c, const tac_msg *m, uint64_t *id)
+/* Records a request of kind, whose frame was just buffered or written with the next id, as
+ * pending (the ring has room: its submit made it) and gives its id to *id. */
+static inline __attribute__((always_inline)) int
+queue_pending(tileatom_client *c, tileatom_request_kind kind, uint64_t *id)
 {
 	c->last_id++;
 	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
-	    (tac_pending){c->last_id, m->kind, false};
+	    (tac_pending){c->last_id, kind, false};
 	c->pending_count++;
 	if (id)
 		*id = c->last_id;
 	return TILEATOM_OK;
 }
 
-int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, uint64_t *id,
-                       tileatom_error *err)
+size_t tac_request_size(const tac_msg *m)
 {
-	if (c->broken)
-		return broken_error(c, err);
-	if (c->pending_count == c->pending_cap &&
-	    ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
-	              sizeof(*c->pending)) < 0)
-		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
-	tileatom_error local;
-	if (!err)
-		err = &local;
-	m->req.id = c->last_id + 1;
-	uint8_t *frame = NULL;
-	size_t frame_len = 0;
-	if (ta_frame_encode(&m->req.base, UINT32_MAX - TA_FRAME_HEADER, &frame, &frame_len) != 0)
-		return tac_err(err, TILEATOM_E_NOMEM, "out of memory encoding a request");
-	int64_t deadline = deadline_from(timeout_ms);
-	int rc = flush_until(c, deadline, err);
-	if (rc == TILEATOM_OK) {
-		rc = send_with_fd(c, frame, frame_len, fd, deadline, err);
-		if (rc != TILEATOM_OK)
-			rc = tac_conn_break(c, err);
-	}
-	free(frame);
-	if (rc != TILEATOM_OK)
-		return rc;
-	return queue_pending(c, m, id);
+	tac_wire_plan plan;
+	return tac_wire_takes(m->kind) ? tac_wire_plan_request(m, &plan)
+	                               : protobuf_c_message_get_packed_size(&m->req.base);
 }
 
-int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, uint64_t *id,
-                    tileatom_error *err)
+/* tac_conn_submit, and with fd >= 0 tac_conn_submit_fd. */
+static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, int fd, uint64_t *id,
+                  tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
@@ -605,62 +568,57 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 	              sizeof(*c->pending)) < 0)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
 	m->req.id = c->last_id + 1;
-	/* The common small request: written in one pass straight into the output buffer
-	 * (nothing is counted as buffered unless it is taken). */
-	if (txbuf_reserve(c, TA_FRAME_HEADER + TAC_FW_SMALL_ROOM) == 0) {
-		uint8_t *at = c->txbuf + c->txbuf_len;
-		size_t small = tac_fastwire_write_small(&m->req, at + TA_FRAME_HEADER);
-		if (small > 0) {
-			ta_frame_put_header(at, (uint32_t)small);
-			c->txbuf_len += TA_FRAME_HEADER + small;
-			if (flush || c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
-				int rc = flush_until(c, deadline_from(timeout_ms), err);
-				if (rc != TILEATOM_OK)
-					return rc;
-			}
-			return queue_pending(c, m, id);
-		}
-	}
-	tac_fw_plan plan;
-	bool fast = tac_fastwire_plan(&m->req, &plan);
-	size_t packed = fast ? plan.size : protobuf_c_message_get_packed_size(&m->req.base);
+	/* a data-plane request: the one writer (sized first); the control plane: protobuf-c */
+	tac_wire_plan plan;
+	bool data = tac_wire_takes(m->kind);
+	size_t packed = data ? tac_wire_plan_request(m, &plan)
+	                     : protobuf_c_message_get_packed_size(&m->req.base);
 	if (packed > UINT32_MAX - TA_FRAME_HEADER)
 		return tac_err(err, TILEATOM_E_RESOURCE_EXHAUSTED,
 		               "request of %zu bytes is too large for one frame", packed);
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	int64_t deadline = deadline_from(timeout_ms);
 	size_t frame_len = TA_FRAME_HEADER + packed;
-	if (frame_len >= TAC_FLUSH_THRESHOLD) {
-		/* A large frame: encoded on its own (before anything is written, so that a
-		 * shortage of memory leaves the connection usable), then written after the
-		 * buffered ones. */
-		uint8_t *frame = NULL;
-		if (ta_frame_encode(&m->req.base, UINT32_MAX - TA_FRAME_HEADER, &frame,
-		                    &frame_len) != 0)
+	/* A large frame, or one that carries fd, is encoded on its own (before anything is
+	 * written, so that a shortage of memory leaves the connection usable), then written
+	 * after the buffered ones; the others at the end of the output buffer. */
+	uint8_t *own = NULL, *at;
+	if (frame_len >= TAC_FLUSH_THRESHOLD || fd >= 0) {
+		at = own = malloc(frame_len);
+		if (!own)
 			return tac_err(err, TILEATOM_E_NOMEM,
 			               "out of memory encoding a request of %zu bytes", packed);
-		int rc = flush_until(c, deadline, err);
-		if (rc == TILEATOM_OK) {
-			rc = send_all(c, frame, frame_len, deadline, err);
-			if (rc != TILEATOM_OK)
-				rc = tac_conn_break(c, err);
-		}
-		free(frame);
-		if (rc != TILEATOM_OK)
-			return rc;
 	} else {
 		if (txbuf_reserve(c, frame_len) < 0)
 			return tac_err(err, TILEATOM_E_NOMEM,
 			               "out of memory buffering a request of %zu bytes", packed);
-		uint8_t *at = c->txbuf + c->txbuf_len;
-		ta_frame_put_header(at, (uint32_t)packed);
-		if (fast)
-			tac_fastwire_write(&m->req, &plan, at + TA_FRAME_HEADER);
-		else if (protobuf_c_message_pack(&m->req.base, at + TA_FRAME_HEADER) != packed)
-			return tac_err(err, TILEATOM_E_PROTOCOL,
-			               "a request of %zu bytes packed to a different size", packed);
+		at = c->txbuf + c->txbuf_len;
+	}
+	ta_frame_put_header(at, (uint32_t)packed);
+	if (data) {
+		tac_wire_marks marks;
+		uint8_t *end = tac_wire_write(m, &plan, at + TA_FRAME_HEADER, &marks);
+		if (!own)
+			tac_tpl_keep(&c->tpl, m, &marks, end);
+	} else if (protobuf_c_message_pack(&m->req.base, at + TA_FRAME_HEADER) != packed) {
+		free(own);
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "a request of %zu bytes packed to a different size", packed);
+	}
+	int64_t deadline = deadline_from(timeout_ms);
+	if (own) {
+		int rc = flush_until(c, deadline, err);
+		if (rc == TILEATOM_OK) {
+			rc = fd >= 0 ? send_with_fd(c, own, frame_len, fd, deadline, err)
+			             : send_all(c, own, frame_len, deadline, err);
+			if (rc != TILEATOM_OK)
+				rc = tac_conn_break(c, err);
+		}
+		free(own);
+		if (rc != TILEATOM_OK)
+			return rc;
+	} else {
 		c->txbuf_len += frame_len;
 		if (flush || c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
 			int rc = flush_until(c, deadline, err);
@@ -668,7 +626,19 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, 
 				return rc;
 		}
 	}
-	return queue_pending(c, m, id);
+	return queue_pending(c, m->kind, id);
+}
+
+int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, uint64_t *id,
+                    tileatom_error *err)
+{
+	return submit(c, m, timeout_ms, flush, -1, id, err);
+}
+
+int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, uint64_t *id,
+                       tileatom_error *err)
+{
+	return submit(c, m, timeout_ms, true, fd, id, err);
 }
 
 /* Nanoseconds on the monotonic clock. */
@@ -695,68 +665,31 @@ static int spin_responses(tileatom_client *c, size_t need, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-/* The start of a direct-path submit: true when the connection is whole, the pending ring
- * has room and the output buffer room for a small request (else the general way reports). */
-static inline __attribute__((always_inline)) bool direct_room(tileatom_client *c)
+int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
+                             const tileatom_array *values, const tileatom_array *compare,
+                             int timeout_ms, bool *taken, uint64_t *id, tileatom_error *err)
 {
-	return !c->broken &&
-	       (c->pending_count < c->pending_cap ||
-	        ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
-	                  sizeof(*c->pending)) == 0) &&
-	       txbuf_reserve(c, TA_FRAME_HEADER + TAC_FW_SMALL_ROOM) == 0;
-}
-
-/* The end of a direct-path submit whose n payload bytes were written after the frame
- * header's room at the end of the output buffer: frames them, queues the request (kind)
- * as pending with the next id and flushes when the buffer is full. */
-static inline __attribute__((always_inline)) int direct_queue(tileatom_client *c, size_t n,
-                                                              tileatom_request_kind kind,
-                                                              int timeout_ms, uint64_t *id,
-                                                              tileatom_error *err)
-{
-	ta_frame_put_header(c->txbuf + c->txbuf_len, (uint32_t)n);
+	*taken = false;
+	if (c->broken ||
+	    (c->pending_count == c->pending_cap &&
+	     ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
+	               sizeof(*c->pending)) < 0) ||
+	    txbuf_reserve(c, TA_FRAME_HEADER + TAC_TPL_ROOM) < 0)
+		return TILEATOM_OK; /* the general way reports it */
+	uint8_t *at = c->txbuf + c->txbuf_len;
+	size_t n =
+	    tac_tpl_write(&c->tpl, c->last_id + 1, indices, values, compare, at + TA_FRAME_HEADER);
+	if (n == 0 || n > c->max_frame)
+		return TILEATOM_OK;
+	*taken = true;
+	ta_frame_put_header(at, (uint32_t)n);
 	c->txbuf_len += TA_FRAME_HEADER + n;
 	if (c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
 		int rc = flush_until(c, deadline_from(timeout_ms), err);
 		if (rc != TILEATOM_OK)
 			return rc;
 	}
-	c->last_id++;
-	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
-	    (tac_pending){c->last_id, kind, false};
-	c->pending_count++;
-	if (id)
-		*id = c->last_id;
-	return TILEATOM_OK;
-}
-
-int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeout_ms, bool *taken,
-                           uint64_t *id, tileatom_error *err)
-{
-	*taken = false;
-	if (!direct_room(c))
-		return TILEATOM_OK; /* the general way reports it */
-	uint8_t *at = c->txbuf + c->txbuf_len + TA_FRAME_HEADER;
-	size_t n = tac_fastwire_write_atomic_template(d, c->last_id + 1, at, &c->tpl);
-	if (n == 0 || n > c->max_frame)
-		return TILEATOM_OK;
-	*taken = true;
-	return direct_queue(c, n, d->kind, timeout_ms, id, err);
-}
-
-int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
-                             const tileatom_array *values, const tileatom_array *compare,
-                             int timeout_ms, bool *taken, uint64_t *id, tileatom_error *err)
-{
-	*taken = false;
-	if (!direct_room(c))
-		return TILEATOM_OK;
-	uint8_t *at = c->txbuf + c->txbuf_len + TA_FRAME_HEADER;
-	size_t n = tac_fw_template_write(&c->tpl, c->last_id + 1, indices, values, compare, at);
-	if (n == 0 || n > c->max_frame)
-		return TILEATOM_OK;
-	*taken = true;
-	return direct_queue(c, n, c->tpl.kind, timeout_ms, id, err);
+	return queue_pending(c, c->tpl.kind, id);
 }
 
 /* Reads until at least need whole response frames are queued (the connection breaks on a
@@ -813,13 +746,16 @@ static int receive_begin(tileatom_client *c, size_t need, int timeout_ms, tileat
 	return wait_responses(c, need, deadline, err);
 }
 
-/* Decodes the response in frame f (its bytes still in place): the fast decoder first, else
- * protobuf-c; NULL when neither can. */
-static Tileatom__Response *decode_frame(tileatom_client *c, const tac_frame *f)
+/* Decodes the response in frame f (its bytes still in place) to a request of kind: the one
+ * data-plane decoder (tac_wire.c) for a data-plane request, protobuf-c for the control
+ * plane; NULL when it cannot. */
+static inline __attribute__((always_inline)) Tileatom__Response *
+decode_frame(tileatom_client *c, const tac_frame *f, tileatom_request_kind kind)
 {
 	const uint8_t *fdata = frame_data(c, f);
-	Tileatom__Response *r = tac_fastwire_decode_response(&c->fast, fdata, f->len);
-	return r ? r : tileatom__response__unpack(NULL, f->len, fdata);
+	if (tac_wire_takes(kind))
+		return tac_wire_decode_response(&c->fast, fdata, f->len);
+	return tileatom__response__unpack(NULL, f->len, fdata);
 }
 
 /* Breaks the connection over frame f, which held no decodable response. */
@@ -842,11 +778,11 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 	tac_frame f = c->rxq[c->rxq_head];
 	c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
 	c->rxq_count--;
-	Tileatom__Response *r = decode_frame(c, &f);
+	tac_pending p = c->pending[c->pending_head];
+	Tileatom__Response *r = decode_frame(c, &f, p.kind);
 	rxq_release(c, &f); /* both decoders copied what they keep */
 	if (!r)
 		return undecodable(c, &f, err);
-	tac_pending p = c->pending[c->pending_head];
 	if (r->id != p.id) {
 		if (r->status != TILEATOM__STATUS__OK && r->message && *r->message)
 			tac_err(err, TILEATOM_E_PROTOCOL,
@@ -885,7 +821,8 @@ int tac_conn_receive_newest(tileatom_client *c, int timeout_ms, tileatom_request
 		return tac_conn_break(c, err);
 	}
 	c->rxq_count--; /* f was the newest frame */
-	Tileatom__Response *r = decode_frame(c, &f);
+	tac_pending p = c->pending[(c->pending_head + c->pending_count - 1) & (c->pending_cap - 1)];
+	Tileatom__Response *r = decode_frame(c, &f, p.kind);
 	/* both decoders copied what they keep: give the frame's bytes back */
 	if (f.owned)
 		free(f.owned);
@@ -895,7 +832,6 @@ int tac_conn_receive_newest(tileatom_client *c, int timeout_ms, tileatom_request
 		c->rxstore_len = c->rxstore_from = 0;
 	if (!r)
 		return undecodable(c, &f, err);
-	tac_pending p = c->pending[(c->pending_head + c->pending_count - 1) & (c->pending_cap - 1)];
 	if (r->id != p.id) {
 		tac_err(err, TILEATOM_E_PROTOCOL,
 		        "response id %llu does not match the newest request id %llu",

@@ -20,7 +20,7 @@
 #include "tileatom.h"
 #include "ta_auth.h"
 #include "ta_frame.h"
-#include "tac_fastwire.h"
+#include "tac_wire.h"
 #include "tileatom.pb-c.h"
 
 /* Marks a function internal to the library even when it is compiled without
@@ -86,10 +86,10 @@ struct tileatom_client {
 	size_t txbuf_len;          /* bytes waiting in txbuf */
 	size_t txbuf_cap;          /* bytes allocated at txbuf */
 	Tileatom__Response *last;  /* the last decoded response (kept for pointers) */
-	tac_fw_response fast;      /* storage of responses the fast decoder took (last may
-	                              point to fast.resp; tac_fastwire.c) */
-	tac_fw_template tpl;       /* the last direct-path request, for the next of its shape
-	                              (tac_fw_template_match; tac_fastwire.c) */
+	tac_wire_response fast;    /* storage of the data-plane responses (last may point to
+	                              fast.resp; tac_wire.c) */
+	tac_tpl tpl;               /* the writer's bytes of the last small atomic request, for
+	                              the next call of its key (tac_tpl_match; tac_wire.h) */
 	char server_version[64];   /* from the handshake */
 	char server_backend[32];   /* from the handshake */
 	uint32_t max_frame;        /* the daemon's frame limit from the handshake (or the
@@ -144,6 +144,8 @@ typedef struct tac_msg {
 	void *old_out;              /* synchronous calls: where old values go */
 	size_t old_out_size;        /* bytes at old_out */
 	bool cuptr_done;            /* tac_cuptr_prepare has looked at the operands already */
+	bool want_old_asked;        /* the caller's want_old (a template's key; options.want_old
+	                               is also set for ops that always return what they read) */
 
 	/* ---- from here on not cleared by the builders (see above) ---- */
 	union {
@@ -353,15 +355,6 @@ TAC_HIDDEN int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op,
                                    tileatom_dtype dtype, const void *value, const void *compare,
                                    const tileatom_op_options *opts, tileatom_array *value_arr,
                                    tileatom_array *compare_arr, tileatom_error *err);
-/* Describes an element-wise or indexed atomic request (kind) for the direct writer
- * (tac_fastwire_write_atomic) when the builder would take it with exactly that message
- * and it has no region and no mask; false (nothing reported) otherwise, and the caller
- * then builds it (which reports what is wrong). */
-TAC_HIDDEN bool tac_direct_describe(tac_fw_atomic *d, tileatom_request_kind kind, const char *tile,
-                                    tileatom_op op, const tileatom_region *region, int n_index,
-                                    const tileatom_array *indices, bool flat,
-                                    const tileatom_array *values, const tileatom_array *compare,
-                                    const tileatom_op_options *opts);
 /* Memory ops: kind is GATHER, SCATTER_STORE, ATOMIC_LOAD or ATOMIC_STORE; operand is the
  * padding (gather) or the values (stores), NULL for atomic load. */
 TAC_HIDDEN int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
@@ -427,19 +420,17 @@ TAC_HIDDEN int tac_conn_receive_newest(tileatom_client *c, int timeout_ms,
  * failure breaks the connection. */
 TAC_HIDDEN int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_ms,
                                     tileatom_error *err);
-/* tac_conn_submit for the request d describes, written by tac_fastwire_write_atomic
- * straight into the output buffer with the next id (and kept as c->tpl); *taken false (and nothing
- * done) when the writer declines it (too large) or the output buffer cannot grow: the caller then
- * builds and submits it the general way. */
-TAC_HIDDEN int tac_conn_submit_atomic(tileatom_client *c, const tac_fw_atomic *d, int timeout_ms,
-                                      bool *taken, uint64_t *id, tileatom_error *err);
-/* tac_conn_submit_atomic for a call c->tpl matched (tac_fw_template_match: only the data
- * of indices, values and compare differ), written by tac_fw_template_write; *taken false
- * (and nothing done) as there. */
+/* tac_conn_submit for a pipelined call c->tpl matched (tac_tpl_match: only the data of
+ * indices, values and compare differ from the request it keeps), written by tac_tpl_write;
+ * *taken false (and nothing done) when the pending ring or the output buffer cannot grow or
+ * the frame limit is tiny: the caller then builds and submits it the general way. */
 TAC_HIDDEN int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
                                         const tileatom_array *values, const tileatom_array *compare,
                                         int timeout_ms, bool *taken, uint64_t *id,
                                         tileatom_error *err);
+/* The payload bytes of request m (its id included): the writer's count for a data-plane
+ * request (tac_wire.c), protobuf-c's for the others. */
+TAC_HIDDEN size_t tac_request_size(const tac_msg *m);
 /* Marks the newest pending request as a part of a split submit. */
 TAC_HIDDEN void tac_conn_mark_part(tileatom_client *c);
 /* Marks the connection broken with err's code and message; returns the code. */

@@ -69,7 +69,7 @@ bool tac_frame_too_large(const tileatom_client *c, tac_msg *m)
 		data += m->index[i].data.len;
 	if (data <= (size_t)c->max_frame && (size_t)c->max_frame - data >= TAC_FRAME_FIXED_MAX)
 		return false;
-	size_t packed = protobuf_c_message_get_packed_size(&m->req.base);
+	size_t packed = tac_request_size(m);
 	return packed > (size_t)c->max_frame;
 }
 
@@ -619,7 +619,7 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 			             "of %" PRIu32 " bytes",
 			             i + 1, c->max_frame);
 		if (rc == TILEATOM_OK && i == 0) {
-			size_t frame = protobuf_c_message_get_packed_size(&m.req.base);
+			size_t frame = tac_request_size(&m);
 			window = TAC_SPLIT_WINDOW_BYTES / (frame ? frame : 1);
 			if (window < 2)
 				window = 2;

@@ -1,7 +1,9 @@
-/* conf.c: defaults, the key table, INI loading (libinih) and command-line parsing
- * (getopt_long) for tileatomd. Every value, from the file or the command line, is checked
- * by ta_config_set; a bad value is an error naming the key, never silently ignored.
- * Order: defaults, then the --config file, then the other flags (so flags override). */
+/* conf.c: tileatomd's settings, generated from the table ta_conf.def: the defaults, the
+ * checks of a value and their messages, INI loading (libinih) and command-line parsing
+ * (getopt_long) and --help. Every value, from the file or the command line, is checked by
+ * ta_config_set; a bad value is an error naming the key and what it accepts, never
+ * silently ignored. Order: defaults, then the --config file, then the other flags (so
+ * flags override). */
 #include "conf.h"
 
 #include <errno.h>
@@ -16,44 +18,103 @@
 #include "log.h"
 #include "persist.h"
 
-void ta_config_init(ta_config *cfg)
+/* How a value is written (ta_conf.def describes each); T_CLI: a command-line-only row. */
+// clang-format off
+typedef enum conf_type {
+	T_BOOL, T_INT, T_AUTO, T_SIZE, T_DURATION, T_STRING, T_PATH, T_HOSTPORT, T_BACKEND,
+	T_LOG_LEVEL, T_FSYNC, T_CLI
+} conf_type;
+// clang-format on
+
+/* One row of ta_conf.def (the columns are explained there). */
+typedef struct conf_row {
+	const char *key;  /* the file's spelling, underscores */
+	char shortopt;    /* one-letter option, or 0 */
+	conf_type type;   /* how the value is written */
+	const char *def;  /* default as written in the file; NULL for command-line rows */
+	int64_t lo;       /* smallest accepted number */
+	uint64_t hi;      /* largest accepted number */
+	const char *what; /* the kind of value named in messages */
+	const char *note; /* what a special value means, or "" */
+	const char *arg;  /* the value's name in --help; NULL: the option takes no value */
+	const char *help; /* --help's description */
+} conf_row;
+
+/* Row numbers: the settings first, then the command-line-only options. */
+enum conf_row_id {
+#define TA_CONF(key, ...) ROW_##key,
+#include "ta_conf.def"
+#undef TA_CONF
+	N_SETTINGS,
+	ROW_BEFORE_CLI = N_SETTINGS - 1,
+#define TA_CONF_CLI(name, ...) ROW_##name,
+#include "ta_conf.def"
+#undef TA_CONF_CLI
+	N_ROWS
+};
+
+/* The table, in row order. */
+static const conf_row rows[N_ROWS] = {
+#define TA_CONF(key, sh, type, field, def, lo, hi, what, note, arg, help)                          \
+	{#key, sh, T_##type, def, lo, hi, what, note, arg, help},
+#define TA_CONF_CLI(name, sh, arg, help) {#name, sh, T_CLI, NULL, 0, 0, "", "", arg, help},
+#include "ta_conf.def"
+#undef TA_CONF
+#undef TA_CONF_CLI
+};
+
+/* A parsed value (which member: by the row's type). */
+typedef union conf_value {
+	bool b;     /* T_BOOL */
+	int64_t i;  /* T_INT, T_AUTO and the name types */
+	uint64_t u; /* T_SIZE, T_DURATION */
+	char *s;    /* the string types: malloc'd, NULL when empty */
+} conf_value;
+
+/* How each type's value goes into its field (STORE_##type). */
+#define STORE_BOOL(f, v)    ((f) = (v).b)
+#define STORE_INT(f, v)     ((f) = (int)(v).i)
+#define STORE_AUTO          STORE_INT
+#define STORE_LOG_LEVEL     STORE_INT
+#define STORE_FSYNC         STORE_INT
+#define STORE_BACKEND(f, v) ((f) = (ta_backend_choice)(v).i)
+#define STORE_SIZE(f, v)    ((f) = (v).u)
+#define STORE_DURATION      STORE_SIZE
+#define STORE_STRING(f, v)  (free(f), (f) = (v).s)
+#define STORE_PATH          STORE_STRING
+#define STORE_HOSTPORT      STORE_STRING
+
+/* Stores a parsed value of setting row into cfg (freeing a string it replaces). */
+static void store(ta_config *cfg, int row, conf_value v)
 {
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->backend = TA_BACKEND_AUTO;
-	cfg->device = 0;
-	cfg->workers = TA_CONFIG_WORKERS_AUTO;
-	cfg->cpu_threads = 0;
-	cfg->log_level = TA_LOG_NOTICE;
-	cfg->max_frame = TA_CONFIG_DEFAULT_MAX_FRAME;
-	cfg->max_connections = 256;
-	cfg->max_tile_bytes = TA_CONFIG_DEFAULT_MAX_TILE_BYTES;
-	cfg->max_total_bytes = TA_CONFIG_DEFAULT_MAX_TOTAL_BYTES;
-	cfg->max_pending = 1024;
-	cfg->inline_max = TA_CONFIG_INLINE_AUTO;
-	cfg->batch_min = TA_CONFIG_BATCH_AUTO;
-	cfg->loops = TA_CONFIG_LOOPS_AUTO;
-	cfg->max_write_queue = UINT64_C(16) << 20;
-	cfg->shutdown_timeout = 10;
-	cfg->frame_timeout_ms = TA_CONFIG_DEFAULT_FRAME_TIMEOUT_MS;
-	cfg->max_input_total = TA_CONFIG_DEFAULT_MAX_INPUT_TOTAL;
-	cfg->fsync_mode = TA_FSYNC_EVERYSEC;
-	cfg->compact_size = TA_CONFIG_DEFAULT_COMPACT_SIZE;
-	cfg->max_log_buffer = TA_PERSIST_DEFAULT_BUFFER_MAX;
+	switch (row) {
+#define TA_CONF(key, sh, type, field, ...)                                                         \
+	case ROW_##key:                                                                            \
+		STORE_##type(cfg->field, v);                                                       \
+		break;
+#include "ta_conf.def"
+#undef TA_CONF
+	default:
+		break;
+	}
 }
 
-void ta_config_free(ta_config *cfg)
+/* Whether values of type t are malloc'd strings. */
+static bool is_string(conf_type t)
 {
-	free(cfg->socket_path);
-	free(cfg->socket_group);
-	free(cfg->listen);
-	free(cfg->metrics);
-	free(cfg->config_file);
-	free(cfg->auth_file);
-	free(cfg->data_dir);
-	ta_config_init(cfg);
+	return t == T_STRING || t == T_PATH || t == T_HOSTPORT;
 }
 
-int ta_config_parse_size(const char *text, uint64_t *out)
+/* A unit a number may carry: its spelling and what it multiplies the number by. */
+typedef struct conf_unit {
+	const char *name; /* as written after the digits ("" for none) */
+	uint64_t mult;    /* bytes or milliseconds per unit */
+} conf_unit;
+
+/* Parses digits followed by one of units (spelled as same() compares), into *out.
+ * Returns 0, or -1 on a malformed or overflowing value. */
+static int parse_with_unit(const char *text, const conf_unit *units,
+                           int (*same)(const char *, const char *), uint64_t *out)
 {
 	/* A digit first: strtoull would also take leading blanks and a sign, and turn
 	 * " -1" into 2^64 - 1. */
@@ -62,90 +123,48 @@ int ta_config_parse_size(const char *text, uint64_t *out)
 	errno = 0;
 	char *end = NULL;
 	unsigned long long v = strtoull(text, &end, 10);
-	if (errno != 0 || end == text)
-		return -1;
-	unsigned shift = 0;
-	if (*end) {
-		switch (*end) {
-		case 'k':
-		case 'K':
-			shift = 10;
-			break;
-		case 'm':
-		case 'M':
-			shift = 20;
-			break;
-		case 'g':
-		case 'G':
-			shift = 30;
-			break;
-		case 't':
-		case 'T':
-			shift = 40;
-			break;
-		default:
-			return -1;
+	for (; errno == 0 && units->name; units++)
+		if (same(end, units->name) == 0 && v <= UINT64_MAX / units->mult) {
+			*out = (uint64_t)v * units->mult;
+			return 0;
 		}
-		end++;
-		if (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0)
-			end += strlen(end);
-		if (*end)
-			return -1;
-	}
-	if (shift && v > (UINT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
+	return -1;
+}
+
+int ta_config_parse_size(const char *text, uint64_t *out)
+{
+	// clang-format off
+	static const conf_unit units[] = {
+	    {"", 1}, {"K", 1ull << 10}, {"KiB", 1ull << 10}, {"KB", 1ull << 10},
+	    {"M", 1ull << 20}, {"MiB", 1ull << 20}, {"MB", 1ull << 20},
+	    {"G", 1ull << 30}, {"GiB", 1ull << 30}, {"GB", 1ull << 30},
+	    {"T", 1ull << 40}, {"TiB", 1ull << 40}, {"TB", 1ull << 40}, {NULL, 0}};
+	// clang-format on
+	return parse_with_unit(text, units, strcasecmp, out);
 }
 
 int ta_config_parse_duration(const char *text, uint64_t *out)
 {
-	if (!text || *text < '0' || *text > '9')
-		return -1;
-	errno = 0;
-	char *end = NULL;
-	unsigned long long v = strtoull(text, &end, 10);
-	if (errno != 0 || end == text)
-		return -1;
-	uint64_t unit;
-	if (!*end || strcmp(end, "s") == 0)
-		unit = 1000;
-	else if (strcmp(end, "ms") == 0)
-		unit = 1;
-	else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
-		unit = 60000;
-	else if (strcmp(end, "h") == 0)
-		unit = 3600000;
-	else
-		return -1;
-	if (v > UINT64_MAX / unit)
-		return -1;
-	*out = (uint64_t)v * unit;
-	return 0;
+	// clang-format off
+	static const conf_unit units[] = {
+	    {"", 1000}, {"s", 1000}, {"ms", 1}, {"m", 60000}, {"min", 60000}, {"h", 3600000},
+	    {NULL, 0}};
+	// clang-format on
+	return parse_with_unit(text, units, strcmp, out);
 }
 
-/* Parses a decimal int in [lo, hi]; returns 0 or -1. */
-static int parse_int(const char *text, long lo, long hi, int *out)
+/* Parses a decimal integer in [lo, hi]; returns 0 or -1. */
+static int parse_int(const char *text, int64_t lo, int64_t hi, int64_t *out)
 {
 	if (!text || !*text)
 		return -1;
 	errno = 0;
 	char *end = NULL;
-	long v = strtol(text, &end, 10);
+	long long v = strtoll(text, &end, 10);
 	if (errno != 0 || end == text || *end || v < lo || v > hi)
 		return -1;
-	*out = (int)v;
+	*out = v;
 	return 0;
-}
-
-/* Parses "auto" (giving auto_value) or an integer in [lo, hi] into *out; 0 or -1. */
-static int parse_auto_int(const char *text, long lo, long hi, int auto_value, int *out)
-{
-	if (strcmp(text, "auto") == 0) {
-		*out = auto_value;
-		return 0;
-	}
-	return parse_int(text, lo, hi, out);
 }
 
 /* Parses true/false/yes/no/on/off/1/0; returns 0 or -1. */
@@ -166,236 +185,173 @@ static int parse_bool(const char *text, bool *out)
 	return -1;
 }
 
-/* Replaces *slot with a copy of value (an empty value clears it). Returns 0 or -1. */
-static int set_string(char **slot, const char *value)
+/* Parses auto, cpu or cuda; returns 0 or -1. */
+static int parse_backend(const char *text, int64_t *out)
 {
-	char *copy = NULL;
-	if (*value) {
-		copy = strdup(value);
-		if (!copy)
-			return -1;
-	}
-	free(*slot);
-	*slot = copy;
-	return 0;
+	static const char *names[] = {
+	    [TA_BACKEND_AUTO] = "auto", [TA_BACKEND_CPU] = "cpu", [TA_BACKEND_CUDA] = "cuda"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(text, names[i]) == 0) {
+			*out = (int64_t)i;
+			return 0;
+		}
+	return -1;
 }
 
-ta_status ta_config_set(ta_config *cfg, const char *key_in, const char *value, ta_error *err)
+/* Writes a byte count with the largest suffix that divides it ("1K", "1G", "100"). */
+static void format_size(char *buf, size_t cap, uint64_t v)
 {
-	char key[64];
-	size_t kl = strlen(key_in);
-	if (kl >= sizeof(key))
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown setting '%s'", key_in);
-	for (size_t i = 0; i <= kl; i++)
-		key[i] = key_in[i] == '-' ? '_' : key_in[i];
-	if (!value)
-		value = "";
-	uint64_t size = 0;
-	int iv = 0;
-	bool bv = false;
-
-	if (strcmp(key, "socket") == 0) {
-		if (!*value)
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "socket: empty path");
-		if (set_string(&cfg->socket_path, value))
-			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	} else if (strcmp(key, "socket_group") == 0) {
-		if (set_string(&cfg->socket_group, value))
-			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	} else if (strcmp(key, "listen") == 0) {
-		if (*value && !strrchr(value, ':'))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "listen: '%s' is not HOST:PORT", value);
-		if (set_string(&cfg->listen, value))
-			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	} else if (strcmp(key, "metrics") == 0) {
-		if (*value && !strrchr(value, ':'))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "metrics: '%s' is not HOST:PORT", value);
-		if (set_string(&cfg->metrics, value))
-			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	} else if (strcmp(key, "allow_remote") == 0) {
-		if (parse_bool(value, &bv))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "allow_remote: '%s' is not a boolean (true/false)",
-			                    value);
-		cfg->allow_remote = bv;
-	} else if (strcmp(key, "backend") == 0) {
-		if (strcmp(value, "auto") == 0)
-			cfg->backend = TA_BACKEND_AUTO;
-		else if (strcmp(value, "cpu") == 0)
-			cfg->backend = TA_BACKEND_CPU;
-		else if (strcmp(value, "cuda") == 0)
-			cfg->backend = TA_BACKEND_CUDA;
-		else
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "backend: '%s' is not auto, cpu or cuda", value);
-	} else if (strcmp(key, "device") == 0) {
-		if (parse_int(value, 0, 1023, &iv))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "device: '%s' is not a device ordinal (0..1023)",
-			                    value);
-		cfg->device = iv;
-	} else if (strcmp(key, "workers") == 0) {
-		if (parse_auto_int(value, 1, 256, TA_CONFIG_WORKERS_AUTO, &cfg->workers))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "workers: '%s' is not auto or a thread count (1..256)",
-			                    value);
-	} else if (strcmp(key, "cpu_threads") == 0) {
-		if (parse_int(value, 0, 1024, &iv))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "cpu_threads: '%s' is not a thread count (0..1024, 0 = "
-			                    "one per core)",
-			                    value);
-		cfg->cpu_threads = iv;
-	} else if (strcmp(key, "log_level") == 0) {
-		int lv = ta_log_level_parse(value);
-		if (lv < 0)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "log_level: '%s' is not err, warning, notice, info or "
-			                    "debug",
-			                    value);
-		cfg->log_level = lv;
-	} else if (strcmp(key, "max_frame") == 0) {
-		if (ta_config_parse_size(value, &size) || size < TA_CONFIG_MIN_FRAME ||
-		    size > TA_CONFIG_MAX_FRAME_LIMIT)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "max_frame: '%s' is not a size between %u bytes and 1G",
-			                    value, TA_CONFIG_MIN_FRAME);
-		cfg->max_frame = (uint32_t)size;
-	} else if (strcmp(key, "max_connections") == 0) {
-		if (parse_int(value, 1, 1000000, &iv))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "max_connections: '%s' is not a count (1..1000000)",
-			                    value);
-		cfg->max_connections = iv;
-	} else if (strcmp(key, "max_tile_bytes") == 0) {
-		if (ta_config_parse_size(value, &size))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "max_tile_bytes: '%s' is not a size (e.g. 1G; 0 = "
-			                    "unlimited)",
-			                    value);
-		cfg->max_tile_bytes = size;
-	} else if (strcmp(key, "max_total_bytes") == 0) {
-		if (ta_config_parse_size(value, &size))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "max_total_bytes: '%s' is not a size (e.g. 8G; 0 = "
-			                    "unlimited)",
-			                    value);
-		cfg->max_total_bytes = size;
-	} else if (strcmp(key, "max_pending") == 0) {
-		if (parse_int(value, 1, 1000000, &iv))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "max_pending: '%s' is not a count (1..1000000)", value);
-		cfg->max_pending = iv;
-	} else if (strcmp(key, "batch_window") == 0) {
-		if (parse_int(value, 0, 1000000, &iv))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "batch_window: '%s' is not a time in microseconds "
-			                    "(0..1000000)",
-			                    value);
-		cfg->batch_window_us = iv;
-	} else if (strcmp(key, "busy_poll") == 0) {
-		if (parse_int(value, 0, 1000000, &iv))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "busy_poll: '%s' is not a time in microseconds "
-			                    "(0..1000000)",
-			                    value);
-		cfg->busy_poll_us = iv;
-	} else if (strcmp(key, "loops") == 0) {
-		if (parse_auto_int(value, 1, TA_CONFIG_LOOPS_LIMIT, TA_CONFIG_LOOPS_AUTO,
-		                   &cfg->loops))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "loops: '%s' is not auto or a count (1..%d)", value,
-			                    TA_CONFIG_LOOPS_LIMIT);
-	} else if (strcmp(key, "batch_min") == 0) {
-		if (parse_auto_int(value, 0, 1000000, TA_CONFIG_BATCH_AUTO, &cfg->batch_min))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "batch_min: '%s' is not auto or a count (0..1000000)",
-			                    value);
-	} else if (strcmp(key, "inline_max") == 0) {
-		if (parse_auto_int(value, -1, 1 << 30, TA_CONFIG_INLINE_AUTO, &cfg->inline_max))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "inline_max: '%s' is not auto or a count "
-			                    "(-1..1073741824)",
-			                    value);
-	} else if (strcmp(key, "max_write_queue") == 0) {
-		/* at most 1G: a connection's unsent bytes (this bound plus one response of at
-		 * most max_frame) then always fit in one uv_buf_t */
-		if (ta_config_parse_size(value, &size) || size < 1 || size > (UINT64_C(1) << 30))
-			return ta_error_set(
-			    err, TA_INVALID_ARGUMENT,
-			    "max_write_queue: '%s' is not a size between 1 byte and 1G", value);
-		cfg->max_write_queue = size;
-	} else if (strcmp(key, "shutdown_timeout") == 0) {
-		if (parse_int(value, 0, 86400, &iv))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "shutdown_timeout: '%s' is not a number of seconds "
-			                    "(0..86400, 0 = wait forever)",
-			                    value);
-		cfg->shutdown_timeout = iv;
-	} else if (strcmp(key, "frame_timeout") == 0 || strcmp(key, "idle_timeout") == 0) {
-		bool frame = key[0] == 'f';
-		if (ta_config_parse_duration(value, &size) || size > UINT64_C(86400000) * 365)
-			return ta_error_set(
-			    err, TA_INVALID_ARGUMENT,
-			    "%s: '%s' is not a duration (e.g. 30, 30s, 500ms, 5m; 0 = "
-			    "never)",
-			    frame ? "frame_timeout" : "idle_timeout", value);
-		if (frame)
-			cfg->frame_timeout_ms = size;
-		else
-			cfg->idle_timeout_ms = size;
-	} else if (strcmp(key, "max_input_total") == 0) {
-		if (ta_config_parse_size(value, &size))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "max_input_total: '%s' is not a size (e.g. 1G; 0 = "
-			                    "unlimited)",
-			                    value);
-		cfg->max_input_total = size;
-	} else if (strcmp(key, "max_tiles") == 0) {
-		if (ta_config_parse_size(value, &size))
-			return ta_error_set(
-			    err, TA_INVALID_ARGUMENT,
-			    "max_tiles: '%s' is not a count (e.g. 100000 or 1M; 0 = "
-			    "unlimited)",
-			    value);
-		cfg->max_tiles = size;
-	} else if (strcmp(key, "auth_file") == 0) {
-		if (set_string(&cfg->auth_file, value))
-			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	} else if (strcmp(key, "data_dir") == 0) {
-		if (set_string(&cfg->data_dir, value))
-			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	} else if (strcmp(key, "fsync") == 0) {
-		ta_fsync_mode mode;
-		if (ta_fsync_mode_parse(value, &mode))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "fsync: '%s' is not always, everysec or no", value);
-		cfg->fsync_mode = (int)mode;
-	} else if (strcmp(key, "compact_size") == 0) {
-		if (ta_config_parse_size(value, &size))
-			return ta_error_set(
-			    err, TA_INVALID_ARGUMENT,
-			    "compact_size: '%s' is not a size (e.g. 64M; 0 = never)", value);
-		cfg->compact_size = size;
-	} else if (strcmp(key, "max_log_buffer") == 0) {
-		if (ta_config_parse_size(value, &size))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "max_log_buffer: '%s' is not a size (e.g. 64M; 0 = "
-			                    "unbounded)",
-			                    value);
-		cfg->max_log_buffer = size;
-	} else if (strcmp(key, "foreground") == 0) {
-		if (parse_bool(value, &bv))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "foreground: '%s' is not a boolean (true/false)",
-			                    value);
-		cfg->foreground = bv;
-	} else {
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown setting '%s'", key_in);
+	static const char suffix[] = "TGMK";
+	for (int i = 0; i < 4; i++) {
+		unsigned shift = (unsigned)(40 - 10 * i);
+		if (v && v % (UINT64_C(1) << shift) == 0) {
+			snprintf(buf, cap, "%llu%c", (unsigned long long)(v >> shift), suffix[i]);
+			return;
+		}
 	}
-	return TA_OK;
+	snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+/* Sets err to row r's message for the bad value text: the key, the value and what the
+ * row accepts (ta_conf.def gives the forms). Returns TA_INVALID_ARGUMENT. */
+static ta_status bad_value(const conf_row *r, const char *text, ta_error *err)
+{
+	char range[160] = "";
+	const char *sep = *r->note ? ", " : "";
+	switch (r->type) {
+	case T_BOOL:
+		snprintf(range, sizeof(range), " (true/false)");
+		break;
+	case T_INT:
+	case T_AUTO:
+		snprintf(range, sizeof(range), " (%lld..%llu%s%s)", (long long)r->lo,
+		         (unsigned long long)r->hi, sep, r->note);
+		break;
+	case T_SIZE:
+		if (r->hi != UINT64_MAX) {
+			char lo[32], hi[32];
+			format_size(lo, sizeof(lo), (uint64_t)r->lo);
+			format_size(hi, sizeof(hi), r->hi);
+			snprintf(range, sizeof(range), " (%s..%s%s%s)", lo, hi, sep, r->note);
+		} else if (strcmp(r->def, "0") != 0) {
+			snprintf(range, sizeof(range), " (e.g. %s%s%s)", r->def,
+			         *r->note ? "; " : "", r->note);
+		} else if (*r->note) {
+			snprintf(range, sizeof(range), " (%s)", r->note);
+		}
+		break;
+	case T_DURATION:
+		snprintf(range, sizeof(range), " (e.g. 30, 30s, 500ms, 5m%s%s)",
+		         *r->note ? "; " : "", r->note);
+		break;
+	default:
+		break;
+	}
+	return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: '%s' is not %s%s%s", r->key, text,
+	                    r->type == T_AUTO ? "auto or " : "", r->what, range);
+}
+
+/* Parses text as a value of row r into *v (a string: a malloc'd copy, NULL for empty).
+ * Returns TA_OK, TA_INVALID_ARGUMENT with r's message, or TA_RESOURCE_EXHAUSTED. */
+static ta_status parse_value(const conf_row *r, const char *text, conf_value *v, ta_error *err)
+{
+	int bad = 0;
+	ta_fsync_mode mode = TA_FSYNC_NO;
+	switch (r->type) {
+	case T_BOOL:
+		bad = parse_bool(text, &v->b);
+		break;
+	case T_AUTO:
+		if (strcmp(text, "auto") == 0) {
+			v->i = r->lo - 1;
+			break;
+		}
+		/* fall through */
+	case T_INT:
+		bad = parse_int(text, r->lo, (int64_t)r->hi, &v->i);
+		break;
+	case T_SIZE:
+		bad = ta_config_parse_size(text, &v->u) || v->u < (uint64_t)r->lo || v->u > r->hi;
+		break;
+	case T_DURATION:
+		bad =
+		    ta_config_parse_duration(text, &v->u) || v->u < (uint64_t)r->lo || v->u > r->hi;
+		break;
+	case T_PATH:
+	case T_HOSTPORT:
+	case T_STRING:
+		if (r->type == T_PATH && !*text)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: empty path", r->key);
+		bad = r->type == T_HOSTPORT && *text && !strrchr(text, ':');
+		v->s = NULL;
+		if (!bad && *text && !(v->s = strdup(text)))
+			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+		break;
+	case T_BACKEND:
+		bad = parse_backend(text, &v->i);
+		break;
+	case T_LOG_LEVEL:
+		v->i = ta_log_level_parse(text);
+		bad = v->i < 0;
+		break;
+	case T_FSYNC:
+		bad = ta_fsync_mode_parse(text, &mode);
+		v->i = (int64_t)mode;
+		break;
+	case T_CLI:
+		return ta_error_set(err, TA_INTERNAL, "%s is not a setting", r->key);
+	}
+	return bad ? bad_value(r, text, err) : TA_OK;
+}
+
+/* Whether key names row r: the same, with '-' accepted for '_'. */
+static bool key_is(const conf_row *r, const char *key)
+{
+	const char *k = r->key;
+	for (; *k && *key; k++, key++)
+		if (*k != *key && !(*k == '_' && *key == '-'))
+			return false;
+	return !*k && !*key;
+}
+
+ta_status ta_config_set(ta_config *cfg, const char *key, const char *value, ta_error *err)
+{
+	for (int i = 0; i < N_SETTINGS; i++) {
+		if (!key_is(&rows[i], key))
+			continue;
+		conf_value v;
+		ta_status st = parse_value(&rows[i], value ? value : "", &v, err);
+		if (st == TA_OK)
+			store(cfg, i, v);
+		return st;
+	}
+	return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown setting '%s'", key);
+}
+
+void ta_config_init(ta_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	for (int i = 0; i < N_SETTINGS; i++) {
+		conf_value v;
+		ta_error err = {0};
+		if (!*rows[i].def) /* unset: NULL */
+			continue;
+		if (parse_value(&rows[i], rows[i].def, &v, &err) != TA_OK) {
+			/* a wrong row of ta_conf.def: every test run would stop here */
+			fprintf(stderr, "ta_conf.def: bad default: %s\n", err.msg);
+			abort();
+		}
+		store(cfg, i, v);
+	}
+}
+
+void ta_config_free(ta_config *cfg)
+{
+	for (int i = 0; i < N_SETTINGS; i++)
+		if (is_string(rows[i].type))
+			store(cfg, i, (conf_value){.s = NULL});
+	free(cfg->config_file);
+	ta_config_init(cfg);
 }
 
 /* State of one ini_parse run. */
@@ -443,108 +399,65 @@ ta_status ta_config_load_file(ta_config *cfg, const char *path, ta_error *err)
 		                    "%s:%d: syntax error (expected key = value or [section])", path,
 		                    rc);
 	}
-	if (set_string(&cfg->config_file, path))
+	char *copy = strdup(path);
+	if (!copy)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	free(cfg->config_file);
+	cfg->config_file = copy;
 	return TA_OK;
 }
 
-/* getopt codes of the options without a short form. */
-enum {
-	OPT_BASE = 256,
-	OPT_SOCKET,
-	OPT_SOCKET_GROUP,
-	OPT_LISTEN,
-	OPT_ALLOW_REMOTE,
-	OPT_BACKEND,
-	OPT_DEVICE,
-	OPT_WORKERS,
-	OPT_CPU_THREADS,
-	OPT_CONFIG,
-	OPT_LOG_LEVEL,
-	OPT_FOREGROUND,
-	OPT_MAX_FRAME,
-	OPT_MAX_CONNECTIONS,
-	OPT_MAX_TILE_BYTES,
-	OPT_MAX_TOTAL_BYTES,
-	OPT_MAX_PENDING,
-	OPT_INLINE_MAX,
-	OPT_BATCH_MIN,
-	OPT_LOOPS,
-	OPT_BATCH_WINDOW,
-	OPT_BUSY_POLL,
-	OPT_MAX_WRITE_QUEUE,
-	OPT_SHUTDOWN_TIMEOUT,
-	OPT_LIST_KERNELS,
-	OPT_METRICS,
-	OPT_FRAME_TIMEOUT,
-	OPT_IDLE_TIMEOUT,
-	OPT_MAX_INPUT_TOTAL,
-	OPT_MAX_TILES,
-	OPT_AUTH_FILE,
-	OPT_DATA_DIR,
-	OPT_FSYNC,
-	OPT_COMPACT_SIZE,
-	OPT_MAX_LOG_BUFFER,
-};
+/* The longest option name, with room for its terminator. */
+#define OPT_NAME_CAP 32
+/* getopt code of row r when it has no one-letter form. */
+#define OPT_CODE(r) (256 + (r))
 
-/* The long options; the name is also the setting's key (dashes for underscores). */
-static const struct option long_options[] = {
-    {"socket", required_argument, NULL, OPT_SOCKET},
-    {"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
-    {"listen", required_argument, NULL, OPT_LISTEN},
-    {"allow-remote", no_argument, NULL, OPT_ALLOW_REMOTE},
-    {"backend", required_argument, NULL, OPT_BACKEND},
-    {"device", required_argument, NULL, OPT_DEVICE},
-    {"workers", required_argument, NULL, OPT_WORKERS},
-    {"cpu-threads", required_argument, NULL, OPT_CPU_THREADS},
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"foreground", no_argument, NULL, OPT_FOREGROUND},
-    {"max-frame", required_argument, NULL, OPT_MAX_FRAME},
-    {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
-    {"max-tile-bytes", required_argument, NULL, OPT_MAX_TILE_BYTES},
-    {"max-total-bytes", required_argument, NULL, OPT_MAX_TOTAL_BYTES},
-    {"max-pending", required_argument, NULL, OPT_MAX_PENDING},
-    {"inline-max", required_argument, NULL, OPT_INLINE_MAX},
-    {"batch-min", required_argument, NULL, OPT_BATCH_MIN},
-    {"loops", required_argument, NULL, OPT_LOOPS},
-    {"batch-window", required_argument, NULL, OPT_BATCH_WINDOW},
-    {"busy-poll", required_argument, NULL, OPT_BUSY_POLL},
-    {"max-write-queue", required_argument, NULL, OPT_MAX_WRITE_QUEUE},
-    {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
-    {"list-kernels", no_argument, NULL, OPT_LIST_KERNELS},
-    {"metrics", required_argument, NULL, OPT_METRICS},
-    {"frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT},
-    {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
-    {"max-input-total", required_argument, NULL, OPT_MAX_INPUT_TOTAL},
-    {"max-tiles", required_argument, NULL, OPT_MAX_TILES},
-    {"auth-file", required_argument, NULL, OPT_AUTH_FILE},
-    {"data-dir", required_argument, NULL, OPT_DATA_DIR},
-    {"fsync", required_argument, NULL, OPT_FSYNC},
-    {"compact-size", required_argument, NULL, OPT_COMPACT_SIZE},
-    {"max-log-buffer", required_argument, NULL, OPT_MAX_LOG_BUFFER},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {NULL, 0, NULL, 0},
-};
-
-/* Returns the long option with getopt code val, or NULL. */
-static const struct option *option_for(int val)
+/* Writes row r's option name (dashes for underscores) into name. */
+static void option_name(int r, char name[OPT_NAME_CAP])
 {
-	for (const struct option *o = long_options; o->name; o++)
-		if (o->val == val)
-			return o;
-	return NULL;
+	size_t i = 0;
+	for (; rows[r].key[i] && i + 1 < OPT_NAME_CAP; i++)
+		name[i] = rows[r].key[i] == '_' ? '-' : rows[r].key[i];
+	name[i] = '\0';
+}
+
+/* The row of getopt code c, or -1. */
+static int row_of_code(int c)
+{
+	if (c >= OPT_CODE(0) && c < OPT_CODE(N_ROWS))
+		return c - OPT_CODE(0);
+	for (int r = 0; r < N_ROWS; r++)
+		if (c && rows[r].shortopt == c)
+			return r;
+	return -1;
 }
 
 ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_action *action,
                                ta_error *err)
 {
-	/* Settings given on the command line, applied after the file: (key, value). */
-	const char **keys = calloc((size_t)argc + 1, sizeof(*keys));
+	/* The getopt table and short options, from the rows. */
+	char names[N_ROWS][OPT_NAME_CAP];
+	struct option opts[N_ROWS + 1];
+	char shorts[2 * N_ROWS + 2] = ":";
+	size_t ns = 1;
+	for (int r = 0; r < N_ROWS; r++) {
+		option_name(r, names[r]);
+		opts[r] = (struct option){names[r], rows[r].arg ? required_argument : no_argument,
+		                          NULL, rows[r].shortopt ? rows[r].shortopt : OPT_CODE(r)};
+		if (rows[r].shortopt) {
+			shorts[ns++] = rows[r].shortopt;
+			if (rows[r].arg)
+				shorts[ns++] = ':';
+		}
+	}
+	opts[N_ROWS] = (struct option){NULL, 0, NULL, 0};
+	shorts[ns] = '\0';
+
+	/* Settings given on the command line, applied after the file: (row, value). */
+	int *given = calloc((size_t)argc + 1, sizeof(*given));
 	const char **values = calloc((size_t)argc + 1, sizeof(*values));
 	ta_status st = TA_OK;
-	if (!keys || !values) {
+	if (!given || !values) {
 		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 		goto out;
 	}
@@ -554,12 +467,12 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
 	opterr = 0;
 	optind = 0; /* full re-initialisation (glibc), so that parsing can be repeated */
 	for (;;) {
-		int c = getopt_long(argc, argv, ":hV", long_options, NULL);
+		int c = getopt_long(argc, argv, shorts, opts, NULL);
 		if (c == -1)
 			break;
 		if (c == '?') {
 			const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-			if (optopt && optopt < OPT_BASE)
+			if (optopt && optopt < OPT_CODE(0))
 				st = ta_error_set(err, TA_INVALID_ARGUMENT, "unknown option -%c",
 				                  optopt);
 			else
@@ -567,38 +480,36 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
 				                  arg);
 			goto out;
 		}
-		if (c == ':') {
-			const struct option *o = option_for(optopt);
-			st = ta_error_set(err, TA_INVALID_ARGUMENT, "option --%s needs a value",
-			                  o ? o->name : "?");
+		int r = row_of_code(c == ':' ? optopt : c);
+		if (r < 0) {
+			st = ta_error_set(err, TA_INTERNAL, "option code %d has no row", c);
 			goto out;
 		}
-		if (c == 'h') {
-			*action = TA_ACTION_HELP;
-			continue;
+		if (c == ':') {
+			st = ta_error_set(err, TA_INVALID_ARGUMENT, "option --%s needs a value",
+			                  names[r]);
+			goto out;
 		}
-		if (c == 'V') {
+		switch (r) {
+		case ROW_help:
+			*action = TA_ACTION_HELP;
+			break;
+		case ROW_version:
 			if (*action == TA_ACTION_RUN)
 				*action = TA_ACTION_VERSION;
-			continue;
-		}
-		if (c == OPT_LIST_KERNELS) {
+			break;
+		case ROW_list_kernels:
 			if (*action == TA_ACTION_RUN)
 				*action = TA_ACTION_LIST_KERNELS;
-			continue;
-		}
-		if (c == OPT_CONFIG) {
+			break;
+		case ROW_config:
 			config_path = optarg;
-			continue;
+			break;
+		default:
+			given[n] = r;
+			values[n] = rows[r].arg ? optarg : "true";
+			n++;
 		}
-		const struct option *o = option_for(c);
-		if (!o) {
-			st = ta_error_set(err, TA_INTERNAL, "option code %d has no entry", c);
-			goto out;
-		}
-		keys[n] = o->name;
-		values[n] = o->has_arg == no_argument ? "true" : optarg;
-		n++;
 	}
 	if (optind < argc) {
 		st = ta_error_set(err, TA_INVALID_ARGUMENT, "unexpected argument '%s'",
@@ -614,7 +525,7 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
 	}
 	for (int i = 0; i < n; i++) {
 		ta_error e = {0};
-		st = ta_config_set(cfg, keys[i], values[i], &e);
+		st = ta_config_set(cfg, rows[given[i]].key, values[i], &e);
 		if (st != TA_OK) {
 			/* the message starts with the setting's key: name the option as typed */
 			for (char *c = e.msg; *c && *c != ':'; c++)
@@ -625,7 +536,7 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
 		}
 	}
 out:
-	free(keys);
+	free(given);
 	free(values);
 	return st;
 }
@@ -661,82 +572,60 @@ ta_status ta_config_finish(ta_config *cfg, ta_error *err)
 	return TA_OK;
 }
 
+/* --help: the column where descriptions start, and the line width. */
+#define HELP_COL   25
+#define HELP_WIDTH 80
+
+/* Writes head, then text from column HELP_COL, wrapped at HELP_WIDTH. */
+static void print_wrapped(FILE *out, const char *head, const char *text)
+{
+	int col = fprintf(out, "%s", head);
+	int pad = col < HELP_COL - 1 ? HELP_COL - col : 2;
+	fprintf(out, "%*s", pad, "");
+	col += pad;
+	bool line_start = true;
+	while (*text) {
+		int len = (int)strcspn(text, " ");
+		if (!line_start && col + 1 + len >= HELP_WIDTH) {
+			fprintf(out, "\n%*s", HELP_COL, "");
+			col = HELP_COL;
+			line_start = true;
+		}
+		col += fprintf(out, "%s%.*s", line_start ? "" : " ", len, text);
+		line_start = false;
+		text += len;
+		text += strspn(text, " ");
+	}
+	fputc('\n', out);
+}
+
 void ta_config_usage(FILE *out, const char *argv0)
 {
 	fprintf(out,
 	        "Usage: %s [OPTION]...\n"
 	        "tileatomd: a daemon holding named typed tiles in GPU (or CPU) memory and\n"
-	        "applying atomic operations to them on behalf of its clients.\n"
-	        "\n"
-	        "  --socket PATH          Unix socket to listen on (default\n"
-	        "                         $XDG_RUNTIME_DIR/tileatom/tileatomd.sock, or\n"
-	        "                         /run/tileatom/tileatomd.sock for root)\n"
-	        "  --socket-group GROUP   group owning the socket; mode 0660 (default: none, "
-	        "0600)\n"
-	        "  --listen HOST:PORT     also listen on TCP (loopback only unless allowed)\n"
-	        "  --allow-remote         allow a non-loopback --listen or --metrics address\n"
-	        "  --metrics HOST:PORT    serve Prometheus metrics over HTTP at /metrics\n"
-	        "                         (loopback only unless allowed; port 0: any free)\n"
-	        "  --backend B            auto, cpu or cuda (default auto: CUDA if usable)\n"
-	        "  --device N             CUDA device ordinal (default 0)\n"
-	        "  --workers N            threads running requests (default auto: 4 on the\n"
-	        "                         CPU backend, 64 on CUDA, whose workers mostly wait)\n"
-	        "  --cpu-threads N        CPU backend threads per request (default 0: one per "
-	        "core)\n"
-	        "  --config FILE          INI configuration file; flags override it\n"
-	        "  --log-level L          err, warning, notice, info or debug (default notice)\n"
-	        "  --foreground           stay in the foreground (tileatomd never forks)\n"
-	        "  --max-frame BYTES      largest frame accepted or sent (default 64M)\n"
-	        "  --max-connections N    simultaneous connections (default 256)\n"
-	        "  --max-tile-bytes BYTES largest tile (default 1G; 0 = unlimited)\n"
-	        "  --max-total-bytes BYTES  all tiles together (default 8G; 0 = unlimited)\n"
-	        "  --max-pending N        queued requests per connection before reading pauses\n"
-	        "                         (default 1024)\n"
-	        "  --inline-max N         requests of at most N elements run on the event loop,\n"
-	        "                         larger ones on the workers (-1: all on the workers;\n"
-	        "                         default auto: 4096 on the CPU backend; on CUDA 1024\n"
-	        "                         while one connection is busy, else 0)\n"
-	        "  --loops N              event loop threads, each serving its share of the\n"
-	        "                         connections (default auto: on the CPU backend with 4\n"
-	        "                         or more CPUs half the CPUs, at most 8; else 1)\n"
-	        "  --batch-min N          a read bringing N or more whole frames goes to a worker\n"
-	        "                         as one job (0: never; default auto: 4 with 2 or more\n"
-	        "                         workers and 4 or more CPUs, unless several event loops\n"
-	        "                         run the CPU backend; else never)\n"
-	        "  --batch-window USEC    CUDA: how long a batch of small requests waits for\n"
-	        "                         more before its launch (default 0: it takes what is\n"
-	        "                         queued)\n"
-	        "  --busy-poll USEC       after input, each event loop polls its sockets without\n"
-	        "                         sleeping for USEC microseconds: a lone client's next\n"
-	        "                         request finds it awake, at the cost of a busy CPU per\n"
-	        "                         loop (default 0: sleep at once)\n"
-	        "  --max-write-queue BYTES  unsent response bytes per connection before reading\n"
-	        "                         pauses (default 16M)\n"
-	        "  --shutdown-timeout S   seconds a shutdown waits for clients to take their\n"
-	        "                         responses before closing them (default 10; 0 = forever)\n"
-	        "  --frame-timeout T      close a connection holding a partial frame longer\n"
-	        "                         (default 30s; ms, s, m, h; 0 = never)\n"
-	        "  --idle-timeout T       close a connection that sends and takes nothing for T\n"
-	        "                         (default 0 = never)\n"
-	        "  --max-input-total BYTES  input all connections may hold together; reading\n"
-	        "                         pauses beyond it (default 1G; 0 = unlimited)\n"
-	        "  --max-tiles N          most tiles at once (default 0 = unlimited)\n"
-	        "  --auth-file FILE       TCP clients must prove the secret in FILE (mode 0600)\n"
-	        "  --data-dir DIR         keep tiles across restarts: a snapshot and a log of\n"
-	        "                         the mutations in DIR (default: none, tiles are lost)\n"
-	        "  --fsync MODE           always (acknowledge once durable), everysec or no\n"
-	        "                         (default everysec)\n"
-	        "  --compact-size BYTES   log size that starts an automatic snapshot\n"
-	        "                         (default 64M; 0 = only on request)\n"
-	        "  --max-log-buffer BYTES log records waiting for the disk before mutations\n"
-	        "                         wait for it (default 64M; 0 = unbounded)\n"
-	        "  --list-kernels         print the kernel variant table and exit\n"
-	        "  -V, --version          print the version and exit\n"
-	        "  -h, --help             print this help and exit\n"
-	        "\n"
-	        "Sizes take K, M, G or T suffixes (powers of 1024). Logs go to stderr with\n"
-	        "journald priority prefixes. See tileatomd(8).\n",
+	        "applying atomic operations to them on behalf of its clients.\n\n",
 	        argv0);
+	for (int r = 0; r < N_ROWS; r++) {
+		const conf_row *row = &rows[r];
+		char name[OPT_NAME_CAP], head[64], text[512];
+		option_name(r, name);
+		int hn = snprintf(head, sizeof(head), "  ");
+		if (row->shortopt)
+			hn +=
+			    snprintf(head + hn, sizeof(head) - (size_t)hn, "-%c, ", row->shortopt);
+		snprintf(head + hn, sizeof(head) - (size_t)hn, "--%s%s%s", name,
+		         row->arg ? " " : "", row->arg ? row->arg : "");
+		/* "(default DEF; NOTE)" after the description, for a setting with a value */
+		bool def = row->def && *row->def && row->arg;
+		bool note = *row->note;
+		snprintf(text, sizeof(text), "%s%s%s%s%s%s%s", row->help, def || note ? " (" : "",
+		         def ? "default " : "", def ? row->def : "", def && note ? "; " : "",
+		         row->note, def || note ? ")" : "");
+		print_wrapped(out, head, text);
+	}
+	fprintf(out, "\nSizes take K, M, G or T suffixes (powers of 1024). Logs go to stderr with\n"
+	             "journald priority prefixes. See tileatomd(8).\n");
 }
 
 int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus)

@@ -1,4 +1,5 @@
-/* conf.h: tileatomd's settings. One table of keys serves the INI file (`key = value`,
+/* conf.h: tileatomd's settings. The table daemon/ta_conf.def names every key once, with
+ * its type, default, bounds and help; from it conf.c reads the INI file (`key = value`,
  * optionally under a [tileatomd] section) and the command line (`--key-with-dashes VALUE`):
  * both go through ta_config_set, so that a value is checked the same way wherever it
  * comes from. Command-line flags override the file. */
@@ -18,26 +19,15 @@ typedef enum ta_backend_choice {
 	TA_BACKEND_CUDA = 2  /* the CUDA backend; failing to start it is fatal */
 } ta_backend_choice;
 
-/* Default frame limit: 64 MiB. */
-#define TA_CONFIG_DEFAULT_MAX_FRAME (64u * 1024u * 1024u)
-/* Default per-tile limit: 1 GiB. */
-#define TA_CONFIG_DEFAULT_MAX_TILE_BYTES (UINT64_C(1) << 30)
-/* Default log size that starts an automatic snapshot: 64 MiB. */
-#define TA_CONFIG_DEFAULT_COMPACT_SIZE (UINT64_C(64) << 20)
-/* Default total tile memory limit: 8 GiB. */
-#define TA_CONFIG_DEFAULT_MAX_TOTAL_BYTES (UINT64_C(8) << 30)
 /* Largest accepted --max-frame: 1 GiB. */
 #define TA_CONFIG_MAX_FRAME_LIMIT (1u << 30)
 /* Smallest accepted --max-frame: room for any error response. */
 #define TA_CONFIG_MIN_FRAME 1024u
 
-/* Default frame_timeout: 30 s to send one whole frame. */
-#define TA_CONFIG_DEFAULT_FRAME_TIMEOUT_MS 30000u
-/* Default max_input_total: 1 GiB of input held by all connections together. */
-#define TA_CONFIG_DEFAULT_MAX_INPUT_TOTAL (UINT64_C(1) << 30)
-
+/* The values stored for `auto` are one below the smallest count of the key's row in
+ * ta_conf.def (type AUTO). */
 /* workers: TA_SERVER_WORKERS_CPU on the CPU backend, TA_SERVER_WORKERS_CUDA on CUDA. */
-#define TA_CONFIG_WORKERS_AUTO (-1)
+#define TA_CONFIG_WORKERS_AUTO 0
 /* Workers of the CPU backend (auto): each runs requests on the CPU. */
 #define TA_SERVER_WORKERS_CPU 4
 /* Workers of the CUDA backend (auto): each mostly waits for the GPU, and concurrent
@@ -48,7 +38,7 @@ typedef enum ta_backend_choice {
 #define TA_CONFIG_BATCH_AUTO (-1)
 /* loops: on the CPU backend with TA_SERVER_LOOPS_MIN_CPUS or more CPUs half the CPUs, at
  * most TA_SERVER_LOOPS_MAX; else 1 (ta_config_loops). */
-#define TA_CONFIG_LOOPS_AUTO (-1)
+#define TA_CONFIG_LOOPS_AUTO 0
 /* CPUs a machine needs for loops auto to run more than one event loop. */
 #define TA_SERVER_LOOPS_MIN_CPUS 4
 /* Most event loops loops auto starts. */
@@ -100,15 +90,20 @@ typedef struct ta_config {
 	uint64_t frame_timeout_ms; /* longest a partial frame may be held (0: forever) */
 	uint64_t idle_timeout_ms;  /* longest a connection may send and take nothing (0: forever) */
 	uint64_t max_input_total;  /* input bytes all connections may hold (0: unlimited) */
-	uint64_t max_tiles;        /* tiles at once (0: unlimited) */
-	char *auth_file;           /* file holding the secret TCP clients prove; NULL: none */
-	bool foreground;           /* --foreground given (the daemon never forks anyway) */
-	char *config_file;         /* the file loaded, NULL when none */
-	char *data_dir;            /* snapshot and log folder (persist.h); NULL: none */
-	int fsync_mode;            /* ta_fsync_mode (persist.h): when the log is fsynced */
-	uint64_t compact_size;     /* log bytes that start an automatic snapshot (0: never) */
-	uint64_t max_log_buffer;   /* log bytes waiting for the writer before mutations wait
-	                              (0: unbounded) */
+	uint64_t handshake_timeout_ms; /* longest a connection may take to finish Hello (and
+	                                  Auth where needed) (0: forever) */
+	int max_unauthenticated;       /* connections of one transport (TCP, Unix) that have
+	                                  not finished the handshake, at once */
+	int unix_reserve;              /* slots of max_connections TCP can never take */
+	uint64_t max_tiles;            /* tiles at once (0: unlimited) */
+	char *auth_file;               /* file holding the secret TCP clients prove; NULL: none */
+	bool foreground;               /* --foreground given (the daemon never forks anyway) */
+	char *config_file;             /* the file loaded, NULL when none */
+	char *data_dir;                /* snapshot and log folder (persist.h); NULL: none */
+	int fsync_mode;                /* ta_fsync_mode (persist.h): when the log is fsynced */
+	uint64_t compact_size;         /* log bytes that start an automatic snapshot (0: never) */
+	uint64_t max_log_buffer;       /* log bytes waiting for the writer before mutations wait
+	                                  (0: unbounded) */
 } ta_config;
 
 /* What main should do after parsing the command line. */

@@ -19,7 +19,10 @@
  * Bounds (conn.h): conn_reserve_frame takes the input budget a partial frame will need
  * before the reader allocates it, conn_consume takes it for every queued copy, and both
  * stash the unread rest of rbuf and stop reading when it does not fit; item_free and
- * conn_maybe_free give it back. ta_conn_check_timeouts closes slow and idle connections.
+ * conn_maybe_free give it back. ta_conn_check_timeouts closes slow and idle connections,
+ * and ones past the handshake deadline. Before the handshake (conn_note_handshake marks its
+ * end after the request that finished it ran) a frame announcing more than
+ * TA_CONN_HANDSHAKE_FRAME_MAX is refused at its length prefix, before conn_reserve_frame.
  *
  * Life cycle: conn->state (conn.h's table) changes only in conn_transition, which checks
  * the table in legal_next. The server is reached only through the ta_conn_host it handed
@@ -425,6 +428,18 @@ static void conn_close_after(ta_conn *conn)
 	conn_drop_queue(conn);
 }
 
+/* After a request of the connection ran (loop thread, nothing of it on a worker): marks the
+ * handshake finished once Hello (and Auth where needed) succeeded, and tells the server. */
+static void conn_note_handshake(ta_conn *conn)
+{
+	const ta_session *s = &conn->session;
+	if (conn->handshaken || !s->hello_done || (s->auth_needed && !s->authenticated))
+		return;
+	conn->handshaken = true;
+	if (conn->host->handshaken)
+		conn->host->handshaken(conn->host, conn);
+}
+
 /* Runs one request on the loop thread, appending its response to conn->out, when it is
  * small enough (by payload, then by the elements its plan would process). Returns false,
  * with nothing done, when it must go to the executor. */
@@ -443,6 +458,8 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
 		return false;
 	if (conn->host->scratch->log_seq > conn->log_seq)
 		conn->log_seq = conn->host->scratch->log_seq;
+	if (!conn->handshaken)
+		conn_note_handshake(conn);
 	if (close_after)
 		conn_close_after(conn);
 	return true;
@@ -508,6 +525,8 @@ static void item_done(ta_job *job)
 		return;
 	}
 	bool close_after = item->reply.close_after;
+	if (!conn->handshaken)
+		conn_note_handshake(conn);
 	if (item->reply.log_seq > conn->log_seq)
 		conn->log_seq = item->reply.log_seq;
 	if (item->reply.frame) {
@@ -561,7 +580,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 static bool conn_take_batch(ta_conn *conn, const uint8_t **data, size_t *len)
 {
 	unsigned batch_min = conn->host->batch_min;
-	if (batch_min == 0 || conn->reader.header_have != 0)
+	if (batch_min == 0 || conn->reader.header_have != 0 || !conn->handshaken)
 		return false;
 	uint32_t max = conn->host->cfg->max_frame;
 	size_t span = 0;
@@ -619,6 +638,23 @@ static bool conn_reserve_frame(ta_conn *conn, const uint8_t *data, size_t len)
 	return true;
 }
 
+/* Before the handshake is finished: true when the input (data, len) completes the length
+ * prefix of a new frame announcing more than TA_CONN_HANDSHAKE_FRAME_MAX bytes (*announced:
+ * that length); such a frame is refused before anything is reserved or allocated. */
+static bool conn_frame_before_handshake_too_large(const ta_conn *conn, const uint8_t *data,
+                                                  size_t len, uint32_t *announced)
+{
+	const ta_frame_reader *r = &conn->reader;
+	if (conn->handshaken || r->header_have == TA_FRAME_HEADER ||
+	    r->header_have + len < TA_FRAME_HEADER)
+		return false;
+	uint8_t hdr[TA_FRAME_HEADER];
+	memcpy(hdr, r->header, r->header_have);
+	memcpy(hdr + r->header_have, data, TA_FRAME_HEADER - r->header_have);
+	*announced = ta_frame_get_header(hdr);
+	return *announced > TA_CONN_HANDSHAKE_FRAME_MAX;
+}
+
 /* The input budget ran out: keeps the len unconsumed bytes at data (inside rbuf) and stops
  * reading until ta_conn_resume_input. */
 static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
@@ -661,6 +697,20 @@ static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 	char msg[256];
 	const ta_config *cfg = conn->host->cfg;
 	while (len > 0 && conn_may_read(conn)) {
+		uint32_t early = 0;
+		if (conn_frame_before_handshake_too_large(conn, data, len, &early)) {
+			snprintf(msg, sizeof(msg),
+			         "frame of %" PRIu32
+			         " bytes before the handshake: until it (Hello%s) "
+			         "is finished a frame may have at most %u bytes; closing the "
+			         "connection",
+			         early, conn->session.auth_needed ? ", then Auth" : "",
+			         TA_CONN_HANDSHAKE_FRAME_MAX);
+			ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
+			if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
+				ta_conn_close(conn);
+			break;
+		}
 		if (conn_take_batch(conn, &data, &len))
 			continue;
 		if (!conn_reserve_frame(conn, data, len)) {
@@ -959,14 +1009,15 @@ void ta_conn_start(ta_conn *conn)
 		return;
 	}
 	conn->last_active_ms = uv_now(conn->host->loop);
+	conn->accepted_ms = conn->last_active_ms;
 	if (conn_transition(conn, TA_CONN_PAUSED))
 		conn_update_reading(conn);
 }
 
-/* Answers code / msg (id 0) as far as the socket takes it at once, then closes: for a peer
- * that may not be reading, so nothing may wait on it. */
-static void conn_fail_now(ta_conn *conn, ta_status code, const char *msg)
+void ta_conn_fail(ta_conn *conn, ta_status code, const char *msg)
 {
+	if (conn_closing(conn))
+		return;
 	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
 	if (!conn->writing)
 		(void)ta_dispatch_error_append(conn->host->svc, 0, code, msg, true, &conn->out);
@@ -985,6 +1036,17 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 	 * (queued requests waiting for the peer to take its responses) */
 	bool held_up = conn->inflight || conn->budget_wait ||
 	               (conn->q_head && conn_unsent(conn) < cfg->max_write_queue);
+	/* the handshake's deadline runs from the accept; a request of it on a worker (which
+	 * may be the Hello or Auth that finishes it) is waited for */
+	if (cfg->handshake_timeout_ms && !conn->handshaken && conn_may_read(conn) &&
+	    !conn->inflight && now - conn->accepted_ms >= cfg->handshake_timeout_ms) {
+		snprintf(msg, sizeof(msg),
+		         "the handshake (Hello%s) was not finished within %" PRIu64
+		         " ms (handshake_timeout); closing the connection",
+		         conn->session.auth_needed ? ", then Auth" : "", cfg->handshake_timeout_ms);
+		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
+		return;
+	}
 	if (cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn) && held_up)
 		conn->frame_since_ms = now;
 	else if (cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn) &&
@@ -995,7 +1057,7 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 		         " ms (frame_timeout); closing the connection",
 		         conn->reader.payload_have, conn->reader.payload_len,
 		         cfg->frame_timeout_ms);
-		conn_fail_now(conn, TA_UNAVAILABLE, msg);
+		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
 		return;
 	}
 	/* a wait for input memory may last twice frame_timeout: by then every reservation
@@ -1009,7 +1071,7 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 		         "the connection",
 		         2 * cfg->frame_timeout_ms,
 		         (uint64_t)atomic_load(&conn->host->budget->held), conn->host->budget->max);
-		conn_fail_now(conn, TA_UNAVAILABLE, msg);
+		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
 		return;
 	}
 	if (cfg->idle_timeout_ms && !conn->inflight && !conn->budget_wait &&
@@ -1018,8 +1080,27 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 		         "nothing was sent or taken for %" PRIu64
 		         " ms (idle_timeout); closing the connection",
 		         cfg->idle_timeout_ms);
-		conn_fail_now(conn, TA_UNAVAILABLE, msg);
+		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
 	}
+}
+
+uint64_t ta_conn_stalled_since(const ta_conn *conn, const char **why)
+{
+	if (!conn_may_read(conn) || conn->inflight)
+		return 0;
+	if (!conn->handshaken) {
+		*why = "had not finished its handshake";
+		return conn->accepted_ms ? conn->accepted_ms : 1;
+	}
+	if (conn->budget_wait) {
+		*why = "was waiting for input memory";
+		return conn->wait_since_ms ? conn->wait_since_ms : 1;
+	}
+	if (conn->frame_since_ms && !conn->q_head) {
+		*why = "held a partial frame";
+		return conn->frame_since_ms;
+	}
+	return 0;
 }
 
 void ta_conn_resume_input(ta_conn *conn)

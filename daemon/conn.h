@@ -67,7 +67,17 @@
  * frame_timeout (when every reservation older than the wait has ended), or sends and takes nothing
  * for idle_timeout, is answered UNAVAILABLE and closed (ta_conn_check_timeouts, called by the
  * server's periodic sweep), so that neither slow senders nor the connections queued behind them
- * hold a slot for long. */
+ * hold a slot for long.
+ *
+ * The handshake (Hello, and Auth on a TCP connection to a daemon with a secret): until the
+ * loop has seen it finished (conn->handshaken, set after the request that finished it ran),
+ * a frame may announce at most TA_CONN_HANDSHAKE_FRAME_MAX bytes (a larger one is answered
+ * RESOURCE_EXHAUSTED and closes the connection before any input budget is reserved or
+ * anything allocated), frames do not go to workers in batches, and a connection that has
+ * not finished it handshake_timeout after it was accepted is answered UNAVAILABLE and closed
+ * (the sweep). host->handshaken tells the server, which counts connections in their
+ * handshake (max_unauthenticated). ta_conn_stalled_since tells the server which connection
+ * to close when a newcomer finds every slot taken (server.c). */
 #ifndef TA_DAEMON_CONN_H
 #define TA_DAEMON_CONN_H
 
@@ -115,6 +125,8 @@ typedef struct ta_conn_host {
 	/* input budget was given back while connections wait for it: the server calls
 	 * ta_conn_resume_input on them soon (not from inside this call) */
 	void (*input_freed)(struct ta_conn_host *host);
+	/* the connection finished its handshake (the server's count of those in theirs) */
+	void (*handshaken)(struct ta_conn_host *host, struct ta_conn *conn);
 	ta_input_budget *budget;   /* input all connections may hold (shared by the loops) */
 	atomic_uint input_waiters; /* connections of this loop waiting for input budget */
 	uint64_t budget_seen;      /* budget->held when a take of this loop last failed */
@@ -124,6 +136,8 @@ typedef struct ta_conn_host {
 
 /* Bytes of the per-connection read buffer handed to libuv. */
 #define TA_CONN_READ_BUFFER 65536
+/* Largest frame payload a connection may announce before its handshake is finished. */
+#define TA_CONN_HANDSHAKE_FRAME_MAX 4096u
 /* Whole frames one read must bring for them to go to a worker as one batch job. */
 #define TA_CONN_BATCH_MIN 4
 /* Largest request payload tried on the loop thread: a larger one carries enough data to
@@ -199,6 +213,12 @@ struct ta_conn {
 	ta_shm_table shm;                  /* shared buffers the client registered (shmbuf.h) */
 	uint64_t log_seq;                  /* highest log record answered in out: out waits until
 	                                      it is durable (--fsync always, persist.h) */
+	uint64_t accepted_ms;              /* loop time the connection was started */
+	bool handshaken;                   /* the loop saw Hello (and Auth where needed) succeed */
+	bool pending;                      /* counted among the connections in their handshake
+	                                      (server's: set at accept, cleared by it) */
+	uint64_t accepted_turn;            /* the owning loop's turn (server's count of loop
+	                                      iterations) at the accept (server's) */
 };
 
 /* Allocates connection number serial (for logs) of the listener type (tcp: true for TCP)
@@ -215,6 +235,14 @@ void ta_conn_drain(struct ta_conn *conn);
 /* Closes the connection when it held a partial frame longer than frame_timeout or was
  * idle longer than idle_timeout (now: the loop's time in ms), after answering UNAVAILABLE. */
 void ta_conn_check_timeouts(struct ta_conn *conn, uint64_t now);
+/* Answers code / msg (id 0) as far as the socket takes it at once, then closes (for a peer
+ * that may not be reading). */
+void ta_conn_fail(struct ta_conn *conn, ta_status code, const char *msg);
+/* The loop time (now: the loop's time in ms) since which the connection has kept others
+ * waiting without doing its part: in its handshake since it was accepted, holding a partial
+ * frame the peer has not finished, or waiting for input budget; 0 when it is none of these
+ * (or closing, or a request of it is running). *why names which. */
+uint64_t ta_conn_stalled_since(const struct ta_conn *conn, const char **why);
 /* Input budget was freed: a connection waiting for it (budget_wait) tries again. */
 void ta_conn_resume_input(struct ta_conn *conn);
 /* Log records became durable (persist.h): sends the responses that waited for them. */

@@ -326,7 +326,7 @@ static ta_status scatter_into(const Tileatom__ScatterAddr *sa, ta_request *req, 
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "scatter addressing needs dim and indices");
 	req->addr = TA_ADDR_SCATTER;
-	req->scatter_dim = sa->dim > (uint32_t)INT_MAX ? INT_MAX : (int)sa->dim;
+	req->scatter_dim = sa->dim; /* as sent: ta_plan names it when out of range */
 	req->n_index = 1;
 	return view_from_array(sa->indices, "indices", &req->index[0], err);
 }

@@ -603,7 +603,7 @@ static bool dec_saddr_into(ta_arena *arena, const uint8_t *p, size_t len, ta_req
 		}
 	}
 	req->addr = TA_ADDR_SCATTER;
-	req->scatter_dim = dim > (uint32_t)INT_MAX ? INT_MAX : (int)dim;
+	req->scatter_dim = dim; /* as sent: ta_plan names it when out of range */
 	req->n_index = 1;
 	return indices;
 }

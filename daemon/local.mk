@@ -4,7 +4,7 @@
 noinst_LIBRARIES += daemon/libtadaemon.a
 daemon_libtadaemon_a_SOURCES = \
 	daemon/arena.c daemon/arena.h \
-	daemon/conf.c daemon/conf.h \
+	daemon/conf.c daemon/conf.h daemon/ta_conf.def \
 	daemon/conn.c daemon/conn.h \
 	daemon/shmbuf.c daemon/shmbuf.h \
 	daemon/dispatch.c daemon/dispatch.h \

@@ -4,7 +4,12 @@
  *
  * Failure modes: a bad or non-loopback address, or a port in use, fails the start (the
  * daemon then exits 1); a scrape that runs out of memory gets a 500; any path but
- * /metrics a 404; any method but GET and HEAD a 405. */
+ * /metrics a 404; any method but GET and HEAD a 405.
+ *
+ * Bounds: one internal thread polls every connection (a slow peer blocks nobody); at most
+ * METRICS_MAX_CONNECTIONS connections, METRICS_MAX_PER_ADDRESS of one address, each closed
+ * after METRICS_IDLE_TIMEOUT seconds without a byte, so that peers trickling their headers
+ * cannot keep scrapes out (docs/SECURITY.md has the figures). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -30,10 +35,14 @@
 #define PACKAGE_VERSION "unknown"
 #endif
 
-/* Scrapes served at the same time. */
-#define METRICS_MAX_CONNECTIONS 16
-/* Seconds an idle scrape connection is kept. */
-#define METRICS_IDLE_TIMEOUT 10
+/* Connections served at the same time: room for scrapers beside a few that trickle. */
+#define METRICS_MAX_CONNECTIONS 64
+/* Connections from one address at the same time: one remote host never takes them all. */
+#define METRICS_MAX_PER_ADDRESS 32
+/* Seconds a connection may send and take nothing before it is closed: a scraper sends its
+ * request at once, so a peer that trickles its header a byte at a time slower than this
+ * loses its connection (and its slot) before the next byte. */
+#define METRICS_IDLE_TIMEOUT 3
 
 struct ta_metrics_server {
 	struct MHD_Daemon *mhd; /* the HTTP server and its thread */
@@ -320,8 +329,9 @@ ta_status ta_metrics_server_start(ta_metrics_server **out, const char *spec, boo
 	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
 	                          on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, res->ai_addr,
 	                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_MAX_CONNECTIONS,
-	                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_IDLE_TIMEOUT,
-	                          MHD_OPTION_END);
+	                          MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+	                          (unsigned)METRICS_MAX_PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT,
+	                          (unsigned)METRICS_IDLE_TIMEOUT, MHD_OPTION_END);
 	int start_errno = errno;
 	freeaddrinfo(res);
 	if (!s->mhd) {

@@ -15,7 +15,11 @@
  * connections (libuv accepts until EAGAIN), so a benchmark's clients, which connect at
  * once, would mostly land on one loop; round-robin spreads them evenly at the cost of a
  * dup and a wake-up per connection, which only a connection's first microseconds pay.
- * Over max_connections the connection is accepted on loop 0, answered with one
+ * Over a limit (max_connections, the TCP share max_connections - unix_reserve, or
+ * max_unauthenticated connections of the transport in their handshake; server.h) the
+ * connection is accepted on loop 0, which first tries to make room by closing one of its
+ * own connections that keeps others waiting (make_room: the oldest in its handshake, or the
+ * one stalled longest, answered UNAVAILABLE); failing that the newcomer is answered with one
  * RESOURCE_EXHAUSTED response and closed, so that the client learns why; the refusals are
  * logged at most once per 10 s with a count. A connection gives its slot back as soon as it
  * starts closing (host_release), not when its last running request is done.
@@ -29,7 +33,8 @@
  * thread, its own metrics shard.
  *
  * A periodic sweep per loop (sweep_timer, at most every second, more often for short
- * timeouts) applies frame_timeout and idle_timeout to that loop's connections; loop 0's
+ * timeouts) applies handshake_timeout, frame_timeout and idle_timeout to that loop's
+ * connections; loop 0's
  * also writes the counts of rate-limited log lines; resume_check wakes connections waiting
  * for input budget (max_input_total) in the loop turn after some was given back.
  *
@@ -110,15 +115,51 @@ static void host_submit(ta_conn_host *host, ta_job *job)
 		ta_executor_submit_to(&l->srv->executor, &l->port, job);
 }
 
-/* ta_conn_host.release: a closing connection gives its max_connections slot back. */
-static void host_release(ta_conn_host *host, ta_conn *conn)
+/* Counts a connection of the transport (tcp) in its handshake against the limits. */
+static void slots_add(ta_server *srv, bool tcp)
 {
-	ta_server *srv = host_loop(host)->srv;
+	atomic_fetch_add(&srv->nactive, 1);
+	atomic_fetch_add(&srv->svc->connections, 1);
+	if (tcp)
+		atomic_fetch_add(&srv->ntcp, 1);
+	atomic_fetch_add(&srv->npending[tcp], 1);
+}
+
+/* Gives back what slots_add took (pending: the connection was still in its handshake). */
+static void slots_sub(ta_server *srv, bool tcp, bool pending)
+{
+	atomic_fetch_sub(&srv->nactive, 1);
+	atomic_fetch_sub(&srv->svc->connections, 1);
+	if (tcp)
+		atomic_fetch_sub(&srv->ntcp, 1);
+	if (pending)
+		atomic_fetch_sub(&srv->npending[tcp], 1);
+}
+
+/* Gives conn's slots back (once: it is uncounted after). */
+static void conn_unslot(ta_server *srv, ta_conn *conn)
+{
 	if (!conn->counted)
 		return;
 	conn->counted = false;
-	atomic_fetch_sub(&srv->nactive, 1);
-	atomic_fetch_sub(&srv->svc->connections, 1);
+	slots_sub(srv, conn->tcp, conn->pending);
+	conn->pending = false;
+}
+
+/* ta_conn_host.release: a closing connection gives its max_connections slot back. */
+static void host_release(ta_conn_host *host, ta_conn *conn)
+{
+	conn_unslot(host_loop(host)->srv, conn);
+}
+
+/* ta_conn_host.handshaken: the connection leaves the count of those in their handshake. */
+static void host_handshaken(ta_conn_host *host, ta_conn *conn)
+{
+	ta_server *srv = host_loop(host)->srv;
+	if (!conn->counted || !conn->pending)
+		return;
+	conn->pending = false;
+	atomic_fetch_sub(&srv->npending[conn->tcp], 1);
 }
 
 /* ta_conn_host.input_freed: wake the waiting connections after this loop turn, and the
@@ -140,6 +181,7 @@ static void host_input_freed(ta_conn_host *host)
 static void on_resume_check(uv_check_t *check)
 {
 	ta_server_loop *l = check->data;
+	l->turn++; /* a check runs once per loop iteration */
 	if (!l->resume_pending)
 		return;
 	l->resume_pending = false;
@@ -225,10 +267,7 @@ static void host_gone(ta_conn_host *host, ta_conn *conn)
 		conn->next->prev = conn->prev;
 	l->nconns--;
 	atomic_fetch_sub(&srv->nconns, 1);
-	if (conn->counted) {
-		atomic_fetch_sub(&srv->nactive, 1);
-		atomic_fetch_sub(&srv->svc->connections, 1);
-	}
+	conn_unslot(srv, conn);
 	loop_check_done(l);
 }
 
@@ -380,10 +419,9 @@ static void on_main_wake(uv_async_t *handle)
 	server_check_done(handle->data);
 }
 
-/* Counts conn against max_connections (the caller checked the limit) and starts it. */
+/* Starts conn, counted against the limits by the caller. */
 static void conn_admit(ta_server_loop *l, ta_conn *conn)
 {
-	conn->counted = true;
 	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 " accepted (%s, loop %u, %u open)", conn->serial,
 	       conn->tcp ? "tcp" : "unix", l->index, atomic_load(&l->srv->nactive));
 	ta_conn_start(conn);
@@ -398,12 +436,13 @@ static void loop_adopt(ta_server_loop *l, ta_server_handoff *h)
 		ta_log(TA_LOG_ERR, "loop %u: out of memory opening connection %" PRIu64, l->index,
 		       h->serial);
 		close(h->fd);
-		atomic_fetch_sub(&srv->nactive, 1);
-		atomic_fetch_sub(&srv->svc->connections, 1);
+		slots_sub(srv, h->tcp, true);
 		return;
 	}
 	loop_link(l, conn);
 	conn->counted = true; /* counted by the main loop when it handed the socket over */
+	conn->pending = true;
+	conn->accepted_turn = l->turn;
 	int rc = h->tcp ? uv_tcp_open(&conn->h.tcp, h->fd) : uv_pipe_open(&conn->h.pipe, h->fd);
 	if (rc != 0) {
 		ta_log(TA_LOG_WARNING, "loop %u: cannot open connection %" PRIu64 ": %s", l->index,
@@ -504,8 +543,7 @@ static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_
 	h->fd = dup_fd;
 	h->tcp = tcp;
 	h->serial = ++srv->next_serial;
-	atomic_fetch_add(&srv->nactive, 1);
-	atomic_fetch_add(&srv->svc->connections, 1);
+	slots_add(srv, tcp);
 	pthread_mutex_lock(&l->lock);
 	if (l->handoff_tail)
 		l->handoff_tail->next = h;
@@ -518,6 +556,110 @@ static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_
 		ta_log(TA_LOG_ERR, "loop %u: uv_async_send failed: %s", l->index, uv_strerror(rc));
 }
 
+/* The limits a newcomer may find reached (over_limit). */
+typedef enum server_limit {
+	LIMIT_NONE = 0,    /* room for it */
+	LIMIT_HANDSHAKES,  /* max_unauthenticated connections of its transport */
+	LIMIT_CONNECTIONS, /* max_connections */
+	LIMIT_TCP_SHARE    /* max_connections - unix_reserve TCP connections */
+} server_limit;
+
+/* Which limit a newcomer of the transport (tcp) finds reached now (the handshake cap is
+ * not looked at with soft_handshakes), with a message naming it in msg. */
+static server_limit over_limit(ta_server *srv, bool tcp, bool soft_handshakes, char *msg,
+                               size_t size)
+{
+	const ta_config *cfg = srv->cfg;
+	unsigned max = (unsigned)cfg->max_connections;
+	unsigned reserve = (unsigned)cfg->unix_reserve;
+	unsigned tcp_max = max > reserve ? max - reserve : 1;
+	if (!soft_handshakes &&
+	    atomic_load(&srv->npending[tcp]) >= (unsigned)cfg->max_unauthenticated) {
+		snprintf(msg, size,
+		         "too many connections in their handshake: the limit is %d per transport "
+		         "(max_unauthenticated); try again later",
+		         cfg->max_unauthenticated);
+		return LIMIT_HANDSHAKES;
+	}
+	if (atomic_load(&srv->nactive) >= max) {
+		snprintf(msg, size,
+		         "too many connections: the limit is %d (max_connections); try again "
+		         "later",
+		         cfg->max_connections);
+		return LIMIT_CONNECTIONS;
+	}
+	if (tcp && atomic_load(&srv->ntcp) >= tcp_max) {
+		snprintf(msg, size,
+		         "too many TCP connections: the limit is %u (max_connections less "
+		         "unix_reserve, kept for local clients); try again later",
+		         tcp_max);
+		return LIMIT_TCP_SHARE;
+	}
+	return LIMIT_NONE;
+}
+
+/* A newcomer of the transport (tcp) found a limit reached: closes one connection of the
+ * main loop to make room, when there is one to close: for the handshake cap (handshakes)
+ * the oldest of the transport still in its handshake that has been polled for input at
+ * least once; else the one stalled longest (at least TA_SERVER_STALL_MS; for a TCP
+ * newcomer a TCP one). Returns true when one was closed. */
+static bool make_room(ta_server *srv, bool tcp, bool handshakes)
+{
+	ta_server_loop *l = &srv->loops[0];
+	uint64_t now = uv_now(l->loop);
+	ta_conn *victim = NULL;
+	uint64_t victim_since = 0;
+	const char *victim_why = NULL;
+	for (ta_conn *c = l->conns; c; c = c->next) {
+		if (!c->counted || (tcp && !c->tcp))
+			continue;
+		if (handshakes && (!c->pending || c->tcp != tcp || c->accepted_turn + 2 > l->turn))
+			continue;
+		const char *why = NULL;
+		uint64_t since = ta_conn_stalled_since(c, &why);
+		if (since == 0 || (!handshakes && now - since < TA_SERVER_STALL_MS))
+			continue;
+		/* equal times (accepted in one loop turn): the older connection */
+		if (!victim || since < victim_since ||
+		    (since == victim_since && c->serial < victim->serial)) {
+			victim = c;
+			victim_since = since;
+			victim_why = why;
+		}
+	}
+	if (!victim)
+		return false;
+	char msg[240];
+	snprintf(msg, sizeof(msg),
+	         "closed to make room for a new connection: %s (%s) and this connection %s for "
+	         "%" PRIu64 " ms",
+	         handshakes ? "the connections in their handshake are at their limit"
+	                    : "every connection slot is taken",
+	         handshakes ? "max_unauthenticated" : "max_connections", victim_why,
+	         now - victim_since);
+	ta_conn_fail(victim, TA_UNAVAILABLE, msg); /* logs it at level info */
+	return true;
+}
+
+/* Over a limit: makes room (each closing frees a slot at once) while it can. Returns the
+ * limit still reached (LIMIT_NONE: the newcomer may be admitted), its message in msg. A
+ * handshake cap with no connection to close (all accepted in this loop turn: a burst of
+ * clients connecting at once) lets the newcomer in as far as the slots allow. */
+static server_limit admit_or_make_room(ta_server *srv, bool tcp, char *msg, size_t size)
+{
+	bool soft_handshakes = false;
+	for (;;) {
+		server_limit lim = over_limit(srv, tcp, soft_handshakes, msg, size);
+		if (lim == LIMIT_NONE)
+			return LIMIT_NONE;
+		if (make_room(srv, tcp, lim == LIMIT_HANDSHAKES))
+			continue;
+		if (lim != LIMIT_HANDSHAKES)
+			return lim;
+		soft_handshakes = true;
+	}
+}
+
 /* Accept callback shared by both listeners (main loop). */
 static void on_connection(uv_stream_t *listener, int status)
 {
@@ -527,7 +669,8 @@ static void on_connection(uv_stream_t *listener, int status)
 		return;
 	}
 	bool tcp = listener == (uv_stream_t *)&srv->tcp_listener;
-	bool full = atomic_load(&srv->nactive) >= (unsigned)srv->cfg->max_connections;
+	char msg[200];
+	bool full = over_limit(srv, tcp, false, msg, sizeof(msg)) != LIMIT_NONE;
 	if (srv->nloops > 1 && !srv->draining && !full) {
 		ta_server_loop *target = &srv->loops[srv->next_loop];
 		srv->next_loop = (srv->next_loop + 1) % srv->nloops;
@@ -557,19 +700,17 @@ static void on_connection(uv_stream_t *listener, int status)
 		ta_conn_close(conn);
 		return;
 	}
-	if (full) {
-		char msg[160];
-		snprintf(msg, sizeof(msg),
-		         "too many connections: the limit is %d (max_connections); try again "
-		         "later",
-		         srv->cfg->max_connections);
+	/* over a limit: make room, else refuse */
+	if (full && admit_or_make_room(srv, tcp, msg, sizeof(msg)) != LIMIT_NONE) {
 		ta_log_limited(&srv->refuse_log, TA_LOG_WARNING,
 		               "connection %" PRIu64 " refused: %s", conn->serial, msg);
 		ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
 		return;
 	}
-	atomic_fetch_add(&srv->nactive, 1);
-	atomic_fetch_add(&srv->svc->connections, 1);
+	slots_add(srv, tcp);
+	conn->counted = true;
+	conn->pending = true;
+	conn->accepted_turn = l->turn;
 	conn_admit(l, conn);
 }
 
@@ -979,6 +1120,9 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	srv->svc = svc;
 	atomic_init(&srv->nactive, 0);
 	atomic_init(&srv->nconns, 0);
+	atomic_init(&srv->ntcp, 0);
+	atomic_init(&srv->npending[0], 0);
+	atomic_init(&srv->npending[1], 0);
 	srv->budget.max = cfg->max_input_total;
 	atomic_init(&srv->budget.held, 0);
 	atomic_init(&srv->budget.waiters, 0);
@@ -1008,6 +1152,7 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	tmpl.gone = host_gone;
 	tmpl.release = host_release;
 	tmpl.input_freed = host_input_freed;
+	tmpl.handshaken = host_handshaken;
 	tmpl.budget = &srv->budget;
 	/* Pipelined runs go to the workers when there are several to spread them over and the
 	 * cores to run them: on 2 CPUs shared with the clients the hand-over costs more than it
@@ -1051,6 +1196,8 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 		sweep_ms = cfg->frame_timeout_ms / 4;
 	if (cfg->idle_timeout_ms && cfg->idle_timeout_ms / 4 < sweep_ms)
 		sweep_ms = cfg->idle_timeout_ms / 4;
+	if (cfg->handshake_timeout_ms && cfg->handshake_timeout_ms / 4 < sweep_ms)
+		sweep_ms = cfg->handshake_timeout_ms / 4;
 	if (sweep_ms < 10)
 		sweep_ms = 10;
 	for (unsigned i = 0; i < srv->nloops; i++) {

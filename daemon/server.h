@@ -11,7 +11,18 @@
  * at start and hands to each connection; conn.c does not include this header, so the
  * arrows between the two point one way. The server keeps its connection list and counters
  * itself and may use conn.h's API and the fields of struct ta_conn it owns or reads
- * (prev/next, counted, the handle, serial). */
+ * (prev/next, counted, pending, the handle, serial).
+ *
+ * Slots: max_connections in all; TCP connections at most max_connections - unix_reserve
+ * (so that local clients always find room); connections in their handshake (Hello, and
+ * Auth where needed) at most max_unauthenticated per transport. A newcomer over a limit
+ * first makes room on the main loop: over max_unauthenticated it closes the oldest
+ * connection of its transport still in its handshake that has been polled for input at
+ * least once (a burst of clients connecting at once, all accepted in one loop turn before
+ * any could be read, is admitted over the cap, as long as the slots allow); over the other
+ * limits a stalled one (in its handshake, or holding a partial frame or waiting for input
+ * memory, for at least TA_SERVER_STALL_MS; a TCP newcomer only a TCP one), the longest
+ * stalled first. Only when there is none on the main loop is it refused. */
 #ifndef TA_DAEMON_SERVER_H
 #define TA_DAEMON_SERVER_H
 
@@ -27,6 +38,10 @@
 #include "executor.h"
 
 typedef struct ta_server ta_server;
+
+/* How long a connection must have been stalled (ta_conn_stalled_since) before a newcomer
+ * that finds every slot taken may close it to make room. */
+#define TA_SERVER_STALL_MS 1000u
 
 /* An accepted socket on its way from the main loop to the loop that will own it. */
 typedef struct ta_server_handoff {
@@ -70,6 +85,9 @@ typedef struct ta_server_loop {
 	                                input budget once some was given back */
 	bool check_open;             /* resume_check is initialised and not closed */
 	bool resume_pending;         /* input budget was given back while connections wait */
+	uint64_t turn;               /* loop iterations so far (counted by resume_check): a
+	                                connection accepted in turn T has been polled for
+	                                input once turn T + 2 has begun */
 	uv_check_t spin_check;       /* --busy-poll: after each loop turn, keeps spin_idle
 	                                running while input came in the last busy_poll_us */
 	uv_idle_t spin_idle;         /* --busy-poll: while active, the loop polls its sockets
@@ -115,6 +133,9 @@ struct ta_server {
 	ta_log_limit refuse_log;   /* rate limit of the "too many connections" lines */
 	ta_input_budget budget;    /* input all connections may hold (max_input_total) */
 	atomic_uint nactive;       /* connections counted against max_connections */
+	atomic_uint ntcp;          /* of those, TCP connections (max_connections - unix_reserve) */
+	atomic_uint npending[2];   /* of those, the ones in their handshake ([1]: TCP, [0]: Unix;
+	                              max_unauthenticated each) */
 	atomic_uint nconns;        /* connections of every loop, rejected ones included */
 	uint64_t next_serial;      /* serial number of the next connection (for logs) */
 	ta_server_loop *loops;     /* the event loops (loops[0]: the main loop) */

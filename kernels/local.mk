@@ -10,18 +10,20 @@ kernels_libtabackends_la_SOURCES = \
 	kernels/ta_cpu.c kernels/ta_lower.h kernels/ta_lower.c
 kernels_libtabackends_la_LIBADD = tacore/libtacore.la
 if USE_CUDA
-kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh \
-	kernels/ta_cuda_batch.cuh kernels/ta_cuda_private.h
+kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_batcher.cu \
+	kernels/ta_cuda_backend.h kernels/ta_cuda_kernels.cuh kernels/ta_cuda_batch.cuh \
+	kernels/ta_cuda_private.h
 # Dependencies of the CUDA object beyond its source: the .cu.lo suffix rule tracks none, so
 # a changed kernel header, wrapper or compiler command (a new --with-cuda-arch) would
 # otherwise leave a stale object.
 TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh $(top_srcdir)/kernels/ta_cuda_batch.cuh \
-	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/tacore/ta_backend.h \
+	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/kernels/ta_cuda_backend.h \
+	$(top_srcdir)/tacore/ta_backend.h \
 	$(top_srcdir)/tacore/ta_plan.h $(top_srcdir)/tacore/ta_types.h \
 	$(top_srcdir)/tacore/ta_ops.def $(top_srcdir)/tacore/ta_float.h \
 	$(top_srcdir)/kernels/nvcc-libtool.sh \
 	kernels/nvcc-command.stamp
-kernels/ta_cuda.lo: $(TA_CUDA_DEPS)
+kernels/ta_cuda.lo kernels/ta_cuda_batcher.lo: $(TA_CUDA_DEPS)
 # The nvcc command line; rewritten (and so newer than the objects) only when it changes.
 TA_NVCC_COMMAND = $(NVCC) $(NVCCFLAGS) $(NVCC_LTFLAGS) $(DEFS)
 kernels/nvcc-command.stamp: FORCE
@@ -32,7 +34,8 @@ CLEANFILES += kernels/nvcc-command.stamp
 else
 kernels_libtabackends_la_SOURCES += kernels/ta_cuda_none.c
 endif
-EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_kernels.cuh kernels/ta_cuda_batch.cuh \
+EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_batcher.cu kernels/ta_cuda_backend.h \
+	kernels/ta_cuda_kernels.cuh kernels/ta_cuda_batch.cuh \
 	kernels/ta_cuda_none.c \
 	kernels/ta_cuda_private.h kernels/nvcc-libtool.sh
 

@@ -36,6 +36,16 @@ int ta_auth_load(const char *path, ta_auth_secret *out, char *msg, size_t msg_si
 		close(fd);
 		return -1;
 	}
+	/* as ssh does for its keys: a file someone else owns is a secret they chose */
+	uid_t me = geteuid();
+	if (st.st_uid != me && st.st_uid != 0) {
+		snprintf(msg, msg_size,
+		         "the auth file %s belongs to uid %u: it must belong to the user running "
+		         "this program (uid %u) or to root (chown %u %s)",
+		         path, (unsigned)st.st_uid, (unsigned)me, (unsigned)me, path);
+		close(fd);
+		return -1;
+	}
 	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
 		snprintf(msg, msg_size,
 		         "the auth file %s has mode %04o: group and others must have no access "

@@ -40,10 +40,10 @@ typedef struct ta_auth_secret {
 	size_t len;                        /* bytes used */
 } ta_auth_secret;
 
-/* Reads the secret from path: the file must be a regular file that neither its group nor
- * others may read or write (mode 0600 or 0400), hold TA_AUTH_SECRET_MIN to
- * TA_AUTH_SECRET_MAX bytes after one trailing newline (or CRLF) is dropped, and no NUL.
- * Returns 0, or -1 with a message naming the file and the problem in msg. */
+/* Reads the secret from path: the file must be a regular file owned by the effective user
+ * or root that neither its group nor others may read or write (mode 0600 or 0400), hold
+ * TA_AUTH_SECRET_MIN to TA_AUTH_SECRET_MAX bytes after one trailing newline (or CRLF) is dropped,
+ * and no NUL. Returns 0, or -1 with a message naming the file and the problem in msg. */
 int ta_auth_load(const char *path, ta_auth_secret *out, char *msg, size_t msg_size);
 /* Computes the proof of role over the two nonces into out. Returns 0, or -1 when libcrypto
  * fails. */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* First payload allocation: frames up to this size get their whole buffer at once. */
 #define TA_FRAME_FIRST_ALLOC (64u * 1024u)
@@ -205,4 +206,25 @@ ta_frame_status ta_frame_reader_next(ta_frame_reader *r, const uint8_t **data, s
 		*payload = *owned;
 	}
 	return st;
+}
+
+ssize_t ta_frame_send_fd(int sock, const void *buf, size_t len, int fd)
+{
+	struct iovec iov = {(void *)buf, len};
+	union {
+		char bytes[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	memset(&control, 0, sizeof(control));
+	struct msghdr msg = {0};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = control.bytes;
+	msg.msg_controllen = sizeof(control.bytes);
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(sock, &msg, MSG_NOSIGNAL);
 }

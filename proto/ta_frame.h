@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "tileatom.pb-c.h"
 
@@ -84,6 +85,11 @@ uint8_t *ta_frame_reader_take(ta_frame_reader *r, uint32_t *len);
 ta_frame_status ta_frame_reader_next(ta_frame_reader *r, const uint8_t **data, size_t *len,
                                      const uint8_t **payload, uint32_t *payload_len,
                                      uint8_t **owned);
+
+/* Sends len bytes at buf on stream socket sock with file descriptor fd attached to their
+ * first byte (SCM_RIGHTS), in one sendmsg with MSG_NOSIGNAL; returns what sendmsg returns
+ * (errno set on -1). Shared buffers travel this way (client/tac_conn.c, the tests). */
+ssize_t ta_frame_send_fd(int sock, const void *buf, size_t len, int fd);
 
 #ifdef __cplusplus
 }

@@ -129,7 +129,7 @@ static void fw_schema_fail(const fw_spec *s, const char *what)
 {
 	fprintf(stderr,
 	        "tileatom: the hot-path codecs (proto/ta_wireschema.c, daemon/fastwire.c, "
-	        "client/tac_fastwire.c) do not match proto/tileatom.proto: %s.%s %s; update "
+	        "client/tac_wire.c) do not match proto/tileatom.proto: %s.%s %s; update "
 	        "them\n",
 	        fw_descs[s->msg]->name, s->name, what);
 	abort();
@@ -263,4 +263,36 @@ void ta_wireschema_init(void)
 		return;
 	if (pthread_once(&fw_once, fw_fill) != 0)
 		abort();
+}
+
+uint32_t ta_wireschema_key(const ProtobufCMessageDescriptor *desc, const char *name)
+{
+	const ProtobufCFieldDescriptor *f =
+	    protobuf_c_message_descriptor_get_field_by_name(desc, name);
+	if (!f)
+		return 0;
+	unsigned wire;
+	switch (f->type) {
+	case PROTOBUF_C_TYPE_MESSAGE:
+	case PROTOBUF_C_TYPE_STRING:
+	case PROTOBUF_C_TYPE_BYTES:
+		wire = FW_LEN;
+		break;
+	case PROTOBUF_C_TYPE_INT32:
+	case PROTOBUF_C_TYPE_INT64:
+	case PROTOBUF_C_TYPE_UINT32:
+	case PROTOBUF_C_TYPE_UINT64:
+	case PROTOBUF_C_TYPE_ENUM:
+	case PROTOBUF_C_TYPE_BOOL:
+		wire = f->label == PROTOBUF_C_LABEL_REPEATED &&
+		               (f->flags & PROTOBUF_C_FIELD_FLAG_PACKED)
+		           ? FW_LEN
+		           : FW_VARINT;
+		break;
+	default:
+		fprintf(stderr, "tileatom: field %s.%s has a type the wire codecs do not write\n",
+		        desc->name, name);
+		abort();
+	}
+	return f->id << 3 | wire;
 }

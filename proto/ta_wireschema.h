@@ -1,5 +1,5 @@
 /* ta_wireschema.h: what the hot-path wire codecs of the daemon (daemon/fastwire.c) and the
- * client library (client/tac_fastwire.c) share, so that proto/tileatom.proto stays the one
+ * client library (client/tac_wire.c) share, so that proto/tileatom.proto stays the one
  * source of truth: the fields of the hot messages (ping, the element-wise, scatter and indexed
  * atomic requests with their Region, Array, Options and addressing; Response with status,
  * message, PingResponse and OpResponse), their field numbers and wire types read from the
@@ -290,5 +290,14 @@ static inline uint8_t *wr_len_head(uint8_t *p, fw_slot s, size_t n)
 	p = wr_varint(p, tag_of(s, FW_LEN));
 	return wr_varint(p, n);
 }
+
+/* ---- by name --------------------------------------------------------------------------- */
+
+/* The key (tag: field number << 3 | wire type) protobuf-c writes the field named name of
+ * message desc with (length-delimited for messages, strings, bytes and packed repeated
+ * scalars; varint for the other integer, enum and bool fields), or 0 when desc has no such
+ * field; aborts naming it for a type written another way (fixed-size, floating point). For
+ * codecs that take their field numbers from the descriptors (client/tac_wire.c). */
+TA_WS_HIDDEN uint32_t ta_wireschema_key(const ProtobufCMessageDescriptor *desc, const char *name);
 
 #endif /* TA_PROTO_WIRESCHEMA_H */

@@ -259,8 +259,8 @@ static ta_status bind_addressing(ta_plan *p, const ta_tile_shape *t, const ta_re
 		const ta_array_view *iv = &r->index[0];
 		if (r->scatter_dim < 0 || r->scatter_dim >= t->rank)
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "scatter dim %d is out of range for a rank-%d tile",
-			                    r->scatter_dim, t->rank);
+			                    "scatter dim %lld is out of range for a rank-%d tile",
+			                    (long long)r->scatter_dim, t->rank);
 		if (iv->rank != t->rank)
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "scatter indices have rank %d, the tile has rank %d",
@@ -273,7 +273,7 @@ static ta_status bind_addressing(ta_plan *p, const ta_tile_shape *t, const ta_re
 				    "region extent %lld",
 				    (long long)iv->shape[a], a, (long long)p->extent[a]);
 		}
-		p->scatter_dim = r->scatter_dim;
+		p->scatter_dim = (int)r->scatter_dim; /* in 0..rank-1: checked above */
 		p->rank = iv->rank;
 		memcpy(p->shape, iv->shape, sizeof(p->shape));
 		p->n_index = 1;

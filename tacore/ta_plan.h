@@ -80,7 +80,7 @@ typedef struct ta_request {
 	int region_rank;                    /* entries in region_origin/region_shape */
 	int64_t region_origin[TA_MAX_RANK]; /* region origin in the tile */
 	int64_t region_shape[TA_MAX_RANK];  /* region extents */
-	int scatter_dim;                    /* SCATTER: the axis indices address */
+	int64_t scatter_dim;                /* SCATTER: the axis indices address (as sent) */
 	int n_index;                        /* index arrays given (INDEXED: tile rank, else 1) */
 	ta_array_view index[TA_MAX_RANK];   /* index arrays (INT32 / INT64) */
 	ta_array_view values;               /* values (CAS: desired); STORE: the data */

@@ -545,6 +545,20 @@ START_TEST(test_auth_file)
 	         "600 %s)",
 	         path, path);
 	ck_assert_str_eq(msg, want);
+	/* owned by another user (only root can give a file away; root must refuse it) */
+	if (geteuid() == 0) {
+		write_mode(path, "0123456789abcdef0123456789abcdef\n", 0600);
+		ck_assert_int_eq(chown(path, 65534, 65534), 0);
+		ck_assert_int_eq(ta_auth_load(path, &a, msg, sizeof(msg)), -1);
+		snprintf(
+		    want, sizeof(want),
+		    "the auth file %s belongs to uid 65534: it must belong to the user running "
+		    "this program (uid 0) or to root (chown 0 %s)",
+		    path, path);
+		ck_assert_str_eq(msg, want);
+		ck_assert_int_eq(chown(path, 0, 0), 0);
+		ck_assert_int_eq(ta_auth_load(path, &a, msg, sizeof(msg)), 0);
+	}
 	write_mode(path, "short\n", 0600);
 	ck_assert_int_eq(ta_auth_load(path, &a, msg, sizeof(msg)), -1);
 	snprintf(want, sizeof(want),
@@ -899,9 +913,9 @@ START_TEST(test_settings)
 	ck_assert_msg(ta_config_load_file(&cfg, TA_SRCDIR "/doc/tileatomd.conf.example", &err) ==
 	                  TA_OK,
 	              "%s", err.msg);
-	ck_assert_uint_eq(cfg.frame_timeout_ms, TA_CONFIG_DEFAULT_FRAME_TIMEOUT_MS);
+	ck_assert_uint_eq(cfg.frame_timeout_ms, 30000);
 	ck_assert_uint_eq(cfg.idle_timeout_ms, 0);
-	ck_assert_uint_eq(cfg.max_input_total, TA_CONFIG_DEFAULT_MAX_INPUT_TOTAL);
+	ck_assert_uint_eq(cfg.max_input_total, UINT64_C(1) << 30);
 	ck_assert_uint_eq(cfg.max_tiles, 0);
 	ck_assert_ptr_null(cfg.auth_file);
 	ta_config_free(&cfg);

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../daemon/server.h" /* TA_SERVER_STALL_MS */
 #include "ta_auth.h"
 #include "ta_frame.h"
 #include "tileatom.pb-c.h"
@@ -1456,6 +1457,21 @@ START_TEST(test_auth_tcp)
 	         "<3>the auth file %s has mode 0644: group and others must have no access", path);
 	ck_assert_int_eq(count_in_file(d.err_path, want), 1);
 	cleanup(&d);
+	/* a 0600 secret file owned by another user (only root can give one away): it chose
+	 * the secret, so a daemon of another user refuses to start */
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chmod(path, 0600), 0);
+		ck_assert_int_eq(chown(path, 65534, 65534), 0);
+		start_daemon_ex(&d, extra, true, &status);
+		ck_assert(WIFEXITED(status));
+		ck_assert_int_eq(WEXITSTATUS(status), 1);
+		snprintf(want, sizeof(want),
+		         "<3>the auth file %s belongs to uid 65534: it must belong to the user "
+		         "running this program (uid 0) or to root (chown 0 %s)",
+		         path, path);
+		ck_assert_int_eq(count_in_file(d.err_path, want), 1);
+		cleanup(&d);
+	}
 	unlink(path);
 	rmdir(dir);
 }
@@ -1917,6 +1933,344 @@ START_TEST(test_busy_poll_spins_then_sleeps)
 }
 END_TEST
 
+/* Reads the one response the daemon sends a connection it closes and checks its status and
+ * the start of its message (prefix), then EOF. */
+static void expect_closed_with(int fd, Tileatom__Status status, const char *prefix)
+{
+	Tileatom__Response *resp = recv_response(fd);
+	ck_assert_msg(resp != NULL, "no answer before the connection ended (or 20 s passed)");
+	ck_assert_msg(resp->status == status, "status %d: %s", resp->status, resp->message);
+	ck_assert_msg(strncmp(resp->message, prefix, strlen(prefix)) == 0, "message: %s",
+	              resp->message);
+	tileatom__response__free_unpacked(resp, NULL);
+	ck_assert(at_eof(fd));
+}
+
+/* Waits (up to 20 s) until the daemon's stats count want connections (seen from fd's). */
+static void wait_connections(int fd, uint32_t want)
+{
+	long long deadline = now_ms() + 20000;
+	for (;;) {
+		Tileatom__Response *st = get_stats(fd);
+		uint32_t open = st->stats->connections;
+		tileatom__response__free_unpacked(st, NULL);
+		if (open == want)
+			return;
+		ck_assert_msg(now_ms() < deadline, "%u connections open, waiting for %u", open,
+		              want);
+		usleep(10000);
+	}
+}
+
+START_TEST(test_handshake_deadline)
+{
+	char dir[64], path[128];
+	make_secret(dir, sizeof(dir), path, sizeof(path), 0600);
+	daemon_proc d;
+	const char *const extra[] = {
+	    "--listen", "127.0.0.1:0", "--auth-file", path, "--handshake-timeout", "1s", NULL};
+	start_daemon(&d, extra);
+	int good = connect_unix(d.sock); /* finished its handshake: no deadline */
+	int mute = connect_unix_raw(d.sock);
+	ck_assert_int_ge(mute, 0);
+	int tcp = connect_tcp_logged(&d);
+	Tileatom__Response *h = hello_response(tcp); /* Hello, but never Auth */
+	tileatom__response__free_unpacked(h, NULL);
+	/* each is answered UNAVAILABLE and closed about a second after it was accepted (the
+	 * receives give up after 20 s: only a daemon without the deadline gets there) */
+	expect_closed_with(mute, TILEATOM__STATUS__UNAVAILABLE,
+	                   "the handshake (Hello) was not finished within 1000 ms "
+	                   "(handshake_timeout); closing the connection");
+	expect_closed_with(tcp, TILEATOM__STATUS__UNAVAILABLE,
+	                   "the handshake (Hello, then Auth) was not finished within 1000 ms "
+	                   "(handshake_timeout); closing the connection");
+	close(mute);
+	close(tcp);
+	ping_ok(good, 1);
+	close(good);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_handshake_cap_and_unix_share)
+{
+	char dir[64], path[128];
+	make_secret(dir, sizeof(dir), path, sizeof(path), 0600);
+	daemon_proc d;
+	/* no deadline: only the cap closes connections here; one loop: room is made on the
+	 * main loop's connections (server.h) */
+	const char *const extra[] = {"--listen",
+	                             "127.0.0.1:0",
+	                             "--auth-file",
+	                             path,
+	                             "--handshake-timeout",
+	                             "0",
+	                             "--max-unauthenticated",
+	                             "2",
+	                             "--max-connections",
+	                             "8",
+	                             "--unix-reserve",
+	                             "3",
+	                             "--loops",
+	                             "1",
+	                             NULL};
+	start_daemon(&d, extra);
+	int good = connect_unix(d.sock);
+	wait_connections(good, 1); /* start_daemon's probe is gone */
+	/* five TCP connections that say Hello but never authenticate (one after the other:
+	 * each Hello answered before the next connects): at most two are kept, each newcomer
+	 * closes the oldest */
+	int t[5];
+	for (int i = 0; i < 5; i++) {
+		t[i] = connect_tcp_logged(&d);
+		Tileatom__Response *h = hello_response(t[i]);
+		tileatom__response__free_unpacked(h, NULL);
+	}
+	for (int i = 0; i < 3; i++) {
+		expect_closed_with(t[i], TILEATOM__STATUS__UNAVAILABLE,
+		                   "closed to make room for a new connection: the connections in "
+		                   "their handshake are at their limit (max_unauthenticated) and "
+		                   "this connection had not finished its handshake for ");
+		close(t[i]);
+	}
+	wait_connections(good, 3);
+	/* a fresh Unix client is served while the TCP handshake cap is full (the transports
+	 * have a cap each) */
+	int u = connect_unix(d.sock);
+	ck_assert_int_ge(u, 0);
+	ping_ok(u, 2);
+	close(u);
+	close(t[3]);
+	close(t[4]);
+	wait_connections(good, 1);
+
+	/* TCP connections, authenticated or not, never take the last unix_reserve slots:
+	 * 8 - 3 = 5 TCP connections at most */
+	ta_auth_secret secret;
+	char msg[256];
+	ck_assert_int_eq(ta_auth_load(path, &secret, msg, sizeof(msg)), 0);
+	int a[6];
+	for (int i = 0; i < 5; i++) {
+		a[i] = connect_tcp_logged(&d);
+		Tileatom__Response *h = hello_response(a[i]);
+		uint8_t nonce[TA_AUTH_NONCE], sproof[TA_AUTH_PROOF];
+		memcpy(nonce, h->hello->auth_nonce.data, TA_AUTH_NONCE);
+		tileatom__response__free_unpacked(h, NULL);
+		Tileatom__Response *r = auth_response(a[i], &secret, nonce, sproof);
+		ck_assert_msg(r->status == TILEATOM__STATUS__OK, "%s", r->message);
+		tileatom__response__free_unpacked(r, NULL);
+	}
+	a[5] = connect_tcp_logged(&d);
+	expect_closed_with(a[5], TILEATOM__STATUS__RESOURCE_EXHAUSTED,
+	                   "too many TCP connections: the limit is 5 (max_connections less "
+	                   "unix_reserve, kept for local clients); try again later");
+	close(a[5]);
+	/* the Unix share is still there: two more local clients (8 in all) */
+	int u1 = connect_unix(d.sock), u2 = connect_unix(d.sock);
+	ck_assert_int_ge(u1, 0);
+	ck_assert_int_ge(u2, 0);
+	ping_ok(u1, 3);
+	ping_ok(u2, 4);
+	for (int i = 0; i < 5; i++)
+		ping_expect(a[i], 5, TILEATOM__STATUS__OK, "");
+	for (int i = 0; i < 5; i++)
+		close(a[i]);
+	close(u1);
+	close(u2);
+	close(good);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_handshake_burst_admitted)
+{
+	/* clients that connect all at once, before the daemon could read any of them, are
+	 * not closed for each other: the cap closes only connections polled at least once */
+	daemon_proc d;
+	const char *const extra[] = {"--max-unauthenticated", "2", NULL};
+	start_daemon(&d, extra);
+	int good = connect_unix(d.sock);
+	wait_connections(good, 1); /* start_daemon's probe is gone */
+	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+	int c[6];
+	uint8_t hello[64];
+	size_t used = 0;
+	{
+		Tileatom__HelloRequest h = TILEATOM__HELLO_REQUEST__INIT;
+		h.protocol_version = 1;
+		Tileatom__Request req = TILEATOM__REQUEST__INIT;
+		req.id = 1;
+		req.body_case = TILEATOM__REQUEST__BODY_HELLO;
+		req.hello = &h;
+		append_request(hello, sizeof(hello), &used, &req);
+	}
+	for (int i = 0; i < 6; i++) { /* queued in the listen backlog, Hello in the socket */
+		c[i] = connect_unix_raw(d.sock);
+		ck_assert_int_ge(c[i], 0);
+		ck_assert(send_all(c[i], hello, used));
+	}
+	ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+	for (int i = 0; i < 6; i++) {
+		Tileatom__Response *resp = recv_response(c[i]);
+		ck_assert_ptr_nonnull(resp);
+		ck_assert_msg(resp->status == TILEATOM__STATUS__OK, "client %d: %s", i,
+		              resp->message);
+		tileatom__response__free_unpacked(resp, NULL);
+		ping_ok(c[i], 2);
+		close(c[i]);
+	}
+	close(good);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
+START_TEST(test_no_input_before_handshake)
+{
+	char dir[64], path[128];
+	make_secret(dir, sizeof(dir), path, sizeof(path), 0600);
+	daemon_proc d;
+	/* the input budget holds one largest frame: a reservation by the unauthenticated
+	 * connection would stall the Unix client's frame below */
+	const char *const extra[] = {"--listen",    "127.0.0.1:0", "--auth-file",       path,
+	                             "--max-frame", "1M",          "--max-input-total", "1M",
+	                             NULL};
+	start_daemon(&d, extra);
+	int tcp = connect_tcp_logged(&d);
+	Tileatom__Response *h = hello_response(tcp);
+	tileatom__response__free_unpacked(h, NULL);
+	uint8_t hdr[4 + 10];
+	ta_frame_put_header(hdr, 1000000);
+	memset(hdr + 4, 0, 10);
+	ck_assert(send_all(tcp, hdr, sizeof(hdr)));
+	expect_closed_with(tcp, TILEATOM__STATUS__RESOURCE_EXHAUSTED,
+	                   "frame of 1000000 bytes before the handshake: until it (Hello, then "
+	                   "Auth) is finished a frame may have at most 4096 bytes; closing the "
+	                   "connection");
+	close(tcp);
+	/* before Hello on the Unix socket too; a frame of 4096 bytes is still taken */
+	int raw = connect_unix_raw(d.sock);
+	ta_frame_put_header(hdr, 4097);
+	ck_assert(send_all(raw, hdr, 4));
+	expect_closed_with(raw, TILEATOM__STATUS__RESOURCE_EXHAUSTED,
+	                   "frame of 4097 bytes before the handshake: until it (Hello) is "
+	                   "finished a frame may have at most 4096 bytes; closing the "
+	                   "connection");
+	close(raw);
+	/* a Unix client that finished its handshake sends a frame needing the whole budget */
+	int u = connect_unix(d.sock);
+	size_t len = 0;
+	uint8_t *big = big_hello_frame(9, 900000, &len);
+	ck_assert(send_all(u, big, 100)); /* partial: the frame reserves its length */
+	ck_assert(send_all(u, big + 100, len - 100));
+	Tileatom__Response *resp = recv_response(u);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_uint_eq(resp->id, 9);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	free(big);
+	close(u);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_stalled_connection_makes_room)
+{
+	daemon_proc d;
+	const char *const extra[] = {
+	    "--max-connections", "3", "--unix-reserve", "0", "--loops", "1", NULL};
+	start_daemon(&d, extra);
+	int a = connect_unix(d.sock);
+	wait_connections(a, 1); /* start_daemon's probe is gone */
+	int b = connect_unix(d.sock);
+	int slow = connect_unix(d.sock);
+	/* slow starts a frame it never finishes; a and b are idle (not stalled) */
+	uint8_t partial[14];
+	ta_frame_put_header(partial, 100);
+	memset(partial + 4, 0, 10);
+	ck_assert(send_all(slow, partial, sizeof(partial)));
+	/* once it has been stalled for TA_SERVER_STALL_MS, a newcomer takes its slot */
+	usleep((TA_SERVER_STALL_MS + 200) * 1000);
+	int fresh = connect_unix(d.sock);
+	ck_assert_int_ge(fresh, 0);
+	ping_ok(fresh, 1);
+	expect_closed_with(slow, TILEATOM__STATUS__UNAVAILABLE,
+	                   "closed to make room for a new connection: every connection slot is "
+	                   "taken (max_connections) and this connection held a partial frame "
+	                   "for ");
+	close(slow);
+	/* idle connections are never closed for a newcomer: it is refused */
+	int over = connect_unix_raw(d.sock);
+	expect_closed_with(over, TILEATOM__STATUS__RESOURCE_EXHAUSTED,
+	                   "too many connections: the limit is 3 (max_connections)");
+	close(over);
+	ping_ok(a, 2);
+	ping_ok(b, 3);
+	close(a);
+	close(b);
+	close(fresh);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
+START_TEST(test_scatter_dim_as_sent)
+{
+	daemon_proc d;
+	start_daemon(&d, NULL);
+	int fd = connect_unix(d.sock);
+	create_tile(fd, "sd", 4);
+	int32_t zero = 0, one = 1;
+	int64_t n1 = 1;
+	Tileatom__Array idx = TILEATOM__ARRAY__INIT;
+	idx.dtype = TILEATOM__DTYPE__INT32;
+	idx.n_shape = 1;
+	idx.shape = &n1;
+	idx.data.data = (uint8_t *)&zero;
+	idx.data.len = 4;
+	Tileatom__Array va = TILEATOM__ARRAY__INIT;
+	va.dtype = TILEATOM__DTYPE__INT32;
+	va.data.data = (uint8_t *)&one;
+	va.data.len = 4;
+	Tileatom__ScatterAddr sa = TILEATOM__SCATTER_ADDR__INIT;
+	sa.dim = UINT32_MAX;
+	sa.indices = &idx;
+	Tileatom__ScatterAtomicRequest sc = TILEATOM__SCATTER_ATOMIC_REQUEST__INIT;
+	sc.tile = (char *)"sd";
+	sc.op = TILEATOM__OP__ADD;
+	sc.addr = &sa;
+	sc.values = &va;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 7;
+	req.body_case = TILEATOM__REQUEST__BODY_SCATTER;
+	req.scatter = &sc;
+	ck_assert(send_request(fd, &req));
+	Tileatom__Response *resp = recv_response(fd);
+	ck_assert_ptr_nonnull(resp);
+	ck_assert_int_eq(resp->status, TILEATOM__STATUS__INVALID_ARGUMENT);
+	ck_assert_str_eq(resp->message, "scatter dim 4294967295 is out of range for a rank-1 tile");
+	tileatom__response__free_unpacked(resp, NULL);
+	close(fd);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
 /* The suite. */
 static Suite *server_suite(void)
 {
@@ -1947,6 +2301,12 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, test_slot_freed_while_request_runs);
 	tcase_add_test(tc, test_frame_clock_held_by_daemon);
 	tcase_add_test(tc, test_input_total_bound);
+	tcase_add_test(tc, test_handshake_deadline);
+	tcase_add_test(tc, test_handshake_cap_and_unix_share);
+	tcase_add_test(tc, test_handshake_burst_admitted);
+	tcase_add_test(tc, test_no_input_before_handshake);
+	tcase_add_test(tc, test_stalled_connection_makes_room);
+	tcase_add_test(tc, test_scatter_dim_as_sent);
 	suite_add_tcase(s, tc);
 	return s;
 }

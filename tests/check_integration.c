@@ -25,6 +25,7 @@
 
 #include "check_client_util.h"
 #include "raw_ref_add.h"
+#include "ta_frame.h"
 #include "tileatom.h"
 #include "tileatom.pb-c.h"
 
@@ -1614,23 +1615,7 @@ static void raw_request(int fd, Tileatom__Request *req, int passfd)
 	frame[3] = (uint8_t)(len >> 24);
 	tileatom__request__pack(req, frame + 4);
 	if (passfd >= 0) {
-		struct iovec iov = {frame, len + 4};
-		union {
-			char bytes[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} control;
-		memset(&control, 0, sizeof(control));
-		struct msghdr msg = {0};
-		msg.msg_iov = &iov;
-		msg.msg_iovlen = 1;
-		msg.msg_control = control.bytes;
-		msg.msg_controllen = sizeof(control.bytes);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &passfd, sizeof(int));
-		ck_assert_int_eq(sendmsg(fd, &msg, MSG_NOSIGNAL), (ssize_t)(len + 4));
+		ck_assert_int_eq(ta_frame_send_fd(fd, frame, len + 4, passfd), (ssize_t)(len + 4));
 	} else {
 		raw_send(fd, frame, len + 4);
 	}

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -576,6 +577,67 @@ START_TEST(test_metrics_refused)
 }
 END_TEST
 
+/* Opens a TCP connection to 127.0.0.1:port (receives time out after 20 s). */
+static int tcp_open(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	struct timeval tv = {20, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+START_TEST(test_metrics_trickle_bound)
+{
+	/* 16 connections trickle a request line, a byte each per 500 ms (never idle long
+	 * enough to be closed): a scrape beside them is answered (given 20 s, which only a
+	 * daemon whose connection slots they fill would need) */
+	tcu_daemon m;
+	const char *extra[] = {"--metrics", "127.0.0.1:0", NULL};
+	ck_assert(tcu_daemon_start(&m, extra));
+	int port = metrics_port(&m);
+	int slow[16];
+	for (int i = 0; i < 16; i++) {
+		slow[i] = tcp_open(port);
+		ck_assert_int_eq(write(slow[i], "G", 1), 1);
+	}
+	int scrape = tcp_open(port);
+	const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	ck_assert_int_eq(write(scrape, req, sizeof(req) - 1), (ssize_t)(sizeof(req) - 1));
+	char head[16] = "";
+	size_t got = 0;
+	for (int round = 0; round < 40 && got < 12; round++) {
+		struct pollfd pfd = {scrape, POLLIN, 0};
+		if (poll(&pfd, 1, 500) > 0) {
+			ssize_t n = read(scrape, head + got, 12 - got);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+			continue;
+		}
+		for (int i = 0; i < 16; i++)
+			ck_assert_int_eq(write(slow[i], "E", 1), 1);
+	}
+	head[got] = '\0';
+	ck_assert_msg(strcmp(head, "HTTP/1.0 200") == 0 || strcmp(head, "HTTP/1.1 200") == 0,
+	              "scrape beside 16 trickling connections: '%s'", head);
+	close(scrape);
+	/* once they stop, the daemon closes each of them (EOF, well before 20 s) */
+	for (int i = 0; i < 16; i++) {
+		char c;
+		ck_assert_int_eq(read(slow[i], &c, 1), 0);
+		close(slow[i]);
+	}
+	ck_assert_int_eq(tcu_daemon_stop(&m, 20000), 0);
+}
+END_TEST
+
 static Suite *operator_suite(void)
 {
 	Suite *s = suite_create("operator");
@@ -586,6 +648,7 @@ static Suite *operator_suite(void)
 	tcase_add_test(tc, test_metrics_scrape);
 	tcase_add_test(tc, test_no_xdg_runtime_dir);
 	tcase_add_test(tc, test_metrics_refused);
+	tcase_add_test(tc, test_metrics_trickle_bound);
 	suite_add_tcase(s, tc);
 	return s;
 }

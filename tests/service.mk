@@ -2,11 +2,11 @@
 
 # --- daemon tests begin
 # Daemon unit tests: framing/codec (check_frame), settings, registry, dispatch, notify and
-# executor in-process (check_daemon), and the real tileatomd process over raw sockets
-# (check_daemon_server).
+# executor in-process (check_daemon), the settings table against its docs (check_conf),
+# and the real tileatomd process over raw sockets (check_daemon_server).
 if HAVE_CHECK
-check_PROGRAMS += tests/check_frame tests/check_daemon tests/check_daemon_server
-TESTS += tests/check_frame tests/check_daemon tests/check_daemon_server
+check_PROGRAMS += tests/check_frame tests/check_daemon tests/check_conf tests/check_daemon_server
+TESTS += tests/check_frame tests/check_daemon tests/check_conf tests/check_daemon_server
 
 tests_check_frame_SOURCES = tests/check_frame.c $(PROTO_SOURCES)
 nodist_tests_check_frame_SOURCES = $(nodist_PROTO_SOURCES)
@@ -19,6 +19,12 @@ tests_check_daemon_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
 tests_check_daemon_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) \
 	$(INIH_CFLAGS)
 tests_check_daemon_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
+
+tests_check_conf_SOURCES = tests/check_conf.c
+tests_check_conf_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
+	-DTA_SRCDIR='"$(abs_top_srcdir)"'
+tests_check_conf_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS)
+tests_check_conf_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
 
 tests_check_daemon_server_SOURCES = tests/check_daemon_server.c
 tests_check_daemon_server_CPPFLAGS = $(AM_CPPFLAGS) \
@@ -74,14 +80,15 @@ tests_check_client_codec_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
 tests_check_client_codec_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_check_client_codec_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 
-# client/tac_fastwire.c against protobuf-c (random and mutated requests and responses).
-check_PROGRAMS += tests/check_client_fastwire
-TESTS += tests/check_client_fastwire
-tests_check_client_fastwire_SOURCES = tests/check_client_fastwire.c $(CLIENT_LIB_SOURCES)
-nodist_tests_check_client_fastwire_SOURCES = $(nodist_PROTO_SOURCES)
-tests_check_client_fastwire_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
-tests_check_client_fastwire_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
-tests_check_client_fastwire_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
+# client/tac_wire.c's conformance to protobuf-c (random requests from the builders, the
+# template cache, random and mutated responses).
+check_PROGRAMS += tests/check_client_wire
+TESTS += tests/check_client_wire
+tests_check_client_wire_SOURCES = tests/check_client_wire.c $(CLIENT_LIB_SOURCES)
+nodist_tests_check_client_wire_SOURCES = $(nodist_PROTO_SOURCES)
+tests_check_client_wire_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
+tests_check_client_wire_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_check_client_wire_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 
 tests_check_integration_SOURCES = tests/check_integration.c tests/raw_ref_add.h \
 	tests/check_client_util.c tests/check_client_util.h $(PROTO_SOURCES)

@@ -1,0 +1,837 @@
+/* tac_wire.c: the client library's one data-plane codec (see tac_wire.h).
+ *
+ * Writing: one walk of the request description (walk) emits every field in field-number
+ * order, leaving out zero scalars, empty strings and bytes and empty packed lists and
+ * writing every message that is there, as protobuf_c_message_pack does for proto3 fields.
+ * The walk runs twice from the same source: counting (tac_wire_plan_request: each nested
+ * field's length, in the order it is opened) and writing (tac_wire_write: each length prefix
+ * from that count); the compiler makes a copy of it for each (always_inline, the pass a
+ * constant). The bodies of all data-plane requests share one layout (tile, op, region or
+ * window, addressing, values or padding, compare, options, in this order in every body;
+ * checked at start-up), so one walk writes them all.
+ *
+ * Templates: tac_tpl_keep keeps the bytes the writer wrote for a small element-wise or
+ * indexed request, where its data lie and its key (tac_tpl_match, tac_tpl_write in
+ * tac_wire.h use them).
+ *
+ * Decoding: one pass per message, each field's one-byte key looked up in the message's
+ * table (built from the descriptors by name); unknown fields are skipped. */
+#include "tac_wire.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tac_internal.h"
+#include "ta_types.h"
+
+/* ---- field keys ----------------------------------------------------------------------- */
+
+/* The fields of a data-plane body, in the order every body declares them. */
+enum body_field { B_TILE, B_OP, B_REGION, B_ADDR, B_VALUES, B_COMPARE, B_OPTIONS, B_FIELDS };
+
+/* Their names (a second name: the memory ops' window and gather's padding). */
+static const char *const body_names[B_FIELDS][2] = {
+    {"tile", NULL},        {"op", NULL},      {"region", "window"}, {"addr", NULL},
+    {"values", "padding"}, {"compare", NULL}, {"options", NULL}};
+
+/* Request kinds (tileatom_request_kind, the Request's body numbers) the tables cover. */
+#define KINDS (TILEATOM_REQ_SNAPSHOT + 1)
+
+/* The keys the writer writes, read from the descriptors by name (fill_tables). */
+typedef struct wire_keys {
+	uint32_t req_id;                        /* Request.id */
+	uint32_t req_body[KINDS];               /* Request.<body> by kind */
+	uint32_t body[KINDS][B_FIELDS];         /* each body's fields (0: not in it) */
+	uint32_t region_origin, region_shape;   /* Region */
+	uint32_t array_dtype, array_shape;      /* Array.dtype, .shape */
+	uint32_t array_data, array_shared;      /* Array.data, .shared */
+	uint32_t ref_id, ref_offset, ref_len;   /* BufferRef */
+	uint32_t opt_sem, opt_scope, opt_space; /* Options enums */
+	uint32_t opt_no_bounds, opt_want_old;   /* Options bools */
+	uint32_t opt_mask, opt_old_into;        /* Options messages */
+	uint32_t saddr_dim, saddr_indices;      /* ScatterAddr */
+	uint32_t iaddr_indices, iaddr_flat;     /* IndexedAddr */
+	uint32_t addr_region, addr_scatter;     /* Addressing forms */
+	uint32_t addr_indexed;                  /* Addressing.indexed */
+} wire_keys;
+
+static wire_keys keys;
+
+/* What the decoder does with a field, by its one-byte key (the tables below). */
+enum dec_slot {
+	D_UNKNOWN = 0, /* not in the message: skipped */
+	D_BAD,         /* in the message with another wire type, or not a data-plane field */
+	D_ID,          /* Response.id */
+	D_STATUS,      /* Response.status */
+	D_MESSAGE,     /* Response.message */
+	D_PING,        /* Response.ping */
+	D_OP,          /* Response.op */
+	D_DATA,        /* Response.data */
+	D_OLD,         /* OpResponse.old */
+	D_SKIPPED,     /* OpResponse.skipped */
+	D_APPLIED,     /* OpResponse.applied */
+	D_DTYPE,       /* Array.dtype */
+	D_SHAPE,       /* Array.shape, packed */
+	D_SHAPE_ONE,   /* Array.shape, one unpacked extent */
+	D_BYTES        /* Array.data */
+};
+
+/* The decoder's tables: one-byte key -> enum dec_slot. */
+static uint8_t resp_slots[128], op_slots[128], array_slots[128];
+
+/* True once the tables are filled (ready). */
+static bool tables_filled;
+
+/* The key of desc's field name, which must be there. */
+static uint32_t need_key(const ProtobufCMessageDescriptor *desc, const char *name)
+{
+	uint32_t k = ta_wireschema_key(desc, name);
+	if (!k) {
+		fprintf(stderr, "tileatom: the wire schema has no field %s.%s\n", desc->name, name);
+		abort();
+	}
+	return k;
+}
+
+/* Marks in slots every key of desc's fields (any wire type) D_BAD, then each named field's
+ * key (as written) with its slot, and the keys of field number 0 D_BAD; names ends with
+ * NULL. */
+static void fill_slots(uint8_t *slots, const ProtobufCMessageDescriptor *desc,
+                       const char *const *names, const uint8_t *what)
+{
+	memset(slots, D_BAD, 8); /* field number 0 */
+	for (unsigned i = 0; i < desc->n_fields; i++)
+		for (unsigned w = 0; w < 8 && desc->fields[i].id < 16; w++)
+			slots[desc->fields[i].id << 3 | w] = D_BAD;
+	for (int i = 0; names[i]; i++) {
+		uint32_t k = need_key(desc, names[i]);
+		if (k >= 128) {
+			fprintf(stderr, "tileatom: field %s.%s needs a one-byte key\n", desc->name,
+			        names[i]);
+			abort();
+		}
+		slots[k] = what[i];
+		if (what[i] == D_SHAPE) /* a repeated integer comes packed or one by one */
+			slots[(k & ~7u) | FW_VARINT] = D_SHAPE_ONE;
+	}
+}
+
+/* Reads every key from the descriptors (once per process, ready). */
+static void fill_tables(void)
+{
+	const ProtobufCMessageDescriptor *req = &tileatom__request__descriptor;
+	keys.req_id = need_key(req, "id");
+#define TA_REQUEST(id, field, ...)                                                                 \
+	if (tac_wire_takes((tileatom_request_kind)TA_REQ_##id)) {                                  \
+		keys.req_body[TA_REQ_##id] = need_key(req, #field);                                \
+		const ProtobufCMessageDescriptor *b =                                              \
+		    protobuf_c_message_descriptor_get_field_by_name(req, #field)->descriptor;      \
+		uint32_t prev = 0;                                                                 \
+		for (int f = 0; f < B_FIELDS; f++) {                                               \
+			uint32_t k = ta_wireschema_key(b, body_names[f][0]);                       \
+			if (!k && body_names[f][1])                                                \
+				k = ta_wireschema_key(b, body_names[f][1]);                        \
+			if (k && k < prev) {                                                       \
+				fprintf(stderr, "tileatom: %s declares its fields out of order\n", \
+				        b->name);                                                  \
+				abort();                                                           \
+			}                                                                          \
+			prev = k ? k : prev;                                                       \
+			keys.body[TA_REQ_##id][f] = k;                                             \
+		}                                                                                  \
+	}
+#include "ta_ops.def"
+#undef TA_REQUEST
+#define D(name) (&tileatom__##name##__descriptor)
+	keys.region_origin = need_key(D(region), "origin");
+	keys.region_shape = need_key(D(region), "shape");
+	keys.array_dtype = need_key(D(array), "dtype");
+	keys.array_shape = need_key(D(array), "shape");
+	keys.array_data = need_key(D(array), "data");
+	keys.array_shared = need_key(D(array), "shared");
+	keys.ref_id = need_key(D(buffer_ref), "buffer_id");
+	keys.ref_offset = need_key(D(buffer_ref), "offset");
+	keys.ref_len = need_key(D(buffer_ref), "length");
+	keys.opt_sem = need_key(D(options), "sem");
+	keys.opt_scope = need_key(D(options), "scope");
+	keys.opt_space = need_key(D(options), "space");
+	keys.opt_no_bounds = need_key(D(options), "no_bounds_check");
+	keys.opt_want_old = need_key(D(options), "want_old");
+	keys.opt_mask = need_key(D(options), "mask");
+	keys.opt_old_into = need_key(D(options), "old_into");
+	keys.saddr_dim = need_key(D(scatter_addr), "dim");
+	keys.saddr_indices = need_key(D(scatter_addr), "indices");
+	keys.iaddr_indices = need_key(D(indexed_addr), "indices");
+	keys.iaddr_flat = need_key(D(indexed_addr), "flat");
+	keys.addr_region = need_key(D(addressing), "region");
+	keys.addr_scatter = need_key(D(addressing), "scatter");
+	keys.addr_indexed = need_key(D(addressing), "indexed");
+	static const char *const resp[] = {"id", "status", "message", "ping", "op", "data", NULL};
+	static const uint8_t resp_what[] = {D_ID, D_STATUS, D_MESSAGE, D_PING, D_OP, D_DATA};
+	fill_slots(resp_slots, D(response), resp, resp_what);
+	static const char *const op[] = {"old", "skipped", "applied", NULL};
+	static const uint8_t op_what[] = {D_OLD, D_SKIPPED, D_APPLIED};
+	fill_slots(op_slots, D(op_response), op, op_what);
+	static const char *const arr[] = {"dtype", "shape", "data", NULL};
+	static const uint8_t arr_what[] = {D_DTYPE, D_SHAPE, D_BYTES};
+	fill_slots(array_slots, D(array), arr, arr_what);
+#undef D
+}
+
+/* fill_tables once per process, then one load per call: the tables never change once
+ * filled, and a thread that sees the flag unset goes through the pthread_once, which
+ * orders the filling before its return. */
+static inline void ready(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	if (__atomic_load_n(&tables_filled, __ATOMIC_ACQUIRE))
+		return;
+	if (pthread_once(&once, fill_tables) != 0)
+		abort();
+	__atomic_store_n(&tables_filled, true, __ATOMIC_RELEASE);
+}
+
+/* ---- the writer ------------------------------------------------------------------------ */
+
+#define AI static inline __attribute__((always_inline))
+
+/* Nested fields open at once at the most (Request > body > Addressing > ScatterAddr >
+ * Array > shape). */
+#define DEPTH 8
+
+/* The walk's state; count: the counting pass (else the writing one). */
+typedef struct wctx {
+	uint8_t *p;                /* writing: where the next byte goes */
+	size_t n;                  /* counting: bytes so far */
+	size_t *len;               /* the plan's nested lengths */
+	unsigned next;             /* the next nested field's index in len */
+	unsigned depth;            /* counting: fields open */
+	unsigned open_slot[DEPTH]; /* counting: each open field's index in len */
+	size_t open_at[DEPTH];     /* counting: where each open field's content starts */
+	tac_wire_marks *mk;        /* writing: where the parts lie */
+} wctx;
+
+/* Appends varint v. */
+AI void put_var(wctx *w, bool count, uint64_t v)
+{
+	if (count)
+		w->n += vsize(v);
+	else
+		w->p = wr_varint(w->p, v);
+}
+
+/* Appends a varint field (nothing when v is 0). */
+AI void put_field(wctx *w, bool count, uint32_t key, uint64_t v)
+{
+	if (v) {
+		put_var(w, count, key);
+		put_var(w, count, v);
+	}
+}
+
+/* Appends an enum field (a negative value as protobuf-c writes it: ten bytes). */
+AI void put_enum(wctx *w, bool count, uint32_t key, int v)
+{
+	put_field(w, count, key, (uint64_t)(int64_t)v);
+}
+
+/* Appends a bytes or string field of n bytes at src (nothing when n is 0); returns where
+ * they went (writing), else NULL. */
+AI uint8_t *put_bytes(wctx *w, bool count, uint32_t key, const void *src, size_t n)
+{
+	if (!n)
+		return NULL;
+	put_var(w, count, key);
+	put_var(w, count, n);
+	if (count) {
+		w->n += n;
+		return NULL;
+	}
+	uint8_t *at = w->p;
+	fw_copy_small(at, src, n);
+	w->p += n;
+	return at;
+}
+
+/* Opens a nested field (a message or a packed list) with key: counting notes where its
+ * content starts, writing writes the length counted for it. */
+AI void open_field(wctx *w, bool count, uint32_t key)
+{
+	put_var(w, count, key);
+	unsigned i = w->next++;
+	if (count) {
+		if (i >= TAC_WIRE_NESTED || w->depth == DEPTH)
+			abort(); /* more than a builder makes: a bug in the library */
+		w->open_slot[w->depth] = i;
+		w->open_at[w->depth++] = w->n;
+	} else {
+		w->p = wr_varint(w->p, w->len[i]);
+	}
+}
+
+/* Closes the field opened last (counting: its length is known now). */
+AI void close_field(wctx *w, bool count)
+{
+	if (count) {
+		unsigned d = --w->depth;
+		size_t l = w->n - w->open_at[d];
+		w->len[w->open_slot[d]] = l;
+		w->n += vsize(l);
+	}
+}
+
+/* Appends n int64 values as a packed field (nothing when n is 0). */
+AI void put_packed(wctx *w, bool count, uint32_t key, const int64_t *v, size_t n)
+{
+	if (!n)
+		return;
+	open_field(w, count, key);
+	for (size_t i = 0; i < n; i++)
+		put_var(w, count, (uint64_t)v[i]);
+	close_field(w, count);
+}
+
+/* Appends a Region field. */
+AI void put_region(wctx *w, bool count, uint32_t key, const Tileatom__Region *r)
+{
+	open_field(w, count, key);
+	put_packed(w, count, keys.region_origin, r->origin, r->n_origin);
+	put_packed(w, count, keys.region_shape, r->shape, r->n_shape);
+	close_field(w, count);
+}
+
+/* Appends a BufferRef field. */
+AI void put_ref(wctx *w, bool count, uint32_t key, const Tileatom__BufferRef *ref)
+{
+	open_field(w, count, key);
+	put_field(w, count, keys.ref_id, ref->buffer_id);
+	put_field(w, count, keys.ref_offset, ref->offset);
+	put_field(w, count, keys.ref_len, ref->length);
+	close_field(w, count);
+}
+
+/* Appends an Array field; *data_at (writing) gets where its data went. */
+AI void put_array(wctx *w, bool count, uint32_t key, const Tileatom__Array *a,
+                  const uint8_t **data_at)
+{
+	open_field(w, count, key);
+	put_enum(w, count, keys.array_dtype, (int)a->dtype);
+	put_packed(w, count, keys.array_shape, a->shape, a->n_shape);
+	uint8_t *at = put_bytes(w, count, keys.array_data, a->data.data, a->data.len);
+	if (!count)
+		*data_at = at;
+	if (a->shared)
+		put_ref(w, count, keys.array_shared, a->shared);
+	close_field(w, count);
+}
+
+/* Appends a ScatterAddr field. */
+AI void put_saddr(wctx *w, bool count, uint32_t key, const Tileatom__ScatterAddr *s)
+{
+	const uint8_t *unused;
+	open_field(w, count, key);
+	put_field(w, count, keys.saddr_dim, s->dim);
+	if (s->indices)
+		put_array(w, count, keys.saddr_indices, s->indices, &unused);
+	close_field(w, count);
+}
+
+/* Appends an IndexedAddr field. */
+AI void put_iaddr(wctx *w, bool count, uint32_t key, const Tileatom__IndexedAddr *ia)
+{
+	const uint8_t *unused;
+	open_field(w, count, key);
+	for (size_t i = 0; i < ia->n_indices; i++)
+		put_array(w, count, keys.iaddr_indices, ia->indices[i],
+		          i < TILEATOM_MAX_RANK ? &w->mk->index_at[i] : &unused);
+	put_field(w, count, keys.iaddr_flat, ia->flat != 0);
+	close_field(w, count);
+}
+
+/* Appends an Addressing field (the memory ops). */
+static void put_addressing(wctx *w, bool count, uint32_t key, const Tileatom__Addressing *a)
+{
+	open_field(w, count, key);
+	if (a->form_case == TILEATOM__ADDRESSING__FORM_REGION)
+		put_region(w, count, keys.addr_region, a->region);
+	else if (a->form_case == TILEATOM__ADDRESSING__FORM_SCATTER)
+		put_saddr(w, count, keys.addr_scatter, a->scatter);
+	else if (a->form_case == TILEATOM__ADDRESSING__FORM_INDEXED)
+		put_iaddr(w, count, keys.addr_indexed, a->indexed);
+	close_field(w, count);
+}
+
+/* Appends an Options field. */
+AI void put_options(wctx *w, bool count, uint32_t key, const Tileatom__Options *o)
+{
+	const uint8_t *unused;
+	open_field(w, count, key);
+	put_enum(w, count, keys.opt_sem, (int)o->sem);
+	put_enum(w, count, keys.opt_scope, (int)o->scope);
+	put_enum(w, count, keys.opt_space, (int)o->space);
+	put_field(w, count, keys.opt_no_bounds, o->no_bounds_check != 0);
+	put_field(w, count, keys.opt_want_old, o->want_old != 0);
+	if (o->mask)
+		put_array(w, count, keys.opt_mask, o->mask, &unused);
+	if (o->old_into)
+		put_ref(w, count, keys.opt_old_into, o->old_into);
+	close_field(w, count);
+}
+
+/* A data-plane body's fields, as the body of m's kind holds them (NULL: not there). */
+typedef struct body_view {
+	const char *tile;                       /* tile */
+	int op;                                 /* op (0 in the bodies without one) */
+	const Tileatom__Region *region;         /* region or window */
+	const Tileatom__ScatterAddr *saddr;     /* addr of a scatter atomic */
+	const Tileatom__IndexedAddr *iaddr;     /* addr of an indexed atomic */
+	const Tileatom__Addressing *addressing; /* addr of a memory op */
+	const Tileatom__Array *values;          /* values or padding */
+	const Tileatom__Array *compare;         /* compare */
+	const Tileatom__Options *options;       /* options */
+} body_view;
+
+/* Reads the body of data-plane request m (not ping) into *v. */
+AI void view_body(const struct tac_msg *m, body_view *v)
+{
+	*v = (body_view){0};
+	const Tileatom__Request *r = &m->req;
+	switch (m->kind) {
+	case TILEATOM_REQ_WRITE:
+		*v = (body_view){
+		    .tile = r->write->tile, .region = r->write->region, .values = r->write->values};
+		break;
+	case TILEATOM_REQ_READ:
+		*v = (body_view){.tile = r->read->tile, .region = r->read->region};
+		break;
+	case TILEATOM_REQ_ELEMENTWISE: {
+		const Tileatom__ElementwiseAtomicRequest *b = r->elementwise;
+		*v = (body_view){b->tile, (int)b->op, b->region,  NULL,      NULL,
+		                 NULL,    b->values,  b->compare, b->options};
+		break;
+	}
+	case TILEATOM_REQ_SCATTER: {
+		const Tileatom__ScatterAtomicRequest *b = r->scatter;
+		*v = (body_view){b->tile, (int)b->op, b->region, b->addr,   NULL,
+		                 NULL,    b->values,  NULL,      b->options};
+		break;
+	}
+	case TILEATOM_REQ_INDEXED: {
+		const Tileatom__IndexedAtomicRequest *b = r->indexed;
+		*v = (body_view){b->tile, (int)b->op, b->region,  NULL,      b->addr,
+		                 NULL,    b->values,  b->compare, b->options};
+		break;
+	}
+	case TILEATOM_REQ_GATHER: {
+		const Tileatom__GatherRequest *b = r->gather;
+		*v = (body_view){b->tile, 0,          b->window, NULL,      NULL,
+		                 b->addr, b->padding, NULL,      b->options};
+		break;
+	}
+	case TILEATOM_REQ_SCATTER_STORE: {
+		const Tileatom__ScatterStoreRequest *b = r->scatter_store;
+		*v = (body_view){b->tile, 0,         b->window, NULL,      NULL,
+		                 b->addr, b->values, NULL,      b->options};
+		break;
+	}
+	case TILEATOM_REQ_ATOMIC_LOAD: {
+		const Tileatom__AtomicLoadRequest *b = r->atomic_load;
+		*v =
+		    (body_view){b->tile, 0, b->window, NULL, NULL, b->addr, NULL, NULL, b->options};
+		break;
+	}
+	case TILEATOM_REQ_ATOMIC_STORE: {
+		const Tileatom__AtomicStoreRequest *b = r->atomic_store;
+		*v = (body_view){b->tile, 0,         b->window, NULL,      NULL,
+		                 b->addr, b->values, NULL,      b->options};
+		break;
+	}
+	default:
+		abort(); /* not a data-plane request: the caller asks tac_wire_takes first */
+	}
+}
+
+/* Walks data-plane request m once: counting or writing (count, a constant in each copy). */
+AI void walk(wctx *w, const struct tac_msg *m, bool count)
+{
+	put_field(w, count, keys.req_id, m->req.id);
+	if (!count)
+		w->mk->body = w->p;
+	open_field(w, count, keys.req_body[m->kind]);
+	if (m->kind != TILEATOM_REQ_PING) {
+		body_view v;
+		view_body(m, &v);
+		const uint32_t *bk = keys.body[m->kind];
+		if (v.tile)
+			put_bytes(w, count, bk[B_TILE], v.tile, strlen(v.tile));
+		put_enum(w, count, bk[B_OP], v.op);
+		if (v.region)
+			put_region(w, count, bk[B_REGION], v.region);
+		if (v.saddr)
+			put_saddr(w, count, bk[B_ADDR], v.saddr);
+		if (v.iaddr)
+			put_iaddr(w, count, bk[B_ADDR], v.iaddr);
+		if (v.addressing)
+			put_addressing(w, count, bk[B_ADDR], v.addressing);
+		if (v.values)
+			put_array(w, count, bk[B_VALUES], v.values, &w->mk->values_at);
+		if (v.compare)
+			put_array(w, count, bk[B_COMPARE], v.compare, &w->mk->compare_at);
+		if (v.options)
+			put_options(w, count, bk[B_OPTIONS], v.options);
+	}
+	close_field(w, count);
+}
+
+size_t tac_wire_plan_request(const struct tac_msg *m, tac_wire_plan *plan)
+{
+	ready();
+	tac_wire_marks unused = {0};
+	wctx w = {.len = plan->len, .mk = &unused};
+	walk(&w, m, true);
+	plan->size = w.n;
+	return w.n;
+}
+
+uint8_t *tac_wire_write(const struct tac_msg *m, const tac_wire_plan *plan, uint8_t *p,
+                        tac_wire_marks *marks)
+{
+	tac_wire_marks unused = {0};
+	wctx w = {.p = p, .len = (size_t *)plan->len, .mk = marks ? marks : &unused};
+	walk(&w, m, false);
+	if ((size_t)(w.p - p) != plan->size)
+		abort(); /* the two passes disagree: a bug in this file */
+	return w.p;
+}
+
+/* ---- templates -------------------------------------------------------------------------- */
+
+/* Keeps the shape of wire array a as key k; false when a is not one a template patches
+ * (data in a shared buffer, or none). */
+static bool key_array(tac_tpl_array *k, const Tileatom__Array *a)
+{
+	if (a->shared || a->data.len == 0 || a->n_shape > TILEATOM_MAX_RANK)
+		return false;
+	memset(k, 0, sizeof(*k));
+	k->dtype = (int)a->dtype;
+	k->rank = (int)a->n_shape;
+	for (size_t i = 0; i < a->n_shape; i++)
+		k->shape[i] = a->shape[i];
+	return true;
+}
+
+/* An offset into a template's bytes. */
+static uint8_t tpl_at(const tac_wire_marks *mk, const uint8_t *at)
+{
+	return (uint8_t)(at - mk->body);
+}
+
+void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk, const uint8_t *end)
+{
+	if (m->kind != TILEATOM_REQ_ELEMENTWISE && m->kind != TILEATOM_REQ_INDEXED)
+		return;
+	body_view v;
+	view_body(m, &v);
+	size_t len = (size_t)(end - mk->body);
+	if (v.region || !v.options || v.options->mask || v.options->old_into || !v.values ||
+	    len > TAC_TPL_BYTES || keys.req_id >= 128)
+		return;
+	size_t n_index = v.iaddr ? v.iaddr->n_indices : 0;
+	if (n_index > TILEATOM_MAX_RANK)
+		return;
+	t->valid = false;
+	for (size_t i = 0; i < n_index; i++) {
+		const Tileatom__Array *a = v.iaddr->indices[i];
+		if (!key_array(&t->index[i], a))
+			return;
+		t->index_bytes[i] = a->data.len;
+		t->index_at[i] = tpl_at(mk, mk->index_at[i]);
+	}
+	if (!key_array(&t->values, v.values) || (v.compare && !key_array(&t->compare, v.compare)))
+		return;
+	t->kind = m->kind;
+	t->op = (tileatom_op)v.op;
+	t->n_index = (int)n_index;
+	t->flat = v.iaddr && v.iaddr->flat;
+	t->has_compare = v.compare != NULL;
+	t->sem = (int)v.options->sem;
+	t->scope = (int)v.options->scope;
+	t->space = (int)v.options->space;
+	t->check_bounds = !v.options->no_bounds_check;
+	t->want_old = m->want_old_asked;
+	t->values_bytes = v.values->data.len;
+	t->values_at = tpl_at(mk, mk->values_at);
+	t->compare_bytes = v.compare ? v.compare->data.len : 0;
+	t->compare_at = v.compare ? tpl_at(mk, mk->compare_at) : 0;
+	t->most = t->values_bytes > t->compare_bytes ? t->values_bytes : t->compare_bytes;
+	for (size_t i = 0; i < n_index; i++)
+		if (t->index_bytes[i] > t->most)
+			t->most = t->index_bytes[i];
+	memcpy(t->tile, v.tile, strlen(v.tile) + 1); /* (the builder checked its length) */
+	t->id_key = (uint8_t)keys.req_id;
+	t->len = (uint8_t)len;
+	memcpy(t->bytes, mk->body, len);
+	t->valid = true;
+}
+
+/* ---- the decoder ----------------------------------------------------------------------- */
+
+/* Reads a field's key at *p (before end, which the caller's loop checked) into *key: its
+ * slot in slots (a field number of 16 or more: unknown). D_BAD for a malformed key or field
+ * number 0 (the tables' first row). */
+AI int next_slot(const uint8_t **p, const uint8_t *end, const uint8_t *slots, uint32_t *key)
+{
+	if (**p < 128) {
+		*key = *(*p)++;
+		return slots[*key];
+	}
+	uint64_t k; /* a longer key: an unknown field, or a known one written long */
+	*key = 0;
+	if (!rd_varint(p, end, &k) || k >> 32)
+		return D_BAD;
+	*key = (uint32_t)k;
+	return k < 128 ? slots[k] : D_UNKNOWN;
+}
+
+/* rd_len with the common one-byte length read inline. */
+AI bool rd_size(const uint8_t **p, const uint8_t *end, size_t *n)
+{
+	if (*p < end && **p < 128) {
+		*n = *(*p)++;
+		return *n <= (size_t)(end - *p);
+	}
+	return rd_len(p, end, n);
+}
+
+/* Skips an unknown field with key at p; returns the byte after it, NULL when malformed
+ * (p by value: the decoders' cursors stay in registers). */
+static const uint8_t *skip_field(const uint8_t *p, const uint8_t *end, uint32_t key)
+{
+	uint64_t v;
+	size_t n;
+	switch (key & 7u) {
+	case PROTOBUF_C_WIRE_TYPE_VARINT:
+		return rd_varint(&p, end, &v) ? p : NULL;
+	case PROTOBUF_C_WIRE_TYPE_64BIT:
+		n = 8;
+		break;
+	case PROTOBUF_C_WIRE_TYPE_32BIT:
+		n = 4;
+		break;
+	case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED:
+		return rd_len(&p, end, &n) ? p + n : NULL;
+	default:
+		return NULL;
+	}
+	return (size_t)(end - p) >= n ? p + n : NULL;
+}
+
+/* Reads an enum the way protobuf-c keeps it whole (at most 5 bytes, 0..INT32_MAX). */
+AI bool rd_enum(const uint8_t **p, const uint8_t *end, int *out)
+{
+	if (*p < end && **p < 128) {
+		*out = *(*p)++;
+		return true;
+	}
+	uint64_t v;
+	if (!rd_small(p, end, INT32_MAX, &v))
+		return false;
+	*out = (int)v;
+	return true;
+}
+
+/* Copies the n bytes at src into out's array (its small room when they fit, else its
+ * buffer, grown when short and given back when far too large). */
+AI bool take_bytes(tac_wire_response *out, const uint8_t *src, size_t n)
+{
+	Tileatom__Array *a = &out->array;
+	a->data.len = n;
+	if (n == 0) {
+		a->data.data = NULL;
+		return true;
+	}
+	if (n <= sizeof(out->small)) {
+		fw_copy_small(out->small, src, n);
+		a->data.data = out->small;
+		return true;
+	}
+	if (n > out->data_cap || (out->data_cap > (1u << 20) && n < out->data_cap / 4)) {
+		free(out->data);
+		out->data_cap = 0;
+		out->data = malloc(n);
+		if (!out->data)
+			return false;
+		out->data_cap = n;
+	}
+	memcpy(out->data, src, n);
+	a->data.data = out->data;
+	return true;
+}
+
+/* The rarer fields of an Array (its shape, packed or not; an unknown field) at p, with slot
+ * and key read: returns the byte after the field, NULL when it is malformed or not taken (a
+ * shared buffer: no response of the daemon carries one). Out of line, as the other rare
+ * fields below: the common response keeps to the lines that read it. */
+static __attribute__((noinline)) const uint8_t *dec_array_rare(tac_wire_response *out,
+                                                               size_t *nshape, int slot,
+                                                               uint32_t key, const uint8_t *p,
+                                                               const uint8_t *end)
+{
+	uint64_t v;
+	size_t n;
+	const uint8_t *stop = end;
+	if (slot == D_UNKNOWN)
+		return skip_field(p, end, key);
+	if (slot == D_SHAPE) {
+		if (!rd_size(&p, end, &n))
+			return NULL;
+		stop = p + n;
+	} else if (slot != D_SHAPE_ONE) {
+		return NULL;
+	}
+	do { /* one extent (D_SHAPE_ONE), or each of the packed ones */
+		if (*nshape == TAC_WIRE_MAX_SHAPE || !rd_varint(&p, stop, &v))
+			return NULL;
+		out->shape[(*nshape)++] = (int64_t)v;
+	} while (slot == D_SHAPE && p < stop);
+	return p;
+}
+
+/* Decodes an Array message (end - p bytes) into out->array. */
+AI bool dec_array(tac_wire_response *out, const uint8_t *p, const uint8_t *end)
+{
+	Tileatom__Array *a = &out->array;
+	*a = (Tileatom__Array)TILEATOM__ARRAY__INIT;
+	size_t nshape = 0, n;
+	uint32_t key;
+	int e;
+	while (p < end) {
+		int slot = next_slot(&p, end, array_slots, &key);
+		if (slot == D_DTYPE) {
+			if (!rd_enum(&p, end, &e))
+				return false;
+			a->dtype = (Tileatom__DType)e;
+		} else if (slot == D_BYTES) {
+			if (!rd_size(&p, end, &n) || !take_bytes(out, p, n))
+				return false;
+			p += n;
+		} else if (!(p = dec_array_rare(out, &nshape, slot, key, p, end))) {
+			return false;
+		}
+	}
+	a->n_shape = nshape;
+	a->shape = nshape ? out->shape : NULL;
+	return true;
+}
+
+/* Decodes an OpResponse message (end - p bytes) into out->op. */
+AI bool dec_op(tac_wire_response *out, const uint8_t *p, const uint8_t *end)
+{
+	Tileatom__OpResponse *op = &out->op;
+	*op = (Tileatom__OpResponse)TILEATOM__OP_RESPONSE__INIT;
+	size_t n;
+	uint32_t key;
+	while (p < end) {
+		int slot = next_slot(&p, end, op_slots, &key);
+		if (slot == D_OLD) {
+			if (op->old || !rd_size(&p, end, &n) || !dec_array(out, p, p + n))
+				return false;
+			op->old = &out->array;
+			p += n;
+		} else if (slot == D_APPLIED) {
+			if (!rd_varint(&p, end, &op->applied))
+				return false;
+		} else if (slot == D_SKIPPED) {
+			if (!rd_varint(&p, end, &op->skipped))
+				return false;
+		} else if (slot != D_UNKNOWN || !(p = skip_field(p, end, key))) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The rarer fields of a Response (a message, a ping or read body, an unknown field) at p,
+ * with slot and key read: returns the byte after the field, NULL when it is malformed or
+ * not a data-plane response's. */
+static __attribute__((noinline)) const uint8_t *dec_response_rare(tac_wire_response *out, int slot,
+                                                                  uint32_t key, const uint8_t *p,
+                                                                  const uint8_t *end)
+{
+	Tileatom__Response *r = &out->resp;
+	size_t n;
+	if (slot == D_UNKNOWN)
+		return skip_field(p, end, key);
+	if ((slot != D_MESSAGE && slot != D_PING && slot != D_DATA) || !rd_size(&p, end, &n))
+		return NULL;
+	if (slot == D_MESSAGE) {
+		if (n + 1 > out->text_cap) {
+			char *t = realloc(out->text, n + 1);
+			if (!t)
+				return NULL;
+			out->text = t;
+			out->text_cap = n + 1;
+		}
+		memcpy(out->text, p, n);
+		out->text[n] = '\0';
+		r->message = out->text;
+	} else if (r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET) {
+		return NULL; /* a second body */
+	} else if (slot == D_PING) {
+		if (n != 0)
+			return NULL;
+		tileatom__ping_response__init(&out->ping);
+		r->body_case = TILEATOM__RESPONSE__BODY_PING;
+		r->ping = &out->ping;
+	} else {
+		if (!dec_array(out, p, p + n))
+			return NULL;
+		r->body_case = TILEATOM__RESPONSE__BODY_DATA;
+		r->data = &out->array;
+	}
+	return p + n;
+}
+
+Tileatom__Response *tac_wire_decode_response(tac_wire_response *out, const uint8_t *data,
+                                             size_t len)
+{
+	ready();
+	Tileatom__Response *r = &out->resp;
+	*r = (Tileatom__Response)TILEATOM__RESPONSE__INIT;
+	const uint8_t *p = data, *end = data + len;
+	size_t n;
+	uint32_t key;
+	int e;
+	while (p < end) {
+		int slot = next_slot(&p, end, resp_slots, &key);
+		if (slot == D_ID) {
+			if (!rd_varint(&p, end, &r->id))
+				return NULL;
+		} else if (slot == D_OP) {
+			if (r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET ||
+			    !rd_size(&p, end, &n) || !dec_op(out, p, p + n))
+				return NULL;
+			r->body_case = TILEATOM__RESPONSE__BODY_OP;
+			r->op = &out->op;
+			p += n;
+		} else if (slot == D_STATUS) {
+			if (!rd_enum(&p, end, &e))
+				return NULL;
+			r->status = (Tileatom__Status)e;
+		} else if (!(p = dec_response_rare(out, slot, key, p, end))) {
+			return NULL;
+		}
+	}
+	return r;
+}
+
+void tac_wire_response_free(tac_wire_response *out)
+{
+	free(out->data);
+	out->data = NULL;
+	out->data_cap = 0;
+	free(out->text);
+	out->text = NULL;
+	out->text_cap = 0;
+}

@@ -1,0 +1,151 @@
+/* ta_cuda_backend.h: the CUDA backend's internal state (kernels/ta_cuda.cu) shared with its
+ * batcher (kernels/ta_cuda_batcher.cu): the staging slots, the batcher and its persistent
+ * kernel, the backend object, and the few functions each side calls of the other. C++,
+ * included by those two files only. */
+#ifndef TA_CUDA_BACKEND_H
+#define TA_CUDA_BACKEND_H
+
+#include <cuda_runtime.h>
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <stddef.h>
+
+#include "ta_backend.h"
+#include "ta_cuda_private.h"
+
+/* Staging slots, one per concurrent apply. */
+#define TA_CUDA_SLOTS 4
+/* Pinned staging buffers over this size are released after the call that grew them. */
+#define TA_CUDA_KEEP_BYTES (64u << 20)
+/* Device staging buffers over this size are released after the call that grew them (a
+ * 2^24-key histogram, 64 MiB of keys, keeps its buffer from one request to the next). */
+#define TA_CUDA_KEEP_DEV_BYTES (256u << 20)
+/* Operands (and old values) of at least this many bytes that lie in pinned or registered
+ * host memory (a client's shared buffer, daemon/shmbuf.c) are copied by DMA straight
+ * from (to) there instead of through the pinned staging buffer. */
+#define TA_CUDA_DIRECT_MIN (256u << 10)
+/* Alignment of each array in a staging buffer. */
+#define TA_CUDA_ALIGN 256u
+
+/* One staging slot: a stream and its buffers. */
+struct cuda_slot {
+	cudaStream_t stream; /* non-blocking stream of this slot */
+	unsigned char *host; /* pinned host staging buffer */
+	size_t host_cap;     /* bytes at host */
+	unsigned char *dev;  /* device staging buffer */
+	size_t dev_cap;      /* bytes at dev */
+	bool busy;           /* taken by an apply in progress */
+};
+
+/* Requests of one element each at most this many go to the batcher (larger ones launch
+ * their own kernel, which spreads them over the whole GPU). */
+#define TA_CUDA_BATCH_ITEM_MAX 1024
+/* A batch takes callers until it holds this many elements (at least one caller). */
+#define TA_CUDA_BATCH_ELEMS (1u << 16)
+/* ... or this many callers (chains: one warp each). */
+#define TA_CUDA_BATCH_CHAINS (1u << 13)
+
+/* One caller waiting for its requests (a chain, run in order) to go through a batch. */
+struct batch_wait {
+	ta_apply_call *calls; /* the requests, in order */
+	int n;                /* number of calls */
+	bool done;            /* every call has its outcome */
+	bool lead;            /* this caller runs the next batch */
+	sem_t wake;           /* posted when done or made the leader */
+	batch_wait *next;     /* pending queue link */
+};
+
+/* The batcher: callers queue their small requests; one that finds no batch running becomes
+ * the leader, takes everything queued (after the batch window), runs it as one launch,
+ * wakes each of its callers and hands the lead to the oldest caller queued meanwhile,
+ * whose requests go in the next batch. */
+struct cuda_batcher {
+	pthread_mutex_t mu;         /* guards the fields up to window_us, and the counts */
+	batch_wait *head, *tail;    /* queued, not yet taken by a leader */
+	bool running;               /* a leader is building or running a batch */
+	unsigned window_us;         /* batch window (ta_backend_set_batch_window) */
+	cudaStream_t stream;        /* stream of the batch kernel */
+	unsigned char *buf;         /* mapped pinned memory: chains, items, elems, olds */
+	size_t cap;                 /* bytes at buf */
+	unsigned long long batches; /* batches run */
+	unsigned long long batched; /* requests that went through a batch */
+	/* the persistent kernel (see "the persistent kernel" below) */
+	cudaStream_t pk_stream;        /* its stream (never the batch stream: a launch there
+	                                  would wait for it) */
+	unsigned char *pk_mem;         /* mapped pinned memory: mailbox, area, olds */
+	ta_pk_mailbox *mb;             /* the mailbox (at pk_mem) */
+	unsigned char *pk_area;        /* the descriptor area (TA_PK_DESC_BYTES) */
+	uint64_t *pk_olds;             /* the old-value slots (TA_PK_OLDS) */
+	int pk_max;                    /* most chains of a batch it takes; 0: off (under mu) */
+	bool pk_on;                    /* launched and not yet reaped (under mu) */
+	int holds;                     /* callers needing the device without it (under mu) */
+	pthread_cond_t pk_cv;          /* broadcast when pk_on turns false */
+	uint64_t seq;                  /* sequence number of the latest bell (lead only) */
+	uint64_t last_bell;            /* the bell the mailbox holds (lead only) */
+	uint64_t epoch;                /* its launches so far: the current one's epoch */
+	unsigned long long pk_batches; /* batches it ran (under mu) */
+	/* TILEATOM_CUDA_TRACE=1: the time of each stage of a batch, summed per way (0 a
+	 * launch, 1 the persistent kernel) and printed to stderr when the backend goes */
+	bool trace;                          /* on */
+	unsigned long long tr_batches[2];    /* batches */
+	unsigned long long tr_resolve_ns[2]; /* resolving the elements into descriptors */
+	unsigned long long tr_start_ns[2];   /* the launch call (a launch of the persistent
+	                                        kernel is in wait) */
+	unsigned long long tr_wait_ns[2];    /* until the batch has run */
+	unsigned long long tr_finish_ns[2];  /* copying the old values out */
+};
+
+/* The CUDA backend object. */
+struct ta_cuda_backend {
+	ta_backend base;                /* vtable: must be first */
+	int device;                     /* device ordinal */
+	ta_backend_info info;           /* what info reports */
+	pthread_mutex_t mu;             /* guards slots[].busy and broken */
+	pthread_cond_t cv;              /* signalled when a slot is released */
+	cuda_slot slots[TA_CUDA_SLOTS]; /* staging slots */
+	bool broken;                    /* a sticky error has made the context unusable */
+	char broken_msg[200];           /* that error, for later calls */
+	cuda_batcher batch;             /* small requests, many to a launch */
+	bool batch_ready;               /* batch.mu and batch.stream exist */
+	bool pk_ready;                  /* batch.pk_stream, pk_mem and pk_cv exist */
+};
+
+/* True for errors that leave the CUDA context unusable. */
+/* Rounds n up to TA_CUDA_ALIGN. */
+static inline size_t align_up(size_t n)
+{
+	return (n + TA_CUDA_ALIGN - 1) & ~(size_t)(TA_CUDA_ALIGN - 1);
+}
+
+/* ---- the backend (ta_cuda.cu), for the batcher ---- */
+
+/* Reports a failed CUDA call: RESOURCE_EXHAUSTED for allocation failures (cleared),
+ * INTERNAL otherwise; a sticky error marks the backend broken and is logged. */
+ta_status be_fail(ta_cuda_backend *be, cudaError_t e, const char *what, ta_error *err);
+/* Returns INTERNAL when an earlier sticky error broke the backend, else TA_OK. */
+ta_status be_check_broken(ta_cuda_backend *be, ta_error *err);
+/* Makes the backend's device current on the calling thread. */
+ta_status be_enter(ta_cuda_backend *be, ta_error *err);
+
+/* ---- the batcher (ta_cuda_batcher.cu), for the backend ---- */
+
+/* Sets up be->batch (its lock, stream, and the persistent kernel's stream and mailbox;
+ * TILEATOM_CUDA_PERSISTENT and TILEATOM_CUDA_TRACE read here). On failure returns the
+ * status with err set; batcher_destroy releases what was made. */
+ta_status batcher_init(ta_cuda_backend *be, ta_error *err);
+/* Stops the persistent kernel, prints the trace (when on) and releases be->batch. */
+void batcher_destroy(ta_cuda_backend *be);
+/* True when plan goes through the batcher rather than its own launch. */
+bool batchable(const ta_cuda_backend *be, const ta_plan *plan);
+/* Queues w's requests and returns when every one has its outcome (see ta_cuda_batcher.cu). */
+void batch_submit(ta_cuda_backend *be, batch_wait *w);
+/* Holds the persistent kernel off the device (stopping it after its batch in flight) until
+ * pk_release: for calls that may synchronise the whole device. */
+void pk_hold(ta_cuda_backend *be);
+/* Ends a pk_hold. */
+void pk_release(ta_cuda_backend *be);
+/* vtable set_batch_window: how long a leader waits for more requests before a launch. */
+void cuda_set_batch_window(ta_backend *base, unsigned usec);
+
+#endif

@@ -1,0 +1,674 @@
+/* ta_cuda_batcher.cu: the CUDA backend's batcher and the host side of its persistent kernel:
+ * small requests from many callers queued, resolved on the host into descriptors and run as
+ * one launch of ta_cuda_batch.cuh's batch kernel, or handed to the resident kernel through
+ * its mailbox. Host code only: the kernels are launched through ta_cuda_private.h.
+ * The backend (ta_cuda.cu) calls batchable/batch_submit and holds the resident kernel off
+ * (pk_hold/pk_release) around calls that may synchronise the whole device. */
+#include <cuda_runtime.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ta_cuda_backend.h"
+
+/* True when plan goes through the batcher rather than its own launch. */
+bool batchable(const ta_cuda_backend *be, const ta_plan *plan)
+{
+	/* the batcher resolves elements on the host: device operands launch on their own */
+	bool on_device = plan->old_out_device || plan->values.device || plan->compare.device ||
+	                 plan->mask.device;
+	for (int i = 0; i < TA_MAX_RANK; i++)
+		on_device = on_device || plan->index[i].device;
+	return be->batch_ready && plan->space == TA_SPACE_GLOBAL &&
+	       plan->count <= TA_CUDA_BATCH_ITEM_MAX && !on_device;
+}
+
+/* The output bits of an element that is masked off or skipped (as the kernels' fill_value). */
+static uint64_t batch_fill_bits(const ta_plan *plan, int64_t k)
+{
+	if (plan->op == TA_OP_CAS)
+		return ta_operand_bits(plan, &plan->compare, k);
+	if (plan->op == TA_OP_LOAD)
+		return plan->padding_bits;
+	return 0;
+}
+
+/* Bytes of the batch buffer for the given counts (16-byte aligned sections). */
+static size_t batch_bytes(size_t chains, size_t items, size_t elems, size_t olds)
+{
+	return align_up(chains * sizeof(ta_batch_chain)) + align_up(items * sizeof(ta_batch_item)) +
+	       align_up(elems * sizeof(ta_batch_elem)) + align_up(olds * sizeof(uint64_t));
+}
+
+static void pk_stop(ta_cuda_backend *be);
+static void pk_set_on(cuda_batcher *b, bool on);
+
+/* Grows the batch buffer (mapped pinned host memory, read in place by the kernel) to at
+ * least bytes. Leader only. */
+static ta_status batch_reserve(ta_cuda_backend *be, size_t bytes, ta_error *err)
+{
+	cuda_batcher *b = &be->batch;
+	if (b->cap >= bytes)
+		return TA_OK;
+	if (b->buf && be->pk_ready) {
+		/* cudaFreeHost may wait for the whole device: the leader stops its kernel */
+		pthread_mutex_lock(&b->mu);
+		bool on = b->pk_on;
+		pthread_mutex_unlock(&b->mu);
+		if (on) {
+			pk_stop(be);
+			pk_set_on(b, false);
+		}
+	}
+	if (b->buf)
+		cudaFreeHost(b->buf);
+	b->buf = NULL;
+	b->cap = 0;
+	size_t want = bytes < (1u << 20) ? (1u << 20) : bytes;
+	cudaError_t e = cudaHostAlloc((void **)&b->buf, want, cudaHostAllocMapped);
+	if (e != cudaSuccess)
+		return be_fail(be, e, "allocating the batch buffer (mapped pinned memory)", err);
+	b->cap = want;
+	return TA_OK;
+}
+
+/* Rounds n up to 16 bytes (the persistent kernel's descriptor area). */
+static size_t align16(size_t n)
+{
+	return (n + 15u) & ~(size_t)15u;
+}
+
+/* ---- the persistent kernel ---------------------------------------------------------------
+ *
+ * A launch and its synchronisation cost a lone request most of its GPU time, so small
+ * batches (up to TA_PK_CHAINS chains whose descriptors fit the mailbox) go to a kernel
+ * that stays resident (k_persistent, ta_cuda_batch.cuh): the leader writes the batch into
+ * the mailbox's area, rings the bell and spins on the done word the kernel writes; no
+ * launch, no copy, no driver call. The leader launches the kernel on demand (on its own
+ * stream) and it returns by itself after TA_CUDA_PK_IDLE_NS without a batch, so an idle
+ * daemon burns no SM; it also returns TA_CUDA_PK_LIFE_NS after its launch (between
+ * batches), so anything that waits for the device as a whole (a tool that serialises
+ * kernels) waits a bounded time. Every other use of the device holds it off (pk_hold:
+ * large requests, tile allocation and free, host and IPC registrations, destroy): those
+ * calls may synchronise the whole device, which would wait for a resident kernel, so the
+ * hold stops it (after the batch in flight) and no batch uses it until the hold ends.
+ * Order is unchanged: one leader at a time, and each batch has finished (done seen, or
+ * the kernel reaped) before the next one starts, whichever way it ran. */
+
+/* A persistent kernel returns after this long without a batch. */
+#define TA_CUDA_PK_IDLE_NS 5000000ull
+/* ... and this long after its launch (at the first moment without a batch). */
+#define TA_CUDA_PK_LIFE_NS 100000000ull
+
+/* CLOCK_MONOTONIC in nanoseconds (the trace). */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One pause of a spin-wait. */
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* Gives the lead to the oldest caller queued other than self (posting it), or ends the
+ * running batch role. Under batch.mu. */
+static void batch_pass_lead(cuda_batcher *b, batch_wait *self)
+{
+	if (b->head) {
+		b->head->lead = true;
+		if (b->head != self)
+			sem_post(&b->head->wake);
+	} else {
+		b->running = false;
+	}
+}
+
+/* Sets pk_on under batch.mu (broadcasting pk_cv when it turns false). */
+static void pk_set_on(cuda_batcher *b, bool on)
+{
+	pthread_mutex_lock(&b->mu);
+	b->pk_on = on;
+	if (!on)
+		pthread_cond_broadcast(&b->pk_cv);
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* Stops the running persistent kernel and waits until it has returned. The caller has
+ * the batch role (the leader, or a holder that took the role) and saw pk_on; without
+ * batch.mu. A failure is recorded (be_fail) and logged. */
+static void pk_stop(ta_cuda_backend *be)
+{
+	cuda_batcher *b = &be->batch;
+	__atomic_store_n(&b->mb->bell, TA_PK_STOP, __ATOMIC_RELEASE);
+	b->last_bell = TA_PK_STOP;
+	cudaError_t e = cudaStreamSynchronize(b->pk_stream);
+	if (e != cudaSuccess) {
+		ta_error err;
+		be_fail(be, e, "stopping the persistent batch kernel", &err);
+		fprintf(stderr, "tileatom cuda: %s\n", err.msg);
+	}
+}
+
+/* Holds the persistent kernel off: returns once it is not running (stopping it, after
+ * the batch in flight if any), and no batch launches it until pk_release. */
+void pk_hold(ta_cuda_backend *be)
+{
+	cuda_batcher *b = &be->batch;
+	if (!be->pk_ready)
+		return;
+	pthread_mutex_lock(&b->mu);
+	b->holds++;
+	while (b->pk_on) {
+		if (!b->running) {
+			/* no leader: take the batch role, stop the kernel, hand the role on */
+			b->running = true;
+			pthread_mutex_unlock(&b->mu);
+			pk_stop(be);
+			pthread_mutex_lock(&b->mu);
+			b->pk_on = false;
+			pthread_cond_broadcast(&b->pk_cv);
+			batch_pass_lead(b, NULL);
+			break;
+		}
+		/* the leader stops it after its batch (it sees holds) */
+		pthread_cond_wait(&b->pk_cv, &b->mu);
+	}
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* Ends a pk_hold. */
+void pk_release(ta_cuda_backend *be)
+{
+	cuda_batcher *b = &be->batch;
+	if (!be->pk_ready)
+		return;
+	pthread_mutex_lock(&b->mu);
+	b->holds--;
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* Waits for the persistent kernel (epoch b->epoch) to report batch seq done. Sets *gone
+ * when the kernel returned without taking it (idle or life time over). Returns the CUDA
+ * error of a kernel that failed. */
+static cudaError_t pk_wait(ta_cuda_backend *be, uint64_t seq, bool *gone)
+{
+	cuda_batcher *b = &be->batch;
+	*gone = false;
+	for (unsigned long spin = 1;; spin++) {
+		if (__atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) == seq)
+			return cudaSuccess;
+		bool exited = __atomic_load_n(&b->mb->exited, __ATOMIC_ACQUIRE) == b->epoch;
+		if (!exited && spin % 4096 == 0) {
+			/* a kernel that failed never writes done: ask the stream now and then */
+			cudaError_t e = cudaStreamQuery(b->pk_stream);
+			if (e == cudaErrorNotReady)
+				(void)cudaGetLastError();
+			else if (e != cudaSuccess)
+				return e;
+			else
+				exited = true;
+		}
+		if (exited) {
+			cudaError_t e = cudaStreamSynchronize(b->pk_stream);
+			if (e != cudaSuccess)
+				return e;
+			*gone = __atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) != seq;
+			return cudaSuccess;
+		}
+		if (spin > (1ul << 16)) /* long: a slow device (a tool), give the CPU away */
+			sched_yield();
+		else
+			spin_pause();
+	}
+}
+
+/* Runs the batch written into the mailbox's area (units 16-byte units) through the
+ * persistent kernel, launching it when none runs. Leader only, without batch.mu. */
+static ta_status pk_run(ta_cuda_backend *be, uint32_t units, ta_error *err)
+{
+	cuda_batcher *b = &be->batch;
+	uint64_t prev = b->last_bell, bell = TA_PK_BELL(++b->seq, units);
+	/* the descriptors were written before: a release store publishes them */
+	__atomic_store_n(&b->mb->bell, bell, __ATOMIC_RELEASE);
+	b->last_bell = bell;
+	for (int tries = 0; tries < 3; tries++) {
+		pthread_mutex_lock(&b->mu);
+		bool on = b->pk_on;
+		pthread_mutex_unlock(&b->mu);
+		if (!on) {
+			/* a new kernel takes every bell but prev: ours first */
+			b->epoch++;
+			ta_status st = ta_cuda_launch_persistent(
+			    b->mb, b->pk_area, b->pk_olds, prev, b->epoch, TA_CUDA_PK_IDLE_NS,
+			    TA_CUDA_PK_LIFE_NS, b->pk_stream, err);
+			if (st != TA_OK) {
+				cudaError_t e = cudaStreamSynchronize(b->pk_stream);
+				if (e != cudaSuccess)
+					be_fail(be, e,
+					        "finishing a failed persistent kernel launch",
+					        NULL);
+				return st;
+			}
+			pthread_mutex_lock(&b->mu);
+			b->pk_on = true;
+			pthread_mutex_unlock(&b->mu);
+		}
+		bool gone = false;
+		cudaError_t e = pk_wait(be, TA_PK_BELL_SEQ(bell), &gone);
+		if (e != cudaSuccess) {
+			pk_set_on(b, false);
+			return be_fail(be, e, "running the persistent batch kernel", err);
+		}
+		if (!gone) {
+			pthread_mutex_lock(&b->mu);
+			b->pk_batches++;
+			pthread_mutex_unlock(&b->mu);
+			return TA_OK;
+		}
+		pk_set_on(b, false); /* it returned before our bell: launch another */
+	}
+	return ta_error_set(err, TA_INTERNAL,
+	                    "cuda backend: the persistent batch kernel returned three times "
+	                    "without taking a batch");
+}
+
+/* Runs the chains of waits (linked through next, n_waits of them) as one batch and fills
+ * every call's outcome: through the persistent kernel when pk_ok and the batch fits its
+ * mailbox, else as one launch. Leader only, without batch.mu. */
+static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits, bool pk_ok)
+{
+	cuda_batcher *b = &be->batch;
+	size_t n_items = 0, max_elems = 0, n_olds = 0;
+	for (batch_wait *w = waits; w; w = w->next)
+		for (int i = 0; i < w->n; i++) {
+			n_items++;
+			max_elems += (size_t)w->calls[i].plan->count;
+			if (w->calls[i].plan->want_old)
+				n_olds += (size_t)w->calls[i].plan->count;
+		}
+	/* the persistent kernel's area: head, chains, items, elements (16-byte sections) */
+	size_t pk_items_off = align16(sizeof(ta_pk_head) + n_waits * sizeof(ta_batch_chain));
+	size_t pk_elems_off = pk_items_off + align16(n_items * sizeof(ta_batch_item));
+	uint64_t t0 = b->trace ? now_ns() : 0, t1 = 0, t2 = 0, t3 = 0;
+	bool pk = pk_ok && n_waits <= TA_PK_CHAINS && n_olds <= TA_PK_OLDS &&
+	          pk_elems_off + max_elems * sizeof(ta_batch_elem) <= TA_PK_DESC_BYTES;
+	ta_error err;
+	ta_status st = be_enter(be, &err);
+	if (st == TA_OK && !pk)
+		st = batch_reserve(be, batch_bytes(n_waits, n_items, max_elems, n_olds), &err);
+	if (st != TA_OK) {
+		for (batch_wait *w = waits; w; w = w->next)
+			for (int i = 0; i < w->n; i++) {
+				w->calls[i].status = st;
+				*w->calls[i].err = err;
+			}
+		return;
+	}
+	ta_batch_chain *chains;
+	ta_batch_item *items;
+	ta_batch_elem *elems;
+	uint64_t *olds;
+	if (pk) {
+		chains = (ta_batch_chain *)(b->pk_area + sizeof(ta_pk_head));
+		items = (ta_batch_item *)(b->pk_area + pk_items_off);
+		elems = (ta_batch_elem *)(b->pk_area + pk_elems_off);
+		olds = b->pk_olds;
+	} else {
+		chains = (ta_batch_chain *)b->buf;
+		items = (ta_batch_item *)(b->buf + align_up(n_waits * sizeof *chains));
+		elems =
+		    (ta_batch_elem *)((unsigned char *)items + align_up(n_items * sizeof *items));
+		olds = (uint64_t *)((unsigned char *)elems + align_up(max_elems * sizeof *elems));
+	}
+
+	/* resolve every element on the host; masked and skipped ones get their output now */
+	uint32_t ci = 0, ii = 0, ei = 0, oi = 0;
+	for (batch_wait *w = waits; w; w = w->next, ci++) {
+		chains[ci].first_item = ii;
+		chains[ci].n_items = 0;
+		for (int i = 0; i < w->n; i++) {
+			ta_apply_call *c = &w->calls[i];
+			const ta_plan *p = c->plan;
+			size_t es = ta_dtype_size(p->dtype);
+			int64_t tile_elems = (int64_t)(c->tile_bytes / es);
+			uint32_t code =
+			    ta_batch_code(p->dtype, p->op, p->sem, p->scope, p->want_old);
+			uint64_t skipped = 0, applied = 0, outside = 0;
+			items[ii].first = ei;
+			items[ii].fence = p->scope == TA_SCOPE_SYS ? 2u : 1u;
+			items[ii].pad = 0;
+			for (int64_t k = 0; k < p->count; k++) {
+				int64_t off = 0;
+				int how = ta_plan_resolve(p, k, &off);
+				if (how == 1 && (off < 0 || off >= tile_elems)) {
+					outside++;
+					how = 0;
+				}
+				if (how != 1) {
+					if (how < 0)
+						skipped++;
+					if (p->want_old)
+						olds[oi + (uint32_t)k] = batch_fill_bits(p, k);
+					continue;
+				}
+				ta_batch_elem *d = &elems[ei++];
+				d->addr = (uint64_t)(uintptr_t)((unsigned char *)c->mem +
+				                                off * (int64_t)es);
+				d->value = p->values.data ? ta_operand_bits(p, &p->values, k) : 0;
+				d->compare =
+				    p->compare.data ? ta_operand_bits(p, &p->compare, k) : 0;
+				d->code = code;
+				d->out = p->want_old ? oi + (uint32_t)k : TA_BATCH_NO_OUT;
+				applied++;
+			}
+			items[ii].count = ei - items[ii].first;
+			ii++;
+			chains[ci].n_items++;
+			c->result->skipped = skipped;
+			c->result->applied = applied;
+			c->status = TA_OK;
+			if (outside)
+				c->status =
+				    ta_error_set(c->err, TA_INTERNAL,
+				                 "cuda backend: %llu elements resolved outside the "
+				                 "tile and were not applied (inconsistent plan)",
+				                 (unsigned long long)outside);
+			if (p->want_old)
+				oi += (uint32_t)p->count;
+		}
+	}
+
+	/* the persistent kernel runs it, or one launch, then wait for it */
+	st = TA_OK;
+	if (b->trace)
+		t1 = t2 = now_ns();
+	if (ei > 0 && pk) {
+		ta_pk_head *head = (ta_pk_head *)b->pk_area;
+		head->n_chains = (uint32_t)n_waits;
+		head->items_off = (uint32_t)pk_items_off;
+		head->elems_off = (uint32_t)pk_elems_off;
+		head->pad = 0;
+		st = pk_run(be, (uint32_t)((pk_elems_off + ei * sizeof *elems + 15u) / 16u), &err);
+	} else if (ei > 0) {
+		st = ta_cuda_launch_batch(chains, (uint32_t)n_waits, items, elems, olds, b->stream,
+		                          &err);
+		if (b->trace)
+			t2 = now_ns();
+		if (st == TA_OK) {
+			cudaError_t e = cudaStreamSynchronize(b->stream);
+			if (e != cudaSuccess)
+				st = be_fail(be, e, "running the batch kernel", &err);
+		} else {
+			cudaError_t e = cudaStreamSynchronize(b->stream);
+			if (e != cudaSuccess)
+				be_fail(be, e, "finishing a failed batch launch", NULL);
+		}
+	}
+	if (b->trace)
+		t3 = now_ns();
+	oi = 0;
+	for (batch_wait *w = waits; w; w = w->next)
+		for (int i = 0; i < w->n; i++) {
+			ta_apply_call *c = &w->calls[i];
+			const ta_plan *p = c->plan;
+			if (st != TA_OK) {
+				c->status = st;
+				*c->err = err;
+				c->result->skipped = 0;
+				c->result->applied = 0;
+			} else if (p->want_old) {
+				size_t es = ta_dtype_size(p->dtype);
+				for (int64_t k = 0; k < p->count;
+				     k++) /* little-endian: low bytes */
+					memcpy((unsigned char *)p->old_out + k * (int64_t)es,
+					       &olds[oi + k], es);
+			}
+			if (p->want_old)
+				oi += (uint32_t)p->count;
+		}
+	if (b->trace && ei > 0) {
+		int way = pk ? 1 : 0;
+		b->tr_batches[way]++;
+		b->tr_resolve_ns[way] += t1 - t0;
+		b->tr_start_ns[way] += t2 - t1;
+		b->tr_wait_ns[way] += t3 - t2;
+		b->tr_finish_ns[way] += now_ns() - t3;
+	}
+}
+
+/* Queues the calls of w (one caller's requests, in order) and returns once all have run
+ * in some batch: as the leader of one or several, or woken by another leader. */
+void batch_submit(ta_cuda_backend *be, batch_wait *w)
+{
+	cuda_batcher *b = &be->batch;
+	w->done = false;
+	w->lead = false;
+	w->next = NULL;
+	if (sem_init(&w->wake, 0, 0) != 0) { /* cannot happen (pshared 0, value 0) */
+		for (int i = 0; i < w->n; i++)
+			w->calls[i].status = ta_error_set(w->calls[i].err, TA_INTERNAL,
+			                                  "sem_init failed: %s", strerror(errno));
+		return;
+	}
+	pthread_mutex_lock(&b->mu);
+	if (b->tail)
+		b->tail->next = w;
+	else
+		b->head = w;
+	b->tail = w;
+	if (!b->running) {
+		b->running = true;
+		w->lead = true;
+	}
+	for (;;) {
+		while (!w->done && !w->lead) {
+			pthread_mutex_unlock(&b->mu);
+			while (sem_wait(&w->wake) != 0 && errno == EINTR) {
+			}
+			pthread_mutex_lock(&b->mu);
+		}
+		if (w->done)
+			break;
+		/* lead: gather (after the window), run, wake each caller of the batch */
+		if (b->window_us > 0) {
+			pthread_mutex_unlock(&b->mu);
+			struct timespec ts = {(time_t)(b->window_us / 1000000u),
+			                      (long)(b->window_us % 1000000u) * 1000L};
+			while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+			}
+			pthread_mutex_lock(&b->mu);
+		}
+		batch_wait *first = b->head, *last = NULL;
+		size_t n_waits = 0, elems = 0;
+		for (batch_wait *x = b->head; x; x = x->next) {
+			size_t ne = 0;
+			for (int i = 0; i < x->n; i++)
+				ne += (size_t)x->calls[i].plan->count;
+			if (n_waits > 0 &&
+			    (n_waits >= TA_CUDA_BATCH_CHAINS || elems + ne > TA_CUDA_BATCH_ELEMS))
+				break;
+			n_waits++;
+			elems += ne;
+			last = x;
+		}
+		b->head = last->next;
+		if (!b->head)
+			b->tail = NULL;
+		last->next = NULL;
+		bool pk_ok = b->holds == 0 && n_waits <= (size_t)b->pk_max;
+		pthread_mutex_unlock(&b->mu);
+		batch_run(be, first, n_waits, pk_ok);
+		pthread_mutex_lock(&b->mu);
+		if (b->holds > 0 && b->pk_on) {
+			/* a caller waits to use the device without the persistent kernel */
+			pthread_mutex_unlock(&b->mu);
+			pk_stop(be);
+			pthread_mutex_lock(&b->mu);
+			b->pk_on = false;
+			pthread_cond_broadcast(&b->pk_cv);
+		}
+		b->batches++;
+		for (batch_wait *x = first; x;) {
+			batch_wait *nx = x->next; /* x may return (and vanish) once posted */
+			b->batched += (unsigned long long)x->n;
+			x->done = true;
+			if (x != w)
+				sem_post(&x->wake);
+			x = nx;
+		}
+		/* hand the lead to the oldest caller still queued (perhaps this one, when its
+		 * requests did not fit this batch) */
+		w->lead = false;
+		batch_pass_lead(b, w);
+	}
+	pthread_mutex_unlock(&b->mu);
+	sem_destroy(&w->wake);
+}
+
+extern "C" void ta_cuda_batch_counts(ta_backend *base, unsigned long long *batches,
+                                     unsigned long long *batched)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	pthread_mutex_lock(&be->batch.mu);
+	*batches = be->batch.batches;
+	*batched = be->batch.batched;
+	pthread_mutex_unlock(&be->batch.mu);
+}
+
+extern "C" void ta_cuda_set_persistent(ta_backend *base, int max_chains)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	if (!be->pk_ready)
+		return;
+	if (max_chains < 0)
+		max_chains = 0;
+	pthread_mutex_lock(&be->batch.mu);
+	be->batch.pk_max = max_chains < TA_PK_CHAINS ? max_chains : TA_PK_CHAINS;
+	pthread_mutex_unlock(&be->batch.mu);
+	if (max_chains == 0) { /* stop a running one */
+		pk_hold(be);
+		pk_release(be);
+	}
+}
+
+extern "C" void ta_cuda_persistent_counts(ta_backend *base, unsigned long long *batches,
+                                          unsigned long long *launches)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	pthread_mutex_lock(&be->batch.mu);
+	*batches = be->batch.pk_batches;
+	*launches = be->batch.epoch;
+	pthread_mutex_unlock(&be->batch.mu);
+}
+
+/* vtable set_batch_window: how long a leader waits for more requests before a launch. */
+
+void cuda_set_batch_window(ta_backend *base, unsigned usec)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	if (!be->batch_ready)
+		return;
+	pthread_mutex_lock(&be->batch.mu);
+	be->batch.window_us = usec;
+	pthread_mutex_unlock(&be->batch.mu);
+}
+
+ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
+{
+	cudaError_t e;
+	if (pthread_mutex_init(&be->batch.mu, NULL) == 0) {
+		if ((e = cudaStreamCreateWithFlags(&be->batch.stream, cudaStreamNonBlocking)) !=
+		    cudaSuccess)
+			pthread_mutex_destroy(&be->batch.mu);
+		else
+			be->batch_ready = true;
+	}
+	if (!be->batch_ready) {
+		return ta_error_set(err, TA_UNAVAILABLE,
+		                    "CUDA device %d: cannot set up the batcher", be->device);
+	}
+	/* the persistent kernel's stream and mailbox (mailbox line, area, olds) */
+	if (pthread_cond_init(&be->batch.pk_cv, NULL) == 0) {
+		size_t pk_bytes = sizeof(ta_pk_mailbox) + TA_PK_DESC_BYTES + TA_PK_OLDS * 8;
+		e = cudaStreamCreateWithFlags(&be->batch.pk_stream, cudaStreamNonBlocking);
+		if (e == cudaSuccess) {
+			e = cudaHostAlloc((void **)&be->batch.pk_mem, pk_bytes,
+			                  cudaHostAllocMapped);
+			if (e != cudaSuccess)
+				cudaStreamDestroy(be->batch.pk_stream);
+		}
+		if (e != cudaSuccess) {
+			pthread_cond_destroy(&be->batch.pk_cv);
+			return ta_error_set(
+			    err, TA_UNAVAILABLE,
+			    "CUDA device %d: cannot set up the persistent batch kernel: %s",
+			    be->device, cudaGetErrorString(e));
+		}
+		memset(be->batch.pk_mem, 0, pk_bytes);
+		be->batch.mb = (ta_pk_mailbox *)be->batch.pk_mem;
+		be->batch.pk_area = be->batch.pk_mem + sizeof(ta_pk_mailbox);
+		be->batch.pk_olds = (uint64_t *)(be->batch.pk_area + TA_PK_DESC_BYTES);
+		be->pk_ready = true;
+		const char *env = getenv("TILEATOM_CUDA_PERSISTENT");
+		be->batch.pk_max = TA_PK_CHAINS;
+		if (env && *env) {
+			char *end = NULL;
+			long v = strtol(env, &end, 10);
+			if (*end || v < 0) {
+				return ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "TILEATOM_CUDA_PERSISTENT='%s' is not a count of chains "
+				    "(0 turns the persistent kernel off)",
+				    env);
+			}
+			be->batch.pk_max = v < TA_PK_CHAINS ? (int)v : TA_PK_CHAINS;
+		}
+		env = getenv("TILEATOM_CUDA_TRACE");
+		be->batch.trace = env && strcmp(env, "1") == 0;
+	} else {
+		return ta_error_set(err, TA_INTERNAL, "pthread_cond_init failed");
+	}
+	return TA_OK;
+}
+
+void batcher_destroy(ta_cuda_backend *be)
+{
+	if (be->pk_ready) {
+		cuda_batcher *b = &be->batch;
+		for (int way = 0; b->trace && way < 2; way++)
+			if (b->tr_batches[way] > 0) {
+				double n = (double)b->tr_batches[way] * 1000.0;
+				fprintf(stderr,
+				        "tileatom cuda trace: %s: %llu batches; mean us: resolve "
+				        "%.2f, launch call %.2f, wait %.2f, copy out %.2f\n",
+				        way ? "persistent kernel" : "launches", b->tr_batches[way],
+				        (double)b->tr_resolve_ns[way] / n,
+				        (double)b->tr_start_ns[way] / n,
+				        (double)b->tr_wait_ns[way] / n,
+				        (double)b->tr_finish_ns[way] / n);
+			}
+		if (be->batch.pk_on)
+			pk_stop(be);
+		cudaFreeHost(be->batch.pk_mem);
+		cudaStreamDestroy(be->batch.pk_stream);
+		pthread_cond_destroy(&be->batch.pk_cv);
+	}
+	if (be->batch_ready) {
+		if (be->batch.buf)
+			cudaFreeHost(be->batch.buf);
+		cudaStreamDestroy(be->batch.stream);
+		pthread_mutex_destroy(&be->batch.mu);
+	}
+}
