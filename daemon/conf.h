@@ -102,6 +102,8 @@ typedef struct ta_config {
 	char *data_dir;                /* snapshot and log folder (persist.h); NULL: none */
 	int fsync_mode;                /* ta_fsync_mode (persist.h): when the log is fsynced */
 	uint64_t compact_size;         /* log bytes that start an automatic snapshot (0: never) */
+	bool accept_log_loss;          /* start although logged records once durable are
+	                                  missing */
 	uint64_t max_log_buffer;       /* log bytes waiting for the writer before mutations wait
 	                                  (0: unbounded) */
 } ta_config;

@@ -1001,6 +1001,10 @@ static ta_status on_snapshot(resp_ctx *rc, ta_tile *tile, const Tileatom__Snapsh
 {
 	(void)tile;
 	(void)m;
+	if (!ta_persist_may_snapshot(rc->who))
+		return ta_error_set(&rc->err, TA_PERMISSION_DENIED,
+		                    "snapshot: only the daemon's user, root or an authenticated "
+		                    "TCP client may ask for one");
 	if (!rc->svc->persist)
 		return ta_error_set(&rc->err, TA_UNAVAILABLE,
 		                    "this daemon keeps no data (start it with --data-dir DIR)");

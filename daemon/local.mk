@@ -15,7 +15,8 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/metrics_http.c daemon/metrics_http.h \
 	daemon/netaddr.c daemon/netaddr.h \
 	daemon/notify.c daemon/notify.h \
-	daemon/persist.c daemon/persist.h \
+	daemon/persist.h daemon/persist_int.h daemon/persist_log.c daemon/persist_snapshot.c \
+	daemon/persist_load.c daemon/persist_mark.c \
 	daemon/persist_service.c \
 	daemon/registry.c daemon/registry.h \
 	daemon/repeat.c daemon/repeat.h \

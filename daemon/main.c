@@ -134,8 +134,9 @@ static int run_daemon(ta_config *cfg)
 	ta_backend_set_batch_window(be, (unsigned)cfg->batch_window_us);
 	ta_persist *persist = NULL;
 	if (cfg->data_dir) {
-		if (ta_persist_open(&persist, cfg->data_dir, (ta_fsync_mode)cfg->fsync_mode,
-		                    cfg->compact_size, svc, &err) != TA_OK) {
+		ta_persist_settings pset = {(ta_fsync_mode)cfg->fsync_mode, cfg->compact_size,
+		                            cfg->accept_log_loss};
+		if (ta_persist_open(&persist, cfg->data_dir, &pset, svc, &err) != TA_OK) {
 			ta_log(TA_LOG_ERR, "%s", err.msg);
 			uv_loop_close(&loop);
 			free(svc);

@@ -1,11 +1,16 @@
 /* persist.h: durability of tileatomd's tiles (--data-dir). The data directory holds a
- * snapshot of every tile (snapshot.tas) and append-only logs of the mutating requests
- * applied since (log-<first seq, 16 hex digits>.tal): each record is the request's wire
- * payload with its length, sequence number, identity and checksums (xxHash). On start the snapshot
- * is loaded and the logs are replayed through the daemon's own dispatch path (a callback:
- * persist_service.c joins this file to dispatch, which calls into this file); a record cut short at
- * the end of the newest log (a torn write) is dropped with a log line, any other damage refuses the
- * start with a message naming the file and the offset.
+ * snapshot of every tile (snapshot.tas), append-only logs of the mutating requests applied
+ * since (log-<first seq, 16 hex digits>.tal: each record is the request's wire payload with
+ * its length, sequence number, identity and checksums, xxHash) and a logmark (how much of
+ * the current log is known durable). On start the snapshot is loaded and the logs are
+ * replayed through the daemon's own dispatch path (a callback: persist_service.c joins these
+ * files to dispatch, which calls into them); a record cut short at the end of the newest log,
+ * past what the logmark recorded durable (a torn write), is dropped with a log line; a log
+ * cut short or missing refuses the start with what is lost (unless accept_log_loss); any
+ * other damage refuses it with a message naming the file and the offset. The log (locks,
+ * runs, the writer and fsync threads) is persist_log.c, snapshots persist_snapshot.c,
+ * startup recovery persist_load.c, the logmark persist_mark.c; persist_int.h holds their
+ * shared state and the file format.
  *
  * Ordering: a mutating request takes one of TA_PERSIST_STRIPES locks, chosen by its tile's
  * name, before it looks the tile up and keeps it until its record is appended, so that the
@@ -119,18 +124,26 @@ typedef struct ta_persist_host {
 	void *replay_arg;            /* its argument (used only during ta_persist_start) */
 } ta_persist_host;
 
+/* How a data directory is kept (ta_persist_start). */
+typedef struct ta_persist_settings {
+	ta_fsync_mode mode;    /* when the log is fsynced */
+	uint64_t compact_size; /* log bytes after which a snapshot compacts the log (0: never) */
+	bool accept_log_loss;  /* start although records once durable are missing (a log cut
+	                          short or missing, persist_load.c), saying what was lost and
+	                          writing a snapshot at once, instead of refusing */
+} ta_persist_settings;
+
 /* Opens (creating, mode 0700) the data directory dir and locks it against a second daemon,
  * loads its snapshot into host's registry, replays its logs through host->replay, and starts
- * the writer thread. compact_size: log bytes after which a snapshot compacts the log (0:
- * never). Returns TA_OK with *out set, or an error naming the file and offset (the
- * registry may then hold some tiles; the caller exits). */
-ta_status ta_persist_start(ta_persist **out, const char *dir, ta_fsync_mode mode,
-                           uint64_t compact_size, const ta_persist_host *host, ta_error *err);
+ * the writer thread. Returns TA_OK with *out set, or an error naming the file and offset, or
+ * what was lost (the registry may then hold some tiles; the caller exits). */
+ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_settings *set,
+                           const ta_persist_host *host, ta_error *err);
 /* ta_persist_start on svc's registry and backend, replaying through svc's dispatch
  * (persist_service.c); the replayed requests are not counted in svc's statistics. Call
  * before svc->persist is set. */
-ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
-                          uint64_t compact_size, struct ta_service *svc, ta_error *err);
+ta_status ta_persist_open(ta_persist **out, const char *dir, const ta_persist_settings *set,
+                          struct ta_service *svc, ta_error *err);
 /* Stops the threads after writing and fsyncing every record, and frees p. */
 void ta_persist_close(ta_persist *p);
 
@@ -143,7 +156,7 @@ void ta_persist_detach(ta_persist *p);
 /* Takes the mutation lock of tile name (NULL: every stripe, alone): shared with the
  * requests of the same kind >= 0 (requests that commute with each other: one op whose
  * result does not depend on the order), alone with kind -1. Fails with UNAVAILABLE, naming the
- * problem, while the log cannot be written (see persist.c's failure modes). */
+ * problem, while the log cannot be written (see persist_log.c's failure modes). */
 ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
                           ta_error *err);
 /* ta_persist_lock for a request of run: the lock run keeps serves when it is the one
@@ -193,6 +206,12 @@ void ta_persist_set_buffer_max(ta_persist *p, uint64_t bytes);
 /* For tests and stats: the most log bytes that waited for the writer at once, and how many
  * appends waited for the bound. */
 void ta_persist_buffer_stats(ta_persist *p, uint64_t *high, uint64_t *waits);
+
+/* Whether who may ask for a snapshot, which stalls every mutation while the tiles are read
+ * and rewrites the data directory: the daemon's own user, root, the in-process callers
+ * (TA_OWNER_ANY) and the holder of the auth secret (an authenticated TCP client, whom the
+ * operator gave the secret); not other local users, nor unauthenticated TCP clients. */
+bool ta_persist_may_snapshot(ta_owner who);
 
 /* Writes a snapshot of every tile and removes the logs it covers. Thread-safe (one at a
  * time); blocks mutations while the tiles are read. */

@@ -1,6 +1,6 @@
-/* persist_service.c: joins durability (persist.c) to the daemon's dispatch: opens a data
+/* persist_service.c: joins durability (persist_*.c) to the daemon's dispatch: opens a data
  * directory on a service's registry and backend and replays the logged requests through
- * dispatch, so that persist.c itself does not depend on dispatch (which calls into it). */
+ * dispatch, so that those files do not depend on dispatch (which calls into it). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -52,13 +52,13 @@ static ta_status replay_request(void *arg, ta_owner who, const uint8_t *payload,
 	return st;
 }
 
-ta_status ta_persist_open(ta_persist **out, const char *dir, ta_fsync_mode mode,
-                          uint64_t compact_size, ta_service *svc, ta_error *err)
+ta_status ta_persist_open(ta_persist **out, const char *dir, const ta_persist_settings *set,
+                          ta_service *svc, ta_error *err)
 {
 	replay_ctx ctx = {.svc = svc};
 	ta_dispatch_scratch_init(&ctx.scratch);
 	ta_persist_host host = {svc->registry, svc->backend, replay_request, &ctx};
-	ta_status st = ta_persist_start(out, dir, mode, compact_size, &host, err);
+	ta_status st = ta_persist_start(out, dir, set, &host, err);
 	ta_dispatch_scratch_free(&ctx.scratch);
 	if (st == TA_OK) {
 		/* the replayed requests are not this run's */

@@ -4,9 +4,11 @@
 # says uid 1000, and there is no sudo, so the script stops with exit status 1 and names the
 # command to run as root (rather than "sudo: command not found"); apt-get must not be
 # reached. That command's package list is what each option would install:
-#   no option  the build packages and the test ones (Check, clang, libclang-rt-dev);
-#   --demo     the build packages only (what scripts/demo.sh needs; no Check, no clang);
-#   --bench    adds redis-server and the other benchmark tools to either.
+#   no option  the build packages and the test ones (Check, clang, libclang-rt-dev, the
+#              Python package's headers and test tools);
+#   --demo     the build packages only (what scripts/demo.sh needs; none of those);
+#   --bench    adds redis-server and the other benchmark tools to either;
+#   --torch    adds python3-torch.
 # Also: an unknown option exits 2, and scripts/demo.sh asks for --demo.
 set -u
 srcdir=${srcdir:-$(dirname "$0")/..}
@@ -48,15 +50,19 @@ expect() {
 
 build="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
        protobuf-c-compiler libinih-dev libjson-c-dev libmicrohttpd-dev libssl-dev libxxhash-dev"
-testing="check libsubunit-dev clang libclang-rt-dev"
-bench="redis-server redis-tools gnuplot-nox python3-numpy"
+testing="check libsubunit-dev clang libclang-rt-dev python3-dev python3-numpy python3-pytest
+         python3-pytest-asyncio"
+testing_not_bench="check libsubunit-dev clang libclang-rt-dev python3-dev python3-pytest
+         python3-pytest-asyncio"
+bench="redis-server redis-tools gnuplot-nox python3-numpy python3-redis python3-hiredis"
 
-for set in default demo bench demo_bench; do
+for set in default demo bench demo_bench torch; do
 	case $set in
 	default) run_deps $set ;;
 	demo) run_deps $set --demo ;;
 	bench) run_deps $set --bench ;;
 	demo_bench) run_deps $set --demo --bench ;;
+	torch) run_deps $set --torch ;;
 	esac
 	[ "$status" -eq 1 ] || { echo "check_install_deps: $set: exit status $status, expected 1" >&2; fail=1; }
 	grep -q "not running as root and sudo is not installed" "$tmp/$set.err" ||
@@ -72,11 +78,13 @@ done
 # shellcheck disable=SC2086
 {
 	expect default yes $testing
-	expect default no $bench
-	expect demo no $testing $bench
+	expect default no redis-server redis-tools gnuplot-nox python3-redis python3-hiredis python3-torch
+	expect demo no $testing $bench python3-torch
 	expect bench yes $testing $bench
-	expect demo_bench no $testing
+	expect bench no python3-torch
+	expect demo_bench no $testing_not_bench
 	expect demo_bench yes $bench
+	expect torch yes $testing python3-torch
 }
 n_build=$(echo "$build" | wc -w)
 n_demo=$(wc -l <"$tmp/demo.pkgs")

@@ -1,4 +1,4 @@
-/* check_persist.c: unit tests of tileatomd's durability (daemon/persist.c) in-process, on
+/* check_persist.c: unit tests of tileatomd's durability (daemon/persist_*.c) in-process, on
  * the CPU backend: the settings (data_dir, fsync, compact_size), the mutation locks
  * (shared by one op, alone otherwise, waiters not starved), a log replayed into a fresh
  * registry with exact values, a snapshot request compacting the log, a data directory
@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -92,13 +93,21 @@ static void fx_service(fixture *fx)
 	ta_service_init(&fx->svc, fx->be, fx->reg, 1u << 20);
 }
 
+/* Opens the data directory into the service (replaying it), accepting a lost part of the
+ * log or not; returns the status, err says why not. */
+static ta_status fx_try_open(fixture *fx, ta_fsync_mode mode, bool accept_log_loss, ta_error *err)
+{
+	ta_persist_settings set = {mode, 0, accept_log_loss};
+	ta_status st = ta_persist_open(&fx->p, fx->dir, &set, &fx->svc, err);
+	fx->svc.persist = fx->p;
+	return st;
+}
+
 /* Opens the data directory into the service (replaying it). */
 static void fx_open(fixture *fx, ta_fsync_mode mode)
 {
 	ta_error err = {0};
-	ck_assert_msg(ta_persist_open(&fx->p, fx->dir, mode, 0, &fx->svc, &err) == TA_OK, "%s",
-	              err.msg);
-	fx->svc.persist = fx->p;
+	ck_assert_msg(fx_try_open(fx, mode, false, &err) == TA_OK, "%s", err.msg);
 }
 
 /* Closes persistence and frees the service. */
@@ -542,8 +551,7 @@ START_TEST(test_dir_locked)
 	memcpy(b.dir, a.dir, sizeof(b.dir));
 	fx_service(&b);
 	ta_error err = {0};
-	ck_assert_int_eq(ta_persist_open(&b.p, b.dir, TA_FSYNC_EVERYSEC, 0, &b.svc, &err),
-	                 TA_UNAVAILABLE);
+	ck_assert_int_eq(fx_try_open(&b, TA_FSYNC_EVERYSEC, false, &err), TA_UNAVAILABLE);
 	ck_assert_ptr_nonnull(strstr(err.msg, "is in use by another tileatomd"));
 	ck_assert_ptr_nonnull(strstr(err.msg, a.dir));
 	fx_close(&b);
@@ -1104,6 +1112,415 @@ START_TEST(test_run)
 }
 END_TEST
 
+/* ---- log recovery: a torn last record told from a log cut short or missing ---- */
+
+/* Path of file name in fx's data directory into buf. */
+static void fx_path(const fixture *fx, const char *name, char *buf, size_t n)
+{
+	snprintf(buf, n, "%.63s/%.63s", fx->dir, name);
+}
+
+/* The end offsets of the whole records of the log at path into ends (at most max);
+ * returns how many. */
+static size_t record_ends(const char *path, uint64_t *ends, size_t max)
+{
+	FILE *f = fopen(path, "rb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, 8, SEEK_SET), 0);
+	uint64_t off = 8;
+	size_t n = 0;
+	uint8_t h[28];
+	while (n < max && fread(h, 1, sizeof(h), f) == sizeof(h)) {
+		uint32_t len = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 |
+		               (uint32_t)h[3] << 24;
+		ck_assert_int_eq(fseek(f, (long)len, SEEK_CUR), 0);
+		off += sizeof(h) + len;
+		ends[n++] = off;
+	}
+	fclose(f);
+	return n;
+}
+
+/* n adds of 1 to element 0 of "c". */
+static void add_n(fixture *fx, int n)
+{
+	for (int i = 0; i < n; i++)
+		ok(op_at(fx, "c", TILEATOM__OP__ADD, 0, 1, 0));
+}
+
+/* Element 0 of "c". */
+static int64_t c0(fixture *fx)
+{
+	int64_t v = -1;
+	read_i64(fx, "c", &v, 1);
+	return v;
+}
+
+/* Opens fx's directory expecting the refusal whose message is "DIR/" + want + the
+ * --accept-log-loss hint; then opens it with --accept-log-loss (the service fresh both
+ * times) and leaves it open. */
+static void expect_loss(fixture *fx, const char *want)
+{
+	ta_error err = {0};
+	fx_service(fx);
+	ck_assert_int_eq(fx_try_open(fx, TA_FSYNC_ALWAYS, false, &err), TA_INTERNAL);
+	char full[512];
+	snprintf(full, sizeof(full), "%s/%s; refusing to start without --accept-log-loss", fx->dir,
+	         want);
+	ck_assert_str_eq(err.msg, full);
+	fx_close(fx);
+	fx_service(fx);
+	ck_assert_msg(fx_try_open(fx, TA_FSYNC_ALWAYS, true, &err) == TA_OK, "%s", err.msg);
+}
+
+/* Closes fx and opens it again without --accept-log-loss: the accepted loss left a
+ * directory that starts as it is. */
+static void reopen_plain(fixture *fx)
+{
+	fx_close(fx);
+	fx_service(fx);
+	fx_open(fx, TA_FSYNC_ALWAYS);
+}
+
+/* 100 adds after a clean stop; the log cut in the middle of the 71st: refused, naming what
+ * is lost (30 adds); --accept-log-loss starts with the 70 (and writes a snapshot, so that a
+ * plain start works again); a partial record appended past the durable end instead (what a
+ * crash leaves) is dropped as a torn last record, as before. */
+START_TEST(test_log_cut)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ok(create_i64(&fx, "c", 1));
+	add_n(&fx, 100);
+	fx_close(&fx);
+	char path[256];
+	fx_path(&fx, "log-0000000000000001.tal", path, sizeof(path));
+	uint64_t ends[128];
+	ck_assert_uint_eq(record_ends(path, ends, 128), 101); /* the create and 100 adds */
+
+	/* a torn last record past the durable end: dropped, every add kept */
+	uint8_t part[40];
+	FILE *f = fopen(path, "r+b");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, (long)ends[99], SEEK_SET), 0);
+	ck_assert_uint_eq(fread(part, 1, sizeof(part), f), sizeof(part));
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	ck_assert_uint_eq(fwrite(part, 1, sizeof(part), f), sizeof(part)); /* a copy, cut */
+	ck_assert_int_eq(fclose(f), 0);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ck_assert_int_eq(c0(&fx), 100);
+	fx_close(&fx);
+	struct stat st;
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_size, (off_t)ends[100]); /* the torn bytes cut off */
+
+	/* cut in the middle of record 72 (the 71st add) */
+	ck_assert_int_eq(truncate(path, (off_t)(ends[70] + (ends[71] - ends[70]) / 2)), 0);
+	char want[400];
+	snprintf(want, sizeof(want),
+	         "log-0000000000000001.tal: cut short at byte %" PRIu64 ", after record 71, of "
+	         "%" PRIu64 " bytes durable through record 101: at least %" PRIu64
+	         " bytes, 30 records lost",
+	         ends[70], ends[100], ends[100] - ends[70]);
+	expect_loss(&fx, want);
+	ck_assert_int_eq(c0(&fx), 70);
+	ok(op_at(&fx, "c", TILEATOM__OP__ADD, 0, 5, 0));
+	reopen_plain(&fx);
+	ck_assert_int_eq(c0(&fx), 75);
+
+	/* cut at a record boundary: as much a loss */
+	fx_close(&fx);
+	ck_assert_int_eq(count_logs(fx.dir), 1);
+	char name[64];
+	DIR *d = opendir(fx.dir);
+	ck_assert_ptr_nonnull(d);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, "log-", 4) == 0)
+			snprintf(name, sizeof(name), "%.63s", e->d_name);
+	closedir(d);
+	fx_path(&fx, name, path, sizeof(path));
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(truncate(path, 8), 0); /* the one add after the snapshot */
+	snprintf(want, sizeof(want),
+	         "%s: cut short at byte 8, after record 71, of %lld bytes durable through record "
+	         "72: at least %lld bytes, 1 record lost",
+	         name, (long long)st.st_size, (long long)st.st_size - 8);
+	expect_loss(&fx, want);
+	ck_assert_int_eq(c0(&fx), 70);
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+/* A log deleted after a snapshot (40 adds in it, 60 after): refused naming the 60 records;
+ * accepted, 40 are left. The snapshot deleted instead: the log's first record tells 41
+ * records before it are missing. Neither the log nor the logmark: the snapshot still needs
+ * its log. */
+START_TEST(test_log_missing)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ok(create_i64(&fx, "c", 1));
+	add_n(&fx, 40);
+	ok(snapshot(&fx)); /* through record 41 */
+	add_n(&fx, 60);
+	fx_close(&fx);
+	char path[256], snap[256], keep[300];
+	fx_path(&fx, "log-000000000000002a.tal", path, sizeof(path));
+	fx_path(&fx, "snapshot.tas", snap, sizeof(snap));
+	snprintf(keep, sizeof(keep), "%s.kept", path);
+	struct stat st;
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(rename(path, keep), 0);
+	char want[400];
+	snprintf(want, sizeof(want),
+	         "log-000000000000002a.tal: missing; %lld bytes through record 101 were durable: "
+	         "at least %lld bytes, 60 records lost",
+	         (long long)st.st_size, (long long)st.st_size);
+	expect_loss(&fx, want);
+	ck_assert_int_eq(c0(&fx), 40);
+	reopen_plain(&fx);
+	ck_assert_int_eq(c0(&fx), 40);
+	fx_close(&fx);
+
+	/* the log back, the snapshot (and the log the accepted loss started) gone */
+	char mark[256];
+	fx_path(&fx, "logmark", mark, sizeof(mark));
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -f %s/log-*.tal %s %s", fx.dir, snap, mark);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(rename(keep, path), 0);
+	expect_loss(&fx,
+	            "log-000000000000002a.tal: starts at record 42, but no snapshot or earlier "
+	            "log holds records 1 to 41: 41 records lost");
+	uint32_t tiles = 1;
+	uint64_t bytes = 0;
+	ta_registry_stats(fx.reg, &tiles, &bytes);
+	ck_assert_uint_eq(tiles, 0); /* the tile's create was in the snapshot: its adds skipped */
+	fx_close(&fx);
+	fx_rmdir(&fx);
+
+	/* a snapshot without its log and without a logmark */
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ok(create_i64(&fx, "c", 1));
+	add_n(&fx, 3);
+	ok(snapshot(&fx)); /* through record 4 */
+	fx_close(&fx);
+	snprintf(cmd, sizeof(cmd), "rm -f %s/log-*.tal %s/logmark", fx.dir, fx.dir);
+	ck_assert_int_eq(system(cmd), 0);
+	expect_loss(&fx, "log-0000000000000005.tal: missing, though the snapshot through record 4 "
+	                 "needs it: the records after 4 are lost (how many is unknown)");
+	ck_assert_int_eq(c0(&fx), 3);
+	reopen_plain(&fx);
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+/* The logmark deleted, or both of its slots damaged: whether the log is whole cannot be
+ * told, so that is refused too; one damaged slot is not (the other one holds). */
+START_TEST(test_logmark_damage)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ok(create_i64(&fx, "c", 1));
+	add_n(&fx, 5);
+	fx_close(&fx);
+	char mark[256];
+	fx_path(&fx, "logmark", mark, sizeof(mark));
+	ck_assert_int_eq(unlink(mark), 0);
+	expect_loss(&fx, "logmark: missing, though log-0000000000000001.tal was written with one: "
+	                 "whether the log is complete is unknown");
+	ck_assert_int_eq(c0(&fx), 5);
+	add_n(&fx, 1);
+	reopen_plain(&fx);
+	ck_assert_int_eq(c0(&fx), 6);
+	fx_close(&fx);
+
+	/* one slot damaged: the other holds */
+	FILE *f = fopen(mark, "r+b");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fputc('X', f), 'X'); /* the magic of slot 0 */
+	ck_assert_int_eq(fclose(f), 0);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ck_assert_int_eq(c0(&fx), 6);
+	fx_close(&fx);
+	/* both */
+	f = fopen(mark, "r+b");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fputc('X', f), 'X');
+	ck_assert_int_eq(fseek(f, 4096, SEEK_SET), 0);
+	ck_assert_int_eq(fputc('X', f), 'X');
+	ck_assert_int_eq(fclose(f), 0);
+	expect_loss(&fx,
+	            "logmark: damaged (no whole slot): whether the log is complete is unknown");
+	ck_assert_int_eq(c0(&fx), 6);
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+/* A data directory of the format before the logmark (TALOG003 logs, no logmark) loads as
+ * before; its log is kept, new records go to a TALOG004 log, and both replay next time. */
+START_TEST(test_old_format)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ok(create_i64(&fx, "c", 1));
+	add_n(&fx, 9);
+	fx_close(&fx);
+	char path[256], mark[256];
+	fx_path(&fx, "log-0000000000000001.tal", path, sizeof(path));
+	fx_path(&fx, "logmark", mark, sizeof(mark));
+	ck_assert_int_eq(unlink(mark), 0);
+	FILE *f = fopen(path, "r+b");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite("TALOG003", 1, 8, f), 8);
+	ck_assert_int_eq(fclose(f), 0);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ck_assert_int_eq(c0(&fx), 9);
+	add_n(&fx, 2);
+	fx_close(&fx);
+	ck_assert_int_eq(count_logs(fx.dir), 2); /* log-1 (old) and log-b (new) */
+	char newer[256];
+	fx_path(&fx, "log-000000000000000b.tal", newer, sizeof(newer));
+	f = fopen(newer, "rb");
+	ck_assert_ptr_nonnull(f);
+	char magic[9] = {0};
+	ck_assert_uint_eq(fread(magic, 1, 8, f), 8);
+	fclose(f);
+	ck_assert_str_eq(magic, "TALOG004");
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	ck_assert_int_eq(c0(&fx), 11);
+	ok(snapshot(&fx)); /* covers both logs: the old one goes */
+	ck_assert_int_eq(count_logs(fx.dir), 1);
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+/* Reads the mark of the logmark at path (the whole slot with the higher count): the log it
+ * names and its durable bytes; false when there is none. */
+static bool read_mark(const char *path, uint64_t *first, uint64_t *bytes)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return false;
+	uint64_t best = 0;
+	for (int i = 0; i < 2; i++) {
+		uint8_t b[48];
+		uint64_t v[4];
+		if (fseek(f, i * 4096L, SEEK_SET) != 0 || fread(b, 1, sizeof(b), f) != sizeof(b) ||
+		    memcmp(b, "TAMARK01", 8) != 0)
+			continue;
+		memcpy(v, b + 8, sizeof(v)); /* little-endian hosts only (the tests' hosts) */
+		if (v[0] > best) {
+			best = v[0];
+			*first = v[1];
+			*bytes = v[2];
+		}
+	}
+	fclose(f);
+	return best > 0;
+}
+
+/* While the daemon runs, the syncer thread moves the logmark on as the log becomes durable
+ * (always and everysec; waited for up to 10 s). */
+START_TEST(test_logmark_follows)
+{
+	ta_fsync_mode modes[2] = {TA_FSYNC_ALWAYS, TA_FSYNC_EVERYSEC};
+	for (int m = 0; m < 2; m++) {
+		fixture fx;
+		fx_mkdir(&fx);
+		fx_service(&fx);
+		fx_open(&fx, modes[m]);
+		ok(create_i64(&fx, "c", 1));
+		add_n(&fx, 20);
+		char mark[256];
+		fx_path(&fx, "logmark", mark, sizeof(mark));
+		uint64_t first = 0, bytes = 0;
+		for (int i = 0; i < 10000; i++) {
+			if (read_mark(mark, &first, &bytes) && bytes > 8 + 21 * 28 &&
+			    bytes == (uint64_t)log_size(fx.dir))
+				break;
+			usleep(1000);
+		}
+		ck_assert_uint_eq(first, 1);
+		ck_assert_uint_eq(bytes, (uint64_t)log_size(fx.dir));
+		ck_assert_uint_gt(bytes, 8 + 21 * 28);
+		fx_close(&fx);
+		fx_rmdir(&fx);
+	}
+}
+END_TEST
+
+/* The snapshot request is the daemon's user's, root's and the auth secret's holder's:
+ * another local user, or an unauthenticated TCP client, gets PERMISSION_DENIED and no
+ * snapshot is written. */
+START_TEST(test_snapshot_permission)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service(&fx);
+	fx_open(&fx, TA_FSYNC_NO);
+	Tileatom__SnapshotRequest sr = TILEATOM__SNAPSHOT_REQUEST__INIT;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_SNAPSHOT;
+	req.snapshot = &sr;
+	char snap[256];
+	fx_path(&fx, "snapshot.tas", snap, sizeof(snap));
+	ta_owner other = (ta_owner)geteuid() + 4242;
+	struct {
+		bool tcp;     /* a TCP session (else Unix) */
+		ta_owner uid; /* its peer identity */
+		bool auth;    /* authenticated with the secret */
+		int status;   /* the answer */
+	} cases[] = {
+	    {false, other, false, TILEATOM__STATUS__PERMISSION_DENIED},
+	    {true, TA_OWNER_PUBLIC, false, TILEATOM__STATUS__PERMISSION_DENIED},
+	    {false, (ta_owner)geteuid(), false, TILEATOM__STATUS__OK},
+	    {false, 0, false, TILEATOM__STATUS__OK},
+	    {true, TA_OWNER_PUBLIC, true, TILEATOM__STATUS__OK},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		unlink(snap);
+		ta_session session;
+		ta_error err = {0};
+		ck_assert_int_eq(
+		    ta_session_init(&session, &fx.svc, cases[i].tcp, cases[i].uid, 1, &err), TA_OK);
+		session.hello_done = true;
+		session.authenticated = cases[i].auth;
+		Tileatom__Response *resp = call_as(&fx, &session, &req);
+		ck_assert_msg((int)resp->status == cases[i].status, "case %zu: status %d: %s", i,
+		              resp->status, resp->message);
+		if (cases[i].status != TILEATOM__STATUS__OK)
+			ck_assert_str_eq(resp->message,
+			                 "snapshot: only the daemon's user, root or an "
+			                 "authenticated TCP client may ask for one");
+		tileatom__response__free_unpacked(resp, NULL);
+		struct stat st;
+		ck_assert_int_eq(stat(snap, &st) == 0, cases[i].status == TILEATOM__STATUS__OK);
+	}
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
 static Suite *persist_suite(void)
 {
 	Suite *s = suite_create("persist");
@@ -1121,6 +1538,12 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, test_disk_full_everysec);
 	tcase_add_test(tc, test_buffer_bound);
 	tcase_add_test(tc, test_run);
+	tcase_add_test(tc, test_log_cut);
+	tcase_add_test(tc, test_log_missing);
+	tcase_add_test(tc, test_logmark_damage);
+	tcase_add_test(tc, test_old_format);
+	tcase_add_test(tc, test_logmark_follows);
+	tcase_add_test(tc, test_snapshot_permission);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -33,7 +33,8 @@ FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) $(LIBCRYPTO_LIBS) $(XXHAS
 FUZZ_SRC_NAMES = tests/fuzz_dispatch.c \
 	daemon/arena.c daemon/conf.c daemon/conn.c daemon/dispatch.c \
 	daemon/executor.c daemon/log.c daemon/notify.c \
-	daemon/netaddr.c daemon/persist.c daemon/persist_service.c daemon/registry.c \
+	daemon/netaddr.c daemon/persist_log.c daemon/persist_snapshot.c daemon/persist_load.c \
+	daemon/persist_mark.c daemon/persist_service.c daemon/registry.c \
 	daemon/metrics.c daemon/server.c daemon/shmbuf.c \
 	daemon/wirecheck.c daemon/fastwire.c daemon/repeat.c \
 	tacore/ta_plan.c kernels/ta_lower.c kernels/ta_cuda_none.c \

@@ -11,7 +11,7 @@ tests_check_persist_crash_CPPFLAGS = $(AM_CPPFLAGS) \
 tests_check_persist_crash_LDADD = client/libtileatom-client.la
 EXTRA_tests_check_persist_crash_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
 
-# In-process unit tests of daemon/persist.c (settings, locks, replay, snapshot).
+# In-process unit tests of daemon/persist_*.c (settings, locks, replay, snapshot).
 if HAVE_CHECK
 check_PROGRAMS += tests/check_persist
 TESTS += tests/check_persist

@@ -1,0 +1,227 @@
+/* persist_int.h: the state and the file format shared by the parts of tileatomd's
+ * durability (private to them; persist.h is the interface): the log (persist_log.c:
+ * appends, group commit, the writer and fsync threads, stripes, runs, start and close), the
+ * snapshot (persist_snapshot.c: writing one, the compactor thread), the logmark
+ * (persist_mark.c) and startup recovery (persist_load.c: loading the snapshot, replaying
+ * and checking the logs).
+ *
+ * Files (all integers little-endian; a checksum is the low 32 bits of xxHash's XXH3-64):
+ *   snapshot.tas  "TASNAP03", u64 seq (last record included), u32 tile count, then per tile
+ *                 u16 name length, name, i64 owner (ta_owner: TA_OWNER_PUBLIC or the
+ *                 identity a private tile belongs to), u32 dtype, u32 rank, i64
+ *                 extents[rank], u64 bytes, the elements (row-major); then u32 checksum of
+ *                 everything before it. Written as snapshot.tas.tmp, fsynced, renamed,
+ *                 directory fsynced. Its seq is the log position it covers: the records
+ *                 after it are in log-<seq + 1>.tal, made durable before the snapshot is
+ *                 renamed into place, so a snapshot without that log means records lost.
+ *   log-<16 hex digits>.tal  (the digits: the sequence number of its first record)
+ *                 "TALOG004", then records: u32 payload length, u64 seq, i64 who (the
+ *                 identity the request acted for: replay acts for it again, so that private
+ *                 tiles keep their owner), u32 checksum of the payload, u32 checksum of the 24
+ *                 bytes before it, the payload (the Request as it came on the wire, without
+ *                 the frame's length prefix). Consecutive logs continue each other's
+ *                 sequence numbers. "TALOG003": the same records, written by a tileatomd
+ *                 that kept no logmark; still replayed, never appended to again (a TALOG004
+ *                 log starts after it), so an older daemon refuses the directory.
+ *   logmark       what of the current log is known durable: two slots of MARK_SLOT bytes at
+ *                 offsets 0 and MARK_STRIDE, written in turn in place (pwrite, fdatasync; a
+ *                 write torn by a crash spoils one slot, the other stays whole): "TAMARK01",
+ *                 u64 count (the whole slot with the higher count is the mark), u64 first
+ *                 (the log: log-<first>.tal), u64 bytes (its length known durable), u64 last
+ *                 (the sequence number of the last record within them; first - 1: none), u32
+ *                 checksum of the 40 bytes before it, u32 zero. Created at its full size as
+ *                 logmark.tmp, fsynced, renamed, directory fsynced. Written when a log is
+ *                 started (before anything is appended to it), once a second while the
+ *                 durable length grows (always: what the writer fdatasynced; everysec: what
+ *                 the syncer did), at start and at a clean stop; never more than is durable,
+ *                 so a crash never leaves a log shorter than its mark.
+ *   lock          flock'ed while a daemon uses the directory. */
+#ifndef TA_DAEMON_PERSIST_INT_H
+#define TA_DAEMON_PERSIST_INT_H
+
+#include <endian.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <uv.h>
+#include <xxhash.h>
+
+#include "persist.h"
+
+/* Magic at the start of a snapshot and of a log. */
+#define SNAP_MAGIC   "TASNAP03"
+#define LOG_MAGIC    "TALOG004"
+#define LOG_MAGIC_V3 "TALOG003"
+#define MARK_MAGIC   "TAMARK01"
+#define MAGIC_LEN    8
+/* Bytes of a logmark slot, and the distance between the two slots (a page apart, so that a
+ * torn write of one, even of a whole 4 KiB sector, leaves the other alone). */
+#define MARK_SLOT   48
+#define MARK_STRIDE 4096
+/* Bytes of a record header. */
+#define REC_HEADER 28
+/* File names in the data directory. */
+#define SNAP_NAME     "snapshot.tas"
+#define SNAP_TMP_NAME "snapshot.tas.tmp"
+#define LOCK_NAME     "lock"
+#define MARK_NAME     "logmark"
+#define MARK_TMP_NAME "logmark.tmp"
+/* Bytes of tile data moved per backend plan when saving or loading (about). */
+#define CHUNK_BYTES (4u << 20)
+
+/* One mutation lock: held alone, or shared by requests of one kind (the same op, whose
+ * order does not matter among themselves; two different such ops, add and max say, do
+ * not commute with each other). A waiter stops new sharers from entering, so that neither
+ * an exclusive request nor another kind waits for ever behind a stream of one kind. */
+typedef struct ta_stripe {
+	pthread_mutex_t mu;  /* guards the fields below */
+	pthread_cond_t cond; /* signalled when it is free, or taken by sharers */
+	int holders;         /* requests holding it */
+	int kind;            /* their kind (>= 0), or -1 when held alone */
+	int waiting;         /* requests waiting to take it */
+	uint64_t phase;      /* counts the times it was taken while free */
+} ta_stripe;
+
+/* What the logmark says (a slot's fields). */
+typedef struct persist_mark {
+	uint64_t count; /* which write of the mark this is (0: none yet) */
+	uint64_t first; /* the log it covers: log-<first>.tal */
+	uint64_t bytes; /* bytes of that log known durable */
+	uint64_t last;  /* sequence number of the last record within them (first - 1: none) */
+} persist_mark;
+
+struct ta_persist {
+	char *dir;                             /* the data directory */
+	int dir_fd;                            /* open directory (for fsync) */
+	int lock_fd;                           /* the flock'ed lock file */
+	ta_fsync_mode mode;                    /* when to fsync */
+	uint64_t compact_size;                 /* log bytes that start a compaction (0: never) */
+	bool accept_log_loss;                  /* start although durable records are missing */
+	bool loss_accepted;                    /* recovery accepted a loss (a snapshot follows) */
+	bool started;                          /* ta_persist_start succeeded */
+	ta_registry *registry;                 /* the tiles */
+	ta_backend *backend;                   /* reads and writes their elements */
+	ta_persist_replay_fn replay;           /* applies a logged request again (start) */
+	void *replay_arg;                      /* its argument */
+	ta_stripe stripes[TA_PERSIST_STRIPES]; /* mutation order per tile name */
+	pthread_mutex_t mu;                    /* guards the fields below up to snap_cond */
+	pthread_cond_t wake;                   /* wakes the writer */
+	pthread_cond_t rotated;                /* a rotation finished */
+	uint8_t *buf;                          /* records appended, not yet written */
+	size_t len;                            /* bytes in buf */
+	size_t cap;                            /* bytes allocated at buf */
+	uint64_t next_seq;                     /* sequence number of the next record */
+	bool writer_idle;                      /* the writer waits on wake */
+	bool rotate;                           /* compaction: start the next log */
+	bool stop;                             /* close: write everything and exit */
+	uint64_t log_bytes;                    /* bytes of the current log */
+	uint64_t compact_at;                   /* log_bytes that triggers the next compaction */
+	bool snap_wanted;                      /* the compactor thread should run */
+	uint64_t written_total;                /* bytes written to logs (everysec) */
+	uint64_t synced_total;                 /* of them, bytes fdatasynced by the syncer */
+	pthread_cond_t sync_cond;              /* wakes the syncer (stop) */
+	pthread_cond_t snap_cond;              /* wakes the compactor */
+	int log_fd;                            /* the current log (writer's) */
+	uint64_t log_first;                    /* first sequence number of the current log */
+	uint64_t written_seq;                  /* last record written to the current log */
+	atomic_uint_least64_t durable_seq;     /* records up to here are durable (always) */
+	atomic_bool failed;                    /* writing failed: mutations refused */
+	bool fail_final;                       /* the failure lasts until a restart (no retry) */
+	char fail_msg[160];                    /* what failed, e.g. "persistence log write
+	                                          failed: File too large" (guarded by mu) */
+	uint64_t buf_max;                      /* bound on len (0: none; backpressure) */
+	uint64_t buf_high;                     /* highest len seen */
+	uint64_t buf_waits;                    /* appends that waited for the bound */
+	int drain_waiters;                     /* appends waiting for the writer now */
+	pthread_cond_t drained;                /* the writer took the buffer, or writing failed */
+	pthread_mutex_t snap_mu;               /* one snapshot at a time */
+	pthread_t writer;                      /* the writer thread */
+	bool writer_started;                   /* writer needs joining */
+	pthread_t syncer;                      /* the fsync and logmark thread (always, everysec) */
+	bool syncer_started;                   /* syncer needs joining */
+	pthread_t compactor;                   /* the automatic compaction thread */
+	bool compactor_started;                /* compactor needs joining */
+	uv_async_t async;                      /* wakes the loop: records became durable */
+	bool attached;                         /* async is initialised (guarded by mu) */
+	void (*cb)(void *arg);                 /* the loop's callback */
+	void *cb_arg;                          /* its argument */
+	pthread_mutex_t mark_mu;               /* one logmark write at a time; guards mark */
+	int mark_fd;                           /* the logmark (-1: none yet) */
+	persist_mark mark;                     /* what it says now */
+};
+
+/* Little-endian encoders and decoders. */
+static inline void put_u16(uint8_t *b, uint16_t v)
+{
+	v = htole16(v);
+	memcpy(b, &v, sizeof(v));
+}
+static inline void put_u32(uint8_t *b, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(b, &v, sizeof(v));
+}
+static inline void put_u64(uint8_t *b, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(b, &v, sizeof(v));
+}
+static inline uint16_t get_u16(const uint8_t *b)
+{
+	uint16_t v;
+	memcpy(&v, b, sizeof(v));
+	return le16toh(v);
+}
+static inline uint32_t get_u32(const uint8_t *b)
+{
+	uint32_t v;
+	memcpy(&v, b, sizeof(v));
+	return le32toh(v);
+}
+static inline uint64_t get_u64(const uint8_t *b)
+{
+	uint64_t v;
+	memcpy(&v, b, sizeof(v));
+	return le64toh(v);
+}
+
+/* Checksum of n bytes: the low 32 bits of XXH3-64 (fast on the short records of the log). */
+static inline uint32_t sum32(const void *data, size_t n)
+{
+	return (uint32_t)XXH3_64bits(data, n);
+}
+
+/* persist_log.c: marks persistence failed (p->mu held): logged once per failure, the loop
+ * told. final: the failure lasts until a restart (else the writer tries again). */
+void persist_set_failed(ta_persist *p, const char *what, int errnum, bool final);
+/* persist_log.c: creates (truncating) the log starting at first, writes its magic and makes
+ * it durable with the directory entry. Returns the fd, or -1 with errno set. */
+int persist_create_log(ta_persist *p, uint64_t first);
+
+/* persist_mark.c: reads the logmark of p's directory into *out (keeping it open in
+ * p->mark_fd). Returns 1 (read), 0 (there is none), 2 (neither slot is whole: damaged) or
+ * -errno. */
+int persist_mark_read(ta_persist *p, persist_mark *out);
+/* persist_mark.c: records that log-<first>.tal holds bytes durable through record last
+ * (creating the logmark when there is none); unless force, only when that says more than
+ * the mark does now (a later log, or more of the same). 0 or an errno. */
+int persist_mark_write(ta_persist *p, uint64_t first, uint64_t bytes, uint64_t last, bool force);
+
+/* persist_snapshot.c: rows of axis 0 moved per plan for a tile (at least one). */
+int64_t persist_chunk_rows(const ta_tile *tile);
+/* persist_snapshot.c: loads (op LOAD, into buf) or stores (op STORE, from buf) rows [row0,
+ * row0 + rows) of axis 0 of tile through the backend. */
+ta_status persist_tile_rows(ta_backend *be, ta_tile *tile, int64_t row0, int64_t rows, ta_op op,
+                            void *buf, size_t nbytes, ta_error *err);
+
+/* persist_snapshot.c: the compactor thread (arg: p): writes a snapshot whenever the writer
+ * finds the log over compact_size. */
+void *persist_compactor_main(void *arg);
+
+/* persist_load.c: opens (creating) the data directory of p and takes its lock, loads the
+ * snapshot, replays the logs, and opens the newest log for appending (or starts one). */
+ta_status persist_recover(ta_persist *p, ta_error *err);
+
+#endif /* TA_DAEMON_PERSIST_INT_H */

@@ -1,0 +1,950 @@
+/* persist_log.c: the log of tileatomd's durability (see persist.h, and persist_int.h for
+ * the files): mutation locks (stripes) and pipelined runs, appends, the writer thread (group
+ * commit), the everysec fsync thread, failure handling, the loop's wake-up, and the start and
+ * close of the whole (startup recovery is persist_load.c's, snapshots persist_snapshot.c's).
+ *
+ * Happy path of a mutation: dispatch takes the stripe lock of its tile (ta_persist_lock),
+ * applies the request, appends the record to p->buf under p->mu (sequence numbers are given
+ * in append order), drops the lock. In a pipelined run (ta_persist_run) the lock is kept
+ * while the next request needs the same one, and the records wait, without their sequence
+ * numbers, in the run's buffer; they are copied to p->buf together, numbered there under
+ * p->mu, before the lock is released (run_flush). The writer thread takes the whole buffer,
+ * fills in the records' checksums (seal_records: off the threads that apply requests),
+ * writes it, fdatasyncs it (always) and wakes the loop (uv_async_t), where held responses
+ * leave. With everysec the writer only writes (letting records gather GATHER_MS first) and
+ * a syncer thread fdatasyncs once a second. A compaction (persist_snapshot.c) asks the
+ * writer to rotate: close the log and start the next one.
+ *
+ * Failure modes (a full disk, a file size limit, an I/O error): a failed write is cut back
+ * (ftruncate) to the last whole record, so that the log never ends in a half record, and
+ * persistence is marked failed: mutations are refused with UNAVAILABLE and a message naming
+ * the problem ("persistence log write failed: No space left on device"), reads go on, the
+ * error is logged once and the refusals once per 10 s with a count.
+ *   --fsync always: the records not yet written are dropped and the connections whose
+ *     responses waited for them get one error response (id 0) and are closed: no request
+ *     is acknowledged whose record is not durable. The failure lasts until a restart.
+ *   everysec / no: the records (already acknowledged) stay in the buffer and the writer
+ *     tries again once a second; when a write succeeds, mutations are accepted again.
+ *   An fsync failure is not retried (the kernel may have dropped the pages): it lasts
+ *   until a restart in every mode.
+ *
+ * Backpressure: the records waiting for the writer are bounded (ta_persist_set_buffer_max):
+ * an append that would pass the bound waits until the writer has taken the buffer, so
+ * that a disk slower than the requests slows the requests instead of growing memory. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "persist_int.h"
+
+/* everysec / no: how long the writer lets records gather before one write (ms), unless
+ * GATHER_BYTES are waiting: fewer wake-ups and system calls, at the price of what a kill -9
+ * loses (records not yet written) growing to about this long. */
+#define GATHER_MS    2
+#define GATHER_BYTES (1u << 20)
+
+int ta_fsync_mode_parse(const char *text, ta_fsync_mode *out)
+{
+	if (strcmp(text, "always") == 0)
+		*out = TA_FSYNC_ALWAYS;
+	else if (strcmp(text, "everysec") == 0)
+		*out = TA_FSYNC_EVERYSEC;
+	else if (strcmp(text, "no") == 0)
+		*out = TA_FSYNC_NO;
+	else
+		return -1;
+	return 0;
+}
+
+const char *ta_fsync_mode_name(ta_fsync_mode mode)
+{
+	switch (mode) {
+	case TA_FSYNC_ALWAYS:
+		return "always";
+	case TA_FSYNC_EVERYSEC:
+		return "everysec";
+	case TA_FSYNC_NO:
+		return "no";
+	}
+	return "?";
+}
+
+/* Writer: fills the checksums of the whole records at buf[0, n) (the payload's, then the
+ * header's), before they are written: off the threads that apply requests, which only copy
+ * them. */
+static void seal_records(uint8_t *buf, size_t n)
+{
+	for (size_t off = 0; off + REC_HEADER <= n;) {
+		uint8_t *h = buf + off;
+		uint32_t len = get_u32(h);
+		put_u32(h + 20, sum32(h + REC_HEADER, len));
+		put_u32(h + 24, sum32(h, 24));
+		off += REC_HEADER + (size_t)len;
+	}
+}
+
+/* Waits on cond until ms from now (CLOCK_MONOTONIC; mu held). */
+static void wait_ms(pthread_cond_t *cond, pthread_mutex_t *mu, uint64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cond, mu, &ts);
+}
+
+/* Wakes the loop (mu held). */
+static void notify_loop(ta_persist *p)
+{
+	if (p->attached)
+		uv_async_send(&p->async);
+}
+
+/* Refused mutations, logged at most once per 10 s with a count. */
+static ta_log_limit refused_limit = TA_LOG_LIMIT_INIT(10, "mutations refused (persistence failed)");
+
+void persist_set_failed(ta_persist *p, const char *what, int errnum, bool final)
+{
+	if (final)
+		p->fail_final = true;
+	if (!atomic_load(&p->failed)) {
+		snprintf(p->fail_msg, sizeof(p->fail_msg), "%s: %s", what, strerror(errnum));
+		atomic_store(&p->failed, true);
+		ta_log(TA_LOG_ERR, "data directory %s: %s; mutations are refused %s", p->dir,
+		       p->fail_msg,
+		       p->fail_final ? "until the daemon is restarted"
+		                     : "until a write succeeds again (tried once a second)");
+	}
+	pthread_cond_broadcast(&p->drained);
+	notify_loop(p);
+}
+
+/* Writes n bytes; 0 or an errno. */
+static int write_all(int fd, const uint8_t *data, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, data, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		data += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Name of the log whose first record is first, into buf. */
+static void log_name(uint64_t first, char *buf, size_t n)
+{
+	snprintf(buf, n, "log-%016" PRIx64 ".tal", first);
+}
+
+int persist_create_log(ta_persist *p, uint64_t first)
+{
+	char name[64];
+	log_name(first, name, sizeof(name));
+	int fd = openat(p->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	int e = write_all(fd, (const uint8_t *)LOG_MAGIC, MAGIC_LEN);
+	if (e == 0 && fdatasync(fd) != 0)
+		e = errno;
+	if (e == 0 && fsync(p->dir_fd) != 0)
+		e = errno;
+	if (e != 0) {
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* A logmark write failed (errno e; mu held): logged, at most once per 10 s. Not a failure
+ * of persistence: the mark stays behind the log, which is never wrong (a mark only ever
+ * says less than is durable), only less of a cut can be told at the next start. */
+static ta_log_limit mark_limit = TA_LOG_LIMIT_INIT(10, "logmark writes failed");
+static void mark_failed(ta_persist *p, int e)
+{
+	ta_log_limited(&mark_limit, TA_LOG_WARNING,
+	               "data directory %s: cannot write the logmark: %s (a log cut short would "
+	               "not be told from a crash until it is written again)",
+	               p->dir, strerror(e));
+}
+
+/* Writer: closes the current log after fsyncing it and starts the next one at
+ * p->next_seq (mu held; every record is written). */
+static void writer_rotate(ta_persist *p)
+{
+	uint64_t first = p->next_seq;
+	p->compact_at = p->compact_size;
+	if (first == p->log_first)
+		return; /* nothing was appended to the current log: it goes on */
+	pthread_mutex_unlock(&p->mu);
+	int e = 0;
+	if (p->log_fd >= 0 && fdatasync(p->log_fd) != 0)
+		e = errno;
+	int fd = -1;
+	if (e == 0) {
+		fd = persist_create_log(p, first);
+		if (fd < 0)
+			e = errno;
+	}
+	/* the logmark moves to the new log before anything is appended to it */
+	int me = e == 0 ? persist_mark_write(p, first, MAGIC_LEN, first - 1, false) : 0;
+	pthread_mutex_lock(&p->mu);
+	if (e != 0) {
+		persist_set_failed(p, "persistence log rotation failed", e, true);
+		return;
+	}
+	if (me != 0)
+		mark_failed(p, me);
+	if (p->log_fd >= 0)
+		close(p->log_fd);
+	p->log_fd = fd;
+	p->log_first = first;
+	p->log_bytes = MAGIC_LEN;
+	p->written_seq = first - 1;
+	atomic_store(&p->durable_seq, first - 1);
+}
+
+/* Writer, after a failed write of the n bytes at wbuf (mu held): cuts the log back to its
+ * last whole record; with always drops the records (their responses become errors), else
+ * puts them back at the head of the buffer for the next try. */
+static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf, size_t *wcap,
+                          size_t n)
+{
+	if (p->log_fd >= 0 && ftruncate(p->log_fd, (off_t)p->log_bytes) != 0) {
+		persist_set_failed(p, "persistence log write failed and could not be cut back",
+		                   errno, true);
+		return;
+	}
+	persist_set_failed(p, what, e, p->mode == TA_FSYNC_ALWAYS);
+	if (p->fail_final)
+		return;
+	if (*wcap - n < p->len) {
+		uint8_t *nb = realloc(*wbuf, n + p->len);
+		if (!nb) {
+			persist_set_failed(p, "out of memory for the log records to retry", ENOMEM,
+			                   true);
+			return;
+		}
+		*wbuf = nb;
+		*wcap = n + p->len;
+	}
+	if (p->len)
+		memcpy(*wbuf + n, p->buf, p->len);
+	uint8_t *b = p->buf;
+	size_t bcap = p->cap;
+	p->buf = *wbuf;
+	p->cap = *wcap;
+	p->len += n;
+	*wbuf = b;
+	*wcap = bcap;
+	if (p->len > p->buf_high)
+		p->buf_high = p->len;
+}
+
+/* The writer thread: writes records as they come, fsyncs by the mode, rotates logs; after
+ * a failed write (everysec, no) tries again once a second. */
+static void *writer_main(void *arg)
+{
+	ta_persist *p = arg;
+	uint8_t *wbuf = NULL;
+	size_t wcap = 0;
+	bool gathered = false;
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		bool failed = atomic_load(&p->failed);
+		if (p->rotate && failed) {
+			/* no new log while writing fails: the snapshot reports the failure */
+			p->rotate = false;
+			pthread_cond_broadcast(&p->rotated);
+			continue;
+		}
+		if (p->len > 0 && failed && !p->fail_final && !p->stop && !gathered) {
+			gathered = true; /* wait a second before the next try */
+			wait_ms(&p->wake, &p->mu, 1000);
+			continue;
+		}
+		if (p->len > 0 && !gathered && p->mode != TA_FSYNC_ALWAYS && !p->stop &&
+		    !p->rotate && p->len < GATHER_BYTES && p->drain_waiters == 0) {
+			/* let more records come (appends do not signal while we are not idle) */
+			gathered = true;
+			wait_ms(&p->wake, &p->mu, GATHER_MS);
+			continue;
+		}
+		if (p->len > 0) {
+			gathered = false;
+			/* take the whole buffer: every record appended so far */
+			uint8_t *b = p->buf;
+			size_t bcap = p->cap;
+			size_t n = p->len;
+			p->buf = wbuf;
+			p->cap = wcap;
+			p->len = 0;
+			wbuf = b;
+			wcap = bcap;
+			pthread_cond_broadcast(&p->drained);
+			uint64_t hi = p->next_seq - 1;
+			bool drop = failed && p->fail_final;
+			pthread_mutex_unlock(&p->mu);
+			if (!drop)
+				seal_records(wbuf, n);
+			int e = drop ? 0 : write_all(p->log_fd, wbuf, n);
+			const char *what = "persistence log write failed";
+			if (e == 0 && !drop && p->mode == TA_FSYNC_ALWAYS) {
+				if (fdatasync(p->log_fd) != 0) {
+					e = errno;
+					what = "persistence log fsync failed";
+				}
+			}
+			pthread_mutex_lock(&p->mu);
+			if (e != 0 && p->stop && p->mode != TA_FSYNC_ALWAYS) {
+				if (ftruncate(p->log_fd, (off_t)p->log_bytes) != 0)
+					e = errno;
+				ta_log(TA_LOG_ERR,
+				       "data directory %s: %s: %s; stopping: %zu bytes of log "
+				       "records (acknowledged with --fsync %s) are lost",
+				       p->dir, what, strerror(e), n + p->len,
+				       ta_fsync_mode_name(p->mode));
+				p->len = 0;
+			} else if (e != 0) {
+				if (strcmp(what, "persistence log fsync failed") == 0)
+					persist_set_failed(p, what, e, true);
+				else
+					writer_failed(p, what, e, &wbuf, &wcap, n);
+			} else if (!drop) {
+				if (failed && !p->fail_final) {
+					atomic_store(&p->failed, false);
+					ta_log(TA_LOG_NOTICE,
+					       "data directory %s: the log is written again; "
+					       "mutations "
+					       "are accepted",
+					       p->dir);
+				}
+				p->log_bytes += n;
+				p->written_seq = hi;
+				p->written_total += n;
+				if (p->mode == TA_FSYNC_ALWAYS) {
+					atomic_store(&p->durable_seq, hi);
+					notify_loop(p);
+				}
+				if (p->compact_size && p->log_bytes >= p->compact_at) {
+					p->compact_at = p->log_bytes + p->compact_size;
+					p->snap_wanted = true;
+					pthread_cond_signal(&p->snap_cond);
+				}
+			}
+			continue;
+		}
+		gathered = false;
+		if (p->rotate) {
+			writer_rotate(p);
+			p->rotate = false;
+			pthread_cond_broadcast(&p->rotated);
+			continue;
+		}
+		if (p->stop)
+			break;
+		p->writer_idle = true;
+		pthread_cond_wait(&p->wake, &p->mu);
+		p->writer_idle = false;
+	}
+	pthread_mutex_unlock(&p->mu);
+	free(wbuf);
+	return NULL;
+}
+
+/* The syncer thread (always, everysec): once a second, with everysec, fdatasyncs what the
+ * writer wrote since the last time, on a duplicate of the log's descriptor (a rotation may
+ * close the original meanwhile; it fsyncs the old log itself): apart from the writer, so
+ * that a slow fsync never holds records back in memory, where a kill -9 would lose them.
+ * Then, in both modes, records in the logmark the length of the log now durable (with
+ * always the writer counts a write only once it is fdatasynced). */
+static void *syncer_main(void *arg)
+{
+	ta_persist *p = arg;
+	pthread_mutex_lock(&p->mu);
+	while (!p->stop) {
+		wait_ms(&p->sync_cond, &p->mu, 1000);
+		if (p->stop || atomic_load(&p->failed))
+			continue;
+		uint64_t first = p->log_first, bytes = p->log_bytes, last = p->written_seq;
+		if (p->mode == TA_FSYNC_EVERYSEC && p->written_total != p->synced_total) {
+			uint64_t target = p->written_total;
+			int fd = dup(p->log_fd);
+			pthread_mutex_unlock(&p->mu);
+			int e = fd < 0 ? errno : fdatasync(fd) != 0 ? errno : 0;
+			if (fd >= 0)
+				close(fd);
+			pthread_mutex_lock(&p->mu);
+			if (e != 0) {
+				persist_set_failed(p, "persistence log fsync failed", e, true);
+				continue;
+			}
+			p->synced_total = target;
+		}
+		pthread_mutex_unlock(&p->mu);
+		/* a no-op unless it says more than the mark (a rotation may have moved it on) */
+		int e = persist_mark_write(p, first, bytes, last, false);
+		pthread_mutex_lock(&p->mu);
+		if (e != 0)
+			mark_failed(p, e);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* Stripe of a tile name (FNV-1a). */
+static int stripe_of(const char *name)
+{
+	uint32_t h = 2166136261u;
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+		h = (h ^ *c) * 16777619u;
+	return (int)(h & (TA_PERSIST_STRIPES - 1));
+}
+
+/* Takes stripe st alone (kind < 0) or shared with holders of the same kind. */
+static void stripe_lock(ta_stripe *st, int kind)
+{
+	pthread_mutex_lock(&st->mu);
+	bool now = st->holders == 0 || (kind >= 0 && st->kind == kind && st->waiting == 0);
+	if (!now) {
+		/* wait for it to be free, or for sharers of our kind that took it after we
+		 * began to wait (not before: those came before whoever waits ahead of us) */
+		uint64_t since = st->phase;
+		st->waiting++;
+		while (st->holders > 0 && !(kind >= 0 && st->kind == kind && st->phase != since))
+			pthread_cond_wait(&st->cond, &st->mu);
+		st->waiting--;
+	}
+	if (st->holders++ == 0) {
+		st->phase++;
+		st->kind = kind;
+		if (st->waiting > 0 && kind >= 0)
+			pthread_cond_broadcast(&st->cond); /* waiters of our kind may join */
+	}
+	pthread_mutex_unlock(&st->mu);
+}
+
+/* Releases a stripe from stripe_lock. */
+static void stripe_unlock(ta_stripe *st)
+{
+	pthread_mutex_lock(&st->mu);
+	if (--st->holders == 0 && st->waiting > 0)
+		pthread_cond_broadcast(&st->cond);
+	pthread_mutex_unlock(&st->mu);
+}
+
+ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
+                          ta_error *err)
+{
+	return ta_persist_run_lock(p, NULL, name, kind, hold, err);
+}
+
+ta_status ta_persist_run_lock(ta_persist *p, ta_persist_run *run, const char *name, int kind,
+                              ta_persist_hold *hold, ta_error *err)
+{
+	hold->run = run;
+	hold->held = false;
+	hold->kept = false;
+	if (atomic_load(&p->failed)) {
+		char why[sizeof(p->fail_msg)];
+		bool final;
+		pthread_mutex_lock(&p->mu);
+		snprintf(why, sizeof(why), "%s", p->fail_msg);
+		final = p->fail_final;
+		pthread_mutex_unlock(&p->mu);
+		ta_log_limited(&refused_limit, TA_LOG_WARNING, "mutation refused: %s", why);
+		return ta_error_set(err, TA_UNAVAILABLE,
+		                    "%s (data directory %s); mutations are refused %s", why, p->dir,
+		                    final ? "until the daemon is restarted"
+		                          : "until the log can be written again");
+	}
+	hold->kind = name ? kind : -1;
+	hold->stripe = -1;
+	if (name) /* the run's name saves the hash of the name */
+		hold->stripe = run && run->hold.held && run->name[0] && strcmp(run->name, name) == 0
+		                   ? run->hold.stripe
+		                   : stripe_of(name);
+	if (run && run->hold.held) {
+		/* the run's lock serves when it is this stripe's, held alone or shared with
+		 * this kind; any other goes (with the records made under it) first */
+		if (hold->stripe >= 0 && run->hold.stripe == hold->stripe &&
+		    (run->hold.kind < 0 || run->hold.kind == hold->kind)) {
+			hold->kind = run->hold.kind;
+			hold->held = true;
+			hold->kept = true;
+			return TA_OK;
+		}
+		ta_persist_run_release(p, run);
+	}
+	int lo = name ? hold->stripe : 0;
+	int hi = name ? hold->stripe : TA_PERSIST_STRIPES - 1;
+	for (int s = lo; s <= hi; s++)
+		stripe_lock(&p->stripes[s], hold->kind);
+	hold->held = true;
+	if (run) {
+		size_t n = name ? strlen(name) : 0;
+		if (n < sizeof(run->name))
+			memcpy(run->name, name ? name : "", n + 1);
+		else
+			run->name[0] = '\0';
+	}
+	return TA_OK;
+}
+
+/* Releases the stripes of hold (no run involved). */
+static void hold_release(ta_persist *p, ta_persist_hold *hold)
+{
+	int lo = hold->stripe >= 0 ? hold->stripe : 0;
+	int hi = hold->stripe >= 0 ? hold->stripe : TA_PERSIST_STRIPES - 1;
+	for (int s = hi; s >= lo; s--)
+		stripe_unlock(&p->stripes[s]);
+	hold->held = false;
+}
+
+void ta_persist_unlock(ta_persist *p, ta_persist_hold *hold)
+{
+	if (!hold->held)
+		return;
+	ta_persist_run *run = hold->run;
+	if (run && hold->stripe >= 0) {
+		/* the run keeps it (it is the run's already, or the run held none) */
+		run->hold = *hold;
+		run->hold.run = NULL;
+		hold->held = false;
+		return;
+	}
+	if (run) /* every stripe: the records made under it go to the log first */
+		ta_persist_run_release(p, run);
+	hold_release(p, hold);
+}
+
+/* Makes room for need more bytes in p->buf (mu held): first waits, while the records
+ * waiting would pass the bound, for the writer to take the buffer (not while writing
+ * fails: the failure refuses new mutations, so only those already past the lock come
+ * here). False when memory is short (persistence is then marked failed). */
+static bool buf_make_room(ta_persist *p, size_t need)
+{
+	while (p->buf_max && p->len > 0 && p->len + need > p->buf_max && !atomic_load(&p->failed) &&
+	       !p->stop) {
+		p->buf_waits++;
+		p->drain_waiters++;
+		pthread_cond_signal(&p->wake);
+		pthread_cond_wait(&p->drained, &p->mu);
+		p->drain_waiters--;
+	}
+	if (p->cap - p->len < need) {
+		size_t want = p->cap ? p->cap : 65536;
+		while (want - p->len < need)
+			want *= 2;
+		uint8_t *nb = realloc(p->buf, want);
+		if (!nb) {
+			persist_set_failed(p, "persistence log record could not be buffered",
+			                   ENOMEM, true);
+			return false;
+		}
+		p->buf = nb;
+		p->cap = want;
+	}
+	return true;
+}
+
+/* Counts len more bytes of records in p->buf and wakes the writer when it waits (mu
+ * held). */
+static void buf_added(ta_persist *p, size_t len)
+{
+	p->len += len;
+	if (p->len > p->buf_high)
+		p->buf_high = p->len;
+	if (p->writer_idle)
+		pthread_cond_signal(&p->wake);
+}
+
+/* Fills the header of a record at h: its payload's length, seq and who; the checksums come
+ * with the writer (seal_records). */
+static void put_header(uint8_t *h, uint32_t len, uint64_t seq, ta_owner who)
+{
+	put_u32(h, len);
+	put_u64(h + 4, seq);
+	put_u64(h + 12, (uint64_t)who);
+}
+
+uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, size_t len,
+                           ta_error *err)
+{
+	if (len > UINT32_MAX) {
+		ta_error_set(err, TA_INTERNAL, "a request of %zu bytes cannot be logged", len);
+		return 0;
+	}
+	pthread_mutex_lock(&p->mu);
+	if (!buf_make_room(p, REC_HEADER + len)) {
+		pthread_mutex_unlock(&p->mu);
+		ta_error_set(err, TA_INTERNAL,
+		             "the request was applied but its log record could not be "
+		             "buffered (out of memory); mutations are refused from now on");
+		return 0;
+	}
+	uint64_t seq = p->next_seq++;
+	uint8_t *h = p->buf + p->len;
+	put_header(h, (uint32_t)len, seq, who);
+	memcpy(h + REC_HEADER, payload, len);
+	buf_added(p, REC_HEADER + len);
+	pthread_mutex_unlock(&p->mu);
+	return seq;
+}
+
+void ta_persist_run_init(ta_persist_run *run)
+{
+	memset(run, 0, sizeof(*run));
+}
+
+/* Bytes of records a run of p keeps at most: TA_PERSIST_RUN_BYTES, or the bound on the
+ * log buffer when that is smaller (set before any request runs). */
+static size_t run_limit(const ta_persist *p)
+{
+	return p->buf_max && p->buf_max < TA_PERSIST_RUN_BYTES ? (size_t)p->buf_max
+	                                                       : TA_PERSIST_RUN_BYTES;
+}
+
+/* Appends the records of run to the log, in their order, giving them their sequence
+ * numbers (one lock of the log for all of them); marks the run lost when memory is
+ * short. */
+static void run_flush(ta_persist *p, ta_persist_run *run)
+{
+	if (run->len == 0)
+		return;
+	pthread_mutex_lock(&p->mu);
+	if (!buf_make_room(p, run->len)) {
+		pthread_mutex_unlock(&p->mu);
+		ta_log(TA_LOG_ERR,
+		       "%zu bytes of log records of applied requests could not be buffered (out "
+		       "of memory): their responses are withheld",
+		       run->len);
+		run->lost = true;
+		run->len = 0;
+		return;
+	}
+	uint8_t *dst = p->buf + p->len;
+	memcpy(dst, run->buf, run->len);
+	for (size_t off = 0; off < run->len;) {
+		uint8_t *h = dst + off;
+		put_u64(h + 4, p->next_seq++);
+		off += REC_HEADER + (size_t)get_u32(h);
+	}
+	run->last_seq = p->next_seq - 1;
+	buf_added(p, run->len);
+	pthread_mutex_unlock(&p->mu);
+	run->len = 0;
+}
+
+/* Keeps the record of a request (len bytes at payload, acting for who) in run, behind
+ * those before it; false when it does not go in (too large, or memory is short). */
+static bool run_add(ta_persist *p, ta_persist_run *run, ta_owner who, const uint8_t *payload,
+                    size_t len)
+{
+	size_t limit = run_limit(p);
+	if (len > limit || REC_HEADER + len > limit)
+		return false;
+	size_t need = REC_HEADER + len;
+	if (run->len + need > limit)
+		run_flush(p, run);
+	if (run->cap - run->len < need) {
+		size_t want = run->cap ? run->cap * 2 : 4096;
+		while (want < run->len + need)
+			want *= 2;
+		if (want > limit)
+			want = limit;
+		uint8_t *nb = realloc(run->buf, want);
+		if (!nb)
+			return false;
+		run->buf = nb;
+		run->cap = want;
+	}
+	uint8_t *h = run->buf + run->len;
+	/* the sequence number comes with run_flush, the checksums with the writer */
+	put_u32(h, (uint32_t)len);
+	put_u64(h + 12, (uint64_t)who);
+	memcpy(h + REC_HEADER, payload, len);
+	run->len += need;
+	return true;
+}
+
+ta_status ta_persist_record(ta_persist *p, ta_persist_hold *hold, ta_owner who,
+                            const uint8_t *payload, size_t len, uint64_t *seq, ta_error *err)
+{
+	ta_persist_run *run = hold->run;
+	*seq = 0;
+	if (run && run_add(p, run, who, payload, len))
+		return TA_OK;
+	if (run)
+		run_flush(p, run); /* the records before it go first */
+	*seq = ta_persist_append(p, who, payload, len, err);
+	if (*seq == 0)
+		return err->code != TA_OK ? err->code : TA_INTERNAL;
+	if (run && *seq > run->last_seq)
+		run->last_seq = *seq;
+	return TA_OK;
+}
+
+void ta_persist_run_release(ta_persist *p, ta_persist_run *run)
+{
+	run_flush(p, run);
+	if (run->hold.held)
+		hold_release(p, &run->hold);
+	run->name[0] = '\0';
+	run->checked = NULL;
+}
+
+uint64_t ta_persist_run_end(ta_persist *p, ta_persist_run *run)
+{
+	ta_persist_run_release(p, run);
+	uint64_t seq = run->lost ? TA_PERSIST_SEQ_LOST : run->last_seq;
+	run->lost = false;
+	run->last_seq = 0;
+	return seq;
+}
+
+void ta_persist_run_free(ta_persist_run *run)
+{
+	free(run->buf);
+	run->buf = NULL;
+	run->cap = 0;
+	run->len = 0;
+}
+
+void ta_persist_fail(ta_persist *p, const char *what)
+{
+	pthread_mutex_lock(&p->mu);
+	persist_set_failed(p, what, EIO, true);
+	pthread_mutex_unlock(&p->mu);
+}
+
+int ta_persist_durable(ta_persist *p, uint64_t seq)
+{
+	if (seq == TA_PERSIST_SEQ_LOST)
+		return -1; /* a run's records could not be buffered */
+	if (p->mode != TA_FSYNC_ALWAYS)
+		return 1; /* acknowledged at once; a failed write is retried */
+	if (atomic_load(&p->durable_seq) >= seq)
+		return 1;
+	return atomic_load(&p->failed) ? -1 : 0;
+}
+
+void ta_persist_failure(ta_persist *p, char *buf, size_t n)
+{
+	pthread_mutex_lock(&p->mu);
+	snprintf(buf, n, "%s", atomic_load(&p->failed) ? p->fail_msg : "");
+	pthread_mutex_unlock(&p->mu);
+}
+
+void ta_persist_set_buffer_max(ta_persist *p, uint64_t bytes)
+{
+	pthread_mutex_lock(&p->mu);
+	p->buf_max = bytes;
+	pthread_mutex_unlock(&p->mu);
+}
+
+void ta_persist_buffer_stats(ta_persist *p, uint64_t *high, uint64_t *waits)
+{
+	pthread_mutex_lock(&p->mu);
+	*high = p->buf_high;
+	*waits = p->buf_waits;
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* uv_async callback: records became durable. */
+static void on_async(uv_async_t *handle)
+{
+	ta_persist *p = handle->data;
+	if (p->cb)
+		p->cb(p->cb_arg);
+}
+
+int ta_persist_attach(ta_persist *p, uv_loop_t *loop, void (*cb)(void *arg), void *arg)
+{
+	p->cb = cb;
+	p->cb_arg = arg;
+	int rc = uv_async_init(loop, &p->async, on_async);
+	if (rc != 0)
+		return rc;
+	p->async.data = p;
+	uv_unref((uv_handle_t *)&p->async);
+	pthread_mutex_lock(&p->mu);
+	p->attached = true;
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+void ta_persist_detach(ta_persist *p)
+{
+	pthread_mutex_lock(&p->mu);
+	bool was = p->attached;
+	p->attached = false;
+	pthread_mutex_unlock(&p->mu);
+	if (was)
+		uv_close((uv_handle_t *)&p->async, NULL);
+}
+
+ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_settings *set,
+                           const ta_persist_host *host, ta_error *err)
+{
+	*out = NULL;
+	ta_persist *p = calloc(1, sizeof(*p));
+	if (!p)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	p->dir_fd = p->lock_fd = p->log_fd = p->mark_fd = -1;
+	p->mode = set->mode;
+	p->compact_size = set->compact_size;
+	p->compact_at = set->compact_size;
+	p->accept_log_loss = set->accept_log_loss;
+	p->buf_max = TA_PERSIST_DEFAULT_BUFFER_MAX;
+	p->registry = host->registry;
+	p->backend = host->backend;
+	p->replay = host->replay;
+	p->replay_arg = host->replay_arg;
+	p->dir = strdup(dir);
+	atomic_init(&p->durable_seq, 0);
+	atomic_init(&p->failed, false);
+	int rc = 0;
+	for (int s = 0; rc == 0 && s < TA_PERSIST_STRIPES; s++)
+		if (pthread_mutex_init(&p->stripes[s].mu, NULL) != 0 ||
+		    pthread_cond_init(&p->stripes[s].cond, NULL) != 0)
+			rc = -1;
+	pthread_condattr_t cattr;
+	bool cattr_ok = rc == 0 && pthread_condattr_init(&cattr) == 0 &&
+	                pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) == 0;
+	if (!p->dir || !cattr_ok || pthread_mutex_init(&p->mu, NULL) != 0 ||
+	    pthread_mutex_init(&p->snap_mu, NULL) != 0 ||
+	    pthread_mutex_init(&p->mark_mu, NULL) != 0 ||
+	    pthread_cond_init(&p->wake, &cattr) != 0 || pthread_cond_init(&p->rotated, NULL) != 0 ||
+	    pthread_cond_init(&p->snap_cond, NULL) != 0 ||
+	    pthread_cond_init(&p->drained, NULL) != 0 ||
+	    pthread_cond_init(&p->sync_cond, &cattr) != 0) {
+		/* a failed start exits the daemon: the primitives are not torn down */
+		free(p->dir);
+		free(p);
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                    "cannot initialise the persistence locks");
+	}
+	pthread_condattr_destroy(&cattr);
+	ta_status st = persist_recover(p, err);
+	if (st == TA_OK) {
+		rc = pthread_create(&p->writer, NULL, writer_main, p);
+		if (rc == 0)
+			p->writer_started = true;
+		else
+			st = ta_error_set(err, TA_INTERNAL, "cannot start the log writer: %s",
+			                  strerror(rc));
+	}
+	if (st == TA_OK && p->mode != TA_FSYNC_NO) {
+		rc = pthread_create(&p->syncer, NULL, syncer_main, p);
+		if (rc == 0)
+			p->syncer_started = true;
+		else
+			st = ta_error_set(err, TA_INTERNAL, "cannot start the fsync thread: %s",
+			                  strerror(rc));
+	}
+	if (st == TA_OK && p->compact_size) {
+		rc = pthread_create(&p->compactor, NULL, persist_compactor_main, p);
+		if (rc == 0)
+			p->compactor_started = true;
+		else
+			st = ta_error_set(err, TA_INTERNAL, "cannot start the compactor: %s",
+			                  strerror(rc));
+	}
+	if (st != TA_OK) {
+		ta_persist_close(p);
+		return st;
+	}
+	p->started = true;
+	if (p->loss_accepted) {
+		/* a snapshot now, so that the next start finds no loss to accept again */
+		ta_persist_snapinfo info;
+		ta_error serr = {0};
+		if (ta_persist_snapshot(p, &info, &serr) != TA_OK)
+			ta_log(
+			    TA_LOG_ERR,
+			    "data directory %s: the snapshot after the accepted loss failed: %s; "
+			    "the next start will find the loss again",
+			    p->dir, serr.msg);
+	}
+	*out = p;
+	return TA_OK;
+}
+
+void ta_persist_close(ta_persist *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_broadcast(&p->wake);
+	pthread_cond_broadcast(&p->snap_cond);
+	pthread_cond_broadcast(&p->sync_cond);
+	pthread_cond_broadcast(&p->drained);
+	pthread_mutex_unlock(&p->mu);
+	if (p->syncer_started)
+		pthread_join(p->syncer, NULL);
+	if (p->compactor_started)
+		pthread_join(p->compactor, NULL);
+	if (p->writer_started)
+		pthread_join(p->writer, NULL);
+	if (p->log_fd >= 0) {
+		bool whole = p->started && !atomic_load(&p->failed);
+		if (whole && fdatasync(p->log_fd) != 0) {
+			ta_log(TA_LOG_ERR, "cannot fsync the log in %s: %s", p->dir,
+			       strerror(errno));
+			whole = false;
+		}
+		/* a clean stop: the logmark covers every record */
+		int e =
+		    whole ? persist_mark_write(p, p->log_first, p->log_bytes, p->written_seq, false)
+		          : 0;
+		if (e != 0)
+			ta_log(TA_LOG_ERR, "cannot write the logmark in %s: %s", p->dir,
+			       strerror(e));
+		close(p->log_fd);
+	}
+	if (p->mark_fd >= 0)
+		close(p->mark_fd);
+	if (p->lock_fd >= 0)
+		close(p->lock_fd);
+	if (p->dir_fd >= 0)
+		close(p->dir_fd);
+	for (int s = 0; s < TA_PERSIST_STRIPES; s++) {
+		pthread_mutex_destroy(&p->stripes[s].mu);
+		pthread_cond_destroy(&p->stripes[s].cond);
+	}
+	pthread_mutex_destroy(&p->mu);
+	pthread_mutex_destroy(&p->snap_mu);
+	pthread_mutex_destroy(&p->mark_mu);
+	pthread_cond_destroy(&p->wake);
+	pthread_cond_destroy(&p->rotated);
+	pthread_cond_destroy(&p->snap_cond);
+	pthread_cond_destroy(&p->sync_cond);
+	pthread_cond_destroy(&p->drained);
+	free(p->buf);
+	free(p->dir);
+	free(p);
+}

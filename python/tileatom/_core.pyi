@@ -1,0 +1,63 @@
+"""Type stubs of tileatom._core, the extension under the tileatom package (internal: use
+tileatom.connect and tileatom.Tile)."""
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+MAX_RANK: int
+NAME_MAX: int
+
+_Operand = np.ndarray | tuple[int, int, tuple[int, ...]]
+_Region = tuple[tuple[int, ...], tuple[int, ...]] | None
+_Info = tuple[str, int, tuple[int, ...], int, bool]
+
+
+class OpResult(NamedTuple):
+    """What an atomic op did when it returns no old values."""
+    applied: int
+    skipped: int
+
+
+class SharedBuffer:
+    """Memory shared with the daemon; numpy.frombuffer() views it without a copy."""
+    size: int
+
+
+class Conn:
+    """One connection to tileatomd (the handle under tileatom.Client)."""
+    closed: bool
+    server_version: str
+    backend: str
+    address: str
+    max_frame: int
+    pending: int
+
+    def __init__(self, address: str | None = ..., timeout_ms: int = ...,
+                 io_timeout_ms: int = ..., auth_file: str | None = ...) -> None: ...
+    def close(self) -> None: ...
+    def create(self, name: str, dtype_code: int, shape: tuple[int, ...],
+               fill: np.ndarray | None, flags: int) -> _Info: ...
+    def describe(self, name: str) -> _Info: ...
+    def destroy(self, name: str) -> None: ...
+    def list(self) -> list[_Info]: ...
+    def ping(self) -> None: ...
+    def stats(self) -> dict[str, Any]: ...
+    def read(self, name: str, region: _Region, out: _Operand, submit: bool) -> None: ...
+    def write(self, name: str, region: _Region, values: _Operand, submit: bool) -> None: ...
+    def op(self, kind: int, name: str, op: int, region: _Region, dim: int,
+           indices: tuple[_Operand, ...] | None, flat: bool, values: _Operand | None,
+           compare: _Operand | None, padding: _Operand | None, mask: _Operand | None,
+           sem: str | int, scope: str | int, space: str | int, check_bounds: bool,
+           want_old: bool, out: _Operand | None, submit: bool) -> OpResult | None: ...
+    def at(self, name: str, op: int, flat_index: int, dtype_code: int, value: Any,
+           compare: Any, sem: str | int, scope: str | int, space: str | int,
+           want_old: bool, submit: bool) -> Any: ...
+    def collect(self, n: int = ...) -> list[Any]: ...
+    def flush(self) -> None: ...
+    def buffer(self, size: int) -> SharedBuffer: ...
+
+
+def set_errors(base: type, classes: dict[int, type]) -> None: ...
+def default_socket() -> str: ...
+def library_version() -> str: ...
