@@ -41,7 +41,7 @@ static const char global_usage[] =
     "  ping                               check that the daemon answers\n"
     "  stats                              daemon statistics and per-request counters\n"
     "  snapshot                           save every tile and compact the log (--data-dir)\n"
-    "  create NAME --dtype DTYPE --shape D0[,D1...] [--fill V] [--private]\n"
+    "  create NAME --dtype DTYPE --shape D0[,D1...] [--fill V] [--private] [--device P]\n"
     "  ls                                 list tiles\n"
     "  info NAME                          describe a tile\n"
     "  rm NAME                            destroy a tile\n"
@@ -383,16 +383,19 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 {
 	static const char usage[] =
 	    "Usage: tileatom-cli [-s SOCKET] create NAME --dtype DTYPE --shape D0[,D1...] "
-	    "[--fill V] [--private]\n"
+	    "[--fill V] [--private] [--device P]\n"
 	    "Creates a tile. DTYPE: int32 uint32 int64 uint64 float32 float64 float16 "
 	    "bfloat16.\n"
 	    "Up to 4 axes; every element starts at V (default 0).\n"
 	    "--private: only this identity may use it (your uid over the Unix socket; over\n"
-	    "TCP, whoever holds the daemon's auth secret).\n";
+	    "TCP, whoever holds the daemon's auth secret).\n"
+	    "--device P: where it lives on a daemon serving several devices: a device N, auto\n"
+	    "(most free memory), shard (first axis split over every device) or shard:N\n"
+	    "(default: the daemon's --placement).\n";
 	static const cli_option opts[] = {
-	    {"dtype", true}, {"shape", true}, {"fill", true}, {"private", false}};
+	    {"dtype", true}, {"shape", true}, {"fill", true}, {"private", false}, {"device", true}};
 	cli_args a;
-	int rc = cli_parse(argc, argv, opts, 4, 1, 1, usage, g, &a);
+	int rc = cli_parse(argc, argv, opts, 5, 1, 1, usage, g, &a);
 	if (rc >= 0)
 		return rc;
 	if (!a.value[0] || !a.value[1]) {
@@ -421,11 +424,18 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 	if ((rc = cli_connect(g, &c)) != CLI_EXIT_OK)
 		return rc;
 	unsigned flags = a.value[3] ? TILEATOM_CREATE_PRIVATE : 0;
-	if (tileatom_create_ex(c, a.pos[0], dtype, rank, shape, a.value[2] ? fill : NULL, flags,
-	                       NULL, &err) != TILEATOM_OK)
+	if (tileatom_create_placed(c, a.pos[0], dtype, rank, shape, a.value[2] ? fill : NULL, flags,
+	                           a.value[4], NULL, &err) != TILEATOM_OK)
 		rc = lib_error("create", &err);
 	tileatom_close(c);
 	return rc;
+}
+
+/* Adds "placement" (when the daemon reported one) to a tile's JSON object; false when out
+ * of memory. */
+static bool json_add_placement(json_object *t, const char *place)
+{
+	return !place[0] || cli_json_add(t, "placement", json_object_new_string(place));
 }
 
 static int cmd_ls(int argc, char **argv, cli_global *g)
@@ -435,7 +445,8 @@ static int cmd_ls(int argc, char **argv, cli_global *g)
 	    "Lists the tiles by name under a header line, one per line: NAME DTYPE SHAPE BYTES\n"
 	    "(tab-separated; SHAPE as D0,D1,...), then 'private' for a private tile. Other\n"
 	    "clients' private tiles are not listed. --json: an array of\n"
-	    "{\"name\":...,\"dtype\":...,\"shape\":[...],\"bytes\":...}.\n";
+	    "{\"name\":...,\"dtype\":...,\"shape\":[...],\"bytes\":...,\"placement\":...}\n"
+	    "(placement: where it lives, as in info).\n";
 	cli_args a;
 	tileatom_client *c;
 	int rc;
@@ -443,15 +454,17 @@ static int cmd_ls(int argc, char **argv, cli_global *g)
 		return rc;
 	tileatom_error err = {0, ""};
 	tileatom_tile_info *tiles = NULL;
+	char(*places)[TILEATOM_PLACEMENT_MAX] = NULL;
 	size_t n = 0;
-	if (tileatom_list(c, &tiles, &n, &err) != TILEATOM_OK) {
+	if (tileatom_list_placements(c, &tiles, &places, &n, &err) != TILEATOM_OK) {
 		rc = lib_error("ls", &err);
 	} else if (a.value[0]) {
 		json_object *arr = json_object_new_array();
 		bool ok = arr != NULL;
 		for (size_t i = 0; ok && i < n; i++) {
 			json_object *t = cli_json_tile(&tiles[i], false);
-			ok = t && json_object_array_add(arr, t) == 0;
+			ok = t && json_add_placement(t, places[i]) &&
+			     json_object_array_add(arr, t) == 0;
 			if (!ok)
 				json_object_put(t);
 		}
@@ -467,6 +480,7 @@ static int cmd_ls(int argc, char **argv, cli_global *g)
 		}
 	}
 	tileatom_free(tiles);
+	tileatom_free(places);
 	tileatom_close(c);
 	return rc;
 }
@@ -478,7 +492,8 @@ static int cmd_info(int argc, char **argv, cli_global *g)
 	    "Describes a tile: name, dtype, shape, elements and bytes, one 'key: value' per "
 	    "line\n"
 	    "(--json: {\"name\":...,\"dtype\":...,\"shape\":[...],\"elements\":...,"
-	    "\"bytes\":...}).\n";
+	    "\"bytes\":...,\"placement\":...}), and where it lives: a device N, or for a "
+	    "sharded\ntile each part as DEVICE:[FIRST,END) of its first axis.\n";
 	cli_args a;
 	tileatom_client *c;
 	int rc;
@@ -486,10 +501,17 @@ static int cmd_info(int argc, char **argv, cli_global *g)
 		return rc;
 	tileatom_error err = {0, ""};
 	tileatom_tile_info info;
-	if (tileatom_describe(c, a.pos[0], &info, &err) != TILEATOM_OK) {
+	char place[TILEATOM_PLACEMENT_MAX] = "";
+	if (tileatom_describe(c, a.pos[0], &info, &err) != TILEATOM_OK ||
+	    tileatom_tile_placement(c, a.pos[0], place, sizeof(place), &err) != TILEATOM_OK) {
 		rc = lib_error("info", &err);
 	} else if (a.value[0]) {
-		rc = cli_json_print("info", cli_json_tile(&info, true));
+		json_object *t = cli_json_tile(&info, true);
+		if (t && !json_add_placement(t, place)) {
+			json_object_put(t);
+			t = NULL;
+		}
+		rc = cli_json_print("info", t);
 	} else {
 		char shape[128];
 		shape_text(info.shape, info.rank, shape, sizeof(shape));
@@ -499,6 +521,8 @@ static int cmd_info(int argc, char **argv, cli_global *g)
 		       info.bytes);
 		if (info.private_tile)
 			printf("private: yes\n");
+		if (place[0])
+			printf("placement: %s\n", place);
 	}
 	tileatom_close(c);
 	return rc;

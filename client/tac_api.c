@@ -338,6 +338,14 @@ int tileatom_create_ex(tileatom_client *client, const char *name, tileatom_dtype
                        const int64_t *shape, const void *fill, unsigned flags,
                        tileatom_tile_info *info, tileatom_error *err)
 {
+	return tileatom_create_placed(client, name, dtype, rank, shape, fill, flags, NULL, info,
+	                              err);
+}
+
+int tileatom_create_placed(tileatom_client *client, const char *name, tileatom_dtype dtype,
+                           int rank, const int64_t *shape, const void *fill, unsigned flags,
+                           const char *placement, tileatom_tile_info *info, tileatom_error *err)
+{
 	REQUIRE_CLIENT(client, err);
 	if (flags & ~(unsigned)TILEATOM_CREATE_PRIVATE)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "create %s: unknown flags 0x%x",
@@ -345,6 +353,8 @@ int tileatom_create_ex(tileatom_client *client, const char *name, tileatom_dtype
 	tac_msg m;
 	int rc = tac_build_create(&m, name, dtype, rank, shape, fill, err);
 	m.body.create.private_tile = (flags & TILEATOM_CREATE_PRIVATE) != 0;
+	if (placement && *placement)
+		m.body.create.placement = (char *)placement;
 	if (rc == TILEATOM_OK)
 		rc = tac_roundtrip(client, &m, err);
 	if (rc == TILEATOM_OK && info)
@@ -391,6 +401,48 @@ int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *c
 	}
 	*tiles = arr;
 	*count = l->n_tiles;
+	return TILEATOM_OK;
+}
+
+int tileatom_tile_placement(tileatom_client *client, const char *name, char *buf, size_t n,
+                            tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	if (!buf || n == 0)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	buf[0] = '\0';
+	tac_msg m;
+	int rc = tac_build_describe(&m, name, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_roundtrip(client, &m, err);
+	if (rc == TILEATOM_OK && client->last->tile && client->last->tile->placement)
+		snprintf(buf, n, "%s", client->last->tile->placement);
+	return rc;
+}
+
+int tileatom_list_placements(tileatom_client *client, tileatom_tile_info **tiles,
+                             char (**places)[TILEATOM_PLACEMENT_MAX], size_t *count,
+                             tileatom_error *err)
+{
+	if (!places)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	*places = NULL;
+	int rc = tileatom_list(client, tiles, count, err);
+	if (rc != TILEATOM_OK || *count == 0)
+		return rc;
+	/* tileatom_list's answer is still the client's last one */
+	const Tileatom__ListTilesResponse *l = client->last->list;
+	char(*arr)[TILEATOM_PLACEMENT_MAX] = calloc(*count, sizeof(*arr));
+	if (!arr) {
+		free(*tiles);
+		*tiles = NULL;
+		*count = 0;
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing placements");
+	}
+	for (size_t i = 0; i < *count && i < l->n_tiles; i++)
+		if (l->tiles[i]->placement)
+			snprintf(arr[i], sizeof(arr[i]), "%s", l->tiles[i]->placement);
+	*places = arr;
 	return TILEATOM_OK;
 }
 

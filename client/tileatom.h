@@ -553,6 +553,27 @@ TA_API int tileatom_create(tileatom_client *client, const char *name, tileatom_d
 TA_API int tileatom_create_ex(tileatom_client *client, const char *name, tileatom_dtype dtype,
                               int rank, const int64_t *shape, const void *fill, unsigned flags,
                               tileatom_tile_info *info, tileatom_error *err);
+/* Bytes of a placement text (tileatom_tile_placement, tileatom_list_placements). */
+#define TILEATOM_PLACEMENT_MAX 160
+/* tileatom_create_ex placing the tile on a daemon that serves several devices (tileatomd
+ * --devices): placement NULL or "" (the daemon's --placement), a device ordinal ("1"),
+ * "auto" (the device with the most free memory), "shard" (the first axis split into
+ * ranges over every device) or "shard:N" (over N devices). A daemon with one device takes
+ * "0", "auto", "shard" and "shard:1"; a device it lacks is TILEATOM_E_INVALID_ARGUMENT. */
+TA_API int tileatom_create_placed(tileatom_client *client, const char *name, tileatom_dtype dtype,
+                                  int rank, const int64_t *shape, const void *fill, unsigned flags,
+                                  const char *placement, tileatom_tile_info *info,
+                                  tileatom_error *err);
+/* Where tile name lives, into buf (n bytes, cut to fit): a device ordinal ("0"), or for a
+ * sharded tile each part as DEVICE:[FIRST,END) of its first axis ("0:[0,4) 1:[4,7)"); ""
+ * from a daemon too old to say. */
+TA_API int tileatom_tile_placement(tileatom_client *client, const char *name, char *buf, size_t n,
+                                   tileatom_error *err);
+/* tileatom_list with where each tile lives: *places gets a malloc'd array of *count texts
+ * of TILEATOM_PLACEMENT_MAX bytes, in the order of *tiles (free both with tileatom_free). */
+TA_API int tileatom_list_placements(tileatom_client *client, tileatom_tile_info **tiles,
+                                    char (**places)[TILEATOM_PLACEMENT_MAX], size_t *count,
+                                    tileatom_error *err);
 /* Destroys a tile. */
 TA_API int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *err);
 /* Lists the tiles: *tiles gets a malloc'd array of *count entries (free with tileatom_free;

@@ -30,7 +30,7 @@ void ta_arena_init(ta_arena *a, size_t keep);
 /* Returns n bytes aligned to 16, or NULL when memory is short. */
 void *ta_arena_alloc(ta_arena *a, size_t n);
 /* ta_arena_alloc with its common case inlined (the newest chunk has room): for hot paths
- * that allocate several small pieces per request (fastwire.c). */
+ * that allocate several small pieces per request (codec.c). */
 static inline void *ta_arena_alloc_inline(ta_arena *a, size_t n)
 {
 	ta_arena_chunk *c = a->head;

@@ -68,6 +68,8 @@ typedef struct ta_config {
 	char *metrics;             /* "HOST:PORT" of the Prometheus endpoint; NULL: none */
 	ta_backend_choice backend; /* auto, cpu or cuda */
 	int device;                /* CUDA device ordinal */
+	char *devices;             /* --devices: "N", "all" or a list of ordinals; NULL: one */
+	char *placement;           /* --placement: default placement text; NULL: device 0 */
 	int workers;               /* executor threads running requests (TA_CONFIG_WORKERS_AUTO:
 	                              by backend) */
 	int cpu_threads;           /* CPU backend threads per request (0: one per core) */

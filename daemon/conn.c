@@ -2,7 +2,7 @@
  *
  * Happy path: alloc_cb hands libuv the connection's read buffer; read_cb takes whole frames
  * out of it (without a copy when a frame is whole in the buffer); while nothing of the
- * connection waits, each runs at once on the loop thread (ta_dispatch_run with the
+ * connection waits, each runs at once on the loop thread (ta_dispatch_run_session with the
  * server's inline limit) and appends its response to conn->out; a request too large for
  * the loop, and every one behind it, becomes an item of the FIFO; pump() runs the queued
  * ones in order, inline where they are small, on the executor where not (one at a time);
@@ -273,11 +273,9 @@ static void item_work(ta_job *job)
 	uint8_t *payload = item->payload;
 	item->payload = NULL;
 	/* the connection outlives its running item: its buffers stay mapped meanwhile */
-	ta_shm_set_current(item->conn->has_shm ? &item->conn->shm : NULL);
 	if (!item->batch) {
 		ta_dispatch_frame_owned_session(svc, &item->conn->session, payload, item->len,
 		                                &item->reply);
-		ta_shm_set_current(NULL);
 		return;
 	}
 	/* a batch: its frames in order, into one response buffer; a reply that closes the
@@ -295,7 +293,6 @@ static void item_work(ta_job *job)
 	                                    bound, &out, &close_after, &frames);
 	uint64_t log_seq = scratch.log_seq; /* the batch's last log record (persist.h) */
 	ta_dispatch_scratch_free(&scratch);
-	ta_shm_set_current(NULL);
 	if (done < item->len && !close_after) {
 		/* keep the rest for item_done to queue again */
 		memmove(payload, payload + done, item->len - done);
@@ -449,11 +446,9 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
 	if (inline_max < 0 || len > TA_CONN_INLINE_PAYLOAD_MAX)
 		return false;
 	bool close_after = false;
-	ta_shm_set_current(conn->has_shm ? &conn->shm : NULL);
 	ta_dispatch_outcome o =
 	    ta_dispatch_run_session(conn->host->svc, conn->host->scratch, &conn->session, payload,
 	                            len, inline_max, &conn->out, &close_after);
-	ta_shm_set_current(NULL);
 	if (o == TA_DISPATCH_DEFER)
 		return false;
 	if (conn->host->scratch->log_seq > conn->log_seq)
@@ -1008,6 +1003,7 @@ void ta_conn_start(ta_conn *conn)
 		ta_conn_close(conn);
 		return;
 	}
+	conn->session.shm = conn->has_shm ? &conn->shm : NULL;
 	conn->last_active_ms = uv_now(conn->host->loop);
 	conn->accepted_ms = conn->last_active_ms;
 	if (conn_transition(conn, TA_CONN_PAUSED))

@@ -1,7 +1,9 @@
-/* dispatch.h: from one request frame to one response frame. Runs on a worker thread:
- * decode the Request, turn its body into registry operations or a ta_request, validate
- * it with ta_plan_build (its errors go straight back with their code and message), run it
- * on the backend, and encode the Response. Nothing here touches libuv. */
+/* dispatch.h: from one request frame to one response frame, on a loop or a worker thread:
+ * the state every request may use (ta_service), a connection's (ta_session: its handshake,
+ * its kept request, its shared buffers), a thread's (ta_dispatch_scratch), and the entry
+ * points. Behind them: pipeline.c (decode with codec.c or protobuf-c, hand over, reply),
+ * handlers.c (the checks in one order, the handlers), logged.c (--data-dir), held.c
+ * (held metrics), service.c. Nothing here touches libuv. */
 #ifndef TA_DAEMON_DISPATCH_H
 #define TA_DAEMON_DISPATCH_H
 
@@ -40,13 +42,14 @@ typedef struct ta_service {
 	                                                ta_service_read_totals adds them up) */
 	atomic_uint connections;    /* open client connections (kept by the server) */
 	ta_metrics metrics;         /* per-request-kind counters (stats, --metrics) */
+	bool replaying;             /* persistence is replaying the logs: a create whose
+	                               placement names a device that is gone is placed by
+	                               the default instead (logged) */
 	bool time_requests;         /* also time each request (latency histograms; on
 	                               with --metrics: two clock readings a request) */
 	const ta_auth_secret *auth; /* the secret TCP clients prove (NULL: no auth) */
 	ta_log_limit auth_log;      /* rate limit of the authentication failure lines */
 	struct ta_persist *persist; /* durability (--data-dir, persist.h); NULL: none */
-	bool fast_wire;             /* hot requests and responses through fastwire.c (on;
-	                               off only to compare both paths in tests) */
 	bool recheck_plans;         /* the backend re-checks every plan in full
 	                               (ta_plan_check; off: the plans dispatch has just
 	                               built are marked prechecked; on in tests and the
@@ -64,6 +67,8 @@ typedef struct ta_session {
 	uint64_t serial;              /* connection number, for logs */
 	ta_repeat repeat;             /* the last one-element atomic request, kept to run the
 	                                 same request again without decoding (repeat.h) */
+	struct ta_shm_table *shm;     /* the connection's shared buffers (shmbuf.h; NULL: none,
+	                                 e.g. TCP) */
 } ta_session;
 
 /* One encoded response and what to do after sending it. */
@@ -80,8 +85,8 @@ typedef struct ta_reply {
 /* What one thread needs to dispatch requests without allocating in steady state. */
 typedef struct ta_dispatch_scratch {
 	ta_arena arena;       /* decoded request, values returned, reset after each request */
-	uint64_t log_seq;     /* log record of the last request (ta_dispatch_run), or the highest of
-	                         a run (ta_dispatch_run_batch); 0: none (persist.h) */
+	uint64_t log_seq;     /* log record of the last request (ta_dispatch_run_session), or the
+	                         highest of a run (ta_dispatch_run_batch); 0: none (persist.h) */
 	ta_persist_run run;   /* the pipelined run's lock and records (persist.h) */
 	bool in_run;          /* between ta_dispatch_begin_run and ta_dispatch_end_run */
 	ta_tile_cache tiles;  /* the thread's last tile lookup (registry.h) */
@@ -91,7 +96,7 @@ typedef struct ta_dispatch_scratch {
 	ta_metrics_held held; /* those counts (also the request totals' requests and elements) */
 } ta_dispatch_scratch;
 
-/* Outcome of ta_dispatch_run. */
+/* Outcome of ta_dispatch_run_session. */
 typedef enum ta_dispatch_outcome {
 	TA_DISPATCH_DONE = 0, /* the request ran (or failed); its response was appended */
 	TA_DISPATCH_DEFER = 1 /* too large to run here: nothing happened, nothing appended */
@@ -104,7 +109,12 @@ ta_status ta_session_init(ta_session *s, const ta_service *svc, bool tcp, ta_own
                           uint64_t serial, ta_error *err);
 /* The identity a session's requests act for: TA_OWNER_SECRET once authenticated, else
  * its peer identity; TA_OWNER_ANY without a session (in-process callers). */
-ta_owner ta_session_who(const ta_session *s);
+static inline ta_owner ta_session_who(const ta_session *s)
+{
+	if (!s)
+		return TA_OWNER_ANY;
+	return s->authenticated ? TA_OWNER_SECRET : s->identity;
+}
 
 /* The calling thread's shard of svc's request totals. */
 static inline ta_service_totals *ta_service_my_totals(ta_service *svc)
@@ -121,19 +131,15 @@ void ta_service_reset_totals(ta_service *svc);
 void ta_dispatch_scratch_init(ta_dispatch_scratch *s);
 void ta_dispatch_scratch_free(ta_dispatch_scratch *s);
 
-/* Handles one request payload and appends its response frame to out. With inline_max >= 0,
- * a request that would process more than inline_max elements (or fill a tile of more) is
- * not run: TA_DISPATCH_DEFER, with no effect at all, so that the caller can hand it to a
- * worker (which calls again with inline_max -1). A payload that does not decode gets an
- * INVALID_ARGUMENT response with id 0 and *close_after set. Thread-safe with one scratch
- * per thread. */
-ta_dispatch_outcome ta_dispatch_run(ta_service *svc, ta_dispatch_scratch *scratch,
-                                    const uint8_t *payload, size_t len, int64_t inline_max,
-                                    ta_frame_buf *out, bool *close_after);
-/* ta_dispatch_run for a connection's session: Hello must come first, a session that needs
- * Auth gets PERMISSION_DENIED for everything but Hello and Auth until Auth succeeds, and
- * tiles are used as the session's identity (private tiles). session NULL: as
- * ta_dispatch_run (no handshake, TA_OWNER_ANY). */
+/* Handles one request payload of a connection's session and appends its response frame to
+ * out. With inline_max >= 0, a request that would process more than inline_max elements
+ * (or fill a tile of more) is not run: TA_DISPATCH_DEFER, with no effect at all, so that
+ * the caller can hand it to a worker (which calls again with inline_max -1). A payload that
+ * does not decode gets an INVALID_ARGUMENT response with id 0 and *close_after set.
+ * Hello must come first, a session that needs Auth gets PERMISSION_DENIED for everything
+ * but Hello and Auth until Auth succeeds, and tiles are used as the session's identity
+ * (private tiles). session NULL: no handshake, TA_OWNER_ANY (in-process callers).
+ * Thread-safe with one scratch per thread. */
 ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch *scratch,
                                             ta_session *session, const uint8_t *payload, size_t len,
                                             int64_t inline_max, ta_frame_buf *out,
@@ -177,10 +183,8 @@ void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry
  * close_after set. Thread-safe. */
 void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out);
 
-/* Like ta_dispatch_frame, but takes ownership of a malloc'd payload and frees it as soon
- * as it is decoded (lowering the peak memory of large requests). */
-void ta_dispatch_frame_owned(ta_service *svc, uint8_t *payload, size_t len, ta_reply *out);
-/* ta_dispatch_frame_owned for a connection's session (see ta_dispatch_run_session). */
+/* ta_dispatch_frame for a connection's session (see ta_dispatch_run_session; NULL: none),
+ * taking ownership of a malloc'd payload, freed once the request ran. */
 void ta_dispatch_frame_owned_session(ta_service *svc, ta_session *session, uint8_t *payload,
                                      size_t len, ta_reply *out);
 

@@ -7,9 +7,10 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/conf.c daemon/conf.h daemon/ta_conf.def \
 	daemon/conn.c daemon/conn.h \
 	daemon/shmbuf.c daemon/shmbuf.h \
-	daemon/dispatch.c daemon/dispatch.h \
+	daemon/dispatch.h daemon/reqctx.h \
+	daemon/service.c daemon/handlers.c daemon/logged.c daemon/held.c daemon/pipeline.c \
 	daemon/executor.c daemon/executor.h \
-	daemon/fastwire.c daemon/fastwire.h \
+	daemon/codec.c daemon/codec.h \
 	daemon/log.c daemon/log.h \
 	daemon/metrics.c daemon/metrics.h \
 	daemon/metrics_http.c daemon/metrics_http.h \

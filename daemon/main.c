@@ -35,6 +35,113 @@
 #define PACKAGE_VERSION "unknown"
 #endif
 
+/* Parses --devices for the backend named kind ("cpu" or "cuda") into the ordinals to open
+ * (CPU: pools 0..N-1; "all": every CUDA device, one CPU pool). Returns the count, or 0
+ * (logged) for a bad text or no device. */
+static int parse_devices(const char *text, const char *kind, int *ords)
+{
+	bool cpu = strcmp(kind, "cpu") == 0;
+	if (strcmp(text, "all") == 0) {
+		int n = cpu ? 1 : ta_cuda_device_count();
+		if (n > TA_MAX_DEVICES)
+			n = TA_MAX_DEVICES;
+		for (int i = 0; i < n; i++)
+			ords[i] = i;
+		if (n == 0)
+			ta_log(TA_LOG_ERR, "devices: 'all' found no CUDA device");
+		return n;
+	}
+	int n = 0;
+	const char *p = text;
+	for (;;) {
+		char *end = NULL;
+		errno = 0;
+		long v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
+		bool more = v >= 0 && *end == ',' && end[1] >= '0' && end[1] <= '9';
+		if (v < 0 || errno || (*end && !more) || n >= TA_MAX_DEVICES ||
+		    v >= (cpu ? TA_MAX_DEVICES + 1 : TA_MAX_DEVICES)) {
+			ta_log(TA_LOG_ERR, "devices: '%s' is not %s", text,
+			       cpu ? "a pool count 1..64 (or all) for the CPU backend"
+			           : "all or a list of distinct CUDA ordinals (0,1)");
+			return 0;
+		}
+		for (int i = 0; i < n; i++)
+			if (ords[i] == (int)v) {
+				ta_log(TA_LOG_ERR, "devices: '%s' names device %ld twice", text, v);
+				return 0;
+			}
+		ords[n++] = (int)v;
+		if (!more)
+			break;
+		p = end + 1;
+	}
+	if (cpu) { /* one number: that many pools */
+		if (n != 1 || ords[0] < 1) {
+			ta_log(TA_LOG_ERR,
+			       "devices: '%s' is not a pool count 1..64 (or all) for the "
+			       "CPU backend",
+			       text);
+			return 0;
+		}
+		n = ords[0];
+		for (int i = 0; i < n; i++)
+			ords[i] = i;
+	}
+	return n;
+}
+
+/* Puts one backend per device of --devices (first: the one already open, as kind) behind
+ * the multi-device layer with --placement as its default. Takes first; returns NULL
+ * (logged) when it cannot. */
+static ta_backend *open_devices(const ta_config *cfg, ta_backend *first, const char *kind)
+{
+	ta_placement place = {TA_PLACE_DEFAULT, 0, 0};
+	ta_error err = {0};
+	if (cfg->placement && ta_placement_parse(cfg->placement, &place, &err) != TA_OK) {
+		ta_log(TA_LOG_ERR, "placement: %s", err.msg);
+		ta_backend_destroy(first);
+		return NULL;
+	}
+	int ords[TA_MAX_DEVICES + 1];
+	int n = 1;
+	ords[0] = cfg->device;
+	if (cfg->devices && (n = parse_devices(cfg->devices, kind, ords)) == 0) {
+		ta_backend_destroy(first);
+		return NULL;
+	}
+	bool cpu = strcmp(kind, "cpu") == 0;
+	if (n == 1 && place.kind == TA_PLACE_DEFAULT && (cpu || ords[0] == cfg->device))
+		return first; /* one device as always: no layer */
+	ta_backend *devs[TA_MAX_DEVICES];
+	int have = 0;
+	if (!cpu && ords[0] != cfg->device) { /* the list does not start with --device */
+		ta_backend_destroy(first);
+		first = NULL;
+	}
+	for (int i = 0; i < n; i++) {
+		ta_backend *be = i == 0 && first ? first
+		                 : cpu           ? ta_cpu_backend_new(cfg->cpu_threads, &err)
+		                                 : ta_cuda_backend_new(ords[i], &err);
+		if (!be) {
+			ta_log(TA_LOG_ERR, "cannot start the %s backend on device %d: %s", kind,
+			       ords[i], err.msg);
+			for (int k = 0; k < have; k++)
+				ta_backend_destroy(devs[k]);
+			return NULL;
+		}
+		devs[have++] = be;
+	}
+	ta_backend *multi = ta_multi_backend_new(devs, n, &place, &err);
+	if (!multi) {
+		ta_log(TA_LOG_ERR, "cannot serve %d device%s: %s", n, n == 1 ? "" : "s", err.msg);
+		return NULL;
+	}
+	char text[32];
+	ta_log(TA_LOG_NOTICE, "serving %d %s device%s, default placement %s", n, kind,
+	       n == 1 ? "" : "s", ta_placement_format(&place, text, sizeof(text)));
+	return multi;
+}
+
 /* Creates the backend cfg asks for; returns NULL (logged) when it cannot. */
 static ta_backend *open_backend(const ta_config *cfg)
 {
@@ -67,7 +174,11 @@ static ta_backend *open_backend(const ta_config *cfg)
 			ta_log(TA_LOG_ERR, "cannot start the CPU backend: %s", err.msg);
 		break;
 	}
-	return be;
+	if (!be || (!cfg->devices && !cfg->placement))
+		return be;
+	ta_backend_info info;
+	ta_backend_info_get(be, &info);
+	return open_devices(cfg, be, info.name);
 }
 
 /* Runs the daemon with a parsed configuration; returns the exit status. */

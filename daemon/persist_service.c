@@ -58,7 +58,9 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, const ta_persist_se
 	replay_ctx ctx = {.svc = svc};
 	ta_dispatch_scratch_init(&ctx.scratch);
 	ta_persist_host host = {svc->registry, svc->backend, replay_request, &ctx};
+	svc->replaying = true;
 	ta_status st = ta_persist_start(out, dir, set, &host, err);
+	svc->replaying = false;
 	ta_dispatch_scratch_free(&ctx.scratch);
 	if (st == TA_OK) {
 		/* the replayed requests are not this run's */

@@ -214,6 +214,13 @@ ta_status ta_registry_create(ta_registry *reg, const char *name, const ta_tile_s
 ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_tile_shape *shape,
                                 ta_owner owner, ta_tile **out, ta_error *err)
 {
+	return ta_registry_create_placed(reg, name, shape, owner, NULL, out, err);
+}
+
+ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta_tile_shape *shape,
+                                    ta_owner owner, const ta_placement *place, ta_tile **out,
+                                    ta_error *err)
+{
 	char shown[TA_NAME_MAX + 4];
 	*out = NULL;
 	if (!ta_name_valid(name))
@@ -307,7 +314,8 @@ ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_til
 	pthread_rwlock_unlock(&reg->lock);
 
 	ta_error aerr = {0};
-	ta_status st = ta_backend_tile_alloc(reg->backend, (size_t)bytes, &tile->mem, &aerr);
+	ta_status st = ta_backend_tile_alloc_placed(reg->backend, shape, (size_t)bytes, place,
+	                                            &tile->mem, &aerr);
 	if (st != TA_OK) {
 		tile->mem = NULL;
 		ta_registry_discard(tile);
@@ -475,6 +483,12 @@ void ta_tile_get_info(const ta_tile *tile, ta_tile_info *info)
 	info->shape = tile->shape;
 	info->bytes = tile->bytes;
 	info->private_tile = tile->owner != TA_OWNER_PUBLIC;
+	info->where[0] = '\0'; /* said only where there is a choice: several devices */
+	if (tile->mem && ta_backend_device_count(tile->reg->backend) > 1) {
+		ta_tile_where w;
+		ta_backend_tile_where(tile->reg->backend, tile->mem, &tile->shape, &w);
+		ta_tile_where_format(&w, info->where, sizeof(info->where));
+	}
 }
 
 /* qsort comparator of tile infos by name. */

@@ -75,12 +75,18 @@ typedef struct ta_tile_cache {
 	char name[TA_NAME_MAX + 1]; /* the name looked up */
 } ta_tile_cache;
 
+/* Bytes of ta_tile_info.where (a longer text is cut). */
+#define TA_WHERE_TEXT 160
+
 /* What a tile is, copied out for list and describe. */
 typedef struct ta_tile_info {
 	char name[TA_NAME_MAX + 1]; /* the tile's name */
 	ta_tile_shape shape;        /* dtype, rank, extents */
 	uint64_t bytes;             /* bytes of tile memory */
 	bool private_tile;          /* private to its creator */
+	char where[TA_WHERE_TEXT];  /* where it lives (ta_tile_where_format): "0", or
+	                               "0:[0,3) 1:[3,5)" for a sharded tile; "" on a
+	                               backend with one device */
 } ta_tile_info;
 
 /* Creates an empty registry allocating from backend; a limit of 0 means unlimited.
@@ -102,6 +108,11 @@ ta_status ta_registry_create(ta_registry *reg, const char *name, const ta_tile_s
 /* ta_registry_create of a tile owned by owner (TA_OWNER_PUBLIC: a public tile). */
 ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_tile_shape *shape,
                                 ta_owner owner, ta_tile **out, ta_error *err);
+/* ta_registry_create_as placing the tile's memory as place says (NULL or TA_PLACE_DEFAULT:
+ * the backend's default placement); INVALID_ARGUMENT for a device the backend lacks. */
+ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta_tile_shape *shape,
+                                    ta_owner owner, const ta_placement *place, ta_tile **out,
+                                    ta_error *err);
 /* Makes a pending tile visible to lookups. */
 void ta_registry_publish(ta_tile *tile);
 /* Removes a pending tile from the table (its name becomes free again); the caller still

@@ -8,8 +8,8 @@
 
 /* Splits the len bytes at payload, a Request, into its id (*id) and the bytes after the id
  * field (*rest) when the id field comes first or is absent (id 0); false when its varint
- * does not decode or there are no bytes. The descriptors were read (ta_fastwire_init) by
- * the decoder that took the kept request. */
+ * does not decode or there are no bytes. The descriptors were read (ta_codec_init) by the
+ * decoder that took the kept request. */
 static inline bool split_id(const uint8_t *payload, size_t len, uint64_t *id, const uint8_t **rest)
 {
 	const uint8_t *p = payload, *end = payload + len;
@@ -56,13 +56,14 @@ static bool add_hole(ta_repeat *r, const repeat_operand *o, const uint8_t *rest,
 	return true;
 }
 
-bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta_fw_atomic *a,
-                      const ta_plan *plan, const ta_tile_cache *cache, ta_tile *tile)
+bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta_wire_request *w,
+                      const ta_request *req, const ta_plan *plan, const ta_tile_cache *cache,
+                      ta_tile *tile)
 {
 	r->valid = false;
 	uint64_t id = 0;
 	const uint8_t *rest = NULL;
-	if (!split_id(payload, len, &id, &rest) || id != a->id)
+	if (!split_id(payload, len, &id, &rest) || id != w->id)
 		return false; /* (an id after the body: split_id says 0) */
 	size_t n = (size_t)(payload + len - rest);
 	/* the plans that do not depend on their operands' bytes: one element, bounds checked
@@ -74,15 +75,15 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
 	r->plan = *plan;
 	r->n_holes = 0;
 	for (int i = 0; i < plan->n_index; i++) {
-		repeat_operand o = {&r->plan.index[i], &a->req.index[i], a->index_wire[i]};
+		repeat_operand o = {&r->plan.index[i], &req->index[i], w->index[i].data};
 		if (plan->index[i].device ||
 		    !add_hole(r, &o, rest, n, ta_dtype_size(plan->index[i].dtype)))
 			return false;
 	}
-	repeat_operand values = {&r->plan.values, &a->req.values, a->values_wire};
+	repeat_operand values = {&r->plan.values, &req->values, w->values.data};
 	if (plan->values.data && (plan->values.device || !add_hole(r, &values, rest, n, es)))
 		return false;
-	repeat_operand compare = {&r->plan.compare, &a->req.compare, a->compare_wire};
+	repeat_operand compare = {&r->plan.compare, &req->compare, w->compare.data};
 	if (plan->compare.data && (plan->compare.device || !add_hole(r, &compare, rest, n, es)))
 		return false;
 	for (int h = 1; h < r->n_holes; h++)
@@ -97,7 +98,7 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
 	memcpy(&r->last_body, (const uint8_t *)r->body + n - 8, 8);
 	memcpy(&r->last_same, (const uint8_t *)r->same + n - 8, 8);
 	r->len = (uint32_t)n;
-	r->kind = a->kind;
+	r->kind = w->kind;
 	r->tile = tile;
 	r->stamp = cache->stamp;
 	r->tiles = *cache;

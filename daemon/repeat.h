@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fastwire.h"
+#include "codec.h"
 #include "registry.h"
 #include "ta_plan.h"
 
@@ -68,14 +68,15 @@ static inline void ta_repeat_clear(ta_repeat *r)
 	r->valid = false;
 }
 
-/* Keeps the request of len bytes at payload, decoded as a (ta_fastwire_decode_atomic) and
- * run successfully with plan on tile, which cache (the lookup that found it) holds. Keeps
- * nothing (and forgets what was kept) when it is not a request kept here: more than one
- * element, bounds not checked, a mask, an operand whose data bytes are not one element in
- * the payload, an id field that does not come first, a payload over TA_REPEAT_MAX_BYTES.
- * Returns whether it was kept. */
-bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta_fw_atomic *a,
-                      const ta_plan *plan, const ta_tile_cache *cache, ta_tile *tile);
+/* Keeps the request of len bytes at payload, decoded as w (codec.h: its operands' bytes
+ * lie in payload), converted into req and run successfully with plan on tile, which cache (the
+ * lookup that found it) holds. Keeps nothing (and forgets what was kept) when it is not a request
+ * kept here: more than one element, bounds not checked, a mask, an operand whose data bytes are not
+ * one element in the payload, an id field that does not come first, a payload over
+ * TA_REPEAT_MAX_BYTES. Returns whether it was kept. */
+bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta_wire_request *w,
+                      const ta_request *req, const ta_plan *plan, const ta_tile_cache *cache,
+                      ta_tile *tile);
 
 /* True when the payload of len bytes is the kept request again but for its id and operand
  * data: then *id is its id and the kept plan's operands hold its data. */

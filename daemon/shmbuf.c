@@ -19,19 +19,6 @@
 
 #include "log.h"
 
-/* The connection table of the request this thread dispatches. */
-static _Thread_local ta_shm_table *shm_current;
-
-ta_shm_table *ta_shm_current(void)
-{
-	return shm_current;
-}
-
-void ta_shm_set_current(ta_shm_table *t)
-{
-	shm_current = t;
-}
-
 bool ta_shm_table_init(ta_shm_table *t, ta_backend *backend)
 {
 	memset(t, 0, sizeof(*t));

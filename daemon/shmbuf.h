@@ -14,9 +14,8 @@
  *
  * Threads: the loop thread pushes fds and registers; worker threads resolve (a lock guards
  * the table; mappings never move or go away before ta_shm_table_free). Dispatch finds the
- * table of the connection whose request it runs through ta_shm_current (a thread-local the
- * connection sets around each dispatch call), so that the dispatch interface stays as it
- * is. */
+ * table of the connection whose request it runs in the connection's session
+ * (ta_session.shm, dispatch.h). */
 #ifndef TA_DAEMON_SHMBUF_H
 #define TA_DAEMON_SHMBUF_H
 
@@ -84,12 +83,5 @@ ta_status ta_shm_resolve(ta_shm_table *t, uint64_t id, uint64_t offset, uint64_t
 
 /* Buffers registered (for stats and tests). */
 size_t ta_shm_count(ta_shm_table *t);
-
-/* The table of the connection whose request this thread is dispatching (NULL: none, e.g.
- * a TCP connection or a test calling dispatch directly). */
-ta_shm_table *ta_shm_current(void);
-
-/* Sets ta_shm_current for this thread (NULL clears it). */
-void ta_shm_set_current(ta_shm_table *t);
 
 #endif /* TA_DAEMON_SHMBUF_H */

@@ -1,15 +1,14 @@
 /* wirecheck.c: string fields of encoded messages (see wirecheck.h). The walk reads each
  * tag, skips varints and fixed-size values, and looks into length-delimited values: a string
  * field's bytes are checked, a message field is walked with its own descriptor, bytes and
- * packed fields are skipped, and so is a message field whose type holds no string at any
- * depth (worked out once from the descriptors: Array, Region, Options...). Anything
- * malformed ends the walk as "nothing found": the decoder that runs next rejects it with
- * its own message. */
+ * packed fields are skipped. Anything malformed ends the walk as "nothing found": the
+ * decoder that runs next rejects it with its own message. It runs on the control plane's
+ * requests (small, their strings one level down); the data plane's codec checks its tile
+ * names itself (codec.c), with the same rule and message (ta_wire_string_problem). */
 #include "wirecheck.h"
 
 #include "tileatom.pb-c.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,68 +69,6 @@ static bool read_varint(const uint8_t *data, size_t len, size_t *pos, uint64_t *
 		}
 	}
 	return false;
-}
-
-/* Message types whose encoding may hold a string field (directly or in a nested message):
- * the walk only looks into those. Filled once, on first use, from the Request type. */
-#define WIRE_MAX_TYPES 128
-static struct {
-	const ProtobufCMessageDescriptor *desc[WIRE_MAX_TYPES]; /* types seen */
-	bool strings[WIRE_MAX_TYPES];                           /* type may hold a string */
-	int n;                                                  /* entries in use */
-	bool full;                                              /* a type did not fit */
-} g_types;
-/* Guards the one filling of g_types. */
-static pthread_once_t g_types_once = PTHREAD_ONCE_INIT;
-
-/* Index of desc in g_types, -1 when absent. */
-static int type_index(const ProtobufCMessageDescriptor *desc)
-{
-	for (int i = 0; i < g_types.n; i++)
-		if (g_types.desc[i] == desc)
-			return i;
-	return -1;
-}
-
-/* Adds desc and every type it reaches to g_types; returns whether desc may hold a string.
- * A type met again while being filled (recursion) counts as holding one. */
-static bool type_fill(const ProtobufCMessageDescriptor *desc, int depth)
-{
-	int at = type_index(desc);
-	if (at >= 0)
-		return g_types.strings[at];
-	if (g_types.n == WIRE_MAX_TYPES || depth > WIRE_MAX_DEPTH) {
-		g_types.full = true;
-		return true;
-	}
-	at = g_types.n++;
-	g_types.desc[at] = desc;
-	g_types.strings[at] = true; /* until known: a cycle counts as holding strings */
-	bool strings = false;
-	for (unsigned i = 0; i < desc->n_fields; i++) {
-		const ProtobufCFieldDescriptor *f = &desc->fields[i];
-		if (f->type == PROTOBUF_C_TYPE_STRING)
-			strings = true;
-		else if (f->type == PROTOBUF_C_TYPE_MESSAGE &&
-		         type_fill((const ProtobufCMessageDescriptor *)f->descriptor, depth + 1))
-			strings = true;
-	}
-	g_types.strings[at] = strings;
-	return strings;
-}
-
-/* pthread_once routine: fills g_types with the Request type and every type it reaches
- * (other types are walked in full). */
-static void types_init(void)
-{
-	type_fill(&tileatom__request__descriptor, 0);
-}
-
-/* True when a message of desc may hold a string field (unknown types: true). */
-static bool type_has_strings(const ProtobufCMessageDescriptor *desc)
-{
-	int at = type_index(desc);
-	return at < 0 || g_types.strings[at];
 }
 
 /* One step of the field path from the top message down to the one being walked: kept as a
@@ -207,16 +144,10 @@ static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, si
 			if (!ta_utf8_valid_no_nul(value, n)) {
 				char sub[160];
 				path_text(&here, sub, sizeof(sub));
-				const uint8_t *nul = memchr(value, 0, n);
-				if (nul)
-					snprintf(msg, msg_size, "%s holds a NUL byte at offset %zu",
-					         sub, (size_t)(nul - value));
-				else
-					snprintf(msg, msg_size, "%s is not valid UTF-8", sub);
+				ta_wire_string_problem(sub, value, n, msg, msg_size);
 				return false;
 			}
-		} else if (f->type == PROTOBUF_C_TYPE_MESSAGE && depth < WIRE_MAX_DEPTH &&
-		           type_has_strings(f->descriptor)) {
+		} else if (f->type == PROTOBUF_C_TYPE_MESSAGE && depth < WIRE_MAX_DEPTH) {
 			if (!walk(f->descriptor, value, n, depth + 1, &here, msg, msg_size))
 				return false;
 		}
@@ -224,9 +155,19 @@ static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, si
 	return true;
 }
 
+void ta_wire_string_problem(const char *field, const uint8_t *s, size_t n, char *msg,
+                            size_t msg_size)
+{
+	const uint8_t *nul = memchr(s, 0, n);
+	if (nul)
+		snprintf(msg, msg_size, "%s holds a NUL byte at offset %zu", field,
+		         (size_t)(nul - s));
+	else
+		snprintf(msg, msg_size, "%s is not valid UTF-8", field);
+}
+
 bool ta_wire_check_strings(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
                            char *msg, size_t msg_size)
 {
-	pthread_once(&g_types_once, types_init);
 	return walk(desc, data, len, 0, NULL, msg, msg_size);
 }

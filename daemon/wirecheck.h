@@ -17,6 +17,16 @@
  * nothing above U+10FFFF) and hold no NUL. */
 bool ta_utf8_valid_no_nul(const uint8_t *s, size_t n);
 
+/* The answer to a request with a bad string: printf format of its message, the field and
+ * its problem (ta_wire_string_problem) at %s. */
+#define TA_WIRE_BAD_STRING "invalid string: %s (strings must be UTF-8 without NUL)"
+
+/* Writes into msg what is wrong with the n bytes at s, the value of string field field
+ * (dotted path), which ta_utf8_valid_no_nul refused: "F holds a NUL byte at offset N" or
+ * "F is not valid UTF-8". */
+void ta_wire_string_problem(const char *field, const uint8_t *s, size_t n, char *msg,
+                            size_t msg_size);
+
 /* Walks len encoded bytes of a message of desc (nested messages too, at most 16 deep).
  * Returns true when every string field is valid UTF-8 without NUL, or when the bytes are
  * malformed (the decoder then reports that); false with msg naming the field (e.g.

@@ -1436,6 +1436,16 @@ static const ta_backend_vtbl cuda_vtbl = {
     cuda_apply_many,      cuda_info,       cuda_set_batch_window, cuda_host_register,
     cuda_host_unregister, cuda_ipc_open,   cuda_ipc_close};
 
+extern "C" int ta_cuda_device_count(void)
+{
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return n;
+}
+
 extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 {
 	int n = 0;

@@ -1,6 +1,12 @@
 /* ta_cuda_none.c: the CUDA backend entry point of a build without CUDA (configure found no
- * nvcc or was given --without-cuda): creating the backend always fails with UNAVAILABLE. */
+ * nvcc or was given --without-cuda): creating the backend always fails with UNAVAILABLE, and there
+ * are no devices. */
 #include "ta_backend.h"
+
+int ta_cuda_device_count(void)
+{
+	return 0;
+}
 
 ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 {

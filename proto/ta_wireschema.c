@@ -1,5 +1,5 @@
-/* ta_wireschema.c: the field table of the hot messages (see ta_wireschema.h) and its check
- * against the protobuf-c descriptors: every field the daemon's and the client's hot-path
+/* ta_wireschema.c: the field table of the data-plane messages (see ta_wireschema.h) and its
+ * check against the protobuf-c descriptors: every field the daemon's and the client's
  * codecs read or write, with the type, label, packedness, oneof membership, struct offset
  * and message type they assume, and the orders and field counts their encoders rely on. */
 #include "ta_wireschema.h"
@@ -35,6 +35,14 @@ static const ProtobufCMessageDescriptor *const fw_descs[FW_M_COUNT] = {
     [FW_M_IADDR] = &tileatom__indexed_addr__descriptor,
     [FW_M_RESPONSE] = &tileatom__response__descriptor,
     [FW_M_OPRESPONSE] = &tileatom__op_response__descriptor,
+    [FW_M_WRITE] = &tileatom__write_region_request__descriptor,
+    [FW_M_READ] = &tileatom__read_region_request__descriptor,
+    [FW_M_GATHER] = &tileatom__gather_request__descriptor,
+    [FW_M_SCATTER_STORE] = &tileatom__scatter_store_request__descriptor,
+    [FW_M_ATOMIC_LOAD] = &tileatom__atomic_load_request__descriptor,
+    [FW_M_ATOMIC_STORE] = &tileatom__atomic_store_request__descriptor,
+    [FW_M_ADDRESSING] = &tileatom__addressing__descriptor,
+    [FW_M_BUFREF] = &tileatom__buffer_ref__descriptor,
 };
 
 #define T_U64             PROTOBUF_C_TYPE_UINT64
@@ -108,6 +116,55 @@ static const fw_spec fw_specs[] = {
 	{FW_M_OPRESPONSE, FW_OPR_OLD, "old", T_MSG, false, false, OFF(Tileatom__OpResponse, old), D(array)},
 	{FW_M_OPRESPONSE, FW_OPR_SKIPPED, "skipped", T_U64, false, false, OFF(Tileatom__OpResponse, skipped), NULL},
 	{FW_M_OPRESPONSE, FW_OPR_APPLIED, "applied", T_U64, false, false, OFF(Tileatom__OpResponse, applied), NULL},
+
+	/* the rest of the data plane: only the daemon's decoder (daemon/codec.c) reads these */
+	{FW_M_REQUEST, FW_REQ_WRITE, "write", T_MSG, false, true, OFF(Tileatom__Request, write), D(write_region_request)},
+	{FW_M_REQUEST, FW_REQ_READ, "read", T_MSG, false, true, OFF(Tileatom__Request, read), D(read_region_request)},
+	{FW_M_REQUEST, FW_REQ_GATHER, "gather", T_MSG, false, true, OFF(Tileatom__Request, gather), D(gather_request)},
+	{FW_M_REQUEST, FW_REQ_SCATTER_STORE, "scatter_store", T_MSG, false, true, OFF(Tileatom__Request, scatter_store), D(scatter_store_request)},
+	{FW_M_REQUEST, FW_REQ_ATOMIC_LOAD, "atomic_load", T_MSG, false, true, OFF(Tileatom__Request, atomic_load), D(atomic_load_request)},
+	{FW_M_REQUEST, FW_REQ_ATOMIC_STORE, "atomic_store", T_MSG, false, true, OFF(Tileatom__Request, atomic_store), D(atomic_store_request)},
+
+	{FW_M_WRITE, FW_RMW_TILE, "tile", T_STR, false, false, OFF(Tileatom__WriteRegionRequest, tile), NULL},
+	{FW_M_WRITE, FW_RMW_REGION, "region", T_MSG, false, false, OFF(Tileatom__WriteRegionRequest, region), D(region)},
+	{FW_M_WRITE, FW_RMW_VALUES, "values", T_MSG, false, false, OFF(Tileatom__WriteRegionRequest, values), D(array)},
+
+	{FW_M_READ, FW_RMW_TILE, "tile", T_STR, false, false, OFF(Tileatom__ReadRegionRequest, tile), NULL},
+	{FW_M_READ, FW_RMW_REGION, "region", T_MSG, false, false, OFF(Tileatom__ReadRegionRequest, region), D(region)},
+
+	{FW_M_GATHER, FW_RMW_TILE, "tile", T_STR, false, false, OFF(Tileatom__GatherRequest, tile), NULL},
+	{FW_M_GATHER, FW_MEM_WINDOW, "window", T_MSG, false, false, OFF(Tileatom__GatherRequest, window), D(region)},
+	{FW_M_GATHER, FW_MEM_ADDR, "addr", T_MSG, false, false, OFF(Tileatom__GatherRequest, addr), D(addressing)},
+	{FW_M_GATHER, FW_MEM_PADDING, "padding", T_MSG, false, false, OFF(Tileatom__GatherRequest, padding), D(array)},
+	{FW_M_GATHER, FW_RMW_OPTIONS, "options", T_MSG, false, false, OFF(Tileatom__GatherRequest, options), D(options)},
+
+	{FW_M_SCATTER_STORE, FW_RMW_TILE, "tile", T_STR, false, false, OFF(Tileatom__ScatterStoreRequest, tile), NULL},
+	{FW_M_SCATTER_STORE, FW_MEM_WINDOW, "window", T_MSG, false, false, OFF(Tileatom__ScatterStoreRequest, window), D(region)},
+	{FW_M_SCATTER_STORE, FW_MEM_ADDR, "addr", T_MSG, false, false, OFF(Tileatom__ScatterStoreRequest, addr), D(addressing)},
+	{FW_M_SCATTER_STORE, FW_RMW_VALUES, "values", T_MSG, false, false, OFF(Tileatom__ScatterStoreRequest, values), D(array)},
+	{FW_M_SCATTER_STORE, FW_RMW_OPTIONS, "options", T_MSG, false, false, OFF(Tileatom__ScatterStoreRequest, options), D(options)},
+
+	{FW_M_ATOMIC_LOAD, FW_RMW_TILE, "tile", T_STR, false, false, OFF(Tileatom__AtomicLoadRequest, tile), NULL},
+	{FW_M_ATOMIC_LOAD, FW_MEM_WINDOW, "window", T_MSG, false, false, OFF(Tileatom__AtomicLoadRequest, window), D(region)},
+	{FW_M_ATOMIC_LOAD, FW_MEM_ADDR, "addr", T_MSG, false, false, OFF(Tileatom__AtomicLoadRequest, addr), D(addressing)},
+	{FW_M_ATOMIC_LOAD, FW_RMW_OPTIONS, "options", T_MSG, false, false, OFF(Tileatom__AtomicLoadRequest, options), D(options)},
+
+	{FW_M_ATOMIC_STORE, FW_RMW_TILE, "tile", T_STR, false, false, OFF(Tileatom__AtomicStoreRequest, tile), NULL},
+	{FW_M_ATOMIC_STORE, FW_MEM_WINDOW, "window", T_MSG, false, false, OFF(Tileatom__AtomicStoreRequest, window), D(region)},
+	{FW_M_ATOMIC_STORE, FW_MEM_ADDR, "addr", T_MSG, false, false, OFF(Tileatom__AtomicStoreRequest, addr), D(addressing)},
+	{FW_M_ATOMIC_STORE, FW_RMW_VALUES, "values", T_MSG, false, false, OFF(Tileatom__AtomicStoreRequest, values), D(array)},
+	{FW_M_ATOMIC_STORE, FW_RMW_OPTIONS, "options", T_MSG, false, false, OFF(Tileatom__AtomicStoreRequest, options), D(options)},
+
+	{FW_M_ADDRESSING, FW_ADDR_REGION, "region", T_MSG, false, true, OFF(Tileatom__Addressing, region), D(region)},
+	{FW_M_ADDRESSING, FW_ADDR_SCATTER, "scatter", T_MSG, false, true, OFF(Tileatom__Addressing, scatter), D(scatter_addr)},
+	{FW_M_ADDRESSING, FW_ADDR_INDEXED, "indexed", T_MSG, false, true, OFF(Tileatom__Addressing, indexed), D(indexed_addr)},
+
+	{FW_M_BUFREF, FW_REF_ID, "buffer_id", T_U64, false, false, OFF(Tileatom__BufferRef, buffer_id), NULL},
+	{FW_M_BUFREF, FW_REF_OFFSET, "offset", T_U64, false, false, OFF(Tileatom__BufferRef, offset), NULL},
+	{FW_M_BUFREF, FW_REF_LENGTH, "length", T_U64, false, false, OFF(Tileatom__BufferRef, length), NULL},
+	{FW_M_ARRAY, FW_ARRAY_SHARED, "shared", T_MSG, false, false, OFF(Tileatom__Array, shared), D(buffer_ref)},
+	{FW_M_RESPONSE, FW_RESP_DATA, "data", T_MSG, false, true, OFF(Tileatom__Response, data), D(array)},
+	{FW_M_OPTIONS, FW_OPT_OLD_INTO, "old_into", T_MSG, false, false, OFF(Tileatom__Options, old_into), D(buffer_ref)},
 };
 // clang-format on
 #define FW_NSPECS (sizeof(fw_specs) / sizeof(fw_specs[0]))
@@ -128,7 +185,7 @@ static atomic_bool fw_ready;
 static void fw_schema_fail(const fw_spec *s, const char *what)
 {
 	fprintf(stderr,
-	        "tileatom: the hot-path codecs (proto/ta_wireschema.c, daemon/fastwire.c, "
+	        "tileatom: the wire codecs (proto/ta_wireschema.c, daemon/codec.c, "
 	        "client/tac_wire.c) do not match proto/tileatom.proto: %s.%s %s; update "
 	        "them\n",
 	        fw_descs[s->msg]->name, s->name, what);
@@ -183,6 +240,12 @@ static void fw_fill(void)
 	    fw_number[FW_REQ_ELEMENTWISE] != TILEATOM__REQUEST__BODY_ELEMENTWISE ||
 	    fw_number[FW_REQ_SCATTER] != TILEATOM__REQUEST__BODY_SCATTER ||
 	    fw_number[FW_REQ_INDEXED] != TILEATOM__REQUEST__BODY_INDEXED ||
+	    fw_number[FW_REQ_WRITE] != TILEATOM__REQUEST__BODY_WRITE ||
+	    fw_number[FW_REQ_READ] != TILEATOM__REQUEST__BODY_READ ||
+	    fw_number[FW_REQ_GATHER] != TILEATOM__REQUEST__BODY_GATHER ||
+	    fw_number[FW_REQ_SCATTER_STORE] != TILEATOM__REQUEST__BODY_SCATTER_STORE ||
+	    fw_number[FW_REQ_ATOMIC_LOAD] != TILEATOM__REQUEST__BODY_ATOMIC_LOAD ||
+	    fw_number[FW_REQ_ATOMIC_STORE] != TILEATOM__REQUEST__BODY_ATOMIC_STORE ||
 	    fw_number[FW_RESP_PING] != TILEATOM__RESPONSE__BODY_PING ||
 	    fw_number[FW_RESP_OP] != TILEATOM__RESPONSE__BODY_OP)
 		fw_schema_fail(&fw_specs[0], "oneof cases differ from the field numbers");
@@ -226,6 +289,9 @@ static void fw_fill(void)
 	unsigned count[FW_M_COUNT] = {0};
 	for (size_t i = 0; i < FW_NSPECS; i++) {
 		const fw_spec *s = &fw_specs[i];
+		if (s->msg >= FW_M_WRITE || s->slot >= FW_REQ_WRITE)
+			continue; /* the daemon decoder's fields: the client's encoder does not
+			             write them */
 		unsigned number = fw_tables[s->msg].number[s->slot];
 		if (number <= last_number[s->msg])
 			fw_schema_fail(s, "is out of the field-number order of the table");

@@ -1,8 +1,9 @@
-/* ta_wireschema.h: what the hot-path wire codecs of the daemon (daemon/fastwire.c) and the
- * client library (client/tac_wire.c) share, so that proto/tileatom.proto stays the one
- * source of truth: the fields of the hot messages (ping, the element-wise, scatter and indexed
- * atomic requests with their Region, Array, Options and addressing; Response with status,
- * message, PingResponse and OpResponse), their field numbers and wire types read from the
+/* ta_wireschema.h: what the wire codecs of the daemon (daemon/codec.c: every data-plane
+ * request and response) and the client library (client/tac_wire.c) share, so that
+ * proto/tileatom.proto stays the one source of truth: the fields of the data-plane messages
+ * (the requests that name a tile, with their Region, Array, BufferRef, Options and
+ * addressing; ping; Response with status, message, PingResponse, OpResponse and the data
+ * body), their field numbers and wire types read from the
  * protobuf-c descriptors by name once (a schema change the codecs do not expect aborts with
  * the field's name), and the varint, tag and length helpers that read and write them exactly
  * as protobuf-c does. Internal to tileatom (not installed). */
@@ -67,6 +68,25 @@ typedef enum fw_slot {
 	FW_OPR_OLD,          /* OpResponse.old */
 	FW_OPR_SKIPPED,      /* OpResponse.skipped */
 	FW_OPR_APPLIED,      /* OpResponse.applied */
+	/* the rest of the data plane (the daemon's decoder, daemon/codec.c) */
+	FW_REQ_WRITE,         /* Request.write */
+	FW_REQ_READ,          /* Request.read */
+	FW_REQ_GATHER,        /* Request.gather */
+	FW_REQ_SCATTER_STORE, /* Request.scatter_store */
+	FW_REQ_ATOMIC_LOAD,   /* Request.atomic_load */
+	FW_REQ_ATOMIC_STORE,  /* Request.atomic_store */
+	FW_MEM_WINDOW,        /* <memory request>.window */
+	FW_MEM_ADDR,          /* <memory request>.addr (Addressing) */
+	FW_MEM_PADDING,       /* GatherRequest.padding */
+	FW_ADDR_REGION,       /* Addressing.region */
+	FW_ADDR_SCATTER,      /* Addressing.scatter */
+	FW_ADDR_INDEXED,      /* Addressing.indexed */
+	FW_ARRAY_SHARED,      /* Array.shared */
+	FW_OPT_OLD_INTO,      /* Options.old_into */
+	FW_REF_ID,            /* BufferRef.buffer_id */
+	FW_REF_OFFSET,        /* BufferRef.offset */
+	FW_REF_LENGTH,        /* BufferRef.length */
+	FW_RESP_DATA,         /* Response.data (read) */
 	FW_SLOTS
 } fw_slot;
 _Static_assert(FW_SLOTS <= 64, "a message's seen fields are one 64-bit mask");
@@ -84,6 +104,14 @@ typedef enum fw_msg {
 	FW_M_IADDR,
 	FW_M_RESPONSE,
 	FW_M_OPRESPONSE,
+	FW_M_WRITE,         /* WriteRegionRequest */
+	FW_M_READ,          /* ReadRegionRequest */
+	FW_M_GATHER,        /* GatherRequest */
+	FW_M_SCATTER_STORE, /* ScatterStoreRequest */
+	FW_M_ATOMIC_LOAD,   /* AtomicLoadRequest */
+	FW_M_ATOMIC_STORE,  /* AtomicStoreRequest */
+	FW_M_ADDRESSING,    /* Addressing */
+	FW_M_BUFREF,        /* BufferRef */
 	FW_M_COUNT
 } fw_msg;
 
@@ -135,8 +163,9 @@ static inline void fw_copy_small(uint8_t *dst, const uint8_t *src, size_t n)
 
 /* ---- reading ------------------------------------------------------------------------- */
 
-/* Reads a varint at *p (before end) the way protobuf-c reads a 64-bit one; false when it
- * runs past end, is longer than 10 bytes, or its 10th byte holds bits past the 64th. */
+/* Reads a varint at *p (before end) the way protobuf-c reads a 64-bit one: at most 10
+ * bytes, the bits of a 10th byte past the 64th dropped; false when it runs past end or is
+ * longer than 10 bytes. */
 static inline bool rd_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
 {
 	const uint8_t *q = *p;
@@ -148,9 +177,7 @@ static inline bool rd_varint(const uint8_t **p, const uint8_t *end, uint64_t *ou
 	uint64_t v = 0;
 	for (unsigned shift = 0; q < end && shift < 70; shift += 7) {
 		uint8_t b = *q++;
-		if (shift == 63 && b > 1)
-			return false;
-		v |= (uint64_t)(b & 0x7f) << shift;
+		v |= (uint64_t)(b & 0x7f) << shift; /* shift <= 63 */
 		if (b < 0x80) {
 			*out = v;
 			*p = q;

@@ -3,7 +3,8 @@
 # inline rules that both backends share:
 #  - ta_addr.h: element addressing;
 #  - ta_float.h: float arithmetic (also compiled as CUDA device code);
-#  - ta_c11.h: the C11 memory order of each sem and kind of access.
+#  - ta_c11.h: the C11 memory order of each sem and kind of access;
+#  - ta_place.h: placements and where a tile lives (several devices).
 # (The folder is tacore/, not core/: configure's exit trap removes core dumps with
 # `rm -f core', which fails on a folder of that name and leaves confdefs.h behind.)
 # Built once, as a libtool convenience library that the backends, the daemon, the client
@@ -12,5 +13,6 @@ noinst_LTLIBRARIES += tacore/libtacore.la
 tacore_libtacore_la_SOURCES = \
 	tacore/ta_ops.def tacore/ta_types.h tacore/ta_types.c \
 	tacore/ta_plan.h tacore/ta_plan.c tacore/ta_backend.h \
+	tacore/ta_place.h tacore/ta_place.c \
 	tacore/ta_addr.h tacore/ta_float.h tacore/ta_c11.h
 tacore_libtacore_la_LIBADD = -lm

@@ -13,10 +13,16 @@
  *    still returns only when its plan has run, and a thread's later call sees its earlier
  *    ones.
  *  - A backend never reads or writes outside [mem, mem + tile bytes), whatever the plan.
- *  - Read/write/fill of regions are plans too (LOAD / STORE over a region). */
+ *  - Read/write/fill of regions are plans too (LOAD / STORE over a region).
+ *  - Tile memory is opaque to callers: they hand it back to apply and tile_free only (a
+ *    composing backend's "memory" is its record of a tile's parts, kernels/ta_multi.c).
+ *  - Several devices: a backend with more than one (device_count) places tiles as
+ *    tile_alloc_placed is asked (ta_place.h) and reports it (tile_where); one without those
+ *    entries has one device, 0, and every tile lives wholly on it. */
 #ifndef TA_BACKEND_H
 #define TA_BACKEND_H
 
+#include "ta_place.h"
 #include "ta_plan.h"
 
 #ifdef __cplusplus
@@ -82,6 +88,20 @@ typedef struct ta_backend_vtbl {
 	                      void **dptr, ta_error *err);
 	/* Optional: closes what ipc_open opened (no plan uses it any more). */
 	void (*ipc_close)(ta_backend *be, void *dptr);
+	/* Optional (NULL: one device): allocates a zeroed tile of shape (bytes long) where
+	 * place says (TA_PLACE_DEFAULT: the backend's default placement). INVALID_ARGUMENT for
+	 * a device that does not exist; RESOURCE_EXHAUSTED as tile_alloc. */
+	ta_status (*tile_alloc_placed)(ta_backend *be, const ta_tile_shape *shape, size_t bytes,
+	                               const ta_placement *place, void **mem, ta_error *err);
+	/* Optional (NULL: wholly on device 0): fills *where for the tile at mem, whose shape is
+	 * shape. */
+	void (*tile_where)(ta_backend *be, void *mem, const ta_tile_shape *shape,
+	                   ta_tile_where *where);
+	/* Optional (NULL: 1): the number of devices the backend serves. */
+	int (*device_count)(ta_backend *be);
+	/* Optional (NULL: unknown): free and total bytes of the device's memory (CUDA), what
+	 * placement `auto` compares. */
+	ta_status (*mem_info)(ta_backend *be, uint64_t *free_bytes, uint64_t *total_bytes);
 } ta_backend_vtbl;
 
 /* Base of every backend object: implementations embed it first. */
@@ -96,6 +116,17 @@ ta_backend *ta_cpu_backend_new(int nthreads, ta_error *err);
 /* Creates the CUDA backend on device (an ordinal). Returns NULL with err set
  * (UNAVAILABLE when the build has no CUDA or no usable GPU is present). */
 ta_backend *ta_cuda_backend_new(int device, ta_error *err);
+
+/* The number of CUDA devices this process can see (0 without CUDA or without a GPU). */
+int ta_cuda_device_count(void);
+
+/* Composes n backends (one per device, ordinals 0..n-1 in the order given; 1 <= n <=
+ * TA_MAX_DEVICES) into one (kernels/ta_multi.c) that places tiles on them (default_place
+ * for TA_PLACE_DEFAULT; TA_PLACE_DEFAULT there means device 0) and routes every element of
+ * a plan to the device that holds it. Takes ownership of devices[0..n-1] (destroyed with
+ * it, or at once when this fails). Returns NULL with err set on failure. */
+ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
+                                 const ta_placement *default_place, ta_error *err);
 
 /* Convenience wrappers over the vtable. */
 static inline void ta_backend_destroy(ta_backend *be)
@@ -145,6 +176,45 @@ static inline void ta_backend_host_unregister(ta_backend *be, void *ptr)
 {
 	if (be && be->vt->host_unregister)
 		be->vt->host_unregister(be, ptr);
+}
+
+/* Allocates a tile where place says: tile_alloc_placed, or for a one-device backend
+ * tile_alloc after checking that place names nothing but device 0. */
+static inline ta_status ta_backend_tile_alloc_placed(ta_backend *be, const ta_tile_shape *shape,
+                                                     size_t bytes, const ta_placement *place,
+                                                     void **mem, ta_error *err)
+{
+	if (be->vt->tile_alloc_placed)
+		return be->vt->tile_alloc_placed(be, shape, bytes, place, mem, err);
+	if (place && place->kind == TA_PLACE_DEVICE && place->device != 0)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "placement: device %d does not exist (the backend serves one "
+		                    "device, 0)",
+		                    place->device);
+	if (place && place->kind == TA_PLACE_SHARD && place->shards > 1)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "placement: cannot shard over %d devices (the backend serves "
+		                    "one device)",
+		                    place->shards);
+	return be->vt->tile_alloc(be, bytes, mem, err);
+}
+/* Fills *where for the tile at mem (one part on device 0 for a one-device backend). */
+static inline void ta_backend_tile_where(ta_backend *be, void *mem, const ta_tile_shape *shape,
+                                         ta_tile_where *where)
+{
+	if (be->vt->tile_where) {
+		be->vt->tile_where(be, mem, shape, where);
+		return;
+	}
+	where->nparts = 1;
+	where->part[0].device = 0;
+	where->part[0].first = 0;
+	where->part[0].end = shape->rank > 0 ? shape->shape[0] : 1;
+}
+/* The number of devices the backend serves (1 without device_count). */
+static inline int ta_backend_device_count(ta_backend *be)
+{
+	return be->vt->device_count ? be->vt->device_count(be) : 1;
 }
 
 /* True when the backend can open CUDA IPC device buffers (ipc_open). */

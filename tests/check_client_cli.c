@@ -684,6 +684,150 @@ START_TEST(test_cli_auth_private)
 }
 END_TEST
 
+/* Placement on a daemon serving 3 CPU memory pools (issue 24): create --device by ordinal,
+ * auto (the pool with the fewest tile bytes), shard and shard:N (uneven splits), errors
+ * for a pool that does not exist and a bad text; info and ls --json say where. */
+START_TEST(test_cli_placement)
+{
+	tcu_daemon P;
+	const char *const extra[] = {"--devices", "3", "--placement", "auto", NULL};
+	ck_assert(tcu_daemon_start(&P, extra));
+	tcu_result r;
+	struct {
+		const char *name, *shape, *dtype, *device, *where;
+	} tiles[] = {
+	    {"a", "7,5", "int32", "shard", "0:[0,3) 1:[3,5) 2:[5,7)"}, /* 60, 40, 40 bytes */
+	    {"b", "10", "float32", "2", "2"},                          /* 2: 80 */
+	    {"c", "4", "int64", NULL, "1"},                            /* auto: 1 has 40 */
+	    {"d", "9", "int32", "shard:2", "0:[0,5) 1:[5,9)"},         /* 0: 60, 1: 72 */
+	};
+	char want[512];
+	for (size_t i = 0; i < sizeof(tiles) / sizeof(tiles[0]); i++) {
+		const char *create[] = {tcu_cli_path(),  "-s",
+		                        P.socket,        "create",
+		                        tiles[i].name,   "--dtype",
+		                        tiles[i].dtype,  "--shape",
+		                        tiles[i].shape,  tiles[i].device ? "--device" : NULL,
+		                        tiles[i].device, NULL};
+		tcu_run(P.dir, NULL, create, &r);
+		expect(&r, 0, "", "", "create with a placement");
+		const char *info[] = {tcu_cli_path(), "-s",     P.socket, "info",
+		                      tiles[i].name,  "--json", NULL};
+		tcu_run(P.dir, NULL, info, &r);
+		ck_assert_msg(r.status == 0, "info: %s", r.err);
+		snprintf(want, sizeof(want), "\"placement\":\"%s\"}", tiles[i].where);
+		ck_assert_msg(strstr(r.out, want) != NULL, "info of %s: '%s' lacks '%s'",
+		              tiles[i].name, r.out, want);
+		tcu_result_free(&r);
+	}
+	const char *ls[] = {tcu_cli_path(), "-s", P.socket, "ls", "--json", NULL};
+	tcu_run(P.dir, NULL, ls, &r);
+	expect(&r, 0,
+	       "[{\"name\":\"a\",\"dtype\":\"int32\",\"shape\":[7,5],\"bytes\":140,"
+	       "\"placement\":\"0:[0,3) 1:[3,5) 2:[5,7)\"},"
+	       "{\"name\":\"b\",\"dtype\":\"float32\",\"shape\":[10],\"bytes\":40,"
+	       "\"placement\":\"2\"},"
+	       "{\"name\":\"c\",\"dtype\":\"int64\",\"shape\":[4],\"bytes\":32,"
+	       "\"placement\":\"1\"},"
+	       "{\"name\":\"d\",\"dtype\":\"int32\",\"shape\":[9],\"bytes\":36,"
+	       "\"placement\":\"0:[0,5) 1:[5,9)\"}]\n",
+	       "", "ls --json with placements");
+	const char *bad[] = {tcu_cli_path(), "-s",      P.socket, "create",   "e", "--dtype",
+	                     "int32",        "--shape", "9",      "--device", "3", NULL};
+	tcu_run(P.dir, NULL, bad, &r);
+	expect_err(&r, 1, "device 3 does not exist (devices 0..2)", "a pool that does not exist");
+	bad[10] = "bogus";
+	tcu_run(P.dir, NULL, bad, &r);
+	expect_err(&r, 1, "placement 'bogus' is not auto, shard, shard:N or a device ordinal",
+	           "a bad placement");
+	ck_assert_int_eq(tcu_daemon_stop(&P, 20000), 0);
+	tcu_daemon_cleanup(&P);
+}
+END_TEST
+
+/* Bad --devices and --placement stop the daemon at start with a message naming them. */
+START_TEST(test_cli_devices_refused)
+{
+	static const struct {
+		const char *a1, *v1, *a2, *v2, *msg;
+	} cases[] = {
+	    {"--devices", "0,1", NULL, NULL,
+	     "devices: '0,1' is not a pool count 1..64 (or all) for the CPU backend"},
+	    {"--devices", "65", NULL, NULL, "devices: '65' is not a pool count 1..64"},
+	    {"--devices", "2", "--placement", "5",
+	     "cannot serve 2 devices: placement: device 5 does not exist (devices 0..1)"},
+	    {"--placement", "bogus", NULL, NULL,
+	     "placement: placement 'bogus' is not auto, shard, shard:N or a device ordinal"},
+	    {"--devices", "all", "--placement", "shard:2",
+	     "cannot serve 1 device: placement: cannot shard over 2 devices (the daemon serves "
+	     "1)"},
+	};
+	char sock[400];
+	snprintf(sock, sizeof(sock), "%s/refused.sock", D.dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *argv[] = {
+		    tcu_daemon_path(), "--backend", "cpu",       "--socket",  sock, "--foreground",
+		    cases[i].a1,       cases[i].v1, cases[i].a2, cases[i].v2, NULL};
+		tcu_result r;
+		tcu_run(D.dir, NULL, argv, &r);
+		ck_assert_msg(r.status == 1, "%s %s: status %d", cases[i].a1, cases[i].v1,
+		              r.status);
+		ck_assert_msg(strstr(r.err, cases[i].msg) != NULL, "stderr '%s' lacks '%s'", r.err,
+		              cases[i].msg);
+		tcu_result_free(&r);
+	}
+}
+END_TEST
+
+/* Reads a whole small file into buf (NUL-terminated); false when it cannot. */
+static bool read_small(const char *path, char *buf, size_t n)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t got = fread(buf, 1, n - 1, f);
+	buf[got] = '\0';
+	fclose(f);
+	return true;
+}
+
+/* A logged create for device 2 replayed by a daemon with one device: the tile comes back
+ * by the default placement, with its contents, and the log says so. */
+START_TEST(test_cli_placement_replay)
+{
+	char data[400];
+	snprintf(data, sizeof(data), "%s/placed-data", D.dir);
+	tcu_daemon P, Q;
+	const char *const three[] = {"--devices", "3", "--data-dir", data, NULL};
+	ck_assert(tcu_daemon_start(&P, three));
+	tcu_result r;
+	const char *create[] = {tcu_cli_path(), "-s",      P.socket, "create",   "far", "--dtype",
+	                        "int32",        "--shape", "5",      "--device", "2",   NULL};
+	tcu_run(P.dir, NULL, create, &r);
+	expect(&r, 0, "", "", "create on device 2");
+	const char *add[] = {tcu_cli_path(), "-s", P.socket, "add", "far", "3", "41", NULL};
+	tcu_run(P.dir, NULL, add, &r);
+	expect(&r, 0, "0\n", "", "add on device 2");
+	ck_assert_int_eq(tcu_daemon_stop(&P, 20000), 0);
+	tcu_daemon_cleanup(&P);
+
+	const char *const one[] = {"--devices", "1", "--data-dir", data, NULL};
+	ck_assert(tcu_daemon_start(&Q, one));
+	const char *get[] = {tcu_cli_path(), "-s", Q.socket, "get", "far", NULL};
+	tcu_run(Q.dir, NULL, get, &r);
+	expect(&r, 0, "0\n0\n0\n41\n0\n", "", "the tile after the replay");
+	ck_assert_int_eq(tcu_daemon_stop(&Q, 20000), 0);
+	static char log[65536];
+	ck_assert(read_small(Q.log, log, sizeof(log)));
+	ck_assert_msg(
+	    strstr(log,
+	           "tile 'far': cannot allocate 20 bytes: placement: device 2 does not exist") &&
+	        strstr(log, "placed by the default placement instead"),
+	    "log: %s", log);
+	tcu_daemon_cleanup(&Q);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -700,6 +844,9 @@ static Suite *cli_suite(void)
 	tcase_add_test(tc, test_cli_hist_formats);
 	tcase_add_test(tc, test_cli_hist_errors);
 	tcase_add_test(tc, test_cli_auth_private);
+	tcase_add_test(tc, test_cli_placement);
+	tcase_add_test(tc, test_cli_placement_replay);
+	tcase_add_test(tc, test_cli_devices_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -54,6 +54,18 @@ const char *tcu_busy_poll(void)
 	return v && *v ? v : NULL;
 }
 
+const char *tcu_devices(void)
+{
+	const char *v = getenv("TA_TEST_DEVICES");
+	return v && *v ? v : NULL;
+}
+
+const char *tcu_placement(void)
+{
+	const char *v = getenv("TA_TEST_PLACEMENT");
+	return v && *v ? v : NULL;
+}
+
 bool tcu_slow(void)
 {
 	const char *v = getenv("TA_UNDER_VALGRIND");
@@ -128,6 +140,15 @@ bool tcu_daemon_start(tcu_daemon *d, const char *const *extra)
 	if (spin) {
 		argv[n++] = "--busy-poll";
 		argv[n++] = spin;
+	}
+	const char *devices = tcu_devices(), *placement = tcu_placement();
+	if (devices) {
+		argv[n++] = "--devices";
+		argv[n++] = devices;
+	}
+	if (placement) {
+		argv[n++] = "--placement";
+		argv[n++] = placement;
 	}
 	for (int i = 0; extra && extra[i] && n < 31; i++)
 		argv[n++] = extra[i];

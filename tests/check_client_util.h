@@ -47,6 +47,10 @@ const char *tcu_loops(void);
 /* The daemon's --busy-poll microseconds from $TA_TEST_BUSY_POLL, or NULL (off) when that
  * is unset or empty. */
 const char *tcu_busy_poll(void);
+/* TA_TEST_DEVICES, or NULL: when set, daemons get --devices with it (tests/check_sharded.sh). */
+const char *tcu_devices(void);
+/* TA_TEST_PLACEMENT, or NULL: when set, daemons get --placement with it. */
+const char *tcu_placement(void);
 /* True when the suite runs under valgrind (TA_UNDER_VALGRIND set): loops shrink. */
 bool tcu_slow(void);
 

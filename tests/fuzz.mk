@@ -31,18 +31,19 @@ FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) $(LIBCRYPTO_LIBS) $(XXHAS
 # the worker pool about 15x slower. Everything else has full libFuzzer instrumentation.
 # The harness's sources in the source tree (all but the generated protobuf code).
 FUZZ_SRC_NAMES = tests/fuzz_dispatch.c \
-	daemon/arena.c daemon/conf.c daemon/conn.c daemon/dispatch.c \
+	daemon/arena.c daemon/conf.c daemon/conn.c daemon/service.c \
+	daemon/handlers.c daemon/logged.c daemon/held.c daemon/pipeline.c \
 	daemon/executor.c daemon/log.c daemon/notify.c \
 	daemon/netaddr.c daemon/persist_log.c daemon/persist_snapshot.c daemon/persist_load.c \
 	daemon/persist_mark.c daemon/persist_service.c daemon/registry.c \
 	daemon/metrics.c daemon/server.c daemon/shmbuf.c \
-	daemon/wirecheck.c daemon/fastwire.c daemon/repeat.c \
+	daemon/wirecheck.c daemon/codec.c daemon/repeat.c \
 	tacore/ta_plan.c kernels/ta_lower.c kernels/ta_cuda_none.c \
 	proto/ta_frame.c proto/ta_auth.c proto/ta_wireschema.c
 FUZZ_OBJS = $(patsubst %.c,tests/fuzzobj/%.o,$(FUZZ_SRC_NAMES)) tests/fuzzobj/tileatom.pb-c.o
 FUZZ_NOCOV_OBJS = tests/fuzz_ta_cpu.o tests/fuzz_ta_types.o
 FUZZ_DEPS = $(srcdir)/daemon/*.h $(srcdir)/tacore/*.h $(srcdir)/kernels/*.h $(srcdir)/tacore/ta_ops.def $(srcdir)/daemon/ta_conf.def \
-	$(srcdir)/proto/ta_frame.h $(srcdir)/proto/ta_auth.h $(srcdir)/proto/ta_wireschema.h $(srcdir)/tests/fastwire_diff.h $(PROTO_GEN)
+	$(srcdir)/proto/ta_frame.h $(srcdir)/proto/ta_auth.h $(srcdir)/proto/ta_wireschema.h $(srcdir)/tests/codec_check.h $(PROTO_GEN)
 EXTRA_DIST += tests/fuzz_dispatch.c tests/fuzz_dispatch.dict tests/fuzz_seeds.c
 CLEANFILES += tests/fuzz_dispatch tests/fuzz_seeds $(FUZZ_NOCOV_OBJS) $(FUZZ_OBJS)
 

@@ -1,7 +1,7 @@
 /* fuzz_dispatch.c: libFuzzer harness of tileatomd's request path (`make fuzz`, see
  * tests/fuzz.mk). One input is a sequence of request payloads, each preceded by its
  * length as 2 little-endian bytes (a short last payload takes what is left); each goes
- * through ta_dispatch_frame (or ta_dispatch_frame_owned) on a CPU backend with small
+ * through ta_dispatch_frame (or ta_dispatch_frame_owned_session) on a CPU backend with small
  * limits, in order, so that a create can be followed by ops on the new tile.
  *
  * Besides ASan/UBSan/leaks, every reply is checked: a well-formed frame within max_frame,
@@ -19,10 +19,11 @@
  * is re-encoded; or a whole payload is duplicated or dropped. Byte-level mutation alone rarely
  * produces a valid 9-byte varint inside nested length-prefixed messages.
  *
- * Each input also runs through the differential check of daemon/fastwire.c
- * (tests/fastwire_diff.h): two more services on the same base tiles, one with the fast wire
- * path and one with protobuf-c's generic path, payload by payload and then as one pipelined
- * run; the reply bytes and every tile must be identical. */
+ * Each input also runs through the conformance check of the daemon's one data-plane codec
+ * (tests/codec_check.h): every payload decoded by daemon/codec.c and by protobuf-c must give
+ * the same request; and two more services on the same base tiles (the second re-checking
+ * every plan) run it payload by payload, then as one pipelined run against one by one; the
+ * reply bytes and every tile must be identical. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -39,7 +40,7 @@
 #include "ta_frame.h"
 #include "tileatom.pb-c.h"
 
-#include "fastwire_diff.h"
+#include "codec_check.h"
 
 /* Limits of the fuzzed service: small, so that no input can exhaust memory. */
 #define FUZZ_MAX_TILE_BYTES  (1u << 20)
@@ -70,7 +71,7 @@ static ta_backend *backend;
 static ta_registry *registry;
 static ta_service service;
 static uint64_t base_bytes; /* bytes of all base tiles together */
-static fwd_world diff;      /* the fast and the generic path, compared */
+static cc_world diff;       /* the codec's conformance check and its two services */
 
 /* Stops the run with a message: libFuzzer records the input as a crash. */
 static void fail(const char *what, const char *detail)
@@ -194,7 +195,7 @@ static void run_one(const uint8_t *data, size_t n, bool owned)
 	Tileatom__Request *req = tileatom__request__unpack(NULL, n, data);
 	ta_reply reply;
 	if (owned) {
-		ta_dispatch_frame_owned(&service, copy, n, &reply);
+		ta_dispatch_frame_owned_session(&service, NULL, copy, n, &reply);
 	} else {
 		ta_dispatch_frame(&service, copy, n, &reply);
 		free(copy);
@@ -604,7 +605,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	create_base_tiles();
 	uint32_t tiles = 0;
 	ta_registry_stats(registry, &tiles, &base_bytes);
-	fwd_init(&diff, backend);
+	cc_init(&diff, backend);
 	return 0;
 }
 
@@ -627,10 +628,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size -= n;
 	}
 	for (size_t i = 0; i < count; i++)
-		fwd_run_payload(&diff, payloads[i], lens[i]);
-	fwd_reset(&diff);
-	fwd_run_batch(&diff, payloads, lens, count);
-	fwd_reset(&diff);
+		cc_run_payload(&diff, payloads[i], lens[i]);
+	cc_reset(&diff);
+	cc_run_batch(&diff, payloads, lens, count);
+	cc_reset(&diff);
 	reset_tiles();
 	uint32_t tiles = 0;
 	uint64_t bytes = 0;

@@ -22,7 +22,7 @@ typedef struct seed {
 
 /* Folder the seeds go to. */
 static const char *out_dir;
-/* When set, each seed goes to this function instead of a file (tests/check_fastwire.c
+/* When set, each seed goes to this function instead of a file (tests/check_codec.c
  * includes this file with TA_FUZZ_SEEDS_NO_MAIN to run every seed). */
 static void (*seed_sink)(const uint8_t *buf, size_t len, const char *name);
 /* Seeds written so far. */

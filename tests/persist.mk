@@ -28,3 +28,10 @@ if HAVE_CHECK
 TESTS += tests/check_loops.sh
 endif
 EXTRA_DIST += tests/check_loops.sh
+
+# The same suites again on 1, 2 and 3 CPU memory pools with every tile sharded
+# (tests/check_sharded.sh sets TA_TEST_DEVICES and TA_TEST_PLACEMENT; issue 24).
+if HAVE_CHECK
+TESTS += tests/check_sharded.sh
+endif
+EXTRA_DIST += tests/check_sharded.sh

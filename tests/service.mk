@@ -35,15 +35,16 @@ tests_check_daemon_server_LDADD = daemon/libtadaemon.a $(CHECK_LIBS) $(PROTOBUF_
 # The server test starts the daemon binary.
 EXTRA_tests_check_daemon_server_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
 
-# daemon/fastwire.c against protobuf-c's generic path (check_fastwire): every fuzz seed and
-# thousands of random and mutated hot requests through both, same replies and tiles.
-check_PROGRAMS += tests/check_fastwire
-TESTS += tests/check_fastwire
-tests_check_fastwire_SOURCES = tests/check_fastwire.c tests/fastwire_diff.h
-tests_check_fastwire_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
+# The daemon's data-plane codec (daemon/codec.c) against protobuf-c (check_codec): every
+# fuzz seed and thousands of random and mutated requests decoded both ways, run one by one
+# and grouped, random responses encoded both ways.
+check_PROGRAMS += tests/check_codec
+TESTS += tests/check_codec
+tests_check_codec_SOURCES = tests/check_codec.c tests/codec_check.h
+tests_check_codec_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
 	-DTA_SRCDIR='"$(abs_top_srcdir)"'
-tests_check_fastwire_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS)
-tests_check_fastwire_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
+tests_check_codec_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_check_codec_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
 endif
 # Access control and bounds without sockets (strings, sessions, Auth, private tiles, the
 # secret file, max_tiles, the commit check, the new settings, the rate-limited log).

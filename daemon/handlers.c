@@ -1,0 +1,912 @@
+/* handlers.c: the request handlers, one per row of the table (tacore/ta_ops.def), and the
+ * one order of checks every request passes (handle): its kind, the session's handshake, the
+ * mutation lock (--data-dir) and the tile, the handler, the log record. A data-plane
+ * handler turns the request as sent (codec.h) into a ta_request, every check in one order,
+ * then builds, validates and runs its plan and fills the response (see reqctx.h); a
+ * control-plane handler works on protobuf-c's structures. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include "reqctx.h"
+#include "shmbuf.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "ta_auth.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+/* The connection's shared buffers (NULL: none, e.g. TCP or an in-process caller). */
+static inline ta_shm_table *rc_shm(const resp_ctx *rc)
+{
+	return rc->session ? rc->session->shm : NULL;
+}
+
+/* A protobuf-c Array (create.fill) as the handlers take Arrays. */
+static void wire_from_pb_array(const Tileatom__Array *a, ta_wire_array *w)
+{
+	w->present = a != NULL;
+	if (!a)
+		return;
+	w->dtype = (int32_t)a->dtype;
+	w->n_shape = a->n_shape;
+	for (size_t i = 0; i < a->n_shape && i < TA_MAX_RANK; i++)
+		w->shape[i] = a->shape[i];
+	w->data = a->data.data;
+	w->len = a->data.len;
+	w->shared.present = a->shared != NULL;
+	if (a->shared) {
+		w->shared.buffer_id = a->shared->buffer_id;
+		w->shared.offset = a->shared->offset;
+		w->shared.length = a->shared->length;
+	}
+}
+
+/* Converts an optional Array as sent into a view (present = false when absent). v must be
+ * all zero (a view of a ta_request_init'ed request): only what a present Array gives is
+ * written. Data whose bytes are 8-byte aligned in the payload is used where it lies, other
+ * data is copied into the arena (the backends read whole elements). */
+static ta_status view_from_wire(resp_ctx *rc, const ta_wire_array *a, const char *what,
+                                ta_array_view *v)
+{
+	if (!a->present)
+		return TA_OK;
+	if (a->n_shape > TA_MAX_RANK)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "%s: rank %zu is over the limit of %d", what, a->n_shape,
+		                    TA_MAX_RANK);
+	v->present = true;
+	v->dtype = (ta_dtype)a->dtype;
+	v->rank = (int)a->n_shape;
+	for (size_t i = 0; i < a->n_shape; i++)
+		v->shape[i] = a->shape[i];
+	v->data = a->data;
+	v->nbytes = a->len;
+	if (a->len && ((uintptr_t)a->data & 7u) != 0) {
+		void *copy = ta_arena_alloc_inline(rc->arena, a->len);
+		if (!copy)
+			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+			                    "%s: out of memory for %zu bytes", what, a->len);
+		memcpy(copy, a->data, a->len);
+		v->data = copy;
+	}
+	if (a->shared.present) {
+		/* the elements lie in a shared buffer of this connection (shmbuf.h) */
+		if (a->len != 0)
+			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                    "%s: gives both inline data and a shared buffer", what);
+		void *ptr = NULL;
+		ta_status st = ta_shm_resolve(rc_shm(rc), a->shared.buffer_id, a->shared.offset,
+		                              a->shared.length, what, &ptr, &v->device, &rc->err);
+		if (st != TA_OK)
+			return st;
+		if (a->shared.length > SIZE_MAX)
+			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s: too long", what);
+		v->data = ptr;
+		v->nbytes = (size_t)a->shared.length;
+	}
+	return TA_OK;
+}
+
+/* Copies a region's origin (n_origin entries) and shape (n_shape) into req (both empty:
+ * the whole tile). Origin without shape reaches to the end of the tile; shape without
+ * origin starts at 0. */
+static ta_status region_entries_into(const int64_t *origin, size_t n_origin, const int64_t *shape,
+                                     size_t n_shape, const char *what, const ta_tile_shape *tile,
+                                     ta_request *req, ta_error *err)
+{
+	req->has_region = false;
+	req->region_rank = 0;
+	if (n_origin == 0 && n_shape == 0)
+		return TA_OK;
+	size_t n = n_origin ? n_origin : n_shape;
+	if (n_origin && n_shape && n_origin != n_shape)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s: origin has %zu entries but shape has %zu", what, n_origin,
+		                    n_shape);
+	if (n > TA_MAX_RANK)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "%s: rank %zu is over the limit of %d", what, n, TA_MAX_RANK);
+	req->has_region = true;
+	req->region_rank = (int)n;
+	for (size_t a = 0; a < n; a++) {
+		int64_t o = n_origin ? origin[a] : 0;
+		int64_t s;
+		if (n_shape)
+			s = shape[a];
+		else if ((int)a < tile->rank && o >= 0 && o < tile->shape[a])
+			s = tile->shape[a] - o;
+		else
+			s = 0; /* ta_plan_build names the bad origin */
+		req->region_origin[a] = o;
+		req->region_shape[a] = s;
+	}
+	return TA_OK;
+}
+
+/* Copies a Region as sent into req (empty: the whole tile), as region_entries_into. */
+static ta_status region_into(resp_ctx *rc, const ta_wire_region *r, const char *what,
+                             const ta_tile_shape *tile, ta_request *req)
+{
+	return region_entries_into(r->origin, r->n_origin, r->shape, r->n_shape, what, tile, req,
+	                           &rc->err);
+}
+
+/* Scatter addressing into req. */
+static ta_status scatter_into(resp_ctx *rc, const ta_wire_request *w, ta_request *req)
+{
+	if (w->form != TA_FORM_SCATTER || w->n_indices == 0)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "scatter addressing needs dim and indices");
+	req->addr = TA_ADDR_SCATTER;
+	req->scatter_dim = w->dim; /* as sent: ta_plan names it when out of range */
+	req->n_index = 1;
+	return view_from_wire(rc, &w->index[0], "indices", &req->index[0]);
+}
+
+/* Indexed (index tuple or flat) addressing into req. */
+static ta_status indexed_into(resp_ctx *rc, const ta_wire_request *w, ta_request *req)
+{
+	if (w->form != TA_FORM_INDEXED || w->n_indices == 0)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "indexed addressing needs index arrays (one per tile axis, "
+		                    "or one with flat)");
+	if (w->n_indices > TA_MAX_RANK)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "indexed addressing: %zu index arrays, over the limit of %d",
+		                    w->n_indices, TA_MAX_RANK);
+	req->addr = w->flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
+	req->n_index = (int)w->n_indices;
+	static const char *const names[TA_MAX_RANK] = {"indices[0]", "indices[1]", "indices[2]",
+	                                               "indices[3]"};
+	_Static_assert(TA_MAX_RANK == 4, "one name per index array");
+	for (size_t i = 0; i < w->n_indices; i++) {
+		ta_status st = view_from_wire(rc, &w->index[i], names[i], &req->index[i]);
+		if (st != TA_OK)
+			return st;
+	}
+	return TA_OK;
+}
+
+/* True when a Region as sent holds no entries. */
+static bool region_empty(const ta_wire_region *r)
+{
+	return r->n_origin == 0 && r->n_shape == 0;
+}
+
+/* Addressing of the memory ops: the window plus one of region / scatter / indexed. */
+static ta_status addressing_into(resp_ctx *rc, const ta_wire_request *w, const ta_tile_shape *tile,
+                                 ta_request *req)
+{
+	ta_status st;
+	switch (w->form) {
+	case TA_FORM_REGION:
+		req->addr = TA_ADDR_REGION;
+		if (!region_empty(&w->region) && !region_empty(&w->addr_region))
+			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                    "give the region either as window or as addr.region, "
+			                    "not both");
+		if (!region_empty(&w->addr_region))
+			return region_into(rc, &w->addr_region, "addr.region", tile, req);
+		return region_into(rc, &w->region, "window", tile, req);
+	case TA_FORM_SCATTER:
+		st = region_into(rc, &w->region, "window", tile, req);
+		return st != TA_OK ? st : scatter_into(rc, w, req);
+	case TA_FORM_INDEXED:
+		st = region_into(rc, &w->region, "window", tile, req);
+		return st != TA_OK ? st : indexed_into(rc, w, req);
+	default:
+		req->addr = TA_ADDR_REGION;
+		return region_into(rc, &w->region, "window", tile, req);
+	}
+}
+
+/* Copies the Options as sent into req (absent: the defaults ta_request_init set), and
+ * notes where old values go (old_into). */
+static ta_status options_into(resp_ctx *rc, const ta_wire_request *w, ta_request *req)
+{
+	if (!w->has_options)
+		return TA_OK;
+	req->sem = (ta_sem)w->sem;
+	req->scope = (ta_scope)w->scope;
+	req->space = (ta_space)w->space;
+	req->check_bounds = !w->no_bounds_check;
+	req->want_old = w->want_old;
+	rc->old_into = w->old_into.present ? &w->old_into : NULL;
+	return view_from_wire(rc, &w->mask, "mask", &req->mask);
+}
+
+/* Checks that a wire op is one of the RMW ops of the table and returns it. */
+static ta_status rmw_op(int32_t wire, ta_op *op, ta_error *err)
+{
+	if (!ta_op_is_rmw((ta_op)wire)) {
+		char ops[128];
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown or missing op (%d): use %s",
+		                    (int)wire, ta_kind_ops_text(TA_KIND_RMW, ops, sizeof(ops)));
+	}
+	*op = (ta_op)wire;
+	return TA_OK;
+}
+
+/* Validates req against tile, runs it and fills the response body (kind). In a group, a
+ * small global-space plan is only collected (rc->collected; group_flush runs it); a larger
+ * one first flushes the group. */
+static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, out_kind kind)
+{
+	ta_service *svc = rc->svc;
+	ta_plan plan;
+	ta_status st = ta_plan_build(&plan, &tile->shape, req, &rc->err);
+	if (st != TA_OK)
+		return st;
+	/* only old_out changes below: the backend need not re-check what ta_plan_build proved */
+	plan.prechecked = !svc->recheck_plans;
+	if (rc->inline_max >= 0 && plan.count > rc->inline_max) {
+		rc->deferred = true; /* nothing was applied: a worker runs it from the start */
+		return TA_OK;
+	}
+	size_t es = ta_dtype_size(plan.dtype);
+	uint64_t old_bytes = 0;
+	bool old_shared = plan.want_old && rc->old_into;
+	if (old_shared) {
+		/* old values go straight into the client's shared buffer */
+		old_bytes = (uint64_t)plan.count * es;
+		if (rc->old_into->length < old_bytes)
+			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                    "old_into: names %" PRIu64
+			                    " bytes, fewer than the %" PRId64
+			                    " old values take %" PRIu64 " (nothing was applied)",
+			                    rc->old_into->length, plan.count, old_bytes);
+		void *ptr = NULL;
+		st = ta_shm_resolve(rc_shm(rc), rc->old_into->buffer_id, rc->old_into->offset,
+		                    old_bytes, "old_into", &ptr, &plan.old_out_device, &rc->err);
+		if (st != TA_OK)
+			return st;
+		plan.old_out = ptr;
+	} else if (rc->old_into) {
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "old_into is given but the request returns no values");
+	} else if (plan.want_old) {
+		old_bytes = (uint64_t)plan.count * es;
+		if (old_bytes + RESPONSE_OVERHEAD > svc->max_frame)
+			return ta_error_set(
+			    &rc->err, TA_RESOURCE_EXHAUSTED,
+			    "the response would carry %" PRIu64
+			    " bytes of values, over the frame limit of %" PRIu32
+			    " bytes (max_frame); address fewer elements per request "
+			    "(nothing was applied)",
+			    old_bytes, svc->max_frame);
+		rc->old_buf = ta_arena_alloc_inline(rc->arena, old_bytes ? (size_t)old_bytes : 1);
+		if (!rc->old_buf)
+			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+			                    "out of memory for %" PRIu64 " bytes of values",
+			                    old_bytes);
+		plan.old_out = rc->old_buf;
+	}
+	if (rc->group) {
+		if (plan.count <= TA_DISPATCH_GROUP_PLAN_MAX && plan.space == TA_SPACE_GLOBAL) {
+			rc->collected = true; /* group_flush applies and answers it */
+			rc->plan = plan;
+			rc->kind = kind;
+			rc->held = tile;
+			return TA_OK;
+		}
+		group_flush(rc->group); /* the requests before this one go first */
+	}
+	ta_result result = {0, 0};
+	st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan, &result,
+	                      &rc->err);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements, (uint64_t)plan.count,
+	                          memory_order_relaxed);
+	rc->elements = (uint64_t)plan.count;
+	if (st != TA_OK)
+		return st;
+	if (rc->record && plan.count == 1 && plan.check_bounds && !plan.mask.data)
+		(void)ta_repeat_record(rc->record, rc->payload, rc->payload_len, rc->wire, req,
+		                       &plan, rc->tiles, tile);
+	plan_body(rc, &plan, &result, kind);
+	return TA_OK;
+}
+
+/* write: STORE over a region. */
+static ta_status on_write(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	ta_request req;
+	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
+	ta_status st = region_into(rc, &w->region, "region", &tile->shape, &req);
+	if (st == TA_OK && !w->values.present)
+		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "write needs values");
+	if (st == TA_OK)
+		st = view_from_wire(rc, &w->values, "values", &req.values);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+}
+
+/* read: LOAD over a region; the values come back as the `data` body. */
+static ta_status on_read(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	ta_request req;
+	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_LOAD);
+	req.want_old = true;
+	ta_status st = region_into(rc, &w->region, "region", &tile->shape, &req);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_DATA);
+}
+
+/* The atomic families (element-wise, scatter, indexed): op, region, the family's
+ * addressing (scatter for SCATTER, indexed for INDEXED, neither for ELEMENTWISE), values,
+ * compare (cas; scatter has none) and options. */
+static ta_status do_rmw(resp_ctx *rc, ta_tile *tile, ta_family family, const ta_wire_request *w)
+{
+	ta_request req;
+	ta_request_init(&req);
+	req.family = family;
+	req.addr = TA_ADDR_REGION;
+	ta_status st = rmw_op(w->op, &req.op, &rc->err);
+	if (st == TA_OK)
+		st = region_into(rc, &w->region, "region", &tile->shape, &req);
+	if (st == TA_OK && family == TA_FAMILY_SCATTER)
+		st = scatter_into(rc, w, &req);
+	if (st == TA_OK && family == TA_FAMILY_INDEXED)
+		st = indexed_into(rc, w, &req);
+	if (st == TA_OK)
+		st = view_from_wire(rc, &w->values, "values", &req.values);
+	if (st == TA_OK)
+		st = view_from_wire(rc, &w->compare, "compare", &req.compare);
+	if (st == TA_OK)
+		st = options_into(rc, w, &req);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+}
+
+/* The memory ops (gather, scatter store, atomic load/store): LOAD or STORE with any
+ * addressing; values for stores, padding for gathers. */
+static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_op op, const ta_wire_request *w)
+{
+	ta_request req;
+	ta_request_init(&req);
+	req.family = TA_FAMILY_MEMORY;
+	req.op = op;
+	ta_status st = addressing_into(rc, w, &tile->shape, &req);
+	if (st == TA_OK)
+		st = options_into(rc, w, &req);
+	if (st == TA_OK && op == TA_OP_STORE && !w->values.present)
+		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "a store needs values");
+	if (st == TA_OK)
+		st = view_from_wire(rc, &w->values, "values", &req.values);
+	if (st == TA_OK)
+		st = view_from_wire(rc, &w->padding, "padding", &req.padding);
+	if (op == TA_OP_LOAD)
+		req.want_old = true;
+	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+}
+
+/* The atomic families: the family comes from the table. */
+static ta_status on_elementwise(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_rmw(rc, tile, ta_req_family(TA_REQ_ELEMENTWISE), w);
+}
+static ta_status on_scatter(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_rmw(rc, tile, ta_req_family(TA_REQ_SCATTER), w);
+}
+static ta_status on_indexed(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_rmw(rc, tile, ta_req_family(TA_REQ_INDEXED), w);
+}
+
+/* The memory requests: the op (LOAD / STORE) comes from the table. */
+static ta_status on_gather(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_GATHER), w);
+}
+static ta_status on_scatter_store(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_SCATTER_STORE), w);
+}
+static ta_status on_atomic_load(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_ATOMIC_LOAD), w);
+}
+static ta_status on_atomic_store(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+{
+	return do_memory(rc, tile, ta_req_op(TA_REQ_ATOMIC_STORE), w);
+}
+
+/* ---- the control plane (protobuf-c's structures; no tile) ---------------------------- */
+
+/* Fills rc->ctl->tile from an info (create, describe). */
+static void set_tile_body(resp_ctx *rc, const ta_tile_info *info)
+{
+	rc->ctl->tile_info = *info;
+	tileatom__tile_info__init(&rc->ctl->tile);
+	rc->ctl->tile.name = rc->ctl->tile_info.name;
+	rc->ctl->tile.dtype = (Tileatom__DType)rc->ctl->tile_info.shape.dtype;
+	rc->ctl->tile.n_shape = (size_t)rc->ctl->tile_info.shape.rank;
+	rc->ctl->tile.shape = rc->ctl->tile_info.shape.shape;
+	rc->ctl->tile.bytes = rc->ctl->tile_info.bytes;
+	rc->ctl->tile.private_tile = rc->ctl->tile_info.private_tile;
+	rc->ctl->tile.placement = rc->ctl->tile_info.where;
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_TILE;
+	rc->ctl->resp.tile = &rc->ctl->tile;
+}
+
+/* hello: checks the protocol version; answers with ours either way. */
+static ta_status on_hello(resp_ctx *rc, ta_tile *tile, const Tileatom__HelloRequest *h)
+{
+	(void)tile;
+	tileatom__hello_response__init(&rc->ctl->hello);
+	rc->ctl->hello.protocol_version = TA_PROTOCOL_VERSION;
+	rc->ctl->hello.server_version = (char *)PACKAGE_VERSION;
+	rc->ctl->hello.backend = rc->svc->info.name;
+	rc->ctl->hello.max_frame = rc->svc->max_frame;
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_HELLO;
+	rc->ctl->resp.hello = &rc->ctl->hello;
+	if (rc->session && rc->session->auth_needed && !rc->session->authenticated) {
+		rc->ctl->hello.auth_required = true;
+		rc->ctl->hello.auth_nonce.data = rc->session->nonce;
+		rc->ctl->hello.auth_nonce.len = sizeof(rc->session->nonce);
+	}
+	if (ta_log_enabled(TA_LOG_DEBUG)) {
+		char shown[TA_NAME_MAX + 4];
+		ta_log(TA_LOG_DEBUG, "hello from '%s' (protocol %" PRIu32 ")",
+		       ta_name_for_message(h->client_name, shown, sizeof(shown)),
+		       h->protocol_version);
+	}
+	if (h->protocol_version != TA_PROTOCOL_VERSION)
+		return ta_error_set(&rc->err, TA_UNIMPLEMENTED,
+		                    "protocol version %" PRIu32
+		                    " is not supported: this daemon speaks version %d",
+		                    h->protocol_version, TA_PROTOCOL_VERSION);
+	if (rc->session)
+		rc->session->hello_done = true;
+	return TA_OK;
+}
+
+/* auth: checks the client's proof over this connection's nonce and its own, answers with
+ * the daemon's proof; a wrong proof closes the connection. */
+static ta_status on_auth(resp_ctx *rc, ta_tile *tile, const Tileatom__AuthRequest *a)
+{
+	(void)tile;
+	ta_session *s = rc->session;
+	const ta_auth_secret *secret = rc->svc->auth;
+	if (!s || !s->auth_needed || !secret)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "this connection needs no Auth (Hello said auth_required "
+		                    "false)");
+	if (a->client_nonce.len < TA_AUTH_CLIENT_NONCE_MIN ||
+	    a->client_nonce.len > TA_AUTH_CLIENT_NONCE_MAX || a->proof.len != TA_AUTH_PROOF) {
+		rc->close_after = true;
+		ta_log_limited(&rc->svc->auth_log, TA_LOG_WARNING,
+		               "connection %" PRIu64 ": authentication failed: malformed Auth",
+		               s->serial);
+		return ta_error_set(&rc->err, TA_PERMISSION_DENIED,
+		                    "authentication failed: Auth needs a client_nonce of %d to %d "
+		                    "bytes and a proof of %d bytes; closing the connection",
+		                    TA_AUTH_CLIENT_NONCE_MIN, TA_AUTH_CLIENT_NONCE_MAX,
+		                    TA_AUTH_PROOF);
+	}
+	uint8_t expect[TA_AUTH_PROOF];
+	if (ta_auth_proof(secret, TA_AUTH_CLIENT, s->nonce, a->client_nonce.data,
+	                  a->client_nonce.len, expect) != 0 ||
+	    ta_auth_proof(secret, TA_AUTH_SERVER, s->nonce, a->client_nonce.data,
+	                  a->client_nonce.len, rc->ctl->sproof) != 0)
+		return ta_error_set(&rc->err, TA_INTERNAL, "cannot compute an HMAC");
+	if (!ta_auth_equal(expect, a->proof.data, TA_AUTH_PROOF)) {
+		rc->close_after = true;
+		ta_log_limited(&rc->svc->auth_log, TA_LOG_WARNING,
+		               "connection %" PRIu64 ": authentication failed: wrong proof",
+		               s->serial);
+		return ta_error_set(&rc->err, TA_PERMISSION_DENIED,
+		                    "authentication failed: the proof does not match the daemon's "
+		                    "secret; closing the connection");
+	}
+	s->authenticated = true;
+	rc->who = ta_session_who(s);
+	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": authenticated", s->serial);
+	tileatom__auth_response__init(&rc->ctl->auth);
+	rc->ctl->auth.server_proof.data = rc->ctl->sproof;
+	rc->ctl->auth.server_proof.len = sizeof(rc->ctl->sproof);
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_AUTH;
+	rc->ctl->resp.auth = &rc->ctl->auth;
+	return TA_OK;
+}
+
+/* True when n bytes at p are all zero. */
+static bool all_zero(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/* create: reserve, allocate, fill, publish. */
+/* The placement a create asks for (its placement field; empty: the daemon's default), or
+ * INVALID_ARGUMENT naming the tile and the text. */
+static ta_status create_placement(const Tileatom__CreateTileRequest *c, ta_placement *place,
+                                  ta_error *err)
+{
+	char shown[TA_NAME_MAX + 4];
+	ta_error perr = {0};
+	if (ta_placement_parse(c->placement, place, &perr) == TA_OK)
+		return TA_OK;
+	return ta_error_set(err, TA_INVALID_ARGUMENT, "tile '%s': %s",
+	                    ta_name_for_message(c->name, shown, sizeof(shown)), perr.msg);
+}
+
+static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__CreateTileRequest *c)
+{
+	(void)unused;
+	ta_service *svc = rc->svc;
+	char shown[TA_NAME_MAX + 4];
+	ta_tile_shape shape;
+	memset(&shape, 0, sizeof(shape));
+	if (c->n_shape == 0 || c->n_shape > TA_MAX_RANK)
+		return ta_error_set(
+		    &rc->err, TA_INVALID_ARGUMENT, "tile '%s': rank %zu is not between 1 and %d",
+		    ta_name_for_message(c->name, shown, sizeof(shown)), c->n_shape, TA_MAX_RANK);
+	shape.dtype = (ta_dtype)c->dtype;
+	shape.rank = (int)c->n_shape;
+	for (size_t a = 0; a < c->n_shape; a++)
+		shape.shape[a] = c->shape[a];
+
+	if (rc->inline_max >= 0) {
+		/* allocating (zeroing) and filling a large tile is a large request: leave it to a
+		 * worker */
+		int64_t n = 1;
+		for (size_t a = 0; a < c->n_shape; a++)
+			if (c->shape[a] > 0 && __builtin_mul_overflow(n, c->shape[a], &n))
+				n = INT64_MAX;
+		if (n > rc->inline_max) {
+			rc->deferred = true;
+			return TA_OK;
+		}
+	}
+	ta_owner owner = TA_OWNER_PUBLIC;
+	if (c->private_tile) {
+		owner = rc->who == TA_OWNER_ANY ? (ta_owner)getuid() : rc->who;
+		if (owner == TA_OWNER_PUBLIC)
+			return ta_error_set(
+			    &rc->err, TA_PERMISSION_DENIED,
+			    "tile '%s': a private tile needs an identity: connect over the Unix "
+			    "socket, or authenticate over TCP (the daemon's --auth-file)",
+			    ta_name_for_message(c->name, shown, sizeof(shown)));
+	}
+	ta_placement place;
+	ta_status st = create_placement(c, &place, &rc->err);
+	if (st != TA_OK)
+		return st;
+	ta_tile *tile = NULL;
+	st = ta_registry_create_placed(svc->registry, c->name, &shape, owner, &place, &tile,
+	                               &rc->err);
+	if (st == TA_INVALID_ARGUMENT && svc->replaying && place.kind != TA_PLACE_DEFAULT) {
+		/* a logged create for a device this run lacks: the default placement instead */
+		ta_log(TA_LOG_WARNING, "%s; placed by the default placement instead", rc->err.msg);
+		place.kind = TA_PLACE_DEFAULT;
+		memset(&rc->err, 0, sizeof(rc->err));
+		st = ta_registry_create_placed(svc->registry, c->name, &shape, owner, &place, &tile,
+		                               &rc->err);
+	}
+	if (st != TA_OK)
+		return st;
+	if (c->fill) {
+		ta_request req;
+		ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
+		ta_wire_array fill;
+		wire_from_pb_array(c->fill, &fill);
+		st = view_from_wire(rc, &fill, "fill", &req.values);
+		if (st == TA_OK && req.values.device)
+			st =
+			    ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                 "the fill scalar lies in a device buffer; send it inline");
+		ta_plan plan;
+		if (st == TA_OK)
+			st = ta_plan_build(&plan, &tile->shape, &req, &rc->err);
+		if (st == TA_OK && !all_zero(req.values.data, req.values.nbytes)) {
+			ta_result result;
+			st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan,
+			                      &result, &rc->err);
+		}
+		if (st != TA_OK) {
+			ta_error inner = rc->err;
+			ta_error_set(&rc->err, st, "tile '%s': fill: %s", tile->name, inner.msg);
+			ta_registry_discard(tile);
+			ta_tile_unref(tile);
+			return st;
+		}
+	}
+	ta_registry_publish(tile);
+	ta_tile_info info;
+	ta_tile_get_info(tile, &info);
+	ta_tile_unref(tile);
+	set_tile_body(rc, &info);
+	ta_log(TA_LOG_INFO, "created tile '%s' (%s, %" PRIu64 " bytes)", info.name,
+	       ta_dtype_name(info.shape.dtype), info.bytes);
+	return TA_OK;
+}
+
+/* destroy: unname the tile; its memory goes with the last user. */
+static ta_status on_destroy(resp_ctx *rc, ta_tile *tile, const Tileatom__DestroyTileRequest *d)
+{
+	(void)tile;
+	ta_tile_info info;
+	ta_status st = ta_registry_remove_as(rc->svc->registry, d->name, rc->who, &info, &rc->err);
+	if (st == TA_OK)
+		ta_log(TA_LOG_INFO, "destroyed tile '%s'", info.name);
+	return st;
+}
+
+/* describe: what one tile is. */
+static ta_status on_describe(resp_ctx *rc, ta_tile *unused, const Tileatom__DescribeTileRequest *d)
+{
+	(void)unused;
+	ta_tile *tile = NULL;
+	ta_status st = get_tile(rc, d->name, &tile);
+	if (st != TA_OK)
+		return st;
+	ta_tile_info info;
+	ta_tile_get_info(tile, &info);
+	ta_tile_unref(tile);
+	set_tile_body(rc, &info);
+	return TA_OK;
+}
+
+/* list: every published tile, sorted by name. */
+static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesRequest *l)
+{
+	(void)tile;
+	(void)l;
+	size_t n = 0;
+	ta_status st =
+	    ta_registry_list_as(rc->svc->registry, rc->who, &rc->ctl->list_infos, &n, &rc->err);
+	if (st != TA_OK)
+		return st;
+	tileatom__list_tiles_response__init(&rc->ctl->list);
+	if (n) {
+		rc->ctl->list_items = calloc(n, sizeof(*rc->ctl->list_items));
+		rc->ctl->list_ptrs = calloc(n, sizeof(*rc->ctl->list_ptrs));
+		if (!rc->ctl->list_items || !rc->ctl->list_ptrs)
+			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+			                    "out of memory listing %zu tiles", n);
+		for (size_t i = 0; i < n; i++) {
+			Tileatom__TileInfo *ti = &rc->ctl->list_items[i];
+			tileatom__tile_info__init(ti);
+			ti->name = rc->ctl->list_infos[i].name;
+			ti->dtype = (Tileatom__DType)rc->ctl->list_infos[i].shape.dtype;
+			ti->n_shape = (size_t)rc->ctl->list_infos[i].shape.rank;
+			ti->shape = rc->ctl->list_infos[i].shape.shape;
+			ti->bytes = rc->ctl->list_infos[i].bytes;
+			ti->private_tile = rc->ctl->list_infos[i].private_tile;
+			ti->placement = rc->ctl->list_infos[i].where;
+			rc->ctl->list_ptrs[i] = ti;
+		}
+	}
+	rc->ctl->list.n_tiles = n;
+	rc->ctl->list.tiles = rc->ctl->list_ptrs;
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_LIST;
+	rc->ctl->resp.list = &rc->ctl->list;
+	return TA_OK;
+}
+
+/* stats: backend facts and counters. */
+static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequest *m)
+{
+	(void)tile;
+	(void)m;
+	ta_service *svc = rc->svc;
+	tileatom__stats_response__init(&rc->ctl->stats);
+	ta_backend_info_get(svc->backend, &rc->ctl->stats_info);
+	rc->ctl->stats.backend = rc->ctl->stats_info.name;
+	rc->ctl->stats.device = rc->ctl->stats_info.device;
+	rc->ctl->stats.device_memory = rc->ctl->stats_info.device_memory;
+	rc->ctl->stats.compute_capability = rc->ctl->stats_info.compute_capability;
+	ta_registry_stats(svc->registry, &rc->ctl->stats.tiles, &rc->ctl->stats.tile_bytes);
+	uint64_t requests, errors, elements;
+	ta_service_read_totals(svc, &requests, &errors, &elements);
+	rc->ctl->stats.requests = requests;
+	rc->ctl->stats.errors = errors;
+	rc->ctl->stats.connections = atomic_load(&svc->connections);
+	rc->ctl->stats.elements = elements;
+	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, &rc->ctl->stats))
+		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+		                    "out of memory for the per-kind statistics");
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_STATS;
+	rc->ctl->resp.stats = &rc->ctl->stats;
+	return TA_OK;
+}
+
+/* register_buffer: maps the memfd that came with the request, or opens the CUDA IPC handle
+ * it carries (a device buffer; not with --data-dir, whose log could not hold the operands)
+ * (shmbuf.h). */
+static ta_status on_register_buffer(resp_ctx *rc, ta_tile *tile,
+                                    const Tileatom__RegisterBufferRequest *m)
+{
+	(void)tile;
+	ta_shm_table *t = rc_shm(rc);
+	if (!t)
+		return ta_error_set(
+		    &rc->err, TA_INVALID_ARGUMENT,
+		    "register_buffer: shared buffers need a Unix-socket connection");
+	uint64_t id = 0;
+	ta_status st;
+	if (m->cuda_ipc_handle.len > 0) {
+		if (rc->svc->persist)
+			return ta_error_set(
+			    &rc->err, TA_UNIMPLEMENTED,
+			    "register_buffer: device buffers cannot be logged; this "
+			    "daemon runs with --data-dir (send the operands inline or "
+			    "in a shared buffer)");
+		st = ta_shm_register_device(t, m->cuda_ipc_handle.data, m->cuda_ipc_handle.len,
+		                            m->size, &id, &rc->err);
+	} else {
+		st = ta_shm_register(t, m->size, &id, &rc->err);
+	}
+	if (st != TA_OK)
+		return st;
+	tileatom__buffer_response__init(&rc->ctl->buffer);
+	rc->ctl->buffer.buffer_id = id;
+	rc->ctl->buffer.size = m->size;
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_BUFFER;
+	rc->ctl->resp.buffer = &rc->ctl->buffer;
+	return TA_OK;
+}
+
+/* ping: an empty answer. */
+static ta_status on_ping(resp_ctx *rc, ta_tile *tile, const Tileatom__PingRequest *m)
+{
+	(void)tile;
+	(void)m;
+	tileatom__ping_response__init(&rc->ctl->ping);
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_PING;
+	rc->ctl->resp.ping = &rc->ctl->ping;
+	return TA_OK;
+}
+
+/* snapshot: compacts the log into a snapshot of every tile (on a worker: it reads every
+ * tile). */
+static ta_status on_snapshot(resp_ctx *rc, ta_tile *tile, const Tileatom__SnapshotRequest *m)
+{
+	(void)tile;
+	(void)m;
+	if (!ta_persist_may_snapshot(rc->who))
+		return ta_error_set(&rc->err, TA_PERMISSION_DENIED,
+		                    "snapshot: only the daemon's user, root or an authenticated "
+		                    "TCP client may ask for one");
+	if (!rc->svc->persist)
+		return ta_error_set(&rc->err, TA_UNAVAILABLE,
+		                    "this daemon keeps no data (start it with --data-dir DIR)");
+	if (rc->inline_max >= 0) {
+		rc->deferred = true;
+		return TA_OK;
+	}
+	ta_persist_snapinfo info;
+	ta_status st = ta_persist_snapshot(rc->svc->persist, &info, &rc->err);
+	if (st != TA_OK)
+		return st;
+	tileatom__snapshot_response__init(&rc->ctl->snap);
+	rc->ctl->snap.tiles = info.tiles;
+	rc->ctl->snap.bytes = info.bytes;
+	rc->ctl->snap.seq = info.seq;
+	rc->ctl->snap.log_removed = info.log_removed;
+	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_SNAPSHOT;
+	rc->ctl->resp.snapshot = &rc->ctl->snap;
+	return TA_OK;
+}
+
+/* Checks that the session may send a request of kind now (Hello first, Auth where it is
+ * needed). */
+static ta_status session_allows(resp_ctx *rc, ta_req_kind kind)
+{
+	ta_session *s = rc->session;
+	if (s && !s->hello_done && kind != TA_REQ_HELLO)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "%s request before Hello: the protocol requires Hello as the "
+		                    "first request of a connection",
+		                    ta_req_name(kind));
+	if (s && s->auth_needed && !s->authenticated && kind != TA_REQ_HELLO &&
+	    kind != TA_REQ_AUTH) {
+		ta_log_limited(&rc->svc->auth_log, TA_LOG_WARNING,
+		               "connection %" PRIu64 ": %s request refused: not authenticated",
+		               s->serial, ta_req_name(kind));
+		return ta_error_set(&rc->err, TA_PERMISSION_DENIED,
+		                    "%s refused: this TCP connection must authenticate first (Auth "
+		                    "with the daemon's secret: tileatom-cli --auth-file FILE, or "
+		                    "TILEATOM_AUTH_FILE)",
+		                    ta_req_name(kind));
+	}
+	return TA_OK;
+}
+
+/* The name a request's mutation lock is taken for (--data-dir), or NULL. */
+static const char *lock_name(ta_req_kind kind, const ta_wire_request *w,
+                             const Tileatom__Request *req)
+{
+	if (w)
+		return w->tile;
+	if (kind == TA_REQ_CREATE)
+		return req->create->name;
+	if (kind == TA_REQ_DESTROY)
+		return req->destroy->name;
+	return NULL;
+}
+
+/* Calls the handler of kind: a data-plane one with its tile and the request as sent
+ * (w), a control-plane one with protobuf-c's message (req). */
+static ta_status run_handler(resp_ctx *rc, ta_req_kind kind, ta_tile *tile,
+                             const ta_wire_request *w, const Tileatom__Request *req)
+{
+#define TA_REQ_ARG_1(field) w
+#define TA_REQ_ARG_0(field) req->field
+	switch (kind) {
+#define TA_REQUEST(id, field, number, tile_col, ...)                                               \
+	case TA_REQ_##id:                                                                          \
+		return on_##field(rc, tile, TA_REQ_ARG_##tile_col(field));
+#include "ta_ops.def"
+#undef TA_REQUEST
+	default:
+		return ta_error_set(&rc->err, TA_INTERNAL, "request type %d has no handler",
+		                    (int)kind);
+	}
+#undef TA_REQ_ARG_1
+#undef TA_REQ_ARG_0
+}
+
+ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request *req)
+{
+	ta_req_kind kind = rc->req_kind;
+	if (kind == TA_REQ_NONE)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "request %" PRIu64 " has no body (unknown request type?)",
+		                    rc->id);
+	if (!ta_req_valid(kind))
+		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
+		                    (int)kind);
+	ta_status st = session_allows(rc, kind);
+	if (st != TA_OK)
+		return st;
+	ta_tile *tile = NULL;
+	ta_persist_hold hold = {-1, -1, false, false, NULL};
+	bool logged = rc->svc->persist && ta_req_mutates(kind);
+	if (rc->run && !logged) /* a snapshot takes every lock */
+		ta_persist_run_release(rc->svc->persist, rc->run);
+	if (logged) {
+		/* logged requests are applied here, under their lock, not collected into a
+		 * group: the requests collected before it run first */
+		if (rc->group) {
+			group_flush(rc->group);
+			rc->group = NULL;
+		}
+		ta_op op = w && ta_op_is_rmw((ta_op)w->op) ? (ta_op)w->op : TA_OP_NONE;
+		if ((st = persist_begin(rc, lock_name(kind, w, req), ta_req_has_tile(kind), op,
+		                        &hold, &tile)) != TA_OK)
+			return st;
+	} else if (ta_req_has_tile(kind) && (st = get_tile(rc, w->tile, &tile)) != TA_OK) {
+		return st;
+	}
+	st = run_handler(rc, kind, tile, w, req);
+	if (tile && !rc->collected)
+		ta_tile_unref(tile);
+	if (hold.held) {
+		if (st == TA_OK && !rc->deferred)
+			st = persist_record(rc, &hold, (Tileatom__Request *)req);
+		ta_persist_unlock(rc->svc->persist, &hold);
+	}
+	return st;
+}
+
+void resp_ctx_free(resp_ctx *rc)
+{
+	if (!rc->ctl || (!rc->ctl->list_items && !rc->ctl->list_ptrs && !rc->ctl->list_infos))
+		return;
+	free(rc->ctl->list_items);
+	free(rc->ctl->list_ptrs);
+	free(rc->ctl->list_infos);
+}

@@ -1,0 +1,152 @@
+/* logged.c: the persistence glue of the request path (--data-dir): a mutating request's
+ * mutation lock and tile lookup, and its log record once it was applied (persist.h). */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include "reqctx.h"
+#include "shmbuf.h"
+
+#include <stdlib.h>
+
+/* With --data-dir, a mutating request: takes its tile name's mutation lock (persist.h) and
+ * then looks its tile up. The lock is shared with requests of the same op when the op's
+ * result does not depend on the order (ta_op_order_independent for the tile's dtype), else
+ * held alone. A request whose name is unknown here holds every stripe. */
+ta_status persist_begin(resp_ctx *rc, const char *name, bool has_tile, ta_op op,
+                        ta_persist_hold *hold, ta_tile **tile)
+{
+	/* first guess an integer tile; a tile of another dtype takes the lock again alone. A
+	 * run notes the op it found order independent, and the tile checked under the lock
+	 * it keeps */
+	ta_persist_run *run = rc->run;
+	bool shared =
+	    name && op != TA_OP_NONE &&
+	    ((run && run->shared_op == (int)op) || ta_op_order_independent(op, TA_DTYPE_I64));
+	if (shared && run)
+		run->shared_op = (int)op;
+	for (;;) {
+		ta_status st = ta_persist_run_lock(rc->svc->persist, run, name,
+		                                   shared ? (int)op : -1, hold, &rc->err);
+		if (st != TA_OK || !has_tile)
+			return st;
+		st = get_tile(rc, name, tile);
+		if (st != TA_OK) {
+			ta_persist_unlock(rc->svc->persist, hold);
+			return st;
+		}
+		if (!shared || (run && hold->kept && hold->kind >= 0 && run->checked == *tile) ||
+		    ta_op_order_independent(op, (*tile)->shape.dtype)) {
+			if (run && hold->kind >= 0)
+				run->checked = *tile;
+			return TA_OK;
+		}
+		ta_tile_unref(*tile);
+		*tile = NULL;
+		ta_persist_unlock(rc->svc->persist, hold);
+		shared = false;
+	}
+}
+
+/* With --data-dir: walks msg and every message inside it. With fix false, returns true as
+ * soon as an Array in a shared buffer or an Options.old_into is found (a record that could
+ * not be replayed: the buffers are gone after a restart). With fix true, turns every such
+ * Array into inline bytes (the same range dispatch read) and drops every old_into, so that
+ * the request can be logged as it was applied; returns false, with err set, when a range
+ * does not resolve. */
+static bool shared_refs(ta_shm_table *shm, ProtobufCMessage *msg, bool fix, ta_error *err)
+{
+	const ProtobufCMessageDescriptor *d = msg->descriptor;
+	if (d == &tileatom__array__descriptor) {
+		Tileatom__Array *a = (Tileatom__Array *)msg;
+		if (!a->shared)
+			return fix; /* nothing found; nothing to fix */
+		if (!fix)
+			return true;
+		void *ptr = NULL;
+		bool device = false;
+		if (ta_shm_resolve(shm, a->shared->buffer_id, a->shared->offset, a->shared->length,
+		                   "a shared operand", &ptr, &device, err) != TA_OK ||
+		    a->shared->length > SIZE_MAX)
+			return false;
+		if (device) { /* not reached: device buffers are refused with --data-dir */
+			ta_error_set(err, TA_INTERNAL, "a device operand cannot be logged");
+			return false;
+		}
+		a->data.data = ptr;
+		a->data.len = (size_t)a->shared->length;
+		a->shared = NULL;
+		return true;
+	}
+	if (d == &tileatom__options__descriptor && ((Tileatom__Options *)msg)->old_into) {
+		if (!fix)
+			return true;
+		((Tileatom__Options *)msg)->old_into = NULL;
+	}
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		char *base = (char *)msg;
+		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+		    *(const uint32_t *)(base + f->quantifier_offset) != f->id)
+			continue;
+		size_t n = 1;
+		ProtobufCMessage **subs = (ProtobufCMessage **)(base + f->offset);
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			n = *(const size_t *)(base + f->quantifier_offset);
+			subs = *(ProtobufCMessage ***)(base + f->offset);
+		}
+		for (size_t k = 0; k < n; k++) {
+			if (!subs[k])
+				continue;
+			bool r = shared_refs(shm, subs[k], fix, err);
+			if (!fix && r)
+				return true;
+			if (fix && !r)
+				return false;
+		}
+	}
+	return fix;
+}
+
+/* Appends the log record of a request that was applied (its lock held): its payload as it
+ * came, or, when it names shared buffers (a data-plane request's Array.shared or old_into,
+ * create's fill), the request re-encoded with their bytes inline and no old_into: the
+ * buffers are gone when the log is replayed. */
+ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request *pb)
+{
+	const uint8_t *rec = rc->payload;
+	size_t len = rc->payload_len;
+	uint8_t *inlined = NULL;
+	ta_shm_table *shm = rc->session ? rc->session->shm : NULL;
+	bool refs = rc->wire ? rc->wire->refs : shared_refs(shm, &pb->base, false, &rc->err);
+	if (refs) {
+		/* a control-plane request is rewritten where protobuf-c unpacked it (arena
+		 * memory); a data-plane one is unpacked for that, the rare case of shared buffers
+		 * with --data-dir */
+		Tileatom__Request *req =
+		    rc->wire
+		        ? tileatom__request__unpack(&rc->arena->pb, rc->payload_len, rc->payload)
+		        : pb;
+		if (!req || !shared_refs(shm, &req->base, true, &rc->err)) {
+			ta_persist_fail(rc->svc->persist, "a shared operand could not be logged");
+			return rc->err.code ? rc->err.code : TA_INTERNAL;
+		}
+		len = protobuf_c_message_get_packed_size(&req->base);
+		inlined = malloc(len ? len : 1);
+		if (!inlined) {
+			ta_persist_fail(rc->svc->persist, "out of memory for a log record");
+			return ta_error_set(
+			    &rc->err, TA_INTERNAL,
+			    "the request was applied but could not be logged (out of "
+			    "memory); mutations are refused from now on");
+		}
+		protobuf_c_message_pack(&req->base, inlined);
+		rec = inlined;
+	}
+	ta_status st =
+	    ta_persist_record(rc->svc->persist, hold, rc->who, rec, len, &rc->log_seq, &rc->err);
+	free(inlined);
+	return st;
+}

@@ -1,0 +1,542 @@
+/* pipeline.c: one request frame in, one response frame out (see dispatch.h): decode (the
+ * data plane with codec.c, the control plane with wirecheck.c and protobuf-c), hand over
+ * to handle (handlers.c), reply (the data plane and every error with codec.c's writer, the
+ * control plane's bodies with protobuf-c), count; a pipelined run's small plans grouped
+ * and applied together (ta_backend_apply_many); a connection's repeated request run from
+ * its kept plan (repeat.h), a cache in front of the decoder. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include "reqctx.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "ta_frame.h"
+#include "wirecheck.h"
+
+/* Fills the response of an applied plan (kind: where its values go). */
+void plan_body(resp_ctx *rc, const ta_plan *plan, const ta_result *result, out_kind kind)
+{
+	ta_reply_msg *m = &rc->msg;
+	bool old_shared = plan->want_old && rc->old_into; /* written into a shared buffer */
+	m->status = TA_OK;
+	m->message = NULL;
+	m->body = kind == OUT_OP ? TA_BODY_OP : TA_BODY_DATA;
+	m->has_old = plan->want_old;
+	m->dtype = plan->want_old ? (int32_t)plan->dtype : 0;
+	m->rank = plan->want_old ? (size_t)plan->rank : 0;
+	for (size_t a = 0; a < m->rank; a++)
+		rc->data_shape[a] = plan->shape[a];
+	m->shape = rc->data_shape;
+	m->data = old_shared ? NULL : rc->old_buf;
+	m->len = plan->want_old && !old_shared
+	             ? (size_t)((uint64_t)plan->count * ta_dtype_size(plan->dtype))
+	             : 0;
+	m->skipped = kind == OUT_OP ? result->skipped : 0;
+	m->applied = kind == OUT_OP ? result->applied : 0;
+}
+
+/* Appends the short RESOURCE_EXHAUSTED answer of request id to out when its response could
+ * not be appended (r: -1, over the frame limit, size bytes; -2: out of memory); was_ok:
+ * the response was an OK one (one more error). Returns close_after, or true when not even
+ * that could be appended. */
+static bool append_fallback(ta_service *svc, uint64_t id, int r, size_t size, bool was_ok,
+                            bool close_after, ta_frame_buf *out)
+{
+	char msg[256];
+	if (r == -1)
+		snprintf(msg, sizeof(msg),
+		         "the response needs %zu bytes, over the frame limit of %" PRIu32
+		         " bytes (max_frame)",
+		         size, svc->max_frame);
+	else
+		snprintf(msg, sizeof(msg), "out of memory encoding a response of %zu bytes", size);
+	ta_reply_msg small = {.id = id, .status = TA_RESOURCE_EXHAUSTED, .message = msg};
+	if (was_ok) /* an answer that became an error */
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1,
+		                          memory_order_relaxed);
+	if (ta_codec_append(&small, svc->max_frame, out, NULL) != 0) {
+		ta_log(TA_LOG_ERR, "cannot encode a response: out of memory");
+		return true;
+	}
+	return close_after;
+}
+
+/* Appends rc's response to out: a control-plane body through protobuf-c (rc->ctl), anything
+ * else through the codec (rc->msg). Returns close_after, or true when nothing could be
+ * appended. */
+static bool append_reply(resp_ctx *rc, ta_frame_buf *out)
+{
+	ta_service *svc = rc->svc;
+	size_t size = 0;
+	int r;
+	bool was_ok;
+	if (rc->ctl) {
+		r = ta_frame_append(&rc->ctl->resp.base, svc->max_frame, out);
+		if (r != 0)
+			size = protobuf_c_message_get_packed_size(&rc->ctl->resp.base);
+		was_ok = rc->ctl->resp.status == TILEATOM__STATUS__OK;
+	} else {
+		r = ta_codec_append(&rc->msg, svc->max_frame, out, &size);
+		was_ok = rc->msg.status == TA_OK;
+	}
+	if (r == 0)
+		return rc->close_after;
+	return append_fallback(svc, rc->id, r, size, was_ok, rc->close_after, out);
+}
+
+/* Hands the bytes of buf over to a ta_reply. */
+static void reply_from_buf(ta_frame_buf *buf, bool close_after, ta_reply *out)
+{
+	out->frame = buf->data;
+	out->len = buf->len;
+	out->close_after = close_after;
+	if (!out->frame)
+		out->len = 0;
+}
+
+bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, const char *msg,
+                              bool close_after, ta_frame_buf *out)
+{
+	ta_reply_msg m = {.id = id, .status = (int32_t)code, .message = msg};
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1, memory_order_relaxed);
+	size_t size = 0;
+	int r = ta_codec_append(&m, svc->max_frame, out, &size);
+	return r == 0 ? close_after : append_fallback(svc, id, r, size, false, close_after, out);
+}
+
+void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
+{
+	ta_arena_init(&s->arena, TA_DISPATCH_ARENA_KEEP);
+	s->log_seq = 0;
+	ta_persist_run_init(&s->run);
+	s->in_run = false;
+	memset(&s->tiles, 0, sizeof(s->tiles));
+	s->hold_metrics = false;
+	s->held = (ta_metrics_held){TA_REQ_NONE, 0, 0, 0, 0};
+}
+
+void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
+{
+	ta_arena_free(&s->arena);
+	ta_persist_run_free(&s->run);
+}
+
+/* Bytes of the message naming a bad string field (wirecheck.c). */
+#define BAD_STRING_MSG 200
+
+/* A request payload after decoding. */
+typedef struct decoded {
+	ta_wire_outcome outcome;  /* what the payload is (codec.h) */
+	Tileatom__Request *req;   /* TA_WIRE_CONTROL: protobuf-c's unpack (arena memory) */
+	bool strings_ok;          /* TA_WIRE_CONTROL: every string is UTF-8 without NUL */
+	char bad[BAD_STRING_MSG]; /* !strings_ok: the field and the problem */
+	struct timespec t0;       /* when it was read, if timed (metrics) */
+} decoded;
+
+/* Decodes len bytes at payload: the data plane into *w (codec.c), a control-plane request
+ * with wirecheck.c's string check and protobuf-c. */
+static void decode_request(ta_dispatch_scratch *scratch, const uint8_t *payload, size_t len,
+                           ta_wire_request *w, decoded *d)
+{
+	d->req = NULL;
+	d->outcome = ta_codec_decode(&scratch->arena, payload, len, w);
+	if (d->outcome != TA_WIRE_CONTROL)
+		return;
+	d->strings_ok = ta_wire_check_strings(&tileatom__request__descriptor, payload, len, d->bad,
+	                                      sizeof(d->bad));
+	d->req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
+	if (!d->req)
+		d->outcome = TA_WIRE_MALFORMED;
+}
+
+static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
+                                   ta_session *session, const uint8_t *payload, size_t len,
+                                   uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                   bool *close_after);
+static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
+                                       ta_session *session, const uint8_t *payload, size_t len,
+                                       uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                       bool *close_after, decoded *d, ta_wire_request *w);
+
+/* Starts the metrics of a decoded request of payload_len bytes: its size, and the clock
+ * when requests are timed. */
+static void metrics_start(resp_ctx *rc, size_t payload_len)
+{
+	rc->bytes_in = payload_len;
+	if (rc->svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &rc->t0);
+}
+
+/* Turns handle's outcome st into the response of rc (the error fields when st is not OK),
+ * appends it to out, counts it (metrics) and frees rc's allocations; returns close_after. */
+static bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out)
+{
+	size_t out_before = out->len;
+	if (st != TA_OK) {
+		if (rc->err.code == TA_OK) /* a path that forgot its message */
+			ta_error_set(&rc->err, st, "%s failed", ta_status_name(st));
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1,
+		                          memory_order_relaxed);
+		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", rc->id,
+		       ta_req_name(rc->req_kind), ta_status_name(st), rc->err.msg);
+		if (rc->ctl && rc->ctl->resp.body_case == TILEATOM__RESPONSE__BODY_HELLO) {
+			/* a refused Hello still says which version the daemon speaks */
+			rc->ctl->resp.status = (Tileatom__Status)st;
+			rc->ctl->resp.message = rc->err.msg;
+		} else {
+			rc->ctl = NULL;
+			rc->msg = (ta_reply_msg){
+			    .id = rc->id, .status = (int32_t)st, .message = rc->err.msg};
+		}
+	}
+	rc->msg.id = rc->id;
+	bool close_after = append_reply(rc, out);
+	if (rc->hold_in && st == TA_OK)
+		held_add(svc, rc->hold_in, rc->req_kind, rc->elements, rc->bytes_in,
+		         out->len - out_before);
+	else
+		ta_metrics_record(&svc->metrics, rc->req_kind, st != TA_OK, rc->elements,
+		                  rc->bytes_in, out->len - out_before,
+		                  ta_metrics_since(svc->time_requests, &rc->t0));
+	resp_ctx_free(rc);
+	return close_after;
+}
+
+void group_flush(dispatch_group *g)
+{
+	if (g->n == 0)
+		return;
+	ta_service *svc = g->svc;
+	for (int i = 0; i < g->n; i++) {
+		resp_ctx *rc = &g->rcs[i];
+		g->calls[i] = (ta_apply_call){rc->held->mem, (size_t)rc->held->bytes,
+		                              &rc->plan,     &g->results[i],
+		                              &rc->err,      TA_OK};
+	}
+	ta_backend_apply_many(svc->backend, g->calls, (size_t)g->n);
+	for (int i = 0; i < g->n; i++) {
+		resp_ctx *rc = &g->rcs[i];
+		ta_status st = g->calls[i].status;
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements,
+		                          (uint64_t)rc->plan.count, memory_order_relaxed);
+		rc->elements = (uint64_t)rc->plan.count;
+		if (st == TA_OK)
+			plan_body(rc, &rc->plan, &g->results[i], rc->kind);
+		ta_tile_unref(rc->held);
+		if (finish_reply(svc, rc, st, g->out))
+			g->close_after = true;
+	}
+	g->n = 0;
+}
+
+/* ta_dispatch_run_session for a request of a run with a group: a small plan joins the group
+ * (answered by group_flush), anything else runs after the group is flushed. */
+static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const uint8_t *payload,
+                        size_t len)
+{
+	ta_service *svc = g->svc;
+	decoded d;
+	d.t0 = (struct timespec){0, 0};
+	if (svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &d.t0);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
+	ta_wire_request *w = &g->wires[g->n];
+	decode_request(scratch, payload, len, w, &d);
+	if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind)) {
+		/* not a plan (or a problem, or no Request at all): what came before runs
+		 * first, then this one, decoded once */
+		group_flush(g);
+		bool close_after = false;
+		(void)run_decoded(svc, scratch, g->session, payload, len, NULL, -1, g->out,
+		                  &close_after, &d, w);
+		if (close_after)
+			g->close_after = true;
+		return;
+	}
+	resp_ctx *rc = &g->rcs[g->n];
+	resp_ctx_start(rc);
+	rc->svc = svc;
+	rc->arena = &scratch->arena;
+	rc->tiles = &scratch->tiles;
+	rc->inline_max = -1;
+	rc->group = g;
+	rc->session = g->session;
+	rc->who = ta_session_who(g->session);
+	rc->id = w->id;
+	rc->req_kind = w->kind;
+	rc->wire = w;
+	rc->payload = payload;
+	rc->payload_len = len;
+	rc->run = scratch->in_run ? &scratch->run : NULL;
+	metrics_start(rc, len);
+	ta_status st = handle(rc, w, NULL);
+	scratch->log_seq = rc->log_seq;
+	if (rc->collected) {
+		if (++g->n == TA_DISPATCH_GROUP)
+			group_flush(g);
+	} else {
+		group_flush(g); /* its answer comes after those before it */
+		if (finish_reply(svc, rc, st, g->out))
+			g->close_after = true;
+	}
+	if (g->n == 0)
+		ta_arena_reset(&scratch->arena);
+}
+
+size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                             const uint8_t *frames, size_t len, uint64_t out_bound,
+                             ta_frame_buf *out, bool *close_after, uint32_t *nframes)
+{
+	size_t done = 0;
+	uint64_t log_seq = 0;
+	*close_after = false;
+	*nframes = 0;
+	bool own_run = !scratch->in_run;
+	if (own_run)
+		ta_dispatch_begin_run(svc, scratch);
+	dispatch_group *g = malloc(sizeof(*g)); /* NULL: one by one, as well */
+	if (g) {
+		g->svc = svc;
+		g->out = out;
+		g->session = session;
+		g->close_after = false;
+		g->n = 0;
+	}
+	while (len - done >= TA_FRAME_HEADER && !*close_after && out->len < out_bound) {
+		uint32_t n = ta_frame_get_header(frames + done);
+		if (n > len - done - TA_FRAME_HEADER)
+			break; /* a partial frame: the caller cut whole ones */
+		const uint8_t *payload = frames + done + TA_FRAME_HEADER;
+		if (g) {
+			run_grouped(g, scratch, payload, n);
+			*close_after = g->close_after;
+		} else {
+			(void)run_one(svc, scratch, session, payload, n, NULL, -1, out,
+			              close_after);
+		}
+		if (scratch->log_seq > log_seq)
+			log_seq = scratch->log_seq;
+		done += TA_FRAME_HEADER + (size_t)n;
+		(*nframes)++;
+	}
+	if (g) {
+		group_flush(g);
+		*close_after = g->close_after;
+		ta_arena_reset(&scratch->arena);
+		free(g);
+	}
+	if (own_run) { /* before any of the responses can leave */
+		uint64_t run_seq = ta_dispatch_end_run(svc, scratch);
+		if (run_seq > log_seq)
+			log_seq = run_seq;
+	}
+	scratch->log_seq = log_seq;
+	return done;
+}
+
+/* ta_dispatch_run_session, freeing owned (a malloc'd payload, or NULL) once the request ran. */
+static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
+                                   ta_session *session, const uint8_t *payload, size_t len,
+                                   uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                   bool *close_after)
+{
+	held_flush(svc, scratch); /* what ran before counts before this one (stats) */
+	decoded d;
+	d.t0 = (struct timespec){0, 0};
+	if (svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &d.t0);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
+	                          memory_order_relaxed); /* stats counts the request asking */
+	ta_wire_request w;
+	decode_request(scratch, payload, len, &w, &d);
+	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
+	                   &d, &w);
+}
+
+/* Answers a request that is not run: id 0 and close for a payload that is not a Request,
+ * else its id and the problem (a bad string, a field given twice). */
+static void answer_unrun(ta_service *svc, const decoded *d, const ta_wire_request *w, size_t len,
+                         ta_frame_buf *out, bool *close_after)
+{
+	if (d->outcome == TA_WIRE_MALFORMED) {
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+		         "malformed request: %zu bytes that do not decode as a Request; closing "
+		         "the connection",
+		         len);
+		ta_log(TA_LOG_INFO, "%s", msg);
+		size_t out_before = out->len;
+		*close_after =
+		    ta_dispatch_error_append(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
+		ta_metrics_record(&svc->metrics, TA_REQ_NONE, true, 0, len, out->len - out_before,
+		                  ta_metrics_since(svc->time_requests, &d->t0));
+		return;
+	}
+	char msg[TA_WIRE_PROBLEM_MAX + BAD_STRING_MSG];
+	uint64_t id = d->req ? d->req->id : w->id;
+	if (d->outcome == TA_WIRE_CONTROL)
+		snprintf(msg, sizeof(msg), TA_WIRE_BAD_STRING, d->bad);
+	else
+		snprintf(msg, sizeof(msg), "%s", w->problem_msg);
+	*close_after = ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
+}
+
+/* run_one after decoding (d and w: the request, counted already), also for a request of a
+ * grouped run that is not a plan. */
+static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
+                                       ta_session *session, const uint8_t *payload, size_t len,
+                                       uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                       bool *close_after, decoded *d, ta_wire_request *w)
+{
+	*close_after = false;
+	scratch->log_seq = 0;
+	bool control = d->outcome == TA_WIRE_CONTROL;
+	if (d->outcome == TA_WIRE_MALFORMED || (control && !d->strings_ok) ||
+	    (!control && w->problem)) {
+		answer_unrun(svc, d, w, len, out, close_after);
+		free(owned);
+		ta_arena_reset(&scratch->arena);
+		return TA_DISPATCH_DONE;
+	}
+	resp_ctx rc;
+	resp_ctx_start(&rc);
+	rc.svc = svc;
+	rc.arena = &scratch->arena;
+	rc.tiles = &scratch->tiles;
+	rc.inline_max = inline_max;
+	rc.payload = payload;
+	rc.payload_len = len;
+	rc.run = scratch->in_run ? &scratch->run : NULL;
+	rc.session = session;
+	rc.who = ta_session_who(session);
+	rc.bytes_in = len;
+	rc.t0 = d->t0;
+	if (control) {
+		rc.id = d->req->id;
+		rc.req_kind = (ta_req_kind)d->req->body_case;
+		rc.ctl = ta_arena_alloc_inline(&scratch->arena, sizeof(*rc.ctl));
+		if (rc.ctl) {
+			memset(rc.ctl, 0, sizeof(*rc.ctl));
+			tileatom__response__init(&rc.ctl->resp);
+			rc.ctl->resp.id = rc.id;
+		}
+		if (owned && !svc->persist) { /* protobuf-c copied every field */
+			free(owned);
+			owned = NULL;
+		}
+	} else {
+		rc.id = w->id;
+		rc.req_kind = w->kind;
+		rc.wire = w;
+		if (session && inline_max >= 0 && !svc->persist && !w->refs &&
+		    ta_req_family(w->kind) != TA_FAMILY_MEMORY &&
+		    ta_req_family(w->kind) != TA_FAMILY_NONE)
+			rc.record = &session->repeat; /* the loop's own requests (one at a time) */
+	}
+	ta_status st = control && !rc.ctl ? ta_error_set(&rc.err, TA_RESOURCE_EXHAUSTED,
+	                                                 "out of memory for a response")
+	                                  : handle(&rc, rc.wire, d->req);
+	free(owned);
+	scratch->log_seq = rc.log_seq;
+	if (rc.deferred) {
+		atomic_fetch_sub_explicit(&ta_service_my_totals(svc)->requests, 1,
+		                          memory_order_relaxed); /* the worker counts it */
+		resp_ctx_free(&rc);
+		ta_arena_reset(&scratch->arena);
+		return TA_DISPATCH_DEFER;
+	}
+	*close_after = finish_reply(svc, &rc, st, out);
+	ta_arena_reset(&scratch->arena);
+	return TA_DISPATCH_DONE;
+}
+
+/* Runs payload as the session's kept request again (repeat.h) when it is that request
+ * and may run here: the checks and the answer of run_one for it, without decoding or
+ * planning. Returns false, with nothing done, when it is not (or the tile is no longer the
+ * one the request ran on: the kept request is forgotten, and the ordinary way answers). */
+static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                       const uint8_t *payload, size_t len, int64_t inline_max, ta_frame_buf *out,
+                       bool *close_after)
+{
+	ta_repeat *r = &session->repeat;
+	uint64_t id = 0;
+	if (svc->persist || r->plan.count > inline_max || !ta_repeat_match(r, payload, len, &id))
+		return false;
+	resp_ctx rc;
+	resp_ctx_start(&rc);
+	rc.svc = svc;
+	ta_tile *tile = NULL;
+	if (ta_registry_get_cached(svc->registry, &r->tiles, r->name, ta_session_who(session),
+	                           &tile, &rc.err) != TA_OK ||
+	    tile != r->tile || r->tiles.stamp != r->stamp) {
+		if (tile)
+			ta_tile_unref(tile);
+		ta_repeat_clear(r);
+		return false;
+	}
+	r->hits++;
+	rc.req_kind = r->kind;
+	metrics_start(&rc, len);
+	rc.id = id;
+	scratch->log_seq = 0;
+	ta_result result = {0, 0};
+	ta_status st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &r->plan,
+	                                &result, &rc.err);
+	ta_tile_unref(tile);
+	rc.elements = 1;
+	if (st == TA_OK) {
+		rc.old_buf = r->plan.old_out;
+		plan_body(&rc, &r->plan, &result, OUT_OP);
+		if (scratch->hold_metrics) /* counted at the run's end, totals included */
+			rc.hold_in = scratch;
+	}
+	if (!rc.hold_in) {
+		ta_service_totals *totals = ta_service_my_totals(svc);
+		atomic_fetch_add_explicit(&totals->requests, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&totals->elements, 1, memory_order_relaxed);
+	}
+	*close_after = finish_reply(svc, &rc, st, out);
+	return true;
+}
+ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch *scratch,
+                                            ta_session *session, const uint8_t *payload, size_t len,
+                                            int64_t inline_max, ta_frame_buf *out,
+                                            bool *close_after)
+{
+	if (session && session->repeat.valid &&
+	    repeat_run(svc, scratch, session, payload, len, inline_max, out, close_after))
+		return TA_DISPATCH_DONE;
+	return run_one(svc, scratch, session, payload, len, NULL, inline_max, out, close_after);
+}
+
+/* Runs one payload to completion with a scratch of its own; frees owned once decoded. */
+static void dispatch_alone(ta_service *svc, ta_session *session, const uint8_t *payload, size_t len,
+                           uint8_t *owned, ta_reply *out)
+{
+	ta_dispatch_scratch scratch;
+	ta_dispatch_scratch_init(&scratch);
+	ta_frame_buf buf = {NULL, 0, 0};
+	bool close_after = false;
+	(void)run_one(svc, &scratch, session, payload, len, owned, -1, &buf, &close_after);
+	uint64_t log_seq = scratch.log_seq;
+	ta_dispatch_scratch_free(&scratch);
+	reply_from_buf(&buf, close_after, out);
+	out->log_seq = log_seq;
+}
+
+void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out)
+{
+	dispatch_alone(svc, NULL, payload, len, NULL, out);
+}
+
+void ta_dispatch_frame_owned_session(ta_service *svc, ta_session *session, uint8_t *payload,
+                                     size_t len, ta_reply *out)
+{
+	dispatch_alone(svc, session, payload, len, payload, out);
+}

@@ -1,0 +1,62 @@
+/* service.c: the state every request may use (ta_service: request totals per shard) and
+ * a connection's session (see dispatch.h). */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include "dispatch.h"
+#include "codec.h"
+
+#include <string.h>
+
+void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry,
+                     uint32_t max_frame)
+{
+	memset(svc, 0, sizeof(*svc));
+	svc->backend = backend;
+	svc->registry = registry;
+	svc->max_frame = max_frame;
+	if (backend)
+		ta_backend_info_get(backend, &svc->info);
+	ta_service_reset_totals(svc);
+	atomic_init(&svc->connections, 0);
+	ta_metrics_init(&svc->metrics);
+	svc->auth = NULL;
+	svc->auth_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "authentication failures");
+	ta_codec_init(); /* checks the schema once, at start */
+}
+
+void ta_service_read_totals(const ta_service *svc, uint64_t *requests, uint64_t *errors,
+                            uint64_t *elements)
+{
+	uint64_t r = 0, e = 0, n = 0;
+	for (int i = 0; i < TA_METRICS_SHARDS; i++) {
+		r += atomic_load_explicit(&svc->totals[i].requests, memory_order_relaxed);
+		e += atomic_load_explicit(&svc->totals[i].errors, memory_order_relaxed);
+		n += atomic_load_explicit(&svc->totals[i].elements, memory_order_relaxed);
+	}
+	*requests = r;
+	*errors = e;
+	*elements = n;
+}
+
+void ta_service_reset_totals(ta_service *svc)
+{
+	for (int i = 0; i < TA_METRICS_SHARDS; i++) {
+		atomic_store(&svc->totals[i].requests, 0);
+		atomic_store(&svc->totals[i].errors, 0);
+		atomic_store(&svc->totals[i].elements, 0);
+	}
+}
+
+ta_status ta_session_init(ta_session *s, const ta_service *svc, bool tcp, ta_owner identity,
+                          uint64_t serial, ta_error *err)
+{
+	memset(s, 0, sizeof(*s));
+	s->identity = identity;
+	s->serial = serial;
+	s->auth_needed = tcp && svc->auth;
+	if (s->auth_needed && ta_auth_random(s->nonce, sizeof(s->nonce)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "no random bytes for an auth nonce");
+	return TA_OK;
+}

@@ -1,0 +1,718 @@
+/* ta_multi.c: the multi-device layer. One backend object that owns n per-device backends
+ * (GPUs on CUDA; separate memory pools on the CPU backend, so that the routing is tested
+ * without a GPU) and presents the ordinary vtable (ta_backend.h), so that nothing above it
+ * changes: the daemon's registry holds, as a tile's "memory", this layer's record of the
+ * tile's parts.
+ *
+ * Placement (ta_place.h), decided at tile_alloc_placed:
+ *  - a device: the whole tile on that device;
+ *  - auto: the whole tile on the device with the most free memory (mem_info of its backend;
+ *    for backends without it, the CPU pools, the one with the fewest tile bytes placed by
+ *    this layer); ties go to the lowest ordinal;
+ *  - shard (over every device, or shard:N over N): the first axis is split into ranges of
+ *    rows, as even as possible (the first rows % N parts get one row more), one per device,
+ *    rows ascending with the ordinals; with fewer rows than devices, one row per part. The
+ *    N devices are those auto would rank first (all of them when N is the device count).
+ * tile_alloc (no shape) places the whole tile as the default says, with shard taken as auto.
+ *
+ * Apply. A tile wholly on one device: the plan goes to that device's backend unchanged. A
+ * region plan (element-wise, read, write, fill: no indices, nothing out of range) on a
+ * sharded tile: one region sub-plan per part its rows meet, operands and old_out moved to
+ * that part's first row (apply_region). Any other plan on a sharded tile: the plan (already validated for the whole tile, so that bounds rules are
+ * decided for the whole request before anything is applied: with check_bounds off
+ * ta_plan_build has rejected any out-of-range index) is resolved on the host element by
+ * element (ta_plan_resolve), TA_MULTI_CHUNK elements at a time; each element that is
+ * neither masked off nor skipped goes to the part holding its flat offset, into a per-part
+ * FLAT sub-plan (offsets relative to the part, values and compare gathered, relative order
+ * kept). The sub-plans run one after another on the calling thread, each on its device's
+ * backend; old values come back into old_out in request order; masked-off and skipped
+ * elements get what ta_plan.h says (the compare value for CAS, the padding for LOAD, zero
+ * bits otherwise) and skipped ones are counted. Every element is applied exactly once, on
+ * its device, with the request's op and sem, so it keeps the semantics it has on one device.
+ *
+ * sem and scope across devices: a request's parts run one after another and apply returns
+ * only when all have run, so a connection's later request sees every part of its earlier
+ * ones, and a release in a later request covers the earlier writes on every device (on the
+ * CPU pools, which share the host's coherent memory, C11 gives that directly; a CUDA device
+ * backend's apply must have finished its writes when it returns). Where one chunk of a
+ * request touches more than one device, its scope is raised to sys (when sys is a legal
+ * variant of the op), since the request's elements are then observed from several devices.
+ * There is no order among the elements of one request, as on one device.
+ *
+ * Not yet: device operands (CUDA IPC buffers) on a sharded tile, or on a tile on a device
+ * other than 0 (ipc_open opens on device 0) are refused with UNIMPLEMENTED; a failure on one
+ * device after others have applied their parts leaves those parts applied (the error names
+ * the device). */
+#include "ta_backend.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Elements of a sharded plan resolved and routed at a time. */
+#define TA_MULTI_CHUNK 65536
+/* Plans up to this many elements route through buffers on the stack. */
+#define TA_MULTI_STACK 64
+
+/* One part of a tile: a range of rows on one device. */
+typedef struct multi_part {
+	int device;    /* device ordinal */
+	int64_t first; /* first row */
+	int64_t end;   /* one past the last row */
+	int64_t elem0; /* flat element offset of its first element in the whole tile */
+	int64_t elems; /* elements it holds */
+	size_t bytes;  /* bytes of its memory */
+	void *mem;     /* its memory on that device's backend */
+} multi_part;
+
+/* A tile of this layer (what its tile_alloc hands out as "memory"). */
+typedef struct multi_tile {
+	size_t bytes;      /* bytes of the whole tile */
+	int nparts;        /* parts, 1..TA_MAX_DEVICES */
+	multi_part part[]; /* rows ascending */
+} multi_tile;
+
+/* The composing backend. */
+typedef struct multi_backend {
+	ta_backend base;                           /* points at vt; must be first */
+	ta_backend_vtbl vt;                        /* multi_vtbl, less what device 0 lacks */
+	int n;                                     /* devices */
+	ta_backend *dev[TA_MAX_DEVICES];           /* their backends */
+	atomic_uint_fast64_t used[TA_MAX_DEVICES]; /* tile bytes placed on each */
+	ta_placement dflt;                         /* the default placement */
+} multi_backend;
+
+/* ---- placement ----------------------------------------------------------------------- */
+
+/* A device's free-memory score for auto: free bytes where its backend tells them, else
+ * fewer placed bytes score higher. */
+static uint64_t free_score(multi_backend *mb, int d)
+{
+	ta_backend *be = mb->dev[d];
+	uint64_t freeb = 0, total = 0;
+	if (be->vt->mem_info && be->vt->mem_info(be, &freeb, &total) == TA_OK)
+		return freeb;
+	return UINT64_MAX - atomic_load(&mb->used[d]);
+}
+
+/* Fills order[0..n) with the devices by descending free score (ties: lower ordinal). */
+static void rank_devices(multi_backend *mb, int *order)
+{
+	uint64_t score[TA_MAX_DEVICES];
+	for (int d = 0; d < mb->n; d++) {
+		score[d] = free_score(mb, d);
+		order[d] = d;
+	}
+	for (int i = 1; i < mb->n; i++) /* insertion sort: stable, n is small */
+		for (int j = i; j > 0 && score[order[j]] > score[order[j - 1]]; j--) {
+			int t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+}
+
+/* Compares two ints ascending (qsort). */
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* Decides the parts of a tile of rows rows of row_bytes each under place: fills devs and
+ * rows per part and returns the part count, or 0 with err set. */
+static int plan_parts(multi_backend *mb, const ta_placement *place, int64_t rows, int *devs,
+                      int64_t *nrows, ta_error *err)
+{
+	ta_placement p = place && place->kind != TA_PLACE_DEFAULT ? *place : mb->dflt;
+	int order[TA_MAX_DEVICES];
+	switch (p.kind) {
+	case TA_PLACE_DEVICE:
+		if (p.device < 0 || p.device >= mb->n) {
+			ta_error_set(err, TA_INVALID_ARGUMENT,
+			             "placement: device %d does not exist (devices 0..%d)",
+			             p.device, mb->n - 1);
+			return 0;
+		}
+		devs[0] = p.device;
+		nrows[0] = rows;
+		return 1;
+	case TA_PLACE_SHARD: {
+		int n = p.shards > 0 ? p.shards : mb->n;
+		if (n > mb->n) {
+			ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "placement: cannot shard over %d devices (the daemon serves %d)", n,
+			    mb->n);
+			return 0;
+		}
+		if ((int64_t)n > rows)
+			n = (int)rows;
+		rank_devices(mb, order);
+		memcpy(devs, order, (size_t)n * sizeof(int));
+		qsort(devs, (size_t)n, sizeof(int), cmp_int);
+		for (int i = 0; i < n; i++)
+			nrows[i] = rows / n + (i < rows % n ? 1 : 0);
+		return n;
+	}
+	case TA_PLACE_AUTO:
+		rank_devices(mb, order);
+		devs[0] = order[0];
+		nrows[0] = rows;
+		return 1;
+	default: /* TA_PLACE_DEFAULT as the daemon's default: device 0 */
+		devs[0] = 0;
+		nrows[0] = rows;
+		return 1;
+	}
+}
+
+/* Frees the parts [0, n) of t and t. */
+static void free_parts(multi_backend *mb, multi_tile *t, int n)
+{
+	for (int i = 0; i < n; i++) {
+		multi_part *pt = &t->part[i];
+		ta_backend_tile_free(mb->dev[pt->device], pt->mem);
+		atomic_fetch_sub(&mb->used[pt->device], (uint_fast64_t)pt->bytes);
+	}
+	free(t);
+}
+
+/* Allocates a tile of rows rows of row_bytes bytes (bytes in all, elements of es bytes)
+ * under place. */
+static ta_status alloc_rows(multi_backend *mb, int64_t rows, size_t row_bytes, size_t bytes,
+                            size_t es, const ta_placement *place, void **mem, ta_error *err)
+{
+	*mem = NULL;
+	int devs[TA_MAX_DEVICES];
+	int64_t nrows[TA_MAX_DEVICES];
+	int n = plan_parts(mb, place, rows, devs, nrows, err);
+	if (n == 0)
+		return err ? err->code : TA_INVALID_ARGUMENT;
+	multi_tile *t = calloc(1, sizeof(*t) + (size_t)n * sizeof(multi_part));
+	if (!t)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "multi-device: out of memory");
+	t->bytes = bytes;
+	t->nparts = n;
+	int64_t row = 0;
+	size_t at = 0;
+	for (int i = 0; i < n; i++) {
+		multi_part *pt = &t->part[i];
+		pt->device = devs[i];
+		pt->first = row;
+		pt->end = row + nrows[i];
+		pt->bytes = n == 1 ? bytes : (size_t)nrows[i] * row_bytes;
+		pt->elem0 = (int64_t)(at / es);
+		pt->elems = (int64_t)(pt->bytes / es);
+		ta_error derr = {0};
+		ta_status st =
+		    ta_backend_tile_alloc(mb->dev[pt->device], pt->bytes, &pt->mem, &derr);
+		if (st != TA_OK) {
+			free_parts(mb, t, i);
+			return ta_error_set(err, st, "device %d: %s", pt->device, derr.msg);
+		}
+		atomic_fetch_add(&mb->used[pt->device], (uint_fast64_t)pt->bytes);
+		row = pt->end;
+		at += pt->bytes;
+	}
+	*mem = t;
+	return TA_OK;
+}
+
+/* vtable tile_alloc_placed: see ta_backend.h. */
+static ta_status multi_tile_alloc_placed(ta_backend *be, const ta_tile_shape *shape, size_t bytes,
+                                         const ta_placement *place, void **mem, ta_error *err)
+{
+	multi_backend *mb = (multi_backend *)be;
+	int64_t rows = shape && shape->rank > 0 ? shape->shape[0] : 1;
+	if (rows < 1 || bytes % (size_t)rows != 0)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "multi-device: %zu bytes are not a whole number of %lld rows",
+		                    bytes, (long long)rows);
+	size_t es = shape ? ta_dtype_size(shape->dtype) : 1;
+	if (es == 0 || (bytes / (size_t)rows) % es != 0)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "multi-device: rows of %zu bytes are not whole elements",
+		                    bytes / (size_t)rows);
+	return alloc_rows(mb, rows, bytes / (size_t)rows, bytes, es, place, mem, err);
+}
+
+/* vtable tile_alloc: the whole tile on one device as the default says (shard: auto). */
+static ta_status multi_tile_alloc(ta_backend *be, size_t bytes, void **mem, ta_error *err)
+{
+	multi_backend *mb = (multi_backend *)be;
+	ta_placement p = mb->dflt;
+	if (p.kind == TA_PLACE_SHARD)
+		p.kind = TA_PLACE_AUTO;
+	return alloc_rows(mb, 1, bytes, bytes, 1, &p, mem, err); /* one part: never routed */
+}
+
+/* vtable tile_free. */
+static void multi_tile_free(ta_backend *be, void *mem)
+{
+	if (mem)
+		free_parts((multi_backend *)be, mem, ((multi_tile *)mem)->nparts);
+}
+
+/* vtable tile_where. */
+static void multi_tile_where(ta_backend *be, void *mem, const ta_tile_shape *shape,
+                             ta_tile_where *where)
+{
+	(void)be;
+	const multi_tile *t = mem;
+	where->nparts = t->nparts;
+	for (int i = 0; i < t->nparts; i++) {
+		where->part[i].device = t->part[i].device;
+		where->part[i].first = t->part[i].first;
+		where->part[i].end =
+		    t->nparts == 1 && shape && shape->rank > 0 ? shape->shape[0] : t->part[i].end;
+	}
+}
+
+/* ---- apply --------------------------------------------------------------------------- */
+
+/* Reads element i (size es) of packed little-endian data as raw bits. */
+static inline uint64_t get_bits(const void *data, int64_t i, size_t es)
+{
+	uint64_t v = 0;
+	memcpy(&v, (const char *)data + i * (int64_t)es, es);
+	return v;
+}
+
+/* Writes bits as element i (size es) of packed data. */
+static inline void put_bits(void *data, int64_t i, size_t es, uint64_t v)
+{
+	memcpy((char *)data + i * (int64_t)es, &v, es);
+}
+
+/* Per-chunk routing buffers (n elements each). */
+typedef struct route_buf {
+	int *code;      /* per element: its part, -1 masked off, -2 skipped */
+	int64_t *flat;  /* per element: its flat tile offset (when routed) */
+	int64_t *idx;   /* per routed element, grouped by part: offset inside the part */
+	int64_t *where; /* per routed element: its position in the chunk */
+	uint8_t *vals;  /* per routed element: values bits (es bytes each) */
+	uint8_t *cmps;  /* per routed element: compare bits */
+	uint8_t *olds;  /* per routed element: old value bits */
+} route_buf;
+
+/* The part holding flat element offset off (binary search; parts ascend). */
+static int part_of(const multi_tile *t, int64_t off)
+{
+	int lo = 0, hi = t->nparts - 1;
+	while (lo < hi) {
+		int mid = (lo + hi + 1) / 2;
+		if (t->part[mid].elem0 <= off)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* Runs elements [k0, k0 + n) of plan over the parts of t through buffers b; adds to *res. */
+static ta_status route_chunk(multi_backend *mb, const multi_tile *t, const ta_plan *plan,
+                             int64_t k0, int64_t n, route_buf *b, ta_result *res, ta_error *err)
+{
+	size_t es = ta_dtype_size(plan->dtype);
+	uint64_t emask = es == 8 ? UINT64_MAX : (UINT64_C(1) << (es * 8)) - 1;
+	int64_t cnt[TA_MAX_DEVICES] = {0}, start[TA_MAX_DEVICES], pos[TA_MAX_DEVICES];
+	int touched = 0;
+	for (int64_t i = 0; i < n; i++) {
+		int64_t off = 0;
+		int how = ta_plan_resolve(plan, k0 + i, &off);
+		if (how <= 0) {
+			b->code[i] = how < 0 ? -2 : -1;
+			continue;
+		}
+		int p = part_of(t, off);
+		if (off - t->part[p].elem0 >= t->part[p].elems)
+			return ta_error_set(err, TA_INTERNAL,
+			                    "multi-device: element %lld resolved outside the tile",
+			                    (long long)(k0 + i));
+		b->code[i] = p;
+		b->flat[i] = off;
+		if (cnt[p]++ == 0)
+			touched++;
+	}
+	int64_t sum = 0;
+	for (int p = 0; p < t->nparts; p++) {
+		start[p] = pos[p] = sum;
+		sum += cnt[p];
+	}
+	/* group by part, keeping the request order inside each: routed element j is chunk
+	 * element where[j] */
+	for (int64_t i = 0; i < n; i++)
+		if (b->code[i] >= 0)
+			b->where[pos[b->code[i]]++] = i;
+	for (int64_t j = 0; j < sum; j++) {
+		int64_t i = b->where[j];
+		int64_t k = k0 + i;
+		int p = b->code[i];
+		b->idx[j] = b->flat[i] - t->part[p].elem0;
+		if (plan->values.data)
+			put_bits(b->vals, j, es, ta_operand_bits(plan, &plan->values, k));
+		if (plan->compare.data)
+			put_bits(b->cmps, j, es, ta_operand_bits(plan, &plan->compare, k));
+	}
+	ta_scope scope = plan->scope;
+	if (touched > 1 && ta_variant_legal(plan->op, plan->dtype, plan->sem, TA_SCOPE_SYS,
+	                                    plan->space, plan->want_old))
+		scope = TA_SCOPE_SYS;
+	for (int p = 0; p < t->nparts; p++) {
+		if (cnt[p] == 0)
+			continue;
+		const multi_part *pt = &t->part[p];
+		ta_plan s;
+		memset(&s, 0, sizeof(s));
+		s.op = plan->op;
+		s.dtype = plan->dtype;
+		s.sem = plan->sem;
+		s.scope = scope;
+		s.space = plan->space;
+		s.addr = TA_ADDR_FLAT;
+		s.check_bounds = true;
+		s.want_old = plan->want_old;
+		s.rank = 1;
+		s.shape[0] = cnt[p];
+		s.count = cnt[p];
+		s.tile_rank = 1;
+		s.tile_shape[0] = pt->elems;
+		s.tile_stride[0] = 1;
+		s.extent[0] = pt->elems;
+		s.region_count = pt->elems;
+		s.n_index = 1;
+		s.index[0].data = b->idx + start[p];
+		s.index[0].dtype = TA_DTYPE_I64;
+		s.index[0].stride[0] = 1;
+		if (plan->values.data) {
+			s.values.data = b->vals + start[p] * (int64_t)es;
+			s.values.dtype = plan->dtype;
+			s.values.stride[0] = 1;
+		}
+		if (plan->compare.data) {
+			s.compare.data = b->cmps + start[p] * (int64_t)es;
+			s.compare.dtype = plan->dtype;
+			s.compare.stride[0] = 1;
+		}
+		s.padding_bits = plan->padding_bits;
+		s.old_out = plan->want_old ? b->olds + start[p] * (int64_t)es : NULL;
+		ta_result r = {0, 0};
+		ta_error derr = {0};
+		ta_status st =
+		    ta_backend_apply(mb->dev[pt->device], pt->mem, pt->bytes, &s, &r, &derr);
+		if (st != TA_OK)
+			return ta_error_set(err, st, "device %d: %s", pt->device, derr.msg);
+		if (r.skipped != 0 || r.applied != (uint64_t)cnt[p])
+			return ta_error_set(err, TA_INTERNAL,
+			                    "multi-device: device %d applied %llu of %lld elements",
+			                    pt->device, (unsigned long long)r.applied,
+			                    (long long)cnt[p]);
+		res->applied += r.applied;
+	}
+	if (plan->want_old) {
+		uint64_t fill_load = plan->padding_bits & emask;
+		for (int64_t j = 0; j < sum; j++)
+			put_bits(plan->old_out, k0 + b->where[j], es, get_bits(b->olds, j, es));
+		for (int64_t i = 0; i < n; i++) {
+			if (b->code[i] >= 0)
+				continue;
+			uint64_t v = plan->op == TA_OP_CAS
+			                 ? ta_operand_bits(plan, &plan->compare, k0 + i)
+			             : plan->op == TA_OP_LOAD ? fill_load
+			                                      : 0;
+			put_bits(plan->old_out, k0 + i, es, v);
+		}
+	}
+	for (int64_t i = 0; i < n; i++)
+		if (b->code[i] == -2)
+			res->skipped++;
+	return TA_OK;
+}
+
+/* An operand of a region plan moved to iteration row r0 of the first axis (its stride
+ * there: 0 for a broadcast operand, which stays). */
+static ta_operand operand_from_row(const ta_operand *op, int64_t r0, size_t esize)
+{
+	ta_operand o = *op;
+	if (o.data)
+		o.data = (const char *)o.data + r0 * o.stride[0] * (int64_t)esize;
+	return o;
+}
+
+/* Applies a REGION plan (no indices: every element is in range) to a sharded tile without
+ * resolving elements: the region's rows [o, o + e) of the first axis meet each part in a
+ * range of rows, which is a region of that part with the same extents along the other
+ * axes; operands and old_out (row-major over the iteration shape, which is the region's)
+ * start at that range's first row. Parts run in row order, so old values stay in request
+ * order. */
+static ta_status apply_region(multi_backend *mb, const multi_tile *t, const ta_plan *plan,
+                              ta_result *result, ta_error *err)
+{
+	size_t es = ta_dtype_size(plan->dtype);
+	int64_t row_elems = 1; /* iteration elements per row of the first axis */
+	for (int a = 1; a < plan->rank; a++)
+		row_elems *= plan->shape[a];
+	int64_t lo = plan->origin[0], hi = plan->origin[0] + plan->extent[0];
+	int touched = 0;
+	for (int p = 0; p < t->nparts; p++)
+		touched += t->part[p].first < hi && t->part[p].end > lo;
+	ta_scope scope = plan->scope;
+	if (touched > 1 && ta_variant_legal(plan->op, plan->dtype, plan->sem, TA_SCOPE_SYS,
+	                                    plan->space, plan->want_old))
+		scope = TA_SCOPE_SYS;
+	ta_result res = {0, 0};
+	for (int p = 0; p < t->nparts; p++) {
+		const multi_part *pt = &t->part[p];
+		int64_t a0 = lo > pt->first ? lo : pt->first, a1 = hi < pt->end ? hi : pt->end;
+		if (a0 >= a1)
+			continue;
+		int64_t r0 = a0 - lo; /* first iteration row in this part */
+		ta_plan s = *plan;
+		s.prechecked = false;
+		s.scope = scope;
+		s.tile_shape[0] = pt->end - pt->first;
+		s.origin[0] = a0 - pt->first;
+		s.extent[0] = a1 - a0;
+		s.shape[0] = a1 - a0;
+		s.count = (a1 - a0) * row_elems;
+		s.region_count = s.count;
+		s.values = operand_from_row(&plan->values, r0, es);
+		s.compare = operand_from_row(&plan->compare, r0, es);
+		s.mask = operand_from_row(&plan->mask, r0, 1);
+		s.old_out =
+		    plan->want_old ? (char *)plan->old_out + r0 * row_elems * (int64_t)es : NULL;
+		ta_result r = {0, 0};
+		ta_error derr = {0};
+		ta_status st =
+		    ta_backend_apply(mb->dev[pt->device], pt->mem, pt->bytes, &s, &r, &derr);
+		if (st != TA_OK)
+			return ta_error_set(err, st, "device %d: %s", pt->device, derr.msg);
+		res.skipped += r.skipped;
+		res.applied += r.applied;
+	}
+	if (result)
+		*result = res;
+	return TA_OK;
+}
+
+/* True when any operand of plan is device memory. */
+static bool plan_on_device(const ta_plan *plan)
+{
+	bool on = plan->old_out_device || plan->values.device || plan->compare.device ||
+	          plan->mask.device;
+	for (int i = 0; i < plan->n_index && i < TA_MAX_RANK; i++)
+		on = on || plan->index[i].device;
+	return on;
+}
+
+/* vtable apply: see the file comment. */
+static ta_status multi_apply(ta_backend *be, void *mem, size_t tile_bytes, const ta_plan *plan,
+                             ta_result *result, ta_error *err)
+{
+	multi_backend *mb = (multi_backend *)be;
+	const multi_tile *t = mem;
+	ta_result res = {0, 0};
+	if (result)
+		*result = res;
+	if (!t || !plan)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "multi-device: no tile or no plan");
+	if (t->nparts == 1) {
+		const multi_part *pt = &t->part[0];
+		if (pt->device != 0 && plan_on_device(plan))
+			return ta_error_set(
+			    err, TA_UNIMPLEMENTED,
+			    "multi-device: device operands (CUDA IPC buffers) into a "
+			    "tile on device %d are not supported yet (only device 0)",
+			    pt->device);
+		return ta_backend_apply(mb->dev[pt->device], pt->mem, tile_bytes, plan, result,
+		                        err);
+	}
+	ta_status st =
+	    ta_plan_check(plan, tile_bytes < t->bytes ? tile_bytes : t->bytes, NULL, err);
+	if (st != TA_OK)
+		return st;
+	if (plan_on_device(plan))
+		return ta_error_set(
+		    err, TA_UNIMPLEMENTED,
+		    "multi-device: device operands (CUDA IPC buffers) into a sharded "
+		    "tile are not supported yet");
+	if (plan->count == 0)
+		return TA_OK;
+	if (plan->addr == TA_ADDR_REGION)
+		return apply_region(mb, t, plan, result, err);
+	size_t es = ta_dtype_size(plan->dtype);
+	int64_t ch = plan->count < TA_MULTI_CHUNK ? plan->count : TA_MULTI_CHUNK;
+	int code_s[TA_MULTI_STACK];
+	int64_t flat_s[TA_MULTI_STACK], idx_s[TA_MULTI_STACK], where_s[TA_MULTI_STACK];
+	uint64_t vals_s[TA_MULTI_STACK], cmps_s[TA_MULTI_STACK], olds_s[TA_MULTI_STACK];
+	route_buf b = {
+	    code_s,           flat_s, idx_s, where_s, (uint8_t *)vals_s, (uint8_t *)cmps_s,
+	    (uint8_t *)olds_s};
+	bool heap = ch > TA_MULTI_STACK;
+	if (heap) {
+		b.code = malloc((size_t)ch * sizeof(int));
+		b.flat = malloc((size_t)ch * sizeof(int64_t));
+		b.idx = malloc((size_t)ch * sizeof(int64_t));
+		b.where = malloc((size_t)ch * sizeof(int64_t));
+		b.vals = malloc((size_t)ch * es);
+		b.cmps = malloc((size_t)ch * es);
+		b.olds = malloc((size_t)ch * es);
+		if (!b.code || !b.flat || !b.idx || !b.where || !b.vals || !b.cmps || !b.olds) {
+			st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+			                  "multi-device: out of memory for routing %lld elements",
+			                  (long long)ch);
+			goto out;
+		}
+	}
+	for (int64_t k0 = 0; k0 < plan->count && st == TA_OK; k0 += ch) {
+		int64_t n = plan->count - k0 < ch ? plan->count - k0 : ch;
+		st = route_chunk(mb, t, plan, k0, n, &b, &res, err);
+	}
+	if (st == TA_OK && result)
+		*result = res;
+out:
+	if (heap) {
+		free(b.code);
+		free(b.flat);
+		free(b.idx);
+		free(b.where);
+		free(b.vals);
+		free(b.cmps);
+		free(b.olds);
+	}
+	return st;
+}
+
+/* ---- the rest of the vtable ---------------------------------------------------------- */
+
+/* vtable info: device 0's facts, the device line naming the count. */
+static void multi_info(ta_backend *be, ta_backend_info *info)
+{
+	multi_backend *mb = (multi_backend *)be;
+	ta_backend_info_get(mb->dev[0], info);
+	char one[sizeof(info->device)];
+	memcpy(one, info->device, sizeof(one));
+	one[sizeof(one) - 1] = '\0';
+	snprintf(info->device, sizeof(info->device), "%d x %.100s", mb->n, one);
+	uint64_t mem = info->device_memory;
+	for (int d = 1; d < mb->n; d++) {
+		ta_backend_info di;
+		ta_backend_info_get(mb->dev[d], &di);
+		mem += di.device_memory;
+	}
+	info->device_memory = mem;
+}
+
+/* vtable set_batch_window: every device. */
+static void multi_set_batch_window(ta_backend *be, unsigned usec)
+{
+	multi_backend *mb = (multi_backend *)be;
+	for (int d = 0; d < mb->n; d++)
+		ta_backend_set_batch_window(mb->dev[d], usec);
+}
+
+/* vtable host_register: device 0's backend (one registration per process on CUDA). */
+static ta_status multi_host_register(ta_backend *be, void *ptr, size_t bytes, ta_error *err)
+{
+	return ta_backend_host_register(((multi_backend *)be)->dev[0], ptr, bytes, err);
+}
+
+/* vtable host_unregister. */
+static void multi_host_unregister(ta_backend *be, void *ptr)
+{
+	ta_backend_host_unregister(((multi_backend *)be)->dev[0], ptr);
+}
+
+/* vtable ipc_open: opened by device 0's backend (present only when that has it). */
+static ta_status multi_ipc_open(ta_backend *be, const void *handle, size_t handle_len, size_t bytes,
+                                void **dptr, ta_error *err)
+{
+	return ta_backend_ipc_open(((multi_backend *)be)->dev[0], handle, handle_len, bytes, dptr,
+	                           err);
+}
+
+/* vtable ipc_close. */
+static void multi_ipc_close(ta_backend *be, void *dptr)
+{
+	ta_backend_ipc_close(((multi_backend *)be)->dev[0], dptr);
+}
+
+/* vtable device_count. */
+static int multi_device_count(ta_backend *be)
+{
+	return ((multi_backend *)be)->n;
+}
+
+/* vtable destroy: every device's backend. */
+static void multi_destroy(ta_backend *be)
+{
+	multi_backend *mb = (multi_backend *)be;
+	for (int d = 0; d < mb->n; d++)
+		ta_backend_destroy(mb->dev[d]);
+	free(mb);
+}
+
+/* The layer's operations. */
+static const ta_backend_vtbl multi_vtbl = {
+    .destroy = multi_destroy,
+    .tile_alloc = multi_tile_alloc,
+    .tile_free = multi_tile_free,
+    .apply = multi_apply,
+    .info = multi_info,
+    .set_batch_window = multi_set_batch_window,
+    .host_register = multi_host_register,
+    .host_unregister = multi_host_unregister,
+    .ipc_open = multi_ipc_open,
+    .ipc_close = multi_ipc_close,
+    .tile_alloc_placed = multi_tile_alloc_placed,
+    .tile_where = multi_tile_where,
+    .device_count = multi_device_count,
+};
+
+ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
+                                 const ta_placement *default_place, ta_error *err)
+{
+	if (n < 1 || n > TA_MAX_DEVICES || !devices) {
+		for (int d = 0; devices && d < n && d < TA_MAX_DEVICES; d++)
+			ta_backend_destroy(devices[d]);
+		ta_error_set(err, TA_INVALID_ARGUMENT, "multi-device: %d devices (1..%d)", n,
+		             TA_MAX_DEVICES);
+		return NULL;
+	}
+	multi_backend *mb = calloc(1, sizeof(*mb));
+	if (!mb) {
+		for (int d = 0; d < n; d++)
+			ta_backend_destroy(devices[d]);
+		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "multi-device: out of memory");
+		return NULL;
+	}
+	mb->vt = multi_vtbl;
+	if (!ta_backend_has_ipc(devices[0])) { /* the daemon then refuses device buffers */
+		mb->vt.ipc_open = NULL;
+		mb->vt.ipc_close = NULL;
+	}
+	mb->base.vt = &mb->vt;
+	mb->n = n;
+	for (int d = 0; d < n; d++) {
+		mb->dev[d] = devices[d];
+		atomic_init(&mb->used[d], 0);
+	}
+	if (default_place)
+		mb->dflt = *default_place;
+	if (mb->dflt.kind == TA_PLACE_DEVICE && (mb->dflt.device < 0 || mb->dflt.device >= n)) {
+		ta_error_set(err, TA_INVALID_ARGUMENT,
+		             "placement: device %d does not exist (devices 0..%d)", mb->dflt.device,
+		             n - 1);
+		multi_destroy(&mb->base);
+		return NULL;
+	}
+	if (mb->dflt.kind == TA_PLACE_SHARD && mb->dflt.shards > n) {
+		ta_error_set(err, TA_INVALID_ARGUMENT,
+		             "placement: cannot shard over %d devices (the daemon serves %d)",
+		             mb->dflt.shards, n);
+		multi_destroy(&mb->base);
+		return NULL;
+	}
+	return &mb->base;
+}

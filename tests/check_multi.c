@@ -1,0 +1,574 @@
+/* check_multi.c: the multi-device layer (kernels/ta_multi.c) on the CPU backend's memory
+ * pools. Differential: every request form (element-wise region, scatter, indexed, flat,
+ * loads and stores), every op and tile dtype, with masks, broadcasting, skipped and
+ * rejected out-of-range indices, runs on a tile sharded over 1, 2 and 3 pools with uneven
+ * splits and on the same tile on one plain CPU backend; status, counts, old values (in
+ * request order) and the tile contents afterwards must be identical bit for bit. Plus
+ * placement: by device, auto, shard over a given count, errors, where a tile lives, and
+ * that a sharded tile's rows really live in separate pools. */
+#include "ta_backend.h"
+#include "ta_test_util.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Makes a multi-device backend over n CPU pools with default placement dflt. */
+static ta_backend *multi_new(int n, ta_placement dflt)
+{
+	ta_backend *devs[TA_MAX_DEVICES];
+	ta_error err = {0};
+	for (int d = 0; d < n; d++) {
+		devs[d] = ta_cpu_backend_new(2, &err);
+		ck_assert_msg(devs[d] != NULL, "%s", err.msg);
+	}
+	ta_backend *be = ta_multi_backend_new(devs, n, &dflt, &err);
+	ck_assert_msg(be != NULL, "%s", err.msg);
+	return be;
+}
+
+/* The tile shapes of the differential test: first axes that split unevenly over 2 and 3. */
+static const struct {
+	int rank;
+	int64_t shape[3];
+} shapes[] = {{1, {10}}, {2, {7, 5}}, {3, {5, 2, 3}}, {2, {2, 4}}};
+
+/* The tile dtypes. */
+static const ta_dtype dtypes[] = {TA_DTYPE_I32, TA_DTYPE_U32, TA_DTYPE_I64, TA_DTYPE_U64,
+                                  TA_DTYPE_F32, TA_DTYPE_F64, TA_DTYPE_F16, TA_DTYPE_BF16};
+
+/* A small value of dt (bits): integers and exactly representable floats, so that CAS
+ * compares sometimes match and min/max/and/or see ties. */
+static uint64_t small_value(ta_dtype dt, uint64_t *rng)
+{
+	static const double pick[] = {0, 1, 2, 3, -1, -0.0, 0.5, 7};
+	double d = pick[ta_tu_rand_below(rng, 8)];
+	if (!ta_dtype_is_float(dt) && (d < 0 || d != (double)(int64_t)d))
+		d = 5;
+	if (!ta_dtype_is_float(dt) && d == 0 && ta_tu_rand_below(rng, 4) == 0)
+		return ta_tu_rand(rng) & (ta_dtype_size(dt) == 8 ? UINT64_MAX : 0xffffffffu);
+	uint64_t b = 0;
+	ck_assert(ta_tu_encode(dt, d, &b));
+	return b;
+}
+
+/* Operand storage of one generated request. */
+typedef struct gen_req {
+	ta_request req;                /* the request */
+	void *values, *compare, *mask; /* packed operands (malloc'd or NULL) */
+	void *index[TA_MAX_RANK];      /* packed index arrays */
+	uint64_t padding;              /* LOAD padding bits */
+} gen_req;
+
+/* Frees a generated request's operands. */
+static void gen_free(gen_req *g)
+{
+	free(g->values);
+	free(g->compare);
+	free(g->mask);
+	for (int i = 0; i < TA_MAX_RANK; i++)
+		free(g->index[i]);
+	memset(g, 0, sizeof(*g));
+}
+
+/* An index value along an axis of extent ext: mostly in range, sometimes just outside
+ * (when out is set), negative too. */
+static int64_t gen_index(uint64_t *rng, int64_t ext, bool out)
+{
+	if (out && ta_tu_rand_below(rng, 6) == 0)
+		return ta_tu_rand_below(rng, 2) ? ext + (int64_t)ta_tu_rand_below(rng, 3) : -1;
+	return (int64_t)ta_tu_rand_below(rng, (uint64_t)ext);
+}
+
+/* Packs an operand of it_rank/it_shape (or a scalar, when scalar) filled by fill. */
+static void *gen_operand(ta_array_view *view, ta_dtype dt, int rank, const int64_t *shape,
+                         bool scalar, uint64_t *rng, int kind)
+{
+	int64_t n = scalar ? 1 : ta_tu_count(rank, shape);
+	void *data = calloc((size_t)n, ta_dtype_size(dt) ? ta_dtype_size(dt) : 1);
+	ck_assert(data != NULL);
+	for (int64_t i = 0; i < n; i++) {
+		uint64_t v = kind == 1 ? (ta_tu_rand_below(rng, 4) != 0) : small_value(dt, rng);
+		ta_tu_set(dt, data, (size_t)i, v);
+	}
+	*view = ta_tu_view(dt, scalar ? 0 : rank, shape, data);
+	return data;
+}
+
+/* Generates a random request of op on tile t into g (addressing form addr). */
+static void gen_request(gen_req *g, const ta_tile_shape *t, ta_op op, ta_addr addr, uint64_t *rng)
+{
+	memset(g, 0, sizeof(*g));
+	ta_request *r = &g->req;
+	ta_request_init(r);
+	r->op = op;
+	r->addr = addr;
+	r->family = op == TA_OP_LOAD || op == TA_OP_STORE ? TA_FAMILY_MEMORY
+	            : addr == TA_ADDR_REGION              ? TA_FAMILY_ELEMENTWISE
+	            : addr == TA_ADDR_SCATTER             ? TA_FAMILY_SCATTER
+	                                                  : TA_FAMILY_INDEXED;
+	r->check_bounds = ta_tu_rand_below(rng, 3) != 0;
+	bool out = r->check_bounds; /* reject-whole requests get in-range indices here */
+	r->sem = (ta_sem)ta_tu_rand_below(rng, TA_SEM_COUNT);
+	r->scope = (ta_scope)ta_tu_rand_below(rng, TA_SCOPE_COUNT);
+	r->space = ta_tu_rand_below(rng, 4) == 0 ? TA_SPACE_SHARED : TA_SPACE_GLOBAL;
+	r->want_old = op == TA_OP_LOAD || (op != TA_OP_STORE && ta_tu_rand_below(rng, 2));
+	/* a region: the whole tile or a random box */
+	int64_t ext[TA_MAX_RANK];
+	if (ta_tu_rand_below(rng, 2)) {
+		r->has_region = true;
+		r->region_rank = t->rank;
+		for (int a = 0; a < t->rank; a++) {
+			int64_t o = (int64_t)ta_tu_rand_below(rng, (uint64_t)t->shape[a]);
+			int64_t s = 1 + (int64_t)ta_tu_rand_below(rng, (uint64_t)(t->shape[a] - o));
+			r->region_origin[a] = o;
+			r->region_shape[a] = s;
+			ext[a] = s;
+		}
+	} else {
+		for (int a = 0; a < t->rank; a++)
+			ext[a] = t->shape[a];
+	}
+	int it_rank = 0;
+	int64_t it[TA_MAX_RANK] = {0};
+	if (addr == TA_ADDR_REGION) {
+		it_rank = t->rank;
+		memcpy(it, ext, sizeof(it));
+	} else if (addr == TA_ADDR_SCATTER) {
+		int dim = (int)ta_tu_rand_below(rng, (uint64_t)t->rank);
+		r->scatter_dim = dim;
+		it_rank = t->rank;
+		for (int a = 0; a < t->rank; a++)
+			it[a] = a == dim ? 1 + (int64_t)ta_tu_rand_below(rng, 6)
+			                 : 1 + (int64_t)ta_tu_rand_below(rng, (uint64_t)ext[a]);
+		r->n_index = 1;
+		int64_t n = ta_tu_count(it_rank, it);
+		int64_t *ix = malloc((size_t)n * sizeof(int64_t));
+		ck_assert(ix != NULL);
+		for (int64_t i = 0; i < n; i++)
+			ix[i] = gen_index(rng, ext[dim], out);
+		g->index[0] = ix;
+		r->index[0] = ta_tu_view(TA_DTYPE_I64, it_rank, it, ix);
+	} else {
+		bool flat = addr == TA_ADDR_FLAT;
+		int want = flat ? 1 : t->rank;
+		it_rank = 1;
+		it[0] = 1 + (int64_t)ta_tu_rand_below(rng, 24);
+		r->n_index = want;
+		int64_t rc = ta_tu_count(t->rank, ext);
+		for (int i = 0; i < want; i++) {
+			bool bcast = i > 0 && ta_tu_rand_below(rng, 4) == 0; /* a scalar index */
+			int64_t n = bcast ? 1 : it[0];
+			bool i32 = ta_tu_rand_below(rng, 2);
+			void *ix = malloc((size_t)n * 8);
+			ck_assert(ix != NULL);
+			for (int64_t k = 0; k < n; k++) {
+				int64_t v = gen_index(rng, flat ? rc : ext[i], out);
+				if (i32)
+					((int32_t *)ix)[k] = (int32_t)v;
+				else
+					((int64_t *)ix)[k] = v;
+			}
+			g->index[i] = ix;
+			r->index[i] =
+			    ta_tu_view(i32 ? TA_DTYPE_I32 : TA_DTYPE_I64, bcast ? 0 : 1, it, ix);
+		}
+	}
+	ta_operands ops = ta_op_operands(op);
+	bool scalar = ta_tu_rand_below(rng, 5) == 0;
+	if (ops != TA_OPERANDS_PADDING)
+		g->values = gen_operand(&r->values, t->dtype, it_rank, it, scalar, rng, 0);
+	if (ops == TA_OPERANDS_VALUES_COMPARE)
+		g->compare = gen_operand(&r->compare, t->dtype, it_rank, it,
+		                         ta_tu_rand_below(rng, 5) == 0, rng, 0);
+	if (ta_tu_rand_below(rng, 2))
+		g->mask = gen_operand(&r->mask, TA_DTYPE_BOOL, it_rank, it,
+		                      ta_tu_rand_below(rng, 8) == 0, rng, 1);
+	if (op == TA_OP_LOAD && ta_tu_rand_below(rng, 2)) {
+		g->padding = small_value(t->dtype, rng);
+		r->padding = ta_tu_view(t->dtype, 0, it, &g->padding);
+	}
+}
+
+/* Builds g's plan for t, relaxing the random variant until the table accepts it. */
+static ta_status build(ta_plan *plan, const ta_tile_shape *t, gen_req *g, ta_error *err)
+{
+	ta_status st = ta_plan_build(plan, t, &g->req, err);
+	if (st != TA_INVALID_ARGUMENT)
+		return st;
+	g->req.space = TA_SPACE_GLOBAL;
+	g->req.scope = TA_SCOPE_GPU;
+	st = ta_plan_build(plan, t, &g->req, err);
+	if (st != TA_INVALID_ARGUMENT)
+		return st;
+	g->req.sem = TA_SEM_RELAXED;
+	return ta_plan_build(plan, t, &g->req, err);
+}
+
+/* One differential round: random contents on both tiles, then nreq random requests of
+ * every op and form, each applied to both and compared; returns the requests applied. */
+static int differential(ta_backend *ref, ta_backend *multi, const ta_tile_shape *t,
+                        ta_placement place, uint64_t seed)
+{
+	uint64_t rng = seed;
+	size_t bytes = (size_t)ta_tile_bytes(t);
+	size_t es = ta_dtype_size(t->dtype);
+	int64_t n = (int64_t)(bytes / es);
+	void *rmem = NULL, *mmem = NULL;
+	ta_error err = {0};
+	ck_assert_int_eq(ta_backend_tile_alloc(ref, bytes, &rmem, &err), TA_OK);
+	ck_assert_msg(ta_backend_tile_alloc_placed(multi, t, bytes, &place, &mmem, &err) == TA_OK,
+	              "%s", err.msg);
+	void *init = malloc(bytes), *ra = malloc(bytes), *ma = malloc(bytes);
+	ck_assert(init && ra && ma);
+	for (int64_t i = 0; i < n; i++)
+		ta_tu_set(t->dtype, init, (size_t)i, small_value(t->dtype, &rng));
+	ck_assert_int_eq(ta_tu_tile_write(ref, rmem, bytes, t, init, &err), TA_OK);
+	ck_assert_msg(ta_tu_tile_write(multi, mmem, bytes, t, init, &err) == TA_OK, "%s", err.msg);
+	int applied = 0;
+	for (int op = TA_OP_NONE + 1; op < TA_OP_COUNT; op++) {
+		if (!ta_op_accepts_dtype((ta_op)op, t->dtype))
+			continue;
+		for (int addr = TA_ADDR_REGION; addr <= TA_ADDR_FLAT; addr++) {
+			for (int rep = 0; rep < 3; rep++) {
+				gen_req g;
+				gen_request(&g, t, (ta_op)op, (ta_addr)addr, &rng);
+				if (!ta_op_in_family((ta_op)op, g.req.family)) {
+					gen_free(&g);
+					continue;
+				}
+				ta_plan p1, p2;
+				ta_error e1 = {0}, e2 = {0};
+				ta_status s1 = build(&p1, t, &g, &e1);
+				ta_status s2 = ta_plan_build(&p2, t, &g.req, &e2);
+				ck_assert_int_eq(s1, s2);
+				if (s1 != TA_OK) { /* reject-whole: nothing applied on either */
+					ck_assert_msg(s1 == TA_OUT_OF_RANGE, "%s %s: %s",
+					              ta_op_name((ta_op)op),
+					              ta_dtype_name(t->dtype), e1.msg);
+					gen_free(&g);
+					continue;
+				}
+				void *o1 = calloc((size_t)p1.count + 1, es);
+				void *o2 = calloc((size_t)p2.count + 1, es);
+				ck_assert(o1 && o2);
+				p1.old_out = p1.want_old ? o1 : NULL;
+				p2.old_out = p2.want_old ? o2 : NULL;
+				ta_result r1 = {0, 0}, r2 = {0, 0};
+				s1 = ta_backend_apply(ref, rmem, bytes, &p1, &r1, &e1);
+				s2 = ta_backend_apply(multi, mmem, bytes, &p2, &r2, &e2);
+				ck_assert_msg(s1 == TA_OK, "%s", e1.msg);
+				ck_assert_msg(s2 == TA_OK, "%s %s on %s: %s", ta_op_name((ta_op)op),
+				              ta_dtype_name(t->dtype), "multi", e2.msg);
+				ck_assert_uint_eq(r1.skipped, r2.skipped);
+				ck_assert_uint_eq(r1.applied, r2.applied);
+				if (p1.want_old)
+					ck_assert_msg(memcmp(o1, o2, (size_t)p1.count * es) == 0,
+					              "old values differ: %s %s addr %d",
+					              ta_op_name((ta_op)op),
+					              ta_dtype_name(t->dtype), addr);
+				ck_assert_int_eq(ta_tu_tile_read(ref, rmem, bytes, t, ra, &err),
+				                 TA_OK);
+				ck_assert_int_eq(ta_tu_tile_read(multi, mmem, bytes, t, ma, &err),
+				                 TA_OK);
+				ck_assert_msg(memcmp(ra, ma, bytes) == 0,
+				              "tiles differ after %s %s addr %d (space %d)",
+				              ta_op_name((ta_op)op), ta_dtype_name(t->dtype), addr,
+				              (int)p1.space);
+				applied++;
+				free(o1);
+				free(o2);
+				gen_free(&g);
+			}
+		}
+	}
+	free(init);
+	free(ra);
+	free(ma);
+	ta_backend_tile_free(ref, rmem);
+	ta_backend_tile_free(multi, mmem);
+	return applied;
+}
+
+/* Every op and form on tiles sharded over _i + 1 pools (1, 2, 3) against one backend. */
+START_TEST(test_sharded_matches_one_device)
+{
+	int pools = _i + 1;
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_backend *multi = multi_new(pools, shard);
+	ta_error err = {0};
+	ta_backend *ref = ta_cpu_backend_new(2, &err);
+	ck_assert(ref != NULL);
+	int total = 0;
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+			ta_tile_shape t = {dtypes[d], shapes[s].rank, {0}};
+			memcpy(t.shape, shapes[s].shape, sizeof(shapes[s].shape));
+			for (uint64_t seed = 1; seed <= 4; seed++)
+				total += differential(ref, multi, &t, shard,
+				                      seed * 1000 + s * 10 + d + (uint64_t)pools);
+		}
+	/* 4 shapes x 8 dtypes x 4 seeds, each with at least 8 ops x 3 requests that the
+	 * table accepts: a generator that lost its forms would fall far below */
+	ck_assert_int_ge(total, 4 * 8 * 4 * 8 * 3);
+	ta_backend_destroy(ref);
+	ta_backend_destroy(multi);
+}
+END_TEST
+
+/* Reads where a tile lives and its text. */
+static void where_text(ta_backend *be, void *mem, const ta_tile_shape *t, char *buf, size_t n)
+{
+	ta_tile_where w;
+	ta_backend_tile_where(be, mem, t, &w);
+	ta_tile_where_format(&w, buf, n);
+}
+
+/* Uneven splits: 7 rows over 3 pools are 3, 2, 2; over 2 are 4, 3; 2 rows over 3 pools use
+ * 2 of them; each part's rows really live in its own pool (a whole-tile store routes each
+ * row to one pool, a load of one row reads only it). */
+START_TEST(test_shard_ranges)
+{
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_backend *be = multi_new(3, shard);
+	ta_error err = {0};
+	char buf[256];
+	ta_tile_shape t = {TA_DTYPE_I32, 2, {7, 5}};
+	void *mem = NULL;
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 140, NULL, &mem, &err), TA_OK);
+	where_text(be, mem, &t, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "0:[0,3) 1:[3,5) 2:[5,7)");
+	int32_t vals[35], back[35];
+	for (int i = 0; i < 35; i++)
+		vals[i] = 100 + i;
+	ck_assert_int_eq(ta_tu_tile_write(be, mem, 140, &t, vals, &err), TA_OK);
+	ck_assert_int_eq(ta_tu_tile_read(be, mem, 140, &t, back, &err), TA_OK);
+	ck_assert_mem_eq(vals, back, sizeof(vals));
+	ta_backend_tile_free(be, mem);
+
+	ta_placement two = {TA_PLACE_SHARD, 0, 2};
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 140, &two, &mem, &err), TA_OK);
+	where_text(be, mem, &t, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "0:[0,4) 1:[4,7)");
+	ta_backend_tile_free(be, mem);
+
+	ta_tile_shape small = {TA_DTYPE_F64, 2, {2, 3}};
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &small, 48, NULL, &mem, &err), TA_OK);
+	where_text(be, mem, &small, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "0:[0,1) 1:[1,2)");
+	ta_backend_tile_free(be, mem);
+
+	ta_placement four = {TA_PLACE_SHARD, 0, 4};
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 140, &four, &mem, &err),
+	                 TA_INVALID_ARGUMENT);
+	ck_assert_ptr_null(mem);
+	ck_assert_msg(strstr(err.msg, "cannot shard over 4 devices") != NULL, "%s", err.msg);
+	ta_backend_destroy(be);
+}
+END_TEST
+
+/* Placement by device and auto: auto takes the pool with the fewest bytes placed (ties:
+ * the lowest ordinal); a device out of range is INVALID_ARGUMENT; tile_alloc without a
+ * shape follows the default. */
+START_TEST(test_place_device_auto)
+{
+	ta_placement dflt = {TA_PLACE_AUTO, 0, 0};
+	ta_backend *be = multi_new(3, dflt);
+	ta_error err = {0};
+	char buf[256];
+	ck_assert_int_eq(ta_backend_device_count(be), 3);
+	ta_tile_shape big = {TA_DTYPE_I64, 1, {100}}, small = {TA_DTYPE_I32, 1, {10}};
+	void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+	ta_placement on2 = {TA_PLACE_DEVICE, 2, 0};
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &big, 800, &on2, &a, &err), TA_OK);
+	where_text(be, a, &big, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "2");
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &small, 40, NULL, &b, &err), TA_OK);
+	where_text(be, b, &small, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "0"); /* pools 0 and 1 empty: the lower */
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &small, 40, NULL, &c, &err), TA_OK);
+	where_text(be, c, &small, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "1");
+	ck_assert_int_eq(ta_backend_tile_alloc(be, 40, &d, &err), TA_OK);
+	where_text(be, d, &small, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "0"); /* 40 bytes on 0 and 1, 800 on 2: the lower */
+	ta_backend_tile_free(be, b);
+	ta_backend_tile_free(be, d);
+	ta_placement on3 = {TA_PLACE_DEVICE, 3, 0};
+	void *e = NULL;
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &small, 40, &on3, &e, &err),
+	                 TA_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(err.msg, "device 3 does not exist") != NULL, "%s", err.msg);
+	/* a tile on device 2 works like any other */
+	int64_t vals[100], back[100];
+	for (int i = 0; i < 100; i++)
+		vals[i] = -i;
+	ck_assert_int_eq(ta_tu_tile_write(be, a, 800, &big, vals, &err), TA_OK);
+	ck_assert_int_eq(ta_tu_tile_read(be, a, 800, &big, back, &err), TA_OK);
+	ck_assert_mem_eq(vals, back, sizeof(vals));
+	ta_backend_tile_free(be, a);
+	ta_backend_tile_free(be, c);
+	ta_backend_destroy(be);
+
+	/* a one-device backend takes device 0, auto and shard, and refuses device 1 */
+	ta_backend *one = ta_cpu_backend_new(2, &err);
+	ck_assert(one != NULL);
+	ta_placement on1 = {TA_PLACE_DEVICE, 1, 0};
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(one, &small, 40, &on1, &e, &err),
+	                 TA_INVALID_ARGUMENT);
+	ta_placement sh = {TA_PLACE_SHARD, 0, 0};
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(one, &small, 40, &sh, &e, &err), TA_OK);
+	where_text(one, e, &small, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "0");
+	ta_backend_tile_free(one, e);
+	ta_backend_destroy(one);
+
+	/* a default device out of range fails the construction */
+	ta_backend *devs[2] = {ta_cpu_backend_new(2, &err), ta_cpu_backend_new(2, &err)};
+	ck_assert(devs[0] && devs[1]);
+	ck_assert_ptr_null(ta_multi_backend_new(devs, 2, &on2, &err));
+	ck_assert_int_eq(err.code, TA_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* Skip-and-count and reject-whole across a shard boundary, masks too; old values of
+ * masked and skipped elements; CAS old values in request order across devices. */
+START_TEST(test_bounds_and_order_across_shards)
+{
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_backend *be = multi_new(2, shard);
+	ta_error err = {0};
+	ta_tile_shape t = {TA_DTYPE_I32, 1, {5}}; /* rows 0..2 on pool 0, 3..4 on pool 1 */
+	void *mem = NULL;
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 20, NULL, &mem, &err), TA_OK);
+	int32_t init[5] = {10, 11, 12, 13, 14};
+	ck_assert_int_eq(ta_tu_tile_write(be, mem, 20, &t, init, &err), TA_OK);
+
+	/* CAS at 4, 0, 9 (out), 3, 2 (masked) with compare = current for 4 and 3 only */
+	int64_t ix[5] = {4, 0, 9, 3, 2};
+	int32_t desired[5] = {40, 50, 60, 30, 20}, expect[5] = {14, 99, 7, 13, 12};
+	uint8_t mask[5] = {1, 1, 1, 1, 0};
+	int64_t sh[1] = {5};
+	ta_request r;
+	ta_request_init(&r);
+	r.family = TA_FAMILY_INDEXED;
+	r.op = TA_OP_CAS;
+	r.addr = TA_ADDR_INDEXED;
+	r.n_index = 1;
+	r.index[0] = ta_tu_view(TA_DTYPE_I64, 1, sh, ix);
+	r.values = ta_tu_view(TA_DTYPE_I32, 1, sh, desired);
+	r.compare = ta_tu_view(TA_DTYPE_I32, 1, sh, expect);
+	r.mask = ta_tu_view(TA_DTYPE_BOOL, 1, sh, mask);
+	r.want_old = true;
+	ta_plan p;
+	ck_assert_int_eq(ta_plan_build(&p, &t, &r, &err), TA_OK);
+	int32_t old[5] = {0};
+	p.old_out = old;
+	ta_result res;
+	ck_assert_int_eq(ta_backend_apply(be, mem, 20, &p, &res, &err), TA_OK);
+	ck_assert_uint_eq(res.skipped, 1);
+	ck_assert_uint_eq(res.applied, 3);
+	/* old values in request order: seen values for applied, compare for skipped/masked */
+	int32_t want_old[5] = {14, 10, 7, 13, 12};
+	ck_assert_mem_eq(old, want_old, sizeof(old));
+	int32_t back[5], want_tile[5] = {10, 11, 12, 30, 40};
+	ck_assert_int_eq(ta_tu_tile_read(be, mem, 20, &t, back, &err), TA_OK);
+	ck_assert_mem_eq(back, want_tile, sizeof(back));
+
+	/* reject-whole: an out-of-range index on pool 1's side rejects the request before
+	 * pool 0's element is touched */
+	r.op = TA_OP_ADD;
+	r.compare.present = false;
+	r.mask.present = false;
+	r.check_bounds = false;
+	int64_t ix2[2] = {0, 5};
+	int64_t sh2[1] = {2};
+	r.index[0] = ta_tu_view(TA_DTYPE_I64, 1, sh2, ix2);
+	r.values = ta_tu_view(TA_DTYPE_I32, 1, sh2, desired);
+	ck_assert_int_eq(ta_plan_build(&p, &t, &r, &err), TA_OUT_OF_RANGE);
+	ck_assert_int_eq(ta_tu_tile_read(be, mem, 20, &t, back, &err), TA_OK);
+	ck_assert_mem_eq(back, want_tile, sizeof(back));
+
+	/* LOAD with padding over both pools, index -1 skipped */
+	int64_t ix3[4] = {3, -1, 1, 4};
+	int64_t sh3[1] = {4};
+	int32_t pad = -7;
+	ta_request_init(&r);
+	r.family = TA_FAMILY_MEMORY;
+	r.op = TA_OP_LOAD;
+	r.addr = TA_ADDR_INDEXED;
+	r.n_index = 1;
+	r.index[0] = ta_tu_view(TA_DTYPE_I64, 1, sh3, ix3);
+	r.padding = ta_tu_view(TA_DTYPE_I32, 0, sh3, &pad);
+	r.want_old = true;
+	ck_assert_int_eq(ta_plan_build(&p, &t, &r, &err), TA_OK);
+	int32_t got[4];
+	p.old_out = got;
+	ck_assert_int_eq(ta_backend_apply(be, mem, 20, &p, &res, &err), TA_OK);
+	int32_t want_got[4] = {30, -7, 11, 40};
+	ck_assert_mem_eq(got, want_got, sizeof(got));
+	ck_assert_uint_eq(res.skipped, 1);
+	ck_assert_uint_eq(res.applied, 3);
+
+	/* a large region fill routes in chunks and still lands exactly */
+	ta_backend_tile_free(be, mem);
+	ta_tile_shape big = {TA_DTYPE_U32, 1, {200003}};
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &big, 800012, NULL, &mem, &err), TA_OK);
+	uint32_t *bv = malloc(800012), *bb = malloc(800012);
+	ck_assert(bv && bb);
+	for (uint32_t i = 0; i < 200003; i++)
+		bv[i] = i * 2654435761u;
+	ck_assert_int_eq(ta_tu_tile_write(be, mem, 800012, &big, bv, &err), TA_OK);
+	ck_assert_int_eq(ta_tu_tile_read(be, mem, 800012, &big, bb, &err), TA_OK);
+	ck_assert_mem_eq(bv, bb, 800012);
+	free(bv);
+	free(bb);
+	ta_backend_tile_free(be, mem);
+	ta_backend_destroy(be);
+}
+END_TEST
+
+/* The placement texts: parse and format round trip; bad texts are named. */
+START_TEST(test_placement_text)
+{
+	ta_placement p;
+	ta_error err = {0};
+	char buf[64];
+	const char *good[] = {"auto", "shard", "shard:3", "0", "7", "default"};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ck_assert_int_eq(ta_placement_parse(good[i], &p, &err), TA_OK);
+		ck_assert_str_eq(ta_placement_format(&p, buf, sizeof(buf)), good[i]);
+	}
+	ck_assert_int_eq(ta_placement_parse("", &p, &err), TA_OK);
+	ck_assert_int_eq(p.kind, TA_PLACE_DEFAULT);
+	const char *bad[] = {"shard:0", "shard:", "-1", "64", "gpu", "1x", "shard:65", " 1"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(ta_placement_parse(bad[i], &p, &err), TA_INVALID_ARGUMENT);
+		ck_assert_msg(strstr(err.msg, bad[i]) != NULL, "%s", err.msg);
+	}
+}
+END_TEST
+
+/* The suite. */
+static Suite *multi_suite(void)
+{
+	Suite *s = suite_create("multi");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_sharded_matches_one_device, 0, 3);
+	tcase_add_test(tc, test_shard_ranges);
+	tcase_add_test(tc, test_place_device_auto);
+	tcase_add_test(tc, test_bounds_and_order_across_shards);
+	tcase_add_test(tc, test_placement_text);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(multi_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

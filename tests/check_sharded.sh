@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# tests/check_sharded.sh: the suites that run a real tileatomd through the library
+# (check_integration and check_daemon_server; check_persist_crash on 3 pools only) again on
+# the CPU backend split into 1, 2 and 3 memory pools with every tile sharded over them (TA_TEST_DEVICES,
+# TA_TEST_PLACEMENT=shard: their daemon launcher adds --devices N --placement shard), so
+# that every request they make runs through the multi-device layer's routing, on tiles of
+# uneven splits, and must give exactly what one device gives (issue 24). Run from the top
+# build folder (as `make check` does). Exit 0 when every suite passed (or skipped with 77).
+set -u
+export TA_TEST_PLACEMENT=shard
+rc=0
+for n in 1 2 3; do
+	export TA_TEST_DEVICES=$n
+	suites="check_integration check_daemon_server"
+	[ "$n" -eq 3 ] && suites="$suites check_persist_crash" # the slow one: once
+	for t in $suites; do
+		./tests/$t
+		r=$?
+		echo "tests/$t with --devices $n --placement shard: exit $r"
+		if [ "$r" -ne 0 ] && [ "$r" -ne 77 ]; then
+			rc=1
+		fi
+	done
+done
+exit $rc
