@@ -7,7 +7,7 @@ benchmarks_tileatom_bench_CPPFLAGS = -I$(top_srcdir)/client -D_GNU_SOURCE
 benchmarks_tileatom_bench_LDADD = client/libtileatom-client.la
 
 dist_man_MANS += doc/tileatom-bench.1
-EXTRA_DIST += benchmarks/vs-redis benchmarks/plot-throughput benchmarks/flood \
+EXTRA_DIST += benchmarks/vs-redis benchmarks/plot-throughput benchmarks/flood benchmarks/create-cancel \
 	benchmarks/persist-bench
 
 # bench_metrics: the cost of tileatomd's per-request counting (not installed, not run by

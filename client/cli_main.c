@@ -438,6 +438,38 @@ static bool json_add_placement(json_object *t, const char *place)
 	return !place[0] || cli_json_add(t, "placement", json_object_new_string(place));
 }
 
+/* Prints one page of ls: --json objects (each after a comma but the first of all, *first
+ * cleared once one is printed) or text lines. False when writing or building fails. */
+static bool ls_print_page(const tileatom_tile_info *tiles,
+                          const char (*places)[TILEATOM_PLACEMENT_MAX], size_t n, bool json,
+                          bool *first)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (json) {
+			json_object *t = cli_json_tile(&tiles[i], false);
+			if (t && places && !json_add_placement(t, places[i])) {
+				json_object_put(t);
+				t = NULL;
+			}
+			const char *text =
+			    t ? json_object_to_json_string_ext(t, CLI_JSON_FLAGS) : NULL;
+			bool ok = text && printf("%s%s", *first ? "" : ",", text) >= 0;
+			json_object_put(t);
+			if (!ok)
+				return false;
+			*first = false;
+			continue;
+		}
+		char shape[128];
+		shape_text(tiles[i].shape, tiles[i].rank, shape, sizeof(shape));
+		if (printf("%s\t%s\t%s\t%" PRIu64 "%s\n", tiles[i].name,
+		           tileatom_dtype_name(tiles[i].dtype), shape, tiles[i].bytes,
+		           tiles[i].private_tile ? "\tprivate" : "") < 0)
+			return false;
+	}
+	return true;
+}
+
 static int cmd_ls(int argc, char **argv, cli_global *g)
 {
 	static const char usage[] =
@@ -446,41 +478,49 @@ static int cmd_ls(int argc, char **argv, cli_global *g)
 	    "(tab-separated; SHAPE as D0,D1,...), then 'private' for a private tile. Other\n"
 	    "clients' private tiles are not listed. --json: an array of\n"
 	    "{\"name\":...,\"dtype\":...,\"shape\":[...],\"bytes\":...,\"placement\":...}\n"
-	    "(placement: where it lives, as in info).\n";
+	    "(placement: where it lives, as in info). The listing is fetched and printed page by\n"
+	    "page (up to 65536 tiles each): every tile that exists for the whole listing is\n"
+	    "printed once; tiles created or destroyed meanwhile may or may not be.\n";
 	cli_args a;
 	tileatom_client *c;
 	int rc;
 	if (!parse_connect(argc, argv, json_opt, 1, 0, usage, g, &a, &c, &rc))
 		return rc;
+	bool json = a.value[0] != NULL;
 	tileatom_error err = {0, ""};
-	tileatom_tile_info *tiles = NULL;
-	char(*places)[TILEATOM_PLACEMENT_MAX] = NULL;
-	size_t n = 0;
-	if (tileatom_list_placements(c, &tiles, &places, &n, &err) != TILEATOM_OK) {
-		rc = lib_error("ls", &err);
-	} else if (a.value[0]) {
-		json_object *arr = json_object_new_array();
-		bool ok = arr != NULL;
-		for (size_t i = 0; ok && i < n; i++) {
-			json_object *t = cli_json_tile(&tiles[i], false);
-			ok = t && json_add_placement(t, places[i]) &&
-			     json_object_array_add(arr, t) == 0;
-			if (!ok)
-				json_object_put(t);
+	char cursor[TILEATOM_LIST_CURSOR_MAX] = "";
+	bool first = true, opened = false, ok = true;
+	rc = CLI_EXIT_OK;
+	while (ok) {
+		tileatom_tile_info *tiles = NULL;
+		char(*places)[TILEATOM_PLACEMENT_MAX] = NULL;
+		size_t n = 0;
+		char next[TILEATOM_LIST_CURSOR_MAX];
+		if (tileatom_list_page(c, cursor, 0, &tiles, json ? &places : NULL, &n, next,
+		                       &err) != TILEATOM_OK) {
+			if (json && opened)
+				printf("\n"); /* the cut array ends its line; the status says it
+				                 failed */
+			rc = lib_error("ls", &err);
+			break;
 		}
-		rc = cli_json_print("ls", cli_json_done(arr, ok));
-	} else {
-		printf("NAME\tDTYPE\tSHAPE\tBYTES\n");
-		for (size_t i = 0; i < n; i++) {
-			char shape[128];
-			shape_text(tiles[i].shape, tiles[i].rank, shape, sizeof(shape));
-			printf("%s\t%s\t%s\t%" PRIu64 "%s\n", tiles[i].name,
-			       tileatom_dtype_name(tiles[i].dtype), shape, tiles[i].bytes,
-			       tiles[i].private_tile ? "\tprivate" : "");
-		}
+		if (!opened) /* the header once the first page is in */
+			ok = json ? printf("[") >= 0 : printf("NAME\tDTYPE\tSHAPE\tBYTES\n") >= 0;
+		opened = true;
+		ok = ok && ls_print_page(tiles, (const char(*)[TILEATOM_PLACEMENT_MAX])places, n,
+		                         json, &first);
+		tileatom_free(tiles);
+		tileatom_free(places);
+		if (!next[0] || strcmp(next, cursor) == 0) /* done (or a daemon that loops) */
+			break;
+		memcpy(cursor, next, sizeof(cursor));
 	}
-	tileatom_free(tiles);
-	tileatom_free(places);
+	if (ok && rc == CLI_EXIT_OK && json)
+		ok = printf("]\n") >= 0;
+	if (!ok) {
+		cli_error("ls: writing the output: %s", strerror(errno));
+		rc = CLI_EXIT_ERROR;
+	}
 	tileatom_close(c);
 	return rc;
 }

@@ -372,36 +372,160 @@ int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *
 	return rc;
 }
 
-int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *count,
-                  tileatom_error *err)
+/* Appends the tiles of the list response l to *arr (*n entries, *cap allocated). */
+static int append_listed(const Tileatom__ListTilesResponse *l, tileatom_tile_info **arr, size_t *n,
+                         size_t *cap, tileatom_error *err)
+{
+	if (l->n_tiles > *cap - *n) {
+		size_t want = *cap ? *cap : 64;
+		while (want - *n < l->n_tiles)
+			want *= 2;
+		tileatom_tile_info *grown = realloc(*arr, want * sizeof(*grown));
+		if (!grown)
+			return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing %zu tiles",
+			               *n + l->n_tiles);
+		*arr = grown;
+		*cap = want;
+	}
+	for (size_t i = 0; i < l->n_tiles; i++) {
+		int rc = tac_tile_info_from_wire(&(*arr)[*n], l->tiles[i], err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		(*n)++;
+	}
+	return TILEATOM_OK;
+}
+
+/* Sends one paged list request; on success the response is client->last->list and its
+ * next cursor (checked to fit TILEATOM_LIST_CURSOR_MAX) is in next. */
+static int list_page_roundtrip(tileatom_client *client, const char *cursor, uint32_t limit,
+                               char *next, tileatom_error *err)
+{
+	tac_msg m;
+	tac_build_list(&m);
+	m.body.list.paged = true;
+	m.body.list.cursor = (char *)(cursor ? cursor : "");
+	m.body.list.limit = limit;
+	int rc = tac_roundtrip(client, &m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	const char *nc = client->last->list->next_cursor;
+	size_t len = nc ? strlen(nc) : 0;
+	if (len >= TILEATOM_LIST_CURSOR_MAX)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "the daemon's list cursor has %zu bytes, over %d", len,
+		               TILEATOM_LIST_CURSOR_MAX - 1);
+	memcpy(next, len ? nc : "", len + 1);
+	return TILEATOM_OK;
+}
+
+/* Copies the placements of the list response l (its n_tiles entries) to *places from entry
+ * at on, growing the array to cap entries (cap >= at + l->n_tiles: the tiles' capacity). */
+static int append_places(const Tileatom__ListTilesResponse *l,
+                         char (**places)[TILEATOM_PLACEMENT_MAX], size_t at, size_t cap,
+                         tileatom_error *err)
+{
+	if (cap == 0)
+		return TILEATOM_OK;
+	char(*grown)[TILEATOM_PLACEMENT_MAX] = realloc(*places, cap * sizeof(*grown));
+	if (!grown)
+		return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing placements");
+	*places = grown;
+	for (size_t i = 0; i < l->n_tiles; i++)
+		snprintf(grown[at + i], sizeof(grown[at + i]), "%s",
+		         l->tiles[i]->placement ? l->tiles[i]->placement : "");
+	return TILEATOM_OK;
+}
+
+/* Appends the tiles of the client's last list response to *arr (and their placements to
+ * *places when places is not NULL). */
+static int append_page(tileatom_client *client, tileatom_tile_info **arr,
+                       char (**places)[TILEATOM_PLACEMENT_MAX], size_t *n, size_t *cap,
+                       tileatom_error *err)
+{
+	const Tileatom__ListTilesResponse *l = client->last->list;
+	size_t at = *n;
+	int rc = append_listed(l, arr, n, cap, err);
+	if (rc == TILEATOM_OK && places)
+		rc = append_places(l, places, at, *cap, err);
+	return rc;
+}
+
+int tileatom_list_page(tileatom_client *client, const char *cursor, uint32_t limit,
+                       tileatom_tile_info **tiles, char (**places)[TILEATOM_PLACEMENT_MAX],
+                       size_t *count, char *next_cursor, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	if (!tiles || !count || !next_cursor)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	*tiles = NULL;
+	*count = 0;
+	if (places)
+		*places = NULL;
+	char next[TILEATOM_LIST_CURSOR_MAX];
+	int rc = list_page_roundtrip(client, cursor, limit, next, err);
+	next_cursor[0] = '\0'; /* cursor may be this same buffer: sent by now */
+	if (rc != TILEATOM_OK)
+		return rc;
+	tileatom_tile_info *arr = NULL;
+	char(*where)[TILEATOM_PLACEMENT_MAX] = NULL;
+	size_t n = 0, cap = 0;
+	rc = append_page(client, &arr, places ? &where : NULL, &n, &cap, err);
+	if (rc != TILEATOM_OK) {
+		free(arr);
+		free(where);
+		return rc;
+	}
+	*tiles = arr;
+	if (places)
+		*places = where;
+	*count = n;
+	memcpy(next_cursor, next, strlen(next) + 1);
+	return TILEATOM_OK;
+}
+
+/* Pages through the whole listing into *tiles (and *places when not NULL). */
+static int list_all(tileatom_client *client, tileatom_tile_info **tiles,
+                    char (**places)[TILEATOM_PLACEMENT_MAX], size_t *count, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
 	if (!tiles || !count)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	*tiles = NULL;
 	*count = 0;
-	tac_msg m;
-	tac_build_list(&m);
-	int rc = tac_roundtrip(client, &m, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	const Tileatom__ListTilesResponse *l = client->last->list;
-	if (l->n_tiles == 0)
-		return TILEATOM_OK;
-	tileatom_tile_info *arr = calloc(l->n_tiles, sizeof(*arr));
-	if (!arr)
-		return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing %zu tiles",
-		               l->n_tiles);
-	for (size_t i = 0; i < l->n_tiles; i++) {
-		rc = tac_tile_info_from_wire(&arr[i], l->tiles[i], err);
+	if (places)
+		*places = NULL;
+	tileatom_tile_info *arr = NULL;
+	char(*where)[TILEATOM_PLACEMENT_MAX] = NULL;
+	size_t n = 0, cap = 0;
+	char cursor[TILEATOM_LIST_CURSOR_MAX] = "";
+	int rc;
+	do {
+		char next[TILEATOM_LIST_CURSOR_MAX];
+		rc = list_page_roundtrip(client, cursor, 0, next, err);
+		if (rc == TILEATOM_OK)
+			rc = append_page(client, &arr, places ? &where : NULL, &n, &cap, err);
+		if (rc == TILEATOM_OK && next[0] && strcmp(next, cursor) == 0)
+			rc = tac_err(err, TILEATOM_E_PROTOCOL,
+			             "the daemon gave list cursor '%s' twice", next);
 		if (rc != TILEATOM_OK) {
 			free(arr);
+			free(where);
 			return rc;
 		}
-	}
+		memcpy(cursor, next, sizeof(cursor));
+	} while (cursor[0]);
 	*tiles = arr;
-	*count = l->n_tiles;
+	if (places)
+		*places = where;
+	*count = n;
 	return TILEATOM_OK;
+}
+
+int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *count,
+                  tileatom_error *err)
+{
+	return list_all(client, tiles, NULL, count, err);
 }
 
 int tileatom_tile_placement(tileatom_client *client, const char *name, char *buf, size_t n,
@@ -426,24 +550,7 @@ int tileatom_list_placements(tileatom_client *client, tileatom_tile_info **tiles
 {
 	if (!places)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
-	*places = NULL;
-	int rc = tileatom_list(client, tiles, count, err);
-	if (rc != TILEATOM_OK || *count == 0)
-		return rc;
-	/* tileatom_list's answer is still the client's last one */
-	const Tileatom__ListTilesResponse *l = client->last->list;
-	char(*arr)[TILEATOM_PLACEMENT_MAX] = calloc(*count, sizeof(*arr));
-	if (!arr) {
-		free(*tiles);
-		*tiles = NULL;
-		*count = 0;
-		return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing placements");
-	}
-	for (size_t i = 0; i < *count && i < l->n_tiles; i++)
-		if (l->tiles[i]->placement)
-			snprintf(arr[i], sizeof(arr[i]), "%s", l->tiles[i]->placement);
-	*places = arr;
-	return TILEATOM_OK;
+	return list_all(client, tiles, places, count, err);
 }
 
 int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_info *info,

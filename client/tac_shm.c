@@ -7,9 +7,11 @@
  * inside one has its old values written there by the daemon. Synchronous calls also stage
  * large inline operands (TAC_SHM_STAGE_MIN bytes or more in all) in a buffer of the
  * library's own (tac_shm_stage), so that big requests skip the socket without the caller
- * doing anything (old values of such calls still come back inline). A pipelined request
- * over the frame limit may use that buffer too (tac_shm_stage_pipelined) while no other
- * request holds it: it stays reserved until that request's response is collected.
+ * doing anything (old values of such calls still come back inline); arrays of
+ * TA_COPY_PARALLEL_MIN bytes or more are copied there on several threads (tacore/ta_copy.h).
+ * A pipelined request over the frame limit may use that buffer too (tac_shm_stage_pipelined)
+ * while no other request holds it: it stays reserved until that request's response is
+ * collected.
  *
  * Device buffers (tileatom_device_buffer_register) are listed with the shared ones: the
  * caller's CUDA IPC handle (64 opaque bytes; the library needs no CUDA) goes to the daemon
@@ -19,6 +21,7 @@
  * Failure modes: no memfd support, a TCP connection, or a daemon refusal give an error
  * and no buffer; staging that fails leaves the request inline (it still works). */
 #include "tac_internal.h"
+#include "ta_copy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -394,7 +397,10 @@ static bool shm_stage_into(tileatom_client *c, tac_msg *m, bool pipelined)
 		Tileatom__Array *a = arrays[i];
 		if (a->data.len == 0 || ref_buffer(c, a->data.data, a->data.len))
 			continue;
-		memcpy(at, a->data.data, a->data.len);
+		/* large arrays on several threads (ta_copy.h): one thread copies at a fraction
+		 * of the memory system's rate, and this copy is most of such a call's time */
+		(void)ta_copy_parallel(at, a->data.data, a->data.len, ta_copy_threads(a->data.len),
+		                       0, NULL, NULL);
 		a->data.data = at;
 		at += (a->data.len + 63) & ~(size_t)63;
 	}

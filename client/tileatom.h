@@ -576,10 +576,28 @@ TA_API int tileatom_list_placements(tileatom_client *client, tileatom_tile_info 
                                     tileatom_error *err);
 /* Destroys a tile. */
 TA_API int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *err);
-/* Lists the tiles: *tiles gets a malloc'd array of *count entries (free with tileatom_free;
- * NULL when there are none). */
+/* Lists the tiles, sorted by name: *tiles gets a malloc'd array of *count entries (free
+ * with tileatom_free; NULL when there are none). Fetches page after page
+ * (tileatom_list_page) until the listing is complete, so it holds every tile the scan
+ * guarantees (see there) however many there are. */
 TA_API int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *count,
                          tileatom_error *err);
+/* Bytes of a listing cursor (tileatom_list_page), its NUL included. */
+#define TILEATOM_LIST_CURSOR_MAX 80
+/* One page of a listing, as Redis's SCAN: up to limit tiles (0: the daemon's page size,
+ * which is also the most it gives: 65536, fewer under a small max_frame) whose names sort
+ * after cursor ("" or NULL: from the first), sorted by name, into *tiles (malloc'd, free
+ * with tileatom_free; NULL when none) of *count entries. next_cursor (at least
+ * TILEATOM_LIST_CURSOR_MAX bytes; may be cursor's buffer) receives the cursor of the next
+ * page: "" when the listing is complete (or on an error). Pages from "" until next_cursor is ""
+ * list every tile that exists for the whole scan exactly once, in name order; tiles created or
+ * destroyed between pages may or may not appear. A cursor is opaque and stays valid whatever
+ * changes meanwhile. A daemon from before paging answers every tile at once with next_cursor "".
+ * places, when not NULL, receives where each tile lives as tileatom_list_placements gives it
+ * (malloc'd, in the order of *tiles; free with tileatom_free). */
+TA_API int tileatom_list_page(tileatom_client *client, const char *cursor, uint32_t limit,
+                              tileatom_tile_info **tiles, char (**places)[TILEATOM_PLACEMENT_MAX],
+                              size_t *count, char *next_cursor, tileatom_error *err);
 /* Describes one tile. */
 TA_API int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_info *info,
                              tileatom_error *err);

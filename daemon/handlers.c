@@ -659,14 +659,47 @@ static ta_status on_describe(resp_ctx *rc, ta_tile *unused, const Tileatom__Desc
 	return TA_OK;
 }
 
-/* list: every published tile, sorted by name. */
+/* Most tiles in one page of a listing. */
+#define LIST_PAGE_MAX 65536u
+/* Most bytes one TileInfo takes in a ListTilesResponse: name 2 + 64, dtype 1 + 5, shape
+ * 2 + 4 x 10, bytes 1 + 10, private_tile 2, and its own key and length 3. */
+#define LIST_ENTRY_WIRE_MAX 130u
+
+/* list: the published tiles sorted by name, one page (paged) or all of them. */
 static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesRequest *l)
 {
 	(void)tile;
-	(void)l;
+	ta_service *svc = rc->svc;
+	char shown[TA_NAME_MAX + 4];
 	size_t n = 0;
-	ta_status st =
-	    ta_registry_list_as(rc->svc->registry, rc->who, &rc->ctl->list_infos, &n, &rc->err);
+	bool more = false;
+	ta_status st;
+	if (rc->inline_max >= 0) { /* a page is a pass over every tile: many go to a worker */
+		uint32_t tiles = 0;
+		uint64_t bytes = 0;
+		ta_registry_stats(svc->registry, &tiles, &bytes);
+		if (tiles > rc->inline_max) {
+			rc->deferred = true;
+			return TA_OK;
+		}
+	}
+	if (l->paged) {
+		if (l->cursor[0] && !ta_name_valid(l->cursor))
+			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                    "list: cursor '%s' is not one this daemon gives (a "
+			                    "next_cursor, or \"\" to start)",
+			                    ta_name_for_message(l->cursor, shown, sizeof(shown)));
+		/* a page always fits in a frame, next_cursor included */
+		size_t fit =
+		    (svc->max_frame - RESPONSE_OVERHEAD - TA_NAME_MAX - 2) / LIST_ENTRY_WIRE_MAX;
+		size_t limit = l->limit && l->limit < LIST_PAGE_MAX ? l->limit : LIST_PAGE_MAX;
+		st = ta_registry_list_page_as(svc->registry, rc->who, l->cursor,
+		                              limit < fit ? limit : fit, &rc->ctl->list_infos, &n,
+		                              &more, &rc->err);
+	} else {
+		st =
+		    ta_registry_list_as(svc->registry, rc->who, &rc->ctl->list_infos, &n, &rc->err);
+	}
 	if (st != TA_OK)
 		return st;
 	tileatom__list_tiles_response__init(&rc->ctl->list);
@@ -691,6 +724,18 @@ static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesR
 	}
 	rc->ctl->list.n_tiles = n;
 	rc->ctl->list.tiles = rc->ctl->list_ptrs;
+	if (more)
+		rc->ctl->list.next_cursor = rc->ctl->list_infos[n - 1].name;
+	if (!l->paged) {
+		size_t size = tileatom__list_tiles_response__get_packed_size(&rc->ctl->list);
+		if (size + RESPONSE_OVERHEAD > svc->max_frame)
+			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+			                    "list: the %zu tiles need %zu bytes, over the frame "
+			                    "limit of %" PRIu32 " bytes (max_frame): this client "
+			                    "lists in one response; a client that pages listings "
+			                    "(ListTilesRequest.paged) lists them all",
+			                    n, size, svc->max_frame);
+	}
 	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_LIST;
 	rc->ctl->resp.list = &rc->ctl->list;
 	return TA_OK;

@@ -19,6 +19,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/persist.h daemon/persist_int.h daemon/persist_log.c daemon/persist_snapshot.c \
 	daemon/persist_load.c daemon/persist_mark.c \
 	daemon/persist_service.c \
+	daemon/recpool.c daemon/recpool.h \
 	daemon/registry.c daemon/registry.h \
 	daemon/repeat.c daemon/repeat.h \
 	daemon/server.c daemon/server.h \

@@ -1,11 +1,13 @@
 /* registry.c: named tiles with counted references (see registry.h). A chained hash table
- * (XXH3, doubled when it holds more entries than buckets) maps names to tiles; one
+ * (XXH3, doubled when it holds more entries than buckets, halved when it holds fewer than
+ * a quarter) maps names to tiles; one
  * read-write lock guards it and the byte counters (lookups, the hot path of every request
  * from every event loop and worker, only read-lock it, so they never wait for each other).
  * Backend allocation and freeing run outside the
  * lock. total_bytes counts bytes reserved or held, from create until the last unref, each
- * tile with its bookkeeping (TA_TILE_OVERHEAD); live counts the tiles those bytes belong to
- * (max_tiles bounds it, so that destroyed tiles still in use count until they are freed).
+ * tile as the memory it takes (tile->counted: TA_TILE_BOOKKEEPING and the backend's
+ * footprint, predicted at create and made exact at publish); live counts the tiles those bytes
+ * belong to (max_tiles bounds it, so that destroyed tiles still in use count until they are freed).
  *
  * Cached lookups (ta_registry_get_cached) take no lock: a thread remembers the name, the
  * tile record and the record's stamp, a value the registry hands out once (under the write
@@ -13,8 +15,17 @@
  * with a reference only while its count is above zero (so a tile being freed is never
  * revived), and kept only when its stamp is still the remembered one after that (so a
  * tile removed in the meantime, or a record reused for another tile, is never handed
- * out). For that, tile records are not freed when their tile is: the memory goes at once,
- * the record waits on a spare list for the next create and is freed with the registry. */
+ * out). For that, tile records come from a type-stable pool (recpool.h): the tile memory
+ * goes at once, the record's slot stays readable (its slab given back to the system with
+ * madvise once all of it is free, reading as zeros) until the registry is freed.
+ *
+ * Memory given back: every TA_REGISTRY_TRIM_BYTES of tiles freed, malloc_trim (glibc)
+ * returns the free pages of the heaps to the system; without it a flood of small tiles
+ * leaves their chunks spread over pages that the heap keeps.
+ *
+ * Paged listings pick, in one pass under the read lock, the first limit names after the
+ * cursor (a bounded max-heap), so a page costs a pass over the table and the cursor is
+ * just the last name given: nothing to keep between pages, valid across any change. */
 #include "registry.h"
 
 #include <ctype.h>
@@ -22,6 +33,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include "recpool.h"
+
+/* Bytes of tiles freed (counted) between two malloc_trim calls. */
+#define TA_REGISTRY_TRIM_BYTES ((uint64_t)16 << 20)
 
 /* The registry proper. */
 struct ta_registry {
@@ -39,7 +58,8 @@ struct ta_registry {
 	uint64_t live;            /* tiles created and not yet freed */
 	uint64_t serial;          /* this registry among all of the process (ta_tile_cache) */
 	uint64_t next_stamp;      /* the last stamp handed out (ta_tile.stamp) */
-	ta_tile *spare;           /* records of freed tiles, for reuse (linked by next) */
+	ta_recpool records;       /* where tile records live (type-stable) */
+	uint64_t freed_untrimmed; /* bytes of tiles freed since the last malloc_trim */
 };
 
 /* Serials of the registries of the process (the first is 1: 0 marks an empty cache). */
@@ -96,6 +116,7 @@ ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint6
 	reg->backend = backend;
 	reg->max_tile_bytes = max_tile_bytes;
 	reg->max_total_bytes = max_total_bytes;
+	ta_recpool_init(&reg->records, sizeof(ta_tile));
 	return reg;
 }
 
@@ -119,16 +140,15 @@ static ta_status denied(ta_error *err, const char *name)
 	                    ta_name_for_message(name, shown, sizeof(shown)));
 }
 
-/* Gives a record with no reference back for reuse; the lock is held. */
+/* Gives a record with no reference back to the pool; the lock is held. */
 static void spare_locked(ta_registry *reg, ta_tile *tile)
 {
 	atomic_store(&tile->stamp, ++reg->next_stamp);
-	tile->next = reg->spare;
-	reg->spare = tile;
+	ta_recpool_release(&reg->records, tile);
 }
 
-/* Frees a tile whose last reference is gone and gives its bytes back (its record goes to
- * the spare list). */
+/* Frees a tile whose last reference is gone and gives its bytes back (its record goes back
+ * to the pool); every TA_REGISTRY_TRIM_BYTES freed, the heaps' free pages go back too. */
 static void tile_destroy(ta_tile *tile)
 {
 	ta_registry *reg = tile->reg;
@@ -136,10 +156,20 @@ static void tile_destroy(ta_tile *tile)
 		ta_backend_tile_free(reg->backend, tile->mem);
 	tile->mem = NULL;
 	pthread_rwlock_wrlock(&reg->lock);
-	reg->total_bytes -= tile->bytes + TA_TILE_OVERHEAD;
+	reg->total_bytes -= tile->counted;
 	reg->live--;
+	reg->freed_untrimmed += tile->counted;
+	bool trim = reg->freed_untrimmed >= TA_REGISTRY_TRIM_BYTES;
+	if (trim)
+		reg->freed_untrimmed = 0;
 	spare_locked(reg, tile);
 	pthread_rwlock_unlock(&reg->lock);
+#ifdef __GLIBC__
+	if (trim)
+		malloc_trim(0);
+#else
+	(void)trim;
+#endif
 }
 
 void ta_registry_free(ta_registry *reg)
@@ -156,11 +186,7 @@ void ta_registry_free(ta_registry *reg)
 		}
 		reg->buckets[b] = NULL;
 	}
-	while (reg->spare) {
-		ta_tile *next = reg->spare->next;
-		free(reg->spare);
-		reg->spare = next;
-	}
+	ta_recpool_free(&reg->records);
 	pthread_rwlock_destroy(&reg->lock);
 	free(reg->buckets);
 	free(reg);
@@ -180,13 +206,18 @@ static ta_tile *find_locked(ta_registry *reg, const char *name, ta_tile ***link_
 	return NULL;
 }
 
-/* Doubles the bucket array when entries exceed buckets; failure only keeps chains long.
- * The lock is held. */
-static void maybe_grow_locked(ta_registry *reg)
+/* Doubles the bucket array when entries exceed buckets, halves it when they are fewer than
+ * a quarter of them (down to REGISTRY_INITIAL_BUCKETS); failure only keeps chains long or
+ * the array large. The lock is held. */
+static void maybe_resize_locked(ta_registry *reg)
 {
-	if (reg->entries <= reg->nbuckets)
+	size_t n;
+	if (reg->entries > reg->nbuckets)
+		n = reg->nbuckets * 2;
+	else if (reg->nbuckets > REGISTRY_INITIAL_BUCKETS && reg->entries < reg->nbuckets / 4)
+		n = reg->nbuckets / 2;
+	else
 		return;
-	size_t n = reg->nbuckets * 2;
 	ta_tile **nb = calloc(n, sizeof(*nb));
 	if (!nb)
 		return;
@@ -254,15 +285,11 @@ ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta
 		                    " bytes (max_tile_bytes)",
 		                    name, bytes, reg->max_tile_bytes);
 
-	/* a spare record (its count stays 0 until it is linked below: a stale cache never
-	 * takes it before), else a new one */
+	/* a record of the pool (its count stays 0 until it is linked below: a stale cache
+	 * never takes it before) */
 	pthread_rwlock_wrlock(&reg->lock);
-	ta_tile *tile = reg->spare;
-	if (tile)
-		reg->spare = tile->next;
+	ta_tile *tile = ta_recpool_alloc(&reg->records);
 	pthread_rwlock_unlock(&reg->lock);
-	if (!tile)
-		tile = calloc(1, sizeof(*tile));
 	if (!tile)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 	strcpy(tile->name, name);
@@ -273,7 +300,9 @@ ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta
 	tile->reg = reg;
 	tile->owner = owner;
 	tile->next = NULL;
-	uint64_t counted = bytes + TA_TILE_OVERHEAD; /* bytes <= SIZE_MAX: no overflow */
+	/* bytes <= SIZE_MAX: no overflow */
+	uint64_t counted = ta_registry_tile_cost(reg, bytes);
+	tile->counted = counted;
 
 	pthread_rwlock_wrlock(&reg->lock);
 	if (find_locked(reg, name, NULL)) {
@@ -296,11 +325,11 @@ ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta
 		spare_locked(reg, tile);
 		pthread_rwlock_unlock(&reg->lock);
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-		                    "tile '%s' needs %" PRIu64 " bytes (with %" PRIu64
-		                    " of bookkeeping) but %" PRIu64 " of the %" PRIu64
+		                    "tile '%s' needs %" PRIu64 " bytes (%" PRIu64
+		                    " of elements, the rest allocator overhead and bookkeeping) "
+		                    "but %" PRIu64 " of the %" PRIu64
 		                    " bytes of tile memory allowed (max_total_bytes) are in use",
-		                    name, counted, (uint64_t)TA_TILE_OVERHEAD, held,
-		                    reg->max_total_bytes);
+		                    name, counted, bytes, held, reg->max_total_bytes);
 	}
 	reg->total_bytes += counted;
 	reg->live++;
@@ -310,7 +339,7 @@ ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta
 	tile->next = reg->buckets[b];
 	reg->buckets[b] = tile;
 	reg->entries++;
-	maybe_grow_locked(reg);
+	maybe_resize_locked(reg);
 	pthread_rwlock_unlock(&reg->lock);
 
 	ta_error aerr = {0};
@@ -330,10 +359,15 @@ ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta
 void ta_registry_publish(ta_tile *tile)
 {
 	ta_registry *reg = tile->reg;
+	/* the allocation's real footprint replaces the prediction counted at create */
+	uint64_t exact =
+	    TA_TILE_BOOKKEEPING + ta_backend_tile_footprint(reg->backend, tile->mem, tile->bytes);
 	pthread_rwlock_wrlock(&reg->lock);
 	if (!tile->ready) {
 		tile->ready = true;
 		reg->published++;
+		reg->total_bytes = reg->total_bytes - tile->counted + exact;
+		tile->counted = exact;
 	}
 	pthread_rwlock_unlock(&reg->lock);
 }
@@ -350,6 +384,7 @@ static bool unlink_locked(ta_registry *reg, ta_tile *tile)
 	reg->entries--;
 	if (tile->ready)
 		reg->published--;
+	maybe_resize_locked(reg);
 	return true;
 }
 
@@ -505,22 +540,101 @@ ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_e
 ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out, size_t *n,
                               ta_error *err)
 {
+	bool more;
+	return ta_registry_list_page_as(reg, who, "", SIZE_MAX, out, n, &more, err);
+}
+
+uint64_t ta_registry_record_bytes(ta_registry *reg)
+{
+	pthread_rwlock_rdlock(&reg->lock);
+	uint64_t bytes = reg->records.resident * TA_RECPOOL_SLAB_BYTES;
+	pthread_rwlock_unlock(&reg->lock);
+	return bytes;
+}
+
+uint64_t ta_registry_tile_cost(ta_registry *reg, uint64_t bytes)
+{
+	return TA_TILE_BOOKKEEPING + ta_backend_tile_footprint(reg->backend, NULL, (size_t)bytes);
+}
+
+/* Sifts the entry at i of the max-heap h (n entries, by name) down to its place. */
+static void heap_sift_down(const ta_tile **h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t big = i, l = 2 * i + 1, r = l + 1;
+		if (l < n && strcmp(h[l]->name, h[big]->name) > 0)
+			big = l;
+		if (r < n && strcmp(h[r]->name, h[big]->name) > 0)
+			big = r;
+		if (big == i)
+			return;
+		const ta_tile *t = h[i];
+		h[i] = h[big];
+		h[big] = t;
+		i = big;
+	}
+}
+
+/* Sifts the entry at i of the max-heap h up to its place. */
+static void heap_sift_up(const ta_tile **h, size_t i)
+{
+	while (i > 0) {
+		size_t parent = (i - 1) / 2;
+		if (strcmp(h[parent]->name, h[i]->name) >= 0)
+			return;
+		const ta_tile *t = h[i];
+		h[i] = h[parent];
+		h[parent] = t;
+		i = parent;
+	}
+}
+
+ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *after, size_t limit,
+                                   ta_tile_info **out, size_t *n, bool *more, ta_error *err)
+{
 	*out = NULL;
 	*n = 0;
+	*more = false;
+	if (!after)
+		after = "";
+	if (limit < 1)
+		limit = 1;
 	pthread_rwlock_rdlock(&reg->lock);
-	size_t count = reg->published;
-	ta_tile_info *infos = count ? malloc(count * sizeof(*infos)) : NULL;
-	if (count && !infos) {
+	size_t cap = reg->published < limit ? reg->published : limit;
+	const ta_tile **heap = cap ? malloc(cap * sizeof(*heap)) : NULL;
+	if (cap && !heap) {
 		pthread_rwlock_unlock(&reg->lock);
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory listing %zu tiles",
-		                    count);
+		                    cap);
 	}
+	/* the cap names after the cursor that sort first: a max-heap whose top is the one
+	 * the next smaller name replaces */
 	size_t k = 0;
 	for (size_t b = 0; b < reg->nbuckets; b++)
-		for (ta_tile *t = reg->buckets[b]; t; t = t->next)
-			if (t->ready && k < count && ta_tile_allowed(t, who))
-				ta_tile_get_info(t, &infos[k++]);
+		for (const ta_tile *t = reg->buckets[b]; t; t = t->next) {
+			if (!t->ready || !ta_tile_allowed(t, who) || strcmp(t->name, after) <= 0)
+				continue;
+			if (k < cap) {
+				heap[k] = t;
+				heap_sift_up(heap, k++);
+				continue;
+			}
+			*more = true;
+			if (cap && strcmp(t->name, heap[0]->name) < 0) {
+				heap[0] = t;
+				heap_sift_down(heap, k, 0);
+			}
+		}
+	ta_tile_info *infos = k ? malloc(k * sizeof(*infos)) : NULL;
+	for (size_t i = 0; infos && i < k; i++)
+		ta_tile_get_info(heap[i], &infos[i]);
 	pthread_rwlock_unlock(&reg->lock);
+	free(heap);
+	if (k && !infos) {
+		*more = false;
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory listing %zu tiles",
+		                    k);
+	}
 	if (k > 1)
 		qsort(infos, k, sizeof(*infos), info_cmp);
 	*out = infos;

@@ -11,9 +11,9 @@
  * the table and the byte counters (lookups read-lock it). A thread may keep its last lookup
  * in a ta_tile_cache (ta_registry_get_cached): the next lookup of the same name takes no
  * lock and hashes nothing, and still never hands out a tile that was removed since. Limits: bytes
- * per tile, bytes of all tiles together (each tile counted with its bookkeeping, TA_TILE_OVERHEAD)
- * and the number of tiles (RESOURCE_EXHAUSTED), duplicate names (ALREADY_EXISTS), unknown names
- * (NOT_FOUND).
+ * per tile, bytes of all tiles together (each tile counted as the memory it really takes:
+ * the backend's footprint of its allocation and TA_TILE_BOOKKEEPING) and the number of tiles
+ * (RESOURCE_EXHAUSTED), duplicate names (ALREADY_EXISTS), unknown names (NOT_FOUND).
  *
  * Ownership: a tile is public (owner TA_OWNER_PUBLIC) or private to one identity (a uid, or
  * TA_OWNER_SECRET: the holder of the daemon's auth secret). The _as functions take the
@@ -42,9 +42,16 @@ typedef int64_t ta_owner;
 #define TA_OWNER_ANY ((ta_owner)-2)
 /* The holder of the daemon's auth secret (an authenticated TCP client). */
 #define TA_OWNER_SECRET ((ta_owner)1 << 32)
-/* Bookkeeping bytes counted for each tile besides its elements (the tile record, its name
- * and its share of the hash table). */
-#define TA_TILE_OVERHEAD ((uint64_t)sizeof(ta_tile) + 2 * sizeof(void *))
+/* Bytes of one tile record (its slot in the registry's record pool, recpool.h). */
+#define TA_TILE_RECORD_BYTES (((uint64_t)sizeof(ta_tile) + 63) / 64 * 64)
+/* The tile's share of the hash table: the table holds between 1 and 4 buckets (pointers)
+ * per tile (doubled above 1, halved below 1/4); 2 is what it holds after a doubling. */
+#define TA_TILE_HASH_BYTES ((uint64_t)2 * sizeof(void *))
+/* Bookkeeping bytes counted for each tile besides its memory: the record (the name is in
+ * it) and the hash table share. The memory itself counts as the backend's footprint of the
+ * allocation (ta_backend_tile_footprint: the CPU backend's heap chunk with its alignment
+ * slack, 192 bytes for a one-element tile), so that a one-element tile counts 464 bytes. */
+#define TA_TILE_BOOKKEEPING (TA_TILE_RECORD_BYTES + TA_TILE_HASH_BYTES)
 
 /* One tile. Fields other than refs and ready are immutable once created. */
 typedef struct ta_tile {
@@ -62,12 +69,14 @@ typedef struct ta_tile {
 	uint8_t refs_gap[64];       /* keeps refs, written by every request of every thread, off
 	                               the cache lines of the fields above, which they read */
 	atomic_int refs;            /* the registry's reference (while named) + one per user */
+	uint64_t counted;           /* bytes it adds to the registry's total (bookkeeping and
+	                               footprint; guarded by the lock) */
 } ta_tile;
 
 /* A thread's last successful lookup, for ta_registry_get_cached. It holds no reference:
- * the tile's memory still goes as soon as the tile is destroyed and unused (the record
- * itself is kept for reuse until the registry is freed, so that reading its stamp stays
- * safe). All zero: empty. One thread uses it at a time. */
+ * the tile's memory still goes as soon as the tile is destroyed and unused (the record's
+ * memory stays readable until the registry is freed, recpool.h, so that reading its stamp
+ * stays safe). All zero: empty. One thread uses it at a time. */
 typedef struct ta_tile_cache {
 	uint64_t registry;          /* serial of the registry it was filled from (0: empty) */
 	ta_tile *tile;              /* the tile that name gave */
@@ -142,6 +151,15 @@ void ta_tile_unref(ta_tile *tile);
 /* Copies what a tile is into *info. */
 void ta_tile_get_info(const ta_tile *tile, ta_tile_info *info);
 
+/* One page of a listing: the first (by name) limit (>= 1) of the published tiles caller
+ * who may see whose names sort after after ("" or NULL: from the first), sorted by name,
+ * into a malloc'd array (*out; NULL when there are none) of *n entries. *more is true when
+ * such tiles remain after the last one given (the next page starts after its name). A
+ * scan page after page sees every tile that exists from its first page to its last once
+ * (names only grow from page to page: never twice); a tile created or destroyed meanwhile
+ * may or may not be listed. Returns TA_OK or RESOURCE_EXHAUSTED. */
+ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *after, size_t limit,
+                                   ta_tile_info **out, size_t *n, bool *more, ta_error *err);
 /* Lists the published tiles sorted by name into a malloc'd array (*out; NULL when there
  * are none) of *n entries. Returns TA_OK or RESOURCE_EXHAUSTED. */
 ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_error *err);
@@ -153,6 +171,12 @@ bool ta_tile_allowed(const ta_tile *tile, ta_owner who);
 /* Reports the number of published tiles and the bytes of tile memory held, bookkeeping
  * included (tiles still in use after destroy included). */
 void ta_registry_stats(ta_registry *reg, uint32_t *tiles, uint64_t *bytes);
+/* Bytes of memory the tile records hold now (the record pool's resident slabs): what the
+ * records of destroyed tiles keep is given back (recpool.h). */
+uint64_t ta_registry_record_bytes(ta_registry *reg);
+/* The bytes a published tile of bytes bytes counts (TA_TILE_BOOKKEEPING and the backend's
+ * footprint of such an allocation, as predicted before it is made). */
+uint64_t ta_registry_tile_cost(ta_registry *reg, uint64_t bytes);
 
 /* Writes name into buf (size >= TA_NAME_MAX + 4) for messages: at most TA_NAME_MAX
  * characters, non-printable bytes as '?', "..." when cut. Returns buf. */

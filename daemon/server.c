@@ -1265,6 +1265,7 @@ void ta_server_shutdown(ta_server *srv)
 		return;
 	}
 	srv->draining = true;
+	ta_backend_cancel_allocs(srv->svc->backend); /* a create still zeroing stops */
 	int rc = ta_notify("STOPPING=1");
 	if (rc < 0)
 		ta_log(TA_LOG_WARNING, "cannot notify the service manager: %s", strerror(-rc));

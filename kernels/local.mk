@@ -7,7 +7,8 @@ noinst_LTLIBRARIES += kernels/libtabackends.la
 # the compiler: one object per source instead of a PIC and a non-PIC one.
 kernels_libtabackends_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) $(TA_LT_ONE_OBJECT)
 kernels_libtabackends_la_SOURCES = \
-	kernels/ta_cpu.c kernels/ta_lower.h kernels/ta_lower.c kernels/ta_multi.c
+	kernels/ta_cpu.c kernels/ta_hostmem.h kernels/ta_hostmem.c kernels/ta_lower.h \
+	kernels/ta_lower.c kernels/ta_multi.c
 kernels_libtabackends_la_LIBADD = tacore/libtacore.la
 if USE_CUDA
 kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_batcher.cu \
@@ -19,6 +20,7 @@ kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_batcher.c
 TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh $(top_srcdir)/kernels/ta_cuda_batch.cuh \
 	$(top_srcdir)/kernels/ta_cuda_private.h $(top_srcdir)/kernels/ta_cuda_backend.h \
 	$(top_srcdir)/tacore/ta_backend.h $(top_srcdir)/tacore/ta_place.h \
+	$(top_srcdir)/tacore/ta_copy.h \
 	$(top_srcdir)/tacore/ta_plan.h $(top_srcdir)/tacore/ta_types.h \
 	$(top_srcdir)/tacore/ta_ops.def $(top_srcdir)/tacore/ta_float.h \
 	$(top_srcdir)/kernels/nvcc-libtool.sh \

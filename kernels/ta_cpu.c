@@ -59,8 +59,12 @@
 #include "ta_backend.h"
 #include "ta_c11.h"
 #include "ta_float.h"
+#include "ta_hostmem.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -161,6 +165,7 @@ typedef struct cpu_backend {
 	cpu_job *tail;          /* last queued job */
 	bool stopping;          /* destroy() asked the workers to exit */
 	char device[128];       /* CPU description for info() */
+	ta_hostmem hostmem;     /* the host memory budget of tile allocations */
 } cpu_backend;
 
 /* ---- element arithmetic ------------------------------------------------------------- */
@@ -1256,89 +1261,14 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 	return violations_status(violations, err);
 }
 
-/* Tiles at least this large are checked against the memory really available first. */
-#define TA_CPU_COMMIT_CHECK_MIN ((size_t)1 << 20)
-/* Memory left free beside a new tile: the daemon's own needs and the kernel's. */
-#define TA_CPU_COMMIT_MARGIN ((uint64_t)64 << 20)
-
-/* Reads one "Key: N kB" line of /proc/meminfo into bytes; false when absent. */
-static bool meminfo_bytes(const char *key, uint64_t *bytes)
-{
-	FILE *f = fopen("/proc/meminfo", "re");
-	if (!f)
-		return false;
-	char line[256];
-	size_t kl = strlen(key);
-	bool found = false;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long kb;
-		if (strncmp(line, key, kl) == 0 && line[kl] == ':' &&
-		    sscanf(line + kl + 1, "%llu", &kb) == 1) {
-			*bytes = (uint64_t)kb * 1024u;
-			found = true;
-			break;
-		}
-	}
-	fclose(f);
-	return found;
-}
-
-/* Reads one number from a file of the process's cgroup (v2); false when absent or "max". */
-static bool cgroup_value(const char *cg, const char *file, uint64_t *out)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "/sys/fs/cgroup%s/%s", cg, file);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	unsigned long long v;
-	bool ok = fscanf(f, "%llu", &v) == 1;
-	fclose(f);
-	if (ok)
-		*out = (uint64_t)v;
-	return ok;
-}
-
-/* Bytes the process can still commit: MemAvailable, lowered to the headroom of its cgroup
- * (memory.max - memory.current, cgroup v2) when it has a limit. Names the bound in *what.
- * False when neither can be read (then nothing is checked). */
-static bool host_memory_available(uint64_t *avail, const char **what)
-{
-	bool known = meminfo_bytes("MemAvailable", avail);
-	*what = "MemAvailable";
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	if (!f)
-		return known;
-	char line[512];
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "0::", 3) != 0)
-			continue;
-		line[strcspn(line, "\n")] = '\0';
-		const char *cg = strcmp(line + 3, "/") == 0 ? "" : line + 3;
-		uint64_t max, cur;
-		if (cgroup_value(cg, "memory.max", &max) &&
-		    cgroup_value(cg, "memory.current", &cur)) {
-			uint64_t room = max > cur ? max - cur : 0;
-			if (!known || room < *avail) {
-				*avail = room;
-				*what = "the cgroup's memory.max";
-				known = true;
-			}
-		}
-		break;
-	}
-	fclose(f);
-	return known;
-}
-
-/* vtable tile_alloc: 64-byte aligned zeroed host memory. A tile of at least
- * TA_CPU_COMMIT_CHECK_MIN bytes is first checked against the memory really available
- * (host_memory_available, less TA_CPU_COMMIT_MARGIN): under overcommit posix_memalign
+/* vtable tile_alloc: 64-byte aligned zeroed host memory. Every tile is first checked
+ * against the memory really available (ta_hostmem.h): under overcommit posix_memalign
  * succeeds for memory that does not exist, and zeroing it would bring the OOM killer
- * instead of an error. */
+ * instead of an error. The zeroing goes in chunks of TA_BACKEND_ZERO_CHUNK and stops with
+ * UNAVAILABLE once ta_backend_cancel_allocs was called (the daemon's shutdown). */
 static ta_status cpu_tile_alloc(ta_backend *be, size_t bytes, void **mem, ta_error *err)
 {
-	(void)be;
+	cpu_backend *cb = (cpu_backend *)be;
 	*mem = NULL;
 	if (bytes == 0)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
@@ -1347,24 +1277,50 @@ static ta_status cpu_tile_alloc(ta_backend *be, size_t bytes, void **mem, ta_err
 	if (rounded < bytes)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 		                    "cpu backend: tile of %zu bytes is too large", bytes);
-	uint64_t avail = 0;
-	const char *what = NULL;
-	if (rounded >= TA_CPU_COMMIT_CHECK_MIN && host_memory_available(&avail, &what) &&
-	    (avail < TA_CPU_COMMIT_MARGIN || rounded > avail - TA_CPU_COMMIT_MARGIN))
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-		                    "cpu backend: %zu bytes of tile memory do not fit in the "
-		                    "%llu bytes available (%s, less a margin of %llu)",
-		                    bytes, (unsigned long long)avail, what,
-		                    (unsigned long long)TA_CPU_COMMIT_MARGIN);
+	if (ta_backend_allocs_cancelled(be))
+		return ta_error_set(err, TA_UNAVAILABLE, "the daemon is shutting down");
+	ta_error herr = {0};
+	if (ta_hostmem_reserve(&cb->hostmem, rounded, &herr) != TA_OK)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "cpu backend: %s", herr.msg);
 	void *p = NULL;
 	int rc = posix_memalign(&p, TA_CPU_TILE_ALIGN, rounded);
 	if (rc != 0 || !p)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 		                    "cpu backend: cannot allocate %zu bytes of tile memory: %s",
 		                    bytes, strerror(rc ? rc : ENOMEM));
-	memset(p, 0, rounded);
+	for (size_t done = 0; done < rounded; done += TA_BACKEND_ZERO_CHUNK) {
+		if (done && ta_backend_allocs_cancelled(be)) {
+			free(p);
+			return ta_error_set(err, TA_UNAVAILABLE,
+			                    "the daemon is shutting down: the allocation of %zu "
+			                    "bytes was cancelled after %zu",
+			                    bytes, done);
+		}
+		size_t n = rounded - done < TA_BACKEND_ZERO_CHUNK ? rounded - done
+		                                                  : TA_BACKEND_ZERO_CHUNK;
+		memset((char *)p + done, 0, n);
+	}
 	*mem = p;
 	return TA_OK;
+}
+
+/* vtable tile_footprint: the heap chunk behind mem (malloc_usable_size plus the chunk
+ * header, rounded up to the alignment) plus the alignment slack that an aligned allocation
+ * leaves before the next one; TA_CPU_TILE_FOOTPRINT before the allocation (mem NULL) and
+ * without glibc. */
+static uint64_t cpu_tile_footprint(ta_backend *be, void *mem, size_t bytes)
+{
+	(void)be;
+#ifdef __GLIBC__
+	if (mem) {
+		size_t chunk = malloc_usable_size(mem) + sizeof(size_t);
+		return (chunk + TA_CPU_TILE_ALIGN - 1) / TA_CPU_TILE_ALIGN * TA_CPU_TILE_ALIGN +
+		       TA_CPU_TILE_ALIGN;
+	}
+#else
+	(void)mem;
+#endif
+	return TA_CPU_TILE_FOOTPRINT(bytes);
 }
 
 /* vtable tile_free. */
@@ -1402,6 +1358,7 @@ static void cpu_destroy(ta_backend *be)
 {
 	cpu_backend *cb = (cpu_backend *)be;
 	stop_workers(cb, cb->nworkers);
+	ta_hostmem_destroy(&cb->hostmem);
 	pthread_cond_destroy(&cb->idle_cv);
 	pthread_cond_destroy(&cb->work_cv);
 	pthread_mutex_destroy(&cb->lock);
@@ -1414,6 +1371,7 @@ static const ta_backend_vtbl cpu_vtbl = {
     .destroy = cpu_destroy,
     .tile_alloc = cpu_tile_alloc,
     .tile_free = cpu_tile_free,
+    .tile_footprint = cpu_tile_footprint,
     .apply = cpu_apply_plan,
     .info = cpu_info,
 };
@@ -1471,6 +1429,11 @@ ta_backend *ta_cpu_backend_new(int nthreads, ta_error *err)
 		rc = pthread_cond_init(&cb->work_cv, NULL);
 		if (rc == 0) {
 			rc = pthread_cond_init(&cb->idle_cv, NULL);
+			if (rc == 0) {
+				rc = ta_hostmem_init(&cb->hostmem);
+				if (rc != 0)
+					pthread_cond_destroy(&cb->idle_cv);
+			}
 			if (rc != 0)
 				pthread_cond_destroy(&cb->work_cv);
 		}
@@ -1488,6 +1451,7 @@ ta_backend *ta_cpu_backend_new(int nthreads, ta_error *err)
 		rc = pthread_create(&cb->threads[i], NULL, worker_main, cb);
 		if (rc != 0) {
 			stop_workers(cb, i);
+			ta_hostmem_destroy(&cb->hostmem);
 			pthread_cond_destroy(&cb->idle_cv);
 			pthread_cond_destroy(&cb->work_cv);
 			pthread_mutex_destroy(&cb->lock);

@@ -6,7 +6,13 @@
  * the plan's host operands into the pinned buffer, one cudaMemcpyAsync to the device,
  * launch the kernel with a copy of the plan whose pointers are rewritten to the device
  * buffer, copy the counters and old values back, synchronize that stream, release the
- * slot. Large operands (and old values) that already lie in page-locked memory (a
+ * slot. Large pageable operands (TA_CUDA_PIPE_MIN bytes or more) are copied into the pinned
+ * buffer in chunks on several threads (tacore/ta_copy.h), each chunk's DMA queued as soon
+ * as it is there, so that the transfer overlaps the copy. Each slot's counters live in
+ * device memory that is zeroed once: a call reads them back after its kernel and reports
+ * the difference (no copy before the launch). The resident kernel is held off only while
+ * a slot's buffers grow (cudaMalloc, cudaFree may wait for the whole device). Large
+ * operands (and old values) that already lie in page-locked memory (a
  * client's shared buffer, registered by host_register) skip the pinned buffer: one DMA
  * each, straight from (to) where they are. Operands (and old values) in a client's device
  * buffer (ta_operand.device, opened by ipc_open from a CUDA IPC handle) are not copied at
@@ -41,6 +47,7 @@
 #include <utility>
 
 #include "ta_backend.h"
+#include "ta_copy.h"
 #include "ta_cuda_backend.h"
 #include "ta_cuda_private.h"
 #include "ta_cuda_kernels.cuh"
@@ -932,11 +939,90 @@ static bool host_direct(const void *p, size_t bytes)
 	return attr.type == cudaMemoryTypeHost;
 }
 
+/* CLOCK_MONOTONIC in nanoseconds (the apply trace). */
+static uint64_t trace_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Adds one apply's stage times (ns) and staged bytes to the trace (TILEATOM_CUDA_TRACE). */
+static void apply_trace_add(ta_cuda_backend *be, uint64_t prep, uint64_t stage, uint64_t launch,
+                            uint64_t wait, uint64_t finish, size_t staged)
+{
+	uint64_t ns[TA_CUDA_TRACE_STAGES] = {prep, stage, launch, wait, finish};
+	pthread_mutex_lock(&be->mu);
+	be->tr_applies++;
+	be->tr_prep_ns += prep;
+	be->tr_stage_ns += stage;
+	be->tr_launch_ns += launch;
+	be->tr_wait_ns += wait;
+	be->tr_finish_ns += finish;
+	be->tr_staged_bytes += staged;
+	for (int i = 0; i < TA_CUDA_TRACE_STAGES; i++)
+		if (be->tr_applies == 1 || ns[i] < be->tr_min_ns[i])
+			be->tr_min_ns[i] = ns[i];
+	pthread_mutex_unlock(&be->mu);
+}
+
+/* Where stage_chunk queues the DMA of a staged operand's chunks. */
+struct stage_dma {
+	ta_cuda_backend *be;       /* the backend (its device) */
+	cuda_slot *s;              /* the slot (its stream) */
+	unsigned char *dev, *host; /* the operand's place in the device and pinned buffers */
+};
+
+/* ta_copy_parallel callback: queues the DMA of a chunk just copied into the pinned buffer
+ * on the slot's stream (from whichever copying thread; the kernel is queued after every
+ * copy has returned). Returns the cudaError_t. */
+static int stage_chunk(void *ctx, size_t off, size_t len)
+{
+	stage_dma *d = (stage_dma *)ctx;
+	cudaError_t e = cudaSetDevice(d->be->device); /* a helper thread starts on device 0 */
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(d->dev + off, d->host + off, len, cudaMemcpyHostToDevice,
+		                    d->s->stream);
+	return (int)e;
+}
+
+/* Queues one operand's copy to the device: by DMA straight from a direct operand; else
+ * through the pinned buffer, chunk by chunk (TA_CUDA_PIPE_CHUNK) on ta_copy_threads threads,
+ * each chunk's DMA queued as soon as it is copied, so that the transfer overlaps the copy. */
+static cudaError_t stage_operand(ta_cuda_backend *be, cuda_slot *s, const stage_item *it)
+{
+	if (it->direct)
+		return cudaMemcpyAsync(s->dev + it->off, it->src, it->bytes, cudaMemcpyHostToDevice,
+		                       s->stream);
+	stage_dma d = {be, s, s->dev + it->off, s->host + it->hoff};
+	int threads = ta_copy_threads(it->bytes);
+	size_t chunk = it->bytes >= TA_CUDA_PIPE_MIN ? TA_CUDA_PIPE_CHUNK : 0;
+	return (cudaError_t)ta_copy_parallel(d.host, it->src, it->bytes, threads, chunk,
+	                                     stage_chunk, &d);
+}
+
 /* vtable destroy: releases the slots (streams, staging buffers) and the object. */
 static void cuda_destroy(ta_backend *base)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
 	cudaSetDevice(be->device);
+	if (be->batch.trace && be->tr_applies > 0) {
+		double n = (double)be->tr_applies * 1000.0;
+		fprintf(stderr,
+		        "tileatom cuda trace: applies (own launch): %llu; mean us: set-up %.2f, "
+		        "operands staged and queued %.2f (%.1f MiB staged a call), launch and "
+		        "copy-back queued %.2f, wait %.2f, finish %.2f\n",
+		        be->tr_applies, (double)be->tr_prep_ns / n, (double)be->tr_stage_ns / n,
+		        (double)be->tr_staged_bytes / (double)be->tr_applies / 1048576.0,
+		        (double)be->tr_launch_ns / n, (double)be->tr_wait_ns / n,
+		        (double)be->tr_finish_ns / n);
+		fprintf(stderr,
+		        "tileatom cuda trace: applies (own launch): least us: set-up %.2f, staged "
+		        "%.2f, launch %.2f, wait %.2f, finish %.2f\n",
+		        be->tr_min_ns[0] / 1000.0, be->tr_min_ns[1] / 1000.0,
+		        be->tr_min_ns[2] / 1000.0, be->tr_min_ns[3] / 1000.0,
+		        be->tr_min_ns[4] / 1000.0);
+	}
 	batcher_destroy(be);
 	for (int i = 0; i < TA_CUDA_SLOTS; i++) {
 		cuda_slot *s = &be->slots[i];
@@ -944,6 +1030,10 @@ static void cuda_destroy(ta_backend *base)
 			cudaFreeHost(s->host);
 		if (s->dev)
 			cudaFree(s->dev);
+		if (s->host_cnt)
+			cudaFreeHost(s->host_cnt);
+		if (s->dev_cnt)
+			cudaFree(s->dev_cnt);
 		if (s->stream)
 			cudaStreamDestroy(s->stream);
 	}
@@ -1034,12 +1124,13 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		return call.status;
 	}
 
-	/* staging layout: operands, counters, old values */
+	/* staging layout: operands, then old values */
+	uint64_t t0 = be->batch.trace ? trace_ns() : 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
 	ta_plan dp = *plan;
 	size_t es = ta_dtype_size(plan->dtype);
 	stage_item items[TA_MAX_RANK + 3];
 	int n_items = 0, n_direct = 0;
-	size_t end = 0;
+	size_t end = 0, staged = 0;
 	for (int i = 0; i < TA_MAX_RANK + 3; i++) {
 		const ta_operand *op;
 		ta_operand *dop;
@@ -1074,10 +1165,12 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		it->direct = host_direct(it->src, it->bytes);
 		if (it->direct)
 			n_direct++;
+		else
+			staged += it->bytes;
 		end = align_up(end + it->bytes);
 	}
 	/* the pinned buffer holds the staged operands (at their device offsets when none is
-	 * direct, so that one copy moves them all), the counters and the old values */
+	 * direct, so that one copy moves them all) and the old values */
 	size_t hend = 0;
 	for (int i = 0; i < n_items; i++) {
 		if (items[i].direct)
@@ -1085,9 +1178,7 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		items[i].hoff = n_direct ? hend : items[i].off;
 		hend = align_up(items[i].hoff + items[i].bytes);
 	}
-	size_t cnt_off = end, hcnt_off = hend;
-	end = align_up(end + 3 * sizeof(unsigned long long));
-	hend = align_up(hend + 3 * sizeof(unsigned long long));
+	size_t ops_end = end;
 	size_t out_off = end, hout_off = hend;
 	/* old values into a client's device buffer are written there by the kernel */
 	bool out_dev = plan->want_old && plan->old_out_device;
@@ -1097,68 +1188,72 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	if (!out_direct)
 		hend = align_up(hend + out_bytes);
 
-	pk_hold(be); /* its copies and frees may wait for the whole device */
 	cuda_slot *s = slot_take(be);
+	/* growing a buffer (and freeing one over the keep size, which only a call that grew
+	 * it has) may wait for the whole device: the resident kernel must be off meanwhile;
+	 * the copies and the launch below (pinned or registered memory, the slot's own
+	 * non-blocking stream) wait for nothing else */
+	bool held = s->host_cap < hend || s->dev_cap < end;
+	if (held)
+		pk_hold(be);
 	cudaError_t e = cudaSuccess;
 	st = slot_reserve(be, s, hend, end, err);
 	if (st != TA_OK) {
 		slot_give(be, s);
-		pk_release(be);
+		if (held)
+			pk_release(be);
 		return st;
 	}
-	for (int i = 0; i < n_items; i++) {
-		if (!items[i].direct)
-			memcpy(s->host + items[i].hoff, items[i].src, items[i].bytes);
-		*items[i].dst = s->dev + items[i].off;
-	}
-	memset(s->host + hcnt_off, 0, 3 * sizeof(unsigned long long));
 	dp.old_out = out_dev ? plan->old_out : plan->want_old ? (void *)(s->dev + out_off) : NULL;
-	if (n_direct == 0) {
-		e = cudaMemcpyAsync(s->dev, s->host, cnt_off + 3 * sizeof(unsigned long long),
-		                    cudaMemcpyHostToDevice, s->stream);
+	if (be->batch.trace)
+		t1 = trace_ns();
+	if (n_direct == 0 && staged < TA_CUDA_PIPE_MIN) {
+		/* small: one copy moves every operand */
+		for (int i = 0; i < n_items; i++)
+			memcpy(s->host + items[i].hoff, items[i].src, items[i].bytes);
+		if (ops_end > 0)
+			e = cudaMemcpyAsync(s->dev, s->host, ops_end, cudaMemcpyHostToDevice,
+			                    s->stream);
 	} else {
 		for (int i = 0; i < n_items && e == cudaSuccess; i++)
-			e = cudaMemcpyAsync(s->dev + items[i].off,
-			                    items[i].direct
-			                        ? items[i].src
-			                        : (const void *)(s->host + items[i].hoff),
-			                    items[i].bytes, cudaMemcpyHostToDevice, s->stream);
-		if (e == cudaSuccess)
-			e = cudaMemcpyAsync(s->dev + cnt_off, s->host + hcnt_off,
-			                    3 * sizeof(unsigned long long), cudaMemcpyHostToDevice,
-			                    s->stream);
+			e = stage_operand(be, s, &items[i]);
 	}
+	for (int i = 0; i < n_items; i++)
+		*items[i].dst = s->dev + items[i].off;
 	if (e != cudaSuccess) {
 		st = be_fail(be, e, "copying operands to the device", err);
 		goto out;
 	}
-	st = ta_cuda_launch_plan(&dp, mem, tile_bytes, (unsigned long long *)(s->dev + cnt_off),
-	                         s->stream, NULL, err);
+	if (be->batch.trace)
+		t2 = trace_ns();
+	st = ta_cuda_launch_plan(&dp, mem, tile_bytes, s->dev_cnt, s->stream, NULL, err);
 	if (st != TA_OK) /* a launch failure may be sticky: out classifies it */
 		goto out;
-	if (!out_direct) {
-		e = cudaMemcpyAsync(s->host + hcnt_off, s->dev + cnt_off, end - cnt_off,
-		                    cudaMemcpyDeviceToHost, s->stream);
-	} else {
-		e = cudaMemcpyAsync(s->host + hcnt_off, s->dev + cnt_off,
-		                    3 * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-		                    s->stream);
-		if (e == cudaSuccess)
-			e = cudaMemcpyAsync(plan->old_out, s->dev + out_off, out_bytes,
-			                    cudaMemcpyDeviceToHost, s->stream);
-	}
+	e = cudaMemcpyAsync(s->host_cnt, s->dev_cnt, TA_CUDA_COUNTERS * sizeof(unsigned long long),
+	                    cudaMemcpyDeviceToHost, s->stream);
+	if (e == cudaSuccess && out_bytes > 0)
+		e = cudaMemcpyAsync(out_direct ? plan->old_out : (void *)(s->host + hout_off),
+		                    s->dev + out_off, out_bytes, cudaMemcpyDeviceToHost, s->stream);
 	if (e != cudaSuccess) {
 		st = be_fail(be, e, "copying results from the device", err);
 		goto out;
 	}
+	if (be->batch.trace)
+		t3 = trace_ns();
 	e = cudaStreamSynchronize(s->stream);
 	if (e != cudaSuccess) {
 		st = be_fail(be, e, "running the kernel", err);
 		goto out;
 	}
+	if (be->batch.trace)
+		t4 = trace_ns();
 	{
-		unsigned long long counts[3];
-		memcpy(counts, s->host + hcnt_off, sizeof counts);
+		/* the slot's counters only grow: this call's counts are the difference */
+		unsigned long long counts[TA_CUDA_COUNTERS];
+		for (int i = 0; i < TA_CUDA_COUNTERS; i++) {
+			counts[i] = s->host_cnt[i] - s->cnt_seen[i];
+			s->cnt_seen[i] = s->host_cnt[i];
+		}
 		result->skipped = counts[0];
 		result->applied = counts[1];
 		if (plan->want_old && !out_direct && !out_dev)
@@ -1173,16 +1268,30 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		}
 	}
 	st = TA_OK;
+	if (be->batch.trace) {
+		uint64_t t5 = trace_ns();
+		apply_trace_add(be, t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, staged);
+	}
 out:
 	/* an error path may leave copies or the kernel in flight on the slot's stream: they
-	 * must be done before the next caller reuses its buffers */
+	 * must be done before the next caller reuses its buffers; the counters then start
+	 * again from zero (a failed kernel may have counted part of its elements) */
 	if (st != TA_OK) {
 		e = cudaStreamSynchronize(s->stream);
-		if (e != cudaSuccess)
+		if (e == cudaSuccess)
+			e = cudaMemsetAsync(s->dev_cnt, 0,
+			                    TA_CUDA_COUNTERS * sizeof(unsigned long long),
+			                    s->stream);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(s->stream);
+		if (e == cudaSuccess)
+			memset(s->cnt_seen, 0, sizeof s->cnt_seen);
+		else
 			be_fail(be, e, "finishing a failed request (launch or copy)", NULL);
 	}
 	slot_give(be, s);
-	pk_release(be);
+	if (held)
+		pk_release(be);
 	return st;
 }
 
@@ -1504,10 +1613,27 @@ extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 		return NULL;
 	}
 	for (int i = 0; i < TA_CUDA_SLOTS; i++) {
-		e = cudaStreamCreateWithFlags(&be->slots[i].stream, cudaStreamNonBlocking);
+		cuda_slot *s = &be->slots[i];
+		e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
 		if (e != cudaSuccess) {
 			ta_error_set(err, TA_UNAVAILABLE, "CUDA device %d: creating a stream: %s",
 			             device, cudaGetErrorString(e));
+			cuda_destroy(&be->base);
+			return NULL;
+		}
+		/* the slot's counters: zeroed once, then only read (see cuda_slot) */
+		size_t cnt_bytes = TA_CUDA_COUNTERS * sizeof(unsigned long long);
+		e = cudaMalloc((void **)&s->dev_cnt, cnt_bytes);
+		if (e == cudaSuccess)
+			e = cudaHostAlloc((void **)&s->host_cnt, cnt_bytes, cudaHostAllocDefault);
+		if (e == cudaSuccess)
+			e = cudaMemsetAsync(s->dev_cnt, 0, cnt_bytes, s->stream);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(s->stream);
+		if (e != cudaSuccess) {
+			ta_error_set(err, TA_UNAVAILABLE,
+			             "CUDA device %d: setting up a slot's counters: %s", device,
+			             cudaGetErrorString(e));
 			cuda_destroy(&be->base);
 			return NULL;
 		}

@@ -27,15 +27,29 @@
 #define TA_CUDA_DIRECT_MIN (256u << 10)
 /* Alignment of each array in a staging buffer. */
 #define TA_CUDA_ALIGN 256u
+/* Pageable operands of at least this many bytes are staged chunk by chunk, each chunk's
+ * DMA queued as soon as it is in the pinned buffer (ta_cuda.cu, stage_operand). */
+#define TA_CUDA_PIPE_MIN (1u << 20)
+/* ... in chunks of this many bytes. */
+#define TA_CUDA_PIPE_CHUNK (2u << 20)
+/* Counters a kernel keeps: skipped, applied, resolved outside the tile. */
+#define TA_CUDA_COUNTERS 3
+/* Stages of an apply the trace times (ta_cuda_backend's tr_*_ns). */
+#define TA_CUDA_TRACE_STAGES 5
 
 /* One staging slot: a stream and its buffers. */
 struct cuda_slot {
-	cudaStream_t stream; /* non-blocking stream of this slot */
-	unsigned char *host; /* pinned host staging buffer */
-	size_t host_cap;     /* bytes at host */
-	unsigned char *dev;  /* device staging buffer */
-	size_t dev_cap;      /* bytes at dev */
-	bool busy;           /* taken by an apply in progress */
+	cudaStream_t stream;          /* non-blocking stream of this slot */
+	unsigned char *host;          /* pinned host staging buffer */
+	size_t host_cap;              /* bytes at host */
+	unsigned char *dev;           /* device staging buffer */
+	size_t dev_cap;               /* bytes at dev */
+	bool busy;                    /* taken by an apply in progress */
+	unsigned long long *dev_cnt;  /* the kernels' counters in device memory: zeroed when
+	                                 the slot is made (and after a failed call), never
+	                                 before a launch; a call's counts are the difference */
+	unsigned long long *host_cnt; /* pinned: where a call copies them back */
+	unsigned long long cnt_seen[TA_CUDA_COUNTERS]; /* their values after the last call */
 };
 
 /* Requests of one element each at most this many go to the batcher (larger ones launch
@@ -109,6 +123,16 @@ struct ta_cuda_backend {
 	cuda_batcher batch;             /* small requests, many to a launch */
 	bool batch_ready;               /* batch.mu and batch.stream exist */
 	bool pk_ready;                  /* batch.pk_stream, pk_mem and pk_cv exist */
+	/* TILEATOM_CUDA_TRACE=1 (batch.trace): the stages of each apply with its own launch,
+	 * summed (under mu) and printed to stderr when the backend goes */
+	unsigned long long tr_applies;      /* applies traced */
+	unsigned long long tr_prep_ns;      /* staging layout, slot, buffers grown */
+	unsigned long long tr_stage_ns;     /* host copies and the operands' DMA queued */
+	unsigned long long tr_launch_ns;    /* the launch and the copies back queued */
+	unsigned long long tr_wait_ns;      /* the stream synchronised */
+	unsigned long long tr_finish_ns;    /* counts and old values handed over */
+	unsigned long long tr_staged_bytes; /* bytes staged through the pinned buffer */
+	unsigned long long tr_min_ns[TA_CUDA_TRACE_STAGES]; /* the least of each stage above */
 };
 
 /* True for errors that leave the CUDA context unusable. */

@@ -18,14 +18,14 @@
  * Apply. A tile wholly on one device: the plan goes to that device's backend unchanged. A
  * region plan (element-wise, read, write, fill: no indices, nothing out of range) on a
  * sharded tile: one region sub-plan per part its rows meet, operands and old_out moved to
- * that part's first row (apply_region). Any other plan on a sharded tile: the plan (already validated for the whole tile, so that bounds rules are
- * decided for the whole request before anything is applied: with check_bounds off
- * ta_plan_build has rejected any out-of-range index) is resolved on the host element by
- * element (ta_plan_resolve), TA_MULTI_CHUNK elements at a time; each element that is
- * neither masked off nor skipped goes to the part holding its flat offset, into a per-part
- * FLAT sub-plan (offsets relative to the part, values and compare gathered, relative order
- * kept). The sub-plans run one after another on the calling thread, each on its device's
- * backend; old values come back into old_out in request order; masked-off and skipped
+ * that part's first row (apply_region). Any other plan on a sharded tile: the plan (already
+ * validated for the whole tile, so that bounds rules are decided for the whole request before
+ * anything is applied: with check_bounds off ta_plan_build has rejected any out-of-range index) is
+ * resolved on the host element by element (ta_plan_resolve), TA_MULTI_CHUNK elements at a time;
+ * each element that is neither masked off nor skipped goes to the part holding its flat offset,
+ * into a per-part FLAT sub-plan (offsets relative to the part, values and compare gathered,
+ * relative order kept). The sub-plans run one after another on the calling thread, each on its
+ * device's backend; old values come back into old_out in request order; masked-off and skipped
  * elements get what ta_plan.h says (the compare value for CAS, the padding for LOAD, zero
  * bits otherwise) and skipped ones are counted. Every element is applied exactly once, on
  * its device, with the request's op and sem, so it keeps the semantics it has on one device.
@@ -252,6 +252,22 @@ static void multi_tile_free(ta_backend *be, void *mem)
 {
 	if (mem)
 		free_parts((multi_backend *)be, mem, ((multi_tile *)mem)->nparts);
+}
+
+/* vtable tile_footprint: each part's footprint on its device plus the layer's own record
+ * (a tile not yet allocated, mem NULL: as one part on device 0). */
+static uint64_t multi_tile_footprint(ta_backend *be, void *mem, size_t bytes)
+{
+	multi_backend *mb = (multi_backend *)be;
+	if (!mem)
+		return sizeof(multi_tile) + sizeof(multi_part) +
+		       ta_backend_tile_footprint(mb->dev[0], NULL, bytes);
+	const multi_tile *t = mem;
+	uint64_t sum = sizeof(multi_tile) + (uint64_t)t->nparts * sizeof(multi_part);
+	for (int i = 0; i < t->nparts; i++)
+		sum += ta_backend_tile_footprint(mb->dev[t->part[i].device], t->part[i].mem,
+		                                 t->part[i].bytes);
+	return sum;
 }
 
 /* vtable tile_where. */
@@ -668,6 +684,7 @@ static const ta_backend_vtbl multi_vtbl = {
     .tile_alloc_placed = multi_tile_alloc_placed,
     .tile_where = multi_tile_where,
     .device_count = multi_device_count,
+    .tile_footprint = multi_tile_footprint,
 };
 
 ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
@@ -696,6 +713,7 @@ ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
 	mb->n = n;
 	for (int d = 0; d < n; d++) {
 		mb->dev[d] = devices[d];
+		devices[d]->parent = &mb->base; /* the daemon's cancel reaches each device */
 		atomic_init(&mb->used[d], 0);
 	}
 	if (default_place)

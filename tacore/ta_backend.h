@@ -3,7 +3,10 @@
  *
  * Contract:
  *  - tile_alloc returns zero-filled memory of the given size or an error
- *    (RESOURCE_EXHAUSTED when memory is short); tile_free releases it.
+ *    (RESOURCE_EXHAUSTED when memory is short); tile_free releases it. After
+ *    ta_backend_cancel_allocs (the daemon's shutdown) it answers UNAVAILABLE, and an
+ *    allocation still zeroing its memory stops soon (the CPU backend checks between
+ *    chunks of TA_BACKEND_ZERO_CHUNK bytes).
  *  - apply runs one plan to completion before returning (the daemon calls it from a
  *    worker thread, never from the event loop). Every element is atomic on its own; the
  *    order among elements is unspecified. The plan's host arrays are only read during the
@@ -102,12 +105,28 @@ typedef struct ta_backend_vtbl {
 	/* Optional (NULL: unknown): free and total bytes of the device's memory (CUDA), what
 	 * placement `auto` compares. */
 	ta_status (*mem_info)(ta_backend *be, uint64_t *free_bytes, uint64_t *total_bytes);
+	/* Optional (NULL: bytes): the bytes of memory the allocation mem of tile_alloc(bytes)
+	 * really takes, the allocator's own overhead included. */
+	uint64_t (*tile_footprint)(ta_backend *be, void *mem, size_t bytes);
 } ta_backend_vtbl;
 
 /* Base of every backend object: implementations embed it first. */
 struct ta_backend {
 	const ta_backend_vtbl *vt; /* the implementation */
+	int allocs_cancelled;      /* set by ta_backend_cancel_allocs (read with __atomic) */
+	ta_backend *parent;        /* the composing backend (ta_multi) whose cancellation this
+	                              one follows too; NULL: none */
 };
+
+/* Bytes an allocation zeroes between two looks at ta_backend_allocs_cancelled. */
+#define TA_BACKEND_ZERO_CHUNK ((size_t)64 << 20)
+
+/* Bytes a CPU-backend tile of bytes bytes takes from the heap: its size rounded up to 64
+ * (the alignment) plus 128, measured with glibc (posix_memalign(64, n) in a row lands every
+ * n + 128 bytes: the chunk header and the alignment slack; malloc_usable_size is n + 8).
+ * The backend's tile_footprint computes the exact figure from malloc_usable_size, equal to
+ * this below the mmap threshold and within a page of it above. */
+#define TA_CPU_TILE_FOOTPRINT(bytes) (((uint64_t)(bytes) + 63) / 64 * 64 + 128)
 
 /* Creates the CPU backend with nthreads workers (< 2 means 2; 0 means one per core, at
  * least 2). Returns NULL with err set on failure. */
@@ -142,6 +161,23 @@ static inline ta_status ta_backend_tile_alloc(ta_backend *be, size_t bytes, void
 static inline void ta_backend_tile_free(ta_backend *be, void *mem)
 {
 	be->vt->tile_free(be, mem);
+}
+static inline uint64_t ta_backend_tile_footprint(ta_backend *be, void *mem, size_t bytes)
+{
+	return be->vt->tile_footprint ? be->vt->tile_footprint(be, mem, bytes) : (uint64_t)bytes;
+}
+/* Makes every tile_alloc from now on (and any still zeroing) fail with UNAVAILABLE: the
+ * daemon is shutting down. Any thread, at any time. */
+static inline void ta_backend_cancel_allocs(ta_backend *be)
+{
+	__atomic_store_n(&be->allocs_cancelled, 1, __ATOMIC_RELEASE);
+}
+/* True after ta_backend_cancel_allocs on be or on the backend composing it. */
+static inline bool ta_backend_allocs_cancelled(ta_backend *be)
+{
+	return __atomic_load_n(&be->allocs_cancelled, __ATOMIC_ACQUIRE) != 0 ||
+	       (be->parent &&
+	        __atomic_load_n(&be->parent->allocs_cancelled, __ATOMIC_ACQUIRE) != 0);
 }
 static inline ta_status ta_backend_apply(ta_backend *be, void *mem, size_t tile_bytes,
                                          const ta_plan *plan, ta_result *result, ta_error *err)

@@ -6,7 +6,7 @@
  * computed independently here (integer arithmetic on dyadic inputs; a few cases whose
  * expected bins come from numpy.histogram); --auth-file and TILEATOM_AUTH_FILE against a
  * daemon that requires authentication over TCP, and private tiles (create --private)
- * seen from the Unix socket and from TCP. */
+ * seen from the Unix socket and from TCP; ls and tileatom_list over many pages. */
 #include <check.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -105,6 +105,74 @@ START_TEST(test_cli_tiles)
 	ck_assert_int_eq(r.status, 0);
 	ck_assert_msg(!strstr(r.out, "c1\t"), "ls after rm: %s", r.out);
 	tcu_result_free(&r);
+}
+END_TEST
+
+/* ls and tileatom_list over many pages: a daemon whose 4 KiB frames hold 29 tiles of 64-character
+ * names a page lists 300 of them in 11 pages, each name once and in order. */
+START_TEST(test_cli_ls_pages)
+{
+	tcu_daemon A;
+	const char *const extra[] = {"--max-frame", "4K", NULL};
+	ck_assert(tcu_daemon_start(&A, extra));
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	CK(tileatom_connect(A.socket, 10000, &c, &e), e);
+	enum { N = 300 };
+	char name[80];
+	const int64_t one = 1;
+	for (int i = N - 1; i >= 0; i--) {
+		snprintf(name, sizeof(name), "t%063d", i);
+		CK(tileatom_create(c, name, TILEATOM_INT32, 1, &one, NULL, NULL, &e), e);
+	}
+	tileatom_tile_info *tiles = NULL;
+	size_t n = 0;
+	CK(tileatom_list(c, &tiles, &n, &e), e);
+	ck_assert_uint_eq(n, N);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "t%063d", i);
+		ck_assert_str_eq(tiles[i].name, name);
+	}
+	tileatom_free(tiles);
+	/* one page of 7, then the page after it */
+	char next[TILEATOM_LIST_CURSOR_MAX];
+	CK(tileatom_list_page(c, "", 7, &tiles, NULL, &n, next, &e), e);
+	ck_assert_uint_eq(n, 7);
+	snprintf(name, sizeof(name), "t%063d", 6);
+	ck_assert_str_eq(tiles[6].name, name);
+	tileatom_free(tiles);
+	CK(tileatom_list_page(c, next, 100, &tiles, NULL, &n, next, &e), e);
+	ck_assert_uint_eq(n, 29); /* the daemon's page is at most what a frame holds */
+	snprintf(name, sizeof(name), "t%063d", 7);
+	ck_assert_str_eq(tiles[0].name, name);
+	tileatom_free(tiles);
+	tileatom_close(c);
+
+	/* the CLI, plain and --json: exactly every tile */
+	size_t cap = 400 * N + 64;
+	char *want = malloc(cap), *want_json = malloc(cap);
+	ck_assert(want && want_json);
+	size_t w = (size_t)snprintf(want, cap, "NAME\tDTYPE\tSHAPE\tBYTES\n");
+	size_t wj = (size_t)snprintf(want_json, cap, "[");
+	for (int i = 0; i < N; i++) {
+		w += (size_t)snprintf(want + w, cap - w, "t%063d\tint32\t1\t4\n", i);
+		wj += (size_t)snprintf(want_json + wj, cap - wj,
+		                       "%s{\"name\":\"t%063d\",\"dtype\":\"int32\",\"shape\":[1],"
+		                       "\"bytes\":4}",
+		                       i ? "," : "", i);
+	}
+	snprintf(want_json + wj, cap - wj, "]\n");
+	tcu_result r;
+	const char *const ls[] = {"ls", NULL};
+	tcu_cli(&A, NULL, ls, &r);
+	expect(&r, 0, want, "", "ls over pages");
+	const char *const ls_json[] = {"ls", "--json", NULL};
+	tcu_cli(&A, NULL, ls_json, &r);
+	expect(&r, 0, want_json, "", "ls --json over pages");
+	free(want);
+	free(want_json);
+	ck_assert_int_eq(tcu_daemon_stop(&A, 10000), 0);
+	tcu_daemon_cleanup(&A);
 }
 END_TEST
 
@@ -835,6 +903,7 @@ static Suite *cli_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_cli_ping);
 	tcase_add_test(tc, test_cli_tiles);
+	tcase_add_test(tc, test_cli_ls_pages);
 	tcase_add_test(tc, test_cli_get_json);
 	tcase_add_test(tc, test_cli_ops);
 	tcase_add_test(tc, test_cli_errors);

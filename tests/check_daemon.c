@@ -26,6 +26,10 @@
 #include "ta_frame.h"
 #include "tileatom.pb-c.h"
 
+/* What the registry counts for a CPU-backend tile of b bytes: the record and hash share,
+ * and the heap chunk. */
+#define TILE_COST(b) (TA_TILE_BOOKKEEPING + TA_CPU_TILE_FOOTPRINT(b))
+
 /* ---- settings ------------------------------------------------------------------------ */
 
 START_TEST(test_parse_size)
@@ -432,7 +436,8 @@ START_TEST(test_registry_basic)
 	uint64_t bytes = 0;
 	ta_registry_stats(reg, &tiles, &bytes);
 	ck_assert_uint_eq(tiles, 3);
-	ck_assert_uint_eq(bytes, 96 + 40 + 8 + 3 * TA_TILE_OVERHEAD); /* bookkeeping counted */
+	ck_assert_uint_eq(bytes,
+	                  TILE_COST(96) + TILE_COST(40) + TILE_COST(8)); /* bookkeeping counted */
 
 	ta_tile_info info;
 	ck_assert_int_eq(ta_registry_remove(reg, "b", &info, &err), TA_OK);
@@ -440,7 +445,7 @@ START_TEST(test_registry_basic)
 	ck_assert_int_eq(ta_registry_remove(reg, "b", NULL, &err), TA_NOT_FOUND);
 	ta_registry_stats(reg, &tiles, &bytes);
 	ck_assert_uint_eq(tiles, 2);
-	ck_assert_uint_eq(bytes, 96 + 8 + 2 * TA_TILE_OVERHEAD);
+	ck_assert_uint_eq(bytes, TILE_COST(96) + TILE_COST(8));
 	ta_registry_free(reg);
 	ta_backend_destroy(be);
 }
@@ -479,9 +484,9 @@ START_TEST(test_registry_limits)
 {
 	ta_backend *be = cpu_backend();
 	ta_error err = {0};
-	/* the total counts each tile's bookkeeping (TA_TILE_OVERHEAD) besides its elements */
-	const uint64_t ovh = TA_TILE_OVERHEAD;
-	ta_registry *reg = ta_registry_new(be, 1000, 1500 + 2 * ovh, &err);
+	/* the total counts each tile as the memory it takes (TILE_COST) */
+	const uint64_t limit = TILE_COST(800) + TILE_COST(640);
+	ta_registry *reg = ta_registry_new(be, 1000, limit, &err);
 	ta_tile *t = NULL;
 	ta_tile_shape s = shape_of(TA_DTYPE_I64, 1, 126, 0); /* 1008 bytes */
 	ck_assert_int_eq(ta_registry_create(reg, "big", &s, &t, &err), TA_RESOURCE_EXHAUSTED);
@@ -492,12 +497,13 @@ START_TEST(test_registry_limits)
 	ck_assert_int_eq(ta_registry_create(reg, "t2", &s, &t, &err), TA_RESOURCE_EXHAUSTED);
 	char want[256];
 	snprintf(want, sizeof(want),
-	         "tile 't2' needs %llu bytes (with %llu of bookkeeping) but %llu of the %llu "
-	         "bytes of tile memory allowed (max_total_bytes) are in use",
-	         (unsigned long long)(704 + ovh), (unsigned long long)ovh,
-	         (unsigned long long)(800 + ovh), (unsigned long long)(1500 + 2 * ovh));
+	         "tile 't2' needs %llu bytes (704 of elements, the rest allocator overhead and "
+	         "bookkeeping) but %llu of the %llu bytes of tile memory allowed "
+	         "(max_total_bytes) are in use",
+	         (unsigned long long)TILE_COST(704), (unsigned long long)TILE_COST(800),
+	         (unsigned long long)limit);
 	ck_assert_str_eq(err.msg, want);
-	s = shape_of(TA_DTYPE_I64, 1, 87, 0); /* 696: exactly 1496 + 2 * ovh */
+	s = shape_of(TA_DTYPE_I64, 1, 80, 0); /* 640: exactly the limit */
 	ck_assert_int_eq(ta_registry_create(reg, "t2", &s, &t, &err), TA_OK);
 	ta_registry_publish(t);
 	ta_tile_unref(t);
@@ -551,16 +557,16 @@ START_TEST(test_registry_refcount_and_pending)
 	uint64_t bytes = 0;
 	ta_registry_stats(reg, &tiles, &bytes);
 	ck_assert_uint_eq(tiles, 0);
-	ck_assert_uint_eq(bytes, 1024 + TA_TILE_OVERHEAD);
+	ck_assert_uint_eq(bytes, TILE_COST(1024));
 	memset(user->mem, 0x5a, (size_t)user->bytes); /* still valid memory */
 	/* The name is free again while the old memory lives. */
 	create_published(reg, "t", shape_of(TA_DTYPE_I32, 1, 2, 0));
 	ta_registry_stats(reg, &tiles, &bytes);
 	ck_assert_uint_eq(tiles, 1);
-	ck_assert_uint_eq(bytes, 1024 + 8 + 2 * TA_TILE_OVERHEAD);
+	ck_assert_uint_eq(bytes, TILE_COST(1024) + TILE_COST(8));
 	ta_tile_unref(user); /* the last user frees */
 	ta_registry_stats(reg, &tiles, &bytes);
-	ck_assert_uint_eq(bytes, 8 + TA_TILE_OVERHEAD);
+	ck_assert_uint_eq(bytes, TILE_COST(8));
 
 	/* A pending tile is invisible but holds its name and bytes; discard frees both. */
 	ta_tile *pending = NULL;
@@ -576,11 +582,11 @@ START_TEST(test_registry_refcount_and_pending)
 	free(infos);
 	ta_registry_stats(reg, &tiles, &bytes);
 	ck_assert_uint_eq(tiles, 1);
-	ck_assert_uint_eq(bytes, 8 + 16 + 2 * TA_TILE_OVERHEAD);
+	ck_assert_uint_eq(bytes, TILE_COST(8) + TILE_COST(16));
 	ta_registry_discard(pending);
 	ta_tile_unref(pending);
 	ta_registry_stats(reg, &tiles, &bytes);
-	ck_assert_uint_eq(bytes, 8 + TA_TILE_OVERHEAD);
+	ck_assert_uint_eq(bytes, TILE_COST(8));
 	ck_assert_int_eq(ta_registry_create(reg, "p", &s, &pending, &err), TA_OK);
 	ta_registry_publish(pending);
 	ta_tile_unref(pending);
@@ -1349,7 +1355,7 @@ START_TEST(test_dispatch_limits_and_malformed)
 	ck_assert_int_eq(resp->body_case, TILEATOM__RESPONSE__BODY_STATS);
 	ck_assert_str_eq(resp->stats->backend, "cpu");
 	ck_assert_uint_eq(resp->stats->tiles, 1);
-	ck_assert_uint_eq(resp->stats->tile_bytes, 4000 + TA_TILE_OVERHEAD);
+	ck_assert_uint_eq(resp->stats->tile_bytes, TILE_COST(4000));
 	ck_assert_uint_eq(resp->stats->requests, 10);
 	ck_assert_uint_eq(resp->stats->errors, 5);
 	ck_assert_uint_eq(resp->stats->elements, 1000 + 10 + 5);

@@ -106,7 +106,7 @@ static Tileatom__Options *options(Tileatom__Options *o, Tileatom__Sem sem, Tilea
 	return o;
 }
 
-/* Appends the requests without a tile: hello, ping, list, stats. */
+/* Appends the requests without a tile: hello, ping, list (whole and paged), stats. */
 static void add_service(seed *s)
 {
 	Tileatom__Request req = TILEATOM__REQUEST__INIT;
@@ -123,6 +123,10 @@ static void add_service(seed *s)
 	Tileatom__ListTilesRequest l = TILEATOM__LIST_TILES_REQUEST__INIT;
 	req.body_case = TILEATOM__REQUEST__BODY_LIST;
 	req.list = &l;
+	add(s, &req);
+	l.paged = true; /* a page of 2 after a cursor */
+	l.cursor = (char *)"a";
+	l.limit = 2;
 	add(s, &req);
 	Tileatom__StatsRequest st = TILEATOM__STATS_REQUEST__INIT;
 	req.body_case = TILEATOM__REQUEST__BODY_STATS;

@@ -26,6 +26,15 @@ tests_check_conf_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon \
 tests_check_conf_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS)
 tests_check_conf_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
 
+# Tile memory and listings (check_tilemem): bookkeeping, records given back, paged lists,
+# the host memory check from fake /proc and /sys files.
+check_PROGRAMS += tests/check_tilemem
+TESTS += tests/check_tilemem
+tests_check_tilemem_SOURCES = tests/check_tilemem.c
+tests_check_tilemem_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon -I$(top_srcdir)/kernels
+tests_check_tilemem_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_check_tilemem_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
+
 tests_check_daemon_server_SOURCES = tests/check_daemon_server.c
 tests_check_daemon_server_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DTA_TEST_DAEMON='"$(abs_top_builddir)/daemon/tileatomd"'

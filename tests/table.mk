@@ -19,7 +19,7 @@ tests_check_table_CPPFLAGS = $(TABLE_TEST_CPPFLAGS)
 tests_check_table_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_check_table_LDADD = tacore/libtacore.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 
-tests_check_table_mutant_SOURCES = $(TABLE_TEST_SOURCES) tacore/ta_plan.c
+tests_check_table_mutant_SOURCES = $(TABLE_TEST_SOURCES) tacore/ta_plan.c tacore/ta_copy.c
 nodist_tests_check_table_mutant_SOURCES = $(nodist_PROTO_SOURCES) tests/mutant/ta_types.c
 tests_check_table_mutant_CPPFLAGS = $(TABLE_TEST_CPPFLAGS) -DTA_TABLE_MUTANT=1 \
 	-DTA_OPS_DEF='"$(abs_top_builddir)/tests/mutant/ta_ops.def"'
