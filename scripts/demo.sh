@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# scripts/demo.sh: the "main job" on a fresh machine. Installs what is missing, builds
+# scripts/demo.sh: the "main job" on a fresh machine. Installs what is missing for building
+# and running only (install-deps.sh --demo: no test or fuzzing tools), builds
 # tileatom, starts tileatomd on its embedded default (the CPU backend unless a GPU is
 # usable) on a private socket, and exercises it with tileatom-cli: a tile, a histogram, a
 # compare-and-swap lock word, reading tiles back. Stops the daemon at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --demo
 [ -x configure ] || autoreconf -fi
 [ -f Makefile ] || ./configure
 make -j"$(nproc)"

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # scripts/install-deps.sh: installs the Debian 12 packages tileatom needs to build and test,
 # skipping those already installed. Uses sudo when not run as root.
+#   (no option)  what building, running and testing need: README's test command and .ci/run
+#                (Check for make check; clang and libclang-rt for make check-fuzz's libFuzzer
+#                target, about 500 MB together)
+#   --demo   only what building and running tileatom need (scripts/demo.sh): no Check,
+#            no clang, no Python headers; configure then builds no test suites and no
+#            Python package, and make check-fuzz is unavailable
 #   --bench  also installs what benchmarks/vs-redis and benchmarks/plot-throughput use
 #            (redis-server, redis-tools, gnuplot-nox; redis is not started or enabled
 #            as a service: vs-redis starts its own on a private socket) and what
@@ -9,30 +15,42 @@
 #   --torch  also installs Debian's CPU build of torch (python3-torch, about 580 MB with
 #            its libraries, 170 packages): the Python suite's torch tests skip without it.
 # The Python package (python/) needs python3-dev and python3-numpy; its tests pytest and
-# pytest-asyncio.
+# pytest-asyncio (all in the default set, none with --demo).
 set -euo pipefail
-pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
-      protobuf-c-compiler check libsubunit-dev libinih-dev
-      libjson-c-dev libmicrohttpd-dev libssl-dev libxxhash-dev
-      clang libclang-rt-dev
+# What the build and the daemon need (configure's required libraries and tools).
+build_pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
+      protobuf-c-compiler libinih-dev libjson-c-dev libmicrohttpd-dev libssl-dev libxxhash-dev"
+# What the tests add: Check (and its subunit library) for make check, clang and its
+# runtime libraries (libFuzzer, the sanitizers) for make check-fuzz, and the Python
+# package's build (configure skips it without them) and its tests.
+test_pkgs="check libsubunit-dev clang libclang-rt-dev
       python3-dev python3-numpy python3-pytest python3-pytest-asyncio"
+usage="usage: install-deps.sh [--demo] [--bench] [--torch]"
 bench=0
+demo=0
 torch=0
 for arg in "$@"; do
 	case "$arg" in
 	--bench) bench=1 ;;
+	--demo) demo=1 ;;
 	--torch) torch=1 ;;
 	-h | --help)
-		echo "Usage: bash scripts/install-deps.sh [--bench] [--torch]"
+		echo "Usage: bash scripts/install-deps.sh [--demo] [--bench] [--torch]"
+		echo "  (no option)  build, run and test (make check, make check-fuzz, make distcheck)"
+		echo "  --demo       build and run only (scripts/demo.sh): no Check, clang or Python"
+		echo "  --bench      also redis, gnuplot, numpy and the Python Redis clients for benchmarks/"
+		echo "  --torch      also Debian's CPU build of torch (the Python suite's torch tests)"
 		exit 0
 		;;
 	*)
-		echo "install-deps: unknown option $arg (usage: install-deps.sh [--bench] [--torch])" >&2
+		echo "install-deps: unknown option $arg ($usage)" >&2
 		exit 2
 		;;
 	esac
 done
-[ "$bench" -eq 1 ] && pkgs="$pkgs redis-server redis-tools gnuplot-nox python3-redis python3-hiredis"
+pkgs="$build_pkgs"
+[ "$demo" -eq 1 ] || pkgs="$pkgs $test_pkgs"
+[ "$bench" -eq 1 ] && pkgs="$pkgs redis-server redis-tools gnuplot-nox python3-numpy python3-redis python3-hiredis"
 [ "$torch" -eq 1 ] && pkgs="$pkgs python3-torch"
 missing=""
 for p in $pkgs; do

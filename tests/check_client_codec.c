@@ -875,7 +875,8 @@ START_TEST(test_fake_failures)
 	ck_assert_int_eq(fake_ping(FAKE_SILENT, &e, 200, 0), TILEATOM_E_TIMEOUT);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-	ck_assert_msg(ms >= 190 && ms < 5000, "timeout took %.0f ms", ms);
+	/* the upper bound only catches a timeout that never fires (generous for a busy machine) */
+	ck_assert_msg(ms >= 190 && ms < 15000, "timeout took %.0f ms", ms);
 	ck_assert_msg(strstr(e.message, "timed out"), "message: %s", e.message);
 
 	fake f;

@@ -275,7 +275,7 @@ void tcu_daemon_dump_log(const tcu_daemon *d)
 int tcu_daemon_tcp_port(const tcu_daemon *d)
 {
 	static const char tag[] = "listening on tcp:127.0.0.1:";
-	for (int tries = 0; tries < 500; tries++) {
+	for (int tries = 0; tries < 2000; tries++) { /* 20 s: for a busy machine */
 		FILE *f = fopen(d->log, "r");
 		char line[512];
 		while (f && fgets(line, sizeof(line), f)) {

@@ -612,6 +612,8 @@ static void locker_start(locker *l, ta_persist *p, const char *name, int kind)
 	ck_assert_int_eq(pthread_create(&l->thread, NULL, locker_main, l), 0);
 }
 
+/* (The positive waits below allow 20 s, a bound for a hang on a busy machine; the
+ * negative ones, 50-100 ms, only get surer on a slower machine.) */
 /* Waits up to ms for l to hold its lock; returns whether it does. */
 static bool locker_holds(locker *l, int ms)
 {
@@ -637,22 +639,22 @@ START_TEST(test_lock_kinds)
 	locker add1, add2, max1, alone, add3, other;
 	/* two adds share; a max waits for them; an add arriving after the max waits too */
 	locker_start(&add1, fx.p, "t", 1);
-	ck_assert(locker_holds(&add1, 2000));
+	ck_assert(locker_holds(&add1, 20000));
 	locker_start(&add2, fx.p, "t", 1);
-	ck_assert(locker_holds(&add2, 2000));
+	ck_assert(locker_holds(&add2, 20000));
 	locker_start(&max1, fx.p, "t", 4);
 	ck_assert(!locker_holds(&max1, 100));
 	locker_start(&add3, fx.p, "t", 1);
 	ck_assert(!locker_holds(&add3, 100)); /* the waiting max is not starved */
 	/* another tile name (another stripe: FNV-1a 35 and 8 of 64) is not held up */
 	locker_start(&other, fx.p, "another tile", -1);
-	ck_assert(locker_holds(&other, 2000));
+	ck_assert(locker_holds(&other, 20000));
 	locker_release(&other);
 	locker_release(&add1);
 	ck_assert(!locker_holds(&max1, 50));
 	locker_release(&add2);
 	/* the max and the late add each get it, one after the other */
-	for (int i = 0; i < 2000 && !atomic_load(&max1.got) && !atomic_load(&add3.got); i++) {
+	for (int i = 0; i < 20000 && !atomic_load(&max1.got) && !atomic_load(&add3.got); i++) {
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
 	}
@@ -661,17 +663,17 @@ START_TEST(test_lock_kinds)
 	locker *second = first == &max1 ? &add3 : &max1;
 	ck_assert(!locker_holds(second, 50));
 	locker_release(first);
-	ck_assert(locker_holds(second, 2000));
+	ck_assert(locker_holds(second, 20000));
 	/* held alone: nobody shares */
 	locker_start(&alone, fx.p, "t", -1);
 	ck_assert(!locker_holds(&alone, 50));
 	locker_release(second);
-	ck_assert(locker_holds(&alone, 2000));
+	ck_assert(locker_holds(&alone, 20000));
 	locker add4;
 	locker_start(&add4, fx.p, "t", 1);
 	ck_assert(!locker_holds(&add4, 50));
 	locker_release(&alone);
-	ck_assert(locker_holds(&add4, 2000));
+	ck_assert(locker_holds(&add4, 20000));
 	locker_release(&add4);
 	fx_close(&fx);
 	fx_rmdir(&fx);
@@ -743,11 +745,11 @@ START_TEST(test_dispatch_lock_choice)
 	ok(call(&fx, &req));
 	locker adds, fadds;
 	locker_start(&adds, fx.p, "i", (int)TA_OP_ADD);
-	ck_assert(locker_holds(&adds, 2000));
+	ck_assert(locker_holds(&adds, 20000));
 	locker_start(&fadds, fx.p, "f", (int)TA_OP_ADD);
-	ck_assert(locker_holds(&fadds, 2000));
+	ck_assert(locker_holds(&fadds, 20000));
 	runner add, max, cas, fadd;
-	ck_assert(run_within(&fx, &add, "i", TILEATOM__OP__ADD, 2000));
+	ck_assert(run_within(&fx, &add, "i", TILEATOM__OP__ADD, 20000));
 	ck_assert_int_eq(add.status, TILEATOM__STATUS__OK);
 	ck_assert(!run_within(&fx, &max, "i", TILEATOM__OP__MAX, 100));
 	ck_assert(!run_within(&fx, &cas, "i", TILEATOM__OP__CAS, 100));
@@ -1087,7 +1089,7 @@ START_TEST(test_run)
 	ck_assert_int_eq(ta_persist_durable(fx.p, 2), 0);     /* not even in the log's buffer */
 	ck_assert_uint_eq(ta_persist_run_end(fx.p, &run), 4); /* records 2, 3 and 4 */
 	ck_assert(!run.hold.held);
-	ck_assert(locker_holds(&alone, 2000));
+	ck_assert(locker_holds(&alone, 20000));
 	locker_release(&alone);
 	ck_assert_uint_eq(ta_persist_run_end(fx.p, &run), 0); /* nothing since */
 	/* held alone next: the shared lock goes first, with its record (5) */
