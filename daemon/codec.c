@@ -95,7 +95,8 @@ typedef struct rd {
 typedef struct dec {
 	ta_arena *arena;    /* where strings go */
 	ta_wire_request *w; /* the request */
-
+	int addressings;    /* Addressing fields decoded so far */
+	bool addr_form_any; /* one of them named a form */
 } dec;
 
 /* Notes a problem (the first one is kept). */
@@ -448,7 +449,9 @@ static bool dec_addressing(dec *d, rd r)
 {
 	fw_slot s;
 	int k;
+	bool form = false;
 	while ((k = next_field(&r, &s)) > 0) {
+		form = true;
 		bool ok;
 		/* a oneof: its members share one "seen" bit */
 		if (s == FW_ADDR_REGION)
@@ -461,7 +464,15 @@ static bool dec_addressing(dec *d, rd r)
 		if (!ok)
 			return false;
 	}
-	return k == 0;
+	if (k != 0)
+		return false;
+	/* protobuf-c (1.4.1) refuses to merge an Addressing given again when neither it nor
+	 * the ones before named a form: the bytes are malformed, as it says */
+	if (!form && d->addressings > 0 && !d->addr_form_any)
+		return false;
+	d->addressings++;
+	d->addr_form_any = d->addr_form_any || form;
+	return true;
 }
 
 /* Decodes a Region field (region or window) into the request. */
@@ -579,7 +590,7 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 	w->old_into.present = false;
 	w->refs = false;
 	w->problem = false;
-	dec d = {arena, w};
+	dec d = {arena, w, 0, false};
 	/* the Request: its id and its bodies (the oneof's members, a control-plane one too) */
 	rd r = {data, data + len, &fw_tables[FW_M_REQUEST], 0, 0, 0, true};
 	const ProtobufCMessageDescriptor *qd = &tileatom__request__descriptor;
