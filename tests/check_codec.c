@@ -471,6 +471,30 @@ START_TEST(test_exact_values)
 	ck_assert_int_eq(ta_codec_decode(&arena, buf, n - 1, &w), TA_WIRE_MALFORMED);
 	for (size_t k = 0; k < n + 2; k++)
 		cc_decode_check(bad, k);
+	/* a gather whose Addressing comes twice: protobuf-c (1.4.1) merges a form into an
+	 * empty one or an empty one into a form, but refuses two empty ones (found by the
+	 * fuzz target); the codec answers as it does */
+	static const uint8_t addr_empty_twice[] = {0x08, 0x10, 0x6a, 0x07, 0x0a, 0x01,
+	                                           0x63, 0x1a, 0x00, 0x1a, 0x00};
+	static const uint8_t addr_region_then_empty[] = {0x08, 0x10, 0x6a, 0x09, 0x0a, 0x01, 0x63,
+	                                                 0x1a, 0x02, 0x0a, 0x00, 0x1a, 0x00};
+	static const uint8_t addr_empty_then_region[] = {0x08, 0x10, 0x6a, 0x09, 0x0a, 0x01, 0x63,
+	                                                 0x1a, 0x00, 0x1a, 0x02, 0x0a, 0x00};
+	ck_assert_ptr_null(
+	    tileatom__request__unpack(NULL, sizeof(addr_empty_twice), addr_empty_twice));
+	ck_assert_int_eq(ta_codec_decode(&arena, addr_empty_twice, sizeof(addr_empty_twice), &w),
+	                 TA_WIRE_MALFORMED);
+	ck_assert_int_eq(
+	    ta_codec_decode(&arena, addr_region_then_empty, sizeof(addr_region_then_empty), &w),
+	    TA_WIRE_DATA);
+	ck_assert_str_eq(w.problem_msg, "gather.addr is given more than once (not supported)");
+	ck_assert_int_eq(
+	    ta_codec_decode(&arena, addr_empty_then_region, sizeof(addr_empty_then_region), &w),
+	    TA_WIRE_DATA);
+	ck_assert(w.problem);
+	cc_decode_check(addr_empty_twice, sizeof(addr_empty_twice));
+	cc_decode_check(addr_region_then_empty, sizeof(addr_region_then_empty));
+	cc_decode_check(addr_empty_then_region, sizeof(addr_empty_then_region));
 	ta_arena_free(&arena);
 
 	/* end to end, both paths: tile f element 7 starts as the fill pattern */
