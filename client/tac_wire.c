@@ -674,11 +674,15 @@ static __attribute__((noinline)) const uint8_t *dec_array_rare(tac_wire_response
 	} else if (slot != D_SHAPE_ONE) {
 		return NULL;
 	}
-	do { /* one extent (D_SHAPE_ONE), or each of the packed ones */
+	/* one extent (D_SHAPE_ONE), or each of the packed ones (none in an empty run, which
+	 * protobuf-c takes too) */
+	bool more = slot == D_SHAPE_ONE || p < stop;
+	while (more) {
 		if (*nshape == TAC_WIRE_MAX_SHAPE || !rd_varint(&p, stop, &v))
 			return NULL;
 		out->shape[(*nshape)++] = (int64_t)v;
-	} while (slot == D_SHAPE && p < stop);
+		more = slot == D_SHAPE && p < stop;
+	}
 	return p;
 }
 

@@ -214,13 +214,17 @@ HOT bool rd_ints(rd *r, int64_t *v, size_t *count)
 		q = r->p;
 		end = r->p + n;
 	}
-	do {
+	/* one element, or a packed run of any length (an empty one included: protobuf-c takes
+	 * it as no elements) */
+	bool more = r->wire != FW_LEN || q < end;
+	while (more) {
 		if (!rd_varint(&q, end, &x))
 			return false;
 		if (*count < TA_MAX_RANK)
 			v[*count] = (int64_t)x;
 		(*count)++;
-	} while (r->wire == FW_LEN && q < end);
+		more = r->wire == FW_LEN && q < end;
+	}
 	r->p = r->wire == FW_LEN ? end : q;
 	return true;
 }

@@ -492,6 +492,19 @@ START_TEST(test_exact_values)
 	    ta_codec_decode(&arena, addr_empty_then_region, sizeof(addr_empty_then_region), &w),
 	    TA_WIRE_DATA);
 	ck_assert(w.problem);
+	/* empty packed runs (a window's origin and shape sent as zero-length packed fields):
+	 * no elements, as protobuf-c reads them (found by the fuzz target) */
+	static const uint8_t empty_packed[] = {0x08, 0x10, 0x6a, 0x09, 0x0a, 0x01, 0x63,
+	                                       0x12, 0x04, 0x0a, 0x00, 0x12, 0x00};
+	Tileatom__Request *pb = tileatom__request__unpack(NULL, sizeof(empty_packed), empty_packed);
+	ck_assert_ptr_nonnull(pb);
+	tileatom__request__free_unpacked(pb, NULL);
+	ck_assert_int_eq(ta_codec_decode(&arena, empty_packed, sizeof(empty_packed), &w),
+	                 TA_WIRE_DATA);
+	ck_assert(!w.problem);
+	ck_assert_uint_eq(w.region.n_origin, 0);
+	ck_assert_uint_eq(w.region.n_shape, 0);
+	cc_decode_check(empty_packed, sizeof(empty_packed));
 	cc_decode_check(addr_empty_twice, sizeof(addr_empty_twice));
 	cc_decode_check(addr_region_then_empty, sizeof(addr_region_then_empty));
 	cc_decode_check(addr_empty_then_region, sizeof(addr_empty_then_region));
