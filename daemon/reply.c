@@ -115,6 +115,7 @@ bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out
 			rc->ctl->resp.status = (Tileatom__Status)st;
 			rc->ctl->resp.message = rc->err.msg;
 		} else {
+			resp_ctx_free(rc); /* a body built before the error (a list) goes */
 			rc->ctl = NULL;
 			rc->msg = (ta_reply_msg){
 			    .id = rc->id, .status = (int32_t)st, .message = rc->err.msg};
@@ -167,4 +168,7 @@ void resp_ctx_free(resp_ctx *rc)
 	free(rc->ctl->list_items);
 	free(rc->ctl->list_ptrs);
 	free(rc->ctl->list_infos);
+	rc->ctl->list_items = NULL;
+	rc->ctl->list_ptrs = NULL;
+	rc->ctl->list_infos = NULL;
 }

@@ -76,8 +76,14 @@ START_TEST(test_bookkeeping_exact)
 	ta_tile_shape s = shape1(TA_DTYPE_I32, 1);
 	ck_assert_int_eq(ta_registry_create(reg, "one", &s, &t, &err), TA_OK);
 	ta_registry_publish(t);
-	/* glibc: a 64-byte aligned request of 64 bytes has 72 usable bytes */
+	/* glibc: a 64-byte aligned request of 64 bytes has 72 usable bytes; AddressSanitizer's
+	 * allocator (make distcheck) gives exactly what was asked, and the footprint below
+	 * comes out the same: 64 or 72 usable, plus the 8-byte header, round to 128 */
+#if defined(__SANITIZE_ADDRESS__)
+	ck_assert_uint_eq(malloc_usable_size(t->mem), 64);
+#else
 	ck_assert_uint_eq(malloc_usable_size(t->mem), 72);
+#endif
 	ta_tile_unref(t);
 	uint32_t tiles = 0;
 	uint64_t bytes = 0;
