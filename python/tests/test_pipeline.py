@@ -81,6 +81,23 @@ def test_pipeline_errors(client, name):
     np.testing.assert_array_equal(t.read(), [1, 1, 1, 0])
 
 
+def test_pipeline_tile_view_is_cached(client, name):
+    client.create(name, np.int32, (8,))
+    with client.pipeline() as p:
+        v = p.tile(name)
+        assert p.tile(name) is v and v.name == name and v.shape == (8,)
+        with pytest.raises(TypeError):
+            p.tile(5)
+        with pytest.raises(tileatom.NotFound):
+            p.tile(name + "-missing")
+        v.add(7, at=2, return_old=True)
+        p.tile(name).add(5, at=2, return_old=True)
+        olds = p.execute()
+    assert [int(x) for x in olds] == [0, 7]
+    with client.pipeline() as q:  # a new pipeline makes its own view
+        assert q.tile(name) is not v
+
+
 def test_pipeline_describes_new_tiles_midway(client, name):
     a = client.create(name, np.int64, (2,))
     other = tileatom.connect(client.address)

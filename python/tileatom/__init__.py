@@ -620,26 +620,7 @@ class Tile(_core.TileBase):
         self._client.destroy(self.name)
 
 
-class _PipelineTiles(dict):
-    """A pipeline's tiles by name: the pipelined Tile views handed out by Pipeline.tile."""
-
-    def __init__(self, pipeline: "Pipeline") -> None:
-        super().__init__()
-        self._pipeline = pipeline
-
-    def __missing__(self, name: str) -> Tile:
-        p = self._pipeline
-        info = p._client._known.get(name)
-        if info is None:
-            if p._conn.pending:
-                p._done.extend(p._conn.collect())
-            info = p._conn.describe(name)
-            p._client._known[name] = info
-        t = self[name] = Tile(p._client, info, submit=True)
-        return t
-
-
-class Pipeline:
+class Pipeline(_core.PipelineBase):
     """Requests queued without waiting, as redis-py's pipeline: ``p.tile(name)`` gives a
     Tile whose operations are sent at once but answered later (the first use of a name the
     client has not seen describes the tile: a round trip, after the queued responses are
@@ -650,15 +631,29 @@ class Pipeline:
 
     Leaving the ``with`` block collects and drops what execute() did not (the requests were
     applied all the same). Synchronous calls on the client while results are outstanding
-    raise StateError: call execute() first."""
+    raise StateError: call execute() first.
+
+    ``tile(name)`` (a method of the C base class) returns the same view for a name every
+    time, so ``p.tile(name).add(...)`` in a loop builds no object per call."""
 
     def __init__(self, client: "Client") -> None:
         self._client = client
         self._conn = client._conn
         self._done: list[Any] = []
-        # tile(name) is this dict's own lookup (no Python frame per call); a name not seen
-        # yet comes to _PipelineTiles.__missing__
-        self.tile = _PipelineTiles(self).__getitem__
+        self._tiles: dict[str, Tile] = {}
+
+    def _new_tile(self, name: str) -> Tile:
+        """tile(name) for a name this pipeline has no view of yet (called by the C base)."""
+        if not isinstance(name, str):
+            raise TypeError(f"a tile name is a str, not {type(name).__name__}")
+        info = self._client._known.get(name)
+        if info is None:
+            if self._conn.pending:
+                self._done.extend(self._conn.collect())
+            info = self._conn.describe(name)
+            self._client._known[name] = info
+        t = self._tiles[name] = Tile(self._client, info, submit=True)
+        return t
 
     def __enter__(self) -> "Pipeline":
         return self
@@ -671,11 +666,6 @@ class Pipeline:
                 pass
         self._done = []
 
-    def tile(self, name: str) -> Tile:  # replaced per instance by a dict lookup
-        """The pipelined view of tile ``name``: its operations are queued and answer
-        None; their results come from execute()."""
-        return self.tile(name)
-
     def __len__(self) -> int:
         """Requests queued and not returned by execute() yet."""
         return len(self._done) + self._conn.pending
@@ -684,6 +674,8 @@ class Pipeline:
         """Collects every queued request's result, in order. A failed request's exception
         is raised after all are collected (raise_on_error=True, the first one), or left in
         its place in the list (False)."""
+        if not self._done:  # the common case: the check is done in C
+            return self._conn.collect(-1, raise_on_error)
         results = self._done + self._conn.collect()
         self._done = []
         if raise_on_error:

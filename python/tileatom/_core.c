@@ -15,6 +15,8 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -53,7 +55,9 @@ typedef struct pending_entry {
 /* A connection (tileatom._core.Conn). */
 typedef struct ConnObject {
 	PyObject_HEAD tileatom_client *client; /* the handle; NULL once closed */
-	PyThread_type_lock lock;               /* serialises calls on the handle */
+	pthread_mutex_t lock; /* serialises calls on the handle (a mutex: its uncontended
+	                         trylock reads no clock, unlike PyThread_acquire_lock) */
+	int lock_ready;       /* lock was initialised */
 	int closing;          /* close() was called while shared buffers were alive */
 	Py_ssize_t buffers;   /* live SharedBuffer objects over this connection */
 	pending_entry *queue; /* submitted requests in order (a ring) */
@@ -115,19 +119,26 @@ static PyObject *raise_status(int code, const tileatom_error *err)
 
 /* ---- the connection lock ----------------------------------------------------------------- */
 
-/* Takes the connection's lock (waiting without the GIL when another thread holds it) and
- * checks that the handle is open; returns 0, or -1 with an exception set (lock not held). */
-static int conn_enter(ConnObject *self)
+/* Takes the connection's lock, waiting without the GIL when another thread holds it. */
+static void conn_lock(ConnObject *self)
 {
-	if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+	if (pthread_mutex_trylock(&self->lock) != 0) {
 		{
 			PyThreadState *unlocked = PyEval_SaveThread();
-			PyThread_acquire_lock(self->lock, WAIT_LOCK);
+			/* a default mutex taken by this thread's own code only: cannot fail */
+			(void)pthread_mutex_lock(&self->lock);
 			PyEval_RestoreThread(unlocked);
 		}
 	}
+}
+
+/* Takes the connection's lock and checks that the handle is open; returns 0, or -1 with an
+ * exception set (lock not held). */
+static int conn_enter(ConnObject *self)
+{
+	conn_lock(self);
 	if (!self->client || self->closing) {
-		PyThread_release_lock(self->lock);
+		pthread_mutex_unlock(&self->lock);
 		tileatom_error err = {TILEATOM_E_STATE, "the connection is closed"};
 		raise_status(TILEATOM_E_STATE, &err);
 		return -1;
@@ -138,7 +149,7 @@ static int conn_enter(ConnObject *self)
 /* Releases the connection's lock. */
 static void conn_leave(ConnObject *self)
 {
-	PyThread_release_lock(self->lock);
+	pthread_mutex_unlock(&self->lock);
 }
 
 /* ---- argument conversion ----------------------------------------------------------------- */
@@ -582,11 +593,13 @@ static PyObject *Conn_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 	ConnObject *self = (ConnObject *)type->tp_alloc(type, 0);
 	if (!self)
 		return NULL;
-	self->lock = PyThread_allocate_lock();
-	if (!self->lock) {
+	int rc = pthread_mutex_init(&self->lock, NULL);
+	if (rc != 0) {
 		Py_DECREF(self);
-		return PyErr_NoMemory();
+		errno = rc;
+		return PyErr_SetFromErrno(PyExc_OSError);
 	}
+	self->lock_ready = 1;
 	return (PyObject *)self;
 }
 
@@ -609,8 +622,8 @@ static void Conn_dealloc(ConnObject *self)
 {
 	conn_really_close(self);
 	PyMem_Free(self->queue);
-	if (self->lock)
-		PyThread_free_lock(self->lock);
+	if (self->lock_ready)
+		pthread_mutex_destroy(&self->lock);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -621,18 +634,12 @@ PyDoc_STRVAR(Conn_close_doc, "close()\n--\n\nCloses the connection (idempotent).
 static PyObject *Conn_close(ConnObject *self, PyObject *unused)
 {
 	(void)unused;
-	if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
-		{
-			PyThreadState *unlocked = PyEval_SaveThread();
-			PyThread_acquire_lock(self->lock, WAIT_LOCK);
-			PyEval_RestoreThread(unlocked);
-		}
-	}
+	conn_lock(self);
 	if (self->buffers > 0)
 		self->closing = 1;
 	else
 		conn_really_close(self);
-	PyThread_release_lock(self->lock);
+	pthread_mutex_unlock(&self->lock);
 	Py_RETURN_NONE;
 }
 
@@ -1324,14 +1331,17 @@ static PyObject *result_of(const pending_entry *e, const raw_result *raw)
 }
 
 PyDoc_STRVAR(Conn_collect_doc,
-             "collect(n=-1) -> list\n--\n\n"
+             "collect(n=-1, raise_on_error=False) -> list\n--\n\n"
              "Collects the next n responses (all pending when n < 0) in submission order. "
              "Each entry is the request's result, or the exception instance of a failed "
-             "one. After a connection error, the remaining entries all hold that error.");
+             "one. After a connection error, the remaining entries all hold that error. "
+             "raise_on_error=True raises the first failed request's exception instead, "
+             "after collecting them all.");
 static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 {
 	Py_ssize_t n = -1;
-	if (!PyArg_ParseTuple(args, "|n", &n))
+	int raise_on_error = 0;
+	if (!PyArg_ParseTuple(args, "|np", &n, &raise_on_error))
 		return NULL;
 	if (conn_enter(self) < 0)
 		return NULL;
@@ -1376,11 +1386,14 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 		PyEval_RestoreThread(unlocked);
 	}
 	/* with it again: the result objects */
-	PyObject *broken_exc = NULL; /* the exception that broke the connection */
+	PyObject *broken_exc = NULL;  /* the exception that broke the connection */
+	PyObject *first_error = NULL; /* the first failed request's exception (borrowed) */
 	for (Py_ssize_t i = 0; i < n && !failed; i++) {
 		PyObject *item;
 		if (i < read) {
 			item = result_of(&ents[i], &raws[i]);
+			if (item && !first_error && raws[i].status != TILEATOM_OK)
+				first_error = item;
 			if (item && broken && i == read - 1) {
 				Py_INCREF(item);
 				broken_exc = item;
@@ -1388,6 +1401,8 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 		} else {
 			Py_XINCREF(broken_exc);
 			item = broken_exc;
+			if (!first_error)
+				first_error = item;
 		}
 		if (!item) {
 			failed = 1;
@@ -1407,6 +1422,11 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 		queue_clear(self);
 	conn_leave(self);
 	if (failed) {
+		Py_DECREF(list);
+		return NULL;
+	}
+	if (raise_on_error && first_error) {
+		PyErr_SetObject((PyObject *)Py_TYPE(first_error), first_error);
 		Py_DECREF(list);
 		return NULL;
 	}
@@ -1483,20 +1503,14 @@ static void SharedBuffer_dealloc(SharedBufferObject *self)
 {
 	ConnObject *conn = self->conn;
 	if (conn && self->buffer) {
-		if (!PyThread_acquire_lock(conn->lock, NOWAIT_LOCK)) {
-			{
-				PyThreadState *unlocked = PyEval_SaveThread();
-				PyThread_acquire_lock(conn->lock, WAIT_LOCK);
-				PyEval_RestoreThread(unlocked);
-			}
-		}
+		conn_lock(conn);
 		if (conn->client)
 			tileatom_buffer_free(self->buffer);
 		self->buffer = NULL;
 		conn->buffers--;
 		if (conn->closing && conn->buffers == 0)
 			conn_really_close(conn);
-		PyThread_release_lock(conn->lock);
+		pthread_mutex_unlock(&conn->lock);
 	}
 	Py_XDECREF(conn);
 	PyObject_Free(self);
@@ -1772,6 +1786,63 @@ static PyTypeObject TileBaseType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---- PipelineBase: the C part of tileatom.Pipeline --------------------------------------
+ * Pipeline.tile(name) is called once per queued request: a C method with one argument that
+ * finds the pipeline's cached Tile view in a dict costs no Python frame; a name not seen
+ * yet goes to the Python layer's Pipeline._new_tile(name), which describes the tile and
+ * stores its view in _tiles. */
+
+/* The C fields of a pipeline. */
+typedef struct PipelineBaseObject {
+	PyObject_HEAD PyObject *tiles; /* _tiles: dict name -> the pipelined Tile view */
+} PipelineBaseObject;
+
+static PyObject *new_tile_name; /* "_new_tile" */
+
+static PyMemberDef PipelineBase_members[] = {{"_tiles", T_OBJECT,
+                                              offsetof(PipelineBaseObject, tiles), 0,
+                                              "the pipelined Tile views by name (internal)"},
+                                             {NULL, 0, 0, 0, NULL}};
+
+static void PipelineBase_dealloc(PipelineBaseObject *self)
+{
+	Py_CLEAR(self->tiles);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(PipelineBase_tile_doc,
+             "tile($self, name, /)\n--\n\n"
+             "The pipelined view of tile `name`: its operations are queued and answer None; "
+             "their results come from execute(). The view is made once per name and "
+             "pipeline (the first use of a name the client has not seen describes the tile: "
+             "one round trip, after the responses queued so far are set aside for "
+             "execute()).");
+static PyObject *PipelineBase_tile(PipelineBaseObject *self, PyObject *name)
+{
+	if (self->tiles && PyDict_CheckExact(self->tiles)) {
+		PyObject *t = PyDict_GetItemWithError(self->tiles, name);
+		if (t)
+			return Py_NewRef(t);
+		if (PyErr_Occurred())
+			return NULL;
+	}
+	return PyObject_CallMethodOneArg((PyObject *)self, new_tile_name, name);
+}
+
+static PyMethodDef PipelineBase_methods[] = {
+    {"tile", (PyCFunction)PipelineBase_tile, METH_O, PipelineBase_tile_doc}, {NULL, NULL, 0, NULL}};
+
+static PyTypeObject PipelineBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tileatom._core.PipelineBase",
+    .tp_basicsize = sizeof(PipelineBaseObject),
+    .tp_dealloc = (destructor)PipelineBase_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = PyDoc_STR("The C part of tileatom.Pipeline: its tile() lookup."),
+    .tp_methods = PipelineBase_methods,
+    .tp_members = PipelineBase_members,
+    .tp_new = PyType_GenericNew,
+};
+
 /* ---- type and module --------------------------------------------------------------------- */
 
 static PyMethodDef Conn_methods[] = {
@@ -1870,12 +1941,14 @@ PyMODINIT_FUNC PyInit__core(void)
 		    !(default_names[i] = PyUnicode_InternFromString(defaults[i])))
 			return NULL;
 	if (PyType_Ready(&ConnType) < 0 || PyType_Ready(&SharedBufferType) < 0 ||
-	    PyType_Ready(&TileBaseType) < 0)
+	    PyType_Ready(&TileBaseType) < 0 || PyType_Ready(&PipelineBaseType) < 0)
 		return NULL;
 	for (int i = 0; i < KW_COUNT; i++)
 		if (!kw_names[i] && !(kw_names[i] = PyUnicode_InternFromString(kw_text[i])))
 			return NULL;
 	if (!rmw_name && !(rmw_name = PyUnicode_InternFromString("_rmw")))
+		return NULL;
+	if (!new_tile_name && !(new_tile_name = PyUnicode_InternFromString("_new_tile")))
 		return NULL;
 	if (!OpResultType.tp_name && PyStructSequence_InitType2(&OpResultType, &opresult_desc) < 0)
 		return NULL;
@@ -1885,6 +1958,7 @@ PyMODINIT_FUNC PyInit__core(void)
 	if (PyModule_AddObjectRef(m, "Conn", (PyObject *)&ConnType) < 0 ||
 	    PyModule_AddObjectRef(m, "SharedBuffer", (PyObject *)&SharedBufferType) < 0 ||
 	    PyModule_AddObjectRef(m, "TileBase", (PyObject *)&TileBaseType) < 0 ||
+	    PyModule_AddObjectRef(m, "PipelineBase", (PyObject *)&PipelineBaseType) < 0 ||
 	    PyModule_AddObjectRef(m, "OpResult", (PyObject *)&OpResultType) < 0 ||
 	    PyModule_AddIntConstant(m, "MAX_RANK", TILEATOM_MAX_RANK) < 0 ||
 	    PyModule_AddIntConstant(m, "NAME_MAX", TILEATOM_NAME_MAX) < 0) {
