@@ -9,8 +9,8 @@
 #                                        (default build-gpu-py, configured --without-cuda: the
 #                                        client library needs no CUDA) and copies into
 #                                        gpu-carry/python/ the package's Python files, the
-#                                        extension's source and header and that library, and
-#                                        into gpu-carry/rt/ the shared libraries it needs.
+#                                        extension's source and header, and that library with
+#                                        the shared libraries it needs (but OpenSSL's).
 #   scripts/gpu-python.sh run [CARRY]    there, from the repository root: compiles
 #                                        tileatom._core for that python3 (gcc, Python.h,
 #                                        numpy's headers) under $OUT, starts
@@ -42,18 +42,19 @@ if [ "$mode" = pack ]; then
 		exit 1
 	fi
 	rm -rf gpu-carry/python
-	mkdir -p gpu-carry/python/tileatom gpu-carry/python/include gpu-carry/python/lib \
-		gpu-carry/rt || exit 1
+	mkdir -p gpu-carry/python/tileatom gpu-carry/python/include gpu-carry/python/lib || exit 1
 	cp python/tileatom/*.py python/tileatom/*.pyi python/tileatom/py.typed \
 		gpu-carry/python/tileatom/ || exit 1
 	cp python/tileatom/_core.c gpu-carry/python/ || exit 1
 	cp client/tileatom.h gpu-carry/python/include/ || exit 1
 	cp -L "$lib" gpu-carry/python/lib/ || exit 1
-	# the libraries it needs beyond the C runtime (protobuf-c, ...), as gpu-run.sh pack does
+	# the libraries it needs beyond the C runtime and OpenSSL (protobuf-c), beside it: the
+	# python3 there loads only these, not gpu-carry/rt's (Debian's libcrypto could shadow
+	# the one its own modules were built against)
 	ldd "$lib" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
-		grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+		grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libcrypto|libssl|ld-linux[^/]*)\.so' |
 		while read -r dep; do
-			cp -L "$dep" gpu-carry/rt/ || exit 1
+			cp -L "$dep" gpu-carry/python/lib/ || exit 1
 		done || exit 1
 	du -sh gpu-carry
 	exit 0
@@ -62,7 +63,10 @@ fi
 carry=${2:-gpu-carry}
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$here/$carry/python/lib:$here/$carry/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# python3 loads the client library and its dependencies from CARRY/python/lib; the C
+# programs of the carry (tileatomd, tileatom-histbench) run with CARRY/rt
+export LD_LIBRARY_PATH="$here/$carry/python/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+rt="$here/$carry/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 
 skip() {
@@ -106,7 +110,8 @@ python3 -c 'import tileatom; print("tileatom", tileatom.__version__, "over", til
 
 sock="$OUT/python-gpu.sock"
 rm -f "$sock"
-"$carry/tileatomd" --socket "$sock" --backend cuda --log-level err 2>"$OUT/python-daemon.log" &
+LD_LIBRARY_PATH="$rt" "$carry/tileatomd" --socket "$sock" --backend cuda --log-level err \
+	2>"$OUT/python-daemon.log" &
 dpid=$!
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
 if [ ! -S "$sock" ]; then
@@ -115,8 +120,11 @@ if [ ! -S "$sock" ]; then
 	kill -TERM $dpid 2>/dev/null
 	exit 1
 fi
+# the C peer, run by gpu_multiproc.py with the carry's libraries
+printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$rt" "$here/$carry/tileatom-histbench" \
+	>"$OUT/histbench.sh" && chmod +x "$OUT/histbench.sh" || exit 1
 timeout 900 python3 python/tests/gpu_multiproc.py --socket "$sock" \
-	--histbench "$carry/tileatom-histbench" ${GPU_PY_ARGS:-} 2>&1 | tee "$OUT/gpu_multiproc.txt"
+	--histbench "$OUT/histbench.sh" ${GPU_PY_ARGS:-} 2>&1 | tee "$OUT/gpu_multiproc.txt"
 rc=$(sed -n 's/^gpu_multiproc: \(PASS\|FAIL\)$/\1/p' "$OUT/gpu_multiproc.txt")
 kill -TERM $dpid
 wait $dpid
