@@ -123,7 +123,7 @@ fi
 # the C peer, run by gpu_multiproc.py with the carry's libraries
 printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$rt" "$here/$carry/tileatom-histbench" \
 	>"$OUT/histbench.sh" && chmod +x "$OUT/histbench.sh" || exit 1
-timeout 900 python3 python/tests/gpu_multiproc.py --socket "$sock" \
+timeout 500 python3 python/tests/gpu_multiproc.py --socket "$sock" \
 	--histbench "$OUT/histbench.sh" ${GPU_PY_ARGS:-} 2>&1 | tee "$OUT/gpu_multiproc.txt"
 rc=$(sed -n 's/^gpu_multiproc: \(PASS\|FAIL\)$/\1/p' "$OUT/gpu_multiproc.txt")
 kill -TERM $dpid
