@@ -197,3 +197,18 @@ def test_cuda_dlpack_refusals():
     # a kDLCUDA object is never read as host memory
     with pytest.raises(TypeError, match="device type 2 where host memory"):
         tileatom._torch_numpy(FakeCuda(np.zeros(2, np.int64), 0))
+
+
+def test_pipelined_device_operands_live_until_collected(client, name):
+    # without libcuda in this process the library reads the "device" array as host
+    # memory: enough to see that the pipeline holds the consumed tensor until execute()
+    t = client.create(name, np.int64, (4,))
+    f = FakeCuda(np.array([5, 6], np.int64), 0)
+    with client.pipeline() as p:
+        p.tile(name).add(f, at=np.array([1, 3]))
+        gc.collect()
+        assert f.deleted == 0
+        r = p.execute()
+    gc.collect()
+    assert f.deleted == 1 and r == [(2, 0)]
+    np.testing.assert_array_equal(t.read(), [0, 5, 0, 6])

@@ -221,7 +221,7 @@ def _device_array(obj: Any, code: int | None, what: str) -> tuple | None:
             got = _MASK_BYTES
         _checked_device(code, got, dt, shape, cai.get("strides"), dt.itemsize, what)
         _sync_torch(obj)
-        return (int(cai["data"][0]), got, shape)
+        return (int(cai["data"][0]), got, shape, obj)
     if isinstance(obj, np.ndarray) or not hasattr(obj, "__dlpack__"):
         return None
     kind, _ = _dlpack_device(obj)

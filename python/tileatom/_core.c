@@ -47,9 +47,11 @@ enum result_kind {
 
 /* One submitted request whose response is not collected yet. */
 typedef struct pending_entry {
-	int kind;      /* enum result_kind */
-	PyObject *out; /* RESULT_OUT: the array to fill (owned reference); else NULL */
-	int64_t index; /* RESULT_SINGLE: the flat index (for the error message) */
+	int kind;       /* enum result_kind */
+	PyObject *out;  /* RESULT_OUT: the array to fill (owned reference); else NULL */
+	int64_t index;  /* RESULT_SINGLE: the flat index (for the error message) */
+	PyObject *keep; /* the operands of a request with device memory, which the daemon reads
+	                   after the submit returns: held until the response (owned); or NULL */
 } pending_entry;
 
 /* A connection (tileatom._core.Conn). */
@@ -542,6 +544,7 @@ static int queue_push(ConnObject *self, int kind, PyObject *out)
 	e->kind = kind;
 	e->out = out;
 	e->index = 0;
+	e->keep = NULL;
 	self->qlen++;
 	return 0;
 }
@@ -561,6 +564,7 @@ static void queue_clear(ConnObject *self)
 		pending_entry e;
 		queue_pop(self, &e);
 		Py_XDECREF(e.out);
+		Py_XDECREF(e.keep);
 	}
 }
 
@@ -1105,10 +1109,20 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 	if (kind >= TILEATOM_REQ_GATHER)
 		addr.region = NULL;
 
-	if (conn_enter(self) < 0)
+	int device = holds_device(indices_obj) || holds_device(values_obj) ||
+	             holds_device(compare_obj) || holds_device(padding_obj) ||
+	             holds_device(mask_obj) || holds_device(out);
+	/* a pipelined request's device operands (and the objects that own their memory) must
+	 * outlive the submit: the daemon reads them before it answers */
+	PyObject *keep = NULL;
+	if (submit && device &&
+	    !(keep = PyTuple_Pack(4, indices_obj, values_obj, compare_obj, mask_obj)))
 		return NULL;
-	if (holds_device(indices_obj) || holds_device(values_obj) || holds_device(compare_obj) ||
-	    holds_device(padding_obj) || holds_device(mask_obj) || holds_device(out))
+	if (conn_enter(self) < 0) {
+		Py_XDECREF(keep);
+		return NULL;
+	}
+	if (device)
 		conn_device_ptrs(self);
 	tileatom_error err = {0, ""};
 	tileatom_op_result res = {0};
@@ -1120,9 +1134,11 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 			Py_INCREF(out);
 		if (queue_push(self, out != Py_None ? RESULT_OUT : RESULT_COUNTS,
 		               out != Py_None ? out : NULL) < 0) {
+			Py_XDECREF(keep);
 			conn_leave(self);
 			return NULL;
 		}
+		self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)].keep = keep;
 	}
 	{
 		PyThreadState *unlocked = PyEval_SaveThread();
@@ -1181,6 +1197,7 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 		/* nothing of the request stays queued: drop its entry (the newest) */
 		pending_entry *e = &self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)];
 		Py_XDECREF(e->out);
+		Py_XDECREF(e->keep);
 		self->qlen--;
 	} else if (submit)
 		st = conn_count_submit(self, &err);
@@ -1447,8 +1464,10 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 	}
 	for (Py_ssize_t i = 0; i < n; i++)
 		free(raws[i].message);
-	for (Py_ssize_t i = 0; i < popped; i++)
+	for (Py_ssize_t i = 0; i < popped; i++) {
 		Py_XDECREF(ents[i].out);
+		Py_XDECREF(ents[i].keep);
+	}
 	PyMem_Free(ents);
 	PyMem_Free(raws);
 	Py_XDECREF(broken_exc);
