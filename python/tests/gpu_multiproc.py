@@ -106,9 +106,9 @@ def multiproc(a: argparse.Namespace, tileatom: Any, np: Any) -> bool:
     got = []
     for _ in procs:
         try:
-            got.append(results.get(timeout=600))
+            got.append(results.get(timeout=400))
         except Exception:
-            print("gpu_multiproc: a process did not report within 600 s")
+            print("gpu_multiproc: a process did not report within 400 s")
             break
     for p in procs:
         p.join(timeout=60)
