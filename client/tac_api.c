@@ -229,6 +229,19 @@ size_t tileatom_pending(const tileatom_client *client)
 	return client ? tac_pending_requests(client) : 0;
 }
 
+int tileatom_fd(const tileatom_client *client)
+{
+	return client ? client->fd : -1;
+}
+
+int tileatom_poll(tileatom_client *client, size_t *ready, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	if (!ready)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no ready count given");
+	return tac_conn_poll(client, ready, err);
+}
+
 int tileatom_ping(tileatom_client *client, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
