@@ -1507,6 +1507,37 @@ static PyObject *Conn_flush(ConnObject *self, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(Conn_fileno_doc, "fileno() -> int\n--\n\nThe connection's socket, for an event "
+                              "loop to wait on for readability (then call poll()); do not "
+                              "read, write or close it.");
+static PyObject *Conn_fileno(ConnObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (conn_enter(self) < 0)
+		return NULL;
+	int fd = tileatom_fd(self->client);
+	conn_leave(self);
+	return PyLong_FromLong(fd);
+}
+
+PyDoc_STRVAR(Conn_poll_doc,
+             "poll() -> int\n--\n\nReads without blocking what the socket holds and returns "
+             "how many of the pending requests, oldest first, collect() answers without "
+             "waiting. After the connection broke, every pending request counts (collect() "
+             "returns the error for each).");
+static PyObject *Conn_poll(ConnObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (conn_enter(self) < 0)
+		return NULL;
+	size_t ready = 0;
+	tileatom_error err = {0, ""};
+	/* one non-blocking recv: kept under the GIL */
+	(void)tileatom_poll(self->client, &ready, &err);
+	conn_leave(self);
+	return PyLong_FromSize_t(ready);
+}
+
 /* ---- shared buffers ---------------------------------------------------------------------- */
 
 PyDoc_STRVAR(Conn_buffer_doc, "buffer(size) -> SharedBuffer\n--\n\nCreates and registers a "
@@ -2200,6 +2231,8 @@ static PyMethodDef Conn_methods[] = {
     {"at", (PyCFunction)(void (*)(void))Conn_at, METH_FASTCALL, Conn_at_doc},
     {"collect", (PyCFunction)Conn_collect, METH_VARARGS, Conn_collect_doc},
     {"flush", (PyCFunction)Conn_flush, METH_NOARGS, Conn_flush_doc},
+    {"fileno", (PyCFunction)Conn_fileno, METH_NOARGS, Conn_fileno_doc},
+    {"poll", (PyCFunction)Conn_poll, METH_NOARGS, Conn_poll_doc},
     {"buffer", (PyCFunction)Conn_buffer, METH_O, Conn_buffer_doc},
     {NULL, NULL, 0, NULL}};
 
