@@ -2,8 +2,8 @@
  * the state every request may use (ta_service), a connection's (ta_session: its handshake,
  * its kept request, its shared buffers), a thread's (ta_dispatch_scratch), and the entry
  * points. Behind them: pipeline.c (decode with codec.c or protobuf-c, hand over, reply),
- * handlers.c (the checks in one order, the handlers), logged.c (--data-dir), held.c
- * (held metrics), service.c. Nothing here touches libuv. */
+ * handlers.c (the checks in one order, the handlers), reply.c (the answer and the held
+ * metrics), logged.c (--data-dir), service.c. Nothing here touches libuv. */
 #ifndef TA_DAEMON_DISPATCH_H
 #define TA_DAEMON_DISPATCH_H
 

@@ -8,7 +8,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/conn.c daemon/conn.h \
 	daemon/shmbuf.c daemon/shmbuf.h \
 	daemon/dispatch.h daemon/reqctx.h \
-	daemon/service.c daemon/handlers.c daemon/logged.c daemon/held.c daemon/pipeline.c daemon/reply.c \
+	daemon/service.c daemon/handlers.c daemon/logged.c daemon/pipeline.c daemon/reply.c \
 	daemon/executor.c daemon/executor.h \
 	daemon/codec.c daemon/codec.h \
 	daemon/log.c daemon/log.h \
