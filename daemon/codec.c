@@ -685,13 +685,11 @@ int ta_codec_append(const ta_reply_msg *m, uint32_t max_payload, ta_frame_buf *b
 	              (m->body != TA_BODY_NONE ? 1 + vsize(body_size) + body_size : 0);
 	if (need)
 		*need = size;
-	if (size > max_payload)
-		return -1;
-	if (ta_frame_buf_reserve(buf, TA_FRAME_HEADER + size) != 0)
-		return -2;
-	uint8_t *at = buf->data + buf->len;
-	ta_frame_put_header(at, (uint32_t)size);
-	uint8_t *p = at + TA_FRAME_HEADER;
+	uint8_t *at, *p;
+	int rc = ta_frame_buf_open(buf, size, max_payload, &at);
+	if (rc != 0)
+		return rc;
+	p = at;
 	if (m->id)
 		p = wr_key_var(p, key[K_ID], m->id);
 	if (status)
@@ -727,7 +725,7 @@ int ta_codec_append(const ta_reply_msg *m, uint32_t max_payload, ta_frame_buf *b
 				p = wr_key_var(p, key[K_APPLIED], m->applied);
 		}
 	}
-	if ((size_t)(p - at) != TA_FRAME_HEADER + size)
+	if ((size_t)(p - at) != size)
 		abort(); /* the sizes above and the writes here disagree: a bug in this file */
 	buf->len += TA_FRAME_HEADER + size;
 	return 0;

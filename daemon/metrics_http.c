@@ -263,48 +263,12 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	ta_log(TA_LOG_WARNING, "metrics: %s", msg);
 }
 
-/* Resolves "HOST:PORT" / "[V6]:PORT" ("*" or an empty host: every address) into *res. */
-static ta_status resolve(const char *spec, struct addrinfo **res, ta_error *err)
-{
-	char host[256];
-	const char *port;
-	if (spec[0] == '[') {
-		const char *close = strchr(spec, ']');
-		if (!close || close[1] != ':' || (size_t)(close - spec - 1) >= sizeof(host))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "metrics: '%s' is not [ADDRESS]:PORT", spec);
-		memcpy(host, spec + 1, (size_t)(close - spec - 1));
-		host[close - spec - 1] = '\0';
-		port = close + 2;
-	} else {
-		const char *colon = strrchr(spec, ':');
-		if (!colon || (size_t)(colon - spec) >= sizeof(host))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "metrics: '%s' is not HOST:PORT", spec);
-		memcpy(host, spec, (size_t)(colon - spec));
-		host[colon - spec] = '\0';
-		port = colon + 1;
-	}
-	if (!*port)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "metrics: '%s' has no port", spec);
-	struct addrinfo hints;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	int rc = getaddrinfo(*host && strcmp(host, "*") != 0 ? host : NULL, port, &hints, res);
-	if (rc != 0)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "metrics: cannot resolve '%s': %s",
-		                    spec, gai_strerror(rc));
-	return TA_OK;
-}
-
 ta_status ta_metrics_server_start(ta_metrics_server **out, const char *spec, bool allow_remote,
                                   ta_service *svc, uint64_t limit_bytes, ta_error *err)
 {
 	*out = NULL;
 	struct addrinfo *res = NULL;
-	ta_status st = resolve(spec, &res, err);
+	ta_status st = ta_net_resolve("metrics", spec, &res, err);
 	if (st != TA_OK)
 		return st;
 	if (!ta_net_is_loopback(res->ai_addr) && !allow_remote) {
@@ -355,11 +319,6 @@ ta_status ta_metrics_server_start(ta_metrics_server **out, const char *spec, boo
 	ta_log(TA_LOG_NOTICE, "serving metrics on %s (port %d): GET /metrics", spec, s->port);
 	*out = s;
 	return TA_OK;
-}
-
-int ta_metrics_server_port(const ta_metrics_server *s)
-{
-	return s->port;
 }
 
 void ta_metrics_server_stop(ta_metrics_server *s)

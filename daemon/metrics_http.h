@@ -28,9 +28,6 @@ char *ta_metrics_render(ta_service *svc, uint64_t limit_bytes, size_t *len);
 ta_status ta_metrics_server_start(ta_metrics_server **out, const char *spec, bool allow_remote,
                                   ta_service *svc, uint64_t limit_bytes, ta_error *err);
 
-/* The TCP port the server listens on. */
-int ta_metrics_server_port(const ta_metrics_server *s);
-
 /* Stops the server (waits for its thread) and frees it; NULL is a no-op. */
 void ta_metrics_server_stop(ta_metrics_server *s);
 

@@ -58,30 +58,24 @@
 #define GATHER_MS    2
 #define GATHER_BYTES (1u << 20)
 
+/* The fsync modes' names, by mode. */
+static const char *const fsync_names[] = {
+    [TA_FSYNC_ALWAYS] = "always", [TA_FSYNC_EVERYSEC] = "everysec", [TA_FSYNC_NO] = "no"};
+
 int ta_fsync_mode_parse(const char *text, ta_fsync_mode *out)
 {
-	if (strcmp(text, "always") == 0)
-		*out = TA_FSYNC_ALWAYS;
-	else if (strcmp(text, "everysec") == 0)
-		*out = TA_FSYNC_EVERYSEC;
-	else if (strcmp(text, "no") == 0)
-		*out = TA_FSYNC_NO;
-	else
-		return -1;
-	return 0;
+	for (size_t m = 0; m < sizeof(fsync_names) / sizeof(fsync_names[0]); m++)
+		if (strcmp(text, fsync_names[m]) == 0) {
+			*out = (ta_fsync_mode)m;
+			return 0;
+		}
+	return -1;
 }
 
 const char *ta_fsync_mode_name(ta_fsync_mode mode)
 {
-	switch (mode) {
-	case TA_FSYNC_ALWAYS:
-		return "always";
-	case TA_FSYNC_EVERYSEC:
-		return "everysec";
-	case TA_FSYNC_NO:
-		return "no";
-	}
-	return "?";
+	return (unsigned)mode < sizeof(fsync_names) / sizeof(fsync_names[0]) ? fsync_names[mode]
+	                                                                     : "?";
 }
 
 /* Writer: fills the checksums of the whole records at buf[0, n) (the payload's, then the

@@ -851,61 +851,14 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 	return TA_OK;
 }
 
-/* Splits "HOST:PORT" or "[V6]:PORT" into host and port (malloc'd copy in *buf). */
-static ta_status split_host_port(const char *spec, char **buf, const char **host, const char **port,
-                                 ta_error *err)
-{
-	*buf = strdup(spec);
-	if (!*buf)
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	char *s = *buf;
-	char *colon;
-	if (s[0] == '[') {
-		char *close = strchr(s, ']');
-		if (!close || close[1] != ':')
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "listen: '%s' is not [ADDRESS]:PORT", spec);
-		*close = '\0';
-		*host = s + 1;
-		colon = close + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "listen: '%s' is not HOST:PORT", spec);
-		*colon = '\0';
-		*host = s;
-	}
-	*port = colon + 1;
-	if (!**port)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "listen: '%s' has no port", spec);
-	return TA_OK;
-}
-
 /* Binds and listens on the --listen TCP address. */
 static ta_status listen_tcp(ta_server *srv, ta_error *err)
 {
 	const char *spec = srv->cfg->listen;
-	char *buf = NULL;
-	const char *host = NULL, *port = NULL;
-	ta_status st = split_host_port(spec, &buf, &host, &port, err);
-	if (st != TA_OK) {
-		free(buf);
+	struct addrinfo *res = NULL;
+	ta_status st = ta_net_resolve("listen", spec, &res, err);
+	if (st != TA_OK)
 		return st;
-	}
-	struct addrinfo hints, *res = NULL;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	int rc = getaddrinfo(*host && strcmp(host, "*") != 0 ? host : NULL, port, &hints, &res);
-	if (rc != 0) {
-		st = ta_error_set(err, TA_INVALID_ARGUMENT, "listen: cannot resolve '%s': %s", spec,
-		                  gai_strerror(rc));
-		free(buf);
-		return st;
-	}
-	free(buf);
 	const struct addrinfo *ai = res;
 	if (!ta_net_is_loopback(ai->ai_addr) && !srv->cfg->allow_remote) {
 		freeaddrinfo(res);
@@ -921,7 +874,7 @@ static ta_status listen_tcp(ta_server *srv, ta_error *err)
 		                    "may connect only to a daemon with auth_file (--auth-file)",
 		                    spec);
 	}
-	rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
+	int rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
 	if (rc != 0) {
 		freeaddrinfo(res);
 		return ta_error_set(err, TA_INTERNAL, "uv_tcp_init: %s", uv_strerror(rc));

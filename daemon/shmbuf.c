@@ -216,11 +216,3 @@ ta_status ta_shm_resolve(ta_shm_table *t, uint64_t id, uint64_t offset, uint64_t
 	pthread_mutex_unlock(&t->lock);
 	return st;
 }
-
-size_t ta_shm_count(ta_shm_table *t)
-{
-	pthread_mutex_lock(&t->lock);
-	size_t n = t->n;
-	pthread_mutex_unlock(&t->lock);
-	return n;
-}
