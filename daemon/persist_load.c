@@ -206,12 +206,6 @@ out:
 	return st;
 }
 
-/* One log file found in the directory. */
-typedef struct log_file {
-	uint64_t first; /* the sequence number in its name */
-	char name[64];  /* its name in the directory */
-} log_file;
-
 /* qsort order of log files: by first sequence number. */
 static int log_file_cmp(const void *a, const void *b)
 {
@@ -219,8 +213,7 @@ static int log_file_cmp(const void *a, const void *b)
 	return x->first < y->first ? -1 : x->first > y->first;
 }
 
-/* Lists the logs of the directory sorted by their first record into *out (*n entries). */
-static ta_status list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *err)
+ta_status persist_list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *err)
 {
 	*out = NULL;
 	*n = 0;
@@ -232,6 +225,7 @@ static ta_status list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *e
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot list %s: %s", p->dir,
 		                    strerror(errno));
 	}
+	rewinddir(d); /* the dup shares its offset with dir_fd, read to its end before */
 	size_t cap = 0;
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
@@ -601,7 +595,7 @@ ta_status persist_recover(ta_persist *p, ta_error *err)
 		                    strerror(-mark_state));
 	log_file *logs = NULL;
 	size_t n = 0;
-	st = list_logs(p, &logs, &n, err);
+	st = persist_list_logs(p, &logs, &n, err);
 	if (st != TA_OK)
 		return st;
 	log_scan *scans = calloc(n ? n : 1, sizeof(*scans));

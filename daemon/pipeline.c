@@ -91,6 +91,34 @@ static void metrics_start(resp_ctx *rc, size_t payload_len)
 		clock_gettime(CLOCK_MONOTONIC, &rc->t0);
 }
 
+/* Counts a request asking (stats), notes when it was read (timed requests) and decodes it
+ * (decode_request). */
+static void decode_counted(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *payload,
+                           size_t len, ta_wire_request *w, decoded *d)
+{
+	d->t0 = (struct timespec){0, 0};
+	if (svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &d->t0);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
+	decode_request(scratch, payload, len, w, d);
+}
+
+/* Starts rc for the len bytes at payload, a request of session run with scratch's memory. */
+static void rc_begin(resp_ctx *rc, ta_service *svc, ta_dispatch_scratch *scratch,
+                     ta_session *session, const uint8_t *payload, size_t len, int64_t inline_max)
+{
+	resp_ctx_start(rc);
+	rc->svc = svc;
+	rc->arena = &scratch->arena;
+	rc->tiles = &scratch->tiles;
+	rc->inline_max = inline_max;
+	rc->session = session;
+	rc->who = ta_session_who(session);
+	rc->payload = payload;
+	rc->payload_len = len;
+	rc->run = scratch->in_run ? &scratch->run : NULL;
+}
+
 /* ta_dispatch_run_session for a request of a run with a group: a small plan joins the group
  * (answered by group_flush), anything else runs after the group is flushed. */
 static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const uint8_t *payload,
@@ -98,12 +126,8 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 {
 	ta_service *svc = g->svc;
 	decoded d;
-	d.t0 = (struct timespec){0, 0};
-	if (svc->time_requests)
-		clock_gettime(CLOCK_MONOTONIC, &d.t0);
-	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
 	ta_wire_request *w = &g->wires[g->n];
-	decode_request(scratch, payload, len, w, &d);
+	decode_counted(svc, scratch, payload, len, w, &d);
 	if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind)) {
 		/* not a plan (or a problem, or no Request at all): what came before runs
 		 * first, then this one, decoded once */
@@ -116,20 +140,11 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 		return;
 	}
 	resp_ctx *rc = &g->rcs[g->n];
-	resp_ctx_start(rc);
-	rc->svc = svc;
-	rc->arena = &scratch->arena;
-	rc->tiles = &scratch->tiles;
-	rc->inline_max = -1;
+	rc_begin(rc, svc, scratch, g->session, payload, len, -1);
 	rc->group = g;
-	rc->session = g->session;
-	rc->who = ta_session_who(g->session);
 	rc->id = w->id;
 	rc->req_kind = w->kind;
 	rc->wire = w;
-	rc->payload = payload;
-	rc->payload_len = len;
-	rc->run = scratch->in_run ? &scratch->run : NULL;
 	metrics_start(rc, len);
 	ta_status st = handle(rc, w, NULL);
 	scratch->log_seq = rc->log_seq;
@@ -204,13 +219,8 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 {
 	held_flush(svc, scratch); /* what ran before counts before this one (stats) */
 	decoded d;
-	d.t0 = (struct timespec){0, 0};
-	if (svc->time_requests)
-		clock_gettime(CLOCK_MONOTONIC, &d.t0);
-	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
-	                          memory_order_relaxed); /* stats counts the request asking */
 	ta_wire_request w;
-	decode_request(scratch, payload, len, &w, &d);
+	decode_counted(svc, scratch, payload, len, &w, &d);
 	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
 	                   &d, &w);
 }
@@ -261,16 +271,7 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 		return TA_DISPATCH_DONE;
 	}
 	resp_ctx rc;
-	resp_ctx_start(&rc);
-	rc.svc = svc;
-	rc.arena = &scratch->arena;
-	rc.tiles = &scratch->tiles;
-	rc.inline_max = inline_max;
-	rc.payload = payload;
-	rc.payload_len = len;
-	rc.run = scratch->in_run ? &scratch->run : NULL;
-	rc.session = session;
-	rc.who = ta_session_who(session);
+	rc_begin(&rc, svc, scratch, session, payload, len, inline_max);
 	rc.bytes_in = len;
 	rc.t0 = d->t0;
 	if (control) {
@@ -360,6 +361,7 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	*close_after = finish_reply(svc, &rc, st, out);
 	return true;
 }
+
 ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch *scratch,
                                             ta_session *session, const uint8_t *payload, size_t len,
                                             int64_t inline_max, ta_frame_buf *out,
