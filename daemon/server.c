@@ -461,7 +461,8 @@ static void on_loop_wake(uv_async_t *handle)
 	ta_server_loop *l = handle->data;
 	pthread_mutex_lock(&l->lock);
 	ta_server_handoff *h = l->handoff_head;
-	l->handoff_head = l->handoff_tail = NULL;
+	l->handoff_head = NULL;
+	l->handoff_tail = &l->handoff_head;
 	unsigned flags = l->wake_flags;
 	l->wake_flags = 0;
 	pthread_mutex_unlock(&l->lock);
@@ -540,11 +541,8 @@ static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_
 	h->serial = ++srv->next_serial;
 	slots_add(srv, tcp);
 	pthread_mutex_lock(&l->lock);
-	if (l->handoff_tail)
-		l->handoff_tail->next = h;
-	else
-		l->handoff_head = h;
-	l->handoff_tail = h;
+	*l->handoff_tail = h;
+	l->handoff_tail = &h->next;
 	rc = uv_async_send(&l->wake);
 	pthread_mutex_unlock(&l->lock);
 	if (rc != 0)
@@ -951,6 +949,7 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 {
 	l->srv = srv;
 	l->index = index;
+	l->handoff_tail = &l->handoff_head;
 	ta_dispatch_scratch_init(&l->scratch);
 	int rc = pthread_mutex_init(&l->lock, NULL);
 	if (rc != 0)
