@@ -403,27 +403,40 @@ ta_status ta_registry_get(ta_registry *reg, const char *name, ta_tile **out, ta_
 	return ta_registry_get_as(reg, name, TA_OWNER_ANY, out, err);
 }
 
+/* The published tile named name that who may use (the lock held), NULL when none; *allowed
+ * is false when there is one that who may not use. */
+static ta_tile *find_usable_locked(ta_registry *reg, const char *name, ta_owner who, bool *allowed)
+{
+	ta_tile *tile = find_locked(reg, name, NULL);
+	*allowed = !tile || !tile->ready || ta_tile_allowed(tile, who);
+	return tile && tile->ready && *allowed ? tile : NULL;
+}
+
+/* The error of a lookup of name that found no usable tile (allowed: none at all). */
+static ta_status not_usable(const char *name, bool allowed, ta_error *err)
+{
+	char shown[TA_NAME_MAX + 4];
+	if (!allowed)
+		return denied(err, name);
+	return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'",
+	                    ta_name_for_message(name, shown, sizeof(shown)));
+}
+
 /* ta_registry_get_as; on success *stamp gets the tile's stamp (read under the lock). */
 static ta_status get_locked_lookup(ta_registry *reg, const char *name, ta_owner who, ta_tile **out,
                                    uint64_t *stamp, ta_error *err)
 {
-	char shown[TA_NAME_MAX + 4];
 	*out = NULL;
-	bool allowed = true;
+	bool allowed;
 	pthread_rwlock_rdlock(&reg->lock);
-	ta_tile *tile = find_locked(reg, name, NULL);
-	if (tile && tile->ready && (allowed = ta_tile_allowed(tile, who))) {
+	ta_tile *tile = find_usable_locked(reg, name, who, &allowed);
+	if (tile) {
 		atomic_fetch_add(&tile->refs, 1);
 		*stamp = atomic_load(&tile->stamp);
-	} else {
-		tile = NULL;
 	}
 	pthread_rwlock_unlock(&reg->lock);
-	if (!allowed)
-		return denied(err, name);
 	if (!tile)
-		return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'",
-		                    ta_name_for_message(name, shown, sizeof(shown)));
+		return not_usable(name, allowed, err);
 	*out = tile;
 	return TA_OK;
 }
@@ -486,20 +499,14 @@ ta_status ta_registry_remove(ta_registry *reg, const char *name, ta_tile_info *i
 ta_status ta_registry_remove_as(ta_registry *reg, const char *name, ta_owner who,
                                 ta_tile_info *info, ta_error *err)
 {
-	char shown[TA_NAME_MAX + 4];
-	bool allowed = true;
+	bool allowed;
 	pthread_rwlock_wrlock(&reg->lock);
-	ta_tile *tile = find_locked(reg, name, NULL);
-	if (tile && tile->ready && (allowed = ta_tile_allowed(tile, who)))
+	ta_tile *tile = find_usable_locked(reg, name, who, &allowed);
+	if (tile)
 		unlink_locked(reg, tile);
-	else
-		tile = NULL;
 	pthread_rwlock_unlock(&reg->lock);
-	if (!allowed)
-		return denied(err, name);
 	if (!tile)
-		return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'",
-		                    ta_name_for_message(name, shown, sizeof(shown)));
+		return not_usable(name, allowed, err);
 	if (info)
 		ta_tile_get_info(tile, info);
 	ta_tile_unref(tile); /* the registry's reference */
