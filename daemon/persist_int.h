@@ -232,7 +232,7 @@ typedef struct log_file {
 	char name[64];  /* its name in the directory */
 } log_file;
 
-/* persist_load.c: lists the logs of the directory sorted by their first record into *out
+/* persist_log.c: lists the logs of the directory sorted by their first record into *out
  * (*n entries; free it). */
 ta_status persist_list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *err);
 

@@ -13,7 +13,6 @@
 #include <config.h>
 #endif
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -204,55 +203,6 @@ out:
 	XXH3_freeState(r.hs);
 	fclose(r.f);
 	return st;
-}
-
-/* qsort order of log files: by first sequence number. */
-static int log_file_cmp(const void *a, const void *b)
-{
-	const log_file *x = a, *y = b;
-	return x->first < y->first ? -1 : x->first > y->first;
-}
-
-ta_status persist_list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *err)
-{
-	*out = NULL;
-	*n = 0;
-	int fd = dup(p->dir_fd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot list %s: %s", p->dir,
-		                    strerror(errno));
-	}
-	rewinddir(d); /* the dup shares its offset with dir_fd, read to its end before */
-	size_t cap = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		uint64_t s;
-		char tail[8];
-		if (sscanf(e->d_name, "log-%16" SCNx64 ".%3s", &s, tail) != 2 ||
-		    strcmp(tail, "tal") != 0 || strlen(e->d_name) != 24)
-			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 8;
-			log_file *nl = realloc(*out, cap * sizeof(**out));
-			if (!nl) {
-				closedir(d);
-				free(*out);
-				*out = NULL;
-				return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-			}
-			*out = nl;
-		}
-		(*out)[*n].first = s;
-		snprintf((*out)[*n].name, sizeof((*out)[*n].name), "%s", e->d_name);
-		(*n)++;
-	}
-	closedir(d);
-	if (*n)
-		qsort(*out, *n, sizeof(**out), log_file_cmp);
-	return TA_OK;
 }
 
 /* What replaying one log found. */
