@@ -21,7 +21,6 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/persist_service.c \
 	daemon/recpool.c daemon/recpool.h \
 	daemon/registry.c daemon/registry.h \
-	daemon/repeat.c daemon/repeat.h \
 	daemon/server.c daemon/server.h \
 	daemon/wirecheck.c daemon/wirecheck.h \
 	$(PROTO_SOURCES) $(AUTH_SOURCES)

@@ -2,7 +2,7 @@
  * data plane with codec.c, the control plane with wirecheck.c and protobuf-c), hand over
  * to handle (handlers.c), answer and count (reply.c); a pipelined run's small plans
  * collected into a group (applied together by reply.c's group_flush); a connection's
- * repeated request run from its kept plan (repeat.h), a cache in front of the decoder. */
+ * repeated request run from its kept plan (codec.h), a cache in front of the decoder. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -313,7 +313,7 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	return TA_DISPATCH_DONE;
 }
 
-/* Runs payload as the session's kept request again (repeat.h) when it is that request
+/* Runs payload as the session's kept request again (codec.h) when it is that request
  * and may run here: the checks and the answer of run_one for it, without decoding or
  * planning. Returns false, with nothing done, when it is not (or the tile is no longer the
  * one the request ran on: the kept request is forgotten, and the ordinary way answers). */
