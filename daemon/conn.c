@@ -676,6 +676,15 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 		conn->log_seq = seq;
 }
 
+/* Answers msg (RESOURCE_EXHAUSTED, id 0; logged) after the requests before it, then closes
+ * the connection. */
+static void conn_refuse(ta_conn *conn, const char *msg)
+{
+	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
+	if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
+		ta_conn_close(conn);
+}
+
 /* conn_consume's work, inside the run. */
 static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 {
@@ -691,9 +700,7 @@ static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 			         "connection",
 			         early, conn->session.auth_needed ? ", then Auth" : "",
 			         TA_CONN_HANDSHAKE_FRAME_MAX);
-			ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
-			if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
-				ta_conn_close(conn);
+			conn_refuse(conn, msg);
 			break;
 		}
 		if (conn_take_batch(conn, &data, &len))
@@ -739,11 +746,8 @@ static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 				free(item);
 				free(owned);
 				budget_give(conn->host, reserved);
-				snprintf(msg, sizeof(msg),
-				         "out of memory queueing a request; closing the "
-				         "connection");
-				if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
-					ta_conn_close(conn);
+				conn_refuse(conn, "out of memory queueing a request; closing the "
+				                  "connection");
 				break;
 			}
 			item->payload = owned;
@@ -764,9 +768,7 @@ static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 			         "out of memory for a frame of %" PRIu32
 			         " bytes; closing the connection",
 			         announced);
-		ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
-		if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
-			ta_conn_close(conn);
+		conn_refuse(conn, msg);
 		break;
 	}
 }
@@ -1016,40 +1018,34 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 	if (conn_closing(conn))
 		return;
 	const ta_config *cfg = conn->host->cfg;
-	char msg[200];
+	char msg[200] = "";
 	/* the frame's clock waits while the daemon holds the connection up (a request of it
 	 * running, queued ones it can run, input memory awaited), not while the peer does
 	 * (queued requests waiting for the peer to take its responses) */
 	bool held_up = conn->inflight || conn->budget_wait ||
 	               (conn->q_head && conn_unsent(conn) < cfg->max_write_queue);
+	bool frame_open = cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn);
+	if (frame_open && held_up)
+		conn->frame_since_ms = now;
 	/* the handshake's deadline runs from the accept; a request of it on a worker (which
 	 * may be the Hello or Auth that finishes it) is waited for */
 	if (cfg->handshake_timeout_ms && !conn->handshaken && conn_may_read(conn) &&
-	    !conn->inflight && now - conn->accepted_ms >= cfg->handshake_timeout_ms) {
+	    !conn->inflight && now - conn->accepted_ms >= cfg->handshake_timeout_ms)
 		snprintf(msg, sizeof(msg),
 		         "the handshake (Hello%s) was not finished within %" PRIu64
 		         " ms (handshake_timeout); closing the connection",
 		         conn->session.auth_needed ? ", then Auth" : "", cfg->handshake_timeout_ms);
-		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
-		return;
-	}
-	if (cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn) && held_up)
-		conn->frame_since_ms = now;
-	else if (cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn) &&
-	         now - conn->frame_since_ms >= cfg->frame_timeout_ms) {
+	else if (frame_open && !held_up && now - conn->frame_since_ms >= cfg->frame_timeout_ms)
 		snprintf(msg, sizeof(msg),
 		         "a partial frame (%" PRIu32 " of %" PRIu32
 		         " payload bytes) was held for more than %" PRIu64
 		         " ms (frame_timeout); closing the connection",
 		         conn->reader.payload_have, conn->reader.payload_len,
 		         cfg->frame_timeout_ms);
-		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
-		return;
-	}
 	/* a wait for input memory may last twice frame_timeout: by then every reservation
 	 * that held the memory when the wait began has ended (its frame done or timed out) */
-	if (cfg->frame_timeout_ms && conn->budget_wait &&
-	    now - conn->wait_since_ms >= 2 * cfg->frame_timeout_ms) {
+	else if (cfg->frame_timeout_ms && conn->budget_wait &&
+	         now - conn->wait_since_ms >= 2 * cfg->frame_timeout_ms)
 		snprintf(msg, sizeof(msg),
 		         "waited more than %" PRIu64 " ms (twice frame_timeout) for input memory: "
 		         "%" PRIu64 " of the %" PRIu64
@@ -1057,17 +1053,14 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 		         "the connection",
 		         2 * cfg->frame_timeout_ms,
 		         (uint64_t)atomic_load(&conn->host->budget->held), conn->host->budget->max);
-		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
-		return;
-	}
-	if (cfg->idle_timeout_ms && !conn->inflight && !conn->budget_wait &&
-	    now - conn->last_active_ms >= cfg->idle_timeout_ms) {
+	else if (cfg->idle_timeout_ms && !conn->inflight && !conn->budget_wait &&
+	         now - conn->last_active_ms >= cfg->idle_timeout_ms)
 		snprintf(msg, sizeof(msg),
 		         "nothing was sent or taken for %" PRIu64
 		         " ms (idle_timeout); closing the connection",
 		         cfg->idle_timeout_ms);
+	if (msg[0])
 		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
-	}
 }
 
 uint64_t ta_conn_stalled_since(const ta_conn *conn, const char **why)
