@@ -115,7 +115,10 @@ static bool kind_shown(int k)
 	return k == TA_REQ_NONE || ta_req_valid((ta_req_kind)k);
 }
 
-char *ta_metrics_render(ta_service *svc, uint64_t limit_bytes, size_t *len)
+/* Renders the exposition text of svc (with limit_bytes, the tile memory limit, 0 when
+ * unlimited). Returns a malloc'd NUL-terminated text (its length in *len), or NULL when
+ * memory is short. Thread-safe. */
+static char *render(ta_service *svc, uint64_t limit_bytes, size_t *len)
 {
 	char *buf = NULL;
 	size_t size = 0;
@@ -221,7 +224,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	} else if (strcmp(url, "/metrics") != 0) {
 		code = MHD_HTTP_NOT_FOUND;
 		msg = "not found: the metrics are at /metrics\n";
-	} else if (!(text = ta_metrics_render(s->svc, s->limit_bytes, &len))) {
+	} else if (!(text = render(s->svc, s->limit_bytes, &len))) {
 		code = MHD_HTTP_INTERNAL_SERVER_ERROR;
 		msg = "out of memory rendering the metrics\n";
 	}

@@ -16,11 +16,6 @@
 /* A running metrics endpoint. */
 typedef struct ta_metrics_server ta_metrics_server;
 
-/* Renders the exposition text of svc (with limit_bytes, the tile memory limit, 0 when
- * unlimited). Returns a malloc'd NUL-terminated text (its length in *len), or NULL when
- * memory is short. Thread-safe. */
-char *ta_metrics_render(ta_service *svc, uint64_t limit_bytes, size_t *len);
-
 /* Starts serving svc's metrics on spec ("HOST:PORT", "[V6]:PORT"; port 0 picks a free
  * one). Refuses a non-loopback address unless allow_remote (TA_PERMISSION_DENIED). On
  * success *out is the server and the address it listens on is logged. Returns TA_OK or

@@ -127,7 +127,8 @@ void ta_registry_set_max_tiles(ta_registry *reg, uint64_t max_tiles)
 	pthread_rwlock_unlock(&reg->lock);
 }
 
-bool ta_tile_allowed(const ta_tile *tile, ta_owner who)
+/* True when caller who may use tile (public, its own, or who is TA_OWNER_ANY). */
+static bool tile_allowed(const ta_tile *tile, ta_owner who)
 {
 	return tile->owner == TA_OWNER_PUBLIC || who == TA_OWNER_ANY || who == tile->owner;
 }
@@ -408,7 +409,7 @@ ta_status ta_registry_get(ta_registry *reg, const char *name, ta_tile **out, ta_
 static ta_tile *find_usable_locked(ta_registry *reg, const char *name, ta_owner who, bool *allowed)
 {
 	ta_tile *tile = find_locked(reg, name, NULL);
-	*allowed = !tile || !tile->ready || ta_tile_allowed(tile, who);
+	*allowed = !tile || !tile->ready || tile_allowed(tile, who);
 	return tile && tile->ready && *allowed ? tile : NULL;
 }
 
@@ -472,7 +473,7 @@ ta_status ta_registry_get_cached(ta_registry *reg, ta_tile_cache *cache, const c
 {
 	if (cache->registry == reg->serial && strcmp(cache->name, name) == 0) {
 		ta_tile *tile = cache_take(cache);
-		if (tile && ta_tile_allowed(tile, who)) {
+		if (tile && tile_allowed(tile, who)) {
 			*out = tile;
 			return TA_OK;
 		}
@@ -619,7 +620,7 @@ ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *a
 	size_t k = 0;
 	for (size_t b = 0; b < reg->nbuckets; b++)
 		for (const ta_tile *t = reg->buckets[b]; t; t = t->next) {
-			if (!t->ready || !ta_tile_allowed(t, who) || strcmp(t->name, after) <= 0)
+			if (!t->ready || !tile_allowed(t, who) || strcmp(t->name, after) <= 0)
 				continue;
 			if (k < cap) {
 				heap[k] = t;

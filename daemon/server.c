@@ -348,29 +348,22 @@ static void loop_check_done(ta_server_loop *l)
 	loop_finish(l);
 }
 
-/* Shutdown reached loop l: its connections finish what they were sent, then close. */
-static void loop_drain(ta_server_loop *l)
+/* Shutdown reached loop l: its connections finish what they were sent, then close; with
+ * force (a second signal or the shutdown timeout) they close at once. */
+static void loop_stop(ta_server_loop *l, bool force)
 {
-	if (l->draining)
+	bool *done = force ? &l->forced : &l->draining;
+	if (*done)
 		return;
-	l->draining = true;
-	for (ta_conn *c = l->conns, *next; c; c = next) {
-		next = c->next;
-		ta_conn_drain(c);
-	}
-	loop_check_done(l);
-}
-
-/* Second signal or shutdown timeout: loop l closes its connections at once. */
-static void loop_force(ta_server_loop *l)
-{
-	if (l->forced)
-		return;
-	l->forced = true;
+	*done = true;
 	for (ta_conn *c = l->conns, *next; c; c = next) {
 		next = c->next; /* a close may free c only later, in its callback */
-		ta_conn_close(c);
+		if (force)
+			ta_conn_close(c);
+		else
+			ta_conn_drain(c);
 	}
+	loop_check_done(l);
 }
 
 /* Closes the signal handles and the executor when shutdown has nothing left to wait on
@@ -477,9 +470,9 @@ static void on_loop_wake(uv_async_t *handle)
 	if (flags & TA_LOOP_WAKE_PERSISTED)
 		loop_persisted(l);
 	if (flags & TA_LOOP_WAKE_DRAIN)
-		loop_drain(l);
+		loop_stop(l, false);
 	if (flags & TA_LOOP_WAKE_FORCE)
-		loop_force(l);
+		loop_stop(l, true);
 }
 
 /* Accepts the pending connection of listener into a malloc'd handle of the main loop
@@ -1192,7 +1185,7 @@ void ta_server_shutdown(ta_server *srv)
 		for (unsigned i = 0; i < srv->nloops_ready; i++) {
 			ta_server_loop *l = &srv->loops[i];
 			if (loop_is_direct(l))
-				loop_force(l);
+				loop_stop(l, true);
 			else
 				loop_wake(l, TA_LOOP_WAKE_FORCE);
 		}
@@ -1222,7 +1215,7 @@ void ta_server_shutdown(ta_server *srv)
 	for (unsigned i = 0; i < srv->nloops_ready; i++) {
 		ta_server_loop *l = &srv->loops[i];
 		if (loop_is_direct(l))
-			loop_drain(l);
+			loop_stop(l, false);
 		else
 			loop_wake(l, TA_LOOP_WAKE_DRAIN);
 	}
