@@ -50,6 +50,19 @@ static size_t rd(rd_file *r, void *buf, size_t n)
 	return got;
 }
 
+/* Makes *buf hold at least n bytes (*cap: its size now); false when memory is short. */
+static bool grow(uint8_t **buf, size_t *cap, size_t n)
+{
+	if (n <= *cap)
+		return true;
+	uint8_t *nb = realloc(*buf, n);
+	if (!nb)
+		return false;
+	*buf = nb;
+	*cap = n;
+	return true;
+}
+
 /* Loads the snapshot (when there is one: *found) into the registry; *seq: its last
  * record. */
 static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_error *err)
@@ -146,16 +159,11 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 			int64_t rows =
 			    tile->shape.shape[0] - row < step ? tile->shape.shape[0] - row : step;
 			size_t n = (size_t)((uint64_t)rows * row_bytes);
-			if (n > chunk_cap) {
-				uint8_t *nc = realloc(chunk, n);
-				if (!nc) {
-					st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-					                  "%s: out of memory loading tile '%s'",
-					                  path, tile->name);
-					goto out;
-				}
-				chunk = nc;
-				chunk_cap = n;
+			if (!grow(&chunk, &chunk_cap, n)) {
+				st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+				                  "%s: out of memory loading tile '%s'", path,
+				                  tile->name);
+				goto out;
 			}
 			if (rd(&r, chunk, n) < n)
 				goto short_file;
@@ -273,17 +281,12 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 		uint32_t len = get_u32(h);
 		uint64_t seq = get_u64(h + 4);
 		ta_owner who = (ta_owner)get_u64(h + 12);
-		if (len > cap) {
-			uint8_t *np = realloc(payload, len);
-			if (!np) {
-				st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-				                  "%s: out of memory for a record of %" PRIu32
-				                  " bytes at offset %" PRIu64,
-				                  path, len, at);
-				goto out;
-			}
-			payload = np;
-			cap = len;
+		if (!grow(&payload, &cap, len)) {
+			st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+			                  "%s: out of memory for a record of %" PRIu32
+			                  " bytes at offset %" PRIu64,
+			                  path, len, at);
+			goto out;
 		}
 		if (rd(&r, payload, len) < len) {
 			scan->torn = "a record cut short";

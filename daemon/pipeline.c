@@ -62,8 +62,8 @@ typedef struct decoded {
 
 /* Decodes len bytes at payload: the data plane into *w (codec.c), a control-plane request
  * with wirecheck.c's string check and protobuf-c. */
-static void decode_request(ta_dispatch_scratch *scratch, const uint8_t *payload, size_t len,
-                           ta_wire_request *w, decoded *d)
+HOT void decode_request(ta_dispatch_scratch *scratch, const uint8_t *payload, size_t len,
+                        ta_wire_request *w, decoded *d)
 {
 	d->req = NULL;
 	d->outcome = ta_codec_decode(&scratch->arena, payload, len, w);
