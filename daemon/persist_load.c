@@ -35,7 +35,6 @@
 /* A file being read with a running checksum and offset. */
 typedef struct rd_file {
 	FILE *f;          /* the stream */
-	const char *path; /* its path, for messages */
 	uint64_t off;     /* bytes read so far */
 	XXH3_state_t *hs; /* running checksum of them (NULL: none kept) */
 } rd_file;
@@ -79,7 +78,7 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 		                    strerror(errno));
 	}
 	*found = true;
-	rd_file r = {fdopen(fd, "rb"), path, 0, XXH3_createState()};
+	rd_file r = {fdopen(fd, "rb"), 0, XXH3_createState()};
 	if (!r.f || !r.hs || XXH3_64bits_reset(r.hs) != XXH_OK) {
 		int e = r.f ? ENOMEM : errno;
 		if (r.f)
@@ -238,7 +237,7 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 	if (fd < 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
 		                    strerror(errno));
-	rd_file r = {fdopen(fd, "rb"), path, 0, NULL}; /* records carry their own checksums */
+	rd_file r = {fdopen(fd, "rb"), 0, NULL}; /* records carry their own checksums */
 	if (!r.f) {
 		close(fd);
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
