@@ -56,6 +56,7 @@
  * once more; an element outside it is never applied and makes apply return INTERNAL.
  * Out of memory for tiles gives RESOURCE_EXHAUSTED; for private copies, the global path. */
 #include "ta_addr.h"
+#include "ta_async_thread.h"
 #include "ta_backend.h"
 #include "ta_c11.h"
 #include "ta_float.h"
@@ -166,6 +167,7 @@ typedef struct cpu_backend {
 	bool stopping;          /* destroy() asked the workers to exit */
 	char device[128];       /* CPU description for info() */
 	ta_hostmem hostmem;     /* the host memory budget of tile allocations */
+	ta_async_thread async;  /* apply_async's completion thread (ta_async_thread.h) */
 } cpu_backend;
 
 /* ---- element arithmetic ------------------------------------------------------------- */
@@ -1296,8 +1298,8 @@ static ta_status cpu_tile_alloc(ta_backend *be, size_t bytes, void **mem, ta_err
 			                    "bytes was cancelled after %zu",
 			                    bytes, done);
 		}
-		size_t n = rounded - done < TA_BACKEND_ZERO_CHUNK ? rounded - done
-		                                                  : TA_BACKEND_ZERO_CHUNK;
+		size_t n =
+		    rounded - done < TA_BACKEND_ZERO_CHUNK ? rounded - done : TA_BACKEND_ZERO_CHUNK;
 		memset((char *)p + done, 0, n);
 	}
 	*mem = p;
@@ -1357,6 +1359,7 @@ static void stop_workers(cpu_backend *cb, int n)
 static void cpu_destroy(ta_backend *be)
 {
 	cpu_backend *cb = (cpu_backend *)be;
+	ta_async_thread_destroy(&cb->async); /* its calls may still use the workers */
 	stop_workers(cb, cb->nworkers);
 	ta_hostmem_destroy(&cb->hostmem);
 	pthread_cond_destroy(&cb->idle_cv);
@@ -1364,6 +1367,13 @@ static void cpu_destroy(ta_backend *be)
 	pthread_mutex_destroy(&cb->lock);
 	free(cb->threads);
 	free(cb);
+}
+
+/* vtable apply_async: the calls run in order on the backend's completion thread. */
+static void cpu_apply_async(ta_backend *be, ta_apply_call *calls, size_t n, void (*done)(void *arg),
+                            void *arg)
+{
+	ta_async_thread_submit(&((cpu_backend *)be)->async, calls, n, done, arg);
 }
 
 /* The CPU backend's operations. */
@@ -1374,6 +1384,7 @@ static const ta_backend_vtbl cpu_vtbl = {
     .tile_footprint = cpu_tile_footprint,
     .apply = cpu_apply_plan,
     .info = cpu_info,
+    .apply_async = cpu_apply_async,
 };
 
 /* Fills buf with the CPU model name from /proc/cpuinfo and the online CPU count. */
@@ -1431,6 +1442,11 @@ ta_backend *ta_cpu_backend_new(int nthreads, ta_error *err)
 			rc = pthread_cond_init(&cb->idle_cv, NULL);
 			if (rc == 0) {
 				rc = ta_hostmem_init(&cb->hostmem);
+				if (rc == 0) {
+					rc = ta_async_thread_init(&cb->async, &cb->base);
+					if (rc != 0)
+						ta_hostmem_destroy(&cb->hostmem);
+				}
 				if (rc != 0)
 					pthread_cond_destroy(&cb->idle_cv);
 			}
@@ -1451,6 +1467,7 @@ ta_backend *ta_cpu_backend_new(int nthreads, ta_error *err)
 		rc = pthread_create(&cb->threads[i], NULL, worker_main, cb);
 		if (rc != 0) {
 			stop_workers(cb, i);
+			ta_async_thread_destroy(&cb->async);
 			ta_hostmem_destroy(&cb->hostmem);
 			pthread_cond_destroy(&cb->idle_cv);
 			pthread_cond_destroy(&cb->work_cv);

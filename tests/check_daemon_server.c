@@ -111,6 +111,11 @@ static void start_daemon_ex(daemon_proc *d, const char *const *extra, bool expec
 		argv[argc++] = "--busy-poll";
 		argv[argc++] = spin;
 	}
+	const char *async = getenv("TA_TEST_ASYNC"); /* ... and with --async-apply 1 */
+	if (async && *async) {
+		argv[argc++] = "--async-apply";
+		argv[argc++] = async;
+	}
 	for (int i = 0; extra && extra[i] && argc < 38; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
