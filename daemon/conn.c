@@ -441,7 +441,18 @@ static void conn_note_handshake(ta_conn *conn)
 /* Runs one request on the loop thread, appending its response to conn->out, when it is
  * small enough (by payload, then by the elements its plan would process). Returns false,
  * with nothing done, when it must go to the executor. */
+static bool conn_run_inline_closing(ta_conn *conn, const uint8_t *payload, uint32_t len,
+                                    bool *closed);
 static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
+{
+	bool closed = false;
+	return conn_run_inline_closing(conn, payload, len, &closed);
+}
+
+/* conn_run_inline, setting *closed when the request's answer asked to close the
+ * connection (its queue is dropped then). */
+static bool conn_run_inline_closing(ta_conn *conn, const uint8_t *payload, uint32_t len,
+                                    bool *closed)
 {
 	int64_t inline_max = conn->host->inline_max;
 	if (inline_max < 0 || len > TA_CONN_INLINE_PAYLOAD_MAX)
@@ -458,6 +469,7 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
 		conn_note_handshake(conn);
 	if (close_after)
 		conn_close_after(conn);
+	*closed = close_after;
 	return true;
 }
 
@@ -528,19 +540,33 @@ static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 			conn_close_after(conn);
 			return;
 		}
-		/* the rest, from a request that may block, goes to a worker */
-		if (step == TA_ASYNC_REST) {
-			if (item->async_off) {
-				memmove(item->payload, item->payload + item->async_off,
-				        item->len - item->async_off);
-				item->len -= item->async_off;
-				item->async_off = 0;
+		if (step != TA_ASYNC_REST)
+			continue;
+		/* a request that is not a small plan: here when it may run on the loop (a ping,
+		 * or what a lone request may), else the rest, from it on, goes to a worker */
+		const uint8_t *frame = item->payload + item->async_off;
+		uint32_t flen = ta_frame_get_header(frame);
+		bool closed = false;
+		if (conn_run_inline_closing(conn, frame + TA_FRAME_HEADER, flen, &closed)) {
+			item->async_off += TA_FRAME_HEADER + flen;
+			item->nframes--;
+			if (closed) {
+				conn->inflight = NULL;
+				item_free(item);
+				return;
 			}
-			item->job.work = item_work;
-			item->job.done = item_done;
-			conn->host->submit(conn->host, &item->job);
-			return;
+			continue;
 		}
+		if (item->async_off) {
+			memmove(item->payload, item->payload + item->async_off,
+			        item->len - item->async_off);
+			item->len -= item->async_off;
+			item->async_off = 0;
+		}
+		item->job.work = item_work;
+		item->job.done = item_done;
+		conn->host->submit(conn->host, &item->job);
+		return;
 	}
 	conn->inflight = NULL;
 	item_free(item);

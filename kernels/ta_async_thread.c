@@ -1,5 +1,8 @@
 /* ta_async_thread.c: one completion thread that runs a backend's queued apply_async calls
  * in order (see ta_async_thread.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_setname_np */
+#endif
 #include "ta_async_thread.h"
 
 #include <signal.h>
@@ -33,6 +36,7 @@ int ta_async_thread_init(ta_async_thread *t, ta_backend *be)
 static void *async_main(void *arg)
 {
 	ta_async_thread *t = arg;
+	(void)pthread_setname_np(pthread_self(), "ta-async"); /* top -H; a convenience only */
 	pthread_mutex_lock(&t->mu);
 	for (;;) {
 		while (!t->head && !t->stopping)

@@ -607,6 +607,7 @@ static void *lead_main(void *arg)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)arg;
 	cuda_batcher *b = &be->batch;
+	(void)pthread_setname_np(pthread_self(), "ta-cuda-lead"); /* top -H; a convenience */
 	pthread_mutex_lock(&b->mu);
 	for (;;) {
 		while (!b->lead_thread_up && !b->lead_stopping)
