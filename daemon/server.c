@@ -1166,8 +1166,10 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	 * more than doubles one loop's throughput (2.3M against 1.0M, doc/GPU-RESULTS.md).
 	 * Several loops on the CPU backend run their connections' requests themselves, which
 	 * does better still (3.9M against 2.6M at 50x16 with 8 loops, "Several event loops"
-	 * in doc/GPU-RESULTS.md); on CUDA the workers are what overlaps the GPU round trips,
-	 * so batches stay on (without them 4 loops fell to 0.16M). */
+	 * in doc/GPU-RESULTS.md). On CUDA a loop must never wait for the GPU (4 loops running
+	 * batches themselves, blocking, fell to 0.16M): with async (the default there) every
+	 * read's frames are one run on the loop whose small plans go to apply_async
+	 * (batch_min 1); without it the workers are what overlaps the GPU round trips. */
 	bool cpu_backend = strcmp(svc->info.name, "cpu") == 0;
 	int workers = ta_config_workers(cfg, svc->info.name);
 	tmpl.async = async;
