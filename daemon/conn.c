@@ -545,9 +545,11 @@ static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 		/* a request that is not a small plan: here when it may run on the loop (a ping,
 		 * or what a lone request may), else the rest, from it on, goes to a worker */
 		const uint8_t *frame = item->payload + item->async_off;
-		uint32_t flen = ta_frame_get_header(frame);
+		uint32_t left = item->len - item->async_off; /* whole frames (conn_take_batch) */
+		uint32_t flen = left >= TA_FRAME_HEADER ? ta_frame_get_header(frame) : UINT32_MAX;
 		bool closed = false;
-		if (conn_run_inline_closing(conn, frame + TA_FRAME_HEADER, flen, &closed)) {
+		if (left >= TA_FRAME_HEADER && flen <= left - TA_FRAME_HEADER &&
+		    conn_run_inline_closing(conn, frame + TA_FRAME_HEADER, flen, &closed)) {
 			item->async_off += TA_FRAME_HEADER + flen;
 			item->nframes--;
 			if (closed) {
