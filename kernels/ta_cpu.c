@@ -159,7 +159,7 @@ typedef struct cpu_backend {
 	ta_backend base;        /* vtable; must be first */
 	int nworkers;           /* worker threads started */
 	pthread_t *threads;     /* the workers */
-	pthread_mutex_t lock;   /* guards the queue, helpers counts and stopping */
+	pthread_mutex_t lock;   /* guards the queue, helpers counts, stopping and async */
 	pthread_cond_t work_cv; /* signalled when a job is queued or on shutdown */
 	pthread_cond_t idle_cv; /* broadcast when a job's helpers count drops to 0 */
 	cpu_job *head;          /* first queued job */
@@ -167,7 +167,8 @@ typedef struct cpu_backend {
 	bool stopping;          /* destroy() asked the workers to exit */
 	char device[128];       /* CPU description for info() */
 	ta_hostmem hostmem;     /* the host memory budget of tile allocations */
-	ta_async_thread async;  /* apply_async's completion thread (ta_async_thread.h) */
+	ta_async_thread *async; /* apply_async's completion thread (ta_async_thread.h), made
+	                           with the first call (under lock); NULL before */
 } cpu_backend;
 
 /* ---- element arithmetic ------------------------------------------------------------- */
@@ -1359,7 +1360,10 @@ static void stop_workers(cpu_backend *cb, int n)
 static void cpu_destroy(ta_backend *be)
 {
 	cpu_backend *cb = (cpu_backend *)be;
-	ta_async_thread_destroy(&cb->async); /* its calls may still use the workers */
+	if (cb->async) { /* its calls may still use the workers */
+		ta_async_thread_destroy(cb->async);
+		free(cb->async);
+	}
 	stop_workers(cb, cb->nworkers);
 	ta_hostmem_destroy(&cb->hostmem);
 	pthread_cond_destroy(&cb->idle_cv);
@@ -1373,7 +1377,24 @@ static void cpu_destroy(ta_backend *be)
 static void cpu_apply_async(ta_backend *be, ta_apply_call *calls, size_t n, void (*done)(void *arg),
                             void *arg)
 {
-	ta_async_thread_submit(&((cpu_backend *)be)->async, calls, n, done, arg);
+	cpu_backend *cb = (cpu_backend *)be;
+	pthread_mutex_lock(&cb->lock);
+	if (!cb->async) {
+		ta_async_thread *t = malloc(sizeof(*t));
+		if (t && ta_async_thread_init(t, be) != 0) {
+			free(t);
+			t = NULL;
+		}
+		cb->async = t;
+	}
+	ta_async_thread *t = cb->async;
+	pthread_mutex_unlock(&cb->lock);
+	if (!t) { /* no memory for it: correct, only not asynchronous */
+		ta_backend_apply_many(be, calls, n);
+		done(arg);
+		return;
+	}
+	ta_async_thread_submit(t, calls, n, done, arg);
 }
 
 /* The CPU backend's operations. */
@@ -1442,11 +1463,6 @@ ta_backend *ta_cpu_backend_new(int nthreads, ta_error *err)
 			rc = pthread_cond_init(&cb->idle_cv, NULL);
 			if (rc == 0) {
 				rc = ta_hostmem_init(&cb->hostmem);
-				if (rc == 0) {
-					rc = ta_async_thread_init(&cb->async, &cb->base);
-					if (rc != 0)
-						ta_hostmem_destroy(&cb->hostmem);
-				}
 				if (rc != 0)
 					pthread_cond_destroy(&cb->idle_cv);
 			}
@@ -1467,7 +1483,6 @@ ta_backend *ta_cpu_backend_new(int nthreads, ta_error *err)
 		rc = pthread_create(&cb->threads[i], NULL, worker_main, cb);
 		if (rc != 0) {
 			stop_workers(cb, i);
-			ta_async_thread_destroy(&cb->async);
 			ta_hostmem_destroy(&cb->hostmem);
 			pthread_cond_destroy(&cb->idle_cv);
 			pthread_cond_destroy(&cb->work_cv);
