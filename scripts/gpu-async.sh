@@ -68,7 +68,8 @@ for round in $(seq "${ROUNDS:-3}"); do
 done
 
 # torch's one-element add + synchronize in-process, p50 over 20000 after 2000 warm-up
-timeout 120 python3 - >"$OUT/async-torch.txt" 2>"$OUT/async-torch.log" <<'PY'
+torch_rc=0
+timeout 120 python3 - >"$OUT/async-torch.txt" 2>"$OUT/async-torch.log" <<'PY' || torch_rc=$?
 import time
 import torch
 if not torch.cuda.is_available():
@@ -86,7 +87,7 @@ lat.sort()
 print("torch-add-sync-1 p50_us %.1f p99_us %.1f" % (lat[len(lat) // 2] / 1e3,
                                                     lat[len(lat) * 99 // 100] / 1e3))
 PY
-echo "torch: $(cat "$OUT/async-torch.txt" 2>/dev/null) (exit $?; log $OUT/async-torch.log)"
+echo "torch: $(cat "$OUT/async-torch.txt" 2>/dev/null) (exit $torch_rc; log $OUT/async-torch.log)"
 
 # medians over the rounds: rps (column 9 of label,shape,row) and p50 (column 11)
 echo "== summary (median over rounds; adds/s, p50 us)"
