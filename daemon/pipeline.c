@@ -272,29 +272,20 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 			break; /* a partial frame: the caller cut whole ones */
 		const uint8_t *payload = frames + off + TA_FRAME_HEADER;
 		decoded d;
-		d.t0 = (struct timespec){0, 0};
 		ta_wire_request *w = &g->wires[g->n];
 		decode_request(scratch, payload, n, w, &d);
 		if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind))
-			break; /* not a plan: a worker runs it (decoding it again) */
+			break; /* not a plan: the caller runs it (decoding it again) */
 		resp_ctx *rc = &g->rcs[g->n];
-		resp_ctx_start(rc);
-		rc->svc = svc;
-		rc->arena = &scratch->arena;
-		rc->tiles = &scratch->tiles;
-		rc->inline_max = -1;
+		rc_begin(rc, svc, scratch, session, payload, n, -1);
 		rc->group = g;
-		rc->session = session;
-		rc->who = ta_session_who(session);
 		rc->id = w->id;
 		rc->req_kind = w->kind;
 		rc->wire = w;
-		rc->payload = payload;
-		rc->payload_len = n;
 		metrics_start(rc, n);
 		ta_status st = handle(rc, w, NULL);
 		if (rc->deferred)
-			break; /* too large for a group: nothing happened, a worker runs it */
+			break; /* not for a group: nothing happened, the caller runs it */
 		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
 		                          memory_order_relaxed);
 		off += TA_FRAME_HEADER + (size_t)n;
