@@ -306,7 +306,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 			return TA_OK;
 		}
 		if (async) {
-			rc->deferred = true; /* the event loop never blocks: a worker runs it */
+			rc->deferred = true; /* the loop never blocks: its caller hands it on */
 			return TA_OK;
 		}
 		group_flush(rc->group); /* the requests before this one go first */
