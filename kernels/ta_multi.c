@@ -45,6 +45,7 @@
  * the device). */
 #include "ta_backend.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,36 @@ typedef struct multi_tile {
 	multi_part part[]; /* rows ascending */
 } multi_tile;
 
+/* Helper threads per device that run other devices' parts of a request while the calling
+ * thread runs one part itself. */
+#define TA_MULTI_HELPERS 4
+
+/* Counts down the parts of one request still running; the caller waits on it. */
+typedef struct multi_latch {
+	pthread_mutex_t mu; /* guards left */
+	pthread_cond_t cv;  /* signalled when left reaches 0 */
+	int left;           /* parts not yet finished */
+} multi_latch;
+
+/* One unit of work for a device's helpers: run fn(arg), then count down latch. */
+typedef struct multi_job {
+	void (*fn)(void *arg);  /* the work */
+	void *arg;              /* its argument */
+	multi_latch *latch;     /* counted down when fn returns */
+	struct multi_job *next; /* queue link */
+} multi_job;
+
+/* A device's queue of jobs and its helper threads (one lane per device, so that nothing
+ * here serialises different devices). */
+typedef struct multi_lane {
+	pthread_mutex_t mu;                  /* guards head, tail, stop */
+	pthread_cond_t cv;                   /* signalled when a job arrives or on stop */
+	multi_job *head, *tail;              /* FIFO of jobs */
+	bool stop;                           /* the helpers exit */
+	int nthreads;                        /* helpers started */
+	pthread_t threads[TA_MULTI_HELPERS]; /* the helpers */
+} multi_lane;
+
 /* The composing backend. */
 typedef struct multi_backend {
 	ta_backend base;                           /* points at vt; must be first */
@@ -81,7 +112,176 @@ typedef struct multi_backend {
 	ta_backend *dev[TA_MAX_DEVICES];           /* their backends */
 	atomic_uint_fast64_t used[TA_MAX_DEVICES]; /* tile bytes placed on each */
 	ta_placement dflt;                         /* the default placement */
+	multi_lane lane[TA_MAX_DEVICES];           /* each device's helpers (n > 1 only) */
+	bool lanes_ready;                          /* the lanes' mutexes and conds exist */
 } multi_backend;
+
+/* ---- helpers: running parts on several devices at the same time ----------------------- */
+
+/* A helper thread of one lane: runs its jobs until stop. */
+static void *lane_main(void *arg)
+{
+	multi_lane *ln = arg;
+	pthread_mutex_lock(&ln->mu);
+	for (;;) {
+		while (!ln->head && !ln->stop)
+			pthread_cond_wait(&ln->cv, &ln->mu);
+		if (!ln->head) /* stop and nothing left */
+			break;
+		multi_job *j = ln->head;
+		ln->head = j->next;
+		if (!ln->head)
+			ln->tail = NULL;
+		pthread_mutex_unlock(&ln->mu);
+		j->fn(j->arg);
+		multi_latch *l = j->latch; /* j may go once the latch opens */
+		pthread_mutex_lock(&l->mu);
+		if (--l->left == 0)
+			pthread_cond_signal(&l->cv);
+		pthread_mutex_unlock(&l->mu);
+		pthread_mutex_lock(&ln->mu);
+	}
+	pthread_mutex_unlock(&ln->mu);
+	return NULL;
+}
+
+/* Stops and joins every lane's helpers and frees the lanes' locks. */
+static void lanes_stop(multi_backend *mb)
+{
+	if (!mb->lanes_ready)
+		return;
+	for (int d = 0; d < mb->n; d++) {
+		multi_lane *ln = &mb->lane[d];
+		pthread_mutex_lock(&ln->mu);
+		ln->stop = true;
+		pthread_cond_broadcast(&ln->cv);
+		pthread_mutex_unlock(&ln->mu);
+		for (int i = 0; i < ln->nthreads; i++)
+			pthread_join(ln->threads[i], NULL);
+		pthread_cond_destroy(&ln->cv);
+		pthread_mutex_destroy(&ln->mu);
+	}
+	mb->lanes_ready = false;
+}
+
+/* Creates each device's lane and starts its helpers (only with more than one device). */
+static ta_status lanes_start(multi_backend *mb, ta_error *err)
+{
+	if (mb->n < 2)
+		return TA_OK;
+	int d = 0;
+	for (; d < mb->n; d++) {
+		multi_lane *ln = &mb->lane[d];
+		if (pthread_mutex_init(&ln->mu, NULL) != 0)
+			break;
+		if (pthread_cond_init(&ln->cv, NULL) != 0) {
+			pthread_mutex_destroy(&ln->mu);
+			break;
+		}
+	}
+	if (d < mb->n) {
+		for (int k = 0; k < d; k++) {
+			pthread_cond_destroy(&mb->lane[k].cv);
+			pthread_mutex_destroy(&mb->lane[k].mu);
+		}
+		return ta_error_set(err, TA_INTERNAL, "multi-device: creating a lock failed");
+	}
+	mb->lanes_ready = true;
+	for (d = 0; d < mb->n; d++)
+		for (int i = 0; i < TA_MULTI_HELPERS; i++) {
+			int rc =
+			    pthread_create(&mb->lane[d].threads[i], NULL, lane_main, &mb->lane[d]);
+			if (rc != 0) {
+				lanes_stop(mb);
+				return ta_error_set(err, TA_INTERNAL,
+				                    "multi-device: starting a helper thread: %s",
+				                    strerror(rc));
+			}
+			mb->lane[d].nthreads++;
+		}
+	return TA_OK;
+}
+
+/* Runs fn(args[i]) for i in [0, k), job i on device devs[i]: jobs 1.. go to their devices'
+ * helpers, job 0 runs on the calling thread; returns when all have finished. */
+static void run_on_devices(multi_backend *mb, int k, const int *devs, void (*fn)(void *),
+                           void *const *args)
+{
+	if (k <= 1 || !mb->lanes_ready) {
+		for (int i = 0; i < k; i++)
+			fn(args[i]);
+		return;
+	}
+	multi_latch latch;
+	multi_job jobs[TA_MAX_DEVICES];
+	if (pthread_mutex_init(&latch.mu, NULL) != 0) { /* then one after another */
+		for (int i = 0; i < k; i++)
+			fn(args[i]);
+		return;
+	}
+	if (pthread_cond_init(&latch.cv, NULL) != 0) {
+		pthread_mutex_destroy(&latch.mu);
+		for (int i = 0; i < k; i++)
+			fn(args[i]);
+		return;
+	}
+	latch.left = k - 1;
+	for (int i = 1; i < k; i++) {
+		multi_lane *ln = &mb->lane[devs[i]];
+		jobs[i] = (multi_job){fn, args[i], &latch, NULL};
+		pthread_mutex_lock(&ln->mu);
+		if (ln->tail)
+			ln->tail->next = &jobs[i];
+		else
+			ln->head = &jobs[i];
+		ln->tail = &jobs[i];
+		pthread_cond_signal(&ln->cv);
+		pthread_mutex_unlock(&ln->mu);
+	}
+	fn(args[0]);
+	pthread_mutex_lock(&latch.mu);
+	while (latch.left > 0)
+		pthread_cond_wait(&latch.cv, &latch.mu);
+	pthread_mutex_unlock(&latch.mu);
+	pthread_cond_destroy(&latch.cv);
+	pthread_mutex_destroy(&latch.mu);
+}
+
+/* One device's part of a request: a plan on one device's memory and what came of it. */
+typedef struct part_call {
+	ta_backend *be; /* the device's backend */
+	void *mem;      /* the part's memory there */
+	size_t bytes;   /* its bytes */
+	ta_plan plan;   /* the sub-plan */
+	ta_result res;  /* its result */
+	ta_error err;   /* its error */
+	ta_status st;   /* its outcome */
+} part_call;
+
+/* Part calls held on the stack for tiles of up to this many parts (more: the heap). */
+#define TA_MULTI_STACK_PARTS 4
+
+/* Room for n part calls: stack (TA_MULTI_STACK_PARTS of them) when it suffices, else the
+ * heap (NULL when that fails); free it with part_calls_free. */
+static part_call *part_calls_get(part_call *stack, int n)
+{
+	return n <= TA_MULTI_STACK_PARTS ? stack : malloc((size_t)n * sizeof(part_call));
+}
+
+/* Frees what part_calls_get gave, unless it was stack. */
+static void part_calls_free(part_call *calls, part_call *stack)
+{
+	if (calls != stack)
+		free(calls);
+}
+
+/* run_on_devices job: applies one part_call. */
+static void part_call_run(void *arg)
+{
+	part_call *c = arg;
+	c->res = (ta_result){0, 0};
+	c->st = ta_backend_apply(c->be, c->mem, c->bytes, &c->plan, &c->res, &c->err);
+}
 
 /* ---- placement ----------------------------------------------------------------------- */
 
@@ -375,10 +575,25 @@ static ta_status route_chunk(multi_backend *mb, const multi_tile *t, const ta_pl
 	if (touched > 1 && ta_variant_legal(plan->op, plan->dtype, plan->sem, TA_SCOPE_SYS,
 	                                    plan->space, plan->want_old))
 		scope = TA_SCOPE_SYS;
+	part_call stack[TA_MULTI_STACK_PARTS];
+	part_call *calls = part_calls_get(stack, t->nparts);
+	if (!calls)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "multi-device: out of memory");
+	void *args[TA_MAX_DEVICES] = {0};
+	int devs[TA_MAX_DEVICES] = {0}, parts[TA_MAX_DEVICES] = {0}, k = 0;
 	for (int p = 0; p < t->nparts; p++) {
 		if (cnt[p] == 0)
 			continue;
 		const multi_part *pt = &t->part[p];
+		part_call *c = &calls[k];
+		memset(c, 0, sizeof(*c));
+		c->be = mb->dev[pt->device];
+		c->mem = pt->mem;
+		c->bytes = pt->bytes;
+		devs[k] = pt->device;
+		parts[k] = p;
+		args[k] = c;
+		k++;
 		ta_plan s;
 		memset(&s, 0, sizeof(s));
 		s.op = plan->op;
@@ -413,19 +628,28 @@ static ta_status route_chunk(multi_backend *mb, const multi_tile *t, const ta_pl
 		}
 		s.padding_bits = plan->padding_bits;
 		s.old_out = plan->want_old ? b->olds + start[p] * (int64_t)es : NULL;
-		ta_result r = {0, 0};
-		ta_error derr = {0};
-		ta_status st =
-		    ta_backend_apply(mb->dev[pt->device], pt->mem, pt->bytes, &s, &r, &derr);
-		if (st != TA_OK)
-			return ta_error_set(err, st, "device %d: %s", pt->device, derr.msg);
-		if (r.skipped != 0 || r.applied != (uint64_t)cnt[p])
-			return ta_error_set(err, TA_INTERNAL,
-			                    "multi-device: device %d applied %llu of %lld elements",
-			                    pt->device, (unsigned long long)r.applied,
-			                    (long long)cnt[p]);
-		res->applied += r.applied;
+		c->plan = s;
 	}
+	/* every part at the same time, each on its device; all finish before old values
+	 * are merged and before apply returns */
+	run_on_devices(mb, k, devs, part_call_run, args);
+	ta_status st = TA_OK;
+	for (int i = 0; i < k && st == TA_OK; i++) {
+		const part_call *c = &calls[i];
+		int p = parts[i];
+		if (c->st != TA_OK)
+			st = ta_error_set(err, c->st, "device %d: %s", devs[i], c->err.msg);
+		else if (c->res.skipped != 0 || c->res.applied != (uint64_t)cnt[p])
+			st = ta_error_set(err, TA_INTERNAL,
+			                  "multi-device: device %d applied %llu of %lld elements",
+			                  devs[i], (unsigned long long)c->res.applied,
+			                  (long long)cnt[p]);
+		else
+			res->applied += c->res.applied;
+	}
+	part_calls_free(calls, stack);
+	if (st != TA_OK)
+		return st;
 	if (plan->want_old) {
 		uint64_t fill_load = plan->padding_bits & emask;
 		for (int64_t j = 0; j < sum; j++)
@@ -461,7 +685,7 @@ static ta_operand operand_from_row(const ta_operand *op, int64_t r0, size_t esiz
  * range of rows, which is a region of that part with the same extents along the other
  * axes; operands and old_out (row-major over the iteration shape, which is the region's)
  * start at that range's first row. Parts run in row order, so old values stay in request
- * order. */
+ * order (each part writes its own rows of old_out; the parts run at the same time). */
 static ta_status apply_region(multi_backend *mb, const multi_tile *t, const ta_plan *plan,
                               ta_result *result, ta_error *err)
 {
@@ -478,12 +702,26 @@ static ta_status apply_region(multi_backend *mb, const multi_tile *t, const ta_p
 	                                    plan->space, plan->want_old))
 		scope = TA_SCOPE_SYS;
 	ta_result res = {0, 0};
+	part_call stack[TA_MULTI_STACK_PARTS];
+	part_call *calls = part_calls_get(stack, t->nparts);
+	if (!calls)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "multi-device: out of memory");
+	void *args[TA_MAX_DEVICES] = {0};
+	int devs[TA_MAX_DEVICES] = {0}, k = 0;
 	for (int p = 0; p < t->nparts; p++) {
 		const multi_part *pt = &t->part[p];
 		int64_t a0 = lo > pt->first ? lo : pt->first, a1 = hi < pt->end ? hi : pt->end;
 		if (a0 >= a1)
 			continue;
 		int64_t r0 = a0 - lo; /* first iteration row in this part */
+		part_call *c = &calls[k];
+		memset(c, 0, sizeof(*c));
+		c->be = mb->dev[pt->device];
+		c->mem = pt->mem;
+		c->bytes = pt->bytes;
+		devs[k] = pt->device;
+		args[k] = c;
+		k++;
 		ta_plan s = *plan;
 		s.prechecked = false;
 		s.scope = scope;
@@ -498,15 +736,21 @@ static ta_status apply_region(multi_backend *mb, const multi_tile *t, const ta_p
 		s.mask = operand_from_row(&plan->mask, r0, 1);
 		s.old_out =
 		    plan->want_old ? (char *)plan->old_out + r0 * row_elems * (int64_t)es : NULL;
-		ta_result r = {0, 0};
-		ta_error derr = {0};
-		ta_status st =
-		    ta_backend_apply(mb->dev[pt->device], pt->mem, pt->bytes, &s, &r, &derr);
-		if (st != TA_OK)
-			return ta_error_set(err, st, "device %d: %s", pt->device, derr.msg);
-		res.skipped += r.skipped;
-		res.applied += r.applied;
+		c->plan = s;
 	}
+	/* every part at the same time; each writes its own rows of old_out */
+	run_on_devices(mb, k, devs, part_call_run, args);
+	ta_status st = TA_OK;
+	for (int i = 0; i < k && st == TA_OK; i++) {
+		if (calls[i].st != TA_OK)
+			st = ta_error_set(err, calls[i].st, "device %d: %s", devs[i],
+			                  calls[i].err.msg);
+		res.skipped += calls[i].res.skipped;
+		res.applied += calls[i].res.applied;
+	}
+	part_calls_free(calls, stack);
+	if (st != TA_OK)
+		return st;
 	if (result)
 		*result = res;
 	return TA_OK;
@@ -600,6 +844,93 @@ out:
 	return st;
 }
 
+/* ---- apply_many: batches of requests over tiles on several devices ------------------- */
+
+/* One device's share of an apply_many batch. */
+typedef struct device_batch {
+	ta_backend *be;       /* the device's backend */
+	ta_apply_call *calls; /* its calls, in the batch's order, memory that of the part */
+	size_t n;             /* how many */
+} device_batch;
+
+/* run_on_devices job: one device's share through its own apply_many (the CUDA backend
+ * puts them into one launch). */
+static void device_batch_run(void *arg)
+{
+	device_batch *b = arg;
+	ta_backend_apply_many(b->be, b->calls, b->n);
+}
+
+/* True when call c must run alone, after every call before it and before every call
+ * after it: a sharded tile (multi_apply runs its parts at the same time itself), or a
+ * memory order other than relaxed (an acquire or release orders the connection's other
+ * requests around it on every device). */
+static bool call_is_barrier(const ta_apply_call *c)
+{
+	const multi_tile *t = c->mem;
+	return !t || !c->plan || t->nparts != 1 || c->plan->sem != TA_SEM_RELAXED;
+}
+
+/* vtable apply_many: as n successive applies. A run of relaxed calls on tiles wholly on
+ * one device each is split by device, keeping the order inside each device (so each tile
+ * sees its calls in order), and every device runs its share at the same time through its
+ * backend's apply_many; relaxed requests on different tiles promise no order among
+ * themselves. A barrier call (call_is_barrier) runs alone between runs. */
+static void multi_apply_many(ta_backend *be, ta_apply_call *calls, size_t n)
+{
+	multi_backend *mb = (multi_backend *)be;
+	ta_apply_call *sorted = n > 1 ? malloc(n * sizeof(*sorted)) : NULL;
+	size_t *from = n > 1 ? malloc(n * sizeof(*from)) : NULL;
+	size_t i = 0;
+	while (i < n) {
+		size_t j = i;
+		while (j < n && !call_is_barrier(&calls[j]))
+			j++;
+		if (j == i || !sorted || !from || j - i == 1) { /* one at a time */
+			size_t end = j == i ? i + 1 : j;
+			for (; i < end; i++)
+				calls[i].status =
+				    multi_apply(be, calls[i].mem, calls[i].tile_bytes,
+				                calls[i].plan, calls[i].result, calls[i].err);
+			continue;
+		}
+		/* counting sort of [i, j) by device, stable */
+		size_t cnt[TA_MAX_DEVICES] = {0}, at[TA_MAX_DEVICES];
+		for (size_t c = i; c < j; c++)
+			cnt[((const multi_tile *)calls[c].mem)->part[0].device]++;
+		device_batch batch[TA_MAX_DEVICES];
+		void *args[TA_MAX_DEVICES];
+		int devs[TA_MAX_DEVICES], k = 0;
+		size_t sum = 0;
+		for (int d = 0; d < mb->n; d++) {
+			at[d] = sum;
+			if (cnt[d] > 0) {
+				batch[k] = (device_batch){mb->dev[d], sorted + sum, cnt[d]};
+				args[k] = &batch[k];
+				devs[k] = d;
+				k++;
+			}
+			sum += cnt[d];
+		}
+		for (size_t c = i; c < j; c++) {
+			const multi_part *pt = &((const multi_tile *)calls[c].mem)->part[0];
+			size_t to = at[pt->device]++;
+			sorted[to] = calls[c];
+			sorted[to].mem = pt->mem;
+			sorted[to].status = TA_OK;
+			if (sorted[to].result)
+				*sorted[to].result = (ta_result){0, 0};
+			from[to] = c;
+		}
+		run_on_devices(mb, k, devs, device_batch_run, args);
+		for (size_t s = 0; s < j - i; s++)
+			calls[from[s]].status = sorted[s].status;
+		i = j;
+	}
+	free(sorted);
+	free(from);
+}
+
 /* ---- the rest of the vtable ---------------------------------------------------------- */
 
 /* vtable info: device 0's facts, the device line naming the count. */
@@ -660,10 +991,11 @@ static int multi_device_count(ta_backend *be)
 	return ((multi_backend *)be)->n;
 }
 
-/* vtable destroy: every device's backend. */
+/* vtable destroy: the helpers, then every device's backend. */
 static void multi_destroy(ta_backend *be)
 {
 	multi_backend *mb = (multi_backend *)be;
+	lanes_stop(mb);
 	for (int d = 0; d < mb->n; d++)
 		ta_backend_destroy(mb->dev[d]);
 	free(mb);
@@ -675,6 +1007,7 @@ static const ta_backend_vtbl multi_vtbl = {
     .tile_alloc = multi_tile_alloc,
     .tile_free = multi_tile_free,
     .apply = multi_apply,
+    .apply_many = multi_apply_many,
     .info = multi_info,
     .set_batch_window = multi_set_batch_window,
     .host_register = multi_host_register,
@@ -715,6 +1048,10 @@ ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
 		mb->dev[d] = devices[d];
 		devices[d]->parent = &mb->base; /* the daemon's cancel reaches each device */
 		atomic_init(&mb->used[d], 0);
+	}
+	if (lanes_start(mb, err) != TA_OK) {
+		multi_destroy(&mb->base);
+		return NULL;
 	}
 	if (default_place)
 		mb->dflt = *default_place;
