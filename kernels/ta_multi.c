@@ -106,14 +106,19 @@ typedef struct multi_lane {
 
 /* The composing backend. */
 typedef struct multi_backend {
-	ta_backend base;                           /* points at vt; must be first */
-	ta_backend_vtbl vt;                        /* multi_vtbl, less what device 0 lacks */
-	int n;                                     /* devices */
-	ta_backend *dev[TA_MAX_DEVICES];           /* their backends */
-	atomic_uint_fast64_t used[TA_MAX_DEVICES]; /* tile bytes placed on each */
-	ta_placement dflt;                         /* the default placement */
-	multi_lane lane[TA_MAX_DEVICES];           /* each device's helpers (n > 1 only) */
-	bool lanes_ready;                          /* the lanes' mutexes and conds exist */
+	ta_backend base;                               /* points at vt; must be first */
+	ta_backend_vtbl vt;                            /* multi_vtbl, less what device 0 lacks */
+	int n;                                         /* devices */
+	ta_backend *dev[TA_MAX_DEVICES];               /* their backends */
+	atomic_uint_fast64_t used[TA_MAX_DEVICES];     /* tile bytes placed on each */
+	atomic_uint_fast64_t tiles[TA_MAX_DEVICES];    /* tile parts placed on each */
+	atomic_uint_fast64_t requests[TA_MAX_DEVICES]; /* requests (parts) each has run */
+	ta_placement dflt;                             /* the default placement */
+	multi_lane lane[TA_MAX_DEVICES];               /* each device's helpers (n > 1 only) */
+	bool lanes_ready;                              /* the lanes' mutexes and conds exist */
+	bool has_peers;                                /* ords and peer are set (CUDA) */
+	int ords[TA_MAX_DEVICES];                      /* each device's CUDA ordinal */
+	unsigned char peer[TA_MAX_DEVICES * TA_MAX_DEVICES]; /* [i * n + j]: i reads j's memory */
 } multi_backend;
 
 /* ---- helpers: running parts on several devices at the same time ----------------------- */
@@ -249,13 +254,14 @@ static void run_on_devices(multi_backend *mb, int k, const int *devs, void (*fn)
 
 /* One device's part of a request: a plan on one device's memory and what came of it. */
 typedef struct part_call {
-	ta_backend *be; /* the device's backend */
-	void *mem;      /* the part's memory there */
-	size_t bytes;   /* its bytes */
-	ta_plan plan;   /* the sub-plan */
-	ta_result res;  /* its result */
-	ta_error err;   /* its error */
-	ta_status st;   /* its outcome */
+	ta_backend *be;              /* the device's backend */
+	atomic_uint_fast64_t *count; /* the device's request counter */
+	void *mem;                   /* the part's memory there */
+	size_t bytes;                /* its bytes */
+	ta_plan plan;                /* the sub-plan */
+	ta_result res;               /* its result */
+	ta_error err;                /* its error */
+	ta_status st;                /* its outcome */
 } part_call;
 
 /* Part calls held on the stack for tiles of up to this many parts (more: the heap). */
@@ -280,6 +286,7 @@ static void part_call_run(void *arg)
 {
 	part_call *c = arg;
 	c->res = (ta_result){0, 0};
+	atomic_fetch_add_explicit(c->count, 1, memory_order_relaxed);
 	c->st = ta_backend_apply(c->be, c->mem, c->bytes, &c->plan, &c->res, &c->err);
 }
 
@@ -374,6 +381,7 @@ static void free_parts(multi_backend *mb, multi_tile *t, int n)
 		multi_part *pt = &t->part[i];
 		ta_backend_tile_free(mb->dev[pt->device], pt->mem);
 		atomic_fetch_sub(&mb->used[pt->device], (uint_fast64_t)pt->bytes);
+		atomic_fetch_sub(&mb->tiles[pt->device], 1);
 	}
 	free(t);
 }
@@ -412,6 +420,7 @@ static ta_status alloc_rows(multi_backend *mb, int64_t rows, size_t row_bytes, s
 			return ta_error_set(err, st, "device %d: %s", pt->device, derr.msg);
 		}
 		atomic_fetch_add(&mb->used[pt->device], (uint_fast64_t)pt->bytes);
+		atomic_fetch_add(&mb->tiles[pt->device], 1);
 		row = pt->end;
 		at += pt->bytes;
 	}
@@ -588,6 +597,7 @@ static ta_status route_chunk(multi_backend *mb, const multi_tile *t, const ta_pl
 		part_call *c = &calls[k];
 		memset(c, 0, sizeof(*c));
 		c->be = mb->dev[pt->device];
+		c->count = &mb->requests[pt->device];
 		c->mem = pt->mem;
 		c->bytes = pt->bytes;
 		devs[k] = pt->device;
@@ -717,6 +727,7 @@ static ta_status apply_region(multi_backend *mb, const multi_tile *t, const ta_p
 		part_call *c = &calls[k];
 		memset(c, 0, sizeof(*c));
 		c->be = mb->dev[pt->device];
+		c->count = &mb->requests[pt->device];
 		c->mem = pt->mem;
 		c->bytes = pt->bytes;
 		devs[k] = pt->device;
@@ -766,6 +777,45 @@ static bool plan_on_device(const ta_plan *plan)
 	return on;
 }
 
+/* OK when device d (an index of mb) can read every device operand of plan: the device
+ * whose memory each is (its backend's ptr_device) is d or a peer d reads (peer access
+ * enabled at startup); FAILED otherwise (UNIMPLEMENTED, naming both). Unknown owners pass. */
+static ta_status device_operands_reachable(multi_backend *mb, int d, const ta_plan *plan,
+                                           ta_error *err)
+{
+	if (!mb->has_peers || !mb->dev[d]->vt->ptr_device)
+		return TA_OK;
+	const ta_operand *ops[TA_MAX_RANK + 3];
+	const void *ptrs[TA_MAX_RANK + 4];
+	int k = 0;
+	for (int i = 0; i < plan->n_index && i < TA_MAX_RANK; i++)
+		ops[k++] = &plan->index[i];
+	ops[k++] = &plan->values;
+	ops[k++] = &plan->compare;
+	ops[k++] = &plan->mask;
+	int m = 0;
+	for (int i = 0; i < k; i++)
+		if (ops[i]->device && ops[i]->data)
+			ptrs[m++] = ops[i]->data;
+	if (plan->want_old && plan->old_out_device && plan->old_out)
+		ptrs[m++] = plan->old_out;
+	for (int i = 0; i < m; i++) {
+		int ord = mb->dev[d]->vt->ptr_device(mb->dev[d], ptrs[i]);
+		int owner = -1;
+		for (int j = 0; j < mb->n; j++)
+			if (mb->ords[j] == ord)
+				owner = j;
+		if (owner < 0 || mb->peer[d * mb->n + owner])
+			continue;
+		return ta_error_set(err, TA_UNIMPLEMENTED,
+		                    "multi-device: the tile lives on GPU %d, which has no peer "
+		                    "access to GPU %d where the device buffer is; copying keys "
+		                    "between such GPUs is not supported yet",
+		                    mb->ords[d], ord);
+	}
+	return TA_OK;
+}
+
 /* vtable apply: see the file comment. */
 static ta_status multi_apply(ta_backend *be, void *mem, size_t tile_bytes, const ta_plan *plan,
                              ta_result *result, ta_error *err)
@@ -779,12 +829,12 @@ static ta_status multi_apply(ta_backend *be, void *mem, size_t tile_bytes, const
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "multi-device: no tile or no plan");
 	if (t->nparts == 1) {
 		const multi_part *pt = &t->part[0];
-		if (pt->device != 0 && plan_on_device(plan))
-			return ta_error_set(
-			    err, TA_UNIMPLEMENTED,
-			    "multi-device: device operands (CUDA IPC buffers) into a "
-			    "tile on device %d are not supported yet (only device 0)",
-			    pt->device);
+		if (plan_on_device(plan)) { /* read in place, over peer access when not local */
+			ta_status st = device_operands_reachable(mb, pt->device, plan, err);
+			if (st != TA_OK)
+				return st;
+		}
+		atomic_fetch_add_explicit(&mb->requests[pt->device], 1, memory_order_relaxed);
 		return ta_backend_apply(mb->dev[pt->device], pt->mem, tile_bytes, plan, result,
 		                        err);
 	}
@@ -796,7 +846,8 @@ static ta_status multi_apply(ta_backend *be, void *mem, size_t tile_bytes, const
 		return ta_error_set(
 		    err, TA_UNIMPLEMENTED,
 		    "multi-device: device operands (CUDA IPC buffers) into a sharded "
-		    "tile are not supported yet");
+		    "tile are not supported yet (a tile placed wholly on any one GPU takes "
+		    "them)");
 	if (plan->count == 0)
 		return TA_OK;
 	if (plan->addr == TA_ADDR_REGION)
@@ -848,9 +899,10 @@ out:
 
 /* One device's share of an apply_many batch. */
 typedef struct device_batch {
-	ta_backend *be;       /* the device's backend */
-	ta_apply_call *calls; /* its calls, in the batch's order, memory that of the part */
-	size_t n;             /* how many */
+	ta_backend *be;              /* the device's backend */
+	atomic_uint_fast64_t *count; /* the device's request counter */
+	ta_apply_call *calls;        /* its calls, in the batch's order, memory that of the part */
+	size_t n;                    /* how many */
 } device_batch;
 
 /* run_on_devices job: one device's share through its own apply_many (the CUDA backend
@@ -858,6 +910,7 @@ typedef struct device_batch {
 static void device_batch_run(void *arg)
 {
 	device_batch *b = arg;
+	atomic_fetch_add_explicit(b->count, b->n, memory_order_relaxed);
 	ta_backend_apply_many(b->be, b->calls, b->n);
 }
 
@@ -868,7 +921,8 @@ static void device_batch_run(void *arg)
 static bool call_is_barrier(const ta_apply_call *c)
 {
 	const multi_tile *t = c->mem;
-	return !t || !c->plan || t->nparts != 1 || c->plan->sem != TA_SEM_RELAXED;
+	return !t || !c->plan || t->nparts != 1 || c->plan->sem != TA_SEM_RELAXED ||
+	       plan_on_device(c->plan);
 }
 
 /* vtable apply_many: as n successive applies. A run of relaxed calls on tiles wholly on
@@ -905,7 +959,8 @@ static void multi_apply_many(ta_backend *be, ta_apply_call *calls, size_t n)
 		for (int d = 0; d < mb->n; d++) {
 			at[d] = sum;
 			if (cnt[d] > 0) {
-				batch[k] = (device_batch){mb->dev[d], sorted + sum, cnt[d]};
+				batch[k] = (device_batch){mb->dev[d], &mb->requests[d],
+				                          sorted + sum, cnt[d]};
 				args[k] = &batch[k];
 				devs[k] = d;
 				k++;
@@ -985,6 +1040,28 @@ static void multi_ipc_close(ta_backend *be, void *dptr)
 	ta_backend_ipc_close(((multi_backend *)be)->dev[0], dptr);
 }
 
+/* vtable device_stats: the layer's counts, the memory as the device's backend tells it
+ * (CUDA: total - free) or else the tile bytes placed there. */
+static bool multi_device_stats(ta_backend *be, int d, ta_device_stats *out)
+{
+	multi_backend *mb = (multi_backend *)be;
+	if (d < 0 || d >= mb->n)
+		return false;
+	out->tiles = atomic_load(&mb->tiles[d]);
+	out->tile_bytes = atomic_load(&mb->used[d]);
+	out->requests = atomic_load(&mb->requests[d]);
+	uint64_t freeb = 0, total = 0;
+	ta_backend *dev = mb->dev[d];
+	if (dev->vt->mem_info && dev->vt->mem_info(dev, &freeb, &total) == TA_OK) {
+		out->memory_total = total;
+		out->memory_used = total - freeb;
+	} else {
+		out->memory_total = 0;
+		out->memory_used = out->tile_bytes;
+	}
+	return true;
+}
+
 /* vtable device_count. */
 static int multi_device_count(ta_backend *be)
 {
@@ -1017,6 +1094,7 @@ static const ta_backend_vtbl multi_vtbl = {
     .tile_alloc_placed = multi_tile_alloc_placed,
     .tile_where = multi_tile_where,
     .device_count = multi_device_count,
+    .device_stats = multi_device_stats,
     .tile_footprint = multi_tile_footprint,
 };
 
@@ -1048,6 +1126,8 @@ ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
 		mb->dev[d] = devices[d];
 		devices[d]->parent = &mb->base; /* the daemon's cancel reaches each device */
 		atomic_init(&mb->used[d], 0);
+		atomic_init(&mb->tiles[d], 0);
+		atomic_init(&mb->requests[d], 0);
 	}
 	if (lanes_start(mb, err) != TA_OK) {
 		multi_destroy(&mb->base);
@@ -1070,4 +1150,14 @@ ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
 		return NULL;
 	}
 	return &mb->base;
+}
+
+void ta_multi_set_peers(ta_backend *be, const int *ords, int n, const unsigned char *peer)
+{
+	multi_backend *mb = (multi_backend *)be;
+	if (!be || be->vt->apply != multi_apply || n != mb->n)
+		return;
+	memcpy(mb->ords, ords, (size_t)n * sizeof(int));
+	memcpy(mb->peer, peer, (size_t)n * (size_t)n);
+	mb->has_peers = true;
 }
