@@ -117,7 +117,9 @@ typedef struct multi_backend {
 	multi_lane lane[TA_MAX_DEVICES];               /* each device's helpers (n > 1 only) */
 	bool lanes_ready;                              /* the lanes' mutexes and conds exist */
 	bool has_peers;                                /* ords and peer are set (CUDA) */
-	int ords[TA_MAX_DEVICES];                      /* each device's CUDA ordinal */
+	bool partials_for_host;   /* TA_MULTI_PARTIALS set: host-operand plans that qualify take
+	                             the partial-tile path too (tests it on CPU pools) */
+	int ords[TA_MAX_DEVICES]; /* each device's CUDA ordinal */
 	unsigned char peer[TA_MAX_DEVICES * TA_MAX_DEVICES]; /* [i * n + j]: i reads j's memory */
 } multi_backend;
 
@@ -816,6 +818,130 @@ static ta_status device_operands_reachable(multi_backend *mb, int d, const ta_pl
 	return TA_OK;
 }
 
+/* Largest sharded tile (bytes) the partial-tile path takes: each part's device holds a
+ * zeroed scratch of the whole tile's size while the request runs. */
+#define TA_MULTI_PARTIAL_MAX ((size_t)256 << 20)
+
+/* True when plan on a sharded tile of tile_bytes may take the partial-tile path: an add or
+ * sub of an integer dtype without old values (a histogram: the indexed add of ones, the
+ * scatter add of a key vector), the whole tile no larger than TA_MULTI_PARTIAL_MAX. */
+static bool partial_eligible(const ta_plan *plan, size_t tile_bytes)
+{
+	return (plan->op == TA_OP_ADD || plan->op == TA_OP_SUB) && ta_dtype_is_int(plan->dtype) &&
+	       !plan->want_old && plan->addr != TA_ADDR_REGION &&
+	       tile_bytes <= TA_MULTI_PARTIAL_MAX;
+}
+
+/* A zeroed whole-tile scratch on one part's device and what became of the request there. */
+typedef struct partial_call {
+	part_call run;   /* the request over all its keys into the scratch */
+	part_call merge; /* the scratch's rows of the part added into the part */
+	void *scratch;   /* the scratch (memory of that device's backend) */
+} partial_call;
+
+/* run_on_devices job: allocates the scratch (zeroed), runs the whole request into it. */
+static void partial_run(void *arg)
+{
+	partial_call *pc = arg;
+	part_call *c = &pc->run;
+	c->res = (ta_result){0, 0};
+	c->st = ta_backend_tile_alloc(c->be, c->bytes, &pc->scratch, &c->err);
+	if (c->st != TA_OK)
+		return;
+	c->mem = pc->scratch;
+	part_call_run(c);
+}
+
+/* run_on_devices job: adds the scratch's rows of the part into the part. */
+static void partial_merge(void *arg)
+{
+	partial_call *pc = arg;
+	part_call_run(&pc->merge);
+}
+
+/* Applies an eligible plan (partial_eligible) to a sharded tile without reading its keys
+ * on the host (they may be a client's GPU buffer): every part's device runs the whole
+ * request, all keys, read in place (over peer access when they are another GPU's), with
+ * the kernel the one-device path picks (the privatised histogram), into a zeroed scratch
+ * the size of the whole tile; then each device adds its part's rows of its scratch into
+ * its part. Every device at the same time in both steps. The bounds rules hold for the
+ * whole request: a request rejected (reject-whole) fails in the first step, before any
+ * part changes; skipped and applied counts are those of one run. Integer adds commute,
+ * so the tile ends exactly as if the elements had been applied one by one. */
+static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta_plan *plan,
+                                ta_result *result, ta_error *err)
+{
+	size_t es = ta_dtype_size(plan->dtype);
+	bool dev = plan_on_device(plan);
+	partial_call *pcs = calloc((size_t)t->nparts, sizeof(*pcs));
+	if (!pcs)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "multi-device: out of memory");
+	void *args[TA_MAX_DEVICES] = {0};
+	int devs[TA_MAX_DEVICES] = {0};
+	ta_scope scope = plan->scope;
+	if (t->nparts > 1 && ta_variant_legal(TA_OP_ADD, plan->dtype, plan->sem, TA_SCOPE_SYS,
+	                                      TA_SPACE_GLOBAL, false))
+		scope = TA_SCOPE_SYS;
+	for (int p = 0; p < t->nparts; p++) {
+		const multi_part *pt = &t->part[p];
+		partial_call *pc = &pcs[p];
+		pc->run.be = pc->merge.be = mb->dev[pt->device];
+		pc->run.count = pc->merge.count = &mb->requests[pt->device];
+		pc->run.bytes = t->bytes;
+		pc->run.plan = *plan;
+		pc->run.plan.prechecked = false;
+		devs[p] = pt->device;
+		args[p] = pc;
+	}
+	run_on_devices(mb, t->nparts, devs, partial_run, args);
+	ta_status st = TA_OK;
+	for (int p = 0; p < t->nparts && st == TA_OK; p++)
+		if (pcs[p].run.st != TA_OK)
+			st = ta_error_set(err, pcs[p].run.st, "device %d: %s", devs[p],
+			                  pcs[p].run.err.msg);
+	if (st == TA_OK) {
+		for (int p = 0; p < t->nparts; p++) {
+			const multi_part *pt = &t->part[p];
+			part_call *m = &pcs[p].merge;
+			m->mem = pt->mem;
+			m->bytes = pt->bytes;
+			ta_plan *s = &m->plan;
+			memset(s, 0, sizeof(*s));
+			s->op = TA_OP_ADD;
+			s->dtype = plan->dtype;
+			s->sem = plan->sem;
+			s->scope = scope;
+			s->space = TA_SPACE_GLOBAL;
+			s->addr = TA_ADDR_REGION;
+			s->check_bounds = true;
+			s->rank = 1;
+			s->shape[0] = pt->elems;
+			s->count = pt->elems;
+			s->tile_rank = 1;
+			s->tile_shape[0] = pt->elems;
+			s->tile_stride[0] = 1;
+			s->extent[0] = pt->elems;
+			s->region_count = pt->elems;
+			s->values.data = (const char *)pcs[p].scratch + pt->elem0 * (int64_t)es;
+			s->values.dtype = plan->dtype;
+			s->values.stride[0] = 1;
+			s->values.device = dev;
+		}
+		run_on_devices(mb, t->nparts, devs, partial_merge, args);
+		for (int p = 0; p < t->nparts && st == TA_OK; p++)
+			if (pcs[p].merge.st != TA_OK)
+				st = ta_error_set(err, pcs[p].merge.st, "device %d: %s", devs[p],
+				                  pcs[p].merge.err.msg);
+	}
+	if (st == TA_OK && result)
+		*result = pcs[0].run.res;
+	for (int p = 0; p < t->nparts; p++)
+		if (pcs[p].scratch)
+			ta_backend_tile_free(pcs[p].run.be, pcs[p].scratch);
+	free(pcs);
+	return st;
+}
+
 /* vtable apply: see the file comment. */
 static ta_status multi_apply(ta_backend *be, void *mem, size_t tile_bytes, const ta_plan *plan,
                              ta_result *result, ta_error *err)
@@ -842,12 +968,24 @@ static ta_status multi_apply(ta_backend *be, void *mem, size_t tile_bytes, const
 	    ta_plan_check(plan, tile_bytes < t->bytes ? tile_bytes : t->bytes, NULL, err);
 	if (st != TA_OK)
 		return st;
+	bool eligible = partial_eligible(plan, t->bytes);
+	if (plan_on_device(plan) && eligible) {
+		for (int p = 0; p < t->nparts; p++) {
+			st = device_operands_reachable(mb, t->part[p].device, plan, err);
+			if (st != TA_OK)
+				return st;
+		}
+		return apply_partials(mb, t, plan, result, err);
+	}
+	if (mb->partials_for_host && eligible && plan->count > 0)
+		return apply_partials(mb, t, plan, result, err);
 	if (plan_on_device(plan))
 		return ta_error_set(
 		    err, TA_UNIMPLEMENTED,
 		    "multi-device: device operands (CUDA IPC buffers) into a sharded "
-		    "tile are not supported yet (a tile placed wholly on any one GPU takes "
-		    "them)");
+		    "tile are supported only for adds and subs of integer dtypes without old "
+		    "values into tiles of at most 256 MiB (histograms); a tile placed wholly "
+		    "on any one GPU takes them all");
 	if (plan->count == 0)
 		return TA_OK;
 	if (plan->addr == TA_ADDR_REGION)
@@ -1129,6 +1267,7 @@ ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
 		atomic_init(&mb->tiles[d], 0);
 		atomic_init(&mb->requests[d], 0);
 	}
+	mb->partials_for_host = getenv("TA_MULTI_PARTIALS") != NULL;
 	if (lanes_start(mb, err) != TA_OK) {
 		multi_destroy(&mb->base);
 		return NULL;
