@@ -119,6 +119,8 @@ typedef struct multi_backend {
 	bool has_peers;                                /* ords and peer are set (CUDA) */
 	bool partials_for_host;   /* TA_MULTI_PARTIALS set: host-operand plans that qualify take
 	                             the partial-tile path too (tests it on CPU pools) */
+	bool partials_single;     /* TA_MULTI_PARTIALS=single: ... with one scratch, on the
+	                             first part's device (as for GPU keys that live there) */
 	int ords[TA_MAX_DEVICES]; /* each device's CUDA ordinal */
 	unsigned char peer[TA_MAX_DEVICES * TA_MAX_DEVICES]; /* [i * n + j]: i reads j's memory */
 } multi_backend;
@@ -859,6 +861,36 @@ static void partial_merge(void *arg)
 	part_call_run(&pc->merge);
 }
 
+/* The device (index of mb) whose memory holds every device operand of plan when that is
+ * one device that every part of t can read (peer access), else -1. */
+static int operands_home(multi_backend *mb, const multi_tile *t, const ta_plan *plan)
+{
+	if (!mb->has_peers || !mb->dev[0]->vt->ptr_device)
+		return -1;
+	const ta_operand *ops[TA_MAX_RANK + 3];
+	int k = 0, home = -1;
+	for (int i = 0; i < plan->n_index && i < TA_MAX_RANK; i++)
+		ops[k++] = &plan->index[i];
+	ops[k++] = &plan->values;
+	ops[k++] = &plan->compare;
+	ops[k++] = &plan->mask;
+	for (int i = 0; i < k; i++) {
+		if (!ops[i]->device || !ops[i]->data)
+			continue;
+		int ord = mb->dev[0]->vt->ptr_device(mb->dev[0], ops[i]->data), j = -1;
+		for (int d = 0; d < mb->n; d++)
+			if (mb->ords[d] == ord)
+				j = d;
+		if (j < 0 || (home >= 0 && j != home))
+			return -1;
+		home = j;
+	}
+	for (int p = 0; home >= 0 && p < t->nparts; p++)
+		if (!mb->peer[t->part[p].device * mb->n + home])
+			return -1;
+	return home;
+}
+
 /* Applies an eligible plan (partial_eligible) to a sharded tile without reading its keys
  * on the host (they may be a client's GPU buffer): every part's device runs the whole
  * request, all keys, read in place (over peer access when they are another GPU's), with
@@ -867,9 +899,13 @@ static void partial_merge(void *arg)
  * its part. Every device at the same time in both steps. The bounds rules hold for the
  * whole request: a request rejected (reject-whole) fails in the first step, before any
  * part changes; skipped and applied counts are those of one run. Integer adds commute,
- * so the tile ends exactly as if the elements had been applied one by one. */
+ * so the tile ends exactly as if the elements had been applied one by one.
+ * When the keys all live on one GPU (home >= 0) that every part's GPU reads, only that GPU
+ * runs the request into its scratch (its keys read locally), and each part's GPU adds its
+ * rows of that scratch over peer access: requests whose keys are split over the GPUs then
+ * run on their own GPUs at the same time. */
 static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta_plan *plan,
-                                ta_result *result, ta_error *err)
+                                int home, ta_result *result, ta_error *err)
 {
 	size_t es = ta_dtype_size(plan->dtype);
 	bool dev = plan_on_device(plan);
@@ -893,9 +929,32 @@ static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta
 		devs[p] = pt->device;
 		args[p] = pc;
 	}
-	run_on_devices(mb, t->nparts, devs, partial_run, args);
+	/* the scratch runs: every part's device, or only the keys' home (its own or an extra
+	 * slot after the parts when no part lives there) */
+	int src = -1; /* the one scratch's slot, -1: each part's own */
+	partial_call home_pc;
+	memset(&home_pc, 0, sizeof(home_pc));
+	if (home >= 0) {
+		for (int p = 0; p < t->nparts; p++)
+			if (t->part[p].device == home)
+				src = p;
+		if (src < 0) {
+			home_pc.run.be = mb->dev[home];
+			home_pc.run.count = &mb->requests[home];
+			home_pc.run.bytes = t->bytes;
+			home_pc.run.plan = *plan;
+			home_pc.run.plan.prechecked = false;
+		}
+		partial_call *one = src >= 0 ? &pcs[src] : &home_pc;
+		partial_run(one);
+	} else {
+		run_on_devices(mb, t->nparts, devs, partial_run, args);
+	}
+	partial_call *first = home >= 0 && src < 0 ? &home_pc : src >= 0 ? &pcs[src] : &pcs[0];
 	ta_status st = TA_OK;
-	for (int p = 0; p < t->nparts && st == TA_OK; p++)
+	if (home >= 0 && first->run.st != TA_OK)
+		st = ta_error_set(err, first->run.st, "device %d: %s", home, first->run.err.msg);
+	for (int p = 0; home < 0 && p < t->nparts && st == TA_OK; p++)
 		if (pcs[p].run.st != TA_OK)
 			st = ta_error_set(err, pcs[p].run.st, "device %d: %s", devs[p],
 			                  pcs[p].run.err.msg);
@@ -922,7 +981,8 @@ static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta
 			s->tile_stride[0] = 1;
 			s->extent[0] = pt->elems;
 			s->region_count = pt->elems;
-			s->values.data = (const char *)pcs[p].scratch + pt->elem0 * (int64_t)es;
+			const void *scratch = home >= 0 ? first->scratch : pcs[p].scratch;
+			s->values.data = (const char *)scratch + pt->elem0 * (int64_t)es;
 			s->values.dtype = plan->dtype;
 			s->values.stride[0] = 1;
 			s->values.device = dev;
@@ -934,10 +994,12 @@ static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta
 				                  pcs[p].merge.err.msg);
 	}
 	if (st == TA_OK && result)
-		*result = pcs[0].run.res;
+		*result = first->run.res;
 	for (int p = 0; p < t->nparts; p++)
 		if (pcs[p].scratch)
 			ta_backend_tile_free(pcs[p].run.be, pcs[p].scratch);
+	if (home_pc.scratch)
+		ta_backend_tile_free(home_pc.run.be, home_pc.scratch);
 	free(pcs);
 	return st;
 }
@@ -975,10 +1037,11 @@ static ta_status multi_apply(ta_backend *be, void *mem, size_t tile_bytes, const
 			if (st != TA_OK)
 				return st;
 		}
-		return apply_partials(mb, t, plan, result, err);
+		return apply_partials(mb, t, plan, operands_home(mb, t, plan), result, err);
 	}
 	if (mb->partials_for_host && eligible && plan->count > 0)
-		return apply_partials(mb, t, plan, result, err);
+		return apply_partials(mb, t, plan, mb->partials_single ? t->part[0].device : -1,
+		                      result, err);
 	if (plan_on_device(plan))
 		return ta_error_set(
 		    err, TA_UNIMPLEMENTED,
@@ -1267,7 +1330,9 @@ ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
 		atomic_init(&mb->tiles[d], 0);
 		atomic_init(&mb->requests[d], 0);
 	}
-	mb->partials_for_host = getenv("TA_MULTI_PARTIALS") != NULL;
+	const char *partials = getenv("TA_MULTI_PARTIALS");
+	mb->partials_for_host = partials != NULL;
+	mb->partials_single = partials && strcmp(partials, "single") == 0;
 	if (lanes_start(mb, err) != TA_OK) {
 		multi_destroy(&mb->base);
 		return NULL;

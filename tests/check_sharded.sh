@@ -7,7 +7,8 @@
 # uneven splits, and must give exactly what one device gives (issue 24). Then check_multi
 # again with TA_MULTI_PARTIALS set, so that its differential test sends every integer add
 # and sub into a sharded tile through the partial-tile path that a client's GPU keys take
-# (kernels/ta_multi.c, apply_partials). Run from the top build folder (as `make check`
+# (kernels/ta_multi.c, apply_partials): a scratch on every part's device, and (=single) one
+# scratch on the first part's device that the others add from, as for keys on one GPU. Run from the top build folder (as `make check`
 # does). Exit 0 when every suite passed (or skipped with 77).
 set -u
 export TA_TEST_PLACEMENT=shard
@@ -25,8 +26,10 @@ for n in 1 2 3; do
 		fi
 	done
 done
-TA_MULTI_PARTIALS=1 ./tests/check_multi
-r=$?
-echo "tests/check_multi with TA_MULTI_PARTIALS=1: exit $r"
-[ "$r" -eq 0 ] || rc=1
+for mode in 1 single; do
+	TA_MULTI_PARTIALS=$mode ./tests/check_multi
+	r=$?
+	echo "tests/check_multi with TA_MULTI_PARTIALS=$mode: exit $r"
+	[ "$r" -eq 0 ] || rc=1
+done
 exit $rc
