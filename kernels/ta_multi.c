@@ -24,25 +24,35 @@
  * resolved on the host element by element (ta_plan_resolve), TA_MULTI_CHUNK elements at a time;
  * each element that is neither masked off nor skipped goes to the part holding its flat offset,
  * into a per-part FLAT sub-plan (offsets relative to the part, values and compare gathered,
- * relative order kept). The sub-plans run one after another on the calling thread, each on its
- * device's backend; old values come back into old_out in request order; masked-off and skipped
+ * relative order kept). The sub-plans of one request run at the same time, one per device:
+ * the calling thread runs one, each other device's helper lane (its own queue and threads,
+ * so that no lock is shared between devices) runs the others, and apply returns when all
+ * have finished; old values come back into old_out in request order; masked-off and skipped
  * elements get what ta_plan.h says (the compare value for CAS, the padding for LOAD, zero
  * bits otherwise) and skipped ones are counted. Every element is applied exactly once, on
  * its device, with the request's op and sem, so it keeps the semantics it has on one device.
  *
- * sem and scope across devices: a request's parts run one after another and apply returns
- * only when all have run, so a connection's later request sees every part of its earlier
- * ones, and a release in a later request covers the earlier writes on every device (on the
- * CPU pools, which share the host's coherent memory, C11 gives that directly; a CUDA device
- * backend's apply must have finished its writes when it returns). Where one chunk of a
- * request touches more than one device, its scope is raised to sys (when sys is a legal
- * variant of the op), since the request's elements are then observed from several devices.
- * There is no order among the elements of one request, as on one device.
+ * apply_many (the dispatcher's batches of small requests): runs of relaxed requests on tiles
+ * wholly on one device are split by device (order kept within each) and each device's share
+ * goes to its backend's own apply_many (on CUDA, that GPU's batcher) at the same time; a
+ * request with acquire/release semantics, on a sharded tile or with device operands runs
+ * alone, after all before it and before all after it.
  *
- * Not yet: device operands (CUDA IPC buffers) on a sharded tile, or on a tile on a device
- * other than 0 (ipc_open opens on device 0) are refused with UNIMPLEMENTED; a failure on one
- * device after others have applied their parts leaves those parts applied (the error names
- * the device). */
+ * sem and scope across devices (docs/MULTI-GPU.md): apply returns only when every part has
+ * run, so a connection's later request sees every part of its earlier ones, and a release in
+ * a later request covers the earlier writes on every device (on the CPU pools, which share
+ * the host's coherent memory, C11 gives that directly; a CUDA device backend's apply has
+ * finished its writes when it returns). Where one chunk of a request touches more than one
+ * device, its scope is raised to sys (when sys is a legal variant of the op), since the
+ * request's elements are then observed from several devices. There is no order among the
+ * elements of one request, as on one device.
+ *
+ * Device operands (CUDA IPC buffers, opened by device 0's backend on the GPU that owns them):
+ * into a tile wholly on one device they are read in place (over peer access, which the daemon
+ * enables and reports with ta_multi_set_peers; a device without it is refused); into a
+ * sharded tile, integer adds and subs without old values take apply_partials (scratch tiles,
+ * see there), anything else is refused with UNIMPLEMENTED. A failure on one device after
+ * others have applied their parts leaves those parts applied (the error names the device). */
 #include "ta_backend.h"
 
 #include <pthread.h>

@@ -213,7 +213,7 @@ for bins in 256 65536; do
 		"$bins" "$a" "$b" "$(ratio "$b" "$a")" "$c" "$(ratio "$c" "$a")" "$d"
 done
 echo "big tile ($big bytes over $GPUS): $(grep -E '^(ok|add|verify)' "$L/bigtile.txt" 2>/dev/null | tr '\n' ';') exit $big_rc"
-echo "suites (--placement shard):$suite_lines"
+echo "suites (--placement shard):$suite_lines (last failure: ${suites_rc})"
 echo "daemon exits: $(tr '\n' ' ' <"$L/exits.txt" 2>/dev/null)"
 echo "peer access: $(grep -h 'peer access' "$L"/daemon-all.log 2>/dev/null | head -1)"
 echo "logs: $L"
