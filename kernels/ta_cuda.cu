@@ -1002,9 +1002,50 @@ static cudaError_t stage_operand(ta_cuda_backend *be, cuda_slot *s, const stage_
 }
 
 /* vtable destroy: releases the slots (streams, staging buffers) and the object. */
+/* The live backends by device ordinal (one per GPU in a daemon serving several), so that
+ * a call that touches another GPU (an IPC buffer opened where its memory is) holds that
+ * GPU's resident kernel off too. Guarded by g_live_mu. */
+static ta_cuda_backend *g_live[TA_CUDA_MAX_DEVICES];
+static pthread_mutex_t g_live_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Records be as its device's live backend (or forgets it: on false). */
+static void live_set(ta_cuda_backend *be, bool on)
+{
+	if (be->device < 0 || be->device >= TA_CUDA_MAX_DEVICES)
+		return;
+	pthread_mutex_lock(&g_live_mu);
+	if (on)
+		g_live[be->device] = be;
+	else if (g_live[be->device] == be)
+		g_live[be->device] = NULL;
+	pthread_mutex_unlock(&g_live_mu);
+}
+
+/* Holds off the resident kernel of device dev's live backend, if any; returns it (for
+ * live_release) or NULL. g_live_mu stays held in between, so the backend cannot go. */
+static ta_cuda_backend *live_hold(int dev)
+{
+	if (dev < 0 || dev >= TA_CUDA_MAX_DEVICES)
+		return NULL;
+	pthread_mutex_lock(&g_live_mu);
+	ta_cuda_backend *o = g_live[dev];
+	if (o)
+		pk_hold(o);
+	return o;
+}
+
+/* Ends live_hold. */
+static void live_release(ta_cuda_backend *o)
+{
+	if (o)
+		pk_release(o);
+	pthread_mutex_unlock(&g_live_mu);
+}
+
 static void cuda_destroy(ta_backend *base)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	live_set(be, false);
 	cudaSetDevice(be->device);
 	if (be->batch.trace && be->tr_applies > 0) {
 		double n = (double)be->tr_applies * 1000.0;
@@ -1433,8 +1474,7 @@ extern "C" int ta_cuda_enable_peer_access(const int *ords, int n, unsigned char 
 				e = cudaSuccess;
 			if (e != cudaSuccess) {
 				(void)cudaGetLastError();
-				fprintf(stderr,
-				        "tileatom cuda backend: peer access %d -> %d: %s\n",
+				fprintf(stderr, "tileatom cuda backend: peer access %d -> %d: %s\n",
 				        ords[i], ords[j], cudaGetErrorString(e));
 				continue;
 			}
@@ -1558,13 +1598,16 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 		 * (ta_cuda_enable_peer_access) */
 		int owner = ipc_owner(p, be->device);
 		if (owner != be->device) {
+			ta_cuda_backend *other = live_hold(owner);
 			cudaError_t ce = cudaIpcCloseMemHandle(p);
 			cudaError_t se = ce == cudaSuccess ? cudaSetDevice(owner) : ce;
 			void *q = NULL;
-			cudaError_t oe = se == cudaSuccess
-			                     ? cudaIpcOpenMemHandle(&q, h, cudaIpcMemLazyEnablePeerAccess)
-			                     : se;
+			cudaError_t oe =
+			    se == cudaSuccess
+			        ? cudaIpcOpenMemHandle(&q, h, cudaIpcMemLazyEnablePeerAccess)
+			        : se;
 			cudaError_t back = cudaSetDevice(be->device);
+			live_release(other);
 			if (oe == cudaSuccess && back == cudaSuccess) {
 				p = q;
 				opened_on = owner;
@@ -1577,12 +1620,14 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 				if (back != cudaSuccess)
 					e = back;
 				else if (ce == cudaSuccess)
-					e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+					e = cudaIpcOpenMemHandle(&p, h,
+					                         cudaIpcMemLazyEnablePeerAccess);
 				/* else: the close failed, p is still open here */
-				fprintf(stderr,
-				        "tileatom cuda backend: a device buffer of GPU %d could not "
-				        "be opened there (%s); it stays opened on GPU %d\n",
-				        owner, cudaGetErrorString(oe), be->device);
+				fprintf(
+				    stderr,
+				    "tileatom cuda backend: a device buffer of GPU %d could not "
+				    "be opened there (%s); it stays opened on GPU %d\n",
+				    owner, cudaGetErrorString(oe), be->device);
 			}
 		}
 	}
@@ -1601,9 +1646,10 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	size_t asize = 0;
 	/* the size and a close below on the device it opened on (its context is current) */
 	cudaError_t se = opened_on == be->device ? cudaSuccess : cudaSetDevice(opened_on);
-	CUresult r = se != cudaSuccess ? CUDA_ERROR_INVALID_CONTEXT
-	                               : __atomic_load_n(&range_fn, __ATOMIC_ACQUIRE)(
-	                                     &abase, &asize, (CUdeviceptr)p);
+	CUresult r =
+	    se != cudaSuccess
+	        ? CUDA_ERROR_INVALID_CONTEXT
+	        : __atomic_load_n(&range_fn, __ATOMIC_ACQUIRE)(&abase, &asize, (CUdeviceptr)p);
 	size_t avail =
 	    r == CUDA_SUCCESS && (CUdeviceptr)p >= abase && (CUdeviceptr)p - abase <= asize
 	        ? asize - (size_t)((CUdeviceptr)p - abase)
@@ -1661,11 +1707,16 @@ static void cuda_ipc_close(ta_backend *base, void *dptr)
 	free(o);
 	if (be_enter(be, NULL) == TA_OK) {
 		pk_hold(be);
-		cudaError_t e = on == be->device ? cudaSuccess : cudaSetDevice(on);
+		bool away =
+		    on != be->device; /* opened on the GPU that owns it: hold that one too */
+		ta_cuda_backend *other = away ? live_hold(on) : NULL;
+		cudaError_t e = away ? cudaSetDevice(on) : cudaSuccess;
 		if (e == cudaSuccess)
 			e = cudaIpcCloseMemHandle(dptr);
-		if (on != be->device && cudaSetDevice(be->device) != cudaSuccess)
+		if (away && cudaSetDevice(be->device) != cudaSuccess)
 			(void)cudaGetLastError();
+		if (away)
+			live_release(other);
 		pk_release(be);
 		if (e != cudaSuccess) {
 			(void)cudaGetLastError();
@@ -1677,12 +1728,15 @@ static void cuda_ipc_close(ta_backend *base, void *dptr)
 }
 
 /* The CUDA backend's vtable. */
-static const ta_backend_vtbl cuda_vtbl = {
-    cuda_destroy,         cuda_tile_alloc, cuda_tile_free,        cuda_apply,
-    cuda_apply_many,      cuda_info,       cuda_set_batch_window, cuda_host_register,
-    cuda_host_unregister, cuda_ipc_open,   cuda_ipc_close,        NULL /* tile_alloc_placed */,
-    NULL /* tile_where */, NULL /* device_count */, cuda_mem_info, NULL /* tile_footprint */,
-    cuda_ptr_device};
+static const ta_backend_vtbl cuda_vtbl = {cuda_destroy,          cuda_tile_alloc,
+                                          cuda_tile_free,        cuda_apply,
+                                          cuda_apply_many,       cuda_info,
+                                          cuda_set_batch_window, cuda_host_register,
+                                          cuda_host_unregister,  cuda_ipc_open,
+                                          cuda_ipc_close,        NULL /* tile_alloc_placed */,
+                                          NULL /* tile_where */, NULL /* device_count */,
+                                          cuda_mem_info,         NULL /* tile_footprint */,
+                                          cuda_ptr_device};
 
 extern "C" int ta_cuda_device_count(void)
 {
@@ -1787,5 +1841,6 @@ extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 	snprintf(be->info.compute_capability, sizeof be->info.compute_capability, "%d.%d",
 	         prop.major, prop.minor);
 	be->info.workers = TA_CUDA_SLOTS;
+	live_set(be, true);
 	return &be->base;
 }
