@@ -1025,10 +1025,8 @@ static void live_set(ta_cuda_backend *be, bool on)
  * live_release) or NULL. g_live_mu stays held in between, so the backend cannot go. */
 static ta_cuda_backend *live_hold(int dev)
 {
-	if (dev < 0 || dev >= TA_CUDA_MAX_DEVICES)
-		return NULL;
 	pthread_mutex_lock(&g_live_mu);
-	ta_cuda_backend *o = g_live[dev];
+	ta_cuda_backend *o = dev >= 0 && dev < TA_CUDA_MAX_DEVICES ? g_live[dev] : NULL;
 	if (o)
 		pk_hold(o);
 	return o;
