@@ -6,9 +6,10 @@
  * one batch), adds 1 to every element of data (relaxed; a large tile, so that this takes
  * long next to the flag store) and then stores the iteration number into the flag with
  * release; a reader connection acquire-loads the flag and then loads the data's last
- * element (relaxed), both pipelined too, and must never see a flag value above that data. Bounded
- * in iterations; no timing: the reader stops when it has seen the last flag value or after a
- * bounded number of rounds. */
+ * element (relaxed), both pipelined too, and must never see a flag value above that data.
+ * Bounded in iterations; no timing: the reader stops when it has seen the last flag value
+ * or after a bounded number of rounds. Then the per-device stats (tileatom_stats_devices):
+ * each tile counted on its device, both devices busy. */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -197,6 +198,25 @@ START_TEST(test_message_passing_across_devices)
 	CK(tileatom_read(c, "litmus_flag", NULL, back, 4 * sizeof(int32_t), NULL, &e), e);
 	ck_assert_int_eq(back[0], LITMUS_ITERS);
 	free(back);
+
+	/* the per-device stats: each tile on its device, both devices ran requests */
+	tileatom_device_stats *ds = NULL;
+	size_t nd = 0;
+	CK(tileatom_stats_devices(c, &ds, &nd, &e), e);
+	ck_assert_uint_eq(nd, 2);
+	ck_assert_uint_eq(ds[0].device, 0);
+	ck_assert_uint_eq(ds[1].device, 1);
+	ck_assert_uint_eq(ds[0].tiles, 1);
+	ck_assert_uint_eq(ds[1].tiles, 1);
+	ck_assert_uint_eq(ds[0].tile_bytes, LITMUS_DATA * sizeof(int32_t));
+	ck_assert_uint_eq(ds[1].tile_bytes, 4 * sizeof(int32_t));
+	ck_assert_uint_ge(ds[0].requests, LITMUS_ITERS);
+	ck_assert_uint_ge(ds[1].requests, LITMUS_ITERS);
+	if (cpu) { /* a CPU pool: its memory is its tiles */
+		ck_assert_uint_eq(ds[0].memory_total, 0);
+		ck_assert_uint_eq(ds[0].memory_used, ds[0].tile_bytes);
+	}
+	tileatom_free(ds);
 	tileatom_close(c);
 	ck_assert_int_eq(tcu_daemon_stop(&d, 10000), 0);
 	tcu_daemon_cleanup(&d);
