@@ -203,7 +203,7 @@ START_TEST(test_message_passing_across_devices)
 	tileatom_device_stats *ds = NULL;
 	size_t nd = 0;
 	CK(tileatom_stats_devices(c, &ds, &nd, &e), e);
-	ck_assert_uint_eq(nd, 2);
+	ck_assert_uint_ge(nd, 2);
 	ck_assert_uint_eq(ds[0].device, 0);
 	ck_assert_uint_eq(ds[1].device, 1);
 	ck_assert_uint_eq(ds[0].tiles, 1);
