@@ -114,6 +114,23 @@ typedef struct multi_lane {
 	pthread_t threads[TA_MULTI_HELPERS]; /* the helpers */
 } multi_lane;
 
+/* Scratch tiles a device keeps for apply_partials between requests (reused after zeroing,
+ * so that a histogram request does not allocate and free device memory each time). */
+#define TA_MULTI_SCRATCH_KEEP 4
+
+/* One kept scratch. */
+typedef struct multi_scratch {
+	void *mem;    /* memory of the device's backend */
+	size_t bytes; /* its size */
+} multi_scratch;
+
+/* A device's kept scratches. */
+typedef struct scratch_pool {
+	pthread_mutex_t mu;                        /* guards n and kept */
+	int n;                                     /* kept now */
+	multi_scratch kept[TA_MULTI_SCRATCH_KEEP]; /* the kept ones */
+} scratch_pool;
+
 /* The composing backend. */
 typedef struct multi_backend {
 	ta_backend base;                               /* points at vt; must be first */
@@ -125,6 +142,8 @@ typedef struct multi_backend {
 	atomic_uint_fast64_t requests[TA_MAX_DEVICES]; /* requests (parts) each has run */
 	ta_placement dflt;                             /* the default placement */
 	multi_lane lane[TA_MAX_DEVICES];               /* each device's helpers (n > 1 only) */
+	scratch_pool pool[TA_MAX_DEVICES];             /* each device's kept scratches */
+	bool pools_ready;                              /* the pools' mutexes exist */
 	bool lanes_ready;                              /* the lanes' mutexes and conds exist */
 	bool has_peers;                                /* ords and peer are set (CUDA) */
 	bool partials_for_host;   /* TA_MULTI_PARTIALS set: host-operand plans that qualify take
@@ -846,10 +865,79 @@ static bool partial_eligible(const ta_plan *plan, size_t tile_bytes)
 
 /* A zeroed whole-tile scratch on one part's device and what became of the request there. */
 typedef struct partial_call {
-	part_call run;   /* the request over all its keys into the scratch */
-	part_call merge; /* the scratch's rows of the part added into the part */
-	void *scratch;   /* the scratch (memory of that device's backend) */
+	part_call run;      /* the request over all its keys into the scratch */
+	part_call merge;    /* the scratch's rows of the part added into the part */
+	void *scratch;      /* the scratch (memory of that device's backend) */
+	scratch_pool *pool; /* where the scratch comes from and goes back to (NULL: none) */
 } partial_call;
+
+/* Gives back scratch mem (bytes) of device backend be to pool (NULL: freed), or frees it
+ * when the pool is full. */
+static void scratch_put(scratch_pool *pool, ta_backend *be, void *mem, size_t bytes)
+{
+	if (!mem)
+		return;
+	if (pool) {
+		pthread_mutex_lock(&pool->mu);
+		if (pool->n < TA_MULTI_SCRATCH_KEEP) {
+			pool->kept[pool->n++] = (multi_scratch){mem, bytes};
+			mem = NULL;
+		}
+		pthread_mutex_unlock(&pool->mu);
+	}
+	if (mem)
+		ta_backend_tile_free(be, mem);
+}
+
+/* A zeroed scratch of bytes (elements of dtype) on device backend be: a kept one of that
+ * size zeroed by a store of 0, or a new one. */
+static ta_status scratch_get(scratch_pool *pool, ta_backend *be, size_t bytes, ta_dtype dtype,
+                             void **mem, ta_error *err)
+{
+	*mem = NULL;
+	if (pool) {
+		pthread_mutex_lock(&pool->mu);
+		for (int i = 0; i < pool->n; i++)
+			if (pool->kept[i].bytes == bytes) {
+				*mem = pool->kept[i].mem;
+				pool->kept[i] = pool->kept[--pool->n];
+				break;
+			}
+		pthread_mutex_unlock(&pool->mu);
+	}
+	if (*mem) {
+		size_t es = ta_dtype_size(dtype);
+		int64_t n = (int64_t)(bytes / es);
+		uint64_t zero = 0;
+		ta_plan z;
+		memset(&z, 0, sizeof(z));
+		z.op = TA_OP_STORE;
+		z.dtype = dtype;
+		z.sem = TA_SEM_RELAXED;
+		z.scope = TA_SCOPE_GPU;
+		z.space = TA_SPACE_GLOBAL;
+		z.addr = TA_ADDR_REGION;
+		z.check_bounds = true;
+		z.rank = 1;
+		z.shape[0] = n;
+		z.count = n;
+		z.tile_rank = 1;
+		z.tile_shape[0] = n;
+		z.tile_stride[0] = 1;
+		z.extent[0] = n;
+		z.region_count = n;
+		z.values.data = &zero;
+		z.values.dtype = dtype;
+		z.values.stride[0] = 0; /* the scalar, broadcast */
+		ta_result r = {0, 0};
+		ta_error zerr = {0};
+		if (ta_backend_apply(be, *mem, bytes, &z, &r, &zerr) == TA_OK)
+			return TA_OK;
+		ta_backend_tile_free(be, *mem); /* then a new one */
+		*mem = NULL;
+	}
+	return ta_backend_tile_alloc(be, bytes, mem, err);
+}
 
 /* run_on_devices job: allocates the scratch (zeroed), runs the whole request into it. */
 static void partial_run(void *arg)
@@ -857,7 +945,7 @@ static void partial_run(void *arg)
 	partial_call *pc = arg;
 	part_call *c = &pc->run;
 	c->res = (ta_result){0, 0};
-	c->st = ta_backend_tile_alloc(c->be, c->bytes, &pc->scratch, &c->err);
+	c->st = scratch_get(pc->pool, c->be, c->bytes, c->plan.dtype, &pc->scratch, &c->err);
 	if (c->st != TA_OK)
 		return;
 	c->mem = pc->scratch;
@@ -906,7 +994,8 @@ static int operands_home(multi_backend *mb, const multi_tile *t, const ta_plan *
  * request, all keys, read in place (over peer access when they are another GPU's), with
  * the kernel the one-device path picks (the privatised histogram), into a zeroed scratch
  * the size of the whole tile; then each device adds its part's rows of its scratch into
- * its part. Every device at the same time in both steps. The bounds rules hold for the
+ * its part. Every device at the same time in both steps. Scratches are kept per device
+ * (TA_MULTI_SCRATCH_KEEP, reused when the size matches, zeroed by a store of 0). The bounds rules hold for the
  * whole request: a request rejected (reject-whole) fails in the first step, before any
  * part changes; skipped and applied counts are those of one run. Integer adds commute,
  * so the tile ends exactly as if the elements had been applied one by one.
@@ -936,6 +1025,7 @@ static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta
 		pc->run.bytes = t->bytes;
 		pc->run.plan = *plan;
 		pc->run.plan.prechecked = false;
+		pc->pool = mb->pools_ready ? &mb->pool[pt->device] : NULL;
 		devs[p] = pt->device;
 		args[p] = pc;
 	}
@@ -954,6 +1044,7 @@ static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta
 			home_pc.run.bytes = t->bytes;
 			home_pc.run.plan = *plan;
 			home_pc.run.plan.prechecked = false;
+			home_pc.pool = mb->pools_ready ? &mb->pool[home] : NULL;
 		}
 		partial_call *one = src >= 0 ? &pcs[src] : &home_pc;
 		partial_run(one);
@@ -1006,10 +1097,8 @@ static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta
 	if (st == TA_OK && result)
 		*result = first->run.res;
 	for (int p = 0; p < t->nparts; p++)
-		if (pcs[p].scratch)
-			ta_backend_tile_free(pcs[p].run.be, pcs[p].scratch);
-	if (home_pc.scratch)
-		ta_backend_tile_free(home_pc.run.be, home_pc.scratch);
+		scratch_put(pcs[p].pool, pcs[p].run.be, pcs[p].scratch, t->bytes);
+	scratch_put(home_pc.pool, home_pc.run.be, home_pc.scratch, t->bytes);
 	free(pcs);
 	return st;
 }
@@ -1284,6 +1373,11 @@ static void multi_destroy(ta_backend *be)
 {
 	multi_backend *mb = (multi_backend *)be;
 	lanes_stop(mb);
+	for (int d = 0; mb->pools_ready && d < mb->n; d++) {
+		for (int i = 0; i < mb->pool[d].n; i++)
+			ta_backend_tile_free(mb->dev[d], mb->pool[d].kept[i].mem);
+		pthread_mutex_destroy(&mb->pool[d].mu);
+	}
 	for (int d = 0; d < mb->n; d++)
 		ta_backend_destroy(mb->dev[d]);
 	free(mb);
@@ -1340,6 +1434,14 @@ ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
 		atomic_init(&mb->tiles[d], 0);
 		atomic_init(&mb->requests[d], 0);
 	}
+	mb->pools_ready = true;
+	for (int d = 0; d < n; d++)
+		if (pthread_mutex_init(&mb->pool[d].mu, NULL) != 0) {
+			for (int k = 0; k < d; k++)
+				pthread_mutex_destroy(&mb->pool[k].mu);
+			mb->pools_ready = false; /* then scratches are allocated each time */
+			break;
+		}
 	const char *partials = getenv("TA_MULTI_PARTIALS");
 	mb->partials_for_host = partials != NULL;
 	mb->partials_single = partials && strcmp(partials, "single") == 0;
