@@ -568,6 +568,47 @@ static int part_of(const multi_tile *t, int64_t off)
 	return lo;
 }
 
+/* Fills *s: the FLAT sub-plan of plan for part pt of cnt elements at offsets idx (inside the
+ * part) with values and compare bits at vals and cmps (used when plan has them) and old
+ * values into olds (NULL: none), with scope. */
+static void flat_subplan(ta_plan *s, const ta_plan *plan, ta_scope scope, const multi_part *pt,
+                         int64_t cnt, int64_t *idx, void *vals, void *cmps, void *olds)
+{
+	memset(s, 0, sizeof(*s));
+	s->op = plan->op;
+	s->dtype = plan->dtype;
+	s->sem = plan->sem;
+	s->scope = scope;
+	s->space = plan->space;
+	s->addr = TA_ADDR_FLAT;
+	s->check_bounds = true;
+	s->want_old = plan->want_old;
+	s->rank = 1;
+	s->shape[0] = cnt;
+	s->count = cnt;
+	s->tile_rank = 1;
+	s->tile_shape[0] = pt->elems;
+	s->tile_stride[0] = 1;
+	s->extent[0] = pt->elems;
+	s->region_count = pt->elems;
+	s->n_index = 1;
+	s->index[0].data = idx;
+	s->index[0].dtype = TA_DTYPE_I64;
+	s->index[0].stride[0] = 1;
+	if (plan->values.data) {
+		s->values.data = vals;
+		s->values.dtype = plan->dtype;
+		s->values.stride[0] = 1;
+	}
+	if (plan->compare.data) {
+		s->compare.data = cmps;
+		s->compare.dtype = plan->dtype;
+		s->compare.stride[0] = 1;
+	}
+	s->padding_bits = plan->padding_bits;
+	s->old_out = olds;
+}
+
 /* Runs elements [k0, k0 + n) of plan over the parts of t through buffers b; adds to *res. */
 static ta_status route_chunk(multi_backend *mb, const multi_tile *t, const ta_plan *plan,
                              int64_t k0, int64_t n, route_buf *b, ta_result *res, ta_error *err)
@@ -637,41 +678,9 @@ static ta_status route_chunk(multi_backend *mb, const multi_tile *t, const ta_pl
 		parts[k] = p;
 		args[k] = c;
 		k++;
-		ta_plan s;
-		memset(&s, 0, sizeof(s));
-		s.op = plan->op;
-		s.dtype = plan->dtype;
-		s.sem = plan->sem;
-		s.scope = scope;
-		s.space = plan->space;
-		s.addr = TA_ADDR_FLAT;
-		s.check_bounds = true;
-		s.want_old = plan->want_old;
-		s.rank = 1;
-		s.shape[0] = cnt[p];
-		s.count = cnt[p];
-		s.tile_rank = 1;
-		s.tile_shape[0] = pt->elems;
-		s.tile_stride[0] = 1;
-		s.extent[0] = pt->elems;
-		s.region_count = pt->elems;
-		s.n_index = 1;
-		s.index[0].data = b->idx + start[p];
-		s.index[0].dtype = TA_DTYPE_I64;
-		s.index[0].stride[0] = 1;
-		if (plan->values.data) {
-			s.values.data = b->vals + start[p] * (int64_t)es;
-			s.values.dtype = plan->dtype;
-			s.values.stride[0] = 1;
-		}
-		if (plan->compare.data) {
-			s.compare.data = b->cmps + start[p] * (int64_t)es;
-			s.compare.dtype = plan->dtype;
-			s.compare.stride[0] = 1;
-		}
-		s.padding_bits = plan->padding_bits;
-		s.old_out = plan->want_old ? b->olds + start[p] * (int64_t)es : NULL;
-		c->plan = s;
+		flat_subplan(&c->plan, plan, scope, pt, cnt[p], b->idx + start[p],
+		             b->vals + start[p] * (int64_t)es, b->cmps + start[p] * (int64_t)es,
+		             plan->want_old ? b->olds + start[p] * (int64_t)es : NULL);
 	}
 	/* every part at the same time, each on its device; all finish before old values
 	 * are merged and before apply returns */
@@ -995,8 +1004,8 @@ static int operands_home(multi_backend *mb, const multi_tile *t, const ta_plan *
  * the kernel the one-device path picks (the privatised histogram), into a zeroed scratch
  * the size of the whole tile; then each device adds its part's rows of its scratch into
  * its part. Every device at the same time in both steps. Scratches are kept per device
- * (TA_MULTI_SCRATCH_KEEP, reused when the size matches, zeroed by a store of 0). The bounds rules hold for the
- * whole request: a request rejected (reject-whole) fails in the first step, before any
+ * (TA_MULTI_SCRATCH_KEEP, reused when the size matches, zeroed by a store of 0). The bounds rules
+ * hold for the whole request: a request rejected (reject-whole) fails in the first step, before any
  * part changes; skipped and applied counts are those of one run. Integer adds commute,
  * so the tile ends exactly as if the elements had been applied one by one.
  * When the keys all live on one GPU (home >= 0) that every part's GPU reads, only that GPU
@@ -1214,31 +1223,80 @@ static void device_batch_run(void *arg)
 	ta_backend_apply_many(b->be, b->calls, b->n);
 }
 
-/* True when call c must run alone, after every call before it and before every call
- * after it: a sharded tile (multi_apply runs its parts at the same time itself), or a
- * memory order other than relaxed (an acquire or release orders the connection's other
- * requests around it on every device). */
-static bool call_is_barrier(const ta_apply_call *c)
+/* A one-element request on a sharded tile, routed to its part ahead of a batch. */
+typedef struct single_call {
+	ta_plan plan; /* the FLAT sub-plan on the part */
+	int64_t idx;  /* the element's offset inside the part */
+	uint64_t val; /* its value bits */
+	uint64_t cmp; /* its compare bits */
+	int part;     /* the part */
+} single_call;
+
+/* Routes the one-element plan on sharded tile t (tile_bytes) to the part holding its
+ * element into *sc; false when it is masked off, out of range or the plan is not valid
+ * for the tile (then multi_apply runs it, with its usual answer). */
+static bool route_single(const multi_tile *t, size_t tile_bytes, const ta_plan *plan,
+                         single_call *sc)
+{
+	ta_error err = {0};
+	if (plan->count != 1 ||
+	    ta_plan_check(plan, tile_bytes < t->bytes ? tile_bytes : t->bytes, NULL, &err) != TA_OK)
+		return false;
+	int64_t off = 0;
+	if (ta_plan_resolve(plan, 0, &off) != 1)
+		return false;
+	int p = part_of(t, off);
+	const multi_part *pt = &t->part[p];
+	if (off < pt->elem0 || off - pt->elem0 >= pt->elems)
+		return false;
+	sc->idx = off - pt->elem0;
+	sc->val = plan->values.data ? ta_operand_bits(plan, &plan->values, 0) : 0;
+	sc->cmp = plan->compare.data ? ta_operand_bits(plan, &plan->compare, 0) : 0;
+	flat_subplan(&sc->plan, plan, plan->scope, pt, 1, &sc->idx, &sc->val, &sc->cmp,
+	             plan->want_old ? plan->old_out : NULL);
+	sc->part = p;
+	return true;
+}
+
+/* The part call c runs on in a batch: 0 for a tile wholly on one device, the routed part of
+ * a one-element request on a sharded tile (*sc filled), or -1 when c must run alone, after
+ * every call before it and before every call after it: a memory order other than relaxed
+ * (an acquire or release orders the connection's other requests around it on every device),
+ * device operands, or any other request on a sharded tile (multi_apply runs its parts at the
+ * same time itself). */
+static int call_part(const ta_apply_call *c, single_call *sc)
 {
 	const multi_tile *t = c->mem;
-	return !t || !c->plan || t->nparts != 1 || c->plan->sem != TA_SEM_RELAXED ||
-	       plan_on_device(c->plan);
+	if (!t || !c->plan || c->plan->sem != TA_SEM_RELAXED || plan_on_device(c->plan))
+		return -1;
+	if (t->nparts == 1)
+		return 0;
+	return sc && route_single(t, c->tile_bytes, c->plan, sc) ? sc->part : -1;
 }
 
 /* vtable apply_many: as n successive applies. A run of relaxed calls on tiles wholly on
- * one device each is split by device, keeping the order inside each device (so each tile
- * sees its calls in order), and every device runs its share at the same time through its
- * backend's apply_many; relaxed requests on different tiles promise no order among
- * themselves. A barrier call (call_is_barrier) runs alone between runs. */
+ * one device each (or one-element calls on sharded tiles, routed to their part first) is
+ * split by device, keeping the order inside each device (so each tile sees its calls in
+ * order), and every device runs its share at the same time through its backend's
+ * apply_many; relaxed requests on different tiles promise no order among themselves. A
+ * call that must run alone (call_part) runs between runs. */
 static void multi_apply_many(ta_backend *be, ta_apply_call *calls, size_t n)
 {
 	multi_backend *mb = (multi_backend *)be;
 	ta_apply_call *sorted = n > 1 ? malloc(n * sizeof(*sorted)) : NULL;
 	size_t *from = n > 1 ? malloc(n * sizeof(*from)) : NULL;
+	int *part = n > 1 ? malloc(n * sizeof(*part)) : NULL;
+	single_call *single = NULL; /* allocated at the first one-element sharded call */
+	for (size_t c = 0; part && c < n; c++) {
+		const multi_tile *t = calls[c].mem;
+		if (t && t->nparts > 1 && !single)
+			single = malloc(n * sizeof(*single));
+		part[c] = call_part(&calls[c], single ? &single[c] : NULL);
+	}
 	size_t i = 0;
 	while (i < n) {
 		size_t j = i;
-		while (j < n && !call_is_barrier(&calls[j]))
+		while (part && j < n && part[j] >= 0)
 			j++;
 		if (j == i || !sorted || !from || j - i == 1) { /* one at a time */
 			size_t end = j == i ? i + 1 : j;
@@ -1251,7 +1309,7 @@ static void multi_apply_many(ta_backend *be, ta_apply_call *calls, size_t n)
 		/* counting sort of [i, j) by device, stable */
 		size_t cnt[TA_MAX_DEVICES] = {0}, at[TA_MAX_DEVICES];
 		for (size_t c = i; c < j; c++)
-			cnt[((const multi_tile *)calls[c].mem)->part[0].device]++;
+			cnt[((const multi_tile *)calls[c].mem)->part[part[c]].device]++;
 		device_batch batch[TA_MAX_DEVICES];
 		void *args[TA_MAX_DEVICES];
 		int devs[TA_MAX_DEVICES], k = 0;
@@ -1268,10 +1326,15 @@ static void multi_apply_many(ta_backend *be, ta_apply_call *calls, size_t n)
 			sum += cnt[d];
 		}
 		for (size_t c = i; c < j; c++) {
-			const multi_part *pt = &((const multi_tile *)calls[c].mem)->part[0];
+			const multi_tile *t = calls[c].mem;
+			const multi_part *pt = &t->part[part[c]];
 			size_t to = at[pt->device]++;
 			sorted[to] = calls[c];
 			sorted[to].mem = pt->mem;
+			if (t->nparts > 1) { /* a routed one-element call */
+				sorted[to].plan = &single[c].plan;
+				sorted[to].tile_bytes = pt->bytes;
+			}
 			sorted[to].status = TA_OK;
 			if (sorted[to].result)
 				*sorted[to].result = (ta_result){0, 0};
@@ -1284,6 +1347,8 @@ static void multi_apply_many(ta_backend *be, ta_apply_call *calls, size_t n)
 	}
 	free(sorted);
 	free(from);
+	free(part);
+	free(single);
 }
 
 /* ---- the rest of the vtable ---------------------------------------------------------- */
