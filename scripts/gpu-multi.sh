@@ -11,7 +11,8 @@
 #     50x16 and 200x16 with --tiles 2*GPUS (tiles placed round-robin over the daemon's
 #     devices): one daemon over all GPUs (all), the same daemon with --devices 0 (one), and
 #     one daemon per GPU (--device N) each driven at the same shape at the same time (sep,
-#     the sum of their rates).
+#     the sum of their rates); also one tile sharded over all GPUs (--placement shard,
+#     --tiles 1: shard).
 #  b. 2^24 int32 keys from GPU 0's memory (CUDA IPC, tileatom-histbench mode device) into 256
 #     and 65,536 bins: a tile on GPU 0 against a tile sharded over all GPUs; then the keys
 #     split over all GPUs (mode devsplit, one connection per GPU at once) into the sharded
@@ -83,10 +84,11 @@ stop() {
 	wait "$p"
 	echo "tileatomd $1 exit $?" >>"$L/exits.txt"
 }
-# bench SOCKET CLIENTS DEPTH: one CSV row of tileatom-bench -t add; prints its rps.
+# bench SOCKET CLIENTS DEPTH [TILES]: one CSV row of tileatom-bench -t add (TILES default
+# 2 x GPUS, placed round-robin over the daemon's devices).
 bench() {
 	timeout $((SECS + 120)) "$C/tileatom-bench" -s "$1" -t add -r 10000 -d "$SECS" \
-		--threads 8 -c "$2" -P "$3" --tiles $((2 * GPUS)) --csv -q 2>&1 | tail -1
+		--threads 8 -c "$2" -P "$3" --tiles "${4:-$((2 * GPUS))}" --csv -q 2>&1 | tail -1
 }
 rps() { echo "$1" | awk -F, '{printf "%.0f\n", $7 + 0}'; }
 
@@ -102,6 +104,13 @@ for shape in "50 16" "200 16"; do
 		timeout 30 "$C/tileatom-cli" -s "$S/all.sock" stats >"$L/stats-all-$tag.txt" 2>&1
 		grep '^device ' "$L/stats-all-$tag.txt"
 		stop all
+	fi
+	# one tile sharded over every GPU (its keys on all of them)
+	if start shard "$S/shard.sock" --devices "$ALL" --placement shard; then
+		row=$(bench "$S/shard.sock" "$1" "$2" 1)
+		echo "shard $tag: $row" | tee -a "$L/adds.txt"
+		R[shard_$tag]=$(rps "$row")
+		stop shard
 	fi
 	if start one "$S/one.sock" $ONE; then
 		row=$(bench "$S/one.sock" "$1" "$2")
@@ -201,10 +210,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b + 0 > 0 && a + 0 > 0) printf "%.
 echo
 echo "================ gpu-multi.sh summary ($BACKEND, $GPUS devices: $ALL) ================"
 for tag in 50x16 200x16; do
-	printf 'adds %-6s all %10s  one %10s  sep(sum) %10s  all/one %s  all/sep %s\n' "$tag" \
-		"${R[all_$tag]:-n/a}" "${R[one_$tag]:-n/a}" "${R[sep_$tag]:-n/a}" \
+	printf 'adds %-6s all %10s  one %10s  sep(sum) %10s  all/one %s  all/sep %s  (one sharded tile: %s, %s of one)\n' \
+		"$tag" "${R[all_$tag]:-n/a}" "${R[one_$tag]:-n/a}" "${R[sep_$tag]:-n/a}" \
 		"$(ratio "${R[all_$tag]:-0}" "${R[one_$tag]:-0}")" \
-		"$(ratio "${R[all_$tag]:-0}" "${R[sep_$tag]:-0}")"
+		"$(ratio "${R[all_$tag]:-0}" "${R[sep_$tag]:-0}")" "${R[shard_$tag]:-n/a}" \
+		"$(ratio "${R[shard_$tag]:-0}" "${R[one_$tag]:-0}")"
 done
 for bins in 256 65536; do
 	a=${R[gpu0_keys_tile_on_0_$bins]:-n/a} b=${R[gpu0_keys_tile_sharded_$bins]:-n/a}
