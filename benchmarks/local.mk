@@ -31,6 +31,14 @@ benchmarks_tileatom_histbench_LDADD += $(CUDA_LIBS)
 endif
 EXTRA_DIST += benchmarks/hist-vs-numpy benchmarks/torch-hist-peer.py
 
+# tileatom-bigtile: a tile sharded over the daemon's devices, larger than one device's memory,
+# created, filled by one element-wise add and read back exactly (scripts/gpu-multi.sh; not
+# installed).
+noinst_PROGRAMS += benchmarks/tileatom-bigtile
+benchmarks_tileatom_bigtile_SOURCES = benchmarks/tileatom-bigtile.c client/tileatom.h
+benchmarks_tileatom_bigtile_CPPFLAGS = -I$(top_srcdir)/client -D_GNU_SOURCE
+benchmarks_tileatom_bigtile_LDADD = client/libtileatom-client.la
+
 # kernel-probe.cu: a standalone probe of histogram and element-wise kernel variants on an
 # sm_90 GPU (built by hand with nvcc, see its opening comment; not built by make).
 EXTRA_DIST += benchmarks/kernel-probe.cu

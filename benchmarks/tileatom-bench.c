@@ -94,11 +94,15 @@ typedef struct bench_opts {
 	bool elements_set;     /* -e was given */
 	tileatom_dtype dtype;  /* dtype of the keyspace tile */
 	int64_t keyspace;      /* elements of the keyspace tile (-r) */
+	int tiles;             /* keyspace tiles (--tiles): client k uses tile k % tiles */
 	bench_format format;   /* output format */
 	bool quiet;            /* -q: one line per test */
 	int timeout_ms;        /* I/O timeout of every call */
 	uint64_t seed;         /* seed of the key generators */
 } bench_opts;
+
+/* Most keyspace tiles (--tiles). */
+#define BENCH_MAX_TILES 64
 
 /* Latency histogram: log-linear buckets of nanoseconds. */
 typedef struct lat_hist {
@@ -117,6 +121,7 @@ typedef struct bench_client {
 	uint64_t sent_ns;      /* submit time of the current batch (one reading before its
 	                          first request: its requests go back to back) */
 	int64_t *keys;         /* element indices of one request (changed in place) */
+	const char *keys_tile; /* the keyspace tile this client addresses */
 	tileatom_array idx;    /* the operand descriptors of the test, built once per test */
 	tileatom_array one;    /* (run_test): the keys, the scalar 1 and the scalar 0 of */
 	tileatom_array zero;   /* the test's dtype */
@@ -125,20 +130,22 @@ typedef struct bench_client {
 
 /* What every thread of one test shares (read-only while it runs, but stop). */
 typedef struct bench_run {
-	const bench_opts *o;             /* settings */
-	bench_kind kind;                 /* the test */
-	const char *tile;                /* tile the test addresses (NULL for ping) */
-	int64_t range;                   /* keys are drawn from [0, range) */
-	int64_t elements;                /* elements per request (0 for ping) */
-	tileatom_dtype dtype;            /* dtype of the tile */
-	uint64_t one[2];                 /* the value 1 in dtype */
-	uint64_t zero[2];                /* the value 0 in dtype */
-	tileatom_op_options opts;        /* options of the requests */
-	bool want_data;                  /* responses carry elements * dtype-size bytes */
-	size_t want_bytes;               /* those bytes (0 without want_data) */
-	tileatom_request_kind want_kind; /* the kind of the test's responses */
-	uint64_t end_ns;                 /* -d mode: when to stop starting batches */
-	int stop;                        /* set (atomically) when a thread failed */
+	const bench_opts *o;                  /* settings */
+	bench_kind kind;                      /* the test */
+	const char *tile;                     /* tile the test addresses (NULL for ping) */
+	char (*tiles)[TILEATOM_NAME_MAX + 1]; /* the keyspace tiles (--tiles) */
+	int ntiles;                           /* how many */
+	int64_t range;                        /* keys are drawn from [0, range) */
+	int64_t elements;                     /* elements per request (0 for ping) */
+	tileatom_dtype dtype;                 /* dtype of the tile */
+	uint64_t one[2];                      /* the value 1 in dtype */
+	uint64_t zero[2];                     /* the value 0 in dtype */
+	tileatom_op_options opts;             /* options of the requests */
+	bool want_data;                       /* responses carry elements * dtype-size bytes */
+	size_t want_bytes;                    /* those bytes (0 without want_data) */
+	tileatom_request_kind want_kind;      /* the kind of the test's responses */
+	uint64_t end_ns;                      /* -d mode: when to stop starting batches */
+	int stop;                             /* set (atomically) when a thread failed */
 } bench_run;
 
 /* One thread of a test and what it measured. */
@@ -307,24 +314,24 @@ static int submit_one(const bench_run *r, bench_client *cl, tileatom_error *err)
 {
 	if (r->kind == T_PING)
 		return tileatom_submit_ping(cl->conn, NULL, err);
+	const char *tile = r->kind == T_HIST || !cl->keys_tile ? r->tile : cl->keys_tile;
 	if (r->kind == T_FILL)
-		return tileatom_submit_elementwise(cl->conn, r->tile, TILEATOM_OP_ADD, NULL,
-		                                   &cl->one, NULL, &r->opts, NULL, err);
+		return tileatom_submit_elementwise(cl->conn, tile, TILEATOM_OP_ADD, NULL, &cl->one,
+		                                   NULL, &r->opts, NULL, err);
 	for (int64_t i = 0; i < r->elements; i++)
 		cl->keys[i] = key_in(rng_next(&cl->rng), r->range);
 	switch (r->kind) {
 	case T_ADD:
 	case T_ADDNW:
 	case T_HIST:
-		return tileatom_submit_indexed(cl->conn, r->tile, TILEATOM_OP_ADD, NULL, 1,
-		                               &cl->idx, true, &cl->one, NULL, &r->opts, NULL, err);
+		return tileatom_submit_indexed(cl->conn, tile, TILEATOM_OP_ADD, NULL, 1, &cl->idx,
+		                               true, &cl->one, NULL, &r->opts, NULL, err);
 	case T_CAS:
-		return tileatom_submit_indexed(cl->conn, r->tile, TILEATOM_OP_CAS, NULL, 1,
-		                               &cl->idx, true, &cl->one, &cl->zero, &r->opts, NULL,
-		                               err);
+		return tileatom_submit_indexed(cl->conn, tile, TILEATOM_OP_CAS, NULL, 1, &cl->idx,
+		                               true, &cl->one, &cl->zero, &r->opts, NULL, err);
 	case T_GET:
-		return tileatom_submit_atomic_load(cl->conn, r->tile, NULL, &cl->addr, &r->opts,
-		                                   NULL, err);
+		return tileatom_submit_atomic_load(cl->conn, tile, NULL, &cl->addr, &r->opts, NULL,
+		                                   err);
 	default:
 		return TILEATOM_E_INVALID_ARGUMENT;
 	}
@@ -479,7 +486,7 @@ static void usage_error(const char *fmt, ...)
 static const char usage_text[] =
     "Usage: tileatom-bench [-s SOCKET | -h HOST -p PORT] [-c CLIENTS] [-n REQUESTS | -d SECONDS]\n"
     "                      [-P DEPTH] [-t TESTS] [-e ELEMENTS] [-r KEYSPACE] [--dtype DTYPE]\n"
-    "                      [--threads N] [--csv | --json] [-q]\n"
+    "                      [--threads N] [--tiles N] [--csv | --json] [-q]\n"
     "\n"
     "Load generator for tileatomd (in the spirit of redis-benchmark).\n"
     "\n"
@@ -497,6 +504,9 @@ static const char usage_text[] =
     "  -r KEYSPACE      elements of the tile the keys address (default 10000)\n"
     "  --dtype DTYPE    dtype of that tile (default int64; hist always uses int32)\n"
     "  --threads N      threads driving the clients (default 1)\n"
+    "  --tiles N        keyspace tiles (default 1): client k addresses tile k %% N;\n"
+    "                   with N > 1, tile t is placed on device t %% D of a daemon\n"
+    "                   serving D devices (tileatomd --devices), so all are hit\n"
     "  --timeout MS     I/O timeout of every call (default 30000; 0: none)\n"
     "  --seed N         seed of the random keys (default 1)\n"
     "  --csv            one CSV header and one row per test\n"
@@ -562,11 +572,21 @@ static void parse_tests(bench_opts *o, const char *list)
 /* Parses the command line into *o. */
 static void parse_args(bench_opts *o, int argc, char **argv)
 {
-	enum { OPT_DTYPE = 256, OPT_CSV, OPT_JSON, OPT_THREADS, OPT_TIMEOUT, OPT_SEED, OPT_HELP };
+	enum {
+		OPT_DTYPE = 256,
+		OPT_CSV,
+		OPT_JSON,
+		OPT_THREADS,
+		OPT_TIMEOUT,
+		OPT_SEED,
+		OPT_HELP,
+		OPT_TILES
+	};
 	static const struct option longs[] = {{"dtype", required_argument, NULL, OPT_DTYPE},
 	                                      {"csv", no_argument, NULL, OPT_CSV},
 	                                      {"json", no_argument, NULL, OPT_JSON},
 	                                      {"threads", required_argument, NULL, OPT_THREADS},
+	                                      {"tiles", required_argument, NULL, OPT_TILES},
 	                                      {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	                                      {"seed", required_argument, NULL, OPT_SEED},
 	                                      {"help", no_argument, NULL, OPT_HELP},
@@ -579,6 +599,7 @@ static void parse_args(bench_opts *o, int argc, char **argv)
 	o->elements = 1;
 	o->dtype = TILEATOM_INT64;
 	o->keyspace = 10000;
+	o->tiles = 1;
 	o->timeout_ms = 30000;
 	o->seed = 1;
 	/* the default set: every test but fill (whose work is the whole keyspace) */
@@ -645,6 +666,10 @@ static void parse_args(bench_opts *o, int argc, char **argv)
 			break;
 		case OPT_JSON:
 			o->format = OUT_JSON;
+			break;
+		case OPT_TILES:
+			parse_count("--tiles", optarg, BENCH_MAX_TILES, &v);
+			o->tiles = (int)v;
 			break;
 		case OPT_THREADS:
 			parse_count("--threads", optarg, 4096, &v);
@@ -728,6 +753,9 @@ static bool reset_tile(tileatom_client *ctl, const char *tile, tileatom_dtype dt
 	return true;
 }
 
+static bool add_tile_sum(tileatom_client *ctl, const bench_run *r, const char *name, size_t esize,
+                         uint64_t *total);
+
 /* After an add-like test on an integer tile: the sum of the tile (wrapping like the dtype)
  * must equal the elements added. Larger tiles and float dtypes are not checked. */
 static bool verify_sum(tileatom_client *ctl, const bench_run *r, uint64_t added)
@@ -737,15 +765,39 @@ static bool verify_sum(tileatom_client *ctl, const bench_run *r, uint64_t added)
 	size_t esize = tileatom_dtype_size(r->dtype);
 	if ((uint64_t)r->range * esize > BENCH_VERIFY_MAX_BYTES)
 		return true;
+	uint64_t sum = 0;
+	int ntiles = r->kind == T_HIST ? 1 : r->ntiles;
+	for (int t = 0; t < ntiles; t++) {
+		const char *name = r->kind == T_HIST ? r->tile : r->tiles[t];
+		if (!add_tile_sum(ctl, r, name, esize, &sum))
+			return false;
+	}
+	uint64_t mask = esize == 4 ? 0xffffffffu : UINT64_MAX;
+	if ((sum & mask) != (added & mask)) {
+		fprintf(stderr,
+		        "tileatom-bench: %s: verification failed: the tile%s sum%s to %" PRIu64
+		        ", %" PRIu64 " elements were added\n",
+		        test_names[r->kind], ntiles > 1 ? "s" : "", ntiles > 1 ? "" : "s",
+		        sum & mask, added & mask);
+		return false;
+	}
+	return true;
+}
+
+/* Adds the elements of tile name (esize bytes each) to *sum; false (message printed) when
+ * it cannot be read. */
+static bool add_tile_sum(tileatom_client *ctl, const bench_run *r, const char *name, size_t esize,
+                         uint64_t *total)
+{
 	void *data = NULL;
 	size_t nbytes = 0;
 	tileatom_error err = {0, ""};
-	if (tileatom_read_alloc(ctl, r->tile, NULL, &data, &nbytes, &err) != TILEATOM_OK) {
+	if (tileatom_read_alloc(ctl, name, NULL, &data, &nbytes, &err) != TILEATOM_OK) {
 		fprintf(stderr, "tileatom-bench: %s: reading %s back: %s\n", test_names[r->kind],
-		        r->tile, err.message);
+		        name, err.message);
 		return false;
 	}
-	uint64_t sum = 0;
+	uint64_t sum = *total;
 	for (size_t i = 0; i + esize <= nbytes; i += esize) {
 		if (esize == 4) {
 			uint32_t x;
@@ -758,23 +810,20 @@ static bool verify_sum(tileatom_client *ctl, const bench_run *r, uint64_t added)
 		}
 	}
 	tileatom_free(data);
-	uint64_t mask = esize == 4 ? 0xffffffffu : UINT64_MAX;
-	if ((sum & mask) != (added & mask)) {
-		fprintf(stderr,
-		        "tileatom-bench: %s: verification failed: the tile sums to %" PRIu64
-		        ", %" PRIu64 " elements were added\n",
-		        test_names[r->kind], sum & mask, added & mask);
-		return false;
-	}
+	*total = sum;
 	return true;
 }
 
 /* Runs one test over all clients; false (message printed) on failure. */
 static bool run_test(const bench_opts *o, bench_client *cl, tileatom_client *ctl, bench_kind kind,
-                     const char *keys_tile, const char *hist_tile, bench_result *res)
+                     char (*keys_tiles)[TILEATOM_NAME_MAX + 1], const char *hist_tile,
+                     bench_result *res)
 {
 	bench_run r;
 	memset(&r, 0, sizeof(r));
+	const char *keys_tile = keys_tiles[0];
+	r.tiles = keys_tiles;
+	r.ntiles = o->tiles;
 	r.o = o;
 	r.kind = kind;
 	tileatom_op_options_init(&r.opts);
@@ -802,14 +851,17 @@ static bool run_test(const bench_opts *o, bench_client *cl, tileatom_client *ctl
 		r.opts.space = TILEATOM_SPACE_SHARED;
 	bool mutates =
 	    kind == T_ADD || kind == T_ADDNW || kind == T_CAS || kind == T_HIST || kind == T_FILL;
-	if (mutates && !reset_tile(ctl, r.tile, r.dtype))
-		return false;
+	for (int t = 0; mutates && t < (kind == T_HIST ? 1 : o->tiles); t++)
+		if (!reset_tile(ctl, kind == T_HIST ? r.tile : keys_tiles[t], r.dtype))
+			return false;
 
 	/* The -n requests are shared out over the clients. */
 	for (int k = 0; k < o->clients; k++) {
 		cl[k].quota = o->requests / (uint64_t)o->clients +
 		              ((uint64_t)k < o->requests % (uint64_t)o->clients ? 1 : 0);
 		client_operands(&r, &cl[k]);
+		cl[k].keys_tile =
+		    kind == T_PING || kind == T_HIST ? NULL : keys_tiles[k % o->tiles];
 	}
 	bench_thread *th = calloc((size_t)o->threads, sizeof(*th));
 	bench_client **order = calloc((size_t)o->clients, sizeof(*order));
@@ -962,15 +1014,36 @@ static void json_string(const char *s)
 	putchar('"');
 }
 
-/* Creates a tile through the control connection; false (message printed) on failure. */
-static bool create_tile(tileatom_client *ctl, const char *name, tileatom_dtype dtype, int64_t n)
+/* Creates a tile through the control connection where place says (NULL: the daemon's
+ * default placement); false (message printed) on failure. */
+static bool create_tile_placed(tileatom_client *ctl, const char *name, tileatom_dtype dtype,
+                               int64_t n, const char *place)
 {
 	tileatom_error err = {0, ""};
-	if (tileatom_create(ctl, name, dtype, 1, &n, NULL, NULL, &err) != TILEATOM_OK) {
+	if (tileatom_create_placed(ctl, name, dtype, 1, &n, NULL, 0, place, NULL, &err) !=
+	    TILEATOM_OK) {
 		fprintf(stderr, "tileatom-bench: creating tile %s: %s\n", name, err.message);
 		return false;
 	}
 	return true;
+}
+
+/* Creates a tile through the control connection; false (message printed) on failure. */
+static bool create_tile(tileatom_client *ctl, const char *name, tileatom_dtype dtype, int64_t n)
+{
+	return create_tile_placed(ctl, name, dtype, n, NULL);
+}
+
+/* The devices the daemon serves (its stats; 1 when it does not say). */
+static int device_count(tileatom_client *ctl)
+{
+	tileatom_device_stats *d = NULL;
+	size_t n = 0;
+	tileatom_error err = {0, ""};
+	if (tileatom_stats_devices(ctl, &d, &n, &err) != TILEATOM_OK || n == 0)
+		n = 1;
+	tileatom_free(d);
+	return (int)n;
 }
 
 /* Destroys a tile through the control connection, reporting a failure. */
@@ -1017,13 +1090,27 @@ int main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	}
 	tileatom_set_timeout(ctl, o.timeout_ms);
-	char keys_tile[TILEATOM_NAME_MAX + 1], hist_tile[TILEATOM_NAME_MAX + 1];
-	snprintf(keys_tile, sizeof(keys_tile), "tileatom-bench-%ld-keys", (long)getpid());
+	static char keys_tiles[BENCH_MAX_TILES][TILEATOM_NAME_MAX + 1];
+	char hist_tile[TILEATOM_NAME_MAX + 1];
+	for (int t = 0; t < o.tiles; t++)
+		if (t == 0)
+			snprintf(keys_tiles[t], sizeof(keys_tiles[t]), "tileatom-bench-%ld-keys",
+			         (long)getpid());
+		else
+			snprintf(keys_tiles[t], sizeof(keys_tiles[t]), "tileatom-bench-%ld-keys-%d",
+			         (long)getpid(), t);
 	snprintf(hist_tile, sizeof(hist_tile), "tileatom-bench-%ld-hist", (long)getpid());
-	bool keys_made = false, hist_made = false;
+	int keys_made = 0; /* keyspace tiles created */
+	bool hist_made = false;
 	bool ok = true;
-	if (need_keys)
-		ok = keys_made = create_tile(ctl, keys_tile, o.dtype, o.keyspace);
+	int ndev = o.tiles > 1 ? device_count(ctl) : 1;
+	for (int t = 0; need_keys && ok && t < o.tiles; t++) {
+		char place[16];
+		snprintf(place, sizeof(place), "%d", t % ndev);
+		ok = create_tile_placed(ctl, keys_tiles[t], o.dtype, o.keyspace,
+		                        o.tiles > 1 ? place : NULL);
+		keys_made += ok;
+	}
 	if (ok && need_hist)
 		ok = hist_made = create_tile(ctl, hist_tile, TILEATOM_INT32, BENCH_HIST_BINS);
 
@@ -1046,7 +1133,7 @@ int main(int argc, char **argv)
 	int printed = 0;
 	for (int i = 0; ok && i < o.ntests && !interrupted; i++) {
 		bench_result res;
-		ok = run_test(&o, cl, ctl, (bench_kind)o.order[i], keys_tile, hist_tile, &res);
+		ok = run_test(&o, cl, ctl, (bench_kind)o.order[i], keys_tiles, hist_tile, &res);
 		if (ok && !interrupted)
 			print_result(&o, &res, printed++ == 0);
 	}
@@ -1060,8 +1147,9 @@ int main(int argc, char **argv)
 		}
 		free(cl);
 	}
-	if (keys_made && !destroy_tile(ctl, keys_tile))
-		ok = false;
+	for (int t = 0; t < keys_made; t++)
+		if (!destroy_tile(ctl, keys_tiles[t]))
+			ok = false;
 	if (hist_made && !destroy_tile(ctl, hist_tile))
 		ok = false;
 	tileatom_close(ctl);

@@ -20,7 +20,11 @@
  * handle; each request names them by reference and the daemon's kernel reads them in place: needs
  * tileatomd --backend cuda on the same GPU), `devptr` (the same device keys passed as a raw device
  * pointer on a second connection that registers nothing: the library finds the allocation and
- * registers it itself, in the first repetition).
+ * registers it itself, in the first repetition), `devsplit` (CUDA builds; the keys split in
+ * equal runs over the GPUs of --split-devices, each run in that GPU's memory, registered on a
+ * connection of its own; one thread per run sends its run at the same time as the others).
+ * --placement puts the tile where tileatomd --devices should (a device, auto, shard[:N]);
+ * --key-device puts the keys of modes device and devptr in that GPU's memory.
  *
  * Failure modes: any failed call, or bins that differ from the expected counts, print the
  * cause and exit 1; usage errors exit 2. */
@@ -31,6 +35,7 @@
 #endif
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,15 +44,50 @@
 
 /* Command-line settings. */
 typedef struct hb_opts {
-	const char *address;  /* daemon socket; NULL: the default */
-	int64_t keys;         /* keys to histogram */
-	int64_t bins;         /* bins of the tile */
-	int64_t chunk;        /* keys per request in mode chunked */
-	int depth;            /* requests in flight in mode chunked */
-	int reps;             /* repetitions of each mode (the best is printed) */
-	const char *keys_out; /* file to write the keys to (NULL: none) */
-	const char *modes;    /* comma-separated modes */
+	const char *address;   /* daemon socket; NULL: the default */
+	int64_t keys;          /* keys to histogram */
+	int64_t bins;          /* bins of the tile */
+	int64_t chunk;         /* keys per request in mode chunked */
+	int depth;             /* requests in flight in mode chunked */
+	int reps;              /* repetitions of each mode (the best is printed) */
+	const char *keys_out;  /* file to write the keys to (NULL: none) */
+	const char *modes;     /* comma-separated modes */
+	const char *placement; /* where the tile goes (--placement; NULL: the default) */
+	int key_device;        /* the GPU holding the keys of modes device/devptr */
+	int nsplit;            /* GPUs of --split-devices (mode devsplit) */
+	int split_dev[8];      /* their ordinals */
 } hb_opts;
+
+/* One run of mode devsplit: a connection, its keys in one GPU, the thread sending them. */
+typedef struct hb_split {
+	tileatom_client *conn; /* the connection it registered its keys on */
+	tileatom_buffer *buf;  /* its keys (a device buffer) */
+	int64_t n;             /* how many */
+	const char *tile;      /* the tile */
+	uint64_t applied;      /* what the daemon applied */
+	char failure[256];     /* an error, "" when none */
+	void *dkeys;           /* the device memory (freed at the end) */
+} hb_split;
+
+/* A devsplit thread: one indexed add of ones at its keys. */
+static void *split_main(void *arg)
+{
+	hb_split *sp = arg;
+	tileatom_error err = {0, ""};
+	tileatom_op_options opts;
+	tileatom_op_options_init(&opts);
+	opts.space = TILEATOM_SPACE_SHARED;
+	int32_t one = 1;
+	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
+	tileatom_array idx = tileatom_buffer_array(sp->buf, TILEATOM_INT32, 1, &sp->n, 0);
+	tileatom_op_result res;
+	if (tileatom_indexed(sp->conn, sp->tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &val, NULL,
+	                     &opts, &res, &err) != TILEATOM_OK)
+		snprintf(sp->failure, sizeof(sp->failure), "%s", err.message);
+	else
+		sp->applied = res.applied;
+	return NULL;
+}
 
 /* Seconds on the monotonic clock. */
 static double now_s(void)
@@ -76,13 +116,14 @@ static void die(const char *what, const tileatom_error *err)
 /* Runs one mode once on a fresh tile; returns the seconds taken (bins verified). */
 static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, const int32_t *keys,
                        const int32_t *shm_keys, const tileatom_buffer *dbuf, const void *devptr,
-                       const int64_t *expect)
+                       const int64_t *expect, hb_split *splits)
 {
 	tileatom_error err = {0, ""};
 	char tile[64];
 	snprintf(tile, sizeof(tile), "histbench-%ld", (long)getpid());
 	(void)tileatom_destroy(c, tile, &err);
-	if (tileatom_create(c, tile, TILEATOM_INT32, 1, &o->bins, NULL, NULL, &err) != TILEATOM_OK)
+	if (tileatom_create_placed(c, tile, TILEATOM_INT32, 1, &o->bins, NULL, 0, o->placement,
+	                           NULL, &err) != TILEATOM_OK)
 		die("create", &err);
 	tileatom_op_options opts;
 	tileatom_op_options_init(&opts);
@@ -93,7 +134,31 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 	double t0 = now_s();
 	bool split = strcmp(mode, "split") == 0, shm = strcmp(mode, "shm") == 0;
 	bool generic = strcmp(mode, "generic") == 0;
-	if (strcmp(mode, "devptr") == 0) {
+	if (strcmp(mode, "devsplit") == 0) {
+		if (o->nsplit < 1 || !splits) {
+			fprintf(stderr, "tileatom-histbench: mode devsplit needs a CUDA build and "
+			                "--split-devices\n");
+			exit(2);
+		}
+		pthread_t th[8];
+		for (int i = 0; i < o->nsplit; i++) {
+			splits[i].tile = tile;
+			splits[i].failure[0] = '\0';
+			if (pthread_create(&th[i], NULL, split_main, &splits[i]) != 0)
+				die("pthread_create", NULL);
+		}
+		for (int i = 0; i < o->nsplit; i++) {
+			if (pthread_join(th[i], NULL) != 0)
+				die("pthread_join", NULL);
+			if (splits[i].failure[0]) {
+				fprintf(stderr,
+				        "tileatom-histbench: devsplit run %d (GPU %d): %s\n", i,
+				        o->split_dev[i], splits[i].failure);
+				exit(1);
+			}
+			applied += splits[i].applied;
+		}
+	} else if (strcmp(mode, "devptr") == 0) {
 		if (!dbuf) {
 			fprintf(stderr, "tileatom-histbench: mode devptr needs a CUDA build\n");
 			exit(2);
@@ -195,19 +260,28 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 static void usage(FILE *f)
 {
 	fputs("Usage: tileatom-histbench [-s SOCKET] [-n KEYS] [-b BINS] [--chunk N] [--depth D]\n"
-	      "         [--reps R] [--keys-out FILE] [--from host|device]\n"
-	      "         [--modes shm,one,split,psplit,pone,chunked,generic,device,devptr]\n",
+	      "         [--reps R] [--keys-out FILE] [--from host|device] [--placement P]\n"
+	      "         [--key-device GPU] [--split-devices GPU,GPU...]\n"
+	      "         [--modes shm,one,split,psplit,pone,chunked,generic,device,devptr,"
+	      "devsplit]\n",
 	      f);
 }
 
 int main(int argc, char **argv)
 {
-	hb_opts o = {NULL, 1 << 24, 256, 1 << 20, 4, 3, NULL, "shm,one,split,chunked"};
-	static const struct option longopts[] = {
-	    {"chunk", required_argument, NULL, 'c'}, {"depth", required_argument, NULL, 'd'},
-	    {"reps", required_argument, NULL, 'r'},  {"keys-out", required_argument, NULL, 'o'},
-	    {"modes", required_argument, NULL, 'm'}, {"from", required_argument, NULL, 'f'},
-	    {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+	hb_opts o = {NULL, 1 << 24, 256, 1 << 20, 4, 3, NULL, "shm,one,split,chunked",
+	             NULL, 0,       0,   {0}};
+	static const struct option longopts[] = {{"chunk", required_argument, NULL, 'c'},
+	                                         {"depth", required_argument, NULL, 'd'},
+	                                         {"reps", required_argument, NULL, 'r'},
+	                                         {"keys-out", required_argument, NULL, 'o'},
+	                                         {"modes", required_argument, NULL, 'm'},
+	                                         {"from", required_argument, NULL, 'f'},
+	                                         {"placement", required_argument, NULL, 'p'},
+	                                         {"key-device", required_argument, NULL, 'k'},
+	                                         {"split-devices", required_argument, NULL, 'S'},
+	                                         {"help", no_argument, NULL, 'h'},
+	                                         {NULL, 0, NULL, 0}};
 	int ch;
 	while ((ch = getopt_long(argc, argv, "s:n:b:h", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -232,6 +306,26 @@ int main(int argc, char **argv)
 		case 'o':
 			o.keys_out = optarg;
 			break;
+		case 'p':
+			o.placement = optarg;
+			break;
+		case 'k':
+			o.key_device = atoi(optarg);
+			break;
+		case 'S': {
+			char *p = optarg, *end;
+			o.nsplit = 0;
+			while (*p && o.nsplit < 8) {
+				long v = strtol(p, &end, 10);
+				if (end == p || v < 0 || (*end && *end != ',')) {
+					usage(stderr);
+					return 2;
+				}
+				o.split_dev[o.nsplit++] = (int)v;
+				p = *end ? end + 1 : end;
+			}
+			break;
+		}
 		case 'm':
 			o.modes = optarg;
 			break;
@@ -294,7 +388,9 @@ int main(int argc, char **argv)
 	if (strstr(o.modes, "device") || strstr(o.modes, "devptr")) {
 		size_t bytes = (size_t)o.keys * sizeof(int32_t);
 		cudaIpcMemHandle_t h;
-		cudaError_t ce = cudaMalloc(&dkeys, bytes);
+		cudaError_t ce = cudaSetDevice(o.key_device);
+		if (ce == cudaSuccess)
+			ce = cudaMalloc(&dkeys, bytes);
 		if (ce == cudaSuccess)
 			ce = cudaMemcpy(dkeys, keys, bytes, cudaMemcpyHostToDevice);
 		if (ce == cudaSuccess)
@@ -308,8 +404,49 @@ int main(int argc, char **argv)
 		    TILEATOM_OK)
 			die("device buffer", &err);
 	}
+	/* mode devsplit: runs of the keys on the GPUs of --split-devices */
+	hb_split splits[8];
+	memset(splits, 0, sizeof(splits));
+	if (strstr(o.modes, "devsplit")) {
+		if (o.nsplit < 1) {
+			fprintf(stderr,
+			        "tileatom-histbench: mode devsplit needs --split-devices\n");
+			return 2;
+		}
+		int64_t at = 0;
+		for (int i = 0; i < o.nsplit; i++) {
+			hb_split *sp = &splits[i];
+			sp->n = o.keys / o.nsplit + (i < o.keys % o.nsplit ? 1 : 0);
+			size_t bytes = (size_t)sp->n * sizeof(int32_t);
+			cudaIpcMemHandle_t h;
+			cudaError_t ce = cudaSetDevice(o.split_dev[i]);
+			if (ce == cudaSuccess)
+				ce = cudaMalloc(&sp->dkeys, bytes);
+			if (ce == cudaSuccess)
+				ce =
+				    cudaMemcpy(sp->dkeys, keys + at, bytes, cudaMemcpyHostToDevice);
+			if (ce == cudaSuccess)
+				ce = cudaIpcGetMemHandle(&h, sp->dkeys);
+			if (ce != cudaSuccess) {
+				fprintf(stderr, "tileatom-histbench: device keys on GPU %d: %s\n",
+				        o.split_dev[i], cudaGetErrorString(ce));
+				return 1;
+			}
+			if (tileatom_connect(o.address, 5000, &sp->conn, &err) != TILEATOM_OK)
+				die("connect", &err);
+			if (tileatom_device_buffer_register(sp->conn, &h, bytes, sp->dkeys,
+			                                    &sp->buf, &err) != TILEATOM_OK)
+				die("device buffer (split)", &err);
+			at += sp->n;
+		}
+	}
 #else
 	const void *dkeys = NULL;
+	hb_split *splits = NULL;
+	if (strstr(o.modes, "devsplit")) {
+		fprintf(stderr, "tileatom-histbench: mode devsplit needs a CUDA build\n");
+		return 2;
+	}
 #endif
 	/* mode devptr: a connection of its own, on which nothing is registered by hand */
 	tileatom_client *c2 = NULL;
@@ -327,7 +464,7 @@ int main(int argc, char **argv)
 		double best = 0;
 		for (int r = 0; r < o.reps; r++) {
 			double t = run_mode(strcmp(m, "devptr") == 0 ? c2 : c, &o, m, keys,
-			                    shm_keys, dbuf, dkeys, expect);
+			                    shm_keys, dbuf, dkeys, expect, splits);
 			if (r == 0 && strcmp(m, "devptr") == 0)
 				fprintf(stderr,
 				        "devptr: first call (registers the allocation) %.6f s\n",
@@ -345,6 +482,14 @@ int main(int argc, char **argv)
 #ifdef TA_HISTBENCH_CUDA
 	if (dkeys)
 		cudaFree(dkeys);
+	for (int i = 0; i < o.nsplit; i++) {
+		tileatom_buffer_free(splits[i].buf);
+		tileatom_close(splits[i].conn);
+		if (splits[i].dkeys && (cudaSetDevice(o.split_dev[i]) != cudaSuccess ||
+		                        cudaFree(splits[i].dkeys) != cudaSuccess))
+			fprintf(stderr, "tileatom-histbench: freeing the keys on GPU %d failed\n",
+			        o.split_dev[i]);
+	}
 #endif
 	free(keys);
 	free(expect);

@@ -212,9 +212,35 @@ static int cmd_ping(int argc, char **argv, cli_global *g)
 	return rc;
 }
 
-/* The JSON of stats: the daemon's facts and totals, and "kinds": {KIND: counters}. */
+/* The JSON array of the daemon's devices (stats --json "devices"); NULL when out of memory. */
+static json_object *devices_json(const tileatom_device_stats *d, size_t nd)
+{
+	json_object *arr = json_object_new_array();
+	bool ok = arr != NULL;
+	for (size_t i = 0; ok && i < nd; i++) {
+		json_object *e = json_object_new_object();
+		ok = e && cli_json_add(e, "device", json_object_new_uint64(d[i].device)) &&
+		     cli_json_add(e, "memory_used", json_object_new_uint64(d[i].memory_used)) &&
+		     cli_json_add(e, "memory_total", json_object_new_uint64(d[i].memory_total)) &&
+		     cli_json_add(e, "tiles", json_object_new_uint64(d[i].tiles)) &&
+		     cli_json_add(e, "tile_bytes", json_object_new_uint64(d[i].tile_bytes)) &&
+		     cli_json_add(e, "requests", json_object_new_uint64(d[i].requests));
+		if (ok && json_object_array_add(arr, e) != 0)
+			ok = false;
+		if (!ok && e)
+			json_object_put(e);
+	}
+	if (!ok && arr) {
+		json_object_put(arr);
+		arr = NULL;
+	}
+	return arr;
+}
+
+/* The JSON of stats: the daemon's facts and totals, "devices": [one object per device],
+ * and "kinds": {KIND: counters}. */
 static json_object *stats_json(const tileatom_stats_info *s, const tileatom_kind_stats *k,
-                               size_t nk)
+                               size_t nk, const tileatom_device_stats *dev, size_t nd)
 {
 	json_object *o = json_object_new_object();
 	bool ok = cli_json_add(o, "backend", json_object_new_string(s->backend)) &&
@@ -230,6 +256,10 @@ static json_object *stats_json(const tileatom_stats_info *s, const tileatom_kind
 	     cli_json_add(o, "errors", json_object_new_uint64(s->errors)) &&
 	     cli_json_add(o, "connections", json_object_new_uint64(s->connections)) &&
 	     cli_json_add(o, "elements", json_object_new_uint64(s->elements));
+	if (ok) {
+		json_object *devs = devices_json(dev, nd);
+		ok = devs && cli_json_add(o, "devices", devs);
+	}
 	/* the finite upper bounds (the same for every kind) */
 	json_object *bounds = json_object_new_array();
 	for (int b = 0; bounds && nk > 0 && b + 1 < k[0].nbuckets; b++)
@@ -283,9 +313,12 @@ static int cmd_stats(int argc, char **argv, cli_global *g)
 	    "compute_capability only on a GPU), then a table of the request kinds served so\n"
 	    "far: REQUEST REQUESTS ERRORS ELEMENTS BYTES_IN BYTES_OUT MEAN_US (tab-separated;\n"
 	    "MEAN_US is - unless the daemon times requests, which it does with --metrics).\n"
-	    "These are the numbers tileatomd --metrics serves. --json: one object with every\n"
-	    "kind under \"kinds\", each with its latency histogram (requests per bucket, the\n"
-	    "buckets' upper bounds in \"latency_le_ns\", the last bucket unbounded).\n";
+	    "These are the numbers tileatomd --metrics serves. One line per device the daemon\n"
+	    "serves ('device N: memory_used B memory_total B tiles T tile_bytes B requests R';\n"
+	    "memory_total 0 on a CPU pool). --json: one object with every device under\n"
+	    "\"devices\" and every kind under \"kinds\", each with its latency histogram\n"
+	    "(requests per bucket, the buckets' upper bounds in \"latency_le_ns\", the last\n"
+	    "bucket unbounded).\n";
 	cli_args a;
 	tileatom_client *c;
 	int rc;
@@ -294,11 +327,13 @@ static int cmd_stats(int argc, char **argv, cli_global *g)
 	tileatom_error err = {0, ""};
 	tileatom_stats_info s;
 	tileatom_kind_stats *kinds = NULL;
-	size_t nk = 0;
-	if (tileatom_stats_kinds(c, &s, &kinds, &nk, &err) != TILEATOM_OK) {
+	tileatom_device_stats *devs = NULL;
+	size_t nk = 0, nd = 0;
+	if (tileatom_stats_kinds(c, &s, &kinds, &nk, &err) != TILEATOM_OK ||
+	    tileatom_stats_devices(c, &devs, &nd, &err) != TILEATOM_OK) {
 		rc = lib_error("stats", &err);
 	} else if (a.value[0]) {
-		rc = cli_json_print("stats", stats_json(&s, kinds, nk));
+		rc = cli_json_print("stats", stats_json(&s, kinds, nk, devs, nd));
 	} else {
 		printf("backend: %s\ndevice: %s\n", s.backend, s.device);
 		if (s.device_memory)
@@ -308,6 +343,11 @@ static int cmd_stats(int argc, char **argv, cli_global *g)
 		printf("tiles: %" PRIu32 "\ntile_bytes: %" PRIu64 "\nrequests: %" PRIu64
 		       "\nerrors: %" PRIu64 "\nconnections: %" PRIu32 "\nelements: %" PRIu64 "\n",
 		       s.tiles, s.tile_bytes, s.requests, s.errors, s.connections, s.elements);
+		for (size_t i = 0; i < nd; i++)
+			printf("device %" PRIu32 ": memory_used %" PRIu64 " memory_total %" PRIu64
+			       " tiles %" PRIu32 " tile_bytes %" PRIu64 " requests %" PRIu64 "\n",
+			       devs[i].device, devs[i].memory_used, devs[i].memory_total,
+			       devs[i].tiles, devs[i].tile_bytes, devs[i].requests);
 		printf("\nREQUEST\tREQUESTS\tERRORS\tELEMENTS\tBYTES_IN\tBYTES_OUT\tMEAN_US\n");
 		for (size_t i = 0; i < nk; i++) {
 			if (kinds[i].requests == 0)
@@ -326,6 +366,7 @@ static int cmd_stats(int argc, char **argv, cli_global *g)
 		}
 	}
 	tileatom_free(kinds);
+	tileatom_free(devs);
 	tileatom_close(c);
 	return rc;
 }

@@ -321,6 +321,39 @@ int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
 	return TILEATOM_OK;
 }
 
+int tileatom_stats_devices(tileatom_client *client, tileatom_device_stats **devices, size_t *count,
+                           tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	if (!devices || !count)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	*devices = NULL;
+	*count = 0;
+	tac_msg m;
+	tac_build_stats(&m);
+	int rc = tac_roundtrip(client, &m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	const Tileatom__StatsResponse *s = client->last->stats;
+	if (s->n_devices == 0)
+		return TILEATOM_OK;
+	tileatom_device_stats *d = calloc(s->n_devices, sizeof(*d));
+	if (!d)
+		return tac_err(err, TILEATOM_E_RESOURCE_EXHAUSTED, "out of memory");
+	for (size_t i = 0; i < s->n_devices; i++) {
+		const Tileatom__DeviceStats *w = s->devices[i];
+		d[i].device = w->device;
+		d[i].memory_used = w->memory_used;
+		d[i].memory_total = w->memory_total;
+		d[i].tiles = w->tiles;
+		d[i].tile_bytes = w->tile_bytes;
+		d[i].requests = w->requests;
+	}
+	*devices = d;
+	*count = s->n_devices;
+	return TILEATOM_OK;
+}
+
 int tileatom_snapshot(tileatom_client *client, tileatom_snapshot_info *out, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);

@@ -247,6 +247,17 @@ typedef struct tileatom_stats_info {
 	uint64_t elements;           /* elements processed by atomic / memory ops */
 } tileatom_stats_info;
 
+/* One device of the daemon (tileatom_stats_devices): a GPU, or a CPU memory pool of
+ * tileatomd --devices N. */
+typedef struct tileatom_device_stats {
+	uint32_t device;       /* its ordinal in the daemon (placement's numbering) */
+	uint64_t memory_used;  /* bytes of its memory in use (CUDA: total - free; CPU: tiles) */
+	uint64_t memory_total; /* bytes of its memory (0 for a CPU pool) */
+	uint32_t tiles;        /* tiles with a part there (a sharded tile counts on each) */
+	uint64_t tile_bytes;   /* bytes of those parts */
+	uint64_t requests;     /* requests (or parts of requests) it has run */
+} tileatom_device_stats;
+
 /* Most latency buckets tileatom_kind_stats holds (the daemon sends fewer or as many). */
 #define TILEATOM_LATENCY_BUCKETS_MAX 32
 
@@ -542,6 +553,10 @@ TA_API int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *ou
                                 tileatom_kind_stats **kinds, size_t *nkinds, tileatom_error *err);
 /* Asks a daemon started with --data-dir to snapshot every tile and compact its log; out
  * (may be NULL) receives what was written. TILEATOM_E_UNAVAILABLE without --data-dir. */
+/* The daemon's devices: *devices gets a malloc'd array of *count entries (free with
+ * tileatom_free; NULL and 0 from a daemon too old to send them). */
+TA_API int tileatom_stats_devices(tileatom_client *client, tileatom_device_stats **devices,
+                                  size_t *count, tileatom_error *err);
 TA_API int tileatom_snapshot(tileatom_client *client, tileatom_snapshot_info *out,
                              tileatom_error *err);
 /* Creates tile name of dtype and shape (rank 1..4). fill: NULL (all zero bits) or one

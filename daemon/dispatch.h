@@ -124,6 +124,10 @@ static inline ta_service_totals *ta_service_my_totals(ta_service *svc)
 /* Adds svc's request totals up over the shards (each exact; not one atomic snapshot). */
 void ta_service_read_totals(const ta_service *svc, uint64_t *requests, uint64_t *errors,
                             uint64_t *elements);
+/* Fills *out for device d of svc's backend (ta_backend_device_stats); for a backend of one
+ * device without its own counts, the tiles and bytes of the registry and every request
+ * answered. False when d does not exist. */
+bool ta_service_device_stats(ta_service *svc, int d, ta_device_stats *out);
 /* Zeroes svc's request totals. */
 void ta_service_reset_totals(ta_service *svc);
 

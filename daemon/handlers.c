@@ -727,6 +727,35 @@ static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesR
 	return TA_OK;
 }
 
+/* Fills s's devices: one per device the backend serves (ta_service_device_stats). False
+ * when the arena is out of memory. */
+static bool fill_device_stats(ta_service *svc, ta_arena *arena, Tileatom__StatsResponse *s)
+{
+	int n = ta_backend_device_count(svc->backend);
+	Tileatom__DeviceStats *items = ta_arena_alloc(arena, (size_t)n * sizeof(*items));
+	Tileatom__DeviceStats **ptrs = ta_arena_alloc(arena, (size_t)n * sizeof(*ptrs));
+	if (!items || !ptrs)
+		return false;
+	size_t k = 0;
+	for (int d = 0; d < n; d++) {
+		ta_device_stats ds;
+		if (!ta_service_device_stats(svc, d, &ds))
+			continue;
+		Tileatom__DeviceStats *it = &items[k];
+		tileatom__device_stats__init(it);
+		it->device = (uint32_t)d;
+		it->memory_used = ds.memory_used;
+		it->memory_total = ds.memory_total;
+		it->tiles = (uint32_t)ds.tiles;
+		it->tile_bytes = ds.tile_bytes;
+		it->requests = ds.requests;
+		ptrs[k++] = it;
+	}
+	s->devices = ptrs;
+	s->n_devices = k;
+	return true;
+}
+
 /* stats: backend facts and counters. */
 static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequest *m)
 {
@@ -749,6 +778,9 @@ static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequ
 	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, &rc->ctl->stats))
 		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
 		                    "out of memory for the per-kind statistics");
+	if (!fill_device_stats(svc, rc->arena, &rc->ctl->stats))
+		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+		                    "out of memory for the per-device statistics");
 	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_STATS;
 	rc->ctl->resp.stats = &rc->ctl->stats;
 	return TA_OK;

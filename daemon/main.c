@@ -90,6 +90,33 @@ static int parse_devices(const char *text, const char *kind, int *ords)
 	return n;
 }
 
+/* Enables peer access between every pair of the n GPUs ords[] that allows it, logs which
+ * pairs have it, and tells the multi-device layer multi (device buffers go only to a GPU
+ * that can read them). */
+static void enable_peers(ta_backend *multi, const int *ords, int n)
+{
+	static unsigned char peer[TA_MAX_DEVICES * TA_MAX_DEVICES];
+	int pairs = ta_cuda_enable_peer_access(ords, n, peer);
+	char line[512];
+	size_t at = 0;
+	line[0] = '\0';
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			if (i == j)
+				continue;
+			int w = snprintf(line + at, sizeof line - at, "%s%d->%d %s", at ? ", " : "",
+			                 ords[i], ords[j], peer[i * n + j] ? "yes" : "no");
+			if (w < 0 || (size_t)w >= sizeof line - at) {
+				at = sizeof line - 1;
+				break;
+			}
+			at += (size_t)w;
+		}
+	ta_log(TA_LOG_NOTICE, "peer access: %d of %d ordered GPU pairs enabled (%s)", pairs,
+	       n * (n - 1), line);
+	ta_multi_set_peers(multi, ords, n, peer);
+}
+
 /* Puts one backend per device of --devices (first: the one already open, as kind) behind
  * the multi-device layer with --placement as its default. Takes first; returns NULL
  * (logged) when it cannot. */
@@ -136,6 +163,8 @@ static ta_backend *open_devices(const ta_config *cfg, ta_backend *first, const c
 		ta_log(TA_LOG_ERR, "cannot serve %d device%s: %s", n, n == 1 ? "" : "s", err.msg);
 		return NULL;
 	}
+	if (!cpu && n > 1)
+		enable_peers(multi, ords, n);
 	char text[32];
 	ta_log(TA_LOG_NOTICE, "serving %d %s device%s, default placement %s", n, kind,
 	       n == 1 ? "" : "s", ta_placement_format(&place, text, sizeof(text)));

@@ -109,6 +109,39 @@ static const kind_family kind_families[] = {
      offsetof(ta_kind_snapshot, bytes_out)},
 };
 
+/* Writes the per-device gauges and counters (one series per device the daemon serves,
+ * label device="N"). */
+static void put_device_metrics(FILE *f, ta_service *svc)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+	    {"tileatom_device_memory_used_bytes", "gauge",
+	     "Bytes of the device's memory in use (CUDA: total - free; CPU pools: tile bytes)."},
+	    {"tileatom_device_memory_total_bytes", "gauge",
+	     "Bytes of the device's memory (0 for a CPU pool)."},
+	    {"tileatom_device_tiles", "gauge", "Tiles with a part on the device."},
+	    {"tileatom_device_tile_bytes", "gauge", "Bytes of tile parts on the device."},
+	    {"tileatom_device_requests_total", "counter",
+	     "Requests (or parts of requests) the device has run."},
+	};
+	int n = ta_backend_device_count(svc->backend);
+	for (size_t k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
+		put_head(f, fam[k].name, fam[k].type, fam[k].help);
+		for (int d = 0; d < n; d++) {
+			ta_device_stats ds;
+			if (!ta_service_device_stats(svc, d, &ds))
+				continue;
+			uint64_t v = k == 0   ? ds.memory_used
+			             : k == 1 ? ds.memory_total
+			             : k == 2 ? ds.tiles
+			             : k == 3 ? ds.tile_bytes
+			                      : ds.requests;
+			fprintf(f, "%s{device=\"%d\"} %" PRIu64 "\n", fam[k].name, d, v);
+		}
+	}
+}
+
 /* True for the kinds shown (the table's, plus the undecodable). */
 static bool kind_shown(int k)
 {
@@ -188,6 +221,7 @@ static char *render(ta_service *svc, uint64_t limit_bytes, size_t *len)
 	if (svc->info.device_memory)
 		put_gauge(f, "tileatom_device_memory_bytes", "Memory of the GPU in use.",
 		          svc->info.device_memory);
+	put_device_metrics(f, svc);
 	bool failed = ferror(f) != 0;
 	if (fclose(f) != 0 || failed) {
 		free(buf);

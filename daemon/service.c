@@ -40,6 +40,23 @@ void ta_service_read_totals(const ta_service *svc, uint64_t *requests, uint64_t 
 	*elements = n;
 }
 
+bool ta_service_device_stats(ta_service *svc, int d, ta_device_stats *out)
+{
+	if (!ta_backend_device_stats(svc->backend, d, out))
+		return false;
+	if (!svc->backend->vt->device_stats) { /* one device: everything is there */
+		uint32_t tiles = 0;
+		uint64_t bytes = 0, errors = 0, elements = 0;
+		ta_registry_stats(svc->registry, &tiles, &bytes);
+		out->tiles = tiles;
+		out->tile_bytes = bytes;
+		ta_service_read_totals(svc, &out->requests, &errors, &elements);
+		if (out->memory_total == 0)
+			out->memory_used = bytes;
+	}
+	return true;
+}
+
 void ta_service_reset_totals(ta_service *svc)
 {
 	for (int i = 0; i < TA_METRICS_SHARDS; i++) {

@@ -1002,9 +1002,48 @@ static cudaError_t stage_operand(ta_cuda_backend *be, cuda_slot *s, const stage_
 }
 
 /* vtable destroy: releases the slots (streams, staging buffers) and the object. */
+/* The live backends by device ordinal (one per GPU in a daemon serving several), so that
+ * a call that touches another GPU (an IPC buffer opened where its memory is) holds that
+ * GPU's resident kernel off too. Guarded by g_live_mu. */
+static ta_cuda_backend *g_live[TA_CUDA_MAX_DEVICES];
+static pthread_mutex_t g_live_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Records be as its device's live backend (or forgets it: on false). */
+static void live_set(ta_cuda_backend *be, bool on)
+{
+	if (be->device < 0 || be->device >= TA_CUDA_MAX_DEVICES)
+		return;
+	pthread_mutex_lock(&g_live_mu);
+	if (on)
+		g_live[be->device] = be;
+	else if (g_live[be->device] == be)
+		g_live[be->device] = NULL;
+	pthread_mutex_unlock(&g_live_mu);
+}
+
+/* Holds off the resident kernel of device dev's live backend, if any; returns it (for
+ * live_release) or NULL. g_live_mu stays held in between, so the backend cannot go. */
+static ta_cuda_backend *live_hold(int dev)
+{
+	pthread_mutex_lock(&g_live_mu);
+	ta_cuda_backend *o = dev >= 0 && dev < TA_CUDA_MAX_DEVICES ? g_live[dev] : NULL;
+	if (o)
+		pk_hold(o);
+	return o;
+}
+
+/* Ends live_hold. */
+static void live_release(ta_cuda_backend *o)
+{
+	if (o)
+		pk_release(o);
+	pthread_mutex_unlock(&g_live_mu);
+}
+
 static void cuda_destroy(ta_backend *base)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	live_set(be, false);
 	cudaSetDevice(be->device);
 	if (be->batch.trace && be->tr_applies > 0) {
 		double n = (double)be->tr_applies * 1000.0;
@@ -1445,6 +1484,91 @@ static void cuda_host_unregister(ta_backend *base, void *ptr)
 	}
 }
 
+/* The device whose memory p (opened from an IPC handle on device here) is, as
+ * cudaPointerGetAttributes tells it; here when it cannot tell (the error is cleared). */
+static int ipc_owner(const void *p, int here)
+{
+	cudaPointerAttributes attr;
+	memset(&attr, 0, sizeof attr);
+	cudaError_t e = cudaPointerGetAttributes(&attr, p);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		return here;
+	}
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return here;
+	}
+	return attr.type == cudaMemoryTypeDevice && attr.device >= 0 && attr.device < n
+	           ? attr.device
+	           : here;
+}
+
+extern "C" int ta_cuda_enable_peer_access(const int *ords, int n, unsigned char *peer)
+{
+	int enabled = 0;
+	int cur = 0;
+	if (cudaGetDevice(&cur) != cudaSuccess) {
+		(void)cudaGetLastError();
+		cur = ords[0];
+	}
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			peer[i * n + j] = i == j;
+			if (i == j)
+				continue;
+			int can = 0;
+			cudaError_t e = cudaDeviceCanAccessPeer(&can, ords[i], ords[j]);
+			if (e != cudaSuccess || !can) {
+				(void)cudaGetLastError();
+				continue;
+			}
+			e = cudaSetDevice(ords[i]);
+			if (e == cudaSuccess)
+				e = cudaDeviceEnablePeerAccess(ords[j], 0);
+			if (e == cudaErrorPeerAccessAlreadyEnabled)
+				e = cudaSuccess;
+			if (e != cudaSuccess) {
+				(void)cudaGetLastError();
+				fprintf(stderr, "tileatom cuda backend: peer access %d -> %d: %s\n",
+				        ords[i], ords[j], cudaGetErrorString(e));
+				continue;
+			}
+			peer[i * n + j] = 1;
+			enabled++;
+		}
+	if (cudaSetDevice(cur) != cudaSuccess)
+		(void)cudaGetLastError();
+	return enabled;
+}
+
+/* vtable ptr_device: where the memory at p is (ipc_owner; -1 when CUDA cannot tell). */
+static int cuda_ptr_device(ta_backend *base, const void *p)
+{
+	(void)base;
+	int owner = ipc_owner(p, -1);
+	return owner;
+}
+
+/* vtable mem_info: cudaMemGetInfo on the backend's device. */
+static ta_status cuda_mem_info(ta_backend *base, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	ta_status st = be_enter(be, NULL);
+	if (st != TA_OK)
+		return st;
+	size_t f = 0, t = 0;
+	cudaError_t e = cudaMemGetInfo(&f, &t);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		return TA_INTERNAL;
+	}
+	*free_bytes = f;
+	*total_bytes = t;
+	return TA_OK;
+}
+
 /* cuMemGetAddressRange (driver API, v2): the base and size of the allocation holding dptr. */
 typedef CUresult (*mem_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr dptr);
 
@@ -1453,6 +1577,8 @@ typedef CUresult (*mem_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr dp
 struct ipc_open_entry {
 	unsigned char handle[sizeof(cudaIpcMemHandle_t)]; /* the handle's bytes */
 	void *ptr;                                        /* where it opened */
+	int device;                                       /* the device it was opened on: the
+	                                                     one whose memory it is */
 	size_t avail;                                     /* bytes of the allocation from ptr */
 	unsigned refs;                                    /* registrations using it */
 	ipc_open_entry *next;                             /* list link */
@@ -1520,8 +1646,48 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	cudaIpcMemHandle_t h;
 	memcpy(&h, handle, sizeof h);
 	void *p = NULL;
+	int opened_on = be->device;
 	pk_hold(be);
 	cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+	if (e == cudaSuccess) {
+		/* the memory may be another GPU's: open it on that one instead, so that its
+		 * kernels read it locally and the others through peer access
+		 * (ta_cuda_enable_peer_access) */
+		int owner = ipc_owner(p, be->device);
+		if (owner != be->device) {
+			ta_cuda_backend *other = live_hold(owner);
+			cudaError_t ce = cudaIpcCloseMemHandle(p);
+			cudaError_t se = ce == cudaSuccess ? cudaSetDevice(owner) : ce;
+			void *q = NULL;
+			cudaError_t oe =
+			    se == cudaSuccess
+			        ? cudaIpcOpenMemHandle(&q, h, cudaIpcMemLazyEnablePeerAccess)
+			        : se;
+			cudaError_t back = cudaSetDevice(be->device);
+			live_release(other);
+			if (oe == cudaSuccess && back == cudaSuccess) {
+				p = q;
+				opened_on = owner;
+			} else { /* open it again where it opened first */
+				(void)cudaGetLastError();
+				if (oe == cudaSuccess) {
+					if (cudaIpcCloseMemHandle(q) != cudaSuccess)
+						(void)cudaGetLastError();
+				}
+				if (back != cudaSuccess)
+					e = back;
+				else if (ce == cudaSuccess)
+					e = cudaIpcOpenMemHandle(&p, h,
+					                         cudaIpcMemLazyEnablePeerAccess);
+				/* else: the close failed, p is still open here */
+				fprintf(
+				    stderr,
+				    "tileatom cuda backend: a device buffer of GPU %d could not "
+				    "be opened there (%s); it stays opened on GPU %d\n",
+				    owner, cudaGetErrorString(oe), be->device);
+			}
+		}
+	}
 	pk_release(be);
 	if (e != cudaSuccess) {
 		(void)cudaGetLastError();
@@ -1535,7 +1701,12 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	}
 	CUdeviceptr abase = 0;
 	size_t asize = 0;
-	CUresult r = __atomic_load_n(&range_fn, __ATOMIC_ACQUIRE)(&abase, &asize, (CUdeviceptr)p);
+	/* the size and a close below on the device it opened on (its context is current) */
+	cudaError_t se = opened_on == be->device ? cudaSuccess : cudaSetDevice(opened_on);
+	CUresult r =
+	    se != cudaSuccess
+	        ? CUDA_ERROR_INVALID_CONTEXT
+	        : __atomic_load_n(&range_fn, __ATOMIC_ACQUIRE)(&abase, &asize, (CUdeviceptr)p);
 	size_t avail =
 	    r == CUDA_SUCCESS && (CUdeviceptr)p >= abase && (CUdeviceptr)p - abase <= asize
 	        ? asize - (size_t)((CUdeviceptr)p - abase)
@@ -1543,6 +1714,8 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	if (r != CUDA_SUCCESS || bytes > avail) {
 		cudaError_t ce = cudaIpcCloseMemHandle(p);
 		if (ce != cudaSuccess)
+			(void)cudaGetLastError();
+		if (opened_on != be->device && cudaSetDevice(be->device) != cudaSuccess)
 			(void)cudaGetLastError();
 		pthread_mutex_unlock(&g_ipc_mu);
 		free(entry);
@@ -1557,8 +1730,11 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 		                    "allocation behind the handle has %zu",
 		                    bytes, avail);
 	}
+	if (opened_on != be->device && cudaSetDevice(be->device) != cudaSuccess)
+		(void)cudaGetLastError();
 	memcpy(entry->handle, handle, sizeof entry->handle);
 	entry->ptr = p;
+	entry->device = opened_on;
 	entry->avail = avail;
 	entry->refs = 1;
 	entry->next = g_ipc_open;
@@ -1584,10 +1760,20 @@ static void cuda_ipc_close(ta_backend *base, void *dptr)
 		return;
 	}
 	*link = o->next;
+	int on = o->device;
 	free(o);
 	if (be_enter(be, NULL) == TA_OK) {
 		pk_hold(be);
-		cudaError_t e = cudaIpcCloseMemHandle(dptr);
+		bool away =
+		    on != be->device; /* opened on the GPU that owns it: hold that one too */
+		ta_cuda_backend *other = away ? live_hold(on) : NULL;
+		cudaError_t e = away ? cudaSetDevice(on) : cudaSuccess;
+		if (e == cudaSuccess)
+			e = cudaIpcCloseMemHandle(dptr);
+		if (away && cudaSetDevice(be->device) != cudaSuccess)
+			(void)cudaGetLastError();
+		if (away)
+			live_release(other);
 		pk_release(be);
 		if (e != cudaSuccess) {
 			(void)cudaGetLastError();
@@ -1602,9 +1788,9 @@ static void cuda_ipc_close(ta_backend *base, void *dptr)
 static const ta_backend_vtbl cuda_vtbl = {
     cuda_destroy,         cuda_tile_alloc, cuda_tile_free,        cuda_apply,
     cuda_apply_many,      cuda_info,       cuda_set_batch_window, cuda_host_register,
-    cuda_host_unregister, cuda_ipc_open,   cuda_ipc_close, NULL,
-    NULL,                 NULL,            NULL,                  NULL,
-    cuda_apply_async};
+    cuda_host_unregister, cuda_ipc_open,   cuda_ipc_close,        NULL /* tile_alloc_placed */,
+    NULL /* tile_where */, NULL /* device_count */, cuda_mem_info, NULL /* tile_footprint */,
+    cuda_apply_async,     cuda_ptr_device, NULL /* device_stats */};
 
 extern "C" int ta_cuda_device_count(void)
 {
@@ -1709,5 +1895,6 @@ extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 	snprintf(be->info.compute_capability, sizeof be->info.compute_capability, "%d.%d",
 	         prop.major, prop.minor);
 	be->info.workers = TA_CUDA_SLOTS;
+	live_set(be, true);
 	return &be->base;
 }

@@ -7,7 +7,8 @@
 #                                     build-gpu, configured --with-cuda --disable-shared) and
 #                                     copy them with the shared libraries they need
 #                                     (all but the C/C++ runtimes) into gpu-carry/ (git-ignored via
-#                                     .git/info/exclude)
+#                                     .git/info/exclude), with the scripts/gpu-*.sh that run
+#                                     from there (bash gpu-carry/gpu-multi.sh: several GPUs)
 #   scripts/gpu-run.sh run [CARRY]    there, from the repository root: device facts, the Check
 #                                     suite check_cuda, a compute-sanitizer memcheck pass over
 #                                     the differential test, the torch peers
@@ -44,12 +45,13 @@ if [ "$mode" = pack ]; then
 	(cd "$build" && make -j2 tests/check_cuda tests/bench_gpu tests/check_ptx \
 		daemon/tileatomd client/tileatom-cli tests/check_integration tests/check_client_cli \
 		tests/check_daemon_server benchmarks/tileatom-bench benchmarks/tileatom-histbench \
-		tests/check_cuda_ipc) || exit 1
+		tests/check_cuda_ipc tests/check_litmus_multi benchmarks/tileatom-bigtile) || exit 1
 	rm -rf gpu-carry
 	mkdir -p gpu-carry/rt
 	for b in tests/check_cuda tests/bench_gpu daemon/tileatomd client/tileatom-cli \
 		tests/check_integration tests/check_client_cli tests/check_daemon_server \
-		benchmarks/tileatom-bench benchmarks/tileatom-histbench tests/check_cuda_ipc; do
+		benchmarks/tileatom-bench benchmarks/tileatom-histbench tests/check_cuda_ipc \
+		tests/check_litmus_multi benchmarks/tileatom-bigtile; do
 		# a libtool wrapper script would point at this machine: refuse it
 		if [ "$(head -c 4 "$build/$b" | od -An -c | tr -d ' ')" != '177ELF' ]; then
 			echo "gpu-run.sh: $build/$b is not an ELF binary (libtool wrapper?)" >&2
@@ -67,6 +69,8 @@ if [ "$mode" = pack ]; then
 		while read -r lib; do
 			cp -L "$lib" gpu-carry/rt/ || exit 1
 		done || exit 1
+	# the scripts that run from the carry (gpu-multi.sh, gpu-loops.sh, ...)
+	cp scripts/gpu-*.sh gpu-carry/ || exit 1
 	exclude=$(git rev-parse --git-path info/exclude)
 	mkdir -p "$(dirname "$exclude")"
 	grep -qx '/gpu-carry/' "$exclude" 2>/dev/null || echo '/gpu-carry/' >>"$exclude"

@@ -32,6 +32,8 @@
 #include "ta_place.h"
 #include "ta_plan.h"
 
+#include <string.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,6 +51,15 @@ typedef struct ta_backend_info {
 	char compute_capability[16]; /* "9.0", "" for cpu */
 	int workers;                 /* worker threads (cpu) or streams (cuda) */
 } ta_backend_info;
+
+/* One device's figures (stats, metrics). */
+typedef struct ta_device_stats {
+	uint64_t memory_used;  /* bytes in use (CUDA: total - free; CPU: tile bytes placed) */
+	uint64_t memory_total; /* bytes of its memory (0: unknown, a CPU pool) */
+	uint64_t tiles;        /* tiles with a part there */
+	uint64_t tile_bytes;   /* bytes of those parts */
+	uint64_t requests;     /* requests (or parts of requests) it has run */
+} ta_device_stats;
 
 /* One plan of an apply_many call and what became of it. */
 typedef struct ta_apply_call {
@@ -119,6 +130,12 @@ typedef struct ta_backend_vtbl {
 	 * inside this call), after every call's status, result and old values are set. */
 	void (*apply_async)(ta_backend *be, ta_apply_call *calls, size_t n, void (*done)(void *arg),
 	                    void *arg);
+	/* Optional (NULL: unknown): the device ordinal (CUDA's numbering) whose memory the
+	 * device address p is (a client's buffer opened by ipc_open), -1 when unknown. */
+	int (*ptr_device)(ta_backend *be, const void *p);
+	/* Optional (NULL: one device, figures unknown but its memory's): fills *out for device
+	 * d (0..device_count - 1); false for a device that does not exist. */
+	bool (*device_stats)(ta_backend *be, int d, ta_device_stats *out);
 } ta_backend_vtbl;
 
 /* Most elements of a plan that apply_async takes (the CUDA batcher's request size). */
@@ -153,6 +170,13 @@ ta_backend *ta_cuda_backend_new(int device, ta_error *err);
 /* The number of CUDA devices this process can see (0 without CUDA or without a GPU). */
 int ta_cuda_device_count(void);
 
+/* Enables peer access between every ordered pair of the n CUDA devices ords[] that allows
+ * it (cudaDeviceCanAccessPeer, cudaDeviceEnablePeerAccess), so that a kernel on one reads
+ * the other's memory (a client's keys opened there); peer[i * n + j] gets 1 where device
+ * ords[i] reads ords[j]'s memory (1 on the diagonal). Returns the pairs enabled (0 without
+ * CUDA). Failures are logged to stderr and cleared. */
+int ta_cuda_enable_peer_access(const int *ords, int n, unsigned char *peer);
+
 /* Composes n backends (one per device, ordinals 0..n-1 in the order given; 1 <= n <=
  * TA_MAX_DEVICES) into one (kernels/ta_multi.c) that places tiles on them (default_place
  * for TA_PLACE_DEFAULT; TA_PLACE_DEFAULT there means device 0) and routes every element of
@@ -160,6 +184,13 @@ int ta_cuda_device_count(void);
  * it, or at once when this fails). Returns NULL with err set on failure. */
 ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
                                  const ta_placement *default_place, ta_error *err);
+
+/* Tells the multi-device layer be (from ta_multi_backend_new) which CUDA ordinal each of
+ * its devices is (ords[0..n)) and which may read which one's memory (peer[i * n + j]: its
+ * device i reads device j's; ta_cuda_enable_peer_access fills it), so that a client's
+ * device buffer is only handed to a device that can read it. Without it every device is
+ * taken to read every other's. */
+void ta_multi_set_peers(ta_backend *be, const int *ords, int n, const unsigned char *peer);
 
 /* Convenience wrappers over the vtable. */
 static inline void ta_backend_destroy(ta_backend *be)
@@ -287,6 +318,23 @@ static inline void ta_backend_apply_async(ta_backend *be, ta_apply_call *calls, 
                                           void (*done)(void *arg), void *arg)
 {
 	be->vt->apply_async(be, calls, n, done, arg);
+}
+
+/* Fills *out for device d: device_stats, or for a one-device backend its memory
+ * (mem_info) with the counts left 0 for the caller to fill. False: no such device. */
+static inline bool ta_backend_device_stats(ta_backend *be, int d, ta_device_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (be->vt->device_stats)
+		return be->vt->device_stats(be, d, out);
+	if (d != 0)
+		return false;
+	uint64_t freeb = 0, total = 0;
+	if (be->vt->mem_info && be->vt->mem_info(be, &freeb, &total) == TA_OK) {
+		out->memory_total = total;
+		out->memory_used = total - freeb;
+	}
+	return true;
 }
 
 /* True when the backend can open CUDA IPC device buffers (ipc_open). */

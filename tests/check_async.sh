@@ -21,4 +21,12 @@ for t in check_integration check_daemon_server; do
 		rc=1
 	fi
 done
+# the multi-device layer's apply_async: every tile sharded over 2 pools (one-element
+# requests split by pool into each pool's own apply_async, larger ones run in place)
+TA_TEST_DEVICES=2 TA_TEST_PLACEMENT=shard ./tests/check_integration
+r=$?
+echo "tests/check_integration with --async-apply 1 --loops 3 --devices 2 --placement shard: exit $r"
+if [ "$r" -ne 0 ] && [ "$r" -ne 77 ]; then
+	rc=1
+fi
 exit $rc

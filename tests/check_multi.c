@@ -5,11 +5,15 @@
  * splits and on the same tile on one plain CPU backend; status, counts, old values (in
  * request order) and the tile contents afterwards must be identical bit for bit. Plus
  * placement: by device, auto, shard over a given count, errors, where a tile lives, and
- * that a sharded tile's rows really live in separate pools. */
+ * that a sharded tile's rows really live in separate pools. And the concurrency: batches
+ * (apply_many) over tiles on several pools give what one call after another gives, and
+ * threads whose requests span every part of a sharded tile (run by the pools' helpers at
+ * the same time) lose no update. */
 #include "ta_backend.h"
 #include "ta_test_util.h"
 
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -550,6 +554,155 @@ START_TEST(test_placement_text)
 END_TEST
 
 /* The suite. */
+/* Builds an indexed plan of op on the 1-d int32 tile t at the n flat indices ix with values
+ * vals (want_old: old values into old). */
+static void flat_plan(ta_plan *p, const ta_tile_shape *t, ta_op op, ta_sem sem, int n, int64_t *ix,
+                      int32_t *vals, int32_t *old)
+{
+	int64_t sh[1] = {n};
+	ta_request r;
+	ta_request_init(&r);
+	r.family = TA_FAMILY_INDEXED;
+	r.op = op;
+	r.addr = TA_ADDR_INDEXED;
+	r.n_index = 1;
+	r.index[0] = ta_tu_view(TA_DTYPE_I64, 1, sh, ix);
+	if (vals)
+		r.values = ta_tu_view(TA_DTYPE_I32, 1, sh, vals);
+	r.sem = sem;
+	r.want_old = old != NULL;
+	ta_error err = {0};
+	ck_assert_msg(ta_plan_build(p, t, &r, &err) == TA_OK, "%s", err.msg);
+	p->old_out = old;
+}
+
+/* apply_many over tiles wholly on three pools and a sharded one, relaxed and release
+ * acquire calls mixed: every call's status, old values and the tiles afterwards are those
+ * of the calls one after another (a tile's calls keep their order; an exchange after an
+ * add of the same batch sees it). */
+START_TEST(test_apply_many_across_devices)
+{
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_backend *be = multi_new(3, shard);
+	ta_error err = {0};
+	ta_tile_shape t = {TA_DTYPE_I32, 1, {6}};
+	void *mem[4] = {NULL};
+	for (int d = 0; d < 3; d++) {
+		ta_placement on = {TA_PLACE_DEVICE, d, 0};
+		ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 24, &on, &mem[d], &err),
+		                 TA_OK);
+	}
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 24, NULL, &mem[3], &err), TA_OK);
+	enum { CALLS = 48 };
+	ta_plan plans[CALLS];
+	ta_result results[CALLS];
+	ta_error errs[CALLS];
+	ta_apply_call calls[CALLS];
+	int64_t ix[CALLS][2];
+	int32_t vals[CALLS][2], olds[CALLS][2];
+	int nel[CALLS];
+	int32_t want[4][6] = {{0}};
+	memset(errs, 0, sizeof errs);
+	for (int c = 0; c < CALLS; c++) {
+		int tile = c % 4;
+		ix[c][0] = c % 6;
+		ix[c][1] = (c * 5 + 1) % 6;
+		vals[c][0] = c + 1;
+		vals[c][1] = 2 * c + 1;
+		ta_op op = c % 5 == 4 ? TA_OP_EXCH : TA_OP_ADD;
+		ta_sem sem = c % 7 == 3    ? TA_SEM_RELEASE
+		             : c % 11 == 5 ? TA_SEM_ACQUIRE
+		                           : TA_SEM_RELAXED;
+		/* some one-element calls on the sharded tile: routed to their part in the batch */
+		nel[c] = tile == 3 && c % 3 != 0 ? 1 : 2;
+		flat_plan(&plans[c], &t, op, sem, nel[c], ix[c], vals[c], olds[c]);
+		calls[c] = (ta_apply_call){mem[tile], 24, &plans[c], &results[c], &errs[c], TA_OK};
+	}
+	ta_backend_apply_many(be, calls, CALLS);
+	for (int c = 0; c < CALLS; c++) {
+		int tile = c % 4;
+		ck_assert_msg(calls[c].status == TA_OK, "call %d: %s", c, errs[c].msg);
+		ck_assert_uint_eq(results[c].applied, (unsigned)nel[c]);
+		/* the reference: one call after another */
+		bool add = plans[c].op == TA_OP_ADD;
+		for (int e = 0; e < nel[c]; e++) {
+			int32_t o = want[tile][ix[c][e]];
+			want[tile][ix[c][e]] = add ? o + vals[c][e] : vals[c][e];
+			ck_assert_int_eq(olds[c][e], o);
+		}
+	}
+	for (int k = 0; k < 4; k++) {
+		int32_t back[6];
+		ck_assert_int_eq(ta_tu_tile_read(be, mem[k], 24, &t, back, &err), TA_OK);
+		ck_assert_mem_eq(back, want[k], sizeof back);
+		ta_backend_tile_free(be, mem[k]);
+	}
+	ta_backend_destroy(be);
+}
+END_TEST
+
+/* Threads hammering one tile sharded over 3 pools with requests that span every part (so
+ * that the parts run on the pools' helpers at the same time): the totals are exact. */
+enum { HAMMER_THREADS = 4, HAMMER_ROUNDS = 300, HAMMER_ELEMS = 7 };
+
+/* What a hammer thread needs. */
+typedef struct hammer_arg {
+	ta_backend *be;         /* the multi backend */
+	void *mem;              /* the sharded tile */
+	const ta_tile_shape *t; /* its shape */
+	int bad;                /* calls that failed */
+} hammer_arg;
+
+/* A hammer thread: HAMMER_ROUNDS adds of 1 to every element (indexed, over all parts). */
+static void *hammer_main(void *arg)
+{
+	hammer_arg *h = arg;
+	int64_t ix[HAMMER_ELEMS];
+	int32_t ones[HAMMER_ELEMS];
+	for (int i = 0; i < HAMMER_ELEMS; i++) {
+		ix[i] = HAMMER_ELEMS - 1 - i;
+		ones[i] = 1;
+	}
+	for (int r = 0; r < HAMMER_ROUNDS; r++) {
+		ta_plan p;
+		flat_plan(&p, h->t, TA_OP_ADD, TA_SEM_RELAXED, HAMMER_ELEMS, ix, ones, NULL);
+		ta_result res;
+		ta_error err = {0};
+		if (ta_backend_apply(h->be, h->mem, HAMMER_ELEMS * 4, &p, &res, &err) != TA_OK ||
+		    res.applied != HAMMER_ELEMS)
+			h->bad++;
+	}
+	return NULL;
+}
+
+START_TEST(test_concurrent_requests_over_parts)
+{
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_backend *be = multi_new(3, shard);
+	ta_error err = {0};
+	ta_tile_shape t = {TA_DTYPE_I32, 1, {HAMMER_ELEMS}};
+	void *mem = NULL;
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, HAMMER_ELEMS * 4, NULL, &mem, &err),
+	                 TA_OK);
+	pthread_t th[HAMMER_THREADS];
+	hammer_arg args[HAMMER_THREADS];
+	for (int i = 0; i < HAMMER_THREADS; i++) {
+		args[i] = (hammer_arg){be, mem, &t, 0};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, hammer_main, &args[i]), 0);
+	}
+	for (int i = 0; i < HAMMER_THREADS; i++) {
+		ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+		ck_assert_int_eq(args[i].bad, 0);
+	}
+	int32_t back[HAMMER_ELEMS];
+	ck_assert_int_eq(ta_tu_tile_read(be, mem, HAMMER_ELEMS * 4, &t, back, &err), TA_OK);
+	for (int i = 0; i < HAMMER_ELEMS; i++)
+		ck_assert_int_eq(back[i], HAMMER_THREADS * HAMMER_ROUNDS);
+	ta_backend_tile_free(be, mem);
+	ta_backend_destroy(be);
+}
+END_TEST
+
 static Suite *multi_suite(void)
 {
 	Suite *s = suite_create("multi");
@@ -560,6 +713,8 @@ static Suite *multi_suite(void)
 	tcase_add_test(tc, test_place_device_auto);
 	tcase_add_test(tc, test_bounds_and_order_across_shards);
 	tcase_add_test(tc, test_placement_text);
+	tcase_add_test(tc, test_apply_many_across_devices);
+	tcase_add_test(tc, test_concurrent_requests_over_parts);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -4,8 +4,12 @@
 # the CPU backend split into 1, 2 and 3 memory pools with every tile sharded over them (TA_TEST_DEVICES,
 # TA_TEST_PLACEMENT=shard: their daemon launcher adds --devices N --placement shard), so
 # that every request they make runs through the multi-device layer's routing, on tiles of
-# uneven splits, and must give exactly what one device gives (issue 24). Run from the top
-# build folder (as `make check` does). Exit 0 when every suite passed (or skipped with 77).
+# uneven splits, and must give exactly what one device gives (issue 24). Then check_multi
+# again with TA_MULTI_PARTIALS set, so that its differential test sends every integer add
+# and sub into a sharded tile through the partial-tile path that a client's GPU keys take
+# (kernels/ta_multi.c, apply_partials): a scratch on every part's device, and (=single) one
+# scratch on the first part's device that the others add from, as for keys on one GPU. Run from the top build folder (as `make check`
+# does). Exit 0 when every suite passed (or skipped with 77).
 set -u
 export TA_TEST_PLACEMENT=shard
 rc=0
@@ -21,5 +25,11 @@ for n in 1 2 3; do
 			rc=1
 		fi
 	done
+done
+for mode in 1 single; do
+	TA_MULTI_PARTIALS=$mode ./tests/check_multi
+	r=$?
+	echo "tests/check_multi with TA_MULTI_PARTIALS=$mode: exit $r"
+	[ "$r" -eq 0 ] || rc=1
 done
 exit $rc

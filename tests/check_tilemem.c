@@ -76,21 +76,20 @@ START_TEST(test_bookkeeping_exact)
 	ta_tile_shape s = shape1(TA_DTYPE_I32, 1);
 	ck_assert_int_eq(ta_registry_create(reg, "one", &s, &t, &err), TA_OK);
 	ta_registry_publish(t);
-	/* glibc: a 64-byte aligned request of 64 bytes has 72 usable bytes; AddressSanitizer's
-	 * allocator (make distcheck) gives exactly what was asked, and the footprint below
-	 * comes out the same: 64 or 72 usable, plus the 8-byte header, round to 128 */
-#if defined(__SANITIZE_ADDRESS__)
-	ck_assert_uint_eq(malloc_usable_size(t->mem), 64);
-#else
-	ck_assert_uint_eq(malloc_usable_size(t->mem), 72);
-#endif
+	/* a 64-byte aligned request of 64 bytes: glibc gives 72 usable bytes, or 104 when the
+	 * aligned chunk's tail was too small to split off (it depends on the heap's state, so
+	 * on what ran before); AddressSanitizer's allocator (make distcheck) exactly 64. Each
+	 * plus the 8-byte header rounds to the same 128-byte chunk, so the footprint below is
+	 * exact whichever it was */
+	size_t usable = malloc_usable_size(t->mem);
+	ck_assert_msg(usable >= 64 && usable + sizeof(size_t) <= 128, "usable %zu", usable);
 	ta_tile_unref(t);
 	uint32_t tiles = 0;
 	uint64_t bytes = 0;
 	ta_registry_stats(reg, &tiles, &bytes);
 	/* the record's slot 256 (sizeof(ta_tile) 248 rounded to 64), the hash share 16 (two
-	 * bucket pointers), the heap chunk 192 (72 usable + 8 of header rounded to 64, and the
-	 * 64 of alignment slack before the next chunk): 464 bytes, where 260 were counted */
+	 * bucket pointers), the heap chunk 192 (72 or 104 usable + 8 of header rounded to 64, and
+	 * the 64 of alignment slack before the next chunk): 464 bytes, where 260 were counted */
 	ck_assert_uint_eq(sizeof(ta_tile), 248);
 	ck_assert_uint_eq(tiles, 1);
 	ck_assert_uint_eq(bytes, 464);

@@ -108,6 +108,19 @@ tests_check_integration_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAG
 tests_check_integration_LDADD = client/libtileatom-client.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS)
 EXTRA_tests_check_integration_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
 
+# Message passing across two devices of one daemon (--devices 2 CPU pools): a release
+# store to a flag tile on device 1 after a write to a data tile on device 0, an acquire
+# load on the reader's side (issue 24).
+check_PROGRAMS += tests/check_litmus_multi
+TESTS += tests/check_litmus_multi
+tests_check_litmus_multi_SOURCES = tests/check_litmus_multi.c \
+	tests/check_client_util.c tests/check_client_util.h $(PROTO_SOURCES)
+nodist_tests_check_litmus_multi_SOURCES = $(nodist_PROTO_SOURCES)
+tests_check_litmus_multi_CPPFLAGS = $(CLIENT_TEST_CPPFLAGS)
+tests_check_litmus_multi_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_check_litmus_multi_LDADD = client/libtileatom-client.la $(CHECK_LIBS) $(PROTOBUF_C_LIBS)
+EXTRA_tests_check_litmus_multi_DEPENDENCIES = daemon/tileatomd$(EXEEXT)
+
 # The split of atomic requests over the frame limit against a real tileatomd.
 check_PROGRAMS += tests/check_split
 TESTS += tests/check_split
