@@ -451,45 +451,15 @@ static int append_page(tileatom_client *client, tileatom_tile_info **arr,
 	return rc;
 }
 
-int tileatom_list_page(tileatom_client *client, const char *cursor, uint32_t limit,
-                       tileatom_tile_info **tiles, char (**places)[TILEATOM_PLACEMENT_MAX],
-                       size_t *count, char *next_cursor, tileatom_error *err)
+/* Lists tiles into *tiles (and their placements into *places when places is not NULL): one
+ * page from cursor (at most limit tiles, 0: the daemon's choice) with its next cursor in
+ * next_cursor when one_page is set, else every page. */
+static int list_tiles(tileatom_client *client, bool one_page, const char *cursor, uint32_t limit,
+                      tileatom_tile_info **tiles, char (**places)[TILEATOM_PLACEMENT_MAX],
+                      size_t *count, char *next_cursor, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
-	if (!tiles || !count || !next_cursor)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
-	*tiles = NULL;
-	*count = 0;
-	if (places)
-		*places = NULL;
-	char next[TILEATOM_LIST_CURSOR_MAX];
-	int rc = list_page_roundtrip(client, cursor, limit, next, err);
-	next_cursor[0] = '\0'; /* cursor may be this same buffer: sent by now */
-	if (rc != TILEATOM_OK)
-		return rc;
-	tileatom_tile_info *arr = NULL;
-	char(*where)[TILEATOM_PLACEMENT_MAX] = NULL;
-	size_t n = 0, cap = 0;
-	rc = append_page(client, &arr, places ? &where : NULL, &n, &cap, err);
-	if (rc != TILEATOM_OK) {
-		free(arr);
-		free(where);
-		return rc;
-	}
-	*tiles = arr;
-	if (places)
-		*places = where;
-	*count = n;
-	memcpy(next_cursor, next, strlen(next) + 1);
-	return TILEATOM_OK;
-}
-
-/* Pages through the whole listing into *tiles (and *places when not NULL). */
-static int list_all(tileatom_client *client, tileatom_tile_info **tiles,
-                    char (**places)[TILEATOM_PLACEMENT_MAX], size_t *count, tileatom_error *err)
-{
-	REQUIRE_CLIENT(client, err);
-	if (!tiles || !count)
+	if (!tiles || !count || (one_page && !next_cursor))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	*tiles = NULL;
 	*count = 0;
@@ -498,14 +468,15 @@ static int list_all(tileatom_client *client, tileatom_tile_info **tiles,
 	tileatom_tile_info *arr = NULL;
 	char(*where)[TILEATOM_PLACEMENT_MAX] = NULL;
 	size_t n = 0, cap = 0;
-	char cursor[TILEATOM_LIST_CURSOR_MAX] = "";
-	int rc;
+	char sent[TILEATOM_LIST_CURSOR_MAX] = "";
 	do {
 		char next[TILEATOM_LIST_CURSOR_MAX];
-		rc = list_page_roundtrip(client, cursor, 0, next, err);
+		int rc = list_page_roundtrip(client, cursor, limit, next, err);
+		if (one_page)
+			next_cursor[0] = '\0'; /* cursor may be this same buffer: sent by now */
 		if (rc == TILEATOM_OK)
 			rc = append_page(client, &arr, places ? &where : NULL, &n, &cap, err);
-		if (rc == TILEATOM_OK && next[0] && strcmp(next, cursor) == 0)
+		if (rc == TILEATOM_OK && !one_page && next[0] && strcmp(next, cursor) == 0)
 			rc = tac_err(err, TILEATOM_E_PROTOCOL,
 			             "the daemon gave list cursor '%s' twice", next);
 		if (rc != TILEATOM_OK) {
@@ -513,19 +484,29 @@ static int list_all(tileatom_client *client, tileatom_tile_info **tiles,
 			free(where);
 			return rc;
 		}
-		memcpy(cursor, next, sizeof(cursor));
-	} while (cursor[0]);
+		memcpy(sent, next, sizeof(sent));
+		cursor = sent;
+	} while (!one_page && cursor[0]);
 	*tiles = arr;
 	if (places)
 		*places = where;
 	*count = n;
+	if (one_page)
+		memcpy(next_cursor, sent, strlen(sent) + 1);
 	return TILEATOM_OK;
+}
+
+int tileatom_list_page(tileatom_client *client, const char *cursor, uint32_t limit,
+                       tileatom_tile_info **tiles, char (**places)[TILEATOM_PLACEMENT_MAX],
+                       size_t *count, char *next_cursor, tileatom_error *err)
+{
+	return list_tiles(client, true, cursor, limit, tiles, places, count, next_cursor, err);
 }
 
 int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *count,
                   tileatom_error *err)
 {
-	return list_all(client, tiles, NULL, count, err);
+	return list_tiles(client, false, "", 0, tiles, NULL, count, NULL, err);
 }
 
 int tileatom_tile_placement(tileatom_client *client, const char *name, char *buf, size_t n,
@@ -550,7 +531,7 @@ int tileatom_list_placements(tileatom_client *client, tileatom_tile_info **tiles
 {
 	if (!places)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
-	return list_all(client, tiles, places, count, err);
+	return list_tiles(client, false, "", 0, tiles, places, count, NULL, err);
 }
 
 int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_info *info,
@@ -738,52 +719,45 @@ static int rmw_send(tileatom_client *c, tac_msg *m, tac_split_req *rq, tileatom_
 	return rmw_finish(c, m, rq->opts, res, err);
 }
 
-/* The split description of an element-wise request (tac_split.c). */
-static tac_split_req elementwise_req(const char *tile, tileatom_op op,
-                                     const tileatom_region *region, const tileatom_array *values,
-                                     const tileatom_array *compare, const tileatom_op_options *opts)
+/* The description of an atomic call (tac_split_req: n_index 1 for scatter, 0 and NULL
+ * indices for element-wise). */
+static tac_split_req rmw_req(tileatom_request_kind kind, const char *tile, tileatom_op op,
+                             const tileatom_region *region, int dim, int n_index,
+                             const tileatom_array *indices, bool flat, const tileatom_array *values,
+                             const tileatom_array *compare, const tileatom_op_options *opts)
 {
-	return (tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
-	                       .tile = tile,
-	                       .op = op,
-	                       .region = region,
-	                       .values = values,
-	                       .compare = compare,
-	                       .opts = opts};
+	return (tac_split_req){kind,    tile, op,     region,  dim,  n_index,
+	                       indices, flat, values, compare, opts, false};
 }
 
-/* The split description of a scatter request. */
-static tac_split_req scatter_req(const char *tile, tileatom_op op, const tileatom_region *region,
-                                 int dim, const tileatom_array *indices,
-                                 const tileatom_array *values, const tileatom_op_options *opts)
+/* Builds the synchronous or pipelined atomic request rq describes into m. */
+static int build_rmw(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
 {
-	return (tac_split_req){.kind = TILEATOM_REQ_SCATTER,
-	                       .tile = tile,
-	                       .op = op,
-	                       .region = region,
-	                       .dim = dim,
-	                       .n_index = 1,
-	                       .indices = indices,
-	                       .values = values,
-	                       .opts = opts};
+	switch (rq->kind) {
+	case TILEATOM_REQ_ELEMENTWISE:
+		return tac_build_elementwise(m, rq->tile, rq->op, rq->region, rq->values,
+		                             rq->compare, rq->opts, err);
+	case TILEATOM_REQ_SCATTER:
+		return tac_build_scatter(m, rq->tile, rq->op, rq->region, rq->dim, rq->indices,
+		                         rq->values, rq->opts, err);
+	default:
+		return tac_build_indexed(m, rq->tile, rq->op, rq->region, rq->n_index, rq->indices,
+		                         rq->flat, rq->values, rq->compare, rq->opts, err);
+	}
 }
 
-/* The split description of an indexed request. */
-static tac_split_req indexed_req(const char *tile, tileatom_op op, const tileatom_region *region,
-                                 int n_index, const tileatom_array *indices, bool flat,
-                                 const tileatom_array *values, const tileatom_array *compare,
-                                 const tileatom_op_options *opts)
+/* The body of the synchronous atomic calls: checks and builds rq, then sends it (rmw_send). */
+static int rmw_call(tileatom_client *c, tac_split_req *rq, tileatom_op_result *res,
+                    tileatom_error *err)
 {
-	return (tac_split_req){.kind = TILEATOM_REQ_INDEXED,
-	                       .tile = tile,
-	                       .op = op,
-	                       .region = region,
-	                       .n_index = n_index,
-	                       .indices = indices,
-	                       .flat = flat,
-	                       .values = values,
-	                       .compare = compare,
-	                       .opts = opts};
+	REQUIRE_CLIENT(c, err);
+	tac_msg m;
+	int rc = check_old_out(rq->opts, err);
+	if (rc == TILEATOM_OK)
+		rc = build_rmw(&m, rq, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	return rmw_send(c, &m, rq, res, err);
 }
 
 int tileatom_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
@@ -791,15 +765,9 @@ int tileatom_elementwise(tileatom_client *client, const char *tile, tileatom_op 
                          const tileatom_array *compare, const tileatom_op_options *opts,
                          tileatom_op_result *res, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc = check_old_out(opts, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tac_split_req rq = elementwise_req(tile, op, region, values, compare, opts);
-	return rmw_send(client, &m, &rq, res, err);
+	tac_split_req rq = rmw_req(TILEATOM_REQ_ELEMENTWISE, tile, op, region, 0, 0, NULL, false,
+	                           values, compare, opts);
+	return rmw_call(client, &rq, res, err);
 }
 
 int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_op op,
@@ -807,15 +775,9 @@ int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_op op,
                      const tileatom_array *values, const tileatom_op_options *opts,
                      tileatom_op_result *res, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc = check_old_out(opts, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tac_split_req rq = scatter_req(tile, op, region, dim, indices, values, opts);
-	return rmw_send(client, &m, &rq, res, err);
+	tac_split_req rq = rmw_req(TILEATOM_REQ_SCATTER, tile, op, region, dim, 1, indices, false,
+	                           values, NULL, opts);
+	return rmw_call(client, &rq, res, err);
 }
 
 int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
@@ -823,17 +785,9 @@ int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
                      bool flat, const tileatom_array *values, const tileatom_array *compare,
                      const tileatom_op_options *opts, tileatom_op_result *res, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc = check_old_out(opts, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_build_indexed(&m, tile, op, region, n_index, indices, flat, values,
-		                       compare, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tac_split_req rq =
-	    indexed_req(tile, op, region, n_index, indices, flat, values, compare, opts);
-	return rmw_send(client, &m, &rq, res, err);
+	tac_split_req rq = rmw_req(TILEATOM_REQ_INDEXED, tile, op, region, 0, n_index, indices,
+	                           flat, values, compare, opts);
+	return rmw_call(client, &rq, res, err);
 }
 
 int tileatom_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
@@ -931,8 +885,13 @@ int tileatom_atomic_store(tileatom_client *client, const char *tile, const tilea
 
 /* ---- pipelined calls ------------------------------------------------------------------ */
 
-/* Submits a built message into the output buffer (rc: the builder's result). */
-static int submit(tileatom_client *c, tac_msg *m, int rc, uint64_t *id, tileatom_error *err)
+/* Submits a built message into the output buffer (rc: the builder's result). An atomic
+ * request (rq: the call's description, NULL for other kinds) over the daemon's frame limit
+ * is staged in the library's shared buffer when that is free, makes it fit and its old
+ * values fit one response (tac_shm_stage_pipelined, as the synchronous calls), else queued
+ * in parts (tac_split_submit). */
+static int submit(tileatom_client *c, tac_msg *m, int rc, tac_split_req *rq, uint64_t *id,
+                  tileatom_error *err)
 {
 	if (id)
 		*id = 0;
@@ -941,14 +900,28 @@ static int submit(tileatom_client *c, tac_msg *m, int rc, uint64_t *id, tileatom
 	if (rc != TILEATOM_OK)
 		return rc;
 	tac_shm_rewrite(c, m);
-	return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
+	if (!rq || !tac_frame_too_large(c, m))
+		return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
+	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
+	if (tac_split_old_fit(c, rq) && tac_shm_stage_pipelined(c, m)) {
+		tac_shm_rewrite(c, m);
+		if (!tac_frame_too_large(c, m)) {
+			uint64_t staged = 0;
+			rc = tac_conn_submit(c, m, c->io_timeout_ms, false, &staged, err);
+			c->staged_id = staged;
+			if (id)
+				*id = staged;
+			return rc;
+		}
+	}
+	return tac_split_submit(c, rq, id, err);
 }
 
 int tileatom_submit_ping(tileatom_client *client, uint64_t *id, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	return submit(client, &m, tac_build_ping(&m), id, err);
+	return submit(client, &m, tac_build_ping(&m), NULL, id, err);
 }
 
 int tileatom_submit_read(tileatom_client *client, const char *tile, const tileatom_region *region,
@@ -956,7 +929,7 @@ int tileatom_submit_read(tileatom_client *client, const char *tile, const tileat
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	return submit(client, &m, tac_build_read(&m, tile, region, err), id, err);
+	return submit(client, &m, tac_build_read(&m, tile, region, err), NULL, id, err);
 }
 
 int tileatom_submit_write(tileatom_client *client, const char *tile, const tileatom_region *region,
@@ -964,7 +937,7 @@ int tileatom_submit_write(tileatom_client *client, const char *tile, const tilea
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	return submit(client, &m, tac_build_write(&m, tile, region, values, err), id, err);
+	return submit(client, &m, tac_build_write(&m, tile, region, values, err), NULL, id, err);
 }
 
 /* The template path of the pipelined atomic submits: a call with the key of the
@@ -992,50 +965,6 @@ submit_cached(tileatom_client *c, tileatom_request_kind kind, const char *tile, 
 	                                err);
 }
 
-/* Submits a built atomic request (rc: the builder's result) that fits one frame, with its
- * operands in shared buffers where they lie in one. When it exceeds the daemon's limit
- * nothing is sent and *large is set: the caller then describes the call
- * (tac_split_req, built only then) for submit_rmw_large. */
-static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, bool *large, uint64_t *id,
-                      tileatom_error *err)
-{
-	*large = false;
-	if (id)
-		*id = 0;
-	if (rc == TILEATOM_OK)
-		rc = tac_cuptr_prepare(c, m, NULL, 0, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tac_shm_rewrite(c, m);
-	if (!tac_frame_too_large(c, m))
-		return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
-	*large = true;
-	return TILEATOM_OK;
-}
-
-/* The rest of submit_rmw for a request over the frame limit (rq: the call's arguments): it
- * is staged in the library's shared buffer when that is free and makes it fit
- * (tac_shm_stage_pipelined), else queued in parts (tac_split_submit). */
-static int submit_rmw_large(tileatom_client *c, tac_msg *m, tac_split_req *rq, uint64_t *id,
-                            tileatom_error *err)
-{
-	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
-	/* as the synchronous calls: the library's shared buffer when that makes it fit and
-	 * its old values fit one response, else parts */
-	uint64_t staged = 0;
-	if (tac_split_old_fit(c, rq) && tac_shm_stage_pipelined(c, m)) {
-		tac_shm_rewrite(c, m);
-		if (!tac_frame_too_large(c, m)) {
-			int rc = tac_conn_submit(c, m, c->io_timeout_ms, false, &staged, err);
-			c->staged_id = staged;
-			if (id)
-				*id = staged;
-			return rc;
-		}
-	}
-	return tac_split_submit(c, rq, id, err);
-}
-
 int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
                                 const tileatom_region *region, const tileatom_array *values,
                                 const tileatom_array *compare, const tileatom_op_options *opts,
@@ -1047,14 +976,10 @@ int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tilea
 	                       values, compare, opts, &taken, id, err);
 	if (taken)
 		return rc;
+	tac_split_req rq = rmw_req(TILEATOM_REQ_ELEMENTWISE, tile, op, region, 0, 0, NULL, false,
+	                           values, compare, opts);
 	tac_msg m;
-	rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
-	bool large;
-	rc = submit_rmw(client, &m, rc, &large, id, err);
-	if (!large)
-		return rc;
-	tac_split_req rq = elementwise_req(tile, op, region, values, compare, opts);
-	return submit_rmw_large(client, &m, &rq, id, err);
+	return submit(client, &m, build_rmw(&m, &rq, err), &rq, id, err);
 }
 
 int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_op op,
@@ -1063,14 +988,10 @@ int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_
                             uint64_t *id, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
+	tac_split_req rq = rmw_req(TILEATOM_REQ_SCATTER, tile, op, region, dim, 1, indices, false,
+	                           values, NULL, opts);
 	tac_msg m;
-	int rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
-	bool large;
-	rc = submit_rmw(client, &m, rc, &large, id, err);
-	if (!large)
-		return rc;
-	tac_split_req rq = scatter_req(tile, op, region, dim, indices, values, opts);
-	return submit_rmw_large(client, &m, &rq, id, err);
+	return submit(client, &m, build_rmw(&m, &rq, err), &rq, id, err);
 }
 
 int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_op op,
@@ -1085,16 +1006,10 @@ int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_
 	                       flat, values, compare, opts, &taken, id, err);
 	if (taken)
 		return rc;
+	tac_split_req rq = rmw_req(TILEATOM_REQ_INDEXED, tile, op, region, 0, n_index, indices,
+	                           flat, values, compare, opts);
 	tac_msg m;
-	rc = tac_build_indexed(&m, tile, op, region, n_index, indices, flat, values, compare, opts,
-	                       err);
-	bool large;
-	rc = submit_rmw(client, &m, rc, &large, id, err);
-	if (!large)
-		return rc;
-	tac_split_req rq =
-	    indexed_req(tile, op, region, n_index, indices, flat, values, compare, opts);
-	return submit_rmw_large(client, &m, &rq, id, err);
+	return submit(client, &m, build_rmw(&m, &rq, err), &rq, id, err);
 }
 
 int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
@@ -1121,17 +1036,28 @@ int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileato
 	tac_msg m;
 	int rc = tac_build_atomic_at(&m, tile, op, flat_index, dtype, value, compare, opts,
 	                             &value_arr, &compare_arr, err);
-	return submit(client, &m, rc, id, err);
+	return submit(client, &m, rc, NULL, id, err);
+}
+
+/* The body of the pipelined memory ops (kind: GATHER, SCATTER_STORE, ATOMIC_LOAD or
+ * ATOMIC_STORE; operand as tac_build_memory takes it). */
+static int submit_memory(tileatom_client *c, tileatom_request_kind kind, const char *tile,
+                         const tileatom_region *window, const tileatom_addr *addr,
+                         const tileatom_array *operand, const tileatom_op_options *opts,
+                         uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(c, err);
+	tac_msg m;
+	int rc = tac_build_memory(&m, kind, tile, window, addr, operand, opts, err);
+	return submit(c, &m, rc, NULL, id, err);
 }
 
 int tileatom_submit_gather(tileatom_client *client, const char *tile, const tileatom_region *window,
                            const tileatom_addr *addr, const tileatom_array *padding,
                            const tileatom_op_options *opts, uint64_t *id, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc = tac_build_memory(&m, TILEATOM_REQ_GATHER, tile, window, addr, padding, opts, err);
-	return submit(client, &m, rc, id, err);
+	return submit_memory(client, TILEATOM_REQ_GATHER, tile, window, addr, padding, opts, id,
+	                     err);
 }
 
 int tileatom_submit_scatter_store(tileatom_client *client, const char *tile,
@@ -1139,22 +1065,16 @@ int tileatom_submit_scatter_store(tileatom_client *client, const char *tile,
                                   const tileatom_array *values, const tileatom_op_options *opts,
                                   uint64_t *id, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc =
-	    tac_build_memory(&m, TILEATOM_REQ_SCATTER_STORE, tile, window, addr, values, opts, err);
-	return submit(client, &m, rc, id, err);
+	return submit_memory(client, TILEATOM_REQ_SCATTER_STORE, tile, window, addr, values, opts,
+	                     id, err);
 }
 
 int tileatom_submit_atomic_load(tileatom_client *client, const char *tile,
                                 const tileatom_region *window, const tileatom_addr *addr,
                                 const tileatom_op_options *opts, uint64_t *id, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc =
-	    tac_build_memory(&m, TILEATOM_REQ_ATOMIC_LOAD, tile, window, addr, NULL, opts, err);
-	return submit(client, &m, rc, id, err);
+	return submit_memory(client, TILEATOM_REQ_ATOMIC_LOAD, tile, window, addr, NULL, opts, id,
+	                     err);
 }
 
 int tileatom_submit_atomic_store(tileatom_client *client, const char *tile,
@@ -1162,11 +1082,8 @@ int tileatom_submit_atomic_store(tileatom_client *client, const char *tile,
                                  const tileatom_array *values, const tileatom_op_options *opts,
                                  uint64_t *id, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc =
-	    tac_build_memory(&m, TILEATOM_REQ_ATOMIC_STORE, tile, window, addr, values, opts, err);
-	return submit(client, &m, rc, id, err);
+	return submit_memory(client, TILEATOM_REQ_ATOMIC_STORE, tile, window, addr, values, opts,
+	                     id, err);
 }
 
 int tileatom_flush(tileatom_client *client, tileatom_error *err)
