@@ -323,16 +323,18 @@ static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uin
 	return TILEATOM_OK;
 }
 
-/* Releases the frame f just taken off the queue (its bytes are no longer read): frees it,
- * or gives its part of the receive store back; the store starts over when the queue is
- * empty and drops its consumed start once that is over half of it. */
-static void rxq_release(tileatom_client *c, const tac_frame *f)
+/* Releases the frame f just taken off the queue (its bytes are no longer read), the oldest
+ * or, newest set, the newest: frees it, or gives its part of the receive store back (the
+ * newest's is the end of the store); the store starts over when the queue is empty and
+ * drops its consumed start once that is over half of it. */
+static void rxq_release(tileatom_client *c, const tac_frame *f, bool newest)
 {
-	if (f->owned) {
+	if (f->owned)
 		free(f->owned);
-	} else if (f->off + f->len > c->rxstore_from) {
+	else if (newest)
+		c->rxstore_len = f->off;
+	else if (f->off + f->len > c->rxstore_from)
 		c->rxstore_from = f->off + f->len;
-	}
 	if (c->rxq_count == 0) {
 		c->rxstore_len = 0;
 		c->rxstore_from = 0;
@@ -422,44 +424,18 @@ static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 	return err->code;
 }
 
-static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int64_t deadline,
-                    tileatom_error *err);
-
-/* Writes buf with fd attached to its first byte (SCM_RIGHTS), then the rest with send_all. */
-static int send_with_fd(tileatom_client *c, const uint8_t *buf, size_t len, int fd,
-                        int64_t deadline, tileatom_error *err)
-{
-	for (;;) {
-		ssize_t n = ta_frame_send_fd(c->fd, buf, len, fd);
-		if (n > 0)
-			return send_all(c, buf + n, len - (size_t)n, deadline, err);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			short revents = 0;
-			int w = wait_fd(c->fd, POLLOUT, deadline, &revents);
-			if (w == 0)
-				return tac_err(err, TILEATOM_E_TIMEOUT, "sending to %s: timed out",
-				               c->address);
-			if (w < 0)
-				return tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
-				               strerror(errno));
-			continue;
-		}
-		return tac_err(err, TILEATOM_E_IO, "passing a file descriptor to %s: %s",
-		               c->address, n < 0 ? strerror(errno) : "nothing written");
-	}
-}
-
-/* Writes all of buf, draining incoming responses whenever the socket is not writable. */
-static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int64_t deadline,
-                    tileatom_error *err)
+/* Writes all of buf (with pass_fd >= 0 attached to its first byte: SCM_RIGHTS), draining
+ * incoming responses whenever the socket is not writable. */
+static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int pass_fd,
+                    int64_t deadline, tileatom_error *err)
 {
 	while (len > 0) {
-		ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+		ssize_t n = pass_fd >= 0 ? ta_frame_send_fd(c->fd, buf, len, pass_fd)
+		                         : send(c->fd, buf, len, MSG_NOSIGNAL);
 		if (n > 0) {
 			buf += n;
 			len -= (size_t)n;
+			pass_fd = -1;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -480,7 +456,8 @@ static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int64_t 
 			}
 			continue;
 		}
-		tac_err(err, TILEATOM_E_IO, "sending to %s: %s", c->address,
+		tac_err(err, TILEATOM_E_IO, "%s %s: %s",
+		        pass_fd >= 0 ? "passing a file descriptor to" : "sending to", c->address,
 		        n < 0 ? strerror(errno) : "nothing written");
 		/* Pick up an explanation the daemon may have sent before closing. */
 		(void)recv_some(c, NULL);
@@ -522,7 +499,7 @@ static int flush_until(tileatom_client *c, int64_t deadline, tileatom_error *err
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	int rc = send_all(c, c->txbuf, c->txbuf_len, deadline, err);
+	int rc = send_all(c, c->txbuf, c->txbuf_len, -1, deadline, err);
 	c->txbuf_len = 0;
 	if (rc != TILEATOM_OK)
 		return tac_conn_break(c, err);
@@ -534,6 +511,14 @@ int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err)
 	if (c->broken)
 		return broken_error(c, err);
 	return flush_until(c, deadline_from(timeout_ms), err);
+}
+
+/* Makes room for one more pending request; false when memory is short. */
+static inline bool pending_room(tileatom_client *c)
+{
+	return c->pending_count < c->pending_cap ||
+	       ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
+	                 sizeof(*c->pending)) == 0;
 }
 
 /* Records a request of kind, whose frame was just buffered or written with the next id, as
@@ -563,9 +548,7 @@ static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, in
 {
 	if (c->broken)
 		return broken_error(c, err);
-	if (c->pending_count == c->pending_cap &&
-	    ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
-	              sizeof(*c->pending)) < 0)
+	if (!pending_room(c))
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
 	m->req.id = c->last_id + 1;
 	/* a data-plane request: the one writer (sized first); the control plane: protobuf-c */
@@ -610,8 +593,7 @@ static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, in
 	if (own) {
 		int rc = flush_until(c, deadline, err);
 		if (rc == TILEATOM_OK) {
-			rc = fd >= 0 ? send_with_fd(c, own, frame_len, fd, deadline, err)
-			             : send_all(c, own, frame_len, deadline, err);
+			rc = send_all(c, own, frame_len, fd, deadline, err);
 			if (rc != TILEATOM_OK)
 				rc = tac_conn_break(c, err);
 		}
@@ -670,11 +652,7 @@ int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
                              int timeout_ms, bool *taken, uint64_t *id, tileatom_error *err)
 {
 	*taken = false;
-	if (c->broken ||
-	    (c->pending_count == c->pending_cap &&
-	     ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
-	               sizeof(*c->pending)) < 0) ||
-	    txbuf_reserve(c, TA_FRAME_HEADER + TAC_TPL_ROOM) < 0)
+	if (c->broken || !pending_room(c) || txbuf_reserve(c, TA_FRAME_HEADER + TAC_TPL_ROOM) < 0)
 		return TILEATOM_OK; /* the general way reports it */
 	uint8_t *at = c->txbuf + c->txbuf_len;
 	size_t n =
@@ -766,21 +744,33 @@ static int undecodable(tileatom_client *c, const tac_frame *f, tileatom_error *e
 	return tac_conn_break(c, err);
 }
 
-int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
-                     tileatom_error *err)
+/* tac_conn_receive (newest false) and tac_conn_receive_newest: the response to the oldest
+ * or the newest pending request. */
+static inline __attribute__((always_inline)) int receive(tileatom_client *c, bool newest,
+                                                         int timeout_ms,
+                                                         tileatom_request_kind *kind,
+                                                         tileatom_error *err)
 {
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	int rc = receive_begin(c, 1, timeout_ms, err);
+	/* responses come in order: the newest request's is the frame after the older ones' */
+	int rc = receive_begin(c, newest ? c->pending_count : 1, timeout_ms, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	tac_frame f = c->rxq[c->rxq_head];
-	c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
+	if (newest && c->rxq_count > c->pending_count) {
+		tac_err(err, TILEATOM_E_PROTOCOL, "%s sent more responses than requests",
+		        c->address);
+		return tac_conn_break(c, err);
+	}
+	size_t back = newest ? c->pending_count - 1 : 0; /* the request's place in the queue */
+	tac_frame f = c->rxq[(c->rxq_head + back) & (c->rxq_cap - 1)];
+	if (!newest)
+		c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
 	c->rxq_count--;
-	tac_pending p = c->pending[c->pending_head];
+	tac_pending p = c->pending[(c->pending_head + back) & (c->pending_cap - 1)];
 	Tileatom__Response *r = decode_frame(c, &f, p.kind);
-	rxq_release(c, &f); /* both decoders copied what they keep */
+	rxq_release(c, &f, newest); /* both decoders copied what they keep */
 	if (!r)
 		return undecodable(c, &f, err);
 	if (r->id != p.id) {
@@ -791,58 +781,30 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 			        (unsigned long long)r->id, (unsigned long long)p.id, r->message);
 		else
 			tac_err(err, TILEATOM_E_PROTOCOL,
-			        "response id %llu does not match the oldest request id %llu",
-			        (unsigned long long)r->id, (unsigned long long)p.id);
+			        "response id %llu does not match the %s request id %llu",
+			        (unsigned long long)r->id, newest ? "newest" : "oldest",
+			        (unsigned long long)p.id);
 		release_response(c, r);
 		return tac_conn_break(c, err);
 	}
-	c->pending_head = (c->pending_head + 1) & (c->pending_cap - 1);
+	if (!newest)
+		c->pending_head = (c->pending_head + 1) & (c->pending_cap - 1);
 	c->pending_count--;
 	c->last = r;
 	*kind = p.kind;
 	return TILEATOM_OK;
 }
 
+int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
+                     tileatom_error *err)
+{
+	return receive(c, false, timeout_ms, kind, err);
+}
+
 int tac_conn_receive_newest(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
                             tileatom_error *err)
 {
-	tileatom_error local;
-	if (!err)
-		err = &local;
-	/* responses come in order: the newest request's is the frame after the older ones' */
-	int rc = receive_begin(c, c->pending_count, timeout_ms, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	size_t at = (c->rxq_head + c->pending_count - 1) & (c->rxq_cap - 1);
-	tac_frame f = c->rxq[at];
-	if (c->rxq_count > c->pending_count) {
-		tac_err(err, TILEATOM_E_PROTOCOL, "%s sent more responses than requests",
-		        c->address);
-		return tac_conn_break(c, err);
-	}
-	c->rxq_count--; /* f was the newest frame */
-	tac_pending p = c->pending[(c->pending_head + c->pending_count - 1) & (c->pending_cap - 1)];
-	Tileatom__Response *r = decode_frame(c, &f, p.kind);
-	/* both decoders copied what they keep: give the frame's bytes back */
-	if (f.owned)
-		free(f.owned);
-	else
-		c->rxstore_len = f.off;
-	if (c->rxq_count == 0)
-		c->rxstore_len = c->rxstore_from = 0;
-	if (!r)
-		return undecodable(c, &f, err);
-	if (r->id != p.id) {
-		tac_err(err, TILEATOM_E_PROTOCOL,
-		        "response id %llu does not match the newest request id %llu",
-		        (unsigned long long)r->id, (unsigned long long)p.id);
-		release_response(c, r);
-		return tac_conn_break(c, err);
-	}
-	c->pending_count--;
-	c->last = r;
-	*kind = p.kind;
-	return TILEATOM_OK;
+	return receive(c, true, timeout_ms, kind, err);
 }
 
 void tac_conn_mark_part(tileatom_client *c)
