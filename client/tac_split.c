@@ -239,12 +239,26 @@ static int split_shape(const tileatom_client *c, const tac_split_req *rq, split_
 	return TILEATOM_OK;
 }
 
-/* Describes the tile, fixes the region, the element shape, the operands and the part size.
- * pipelined: the describe goes behind the pipelined requests still pending, whose responses
+static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
+                              tileatom_error *err);
+
+/* Describes the tile, fixes the region, the element shape, the operands and the part size,
+ * and checks the indices when check_bounds is off; *o gets rq's options. pipelined: the
+ * describe goes behind the pipelined requests still pending, whose responses
  * wait in the frame queue for tileatom_collect. */
-static int split_prepare(tileatom_client *c, const tac_split_req *rq, const tileatom_op_options *o,
-                         bool pipelined, split_plan *p, tileatom_error *err)
+static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipelined,
+                         tileatom_op_options *o, split_plan *p, tileatom_error *err)
 {
+	if (rq->opts)
+		*o = *rq->opts;
+	else
+		tileatom_op_options_init(o);
+	if (pipelined && o->want_old && !o->old_out)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "the request exceeds the daemon's frame limit of %" PRIu32
+		               " bytes and is split, and the old values of a split submit go to "
+		               "opts->old_out, which is NULL; nothing was sent",
+		               c->max_frame);
 	memset(p, 0, sizeof(*p));
 	tac_msg dm; /* tileatom_describe, from the layers below the public calls */
 	int rc = tac_build_describe(&dm, rq->tile, err);
@@ -349,6 +363,8 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, const tile
 		               "the output buffer has %zu bytes and the old values need %zu; "
 		               "nothing was applied",
 		               o->old_out_size, (size_t)p->count * tileatom_dtype_size(t->dtype));
+	if (!o->check_bounds && rq->n_index > 0)
+		return split_check_bounds(c, rq, p, err);
 	return TILEATOM_OK;
 }
 
@@ -440,13 +456,15 @@ static tileatom_array split_part(const split_plan *p, const split_operand *o, in
 	return part;
 }
 
-/* Builds part [r0, r0 + rows) of the request into m (po: the part's options). m borrows
- * parts (the part's operands) and *moved (its region), which the caller keeps until m is
- * sent. */
-static int split_build(const tac_split_req *rq, const split_plan *p, int64_t r0, int64_t rows,
-                       const tileatom_op_options *po, tac_msg *m, tileatom_array *parts,
+/* Builds part [r0, r0 + rows) of the request into m (po: the part's options, its mask
+ * pointed at the part's), checking that it fits a frame. m borrows parts (the part's
+ * operands) and *moved (its region), which the caller keeps until m is sent. */
+static int split_build(tileatom_client *c, const tac_split_req *rq, const split_plan *p, int64_t r0,
+                       int64_t rows, tileatom_op_options *po, tac_msg *m, tileatom_array *parts,
                        tileatom_region *moved, tileatom_error *err)
 {
+	if (po->mask)
+		po->mask = &parts[p->nops - 1];
 	for (int i = 0; i < p->nops; i++)
 		parts[i] = split_part(p, &p->ops[i], r0, rows);
 	int at = rq->n_index;
@@ -456,16 +474,21 @@ static int split_build(const tac_split_req *rq, const split_plan *p, int64_t r0,
 	*moved = p->box;
 	moved->origin[0] += r0;
 	moved->shape[0] = rows;
-	switch (rq->kind) {
-	case TILEATOM_REQ_ELEMENTWISE:
-		return tac_build_elementwise(m, rq->tile, rq->op, moved, values, compare, po, err);
-	case TILEATOM_REQ_SCATTER:
-		return tac_build_scatter(m, rq->tile, rq->op, rq->dim == 0 ? rq->region : moved,
-		                         rq->dim, &parts[0], values, po, err);
-	default:
-		return tac_build_indexed(m, rq->tile, rq->op, rq->region, rq->n_index, parts,
-		                         rq->flat, values, compare, po, err);
-	}
+	int rc;
+	if (rq->kind == TILEATOM_REQ_ELEMENTWISE)
+		rc = tac_build_elementwise(m, rq->tile, rq->op, moved, values, compare, po, err);
+	else if (rq->kind == TILEATOM_REQ_SCATTER)
+		rc = tac_build_scatter(m, rq->tile, rq->op, rq->dim == 0 ? rq->region : moved,
+		                       rq->dim, &parts[0], values, po, err);
+	else
+		rc = tac_build_indexed(m, rq->tile, rq->op, rq->region, rq->n_index, parts,
+		                       rq->flat, values, compare, po, err);
+	if (rc == TILEATOM_OK && tac_frame_too_large(c, m))
+		rc = tac_err(err, TILEATOM_E_INTERNAL,
+		             "part %" PRId64 " of the split request still exceeds the frame limit "
+		             "of %" PRIu32 " bytes",
+		             r0 / p->part_rows + 1, c->max_frame);
+	return rc;
 }
 
 int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *res,
@@ -476,14 +499,8 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 		res = &local;
 	memset(res, 0, sizeof(*res));
 	tileatom_op_options o;
-	if (rq->opts)
-		o = *rq->opts;
-	else
-		tileatom_op_options_init(&o);
 	split_plan p;
-	int rc = split_prepare(c, rq, &o, false, &p, err);
-	if (rc == TILEATOM_OK && !o.check_bounds && rq->n_index > 0)
-		rc = split_check_bounds(c, rq, &p, err);
+	int rc = split_prepare(c, rq, false, &o, &p, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const char *unit = p.rank == 1 ? "elements" : "rows";
@@ -492,21 +509,13 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 		int64_t rows = n - r0 < p.part_rows ? n - r0 : p.part_rows;
 		tileatom_array parts[TAC_SPLIT_MAX_OPERANDS];
 		tileatom_op_options po = o;
-		if (o.mask)
-			po.mask = &parts[p.nops - 1];
 		if (o.want_old) {
 			po.old_out = (uint8_t *)o.old_out + (size_t)r0 * p.old_row;
 			po.old_out_size = (size_t)rows * p.old_row;
 		}
 		tac_msg m;
 		tileatom_region moved;
-		rc = split_build(rq, &p, r0, rows, &po, &m, parts, &moved, err);
-		if (rc == TILEATOM_OK && tac_frame_too_large(c, &m))
-			rc =
-			    tac_err(err, TILEATOM_E_INTERNAL,
-			            "part %" PRId64 " of the split request still exceeds the frame "
-			            "limit of %" PRIu32 " bytes",
-			            i + 1, c->max_frame);
+		rc = split_build(c, rq, &p, r0, rows, &po, &m, parts, &moved, err);
 		if (rc == TILEATOM_OK)
 			rc = tac_roundtrip(c, &m, err);
 		const Tileatom__OpResponse *r = rc == TILEATOM_OK ? c->last->op : NULL;
@@ -570,20 +579,8 @@ struct tac_split_pending {
 int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, tileatom_error *err)
 {
 	tileatom_op_options o;
-	if (rq->opts)
-		o = *rq->opts;
-	else
-		tileatom_op_options_init(&o);
-	if (o.want_old && !o.old_out)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "the request exceeds the daemon's frame limit of %" PRIu32
-		               " bytes and is split, and the old values of a split submit go to "
-		               "opts->old_out, which is NULL; nothing was sent",
-		               c->max_frame);
 	split_plan p;
-	int rc = split_prepare(c, rq, &o, true, &p, err);
-	if (rc == TILEATOM_OK && !o.check_bounds && rq->n_index > 0)
-		rc = split_check_bounds(c, rq, &p, err);
+	int rc = split_prepare(c, rq, true, &o, &p, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	tac_split_pending *s = calloc(1, sizeof(*s));
@@ -606,18 +603,11 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 		int64_t rows = n - r0 < p.part_rows ? n - r0 : p.part_rows;
 		tileatom_array parts[TAC_SPLIT_MAX_OPERANDS];
 		tileatom_op_options po = o;
-		if (o.mask)
-			po.mask = &parts[p.nops - 1];
 		po.old_out = NULL; /* the old values come inline, collect copies them */
 		po.old_out_size = 0;
 		tac_msg m;
 		tileatom_region moved;
-		rc = split_build(rq, &p, r0, rows, &po, &m, parts, &moved, err);
-		if (rc == TILEATOM_OK && tac_frame_too_large(c, &m))
-			rc = tac_err(err, TILEATOM_E_INTERNAL,
-			             "part %d of the split request still exceeds the frame limit "
-			             "of %" PRIu32 " bytes",
-			             i + 1, c->max_frame);
+		rc = split_build(c, rq, &p, r0, rows, &po, &m, parts, &moved, err);
 		if (rc == TILEATOM_OK && i == 0) {
 			size_t frame = tac_request_size(&m);
 			window = TAC_SPLIT_WINDOW_BYTES / (frame ? frame : 1);
