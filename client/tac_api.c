@@ -233,7 +233,7 @@ int tileatom_ping(tileatom_client *client, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	tac_build_ping(&m);
+	tac_build_empty(&m, TILEATOM_REQ_PING);
 	return tac_roundtrip(client, &m, err);
 }
 
@@ -287,7 +287,7 @@ int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
 	if (!out || (kinds && !nkinds) || (!kinds && nkinds))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	tac_msg m;
-	tac_build_stats(&m);
+	tac_build_empty(&m, TILEATOM_REQ_STATS);
 	int rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -312,7 +312,7 @@ int tileatom_snapshot(tileatom_client *client, tileatom_snapshot_info *out, tile
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	tac_build_snapshot(&m);
+	tac_build_empty(&m, TILEATOM_REQ_SNAPSHOT);
 	int rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -366,7 +366,7 @@ int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	int rc = tac_build_destroy(&m, name, err);
+	int rc = tac_build_named(&m, TILEATOM_REQ_DESTROY, name, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_roundtrip(client, &m, err);
 	return rc;
@@ -402,7 +402,7 @@ static int list_page_roundtrip(tileatom_client *client, const char *cursor, uint
                                char *next, tileatom_error *err)
 {
 	tac_msg m;
-	tac_build_list(&m);
+	tac_build_empty(&m, TILEATOM_REQ_LIST);
 	m.body.list.paged = true;
 	m.body.list.cursor = (char *)(cursor ? cursor : "");
 	m.body.list.limit = limit;
@@ -517,7 +517,7 @@ int tileatom_tile_placement(tileatom_client *client, const char *name, char *buf
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	buf[0] = '\0';
 	tac_msg m;
-	int rc = tac_build_describe(&m, name, err);
+	int rc = tac_build_named(&m, TILEATOM_REQ_DESCRIBE, name, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_roundtrip(client, &m, err);
 	if (rc == TILEATOM_OK && client->last->tile && client->last->tile->placement)
@@ -541,7 +541,7 @@ int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_i
 	if (!info)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	tac_msg m;
-	int rc = tac_build_describe(&m, name, err);
+	int rc = tac_build_named(&m, TILEATOM_REQ_DESCRIBE, name, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_roundtrip(client, &m, err);
 	if (rc == TILEATOM_OK)
@@ -921,7 +921,7 @@ int tileatom_submit_ping(tileatom_client *client, uint64_t *id, tileatom_error *
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	return submit(client, &m, tac_build_ping(&m), NULL, id, err);
+	return submit(client, &m, tac_build_empty(&m, TILEATOM_REQ_PING), NULL, id, err);
 }
 
 int tileatom_submit_read(tileatom_client *client, const char *tile, const tileatom_region *region,

@@ -236,64 +236,47 @@ static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *valu
 	return TILEATOM_OK;
 }
 
+/* Starts m as a request of kind whose body (the union in m) is protobuf-c's default,
+ * found from the Request descriptor by the body's field number (the kind); returns it. */
+static void *msg_begin_body(tac_msg *m, tileatom_request_kind kind)
+{
+	msg_begin(m, kind);
+	const ProtobufCFieldDescriptor *f =
+	    protobuf_c_message_descriptor_get_field(&tileatom__request__descriptor, (unsigned)kind);
+	void *body = &m->body;
+	protobuf_c_message_init(f->descriptor, body);
+	memcpy((uint8_t *)&m->req + f->offset, &body, sizeof(body)); /* the oneof's pointer */
+	return body;
+}
+
 int tac_build_hello(tac_msg *m, const char *client_name)
 {
-	msg_begin(m, TILEATOM_REQ_HELLO);
-	tileatom__hello_request__init(&m->body.hello);
-	m->body.hello.protocol_version = TILEATOM_PROTOCOL_VERSION;
-	m->body.hello.client_name = (char *)(client_name ? client_name : "");
-	m->req.hello = &m->body.hello;
+	Tileatom__HelloRequest *b = msg_begin_body(m, TILEATOM_REQ_HELLO);
+	b->protocol_version = TILEATOM_PROTOCOL_VERSION;
+	b->client_name = (char *)(client_name ? client_name : "");
 	return TILEATOM_OK;
 }
 
 int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len, const uint8_t *proof)
 {
-	msg_begin(m, TILEATOM_REQ_AUTH);
-	tileatom__auth_request__init(&m->body.auth);
-	m->body.auth.client_nonce.data = (uint8_t *)client_nonce;
-	m->body.auth.client_nonce.len = n_len;
-	m->body.auth.proof.data = (uint8_t *)proof;
-	m->body.auth.proof.len = TA_AUTH_PROOF;
-	m->req.auth = &m->body.auth;
+	Tileatom__AuthRequest *b = msg_begin_body(m, TILEATOM_REQ_AUTH);
+	b->client_nonce.data = (uint8_t *)client_nonce;
+	b->client_nonce.len = n_len;
+	b->proof.data = (uint8_t *)proof;
+	b->proof.len = TA_AUTH_PROOF;
 	return TILEATOM_OK;
 }
 
-int tac_build_ping(tac_msg *m)
+int tac_build_empty(tac_msg *m, tileatom_request_kind kind)
 {
-	msg_begin(m, TILEATOM_REQ_PING);
-	tileatom__ping_request__init(&m->body.ping);
-	m->req.ping = &m->body.ping;
-	return TILEATOM_OK;
-}
-
-int tac_build_stats(tac_msg *m)
-{
-	msg_begin(m, TILEATOM_REQ_STATS);
-	tileatom__stats_request__init(&m->body.stats);
-	m->req.stats = &m->body.stats;
-	return TILEATOM_OK;
-}
-
-int tac_build_snapshot(tac_msg *m)
-{
-	msg_begin(m, TILEATOM_REQ_SNAPSHOT);
-	tileatom__snapshot_request__init(&m->body.snapshot);
-	m->req.snapshot = &m->body.snapshot;
-	return TILEATOM_OK;
-}
-
-int tac_build_list(tac_msg *m)
-{
-	msg_begin(m, TILEATOM_REQ_LIST);
-	tileatom__list_tiles_request__init(&m->body.list);
-	m->req.list = &m->body.list;
+	msg_begin_body(m, kind);
 	return TILEATOM_OK;
 }
 
 int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int rank,
                      const int64_t *shape, const void *fill, tileatom_error *err)
 {
-	msg_begin(m, TILEATOM_REQ_CREATE);
+	Tileatom__CreateTileRequest *b = msg_begin_body(m, TILEATOM_REQ_CREATE);
 	int rc = check_name(name, "create", err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -310,8 +293,6 @@ int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int ran
 			               name, (long long)shape[a], a);
 		m->shape_copy[a] = shape[a];
 	}
-	Tileatom__CreateTileRequest *b = &m->body.create;
-	tileatom__create_tile_request__init(b);
 	b->name = (char *)name;
 	b->dtype = (Tileatom__DType)dtype;
 	b->n_shape = (size_t)rank;
@@ -323,55 +304,36 @@ int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int ran
 		m->fill.data.data = (uint8_t *)fill;
 		b->fill = &m->fill;
 	}
-	m->req.create = b;
 	return TILEATOM_OK;
 }
 
-int tac_build_destroy(tac_msg *m, const char *name, tileatom_error *err)
+int tac_build_named(tac_msg *m, tileatom_request_kind kind, const char *name, tileatom_error *err)
 {
-	msg_begin(m, TILEATOM_REQ_DESTROY);
-	int rc = check_name(name, "destroy", err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tileatom__destroy_tile_request__init(&m->body.destroy);
-	m->body.destroy.name = (char *)name;
-	m->req.destroy = &m->body.destroy;
-	return TILEATOM_OK;
-}
-
-int tac_build_describe(tac_msg *m, const char *name, tileatom_error *err)
-{
-	msg_begin(m, TILEATOM_REQ_DESCRIBE);
-	int rc = check_name(name, "describe", err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tileatom__describe_tile_request__init(&m->body.describe);
-	m->body.describe.name = (char *)name;
-	m->req.describe = &m->body.describe;
-	return TILEATOM_OK;
+	/* destroy and describe: both bodies hold only the name */
+	_Static_assert(offsetof(Tileatom__DestroyTileRequest, name) ==
+	                   offsetof(Tileatom__DescribeTileRequest, name),
+	               "one place for the name");
+	Tileatom__DescribeTileRequest *b = msg_begin_body(m, kind);
+	b->name = (char *)name;
+	return check_name(name, ta_req_name((ta_req_kind)kind), err);
 }
 
 int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region, tileatom_error *err)
 {
-	msg_begin(m, TILEATOM_REQ_READ);
-	Tileatom__ReadRegionRequest *b = &m->body.read;
-	tileatom__read_region_request__init(b);
+	Tileatom__ReadRegionRequest *b = msg_begin_body(m, TILEATOM_REQ_READ);
 	int rc = check_name(tile, "read", err);
 	if (rc == TILEATOM_OK)
 		rc = opt_region(&m->region, &b->region, region, "read region", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	b->tile = (char *)tile;
-	m->req.read = b;
 	return TILEATOM_OK;
 }
 
 int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
                     const tileatom_array *values, tileatom_error *err)
 {
-	msg_begin(m, TILEATOM_REQ_WRITE);
-	Tileatom__WriteRegionRequest *b = &m->body.write;
-	tileatom__write_region_request__init(b);
+	Tileatom__WriteRegionRequest *b = msg_begin_body(m, TILEATOM_REQ_WRITE);
 	int rc = check_name(tile, "write", err);
 	if (rc == TILEATOM_OK)
 		rc = opt_region(&m->region, &b->region, region, "write region", err);
@@ -384,7 +346,6 @@ int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
 		return rc;
 	b->tile = (char *)tile;
 	b->values = &m->values;
-	m->req.write = b;
 	return TILEATOM_OK;
 }
 

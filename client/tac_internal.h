@@ -321,14 +321,13 @@ TAC_HIDDEN int tac_build_hello(tac_msg *m, const char *client_name);
 /* An Auth request borrowing the client nonce and the proof (n_len and TA_AUTH_PROOF bytes). */
 TAC_HIDDEN int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len,
                               const uint8_t *proof);
-TAC_HIDDEN int tac_build_ping(tac_msg *m);
-TAC_HIDDEN int tac_build_stats(tac_msg *m);
-TAC_HIDDEN int tac_build_snapshot(tac_msg *m);
-TAC_HIDDEN int tac_build_list(tac_msg *m);
+/* A request whose body has no fields set (ping, stats, snapshot; list before its paging). */
+TAC_HIDDEN int tac_build_empty(tac_msg *m, tileatom_request_kind kind);
 TAC_HIDDEN int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int rank,
                                 const int64_t *shape, const void *fill, tileatom_error *err);
-TAC_HIDDEN int tac_build_destroy(tac_msg *m, const char *name, tileatom_error *err);
-TAC_HIDDEN int tac_build_describe(tac_msg *m, const char *name, tileatom_error *err);
+/* A request that names a tile and nothing else: DESTROY or DESCRIBE. */
+TAC_HIDDEN int tac_build_named(tac_msg *m, tileatom_request_kind kind, const char *name,
+                               tileatom_error *err);
 TAC_HIDDEN int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region,
                               tileatom_error *err);
 TAC_HIDDEN int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,

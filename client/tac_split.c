@@ -84,7 +84,8 @@ bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq)
 		tileatom_tile_info info;
 		if (!rq->region) {
 			tac_msg dm; /* tileatom_describe, from the layers below the public calls */
-			if (tac_build_describe(&dm, rq->tile, NULL) != TILEATOM_OK ||
+			if (tac_build_named(&dm, TILEATOM_REQ_DESCRIBE, rq->tile, NULL) !=
+			        TILEATOM_OK ||
 			    tac_roundtrip(c, &dm, NULL) != TILEATOM_OK ||
 			    tac_tile_info_from_wire(&info, c->last->tile, NULL) != TILEATOM_OK)
 				return false; /* the split path reports the error */
@@ -261,7 +262,7 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipel
 		               c->max_frame);
 	memset(p, 0, sizeof(*p));
 	tac_msg dm; /* tileatom_describe, from the layers below the public calls */
-	int rc = tac_build_describe(&dm, rq->tile, err);
+	int rc = tac_build_named(&dm, TILEATOM_REQ_DESCRIBE, rq->tile, err);
 	if (rc == TILEATOM_OK && !pipelined) {
 		rc = tac_roundtrip(c, &dm, err);
 	} else if (rc == TILEATOM_OK) {

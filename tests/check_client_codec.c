@@ -434,7 +434,7 @@ START_TEST(test_build_memory_and_tiles)
 	ck_assert_int_eq(tac_build_create(&m, "new", TILEATOM_INT32, 3, shape, NULL, &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(e.message, "axis 1"), "message: %s", e.message);
-	ck_assert_int_eq(tac_build_describe(&m, "d", &e), 0);
+	ck_assert_int_eq(tac_build_named(&m, TILEATOM_REQ_DESCRIBE, "d", &e), 0);
 	r = roundtrip(&m);
 	ck_assert_str_eq(r->describe->name, "d");
 	tileatom__request__free_unpacked(r, NULL);

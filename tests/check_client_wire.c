@@ -155,7 +155,7 @@ static int build_call(tac_msg *m, call *c)
 	tileatom_array va, ca;
 	switch (c->kind) {
 	case TILEATOM_REQ_PING:
-		return tac_build_ping(m);
+		return tac_build_empty(m, TILEATOM_REQ_PING);
 	case TILEATOM_REQ_READ:
 		return tac_build_read(m, c->tile, region, &err);
 	case TILEATOM_REQ_WRITE:
