@@ -24,8 +24,10 @@ static int check_name(const char *name, const char *what, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-int tac_build_array(Tileatom__Array *dst, const tileatom_array *src, const char *what,
-                    tileatom_error *err)
+/* Converts a public array into a wire Array that borrows its data; what names it in
+ * messages. Checks dtype, rank, extents and the byte count. */
+static int build_array(Tileatom__Array *dst, const tileatom_array *src, const char *what,
+                       tileatom_error *err)
 {
 	*dst = (Tileatom__Array)TILEATOM__ARRAY__INIT; /* inline, not a call and a copy */
 	size_t es = ta_dtype_size((ta_dtype)src->dtype);
@@ -56,8 +58,9 @@ int tac_build_array(Tileatom__Array *dst, const tileatom_array *src, const char 
 	return TILEATOM_OK;
 }
 
-int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const char *what,
-                     tileatom_error *err)
+/* Converts a public region (rank 1..4, extents >= 1) into a wire Region. */
+static int build_region(Tileatom__Region *dst, const tileatom_region *src, const char *what,
+                        tileatom_error *err)
 {
 	tileatom__region__init(dst);
 	if (src->rank < 1 || src->rank > TILEATOM_MAX_RANK)
@@ -115,8 +118,12 @@ static int variant_ok(uint64_t *last_legal, tileatom_request_kind kind, ta_op op
 	return rc;
 }
 
-int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
-                      const tileatom_op_options *opts, tileatom_error *err)
+/* Fills the wire Options from opts (NULL: defaults) for a request of kind running op (RMW
+ * kinds; memory kinds take theirs from the table), after checking them against the core's
+ * table exactly as the daemon does (ta_check_variant); want_old is set for ops that always
+ * return what they read. */
+static int build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
+                         const tileatom_op_options *opts, tileatom_error *err)
 {
 	tileatom_op_options defaults = TILEATOM_OP_OPTIONS_INIT;
 	if (!opts)
@@ -140,7 +147,7 @@ int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	o->want_old = opts->want_old || force_want_old;
 	m->want_old_asked = opts->want_old;
 	if (opts->mask) {
-		rc = tac_build_array(&m->mask, opts->mask, "mask", err);
+		rc = build_array(&m->mask, opts->mask, "mask", err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		o->mask = &m->mask;
@@ -194,7 +201,7 @@ static int opt_region(Tileatom__Region *dst, Tileatom__Region **out, const tilea
 	*out = NULL;
 	if (!region)
 		return TILEATOM_OK;
-	int rc = tac_build_region(dst, region, what, err);
+	int rc = build_region(dst, region, what, err);
 	if (rc == TILEATOM_OK)
 		*out = dst;
 	return rc;
@@ -215,7 +222,7 @@ static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *valu
 	if (!values)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given",
 		               tileatom_op_name(op));
-	int rc = tac_build_array(&m->values, values, takes_compare(op) ? "desired" : "values", err);
+	int rc = build_array(&m->values, values, takes_compare(op) ? "desired" : "values", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	*vout = &m->values;
@@ -225,7 +232,7 @@ static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *valu
 			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 			               "%s: no expected (compare) values given",
 			               tileatom_op_name(op));
-		rc = tac_build_array(&m->compare, compare, "expected", err);
+		rc = build_array(&m->compare, compare, "expected", err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		*cout = &m->compare;
@@ -341,7 +348,7 @@ int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
 		return rc;
 	if (!values)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "write: no values given");
-	rc = tac_build_array(&m->values, values, "values", err);
+	rc = build_array(&m->values, values, "values", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	b->tile = (char *)tile;
@@ -365,7 +372,7 @@ int tac_build_elementwise(tac_msg *m, const char *tile, tileatom_op op,
 	if (rc == TILEATOM_OK)
 		rc = values_compare(m, op, values, compare, &b->values, &b->compare, err);
 	if (rc == TILEATOM_OK)
-		rc = tac_build_options(m, m->kind, op, opts, err);
+		rc = build_options(m, m->kind, op, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	b->tile = (char *)tile;
@@ -394,12 +401,12 @@ int tac_build_scatter(tac_msg *m, const char *tile, tileatom_op op, const tileat
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "scatter: no indices given");
 	rc = opt_region(&m->region, &b->region, region, "region", err);
 	if (rc == TILEATOM_OK)
-		rc = tac_build_array(&m->index[0], indices, "indices", err);
+		rc = build_array(&m->index[0], indices, "indices", err);
 	Tileatom__Array *no_compare = NULL;
 	if (rc == TILEATOM_OK)
 		rc = values_compare(m, op, values, NULL, &b->values, &no_compare, err);
 	if (rc == TILEATOM_OK)
-		rc = tac_build_options(m, m->kind, op, opts, err);
+		rc = build_options(m, m->kind, op, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	tileatom__scatter_addr__init(&m->scatter_addr);
@@ -429,7 +436,7 @@ static int build_indexed_addr(tac_msg *m, int n_index, const tileatom_array *ind
 	                                                    "index array 2", "index array 3"};
 	_Static_assert(TILEATOM_MAX_RANK == 4, "one name per index array");
 	for (int i = 0; i < n_index; i++) {
-		int rc = tac_build_array(&m->index[i], &indices[i], what[i], err);
+		int rc = build_array(&m->index[i], &indices[i], what[i], err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		m->index_ptr[i] = &m->index[i];
@@ -459,7 +466,7 @@ int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op, const tileat
 	if (rc == TILEATOM_OK)
 		rc = values_compare(m, op, values, compare, &b->values, &b->compare, err);
 	if (rc == TILEATOM_OK)
-		rc = tac_build_options(m, m->kind, op, opts, err);
+		rc = build_options(m, m->kind, op, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	b->tile = (char *)tile;
@@ -533,7 +540,7 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	switch (addr->kind) {
 	case TILEATOM_ADDR_REGION:
 		if (addr->region) {
-			rc = tac_build_region(&m->addr_region, addr->region, "region", err);
+			rc = build_region(&m->addr_region, addr->region, "region", err);
 			if (rc != TILEATOM_OK)
 				return rc;
 		} else {
@@ -550,7 +557,7 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 		if (!addr->index || addr->n_index != 1)
 			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 			               "%s: scatter addressing takes one index array", what);
-		rc = tac_build_array(&m->index[0], &addr->index[0], "indices", err);
+		rc = build_array(&m->index[0], &addr->index[0], "indices", err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		tileatom__scatter_addr__init(&m->scatter_addr);
@@ -572,15 +579,15 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: unknown addressing kind %d",
 		               what, (int)addr->kind);
 	}
-	rc = tac_build_options(m, kind, TILEATOM_OP_NONE, opts, err);
+	rc = build_options(m, kind, TILEATOM_OP_NONE, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	Tileatom__Array *arr = NULL;
 	if (operand) {
 		if (kind == TILEATOM_REQ_ATOMIC_LOAD)
 			return tac_err(err, TILEATOM_E_INTERNAL, "atomic_load takes no operand");
-		rc = tac_build_array(&m->values, operand,
-		                     kind == TILEATOM_REQ_GATHER ? "padding" : "values", err);
+		rc = build_array(&m->values, operand,
+		                 kind == TILEATOM_REQ_GATHER ? "padding" : "values", err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		arr = &m->values;
@@ -635,6 +642,37 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	return TILEATOM_OK;
 }
 
+/* Validates a wire Array from a response (dtype known, rank <= 4, byte count matching). */
+static int check_wire_array(const Tileatom__Array *a, const char *what, tileatom_error *err)
+{
+	if (!a)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: missing in the response", what);
+	size_t es = ta_dtype_size((ta_dtype)a->dtype);
+	if (es == 0)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: unknown dtype %d in the response",
+		               what, (int)a->dtype);
+	if (a->n_shape > TILEATOM_MAX_RANK)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: rank %zu in the response", what,
+		               a->n_shape);
+	if (a->n_shape == 0 && a->data.len == es) /* one element, the common old value */
+		return TILEATOM_OK;
+	uint64_t n = 1;
+	for (size_t i = 0; i < a->n_shape; i++) {
+		if (a->shape[i] < 0 || (uint64_t)a->shape[i] > (UINT64_C(1) << 40))
+			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: extent %lld in the response",
+			               what, (long long)a->shape[i]);
+		n *= (uint64_t)a->shape[i];
+		if (n > (UINT64_C(1) << 40))
+			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: too many elements", what);
+	}
+	if ((uint64_t)a->data.len != n * es)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "%s: %zu bytes in the response for %llu elements of %s", what,
+		               a->data.len, (unsigned long long)n,
+		               tileatom_dtype_name((tileatom_dtype)a->dtype));
+	return TILEATOM_OK;
+}
+
 /* The Response body that answers a request kind (the reply column of TA_REQUEST). */
 static Tileatom__Response__BodyCase expected_body(tileatom_request_kind kind)
 {
@@ -676,41 +714,11 @@ int tac_check_response(const Tileatom__Response *r, tileatom_request_kind kind, 
 		               "tileatomd answered request kind %d with body %d (expected %d)",
 		               (int)kind, (int)r->body_case, (int)want);
 	if (want == TILEATOM__RESPONSE__BODY_DATA)
-		return tac_check_wire_array(r->data, "read data", err);
+		return check_wire_array(r->data, "read data", err);
 	/* old values without bytes were written into a shared buffer (Options.old_into); the
 	 * call that asked for them checks their size (tac_api.c op_result) */
 	if (want == TILEATOM__RESPONSE__BODY_OP && r->op && r->op->old && r->op->old->data.len > 0)
-		return tac_check_wire_array(r->op->old, "old values", err);
-	return TILEATOM_OK;
-}
-
-int tac_check_wire_array(const Tileatom__Array *a, const char *what, tileatom_error *err)
-{
-	if (!a)
-		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: missing in the response", what);
-	size_t es = ta_dtype_size((ta_dtype)a->dtype);
-	if (es == 0)
-		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: unknown dtype %d in the response",
-		               what, (int)a->dtype);
-	if (a->n_shape > TILEATOM_MAX_RANK)
-		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: rank %zu in the response", what,
-		               a->n_shape);
-	if (a->n_shape == 0 && a->data.len == es) /* one element, the common old value */
-		return TILEATOM_OK;
-	uint64_t n = 1;
-	for (size_t i = 0; i < a->n_shape; i++) {
-		if (a->shape[i] < 0 || (uint64_t)a->shape[i] > (UINT64_C(1) << 40))
-			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: extent %lld in the response",
-			               what, (long long)a->shape[i]);
-		n *= (uint64_t)a->shape[i];
-		if (n > (UINT64_C(1) << 40))
-			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: too many elements", what);
-	}
-	if ((uint64_t)a->data.len != n * es)
-		return tac_err(err, TILEATOM_E_PROTOCOL,
-		               "%s: %zu bytes in the response for %llu elements of %s", what,
-		               a->data.len, (unsigned long long)n,
-		               tileatom_dtype_name((tileatom_dtype)a->dtype));
+		return check_wire_array(r->op->old, "old values", err);
 	return TILEATOM_OK;
 }
 

@@ -302,20 +302,6 @@ TAC_HIDDEN int tac_err(tileatom_error *err, int code, const char *fmt, ...)
 
 /* ---- codec (tac_codec.c) ------------------------------------------------------------- */
 
-/* Converts a public array into a wire Array that borrows its data; what names it in
- * messages. Checks dtype, rank, extents and the byte count. */
-TAC_HIDDEN int tac_build_array(Tileatom__Array *dst, const tileatom_array *src, const char *what,
-                               tileatom_error *err);
-/* Converts a public region (rank 1..4, extents >= 1) into a wire Region. */
-TAC_HIDDEN int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const char *what,
-                                tileatom_error *err);
-/* Fills the wire Options from opts (NULL: defaults) for a request of kind running op (RMW
- * kinds; memory kinds take theirs from the table), after checking them against the core's
- * table exactly as the daemon does (ta_check_variant); want_old is set for ops that always
- * return what they read. */
-TAC_HIDDEN int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
-                                 const tileatom_op_options *opts, tileatom_error *err);
-
 /* Each builder initialises *m as one request (id 0: tac_conn_submit assigns it). */
 TAC_HIDDEN int tac_build_hello(tac_msg *m, const char *client_name);
 /* An Auth request borrowing the client nonce and the proof (n_len and TA_AUTH_PROOF bytes). */
@@ -366,9 +352,6 @@ TAC_HIDDEN int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const ch
  * TILEATOM_E_PROTOCOL. */
 TAC_HIDDEN int tac_check_response(const Tileatom__Response *r, tileatom_request_kind kind,
                                   tileatom_error *err);
-/* Validates a wire Array from a response (dtype known, rank <= 4, byte count matching). */
-TAC_HIDDEN int tac_check_wire_array(const Tileatom__Array *a, const char *what,
-                                    tileatom_error *err);
 /* Copies a wire TileInfo into the public struct, checking what callers rely on: name
  * length, a tile dtype, rank 1..4, extents >= 1 with a product up to 2^56. */
 TAC_HIDDEN int tac_tile_info_from_wire(tileatom_tile_info *dst, const Tileatom__TileInfo *src,
