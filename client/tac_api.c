@@ -711,7 +711,7 @@ static int rmw_send(tileatom_client *c, tac_msg *m, tac_split_req *rq, tileatom_
 	if (tac_frame_too_large(c, m)) {
 		if (!tac_split_old_fit(c, rq)) /* the response would not fit either */
 			return tac_split(c, rq, res, err);
-		tac_shm_stage(c, m);
+		(void)tac_shm_stage(c, m, false);
 		tac_shm_rewrite(c, m);
 		if (tac_frame_too_large(c, m))
 			return tac_split(c, rq, res, err);
@@ -888,7 +888,7 @@ int tileatom_atomic_store(tileatom_client *client, const char *tile, const tilea
 /* Submits a built message into the output buffer (rc: the builder's result). An atomic
  * request (rq: the call's description, NULL for other kinds) over the daemon's frame limit
  * is staged in the library's shared buffer when that is free, makes it fit and its old
- * values fit one response (tac_shm_stage_pipelined, as the synchronous calls), else queued
+ * values fit one response (tac_shm_stage, as the synchronous calls), else queued
  * in parts (tac_split_submit). */
 static int submit(tileatom_client *c, tac_msg *m, int rc, tac_split_req *rq, uint64_t *id,
                   tileatom_error *err)
@@ -903,7 +903,7 @@ static int submit(tileatom_client *c, tac_msg *m, int rc, tac_split_req *rq, uin
 	if (!rq || !tac_frame_too_large(c, m))
 		return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
 	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
-	if (tac_split_old_fit(c, rq) && tac_shm_stage_pipelined(c, m)) {
+	if (tac_split_old_fit(c, rq) && tac_shm_stage(c, m, true)) {
 		tac_shm_rewrite(c, m);
 		if (!tac_frame_too_large(c, m)) {
 			uint64_t staged = 0;

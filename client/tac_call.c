@@ -17,7 +17,7 @@ int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 	int rc = tac_cuptr_prepare(c, m, m->old_out, m->old_out_size, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	tac_shm_stage(c, m);
+	(void)tac_shm_stage(c, m, false);
 	tac_shm_rewrite(c, m);
 	rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
 	if (rc != TILEATOM_OK)

@@ -235,12 +235,11 @@ TAC_HIDDEN void tac_split_client_free(tileatom_client *c);
 TAC_HIDDEN void tac_shm_rewrite(tileatom_client *c, tac_msg *m);
 /* Synchronous calls on a Unix socket: copies operands of m above TAC_SHM_STAGE_MIN bytes
  * (in all) into the library's staging buffer so that they travel by reference; old values
- * too. Best effort: on any failure m is left inline. */
-TAC_HIDDEN void tac_shm_stage(tileatom_client *c, tac_msg *m);
-/* tac_shm_stage for a pipelined request over the frame limit: only while the staging
- * buffer is free, created or grown only with nothing pending. True when m's operands were
- * copied (the caller then sets c->staged_id to its id once it is submitted). */
-TAC_HIDDEN bool tac_shm_stage_pipelined(tileatom_client *c, tac_msg *m);
+ * too. Best effort: on any failure m is left inline. pipelined: for a pipelined request
+ * over the frame limit, only while the staging buffer is free, created or grown only with
+ * nothing pending (the caller then sets c->staged_id to its id once it is submitted). True
+ * when m's operands were copied. */
+TAC_HIDDEN bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined);
 /* The response to request id was collected: the staging buffer is free again if id held
  * it. */
 TAC_HIDDEN void tac_shm_collected(tileatom_client *c, uint64_t id);
