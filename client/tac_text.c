@@ -1,8 +1,8 @@
 /* tac_text.c: one element of a tile as text and back, for applications and tileatom-cli
- * (tileatom_value_parse, tileatom_value_format). Integers parse exactly (decimal or 0x hex,
- * range-checked, no trailing garbage); floats go through strtod and, for float16/bfloat16,
- * the core's single round-to-nearest-even; floats format with enough digits to round-trip.
- * Client-only: the daemon never turns values into text. */
+ * (tileatom_value_parse, tileatom_value_format), and as a double (tileatom_value_to_double).
+ * Integers parse exactly (decimal or 0x hex, range-checked, no trailing garbage); floats go through
+ * strtod and, for float16/bfloat16, the core's single round-to-nearest-even; floats format with
+ * enough digits to round-trip. Client-only: the daemon never turns values into text. */
 #include "tac_internal.h"
 
 #include <errno.h>
@@ -172,4 +172,33 @@ int tileatom_value_format(tileatom_dtype dtype, const void *in, char *buf, size_
 	if (!in)
 		return snprintf(buf, n, "?");
 	return value_format((ta_dtype)dtype, in, buf, n);
+}
+
+double tileatom_value_to_double(tileatom_dtype dtype, const void *in)
+{
+	value_bits v;
+	size_t size = tileatom_dtype_size(dtype);
+	if (!in || size == 0)
+		return 0.0;
+	memcpy(&v, in, size);
+	switch (dtype) {
+	case TILEATOM_INT32:
+		return (double)v.i32;
+	case TILEATOM_UINT32:
+		return (double)v.u32;
+	case TILEATOM_INT64:
+		return (double)v.i64;
+	case TILEATOM_UINT64:
+		return (double)v.u64;
+	case TILEATOM_FLOAT32:
+		return (double)v.f32;
+	case TILEATOM_FLOAT64:
+		return v.f64;
+	case TILEATOM_FLOAT16:
+		return (double)ta_f16_to_f32(v.u16);
+	case TILEATOM_BFLOAT16:
+		return (double)ta_bf16_to_f32(v.u16);
+	default:
+		return v.u8 ? 1.0 : 0.0;
+	}
 }
