@@ -235,13 +235,13 @@ void tac_client_free(tileatom_client *c)
 		c->rxq_count--;
 	}
 	ta_frame_reader_free(&c->reader);
-	free(c->txbuf);
+	ta_frame_buf_free(&c->txbuf);
 	release_response(c, c->last);
 	tac_wire_response_free(&c->fast);
 	free(c->rxq);
 	free(c->pending);
 	free(c->rxbuf);
-	free(c->rxstore);
+	ta_frame_buf_free(&c->rxstore);
 	free(c->address);
 	free(c);
 }
@@ -279,7 +279,7 @@ static int ring_grow(void **buf, size_t *cap, size_t *head, size_t count, size_t
 /* The bytes of a queued frame. */
 static const uint8_t *frame_data(const tileatom_client *c, const tac_frame *f)
 {
-	return f->owned ? f->owned : c->rxstore + f->off;
+	return f->owned ? f->owned : c->rxstore.data + f->off;
 }
 
 /* Appends a completed frame to the receive queue: owned (a malloc'd payload the queue
@@ -303,21 +303,12 @@ static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uin
 			               "out of memory queueing a response of %u bytes", len);
 		memcpy(f->owned, data, len);
 	} else if (!owned) {
-		if (c->rxstore_cap - c->rxstore_len < len) {
-			size_t cap = c->rxstore_cap ? c->rxstore_cap : 4096;
-			while (cap - c->rxstore_len < len)
-				cap *= 2;
-			uint8_t *grown = realloc(c->rxstore, cap);
-			if (!grown)
-				return tac_err(err, TILEATOM_E_NOMEM,
-				               "out of memory queueing a response of %u bytes",
-				               len);
-			c->rxstore = grown;
-			c->rxstore_cap = cap;
-		}
-		f->off = c->rxstore_len;
-		memcpy(c->rxstore + f->off, data, len);
-		c->rxstore_len += len;
+		if (ta_frame_buf_reserve(&c->rxstore, len) != 0)
+			return tac_err(err, TILEATOM_E_NOMEM,
+			               "out of memory queueing a response of %u bytes", len);
+		f->off = c->rxstore.len;
+		memcpy(c->rxstore.data + f->off, data, len);
+		c->rxstore.len += len;
 	}
 	c->rxq_count++;
 	return TILEATOM_OK;
@@ -332,17 +323,17 @@ static void rxq_release(tileatom_client *c, const tac_frame *f, bool newest)
 	if (f->owned)
 		free(f->owned);
 	else if (newest)
-		c->rxstore_len = f->off;
+		c->rxstore.len = f->off;
 	else if (f->off + f->len > c->rxstore_from)
 		c->rxstore_from = f->off + f->len;
 	if (c->rxq_count == 0) {
-		c->rxstore_len = 0;
+		c->rxstore.len = 0;
 		c->rxstore_from = 0;
 	} else if (c->rxstore_from >= TAC_RXSTORE_FRAME_MAX &&
-	           c->rxstore_from > c->rxstore_len / 2) {
+	           c->rxstore_from > c->rxstore.len / 2) {
 		size_t from = c->rxstore_from;
-		memmove(c->rxstore, c->rxstore + from, c->rxstore_len - from);
-		c->rxstore_len -= from;
+		memmove(c->rxstore.data, c->rxstore.data + from, c->rxstore.len - from);
+		c->rxstore.len -= from;
 		c->rxstore_from = 0;
 		for (size_t k = 0; k < c->rxq_count; k++) {
 			tac_frame *q = &c->rxq[(c->rxq_head + k) & (c->rxq_cap - 1)];
@@ -474,33 +465,22 @@ static int broken_error(tileatom_client *c, tileatom_error *err)
 }
 
 /* Makes room for extra more bytes in the output buffer; 0, or -1 when memory is short. */
-static int txbuf_reserve(tileatom_client *c, size_t extra)
+static inline int txbuf_reserve(tileatom_client *c, size_t extra)
 {
-	size_t need = c->txbuf_len + extra;
-	if (need <= c->txbuf_cap)
-		return 0;
-	size_t cap = c->txbuf_cap ? c->txbuf_cap : 4096;
-	while (cap < need)
-		cap *= 2;
-	uint8_t *p = realloc(c->txbuf, cap);
-	if (!p)
-		return -1;
-	c->txbuf = p;
-	c->txbuf_cap = cap;
-	return 0;
+	return c->txbuf.cap - c->txbuf.len >= extra ? 0 : ta_frame_buf_reserve(&c->txbuf, extra);
 }
 
 /* Writes the output buffer out by deadline and empties it; breaks the connection on
  * failure. */
 static int flush_until(tileatom_client *c, int64_t deadline, tileatom_error *err)
 {
-	if (c->txbuf_len == 0)
+	if (c->txbuf.len == 0)
 		return TILEATOM_OK;
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	int rc = send_all(c, c->txbuf, c->txbuf_len, -1, deadline, err);
-	c->txbuf_len = 0;
+	int rc = send_all(c, c->txbuf.data, c->txbuf.len, -1, deadline, err);
+	c->txbuf.len = 0;
 	if (rc != TILEATOM_OK)
 		return tac_conn_break(c, err);
 	return TILEATOM_OK;
@@ -576,7 +556,7 @@ static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, in
 		if (txbuf_reserve(c, frame_len) < 0)
 			return tac_err(err, TILEATOM_E_NOMEM,
 			               "out of memory buffering a request of %zu bytes", packed);
-		at = c->txbuf + c->txbuf_len;
+		at = c->txbuf.data + c->txbuf.len;
 	}
 	ta_frame_put_header(at, (uint32_t)packed);
 	if (data) {
@@ -601,8 +581,8 @@ static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, in
 		if (rc != TILEATOM_OK)
 			return rc;
 	} else {
-		c->txbuf_len += frame_len;
-		if (flush || c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
+		c->txbuf.len += frame_len;
+		if (flush || c->txbuf.len >= TAC_FLUSH_THRESHOLD) {
 			int rc = flush_until(c, deadline, err);
 			if (rc != TILEATOM_OK)
 				return rc;
@@ -654,15 +634,15 @@ int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
 	*taken = false;
 	if (c->broken || !pending_room(c) || txbuf_reserve(c, TA_FRAME_HEADER + TAC_TPL_ROOM) < 0)
 		return TILEATOM_OK; /* the general way reports it */
-	uint8_t *at = c->txbuf + c->txbuf_len;
+	uint8_t *at = c->txbuf.data + c->txbuf.len;
 	size_t n =
 	    tac_tpl_write(&c->tpl, c->last_id + 1, indices, values, compare, at + TA_FRAME_HEADER);
 	if (n == 0 || n > c->max_frame)
 		return TILEATOM_OK;
 	*taken = true;
 	ta_frame_put_header(at, (uint32_t)n);
-	c->txbuf_len += TA_FRAME_HEADER + n;
-	if (c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
+	c->txbuf.len += TA_FRAME_HEADER + n;
+	if (c->txbuf.len >= TAC_FLUSH_THRESHOLD) {
 		int rc = flush_until(c, deadline_from(timeout_ms), err);
 		if (rc != TILEATOM_OK)
 			return rc;
@@ -714,10 +694,10 @@ static int receive_begin(tileatom_client *c, size_t need, int timeout_ms, tileat
 		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
 	release_response(c, c->last);
 	c->last = NULL;
-	if (c->txbuf_len == 0 && c->rxq_count >= need)
+	if (c->txbuf.len == 0 && c->rxq_count >= need)
 		return TILEATOM_OK; /* nothing to write and the responses here: nothing waits */
 	/* the clock is read only when something may wait: a write, or a response not here */
-	int64_t deadline = c->txbuf_len > 0 || c->rxq_count < need ? deadline_from(timeout_ms) : -1;
+	int64_t deadline = c->txbuf.len > 0 || c->rxq_count < need ? deadline_from(timeout_ms) : -1;
 	int rc = flush_until(c, deadline, err);
 	if (rc != TILEATOM_OK)
 		return rc;

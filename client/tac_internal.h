@@ -78,13 +78,10 @@ struct tileatom_client {
 	size_t rxq_head;           /* index of the oldest frame */
 	size_t rxq_count;          /* frames queued */
 	uint8_t *rxbuf;            /* TAC_RECV_CHUNK bytes of receive staging */
-	uint8_t *rxstore;          /* queued payloads of up to TAC_RXSTORE_FRAME_MAX bytes */
-	size_t rxstore_len;        /* bytes used at rxstore (consumed ones included) */
-	size_t rxstore_cap;        /* bytes allocated at rxstore */
+	ta_frame_buf rxstore;      /* queued payloads of up to TAC_RXSTORE_FRAME_MAX bytes (len:
+	                              consumed ones included) */
 	size_t rxstore_from;       /* bytes at the start of rxstore already consumed */
-	uint8_t *txbuf;            /* framed requests submitted but not yet written */
-	size_t txbuf_len;          /* bytes waiting in txbuf */
-	size_t txbuf_cap;          /* bytes allocated at txbuf */
+	ta_frame_buf txbuf;        /* framed requests submitted but not yet written */
 	Tileatom__Response *last;  /* the last decoded response (kept for pointers) */
 	tac_wire_response fast;    /* storage of the data-plane responses (last may point to
 	                              fast.resp; tac_wire.c) */

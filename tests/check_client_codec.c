@@ -967,7 +967,7 @@ START_TEST(test_coalesce_until_collect)
 		ck_assert_int_eq(bytes_waiting(sfd), 0);
 	}
 	ck_assert_uint_eq(tileatom_pending(c), N);
-	size_t buffered = c->txbuf_len;
+	size_t buffered = c->txbuf.len;
 	ck_assert_uint_gt(buffered, (size_t)N * TA_FRAME_HEADER);
 	__atomic_store_n(&f.gate, (long)buffered, __ATOMIC_RELEASE);
 	for (int k = 0; k < N; k++) {
@@ -976,7 +976,7 @@ START_TEST(test_coalesce_until_collect)
 		              e.message);
 		ck_assert_uint_eq(r.id, ids[k]);
 		ck_assert_int_eq(r.kind, TILEATOM_REQ_PING);
-		ck_assert_uint_eq(c->txbuf_len, 0);
+		ck_assert_uint_eq(c->txbuf.len, 0);
 	}
 	ck_assert_int_eq(tileatom_collect(c, &(tileatom_response){0}, &e), TILEATOM_E_STATE);
 	/* A synchronous call goes out at once, as before. */
@@ -1009,19 +1009,19 @@ START_TEST(test_coalesce_threshold)
 	long waiting = 0;
 	while (waiting == 0) {
 		ck_assert_int_lt(writes, 100);
-		size_t before = c->txbuf_len;
+		size_t before = c->txbuf.len;
 		ck_assert_int_eq(tileatom_submit_write(c, "w", NULL, &small, NULL, &e),
 		                 TILEATOM_OK);
 		writes++;
 		waiting = bytes_waiting(sfd);
 		if (waiting == 0) {
-			ck_assert_uint_gt(c->txbuf_len, before);
-			ck_assert_uint_lt(c->txbuf_len, TAC_FLUSH_THRESHOLD);
+			ck_assert_uint_gt(c->txbuf.len, before);
+			ck_assert_uint_lt(c->txbuf.len, TAC_FLUSH_THRESHOLD);
 			continue;
 		}
 		/* This submit wrote every buffered frame, its own included (all are the same
 		 * size: ids 2..18 take one byte). */
-		ck_assert_uint_eq(c->txbuf_len, 0);
+		ck_assert_uint_eq(c->txbuf.len, 0);
 		ck_assert_uint_lt(before, TAC_FLUSH_THRESHOLD);
 		ck_assert_int_ge(waiting, TAC_FLUSH_THRESHOLD);
 		ck_assert_int_eq(waiting, (waiting - (long)before) * writes);
@@ -1032,17 +1032,17 @@ START_TEST(test_coalesce_threshold)
 	/* A ping is buffered; a write of 80 KB goes out at once, with the ping before it. */
 	ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
 	ck_assert_int_eq(bytes_waiting(sfd), waiting);
-	size_t ping_len = c->txbuf_len;
+	size_t ping_len = c->txbuf.len;
 	ck_assert_uint_gt(ping_len, 0);
 	tileatom_array large = tileatom_vector(TILEATOM_INT32, 20000, vals);
 	ck_assert_int_eq(tileatom_submit_write(c, "w", NULL, &large, NULL, &e), TILEATOM_OK);
-	ck_assert_uint_eq(c->txbuf_len, 0);
+	ck_assert_uint_eq(c->txbuf.len, 0);
 	long large_len = bytes_waiting(sfd) - waiting - (long)ping_len;
 	ck_assert_int_gt(large_len, 80000);
 	ck_assert_int_lt(large_len, 80100);
 	/* One more ping stays buffered until the collect. */
 	ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
-	ck_assert_uint_gt(c->txbuf_len, 0);
+	ck_assert_uint_gt(c->txbuf.len, 0);
 	__atomic_store_n(&f.gate, 1L, __ATOMIC_RELEASE);
 	int total = writes + 3;
 	ck_assert_uint_eq(tileatom_pending(c), (size_t)total);
@@ -1074,12 +1074,12 @@ START_TEST(test_coalesce_close_and_errors)
 	for (int round = 0; round < 2; round++) {
 		for (int k = 0; k < 5; k++)
 			ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
-		ck_assert_uint_gt(c->txbuf_len, 5 * TA_FRAME_HEADER);
+		ck_assert_uint_gt(c->txbuf.len, 5 * TA_FRAME_HEADER);
 		ck_assert_int_eq(bytes_waiting(sfd), buffered);
-		buffered += (long)c->txbuf_len;
+		buffered += (long)c->txbuf.len;
 		if (round == 0) {
 			ck_assert_int_eq(tileatom_flush(c, &e), TILEATOM_OK);
-			ck_assert_uint_eq(c->txbuf_len, 0);
+			ck_assert_uint_eq(c->txbuf.len, 0);
 			ck_assert_int_eq(bytes_waiting(sfd), buffered);
 			ck_assert_int_eq(tileatom_flush(c, &e), TILEATOM_OK);
 		}
