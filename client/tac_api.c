@@ -292,17 +292,16 @@ int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__StatsResponse *s = client->last->stats;
-	memset(out, 0, sizeof(*out));
+	*out = (tileatom_stats_info){.device_memory = s->device_memory,
+	                             .tiles = s->tiles,
+	                             .tile_bytes = s->tile_bytes,
+	                             .requests = s->requests,
+	                             .errors = s->errors,
+	                             .connections = s->connections,
+	                             .elements = s->elements};
 	copy_str(out->backend, sizeof(out->backend), s->backend);
 	copy_str(out->device, sizeof(out->device), s->device);
 	copy_str(out->compute_capability, sizeof(out->compute_capability), s->compute_capability);
-	out->device_memory = s->device_memory;
-	out->tiles = s->tiles;
-	out->tile_bytes = s->tile_bytes;
-	out->requests = s->requests;
-	out->errors = s->errors;
-	out->connections = s->connections;
-	out->elements = s->elements;
 	if (kinds)
 		return copy_kinds(s, kinds, nkinds, err);
 	return TILEATOM_OK;
@@ -317,13 +316,8 @@ int tileatom_snapshot(tileatom_client *client, tileatom_snapshot_info *out, tile
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__SnapshotResponse *s = client->last->snapshot;
-	if (out) {
-		memset(out, 0, sizeof(*out));
-		out->tiles = s->tiles;
-		out->bytes = s->bytes;
-		out->seq = s->seq;
-		out->log_removed = s->log_removed;
-	}
+	if (out)
+		*out = (tileatom_snapshot_info){s->tiles, s->bytes, s->seq, s->log_removed};
 	return TILEATOM_OK;
 }
 
@@ -635,21 +629,16 @@ static int op_result(tileatom_client *c, bool want, void *out, size_t out_size, 
 		res->old_shape[i] = op->old->shape[i];
 	if (!want)
 		return TILEATOM_OK;
-	size_t len = op->old->data.len;
-	if (len == 0 && !c->old_from && op->old->n_shape > 0) {
-		size_t elems = 1;
-		for (size_t i = 0; i < op->old->n_shape; i++)
-			elems *= (size_t)op->old->shape[i];
-		if (elems > 0)
-			return tac_err(err, TILEATOM_E_PROTOCOL,
-			               "tileatomd returned no bytes of %s values for %zu elements",
-			               what, elems);
-	}
+	size_t len = op->old->data.len, elems = 1;
+	for (size_t i = 0; i < op->old->n_shape; i++)
+		elems *= (size_t)op->old->shape[i];
+	if (len == 0 && !c->old_from && op->old->n_shape > 0 && elems > 0)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd returned no bytes of %s values for %zu elements", what,
+		               elems);
 	if (c->old_from && len == 0) {
 		/* the daemon wrote them into a shared buffer: at out already, or copied from it */
-		len = tileatom_dtype_size((tileatom_dtype)op->old->dtype);
-		for (size_t i = 0; i < op->old->n_shape; i++)
-			len *= (size_t)op->old->shape[i];
+		len = tileatom_dtype_size((tileatom_dtype)op->old->dtype) * elems;
 		res->old_bytes = len;
 		if (len > out_size)
 			return tac_err(
