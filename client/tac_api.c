@@ -719,22 +719,6 @@ static tac_split_req rmw_req(tileatom_request_kind kind, const char *tile, tilea
 	                       indices, flat, values, compare, opts, false};
 }
 
-/* Builds the synchronous or pipelined atomic request rq describes into m. */
-static int build_rmw(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
-{
-	switch (rq->kind) {
-	case TILEATOM_REQ_ELEMENTWISE:
-		return tac_build_elementwise(m, rq->tile, rq->op, rq->region, rq->values,
-		                             rq->compare, rq->opts, err);
-	case TILEATOM_REQ_SCATTER:
-		return tac_build_scatter(m, rq->tile, rq->op, rq->region, rq->dim, rq->indices,
-		                         rq->values, rq->opts, err);
-	default:
-		return tac_build_indexed(m, rq->tile, rq->op, rq->region, rq->n_index, rq->indices,
-		                         rq->flat, rq->values, rq->compare, rq->opts, err);
-	}
-}
-
 /* The body of the synchronous atomic calls: checks and builds rq, then sends it (rmw_send). */
 static int rmw_call(tileatom_client *c, tac_split_req *rq, tileatom_op_result *res,
                     tileatom_error *err)
@@ -743,7 +727,7 @@ static int rmw_call(tileatom_client *c, tac_split_req *rq, tileatom_op_result *r
 	tac_msg m;
 	int rc = check_old_out(rq->opts, err);
 	if (rc == TILEATOM_OK)
-		rc = build_rmw(&m, rq, err);
+		rc = tac_build_atomic(&m, rq, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	return rmw_send(c, &m, rq, res, err);
@@ -968,7 +952,7 @@ int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tilea
 	tac_split_req rq = rmw_req(TILEATOM_REQ_ELEMENTWISE, tile, op, region, 0, 0, NULL, false,
 	                           values, compare, opts);
 	tac_msg m;
-	return submit(client, &m, build_rmw(&m, &rq, err), &rq, id, err);
+	return submit(client, &m, tac_build_atomic(&m, &rq, err), &rq, id, err);
 }
 
 int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_op op,
@@ -980,7 +964,7 @@ int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_
 	tac_split_req rq = rmw_req(TILEATOM_REQ_SCATTER, tile, op, region, dim, 1, indices, false,
 	                           values, NULL, opts);
 	tac_msg m;
-	return submit(client, &m, build_rmw(&m, &rq, err), &rq, id, err);
+	return submit(client, &m, tac_build_atomic(&m, &rq, err), &rq, id, err);
 }
 
 int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_op op,
@@ -998,7 +982,7 @@ int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_
 	tac_split_req rq = rmw_req(TILEATOM_REQ_INDEXED, tile, op, region, 0, n_index, indices,
 	                           flat, values, compare, opts);
 	tac_msg m;
-	return submit(client, &m, build_rmw(&m, &rq, err), &rq, id, err);
+	return submit(client, &m, tac_build_atomic(&m, &rq, err), &rq, id, err);
 }
 
 int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,

@@ -356,70 +356,6 @@ int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
 	return TILEATOM_OK;
 }
 
-int tac_build_elementwise(tac_msg *m, const char *tile, tileatom_op op,
-                          const tileatom_region *region, const tileatom_array *values,
-                          const tileatom_array *compare, const tileatom_op_options *opts,
-                          tileatom_error *err)
-{
-	msg_begin(m, TILEATOM_REQ_ELEMENTWISE);
-	Tileatom__ElementwiseAtomicRequest *b = &m->body.elementwise;
-	tileatom__elementwise_atomic_request__init(b);
-	int rc = check_name(tile, "elementwise", err);
-	if (rc == TILEATOM_OK)
-		rc = check_op(m->kind, op, err);
-	if (rc == TILEATOM_OK)
-		rc = opt_region(&m->region, &b->region, region, "region", err);
-	if (rc == TILEATOM_OK)
-		rc = values_compare(m, op, values, compare, &b->values, &b->compare, err);
-	if (rc == TILEATOM_OK)
-		rc = build_options(m, m->kind, op, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	b->tile = (char *)tile;
-	b->op = (Tileatom__Op)op;
-	b->options = &m->options;
-	m->req.elementwise = b;
-	return TILEATOM_OK;
-}
-
-int tac_build_scatter(tac_msg *m, const char *tile, tileatom_op op, const tileatom_region *region,
-                      int dim, const tileatom_array *indices, const tileatom_array *values,
-                      const tileatom_op_options *opts, tileatom_error *err)
-{
-	msg_begin(m, TILEATOM_REQ_SCATTER);
-	Tileatom__ScatterAtomicRequest *b = &m->body.scatter;
-	tileatom__scatter_atomic_request__init(b);
-	int rc = check_name(tile, "scatter", err);
-	if (rc == TILEATOM_OK)
-		rc = check_op(m->kind, op, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	if (dim < 0 || dim >= TILEATOM_MAX_RANK)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "scatter: dim %d is not in 0..%d",
-		               dim, TILEATOM_MAX_RANK - 1);
-	if (!indices)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "scatter: no indices given");
-	rc = opt_region(&m->region, &b->region, region, "region", err);
-	if (rc == TILEATOM_OK)
-		rc = build_array(&m->index[0], indices, "indices", err);
-	Tileatom__Array *no_compare = NULL;
-	if (rc == TILEATOM_OK)
-		rc = values_compare(m, op, values, NULL, &b->values, &no_compare, err);
-	if (rc == TILEATOM_OK)
-		rc = build_options(m, m->kind, op, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tileatom__scatter_addr__init(&m->scatter_addr);
-	m->scatter_addr.dim = (uint32_t)dim;
-	m->scatter_addr.indices = &m->index[0];
-	b->tile = (char *)tile;
-	b->op = (Tileatom__Op)op;
-	b->addr = &m->scatter_addr;
-	b->options = &m->options;
-	m->req.scatter = b;
-	return TILEATOM_OK;
-}
-
 /* Builds the IndexedAddr from n_index arrays. */
 static int build_indexed_addr(tac_msg *m, int n_index, const tileatom_array *indices, bool flat,
                               tileatom_error *err)
@@ -448,32 +384,65 @@ static int build_indexed_addr(tac_msg *m, int n_index, const tileatom_array *ind
 	return TILEATOM_OK;
 }
 
-int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op, const tileatom_region *region,
-                      int n_index, const tileatom_array *indices, bool flat,
-                      const tileatom_array *values, const tileatom_array *compare,
-                      const tileatom_op_options *opts, tileatom_error *err)
+int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
 {
-	msg_begin(m, TILEATOM_REQ_INDEXED);
-	Tileatom__IndexedAtomicRequest *b = &m->body.indexed;
-	*b = (Tileatom__IndexedAtomicRequest)TILEATOM__INDEXED_ATOMIC_REQUEST__INIT;
-	int rc = check_name(tile, "indexed", err);
+	tileatom_request_kind kind = rq->kind;
+	msg_begin(m, kind);
+	/* the three bodies' common fields; compare and addr where the body has them */
+	char **tile;
+	Tileatom__Op *op;
+	Tileatom__Region **region;
+	Tileatom__Array **values, *no_compare = NULL, **compare = &no_compare;
+	Tileatom__Options **options;
+#define BODY(b, init)                                                                              \
+	(*(b) = init, tile = &(b)->tile, op = &(b)->op, region = &(b)->region,                     \
+	 values = &(b)->values, options = &(b)->options)
+	if (kind == TILEATOM_REQ_ELEMENTWISE) {
+		Tileatom__ElementwiseAtomicRequest *b = m->req.elementwise = &m->body.elementwise;
+		BODY(
+		    b,
+		    (Tileatom__ElementwiseAtomicRequest)TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT);
+		compare = &b->compare;
+	} else if (kind == TILEATOM_REQ_SCATTER) {
+		Tileatom__ScatterAtomicRequest *b = m->req.scatter = &m->body.scatter;
+		BODY(b, (Tileatom__ScatterAtomicRequest)TILEATOM__SCATTER_ATOMIC_REQUEST__INIT);
+		b->addr = &m->scatter_addr;
+	} else {
+		Tileatom__IndexedAtomicRequest *b = m->req.indexed = &m->body.indexed;
+		BODY(b, (Tileatom__IndexedAtomicRequest)TILEATOM__INDEXED_ATOMIC_REQUEST__INIT);
+		compare = &b->compare;
+		b->addr = &m->indexed_addr;
+	}
+#undef BODY
+	int rc = check_name(rq->tile, ta_req_name((ta_req_kind)kind), err);
 	if (rc == TILEATOM_OK)
-		rc = check_op(m->kind, op, err);
+		rc = check_op(kind, rq->op, err);
 	if (rc == TILEATOM_OK)
-		rc = opt_region(&m->region, &b->region, region, "region", err);
+		rc = opt_region(&m->region, region, rq->region, "region", err);
+	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_INDEXED)
+		rc = build_indexed_addr(m, rq->n_index, rq->indices, rq->flat, err);
+	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_SCATTER) {
+		if (rq->dim < 0 || rq->dim >= TILEATOM_MAX_RANK)
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+			               "scatter: dim %d is not in 0..%d", rq->dim,
+			               TILEATOM_MAX_RANK - 1);
+		if (!rq->indices)
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+			               "scatter: no indices given");
+		rc = build_array(&m->index[0], rq->indices, "indices", err);
+		m->scatter_addr = (Tileatom__ScatterAddr)TILEATOM__SCATTER_ADDR__INIT;
+		m->scatter_addr.dim = (uint32_t)rq->dim;
+		m->scatter_addr.indices = &m->index[0];
+	}
 	if (rc == TILEATOM_OK)
-		rc = build_indexed_addr(m, n_index, indices, flat, err);
+		rc = values_compare(m, rq->op, rq->values, rq->compare, values, compare, err);
 	if (rc == TILEATOM_OK)
-		rc = values_compare(m, op, values, compare, &b->values, &b->compare, err);
-	if (rc == TILEATOM_OK)
-		rc = build_options(m, m->kind, op, opts, err);
+		rc = build_options(m, kind, rq->op, rq->opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	b->tile = (char *)tile;
-	b->op = (Tileatom__Op)op;
-	b->addr = &m->indexed_addr;
-	b->options = &m->options;
-	m->req.indexed = b;
+	*tile = (char *)rq->tile;
+	*op = (Tileatom__Op)rq->op;
+	*options = &m->options;
 	return TILEATOM_OK;
 }
 
@@ -499,12 +468,20 @@ int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t fl
 		               tileatom_op_name(op));
 	*value_arr = tileatom_scalar(dtype, value);
 	*compare_arr = tileatom_scalar(dtype, compare);
-	/* The index lives in *m, which tac_build_indexed clears first: build into a local
+	/* The index lives in *m, which tac_build_atomic clears first: build into a local
 	 * array, then point the message at the copy inside m. */
 	int64_t idx = flat_index;
 	tileatom_array index = tileatom_scalar(TILEATOM_INT64, &idx);
-	int rc = tac_build_indexed(m, tile, op, NULL, 1, &index, true, value_arr,
-	                           takes_compare(op) ? compare_arr : NULL, &o, err);
+	tac_split_req rq = {.kind = TILEATOM_REQ_INDEXED,
+	                    .tile = tile,
+	                    .op = op,
+	                    .n_index = 1,
+	                    .indices = &index,
+	                    .flat = true,
+	                    .values = value_arr,
+	                    .compare = takes_compare(op) ? compare_arr : NULL,
+	                    .opts = &o};
+	int rc = tac_build_atomic(m, &rq, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	m->scalar_index = flat_index;

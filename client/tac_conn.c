@@ -303,7 +303,8 @@ static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uin
 			               "out of memory queueing a response of %u bytes", len);
 		memcpy(f->owned, data, len);
 	} else if (!owned) {
-		if (ta_frame_buf_reserve(&c->rxstore, len) != 0)
+		if (c->rxstore.cap - c->rxstore.len < len &&
+		    ta_frame_buf_reserve(&c->rxstore, len) != 0)
 			return tac_err(err, TILEATOM_E_NOMEM,
 			               "out of memory queueing a response of %u bytes", len);
 		f->off = c->rxstore.len;
@@ -318,7 +319,8 @@ static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uin
  * or, newest set, the newest: frees it, or gives its part of the receive store back (the
  * newest's is the end of the store); the store starts over when the queue is empty and
  * drops its consumed start once that is over half of it. */
-static void rxq_release(tileatom_client *c, const tac_frame *f, bool newest)
+static inline __attribute__((always_inline)) void rxq_release(tileatom_client *c,
+                                                              const tac_frame *f, bool newest)
 {
 	if (f->owned)
 		free(f->owned);

@@ -314,19 +314,9 @@ TAC_HIDDEN int tac_build_read(tac_msg *m, const char *tile, const tileatom_regio
                               tileatom_error *err);
 TAC_HIDDEN int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
                                const tileatom_array *values, tileatom_error *err);
-TAC_HIDDEN int tac_build_elementwise(tac_msg *m, const char *tile, tileatom_op op,
-                                     const tileatom_region *region, const tileatom_array *values,
-                                     const tileatom_array *compare, const tileatom_op_options *opts,
-                                     tileatom_error *err);
-TAC_HIDDEN int tac_build_scatter(tac_msg *m, const char *tile, tileatom_op op,
-                                 const tileatom_region *region, int dim,
-                                 const tileatom_array *indices, const tileatom_array *values,
-                                 const tileatom_op_options *opts, tileatom_error *err);
-TAC_HIDDEN int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op,
-                                 const tileatom_region *region, int n_index,
-                                 const tileatom_array *indices, bool flat,
-                                 const tileatom_array *values, const tileatom_array *compare,
-                                 const tileatom_op_options *opts, tileatom_error *err);
+/* An element-wise, scatter or indexed atomic request as rq describes it (returns_old is not
+ * read). */
+TAC_HIDDEN int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err);
 /* The options an atomic_at request travels with: opts (NULL: the defaults) with want_old
  * forced on and no output buffer (the old value comes back in the response). */
 TAC_HIDDEN tileatom_op_options tac_atomic_at_options(const tileatom_op_options *opts);

@@ -475,15 +475,15 @@ static int split_build(tileatom_client *c, const tac_split_req *rq, const split_
 	*moved = p->box;
 	moved->origin[0] += r0;
 	moved->shape[0] = rows;
-	int rc;
-	if (rq->kind == TILEATOM_REQ_ELEMENTWISE)
-		rc = tac_build_elementwise(m, rq->tile, rq->op, moved, values, compare, po, err);
-	else if (rq->kind == TILEATOM_REQ_SCATTER)
-		rc = tac_build_scatter(m, rq->tile, rq->op, rq->dim == 0 ? rq->region : moved,
-		                       rq->dim, &parts[0], values, po, err);
-	else
-		rc = tac_build_indexed(m, rq->tile, rq->op, rq->region, rq->n_index, parts,
-		                       rq->flat, values, compare, po, err);
+	tac_split_req part = *rq; /* the part's operands, options and region */
+	part.indices = rq->n_index > 0 ? parts : NULL;
+	part.values = values;
+	part.compare = compare;
+	part.opts = po;
+	if (rq->kind == TILEATOM_REQ_ELEMENTWISE ||
+	    (rq->kind == TILEATOM_REQ_SCATTER && rq->dim != 0))
+		part.region = moved;
+	int rc = tac_build_atomic(m, &part, err);
 	if (rc == TILEATOM_OK && tac_frame_too_large(c, m))
 		rc = tac_err(err, TILEATOM_E_INTERNAL,
 		             "part %" PRId64 " of the split request still exceeds the frame limit "

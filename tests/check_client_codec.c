@@ -226,14 +226,27 @@ START_TEST(test_build_elementwise)
 	o.want_old = true;
 	o.mask = &ma;
 	/* space shared hides the pre-RMW values: refused before sending, in the daemon's words */
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "tile_1", TILEATOM_OP_MAX, &reg, &va, NULL, &o, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "tile_1",
+	                                                   .op = TILEATOM_OP_MAX,
+	                                                   .region = &reg,
+	                                                   .values = &va,
+	                                                   .opts = &o},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 	ck_assert_str_eq(e.message, "elementwise: space shared cannot return pre-RMW values (the "
 	                            "private copy hides them); use space global");
 	o.space = TILEATOM_SPACE_GLOBAL;
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "tile_1", TILEATOM_OP_MAX, &reg, &va, NULL, &o, &e), 0);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "tile_1",
+	                                                   .op = TILEATOM_OP_MAX,
+	                                                   .region = &reg,
+	                                                   .values = &va,
+	                                                   .opts = &o},
+	                                  &e),
+	                 0);
 	ck_assert_int_eq(m.kind, TILEATOM_REQ_ELEMENTWISE);
 	m.req.id = 77;
 	Tileatom__Request *r = roundtrip(&m);
@@ -266,7 +279,13 @@ START_TEST(test_build_elementwise)
 	int32_t want = 5, exp = 4;
 	tileatom_array wa = tileatom_scalar(TILEATOM_INT32, &want);
 	tileatom_array ea = tileatom_scalar(TILEATOM_INT32, &exp);
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_CAS, NULL, &wa, &ea, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_CAS,
+	                                                   .values = &wa,
+	                                                   .compare = &ea},
+	                                  &e),
 	                 0);
 	r = roundtrip(&m);
 	b = r->elementwise;
@@ -292,9 +311,16 @@ START_TEST(test_build_indexed_scatter_atomic_at)
 	                         tileatom_vector(TILEATOM_INT32, 3, cols)};
 	float one = 1.0f;
 	tileatom_array va = tileatom_scalar(TILEATOM_FLOAT32, &one);
-	ck_assert_int_eq(
-	    tac_build_indexed(&m, "ix", TILEATOM_OP_ADD, NULL, 2, idx, false, &va, NULL, NULL, &e),
-	    0);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_INDEXED,
+	                                                   .tile = "ix",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .n_index = 2,
+	                                                   .indices = idx,
+	                                                   .flat = false,
+	                                                   .values = &va},
+	                                  &e),
+	                 0);
 	Tileatom__Request *r = roundtrip(&m);
 	ck_assert_int_eq(r->body_case, TILEATOM__REQUEST__BODY_INDEXED);
 	ck_assert_uint_eq(r->indexed->addr->n_indices, 2);
@@ -306,17 +332,40 @@ START_TEST(test_build_indexed_scatter_atomic_at)
 	tileatom__request__free_unpacked(r, NULL);
 
 	/* Flat takes exactly one index array. */
-	ck_assert_int_eq(
-	    tac_build_indexed(&m, "ix", TILEATOM_OP_ADD, NULL, 2, idx, true, &va, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(
-	    tac_build_indexed(&m, "ix", TILEATOM_OP_ADD, NULL, 0, idx, false, &va, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_INDEXED,
+	                                                   .tile = "ix",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .n_index = 2,
+	                                                   .indices = idx,
+	                                                   .flat = true,
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_INDEXED,
+	                                                   .tile = "ix",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .n_index = 0,
+	                                                   .indices = idx,
+	                                                   .flat = false,
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 
 	/* Scatter. */
 	tileatom_region reg = {2, {0, 1}, {3, 2}};
-	ck_assert_int_eq(
-	    tac_build_scatter(&m, "sc", TILEATOM_OP_SUB, &reg, 1, &idx[0], &va, NULL, &e), 0);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_SCATTER,
+	                                                   .tile = "sc",
+	                                                   .op = TILEATOM_OP_SUB,
+	                                                   .region = &reg,
+	                                                   .dim = 1,
+	                                                   .n_index = 1,
+	                                                   .indices = &idx[0],
+	                                                   .values = &va},
+	                                  &e),
+	                 0);
 	r = roundtrip(&m);
 	ck_assert_int_eq(r->body_case, TILEATOM__REQUEST__BODY_SCATTER);
 	ck_assert_uint_eq(r->scatter->addr->dim, 1);
@@ -324,10 +373,25 @@ START_TEST(test_build_indexed_scatter_atomic_at)
 	ck_assert_int_eq(r->scatter->op, TILEATOM__OP__SUB);
 	ck_assert_int_eq(r->scatter->region->origin[1], 1);
 	tileatom__request__free_unpacked(r, NULL);
-	ck_assert_int_eq(
-	    tac_build_scatter(&m, "sc", TILEATOM_OP_ADD, NULL, 4, &idx[0], &va, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(tac_build_scatter(&m, "sc", TILEATOM_OP_ADD, NULL, 0, NULL, &va, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_SCATTER,
+	                                                   .tile = "sc",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .dim = 4,
+	                                                   .n_index = 1,
+	                                                   .indices = &idx[0],
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_SCATTER,
+	                                                   .tile = "sc",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .dim = 0,
+	                                                   .n_index = 1,
+	                                                   .indices = NULL,
+	                                                   .values = &va},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 
 	/* atomic_at: a flat scalar index, scalar operands, want_old forced on. */
@@ -454,22 +518,49 @@ START_TEST(test_build_rejects)
 	char long_name[80];
 	memset(long_name, 'a', sizeof(long_name) - 1);
 	long_name[sizeof(long_name) - 1] = '\0';
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, NULL, TILEATOM_OP_ADD, NULL, &va, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, long_name, TILEATOM_OP_ADD, NULL, &va, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_NONE, NULL, &va, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, NULL, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &va, &va, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = NULL,
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = long_name,
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_NONE,
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = NULL},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &va,
+	                                                   .compare = &va},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(e.message, "only for cas"), "message: %s", e.message);
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_CAS, NULL, &va, NULL, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_CAS,
+	                                                   .values = &va},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_array bad = {TILEATOM_INT32,
 	                      5,
@@ -480,36 +571,74 @@ START_TEST(test_build_rejects)
 	                          1,
 	                      },
 	                      &v};
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &bad, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &bad},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_array neg = {TILEATOM_INT32, 1, {-3}, &v};
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &neg, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &neg},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_array nodata = {TILEATOM_INT32, 1, {3}, NULL};
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &nodata, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &nodata},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_array nodtype = {(tileatom_dtype)0, 0, {0}, &v};
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &nodtype, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &nodtype},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_region r0 = {0, {0}, {0}};
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, &r0, &va, NULL, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .region = &r0,
+	                                                   .values = &va},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_region rn = {1, {-1}, {2}};
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, &rn, &va, NULL, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .region = &rn,
+	                                                   .values = &va},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_op_options o = TILEATOM_OP_OPTIONS_INIT;
 	o.sem = (tileatom_sem)7;
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &va, NULL, &o, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &va,
+	                                                   .opts = &o},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(e.message, "sem"), "message: %s", e.message);
 	/* A NULL err is allowed everywhere. */
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, NULL, NULL, NULL, NULL),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = NULL},
+	                                  NULL),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 }
 END_TEST
 
