@@ -571,51 +571,37 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	} else if (ta_op_operands(mop) == TA_OPERANDS_VALUES) {
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given", what);
 	}
-	switch (kind) {
-	case TILEATOM_REQ_GATHER: {
-		Tileatom__GatherRequest *b = &m->body.gather;
-		tileatom__gather_request__init(b);
-		b->tile = (char *)tile;
-		b->window = win;
-		b->addr = &m->addressing;
-		b->padding = arr;
-		b->options = &m->options;
-		m->req.gather = b;
-		break;
+	/* the four bodies: tile, window, addr, options and (not atomic load) the operand */
+	char **tile_at;
+	Tileatom__Region **window_at;
+	Tileatom__Addressing **addr_at;
+	Tileatom__Options **options_at;
+	Tileatom__Array *no_operand, **operand_at = &no_operand;
+#define BODY(b, init)                                                                              \
+	(*(b) = init, tile_at = &(b)->tile, window_at = &(b)->window, addr_at = &(b)->addr,        \
+	 options_at = &(b)->options)
+	if (kind == TILEATOM_REQ_GATHER) {
+		Tileatom__GatherRequest *b = m->req.gather = &m->body.gather;
+		BODY(b, (Tileatom__GatherRequest)TILEATOM__GATHER_REQUEST__INIT);
+		operand_at = &b->padding;
+	} else if (kind == TILEATOM_REQ_SCATTER_STORE) {
+		Tileatom__ScatterStoreRequest *b = m->req.scatter_store = &m->body.scatter_store;
+		BODY(b, (Tileatom__ScatterStoreRequest)TILEATOM__SCATTER_STORE_REQUEST__INIT);
+		operand_at = &b->values;
+	} else if (kind == TILEATOM_REQ_ATOMIC_LOAD) {
+		Tileatom__AtomicLoadRequest *b = m->req.atomic_load = &m->body.atomic_load;
+		BODY(b, (Tileatom__AtomicLoadRequest)TILEATOM__ATOMIC_LOAD_REQUEST__INIT);
+	} else {
+		Tileatom__AtomicStoreRequest *b = m->req.atomic_store = &m->body.atomic_store;
+		BODY(b, (Tileatom__AtomicStoreRequest)TILEATOM__ATOMIC_STORE_REQUEST__INIT);
+		operand_at = &b->values;
 	}
-	case TILEATOM_REQ_SCATTER_STORE: {
-		Tileatom__ScatterStoreRequest *b = &m->body.scatter_store;
-		tileatom__scatter_store_request__init(b);
-		b->tile = (char *)tile;
-		b->window = win;
-		b->addr = &m->addressing;
-		b->values = arr;
-		b->options = &m->options;
-		m->req.scatter_store = b;
-		break;
-	}
-	case TILEATOM_REQ_ATOMIC_LOAD: {
-		Tileatom__AtomicLoadRequest *b = &m->body.atomic_load;
-		tileatom__atomic_load_request__init(b);
-		b->tile = (char *)tile;
-		b->window = win;
-		b->addr = &m->addressing;
-		b->options = &m->options;
-		m->req.atomic_load = b;
-		break;
-	}
-	default: {
-		Tileatom__AtomicStoreRequest *b = &m->body.atomic_store;
-		tileatom__atomic_store_request__init(b);
-		b->tile = (char *)tile;
-		b->window = win;
-		b->addr = &m->addressing;
-		b->values = arr;
-		b->options = &m->options;
-		m->req.atomic_store = b;
-		break;
-	}
-	}
+#undef BODY
+	*tile_at = (char *)tile;
+	*window_at = win;
+	*addr_at = &m->addressing;
+	*options_at = &m->options;
+	*operand_at = arr;
 	return TILEATOM_OK;
 }
 
