@@ -356,6 +356,23 @@ int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
 	return TILEATOM_OK;
 }
 
+/* Builds the ScatterAddr of a request (what names it) along dim from n_index arrays (one). */
+static int build_scatter_addr(tac_msg *m, const char *what, int dim, int n_index,
+                              const tileatom_array *indices, tileatom_error *err)
+{
+	if (dim < 0 || dim >= TILEATOM_MAX_RANK)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s: scatter dim %d is not in 0..%d", what, dim,
+		               TILEATOM_MAX_RANK - 1);
+	if (!indices || n_index != 1)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s: scatter addressing takes one index array", what);
+	m->scatter_addr = (Tileatom__ScatterAddr)TILEATOM__SCATTER_ADDR__INIT;
+	m->scatter_addr.dim = (uint32_t)dim;
+	m->scatter_addr.indices = &m->index[0];
+	return build_array(&m->index[0], indices, "indices", err);
+}
+
 /* Builds the IndexedAddr from n_index arrays. */
 static int build_indexed_addr(tac_msg *m, int n_index, const tileatom_array *indices, bool flat,
                               tileatom_error *err)
@@ -421,19 +438,9 @@ int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
 		rc = opt_region(&m->region, region, rq->region, "region", err);
 	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_INDEXED)
 		rc = build_indexed_addr(m, rq->n_index, rq->indices, rq->flat, err);
-	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_SCATTER) {
-		if (rq->dim < 0 || rq->dim >= TILEATOM_MAX_RANK)
-			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-			               "scatter: dim %d is not in 0..%d", rq->dim,
-			               TILEATOM_MAX_RANK - 1);
-		if (!rq->indices)
-			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-			               "scatter: no indices given");
-		rc = build_array(&m->index[0], rq->indices, "indices", err);
-		m->scatter_addr = (Tileatom__ScatterAddr)TILEATOM__SCATTER_ADDR__INIT;
-		m->scatter_addr.dim = (uint32_t)rq->dim;
-		m->scatter_addr.indices = &m->index[0];
-	}
+	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_SCATTER)
+		rc = build_scatter_addr(m, "scatter", rq->dim, rq->indices ? 1 : 0, rq->indices,
+		                        err);
 	if (rc == TILEATOM_OK)
 		rc = values_compare(m, rq->op, rq->values, rq->compare, values, compare, err);
 	if (rc == TILEATOM_OK)
@@ -527,19 +534,9 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 		m->addressing.region = &m->addr_region;
 		break;
 	case TILEATOM_ADDR_SCATTER:
-		if (addr->dim < 0 || addr->dim >= TILEATOM_MAX_RANK)
-			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-			               "%s: scatter dim %d is not in 0..%d", what, addr->dim,
-			               TILEATOM_MAX_RANK - 1);
-		if (!addr->index || addr->n_index != 1)
-			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-			               "%s: scatter addressing takes one index array", what);
-		rc = build_array(&m->index[0], &addr->index[0], "indices", err);
+		rc = build_scatter_addr(m, what, addr->dim, addr->n_index, addr->index, err);
 		if (rc != TILEATOM_OK)
 			return rc;
-		tileatom__scatter_addr__init(&m->scatter_addr);
-		m->scatter_addr.dim = (uint32_t)addr->dim;
-		m->scatter_addr.indices = &m->index[0];
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_SCATTER;
 		m->addressing.scatter = &m->scatter_addr;
 		break;

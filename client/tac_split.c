@@ -492,6 +492,27 @@ static int split_build(tileatom_client *c, const tac_split_req *rq, const split_
 	return rc;
 }
 
+/* Checks the response to a part of rows rows (unit: what a row is, for messages) and, when
+ * old_to is not NULL, copies its old values (rows * old_row bytes) there; *r gets its
+ * result. */
+static int split_part_result(tileatom_client *c, int64_t rows, const char *unit, uint8_t *old_to,
+                             size_t old_row, const Tileatom__OpResponse **r, tileatom_error *err)
+{
+	*r = c->last->op;
+	if (!*r)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd answered a part with no result");
+	size_t want = (size_t)rows * old_row, got = (*r)->old ? (*r)->old->data.len : 0;
+	if (old_to && got != want)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd returned %zu bytes of old values for %" PRId64
+		               " %s (%zu expected)",
+		               got, rows, unit, want);
+	if (old_to && got)
+		memcpy(old_to, (*r)->old->data.data, got);
+	return TILEATOM_OK;
+}
+
 int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *res,
               tileatom_error *err)
 {
@@ -519,21 +540,10 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 		rc = split_build(c, rq, &p, r0, rows, &po, &m, parts, &moved, err);
 		if (rc == TILEATOM_OK)
 			rc = tac_roundtrip(c, &m, err);
-		const Tileatom__OpResponse *r = rc == TILEATOM_OK ? c->last->op : NULL;
-		if (rc == TILEATOM_OK && !r)
-			rc = tac_err(err, TILEATOM_E_PROTOCOL,
-			             "tileatomd answered a part with no result");
-		if (rc == TILEATOM_OK && o.want_old) {
-			size_t got = r->old ? r->old->data.len : 0;
-			if (got != po.old_out_size)
-				rc = tac_err(
-				    err, TILEATOM_E_PROTOCOL,
-				    "tileatomd returned %zu bytes of old values for %" PRId64
-				    " %s (%zu expected)",
-				    got, rows, unit, po.old_out_size);
-			else
-				memcpy(po.old_out, r->old->data.data, got);
-		}
+		const Tileatom__OpResponse *r = NULL;
+		if (rc == TILEATOM_OK)
+			rc = split_part_result(c, rows, unit, o.want_old ? po.old_out : NULL,
+			                       p.old_row, &r, err);
 		if (rc != TILEATOM_OK) {
 			if (err && r0 > 0) {
 				char first[sizeof(err->message)];
@@ -719,23 +729,12 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		if (i > 0 && c->split_extra > 0)
 			c->split_extra--;
 		int prc = tac_check_response(c->last, kind, &pe);
-		const Tileatom__OpResponse *r = prc == TILEATOM_OK ? c->last->op : NULL;
-		if (prc == TILEATOM_OK && !r)
-			prc = tac_err(&pe, TILEATOM_E_PROTOCOL,
-			              "tileatomd answered a part with no result");
-		if (prc == TILEATOM_OK && s->want_old) {
-			size_t want = (size_t)rows * s->old_row,
-			       got = r->old ? r->old->data.len : 0;
-			if (got != want)
-				prc = tac_err(
-				    &pe, TILEATOM_E_PROTOCOL,
-				    "tileatomd returned %zu bytes of old values for %" PRId64
-				    " %s (%zu expected)",
-				    got, rows, s->unit, want);
-			else if (got)
-				memcpy(s->old_out + (size_t)r0 * s->old_row, r->old->data.data,
-				       got);
-		}
+		const Tileatom__OpResponse *r = NULL;
+		if (prc == TILEATOM_OK)
+			prc = split_part_result(c, rows, s->unit,
+			                        s->want_old ? s->old_out + (size_t)r0 * s->old_row
+			                                    : NULL,
+			                        s->old_row, &r, &pe);
 		if (prc == TILEATOM_OK) {
 			out->applied += r->applied;
 			out->skipped += r->skipped;
