@@ -366,30 +366,6 @@ int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *
 	return rc;
 }
 
-/* Appends the tiles of the list response l to *arr (*n entries, *cap allocated). */
-static int append_listed(const Tileatom__ListTilesResponse *l, tileatom_tile_info **arr, size_t *n,
-                         size_t *cap, tileatom_error *err)
-{
-	if (l->n_tiles > *cap - *n) {
-		size_t want = *cap ? *cap : 64;
-		while (want - *n < l->n_tiles)
-			want *= 2;
-		tileatom_tile_info *grown = realloc(*arr, want * sizeof(*grown));
-		if (!grown)
-			return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing %zu tiles",
-			               *n + l->n_tiles);
-		*arr = grown;
-		*cap = want;
-	}
-	for (size_t i = 0; i < l->n_tiles; i++) {
-		int rc = tac_tile_info_from_wire(&(*arr)[*n], l->tiles[i], err);
-		if (rc != TILEATOM_OK)
-			return rc;
-		(*n)++;
-	}
-	return TILEATOM_OK;
-}
-
 /* Sends one paged list request; on success the response is client->last->list and its
  * next cursor (checked to fit TILEATOM_LIST_CURSOR_MAX) is in next. */
 static int list_page_roundtrip(tileatom_client *client, const char *cursor, uint32_t limit,
@@ -413,36 +389,38 @@ static int list_page_roundtrip(tileatom_client *client, const char *cursor, uint
 	return TILEATOM_OK;
 }
 
-/* Copies the placements of the list response l (its n_tiles entries) to *places from entry
- * at on, growing the array to cap entries (cap >= at + l->n_tiles: the tiles' capacity). */
-static int append_places(const Tileatom__ListTilesResponse *l,
-                         char (**places)[TILEATOM_PLACEMENT_MAX], size_t at, size_t cap,
-                         tileatom_error *err)
-{
-	if (cap == 0)
-		return TILEATOM_OK;
-	char(*grown)[TILEATOM_PLACEMENT_MAX] = realloc(*places, cap * sizeof(*grown));
-	if (!grown)
-		return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing placements");
-	*places = grown;
-	for (size_t i = 0; i < l->n_tiles; i++)
-		snprintf(grown[at + i], sizeof(grown[at + i]), "%s",
-		         l->tiles[i]->placement ? l->tiles[i]->placement : "");
-	return TILEATOM_OK;
-}
-
-/* Appends the tiles of the client's last list response to *arr (and their placements to
- * *places when places is not NULL). */
+/* Appends the tiles of the client's last list response to *arr (*n entries, *cap
+ * allocated) and, when places is not NULL, their placements to *places (as many entries). */
 static int append_page(tileatom_client *client, tileatom_tile_info **arr,
                        char (**places)[TILEATOM_PLACEMENT_MAX], size_t *n, size_t *cap,
                        tileatom_error *err)
 {
 	const Tileatom__ListTilesResponse *l = client->last->list;
-	size_t at = *n;
-	int rc = append_listed(l, arr, n, cap, err);
-	if (rc == TILEATOM_OK && places)
-		rc = append_places(l, places, at, *cap, err);
-	return rc;
+	if (l->n_tiles > *cap - *n) {
+		size_t want = *cap ? *cap : 64;
+		while (want - *n < l->n_tiles)
+			want *= 2;
+		tileatom_tile_info *grown = realloc(*arr, want * sizeof(*grown));
+		if (grown)
+			*arr = grown;
+		char(*pgrown)[TILEATOM_PLACEMENT_MAX] =
+		    grown && places ? realloc(*places, want * sizeof(*pgrown)) : NULL;
+		if (pgrown)
+			*places = pgrown;
+		if (!grown || (places && !pgrown))
+			return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing %zu tiles",
+			               *n + l->n_tiles);
+		*cap = want;
+	}
+	for (size_t i = 0; i < l->n_tiles; i++, (*n)++) {
+		int rc = tac_tile_info_from_wire(&(*arr)[*n], l->tiles[i], err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		if (places)
+			snprintf((*places)[*n], sizeof((*places)[*n]), "%s",
+			         l->tiles[i]->placement ? l->tiles[i]->placement : "");
+	}
+	return TILEATOM_OK;
 }
 
 /* Lists tiles into *tiles (and their placements into *places when places is not NULL): one
