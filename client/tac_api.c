@@ -177,7 +177,7 @@ void tileatom_close(tileatom_client *client)
 	/* Submitted requests still buffered are written first (best effort), as they would
 	 * have been by their submit before coalescing: the daemon runs them. */
 	if (client && !client->broken)
-		(void)tac_conn_flush(client, client->io_timeout_ms, NULL);
+		(void)tac_conn_flush(client, NULL);
 	if (client) {
 		tac_cuptr_client_free(client);
 		tac_shm_client_free(client);
@@ -852,13 +852,13 @@ static int submit(tileatom_client *c, tac_msg *m, int rc, tac_split_req *rq, uin
 		return rc;
 	tac_shm_rewrite(c, m);
 	if (!rq || !tac_frame_too_large(c, m))
-		return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
+		return tac_conn_submit(c, m, false, -1, id, err);
 	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
 	if (tac_split_old_fit(c, rq) && tac_shm_stage(c, m, true)) {
 		tac_shm_rewrite(c, m);
 		if (!tac_frame_too_large(c, m)) {
 			uint64_t staged = 0;
-			rc = tac_conn_submit(c, m, c->io_timeout_ms, false, &staged, err);
+			rc = tac_conn_submit(c, m, false, -1, &staged, err);
 			c->staged_id = staged;
 			if (id)
 				*id = staged;
@@ -912,8 +912,7 @@ submit_cached(tileatom_client *c, tileatom_request_kind kind, const char *tile, 
 	if (id)
 		*id = 0;
 	c->old_from = NULL; /* as tac_shm_rewrite */
-	return tac_conn_submit_template(c, indices, values, compare, c->io_timeout_ms, taken, id,
-	                                err);
+	return tac_conn_submit_template(c, indices, values, compare, taken, id, err);
 }
 
 int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
@@ -1040,7 +1039,7 @@ int tileatom_submit_atomic_store(tileatom_client *client, const char *tile,
 int tileatom_flush(tileatom_client *client, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
-	return tac_conn_flush(client, client->io_timeout_ms, err);
+	return tac_conn_flush(client, err);
 }
 
 /* Points out->dtype/rank/shape/data at a wire array held by client->last. */
@@ -1064,7 +1063,7 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 	if (client->splits && tac_split_due(client))
 		return tac_split_collect(client, out, err);
 	tileatom_request_kind kind;
-	int rc = tac_conn_receive(client, client->io_timeout_ms, &kind, err);
+	int rc = tac_conn_receive(client, &kind, err);
 	if (rc != TILEATOM_OK) {
 		out->status = rc;
 		return rc;

@@ -488,11 +488,11 @@ static int flush_until(tileatom_client *c, int64_t deadline, tileatom_error *err
 	return TILEATOM_OK;
 }
 
-int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err)
+int tac_conn_flush(tileatom_client *c, tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
-	return flush_until(c, deadline_from(timeout_ms), err);
+	return flush_until(c, deadline_from(c->io_timeout_ms), err);
 }
 
 /* Makes room for one more pending request; false when memory is short. */
@@ -524,9 +524,8 @@ size_t tac_request_size(const tac_msg *m)
 	                               : protobuf_c_message_get_packed_size(&m->req.base);
 }
 
-/* tac_conn_submit, and with fd >= 0 tac_conn_submit_fd. */
-static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, int fd, uint64_t *id,
-                  tileatom_error *err)
+int tac_conn_submit(tileatom_client *c, tac_msg *m, bool flush, int fd, uint64_t *id,
+                    tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
@@ -571,7 +570,7 @@ static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, in
 		return tac_err(err, TILEATOM_E_PROTOCOL,
 		               "a request of %zu bytes packed to a different size", packed);
 	}
-	int64_t deadline = deadline_from(timeout_ms);
+	int64_t deadline = deadline_from(c->io_timeout_ms);
 	if (own) {
 		int rc = flush_until(c, deadline, err);
 		if (rc == TILEATOM_OK) {
@@ -591,18 +590,6 @@ static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, in
 		}
 	}
 	return queue_pending(c, m->kind, id);
-}
-
-int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, uint64_t *id,
-                    tileatom_error *err)
-{
-	return submit(c, m, timeout_ms, flush, -1, id, err);
-}
-
-int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, uint64_t *id,
-                       tileatom_error *err)
-{
-	return submit(c, m, timeout_ms, true, fd, id, err);
 }
 
 /* Nanoseconds on the monotonic clock. */
@@ -631,7 +618,7 @@ static int spin_responses(tileatom_client *c, size_t need, tileatom_error *err)
 
 int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
                              const tileatom_array *values, const tileatom_array *compare,
-                             int timeout_ms, bool *taken, uint64_t *id, tileatom_error *err)
+                             bool *taken, uint64_t *id, tileatom_error *err)
 {
 	*taken = false;
 	if (c->broken || !pending_room(c) || txbuf_reserve(c, TA_FRAME_HEADER + TAC_TPL_ROOM) < 0)
@@ -645,7 +632,7 @@ int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
 	ta_frame_put_header(at, (uint32_t)n);
 	c->txbuf.len += TA_FRAME_HEADER + n;
 	if (c->txbuf.len >= TAC_FLUSH_THRESHOLD) {
-		int rc = flush_until(c, deadline_from(timeout_ms), err);
+		int rc = flush_until(c, deadline_from(c->io_timeout_ms), err);
 		if (rc != TILEATOM_OK)
 			return rc;
 	}
@@ -688,7 +675,7 @@ static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, til
  * its response; the previous response is released, the requests still buffered leave
  * before the first wait (all of them, so the daemon has the whole batch however many
  * responses are collected afterwards), then it reads until need responses are queued. */
-static int receive_begin(tileatom_client *c, size_t need, int timeout_ms, tileatom_error *err)
+static int receive_begin(tileatom_client *c, size_t need, tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
@@ -699,7 +686,8 @@ static int receive_begin(tileatom_client *c, size_t need, int timeout_ms, tileat
 	if (c->txbuf.len == 0 && c->rxq_count >= need)
 		return TILEATOM_OK; /* nothing to write and the responses here: nothing waits */
 	/* the clock is read only when something may wait: a write, or a response not here */
-	int64_t deadline = c->txbuf.len > 0 || c->rxq_count < need ? deadline_from(timeout_ms) : -1;
+	int64_t deadline =
+	    c->txbuf.len > 0 || c->rxq_count < need ? deadline_from(c->io_timeout_ms) : -1;
 	int rc = flush_until(c, deadline, err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -728,16 +716,14 @@ static int undecodable(tileatom_client *c, const tac_frame *f, tileatom_error *e
 
 /* tac_conn_receive (newest false) and tac_conn_receive_newest: the response to the oldest
  * or the newest pending request. */
-static inline __attribute__((always_inline)) int receive(tileatom_client *c, bool newest,
-                                                         int timeout_ms,
-                                                         tileatom_request_kind *kind,
-                                                         tileatom_error *err)
+static inline __attribute__((always_inline)) int
+receive(tileatom_client *c, bool newest, tileatom_request_kind *kind, tileatom_error *err)
 {
 	tileatom_error local;
 	if (!err)
 		err = &local;
 	/* responses come in order: the newest request's is the frame after the older ones' */
-	int rc = receive_begin(c, newest ? c->pending_count : 1, timeout_ms, err);
+	int rc = receive_begin(c, newest ? c->pending_count : 1, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	if (newest && c->rxq_count > c->pending_count) {
@@ -777,16 +763,14 @@ static inline __attribute__((always_inline)) int receive(tileatom_client *c, boo
 	return TILEATOM_OK;
 }
 
-int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
-                     tileatom_error *err)
+int tac_conn_receive(tileatom_client *c, tileatom_request_kind *kind, tileatom_error *err)
 {
-	return receive(c, false, timeout_ms, kind, err);
+	return receive(c, false, kind, err);
 }
 
-int tac_conn_receive_newest(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
-                            tileatom_error *err)
+int tac_conn_receive_newest(tileatom_client *c, tileatom_request_kind *kind, tileatom_error *err)
 {
-	return receive(c, true, timeout_ms, kind, err);
+	return receive(c, true, kind, err);
 }
 
 void tac_conn_mark_part(tileatom_client *c)
@@ -796,8 +780,7 @@ void tac_conn_mark_part(tileatom_client *c)
 		    true;
 }
 
-int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_ms,
-                         tileatom_error *err)
+int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
@@ -806,7 +789,7 @@ int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	int64_t deadline = deadline_from(timeout_ms);
+	int64_t deadline = deadline_from(c->io_timeout_ms);
 	int rc = flush_until(c, deadline, err);
 	if (rc != TILEATOM_OK)
 		return rc;

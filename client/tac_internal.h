@@ -358,44 +358,38 @@ TAC_HIDDEN int tac_client_new(int fd, const char *address, tileatom_client **out
 TAC_HIDDEN void tac_client_free(tileatom_client *c);
 /* Assigns the next id to m, encodes it into the output buffer and queues it as pending.
  * The buffer is written out when flush is set (synchronous calls), when it reaches
- * TAC_FLUSH_THRESHOLD bytes, or when the frame alone is that large (it is then written
- * after what is buffered, without a copy). timeout_ms bounds the writing (<= 0: none). A
- * failed write breaks the connection. */
-TAC_HIDDEN int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush,
-                               uint64_t *id, tileatom_error *err);
+ * TAC_FLUSH_THRESHOLD bytes, or when the frame alone is that large or carries fd (>= 0:
+ * SCM_RIGHTS; it is then written after what is buffered, without a copy). Every call below
+ * that writes or waits is bounded by c->io_timeout_ms (<= 0: none). A failed write breaks
+ * the connection. */
+TAC_HIDDEN int tac_conn_submit(tileatom_client *c, tac_msg *m, bool flush, int fd, uint64_t *id,
+                               tileatom_error *err);
 /* Writes every buffered request, reading responses that arrive meanwhile into the frame
- * queue whenever the socket is not writable. timeout_ms bounds it (<= 0: none). A failure
- * breaks the connection. TILEATOM_OK when nothing was buffered. */
-/* tac_conn_submit for a small request whose frame carries fd (SCM_RIGHTS); always
- * written at once. */
-TAC_HIDDEN int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms,
-                                  uint64_t *id, tileatom_error *err);
-TAC_HIDDEN int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err);
+ * queue whenever the socket is not writable. A failure breaks the connection. TILEATOM_OK
+ * when nothing was buffered. */
+TAC_HIDDEN int tac_conn_flush(tileatom_client *c, tileatom_error *err);
 /* Receives the response to the oldest pending request, checks its id, pops it, and keeps it
  * in c->last (freeing the previous one); buffered requests are written out first, within
- * the same timeout. *kind gets the request kind. Returns TILEATOM_OK or a client error (the
+ * the same bound. *kind gets the request kind. Returns TILEATOM_OK or a client error (the
  * daemon's status is not examined here). */
-TAC_HIDDEN int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
+TAC_HIDDEN int tac_conn_receive(tileatom_client *c, tileatom_request_kind *kind,
                                 tileatom_error *err);
 /* Receives the response to the newest pending request (just submitted), reading those of
  * the older pending requests into the frame queue, where they wait for tac_conn_receive;
  * pops it and keeps it in c->last. Returns TILEATOM_OK or a client error. */
-TAC_HIDDEN int tac_conn_receive_newest(tileatom_client *c, int timeout_ms,
-                                       tileatom_request_kind *kind, tileatom_error *err);
+TAC_HIDDEN int tac_conn_receive_newest(tileatom_client *c, tileatom_request_kind *kind,
+                                       tileatom_error *err);
 /* Writes out what is buffered and reads responses into the frame queue (where they wait
  * for tac_conn_receive) until at most max_unanswered pending requests have no response
- * yet; TILEATOM_OK at once when that holds already. timeout_ms bounds it (<= 0: none); a
- * failure breaks the connection. */
-TAC_HIDDEN int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_ms,
-                                    tileatom_error *err);
+ * yet; TILEATOM_OK at once when that holds already. A failure breaks the connection. */
+TAC_HIDDEN int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, tileatom_error *err);
 /* tac_conn_submit for a pipelined call c->tpl matched (tac_tpl_match: only the data of
  * indices, values and compare differ from the request it keeps), written by tac_tpl_write;
  * *taken false (and nothing done) when the pending ring or the output buffer cannot grow or
  * the frame limit is tiny: the caller then builds and submits it the general way. */
 TAC_HIDDEN int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
                                         const tileatom_array *values, const tileatom_array *compare,
-                                        int timeout_ms, bool *taken, uint64_t *id,
-                                        tileatom_error *err);
+                                        bool *taken, uint64_t *id, tileatom_error *err);
 /* The payload bytes of request m (its id included): the writer's count for a data-plane
  * request (tac_wire.c), protobuf-c's for the others. */
 TAC_HIDDEN size_t tac_request_size(const tac_msg *m);

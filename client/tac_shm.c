@@ -121,11 +121,10 @@ static int register_send(tileatom_client *c, struct tileatom_buffer *b, const vo
 		m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
 		m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
 	}
-	int rc = b->fd >= 0 ? tac_conn_submit_fd(c, &m, b->fd, c->io_timeout_ms, NULL, err)
-	                    : tac_conn_submit(c, &m, c->io_timeout_ms, true, NULL, err);
+	int rc = tac_conn_submit(c, &m, true, b->fd, NULL, err);
 	tileatom_request_kind kind;
 	if (rc == TILEATOM_OK)
-		rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
+		rc = tac_conn_receive(c, &kind, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_check_response(c->last, kind, err);
 	if (rc == TILEATOM_OK)

@@ -267,9 +267,9 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipel
 		rc = tac_roundtrip(c, &dm, err);
 	} else if (rc == TILEATOM_OK) {
 		tileatom_request_kind kind;
-		rc = tac_conn_submit(c, &dm, c->io_timeout_ms, true, NULL, err);
+		rc = tac_conn_submit(c, &dm, true, -1, NULL, err);
 		if (rc == TILEATOM_OK)
-			rc = tac_conn_receive_newest(c, c->io_timeout_ms, &kind, err);
+			rc = tac_conn_receive_newest(c, &kind, err);
 		if (rc == TILEATOM_OK)
 			rc = tac_check_response(c->last, kind, err);
 	}
@@ -628,13 +628,12 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 				window = TAC_SPLIT_WINDOW_PARTS;
 		}
 		if (rc == TILEATOM_OK && i > 0) /* at most `window` parts unanswered */
-			rc = tac_conn_wait_window(c, window - 1, c->io_timeout_ms, err);
+			rc = tac_conn_wait_window(c, window - 1, err);
 		if (rc == TILEATOM_OK) {
 			tac_shm_rewrite(c, &m);
 			/* a frame of 64 KiB or more is written at once, so at most one part is
 			 * held in memory; smaller ones are buffered as any submit */
-			rc = tac_conn_submit(c, &m, c->io_timeout_ms, false, i == 0 ? &s->id : NULL,
-			                     err);
+			rc = tac_conn_submit(c, &m, false, -1, i == 0 ? &s->id : NULL, err);
 		}
 		if (rc != TILEATOM_OK && i == 0) {
 			free(s); /* nothing of it was queued */
@@ -716,7 +715,7 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		int64_t rows = s->rows - r0 < s->part_rows ? s->rows - r0 : s->part_rows;
 		tileatom_request_kind kind;
 		tileatom_error pe = {0, ""};
-		rc = tac_conn_receive(c, c->io_timeout_ms, &kind, &pe);
+		rc = tac_conn_receive(c, &kind, &pe);
 		if (rc != TILEATOM_OK) { /* the connection is broken: later parts are unknown */
 			split_runs_close(&runs, r0 - 1);
 			tac_err(err, rc,
