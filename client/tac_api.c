@@ -647,32 +647,19 @@ static int check_old_out(const tileatom_op_options *opts, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-/* Finishes a synchronous RMW call: round trip, then the op result. */
-static int rmw_finish(tileatom_client *c, tac_msg *m, const tileatom_op_options *opts,
-                      tileatom_op_result *res, tileatom_error *err)
-{
-	if (opts && opts->want_old) {
-		m->old_out = opts->old_out;
-		m->old_out_size = opts->old_out_size;
-	}
-	int rc = tac_roundtrip(c, m, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	bool want = opts && opts->want_old;
-	return op_result(c, want, want ? opts->old_out : NULL, want ? opts->old_out_size : 0, "old",
-	                 res, err);
-}
-
-/* Sends a synchronous atomic request m (rq: the call's arguments): over the daemon's frame
- * limit it goes by shared memory when staging makes it fit (and its old values fit one
- * response), else in parts (tac_split). */
+/* Sends a synchronous atomic request m (rq: the call's arguments) and copies its result
+ * into res: over the daemon's frame limit it goes by shared memory when staging makes it
+ * fit (and its old values fit one response), else in parts (tac_split). */
 static int rmw_send(tileatom_client *c, tac_msg *m, tac_split_req *rq, tileatom_op_result *res,
                     tileatom_error *err)
 {
 	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
 	bool want = rq->opts && rq->opts->want_old;
-	int rc = tac_cuptr_prepare(c, m, want ? rq->opts->old_out : NULL,
-	                           want ? rq->opts->old_out_size : 0, err);
+	if (want) {
+		m->old_out = rq->opts->old_out;
+		m->old_out_size = rq->opts->old_out_size;
+	}
+	int rc = tac_cuptr_prepare(c, m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	if (tac_frame_too_large(c, m)) {
@@ -683,7 +670,10 @@ static int rmw_send(tileatom_client *c, tac_msg *m, tac_split_req *rq, tileatom_
 		if (tac_frame_too_large(c, m))
 			return tac_split(c, rq, res, err);
 	}
-	return rmw_finish(c, m, rq->opts, res, err);
+	rc = tac_roundtrip(c, m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	return op_result(c, want, m->old_out, m->old_out_size, "old", res, err);
 }
 
 /* The description of an atomic call (tac_split_req: n_index 1 for scatter, 0 and NULL
@@ -847,7 +837,7 @@ static int submit(tileatom_client *c, tac_msg *m, int rc, tac_split_req *rq, uin
 	if (id)
 		*id = 0;
 	if (rc == TILEATOM_OK)
-		rc = tac_cuptr_prepare(c, m, NULL, 0, err);
+		rc = tac_cuptr_prepare(c, m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	tac_shm_rewrite(c, m);

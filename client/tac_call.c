@@ -14,7 +14,7 @@ int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",
 		               tac_pending_requests(c));
-	int rc = tac_cuptr_prepare(c, m, m->old_out, m->old_out_size, err);
+	int rc = tac_cuptr_prepare(c, m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	(void)tac_shm_stage(c, m, false);

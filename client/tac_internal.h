@@ -260,12 +260,11 @@ TAC_HIDDEN bool tac_shm_unix(tileatom_client *c);
 
 /* Default of tileatom_set_device_ptr_threshold: arrays of 64 KiB or more are looked up. */
 #define TAC_CUPTR_MIN (64u << 10)
-/* Before m is staged, split or sent: every operand array of m (and old_out, old_out_size
- * bytes, when not NULL) that is CUDA device memory gets its allocation registered on c as
- * a device buffer (once; see tac_cuptr.c for which arrays are looked up), so that it
- * travels by reference. Marks m done; TILEATOM_OK, or why such memory cannot be sent. */
-TAC_HIDDEN int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, const void *old_out,
-                                 size_t old_out_size, tileatom_error *err);
+/* Before m is staged, split or sent: every operand array of m (and m->old_out, when not
+ * NULL) that is CUDA device memory gets its allocation registered on c as a device buffer
+ * (once; see tac_cuptr.c for which arrays are looked up), so that it travels by reference.
+ * Marks m done; TILEATOM_OK, or why such memory cannot be sent. */
+TAC_HIDDEN int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, tileatom_error *err);
 /* TILEATOM_E_INVALID_ARGUMENT when the output buffer [p, p + len) (what names it), which the
  * library writes from the host, is device memory; else TILEATOM_OK. */
 TAC_HIDDEN int tac_cuptr_refuse(tileatom_client *c, const void *p, size_t len, const char *what,
