@@ -316,6 +316,10 @@ int main(int argc, char **argv)
 	if (strstr(o.modes, "devptr") &&
 	    tileatom_connect(o.address, 5000, &c2, &err) != TILEATOM_OK)
 		die("connect", &err);
+	/* the library asks the driver only about operands of at least its threshold (64 KiB by
+	 * default) and reads smaller ones as host memory: fewer keys than that need it lowered */
+	if (c2)
+		tileatom_set_device_ptr_threshold(c2, 1);
 	char modes[256];
 	snprintf(modes, sizeof(modes), "%s", o.modes);
 	char *save = NULL;

@@ -750,3 +750,36 @@ uint64_t ta_operand_bits(const ta_plan *p, const ta_operand *op, int64_t k)
 	memcpy(&v, (const char *)op->data + ta_addr_operand_offset(p, op, e) * (int64_t)es, es);
 	return v;
 }
+
+/* The elements of op the host reads over the iteration shape: 0 when absent or in device
+ * memory, else its span (1 for a scalar). */
+static int64_t host_span(const ta_plan *p, const ta_operand *op)
+{
+	if (!op->data || op->device)
+		return 0;
+	int64_t span = 1;
+	for (int a = 0; a < p->rank; a++)
+		span += (p->shape[a] - 1) * op->stride[a];
+	return span;
+}
+
+int64_t ta_plan_host_elements(const ta_plan *plan)
+{
+	bool device = plan->want_old && plan->old_out_device;
+	device = device || plan->values.device || plan->compare.device || plan->mask.device;
+	for (int i = 0; i < plan->n_index; i++)
+		device = device || plan->index[i].device;
+	if (!device)
+		return plan->count;
+	int64_t most = plan->want_old && !plan->old_out_device ? plan->count : 1;
+	const ta_operand *ops[TA_MAX_RANK + 3] = {&plan->values, &plan->compare, &plan->mask};
+	int n = 3;
+	for (int i = 0; i < plan->n_index; i++)
+		ops[n++] = &plan->index[i];
+	for (int i = 0; i < n; i++) {
+		int64_t span = host_span(plan, ops[i]);
+		if (span > most)
+			most = span;
+	}
+	return most;
+}

@@ -170,6 +170,14 @@ ta_status ta_plan_build_full(ta_plan *plan, const ta_tile_shape *tile, const ta_
  * element count. Both backends call it first. */
 ta_status ta_plan_check(const ta_plan *plan, size_t tile_bytes, int64_t *tile_elems, ta_error *err);
 
+/* The elements of a plan the host itself moves: the plan's count when every operand and
+ * old_out are host memory (the host applies or stages them all); otherwise, with some
+ * operand in device memory, the largest span of a host operand or the old values copied
+ * back to the host, and at least 1 (the launch and its wait). The daemon compares it with
+ * its inline limit: a request whose operands the GPU reads in place costs the event loop a
+ * launch, not a copy. */
+int64_t ta_plan_host_elements(const ta_plan *plan);
+
 /* Checks that an operand view's byte count matches its shape and dtype and that its
  * shape is sane; what names the operand in messages. */
 ta_status ta_array_view_check(const ta_array_view *view, const char *what, ta_error *err);

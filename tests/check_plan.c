@@ -768,6 +768,12 @@ START_TEST(test_device_operands)
 	ck_assert(p.index[0].data == dev);
 	ck_assert(!p.values.device);
 	ck_assert(!p.old_out_device);
+	/* the host moves one scalar: the GPU reads the 2^20 keys in place */
+	ck_assert_int_eq(ta_plan_host_elements(&p), 1);
+	p.want_old = true; /* old values copied back to the host: all 2^20 */
+	ck_assert_int_eq(ta_plan_host_elements(&p), 1 << 20);
+	p.old_out_device = true;
+	ck_assert_int_eq(ta_plan_host_elements(&p), 1);
 	r.check_bounds = false;
 	expect_reject(&t, &r, TA_INVALID_ARGUMENT, "check_bounds off", "lie in a device buffer");
 	/* host indices, device mask, bounds off: refused too */
@@ -780,6 +786,13 @@ START_TEST(test_device_operands)
 	r.check_bounds = true;
 	expect_ok(&p, &t, &r);
 	ck_assert(p.mask.device);
+	ck_assert_int_eq(ta_plan_host_elements(&p), 4); /* the host's 4 indices */
+	r.mask = view_of(TA_DTYPE_BOOL, 1, 4, 0, 0);    /* all on the host: every element */
+	expect_ok(&p, &t, &r);
+	ck_assert_int_eq(ta_plan_host_elements(&p), 4);
+	r.mask.data = dev;
+	r.mask.device = true;
+	expect_ok(&p, &t, &r);
 
 	/* the CPU backend refuses it before touching anything */
 	ta_error err = {TA_OK, ""};
