@@ -143,7 +143,9 @@ int ta_config_parse_size(const char *text, uint64_t *out)
 	return parse_with_unit(text, units, strcasecmp, out);
 }
 
-int ta_config_parse_duration(const char *text, uint64_t *out)
+/* Parses a duration: digits with an optional unit ms, s (the default), m or h. Returns 0
+ * on success (*out in milliseconds), -1 on a malformed or overflowing value. */
+static int parse_duration(const char *text, uint64_t *out)
 {
 	// clang-format off
 	static const conf_unit units[] = {
@@ -274,8 +276,7 @@ static ta_status parse_value(const conf_row *r, const char *text, conf_value *v,
 		bad = ta_config_parse_size(text, &v->u) || v->u < (uint64_t)r->lo || v->u > r->hi;
 		break;
 	case T_DURATION:
-		bad =
-		    ta_config_parse_duration(text, &v->u) || v->u < (uint64_t)r->lo || v->u > r->hi;
+		bad = parse_duration(text, &v->u) || v->u < (uint64_t)r->lo || v->u > r->hi;
 		break;
 	case T_PATH:
 	case T_HOSTPORT:

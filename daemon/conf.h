@@ -148,10 +148,6 @@ ta_status ta_config_finish(ta_config *cfg, ta_error *err);
  * KiB/MiB/GiB/TiB). Returns 0 on success, -1 on a malformed or overflowing value. */
 int ta_config_parse_size(const char *text, uint64_t *out);
 
-/* Parses a duration: digits with an optional unit ms, s (the default), m or h. Returns 0
- * on success (*out in milliseconds), -1 on a malformed or overflowing value. */
-int ta_config_parse_duration(const char *text, uint64_t *out);
-
 /* Writes the --help text to out. */
 void ta_config_usage(FILE *out, const char *argv0);
 

@@ -63,23 +63,14 @@ static const unsigned legal_next[] = {
 
 const char *ta_conn_state_name(ta_conn_state state)
 {
-	switch (state) {
-	case TA_CONN_NEW:
-		return "new";
-	case TA_CONN_READING:
-		return "reading";
-	case TA_CONN_PAUSED:
-		return "paused";
-	case TA_CONN_DRAINING:
-		return "draining";
-	case TA_CONN_SHUTTING_DOWN:
-		return "shutting down";
-	case TA_CONN_CLOSING:
-		return "closing";
-	case TA_CONN_CLOSED:
-		return "closed";
-	}
-	return "invalid";
+	static const char *const names[] = {[TA_CONN_NEW] = "new",
+	                                    [TA_CONN_READING] = "reading",
+	                                    [TA_CONN_PAUSED] = "paused",
+	                                    [TA_CONN_DRAINING] = "draining",
+	                                    [TA_CONN_SHUTTING_DOWN] = "shutting down",
+	                                    [TA_CONN_CLOSING] = "closing",
+	                                    [TA_CONN_CLOSED] = "closed"};
+	return (unsigned)state < sizeof(names) / sizeof(names[0]) ? names[state] : "invalid";
 }
 
 /* The one place conn->state changes. An illegal transition is a bug: it is logged at error
@@ -158,13 +149,8 @@ static void budget_give(ta_conn_host *host, uint64_t n)
 /* A connection of host's loop starts (delta 1) or stops (-1) waiting for input budget. */
 static void budget_waiters_add(ta_conn_host *host, int delta)
 {
-	if (delta > 0) {
-		atomic_fetch_add(&host->input_waiters, 1);
-		atomic_fetch_add(&host->budget->waiters, 1);
-	} else {
-		atomic_fetch_sub(&host->input_waiters, 1);
-		atomic_fetch_sub(&host->budget->waiters, 1);
-	}
+	atomic_fetch_add(&host->input_waiters, (unsigned)delta); /* -1 wraps: one fewer */
+	atomic_fetch_add(&host->budget->waiters, (unsigned)delta);
 }
 
 /* Frees an item and whatever it still owns (its input budget too). */
@@ -317,6 +303,14 @@ static uint64_t conn_unsent(const ta_conn *conn)
 static void on_write(uv_write_t *req, int status);
 static void conn_close_after(ta_conn *conn);
 
+/* A write failed with rc: the connection closes. */
+static void conn_write_failed(ta_conn *conn, int rc)
+{
+	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s", conn->serial,
+	       uv_strerror(rc));
+	ta_conn_close(conn);
+}
+
 /* Hands conn->out to the socket: as much as a non-blocking write takes at once, the rest
  * in one uv_write (when none is in flight; on_write flushes again). False when the
  * connection closed. */
@@ -352,9 +346,7 @@ static bool conn_flush(ta_conn *conn)
 	uv_buf_t buf = uv_buf_init((char *)conn->out.data, (unsigned)conn->out.len);
 	int n = conn->out.len <= UINT32_MAX ? uv_try_write(&conn->h.stream, &buf, 1) : UV_EAGAIN;
 	if (n < 0 && n != UV_EAGAIN && n != UV_ENOSYS) {
-		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s", conn->serial,
-		       uv_strerror(n));
-		ta_conn_close(conn);
+		conn_write_failed(conn, n);
 		return false;
 	}
 	size_t done = n > 0 ? (size_t)n : 0;
@@ -371,9 +363,7 @@ static bool conn_flush(ta_conn *conn)
 	buf = uv_buf_init((char *)conn->sending.data + done, (unsigned)(conn->sending.len - done));
 	int rc = uv_write(&conn->write_req, &conn->h.stream, &buf, 1, on_write);
 	if (rc != 0) {
-		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s", conn->serial,
-		       uv_strerror(rc));
-		ta_conn_close(conn);
+		conn_write_failed(conn, rc);
 		return false;
 	}
 	conn->writing = true;
@@ -406,15 +396,11 @@ static void on_write(uv_write_t *req, int status)
 	conn->writing = false;
 	conn->last_active_ms = uv_now(conn->host->loop);
 	conn->sending.len = 0;
-	if (status < 0) {
-		if (!conn_closing(conn)) {
-			ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s",
-			       conn->serial, uv_strerror(status));
-			ta_conn_close(conn);
-		}
+	if (conn_closing(conn))
 		return;
-	}
-	if (!conn_closing(conn))
+	if (status < 0)
+		conn_write_failed(conn, status);
+	else
 		conn_settle(conn);
 }
 
@@ -608,6 +594,16 @@ static bool conn_take_batch(ta_conn *conn, const uint8_t **data, size_t *len)
 	return true;
 }
 
+/* The length a frame prefix announces when the reader's partial prefix and the input
+ * (data, at least the prefix's missing bytes) complete it. */
+static uint32_t peek_length(const ta_frame_reader *r, const uint8_t *data)
+{
+	uint8_t hdr[TA_FRAME_HEADER];
+	memcpy(hdr, r->header, r->header_have);
+	memcpy(hdr + r->header_have, data, TA_FRAME_HEADER - r->header_have);
+	return ta_frame_get_header(hdr);
+}
+
 /* Before the reader gathers a frame that is not whole in the input (data, len), reserves
  * its announced length from the input budget. Returns false when it does not fit (nothing
  * consumed); true when reserved, already reserved, or nothing needs reserving (the header
@@ -619,10 +615,7 @@ static bool conn_reserve_frame(ta_conn *conn, const uint8_t *data, size_t len)
 		return true;
 	if (r->header_have == TA_FRAME_HEADER)
 		return true; /* a frame begun before any reservation (cannot happen) */
-	uint8_t hdr[TA_FRAME_HEADER];
-	memcpy(hdr, r->header, r->header_have);
-	memcpy(hdr + r->header_have, data, TA_FRAME_HEADER - r->header_have);
-	uint32_t n = ta_frame_get_header(hdr);
+	uint32_t n = peek_length(r, data);
 	if (n > r->max_payload)
 		return true;
 	if (r->header_have == 0 && len - TA_FRAME_HEADER >= n)
@@ -643,10 +636,7 @@ static bool conn_frame_before_handshake_too_large(const ta_conn *conn, const uin
 	if (conn->handshaken || r->header_have == TA_FRAME_HEADER ||
 	    r->header_have + len < TA_FRAME_HEADER)
 		return false;
-	uint8_t hdr[TA_FRAME_HEADER];
-	memcpy(hdr, r->header, r->header_have);
-	memcpy(hdr + r->header_have, data, TA_FRAME_HEADER - r->header_have);
-	*announced = ta_frame_get_header(hdr);
+	*announced = peek_length(r, data);
 	return *announced > TA_CONN_HANDSHAKE_FRAME_MAX;
 }
 
@@ -686,6 +676,15 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 		conn->log_seq = seq;
 }
 
+/* Answers msg (RESOURCE_EXHAUSTED, id 0; logged) after the requests before it, then closes
+ * the connection. */
+static void conn_refuse(ta_conn *conn, const char *msg)
+{
+	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
+	if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
+		ta_conn_close(conn);
+}
+
 /* conn_consume's work, inside the run. */
 static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 {
@@ -701,9 +700,7 @@ static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 			         "connection",
 			         early, conn->session.auth_needed ? ", then Auth" : "",
 			         TA_CONN_HANDSHAKE_FRAME_MAX);
-			ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
-			if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
-				ta_conn_close(conn);
+			conn_refuse(conn, msg);
 			break;
 		}
 		if (conn_take_batch(conn, &data, &len))
@@ -749,11 +746,8 @@ static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 				free(item);
 				free(owned);
 				budget_give(conn->host, reserved);
-				snprintf(msg, sizeof(msg),
-				         "out of memory queueing a request; closing the "
-				         "connection");
-				if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
-					ta_conn_close(conn);
+				conn_refuse(conn, "out of memory queueing a request; closing the "
+				                  "connection");
 				break;
 			}
 			item->payload = owned;
@@ -774,9 +768,7 @@ static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 			         "out of memory for a frame of %" PRIu32
 			         " bytes; closing the connection",
 			         announced);
-		ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
-		if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
-			ta_conn_close(conn);
+		conn_refuse(conn, msg);
 		break;
 	}
 }
@@ -1026,40 +1018,34 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 	if (conn_closing(conn))
 		return;
 	const ta_config *cfg = conn->host->cfg;
-	char msg[200];
+	char msg[200] = "";
 	/* the frame's clock waits while the daemon holds the connection up (a request of it
 	 * running, queued ones it can run, input memory awaited), not while the peer does
 	 * (queued requests waiting for the peer to take its responses) */
 	bool held_up = conn->inflight || conn->budget_wait ||
 	               (conn->q_head && conn_unsent(conn) < cfg->max_write_queue);
+	bool frame_open = cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn);
+	if (frame_open && held_up)
+		conn->frame_since_ms = now;
 	/* the handshake's deadline runs from the accept; a request of it on a worker (which
 	 * may be the Hello or Auth that finishes it) is waited for */
 	if (cfg->handshake_timeout_ms && !conn->handshaken && conn_may_read(conn) &&
-	    !conn->inflight && now - conn->accepted_ms >= cfg->handshake_timeout_ms) {
+	    !conn->inflight && now - conn->accepted_ms >= cfg->handshake_timeout_ms)
 		snprintf(msg, sizeof(msg),
 		         "the handshake (Hello%s) was not finished within %" PRIu64
 		         " ms (handshake_timeout); closing the connection",
 		         conn->session.auth_needed ? ", then Auth" : "", cfg->handshake_timeout_ms);
-		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
-		return;
-	}
-	if (cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn) && held_up)
-		conn->frame_since_ms = now;
-	else if (cfg->frame_timeout_ms && conn->frame_since_ms && conn_may_read(conn) &&
-	         now - conn->frame_since_ms >= cfg->frame_timeout_ms) {
+	else if (frame_open && !held_up && now - conn->frame_since_ms >= cfg->frame_timeout_ms)
 		snprintf(msg, sizeof(msg),
 		         "a partial frame (%" PRIu32 " of %" PRIu32
 		         " payload bytes) was held for more than %" PRIu64
 		         " ms (frame_timeout); closing the connection",
 		         conn->reader.payload_have, conn->reader.payload_len,
 		         cfg->frame_timeout_ms);
-		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
-		return;
-	}
 	/* a wait for input memory may last twice frame_timeout: by then every reservation
 	 * that held the memory when the wait began has ended (its frame done or timed out) */
-	if (cfg->frame_timeout_ms && conn->budget_wait &&
-	    now - conn->wait_since_ms >= 2 * cfg->frame_timeout_ms) {
+	else if (cfg->frame_timeout_ms && conn->budget_wait &&
+	         now - conn->wait_since_ms >= 2 * cfg->frame_timeout_ms)
 		snprintf(msg, sizeof(msg),
 		         "waited more than %" PRIu64 " ms (twice frame_timeout) for input memory: "
 		         "%" PRIu64 " of the %" PRIu64
@@ -1067,17 +1053,14 @@ void ta_conn_check_timeouts(ta_conn *conn, uint64_t now)
 		         "the connection",
 		         2 * cfg->frame_timeout_ms,
 		         (uint64_t)atomic_load(&conn->host->budget->held), conn->host->budget->max);
-		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
-		return;
-	}
-	if (cfg->idle_timeout_ms && !conn->inflight && !conn->budget_wait &&
-	    now - conn->last_active_ms >= cfg->idle_timeout_ms) {
+	else if (cfg->idle_timeout_ms && !conn->inflight && !conn->budget_wait &&
+	         now - conn->last_active_ms >= cfg->idle_timeout_ms)
 		snprintf(msg, sizeof(msg),
 		         "nothing was sent or taken for %" PRIu64
 		         " ms (idle_timeout); closing the connection",
 		         cfg->idle_timeout_ms);
+	if (msg[0])
 		ta_conn_fail(conn, TA_UNAVAILABLE, msg);
-	}
 }
 
 uint64_t ta_conn_stalled_since(const ta_conn *conn, const char **why)

@@ -2,8 +2,8 @@
  * the state every request may use (ta_service), a connection's (ta_session: its handshake,
  * its kept request, its shared buffers), a thread's (ta_dispatch_scratch), and the entry
  * points. Behind them: pipeline.c (decode with codec.c or protobuf-c, hand over, reply),
- * handlers.c (the checks in one order, the handlers), logged.c (--data-dir), held.c
- * (held metrics), service.c. Nothing here touches libuv. */
+ * handlers.c (the checks in one order, the handlers), reply.c (the answer and the held
+ * metrics), logged.c (--data-dir), service.c. Nothing here touches libuv. */
 #ifndef TA_DAEMON_DISPATCH_H
 #define TA_DAEMON_DISPATCH_H
 
@@ -13,10 +13,10 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "codec.h"
 #include "metrics.h"
 #include "log.h"
 #include "registry.h"
-#include "repeat.h"
 #include "ta_auth.h"
 #include "ta_backend.h"
 #include "persist.h"
@@ -66,7 +66,7 @@ typedef struct ta_session {
 	uint8_t nonce[TA_AUTH_NONCE]; /* the challenge of this connection (auth_needed) */
 	uint64_t serial;              /* connection number, for logs */
 	ta_repeat repeat;             /* the last one-element atomic request, kept to run the
-	                                 same request again without decoding (repeat.h) */
+	                                 same request again without decoding (codec.h) */
 	struct ta_shm_table *shm;     /* the connection's shared buffers (shmbuf.h; NULL: none,
 	                                 e.g. TCP) */
 } ta_session;
@@ -91,7 +91,7 @@ typedef struct ta_dispatch_scratch {
 	bool in_run;          /* between ta_dispatch_begin_run and ta_dispatch_end_run */
 	ta_tile_cache tiles;  /* the thread's last tile lookup (registry.h) */
 	bool hold_metrics;    /* in a run, requests untimed: the OK answers of kept requests
-	                         (repeat.h) count into held, published at the run's end or
+	                         (codec.h) count into held, published at the run's end or
 	                         before any other request */
 	ta_metrics_held held; /* those counts (also the request totals' requests and elements) */
 } ta_dispatch_scratch;

@@ -132,6 +132,27 @@ void ta_block_loop_signals(sigset_t *old)
 	pthread_sigmask(SIG_BLOCK, &block, old);
 }
 
+/* Tells the workers to stop and joins them. */
+static void stop_workers(ta_executor *ex)
+{
+	pthread_mutex_lock(&ex->lock);
+	ex->stopping = true;
+	pthread_cond_broadcast(&ex->cond);
+	pthread_mutex_unlock(&ex->lock);
+	for (int i = 0; i < ex->nthreads; i++)
+		pthread_join(ex->threads[i], NULL);
+	ex->nthreads = 0;
+}
+
+/* Frees what ta_executor_init allocated besides the port. */
+static void free_sync(ta_executor *ex)
+{
+	free(ex->threads);
+	ex->threads = NULL;
+	pthread_cond_destroy(&ex->cond);
+	pthread_mutex_destroy(&ex->lock);
+}
+
 int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 {
 	memset(ex, 0, sizeof(*ex));
@@ -170,19 +191,10 @@ int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 	if (ex->nthreads == nthreads)
 		return 0;
 
-	/* A thread failed to start: stop the ones that did. */
-	pthread_mutex_lock(&ex->lock);
-	ex->stopping = true;
-	pthread_cond_broadcast(&ex->cond);
-	pthread_mutex_unlock(&ex->lock);
-	for (int i = 0; i < ex->nthreads; i++)
-		pthread_join(ex->threads[i], NULL);
+	stop_workers(ex); /* a thread failed to start: stop the ones that did */
 	uv_close((uv_handle_t *)&ex->main.async, on_port_closed);
 fail_sync:
-	free(ex->threads);
-	ex->threads = NULL;
-	pthread_cond_destroy(&ex->cond);
-	pthread_mutex_destroy(&ex->lock);
+	free_sync(ex);
 	return rc;
 }
 
@@ -210,10 +222,7 @@ int ta_executor_running(const ta_executor *ex)
 static void on_main_port_closed(ta_executor_port *port)
 {
 	ta_executor *ex = port->data;
-	pthread_cond_destroy(&ex->cond);
-	pthread_mutex_destroy(&ex->lock);
-	free(ex->threads);
-	ex->threads = NULL;
+	free_sync(ex);
 	if (ex->closed_cb)
 		ex->closed_cb(ex);
 }
@@ -221,12 +230,6 @@ static void on_main_port_closed(ta_executor_port *port)
 void ta_executor_stop(ta_executor *ex, ta_executor_closed_cb cb)
 {
 	ex->closed_cb = cb;
-	pthread_mutex_lock(&ex->lock);
-	ex->stopping = true;
-	pthread_cond_broadcast(&ex->cond);
-	pthread_mutex_unlock(&ex->lock);
-	for (int i = 0; i < ex->nthreads; i++)
-		pthread_join(ex->threads[i], NULL);
-	ex->nthreads = 0;
+	stop_workers(ex);
 	ta_executor_port_close(&ex->main, on_main_port_closed);
 }

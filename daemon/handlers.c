@@ -390,52 +390,37 @@ static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_op op, const ta_wire_
 	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
 }
 
-/* The atomic families: the family comes from the table. */
-static ta_status on_elementwise(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
+/* A data-plane request of kind: the handler of its family (write and read have none). */
+static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
 {
-	return do_rmw(rc, tile, ta_req_family(TA_REQ_ELEMENTWISE), w);
-}
-static ta_status on_scatter(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
-{
-	return do_rmw(rc, tile, ta_req_family(TA_REQ_SCATTER), w);
-}
-static ta_status on_indexed(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
-{
-	return do_rmw(rc, tile, ta_req_family(TA_REQ_INDEXED), w);
-}
-
-/* The memory requests: the op (LOAD / STORE) comes from the table. */
-static ta_status on_gather(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
-{
-	return do_memory(rc, tile, ta_req_op(TA_REQ_GATHER), w);
-}
-static ta_status on_scatter_store(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
-{
-	return do_memory(rc, tile, ta_req_op(TA_REQ_SCATTER_STORE), w);
-}
-static ta_status on_atomic_load(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
-{
-	return do_memory(rc, tile, ta_req_op(TA_REQ_ATOMIC_LOAD), w);
-}
-static ta_status on_atomic_store(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
-{
-	return do_memory(rc, tile, ta_req_op(TA_REQ_ATOMIC_STORE), w);
+	ta_family family = ta_req_family(kind);
+	if (family == TA_FAMILY_MEMORY)
+		return do_memory(rc, tile, ta_req_op(kind), w);
+	if (family != TA_FAMILY_NONE)
+		return do_rmw(rc, tile, family, w);
+	return kind == TA_REQ_WRITE ? on_write(rc, tile, w) : on_read(rc, tile, w);
 }
 
 /* ---- the control plane (protobuf-c's structures; no tile) ---------------------------- */
+
+/* Fills ti from info (pointing into it). */
+static void tile_info_pb(Tileatom__TileInfo *ti, ta_tile_info *info)
+{
+	tileatom__tile_info__init(ti);
+	ti->name = info->name;
+	ti->dtype = (Tileatom__DType)info->shape.dtype;
+	ti->n_shape = (size_t)info->shape.rank;
+	ti->shape = info->shape.shape;
+	ti->bytes = info->bytes;
+	ti->private_tile = info->private_tile;
+	ti->placement = info->where;
+}
 
 /* Fills rc->ctl->tile from an info (create, describe). */
 static void set_tile_body(resp_ctx *rc, const ta_tile_info *info)
 {
 	rc->ctl->tile_info = *info;
-	tileatom__tile_info__init(&rc->ctl->tile);
-	rc->ctl->tile.name = rc->ctl->tile_info.name;
-	rc->ctl->tile.dtype = (Tileatom__DType)rc->ctl->tile_info.shape.dtype;
-	rc->ctl->tile.n_shape = (size_t)rc->ctl->tile_info.shape.rank;
-	rc->ctl->tile.shape = rc->ctl->tile_info.shape.shape;
-	rc->ctl->tile.bytes = rc->ctl->tile_info.bytes;
-	rc->ctl->tile.private_tile = rc->ctl->tile_info.private_tile;
-	rc->ctl->tile.placement = rc->ctl->tile_info.where;
+	tile_info_pb(&rc->ctl->tile, &rc->ctl->tile_info);
 	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_TILE;
 	rc->ctl->resp.tile = &rc->ctl->tile;
 }
@@ -531,7 +516,6 @@ static bool all_zero(const void *p, size_t n)
 	return true;
 }
 
-/* create: reserve, allocate, fill, publish. */
 /* The placement a create asks for (its placement field; empty: the daemon's default), or
  * INVALID_ARGUMENT naming the tile and the text. */
 static ta_status create_placement(const Tileatom__CreateTileRequest *c, ta_placement *place,
@@ -545,6 +529,7 @@ static ta_status create_placement(const Tileatom__CreateTileRequest *c, ta_place
 	                    ta_name_for_message(c->name, shown, sizeof(shown)), perr.msg);
 }
 
+/* create: reserve, allocate, fill, publish. */
 static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__CreateTileRequest *c)
 {
 	(void)unused;
@@ -713,16 +698,8 @@ static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesR
 			return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
 			                    "out of memory listing %zu tiles", n);
 		for (size_t i = 0; i < n; i++) {
-			Tileatom__TileInfo *ti = &rc->ctl->list_items[i];
-			tileatom__tile_info__init(ti);
-			ti->name = rc->ctl->list_infos[i].name;
-			ti->dtype = (Tileatom__DType)rc->ctl->list_infos[i].shape.dtype;
-			ti->n_shape = (size_t)rc->ctl->list_infos[i].shape.rank;
-			ti->shape = rc->ctl->list_infos[i].shape.shape;
-			ti->bytes = rc->ctl->list_infos[i].bytes;
-			ti->private_tile = rc->ctl->list_infos[i].private_tile;
-			ti->placement = rc->ctl->list_infos[i].where;
-			rc->ctl->list_ptrs[i] = ti;
+			tile_info_pb(&rc->ctl->list_items[i], &rc->ctl->list_infos[i]);
+			rc->ctl->list_ptrs[i] = &rc->ctl->list_items[i];
 		}
 	}
 	rc->ctl->list.n_tiles = n;
@@ -891,20 +868,20 @@ static const char *lock_name(ta_req_kind kind, const ta_wire_request *w,
 static ta_status run_handler(resp_ctx *rc, ta_req_kind kind, ta_tile *tile,
                              const ta_wire_request *w, const Tileatom__Request *req)
 {
-#define TA_REQ_ARG_1(field) w
-#define TA_REQ_ARG_0(field) req->field
+#define TA_REQ_CALL_1(field) on_data(rc, tile, kind, w)
+#define TA_REQ_CALL_0(field) on_##field(rc, tile, req->field)
 	switch (kind) {
 #define TA_REQUEST(id, field, number, tile_col, ...)                                               \
 	case TA_REQ_##id:                                                                          \
-		return on_##field(rc, tile, TA_REQ_ARG_##tile_col(field));
+		return TA_REQ_CALL_##tile_col(field);
 #include "ta_ops.def"
 #undef TA_REQUEST
 	default:
 		return ta_error_set(&rc->err, TA_INTERNAL, "request type %d has no handler",
 		                    (int)kind);
 	}
-#undef TA_REQ_ARG_1
-#undef TA_REQ_ARG_0
+#undef TA_REQ_CALL_1
+#undef TA_REQ_CALL_0
 }
 
 ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request *req)

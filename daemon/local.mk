@@ -8,7 +8,7 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/conn.c daemon/conn.h \
 	daemon/shmbuf.c daemon/shmbuf.h \
 	daemon/dispatch.h daemon/reqctx.h \
-	daemon/service.c daemon/handlers.c daemon/logged.c daemon/held.c daemon/pipeline.c daemon/reply.c \
+	daemon/service.c daemon/handlers.c daemon/logged.c daemon/pipeline.c daemon/reply.c \
 	daemon/executor.c daemon/executor.h \
 	daemon/codec.c daemon/codec.h \
 	daemon/log.c daemon/log.h \
@@ -21,7 +21,6 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/persist_service.c \
 	daemon/recpool.c daemon/recpool.h \
 	daemon/registry.c daemon/registry.h \
-	daemon/repeat.c daemon/repeat.h \
 	daemon/server.c daemon/server.h \
 	daemon/wirecheck.c daemon/wirecheck.h \
 	$(PROTO_SOURCES) $(AUTH_SOURCES)

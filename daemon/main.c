@@ -186,20 +186,28 @@ static int run_daemon(ta_config *cfg)
 {
 	int status = 1;
 	ta_error err = {0};
+	ta_auth_secret *secret = NULL;
+	ta_backend *be = NULL;
+	ta_registry *reg = NULL;
+	ta_service *svc = NULL;
+	ta_server *srv = NULL;
+	ta_persist *persist = NULL;
+	ta_metrics_server *metrics = NULL;
+	uv_loop_t loop;
+	bool loop_open = false;
+	int rc;
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		ta_log(TA_LOG_WARNING, "cannot ignore SIGPIPE: %s", strerror(errno));
 	ta_log(TA_LOG_NOTICE, "tileatomd %s starting (protocol %d%s%s)", PACKAGE_VERSION,
 	       TA_PROTOCOL_VERSION, cfg->config_file ? ", config " : "",
 	       cfg->config_file ? cfg->config_file : "");
 
-	ta_auth_secret *secret = NULL;
 	if (cfg->auth_file) {
 		char msg[512];
 		secret = malloc(sizeof(*secret));
 		if (!secret || ta_auth_load(cfg->auth_file, secret, msg, sizeof(msg)) != 0) {
 			ta_log(TA_LOG_ERR, "%s", secret ? msg : "out of memory");
-			free(secret);
-			return 1;
+			goto done;
 		}
 	}
 	if (cfg->listen && !secret)
@@ -207,54 +215,31 @@ static int run_daemon(ta_config *cfg)
 		       "TCP clients are not authenticated (no auth_file): every local user can "
 		       "reach every public tile over %s",
 		       cfg->listen);
-	ta_backend *be = open_backend(cfg);
-	if (!be) {
-		if (secret)
-			ta_auth_wipe(secret);
-		free(secret);
-		return 1;
-	}
-	ta_registry *reg = ta_registry_new(be, cfg->max_tile_bytes, cfg->max_total_bytes, &err);
-	if (!reg) {
+	if (!(be = open_backend(cfg)))
+		goto done;
+	if (!(reg = ta_registry_new(be, cfg->max_tile_bytes, cfg->max_total_bytes, &err))) {
 		ta_log(TA_LOG_ERR, "%s", err.msg);
-		ta_backend_destroy(be);
-		if (secret)
-			ta_auth_wipe(secret);
-		free(secret);
-		return 1;
+		goto done;
 	}
 	ta_registry_set_max_tiles(reg, cfg->max_tiles);
-	ta_service *svc = malloc(sizeof(*svc));
-	ta_server *srv = malloc(sizeof(*srv));
-	uv_loop_t loop;
-	int rc = svc && srv ? uv_loop_init(&loop) : UV_ENOMEM;
+	svc = malloc(sizeof(*svc));
+	srv = malloc(sizeof(*srv));
+	rc = svc && srv ? uv_loop_init(&loop) : UV_ENOMEM;
 	if (rc != 0) {
 		ta_log(TA_LOG_ERR, "cannot create the event loop: %s", uv_strerror(rc));
-		free(svc);
-		free(srv);
-		ta_registry_free(reg);
-		ta_backend_destroy(be);
-		if (secret)
-			ta_auth_wipe(secret);
-		free(secret);
-		return 1;
+		goto done;
 	}
+	loop_open = true;
 	ta_service_init(svc, be, reg, cfg->max_frame);
 	svc->time_requests = cfg->metrics != NULL; /* latency histograms for the scrapes */
 	svc->auth = secret;
 	ta_backend_set_batch_window(be, (unsigned)cfg->batch_window_us);
-	ta_persist *persist = NULL;
 	if (cfg->data_dir) {
 		ta_persist_settings pset = {(ta_fsync_mode)cfg->fsync_mode, cfg->compact_size,
 		                            cfg->accept_log_loss};
 		if (ta_persist_open(&persist, cfg->data_dir, &pset, svc, &err) != TA_OK) {
 			ta_log(TA_LOG_ERR, "%s", err.msg);
-			uv_loop_close(&loop);
-			free(svc);
-			free(srv);
-			ta_registry_free(reg);
-			ta_backend_destroy(be);
-			return 1;
+			goto done;
 		}
 		ta_persist_set_buffer_max(persist, cfg->max_log_buffer);
 		svc->persist = persist;
@@ -265,22 +250,13 @@ static int run_daemon(ta_config *cfg)
 	       ta_config_loops(cfg, svc->info.name, sysconf(_SC_NPROCESSORS_ONLN)));
 
 	/* The metrics endpoint first: a bad --metrics fails before anything is served. */
-	ta_metrics_server *metrics = NULL;
 	if (cfg->metrics && ta_metrics_server_start(&metrics, cfg->metrics, cfg->allow_remote, svc,
 	                                            cfg->max_total_bytes, &err) != TA_OK) {
 		ta_log(TA_LOG_ERR, "%s", err.msg);
-		rc = uv_loop_close(&loop);
-		if (rc != 0)
-			ta_log(TA_LOG_WARNING, "cannot close the event loop: %s", uv_strerror(rc));
-		free(svc);
-		free(srv);
-		ta_registry_free(reg);
-		ta_backend_destroy(be);
-		return 1;
+		goto done;
 	}
 	if (ta_server_start(srv, &loop, cfg, svc, &err) != TA_OK) {
 		ta_log(TA_LOG_ERR, "%s", err.msg);
-		status = 1;
 	} else {
 		rc = ta_notify("READY=1\nSTATUS=serving");
 		if (rc < 0)
@@ -297,8 +273,8 @@ static int run_daemon(ta_config *cfg)
 	if (rc != 0)
 		ta_log(TA_LOG_WARNING, "event loop ended with active handles");
 	ta_server_free(srv); /* joins the other event loops' threads */
-	rc = uv_loop_close(&loop);
-	if (rc != 0)
+done:
+	if (loop_open && (rc = uv_loop_close(&loop)) != 0)
 		ta_log(TA_LOG_WARNING, "cannot close the event loop: %s", uv_strerror(rc));
 	ta_persist_close(persist); /* every record written and fsynced */
 	ta_registry_free(reg);

@@ -72,6 +72,22 @@ static void put_head(FILE *f, const char *name, const char *type, const char *he
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* Writes the name and labels of a per-kind sample, name{backend="be",request="kind", for the
+ * caller to close. */
+static void put_kind_labels(FILE *f, const char *name, const char *be, const char *kind)
+{
+	fprintf(f, "%s{backend=\"", name);
+	put_label(f, be);
+	fprintf(f, "\",request=\"%s\"", kind);
+}
+
+/* Writes a gauge family of one sample. */
+static void put_gauge(FILE *f, const char *name, const char *help, uint64_t v)
+{
+	put_head(f, name, "gauge", help);
+	fprintf(f, "%s %" PRIu64 "\n", name, v);
+}
+
 /* The per-kind counter families: name, help, and which snapshot field. */
 typedef struct kind_family {
 	const char *name; /* metric name */
@@ -99,7 +115,10 @@ static bool kind_shown(int k)
 	return k == TA_REQ_NONE || ta_req_valid((ta_req_kind)k);
 }
 
-char *ta_metrics_render(ta_service *svc, uint64_t limit_bytes, size_t *len)
+/* Renders the exposition text of svc (with limit_bytes, the tile memory limit, 0 when
+ * unlimited). Returns a malloc'd NUL-terminated text (its length in *len), or NULL when
+ * memory is short. Thread-safe. */
+static char *render(ta_service *svc, uint64_t limit_bytes, size_t *len)
 {
 	char *buf = NULL;
 	size_t size = 0;
@@ -127,10 +146,8 @@ char *ta_metrics_render(ta_service *svc, uint64_t limit_bytes, size_t *len)
 				continue;
 			uint64_t v;
 			memcpy(&v, (const char *)&snap[k] + fam->offset, sizeof(v));
-			fprintf(f, "%s{backend=\"", fam->name);
-			put_label(f, be);
-			fprintf(f, "\",request=\"%s\"} %" PRIu64 "\n",
-			        ta_metrics_kind_name((ta_req_kind)k), v);
+			put_kind_labels(f, fam->name, be, ta_metrics_kind_name((ta_req_kind)k));
+			fprintf(f, "} %" PRIu64 "\n", v);
 		}
 	}
 
@@ -144,42 +161,33 @@ char *ta_metrics_render(ta_service *svc, uint64_t limit_bytes, size_t *len)
 		uint64_t cum = 0;
 		for (int b = 0; b <= TA_METRICS_BUCKETS; b++) {
 			cum += snap[k].bucket[b];
-			fputs("tileatom_request_duration_seconds_bucket{backend=\"", f);
-			put_label(f, be);
+			put_kind_labels(f, "tileatom_request_duration_seconds_bucket", be, kind);
 			if (b < TA_METRICS_BUCKETS)
-				fprintf(f, "\",request=\"%s\",le=\"%.9g\"} %" PRIu64 "\n", kind,
+				fprintf(f, ",le=\"%.9g\"} %" PRIu64 "\n",
 				        (double)ta_metrics_bucket_ns[b] / 1e9, cum);
 			else
-				fprintf(f, "\",request=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", kind,
-				        cum);
+				fprintf(f, ",le=\"+Inf\"} %" PRIu64 "\n", cum);
 		}
-		fputs("tileatom_request_duration_seconds_sum{backend=\"", f);
-		put_label(f, be);
-		fprintf(f, "\",request=\"%s\"} %" PRIu64 ".%09" PRIu64 "\n", kind,
-		        snap[k].latency_ns / 1000000000u, snap[k].latency_ns % 1000000000u);
-		fputs("tileatom_request_duration_seconds_count{backend=\"", f);
-		put_label(f, be);
-		fprintf(f, "\",request=\"%s\"} %" PRIu64 "\n", kind, cum);
+		put_kind_labels(f, "tileatom_request_duration_seconds_sum", be, kind);
+		fprintf(f, "} %" PRIu64 ".%09" PRIu64 "\n", snap[k].latency_ns / 1000000000u,
+		        snap[k].latency_ns % 1000000000u);
+		put_kind_labels(f, "tileatom_request_duration_seconds_count", be, kind);
+		fprintf(f, "} %" PRIu64 "\n", cum);
 	}
 
 	uint32_t tiles = 0;
 	uint64_t tile_bytes = 0;
 	ta_registry_stats(svc->registry, &tiles, &tile_bytes);
-	put_head(f, "tileatom_connections", "gauge", "Open client connections.");
-	fprintf(f, "tileatom_connections %u\n", atomic_load(&svc->connections));
-	put_head(f, "tileatom_tiles", "gauge", "Tiles held.");
-	fprintf(f, "tileatom_tiles %" PRIu32 "\n", tiles);
-	put_head(f, "tileatom_tile_bytes", "gauge", "Bytes of tile memory held.");
-	fprintf(f, "tileatom_tile_bytes %" PRIu64 "\n", tile_bytes);
-	if (limit_bytes) {
-		put_head(f, "tileatom_tile_bytes_limit", "gauge",
-		         "Most bytes all tiles may hold together (max_total_bytes).");
-		fprintf(f, "tileatom_tile_bytes_limit %" PRIu64 "\n", limit_bytes);
-	}
-	if (svc->info.device_memory) {
-		put_head(f, "tileatom_device_memory_bytes", "gauge", "Memory of the GPU in use.");
-		fprintf(f, "tileatom_device_memory_bytes %" PRIu64 "\n", svc->info.device_memory);
-	}
+	put_gauge(f, "tileatom_connections", "Open client connections.",
+	          atomic_load(&svc->connections));
+	put_gauge(f, "tileatom_tiles", "Tiles held.", tiles);
+	put_gauge(f, "tileatom_tile_bytes", "Bytes of tile memory held.", tile_bytes);
+	if (limit_bytes)
+		put_gauge(f, "tileatom_tile_bytes_limit",
+		          "Most bytes all tiles may hold together (max_total_bytes).", limit_bytes);
+	if (svc->info.device_memory)
+		put_gauge(f, "tileatom_device_memory_bytes", "Memory of the GPU in use.",
+		          svc->info.device_memory);
 	bool failed = ferror(f) != 0;
 	if (fclose(f) != 0 || failed) {
 		free(buf);
@@ -207,33 +215,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	unsigned code = MHD_HTTP_OK;
 	const char *type = "text/plain; version=0.0.4; charset=utf-8";
-	struct MHD_Response *resp;
+	const char *msg = NULL; /* an error's text */
+	char *text = NULL;
+	size_t len = 0;
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-		static const char msg[] = "only GET /metrics is served\n";
 		code = MHD_HTTP_METHOD_NOT_ALLOWED;
-		resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
-		                                       MHD_RESPMEM_PERSISTENT);
-		type = "text/plain; charset=utf-8";
+		msg = "only GET /metrics is served\n";
 	} else if (strcmp(url, "/metrics") != 0) {
-		static const char msg[] = "not found: the metrics are at /metrics\n";
 		code = MHD_HTTP_NOT_FOUND;
-		resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
-		                                       MHD_RESPMEM_PERSISTENT);
+		msg = "not found: the metrics are at /metrics\n";
+	} else if (!(text = render(s->svc, s->limit_bytes, &len))) {
+		code = MHD_HTTP_INTERNAL_SERVER_ERROR;
+		msg = "out of memory rendering the metrics\n";
+	}
+	struct MHD_Response *resp;
+	if (msg) {
 		type = "text/plain; charset=utf-8";
-	} else {
-		size_t len = 0;
-		char *text = ta_metrics_render(s->svc, s->limit_bytes, &len);
-		if (!text) {
-			static const char msg[] = "out of memory rendering the metrics\n";
-			code = MHD_HTTP_INTERNAL_SERVER_ERROR;
-			resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
-			                                       MHD_RESPMEM_PERSISTENT);
-			type = "text/plain; charset=utf-8";
-		} else {
-			resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-			if (!resp)
-				free(text);
-		}
+		resp = MHD_create_response_from_buffer(strlen(msg), (void *)msg,
+		                                       MHD_RESPMEM_PERSISTENT);
+	} else if (!(resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE))) {
+		free(text);
 	}
 	if (!resp)
 		return MHD_NO;
@@ -263,48 +264,12 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	ta_log(TA_LOG_WARNING, "metrics: %s", msg);
 }
 
-/* Resolves "HOST:PORT" / "[V6]:PORT" ("*" or an empty host: every address) into *res. */
-static ta_status resolve(const char *spec, struct addrinfo **res, ta_error *err)
-{
-	char host[256];
-	const char *port;
-	if (spec[0] == '[') {
-		const char *close = strchr(spec, ']');
-		if (!close || close[1] != ':' || (size_t)(close - spec - 1) >= sizeof(host))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "metrics: '%s' is not [ADDRESS]:PORT", spec);
-		memcpy(host, spec + 1, (size_t)(close - spec - 1));
-		host[close - spec - 1] = '\0';
-		port = close + 2;
-	} else {
-		const char *colon = strrchr(spec, ':');
-		if (!colon || (size_t)(colon - spec) >= sizeof(host))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "metrics: '%s' is not HOST:PORT", spec);
-		memcpy(host, spec, (size_t)(colon - spec));
-		host[colon - spec] = '\0';
-		port = colon + 1;
-	}
-	if (!*port)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "metrics: '%s' has no port", spec);
-	struct addrinfo hints;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	int rc = getaddrinfo(*host && strcmp(host, "*") != 0 ? host : NULL, port, &hints, res);
-	if (rc != 0)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "metrics: cannot resolve '%s': %s",
-		                    spec, gai_strerror(rc));
-	return TA_OK;
-}
-
 ta_status ta_metrics_server_start(ta_metrics_server **out, const char *spec, bool allow_remote,
                                   ta_service *svc, uint64_t limit_bytes, ta_error *err)
 {
 	*out = NULL;
 	struct addrinfo *res = NULL;
-	ta_status st = resolve(spec, &res, err);
+	ta_status st = ta_net_resolve("metrics", spec, &res, err);
 	if (st != TA_OK)
 		return st;
 	if (!ta_net_is_loopback(res->ai_addr) && !allow_remote) {
@@ -355,11 +320,6 @@ ta_status ta_metrics_server_start(ta_metrics_server **out, const char *spec, boo
 	ta_log(TA_LOG_NOTICE, "serving metrics on %s (port %d): GET /metrics", spec, s->port);
 	*out = s;
 	return TA_OK;
-}
-
-int ta_metrics_server_port(const ta_metrics_server *s)
-{
-	return s->port;
 }
 
 void ta_metrics_server_stop(ta_metrics_server *s)

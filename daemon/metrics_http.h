@@ -16,20 +16,12 @@
 /* A running metrics endpoint. */
 typedef struct ta_metrics_server ta_metrics_server;
 
-/* Renders the exposition text of svc (with limit_bytes, the tile memory limit, 0 when
- * unlimited). Returns a malloc'd NUL-terminated text (its length in *len), or NULL when
- * memory is short. Thread-safe. */
-char *ta_metrics_render(ta_service *svc, uint64_t limit_bytes, size_t *len);
-
 /* Starts serving svc's metrics on spec ("HOST:PORT", "[V6]:PORT"; port 0 picks a free
  * one). Refuses a non-loopback address unless allow_remote (TA_PERMISSION_DENIED). On
  * success *out is the server and the address it listens on is logged. Returns TA_OK or
  * an error naming the address and the problem. */
 ta_status ta_metrics_server_start(ta_metrics_server **out, const char *spec, bool allow_remote,
                                   ta_service *svc, uint64_t limit_bytes, ta_error *err);
-
-/* The TCP port the server listens on. */
-int ta_metrics_server_port(const ta_metrics_server *s);
 
 /* Stops the server (waits for its thread) and frees it; NULL is a no-op. */
 void ta_metrics_server_stop(ta_metrics_server *s);

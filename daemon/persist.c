@@ -19,6 +19,17 @@
 #include "log.h"
 #include "persist_int.h"
 
+/* Starts a thread of p running fn; *started tells ta_persist_close to join it. */
+static ta_status start_thread(pthread_t *thread, void *(*fn)(void *), ta_persist *p, bool *started,
+                              const char *what, ta_error *err)
+{
+	int rc = pthread_create(thread, NULL, fn, p);
+	if (rc != 0)
+		return ta_error_set(err, TA_INTERNAL, "cannot start %s: %s", what, strerror(rc));
+	*started = true;
+	return TA_OK;
+}
+
 ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_settings *set,
                            const ta_persist_host *host, ta_error *err)
 {
@@ -62,30 +73,15 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_s
 	}
 	pthread_condattr_destroy(&cattr);
 	ta_status st = persist_recover(p, err);
-	if (st == TA_OK) {
-		rc = pthread_create(&p->writer, NULL, persist_writer_main, p);
-		if (rc == 0)
-			p->writer_started = true;
-		else
-			st = ta_error_set(err, TA_INTERNAL, "cannot start the log writer: %s",
-			                  strerror(rc));
-	}
-	if (st == TA_OK && p->mode != TA_FSYNC_NO) {
-		rc = pthread_create(&p->syncer, NULL, persist_syncer_main, p);
-		if (rc == 0)
-			p->syncer_started = true;
-		else
-			st = ta_error_set(err, TA_INTERNAL, "cannot start the fsync thread: %s",
-			                  strerror(rc));
-	}
-	if (st == TA_OK && p->compact_size) {
-		rc = pthread_create(&p->compactor, NULL, persist_compactor_main, p);
-		if (rc == 0)
-			p->compactor_started = true;
-		else
-			st = ta_error_set(err, TA_INTERNAL, "cannot start the compactor: %s",
-			                  strerror(rc));
-	}
+	if (st == TA_OK)
+		st = start_thread(&p->writer, persist_writer_main, p, &p->writer_started,
+		                  "the log writer", err);
+	if (st == TA_OK && p->mode != TA_FSYNC_NO)
+		st = start_thread(&p->syncer, persist_syncer_main, p, &p->syncer_started,
+		                  "the fsync thread", err);
+	if (st == TA_OK && p->compact_size)
+		st = start_thread(&p->compactor, persist_compactor_main, p, &p->compactor_started,
+		                  "the compactor", err);
 	if (st != TA_OK) {
 		ta_persist_close(p);
 		return st;

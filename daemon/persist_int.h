@@ -226,6 +226,16 @@ void *persist_syncer_main(void *arg);
  * finds the log over compact_size. */
 void *persist_compactor_main(void *arg);
 
+/* One log file found in the directory. */
+typedef struct log_file {
+	uint64_t first; /* the sequence number in its name */
+	char name[64];  /* its name in the directory */
+} log_file;
+
+/* persist_log.c: lists the logs of the directory sorted by their first record into *out
+ * (*n entries; free it). */
+ta_status persist_list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *err);
+
 /* persist_load.c: opens (creating) the data directory of p and takes its lock, loads the
  * snapshot, replays the logs, and opens the newest log for appending (or starts one). */
 ta_status persist_recover(ta_persist *p, ta_error *err);

@@ -13,7 +13,6 @@
 #include <config.h>
 #endif
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -36,7 +35,6 @@
 /* A file being read with a running checksum and offset. */
 typedef struct rd_file {
 	FILE *f;          /* the stream */
-	const char *path; /* its path, for messages */
 	uint64_t off;     /* bytes read so far */
 	XXH3_state_t *hs; /* running checksum of them (NULL: none kept) */
 } rd_file;
@@ -49,6 +47,19 @@ static size_t rd(rd_file *r, void *buf, size_t n)
 		(void)XXH3_64bits_update(r->hs, buf, got); /* fails only on bad arguments */
 	r->off += got;
 	return got;
+}
+
+/* Makes *buf hold at least n bytes (*cap: its size now); false when memory is short. */
+static bool grow(uint8_t **buf, size_t *cap, size_t n)
+{
+	if (n <= *cap)
+		return true;
+	uint8_t *nb = realloc(*buf, n);
+	if (!nb)
+		return false;
+	*buf = nb;
+	*cap = n;
+	return true;
 }
 
 /* Loads the snapshot (when there is one: *found) into the registry; *seq: its last
@@ -67,7 +78,7 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 		                    strerror(errno));
 	}
 	*found = true;
-	rd_file r = {fdopen(fd, "rb"), path, 0, XXH3_createState()};
+	rd_file r = {fdopen(fd, "rb"), 0, XXH3_createState()};
 	if (!r.f || !r.hs || XXH3_64bits_reset(r.hs) != XXH_OK) {
 		int e = r.f ? ENOMEM : errno;
 		if (r.f)
@@ -147,16 +158,11 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 			int64_t rows =
 			    tile->shape.shape[0] - row < step ? tile->shape.shape[0] - row : step;
 			size_t n = (size_t)((uint64_t)rows * row_bytes);
-			if (n > chunk_cap) {
-				uint8_t *nc = realloc(chunk, n);
-				if (!nc) {
-					st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-					                  "%s: out of memory loading tile '%s'",
-					                  path, tile->name);
-					goto out;
-				}
-				chunk = nc;
-				chunk_cap = n;
+			if (!grow(&chunk, &chunk_cap, n)) {
+				st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+				                  "%s: out of memory loading tile '%s'", path,
+				                  tile->name);
+				goto out;
 			}
 			if (rd(&r, chunk, n) < n)
 				goto short_file;
@@ -206,61 +212,6 @@ out:
 	return st;
 }
 
-/* One log file found in the directory. */
-typedef struct log_file {
-	uint64_t first; /* the sequence number in its name */
-	char name[64];  /* its name in the directory */
-} log_file;
-
-/* qsort order of log files: by first sequence number. */
-static int log_file_cmp(const void *a, const void *b)
-{
-	const log_file *x = a, *y = b;
-	return x->first < y->first ? -1 : x->first > y->first;
-}
-
-/* Lists the logs of the directory sorted by their first record into *out (*n entries). */
-static ta_status list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *err)
-{
-	*out = NULL;
-	*n = 0;
-	int fd = dup(p->dir_fd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot list %s: %s", p->dir,
-		                    strerror(errno));
-	}
-	size_t cap = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		uint64_t s;
-		char tail[8];
-		if (sscanf(e->d_name, "log-%16" SCNx64 ".%3s", &s, tail) != 2 ||
-		    strcmp(tail, "tal") != 0 || strlen(e->d_name) != 24)
-			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 8;
-			log_file *nl = realloc(*out, cap * sizeof(**out));
-			if (!nl) {
-				closedir(d);
-				free(*out);
-				*out = NULL;
-				return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-			}
-			*out = nl;
-		}
-		(*out)[*n].first = s;
-		snprintf((*out)[*n].name, sizeof((*out)[*n].name), "%s", e->d_name);
-		(*n)++;
-	}
-	closedir(d);
-	if (*n)
-		qsort(*out, *n, sizeof(**out), log_file_cmp);
-	return TA_OK;
-}
-
 /* What replaying one log found. */
 typedef struct log_scan {
 	uint64_t end;      /* offset after its last whole record (0: not even a whole header) */
@@ -286,7 +237,7 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 	if (fd < 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
 		                    strerror(errno));
-	rd_file r = {fdopen(fd, "rb"), path, 0, NULL}; /* records carry their own checksums */
+	rd_file r = {fdopen(fd, "rb"), 0, NULL}; /* records carry their own checksums */
 	if (!r.f) {
 		close(fd);
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
@@ -329,17 +280,12 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 		uint32_t len = get_u32(h);
 		uint64_t seq = get_u64(h + 4);
 		ta_owner who = (ta_owner)get_u64(h + 12);
-		if (len > cap) {
-			uint8_t *np = realloc(payload, len);
-			if (!np) {
-				st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-				                  "%s: out of memory for a record of %" PRIu32
-				                  " bytes at offset %" PRIu64,
-				                  path, len, at);
-				goto out;
-			}
-			payload = np;
-			cap = len;
+		if (!grow(&payload, &cap, len)) {
+			st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+			                  "%s: out of memory for a record of %" PRIu32
+			                  " bytes at offset %" PRIu64,
+			                  path, len, at);
+			goto out;
 		}
 		if (rd(&r, payload, len) < len) {
 			scan->torn = "a record cut short";
@@ -601,7 +547,7 @@ ta_status persist_recover(ta_persist *p, ta_error *err)
 		                    strerror(-mark_state));
 	log_file *logs = NULL;
 	size_t n = 0;
-	st = list_logs(p, &logs, &n, err);
+	st = persist_list_logs(p, &logs, &n, err);
 	if (st != TA_OK)
 		return st;
 	log_scan *scans = calloc(n ? n : 1, sizeof(*scans));

@@ -1,8 +1,8 @@
 /* persist_log.c: the log of tileatomd's durability (see persist.h, and persist_int.h for
  * the files): mutation locks (stripes) and pipelined runs, appends, the writer thread (group
- * commit), the everysec fsync thread, failure handling and the loop's wake-up (the start and
- * close of the whole are persist.c's, startup recovery persist_load.c's, snapshots
- * persist_snapshot.c's).
+ * commit), the everysec fsync thread, failure handling, the listing of the log files and the
+ * loop's wake-up (the start and close of the whole are persist.c's, startup recovery
+ * persist_load.c's, snapshots persist_snapshot.c's).
  *
  * Happy path of a mutation: dispatch takes the stripe lock of its tile (ta_persist_lock),
  * applies the request, appends the record to p->buf under p->mu (sequence numbers are given
@@ -37,6 +37,7 @@
 #include <config.h>
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -58,30 +59,24 @@
 #define GATHER_MS    2
 #define GATHER_BYTES (1u << 20)
 
+/* The fsync modes' names, by mode. */
+static const char *const fsync_names[] = {
+    [TA_FSYNC_ALWAYS] = "always", [TA_FSYNC_EVERYSEC] = "everysec", [TA_FSYNC_NO] = "no"};
+
 int ta_fsync_mode_parse(const char *text, ta_fsync_mode *out)
 {
-	if (strcmp(text, "always") == 0)
-		*out = TA_FSYNC_ALWAYS;
-	else if (strcmp(text, "everysec") == 0)
-		*out = TA_FSYNC_EVERYSEC;
-	else if (strcmp(text, "no") == 0)
-		*out = TA_FSYNC_NO;
-	else
-		return -1;
-	return 0;
+	for (size_t m = 0; m < sizeof(fsync_names) / sizeof(fsync_names[0]); m++)
+		if (strcmp(text, fsync_names[m]) == 0) {
+			*out = (ta_fsync_mode)m;
+			return 0;
+		}
+	return -1;
 }
 
 const char *ta_fsync_mode_name(ta_fsync_mode mode)
 {
-	switch (mode) {
-	case TA_FSYNC_ALWAYS:
-		return "always";
-	case TA_FSYNC_EVERYSEC:
-		return "everysec";
-	case TA_FSYNC_NO:
-		return "no";
-	}
-	return "?";
+	return (unsigned)mode < sizeof(fsync_names) / sizeof(fsync_names[0]) ? fsync_names[mode]
+	                                                                     : "?";
 }
 
 /* Writer: fills the checksums of the whole records at buf[0, n) (the payload's, then the
@@ -178,6 +173,55 @@ int persist_create_log(ta_persist *p, uint64_t first)
 		return -1;
 	}
 	return fd;
+}
+
+/* qsort order of log files: by first sequence number. */
+static int log_file_cmp(const void *a, const void *b)
+{
+	const log_file *x = a, *y = b;
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+ta_status persist_list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	int fd = dup(p->dir_fd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot list %s: %s", p->dir,
+		                    strerror(errno));
+	}
+	rewinddir(d); /* the dup shares its offset with dir_fd, read to its end before */
+	size_t cap = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		uint64_t s;
+		char tail[8];
+		if (sscanf(e->d_name, "log-%16" SCNx64 ".%3s", &s, tail) != 2 ||
+		    strcmp(tail, "tal") != 0 || strlen(e->d_name) != 24)
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 8;
+			log_file *nl = realloc(*out, cap * sizeof(**out));
+			if (!nl) {
+				closedir(d);
+				free(*out);
+				*out = NULL;
+				return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+			}
+			*out = nl;
+		}
+		(*out)[*n].first = s;
+		snprintf((*out)[*n].name, sizeof((*out)[*n].name), "%s", e->d_name);
+		(*n)++;
+	}
+	closedir(d);
+	if (*n)
+		qsort(*out, *n, sizeof(**out), log_file_cmp);
+	return TA_OK;
 }
 
 /* A logmark write failed (errno e; mu held): logged, at most once per 10 s. Not a failure

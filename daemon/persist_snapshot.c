@@ -14,7 +14,6 @@
 #include <config.h>
 #endif
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -178,31 +177,22 @@ static ta_status snap_write_tiles(ta_persist *p, snap_out *o, uint64_t seq, uint
 static uint64_t remove_old_logs(ta_persist *p, uint64_t first)
 {
 	uint64_t removed = 0;
-	int fd = dup(p->dir_fd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		ta_log(TA_LOG_WARNING, "cannot list %s to remove old logs: %s", p->dir,
-		       strerror(errno));
+	log_file *logs = NULL;
+	size_t n = 0;
+	ta_error err = {0};
+	if (persist_list_logs(p, &logs, &n, &err) != TA_OK) {
+		ta_log(TA_LOG_WARNING, "cannot remove old logs: %s", err.msg);
 		return 0;
 	}
-	rewinddir(d);
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		uint64_t s;
-		char tail[8];
-		if (sscanf(e->d_name, "log-%16" SCNx64 ".%3s", &s, tail) != 2 ||
-		    strcmp(tail, "tal") != 0 || s >= first)
-			continue;
+	for (size_t i = 0; i < n && logs[i].first < first; i++) {
 		struct stat sb;
-		if (fstatat(p->dir_fd, e->d_name, &sb, 0) == 0)
+		if (fstatat(p->dir_fd, logs[i].name, &sb, 0) == 0)
 			removed += (uint64_t)sb.st_size;
-		if (unlinkat(p->dir_fd, e->d_name, 0) != 0)
-			ta_log(TA_LOG_WARNING, "cannot remove %s/%s: %s", p->dir, e->d_name,
+		if (unlinkat(p->dir_fd, logs[i].name, 0) != 0)
+			ta_log(TA_LOG_WARNING, "cannot remove %s/%s: %s", p->dir, logs[i].name,
 			       strerror(errno));
 	}
-	closedir(d);
+	free(logs);
 	if (fsync(p->dir_fd) != 0)
 		ta_log(TA_LOG_WARNING, "cannot fsync %s: %s", p->dir, strerror(errno));
 	return removed;

@@ -2,7 +2,7 @@
  * data plane with codec.c, the control plane with wirecheck.c and protobuf-c), hand over
  * to handle (handlers.c), answer and count (reply.c); a pipelined run's small plans
  * collected into a group (applied together by reply.c's group_flush); a connection's
- * repeated request run from its kept plan (repeat.h), a cache in front of the decoder. */
+ * repeated request run from its kept plan (codec.h), a cache in front of the decoder. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -45,6 +45,9 @@ void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 	ta_persist_run_free(&s->run);
 }
 
+/* A small helper of the request path, inlined into its callers. */
+#define HOT static inline __attribute__((always_inline))
+
 /* Bytes of the message naming a bad string field (wirecheck.c). */
 #define BAD_STRING_MSG 200
 
@@ -59,8 +62,8 @@ typedef struct decoded {
 
 /* Decodes len bytes at payload: the data plane into *w (codec.c), a control-plane request
  * with wirecheck.c's string check and protobuf-c. */
-static void decode_request(ta_dispatch_scratch *scratch, const uint8_t *payload, size_t len,
-                           ta_wire_request *w, decoded *d)
+HOT void decode_request(ta_dispatch_scratch *scratch, const uint8_t *payload, size_t len,
+                        ta_wire_request *w, decoded *d)
 {
 	d->req = NULL;
 	d->outcome = ta_codec_decode(&scratch->arena, payload, len, w);
@@ -91,6 +94,34 @@ static void metrics_start(resp_ctx *rc, size_t payload_len)
 		clock_gettime(CLOCK_MONOTONIC, &rc->t0);
 }
 
+/* Counts a request asking (stats), notes when it was read (timed requests) and decodes it
+ * (decode_request). */
+HOT void decode_counted(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *payload,
+                        size_t len, ta_wire_request *w, decoded *d)
+{
+	d->t0 = (struct timespec){0, 0};
+	if (svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &d->t0);
+	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
+	decode_request(scratch, payload, len, w, d);
+}
+
+/* Starts rc for the len bytes at payload, a request of session run with scratch's memory. */
+HOT void rc_begin(resp_ctx *rc, ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                  const uint8_t *payload, size_t len, int64_t inline_max)
+{
+	resp_ctx_start(rc);
+	rc->svc = svc;
+	rc->arena = &scratch->arena;
+	rc->tiles = &scratch->tiles;
+	rc->inline_max = inline_max;
+	rc->session = session;
+	rc->who = ta_session_who(session);
+	rc->payload = payload;
+	rc->payload_len = len;
+	rc->run = scratch->in_run ? &scratch->run : NULL;
+}
+
 /* ta_dispatch_run_session for a request of a run with a group: a small plan joins the group
  * (answered by group_flush), anything else runs after the group is flushed. */
 static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const uint8_t *payload,
@@ -98,12 +129,8 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 {
 	ta_service *svc = g->svc;
 	decoded d;
-	d.t0 = (struct timespec){0, 0};
-	if (svc->time_requests)
-		clock_gettime(CLOCK_MONOTONIC, &d.t0);
-	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
 	ta_wire_request *w = &g->wires[g->n];
-	decode_request(scratch, payload, len, w, &d);
+	decode_counted(svc, scratch, payload, len, w, &d);
 	if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind)) {
 		/* not a plan (or a problem, or no Request at all): what came before runs
 		 * first, then this one, decoded once */
@@ -116,20 +143,11 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 		return;
 	}
 	resp_ctx *rc = &g->rcs[g->n];
-	resp_ctx_start(rc);
-	rc->svc = svc;
-	rc->arena = &scratch->arena;
-	rc->tiles = &scratch->tiles;
-	rc->inline_max = -1;
+	rc_begin(rc, svc, scratch, g->session, payload, len, -1);
 	rc->group = g;
-	rc->session = g->session;
-	rc->who = ta_session_who(g->session);
 	rc->id = w->id;
 	rc->req_kind = w->kind;
 	rc->wire = w;
-	rc->payload = payload;
-	rc->payload_len = len;
-	rc->run = scratch->in_run ? &scratch->run : NULL;
 	metrics_start(rc, len);
 	ta_status st = handle(rc, w, NULL);
 	scratch->log_seq = rc->log_seq;
@@ -204,13 +222,8 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 {
 	held_flush(svc, scratch); /* what ran before counts before this one (stats) */
 	decoded d;
-	d.t0 = (struct timespec){0, 0};
-	if (svc->time_requests)
-		clock_gettime(CLOCK_MONOTONIC, &d.t0);
-	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
-	                          memory_order_relaxed); /* stats counts the request asking */
 	ta_wire_request w;
-	decode_request(scratch, payload, len, &w, &d);
+	decode_counted(svc, scratch, payload, len, &w, &d);
 	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
 	                   &d, &w);
 }
@@ -261,16 +274,7 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 		return TA_DISPATCH_DONE;
 	}
 	resp_ctx rc;
-	resp_ctx_start(&rc);
-	rc.svc = svc;
-	rc.arena = &scratch->arena;
-	rc.tiles = &scratch->tiles;
-	rc.inline_max = inline_max;
-	rc.payload = payload;
-	rc.payload_len = len;
-	rc.run = scratch->in_run ? &scratch->run : NULL;
-	rc.session = session;
-	rc.who = ta_session_who(session);
+	rc_begin(&rc, svc, scratch, session, payload, len, inline_max);
 	rc.bytes_in = len;
 	rc.t0 = d->t0;
 	if (control) {
@@ -312,7 +316,7 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	return TA_DISPATCH_DONE;
 }
 
-/* Runs payload as the session's kept request again (repeat.h) when it is that request
+/* Runs payload as the session's kept request again (codec.h) when it is that request
  * and may run here: the checks and the answer of run_one for it, without decoding or
  * planning. Returns false, with nothing done, when it is not (or the tile is no longer the
  * one the request ran on: the kept request is forgotten, and the ordinary way answers). */
@@ -360,6 +364,7 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	*close_after = finish_reply(svc, &rc, st, out);
 	return true;
 }
+
 ta_dispatch_outcome ta_dispatch_run_session(ta_service *svc, ta_dispatch_scratch *scratch,
                                             ta_session *session, const uint8_t *payload, size_t len,
                                             int64_t inline_max, ta_frame_buf *out,

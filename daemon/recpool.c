@@ -185,7 +185,6 @@ void ta_recpool_release(ta_recpool *pool, void *record)
 		s->free = NULL; /* the pages read as zeros now: carve afresh */
 		s->carved = 0;
 		pool->resident--;
-		pool->discards++;
 		if (!s->in_avail && !s->in_bare)
 			push_bare(pool, idx);
 		return;

@@ -42,7 +42,6 @@ typedef struct ta_recpool {
 	unsigned empty_resident; /* empty slabs kept resident (not given back) */
 	uint64_t in_use;         /* records handed out and not freed */
 	uint64_t resident;       /* slabs with records carved from them and not given back */
-	uint64_t discards;       /* slabs given back with madvise since the pool began */
 } ta_recpool;
 
 /* Prepares a pool of records of record_bytes (rounded up to 64 bytes). */

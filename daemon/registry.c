@@ -127,7 +127,8 @@ void ta_registry_set_max_tiles(ta_registry *reg, uint64_t max_tiles)
 	pthread_rwlock_unlock(&reg->lock);
 }
 
-bool ta_tile_allowed(const ta_tile *tile, ta_owner who)
+/* True when caller who may use tile (public, its own, or who is TA_OWNER_ANY). */
+static bool tile_allowed(const ta_tile *tile, ta_owner who)
 {
 	return tile->owner == TA_OWNER_PUBLIC || who == TA_OWNER_ANY || who == tile->owner;
 }
@@ -403,27 +404,40 @@ ta_status ta_registry_get(ta_registry *reg, const char *name, ta_tile **out, ta_
 	return ta_registry_get_as(reg, name, TA_OWNER_ANY, out, err);
 }
 
+/* The published tile named name that who may use (the lock held), NULL when none; *allowed
+ * is false when there is one that who may not use. */
+static ta_tile *find_usable_locked(ta_registry *reg, const char *name, ta_owner who, bool *allowed)
+{
+	ta_tile *tile = find_locked(reg, name, NULL);
+	*allowed = !tile || !tile->ready || tile_allowed(tile, who);
+	return tile && tile->ready && *allowed ? tile : NULL;
+}
+
+/* The error of a lookup of name that found no usable tile (allowed: none at all). */
+static ta_status not_usable(const char *name, bool allowed, ta_error *err)
+{
+	char shown[TA_NAME_MAX + 4];
+	if (!allowed)
+		return denied(err, name);
+	return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'",
+	                    ta_name_for_message(name, shown, sizeof(shown)));
+}
+
 /* ta_registry_get_as; on success *stamp gets the tile's stamp (read under the lock). */
 static ta_status get_locked_lookup(ta_registry *reg, const char *name, ta_owner who, ta_tile **out,
                                    uint64_t *stamp, ta_error *err)
 {
-	char shown[TA_NAME_MAX + 4];
 	*out = NULL;
-	bool allowed = true;
+	bool allowed;
 	pthread_rwlock_rdlock(&reg->lock);
-	ta_tile *tile = find_locked(reg, name, NULL);
-	if (tile && tile->ready && (allowed = ta_tile_allowed(tile, who))) {
+	ta_tile *tile = find_usable_locked(reg, name, who, &allowed);
+	if (tile) {
 		atomic_fetch_add(&tile->refs, 1);
 		*stamp = atomic_load(&tile->stamp);
-	} else {
-		tile = NULL;
 	}
 	pthread_rwlock_unlock(&reg->lock);
-	if (!allowed)
-		return denied(err, name);
 	if (!tile)
-		return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'",
-		                    ta_name_for_message(name, shown, sizeof(shown)));
+		return not_usable(name, allowed, err);
 	*out = tile;
 	return TA_OK;
 }
@@ -459,7 +473,7 @@ ta_status ta_registry_get_cached(ta_registry *reg, ta_tile_cache *cache, const c
 {
 	if (cache->registry == reg->serial && strcmp(cache->name, name) == 0) {
 		ta_tile *tile = cache_take(cache);
-		if (tile && ta_tile_allowed(tile, who)) {
+		if (tile && tile_allowed(tile, who)) {
 			*out = tile;
 			return TA_OK;
 		}
@@ -486,20 +500,14 @@ ta_status ta_registry_remove(ta_registry *reg, const char *name, ta_tile_info *i
 ta_status ta_registry_remove_as(ta_registry *reg, const char *name, ta_owner who,
                                 ta_tile_info *info, ta_error *err)
 {
-	char shown[TA_NAME_MAX + 4];
-	bool allowed = true;
+	bool allowed;
 	pthread_rwlock_wrlock(&reg->lock);
-	ta_tile *tile = find_locked(reg, name, NULL);
-	if (tile && tile->ready && (allowed = ta_tile_allowed(tile, who)))
+	ta_tile *tile = find_usable_locked(reg, name, who, &allowed);
+	if (tile)
 		unlink_locked(reg, tile);
-	else
-		tile = NULL;
 	pthread_rwlock_unlock(&reg->lock);
-	if (!allowed)
-		return denied(err, name);
 	if (!tile)
-		return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'",
-		                    ta_name_for_message(name, shown, sizeof(shown)));
+		return not_usable(name, allowed, err);
 	if (info)
 		ta_tile_get_info(tile, info);
 	ta_tile_unref(tile); /* the registry's reference */
@@ -612,7 +620,7 @@ ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *a
 	size_t k = 0;
 	for (size_t b = 0; b < reg->nbuckets; b++)
 		for (const ta_tile *t = reg->buckets[b]; t; t = t->next) {
-			if (!t->ready || !ta_tile_allowed(t, who) || strcmp(t->name, after) <= 0)
+			if (!t->ready || !tile_allowed(t, who) || strcmp(t->name, after) <= 0)
 				continue;
 			if (k < cap) {
 				heap[k] = t;

@@ -166,8 +166,6 @@ ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_e
 /* ta_registry_list of the tiles caller who may see (public ones and its own). */
 ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out, size_t *n,
                               ta_error *err);
-/* True when caller who may use tile (public, its own, or who is TA_OWNER_ANY). */
-bool ta_tile_allowed(const ta_tile *tile, ta_owner who);
 /* Reports the number of published tiles and the bytes of tile memory held, bookkeeping
  * included (tiles still in use after destroy included). */
 void ta_registry_stats(ta_registry *reg, uint32_t *tiles, uint64_t *bytes);

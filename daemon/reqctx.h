@@ -1,7 +1,7 @@
 /* reqctx.h: what the daemon's request files share (internal to dispatch): one request
  * being answered (resp_ctx), the group of small plans a pipelined run applies together,
  * and the functions the handlers (handlers.c), the pipeline (pipeline.c), the persistence
- * glue (logged.c) and the held metrics (held.c) call across. */
+ * glue (logged.c) and the held metrics (reply.c) call across. */
 #ifndef TA_DAEMON_REQCTX_H
 #define TA_DAEMON_REQCTX_H
 
@@ -146,9 +146,9 @@ ta_status persist_begin(resp_ctx *rc, const char *name, bool has_tile, ta_op op,
  * control-plane request as protobuf-c unpacked it, else NULL). */
 ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request *pb);
 
-/* held.c: publishes the metrics and request totals scratch holds (nothing when none). */
+/* reply.c: publishes the metrics and request totals scratch holds (nothing when none). */
 void held_flush(ta_service *svc, ta_dispatch_scratch *scratch);
-/* held.c: counts one OK answer of kind into scratch's held counts. */
+/* reply.c: counts one OK answer of kind into scratch's held counts. */
 void held_add(ta_service *svc, ta_dispatch_scratch *scratch, ta_req_kind kind, uint64_t elements,
               uint64_t bytes_in, uint64_t bytes_out);
 

@@ -283,6 +283,15 @@ static void on_handle_freed(uv_handle_t *handle)
 	free(handle);
 }
 
+/* Closes an embedded handle marked open in *open (closing stops it) and marks it closed. */
+static void close_open(bool *open, void *handle)
+{
+	if (!*open)
+		return;
+	*open = false;
+	uv_close((uv_handle_t *)handle, on_handle_closed);
+}
+
 /* Adds conn to loop l's list. */
 static void loop_link(ta_server_loop *l, ta_conn *conn)
 {
@@ -300,28 +309,12 @@ static void loop_finish(ta_server_loop *l)
 {
 	ta_server *srv = l->srv;
 	l->finished = true;
-	if (l->sweep_open) {
-		l->sweep_open = false;
-		uv_timer_stop(&l->sweep_timer);
-		uv_close((uv_handle_t *)&l->sweep_timer, on_handle_closed);
-	}
-	if (l->check_open) {
-		l->check_open = false;
-		uv_check_stop(&l->resume_check);
-		uv_close((uv_handle_t *)&l->resume_check, on_handle_closed);
-	}
-	if (l->spin_open) {
-		l->spin_open = false;
-		uv_idle_stop(&l->spin_idle);
-		uv_check_stop(&l->spin_check);
+	close_open(&l->sweep_open, &l->sweep_timer);
+	close_open(&l->check_open, &l->resume_check);
+	if (l->spin_open)
 		uv_close((uv_handle_t *)&l->spin_idle, on_handle_closed);
-		uv_close((uv_handle_t *)&l->spin_check, on_handle_closed);
-	}
-	if (l->busy_timer_open) {
-		l->busy_timer_open = false;
-		uv_timer_stop(&l->busy_timer);
-		uv_close((uv_handle_t *)&l->busy_timer, on_handle_closed);
-	}
+	close_open(&l->spin_open, &l->spin_check);
+	close_open(&l->busy_timer_open, &l->busy_timer);
 	if (l->port_open) {
 		l->port_open = false;
 		ta_executor_port_close(&l->port, NULL);
@@ -331,8 +324,7 @@ static void loop_finish(ta_server_loop *l)
 		bool was = l->wake_open;
 		l->wake_open = false;
 		pthread_mutex_unlock(&l->lock);
-		if (was)
-			uv_close((uv_handle_t *)&l->wake, on_handle_closed);
+		close_open(&was, &l->wake);
 	}
 	ta_dispatch_scratch_free(&l->scratch); /* no connection is left to use it */
 	pthread_mutex_lock(&srv->lock);
@@ -356,29 +348,22 @@ static void loop_check_done(ta_server_loop *l)
 	loop_finish(l);
 }
 
-/* Shutdown reached loop l: its connections finish what they were sent, then close. */
-static void loop_drain(ta_server_loop *l)
+/* Shutdown reached loop l: its connections finish what they were sent, then close; with
+ * force (a second signal or the shutdown timeout) they close at once. */
+static void loop_stop(ta_server_loop *l, bool force)
 {
-	if (l->draining)
+	bool *done = force ? &l->forced : &l->draining;
+	if (*done)
 		return;
-	l->draining = true;
-	for (ta_conn *c = l->conns, *next; c; c = next) {
-		next = c->next;
-		ta_conn_drain(c);
-	}
-	loop_check_done(l);
-}
-
-/* Second signal or shutdown timeout: loop l closes its connections at once. */
-static void loop_force(ta_server_loop *l)
-{
-	if (l->forced)
-		return;
-	l->forced = true;
+	*done = true;
 	for (ta_conn *c = l->conns, *next; c; c = next) {
 		next = c->next; /* a close may free c only later, in its callback */
-		ta_conn_close(c);
+		if (force)
+			ta_conn_close(c);
+		else
+			ta_conn_drain(c);
 	}
+	loop_check_done(l);
 }
 
 /* Closes the signal handles and the executor when shutdown has nothing left to wait on
@@ -395,18 +380,11 @@ static void server_check_done(ta_server *srv)
 	pthread_mutex_unlock(&srv->lock);
 	if (!all)
 		return;
-	if (wake_was)
-		uv_close((uv_handle_t *)&srv->main_wake, on_handle_closed);
-	if (srv->timer_open) {
-		srv->timer_open = false;
-		uv_timer_stop(&srv->shutdown_timer);
-		uv_close((uv_handle_t *)&srv->shutdown_timer, on_handle_closed);
-	}
-	if (srv->signals_open) {
-		srv->signals_open = false;
+	close_open(&wake_was, &srv->main_wake);
+	close_open(&srv->timer_open, &srv->shutdown_timer);
+	if (srv->signals_open)
 		uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
-		uv_close((uv_handle_t *)&srv->sig_int, on_handle_closed);
-	}
+	close_open(&srv->signals_open, &srv->sig_int);
 	if (srv->executor_started && !srv->executor_stopping) {
 		srv->executor_stopping = true;
 		ta_executor_stop(&srv->executor, NULL);
@@ -461,13 +439,23 @@ static void loop_adopt(ta_server_loop *l, ta_server_handoff *h)
 	conn_admit(l, conn);
 }
 
+/* Log records became durable: loop l's connections send what waited for them. */
+static void loop_persisted(ta_server_loop *l)
+{
+	for (ta_conn *c = l->conns, *next; c; c = next) {
+		next = c->next; /* a failed log closes connections (freed later, in callbacks) */
+		ta_conn_persisted(c);
+	}
+}
+
 /* wake callback of loop l: sockets to adopt, then what other threads asked for. */
 static void on_loop_wake(uv_async_t *handle)
 {
 	ta_server_loop *l = handle->data;
 	pthread_mutex_lock(&l->lock);
 	ta_server_handoff *h = l->handoff_head;
-	l->handoff_head = l->handoff_tail = NULL;
+	l->handoff_head = NULL;
+	l->handoff_tail = &l->handoff_head;
 	unsigned flags = l->wake_flags;
 	l->wake_flags = 0;
 	pthread_mutex_unlock(&l->lock);
@@ -480,54 +468,55 @@ static void on_loop_wake(uv_async_t *handle)
 	if (flags & TA_LOOP_WAKE_RESUME)
 		l->resume_pending = true; /* resume_check runs after this turn's callbacks */
 	if (flags & TA_LOOP_WAKE_PERSISTED)
-		for (ta_conn *c = l->conns, *next; c; c = next) {
-			next = c->next; /* a failed log closes connections (freed later) */
-			ta_conn_persisted(c);
-		}
+		loop_persisted(l);
 	if (flags & TA_LOOP_WAKE_DRAIN)
-		loop_drain(l);
+		loop_stop(l, false);
 	if (flags & TA_LOOP_WAKE_FORCE)
-		loop_force(l);
+		loop_stop(l, true);
+}
+
+/* Accepts the pending connection of listener into a malloc'd handle of the main loop
+ * (NULL when none could be made; *rc: the error of making or accepting, else 0). */
+static uv_handle_t *accept_temp(ta_server *srv, uv_stream_t *listener, bool tcp, int *rc)
+{
+	uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
+	*rc = !tmp  ? UV_ENOMEM
+	      : tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
+	            : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
+	if (*rc != 0) {
+		free(tmp);
+		return NULL;
+	}
+	*rc = uv_accept(listener, (uv_stream_t *)tmp);
+	return tmp;
 }
 
 /* Takes the pending connection off the listener's queue and drops it (memory is short);
  * without an accept libuv would stop watching the listener. */
 static void drop_pending(ta_server *srv, uv_stream_t *listener, bool tcp)
 {
-	uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
-	if (!tmp)
-		return;
-	int rc = tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
-	             : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
-	if (rc != 0) {
-		free(tmp);
-		return;
-	}
-	rc = uv_accept(listener, (uv_stream_t *)tmp);
-	if (rc != 0)
+	int rc;
+	uv_handle_t *tmp = accept_temp(srv, listener, tcp, &rc);
+	if (tmp && rc != 0)
 		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
-	uv_close(tmp, on_handle_freed);
+	if (tmp)
+		uv_close(tmp, on_handle_freed);
 }
 
 /* Main loop: accepts a pending connection and queues its socket on loop l (index > 0);
  * on failure the connection is dropped (logged). */
 static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_loop *l)
 {
-	uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
 	ta_server_handoff *h = malloc(sizeof(*h));
 	int rc = UV_ENOMEM;
-	if (tmp && h)
-		rc = tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
-		         : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
-	if (rc != 0) {
+	uv_handle_t *tmp = h ? accept_temp(srv, listener, tcp, &rc) : NULL;
+	if (!tmp) {
 		ta_log(TA_LOG_ERR, "cannot accept a connection: %s", uv_strerror(rc));
-		free(tmp);
 		free(h);
 		drop_pending(srv, listener, tcp);
 		return;
 	}
 	uv_os_fd_t fd = -1;
-	rc = uv_accept(listener, (uv_stream_t *)tmp);
 	if (rc == 0)
 		rc = uv_fileno(tmp, &fd);
 	int dup_fd = rc == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
@@ -545,11 +534,8 @@ static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_
 	h->serial = ++srv->next_serial;
 	slots_add(srv, tcp);
 	pthread_mutex_lock(&l->lock);
-	if (l->handoff_tail)
-		l->handoff_tail->next = h;
-	else
-		l->handoff_head = h;
-	l->handoff_tail = h;
+	*l->handoff_tail = h;
+	l->handoff_tail = &h->next;
 	rc = uv_async_send(&l->wake);
 	pthread_mutex_unlock(&l->lock);
 	if (rc != 0)
@@ -856,61 +842,14 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 	return TA_OK;
 }
 
-/* Splits "HOST:PORT" or "[V6]:PORT" into host and port (malloc'd copy in *buf). */
-static ta_status split_host_port(const char *spec, char **buf, const char **host, const char **port,
-                                 ta_error *err)
-{
-	*buf = strdup(spec);
-	if (!*buf)
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	char *s = *buf;
-	char *colon;
-	if (s[0] == '[') {
-		char *close = strchr(s, ']');
-		if (!close || close[1] != ':')
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "listen: '%s' is not [ADDRESS]:PORT", spec);
-		*close = '\0';
-		*host = s + 1;
-		colon = close + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "listen: '%s' is not HOST:PORT", spec);
-		*colon = '\0';
-		*host = s;
-	}
-	*port = colon + 1;
-	if (!**port)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "listen: '%s' has no port", spec);
-	return TA_OK;
-}
-
 /* Binds and listens on the --listen TCP address. */
 static ta_status listen_tcp(ta_server *srv, ta_error *err)
 {
 	const char *spec = srv->cfg->listen;
-	char *buf = NULL;
-	const char *host = NULL, *port = NULL;
-	ta_status st = split_host_port(spec, &buf, &host, &port, err);
-	if (st != TA_OK) {
-		free(buf);
+	struct addrinfo *res = NULL;
+	ta_status st = ta_net_resolve("listen", spec, &res, err);
+	if (st != TA_OK)
 		return st;
-	}
-	struct addrinfo hints, *res = NULL;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	int rc = getaddrinfo(*host && strcmp(host, "*") != 0 ? host : NULL, port, &hints, &res);
-	if (rc != 0) {
-		st = ta_error_set(err, TA_INVALID_ARGUMENT, "listen: cannot resolve '%s': %s", spec,
-		                  gai_strerror(rc));
-		free(buf);
-		return st;
-	}
-	free(buf);
 	const struct addrinfo *ai = res;
 	if (!ta_net_is_loopback(ai->ai_addr) && !srv->cfg->allow_remote) {
 		freeaddrinfo(res);
@@ -926,7 +865,7 @@ static ta_status listen_tcp(ta_server *srv, ta_error *err)
 		                    "may connect only to a daemon with auth_file (--auth-file)",
 		                    spec);
 	}
-	rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
+	int rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
 	if (rc != 0) {
 		freeaddrinfo(res);
 		return ta_error_set(err, TA_INTERNAL, "uv_tcp_init: %s", uv_strerror(rc));
@@ -943,20 +882,11 @@ static ta_status listen_tcp(ta_server *srv, ta_error *err)
 	struct sockaddr_storage bound;
 	memset(&bound, 0, sizeof(bound)); /* read below even when getsockname fails */
 	int blen = (int)sizeof(bound);
-	char shown[INET6_ADDRSTRLEN] = "?";
-	int bport = 0;
-	if (uv_tcp_getsockname(&srv->tcp_listener, (struct sockaddr *)&bound, &blen) == 0) {
-		if (bound.ss_family == AF_INET6) {
-			const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&bound;
-			uv_ip6_name(in6, shown, sizeof(shown));
-			bport = ntohs(in6->sin6_port);
-		} else {
-			const struct sockaddr_in *in = (const struct sockaddr_in *)&bound;
-			uv_ip4_name(in, shown, sizeof(shown));
-			bport = ntohs(in->sin_port);
-		}
-	}
-	ta_log(TA_LOG_NOTICE, "listening on tcp:%s%s%s:%d", bound.ss_family == AF_INET6 ? "[" : "",
+	char shown[NI_MAXHOST] = "?", bport[NI_MAXSERV] = "?";
+	if (uv_tcp_getsockname(&srv->tcp_listener, (struct sockaddr *)&bound, &blen) == 0)
+		(void)getnameinfo((struct sockaddr *)&bound, (socklen_t)blen, shown, sizeof(shown),
+		                  bport, sizeof(bport), NI_NUMERICHOST | NI_NUMERICSERV);
+	ta_log(TA_LOG_NOTICE, "listening on tcp:%s%s%s:%s", bound.ss_family == AF_INET6 ? "[" : "",
 	       shown, bound.ss_family == AF_INET6 ? "]" : "", bport);
 	return TA_OK;
 }
@@ -988,10 +918,7 @@ static void on_persisted(void *arg)
 	ta_server *srv = arg;
 	for (unsigned i = 1; i < srv->nloops_ready; i++)
 		loop_wake(&srv->loops[i], TA_LOOP_WAKE_PERSISTED);
-	for (ta_conn *c = srv->loops[0].conns, *next; c; c = next) {
-		next = c->next; /* a failed log closes connections (freed later, in callbacks) */
-		ta_conn_persisted(c);
-	}
+	loop_persisted(&srv->loops[0]);
 }
 
 /* Thread of loop l (index > 0): runs it until its shutdown closed its handles. */
@@ -1015,6 +942,7 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 {
 	l->srv = srv;
 	l->index = index;
+	l->handoff_tail = &l->handoff_head;
 	ta_dispatch_scratch_init(&l->scratch);
 	int rc = pthread_mutex_init(&l->lock, NULL);
 	if (rc != 0)
@@ -1192,12 +1120,11 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	srv->main_wake_open = true;
 	/* the sweep runs at a quarter of the shortest timeout, between 10 ms and 1 s */
 	uint64_t sweep_ms = 1000;
-	if (cfg->frame_timeout_ms && cfg->frame_timeout_ms / 4 < sweep_ms)
-		sweep_ms = cfg->frame_timeout_ms / 4;
-	if (cfg->idle_timeout_ms && cfg->idle_timeout_ms / 4 < sweep_ms)
-		sweep_ms = cfg->idle_timeout_ms / 4;
-	if (cfg->handshake_timeout_ms && cfg->handshake_timeout_ms / 4 < sweep_ms)
-		sweep_ms = cfg->handshake_timeout_ms / 4;
+	const uint64_t timeouts[] = {cfg->frame_timeout_ms, cfg->idle_timeout_ms,
+	                             cfg->handshake_timeout_ms};
+	for (size_t i = 0; i < sizeof(timeouts) / sizeof(timeouts[0]); i++)
+		if (timeouts[i] && timeouts[i] / 4 < sweep_ms)
+			sweep_ms = timeouts[i] / 4;
 	if (sweep_ms < 10)
 		sweep_ms = 10;
 	for (unsigned i = 0; i < srv->nloops; i++) {
@@ -1258,7 +1185,7 @@ void ta_server_shutdown(ta_server *srv)
 		for (unsigned i = 0; i < srv->nloops_ready; i++) {
 			ta_server_loop *l = &srv->loops[i];
 			if (loop_is_direct(l))
-				loop_force(l);
+				loop_stop(l, true);
 			else
 				loop_wake(l, TA_LOOP_WAKE_FORCE);
 		}
@@ -1269,14 +1196,8 @@ void ta_server_shutdown(ta_server *srv)
 	int rc = ta_notify("STOPPING=1");
 	if (rc < 0)
 		ta_log(TA_LOG_WARNING, "cannot notify the service manager: %s", strerror(-rc));
-	if (srv->unix_open) {
-		srv->unix_open = false;
-		uv_close((uv_handle_t *)&srv->unix_listener, on_handle_closed);
-	}
-	if (srv->tcp_open) {
-		srv->tcp_open = false;
-		uv_close((uv_handle_t *)&srv->tcp_listener, on_handle_closed);
-	}
+	close_open(&srv->unix_open, &srv->unix_listener);
+	close_open(&srv->tcp_open, &srv->tcp_listener);
 	if (srv->unix_path) {
 		if (unlink(srv->unix_path) != 0 && errno != ENOENT)
 			ta_log(TA_LOG_WARNING, "cannot remove %s: %s", srv->unix_path,
@@ -1294,7 +1215,7 @@ void ta_server_shutdown(ta_server *srv)
 	for (unsigned i = 0; i < srv->nloops_ready; i++) {
 		ta_server_loop *l = &srv->loops[i];
 		if (loop_is_direct(l))
-			loop_drain(l);
+			loop_stop(l, false);
 		else
 			loop_wake(l, TA_LOOP_WAKE_DRAIN);
 	}

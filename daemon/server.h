@@ -101,10 +101,10 @@ typedef struct ta_server_loop {
 	bool lock_init;              /* lock initialised */
 	bool wake_open;              /* wake is initialised and not closed (lock) */
 	unsigned wake_flags;         /* TA_LOOP_WAKE_* asked and not yet done (lock) */
-	ta_server_handoff *handoff_head, *handoff_tail; /* sockets to adopt (lock) */
-	bool draining;                                  /* shutdown has reached this loop */
-	bool forced;                                    /* its connections were closed at once */
-	bool finished;                                  /* drained, its handles closed */
+	ta_server_handoff *handoff_head, **handoff_tail; /* sockets to adopt, tail link (lock) */
+	bool draining;                                   /* shutdown has reached this loop */
+	bool forced;                                     /* its connections were closed at once */
+	bool finished;                                   /* drained, its handles closed */
 } ta_server_loop;
 
 /* The daemon's server: listeners, signals and the event loops. */

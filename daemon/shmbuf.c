@@ -60,6 +60,16 @@ void ta_shm_push_fd(ta_shm_table *t, int fd)
 		close(fd);
 }
 
+/* RESOURCE_EXHAUSTED when the table holds TA_SHM_BUFFERS_MAX buffers (its lock held). */
+static ta_status table_room(const ta_shm_table *t, ta_error *err)
+{
+	if (t->n < TA_SHM_BUFFERS_MAX)
+		return TA_OK;
+	return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+	                    "register_buffer: this connection has %d buffers, the most allowed",
+	                    TA_SHM_BUFFERS_MAX);
+}
+
 ta_status ta_shm_register(ta_shm_table *t, uint64_t size, uint64_t *id, ta_error *err)
 {
 	pthread_mutex_lock(&t->lock);
@@ -74,13 +84,8 @@ ta_status ta_shm_register(ta_shm_table *t, uint64_t size, uint64_t *id, ta_error
 	fd = t->pending[0];
 	memmove(t->pending, t->pending + 1, (t->npending - 1) * sizeof(int));
 	t->npending--;
-	if (t->n == TA_SHM_BUFFERS_MAX) {
-		st = ta_error_set(
-		    err, TA_RESOURCE_EXHAUSTED,
-		    "register_buffer: this connection has %d buffers, the most allowed",
-		    TA_SHM_BUFFERS_MAX);
+	if ((st = table_room(t, err)) != TA_OK)
 		goto out;
-	}
 	int seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
 		st = ta_error_set(err, TA_PERMISSION_DENIED,
@@ -157,14 +162,9 @@ ta_status ta_shm_register_device(ta_shm_table *t, const void *handle, size_t han
 		                    " bytes (it must not be empty)",
 		                    size);
 	pthread_mutex_lock(&t->lock);
-	ta_status st = TA_OK;
-	if (t->n == TA_SHM_BUFFERS_MAX) {
-		st = ta_error_set(
-		    err, TA_RESOURCE_EXHAUSTED,
-		    "register_buffer: this connection has %d buffers, the most allowed",
-		    TA_SHM_BUFFERS_MAX);
+	ta_status st = table_room(t, err);
+	if (st != TA_OK)
 		goto out;
-	}
 	void *dptr = NULL;
 	st = ta_backend_ipc_open(t->backend, handle, handle_len, (size_t)size, &dptr, err);
 	if (st != TA_OK)
@@ -215,12 +215,4 @@ ta_status ta_shm_resolve(ta_shm_table *t, uint64_t id, uint64_t offset, uint64_t
 	}
 	pthread_mutex_unlock(&t->lock);
 	return st;
-}
-
-size_t ta_shm_count(ta_shm_table *t)
-{
-	pthread_mutex_lock(&t->lock);
-	size_t n = t->n;
-	pthread_mutex_unlock(&t->lock);
-	return n;
 }

@@ -81,7 +81,4 @@ ta_status ta_shm_register_device(ta_shm_table *t, const void *handle, size_t han
 ta_status ta_shm_resolve(ta_shm_table *t, uint64_t id, uint64_t offset, uint64_t length,
                          const char *what, void **ptr, bool *device, ta_error *err);
 
-/* Buffers registered (for stats and tests). */
-size_t ta_shm_count(ta_shm_table *t);
-
 #endif /* TA_DAEMON_SHMBUF_H */

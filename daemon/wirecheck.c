@@ -1,5 +1,6 @@
 /* wirecheck.c: string fields of encoded messages (see wirecheck.h). The walk reads each
- * tag, skips varints and fixed-size values, and looks into length-delimited values: a string
+ * tag (with the codec's readers, ta_wireschema.h), skips varints and fixed-size values, and
+ * looks into length-delimited values: a string
  * field's bytes are checked, a message field is walked with its own descriptor, bytes and
  * packed fields are skipped. Anything malformed ends the walk as "nothing found": the
  * decoder that runs next rejects it with its own message. It runs on the control plane's
@@ -7,6 +8,7 @@
  * names itself (codec.c), with the same rule and message (ta_wire_string_problem). */
 #include "wirecheck.h"
 
+#include "ta_wireschema.h"
 #include "tileatom.pb-c.h"
 
 #include <stdio.h>
@@ -56,21 +58,6 @@ bool ta_utf8_valid_no_nul(const uint8_t *s, size_t n)
 	return true;
 }
 
-/* Reads a varint at *pos; false when it runs past end or over 10 bytes. */
-static bool read_varint(const uint8_t *data, size_t len, size_t *pos, uint64_t *out)
-{
-	uint64_t v = 0;
-	for (unsigned shift = 0; shift < 70 && *pos < len; shift += 7) {
-		uint8_t b = data[(*pos)++];
-		v |= (uint64_t)(b & 0x7f) << (shift < 64 ? shift : 0);
-		if (!(b & 0x80)) {
-			*out = v;
-			return true;
-		}
-	}
-	return false;
-}
-
 /* One step of the field path from the top message down to the one being walked: kept as a
  * chain on the stack and written out only for an error message. */
 typedef struct wire_path {
@@ -100,39 +87,24 @@ static void path_text(const wire_path *p, char *buf, size_t size)
 static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len, int depth,
                  const wire_path *path, char *msg, size_t msg_size)
 {
-	size_t pos = 0;
-	while (pos < len) {
+	const uint8_t *p = data, *end = data + len;
+	while (p < end) {
 		uint64_t key;
-		if (!read_varint(data, len, &pos, &key))
+		size_t n;
+		if (!rd_varint(&p, end, &key))
 			return true;
 		unsigned wire = (unsigned)(key & 7);
 		uint64_t number = key >> 3;
-		uint64_t v;
-		switch (wire) {
-		case 0: /* varint */
-			if (!read_varint(data, len, &pos, &v))
+		if (wire != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) {
+			/* groups and invalid wire types: the decoder refuses them */
+			if (!rd_skip(&p, end, wire))
 				return true;
 			continue;
-		case 1: /* 64-bit */
-			if (len - pos < 8)
-				return true;
-			pos += 8;
-			continue;
-		case 5: /* 32-bit */
-			if (len - pos < 4)
-				return true;
-			pos += 4;
-			continue;
-		case 2: /* length-delimited */
-			break;
-		default:
-			return true; /* groups and invalid wire types: the decoder refuses them */
 		}
-		if (!read_varint(data, len, &pos, &v) || v > len - pos)
+		if (!rd_len(&p, end, &n))
 			return true;
-		const uint8_t *value = data + pos;
-		size_t n = (size_t)v;
-		pos += n;
+		const uint8_t *value = p;
+		p += n;
 		const ProtobufCFieldDescriptor *f =
 		    number <= UINT32_MAX
 		        ? protobuf_c_message_descriptor_get_field(desc, (unsigned)number)

@@ -83,16 +83,25 @@ int ta_frame_buf_reserve(ta_frame_buf *buf, size_t n)
 	return 0;
 }
 
+int ta_frame_buf_open(ta_frame_buf *buf, size_t size, uint32_t max_payload, uint8_t **payload)
+{
+	if (size > max_payload)
+		return -1;
+	if (ta_frame_buf_reserve(buf, TA_FRAME_HEADER + size) != 0)
+		return -2;
+	ta_frame_put_header(buf->data + buf->len, (uint32_t)size);
+	*payload = buf->data + buf->len + TA_FRAME_HEADER;
+	return 0;
+}
+
 int ta_frame_append(const ProtobufCMessage *msg, uint32_t max_payload, ta_frame_buf *buf)
 {
 	size_t len = protobuf_c_message_get_packed_size(msg);
-	if (len > max_payload)
-		return -1;
-	if (ta_frame_buf_reserve(buf, TA_FRAME_HEADER + len) != 0)
-		return -2;
-	uint8_t *at = buf->data + buf->len;
-	ta_frame_put_header(at, (uint32_t)len);
-	if (protobuf_c_message_pack(msg, at + TA_FRAME_HEADER) != len)
+	uint8_t *at;
+	int rc = ta_frame_buf_open(buf, len, max_payload, &at);
+	if (rc != 0)
+		return rc;
+	if (protobuf_c_message_pack(msg, at) != len)
 		return -2;
 	buf->len += TA_FRAME_HEADER + len;
 	return 0;

@@ -44,6 +44,10 @@ typedef struct ta_frame_buf {
 int ta_frame_append(const ProtobufCMessage *msg, uint32_t max_payload, ta_frame_buf *buf);
 /* Makes room for n more bytes at buf->data + buf->len; 0, or -1 when memory is short. */
 int ta_frame_buf_reserve(ta_frame_buf *buf, size_t n);
+/* Makes room in buf for a frame of size payload bytes and writes its prefix; *payload: where
+ * its bytes go (buf->len moves by TA_FRAME_HEADER + size once the caller wrote them).
+ * Returns 0, -1 when size is over max_payload or -2 when memory is short. */
+int ta_frame_buf_open(ta_frame_buf *buf, size_t size, uint32_t max_payload, uint8_t **payload);
 /* Frees the buffer's memory and empties it. */
 void ta_frame_buf_free(ta_frame_buf *buf);
 

@@ -5,7 +5,7 @@
  * decoded both ways and must give the same request (tests/codec_check.h), and run through a
  * service and one that re-checks every plan, one by one and as pipelined runs against one by
  * one: the reply bytes and every tile afterwards must be identical. A connection's repeated
- * requests (daemon/repeat.c) must answer as the same requests without the kept plan.
+ * requests (daemon/codec.c) must answer as the same requests without the kept plan.
  * Random responses must encode to the bytes protobuf_c_message_pack gives. One request is
  * also checked field by field and end to end with exact values. TA_UNDER_VALGRIND=1
  * shrinks the counts. */
@@ -693,7 +693,7 @@ static void make_scalar(Tileatom__Array *a, uint8_t *data)
 }
 
 /* gen_request, made a one-element request most of the time (scalar indices, values and
- * compare; masks mostly dropped): the requests a session keeps (daemon/repeat.c). */
+ * compare; masks mostly dropped): the requests a session keeps (daemon/codec.c). */
 static void gen_one_element(uint64_t *s, gen *g)
 {
 	gen_request(s, g);
@@ -707,7 +707,7 @@ static void gen_one_element(uint64_t *s, gen *g)
 		g->options.mask = NULL;
 }
 
-/* ---- repeated requests (daemon/repeat.c) ----------------------------------------------- */
+/* ---- repeated requests (daemon/codec.c) ------------------------------------------------ */
 
 /* Runs payload through both services: the first as a connection's request
  * (ta_dispatch_run_session on session: a request repeating the session's last one runs from

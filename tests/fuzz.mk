@@ -32,12 +32,12 @@ FUZZ_LIBS = $(UV_LIBS) $(PROTOBUF_C_LIBS) $(INIH_LIBS) $(LIBCRYPTO_LIBS) $(XXHAS
 # The harness's sources in the source tree (all but the generated protobuf code).
 FUZZ_SRC_NAMES = tests/fuzz_dispatch.c \
 	daemon/arena.c daemon/conf.c daemon/conn.c daemon/service.c \
-	daemon/handlers.c daemon/logged.c daemon/held.c daemon/pipeline.c daemon/reply.c \
+	daemon/handlers.c daemon/logged.c daemon/pipeline.c daemon/reply.c \
 	daemon/executor.c daemon/log.c daemon/notify.c \
 	daemon/netaddr.c daemon/persist.c daemon/persist_log.c daemon/persist_snapshot.c daemon/persist_load.c \
 	daemon/persist_mark.c daemon/persist_service.c daemon/recpool.c daemon/registry.c \
 	daemon/metrics.c daemon/server.c daemon/shmbuf.c \
-	daemon/wirecheck.c daemon/codec.c daemon/repeat.c \
+	daemon/wirecheck.c daemon/codec.c \
 	tacore/ta_plan.c tacore/ta_place.c kernels/ta_lower.c kernels/ta_hostmem.c kernels/ta_cuda_none.c \
 	proto/ta_frame.c proto/ta_auth.c proto/ta_wireschema.c
 FUZZ_OBJS = $(patsubst %.c,tests/fuzzobj/%.o,$(FUZZ_SRC_NAMES)) tests/fuzzobj/tileatom.pb-c.o
