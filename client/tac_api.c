@@ -229,6 +229,19 @@ size_t tileatom_pending(const tileatom_client *client)
 	return client ? tac_pending_requests(client) : 0;
 }
 
+int tileatom_fd(const tileatom_client *client)
+{
+	return client ? client->fd : -1;
+}
+
+int tileatom_poll(tileatom_client *client, size_t *ready, tileatom_error *err)
+{
+	REQUIRE_CLIENT(client, err);
+	if (!ready)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no ready count given");
+	return tac_conn_poll(client, ready, err);
+}
+
 int tileatom_ping(tileatom_client *client, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
@@ -962,9 +975,12 @@ int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileato
 	if (value) { /* the request tac_build_atomic_at builds, from the template */
 		tileatom_op_options o = tac_atomic_at_options(opts);
 		int64_t idx = flat_index;
-		tileatom_array index = tileatom_scalar(TILEATOM_INT64, &idx);
-		value_arr = tileatom_scalar(dtype, value);
-		compare_arr = tileatom_scalar(dtype, compare);
+		/* built in place, not by tileatom_scalar: an exported function's result copied
+		 * out of its return slot stalls on store forwarding (this is the hot path of
+		 * single-element submits) */
+		tileatom_array index = {.dtype = TILEATOM_INT64, .rank = 0, .data = &idx};
+		value_arr = (tileatom_array){.dtype = dtype, .rank = 0, .data = value};
+		compare_arr = (tileatom_array){.dtype = dtype, .rank = 0, .data = compare};
 		bool cas = ta_op_operands((ta_op)op) == TA_OPERANDS_VALUES_COMPARE;
 		bool taken;
 		int rc =

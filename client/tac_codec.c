@@ -473,12 +473,12 @@ int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t fl
 	if (!value)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no value given",
 		               tileatom_op_name(op));
-	*value_arr = tileatom_scalar(dtype, value);
-	*compare_arr = tileatom_scalar(dtype, compare);
+	*value_arr = (tileatom_array){.dtype = dtype, .rank = 0, .data = value};
+	*compare_arr = (tileatom_array){.dtype = dtype, .rank = 0, .data = compare};
 	/* The index lives in *m, which tac_build_atomic clears first: build into a local
 	 * array, then point the message at the copy inside m. */
 	int64_t idx = flat_index;
-	tileatom_array index = tileatom_scalar(TILEATOM_INT64, &idx);
+	tileatom_array index = {.dtype = TILEATOM_INT64, .rank = 0, .data = &idx};
 	tac_split_req rq = {.kind = TILEATOM_REQ_INDEXED,
 	                    .tile = tile,
 	                    .op = op,

@@ -388,6 +388,23 @@ static int recv_some(tileatom_client *c, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
+int tac_conn_poll(tileatom_client *c, size_t *ready, tileatom_error *err)
+{
+	if (!c->broken && c->rxq_count < c->pending_count) {
+		int rc = recv_some(c, err);
+		if (rc != TILEATOM_OK)
+			tac_conn_break(c, err);
+	}
+	if (c->broken) {
+		*ready = tac_pending_requests(c);
+		if (err)
+			*err = c->broken_err;
+		return c->broken_err.code;
+	}
+	*ready = tac_split_ready(c);
+	return TILEATOM_OK;
+}
+
 /* When a send failed, the daemon may have explained why before closing (e.g. a frame over
  * its size limit) in a response with id 0, which answers no request. Responses to earlier
  * pipelined requests may be queued before it: they explain nothing and are skipped. If

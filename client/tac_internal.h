@@ -218,6 +218,9 @@ TAC_HIDDEN int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_o
  * gets the first part's id. */
 TAC_HIDDEN int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id,
                                 tileatom_error *err);
+/* The pending requests, oldest first, whose responses (all parts of a split submit) are
+ * whole in the frame queue (tileatom_poll). */
+TAC_HIDDEN size_t tac_split_ready(const tileatom_client *c);
 /* True when the oldest pending response belongs to a split submit. */
 TAC_HIDDEN bool tac_split_due(const tileatom_client *c);
 /* tileatom_collect for a split submit: receives every part's response and merges them into
@@ -394,6 +397,8 @@ TAC_HIDDEN int tac_conn_submit_template(tileatom_client *c, const tileatom_array
 TAC_HIDDEN size_t tac_request_size(const tac_msg *m);
 /* Marks the newest pending request as a part of a split submit. */
 TAC_HIDDEN void tac_conn_mark_part(tileatom_client *c);
+/* tileatom_poll: one non-blocking receive while responses are missing, then *ready. */
+TAC_HIDDEN int tac_conn_poll(tileatom_client *c, size_t *ready, tileatom_error *err);
 /* Marks the connection broken with err's code and message; returns the code. */
 TAC_HIDDEN int tac_conn_break(tileatom_client *c, tileatom_error *err);
 

@@ -669,6 +669,28 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 	return TILEATOM_OK;
 }
 
+size_t tac_split_ready(const tileatom_client *c)
+{
+	size_t frames = c->rxq_count, ready = 0, i = 0;
+	const tac_split_pending *s = c->splits;
+	while (i < c->pending_count) {
+		const tac_pending *p = &c->pending[(c->pending_head + i) & (c->pending_cap - 1)];
+		size_t need = 1;
+		if (p->part) { /* a split submit's parts are pending together, in FIFO order */
+			if (!s)
+				break;
+			need = (size_t)s->nparts;
+			s = s->next;
+		}
+		if (need == 0 || frames < need)
+			break;
+		frames -= need;
+		i += need;
+		ready++;
+	}
+	return ready;
+}
+
 bool tac_split_due(const tileatom_client *c)
 {
 	return !c->broken && c->splits && c->pending_count > 0 && c->pending[c->pending_head].part;

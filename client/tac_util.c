@@ -232,6 +232,10 @@ void tileatom_op_options_init(tileatom_op_options *opts)
 		*opts = defaults;
 }
 
+/* tileatom_scalar and tileatom_vector build their result with an initializer, not memset
+ * and field stores: gcc's memset of the local and copy-out read it back with 16-byte loads
+ * straddling the 16-byte stores (failed store forwarding, tens of cycles a call, on the
+ * single-element submit path three calls per request). */
 tileatom_array tileatom_scalar(tileatom_dtype dtype, const void *value)
 {
 	return (tileatom_array){.dtype = dtype, .rank = 0, .data = value};

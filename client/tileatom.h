@@ -829,6 +829,16 @@ TA_API int tileatom_flush(tileatom_client *client, tileatom_error *err);
 /* Submitted requests whose responses have not been collected yet (a split submit counts
  * once). */
 TA_API size_t tileatom_pending(const tileatom_client *client);
+/* For an event loop: the connection's socket, to wait on for readability (then call
+ * tileatom_poll); -1 for a NULL client. Do not read, write or close it. */
+TA_API int tileatom_fd(const tileatom_client *client);
+/* Reads without blocking what the socket holds (one receive, only while responses are
+ * missing) and sets *ready to the pending requests, oldest first, whose tileatom_collect
+ * returns without waiting (a split submit once all its parts are in). Returns TILEATOM_OK,
+ * or the error that broke the connection (EOF, a socket or framing error; *ready is then
+ * every pending request: each collect returns that error at once). Writes nothing: call
+ * tileatom_flush after the submits. */
+TA_API int tileatom_poll(tileatom_client *client, size_t *ready, tileatom_error *err);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,8 @@ TILEATOM_PY_SOURCES = python/tileatom/__init__.py python/tileatom/_errors.py \
 	python/tileatom/_core.pyi python/tileatom/py.typed
 EXTRA_DIST += $(TILEATOM_PY_SOURCES) python/tileatom/_core.c python/tests/conftest.py \
 	python/tests/test_ops.py python/tests/test_client.py python/tests/test_pipeline.py \
-	python/tests/test_torch.py python/pytest.ini python/bench/bench_python.py \
+	python/tests/test_torch.py python/tests/test_dlpack.py python/tests/gpu_multiproc.py \
+	python/pytest.ini python/bench/bench_python.py \
 	docs/PYTHON.md tests/check_python.sh
 
 if HAVE_PYTHON_EXT

@@ -26,6 +26,10 @@
 #                                     through the daemon (tileatom-histbench --from device;
 #                                     shm and one from host memory) against torch
 #                                     (benchmarks/torch-hist-peer.py) in the same run.
+# The Python client's GPU check (torch CUDA tensors from several processes, and its bulk
+# histogram beside tileatom-histbench) is scripts/gpu-python.sh: after `pack` here, run
+# `scripts/gpu-python.sh pack` to add gpu-carry/python/, then there
+# `scripts/gpu-python.sh run` (it compiles the extension for that machine's python3).
 set -u
 mode=${1:-run}
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -767,10 +767,17 @@ START_TEST(test_tile_cache_threads)
 		ck_assert_int_eq(ta_registry_create_as(cr.reg, "t", &s, 1000, &t, &err), TA_OK);
 		ta_registry_publish(t);
 		ta_tile_unref(t);
-		/* let the readers find it (valgrind runs one thread at a time: yield to them) */
+		/* let the readers find it (valgrind runs one thread at a time: yield to them);
+		 * until the first hit, wait for one as long as a scheduler may keep the readers
+		 * off the CPU (up to 20 s: a busy machine delays them, only a broken lookup never
+		 * hits), so that the hits > 0 below does not depend on the machine's load */
 		long long hits0 = atomic_load(&cr.hits);
-		for (int y = 0; y < 10 && atomic_load(&cr.hits) == hits0; y++)
+		int tries = hits0 == 0 ? 20000 : 10;
+		for (int y = 0; y < tries && atomic_load(&cr.hits) == hits0; y++) {
 			sched_yield();
+			if (hits0 == 0)
+				usleep(1000);
+		}
 		ck_assert_int_eq(ta_registry_remove(cr.reg, "t", NULL, &err), TA_OK);
 		atomic_store(&cr.removed_upto, g);
 		char other[16];
@@ -869,8 +876,7 @@ START_TEST(test_commit_check)
 	size_t bytes = (size_t)(avail + (UINT64_C(256) << 20));
 	ck_assert_int_eq(ta_backend_tile_alloc(be, bytes, &mem, &err), TA_RESOURCE_EXHAUSTED);
 	ck_assert_ptr_null(mem);
-	ck_assert_msg(strstr(err.msg, "bytes of tile memory do not fit: ") != NULL, "%s",
-	              err.msg);
+	ck_assert_msg(strstr(err.msg, "bytes of tile memory do not fit: ") != NULL, "%s", err.msg);
 	/* a small tile is checked too, and fits */
 	ck_assert_int_eq(ta_backend_tile_alloc(be, 4096, &mem, &err), TA_OK);
 	ta_backend_tile_free(be, mem);

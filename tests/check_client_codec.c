@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1189,6 +1190,77 @@ START_TEST(test_coalesce_threshold)
 }
 END_TEST
 
+/* Polls the client (tileatom_poll) each time its socket is readable, until want responses
+ * are ready or 10 s passed; returns the last ready count. */
+static size_t poll_until_ready(tileatom_client *c, size_t want, int *status)
+{
+	size_t ready = 0;
+	tileatom_error e = {0, ""};
+	for (int round = 0; round < 1000; round++) {
+		*status = tileatom_poll(c, &ready, &e);
+		if (*status != TILEATOM_OK || ready >= want)
+			break;
+		struct pollfd pfd = {.fd = tileatom_fd(c), .events = POLLIN};
+		poll(&pfd, 1, 10);
+	}
+	return ready;
+}
+
+START_TEST(test_poll_for_event_loops)
+{
+	/* tileatom_fd and tileatom_poll: nothing is ready before the daemon answers; after
+	 * tileatom_flush and the answers, all five pings are, and each collect then returns
+	 * without waiting (a 1 ms timeout would break the connection otherwise). */
+	fake f;
+	fake_start(&f, FAKE_GATED, false);
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	ck_assert_int_eq(tileatom_connect(f.address, 5000, &c, &e), TILEATOM_OK);
+	ck_assert_int_ge(tileatom_fd(c), 0);
+	ck_assert_int_eq(tileatom_fd(NULL), -1);
+	size_t ready = 99;
+	ck_assert_int_eq(tileatom_poll(NULL, &ready, &e), TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tileatom_poll(c, NULL, &e), TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tileatom_poll(c, &ready, &e), TILEATOM_OK);
+	ck_assert_uint_eq(ready, 0); /* nothing pending */
+	for (int k = 0; k < 5; k++)
+		ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
+	ck_assert_int_eq(tileatom_poll(c, &ready, &e), TILEATOM_OK);
+	ck_assert_uint_eq(ready, 0); /* buffered, not even sent */
+	long buffered = (long)c->txbuf_len;
+	ck_assert_int_eq(tileatom_flush(c, &e), TILEATOM_OK);
+	__atomic_store_n(&f.gate, buffered, __ATOMIC_RELEASE);
+	int st = -1;
+	ck_assert_uint_eq(poll_until_ready(c, 5, &st), 5);
+	ck_assert_int_eq(st, TILEATOM_OK);
+	tileatom_set_timeout(c, 1);
+	for (int k = 0; k < 5; k++) {
+		tileatom_response r;
+		ck_assert_int_eq(tileatom_collect(c, &r, &e), TILEATOM_OK);
+		ck_assert_int_eq(r.kind, TILEATOM_REQ_PING);
+		ck_assert_int_eq(tileatom_poll(c, &ready, &e), TILEATOM_OK);
+		ck_assert_uint_eq(ready, (size_t)(4 - k));
+	}
+	ck_assert_uint_eq(tileatom_pending(c), 0);
+	tileatom_close(c);
+	fake_stop(&f);
+
+	/* The daemon hangs up: the poll reports the broken connection and every pending
+	 * request as ready (its collect returns the error at once). */
+	fake_start(&f, FAKE_HANGUP, false);
+	ck_assert_int_eq(tileatom_connect(f.address, 5000, &c, &e), TILEATOM_OK);
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
+	ck_assert_int_eq(tileatom_flush(c, &e), TILEATOM_OK);
+	ck_assert_uint_eq(poll_until_ready(c, 3, &st), 3);
+	ck_assert_int_eq(st, TILEATOM_E_IO);
+	tileatom_response r;
+	ck_assert_int_eq(tileatom_collect(c, &r, &e), TILEATOM_E_IO);
+	tileatom_close(c);
+	fake_stop(&f);
+}
+END_TEST
+
 START_TEST(test_coalesce_close_and_errors)
 {
 	/* tileatom_flush writes what is buffered without waiting; tileatom_close does too:
@@ -1302,6 +1374,7 @@ static Suite *codec_suite(void)
 	tcase_add_test(conn, test_coalesce_until_collect);
 	tcase_add_test(conn, test_coalesce_threshold);
 	tcase_add_test(conn, test_coalesce_close_and_errors);
+	tcase_add_test(conn, test_poll_for_event_loops);
 	tcase_add_test(conn, test_connect_errors);
 	suite_add_tcase(s, conn);
 	return s;

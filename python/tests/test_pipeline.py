@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -81,6 +82,23 @@ def test_pipeline_errors(client, name):
     np.testing.assert_array_equal(t.read(), [1, 1, 1, 0])
 
 
+def test_pipeline_tile_view_is_cached(client, name):
+    client.create(name, np.int32, (8,))
+    with client.pipeline() as p:
+        v = p.tile(name)
+        assert p.tile(name) is v and v.name == name and v.shape == (8,)
+        with pytest.raises(TypeError):
+            p.tile(5)
+        with pytest.raises(tileatom.NotFound):
+            p.tile(name + "-missing")
+        v.add(7, at=2, return_old=True)
+        p.tile(name).add(5, at=2, return_old=True)
+        olds = p.execute()
+    assert [int(x) for x in olds] == [0, 7]
+    with client.pipeline() as q:  # a new pipeline makes its own view
+        assert q.tile(name) is not v
+
+
 def test_pipeline_describes_new_tiles_midway(client, name):
     a = client.create(name, np.int64, (2,))
     other = tileatom.connect(client.address)
@@ -136,6 +154,59 @@ async def test_asyncio_client(daemon, name):
         np.testing.assert_array_equal(await h.read(), [50, 3, 3, 4, 4, 5, 6, 7])
         with pytest.raises(tileatom.NotFound):
             await c.tile("no-such")
+
+
+def test_poll_and_fileno(client, name):
+    t = client.create(name, np.int64, (4,))
+    conn = client._conn
+    fd = conn.fileno()
+    assert fd >= 0 and conn.poll() == 0  # nothing pending
+    with client.pipeline() as p:
+        for k in range(300):
+            p.tile(name).add(1, at=k % 4, return_old=True)
+        conn.flush()
+        ready = conn.poll()
+        for _ in range(1000):  # each wait bounded: 10 s at most in all
+            if ready == 300:
+                break
+            select.select([fd], [], [], 0.01)
+            ready = conn.poll()
+        assert ready == 300 and conn.pending == 300
+        olds = p.execute()
+    assert [int(x) for x in olds] == [k // 4 for k in range(300)]
+    np.testing.assert_array_equal(t.read(), [75, 75, 75, 75])
+
+
+@pytest.mark.asyncio
+async def test_asyncio_pipeline_runs_in_the_loop(daemon, name):
+    async with await tileatom.aio.connect(daemon, timeout=30) as c:
+        h = await c.create(name, "int64", 16)
+        worker_calls = []
+        real = c._in_worker
+
+        async def spy(fn, *args, **kwargs):
+            worker_calls.append(getattr(fn, "__name__", fn))
+            return await real(fn, *args, **kwargs)
+
+        c._in_worker = spy
+        p = c.pipeline()
+        for k in range(3000):
+            p.tile(name).add(1, at=k % 16, return_old=True)
+        q = c.pipeline()
+        q.tile(name).add(1, at=0, return_old=True)
+        # a single call and two pipelines at once: serialised in the order awaited
+        olds, pong, last = await asyncio.gather(p.execute(), c.ping(), q.execute())
+        assert [int(x) for x in olds] == [k // 16 for k in range(3000)]
+        assert pong is None and [int(x) for x in last] == [188]  # bins 0-7 had 188 adds
+        assert worker_calls == ["ping"]  # the pipelines never went to the worker
+        np.testing.assert_array_equal(await h.read(), [189] + [188] * 7 + [187] * 8)
+        # an error inside a pipeline: raised after all are collected; the client goes on
+        r = c.pipeline()
+        r.tile(name).add(1, at=99)
+        r.tile(name).add(1, at=1)
+        with pytest.raises(tileatom.OutOfRange):
+            await r.execute()
+        np.testing.assert_array_equal((await h.read())[:2], [189, 189])
 
 
 def test_client_killed_mid_pipeline(client, name, daemon):

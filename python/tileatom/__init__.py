@@ -112,44 +112,133 @@ def _bf16_bits(a: np.ndarray) -> np.ndarray:
     return np.where(nan, ((u >> 16) | 0x40).astype(np.uint16), r)
 
 
+# DLPack device types (DLDeviceType) and element types (DLDataTypeCode, bits) -> dtype code
+_KDLCPU, _KDLCUDA, _KDLCUDAHOST = 1, 2, 3
+_MASK_BYTES = 9  # the extension's code for a bool/uint8 mask operand
+_DL_CODE_OF = {
+    (0, 32): _INT32, (1, 32): _UINT32, (0, 64): _INT64, (1, 64): _UINT64,
+    (2, 32): _FLOAT32, (2, 64): _FLOAT64, (2, 16): _FLOAT16, (4, 16): _BFLOAT16,
+    (0, 16): _BFLOAT16, (1, 16): _BFLOAT16,  # 16-bit integers carry bfloat16 bits
+    (6, 8): _MASK_BYTES, (1, 8): _MASK_BYTES,
+}
+
+
+def _dlpack_only(obj: Any) -> bool:
+    """Whether obj is reached through DLPack alone: it has ``__dlpack__`` but is no numpy
+    array and offers neither the array interface nor the buffer protocol."""
+    if isinstance(obj, np.ndarray) or not hasattr(obj, "__dlpack__"):
+        return False
+    if hasattr(obj, "__array__") or hasattr(obj, "__array_interface__"):
+        return False
+    try:
+        memoryview(obj).release()
+    except TypeError:
+        return True
+    return False
+
+
+def _dlpack_device(obj: Any) -> tuple[int, int]:
+    """(device type, device id) of a DLPack producer: its ``__dlpack_device__()``, asked
+    before the capsule (the spec's order); a producer without it is taken as a CPU one."""
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is None:
+        return (_KDLCPU, 0)
+    kind, ordinal = dev()
+    return (int(kind), int(ordinal))
+
+
+def _dlpack_view(obj: Any, stream: Any) -> Any:
+    """obj's tensor consumed from its ``__dlpack__(stream=...)`` capsule (a
+    _core.DLPackView, whose freeing calls the producer's deleter)."""
+    try:
+        capsule = obj.__dlpack__(stream=stream)
+    except TypeError:  # producers predating the stream keyword
+        if stream is not None:
+            raise
+        capsule = obj.__dlpack__()
+    return _core.dlpack_view(capsule)
+
+
 def _torch_numpy(obj: Any) -> Any:
-    """A CPU torch tensor as a numpy array without a copy (bfloat16: its int16 bits);
-    anything else unchanged."""
+    """A host operand as a numpy array without a copy: a CPU torch tensor (bfloat16: its
+    int16 bits), or an object offering only ``__dlpack__`` in host memory (through
+    _core.dlpack_view and the buffer protocol); anything else unchanged."""
     if type(obj).__module__.startswith("torch") and hasattr(obj, "numpy"):
         t = obj.detach()
         if str(t.dtype) == "torch.bfloat16":
             t = t.view(__import__("torch").int16)
         return t.numpy()
+    if _dlpack_only(obj):
+        kind, _ = _dlpack_device(obj)
+        if kind not in (_KDLCPU, _KDLCUDAHOST):
+            raise TypeError(f"a DLPack tensor on device type {kind} where host memory "
+                            "(kDLCPU, kDLCUDAHost) is needed")
+        return np.asarray(_dlpack_view(obj, None))
     return obj
 
 
-def _device_array(obj: Any, code: int | None, what: str) -> tuple | None:
-    """An object on a CUDA device (``__cuda_array_interface__``) as the extension's
-    (pointer, dtype code, shape) tuple; None for anything else."""
-    try:
-        cai = obj.__cuda_array_interface__
-    except (AttributeError, RuntimeError):
-        return None
-    shape = tuple(int(n) for n in cai["shape"])
-    dt = np.dtype(cai["typestr"])
-    got = _CODE_OF.get(dt)
-    if dt == np.dtype(np.uint16) or dt == np.dtype(np.int16):
-        got = _BFLOAT16
-    if dt.kind == "b" or dt == np.dtype(np.uint8):
-        got = 9
+def _sync_torch(obj: Any) -> None:
+    """Waits for the work queued on a torch CUDA tensor's current stream: the daemon reads
+    device operands from another process, which no stream order covers."""
+    if type(obj).__module__.startswith("torch"):
+        torch = __import__("torch")
+        torch.cuda.current_stream(obj.device).synchronize()
+
+
+def _checked_device(code: int | None, got: int | None, dt: Any, shape: tuple[int, ...],
+                    strides: Any, itemsize: int, what: str) -> None:
+    """Raises unless a device array's dtype fits and its strides (in bytes, or None) are
+    C-contiguous."""
     if got is None or (code is not None and got != code):
         raise TypeError(f"{what}: a CUDA array of dtype {dt} where tileatom needs "
                         f"{_NAME_OF.get(code, 'an index or mask dtype')}")
-    strides = cai.get("strides")
     if strides is not None:
         expect = []
-        step = dt.itemsize
+        step = itemsize
         for n in reversed(shape):
             expect.append(step)
             step *= n
         if tuple(reversed(expect)) != tuple(strides) and math.prod(shape) > 1:
             raise ValueError(f"{what}: a CUDA array must be C-contiguous")
-    return (int(cai["data"][0]), got, shape)
+
+
+def _device_array(obj: Any, code: int | None, what: str) -> tuple | None:
+    """An object on a CUDA device as the extension's (pointer, dtype code, shape[, owner])
+    tuple: through ``__cuda_array_interface__``, else through ``__dlpack__`` when
+    ``__dlpack_device__`` says kDLCUDA (the owner then keeps the consumed tensor alive);
+    None for anything else."""
+    try:
+        cai = obj.__cuda_array_interface__
+    except (AttributeError, RuntimeError):
+        cai = None
+    if cai is not None:
+        shape = tuple(int(n) for n in cai["shape"])
+        dt = np.dtype(cai["typestr"])
+        got = _CODE_OF.get(dt)
+        if dt == np.dtype(np.uint16) or dt == np.dtype(np.int16):
+            got = _BFLOAT16
+        if dt.kind == "b" or dt == np.dtype(np.uint8):
+            got = _MASK_BYTES
+        _checked_device(code, got, dt, shape, cai.get("strides"), dt.itemsize, what)
+        _sync_torch(obj)
+        return (int(cai["data"][0]), got, shape, obj)
+    if isinstance(obj, np.ndarray) or not hasattr(obj, "__dlpack__"):
+        return None
+    kind, _ = _dlpack_device(obj)
+    if kind != _KDLCUDA:
+        return None
+    _sync_torch(obj)
+    # stream=None: the producer makes the data safe on the legacy default stream (the
+    # spec's CUDA default); the caller finishes other streams' writes before the request
+    view = _dlpack_view(obj, None)
+    shape = tuple(view.shape)
+    dcode, bits, _ = view.dtype
+    strides = view.strides
+    itemsize = bits // 8
+    _checked_device(code, _DL_CODE_OF.get((dcode, bits)), f"DLPack type {dcode}/{bits}",
+                    shape, None if strides is None else tuple(x * itemsize for x in strides),
+                    itemsize, what)
+    return (view.data, _DL_CODE_OF[(dcode, bits)], shape, view)
 
 
 def _index(obj: Any, what: str = "index") -> Any:
@@ -620,26 +709,7 @@ class Tile(_core.TileBase):
         self._client.destroy(self.name)
 
 
-class _PipelineTiles(dict):
-    """A pipeline's tiles by name: the pipelined Tile views handed out by Pipeline.tile."""
-
-    def __init__(self, pipeline: "Pipeline") -> None:
-        super().__init__()
-        self._pipeline = pipeline
-
-    def __missing__(self, name: str) -> Tile:
-        p = self._pipeline
-        info = p._client._known.get(name)
-        if info is None:
-            if p._conn.pending:
-                p._done.extend(p._conn.collect())
-            info = p._conn.describe(name)
-            p._client._known[name] = info
-        t = self[name] = Tile(p._client, info, submit=True)
-        return t
-
-
-class Pipeline:
+class Pipeline(_core.PipelineBase):
     """Requests queued without waiting, as redis-py's pipeline: ``p.tile(name)`` gives a
     Tile whose operations are sent at once but answered later (the first use of a name the
     client has not seen describes the tile: a round trip, after the queued responses are
@@ -650,15 +720,29 @@ class Pipeline:
 
     Leaving the ``with`` block collects and drops what execute() did not (the requests were
     applied all the same). Synchronous calls on the client while results are outstanding
-    raise StateError: call execute() first."""
+    raise StateError: call execute() first.
+
+    ``tile(name)`` (a method of the C base class) returns the same view for a name every
+    time, so ``p.tile(name).add(...)`` in a loop builds no object per call."""
 
     def __init__(self, client: "Client") -> None:
         self._client = client
         self._conn = client._conn
         self._done: list[Any] = []
-        # tile(name) is this dict's own lookup (no Python frame per call); a name not seen
-        # yet comes to _PipelineTiles.__missing__
-        self.tile = _PipelineTiles(self).__getitem__
+        self._tiles: dict[str, Tile] = {}
+
+    def _new_tile(self, name: str) -> Tile:
+        """tile(name) for a name this pipeline has no view of yet (called by the C base)."""
+        if not isinstance(name, str):
+            raise TypeError(f"a tile name is a str, not {type(name).__name__}")
+        info = self._client._known.get(name)
+        if info is None:
+            if self._conn.pending:
+                self._done.extend(self._conn.collect())
+            info = self._conn.describe(name)
+            self._client._known[name] = info
+        t = self._tiles[name] = Tile(self._client, info, submit=True)
+        return t
 
     def __enter__(self) -> "Pipeline":
         return self
@@ -671,11 +755,6 @@ class Pipeline:
                 pass
         self._done = []
 
-    def tile(self, name: str) -> Tile:  # replaced per instance by a dict lookup
-        """The pipelined view of tile ``name``: its operations are queued and answer
-        None; their results come from execute()."""
-        return self.tile(name)
-
     def __len__(self) -> int:
         """Requests queued and not returned by execute() yet."""
         return len(self._done) + self._conn.pending
@@ -684,6 +763,8 @@ class Pipeline:
         """Collects every queued request's result, in order. A failed request's exception
         is raised after all are collected (raise_on_error=True, the first one), or left in
         its place in the list (False)."""
+        if not self._done:  # the common case: the check is done in C
+            return self._conn.collect(-1, raise_on_error)
         results = self._done + self._conn.collect()
         self._done = []
         if raise_on_error:

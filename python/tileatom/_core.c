@@ -15,6 +15,8 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -45,15 +47,19 @@ enum result_kind {
 
 /* One submitted request whose response is not collected yet. */
 typedef struct pending_entry {
-	int kind;      /* enum result_kind */
-	PyObject *out; /* RESULT_OUT: the array to fill (owned reference); else NULL */
-	int64_t index; /* RESULT_SINGLE: the flat index (for the error message) */
+	int kind;       /* enum result_kind */
+	PyObject *out;  /* RESULT_OUT: the array to fill (owned reference); else NULL */
+	int64_t index;  /* RESULT_SINGLE: the flat index (for the error message) */
+	PyObject *keep; /* the operands of a request with device memory, which the daemon reads
+	                   after the submit returns: held until the response (owned); or NULL */
 } pending_entry;
 
 /* A connection (tileatom._core.Conn). */
 typedef struct ConnObject {
 	PyObject_HEAD tileatom_client *client; /* the handle; NULL once closed */
-	PyThread_type_lock lock;               /* serialises calls on the handle */
+	pthread_mutex_t lock; /* serialises calls on the handle (a mutex: its uncontended
+	                         trylock reads no clock, unlike PyThread_acquire_lock) */
+	int lock_ready;       /* lock was initialised */
 	int closing;          /* close() was called while shared buffers were alive */
 	Py_ssize_t buffers;   /* live SharedBuffer objects over this connection */
 	pending_entry *queue; /* submitted requests in order (a ring) */
@@ -61,6 +67,8 @@ typedef struct ConnObject {
 	size_t qhead;         /* index of the oldest entry */
 	size_t qlen;          /* entries in the ring */
 	unsigned unflushed;   /* requests submitted since the last write-out */
+	int device_ptrs;      /* the library asks the driver about every operand (a device
+	                         array was passed on this connection) */
 } ConnObject;
 
 /* Pipelined requests after which a submit writes the buffered ones out (tileatom_flush), so
@@ -115,19 +123,26 @@ static PyObject *raise_status(int code, const tileatom_error *err)
 
 /* ---- the connection lock ----------------------------------------------------------------- */
 
-/* Takes the connection's lock (waiting without the GIL when another thread holds it) and
- * checks that the handle is open; returns 0, or -1 with an exception set (lock not held). */
-static int conn_enter(ConnObject *self)
+/* Takes the connection's lock, waiting without the GIL when another thread holds it. */
+static void conn_lock(ConnObject *self)
 {
-	if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+	if (pthread_mutex_trylock(&self->lock) != 0) {
 		{
 			PyThreadState *unlocked = PyEval_SaveThread();
-			PyThread_acquire_lock(self->lock, WAIT_LOCK);
+			/* a default mutex taken by this thread's own code only: cannot fail */
+			(void)pthread_mutex_lock(&self->lock);
 			PyEval_RestoreThread(unlocked);
 		}
 	}
+}
+
+/* Takes the connection's lock and checks that the handle is open; returns 0, or -1 with an
+ * exception set (lock not held). */
+static int conn_enter(ConnObject *self)
+{
+	conn_lock(self);
 	if (!self->client || self->closing) {
-		PyThread_release_lock(self->lock);
+		pthread_mutex_unlock(&self->lock);
 		tileatom_error err = {TILEATOM_E_STATE, "the connection is closed"};
 		raise_status(TILEATOM_E_STATE, &err);
 		return -1;
@@ -135,10 +150,21 @@ static int conn_enter(ConnObject *self)
 	return 0;
 }
 
+/* After a device array was passed (lock held): from now on the library asks the CUDA driver
+ * about every operand of this connection, not only those of 64 KiB or more (a smaller
+ * device array outside the allocations seen before would be read as host memory). */
+static void conn_device_ptrs(ConnObject *self)
+{
+	if (!self->device_ptrs) {
+		tileatom_set_device_ptr_threshold(self->client, 1);
+		self->device_ptrs = 1;
+	}
+}
+
 /* Releases the connection's lock. */
 static void conn_leave(ConnObject *self)
 {
-	PyThread_release_lock(self->lock);
+	pthread_mutex_unlock(&self->lock);
 }
 
 /* ---- argument conversion ----------------------------------------------------------------- */
@@ -188,7 +214,7 @@ static int typenum_of_dtype(tileatom_dtype dtype)
 }
 
 /* Fills *out from an operand: a numpy array (C-contiguous, aligned, native order, rank <=
- * 4) or a device array (ptr, dtype code, shape tuple). The array object must outlive the
+ * 4) or a device array (ptr, dtype code, shape tuple[, owner]). The array object must outlive the
  * use of *out. Returns 0 or -1 with an exception set; what names the operand in messages. */
 static int to_array(PyObject *obj, tileatom_array *out, const char *what)
 {
@@ -220,7 +246,7 @@ static int to_array(PyObject *obj, tileatom_array *out, const char *what)
 		out->data = PyArray_DATA(a);
 		return 0;
 	}
-	if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 3) {
+	if (PyTuple_Check(obj) && (PyTuple_GET_SIZE(obj) == 3 || PyTuple_GET_SIZE(obj) == 4)) {
 		unsigned long long ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(obj, 0));
 		long code = PyLong_AsLong(PyTuple_GET_ITEM(obj, 1));
 		PyObject *shape = PyTuple_GET_ITEM(obj, 2);
@@ -244,6 +270,23 @@ static int to_array(PyObject *obj, tileatom_array *out, const char *what)
 	PyErr_Format(PyExc_TypeError, "%s must be a numpy array (got %.100s)", what,
 	             Py_TYPE(obj)->tp_name);
 	return -1;
+}
+
+/* Whether obj is a device array tuple (ptr, code, shape[, owner]) or a tuple of index
+ * arrays holding one. */
+static int holds_device(PyObject *obj)
+{
+	if (!PyTuple_Check(obj))
+		return 0;
+	Py_ssize_t n = PyTuple_GET_SIZE(obj);
+	if ((n == 3 || n == 4) && PyLong_Check(PyTuple_GET_ITEM(obj, 0)))
+		return 1;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *item = PyTuple_GET_ITEM(obj, i);
+		if (PyTuple_Check(item) && holds_device(item))
+			return 1;
+	}
+	return 0;
 }
 
 /* Fills *out from an integer sequence of at most TILEATOM_MAX_RANK entries; returns the
@@ -501,6 +544,7 @@ static int queue_push(ConnObject *self, int kind, PyObject *out)
 	e->kind = kind;
 	e->out = out;
 	e->index = 0;
+	e->keep = NULL;
 	self->qlen++;
 	return 0;
 }
@@ -520,6 +564,7 @@ static void queue_clear(ConnObject *self)
 		pending_entry e;
 		queue_pop(self, &e);
 		Py_XDECREF(e.out);
+		Py_XDECREF(e.keep);
 	}
 }
 
@@ -582,11 +627,13 @@ static PyObject *Conn_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 	ConnObject *self = (ConnObject *)type->tp_alloc(type, 0);
 	if (!self)
 		return NULL;
-	self->lock = PyThread_allocate_lock();
-	if (!self->lock) {
+	int rc = pthread_mutex_init(&self->lock, NULL);
+	if (rc != 0) {
 		Py_DECREF(self);
-		return PyErr_NoMemory();
+		errno = rc;
+		return PyErr_SetFromErrno(PyExc_OSError);
 	}
+	self->lock_ready = 1;
 	return (PyObject *)self;
 }
 
@@ -609,8 +656,8 @@ static void Conn_dealloc(ConnObject *self)
 {
 	conn_really_close(self);
 	PyMem_Free(self->queue);
-	if (self->lock)
-		PyThread_free_lock(self->lock);
+	if (self->lock_ready)
+		pthread_mutex_destroy(&self->lock);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -621,18 +668,12 @@ PyDoc_STRVAR(Conn_close_doc, "close()\n--\n\nCloses the connection (idempotent).
 static PyObject *Conn_close(ConnObject *self, PyObject *unused)
 {
 	(void)unused;
-	if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
-		{
-			PyThreadState *unlocked = PyEval_SaveThread();
-			PyThread_acquire_lock(self->lock, WAIT_LOCK);
-			PyEval_RestoreThread(unlocked);
-		}
-	}
+	conn_lock(self);
 	if (self->buffers > 0)
 		self->closing = 1;
 	else
 		conn_really_close(self);
-	PyThread_release_lock(self->lock);
+	pthread_mutex_unlock(&self->lock);
 	Py_RETURN_NONE;
 }
 
@@ -964,6 +1005,8 @@ static PyObject *Conn_write(ConnObject *self, PyObject *args)
 		return NULL;
 	if (conn_enter(self) < 0)
 		return NULL;
+	if (holds_device(values_obj))
+		conn_device_ptrs(self);
 	tileatom_error err = {0, ""};
 	int st;
 	if (submit) {
@@ -1066,8 +1109,21 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 	if (kind >= TILEATOM_REQ_GATHER)
 		addr.region = NULL;
 
-	if (conn_enter(self) < 0)
+	int device = holds_device(indices_obj) || holds_device(values_obj) ||
+	             holds_device(compare_obj) || holds_device(padding_obj) ||
+	             holds_device(mask_obj) || holds_device(out);
+	/* a pipelined request's device operands (and the objects that own their memory) must
+	 * outlive the submit: the daemon reads them before it answers */
+	PyObject *keep = NULL;
+	if (submit && device &&
+	    !(keep = PyTuple_Pack(4, indices_obj, values_obj, compare_obj, mask_obj)))
 		return NULL;
+	if (conn_enter(self) < 0) {
+		Py_XDECREF(keep);
+		return NULL;
+	}
+	if (device)
+		conn_device_ptrs(self);
 	tileatom_error err = {0, ""};
 	tileatom_op_result res = {0};
 	tileatom_client *c = self->client;
@@ -1078,9 +1134,11 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 			Py_INCREF(out);
 		if (queue_push(self, out != Py_None ? RESULT_OUT : RESULT_COUNTS,
 		               out != Py_None ? out : NULL) < 0) {
+			Py_XDECREF(keep);
 			conn_leave(self);
 			return NULL;
 		}
+		self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)].keep = keep;
 	}
 	{
 		PyThreadState *unlocked = PyEval_SaveThread();
@@ -1139,6 +1197,7 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 		/* nothing of the request stays queued: drop its entry (the newest) */
 		pending_entry *e = &self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)];
 		Py_XDECREF(e->out);
+		Py_XDECREF(e->keep);
 		self->qlen--;
 	} else if (submit)
 		st = conn_count_submit(self, &err);
@@ -1324,14 +1383,17 @@ static PyObject *result_of(const pending_entry *e, const raw_result *raw)
 }
 
 PyDoc_STRVAR(Conn_collect_doc,
-             "collect(n=-1) -> list\n--\n\n"
+             "collect(n=-1, raise_on_error=False) -> list\n--\n\n"
              "Collects the next n responses (all pending when n < 0) in submission order. "
              "Each entry is the request's result, or the exception instance of a failed "
-             "one. After a connection error, the remaining entries all hold that error.");
+             "one. After a connection error, the remaining entries all hold that error. "
+             "raise_on_error=True raises the first failed request's exception instead, "
+             "after collecting them all.");
 static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 {
 	Py_ssize_t n = -1;
-	if (!PyArg_ParseTuple(args, "|n", &n))
+	int raise_on_error = 0;
+	if (!PyArg_ParseTuple(args, "|np", &n, &raise_on_error))
 		return NULL;
 	if (conn_enter(self) < 0)
 		return NULL;
@@ -1376,11 +1438,14 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 		PyEval_RestoreThread(unlocked);
 	}
 	/* with it again: the result objects */
-	PyObject *broken_exc = NULL; /* the exception that broke the connection */
+	PyObject *broken_exc = NULL;  /* the exception that broke the connection */
+	PyObject *first_error = NULL; /* the first failed request's exception (borrowed) */
 	for (Py_ssize_t i = 0; i < n && !failed; i++) {
 		PyObject *item;
 		if (i < read) {
 			item = result_of(&ents[i], &raws[i]);
+			if (item && !first_error && raws[i].status != TILEATOM_OK)
+				first_error = item;
 			if (item && broken && i == read - 1) {
 				Py_INCREF(item);
 				broken_exc = item;
@@ -1388,6 +1453,8 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 		} else {
 			Py_XINCREF(broken_exc);
 			item = broken_exc;
+			if (!first_error)
+				first_error = item;
 		}
 		if (!item) {
 			failed = 1;
@@ -1397,8 +1464,10 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 	}
 	for (Py_ssize_t i = 0; i < n; i++)
 		free(raws[i].message);
-	for (Py_ssize_t i = 0; i < popped; i++)
+	for (Py_ssize_t i = 0; i < popped; i++) {
 		Py_XDECREF(ents[i].out);
+		Py_XDECREF(ents[i].keep);
+	}
 	PyMem_Free(ents);
 	PyMem_Free(raws);
 	Py_XDECREF(broken_exc);
@@ -1407,6 +1476,11 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 		queue_clear(self);
 	conn_leave(self);
 	if (failed) {
+		Py_DECREF(list);
+		return NULL;
+	}
+	if (raise_on_error && first_error) {
+		PyErr_SetObject((PyObject *)Py_TYPE(first_error), first_error);
 		Py_DECREF(list);
 		return NULL;
 	}
@@ -1431,6 +1505,37 @@ static PyObject *Conn_flush(ConnObject *self, PyObject *unused)
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
 	Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(Conn_fileno_doc, "fileno() -> int\n--\n\nThe connection's socket, for an event "
+                              "loop to wait on for readability (then call poll()); do not "
+                              "read, write or close it.");
+static PyObject *Conn_fileno(ConnObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (conn_enter(self) < 0)
+		return NULL;
+	int fd = tileatom_fd(self->client);
+	conn_leave(self);
+	return PyLong_FromLong(fd);
+}
+
+PyDoc_STRVAR(Conn_poll_doc,
+             "poll() -> int\n--\n\nReads without blocking what the socket holds and returns "
+             "how many of the pending requests, oldest first, collect() answers without "
+             "waiting. After the connection broke, every pending request counts (collect() "
+             "returns the error for each).");
+static PyObject *Conn_poll(ConnObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (conn_enter(self) < 0)
+		return NULL;
+	size_t ready = 0;
+	tileatom_error err = {0, ""};
+	/* one non-blocking recv: kept under the GIL */
+	(void)tileatom_poll(self->client, &ready, &err);
+	conn_leave(self);
+	return PyLong_FromSize_t(ready);
 }
 
 /* ---- shared buffers ---------------------------------------------------------------------- */
@@ -1483,20 +1588,14 @@ static void SharedBuffer_dealloc(SharedBufferObject *self)
 {
 	ConnObject *conn = self->conn;
 	if (conn && self->buffer) {
-		if (!PyThread_acquire_lock(conn->lock, NOWAIT_LOCK)) {
-			{
-				PyThreadState *unlocked = PyEval_SaveThread();
-				PyThread_acquire_lock(conn->lock, WAIT_LOCK);
-				PyEval_RestoreThread(unlocked);
-			}
-		}
+		conn_lock(conn);
 		if (conn->client)
 			tileatom_buffer_free(self->buffer);
 		self->buffer = NULL;
 		conn->buffers--;
 		if (conn->closing && conn->buffers == 0)
 			conn_really_close(conn);
-		PyThread_release_lock(conn->lock);
+		pthread_mutex_unlock(&conn->lock);
 	}
 	Py_XDECREF(conn);
 	PyObject_Free(self);
@@ -1772,6 +1871,350 @@ static PyTypeObject TileBaseType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---- PipelineBase: the C part of tileatom.Pipeline --------------------------------------
+ * Pipeline.tile(name) is called once per queued request: a C method with one argument that
+ * finds the pipeline's cached Tile view in a dict costs no Python frame; a name not seen
+ * yet goes to the Python layer's Pipeline._new_tile(name), which describes the tile and
+ * stores its view in _tiles. */
+
+/* The C fields of a pipeline. */
+typedef struct PipelineBaseObject {
+	PyObject_HEAD PyObject *tiles; /* _tiles: dict name -> the pipelined Tile view */
+} PipelineBaseObject;
+
+static PyObject *new_tile_name; /* "_new_tile" */
+
+static PyMemberDef PipelineBase_members[] = {{"_tiles", T_OBJECT,
+                                              offsetof(PipelineBaseObject, tiles), 0,
+                                              "the pipelined Tile views by name (internal)"},
+                                             {NULL, 0, 0, 0, NULL}};
+
+static void PipelineBase_dealloc(PipelineBaseObject *self)
+{
+	Py_CLEAR(self->tiles);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(PipelineBase_tile_doc,
+             "tile($self, name, /)\n--\n\n"
+             "The pipelined view of tile `name`: its operations are queued and answer None; "
+             "their results come from execute(). The view is made once per name and "
+             "pipeline (the first use of a name the client has not seen describes the tile: "
+             "one round trip, after the responses queued so far are set aside for "
+             "execute()).");
+static PyObject *PipelineBase_tile(PipelineBaseObject *self, PyObject *name)
+{
+	if (self->tiles && PyDict_CheckExact(self->tiles)) {
+		PyObject *t = PyDict_GetItemWithError(self->tiles, name);
+		if (t)
+			return Py_NewRef(t);
+		if (PyErr_Occurred())
+			return NULL;
+	}
+	return PyObject_CallMethodOneArg((PyObject *)self, new_tile_name, name);
+}
+
+static PyMethodDef PipelineBase_methods[] = {
+    {"tile", (PyCFunction)PipelineBase_tile, METH_O, PipelineBase_tile_doc}, {NULL, NULL, 0, NULL}};
+
+static PyTypeObject PipelineBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tileatom._core.PipelineBase",
+    .tp_basicsize = sizeof(PipelineBaseObject),
+    .tp_dealloc = (destructor)PipelineBase_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = PyDoc_STR("The C part of tileatom.Pipeline: its tile() lookup."),
+    .tp_methods = PipelineBase_methods,
+    .tp_members = PipelineBase_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---- DLPack: objects offering only __dlpack__ -------------------------------------------
+ * The DLPack Python protocol hands over a PyCapsule named "dltensor" holding a
+ * DLManagedTensor. The consumer renames the capsule "used_dltensor" (so that the capsule's
+ * own destructor leaves the tensor alone) and calls the tensor's deleter when done. The
+ * structures below are DLPack's ABI (dlpack.h, unversioned: the layout every producer
+ * exports without max_version), declared here because Debian ships no dlpack.h. A
+ * DLPackView owns one consumed tensor: its fields describe it, its buffer protocol exposes
+ * host memory (kDLCPU, kDLCUDAHost) to numpy, and freeing it calls the deleter. */
+
+/* DLPack's device (DLDevice). */
+typedef struct ta_dl_device {
+	int32_t device_type; /* DLDeviceType: kDLCPU 1, kDLCUDA 2, kDLCUDAHost 3, ... */
+	int32_t device_id;   /* the device's ordinal */
+} ta_dl_device;
+
+/* DLPack's element type (DLDataType). */
+typedef struct ta_dl_dtype {
+	uint8_t code;   /* kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6, ... */
+	uint8_t bits;   /* bits per lane */
+	uint16_t lanes; /* lanes per element (1 for scalars) */
+} ta_dl_dtype;
+
+/* DLPack's tensor (DLTensor). */
+typedef struct ta_dl_tensor {
+	void *data;           /* base address (device memory for device tensors) */
+	ta_dl_device device;  /* where data lives */
+	int32_t ndim;         /* rank */
+	ta_dl_dtype dtype;    /* element type */
+	int64_t *shape;       /* ndim extents */
+	int64_t *strides;     /* ndim strides in elements, or NULL: C-contiguous */
+	uint64_t byte_offset; /* bytes from data to the first element */
+} ta_dl_tensor;
+
+/* DLPack's managed tensor (DLManagedTensor). */
+typedef struct ta_dl_managed {
+	ta_dl_tensor dl_tensor;                      /* the tensor */
+	void *manager_ctx;                           /* the producer's context */
+	void (*deleter)(struct ta_dl_managed *self); /* frees it; may be NULL */
+} ta_dl_managed;
+
+/* The rank above which a DLPack tensor is refused (tileatom's arrays have rank <= 4; the
+ * view itself takes any rank up to this bound). */
+#define TA_DL_MAX_NDIM 32
+
+/* A consumed DLPack tensor (tileatom._core.DLPackView). */
+typedef struct DLPackViewObject {
+	PyObject_HEAD ta_dl_managed *managed; /* the tensor; its deleter runs on dealloc */
+	Py_ssize_t itemsize;                  /* bytes per element */
+	char format[2];                       /* its struct format character for the buffer */
+	Py_ssize_t shape[TA_DL_MAX_NDIM];     /* extents, for the buffer protocol */
+	Py_ssize_t strides[TA_DL_MAX_NDIM];   /* strides in bytes */
+	Py_ssize_t exports;                   /* buffer-protocol views alive */
+} DLPackViewObject;
+
+static PyTypeObject DLPackViewType;
+
+/* The struct format character of a DLPack element type; 0 when the buffer protocol has none
+ * (bfloat16 is exposed as its uint16 bits, as the rest of the package holds it). */
+static char dl_format(ta_dl_dtype t)
+{
+	if (t.lanes != 1)
+		return 0;
+	switch (t.code) {
+	case 0: /* kDLInt */
+		return t.bits == 8    ? 'b'
+		       : t.bits == 16 ? 'h'
+		       : t.bits == 32 ? 'i'
+		       : t.bits == 64 ? 'q'
+		                      : 0;
+	case 1: /* kDLUInt */
+		return t.bits == 8    ? 'B'
+		       : t.bits == 16 ? 'H'
+		       : t.bits == 32 ? 'I'
+		       : t.bits == 64 ? 'Q'
+		                      : 0;
+	case 2: /* kDLFloat */
+		return t.bits == 16 ? 'e' : t.bits == 32 ? 'f' : t.bits == 64 ? 'd' : 0;
+	case 4: /* kDLBfloat */
+		return t.bits == 16 ? 'H' : 0;
+	case 6: /* kDLBool */
+		return t.bits == 8 ? '?' : 0;
+	default:
+		return 0;
+	}
+}
+
+static void DLPackView_dealloc(DLPackViewObject *self)
+{
+	ta_dl_managed *m = self->managed;
+	self->managed = NULL;
+	if (m && m->deleter)
+		m->deleter(m);
+	PyObject_Free(self);
+}
+
+PyDoc_STRVAR(dlpack_view_doc,
+             "dlpack_view(capsule, /) -> DLPackView\n--\n\n"
+             "Consumes a DLPack capsule (named 'dltensor', as __dlpack__() returns it): "
+             "renames it 'used_dltensor' and returns a DLPackView owning the tensor, whose "
+             "deleter runs when the view is freed. Raises ValueError for a capsule already "
+             "consumed, a rank above 32, or elements of more than one lane.");
+static PyObject *mod_dlpack_view(PyObject *mod, PyObject *capsule)
+{
+	(void)mod;
+	if (!PyCapsule_CheckExact(capsule)) {
+		PyErr_Format(PyExc_TypeError, "__dlpack__() returned %.100s, not a capsule",
+		             Py_TYPE(capsule)->tp_name);
+		return NULL;
+	}
+	if (!PyCapsule_IsValid(capsule, "dltensor")) {
+		const char *cname = PyCapsule_GetName(capsule);
+		if (!cname && PyErr_Occurred())
+			return NULL;
+		PyErr_Format(PyExc_ValueError,
+		             "a DLPack capsule named '%s' (a tensor is consumed once, from a "
+		             "capsule named 'dltensor')",
+		             cname ? cname : "");
+		return NULL;
+	}
+	ta_dl_managed *m = PyCapsule_GetPointer(capsule, "dltensor");
+	if (!m)
+		return NULL;
+	const ta_dl_tensor *t = &m->dl_tensor;
+	/* checked before the capsule is taken: a refused one stays the producer's */
+	if (t->ndim < 0 || t->ndim > TA_DL_MAX_NDIM || (t->ndim > 0 && !t->shape)) {
+		PyErr_Format(PyExc_ValueError, "a DLPack tensor of rank %d (at most %d)",
+		             (int)t->ndim, TA_DL_MAX_NDIM);
+		return NULL;
+	}
+	if (t->dtype.lanes != 1 || t->dtype.bits == 0 || t->dtype.bits % 8 != 0) {
+		PyErr_Format(PyExc_ValueError,
+		             "a DLPack tensor of %u lanes of %u bits (tileatom takes one-lane "
+		             "elements of whole bytes)",
+		             (unsigned)t->dtype.lanes, (unsigned)t->dtype.bits);
+		return NULL;
+	}
+	DLPackViewObject *v = PyObject_New(DLPackViewObject, &DLPackViewType);
+	if (!v)
+		return NULL;
+	v->managed = NULL;
+	v->exports = 0;
+	v->itemsize = t->dtype.bits / 8;
+	v->format[0] = dl_format(t->dtype);
+	v->format[1] = 0;
+	for (int i = 0; i < t->ndim; i++)
+		v->shape[i] = (Py_ssize_t)t->shape[i];
+	Py_ssize_t step = v->itemsize;
+	for (int i = t->ndim - 1; i >= 0; i--) {
+		v->strides[i] = t->strides ? (Py_ssize_t)t->strides[i] * v->itemsize : step;
+		step *= v->shape[i];
+	}
+	if (PyCapsule_SetName(capsule, "used_dltensor") < 0) {
+		Py_DECREF(v);
+		return NULL;
+	}
+	v->managed = m;
+	return (PyObject *)v;
+}
+
+static int DLPackView_getbuffer(DLPackViewObject *self, Py_buffer *view, int flags)
+{
+	const ta_dl_tensor *t = &self->managed->dl_tensor;
+	if (t->device.device_type != 1 && t->device.device_type != 3) {
+		PyErr_Format(PyExc_BufferError,
+		             "a DLPack tensor on device type %d is not host memory",
+		             (int)t->device.device_type);
+		return -1;
+	}
+	if (!self->format[0]) {
+		PyErr_SetString(PyExc_BufferError, "a DLPack element type with no buffer format");
+		return -1;
+	}
+	Py_ssize_t n = 1;
+	for (int i = 0; i < t->ndim; i++)
+		n *= self->shape[i];
+	view->buf = (char *)t->data + t->byte_offset;
+	view->obj = Py_NewRef(self);
+	view->len = n * self->itemsize;
+	view->readonly = 0;
+	view->itemsize = self->itemsize;
+	view->format = (flags & PyBUF_FORMAT) ? self->format : NULL;
+	view->ndim = t->ndim;
+	view->shape = (flags & PyBUF_ND) == PyBUF_ND ? self->shape : NULL;
+	view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? self->strides : NULL;
+	view->suboffsets = NULL;
+	view->internal = NULL;
+	if (!view->strides && !PyBuffer_IsContiguous(view, 'C')) {
+		Py_CLEAR(view->obj);
+		PyErr_SetString(PyExc_BufferError, "a strided DLPack tensor asked for without "
+		                                   "strides");
+		return -1;
+	}
+	self->exports++;
+	return 0;
+}
+
+static void DLPackView_releasebuffer(DLPackViewObject *self, Py_buffer *view)
+{
+	(void)view;
+	self->exports--;
+}
+
+static PyBufferProcs DLPackView_as_buffer = {(getbufferproc)DLPackView_getbuffer,
+                                             (releasebufferproc)DLPackView_releasebuffer};
+
+/* A tuple of n int64 values. */
+static PyObject *int64_tuple(const int64_t *vals, int n)
+{
+	PyObject *t = PyTuple_New(n);
+	if (!t)
+		return NULL;
+	for (int i = 0; i < n; i++) {
+		PyObject *x = PyLong_FromLongLong(vals[i]);
+		if (!x) {
+			Py_DECREF(t);
+			return NULL;
+		}
+		PyTuple_SET_ITEM(t, i, x);
+	}
+	return t;
+}
+
+static PyObject *DLPackView_get_data(DLPackViewObject *self, void *closure)
+{
+	const ta_dl_tensor *t = &self->managed->dl_tensor;
+	return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)t->data + t->byte_offset);
+}
+
+static PyObject *DLPackView_get_device(DLPackViewObject *self, void *closure)
+{
+	const ta_dl_tensor *t = &self->managed->dl_tensor;
+	return Py_BuildValue("(ii)", (int)t->device.device_type, (int)t->device.device_id);
+}
+
+static PyObject *DLPackView_get_dtype(DLPackViewObject *self, void *closure)
+{
+	const ta_dl_dtype d = self->managed->dl_tensor.dtype;
+	return Py_BuildValue("(iii)", (int)d.code, (int)d.bits, (int)d.lanes);
+}
+
+static PyObject *DLPackView_get_shape(DLPackViewObject *self, void *closure)
+{
+	const ta_dl_tensor *t = &self->managed->dl_tensor;
+	return int64_tuple(t->shape, t->ndim);
+}
+
+static PyObject *DLPackView_get_strides(DLPackViewObject *self, void *closure)
+{
+	const ta_dl_tensor *t = &self->managed->dl_tensor;
+	if (!t->strides)
+		Py_RETURN_NONE;
+	return int64_tuple(t->strides, t->ndim);
+}
+
+static PyObject *DLPackView_get_byte_offset(DLPackViewObject *self, void *closure)
+{
+	return PyLong_FromUnsignedLongLong(self->managed->dl_tensor.byte_offset);
+}
+
+static PyGetSetDef DLPackView_getset[] = {
+    {"data", (getter)DLPackView_get_data, NULL,
+     "The first element's address (the tensor's data plus byte_offset).", NULL},
+    {"device", (getter)DLPackView_get_device, NULL,
+     "(device type, device id): kDLCPU 1, kDLCUDA 2, kDLCUDAHost 3, ...", NULL},
+    {"dtype", (getter)DLPackView_get_dtype, NULL,
+     "(type code, bits, lanes): code kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, "
+     "kDLBool 6.",
+     NULL},
+    {"shape", (getter)DLPackView_get_shape, NULL, "The extents.", NULL},
+    {"strides", (getter)DLPackView_get_strides, NULL,
+     "The strides in elements, or None (C-contiguous).", NULL},
+    {"byte_offset", (getter)DLPackView_get_byte_offset, NULL,
+     "Bytes from the tensor's data pointer to its first element.", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject DLPackViewType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tileatom._core.DLPackView",
+    .tp_basicsize = sizeof(DLPackViewObject),
+    .tp_dealloc = (destructor)DLPackView_dealloc,
+    .tp_as_buffer = &DLPackView_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("A DLPack tensor consumed from its capsule (dlpack_view()); its "
+                        "deleter runs when this object is freed. Host tensors expose their "
+                        "memory through the buffer protocol (numpy.asarray(view))."),
+    .tp_getset = DLPackView_getset,
+};
+
 /* ---- type and module --------------------------------------------------------------------- */
 
 static PyMethodDef Conn_methods[] = {
@@ -1788,6 +2231,8 @@ static PyMethodDef Conn_methods[] = {
     {"at", (PyCFunction)(void (*)(void))Conn_at, METH_FASTCALL, Conn_at_doc},
     {"collect", (PyCFunction)Conn_collect, METH_VARARGS, Conn_collect_doc},
     {"flush", (PyCFunction)Conn_flush, METH_NOARGS, Conn_flush_doc},
+    {"fileno", (PyCFunction)Conn_fileno, METH_NOARGS, Conn_fileno_doc},
+    {"poll", (PyCFunction)Conn_poll, METH_NOARGS, Conn_poll_doc},
     {"buffer", (PyCFunction)Conn_buffer, METH_O, Conn_buffer_doc},
     {NULL, NULL, 0, NULL}};
 
@@ -1846,6 +2291,7 @@ static PyObject *mod_version(PyObject *mod, PyObject *unused)
 
 static PyMethodDef module_methods[] = {
     {"set_errors", mod_set_errors, METH_VARARGS, set_errors_doc},
+    {"dlpack_view", mod_dlpack_view, METH_O, dlpack_view_doc},
     {"default_socket", mod_default_socket, METH_NOARGS, default_socket_doc},
     {"library_version", mod_version, METH_NOARGS, version_doc},
     {NULL, NULL, 0, NULL}};
@@ -1870,12 +2316,15 @@ PyMODINIT_FUNC PyInit__core(void)
 		    !(default_names[i] = PyUnicode_InternFromString(defaults[i])))
 			return NULL;
 	if (PyType_Ready(&ConnType) < 0 || PyType_Ready(&SharedBufferType) < 0 ||
-	    PyType_Ready(&TileBaseType) < 0)
+	    PyType_Ready(&TileBaseType) < 0 || PyType_Ready(&PipelineBaseType) < 0 ||
+	    PyType_Ready(&DLPackViewType) < 0)
 		return NULL;
 	for (int i = 0; i < KW_COUNT; i++)
 		if (!kw_names[i] && !(kw_names[i] = PyUnicode_InternFromString(kw_text[i])))
 			return NULL;
 	if (!rmw_name && !(rmw_name = PyUnicode_InternFromString("_rmw")))
+		return NULL;
+	if (!new_tile_name && !(new_tile_name = PyUnicode_InternFromString("_new_tile")))
 		return NULL;
 	if (!OpResultType.tp_name && PyStructSequence_InitType2(&OpResultType, &opresult_desc) < 0)
 		return NULL;
@@ -1885,6 +2334,8 @@ PyMODINIT_FUNC PyInit__core(void)
 	if (PyModule_AddObjectRef(m, "Conn", (PyObject *)&ConnType) < 0 ||
 	    PyModule_AddObjectRef(m, "SharedBuffer", (PyObject *)&SharedBufferType) < 0 ||
 	    PyModule_AddObjectRef(m, "TileBase", (PyObject *)&TileBaseType) < 0 ||
+	    PyModule_AddObjectRef(m, "PipelineBase", (PyObject *)&PipelineBaseType) < 0 ||
+	    PyModule_AddObjectRef(m, "DLPackView", (PyObject *)&DLPackViewType) < 0 ||
 	    PyModule_AddObjectRef(m, "OpResult", (PyObject *)&OpResultType) < 0 ||
 	    PyModule_AddIntConstant(m, "MAX_RANK", TILEATOM_MAX_RANK) < 0 ||
 	    PyModule_AddIntConstant(m, "NAME_MAX", TILEATOM_NAME_MAX) < 0) {

@@ -8,7 +8,8 @@ import numpy as np
 MAX_RANK: int
 NAME_MAX: int
 
-_Operand = np.ndarray | tuple[int, int, tuple[int, ...]]
+_Operand = (np.ndarray | tuple[int, int, tuple[int, ...]]
+            | tuple[int, int, tuple[int, ...], Any])
 _Region = tuple[tuple[int, ...], tuple[int, ...]] | None
 _Info = tuple[str, int, tuple[int, ...], int, bool]
 
@@ -53,11 +54,37 @@ class Conn:
     def at(self, name: str, op: int, flat_index: int, dtype_code: int, value: Any,
            compare: Any, sem: str | int, scope: str | int, space: str | int,
            want_old: bool, submit: bool) -> Any: ...
-    def collect(self, n: int = ...) -> list[Any]: ...
+    def collect(self, n: int = ..., raise_on_error: bool = ...) -> list[Any]: ...
     def flush(self) -> None: ...
+    def fileno(self) -> int: ...
+    def poll(self) -> int: ...
     def buffer(self, size: int) -> SharedBuffer: ...
 
 
+class TileBase:
+    """The C part of tileatom.Tile (its read-modify-write ops)."""
+    name: str
+
+
+class PipelineBase:
+    """The C part of tileatom.Pipeline: tile(name) returns the cached view."""
+    _tiles: dict[str, Any]
+
+    def tile(self, name: str, /) -> Any: ...
+
+
+class DLPackView:
+    """A DLPack tensor consumed from its capsule; freeing it calls the producer's deleter.
+    Host tensors expose their memory through the buffer protocol."""
+    data: int
+    device: tuple[int, int]
+    dtype: tuple[int, int, int]
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] | None
+    byte_offset: int
+
+
+def dlpack_view(capsule: Any, /) -> DLPackView: ...
 def set_errors(base: type, classes: dict[int, type]) -> None: ...
 def default_socket() -> str: ...
 def library_version() -> str: ...

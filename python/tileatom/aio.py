@@ -1,13 +1,13 @@
 """tileatom.aio: the asyncio client.
 
-libtileatom-client's public API does not expose its socket, so the event loop cannot wait
-on it directly. Instead each AsyncClient owns one worker thread holding one ordinary
-connection; every call is handed to that thread (``loop.run_in_executor``) and the
-extension releases the GIL while the library waits on the socket, so the event loop keeps
-running. Calls of one client run one after the other, in the order they were awaited;
-open several clients for parallel requests. A pipeline is queued in Python and sent and
-collected in one hop to the worker by ``await p.execute()``, which is how to get many
-small requests per thread switch.
+Each AsyncClient holds one ordinary connection. A pipeline (``await p.execute()``, the way
+to send many small requests) runs in the event loop itself: its requests are submitted
+and written out, the loop waits on the connection's socket (``loop.add_reader`` on
+``tileatom_fd``) until ``tileatom_poll`` says every response is in, and they are then
+collected without blocking. Single calls (``await tile.add(...)``, create, read, ...) are
+handed to the client's one worker thread (``loop.run_in_executor``; the extension releases
+the GIL while the library waits). Calls and pipelines of one client run one after the
+other, in the order they were awaited; open several clients for parallel requests.
 
     async with await tileatom.aio.connect() as c:
         h = await c.create("hist", "int64", 256)
@@ -93,16 +93,25 @@ class AsyncPipeline:
         self._queued = []
 
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
-        """Sends every queued request, then returns their results in order."""
+        """Sends every queued request, waits in the event loop (on the socket) until all
+        are answered, then returns their results in order (as Pipeline.execute)."""
         queued, self._queued = self._queued, []
-
-        def run() -> list[Any]:
-            with self._client._sync.pipeline() as p:
+        c = self._client
+        sync = c._sync
+        async with c._lock:
+            # names this client has not described: one round trip each, on the worker
+            for name in dict.fromkeys(q[0] for q in queued):
+                if name not in sync._known:
+                    await c._in_worker(sync.tile, name)
+            p = sync.pipeline()
+            try:
                 for name, method, args, kwargs in queued:
                     getattr(p.tile(name), method)(*args, **kwargs)
+                sync._conn.flush()
+                await c._wait_ready(sync._conn.pending)
                 return p.execute(raise_on_error)
-
-        return await self._client._run(run)
+            finally:
+                p.__exit__(None, None, None)  # collects what an exception left behind
 
 
 class _QueuedTile:
@@ -128,11 +137,39 @@ class AsyncClient:
     def __init__(self, sync: Client, executor: concurrent.futures.ThreadPoolExecutor) -> None:
         self._sync = sync
         self._executor = executor
+        # one call or pipeline at a time: the worker's calls and the loop's pipelines share
+        # the connection, which takes no synchronous call while responses are outstanding
+        self._lock = asyncio.Lock()
 
-    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _in_worker(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """fn(*args, **kwargs) on the worker thread (the caller holds _lock)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor,
                                           functools.partial(fn, *args, **kwargs))
+
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        async with self._lock:
+            return await self._in_worker(fn, *args, **kwargs)
+
+    async def _wait_ready(self, n: int) -> None:
+        """Waits in the event loop until the oldest n pending responses are in (the
+        socket readable, then Conn.poll), without blocking it."""
+        conn = self._sync._conn
+        if conn.poll() >= n:
+            return
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def readable() -> None:
+            if not done.done() and conn.poll() >= n:
+                done.set_result(None)
+
+        fd = conn.fileno()
+        loop.add_reader(fd, readable)
+        try:
+            await done
+        finally:
+            loop.remove_reader(fd)
 
     async def __aenter__(self) -> "AsyncClient":
         return self

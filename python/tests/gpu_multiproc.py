@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""gpu_multiproc.py: the Python client's GPU check, for a machine with CUDA, torch and a
+tileatomd --backend cuda (run by scripts/gpu-python.sh; pytest does not collect it: its
+name does not start with test_).
+
+1. Several processes at once (--procs, default 4) each make torch CUDA tensors of keys and
+   add them into one shared int64 histogram tile through the Python client, with device
+   operands only (the CUDA IPC path): Tile.hist(keys), Tile.add(ones, at=keys) with a
+   CUDA value array, Tile.scatter_add_(0, keys, ones), and hist() through an object that
+   offers only __dlpack__ (kDLCUDA). Each process returns torch.bincount of its own keys;
+   the tile must equal their sum exactly (= torch.bincount of all keys, counted once per
+   op that added them).
+2. A bulk figure: 2^24 (--bulk-keys) int32 keys from one torch CUDA tensor into 256 bins,
+   one Tile.hist call, the best of --reps, each checked against torch.bincount; beside
+   tileatom-histbench --from device (the C library's devptr and device modes: a raw device
+   pointer, and a registered device buffer) against the same daemon in the same run.
+
+Prints "SKIP: <what is missing>" and exits 0 when torch with CUDA or tileatom cannot be
+imported; exits 1 on a wrong count or a failed call; 0 otherwise.
+
+Usage: gpu_multiproc.py --socket SOCK [--procs N] [--batches B] [--batch-keys K]
+         [--bins NB] [--bulk-keys N] [--reps R] [--histbench PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import subprocess
+import sys
+import time
+from typing import Any
+
+TILE = "gpu-mp-hist"
+
+
+class DLPackOnly:
+    """A tensor reached only through the DLPack protocol (no __cuda_array_interface__)."""
+
+    def __init__(self, t: Any) -> None:
+        self._t = t
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        return self._t.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._t.__dlpack_device__()
+
+
+def worker(rank: int, a: argparse.Namespace, barrier: Any, results: Any) -> None:
+    """One process: its keys into the shared tile; puts (rank, counts list, error)."""
+    try:
+        import numpy as np
+        import torch
+
+        import tileatom
+        torch.manual_seed(1000 + rank)
+        dev = torch.device("cuda", rank % torch.cuda.device_count())
+        counts = torch.zeros(a.bins, dtype=torch.int64, device=dev)
+        with tileatom.connect(a.socket, timeout=120) as c:
+            t = c.tile(TILE)
+            assert t.dtype == np.int64 and t.shape == (a.bins,)
+            barrier.wait(timeout=120)
+            for b in range(a.batches):
+                dtype = torch.int32 if b % 2 else torch.int64
+                keys = torch.randint(0, a.bins, (a.batch_keys,), dtype=dtype, device=dev)
+                ones = torch.ones(a.batch_keys, dtype=torch.int64, device=dev)
+                # the daemon reads them from another process: finish the writes (the
+                # package does so itself for torch tensors, not for the __dlpack__ wrapper)
+                torch.cuda.synchronize(dev)
+                how = b % 4
+                if how == 0:
+                    res = t.hist(keys)
+                    assert res.applied == a.batch_keys and res.skipped == 0, res
+                elif how == 1:
+                    res = t.add(ones, at=keys)
+                    assert res.applied == a.batch_keys and res.skipped == 0, res
+                elif how == 2:
+                    t.scatter_add_(0, keys.to(torch.int64), ones)
+                else:
+                    res = t.hist(DLPackOnly(keys))
+                    assert res.applied == a.batch_keys and res.skipped == 0, res
+                counts += torch.bincount(keys.to(torch.int64), minlength=a.bins)
+        results.put((rank, counts.cpu().tolist(), None))
+    except BaseException as exc:  # reported by the parent
+        results.put((rank, None, f"{type(exc).__name__}: {exc}"))
+
+
+def multiproc(a: argparse.Namespace, tileatom: Any, np: Any) -> bool:
+    """Part 1; True when the tile holds exactly the sum of every process's bincount."""
+    with tileatom.connect(a.socket, timeout=120) as c:
+        if c.backend != "cuda":
+            print(f"gpu_multiproc: the daemon's backend is {c.backend}, not cuda")
+            return False
+        if TILE in c:
+            c.destroy(TILE)
+        c.create(TILE, np.int64, (a.bins,))
+    ctx = mp.get_context("spawn")  # CUDA in children needs spawn
+    barrier = ctx.Barrier(a.procs)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(r, a, barrier, results))
+             for r in range(a.procs)]
+    t0 = time.perf_counter()
+    for p in procs:
+        p.start()
+    got = []
+    for _ in procs:
+        try:
+            got.append(results.get(timeout=400))
+        except Exception:
+            print("gpu_multiproc: a process did not report within 400 s")
+            break
+    for p in procs:
+        p.join(timeout=60)
+        if p.is_alive():
+            p.kill()
+    dt = time.perf_counter() - t0
+    ok = len(got) == a.procs
+    expect = np.zeros(a.bins, np.int64)
+    for rank, counts, err in sorted(got, key=lambda g: g[0]):
+        if err:
+            print(f"gpu_multiproc: process {rank} failed: {err}")
+            ok = False
+        else:
+            expect += np.asarray(counts, np.int64)
+    with tileatom.connect(a.socket, timeout=120) as c:
+        tile = c.tile(TILE).read()
+        c.destroy(TILE)
+    total = a.procs * a.batches * a.batch_keys
+    if ok and int(expect.sum()) != total:
+        print(f"gpu_multiproc: the processes counted {int(expect.sum())} keys, not {total}")
+        ok = False
+    if ok and not (tile == expect).all():
+        bad = np.nonzero(tile != expect)[0]
+        print(f"gpu_multiproc: {len(bad)} bins differ, first bin {bad[0]}: tile "
+              f"{tile[bad[0]]}, torch.bincount {expect[bad[0]]}")
+        ok = False
+    print(f"multiproc: {a.procs} processes x {a.batches} batches x {a.batch_keys} keys "
+          f"(hist, add at=, scatter_add_, hist via __dlpack__; int32 and int64 keys) into "
+          f"{a.bins} int64 bins: {'exact' if ok else 'WRONG'} ({total} keys, {dt:.2f} s "
+          "with process start)")
+    return ok
+
+
+def bulk(a: argparse.Namespace, tileatom: Any, np: Any, torch: Any) -> tuple[bool, float]:
+    """Part 2: (checked, best G keys/s) of one Tile.hist from a torch CUDA tensor."""
+    keys = torch.randint(0, 256, (a.bulk_keys,), dtype=torch.int32, device="cuda")
+    expect = torch.bincount(keys.to(torch.int64), minlength=256).cpu().numpy()
+    torch.cuda.synchronize()
+    best = 0.0
+    ok = True
+    with tileatom.connect(a.socket, timeout=120) as c:
+        name = "gpu-bulk-hist"
+        if name in c:
+            c.destroy(name)
+        for _ in range(a.reps):
+            h = c.create(name, np.int32, 256)
+            t0 = time.perf_counter()
+            res = h.hist(keys)
+            dt = time.perf_counter() - t0
+            got = h.read()
+            h.destroy()
+            if res.applied != a.bulk_keys or not (got == expect).all():
+                print(f"gpu_multiproc: bulk hist wrong (applied {res.applied})")
+                ok = False
+                break
+            best = max(best, a.bulk_keys / dt / 1e9)
+    return ok, best
+
+
+def histbench(a: argparse.Namespace) -> dict[str, float]:
+    """tileatom-histbench --from device against the same daemon: mode -> G keys/s."""
+    if not a.histbench:
+        return {}
+    cmd = [a.histbench, "-s", a.socket, "-n", str(a.bulk_keys), "-b", "256", "--reps",
+           str(a.reps), "--from", "device"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        print(f"gpu_multiproc: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
+        return {}
+    got = {}
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if len(f) == 4:
+            try:
+                got[f[0]] = float(f[3])
+            except ValueError:
+                pass
+    return got
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--socket", required=True, help="the tileatomd --backend cuda socket")
+    ap.add_argument("--procs", type=int, default=4)
+    ap.add_argument("--batches", type=int, default=8)
+    ap.add_argument("--batch-keys", type=int, default=1 << 20)
+    ap.add_argument("--bins", type=int, default=256)
+    ap.add_argument("--bulk-keys", type=int, default=1 << 24)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--histbench", help="tileatom-histbench (CUDA build) for the C figure")
+    a = ap.parse_args()
+    try:
+        import numpy as np
+        import torch
+    except ImportError as exc:
+        print(f"SKIP: gpu_multiproc: {exc}")
+        return 0
+    if not torch.cuda.is_available():
+        print("SKIP: gpu_multiproc: torch has no CUDA device here")
+        return 0
+    try:
+        import tileatom
+    except ImportError as exc:
+        print(f"SKIP: gpu_multiproc: the tileatom package does not import: {exc}")
+        return 0
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, "
+          f"tileatom library {tileatom.library_version()}")
+    ok = multiproc(a, tileatom, np)
+    bulk_ok, gk = bulk(a, tileatom, np, torch)
+    ok = ok and bulk_ok
+    c = histbench(a)
+    print(f"bulk: 2^{a.bulk_keys.bit_length() - 1} int32 keys from a torch CUDA tensor into "
+          f"256 bins, one Tile.hist, best of {a.reps}: {gk:.2f} G keys/s")
+    for mode in ("devptr", "device"):
+        if c.get(mode):
+            print(f"  C tileatom-histbench --from device, mode {mode}: {c[mode]:.2f} G keys/s;"
+                  f" Python / C = {gk / c[mode]:.2f}x")
+    if not c and a.histbench:
+        ok = False
+    print("gpu_multiproc: " + ("PASS" if ok else "FAIL"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
