@@ -1227,7 +1227,7 @@ START_TEST(test_poll_for_event_loops)
 		ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
 	ck_assert_int_eq(tileatom_poll(c, &ready, &e), TILEATOM_OK);
 	ck_assert_uint_eq(ready, 0); /* buffered, not even sent */
-	long buffered = (long)c->txbuf_len;
+	long buffered = (long)c->txbuf.len;
 	ck_assert_int_eq(tileatom_flush(c, &e), TILEATOM_OK);
 	__atomic_store_n(&f.gate, buffered, __ATOMIC_RELEASE);
 	int st = -1;
