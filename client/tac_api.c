@@ -894,6 +894,15 @@ int tileatom_submit_write(tileatom_client *client, const char *tile, const tilea
 	return submit(client, &m, tac_build_write(&m, tile, region, values, err), NULL, id, err);
 }
 
+/* The general path of the pipelined atomic submits: builds rq's request and submits it (out
+ * of line, so that the template path's callers keep a small frame). */
+static __attribute__((noinline)) int submit_rmw(tileatom_client *c, tac_split_req *rq, uint64_t *id,
+                                                tileatom_error *err)
+{
+	tac_msg m;
+	return submit(c, &m, tac_build_atomic(&m, rq, err), rq, id, err);
+}
+
 /* The template path of the pipelined atomic submits: a call with the key of the
  * connection's template (tac_tpl_match: the previous small request over a whole tile, with
  * the same tile, op, options, dtypes and shapes), on a connection where nothing would
@@ -931,8 +940,7 @@ int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tilea
 		return rc;
 	tac_split_req rq = rmw_req(TILEATOM_REQ_ELEMENTWISE, tile, op, region, 0, 0, NULL, false,
 	                           values, compare, opts);
-	tac_msg m;
-	return submit(client, &m, tac_build_atomic(&m, &rq, err), &rq, id, err);
+	return submit_rmw(client, &rq, id, err);
 }
 
 int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_op op,
@@ -943,8 +951,7 @@ int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_
 	REQUIRE_CLIENT(client, err);
 	tac_split_req rq = rmw_req(TILEATOM_REQ_SCATTER, tile, op, region, dim, 1, indices, false,
 	                           values, NULL, opts);
-	tac_msg m;
-	return submit(client, &m, tac_build_atomic(&m, &rq, err), &rq, id, err);
+	return submit_rmw(client, &rq, id, err);
 }
 
 int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_op op,
@@ -961,8 +968,7 @@ int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_
 		return rc;
 	tac_split_req rq = rmw_req(TILEATOM_REQ_INDEXED, tile, op, region, 0, n_index, indices,
 	                           flat, values, compare, opts);
-	tac_msg m;
-	return submit(client, &m, tac_build_atomic(&m, &rq, err), &rq, id, err);
+	return submit_rmw(client, &rq, id, err);
 }
 
 int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
