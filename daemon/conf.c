@@ -629,11 +629,19 @@ void ta_config_usage(FILE *out, const char *argv0)
 	             "journald priority prefixes. See tileatomd(8).\n");
 }
 
-int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus)
+bool ta_config_async(const ta_config *cfg, const char *backend_name, bool has_async,
+                     bool persistent)
+{
+	if (!has_async || persistent || cfg->async_apply == 0)
+		return false;
+	return cfg->async_apply == 1 || strcmp(backend_name, "cpu") != 0;
+}
+
+int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, bool async)
 {
 	if (cfg->loops != TA_CONFIG_LOOPS_AUTO)
 		return cfg->loops;
-	if (cpus < TA_SERVER_LOOPS_MIN_CPUS || strcmp(backend_name, "cpu") != 0)
+	if (cpus < TA_SERVER_LOOPS_MIN_CPUS || (strcmp(backend_name, "cpu") != 0 && !async))
 		return 1;
 	return cpus / 2 < TA_SERVER_LOOPS_MAX ? (int)(cpus / 2) : TA_SERVER_LOOPS_MAX;
 }

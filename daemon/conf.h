@@ -39,6 +39,9 @@ typedef enum ta_backend_choice {
 /* loops: on the CPU backend with TA_SERVER_LOOPS_MIN_CPUS or more CPUs half the CPUs, at
  * most TA_SERVER_LOOPS_MAX; else 1 (ta_config_loops). */
 #define TA_CONFIG_LOOPS_AUTO 0
+/* async_apply: on where the backend has apply_async and is not the CPU backend
+ * (ta_config_async). */
+#define TA_CONFIG_ASYNC_AUTO (-1)
 /* CPUs a machine needs for loops auto to run more than one event loop. */
 #define TA_SERVER_LOOPS_MIN_CPUS 4
 /* Most event loops loops auto starts. */
@@ -83,6 +86,8 @@ typedef struct ta_config {
 	int busy_poll_us;          /* after input, an event loop polls without sleeping this
 	                              many microseconds (0: it sleeps at once) */
 	int loops;                 /* event loop threads (TA_CONFIG_LOOPS_AUTO: by CPUs) */
+	int async_apply;           /* 1: loops hand small plans to apply_async, 0: never,
+	                              TA_CONFIG_ASYNC_AUTO: by backend (ta_config_async) */
 	int batch_min;             /* whole frames a read must bring to go to a worker as one
 	                              job (0: never; TA_CONFIG_BATCH_AUTO: by CPUs and workers) */
 	int inline_max;            /* elements a request may have to run on the loop thread
@@ -154,9 +159,16 @@ void ta_config_usage(FILE *out, const char *argv0);
 /* The worker count to start: cfg->workers, or for auto the default of the backend named
  * backend_name ("cpu", "cuda"). */
 int ta_config_workers(const ta_config *cfg, const char *backend_name);
+/* True when the event loops hand pipelined small plans to the backend's apply_async: the
+ * backend named backend_name has one (has_async), there is no data log (persistent: with
+ * one, logged requests keep their order through the workers), and async_apply is 1, or
+ * auto on a backend other than the CPU's (whose loops apply small plans at once). */
+bool ta_config_async(const ta_config *cfg, const char *backend_name, bool has_async,
+                     bool persistent);
 /* The event loops to start for the backend named backend_name on a machine with cpus
- * online CPUs (resolves auto: 1 on CUDA, whose small requests go to the workers in
- * batches anyway). */
-int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus);
+ * online CPUs (resolves auto: half the CPUs, at most TA_SERVER_LOOPS_MAX, on the CPU
+ * backend or with async (ta_config_async); else 1: CUDA's small requests then go to the
+ * workers in batches). */
+int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, bool async);
 
 #endif /* TA_DAEMON_CONF_H */

@@ -190,6 +190,7 @@ static void conn_maybe_free(ta_conn *conn)
 	ta_frame_buf_free(&conn->sending);
 	if (conn->has_shm)
 		ta_shm_table_free(&conn->shm); /* unmaps the client's shared buffers */
+	ta_async_run_free(conn->arun);
 	ta_conn_host *host = conn->host;
 	host->gone(host, conn);
 	free(conn);
@@ -426,7 +427,18 @@ static void conn_note_handshake(ta_conn *conn)
 /* Runs one request on the loop thread, appending its response to conn->out, when it is
  * small enough (by payload, then by the elements its plan would process). Returns false,
  * with nothing done, when it must go to the executor. */
+static bool conn_run_inline_closing(ta_conn *conn, const uint8_t *payload, uint32_t len,
+                                    bool *closed);
 static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
+{
+	bool closed = false;
+	return conn_run_inline_closing(conn, payload, len, &closed);
+}
+
+/* conn_run_inline, setting *closed when the request's answer asked to close the
+ * connection (its queue is dropped then). */
+static bool conn_run_inline_closing(ta_conn *conn, const uint8_t *payload, uint32_t len,
+                                    bool *closed)
 {
 	int64_t inline_max = conn->host->inline_max;
 	if (inline_max < 0 || len > TA_CONN_INLINE_PAYLOAD_MAX)
@@ -443,10 +455,133 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
 		conn_note_handshake(conn);
 	if (close_after)
 		conn_close_after(conn);
+	*closed = close_after;
 	return true;
 }
 
 static void item_done(ta_job *job);
+static void item_async_done(ta_job *job);
+
+/* Puts item back at the head of the FIFO (frames of it not run yet), its run bytes cut. */
+static void conn_requeue(ta_conn *conn, ta_conn_item *item)
+{
+	if (item->async_off) {
+		memmove(item->payload, item->payload + item->async_off,
+		        item->len - item->async_off);
+		item->len -= item->async_off;
+		item->async_off = 0;
+	}
+	item->next = conn->q_head;
+	conn->q_head = item;
+	if (!conn->q_tail)
+		conn->q_tail = item;
+	conn->q_len += item->nframes;
+	conn->q_bytes += item->len;
+}
+
+/* The backend applied an item's group (any thread): item_async_done runs on the loop. */
+static void item_applied(void *arg)
+{
+	ta_executor_complete((ta_job *)arg);
+}
+
+/* Runs the batch item (conn->inflight) on the loop (host->async): its groups of small plans
+ * go to the backend without waiting (item_async_done goes on when one is applied); from its
+ * first request that is not a small plan it goes to a worker; it goes back to the FIFO while
+ * the unsent responses are over max_write_queue. */
+static void conn_async_run(ta_conn *conn, ta_conn_item *item)
+{
+	uint64_t bound = conn->host->cfg->max_write_queue;
+	if (!conn->arun && !(conn->arun = ta_async_run_new(conn->host->svc)))
+		ta_log(TA_LOG_WARNING,
+		       "connection %" PRIu64 ": out of memory for a run on the "
+		       "loop; a worker runs it",
+		       conn->serial);
+	while (item->async_off < item->len) {
+		if (conn_unsent(conn) >= bound) {
+			conn->inflight = NULL;
+			conn_requeue(conn, item);
+			return;
+		}
+		size_t used = 0;
+		uint32_t nf = 0;
+		bool close_after = false;
+		ta_async_step step = TA_ASYNC_REST;
+		item->job.done = item_async_done;
+		item->job.port = conn->host->port; /* before the backend may complete it */
+		if (conn->arun)
+			step = ta_async_run_step(
+			    conn->arun, &conn->session, item->payload + item->async_off,
+			    item->len - item->async_off, &conn->out, &close_after, &used, &nf,
+			    item_applied, &item->job);
+		item->async_off += (uint32_t)used;
+		item->nframes -= nf;
+		if (step == TA_ASYNC_PENDING) {
+			ta_executor_expect(conn->host->port, &item->job);
+			return;
+		}
+		if (close_after) {
+			conn->inflight = NULL;
+			item_free(item);
+			conn_close_after(conn);
+			return;
+		}
+		if (step != TA_ASYNC_REST)
+			continue;
+		/* a request that is not a small plan: here when it may run on the loop (a ping,
+		 * or what a lone request may), else the rest, from it on, goes to a worker */
+		const uint8_t *frame = item->payload + item->async_off;
+		uint32_t left = item->len - item->async_off; /* whole frames (conn_take_batch) */
+		uint32_t flen = left >= TA_FRAME_HEADER ? ta_frame_get_header(frame) : UINT32_MAX;
+		bool closed = false;
+		if (left >= TA_FRAME_HEADER && flen <= left - TA_FRAME_HEADER &&
+		    conn_run_inline_closing(conn, frame + TA_FRAME_HEADER, flen, &closed)) {
+			item->async_off += TA_FRAME_HEADER + flen;
+			item->nframes--;
+			if (closed) {
+				conn->inflight = NULL;
+				item_free(item);
+				return;
+			}
+			continue;
+		}
+		if (item->async_off) {
+			memmove(item->payload, item->payload + item->async_off,
+			        item->len - item->async_off);
+			item->len -= item->async_off;
+			item->async_off = 0;
+		}
+		item->job.work = item_work;
+		item->job.done = item_done;
+		conn->host->submit(conn->host, &item->job);
+		return;
+	}
+	conn->inflight = NULL;
+	item_free(item);
+}
+
+/* Loop side of an item's applied group: its answers, then the rest of the item. */
+static void item_async_done(ta_job *job)
+{
+	ta_conn_item *item = (ta_conn_item *)job;
+	ta_conn *conn = item->conn;
+	bool close_after = false;
+	ta_async_run_finish(conn->arun, &close_after); /* gives the tiles back in any case */
+	if (conn_closing(conn)) {
+		conn->inflight = NULL;
+		item_free(item);
+		conn_maybe_free(conn);
+		return;
+	}
+	if (close_after) {
+		conn->inflight = NULL;
+		item_free(item);
+		conn_close_after(conn);
+	} else {
+		conn_async_run(conn, item);
+	}
+	conn_settle(conn);
+}
 
 /* Takes the head item off the FIFO. */
 static ta_conn_item *conn_pop(ta_conn *conn)
@@ -487,6 +622,11 @@ static void conn_pump(ta_conn *conn)
 			continue;
 		}
 		conn_pop(conn);
+		if (item->batch && conn->host->async) {
+			conn->inflight = item;
+			conn_async_run(conn, item);
+			continue;
+		}
 		item->job.work = item_work;
 		item->job.done = item_done;
 		conn->inflight = item;
@@ -532,12 +672,7 @@ static void item_done(ta_job *job)
 		free(item->reply.frame);
 		item->reply.frame = NULL;
 		item->reply.len = 0;
-		item->next = conn->q_head;
-		conn->q_head = item;
-		if (!conn->q_tail)
-			conn->q_tail = item;
-		conn->q_len += item->nframes;
-		conn->q_bytes += item->len;
+		conn_requeue(conn, item);
 	} else {
 		item_free(item);
 	}
@@ -573,7 +708,10 @@ static bool conn_take_batch(ta_conn *conn, const uint8_t **data, size_t *len)
 		span += TA_FRAME_HEADER + (size_t)fl;
 		n++;
 	}
-	if (n < batch_min || !budget_take(conn->host, span))
+	/* with async batches, a lone frame runs at once on the loop when the loop runs small
+	 * requests itself (a lone client's request: no hand-over at all) */
+	if (n < batch_min || (n == 1 && conn->host->async && conn->host->inline_max > 0) ||
+	    !budget_take(conn->host, span))
 		return false;
 	ta_conn_item *item = calloc(1, sizeof(*item));
 	uint8_t *copy = item ? malloc(span) : NULL;

@@ -6,7 +6,12 @@
  * responses leave in request order and large requests never stall other connections. A
  * read that brings at least host->batch_min whole frames (a pipelining client) hands them
  * to one worker job instead, so that busy connections spread over the cores while the
- * loop only moves bytes.
+ * loop only moves bytes; with host->async (a backend with apply_async, --async-apply) the
+ * loop runs such a batch itself instead, handing its small plans to the backend without
+ * waiting (ta_async_run) and answering them when the backend's completion comes back
+ * through the loop's executor port; the rest of a batch from its first request that is
+ * not a small plan goes to a worker. Either way one item of a connection is in flight at a
+ * time, so answers leave in request order.
  * Responses are appended to one output buffer per connection and leave in one write when
  * the loop is done with the connection's input (uv_try_write, else one uv_write in flight
  * at a time). Backpressure: reading pauses while the FIFO (max_pending requests, max_frame
@@ -132,6 +137,9 @@ typedef struct ta_conn_host {
 	uint64_t budget_seen;      /* budget->held when a take of this loop last failed */
 	bool input_seen;           /* a connection of this loop read bytes since the loop's
 	                              busy-poll check last looked (--busy-poll) */
+	bool async;                /* batches run on the loop, their small plans through the
+	                              backend's apply_async (--async-apply) */
+	ta_executor_port *port;    /* where this loop's completions come back (async) */
 } ta_conn_host;
 
 /* Bytes of the per-connection read buffer handed to libuv. */
@@ -164,7 +172,10 @@ typedef struct ta_conn_item {
 	                              whole frames, length prefixes included */
 	uint32_t len;              /* payload bytes */
 	bool batch;                /* a run of nframes small frames for one worker job */
-	uint32_t nframes;          /* requests in the item (1, or a batch's count) */
+	uint32_t nframes;          /* requests in the item (1, or a batch's count) not run yet */
+	uint32_t async_off;        /* a batch run on the loop (host->async): its bytes before
+	                              this offset are run (kept while their plans are in
+	                              flight: the plans point into them) */
 	bool synthetic;            /* answer with code/msg instead of decoding a payload */
 	uint64_t reserved;         /* bytes of the input budget the item holds */
 	ta_status code;            /* synthetic: the status */
@@ -219,6 +230,8 @@ struct ta_conn {
 	                                      (server's: set at accept, cleared by it) */
 	uint64_t accepted_turn;            /* the owning loop's turn (server's count of loop
 	                                      iterations) at the accept (server's) */
+	ta_async_run *arun;                /* its batches' run on the loop (host->async; made
+	                                      with the first batch) */
 };
 
 /* Allocates connection number serial (for logs) of the listener type (tcp: true for TCP)

@@ -156,6 +156,35 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_s
                              const uint8_t *frames, size_t len, uint64_t out_bound,
                              ta_frame_buf *out, bool *close_after, uint32_t *nframes);
 
+/* A connection's pipelined run of small plans on its event loop, applied through the
+ * backend's apply_async so that the loop never waits for a device (pipeline.c). */
+typedef struct ta_async_run ta_async_run;
+/* What ta_async_run_step did. */
+typedef enum ta_async_step {
+	TA_ASYNC_PENDING = 0, /* plans went to apply_async: ta_async_run_finish after done */
+	TA_ASYNC_RAN = 1,     /* frames were answered, nothing is in flight */
+	TA_ASYNC_REST = 2     /* the first frame is not a small plan: nothing done; the
+	                         frames from it on go to a worker (ta_dispatch_run_batch) */
+} ta_async_step;
+/* A run for connections of svc's backend (one per connection, reused), or NULL when memory
+ * is short. */
+ta_async_run *ta_async_run_new(ta_service *svc);
+/* Frees a run (none in flight; NULL: nothing). */
+void ta_async_run_free(ta_async_run *ar);
+/* Takes the whole frames at frames[0, len) of session in order: collects the consecutive
+ * small plans (a group, at most TA_DISPATCH_GROUP) and starts them with apply_async, whose
+ * done(arg) (any thread) means ta_async_run_finish may run; stops before the first frame
+ * that is not a small plan (a worker runs it), and after the first request answered
+ * without being collected (an error: answered after the group). *used bytes (*nframes
+ * frames) were taken; answers not waiting for the group go to out now, *close_after when
+ * one asks to close. The frames must stay unchanged while the group is in flight. Without
+ * --data-dir only (with it: TA_ASYNC_REST). The loop thread. */
+ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uint8_t *frames,
+                                size_t len, ta_frame_buf *out, bool *close_after, size_t *used,
+                                uint32_t *nframes, void (*done)(void *arg), void *arg);
+/* After the done of a TA_ASYNC_PENDING step: appends the group's answers in order (and the
+ * answer held after them) to the step's out; sets *close_after when one asks to close. */
+void ta_async_run_finish(ta_async_run *ar, bool *close_after);
 /* Starts a pipelined run on scratch: the metrics of its repeated requests are added up and
  * published together by ta_dispatch_end_run (or before any other request); with
  * --data-dir (when no run is started), until ta_dispatch_end_run, the mutations run with

@@ -48,17 +48,28 @@ static void *worker_main(void *arg)
 
 		job->work(job);
 
-		ta_executor_port *port = job->port;
-		pthread_mutex_lock(&port->lock);
-		job_append(&port->done_head, &port->done_tail, job);
-		int rc = uv_async_send(&port->async);
-		pthread_mutex_unlock(&port->lock);
-		if (rc != 0)
-			ta_log(TA_LOG_ERR, "executor: uv_async_send failed: %s", uv_strerror(rc));
+		ta_executor_complete(job);
 		pthread_mutex_lock(&ex->lock);
 	}
 	pthread_mutex_unlock(&ex->lock);
 	return NULL;
+}
+
+void ta_executor_complete(ta_job *job)
+{
+	ta_executor_port *port = job->port;
+	pthread_mutex_lock(&port->lock);
+	job_append(&port->done_head, &port->done_tail, job);
+	int rc = uv_async_send(&port->async);
+	pthread_mutex_unlock(&port->lock);
+	if (rc != 0)
+		ta_log(TA_LOG_ERR, "executor: uv_async_send failed: %s", uv_strerror(rc));
+}
+
+void ta_executor_expect(ta_executor_port *port, ta_job *job)
+{
+	port->running++;
+	job->port = port;
 }
 
 /* Loop thread: runs the done callbacks of every finished job of port. */
@@ -205,8 +216,7 @@ void ta_executor_submit(ta_executor *ex, ta_job *job)
 
 void ta_executor_submit_to(ta_executor *ex, ta_executor_port *port, ta_job *job)
 {
-	port->running++;
-	job->port = port;
+	ta_executor_expect(port, job);
 	pthread_mutex_lock(&ex->lock);
 	job_append(&ex->todo_head, &ex->todo_tail, job);
 	pthread_cond_signal(&ex->cond);

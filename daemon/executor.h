@@ -71,6 +71,13 @@ int ta_executor_running(const ta_executor *ex);
 int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop);
 /* Queues job; its done callback runs on port's loop. port's loop thread only. */
 void ta_executor_submit_to(ta_executor *ex, ta_executor_port *port, ta_job *job);
+/* A job worked outside the executor (a backend's completion, apply_async): marks job as
+ * running with port (its done callback will run on port's loop). port's loop thread,
+ * before the work can finish. */
+void ta_executor_expect(ta_executor_port *port, ta_job *job);
+/* The work of job (submitted, or expected) is finished: queues its done callback on its
+ * port's loop and wakes that loop. Any thread. */
+void ta_executor_complete(ta_job *job);
 /* Closes a port (not the own one) once none of its jobs is running; cb (may be NULL) runs
  * when the handle is closed. port's loop thread. */
 void ta_executor_port_close(ta_executor_port *port, void (*cb)(ta_executor_port *port));

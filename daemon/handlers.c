@@ -296,11 +296,17 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 		plan.old_out = rc->old_buf;
 	}
 	if (rc->group) {
-		if (plan.count <= TA_DISPATCH_GROUP_PLAN_MAX && plan.space == TA_SPACE_GLOBAL) {
+		bool async = rc->group->async;
+		if (plan.count <= TA_DISPATCH_GROUP_PLAN_MAX && plan.space == TA_SPACE_GLOBAL &&
+		    (!async || ta_plan_async_ok(&plan))) {
 			rc->collected = true; /* group_flush applies and answers it */
 			rc->plan = plan;
 			rc->kind = kind;
 			rc->held = tile;
+			return TA_OK;
+		}
+		if (async) {
+			rc->deferred = true; /* the loop never blocks: its caller hands it on */
 			return TA_OK;
 		}
 		group_flush(rc->group); /* the requests before this one go first */

@@ -181,6 +181,7 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_s
 		g->session = session;
 		g->close_after = false;
 		g->n = 0;
+		g->async = false;
 	}
 	while (len - done >= TA_FRAME_HEADER && !*close_after && out->len < out_bound) {
 		uint32_t n = ta_frame_get_header(frames + done);
@@ -212,6 +213,119 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_s
 	}
 	scratch->log_seq = log_seq;
 	return done;
+}
+
+/* A connection's pipelined run on its event loop, its small plans applied through the
+ * backend's apply_async (see dispatch.h). */
+struct ta_async_run {
+	ta_dispatch_scratch scratch; /* its arena (the requests in flight) and tile cache */
+	int tail;                    /* >= 0: g.rcs[tail] is a request handled but not collected,
+	                                answered after the group; -1: none */
+	ta_status tail_st;           /* that request's outcome */
+	dispatch_group g;            /* the plans in flight */
+};
+
+ta_async_run *ta_async_run_new(ta_service *svc)
+{
+	ta_async_run *ar = malloc(sizeof(*ar));
+	if (!ar)
+		return NULL;
+	ta_dispatch_scratch_init(&ar->scratch);
+	ar->tail = -1;
+	ar->tail_st = TA_OK;
+	ar->g.svc = svc;
+	ar->g.async = true;
+	ar->g.n = 0;
+	ar->g.out = NULL;
+	ar->g.session = NULL;
+	ar->g.close_after = false;
+	return ar;
+}
+
+void ta_async_run_free(ta_async_run *ar)
+{
+	if (!ar)
+		return;
+	ta_dispatch_scratch_free(&ar->scratch);
+	free(ar);
+}
+
+ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uint8_t *frames,
+                                size_t len, ta_frame_buf *out, bool *close_after, size_t *used,
+                                uint32_t *nframes, void (*done)(void *arg), void *arg)
+{
+	dispatch_group *g = &ar->g;
+	ta_service *svc = g->svc;
+	ta_dispatch_scratch *scratch = &ar->scratch;
+	g->out = out;
+	g->session = session;
+	g->close_after = false;
+	g->n = 0;
+	ar->tail = -1;
+	*close_after = false;
+	size_t off = 0;
+	uint32_t nf = 0;
+	/* logged requests keep their order and acknowledgement through the workers */
+	while (!svc->persist && len - off >= TA_FRAME_HEADER && g->n < TA_DISPATCH_GROUP) {
+		uint32_t n = ta_frame_get_header(frames + off);
+		if (n > len - off - TA_FRAME_HEADER)
+			break; /* a partial frame: the caller cut whole ones */
+		const uint8_t *payload = frames + off + TA_FRAME_HEADER;
+		decoded d;
+		ta_wire_request *w = &g->wires[g->n];
+		decode_request(scratch, payload, n, w, &d);
+		if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind))
+			break; /* not a plan: the caller runs it (decoding it again) */
+		resp_ctx *rc = &g->rcs[g->n];
+		rc_begin(rc, svc, scratch, session, payload, n, -1);
+		rc->group = g;
+		rc->id = w->id;
+		rc->req_kind = w->kind;
+		rc->wire = w;
+		metrics_start(rc, n);
+		ta_status st = handle(rc, w, NULL);
+		if (rc->deferred)
+			break; /* not for a group: nothing happened, the caller runs it */
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
+		                          memory_order_relaxed);
+		off += TA_FRAME_HEADER + (size_t)n;
+		nf++;
+		if (rc->collected) {
+			g->n++;
+			continue;
+		}
+		if (g->n > 0) { /* answered (an error): after the plans before it */
+			ar->tail = g->n;
+			ar->tail_st = st;
+			break;
+		}
+		*close_after = finish_reply(svc, rc, st, out);
+		ta_arena_reset(&scratch->arena);
+		if (*close_after)
+			break;
+	}
+	*used = off;
+	*nframes = nf;
+	if (g->n == 0) {
+		ta_arena_reset(&scratch->arena);
+		return off > 0 || *close_after ? TA_ASYNC_RAN : TA_ASYNC_REST;
+	}
+	group_calls(g);
+	ta_backend_apply_async(svc->backend, g->calls, (size_t)g->n, done, arg);
+	return TA_ASYNC_PENDING;
+}
+
+void ta_async_run_finish(ta_async_run *ar, bool *close_after)
+{
+	dispatch_group *g = &ar->g;
+	group_answer(g);
+	if (ar->tail >= 0) {
+		if (finish_reply(g->svc, &g->rcs[ar->tail], ar->tail_st, g->out))
+			g->close_after = true;
+		ar->tail = -1;
+	}
+	*close_after = g->close_after;
+	ta_arena_reset(&ar->scratch.arena);
 }
 
 /* ta_dispatch_run_session, freeing owned (a malloc'd payload, or NULL) once the request ran. */

@@ -135,18 +135,28 @@ bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out
 	return close_after;
 }
 
-void group_flush(dispatch_group *g)
+void group_calls(dispatch_group *g)
 {
-	if (g->n == 0)
-		return;
-	ta_service *svc = g->svc;
 	for (int i = 0; i < g->n; i++) {
 		resp_ctx *rc = &g->rcs[i];
 		g->calls[i] = (ta_apply_call){rc->held->mem, (size_t)rc->held->bytes,
 		                              &rc->plan,     &g->results[i],
 		                              &rc->err,      TA_OK};
 	}
-	ta_backend_apply_many(svc->backend, g->calls, (size_t)g->n);
+}
+
+void group_flush(dispatch_group *g)
+{
+	if (g->n == 0)
+		return;
+	group_calls(g);
+	ta_backend_apply_many(g->svc->backend, g->calls, (size_t)g->n);
+	group_answer(g);
+}
+
+void group_answer(dispatch_group *g)
+{
+	ta_service *svc = g->svc;
 	for (int i = 0; i < g->n; i++) {
 		resp_ctx *rc = &g->rcs[i];
 		ta_status st = g->calls[i].status;

@@ -102,6 +102,9 @@ static inline void resp_ctx_start(resp_ctx *rc)
  * in their order) and answered in their order, before any other request of the run. */
 struct dispatch_group {
 	ta_service *svc;                          /* the service */
+	bool async;                               /* applied by apply_async from an event loop
+	                                             (ta_async_run): a plan that cannot join is
+	                                             deferred, never applied here */
 	ta_frame_buf *out;                        /* where the responses go */
 	ta_session *session;                      /* the connection's session (NULL: none) */
 	bool close_after;                         /* a response asked to close */
@@ -113,8 +116,13 @@ struct dispatch_group {
 };
 
 /* reply.c: applies the collected plans of g together and appends their responses in
- * order. */
+ * order (group_calls, ta_backend_apply_many, group_answer). */
 void group_flush(dispatch_group *g);
+/* reply.c: fills g->calls from the collected plans. */
+void group_calls(dispatch_group *g);
+/* reply.c: after the backend applied g->calls: appends the responses in order, gives the
+ * tiles back and empties the group. */
+void group_answer(dispatch_group *g);
 /* reply.c: turns handle's outcome st into the response of rc (the error fields when st is
  * not OK), appends it to out, counts it (metrics) and frees rc's allocations; returns
  * close_after. */

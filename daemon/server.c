@@ -978,6 +978,7 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 			                    uv_strerror(rc));
 		l->port_open = true;
 	}
+	l->host.port = index == 0 ? &srv->executor.main : &l->port; /* async completions */
 	if ((rc = uv_timer_init(l->loop, &l->sweep_timer)) != 0)
 		return ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
 	l->sweep_open = true;
@@ -1061,7 +1062,12 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
 	srv->lock_init = true;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	srv->nloops = (unsigned)ta_config_loops(cfg, svc->info.name, cpus);
+	/* a backend with apply_async (CUDA by default): every loop hands its connections'
+	 * pipelined small plans to it and answers them as they come back, so loops never wait
+	 * for the device and the workers keep only what blocks (large plans, creates) */
+	bool async = ta_config_async(cfg, svc->info.name, ta_backend_has_apply_async(svc->backend),
+	                             svc->persist != NULL);
+	srv->nloops = (unsigned)ta_config_loops(cfg, svc->info.name, cpus, async);
 	srv->loops = calloc(srv->nloops, sizeof(*srv->loops));
 	if (!srv->loops) {
 		srv->draining = true; /* nothing to shut down: uv_run finds the loop empty */
@@ -1088,12 +1094,17 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	 * more than doubles one loop's throughput (2.3M against 1.0M, doc/GPU-RESULTS.md).
 	 * Several loops on the CPU backend run their connections' requests themselves, which
 	 * does better still (3.9M against 2.6M at 50x16 with 8 loops, "Several event loops"
-	 * in doc/GPU-RESULTS.md); on CUDA the workers are what overlaps the GPU round trips,
-	 * so batches stay on (without them 4 loops fell to 0.16M). */
+	 * in doc/GPU-RESULTS.md). On CUDA a loop must never wait for the GPU (4 loops running
+	 * batches themselves, blocking, fell to 0.16M): with async (the default there) every
+	 * read's frames are one run on the loop whose small plans go to apply_async
+	 * (batch_min 1); without it the workers are what overlaps the GPU round trips. */
 	bool cpu_backend = strcmp(svc->info.name, "cpu") == 0;
 	int workers = ta_config_workers(cfg, svc->info.name);
+	tmpl.async = async;
 	if (cfg->batch_min != TA_CONFIG_BATCH_AUTO)
 		tmpl.batch_min = (unsigned)cfg->batch_min;
+	else if (async) /* every read's whole frames: one run on the loop */
+		tmpl.batch_min = 1;
 	else
 		tmpl.batch_min = (srv->nloops == 1 || !cpu_backend) && workers >= 2 && cpus >= 4
 		                     ? TA_CONN_BATCH_MIN

@@ -8,7 +8,7 @@ noinst_LTLIBRARIES += kernels/libtabackends.la
 kernels_libtabackends_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) $(TA_LT_ONE_OBJECT)
 kernels_libtabackends_la_SOURCES = \
 	kernels/ta_cpu.c kernels/ta_hostmem.h kernels/ta_hostmem.c kernels/ta_lower.h \
-	kernels/ta_lower.c kernels/ta_multi.c
+	kernels/ta_lower.c kernels/ta_multi.c kernels/ta_async_thread.h kernels/ta_async_thread.c
 kernels_libtabackends_la_LIBADD = tacore/libtacore.la
 if USE_CUDA
 kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_batcher.cu \

@@ -56,6 +56,7 @@
  * once more; an element outside it is never applied and makes apply return INTERNAL.
  * Out of memory for tiles gives RESOURCE_EXHAUSTED; for private copies, the global path. */
 #include "ta_addr.h"
+#include "ta_async_thread.h"
 #include "ta_backend.h"
 #include "ta_c11.h"
 #include "ta_float.h"
@@ -158,7 +159,7 @@ typedef struct cpu_backend {
 	ta_backend base;        /* vtable; must be first */
 	int nworkers;           /* worker threads started */
 	pthread_t *threads;     /* the workers */
-	pthread_mutex_t lock;   /* guards the queue, helpers counts and stopping */
+	pthread_mutex_t lock;   /* guards the queue, helpers counts, stopping and async */
 	pthread_cond_t work_cv; /* signalled when a job is queued or on shutdown */
 	pthread_cond_t idle_cv; /* broadcast when a job's helpers count drops to 0 */
 	cpu_job *head;          /* first queued job */
@@ -166,6 +167,8 @@ typedef struct cpu_backend {
 	bool stopping;          /* destroy() asked the workers to exit */
 	char device[128];       /* CPU description for info() */
 	ta_hostmem hostmem;     /* the host memory budget of tile allocations */
+	ta_async_thread *async; /* apply_async's completion thread (ta_async_thread.h), made
+	                           with the first call (under lock); NULL before */
 } cpu_backend;
 
 /* ---- element arithmetic ------------------------------------------------------------- */
@@ -1296,8 +1299,8 @@ static ta_status cpu_tile_alloc(ta_backend *be, size_t bytes, void **mem, ta_err
 			                    "bytes was cancelled after %zu",
 			                    bytes, done);
 		}
-		size_t n = rounded - done < TA_BACKEND_ZERO_CHUNK ? rounded - done
-		                                                  : TA_BACKEND_ZERO_CHUNK;
+		size_t n =
+		    rounded - done < TA_BACKEND_ZERO_CHUNK ? rounded - done : TA_BACKEND_ZERO_CHUNK;
 		memset((char *)p + done, 0, n);
 	}
 	*mem = p;
@@ -1357,6 +1360,10 @@ static void stop_workers(cpu_backend *cb, int n)
 static void cpu_destroy(ta_backend *be)
 {
 	cpu_backend *cb = (cpu_backend *)be;
+	if (cb->async) { /* its calls may still use the workers */
+		ta_async_thread_destroy(cb->async);
+		free(cb->async);
+	}
 	stop_workers(cb, cb->nworkers);
 	ta_hostmem_destroy(&cb->hostmem);
 	pthread_cond_destroy(&cb->idle_cv);
@@ -1364,6 +1371,30 @@ static void cpu_destroy(ta_backend *be)
 	pthread_mutex_destroy(&cb->lock);
 	free(cb->threads);
 	free(cb);
+}
+
+/* vtable apply_async: the calls run in order on the backend's completion thread. */
+static void cpu_apply_async(ta_backend *be, ta_apply_call *calls, size_t n, void (*done)(void *arg),
+                            void *arg)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	pthread_mutex_lock(&cb->lock);
+	if (!cb->async) {
+		ta_async_thread *t = malloc(sizeof(*t));
+		if (t && ta_async_thread_init(t, be) != 0) {
+			free(t);
+			t = NULL;
+		}
+		cb->async = t;
+	}
+	ta_async_thread *t = cb->async;
+	pthread_mutex_unlock(&cb->lock);
+	if (!t) { /* no memory for it: correct, only not asynchronous */
+		ta_backend_apply_many(be, calls, n);
+		done(arg);
+		return;
+	}
+	ta_async_thread_submit(t, calls, n, done, arg);
 }
 
 /* The CPU backend's operations. */
@@ -1374,6 +1405,7 @@ static const ta_backend_vtbl cpu_vtbl = {
     .tile_footprint = cpu_tile_footprint,
     .apply = cpu_apply_plan,
     .info = cpu_info,
+    .apply_async = cpu_apply_async,
 };
 
 /* Fills buf with the CPU model name from /proc/cpuinfo and the online CPU count. */

@@ -1342,6 +1342,65 @@ static void cuda_apply_many(ta_backend *base, ta_apply_call *calls, size_t n)
 	}
 }
 
+/* vtable apply_async: the calls that pass their checks go to the batcher as one chain
+ * (one warp, in order) that the batcher's lead thread (or whichever caller leads) runs; the
+ * loop that called returns at once. A plan the batcher cannot take (not one of
+ * ta_plan_async_ok's, or no batcher) runs as apply_many would, here, before done. */
+static void cuda_apply_async(ta_backend *base, ta_apply_call *calls, size_t n,
+                             void (*done)(void *arg), void *arg)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	size_t ready = 0;
+	bool here = !batch_async_ready(be);
+	for (size_t i = 0; i < n && !here; i++) {
+		ta_apply_call *c = &calls[i];
+		c->result->skipped = 0;
+		c->result->applied = 0;
+		kargs check;
+		c->status = check_plan(c->plan, c->tile_bytes, &check, c->err);
+		if (c->status == TA_OK && c->plan->count > 0 && !c->mem)
+			c->status = ta_error_set(c->err, TA_INVALID_ARGUMENT, "no tile memory");
+		if (c->status != TA_OK || c->plan->count == 0)
+			continue;
+		if (!batchable(be, c->plan))
+			here = true;
+		ready++;
+	}
+	if (here) {
+		cuda_apply_many(base, calls, n);
+		done(arg);
+		return;
+	}
+	if (ready == 0) {
+		done(arg);
+		return;
+	}
+	/* the wait, a copy of each call that runs, and where each came from: one allocation */
+	batch_wait *w = (batch_wait *)malloc(sizeof(batch_wait) +
+	                                     ready * (sizeof(ta_apply_call) + sizeof(ta_apply_call *)));
+	if (!w) {
+		for (size_t i = 0; i < n; i++)
+			if (calls[i].status == TA_OK && calls[i].plan->count > 0)
+				calls[i].status = ta_error_set(calls[i].err, TA_RESOURCE_EXHAUSTED,
+				                               "cuda backend: out of memory queueing "
+				                               "a request");
+		done(arg);
+		return;
+	}
+	w->calls = (ta_apply_call *)(w + 1);
+	w->orig = (ta_apply_call **)(w->calls + ready);
+	w->n = (int)ready;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (calls[i].status == TA_OK && calls[i].plan->count > 0) {
+			w->calls[k] = calls[i];
+			w->orig[k++] = &calls[i];
+		}
+	w->done_fn = done;
+	w->done_arg = arg;
+	batch_submit_async(be, w);
+}
+
 /* vtable info: the facts gathered when the backend was created. */
 static void cuda_info(ta_backend *base, ta_backend_info *info)
 {
@@ -1543,7 +1602,9 @@ static void cuda_ipc_close(ta_backend *base, void *dptr)
 static const ta_backend_vtbl cuda_vtbl = {
     cuda_destroy,         cuda_tile_alloc, cuda_tile_free,        cuda_apply,
     cuda_apply_many,      cuda_info,       cuda_set_batch_window, cuda_host_register,
-    cuda_host_unregister, cuda_ipc_open,   cuda_ipc_close};
+    cuda_host_unregister, cuda_ipc_open,   cuda_ipc_close, NULL,
+    NULL,                 NULL,            NULL,                  NULL,
+    cuda_apply_async};
 
 extern "C" int ta_cuda_device_count(void)
 {

@@ -60,24 +60,39 @@ struct cuda_slot {
 /* ... or this many callers (chains: one warp each). */
 #define TA_CUDA_BATCH_CHAINS (1u << 13)
 
-/* One caller waiting for its requests (a chain, run in order) to go through a batch. */
+/* One caller's requests (a chain, run in order) going through a batch: a thread that waits
+ * for them (done_fn NULL), or an asynchronous call (apply_async) that nobody waits for:
+ * whichever thread runs its batch calls done_fn(done_arg) and frees it. Calls that come with
+ * a status other than TA_OK (they failed their checks) are left as they are. */
 struct batch_wait {
-	ta_apply_call *calls; /* the requests, in order */
-	int n;                /* number of calls */
-	bool done;            /* every call has its outcome */
-	bool lead;            /* this caller runs the next batch */
-	sem_t wake;           /* posted when done or made the leader */
-	batch_wait *next;     /* pending queue link */
+	ta_apply_call *calls;       /* the requests, in order */
+	int n;                      /* number of calls */
+	bool done;                  /* every call has its outcome */
+	bool lead;                  /* this caller runs the next batch (waiting callers) */
+	sem_t wake;                 /* posted when done or made the leader (waiting callers) */
+	batch_wait *next;           /* pending queue link */
+	void (*done_fn)(void *arg); /* asynchronous: called once every call has its outcome */
+	void *done_arg;             /* done_fn's argument */
+	ta_apply_call **orig;       /* asynchronous: the caller's call of each of calls (calls
+	                               are copies of those that passed their checks), where
+	                               each status goes back */
+	batch_wait *done_next;      /* asynchronous: link of the list a leader completes */
 };
 
 /* The batcher: callers queue their small requests; one that finds no batch running becomes
  * the leader, takes everything queued (after the batch window), runs it as one launch,
  * wakes each of its callers and hands the lead to the oldest caller queued meanwhile,
- * whose requests go in the next batch. */
+ * whose requests go in the next batch. An asynchronous caller (apply_async) has no thread
+ * to lead with: the batcher's own lead thread takes the lead in its place. */
 struct cuda_batcher {
 	pthread_mutex_t mu;         /* guards the fields up to window_us, and the counts */
 	batch_wait *head, *tail;    /* queued, not yet taken by a leader */
 	bool running;               /* a leader is building or running a batch */
+	pthread_cond_t lead_cv;     /* signals the lead thread: lead_thread_up or stopping */
+	bool lead_thread_up;        /* the lead thread is to lead the next batch */
+	bool lead_stopping;         /* batcher_destroy asked the lead thread to exit */
+	bool lead_started;          /* the lead thread runs (lead_cv exists) */
+	pthread_t lead_thread;      /* leads for asynchronous callers */
 	unsigned window_us;         /* batch window (ta_backend_set_batch_window) */
 	cudaStream_t stream;        /* stream of the batch kernel */
 	unsigned char *buf;         /* mapped pinned memory: chains, items, elems, olds */
@@ -164,6 +179,11 @@ void batcher_destroy(ta_cuda_backend *be);
 bool batchable(const ta_cuda_backend *be, const ta_plan *plan);
 /* Queues w's requests and returns when every one has its outcome (see ta_cuda_batcher.cu). */
 void batch_submit(ta_cuda_backend *be, batch_wait *w);
+/* Queues w's requests (w malloc'd, done_fn set) and returns at once: the thread that runs
+ * their batch calls w->done_fn(w->done_arg) and frees w. */
+void batch_submit_async(ta_cuda_backend *be, batch_wait *w);
+/* True when batch_submit_async may be used (the batcher and its lead thread run). */
+bool batch_async_ready(const ta_cuda_backend *be);
 /* Holds the persistent kernel off the device (stopping it after its batch in flight) until
  * pk_release: for calls that may synchronise the whole device. */
 void pk_hold(ta_cuda_backend *be);

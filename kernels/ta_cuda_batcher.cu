@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,17 +123,22 @@ static inline void spin_pause(void)
 #endif
 }
 
-/* Gives the lead to the oldest caller queued other than self (posting it), or ends the
- * running batch role. Under batch.mu. */
+/* Gives the lead to the oldest caller queued other than self (posting it; the lead thread
+ * when that caller is asynchronous), or ends the running batch role. Under batch.mu. */
 static void batch_pass_lead(cuda_batcher *b, batch_wait *self)
 {
-	if (b->head) {
-		b->head->lead = true;
-		if (b->head != self)
-			sem_post(&b->head->wake);
-	} else {
+	if (!b->head) {
 		b->running = false;
+		return;
 	}
+	if (b->head->done_fn) {
+		b->lead_thread_up = true;
+		pthread_cond_signal(&b->lead_cv);
+		return;
+	}
+	b->head->lead = true;
+	if (b->head != self)
+		sem_post(&b->head->wake);
 }
 
 /* Sets pk_on under batch.mu (broadcasting pk_cv when it turns false). */
@@ -448,6 +454,91 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits, bo
 	}
 }
 
+/* Hands an asynchronous caller's outcome over: each status back to the caller's call, then
+ * its done function; frees x. Without batch.mu. */
+static void async_complete(batch_wait *x)
+{
+	for (int i = 0; i < x->n; i++)
+		x->orig[i]->status = x->calls[i].status;
+	x->done_fn(x->done_arg);
+	free(x);
+}
+
+/* Runs one batch as the leader (self: the calling waiting caller; NULL for the lead thread):
+ * gathers the queue (after the batch window), runs it, completes each of its callers (posts
+ * the waiting ones, calls the asynchronous ones' done functions) and passes the lead on.
+ * Under batch.mu, which it releases meanwhile. */
+static void batch_lead(ta_cuda_backend *be, batch_wait *self)
+{
+	cuda_batcher *b = &be->batch;
+	if (b->window_us > 0) {
+		pthread_mutex_unlock(&b->mu);
+		struct timespec ts = {(time_t)(b->window_us / 1000000u),
+		                      (long)(b->window_us % 1000000u) * 1000L};
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+		}
+		pthread_mutex_lock(&b->mu);
+	}
+	batch_wait *first = b->head, *last = NULL;
+	size_t n_waits = 0, elems = 0;
+	for (batch_wait *x = b->head; x; x = x->next) {
+		size_t ne = 0;
+		for (int i = 0; i < x->n; i++)
+			ne += (size_t)x->calls[i].plan->count;
+		if (n_waits > 0 &&
+		    (n_waits >= TA_CUDA_BATCH_CHAINS || elems + ne > TA_CUDA_BATCH_ELEMS))
+			break;
+		n_waits++;
+		elems += ne;
+		last = x;
+	}
+	b->head = last->next;
+	if (!b->head)
+		b->tail = NULL;
+	last->next = NULL;
+	bool pk_ok = b->holds == 0 && n_waits <= (size_t)b->pk_max;
+	pthread_mutex_unlock(&b->mu);
+	batch_run(be, first, n_waits, pk_ok);
+	pthread_mutex_lock(&b->mu);
+	if (b->holds > 0 && b->pk_on) {
+		/* a caller waits to use the device without the persistent kernel */
+		pthread_mutex_unlock(&b->mu);
+		pk_stop(be);
+		pthread_mutex_lock(&b->mu);
+		b->pk_on = false;
+		pthread_cond_broadcast(&b->pk_cv);
+	}
+	b->batches++;
+	batch_wait *async_head = NULL, **async_tail = &async_head;
+	for (batch_wait *x = first; x;) {
+		batch_wait *nx = x->next; /* x may return (and vanish) once posted */
+		b->batched += (unsigned long long)x->n;
+		x->done = true;
+		if (x->done_fn) {
+			x->done_next = NULL;
+			*async_tail = x;
+			async_tail = &x->done_next;
+		} else if (x != self) {
+			sem_post(&x->wake);
+		}
+		x = nx;
+	}
+	/* hand the lead to the oldest caller still queued (perhaps self, when its requests did
+	 * not fit this batch) */
+	if (self)
+		self->lead = false;
+	batch_pass_lead(b, self);
+	if (async_head) {
+		pthread_mutex_unlock(&b->mu);
+		for (batch_wait *x = async_head; x;) {
+			batch_wait *nx = x->done_next; /* x is freed below */
+			async_complete(x);
+			x = nx;
+		}
+		pthread_mutex_lock(&b->mu);
+	}
+}
+
 /* Queues the calls of w (one caller's requests, in order) and returns once all have run
  * in some batch: as the leader of one or several, or woken by another leader. */
 void batch_submit(ta_cuda_backend *be, batch_wait *w)
@@ -456,6 +547,9 @@ void batch_submit(ta_cuda_backend *be, batch_wait *w)
 	w->done = false;
 	w->lead = false;
 	w->next = NULL;
+	w->done_fn = NULL;
+	w->done_arg = NULL;
+	w->orig = NULL;
 	if (sem_init(&w->wake, 0, 0) != 0) { /* cannot happen (pshared 0, value 0) */
 		for (int i = 0; i < w->n; i++)
 			w->calls[i].status = ta_error_set(w->calls[i].err, TA_INTERNAL,
@@ -481,60 +575,81 @@ void batch_submit(ta_cuda_backend *be, batch_wait *w)
 		}
 		if (w->done)
 			break;
-		/* lead: gather (after the window), run, wake each caller of the batch */
-		if (b->window_us > 0) {
-			pthread_mutex_unlock(&b->mu);
-			struct timespec ts = {(time_t)(b->window_us / 1000000u),
-			                      (long)(b->window_us % 1000000u) * 1000L};
-			while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-			}
-			pthread_mutex_lock(&b->mu);
-		}
-		batch_wait *first = b->head, *last = NULL;
-		size_t n_waits = 0, elems = 0;
-		for (batch_wait *x = b->head; x; x = x->next) {
-			size_t ne = 0;
-			for (int i = 0; i < x->n; i++)
-				ne += (size_t)x->calls[i].plan->count;
-			if (n_waits > 0 &&
-			    (n_waits >= TA_CUDA_BATCH_CHAINS || elems + ne > TA_CUDA_BATCH_ELEMS))
-				break;
-			n_waits++;
-			elems += ne;
-			last = x;
-		}
-		b->head = last->next;
-		if (!b->head)
-			b->tail = NULL;
-		last->next = NULL;
-		bool pk_ok = b->holds == 0 && n_waits <= (size_t)b->pk_max;
-		pthread_mutex_unlock(&b->mu);
-		batch_run(be, first, n_waits, pk_ok);
-		pthread_mutex_lock(&b->mu);
-		if (b->holds > 0 && b->pk_on) {
-			/* a caller waits to use the device without the persistent kernel */
-			pthread_mutex_unlock(&b->mu);
-			pk_stop(be);
-			pthread_mutex_lock(&b->mu);
-			b->pk_on = false;
-			pthread_cond_broadcast(&b->pk_cv);
-		}
-		b->batches++;
-		for (batch_wait *x = first; x;) {
-			batch_wait *nx = x->next; /* x may return (and vanish) once posted */
-			b->batched += (unsigned long long)x->n;
-			x->done = true;
-			if (x != w)
-				sem_post(&x->wake);
-			x = nx;
-		}
-		/* hand the lead to the oldest caller still queued (perhaps this one, when its
-		 * requests did not fit this batch) */
-		w->lead = false;
-		batch_pass_lead(b, w);
+		batch_lead(be, w);
 	}
 	pthread_mutex_unlock(&b->mu);
 	sem_destroy(&w->wake);
+}
+
+void batch_submit_async(ta_cuda_backend *be, batch_wait *w)
+{
+	cuda_batcher *b = &be->batch;
+	w->done = false;
+	w->lead = false;
+	w->next = NULL;
+	w->done_next = NULL;
+	pthread_mutex_lock(&b->mu);
+	if (b->tail)
+		b->tail->next = w;
+	else
+		b->head = w;
+	b->tail = w;
+	if (!b->running) { /* nobody leads: the lead thread does */
+		b->running = true;
+		b->lead_thread_up = true;
+		pthread_cond_signal(&b->lead_cv);
+	}
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* The lead thread: leads a batch whenever the lead comes to an asynchronous caller. */
+static void *lead_main(void *arg)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)arg;
+	cuda_batcher *b = &be->batch;
+	(void)pthread_setname_np(pthread_self(), "ta-cuda-lead"); /* top -H; a convenience */
+	pthread_mutex_lock(&b->mu);
+	for (;;) {
+		while (!b->lead_thread_up && !b->lead_stopping)
+			pthread_cond_wait(&b->lead_cv, &b->mu);
+		if (!b->lead_thread_up)
+			break; /* stopping, nothing to lead */
+		b->lead_thread_up = false;
+		batch_lead(be, NULL);
+	}
+	pthread_mutex_unlock(&b->mu);
+	return NULL;
+}
+
+/* Starts the lead thread with every signal blocked (they belong to the daemon's main
+ * loop). Returns 0 or an errno value. */
+static int lead_start(ta_cuda_backend *be)
+{
+	cuda_batcher *b = &be->batch;
+	int rc = pthread_cond_init(&b->lead_cv, NULL);
+	if (rc != 0)
+		return rc;
+	sigset_t all, old;
+	sigfillset(&all);
+	rc = pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (rc == 0) {
+		rc = pthread_create(&b->lead_thread, NULL, lead_main, be);
+		int rc2 = pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc2 != 0)
+			fprintf(stderr, "tileatom cuda: cannot restore the signal mask: %s\n",
+			        strerror(rc2));
+	}
+	if (rc != 0) {
+		pthread_cond_destroy(&b->lead_cv);
+		return rc;
+	}
+	b->lead_started = true;
+	return 0;
+}
+
+bool batch_async_ready(const ta_cuda_backend *be)
+{
+	return be->batch_ready && be->batch.lead_started;
 }
 
 extern "C" void ta_cuda_batch_counts(ta_backend *base, unsigned long long *batches,
@@ -599,6 +714,11 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 		return ta_error_set(err, TA_UNAVAILABLE,
 		                    "CUDA device %d: cannot set up the batcher", be->device);
 	}
+	int rc = lead_start(be);
+	if (rc != 0)
+		return ta_error_set(err, TA_UNAVAILABLE,
+		                    "CUDA device %d: cannot start the batcher's lead thread: %s",
+		                    be->device, strerror(rc));
 	/* the persistent kernel's stream and mailbox (mailbox line, area, olds) */
 	if (pthread_cond_init(&be->batch.pk_cv, NULL) == 0) {
 		size_t pk_bytes = sizeof(ta_pk_mailbox) + TA_PK_DESC_BYTES + TA_PK_OLDS * 8;
@@ -645,6 +765,18 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 
 void batcher_destroy(ta_cuda_backend *be)
 {
+	if (be->batch.lead_started) { /* nothing is queued: the backend's calls are over */
+		pthread_mutex_lock(&be->batch.mu);
+		be->batch.lead_stopping = true;
+		pthread_cond_signal(&be->batch.lead_cv);
+		pthread_mutex_unlock(&be->batch.mu);
+		int rc = pthread_join(be->batch.lead_thread, NULL);
+		if (rc != 0)
+			fprintf(stderr, "tileatom cuda: cannot join the batcher's lead thread: %s\n",
+			        strerror(rc));
+		pthread_cond_destroy(&be->batch.lead_cv);
+		be->batch.lead_started = false;
+	}
 	if (be->pk_ready) {
 		cuda_batcher *b = &be->batch;
 		for (int way = 0; b->trace && way < 2; way++)

@@ -19,6 +19,10 @@
  *  - Read/write/fill of regions are plans too (LOAD / STORE over a region).
  *  - Tile memory is opaque to callers: they hand it back to apply and tile_free only (a
  *    composing backend's "memory" is its record of a tile's parts, kernels/ta_multi.c).
+ *  - apply_async (optional) starts small plans without waiting for them: the backend calls
+ *    the caller's done function from a thread of its own (or from inside the call) once
+ *    every plan has its outcome. The daemon's event loops use it so that a loop never
+ *    blocks on a device (daemon/pipeline.c, ta_async_run).
  *  - Several devices: a backend with more than one (device_count) places tiles as
  *    tile_alloc_placed is asked (ta_place.h) and reports it (tile_where); one without those
  *    entries has one device, 0, and every tile lives wholly on it. */
@@ -108,7 +112,17 @@ typedef struct ta_backend_vtbl {
 	/* Optional (NULL: bytes): the bytes of memory the allocation mem of tile_alloc(bytes)
 	 * really takes, the allocator's own overhead included. */
 	uint64_t (*tile_footprint)(ta_backend *be, void *mem, size_t bytes);
+	/* Optional (NULL: none): applies n plans in order as apply_many does, without waiting
+	 * for them: every plan satisfies ta_plan_async_ok; calls, their plans, results, errors
+	 * and the plans' host arrays stay valid and untouched by the caller until done(arg),
+	 * which the backend calls exactly once, from any thread (its own, or the caller's
+	 * inside this call), after every call's status, result and old values are set. */
+	void (*apply_async)(ta_backend *be, ta_apply_call *calls, size_t n, void (*done)(void *arg),
+	                    void *arg);
 } ta_backend_vtbl;
+
+/* Most elements of a plan that apply_async takes (the CUDA batcher's request size). */
+#define TA_BACKEND_ASYNC_PLAN_MAX 1024
 
 /* Base of every backend object: implementations embed it first. */
 struct ta_backend {
@@ -251,6 +265,28 @@ static inline void ta_backend_tile_where(ta_backend *be, void *mem, const ta_til
 static inline int ta_backend_device_count(ta_backend *be)
 {
 	return be->vt->device_count ? be->vt->device_count(be) : 1;
+}
+
+/* True when the backend offers apply_async. */
+static inline bool ta_backend_has_apply_async(const ta_backend *be)
+{
+	return be && be->vt->apply_async;
+}
+/* True when plan may go to apply_async: at most TA_BACKEND_ASYNC_PLAN_MAX elements, global
+ * space, every operand and the old values in host memory. */
+static inline bool ta_plan_async_ok(const ta_plan *p)
+{
+	bool on_device =
+	    p->old_out_device || p->values.device || p->compare.device || p->mask.device;
+	for (int i = 0; i < TA_MAX_RANK; i++)
+		on_device = on_device || p->index[i].device;
+	return p->count <= TA_BACKEND_ASYNC_PLAN_MAX && p->space == TA_SPACE_GLOBAL && !on_device;
+}
+/* Starts calls[0, n) (see apply_async); the backend calls done(arg) once they ran. */
+static inline void ta_backend_apply_async(ta_backend *be, ta_apply_call *calls, size_t n,
+                                          void (*done)(void *arg), void *arg)
+{
+	be->vt->apply_async(be, calls, n, done, arg);
 }
 
 /* True when the backend can open CUDA IPC device buffers (ipc_open). */

@@ -54,6 +54,12 @@ const char *tcu_busy_poll(void)
 	return v && *v ? v : NULL;
 }
 
+const char *tcu_async(void)
+{
+	const char *v = getenv("TA_TEST_ASYNC");
+	return v && *v ? v : NULL;
+}
+
 const char *tcu_devices(void)
 {
 	const char *v = getenv("TA_TEST_DEVICES");
@@ -140,6 +146,11 @@ bool tcu_daemon_start(tcu_daemon *d, const char *const *extra)
 	if (spin) {
 		argv[n++] = "--busy-poll";
 		argv[n++] = spin;
+	}
+	const char *async = tcu_async();
+	if (async) {
+		argv[n++] = "--async-apply";
+		argv[n++] = async;
 	}
 	const char *devices = tcu_devices(), *placement = tcu_placement();
 	if (devices) {

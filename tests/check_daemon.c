@@ -102,21 +102,41 @@ START_TEST(test_config_defaults_and_set)
 	ck_assert_int_eq(ta_config_workers(&cfg, "cuda"), 3);
 	ck_assert_int_eq(ta_config_set(&cfg, "workers", "auto", &err), TA_OK);
 	ck_assert_int_eq(ta_config_workers(&cfg, "cpu"), 4);
-	/* loops: auto is 1 below 4 CPUs and on CUDA, else half the CPUs up to 8; a count is
-	 * taken as is */
+	/* loops: auto is 1 below 4 CPUs and on CUDA without async applies, else half the CPUs
+	 * up to 8; a count is taken as is */
 	ck_assert_int_eq(cfg.loops, TA_CONFIG_LOOPS_AUTO);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 1), 1);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 2), 1);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 3), 1);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 4), 2);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 6), 3);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 16), 8);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 128), 8);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16), 1); /* CUDA: the workers batch */
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 1, false), 1);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 2, false), 1);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 3, false), 1);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 4, false), 2);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 6, false), 3);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 16, false), 8);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 128, true), 8);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, false), 1); /* the workers batch */
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, true), 8);  /* loops apply async */
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 3, true), 1);
+	/* async_apply: auto is on where the backend has apply_async, but not on the CPU
+	 * backend; never with a data log */
+	ck_assert_int_eq(cfg.async_apply, TA_CONFIG_ASYNC_AUTO);
+	ck_assert(ta_config_async(&cfg, "cuda", true, false));
+	ck_assert(!ta_config_async(&cfg, "cuda", false, false));
+	ck_assert(!ta_config_async(&cfg, "cuda", true, true));
+	ck_assert(!ta_config_async(&cfg, "cpu", true, false));
+	ck_assert_int_eq(ta_config_set(&cfg, "async_apply", "1", &err), TA_OK);
+	ck_assert(ta_config_async(&cfg, "cpu", true, false));
+	ck_assert(!ta_config_async(&cfg, "cpu", true, true));
+	ck_assert(!ta_config_async(&cfg, "cpu", false, false));
+	ck_assert_int_eq(ta_config_set(&cfg, "async_apply", "0", &err), TA_OK);
+	ck_assert(!ta_config_async(&cfg, "cuda", true, false));
+	ck_assert_int_eq(ta_config_set(&cfg, "async_apply", "on", &err), TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg,
+	                 "async_apply: 'on' is not auto or a switch (0..1, 0 = off, 1 = on)");
+	ck_assert_int_eq(ta_config_set(&cfg, "async_apply", "auto", &err), TA_OK);
+	ck_assert_int_eq(cfg.async_apply, TA_CONFIG_ASYNC_AUTO);
 	ck_assert_int_eq(ta_config_set(&cfg, "loops", "3", &err), TA_OK);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 2), 3);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 16), 3);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16), 3);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 2, false), 3);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 16, false), 3);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, false), 3);
 	ck_assert_int_eq(ta_config_set(&cfg, "loops", "0", &err), TA_INVALID_ARGUMENT);
 	ck_assert_str_eq(err.msg, "loops: '0' is not auto or a count (1..64)");
 	ck_assert_int_eq(ta_config_set(&cfg, "loops", "65", &err), TA_INVALID_ARGUMENT);

@@ -4,11 +4,13 @@
  * READY=1 / STOPPING=1 on NOTIFY_SOCKET), request order under pipelining, garbage /
  * oversized / truncated frames answered and closed while another client goes on, the
  * connection limit, a client vanishing mid-request, backpressure on a client that does
- * not read, TCP on loopback (and refused elsewhere), stale socket files, SIGTERM under
- * load. Set TA_TEST_DAEMON to test another binary or a wrapper script (which may append
+ * not read, pipelined small plans through the loops' asynchronous applies
+ * (--async-apply 1), TCP on loopback (and refused elsewhere), stale socket files, SIGTERM
+ * under load. Set TA_TEST_DAEMON to test another binary or a wrapper script (which may append
  * options), TA_TEST_BACKEND to run the daemon with another backend (e.g. cuda on a GPU
  * machine), TA_TEST_KEEP to keep the logs. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -110,6 +112,11 @@ static void start_daemon_ex(daemon_proc *d, const char *const *extra, bool expec
 	if (spin && *spin) {
 		argv[argc++] = "--busy-poll";
 		argv[argc++] = spin;
+	}
+	const char *async = getenv("TA_TEST_ASYNC"); /* ... and with --async-apply 1 */
+	if (async && *async) {
+		argv[argc++] = "--async-apply";
+		argv[argc++] = async;
 	}
 	for (int i = 0; extra && extra[i] && argc < 38; i++)
 		argv[argc++] = extra[i];
@@ -679,6 +686,86 @@ START_TEST(test_grouped_run_order)
 	resp = expect_response(fd, 9, TILEATOM__STATUS__OK);
 	ck_assert_int_eq(resp->body_case, TILEATOM__RESPONSE__BODY_PING);
 	tileatom__response__free_unpacked(resp, NULL);
+	close(fd);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
+/* True when process pid has a thread named name (/proc/PID/task/TID/comm). */
+static bool has_thread_named(pid_t pid, const char *name)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	if (!dir)
+		return false;
+	bool found = false;
+	struct dirent *e;
+	while (!found && (e = readdir(dir)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		char comm_path[400], comm[32] = "";
+		snprintf(comm_path, sizeof(comm_path), "%s/%s/comm", path, e->d_name);
+		FILE *f = fopen(comm_path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+		found = strcmp(comm, name) == 0;
+	}
+	closedir(dir);
+	return found;
+}
+
+START_TEST(test_async_run_order)
+{
+	/* --async-apply 1 on the CPU backend (its completion thread): a pipelined run's small
+	 * plans go from the loop to apply_async in groups of at most 64, one group of a
+	 * connection in flight at a time; a request answered without being collected (an add
+	 * to a missing tile) comes after the plans before it; a ping runs on the loop; a large
+	 * plan sends the rest of the run to a worker. Every answer in request order, every
+	 * value as if the requests ran one by one, and the completion thread ran the groups. */
+	daemon_proc d;
+	const char *const extra[] = {"--async-apply", "1", "--loops", "2",
+	                             "--inline-max",  "0", NULL};
+	start_daemon(&d, extra);
+	int fd = connect_unix(d.sock);
+	ck_assert_int_ge(fd, 0);
+	create_tile(fd, "a", 2000);
+	static uint8_t run[65536];
+	size_t used = 0;
+	uint64_t id = 100;
+	for (int i = 0; i < 150; i++) /* old values 0..149: three groups */
+		append_add(run, sizeof(run), &used, id++, "a", 1, true);
+	append_add(run, sizeof(run), &used, id++, "missing", 1, true); /* 250: NOT_FOUND */
+	for (int i = 150; i < 160; i++)                                /* 251..260 */
+		append_add(run, sizeof(run), &used, id++, "a", 1, true);
+	append_ping(run, sizeof(run), &used, id++);               /* 261 */
+	append_add(run, sizeof(run), &used, id++, "a", 0, false); /* 262: all 2000, a worker */
+	append_add(run, sizeof(run), &used, id++, "a", 1, true);  /* 263: old 161 */
+	ck_assert(send_all(fd, run, used));
+	for (int i = 0; i < 150; i++)
+		expect_old(fd, 100 + (uint64_t)i, i);
+	Tileatom__Response *resp = expect_response(fd, 250, TILEATOM__STATUS__NOT_FOUND);
+	tileatom__response__free_unpacked(resp, NULL);
+	for (int i = 150; i < 160; i++)
+		expect_old(fd, 101 + (uint64_t)i, i);
+	resp = expect_response(fd, 261, TILEATOM__STATUS__OK);
+	ck_assert_int_eq(resp->body_case, TILEATOM__RESPONSE__BODY_PING);
+	tileatom__response__free_unpacked(resp, NULL);
+	resp = expect_response(fd, 262, TILEATOM__STATUS__OK);
+	ck_assert_uint_eq(resp->op->applied, 2000);
+	tileatom__response__free_unpacked(resp, NULL);
+	expect_old(fd, 263, 161);
+	/* the CPU backend starts its completion thread with the first apply_async (CUDA's lead
+	 * thread runs from the start) */
+	const char *backend = getenv("TA_TEST_BACKEND");
+	bool cuda = backend && strcmp(backend, "cuda") == 0;
+	ck_assert_msg(has_thread_named(d.pid, cuda ? "ta-cuda-lead" : "ta-async"),
+	              "no completion thread: the groups did not go to apply_async");
 	close(fd);
 	int status = stop_daemon(&d);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -2266,6 +2353,7 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, test_start_ping_stop);
 	tcase_add_test(tc, test_pipelined_order);
 	tcase_add_test(tc, test_grouped_run_order);
+	tcase_add_test(tc, test_async_run_order);
 	tcase_add_test(tc, test_bad_frames_other_client_unharmed);
 	tcase_add_test(tc, test_tiny_write_queue_pipelined);
 	tcase_add_test(tc, test_connection_limit);

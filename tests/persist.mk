@@ -29,6 +29,14 @@ TESTS += tests/check_loops.sh
 endif
 EXTRA_DIST += tests/check_loops.sh
 
+# The same suites (check_integration, check_daemon_server) again with --async-apply 1
+# --loops 3 (tests/check_async.sh sets TA_TEST_ASYNC): the event loops' asynchronous
+# applies (issue 23), on the CPU backend's completion thread.
+if HAVE_CHECK
+TESTS += tests/check_async.sh
+endif
+EXTRA_DIST += tests/check_async.sh
+
 # The same suites again on 1, 2 and 3 CPU memory pools with every tile sharded
 # (tests/check_sharded.sh sets TA_TEST_DEVICES and TA_TEST_PLACEMENT; issue 24).
 if HAVE_CHECK

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# tests/check_async.sh: the suites that run a real tileatomd through the library and over raw
+# sockets (check_integration, check_daemon_server) again with three event loops that run
+# pipelined small requests themselves and hand their plans to the backend without waiting
+# (TA_TEST_ASYNC=1, TA_TEST_LOOPS=3: their daemon launchers add --async-apply 1 --loops 3).
+# On the CPU backend that is its completion thread (kernels/ta_async_thread.c); the loops,
+# the groups, the completions through each loop's executor port and the order of the
+# answers are the code CUDA runs by default (daemon/pipeline.c ta_async_run, conn.c), so
+# this is that path without a GPU: the same responses, limits, timeouts and shutdown as
+# the default. Run from the top build folder (as `make check` does). Exit 0 when every
+# suite passed (or skipped with 77).
+set -u
+export TA_TEST_ASYNC=1
+export TA_TEST_LOOPS=3
+rc=0
+for t in check_integration check_daemon_server; do
+	./tests/$t
+	r=$?
+	echo "tests/$t with --async-apply $TA_TEST_ASYNC --loops $TA_TEST_LOOPS: exit $r"
+	if [ "$r" -ne 0 ] && [ "$r" -ne 77 ]; then
+		rc=1
+	fi
+done
+exit $rc
