@@ -182,6 +182,28 @@ static int hist_push(hist_run *h, int64_t bin)
 	return CLI_EXIT_OK;
 }
 
+/* Adds integer bin index v; one that does not fit the index type is counted outside
+ * (negative and too-large ones go to the daemon, whose bounds check skips and counts them). */
+static int hist_add_index(hist_run *h, int64_t v)
+{
+	if (!h->idx64 && (v < INT32_MIN || v > INT32_MAX)) {
+		h->outside++;
+		return CLI_EXIT_OK;
+	}
+	return hist_push(h, v);
+}
+
+/* Adds the --range bin of x, or counts it outside. */
+static int hist_add_value(hist_run *h, double x)
+{
+	int64_t bin = hist_bin(h, x);
+	if (bin < 0) {
+		h->outside++;
+		return CLI_EXIT_OK;
+	}
+	return hist_push(h, bin);
+}
+
 /* Handles one token. */
 static int hist_token(hist_run *h, const char *tok)
 {
@@ -196,12 +218,7 @@ static int hist_token(hist_run *h, const char *tok)
 			          h->input_name, h->line, tok, h->tok_offset);
 			return CLI_EXIT_ERROR;
 		}
-		int64_t bin = hist_bin(h, x);
-		if (bin < 0) {
-			h->outside++;
-			return CLI_EXIT_OK;
-		}
-		return hist_push(h, bin);
+		return hist_add_value(h, x);
 	}
 	errno = 0;
 	long long v = strtoll(tok, &end, 10);
@@ -223,15 +240,11 @@ static int hist_token(hist_run *h, const char *tok)
 	} else if (errno == ERANGE) {
 		outside = true;
 	}
-	if (!outside && !h->idx64 && (v < INT32_MIN || v > INT32_MAX))
-		outside = true;
 	if (outside) {
 		h->outside++;
 		return CLI_EXIT_OK;
 	}
-	/* Negative and too-large indices go to the daemon, whose bounds check skips and
-	 * counts them. */
-	return hist_push(h, (int64_t)v);
+	return hist_add_index(h, (int64_t)v);
 }
 
 /* Powers of ten exactly representable as doubles (the fast decimal path). */
@@ -279,19 +292,9 @@ static int hist_fast_token(hist_run *h, const char *p, const char *end)
 		double x = (double)mant;
 		if (frac)
 			x /= hist_pow10[frac];
-		int64_t bin = hist_bin(h, neg ? -x : x);
-		if (bin < 0) {
-			h->outside++;
-			return 1;
-		}
-		return hist_push(h, bin) == CLI_EXIT_OK ? 1 : -1;
+		return hist_add_value(h, neg ? -x : x) == CLI_EXIT_OK ? 1 : -1;
 	}
-	int64_t v = neg ? -(int64_t)mant : (int64_t)mant;
-	if (!h->idx64 && (v < INT32_MIN || v > INT32_MAX)) {
-		h->outside++;
-		return 1;
-	}
-	return hist_push(h, v) == CLI_EXIT_OK ? 1 : -1;
+	return hist_add_index(h, neg ? -(int64_t)mant : (int64_t)mant) == CLI_EXIT_OK ? 1 : -1;
 }
 
 /* Character classes of the text parser: 1 for the blanks that separate numbers. */
@@ -411,10 +414,7 @@ static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t f
 			break;
 		}
 		if (h->ranged) {
-			int64_t bin = hist_bin(h, x);
-			if (bin < 0)
-				h->outside++;
-			else if (hist_push(h, bin) != CLI_EXIT_OK)
+			if (hist_add_value(h, x) != CLI_EXIT_OK)
 				return CLI_EXIT_ERROR;
 			continue;
 		}
@@ -431,11 +431,7 @@ static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t f
 			}
 			v = (int64_t)x;
 		}
-		if (!h->idx64 && (v < INT32_MIN || v > INT32_MAX)) {
-			h->outside++;
-			continue;
-		}
-		if (hist_push(h, v) != CLI_EXIT_OK)
+		if (hist_add_index(h, v) != CLI_EXIT_OK)
 			return CLI_EXIT_ERROR;
 	}
 	return CLI_EXIT_OK;

@@ -13,29 +13,18 @@
 
 json_object *cli_json_value(tileatom_dtype dtype, const void *p)
 {
-	switch (dtype) {
-	case TILEATOM_INT32: {
-		int32_t v;
-		memcpy(&v, p, sizeof(v));
-		return json_object_new_int64(v);
-	}
-	case TILEATOM_INT64: {
-		int64_t v;
-		memcpy(&v, p, sizeof(v));
-		return json_object_new_int64(v);
-	}
-	case TILEATOM_UINT32: {
-		uint32_t v;
-		memcpy(&v, p, sizeof(v));
-		return json_object_new_uint64(v);
-	}
-	case TILEATOM_UINT64: {
-		uint64_t v;
-		memcpy(&v, p, sizeof(v));
-		return json_object_new_uint64(v);
-	}
-	default:
-		break;
+	union {
+		int32_t i32;  /* INT32 */
+		uint32_t u32; /* UINT32 */
+		int64_t i64;  /* INT64 */
+		uint64_t u64; /* UINT64 */
+	} v;
+	if (tileatom_dtype_is_int(dtype)) {
+		memcpy(&v, p, tileatom_dtype_size(dtype));
+		return dtype == TILEATOM_INT32    ? json_object_new_int64(v.i32)
+		       : dtype == TILEATOM_INT64  ? json_object_new_int64(v.i64)
+		       : dtype == TILEATOM_UINT32 ? json_object_new_uint64(v.u32)
+		                                  : json_object_new_uint64(v.u64);
 	}
 	/* Floats: the library's shortest text that reads back to the same value, kept by
 	 * json-c as the number's serialisation; non-finite values have no JSON number. */
@@ -86,11 +75,7 @@ json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements)
 	    cli_json_add(o, "shape", cli_json_shape(info->shape, info->rank)) &&
 	    (!with_elements || cli_json_add(o, "elements", json_object_new_int64(n))) &&
 	    cli_json_add(o, "bytes", json_object_new_uint64(info->bytes));
-	if (!ok) {
-		json_object_put(o);
-		return NULL;
-	}
-	return o;
+	return cli_json_done(o, ok);
 }
 
 json_object *cli_json_done(json_object *obj, bool ok)

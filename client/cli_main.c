@@ -64,6 +64,13 @@ static const char *cli_op_name(tileatom_op op)
 	return op == TILEATOM_OP_EXCH ? "xchg" : tileatom_op_name(op);
 }
 
+/* Appends name to buf (n bytes, *used of them in use) after sep unless it is the first. */
+static void join_name(char *buf, size_t n, size_t *used, const char *sep, const char *name)
+{
+	if (*used < n)
+		*used += (size_t)snprintf(buf + *used, n - *used, "%s%s", *used ? sep : "", name);
+}
+
 /* Writes the sem names the library knows (until tileatom_sem_name says "?") joined by sep
  * into buf: all of them for kind TILEATOM_REQ_NONE, else those a request of kind (running
  * op) accepts. Returns buf. */
@@ -72,13 +79,9 @@ static const char *sem_list(char *buf, size_t n, const char *sep, tileatom_reque
 {
 	size_t used = 0;
 	buf[0] = '\0';
-	for (int s = 0; strcmp(tileatom_sem_name((tileatom_sem)s), "?") != 0; s++) {
-		if (kind != TILEATOM_REQ_NONE && !tileatom_sem_allowed(kind, op, (tileatom_sem)s))
-			continue;
-		if (used < n)
-			used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? sep : "",
-			                         tileatom_sem_name((tileatom_sem)s));
-	}
+	for (int s = 0; strcmp(tileatom_sem_name((tileatom_sem)s), "?") != 0; s++)
+		if (kind == TILEATOM_REQ_NONE || tileatom_sem_allowed(kind, op, (tileatom_sem)s))
+			join_name(buf, n, &used, sep, tileatom_sem_name((tileatom_sem)s));
 	return buf;
 }
 
@@ -88,9 +91,7 @@ static const char *scope_list(char *buf, size_t n, const char *sep)
 	size_t used = 0;
 	buf[0] = '\0';
 	for (int s = 0; strcmp(tileatom_scope_name((tileatom_scope)s), "?") != 0; s++)
-		if (used < n)
-			used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? sep : "",
-			                         tileatom_scope_name((tileatom_scope)s));
+		join_name(buf, n, &used, sep, tileatom_scope_name((tileatom_scope)s));
 	return buf;
 }
 
@@ -101,9 +102,8 @@ static const char *rmw_list(char *buf, size_t n)
 	buf[0] = '\0';
 	for (int op = TILEATOM_OP_NONE + 1; strcmp(tileatom_op_name((tileatom_op)op), "?") != 0;
 	     op++)
-		if (op != TILEATOM_OP_CAS && used < n)
-			used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? "|" : "",
-			                         cli_op_name((tileatom_op)op));
+		if (op != TILEATOM_OP_CAS)
+			join_name(buf, n, &used, "|", cli_op_name((tileatom_op)op));
 	return buf;
 }
 
@@ -989,29 +989,26 @@ int main(int argc, char **argv)
 			printf("tileatom-cli %s\n", tileatom_version());
 			return CLI_EXIT_OK;
 		}
+		/* the global options that take a value: -s, -t, --auth-file (k = 0, 1, 2) */
+		static const char *const names[][2] = {
+		    {"-s", "--socket"}, {"-t", "--timeout"}, {"--auth-file", "--auth-file"}};
 		const char *val = NULL;
-		bool is_socket = false, is_timeout = false, is_auth = false;
-		if (strcmp(a, "-s") == 0 || strcmp(a, "--socket") == 0) {
-			is_socket = true;
-		} else if (strncmp(a, "--socket=", 9) == 0) {
-			is_socket = true;
-			val = a + 9;
-		} else if (strcmp(a, "-t") == 0 || strcmp(a, "--timeout") == 0) {
-			is_timeout = true;
-		} else if (strncmp(a, "--timeout=", 10) == 0) {
-			is_timeout = true;
-			val = a + 10;
-		} else if (strcmp(a, "--auth-file") == 0) {
-			is_auth = true;
-		} else if (strncmp(a, "--auth-file=", 12) == 0) {
-			is_auth = true;
-			val = a + 12;
-		} else if (a[0] == '-') {
+		int k = 0;
+		for (; k < 3; k++) {
+			size_t len = strlen(names[k][1]);
+			if (strcmp(a, names[k][0]) == 0 || strcmp(a, names[k][1]) == 0)
+				break;
+			if (strncmp(a, names[k][1], len) == 0 && a[len] == '=') {
+				val = a + len + 1;
+				break;
+			}
+		}
+		if (k == 3 && a[0] == '-') {
 			cli_error("unknown option '%s' (see 'tileatom-cli --help')", a);
 			return CLI_EXIT_USAGE;
-		} else {
-			break;
 		}
+		if (k == 3)
+			break;
 		if (!val) {
 			if (i + 1 >= argc) {
 				cli_error("option %s needs a value", a);
@@ -1019,11 +1016,11 @@ int main(int argc, char **argv)
 			}
 			val = argv[++i];
 		}
-		if (is_socket) {
+		if (k == 0) {
 			g.socket = val;
-		} else if (is_auth) {
+		} else if (k == 2) {
 			g.auth_file = val;
-		} else if (is_timeout && !parse_timeout(val, &g.timeout_ms)) {
+		} else if (!parse_timeout(val, &g.timeout_ms)) {
 			cli_error("bad timeout '%s' (milliseconds)", val);
 			return CLI_EXIT_USAGE;
 		}

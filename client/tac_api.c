@@ -177,7 +177,7 @@ void tileatom_close(tileatom_client *client)
 	/* Submitted requests still buffered are written first (best effort), as they would
 	 * have been by their submit before coalescing: the daemon runs them. */
 	if (client && !client->broken)
-		(void)tac_conn_flush(client, client->io_timeout_ms, NULL);
+		(void)tac_conn_flush(client, NULL);
 	if (client) {
 		tac_cuptr_client_free(client);
 		tac_shm_client_free(client);
@@ -246,7 +246,7 @@ int tileatom_ping(tileatom_client *client, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	tac_build_ping(&m);
+	tac_build_empty(&m, TILEATOM_REQ_PING);
 	return tac_roundtrip(client, &m, err);
 }
 
@@ -300,22 +300,21 @@ int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
 	if (!out || (kinds && !nkinds) || (!kinds && nkinds))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	tac_msg m;
-	tac_build_stats(&m);
+	tac_build_empty(&m, TILEATOM_REQ_STATS);
 	int rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__StatsResponse *s = client->last->stats;
-	memset(out, 0, sizeof(*out));
+	*out = (tileatom_stats_info){.device_memory = s->device_memory,
+	                             .tiles = s->tiles,
+	                             .tile_bytes = s->tile_bytes,
+	                             .requests = s->requests,
+	                             .errors = s->errors,
+	                             .connections = s->connections,
+	                             .elements = s->elements};
 	copy_str(out->backend, sizeof(out->backend), s->backend);
 	copy_str(out->device, sizeof(out->device), s->device);
 	copy_str(out->compute_capability, sizeof(out->compute_capability), s->compute_capability);
-	out->device_memory = s->device_memory;
-	out->tiles = s->tiles;
-	out->tile_bytes = s->tile_bytes;
-	out->requests = s->requests;
-	out->errors = s->errors;
-	out->connections = s->connections;
-	out->elements = s->elements;
 	if (kinds)
 		return copy_kinds(s, kinds, nkinds, err);
 	return TILEATOM_OK;
@@ -358,18 +357,13 @@ int tileatom_snapshot(tileatom_client *client, tileatom_snapshot_info *out, tile
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	tac_build_snapshot(&m);
+	tac_build_empty(&m, TILEATOM_REQ_SNAPSHOT);
 	int rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__SnapshotResponse *s = client->last->snapshot;
-	if (out) {
-		memset(out, 0, sizeof(*out));
-		out->tiles = s->tiles;
-		out->bytes = s->bytes;
-		out->seq = s->seq;
-		out->log_removed = s->log_removed;
-	}
+	if (out)
+		*out = (tileatom_snapshot_info){s->tiles, s->bytes, s->seq, s->log_removed};
 	return TILEATOM_OK;
 }
 
@@ -412,34 +406,10 @@ int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	int rc = tac_build_destroy(&m, name, err);
+	int rc = tac_build_named(&m, TILEATOM_REQ_DESTROY, name, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_roundtrip(client, &m, err);
 	return rc;
-}
-
-/* Appends the tiles of the list response l to *arr (*n entries, *cap allocated). */
-static int append_listed(const Tileatom__ListTilesResponse *l, tileatom_tile_info **arr, size_t *n,
-                         size_t *cap, tileatom_error *err)
-{
-	if (l->n_tiles > *cap - *n) {
-		size_t want = *cap ? *cap : 64;
-		while (want - *n < l->n_tiles)
-			want *= 2;
-		tileatom_tile_info *grown = realloc(*arr, want * sizeof(*grown));
-		if (!grown)
-			return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing %zu tiles",
-			               *n + l->n_tiles);
-		*arr = grown;
-		*cap = want;
-	}
-	for (size_t i = 0; i < l->n_tiles; i++) {
-		int rc = tac_tile_info_from_wire(&(*arr)[*n], l->tiles[i], err);
-		if (rc != TILEATOM_OK)
-			return rc;
-		(*n)++;
-	}
-	return TILEATOM_OK;
 }
 
 /* Sends one paged list request; on success the response is client->last->list and its
@@ -448,7 +418,7 @@ static int list_page_roundtrip(tileatom_client *client, const char *cursor, uint
                                char *next, tileatom_error *err)
 {
 	tac_msg m;
-	tac_build_list(&m);
+	tac_build_empty(&m, TILEATOM_REQ_LIST);
 	m.body.list.paged = true;
 	m.body.list.cursor = (char *)(cursor ? cursor : "");
 	m.body.list.limit = limit;
@@ -465,77 +435,49 @@ static int list_page_roundtrip(tileatom_client *client, const char *cursor, uint
 	return TILEATOM_OK;
 }
 
-/* Copies the placements of the list response l (its n_tiles entries) to *places from entry
- * at on, growing the array to cap entries (cap >= at + l->n_tiles: the tiles' capacity). */
-static int append_places(const Tileatom__ListTilesResponse *l,
-                         char (**places)[TILEATOM_PLACEMENT_MAX], size_t at, size_t cap,
-                         tileatom_error *err)
-{
-	if (cap == 0)
-		return TILEATOM_OK;
-	char(*grown)[TILEATOM_PLACEMENT_MAX] = realloc(*places, cap * sizeof(*grown));
-	if (!grown)
-		return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing placements");
-	*places = grown;
-	for (size_t i = 0; i < l->n_tiles; i++)
-		snprintf(grown[at + i], sizeof(grown[at + i]), "%s",
-		         l->tiles[i]->placement ? l->tiles[i]->placement : "");
-	return TILEATOM_OK;
-}
-
-/* Appends the tiles of the client's last list response to *arr (and their placements to
- * *places when places is not NULL). */
+/* Appends the tiles of the client's last list response to *arr (*n entries, *cap
+ * allocated) and, when places is not NULL, their placements to *places (as many entries). */
 static int append_page(tileatom_client *client, tileatom_tile_info **arr,
                        char (**places)[TILEATOM_PLACEMENT_MAX], size_t *n, size_t *cap,
                        tileatom_error *err)
 {
 	const Tileatom__ListTilesResponse *l = client->last->list;
-	size_t at = *n;
-	int rc = append_listed(l, arr, n, cap, err);
-	if (rc == TILEATOM_OK && places)
-		rc = append_places(l, places, at, *cap, err);
-	return rc;
-}
-
-int tileatom_list_page(tileatom_client *client, const char *cursor, uint32_t limit,
-                       tileatom_tile_info **tiles, char (**places)[TILEATOM_PLACEMENT_MAX],
-                       size_t *count, char *next_cursor, tileatom_error *err)
-{
-	REQUIRE_CLIENT(client, err);
-	if (!tiles || !count || !next_cursor)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
-	*tiles = NULL;
-	*count = 0;
-	if (places)
-		*places = NULL;
-	char next[TILEATOM_LIST_CURSOR_MAX];
-	int rc = list_page_roundtrip(client, cursor, limit, next, err);
-	next_cursor[0] = '\0'; /* cursor may be this same buffer: sent by now */
-	if (rc != TILEATOM_OK)
-		return rc;
-	tileatom_tile_info *arr = NULL;
-	char(*where)[TILEATOM_PLACEMENT_MAX] = NULL;
-	size_t n = 0, cap = 0;
-	rc = append_page(client, &arr, places ? &where : NULL, &n, &cap, err);
-	if (rc != TILEATOM_OK) {
-		free(arr);
-		free(where);
-		return rc;
+	if (l->n_tiles > *cap - *n) {
+		size_t want = *cap ? *cap : 64;
+		while (want - *n < l->n_tiles)
+			want *= 2;
+		tileatom_tile_info *grown = realloc(*arr, want * sizeof(*grown));
+		if (grown)
+			*arr = grown;
+		char(*pgrown)[TILEATOM_PLACEMENT_MAX] =
+		    grown && places ? realloc(*places, want * sizeof(*pgrown)) : NULL;
+		if (pgrown)
+			*places = pgrown;
+		if (!grown || (places && !pgrown))
+			return tac_err(err, TILEATOM_E_NOMEM, "out of memory listing %zu tiles",
+			               *n + l->n_tiles);
+		*cap = want;
 	}
-	*tiles = arr;
-	if (places)
-		*places = where;
-	*count = n;
-	memcpy(next_cursor, next, strlen(next) + 1);
+	for (size_t i = 0; i < l->n_tiles; i++, (*n)++) {
+		int rc = tac_tile_info_from_wire(&(*arr)[*n], l->tiles[i], err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		if (places)
+			snprintf((*places)[*n], sizeof((*places)[*n]), "%s",
+			         l->tiles[i]->placement ? l->tiles[i]->placement : "");
+	}
 	return TILEATOM_OK;
 }
 
-/* Pages through the whole listing into *tiles (and *places when not NULL). */
-static int list_all(tileatom_client *client, tileatom_tile_info **tiles,
-                    char (**places)[TILEATOM_PLACEMENT_MAX], size_t *count, tileatom_error *err)
+/* Lists tiles into *tiles (and their placements into *places when places is not NULL): one
+ * page from cursor (at most limit tiles, 0: the daemon's choice) with its next cursor in
+ * next_cursor when one_page is set, else every page. */
+static int list_tiles(tileatom_client *client, bool one_page, const char *cursor, uint32_t limit,
+                      tileatom_tile_info **tiles, char (**places)[TILEATOM_PLACEMENT_MAX],
+                      size_t *count, char *next_cursor, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
-	if (!tiles || !count)
+	if (!tiles || !count || (one_page && !next_cursor))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	*tiles = NULL;
 	*count = 0;
@@ -544,14 +486,15 @@ static int list_all(tileatom_client *client, tileatom_tile_info **tiles,
 	tileatom_tile_info *arr = NULL;
 	char(*where)[TILEATOM_PLACEMENT_MAX] = NULL;
 	size_t n = 0, cap = 0;
-	char cursor[TILEATOM_LIST_CURSOR_MAX] = "";
-	int rc;
+	char sent[TILEATOM_LIST_CURSOR_MAX] = "";
 	do {
 		char next[TILEATOM_LIST_CURSOR_MAX];
-		rc = list_page_roundtrip(client, cursor, 0, next, err);
+		int rc = list_page_roundtrip(client, cursor, limit, next, err);
+		if (one_page)
+			next_cursor[0] = '\0'; /* cursor may be this same buffer: sent by now */
 		if (rc == TILEATOM_OK)
 			rc = append_page(client, &arr, places ? &where : NULL, &n, &cap, err);
-		if (rc == TILEATOM_OK && next[0] && strcmp(next, cursor) == 0)
+		if (rc == TILEATOM_OK && !one_page && next[0] && strcmp(next, cursor) == 0)
 			rc = tac_err(err, TILEATOM_E_PROTOCOL,
 			             "the daemon gave list cursor '%s' twice", next);
 		if (rc != TILEATOM_OK) {
@@ -559,19 +502,29 @@ static int list_all(tileatom_client *client, tileatom_tile_info **tiles,
 			free(where);
 			return rc;
 		}
-		memcpy(cursor, next, sizeof(cursor));
-	} while (cursor[0]);
+		memcpy(sent, next, sizeof(sent));
+		cursor = sent;
+	} while (!one_page && cursor[0]);
 	*tiles = arr;
 	if (places)
 		*places = where;
 	*count = n;
+	if (one_page)
+		memcpy(next_cursor, sent, strlen(sent) + 1);
 	return TILEATOM_OK;
+}
+
+int tileatom_list_page(tileatom_client *client, const char *cursor, uint32_t limit,
+                       tileatom_tile_info **tiles, char (**places)[TILEATOM_PLACEMENT_MAX],
+                       size_t *count, char *next_cursor, tileatom_error *err)
+{
+	return list_tiles(client, true, cursor, limit, tiles, places, count, next_cursor, err);
 }
 
 int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *count,
                   tileatom_error *err)
 {
-	return list_all(client, tiles, NULL, count, err);
+	return list_tiles(client, false, "", 0, tiles, NULL, count, NULL, err);
 }
 
 int tileatom_tile_placement(tileatom_client *client, const char *name, char *buf, size_t n,
@@ -582,7 +535,7 @@ int tileatom_tile_placement(tileatom_client *client, const char *name, char *buf
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	buf[0] = '\0';
 	tac_msg m;
-	int rc = tac_build_describe(&m, name, err);
+	int rc = tac_build_named(&m, TILEATOM_REQ_DESCRIBE, name, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_roundtrip(client, &m, err);
 	if (rc == TILEATOM_OK && client->last->tile && client->last->tile->placement)
@@ -596,7 +549,7 @@ int tileatom_list_placements(tileatom_client *client, tileatom_tile_info **tiles
 {
 	if (!places)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
-	return list_all(client, tiles, places, count, err);
+	return list_tiles(client, false, "", 0, tiles, places, count, NULL, err);
 }
 
 int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_info *info,
@@ -606,7 +559,7 @@ int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_i
 	if (!info)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	tac_msg m;
-	int rc = tac_build_describe(&m, name, err);
+	int rc = tac_build_named(&m, TILEATOM_REQ_DESCRIBE, name, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_roundtrip(client, &m, err);
 	if (rc == TILEATOM_OK)
@@ -700,21 +653,16 @@ static int op_result(tileatom_client *c, bool want, void *out, size_t out_size, 
 		res->old_shape[i] = op->old->shape[i];
 	if (!want)
 		return TILEATOM_OK;
-	size_t len = op->old->data.len;
-	if (len == 0 && !c->old_from && op->old->n_shape > 0) {
-		size_t elems = 1;
-		for (size_t i = 0; i < op->old->n_shape; i++)
-			elems *= (size_t)op->old->shape[i];
-		if (elems > 0)
-			return tac_err(err, TILEATOM_E_PROTOCOL,
-			               "tileatomd returned no bytes of %s values for %zu elements",
-			               what, elems);
-	}
+	size_t len = op->old->data.len, elems = 1;
+	for (size_t i = 0; i < op->old->n_shape; i++)
+		elems *= (size_t)op->old->shape[i];
+	if (len == 0 && !c->old_from && op->old->n_shape > 0 && elems > 0)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd returned no bytes of %s values for %zu elements", what,
+		               elems);
 	if (c->old_from && len == 0) {
 		/* the daemon wrote them into a shared buffer: at out already, or copied from it */
-		len = tileatom_dtype_size((tileatom_dtype)op->old->dtype);
-		for (size_t i = 0; i < op->old->n_shape; i++)
-			len *= (size_t)op->old->shape[i];
+		len = tileatom_dtype_size((tileatom_dtype)op->old->dtype) * elems;
 		res->old_bytes = len;
 		if (len > out_size)
 			return tac_err(
@@ -745,91 +693,58 @@ static int check_old_out(const tileatom_op_options *opts, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-/* Finishes a synchronous RMW call: round trip, then the op result. */
-static int rmw_finish(tileatom_client *c, tac_msg *m, const tileatom_op_options *opts,
-                      tileatom_op_result *res, tileatom_error *err)
-{
-	if (opts && opts->want_old) {
-		m->old_out = opts->old_out;
-		m->old_out_size = opts->old_out_size;
-	}
-	int rc = tac_roundtrip(c, m, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	bool want = opts && opts->want_old;
-	return op_result(c, want, want ? opts->old_out : NULL, want ? opts->old_out_size : 0, "old",
-	                 res, err);
-}
-
-/* Sends a synchronous atomic request m (rq: the call's arguments): over the daemon's frame
- * limit it goes by shared memory when staging makes it fit (and its old values fit one
- * response), else in parts (tac_split). */
+/* Sends a synchronous atomic request m (rq: the call's arguments) and copies its result
+ * into res: over the daemon's frame limit it goes by shared memory when staging makes it
+ * fit (and its old values fit one response), else in parts (tac_split). */
 static int rmw_send(tileatom_client *c, tac_msg *m, tac_split_req *rq, tileatom_op_result *res,
                     tileatom_error *err)
 {
 	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
 	bool want = rq->opts && rq->opts->want_old;
-	int rc = tac_cuptr_prepare(c, m, want ? rq->opts->old_out : NULL,
-	                           want ? rq->opts->old_out_size : 0, err);
+	if (want) {
+		m->old_out = rq->opts->old_out;
+		m->old_out_size = rq->opts->old_out_size;
+	}
+	int rc = tac_cuptr_prepare(c, m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	if (tac_frame_too_large(c, m)) {
 		if (!tac_split_old_fit(c, rq)) /* the response would not fit either */
 			return tac_split(c, rq, res, err);
-		tac_shm_stage(c, m);
+		(void)tac_shm_stage(c, m, false);
 		tac_shm_rewrite(c, m);
 		if (tac_frame_too_large(c, m))
 			return tac_split(c, rq, res, err);
 	}
-	return rmw_finish(c, m, rq->opts, res, err);
+	rc = tac_roundtrip(c, m, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	return op_result(c, want, m->old_out, m->old_out_size, "old", res, err);
 }
 
-/* The split description of an element-wise request (tac_split.c). */
-static tac_split_req elementwise_req(const char *tile, tileatom_op op,
-                                     const tileatom_region *region, const tileatom_array *values,
-                                     const tileatom_array *compare, const tileatom_op_options *opts)
+/* The description of an atomic call (tac_split_req: n_index 1 for scatter, 0 and NULL
+ * indices for element-wise). */
+static tac_split_req rmw_req(tileatom_request_kind kind, const char *tile, tileatom_op op,
+                             const tileatom_region *region, int dim, int n_index,
+                             const tileatom_array *indices, bool flat, const tileatom_array *values,
+                             const tileatom_array *compare, const tileatom_op_options *opts)
 {
-	return (tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
-	                       .tile = tile,
-	                       .op = op,
-	                       .region = region,
-	                       .values = values,
-	                       .compare = compare,
-	                       .opts = opts};
+	return (tac_split_req){kind,    tile, op,     region,  dim,  n_index,
+	                       indices, flat, values, compare, opts, false};
 }
 
-/* The split description of a scatter request. */
-static tac_split_req scatter_req(const char *tile, tileatom_op op, const tileatom_region *region,
-                                 int dim, const tileatom_array *indices,
-                                 const tileatom_array *values, const tileatom_op_options *opts)
+/* The body of the synchronous atomic calls: checks and builds rq, then sends it (rmw_send). */
+static int rmw_call(tileatom_client *c, tac_split_req *rq, tileatom_op_result *res,
+                    tileatom_error *err)
 {
-	return (tac_split_req){.kind = TILEATOM_REQ_SCATTER,
-	                       .tile = tile,
-	                       .op = op,
-	                       .region = region,
-	                       .dim = dim,
-	                       .n_index = 1,
-	                       .indices = indices,
-	                       .values = values,
-	                       .opts = opts};
-}
-
-/* The split description of an indexed request. */
-static tac_split_req indexed_req(const char *tile, tileatom_op op, const tileatom_region *region,
-                                 int n_index, const tileatom_array *indices, bool flat,
-                                 const tileatom_array *values, const tileatom_array *compare,
-                                 const tileatom_op_options *opts)
-{
-	return (tac_split_req){.kind = TILEATOM_REQ_INDEXED,
-	                       .tile = tile,
-	                       .op = op,
-	                       .region = region,
-	                       .n_index = n_index,
-	                       .indices = indices,
-	                       .flat = flat,
-	                       .values = values,
-	                       .compare = compare,
-	                       .opts = opts};
+	REQUIRE_CLIENT(c, err);
+	tac_msg m;
+	int rc = check_old_out(rq->opts, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_build_atomic(&m, rq, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	return rmw_send(c, &m, rq, res, err);
 }
 
 int tileatom_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
@@ -837,15 +752,9 @@ int tileatom_elementwise(tileatom_client *client, const char *tile, tileatom_op 
                          const tileatom_array *compare, const tileatom_op_options *opts,
                          tileatom_op_result *res, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc = check_old_out(opts, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tac_split_req rq = elementwise_req(tile, op, region, values, compare, opts);
-	return rmw_send(client, &m, &rq, res, err);
+	tac_split_req rq = rmw_req(TILEATOM_REQ_ELEMENTWISE, tile, op, region, 0, 0, NULL, false,
+	                           values, compare, opts);
+	return rmw_call(client, &rq, res, err);
 }
 
 int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_op op,
@@ -853,15 +762,9 @@ int tileatom_scatter(tileatom_client *client, const char *tile, tileatom_op op,
                      const tileatom_array *values, const tileatom_op_options *opts,
                      tileatom_op_result *res, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc = check_old_out(opts, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tac_split_req rq = scatter_req(tile, op, region, dim, indices, values, opts);
-	return rmw_send(client, &m, &rq, res, err);
+	tac_split_req rq = rmw_req(TILEATOM_REQ_SCATTER, tile, op, region, dim, 1, indices, false,
+	                           values, NULL, opts);
+	return rmw_call(client, &rq, res, err);
 }
 
 int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
@@ -869,17 +772,9 @@ int tileatom_indexed(tileatom_client *client, const char *tile, tileatom_op op,
                      bool flat, const tileatom_array *values, const tileatom_array *compare,
                      const tileatom_op_options *opts, tileatom_op_result *res, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc = check_old_out(opts, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_build_indexed(&m, tile, op, region, n_index, indices, flat, values,
-		                       compare, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tac_split_req rq =
-	    indexed_req(tile, op, region, n_index, indices, flat, values, compare, opts);
-	return rmw_send(client, &m, &rq, res, err);
+	tac_split_req rq = rmw_req(TILEATOM_REQ_INDEXED, tile, op, region, 0, n_index, indices,
+	                           flat, values, compare, opts);
+	return rmw_call(client, &rq, res, err);
 }
 
 int tileatom_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
@@ -977,24 +872,43 @@ int tileatom_atomic_store(tileatom_client *client, const char *tile, const tilea
 
 /* ---- pipelined calls ------------------------------------------------------------------ */
 
-/* Submits a built message into the output buffer (rc: the builder's result). */
-static int submit(tileatom_client *c, tac_msg *m, int rc, uint64_t *id, tileatom_error *err)
+/* Submits a built message into the output buffer (rc: the builder's result). An atomic
+ * request (rq: the call's description, NULL for other kinds) over the daemon's frame limit
+ * is staged in the library's shared buffer when that is free, makes it fit and its old
+ * values fit one response (tac_shm_stage, as the synchronous calls), else queued
+ * in parts (tac_split_submit). */
+static int submit(tileatom_client *c, tac_msg *m, int rc, tac_split_req *rq, uint64_t *id,
+                  tileatom_error *err)
 {
 	if (id)
 		*id = 0;
 	if (rc == TILEATOM_OK)
-		rc = tac_cuptr_prepare(c, m, NULL, 0, err);
+		rc = tac_cuptr_prepare(c, m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	tac_shm_rewrite(c, m);
-	return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
+	if (!rq || !tac_frame_too_large(c, m))
+		return tac_conn_submit(c, m, false, -1, id, err);
+	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
+	if (tac_split_old_fit(c, rq) && tac_shm_stage(c, m, true)) {
+		tac_shm_rewrite(c, m);
+		if (!tac_frame_too_large(c, m)) {
+			uint64_t staged = 0;
+			rc = tac_conn_submit(c, m, false, -1, &staged, err);
+			c->staged_id = staged;
+			if (id)
+				*id = staged;
+			return rc;
+		}
+	}
+	return tac_split_submit(c, rq, id, err);
 }
 
 int tileatom_submit_ping(tileatom_client *client, uint64_t *id, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	return submit(client, &m, tac_build_ping(&m), id, err);
+	return submit(client, &m, tac_build_empty(&m, TILEATOM_REQ_PING), NULL, id, err);
 }
 
 int tileatom_submit_read(tileatom_client *client, const char *tile, const tileatom_region *region,
@@ -1002,7 +916,7 @@ int tileatom_submit_read(tileatom_client *client, const char *tile, const tileat
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	return submit(client, &m, tac_build_read(&m, tile, region, err), id, err);
+	return submit(client, &m, tac_build_read(&m, tile, region, err), NULL, id, err);
 }
 
 int tileatom_submit_write(tileatom_client *client, const char *tile, const tileatom_region *region,
@@ -1010,7 +924,16 @@ int tileatom_submit_write(tileatom_client *client, const char *tile, const tilea
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	return submit(client, &m, tac_build_write(&m, tile, region, values, err), id, err);
+	return submit(client, &m, tac_build_write(&m, tile, region, values, err), NULL, id, err);
+}
+
+/* The general path of the pipelined atomic submits: builds rq's request and submits it (out
+ * of line, so that the template path's callers keep a small frame). */
+static __attribute__((noinline)) int submit_rmw(tileatom_client *c, tac_split_req *rq, uint64_t *id,
+                                                tileatom_error *err)
+{
+	tac_msg m;
+	return submit(c, &m, tac_build_atomic(&m, rq, err), rq, id, err);
 }
 
 /* The template path of the pipelined atomic submits: a call with the key of the
@@ -1034,52 +957,7 @@ submit_cached(tileatom_client *c, tileatom_request_kind kind, const char *tile, 
 	if (id)
 		*id = 0;
 	c->old_from = NULL; /* as tac_shm_rewrite */
-	return tac_conn_submit_template(c, indices, values, compare, c->io_timeout_ms, taken, id,
-	                                err);
-}
-
-/* Submits a built atomic request (rc: the builder's result) that fits one frame, with its
- * operands in shared buffers where they lie in one. When it exceeds the daemon's limit
- * nothing is sent and *large is set: the caller then describes the call
- * (tac_split_req, built only then) for submit_rmw_large. */
-static int submit_rmw(tileatom_client *c, tac_msg *m, int rc, bool *large, uint64_t *id,
-                      tileatom_error *err)
-{
-	*large = false;
-	if (id)
-		*id = 0;
-	if (rc == TILEATOM_OK)
-		rc = tac_cuptr_prepare(c, m, NULL, 0, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tac_shm_rewrite(c, m);
-	if (!tac_frame_too_large(c, m))
-		return tac_conn_submit(c, m, c->io_timeout_ms, false, id, err);
-	*large = true;
-	return TILEATOM_OK;
-}
-
-/* The rest of submit_rmw for a request over the frame limit (rq: the call's arguments): it
- * is staged in the library's shared buffer when that is free and makes it fit
- * (tac_shm_stage_pipelined), else queued in parts (tac_split_submit). */
-static int submit_rmw_large(tileatom_client *c, tac_msg *m, tac_split_req *rq, uint64_t *id,
-                            tileatom_error *err)
-{
-	rq->returns_old = m->options.want_old; /* want_old, or an op that always returns */
-	/* as the synchronous calls: the library's shared buffer when that makes it fit and
-	 * its old values fit one response, else parts */
-	uint64_t staged = 0;
-	if (tac_split_old_fit(c, rq) && tac_shm_stage_pipelined(c, m)) {
-		tac_shm_rewrite(c, m);
-		if (!tac_frame_too_large(c, m)) {
-			int rc = tac_conn_submit(c, m, c->io_timeout_ms, false, &staged, err);
-			c->staged_id = staged;
-			if (id)
-				*id = staged;
-			return rc;
-		}
-	}
-	return tac_split_submit(c, rq, id, err);
+	return tac_conn_submit_template(c, indices, values, compare, taken, id, err);
 }
 
 int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tileatom_op op,
@@ -1093,14 +971,9 @@ int tileatom_submit_elementwise(tileatom_client *client, const char *tile, tilea
 	                       values, compare, opts, &taken, id, err);
 	if (taken)
 		return rc;
-	tac_msg m;
-	rc = tac_build_elementwise(&m, tile, op, region, values, compare, opts, err);
-	bool large;
-	rc = submit_rmw(client, &m, rc, &large, id, err);
-	if (!large)
-		return rc;
-	tac_split_req rq = elementwise_req(tile, op, region, values, compare, opts);
-	return submit_rmw_large(client, &m, &rq, id, err);
+	tac_split_req rq = rmw_req(TILEATOM_REQ_ELEMENTWISE, tile, op, region, 0, 0, NULL, false,
+	                           values, compare, opts);
+	return submit_rmw(client, &rq, id, err);
 }
 
 int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_op op,
@@ -1109,14 +982,9 @@ int tileatom_submit_scatter(tileatom_client *client, const char *tile, tileatom_
                             uint64_t *id, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc = tac_build_scatter(&m, tile, op, region, dim, indices, values, opts, err);
-	bool large;
-	rc = submit_rmw(client, &m, rc, &large, id, err);
-	if (!large)
-		return rc;
-	tac_split_req rq = scatter_req(tile, op, region, dim, indices, values, opts);
-	return submit_rmw_large(client, &m, &rq, id, err);
+	tac_split_req rq = rmw_req(TILEATOM_REQ_SCATTER, tile, op, region, dim, 1, indices, false,
+	                           values, NULL, opts);
+	return submit_rmw(client, &rq, id, err);
 }
 
 int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_op op,
@@ -1131,16 +999,9 @@ int tileatom_submit_indexed(tileatom_client *client, const char *tile, tileatom_
 	                       flat, values, compare, opts, &taken, id, err);
 	if (taken)
 		return rc;
-	tac_msg m;
-	rc = tac_build_indexed(&m, tile, op, region, n_index, indices, flat, values, compare, opts,
-	                       err);
-	bool large;
-	rc = submit_rmw(client, &m, rc, &large, id, err);
-	if (!large)
-		return rc;
-	tac_split_req rq =
-	    indexed_req(tile, op, region, n_index, indices, flat, values, compare, opts);
-	return submit_rmw_large(client, &m, &rq, id, err);
+	tac_split_req rq = rmw_req(TILEATOM_REQ_INDEXED, tile, op, region, 0, n_index, indices,
+	                           flat, values, compare, opts);
+	return submit_rmw(client, &rq, id, err);
 }
 
 int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileatom_op op,
@@ -1170,17 +1031,28 @@ int tileatom_submit_atomic_at(tileatom_client *client, const char *tile, tileato
 	tac_msg m;
 	int rc = tac_build_atomic_at(&m, tile, op, flat_index, dtype, value, compare, opts,
 	                             &value_arr, &compare_arr, err);
-	return submit(client, &m, rc, id, err);
+	return submit(client, &m, rc, NULL, id, err);
+}
+
+/* The body of the pipelined memory ops (kind: GATHER, SCATTER_STORE, ATOMIC_LOAD or
+ * ATOMIC_STORE; operand as tac_build_memory takes it). */
+static int submit_memory(tileatom_client *c, tileatom_request_kind kind, const char *tile,
+                         const tileatom_region *window, const tileatom_addr *addr,
+                         const tileatom_array *operand, const tileatom_op_options *opts,
+                         uint64_t *id, tileatom_error *err)
+{
+	REQUIRE_CLIENT(c, err);
+	tac_msg m;
+	int rc = tac_build_memory(&m, kind, tile, window, addr, operand, opts, err);
+	return submit(c, &m, rc, NULL, id, err);
 }
 
 int tileatom_submit_gather(tileatom_client *client, const char *tile, const tileatom_region *window,
                            const tileatom_addr *addr, const tileatom_array *padding,
                            const tileatom_op_options *opts, uint64_t *id, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc = tac_build_memory(&m, TILEATOM_REQ_GATHER, tile, window, addr, padding, opts, err);
-	return submit(client, &m, rc, id, err);
+	return submit_memory(client, TILEATOM_REQ_GATHER, tile, window, addr, padding, opts, id,
+	                     err);
 }
 
 int tileatom_submit_scatter_store(tileatom_client *client, const char *tile,
@@ -1188,22 +1060,16 @@ int tileatom_submit_scatter_store(tileatom_client *client, const char *tile,
                                   const tileatom_array *values, const tileatom_op_options *opts,
                                   uint64_t *id, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc =
-	    tac_build_memory(&m, TILEATOM_REQ_SCATTER_STORE, tile, window, addr, values, opts, err);
-	return submit(client, &m, rc, id, err);
+	return submit_memory(client, TILEATOM_REQ_SCATTER_STORE, tile, window, addr, values, opts,
+	                     id, err);
 }
 
 int tileatom_submit_atomic_load(tileatom_client *client, const char *tile,
                                 const tileatom_region *window, const tileatom_addr *addr,
                                 const tileatom_op_options *opts, uint64_t *id, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc =
-	    tac_build_memory(&m, TILEATOM_REQ_ATOMIC_LOAD, tile, window, addr, NULL, opts, err);
-	return submit(client, &m, rc, id, err);
+	return submit_memory(client, TILEATOM_REQ_ATOMIC_LOAD, tile, window, addr, NULL, opts, id,
+	                     err);
 }
 
 int tileatom_submit_atomic_store(tileatom_client *client, const char *tile,
@@ -1211,17 +1077,14 @@ int tileatom_submit_atomic_store(tileatom_client *client, const char *tile,
                                  const tileatom_array *values, const tileatom_op_options *opts,
                                  uint64_t *id, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	tac_msg m;
-	int rc =
-	    tac_build_memory(&m, TILEATOM_REQ_ATOMIC_STORE, tile, window, addr, values, opts, err);
-	return submit(client, &m, rc, id, err);
+	return submit_memory(client, TILEATOM_REQ_ATOMIC_STORE, tile, window, addr, values, opts,
+	                     id, err);
 }
 
 int tileatom_flush(tileatom_client *client, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
-	return tac_conn_flush(client, client->io_timeout_ms, err);
+	return tac_conn_flush(client, err);
 }
 
 /* Points out->dtype/rank/shape/data at a wire array held by client->last. */
@@ -1245,7 +1108,7 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 	if (client->splits && tac_split_due(client))
 		return tac_split_collect(client, out, err);
 	tileatom_request_kind kind;
-	int rc = tac_conn_receive(client, client->io_timeout_ms, &kind, err);
+	int rc = tac_conn_receive(client, &kind, err);
 	if (rc != TILEATOM_OK) {
 		out->status = rc;
 		return rc;

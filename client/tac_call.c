@@ -14,16 +14,16 @@ int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",
 		               tac_pending_requests(c));
-	int rc = tac_cuptr_prepare(c, m, m->old_out, m->old_out_size, err);
+	int rc = tac_cuptr_prepare(c, m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	tac_shm_stage(c, m);
+	(void)tac_shm_stage(c, m, false);
 	tac_shm_rewrite(c, m);
-	rc = tac_conn_submit(c, m, c->io_timeout_ms, true, NULL, err);
+	rc = tac_conn_submit(c, m, true, -1, NULL, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	tileatom_request_kind kind;
-	rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
+	rc = tac_conn_receive(c, &kind, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	return tac_check_response(c->last, kind, err);

@@ -24,8 +24,10 @@ static int check_name(const char *name, const char *what, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-int tac_build_array(Tileatom__Array *dst, const tileatom_array *src, const char *what,
-                    tileatom_error *err)
+/* Converts a public array into a wire Array that borrows its data; what names it in
+ * messages. Checks dtype, rank, extents and the byte count. */
+static int build_array(Tileatom__Array *dst, const tileatom_array *src, const char *what,
+                       tileatom_error *err)
 {
 	*dst = (Tileatom__Array)TILEATOM__ARRAY__INIT; /* inline, not a call and a copy */
 	size_t es = ta_dtype_size((ta_dtype)src->dtype);
@@ -56,8 +58,9 @@ int tac_build_array(Tileatom__Array *dst, const tileatom_array *src, const char 
 	return TILEATOM_OK;
 }
 
-int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const char *what,
-                     tileatom_error *err)
+/* Converts a public region (rank 1..4, extents >= 1) into a wire Region. */
+static int build_region(Tileatom__Region *dst, const tileatom_region *src, const char *what,
+                        tileatom_error *err)
 {
 	tileatom__region__init(dst);
 	if (src->rank < 1 || src->rank > TILEATOM_MAX_RANK)
@@ -115,8 +118,12 @@ static int variant_ok(uint64_t *last_legal, tileatom_request_kind kind, ta_op op
 	return rc;
 }
 
-int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
-                      const tileatom_op_options *opts, tileatom_error *err)
+/* Fills the wire Options from opts (NULL: defaults) for a request of kind running op (RMW
+ * kinds; memory kinds take theirs from the table), after checking them against the core's
+ * table exactly as the daemon does (ta_check_variant); want_old is set for ops that always
+ * return what they read. */
+static int build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
+                         const tileatom_op_options *opts, tileatom_error *err)
 {
 	tileatom_op_options defaults = TILEATOM_OP_OPTIONS_INIT;
 	if (!opts)
@@ -140,7 +147,7 @@ int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	o->want_old = opts->want_old || force_want_old;
 	m->want_old_asked = opts->want_old;
 	if (opts->mask) {
-		rc = tac_build_array(&m->mask, opts->mask, "mask", err);
+		rc = build_array(&m->mask, opts->mask, "mask", err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		o->mask = &m->mask;
@@ -194,7 +201,7 @@ static int opt_region(Tileatom__Region *dst, Tileatom__Region **out, const tilea
 	*out = NULL;
 	if (!region)
 		return TILEATOM_OK;
-	int rc = tac_build_region(dst, region, what, err);
+	int rc = build_region(dst, region, what, err);
 	if (rc == TILEATOM_OK)
 		*out = dst;
 	return rc;
@@ -215,7 +222,7 @@ static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *valu
 	if (!values)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given",
 		               tileatom_op_name(op));
-	int rc = tac_build_array(&m->values, values, takes_compare(op) ? "desired" : "values", err);
+	int rc = build_array(&m->values, values, takes_compare(op) ? "desired" : "values", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	*vout = &m->values;
@@ -225,7 +232,7 @@ static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *valu
 			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 			               "%s: no expected (compare) values given",
 			               tileatom_op_name(op));
-		rc = tac_build_array(&m->compare, compare, "expected", err);
+		rc = build_array(&m->compare, compare, "expected", err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		*cout = &m->compare;
@@ -236,64 +243,47 @@ static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *valu
 	return TILEATOM_OK;
 }
 
+/* Starts m as a request of kind whose body (the union in m) is protobuf-c's default,
+ * found from the Request descriptor by the body's field number (the kind); returns it. */
+static void *msg_begin_body(tac_msg *m, tileatom_request_kind kind)
+{
+	msg_begin(m, kind);
+	const ProtobufCFieldDescriptor *f =
+	    protobuf_c_message_descriptor_get_field(&tileatom__request__descriptor, (unsigned)kind);
+	void *body = &m->body;
+	protobuf_c_message_init(f->descriptor, body);
+	memcpy((uint8_t *)&m->req + f->offset, &body, sizeof(body)); /* the oneof's pointer */
+	return body;
+}
+
 int tac_build_hello(tac_msg *m, const char *client_name)
 {
-	msg_begin(m, TILEATOM_REQ_HELLO);
-	tileatom__hello_request__init(&m->body.hello);
-	m->body.hello.protocol_version = TILEATOM_PROTOCOL_VERSION;
-	m->body.hello.client_name = (char *)(client_name ? client_name : "");
-	m->req.hello = &m->body.hello;
+	Tileatom__HelloRequest *b = msg_begin_body(m, TILEATOM_REQ_HELLO);
+	b->protocol_version = TILEATOM_PROTOCOL_VERSION;
+	b->client_name = (char *)(client_name ? client_name : "");
 	return TILEATOM_OK;
 }
 
 int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len, const uint8_t *proof)
 {
-	msg_begin(m, TILEATOM_REQ_AUTH);
-	tileatom__auth_request__init(&m->body.auth);
-	m->body.auth.client_nonce.data = (uint8_t *)client_nonce;
-	m->body.auth.client_nonce.len = n_len;
-	m->body.auth.proof.data = (uint8_t *)proof;
-	m->body.auth.proof.len = TA_AUTH_PROOF;
-	m->req.auth = &m->body.auth;
+	Tileatom__AuthRequest *b = msg_begin_body(m, TILEATOM_REQ_AUTH);
+	b->client_nonce.data = (uint8_t *)client_nonce;
+	b->client_nonce.len = n_len;
+	b->proof.data = (uint8_t *)proof;
+	b->proof.len = TA_AUTH_PROOF;
 	return TILEATOM_OK;
 }
 
-int tac_build_ping(tac_msg *m)
+int tac_build_empty(tac_msg *m, tileatom_request_kind kind)
 {
-	msg_begin(m, TILEATOM_REQ_PING);
-	tileatom__ping_request__init(&m->body.ping);
-	m->req.ping = &m->body.ping;
-	return TILEATOM_OK;
-}
-
-int tac_build_stats(tac_msg *m)
-{
-	msg_begin(m, TILEATOM_REQ_STATS);
-	tileatom__stats_request__init(&m->body.stats);
-	m->req.stats = &m->body.stats;
-	return TILEATOM_OK;
-}
-
-int tac_build_snapshot(tac_msg *m)
-{
-	msg_begin(m, TILEATOM_REQ_SNAPSHOT);
-	tileatom__snapshot_request__init(&m->body.snapshot);
-	m->req.snapshot = &m->body.snapshot;
-	return TILEATOM_OK;
-}
-
-int tac_build_list(tac_msg *m)
-{
-	msg_begin(m, TILEATOM_REQ_LIST);
-	tileatom__list_tiles_request__init(&m->body.list);
-	m->req.list = &m->body.list;
+	msg_begin_body(m, kind);
 	return TILEATOM_OK;
 }
 
 int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int rank,
                      const int64_t *shape, const void *fill, tileatom_error *err)
 {
-	msg_begin(m, TILEATOM_REQ_CREATE);
+	Tileatom__CreateTileRequest *b = msg_begin_body(m, TILEATOM_REQ_CREATE);
 	int rc = check_name(name, "create", err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -310,8 +300,6 @@ int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int ran
 			               name, (long long)shape[a], a);
 		m->shape_copy[a] = shape[a];
 	}
-	Tileatom__CreateTileRequest *b = &m->body.create;
-	tileatom__create_tile_request__init(b);
 	b->name = (char *)name;
 	b->dtype = (Tileatom__DType)dtype;
 	b->n_shape = (size_t)rank;
@@ -323,55 +311,36 @@ int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int ran
 		m->fill.data.data = (uint8_t *)fill;
 		b->fill = &m->fill;
 	}
-	m->req.create = b;
 	return TILEATOM_OK;
 }
 
-int tac_build_destroy(tac_msg *m, const char *name, tileatom_error *err)
+int tac_build_named(tac_msg *m, tileatom_request_kind kind, const char *name, tileatom_error *err)
 {
-	msg_begin(m, TILEATOM_REQ_DESTROY);
-	int rc = check_name(name, "destroy", err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tileatom__destroy_tile_request__init(&m->body.destroy);
-	m->body.destroy.name = (char *)name;
-	m->req.destroy = &m->body.destroy;
-	return TILEATOM_OK;
-}
-
-int tac_build_describe(tac_msg *m, const char *name, tileatom_error *err)
-{
-	msg_begin(m, TILEATOM_REQ_DESCRIBE);
-	int rc = check_name(name, "describe", err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tileatom__describe_tile_request__init(&m->body.describe);
-	m->body.describe.name = (char *)name;
-	m->req.describe = &m->body.describe;
-	return TILEATOM_OK;
+	/* destroy and describe: both bodies hold only the name */
+	_Static_assert(offsetof(Tileatom__DestroyTileRequest, name) ==
+	                   offsetof(Tileatom__DescribeTileRequest, name),
+	               "one place for the name");
+	Tileatom__DescribeTileRequest *b = msg_begin_body(m, kind);
+	b->name = (char *)name;
+	return check_name(name, ta_req_name((ta_req_kind)kind), err);
 }
 
 int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region, tileatom_error *err)
 {
-	msg_begin(m, TILEATOM_REQ_READ);
-	Tileatom__ReadRegionRequest *b = &m->body.read;
-	tileatom__read_region_request__init(b);
+	Tileatom__ReadRegionRequest *b = msg_begin_body(m, TILEATOM_REQ_READ);
 	int rc = check_name(tile, "read", err);
 	if (rc == TILEATOM_OK)
 		rc = opt_region(&m->region, &b->region, region, "read region", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	b->tile = (char *)tile;
-	m->req.read = b;
 	return TILEATOM_OK;
 }
 
 int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
                     const tileatom_array *values, tileatom_error *err)
 {
-	msg_begin(m, TILEATOM_REQ_WRITE);
-	Tileatom__WriteRegionRequest *b = &m->body.write;
-	tileatom__write_region_request__init(b);
+	Tileatom__WriteRegionRequest *b = msg_begin_body(m, TILEATOM_REQ_WRITE);
 	int rc = check_name(tile, "write", err);
 	if (rc == TILEATOM_OK)
 		rc = opt_region(&m->region, &b->region, region, "write region", err);
@@ -379,77 +348,29 @@ int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
 		return rc;
 	if (!values)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "write: no values given");
-	rc = tac_build_array(&m->values, values, "values", err);
+	rc = build_array(&m->values, values, "values", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	b->tile = (char *)tile;
 	b->values = &m->values;
-	m->req.write = b;
 	return TILEATOM_OK;
 }
 
-int tac_build_elementwise(tac_msg *m, const char *tile, tileatom_op op,
-                          const tileatom_region *region, const tileatom_array *values,
-                          const tileatom_array *compare, const tileatom_op_options *opts,
-                          tileatom_error *err)
+/* Builds the ScatterAddr of a request (what names it) along dim from n_index arrays (one). */
+static int build_scatter_addr(tac_msg *m, const char *what, int dim, int n_index,
+                              const tileatom_array *indices, tileatom_error *err)
 {
-	msg_begin(m, TILEATOM_REQ_ELEMENTWISE);
-	Tileatom__ElementwiseAtomicRequest *b = &m->body.elementwise;
-	tileatom__elementwise_atomic_request__init(b);
-	int rc = check_name(tile, "elementwise", err);
-	if (rc == TILEATOM_OK)
-		rc = check_op(m->kind, op, err);
-	if (rc == TILEATOM_OK)
-		rc = opt_region(&m->region, &b->region, region, "region", err);
-	if (rc == TILEATOM_OK)
-		rc = values_compare(m, op, values, compare, &b->values, &b->compare, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_build_options(m, m->kind, op, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	b->tile = (char *)tile;
-	b->op = (Tileatom__Op)op;
-	b->options = &m->options;
-	m->req.elementwise = b;
-	return TILEATOM_OK;
-}
-
-int tac_build_scatter(tac_msg *m, const char *tile, tileatom_op op, const tileatom_region *region,
-                      int dim, const tileatom_array *indices, const tileatom_array *values,
-                      const tileatom_op_options *opts, tileatom_error *err)
-{
-	msg_begin(m, TILEATOM_REQ_SCATTER);
-	Tileatom__ScatterAtomicRequest *b = &m->body.scatter;
-	tileatom__scatter_atomic_request__init(b);
-	int rc = check_name(tile, "scatter", err);
-	if (rc == TILEATOM_OK)
-		rc = check_op(m->kind, op, err);
-	if (rc != TILEATOM_OK)
-		return rc;
 	if (dim < 0 || dim >= TILEATOM_MAX_RANK)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "scatter: dim %d is not in 0..%d",
-		               dim, TILEATOM_MAX_RANK - 1);
-	if (!indices)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "scatter: no indices given");
-	rc = opt_region(&m->region, &b->region, region, "region", err);
-	if (rc == TILEATOM_OK)
-		rc = tac_build_array(&m->index[0], indices, "indices", err);
-	Tileatom__Array *no_compare = NULL;
-	if (rc == TILEATOM_OK)
-		rc = values_compare(m, op, values, NULL, &b->values, &no_compare, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_build_options(m, m->kind, op, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tileatom__scatter_addr__init(&m->scatter_addr);
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s: scatter dim %d is not in 0..%d", what, dim,
+		               TILEATOM_MAX_RANK - 1);
+	if (!indices || n_index != 1)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s: scatter addressing takes one index array", what);
+	m->scatter_addr = (Tileatom__ScatterAddr)TILEATOM__SCATTER_ADDR__INIT;
 	m->scatter_addr.dim = (uint32_t)dim;
 	m->scatter_addr.indices = &m->index[0];
-	b->tile = (char *)tile;
-	b->op = (Tileatom__Op)op;
-	b->addr = &m->scatter_addr;
-	b->options = &m->options;
-	m->req.scatter = b;
-	return TILEATOM_OK;
+	return build_array(&m->index[0], indices, "indices", err);
 }
 
 /* Builds the IndexedAddr from n_index arrays. */
@@ -468,7 +389,7 @@ static int build_indexed_addr(tac_msg *m, int n_index, const tileatom_array *ind
 	                                                    "index array 2", "index array 3"};
 	_Static_assert(TILEATOM_MAX_RANK == 4, "one name per index array");
 	for (int i = 0; i < n_index; i++) {
-		int rc = tac_build_array(&m->index[i], &indices[i], what[i], err);
+		int rc = build_array(&m->index[i], &indices[i], what[i], err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		m->index_ptr[i] = &m->index[i];
@@ -480,32 +401,55 @@ static int build_indexed_addr(tac_msg *m, int n_index, const tileatom_array *ind
 	return TILEATOM_OK;
 }
 
-int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op, const tileatom_region *region,
-                      int n_index, const tileatom_array *indices, bool flat,
-                      const tileatom_array *values, const tileatom_array *compare,
-                      const tileatom_op_options *opts, tileatom_error *err)
+int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
 {
-	msg_begin(m, TILEATOM_REQ_INDEXED);
-	Tileatom__IndexedAtomicRequest *b = &m->body.indexed;
-	*b = (Tileatom__IndexedAtomicRequest)TILEATOM__INDEXED_ATOMIC_REQUEST__INIT;
-	int rc = check_name(tile, "indexed", err);
+	tileatom_request_kind kind = rq->kind;
+	msg_begin(m, kind);
+	/* the three bodies' common fields; compare and addr where the body has them */
+	char **tile;
+	Tileatom__Op *op;
+	Tileatom__Region **region;
+	Tileatom__Array **values, *no_compare = NULL, **compare = &no_compare;
+	Tileatom__Options **options;
+#define BODY(b, init)                                                                              \
+	(*(b) = init, tile = &(b)->tile, op = &(b)->op, region = &(b)->region,                     \
+	 values = &(b)->values, options = &(b)->options)
+	if (kind == TILEATOM_REQ_ELEMENTWISE) {
+		Tileatom__ElementwiseAtomicRequest *b = m->req.elementwise = &m->body.elementwise;
+		BODY(
+		    b,
+		    (Tileatom__ElementwiseAtomicRequest)TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT);
+		compare = &b->compare;
+	} else if (kind == TILEATOM_REQ_SCATTER) {
+		Tileatom__ScatterAtomicRequest *b = m->req.scatter = &m->body.scatter;
+		BODY(b, (Tileatom__ScatterAtomicRequest)TILEATOM__SCATTER_ATOMIC_REQUEST__INIT);
+		b->addr = &m->scatter_addr;
+	} else {
+		Tileatom__IndexedAtomicRequest *b = m->req.indexed = &m->body.indexed;
+		BODY(b, (Tileatom__IndexedAtomicRequest)TILEATOM__INDEXED_ATOMIC_REQUEST__INIT);
+		compare = &b->compare;
+		b->addr = &m->indexed_addr;
+	}
+#undef BODY
+	int rc = check_name(rq->tile, ta_req_name((ta_req_kind)kind), err);
 	if (rc == TILEATOM_OK)
-		rc = check_op(m->kind, op, err);
+		rc = check_op(kind, rq->op, err);
 	if (rc == TILEATOM_OK)
-		rc = opt_region(&m->region, &b->region, region, "region", err);
+		rc = opt_region(&m->region, region, rq->region, "region", err);
+	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_INDEXED)
+		rc = build_indexed_addr(m, rq->n_index, rq->indices, rq->flat, err);
+	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_SCATTER)
+		rc = build_scatter_addr(m, "scatter", rq->dim, rq->indices ? 1 : 0, rq->indices,
+		                        err);
 	if (rc == TILEATOM_OK)
-		rc = build_indexed_addr(m, n_index, indices, flat, err);
+		rc = values_compare(m, rq->op, rq->values, rq->compare, values, compare, err);
 	if (rc == TILEATOM_OK)
-		rc = values_compare(m, op, values, compare, &b->values, &b->compare, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_build_options(m, m->kind, op, opts, err);
+		rc = build_options(m, kind, rq->op, rq->opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	b->tile = (char *)tile;
-	b->op = (Tileatom__Op)op;
-	b->addr = &m->indexed_addr;
-	b->options = &m->options;
-	m->req.indexed = b;
+	*tile = (char *)rq->tile;
+	*op = (Tileatom__Op)rq->op;
+	*options = &m->options;
 	return TILEATOM_OK;
 }
 
@@ -531,12 +475,20 @@ int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t fl
 		               tileatom_op_name(op));
 	*value_arr = (tileatom_array){.dtype = dtype, .rank = 0, .data = value};
 	*compare_arr = (tileatom_array){.dtype = dtype, .rank = 0, .data = compare};
-	/* The index lives in *m, which tac_build_indexed clears first: build into a local
+	/* The index lives in *m, which tac_build_atomic clears first: build into a local
 	 * array, then point the message at the copy inside m. */
 	int64_t idx = flat_index;
 	tileatom_array index = {.dtype = TILEATOM_INT64, .rank = 0, .data = &idx};
-	int rc = tac_build_indexed(m, tile, op, NULL, 1, &index, true, value_arr,
-	                           takes_compare(op) ? compare_arr : NULL, &o, err);
+	tac_split_req rq = {.kind = TILEATOM_REQ_INDEXED,
+	                    .tile = tile,
+	                    .op = op,
+	                    .n_index = 1,
+	                    .indices = &index,
+	                    .flat = true,
+	                    .values = value_arr,
+	                    .compare = takes_compare(op) ? compare_arr : NULL,
+	                    .opts = &o};
+	int rc = tac_build_atomic(m, &rq, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	m->scalar_index = flat_index;
@@ -572,7 +524,7 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	switch (addr->kind) {
 	case TILEATOM_ADDR_REGION:
 		if (addr->region) {
-			rc = tac_build_region(&m->addr_region, addr->region, "region", err);
+			rc = build_region(&m->addr_region, addr->region, "region", err);
 			if (rc != TILEATOM_OK)
 				return rc;
 		} else {
@@ -582,19 +534,9 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 		m->addressing.region = &m->addr_region;
 		break;
 	case TILEATOM_ADDR_SCATTER:
-		if (addr->dim < 0 || addr->dim >= TILEATOM_MAX_RANK)
-			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-			               "%s: scatter dim %d is not in 0..%d", what, addr->dim,
-			               TILEATOM_MAX_RANK - 1);
-		if (!addr->index || addr->n_index != 1)
-			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-			               "%s: scatter addressing takes one index array", what);
-		rc = tac_build_array(&m->index[0], &addr->index[0], "indices", err);
+		rc = build_scatter_addr(m, what, addr->dim, addr->n_index, addr->index, err);
 		if (rc != TILEATOM_OK)
 			return rc;
-		tileatom__scatter_addr__init(&m->scatter_addr);
-		m->scatter_addr.dim = (uint32_t)addr->dim;
-		m->scatter_addr.indices = &m->index[0];
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_SCATTER;
 		m->addressing.scatter = &m->scatter_addr;
 		break;
@@ -611,66 +553,83 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: unknown addressing kind %d",
 		               what, (int)addr->kind);
 	}
-	rc = tac_build_options(m, kind, TILEATOM_OP_NONE, opts, err);
+	rc = build_options(m, kind, TILEATOM_OP_NONE, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	Tileatom__Array *arr = NULL;
 	if (operand) {
 		if (kind == TILEATOM_REQ_ATOMIC_LOAD)
 			return tac_err(err, TILEATOM_E_INTERNAL, "atomic_load takes no operand");
-		rc = tac_build_array(&m->values, operand,
-		                     kind == TILEATOM_REQ_GATHER ? "padding" : "values", err);
+		rc = build_array(&m->values, operand,
+		                 kind == TILEATOM_REQ_GATHER ? "padding" : "values", err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		arr = &m->values;
 	} else if (ta_op_operands(mop) == TA_OPERANDS_VALUES) {
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given", what);
 	}
-	switch (kind) {
-	case TILEATOM_REQ_GATHER: {
-		Tileatom__GatherRequest *b = &m->body.gather;
-		tileatom__gather_request__init(b);
-		b->tile = (char *)tile;
-		b->window = win;
-		b->addr = &m->addressing;
-		b->padding = arr;
-		b->options = &m->options;
-		m->req.gather = b;
-		break;
+	/* the four bodies: tile, window, addr, options and (not atomic load) the operand */
+	char **tile_at;
+	Tileatom__Region **window_at;
+	Tileatom__Addressing **addr_at;
+	Tileatom__Options **options_at;
+	Tileatom__Array *no_operand, **operand_at = &no_operand;
+#define BODY(b, init)                                                                              \
+	(*(b) = init, tile_at = &(b)->tile, window_at = &(b)->window, addr_at = &(b)->addr,        \
+	 options_at = &(b)->options)
+	if (kind == TILEATOM_REQ_GATHER) {
+		Tileatom__GatherRequest *b = m->req.gather = &m->body.gather;
+		BODY(b, (Tileatom__GatherRequest)TILEATOM__GATHER_REQUEST__INIT);
+		operand_at = &b->padding;
+	} else if (kind == TILEATOM_REQ_SCATTER_STORE) {
+		Tileatom__ScatterStoreRequest *b = m->req.scatter_store = &m->body.scatter_store;
+		BODY(b, (Tileatom__ScatterStoreRequest)TILEATOM__SCATTER_STORE_REQUEST__INIT);
+		operand_at = &b->values;
+	} else if (kind == TILEATOM_REQ_ATOMIC_LOAD) {
+		Tileatom__AtomicLoadRequest *b = m->req.atomic_load = &m->body.atomic_load;
+		BODY(b, (Tileatom__AtomicLoadRequest)TILEATOM__ATOMIC_LOAD_REQUEST__INIT);
+	} else {
+		Tileatom__AtomicStoreRequest *b = m->req.atomic_store = &m->body.atomic_store;
+		BODY(b, (Tileatom__AtomicStoreRequest)TILEATOM__ATOMIC_STORE_REQUEST__INIT);
+		operand_at = &b->values;
 	}
-	case TILEATOM_REQ_SCATTER_STORE: {
-		Tileatom__ScatterStoreRequest *b = &m->body.scatter_store;
-		tileatom__scatter_store_request__init(b);
-		b->tile = (char *)tile;
-		b->window = win;
-		b->addr = &m->addressing;
-		b->values = arr;
-		b->options = &m->options;
-		m->req.scatter_store = b;
-		break;
+#undef BODY
+	*tile_at = (char *)tile;
+	*window_at = win;
+	*addr_at = &m->addressing;
+	*options_at = &m->options;
+	*operand_at = arr;
+	return TILEATOM_OK;
+}
+
+/* Validates a wire Array from a response (dtype known, rank <= 4, byte count matching). */
+static int check_wire_array(const Tileatom__Array *a, const char *what, tileatom_error *err)
+{
+	if (!a)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: missing in the response", what);
+	size_t es = ta_dtype_size((ta_dtype)a->dtype);
+	if (es == 0)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: unknown dtype %d in the response",
+		               what, (int)a->dtype);
+	if (a->n_shape > TILEATOM_MAX_RANK)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: rank %zu in the response", what,
+		               a->n_shape);
+	if (a->n_shape == 0 && a->data.len == es) /* one element, the common old value */
+		return TILEATOM_OK;
+	uint64_t n = 1;
+	for (size_t i = 0; i < a->n_shape; i++) {
+		if (a->shape[i] < 0 || (uint64_t)a->shape[i] > (UINT64_C(1) << 40))
+			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: extent %lld in the response",
+			               what, (long long)a->shape[i]);
+		n *= (uint64_t)a->shape[i];
+		if (n > (UINT64_C(1) << 40))
+			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: too many elements", what);
 	}
-	case TILEATOM_REQ_ATOMIC_LOAD: {
-		Tileatom__AtomicLoadRequest *b = &m->body.atomic_load;
-		tileatom__atomic_load_request__init(b);
-		b->tile = (char *)tile;
-		b->window = win;
-		b->addr = &m->addressing;
-		b->options = &m->options;
-		m->req.atomic_load = b;
-		break;
-	}
-	default: {
-		Tileatom__AtomicStoreRequest *b = &m->body.atomic_store;
-		tileatom__atomic_store_request__init(b);
-		b->tile = (char *)tile;
-		b->window = win;
-		b->addr = &m->addressing;
-		b->values = arr;
-		b->options = &m->options;
-		m->req.atomic_store = b;
-		break;
-	}
-	}
+	if ((uint64_t)a->data.len != n * es)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "%s: %zu bytes in the response for %llu elements of %s", what,
+		               a->data.len, (unsigned long long)n,
+		               tileatom_dtype_name((tileatom_dtype)a->dtype));
 	return TILEATOM_OK;
 }
 
@@ -715,41 +674,11 @@ int tac_check_response(const Tileatom__Response *r, tileatom_request_kind kind, 
 		               "tileatomd answered request kind %d with body %d (expected %d)",
 		               (int)kind, (int)r->body_case, (int)want);
 	if (want == TILEATOM__RESPONSE__BODY_DATA)
-		return tac_check_wire_array(r->data, "read data", err);
+		return check_wire_array(r->data, "read data", err);
 	/* old values without bytes were written into a shared buffer (Options.old_into); the
 	 * call that asked for them checks their size (tac_api.c op_result) */
 	if (want == TILEATOM__RESPONSE__BODY_OP && r->op && r->op->old && r->op->old->data.len > 0)
-		return tac_check_wire_array(r->op->old, "old values", err);
-	return TILEATOM_OK;
-}
-
-int tac_check_wire_array(const Tileatom__Array *a, const char *what, tileatom_error *err)
-{
-	if (!a)
-		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: missing in the response", what);
-	size_t es = ta_dtype_size((ta_dtype)a->dtype);
-	if (es == 0)
-		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: unknown dtype %d in the response",
-		               what, (int)a->dtype);
-	if (a->n_shape > TILEATOM_MAX_RANK)
-		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: rank %zu in the response", what,
-		               a->n_shape);
-	if (a->n_shape == 0 && a->data.len == es) /* one element, the common old value */
-		return TILEATOM_OK;
-	uint64_t n = 1;
-	for (size_t i = 0; i < a->n_shape; i++) {
-		if (a->shape[i] < 0 || (uint64_t)a->shape[i] > (UINT64_C(1) << 40))
-			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: extent %lld in the response",
-			               what, (long long)a->shape[i]);
-		n *= (uint64_t)a->shape[i];
-		if (n > (UINT64_C(1) << 40))
-			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: too many elements", what);
-	}
-	if ((uint64_t)a->data.len != n * es)
-		return tac_err(err, TILEATOM_E_PROTOCOL,
-		               "%s: %zu bytes in the response for %llu elements of %s", what,
-		               a->data.len, (unsigned long long)n,
-		               tileatom_dtype_name((tileatom_dtype)a->dtype));
+		return check_wire_array(r->op->old, "old values", err);
 	return TILEATOM_OK;
 }
 

@@ -235,13 +235,13 @@ void tac_client_free(tileatom_client *c)
 		c->rxq_count--;
 	}
 	ta_frame_reader_free(&c->reader);
-	free(c->txbuf);
+	ta_frame_buf_free(&c->txbuf);
 	release_response(c, c->last);
 	tac_wire_response_free(&c->fast);
 	free(c->rxq);
 	free(c->pending);
 	free(c->rxbuf);
-	free(c->rxstore);
+	ta_frame_buf_free(&c->rxstore);
 	free(c->address);
 	free(c);
 }
@@ -279,7 +279,7 @@ static int ring_grow(void **buf, size_t *cap, size_t *head, size_t count, size_t
 /* The bytes of a queued frame. */
 static const uint8_t *frame_data(const tileatom_client *c, const tac_frame *f)
 {
-	return f->owned ? f->owned : c->rxstore + f->off;
+	return f->owned ? f->owned : c->rxstore.data + f->off;
 }
 
 /* Appends a completed frame to the receive queue: owned (a malloc'd payload the queue
@@ -303,44 +303,39 @@ static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uin
 			               "out of memory queueing a response of %u bytes", len);
 		memcpy(f->owned, data, len);
 	} else if (!owned) {
-		if (c->rxstore_cap - c->rxstore_len < len) {
-			size_t cap = c->rxstore_cap ? c->rxstore_cap : 4096;
-			while (cap - c->rxstore_len < len)
-				cap *= 2;
-			uint8_t *grown = realloc(c->rxstore, cap);
-			if (!grown)
-				return tac_err(err, TILEATOM_E_NOMEM,
-				               "out of memory queueing a response of %u bytes",
-				               len);
-			c->rxstore = grown;
-			c->rxstore_cap = cap;
-		}
-		f->off = c->rxstore_len;
-		memcpy(c->rxstore + f->off, data, len);
-		c->rxstore_len += len;
+		if (c->rxstore.cap - c->rxstore.len < len &&
+		    ta_frame_buf_reserve(&c->rxstore, len) != 0)
+			return tac_err(err, TILEATOM_E_NOMEM,
+			               "out of memory queueing a response of %u bytes", len);
+		f->off = c->rxstore.len;
+		memcpy(c->rxstore.data + f->off, data, len);
+		c->rxstore.len += len;
 	}
 	c->rxq_count++;
 	return TILEATOM_OK;
 }
 
-/* Releases the frame f just taken off the queue (its bytes are no longer read): frees it,
- * or gives its part of the receive store back; the store starts over when the queue is
- * empty and drops its consumed start once that is over half of it. */
-static void rxq_release(tileatom_client *c, const tac_frame *f)
+/* Releases the frame f just taken off the queue (its bytes are no longer read), the oldest
+ * or, newest set, the newest: frees it, or gives its part of the receive store back (the
+ * newest's is the end of the store); the store starts over when the queue is empty and
+ * drops its consumed start once that is over half of it. */
+static inline __attribute__((always_inline)) void rxq_release(tileatom_client *c,
+                                                              const tac_frame *f, bool newest)
 {
-	if (f->owned) {
+	if (f->owned)
 		free(f->owned);
-	} else if (f->off + f->len > c->rxstore_from) {
+	else if (newest)
+		c->rxstore.len = f->off;
+	else if (f->off + f->len > c->rxstore_from)
 		c->rxstore_from = f->off + f->len;
-	}
 	if (c->rxq_count == 0) {
-		c->rxstore_len = 0;
+		c->rxstore.len = 0;
 		c->rxstore_from = 0;
 	} else if (c->rxstore_from >= TAC_RXSTORE_FRAME_MAX &&
-	           c->rxstore_from > c->rxstore_len / 2) {
+	           c->rxstore_from > c->rxstore.len / 2) {
 		size_t from = c->rxstore_from;
-		memmove(c->rxstore, c->rxstore + from, c->rxstore_len - from);
-		c->rxstore_len -= from;
+		memmove(c->rxstore.data, c->rxstore.data + from, c->rxstore.len - from);
+		c->rxstore.len -= from;
 		c->rxstore_from = 0;
 		for (size_t k = 0; k < c->rxq_count; k++) {
 			tac_frame *q = &c->rxq[(c->rxq_head + k) & (c->rxq_cap - 1)];
@@ -439,44 +434,18 @@ static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 	return err->code;
 }
 
-static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int64_t deadline,
-                    tileatom_error *err);
-
-/* Writes buf with fd attached to its first byte (SCM_RIGHTS), then the rest with send_all. */
-static int send_with_fd(tileatom_client *c, const uint8_t *buf, size_t len, int fd,
-                        int64_t deadline, tileatom_error *err)
-{
-	for (;;) {
-		ssize_t n = ta_frame_send_fd(c->fd, buf, len, fd);
-		if (n > 0)
-			return send_all(c, buf + n, len - (size_t)n, deadline, err);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			short revents = 0;
-			int w = wait_fd(c->fd, POLLOUT, deadline, &revents);
-			if (w == 0)
-				return tac_err(err, TILEATOM_E_TIMEOUT, "sending to %s: timed out",
-				               c->address);
-			if (w < 0)
-				return tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
-				               strerror(errno));
-			continue;
-		}
-		return tac_err(err, TILEATOM_E_IO, "passing a file descriptor to %s: %s",
-		               c->address, n < 0 ? strerror(errno) : "nothing written");
-	}
-}
-
-/* Writes all of buf, draining incoming responses whenever the socket is not writable. */
-static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int64_t deadline,
-                    tileatom_error *err)
+/* Writes all of buf (with pass_fd >= 0 attached to its first byte: SCM_RIGHTS), draining
+ * incoming responses whenever the socket is not writable. */
+static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int pass_fd,
+                    int64_t deadline, tileatom_error *err)
 {
 	while (len > 0) {
-		ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+		ssize_t n = pass_fd >= 0 ? ta_frame_send_fd(c->fd, buf, len, pass_fd)
+		                         : send(c->fd, buf, len, MSG_NOSIGNAL);
 		if (n > 0) {
 			buf += n;
 			len -= (size_t)n;
+			pass_fd = -1;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -497,7 +466,8 @@ static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int64_t 
 			}
 			continue;
 		}
-		tac_err(err, TILEATOM_E_IO, "sending to %s: %s", c->address,
+		tac_err(err, TILEATOM_E_IO, "%s %s: %s",
+		        pass_fd >= 0 ? "passing a file descriptor to" : "sending to", c->address,
 		        n < 0 ? strerror(errno) : "nothing written");
 		/* Pick up an explanation the daemon may have sent before closing. */
 		(void)recv_some(c, NULL);
@@ -514,43 +484,40 @@ static int broken_error(tileatom_client *c, tileatom_error *err)
 }
 
 /* Makes room for extra more bytes in the output buffer; 0, or -1 when memory is short. */
-static int txbuf_reserve(tileatom_client *c, size_t extra)
+static inline int txbuf_reserve(tileatom_client *c, size_t extra)
 {
-	size_t need = c->txbuf_len + extra;
-	if (need <= c->txbuf_cap)
-		return 0;
-	size_t cap = c->txbuf_cap ? c->txbuf_cap : 4096;
-	while (cap < need)
-		cap *= 2;
-	uint8_t *p = realloc(c->txbuf, cap);
-	if (!p)
-		return -1;
-	c->txbuf = p;
-	c->txbuf_cap = cap;
-	return 0;
+	return c->txbuf.cap - c->txbuf.len >= extra ? 0 : ta_frame_buf_reserve(&c->txbuf, extra);
 }
 
 /* Writes the output buffer out by deadline and empties it; breaks the connection on
  * failure. */
 static int flush_until(tileatom_client *c, int64_t deadline, tileatom_error *err)
 {
-	if (c->txbuf_len == 0)
+	if (c->txbuf.len == 0)
 		return TILEATOM_OK;
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	int rc = send_all(c, c->txbuf, c->txbuf_len, deadline, err);
-	c->txbuf_len = 0;
+	int rc = send_all(c, c->txbuf.data, c->txbuf.len, -1, deadline, err);
+	c->txbuf.len = 0;
 	if (rc != TILEATOM_OK)
 		return tac_conn_break(c, err);
 	return TILEATOM_OK;
 }
 
-int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err)
+int tac_conn_flush(tileatom_client *c, tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
-	return flush_until(c, deadline_from(timeout_ms), err);
+	return flush_until(c, deadline_from(c->io_timeout_ms), err);
+}
+
+/* Makes room for one more pending request; false when memory is short. */
+static inline bool pending_room(tileatom_client *c)
+{
+	return c->pending_count < c->pending_cap ||
+	       ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
+	                 sizeof(*c->pending)) == 0;
 }
 
 /* Records a request of kind, whose frame was just buffered or written with the next id, as
@@ -574,15 +541,12 @@ size_t tac_request_size(const tac_msg *m)
 	                               : protobuf_c_message_get_packed_size(&m->req.base);
 }
 
-/* tac_conn_submit, and with fd >= 0 tac_conn_submit_fd. */
-static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, int fd, uint64_t *id,
-                  tileatom_error *err)
+int tac_conn_submit(tileatom_client *c, tac_msg *m, bool flush, int fd, uint64_t *id,
+                    tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
-	if (c->pending_count == c->pending_cap &&
-	    ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
-	              sizeof(*c->pending)) < 0)
+	if (!pending_room(c))
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
 	m->req.id = c->last_id + 1;
 	/* a data-plane request: the one writer (sized first); the control plane: protobuf-c */
@@ -610,7 +574,7 @@ static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, in
 		if (txbuf_reserve(c, frame_len) < 0)
 			return tac_err(err, TILEATOM_E_NOMEM,
 			               "out of memory buffering a request of %zu bytes", packed);
-		at = c->txbuf + c->txbuf_len;
+		at = c->txbuf.data + c->txbuf.len;
 	}
 	ta_frame_put_header(at, (uint32_t)packed);
 	if (data) {
@@ -623,12 +587,11 @@ static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, in
 		return tac_err(err, TILEATOM_E_PROTOCOL,
 		               "a request of %zu bytes packed to a different size", packed);
 	}
-	int64_t deadline = deadline_from(timeout_ms);
+	int64_t deadline = deadline_from(c->io_timeout_ms);
 	if (own) {
 		int rc = flush_until(c, deadline, err);
 		if (rc == TILEATOM_OK) {
-			rc = fd >= 0 ? send_with_fd(c, own, frame_len, fd, deadline, err)
-			             : send_all(c, own, frame_len, deadline, err);
+			rc = send_all(c, own, frame_len, fd, deadline, err);
 			if (rc != TILEATOM_OK)
 				rc = tac_conn_break(c, err);
 		}
@@ -636,26 +599,14 @@ static int submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, in
 		if (rc != TILEATOM_OK)
 			return rc;
 	} else {
-		c->txbuf_len += frame_len;
-		if (flush || c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
+		c->txbuf.len += frame_len;
+		if (flush || c->txbuf.len >= TAC_FLUSH_THRESHOLD) {
 			int rc = flush_until(c, deadline, err);
 			if (rc != TILEATOM_OK)
 				return rc;
 		}
 	}
 	return queue_pending(c, m->kind, id);
-}
-
-int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush, uint64_t *id,
-                    tileatom_error *err)
-{
-	return submit(c, m, timeout_ms, flush, -1, id, err);
-}
-
-int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms, uint64_t *id,
-                       tileatom_error *err)
-{
-	return submit(c, m, timeout_ms, true, fd, id, err);
 }
 
 /* Nanoseconds on the monotonic clock. */
@@ -684,25 +635,21 @@ static int spin_responses(tileatom_client *c, size_t need, tileatom_error *err)
 
 int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
                              const tileatom_array *values, const tileatom_array *compare,
-                             int timeout_ms, bool *taken, uint64_t *id, tileatom_error *err)
+                             bool *taken, uint64_t *id, tileatom_error *err)
 {
 	*taken = false;
-	if (c->broken ||
-	    (c->pending_count == c->pending_cap &&
-	     ring_grow((void **)&c->pending, &c->pending_cap, &c->pending_head, c->pending_count,
-	               sizeof(*c->pending)) < 0) ||
-	    txbuf_reserve(c, TA_FRAME_HEADER + TAC_TPL_ROOM) < 0)
+	if (c->broken || !pending_room(c) || txbuf_reserve(c, TA_FRAME_HEADER + TAC_TPL_ROOM) < 0)
 		return TILEATOM_OK; /* the general way reports it */
-	uint8_t *at = c->txbuf + c->txbuf_len;
+	uint8_t *at = c->txbuf.data + c->txbuf.len;
 	size_t n =
 	    tac_tpl_write(&c->tpl, c->last_id + 1, indices, values, compare, at + TA_FRAME_HEADER);
 	if (n == 0 || n > c->max_frame)
 		return TILEATOM_OK;
 	*taken = true;
 	ta_frame_put_header(at, (uint32_t)n);
-	c->txbuf_len += TA_FRAME_HEADER + n;
-	if (c->txbuf_len >= TAC_FLUSH_THRESHOLD) {
-		int rc = flush_until(c, deadline_from(timeout_ms), err);
+	c->txbuf.len += TA_FRAME_HEADER + n;
+	if (c->txbuf.len >= TAC_FLUSH_THRESHOLD) {
+		int rc = flush_until(c, deadline_from(c->io_timeout_ms), err);
 		if (rc != TILEATOM_OK)
 			return rc;
 	}
@@ -745,7 +692,7 @@ static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, til
  * its response; the previous response is released, the requests still buffered leave
  * before the first wait (all of them, so the daemon has the whole batch however many
  * responses are collected afterwards), then it reads until need responses are queued. */
-static int receive_begin(tileatom_client *c, size_t need, int timeout_ms, tileatom_error *err)
+static int receive_begin(tileatom_client *c, size_t need, tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
@@ -753,10 +700,11 @@ static int receive_begin(tileatom_client *c, size_t need, int timeout_ms, tileat
 		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
 	release_response(c, c->last);
 	c->last = NULL;
-	if (c->txbuf_len == 0 && c->rxq_count >= need)
+	if (c->txbuf.len == 0 && c->rxq_count >= need)
 		return TILEATOM_OK; /* nothing to write and the responses here: nothing waits */
 	/* the clock is read only when something may wait: a write, or a response not here */
-	int64_t deadline = c->txbuf_len > 0 || c->rxq_count < need ? deadline_from(timeout_ms) : -1;
+	int64_t deadline =
+	    c->txbuf.len > 0 || c->rxq_count < need ? deadline_from(c->io_timeout_ms) : -1;
 	int rc = flush_until(c, deadline, err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -783,21 +731,31 @@ static int undecodable(tileatom_client *c, const tac_frame *f, tileatom_error *e
 	return tac_conn_break(c, err);
 }
 
-int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
-                     tileatom_error *err)
+/* tac_conn_receive (newest false) and tac_conn_receive_newest: the response to the oldest
+ * or the newest pending request. */
+static inline __attribute__((always_inline)) int
+receive(tileatom_client *c, bool newest, tileatom_request_kind *kind, tileatom_error *err)
 {
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	int rc = receive_begin(c, 1, timeout_ms, err);
+	/* responses come in order: the newest request's is the frame after the older ones' */
+	int rc = receive_begin(c, newest ? c->pending_count : 1, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	tac_frame f = c->rxq[c->rxq_head];
-	c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
+	if (newest && c->rxq_count > c->pending_count) {
+		tac_err(err, TILEATOM_E_PROTOCOL, "%s sent more responses than requests",
+		        c->address);
+		return tac_conn_break(c, err);
+	}
+	size_t back = newest ? c->pending_count - 1 : 0; /* the request's place in the queue */
+	tac_frame f = c->rxq[(c->rxq_head + back) & (c->rxq_cap - 1)];
+	if (!newest)
+		c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
 	c->rxq_count--;
-	tac_pending p = c->pending[c->pending_head];
+	tac_pending p = c->pending[(c->pending_head + back) & (c->pending_cap - 1)];
 	Tileatom__Response *r = decode_frame(c, &f, p.kind);
-	rxq_release(c, &f); /* both decoders copied what they keep */
+	rxq_release(c, &f, newest); /* both decoders copied what they keep */
 	if (!r)
 		return undecodable(c, &f, err);
 	if (r->id != p.id) {
@@ -808,58 +766,28 @@ int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *
 			        (unsigned long long)r->id, (unsigned long long)p.id, r->message);
 		else
 			tac_err(err, TILEATOM_E_PROTOCOL,
-			        "response id %llu does not match the oldest request id %llu",
-			        (unsigned long long)r->id, (unsigned long long)p.id);
+			        "response id %llu does not match the %s request id %llu",
+			        (unsigned long long)r->id, newest ? "newest" : "oldest",
+			        (unsigned long long)p.id);
 		release_response(c, r);
 		return tac_conn_break(c, err);
 	}
-	c->pending_head = (c->pending_head + 1) & (c->pending_cap - 1);
+	if (!newest)
+		c->pending_head = (c->pending_head + 1) & (c->pending_cap - 1);
 	c->pending_count--;
 	c->last = r;
 	*kind = p.kind;
 	return TILEATOM_OK;
 }
 
-int tac_conn_receive_newest(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
-                            tileatom_error *err)
+int tac_conn_receive(tileatom_client *c, tileatom_request_kind *kind, tileatom_error *err)
 {
-	tileatom_error local;
-	if (!err)
-		err = &local;
-	/* responses come in order: the newest request's is the frame after the older ones' */
-	int rc = receive_begin(c, c->pending_count, timeout_ms, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	size_t at = (c->rxq_head + c->pending_count - 1) & (c->rxq_cap - 1);
-	tac_frame f = c->rxq[at];
-	if (c->rxq_count > c->pending_count) {
-		tac_err(err, TILEATOM_E_PROTOCOL, "%s sent more responses than requests",
-		        c->address);
-		return tac_conn_break(c, err);
-	}
-	c->rxq_count--; /* f was the newest frame */
-	tac_pending p = c->pending[(c->pending_head + c->pending_count - 1) & (c->pending_cap - 1)];
-	Tileatom__Response *r = decode_frame(c, &f, p.kind);
-	/* both decoders copied what they keep: give the frame's bytes back */
-	if (f.owned)
-		free(f.owned);
-	else
-		c->rxstore_len = f.off;
-	if (c->rxq_count == 0)
-		c->rxstore_len = c->rxstore_from = 0;
-	if (!r)
-		return undecodable(c, &f, err);
-	if (r->id != p.id) {
-		tac_err(err, TILEATOM_E_PROTOCOL,
-		        "response id %llu does not match the newest request id %llu",
-		        (unsigned long long)r->id, (unsigned long long)p.id);
-		release_response(c, r);
-		return tac_conn_break(c, err);
-	}
-	c->pending_count--;
-	c->last = r;
-	*kind = p.kind;
-	return TILEATOM_OK;
+	return receive(c, false, kind, err);
+}
+
+int tac_conn_receive_newest(tileatom_client *c, tileatom_request_kind *kind, tileatom_error *err)
+{
+	return receive(c, true, kind, err);
 }
 
 void tac_conn_mark_part(tileatom_client *c)
@@ -869,8 +797,7 @@ void tac_conn_mark_part(tileatom_client *c)
 		    true;
 }
 
-int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_ms,
-                         tileatom_error *err)
+int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, tileatom_error *err)
 {
 	if (c->broken)
 		return broken_error(c, err);
@@ -879,7 +806,7 @@ int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	int64_t deadline = deadline_from(timeout_ms);
+	int64_t deadline = deadline_from(c->io_timeout_ms);
 	int rc = flush_until(c, deadline, err);
 	if (rc != TILEATOM_OK)
 		return rc;

@@ -376,9 +376,10 @@ static int adopt(tileatom_client *c, const void *p, size_t len, const char *what
 	return entry_add(c, d, &f, what, p, err);
 }
 
-int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, const void *old_out, size_t old_out_size,
-                      tileatom_error *err)
+int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, tileatom_error *err)
 {
+	const void *old_out = m->old_out;
+	size_t old_out_size = m->old_out_size;
 	if (m->cuptr_done)
 		return TILEATOM_OK;
 	/* nothing to ask about (the common case): nothing registered before, and no operand

@@ -78,13 +78,10 @@ struct tileatom_client {
 	size_t rxq_head;           /* index of the oldest frame */
 	size_t rxq_count;          /* frames queued */
 	uint8_t *rxbuf;            /* TAC_RECV_CHUNK bytes of receive staging */
-	uint8_t *rxstore;          /* queued payloads of up to TAC_RXSTORE_FRAME_MAX bytes */
-	size_t rxstore_len;        /* bytes used at rxstore (consumed ones included) */
-	size_t rxstore_cap;        /* bytes allocated at rxstore */
+	ta_frame_buf rxstore;      /* queued payloads of up to TAC_RXSTORE_FRAME_MAX bytes (len:
+	                              consumed ones included) */
 	size_t rxstore_from;       /* bytes at the start of rxstore already consumed */
-	uint8_t *txbuf;            /* framed requests submitted but not yet written */
-	size_t txbuf_len;          /* bytes waiting in txbuf */
-	size_t txbuf_cap;          /* bytes allocated at txbuf */
+	ta_frame_buf txbuf;        /* framed requests submitted but not yet written */
 	Tileatom__Response *last;  /* the last decoded response (kept for pointers) */
 	tac_wire_response fast;    /* storage of the data-plane responses (last may point to
 	                              fast.resp; tac_wire.c) */
@@ -238,12 +235,11 @@ TAC_HIDDEN void tac_split_client_free(tileatom_client *c);
 TAC_HIDDEN void tac_shm_rewrite(tileatom_client *c, tac_msg *m);
 /* Synchronous calls on a Unix socket: copies operands of m above TAC_SHM_STAGE_MIN bytes
  * (in all) into the library's staging buffer so that they travel by reference; old values
- * too. Best effort: on any failure m is left inline. */
-TAC_HIDDEN void tac_shm_stage(tileatom_client *c, tac_msg *m);
-/* tac_shm_stage for a pipelined request over the frame limit: only while the staging
- * buffer is free, created or grown only with nothing pending. True when m's operands were
- * copied (the caller then sets c->staged_id to its id once it is submitted). */
-TAC_HIDDEN bool tac_shm_stage_pipelined(tileatom_client *c, tac_msg *m);
+ * too. Best effort: on any failure m is left inline. pipelined: for a pipelined request
+ * over the frame limit, only while the staging buffer is free, created or grown only with
+ * nothing pending (the caller then sets c->staged_id to its id once it is submitted). True
+ * when m's operands were copied. */
+TAC_HIDDEN bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined);
 /* The response to request id was collected: the staging buffer is free again if id held
  * it. */
 TAC_HIDDEN void tac_shm_collected(tileatom_client *c, uint64_t id);
@@ -267,12 +263,11 @@ TAC_HIDDEN bool tac_shm_unix(tileatom_client *c);
 
 /* Default of tileatom_set_device_ptr_threshold: arrays of 64 KiB or more are looked up. */
 #define TAC_CUPTR_MIN (64u << 10)
-/* Before m is staged, split or sent: every operand array of m (and old_out, old_out_size
- * bytes, when not NULL) that is CUDA device memory gets its allocation registered on c as
- * a device buffer (once; see tac_cuptr.c for which arrays are looked up), so that it
- * travels by reference. Marks m done; TILEATOM_OK, or why such memory cannot be sent. */
-TAC_HIDDEN int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, const void *old_out,
-                                 size_t old_out_size, tileatom_error *err);
+/* Before m is staged, split or sent: every operand array of m (and m->old_out, when not
+ * NULL) that is CUDA device memory gets its allocation registered on c as a device buffer
+ * (once; see tac_cuptr.c for which arrays are looked up), so that it travels by reference.
+ * Marks m done; TILEATOM_OK, or why such memory cannot be sent. */
+TAC_HIDDEN int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, tileatom_error *err);
 /* TILEATOM_E_INVALID_ARGUMENT when the output buffer [p, p + len) (what names it), which the
  * library writes from the host, is device memory; else TILEATOM_OK. */
 TAC_HIDDEN int tac_cuptr_refuse(tileatom_client *c, const void *p, size_t len, const char *what,
@@ -305,50 +300,25 @@ TAC_HIDDEN int tac_err(tileatom_error *err, int code, const char *fmt, ...)
 
 /* ---- codec (tac_codec.c) ------------------------------------------------------------- */
 
-/* Converts a public array into a wire Array that borrows its data; what names it in
- * messages. Checks dtype, rank, extents and the byte count. */
-TAC_HIDDEN int tac_build_array(Tileatom__Array *dst, const tileatom_array *src, const char *what,
-                               tileatom_error *err);
-/* Converts a public region (rank 1..4, extents >= 1) into a wire Region. */
-TAC_HIDDEN int tac_build_region(Tileatom__Region *dst, const tileatom_region *src, const char *what,
-                                tileatom_error *err);
-/* Fills the wire Options from opts (NULL: defaults) for a request of kind running op (RMW
- * kinds; memory kinds take theirs from the table), after checking them against the core's
- * table exactly as the daemon does (ta_check_variant); want_old is set for ops that always
- * return what they read. */
-TAC_HIDDEN int tac_build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
-                                 const tileatom_op_options *opts, tileatom_error *err);
-
 /* Each builder initialises *m as one request (id 0: tac_conn_submit assigns it). */
 TAC_HIDDEN int tac_build_hello(tac_msg *m, const char *client_name);
 /* An Auth request borrowing the client nonce and the proof (n_len and TA_AUTH_PROOF bytes). */
 TAC_HIDDEN int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len,
                               const uint8_t *proof);
-TAC_HIDDEN int tac_build_ping(tac_msg *m);
-TAC_HIDDEN int tac_build_stats(tac_msg *m);
-TAC_HIDDEN int tac_build_snapshot(tac_msg *m);
-TAC_HIDDEN int tac_build_list(tac_msg *m);
+/* A request whose body has no fields set (ping, stats, snapshot; list before its paging). */
+TAC_HIDDEN int tac_build_empty(tac_msg *m, tileatom_request_kind kind);
 TAC_HIDDEN int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int rank,
                                 const int64_t *shape, const void *fill, tileatom_error *err);
-TAC_HIDDEN int tac_build_destroy(tac_msg *m, const char *name, tileatom_error *err);
-TAC_HIDDEN int tac_build_describe(tac_msg *m, const char *name, tileatom_error *err);
+/* A request that names a tile and nothing else: DESTROY or DESCRIBE. */
+TAC_HIDDEN int tac_build_named(tac_msg *m, tileatom_request_kind kind, const char *name,
+                               tileatom_error *err);
 TAC_HIDDEN int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region,
                               tileatom_error *err);
 TAC_HIDDEN int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
                                const tileatom_array *values, tileatom_error *err);
-TAC_HIDDEN int tac_build_elementwise(tac_msg *m, const char *tile, tileatom_op op,
-                                     const tileatom_region *region, const tileatom_array *values,
-                                     const tileatom_array *compare, const tileatom_op_options *opts,
-                                     tileatom_error *err);
-TAC_HIDDEN int tac_build_scatter(tac_msg *m, const char *tile, tileatom_op op,
-                                 const tileatom_region *region, int dim,
-                                 const tileatom_array *indices, const tileatom_array *values,
-                                 const tileatom_op_options *opts, tileatom_error *err);
-TAC_HIDDEN int tac_build_indexed(tac_msg *m, const char *tile, tileatom_op op,
-                                 const tileatom_region *region, int n_index,
-                                 const tileatom_array *indices, bool flat,
-                                 const tileatom_array *values, const tileatom_array *compare,
-                                 const tileatom_op_options *opts, tileatom_error *err);
+/* An element-wise, scatter or indexed atomic request as rq describes it (returns_old is not
+ * read). */
+TAC_HIDDEN int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err);
 /* The options an atomic_at request travels with: opts (NULL: the defaults) with want_old
  * forced on and no output buffer (the old value comes back in the response). */
 TAC_HIDDEN tileatom_op_options tac_atomic_at_options(const tileatom_op_options *opts);
@@ -370,9 +340,6 @@ TAC_HIDDEN int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const ch
  * TILEATOM_E_PROTOCOL. */
 TAC_HIDDEN int tac_check_response(const Tileatom__Response *r, tileatom_request_kind kind,
                                   tileatom_error *err);
-/* Validates a wire Array from a response (dtype known, rank <= 4, byte count matching). */
-TAC_HIDDEN int tac_check_wire_array(const Tileatom__Array *a, const char *what,
-                                    tileatom_error *err);
 /* Copies a wire TileInfo into the public struct, checking what callers rely on: name
  * length, a tile dtype, rank 1..4, extents >= 1 with a product up to 2^56. */
 TAC_HIDDEN int tac_tile_info_from_wire(tileatom_tile_info *dst, const Tileatom__TileInfo *src,
@@ -393,44 +360,38 @@ TAC_HIDDEN int tac_client_new(int fd, const char *address, tileatom_client **out
 TAC_HIDDEN void tac_client_free(tileatom_client *c);
 /* Assigns the next id to m, encodes it into the output buffer and queues it as pending.
  * The buffer is written out when flush is set (synchronous calls), when it reaches
- * TAC_FLUSH_THRESHOLD bytes, or when the frame alone is that large (it is then written
- * after what is buffered, without a copy). timeout_ms bounds the writing (<= 0: none). A
- * failed write breaks the connection. */
-TAC_HIDDEN int tac_conn_submit(tileatom_client *c, tac_msg *m, int timeout_ms, bool flush,
-                               uint64_t *id, tileatom_error *err);
+ * TAC_FLUSH_THRESHOLD bytes, or when the frame alone is that large or carries fd (>= 0:
+ * SCM_RIGHTS; it is then written after what is buffered, without a copy). Every call below
+ * that writes or waits is bounded by c->io_timeout_ms (<= 0: none). A failed write breaks
+ * the connection. */
+TAC_HIDDEN int tac_conn_submit(tileatom_client *c, tac_msg *m, bool flush, int fd, uint64_t *id,
+                               tileatom_error *err);
 /* Writes every buffered request, reading responses that arrive meanwhile into the frame
- * queue whenever the socket is not writable. timeout_ms bounds it (<= 0: none). A failure
- * breaks the connection. TILEATOM_OK when nothing was buffered. */
-/* tac_conn_submit for a small request whose frame carries fd (SCM_RIGHTS); always
- * written at once. */
-TAC_HIDDEN int tac_conn_submit_fd(tileatom_client *c, tac_msg *m, int fd, int timeout_ms,
-                                  uint64_t *id, tileatom_error *err);
-TAC_HIDDEN int tac_conn_flush(tileatom_client *c, int timeout_ms, tileatom_error *err);
+ * queue whenever the socket is not writable. A failure breaks the connection. TILEATOM_OK
+ * when nothing was buffered. */
+TAC_HIDDEN int tac_conn_flush(tileatom_client *c, tileatom_error *err);
 /* Receives the response to the oldest pending request, checks its id, pops it, and keeps it
  * in c->last (freeing the previous one); buffered requests are written out first, within
- * the same timeout. *kind gets the request kind. Returns TILEATOM_OK or a client error (the
+ * the same bound. *kind gets the request kind. Returns TILEATOM_OK or a client error (the
  * daemon's status is not examined here). */
-TAC_HIDDEN int tac_conn_receive(tileatom_client *c, int timeout_ms, tileatom_request_kind *kind,
+TAC_HIDDEN int tac_conn_receive(tileatom_client *c, tileatom_request_kind *kind,
                                 tileatom_error *err);
 /* Receives the response to the newest pending request (just submitted), reading those of
  * the older pending requests into the frame queue, where they wait for tac_conn_receive;
  * pops it and keeps it in c->last. Returns TILEATOM_OK or a client error. */
-TAC_HIDDEN int tac_conn_receive_newest(tileatom_client *c, int timeout_ms,
-                                       tileatom_request_kind *kind, tileatom_error *err);
+TAC_HIDDEN int tac_conn_receive_newest(tileatom_client *c, tileatom_request_kind *kind,
+                                       tileatom_error *err);
 /* Writes out what is buffered and reads responses into the frame queue (where they wait
  * for tac_conn_receive) until at most max_unanswered pending requests have no response
- * yet; TILEATOM_OK at once when that holds already. timeout_ms bounds it (<= 0: none); a
- * failure breaks the connection. */
-TAC_HIDDEN int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, int timeout_ms,
-                                    tileatom_error *err);
+ * yet; TILEATOM_OK at once when that holds already. A failure breaks the connection. */
+TAC_HIDDEN int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, tileatom_error *err);
 /* tac_conn_submit for a pipelined call c->tpl matched (tac_tpl_match: only the data of
  * indices, values and compare differ from the request it keeps), written by tac_tpl_write;
  * *taken false (and nothing done) when the pending ring or the output buffer cannot grow or
  * the frame limit is tiny: the caller then builds and submits it the general way. */
 TAC_HIDDEN int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
                                         const tileatom_array *values, const tileatom_array *compare,
-                                        int timeout_ms, bool *taken, uint64_t *id,
-                                        tileatom_error *err);
+                                        bool *taken, uint64_t *id, tileatom_error *err);
 /* The payload bytes of request m (its id included): the writer's count for a data-plane
  * request (tac_wire.c), protobuf-c's for the others. */
 TAC_HIDDEN size_t tac_request_size(const tac_msg *m);

@@ -41,8 +41,7 @@ struct tileatom_buffer {
 	bool device;             /* a device buffer: map is never dereferenced here */
 };
 
-/* True when c talks over a Unix socket. */
-static bool shm_possible(tileatom_client *c)
+bool tac_shm_unix(tileatom_client *c)
 {
 	if (c->unix_socket < 0) {
 		struct sockaddr_storage ss;
@@ -53,55 +52,32 @@ static bool shm_possible(tileatom_client *c)
 	return c->unix_socket == 1;
 }
 
-/* The buffer of c holding [p, p + len), or NULL. */
-static struct tileatom_buffer *shm_find(const tileatom_client *c, const void *p, size_t len)
+/* True when buffer s (NULL: none) holds [p, p + len). */
+static bool holds(const struct tileatom_buffer *s, const uint8_t *p, size_t len)
 {
-	const uint8_t *b = p;
-	for (size_t i = 0; i < c->nbufs; i++) {
-		struct tileatom_buffer *s = c->bufs[i];
-		const uint8_t *lo = s->map;
-		if (b >= lo && b <= lo + s->size && len <= (size_t)(lo + s->size - b))
-			return s;
-	}
-	if (c->staging) {
-		const uint8_t *lo = c->staging->map;
-		if (b >= lo && b <= lo + c->staging->size &&
-		    len <= (size_t)(lo + c->staging->size - b))
-			return c->staging;
-	}
-	return NULL;
+	const uint8_t *lo = s ? s->map : NULL;
+	return s && p >= lo && p <= lo + s->size && len <= (size_t)(lo + s->size - p);
 }
 
-/* The buffer an array at p (len bytes) travels by reference in: one of c's holding all of
- * it, else a device buffer holding its first byte (the reference then names bytes past its
- * end, which the daemon refuses, rather than having the library read device memory). */
-static struct tileatom_buffer *ref_buffer(const tileatom_client *c, const void *p, size_t len)
-{
-	struct tileatom_buffer *s = shm_find(c, p, len);
-	if (s)
-		return s;
-	const uint8_t *b = p;
-	for (size_t i = 0; i < c->nbufs; i++) {
-		const uint8_t *lo = c->bufs[i]->map;
-		if (c->bufs[i]->device && b >= lo && b < lo + c->bufs[i]->size)
-			return c->bufs[i];
-	}
-	return NULL;
-}
-
+/* The buffer an array at p (len bytes) travels by reference in (see tac_internal.h: a
+ * device buffer holding only its first byte makes the reference name bytes past its end,
+ * which the daemon refuses, rather than having the library read device memory). */
 struct tileatom_buffer *tac_shm_ref_buffer(const tileatom_client *c, const void *p, size_t len)
 {
-	return ref_buffer(c, p, len);
-}
-
-bool tac_shm_unix(tileatom_client *c)
-{
-	return shm_possible(c);
+	for (size_t i = 0; i < c->nbufs; i++)
+		if (holds(c->bufs[i], p, len))
+			return c->bufs[i];
+	if (holds(c->staging, p, len))
+		return c->staging;
+	for (size_t i = 0; i < c->nbufs; i++)
+		if (c->bufs[i]->device && holds(c->bufs[i], p, 1))
+			return c->bufs[i];
+	return NULL;
 }
 
 bool tac_shm_in_device(const tileatom_client *c, const void *p, size_t len)
 {
-	const struct tileatom_buffer *b = ref_buffer(c, p, len);
+	const struct tileatom_buffer *b = tac_shm_ref_buffer(c, p, len);
 	return b && b->device;
 }
 
@@ -121,7 +97,7 @@ static void shm_release(struct tileatom_buffer *b)
  * what ("shared buffers", "device buffers") names the kind in the message. */
 static int register_ready(tileatom_client *c, const char *what, tileatom_error *err)
 {
-	if (!shm_possible(c))
+	if (!tac_shm_unix(c))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "%s need a Unix-socket connection (%s is not one)", what,
 		               c->address);
@@ -139,22 +115,16 @@ static int register_send(tileatom_client *c, struct tileatom_buffer *b, const vo
                          tileatom_error *err)
 {
 	tac_msg m;
-	memset(&m, 0, sizeof(m));
-	tileatom__request__init(&m.req);
-	m.kind = TILEATOM_REQ_REGISTER_BUFFER;
-	m.req.body_case = TILEATOM__REQUEST__BODY_REGISTER_BUFFER;
-	tileatom__register_buffer_request__init(&m.body.register_buffer);
+	tac_build_empty(&m, TILEATOM_REQ_REGISTER_BUFFER);
 	m.body.register_buffer.size = b->size;
 	if (ipc_handle) {
 		m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
 		m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
 	}
-	m.req.register_buffer = &m.body.register_buffer;
-	int rc = b->fd >= 0 ? tac_conn_submit_fd(c, &m, b->fd, c->io_timeout_ms, NULL, err)
-	                    : tac_conn_submit(c, &m, c->io_timeout_ms, true, NULL, err);
+	int rc = tac_conn_submit(c, &m, true, b->fd, NULL, err);
 	tileatom_request_kind kind;
 	if (rc == TILEATOM_OK)
-		rc = tac_conn_receive(c, c->io_timeout_ms, &kind, err);
+		rc = tac_conn_receive(c, &kind, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_check_response(c->last, kind, err);
 	if (rc == TILEATOM_OK)
@@ -324,59 +294,61 @@ void tileatom_buffer_free(tileatom_buffer *buffer)
 	shm_release(buffer);
 }
 
-/* Makes array a (if its bytes lie in a buffer of c) a reference, using ref's storage. */
-static void shm_ref_array(tileatom_client *c, Tileatom__Array *a, Tileatom__BufferRef *ref)
+/* Fills *ref with a reference to [p, p + len) when a buffer of c holds it; false when none
+ * does. */
+static bool shm_ref(tileatom_client *c, const void *p, size_t len, Tileatom__BufferRef *ref)
 {
-	if (a->data.len == 0 || a->shared)
-		return;
-	struct tileatom_buffer *b = ref_buffer(c, a->data.data, a->data.len);
+	struct tileatom_buffer *b = tac_shm_ref_buffer(c, p, len);
 	if (!b)
-		return;
+		return false;
 	tileatom__buffer_ref__init(ref);
 	ref->buffer_id = b->id;
-	ref->offset = (uint64_t)(a->data.data - (const uint8_t *)b->map);
-	ref->length = a->data.len;
-	a->shared = ref;
-	a->data.data = NULL;
-	a->data.len = 0;
+	ref->offset = (uint64_t)((const uint8_t *)p - (const uint8_t *)b->map);
+	ref->length = len;
+	return true;
 }
+
+/* The operand arrays of m that may travel by reference or be staged. */
+#define MSG_ARRAYS(m)                                                                              \
+	{                                                                                          \
+		&(m)->values, &(m)->compare, &(m)->mask, &(m)->padding, &(m)->index[0],            \
+		    &(m)->index[1], &(m)->index[2], &(m)->index[3]                                 \
+	}
+/* Entries of MSG_ARRAYS. */
+#define MSG_NARRAYS 8
 
 void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 {
 	c->old_from = NULL;
 	if (c->nbufs == 0 && !c->staging)
 		return;
-	Tileatom__Array *arrays[] = {&m->values,   &m->compare,  &m->mask,     &m->padding,
-	                             &m->index[0], &m->index[1], &m->index[2], &m->index[3]};
-	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
-		shm_ref_array(c, arrays[i], &m->refs[i]);
-	if (m->old_out && m->old_out_size > 0 && m->options.want_old) {
-		struct tileatom_buffer *b = ref_buffer(c, m->old_out, m->old_out_size);
-		if (b) {
-			tileatom__buffer_ref__init(&m->old_ref);
-			m->old_ref.buffer_id = b->id;
-			m->old_ref.offset =
-			    (uint64_t)((const uint8_t *)m->old_out - (const uint8_t *)b->map);
-			m->old_ref.length = m->old_out_size;
-			m->options.old_into = &m->old_ref;
-			c->old_from = m->old_out;
+	Tileatom__Array *arrays[MSG_NARRAYS] = MSG_ARRAYS(m);
+	for (size_t i = 0; i < MSG_NARRAYS; i++) {
+		Tileatom__Array *a = arrays[i];
+		if (a->data.len > 0 && !a->shared &&
+		    shm_ref(c, a->data.data, a->data.len, &m->refs[i])) {
+			a->shared = &m->refs[i];
+			a->data.data = NULL;
+			a->data.len = 0;
 		}
+	}
+	if (m->old_out && m->old_out_size > 0 && m->options.want_old &&
+	    shm_ref(c, m->old_out, m->old_out_size, &m->old_ref)) {
+		m->options.old_into = &m->old_ref;
+		c->old_from = m->old_out;
 	}
 }
 
-/* Copies the inline operands of m into the staging buffer (tac_shm_stage); pipelined: for
- * tac_shm_stage_pipelined. True when they were copied. */
-static bool shm_stage_into(tileatom_client *c, tac_msg *m, bool pipelined)
+bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined)
 {
-	Tileatom__Array *arrays[] = {&m->values,   &m->compare,  &m->mask,     &m->padding,
-	                             &m->index[0], &m->index[1], &m->index[2], &m->index[3]};
-	size_t n = sizeof(arrays) / sizeof(arrays[0]), total = 0;
+	Tileatom__Array *arrays[MSG_NARRAYS] = MSG_ARRAYS(m);
+	size_t n = MSG_NARRAYS, total = 0;
 	for (size_t i = 0; i < n; i++)
 		if (arrays[i]->data.len > 0 &&
-		    !ref_buffer(c, arrays[i]->data.data, arrays[i]->data.len))
+		    !tac_shm_ref_buffer(c, arrays[i]->data.data, arrays[i]->data.len))
 			total += (arrays[i]->data.len + 63) & ~(size_t)63;
 	size_t need = total;
-	if (c->stage_min == 0 || need == 0 || need < c->stage_min || !shm_possible(c))
+	if (c->stage_min == 0 || need == 0 || need < c->stage_min || !tac_shm_unix(c))
 		return false;
 	if (c->staged_id != 0) /* a pipelined request still reads it */
 		return false;
@@ -395,7 +367,7 @@ static bool shm_stage_into(tileatom_client *c, tac_msg *m, bool pipelined)
 	uint8_t *at = c->staging->map;
 	for (size_t i = 0; i < n; i++) {
 		Tileatom__Array *a = arrays[i];
-		if (a->data.len == 0 || ref_buffer(c, a->data.data, a->data.len))
+		if (a->data.len == 0 || tac_shm_ref_buffer(c, a->data.data, a->data.len))
 			continue;
 		/* large arrays on several threads (ta_copy.h): one thread copies at a fraction
 		 * of the memory system's rate, and this copy is most of such a call's time */
@@ -405,16 +377,6 @@ static bool shm_stage_into(tileatom_client *c, tac_msg *m, bool pipelined)
 		at += (a->data.len + 63) & ~(size_t)63;
 	}
 	return true;
-}
-
-void tac_shm_stage(tileatom_client *c, tac_msg *m)
-{
-	(void)shm_stage_into(c, m, false);
-}
-
-bool tac_shm_stage_pipelined(tileatom_client *c, tac_msg *m)
-{
-	return shm_stage_into(c, m, true);
 }
 
 void tac_shm_collected(tileatom_client *c, uint64_t id)

@@ -84,7 +84,8 @@ bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq)
 		tileatom_tile_info info;
 		if (!rq->region) {
 			tac_msg dm; /* tileatom_describe, from the layers below the public calls */
-			if (tac_build_describe(&dm, rq->tile, NULL) != TILEATOM_OK ||
+			if (tac_build_named(&dm, TILEATOM_REQ_DESCRIBE, rq->tile, NULL) !=
+			        TILEATOM_OK ||
 			    tac_roundtrip(c, &dm, NULL) != TILEATOM_OK ||
 			    tac_tile_info_from_wire(&info, c->last->tile, NULL) != TILEATOM_OK)
 				return false; /* the split path reports the error */
@@ -239,22 +240,36 @@ static int split_shape(const tileatom_client *c, const tac_split_req *rq, split_
 	return TILEATOM_OK;
 }
 
-/* Describes the tile, fixes the region, the element shape, the operands and the part size.
- * pipelined: the describe goes behind the pipelined requests still pending, whose responses
+static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
+                              tileatom_error *err);
+
+/* Describes the tile, fixes the region, the element shape, the operands and the part size,
+ * and checks the indices when check_bounds is off; *o gets rq's options. pipelined: the
+ * describe goes behind the pipelined requests still pending, whose responses
  * wait in the frame queue for tileatom_collect. */
-static int split_prepare(tileatom_client *c, const tac_split_req *rq, const tileatom_op_options *o,
-                         bool pipelined, split_plan *p, tileatom_error *err)
+static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipelined,
+                         tileatom_op_options *o, split_plan *p, tileatom_error *err)
 {
+	if (rq->opts)
+		*o = *rq->opts;
+	else
+		tileatom_op_options_init(o);
+	if (pipelined && o->want_old && !o->old_out)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "the request exceeds the daemon's frame limit of %" PRIu32
+		               " bytes and is split, and the old values of a split submit go to "
+		               "opts->old_out, which is NULL; nothing was sent",
+		               c->max_frame);
 	memset(p, 0, sizeof(*p));
 	tac_msg dm; /* tileatom_describe, from the layers below the public calls */
-	int rc = tac_build_describe(&dm, rq->tile, err);
+	int rc = tac_build_named(&dm, TILEATOM_REQ_DESCRIBE, rq->tile, err);
 	if (rc == TILEATOM_OK && !pipelined) {
 		rc = tac_roundtrip(c, &dm, err);
 	} else if (rc == TILEATOM_OK) {
 		tileatom_request_kind kind;
-		rc = tac_conn_submit(c, &dm, c->io_timeout_ms, true, NULL, err);
+		rc = tac_conn_submit(c, &dm, true, -1, NULL, err);
 		if (rc == TILEATOM_OK)
-			rc = tac_conn_receive_newest(c, c->io_timeout_ms, &kind, err);
+			rc = tac_conn_receive_newest(c, &kind, err);
 		if (rc == TILEATOM_OK)
 			rc = tac_check_response(c->last, kind, err);
 	}
@@ -349,6 +364,8 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, const tile
 		               "the output buffer has %zu bytes and the old values need %zu; "
 		               "nothing was applied",
 		               o->old_out_size, (size_t)p->count * tileatom_dtype_size(t->dtype));
+	if (!o->check_bounds && rq->n_index > 0)
+		return split_check_bounds(c, rq, p, err);
 	return TILEATOM_OK;
 }
 
@@ -440,13 +457,15 @@ static tileatom_array split_part(const split_plan *p, const split_operand *o, in
 	return part;
 }
 
-/* Builds part [r0, r0 + rows) of the request into m (po: the part's options). m borrows
- * parts (the part's operands) and *moved (its region), which the caller keeps until m is
- * sent. */
-static int split_build(const tac_split_req *rq, const split_plan *p, int64_t r0, int64_t rows,
-                       const tileatom_op_options *po, tac_msg *m, tileatom_array *parts,
+/* Builds part [r0, r0 + rows) of the request into m (po: the part's options, its mask
+ * pointed at the part's), checking that it fits a frame. m borrows parts (the part's
+ * operands) and *moved (its region), which the caller keeps until m is sent. */
+static int split_build(tileatom_client *c, const tac_split_req *rq, const split_plan *p, int64_t r0,
+                       int64_t rows, tileatom_op_options *po, tac_msg *m, tileatom_array *parts,
                        tileatom_region *moved, tileatom_error *err)
 {
+	if (po->mask)
+		po->mask = &parts[p->nops - 1];
 	for (int i = 0; i < p->nops; i++)
 		parts[i] = split_part(p, &p->ops[i], r0, rows);
 	int at = rq->n_index;
@@ -456,16 +475,42 @@ static int split_build(const tac_split_req *rq, const split_plan *p, int64_t r0,
 	*moved = p->box;
 	moved->origin[0] += r0;
 	moved->shape[0] = rows;
-	switch (rq->kind) {
-	case TILEATOM_REQ_ELEMENTWISE:
-		return tac_build_elementwise(m, rq->tile, rq->op, moved, values, compare, po, err);
-	case TILEATOM_REQ_SCATTER:
-		return tac_build_scatter(m, rq->tile, rq->op, rq->dim == 0 ? rq->region : moved,
-		                         rq->dim, &parts[0], values, po, err);
-	default:
-		return tac_build_indexed(m, rq->tile, rq->op, rq->region, rq->n_index, parts,
-		                         rq->flat, values, compare, po, err);
-	}
+	tac_split_req part = *rq; /* the part's operands, options and region */
+	part.indices = rq->n_index > 0 ? parts : NULL;
+	part.values = values;
+	part.compare = compare;
+	part.opts = po;
+	if (rq->kind == TILEATOM_REQ_ELEMENTWISE ||
+	    (rq->kind == TILEATOM_REQ_SCATTER && rq->dim != 0))
+		part.region = moved;
+	int rc = tac_build_atomic(m, &part, err);
+	if (rc == TILEATOM_OK && tac_frame_too_large(c, m))
+		rc = tac_err(err, TILEATOM_E_INTERNAL,
+		             "part %" PRId64 " of the split request still exceeds the frame limit "
+		             "of %" PRIu32 " bytes",
+		             r0 / p->part_rows + 1, c->max_frame);
+	return rc;
+}
+
+/* Checks the response to a part of rows rows (unit: what a row is, for messages) and, when
+ * old_to is not NULL, copies its old values (rows * old_row bytes) there; *r gets its
+ * result. */
+static int split_part_result(tileatom_client *c, int64_t rows, const char *unit, uint8_t *old_to,
+                             size_t old_row, const Tileatom__OpResponse **r, tileatom_error *err)
+{
+	*r = c->last->op;
+	if (!*r)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd answered a part with no result");
+	size_t want = (size_t)rows * old_row, got = (*r)->old ? (*r)->old->data.len : 0;
+	if (old_to && got != want)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd returned %zu bytes of old values for %" PRId64
+		               " %s (%zu expected)",
+		               got, rows, unit, want);
+	if (old_to && got)
+		memcpy(old_to, (*r)->old->data.data, got);
+	return TILEATOM_OK;
 }
 
 int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *res,
@@ -476,14 +521,8 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 		res = &local;
 	memset(res, 0, sizeof(*res));
 	tileatom_op_options o;
-	if (rq->opts)
-		o = *rq->opts;
-	else
-		tileatom_op_options_init(&o);
 	split_plan p;
-	int rc = split_prepare(c, rq, &o, false, &p, err);
-	if (rc == TILEATOM_OK && !o.check_bounds && rq->n_index > 0)
-		rc = split_check_bounds(c, rq, &p, err);
+	int rc = split_prepare(c, rq, false, &o, &p, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const char *unit = p.rank == 1 ? "elements" : "rows";
@@ -492,38 +531,19 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 		int64_t rows = n - r0 < p.part_rows ? n - r0 : p.part_rows;
 		tileatom_array parts[TAC_SPLIT_MAX_OPERANDS];
 		tileatom_op_options po = o;
-		if (o.mask)
-			po.mask = &parts[p.nops - 1];
 		if (o.want_old) {
 			po.old_out = (uint8_t *)o.old_out + (size_t)r0 * p.old_row;
 			po.old_out_size = (size_t)rows * p.old_row;
 		}
 		tac_msg m;
 		tileatom_region moved;
-		rc = split_build(rq, &p, r0, rows, &po, &m, parts, &moved, err);
-		if (rc == TILEATOM_OK && tac_frame_too_large(c, &m))
-			rc =
-			    tac_err(err, TILEATOM_E_INTERNAL,
-			            "part %" PRId64 " of the split request still exceeds the frame "
-			            "limit of %" PRIu32 " bytes",
-			            i + 1, c->max_frame);
+		rc = split_build(c, rq, &p, r0, rows, &po, &m, parts, &moved, err);
 		if (rc == TILEATOM_OK)
 			rc = tac_roundtrip(c, &m, err);
-		const Tileatom__OpResponse *r = rc == TILEATOM_OK ? c->last->op : NULL;
-		if (rc == TILEATOM_OK && !r)
-			rc = tac_err(err, TILEATOM_E_PROTOCOL,
-			             "tileatomd answered a part with no result");
-		if (rc == TILEATOM_OK && o.want_old) {
-			size_t got = r->old ? r->old->data.len : 0;
-			if (got != po.old_out_size)
-				rc = tac_err(
-				    err, TILEATOM_E_PROTOCOL,
-				    "tileatomd returned %zu bytes of old values for %" PRId64
-				    " %s (%zu expected)",
-				    got, rows, unit, po.old_out_size);
-			else
-				memcpy(po.old_out, r->old->data.data, got);
-		}
+		const Tileatom__OpResponse *r = NULL;
+		if (rc == TILEATOM_OK)
+			rc = split_part_result(c, rows, unit, o.want_old ? po.old_out : NULL,
+			                       p.old_row, &r, err);
 		if (rc != TILEATOM_OK) {
 			if (err && r0 > 0) {
 				char first[sizeof(err->message)];
@@ -570,20 +590,8 @@ struct tac_split_pending {
 int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, tileatom_error *err)
 {
 	tileatom_op_options o;
-	if (rq->opts)
-		o = *rq->opts;
-	else
-		tileatom_op_options_init(&o);
-	if (o.want_old && !o.old_out)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "the request exceeds the daemon's frame limit of %" PRIu32
-		               " bytes and is split, and the old values of a split submit go to "
-		               "opts->old_out, which is NULL; nothing was sent",
-		               c->max_frame);
 	split_plan p;
-	int rc = split_prepare(c, rq, &o, true, &p, err);
-	if (rc == TILEATOM_OK && !o.check_bounds && rq->n_index > 0)
-		rc = split_check_bounds(c, rq, &p, err);
+	int rc = split_prepare(c, rq, true, &o, &p, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	tac_split_pending *s = calloc(1, sizeof(*s));
@@ -606,18 +614,11 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 		int64_t rows = n - r0 < p.part_rows ? n - r0 : p.part_rows;
 		tileatom_array parts[TAC_SPLIT_MAX_OPERANDS];
 		tileatom_op_options po = o;
-		if (o.mask)
-			po.mask = &parts[p.nops - 1];
 		po.old_out = NULL; /* the old values come inline, collect copies them */
 		po.old_out_size = 0;
 		tac_msg m;
 		tileatom_region moved;
-		rc = split_build(rq, &p, r0, rows, &po, &m, parts, &moved, err);
-		if (rc == TILEATOM_OK && tac_frame_too_large(c, &m))
-			rc = tac_err(err, TILEATOM_E_INTERNAL,
-			             "part %d of the split request still exceeds the frame limit "
-			             "of %" PRIu32 " bytes",
-			             i + 1, c->max_frame);
+		rc = split_build(c, rq, &p, r0, rows, &po, &m, parts, &moved, err);
 		if (rc == TILEATOM_OK && i == 0) {
 			size_t frame = tac_request_size(&m);
 			window = TAC_SPLIT_WINDOW_BYTES / (frame ? frame : 1);
@@ -627,13 +628,12 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 				window = TAC_SPLIT_WINDOW_PARTS;
 		}
 		if (rc == TILEATOM_OK && i > 0) /* at most `window` parts unanswered */
-			rc = tac_conn_wait_window(c, window - 1, c->io_timeout_ms, err);
+			rc = tac_conn_wait_window(c, window - 1, err);
 		if (rc == TILEATOM_OK) {
 			tac_shm_rewrite(c, &m);
 			/* a frame of 64 KiB or more is written at once, so at most one part is
 			 * held in memory; smaller ones are buffered as any submit */
-			rc = tac_conn_submit(c, &m, c->io_timeout_ms, false, i == 0 ? &s->id : NULL,
-			                     err);
+			rc = tac_conn_submit(c, &m, false, -1, i == 0 ? &s->id : NULL, err);
 		}
 		if (rc != TILEATOM_OK && i == 0) {
 			free(s); /* nothing of it was queued */
@@ -737,7 +737,7 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		int64_t rows = s->rows - r0 < s->part_rows ? s->rows - r0 : s->part_rows;
 		tileatom_request_kind kind;
 		tileatom_error pe = {0, ""};
-		rc = tac_conn_receive(c, c->io_timeout_ms, &kind, &pe);
+		rc = tac_conn_receive(c, &kind, &pe);
 		if (rc != TILEATOM_OK) { /* the connection is broken: later parts are unknown */
 			split_runs_close(&runs, r0 - 1);
 			tac_err(err, rc,
@@ -750,23 +750,12 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		if (i > 0 && c->split_extra > 0)
 			c->split_extra--;
 		int prc = tac_check_response(c->last, kind, &pe);
-		const Tileatom__OpResponse *r = prc == TILEATOM_OK ? c->last->op : NULL;
-		if (prc == TILEATOM_OK && !r)
-			prc = tac_err(&pe, TILEATOM_E_PROTOCOL,
-			              "tileatomd answered a part with no result");
-		if (prc == TILEATOM_OK && s->want_old) {
-			size_t want = (size_t)rows * s->old_row,
-			       got = r->old ? r->old->data.len : 0;
-			if (got != want)
-				prc = tac_err(
-				    &pe, TILEATOM_E_PROTOCOL,
-				    "tileatomd returned %zu bytes of old values for %" PRId64
-				    " %s (%zu expected)",
-				    got, rows, s->unit, want);
-			else if (got)
-				memcpy(s->old_out + (size_t)r0 * s->old_row, r->old->data.data,
-				       got);
-		}
+		const Tileatom__OpResponse *r = NULL;
+		if (prc == TILEATOM_OK)
+			prc = split_part_result(c, rows, s->unit,
+			                        s->want_old ? s->old_out + (size_t)r0 * s->old_row
+			                                    : NULL,
+			                        s->old_row, &r, &pe);
 		if (prc == TILEATOM_OK) {
 			out->applied += r->applied;
 			out->skipped += r->skipped;

@@ -1,8 +1,8 @@
 /* tac_text.c: one element of a tile as text and back, for applications and tileatom-cli
- * (tileatom_value_parse, tileatom_value_format). Integers parse exactly (decimal or 0x hex,
- * range-checked, no trailing garbage); floats go through strtod and, for float16/bfloat16,
- * the core's single round-to-nearest-even; floats format with enough digits to round-trip.
- * Client-only: the daemon never turns values into text. */
+ * (tileatom_value_parse, tileatom_value_format), and as a double (tileatom_value_to_double).
+ * Integers parse exactly (decimal or 0x hex, range-checked, no trailing garbage); floats go through
+ * strtod and, for float16/bfloat16, the core's single round-to-nearest-even; floats format with
+ * enough digits to round-trip. Client-only: the daemon never turns values into text. */
 #include "tac_internal.h"
 
 #include <errno.h>
@@ -15,55 +15,17 @@
 
 #include "ta_types.h"
 
-/* Parses a signed integer (decimal or 0x hex) within [lo, hi]. */
-static ta_status parse_signed(const char *text, int64_t lo, int64_t hi, int64_t *out,
-                              const char *dname, ta_error *err)
+/* Parses an integer (decimal or 0x hex; a sign, '-' only when sgn) within [lo, hi]: signed
+ * bounds when sgn, else lo 0 and hi unsigned. *out gets its two's-complement bits. */
+static ta_status parse_int(const char *text, bool sgn, int64_t lo, uint64_t hi, uint64_t *out,
+                           const char *dname, ta_error *err)
 {
 	const char *p = text;
 	while (*p == ' ' || *p == '\t')
 		p++;
-	int neg = 0;
-	if (*p == '-' || *p == '+')
+	bool neg = false;
+	if (*p == '+' || (sgn && *p == '-'))
 		neg = *p++ == '-';
-	int base = (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) ? 16 : 10;
-	if (base == 16)
-		p += 2;
-	if (!((*p >= '0' && *p <= '9') || (base == 16 && strchr("abcdefABCDEF", *p) && *p)))
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is not a valid %s", text,
-		                    dname);
-	errno = 0;
-	char *end;
-	unsigned long long mag = strtoull(p, &end, base);
-	if (*end != '\0')
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is not a valid %s", text,
-		                    dname);
-	if (errno == ERANGE)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is out of range for %s", text,
-		                    dname);
-	if (neg) {
-		if (mag > (unsigned long long)INT64_MAX + 1ull || (lo >= 0 && mag != 0) ||
-		    (mag > 0 && -(int64_t)(mag - 1) - 1 < lo))
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is out of range for %s",
-			                    text, dname);
-		*out = mag == 0 ? 0 : -(int64_t)(mag - 1) - 1;
-	} else {
-		if (mag > (unsigned long long)hi)
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is out of range for %s",
-			                    text, dname);
-		*out = (int64_t)mag;
-	}
-	return TA_OK;
-}
-
-/* Parses an unsigned integer (decimal or 0x hex) up to hi. */
-static ta_status parse_unsigned(const char *text, uint64_t hi, uint64_t *out, const char *dname,
-                                ta_error *err)
-{
-	const char *p = text;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (*p == '+')
-		p++;
 	int base = (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) ? 16 : 10;
 	if (base == 16)
 		p += 2;
@@ -72,61 +34,60 @@ static ta_status parse_unsigned(const char *text, uint64_t hi, uint64_t *out, co
 		                    dname);
 	errno = 0;
 	char *end;
-	unsigned long long v = strtoull(p, &end, base);
+	unsigned long long mag = strtoull(p, &end, base);
 	if (*end != '\0')
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is not a valid %s", text,
 		                    dname);
-	if (errno == ERANGE || v > hi)
+	bool over = errno == ERANGE || (neg ? mag > (unsigned long long)INT64_MAX + 1ull ||
+	                                          (mag > 0 && -(int64_t)(mag - 1) - 1 < lo)
+	                                    : mag > hi);
+	if (over)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is out of range for %s", text,
 		                    dname);
-	*out = v;
+	*out = neg && mag > 0 ? (uint64_t)(-(int64_t)(mag - 1) - 1) : mag;
 	return TA_OK;
 }
+
+/* One element of any dtype, to move a value's bytes without aliasing. */
+typedef union value_bits {
+	int32_t i32;  /* INT32 */
+	uint32_t u32; /* UINT32 */
+	int64_t i64;  /* INT64 */
+	uint64_t u64; /* UINT64, and an integer's bits as parse_int gives them */
+	float f32;    /* FLOAT32 */
+	double f64;   /* FLOAT64 */
+	uint16_t u16; /* FLOAT16, BFLOAT16 */
+	uint8_t u8;   /* BOOL */
+} value_bits;
 
 /* Parses text as one element of dtype into out (little endian); see tileatom.h. */
 static ta_status value_parse(ta_dtype dtype, const char *text, void *out, ta_error *err)
 {
 	const char *dn = ta_dtype_name(dtype);
-	int64_t s;
-	uint64_t u;
-	ta_status st;
+	value_bits v = {.u64 = 0};
+	ta_status st = TA_OK;
+	uint64_t bits = 0;
 	switch (dtype) {
 	case TA_DTYPE_I32:
-		if ((st = parse_signed(text, INT32_MIN, INT32_MAX, &s, dn, err)) != TA_OK)
-			return st;
-		{
-			int32_t v = (int32_t)s;
-			memcpy(out, &v, 4);
-		}
-		return TA_OK;
+		st = parse_int(text, true, INT32_MIN, INT32_MAX, &bits, dn, err);
+		v.i32 = (int32_t)(int64_t)bits;
+		break;
 	case TA_DTYPE_I64:
-		if ((st = parse_signed(text, INT64_MIN, INT64_MAX, &s, dn, err)) != TA_OK)
-			return st;
-		memcpy(out, &s, 8);
-		return TA_OK;
-	case TA_DTYPE_U32:
-		if ((st = parse_unsigned(text, UINT32_MAX, &u, dn, err)) != TA_OK)
-			return st;
-		{
-			uint32_t v = (uint32_t)u;
-			memcpy(out, &v, 4);
-		}
-		return TA_OK;
 	case TA_DTYPE_U64:
-		if ((st = parse_unsigned(text, UINT64_MAX, &u, dn, err)) != TA_OK)
-			return st;
-		memcpy(out, &u, 8);
-		return TA_OK;
+		st = parse_int(text, dtype == TA_DTYPE_I64, INT64_MIN,
+		               dtype == TA_DTYPE_I64 ? INT64_MAX : UINT64_MAX, &v.u64, dn, err);
+		break;
+	case TA_DTYPE_U32:
+		st = parse_int(text, false, 0, UINT32_MAX, &bits, dn, err);
+		v.u32 = (uint32_t)bits;
+		break;
 	case TA_DTYPE_BOOL:
-		if (strcmp(text, "1") == 0 || strcasecmp(text, "true") == 0) {
-			*(uint8_t *)out = 1;
-			return TA_OK;
-		}
-		if (strcmp(text, "0") == 0 || strcasecmp(text, "false") == 0) {
-			*(uint8_t *)out = 0;
-			return TA_OK;
-		}
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is not a valid bool", text);
+		if (strcmp(text, "1") == 0 || strcasecmp(text, "true") == 0)
+			v.u8 = 1;
+		else if (strcmp(text, "0") != 0 && strcasecmp(text, "false") != 0)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is not a valid bool",
+			                    text);
+		break;
 	case TA_DTYPE_F32:
 	case TA_DTYPE_F64:
 	case TA_DTYPE_F16:
@@ -137,20 +98,20 @@ static ta_status value_parse(ta_dtype dtype, const char *text, void *out, ta_err
 		if (end == text || *end != '\0')
 			return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is not a valid %s",
 			                    text, dn);
-		if (dtype == TA_DTYPE_F64) {
-			memcpy(out, &d, 8);
-		} else if (dtype == TA_DTYPE_F32) {
-			float f = (float)d;
-			memcpy(out, &f, 4);
-		} else {
-			uint16_t h = dtype == TA_DTYPE_F16 ? ta_f64_to_f16(d) : ta_f64_to_bf16(d);
-			memcpy(out, &h, 2);
-		}
-		return TA_OK;
+		if (dtype == TA_DTYPE_F64)
+			v.f64 = d;
+		else if (dtype == TA_DTYPE_F32)
+			v.f32 = (float)d;
+		else
+			v.u16 = dtype == TA_DTYPE_F16 ? ta_f64_to_f16(d) : ta_f64_to_bf16(d);
+		break;
 	}
 	default:
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown dtype %d", (int)dtype);
 	}
+	if (st == TA_OK)
+		memcpy(out, &v, ta_dtype_size(dtype));
+	return st;
 }
 
 /* Formats a double with prec significant digits, spelling NaN and infinities portably. */
@@ -166,51 +127,30 @@ static int format_float(double d, int prec, char *buf, size_t n)
 /* Formats one element of dtype at in as text; see tileatom.h. */
 static int value_format(ta_dtype dtype, const void *in, char *buf, size_t n)
 {
-	switch (dtype) {
-	case TA_DTYPE_I32: {
-		int32_t v;
-		memcpy(&v, in, 4);
-		return snprintf(buf, n, "%" PRId32, v);
-	}
-	case TA_DTYPE_U32: {
-		uint32_t v;
-		memcpy(&v, in, 4);
-		return snprintf(buf, n, "%" PRIu32, v);
-	}
-	case TA_DTYPE_I64: {
-		int64_t v;
-		memcpy(&v, in, 8);
-		return snprintf(buf, n, "%" PRId64, v);
-	}
-	case TA_DTYPE_U64: {
-		uint64_t v;
-		memcpy(&v, in, 8);
-		return snprintf(buf, n, "%" PRIu64, v);
-	}
-	case TA_DTYPE_F32: {
-		float v;
-		memcpy(&v, in, 4);
-		return format_float(v, 9, buf, n);
-	}
-	case TA_DTYPE_F64: {
-		double v;
-		memcpy(&v, in, 8);
-		return format_float(v, 17, buf, n);
-	}
-	case TA_DTYPE_F16: {
-		uint16_t h;
-		memcpy(&h, in, 2);
-		return format_float(ta_f16_to_f32(h), 5, buf, n);
-	}
-	case TA_DTYPE_BF16: {
-		uint16_t h;
-		memcpy(&h, in, 2);
-		return format_float(ta_bf16_to_f32(h), 4, buf, n);
-	}
-	case TA_DTYPE_BOOL:
-		return snprintf(buf, n, "%d", *(const uint8_t *)in ? 1 : 0);
-	default:
+	value_bits v;
+	size_t size = ta_dtype_size(dtype);
+	if (size == 0)
 		return snprintf(buf, n, "?");
+	memcpy(&v, in, size);
+	switch (dtype) {
+	case TA_DTYPE_I32:
+		return snprintf(buf, n, "%" PRId32, v.i32);
+	case TA_DTYPE_U32:
+		return snprintf(buf, n, "%" PRIu32, v.u32);
+	case TA_DTYPE_I64:
+		return snprintf(buf, n, "%" PRId64, v.i64);
+	case TA_DTYPE_U64:
+		return snprintf(buf, n, "%" PRIu64, v.u64);
+	case TA_DTYPE_F32:
+		return format_float(v.f32, 9, buf, n);
+	case TA_DTYPE_F64:
+		return format_float(v.f64, 17, buf, n);
+	case TA_DTYPE_F16:
+		return format_float(ta_f16_to_f32(v.u16), 5, buf, n);
+	case TA_DTYPE_BF16:
+		return format_float(ta_bf16_to_f32(v.u16), 4, buf, n);
+	default:
+		return snprintf(buf, n, "%d", v.u8 ? 1 : 0);
 	}
 }
 
@@ -232,4 +172,33 @@ int tileatom_value_format(tileatom_dtype dtype, const void *in, char *buf, size_
 	if (!in)
 		return snprintf(buf, n, "?");
 	return value_format((ta_dtype)dtype, in, buf, n);
+}
+
+double tileatom_value_to_double(tileatom_dtype dtype, const void *in)
+{
+	value_bits v;
+	size_t size = tileatom_dtype_size(dtype);
+	if (!in || size == 0)
+		return 0.0;
+	memcpy(&v, in, size);
+	switch (dtype) {
+	case TILEATOM_INT32:
+		return (double)v.i32;
+	case TILEATOM_UINT32:
+		return (double)v.u32;
+	case TILEATOM_INT64:
+		return (double)v.i64;
+	case TILEATOM_UINT64:
+		return (double)v.u64;
+	case TILEATOM_FLOAT32:
+		return (double)v.f32;
+	case TILEATOM_FLOAT64:
+		return v.f64;
+	case TILEATOM_FLOAT16:
+		return (double)ta_f16_to_f32(v.u16);
+	case TILEATOM_BFLOAT16:
+		return (double)ta_bf16_to_f32(v.u16);
+	default:
+		return v.u8 ? 1.0 : 0.0;
+	}
 }

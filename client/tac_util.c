@@ -1,7 +1,7 @@
 /* tac_util.c: the library's free functions: error helpers, status names, the default
  * socket path, and the dtype / op helpers exported for applications and the CLI (thin
- * wrappers over the core's tables, tacore/ta_types.c, linked into the library). Values as
- * text are in tac_text.c. */
+ * wrappers over the core's tables, tacore/ta_types.c, linked into the library). Element
+ * values (as text, as doubles) are in tac_text.c. */
 #include "tac_internal.h"
 
 #include <limits.h>
@@ -223,46 +223,6 @@ int tileatom_scope_parse(const char *name)
 int tileatom_space_parse(const char *name)
 {
 	return name ? ta_space_parse(name) : -1;
-}
-
-double tileatom_value_to_double(tileatom_dtype dtype, const void *in)
-{
-	union {
-		int32_t i32;
-		uint32_t u32;
-		int64_t i64;
-		uint64_t u64;
-		float f32;
-		double f64;
-		uint16_t u16;
-		uint8_t u8;
-	} v;
-	size_t size = tileatom_dtype_size(dtype);
-	if (!in || size == 0)
-		return 0.0;
-	memcpy(&v, in, size);
-	switch (dtype) {
-	case TILEATOM_INT32:
-		return (double)v.i32;
-	case TILEATOM_UINT32:
-		return (double)v.u32;
-	case TILEATOM_INT64:
-		return (double)v.i64;
-	case TILEATOM_UINT64:
-		return (double)v.u64;
-	case TILEATOM_FLOAT32:
-		return (double)v.f32;
-	case TILEATOM_FLOAT64:
-		return v.f64;
-	case TILEATOM_FLOAT16:
-		return (double)ta_f16_to_f32(v.u16);
-	case TILEATOM_BFLOAT16:
-		return (double)ta_bf16_to_f32(v.u16);
-	case TILEATOM_BOOL:
-		return v.u8 ? 1.0 : 0.0;
-	default:
-		return 0.0;
-	}
 }
 
 void tileatom_op_options_init(tileatom_op_options *opts)

@@ -43,6 +43,8 @@ typedef struct wire_keys {
 	uint32_t req_id;                        /* Request.id */
 	uint32_t req_body[KINDS];               /* Request.<body> by kind */
 	uint32_t body[KINDS][B_FIELDS];         /* each body's fields (0: not in it) */
+	uint32_t body_off[KINDS][B_FIELDS];     /* where each is in the body's struct (0: not) */
+	uint8_t family[KINDS];                  /* each kind's family (its addr's type) */
 	uint32_t region_origin, region_shape;   /* Region */
 	uint32_t array_dtype, array_shape;      /* Array.dtype, .shape */
 	uint32_t array_data, array_shared;      /* Array.data, .shared */
@@ -125,13 +127,18 @@ static void fill_tables(void)
 #define TA_REQUEST(id, field, ...)                                                                 \
 	if (tac_wire_takes((tileatom_request_kind)TA_REQ_##id)) {                                  \
 		keys.req_body[TA_REQ_##id] = need_key(req, #field);                                \
+		keys.family[TA_REQ_##id] = (uint8_t)ta_req_family(TA_REQ_##id);                    \
 		const ProtobufCMessageDescriptor *b =                                              \
 		    protobuf_c_message_descriptor_get_field_by_name(req, #field)->descriptor;      \
 		uint32_t prev = 0;                                                                 \
 		for (int f = 0; f < B_FIELDS; f++) {                                               \
-			uint32_t k = ta_wireschema_key(b, body_names[f][0]);                       \
-			if (!k && body_names[f][1])                                                \
-				k = ta_wireschema_key(b, body_names[f][1]);                        \
+			const ProtobufCFieldDescriptor *fd =                                       \
+			    protobuf_c_message_descriptor_get_field_by_name(b, body_names[f][0]);  \
+			if (!fd && body_names[f][1])                                               \
+				fd = protobuf_c_message_descriptor_get_field_by_name(              \
+				    b, body_names[f][1]);                                          \
+			uint32_t k = fd ? ta_wireschema_key(b, fd->name) : 0;                      \
+			keys.body_off[TA_REQ_##id][f] = fd ? fd->offset : 0;                       \
 			if (k && k < prev) {                                                       \
 				fprintf(stderr, "tileatom: %s declares its fields out of order\n", \
 				        b->name);                                                  \
@@ -392,64 +399,26 @@ typedef struct body_view {
 	const Tileatom__Options *options;       /* options */
 } body_view;
 
-/* Reads the body of data-plane request m (not ping) into *v. */
+/* Reads the body of data-plane request m (not ping) into *v, each field at its offset in
+ * the body's struct (from the descriptors, fill_tables). */
 AI void view_body(const struct tac_msg *m, body_view *v)
 {
-	*v = (body_view){0};
-	const Tileatom__Request *r = &m->req;
-	switch (m->kind) {
-	case TILEATOM_REQ_WRITE:
-		*v = (body_view){
-		    .tile = r->write->tile, .region = r->write->region, .values = r->write->values};
-		break;
-	case TILEATOM_REQ_READ:
-		*v = (body_view){.tile = r->read->tile, .region = r->read->region};
-		break;
-	case TILEATOM_REQ_ELEMENTWISE: {
-		const Tileatom__ElementwiseAtomicRequest *b = r->elementwise;
-		*v = (body_view){b->tile, (int)b->op, b->region,  NULL,      NULL,
-		                 NULL,    b->values,  b->compare, b->options};
-		break;
-	}
-	case TILEATOM_REQ_SCATTER: {
-		const Tileatom__ScatterAtomicRequest *b = r->scatter;
-		*v = (body_view){b->tile, (int)b->op, b->region, b->addr,   NULL,
-		                 NULL,    b->values,  NULL,      b->options};
-		break;
-	}
-	case TILEATOM_REQ_INDEXED: {
-		const Tileatom__IndexedAtomicRequest *b = r->indexed;
-		*v = (body_view){b->tile, (int)b->op, b->region,  NULL,      b->addr,
-		                 NULL,    b->values,  b->compare, b->options};
-		break;
-	}
-	case TILEATOM_REQ_GATHER: {
-		const Tileatom__GatherRequest *b = r->gather;
-		*v = (body_view){b->tile, 0,          b->window, NULL,      NULL,
-		                 b->addr, b->padding, NULL,      b->options};
-		break;
-	}
-	case TILEATOM_REQ_SCATTER_STORE: {
-		const Tileatom__ScatterStoreRequest *b = r->scatter_store;
-		*v = (body_view){b->tile, 0,         b->window, NULL,      NULL,
-		                 b->addr, b->values, NULL,      b->options};
-		break;
-	}
-	case TILEATOM_REQ_ATOMIC_LOAD: {
-		const Tileatom__AtomicLoadRequest *b = r->atomic_load;
-		*v =
-		    (body_view){b->tile, 0, b->window, NULL, NULL, b->addr, NULL, NULL, b->options};
-		break;
-	}
-	case TILEATOM_REQ_ATOMIC_STORE: {
-		const Tileatom__AtomicStoreRequest *b = r->atomic_store;
-		*v = (body_view){b->tile, 0,         b->window, NULL,      NULL,
-		                 b->addr, b->values, NULL,      b->options};
-		break;
-	}
-	default:
-		abort(); /* not a data-plane request: the caller asks tac_wire_takes first */
-	}
+	const uint8_t *b = (const uint8_t *)m->req.ping; /* the oneof's pointer, any member */
+	const uint32_t *off = keys.body_off[m->kind];
+#define AT(type, f) (off[f] ? *(type const *)(b + off[f]) : NULL)
+	*v = (body_view){.tile = AT(char *, B_TILE),
+	                 .op = off[B_OP] ? (int)*(const Tileatom__Op *)(b + off[B_OP]) : 0,
+	                 .region = AT(Tileatom__Region *, B_REGION),
+	                 .values = AT(Tileatom__Array *, B_VALUES),
+	                 .compare = AT(Tileatom__Array *, B_COMPARE),
+	                 .options = AT(Tileatom__Options *, B_OPTIONS)};
+	if (keys.family[m->kind] == TA_FAMILY_SCATTER)
+		v->saddr = AT(Tileatom__ScatterAddr *, B_ADDR);
+	else if (keys.family[m->kind] == TA_FAMILY_INDEXED)
+		v->iaddr = AT(Tileatom__IndexedAddr *, B_ADDR);
+	else
+		v->addressing = AT(Tileatom__Addressing *, B_ADDR);
+#undef AT
 }
 
 /* Walks data-plane request m once: counting or writing (count, a constant in each copy). */

@@ -227,14 +227,27 @@ START_TEST(test_build_elementwise)
 	o.want_old = true;
 	o.mask = &ma;
 	/* space shared hides the pre-RMW values: refused before sending, in the daemon's words */
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "tile_1", TILEATOM_OP_MAX, &reg, &va, NULL, &o, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "tile_1",
+	                                                   .op = TILEATOM_OP_MAX,
+	                                                   .region = &reg,
+	                                                   .values = &va,
+	                                                   .opts = &o},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 	ck_assert_str_eq(e.message, "elementwise: space shared cannot return pre-RMW values (the "
 	                            "private copy hides them); use space global");
 	o.space = TILEATOM_SPACE_GLOBAL;
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "tile_1", TILEATOM_OP_MAX, &reg, &va, NULL, &o, &e), 0);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "tile_1",
+	                                                   .op = TILEATOM_OP_MAX,
+	                                                   .region = &reg,
+	                                                   .values = &va,
+	                                                   .opts = &o},
+	                                  &e),
+	                 0);
 	ck_assert_int_eq(m.kind, TILEATOM_REQ_ELEMENTWISE);
 	m.req.id = 77;
 	Tileatom__Request *r = roundtrip(&m);
@@ -267,7 +280,13 @@ START_TEST(test_build_elementwise)
 	int32_t want = 5, exp = 4;
 	tileatom_array wa = tileatom_scalar(TILEATOM_INT32, &want);
 	tileatom_array ea = tileatom_scalar(TILEATOM_INT32, &exp);
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_CAS, NULL, &wa, &ea, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_CAS,
+	                                                   .values = &wa,
+	                                                   .compare = &ea},
+	                                  &e),
 	                 0);
 	r = roundtrip(&m);
 	b = r->elementwise;
@@ -293,9 +312,16 @@ START_TEST(test_build_indexed_scatter_atomic_at)
 	                         tileatom_vector(TILEATOM_INT32, 3, cols)};
 	float one = 1.0f;
 	tileatom_array va = tileatom_scalar(TILEATOM_FLOAT32, &one);
-	ck_assert_int_eq(
-	    tac_build_indexed(&m, "ix", TILEATOM_OP_ADD, NULL, 2, idx, false, &va, NULL, NULL, &e),
-	    0);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_INDEXED,
+	                                                   .tile = "ix",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .n_index = 2,
+	                                                   .indices = idx,
+	                                                   .flat = false,
+	                                                   .values = &va},
+	                                  &e),
+	                 0);
 	Tileatom__Request *r = roundtrip(&m);
 	ck_assert_int_eq(r->body_case, TILEATOM__REQUEST__BODY_INDEXED);
 	ck_assert_uint_eq(r->indexed->addr->n_indices, 2);
@@ -307,17 +333,40 @@ START_TEST(test_build_indexed_scatter_atomic_at)
 	tileatom__request__free_unpacked(r, NULL);
 
 	/* Flat takes exactly one index array. */
-	ck_assert_int_eq(
-	    tac_build_indexed(&m, "ix", TILEATOM_OP_ADD, NULL, 2, idx, true, &va, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(
-	    tac_build_indexed(&m, "ix", TILEATOM_OP_ADD, NULL, 0, idx, false, &va, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_INDEXED,
+	                                                   .tile = "ix",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .n_index = 2,
+	                                                   .indices = idx,
+	                                                   .flat = true,
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_INDEXED,
+	                                                   .tile = "ix",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .n_index = 0,
+	                                                   .indices = idx,
+	                                                   .flat = false,
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 
 	/* Scatter. */
 	tileatom_region reg = {2, {0, 1}, {3, 2}};
-	ck_assert_int_eq(
-	    tac_build_scatter(&m, "sc", TILEATOM_OP_SUB, &reg, 1, &idx[0], &va, NULL, &e), 0);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_SCATTER,
+	                                                   .tile = "sc",
+	                                                   .op = TILEATOM_OP_SUB,
+	                                                   .region = &reg,
+	                                                   .dim = 1,
+	                                                   .n_index = 1,
+	                                                   .indices = &idx[0],
+	                                                   .values = &va},
+	                                  &e),
+	                 0);
 	r = roundtrip(&m);
 	ck_assert_int_eq(r->body_case, TILEATOM__REQUEST__BODY_SCATTER);
 	ck_assert_uint_eq(r->scatter->addr->dim, 1);
@@ -325,10 +374,25 @@ START_TEST(test_build_indexed_scatter_atomic_at)
 	ck_assert_int_eq(r->scatter->op, TILEATOM__OP__SUB);
 	ck_assert_int_eq(r->scatter->region->origin[1], 1);
 	tileatom__request__free_unpacked(r, NULL);
-	ck_assert_int_eq(
-	    tac_build_scatter(&m, "sc", TILEATOM_OP_ADD, NULL, 4, &idx[0], &va, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(tac_build_scatter(&m, "sc", TILEATOM_OP_ADD, NULL, 0, NULL, &va, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_SCATTER,
+	                                                   .tile = "sc",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .dim = 4,
+	                                                   .n_index = 1,
+	                                                   .indices = &idx[0],
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_SCATTER,
+	                                                   .tile = "sc",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .dim = 0,
+	                                                   .n_index = 1,
+	                                                   .indices = NULL,
+	                                                   .values = &va},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 
 	/* atomic_at: a flat scalar index, scalar operands, want_old forced on. */
@@ -435,7 +499,7 @@ START_TEST(test_build_memory_and_tiles)
 	ck_assert_int_eq(tac_build_create(&m, "new", TILEATOM_INT32, 3, shape, NULL, &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(e.message, "axis 1"), "message: %s", e.message);
-	ck_assert_int_eq(tac_build_describe(&m, "d", &e), 0);
+	ck_assert_int_eq(tac_build_named(&m, TILEATOM_REQ_DESCRIBE, "d", &e), 0);
 	r = roundtrip(&m);
 	ck_assert_str_eq(r->describe->name, "d");
 	tileatom__request__free_unpacked(r, NULL);
@@ -455,22 +519,49 @@ START_TEST(test_build_rejects)
 	char long_name[80];
 	memset(long_name, 'a', sizeof(long_name) - 1);
 	long_name[sizeof(long_name) - 1] = '\0';
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, NULL, TILEATOM_OP_ADD, NULL, &va, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, long_name, TILEATOM_OP_ADD, NULL, &va, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_NONE, NULL, &va, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, NULL, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &va, &va, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = NULL,
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = long_name,
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_NONE,
+	                                                   .values = &va},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = NULL},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &va,
+	                                                   .compare = &va},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(e.message, "only for cas"), "message: %s", e.message);
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_CAS, NULL, &va, NULL, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_CAS,
+	                                                   .values = &va},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_array bad = {TILEATOM_INT32,
 	                      5,
@@ -481,36 +572,74 @@ START_TEST(test_build_rejects)
 	                          1,
 	                      },
 	                      &v};
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &bad, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &bad},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_array neg = {TILEATOM_INT32, 1, {-3}, &v};
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &neg, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &neg},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_array nodata = {TILEATOM_INT32, 1, {3}, NULL};
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &nodata, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &nodata},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_array nodtype = {(tileatom_dtype)0, 0, {0}, &v};
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &nodtype, NULL, NULL, &e),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &nodtype},
+	                                  &e),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_region r0 = {0, {0}, {0}};
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, &r0, &va, NULL, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .region = &r0,
+	                                                   .values = &va},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_region rn = {1, {-1}, {2}};
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, &rn, &va, NULL, NULL, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .region = &rn,
+	                                                   .values = &va},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	tileatom_op_options o = TILEATOM_OP_OPTIONS_INIT;
 	o.sem = (tileatom_sem)7;
-	ck_assert_int_eq(tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, &va, NULL, &o, &e),
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = &va,
+	                                                   .opts = &o},
+	                                  &e),
 	                 TILEATOM_E_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(e.message, "sem"), "message: %s", e.message);
 	/* A NULL err is allowed everywhere. */
-	ck_assert_int_eq(
-	    tac_build_elementwise(&m, "t", TILEATOM_OP_ADD, NULL, NULL, NULL, NULL, NULL),
-	    TILEATOM_E_INVALID_ARGUMENT);
+	ck_assert_int_eq(tac_build_atomic(&m,
+	                                  &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                                   .tile = "t",
+	                                                   .op = TILEATOM_OP_ADD,
+	                                                   .values = NULL},
+	                                  NULL),
+	                 TILEATOM_E_INVALID_ARGUMENT);
 }
 END_TEST
 
@@ -968,7 +1097,7 @@ START_TEST(test_coalesce_until_collect)
 		ck_assert_int_eq(bytes_waiting(sfd), 0);
 	}
 	ck_assert_uint_eq(tileatom_pending(c), N);
-	size_t buffered = c->txbuf_len;
+	size_t buffered = c->txbuf.len;
 	ck_assert_uint_gt(buffered, (size_t)N * TA_FRAME_HEADER);
 	__atomic_store_n(&f.gate, (long)buffered, __ATOMIC_RELEASE);
 	for (int k = 0; k < N; k++) {
@@ -977,7 +1106,7 @@ START_TEST(test_coalesce_until_collect)
 		              e.message);
 		ck_assert_uint_eq(r.id, ids[k]);
 		ck_assert_int_eq(r.kind, TILEATOM_REQ_PING);
-		ck_assert_uint_eq(c->txbuf_len, 0);
+		ck_assert_uint_eq(c->txbuf.len, 0);
 	}
 	ck_assert_int_eq(tileatom_collect(c, &(tileatom_response){0}, &e), TILEATOM_E_STATE);
 	/* A synchronous call goes out at once, as before. */
@@ -1010,19 +1139,19 @@ START_TEST(test_coalesce_threshold)
 	long waiting = 0;
 	while (waiting == 0) {
 		ck_assert_int_lt(writes, 100);
-		size_t before = c->txbuf_len;
+		size_t before = c->txbuf.len;
 		ck_assert_int_eq(tileatom_submit_write(c, "w", NULL, &small, NULL, &e),
 		                 TILEATOM_OK);
 		writes++;
 		waiting = bytes_waiting(sfd);
 		if (waiting == 0) {
-			ck_assert_uint_gt(c->txbuf_len, before);
-			ck_assert_uint_lt(c->txbuf_len, TAC_FLUSH_THRESHOLD);
+			ck_assert_uint_gt(c->txbuf.len, before);
+			ck_assert_uint_lt(c->txbuf.len, TAC_FLUSH_THRESHOLD);
 			continue;
 		}
 		/* This submit wrote every buffered frame, its own included (all are the same
 		 * size: ids 2..18 take one byte). */
-		ck_assert_uint_eq(c->txbuf_len, 0);
+		ck_assert_uint_eq(c->txbuf.len, 0);
 		ck_assert_uint_lt(before, TAC_FLUSH_THRESHOLD);
 		ck_assert_int_ge(waiting, TAC_FLUSH_THRESHOLD);
 		ck_assert_int_eq(waiting, (waiting - (long)before) * writes);
@@ -1033,17 +1162,17 @@ START_TEST(test_coalesce_threshold)
 	/* A ping is buffered; a write of 80 KB goes out at once, with the ping before it. */
 	ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
 	ck_assert_int_eq(bytes_waiting(sfd), waiting);
-	size_t ping_len = c->txbuf_len;
+	size_t ping_len = c->txbuf.len;
 	ck_assert_uint_gt(ping_len, 0);
 	tileatom_array large = tileatom_vector(TILEATOM_INT32, 20000, vals);
 	ck_assert_int_eq(tileatom_submit_write(c, "w", NULL, &large, NULL, &e), TILEATOM_OK);
-	ck_assert_uint_eq(c->txbuf_len, 0);
+	ck_assert_uint_eq(c->txbuf.len, 0);
 	long large_len = bytes_waiting(sfd) - waiting - (long)ping_len;
 	ck_assert_int_gt(large_len, 80000);
 	ck_assert_int_lt(large_len, 80100);
 	/* One more ping stays buffered until the collect. */
 	ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
-	ck_assert_uint_gt(c->txbuf_len, 0);
+	ck_assert_uint_gt(c->txbuf.len, 0);
 	__atomic_store_n(&f.gate, 1L, __ATOMIC_RELEASE);
 	int total = writes + 3;
 	ck_assert_uint_eq(tileatom_pending(c), (size_t)total);
@@ -1098,7 +1227,7 @@ START_TEST(test_poll_for_event_loops)
 		ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
 	ck_assert_int_eq(tileatom_poll(c, &ready, &e), TILEATOM_OK);
 	ck_assert_uint_eq(ready, 0); /* buffered, not even sent */
-	long buffered = (long)c->txbuf_len;
+	long buffered = (long)c->txbuf.len;
 	ck_assert_int_eq(tileatom_flush(c, &e), TILEATOM_OK);
 	__atomic_store_n(&f.gate, buffered, __ATOMIC_RELEASE);
 	int st = -1;
@@ -1146,12 +1275,12 @@ START_TEST(test_coalesce_close_and_errors)
 	for (int round = 0; round < 2; round++) {
 		for (int k = 0; k < 5; k++)
 			ck_assert_int_eq(tileatom_submit_ping(c, NULL, &e), TILEATOM_OK);
-		ck_assert_uint_gt(c->txbuf_len, 5 * TA_FRAME_HEADER);
+		ck_assert_uint_gt(c->txbuf.len, 5 * TA_FRAME_HEADER);
 		ck_assert_int_eq(bytes_waiting(sfd), buffered);
-		buffered += (long)c->txbuf_len;
+		buffered += (long)c->txbuf.len;
 		if (round == 0) {
 			ck_assert_int_eq(tileatom_flush(c, &e), TILEATOM_OK);
-			ck_assert_uint_eq(c->txbuf_len, 0);
+			ck_assert_uint_eq(c->txbuf.len, 0);
 			ck_assert_int_eq(bytes_waiting(sfd), buffered);
 			ck_assert_int_eq(tileatom_flush(c, &e), TILEATOM_OK);
 		}

@@ -155,24 +155,50 @@ static int build_call(tac_msg *m, call *c)
 	tileatom_array va, ca;
 	switch (c->kind) {
 	case TILEATOM_REQ_PING:
-		return tac_build_ping(m);
+		return tac_build_empty(m, TILEATOM_REQ_PING);
 	case TILEATOM_REQ_READ:
 		return tac_build_read(m, c->tile, region, &err);
 	case TILEATOM_REQ_WRITE:
 		return tac_build_write(m, c->tile, region, &c->values, &err);
 	case TILEATOM_REQ_ELEMENTWISE:
-		return tac_build_elementwise(m, c->tile, c->op, region, &c->values, compare,
-		                             &c->opts, &err);
+		return tac_build_atomic(m,
+		                        &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+		                                         .tile = c->tile,
+		                                         .op = c->op,
+		                                         .region = region,
+		                                         .values = &c->values,
+		                                         .compare = compare,
+		                                         .opts = &c->opts},
+		                        &err);
 	case TILEATOM_REQ_SCATTER:
-		return tac_build_scatter(m, c->tile, c->op, region, c->dim, c->index, &c->values,
-		                         &c->opts, &err);
+		return tac_build_atomic(m,
+		                        &(tac_split_req){.kind = TILEATOM_REQ_SCATTER,
+		                                         .tile = c->tile,
+		                                         .op = c->op,
+		                                         .region = region,
+		                                         .dim = c->dim,
+		                                         .n_index = 1,
+		                                         .indices = c->index,
+		                                         .values = &c->values,
+		                                         .opts = &c->opts},
+		                        &err);
 	case TILEATOM_REQ_INDEXED:
 		if (c->at)
 			return tac_build_atomic_at(m, c->tile, c->op, c->at_index, c->values.dtype,
 			                           c->values.data, c->compare.data, &c->opts, &va,
 			                           &ca, &err);
-		return tac_build_indexed(m, c->tile, c->op, region, c->n_index, c->index, c->flat,
-		                         &c->values, compare, &c->opts, &err);
+		return tac_build_atomic(m,
+		                        &(tac_split_req){.kind = TILEATOM_REQ_INDEXED,
+		                                         .tile = c->tile,
+		                                         .op = c->op,
+		                                         .region = region,
+		                                         .n_index = c->n_index,
+		                                         .indices = c->index,
+		                                         .flat = c->flat,
+		                                         .values = &c->values,
+		                                         .compare = compare,
+		                                         .opts = &c->opts},
+		                        &err);
 	default:
 		return tac_build_memory(m, c->kind, c->tile, region, &c->addr,
 		                        c->kind == TILEATOM_REQ_ATOMIC_LOAD ? NULL : &c->values,

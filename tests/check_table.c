@@ -63,7 +63,13 @@ START_TEST(test_client_prechecks)
 	tileatom_array v = tileatom_scalar(TILEATOM_INT32, &ones[0]);
 	tileatom_op_options o = TILEATOM_OP_OPTIONS_INIT;
 	o.sem = TILEATOM_SEM_ACQ_REL;
-	int rc = tac_build_elementwise(&m, "t", TILEATOM_OP_XOR, NULL, &v, NULL, &o, &e);
+	int rc = tac_build_atomic(&m,
+	                          &(tac_split_req){.kind = TILEATOM_REQ_ELEMENTWISE,
+	                                           .tile = "t",
+	                                           .op = TILEATOM_OP_XOR,
+	                                           .values = &v,
+	                                           .opts = &o},
+	                          &e);
 	if (xor_acq_rel_legal) {
 		ck_assert_msg(rc == TILEATOM_OK, "%s", e.message);
 	} else {
@@ -72,7 +78,16 @@ START_TEST(test_client_prechecks)
 	}
 	int64_t flat = 0;
 	tileatom_array idx = tileatom_scalar(TILEATOM_INT64, &flat);
-	rc = tac_build_indexed(&m, "t", TILEATOM_OP_XOR, NULL, 1, &idx, true, &v, NULL, &o, &e);
+	rc = tac_build_atomic(&m,
+	                      &(tac_split_req){.kind = TILEATOM_REQ_INDEXED,
+	                                       .tile = "t",
+	                                       .op = TILEATOM_OP_XOR,
+	                                       .n_index = 1,
+	                                       .indices = &idx,
+	                                       .flat = true,
+	                                       .values = &v,
+	                                       .opts = &o},
+	                      &e);
 	ck_assert_int_eq(rc == TILEATOM_OK, xor_acq_rel_legal);
 	/* what tileatom-cli's help lists */
 	ck_assert_int_eq(
