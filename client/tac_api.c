@@ -329,7 +329,7 @@ int tileatom_stats_devices(tileatom_client *client, tileatom_device_stats **devi
 	*devices = NULL;
 	*count = 0;
 	tac_msg m;
-	tac_build_stats(&m);
+	tac_build_empty(&m, TILEATOM_REQ_STATS);
 	int rc = tac_roundtrip(client, &m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
