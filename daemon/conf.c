@@ -637,13 +637,17 @@ bool ta_config_async(const ta_config *cfg, const char *backend_name, bool has_as
 	return cfg->async_apply == 1 || strcmp(backend_name, "cpu") != 0;
 }
 
-int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, bool async)
+int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, bool async,
+                    int devices)
 {
 	if (cfg->loops != TA_CONFIG_LOOPS_AUTO)
 		return cfg->loops;
 	if (cpus < TA_SERVER_LOOPS_MIN_CPUS || (strcmp(backend_name, "cpu") != 0 && !async))
 		return 1;
-	return cpus / 2 < TA_SERVER_LOOPS_MAX ? (int)(cpus / 2) : TA_SERVER_LOOPS_MAX;
+	long most = (long)TA_SERVER_LOOPS_MAX * (devices > 1 ? devices : 1);
+	if (most > TA_CONFIG_LOOPS_LIMIT)
+		most = TA_CONFIG_LOOPS_LIMIT;
+	return (int)(cpus / 2 < most ? cpus / 2 : most);
 }
 
 int ta_config_workers(const ta_config *cfg, const char *backend_name)

@@ -36,15 +36,15 @@ typedef enum ta_backend_choice {
 /* batch_min: 4 with at least 2 workers and 4 CPUs unless several event loops run the CPU
  * backend, else 0 (never). */
 #define TA_CONFIG_BATCH_AUTO (-1)
-/* loops: on the CPU backend with TA_SERVER_LOOPS_MIN_CPUS or more CPUs half the CPUs, at
- * most TA_SERVER_LOOPS_MAX; else 1 (ta_config_loops). */
+/* loops: on the CPU backend or with async, with TA_SERVER_LOOPS_MIN_CPUS or more CPUs half
+ * the CPUs, at most TA_SERVER_LOOPS_MAX per device; else 1 (ta_config_loops). */
 #define TA_CONFIG_LOOPS_AUTO 0
 /* async_apply: on where the backend has apply_async and is not the CPU backend
  * (ta_config_async). */
 #define TA_CONFIG_ASYNC_AUTO (-1)
 /* CPUs a machine needs for loops auto to run more than one event loop. */
 #define TA_SERVER_LOOPS_MIN_CPUS 4
-/* Most event loops loops auto starts. */
+/* Most event loops loops auto starts per device of the backend. */
 #define TA_SERVER_LOOPS_MAX 8
 /* Most event loops --loops accepts. */
 #define TA_CONFIG_LOOPS_LIMIT 64
@@ -165,10 +165,12 @@ int ta_config_workers(const ta_config *cfg, const char *backend_name);
  * auto on a backend other than the CPU's (whose loops apply small plans at once). */
 bool ta_config_async(const ta_config *cfg, const char *backend_name, bool has_async,
                      bool persistent);
-/* The event loops to start for the backend named backend_name on a machine with cpus
- * online CPUs (resolves auto: half the CPUs, at most TA_SERVER_LOOPS_MAX, on the CPU
- * backend or with async (ta_config_async); else 1: CUDA's small requests then go to the
- * workers in batches). */
-int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, bool async);
+/* The event loops to start for the backend named backend_name over devices devices on a
+ * machine with cpus online CPUs (resolves auto: half the CPUs, at most TA_SERVER_LOOPS_MAX
+ * for each device (a daemon over several GPUs feeds them as one daemon per GPU would) and
+ * TA_CONFIG_LOOPS_LIMIT in all, on the CPU backend or with async (ta_config_async); else 1:
+ * CUDA's small requests then go to the workers in batches). */
+int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, bool async,
+                    int devices);
 
 #endif /* TA_DAEMON_CONF_H */

@@ -278,7 +278,8 @@ static int run_daemon(ta_config *cfg)
 	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers, %d event loop(s)%s", svc->info.name,
 	       svc->info.device, svc->info.compute_capability[0] ? ", compute capability " : "",
 	       svc->info.compute_capability, ta_config_workers(cfg, svc->info.name),
-	       ta_config_loops(cfg, svc->info.name, sysconf(_SC_NPROCESSORS_ONLN), async),
+	       ta_config_loops(cfg, svc->info.name, sysconf(_SC_NPROCESSORS_ONLN), async,
+	                       ta_backend_device_count(be)),
 	       async ? ", small requests applied asynchronously from the loops" : "");
 	if (cfg->async_apply == 1 && !async)
 		ta_log(TA_LOG_WARNING, "async_apply: %s; pipelined requests go to the workers",

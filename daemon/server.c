@@ -1067,7 +1067,8 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	 * for the device and the workers keep only what blocks (large plans, creates) */
 	bool async = ta_config_async(cfg, svc->info.name, ta_backend_has_apply_async(svc->backend),
 	                             svc->persist != NULL);
-	srv->nloops = (unsigned)ta_config_loops(cfg, svc->info.name, cpus, async);
+	srv->nloops = (unsigned)ta_config_loops(cfg, svc->info.name, cpus, async,
+	                                        ta_backend_device_count(svc->backend));
 	srv->loops = calloc(srv->nloops, sizeof(*srv->loops));
 	if (!srv->loops) {
 		srv->draining = true; /* nothing to shut down: uv_run finds the loop empty */

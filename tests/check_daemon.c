@@ -105,16 +105,21 @@ START_TEST(test_config_defaults_and_set)
 	/* loops: auto is 1 below 4 CPUs and on CUDA without async applies, else half the CPUs
 	 * up to 8; a count is taken as is */
 	ck_assert_int_eq(cfg.loops, TA_CONFIG_LOOPS_AUTO);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 1, false), 1);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 2, false), 1);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 3, false), 1);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 4, false), 2);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 6, false), 3);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 16, false), 8);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 128, true), 8);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, false), 1); /* the workers batch */
-	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, true), 8);  /* loops apply async */
-	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 3, true), 1);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 1, false, 1), 1);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 2, false, 1), 1);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 3, false, 1), 1);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 4, false, 1), 2);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 6, false, 1), 3);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 16, false, 1), 8);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 128, true, 1), 8);
+	/* over several devices up to 8 each: 2 GPUs on 32 CPUs as two daemons would */
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 32, true, 2), 16);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, true, 2), 8);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 256, true, 16), 64);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 32, false, 2), 1);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, false, 1), 1); /* the workers batch */
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, true, 1), 8);  /* loops apply async */
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 3, true, 1), 1);
 	/* async_apply: auto is on where the backend has apply_async, but not on the CPU
 	 * backend; never with a data log */
 	ck_assert_int_eq(cfg.async_apply, TA_CONFIG_ASYNC_AUTO);
@@ -134,9 +139,9 @@ START_TEST(test_config_defaults_and_set)
 	ck_assert_int_eq(ta_config_set(&cfg, "async_apply", "auto", &err), TA_OK);
 	ck_assert_int_eq(cfg.async_apply, TA_CONFIG_ASYNC_AUTO);
 	ck_assert_int_eq(ta_config_set(&cfg, "loops", "3", &err), TA_OK);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 2, false), 3);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 16, false), 3);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, false), 3);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 2, false, 1), 3);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 16, false, 1), 3);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, false, 1), 3);
 	ck_assert_int_eq(ta_config_set(&cfg, "loops", "0", &err), TA_INVALID_ARGUMENT);
 	ck_assert_str_eq(err.msg, "loops: '0' is not auto or a count (1..64)");
 	ck_assert_int_eq(ta_config_set(&cfg, "loops", "65", &err), TA_INVALID_ARGUMENT);
