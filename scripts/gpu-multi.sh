@@ -180,8 +180,10 @@ else
 fi
 echo "one device: ${mib:-n/a} MiB; tile: $big bytes"
 big_rc=na
-# the daemon's per-tile limit (max_tile_bytes, 1 GiB by default) raised above the tile
-if start big "$S/big.sock" --devices "$ALL" --max-tile-bytes $((big + (1 << 30))); then
+# the daemon's limits (max_tile_bytes 1 GiB and max_total_bytes 8 GiB by default) raised above
+# the tile
+if start big "$S/big.sock" --devices "$ALL" --max-tile-bytes $((big + (1 << 30))) \
+	--max-total-bytes $((big + (2 << 30))); then
 	timeout 1800 "$C/tileatom-bigtile" -s "$S/big.sock" --bytes "$big" --placement shard 2>&1 |
 		tee "$L/bigtile.txt"
 	big_rc=${PIPESTATUS[0]}
