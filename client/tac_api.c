@@ -239,7 +239,11 @@ int tileatom_poll(tileatom_client *client, size_t *ready, tileatom_error *err)
 	REQUIRE_CLIENT(client, err);
 	if (!ready)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no ready count given");
-	return tac_conn_poll(client, ready, err);
+	/* a broken connection answers every pending request (with its error) at once; else a
+	 * split request counts once all its parts are in */
+	int rc = tac_conn_poll(client, err);
+	*ready = rc == TILEATOM_OK ? tac_split_ready(client) : tac_pending_requests(client);
+	return rc;
 }
 
 int tileatom_ping(tileatom_client *client, tileatom_error *err)

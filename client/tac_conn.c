@@ -388,7 +388,7 @@ static int recv_some(tileatom_client *c, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-int tac_conn_poll(tileatom_client *c, size_t *ready, tileatom_error *err)
+int tac_conn_poll(tileatom_client *c, tileatom_error *err)
 {
 	if (!c->broken && c->rxq_count < c->pending_count) {
 		int rc = recv_some(c, err);
@@ -396,12 +396,10 @@ int tac_conn_poll(tileatom_client *c, size_t *ready, tileatom_error *err)
 			tac_conn_break(c, err);
 	}
 	if (c->broken) {
-		*ready = tac_pending_requests(c);
 		if (err)
 			*err = c->broken_err;
 		return c->broken_err.code;
 	}
-	*ready = tac_split_ready(c);
 	return TILEATOM_OK;
 }
 

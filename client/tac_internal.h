@@ -397,8 +397,9 @@ TAC_HIDDEN int tac_conn_submit_template(tileatom_client *c, const tileatom_array
 TAC_HIDDEN size_t tac_request_size(const tac_msg *m);
 /* Marks the newest pending request as a part of a split submit. */
 TAC_HIDDEN void tac_conn_mark_part(tileatom_client *c);
-/* tileatom_poll: one non-blocking receive while responses are missing, then *ready. */
-TAC_HIDDEN int tac_conn_poll(tileatom_client *c, size_t *ready, tileatom_error *err);
+/* tileatom_poll's receive: one non-blocking read while responses are missing; OK, or the
+ * broken connection's error (*err). */
+TAC_HIDDEN int tac_conn_poll(tileatom_client *c, tileatom_error *err);
 /* Marks the connection broken with err's code and message; returns the code. */
 TAC_HIDDEN int tac_conn_break(tileatom_client *c, tileatom_error *err);
 
