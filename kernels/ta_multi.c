@@ -1446,7 +1446,7 @@ static void multi_apply_async(ta_backend *be, ta_apply_call *calls, size_t n,
 	split_by_device(mb, calls, a->part, a->single, 0, n, a->sorted, a->from, first, cnt);
 	/* what the shares need is taken before the first goes: a may be freed by the last
 	 * share's completion, on another thread, before this loop ends */
-	int devs[TA_MAX_DEVICES], k = 0;
+	int devs[TA_MAX_DEVICES] = {0}, k = 0;
 	for (int d = 0; d < mb->n; d++)
 		if (cnt[d] > 0)
 			devs[k++] = d;
