@@ -38,6 +38,7 @@ tests_check_ptx_SOURCES = tests/check_ptx.c
 tests_check_ptx_LDADD = $(TABACKEND_LIBS)
 EXTRA_DIST += tests/bench_torch.py scripts/gpu-run.sh scripts/gpu-latency.sh scripts/gpu-ab-latency.sh \
 	scripts/gpu-loops.sh scripts/gpu-async.sh scripts/gpu-vs-redis.sh scripts/gpu-devptr.sh scripts/gpu-busy-poll.sh \
+	scripts/gpu-bulk-paths.sh scripts/gpu-ipc-cost.sh scripts/gpu-multi.sh scripts/gpu-python.sh \
 	doc/GPU-RESULTS.md
 
 if USE_CUDA

@@ -39,6 +39,7 @@ FUZZ_SRC_NAMES = tests/fuzz_dispatch.c \
 	daemon/metrics.c daemon/server.c daemon/shmbuf.c \
 	daemon/wirecheck.c daemon/codec.c \
 	tacore/ta_plan.c tacore/ta_place.c kernels/ta_lower.c kernels/ta_hostmem.c kernels/ta_cuda_none.c \
+	kernels/ta_async_thread.c \
 	proto/ta_frame.c proto/ta_auth.c proto/ta_wireschema.c
 FUZZ_OBJS = $(patsubst %.c,tests/fuzzobj/%.o,$(FUZZ_SRC_NAMES)) tests/fuzzobj/tileatom.pb-c.o
 FUZZ_NOCOV_OBJS = tests/fuzz_ta_cpu.o tests/fuzz_ta_types.o
