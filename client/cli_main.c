@@ -224,7 +224,9 @@ static json_object *devices_json(const tileatom_device_stats *d, size_t nd)
 		     cli_json_add(e, "memory_total", json_object_new_uint64(d[i].memory_total)) &&
 		     cli_json_add(e, "tiles", json_object_new_uint64(d[i].tiles)) &&
 		     cli_json_add(e, "tile_bytes", json_object_new_uint64(d[i].tile_bytes)) &&
-		     cli_json_add(e, "requests", json_object_new_uint64(d[i].requests));
+		     cli_json_add(e, "requests", json_object_new_uint64(d[i].requests)) &&
+		     cli_json_add(e, "failed", json_object_new_boolean(d[i].failed)) &&
+		     cli_json_add(e, "failure", json_object_new_string(d[i].failure));
 		if (ok && json_object_array_add(arr, e) != 0)
 			ok = false;
 		if (!ok && e)
@@ -314,7 +316,8 @@ static int cmd_stats(int argc, char **argv, cli_global *g)
 	    "far: REQUEST REQUESTS ERRORS ELEMENTS BYTES_IN BYTES_OUT MEAN_US (tab-separated;\n"
 	    "MEAN_US is - unless the daemon times requests, which it does with --metrics).\n"
 	    "These are the numbers tileatomd --metrics serves. One line per device the daemon\n"
-	    "serves ('device N: memory_used B memory_total B tiles T tile_bytes B requests R';\n"
+	    "serves ('device N: memory_used B memory_total B tiles T tile_bytes B requests R\n"
+	    "failed F', F 1 for a device that can no longer serve, then ' cause: TEXT';\n"
 	    "memory_total 0 on a CPU pool). --json: one object with every device under\n"
 	    "\"devices\" and every kind under \"kinds\", each with its latency histogram\n"
 	    "(requests per bucket, the buckets' upper bounds in \"latency_le_ns\", the last\n"
@@ -345,9 +348,12 @@ static int cmd_stats(int argc, char **argv, cli_global *g)
 		       s.tiles, s.tile_bytes, s.requests, s.errors, s.connections, s.elements);
 		for (size_t i = 0; i < nd; i++)
 			printf("device %" PRIu32 ": memory_used %" PRIu64 " memory_total %" PRIu64
-			       " tiles %" PRIu32 " tile_bytes %" PRIu64 " requests %" PRIu64 "\n",
+			       " tiles %" PRIu32 " tile_bytes %" PRIu64 " requests %" PRIu64
+			       " failed %d%s%s\n",
 			       devs[i].device, devs[i].memory_used, devs[i].memory_total,
-			       devs[i].tiles, devs[i].tile_bytes, devs[i].requests);
+			       devs[i].tiles, devs[i].tile_bytes, devs[i].requests,
+			       devs[i].failed ? 1 : 0, devs[i].failed ? " cause: " : "",
+			       devs[i].failed ? devs[i].failure : "");
 		printf("\nREQUEST\tREQUESTS\tERRORS\tELEMENTS\tBYTES_IN\tBYTES_OUT\tMEAN_US\n");
 		for (size_t i = 0; i < nk; i++) {
 			if (kinds[i].requests == 0)

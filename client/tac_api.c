@@ -351,6 +351,9 @@ int tileatom_stats_devices(tileatom_client *client, tileatom_device_stats **devi
 		d[i].tiles = w->tiles;
 		d[i].tile_bytes = w->tile_bytes;
 		d[i].requests = w->requests;
+		d[i].failed = w->failed;
+		if (w->failure)
+			snprintf(d[i].failure, sizeof d[i].failure, "%s", w->failure);
 	}
 	*devices = d;
 	*count = s->n_devices;

@@ -256,6 +256,9 @@ typedef struct tileatom_device_stats {
 	uint32_t tiles;        /* tiles with a part there (a sharded tile counts on each) */
 	uint64_t tile_bytes;   /* bytes of those parts */
 	uint64_t requests;     /* requests (or parts of requests) it has run */
+	bool failed;           /* it can no longer serve (sticky GPU error; TILEATOM_FAIL_DEVICE
+	                          drill): requests touching it answer UNAVAILABLE */
+	char failure[160];     /* why, when failed (else empty; truncated to fit) */
 } tileatom_device_stats;
 
 /* Most latency buckets tileatom_kind_stats holds (the daemon sends fewer or as many). */

@@ -749,6 +749,15 @@ static bool fill_device_stats(ta_service *svc, ta_arena *arena, Tileatom__StatsR
 		it->tiles = (uint32_t)ds.tiles;
 		it->tile_bytes = ds.tile_bytes;
 		it->requests = ds.requests;
+		it->failed = ds.failed;
+		if (ds.failed) {
+			size_t len = strlen(ds.cause) + 1;
+			char *cause = ta_arena_alloc(arena, len);
+			if (!cause)
+				return false;
+			memcpy(cause, ds.cause, len);
+			it->failure = cause;
+		}
 		ptrs[k++] = it;
 	}
 	s->devices = ptrs;

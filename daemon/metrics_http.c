@@ -124,6 +124,8 @@ static void put_device_metrics(FILE *f, ta_service *svc)
 	    {"tileatom_device_tile_bytes", "gauge", "Bytes of tile parts on the device."},
 	    {"tileatom_device_requests_total", "counter",
 	     "Requests (or parts of requests) the device has run."},
+	    {"tileatom_device_failed", "gauge",
+	     "1 when the device can no longer serve (its tiles answer UNAVAILABLE), else 0."},
 	};
 	int n = ta_backend_device_count(svc->backend);
 	for (size_t k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
@@ -136,7 +138,8 @@ static void put_device_metrics(FILE *f, ta_service *svc)
 			             : k == 1 ? ds.memory_total
 			             : k == 2 ? ds.tiles
 			             : k == 3 ? ds.tile_bytes
-			                      : ds.requests;
+			             : k == 4 ? ds.requests
+			                      : (uint64_t)ds.failed;
 			fprintf(f, "%s{device=\"%d\"} %" PRIu64 "\n", fam[k].name, d, v);
 		}
 	}

@@ -810,9 +810,10 @@ ta_status be_fail(ta_cuda_backend *be, cudaError_t e, const char *what, ta_error
 	if (cuda_sticky(e)) {
 		pthread_mutex_lock(&be->mu);
 		if (!be->broken) {
-			be->broken = true;
 			snprintf(be->broken_msg, sizeof be->broken_msg, "%s: %s (%s)", what,
 			         cudaGetErrorName(e), cudaGetErrorString(e));
+			/* stored last: cuda_failed reads it without the lock */
+			__atomic_store_n(&be->broken, true, __ATOMIC_RELEASE);
 			fprintf(stderr,
 			        "tileatom cuda: device %d: sticky error, the CUDA context is "
 			        "unusable: %s\n",
@@ -836,6 +837,19 @@ ta_status be_check_broken(ta_cuda_backend *be, ta_error *err)
 		                    "CUDA device %d is unusable after an earlier error: %s",
 		                    be->device, msg);
 	return TA_OK;
+}
+
+/* vtable failed: a sticky error has made the context unusable (cause: that error). The
+ * flag is read without the lock first, so that a healthy device costs one load. */
+static bool cuda_failed(ta_backend *base, char *cause, size_t cap)
+{
+	ta_cuda_backend *be = (ta_cuda_backend *)base;
+	if (!__atomic_load_n(&be->broken, __ATOMIC_ACQUIRE))
+		return false;
+	pthread_mutex_lock(&be->mu);
+	snprintf(cause, cap, "%s", be->broken_msg);
+	pthread_mutex_unlock(&be->mu);
+	return true;
 }
 
 /* Makes the backend's device current on the calling thread. */
@@ -1790,7 +1804,7 @@ static const ta_backend_vtbl cuda_vtbl = {
     cuda_apply_many,      cuda_info,       cuda_set_batch_window, cuda_host_register,
     cuda_host_unregister, cuda_ipc_open,   cuda_ipc_close,        NULL /* tile_alloc_placed */,
     NULL /* tile_where */, NULL /* device_count */, cuda_mem_info, NULL /* tile_footprint */,
-    cuda_apply_async,     cuda_ptr_device, NULL /* device_stats */};
+    cuda_apply_async,     cuda_ptr_device, NULL /* device_stats */, cuda_failed};
 
 extern "C" int ta_cuda_device_count(void)
 {

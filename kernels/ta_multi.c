@@ -52,7 +52,18 @@
  * enables and reports with ta_multi_set_peers; a device without it is refused); into a
  * sharded tile, integer adds and subs without old values take apply_partials (scratch tiles,
  * see there), anything else is refused with UNIMPLEMENTED. A failure on one device after
- * others have applied their parts leaves those parts applied (the error names the device). */
+ * others have applied their parts leaves those parts applied (the error names the device).
+ *
+ * Faults per device. A device whose backend reports it failed (vtable failed: a sticky CUDA
+ * error) or that a drill fails (TILEATOM_FAIL_DEVICE=N[:K], read here at startup: device N
+ * fails once it has run K requests, or parts of requests; K defaults to 0) is marked failed
+ * for good. From then on every request on a tile with a part there is refused whole, before
+ * any part runs (a region plan on a sharded tile only when its rows meet such a part; any
+ * other plan, whose elements are known only once resolved, whatever it touches), with UNAVAILABLE
+ * "device N failed: <cause>" (the request during which it failed answers with its backend's own
+ * error and may have applied its other parts, as above); a new tile placed there is refused the
+ * same way, and auto placement ranks it last. The other devices keep serving. device_stats reports
+ * the flag and the cause. */
 #include "ta_backend.h"
 
 #include <pthread.h>
@@ -146,13 +157,104 @@ typedef struct multi_backend {
 	bool pools_ready;                              /* the pools' mutexes exist */
 	bool lanes_ready;                              /* the lanes' mutexes and conds exist */
 	bool has_peers;                                /* ords and peer are set (CUDA) */
-	bool partials_for_host;   /* TA_MULTI_PARTIALS set: host-operand plans that qualify take
-	                             the partial-tile path too (tests it on CPU pools) */
-	bool partials_single;     /* TA_MULTI_PARTIALS=single: ... with one scratch, on the
-	                             first part's device (as for GPU keys that live there) */
-	int ords[TA_MAX_DEVICES]; /* each device's CUDA ordinal */
+	bool partials_for_host; /* TA_MULTI_PARTIALS set: host-operand plans that qualify take
+	                           the partial-tile path too (tests it on CPU pools) */
+	bool partials_single;   /* TA_MULTI_PARTIALS=single: ... with one scratch, on the
+	                           first part's device (as for GPU keys that live there) */
+	atomic_bool failed[TA_MAX_DEVICES]; /* the device failed (for good) */
+	atomic_int failing[TA_MAX_DEVICES]; /* 1 once a thread has claimed writing cause */
+	char cause[TA_MAX_DEVICES][160];    /* why (written before failed is set) */
+	int drill_device;                   /* TILEATOM_FAIL_DEVICE's device; -1: no drill */
+	uint64_t drill_after;               /* ... fails after this many requests */
+	int ords[TA_MAX_DEVICES];           /* each device's CUDA ordinal */
 	unsigned char peer[TA_MAX_DEVICES * TA_MAX_DEVICES]; /* [i * n + j]: i reads j's memory */
 } multi_backend;
+
+/* ---- faults: devices that can no longer serve --------------------------------------- */
+
+/* Marks device d failed for cause (the first cause stays) and logs it once. */
+static void mark_failed(multi_backend *mb, int d, const char *cause)
+{
+	int zero = 0;
+	if (!atomic_compare_exchange_strong(&mb->failing[d], &zero, 1))
+		return;
+	snprintf(mb->cause[d], sizeof mb->cause[d], "%s", cause);
+	atomic_store_explicit(&mb->failed[d], true, memory_order_release);
+	fprintf(stderr,
+	        "tileatom multi-device: device %d failed: %s; its tiles answer "
+	        "UNAVAILABLE, the other devices keep serving\n",
+	        d, cause);
+}
+
+/* True when device d has failed: marked before, its backend says so now, or the drill's
+ * request count is reached. */
+static bool device_failed(multi_backend *mb, int d)
+{
+	if (atomic_load_explicit(&mb->failed[d], memory_order_acquire))
+		return true;
+	char cause[sizeof mb->cause[d]];
+	ta_backend *dev = mb->dev[d];
+	if (dev->vt->failed && dev->vt->failed(dev, cause, sizeof cause)) {
+		mark_failed(mb, d, cause);
+		return true;
+	}
+	if (d == mb->drill_device &&
+	    atomic_load_explicit(&mb->requests[d], memory_order_relaxed) >= mb->drill_after) {
+		snprintf(cause, sizeof cause,
+		         "fault injected by TILEATOM_FAIL_DEVICE after %llu requests",
+		         (unsigned long long)mb->drill_after);
+		mark_failed(mb, d, cause);
+		return true;
+	}
+	return false;
+}
+
+/* The first failed device among tile t's parts, -1 when none has failed. */
+static int tile_failed_device(multi_backend *mb, const multi_tile *t)
+{
+	for (int p = 0; p < t->nparts; p++)
+		if (device_failed(mb, t->part[p].device))
+			return t->part[p].device;
+	return -1;
+}
+
+/* Sets err to UNAVAILABLE naming failed device d and its cause. */
+static ta_status device_failed_error(multi_backend *mb, int d, ta_error *err)
+{
+	return ta_error_set(err, TA_UNAVAILABLE, "device %d failed: %s", d, mb->cause[d]);
+}
+
+/* Reads TILEATOM_FAIL_DEVICE ("N" or "N:K"): the drill's device and request count; false
+ * (with err set) for a value that is not that or names no device. */
+static bool drill_read(multi_backend *mb, ta_error *err)
+{
+	mb->drill_device = -1;
+	const char *v = getenv("TILEATOM_FAIL_DEVICE");
+	if (!v || !*v)
+		return true;
+	char *end = NULL;
+	long d = strtol(v, &end, 10);
+	unsigned long long k = 0;
+	if (end != v && *end == ':') {
+		const char *ks = end + 1;
+		k = strtoull(ks, &end, 10);
+		if (end == ks || *ks == '-')
+			end = (char *)v; /* no count: invalid */
+	}
+	if (end == v || *end != '\0' || d < 0 || d >= mb->n) {
+		ta_error_set(
+		    err, TA_INVALID_ARGUMENT,
+		    "TILEATOM_FAIL_DEVICE=%s: expected N or N:K with N a device (0..%d) and "
+		    "K a request count",
+		    v, mb->n - 1);
+		return false;
+	}
+	mb->drill_device = (int)d;
+	mb->drill_after = k;
+	fprintf(stderr, "tileatom multi-device: drill: device %ld fails after %llu requests\n", d,
+	        k);
+	return true;
+}
 
 /* ---- helpers: running parts on several devices at the same time ----------------------- */
 
@@ -331,6 +433,8 @@ static uint64_t free_score(multi_backend *mb, int d)
 {
 	ta_backend *be = mb->dev[d];
 	uint64_t freeb = 0, total = 0;
+	if (device_failed(mb, d))
+		return 0;
 	if (be->vt->mem_info && be->vt->mem_info(be, &freeb, &total) == TA_OK)
 		return freeb;
 	return UINT64_MAX - atomic_load(&mb->used[d]);
@@ -445,6 +549,10 @@ static ta_status alloc_rows(multi_backend *mb, int64_t rows, size_t row_bytes, s
 		pt->bytes = n == 1 ? bytes : (size_t)nrows[i] * row_bytes;
 		pt->elem0 = (int64_t)(at / es);
 		pt->elems = (int64_t)(pt->bytes / es);
+		if (device_failed(mb, pt->device)) {
+			free_parts(mb, t, i);
+			return device_failed_error(mb, devs[i], err);
+		}
 		ta_error derr = {0};
 		ta_status st =
 		    ta_backend_tile_alloc(mb->dev[pt->device], pt->bytes, &pt->mem, &derr);
@@ -747,8 +855,13 @@ static ta_status apply_region(multi_backend *mb, const multi_tile *t, const ta_p
 		row_elems *= plan->shape[a];
 	int64_t lo = plan->origin[0], hi = plan->origin[0] + plan->extent[0];
 	int touched = 0;
-	for (int p = 0; p < t->nparts; p++)
-		touched += t->part[p].first < hi && t->part[p].end > lo;
+	for (int p = 0; p < t->nparts; p++) {
+		if (t->part[p].first >= hi || t->part[p].end <= lo)
+			continue;
+		if (device_failed(mb, t->part[p].device)) /* reject-whole: nothing has run */
+			return device_failed_error(mb, t->part[p].device, err);
+		touched++;
+	}
 	ta_scope scope = plan->scope;
 	if (touched > 1 && ta_variant_legal(plan->op, plan->dtype, plan->sem, TA_SCOPE_SYS,
 	                                    plan->space, plan->want_old))
@@ -1123,6 +1236,11 @@ static ta_status multi_apply(ta_backend *be, void *mem, size_t tile_bytes, const
 		*result = res;
 	if (!t || !plan)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "multi-device: no tile or no plan");
+	/* reject-whole: nothing has run (a region plan on a sharded tile: apply_region checks
+	 * the parts its rows meet) */
+	int bad = t->nparts == 1 || plan->addr != TA_ADDR_REGION ? tile_failed_device(mb, t) : -1;
+	if (bad >= 0)
+		return device_failed_error(mb, bad, err);
 	if (t->nparts == 1) {
 		const multi_part *pt = &t->part[0];
 		if (plan_on_device(plan)) { /* read in place, over peer access when not local */
@@ -1145,8 +1263,13 @@ static ta_status multi_apply(ta_backend *be, void *mem, size_t tile_bytes, const
 			if (st != TA_OK)
 				return st;
 		}
+		if ((bad = tile_failed_device(mb, t)) >= 0)
+			return device_failed_error(mb, bad, err);
 		return apply_partials(mb, t, plan, operands_home(mb, t, plan), result, err);
 	}
+	if (mb->partials_for_host && eligible && plan->count > 0 &&
+	    (bad = tile_failed_device(mb, t)) >= 0)
+		return device_failed_error(mb, bad, err);
 	if (mb->partials_for_host && eligible && plan->count > 0)
 		return apply_partials(mb, t, plan, mb->partials_single ? t->part[0].device : -1,
 		                      result, err);
@@ -1262,12 +1385,13 @@ static bool route_single(const multi_tile *t, size_t tile_bytes, const ta_plan *
  * a one-element request on a sharded tile (*sc filled), or -1 when c must run alone, after
  * every call before it and before every call after it: a memory order other than relaxed
  * (an acquire or release orders the connection's other requests around it on every device),
- * device operands, or any other request on a sharded tile (multi_apply runs its parts at the
- * same time itself). */
-static int call_part(const ta_apply_call *c, single_call *sc)
+ * device operands, a tile with a part on a failed device (multi_apply refuses it), or any
+ * other request on a sharded tile (multi_apply runs its parts at the same time itself). */
+static int call_part(multi_backend *mb, const ta_apply_call *c, single_call *sc)
 {
 	const multi_tile *t = c->mem;
-	if (!t || !c->plan || c->plan->sem != TA_SEM_RELAXED || plan_on_device(c->plan))
+	if (!t || !c->plan || c->plan->sem != TA_SEM_RELAXED || plan_on_device(c->plan) ||
+	    tile_failed_device(mb, t) >= 0)
 		return -1;
 	if (t->nparts == 1)
 		return 0;
@@ -1325,7 +1449,7 @@ static void multi_apply_many(ta_backend *be, ta_apply_call *calls, size_t n)
 		const multi_tile *t = calls[c].mem;
 		if (t && t->nparts > 1 && !single)
 			single = malloc(n * sizeof(*single));
-		part[c] = call_part(&calls[c], single ? &single[c] : NULL);
+		part[c] = call_part(mb, &calls[c], single ? &single[c] : NULL);
 	}
 	size_t i = 0;
 	while (i < n) {
@@ -1432,7 +1556,7 @@ static void multi_apply_async(ta_backend *be, ta_apply_call *calls, size_t n,
 			split = false;
 			break;
 		}
-		a->part[c] = call_part(&calls[c], a->single ? &a->single[c] : NULL);
+		a->part[c] = call_part(mb, &calls[c], a->single ? &a->single[c] : NULL);
 		split =
 		    a->part[c] >= 0 && mb->dev[t->part[a->part[c]].device]->vt->apply_async != NULL;
 	}
@@ -1528,6 +1652,9 @@ static bool multi_device_stats(ta_backend *be, int d, ta_device_stats *out)
 	out->tiles = atomic_load(&mb->tiles[d]);
 	out->tile_bytes = atomic_load(&mb->used[d]);
 	out->requests = atomic_load(&mb->requests[d]);
+	out->failed = device_failed(mb, d);
+	if (out->failed)
+		snprintf(out->cause, sizeof out->cause, "%s", mb->cause[d]);
 	uint64_t freeb = 0, total = 0;
 	ta_backend *dev = mb->dev[d];
 	if (dev->vt->mem_info && dev->vt->mem_info(dev, &freeb, &total) == TA_OK) {
@@ -1614,6 +1741,14 @@ ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
 		atomic_init(&mb->used[d], 0);
 		atomic_init(&mb->tiles[d], 0);
 		atomic_init(&mb->requests[d], 0);
+		atomic_init(&mb->failed[d], false);
+		atomic_init(&mb->failing[d], 0);
+	}
+	if (!drill_read(mb, err)) {
+		for (int d = 0; d < n; d++)
+			ta_backend_destroy(devices[d]);
+		free(mb);
+		return NULL;
 	}
 	mb->pools_ready = true;
 	for (int d = 0; d < n; d++)

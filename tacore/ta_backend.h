@@ -59,6 +59,8 @@ typedef struct ta_device_stats {
 	uint64_t tiles;        /* tiles with a part there */
 	uint64_t tile_bytes;   /* bytes of those parts */
 	uint64_t requests;     /* requests (or parts of requests) it has run */
+	bool failed;           /* the device can no longer serve (a sticky error; a drill) */
+	char cause[160];       /* why, when failed (else empty) */
 } ta_device_stats;
 
 /* One plan of an apply_many call and what became of it. */
@@ -136,6 +138,10 @@ typedef struct ta_backend_vtbl {
 	/* Optional (NULL: one device, figures unknown but its memory's): fills *out for device
 	 * d (0..device_count - 1); false for a device that does not exist. */
 	bool (*device_stats)(ta_backend *be, int d, ta_device_stats *out);
+	/* Optional (NULL: never fails): true when the device can no longer serve (a sticky
+	 * error made its context unusable), with the cause copied into cause[cap]. Called on
+	 * every request by the multi-device layer: must be cheap when not failed. */
+	bool (*failed)(ta_backend *be, char *cause, size_t cap);
 } ta_backend_vtbl;
 
 /* Most elements of a plan that apply_async takes (the CUDA batcher's request size). */

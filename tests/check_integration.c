@@ -2070,6 +2070,127 @@ START_TEST(test_sigterm_under_load)
 }
 END_TEST
 
+/* Expects rc to be UNAVAILABLE with a message naming device 1 as failed by the drill. */
+static void expect_device1_failed(int rc, const tileatom_error *e, const char *what)
+{
+	ck_assert_msg(rc == TILEATOM_E_UNAVAILABLE, "%s: %s (%s), expected UNAVAILABLE", what,
+	              tileatom_strerror(rc), e->message);
+	ck_assert_msg(strstr(e->message, "device 1 failed: fault injected by "
+	                                 "TILEATOM_FAIL_DEVICE after 2 requests") != NULL,
+	              "%s: message '%s' does not name device 1", what, e->message);
+}
+
+/* Faults per device (issue 24): a daemon of 2 CPU pools whose pool 1 fails after its 2nd
+ * request (TILEATOM_FAIL_DEVICE=1:2). A tile on pool 0 keeps adding exactly; a tile on
+ * pool 1 answers UNAVAILABLE naming device 1; on a tile sharded over both, a request whose
+ * rows meet pool 1 is refused whole (pool 0's rows unchanged) while one meeting only pool
+ * 0's rows runs; stats (library, CLI line and --json) say device 1 failed and device 0 not. */
+START_TEST(test_device_fault_drill)
+{
+	ck_assert_int_eq(setenv("TILEATOM_FAIL_DEVICE", "1:2", 1), 0);
+	tcu_daemon d;
+	const char *const extra[] = {"--devices", "2", "--backend", "cpu", NULL};
+	ck_assert(tcu_daemon_start(&d, extra));
+	tileatom_client *c = NULL;
+	tileatom_error e = {0, ""};
+	CK(tileatom_connect(d.socket, 10000, &c, &e), e);
+	int64_t n4 = 4, sh[2] = {4, 2};
+	CK(tileatom_create_placed(c, "p0", TILEATOM_INT32, 1, &n4, NULL, 0, "0", NULL, &e), e);
+	CK(tileatom_create_placed(c, "p1", TILEATOM_INT32, 1, &n4, NULL, 0, "1", NULL, &e), e);
+	CK(tileatom_create_placed(c, "s", TILEATOM_INT32, 2, sh, NULL, 0, "shard", NULL, &e), e);
+	char where[TILEATOM_PLACEMENT_MAX];
+	CK(tileatom_tile_placement(c, "s", where, sizeof(where), &e), e);
+	ck_assert_str_eq(where, "0:[0,2) 1:[2,4)");
+	/* pool 1's two requests: s's rows [2,4), then p1 */
+	int32_t one_to_8[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	tileatom_array all8 = {TILEATOM_INT32, 2, {4, 2}, one_to_8};
+	CK(tileatom_write(c, "s", NULL, &all8, &e), e);
+	int32_t five = 5, three = 3, ten = 10;
+	tileatom_array s5 = tileatom_scalar(TILEATOM_INT32, &five);
+	tileatom_array s3 = tileatom_scalar(TILEATOM_INT32, &three);
+	tileatom_array s10 = tileatom_scalar(TILEATOM_INT32, &ten);
+	CK(tileatom_write(c, "p1", NULL, &s5, &e), e);
+
+	/* pool 0 keeps serving, exactly */
+	for (int i = 0; i < 3; i++)
+		CK(tileatom_elementwise(c, "p0", TILEATOM_OP_ADD, NULL, &s3, NULL, NULL, NULL, &e),
+		   e);
+	int32_t got[8];
+	read_i32(c, "p0", got, 4);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(got[i], 9);
+	/* pool 1's tile: every request refused */
+	int rc = tileatom_elementwise(c, "p1", TILEATOM_OP_ADD, NULL, &s3, NULL, NULL, NULL, &e);
+	expect_device1_failed(rc, &e, "add to p1");
+	size_t nb = 0;
+	rc = tileatom_read(c, "p1", NULL, got, sizeof(got), &nb, &e);
+	expect_device1_failed(rc, &e, "read of p1");
+	int32_t old = 0;
+	rc = tileatom_atomic_at(c, "p1", TILEATOM_OP_ADD, 0, TILEATOM_INT32, &three, NULL, NULL,
+	                        &old, &e);
+	expect_device1_failed(rc, &e, "one-element add to p1");
+	/* the sharded tile: a request meeting pool 1's rows is refused whole */
+	rc = tileatom_elementwise(c, "s", TILEATOM_OP_ADD, NULL, &s10, NULL, NULL, NULL, &e);
+	expect_device1_failed(rc, &e, "add to all of s");
+	tileatom_region rows13 = {2, {1, 0}, {2, 2}};
+	rc = tileatom_elementwise(c, "s", TILEATOM_OP_ADD, &rows13, &s10, NULL, NULL, NULL, &e);
+	expect_device1_failed(rc, &e, "add to rows 1..2 of s");
+	tileatom_region rows01 = {2, {0, 0}, {2, 2}};
+	CK(tileatom_read(c, "s", &rows01, got, sizeof(got), &nb, &e), e);
+	ck_assert_uint_eq(nb, 16);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(got[i], i + 1); /* nothing of the refused adds landed */
+	/* ... and one meeting only pool 0's rows runs */
+	CK(tileatom_elementwise(c, "s", TILEATOM_OP_ADD, &rows01, &s10, NULL, NULL, NULL, &e), e);
+	CK(tileatom_read(c, "s", &rows01, got, sizeof(got), &nb, &e), e);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(got[i], i + 11);
+	/* a new tile on pool 1 is refused; auto places on pool 0 */
+	rc = tileatom_create_placed(c, "q", TILEATOM_INT32, 1, &n4, NULL, 0, "1", NULL, &e);
+	expect_device1_failed(rc, &e, "create on pool 1");
+	CK(tileatom_create_placed(c, "q", TILEATOM_INT32, 1, &n4, NULL, 0, "auto", NULL, &e), e);
+	CK(tileatom_tile_placement(c, "q", where, sizeof(where), &e), e);
+	ck_assert_str_eq(where, "0");
+
+	/* stats: the library, the CLI's line and --json */
+	tileatom_device_stats *ds = NULL;
+	size_t nd = 0;
+	CK(tileatom_stats_devices(c, &ds, &nd, &e), e);
+	ck_assert_uint_eq(nd, 2);
+	ck_assert(!ds[0].failed);
+	ck_assert_str_eq(ds[0].failure, "");
+	ck_assert(ds[1].failed);
+	ck_assert_str_eq(ds[1].failure, "fault injected by TILEATOM_FAIL_DEVICE after 2 requests");
+	ck_assert_uint_eq(ds[1].requests, 2);
+	tileatom_free(ds);
+	const char *stats[] = {tcu_cli_path(), "-s", d.socket, "stats", NULL, NULL};
+	tcu_result r;
+	tcu_run(d.dir, NULL, stats, &r);
+	ck_assert_msg(r.status == 0, "stats: %s", r.err);
+	ck_assert_msg(strstr(r.out, " requests 2 failed 1 cause: fault injected by "
+	                            "TILEATOM_FAIL_DEVICE after 2 requests\n") != NULL,
+	              "stats: %s", r.out);
+	ck_assert_msg(strstr(r.out, "device 0: ") != NULL && strstr(r.out, " failed 0\n") != NULL,
+	              "stats: %s", r.out);
+	tcu_result_free(&r);
+	stats[4] = "--json";
+	tcu_run(d.dir, NULL, stats, &r);
+	ck_assert_msg(r.status == 0, "stats --json: %s", r.err);
+	ck_assert_msg(strstr(r.out, "\"requests\":2,\"failed\":true,\"failure\":\"fault injected "
+	                            "by TILEATOM_FAIL_DEVICE after 2 requests\"}") != NULL,
+	              "stats --json: %s", r.out);
+	ck_assert_msg(strstr(r.out, "\"failed\":false,\"failure\":\"\"}") != NULL,
+	              "stats --json: %s", r.out);
+	tcu_result_free(&r);
+	tileatom_close(c);
+	int st = tcu_daemon_stop(&d, 20000);
+	if (st != 0)
+		tcu_daemon_dump_log(&d);
+	ck_assert_int_eq(st, 0);
+	tcu_daemon_cleanup(&d);
+}
+END_TEST
+
 static Suite *integration_suite(void)
 {
 	Suite *s = suite_create("integration");
@@ -2106,6 +2227,7 @@ static Suite *integration_suite(void)
 	tcase_add_test(sig, test_frame_limit_pipelined);
 	tcase_add_test(sig, test_split_over_frame_limit);
 	tcase_add_test(sig, test_shared_buffers);
+	tcase_add_test(sig, test_device_fault_drill);
 	suite_add_tcase(s, sig);
 	return s;
 }
