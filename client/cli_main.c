@@ -509,8 +509,9 @@ static bool ls_print_page(const tileatom_tile_info *tiles,
 		}
 		char shape[128];
 		shape_text(tiles[i].shape, tiles[i].rank, shape, sizeof(shape));
-		if (printf("%s\t%s\t%s\t%" PRIu64 "%s\n", tiles[i].name,
+		if (printf("%s\t%s\t%s\t%" PRIu64 "%s%s%s\n", tiles[i].name,
 		           tileatom_dtype_name(tiles[i].dtype), shape, tiles[i].bytes,
+		           places ? "\t" : "", places ? places[i] : "",
 		           tiles[i].private_tile ? "\tprivate" : "") < 0)
 			return false;
 	}
@@ -520,9 +521,11 @@ static bool ls_print_page(const tileatom_tile_info *tiles,
 static int cmd_ls(int argc, char **argv, cli_global *g)
 {
 	static const char usage[] =
-	    "Usage: tileatom-cli [-s SOCKET] ls [--json]\n"
+	    "Usage: tileatom-cli [-s SOCKET] ls [--json] [--placement]\n"
 	    "Lists the tiles by name under a header line, one per line: NAME DTYPE SHAPE BYTES\n"
-	    "(tab-separated; SHAPE as D0,D1,...), then 'private' for a private tile. Other\n"
+	    "(tab-separated; SHAPE as D0,D1,...), with --placement then PLACEMENT (where the\n"
+	    "tile lives, as in info: a device N, or each part of a sharded tile as\n"
+	    "DEVICE:[FIRST,END)), then 'private' for a private tile. Other\n"
 	    "clients' private tiles are not listed. --json: an array of\n"
 	    "{\"name\":...,\"dtype\":...,\"shape\":[...],\"bytes\":...,\"placement\":...}\n"
 	    "(placement: where it lives, as in info). The listing is fetched and printed page by\n"
@@ -531,9 +534,10 @@ static int cmd_ls(int argc, char **argv, cli_global *g)
 	cli_args a;
 	tileatom_client *c;
 	int rc;
-	if (!parse_connect(argc, argv, json_opt, 1, 0, usage, g, &a, &c, &rc))
+	static const cli_option opts[] = {{"json", false}, {"placement", false}};
+	if (!parse_connect(argc, argv, opts, 2, 0, usage, g, &a, &c, &rc))
 		return rc;
-	bool json = a.value[0] != NULL;
+	bool json = a.value[0] != NULL, placed = json || a.value[1] != NULL;
 	tileatom_error err = {0, ""};
 	char cursor[TILEATOM_LIST_CURSOR_MAX] = "";
 	bool first = true, opened = false, ok = true;
@@ -543,7 +547,7 @@ static int cmd_ls(int argc, char **argv, cli_global *g)
 		char(*places)[TILEATOM_PLACEMENT_MAX] = NULL;
 		size_t n = 0;
 		char next[TILEATOM_LIST_CURSOR_MAX];
-		if (tileatom_list_page(c, cursor, 0, &tiles, json ? &places : NULL, &n, next,
+		if (tileatom_list_page(c, cursor, 0, &tiles, placed ? &places : NULL, &n, next,
 		                       &err) != TILEATOM_OK) {
 			if (json && opened)
 				printf("\n"); /* the cut array ends its line; the status says it
@@ -552,7 +556,9 @@ static int cmd_ls(int argc, char **argv, cli_global *g)
 			break;
 		}
 		if (!opened) /* the header once the first page is in */
-			ok = json ? printf("[") >= 0 : printf("NAME\tDTYPE\tSHAPE\tBYTES\n") >= 0;
+			ok = json     ? printf("[") >= 0
+			     : placed ? printf("NAME\tDTYPE\tSHAPE\tBYTES\tPLACEMENT\n") >= 0
+			              : printf("NAME\tDTYPE\tSHAPE\tBYTES\n") >= 0;
 		opened = true;
 		ok = ok && ls_print_page(tiles, (const char(*)[TILEATOM_PLACEMENT_MAX])places, n,
 		                         json, &first);

@@ -802,6 +802,15 @@ START_TEST(test_cli_placement)
 	       "{\"name\":\"d\",\"dtype\":\"int32\",\"shape\":[9],\"bytes\":36,"
 	       "\"placement\":\"0:[0,5) 1:[5,9)\"}]\n",
 	       "", "ls --json with placements");
+	const char *ls_placed[] = {tcu_cli_path(), "-s", P.socket, "ls", "--placement", NULL};
+	tcu_run(P.dir, NULL, ls_placed, &r);
+	expect(&r, 0,
+	       "NAME\tDTYPE\tSHAPE\tBYTES\tPLACEMENT\n"
+	       "a\tint32\t7,5\t140\t0:[0,3) 1:[3,5) 2:[5,7)\n"
+	       "b\tfloat32\t10\t40\t2\n"
+	       "c\tint64\t4\t32\t1\n"
+	       "d\tint32\t9\t36\t0:[0,5) 1:[5,9)\n",
+	       "", "ls --placement");
 	const char *bad[] = {tcu_cli_path(), "-s",      P.socket, "create",   "e", "--dtype",
 	                     "int32",        "--shape", "9",      "--device", "3", NULL};
 	tcu_run(P.dir, NULL, bad, &r);
