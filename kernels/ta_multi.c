@@ -53,8 +53,9 @@
  * sharded tile, integer adds and subs without old values take apply_partials (scratch tiles,
  * see there: with every key on one GPU, one apply there with a merge-out, ta_plan.h, that
  * zeroes the scratch, runs the keys into it and adds each part's rows into the part on one
- * stream with one wait), anything else is refused with UNIMPLEMENTED. A failure on one device after
- * others have applied their parts leaves those parts applied (the error names the device).
+ * stream with one wait), anything else is refused with UNIMPLEMENTED. A failure on one
+ * device after others have applied their parts leaves those parts applied (the error names
+ * the device).
  *
  * Faults per device. A device whose backend reports it failed (vtable failed: a sticky CUDA
  * error) or that a drill fails (TILEATOM_FAIL_DEVICE=N[:K], read here at startup: device N
@@ -169,8 +170,8 @@ typedef struct multi_backend {
 	char cause[TA_MAX_DEVICES][160];    /* why (written before failed is set) */
 	int drill_device;                   /* TILEATOM_FAIL_DEVICE's device; -1: no drill */
 	uint64_t drill_after;               /* ... fails after this many requests */
-	bool trace;                         /* TA_MULTI_TRACE=1: time apply_partials' steps */
-	atomic_uint_fast64_t tr_n;          /* apply_partials calls timed (separate steps) */
+	bool trace; /* TA_MULTI_TRACE=1: time apply_partials' steps (both kinds, printed apart) */
+	atomic_uint_fast64_t tr_n; /* apply_partials calls timed (separate steps) */
 	atomic_uint_fast64_t
 	    tr_ns[5];               /* their ns: scratch zeroed, run, merge, scratch back, whole */
 	atomic_uint_fast64_t tr1_n; /* apply_partials_merged calls timed (one apply) */
