@@ -212,37 +212,36 @@ static int cmd_ping(int argc, char **argv, cli_global *g)
 	return rc;
 }
 
-/* The JSON array of the daemon's devices (stats --json "devices"); NULL when out of memory. */
-static json_object *devices_json(const tileatom_device_stats *d, size_t nd)
+/* A JSON array of n unsigned numbers; NULL when out of memory. */
+static json_object *u64_array(const uint64_t *v, int n)
 {
 	json_object *arr = json_object_new_array();
-	bool ok = arr != NULL;
-	for (size_t i = 0; ok && i < nd; i++) {
-		json_object *e = json_object_new_object();
-		ok = e && cli_json_add(e, "device", json_object_new_uint64(d[i].device)) &&
-		     cli_json_add(e, "memory_used", json_object_new_uint64(d[i].memory_used)) &&
-		     cli_json_add(e, "memory_total", json_object_new_uint64(d[i].memory_total)) &&
-		     cli_json_add(e, "tiles", json_object_new_uint64(d[i].tiles)) &&
-		     cli_json_add(e, "tile_bytes", json_object_new_uint64(d[i].tile_bytes)) &&
-		     cli_json_add(e, "requests", json_object_new_uint64(d[i].requests)) &&
-		     cli_json_add(e, "failed", json_object_new_boolean(d[i].failed)) &&
-		     cli_json_add(e, "failure", json_object_new_string(d[i].failure));
-		if (ok && json_object_array_add(arr, e) != 0)
-			ok = false;
-		if (!ok && e)
+	for (int i = 0; arr && i < n; i++) {
+		json_object *e = json_object_new_uint64(v[i]);
+		if (!e || json_object_array_add(arr, e) != 0) {
 			json_object_put(e);
-	}
-	if (!ok && arr) {
-		json_object_put(arr);
-		arr = NULL;
+			json_object_put(arr);
+			return NULL;
+		}
 	}
 	return arr;
+}
+
+/* A new object appended to the array arr (which then owns it); NULL when out of memory. */
+static json_object *array_add_object(json_object *arr)
+{
+	json_object *e = json_object_new_object();
+	if (e && json_object_array_add(arr, e) != 0) {
+		json_object_put(e);
+		e = NULL;
+	}
+	return e;
 }
 
 /* The JSON of stats: the daemon's facts and totals, "devices": [one object per device],
  * and "kinds": {KIND: counters}. */
 static json_object *stats_json(const tileatom_stats_info *s, const tileatom_kind_stats *k,
-                               size_t nk, const tileatom_device_stats *dev, size_t nd)
+                               size_t nk, const tileatom_device_stats *d, size_t nd)
 {
 	json_object *o = json_object_new_object();
 	bool ok = cli_json_add(o, "backend", json_object_new_string(s->backend)) &&
@@ -258,52 +257,35 @@ static json_object *stats_json(const tileatom_stats_info *s, const tileatom_kind
 	     cli_json_add(o, "errors", json_object_new_uint64(s->errors)) &&
 	     cli_json_add(o, "connections", json_object_new_uint64(s->connections)) &&
 	     cli_json_add(o, "elements", json_object_new_uint64(s->elements));
-	if (ok) {
-		json_object *devs = devices_json(dev, nd);
-		ok = devs && cli_json_add(o, "devices", devs);
+	json_object *devs = ok ? json_object_new_array() : NULL;
+	ok = ok && cli_json_add(o, "devices", devs);
+	for (size_t i = 0; ok && i < nd; i++) {
+		json_object *e = array_add_object(devs);
+		ok = cli_json_add(e, "device", json_object_new_uint64(d[i].device)) &&
+		     cli_json_add(e, "memory_used", json_object_new_uint64(d[i].memory_used)) &&
+		     cli_json_add(e, "memory_total", json_object_new_uint64(d[i].memory_total)) &&
+		     cli_json_add(e, "tiles", json_object_new_uint64(d[i].tiles)) &&
+		     cli_json_add(e, "tile_bytes", json_object_new_uint64(d[i].tile_bytes)) &&
+		     cli_json_add(e, "requests", json_object_new_uint64(d[i].requests)) &&
+		     cli_json_add(e, "failed", json_object_new_boolean(d[i].failed)) &&
+		     cli_json_add(e, "failure", json_object_new_string(d[i].failure));
 	}
 	/* the finite upper bounds (the same for every kind) */
-	json_object *bounds = json_object_new_array();
-	for (int b = 0; bounds && nk > 0 && b + 1 < k[0].nbuckets; b++)
-		if (json_object_array_add(bounds, json_object_new_uint64(k[0].le_ns[b])) != 0)
-			ok = false;
-	if (ok)
-		ok = cli_json_add(o, "latency_le_ns", bounds);
-	else
-		json_object_put(bounds);
-	json_object *kinds = json_object_new_object();
+	ok = ok && cli_json_add(o, "latency_le_ns",
+	                        u64_array(nk ? k[0].le_ns : NULL, nk ? k[0].nbuckets - 1 : 0));
+	json_object *kinds = ok ? json_object_new_object() : NULL;
+	ok = ok && cli_json_add(o, "kinds", kinds);
 	for (size_t i = 0; ok && i < nk; i++) {
 		json_object *e = json_object_new_object();
-		json_object *buckets = json_object_new_array();
-		for (int b = 0; buckets && b < k[i].nbuckets; b++)
-			if (json_object_array_add(buckets,
-			                          json_object_new_uint64(k[i].bucket[b])) != 0)
-				ok = false;
-		if (!ok) {
-			json_object_put(buckets);
-			json_object_put(e);
-			break;
-		}
-		ok = cli_json_add(e, "requests", json_object_new_uint64(k[i].requests)) &&
+		ok = cli_json_add(kinds, k[i].kind, e) &&
+		     cli_json_add(e, "requests", json_object_new_uint64(k[i].requests)) &&
 		     cli_json_add(e, "errors", json_object_new_uint64(k[i].errors)) &&
 		     cli_json_add(e, "elements", json_object_new_uint64(k[i].elements)) &&
 		     cli_json_add(e, "bytes_in", json_object_new_uint64(k[i].bytes_in)) &&
 		     cli_json_add(e, "bytes_out", json_object_new_uint64(k[i].bytes_out)) &&
-		     cli_json_add(e, "latency_ns", json_object_new_uint64(k[i].latency_ns));
-		if (ok)
-			ok = cli_json_add(e, "latency_buckets", buckets);
-		else
-			json_object_put(buckets);
-		if (!ok) {
-			json_object_put(e);
-			break;
-		}
-		ok = cli_json_add(kinds, k[i].kind, e);
+		     cli_json_add(e, "latency_ns", json_object_new_uint64(k[i].latency_ns)) &&
+		     cli_json_add(e, "latency_buckets", u64_array(k[i].bucket, k[i].nbuckets));
 	}
-	if (ok)
-		ok = cli_json_add(o, "kinds", kinds);
-	else
-		json_object_put(kinds);
 	return cli_json_done(o, ok);
 }
 
@@ -399,31 +381,22 @@ static int cmd_snapshot(int argc, char **argv, cli_global *g)
 	return rc;
 }
 
-/* Parses "D0[,D1...]" into shape; returns the rank, or 0 when malformed. */
-static int parse_shape(const char *text, int64_t *shape)
+/* Parses "N0[,N1...]", at most max non-negative decimal numbers, into out; returns how
+ * many, or 0 when malformed. */
+static int parse_numbers(const char *text, int max, int64_t *out)
 {
-	int rank = 0;
-	const char *p = text;
-	while (*p) {
-		if (rank == TILEATOM_MAX_RANK || *p < '0' || *p > '9')
-			return 0;
+	int n = 0;
+	for (const char *p = text;;) {
+		char *end = NULL;
 		errno = 0;
-		char *end;
-		long long v = strtoll(p, &end, 10);
-		if (errno || v < 1)
+		long long v = n < max && *p >= '0' && *p <= '9' ? strtoll(p, &end, 10) : -1;
+		if (v < 0 || errno || (*end != ',' && *end != '\0'))
 			return 0;
-		shape[rank++] = (int64_t)v;
-		if (*end == ',') {
-			p = end + 1;
-			if (!*p)
-				return 0;
-		} else if (*end == '\0') {
-			p = end;
-		} else {
-			return 0;
-		}
+		out[n++] = (int64_t)v;
+		if (*end == '\0')
+			return n;
+		p = end + 1;
 	}
-	return rank;
 }
 
 static int cmd_create(int argc, char **argv, cli_global *g)
@@ -455,7 +428,10 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 		return CLI_EXIT_USAGE;
 	}
 	int64_t shape[TILEATOM_MAX_RANK];
-	int rank = parse_shape(a.value[1], shape);
+	int rank = parse_numbers(a.value[1], TILEATOM_MAX_RANK, shape);
+	for (int ax = 0; ax < rank; ax++)
+		if (shape[ax] < 1)
+			rank = 0;
 	if (rank == 0) {
 		cli_error("create: bad shape '%s' (expected 1 to %d positive extents, e.g. 4,3)",
 		          a.value[1], TILEATOM_MAX_RANK);
@@ -478,13 +454,6 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 	return rc;
 }
 
-/* Adds "placement" (when the daemon reported one) to a tile's JSON object; false when out
- * of memory. */
-static bool json_add_placement(json_object *t, const char *place)
-{
-	return !place[0] || cli_json_add(t, "placement", json_object_new_string(place));
-}
-
 /* Prints one page of ls: --json objects (each after a comma but the first of all, *first
  * cleared once one is printed) or text lines. False when writing or building fails. */
 static bool ls_print_page(const tileatom_tile_info *tiles,
@@ -493,11 +462,7 @@ static bool ls_print_page(const tileatom_tile_info *tiles,
 {
 	for (size_t i = 0; i < n; i++) {
 		if (json) {
-			json_object *t = cli_json_tile(&tiles[i], false);
-			if (t && places && !json_add_placement(t, places[i])) {
-				json_object_put(t);
-				t = NULL;
-			}
+			json_object *t = cli_json_tile(&tiles[i], false, places ? places[i] : NULL);
 			const char *text =
 			    t ? json_object_to_json_string_ext(t, CLI_JSON_FLAGS) : NULL;
 			bool ok = text && printf("%s%s", *first ? "" : ",", text) >= 0;
@@ -599,12 +564,7 @@ static int cmd_info(int argc, char **argv, cli_global *g)
 	    tileatom_tile_placement(c, a.pos[0], place, sizeof(place), &err) != TILEATOM_OK) {
 		rc = lib_error("info", &err);
 	} else if (a.value[0]) {
-		json_object *t = cli_json_tile(&info, true);
-		if (t && !json_add_placement(t, place)) {
-			json_object_put(t);
-			t = NULL;
-		}
-		rc = cli_json_print("info", t);
+		rc = cli_json_print("info", cli_json_tile(&info, true, place));
 	} else {
 		char shape[128];
 		shape_text(info.shape, info.rank, shape, sizeof(shape));
@@ -732,27 +692,12 @@ static int cmd_get(int argc, char **argv, cli_global *g)
 static int parse_index(const char *cmd, const char *text, const tileatom_tile_info *info,
                        int64_t *flat)
 {
-	int64_t coord[TILEATOM_MAX_RANK + 1];
-	int n = 0;
-	const char *p = text;
-	for (;;) {
-		errno = 0;
-		char *end;
-		if (*p < '0' || *p > '9' || n > TILEATOM_MAX_RANK) {
-			cli_error("%s: bad index '%s' (expected a flat index or coordinates like "
-			          "1,2)",
-			          cmd, text);
-			return CLI_EXIT_USAGE;
-		}
-		long long v = strtoll(p, &end, 10);
-		if (errno || (*end != ',' && *end != '\0')) {
-			cli_error("%s: bad index '%s'", cmd, text);
-			return CLI_EXIT_USAGE;
-		}
-		coord[n++] = (int64_t)v;
-		if (*end == '\0')
-			break;
-		p = end + 1;
+	int64_t coord[TILEATOM_MAX_RANK];
+	int n = parse_numbers(text, TILEATOM_MAX_RANK, coord);
+	if (n == 0) {
+		cli_error("%s: bad index '%s' (expected a flat index or coordinates like 1,2)", cmd,
+		          text);
+		return CLI_EXIT_USAGE;
 	}
 	char shape[128];
 	shape_text(info->shape, info->rank, shape, sizeof(shape));
