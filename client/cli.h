@@ -63,8 +63,9 @@ int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_
 /* Connects to the daemon; returns CLI_EXIT_OK or CLI_EXIT_ERROR after a message. */
 int cli_connect(const cli_global *g, tileatom_client **out);
 
-/* Parses a non-negative decimal integer (full string); false when it is not one. */
-bool cli_parse_count(const char *text, int64_t *out);
+/* Parses "N0[,N1...]", at most max non-negative decimal numbers (the whole text), into
+ * out; returns how many, or 0 when malformed. */
+int cli_parse_counts(const char *text, int max, int64_t *out);
 
 /* ---- --json output (cli_json.c) ---- */
 

@@ -116,16 +116,6 @@ static void print_usage(FILE *out)
 	        scope_list(scopes, sizeof scopes, "|"));
 }
 
-/* Parses a timeout in milliseconds. */
-static bool parse_timeout(const char *text, int *out)
-{
-	int64_t v;
-	if (!cli_parse_count(text, &v) || v > INT_MAX)
-		return false;
-	*out = (int)v;
-	return true;
-}
-
 /* Prints a library error for command cmd; returns CLI_EXIT_ERROR. */
 static int lib_error(const char *cmd, const tileatom_error *err)
 {
@@ -381,24 +371,6 @@ static int cmd_snapshot(int argc, char **argv, cli_global *g)
 	return rc;
 }
 
-/* Parses "N0[,N1...]", at most max non-negative decimal numbers, into out; returns how
- * many, or 0 when malformed. */
-static int parse_numbers(const char *text, int max, int64_t *out)
-{
-	int n = 0;
-	for (const char *p = text;;) {
-		char *end = NULL;
-		errno = 0;
-		long long v = n < max && *p >= '0' && *p <= '9' ? strtoll(p, &end, 10) : -1;
-		if (v < 0 || errno || (*end != ',' && *end != '\0'))
-			return 0;
-		out[n++] = (int64_t)v;
-		if (*end == '\0')
-			return n;
-		p = end + 1;
-	}
-}
-
 static int cmd_create(int argc, char **argv, cli_global *g)
 {
 	static const char usage[] =
@@ -428,7 +400,7 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 		return CLI_EXIT_USAGE;
 	}
 	int64_t shape[TILEATOM_MAX_RANK];
-	int rank = parse_numbers(a.value[1], TILEATOM_MAX_RANK, shape);
+	int rank = cli_parse_counts(a.value[1], TILEATOM_MAX_RANK, shape);
 	for (int ax = 0; ax < rank; ax++)
 		if (shape[ax] < 1)
 			rank = 0;
@@ -693,7 +665,7 @@ static int parse_index(const char *cmd, const char *text, const tileatom_tile_in
                        int64_t *flat)
 {
 	int64_t coord[TILEATOM_MAX_RANK];
-	int n = parse_numbers(text, TILEATOM_MAX_RANK, coord);
+	int n = cli_parse_counts(text, TILEATOM_MAX_RANK, coord);
 	if (n == 0) {
 		cli_error("%s: bad index '%s' (expected a flat index or coordinates like 1,2)", cmd,
 		          text);
@@ -935,6 +907,7 @@ static const cli_command commands[] = {
 int main(int argc, char **argv)
 {
 	cli_global g = {NULL, CLI_CONNECT_TIMEOUT_MS, NULL};
+	int64_t ms;
 	int i = 1;
 	for (; i < argc; i++) {
 		const char *a = argv[i];
@@ -977,9 +950,11 @@ int main(int argc, char **argv)
 			g.socket = val;
 		} else if (k == 2) {
 			g.auth_file = val;
-		} else if (!parse_timeout(val, &g.timeout_ms)) {
+		} else if (cli_parse_counts(val, 1, &ms) != 1 || ms > INT_MAX) {
 			cli_error("bad timeout '%s' (milliseconds)", val);
 			return CLI_EXIT_USAGE;
+		} else {
+			g.timeout_ms = (int)ms;
 		}
 	}
 	if (i >= argc) {
