@@ -61,7 +61,8 @@ static const unsigned legal_next[] = {
     [TA_CONN_CLOSED] = 0,
 };
 
-const char *ta_conn_state_name(ta_conn_state state)
+/* Name of a state, for logs ("reading", "closing", ...). */
+static const char *conn_state_name(ta_conn_state state)
 {
 	static const char *const names[] = {[TA_CONN_NEW] = "new",
 	                                    [TA_CONN_READING] = "reading",
@@ -85,7 +86,7 @@ static bool conn_transition(ta_conn *conn, ta_conn_state to)
 		return true;
 	}
 	ta_log(TA_LOG_ERR, "connection %" PRIu64 ": bug: illegal state transition %s -> %s",
-	       conn->serial, ta_conn_state_name(from), ta_conn_state_name(to));
+	       conn->serial, conn_state_name(from), conn_state_name(to));
 #ifdef TA_DEBUG
 	abort();
 #endif
