@@ -108,11 +108,7 @@ static void loop_wake(ta_server_loop *l, unsigned flags)
  * callback comes back to the connection's loop. */
 static void host_submit(ta_conn_host *host, ta_job *job)
 {
-	ta_server_loop *l = host_loop(host);
-	if (l->index == 0)
-		ta_executor_submit(&l->srv->executor, job);
-	else
-		ta_executor_submit_to(&l->srv->executor, &l->port, job);
+	ta_executor_submit_to(&host_loop(host)->srv->executor, host->port, job);
 }
 
 /* Counts a connection of the transport (tcp) in its handshake against the limits. */
