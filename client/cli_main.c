@@ -741,11 +741,18 @@ typedef enum elem_kind {
 	ELEM_STORE /* atomic store of one value */
 } elem_kind;
 
-/* Shared body of add/sub/.../cas/load/store. */
-static int run_element(int argc, char **argv, cli_global *g, elem_kind kind, tileatom_op op)
+/* add/sub/.../cas/load/store: what it does comes from its name (argv[0]). */
+static int cmd_element(int argc, char **argv, cli_global *g)
 {
 	char usage[1024], sems[128], scopes[128];
 	const char *cmd = argv[0];
+	elem_kind kind = strcmp(cmd, "cas") == 0     ? ELEM_CAS
+	                 : strcmp(cmd, "load") == 0  ? ELEM_LOAD
+	                 : strcmp(cmd, "store") == 0 ? ELEM_STORE
+	                                             : ELEM_RMW;
+	tileatom_op op = kind == ELEM_RMW   ? tileatom_op_parse(cmd)
+	                 : kind == ELEM_CAS ? TILEATOM_OP_CAS
+	                                    : TILEATOM_OP_NONE;
 	/* the sems this command's request accepts (single elements go as indexed atomics or
 	 * atomic loads / stores) */
 	tileatom_request_kind rk = kind == ELEM_LOAD    ? TILEATOM_REQ_ATOMIC_LOAD
@@ -866,26 +873,6 @@ out:
 	return rc;
 }
 
-static int cmd_rmw(int argc, char **argv, cli_global *g)
-{
-	return run_element(argc, argv, g, ELEM_RMW, tileatom_op_parse(argv[0]));
-}
-
-static int cmd_cas(int argc, char **argv, cli_global *g)
-{
-	return run_element(argc, argv, g, ELEM_CAS, TILEATOM_OP_CAS);
-}
-
-static int cmd_load(int argc, char **argv, cli_global *g)
-{
-	return run_element(argc, argv, g, ELEM_LOAD, TILEATOM_OP_NONE);
-}
-
-static int cmd_store(int argc, char **argv, cli_global *g)
-{
-	return run_element(argc, argv, g, ELEM_STORE, TILEATOM_OP_NONE);
-}
-
 /* ---- dispatch ----------------------------------------------------------------------- */
 
 /* One subcommand. */
@@ -895,13 +882,13 @@ typedef struct cli_command {
 } cli_command;
 
 static const cli_command commands[] = {
-    {"ping", cmd_ping}, {"stats", cmd_stats},   {"create", cmd_create},
-    {"ls", cmd_ls},     {"info", cmd_info},     {"rm", cmd_rm},
-    {"get", cmd_get},   {"hist", cli_cmd_hist}, {"add", cmd_rmw},
-    {"sub", cmd_rmw},   {"min", cmd_rmw},       {"max", cmd_rmw},
-    {"xchg", cmd_rmw},  {"exch", cmd_rmw},      {"and", cmd_rmw},
-    {"or", cmd_rmw},    {"xor", cmd_rmw},       {"cas", cmd_cas},
-    {"load", cmd_load}, {"store", cmd_store},   {"snapshot", cmd_snapshot},
+    {"ping", cmd_ping},    {"stats", cmd_stats},   {"create", cmd_create},
+    {"ls", cmd_ls},        {"info", cmd_info},     {"rm", cmd_rm},
+    {"get", cmd_get},      {"hist", cli_cmd_hist}, {"add", cmd_element},
+    {"sub", cmd_element},  {"min", cmd_element},   {"max", cmd_element},
+    {"xchg", cmd_element}, {"exch", cmd_element},  {"and", cmd_element},
+    {"or", cmd_element},   {"xor", cmd_element},   {"cas", cmd_element},
+    {"load", cmd_element}, {"store", cmd_element}, {"snapshot", cmd_snapshot},
 };
 
 int main(int argc, char **argv)
