@@ -326,29 +326,6 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	return TA_OK;
 }
 
-/* write: STORE over a region. */
-static ta_status on_write(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
-{
-	ta_request req;
-	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
-	ta_status st = region_into(rc, &w->region, "region", &tile->shape, &req);
-	if (st == TA_OK && !w->values.present)
-		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "write needs values");
-	if (st == TA_OK)
-		st = view_from_wire(rc, &w->values, "values", &req.values);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
-}
-
-/* read: LOAD over a region; the values come back as the `data` body. */
-static ta_status on_read(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
-{
-	ta_request req;
-	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_LOAD);
-	req.want_old = true;
-	ta_status st = region_into(rc, &w->region, "region", &tile->shape, &req);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_DATA);
-}
-
 /* The atomic families (element-wise, scatter, indexed): op, region, the family's
  * addressing (scatter for SCATTER, indexed for INDEXED, neither for ELEMENTWISE), values,
  * compare (cas; scatter has none) and options. */
@@ -374,37 +351,39 @@ static ta_status do_rmw(resp_ctx *rc, ta_tile *tile, ta_family family, const ta_
 	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
 }
 
-/* The memory ops (gather, scatter store, atomic load/store): LOAD or STORE with any
- * addressing; values for stores, padding for gathers. */
-static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_op op, const ta_wire_request *w)
+/* The memory ops: write and read (STORE or LOAD over their region; a read's values come
+ * back as the `data` body), gather, scatter store, atomic load/store (LOAD or STORE with any
+ * addressing); values for stores, padding for gathers. */
+static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
 {
+	ta_op op = ta_req_op(kind);
 	ta_request req;
-	ta_request_init(&req);
-	req.family = TA_FAMILY_MEMORY;
-	req.op = op;
-	ta_status st = addressing_into(rc, w, &tile->shape, &req);
+	ta_request_region(&req, TA_FAMILY_MEMORY, op);
+	bool plain = kind == TA_REQ_WRITE || kind == TA_REQ_READ;
+	ta_status st = plain ? region_into(rc, &w->region, "region", &tile->shape, &req)
+	                     : addressing_into(rc, w, &tile->shape, &req);
 	if (st == TA_OK)
 		st = options_into(rc, w, &req);
 	if (st == TA_OK && op == TA_OP_STORE && !w->values.present)
-		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "a store needs values");
+		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s needs values",
+		                  kind == TA_REQ_WRITE ? "write" : "a store");
 	if (st == TA_OK)
 		st = view_from_wire(rc, &w->values, "values", &req.values);
 	if (st == TA_OK)
 		st = view_from_wire(rc, &w->padding, "padding", &req.padding);
 	if (op == TA_OP_LOAD)
 		req.want_old = true;
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, kind == TA_REQ_READ ? OUT_DATA : OUT_OP);
 }
 
-/* A data-plane request of kind: the handler of its family (write and read have none). */
+/* A data-plane request of kind: the memory handler (write, read and the memory family) or
+ * the atomic one. */
 static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
 {
 	ta_family family = ta_req_family(kind);
-	if (family == TA_FAMILY_MEMORY)
-		return do_memory(rc, tile, ta_req_op(kind), w);
-	if (family != TA_FAMILY_NONE)
-		return do_rmw(rc, tile, family, w);
-	return kind == TA_REQ_WRITE ? on_write(rc, tile, w) : on_read(rc, tile, w);
+	if (family == TA_FAMILY_MEMORY || family == TA_FAMILY_NONE)
+		return do_memory(rc, tile, kind, w);
+	return do_rmw(rc, tile, family, w);
 }
 
 /* ---- the control plane (protobuf-c's structures; no tile) ---------------------------- */
