@@ -298,7 +298,7 @@ static int differential(ta_backend *ref, ta_backend *multi, const ta_tile_shape 
 START_TEST(test_sharded_matches_one_device)
 {
 	int pools = _i + 1;
-	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
 	ta_backend *multi = multi_new(pools, shard);
 	ta_error err = {0};
 	ta_backend *ref = ta_cpu_backend_new(2, &err);
@@ -333,7 +333,7 @@ static void where_text(ta_backend *be, void *mem, const ta_tile_shape *t, char *
  * row to one pool, a load of one row reads only it). */
 START_TEST(test_shard_ranges)
 {
-	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
 	ta_backend *be = multi_new(3, shard);
 	ta_error err = {0};
 	char buf[256];
@@ -350,7 +350,7 @@ START_TEST(test_shard_ranges)
 	ck_assert_mem_eq(vals, back, sizeof(vals));
 	ta_backend_tile_free(be, mem);
 
-	ta_placement two = {TA_PLACE_SHARD, 0, 2};
+	ta_placement two = {TA_PLACE_SHARD, 0, 2, NULL};
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 140, &two, &mem, &err), TA_OK);
 	where_text(be, mem, &t, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "0:[0,4) 1:[4,7)");
@@ -362,7 +362,7 @@ START_TEST(test_shard_ranges)
 	ck_assert_str_eq(buf, "0:[0,1) 1:[1,2)");
 	ta_backend_tile_free(be, mem);
 
-	ta_placement four = {TA_PLACE_SHARD, 0, 4};
+	ta_placement four = {TA_PLACE_SHARD, 0, 4, NULL};
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 140, &four, &mem, &err),
 	                 TA_INVALID_ARGUMENT);
 	ck_assert_ptr_null(mem);
@@ -376,14 +376,14 @@ END_TEST
  * shape follows the default. */
 START_TEST(test_place_device_auto)
 {
-	ta_placement dflt = {TA_PLACE_AUTO, 0, 0};
+	ta_placement dflt = {TA_PLACE_AUTO, 0, 0, NULL};
 	ta_backend *be = multi_new(3, dflt);
 	ta_error err = {0};
 	char buf[256];
 	ck_assert_int_eq(ta_backend_device_count(be), 3);
 	ta_tile_shape big = {TA_DTYPE_I64, 1, {100}}, small = {TA_DTYPE_I32, 1, {10}};
 	void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
-	ta_placement on2 = {TA_PLACE_DEVICE, 2, 0};
+	ta_placement on2 = {TA_PLACE_DEVICE, 2, 0, NULL};
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &big, 800, &on2, &a, &err), TA_OK);
 	where_text(be, a, &big, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "2");
@@ -398,7 +398,7 @@ START_TEST(test_place_device_auto)
 	ck_assert_str_eq(buf, "0"); /* 40 bytes on 0 and 1, 800 on 2: the lower */
 	ta_backend_tile_free(be, b);
 	ta_backend_tile_free(be, d);
-	ta_placement on3 = {TA_PLACE_DEVICE, 3, 0};
+	ta_placement on3 = {TA_PLACE_DEVICE, 3, 0, NULL};
 	void *e = NULL;
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &small, 40, &on3, &e, &err),
 	                 TA_INVALID_ARGUMENT);
@@ -417,10 +417,10 @@ START_TEST(test_place_device_auto)
 	/* a one-device backend takes device 0, auto and shard, and refuses device 1 */
 	ta_backend *one = ta_cpu_backend_new(2, &err);
 	ck_assert(one != NULL);
-	ta_placement on1 = {TA_PLACE_DEVICE, 1, 0};
+	ta_placement on1 = {TA_PLACE_DEVICE, 1, 0, NULL};
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(one, &small, 40, &on1, &e, &err),
 	                 TA_INVALID_ARGUMENT);
-	ta_placement sh = {TA_PLACE_SHARD, 0, 0};
+	ta_placement sh = {TA_PLACE_SHARD, 0, 0, NULL};
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(one, &small, 40, &sh, &e, &err), TA_OK);
 	where_text(one, e, &small, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "0");
@@ -439,7 +439,7 @@ END_TEST
  * masked and skipped elements; CAS old values in request order across devices. */
 START_TEST(test_bounds_and_order_across_shards)
 {
-	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
 	ta_backend *be = multi_new(2, shard);
 	ta_error err = {0};
 	ta_tile_shape t = {TA_DTYPE_I32, 1, {5}}; /* rows 0..2 on pool 0, 3..4 on pool 1 */
@@ -582,13 +582,13 @@ static void flat_plan(ta_plan *p, const ta_tile_shape *t, ta_op op, ta_sem sem, 
  * add of the same batch sees it). */
 START_TEST(test_apply_many_across_devices)
 {
-	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
 	ta_backend *be = multi_new(3, shard);
 	ta_error err = {0};
 	ta_tile_shape t = {TA_DTYPE_I32, 1, {6}};
 	void *mem[4] = {NULL};
 	for (int d = 0; d < 3; d++) {
-		ta_placement on = {TA_PLACE_DEVICE, d, 0};
+		ta_placement on = {TA_PLACE_DEVICE, d, 0, NULL};
 		ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 24, &on, &mem[d], &err),
 		                 TA_OK);
 	}
@@ -677,7 +677,7 @@ static void *hammer_main(void *arg)
 
 START_TEST(test_concurrent_requests_over_parts)
 {
-	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
 	ta_backend *be = multi_new(3, shard);
 	ta_error err = {0};
 	ta_tile_shape t = {TA_DTYPE_I32, 1, {HAMMER_ELEMS}};
