@@ -526,9 +526,8 @@ static bool all_zero(const void *p, size_t n)
  * INVALID_ARGUMENT naming the tile and the text. A replayed create (restored) may name the
  * parts the tile had, as its log record holds them (rows: the tile's first axis): *place
  * then points to them in *was. */
-static ta_status create_placement(const Tileatom__CreateTileRequest *c, bool restored,
-                                  int64_t rows, ta_tile_where *was, ta_placement *place,
-                                  ta_error *err)
+static ta_status create_placement(const Tileatom__CreateTileRequest *c, bool restored, int64_t rows,
+                                  ta_tile_where *was, ta_placement *place, ta_error *err)
 {
 	char shown[TA_NAME_MAX + 4];
 	ta_error perr = {0};
@@ -583,8 +582,7 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 	}
 	ta_placement place;
 	ta_tile_where was;
-	ta_status st =
-	    create_placement(c, svc->replaying, shape.shape[0], &was, &place, &rc->err);
+	ta_status st = create_placement(c, svc->replaying, shape.shape[0], &was, &place, &rc->err);
 	if (st != TA_OK)
 		return st;
 	ta_tile *tile = NULL;

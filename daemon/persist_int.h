@@ -65,8 +65,8 @@
 #define LOG_MAGIC     "TALOG005"
 #define LOG_MAGIC_V4  "TALOG004"
 #define LOG_MAGIC_V3  "TALOG003"
-#define MARK_MAGIC   "TAMARK01"
-#define MAGIC_LEN    8
+#define MARK_MAGIC    "TAMARK01"
+#define MAGIC_LEN     8
 /* Bytes of a logmark slot, and the distance between the two slots (a page apart, so that a
  * torn write of one, even of a whole 4 KiB sector, leaves the other alone). */
 #define MARK_SLOT   48

@@ -132,6 +132,11 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 	}
 	ta_tile_where was;
 	ta_placement place = {v3 ? TA_PLACE_DEFAULT : TA_PLACE_PARTS, 0, 0, &was};
+	if (v3)
+		ta_log(TA_LOG_NOTICE,
+		       "%s: a snapshot of an older format (%s, without where its tiles lived): its "
+		       "tiles are placed by the default placement (--placement)",
+		       path, SNAP_MAGIC_V3);
 	*seq = get_u64(h + 8);
 	uint32_t ntiles = get_u32(h + 16);
 	for (uint32_t i = 0; i < ntiles; i++) {
@@ -186,11 +191,10 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 			ta_error werr = {0};
 			if (ta_tile_where_check(&was, shape.shape[0], &werr) != TA_OK) {
 				char shown[TA_NAME_MAX + 4];
-				st = ta_error_set(err, TA_INTERNAL,
-				                  "%s: tile '%s' at offset %" PRIu64
-				                  ": %s (damaged file)",
-				                  path, ta_name_for_message(name, shown, sizeof(shown)),
-				                  at, werr.msg);
+				st = ta_error_set(
+				    err, TA_INTERNAL,
+				    "%s: tile '%s' at offset %" PRIu64 ": %s (damaged file)", path,
+				    ta_name_for_message(name, shown, sizeof(shown)), at, werr.msg);
 				goto out;
 			}
 		}

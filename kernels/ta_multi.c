@@ -509,15 +509,16 @@ static int plan_parts(multi_backend *mb, const ta_placement *place, int64_t rows
 			int d = w->part[i].device;
 			if (d >= mb->n) {
 				ta_error_set(err, TA_INVALID_ARGUMENT,
-				             "placement: device %d does not exist (devices 0..%d)", d,
-				             mb->n - 1);
+				             "placement: device %d does not exist (devices 0..%d)",
+				             d, mb->n - 1);
 				return 0;
 			}
 			if (i > 0 && d <= devs[i - 1]) {
-				ta_error_set(err, TA_INVALID_ARGUMENT,
-				             "placement: part %d is on device %d after device %d (parts "
-				             "go on distinct devices, ordinals ascending with the rows)",
-				             i, d, devs[i - 1]);
+				ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "placement: part %d is on device %d after device %d (parts "
+				    "go on distinct devices, ordinals ascending with the rows)",
+				    i, d, devs[i - 1]);
 				return 0;
 			}
 			devs[i] = d;

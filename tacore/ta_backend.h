@@ -287,15 +287,17 @@ static inline ta_status ta_backend_tile_alloc_placed(ta_backend *be, const ta_ti
 	if (place && place->kind == TA_PLACE_PARTS) {
 		for (int i = 0; i < place->parts->nparts; i++)
 			if (place->parts->part[i].device != 0)
-				return ta_error_set(err, TA_INVALID_ARGUMENT,
-				                    "placement: device %d does not exist (the backend "
-				                    "serves one device, 0)",
-				                    place->parts->part[i].device);
+				return ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "placement: device %d does not exist (the backend "
+				    "serves one device, 0)",
+				    place->parts->part[i].device);
 		if (place->parts->nparts != 1)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "placement: %d parts on device 0 (the backend serves one "
-			                    "device: a tile has one part)",
-			                    place->parts->nparts);
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "placement: %d parts on device 0 (the backend serves one "
+			    "device: a tile has one part)",
+			    place->parts->nparts);
 	}
 	return be->vt->tile_alloc(be, bytes, mem, err);
 }

@@ -108,21 +108,23 @@ ta_status ta_tile_where_check(const ta_tile_where *w, int64_t rows, ta_error *er
 	for (int i = 0; i < w->nparts; i++) {
 		const ta_tile_part *pt = &w->part[i];
 		if (pt->device < 0 || pt->device >= TA_MAX_DEVICES)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "placement: part %d is on device %d (ordinals are 0..%d)",
-			                    i, pt->device, TA_MAX_DEVICES - 1);
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "placement: part %d is on device %d (ordinals are 0..%d)", i,
+			    pt->device, TA_MAX_DEVICES - 1);
 		if (pt->first != row || pt->end <= pt->first)
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "placement: part %d holds rows [%lld,%lld) where rows from "
-			                    "%lld on come next",
-			                    i, (long long)pt->first, (long long)pt->end,
-			                    (long long)row);
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "placement: part %d holds rows [%lld,%lld) where rows from "
+			    "%lld on come next",
+			    i, (long long)pt->first, (long long)pt->end, (long long)row);
 		row = pt->end;
 	}
 	if (row != rows)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "placement: the parts hold rows [0,%lld) of a tile of %lld rows",
-		                    (long long)row, (long long)rows);
+		return ta_error_set(
+		    err, TA_INVALID_ARGUMENT,
+		    "placement: the parts hold rows [0,%lld) of a tile of %lld rows",
+		    (long long)row, (long long)rows);
 	return TA_OK;
 }
 
@@ -167,10 +169,11 @@ ta_status ta_tile_where_parse(const char *text, int64_t rows, ta_tile_where *out
 			    d >= TA_MAX_DEVICES || !take_char(&s, ':') || !take_char(&s, '[') ||
 			    !take_i64(&s, &first) || !take_char(&s, ',') || !take_i64(&s, &end) ||
 			    !take_char(&s, ')'))
-				return ta_error_set(err, TA_INVALID_ARGUMENT,
-				                    "placement '%.64s' is neither a device ordinal nor "
-				                    "parts DEVICE:[FIRST,END) separated by spaces",
-				                    text ? text : "");
+				return ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "placement '%.64s' is neither a device ordinal nor "
+				    "parts DEVICE:[FIRST,END) separated by spaces",
+				    text ? text : "");
 			w.part[w.nparts++] = (ta_tile_part){(int)d, first, end};
 		} while (take_char(&s, ' '));
 		if (*s)
