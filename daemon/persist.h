@@ -1,8 +1,9 @@
 /* persist.h: durability of tileatomd's tiles (--data-dir). The data directory holds a
- * snapshot of every tile (snapshot.tas), append-only logs of the mutating requests applied
- * since (log-<first seq, 16 hex digits>.tal: each record is the request's wire payload with
- * its length, sequence number, identity and checksums, xxHash) and a logmark (how much of
- * the current log is known durable). On start the snapshot is loaded and the logs are
+ * snapshot of every tile and where it lived (snapshot.tas), append-only logs of the mutating
+ * requests applied since (log-<first seq, 16 hex digits>.tal: each record is the request's
+ * wire payload, a create's with where its tile went, with its length, sequence number,
+ * identity and checksums, xxHash) and a logmark (how much of the current log is known
+ * durable). On start the snapshot is loaded and the logs are
  * replayed through the daemon's own dispatch path (a callback: persist_service.c joins these
  * files to dispatch, which calls into them); a record cut short at the end of the newest log,
  * past what the logmark recorded durable (a torn write), is dropped with a log line; a log

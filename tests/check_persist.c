@@ -4,7 +4,10 @@
  * registry with exact values, a snapshot request compacting the log, a data directory
  * locked against a second daemon, the snapshot request refused without --data-dir, a
  * full disk (a file size limit, RLIMIT_FSIZE, makes the log's writes fail with EFBIG) with
- * --fsync always and everysec, and the bound on the log buffer (backpressure).
+ * --fsync always and everysec, and the bound on the log buffer (backpressure); where tiles
+ * lived (tiles on CPU memory pools behind the multi-device layer: back where they were
+ * after a restart from a snapshot or from the log alone, or placed by the default placement
+ * with one warning each on fewer pools; files of the formats before placements still load).
  * The kill -9 and damaged-file tests are in check_persist_crash.c. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
