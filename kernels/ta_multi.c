@@ -73,6 +73,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Elements of a sharded plan resolved and routed at a time. */
 #define TA_MULTI_CHUNK 65536
@@ -168,7 +169,11 @@ typedef struct multi_backend {
 	char cause[TA_MAX_DEVICES][160];    /* why (written before failed is set) */
 	int drill_device;                   /* TILEATOM_FAIL_DEVICE's device; -1: no drill */
 	uint64_t drill_after;               /* ... fails after this many requests */
-	int ords[TA_MAX_DEVICES];           /* each device's CUDA ordinal */
+	bool trace;                         /* TA_MULTI_TRACE=1: time apply_partials' steps */
+	atomic_uint_fast64_t tr_n;          /* apply_partials calls timed */
+	atomic_uint_fast64_t
+	    tr_ns[5];             /* their ns: scratch zeroed, run, merge, scratch back, whole */
+	int ords[TA_MAX_DEVICES]; /* each device's CUDA ordinal */
 	unsigned char peer[TA_MAX_DEVICES * TA_MAX_DEVICES]; /* [i * n + j]: i reads j's memory */
 } multi_backend;
 
@@ -1018,6 +1023,7 @@ typedef struct partial_call {
 	part_call merge;    /* the scratch's rows of the part added into the part */
 	void *scratch;      /* the scratch (memory of that device's backend) */
 	scratch_pool *pool; /* where the scratch comes from and goes back to (NULL: none) */
+	uint64_t got_ns;    /* when the scratch was ready (TA_MULTI_TRACE; else 0) */
 } partial_call;
 
 /* Gives back scratch mem (bytes) of device backend be to pool (NULL: freed), or frees it
@@ -1088,6 +1094,14 @@ static ta_status scratch_get(scratch_pool *pool, ta_backend *be, size_t bytes, t
 	return ta_backend_tile_alloc(be, bytes, mem, err);
 }
 
+/* CLOCK_MONOTONIC in ns (TA_MULTI_TRACE). */
+static uint64_t trace_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* run_on_devices job: allocates the scratch (zeroed), runs the whole request into it. */
 static void partial_run(void *arg)
 {
@@ -1097,6 +1111,8 @@ static void partial_run(void *arg)
 	c->st = scratch_get(pc->pool, c->be, c->bytes, c->plan.dtype, &pc->scratch, &c->err);
 	if (c->st != TA_OK)
 		return;
+	if (pc->got_ns)
+		pc->got_ns = trace_ns();
 	c->mem = pc->scratch;
 	part_call_run(c);
 }
@@ -1155,6 +1171,7 @@ static int operands_home(multi_backend *mb, const multi_tile *t, const ta_plan *
 static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta_plan *plan,
                                 int home, ta_result *result, ta_error *err)
 {
+	uint64_t t0 = mb->trace ? trace_ns() : 0, t1 = 0, t2 = 0, t3 = 0;
 	size_t es = ta_dtype_size(plan->dtype);
 	bool dev = plan_on_device(plan);
 	partial_call *pcs = calloc((size_t)t->nparts, sizeof(*pcs));
@@ -1196,12 +1213,15 @@ static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta
 			home_pc.pool = mb->pools_ready ? &mb->pool[home] : NULL;
 		}
 		partial_call *one = src >= 0 ? &pcs[src] : &home_pc;
+		one->got_ns = mb->trace; /* nonzero: partial_run notes the time */
 		partial_run(one);
 	} else {
 		run_on_devices(mb, t->nparts, devs, partial_run, args);
 	}
 	partial_call *first = home >= 0 && src < 0 ? &home_pc : src >= 0 ? &pcs[src] : &pcs[0];
 	ta_status st = TA_OK;
+	if (mb->trace)
+		t1 = trace_ns();
 	if (home >= 0 && first->run.st != TA_OK)
 		st = ta_error_set(err, first->run.st, "device %d: %s", home, first->run.err.msg);
 	for (int p = 0; home < 0 && p < t->nparts && st == TA_OK; p++)
@@ -1238,6 +1258,8 @@ static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta
 			s->values.device = dev;
 		}
 		run_on_devices(mb, t->nparts, devs, partial_merge, args);
+		if (mb->trace)
+			t2 = trace_ns();
 		for (int p = 0; p < t->nparts && st == TA_OK; p++)
 			if (pcs[p].merge.st != TA_OK)
 				st = ta_error_set(err, pcs[p].merge.st, "device %d: %s", devs[p],
@@ -1249,6 +1271,15 @@ static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta
 		scratch_put(pcs[p].pool, pcs[p].run.be, pcs[p].scratch, t->bytes);
 	scratch_put(home_pc.pool, home_pc.run.be, home_pc.scratch, t->bytes);
 	free(pcs);
+	if (mb->trace && t2 && first->got_ns > 1) { /* the keys' home runs: one scratch */
+		t3 = trace_ns();
+		atomic_fetch_add(&mb->tr_n, 1);
+		atomic_fetch_add(&mb->tr_ns[0], first->got_ns - t0);
+		atomic_fetch_add(&mb->tr_ns[1], t1 - first->got_ns);
+		atomic_fetch_add(&mb->tr_ns[2], t2 - t1);
+		atomic_fetch_add(&mb->tr_ns[3], t3 - t2);
+		atomic_fetch_add(&mb->tr_ns[4], t3 - t0);
+	}
 	return st;
 }
 
@@ -1704,6 +1735,18 @@ static int multi_device_count(ta_backend *be)
 static void multi_destroy(ta_backend *be)
 {
 	multi_backend *mb = (multi_backend *)be;
+	uint64_t trn = atomic_load(&mb->tr_n);
+	if (mb->trace && trn) {
+		double us[5];
+		for (int i = 0; i < 5; i++)
+			us[i] = (double)atomic_load(&mb->tr_ns[i]) / 1e3 / (double)trn;
+		fprintf(
+		    stderr,
+		    "tileatom multi trace: %llu partial-tile requests (keys on one device); mean "
+		    "us: scratch zeroed %.2f, run %.2f, merge %.2f, scratch back %.2f, whole "
+		    "%.2f\n",
+		    (unsigned long long)trn, us[0], us[1], us[2], us[3], us[4]);
+	}
 	lanes_stop(mb);
 	for (int d = 0; mb->pools_ready && d < mb->n; d++) {
 		for (int i = 0; i < mb->pool[d].n; i++)
@@ -1788,6 +1831,8 @@ ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,
 	const char *partials = getenv("TA_MULTI_PARTIALS");
 	mb->partials_for_host = partials != NULL;
 	mb->partials_single = partials && strcmp(partials, "single") == 0;
+	const char *trace = getenv("TA_MULTI_TRACE");
+	mb->trace = trace && strcmp(trace, "1") == 0;
 	if (lanes_start(mb, err) != TA_OK) {
 		multi_destroy(&mb->base);
 		return NULL;

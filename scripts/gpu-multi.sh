@@ -24,6 +24,10 @@
 #     check_daemon_server) against tileatomd --devices ALL --placement shard, and
 #     check_litmus_multi (message passing between a tile on GPU 0 and one on GPU 1).
 #
+# PARTS (default abcd) picks the parts to run. Each (a) run also writes the daemon's CPU
+# ticks (10 ms) per thread name over the run to $L/ticks.txt. Set TA_MULTI_TRACE=1 and
+# TILEATOM_CUDA_TRACE=1 in the environment for the daemons' step timings (in daemon-*.log).
+#
 # BACKEND=cpu dry-runs everything without a GPU against the CPU backend's --devices
 # $CPU_POOLS (default 2) pools: (b) then uses host keys in shared memory (mode shm) and
 # skips devsplit, (c) uses $BIG_MB (default 256) MiB. GPUS overrides the GPU count.
@@ -91,14 +95,36 @@ bench() {
 		--threads 8 -c "$2" -P "$3" --tiles "${4:-$((2 * GPUS))}" --csv -q 2>&1 | tail -1
 }
 rps() { echo "$1" | awk -F, '{printf "%.0f\n", $7 + 0}'; }
+PARTS=${PARTS:-abcd}
+# thread_ticks PID: "name=ticks ..." summed per thread name (utime + stime, 10 ms ticks).
+thread_ticks() {
+	for t in /proc/"$1"/task/*; do
+		echo "$(cat "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"
+	done 2>/dev/null | awk '{a[$1] += $2} END {for (k in a) printf "%s=%d ", k, a[k]}'
+}
+# bench_ticks NAME SOCKET CLIENTS DEPTH [TILES]: bench, with daemon NAME's ticks per thread
+# name before and after appended to $L/ticks.txt.
+bench_ticks() {
+	local name=$1 p
+	shift
+	eval "p=\${pid_$name:-}"
+	p=$(pgrep -P "$p" tileatomd | head -1) # the daemon under timeout
+	local before after
+	before=$(thread_ticks "$p")
+	bench "$@"
+	after=$(thread_ticks "$p")
+	echo "$name $2x$3: before: $before; after: $after" >>"$L/ticks.txt"
+}
 
 declare -A R
+SHAPES=("50 16" "200 16")
+case $PARTS in *a*) ;; *) SHAPES=() ;; esac
 echo "== (a) single-element adds (tileatom-bench -t add -r 10000 -d $SECS --threads 8 --tiles $((2 * GPUS)))"
-for shape in "50 16" "200 16"; do
+for shape in "${SHAPES[@]}"; do
 	set -- $shape
 	tag="${1}x$2"
 	if start all "$S/all.sock" --devices "$ALL"; then
-		row=$(bench "$S/all.sock" "$1" "$2")
+		row=$(bench_ticks all "$S/all.sock" "$1" "$2")
 		echo "all $tag: $row" | tee -a "$L/adds.txt"
 		R[all_$tag]=$(rps "$row")
 		timeout 30 "$C/tileatom-cli" -s "$S/all.sock" stats >"$L/stats-all-$tag.txt" 2>&1
@@ -107,13 +133,13 @@ for shape in "50 16" "200 16"; do
 	fi
 	# one tile sharded over every GPU (its keys on all of them)
 	if start shard "$S/shard.sock" --devices "$ALL" --placement shard; then
-		row=$(bench "$S/shard.sock" "$1" "$2" 1)
+		row=$(bench_ticks shard "$S/shard.sock" "$1" "$2" 1)
 		echo "shard $tag: $row" | tee -a "$L/adds.txt"
 		R[shard_$tag]=$(rps "$row")
 		stop shard
 	fi
 	if start one "$S/one.sock" $ONE; then
-		row=$(bench "$S/one.sock" "$1" "$2")
+		row=$(bench_ticks one "$S/one.sock" "$1" "$2")
 		echo "one $tag: $row" | tee -a "$L/adds.txt"
 		R[one_$tag]=$(rps "$row")
 		stop one
@@ -144,6 +170,7 @@ for shape in "50 16" "200 16"; do
 	R[sep_$tag]=$sum
 done
 
+case $PARTS in *b*) ;; *) RUN_B=0 ;; esac
 echo "== (b) histograms, 2^24 int32 keys (tileatom-histbench, best of $REPS)"
 hist() { # LABEL ARGS...: one histbench line into R[LABEL] (Gkeys/s)
 	local label=$1
@@ -155,7 +182,7 @@ hist() { # LABEL ARGS...: one histbench line into R[LABEL] (Gkeys/s)
 	R[$label]=$(echo "$out" | awk 'NF == 4 {print $4}' | tail -1)
 	[ -n "${R[$label]}" ] || R[$label]="failed(rc=$rc)"
 }
-if start h "$S/h.sock" --devices "$ALL"; then
+if [ "${RUN_B:-1}" = 1 ] && start h "$S/h.sock" --devices "$ALL"; then
 	for bins in 256 65536; do
 		if [ "$BACKEND" = cuda ]; then
 			hist "gpu0_keys_tile_on_0_$bins" -b "$bins" --modes device --key-device 0 --placement 0
@@ -182,7 +209,8 @@ echo "one device: ${mib:-n/a} MiB; tile: $big bytes"
 big_rc=na
 # the daemon's limits (max_tile_bytes 1 GiB and max_total_bytes 8 GiB by default) raised above
 # the tile
-if start big "$S/big.sock" --devices "$ALL" --max-tile-bytes $((big + (1 << 30))) \
+case $PARTS in *c*) ;; *) big_rc=skipped ;; esac
+if [ "$big_rc" = na ] && start big "$S/big.sock" --devices "$ALL" --max-tile-bytes $((big + (1 << 30))) \
 	--max-total-bytes $((big + (2 << 30))); then
 	timeout 1800 "$C/tileatom-bigtile" -s "$S/big.sock" --bytes "$big" --placement shard 2>&1 |
 		tee "$L/bigtile.txt"
@@ -193,7 +221,9 @@ fi
 echo "== (d) end-to-end suites with --devices $ALL --placement shard"
 suites_rc=0
 suite_lines=""
-for t in check_integration check_daemon_server check_litmus_multi; do
+SUITES="check_integration check_daemon_server check_litmus_multi"
+case $PARTS in *d*) ;; *) SUITES="" ;; esac
+for t in $SUITES; do
 	if [ ! -x "$C/$t" ]; then
 		suite_lines="$suite_lines $t=missing"
 		continue

@@ -14,12 +14,14 @@ name does not start with test_).
    one Tile.hist call, the best of --reps, each checked against torch.bincount; beside
    tileatom-histbench --from device (the C library's devptr and device modes: a raw device
    pointer, and a registered device buffer) against the same daemon in the same run.
+3. With --probe: where that call's time goes (torch's side, a kept or new tile, the
+   extension's op alone).
 
 Prints "SKIP: <what is missing>" and exits 0 when torch with CUDA or tileatom cannot be
 imported; exits 1 on a wrong count or a failed call; 0 otherwise.
 
 Usage: gpu_multiproc.py --socket SOCK [--procs N] [--batches B] [--batch-keys K]
-         [--bins NB] [--bulk-keys N] [--reps R] [--histbench PATH]
+         [--bins NB] [--bulk-keys N] [--reps R] [--histbench PATH] [--probe]
 """
 
 from __future__ import annotations
@@ -168,6 +170,54 @@ def bulk(a: argparse.Namespace, tileatom: Any, np: Any, torch: Any) -> tuple[boo
     return ok, best
 
 
+def probe(a: argparse.Namespace, tileatom: Any, np: Any, torch: Any) -> None:
+    """Part 3: where a bulk Tile.hist's time goes, best of --reps in microseconds each:
+    torch's __cuda_array_interface__, the stream synchronisation, the whole call on a new
+    tile (as part 2) and on a kept one, and the extension's op alone with the operand
+    tuple made once (what is left is the C library and the daemon)."""
+    keys = torch.randint(0, 256, (a.bulk_keys,), dtype=torch.int32, device="cuda")
+    torch.cuda.synchronize()
+    best: dict[str, float] = {}
+
+    def note(name: str, dt: float) -> None:
+        best[name] = min(best.get(name, dt), dt)
+
+    with tileatom.connect(a.socket, timeout=120) as c:
+        name = "gpu-probe-hist"
+        if name in c:
+            c.destroy(name)
+        h = c.create(name, np.int32, 256)
+        for _ in range(a.reps):
+            t0 = time.perf_counter()
+            _ = keys.__cuda_array_interface__
+            t1 = time.perf_counter()
+            torch.cuda.current_stream(keys.device).synchronize()
+            t2 = time.perf_counter()
+            h.hist(keys)
+            t3 = time.perf_counter()
+            note("cuda_array_interface", t1 - t0)
+            note("stream_sync", t2 - t1)
+            note("hist_kept_tile", t3 - t2)
+        i = tileatom._index(keys, "keys")
+        vals = h._values(1, "weights")
+        for _ in range(a.reps):
+            t0 = time.perf_counter()
+            h._conn.op(tileatom._INDEXED, h.name, tileatom._ADD, h._region, -1, (i,), True,
+                       vals, None, None, None, "relaxed", "gpu", "shared", True, False,
+                       None, None)
+            note("core_op_alone", time.perf_counter() - t0)
+        for _ in range(a.reps):
+            h2 = c.create(name + "-new", np.int32, 256)
+            t0 = time.perf_counter()
+            h2.hist(keys)
+            note("hist_new_tile", time.perf_counter() - t0)
+            h2.destroy()
+        h.destroy()
+    print("probe (us, best of %d): " % a.reps +
+          ", ".join(f"{k} {v * 1e6:.1f}" for k, v in best.items()) +
+          f"; {a.bulk_keys} keys")
+
+
 def histbench(a: argparse.Namespace) -> dict[str, float]:
     """tileatom-histbench --from device against the same daemon: mode -> G keys/s."""
     if not a.histbench:
@@ -198,6 +248,8 @@ def main() -> int:
     ap.add_argument("--bins", type=int, default=256)
     ap.add_argument("--bulk-keys", type=int, default=1 << 24)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--probe", action="store_true",
+                    help="also time the parts of a bulk Tile.hist (part 3)")
     ap.add_argument("--histbench", help="tileatom-histbench (CUDA build) for the C figure")
     a = ap.parse_args()
     try:
@@ -219,6 +271,8 @@ def main() -> int:
     ok = multiproc(a, tileatom, np)
     bulk_ok, gk = bulk(a, tileatom, np, torch)
     ok = ok and bulk_ok
+    if a.probe:
+        probe(a, tileatom, np, torch)
     c = histbench(a)
     print(f"bulk: 2^{a.bulk_keys.bit_length() - 1} int32 keys from a torch CUDA tensor into "
           f"256 bins, one Tile.hist, best of {a.reps}: {gk:.2f} G keys/s")
