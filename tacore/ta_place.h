@@ -62,7 +62,7 @@ char *ta_placement_format(const ta_placement *p, char *buf, size_t n);
 char *ta_tile_where_format(const ta_tile_where *w, char *buf, size_t n);
 
 /* Bytes that hold any text ta_tile_where_format writes, uncut (TA_MAX_DEVICES parts of
- * "D:[F,E) " with 20-digit rows). */
+ * "DD:[F,E) ", at most 45 bytes each with 19-digit rows, and the NUL). */
 #define TA_WHERE_TEXT_MAX (TA_MAX_DEVICES * 48)
 
 /* Checks that w's parts are whole: 1..TA_MAX_DEVICES parts, each on a device ordinal
