@@ -502,12 +502,18 @@ static bool all_zero(const void *p, size_t n)
 }
 
 /* The placement a create asks for (its placement field; empty: the daemon's default), or
- * INVALID_ARGUMENT naming the tile and the text. */
-static ta_status create_placement(const Tileatom__CreateTileRequest *c, ta_placement *place,
-                                  ta_error *err)
+ * INVALID_ARGUMENT naming the tile and the text. A replayed create (restored) may name the
+ * parts the tile had, as its log record holds them (rows: the tile's first axis): *place
+ * then points to them in *was. */
+static ta_status create_placement(const Tileatom__CreateTileRequest *c, bool restored, int64_t rows,
+                                  ta_tile_where *was, ta_placement *place, ta_error *err)
 {
 	char shown[TA_NAME_MAX + 4];
 	ta_error perr = {0};
+	if (restored && ta_tile_where_parse(c->placement, rows, was, NULL) == TA_OK) {
+		*place = (ta_placement){TA_PLACE_PARTS, 0, 0, was};
+		return TA_OK;
+	}
 	if (ta_placement_parse(c->placement, place, &perr) == TA_OK)
 		return TA_OK;
 	return ta_error_set(err, TA_INVALID_ARGUMENT, "tile '%s': %s",
@@ -554,20 +560,16 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 			    ta_name_for_message(c->name, shown, sizeof(shown)));
 	}
 	ta_placement place;
-	ta_status st = create_placement(c, &place, &rc->err);
+	ta_tile_where was;
+	ta_status st = create_placement(c, svc->replaying, shape.shape[0], &was, &place, &rc->err);
 	if (st != TA_OK)
 		return st;
 	ta_tile *tile = NULL;
-	st = ta_registry_create_placed(svc->registry, c->name, &shape, owner, &place, &tile,
-	                               &rc->err);
-	if (st == TA_INVALID_ARGUMENT && svc->replaying && place.kind != TA_PLACE_DEFAULT) {
-		/* a logged create for a device this run lacks: the default placement instead */
-		ta_log(TA_LOG_WARNING, "%s; placed by the default placement instead", rc->err.msg);
-		place.kind = TA_PLACE_DEFAULT;
-		memset(&rc->err, 0, sizeof(rc->err));
-		st = ta_registry_create_placed(svc->registry, c->name, &shape, owner, &place, &tile,
-		                               &rc->err);
-	}
+	/* a logged create goes back where the tile was, if this run can place it there */
+	st = svc->replaying ? ta_persist_create_restored(svc->registry, c->name, &shape, owner,
+	                                                 &place, &tile, &rc->err)
+	                    : ta_registry_create_placed(svc->registry, c->name, &shape, owner,
+	                                                &place, &tile, &rc->err);
 	if (st != TA_OK)
 		return st;
 	if (c->fill) {

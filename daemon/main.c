@@ -122,7 +122,7 @@ static void enable_peers(ta_backend *multi, const int *ords, int n)
  * (logged) when it cannot. */
 static ta_backend *open_devices(const ta_config *cfg, ta_backend *first, const char *kind)
 {
-	ta_placement place = {TA_PLACE_DEFAULT, 0, 0};
+	ta_placement place = {TA_PLACE_DEFAULT, 0, 0, NULL};
 	ta_error err = {0};
 	if (cfg->placement && ta_placement_parse(cfg->placement, &place, &err) != TA_OK) {
 		ta_log(TA_LOG_ERR, "placement: %s", err.msg);

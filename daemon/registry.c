@@ -524,9 +524,14 @@ void ta_tile_get_info(const ta_tile *tile, ta_tile_info *info)
 	info->where[0] = '\0'; /* said only where there is a choice: several devices */
 	if (tile->mem && ta_backend_device_count(tile->reg->backend) > 1) {
 		ta_tile_where w;
-		ta_backend_tile_where(tile->reg->backend, tile->mem, &tile->shape, &w);
+		ta_tile_where_get(tile, &w);
 		ta_tile_where_format(&w, info->where, sizeof(info->where));
 	}
+}
+
+void ta_tile_where_get(const ta_tile *tile, ta_tile_where *w)
+{
+	ta_backend_tile_where(tile->reg->backend, tile->mem, &tile->shape, w);
 }
 
 /* qsort comparator of tile infos by name. */
