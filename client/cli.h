@@ -63,8 +63,9 @@ int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_
 /* Connects to the daemon; returns CLI_EXIT_OK or CLI_EXIT_ERROR after a message. */
 int cli_connect(const cli_global *g, tileatom_client **out);
 
-/* Parses a non-negative decimal integer (full string); false when it is not one. */
-bool cli_parse_count(const char *text, int64_t *out);
+/* Parses "N0[,N1...]", at most max non-negative decimal numbers (the whole text), into
+ * out; returns how many, or 0 when malformed. */
+int cli_parse_counts(const char *text, int max, int64_t *out);
 
 /* ---- --json output (cli_json.c) ---- */
 
@@ -76,8 +77,9 @@ bool cli_parse_count(const char *text, int64_t *out);
 json_object *cli_json_value(tileatom_dtype dtype, const void *p);
 /* A shape as a JSON array of integers; NULL when memory is short. */
 json_object *cli_json_shape(const int64_t *shape, int rank);
-/* {"name","dtype","shape",["elements",]"bytes"} of a tile; NULL when memory is short. */
-json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements);
+/* {"name","dtype","shape",["elements",]"bytes"[,"placement"]} of a tile (placement when
+ * place is neither NULL nor empty); NULL when memory is short. */
+json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements, const char *place);
 /* Adds key: value to obj (taking value); false (value freed) when either is NULL or the
  * add fails. */
 bool cli_json_add(json_object *obj, const char *key, json_object *value);

@@ -1,5 +1,5 @@
 /* cli_common.c: what every tileatom-cli subcommand uses: the error printer, the subcommand
- * option parser, the count parser and the connection to the daemon (with the explanation of
+ * option parser, the number-list parser and the connection to the daemon (with the explanation of
  * which socket was tried when it fails). cli_main.c and cli_hist.c build on it; it calls
  * nothing of theirs. */
 #include "cli.h"
@@ -20,17 +20,20 @@ void cli_error(const char *fmt, ...)
 	va_end(ap);
 }
 
-bool cli_parse_count(const char *text, int64_t *out)
+int cli_parse_counts(const char *text, int max, int64_t *out)
 {
-	if (!text || *text < '0' || *text > '9')
-		return false;
-	errno = 0;
-	char *end;
-	long long v = strtoll(text, &end, 10);
-	if (errno != 0 || *end != '\0' || v < 0)
-		return false;
-	*out = (int64_t)v;
-	return true;
+	int n = 0;
+	for (const char *p = text;;) {
+		char *end = NULL;
+		errno = 0;
+		long long v = n < max && *p >= '0' && *p <= '9' ? strtoll(p, &end, 10) : -1;
+		if (v < 0 || errno || (*end != ',' && *end != '\0'))
+			return 0;
+		out[n++] = (int64_t)v;
+		if (*end == '\0')
+			return n;
+		p = end + 1;
+	}
 }
 
 int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_pos, int max_pos,

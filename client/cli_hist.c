@@ -582,7 +582,7 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 		h.ranged = true;
 	}
 	h.chunk_cap = HIST_CHUNK_DEFAULT;
-	if (a.value[1] && (!cli_parse_count(a.value[1], &h.chunk_cap) || h.chunk_cap < 1 ||
+	if (a.value[1] && (cli_parse_counts(a.value[1], 1, &h.chunk_cap) != 1 || h.chunk_cap < 1 ||
 	                   h.chunk_cap > (INT64_C(1) << 26))) {
 		cli_error("hist: bad --chunk '%s' (1 to 67108864 numbers)", a.value[1]);
 		return CLI_EXIT_USAGE;

@@ -63,7 +63,7 @@ bool cli_json_add(json_object *obj, const char *key, json_object *value)
 	return true;
 }
 
-json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements)
+json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements, const char *place)
 {
 	json_object *o = json_object_new_object();
 	int64_t n = 1;
@@ -74,7 +74,8 @@ json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements)
 	    cli_json_add(o, "dtype", json_object_new_string(tileatom_dtype_name(info->dtype))) &&
 	    cli_json_add(o, "shape", cli_json_shape(info->shape, info->rank)) &&
 	    (!with_elements || cli_json_add(o, "elements", json_object_new_int64(n))) &&
-	    cli_json_add(o, "bytes", json_object_new_uint64(info->bytes));
+	    cli_json_add(o, "bytes", json_object_new_uint64(info->bytes)) &&
+	    (!place || !place[0] || cli_json_add(o, "placement", json_object_new_string(place)));
 	return cli_json_done(o, ok);
 }
 

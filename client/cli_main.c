@@ -116,16 +116,6 @@ static void print_usage(FILE *out)
 	        scope_list(scopes, sizeof scopes, "|"));
 }
 
-/* Parses a timeout in milliseconds. */
-static bool parse_timeout(const char *text, int *out)
-{
-	int64_t v;
-	if (!cli_parse_count(text, &v) || v > INT_MAX)
-		return false;
-	*out = (int)v;
-	return true;
-}
-
 /* Prints a library error for command cmd; returns CLI_EXIT_ERROR. */
 static int lib_error(const char *cmd, const tileatom_error *err)
 {
@@ -212,37 +202,36 @@ static int cmd_ping(int argc, char **argv, cli_global *g)
 	return rc;
 }
 
-/* The JSON array of the daemon's devices (stats --json "devices"); NULL when out of memory. */
-static json_object *devices_json(const tileatom_device_stats *d, size_t nd)
+/* A JSON array of n unsigned numbers; NULL when out of memory. */
+static json_object *u64_array(const uint64_t *v, int n)
 {
 	json_object *arr = json_object_new_array();
-	bool ok = arr != NULL;
-	for (size_t i = 0; ok && i < nd; i++) {
-		json_object *e = json_object_new_object();
-		ok = e && cli_json_add(e, "device", json_object_new_uint64(d[i].device)) &&
-		     cli_json_add(e, "memory_used", json_object_new_uint64(d[i].memory_used)) &&
-		     cli_json_add(e, "memory_total", json_object_new_uint64(d[i].memory_total)) &&
-		     cli_json_add(e, "tiles", json_object_new_uint64(d[i].tiles)) &&
-		     cli_json_add(e, "tile_bytes", json_object_new_uint64(d[i].tile_bytes)) &&
-		     cli_json_add(e, "requests", json_object_new_uint64(d[i].requests)) &&
-		     cli_json_add(e, "failed", json_object_new_boolean(d[i].failed)) &&
-		     cli_json_add(e, "failure", json_object_new_string(d[i].failure));
-		if (ok && json_object_array_add(arr, e) != 0)
-			ok = false;
-		if (!ok && e)
+	for (int i = 0; arr && i < n; i++) {
+		json_object *e = json_object_new_uint64(v[i]);
+		if (!e || json_object_array_add(arr, e) != 0) {
 			json_object_put(e);
-	}
-	if (!ok && arr) {
-		json_object_put(arr);
-		arr = NULL;
+			json_object_put(arr);
+			return NULL;
+		}
 	}
 	return arr;
+}
+
+/* A new object appended to the array arr (which then owns it); NULL when out of memory. */
+static json_object *array_add_object(json_object *arr)
+{
+	json_object *e = json_object_new_object();
+	if (e && json_object_array_add(arr, e) != 0) {
+		json_object_put(e);
+		e = NULL;
+	}
+	return e;
 }
 
 /* The JSON of stats: the daemon's facts and totals, "devices": [one object per device],
  * and "kinds": {KIND: counters}. */
 static json_object *stats_json(const tileatom_stats_info *s, const tileatom_kind_stats *k,
-                               size_t nk, const tileatom_device_stats *dev, size_t nd)
+                               size_t nk, const tileatom_device_stats *d, size_t nd)
 {
 	json_object *o = json_object_new_object();
 	bool ok = cli_json_add(o, "backend", json_object_new_string(s->backend)) &&
@@ -258,52 +247,35 @@ static json_object *stats_json(const tileatom_stats_info *s, const tileatom_kind
 	     cli_json_add(o, "errors", json_object_new_uint64(s->errors)) &&
 	     cli_json_add(o, "connections", json_object_new_uint64(s->connections)) &&
 	     cli_json_add(o, "elements", json_object_new_uint64(s->elements));
-	if (ok) {
-		json_object *devs = devices_json(dev, nd);
-		ok = devs && cli_json_add(o, "devices", devs);
+	json_object *devs = ok ? json_object_new_array() : NULL;
+	ok = ok && cli_json_add(o, "devices", devs);
+	for (size_t i = 0; ok && i < nd; i++) {
+		json_object *e = array_add_object(devs);
+		ok = cli_json_add(e, "device", json_object_new_uint64(d[i].device)) &&
+		     cli_json_add(e, "memory_used", json_object_new_uint64(d[i].memory_used)) &&
+		     cli_json_add(e, "memory_total", json_object_new_uint64(d[i].memory_total)) &&
+		     cli_json_add(e, "tiles", json_object_new_uint64(d[i].tiles)) &&
+		     cli_json_add(e, "tile_bytes", json_object_new_uint64(d[i].tile_bytes)) &&
+		     cli_json_add(e, "requests", json_object_new_uint64(d[i].requests)) &&
+		     cli_json_add(e, "failed", json_object_new_boolean(d[i].failed)) &&
+		     cli_json_add(e, "failure", json_object_new_string(d[i].failure));
 	}
 	/* the finite upper bounds (the same for every kind) */
-	json_object *bounds = json_object_new_array();
-	for (int b = 0; bounds && nk > 0 && b + 1 < k[0].nbuckets; b++)
-		if (json_object_array_add(bounds, json_object_new_uint64(k[0].le_ns[b])) != 0)
-			ok = false;
-	if (ok)
-		ok = cli_json_add(o, "latency_le_ns", bounds);
-	else
-		json_object_put(bounds);
-	json_object *kinds = json_object_new_object();
+	ok = ok && cli_json_add(o, "latency_le_ns",
+	                        u64_array(nk ? k[0].le_ns : NULL, nk ? k[0].nbuckets - 1 : 0));
+	json_object *kinds = ok ? json_object_new_object() : NULL;
+	ok = ok && cli_json_add(o, "kinds", kinds);
 	for (size_t i = 0; ok && i < nk; i++) {
 		json_object *e = json_object_new_object();
-		json_object *buckets = json_object_new_array();
-		for (int b = 0; buckets && b < k[i].nbuckets; b++)
-			if (json_object_array_add(buckets,
-			                          json_object_new_uint64(k[i].bucket[b])) != 0)
-				ok = false;
-		if (!ok) {
-			json_object_put(buckets);
-			json_object_put(e);
-			break;
-		}
-		ok = cli_json_add(e, "requests", json_object_new_uint64(k[i].requests)) &&
+		ok = cli_json_add(kinds, k[i].kind, e) &&
+		     cli_json_add(e, "requests", json_object_new_uint64(k[i].requests)) &&
 		     cli_json_add(e, "errors", json_object_new_uint64(k[i].errors)) &&
 		     cli_json_add(e, "elements", json_object_new_uint64(k[i].elements)) &&
 		     cli_json_add(e, "bytes_in", json_object_new_uint64(k[i].bytes_in)) &&
 		     cli_json_add(e, "bytes_out", json_object_new_uint64(k[i].bytes_out)) &&
-		     cli_json_add(e, "latency_ns", json_object_new_uint64(k[i].latency_ns));
-		if (ok)
-			ok = cli_json_add(e, "latency_buckets", buckets);
-		else
-			json_object_put(buckets);
-		if (!ok) {
-			json_object_put(e);
-			break;
-		}
-		ok = cli_json_add(kinds, k[i].kind, e);
+		     cli_json_add(e, "latency_ns", json_object_new_uint64(k[i].latency_ns)) &&
+		     cli_json_add(e, "latency_buckets", u64_array(k[i].bucket, k[i].nbuckets));
 	}
-	if (ok)
-		ok = cli_json_add(o, "kinds", kinds);
-	else
-		json_object_put(kinds);
 	return cli_json_done(o, ok);
 }
 
@@ -399,33 +371,6 @@ static int cmd_snapshot(int argc, char **argv, cli_global *g)
 	return rc;
 }
 
-/* Parses "D0[,D1...]" into shape; returns the rank, or 0 when malformed. */
-static int parse_shape(const char *text, int64_t *shape)
-{
-	int rank = 0;
-	const char *p = text;
-	while (*p) {
-		if (rank == TILEATOM_MAX_RANK || *p < '0' || *p > '9')
-			return 0;
-		errno = 0;
-		char *end;
-		long long v = strtoll(p, &end, 10);
-		if (errno || v < 1)
-			return 0;
-		shape[rank++] = (int64_t)v;
-		if (*end == ',') {
-			p = end + 1;
-			if (!*p)
-				return 0;
-		} else if (*end == '\0') {
-			p = end;
-		} else {
-			return 0;
-		}
-	}
-	return rank;
-}
-
 static int cmd_create(int argc, char **argv, cli_global *g)
 {
 	static const char usage[] =
@@ -455,7 +400,10 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 		return CLI_EXIT_USAGE;
 	}
 	int64_t shape[TILEATOM_MAX_RANK];
-	int rank = parse_shape(a.value[1], shape);
+	int rank = cli_parse_counts(a.value[1], TILEATOM_MAX_RANK, shape);
+	for (int ax = 0; ax < rank; ax++)
+		if (shape[ax] < 1)
+			rank = 0;
 	if (rank == 0) {
 		cli_error("create: bad shape '%s' (expected 1 to %d positive extents, e.g. 4,3)",
 		          a.value[1], TILEATOM_MAX_RANK);
@@ -478,13 +426,6 @@ static int cmd_create(int argc, char **argv, cli_global *g)
 	return rc;
 }
 
-/* Adds "placement" (when the daemon reported one) to a tile's JSON object; false when out
- * of memory. */
-static bool json_add_placement(json_object *t, const char *place)
-{
-	return !place[0] || cli_json_add(t, "placement", json_object_new_string(place));
-}
-
 /* Prints one page of ls: --json objects (each after a comma but the first of all, *first
  * cleared once one is printed) or text lines. False when writing or building fails. */
 static bool ls_print_page(const tileatom_tile_info *tiles,
@@ -493,11 +434,7 @@ static bool ls_print_page(const tileatom_tile_info *tiles,
 {
 	for (size_t i = 0; i < n; i++) {
 		if (json) {
-			json_object *t = cli_json_tile(&tiles[i], false);
-			if (t && places && !json_add_placement(t, places[i])) {
-				json_object_put(t);
-				t = NULL;
-			}
+			json_object *t = cli_json_tile(&tiles[i], false, places ? places[i] : NULL);
 			const char *text =
 			    t ? json_object_to_json_string_ext(t, CLI_JSON_FLAGS) : NULL;
 			bool ok = text && printf("%s%s", *first ? "" : ",", text) >= 0;
@@ -599,12 +536,7 @@ static int cmd_info(int argc, char **argv, cli_global *g)
 	    tileatom_tile_placement(c, a.pos[0], place, sizeof(place), &err) != TILEATOM_OK) {
 		rc = lib_error("info", &err);
 	} else if (a.value[0]) {
-		json_object *t = cli_json_tile(&info, true);
-		if (t && !json_add_placement(t, place)) {
-			json_object_put(t);
-			t = NULL;
-		}
-		rc = cli_json_print("info", t);
+		rc = cli_json_print("info", cli_json_tile(&info, true, place));
 	} else {
 		char shape[128];
 		shape_text(info.shape, info.rank, shape, sizeof(shape));
@@ -732,27 +664,12 @@ static int cmd_get(int argc, char **argv, cli_global *g)
 static int parse_index(const char *cmd, const char *text, const tileatom_tile_info *info,
                        int64_t *flat)
 {
-	int64_t coord[TILEATOM_MAX_RANK + 1];
-	int n = 0;
-	const char *p = text;
-	for (;;) {
-		errno = 0;
-		char *end;
-		if (*p < '0' || *p > '9' || n > TILEATOM_MAX_RANK) {
-			cli_error("%s: bad index '%s' (expected a flat index or coordinates like "
-			          "1,2)",
-			          cmd, text);
-			return CLI_EXIT_USAGE;
-		}
-		long long v = strtoll(p, &end, 10);
-		if (errno || (*end != ',' && *end != '\0')) {
-			cli_error("%s: bad index '%s'", cmd, text);
-			return CLI_EXIT_USAGE;
-		}
-		coord[n++] = (int64_t)v;
-		if (*end == '\0')
-			break;
-		p = end + 1;
+	int64_t coord[TILEATOM_MAX_RANK];
+	int n = cli_parse_counts(text, TILEATOM_MAX_RANK, coord);
+	if (n == 0) {
+		cli_error("%s: bad index '%s' (expected a flat index or coordinates like 1,2)", cmd,
+		          text);
+		return CLI_EXIT_USAGE;
 	}
 	char shape[128];
 	shape_text(info->shape, info->rank, shape, sizeof(shape));
@@ -824,11 +741,18 @@ typedef enum elem_kind {
 	ELEM_STORE /* atomic store of one value */
 } elem_kind;
 
-/* Shared body of add/sub/.../cas/load/store. */
-static int run_element(int argc, char **argv, cli_global *g, elem_kind kind, tileatom_op op)
+/* add/sub/.../cas/load/store: what it does comes from its name (argv[0]). */
+static int cmd_element(int argc, char **argv, cli_global *g)
 {
 	char usage[1024], sems[128], scopes[128];
 	const char *cmd = argv[0];
+	elem_kind kind = strcmp(cmd, "cas") == 0     ? ELEM_CAS
+	                 : strcmp(cmd, "load") == 0  ? ELEM_LOAD
+	                 : strcmp(cmd, "store") == 0 ? ELEM_STORE
+	                                             : ELEM_RMW;
+	tileatom_op op = kind == ELEM_RMW   ? tileatom_op_parse(cmd)
+	                 : kind == ELEM_CAS ? TILEATOM_OP_CAS
+	                                    : TILEATOM_OP_NONE;
 	/* the sems this command's request accepts (single elements go as indexed atomics or
 	 * atomic loads / stores) */
 	tileatom_request_kind rk = kind == ELEM_LOAD    ? TILEATOM_REQ_ATOMIC_LOAD
@@ -949,26 +873,6 @@ out:
 	return rc;
 }
 
-static int cmd_rmw(int argc, char **argv, cli_global *g)
-{
-	return run_element(argc, argv, g, ELEM_RMW, tileatom_op_parse(argv[0]));
-}
-
-static int cmd_cas(int argc, char **argv, cli_global *g)
-{
-	return run_element(argc, argv, g, ELEM_CAS, TILEATOM_OP_CAS);
-}
-
-static int cmd_load(int argc, char **argv, cli_global *g)
-{
-	return run_element(argc, argv, g, ELEM_LOAD, TILEATOM_OP_NONE);
-}
-
-static int cmd_store(int argc, char **argv, cli_global *g)
-{
-	return run_element(argc, argv, g, ELEM_STORE, TILEATOM_OP_NONE);
-}
-
 /* ---- dispatch ----------------------------------------------------------------------- */
 
 /* One subcommand. */
@@ -978,18 +882,19 @@ typedef struct cli_command {
 } cli_command;
 
 static const cli_command commands[] = {
-    {"ping", cmd_ping}, {"stats", cmd_stats},   {"create", cmd_create},
-    {"ls", cmd_ls},     {"info", cmd_info},     {"rm", cmd_rm},
-    {"get", cmd_get},   {"hist", cli_cmd_hist}, {"add", cmd_rmw},
-    {"sub", cmd_rmw},   {"min", cmd_rmw},       {"max", cmd_rmw},
-    {"xchg", cmd_rmw},  {"exch", cmd_rmw},      {"and", cmd_rmw},
-    {"or", cmd_rmw},    {"xor", cmd_rmw},       {"cas", cmd_cas},
-    {"load", cmd_load}, {"store", cmd_store},   {"snapshot", cmd_snapshot},
+    {"ping", cmd_ping},    {"stats", cmd_stats},   {"create", cmd_create},
+    {"ls", cmd_ls},        {"info", cmd_info},     {"rm", cmd_rm},
+    {"get", cmd_get},      {"hist", cli_cmd_hist}, {"add", cmd_element},
+    {"sub", cmd_element},  {"min", cmd_element},   {"max", cmd_element},
+    {"xchg", cmd_element}, {"exch", cmd_element},  {"and", cmd_element},
+    {"or", cmd_element},   {"xor", cmd_element},   {"cas", cmd_element},
+    {"load", cmd_element}, {"store", cmd_element}, {"snapshot", cmd_snapshot},
 };
 
 int main(int argc, char **argv)
 {
 	cli_global g = {NULL, CLI_CONNECT_TIMEOUT_MS, NULL};
+	int64_t ms;
 	int i = 1;
 	for (; i < argc; i++) {
 		const char *a = argv[i];
@@ -1032,9 +937,11 @@ int main(int argc, char **argv)
 			g.socket = val;
 		} else if (k == 2) {
 			g.auth_file = val;
-		} else if (!parse_timeout(val, &g.timeout_ms)) {
+		} else if (cli_parse_counts(val, 1, &ms) != 1 || ms > INT_MAX) {
 			cli_error("bad timeout '%s' (milliseconds)", val);
 			return CLI_EXIT_USAGE;
+		} else {
+			g.timeout_ms = (int)ms;
 		}
 	}
 	if (i >= argc) {

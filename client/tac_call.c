@@ -5,8 +5,6 @@
  * checked (tac_conn.c, tac_codec.c). */
 #include "tac_internal.h"
 
-/* Sends m at once and waits for its response; returns the response status (the daemon's,
- * or a protocol / I/O error). The response is c->last. */
 int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
 {
 	if (c->pending_count > 0 && !c->broken)

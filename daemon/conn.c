@@ -61,7 +61,8 @@ static const unsigned legal_next[] = {
     [TA_CONN_CLOSED] = 0,
 };
 
-const char *ta_conn_state_name(ta_conn_state state)
+/* Name of a state, for logs ("reading", "closing", ...). */
+static const char *conn_state_name(ta_conn_state state)
 {
 	static const char *const names[] = {[TA_CONN_NEW] = "new",
 	                                    [TA_CONN_READING] = "reading",
@@ -85,7 +86,7 @@ static bool conn_transition(ta_conn *conn, ta_conn_state to)
 		return true;
 	}
 	ta_log(TA_LOG_ERR, "connection %" PRIu64 ": bug: illegal state transition %s -> %s",
-	       conn->serial, ta_conn_state_name(from), ta_conn_state_name(to));
+	       conn->serial, conn_state_name(from), conn_state_name(to));
 #ifdef TA_DEBUG
 	abort();
 #endif
@@ -426,19 +427,9 @@ static void conn_note_handshake(ta_conn *conn)
 
 /* Runs one request on the loop thread, appending its response to conn->out, when it is
  * small enough (by payload, then by the elements its plan would process). Returns false,
- * with nothing done, when it must go to the executor. */
-static bool conn_run_inline_closing(ta_conn *conn, const uint8_t *payload, uint32_t len,
-                                    bool *closed);
-static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len)
-{
-	bool closed = false;
-	return conn_run_inline_closing(conn, payload, len, &closed);
-}
-
-/* conn_run_inline, setting *closed when the request's answer asked to close the
- * connection (its queue is dropped then). */
-static bool conn_run_inline_closing(ta_conn *conn, const uint8_t *payload, uint32_t len,
-                                    bool *closed)
+ * with nothing done, when it must go to the executor. *closed (when given) tells whether
+ * the request's answer asked to close the connection (its queue is dropped then). */
+static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len, bool *closed)
 {
 	int64_t inline_max = conn->host->inline_max;
 	if (inline_max < 0 || len > TA_CONN_INLINE_PAYLOAD_MAX)
@@ -455,22 +446,28 @@ static bool conn_run_inline_closing(ta_conn *conn, const uint8_t *payload, uint3
 		conn_note_handshake(conn);
 	if (close_after)
 		conn_close_after(conn);
-	*closed = close_after;
+	if (closed)
+		*closed = close_after;
 	return true;
 }
 
 static void item_done(ta_job *job);
 static void item_async_done(ta_job *job);
 
+/* Cuts the bytes of item's frames that ran on the loop (async_off) off its payload. */
+static void item_cut_run(ta_conn_item *item)
+{
+	if (!item->async_off)
+		return;
+	memmove(item->payload, item->payload + item->async_off, item->len - item->async_off);
+	item->len -= item->async_off;
+	item->async_off = 0;
+}
+
 /* Puts item back at the head of the FIFO (frames of it not run yet), its run bytes cut. */
 static void conn_requeue(ta_conn *conn, ta_conn_item *item)
 {
-	if (item->async_off) {
-		memmove(item->payload, item->payload + item->async_off,
-		        item->len - item->async_off);
-		item->len -= item->async_off;
-		item->async_off = 0;
-	}
+	item_cut_run(item);
 	item->next = conn->q_head;
 	conn->q_head = item;
 	if (!conn->q_tail)
@@ -535,7 +532,7 @@ static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 		uint32_t flen = left >= TA_FRAME_HEADER ? ta_frame_get_header(frame) : UINT32_MAX;
 		bool closed = false;
 		if (left >= TA_FRAME_HEADER && flen <= left - TA_FRAME_HEADER &&
-		    conn_run_inline_closing(conn, frame + TA_FRAME_HEADER, flen, &closed)) {
+		    conn_run_inline(conn, frame + TA_FRAME_HEADER, flen, &closed)) {
 			item->async_off += TA_FRAME_HEADER + flen;
 			item->nframes--;
 			if (closed) {
@@ -545,12 +542,7 @@ static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 			}
 			continue;
 		}
-		if (item->async_off) {
-			memmove(item->payload, item->payload + item->async_off,
-			        item->len - item->async_off);
-			item->len -= item->async_off;
-			item->async_off = 0;
-		}
+		item_cut_run(item);
 		item->job.work = item_work;
 		item->job.done = item_done;
 		conn->host->submit(conn->host, &item->job);
@@ -615,7 +607,7 @@ static void conn_pump(ta_conn *conn)
 			conn_close_after(conn);
 			return;
 		}
-		if (!item->batch && conn_run_inline(conn, item->payload, item->len)) {
+		if (!item->batch && conn_run_inline(conn, item->payload, item->len, NULL)) {
 			/* close_after may have dropped the queue, item included */
 			if (conn->q_head == item)
 				item_free(conn_pop(conn));
@@ -798,22 +790,6 @@ static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
 	       conn->serial);
 }
 
-/* Takes every whole frame out of the received bytes: runs it at once when it is small and
- * nothing of the connection waits, else queues it (with a copy of its payload). Stops and
- * keeps the rest when the input budget runs out (conn_wait_budget). The requests run here
- * are one pipelined run (ta_dispatch_begin_run): with --data-dir their mutation lock is
- * kept between them and their log records go to the log together, at the end, before any
- * of their responses can leave. */
-static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len);
-static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
-{
-	ta_dispatch_begin_run(conn->host->svc, conn->host->scratch);
-	conn_consume_frames(conn, data, len);
-	uint64_t seq = ta_dispatch_end_run(conn->host->svc, conn->host->scratch);
-	if (seq > conn->log_seq)
-		conn->log_seq = seq;
-}
-
 /* Answers msg (RESOURCE_EXHAUSTED, id 0; logged) after the requests before it, then closes
  * the connection. */
 static void conn_refuse(ta_conn *conn, const char *msg)
@@ -823,9 +799,15 @@ static void conn_refuse(ta_conn *conn, const char *msg)
 		ta_conn_close(conn);
 }
 
-/* conn_consume's work, inside the run. */
-static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
+/* Takes every whole frame out of the received bytes: runs it at once when it is small and
+ * nothing of the connection waits, else queues it (with a copy of its payload). Stops and
+ * keeps the rest when the input budget runs out (conn_wait_budget). The requests run here
+ * are one pipelined run (ta_dispatch_begin_run): with --data-dir their mutation lock is
+ * kept between them and their log records go to the log together, at the end, before any
+ * of their responses can leave. */
+static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 {
+	ta_dispatch_begin_run(conn->host->svc, conn->host->scratch);
 	char msg[256];
 	const ta_config *cfg = conn->host->cfg;
 	while (len > 0 && conn_may_read(conn)) {
@@ -862,7 +844,7 @@ static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 			conn->reader_reserved = 0;
 			if (!conn->q_head && !conn->inflight &&
 			    conn_unsent(conn) < cfg->max_write_queue &&
-			    conn_run_inline(conn, payload, plen)) {
+			    conn_run_inline(conn, payload, plen, NULL)) {
 				free(owned);
 				budget_give(conn->host, reserved);
 				continue;
@@ -909,6 +891,9 @@ static void conn_consume_frames(ta_conn *conn, const uint8_t *data, size_t len)
 		conn_refuse(conn, msg);
 		break;
 	}
+	uint64_t seq = ta_dispatch_end_run(conn->host->svc, conn->host->scratch);
+	if (seq > conn->log_seq)
+		conn->log_seq = seq;
 }
 
 /* Frees a temporary handle that carried a received fd out of libuv. */

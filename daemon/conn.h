@@ -260,7 +260,5 @@ uint64_t ta_conn_stalled_since(const struct ta_conn *conn, const char **why);
 void ta_conn_resume_input(struct ta_conn *conn);
 /* Log records became durable (persist.h): sends the responses that waited for them. */
 void ta_conn_persisted(struct ta_conn *conn);
-/* Name of a state, for logs ("reading", "closing", ...). */
-const char *ta_conn_state_name(ta_conn_state state);
 
 #endif /* TA_DAEMON_CONN_H */

@@ -126,8 +126,7 @@ void ta_executor_port_close(ta_executor_port *port, void (*cb)(ta_executor_port 
 		ta_log(TA_LOG_ERR, "executor: a port closes with %d job(s) running (a bug)",
 		       port->running);
 	port->closed_cb = cb;
-	pthread_mutex_lock(&port->lock); /* no worker is inside uv_async_send now */
-	port->closed = true;
+	pthread_mutex_lock(&port->lock); /* waits out a worker inside uv_async_send */
 	pthread_mutex_unlock(&port->lock);
 	uv_close((uv_handle_t *)&port->async, on_port_closed);
 }

@@ -34,7 +34,6 @@ struct ta_executor_port {
 	pthread_mutex_t lock;          /* guards the done queue and the async handle's life */
 	ta_job *done_head, *done_tail; /* worked, done callback still to run */
 	int running;                   /* jobs submitted here and not yet done (loop thread) */
-	bool closed;                   /* ta_executor_port_close ran (no more submits) */
 	void (*closed_cb)(ta_executor_port *port); /* called once the port is closed */
 	void *data; /* the owner's pointer (not used by the executor) */
 };

@@ -326,29 +326,6 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	return TA_OK;
 }
 
-/* write: STORE over a region. */
-static ta_status on_write(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
-{
-	ta_request req;
-	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
-	ta_status st = region_into(rc, &w->region, "region", &tile->shape, &req);
-	if (st == TA_OK && !w->values.present)
-		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "write needs values");
-	if (st == TA_OK)
-		st = view_from_wire(rc, &w->values, "values", &req.values);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
-}
-
-/* read: LOAD over a region; the values come back as the `data` body. */
-static ta_status on_read(resp_ctx *rc, ta_tile *tile, const ta_wire_request *w)
-{
-	ta_request req;
-	ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_LOAD);
-	req.want_old = true;
-	ta_status st = region_into(rc, &w->region, "region", &tile->shape, &req);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_DATA);
-}
-
 /* The atomic families (element-wise, scatter, indexed): op, region, the family's
  * addressing (scatter for SCATTER, indexed for INDEXED, neither for ELEMENTWISE), values,
  * compare (cas; scatter has none) and options. */
@@ -374,37 +351,39 @@ static ta_status do_rmw(resp_ctx *rc, ta_tile *tile, ta_family family, const ta_
 	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
 }
 
-/* The memory ops (gather, scatter store, atomic load/store): LOAD or STORE with any
- * addressing; values for stores, padding for gathers. */
-static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_op op, const ta_wire_request *w)
+/* The memory ops: write and read (STORE or LOAD over their region; a read's values come
+ * back as the `data` body), gather, scatter store, atomic load/store (LOAD or STORE with any
+ * addressing); values for stores, padding for gathers. */
+static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
 {
+	ta_op op = ta_req_op(kind);
 	ta_request req;
-	ta_request_init(&req);
-	req.family = TA_FAMILY_MEMORY;
-	req.op = op;
-	ta_status st = addressing_into(rc, w, &tile->shape, &req);
+	ta_request_region(&req, TA_FAMILY_MEMORY, op);
+	bool plain = kind == TA_REQ_WRITE || kind == TA_REQ_READ;
+	ta_status st = plain ? region_into(rc, &w->region, "region", &tile->shape, &req)
+	                     : addressing_into(rc, w, &tile->shape, &req);
 	if (st == TA_OK)
 		st = options_into(rc, w, &req);
 	if (st == TA_OK && op == TA_OP_STORE && !w->values.present)
-		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "a store needs values");
+		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s needs values",
+		                  kind == TA_REQ_WRITE ? "write" : "a store");
 	if (st == TA_OK)
 		st = view_from_wire(rc, &w->values, "values", &req.values);
 	if (st == TA_OK)
 		st = view_from_wire(rc, &w->padding, "padding", &req.padding);
 	if (op == TA_OP_LOAD)
 		req.want_old = true;
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
+	return st != TA_OK ? st : run_plan(rc, tile, &req, kind == TA_REQ_READ ? OUT_DATA : OUT_OP);
 }
 
-/* A data-plane request of kind: the handler of its family (write and read have none). */
+/* A data-plane request of kind: the memory handler (write, read and the memory family) or
+ * the atomic one. */
 static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
 {
 	ta_family family = ta_req_family(kind);
-	if (family == TA_FAMILY_MEMORY)
-		return do_memory(rc, tile, ta_req_op(kind), w);
-	if (family != TA_FAMILY_NONE)
-		return do_rmw(rc, tile, family, w);
-	return kind == TA_REQ_WRITE ? on_write(rc, tile, w) : on_read(rc, tile, w);
+	if (family == TA_FAMILY_MEMORY || family == TA_FAMILY_NONE)
+		return do_memory(rc, tile, kind, w);
+	return do_rmw(rc, tile, family, w);
 }
 
 /* ---- the control plane (protobuf-c's structures; no tile) ---------------------------- */
@@ -523,12 +502,18 @@ static bool all_zero(const void *p, size_t n)
 }
 
 /* The placement a create asks for (its placement field; empty: the daemon's default), or
- * INVALID_ARGUMENT naming the tile and the text. */
-static ta_status create_placement(const Tileatom__CreateTileRequest *c, ta_placement *place,
-                                  ta_error *err)
+ * INVALID_ARGUMENT naming the tile and the text. A replayed create (restored) may name the
+ * parts the tile had, as its log record holds them (rows: the tile's first axis): *place
+ * then points to them in *was. */
+static ta_status create_placement(const Tileatom__CreateTileRequest *c, bool restored, int64_t rows,
+                                  ta_tile_where *was, ta_placement *place, ta_error *err)
 {
 	char shown[TA_NAME_MAX + 4];
 	ta_error perr = {0};
+	if (restored && ta_tile_where_parse(c->placement, rows, was, NULL) == TA_OK) {
+		*place = (ta_placement){TA_PLACE_PARTS, 0, 0, was};
+		return TA_OK;
+	}
 	if (ta_placement_parse(c->placement, place, &perr) == TA_OK)
 		return TA_OK;
 	return ta_error_set(err, TA_INVALID_ARGUMENT, "tile '%s': %s",
@@ -575,20 +560,16 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 			    ta_name_for_message(c->name, shown, sizeof(shown)));
 	}
 	ta_placement place;
-	ta_status st = create_placement(c, &place, &rc->err);
+	ta_tile_where was;
+	ta_status st = create_placement(c, svc->replaying, shape.shape[0], &was, &place, &rc->err);
 	if (st != TA_OK)
 		return st;
 	ta_tile *tile = NULL;
-	st = ta_registry_create_placed(svc->registry, c->name, &shape, owner, &place, &tile,
-	                               &rc->err);
-	if (st == TA_INVALID_ARGUMENT && svc->replaying && place.kind != TA_PLACE_DEFAULT) {
-		/* a logged create for a device this run lacks: the default placement instead */
-		ta_log(TA_LOG_WARNING, "%s; placed by the default placement instead", rc->err.msg);
-		place.kind = TA_PLACE_DEFAULT;
-		memset(&rc->err, 0, sizeof(rc->err));
-		st = ta_registry_create_placed(svc->registry, c->name, &shape, owner, &place, &tile,
-		                               &rc->err);
-	}
+	/* a logged create goes back where the tile was, if this run can place it there */
+	st = svc->replaying ? ta_persist_create_restored(svc->registry, c->name, &shape, owner,
+	                                                 &place, &tile, &rc->err)
+	                    : ta_registry_create_placed(svc->registry, c->name, &shape, owner,
+	                                                &place, &tile, &rc->err);
 	if (st != TA_OK)
 		return st;
 	if (c->fill) {

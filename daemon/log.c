@@ -44,12 +44,16 @@ int ta_log_level_parse(const char *name)
 	return -1;
 }
 
-/* Formats and writes one line (see ta_log). */
-static void log_line(ta_log_level level, const char *fmt, va_list ap)
+void ta_log(ta_log_level level, const char *fmt, ...)
 {
+	if (!ta_log_enabled(level))
+		return;
 	char line[1024];
 	int head = snprintf(line, sizeof(line), "<%d>", (int)level);
+	va_list ap;
+	va_start(ap, fmt);
 	int n = vsnprintf(line + head, sizeof(line) - (size_t)head - 1, fmt, ap);
+	va_end(ap);
 	size_t len;
 	if (n < 0) {
 		len = (size_t)head;
@@ -70,16 +74,6 @@ static void log_line(ta_log_level level, const char *fmt, va_list ap)
 		p += w;
 		len -= (size_t)w;
 	}
-}
-
-void ta_log(ta_log_level level, const char *fmt, ...)
-{
-	if (!ta_log_enabled(level))
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	log_line(level, fmt, ap);
-	va_end(ap);
 }
 
 /* Milliseconds on the monotonic clock (never 0 in practice). */

@@ -110,10 +110,26 @@ static bool shared_refs(ta_shm_table *shm, ProtobufCMessage *msg, bool fix, ta_e
 	return fix;
 }
 
+/* A create that was applied (its lock held): points its placement field to where the
+ * tile went, written into buf (TA_WHERE_TEXT_MAX bytes), so that its replay puts the tile
+ * back there. False, with err set, when the tile is not found. */
+static bool create_placed_where(resp_ctx *rc, Tileatom__CreateTileRequest *c, char *buf)
+{
+	ta_tile *tile = NULL;
+	if (ta_registry_get(rc->svc->registry, c->name, &tile, &rc->err) != TA_OK)
+		return false;
+	ta_tile_where w;
+	ta_tile_where_get(tile, &w);
+	ta_tile_unref(tile);
+	c->placement = ta_tile_where_format(&w, buf, TA_WHERE_TEXT_MAX);
+	return true;
+}
+
 /* Appends the log record of a request that was applied (its lock held): its payload as it
  * came, or, when it names shared buffers (a data-plane request's Array.shared or old_into,
  * create's fill), the request re-encoded with their bytes inline and no old_into: the
- * buffers are gone when the log is replayed. */
+ * buffers are gone when the log is replayed; a create is re-encoded with where its tile
+ * went as its placement (persist_int.h). */
 ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request *pb)
 {
 	const uint8_t *rec = rc->payload;
@@ -121,7 +137,9 @@ ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request 
 	uint8_t *inlined = NULL;
 	ta_shm_table *shm = rc->session ? rc->session->shm : NULL;
 	bool refs = rc->wire ? rc->wire->refs : shared_refs(shm, &pb->base, false, &rc->err);
-	if (refs) {
+	bool create = !rc->wire && pb->body_case == TILEATOM__REQUEST__BODY_CREATE;
+	char where[TA_WHERE_TEXT_MAX];
+	if (refs || create) {
 		/* a control-plane request is rewritten where protobuf-c unpacked it (arena
 		 * memory); a data-plane one is unpacked for that, the rare case of shared buffers
 		 * with --data-dir */
@@ -129,8 +147,12 @@ ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request 
 		    rc->wire
 		        ? tileatom__request__unpack(&rc->arena->pb, rc->payload_len, rc->payload)
 		        : pb;
-		if (!req || !shared_refs(shm, &req->base, true, &rc->err)) {
+		if (!req || (refs && !shared_refs(shm, &req->base, true, &rc->err))) {
 			ta_persist_fail(rc->svc->persist, "a shared operand could not be logged");
+			return rc->err.code ? rc->err.code : TA_INTERNAL;
+		}
+		if (create && !create_placed_where(rc, req->create, where)) {
+			ta_persist_fail(rc->svc->persist, "a created tile could not be logged");
 			return rc->err.code ? rc->err.code : TA_INTERNAL;
 		}
 		len = protobuf_c_message_get_packed_size(&req->base);

@@ -122,7 +122,7 @@ static void enable_peers(ta_backend *multi, const int *ords, int n)
  * (logged) when it cannot. */
 static ta_backend *open_devices(const ta_config *cfg, ta_backend *first, const char *kind)
 {
-	ta_placement place = {TA_PLACE_DEFAULT, 0, 0};
+	ta_placement place = {TA_PLACE_DEFAULT, 0, 0, NULL};
 	ta_error err = {0};
 	if (cfg->placement && ta_placement_parse(cfg->placement, &place, &err) != TA_OK) {
 		ta_log(TA_LOG_ERR, "placement: %s", err.msg);
@@ -175,33 +175,21 @@ static ta_backend *open_devices(const ta_config *cfg, ta_backend *first, const c
 static ta_backend *open_backend(const ta_config *cfg)
 {
 	ta_error err = {0};
-	ta_backend *be = NULL;
-	switch (cfg->backend) {
-	case TA_BACKEND_CUDA:
-		be = ta_cuda_backend_new(cfg->device, &err);
-		if (!be)
-			ta_log(TA_LOG_ERR, "cannot start the CUDA backend on device %d: %s",
-			       cfg->device, err.msg);
-		break;
-	case TA_BACKEND_CPU:
-		be = ta_cpu_backend_new(cfg->cpu_threads, &err);
-		if (!be)
-			ta_log(TA_LOG_ERR, "cannot start the CPU backend: %s", err.msg);
-		break;
-	case TA_BACKEND_AUTO:
-		be = ta_cuda_backend_new(cfg->device, &err);
-		if (be) {
-			ta_log(TA_LOG_NOTICE, "backend auto: CUDA device %d is usable",
-			       cfg->device);
-			break;
-		}
+	bool cuda = cfg->backend == TA_BACKEND_CUDA, any = cfg->backend == TA_BACKEND_AUTO;
+	ta_backend *be = cuda || any ? ta_cuda_backend_new(cfg->device, &err) : NULL;
+	if (cuda && !be)
+		ta_log(TA_LOG_ERR, "cannot start the CUDA backend on device %d: %s", cfg->device,
+		       err.msg);
+	else if (any && be)
+		ta_log(TA_LOG_NOTICE, "backend auto: CUDA device %d is usable", cfg->device);
+	else if (any)
 		ta_log(TA_LOG_NOTICE,
 		       "backend auto: CUDA is not usable (%s); using the CPU backend", err.msg);
+	if (!be && !cuda) { /* CPU, asked for or the fallback of auto */
 		memset(&err, 0, sizeof(err));
 		be = ta_cpu_backend_new(cfg->cpu_threads, &err);
 		if (!be)
 			ta_log(TA_LOG_ERR, "cannot start the CPU backend: %s", err.msg);
-		break;
 	}
 	if (!be || (!cfg->devices && !cfg->placement))
 		return be;

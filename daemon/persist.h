@@ -1,8 +1,9 @@
 /* persist.h: durability of tileatomd's tiles (--data-dir). The data directory holds a
- * snapshot of every tile (snapshot.tas), append-only logs of the mutating requests applied
- * since (log-<first seq, 16 hex digits>.tal: each record is the request's wire payload with
- * its length, sequence number, identity and checksums, xxHash) and a logmark (how much of
- * the current log is known durable). On start the snapshot is loaded and the logs are
+ * snapshot of every tile and where it lived (snapshot.tas), append-only logs of the mutating
+ * requests applied since (log-<first seq, 16 hex digits>.tal: each record is the request's
+ * wire payload, a create's with where its tile went, with its length, sequence number,
+ * identity and checksums, xxHash) and a logmark (how much of the current log is known
+ * durable). On start the snapshot is loaded and the logs are
  * replayed through the daemon's own dispatch path (a callback: persist_service.c joins these
  * files to dispatch, which calls into them); a record cut short at the end of the newest log,
  * past what the logmark recorded durable (a torn write), is dropped with a log line; a log
@@ -144,6 +145,17 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_s
  * before svc->persist is set. */
 ta_status ta_persist_open(ta_persist **out, const char *dir, const ta_persist_settings *set,
                           struct ta_service *svc, ta_error *err);
+/* Creates a tile that recovery restores (persist_load.c: a snapshot's tile, or a create
+ * record replayed through dispatch) where was says it lived: a TA_PLACE_PARTS placement
+ * (the parts the snapshot or the record holds), or, in files of older formats, the
+ * placement the create asked for (TA_PLACE_DEFAULT: nothing recorded; NULL alike). When
+ * that cannot be met here (a device this daemon lacks, or failed, or out of memory) the
+ * tile is placed by the default placement (--placement) instead, and one warning line
+ * names the tile, where it was, where it went and why. Otherwise as
+ * ta_registry_create_placed. */
+ta_status ta_persist_create_restored(ta_registry *reg, const char *name, const ta_tile_shape *shape,
+                                     ta_owner owner, const ta_placement *was, ta_tile **out,
+                                     ta_error *err);
 /* Stops the threads after writing and fsyncing every record, and frees p. */
 void ta_persist_close(ta_persist *p);
 

@@ -6,23 +6,32 @@
  * and checking the logs).
  *
  * Files (all integers little-endian; a checksum is the low 32 bits of xxHash's XXH3-64):
- *   snapshot.tas  "TASNAP03", u64 seq (last record included), u32 tile count, then per tile
+ *   snapshot.tas  "TASNAP04", u64 seq (last record included), u32 tile count, then per tile
  *                 u16 name length, name, i64 owner (ta_owner: TA_OWNER_PUBLIC or the
  *                 identity a private tile belongs to), u32 dtype, u32 rank, i64
- *                 extents[rank], u64 bytes, the elements (row-major); then u32 checksum of
- *                 everything before it. Written as snapshot.tas.tmp, fsynced, renamed,
+ *                 extents[rank], u64 bytes, where it lived: u32 parts (1: wholly on one
+ *                 device; 1..TA_MAX_DEVICES) and per part u32 device ordinal, i64 first row,
+ *                 i64 end row (its rows [first, end) of the first axis; the parts in row
+ *                 order cover them all), then the elements (row-major); then u32 checksum
+ *                 of everything before it. Written as snapshot.tas.tmp, fsynced, renamed,
  *                 directory fsynced. Its seq is the log position it covers: the records
  *                 after it are in log-<seq + 1>.tal, made durable before the snapshot is
  *                 renamed into place, so a snapshot without that log means records lost.
+ *                 "TASNAP03": the same without the parts (still loaded: its tiles are placed
+ *                 by the default placement).
  *   log-<16 hex digits>.tal  (the digits: the sequence number of its first record)
- *                 "TALOG004", then records: u32 payload length, u64 seq, i64 who (the
+ *                 "TALOG005", then records: u32 payload length, u64 seq, i64 who (the
  *                 identity the request acted for: replay acts for it again, so that private
  *                 tiles keep their owner), u32 checksum of the payload, u32 checksum of the 24
  *                 bytes before it, the payload (the Request as it came on the wire, without
- *                 the frame's length prefix). Consecutive logs continue each other's
- *                 sequence numbers. "TALOG003": the same records, written by a tileatomd
- *                 that kept no logmark; still replayed, never appended to again (a TALOG004
- *                 log starts after it), so an older daemon refuses the directory.
+ *                 the frame's length prefix; a create's placement field rewritten to where
+ *                 the tile went, as ta_tile_where_format writes it: "1", "0:[0,3) 1:[3,5)",
+ *                 which its replay puts it back on). Consecutive logs continue each other's
+ *                 sequence numbers. Older formats are still replayed, never appended to
+ *                 again (a TALOG005 log starts after them), so an older daemon refuses the
+ *                 directory: "TALOG004", whose creates hold the placement the client asked
+ *                 for (replayed as asked: "" by the default placement), and "TALOG003", the
+ *                 same, written by a tileatomd that kept no logmark.
  *   logmark       what of the current log is known durable: two slots of MARK_SLOT bytes at
  *                 offsets 0 and MARK_STRIDE, written in turn in place (pwrite, fdatasync; a
  *                 write torn by a crash spoils one slot, the other stays whole): "TAMARK01",
@@ -51,11 +60,13 @@
 #include "persist.h"
 
 /* Magic at the start of a snapshot and of a log. */
-#define SNAP_MAGIC   "TASNAP03"
-#define LOG_MAGIC    "TALOG004"
-#define LOG_MAGIC_V3 "TALOG003"
-#define MARK_MAGIC   "TAMARK01"
-#define MAGIC_LEN    8
+#define SNAP_MAGIC    "TASNAP04"
+#define SNAP_MAGIC_V3 "TASNAP03"
+#define LOG_MAGIC     "TALOG005"
+#define LOG_MAGIC_V4  "TALOG004"
+#define LOG_MAGIC_V3  "TALOG003"
+#define MARK_MAGIC    "TAMARK01"
+#define MAGIC_LEN     8
 /* Bytes of a logmark slot, and the distance between the two slots (a page apart, so that a
  * torn write of one, even of a whole 4 KiB sector, leaves the other alone). */
 #define MARK_SLOT   48

@@ -1,6 +1,8 @@
 /* persist_load.c: startup recovery of tileatomd's tiles (see persist.h; the file format is
  * in persist_int.h): opens and locks the data directory, loads the snapshot, replays the logs
- * through the host's callback, and opens the newest log for appending. A partial record at
+ * through the host's callback, and opens the newest log for appending; every restored tile
+ * goes back where it lived, or where the default placement puts it when that cannot be met
+ * (ta_persist_create_restored, which the replayed creates use too). A partial record at
  * the end of the newest log, past the length the logmark records durable, is a torn last
  * record (a write cut by a crash): cut off with a log line. A log shorter than the logmark
  * records, a log the logmark or the snapshot needs that is missing, a log that does not
@@ -29,6 +31,33 @@
 #include "persist_int.h"
 #include "registry.h"
 #include "ta_backend.h"
+
+/* ---- placing a restored tile ---- */
+
+ta_status ta_persist_create_restored(ta_registry *reg, const char *name, const ta_tile_shape *shape,
+                                     ta_owner owner, const ta_placement *was, ta_tile **out,
+                                     ta_error *err)
+{
+	ta_status st = ta_registry_create_placed(reg, name, shape, owner, was, out, err);
+	if (st == TA_OK || !was || was->kind == TA_PLACE_DEFAULT ||
+	    (st != TA_INVALID_ARGUMENT && st != TA_UNAVAILABLE && st != TA_RESOURCE_EXHAUSTED))
+		return st;
+	ta_error why = *err;
+	ta_placement policy = {TA_PLACE_DEFAULT, 0, 0, NULL};
+	ta_error_set(err, TA_OK, "%s", "");
+	st = ta_registry_create_placed(reg, name, shape, owner, &policy, out, err);
+	if (st != TA_OK)
+		return st;
+	ta_tile_where went;
+	ta_tile_where_get(*out, &went);
+	char was_text[TA_WHERE_TEXT_MAX], went_text[TA_WHERE_TEXT_MAX];
+	ta_log(TA_LOG_WARNING,
+	       "tile '%s' was on %s; placed by the default placement (--placement) on %s "
+	       "instead: %s",
+	       name, ta_placement_format(was, was_text, sizeof(was_text)),
+	       ta_tile_where_format(&went, went_text, sizeof(went_text)), why.msg);
+	return TA_OK;
+}
 
 /* ---- loading ---- */
 
@@ -93,12 +122,21 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 	uint8_t *chunk = NULL;
 	size_t chunk_cap = 0;
 	ta_tile *tile = NULL;
-	if (rd(&r, h, 20) < 20 || memcmp(h, SNAP_MAGIC, MAGIC_LEN) != 0) {
+	bool v3 = false; /* TASNAP03: no parts recorded */
+	if (rd(&r, h, 20) < 20 || (memcmp(h, SNAP_MAGIC, MAGIC_LEN) != 0 &&
+	                           !(v3 = memcmp(h, SNAP_MAGIC_V3, MAGIC_LEN) == 0))) {
 		st = ta_error_set(err, TA_INTERNAL,
 		                  "%s: not a tileatom snapshot (bad or short header at offset 0)",
 		                  path);
 		goto out;
 	}
+	ta_tile_where was;
+	ta_placement place = {v3 ? TA_PLACE_DEFAULT : TA_PLACE_PARTS, 0, 0, &was};
+	if (v3)
+		ta_log(TA_LOG_NOTICE,
+		       "%s: a snapshot of an older format (%s, without where its tiles lived): its "
+		       "tiles are placed by the default placement (--placement)",
+		       path, SNAP_MAGIC_V3);
 	*seq = get_u64(h + 8);
 	uint32_t ntiles = get_u32(h + 16);
 	for (uint32_t i = 0; i < ntiles; i++) {
@@ -137,8 +175,32 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 		if (rd(&r, h, 8) < 8)
 			goto short_file;
 		uint64_t bytes = get_u64(h);
+		if (!v3) {
+			if (rd(&r, h, 4) < 4)
+				goto short_file;
+			uint32_t nparts = get_u32(h);
+			was.nparts = nparts <= TA_MAX_DEVICES ? (int)nparts : 0;
+			for (int k = 0; k < was.nparts; k++) {
+				if (rd(&r, h, 20) < 20)
+					goto short_file;
+				uint32_t d = get_u32(h);
+				was.part[k].device = d < TA_MAX_DEVICES ? (int)d : -1;
+				was.part[k].first = (int64_t)get_u64(h + 4);
+				was.part[k].end = (int64_t)get_u64(h + 12);
+			}
+			ta_error werr = {0};
+			if (ta_tile_where_check(&was, shape.shape[0], &werr) != TA_OK) {
+				char shown[TA_NAME_MAX + 4];
+				st = ta_error_set(
+				    err, TA_INTERNAL,
+				    "%s: tile '%s' at offset %" PRIu64 ": %s (damaged file)", path,
+				    ta_name_for_message(name, shown, sizeof(shown)), at, werr.msg);
+				goto out;
+			}
+		}
 		ta_error cerr = {0};
-		st = ta_registry_create_as(p->registry, name, &shape, owner, &tile, &cerr);
+		st = ta_persist_create_restored(p->registry, name, &shape, owner, &place, &tile,
+		                                &cerr);
 		if (st != TA_OK) {
 			st = ta_error_set(err, st, "%s: tile %" PRIu32 " at offset %" PRIu64 ": %s",
 			                  path, i, at, cerr.msg);
@@ -220,6 +282,8 @@ typedef struct log_scan {
 	uint64_t records;  /* whole records in it */
 	const char *torn;  /* what its tail is when it ends in a partial record (NULL: none) */
 	bool v3;           /* a TALOG003 log (written without a logmark) */
+	const char *old;   /* the magic of a log of an older format (TALOG003, TALOG004;
+	                      never appended to), NULL: the current one */
 } log_scan;
 
 /* Replays one log from its start. *expected: the next sequence number to apply (records
@@ -251,7 +315,11 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 	char first_skip[300] = "";
 	size_t got = rd(&r, h, MAGIC_LEN);
 	scan->v3 = got == MAGIC_LEN && memcmp(h, LOG_MAGIC_V3, MAGIC_LEN) == 0;
-	if (got < MAGIC_LEN || (memcmp(h, LOG_MAGIC, MAGIC_LEN) != 0 && !scan->v3)) {
+	if (scan->v3)
+		scan->old = LOG_MAGIC_V3;
+	else if (got == MAGIC_LEN && memcmp(h, LOG_MAGIC_V4, MAGIC_LEN) == 0)
+		scan->old = LOG_MAGIC_V4;
+	if (got < MAGIC_LEN || (memcmp(h, LOG_MAGIC, MAGIC_LEN) != 0 && !scan->old)) {
 		if (got < MAGIC_LEN && last && memcmp(h, LOG_MAGIC, got) == 0) {
 			scan->torn = "a header cut short";
 		} else {
@@ -489,8 +557,8 @@ static void report_torn(ta_persist *p, const log_file *lf, const log_scan *sc, i
 
 /* Opens the newest log (lf, as scanned: sc) for appending after its last whole record,
  * cutting off a torn tail, or starts a new log at p->next_seq where there is none, where the
- * newest has no whole header, or where it is a TALOG003 log (kept, and replayed again next
- * time, until a snapshot covers it). */
+ * newest has no whole header, or where it is of an older format (TALOG003, TALOG004: kept,
+ * and replayed again next time, until a snapshot covers it). */
 static ta_status open_newest(ta_persist *p, const log_file *lf, const log_scan *sc, ta_error *err)
 {
 	if (lf && sc->end >= MAGIC_LEN) {
@@ -503,7 +571,7 @@ static ta_status open_newest(ta_persist *p, const log_file *lf, const log_scan *
 			                    "cannot open %s/%s for appending: %s", p->dir, lf->name,
 			                    strerror(e));
 		}
-		if (!sc->v3) {
+		if (!sc->old) {
 			p->log_fd = fd;
 			p->log_first = lf->first;
 			p->log_bytes = sc->end;
@@ -511,9 +579,10 @@ static ta_status open_newest(ta_persist *p, const log_file *lf, const log_scan *
 		}
 		close(fd);
 		ta_log(TA_LOG_NOTICE,
-		       "%s/%s: a log of an older format (TALOG003, without a logmark): kept until "
-		       "the next snapshot; new records go to a new log",
-		       p->dir, lf->name);
+		       "%s/%s: a log of an older format (%s%s): kept until the next snapshot; new "
+		       "records go to a new log",
+		       p->dir, lf->name, sc->old,
+		       sc->v3 ? ", without a logmark" : ", without where its tiles lived");
 	}
 	/* a new log (in place of a newest one without a whole header, or of an old format
 	 * without records, both named by the same first record) */

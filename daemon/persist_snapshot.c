@@ -95,7 +95,8 @@ static void snap_put(snap_out *o, const void *data, size_t n)
 	o->bytes += n;
 }
 
-/* Writes one tile (its header and its elements read through the backend). */
+/* Writes one tile (its header, where it lives and its elements read through the
+ * backend). */
 static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t *chunk, ta_error *err)
 {
 	uint8_t h[8];
@@ -115,6 +116,18 @@ static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t *c
 	}
 	put_u64(h, tile->bytes);
 	snap_put(o, h, 8);
+	ta_tile_where w;
+	ta_tile_where_get(tile, &w);
+	put_u32(h, (uint32_t)w.nparts);
+	snap_put(o, h, 4);
+	for (int i = 0; i < w.nparts; i++) {
+		put_u32(h, (uint32_t)w.part[i].device);
+		snap_put(o, h, 4);
+		put_u64(h, (uint64_t)w.part[i].first);
+		snap_put(o, h, 8);
+		put_u64(h, (uint64_t)w.part[i].end);
+		snap_put(o, h, 8);
+	}
 	int64_t step = persist_chunk_rows(tile);
 	uint64_t row_bytes = tile->bytes / (uint64_t)tile->shape.shape[0];
 	for (int64_t r = 0; r < tile->shape.shape[0] && !o->err; r += step) {

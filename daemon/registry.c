@@ -306,31 +306,26 @@ ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta
 	tile->counted = counted;
 
 	pthread_rwlock_wrlock(&reg->lock);
-	if (find_locked(reg, name, NULL)) {
+	ta_status st = TA_OK;
+	if (find_locked(reg, name, NULL))
+		st = ta_error_set(err, TA_ALREADY_EXISTS, "tile '%s' already exists", name);
+	else if (reg->max_tiles && reg->live >= reg->max_tiles)
+		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                  "tile '%s': %" PRIu64 " tiles exist, the limit (max_tiles) is "
+		                  "%" PRIu64,
+		                  name, reg->live, reg->max_tiles);
+	else if (reg->max_total_bytes && (counted > reg->max_total_bytes ||
+	                                  reg->total_bytes > reg->max_total_bytes - counted))
+		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+		                  "tile '%s' needs %" PRIu64 " bytes (%" PRIu64
+		                  " of elements, the rest allocator overhead and bookkeeping) "
+		                  "but %" PRIu64 " of the %" PRIu64
+		                  " bytes of tile memory allowed (max_total_bytes) are in use",
+		                  name, counted, bytes, reg->total_bytes, reg->max_total_bytes);
+	if (st != TA_OK) { /* (the message is formatted under the lock: a refusal only) */
 		spare_locked(reg, tile);
 		pthread_rwlock_unlock(&reg->lock);
-		return ta_error_set(err, TA_ALREADY_EXISTS, "tile '%s' already exists", name);
-	}
-	if (reg->max_tiles && reg->live >= reg->max_tiles) {
-		uint64_t live = reg->live;
-		spare_locked(reg, tile);
-		pthread_rwlock_unlock(&reg->lock);
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-		                    "tile '%s': %" PRIu64 " tiles exist, the limit (max_tiles) is "
-		                    "%" PRIu64,
-		                    name, live, reg->max_tiles);
-	}
-	if (reg->max_total_bytes &&
-	    (counted > reg->max_total_bytes || reg->total_bytes > reg->max_total_bytes - counted)) {
-		uint64_t held = reg->total_bytes;
-		spare_locked(reg, tile);
-		pthread_rwlock_unlock(&reg->lock);
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-		                    "tile '%s' needs %" PRIu64 " bytes (%" PRIu64
-		                    " of elements, the rest allocator overhead and bookkeeping) "
-		                    "but %" PRIu64 " of the %" PRIu64
-		                    " bytes of tile memory allowed (max_total_bytes) are in use",
-		                    name, counted, bytes, held, reg->max_total_bytes);
+		return st;
 	}
 	reg->total_bytes += counted;
 	reg->live++;
@@ -344,8 +339,8 @@ ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta
 	pthread_rwlock_unlock(&reg->lock);
 
 	ta_error aerr = {0};
-	ta_status st = ta_backend_tile_alloc_placed(reg->backend, shape, (size_t)bytes, place,
-	                                            &tile->mem, &aerr);
+	st = ta_backend_tile_alloc_placed(reg->backend, shape, (size_t)bytes, place, &tile->mem,
+	                                  &aerr);
 	if (st != TA_OK) {
 		tile->mem = NULL;
 		ta_registry_discard(tile);
@@ -529,9 +524,14 @@ void ta_tile_get_info(const ta_tile *tile, ta_tile_info *info)
 	info->where[0] = '\0'; /* said only where there is a choice: several devices */
 	if (tile->mem && ta_backend_device_count(tile->reg->backend) > 1) {
 		ta_tile_where w;
-		ta_backend_tile_where(tile->reg->backend, tile->mem, &tile->shape, &w);
+		ta_tile_where_get(tile, &w);
 		ta_tile_where_format(&w, info->where, sizeof(info->where));
 	}
+}
+
+void ta_tile_where_get(const ta_tile *tile, ta_tile_where *w)
+{
+	ta_backend_tile_where(tile->reg->backend, tile->mem, &tile->shape, w);
 }
 
 /* qsort comparator of tile infos by name. */

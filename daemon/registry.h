@@ -150,6 +150,9 @@ ta_status ta_registry_remove_as(ta_registry *reg, const char *name, ta_owner who
 void ta_tile_unref(ta_tile *tile);
 /* Copies what a tile is into *info. */
 void ta_tile_get_info(const ta_tile *tile, ta_tile_info *info);
+/* Where an allocated tile's memory lives, in full (one part on device 0 on a backend with
+ * one device). */
+void ta_tile_where_get(const ta_tile *tile, ta_tile_where *w);
 
 /* One page of a listing: the first (by name) limit (>= 1) of the published tiles caller
  * who may see whose names sort after after ("" or NULL: from the first), sorted by name,

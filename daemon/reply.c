@@ -18,7 +18,6 @@
 #include "log.h"
 #include "ta_frame.h"
 
-/* Fills the response of an applied plan (kind: where its values go). */
 void plan_body(resp_ctx *rc, const ta_plan *plan, const ta_result *result, out_kind kind)
 {
 	ta_reply_msg *m = &rc->msg;
@@ -99,8 +98,21 @@ bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, cons
 	return r == 0 ? close_after : append_fallback(svc, id, r, size, false, close_after, out);
 }
 
-/* Turns handle's outcome st into the response of rc (the error fields when st is not OK),
- * appends it to out, counts it (metrics) and frees rc's allocations; returns close_after. */
+/* Counts one OK answer of kind (its elements and bytes) into scratch's held counts, after
+ * publishing those of another kind. */
+static void held_add(ta_service *svc, ta_dispatch_scratch *scratch, ta_req_kind kind,
+                     uint64_t elements, uint64_t bytes_in, uint64_t bytes_out)
+{
+	ta_metrics_held *h = &scratch->held;
+	if (h->requests && h->kind != kind)
+		held_flush(svc, scratch);
+	h->kind = kind;
+	h->requests++;
+	h->elements += elements;
+	h->bytes_in += bytes_in;
+	h->bytes_out += bytes_out;
+}
+
 bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out)
 {
 	size_t out_before = out->len;
@@ -184,7 +196,6 @@ void resp_ctx_free(resp_ctx *rc)
 	rc->ctl->list_infos = NULL;
 }
 
-/* Publishes the metrics and request totals scratch holds (nothing when none). */
 void held_flush(ta_service *svc, ta_dispatch_scratch *scratch)
 {
 	if (scratch->held.requests == 0)
@@ -193,21 +204,6 @@ void held_flush(ta_service *svc, ta_dispatch_scratch *scratch)
 	atomic_fetch_add_explicit(&totals->requests, scratch->held.requests, memory_order_relaxed);
 	atomic_fetch_add_explicit(&totals->elements, scratch->held.elements, memory_order_relaxed);
 	ta_metrics_add_held(&svc->metrics, &scratch->held);
-}
-
-/* Counts one OK answer of kind (its elements and bytes) into scratch's held counts, after
- * publishing those of another kind. */
-void held_add(ta_service *svc, ta_dispatch_scratch *scratch, ta_req_kind kind, uint64_t elements,
-              uint64_t bytes_in, uint64_t bytes_out)
-{
-	ta_metrics_held *h = &scratch->held;
-	if (h->requests && h->kind != kind)
-		held_flush(svc, scratch);
-	h->kind = kind;
-	h->requests++;
-	h->elements += elements;
-	h->bytes_in += bytes_in;
-	h->bytes_out += bytes_out;
 }
 
 void ta_dispatch_begin_run(ta_service *svc, ta_dispatch_scratch *scratch)

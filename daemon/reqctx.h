@@ -156,8 +156,5 @@ ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request 
 
 /* reply.c: publishes the metrics and request totals scratch holds (nothing when none). */
 void held_flush(ta_service *svc, ta_dispatch_scratch *scratch);
-/* reply.c: counts one OK answer of kind into scratch's held counts. */
-void held_add(ta_service *svc, ta_dispatch_scratch *scratch, ta_req_kind kind, uint64_t elements,
-              uint64_t bytes_in, uint64_t bytes_out);
 
 #endif /* TA_DAEMON_REQCTX_H */

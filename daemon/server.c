@@ -108,11 +108,7 @@ static void loop_wake(ta_server_loop *l, unsigned flags)
  * callback comes back to the connection's loop. */
 static void host_submit(ta_conn_host *host, ta_job *job)
 {
-	ta_server_loop *l = host_loop(host);
-	if (l->index == 0)
-		ta_executor_submit(&l->srv->executor, job);
-	else
-		ta_executor_submit_to(&l->srv->executor, &l->port, job);
+	ta_executor_submit_to(&host_loop(host)->srv->executor, host->port, job);
 }
 
 /* Counts a connection of the transport (tcp) in its handshake against the limits. */
@@ -405,6 +401,19 @@ static void conn_admit(ta_server_loop *l, ta_conn *conn)
 	ta_conn_start(conn);
 }
 
+/* A connection's socket is open on loop l: TCP_NODELAY for TCP; closes it when the loop
+ * drains (false). */
+static bool conn_opened(ta_server_loop *l, ta_conn *conn)
+{
+	int rc;
+	if (conn->tcp && (rc = uv_tcp_nodelay(&conn->h.tcp, 1)) != 0)
+		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": cannot set TCP_NODELAY: %s",
+		       conn->serial, uv_strerror(rc));
+	if (l->draining)
+		ta_conn_close(conn);
+	return !l->draining;
+}
+
 /* Loop l's thread: opens a socket the main loop accepted for it in a connection. */
 static void loop_adopt(ta_server_loop *l, ta_server_handoff *h)
 {
@@ -429,14 +438,8 @@ static void loop_adopt(ta_server_loop *l, ta_server_handoff *h)
 		ta_conn_close(conn);
 		return;
 	}
-	if (h->tcp && (rc = uv_tcp_nodelay(&conn->h.tcp, 1)) != 0)
-		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": cannot set TCP_NODELAY: %s",
-		       conn->serial, uv_strerror(rc));
-	if (l->draining) {
-		ta_conn_close(conn);
-		return;
-	}
-	conn_admit(l, conn);
+	if (conn_opened(l, conn))
+		conn_admit(l, conn);
 }
 
 /* Log records became durable: loop l's connections send what waited for them. */
@@ -679,13 +682,8 @@ static void on_connection(uv_stream_t *listener, int status)
 		ta_conn_close(conn);
 		return;
 	}
-	if (tcp && (rc = uv_tcp_nodelay(&conn->h.tcp, 1)) != 0)
-		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": cannot set TCP_NODELAY: %s",
-		       conn->serial, uv_strerror(rc));
-	if (srv->draining) {
-		ta_conn_close(conn);
+	if (!conn_opened(l, conn))
 		return;
-	}
 	/* over a limit: make room, else refuse */
 	if (full && admit_or_make_room(srv, tcp, msg, sizeof(msg)) != LIMIT_NONE) {
 		ta_log_limited(&srv->refuse_log, TA_LOG_WARNING,
@@ -851,19 +849,17 @@ static ta_status listen_tcp(ta_server *srv, ta_error *err)
 	if (st != TA_OK)
 		return st;
 	const struct addrinfo *ai = res;
-	if (!ta_net_is_loopback(ai->ai_addr) && !srv->cfg->allow_remote) {
+	const char *refused =
+	    ta_net_is_loopback(ai->ai_addr) ? NULL
+	    : !srv->cfg->allow_remote ? ": not a loopback address (set allow_remote = true or "
+	                                "--allow-remote to serve other hosts)"
+	    : !srv->svc->auth         ? " without authentication: other hosts may connect "
+	                                "only to a daemon with auth_file (--auth-file)"
+	                              : NULL;
+	if (refused) {
 		freeaddrinfo(res);
-		return ta_error_set(err, TA_PERMISSION_DENIED,
-		                    "refusing to listen on %s: not a loopback address (set "
-		                    "allow_remote = true or --allow-remote to serve other hosts)",
-		                    spec);
-	}
-	if (!ta_net_is_loopback(ai->ai_addr) && !srv->svc->auth) {
-		freeaddrinfo(res);
-		return ta_error_set(err, TA_PERMISSION_DENIED,
-		                    "refusing to listen on %s without authentication: other hosts "
-		                    "may connect only to a daemon with auth_file (--auth-file)",
-		                    spec);
+		return ta_error_set(err, TA_PERMISSION_DENIED, "refusing to listen on %s%s", spec,
+		                    refused);
 	}
 	int rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
 	if (rc != 0) {
@@ -1190,46 +1186,41 @@ fail:;
 
 void ta_server_shutdown(ta_server *srv)
 {
-	if (srv->draining) {
-		if (srv->forced)
-			return;
-		srv->forced = true;
-		for (unsigned i = 0; i < srv->nloops_ready; i++) {
-			ta_server_loop *l = &srv->loops[i];
-			if (loop_is_direct(l))
-				loop_stop(l, true);
-			else
-				loop_wake(l, TA_LOOP_WAKE_FORCE);
-		}
+	bool force = srv->draining; /* a second call closes the connections at once */
+	if (force && srv->forced)
 		return;
-	}
-	srv->draining = true;
-	ta_backend_cancel_allocs(srv->svc->backend); /* a create still zeroing stops */
-	int rc = ta_notify("STOPPING=1");
-	if (rc < 0)
-		ta_log(TA_LOG_WARNING, "cannot notify the service manager: %s", strerror(-rc));
-	close_open(&srv->unix_open, &srv->unix_listener);
-	close_open(&srv->tcp_open, &srv->tcp_listener);
-	if (srv->unix_path) {
-		if (unlink(srv->unix_path) != 0 && errno != ENOENT)
-			ta_log(TA_LOG_WARNING, "cannot remove %s: %s", srv->unix_path,
-			       strerror(errno));
-		free(srv->unix_path);
-		srv->unix_path = NULL;
-	}
-	if (atomic_load(&srv->nconns) && srv->timer_open && srv->cfg->shutdown_timeout > 0) {
-		int rc2 = uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
-		                         (uint64_t)srv->cfg->shutdown_timeout * 1000u, 0);
-		if (rc2 != 0)
-			ta_log(TA_LOG_WARNING, "cannot start the shutdown timer: %s",
-			       uv_strerror(rc2));
+	srv->forced = force;
+	if (!force) {
+		srv->draining = true;
+		ta_backend_cancel_allocs(srv->svc->backend); /* a create still zeroing stops */
+		int rc = ta_notify("STOPPING=1");
+		if (rc < 0)
+			ta_log(TA_LOG_WARNING, "cannot notify the service manager: %s",
+			       strerror(-rc));
+		close_open(&srv->unix_open, &srv->unix_listener);
+		close_open(&srv->tcp_open, &srv->tcp_listener);
+		if (srv->unix_path) {
+			if (unlink(srv->unix_path) != 0 && errno != ENOENT)
+				ta_log(TA_LOG_WARNING, "cannot remove %s: %s", srv->unix_path,
+				       strerror(errno));
+			free(srv->unix_path);
+			srv->unix_path = NULL;
+		}
+		if (atomic_load(&srv->nconns) && srv->timer_open &&
+		    srv->cfg->shutdown_timeout > 0) {
+			int rc2 = uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
+			                         (uint64_t)srv->cfg->shutdown_timeout * 1000u, 0);
+			if (rc2 != 0)
+				ta_log(TA_LOG_WARNING, "cannot start the shutdown timer: %s",
+				       uv_strerror(rc2));
+		}
 	}
 	for (unsigned i = 0; i < srv->nloops_ready; i++) {
 		ta_server_loop *l = &srv->loops[i];
 		if (loop_is_direct(l))
-			loop_stop(l, false);
+			loop_stop(l, force);
 		else
-			loop_wake(l, TA_LOOP_WAKE_DRAIN);
+			loop_wake(l, force ? TA_LOOP_WAKE_FORCE : TA_LOOP_WAKE_DRAIN);
 	}
 	server_check_done(srv);
 }

@@ -21,7 +21,6 @@ void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry
 	ta_service_reset_totals(svc);
 	atomic_init(&svc->connections, 0);
 	ta_metrics_init(&svc->metrics);
-	svc->auth = NULL;
 	svc->auth_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "authentication failures");
 	ta_codec_init(); /* checks the schema once, at start */
 }

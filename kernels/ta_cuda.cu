@@ -1495,26 +1495,43 @@ static void cuda_apply_async(ta_backend *base, ta_apply_call *calls, size_t n,
 		done(arg);
 		return;
 	}
-	/* the wait, a copy of each call that runs, and where each came from: one allocation */
-	batch_wait *w = (batch_wait *)malloc(sizeof(batch_wait) +
-	                                     ready * (sizeof(ta_apply_call) + sizeof(ta_apply_call *)));
+	/* the wait, a copy of each call that runs, where each came from, and each one's
+	 * elements resolved here: one allocation */
+	size_t n_elems = 0;
+	for (size_t i = 0; i < n; i++)
+		if (calls[i].status == TA_OK)
+			n_elems += (size_t)calls[i].plan->count;
+	size_t head =
+	    sizeof(batch_wait) + ready * (sizeof(ta_apply_call) + sizeof(ta_apply_call *));
+	head = (head + 15u) & ~(size_t)15u;
+	size_t pre_bytes = ready * sizeof(batch_pre);
+	pre_bytes = (pre_bytes + 15u) & ~(size_t)15u;
+	batch_wait *w = (batch_wait *)malloc(head + pre_bytes + n_elems * sizeof(ta_batch_elem));
 	if (!w) {
 		for (size_t i = 0; i < n; i++)
 			if (calls[i].status == TA_OK && calls[i].plan->count > 0)
-				calls[i].status = ta_error_set(calls[i].err, TA_RESOURCE_EXHAUSTED,
-				                               "cuda backend: out of memory queueing "
-				                               "a request");
+				calls[i].status =
+				    ta_error_set(calls[i].err, TA_RESOURCE_EXHAUSTED,
+				                 "cuda backend: out of memory queueing "
+				                 "a request");
 		done(arg);
 		return;
 	}
 	w->calls = (ta_apply_call *)(w + 1);
 	w->orig = (ta_apply_call **)(w->calls + ready);
+	w->pre = (batch_pre *)((unsigned char *)w + head);
 	w->n = (int)ready;
+	ta_batch_elem *room = (ta_batch_elem *)((unsigned char *)w->pre + pre_bytes);
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
 		if (calls[i].status == TA_OK && calls[i].plan->count > 0) {
 			w->calls[k] = calls[i];
-			w->orig[k++] = &calls[i];
+			w->orig[k] = &calls[i];
+			/* resolved now, on this loop's thread: the leader only copies them */
+			w->pre[k].elems = room;
+			room += calls[i].plan->count;
+			(void)batch_pre_resolve(&w->calls[k], &w->pre[k]);
+			k++;
 		}
 	w->done_fn = done;
 	w->done_arg = arg;
@@ -1866,12 +1883,26 @@ static void cuda_ipc_close(ta_backend *base, void *dptr)
 }
 
 /* The CUDA backend's vtable. */
-static const ta_backend_vtbl cuda_vtbl = {
-    cuda_destroy,         cuda_tile_alloc, cuda_tile_free,        cuda_apply,
-    cuda_apply_many,      cuda_info,       cuda_set_batch_window, cuda_host_register,
-    cuda_host_unregister, cuda_ipc_open,   cuda_ipc_close,        NULL /* tile_alloc_placed */,
-    NULL /* tile_where */, NULL /* device_count */, cuda_mem_info, NULL /* tile_footprint */,
-    cuda_apply_async,     cuda_ptr_device, NULL /* device_stats */, cuda_failed};
+static const ta_backend_vtbl cuda_vtbl = {cuda_destroy,
+                                          cuda_tile_alloc,
+                                          cuda_tile_free,
+                                          cuda_apply,
+                                          cuda_apply_many,
+                                          cuda_info,
+                                          cuda_set_batch_window,
+                                          cuda_host_register,
+                                          cuda_host_unregister,
+                                          cuda_ipc_open,
+                                          cuda_ipc_close,
+                                          NULL /* tile_alloc_placed */,
+                                          NULL /* tile_where */,
+                                          NULL /* device_count */,
+                                          cuda_mem_info,
+                                          NULL /* tile_footprint */,
+                                          cuda_apply_async,
+                                          cuda_ptr_device,
+                                          NULL /* device_stats */,
+                                          cuda_failed};
 
 extern "C" int ta_cuda_device_count(void)
 {

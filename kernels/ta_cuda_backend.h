@@ -60,6 +60,16 @@ struct cuda_slot {
 /* ... or this many callers (chains: one warp each). */
 #define TA_CUDA_BATCH_CHAINS (1u << 13)
 
+/* A call's elements resolved ahead of its batch by the thread that queues it (an event
+ * loop, in parallel with the others), so that the leader, the one serial step, only copies
+ * them into the batch. */
+typedef struct batch_pre {
+	ta_batch_elem *elems; /* its descriptors (old-value slots numbered from 0) */
+	uint32_t n;           /* how many */
+	bool ok;              /* resolved: else the leader resolves the call itself */
+	uint64_t skipped;     /* elements skipped (bounds checking) */
+} batch_pre;
+
 /* One caller's requests (a chain, run in order) going through a batch: a thread that waits
  * for them (done_fn NULL), or an asynchronous call (apply_async) that nobody waits for:
  * whichever thread runs its batch calls done_fn(done_arg) and frees it. Calls that come with
@@ -77,6 +87,8 @@ struct batch_wait {
 	                               are copies of those that passed their checks), where
 	                               each status goes back */
 	batch_wait *done_next;      /* asynchronous: link of the list a leader completes */
+	batch_pre *pre;             /* asynchronous: each call's elements resolved by the
+	                               submitting thread (batch_pre_resolve), or NULL */
 };
 
 /* The batcher: callers queue their small requests; one that finds no batch running becomes
@@ -182,6 +194,10 @@ void batch_submit(ta_cuda_backend *be, batch_wait *w);
 /* Queues w's requests (w malloc'd, done_fn set) and returns at once: the thread that runs
  * their batch calls w->done_fn(w->done_arg) and frees w. */
 void batch_submit_async(ta_cuda_backend *be, batch_wait *w);
+/* Resolves call c's elements into pre (pre->elems: room for plan->count descriptors);
+ * false (pre->ok false) when the leader has to (an old value wanted of a masked or
+ * skipped element, or an element outside the tile). */
+bool batch_pre_resolve(const ta_apply_call *c, batch_pre *pre);
 /* True when batch_submit_async may be used (the batcher and its lead thread run). */
 bool batch_async_ready(const ta_cuda_backend *be);
 /* Holds the persistent kernel off the device (stopping it after its batch in flight) until

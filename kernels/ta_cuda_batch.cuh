@@ -91,7 +91,7 @@ __device__ __forceinline__ bool batch_chain(ta_batch_chain ch, const ta_batch_it
 			/* the next request of this chain sees everything this one did */
 			if (it.fence == 2)
 				__threadfence_system();
-			else
+			else if (it.fence == 1)
 				__threadfence();
 			__syncwarp();
 		}

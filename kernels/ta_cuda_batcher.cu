@@ -41,6 +41,55 @@ static uint64_t batch_fill_bits(const ta_plan *plan, int64_t k)
 	return 0;
 }
 
+/* Resolves the elements of call c (ta_plan_resolve) into descriptors at d, in order,
+ * numbering old-value slots from out0; masked and skipped elements get no descriptor, and
+ * their old value (the fill) goes to olds[out0 + k]. With olds NULL it stops at the first
+ * such element that wants an old value and returns -1 (resolve it later, with olds).
+ * Returns the descriptors written; adds to *skipped and *outside (elements resolved
+ * outside the tile: an inconsistent plan, not applied). */
+static int64_t resolve_call(const ta_apply_call *c, ta_batch_elem *d, uint32_t out0, uint64_t *olds,
+                            uint64_t *skipped, uint64_t *outside)
+{
+	const ta_plan *p = c->plan;
+	size_t es = ta_dtype_size(p->dtype);
+	int64_t tile_elems = (int64_t)(c->tile_bytes / es), n = 0;
+	uint32_t code = ta_batch_code(p->dtype, p->op, p->sem, p->scope, p->want_old);
+	for (int64_t k = 0; k < p->count; k++) {
+		int64_t off = 0;
+		int how = ta_plan_resolve(p, k, &off);
+		if (how == 1 && (off < 0 || off >= tile_elems)) {
+			++*outside;
+			how = 0;
+		}
+		if (how != 1) {
+			if (p->want_old && !olds)
+				return -1;
+			if (how < 0)
+				++*skipped;
+			if (p->want_old)
+				olds[out0 + (uint32_t)k] = batch_fill_bits(p, k);
+			continue;
+		}
+		ta_batch_elem *e = &d[n++];
+		e->addr = (uint64_t)(uintptr_t)((unsigned char *)c->mem + off * (int64_t)es);
+		e->value = p->values.data ? ta_operand_bits(p, &p->values, k) : 0;
+		e->compare = p->compare.data ? ta_operand_bits(p, &p->compare, k) : 0;
+		e->code = code;
+		e->out = p->want_old ? out0 + (uint32_t)k : TA_BATCH_NO_OUT;
+	}
+	return n;
+}
+
+bool batch_pre_resolve(const ta_apply_call *c, batch_pre *pre)
+{
+	uint64_t skipped = 0, outside = 0;
+	int64_t n = resolve_call(c, pre->elems, 0, NULL, &skipped, &outside);
+	pre->ok = n >= 0 && outside == 0;
+	pre->n = pre->ok ? (uint32_t)n : 0;
+	pre->skipped = skipped;
+	return pre->ok;
+}
+
 /* Bytes of the batch buffer for the given counts (16-byte aligned sections). */
 static size_t batch_bytes(size_t chains, size_t items, size_t elems, size_t olds)
 {
@@ -340,7 +389,8 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits, bo
 		olds = (uint64_t *)((unsigned char *)elems + align_up(max_elems * sizeof *elems));
 	}
 
-	/* resolve every element on the host; masked and skipped ones get their output now */
+	/* every element resolved on the host (by the queueing loop ahead of time, see
+	 * batch_pre, or here); masked and skipped ones get their output now */
 	uint32_t ci = 0, ii = 0, ei = 0, oi = 0;
 	for (batch_wait *w = waits; w; w = w->next, ci++) {
 		chains[ci].first_item = ii;
@@ -348,37 +398,30 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits, bo
 		for (int i = 0; i < w->n; i++) {
 			ta_apply_call *c = &w->calls[i];
 			const ta_plan *p = c->plan;
-			size_t es = ta_dtype_size(p->dtype);
-			int64_t tile_elems = (int64_t)(c->tile_bytes / es);
-			uint32_t code =
-			    ta_batch_code(p->dtype, p->op, p->sem, p->scope, p->want_old);
 			uint64_t skipped = 0, applied = 0, outside = 0;
 			items[ii].first = ei;
-			items[ii].fence = p->scope == TA_SCOPE_SYS ? 2u : 1u;
+			/* a fence orders this request before the next one for other observers;
+			 * two relaxed requests promise no such order (their warp barrier still
+			 * orders them for the chain itself), so none between those */
+			bool next_relaxed =
+			    i + 1 < w->n && w->calls[i + 1].plan->sem == TA_SEM_RELAXED;
+			items[ii].fence = p->sem == TA_SEM_RELAXED && next_relaxed ? 0u
+			                  : p->scope == TA_SCOPE_SYS               ? 2u
+			                                                           : 1u;
 			items[ii].pad = 0;
-			for (int64_t k = 0; k < p->count; k++) {
-				int64_t off = 0;
-				int how = ta_plan_resolve(p, k, &off);
-				if (how == 1 && (off < 0 || off >= tile_elems)) {
-					outside++;
-					how = 0;
-				}
-				if (how != 1) {
-					if (how < 0)
-						skipped++;
-					if (p->want_old)
-						olds[oi + (uint32_t)k] = batch_fill_bits(p, k);
-					continue;
-				}
-				ta_batch_elem *d = &elems[ei++];
-				d->addr = (uint64_t)(uintptr_t)((unsigned char *)c->mem +
-				                                off * (int64_t)es);
-				d->value = p->values.data ? ta_operand_bits(p, &p->values, k) : 0;
-				d->compare =
-				    p->compare.data ? ta_operand_bits(p, &p->compare, k) : 0;
-				d->code = code;
-				d->out = p->want_old ? oi + (uint32_t)k : TA_BATCH_NO_OUT;
-				applied++;
+			const batch_pre *pre = w->pre ? &w->pre[i] : NULL;
+			if (pre && pre->ok) { /* resolved by its loop (apply_async) */
+				memcpy(&elems[ei], pre->elems, pre->n * sizeof(*elems));
+				for (uint32_t e = 0; p->want_old && e < pre->n; e++)
+					elems[ei + e].out += oi;
+				ei += pre->n;
+				skipped = pre->skipped;
+				applied = pre->n;
+			} else {
+				int64_t n =
+				    resolve_call(c, &elems[ei], oi, olds, &skipped, &outside);
+				ei += (uint32_t)n;
+				applied = (uint64_t)n;
 			}
 			items[ii].count = ei - items[ii].first;
 			ii++;
@@ -551,6 +594,7 @@ void batch_submit(ta_cuda_backend *be, batch_wait *w)
 	w->done_fn = NULL;
 	w->done_arg = NULL;
 	w->orig = NULL;
+	w->pre = NULL;                       /* the leader resolves a waiting caller's calls */
 	if (sem_init(&w->wake, 0, 0) != 0) { /* cannot happen (pshared 0, value 0) */
 		for (int i = 0; i < w->n; i++)
 			w->calls[i].status = ta_error_set(w->calls[i].err, TA_INTERNAL,
@@ -773,7 +817,8 @@ void batcher_destroy(ta_cuda_backend *be)
 		pthread_mutex_unlock(&be->batch.mu);
 		int rc = pthread_join(be->batch.lead_thread, NULL);
 		if (rc != 0)
-			fprintf(stderr, "tileatom cuda: cannot join the batcher's lead thread: %s\n",
+			fprintf(stderr,
+			        "tileatom cuda: cannot join the batcher's lead thread: %s\n",
 			        strerror(rc));
 		pthread_cond_destroy(&be->batch.lead_cv);
 		be->batch.lead_started = false;

@@ -87,7 +87,8 @@ typedef struct ta_batch_elem {
 typedef struct ta_batch_item {
 	uint32_t first; /* index of its first element */
 	uint32_t count; /* its elements */
-	uint32_t fence; /* after it: 1 fence at gpu scope, 2 at sys scope (scope sys) */
+	uint32_t fence; /* after it: 1 fence at gpu scope, 2 at sys scope (scope sys), 0 none
+	                   (it and the next are relaxed: the warp barrier alone) */
 	uint32_t pad;   /* (keeps the struct 16 bytes) */
 } ta_batch_item;
 

@@ -12,7 +12,9 @@
  *  - shard (over every device, or shard:N over N): the first axis is split into ranges of
  *    rows, as even as possible (the first rows % N parts get one row more), one per device,
  *    rows ascending with the ordinals; with fewer rows than devices, one row per part. The
- *    N devices are those auto would rank first (all of them when N is the device count).
+ *    N devices are those auto would rank first (all of them when N is the device count);
+ *  - parts (TA_PLACE_PARTS: a tile restored where it lived): exactly the parts given, each
+ *    on an existing device, ordinals ascending with the rows as shard makes them.
  * tile_alloc (no shape) places the whole tile as the default says, with shard taken as auto.
  *
  * Apply. A tile wholly on one device: the plan goes to that device's backend unchanged. A
@@ -509,6 +511,31 @@ static int plan_parts(multi_backend *mb, const ta_placement *place, int64_t rows
 		for (int i = 0; i < n; i++)
 			nrows[i] = rows / n + (i < rows % n ? 1 : 0);
 		return n;
+	}
+	case TA_PLACE_PARTS: {
+		const ta_tile_where *w = p.parts;
+		if (ta_tile_where_check(w, rows, err) != TA_OK)
+			return 0;
+		for (int i = 0; i < w->nparts; i++) {
+			int d = w->part[i].device;
+			if (d >= mb->n) {
+				ta_error_set(err, TA_INVALID_ARGUMENT,
+				             "placement: device %d does not exist (devices 0..%d)",
+				             d, mb->n - 1);
+				return 0;
+			}
+			if (i > 0 && d <= devs[i - 1]) {
+				ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "placement: part %d is on device %d after device %d (parts "
+				    "go on distinct devices, ordinals ascending with the rows)",
+				    i, d, devs[i - 1]);
+				return 0;
+			}
+			devs[i] = d;
+			nrows[i] = w->part[i].end - w->part[i].first;
+		}
+		return w->nparts;
 	}
 	case TA_PLACE_AUTO:
 		rank_devices(mb, order);

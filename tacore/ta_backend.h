@@ -270,7 +270,8 @@ static inline void ta_backend_host_unregister(ta_backend *be, void *ptr)
 }
 
 /* Allocates a tile where place says: tile_alloc_placed, or for a one-device backend
- * tile_alloc after checking that place names nothing but device 0. */
+ * tile_alloc after checking that place names nothing but device 0 (TA_PLACE_PARTS: one
+ * part, there). */
 static inline ta_status ta_backend_tile_alloc_placed(ta_backend *be, const ta_tile_shape *shape,
                                                      size_t bytes, const ta_placement *place,
                                                      void **mem, ta_error *err)
@@ -287,6 +288,21 @@ static inline ta_status ta_backend_tile_alloc_placed(ta_backend *be, const ta_ti
 		                    "placement: cannot shard over %d devices (the backend serves "
 		                    "one device)",
 		                    place->shards);
+	if (place && place->kind == TA_PLACE_PARTS) {
+		for (int i = 0; i < place->parts->nparts; i++)
+			if (place->parts->part[i].device != 0)
+				return ta_error_set(
+				    err, TA_INVALID_ARGUMENT,
+				    "placement: device %d does not exist (the backend "
+				    "serves one device, 0)",
+				    place->parts->part[i].device);
+		if (place->parts->nparts != 1)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "placement: %d parts on device 0 (the backend serves one "
+			    "device: a tile has one part)",
+			    place->parts->nparts);
+	}
 	return be->vt->tile_alloc(be, bytes, mem, err);
 }
 /* Fills *where for the tile at mem (one part on device 0 for a one-device backend). */

@@ -300,7 +300,7 @@ static int differential(ta_backend *ref, ta_backend *multi, const ta_tile_shape 
 START_TEST(test_sharded_matches_one_device)
 {
 	int pools = _i + 1;
-	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
 	ta_backend *multi = multi_new(pools, shard);
 	ta_error err = {0};
 	ta_backend *ref = ta_cpu_backend_new(2, &err);
@@ -335,7 +335,7 @@ static void where_text(ta_backend *be, void *mem, const ta_tile_shape *t, char *
  * row to one pool, a load of one row reads only it). */
 START_TEST(test_shard_ranges)
 {
-	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
 	ta_backend *be = multi_new(3, shard);
 	ta_error err = {0};
 	char buf[256];
@@ -352,7 +352,7 @@ START_TEST(test_shard_ranges)
 	ck_assert_mem_eq(vals, back, sizeof(vals));
 	ta_backend_tile_free(be, mem);
 
-	ta_placement two = {TA_PLACE_SHARD, 0, 2};
+	ta_placement two = {TA_PLACE_SHARD, 0, 2, NULL};
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 140, &two, &mem, &err), TA_OK);
 	where_text(be, mem, &t, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "0:[0,4) 1:[4,7)");
@@ -364,7 +364,7 @@ START_TEST(test_shard_ranges)
 	ck_assert_str_eq(buf, "0:[0,1) 1:[1,2)");
 	ta_backend_tile_free(be, mem);
 
-	ta_placement four = {TA_PLACE_SHARD, 0, 4};
+	ta_placement four = {TA_PLACE_SHARD, 0, 4, NULL};
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 140, &four, &mem, &err),
 	                 TA_INVALID_ARGUMENT);
 	ck_assert_ptr_null(mem);
@@ -378,14 +378,14 @@ END_TEST
  * shape follows the default. */
 START_TEST(test_place_device_auto)
 {
-	ta_placement dflt = {TA_PLACE_AUTO, 0, 0};
+	ta_placement dflt = {TA_PLACE_AUTO, 0, 0, NULL};
 	ta_backend *be = multi_new(3, dflt);
 	ta_error err = {0};
 	char buf[256];
 	ck_assert_int_eq(ta_backend_device_count(be), 3);
 	ta_tile_shape big = {TA_DTYPE_I64, 1, {100}}, small = {TA_DTYPE_I32, 1, {10}};
 	void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
-	ta_placement on2 = {TA_PLACE_DEVICE, 2, 0};
+	ta_placement on2 = {TA_PLACE_DEVICE, 2, 0, NULL};
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &big, 800, &on2, &a, &err), TA_OK);
 	where_text(be, a, &big, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "2");
@@ -400,7 +400,7 @@ START_TEST(test_place_device_auto)
 	ck_assert_str_eq(buf, "0"); /* 40 bytes on 0 and 1, 800 on 2: the lower */
 	ta_backend_tile_free(be, b);
 	ta_backend_tile_free(be, d);
-	ta_placement on3 = {TA_PLACE_DEVICE, 3, 0};
+	ta_placement on3 = {TA_PLACE_DEVICE, 3, 0, NULL};
 	void *e = NULL;
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &small, 40, &on3, &e, &err),
 	                 TA_INVALID_ARGUMENT);
@@ -419,10 +419,10 @@ START_TEST(test_place_device_auto)
 	/* a one-device backend takes device 0, auto and shard, and refuses device 1 */
 	ta_backend *one = ta_cpu_backend_new(2, &err);
 	ck_assert(one != NULL);
-	ta_placement on1 = {TA_PLACE_DEVICE, 1, 0};
+	ta_placement on1 = {TA_PLACE_DEVICE, 1, 0, NULL};
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(one, &small, 40, &on1, &e, &err),
 	                 TA_INVALID_ARGUMENT);
-	ta_placement sh = {TA_PLACE_SHARD, 0, 0};
+	ta_placement sh = {TA_PLACE_SHARD, 0, 0, NULL};
 	ck_assert_int_eq(ta_backend_tile_alloc_placed(one, &small, 40, &sh, &e, &err), TA_OK);
 	where_text(one, e, &small, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "0");
@@ -441,7 +441,7 @@ END_TEST
  * masked and skipped elements; CAS old values in request order across devices. */
 START_TEST(test_bounds_and_order_across_shards)
 {
-	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
 	ta_backend *be = multi_new(2, shard);
 	ta_error err = {0};
 	ta_tile_shape t = {TA_DTYPE_I32, 1, {5}}; /* rows 0..2 on pool 0, 3..4 on pool 1 */
@@ -555,6 +555,114 @@ START_TEST(test_placement_text)
 }
 END_TEST
 
+/* Where texts (what a logged create holds as its placement): what ta_tile_where_format
+ * writes parses back to the same parts for a tile of that many rows;
+ * texts that are not whole parts of it are named. */
+START_TEST(test_where_text)
+{
+	ta_tile_where w;
+	ta_error err = {0};
+	char buf[TA_WHERE_TEXT_MAX];
+	const char *good[] = {"0", "63", "0:[0,3) 1:[3,5) 2:[5,7)", "1:[0,3) 2:[3,7)",
+	                      "0:[0,1) 5:[1,2) 9:[2,7)"};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ck_assert_msg(ta_tile_where_parse(good[i], 7, &w, &err) == TA_OK, "%s", err.msg);
+		ck_assert_str_eq(ta_tile_where_format(&w, buf, sizeof(buf)), good[i]);
+		ck_assert_int_eq(w.part[w.nparts - 1].end, 7);
+	}
+	ck_assert_int_eq(ta_tile_where_parse("2", 7, &w, &err), TA_OK);
+	ck_assert_int_eq(w.nparts, 1);
+	ck_assert_int_eq(w.part[0].device, 2);
+	ck_assert_int_eq(w.part[0].first, 0);
+	/* 64 parts of 19-digit rows, each on its own device: about the longest text, uncut */
+	int64_t span = INT64_MAX / TA_MAX_DEVICES;
+	for (int d = 0; d < TA_MAX_DEVICES; d++)
+		w.part[d] = (ta_tile_part){d, d * span, (d + 1) * span};
+	w.nparts = TA_MAX_DEVICES;
+	ta_tile_where back;
+	ta_tile_where_format(&w, buf, sizeof(buf));
+	ck_assert_uint_lt(strlen(buf), sizeof(buf) - 1);
+	ck_assert_msg(ta_tile_where_parse(buf, TA_MAX_DEVICES * span, &back, &err) == TA_OK, "%s",
+	              err.msg);
+	ck_assert_int_eq(back.nparts, TA_MAX_DEVICES);
+	ck_assert_int_eq(back.part[63].first, w.part[63].first);
+	struct {
+		const char *text, *msg;
+	} bad[] = {
+	    {"", "placement '' is neither a device ordinal nor parts DEVICE:[FIRST,END) separated "
+	         "by spaces"},
+	    {"auto", "placement 'auto' is neither a device ordinal nor parts DEVICE:[FIRST,END) "
+	             "separated by spaces"},
+	    {"0:[0,3)  1:[3,7)", "placement '0:[0,3)  1:[3,7)' is neither a device ordinal nor "
+	                         "parts DEVICE:[FIRST,END) separated by spaces"},
+	    {"0:[0,3) 1:[3,7)x", "placement '0:[0,3) 1:[3,7)x': unexpected 'x' after the parts"},
+	    {"0:[0,3) 1:[4,7)",
+	     "placement '0:[0,3) 1:[4,7)': placement: part 1 holds rows [4,7) where rows from 3 on "
+	     "come next"},
+	    {"0:[0,3) 1:[3,6)",
+	     "placement '0:[0,3) 1:[3,6)': placement: the parts hold rows [0,6) of a tile of 7 "
+	     "rows"},
+	    {"0:[0,0) 1:[0,7)", "placement '0:[0,0) 1:[0,7)': placement: part 0 holds rows [0,0) "
+	                        "where rows from 0 on come next"},
+	    {"64:[0,7)", "placement '64:[0,7)' is neither a device ordinal nor parts "
+	                 "DEVICE:[FIRST,END) separated by spaces"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(ta_tile_where_parse(bad[i].text, 7, &w, &err),
+		                 TA_INVALID_ARGUMENT);
+		ck_assert_str_eq(err.msg, bad[i].msg);
+	}
+}
+END_TEST
+
+/* A tile placed on exactly the parts given (TA_PLACE_PARTS: a restored tile): there when
+ * every device exists and the parts go on distinct ones in ascending order; refused,
+ * naming the problem, otherwise. */
+START_TEST(test_place_parts)
+{
+	ta_placement dflt = {TA_PLACE_DEFAULT, 0, 0, NULL};
+	ta_backend *be = multi_new(3, dflt);
+	ta_error err = {0};
+	ta_tile_shape t = {TA_DTYPE_I32, 2, {7, 5}};
+	ta_tile_where want, got;
+	ck_assert_int_eq(ta_tile_where_parse("0:[0,1) 2:[1,7)", 7, &want, &err), TA_OK);
+	ta_placement parts = {TA_PLACE_PARTS, 0, 0, &want};
+	void *mem = NULL;
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 140, &parts, &mem, &err), TA_OK);
+	ta_backend_tile_where(be, mem, &t, &got);
+	char buf[TA_WHERE_TEXT_MAX];
+	ck_assert_str_eq(ta_tile_where_format(&got, buf, sizeof(buf)), "0:[0,1) 2:[1,7)");
+	ta_backend_tile_free(be, mem);
+	ck_assert_int_eq(ta_tile_where_parse("0:[0,3) 3:[3,7)", 7, &want, &err), TA_OK);
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 140, &parts, &mem, &err),
+	                 TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "placement: device 3 does not exist (devices 0..2)");
+	ck_assert_int_eq(ta_tile_where_parse("2:[0,3) 1:[3,7)", 7, &want, &err), TA_OK);
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 140, &parts, &mem, &err),
+	                 TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "placement: part 1 is on device 1 after device 2 (parts go on "
+	                          "distinct devices, ordinals ascending with the rows)");
+	ta_tile_shape six = {TA_DTYPE_I32, 2, {6, 5}};
+	ck_assert_int_eq(ta_tile_where_parse("0:[0,3) 1:[3,7)", 7, &want, &err), TA_OK);
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &six, 120, &parts, &mem, &err),
+	                 TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg, "placement: the parts hold rows [0,7) of a tile of 6 rows");
+	ta_backend_destroy(be);
+	/* one device without the layer: one part on device 0 only */
+	ta_backend *one = ta_cpu_backend_new(2, &err);
+	ck_assert_ptr_nonnull(one);
+	ck_assert_int_eq(ta_tile_where_parse("0", 7, &want, &err), TA_OK);
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(one, &t, 140, &parts, &mem, &err), TA_OK);
+	ta_backend_tile_free(one, mem);
+	ck_assert_int_eq(ta_tile_where_parse("1", 7, &want, &err), TA_OK);
+	ck_assert_int_eq(ta_backend_tile_alloc_placed(one, &t, 140, &parts, &mem, &err),
+	                 TA_INVALID_ARGUMENT);
+	ck_assert_str_eq(err.msg,
+	                 "placement: device 1 does not exist (the backend serves one device, 0)");
+	ta_backend_destroy(one);
+}
+END_TEST
+
 /* The suite. */
 /* Builds an indexed plan of op on the 1-d int32 tile t at the n flat indices ix with values
  * vals (want_old: old values into old). */
@@ -584,13 +692,13 @@ static void flat_plan(ta_plan *p, const ta_tile_shape *t, ta_op op, ta_sem sem, 
  * add of the same batch sees it). */
 START_TEST(test_apply_many_across_devices)
 {
-	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
 	ta_backend *be = multi_new(3, shard);
 	ta_error err = {0};
 	ta_tile_shape t = {TA_DTYPE_I32, 1, {6}};
 	void *mem[4] = {NULL};
 	for (int d = 0; d < 3; d++) {
-		ta_placement on = {TA_PLACE_DEVICE, d, 0};
+		ta_placement on = {TA_PLACE_DEVICE, d, 0, NULL};
 		ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 24, &on, &mem[d], &err),
 		                 TA_OK);
 	}
@@ -679,7 +787,7 @@ static void *hammer_main(void *arg)
 
 START_TEST(test_concurrent_requests_over_parts)
 {
-	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
 	ta_backend *be = multi_new(3, shard);
 	ta_error err = {0};
 	ta_tile_shape t = {TA_DTYPE_I32, 1, {HAMMER_ELEMS}};
@@ -974,6 +1082,8 @@ static Suite *multi_suite(void)
 	tcase_add_test(tc, test_place_device_auto);
 	tcase_add_test(tc, test_bounds_and_order_across_shards);
 	tcase_add_test(tc, test_placement_text);
+	tcase_add_test(tc, test_where_text);
+	tcase_add_test(tc, test_place_parts);
 	tcase_add_test(tc, test_apply_many_across_devices);
 	tcase_add_test(tc, test_concurrent_requests_over_parts);
 	tcase_add_test(tc, test_merge_out_cpu);

@@ -4,7 +4,10 @@
  * registry with exact values, a snapshot request compacting the log, a data directory
  * locked against a second daemon, the snapshot request refused without --data-dir, a
  * full disk (a file size limit, RLIMIT_FSIZE, makes the log's writes fail with EFBIG) with
- * --fsync always and everysec, and the bound on the log buffer (backpressure).
+ * --fsync always and everysec, and the bound on the log buffer (backpressure); where tiles
+ * lived (tiles on CPU memory pools behind the multi-device layer: back where they were
+ * after a restart from a snapshot or from the log alone, or placed by the default placement
+ * with one warning each on fewer pools; files of the formats before placements still load).
  * The kill -9 and damaged-file tests are in check_persist_crash.c. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
@@ -27,6 +30,7 @@
 #include "conf.h"
 #include "dispatch.h"
 #include "persist.h"
+#include "persist_int.h"
 #include "registry.h"
 #include "ta_frame.h"
 #include "tileatom.pb-c.h"
@@ -1372,7 +1376,7 @@ START_TEST(test_logmark_damage)
 END_TEST
 
 /* A data directory of the format before the logmark (TALOG003 logs, no logmark) loads as
- * before; its log is kept, new records go to a TALOG004 log, and both replay next time. */
+ * before; its log is kept, new records go to a TALOG005 log, and both replay next time. */
 START_TEST(test_old_format)
 {
 	fixture fx;
@@ -1403,7 +1407,7 @@ START_TEST(test_old_format)
 	char magic[9] = {0};
 	ck_assert_uint_eq(fread(magic, 1, 8, f), 8);
 	fclose(f);
-	ck_assert_str_eq(magic, "TALOG004");
+	ck_assert_str_eq(magic, "TALOG005");
 	fx_service(&fx);
 	fx_open(&fx, TA_FSYNC_ALWAYS);
 	ck_assert_int_eq(c0(&fx), 11);
@@ -1521,6 +1525,461 @@ START_TEST(test_snapshot_permission)
 }
 END_TEST
 
+/* ---- where tiles lived (issue 24, item 5) ---- */
+
+/* A fresh registry and service on n CPU memory pools behind the multi-device layer with
+ * default placement dflt (tileatomd --devices n --placement dflt); n 1 without dflt: the
+ * plain CPU backend, as tileatomd serves one device. */
+static void fx_service_devices(fixture *fx, int n, const char *dflt)
+{
+	ta_error err = {0};
+	ta_placement place;
+	ck_assert_int_eq(ta_placement_parse(dflt, &place, &err), TA_OK);
+	if (n == 1 && place.kind == TA_PLACE_DEFAULT) {
+		fx_service(fx);
+		return;
+	}
+	ta_backend *devs[TA_MAX_DEVICES];
+	for (int d = 0; d < n; d++) {
+		devs[d] = ta_cpu_backend_new(2, &err);
+		ck_assert_msg(devs[d] != NULL, "%s", err.msg);
+	}
+	fx->be = ta_multi_backend_new(devs, n, &place, &err);
+	ck_assert_msg(fx->be != NULL, "%s", err.msg);
+	fx->reg = ta_registry_new(fx->be, 0, 0, &err);
+	ck_assert_ptr_nonnull(fx->reg);
+	ta_service_init(&fx->svc, fx->be, fx->reg, 1u << 20);
+}
+
+/* create NAME int64 of shape rows x cols (cols 0: rank 1) placed as placement asks. */
+static void create_placed(fixture *fx, const char *name, int64_t rows, int64_t cols,
+                          const char *placement)
+{
+	int64_t shape[2] = {rows, cols};
+	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
+	c.name = (char *)name;
+	c.dtype = TILEATOM__DTYPE__INT64;
+	c.n_shape = cols ? 2 : 1;
+	c.shape = shape;
+	c.placement = (char *)placement;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_CREATE;
+	req.create = &c;
+	ok(call(fx, &req));
+}
+
+/* Element k of the tile named name in the placement tests: distinct, some negative. */
+static int64_t place_value(const char *name, int64_t k)
+{
+	return (int64_t)name[0] * 1000 + (int64_t)strlen(name) * 100000 + k * 37 - 60;
+}
+
+/* Writes place_value into every one of the n elements of name, element by element
+ * (exchanges). */
+static void place_write(fixture *fx, const char *name, int64_t n)
+{
+	for (int64_t k = 0; k < n; k++)
+		ok(op_at(fx, name, TILEATOM__OP__EXCH, k, place_value(name, k), 0));
+}
+
+/* Asserts that the n elements of name hold place_value exactly. */
+static void place_check(fixture *fx, const char *name, int64_t n)
+{
+	int64_t got[32];
+	ck_assert_int_le(n, 32);
+	read_i64(fx, name, got, (size_t)n);
+	for (int64_t k = 0; k < n; k++)
+		ck_assert_msg(got[k] == place_value(name, k),
+		              "%s[%" PRId64 "] = %" PRId64 " after the restart, %" PRId64
+		              " was written",
+		              name, k, got[k], place_value(name, k));
+}
+
+/* Where name lives, as describe says (TileInfo.placement), into buf. */
+static const char *placement_of(fixture *fx, const char *name, char *buf, size_t n)
+{
+	Tileatom__DescribeTileRequest d = TILEATOM__DESCRIBE_TILE_REQUEST__INIT;
+	d.name = (char *)name;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.body_case = TILEATOM__REQUEST__BODY_DESCRIBE;
+	req.describe = &d;
+	Tileatom__Response *resp = call(fx, &req);
+	ck_assert_msg(resp->status == TILEATOM__STATUS__OK, "%s", resp->message);
+	ck_assert_ptr_nonnull(resp->tile);
+	snprintf(buf, n, "%s", resp->tile->placement);
+	tileatom__response__free_unpacked(resp, NULL);
+	return buf;
+}
+
+/* The tiles of the placement tests: name, rows, columns (0: rank 1), the placement asked
+ * and where that put them on 3 pools with the default placement (device 0). "sh" splits 7
+ * rows unevenly; "sh2" goes to the 2 pools that held the fewest bytes then (0: 96, 1: 88,
+ * 2: 80), not the first. */
+static const struct {
+	const char *name;   /* the tile */
+	int64_t rows, cols; /* its shape */
+	const char *asked;  /* the create's placement */
+	const char *placed; /* where it went */
+} place_tiles[] = {
+    {"dflt", 3, 0, "", "0"},
+    {"on1", 5, 0, "1", "1"},
+    {"on2", 4, 0, "2", "2"},
+    {"sh", 7, 3, "shard", "0:[0,3) 1:[3,5) 2:[5,7)"},
+    {"sh2", 5, 0, "shard:2", "1:[0,3) 2:[3,5)"},
+};
+#define PLACE_TILES (sizeof(place_tiles) / sizeof(place_tiles[0]))
+
+/* Elements of place_tiles[i]. */
+static int64_t place_elems(size_t i)
+{
+	return place_tiles[i].rows * (place_tiles[i].cols ? place_tiles[i].cols : 1);
+}
+
+/* Creates the tiles of place_tiles on fx (3 pools, default placement), checks where they
+ * went and writes their values. */
+static void place_setup(fixture *fx)
+{
+	char where[TA_WHERE_TEXT];
+	for (size_t i = 0; i < PLACE_TILES; i++) {
+		create_placed(fx, place_tiles[i].name, place_tiles[i].rows, place_tiles[i].cols,
+		              place_tiles[i].asked);
+		ck_assert_str_eq(placement_of(fx, place_tiles[i].name, where, sizeof(where)),
+		                 place_tiles[i].placed);
+		place_write(fx, place_tiles[i].name, place_elems(i));
+	}
+}
+
+/* Makes the daemon's log lines (stderr) go to a temporary file until capture_end; returns
+ * the saved stderr. */
+static int capture_begin(char *path, size_t n)
+{
+	snprintf(path, n, "/tmp/check-persist-log-XXXXXX");
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	int saved = dup(2);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_eq(dup2(fd, 2), 2);
+	ck_assert_int_eq(close(fd), 0);
+	return saved;
+}
+
+/* Restores stderr (saved) and reads what capture_begin's file got into buf (n bytes);
+ * writes it to stderr too, for the test log. */
+static void capture_end(int saved, const char *path, char *buf, size_t n)
+{
+	ck_assert_int_eq(dup2(saved, 2), 2);
+	ck_assert_int_eq(close(saved), 0);
+	FILE *f = fopen(path, "rb");
+	ck_assert_ptr_nonnull(f);
+	size_t got = fread(buf, 1, n - 1, f);
+	ck_assert_uint_lt(got, n - 1);
+	buf[got] = '\0';
+	fclose(f);
+	ck_assert_int_eq(unlink(path), 0);
+	fputs(buf, stderr);
+}
+
+/* Lines of text that contain what. */
+static int count_lines_with(const char *text, const char *what)
+{
+	int n = 0;
+	for (const char *line = text; *line;) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		char one[2048];
+		snprintf(one, sizeof(one), "%.*s", (int)len, line);
+		n += strstr(one, what) != NULL;
+		line += len + (end ? 1 : 0);
+	}
+	return n;
+}
+
+/* Opens fx's directory on n pools with default placement dflt, capturing the log into
+ * logbuf (n bytes). */
+static void place_reopen(fixture *fx, int n, const char *dflt, char *logbuf, size_t size)
+{
+	char path[64];
+	fx_service_devices(fx, n, dflt);
+	int saved = capture_begin(path, sizeof(path));
+	ta_error err = {0};
+	ta_status st = fx_try_open(fx, TA_FSYNC_ALWAYS, false, &err);
+	capture_end(saved, path, logbuf, size);
+	ck_assert_msg(st == TA_OK, "%s", err.msg);
+}
+
+/* The warning a restart logs for a tile it could not put back: name was on was, went to
+ * went, and why (the allocation's error, of bytes bytes). */
+static void expect_fallback(const char *log, const char *name, const char *was, const char *went,
+                            uint64_t bytes, const char *why)
+{
+	char line[1024];
+	snprintf(line, sizeof(line),
+	         "<4>tile '%s' was on %s; placed by the default placement (--placement) on %s "
+	         "instead: tile '%s': cannot allocate %" PRIu64 " bytes: %s\n",
+	         name, was, went, name, bytes, why);
+	ck_assert_msg(strstr(log, line) != NULL, "no line\n%sin the log:\n%s", line, log);
+}
+
+/* Restarts of a directory whose tiles were created on 3 pools (place_setup) and are to come
+ * back from from_what (a snapshot, or the log alone): on 3 pools with another default
+ * placement every tile is where it was; on 2 pools (default shard) the tiles that were on
+ * pool 2 are placed by the policy, each logged once, the rest stay; on the plain
+ * one-device backend every tile is on device 0, those not there before logged. Values
+ * exact each time. */
+static void place_restarts(fixture *fx)
+{
+	char log[16384], where[TA_WHERE_TEXT];
+	place_reopen(fx, 3, "auto", log, sizeof(log));
+	for (size_t i = 0; i < PLACE_TILES; i++) {
+		ck_assert_str_eq(placement_of(fx, place_tiles[i].name, where, sizeof(where)),
+		                 place_tiles[i].placed);
+		place_check(fx, place_tiles[i].name, place_elems(i));
+	}
+	ck_assert_int_eq(count_lines_with(log, "placed by the default placement"), 0);
+	fx_close(fx);
+
+	place_reopen(fx, 2, "shard", log, sizeof(log));
+	const char *on2[] = {"0", "1", "0:[0,2) 1:[2,4)", "0:[0,4) 1:[4,7)", "0:[0,3) 1:[3,5)"};
+	for (size_t i = 0; i < PLACE_TILES; i++) {
+		ck_assert_str_eq(placement_of(fx, place_tiles[i].name, where, sizeof(where)),
+		                 on2[i]);
+		place_check(fx, place_tiles[i].name, place_elems(i));
+	}
+	const char *gone = "placement: device 2 does not exist (devices 0..1)";
+	expect_fallback(log, "on2", "2", on2[2], 32, gone);
+	expect_fallback(log, "sh", place_tiles[3].placed, on2[3], 168, gone);
+	expect_fallback(log, "sh2", place_tiles[4].placed, on2[4], 40, gone);
+	ck_assert_int_eq(count_lines_with(log, "placed by the default placement"), 3);
+	fx_close(fx);
+
+	place_reopen(fx, 1, "", log, sizeof(log));
+	const char *one = "placement: device 1 does not exist (the backend serves one device, 0)";
+	const char *two = "placement: device 2 does not exist (the backend serves one device, 0)";
+	for (size_t i = 0; i < PLACE_TILES; i++) {
+		ck_assert_str_eq(placement_of(fx, place_tiles[i].name, where, sizeof(where)), "");
+		place_check(fx, place_tiles[i].name, place_elems(i));
+	}
+	expect_fallback(log, "on1", "1", "0", 40, one);
+	expect_fallback(log, "on2", "2", "0", 32, two);
+	expect_fallback(log, "sh", place_tiles[3].placed, "0", 168, one);
+	expect_fallback(log, "sh2", place_tiles[4].placed, "0", 40, one);
+	ck_assert_int_eq(count_lines_with(log, "placed by the default placement"), 4);
+	fx_close(fx);
+}
+
+/* A snapshot records where each tile lived: restarts put the tiles back there, or by the
+ * default placement (logged) where this daemon lacks a device. */
+START_TEST(test_placement_snapshot)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service_devices(&fx, 3, "");
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	place_setup(&fx);
+	ok(snapshot(&fx));
+	fx_close(&fx);
+	ck_assert_int_eq(count_logs(fx.dir), 1); /* the empty log after the snapshot */
+	place_restarts(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+/* The log alone (no snapshot was taken) records where each created tile went: the same
+ * restarts as from a snapshot. */
+START_TEST(test_placement_log)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service_devices(&fx, 3, "");
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	place_setup(&fx);
+	fx_close(&fx);
+	char snap[256];
+	struct stat sb;
+	fx_path(&fx, "snapshot.tas", snap, sizeof(snap));
+	ck_assert_int_ne(stat(snap, &sb), 0);
+	place_restarts(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+/* Reads the whole file at path into a malloc'd buffer (*n bytes). */
+static uint8_t *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	long size = ftell(f);
+	ck_assert_int_gt(size, 0);
+	rewind(f);
+	uint8_t *buf = malloc((size_t)size);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)size, f), (size_t)size);
+	fclose(f);
+	*n = (size_t)size;
+	return buf;
+}
+
+/* Writes n bytes to path (replacing it). */
+static void spill(const char *path, const uint8_t *buf, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A snapshot of the format before placements (TASNAP03) loads: its tiles are placed by the
+ * default placement, without a line per tile. Made from a TASNAP04 snapshot of one rank-1
+ * tile by cutting out its parts and sealing it again. */
+START_TEST(test_placement_old_snapshot)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service_devices(&fx, 3, "");
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	create_placed(&fx, "old", 4, 0, "1");
+	place_write(&fx, "old", 4);
+	ok(snapshot(&fx));
+	fx_close(&fx);
+	char path[256];
+	fx_path(&fx, "snapshot.tas", path, sizeof(path));
+	size_t n = 0;
+	uint8_t *snap = slurp(path, &n);
+	ck_assert(memcmp(snap, "TASNAP04", 8) == 0);
+	size_t parts_at = 20 + 2 + 3 + 16 + 8 + 8; /* header, name, owner..rank, extent, bytes */
+	ck_assert_uint_eq(get_u32(snap + parts_at), 1);
+	ck_assert_uint_eq(get_u32(snap + parts_at + 4), 1); /* device 1 */
+	ck_assert_uint_eq(get_u64(snap + parts_at + 8), 0);
+	ck_assert_uint_eq(get_u64(snap + parts_at + 16), 4);
+	memmove(snap + parts_at, snap + parts_at + 24, n - parts_at - 24);
+	n -= 24;
+	memcpy(snap, "TASNAP03", 8);
+	put_u32(snap + n - 4, sum32(snap, n - 4));
+	spill(path, snap, n);
+	free(snap);
+	char log[16384], where[TA_WHERE_TEXT];
+	place_reopen(&fx, 3, "2", log, sizeof(log));
+	ck_assert_str_eq(placement_of(&fx, "old", where, sizeof(where)), "2");
+	place_check(&fx, "old", 4);
+	ck_assert_int_eq(count_lines_with(log, "placed by the default placement on"), 0);
+	ck_assert_int_eq(count_lines_with(log, "a snapshot of an older format (TASNAP03"), 1);
+	ok(snapshot(&fx)); /* a TASNAP04 one again, where the tile is now */
+	fx_close(&fx);
+	place_reopen(&fx, 3, "", log, sizeof(log));
+	ck_assert_str_eq(placement_of(&fx, "old", where, sizeof(where)), "2");
+	place_check(&fx, "old", 4);
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
+/* A create Request for name (int64 [rows], every element fill) placed as placement says,
+ * packed (malloc'd) into *out. */
+static size_t pack_create(const char *name, int64_t rows, int64_t fill, const char *placement,
+                          uint8_t **out)
+{
+	int64_t shape[1] = {rows};
+	Tileatom__Array f = TILEATOM__ARRAY__INIT;
+	f.dtype = TILEATOM__DTYPE__INT64;
+	f.data.data = (uint8_t *)&fill;
+	f.data.len = 8;
+	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
+	c.name = (char *)name;
+	c.dtype = TILEATOM__DTYPE__INT64;
+	c.n_shape = 1;
+	c.shape = shape;
+	c.fill = &f;
+	c.placement = (char *)placement;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = 1;
+	req.body_case = TILEATOM__REQUEST__BODY_CREATE;
+	req.create = &c;
+	size_t n = protobuf_c_message_get_packed_size(&req.base);
+	*out = malloc(n);
+	ck_assert_ptr_nonnull(*out);
+	ck_assert_uint_eq(protobuf_c_message_pack(&req.base, *out), n);
+	return n;
+}
+
+/* Appends a record (seq, a public request, payload) to the log at path. */
+static void append_record(const char *path, uint64_t seq, const uint8_t *payload, size_t len)
+{
+	uint8_t h[28];
+	put_u32(h, (uint32_t)len);
+	put_u64(h + 4, seq);
+	put_u64(h + 12, (uint64_t)TA_OWNER_PUBLIC);
+	put_u32(h + 20, sum32(payload, len));
+	put_u32(h + 24, sum32(h, 24));
+	FILE *f = fopen(path, "ab");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(h, 1, sizeof(h), f), sizeof(h));
+	ck_assert_uint_eq(fwrite(payload, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Elements 0..n-1 of name all equal v. */
+static void expect_all(fixture *fx, const char *name, int64_t n, int64_t v)
+{
+	int64_t got[16];
+	ck_assert_int_le(n, 16);
+	read_i64(fx, name, got, (size_t)n);
+	for (int64_t k = 0; k < n; k++)
+		ck_assert_int_eq(got[k], v);
+}
+
+/* A log of the format before placements (TALOG004), whose creates hold the placement the
+ * client asked for: replayed as asked ("1": on 1), and where that cannot be met here
+ * ("shard:3" on 2 pools) by the default placement, logged; it is kept, new records go to a
+ * TALOG005 log. */
+START_TEST(test_placement_old_log)
+{
+	fixture fx;
+	fx_mkdir(&fx);
+	fx_service_devices(&fx, 2, "");
+	fx_open(&fx, TA_FSYNC_ALWAYS);
+	fx_close(&fx);
+	char path[256];
+	fx_path(&fx, "log-0000000000000001.tal", path, sizeof(path));
+	size_t n = 0;
+	uint8_t *log0 = slurp(path, &n);
+	ck_assert_uint_eq(n, 8);
+	ck_assert(memcmp(log0, "TALOG005", 8) == 0);
+	spill(path, (const uint8_t *)"TALOG004", 8);
+	free(log0);
+	uint8_t *rec = NULL;
+	size_t len = pack_create("v4", 5, 42, "shard:3", &rec);
+	append_record(path, 1, rec, len);
+	free(rec);
+	len = pack_create("v4b", 3, -7, "1", &rec);
+	append_record(path, 2, rec, len);
+	free(rec);
+	char log[16384], where[TA_WHERE_TEXT];
+	place_reopen(&fx, 2, "shard", log, sizeof(log));
+	ck_assert_str_eq(placement_of(&fx, "v4", where, sizeof(where)), "0:[0,3) 1:[3,5)");
+	ck_assert_str_eq(placement_of(&fx, "v4b", where, sizeof(where)), "1");
+	expect_all(&fx, "v4", 5, 42);
+	expect_all(&fx, "v4b", 3, -7);
+	expect_fallback(log, "v4", "shard:3", "0:[0,3) 1:[3,5)", 40,
+	                "placement: cannot shard over 3 devices (the daemon serves 2)");
+	ck_assert_int_eq(count_lines_with(log, "placed by the default placement"), 1);
+	ck_assert_int_eq(count_lines_with(log, "a log of an older format (TALOG004"), 1);
+	create_placed(&fx, "new", 2, 0, "1");
+	fx_close(&fx);
+	ck_assert_int_eq(count_logs(fx.dir), 2);
+	char newer[256];
+	fx_path(&fx, "log-0000000000000003.tal", newer, sizeof(newer));
+	uint8_t *log3 = slurp(newer, &n);
+	ck_assert(memcmp(log3, "TALOG005", 8) == 0);
+	free(log3);
+	place_reopen(&fx, 2, "shard", log, sizeof(log));
+	ck_assert_str_eq(placement_of(&fx, "new", where, sizeof(where)), "1");
+	expect_all(&fx, "v4", 5, 42);
+	fx_close(&fx);
+	fx_rmdir(&fx);
+}
+END_TEST
+
 static Suite *persist_suite(void)
 {
 	Suite *s = suite_create("persist");
@@ -1545,6 +2004,13 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, test_logmark_follows);
 	tcase_add_test(tc, test_snapshot_permission);
 	suite_add_tcase(s, tc);
+	TCase *place = tcase_create("placement");
+	tcase_set_timeout(place, 60);
+	tcase_add_test(place, test_placement_snapshot);
+	tcase_add_test(place, test_placement_log);
+	tcase_add_test(place, test_placement_old_snapshot);
+	tcase_add_test(place, test_placement_old_log);
+	suite_add_tcase(s, place);
 	return s;
 }
 

@@ -31,7 +31,12 @@
  * write past it fails with EFBIG) and --fsync always; synchronous adds until one fails: the
  * client whose add was not made durable gets an error naming the problem, a new client's
  * add is refused with UNAVAILABLE, its read still works, and after a restart without the
- * limit the value is exactly the number of acknowledged adds. */
+ * limit the value is exactly the number of acknowledged adds.
+ *
+ * Placements (--devices 3, CPU pools): a tile on pool 2 and one sharded over the 3 with an
+ * uneven split, exact values; after kill -9 (from the log alone) and again after a snapshot
+ * and kill -9 they are where they were; restarted with --devices 2, each is placed by the
+ * default placement and one warning per tile says where it was and where it went. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -86,20 +91,21 @@ typedef struct client {
 
 /* The test's settings and shared state. */
 typedef struct run {
-	char dir[256];      /* temporary directory */
-	char data[512];     /* the data directory */
-	char sock[512];     /* the socket */
-	char log[512];      /* the daemon's stderr (all rounds, appended) */
-	const char *daemon; /* tileatomd path */
-	const char *mode;   /* fsync mode of the round */
-	int nclients;       /* clients */
-	client *clients;    /* them */
-	pid_t pid;          /* the daemon */
-	bool on_workers;    /* start it with every request on the workers (alternates) */
-	bool accept_loss;   /* start it with --accept-log-loss */
-	const char *group;  /* start it with --socket-group (NULL: none) */
-	off_t fsize;        /* > 0: the daemon's file size limit (RLIMIT_FSIZE) */
-	uint64_t rng;       /* xorshift state */
+	char dir[256];       /* temporary directory */
+	char data[512];      /* the data directory */
+	char sock[512];      /* the socket */
+	char log[512];       /* the daemon's stderr (all rounds, appended) */
+	const char *daemon;  /* tileatomd path */
+	const char *mode;    /* fsync mode of the round */
+	int nclients;        /* clients */
+	client *clients;     /* them */
+	pid_t pid;           /* the daemon */
+	bool on_workers;     /* start it with every request on the workers (alternates) */
+	bool accept_loss;    /* start it with --accept-log-loss */
+	const char *group;   /* start it with --socket-group (NULL: none) */
+	const char *devices; /* start it with --devices (NULL: none) */
+	off_t fsize;         /* > 0: the daemon's file size limit (RLIMIT_FSIZE) */
+	uint64_t rng;        /* xorshift state */
 } run;
 
 static uint64_t rnd(run *r)
@@ -194,6 +200,8 @@ static bool daemon_start(run *r, const char *errlog, bool wait, int *status)
 			append_args(argv, (const char *[]){"--accept-log-loss", NULL});
 		if (r->group)
 			append_args(argv, (const char *[]){"--socket-group", r->group, NULL});
+		if (r->devices)
+			append_args(argv, (const char *[]){"--devices", r->devices, NULL});
 		execv(r->daemon, (char *const *)argv);
 		_exit(127);
 	}
@@ -1178,6 +1186,111 @@ static bool snapshot_uid_test(run *r)
 	return ok;
 }
 
+/* ---- where tiles lived, across kill -9 ---- */
+
+/* The placement test's tiles: name, rows, columns, the placement asked and where it put
+ * them on 3 pools. */
+static const struct {
+	const char *name;   /* the tile */
+	int64_t shape[2];   /* its shape */
+	const char *asked;  /* the create's placement */
+	const char *placed; /* where it went */
+} place_tiles[] = {{"pa", {5, 1}, "2", "2"}, {"pb", {7, 3}, "shard", "0:[0,3) 1:[3,5) 2:[5,7)"}};
+
+/* Element k of the placement test's tile t. */
+static int64_t place_value(int t, int64_t k)
+{
+	return (t + 1) * 1000 - k * 13;
+}
+
+/* On a daemon with --devices r->devices: checks that the placement test's tiles are where
+ * want[] says (NULL: where they were placed first) and hold their values (create: creates
+ * and writes them first). */
+static bool place_check(run *r, bool create, const char *const *want)
+{
+	tileatom_error err = {0, ""};
+	tileatom_client *c = connect_client(r, &err);
+	bool ok = c != NULL;
+	for (int t = 0; ok && t < 2; t++) {
+		const char *name = place_tiles[t].name;
+		int64_t n = place_tiles[t].shape[0] * place_tiles[t].shape[1], v[21], got[21];
+		for (int64_t k = 0; k < n; k++)
+			v[k] = place_value(t, k);
+		tileatom_array a = {
+		    TILEATOM_INT64, 2, {place_tiles[t].shape[0], place_tiles[t].shape[1]}, v};
+		if (create)
+			ok = tileatom_create_placed(c, name, TILEATOM_INT64, 2,
+			                            place_tiles[t].shape, NULL, 0,
+			                            place_tiles[t].asked, NULL, &err) == 0 &&
+			     tileatom_write(c, name, NULL, &a, &err) == 0;
+		char where[TILEATOM_PLACEMENT_MAX];
+		const char *expect = want ? want[t] : place_tiles[t].placed;
+		ok =
+		    ok && tileatom_tile_placement(c, name, where, sizeof(where), &err) == 0 &&
+		    tileatom_read(c, name, NULL, got, (size_t)n * sizeof(int64_t), NULL, &err) == 0;
+		if (ok && strcmp(where, expect) != 0) {
+			fprintf(stderr, "tile %s is on %s, expected %s\n", name, where, expect);
+			ok = false;
+		}
+		for (int64_t k = 0; ok && k < n; k++)
+			if (got[k] != v[k]) {
+				fprintf(stderr,
+				        "%s[%" PRId64 "] = %" PRId64 ", written %" PRId64 "\n",
+				        name, k, got[k], v[k]);
+				ok = false;
+			}
+	}
+	if (c && !ok)
+		fprintf(stderr, "placement test: %s\n", err.message);
+	if (c)
+		tileatom_close(c);
+	return ok;
+}
+
+/* Tiles placed on pool 2 and sharded over 3 pools with exact values; kill -9 (the log
+ * alone holds them); restarted on 3 pools they are where they were; a snapshot, kill -9;
+ * restarted on 2 pools they are placed by the default placement (device 0), each logged. */
+static bool placement_test(run *r)
+{
+	fresh_data(r, "before-placement");
+	char errlog[512];
+	snprintf(errlog, sizeof(errlog), "%s/placement.log", r->dir);
+	unlink(errlog);
+	int status = 0;
+	r->devices = "3";
+	bool ok = daemon_start(r, errlog, true, &status) && place_check(r, true, NULL);
+	daemon_kill(r, SIGKILL);
+	ok = ok && daemon_start(r, errlog, true, &status) && place_check(r, false, NULL);
+	tileatom_error err = {0, ""};
+	tileatom_snapshot_info info;
+	tileatom_client *c = ok ? connect_client(r, &err) : NULL;
+	ok = ok && c && tileatom_snapshot(c, &info, &err) == 0 && info.tiles == 2;
+	if (c)
+		tileatom_close(c);
+	daemon_kill(r, SIGKILL);
+	r->devices = "2";
+	const char *on2[] = {"0", "0"};
+	ok = ok && daemon_start(r, errlog, true, &status) && place_check(r, false, on2);
+	daemon_kill(r, SIGTERM);
+	r->devices = NULL;
+	const char *lines[] = {
+	    "<4>tile 'pa' was on 2; placed by the default placement (--placement) on 0 instead: "
+	    "tile 'pa': cannot allocate 40 bytes: placement: device 2 does not exist (devices "
+	    "0..1)\n",
+	    "<4>tile 'pb' was on 0:[0,3) 1:[3,5) 2:[5,7); placed by the default placement "
+	    "(--placement) on 0 instead: tile 'pb': cannot allocate 168 bytes: placement: device 2 "
+	    "does not exist (devices 0..1)\n",
+	    NULL};
+	ok = ok && file_has(errlog, lines);
+	printf("placements across kill -9 (log alone, then a snapshot; 3 pools, then 2): %s\n",
+	       ok ? "ok" : "FAILED");
+	if (!ok) {
+		snprintf(r->log, sizeof(r->log), "%s", errlog);
+		dump_log(r);
+	}
+	return ok;
+}
+
 /* ---- a full disk ---- */
 
 /* One add of 1 to element 0 of "full" on c; returns the library's code, message in err. */
@@ -1339,7 +1452,7 @@ int main(int argc, char **argv)
 		dump_log(&r);
 	if (ok && corruption)
 		ok = order_test(&r) && shm_test(&r) && damage_tests(&r) && snapshot_uid_test(&r) &&
-		     disk_full_test(&r);
+		     disk_full_test(&r) && placement_test(&r);
 	if (r.pid > 0)
 		daemon_kill(&r, SIGKILL);
 	free(r.clients);

@@ -17,7 +17,7 @@ check_PROGRAMS += tests/check_persist
 TESTS += tests/check_persist
 tests_check_persist_SOURCES = tests/check_persist.c
 tests_check_persist_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
-tests_check_persist_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) \
+tests_check_persist_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(PROTOBUF_C_CFLAGS) $(XXHASH_CFLAGS) \
 	$(INIH_CFLAGS)
 tests_check_persist_LDADD = $(TADAEMON_LIBS) $(CHECK_LIBS)
 endif

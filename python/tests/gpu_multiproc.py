@@ -198,6 +198,21 @@ def probe(a: argparse.Namespace, tileatom: Any, np: Any, torch: Any) -> None:
             note("cuda_array_interface", t1 - t0)
             note("stream_sync", t2 - t1)
             note("hist_kept_tile", t3 - t2)
+        dev = keys.device
+        alternatives = {
+            "attrs": lambda: (keys.data_ptr(), tuple(keys.shape), keys.dtype,
+                              keys.is_contiguous()),
+            "index_prep": lambda: tileatom._index(keys, "keys"),
+            "current_stream_obj": lambda: torch.cuda.current_stream(dev),
+            "current_stream_nodev_sync": lambda: torch.cuda.current_stream().synchronize(),
+            "device_sync": lambda: torch.cuda.synchronize(dev),
+            "device_sync_nodev": lambda: torch.cuda.synchronize(),
+        }
+        for _ in range(a.reps):
+            for k, fn in alternatives.items():
+                t0 = time.perf_counter()
+                fn()
+                note(k, time.perf_counter() - t0)
         i = tileatom._index(keys, "keys")
         vals = h._values(1, "weights")
         for _ in range(a.reps):

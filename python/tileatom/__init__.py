@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -202,11 +203,50 @@ def _checked_device(code: int | None, got: int | None, dt: Any, shape: tuple[int
             raise ValueError(f"{what}: a CUDA array must be C-contiguous")
 
 
+# torch dtypes -> codes for torch CUDA tensors read through their attributes (made on first
+# use, so that torch is imported only by callers who pass its tensors)
+_TORCH_CODES: dict[Any, int] | None = None
+
+
+def _torch_codes(torch: Any) -> dict[Any, int]:
+    """torch dtype -> code, as __cuda_array_interface__ would map it (16-bit integers carry
+    bfloat16 bits; bool and uint8 are mask bytes)."""
+    global _TORCH_CODES
+    if _TORCH_CODES is None:
+        names = {"int32": _INT32, "uint32": _UINT32, "int64": _INT64, "uint64": _UINT64,
+                 "float32": _FLOAT32, "float64": _FLOAT64, "float16": _FLOAT16,
+                 "bfloat16": _BFLOAT16, "int16": _BFLOAT16, "uint16": _BFLOAT16,
+                 "bool": _MASK_BYTES, "uint8": _MASK_BYTES}
+        _TORCH_CODES = {getattr(torch, n): c for n, c in names.items() if hasattr(torch, n)}
+    return _TORCH_CODES
+
+
+def _torch_cuda_array(obj: Any, code: int | None, what: str) -> tuple | None:
+    """A torch CUDA tensor as the extension's tuple, read through its attributes (a few
+    C-level calls, where ``__cuda_array_interface__`` builds a dict in Python); None when
+    obj is no torch tensor on a CUDA device."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor) or not obj.is_cuda:
+        return None
+    shape = tuple(obj.shape)
+    got = _torch_codes(torch).get(obj.dtype)
+    strides = None
+    if not obj.is_contiguous():
+        strides = tuple(n * obj.element_size() for n in obj.stride())
+    _checked_device(code, got, obj.dtype, shape, strides, obj.element_size(), what)
+    _sync_torch(obj)
+    return (obj.data_ptr(), got, shape, obj)
+
+
 def _device_array(obj: Any, code: int | None, what: str) -> tuple | None:
     """An object on a CUDA device as the extension's (pointer, dtype code, shape[, owner])
-    tuple: through ``__cuda_array_interface__``, else through ``__dlpack__`` when
-    ``__dlpack_device__`` says kDLCUDA (the owner then keeps the consumed tensor alive);
-    None for anything else."""
+    tuple: a torch CUDA tensor through its attributes, else through
+    ``__cuda_array_interface__``, else through ``__dlpack__`` when ``__dlpack_device__``
+    says kDLCUDA (the owner then keeps the consumed tensor alive); None for anything
+    else."""
+    dev = _torch_cuda_array(obj, code, what)
+    if dev is not None:
+        return dev
     try:
         cai = obj.__cuda_array_interface__
     except (AttributeError, RuntimeError):
