@@ -939,7 +939,7 @@ START_TEST(test_histogram_one_scratch)
 	const char *was = getenv("TA_MULTI_PARTIALS");
 	char *saved = was ? strdup(was) : NULL;
 	ck_assert_int_eq(setenv("TA_MULTI_PARTIALS", "single", 1), 0);
-	ta_placement shard = {TA_PLACE_SHARD, 0, 0};
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
 	uint64_t rng = 24;
 	for (int pools = 2; pools <= 3; pools++) {
 		ta_backend *be = multi_new(pools, shard);
