@@ -49,6 +49,11 @@
  *    (global path, same results for every order-independent op) when it would exceed
  *    TA_CPU_PRIVATE_MAX bytes, when the region is much larger than the work
  *    (region_count > 4 * count + 65536), when want_old is set, or when allocating it fails.
+ *  - merge-out (ta_plan.h, ta_merge_out; the multi-device layer's partial tiles on CPU
+ *    pools): the tile memory is zeroed (memset) before the plan runs, and afterwards the
+ *    calling thread adds each target's rows of it into the target with C11 atomic adds
+ *    under the plan's sem (zeros skipped when relaxed), as the CUDA backend's merge kernel
+ *    does with red/atom.
  *
  * Failure modes: a plan that contradicts itself or the tile (bad dtype, operand dtype,
  * rank, tile smaller than the plan's shape, missing old_out) is refused before anything is
@@ -1178,7 +1183,39 @@ static ta_status apply_one_element(const ta_plan *plan, void *mem, size_t tile_b
 	return violations_status(violations, err);
 }
 
-/* vtable apply: see ta_backend.h. */
+/* A merge-out's step 3 (ta_plan.h, ta_merge_out) after plan ran into mem: each target's
+ * elements get mem's added, one atomic add each with the plan's sem (C11 atomics: other
+ * threads may be applying other requests to a target meanwhile); with sem relaxed a zero
+ * is skipped. Scope changes nothing on a CPU. */
+static void merge_out_adds(const ta_plan *plan, const void *mem)
+{
+	const ta_merge_out *mo = plan->merge_out;
+	const memory_order order = ta_sem_c11_order(plan->sem, TA_ACCESS_RMW);
+	const bool skip_zero = plan->sem == TA_SEM_RELAXED;
+	bool wide = ta_dtype_size(plan->dtype) == 8;
+	for (int t = 0; t < mo->n; t++) {
+		const ta_merge_target *tg = &mo->target[t];
+		if (wide) {
+			const uint64_t *src = (const uint64_t *)mem + tg->elem0;
+			_Atomic uint64_t *dst = (_Atomic uint64_t *)tg->mem;
+			for (int64_t i = 0; i < tg->elems; i++)
+				if (src[i] != 0 || !skip_zero)
+					atomic_fetch_add_explicit(&dst[i], src[i], order);
+		} else {
+			const uint32_t *src = (const uint32_t *)mem + tg->elem0;
+			_Atomic uint32_t *dst = (_Atomic uint32_t *)tg->mem;
+			for (int64_t i = 0; i < tg->elems; i++)
+				if (src[i] != 0 || !skip_zero)
+					atomic_fetch_add_explicit(&dst[i], src[i], order);
+		}
+	}
+}
+
+static ta_status cpu_run_plan(cpu_backend *cb, void *mem, size_t tile_bytes, const ta_plan *plan,
+                              ta_result *result, ta_error *err);
+
+/* vtable apply: see ta_backend.h; a merge-out (ta_plan.h) zeroes the tile memory first
+ * and adds it into its targets after the plan ran. */
 static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, const ta_plan *plan,
                                 ta_result *result, ta_error *err)
 {
@@ -1200,7 +1237,22 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 		    err, TA_UNIMPLEMENTED,
 		    "cpu backend: operands in device memory (CUDA IPC buffers) need "
 		    "the CUDA backend");
+	if (!plan->merge_out)
+		return cpu_run_plan(cb, mem, tile_bytes, plan, result, err);
+	if (plan->count == 0) /* a merge-out of no elements does nothing */
+		return TA_OK;
+	if (plan->merge_out->zero_first)
+		memset(mem, 0, tile_bytes);
+	st = cpu_run_plan(cb, mem, tile_bytes, plan, result, err);
+	if (st == TA_OK)
+		merge_out_adds(plan, mem);
+	return st;
+}
 
+/* Runs a checked plan of host operands into mem (apply without the merge-out). */
+static ta_status cpu_run_plan(cpu_backend *cb, void *mem, size_t tile_bytes, const ta_plan *plan,
+                              ta_result *result, ta_error *err)
+{
 	if (plan->count == 1 && plan->space == TA_SPACE_GLOBAL)
 		return apply_one_element(plan, mem, tile_bytes, result, err);
 

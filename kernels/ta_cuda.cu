@@ -18,6 +18,13 @@
  * buffer (ta_operand.device, opened by ipc_open from a CUDA IPC handle) are not copied at
  * all: the kernel reads (writes) them in place.
  *
+ * A plan with a merge-out (ta_plan.h, ta_merge_out: the multi-device layer's partial tile
+ * of a histogram into a sharded tile) always takes this path, never the batcher: on the
+ * slot's stream, a cudaMemsetAsync of the scratch (zero_first), the plan's kernel, then
+ * ta_cuda_kernels.cuh's k_merge_out adding each target's rows of the scratch into it
+ * (red/atom at the plan's sem and scope, scope sys for another GPU's memory written over
+ * peer access), and the one synchronisation.
+ *
  * Small requests (global space, up to TA_CUDA_BATCH_ITEM_MAX elements) take the batch
  * path instead (ta_cuda_batcher.cu): the caller queues its request with the batcher; the first
  * caller to find no batch running leads: it takes every request queued (after the optional batch
@@ -775,6 +782,54 @@ extern "C" ta_status ta_cuda_launch_plan(const ta_plan *dp, void *dev_tile, size
 	return TA_OK;
 }
 
+/* Queues the adds of plan's merge-out (ta_plan.h, ta_merge_out) from the scratch dev_tile on
+ * stream, behind the plan's kernel: k_merge_out, TA_MERGE_LAUNCH_TARGETS targets a launch,
+ * each target's adds at the plan's sem and scope (sys for a remote one: peer memory). */
+static ta_status launch_merge_out(const ta_plan *p, const void *dev_tile, cudaStream_t stream,
+                                  ta_error *err)
+{
+	const ta_merge_out *mo = p->merge_out;
+	smem_limits lim;
+	int sms = 0;
+	cudaError_t e = query_limits(&lim, &sms);
+	if (e != cudaSuccess)
+		return cuda_error(err, e, "querying the device for the merge-out adds");
+	if (sms < 1)
+		sms = 1;
+	bool wide = ta_dtype_size(p->dtype) == 8;
+	for (int first = 0; first < mo->n; first += TA_MERGE_LAUNCH_TARGETS) {
+		ta::merge_args m;
+		memset(&m, 0, sizeof(m));
+		m.src = dev_tile;
+		int k = 0;
+		int64_t most = 0;
+		for (; k < TA_MERGE_LAUNCH_TARGETS && first + k < mo->n; k++) {
+			const ta_merge_target *tg = &mo->target[first + k];
+			m.mem[k] = tg->mem;
+			m.elem0[k] = tg->elem0;
+			m.elems[k] = tg->elems;
+			m.ss[k] = ta::ss_of(p->sem, tg->remote ? TA_SCOPE_SYS : p->scope);
+			if (tg->elems > most)
+				most = tg->elems;
+		}
+		if (most == 0)
+			continue;
+		/* enough blocks to cover the largest target, at most 4 per SM (grid-stride) */
+		int64_t blocks = (most + TA_BLOCK - 1) / TA_BLOCK;
+		if (blocks > (int64_t)sms * 4)
+			blocks = (int64_t)sms * 4;
+		dim3 grid((unsigned)blocks, (unsigned)k);
+		if (wide)
+			ta::k_merge_out<uint64_t><<<grid, TA_BLOCK, 0, stream>>>(m);
+		else
+			ta::k_merge_out<uint32_t><<<grid, TA_BLOCK, 0, stream>>>(m);
+		e = cudaGetLastError();
+		if (e != cudaSuccess)
+			return cuda_error(err, e, "launching the merge-out adds");
+	}
+	return TA_OK;
+}
+
 /* ---- the backend ------------------------------------------------------------------------*/
 
 static bool cuda_sticky(cudaError_t e)
@@ -1279,7 +1334,16 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	}
 	if (be->batch.trace)
 		t2 = trace_ns();
+	if (plan->merge_out && plan->merge_out->zero_first) {
+		e = cudaMemsetAsync(mem, 0, tile_bytes, s->stream);
+		if (e != cudaSuccess) {
+			st = be_fail(be, e, "zeroing the scratch of a merge-out plan", err);
+			goto out;
+		}
+	}
 	st = ta_cuda_launch_plan(&dp, mem, tile_bytes, s->dev_cnt, s->stream, NULL, err);
+	if (st == TA_OK && plan->merge_out)
+		st = launch_merge_out(plan, mem, s->stream, err);
 	if (st != TA_OK) /* a launch failure may be sticky: out classifies it */
 		goto out;
 	e = cudaMemcpyAsync(s->host_cnt, s->dev_cnt, TA_CUDA_COUNTERS * sizeof(unsigned long long),
@@ -1295,7 +1359,10 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 		t3 = trace_ns();
 	e = cudaStreamSynchronize(s->stream);
 	if (e != cudaSuccess) {
-		st = be_fail(be, e, "running the kernel", err);
+		st = be_fail(be, e,
+		             plan->merge_out ? "running the kernel and its merge-out adds"
+		                             : "running the kernel",
+		             err);
 		goto out;
 	}
 	if (be->batch.trace)

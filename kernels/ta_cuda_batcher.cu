@@ -21,13 +21,14 @@
 /* True when plan goes through the batcher rather than its own launch. */
 bool batchable(const ta_cuda_backend *be, const ta_plan *plan)
 {
-	/* the batcher resolves elements on the host: device operands launch on their own */
+	/* the batcher resolves elements on the host: device operands launch on their own; so
+	 * does a merge-out (zeroing and adds around the kernel, on the slot's stream) */
 	bool on_device = plan->old_out_device || plan->values.device || plan->compare.device ||
 	                 plan->mask.device;
 	for (int i = 0; i < TA_MAX_RANK; i++)
 		on_device = on_device || plan->index[i].device;
 	return be->batch_ready && plan->space == TA_SPACE_GLOBAL &&
-	       plan->count <= TA_CUDA_BATCH_ITEM_MAX && !on_device;
+	       plan->count <= TA_CUDA_BATCH_ITEM_MAX && !on_device && !plan->merge_out;
 }
 
 /* The output bits of an element that is masked off or skipped (as the kernels' fill_value). */

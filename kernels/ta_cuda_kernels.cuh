@@ -1965,5 +1965,44 @@ template <int DT, int KOP> __global__ void __launch_bounds__(TA_BULK_THREADS) k_
 #undef TA_BULK_W
 #undef TA_ASM_BULK
 
+/* ---- merge-out: a scratch's rows added into other memory (ta_plan.h, ta_merge_out) ----- */
+
+/* Most targets one launch of k_merge_out takes (one per blockIdx.y). */
+#define TA_MERGE_LAUNCH_TARGETS 8
+
+/* What one launch of k_merge_out adds: tile elements [elem0[t], elem0[t] + elems[t]) of src
+ * into mem[t], for t < gridDim.y. */
+struct merge_args {
+	const void *src;                        /* the scratch (the plan's tile), device */
+	void *mem[TA_MERGE_LAUNCH_TARGETS];     /* each target's memory (device or peer) */
+	int64_t elem0[TA_MERGE_LAUNCH_TARGETS]; /* its first scratch element */
+	int64_t elems[TA_MERGE_LAUNCH_TARGETS]; /* its elements */
+	int ss[TA_MERGE_LAUNCH_TARGETS];        /* its adds' ss_of(sem, scope) */
+};
+
+/* The adds of a merge-out, B the 32- or 64-bit container of an integer dtype: target
+ * blockIdx.y, grid-stride over its elements (coalesced reads of the scratch, red.add, or
+ * atom.add for a sem that acquires, at the target's (sem, scope): rmw_add_u32/u64); zeros
+ * are skipped under sem relaxed (they change nothing). */
+template <typename B> __global__ void __launch_bounds__(TA_BLOCK) k_merge_out(const merge_args m)
+{
+	const int t = blockIdx.y;
+	const B *src = (const B *)m.src + m.elem0[t];
+	B *dst = (B *)m.mem[t];
+	const int64_t n = m.elems[t];
+	const int ss = m.ss[t];
+	const bool skip_zero = (ss >> TA_SS_SHIFT) == TA_SEM_RELAXED;
+	const int64_t step = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+		const B v = src[i];
+		if (v == 0 && skip_zero)
+			continue;
+		if constexpr (sizeof(B) == 8)
+			rmw_add_u64(dst + i, v, ss, false);
+		else
+			rmw_add_u32(dst + i, v, ss, false);
+	}
+}
+
 } /* namespace ta */
 #endif /* TA_CUDA_KERNELS_CUH */

@@ -53,8 +53,11 @@
  * into a tile wholly on one device they are read in place (over peer access, which the daemon
  * enables and reports with ta_multi_set_peers; a device without it is refused); into a
  * sharded tile, integer adds and subs without old values take apply_partials (scratch tiles,
- * see there), anything else is refused with UNIMPLEMENTED. A failure on one device after
- * others have applied their parts leaves those parts applied (the error names the device).
+ * see there: with every key on one GPU, one apply there with a merge-out, ta_plan.h, that
+ * zeroes the scratch, runs the keys into it and adds each part's rows into the part on one
+ * stream with one wait), anything else is refused with UNIMPLEMENTED. A failure on one
+ * device after others have applied their parts leaves those parts applied (the error names
+ * the device).
  *
  * Faults per device. A device whose backend reports it failed (vtable failed: a sticky CUDA
  * error) or that a drill fails (TILEATOM_FAIL_DEVICE=N[:K], read here at startup: device N
@@ -169,10 +172,13 @@ typedef struct multi_backend {
 	char cause[TA_MAX_DEVICES][160];    /* why (written before failed is set) */
 	int drill_device;                   /* TILEATOM_FAIL_DEVICE's device; -1: no drill */
 	uint64_t drill_after;               /* ... fails after this many requests */
-	bool trace;                         /* TA_MULTI_TRACE=1: time apply_partials' steps */
-	atomic_uint_fast64_t tr_n;          /* apply_partials calls timed */
+	bool trace; /* TA_MULTI_TRACE=1: time apply_partials' steps (both kinds, printed apart) */
+	atomic_uint_fast64_t tr_n; /* apply_partials calls timed (separate steps) */
 	atomic_uint_fast64_t
-	    tr_ns[5];             /* their ns: scratch zeroed, run, merge, scratch back, whole */
+	    tr_ns[5];               /* their ns: scratch zeroed, run, merge, scratch back, whole */
+	atomic_uint_fast64_t tr1_n; /* apply_partials_merged calls timed (one apply) */
+	atomic_uint_fast64_t
+	    tr1_ns[4];            /* their ns: scratch taken, the apply, scratch back, whole */
 	int ords[TA_MAX_DEVICES]; /* each device's CUDA ordinal */
 	unsigned char peer[TA_MAX_DEVICES * TA_MAX_DEVICES]; /* [i * n + j]: i reads j's memory */
 } multi_backend;
@@ -1044,22 +1050,30 @@ static void scratch_put(scratch_pool *pool, ta_backend *be, void *mem, size_t by
 		ta_backend_tile_free(be, mem);
 }
 
+/* A kept scratch of bytes from pool (NULL: none) into *mem, its contents whatever the last
+ * request left there; NULL when none is kept. */
+static void *scratch_kept(scratch_pool *pool, size_t bytes)
+{
+	void *mem = NULL;
+	if (!pool)
+		return NULL;
+	pthread_mutex_lock(&pool->mu);
+	for (int i = 0; i < pool->n; i++)
+		if (pool->kept[i].bytes == bytes) {
+			mem = pool->kept[i].mem;
+			pool->kept[i] = pool->kept[--pool->n];
+			break;
+		}
+	pthread_mutex_unlock(&pool->mu);
+	return mem;
+}
+
 /* A zeroed scratch of bytes (elements of dtype) on device backend be: a kept one of that
  * size zeroed by a store of 0, or a new one. */
 static ta_status scratch_get(scratch_pool *pool, ta_backend *be, size_t bytes, ta_dtype dtype,
                              void **mem, ta_error *err)
 {
-	*mem = NULL;
-	if (pool) {
-		pthread_mutex_lock(&pool->mu);
-		for (int i = 0; i < pool->n; i++)
-			if (pool->kept[i].bytes == bytes) {
-				*mem = pool->kept[i].mem;
-				pool->kept[i] = pool->kept[--pool->n];
-				break;
-			}
-		pthread_mutex_unlock(&pool->mu);
-	}
+	*mem = scratch_kept(pool, bytes);
 	if (*mem) {
 		size_t es = ta_dtype_size(dtype);
 		int64_t n = (int64_t)(bytes / es);
@@ -1154,6 +1168,78 @@ static int operands_home(multi_backend *mb, const multi_tile *t, const ta_plan *
 	return home;
 }
 
+/* Fills the merge-out (ta_plan.h) that lets device home's backend finish an eligible plan
+ * on t alone (apply_partials_merged): one target per part, remote unless it lives on home,
+ * into tg[0..nparts) and *mo. False when home's backend cannot take it: a part on another
+ * device that home cannot write (no peer access that way round) or adds that are no legal
+ * variant (ta_plan_check_merge_out). */
+static bool merge_out_fill(multi_backend *mb, const multi_tile *t, const ta_plan *plan, int home,
+                           ta_merge_target *tg, ta_merge_out *mo)
+{
+	if (t->nparts > TA_MERGE_TARGETS_MAX)
+		return false;
+	for (int p = 0; p < t->nparts; p++) {
+		const multi_part *pt = &t->part[p];
+		bool remote = pt->device != home;
+		if (remote && mb->has_peers && !mb->peer[home * mb->n + pt->device])
+			return false;
+		tg[p] = (ta_merge_target){pt->mem, pt->elem0, pt->elems, remote};
+	}
+	mo->zero_first = false;
+	mo->n = t->nparts;
+	mo->target = tg;
+	ta_plan probe = *plan;
+	probe.merge_out = mo;
+	int64_t elems = (int64_t)(t->bytes / ta_dtype_size(plan->dtype));
+	return ta_plan_check_merge_out(&probe, elems, NULL) == TA_OK;
+}
+
+/* Applies an eligible plan whose device operands all live on device home as ONE apply of
+ * home's backend with the merge-out mo (merge_out_fill): it zeroes a kept scratch of the
+ * whole tile's size (a new one is zero already), runs the request into it (the one-device
+ * kernel choice) and adds each part's rows of it into the part (a part on another device
+ * over peer access, at scope sys), all before it returns: on CUDA one stream and one wait,
+ * one launch of the request's own and never the batcher. */
+static ta_status apply_partials_merged(multi_backend *mb, const multi_tile *t, const ta_plan *plan,
+                                       int home, ta_merge_out *mo, ta_result *result, ta_error *err)
+{
+	uint64_t t0 = mb->trace ? trace_ns() : 0, t1 = 0, t2 = 0;
+	ta_backend *be = mb->dev[home];
+	scratch_pool *pool = mb->pools_ready ? &mb->pool[home] : NULL;
+	void *scratch = scratch_kept(pool, t->bytes);
+	mo->zero_first = scratch != NULL; /* a new one comes zeroed from tile_alloc */
+	ta_error e = {0};
+	ta_status st = TA_OK;
+	if (!scratch)
+		st = ta_backend_tile_alloc(be, t->bytes, &scratch, &e);
+	if (st != TA_OK)
+		return ta_error_set(err, st, "device %d: %s", home, e.msg);
+	if (mb->trace)
+		t1 = trace_ns();
+	ta_plan one = *plan;
+	one.prechecked = false;
+	one.merge_out = mo;
+	ta_result res = {0, 0};
+	atomic_fetch_add_explicit(&mb->requests[home], 1, memory_order_relaxed);
+	st = ta_backend_apply(be, scratch, t->bytes, &one, &res, &e);
+	if (mb->trace)
+		t2 = trace_ns();
+	scratch_put(pool, be, scratch, t->bytes); /* zeroed again when it is taken next */
+	if (st != TA_OK)
+		return ta_error_set(err, st, "device %d: %s", home, e.msg);
+	if (result)
+		*result = res;
+	if (mb->trace) {
+		uint64_t t3 = trace_ns();
+		atomic_fetch_add(&mb->tr1_n, 1);
+		atomic_fetch_add(&mb->tr1_ns[0], t1 - t0);
+		atomic_fetch_add(&mb->tr1_ns[1], t2 - t1);
+		atomic_fetch_add(&mb->tr1_ns[2], t3 - t2);
+		atomic_fetch_add(&mb->tr1_ns[3], t3 - t0);
+	}
+	return TA_OK;
+}
+
 /* Applies an eligible plan (partial_eligible) to a sharded tile without reading its keys
  * on the host (they may be a client's GPU buffer): every part's device runs the whole
  * request, all keys, read in place (over peer access when they are another GPU's), with
@@ -1165,12 +1251,20 @@ static int operands_home(multi_backend *mb, const multi_tile *t, const ta_plan *
  * part changes; skipped and applied counts are those of one run. Integer adds commute,
  * so the tile ends exactly as if the elements had been applied one by one.
  * When the keys all live on one GPU (home >= 0) that every part's GPU reads, only that GPU
- * runs the request into its scratch (its keys read locally), and each part's GPU adds its
- * rows of that scratch over peer access: requests whose keys are split over the GPUs then
- * run on their own GPUs at the same time. */
+ * runs the request (its keys read locally), so that requests whose keys are split over the
+ * GPUs run on their own GPUs at the same time: as one apply of its backend that also zeroes
+ * the scratch and adds each part's rows into the part (apply_partials_merged, a merge-out:
+ * one synchronisation instead of three, and no small requests that would wake the CUDA
+ * batcher's resident kernel between large ones) when it can write every part; else in
+ * three steps, each waited for: its scratch zeroed (a store of 0), the request run into
+ * it, and each part's GPU adding its rows of that scratch over peer access. */
 static ta_status apply_partials(multi_backend *mb, const multi_tile *t, const ta_plan *plan,
                                 int home, ta_result *result, ta_error *err)
 {
+	ta_merge_target tg[TA_MAX_DEVICES];
+	ta_merge_out mo;
+	if (home >= 0 && merge_out_fill(mb, t, plan, home, tg, &mo))
+		return apply_partials_merged(mb, t, plan, home, &mo, result, err);
 	uint64_t t0 = mb->trace ? trace_ns() : 0, t1 = 0, t2 = 0, t3 = 0;
 	size_t es = ta_dtype_size(plan->dtype);
 	bool dev = plan_on_device(plan);
@@ -1314,6 +1408,10 @@ static ta_status multi_apply(ta_backend *be, void *mem, size_t tile_bytes, const
 	    ta_plan_check(plan, tile_bytes < t->bytes ? tile_bytes : t->bytes, NULL, err);
 	if (st != TA_OK)
 		return st;
+	if (plan->merge_out)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "multi-device: a merge-out plan goes to a device's backend, "
+		                    "not to a sharded tile");
 	bool eligible = partial_eligible(plan, t->bytes);
 	if (plan_on_device(plan) && eligible) {
 		for (int p = 0; p < t->nparts; p++) {
@@ -1746,6 +1844,17 @@ static void multi_destroy(ta_backend *be)
 		    "us: scratch zeroed %.2f, run %.2f, merge %.2f, scratch back %.2f, whole "
 		    "%.2f\n",
 		    (unsigned long long)trn, us[0], us[1], us[2], us[3], us[4]);
+	}
+	uint64_t tr1n = atomic_load(&mb->tr1_n);
+	if (mb->trace && tr1n) {
+		double us[4];
+		for (int i = 0; i < 4; i++)
+			us[i] = (double)atomic_load(&mb->tr1_ns[i]) / 1e3 / (double)tr1n;
+		fprintf(stderr,
+		        "tileatom multi trace: %llu partial-tile requests (keys on one device) "
+		        "in one apply there (zero, run, merge); mean us: scratch taken %.2f, "
+		        "apply %.2f, scratch back %.2f, whole %.2f\n",
+		        (unsigned long long)tr1n, us[0], us[1], us[2], us[3]);
 	}
 	lanes_stop(mb);
 	for (int d = 0; mb->pools_ready && d < mb->n; d++) {

@@ -17,6 +17,10 @@
  *    ones.
  *  - A backend never reads or writes outside [mem, mem + tile bytes), whatever the plan.
  *  - Read/write/fill of regions are plans too (LOAD / STORE over a region).
+ *  - A plan with a merge-out (ta_plan.h, ta_merge_out: zero the tile memory, run, add it
+ *    into other memory) is honoured by the device backends (CPU, CUDA) inside apply; the
+ *    multi-device layer builds such plans for its device backends and refuses them on a
+ *    sharded tile.
  *  - Tile memory is opaque to callers: they hand it back to apply and tile_free only (a
  *    composing backend's "memory" is its record of a tile's parts, kernels/ta_multi.c).
  *  - apply_async (optional) starts small plans without waiting for them: the backend calls
@@ -326,14 +330,15 @@ static inline bool ta_backend_has_apply_async(const ta_backend *be)
 	return be && be->vt->apply_async;
 }
 /* True when plan may go to apply_async: at most TA_BACKEND_ASYNC_PLAN_MAX elements, global
- * space, every operand and the old values in host memory. */
+ * space, every operand and the old values in host memory, no merge-out. */
 static inline bool ta_plan_async_ok(const ta_plan *p)
 {
 	bool on_device =
 	    p->old_out_device || p->values.device || p->compare.device || p->mask.device;
 	for (int i = 0; i < TA_MAX_RANK; i++)
 		on_device = on_device || p->index[i].device;
-	return p->count <= TA_BACKEND_ASYNC_PLAN_MAX && p->space == TA_SPACE_GLOBAL && !on_device;
+	return p->count <= TA_BACKEND_ASYNC_PLAN_MAX && p->space == TA_SPACE_GLOBAL && !on_device &&
+	       !p->merge_out;
 }
 /* Starts calls[0, n) (see apply_async); the backend calls done(arg) once they ran. */
 static inline void ta_backend_apply_async(ta_backend *be, ta_apply_call *calls, size_t n,

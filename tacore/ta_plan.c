@@ -611,8 +611,48 @@ static ta_status plan_check_prechecked(const ta_plan *p, size_t tile_bytes, int6
 	if (p->want_old && p->count > 0 && !p->old_out)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "plan: wants old values but old_out is NULL");
+	ta_status st = ta_plan_check_merge_out(p, n, err);
+	if (st != TA_OK)
+		return st;
 	if (tile_elems)
 		*tile_elems = n;
+	return TA_OK;
+}
+
+ta_status ta_plan_check_merge_out(const ta_plan *p, int64_t tile_elems, ta_error *err)
+{
+	const ta_merge_out *mo = p->merge_out;
+	if (!mo)
+		return TA_OK;
+	size_t es = ta_dtype_size(p->dtype);
+	if ((p->op != TA_OP_ADD && p->op != TA_OP_SUB) || !ta_dtype_is_int(p->dtype) ||
+	    (es != 4 && es != 8) || p->want_old)
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "plan: a merge-out needs an add or sub of a 32- or 64-bit "
+		                    "integer dtype without old values (not %s of %s%s)",
+		                    ta_op_name(p->op), ta_dtype_name(p->dtype),
+		                    p->want_old ? " with old values" : "");
+	if (mo->n < 0 || mo->n > TA_MERGE_TARGETS_MAX || (mo->n > 0 && !mo->target))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "plan: a merge-out of %d targets (0..%d, given)", mo->n,
+		                    TA_MERGE_TARGETS_MAX);
+	for (int i = 0; i < mo->n; i++) {
+		const ta_merge_target *tg = &mo->target[i];
+		if (!tg->mem || tg->elem0 < 0 || tg->elems < 0 ||
+		    tg->elem0 > tile_elems - tg->elems)
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "plan: merge-out target %d (%lld elements from %lld) has "
+			    "no memory or leaves the tile's %lld elements",
+			    i, (long long)tg->elems, (long long)tg->elem0, (long long)tile_elems);
+		ta_scope scope = tg->remote ? TA_SCOPE_SYS : p->scope;
+		if (!ta_variant_legal(TA_OP_ADD, p->dtype, p->sem, scope, TA_SPACE_GLOBAL, false))
+			return ta_error_set(
+			    err, TA_INVALID_ARGUMENT,
+			    "plan: merge-out target %d: add with sem %s at scope %s is "
+			    "not a legal variant",
+			    i, ta_sem_name(p->sem), ta_scope_name(scope));
+	}
 	return TA_OK;
 }
 
@@ -719,6 +759,9 @@ ta_status ta_plan_check(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems
 	if (p->want_old && p->count > 0 && !p->old_out)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "plan: wants old values but old_out is NULL");
+	ta_status st = ta_plan_check_merge_out(p, n, err);
+	if (st != TA_OK)
+		return st;
 	if (tile_elems)
 		*tile_elems = n;
 	return TA_OK;

@@ -102,6 +102,40 @@ typedef struct ta_operand {
 	bool device; /* data is device memory (the CUDA backend reads it in place) */
 } ta_operand;
 
+/* Most targets a merge-out names (a sharded tile's parts: TA_MAX_DEVICES of ta_place.h). */
+#define TA_MERGE_TARGETS_MAX 64
+
+/* One memory a merge-out adds into (ta_merge_out). */
+typedef struct ta_merge_target {
+	void *mem;     /* elems elements of the plan's dtype: the backend's device memory, or
+	                  (remote) another device's that the backend's device writes (CUDA: over
+	                  peer access; CPU pools: host memory) */
+	int64_t elem0; /* the tile element added into mem[0] */
+	int64_t elems; /* elements: tile [elem0, elem0 + elems) is added into mem[0, elems) */
+	bool remote;   /* mem is another device's memory: its adds are at scope sys */
+} ta_merge_target;
+
+/* Work around a plan whose tile memory is a private scratch (kernels/ta_multi.c: the
+ * partial tile of a histogram into a sharded tile), done by the backend inside the one
+ * apply call (the CUDA backend queues it all on one stream with one wait):
+ *   1. zero_first: every byte of the tile memory is zeroed;
+ *   2. the plan runs into the tile memory as without a merge-out (same counts);
+ *   3. each target's elements get the tile's elements added, mem[i] += tile[elem0 + i],
+ *      atomically (integer add, wrapping), with the plan's sem at the plan's scope (a
+ *      remote target: scope sys); with sem relaxed a zero may be skipped (it changes
+ *      nothing).
+ * Legal only with an add or sub of a 32- or 64-bit integer dtype without old values; a plan
+ * of no elements does nothing at all. A backend that fails after step 3 began may have
+ * added into some targets. Never batched (ta_plan_async_ok is false); the CPU and CUDA
+ * backends honour it; the multi-device layer hands it on with a tile wholly on one device
+ * and refuses it on a sharded tile. The caller keeps the tile memory
+ * to itself during the call (nothing else reads or writes it). */
+typedef struct ta_merge_out {
+	bool zero_first;               /* zero the tile memory before the plan runs */
+	int n;                         /* targets, 0..TA_MERGE_TARGETS_MAX */
+	const ta_merge_target *target; /* the targets (n of them) */
+} ta_merge_out;
+
 /* A validated request, ready for a backend. */
 typedef struct ta_plan {
 	ta_op op;                         /* operation */
@@ -135,6 +169,10 @@ typedef struct ta_plan {
 	                                     old_out_device since: ta_plan_check then checks
 	                                     only those and the tile memory's size (false after
 	                                     ta_plan_build) */
+	const ta_merge_out *merge_out;    /* NULL (ta_plan_build's), or the zeroing before and
+	                                     the adds into other memory after the plan that the
+	                                     backend runs with it (ta_merge_out); checked by
+	                                     ta_plan_check, prechecked or not */
 } ta_plan;
 
 /* What a backend reports after applying a plan. */
@@ -166,9 +204,17 @@ ta_status ta_plan_build_full(ta_plan *plan, const ta_tile_shape *tile, const ta_
  * the tile or whose sizes overflow, whose tile strides are not row-major, whose tile is
  * larger than the memory, whose counts do not match its shapes, whose addressing or
  * operands are inconsistent (missing, wrong dtype, negative or overflowing strides), or
- * that wants old values without an output. *tile_elems (may be NULL) gets the tile's
+ * that wants old values without an output; prechecked or not, it refuses a merge-out that
+ * ta_plan_check_merge_out refuses. *tile_elems (may be NULL) gets the tile's
  * element count. Both backends call it first. */
 ta_status ta_plan_check(const ta_plan *plan, size_t tile_bytes, int64_t *tile_elems, ta_error *err);
+/* The merge-out part of ta_plan_check (it calls this whatever prechecked says): OK without
+ * one; otherwise refuses (INVALID_ARGUMENT, with a message) a merge-out on anything but an
+ * add or sub of a 32- or 64-bit integer dtype without old values, with more than
+ * TA_MERGE_TARGETS_MAX targets or none given, a target without memory or whose elements
+ * leave the tile's tile_elems, or whose adds (the plan's sem at its scope, sys when remote)
+ * are not a legal variant of add. */
+ta_status ta_plan_check_merge_out(const ta_plan *plan, int64_t tile_elems, ta_error *err);
 
 /* The elements of a plan the host itself moves: the plan's count when every operand and
  * old_out are host memory (the host applies or stages them all); otherwise, with some

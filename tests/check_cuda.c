@@ -18,7 +18,8 @@
  *    requests on the same elements (bulk beside red); which requests take the path
  *    (CK_RUN_CASE=bulk runs them alone);
  *  - runtime: info, allocation failure (RESOURCE_EXHAUSTED, then the backend goes on),
- *    concurrent callers, kernel path choice, a sticky device error (INTERNAL, then every
+ *    concurrent callers, kernel path choice, a merge-out (scratch zeroed, histogram run,
+ *    rows added into other tiles, exact), a sticky device error (INTERNAL, then every
  *    later call reports it).
  *
  * Without a usable GPU (CI: nvcc but no GPU; or a build without CUDA) the program prints
@@ -1381,6 +1382,152 @@ START_TEST(test_paths)
 END_TEST
 #endif
 
+/* A merge-out (ta_plan.h, ta_merge_out: the multi-device layer's one apply for keys on one
+ * GPU into a sharded tile): the scratch (holding junk, then the previous round's sums) is
+ * zeroed on the stream, the histogram runs into it (int32: 2^16 + 3 keys into 256 bins,
+ * the privatised path; int64: a sub of a value vector into 1001 bins), and its rows are
+ * added into two other tiles of the backend (the second remote: scope sys), the second
+ * round with sem release and, on a GPU, the keys in device memory. Exact targets, counts;
+ * the plan never goes to the batcher (a one-key plan with a merge-out gives the same). */
+START_TEST(test_merge_out)
+{
+	for (int di = 0; di < 2; di++) {
+		ta_dtype dt = di ? TA_DTYPE_I64 : TA_DTYPE_I32;
+		ta_op op = di ? TA_OP_SUB : TA_OP_ADD;
+		int64_t bins = di ? 1001 : 256, split = di ? 400 : 100;
+		int64_t n = di ? 5000 : (1 << 16) + 3;
+		size_t es = ta_dtype_size(dt), bytes = (size_t)bins * es;
+		uint64_t wmask = es == 8 ? UINT64_MAX : 0xffffffffu;
+		ta_tile_shape t = {dt, 1, {bins}};
+		ta_tile_shape ta = {dt, 1, {split}}, tb = {dt, 1, {bins - split}};
+		ta_error err = {0};
+		void *scratch = NULL, *ma = NULL, *mb = NULL;
+		ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, bytes, &scratch, &err), TA_OK);
+		ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, (size_t)split * es, &ma, &err),
+		                 TA_OK);
+		ck_assert_int_eq(
+		    ta_backend_tile_alloc(g_cuda, (size_t)(bins - split) * es, &mb, &err), TA_OK);
+		uint64_t *want = malloc((size_t)bins * 8);
+		void *buf = malloc(bytes), *vals = malloc((size_t)n * es);
+		int32_t *keys = malloc((size_t)n * 4);
+		ck_assert(want && buf && vals && keys);
+		for (int64_t i = 0; i < bins; i++) {
+			want[i] = ((uint64_t)i * 7 - 50) & wmask;
+			ta_tu_set(dt, buf, (size_t)i, want[i]);
+		}
+		ck_assert_int_eq(ta_tu_tile_write(g_cuda, ma, (size_t)split * es, &ta, buf, &err),
+		                 TA_OK);
+		ck_assert_int_eq(ta_tu_tile_write(g_cuda, mb, (size_t)(bins - split) * es, &tb,
+		                                  (char *)buf + (size_t)split * es, &err),
+		                 TA_OK);
+		for (int64_t i = 0; i < bins; i++)
+			ta_tu_set(dt, buf, (size_t)i, 0x5a5a5a5a + (uint64_t)i); /* junk */
+		ck_assert_int_eq(ta_tu_tile_write(g_cuda, scratch, bytes, &t, buf, &err), TA_OK);
+		uint64_t rng = 77 + (uint64_t)di, one = 1;
+		for (int round = 0; round < 2; round++) {
+			uint64_t skipped = 0;
+			for (int64_t k = 0; k < n; k++) {
+				int64_t key =
+				    (int64_t)ta_tu_rand_below(&rng, (uint64_t)bins + 3) - 1;
+				keys[k] = (int32_t)key;
+				uint64_t v = op == TA_OP_ADD ? 1 : (uint64_t)(k % 9 + 1);
+				ta_tu_set(dt, vals, (size_t)k, v);
+				if (key < 0 || key >= bins)
+					skipped++;
+				else
+					want[key] =
+					    (op == TA_OP_ADD ? want[key] + v : want[key] - v) &
+					    wmask;
+			}
+			ta_request r;
+			ta_request_init(&r);
+			r.family = TA_FAMILY_INDEXED;
+			r.op = op;
+			r.addr = TA_ADDR_FLAT;
+			r.n_index = 1;
+			int64_t sh[1] = {n};
+			r.index[0] = ta_tu_view(TA_DTYPE_I32, 1, sh, keys);
+			r.values = op == TA_OP_ADD ? ta_tu_view(dt, 0, sh, &one)
+			                           : ta_tu_view(dt, 1, sh, vals);
+			r.sem = round ? TA_SEM_RELEASE : TA_SEM_RELAXED;
+			ta_plan p;
+			ck_assert_int_eq(ta_plan_build(&p, &t, &r, &err), TA_OK);
+			ta_merge_target tg[2] = {{ma, 0, split, false},
+			                         {mb, split, bins - split, true}};
+			ta_merge_out mo = {true, 2, tg};
+			p.merge_out = &mo;
+			void *dkeys = NULL; /* the keys in device memory (round 1 on a GPU) */
+			(void)dkeys;        /* (unused without CUDA) */
+#ifdef TA_HAVE_CUDA
+			if (round == 1 && !g_harness) {
+				ck_assert_int_eq(cudaSetDevice(g_device), cudaSuccess);
+				dkeys = to_device(keys, (size_t)n * 4);
+				p.index[0].data = dkeys;
+				p.index[0].device = true;
+			}
+#endif
+			ta_result res = {0, 0};
+			ck_assert_msg(ta_backend_apply(g_cuda, scratch, bytes, &p, &res, &err) ==
+			                  TA_OK,
+			              "%s", err.msg);
+			ck_assert_uint_eq(res.skipped, skipped);
+			ck_assert_uint_eq(res.applied, (uint64_t)n - skipped);
+#ifdef TA_HAVE_CUDA
+			if (dkeys)
+				ck_assert_int_eq(cudaFree(dkeys), cudaSuccess);
+#endif
+			ck_assert_int_eq(
+			    ta_tu_tile_read(g_cuda, ma, (size_t)split * es, &ta, buf, &err), TA_OK);
+			ck_assert_int_eq(ta_tu_tile_read(g_cuda, mb, (size_t)(bins - split) * es,
+			                                 &tb, (char *)buf + (size_t)split * es,
+			                                 &err),
+			                 TA_OK);
+			for (int64_t i = 0; i < bins; i++)
+				ck_assert_msg(ta_tu_get(dt, buf, (size_t)i) == want[i],
+				              "%s round %d: bin %lld", ta_dtype_name(dt), round,
+				              (long long)i);
+		}
+		/* one key (a batcher-sized plan): still zeroed, run and merged on its own */
+		keys[0] = (int32_t)(bins - 1);
+		ta_tu_set(dt, vals, 0, 5);
+		want[bins - 1] =
+		    (op == TA_OP_ADD ? want[bins - 1] + 1 : want[bins - 1] - 5) & wmask;
+		ta_request r;
+		ta_request_init(&r);
+		r.family = TA_FAMILY_INDEXED;
+		r.op = op;
+		r.addr = TA_ADDR_FLAT;
+		r.n_index = 1;
+		int64_t sh1[1] = {1};
+		r.index[0] = ta_tu_view(TA_DTYPE_I32, 1, sh1, keys);
+		r.values =
+		    op == TA_OP_ADD ? ta_tu_view(dt, 0, sh1, &one) : ta_tu_view(dt, 1, sh1, vals);
+		ta_plan p;
+		ck_assert_int_eq(ta_plan_build(&p, &t, &r, &err), TA_OK);
+		ta_merge_target tg[2] = {{ma, 0, split, false}, {mb, split, bins - split, true}};
+		ta_merge_out mo = {true, 2, tg};
+		p.merge_out = &mo;
+		ck_assert(!ta_plan_async_ok(&p));
+		ta_result res = {0, 0};
+		ck_assert_msg(ta_backend_apply(g_cuda, scratch, bytes, &p, &res, &err) == TA_OK,
+		              "%s", err.msg);
+		ck_assert_uint_eq(res.applied, 1);
+		ck_assert_int_eq(ta_tu_tile_read(g_cuda, mb, (size_t)(bins - split) * es, &tb,
+		                                 (char *)buf + (size_t)split * es, &err),
+		                 TA_OK);
+		ck_assert(ta_tu_get(dt, buf, (size_t)(bins - 1)) == want[bins - 1]);
+		ck_assert(ta_tu_get(dt, buf, (size_t)split) == want[split]);
+		free(want);
+		free(buf);
+		free(vals);
+		free(keys);
+		ta_backend_tile_free(g_cuda, scratch);
+		ta_backend_tile_free(g_cuda, ma);
+		ta_backend_tile_free(g_cuda, mb);
+	}
+}
+END_TEST
+
 START_TEST(test_sticky)
 {
 	/* a tile pointer the device does not map: the kernel faults (illegal address), apply
@@ -1800,6 +1947,7 @@ int main(void)
 	tcase_add_test(tc, test_concurrent);
 	tcase_add_test(tc, test_batch);
 	tcase_add_test(tc, test_contention);
+	tcase_add_test(tc, test_merge_out);
 #ifdef TA_HAVE_CUDA
 	if (!g_harness)
 		tcase_add_test(tc, test_paths);

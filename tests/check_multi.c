@@ -8,7 +8,9 @@
  * that a sharded tile's rows really live in separate pools. And the concurrency: batches
  * (apply_many) over tiles on several pools give what one call after another gives, and
  * threads whose requests span every part of a sharded tile (run by the pools' helpers at
- * the same time) lose no update. */
+ * the same time) lose no update. Histograms through the partial-tile path with one scratch
+ * (one apply with a merge-out on the keys' pool) give exact bins, and the CPU backend's
+ * merge-out itself is checked element by element. */
 #include "ta_backend.h"
 #include "ta_test_util.h"
 
@@ -811,6 +813,265 @@ START_TEST(test_concurrent_requests_over_parts)
 }
 END_TEST
 
+/* A merge-out on the CPU backend (ta_plan.h, ta_merge_out), what a sharded histogram with
+ * one scratch hands a pool: the scratch (holding garbage) is zeroed, the request runs into
+ * it (skipped keys counted), and each target gets its rows of it added; again with another
+ * sem over the previous results; plans that cannot carry a merge-out are refused before
+ * anything changes. */
+START_TEST(test_merge_out_cpu)
+{
+	ta_error err = {0};
+	ta_backend *be = ta_cpu_backend_new(2, &err);
+	ck_assert_msg(be != NULL, "%s", err.msg);
+	ta_tile_shape t = {TA_DTYPE_I64, 1, {10}};
+	void *mem = NULL;
+	ck_assert_int_eq(ta_backend_tile_alloc(be, 80, &mem, &err), TA_OK);
+	int64_t junk[10];
+	for (int i = 0; i < 10; i++)
+		junk[i] = 1000 + i;
+	ck_assert_int_eq(ta_tu_tile_write(be, mem, 80, &t, junk, &err), TA_OK);
+
+	/* sub of values 1..8 at keys 0, 3, 3, 9, 12 (out), -1 (out), 5, 3 */
+	int64_t keys[8] = {0, 3, 3, 9, 12, -1, 5, 3}, vals[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	int64_t sh[1] = {8};
+	ta_request r;
+	ta_request_init(&r);
+	r.family = TA_FAMILY_INDEXED;
+	r.op = TA_OP_SUB;
+	r.addr = TA_ADDR_FLAT;
+	r.n_index = 1;
+	r.index[0] = ta_tu_view(TA_DTYPE_I64, 1, sh, keys);
+	r.values = ta_tu_view(TA_DTYPE_I64, 1, sh, vals);
+	ta_plan p;
+	ck_assert_int_eq(ta_plan_build(&p, &t, &r, &err), TA_OK);
+	/* rows 0..3 into a, rows 4..9 into b (remote: no difference on a CPU) */
+	int64_t a[4] = {100, 101, 102, 103}, b[6] = {200, 201, 202, 203, 204, 205};
+	ta_merge_target tg[2] = {{a, 0, 4, false}, {b, 4, 6, true}};
+	ta_merge_out mo = {true, 2, tg};
+	p.merge_out = &mo;
+	ta_result res = {0, 0};
+	ck_assert_msg(ta_backend_apply(be, mem, 80, &p, &res, &err) == TA_OK, "%s", err.msg);
+	ck_assert_uint_eq(res.skipped, 2);
+	ck_assert_uint_eq(res.applied, 6);
+	int64_t want_scratch[10] = {-1, 0, 0, -13, 0, -7, 0, 0, 0, -4}, back[10];
+	ck_assert_int_eq(ta_tu_tile_read(be, mem, 80, &t, back, &err), TA_OK);
+	ck_assert_mem_eq(back, want_scratch, sizeof(back));
+	int64_t want_a[4] = {99, 101, 102, 90}, want_b[6] = {200, 194, 202, 203, 204, 201};
+	ck_assert_mem_eq(a, want_a, sizeof(a));
+	ck_assert_mem_eq(b, want_b, sizeof(b));
+
+	/* again, acq_rel (zeros added too), over the scratch the first one left */
+	p.sem = TA_SEM_ACQ_REL;
+	ck_assert_msg(ta_backend_apply(be, mem, 80, &p, &res, &err) == TA_OK, "%s", err.msg);
+	ck_assert_uint_eq(res.skipped, 2);
+	ck_assert_uint_eq(res.applied, 6);
+	int64_t want_a2[4] = {98, 101, 102, 77}, want_b2[6] = {200, 187, 202, 203, 204, 197};
+	ck_assert_mem_eq(a, want_a2, sizeof(a));
+	ck_assert_mem_eq(b, want_b2, sizeof(b));
+
+	/* refused, nothing changed: old values wanted, a target leaving the tile, too many
+	 * targets, a target without memory, a float tile */
+	ck_assert_int_eq(ta_tu_tile_write(be, mem, 80, &t, junk, &err), TA_OK);
+	int64_t old[8];
+	ta_plan q = p;
+	q.want_old = true;
+	q.old_out = old;
+	ck_assert_int_eq(ta_backend_apply(be, mem, 80, &q, &res, &err), TA_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(err.msg, "merge-out") != NULL, "%s", err.msg);
+	ta_merge_target far[2] = {{a, 0, 4, false}, {b, 5, 6, true}};
+	ta_merge_out mo_far = {true, 2, far};
+	q = p;
+	q.merge_out = &mo_far;
+	ck_assert_int_eq(ta_backend_apply(be, mem, 80, &q, &res, &err), TA_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(err.msg, "target 1") != NULL, "%s", err.msg);
+	ta_merge_out mo_many = {true, TA_MERGE_TARGETS_MAX + 1, tg};
+	q.merge_out = &mo_many;
+	ck_assert_int_eq(ta_backend_apply(be, mem, 80, &q, &res, &err), TA_INVALID_ARGUMENT);
+	ta_merge_target none[1] = {{NULL, 0, 4, false}};
+	ta_merge_out mo_none = {true, 1, none};
+	q.merge_out = &mo_none;
+	q.prechecked = true; /* checked all the same */
+	ck_assert_int_eq(ta_backend_apply(be, mem, 80, &q, &res, &err), TA_INVALID_ARGUMENT);
+	ck_assert_int_eq(ta_tu_tile_read(be, mem, 80, &t, back, &err), TA_OK);
+	ck_assert_mem_eq(back, junk, sizeof(back));
+	ck_assert_mem_eq(a, want_a2, sizeof(a));
+	ck_assert_mem_eq(b, want_b2, sizeof(b));
+
+	ta_tile_shape tf = {TA_DTYPE_F64, 1, {10}};
+	double fv = 1.0;
+	r.values = ta_tu_view(TA_DTYPE_F64, 0, sh, &fv);
+	r.op = TA_OP_ADD;
+	ck_assert_int_eq(ta_plan_build(&q, &tf, &r, &err), TA_OK);
+	q.merge_out = &mo;
+	ck_assert_int_eq(ta_backend_apply(be, mem, 80, &q, &res, &err), TA_INVALID_ARGUMENT);
+	ck_assert_mem_eq(a, want_a2, sizeof(a));
+	ta_backend_tile_free(be, mem);
+	ta_backend_destroy(be);
+}
+END_TEST
+
+/* Requests each pool of be has run (its device_stats). */
+static void pool_requests(ta_backend *be, int n, uint64_t *out)
+{
+	for (int d = 0; d < n; d++) {
+		ta_device_stats st;
+		ck_assert(ta_backend_device_stats(be, d, &st));
+		out[d] = st.requests;
+	}
+}
+
+/* The histogram tiles of test_histogram_one_scratch: 256 bins, 1001 (uneven over 2 and 3
+ * pools) and 37 x 7 (rows split 19/18 and 13/12/12). */
+static const struct {
+	int rank;
+	int64_t shape[2];
+} hist_shapes[] = {{1, {256}}, {1, {1001}}, {2, {37, 7}}};
+
+/* Histograms (flat int32 keys, a scalar 1 added; a sub of a value vector) into tiles
+ * sharded over 2 and 3 pools through the partial-tile path with one scratch
+ * (TA_MULTI_PARTIALS=single: the path of GPU keys that live on one GPU): one apply on the
+ * first part's pool (its request count alone grows, by one) zeroes the scratch, runs the
+ * keys into it and adds every part's rows into the part. Exact bins after two requests
+ * each (the second zeroes the kept scratch the first left), int32 (wrapping) and int64;
+ * keys out of range skipped and counted; reject-whole refused before anything changes. */
+START_TEST(test_histogram_one_scratch)
+{
+	const char *was = getenv("TA_MULTI_PARTIALS");
+	char *saved = was ? strdup(was) : NULL;
+	ck_assert_int_eq(setenv("TA_MULTI_PARTIALS", "single", 1), 0);
+	ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
+	uint64_t rng = 24;
+	for (int pools = 2; pools <= 3; pools++) {
+		ta_backend *be = multi_new(pools, shard);
+		for (size_t si = 0; si < sizeof(hist_shapes) / sizeof(hist_shapes[0]); si++) {
+			for (int di = 0; di < 2; di++) {
+				for (int oi = 0; oi < 2; oi++) {
+					ta_dtype dt = di ? TA_DTYPE_I64 : TA_DTYPE_I32;
+					ta_op op = oi ? TA_OP_SUB : TA_OP_ADD;
+					ta_tile_shape t = {dt, hist_shapes[si].rank, {0}};
+					memcpy(t.shape, hist_shapes[si].shape,
+					       sizeof(hist_shapes[si].shape));
+					int64_t bins = ta_tu_count(t.rank, t.shape);
+					size_t es = ta_dtype_size(dt), bytes = (size_t)bins * es;
+					uint64_t wmask = es == 8 ? UINT64_MAX : 0xffffffffu;
+					ta_error err = {0};
+					void *mem = NULL;
+					ck_assert_int_eq(ta_backend_tile_alloc_placed(
+					                     be, &t, bytes, &shard, &mem, &err),
+					                 TA_OK);
+					ta_tile_where w;
+					ta_backend_tile_where(be, mem, &t, &w);
+					ck_assert_int_eq(w.nparts, pools);
+					int home = w.part[0].device;
+					/* start from values near the wrap: 0x7ffffff0 + 3i */
+					uint64_t *want = malloc((size_t)bins * 8);
+					void *init = malloc(bytes), *back = malloc(bytes);
+					ck_assert(want && init && back);
+					for (int64_t i = 0; i < bins; i++) {
+						want[i] = (UINT64_C(0x7ffffff0) + 3 * (uint64_t)i) &
+						          wmask;
+						ta_tu_set(dt, init, (size_t)i, want[i]);
+					}
+					ck_assert_int_eq(
+					    ta_tu_tile_write(be, mem, bytes, &t, init, &err),
+					    TA_OK);
+					for (int round = 0; round < 2; round++) {
+						int64_t n = 3000 + round;
+						int32_t *keys = malloc((size_t)n * 4);
+						void *vals = malloc((size_t)n * es);
+						ck_assert(keys && vals);
+						uint64_t one = 1, skipped = 0;
+						for (int64_t k = 0; k < n; k++) {
+							int64_t key =
+							    (int64_t)ta_tu_rand_below(
+							        &rng,
+							        (uint64_t)(bins + bins / 16 + 2)) -
+							    1;
+							keys[k] = (int32_t)key;
+							uint64_t v = op == TA_OP_ADD
+							                 ? 1
+							                 : (uint64_t)(k % 5 + 1);
+							ta_tu_set(dt, vals, (size_t)k, v);
+							if (key < 0 || key >= bins) {
+								skipped++;
+								continue;
+							}
+							want[key] =
+							    (op == TA_OP_ADD ? want[key] + v
+							                     : want[key] - v) &
+							    wmask;
+						}
+						int64_t sh[1] = {n};
+						ta_request r;
+						ta_request_init(&r);
+						r.family = TA_FAMILY_INDEXED;
+						r.op = op;
+						r.addr = TA_ADDR_FLAT;
+						r.n_index = 1;
+						r.index[0] = ta_tu_view(TA_DTYPE_I32, 1, sh, keys);
+						r.values = op == TA_OP_ADD
+						               ? ta_tu_view(dt, 0, sh, &one)
+						               : ta_tu_view(dt, 1, sh, vals);
+						ta_plan p;
+						ck_assert_int_eq(ta_plan_build(&p, &t, &r, &err),
+						                 TA_OK);
+						uint64_t before[3], after[3];
+						pool_requests(be, pools, before);
+						ta_result res = {0, 0};
+						ck_assert_msg(ta_backend_apply(be, mem, bytes, &p,
+						                               &res, &err) == TA_OK,
+						              "%s", err.msg);
+						pool_requests(be, pools, after);
+						for (int d = 0; d < pools; d++)
+							ck_assert_uint_eq(after[d] - before[d],
+							                  d == home ? 1 : 0);
+						ck_assert_uint_eq(res.skipped, skipped);
+						ck_assert_uint_eq(res.applied,
+						                  (uint64_t)n - skipped);
+						ck_assert_int_eq(
+						    ta_tu_tile_read(be, mem, bytes, &t, back, &err),
+						    TA_OK);
+						for (int64_t i = 0; i < bins; i++)
+							ck_assert_msg(
+							    ta_tu_get(dt, back, (size_t)i) ==
+							        want[i],
+							    "%d pools, %lld bins, %s %s, round %d: "
+							    "bin %lld",
+							    pools, (long long)bins, ta_op_name(op),
+							    ta_dtype_name(dt), round, (long long)i);
+						/* reject-whole: one key out of range refuses it all
+						 */
+						r.check_bounds = false;
+						keys[n / 2] = (int32_t)bins;
+						ck_assert_int_eq(ta_plan_build(&p, &t, &r, &err),
+						                 TA_OUT_OF_RANGE);
+						ck_assert_int_eq(
+						    ta_tu_tile_read(be, mem, bytes, &t, back, &err),
+						    TA_OK);
+						for (int64_t i = 0; i < bins; i++)
+							ck_assert(ta_tu_get(dt, back, (size_t)i) ==
+							          want[i]);
+						free(keys);
+						free(vals);
+					}
+					free(want);
+					free(init);
+					free(back);
+					ta_backend_tile_free(be, mem);
+				}
+			}
+		}
+		ta_backend_destroy(be);
+	}
+	if (saved) {
+		ck_assert_int_eq(setenv("TA_MULTI_PARTIALS", saved, 1), 0);
+		free(saved);
+	} else {
+		ck_assert_int_eq(unsetenv("TA_MULTI_PARTIALS"), 0);
+	}
+}
+END_TEST
+
 static Suite *multi_suite(void)
 {
 	Suite *s = suite_create("multi");
@@ -825,6 +1086,8 @@ static Suite *multi_suite(void)
 	tcase_add_test(tc, test_place_parts);
 	tcase_add_test(tc, test_apply_many_across_devices);
 	tcase_add_test(tc, test_concurrent_requests_over_parts);
+	tcase_add_test(tc, test_merge_out_cpu);
+	tcase_add_test(tc, test_histogram_one_scratch);
 	suite_add_tcase(s, tc);
 	return s;
 }

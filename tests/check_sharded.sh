@@ -8,8 +8,9 @@
 # again with TA_MULTI_PARTIALS set, so that its differential test sends every integer add
 # and sub into a sharded tile through the partial-tile path that a client's GPU keys take
 # (kernels/ta_multi.c, apply_partials): a scratch on every part's device, and (=single) one
-# scratch on the first part's device that the others add from, as for keys on one GPU. Run from the top build folder (as `make check`
-# does). Exit 0 when every suite passed (or skipped with 77).
+# scratch on the first part's device, as for keys on one GPU: one apply there with a
+# merge-out (zero the scratch, run, add each part's rows into the part). Run from the top
+# build folder (as `make check` does). Exit 0 when every suite passed (or skipped with 77).
 set -u
 export TA_TEST_PLACEMENT=shard
 rc=0
