@@ -114,10 +114,11 @@ struct cuda_batcher {
 	/* the persistent kernel (see "the persistent kernel" below) */
 	cudaStream_t pk_stream;        /* its stream (never the batch stream: a launch there
 	                                  would wait for it) */
-	unsigned char *pk_mem;         /* mapped pinned memory: mailbox, area, olds */
+	unsigned char *pk_mem;         /* mapped pinned memory: the mailbox, then two
+	                                  descriptor areas (TA_PK_DESC_BYTES each), then two
+	                                  old-value arrays (TA_PK_OLDS slots each) */
 	ta_pk_mailbox *mb;             /* the mailbox (at pk_mem) */
-	unsigned char *pk_area;        /* the descriptor area (TA_PK_DESC_BYTES) */
-	uint64_t *pk_olds;             /* the old-value slots (TA_PK_OLDS) */
+	int pk_slot;                   /* the area and olds the next batch uses (lead only) */
 	int pk_max;                    /* most chains of a batch it takes; 0: off (under mu) */
 	bool pk_on;                    /* launched and not yet reaped (under mu) */
 	int holds;                     /* callers needing the device without it (under mu) */

@@ -137,12 +137,12 @@ __device__ __forceinline__ void pk_store_release(uint64_t *p, uint64_t v)
 
 /* The persistent batch kernel (ta_cuda.cu, "persistent kernel"): one block that waits on
  * the mailbox's bell for batches instead of being launched for each. Thread 0 polls the
- * bell; a new value (TA_PK_BELL) carries the batch's size in 16-byte units: the block
- * copies that many bytes of the mailbox's descriptor area (a ta_pk_head, then chains,
+ * bell; a new value (TA_PK_BELL) carries the batch's area slot and size in 16-byte units:
+ * the block copies that many bytes of that descriptor area (a ta_pk_head, then chains,
  * items, elements) into shared memory in one pass, warp w runs chains w, w + 32, ... each
- * exactly as k_batch runs one, the lanes that did anything fence at system scope, and
- * thread 0 writes the
- * batch's sequence number to done. It returns, writing epoch to exited, when the bell
+ * exactly as k_batch runs one (old values into the slot's olds), the lanes that did
+ * anything fence at system scope, and thread 0 writes the batch's sequence number to
+ * done. It returns, writing epoch to exited, when the bell
  * reads TA_PK_STOP, or after idle_ns without a batch, or once life_ns have passed since
  * its launch (between batches). */
 __global__ void __launch_bounds__(TA_PK_THREADS)
@@ -172,9 +172,11 @@ __global__ void __launch_bounds__(TA_PK_THREADS)
 		uint64_t bell = s_bell;
 		if (bell == TA_PK_STOP)
 			break; /* the whole block */
-		uint32_t units = TA_PK_BELL_UNITS(bell);
+		uint32_t units = TA_PK_BELL_UNITS(bell), slot = TA_PK_BELL_SLOT(bell);
+		const uint4 *from = area + (size_t)slot * (TA_PK_DESC_BYTES / 16);
+		uint64_t *out = olds + (size_t)slot * TA_PK_OLDS;
 		for (uint32_t i = threadIdx.x; i < units; i += blockDim.x)
-			desc[i] = __ldcv(&area[i]);
+			desc[i] = __ldcv(&from[i]);
 		__syncthreads();
 		const ta_pk_head *h = (const ta_pk_head *)desc;
 		const unsigned char *base = (const unsigned char *)desc;
@@ -183,7 +185,7 @@ __global__ void __launch_bounds__(TA_PK_THREADS)
 			did |=
 			    batch_chain(((const ta_batch_chain *)(base + sizeof(ta_pk_head)))[c],
 			                (const ta_batch_item *)(base + h->items_off),
-			                (const ta_batch_elem *)(base + h->elems_off), olds, lane);
+			                (const ta_batch_elem *)(base + h->elems_off), out, lane);
 		if (did)
 			__threadfence_system(); /* its atomics and old values before done */
 		__syncthreads();

@@ -290,37 +290,50 @@ static cudaError_t pk_wait(ta_cuda_backend *be, uint64_t seq, bool *gone)
 	}
 }
 
-/* Runs the batch written into the mailbox's area (units 16-byte units) through the
- * persistent kernel, launching it when none runs. Leader only, without batch.mu. */
-static ta_status pk_run(ta_cuda_backend *be, uint32_t units, ta_error *err)
+/* Launches a persistent kernel that takes every bell but prev. Leader only. */
+static ta_status pk_launch(ta_cuda_backend *be, uint64_t prev, ta_error *err)
 {
 	cuda_batcher *b = &be->batch;
-	uint64_t prev = b->last_bell, bell = TA_PK_BELL(++b->seq, units);
+	b->epoch++;
+	ta_status st = ta_cuda_launch_persistent(
+	    b->mb, b->pk_mem + sizeof(ta_pk_mailbox),
+	    (uint64_t *)(b->pk_mem + sizeof(ta_pk_mailbox) + 2 * TA_PK_DESC_BYTES), prev, b->epoch,
+	    TA_CUDA_PK_IDLE_NS, TA_CUDA_PK_LIFE_NS, b->pk_stream, err);
+	if (st != TA_OK) {
+		cudaError_t e = cudaStreamSynchronize(b->pk_stream);
+		if (e != cudaSuccess)
+			be_fail(be, e, "finishing a failed persistent kernel launch", NULL);
+		return st;
+	}
+	pk_set_on(b, true);
+	return TA_OK;
+}
+
+/* Rings the bell for the batch written into area slot (units 16-byte units), launching the
+ * kernel when none runs; sets *bell and *prev (the bell before it). Leader only, without
+ * batch.mu. */
+static ta_status pk_ring(ta_cuda_backend *be, uint32_t units, int slot, uint64_t *bell,
+                         uint64_t *prev, ta_error *err)
+{
+	cuda_batcher *b = &be->batch;
+	*prev = b->last_bell;
+	*bell = TA_PK_BELL(++b->seq, slot, units);
 	/* the descriptors were written before: a release store publishes them */
-	__atomic_store_n(&b->mb->bell, bell, __ATOMIC_RELEASE);
-	b->last_bell = bell;
+	__atomic_store_n(&b->mb->bell, *bell, __ATOMIC_RELEASE);
+	b->last_bell = *bell;
+	pthread_mutex_lock(&b->mu);
+	bool on = b->pk_on;
+	pthread_mutex_unlock(&b->mu);
+	return on ? TA_OK : pk_launch(be, *prev, err);
+}
+
+/* Waits until the persistent kernel has run the batch of bell (rung after prev),
+ * launching another when the one running returned without taking it. Leader only,
+ * without batch.mu. */
+static ta_status pk_await(ta_cuda_backend *be, uint64_t bell, uint64_t prev, ta_error *err)
+{
+	cuda_batcher *b = &be->batch;
 	for (int tries = 0; tries < 3; tries++) {
-		pthread_mutex_lock(&b->mu);
-		bool on = b->pk_on;
-		pthread_mutex_unlock(&b->mu);
-		if (!on) {
-			/* a new kernel takes every bell but prev: ours first */
-			b->epoch++;
-			ta_status st = ta_cuda_launch_persistent(
-			    b->mb, b->pk_area, b->pk_olds, prev, b->epoch, TA_CUDA_PK_IDLE_NS,
-			    TA_CUDA_PK_LIFE_NS, b->pk_stream, err);
-			if (st != TA_OK) {
-				cudaError_t e = cudaStreamSynchronize(b->pk_stream);
-				if (e != cudaSuccess)
-					be_fail(be, e,
-					        "finishing a failed persistent kernel launch",
-					        NULL);
-				return st;
-			}
-			pthread_mutex_lock(&b->mu);
-			b->pk_on = true;
-			pthread_mutex_unlock(&b->mu);
-		}
 		bool gone = false;
 		cudaError_t e = pk_wait(be, TA_PK_BELL_SEQ(bell), &gone);
 		if (e != cudaSuccess) {
@@ -334,20 +347,44 @@ static ta_status pk_run(ta_cuda_backend *be, uint32_t units, ta_error *err)
 			return TA_OK;
 		}
 		pk_set_on(b, false); /* it returned before our bell: launch another */
+		ta_status st = pk_launch(be, prev, err);
+		if (st != TA_OK)
+			return st;
 	}
 	return ta_error_set(err, TA_INTERNAL,
 	                    "cuda backend: the persistent batch kernel returned three times "
 	                    "without taking a batch");
 }
 
-/* Runs the chains of waits (linked through next, n_waits of them) as one batch and fills
- * every call's outcome: through the persistent kernel when pk_ok and the batch fits its
- * mailbox, else as one launch. Leader only, without batch.mu. */
-static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits, bool pk_ok)
+/* One batch from its descriptors to its outcomes (batch_prepare, batch_start, batch_await,
+ * batch_finish): the lead thread prepares the next batch while the persistent kernel runs
+ * this one. */
+typedef struct batch_job {
+	batch_wait *waits; /* its callers' chains (linked through next) */
+	size_t n_waits;    /* how many */
+	bool pk;           /* through the persistent kernel (else one launch) */
+	int slot;          /* pk: the mailbox area and olds it uses (0 or 1) */
+	uint32_t units;    /* pk: 16-byte units of its descriptors */
+	uint32_t n_elems;  /* descriptors (0: nothing reaches the device) */
+	uint64_t bell;     /* pk: its bell, once rung */
+	uint64_t prev;     /* pk: the bell before it */
+	uint64_t *olds;    /* where its old values arrive */
+	ta_status st;      /* the batch's outcome so far */
+	ta_error err;      /* its error */
+	bool failed_early; /* st failed before any descriptor: the calls have it already */
+	uint64_t t[4];     /* trace: start, resolved, started, finished waiting */
+} batch_job;
+
+/* Writes the descriptors of job's waits (n_waits chains) into the mailbox area of the next
+ * slot when pk_ok and they fit it, else (when launch_ok; else it returns false having done
+ * nothing) into the launch buffer; every element resolved on the host (by the queueing loop
+ * ahead of time, see batch_pre, or here); masked and skipped ones get their output now.
+ * Leader only, without batch.mu. */
+static bool batch_prepare(ta_cuda_backend *be, batch_job *job, bool pk_ok, bool launch_ok)
 {
 	cuda_batcher *b = &be->batch;
-	size_t n_items = 0, max_elems = 0, n_olds = 0;
-	for (batch_wait *w = waits; w; w = w->next)
+	size_t n_waits = job->n_waits, n_items = 0, max_elems = 0, n_olds = 0;
+	for (batch_wait *w = job->waits; w; w = w->next)
 		for (int i = 0; i < w->n; i++) {
 			n_items++;
 			max_elems += (size_t)w->calls[i].plan->count;
@@ -357,30 +394,40 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits, bo
 	/* the persistent kernel's area: head, chains, items, elements (16-byte sections) */
 	size_t pk_items_off = align16(sizeof(ta_pk_head) + n_waits * sizeof(ta_batch_chain));
 	size_t pk_elems_off = pk_items_off + align16(n_items * sizeof(ta_batch_item));
-	uint64_t t0 = b->trace ? now_ns() : 0, t1 = 0, t2 = 0, t3 = 0;
-	bool pk = pk_ok && n_waits <= TA_PK_CHAINS && n_olds <= TA_PK_OLDS &&
+	job->t[0] = b->trace ? now_ns() : 0;
+	job->pk = pk_ok && n_waits <= TA_PK_CHAINS && n_olds <= TA_PK_OLDS &&
 	          pk_elems_off + max_elems * sizeof(ta_batch_elem) <= TA_PK_DESC_BYTES;
-	ta_error err;
-	ta_status st = be_enter(be, &err);
-	if (st == TA_OK && !pk)
-		st = batch_reserve(be, batch_bytes(n_waits, n_items, max_elems, n_olds), &err);
-	if (st != TA_OK) {
-		for (batch_wait *w = waits; w; w = w->next)
+	if (!job->pk && !launch_ok)
+		return false; /* nothing done: prepared later, when no batch runs */
+	job->failed_early = false;
+	job->n_elems = 0;
+	job->st = be_enter(be, &job->err);
+	if (job->st == TA_OK && !job->pk)
+		job->st =
+		    batch_reserve(be, batch_bytes(n_waits, n_items, max_elems, n_olds), &job->err);
+	if (job->st != TA_OK) {
+		for (batch_wait *w = job->waits; w; w = w->next)
 			for (int i = 0; i < w->n; i++) {
-				w->calls[i].status = st;
-				*w->calls[i].err = err;
+				w->calls[i].status = job->st;
+				*w->calls[i].err = job->err;
 			}
-		return;
+		job->failed_early = true;
+		return true;
 	}
 	ta_batch_chain *chains;
 	ta_batch_item *items;
 	ta_batch_elem *elems;
 	uint64_t *olds;
-	if (pk) {
-		chains = (ta_batch_chain *)(b->pk_area + sizeof(ta_pk_head));
-		items = (ta_batch_item *)(b->pk_area + pk_items_off);
-		elems = (ta_batch_elem *)(b->pk_area + pk_elems_off);
-		olds = b->pk_olds;
+	unsigned char *area = NULL;
+	if (job->pk) {
+		job->slot = b->pk_slot;
+		b->pk_slot ^= 1;
+		area = b->pk_mem + sizeof(ta_pk_mailbox) + (size_t)job->slot * TA_PK_DESC_BYTES;
+		chains = (ta_batch_chain *)(area + sizeof(ta_pk_head));
+		items = (ta_batch_item *)(area + pk_items_off);
+		elems = (ta_batch_elem *)(area + pk_elems_off);
+		olds = (uint64_t *)(b->pk_mem + sizeof(ta_pk_mailbox) + 2 * TA_PK_DESC_BYTES) +
+		       (size_t)job->slot * TA_PK_OLDS;
 	} else {
 		chains = (ta_batch_chain *)b->buf;
 		items = (ta_batch_item *)(b->buf + align_up(n_waits * sizeof *chains));
@@ -388,11 +435,9 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits, bo
 		    (ta_batch_elem *)((unsigned char *)items + align_up(n_items * sizeof *items));
 		olds = (uint64_t *)((unsigned char *)elems + align_up(max_elems * sizeof *elems));
 	}
-
-	/* every element resolved on the host (by the queueing loop ahead of time, see
-	 * batch_pre, or here); masked and skipped ones get their output now */
+	job->olds = olds;
 	uint32_t ci = 0, ii = 0, ei = 0, oi = 0;
-	for (batch_wait *w = waits; w; w = w->next, ci++) {
+	for (batch_wait *w = job->waits; w; w = w->next, ci++) {
 		chains[ci].first_item = ii;
 		chains[ci].n_items = 0;
 		for (int i = 0; i < w->n; i++) {
@@ -439,43 +484,82 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits, bo
 				oi += (uint32_t)p->count;
 		}
 	}
-
-	/* the persistent kernel runs it, or one launch, then wait for it */
-	st = TA_OK;
-	if (b->trace)
-		t1 = t2 = now_ns();
-	if (ei > 0 && pk) {
-		ta_pk_head *head = (ta_pk_head *)b->pk_area;
+	job->n_elems = ei;
+	if (job->pk) {
+		ta_pk_head *head = (ta_pk_head *)area;
 		head->n_chains = (uint32_t)n_waits;
 		head->items_off = (uint32_t)pk_items_off;
 		head->elems_off = (uint32_t)pk_elems_off;
 		head->pad = 0;
-		st = pk_run(be, (uint32_t)((pk_elems_off + ei * sizeof *elems + 15u) / 16u), &err);
-	} else if (ei > 0) {
-		st = ta_cuda_launch_batch(chains, (uint32_t)n_waits, items, elems, olds, b->stream,
-		                          &err);
-		if (b->trace)
-			t2 = now_ns();
-		if (st == TA_OK) {
-			cudaError_t e = cudaStreamSynchronize(b->stream);
-			if (e != cudaSuccess)
-				st = be_fail(be, e, "running the batch kernel", &err);
-		} else {
-			cudaError_t e = cudaStreamSynchronize(b->stream);
-			if (e != cudaSuccess)
-				be_fail(be, e, "finishing a failed batch launch", NULL);
-		}
+		job->units = (uint32_t)((pk_elems_off + ei * sizeof *elems + 15u) / 16u);
 	}
 	if (b->trace)
-		t3 = now_ns();
-	oi = 0;
-	for (batch_wait *w = waits; w; w = w->next)
+		job->t[1] = job->t[2] = now_ns();
+	return true;
+}
+
+/* Starts a prepared batch: rings the persistent kernel's bell, or launches the batch
+ * kernel. Leader only, without batch.mu. */
+static void batch_start(ta_cuda_backend *be, batch_job *job)
+{
+	cuda_batcher *b = &be->batch;
+	if (job->failed_early || job->n_elems == 0)
+		return;
+	if (job->pk) {
+		job->st = pk_ring(be, job->units, job->slot, &job->bell, &job->prev, &job->err);
+		return;
+	}
+	ta_batch_chain *chains = (ta_batch_chain *)b->buf;
+	size_t n_items = 0, max_elems = 0;
+	for (batch_wait *w = job->waits; w; w = w->next)
+		for (int i = 0; i < w->n; i++) {
+			n_items++;
+			max_elems += (size_t)w->calls[i].plan->count;
+		}
+	ta_batch_item *items = (ta_batch_item *)(b->buf + align_up(job->n_waits * sizeof *chains));
+	ta_batch_elem *elems =
+	    (ta_batch_elem *)((unsigned char *)items + align_up(n_items * sizeof *items));
+	job->st = ta_cuda_launch_batch(chains, (uint32_t)job->n_waits, items, elems, job->olds,
+	                               b->stream, &job->err);
+	if (b->trace)
+		job->t[2] = now_ns();
+}
+
+/* Waits for a started batch to finish. Leader only, without batch.mu. */
+static void batch_await(ta_cuda_backend *be, batch_job *job)
+{
+	cuda_batcher *b = &be->batch;
+	if (job->failed_early || job->n_elems == 0)
+		return;
+	if (job->pk) {
+		if (job->st == TA_OK)
+			job->st = pk_await(be, job->bell, job->prev, &job->err);
+	} else {
+		cudaError_t e = cudaStreamSynchronize(b->stream);
+		if (job->st == TA_OK && e != cudaSuccess)
+			job->st = be_fail(be, e, "running the batch kernel", &job->err);
+		else if (e != cudaSuccess)
+			be_fail(be, e, "finishing a failed batch launch", NULL);
+	}
+	if (b->trace)
+		job->t[3] = now_ns();
+}
+
+/* Fills every call's outcome of a finished batch (old values copied out). Leader only,
+ * without batch.mu. */
+static void batch_finish(ta_cuda_backend *be, batch_job *job)
+{
+	cuda_batcher *b = &be->batch;
+	if (job->failed_early)
+		return;
+	uint32_t oi = 0;
+	for (batch_wait *w = job->waits; w; w = w->next)
 		for (int i = 0; i < w->n; i++) {
 			ta_apply_call *c = &w->calls[i];
 			const ta_plan *p = c->plan;
-			if (st != TA_OK) {
-				c->status = st;
-				*c->err = err;
+			if (job->st != TA_OK) {
+				c->status = job->st;
+				*c->err = job->err;
 				c->result->skipped = 0;
 				c->result->applied = 0;
 			} else if (p->want_old) {
@@ -483,18 +567,18 @@ static void batch_run(ta_cuda_backend *be, batch_wait *waits, size_t n_waits, bo
 				for (int64_t k = 0; k < p->count;
 				     k++) /* little-endian: low bytes */
 					memcpy((unsigned char *)p->old_out + k * (int64_t)es,
-					       &olds[oi + k], es);
+					       &job->olds[oi + k], es);
 			}
 			if (p->want_old)
 				oi += (uint32_t)p->count;
 		}
-	if (b->trace && ei > 0) {
-		int way = pk ? 1 : 0;
+	if (b->trace && job->n_elems > 0) {
+		int way = job->pk ? 1 : 0;
 		b->tr_batches[way]++;
-		b->tr_resolve_ns[way] += t1 - t0;
-		b->tr_start_ns[way] += t2 - t1;
-		b->tr_wait_ns[way] += t3 - t2;
-		b->tr_finish_ns[way] += now_ns() - t3;
+		b->tr_resolve_ns[way] += job->t[1] - job->t[0];
+		b->tr_start_ns[way] += job->t[2] - job->t[1];
+		b->tr_wait_ns[way] += job->t[3] - job->t[2];
+		b->tr_finish_ns[way] += now_ns() - job->t[3];
 	}
 }
 
@@ -508,21 +592,10 @@ static void async_complete(batch_wait *x)
 	free(x);
 }
 
-/* Runs one batch as the leader (self: the calling waiting caller; NULL for the lead thread):
- * gathers the queue (after the batch window), runs it, completes each of its callers (posts
- * the waiting ones, calls the asynchronous ones' done functions) and passes the lead on.
- * Under batch.mu, which it releases meanwhile. */
-static void batch_lead(ta_cuda_backend *be, batch_wait *self)
+/* Takes the next batch's waits off the queue into job (at least one; up to the batch's
+ * limits). Under batch.mu; the queue is not empty. */
+static void batch_take(cuda_batcher *b, batch_job *job)
 {
-	cuda_batcher *b = &be->batch;
-	if (b->window_us > 0) {
-		pthread_mutex_unlock(&b->mu);
-		struct timespec ts = {(time_t)(b->window_us / 1000000u),
-		                      (long)(b->window_us % 1000000u) * 1000L};
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-		}
-		pthread_mutex_lock(&b->mu);
-	}
 	batch_wait *first = b->head, *last = NULL;
 	size_t n_waits = 0, elems = 0;
 	for (batch_wait *x = b->head; x; x = x->next) {
@@ -540,21 +613,17 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 	if (!b->head)
 		b->tail = NULL;
 	last->next = NULL;
-	bool pk_ok = b->holds == 0 && n_waits <= (size_t)b->pk_max;
-	pthread_mutex_unlock(&b->mu);
-	batch_run(be, first, n_waits, pk_ok);
-	pthread_mutex_lock(&b->mu);
-	if (b->holds > 0 && b->pk_on) {
-		/* a caller waits to use the device without the persistent kernel */
-		pthread_mutex_unlock(&b->mu);
-		pk_stop(be);
-		pthread_mutex_lock(&b->mu);
-		b->pk_on = false;
-		pthread_cond_broadcast(&b->pk_cv);
-	}
+	job->waits = first;
+	job->n_waits = n_waits;
+}
+
+/* Marks a finished batch's callers done: posts the waiting ones (but self) and returns the
+ * asynchronous ones as a list for async_complete. Under batch.mu. */
+static batch_wait *batch_done(cuda_batcher *b, batch_job *job, batch_wait *self)
+{
 	b->batches++;
 	batch_wait *async_head = NULL, **async_tail = &async_head;
-	for (batch_wait *x = first; x;) {
+	for (batch_wait *x = job->waits; x;) {
 		batch_wait *nx = x->next; /* x may return (and vanish) once posted */
 		b->batched += (unsigned long long)x->n;
 		x->done = true;
@@ -567,20 +636,91 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 		}
 		x = nx;
 	}
+	return async_head;
+}
+
+/* Completes a list from batch_done. Without batch.mu. */
+static void batch_complete_async(batch_wait *async_head)
+{
+	for (batch_wait *x = async_head; x;) {
+		batch_wait *nx = x->done_next; /* x is freed below */
+		async_complete(x);
+		x = nx;
+	}
+}
+
+/* Runs one batch as the leader (self: the calling waiting caller; NULL for the lead thread):
+ * gathers the queue (after the batch window), runs it, completes each of its callers (posts
+ * the waiting ones, calls the asynchronous ones' done functions) and passes the lead on.
+ * The lead thread goes on while more is queued and the batches go to the persistent
+ * kernel: it prepares the next batch (in the other area) while the kernel runs the current
+ * one, rings it as soon as the current one is done, and only then completes the current
+ * one's callers; order is unchanged (a batch starts only once the one before has finished).
+ * Under batch.mu, which it releases meanwhile. */
+static void batch_lead(ta_cuda_backend *be, batch_wait *self)
+{
+	cuda_batcher *b = &be->batch;
+	if (b->window_us > 0) {
+		pthread_mutex_unlock(&b->mu);
+		struct timespec ts = {(time_t)(b->window_us / 1000000u),
+		                      (long)(b->window_us % 1000000u) * 1000L};
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+		}
+		pthread_mutex_lock(&b->mu);
+	}
+	batch_job jobs[2], *cur = &jobs[0], *next = &jobs[1];
+	batch_take(b, cur);
+	bool pk_ok = b->holds == 0 && cur->n_waits <= (size_t)b->pk_max;
+	pthread_mutex_unlock(&b->mu);
+	(void)batch_prepare(be, cur, pk_ok, true);
+	batch_start(be, cur);
+	for (;;) {
+		/* the lead thread: the next batch, prepared while this one runs (only into the
+		 * other mailbox area: the launch buffer may move, which stops the kernel) */
+		bool more = false, ready = false;
+		if (!self && cur->pk && cur->st == TA_OK && !cur->failed_early) {
+			pthread_mutex_lock(&b->mu);
+			if (b->head && b->holds == 0) {
+				batch_take(b, next);
+				more = true;
+				pk_ok = next->n_waits <= (size_t)b->pk_max;
+			}
+			pthread_mutex_unlock(&b->mu);
+			if (more)
+				ready = batch_prepare(be, next, pk_ok, false);
+		}
+		batch_await(be, cur);
+		if (ready)
+			batch_start(be, next); /* runs while this one's outcomes are handed out */
+		batch_finish(be, cur);
+		pthread_mutex_lock(&b->mu);
+		batch_wait *async_head = batch_done(b, cur, self);
+		pthread_mutex_unlock(&b->mu);
+		batch_complete_async(async_head);
+		if (!more)
+			break;
+		if (!ready) { /* a launch, now that nothing runs */
+			(void)batch_prepare(be, next, false, true);
+			batch_start(be, next);
+		}
+		batch_job *t = cur;
+		cur = next;
+		next = t;
+	}
+	pthread_mutex_lock(&b->mu);
+	if (b->holds > 0 && b->pk_on) {
+		/* a caller waits to use the device without the persistent kernel */
+		pthread_mutex_unlock(&b->mu);
+		pk_stop(be);
+		pthread_mutex_lock(&b->mu);
+		b->pk_on = false;
+		pthread_cond_broadcast(&b->pk_cv);
+	}
 	/* hand the lead to the oldest caller still queued (perhaps self, when its requests did
 	 * not fit this batch) */
 	if (self)
 		self->lead = false;
 	batch_pass_lead(b, self);
-	if (async_head) {
-		pthread_mutex_unlock(&b->mu);
-		for (batch_wait *x = async_head; x;) {
-			batch_wait *nx = x->done_next; /* x is freed below */
-			async_complete(x);
-			x = nx;
-		}
-		pthread_mutex_lock(&b->mu);
-	}
 }
 
 /* Queues the calls of w (one caller's requests, in order) and returns once all have run
@@ -766,7 +906,7 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 		                    be->device, strerror(rc));
 	/* the persistent kernel's stream and mailbox (mailbox line, area, olds) */
 	if (pthread_cond_init(&be->batch.pk_cv, NULL) == 0) {
-		size_t pk_bytes = sizeof(ta_pk_mailbox) + TA_PK_DESC_BYTES + TA_PK_OLDS * 8;
+		size_t pk_bytes = sizeof(ta_pk_mailbox) + 2 * (TA_PK_DESC_BYTES + TA_PK_OLDS * 8);
 		e = cudaStreamCreateWithFlags(&be->batch.pk_stream, cudaStreamNonBlocking);
 		if (e == cudaSuccess) {
 			e = cudaHostAlloc((void **)&be->batch.pk_mem, pk_bytes,
@@ -783,8 +923,6 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 		}
 		memset(be->batch.pk_mem, 0, pk_bytes);
 		be->batch.mb = (ta_pk_mailbox *)be->batch.pk_mem;
-		be->batch.pk_area = be->batch.pk_mem + sizeof(ta_pk_mailbox);
-		be->batch.pk_olds = (uint64_t *)(be->batch.pk_area + TA_PK_DESC_BYTES);
 		be->pk_ready = true;
 		const char *env = getenv("TILEATOM_CUDA_PERSISTENT");
 		be->batch.pk_max = TA_PK_CHAINS;

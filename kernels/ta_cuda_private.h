@@ -119,10 +119,11 @@ ta_status ta_cuda_launch_batch(const ta_batch_chain *chains, uint32_t n_chains,
 
 /* ---- the persistent batch kernel (small batches without a launch) -------------------
  * One block that stays resident and polls a mailbox in mapped pinned host memory: the
- * host writes a batch's descriptors into the mailbox's area (a ta_pk_head, the chains at
- * offset sizeof(ta_pk_head), items at items_off, elements at elems_off) and rings the
- * bell with TA_PK_BELL(seq, 16-byte units of the area to read); the kernel runs it as
- * k_batch would, writes old values to the mailbox's olds, and writes seq to done. */
+ * host writes a batch's descriptors into one of the mailbox's two areas (a ta_pk_head, the
+ * chains at offset sizeof(ta_pk_head), items at items_off, elements at elems_off) and rings
+ * the bell with TA_PK_BELL(seq, the area's slot, 16-byte units of it to read); the kernel
+ * runs it as k_batch would, writes old values to that slot's olds, and writes seq to done.
+ * While it runs one batch the host prepares the next in the other area. */
 /* Threads of the persistent kernel's one block: warp w runs chains w, w + 32, ... */
 #define TA_PK_THREADS 1024
 /* Most chains in a batch the persistent kernel takes (two per warp at most). */
@@ -133,10 +134,14 @@ ta_status ta_cuda_launch_batch(const ta_batch_chain *chains, uint32_t n_chains,
 #define TA_PK_OLDS 2048
 /* The bell value that stops the persistent kernel. */
 #define TA_PK_STOP UINT64_MAX
-/* The bell of batch seq whose descriptors are units 16-byte units long. */
-#define TA_PK_BELL(seq, units) ((uint64_t)(seq) << 16 | (uint64_t)(units))
+/* The bell of batch seq whose descriptors are units 16-byte units long in area slot (0 or
+ * 1: the host writes the next batch into one area while the kernel runs the other). */
+#define TA_PK_BELL(seq, slot, units)                                                               \
+	((uint64_t)(seq) << 16 | (uint64_t)(slot) << 15 | (uint64_t)(units))
 /* The 16-byte units of a bell. */
-#define TA_PK_BELL_UNITS(bell) ((uint32_t)((bell)&0xffffu))
+#define TA_PK_BELL_UNITS(bell) ((uint32_t)((bell)&0x7fffu))
+/* The area slot of a bell. */
+#define TA_PK_BELL_SLOT(bell) ((uint32_t)((bell) >> 15) & 1u)
 /* The sequence number of a bell. */
 #define TA_PK_BELL_SEQ(bell) ((bell) >> 16)
 /* The head of the descriptor area. */
@@ -155,8 +160,9 @@ typedef struct ta_pk_mailbox {
 	uint64_t exited;   /* kernel: the epoch of a kernel that has returned */
 	uint64_t pad1[14]; /* (its own line) */
 } ta_pk_mailbox;
-/* Launches the persistent kernel (one block) on stream: area (TA_PK_DESC_BYTES) and olds
- * (TA_PK_OLDS slots) are device-accessible mapped memory; it takes bells other than last;
+/* Launches the persistent kernel (one block) on stream: area (two of TA_PK_DESC_BYTES) and
+ * olds (two of TA_PK_OLDS slots; a bell's slot picks one of each) are device-accessible
+ * mapped memory; it takes bells other than last;
  * it writes epoch to mb->exited when it returns: on TA_PK_STOP, after idle_ns without a
  * batch, or after life_ns since its launch. Returns TA_OK or TA_INTERNAL. */
 ta_status ta_cuda_launch_persistent(ta_pk_mailbox *mb, const void *area, uint64_t *olds,
