@@ -11,8 +11,9 @@
 #     50x16 and 200x16 with --tiles 2*GPUS (tiles placed round-robin over the daemon's
 #     devices): one daemon over all GPUs (all), the same daemon with --devices 0 (one), and
 #     one daemon per GPU (--device N) each driven at the same shape at the same time (sep,
-#     the sum of their rates); also one tile sharded over all GPUs (--placement shard,
-#     --tiles 1: shard).
+#     the sum of their rates); all and one also driven as sep is, by one generator per GPU
+#     at once (the same clients and generator threads as sep); also one tile sharded over
+#     all GPUs (--placement shard, --tiles 1: shard).
 #  b. 2^24 int32 keys from GPU 0's memory (CUDA IPC, tileatom-histbench mode device) into 256
 #     and 65,536 bins: a tile on GPU 0 against a tile sharded over all GPUs; then the keys
 #     split over all GPUs (mode devsplit, one connection per GPU at once) into the sharded
@@ -117,13 +118,31 @@ bench_ticks() {
 }
 
 declare -A R
+# gens SOCKET CLIENTS DEPTH LABEL: GPUS generators at once against one daemon (each with
+# its own 2 x GPUS tiles, placed round-robin); prints the sum of their rates; rows in
+# $L/LABEL-N.csv and adds.txt.
+gens() {
+	local sock=$1 c=$2 p=$3 label=$4 pids="" sum=0 g row
+	for g in $(seq 0 $((GPUS - 1))); do
+		bench "$sock" "$c" "$p" >"$L/$label-$g.csv" &
+		pids="$pids $!"
+	done
+	wait $pids
+	for g in $(seq 0 $((GPUS - 1))); do
+		row=$(tail -1 "$L/$label-$g.csv" 2>/dev/null)
+		echo "$label-$g: $row" >>"$L/adds.txt"
+		sum=$(awk -v a="$sum" -v b="$(rps "$row")" 'BEGIN {printf "%.0f\n", a + b}')
+	done
+	echo "$sum"
+}
 SHAPES=("50 16" "200 16")
+CONNS="--max-connections 1024" # room for one generator per GPU at 200 clients each
 case $PARTS in *a*) ;; *) SHAPES=() ;; esac
 echo "== (a) single-element adds (tileatom-bench -t add -r 10000 -d $SECS --threads 8 --tiles $((2 * GPUS)))"
 for shape in "${SHAPES[@]}"; do
 	set -- $shape
 	tag="${1}x$2"
-	if start all "$S/all.sock" --devices "$ALL"; then
+	if start all "$S/all.sock" $CONNS --devices "$ALL"; then
 		row=$(bench_ticks all "$S/all.sock" "$1" "$2")
 		echo "all $tag: $row" | tee -a "$L/adds.txt"
 		R[all_$tag]=$(rps "$row")
@@ -131,14 +150,25 @@ for shape in "${SHAPES[@]}"; do
 		grep '^device ' "$L/stats-all-$tag.txt"
 		stop all
 	fi
+	# the same daemon driven as the separate daemons are below: one generator per GPU at
+	# the shape, all at once (the sum of their rates), so that all three cases have the
+	# same clients and generator threads
+	if start all "$S/all.sock" $CONNS --devices "$ALL"; then
+		R[allg_$tag]=$(gens "$S/all.sock" "$1" "$2" all-gens-$tag)
+		stop all
+	fi
+	if start one "$S/one.sock" $CONNS $ONE; then
+		R[oneg_$tag]=$(gens "$S/one.sock" "$1" "$2" one-gens-$tag)
+		stop one
+	fi
 	# one tile sharded over every GPU (its keys on all of them)
-	if start shard "$S/shard.sock" --devices "$ALL" --placement shard; then
+	if start shard "$S/shard.sock" $CONNS --devices "$ALL" --placement shard; then
 		row=$(bench_ticks shard "$S/shard.sock" "$1" "$2" 1)
 		echo "shard $tag: $row" | tee -a "$L/adds.txt"
 		R[shard_$tag]=$(rps "$row")
 		stop shard
 	fi
-	if start one "$S/one.sock" $ONE; then
+	if start one "$S/one.sock" $CONNS $ONE; then
 		row=$(bench_ticks one "$S/one.sock" "$1" "$2")
 		echo "one $tag: $row" | tee -a "$L/adds.txt"
 		R[one_$tag]=$(rps "$row")
@@ -147,9 +177,9 @@ for shape in "${SHAPES[@]}"; do
 	ok=1
 	for g in $(seq 0 $((GPUS - 1))); do
 		if [ "$BACKEND" = cuda ]; then
-			start "sep$g" "$S/sep$g.sock" --device "$g" || ok=0
+			start "sep$g" "$S/sep$g.sock" $CONNS --device "$g" || ok=0
 		else
-			start "sep$g" "$S/sep$g.sock" || ok=0
+			start "sep$g" "$S/sep$g.sock" $CONNS || ok=0
 		fi
 	done
 	if [ $ok = 1 ]; then
@@ -248,6 +278,10 @@ for tag in 50x16 200x16; do
 		"$(ratio "${R[all_$tag]:-0}" "${R[one_$tag]:-0}")" \
 		"$(ratio "${R[all_$tag]:-0}" "${R[sep_$tag]:-0}")" "${R[shard_$tag]:-n/a}" \
 		"$(ratio "${R[shard_$tag]:-0}" "${R[one_$tag]:-0}")"
+	printf 'adds %-6s with %s generators (as sep): all %10s  one %10s  all/one %s  all/sep %s\n' \
+		"$tag" "$GPUS" "${R[allg_$tag]:-n/a}" "${R[oneg_$tag]:-n/a}" \
+		"$(ratio "${R[allg_$tag]:-0}" "${R[oneg_$tag]:-0}")" \
+		"$(ratio "${R[allg_$tag]:-0}" "${R[sep_$tag]:-0}")"
 done
 for bins in 256 65536; do
 	a=${R[gpu0_keys_tile_on_0_$bins]:-n/a} b=${R[gpu0_keys_tile_sharded_$bins]:-n/a}
