@@ -182,10 +182,9 @@ __global__ void __launch_bounds__(TA_PK_THREADS)
 		const unsigned char *base = (const unsigned char *)desc;
 		bool did = false;
 		for (uint32_t c = warp; c < h->n_chains; c += TA_PK_THREADS / 32u)
-			did |=
-			    batch_chain(((const ta_batch_chain *)(base + sizeof(ta_pk_head)))[c],
-			                (const ta_batch_item *)(base + h->items_off),
-			                (const ta_batch_elem *)(base + h->elems_off), out, lane);
+			did |= batch_chain(((const ta_batch_chain *)(base + sizeof(ta_pk_head)))[c],
+			                   (const ta_batch_item *)(base + h->items_off),
+			                   (const ta_batch_elem *)(base + h->elems_off), out, lane);
 		if (did)
 			__threadfence_system(); /* its atomics and old values before done */
 		__syncthreads();
