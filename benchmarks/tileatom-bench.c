@@ -95,6 +95,7 @@ typedef struct bench_opts {
 	tileatom_dtype dtype;  /* dtype of the keyspace tile */
 	int64_t keyspace;      /* elements of the keyspace tile (-r) */
 	int tiles;             /* keyspace tiles (--tiles): client k uses tile k % tiles */
+	const char *placement; /* --placement: where every keyspace tile goes (NULL: see --tiles) */
 	bench_format format;   /* output format */
 	bool quiet;            /* -q: one line per test */
 	int timeout_ms;        /* I/O timeout of every call */
@@ -486,7 +487,7 @@ static void usage_error(const char *fmt, ...)
 static const char usage_text[] =
     "Usage: tileatom-bench [-s SOCKET | -h HOST -p PORT] [-c CLIENTS] [-n REQUESTS | -d SECONDS]\n"
     "                      [-P DEPTH] [-t TESTS] [-e ELEMENTS] [-r KEYSPACE] [--dtype DTYPE]\n"
-    "                      [--threads N] [--tiles N] [--csv | --json] [-q]\n"
+    "                      [--threads N] [--tiles N] [--placement P] [--csv | --json] [-q]\n"
     "\n"
     "Load generator for tileatomd (in the spirit of redis-benchmark).\n"
     "\n"
@@ -507,6 +508,8 @@ static const char usage_text[] =
     "  --tiles N        keyspace tiles (default 1): client k addresses tile k %% N;\n"
     "                   with N > 1, tile t is placed on device t %% D of a daemon\n"
     "                   serving D devices (tileatomd --devices), so all are hit\n"
+    "  --placement P    place every keyspace tile at P instead (a device, auto, shard;\n"
+    "                   as tileatom-cli create --device)\n"
     "  --timeout MS     I/O timeout of every call (default 30000; 0: none)\n"
     "  --seed N         seed of the random keys (default 1)\n"
     "  --csv            one CSV header and one row per test\n"
@@ -580,13 +583,15 @@ static void parse_args(bench_opts *o, int argc, char **argv)
 		OPT_TIMEOUT,
 		OPT_SEED,
 		OPT_HELP,
-		OPT_TILES
+		OPT_TILES,
+		OPT_PLACEMENT
 	};
 	static const struct option longs[] = {{"dtype", required_argument, NULL, OPT_DTYPE},
 	                                      {"csv", no_argument, NULL, OPT_CSV},
 	                                      {"json", no_argument, NULL, OPT_JSON},
 	                                      {"threads", required_argument, NULL, OPT_THREADS},
 	                                      {"tiles", required_argument, NULL, OPT_TILES},
+	                                      {"placement", required_argument, NULL, OPT_PLACEMENT},
 	                                      {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	                                      {"seed", required_argument, NULL, OPT_SEED},
 	                                      {"help", no_argument, NULL, OPT_HELP},
@@ -670,6 +675,9 @@ static void parse_args(bench_opts *o, int argc, char **argv)
 		case OPT_TILES:
 			parse_count("--tiles", optarg, BENCH_MAX_TILES, &v);
 			o->tiles = (int)v;
+			break;
+		case OPT_PLACEMENT:
+			o->placement = optarg; /* the daemon checks it at the first create */
 			break;
 		case OPT_THREADS:
 			parse_count("--threads", optarg, 4096, &v);
@@ -1103,12 +1111,12 @@ int main(int argc, char **argv)
 	int keys_made = 0; /* keyspace tiles created */
 	bool hist_made = false;
 	bool ok = true;
-	int ndev = o.tiles > 1 ? device_count(ctl) : 1;
+	int ndev = o.tiles > 1 && !o.placement ? device_count(ctl) : 1;
 	for (int t = 0; need_keys && ok && t < o.tiles; t++) {
 		char place[16];
 		snprintf(place, sizeof(place), "%d", t % ndev);
 		ok = create_tile_placed(ctl, keys_tiles[t], o.dtype, o.keyspace,
-		                        o.tiles > 1 ? place : NULL);
+		                        o.placement ? o.placement : o.tiles > 1 ? place : NULL);
 		keys_made += ok;
 	}
 	if (ok && need_hist)

@@ -12,8 +12,9 @@
 #     devices): one daemon over all GPUs (all), the same daemon with --devices 0 (one), and
 #     one daemon per GPU (--device N) each driven at the same shape at the same time (sep,
 #     the sum of their rates); all and one also driven as sep is, by one generator per GPU
-#     at once (the same clients and generator threads as sep); also one tile sharded over
-#     all GPUs (--placement shard, --tiles 1: shard).
+#     at once (the same clients and generator threads as sep), and all so driven with
+#     generator g's tiles all on GPU g (--placement g: as sep, in one daemon); also one tile
+#     sharded over all GPUs (--placement shard, --tiles 1: shard).
 #  b. 2^24 int32 keys from GPU 0's memory (CUDA IPC, tileatom-histbench mode device) into 256
 #     and 65,536 bins: a tile on GPU 0 against a tile sharded over all GPUs; then the keys
 #     split over all GPUs (mode devsplit, one connection per GPU at once) into the sharded
@@ -92,8 +93,11 @@ stop() {
 # bench SOCKET CLIENTS DEPTH [TILES]: one CSV row of tileatom-bench -t add (TILES default
 # 2 x GPUS, placed round-robin over the daemon's devices).
 bench() {
-	timeout $((SECS + 120)) "$C/tileatom-bench" -s "$1" -t add -r 10000 -d "$SECS" \
-		--threads 8 -c "$2" -P "$3" --tiles "${4:-$((2 * GPUS))}" --csv -q 2>&1 | tail -1
+	local sock=$1 c=$2 p=$3 tiles=${4:-$((2 * GPUS))}
+	shift 3
+	[ $# -gt 0 ] && shift
+	timeout $((SECS + 120)) "$C/tileatom-bench" -s "$sock" -t add -r 10000 -d "$SECS" \
+		--threads 8 -c "$c" -P "$p" --tiles "$tiles" "$@" --csv -q 2>&1 | tail -1
 }
 rps() { echo "$1" | awk -F, '{printf "%.0f\n", $7 + 0}'; }
 PARTS=${PARTS:-abcd}
@@ -118,13 +122,18 @@ bench_ticks() {
 }
 
 declare -A R
-# gens SOCKET CLIENTS DEPTH LABEL: GPUS generators at once against one daemon (each with
-# its own 2 x GPUS tiles, placed round-robin); prints the sum of their rates; rows in
+# gens SOCKET CLIENTS DEPTH LABEL [placed]: GPUS generators at once against one daemon
+# (each with its own 2 x GPUS tiles, placed round-robin; with "placed", generator g's all
+# on GPU g, as against separate daemons); prints the sum of their rates; rows in
 # $L/LABEL-N.csv and adds.txt.
 gens() {
-	local sock=$1 c=$2 p=$3 label=$4 pids="" sum=0 g row
+	local sock=$1 c=$2 p=$3 label=$4 placed=${5:-} pids="" sum=0 g row
 	for g in $(seq 0 $((GPUS - 1))); do
-		bench "$sock" "$c" "$p" >"$L/$label-$g.csv" &
+		if [ -n "$placed" ]; then
+			bench "$sock" "$c" "$p" "" --placement "$g" >"$L/$label-$g.csv" &
+		else
+			bench "$sock" "$c" "$p" >"$L/$label-$g.csv" &
+		fi
 		pids="$pids $!"
 	done
 	wait $pids
@@ -155,6 +164,10 @@ for shape in "${SHAPES[@]}"; do
 	# same clients and generator threads
 	if start all "$S/all.sock" $CONNS --devices "$ALL"; then
 		R[allg_$tag]=$(gens "$S/all.sock" "$1" "$2" all-gens-$tag)
+		stop all
+	fi
+	if start all "$S/all.sock" $CONNS --devices "$ALL"; then
+		R[allp_$tag]=$(gens "$S/all.sock" "$1" "$2" all-placed-$tag placed)
 		stop all
 	fi
 	if start one "$S/one.sock" $CONNS $ONE; then
@@ -278,10 +291,11 @@ for tag in 50x16 200x16; do
 		"$(ratio "${R[all_$tag]:-0}" "${R[one_$tag]:-0}")" \
 		"$(ratio "${R[all_$tag]:-0}" "${R[sep_$tag]:-0}")" "${R[shard_$tag]:-n/a}" \
 		"$(ratio "${R[shard_$tag]:-0}" "${R[one_$tag]:-0}")"
-	printf 'adds %-6s with %s generators (as sep): all %10s  one %10s  all/one %s  all/sep %s\n' \
+	printf 'adds %-6s with %s generators (as sep): all %10s  one %10s  all/one %s  all/sep %s; each generator on its own GPU: %s (%s of sep)\n' \
 		"$tag" "$GPUS" "${R[allg_$tag]:-n/a}" "${R[oneg_$tag]:-n/a}" \
 		"$(ratio "${R[allg_$tag]:-0}" "${R[oneg_$tag]:-0}")" \
-		"$(ratio "${R[allg_$tag]:-0}" "${R[sep_$tag]:-0}")"
+		"$(ratio "${R[allg_$tag]:-0}" "${R[sep_$tag]:-0}")" "${R[allp_$tag]:-n/a}" \
+		"$(ratio "${R[allp_$tag]:-0}" "${R[sep_$tag]:-0}")"
 done
 for bins in 256 65536; do
 	a=${R[gpu0_keys_tile_on_0_$bins]:-n/a} b=${R[gpu0_keys_tile_sharded_$bins]:-n/a}
