@@ -303,6 +303,11 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 			rc->plan = plan;
 			rc->kind = kind;
 			rc->held = tile;
+			/* kept for the connection's next requests (an asynchronous group's: its
+			 * plan is proven, its outcome depends on no operand byte but the holes) */
+			if (rc->record && plan.count == 1 && plan.check_bounds && !plan.mask.data)
+				(void)ta_repeat_record(rc->record, rc->payload, rc->payload_len,
+				                       rc->wire, req, &plan, rc->tiles, tile);
 			return TA_OK;
 		}
 		if (async) {

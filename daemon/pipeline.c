@@ -2,7 +2,8 @@
  * data plane with codec.c, the control plane with wirecheck.c and protobuf-c), hand over
  * to handle (handlers.c), answer and count (reply.c); a pipelined run's small plans
  * collected into a group (applied together by reply.c's group_flush); a connection's
- * repeated request run from its kept plan (codec.h), a cache in front of the decoder. */
+ * repeated request run (or collected into an asynchronous group) from its kept plan
+ * (codec.h), a cache in front of the decoder. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -250,6 +251,58 @@ void ta_async_run_free(ta_async_run *ar)
 	free(ar);
 }
 
+/* Collects payload into rc as the session's kept request again (codec.h) when it is that
+ * request and its plan may join an asynchronous group: the plan copied with its operand
+ * bytes into the run's arena (the kept plan's own are overwritten by the next match), the
+ * tile held, no decoding or planning. False, with nothing done, when it is not (the tile
+ * replaced: the kept request is forgotten, and the decoder answers). */
+static bool repeat_collect(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                           const uint8_t *payload, size_t len, resp_ctx *rc)
+{
+	ta_repeat *r = &session->repeat;
+	uint64_t id = 0;
+	if (svc->persist || r->plan.space != TA_SPACE_GLOBAL || !ta_plan_async_ok(&r->plan) ||
+	    !ta_repeat_match(r, payload, len, &id))
+		return false;
+	uint64_t *room = ta_arena_alloc_inline(&scratch->arena, sizeof(r->slots) + sizeof(r->old));
+	if (!room)
+		return false;
+	rc_begin(rc, svc, scratch, session, payload, len, -1);
+	ta_tile *tile = NULL;
+	if (ta_registry_get_cached(svc->registry, &r->tiles, r->name, rc->who, &tile, &rc->err) !=
+	        TA_OK ||
+	    tile != r->tile || r->tiles.stamp != r->stamp) {
+		if (tile)
+			ta_tile_unref(tile);
+		ta_repeat_clear(r);
+		return false;
+	}
+	r->hits++;
+	memcpy(room, r->slots, sizeof(r->slots));
+	rc->plan = r->plan;
+	ta_operand *ops[TA_MAX_RANK + 2];
+	int k = 0;
+	for (int i = 0; i < rc->plan.n_index && i < TA_MAX_RANK; i++)
+		ops[k++] = &rc->plan.index[i];
+	ops[k++] = &rc->plan.values;
+	ops[k++] = &rc->plan.compare;
+	for (int i = 0; i < k; i++) /* the holes' bytes: now the copies */
+		for (int h = 0; h < TA_REPEAT_HOLES; h++)
+			if (ops[i]->data == (const void *)&r->slots[h])
+				ops[i]->data = &room[h];
+	if (rc->plan.want_old) {
+		rc->old_buf = (uint8_t *)&room[TA_REPEAT_HOLES];
+		rc->plan.old_out = rc->old_buf;
+	}
+	rc->id = id;
+	rc->req_kind = r->kind;
+	rc->kind = OUT_OP;
+	rc->held = tile;
+	rc->collected = true;
+	metrics_start(rc, len);
+	return true;
+}
+
 ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uint8_t *frames,
                                 size_t len, ta_frame_buf *out, bool *close_after, size_t *used,
                                 uint32_t *nframes, void (*done)(void *arg), void *arg)
@@ -271,17 +324,30 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 		if (n > len - off - TA_FRAME_HEADER)
 			break; /* a partial frame: the caller cut whole ones */
 		const uint8_t *payload = frames + off + TA_FRAME_HEADER;
+		resp_ctx *rc = &g->rcs[g->n];
+		if (session && session->repeat.valid &&
+		    repeat_collect(svc, scratch, session, payload, n, rc)) {
+			rc->group = g;
+			atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
+			                          memory_order_relaxed);
+			off += TA_FRAME_HEADER + (size_t)n;
+			nf++;
+			g->n++;
+			continue;
+		}
 		decoded d;
 		ta_wire_request *w = &g->wires[g->n];
 		decode_request(scratch, payload, n, w, &d);
 		if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind))
 			break; /* not a plan: the caller runs it (decoding it again) */
-		resp_ctx *rc = &g->rcs[g->n];
 		rc_begin(rc, svc, scratch, session, payload, n, -1);
 		rc->group = g;
 		rc->id = w->id;
 		rc->req_kind = w->kind;
 		rc->wire = w;
+		if (session && !w->refs && ta_req_family(w->kind) != TA_FAMILY_MEMORY &&
+		    ta_req_family(w->kind) != TA_FAMILY_NONE)
+			rc->record = &session->repeat; /* kept once collected (run_plan) */
 		metrics_start(rc, n);
 		ta_status st = handle(rc, w, NULL);
 		if (rc->deferred)

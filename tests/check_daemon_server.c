@@ -585,6 +585,40 @@ static void append_add(uint8_t *run, size_t cap, size_t *used, uint64_t id, cons
 	append_request(run, cap, used, &req);
 }
 
+/* Appends an indexed add of value at flat index at of tile name (int32), returning the
+ * old value when want_old: requests that differ only in id, index and value bytes (the
+ * kept request's holes). */
+static void append_indexed_add(uint8_t *run, size_t cap, size_t *used, uint64_t id,
+                               const char *name, int32_t at, int32_t value, bool want_old)
+{
+	Tileatom__Array ix = TILEATOM__ARRAY__INIT;
+	ix.dtype = TILEATOM__DTYPE__INT32;
+	ix.data.data = (uint8_t *)&at;
+	ix.data.len = 4;
+	Tileatom__Array *ixs[1] = {&ix};
+	Tileatom__IndexedAddr addr = TILEATOM__INDEXED_ADDR__INIT;
+	addr.n_indices = 1;
+	addr.indices = ixs;
+	addr.flat = true;
+	Tileatom__Array va = TILEATOM__ARRAY__INIT;
+	va.dtype = TILEATOM__DTYPE__INT32;
+	va.data.data = (uint8_t *)&value;
+	va.data.len = 4;
+	Tileatom__Options opt = TILEATOM__OPTIONS__INIT;
+	opt.want_old = want_old;
+	Tileatom__IndexedAtomicRequest e = TILEATOM__INDEXED_ATOMIC_REQUEST__INIT;
+	e.tile = (char *)name;
+	e.op = TILEATOM__OP__ADD;
+	e.addr = &addr;
+	e.values = &va;
+	e.options = &opt;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = id;
+	req.body_case = TILEATOM__REQUEST__BODY_INDEXED;
+	req.indexed = &e;
+	append_request(run, cap, used, &req);
+}
+
 /* Receives the next response: it must answer id with status. */
 static Tileatom__Response *expect_response(int fd, uint64_t id, Tileatom__Status status)
 {
@@ -727,7 +761,8 @@ START_TEST(test_async_run_order)
 	 * connection in flight at a time; a request answered without being collected (an add
 	 * to a missing tile) comes after the plans before it; a ping runs on the loop; a large
 	 * plan sends the rest of the run to a worker. Every answer in request order, every
-	 * value as if the requests ran one by one, and the completion thread ran the groups. */
+	 * value as if the requests ran one by one, and the completion thread ran the groups;
+	 * then a run of adds differing only in index and value, exact. */
 	daemon_proc d;
 	const char *const extra[] = {"--async-apply", "1", "--loops", "2",
 	                             "--inline-max",  "0", NULL};
@@ -760,6 +795,24 @@ START_TEST(test_async_run_order)
 	ck_assert_uint_eq(resp->op->applied, 2000);
 	tileatom__response__free_unpacked(resp, NULL);
 	expect_old(fd, 263, 161);
+	/* requests that repeat the first but for their index and value (the kept request runs
+	 * them without decoding, each with its own copy of those bytes, also inside one group):
+	 * element k of "h" gets k + 1, k + 8, ... in turn, each add answering the sum so far */
+	create_tile(fd, "h", 7);
+	used = 0;
+	int32_t sum[7] = {0};
+	for (int i = 0; i < 300; i++)
+		append_indexed_add(run, sizeof(run), &used, 1000 + (uint64_t)i, "h", i % 7, i + 1,
+		                   true);
+	ck_assert(send_all(fd, run, used));
+	for (int i = 0; i < 300; i++) {
+		expect_old(fd, 1000 + (uint64_t)i, sum[i % 7]);
+		sum[i % 7] += i + 1;
+	}
+	used = 0;
+	append_indexed_add(run, sizeof(run), &used, 2000, "h", 3, 0, true);
+	ck_assert(send_all(fd, run, used));
+	expect_old(fd, 2000, sum[3]);
 	/* the CPU backend starts its completion thread with the first apply_async (CUDA's lead
 	 * thread runs from the start) */
 	const char *backend = getenv("TA_TEST_BACKEND");
