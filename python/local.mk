@@ -1,14 +1,14 @@
 # python/local.mk: the Python package tileatom (a CPython extension over libtileatom-client
-# plus its pure-Python layer), its pytest suite run by `make check` (tests/check_python.sh)
-# and its benchmark. Built only when configure found Python and numpy headers.
+# plus its pure-Python layer), its pytest suite run by `make check` (tests/check_python.sh,
+# and against `pip install ./python`: tests/check_pip.sh) and its benchmark. Built only when configure found Python and numpy headers.
 TILEATOM_PY_SOURCES = python/tileatom/__init__.py python/tileatom/_errors.py \
 	python/tileatom/aio.py python/tileatom/__init__.pyi python/tileatom/aio.pyi \
 	python/tileatom/_core.pyi python/tileatom/py.typed
 EXTRA_DIST += $(TILEATOM_PY_SOURCES) python/tileatom/_core.c python/tests/conftest.py \
 	python/tests/test_ops.py python/tests/test_client.py python/tests/test_pipeline.py \
 	python/tests/test_torch.py python/tests/test_dlpack.py python/tests/gpu_multiproc.py \
-	python/pytest.ini python/bench/bench_python.py \
-	docs/PYTHON.md tests/check_python.sh
+	python/pytest.ini python/bench/bench_python.py python/pyproject.toml python/setup.py \
+	docs/PYTHON.md tests/check_python.sh tests/check_pip.sh
 
 if HAVE_PYTHON_EXT
 tileatompydir = $(TILEATOM_PYTHONDIR)/tileatom
@@ -39,7 +39,7 @@ python-clean-stage:
 	@if test "$(srcdir)" != "."; then rm -f $(TILEATOM_PY_SOURCES); fi
 	rm -rf python/tileatom/__pycache__ python/tests/__pycache__ python/.pytest_cache
 
-TESTS += tests/check_python.sh
+TESTS += tests/check_python.sh tests/check_pip.sh
 endif
 
 if HAVE_PYTHON_EXT

@@ -15,7 +15,8 @@
 #   --torch  also installs Debian's CPU build of torch (python3-torch, about 580 MB with
 #            its libraries, 170 packages): the Python suite's torch tests skip without it.
 # The Python package (python/) needs python3-dev and python3-numpy; its tests pytest and
-# pytest-asyncio (all in the default set, none with --demo).
+# pytest-asyncio, and the `pip install ./python` test venv, pip and setuptools (all in the
+# default set, none with --demo).
 set -euo pipefail
 # What the build and the daemon need (configure's required libraries and tools).
 build_pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libprotobuf-c-dev
@@ -24,7 +25,8 @@ build_pkgs="build-essential autoconf automake libtool pkg-config libuv1-dev libp
 # runtime libraries (libFuzzer, the sanitizers) for make check-fuzz, and the Python
 # package's build (configure skips it without them) and its tests.
 test_pkgs="check libsubunit-dev clang libclang-rt-dev
-      python3-dev python3-numpy python3-pytest python3-pytest-asyncio"
+      python3-dev python3-numpy python3-pytest python3-pytest-asyncio
+      python3-venv python3-pip python3-setuptools"
 usage="usage: install-deps.sh [--demo] [--bench] [--torch]"
 bench=0
 demo=0
