@@ -1187,7 +1187,7 @@ static ta_status apply_one_element(const ta_plan *plan, void *mem, size_t tile_b
  * elements get mem's added, one atomic add each with the plan's sem (C11 atomics: other
  * threads may be applying other requests to a target meanwhile); with sem relaxed a zero
  * is skipped. Scope changes nothing on a CPU. */
-static void merge_out_adds(const ta_plan *plan, const void *mem)
+static __attribute__((noinline, cold)) void merge_out_adds(const ta_plan *plan, const void *mem)
 {
 	const ta_merge_out *mo = plan->merge_out;
 	const memory_order order = ta_sem_c11_order(plan->sem, TA_ACCESS_RMW);
@@ -1211,8 +1211,9 @@ static void merge_out_adds(const ta_plan *plan, const void *mem)
 	}
 }
 
-static ta_status cpu_run_plan(cpu_backend *cb, void *mem, size_t tile_bytes, const ta_plan *plan,
-                              ta_result *result, ta_error *err);
+static inline __attribute__((always_inline)) ta_status
+cpu_run_plan(cpu_backend *cb, void *mem, size_t tile_bytes, const ta_plan *plan, ta_result *result,
+             ta_error *err);
 
 /* vtable apply: see ta_backend.h; a merge-out (ta_plan.h) zeroes the tile memory first
  * and adds it into its targets after the plan ran. */
@@ -1237,21 +1238,24 @@ static ta_status cpu_apply_plan(ta_backend *be, void *mem, size_t tile_bytes, co
 		    err, TA_UNIMPLEMENTED,
 		    "cpu backend: operands in device memory (CUDA IPC buffers) need "
 		    "the CUDA backend");
-	if (!plan->merge_out)
-		return cpu_run_plan(cb, mem, tile_bytes, plan, result, err);
-	if (plan->count == 0) /* a merge-out of no elements does nothing */
-		return TA_OK;
-	if (plan->merge_out->zero_first)
-		memset(mem, 0, tile_bytes);
+	const ta_merge_out *mo = plan->merge_out;
+	if (mo) {
+		if (plan->count == 0) /* a merge-out of no elements does nothing */
+			return TA_OK;
+		if (mo->zero_first)
+			memset(mem, 0, tile_bytes);
+	}
 	st = cpu_run_plan(cb, mem, tile_bytes, plan, result, err);
-	if (st == TA_OK)
+	if (st == TA_OK && mo)
 		merge_out_adds(plan, mem);
 	return st;
 }
 
-/* Runs a checked plan of host operands into mem (apply without the merge-out). */
-static ta_status cpu_run_plan(cpu_backend *cb, void *mem, size_t tile_bytes, const ta_plan *plan,
-                              ta_result *result, ta_error *err)
+/* Runs a checked plan of host operands into mem (apply without the merge-out); inlined
+ * into its one caller, so that the one-element path costs no call. */
+static inline __attribute__((always_inline)) ta_status
+cpu_run_plan(cpu_backend *cb, void *mem, size_t tile_bytes, const ta_plan *plan, ta_result *result,
+             ta_error *err)
 {
 	if (plan->count == 1 && plan->space == TA_SPACE_GLOBAL)
 		return apply_one_element(plan, mem, tile_bytes, result, err);

@@ -611,9 +611,11 @@ static ta_status plan_check_prechecked(const ta_plan *p, size_t tile_bytes, int6
 	if (p->want_old && p->count > 0 && !p->old_out)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "plan: wants old values but old_out is NULL");
-	ta_status st = ta_plan_check_merge_out(p, n, err);
-	if (st != TA_OK)
-		return st;
+	if (p->merge_out) { /* (a call only for the rare plans that have one) */
+		ta_status st = ta_plan_check_merge_out(p, n, err);
+		if (st != TA_OK)
+			return st;
+	}
 	if (tile_elems)
 		*tile_elems = n;
 	return TA_OK;
@@ -759,9 +761,11 @@ ta_status ta_plan_check(const ta_plan *p, size_t tile_bytes, int64_t *tile_elems
 	if (p->want_old && p->count > 0 && !p->old_out)
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "plan: wants old values but old_out is NULL");
-	ta_status st = ta_plan_check_merge_out(p, n, err);
-	if (st != TA_OK)
-		return st;
+	if (p->merge_out) { /* (a call only for the rare plans that have one) */
+		ta_status st = ta_plan_check_merge_out(p, n, err);
+		if (st != TA_OK)
+			return st;
+	}
 	if (tile_elems)
 		*tile_elems = n;
 	return TA_OK;
