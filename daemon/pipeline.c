@@ -251,6 +251,25 @@ void ta_async_run_free(ta_async_run *ar)
 	free(ar);
 }
 
+/* The tile the session's kept request ran on, held (a reference the caller gives back),
+ * counting a hit; NULL, the kept request forgotten, when that tile is gone or re-created. */
+static inline __attribute__((always_inline)) ta_tile *
+repeat_tile(ta_service *svc, ta_session *session, ta_error *err)
+{
+	ta_repeat *r = &session->repeat;
+	ta_tile *tile = NULL;
+	if (ta_registry_get_cached(svc->registry, &r->tiles, r->name, ta_session_who(session),
+	                           &tile, err) != TA_OK ||
+	    tile != r->tile || r->tiles.stamp != r->stamp) {
+		if (tile)
+			ta_tile_unref(tile);
+		ta_repeat_clear(r);
+		return NULL;
+	}
+	r->hits++;
+	return tile;
+}
+
 /* Collects payload into rc as the session's kept request again (codec.h) when it is that
  * request and its plan may join an asynchronous group: the plan copied with its operand
  * bytes into the run's arena (the kept plan's own are overwritten by the next match), the
@@ -268,16 +287,9 @@ static bool repeat_collect(ta_service *svc, ta_dispatch_scratch *scratch, ta_ses
 	if (!room)
 		return false;
 	rc_begin(rc, svc, scratch, session, payload, len, -1);
-	ta_tile *tile = NULL;
-	if (ta_registry_get_cached(svc->registry, &r->tiles, r->name, rc->who, &tile, &rc->err) !=
-	        TA_OK ||
-	    tile != r->tile || r->tiles.stamp != r->stamp) {
-		if (tile)
-			ta_tile_unref(tile);
-		ta_repeat_clear(r);
+	ta_tile *tile = repeat_tile(svc, session, &rc->err);
+	if (!tile)
 		return false;
-	}
-	r->hits++;
 	memcpy(room, r->slots, sizeof(r->slots));
 	rc->plan = r->plan;
 	ta_operand *ops[TA_MAX_RANK + 2];
@@ -511,16 +523,9 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	resp_ctx rc;
 	resp_ctx_start(&rc);
 	rc.svc = svc;
-	ta_tile *tile = NULL;
-	if (ta_registry_get_cached(svc->registry, &r->tiles, r->name, ta_session_who(session),
-	                           &tile, &rc.err) != TA_OK ||
-	    tile != r->tile || r->tiles.stamp != r->stamp) {
-		if (tile)
-			ta_tile_unref(tile);
-		ta_repeat_clear(r);
+	ta_tile *tile = repeat_tile(svc, session, &rc.err);
+	if (!tile)
 		return false;
-	}
-	r->hits++;
 	rc.req_kind = r->kind;
 	metrics_start(&rc, len);
 	rc.id = id;
