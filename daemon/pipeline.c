@@ -251,6 +251,17 @@ void ta_async_run_free(ta_async_run *ar)
 	free(ar);
 }
 
+/* Where request w may be kept (the session's kept request, codec.h) once it ran: an
+ * atomic of a session whose operands are in the message (no shared-buffer references);
+ * NULL for anything else. */
+static inline ta_repeat *keep_in(ta_session *session, const ta_wire_request *w)
+{
+	if (!session || w->refs || ta_req_family(w->kind) == TA_FAMILY_MEMORY ||
+	    ta_req_family(w->kind) == TA_FAMILY_NONE)
+		return NULL;
+	return &session->repeat;
+}
+
 /* The tile the session's kept request ran on, held (a reference the caller gives back),
  * counting a hit; NULL, the kept request forgotten, when that tile is gone or re-created. */
 static inline __attribute__((always_inline)) ta_tile *
@@ -357,9 +368,7 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 		rc->id = w->id;
 		rc->req_kind = w->kind;
 		rc->wire = w;
-		if (session && !w->refs && ta_req_family(w->kind) != TA_FAMILY_MEMORY &&
-		    ta_req_family(w->kind) != TA_FAMILY_NONE)
-			rc->record = &session->repeat; /* kept once collected (run_plan) */
+		rc->record = keep_in(session, w); /* kept once collected (run_plan) */
 		metrics_start(rc, n);
 		ta_status st = handle(rc, w, NULL);
 		if (rc->deferred)
@@ -486,10 +495,8 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 		rc.id = w->id;
 		rc.req_kind = w->kind;
 		rc.wire = w;
-		if (session && inline_max >= 0 && !svc->persist && !w->refs &&
-		    ta_req_family(w->kind) != TA_FAMILY_MEMORY &&
-		    ta_req_family(w->kind) != TA_FAMILY_NONE)
-			rc.record = &session->repeat; /* the loop's own requests (one at a time) */
+		if (inline_max >= 0 && !svc->persist) /* the loop's own requests (one at a time) */
+			rc.record = keep_in(session, w);
 	}
 	ta_status st = control && !rc.ctl ? ta_error_set(&rc.err, TA_RESOURCE_EXHAUSTED,
 	                                                 "out of memory for a response")

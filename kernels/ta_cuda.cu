@@ -1417,6 +1417,19 @@ out:
 
 /* vtable apply_many: runs of consecutive small plans go through the batcher as one chain
  * (one warp, in order); any other plan runs alone between them, in its place. */
+/* Resets call c's counts and checks its plan against its tile (apply_many, apply_async);
+ * returns (and sets) c->status. */
+static ta_status call_check(ta_apply_call *c)
+{
+	c->result->skipped = 0;
+	c->result->applied = 0;
+	kargs check;
+	c->status = check_plan(c->plan, c->tile_bytes, &check, c->err);
+	if (c->status == TA_OK && c->plan->count > 0 && !c->mem)
+		c->status = ta_error_set(c->err, TA_INVALID_ARGUMENT, "no tile memory");
+	return c->status;
+}
+
 static void cuda_apply_many(ta_backend *base, ta_apply_call *calls, size_t n)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
@@ -1424,13 +1437,7 @@ static void cuda_apply_many(ta_backend *base, ta_apply_call *calls, size_t n)
 	while (i < n) {
 		/* calls[i] that needs nothing from the GPU, or fails its checks, is done here */
 		ta_apply_call *c = &calls[i];
-		c->result->skipped = 0;
-		c->result->applied = 0;
-		kargs check;
-		c->status = check_plan(c->plan, c->tile_bytes, &check, c->err);
-		if (c->status == TA_OK && c->plan->count > 0 && !c->mem)
-			c->status = ta_error_set(c->err, TA_INVALID_ARGUMENT, "no tile memory");
-		if (c->status == TA_OK && c->plan->count > 0)
+		if (call_check(c) == TA_OK && c->plan->count > 0)
 			c->status = be_enter(be, c->err);
 		if (c->status != TA_OK || c->plan->count == 0) {
 			i++;
@@ -1470,21 +1477,16 @@ static void cuda_apply_async(ta_backend *base, ta_apply_call *calls, size_t n,
                              void (*done)(void *arg), void *arg)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
-	size_t ready = 0;
+	size_t ready = 0, n_elems = 0;
 	bool here = !batch_async_ready(be);
 	for (size_t i = 0; i < n && !here; i++) {
 		ta_apply_call *c = &calls[i];
-		c->result->skipped = 0;
-		c->result->applied = 0;
-		kargs check;
-		c->status = check_plan(c->plan, c->tile_bytes, &check, c->err);
-		if (c->status == TA_OK && c->plan->count > 0 && !c->mem)
-			c->status = ta_error_set(c->err, TA_INVALID_ARGUMENT, "no tile memory");
-		if (c->status != TA_OK || c->plan->count == 0)
+		if (call_check(c) != TA_OK || c->plan->count == 0)
 			continue;
 		if (!batchable(be, c->plan))
 			here = true;
 		ready++;
+		n_elems += (size_t)c->plan->count;
 	}
 	if (here) {
 		cuda_apply_many(base, calls, n);
@@ -1497,10 +1499,6 @@ static void cuda_apply_async(ta_backend *base, ta_apply_call *calls, size_t n,
 	}
 	/* the wait, a copy of each call that runs, where each came from, and each one's
 	 * elements resolved here: one allocation */
-	size_t n_elems = 0;
-	for (size_t i = 0; i < n; i++)
-		if (calls[i].status == TA_OK)
-			n_elems += (size_t)calls[i].plan->count;
 	size_t head =
 	    sizeof(batch_wait) + ready * (sizeof(ta_apply_call) + sizeof(ta_apply_call *));
 	head = (head + 15u) & ~(size_t)15u;

@@ -360,19 +360,22 @@ static ta_status pk_await(ta_cuda_backend *be, uint64_t bell, uint64_t prev, ta_
  * batch_finish): the lead thread prepares the next batch while the persistent kernel runs
  * this one. */
 typedef struct batch_job {
-	batch_wait *waits; /* its callers' chains (linked through next) */
-	size_t n_waits;    /* how many */
-	bool pk;           /* through the persistent kernel (else one launch) */
-	int slot;          /* pk: the mailbox area and olds it uses (0 or 1) */
-	uint32_t units;    /* pk: 16-byte units of its descriptors */
-	uint32_t n_elems;  /* descriptors (0: nothing reaches the device) */
-	uint64_t bell;     /* pk: its bell, once rung */
-	uint64_t prev;     /* pk: the bell before it */
-	uint64_t *olds;    /* where its old values arrive */
-	ta_status st;      /* the batch's outcome so far */
-	ta_error err;      /* its error */
-	bool failed_early; /* st failed before any descriptor: the calls have it already */
-	uint64_t t[4];     /* trace: start, resolved, started, finished waiting */
+	batch_wait *waits;      /* its callers' chains (linked through next) */
+	size_t n_waits;         /* how many */
+	bool pk;                /* through the persistent kernel (else one launch) */
+	int slot;               /* pk: the mailbox area and olds it uses (0 or 1) */
+	uint32_t units;         /* pk: 16-byte units of its descriptors */
+	uint32_t n_elems;       /* descriptors (0: nothing reaches the device) */
+	uint64_t bell;          /* pk: its bell, once rung */
+	uint64_t prev;          /* pk: the bell before it */
+	ta_batch_chain *chains; /* launch: its chains, items and elements in the buffer */
+	ta_batch_item *items;   /* (see chains) */
+	ta_batch_elem *elems;   /* (see chains) */
+	uint64_t *olds;         /* where its old values arrive */
+	ta_status st;           /* the batch's outcome so far */
+	ta_error err;           /* its error */
+	bool failed_early;      /* st failed before any descriptor: the calls have it already */
+	uint64_t t[4];          /* trace: start, resolved, started, finished waiting */
 } batch_job;
 
 /* Writes the descriptors of job's waits (n_waits chains) into the mailbox area of the next
@@ -435,6 +438,9 @@ static bool batch_prepare(ta_cuda_backend *be, batch_job *job, bool pk_ok, bool 
 		    (ta_batch_elem *)((unsigned char *)items + align_up(n_items * sizeof *items));
 		olds = (uint64_t *)((unsigned char *)elems + align_up(max_elems * sizeof *elems));
 	}
+	job->chains = chains;
+	job->items = items;
+	job->elems = elems;
 	job->olds = olds;
 	uint32_t ci = 0, ii = 0, ei = 0, oi = 0;
 	for (batch_wait *w = job->waits; w; w = w->next, ci++) {
@@ -509,18 +515,8 @@ static void batch_start(ta_cuda_backend *be, batch_job *job)
 		job->st = pk_ring(be, job->units, job->slot, &job->bell, &job->prev, &job->err);
 		return;
 	}
-	ta_batch_chain *chains = (ta_batch_chain *)b->buf;
-	size_t n_items = 0, max_elems = 0;
-	for (batch_wait *w = job->waits; w; w = w->next)
-		for (int i = 0; i < w->n; i++) {
-			n_items++;
-			max_elems += (size_t)w->calls[i].plan->count;
-		}
-	ta_batch_item *items = (ta_batch_item *)(b->buf + align_up(job->n_waits * sizeof *chains));
-	ta_batch_elem *elems =
-	    (ta_batch_elem *)((unsigned char *)items + align_up(n_items * sizeof *items));
-	job->st = ta_cuda_launch_batch(chains, (uint32_t)job->n_waits, items, elems, job->olds,
-	                               b->stream, &job->err);
+	job->st = ta_cuda_launch_batch(job->chains, (uint32_t)job->n_waits, job->items, job->elems,
+	                               job->olds, b->stream, &job->err);
 	if (b->trace)
 		job->t[2] = now_ns();
 }
@@ -723,6 +719,16 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 	batch_pass_lead(b, self);
 }
 
+/* Appends w to the queue. Under batch.mu. */
+static void batch_enqueue(cuda_batcher *b, batch_wait *w)
+{
+	if (b->tail)
+		b->tail->next = w;
+	else
+		b->head = w;
+	b->tail = w;
+}
+
 /* Queues the calls of w (one caller's requests, in order) and returns once all have run
  * in some batch: as the leader of one or several, or woken by another leader. */
 void batch_submit(ta_cuda_backend *be, batch_wait *w)
@@ -742,11 +748,7 @@ void batch_submit(ta_cuda_backend *be, batch_wait *w)
 		return;
 	}
 	pthread_mutex_lock(&b->mu);
-	if (b->tail)
-		b->tail->next = w;
-	else
-		b->head = w;
-	b->tail = w;
+	batch_enqueue(b, w);
 	if (!b->running) {
 		b->running = true;
 		w->lead = true;
@@ -774,11 +776,7 @@ void batch_submit_async(ta_cuda_backend *be, batch_wait *w)
 	w->next = NULL;
 	w->done_next = NULL;
 	pthread_mutex_lock(&b->mu);
-	if (b->tail)
-		b->tail->next = w;
-	else
-		b->head = w;
-	b->tail = w;
+	batch_enqueue(b, w);
 	if (!b->running) { /* nobody leads: the lead thread does */
 		b->running = true;
 		b->lead_thread_up = true;
