@@ -1415,8 +1415,6 @@ out:
 	return st;
 }
 
-/* vtable apply_many: runs of consecutive small plans go through the batcher as one chain
- * (one warp, in order); any other plan runs alone between them, in its place. */
 /* Resets call c's counts and checks its plan against its tile (apply_many, apply_async);
  * returns (and sets) c->status. */
 static ta_status call_check(ta_apply_call *c)
@@ -1430,6 +1428,8 @@ static ta_status call_check(ta_apply_call *c)
 	return c->status;
 }
 
+/* vtable apply_many: runs of consecutive small plans go through the batcher as one chain
+ * (one warp, in order); any other plan runs alone between them, in its place. */
 static void cuda_apply_many(ta_backend *base, ta_apply_call *calls, size_t n)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
