@@ -163,40 +163,22 @@ struct ta_persist {
 	persist_mark mark;                     /* what it says now */
 };
 
-/* Little-endian encoders and decoders. */
-static inline void put_u16(uint8_t *b, uint16_t v)
-{
-	v = htole16(v);
-	memcpy(b, &v, sizeof(v));
-}
-static inline void put_u32(uint8_t *b, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(b, &v, sizeof(v));
-}
-static inline void put_u64(uint8_t *b, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(b, &v, sizeof(v));
-}
-static inline uint16_t get_u16(const uint8_t *b)
-{
-	uint16_t v;
-	memcpy(&v, b, sizeof(v));
-	return le16toh(v);
-}
-static inline uint32_t get_u32(const uint8_t *b)
-{
-	uint32_t v;
-	memcpy(&v, b, sizeof(v));
-	return le32toh(v);
-}
-static inline uint64_t get_u64(const uint8_t *b)
-{
-	uint64_t v;
-	memcpy(&v, b, sizeof(v));
-	return le64toh(v);
-}
+/* Little-endian encoders put_uN and decoders get_uN of N-bit integers (N: 16, 32, 64). */
+#define LE_CODEC(N)                                                                                \
+	static inline void put_u##N(uint8_t *b, uint##N##_t v)                                     \
+	{                                                                                          \
+		v = htole##N(v);                                                                   \
+		memcpy(b, &v, sizeof(v));                                                          \
+	}                                                                                          \
+	static inline uint##N##_t get_u##N(const uint8_t *b)                                       \
+	{                                                                                          \
+		uint##N##_t v;                                                                     \
+		memcpy(&v, b, sizeof(v));                                                          \
+		return le##N##toh(v);                                                              \
+	}
+LE_CODEC(16)
+LE_CODEC(32)
+LE_CODEC(64)
 
 /* Checksum of n bytes: the low 32 bits of XXH3-64 (fast on the short records of the log). */
 static inline uint32_t sum32(const void *data, size_t n)

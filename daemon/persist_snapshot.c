@@ -95,38 +95,34 @@ static void snap_put(snap_out *o, const void *data, size_t n)
 	o->bytes += n;
 }
 
+/* Writes the low n bytes of v (little-endian) to the snapshot. */
+static void snap_le(snap_out *o, uint64_t v, size_t n)
+{
+	uint8_t b[8];
+	put_u64(b, v);
+	snap_put(o, b, n);
+}
+
 /* Writes one tile (its header, where it lives and its elements read through the
  * backend). */
 static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t *chunk, ta_error *err)
 {
-	uint8_t h[8];
 	size_t nl = strlen(tile->name);
-	put_u16(h, (uint16_t)nl);
-	snap_put(o, h, 2);
+	snap_le(o, nl, 2);
 	snap_put(o, tile->name, nl);
-	put_u64(h, (uint64_t)tile->owner);
-	snap_put(o, h, 8);
-	put_u32(h, (uint32_t)tile->shape.dtype);
-	snap_put(o, h, 4);
-	put_u32(h, (uint32_t)tile->shape.rank);
-	snap_put(o, h, 4);
-	for (int a = 0; a < tile->shape.rank; a++) {
-		put_u64(h, (uint64_t)tile->shape.shape[a]);
-		snap_put(o, h, 8);
-	}
-	put_u64(h, tile->bytes);
-	snap_put(o, h, 8);
+	snap_le(o, (uint64_t)tile->owner, 8);
+	snap_le(o, (uint32_t)tile->shape.dtype, 4);
+	snap_le(o, (uint32_t)tile->shape.rank, 4);
+	for (int a = 0; a < tile->shape.rank; a++)
+		snap_le(o, (uint64_t)tile->shape.shape[a], 8);
+	snap_le(o, tile->bytes, 8);
 	ta_tile_where w;
 	ta_tile_where_get(tile, &w);
-	put_u32(h, (uint32_t)w.nparts);
-	snap_put(o, h, 4);
+	snap_le(o, (uint32_t)w.nparts, 4);
 	for (int i = 0; i < w.nparts; i++) {
-		put_u32(h, (uint32_t)w.part[i].device);
-		snap_put(o, h, 4);
-		put_u64(h, (uint64_t)w.part[i].first);
-		snap_put(o, h, 8);
-		put_u64(h, (uint64_t)w.part[i].end);
-		snap_put(o, h, 8);
+		snap_le(o, (uint32_t)w.part[i].device, 4);
+		snap_le(o, (uint64_t)w.part[i].first, 8);
+		snap_le(o, (uint64_t)w.part[i].end, 8);
 	}
 	int64_t step = persist_chunk_rows(tile);
 	uint64_t row_bytes = tile->bytes / (uint64_t)tile->shape.shape[0];
@@ -151,12 +147,9 @@ static ta_status snap_write_tiles(ta_persist *p, snap_out *o, uint64_t seq, uint
 	ta_status st = ta_registry_list(p->registry, &infos, &n, err);
 	if (st != TA_OK)
 		return st;
-	uint8_t h[12];
-	memcpy(h, SNAP_MAGIC, MAGIC_LEN);
-	snap_put(o, h, MAGIC_LEN);
-	put_u64(h, seq);
-	put_u32(h + 8, (uint32_t)n);
-	snap_put(o, h, 12);
+	snap_put(o, SNAP_MAGIC, MAGIC_LEN);
+	snap_le(o, seq, 8);
+	snap_le(o, (uint32_t)n, 4);
 	uint64_t most = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t row = infos[i].bytes / (uint64_t)infos[i].shape.shape[0];
@@ -267,9 +260,7 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 	ta_persist_unlock(p, &hold);
 
 	if (st == TA_OK) {
-		uint8_t c[4];
-		put_u32(c, (uint32_t)XXH3_64bits_digest(o.hs));
-		snap_put(&o, c, 4);
+		snap_le(&o, (uint32_t)XXH3_64bits_digest(o.hs), 4);
 		if (!o.err && fflush(o.f) != 0)
 			o.err = errno;
 		if (!o.err && fsync(fileno(o.f)) != 0)
