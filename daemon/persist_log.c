@@ -4,18 +4,12 @@
  * loop's wake-up (the start and close of the whole are persist.c's, startup recovery
  * persist_load.c's, snapshots persist_snapshot.c's).
  *
- * Happy path of a mutation: dispatch takes the stripe lock of its tile (ta_persist_lock),
- * applies the request, appends the record to p->buf under p->mu (sequence numbers are given
- * in append order), drops the lock. In a pipelined run (ta_persist_run) the lock is kept
- * while the next request needs the same one, and the records wait, without their sequence
- * numbers, in the run's buffer; they are copied to p->buf together, numbered there under
- * p->mu, before the lock is released (run_flush). The writer thread takes the whole buffer,
- * fills in the records' checksums (seal_records: off the threads that apply requests),
- * writes it, fdatasyncs it (always) and wakes the loop (uv_async_t), where held responses
- * leave. With everysec the writer only writes (letting records gather GATHER_MS first) and
- * a syncer thread fdatasyncs once a second. A compaction (persist_snapshot.c) asks the
- * writer to rotate: close the log and start the next one. The threads are started and
- * stopped by persist.c.
+ * Records are appended to p->buf under p->mu, numbered in append order (a run's wait
+ * unnumbered in the run and are numbered together by run_flush). The writer thread takes
+ * the whole buffer, fills in the checksums (seal_records: off the threads that apply
+ * requests), writes it, fdatasyncs it (always) and wakes the loop (uv_async_t). With
+ * everysec the writer lets records gather GATHER_MS before a write and a syncer thread
+ * fdatasyncs once a second. A compaction asks the writer to rotate (start the next log).
  *
  * Failure modes (a full disk, a file size limit, an I/O error): a failed write is cut back
  * (ftruncate) to the last whole record, so that the log never ends in a half record, and
@@ -356,13 +350,12 @@ void *persist_writer_main(void *arg)
 			if (!drop)
 				seal_records(wbuf, n);
 			int e = drop ? 0 : write_all(p->log_fd, wbuf, n);
-			const char *what = "persistence log write failed";
-			if (e == 0 && !drop && p->mode == TA_FSYNC_ALWAYS) {
-				if (fdatasync(p->log_fd) != 0) {
-					e = errno;
-					what = "persistence log fsync failed";
-				}
-			}
+			bool sync_failed = e == 0 && !drop && p->mode == TA_FSYNC_ALWAYS &&
+			                   fdatasync(p->log_fd) != 0;
+			if (sync_failed)
+				e = errno;
+			const char *what = sync_failed ? "persistence log fsync failed"
+			                               : "persistence log write failed";
 			pthread_mutex_lock(&p->mu);
 			if (e != 0 && p->stop && p->mode != TA_FSYNC_ALWAYS) {
 				if (ftruncate(p->log_fd, (off_t)p->log_bytes) != 0)
@@ -373,18 +366,16 @@ void *persist_writer_main(void *arg)
 				       p->dir, what, strerror(e), n + p->len,
 				       ta_fsync_mode_name(p->mode));
 				p->len = 0;
+			} else if (e != 0 && sync_failed) {
+				persist_set_failed(p, what, e, true);
 			} else if (e != 0) {
-				if (strcmp(what, "persistence log fsync failed") == 0)
-					persist_set_failed(p, what, e, true);
-				else
-					writer_failed(p, what, e, &wbuf, &wcap, n);
+				writer_failed(p, what, e, &wbuf, &wcap, n);
 			} else if (!drop) {
 				if (failed && !p->fail_final) {
 					atomic_store(&p->failed, false);
 					ta_log(TA_LOG_NOTICE,
 					       "data directory %s: the log is written again; "
-					       "mutations "
-					       "are accepted",
+					       "mutations are accepted",
 					       p->dir);
 				}
 				p->log_bytes += n;
@@ -549,13 +540,8 @@ ta_status ta_persist_run_lock(ta_persist *p, ta_persist_run *run, const char *na
 	for (int s = lo; s <= hi; s++)
 		stripe_lock(&p->stripes[s], hold->kind);
 	hold->held = true;
-	if (run) {
-		size_t n = name ? strlen(name) : 0;
-		if (n < sizeof(run->name))
-			memcpy(run->name, name ? name : "", n + 1);
-		else
-			run->name[0] = '\0';
-	}
+	if (run) /* a longer name, cut short here, never matches the full one */
+		snprintf(run->name, sizeof(run->name), "%s", name ? name : "");
 	return TA_OK;
 }
 
@@ -665,14 +651,6 @@ void ta_persist_run_init(ta_persist_run *run)
 	memset(run, 0, sizeof(*run));
 }
 
-/* Bytes of records a run of p keeps at most: TA_PERSIST_RUN_BYTES, or the bound on the
- * log buffer when that is smaller (set before any request runs). */
-static size_t run_limit(const ta_persist *p)
-{
-	return p->buf_max && p->buf_max < TA_PERSIST_RUN_BYTES ? (size_t)p->buf_max
-	                                                       : TA_PERSIST_RUN_BYTES;
-}
-
 /* Appends the records of run to the log, in their order, giving them their sequence
  * numbers (one lock of the log for all of them); marks the run lost when memory is
  * short. */
@@ -709,7 +687,9 @@ static void run_flush(ta_persist *p, ta_persist_run *run)
 static bool run_add(ta_persist *p, ta_persist_run *run, ta_owner who, const uint8_t *payload,
                     size_t len)
 {
-	size_t limit = run_limit(p);
+	/* at most TA_PERSIST_RUN_BYTES, or the bound on the log buffer when that is smaller */
+	size_t limit = p->buf_max && p->buf_max < TA_PERSIST_RUN_BYTES ? (size_t)p->buf_max
+	                                                               : TA_PERSIST_RUN_BYTES;
 	if (len > limit || REC_HEADER + len > limit)
 		return false;
 	size_t need = REC_HEADER + len;
@@ -728,9 +708,7 @@ static bool run_add(ta_persist *p, ta_persist_run *run, ta_owner who, const uint
 		run->cap = want;
 	}
 	uint8_t *h = run->buf + run->len;
-	/* the sequence number comes with run_flush, the checksums with the writer */
-	put_u32(h, (uint32_t)len);
-	put_u64(h + 12, (uint64_t)who);
+	put_header(h, (uint32_t)len, 0, who); /* the sequence number comes with run_flush */
 	memcpy(h + REC_HEADER, payload, len);
 	run->len += need;
 	return true;
