@@ -225,27 +225,19 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 	pthread_mutex_unlock(&p->mu);
 
 	snap_out o = {NULL, XXH3_createState(), 0, 0};
-	if (!o.hs || XXH3_64bits_reset(o.hs) != XXH_OK) {
-		XXH3_freeState(o.hs);
-		ta_persist_unlock(p, &hold);
-		pthread_mutex_unlock(&p->snap_mu);
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for a checksum");
-	}
 	int fd = openat(p->dir_fd, SNAP_TMP_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd >= 0) {
-		o.f = fdopen(fd, "wb");
-		if (!o.f)
-			close(fd);
-	}
+	o.f = fd >= 0 ? fdopen(fd, "wb") : NULL;
 	if (!o.f) {
 		int e = errno;
-		XXH3_freeState(o.hs);
-		ta_persist_unlock(p, &hold);
-		pthread_mutex_unlock(&p->snap_mu);
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot create %s/%s: %s", p->dir,
-		                    SNAP_TMP_NAME, strerror(e));
+		if (fd >= 0)
+			close(fd);
+		st = ta_error_set(err, TA_UNAVAILABLE, "cannot create %s/%s: %s", p->dir,
+		                  SNAP_TMP_NAME, strerror(e));
+	} else if (!o.hs || XXH3_64bits_reset(o.hs) != XXH_OK) {
+		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for a checksum");
+	} else {
+		st = snap_write_tiles(p, &o, seq, &info->tiles, err);
 	}
-	st = snap_write_tiles(p, &o, seq, &info->tiles, err);
 	if (st == TA_OK) {
 		/* the records up to seq are in the snapshot: the writer starts the next log */
 		pthread_mutex_lock(&p->mu);
@@ -266,7 +258,7 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 		if (!o.err && fsync(fileno(o.f)) != 0)
 			o.err = errno;
 	}
-	if (fclose(o.f) != 0 && !o.err)
+	if (o.f && fclose(o.f) != 0 && !o.err)
 		o.err = errno;
 	XXH3_freeState(o.hs);
 	if (st == TA_OK && !o.err && renameat(p->dir_fd, SNAP_TMP_NAME, p->dir_fd, SNAP_NAME) != 0)
