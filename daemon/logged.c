@@ -110,21 +110,6 @@ static bool shared_refs(ta_shm_table *shm, ProtobufCMessage *msg, bool fix, ta_e
 	return fix;
 }
 
-/* A create that was applied (its lock held): points its placement field to where the
- * tile went, written into buf (TA_WHERE_TEXT_MAX bytes), so that its replay puts the tile
- * back there. False, with err set, when the tile is not found. */
-static bool create_placed_where(resp_ctx *rc, Tileatom__CreateTileRequest *c, char *buf)
-{
-	ta_tile *tile = NULL;
-	if (ta_registry_get(rc->svc->registry, c->name, &tile, &rc->err) != TA_OK)
-		return false;
-	ta_tile_where w;
-	ta_tile_where_get(tile, &w);
-	ta_tile_unref(tile);
-	c->placement = ta_tile_where_format(&w, buf, TA_WHERE_TEXT_MAX);
-	return true;
-}
-
 /* Appends the log record of a request that was applied (its lock held): its payload as it
  * came, or, when it names shared buffers (a data-plane request's Array.shared or old_into,
  * create's fill), the request re-encoded with their bytes inline and no old_into: the
@@ -147,13 +132,22 @@ ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request 
 		    rc->wire
 		        ? tileatom__request__unpack(&rc->arena->pb, rc->payload_len, rc->payload)
 		        : pb;
-		if (!req || (refs && !shared_refs(shm, &req->base, true, &rc->err))) {
-			ta_persist_fail(rc->svc->persist, "a shared operand could not be logged");
+		const char *failed = NULL;
+		ta_tile *tile = NULL;
+		if (!req || (refs && !shared_refs(shm, &req->base, true, &rc->err)))
+			failed = "a shared operand could not be logged";
+		else if (create && ta_registry_get(rc->svc->registry, req->create->name, &tile,
+		                                   &rc->err) != TA_OK)
+			failed = "a created tile could not be logged";
+		if (failed) {
+			ta_persist_fail(rc->svc->persist, failed);
 			return rc->err.code ? rc->err.code : TA_INTERNAL;
 		}
-		if (create && !create_placed_where(rc, req->create, where)) {
-			ta_persist_fail(rc->svc->persist, "a created tile could not be logged");
-			return rc->err.code ? rc->err.code : TA_INTERNAL;
+		if (tile) { /* its replay puts the tile back where it went */
+			ta_tile_where w;
+			ta_tile_where_get(tile, &w);
+			ta_tile_unref(tile);
+			req->create->placement = ta_tile_where_format(&w, where, sizeof(where));
 		}
 		len = protobuf_c_message_get_packed_size(&req->base);
 		inlined = malloc(len ? len : 1);
