@@ -78,6 +78,13 @@ static size_t rd(rd_file *r, void *buf, size_t n)
 	return got;
 }
 
+/* persist_tile_data's io for a snapshot's elements: reads n bytes; false when the file
+ * ends first. */
+static bool rd_io(void *r, void *buf, size_t n)
+{
+	return rd(r, buf, n) == n;
+}
+
 /* Makes *buf hold at least n bytes (*cap: its size now); false when memory is short. */
 static bool grow(uint8_t **buf, size_t *cap, size_t n)
 {
@@ -214,25 +221,12 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 			                  path, tile->name, at, bytes, tile->bytes);
 			goto out;
 		}
-		int64_t step = persist_chunk_rows(tile);
-		uint64_t row_bytes = tile->bytes / (uint64_t)tile->shape.shape[0];
-		for (int64_t row = 0; row < tile->shape.shape[0]; row += step) {
-			int64_t rows =
-			    tile->shape.shape[0] - row < step ? tile->shape.shape[0] - row : step;
-			size_t n = (size_t)((uint64_t)rows * row_bytes);
-			if (!grow(&chunk, &chunk_cap, n)) {
-				st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-				                  "%s: out of memory loading tile '%s'", path,
-				                  tile->name);
-				goto out;
-			}
-			if (rd(&r, chunk, n) < n)
-				goto short_file;
-			st = persist_tile_rows(p->backend, tile, row, rows, TA_OP_STORE, chunk, n,
-			                       err);
-			if (st != TA_OK)
-				goto out;
-		}
+		st = persist_tile_data(p->backend, tile, TA_OP_STORE, &chunk, &chunk_cap, rd_io, &r,
+		                       err);
+		if (st != TA_OK)
+			goto out;
+		if (feof(r.f) || ferror(r.f))
+			goto short_file;
 		ta_registry_publish(tile);
 		ta_tile_unref(tile);
 		tile = NULL;
@@ -498,7 +492,7 @@ static ta_status check_complete(ta_persist *p, const log_file *logs, const log_s
 	}
 	if (use_mark && (!n || newest < mark->first)) {
 		char name[64];
-		snprintf(name, sizeof(name), "log-%016" PRIx64 ".tal", mark->first);
+		snprintf(name, sizeof(name), LOG_NAME_FORMAT, mark->first);
 		uint64_t lost = span(expected, mark->last);
 		return log_loss(
 		    p, err,
@@ -508,7 +502,7 @@ static ta_status check_complete(ta_persist *p, const log_file *logs, const log_s
 	}
 	if (has_snap && (!n || newest <= snap_seq)) {
 		char name[64];
-		snprintf(name, sizeof(name), "log-%016" PRIx64 ".tal", snap_seq + 1);
+		snprintf(name, sizeof(name), LOG_NAME_FORMAT, snap_seq + 1);
 		return log_loss(p, err,
 		                "%s/%s: missing, though the snapshot through record %" PRIu64
 		                " needs it: the records after %" PRIu64 " are lost (how many is "

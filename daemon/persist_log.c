@@ -143,16 +143,10 @@ static int write_all(int fd, const uint8_t *data, size_t n)
 	return 0;
 }
 
-/* Name of the log whose first record is first, into buf. */
-static void log_name(uint64_t first, char *buf, size_t n)
-{
-	snprintf(buf, n, "log-%016" PRIx64 ".tal", first);
-}
-
 int persist_create_log(ta_persist *p, uint64_t first)
 {
 	char name[64];
-	log_name(first, name, sizeof(name));
+	snprintf(name, sizeof(name), LOG_NAME_FORMAT, first);
 	int fd = openat(p->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
@@ -602,24 +596,38 @@ static bool buf_make_room(ta_persist *p, size_t need)
 	return true;
 }
 
-/* Counts len more bytes of records in p->buf and wakes the writer when it waits (mu
- * held). */
-static void buf_added(ta_persist *p, size_t len)
+/* Fills the header of a record at h: its payload's length and who; the sequence number
+ * comes with log_put, the checksums with the writer (seal_records). */
+static void put_header(uint8_t *h, uint32_t len, ta_owner who)
 {
-	p->len += len;
+	put_u32(h, len);
+	put_u64(h + 12, (uint64_t)who);
+}
+
+/* Copies whole records, without their sequence numbers (alen bytes at a, then blen at b),
+ * to the log's buffer and numbers them; wakes the writer when it waits. Returns the last
+ * one's number, or 0 when memory is short (persistence is then marked failed). */
+static uint64_t log_put(ta_persist *p, const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+	pthread_mutex_lock(&p->mu);
+	if (!buf_make_room(p, alen + blen)) {
+		pthread_mutex_unlock(&p->mu);
+		return 0;
+	}
+	uint8_t *dst = p->buf + p->len;
+	memcpy(dst, a, alen);
+	if (blen)
+		memcpy(dst + alen, b, blen);
+	for (size_t off = 0; off < alen + blen; off += REC_HEADER + (size_t)get_u32(dst + off))
+		put_u64(dst + off + 4, p->next_seq++);
+	p->len += alen + blen;
 	if (p->len > p->buf_high)
 		p->buf_high = p->len;
 	if (p->writer_idle)
 		pthread_cond_signal(&p->wake);
-}
-
-/* Fills the header of a record at h: its payload's length, seq and who; the checksums come
- * with the writer (seal_records). */
-static void put_header(uint8_t *h, uint32_t len, uint64_t seq, ta_owner who)
-{
-	put_u32(h, len);
-	put_u64(h + 4, seq);
-	put_u64(h + 12, (uint64_t)who);
+	uint64_t last = p->next_seq - 1;
+	pthread_mutex_unlock(&p->mu);
+	return last;
 }
 
 uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, size_t len,
@@ -629,20 +637,13 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 		ta_error_set(err, TA_INTERNAL, "a request of %zu bytes cannot be logged", len);
 		return 0;
 	}
-	pthread_mutex_lock(&p->mu);
-	if (!buf_make_room(p, REC_HEADER + len)) {
-		pthread_mutex_unlock(&p->mu);
+	uint8_t h[REC_HEADER] = {0};
+	put_header(h, (uint32_t)len, who);
+	uint64_t seq = log_put(p, h, REC_HEADER, payload, len);
+	if (seq == 0)
 		ta_error_set(err, TA_INTERNAL,
 		             "the request was applied but its log record could not be "
 		             "buffered (out of memory); mutations are refused from now on");
-		return 0;
-	}
-	uint64_t seq = p->next_seq++;
-	uint8_t *h = p->buf + p->len;
-	put_header(h, (uint32_t)len, seq, who);
-	memcpy(h + REC_HEADER, payload, len);
-	buf_added(p, REC_HEADER + len);
-	pthread_mutex_unlock(&p->mu);
 	return seq;
 }
 
@@ -658,27 +659,16 @@ static void run_flush(ta_persist *p, ta_persist_run *run)
 {
 	if (run->len == 0)
 		return;
-	pthread_mutex_lock(&p->mu);
-	if (!buf_make_room(p, run->len)) {
-		pthread_mutex_unlock(&p->mu);
+	uint64_t last = log_put(p, run->buf, run->len, NULL, 0);
+	if (last == 0) {
 		ta_log(TA_LOG_ERR,
 		       "%zu bytes of log records of applied requests could not be buffered (out "
 		       "of memory): their responses are withheld",
 		       run->len);
 		run->lost = true;
-		run->len = 0;
-		return;
+	} else {
+		run->last_seq = last;
 	}
-	uint8_t *dst = p->buf + p->len;
-	memcpy(dst, run->buf, run->len);
-	for (size_t off = 0; off < run->len;) {
-		uint8_t *h = dst + off;
-		put_u64(h + 4, p->next_seq++);
-		off += REC_HEADER + (size_t)get_u32(h);
-	}
-	run->last_seq = p->next_seq - 1;
-	buf_added(p, run->len);
-	pthread_mutex_unlock(&p->mu);
 	run->len = 0;
 }
 
@@ -708,7 +698,7 @@ static bool run_add(ta_persist *p, ta_persist_run *run, ta_owner who, const uint
 		run->cap = want;
 	}
 	uint8_t *h = run->buf + run->len;
-	put_header(h, (uint32_t)len, 0, who); /* the sequence number comes with run_flush */
+	put_header(h, (uint32_t)len, who);
 	memcpy(h + REC_HEADER, payload, len);
 	run->len += need;
 	return true;
