@@ -92,12 +92,9 @@ static void wait_ms(pthread_cond_t *cond, pthread_mutex_t *mu, uint64_t ms)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	uint64_t ns = (uint64_t)ts.tv_nsec + ms * 1000000u;
+	ts.tv_sec += (time_t)(ns / 1000000000u);
+	ts.tv_nsec = (long)(ns % 1000000000u);
 	pthread_cond_timedwait(cond, mu, &ts);
 }
 
@@ -163,6 +160,15 @@ int persist_create_log(ta_persist *p, uint64_t first)
 	return fd;
 }
 
+/* scandirat's filter: the logs' names, "log-<16 hex digits>.tal". */
+static int is_log_name(const struct dirent *e)
+{
+	uint64_t s;
+	char tail[8];
+	return sscanf(e->d_name, "log-%16" SCNx64 ".%3s", &s, tail) == 2 &&
+	       strcmp(tail, "tal") == 0 && strlen(e->d_name) == 24;
+}
+
 /* qsort order of log files: by first sequence number. */
 static int log_file_cmp(const void *a, const void *b)
 {
@@ -172,43 +178,26 @@ static int log_file_cmp(const void *a, const void *b)
 
 ta_status persist_list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *err)
 {
-	*out = NULL;
+	struct dirent **names = NULL;
+	int found = scandirat(p->dir_fd, ".", &names, is_log_name, NULL);
+	int e = errno;
 	*n = 0;
-	int fd = dup(p->dir_fd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot list %s: %s", p->dir,
-		                    strerror(errno));
-	}
-	rewinddir(d); /* the dup shares its offset with dir_fd, read to its end before */
-	size_t cap = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		uint64_t s;
-		char tail[8];
-		if (sscanf(e->d_name, "log-%16" SCNx64 ".%3s", &s, tail) != 2 ||
-		    strcmp(tail, "tal") != 0 || strlen(e->d_name) != 24)
-			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 8;
-			log_file *nl = realloc(*out, cap * sizeof(**out));
-			if (!nl) {
-				closedir(d);
-				free(*out);
-				*out = NULL;
-				return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-			}
-			*out = nl;
+	*out = found >= 0 ? calloc(found ? (size_t)found : 1, sizeof(**out)) : NULL;
+	for (int i = 0; i < found; i++) {
+		log_file *lf = *out ? &(*out)[*n] : NULL; /* the filter checked the name */
+		if (lf && sscanf(names[i]->d_name, "log-%16" SCNx64, &lf->first) == 1) {
+			snprintf(lf->name, sizeof(lf->name), "%.*s", (int)sizeof(lf->name) - 1,
+			         names[i]->d_name);
+			(*n)++;
 		}
-		(*out)[*n].first = s;
-		snprintf((*out)[*n].name, sizeof((*out)[*n].name), "%s", e->d_name);
-		(*n)++;
+		free(names[i]);
 	}
-	closedir(d);
-	if (*n)
-		qsort(*out, *n, sizeof(**out), log_file_cmp);
+	free(names);
+	if (found < 0)
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot list %s: %s", p->dir, strerror(e));
+	if (!*out)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	qsort(*out, *n, sizeof(**out), log_file_cmp);
 	return TA_OK;
 }
 
