@@ -85,19 +85,6 @@ static bool rd_io(void *r, void *buf, size_t n)
 	return rd(r, buf, n) == n;
 }
 
-/* Makes *buf hold at least n bytes (*cap: its size now); false when memory is short. */
-static bool grow(uint8_t **buf, size_t *cap, size_t n)
-{
-	if (n <= *cap)
-		return true;
-	uint8_t *nb = realloc(*buf, n);
-	if (!nb)
-		return false;
-	*buf = nb;
-	*cap = n;
-	return true;
-}
-
 /* Loads the snapshot (when there is one: *found) into the registry; *seq: its last
  * record. */
 static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_error *err)
@@ -342,13 +329,16 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 		uint32_t len = get_u32(h);
 		uint64_t seq = get_u64(h + 4);
 		ta_owner who = (ta_owner)get_u64(h + 12);
-		if (!grow(&payload, &cap, len)) {
+		uint8_t *grown = len > cap ? realloc(payload, len) : payload;
+		if (!grown) {
 			st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 			                  "%s: out of memory for a record of %" PRIu32
 			                  " bytes at offset %" PRIu64,
 			                  path, len, at);
 			goto out;
 		}
+		payload = grown;
+		cap = len > cap ? len : cap;
 		if (rd(&r, payload, len) < len) {
 			scan->torn = "a record cut short";
 			break;
