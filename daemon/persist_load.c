@@ -481,23 +481,20 @@ static ta_status check_complete(ta_persist *p, const log_file *logs, const log_s
 		                mark->last, mark->bytes - sc->end, lost, plural(lost));
 	}
 	if (use_mark && (!n || newest < mark->first)) {
-		char name[64];
-		snprintf(name, sizeof(name), LOG_NAME_FORMAT, mark->first);
 		uint64_t lost = span(expected, mark->last);
 		return log_loss(
 		    p, err,
-		    "%s/%s: missing; %" PRIu64 " bytes through record %" PRIu64
+		    "%s/" LOG_NAME_FORMAT ": missing; %" PRIu64 " bytes through record %" PRIu64
 		    " were durable: at least %" PRIu64 " bytes, %" PRIu64 " record%s lost",
-		    p->dir, name, mark->bytes, mark->last, mark->bytes, lost, plural(lost));
+		    p->dir, mark->first, mark->bytes, mark->last, mark->bytes, lost, plural(lost));
 	}
 	if (has_snap && (!n || newest <= snap_seq)) {
-		char name[64];
-		snprintf(name, sizeof(name), LOG_NAME_FORMAT, snap_seq + 1);
 		return log_loss(p, err,
-		                "%s/%s: missing, though the snapshot through record %" PRIu64
+		                "%s/" LOG_NAME_FORMAT
+		                ": missing, though the snapshot through record %" PRIu64
 		                " needs it: the records after %" PRIu64 " are lost (how many is "
 		                "unknown)",
-		                p->dir, name, snap_seq, snap_seq);
+		                p->dir, snap_seq + 1, snap_seq, snap_seq);
 	}
 	if (mark_state == 2)
 		return log_loss(p, err,

@@ -297,8 +297,12 @@ void *persist_writer_main(void *arg)
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		bool failed = atomic_load(&p->failed);
-		if (p->rotate && failed) {
-			/* no new log while writing fails: the snapshot reports the failure */
+		if (p->rotate && (failed || p->len == 0)) {
+			/* every record written: the next log; none while writing fails (the
+			 * snapshot reports the failure) */
+			if (!failed)
+				writer_rotate(p);
+			gathered = false;
 			p->rotate = false;
 			pthread_cond_broadcast(&p->rotated);
 			continue;
@@ -377,12 +381,6 @@ void *persist_writer_main(void *arg)
 			continue;
 		}
 		gathered = false;
-		if (p->rotate) {
-			writer_rotate(p);
-			p->rotate = false;
-			pthread_cond_broadcast(&p->rotated);
-			continue;
-		}
 		if (p->stop)
 			break;
 		p->writer_idle = true;
