@@ -213,7 +213,8 @@ ta_status persist_tile_data(ta_backend *be, ta_tile *tile, ta_op op, uint8_t **c
                             bool (*io)(void *ctx, void *buf, size_t n), void *ctx, ta_error *err);
 
 /* persist_log.c: the writer thread (arg: p): takes the buffered records, seals, writes and
- * (always) fdatasyncs them, rotates the log when asked. */
+ * (always) fdatasyncs them, rotates the log when asked; after a failed write (everysec, no)
+ * tries again once a second. */
 void *persist_writer_main(void *arg);
 /* persist_log.c: the everysec fsync thread (arg: p), which also keeps the logmark. */
 void *persist_syncer_main(void *arg);

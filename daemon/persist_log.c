@@ -286,8 +286,6 @@ static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf
 		p->buf_high = p->len;
 }
 
-/* The writer thread: writes records as they come, fsyncs by the mode, rotates logs; after
- * a failed write (everysec, no) tries again once a second. */
 void *persist_writer_main(void *arg)
 {
 	ta_persist *p = arg;
