@@ -119,8 +119,8 @@ ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request 
 	 * data-plane one is unpacked for that, the rare case of shared buffers with --data-dir */
 	int refs = rc->wire ? rc->wire->refs : inline_refs(shm, &pb->base, &rc->err);
 	bool create = !rc->wire && pb->body_case == TILEATOM__REQUEST__BODY_CREATE;
-	char where[TA_WHERE_TEXT_MAX];
 	if (refs != 0 || create) {
+		char where[TA_WHERE_TEXT_MAX]; /* the create's placement, until it is packed */
 		Tileatom__Request *req =
 		    rc->wire
 		        ? tileatom__request__unpack(&rc->arena->pb, rc->payload_len, rc->payload)
