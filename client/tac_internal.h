@@ -288,9 +288,10 @@ TAC_HIDDEN size_t tac_cuptr_count(const tileatom_client *c);
 TAC_HIDDEN void tac_cuptr_client_free(tileatom_client *c);
 
 /* ---- synchronous round trips (tac_call.c; uses tac_cuptr.c, tac_shm.c and below) ----- */
-/* Sends m at once (raw device pointers registered, staged and rewritten for shared
- * buffers) and waits for its response (c->last); returns its status. */
-TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err);
+/* Sends m, which its builder returned rc for (not TILEATOM_OK: returned at once), at once
+ * (raw device pointers registered, staged and rewritten for shared buffers) and waits for
+ * its response (c->last); returns its status. */
+TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, int rc, tileatom_error *err);
 
 /* ---- errors (tac_util.c) ------------------------------------------------------------- */
 

@@ -73,6 +73,26 @@ bool tac_frame_too_large(const tileatom_client *c, tac_msg *m)
 	return packed > (size_t)c->max_frame;
 }
 
+/* tileatom_describe of tile into *info, from the layers below the public calls; pipelined:
+ * the describe goes behind the pipelined requests still pending, whose responses wait in
+ * the frame queue for tileatom_collect. */
+static int split_describe(tileatom_client *c, const char *tile, bool pipelined,
+                          tileatom_tile_info *info, tileatom_error *err)
+{
+	tac_msg dm;
+	int rc = tac_build_named(&dm, TILEATOM_REQ_DESCRIBE, tile, err);
+	tileatom_request_kind kind;
+	if (!pipelined)
+		rc = tac_roundtrip(c, &dm, rc, err);
+	if (pipelined && rc == TILEATOM_OK)
+		rc = tac_conn_submit(c, &dm, true, -1, NULL, err);
+	if (pipelined && rc == TILEATOM_OK)
+		rc = tac_conn_receive_newest(c, &kind, err);
+	if (pipelined && rc == TILEATOM_OK)
+		rc = tac_check_response(c->last, kind, err);
+	return rc == TILEATOM_OK ? tac_tile_info_from_wire(info, c->last->tile, err) : rc;
+}
+
 bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq)
 {
 	if (!rq->returns_old || !rq->values)
@@ -83,11 +103,7 @@ bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq)
 		const int64_t *shape = rq->region ? rq->region->shape : NULL;
 		tileatom_tile_info info;
 		if (!rq->region) {
-			tac_msg dm; /* tileatom_describe, from the layers below the public calls */
-			if (tac_build_named(&dm, TILEATOM_REQ_DESCRIBE, rq->tile, NULL) !=
-			        TILEATOM_OK ||
-			    tac_roundtrip(c, &dm, NULL) != TILEATOM_OK ||
-			    tac_tile_info_from_wire(&info, c->last->tile, NULL) != TILEATOM_OK)
+			if (split_describe(c, rq->tile, false, &info, NULL) != TILEATOM_OK)
 				return false; /* the split path reports the error */
 			rank = info.rank;
 			shape = info.shape;
@@ -139,9 +155,8 @@ typedef struct split_plan {
 } split_plan;
 
 /* The refusal of a request that cannot be split: TILEATOM_E_INVALID_ARGUMENT naming why. */
-static int split_refuse(const tileatom_client *c, tileatom_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int split_refuse(const tileatom_client *c, tileatom_error *err, const char *fmt, ...)
+static __attribute__((format(printf, 3, 4))) int
+split_refuse(const tileatom_client *c, tileatom_error *err, const char *fmt, ...)
 {
 	char why[TILEATOM_MSG_MAX];
 	va_list ap;
@@ -240,13 +255,84 @@ static int split_shape(const tileatom_client *c, const tac_split_req *rq, split_
 	return TILEATOM_OK;
 }
 
-static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
-                              tileatom_error *err);
+/* Element offset of operand o at element coordinates e. */
+static int64_t split_at(const split_operand *o, int rank, const int64_t *e)
+{
+	int64_t at = 0;
+	for (int a = 0; a < rank; a++)
+		at += e[a] * o->stride[a];
+	return at;
+}
 
-/* Describes the tile, fixes the region, the element shape, the operands and the part size,
- * and checks the indices when check_bounds is off; *o gets rq's options. pipelined: the
- * describe goes behind the pipelined requests still pending, whose responses
- * wait in the frame queue for tileatom_collect. */
+/* Index at element offset `at` of an INT32 / INT64 index array. */
+static int64_t split_index(const tileatom_array *a, int64_t at)
+{
+	if (a->dtype == TILEATOM_INT32) {
+		int32_t v;
+		memcpy(&v, (const uint8_t *)a->data + at * 4, 4);
+		return v;
+	}
+	int64_t v;
+	memcpy(&v, (const uint8_t *)a->data + at * 8, 8);
+	return v;
+}
+
+/* The reject-whole check: every unmasked element's indices (SCATTER: along dim; INDEXED:
+ * along each axis, or flat offsets) against the region. TILEATOM_OK or
+ * TILEATOM_E_OUT_OF_RANGE naming the first one. */
+static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
+                              tileatom_error *err)
+{
+	int n_index = rq->n_index;
+	const split_operand *mask = rq->opts && rq->opts->mask ? &p->ops[p->nops - 1] : NULL;
+	for (int i = 0; i < n_index; i++)
+		if (tac_shm_in_device(c, rq->indices[i].data, p->ops[i].bytes))
+			return split_refuse(c, err,
+			                    "%s lies in a device buffer, which the library "
+			                    "cannot check with check_bounds off",
+			                    p->ops[i].what);
+	if (mask && tac_shm_in_device(c, mask->array->data, mask->bytes))
+		return split_refuse(c, err,
+		                    "the mask lies in a device buffer, which the library "
+		                    "cannot check with check_bounds off");
+	int64_t region_count = 1;
+	for (int a = 0; a < p->box.rank; a++)
+		region_count *= p->box.shape[a];
+	int64_t e[TILEATOM_MAX_RANK] = {0};
+	for (int64_t k = 0; k < p->count; k++) {
+		uint8_t on = 1;
+		if (mask)
+			memcpy(&on, (const uint8_t *)mask->array->data + split_at(mask, p->rank, e),
+			       1);
+		for (int i = 0; on && i < n_index; i++) {
+			int64_t x = split_index(rq->indices + i, split_at(&p->ops[i], p->rank, e));
+			int axis = rq->kind == TILEATOM_REQ_SCATTER ? rq->dim : i;
+			int64_t limit = rq->flat ? region_count : p->box.shape[axis];
+			if (x < 0 || x >= limit) {
+				char along[32] = "";
+				if (!rq->flat)
+					snprintf(along, sizeof(along), " along axis %d", axis);
+				return tac_err(
+				    err, TILEATOM_E_OUT_OF_RANGE,
+				    "index %" PRId64 " of element %" PRId64
+				    " is outside [0, %" PRId64
+				    ")%s of tile '%s' (check_bounds is off; the request would have "
+				    "been split into %d parts: nothing was applied)",
+				    x, k, limit, along, rq->tile, p->nparts);
+			}
+		}
+		for (int a = p->rank - 1; a >= 0; a--) {
+			if (++e[a] < p->shape[a])
+				break;
+			e[a] = 0;
+		}
+	}
+	return TILEATOM_OK;
+}
+
+/* Describes the tile (split_describe), fixes the region, the element shape, the operands
+ * and the part size, and checks the indices when check_bounds is off; *o gets rq's
+ * options. */
 static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipelined,
                          tileatom_op_options *o, split_plan *p, tileatom_error *err)
 {
@@ -261,20 +347,7 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipel
 		               "opts->old_out, which is NULL; nothing was sent",
 		               c->max_frame);
 	memset(p, 0, sizeof(*p));
-	tac_msg dm; /* tileatom_describe, from the layers below the public calls */
-	int rc = tac_build_named(&dm, TILEATOM_REQ_DESCRIBE, rq->tile, err);
-	if (rc == TILEATOM_OK && !pipelined) {
-		rc = tac_roundtrip(c, &dm, err);
-	} else if (rc == TILEATOM_OK) {
-		tileatom_request_kind kind;
-		rc = tac_conn_submit(c, &dm, true, -1, NULL, err);
-		if (rc == TILEATOM_OK)
-			rc = tac_conn_receive_newest(c, &kind, err);
-		if (rc == TILEATOM_OK)
-			rc = tac_check_response(c->last, kind, err);
-	}
-	if (rc == TILEATOM_OK)
-		rc = tac_tile_info_from_wire(&p->info, c->last->tile, err);
+	int rc = split_describe(c, rq->tile, pipelined, &p->info, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const tileatom_tile_info *t = &p->info;
@@ -366,81 +439,6 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipel
 		               o->old_out_size, (size_t)p->count * tileatom_dtype_size(t->dtype));
 	if (!o->check_bounds && rq->n_index > 0)
 		return split_check_bounds(c, rq, p, err);
-	return TILEATOM_OK;
-}
-
-/* Element offset of operand o at element coordinates e. */
-static int64_t split_at(const split_operand *o, int rank, const int64_t *e)
-{
-	int64_t at = 0;
-	for (int a = 0; a < rank; a++)
-		at += e[a] * o->stride[a];
-	return at;
-}
-
-/* Index at element offset `at` of an INT32 / INT64 index array. */
-static int64_t split_index(const tileatom_array *a, int64_t at)
-{
-	if (a->dtype == TILEATOM_INT32) {
-		int32_t v;
-		memcpy(&v, (const uint8_t *)a->data + at * 4, 4);
-		return v;
-	}
-	int64_t v;
-	memcpy(&v, (const uint8_t *)a->data + at * 8, 8);
-	return v;
-}
-
-/* The reject-whole check: every unmasked element's indices (SCATTER: along dim; INDEXED:
- * along each axis, or flat offsets) against the region. TILEATOM_OK or
- * TILEATOM_E_OUT_OF_RANGE naming the first one. */
-static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
-                              tileatom_error *err)
-{
-	int n_index = rq->n_index;
-	const split_operand *mask = rq->opts && rq->opts->mask ? &p->ops[p->nops - 1] : NULL;
-	for (int i = 0; i < n_index; i++)
-		if (tac_shm_in_device(c, rq->indices[i].data, p->ops[i].bytes))
-			return split_refuse(c, err,
-			                    "%s lies in a device buffer, which the library "
-			                    "cannot check with check_bounds off",
-			                    p->ops[i].what);
-	if (mask && tac_shm_in_device(c, mask->array->data, mask->bytes))
-		return split_refuse(c, err,
-		                    "the mask lies in a device buffer, which the library "
-		                    "cannot check with check_bounds off");
-	int64_t region_count = 1;
-	for (int a = 0; a < p->box.rank; a++)
-		region_count *= p->box.shape[a];
-	int64_t e[TILEATOM_MAX_RANK] = {0};
-	for (int64_t k = 0; k < p->count; k++) {
-		uint8_t on = 1;
-		if (mask)
-			memcpy(&on, (const uint8_t *)mask->array->data + split_at(mask, p->rank, e),
-			       1);
-		for (int i = 0; on && i < n_index; i++) {
-			int64_t x = split_index(rq->indices + i, split_at(&p->ops[i], p->rank, e));
-			int axis = rq->kind == TILEATOM_REQ_SCATTER ? rq->dim : i;
-			int64_t limit = rq->flat ? region_count : p->box.shape[axis];
-			if (x < 0 || x >= limit) {
-				char along[32] = "";
-				if (!rq->flat)
-					snprintf(along, sizeof(along), " along axis %d", axis);
-				return tac_err(
-				    err, TILEATOM_E_OUT_OF_RANGE,
-				    "index %" PRId64 " of element %" PRId64
-				    " is outside [0, %" PRId64
-				    ")%s of tile '%s' (check_bounds is off; the request would have "
-				    "been split into %d parts: nothing was applied)",
-				    x, k, limit, along, rq->tile, p->nparts);
-			}
-		}
-		for (int a = p->rank - 1; a >= 0; a--) {
-			if (++e[a] < p->shape[a])
-				break;
-			e[a] = 0;
-		}
-	}
 	return TILEATOM_OK;
 }
 
@@ -537,9 +535,8 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 		}
 		tac_msg m;
 		tileatom_region moved;
-		rc = split_build(c, rq, &p, r0, rows, &po, &m, parts, &moved, err);
-		if (rc == TILEATOM_OK)
-			rc = tac_roundtrip(c, &m, err);
+		rc = tac_roundtrip(
+		    c, &m, split_build(c, rq, &p, r0, rows, &po, &m, parts, &moved, err), err);
 		const Tileatom__OpResponse *r = NULL;
 		if (rc == TILEATOM_OK)
 			rc = split_part_result(c, rows, unit, o.want_old ? po.old_out : NULL,
