@@ -161,9 +161,7 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 		}
 	}
 	if (rc != TILEATOM_OK) {
-		tac_cuptr_client_free(c);
-		tac_shm_client_free(c);
-		tac_client_free(c);
+		tileatom_close(c); /* (nothing is buffered to flush) */
 		return rc;
 	}
 	c->io_timeout_ms = 0;

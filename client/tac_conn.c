@@ -30,18 +30,18 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Monotonic milliseconds. */
-static int64_t now_ms(void)
+/* Nanoseconds on the monotonic clock. */
+static int64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* A deadline timeout_ms from now; -1 when there is none. */
+/* A deadline (monotonic milliseconds) timeout_ms from now; -1 when there is none. */
 static int64_t deadline_from(int timeout_ms)
 {
-	return timeout_ms > 0 ? now_ms() + timeout_ms : -1;
+	return timeout_ms > 0 ? now_ns() / 1000000 + timeout_ms : -1;
 }
 
 /* Milliseconds left until deadline as a poll() timeout (-1: forever, 0: expired). */
@@ -49,7 +49,7 @@ static int remaining_ms(int64_t deadline)
 {
 	if (deadline < 0)
 		return -1;
-	int64_t left = deadline - now_ms();
+	int64_t left = deadline - now_ns() / 1000000;
 	if (left <= 0)
 		return 0;
 	return left > 1000000000 ? 1000000000 : (int)left;
@@ -607,14 +607,6 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, bool flush, int fd, uint64_t
 	return queue_pending(c, m->kind, id);
 }
 
-/* Nanoseconds on the monotonic clock. */
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* tileatom_set_busy_poll: reads without sleeping until need whole response frames are
  * queued or c->busy_poll_us passed (the non-blocking socket's recv returns at once when
  * nothing is there). TILEATOM_OK, or the receive's error. */
@@ -669,17 +661,13 @@ static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, til
 	while (c->rxq_count < need) {
 		short revents = 0;
 		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
-		if (w == 0) {
+		if (w == 0)
 			tac_err(err, TILEATOM_E_TIMEOUT,
 			        "waiting for a response from %s: timed out", c->address);
-			return tac_conn_break(c, err);
-		}
-		if (w < 0) {
+		else if (w < 0)
 			tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
 			        strerror(errno));
-			return tac_conn_break(c, err);
-		}
-		int rc = recv_some(c, err);
+		int rc = w > 0 ? recv_some(c, err) : TILEATOM_E_IO;
 		if (rc != TILEATOM_OK)
 			return tac_conn_break(c, err);
 	}

@@ -569,19 +569,13 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 
 /* A split submit whose parts await tileatom_collect (c->splits, oldest first). */
 struct tac_split_pending {
-	tac_split_pending *next;          /* the next younger split submit (NULL: none) */
-	uint64_t id;                      /* the id its submit returned (its first part's) */
-	tileatom_request_kind kind;       /* ELEMENTWISE, SCATTER or INDEXED */
-	int nparts;                       /* parts queued */
-	int64_t rows;                     /* extent of the cut (first) axis of the element shape */
-	int64_t part_rows;                /* rows per part (the last one may have fewer) */
-	const char *unit;                 /* "rows", or "elements" for a 1-D element shape */
-	bool want_old;                    /* the old values go to old_out */
-	uint8_t *old_out;                 /* the caller's opts->old_out */
-	size_t old_row;                   /* bytes of old values per row */
-	tileatom_dtype dtype;             /* the tile's dtype (of the old values) */
-	int rank;                         /* rank of the element shape */
-	int64_t shape[TILEATOM_MAX_RANK]; /* the element shape */
+	tac_split_pending *next;    /* the next younger split submit (NULL: none) */
+	uint64_t id;                /* the id its submit returned (its first part's) */
+	tileatom_request_kind kind; /* ELEMENTWISE, SCATTER or INDEXED */
+	int nparts;                 /* parts queued */
+	bool want_old;              /* the old values go to old_out */
+	uint8_t *old_out;           /* the caller's opts->old_out */
+	split_plan plan; /* its plan (shape, part rows, old values; ops no longer read) */
 };
 
 int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, tileatom_error *err)
@@ -595,15 +589,9 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 	if (!s)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory; nothing was sent");
 	s->kind = rq->kind;
-	s->rows = p.shape[0];
-	s->part_rows = p.part_rows;
-	s->unit = p.rank == 1 ? "elements" : "rows";
 	s->want_old = o.want_old;
 	s->old_out = o.old_out;
-	s->old_row = p.old_row;
-	s->dtype = p.info.dtype;
-	s->rank = p.rank;
-	memcpy(s->shape, p.shape, sizeof(s->shape));
+	s->plan = p;
 	int64_t n = p.shape[0];
 	int i = 0;
 	size_t window = 2; /* parts that may be unanswered at once (set at part 1) */
@@ -723,6 +711,9 @@ static void split_runs_close(split_runs *u, int64_t to)
 int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error *err)
 {
 	tac_split_pending *s = c->splits;
+	const split_plan *p = &s->plan;
+	const int64_t n = p->shape[0];
+	const char *unit = p->rank == 1 ? "elements" : "rows";
 	out->id = s->id;
 	out->kind = s->kind;
 	split_runs runs = {"", 0, false, -1};
@@ -730,8 +721,8 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 	int64_t fail_r0 = 0, fail_rows = 0;
 	char fail_msg[TILEATOM_MSG_MAX] = "";
 	for (int i = 0; i < s->nparts; i++) {
-		int64_t r0 = (int64_t)i * s->part_rows;
-		int64_t rows = s->rows - r0 < s->part_rows ? s->rows - r0 : s->part_rows;
+		int64_t r0 = (int64_t)i * p->part_rows;
+		int64_t rows = n - r0 < p->part_rows ? n - r0 : p->part_rows;
 		tileatom_request_kind kind;
 		tileatom_error pe = {0, ""};
 		rc = tac_conn_receive(c, &kind, &pe);
@@ -740,8 +731,7 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 			tac_err(err, rc,
 			        "receiving part %d of %d of a split request: %s (%s %s were "
 			        "applied; the later parts are unknown)",
-			        i + 1, s->nparts, pe.message, s->unit,
-			        runs.len ? runs.text : "none");
+			        i + 1, s->nparts, pe.message, unit, runs.len ? runs.text : "none");
 			break;
 		}
 		if (i > 0 && c->split_extra > 0)
@@ -749,10 +739,10 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		int prc = tac_check_response(c->last, kind, &pe);
 		const Tileatom__OpResponse *r = NULL;
 		if (prc == TILEATOM_OK)
-			prc = split_part_result(c, rows, s->unit,
-			                        s->want_old ? s->old_out + (size_t)r0 * s->old_row
+			prc = split_part_result(c, rows, unit,
+			                        s->want_old ? s->old_out + (size_t)r0 * p->old_row
 			                                    : NULL,
-			                        s->old_row, &r, &pe);
+			                        p->old_row, &r, &pe);
 		if (prc == TILEATOM_OK) {
 			out->applied += r->applied;
 			out->skipped += r->skipped;
@@ -770,7 +760,7 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		}
 	}
 	if (rc == TILEATOM_OK) {
-		split_runs_close(&runs, s->rows - 1);
+		split_runs_close(&runs, n - 1);
 		rc = fail_rc;
 		if (fail_part && runs.len == 0) /* nothing applied: the daemon's word alone */
 			tac_err(err, rc, "%s", fail_msg);
@@ -778,16 +768,16 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 			tac_err(err, rc,
 			        "part %d of %d (%s %" PRId64 "..%" PRId64
 			        ") of a split request failed; %s %s were applied: %s",
-			        fail_part, s->nparts, s->unit, fail_r0, fail_r0 + fail_rows - 1,
-			        s->unit, runs.text, fail_msg);
+			        fail_part, s->nparts, unit, fail_r0, fail_r0 + fail_rows - 1, unit,
+			        runs.text, fail_msg);
 	}
 	out->status = rc;
 	if (rc == TILEATOM_OK && s->want_old) {
-		out->dtype = s->dtype;
-		out->rank = s->rank;
-		memcpy(out->shape, s->shape, sizeof(out->shape));
+		out->dtype = p->info.dtype;
+		out->rank = p->rank;
+		memcpy(out->shape, p->shape, sizeof(out->shape));
 		out->data = s->old_out;
-		out->data_bytes = (size_t)s->rows * s->old_row;
+		out->data_bytes = (size_t)n * p->old_row;
 	}
 	c->splits = s->next;
 	if (!c->splits)

@@ -128,21 +128,12 @@ int tileatom_default_socket(char *buf, size_t n)
 			user_path[0] = '\0';
 	}
 	const char *system_path = "/run/tileatom/tileatomd.sock";
-	const char *cand[2];
-	int nc = 0;
-	if (geteuid() == 0) {
-		cand[nc++] = system_path;
-		if (user_path[0])
-			cand[nc++] = user_path;
-	} else {
-		if (user_path[0])
-			cand[nc++] = user_path;
-		cand[nc++] = system_path;
-	}
-	for (int i = 0; i < nc; i++)
-		if (path_exists(cand[i]))
+	bool root = geteuid() == 0;
+	const char *cand[2] = {root ? system_path : user_path, root ? user_path : system_path};
+	for (int i = 0; i < 2; i++)
+		if (cand[i][0] && path_exists(cand[i]))
 			return copy_path(buf, n, cand[i]);
-	return copy_path(buf, n, cand[0]);
+	return copy_path(buf, n, cand[0][0] ? cand[0] : cand[1]);
 }
 
 size_t tileatom_dtype_size(tileatom_dtype dtype)
