@@ -1,6 +1,6 @@
 /* tac_conn.c: the client's socket. Happy path: tac_conn_open connects (Unix path or TCP,
  * non-blocking, bounded by a timeout); tac_conn_submit packs a request into one frame at
- * the end of the output buffer (tac_conn_submit_atomic writes a described hot request
+ * the end of the output buffer (tac_conn_submit_template writes a template's bytes
  * there directly), queueing its id as pending; the buffer is written out by a
  * synchronous call's submit, by tac_conn_receive before it waits (tileatom_collect), or as
  * soon as it holds TAC_FLUSH_THRESHOLD bytes, so pipelined requests leave in few send()s;
@@ -697,26 +697,6 @@ static int receive_begin(tileatom_client *c, size_t need, tileatom_error *err)
 	return wait_responses(c, need, deadline, err);
 }
 
-/* Decodes the response in frame f (its bytes still in place) to a request of kind: the one
- * data-plane decoder (tac_wire.c) for a data-plane request, protobuf-c for the control
- * plane; NULL when it cannot. */
-static inline __attribute__((always_inline)) Tileatom__Response *
-decode_frame(tileatom_client *c, const tac_frame *f, tileatom_request_kind kind)
-{
-	const uint8_t *fdata = frame_data(c, f);
-	if (tac_wire_takes(kind))
-		return tac_wire_decode_response(&c->fast, fdata, f->len);
-	return tileatom__response__unpack(NULL, f->len, fdata);
-}
-
-/* Breaks the connection over frame f, which held no decodable response. */
-static int undecodable(tileatom_client *c, const tac_frame *f, tileatom_error *err)
-{
-	tac_err(err, TILEATOM_E_PROTOCOL, "undecodable response of %u bytes from %s", f->len,
-	        c->address);
-	return tac_conn_break(c, err);
-}
-
 /* tac_conn_receive (newest false) and tac_conn_receive_newest: the response to the oldest
  * or the newest pending request. */
 static inline __attribute__((always_inline)) int
@@ -740,10 +720,18 @@ receive(tileatom_client *c, bool newest, tileatom_request_kind *kind, tileatom_e
 		c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
 	c->rxq_count--;
 	tac_pending p = c->pending[(c->pending_head + back) & (c->pending_cap - 1)];
-	Tileatom__Response *r = decode_frame(c, &f, p.kind);
+	/* the one data-plane decoder (tac_wire.c) for a data-plane request, protobuf-c for the
+	 * control plane (its bytes still in place) */
+	const uint8_t *fdata = frame_data(c, &f);
+	Tileatom__Response *r = tac_wire_takes(p.kind)
+	                            ? tac_wire_decode_response(&c->fast, fdata, f.len)
+	                            : tileatom__response__unpack(NULL, f.len, fdata);
 	rxq_release(c, &f, newest); /* both decoders copied what they keep */
-	if (!r)
-		return undecodable(c, &f, err);
+	if (!r) {
+		tac_err(err, TILEATOM_E_PROTOCOL, "undecodable response of %u bytes from %s", f.len,
+		        c->address);
+		return tac_conn_break(c, err);
+	}
 	if (r->id != p.id) {
 		if (r->status != TILEATOM__STATUS__OK && r->message && *r->message)
 			tac_err(err, TILEATOM_E_PROTOCOL,

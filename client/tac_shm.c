@@ -9,7 +9,7 @@
  * library's own (tac_shm_stage), so that big requests skip the socket without the caller
  * doing anything (old values of such calls still come back inline); arrays of
  * TA_COPY_PARALLEL_MIN bytes or more are copied there on several threads (tacore/ta_copy.h).
- * A pipelined request over the frame limit may use that buffer too (tac_shm_stage_pipelined)
+ * A pipelined request over the frame limit may use that buffer too (tac_shm_stage, pipelined)
  * while no other request holds it: it stays reserved until that request's response is
  * collected.
  *

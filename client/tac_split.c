@@ -442,19 +442,6 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipel
 	return TILEATOM_OK;
 }
 
-/* Part [r0, r0 + rows) along the first axis of operand o (a repeated one stays whole). */
-static tileatom_array split_part(const split_plan *p, const split_operand *o, int64_t r0,
-                                 int64_t rows)
-{
-	tileatom_array part = *o->array;
-	if (o->cut) {
-		size_t row_bytes = o->bytes / (size_t)p->shape[0];
-		part.shape[0] = rows;
-		part.data = (const uint8_t *)o->array->data + (size_t)r0 * row_bytes;
-	}
-	return part;
-}
-
 /* Builds part [r0, r0 + rows) of the request into m (po: the part's options, its mask
  * pointed at the part's), checking that it fits a frame. m borrows parts (the part's
  * operands) and *moved (its region), which the caller keeps until m is sent. */
@@ -464,8 +451,15 @@ static int split_build(tileatom_client *c, const tac_split_req *rq, const split_
 {
 	if (po->mask)
 		po->mask = &parts[p->nops - 1];
-	for (int i = 0; i < p->nops; i++)
-		parts[i] = split_part(p, &p->ops[i], r0, rows);
+	for (int i = 0; i < p->nops; i++) { /* a cut operand's rows; a repeated one whole */
+		const split_operand *o = &p->ops[i];
+		parts[i] = *o->array;
+		if (o->cut) {
+			parts[i].shape[0] = rows;
+			parts[i].data = (const uint8_t *)o->array->data +
+			                (size_t)r0 * (o->bytes / (size_t)p->shape[0]);
+		}
+	}
 	int at = rq->n_index;
 	const tileatom_array *values = rq->values ? &parts[at++] : NULL;
 	const tileatom_array *compare = rq->compare ? &parts[at++] : NULL;
