@@ -18,31 +18,24 @@
  * table is tied to its public name here, and the core to the wire in ta_wire_enums.h. */
 #define TAC_PUBLIC_SAME(core, pub) _Static_assert((int)(core) == (int)(pub), #core " != " #pub)
 #define TA_DTYPE(id, wire, ...)    TAC_PUBLIC_SAME(TA_DTYPE_##id, TILEATOM_##wire);
-#include "ta_ops.def"
-#undef TA_DTYPE
-#define TAC_PUBLIC_OP_RMW(id) TAC_PUBLIC_SAME(TA_OP_##id, TILEATOM_OP_##id);
+#define TAC_PUBLIC_OP_RMW(id)      TAC_PUBLIC_SAME(TA_OP_##id, TILEATOM_OP_##id);
 #define TAC_PUBLIC_OP_LOAD(id)
 #define TAC_PUBLIC_OP_STORE(id)
 #define TA_OP(id, name, kind, ...) TAC_PUBLIC_OP_##kind(id)
-#include "ta_ops.def"
+#define TA_SEM(id, ...)            TAC_PUBLIC_SAME(TA_SEM_##id, TILEATOM_SEM_##id);
+#define TA_SCOPE(id, ...)          TAC_PUBLIC_SAME(TA_SCOPE_##id, TILEATOM_SCOPE_##id);
+#define TA_SPACE(id, ...)          TAC_PUBLIC_SAME(TA_SPACE_##id, TILEATOM_SPACE_##id);
+#define TA_ADDR(id, ...)           TAC_PUBLIC_SAME(TA_ADDR_##id, TILEATOM_ADDR_##id);
+#define TA_STATUS(id, pub)         TAC_PUBLIC_SAME(TA_##id, TILEATOM_##pub);
+#define TA_REQUEST(id, ...)        TAC_PUBLIC_SAME(TA_REQ_##id, TILEATOM_REQ_##id);
+#include "ta_ops.def" /* (each row kind only where its macro is defined) */
+#undef TA_DTYPE
 #undef TA_OP
-#define TA_SEM(id, ...) TAC_PUBLIC_SAME(TA_SEM_##id, TILEATOM_SEM_##id);
-#include "ta_ops.def"
 #undef TA_SEM
-#define TA_SCOPE(id, ...) TAC_PUBLIC_SAME(TA_SCOPE_##id, TILEATOM_SCOPE_##id);
-#include "ta_ops.def"
 #undef TA_SCOPE
-#define TA_SPACE(id, ...) TAC_PUBLIC_SAME(TA_SPACE_##id, TILEATOM_SPACE_##id);
-#include "ta_ops.def"
 #undef TA_SPACE
-#define TA_ADDR(id, ...) TAC_PUBLIC_SAME(TA_ADDR_##id, TILEATOM_ADDR_##id);
-#include "ta_ops.def"
 #undef TA_ADDR
-#define TA_STATUS(id, pub) TAC_PUBLIC_SAME(TA_##id, TILEATOM_##pub);
-#include "ta_ops.def"
 #undef TA_STATUS
-#define TA_REQUEST(id, ...) TAC_PUBLIC_SAME(TA_REQ_##id, TILEATOM_REQ_##id);
-#include "ta_ops.def"
 #undef TA_REQUEST
 TAC_PUBLIC_SAME(TA_DTYPE_NONE, TILEATOM_DTYPE_NONE);
 TAC_PUBLIC_SAME(TA_OP_NONE, TILEATOM_OP_NONE);
