@@ -247,15 +247,11 @@ int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer
                            tileatom_error *err)
 {
 	int rc = buffer_prepare(client, out, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	struct tileatom_buffer *b = NULL;
-	rc = shm_create(client, size, &b, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	client->bufs[client->nbufs++] = b;
-	*out = b;
-	return TILEATOM_OK;
+	if (rc == TILEATOM_OK)
+		rc = shm_create(client, size, out, err);
+	if (rc == TILEATOM_OK)
+		client->bufs[client->nbufs++] = *out;
+	return rc;
 }
 
 void *tileatom_buffer_data(const tileatom_buffer *buffer)
