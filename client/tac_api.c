@@ -132,12 +132,8 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 			               "the default socket path is too long");
 		address = defpath;
 	}
-	int fd = -1;
-	int rc = tac_conn_open(address, timeout_ms, &fd, err);
-	if (rc != TILEATOM_OK)
-		return rc;
 	tileatom_client *c = NULL;
-	rc = tac_client_new(fd, address, &c, err);
+	int rc = tac_conn_open(address, timeout_ms, &c, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	c->cuptr_min = tac_cuptr_default_min();

@@ -172,24 +172,6 @@ static int open_tcp(const char *address, const char *host, const char *port, int
 	return rc;
 }
 
-int tac_conn_open(const char *address, int timeout_ms, int *fd, tileatom_error *err)
-{
-	bool is_unix;
-	char *host = NULL, *port = NULL;
-	*fd = -1;
-	int rc = tac_parse_address(address, &is_unix, &host, &port, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	int64_t deadline = deadline_from(timeout_ms);
-	if (is_unix)
-		rc = open_unix(address, deadline, fd, err);
-	else
-		rc = open_tcp(address, host, port, deadline, fd, err);
-	free(host);
-	free(port);
-	return rc;
-}
-
 /* Frees a decoded response r (NULL: nothing) unless it is c's fast-decoded one. */
 static void release_response(tileatom_client *c, Tileatom__Response *r)
 {
@@ -197,9 +179,24 @@ static void release_response(tileatom_client *c, Tileatom__Response *r)
 		tileatom__response__free_unpacked(r, NULL);
 }
 
-int tac_client_new(int fd, const char *address, tileatom_client **out, tileatom_error *err)
+int tac_conn_open(const char *address, int timeout_ms, tileatom_client **out, tileatom_error *err)
 {
+	bool is_unix;
+	char *host = NULL, *port = NULL;
 	*out = NULL;
+	int rc = tac_parse_address(address, &is_unix, &host, &port, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	int fd = -1;
+	int64_t deadline = deadline_from(timeout_ms);
+	if (is_unix)
+		rc = open_unix(address, deadline, &fd, err);
+	else
+		rc = open_tcp(address, host, port, deadline, &fd, err);
+	free(host);
+	free(port);
+	if (rc != TILEATOM_OK)
+		return rc;
 	tileatom_client *c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);

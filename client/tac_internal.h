@@ -243,8 +243,6 @@ TAC_HIDDEN bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined);
 /* The response to request id was collected: the staging buffer is free again if id held
  * it. */
 TAC_HIDDEN void tac_shm_collected(tileatom_client *c, uint64_t id);
-/* True when [p, p + len) starts in a device buffer of c (the library must not read it). */
-TAC_HIDDEN bool tac_shm_in_device(const tileatom_client *c, const void *p, size_t len);
 /* Frees c's buffers (tileatom_close, before tac_client_free). */
 TAC_HIDDEN void tac_shm_client_free(tileatom_client *c);
 /* Default operand bytes of one synchronous request from which tac_shm_stage uses shared
@@ -352,11 +350,10 @@ TAC_HIDDEN int tac_parse_address(const char *address, bool *is_unix, char **host
 
 /* ---- connection (tac_conn.c) ------------------------------------------------------------ */
 
-/* Opens the socket to address with a timeout (<= 0: none); *fd gets a non-blocking socket. */
-TAC_HIDDEN int tac_conn_open(const char *address, int timeout_ms, int *fd, tileatom_error *err);
-/* Allocates a client around a connected fd (taking it over). */
-TAC_HIDDEN int tac_client_new(int fd, const char *address, tileatom_client **out,
-                              tileatom_error *err);
+/* Opens a non-blocking socket to address with a timeout (<= 0: none) and allocates *out, a
+ * client around it. */
+TAC_HIDDEN int tac_conn_open(const char *address, int timeout_ms, tileatom_client **out,
+                             tileatom_error *err);
 /* Frees a client and closes its socket. */
 TAC_HIDDEN void tac_client_free(tileatom_client *c);
 /* Assigns the next id to m, encodes it into the output buffer and queues it as pending.

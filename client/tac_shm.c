@@ -75,12 +75,6 @@ struct tileatom_buffer *tac_shm_ref_buffer(const tileatom_client *c, const void 
 	return NULL;
 }
 
-bool tac_shm_in_device(const tileatom_client *c, const void *p, size_t len)
-{
-	const struct tileatom_buffer *b = tac_shm_ref_buffer(c, p, len);
-	return b && b->device;
-}
-
 /* Unmaps and closes b and frees it (not its registration in the daemon). */
 static void shm_release(struct tileatom_buffer *b)
 {

@@ -286,12 +286,14 @@ static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const
 	int n_index = rq->n_index;
 	const split_operand *mask = rq->opts && rq->opts->mask ? &p->ops[p->nops - 1] : NULL;
 	for (int i = 0; i < n_index; i++)
-		if (tac_shm_in_device(c, rq->indices[i].data, p->ops[i].bytes))
+		if (tileatom_buffer_is_device(
+		        tac_shm_ref_buffer(c, rq->indices[i].data, p->ops[i].bytes)))
 			return split_refuse(c, err,
 			                    "%s lies in a device buffer, which the library "
 			                    "cannot check with check_bounds off",
 			                    p->ops[i].what);
-	if (mask && tac_shm_in_device(c, mask->array->data, mask->bytes))
+	if (mask &&
+	    tileatom_buffer_is_device(tac_shm_ref_buffer(c, mask->array->data, mask->bytes)))
 		return split_refuse(c, err,
 		                    "the mask lies in a device buffer, which the library "
 		                    "cannot check with check_bounds off");
