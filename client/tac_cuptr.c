@@ -388,17 +388,14 @@ int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, tileatom_error *err)
 		    m->index[3].data.len < min)
 			return TILEATOM_OK;
 	}
-	struct {
-		const Tileatom__Array *a; /* the operand */
-		const char *what;         /* its name in messages */
-	} ops[] = {{&m->values, "values"},      {&m->compare, "compare"},
-	           {&m->mask, "the mask"},      {&m->padding, "padding"},
-	           {&m->index[0], "indices 0"}, {&m->index[1], "indices 1"},
-	           {&m->index[2], "indices 2"}, {&m->index[3], "indices 3"}};
-	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-		if (ops[i].a->shared)
+	static const char *const what[TAC_MSG_NARRAYS] = {
+	    "values",    "compare",   "the mask",  "padding",
+	    "indices 0", "indices 1", "indices 2", "indices 3"}; /* their names in messages */
+	Tileatom__Array *ops[TAC_MSG_NARRAYS] = TAC_MSG_ARRAYS(m);
+	for (size_t i = 0; i < TAC_MSG_NARRAYS; i++) {
+		if (ops[i]->shared)
 			continue;
-		int rc = adopt(c, ops[i].a->data.data, ops[i].a->data.len, ops[i].what, err);
+		int rc = adopt(c, ops[i]->data.data, ops[i]->data.len, what[i], err);
 		if (rc != TILEATOM_OK)
 			return rc;
 	}

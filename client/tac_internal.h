@@ -185,6 +185,15 @@ typedef struct tac_msg {
 	Tileatom__BufferRef old_ref;                     /* Options.old_into */
 } tac_msg;
 
+/* The operand arrays of m that may be device memory, travel by reference or be staged. */
+#define TAC_MSG_ARRAYS(m)                                                                          \
+	{                                                                                          \
+		&(m)->values, &(m)->compare, &(m)->mask, &(m)->padding, &(m)->index[0],            \
+		    &(m)->index[1], &(m)->index[2], &(m)->index[3]                                 \
+	}
+/* Entries of TAC_MSG_ARRAYS. */
+#define TAC_MSG_NARRAYS 8
+
 /* ---- splitting (tac_split.c; used by tac_api.c, uses tac_shm.c and below) ------------- */
 /* True when m's frame would exceed the daemon's frame limit (c->max_frame). */
 TAC_HIDDEN bool tac_frame_too_large(const tileatom_client *c, tac_msg *m);

@@ -298,22 +298,13 @@ static bool shm_ref(tileatom_client *c, const void *p, size_t len, Tileatom__Buf
 	return true;
 }
 
-/* The operand arrays of m that may travel by reference or be staged. */
-#define MSG_ARRAYS(m)                                                                              \
-	{                                                                                          \
-		&(m)->values, &(m)->compare, &(m)->mask, &(m)->padding, &(m)->index[0],            \
-		    &(m)->index[1], &(m)->index[2], &(m)->index[3]                                 \
-	}
-/* Entries of MSG_ARRAYS. */
-#define MSG_NARRAYS 8
-
 void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 {
 	c->old_from = NULL;
 	if (c->nbufs == 0 && !c->staging)
 		return;
-	Tileatom__Array *arrays[MSG_NARRAYS] = MSG_ARRAYS(m);
-	for (size_t i = 0; i < MSG_NARRAYS; i++) {
+	Tileatom__Array *arrays[TAC_MSG_NARRAYS] = TAC_MSG_ARRAYS(m);
+	for (size_t i = 0; i < TAC_MSG_NARRAYS; i++) {
 		Tileatom__Array *a = arrays[i];
 		if (a->data.len > 0 && !a->shared &&
 		    shm_ref(c, a->data.data, a->data.len, &m->refs[i])) {
@@ -331,8 +322,8 @@ void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 
 bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined)
 {
-	Tileatom__Array *arrays[MSG_NARRAYS] = MSG_ARRAYS(m);
-	size_t n = MSG_NARRAYS, total = 0;
+	Tileatom__Array *arrays[TAC_MSG_NARRAYS] = TAC_MSG_ARRAYS(m);
+	size_t n = TAC_MSG_NARRAYS, total = 0;
 	for (size_t i = 0; i < n; i++)
 		if (arrays[i]->data.len > 0 &&
 		    !tac_shm_ref_buffer(c, arrays[i]->data.data, arrays[i]->data.len))
