@@ -351,8 +351,7 @@ int tileatom_stats_devices(tileatom_client *client, tileatom_device_stats **devi
 		d[i].tile_bytes = w->tile_bytes;
 		d[i].requests = w->requests;
 		d[i].failed = w->failed;
-		if (w->failure)
-			snprintf(d[i].failure, sizeof d[i].failure, "%s", w->failure);
+		copy_str(d[i].failure, sizeof d[i].failure, w->failure);
 	}
 	*devices = d;
 	*count = s->n_devices;
@@ -464,8 +463,7 @@ static int append_page(tileatom_client *client, tileatom_tile_info **arr,
 		if (rc != TILEATOM_OK)
 			return rc;
 		if (places)
-			snprintf((*places)[*n], sizeof((*places)[*n]), "%s",
-			         l->tiles[i]->placement ? l->tiles[i]->placement : "");
+			copy_str((*places)[*n], sizeof((*places)[*n]), l->tiles[i]->placement);
 	}
 	return TILEATOM_OK;
 }

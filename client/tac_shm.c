@@ -261,10 +261,7 @@ size_t tileatom_buffer_size(const tileatom_buffer *buffer)
 tileatom_array tileatom_buffer_array(const tileatom_buffer *buffer, tileatom_dtype dtype, int rank,
                                      const int64_t *shape, size_t offset)
 {
-	tileatom_array a;
-	memset(&a, 0, sizeof(a));
-	a.dtype = dtype;
-	a.rank = rank;
+	tileatom_array a = {.dtype = dtype, .rank = rank};
 	for (int i = 0; i < rank && i < TILEATOM_MAX_RANK; i++)
 		a.shape[i] = shape[i];
 	a.data = buffer && offset <= buffer->size ? (const uint8_t *)buffer->map + offset : NULL;

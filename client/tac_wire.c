@@ -302,7 +302,8 @@ AI void put_ref(wctx *w, bool count, uint32_t key, const Tileatom__BufferRef *re
 	close_field(w, count);
 }
 
-/* Appends an Array field; *data_at (writing) gets where its data went. */
+/* Appends an Array field; *data_at (writing; data_at NULL: not wanted) gets where its data
+ * went. */
 AI void put_array(wctx *w, bool count, uint32_t key, const Tileatom__Array *a,
                   const uint8_t **data_at)
 {
@@ -310,7 +311,7 @@ AI void put_array(wctx *w, bool count, uint32_t key, const Tileatom__Array *a,
 	put_enum(w, count, KEY(ARRAY_DTYPE), (int)a->dtype);
 	put_packed(w, count, KEY(ARRAY_SHAPE), a->shape, a->n_shape);
 	uint8_t *at = put_bytes(w, count, KEY(ARRAY_DATA), a->data.data, a->data.len);
-	if (!count)
+	if (!count && data_at)
 		*data_at = at;
 	if (a->shared)
 		put_ref(w, count, KEY(ARRAY_SHARED), a->shared);
@@ -320,22 +321,20 @@ AI void put_array(wctx *w, bool count, uint32_t key, const Tileatom__Array *a,
 /* Appends a ScatterAddr field. */
 AI void put_saddr(wctx *w, bool count, uint32_t key, const Tileatom__ScatterAddr *s)
 {
-	const uint8_t *unused;
 	open_field(w, count, key);
 	put_field(w, count, KEY(SADDR_DIM), s->dim);
 	if (s->indices)
-		put_array(w, count, KEY(SADDR_INDICES), s->indices, &unused);
+		put_array(w, count, KEY(SADDR_INDICES), s->indices, NULL);
 	close_field(w, count);
 }
 
 /* Appends an IndexedAddr field. */
 AI void put_iaddr(wctx *w, bool count, uint32_t key, const Tileatom__IndexedAddr *ia)
 {
-	const uint8_t *unused;
 	open_field(w, count, key);
 	for (size_t i = 0; i < ia->n_indices; i++)
 		put_array(w, count, KEY(IADDR_INDICES), ia->indices[i],
-		          i < TILEATOM_MAX_RANK ? &w->mk->index_at[i] : &unused);
+		          i < TILEATOM_MAX_RANK ? &w->mk->index_at[i] : NULL);
 	put_field(w, count, KEY(IADDR_FLAT), ia->flat != 0);
 	close_field(w, count);
 }
@@ -356,7 +355,6 @@ static void put_addressing(wctx *w, bool count, uint32_t key, const Tileatom__Ad
 /* Appends an Options field. */
 AI void put_options(wctx *w, bool count, uint32_t key, const Tileatom__Options *o)
 {
-	const uint8_t *unused;
 	open_field(w, count, key);
 	put_enum(w, count, KEY(OPT_SEM), (int)o->sem);
 	put_enum(w, count, KEY(OPT_SCOPE), (int)o->scope);
@@ -364,7 +362,7 @@ AI void put_options(wctx *w, bool count, uint32_t key, const Tileatom__Options *
 	put_field(w, count, KEY(OPT_NO_BOUNDS), o->no_bounds_check != 0);
 	put_field(w, count, KEY(OPT_WANT_OLD), o->want_old != 0);
 	if (o->mask)
-		put_array(w, count, KEY(OPT_MASK), o->mask, &unused);
+		put_array(w, count, KEY(OPT_MASK), o->mask, NULL);
 	if (o->old_into)
 		put_ref(w, count, KEY(OPT_OLD_INTO), o->old_into);
 	close_field(w, count);
