@@ -55,8 +55,7 @@ static int authenticate(tileatom_client *c, const char *address, const char *aut
 		return tac_err(err, TILEATOM_E_PROTOCOL,
 		               "tileatomd at %s sent an auth nonce of %zu bytes, not %d", address,
 		               h->auth_nonce.len, TA_AUTH_NONCE);
-	uint8_t server_nonce[TA_AUTH_NONCE];
-	memcpy(server_nonce, h->auth_nonce.data, TA_AUTH_NONCE);
+	const uint8_t *server_nonce = h->auth_nonce.data; /* (in c->last until the Auth) */
 	ta_auth_secret *secret = malloc(sizeof(*secret));
 	if (!secret)
 		return tac_err(err, TILEATOM_E_RESOURCE_EXHAUSTED, "out of memory");
