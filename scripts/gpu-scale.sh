@@ -13,7 +13,8 @@
 #   sep         one daemon per generator, --loops SEP_LOOPS (default 8) each
 #   one-16-tun  one daemon, --loops 16, with GLIBC_TUNABLES raising malloc's trim and mmap
 #               thresholds (no memory handed back to the kernel while it runs)
-# Daemon options for every case: $DAEMON_ARGS (e.g. "--devices 2" or "--devices 0,1").
+# Daemon options for every case: $DAEMON_ARGS (e.g. "--devices 2" or "--devices 0,1");
+# DAEMON (default CARRY/tileatomd) picks the binary, for an A/B of two builds.
 # Logs under $OUT/scale (OUT default /tmp/gpu-out).
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +26,7 @@ BACKEND=${BACKEND:-cpu}
 SECS=${BENCH_SECONDS:-3}
 GENS=${GENS:-2}
 DAEMON_ARGS=${DAEMON_ARGS:-}
+DAEMON=${DAEMON:-$C/tileatomd}
 S=/tmp/ta-scale-$$
 mkdir -p "$S"
 echo "machine: $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
@@ -50,7 +52,7 @@ start() {
 	local sock=$1 loops=$2
 	shift 2
 	rm -f "$sock"
-	env "$@" "$C/tileatomd" --socket "$sock" --backend "$BACKEND" --foreground \
+	env "$@" "$DAEMON" --socket "$sock" --backend "$BACKEND" --foreground \
 		--log-level notice --loops "$loops" $DAEMON_ARGS >>"$L/daemon.log" 2>&1 &
 	started=$!
 	for _ in $(seq 400); do [ -S "$sock" ] && break; sleep 0.05; done
@@ -88,7 +90,7 @@ one_case() {
 	d=$(for g in $(seq 0 $((nd - 1))); do echo "${before[g]} ${after[g]}"; done |
 		awk '{for (i = 1; i <= 5; i++) s[i] += $(i + 5) - $i}
 		     END {printf "utime %d stime %d minflt %d vcsw %d ivcsw %d", s[1], s[2], s[3], s[4], s[5]}')
-	echo "$label adds/s $rps $d tlb $((t1 - t0))" | tee -a "$L/scale.txt"
+	echo "${TAG:-}$label adds/s $rps $d tlb $((t1 - t0))" | tee -a "$L/scale.txt"
 }
 
 for round in $(seq "${ROUNDS:-2}"); do
