@@ -516,10 +516,18 @@ static inline bool pending_room(tileatom_client *c)
 }
 
 /* Records a request of kind, whose frame was just buffered or written with the next id, as
- * pending (the ring has room: its submit made it) and gives its id to *id. */
-static inline __attribute__((always_inline)) int
-queue_pending(tileatom_client *c, tileatom_request_kind kind, uint64_t *id)
+ * pending (the ring has room: its submit made it) and gives its id to *id, after writing
+ * the output buffer out when flush is set or it holds TAC_FLUSH_THRESHOLD bytes. */
+static inline __attribute__((always_inline)) int queue_pending(tileatom_client *c,
+                                                               tileatom_request_kind kind,
+                                                               bool flush, uint64_t *id,
+                                                               tileatom_error *err)
 {
+	if (flush || c->txbuf.len >= TAC_FLUSH_THRESHOLD) {
+		int rc = flush_until(c, deadline_from(c->io_timeout_ms), err);
+		if (rc != TILEATOM_OK)
+			return rc;
+	}
 	c->last_id++;
 	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
 	    (tac_pending){c->last_id, kind, false};
@@ -582,26 +590,19 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, bool flush, int fd, uint64_t
 		return tac_err(err, TILEATOM_E_PROTOCOL,
 		               "a request of %zu bytes packed to a different size", packed);
 	}
-	int64_t deadline = deadline_from(c->io_timeout_ms);
-	if (own) {
-		int rc = flush_until(c, deadline, err);
-		if (rc == TILEATOM_OK) {
-			rc = send_all(c, own, frame_len, fd, deadline, err);
-			if (rc != TILEATOM_OK)
-				rc = tac_conn_break(c, err);
-		}
-		free(own);
-		if (rc != TILEATOM_OK)
-			return rc;
-	} else {
+	if (!own) {
 		c->txbuf.len += frame_len;
-		if (flush || c->txbuf.len >= TAC_FLUSH_THRESHOLD) {
-			int rc = flush_until(c, deadline, err);
-			if (rc != TILEATOM_OK)
-				return rc;
-		}
+		return queue_pending(c, m->kind, flush, id, err);
 	}
-	return queue_pending(c, m->kind, id);
+	int64_t deadline = deadline_from(c->io_timeout_ms);
+	int rc = flush_until(c, deadline, err);
+	if (rc == TILEATOM_OK) {
+		rc = send_all(c, own, frame_len, fd, deadline, err);
+		if (rc != TILEATOM_OK)
+			rc = tac_conn_break(c, err);
+	}
+	free(own);
+	return rc == TILEATOM_OK ? queue_pending(c, m->kind, false, id, err) : rc;
 }
 
 /* tileatom_set_busy_poll: reads without sleeping until need whole response frames are
@@ -635,12 +636,7 @@ int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
 	*taken = true;
 	ta_frame_put_header(at, (uint32_t)n);
 	c->txbuf.len += TA_FRAME_HEADER + n;
-	if (c->txbuf.len >= TAC_FLUSH_THRESHOLD) {
-		int rc = flush_until(c, deadline_from(c->io_timeout_ms), err);
-		if (rc != TILEATOM_OK)
-			return rc;
-	}
-	return queue_pending(c, c->tpl.kind, id);
+	return queue_pending(c, c->tpl.kind, false, id, err);
 }
 
 /* Reads until at least need whole response frames are queued (the connection breaks on a
