@@ -937,7 +937,7 @@ submit_cached(tileatom_client *c, tileatom_request_kind kind, const char *tile, 
               const tileatom_op_options *opts, bool *taken, uint64_t *id, tileatom_error *err)
 {
 	*taken = false;
-	if (c->nbufs > 0 || c->staging || tac_cuptr_count(c) > 0 ||
+	if (c->nbufs > 0 || c->staging || (c->cuptr && tac_cuptr_count(c) > 0) ||
 	    !tac_tpl_match(&c->tpl, kind, tile, op, region, n_index, indices, flat, values, compare,
 	                   opts) ||
 	    (c->cuptr_min > 0 && c->tpl.most >= c->cuptr_min))

@@ -127,12 +127,6 @@ void ta_registry_set_max_tiles(ta_registry *reg, uint64_t max_tiles)
 	pthread_rwlock_unlock(&reg->lock);
 }
 
-/* True when caller who may use tile (public, its own, or who is TA_OWNER_ANY). */
-static bool tile_allowed(const ta_tile *tile, ta_owner who)
-{
-	return tile->owner == TA_OWNER_PUBLIC || who == TA_OWNER_ANY || who == tile->owner;
-}
-
 /* The error of a caller touching another identity's private tile. */
 static ta_status denied(ta_error *err, const char *name)
 {
@@ -404,7 +398,7 @@ ta_status ta_registry_get(ta_registry *reg, const char *name, ta_tile **out, ta_
 static ta_tile *find_usable_locked(ta_registry *reg, const char *name, ta_owner who, bool *allowed)
 {
 	ta_tile *tile = find_locked(reg, name, NULL);
-	*allowed = !tile || !tile->ready || tile_allowed(tile, who);
+	*allowed = !tile || !tile->ready || ta_tile_allowed(tile, who);
 	return tile && tile->ready && *allowed ? tile : NULL;
 }
 
@@ -468,7 +462,7 @@ ta_status ta_registry_get_cached(ta_registry *reg, ta_tile_cache *cache, const c
 {
 	if (cache->registry == reg->serial && strcmp(cache->name, name) == 0) {
 		ta_tile *tile = cache_take(cache);
-		if (tile && tile_allowed(tile, who)) {
+		if (tile && ta_tile_allowed(tile, who)) {
 			*out = tile;
 			return TA_OK;
 		}
@@ -507,12 +501,6 @@ ta_status ta_registry_remove_as(ta_registry *reg, const char *name, ta_owner who
 		ta_tile_get_info(tile, info);
 	ta_tile_unref(tile); /* the registry's reference */
 	return TA_OK;
-}
-
-bool ta_tile_still(const ta_tile *tile, uint64_t stamp, ta_owner who)
-{
-	return atomic_load_explicit(&tile->stamp, memory_order_acquire) == stamp &&
-	       tile_allowed(tile, who);
 }
 
 void ta_tile_unref(ta_tile *tile)
@@ -626,7 +614,7 @@ ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *a
 	size_t k = 0;
 	for (size_t b = 0; b < reg->nbuckets; b++)
 		for (const ta_tile *t = reg->buckets[b]; t; t = t->next) {
-			if (!t->ready || !tile_allowed(t, who) || strcmp(t->name, after) <= 0)
+			if (!t->ready || !ta_tile_allowed(t, who) || strcmp(t->name, after) <= 0)
 				continue;
 			if (k < cap) {
 				heap[k] = t;
