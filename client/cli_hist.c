@@ -547,7 +547,7 @@ static bool parse_range(const char *text, double *lo, double *hi)
 	return isfinite(*lo) && isfinite(*hi) && *lo < *hi;
 }
 
-int cli_cmd_hist(int argc, char **argv, cli_global *g)
+int cli_cmd_hist(cli_call *k)
 {
 	static const char usage[] =
 	    "Usage: tileatom-cli [-s SOCKET] hist NAME [FILE] [--range LO:HI] [--chunk N]\n"
@@ -566,25 +566,25 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 	    "of text (float elements must be integral without --range).\n";
 	static const cli_option opts[] = {
 	    {"range", true}, {"chunk", true}, {"json", false}, {"format", true}};
-	cli_args a;
-	int rc = cli_parse(argc, argv, opts, 4, 1, 2, usage, g, &a);
+	const cli_args *a = &k->a;
+	int rc = cli_parse(k, opts, 4, 1, 2, usage, false);
 	if (rc >= 0)
 		return rc;
 	hist_run h;
 	memset(&h, 0, sizeof(h));
-	h.tile = a.pos[0];
-	if (a.value[0]) {
-		if (!parse_range(a.value[0], &h.lo, &h.hi)) {
+	h.tile = a->pos[0];
+	if (a->value[0]) {
+		if (!parse_range(a->value[0], &h.lo, &h.hi)) {
 			cli_error("hist: bad --range '%s' (expected LO:HI with LO < HI)",
-			          a.value[0]);
+			          a->value[0]);
 			return CLI_EXIT_USAGE;
 		}
 		h.ranged = true;
 	}
 	h.chunk_cap = HIST_CHUNK_DEFAULT;
-	if (a.value[1] && (cli_parse_counts(a.value[1], 1, &h.chunk_cap) != 1 || h.chunk_cap < 1 ||
-	                   h.chunk_cap > (INT64_C(1) << 26))) {
-		cli_error("hist: bad --chunk '%s' (1 to 67108864 numbers)", a.value[1]);
+	if (a->value[1] && (cli_parse_counts(a->value[1], 1, &h.chunk_cap) != 1 ||
+	                    h.chunk_cap < 1 || h.chunk_cap > (INT64_C(1) << 26))) {
+		cli_error("hist: bad --chunk '%s' (1 to 67108864 numbers)", a->value[1]);
 		return CLI_EXIT_USAGE;
 	}
 	static const struct {
@@ -596,14 +596,14 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 	               {"i64", HIST_FORMAT_I64, 8},
 	               {"f32", HIST_FORMAT_F32, 4},
 	               {"f64", HIST_FORMAT_F64, 8}};
-	if (a.value[3]) {
+	if (a->value[3]) {
 		size_t f = 0;
 		while (f < sizeof(formats) / sizeof(formats[0]) &&
-		       strcmp(formats[f].name, a.value[3]) != 0)
+		       strcmp(formats[f].name, a->value[3]) != 0)
 			f++;
 		if (f == sizeof(formats) / sizeof(formats[0])) {
 			cli_error("hist: bad --format '%s' (text, i32, i64, f32 or f64)",
-			          a.value[3]);
+			          a->value[3]);
 			return CLI_EXIT_USAGE;
 		}
 		h.format = formats[f].format;
@@ -611,21 +611,22 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 	}
 	int in = STDIN_FILENO;
 	h.input_name = "stdin";
-	if (a.npos == 2 && strcmp(a.pos[1], "-") != 0) {
-		in = open(a.pos[1], O_RDONLY | O_CLOEXEC);
+	if (a->npos == 2 && strcmp(a->pos[1], "-") != 0) {
+		in = open(a->pos[1], O_RDONLY | O_CLOEXEC);
 		if (in < 0) {
-			cli_error("hist: cannot open %s: %s", a.pos[1], strerror(errno));
+			cli_error("hist: cannot open %s: %s", a->pos[1], strerror(errno));
 			return CLI_EXIT_ERROR;
 		}
-		h.input_name = a.pos[1];
+		h.input_name = a->pos[1];
 	}
 	struct stat st;
 	if (fstat(in, &st) == 0 && S_ISREG(st.st_mode))
 		h.input_size = (uint64_t)st.st_size;
 	h.progress = isatty(STDERR_FILENO) == 1;
 
-	if ((rc = cli_connect(g, &h.client)) != CLI_EXIT_OK)
+	if ((rc = cli_connect(k)) != CLI_EXIT_OK)
 		goto out;
+	h.client = k->c;
 	tileatom_error err = {0, ""};
 	tileatom_tile_info info;
 	if (tileatom_describe(h.client, h.tile, &info, &err) != TILEATOM_OK) {
@@ -679,7 +680,7 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 		}
 	}
 	hist_progress(&h, true);
-	if (rc == CLI_EXIT_OK && a.value[2]) {
+	if (rc == CLI_EXIT_OK && a->value[2]) {
 		json_object *o = json_object_new_object();
 		bool ok = cli_json_add(o, "tile", json_object_new_string(h.tile)) &&
 		          cli_json_add(o, "numbers", json_object_new_uint64(h.numbers)) &&
@@ -697,7 +698,6 @@ out:
 		tileatom_buffer_free(h.shm);
 	else
 		free(h.chunk);
-	tileatom_close(h.client);
 	if (in != STDIN_FILENO)
 		close(in);
 	return rc;

@@ -36,44 +36,34 @@ json_object *cli_json_value(tileatom_dtype dtype, const void *p)
 	return json_object_new_double_s(d, text);
 }
 
-json_object *cli_json_shape(const int64_t *shape, int rank)
+json_object *cli_json_u64s(const uint64_t *v, int n)
 {
 	json_object *a = json_object_new_array();
-	for (int i = 0; a && i < rank; i++) {
-		json_object *v = json_object_new_int64(shape[i]);
-		if (!v || json_object_array_add(a, v) != 0) {
-			json_object_put(v);
-			json_object_put(a);
-			return NULL;
-		}
-	}
-	return a;
+	bool ok = a != NULL;
+	for (int i = 0; ok && i < n; i++)
+		ok = cli_json_add(a, NULL, json_object_new_uint64(v[i]));
+	return cli_json_done(a, ok);
 }
 
 bool cli_json_add(json_object *obj, const char *key, json_object *value)
 {
-	if (!obj || !value) {
+	int rc = !obj || !value ? -1
+	         : key          ? json_object_object_add(obj, key, value)
+	                        : json_object_array_add(obj, value);
+	if (rc != 0)
 		json_object_put(value);
-		return false;
-	}
-	if (json_object_object_add(obj, key, value) != 0) {
-		json_object_put(value);
-		return false;
-	}
-	return true;
+	return rc == 0;
 }
 
 json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements, const char *place)
 {
 	json_object *o = json_object_new_object();
-	int64_t n = 1;
-	for (int a = 0; a < info->rank; a++)
-		n *= info->shape[a];
 	bool ok =
 	    cli_json_add(o, "name", json_object_new_string(info->name)) &&
 	    cli_json_add(o, "dtype", json_object_new_string(tileatom_dtype_name(info->dtype))) &&
-	    cli_json_add(o, "shape", cli_json_shape(info->shape, info->rank)) &&
-	    (!with_elements || cli_json_add(o, "elements", json_object_new_int64(n))) &&
+	    cli_json_add(o, "shape", cli_json_u64s((const uint64_t *)info->shape, info->rank)) &&
+	    (!with_elements ||
+	     cli_json_add(o, "elements", json_object_new_int64(cli_tile_count(info)))) &&
 	    cli_json_add(o, "bytes", json_object_new_uint64(info->bytes)) &&
 	    (!place || !place[0] || cli_json_add(o, "placement", json_object_new_string(place)));
 	return cli_json_done(o, ok);
