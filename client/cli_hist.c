@@ -1,21 +1,17 @@
 /* cli_hist.c: `tileatom-cli hist NAME [FILE] [--range LO:HI] [--format F]`: streams
  * whitespace-separated numbers (or, with --format i32/i64/f32/f64, raw little-endian
- * elements) from FILE (or stdin) into a 1-D tile as a histogram. Raw int32 without --range
- * is read with read(2) straight into the chunks (the numbers are the bin indices); any
- * other input is read into a 4 MiB buffer and parsed in place: plain integers (and, with --range,
- * short decimals) by a hand-written fast path, anything else by strtoll/strtod. Each number becomes
- * one bin index (without --range: the number itself; with it: numpy.histogram's uniform binning
- * over [LO, HI], the last bin closed). Indices are sent in chunks (default 1M numbers) as
- * indexed flat scatter-adds of the scalar 1 with bounds checking on and space=shared,
- * pipelined a few chunks deep, so input larger than memory works; on a Unix socket the
- * chunks are slots of a shared buffer that the requests name instead of carrying them. Numbers
- * outside the bins are counted: with --range on the client (NaN included), without it by the
- * daemon's bounds check (plus integers too large for the index type, on the client).
- *
- * Failure modes: a token that is not a number (or, without --range, not an integer) stops
- * the run with its file, line and byte offset (raw formats: a non-integral float without
- * --range, or a partial last element, with its element index and byte offset); chunks
- * sent before it stay added, and the counts so far are reported on stderr. */
+ * elements) from FILE (or stdin) into a 1-D tile as a histogram. Each number becomes one bin
+ * index (without --range: the number itself; with it: numpy.histogram's uniform binning over
+ * [LO, HI], the last bin closed), sent in chunks (default 1M numbers) as indexed flat
+ * scatter-adds of the scalar 1 (bounds checking on, space=shared) a few chunks deep; on a
+ * Unix socket the chunks are slots of a shared buffer that the requests name. Raw int32
+ * without --range is read with read(2) straight into the chunks; other input is read into a
+ * 4 MiB buffer and parsed in place (plain integers and short decimals by a fast path, the
+ * rest by strtoll/strtod). Numbers outside the bins are counted: with --range on the client
+ * (NaN included), without it by the daemon's bounds check (and, on the client, integers too
+ * large for the index type). A token that is not a number (without --range: not an
+ * integer), or a partial last raw element, stops the run naming its place; chunks sent
+ * before it stay added, and the counts so far are reported on stderr. */
 #include "cli.h"
 
 #include <errno.h>
@@ -38,15 +34,6 @@
 #define HIST_READ_BYTES (4 << 20)
 /* Longest token accepted. */
 #define HIST_TOKEN_MAX 128
-
-/* Input formats (--format). */
-typedef enum hist_format {
-	HIST_FORMAT_TEXT, /* whitespace-separated numbers */
-	HIST_FORMAT_I32,  /* raw little-endian int32 */
-	HIST_FORMAT_I64,  /* raw little-endian int64 */
-	HIST_FORMAT_F32,  /* raw little-endian float32 */
-	HIST_FORMAT_F64   /* raw little-endian float64 */
-} hist_format;
 
 /* State of one hist run. */
 typedef struct hist_run {
@@ -74,8 +61,8 @@ typedef struct hist_run {
 	bool progress;            /* draw a progress bar on stderr */
 	uint64_t input_size;      /* bytes of a regular input file, 0 when unknown */
 	uint64_t input_done;      /* bytes consumed so far */
-	hist_format format;       /* --format */
-	size_t format_size;       /* bytes per element of a raw format */
+	size_t format_size;       /* --format: bytes of a raw element (4 or 8), 0 for text */
+	bool format_float;        /* --format: raw elements are floats (f32, f64) */
 	uint64_t offset;          /* byte offset of the start of the read buffer */
 	uint64_t tok_offset;      /* byte offset of the current text token */
 } hist_run;
@@ -204,47 +191,38 @@ static int hist_add_value(hist_run *h, double x)
 	return hist_push(h, bin);
 }
 
+/* Adds x, an integral float, as a bin index (beyond int64: outside). */
+static int hist_add_integral(hist_run *h, double x)
+{
+	if (x < -9.2e18 || x > 9.2e18) {
+		h->outside++;
+		return CLI_EXIT_OK;
+	}
+	return hist_add_index(h, (int64_t)x);
+}
+
 /* Handles one token. */
 static int hist_token(hist_run *h, const char *tok)
 {
 	h->numbers++;
-	char *end;
-	if (h->ranged) {
-		errno = 0;
-		double x = strtod(tok, &end);
-		if (*end != '\0' || end == tok) {
-			cli_error("hist: %s:%" PRIu64 ": '%s' is not a number (byte offset %" PRIu64
-			          ")",
-			          h->input_name, h->line, tok, h->tok_offset);
-			return CLI_EXIT_ERROR;
-		}
-		return hist_add_value(h, x);
-	}
+	char *end = NULL;
 	errno = 0;
-	long long v = strtoll(tok, &end, 10);
-	bool outside = false;
-	if (*end != '\0' || end == tok) {
-		/* Not a plain integer: accept an integral float such as "3.0" or "1e3". */
-		errno = 0;
-		double x = strtod(tok, &end);
-		if (*end != '\0' || end == tok || x != x || x != floor(x)) {
-			cli_error("hist: %s:%" PRIu64
-			          ": '%s' is not an integer bin index (byte offset %" PRIu64 ")",
-			          h->input_name, h->line, tok, h->tok_offset);
-			return CLI_EXIT_ERROR;
-		}
-		if (x < -9.2e18 || x > 9.2e18)
-			outside = true;
-		else
-			v = (long long)x;
-	} else if (errno == ERANGE) {
-		outside = true;
-	}
-	if (outside) {
+	long long v = h->ranged ? 0 : strtoll(tok, &end, 10);
+	if (!h->ranged && end != tok && *end == '\0') { /* a plain integer */
+		if (errno != ERANGE)
+			return hist_add_index(h, (int64_t)v);
 		h->outside++;
 		return CLI_EXIT_OK;
 	}
-	return hist_add_index(h, (int64_t)v);
+	/* a number (with --range) or an integral float such as "3.0" or "1e3" (without) */
+	double x = strtod(tok, &end);
+	if (*end != '\0' || end == tok || (!h->ranged && (x != x || x != floor(x)))) {
+		cli_error("hist: %s:%" PRIu64 ": '%s' is not %s (byte offset %" PRIu64 ")",
+		          h->input_name, h->line, tok,
+		          h->ranged ? "a number" : "an integer bin index", h->tok_offset);
+		return CLI_EXIT_ERROR;
+	}
+	return h->ranged ? hist_add_value(h, x) : hist_add_integral(h, x);
 }
 
 /* Powers of ten exactly representable as doubles (the fast decimal path). */
@@ -327,19 +305,10 @@ static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof
 			while (q < end && (unsigned)(*q - '0') < 10)
 				mant = mant * 10 + (uint64_t)(*q++ - '0');
 			if (q > d0 && q - d0 <= 18 && q < end && hist_space[(unsigned char)*q]) {
-				int64_t v = neg ? -(int64_t)mant : (int64_t)mant;
 				h->numbers++;
-				if (!h->idx64 && (v < INT32_MIN || v > INT32_MAX)) {
-					h->outside++;
-				} else if (h->idx64) {
-					if (hist_push(h, v) != CLI_EXIT_OK)
-						return CLI_EXIT_ERROR;
-				} else {
-					((int32_t *)h->chunk)[h->chunk_len++] = (int32_t)v;
-					if (h->chunk_len == h->chunk_cap &&
-					    hist_flush(h) != CLI_EXIT_OK)
-						return CLI_EXIT_ERROR;
-				}
+				if (hist_add_index(h, neg ? -(int64_t)mant : (int64_t)mant) !=
+				    CLI_EXIT_OK)
+					return CLI_EXIT_ERROR;
 				p = q;
 				continue;
 			}
@@ -388,50 +357,33 @@ static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t f
 		h->numbers++;
 		int64_t v = 0;
 		double x = 0;
-		bool is_float = false;
-		switch (h->format) {
-		case HIST_FORMAT_I32: {
-			int32_t t;
-			memcpy(&t, data, 4);
-			v = t;
-			x = t;
-			break;
-		}
-		case HIST_FORMAT_I64:
-			memcpy(&v, data, 8);
-			x = (double)v;
-			break;
-		case HIST_FORMAT_F32: {
+		if (h->format_float && es == 4) {
 			float f;
 			memcpy(&f, data, 4);
 			x = f;
-			is_float = true;
-			break;
-		}
-		default: /* F64 */
+		} else if (h->format_float) {
 			memcpy(&x, data, 8);
-			is_float = true;
-			break;
+		} else if (es == 4) {
+			int32_t t;
+			memcpy(&t, data, 4);
+			v = t;
+		} else {
+			memcpy(&v, data, 8);
 		}
+		int rc;
 		if (h->ranged) {
-			if (hist_add_value(h, x) != CLI_EXIT_OK)
-				return CLI_EXIT_ERROR;
-			continue;
+			rc = hist_add_value(h, h->format_float ? x : (double)v);
+		} else if (!h->format_float) {
+			rc = hist_add_index(h, v);
+		} else if (x != x || x != floor(x)) {
+			cli_error("hist: %s: element %" PRIu64 " (byte offset %" PRIu64
+			          "): %.17g is not an integer bin index",
+			          h->input_name, first + i, (first + i) * es, x);
+			return CLI_EXIT_ERROR;
+		} else {
+			rc = hist_add_integral(h, x);
 		}
-		if (is_float) {
-			if (x != x || x != floor(x)) {
-				cli_error("hist: %s: element %" PRIu64 " (byte offset %" PRIu64
-				          "): %.17g is not an integer bin index",
-				          h->input_name, first + i, (first + i) * es, x);
-				return CLI_EXIT_ERROR;
-			}
-			if (x < -9.2e18 || x > 9.2e18) {
-				h->outside++;
-				continue;
-			}
-			v = (int64_t)x;
-		}
-		if (hist_add_index(h, v) != CLI_EXIT_OK)
+		if (rc != CLI_EXIT_OK)
 			return CLI_EXIT_ERROR;
 	}
 	return CLI_EXIT_OK;
@@ -463,7 +415,7 @@ static int hist_read(hist_run *h, int fd)
 		bool at_eof = n == 0;
 		h->input_done += (uint64_t)n;
 		size_t len = have + (size_t)n, used = 0;
-		if (h->format == HIST_FORMAT_TEXT) {
+		if (h->format_size == 0) {
 			rc = hist_parse_text(h, buf, len, at_eof, &used);
 		} else {
 			size_t whole = len / h->format_size;
@@ -588,14 +540,14 @@ int cli_cmd_hist(cli_call *k)
 		return CLI_EXIT_USAGE;
 	}
 	static const struct {
-		const char *name;   /* --format value */
-		hist_format format; /* the format */
-		size_t size;        /* element bytes (0: text) */
-	} formats[] = {{"text", HIST_FORMAT_TEXT, 0},
-	               {"i32", HIST_FORMAT_I32, 4},
-	               {"i64", HIST_FORMAT_I64, 8},
-	               {"f32", HIST_FORMAT_F32, 4},
-	               {"f64", HIST_FORMAT_F64, 8}};
+		const char *name; /* --format value */
+		size_t size;      /* element bytes (0: text) */
+		bool is_float;    /* float elements */
+	} formats[] = {{"text", 0, false},
+	               {"i32", 4, false},
+	               {"i64", 8, false},
+	               {"f32", 4, true},
+	               {"f64", 8, true}};
 	if (a->value[3]) {
 		size_t f = 0;
 		while (f < sizeof(formats) / sizeof(formats[0]) &&
@@ -606,8 +558,8 @@ int cli_cmd_hist(cli_call *k)
 			          a->value[3]);
 			return CLI_EXIT_USAGE;
 		}
-		h.format = formats[f].format;
 		h.format_size = formats[f].size;
+		h.format_float = formats[f].is_float;
 	}
 	int in = STDIN_FILENO;
 	h.input_name = "stdin";
@@ -665,7 +617,7 @@ int cli_cmd_hist(cli_call *k)
 		rc = CLI_EXIT_ERROR;
 		goto out;
 	}
-	if (h.format == HIST_FORMAT_I32 && !h.ranged && !h.idx64)
+	if (h.format_size == 4 && !h.format_float && !h.ranged && !h.idx64)
 		rc = hist_read_direct(&h, in);
 	else
 		rc = hist_read(&h, in);
