@@ -158,7 +158,7 @@ static int hist_flush(hist_run *h)
 }
 
 /* Appends one bin index (already known to fit the index type). */
-static int hist_push(hist_run *h, int64_t bin)
+static inline int hist_push(hist_run *h, int64_t bin)
 {
 	if (h->idx64)
 		((int64_t *)h->chunk)[h->chunk_len++] = bin;
@@ -171,7 +171,7 @@ static int hist_push(hist_run *h, int64_t bin)
 
 /* Adds integer bin index v; one that does not fit the index type is counted outside
  * (negative and too-large ones go to the daemon, whose bounds check skips and counts them). */
-static int hist_add_index(hist_run *h, int64_t v)
+static inline int hist_add_index(hist_run *h, int64_t v)
 {
 	if (!h->idx64 && (v < INT32_MIN || v > INT32_MAX)) {
 		h->outside++;
@@ -230,41 +230,38 @@ static const double hist_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e
                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* The fast path of one token at p (end: one past its last byte, a blank or the end of
- * the input follows): an optional sign and up to 18 digits, and with --range an optional
- * fraction of up to 15 significant digits in all (the mantissa is exact in a double and
- * one division by an exact power of ten rounds correctly, as strtod would). Returns 1
- * when it handled the token (pushed or counted), 0 when the slow path must (exponents,
- * inf, nan, long tokens, anything unusual), or an error of hist_push as -1. */
-static int hist_fast_token(hist_run *h, const char *p, const char *end)
+/* Character classes of the text parser: 1 for the blanks that separate numbers. */
+static const uint8_t hist_space[256] = {
+    [' '] = 1, ['\n'] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
+
+/* The fast path of the token at *p, parsed as it is found: an optional sign and up to 18
+ * digits, and with --range an optional fraction of up to 15 significant digits in all (the
+ * mantissa is exact in a double and one division by an exact power of ten rounds correctly,
+ * as strtod would), ended by a blank or by the end of the input (at_eof). Returns 1 when it
+ * handled the token (pushed or counted; *p moved past it), 0 when the slow path must
+ * (exponents, inf, nan, long tokens, a token that may go on in the next read, anything
+ * unusual), or an error of hist_push as -1. */
+static int hist_fast_token(hist_run *h, const char **p, const char *end, bool at_eof)
 {
-	bool neg = false;
-	if (*p == '-' || *p == '+') {
-		neg = *p == '-';
-		p++;
-	}
+	const char *q = *p;
+	bool neg = *q == '-';
+	if (*q == '-' || *q == '+')
+		q++;
+	const char *d0 = q, *f0 = NULL;
 	uint64_t mant = 0;
-	int digits = 0, frac = 0;
-	while (p < end && (unsigned)(*p - '0') < 10) {
-		mant = mant * 10 + (uint64_t)(*p - '0');
-		digits++;
-		p++;
+	while (q < end && (unsigned)(*q - '0') < 10)
+		mant = mant * 10 + (uint64_t)(*q++ - '0');
+	int digits = (int)(q - d0), frac = 0;
+	if (h->ranged && q < end && *q == '.') {
+		f0 = ++q;
+		while (q < end && (unsigned)(*q - '0') < 10)
+			mant = mant * 10 + (uint64_t)(*q++ - '0');
+		frac = (int)(q - f0);
 	}
-	if (digits == 0 || digits > 18)
+	if (digits == 0 || digits > 18 || (f0 && digits + frac > 15) ||
+	    (q < end ? !hist_space[(unsigned char)*q] : !at_eof))
 		return 0;
-	if (p < end) {
-		if (!h->ranged || *p != '.')
-			return 0;
-		p++;
-		while (p < end && (unsigned)(*p - '0') < 10) {
-			mant = mant * 10 + (uint64_t)(*p - '0');
-			digits++;
-			frac++;
-			p++;
-		}
-		if (p < end || digits > 15)
-			return 0;
-	}
+	*p = q;
 	h->numbers++;
 	if (h->ranged) {
 		double x = (double)mant;
@@ -275,14 +272,9 @@ static int hist_fast_token(hist_run *h, const char *p, const char *end)
 	return hist_add_index(h, neg ? -(int64_t)mant : (int64_t)mant) == CLI_EXIT_OK ? 1 : -1;
 }
 
-/* Character classes of the text parser: 1 for the blanks that separate numbers. */
-static const uint8_t hist_space[256] = {
-    [' '] = 1, ['\n'] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
-
 /* Parses the text in buf[0, len): whole tokens only unless at_eof (the unfinished last
  * token stays); *used gets the bytes consumed. Counts lines in h->line and the byte offset
- * of every token from h->offset (the offset of buf[0]). Plain integers without --range
- * (the histogram of indices) are parsed in the same pass that finds them. */
+ * of every token from h->offset (the offset of buf[0]). */
 static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof, size_t *used)
 {
 	const char *p = buf, *end = buf + len;
@@ -294,25 +286,11 @@ static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof
 			p++;
 		}
 		const char *tok = p;
-		if (!h->ranged && p < end) {
-			/* digits up to a blank: one pass */
-			const char *q = p;
-			bool neg = *q == '-';
-			if (*q == '-' || *q == '+')
-				q++;
-			const char *d0 = q;
-			uint64_t mant = 0;
-			while (q < end && (unsigned)(*q - '0') < 10)
-				mant = mant * 10 + (uint64_t)(*q++ - '0');
-			if (q > d0 && q - d0 <= 18 && q < end && hist_space[(unsigned char)*q]) {
-				h->numbers++;
-				if (hist_add_index(h, neg ? -(int64_t)mant : (int64_t)mant) !=
-				    CLI_EXIT_OK)
-					return CLI_EXIT_ERROR;
-				p = q;
-				continue;
-			}
-		}
+		int fast = p < end ? hist_fast_token(h, &p, end, at_eof) : 0;
+		if (fast < 0)
+			return CLI_EXIT_ERROR;
+		if (fast > 0)
+			continue;
 		while (p < end && !hist_space[(unsigned char)*p])
 			p++;
 		if (p == end && !at_eof) { /* the token may go on in the next read */
@@ -322,26 +300,20 @@ static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof
 		if (tok == p)
 			break;
 		h->tok_offset = h->offset + (uint64_t)(tok - buf);
-		int fast = hist_fast_token(h, tok, p);
-		if (fast < 0)
+		char t[HIST_TOKEN_MAX + 1];
+		size_t tlen = (size_t)(p - tok);
+		if (tlen > HIST_TOKEN_MAX) {
+			cli_error("hist: %s:%" PRIu64
+			          ": token '%.20s...' is longer than %d characters (byte offset "
+			          "%" PRIu64 ")",
+			          h->input_name, h->line, tok, HIST_TOKEN_MAX, h->tok_offset);
 			return CLI_EXIT_ERROR;
-		if (fast == 0) {
-			char t[HIST_TOKEN_MAX + 1];
-			size_t tlen = (size_t)(p - tok);
-			if (tlen > HIST_TOKEN_MAX) {
-				cli_error(
-				    "hist: %s:%" PRIu64
-				    ": token '%.20s...' is longer than %d characters (byte offset "
-				    "%" PRIu64 ")",
-				    h->input_name, h->line, tok, HIST_TOKEN_MAX, h->tok_offset);
-				return CLI_EXIT_ERROR;
-			}
-			memcpy(t, tok, tlen);
-			t[tlen] = '\0';
-			int rc = hist_token(h, t);
-			if (rc != CLI_EXIT_OK)
-				return rc;
 		}
+		memcpy(t, tok, tlen);
+		t[tlen] = '\0';
+		int rc = hist_token(h, t);
+		if (rc != CLI_EXIT_OK)
+			return rc;
 	}
 	*used = len;
 	return CLI_EXIT_OK;
