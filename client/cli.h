@@ -106,8 +106,8 @@ json_object *cli_json_done(json_object *obj, bool ok);
 /* Prints obj and a newline and frees it; CLI_EXIT_OK, or CLI_EXIT_ERROR after a message
  * naming cmd (obj NULL: out of memory). */
 int cli_json_print(const char *cmd, json_object *obj);
-/* Streams a large array: prints head (an object, freed) without its closing brace and then
- * "key":[ ; false when memory is short or stdout fails. */
+/* Streams a large array: prints head (an object, freed) with "key":[ last, left open;
+ * false when memory is short or stdout fails. */
 bool cli_json_open_array(json_object *head, const char *key);
 /* Prints one array element (freed) after a comma unless first; false on failure. */
 bool cli_json_array_item(json_object *value, bool first);

@@ -37,7 +37,7 @@
 
 /* State of one hist run. */
 typedef struct hist_run {
-	tileatom_client *client;  /* connection */
+	cli_call *k;              /* the run: its connection and last library error */
 	const char *tile;         /* tile name */
 	tileatom_dtype dtype;     /* tile dtype */
 	int64_t nbins;            /* tile extent */
@@ -93,11 +93,8 @@ static int64_t hist_bin(const hist_run *h, double x)
 static int hist_collect(hist_run *h)
 {
 	tileatom_response r;
-	tileatom_error err = {0, ""};
-	if (tileatom_collect(h->client, &r, &err) != TILEATOM_OK) {
-		cli_error("hist: %s", err.message);
-		return CLI_EXIT_ERROR;
-	}
+	if (tileatom_collect(h->k->c, &r, &h->k->err) != TILEATOM_OK)
+		return cli_lib_error(h->k);
 	h->added += r.applied;
 	h->outside += r.skipped;
 	return CLI_EXIT_OK;
@@ -131,7 +128,7 @@ static int hist_flush(hist_run *h)
 {
 	if (h->chunk_len == 0)
 		return CLI_EXIT_OK;
-	while (tileatom_pending(h->client) >= HIST_DEPTH) {
+	while (tileatom_pending(h->k->c) >= HIST_DEPTH) {
 		int rc = hist_collect(h);
 		if (rc != CLI_EXIT_OK)
 			return rc;
@@ -139,12 +136,9 @@ static int hist_flush(hist_run *h)
 	tileatom_array idx =
 	    tileatom_vector(h->idx64 ? TILEATOM_INT64 : TILEATOM_INT32, h->chunk_len, h->chunk);
 	tileatom_array one = tileatom_scalar(h->dtype, h->one);
-	tileatom_error err = {0, ""};
-	if (tileatom_submit_indexed(h->client, h->tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &one,
-	                            NULL, &h->opts, NULL, &err) != TILEATOM_OK) {
-		cli_error("hist: %s", err.message);
-		return CLI_EXIT_ERROR;
-	}
+	if (tileatom_submit_indexed(h->k->c, h->tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &one,
+	                            NULL, &h->opts, NULL, &h->k->err) != TILEATOM_OK)
+		return cli_lib_error(h->k);
 	h->chunk_len = 0;
 	if (h->shm) {
 		/* The daemon reads the chunk in place until its response: fill the next slot,
@@ -496,6 +490,7 @@ int cli_cmd_hist(cli_call *k)
 		return rc;
 	hist_run h;
 	memset(&h, 0, sizeof(h));
+	h.k = k;
 	h.tile = a->pos[0];
 	if (a->value[0]) {
 		if (!parse_range(a->value[0], &h.lo, &h.hi)) {
@@ -547,15 +542,11 @@ int cli_cmd_hist(cli_call *k)
 	if (fstat(in, &st) == 0 && S_ISREG(st.st_mode))
 		h.input_size = (uint64_t)st.st_size;
 	h.progress = isatty(STDERR_FILENO) == 1;
-
 	if ((rc = cli_connect(k)) != CLI_EXIT_OK)
 		goto out;
-	h.client = k->c;
-	tileatom_error err = {0, ""};
 	tileatom_tile_info info;
-	if (tileatom_describe(h.client, h.tile, &info, &err) != TILEATOM_OK) {
-		cli_error("hist: %s", err.message);
-		rc = CLI_EXIT_ERROR;
+	if (tileatom_describe(k->c, h.tile, &info, &k->err) != TILEATOM_OK) {
+		rc = cli_lib_error(k);
 		goto out;
 	}
 	if (info.rank != 1) {
@@ -567,9 +558,8 @@ int cli_cmd_hist(cli_call *k)
 	h.nbins = info.shape[0];
 	h.step = h.ranged ? (h.hi - h.lo) / (double)h.nbins : 0.0;
 	h.idx64 = h.nbins > INT32_MAX;
-	if (tileatom_value_parse(h.dtype, "1", h.one, &err) != TILEATOM_OK) {
-		cli_error("hist: %s", err.message);
-		rc = CLI_EXIT_ERROR;
+	if (tileatom_value_parse(h.dtype, "1", h.one, &k->err) != TILEATOM_OK) {
+		rc = cli_lib_error(k);
 		goto out;
 	}
 	tileatom_op_options_init(&h.opts);
@@ -578,9 +568,7 @@ int cli_cmd_hist(cli_call *k)
 	/* On a Unix socket the chunks live in a shared buffer and requests name them instead of
 	 * carrying them; where none can be made (TCP) they travel inline. */
 	size_t chunk_bytes = (size_t)h.chunk_cap * (h.idx64 ? 8 : 4);
-	tileatom_error shm_err = {0, ""};
-	if (tileatom_buffer_create(h.client, chunk_bytes * HIST_SLOTS, &h.shm, &shm_err) ==
-	    TILEATOM_OK)
+	if (tileatom_buffer_create(k->c, chunk_bytes * HIST_SLOTS, &h.shm, &k->err) == TILEATOM_OK)
 		h.chunk = tileatom_buffer_data(h.shm);
 	else
 		h.chunk = malloc(chunk_bytes);
@@ -596,7 +584,7 @@ int cli_cmd_hist(cli_call *k)
 	if (rc == CLI_EXIT_OK)
 		rc = hist_flush(&h);
 	/* Collect whatever is in flight, also after an input error, to report the counts. */
-	while (tileatom_pending(h.client) > 0) {
+	while (tileatom_pending(k->c) > 0) {
 		int crc = hist_collect(&h);
 		if (crc != CLI_EXIT_OK) {
 			rc = crc;

@@ -2,8 +2,8 @@
  * dtype (non-finite floats as the strings "nan", "inf", "-inf"), shapes, tile
  * descriptions, and the printing of a finished object in one compact format
  * (CLI_JSON_FLAGS: no blanks, "/" not escaped) followed by a newline. Large arrays (get)
- * are streamed: the enclosing object is serialised by json-c and left open, and each
- * value is serialised by json-c on its own. */
+ * are streamed: the enclosing object is serialised by json-c with the array empty and
+ * printed without its closing "]}", and each value is serialised by json-c on its own. */
 #include "cli.h"
 
 #include <errno.h>
@@ -94,14 +94,9 @@ int cli_json_print(const char *cmd, json_object *obj)
 
 bool cli_json_open_array(json_object *head, const char *key)
 {
-	const char *text = head ? json_object_to_json_string_ext(head, CLI_JSON_FLAGS) : NULL;
-	size_t n = text ? strlen(text) : 0;
-	json_object *k = json_object_new_string(key);
-	const char *ktext = k ? json_object_to_json_string_ext(k, CLI_JSON_FLAGS) : NULL;
-	bool ok = n >= 2 && text[n - 1] == '}' && ktext;
-	if (ok) /* the object without its closing brace, then "key":[ */
-		ok = printf("%.*s%s%s:[", (int)(n - 1), text, n > 2 ? "," : "", ktext) >= 0;
-	json_object_put(k);
+	bool ok = cli_json_add(head, key, json_object_new_array());
+	const char *text = ok ? json_object_to_json_string_ext(head, CLI_JSON_FLAGS) : NULL;
+	ok = text && printf("%.*s", (int)strlen(text) - 2, text) >= 0; /* all but the "]}" */
 	json_object_put(head);
 	return ok;
 }

@@ -341,31 +341,6 @@ static int cmd_create(cli_call *k)
 	return CLI_EXIT_OK;
 }
 
-/* Prints one page of ls: --json objects (each after a comma but the first of all, *first
- * cleared once one is printed) or text lines. False when writing or building fails. */
-static bool ls_print_page(const tileatom_tile_info *tiles,
-                          const char (*places)[TILEATOM_PLACEMENT_MAX], size_t n, bool json,
-                          bool *first)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (json) {
-			if (!cli_json_array_item(
-			        cli_json_tile(&tiles[i], false, places ? places[i] : NULL), *first))
-				return false;
-			*first = false;
-			continue;
-		}
-		char shape[128];
-		shape_text(tiles[i].shape, tiles[i].rank, shape, sizeof(shape));
-		if (printf("%s\t%s\t%s\t%" PRIu64 "%s%s%s\n", tiles[i].name,
-		           tileatom_dtype_name(tiles[i].dtype), shape, tiles[i].bytes,
-		           places ? "\t" : "", places ? places[i] : "",
-		           tiles[i].private_tile ? "\tprivate" : "") < 0)
-			return false;
-	}
-	return true;
-}
-
 static int cmd_ls(cli_call *k)
 {
 	static const char usage[] =
@@ -401,11 +376,22 @@ static int cmd_ls(cli_call *k)
 			break;
 		}
 		if (!opened) /* the header once the first page is in */
-			ok = printf(json ? "[" : "NAME\tDTYPE\tSHAPE\tBYTES%s\n",
-			            placed ? "\tPLACEMENT" : "") >= 0;
+			ok = (json ? printf("[")
+			           : printf("NAME\tDTYPE\tSHAPE\tBYTES%s\n",
+			                    placed ? "\tPLACEMENT" : "")) >= 0;
 		opened = true;
-		ok = ok && ls_print_page(tiles, (const char(*)[TILEATOM_PLACEMENT_MAX])places, n,
-		                         json, &first);
+		for (size_t t = 0; ok && t < n; t++, first = false) {
+			char shape[128];
+			shape_text(tiles[t].shape, tiles[t].rank, shape, sizeof(shape));
+			ok = json ? cli_json_array_item(
+			                cli_json_tile(&tiles[t], false, places ? places[t] : NULL),
+			                first)
+			          : printf("%s\t%s\t%s\t%" PRIu64 "%s%s%s\n", tiles[t].name,
+			                   tileatom_dtype_name(tiles[t].dtype), shape,
+			                   tiles[t].bytes, places ? "\t" : "",
+			                   places ? places[t] : "",
+			                   tiles[t].private_tile ? "\tprivate" : "") >= 0;
+		}
 		tileatom_free(tiles);
 		tileatom_free(places);
 		if (!next[0] || strcmp(next, cursor) == 0) /* done (or a daemon that loops) */
@@ -502,12 +488,11 @@ static int cmd_get(cli_call *k)
 	}
 	rc = CLI_EXIT_OK;
 	bool first = true;
+	tileatom_region reg;
+	memset(&reg, 0, sizeof(reg));
+	reg.rank = info.rank;
+	memcpy(reg.shape, info.shape, sizeof(reg.shape));
 	for (int64_t r0 = 0; r0 < info.shape[0] && rc == CLI_EXIT_OK; r0 += rows_per) {
-		tileatom_region reg;
-		memset(&reg, 0, sizeof(reg));
-		reg.rank = info.rank;
-		for (int ax = 0; ax < info.rank; ax++)
-			reg.shape[ax] = info.shape[ax];
 		reg.origin[0] = r0;
 		reg.shape[0] = info.shape[0] - r0 < rows_per ? info.shape[0] - r0 : rows_per;
 		void *data = NULL;
@@ -712,12 +697,11 @@ static int cmd_element(cli_call *k)
 	    kind != ELEM_CAS || memcmp(old, compare, tileatom_dtype_size(info.dtype)) == 0;
 	rc = CLI_EXIT_OK;
 	if (a->value[2]) {
-		bool is_value = kind == ELEM_LOAD || kind == ELEM_STORE;
 		json_object *jo = json_object_new_object();
 		bool ok =
 		    cli_json_add(jo, "tile", json_object_new_string(info.name)) &&
 		    cli_json_add(jo, "index", json_object_new_int64(flat)) &&
-		    cli_json_add(jo, is_value ? "value" : "old",
+		    cli_json_add(jo, kind == ELEM_LOAD || kind == ELEM_STORE ? "value" : "old",
 		                 cli_json_value(info.dtype, kind == ELEM_STORE ? value : old)) &&
 		    (kind != ELEM_CAS ||
 		     cli_json_add(jo, "swapped", json_object_new_boolean(swapped)));
@@ -752,7 +736,7 @@ int main(int argc, char **argv)
 	cli_global g = {NULL, CLI_CONNECT_TIMEOUT_MS, NULL};
 	int64_t ms;
 	int i = 1;
-	for (; i < argc; i++) {
+	for (; i < argc && argv[i][0] == '-'; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			print_usage(stdout);
@@ -776,12 +760,10 @@ int main(int argc, char **argv)
 				break;
 			}
 		}
-		if (k == 3 && a[0] == '-') {
+		if (k == 3) {
 			cli_error("unknown option '%s' (see 'tileatom-cli --help')", a);
 			return CLI_EXIT_USAGE;
 		}
-		if (k == 3)
-			break;
 		if (!val) {
 			if (i + 1 >= argc) {
 				cli_error("option %s needs a value", a);
