@@ -355,22 +355,27 @@ static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t f
 	return CLI_EXIT_OK;
 }
 
-/* Reads the whole input with read(2) into one large buffer and parses it in place
- * (text: tokens across reads are carried over; raw: whole elements, a partial last one is
- * an error naming its offset). */
+/* Reads the whole input with read(2) and handles it in place: raw int32 without --range
+ * into a tile of at most 2^31 bins straight into the chunk slots (the numbers are the
+ * indices: no read buffer, no copy), anything else through one large buffer (text: a token
+ * cut by a read is carried over; raw: whole elements). A partial last raw element is an
+ * error naming its offset. */
 static int hist_read(hist_run *h, int fd)
 {
-	char *buf = malloc(HIST_READ_BYTES);
-	if (!buf) {
+	bool direct = h->format_size == 4 && !h->format_float && !h->ranged && !h->idx64;
+	size_t cap = direct ? (size_t)h->chunk_cap * 4 : HIST_READ_BYTES;
+	char *buf = direct ? NULL : malloc(cap);
+	if (!direct && !buf) {
 		cli_error("hist: out of memory");
 		return CLI_EXIT_ERROR;
 	}
-	size_t have = 0; /* bytes carried over at the start of buf */
+	size_t have = 0; /* bytes carried over at the start of the buffer */
 	int rc = CLI_EXIT_OK;
 	h->line = 1;
 	h->offset = 0;
 	for (;;) {
-		ssize_t n = read(fd, buf + have, HIST_READ_BYTES - have);
+		char *into = direct ? h->chunk : buf;
+		ssize_t n = read(fd, into + have, cap - have);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -382,72 +387,40 @@ static int hist_read(hist_run *h, int fd)
 		h->input_done += (uint64_t)n;
 		size_t len = have + (size_t)n, used = 0;
 		if (h->format_size == 0) {
-			rc = hist_parse_text(h, buf, len, at_eof, &used);
+			rc = hist_parse_text(h, into, len, at_eof, &used);
+		} else if (direct) { /* a full chunk goes now, the last one with the final flush */
+			used = len == cap || at_eof ? len - len % 4 : 0;
+			h->chunk_len = (int64_t)(used / 4);
+			h->numbers += used / 4;
+			if (len == cap)
+				rc = hist_flush(h);
 		} else {
 			size_t whole = len / h->format_size;
 			used = whole * h->format_size;
-			rc = hist_parse_raw(h, (const uint8_t *)buf, whole,
+			rc = hist_parse_raw(h, (const uint8_t *)into, whole,
 			                    h->offset / h->format_size);
-			if (rc == CLI_EXIT_OK && at_eof && used < len) {
-				cli_error("hist: %s: %zu trailing byte(s) at byte offset %" PRIu64
-				          " are not a whole %zu-byte element",
-				          h->input_name, len - used, h->offset + used,
-				          h->format_size);
-				rc = CLI_EXIT_ERROR;
-			}
+		}
+		if (rc == CLI_EXIT_OK && at_eof && used < len) {
+			cli_error("hist: %s: %zu trailing byte(s) at byte offset %" PRIu64
+			          " are not a whole %zu-byte element",
+			          h->input_name, len - used, h->offset + used, h->format_size);
+			rc = CLI_EXIT_ERROR;
 		}
 		if (rc != CLI_EXIT_OK || at_eof)
 			break;
-		if (used == 0 && len == HIST_READ_BYTES) {
+		if (used == 0 && len == cap) {
 			cli_error("hist: %s:%" PRIu64 ": a token at byte offset %" PRIu64
 			          " is longer than %d bytes",
 			          h->input_name, h->line, h->offset, HIST_READ_BYTES);
 			rc = CLI_EXIT_ERROR;
 			break;
 		}
-		memmove(buf, buf + used, len - used);
+		memmove(into, into + used, len - used);
 		have = len - used;
 		h->offset += used;
 	}
 	free(buf);
 	return rc;
-}
-
-/* --format i32 without --range into a tile of at most 2^31 bins: the numbers are the
- * indices, so read(2) fills the chunk slots directly (no read buffer, no copy); a partial
- * last element is an error naming its offset. */
-static int hist_read_direct(hist_run *h, int fd)
-{
-	size_t cap = (size_t)h->chunk_cap * 4, filled = 0; /* bytes of the current chunk */
-	for (;;) {
-		ssize_t n = read(fd, (char *)h->chunk + filled, cap - filled);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			cli_error("hist: reading %s: %s", h->input_name, strerror(errno));
-			return CLI_EXIT_ERROR;
-		}
-		if (n == 0)
-			break;
-		h->input_done += (uint64_t)n;
-		filled += (size_t)n;
-		if (filled == cap) {
-			h->chunk_len = h->chunk_cap;
-			h->numbers += (uint64_t)h->chunk_cap;
-			if (hist_flush(h) != CLI_EXIT_OK)
-				return CLI_EXIT_ERROR;
-			filled = 0;
-		}
-	}
-	h->chunk_len = (int64_t)(filled / 4);
-	h->numbers += filled / 4;
-	if (filled % 4) {
-		cli_error("hist: %s: %zu trailing byte(s) at byte offset %" PRIu64
-		          " are not a whole 4-byte element",
-		          h->input_name, filled % 4, h->input_done - filled % 4);
-		return CLI_EXIT_ERROR;
-	}
-	return CLI_EXIT_OK;
 }
 
 /* Parses "LO:HI" with finite LO < HI. */
@@ -577,10 +550,7 @@ int cli_cmd_hist(cli_call *k)
 		rc = CLI_EXIT_ERROR;
 		goto out;
 	}
-	if (h.format_size == 4 && !h.format_float && !h.ranged && !h.idx64)
-		rc = hist_read_direct(&h, in);
-	else
-		rc = hist_read(&h, in);
+	rc = hist_read(&h, in);
 	if (rc == CLI_EXIT_OK)
 		rc = hist_flush(&h);
 	/* Collect whatever is in flight, also after an input error, to report the counts. */
