@@ -67,28 +67,6 @@ typedef struct hist_run {
 	uint64_t tok_offset;      /* byte offset of the current text token */
 } hist_run;
 
-/* numpy.histogram's bin of x for nbins uniform bins over [lo, hi], or -1 when x is outside
- * (or NaN). Mirrors numpy: index = int((x - lo) / (hi - lo) * nbins), x == hi goes to the
- * last bin, then a one-step correction against the linspace edges lo + i * step. */
-static int64_t hist_bin(const hist_run *h, double x)
-{
-	if (!(x >= h->lo && x <= h->hi))
-		return -1;
-	double f = (x - h->lo) / (h->hi - h->lo) * (double)h->nbins;
-	int64_t i = (int64_t)f;
-	if (i >= h->nbins)
-		i = h->nbins - 1;
-	if (i < 0)
-		i = 0;
-	double edge_lo = (double)i * h->step + h->lo;
-	double edge_hi = i + 1 == h->nbins ? h->hi : (double)(i + 1) * h->step + h->lo;
-	if (x < edge_lo && i > 0)
-		i--;
-	else if (x >= edge_hi && i != h->nbins - 1)
-		i++;
-	return i;
-}
-
 /* Collects the oldest response and adds its counts; returns CLI_EXIT_OK or an error. */
 static int hist_collect(hist_run *h)
 {
@@ -174,15 +152,28 @@ static inline int hist_add_index(hist_run *h, int64_t v)
 	return hist_push(h, v);
 }
 
-/* Adds the --range bin of x, or counts it outside. */
+/* Adds x to its --range bin, numpy.histogram's for nbins uniform bins over [lo, hi], or
+ * counts it outside (NaN too). Mirrors numpy: index = int((x - lo) / (hi - lo) * nbins),
+ * x == hi goes to the last bin, then a one-step correction against the linspace edges
+ * lo + i * step. */
 static int hist_add_value(hist_run *h, double x)
 {
-	int64_t bin = hist_bin(h, x);
-	if (bin < 0) {
+	if (!(x >= h->lo && x <= h->hi)) {
 		h->outside++;
 		return CLI_EXIT_OK;
 	}
-	return hist_push(h, bin);
+	int64_t i = (int64_t)((x - h->lo) / (h->hi - h->lo) * (double)h->nbins);
+	if (i >= h->nbins)
+		i = h->nbins - 1;
+	if (i < 0)
+		i = 0;
+	double edge_lo = (double)i * h->step + h->lo;
+	double edge_hi = i + 1 == h->nbins ? h->hi : (double)(i + 1) * h->step + h->lo;
+	if (x < edge_lo && i > 0)
+		i--;
+	else if (x >= edge_hi && i != h->nbins - 1)
+		i++;
+	return hist_push(h, i);
 }
 
 /* Adds x, an integral float, as a bin index (beyond int64: outside). */
@@ -465,13 +456,10 @@ int cli_cmd_hist(cli_call *k)
 	memset(&h, 0, sizeof(h));
 	h.k = k;
 	h.tile = a->pos[0];
-	if (a->value[0]) {
-		if (!parse_range(a->value[0], &h.lo, &h.hi)) {
-			cli_error("hist: bad --range '%s' (expected LO:HI with LO < HI)",
-			          a->value[0]);
-			return CLI_EXIT_USAGE;
-		}
-		h.ranged = true;
+	h.ranged = a->value[0] != NULL;
+	if (h.ranged && !parse_range(a->value[0], &h.lo, &h.hi)) {
+		cli_error("hist: bad --range '%s' (expected LO:HI with LO < HI)", a->value[0]);
+		return CLI_EXIT_USAGE;
 	}
 	h.chunk_cap = HIST_CHUNK_DEFAULT;
 	if (a->value[1] && (cli_parse_counts(a->value[1], 1, &h.chunk_cap) != 1 ||

@@ -3,10 +3,8 @@
  * min max xchg and or xor cas) and load/store. hist lives in cli_hist.c, the --json helpers
  * in cli_json.c, the option parser, connecting and the error printers in cli_common.c. Everything
  * goes through libtileatom-client. Every command that prints data takes --json: one JSON value
- * (made with json-c) and a newline on stdout instead of the text.
- *
- * Exit status: 0 success, 1 error (a message on stderr names the cause), 2 usage error,
- * 3 cas did not swap. */
+ * (made with json-c) and a newline on stdout instead of the text. Exit statuses: CLI_EXIT_*
+ * (cli.h). */
 #include "cli.h"
 
 #include <errno.h>
@@ -201,42 +199,6 @@ static json_object *stats_json(const tileatom_stats_info *s, const tileatom_kind
 	return cli_json_done(o, ok);
 }
 
-/* The text of stats. */
-static void stats_text(const tileatom_stats_info *s, const tileatom_kind_stats *kinds, size_t nk,
-                       const tileatom_device_stats *devs, size_t nd)
-{
-	printf("backend: %s\ndevice: %s\n", s->backend, s->device);
-	if (s->device_memory)
-		printf("device_memory: %" PRIu64 "\n", s->device_memory);
-	if (s->compute_capability[0])
-		printf("compute_capability: %s\n", s->compute_capability);
-	printf("tiles: %" PRIu32 "\ntile_bytes: %" PRIu64 "\nrequests: %" PRIu64
-	       "\nerrors: %" PRIu64 "\nconnections: %" PRIu32 "\nelements: %" PRIu64 "\n",
-	       s->tiles, s->tile_bytes, s->requests, s->errors, s->connections, s->elements);
-	for (size_t i = 0; i < nd; i++)
-		printf("device %" PRIu32 ": memory_used %" PRIu64 " memory_total %" PRIu64
-		       " tiles %" PRIu32 " tile_bytes %" PRIu64 " requests %" PRIu64
-		       " failed %d%s%s\n",
-		       devs[i].device, devs[i].memory_used, devs[i].memory_total, devs[i].tiles,
-		       devs[i].tile_bytes, devs[i].requests, devs[i].failed ? 1 : 0,
-		       devs[i].failed ? " cause: " : "", devs[i].failed ? devs[i].failure : "");
-	printf("\nREQUEST\tREQUESTS\tERRORS\tELEMENTS\tBYTES_IN\tBYTES_OUT\tMEAN_US\n");
-	for (size_t i = 0; i < nk; i++) {
-		if (kinds[i].requests == 0)
-			continue;
-		uint64_t timed = 0; /* requests in the histogram (timing is optional) */
-		for (int b = 0; b < kinds[i].nbuckets; b++)
-			timed += kinds[i].bucket[b];
-		char mean[32] = "-";
-		if (timed > 0)
-			snprintf(mean, sizeof(mean), "%.1f",
-			         (double)kinds[i].latency_ns / 1e3 / (double)timed);
-		printf("%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%s\n",
-		       kinds[i].kind, kinds[i].requests, kinds[i].errors, kinds[i].elements,
-		       kinds[i].bytes_in, kinds[i].bytes_out, mean);
-	}
-}
-
 static int cmd_stats(cli_call *k)
 {
 	static const char usage[] =
@@ -261,12 +223,44 @@ static int cmd_stats(cli_call *k)
 	size_t nk = 0, nd = 0;
 	rc = CLI_EXIT_OK;
 	if (tileatom_stats_kinds(k->c, &s, &kinds, &nk, &k->err) != TILEATOM_OK ||
-	    tileatom_stats_devices(k->c, &devs, &nd, &k->err) != TILEATOM_OK)
+	    tileatom_stats_devices(k->c, &devs, &nd, &k->err) != TILEATOM_OK) {
 		rc = cli_lib_error(k);
-	else if (k->a.value[0])
+	} else if (k->a.value[0]) {
 		rc = cli_json_print("stats", stats_json(&s, kinds, nk, devs, nd));
-	else
-		stats_text(&s, kinds, nk, devs, nd);
+	} else {
+		printf("backend: %s\ndevice: %s\n", s.backend, s.device);
+		if (s.device_memory)
+			printf("device_memory: %" PRIu64 "\n", s.device_memory);
+		if (s.compute_capability[0])
+			printf("compute_capability: %s\n", s.compute_capability);
+		printf("tiles: %" PRIu32 "\ntile_bytes: %" PRIu64 "\nrequests: %" PRIu64
+		       "\nerrors: %" PRIu64 "\nconnections: %" PRIu32 "\nelements: %" PRIu64 "\n",
+		       s.tiles, s.tile_bytes, s.requests, s.errors, s.connections, s.elements);
+		for (size_t i = 0; i < nd; i++)
+			printf("device %" PRIu32 ": memory_used %" PRIu64 " memory_total %" PRIu64
+			       " tiles %" PRIu32 " tile_bytes %" PRIu64 " requests %" PRIu64
+			       " failed %d%s%s\n",
+			       devs[i].device, devs[i].memory_used, devs[i].memory_total,
+			       devs[i].tiles, devs[i].tile_bytes, devs[i].requests,
+			       devs[i].failed ? 1 : 0, devs[i].failed ? " cause: " : "",
+			       devs[i].failed ? devs[i].failure : "");
+		printf("\nREQUEST\tREQUESTS\tERRORS\tELEMENTS\tBYTES_IN\tBYTES_OUT\tMEAN_US\n");
+		for (size_t i = 0; i < nk; i++) {
+			if (kinds[i].requests == 0)
+				continue;
+			uint64_t timed = 0; /* requests in the histogram (timing is optional) */
+			for (int b = 0; b < kinds[i].nbuckets; b++)
+				timed += kinds[i].bucket[b];
+			char mean[32] = "-";
+			if (timed > 0)
+				snprintf(mean, sizeof(mean), "%.1f",
+				         (double)kinds[i].latency_ns / 1e3 / (double)timed);
+			printf("%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
+			       "\t%s\n",
+			       kinds[i].kind, kinds[i].requests, kinds[i].errors, kinds[i].elements,
+			       kinds[i].bytes_in, kinds[i].bytes_out, mean);
+		}
+	}
 	tileatom_free(kinds);
 	tileatom_free(devs);
 	return rc;
@@ -335,10 +329,11 @@ static int cmd_create(cli_call *k)
 	if ((rc = cli_connect(k)) != CLI_EXIT_OK)
 		return rc;
 	unsigned flags = a->value[3] ? TILEATOM_CREATE_PRIVATE : 0;
-	if (tileatom_create_placed(k->c, a->pos[0], dtype, rank, shape, a->value[2] ? fill : NULL,
-	                           flags, a->value[4], NULL, &k->err) != TILEATOM_OK)
-		return cli_lib_error(k);
-	return CLI_EXIT_OK;
+	return tileatom_create_placed(k->c, a->pos[0], dtype, rank, shape,
+	                              a->value[2] ? fill : NULL, flags, a->value[4], NULL,
+	                              &k->err) != TILEATOM_OK
+	           ? cli_lib_error(k)
+	           : CLI_EXIT_OK;
 }
 
 static int cmd_ls(cli_call *k)
@@ -446,9 +441,8 @@ static int cmd_rm(cli_call *k)
 	int rc = cli_parse(k, NULL, 0, 1, 1, usage, true);
 	if (rc >= 0)
 		return rc;
-	if (tileatom_destroy(k->c, k->a.pos[0], &k->err) != TILEATOM_OK)
-		return cli_lib_error(k);
-	return CLI_EXIT_OK;
+	return tileatom_destroy(k->c, k->a.pos[0], &k->err) != TILEATOM_OK ? cli_lib_error(k)
+	                                                                   : CLI_EXIT_OK;
 }
 
 static int cmd_get(cli_call *k)
@@ -468,9 +462,7 @@ static int cmd_get(cli_call *k)
 		return cli_lib_error(k);
 	size_t es = tileatom_dtype_size(info.dtype);
 	/* Read blocks of whole rows (along axis 0) of at most CLI_GET_CHUNK_BYTES. */
-	uint64_t row_bytes = es;
-	for (int ax = 1; ax < info.rank; ax++)
-		row_bytes *= (uint64_t)info.shape[ax];
+	uint64_t row_bytes = es * (uint64_t)(cli_tile_count(&info) / info.shape[0]);
 	int64_t rows_per = (int64_t)(CLI_GET_CHUNK_BYTES / row_bytes);
 	if (rows_per < 1)
 		rows_per = 1;
@@ -573,25 +565,20 @@ static int parse_index(const char *cmd, const char *text, const tileatom_tile_in
 /* Reads --sem and --scope (options 0 and 1) into o; -1 or CLI_EXIT_USAGE. */
 static int parse_sem_scope(const char *cmd, const cli_args *a, tileatom_op_options *o)
 {
-	char names[128];
 	tileatom_op_options_init(o);
 	int sem = a->value[0] ? tileatom_sem_parse(a->value[0]) : (int)o->sem;
 	int scope = a->value[1] ? tileatom_scope_parse(a->value[1]) : (int)o->scope;
-	if (sem < 0) {
-		cli_error("%s: unknown --sem '%s' (%s)", cmd, a->value[0],
-		          name_list(names, sizeof names, ", ", NAMES_SEM, TILEATOM_REQ_NONE,
-		                    TILEATOM_OP_NONE));
-		return CLI_EXIT_USAGE;
+	if (sem >= 0 && scope >= 0) {
+		o->sem = (tileatom_sem)sem;
+		o->scope = (tileatom_scope)scope;
+		return -1;
 	}
-	if (scope < 0) {
-		cli_error("%s: unknown --scope '%s' (%s)", cmd, a->value[1],
-		          name_list(names, sizeof names, ", ", NAMES_SCOPE, TILEATOM_REQ_NONE,
-		                    TILEATOM_OP_NONE));
-		return CLI_EXIT_USAGE;
-	}
-	o->sem = (tileatom_sem)sem;
-	o->scope = (tileatom_scope)scope;
-	return -1;
+	char names[128];
+	cli_error("%s: unknown --%s '%s' (%s)", cmd, sem < 0 ? "sem" : "scope",
+	          a->value[sem < 0 ? 0 : 1],
+	          name_list(names, sizeof names, ", ", sem < 0 ? NAMES_SEM : NAMES_SCOPE,
+	                    TILEATOM_REQ_NONE, TILEATOM_OP_NONE));
+	return CLI_EXIT_USAGE;
 }
 
 /* Options every single-element op takes. */
