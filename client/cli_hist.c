@@ -67,14 +67,17 @@ typedef struct hist_run {
 	uint64_t tok_offset;      /* byte offset of the current text token */
 } hist_run;
 
-/* Collects the oldest response and adds its counts; returns CLI_EXIT_OK or an error. */
-static int hist_collect(hist_run *h)
+/* Collects responses, adding their counts, until at most keep are in flight; returns
+ * CLI_EXIT_OK or an error. */
+static int hist_drain(hist_run *h, size_t keep)
 {
 	tileatom_response r;
-	if (tileatom_collect(h->k->c, &r, &h->k->err) != TILEATOM_OK)
-		return cli_lib_error(h->k);
-	h->added += r.applied;
-	h->outside += r.skipped;
+	while (tileatom_pending(h->k->c) > keep) {
+		if (tileatom_collect(h->k->c, &r, &h->k->err) != TILEATOM_OK)
+			return cli_lib_error(h->k);
+		h->added += r.applied;
+		h->outside += r.skipped;
+	}
 	return CLI_EXIT_OK;
 }
 
@@ -106,11 +109,8 @@ static int hist_flush(hist_run *h)
 {
 	if (h->chunk_len == 0)
 		return CLI_EXIT_OK;
-	while (tileatom_pending(h->k->c) >= HIST_DEPTH) {
-		int rc = hist_collect(h);
-		if (rc != CLI_EXIT_OK)
-			return rc;
-	}
+	if (hist_drain(h, HIST_DEPTH - 1) != CLI_EXIT_OK)
+		return CLI_EXIT_ERROR;
 	tileatom_array idx =
 	    tileatom_vector(h->idx64 ? TILEATOM_INT64 : TILEATOM_INT32, h->chunk_len, h->chunk);
 	tileatom_array one = tileatom_scalar(h->dtype, h->one);
@@ -327,19 +327,15 @@ static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t f
 		} else {
 			memcpy(&v, data, 8);
 		}
-		int rc;
-		if (h->ranged) {
-			rc = hist_add_value(h, h->format_float ? x : (double)v);
-		} else if (!h->format_float) {
-			rc = hist_add_index(h, v);
-		} else if (x != x || x != floor(x)) {
+		if (!h->ranged && h->format_float && (x != x || x != floor(x))) {
 			cli_error("hist: %s: element %" PRIu64 " (byte offset %" PRIu64
 			          "): %.17g is not an integer bin index",
 			          h->input_name, first + i, (first + i) * es, x);
 			return CLI_EXIT_ERROR;
-		} else {
-			rc = hist_add_integral(h, x);
 		}
+		int rc = h->ranged         ? hist_add_value(h, h->format_float ? x : (double)v)
+		         : h->format_float ? hist_add_integral(h, x)
+		                           : hist_add_index(h, v);
 		if (rc != CLI_EXIT_OK)
 			return CLI_EXIT_ERROR;
 	}
@@ -476,19 +472,16 @@ int cli_cmd_hist(cli_call *k)
 	               {"i64", 8, false},
 	               {"f32", 4, true},
 	               {"f64", 8, true}};
-	if (a->value[3]) {
-		size_t f = 0;
-		while (f < sizeof(formats) / sizeof(formats[0]) &&
-		       strcmp(formats[f].name, a->value[3]) != 0)
-			f++;
-		if (f == sizeof(formats) / sizeof(formats[0])) {
-			cli_error("hist: bad --format '%s' (text, i32, i64, f32 or f64)",
-			          a->value[3]);
-			return CLI_EXIT_USAGE;
-		}
-		h.format_size = formats[f].size;
-		h.format_float = formats[f].is_float;
+	const char *format = a->value[3] ? a->value[3] : "text";
+	size_t f = 0;
+	while (f < sizeof(formats) / sizeof(formats[0]) && strcmp(formats[f].name, format) != 0)
+		f++;
+	if (f == sizeof(formats) / sizeof(formats[0])) {
+		cli_error("hist: bad --format '%s' (text, i32, i64, f32 or f64)", format);
+		return CLI_EXIT_USAGE;
 	}
+	h.format_size = formats[f].size;
+	h.format_float = formats[f].is_float;
 	int in = STDIN_FILENO;
 	h.input_name = "stdin";
 	if (a->npos == 2 && strcmp(a->pos[1], "-") != 0) {
@@ -542,13 +535,8 @@ int cli_cmd_hist(cli_call *k)
 	if (rc == CLI_EXIT_OK)
 		rc = hist_flush(&h);
 	/* Collect whatever is in flight, also after an input error, to report the counts. */
-	while (tileatom_pending(k->c) > 0) {
-		int crc = hist_collect(&h);
-		if (crc != CLI_EXIT_OK) {
-			rc = crc;
-			break;
-		}
-	}
+	if (hist_drain(&h, 0) != CLI_EXIT_OK)
+		rc = CLI_EXIT_ERROR;
 	hist_progress(&h, true);
 	if (rc == CLI_EXIT_OK && a->value[2]) {
 		json_object *o = json_object_new_object();

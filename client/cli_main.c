@@ -55,17 +55,11 @@ static const char global_usage[] =
     "INDEX is a flat row-major index or comma-separated coordinates.\n"
     "Run 'tileatom-cli COMMAND --help' for a command's options.\n";
 
-/* The CLI's name of an op (exch is spelled xchg, as in the shell tour; both parse). */
-static const char *cli_op_name(tileatom_op op)
-{
-	return op == TILEATOM_OP_EXCH ? "xchg" : tileatom_op_name(op);
-}
-
 /* Which names name_list joins. */
 typedef enum name_sort {
-	NAMES_SEM, /* the sems a request of kind (running op) accepts; all for TILEATOM_REQ_NONE */
+	NAMES_SEM,   /* the sems a request of kind (running op) accepts (all: TILEATOM_REQ_NONE) */
 	NAMES_SCOPE, /* every scope */
-	NAMES_RMW    /* the single-value RMW ops (every op but cas), as the CLI spells them */
+	NAMES_RMW    /* the RMW ops but cas; exch as xchg (the shell tour's; both parse) */
 } name_sort;
 
 /* Writes the names of one sort that the library knows (until its name function says "?")
@@ -76,9 +70,10 @@ static const char *name_list(char *buf, size_t n, const char *sep, name_sort sor
 	size_t used = 0;
 	buf[0] = '\0';
 	for (int i = sort == NAMES_RMW ? TILEATOM_OP_NONE + 1 : 0;; i++) {
-		const char *name = sort == NAMES_SEM     ? tileatom_sem_name((tileatom_sem)i)
-		                   : sort == NAMES_SCOPE ? tileatom_scope_name((tileatom_scope)i)
-		                                         : cli_op_name((tileatom_op)i);
+		const char *name = sort == NAMES_SEM       ? tileatom_sem_name((tileatom_sem)i)
+		                   : sort == NAMES_SCOPE   ? tileatom_scope_name((tileatom_scope)i)
+		                   : i == TILEATOM_OP_EXCH ? "xchg"
+		                                           : tileatom_op_name((tileatom_op)i);
 		if (strcmp(name, "?") == 0)
 			return buf;
 		bool skip = sort == NAMES_SEM ? kind != TILEATOM_REQ_NONE &&
@@ -364,9 +359,8 @@ static int cmd_ls(cli_call *k)
 		char next[TILEATOM_LIST_CURSOR_MAX];
 		if (tileatom_list_page(k->c, cursor, 0, &tiles, placed ? &places : NULL, &n, next,
 		                       &k->err) != TILEATOM_OK) {
-			if (json && opened)
-				printf("\n"); /* the cut array ends its line; the status says it
-				                 failed */
+			if (json && opened) /* the cut array ends its line; the status tells */
+				printf("\n");
 			rc = cli_lib_error(k);
 			break;
 		}
@@ -625,9 +619,7 @@ static int cmd_element(cli_call *k)
 	while (kind < ELEM_RMW && strcmp(cmd, elem_specs[kind].name) != 0)
 		kind++;
 	const struct elem_spec *e = &elem_specs[kind];
-	tileatom_op op = kind == ELEM_RMW   ? tileatom_op_parse(cmd)
-	                 : kind == ELEM_CAS ? TILEATOM_OP_CAS
-	                                    : TILEATOM_OP_NONE;
+	tileatom_op op = tileatom_op_parse(cmd); /* TILEATOM_OP_NONE for load and store */
 	snprintf(usage, sizeof(usage),
 	         "Usage: tileatom-cli [-s SOCKET] %s %s [--sem SEM] [--scope SCOPE] [--json]\n%s"
 	         "INDEX is a flat row-major index or comma-separated coordinates (e.g. 2,5).\n"
