@@ -369,7 +369,7 @@ static int cmd_ls(cli_call *k)
 			           : printf("NAME\tDTYPE\tSHAPE\tBYTES%s\n",
 			                    placed ? "\tPLACEMENT" : "")) >= 0;
 		opened = true;
-		for (size_t t = 0; ok && t < n; t++, first = false) {
+		for (size_t t = 0; ok && t < n; t++) {
 			char shape[128];
 			shape_text(tiles[t].shape, tiles[t].rank, shape, sizeof(shape));
 			ok = json ? cli_json_array_item(
@@ -380,6 +380,7 @@ static int cmd_ls(cli_call *k)
 			                   tiles[t].bytes, places ? "\t" : "",
 			                   places ? places[t] : "",
 			                   tiles[t].private_tile ? "\tprivate" : "") >= 0;
+			first = false;
 		}
 		tileatom_free(tiles);
 		tileatom_free(places);
