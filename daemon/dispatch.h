@@ -90,6 +90,11 @@ typedef struct ta_dispatch_scratch {
 	ta_persist_run run;   /* the pipelined run's lock and records (persist.h) */
 	bool in_run;          /* between ta_dispatch_begin_run and ta_dispatch_end_run */
 	ta_tile_cache tiles;  /* the thread's last tile lookup (registry.h) */
+	bool pinning;         /* between ta_dispatch_begin_run and ta_dispatch_end_run: a kept
+	                         request run at once leaves its tile's reference in pin */
+	ta_tile *pin;         /* a reference this thread holds until the run ends (NULL: none):
+	                         the run's next repeats on that tile take none of their own, so
+	                         that threads running one tile do not fight over its count */
 	bool hold_metrics;    /* in a run, requests untimed: the OK answers of kept requests
 	                         (codec.h) count into held, published at the run's end or
 	                         before any other request */

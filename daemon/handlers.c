@@ -303,6 +303,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 			rc->plan = plan;
 			rc->kind = kind;
 			rc->held = tile;
+			rc->held_shared = false;
 			/* kept for the connection's next requests (an asynchronous group's: its
 			 * plan is proven, its outcome depends on no operand byte but the holes) */
 			if (rc->record && plan.count == 1 && plan.check_bounds && !plan.mask.data)

@@ -36,12 +36,16 @@ void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
 	ta_persist_run_init(&s->run);
 	s->in_run = false;
 	memset(&s->tiles, 0, sizeof(s->tiles));
+	s->pinning = false;
+	s->pin = NULL;
 	s->hold_metrics = false;
 	s->held = (ta_metrics_held){TA_REQ_NONE, 0, 0, 0, 0};
 }
 
 void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 {
+	ta_tile_unref(s->pin);
+	s->pin = NULL;
 	ta_arena_free(&s->arena);
 	ta_persist_run_free(&s->run);
 }
@@ -281,13 +285,44 @@ repeat_tile(ta_service *svc, ta_session *session, ta_error *err)
 	return tile;
 }
 
+/* repeat_tile for a request run at once (repeat_run): within a run, the tile the thread
+ * pinned for it (scratch->pin) when the kept request's tile is that one and unchanged,
+ * taking nothing; else repeat_tile's reference, pinned for the rest of the run (the one
+ * pinned before given back). Outside a run it is repeat_tile; the caller then gives the
+ * reference back (repeat_release). */
+HOT ta_tile *repeat_tile_pinned(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                                ta_error *err)
+{
+	ta_repeat *r = &session->repeat;
+	if (scratch->pin && scratch->pin == r->tile &&
+	    ta_tile_still(r->tile, r->stamp, ta_session_who(session))) {
+		r->hits++;
+		return r->tile;
+	}
+	ta_tile *tile = repeat_tile(svc, session, err);
+	if (tile && scratch->pinning) {
+		ta_tile_unref(scratch->pin);
+		scratch->pin = tile;
+	}
+	return tile;
+}
+
+/* Gives back what repeat_tile_pinned handed out: nothing when it is the run's pin. */
+HOT void repeat_release(ta_dispatch_scratch *scratch, ta_tile *tile)
+{
+	if (tile != scratch->pin)
+		ta_tile_unref(tile);
+}
+
 /* Collects payload into rc as the session's kept request again (codec.h) when it is that
  * request and its plan may join an asynchronous group: the plan copied with its operand
  * bytes into the run's arena (the kept plan's own are overwritten by the next match), the
- * tile held, no decoding or planning. False, with nothing done, when it is not (the tile
- * replaced: the kept request is forgotten, and the decoder answers). */
+ * tile held (through prev, the group's request before, when that one holds the same
+ * unchanged tile: no reference of its own), no decoding or planning. False, with nothing
+ * done, when it is not (the tile replaced: the kept request is forgotten, and the
+ * decoder answers). */
 static bool repeat_collect(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
-                           const uint8_t *payload, size_t len, resp_ctx *rc)
+                           const uint8_t *payload, size_t len, const resp_ctx *prev, resp_ctx *rc)
 {
 	ta_repeat *r = &session->repeat;
 	uint64_t id = 0;
@@ -298,9 +333,13 @@ static bool repeat_collect(ta_service *svc, ta_dispatch_scratch *scratch, ta_ses
 	if (!room)
 		return false;
 	rc_begin(rc, svc, scratch, session, payload, len, -1);
-	ta_tile *tile = repeat_tile(svc, session, &rc->err);
+	bool shared = prev && prev->held == r->tile &&
+	              ta_tile_still(r->tile, r->stamp, ta_session_who(session));
+	ta_tile *tile = shared ? r->tile : repeat_tile(svc, session, &rc->err);
 	if (!tile)
 		return false;
+	if (shared)
+		r->hits++;
 	memcpy(room, r->slots, sizeof(r->slots));
 	rc->plan = r->plan;
 	ta_operand *ops[TA_MAX_RANK + 2];
@@ -321,6 +360,7 @@ static bool repeat_collect(ta_service *svc, ta_dispatch_scratch *scratch, ta_ses
 	rc->req_kind = r->kind;
 	rc->kind = OUT_OP;
 	rc->held = tile;
+	rc->held_shared = shared;
 	rc->collected = true;
 	metrics_start(rc, len);
 	return true;
@@ -349,7 +389,8 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 		const uint8_t *payload = frames + off + TA_FRAME_HEADER;
 		resp_ctx *rc = &g->rcs[g->n];
 		if (session && session->repeat.valid &&
-		    repeat_collect(svc, scratch, session, payload, n, rc)) {
+		    repeat_collect(svc, scratch, session, payload, n,
+		                   g->n > 0 ? &g->rcs[g->n - 1] : NULL, rc)) {
 			rc->group = g;
 			atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
 			                          memory_order_relaxed);
@@ -530,7 +571,7 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	resp_ctx rc;
 	resp_ctx_start(&rc);
 	rc.svc = svc;
-	ta_tile *tile = repeat_tile(svc, session, &rc.err);
+	ta_tile *tile = repeat_tile_pinned(svc, scratch, session, &rc.err);
 	if (!tile)
 		return false;
 	rc.req_kind = r->kind;
@@ -540,7 +581,7 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	ta_result result = {0, 0};
 	ta_status st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &r->plan,
 	                                &result, &rc.err);
-	ta_tile_unref(tile);
+	repeat_release(scratch, tile);
 	rc.elements = 1;
 	if (st == TA_OK) {
 		rc.old_buf = r->plan.old_out;

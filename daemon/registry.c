@@ -509,6 +509,12 @@ ta_status ta_registry_remove_as(ta_registry *reg, const char *name, ta_owner who
 	return TA_OK;
 }
 
+bool ta_tile_still(const ta_tile *tile, uint64_t stamp, ta_owner who)
+{
+	return atomic_load_explicit(&tile->stamp, memory_order_acquire) == stamp &&
+	       tile_allowed(tile, who);
+}
+
 void ta_tile_unref(ta_tile *tile)
 {
 	if (tile && atomic_fetch_sub(&tile->refs, 1) == 1)

@@ -146,6 +146,10 @@ ta_status ta_registry_remove(ta_registry *reg, const char *name, ta_tile_info *i
 /* ta_registry_remove for caller who: PERMISSION_DENIED for another identity's private tile. */
 ta_status ta_registry_remove_as(ta_registry *reg, const char *name, ta_owner who,
                                 ta_tile_info *info, ta_error *err);
+/* True when tile, which the caller holds a reference to, is still the record linked under
+ * its name with stamp (nothing destroyed or re-created it since) and who may use it: the
+ * caller may then use it for one more request without taking another reference. */
+bool ta_tile_still(const ta_tile *tile, uint64_t stamp, ta_owner who);
 /* Drops one reference; the last one frees the tile memory and gives its bytes back. */
 void ta_tile_unref(ta_tile *tile);
 /* Copies what a tile is into *info. */

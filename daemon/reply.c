@@ -177,7 +177,8 @@ void group_answer(dispatch_group *g)
 		rc->elements = (uint64_t)rc->plan.count;
 		if (st == TA_OK)
 			plan_body(rc, &rc->plan, &g->results[i], rc->kind);
-		ta_tile_unref(rc->held);
+		if (!rc->held_shared)
+			ta_tile_unref(rc->held);
 		if (finish_reply(svc, rc, st, g->out))
 			g->close_after = true;
 	}
@@ -209,6 +210,7 @@ void held_flush(ta_service *svc, ta_dispatch_scratch *scratch)
 void ta_dispatch_begin_run(ta_service *svc, ta_dispatch_scratch *scratch)
 {
 	scratch->hold_metrics = !svc->time_requests;
+	scratch->pinning = true;
 	if (svc->persist)
 		scratch->in_run = true;
 }
@@ -217,6 +219,9 @@ uint64_t ta_dispatch_end_run(ta_service *svc, ta_dispatch_scratch *scratch)
 {
 	held_flush(svc, scratch);
 	scratch->hold_metrics = false;
+	scratch->pinning = false;
+	ta_tile_unref(scratch->pin); /* a destroyed tile's memory goes now */
+	scratch->pin = NULL;
 	if (!scratch->in_run)
 		return 0;
 	scratch->in_run = false;

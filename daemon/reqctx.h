@@ -70,6 +70,8 @@ typedef struct resp_ctx {
 	bool close_after;             /* close the connection after this answer */
 	out_kind kind;                /* collected: where its values go */
 	ta_tile *held;                /* collected: the tile (a reference) */
+	bool held_shared;             /* held is the group's previous request's reference (the
+	                                 same tile, kept request again): not given back */
 	uint64_t elements;            /* elements the backend processed (metrics) */
 	size_t bytes_in;              /* the request's payload bytes (metrics) */
 	struct timespec t0;           /* when it was decoded, if timed (metrics) */

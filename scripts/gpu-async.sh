@@ -60,6 +60,7 @@ for round in $(seq "${ROUNDS:-3}"); do
 	one cuda-async "$carry/tileatomd" cuda "50x16 200x16" 0
 	one cuda-workers "$carry/tileatomd" cuda "50x16 200x16" 0 --async-apply 0
 	[ -x "$pre" ] && one cuda-pre "$pre" cuda "50x16 200x16" 0
+	[ -x "$pre" ] && one cuda-pre-1 "$pre" cuda 1x1 0
 	one cpu "$carry/tileatomd" cpu "50x16 200x16" 0
 	one cuda-async-1 "$carry/tileatomd" cuda 1x1 0
 	one cuda-async-poll-1 "$carry/tileatomd" cuda 1x1 "$usec" --busy-poll "$usec"

@@ -826,6 +826,67 @@ START_TEST(test_async_run_order)
 }
 END_TEST
 
+START_TEST(test_kept_tile_destroyed_in_run)
+{
+	/* One pipelined run: adds that repeat the kept request (run on the thread's pinned
+	 * tile without a reference of their own), the tile destroyed and created again, the
+	 * same adds: they go to the new tile (old values from 0 again); once that one is
+	 * destroyed too, no memory of either is held (the run's pin ended with the run). */
+	daemon_proc d;
+	start_daemon(&d, NULL);
+	int fd = connect_unix(d.sock);
+	ck_assert_int_ge(fd, 0);
+	create_tile(fd, "p", 5);
+	static uint8_t run[16384];
+	size_t used = 0;
+	for (int i = 0; i < 20; i++)
+		append_indexed_add(run, sizeof(run), &used, 100 + (uint64_t)i, "p", i % 5, 1, true);
+	Tileatom__DestroyTileRequest ds = TILEATOM__DESTROY_TILE_REQUEST__INIT;
+	ds.name = "p";
+	Tileatom__Request dreq = TILEATOM__REQUEST__INIT;
+	dreq.id = 200;
+	dreq.body_case = TILEATOM__REQUEST__BODY_DESTROY;
+	dreq.destroy = &ds;
+	append_request(run, sizeof(run), &used, &dreq);
+	int64_t three = 3;
+	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
+	c.name = "p";
+	c.dtype = TILEATOM__DTYPE__INT32;
+	c.n_shape = 1;
+	c.shape = &three;
+	Tileatom__Request creq = TILEATOM__REQUEST__INIT;
+	creq.id = 201;
+	creq.body_case = TILEATOM__REQUEST__BODY_CREATE;
+	creq.create = &c;
+	append_request(run, sizeof(run), &used, &creq);
+	for (int i = 0; i < 20; i++)
+		append_indexed_add(run, sizeof(run), &used, 300 + (uint64_t)i, "p", i % 3, 1, true);
+	ck_assert(send_all(fd, run, used));
+	for (int i = 0; i < 20; i++)
+		expect_old(fd, 100 + (uint64_t)i, i / 5);
+	Tileatom__Response *resp = expect_response(fd, 200, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	resp = expect_response(fd, 201, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	for (int i = 0; i < 20; i++)
+		expect_old(fd, 300 + (uint64_t)i, i / 3);
+	used = 0;
+	dreq.id = 400;
+	append_request(run, sizeof(run), &used, &dreq);
+	ck_assert(send_all(fd, run, used));
+	resp = expect_response(fd, 400, TILEATOM__STATUS__OK);
+	tileatom__response__free_unpacked(resp, NULL);
+	resp = get_stats(fd);
+	ck_assert_uint_eq(resp->stats->tiles, 0);
+	ck_assert_uint_eq(resp->stats->tile_bytes, 0); /* neither tile is held any more */
+	tileatom__response__free_unpacked(resp, NULL);
+	close(fd);
+	int status = stop_daemon(&d);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cleanup(&d);
+}
+END_TEST
+
 START_TEST(test_bad_frames_other_client_unharmed)
 {
 	daemon_proc d;
@@ -2407,6 +2468,7 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, test_pipelined_order);
 	tcase_add_test(tc, test_grouped_run_order);
 	tcase_add_test(tc, test_async_run_order);
+	tcase_add_test(tc, test_kept_tile_destroyed_in_run);
 	tcase_add_test(tc, test_bad_frames_other_client_unharmed);
 	tcase_add_test(tc, test_tiny_write_queue_pipelined);
 	tcase_add_test(tc, test_connection_limit);

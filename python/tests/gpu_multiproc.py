@@ -221,6 +221,32 @@ def probe(a: argparse.Namespace, tileatom: Any, np: Any, torch: Any) -> None:
                        vals, None, None, None, "relaxed", "gpu", "shared", True, False,
                        None, None)
             note("core_op_alone", time.perf_counter() - t0)
+        # the same steps interleaved, so that each follows what it follows in a whole call:
+        # does a stream synchronisation (or a new operand tuple) make the op after it
+        # slower? medians and bests over 5 x reps rounds
+        fresh = lambda: (keys.data_ptr(), i[1], tuple(keys.shape), keys)  # noqa: E731
+        stream = torch.cuda.current_stream(dev)
+
+        def op(t: Any) -> None:
+            h._conn.op(tileatom._INDEXED, h.name, tileatom._ADD, h._region, -1, (t,), True,
+                       vals, None, None, None, "relaxed", "gpu", "shared", True, False,
+                       None, None)
+        steps = {
+            "op_same": lambda: op(i),
+            "op_fresh_tuple": lambda: op(fresh()),
+            "sync_then_op": lambda: (stream.synchronize(), op(i)),
+            "index_then_op": lambda: op(tileatom._index(keys, "keys")),
+            "hist": lambda: h.hist(keys),
+        }
+        runs: dict[str, list[float]] = {k: [] for k in steps}
+        for _ in range(5 * a.reps):
+            for k, fn in steps.items():
+                t0 = time.perf_counter()
+                fn()
+                runs[k].append(time.perf_counter() - t0)
+        print("probe, interleaved (us, median / best of %d): " % (5 * a.reps) +
+              ", ".join(f"{k} {sorted(v)[len(v) // 2] * 1e6:.1f} / {min(v) * 1e6:.1f}"
+                        for k, v in runs.items()))
         for _ in range(a.reps):
             h2 = c.create(name + "-new", np.int32, 256)
             t0 = time.perf_counter()

@@ -178,12 +178,44 @@ def _torch_numpy(obj: Any) -> Any:
     return obj
 
 
+# torch.cuda.Stream objects by (device index, raw cudaStream_t): making one is most of the
+# cost of torch.cuda.current_stream(), so a stream seen before is reused (a few per device)
+_TORCH_STREAMS: dict[tuple[int, int], Any] = {}
+_TORCH_STREAMS_MAX = 64
+
+
 def _sync_torch(obj: Any) -> None:
-    """Waits for the work queued on a torch CUDA tensor's current stream: the daemon reads
-    device operands from another process, which no stream order covers."""
-    if type(obj).__module__.startswith("torch"):
-        torch = __import__("torch")
-        torch.cuda.current_stream(obj.device).synchronize()
+    """Waits for the work queued on a torch CUDA tensor's current stream (of its device):
+    the daemon reads device operands from another process, which no stream order covers."""
+    if not type(obj).__module__.startswith("torch"):
+        return
+    torch = sys.modules["torch"]
+    index = obj.get_device()
+    raw_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw_of is None:  # a torch without it: the public way (a new Stream object each time)
+        torch.cuda.current_stream(index).synchronize()
+        return
+    key = (index, raw_of(index))
+    stream = _TORCH_STREAMS.get(key)
+    if stream is None:
+        stream = torch.cuda.current_stream(index)
+        if len(_TORCH_STREAMS) >= _TORCH_STREAMS_MAX:
+            _TORCH_STREAMS.clear()
+        _TORCH_STREAMS[key] = stream
+    stream.synchronize()
+
+
+# (lowest, highest) of each integer dtype seen (np.iinfo is slow to make)
+_INT_RANGES: dict[Any, tuple[int, int]] = {}
+
+
+def _int_range(dt: Any) -> tuple[int, int]:
+    """The lowest and highest value of the integer numpy dtype dt."""
+    got = _INT_RANGES.get(dt)
+    if got is None:
+        info = np.iinfo(dt)
+        got = _INT_RANGES[dt] = (int(info.min), int(info.max))
+    return got
 
 
 def _checked_device(code: int | None, got: int | None, dt: Any, shape: tuple[int, ...],
@@ -264,13 +296,20 @@ def _device_array(obj: Any, code: int | None, what: str) -> tuple | None:
         return (int(cai["data"][0]), got, shape, obj)
     if isinstance(obj, np.ndarray) or not hasattr(obj, "__dlpack__"):
         return None
-    kind, _ = _dlpack_device(obj)
+    kind, ordinal = _dlpack_device(obj)
     if kind != _KDLCUDA:
         return None
     _sync_torch(obj)
     # stream=None: the producer makes the data safe on the legacy default stream (the
-    # spec's CUDA default); the caller finishes other streams' writes before the request
-    view = _dlpack_view(obj, None)
+    # spec's CUDA default); the caller finishes other streams' writes before the request.
+    # Some producers (torch) export only while their device is the current one: with torch
+    # loaded, the capsule is asked for with the producer's device made current.
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        with torch.cuda.device(ordinal):
+            view = _dlpack_view(obj, None)
+    else:
+        view = _dlpack_view(obj, None)
     shape = tuple(view.shape)
     dcode, bits, _ = view.dtype
     strides = view.strides
@@ -431,9 +470,6 @@ class Tile(_core.TileBase):
 
     def _values(self, value: Any, what: str = "value") -> Any:
         """value as an operand of the tile's dtype (a C-contiguous array or a CUDA array)."""
-        dev = _device_array(value, self._code, what)
-        if dev is not None:
-            return dev
         dt = self.dtype
         if isinstance(value, _SCALAR_TYPES) or isinstance(value, bool):
             if isinstance(value, float) and dt.kind in "iu":
@@ -442,11 +478,14 @@ class Tile(_core.TileBase):
             if self._code == _BFLOAT16 and bfloat16 is None:
                 return _bf16_bits(np.asarray(float(value)))
             if dt.kind in "iu":
-                info = np.iinfo(dt)
-                if not info.min <= value <= info.max:
+                low, high = _int_range(dt)
+                if not low <= value <= high:
                     raise OverflowError(f"{what} {value} is out of range for a "
                                         f"{self.dtype_name} tile")
             return np.array(value, dtype=dt)
+        dev = _device_array(value, self._code, what)
+        if dev is not None:
+            return dev
         a = np.asarray(_torch_numpy(value))
         if a.dtype != dt:
             if self._code == _BFLOAT16 and bfloat16 is None:
