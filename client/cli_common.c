@@ -1,7 +1,7 @@
 /* cli_common.c: what every tileatom-cli subcommand uses: the error printers, the subcommand
- * option parser, the number-list parser and the connection to the daemon (with the explanation
- * of which socket was tried when it fails). cli_main.c and cli_hist.c build on it; it calls
- * nothing of theirs. */
+ * option parser, the number-list parser, a tile's element count and the connection to the
+ * daemon (with the explanation of which socket was tried when it fails). cli_main.c and
+ * cli_hist.c build on it; it calls nothing of theirs. */
 #include "cli.h"
 
 #include <errno.h>
