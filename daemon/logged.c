@@ -48,40 +48,37 @@ ta_status persist_begin(resp_ctx *rc, const char *name, bool has_tile, ta_op op,
 	}
 }
 
-/* With --data-dir: walks msg and every message inside it. With fix false, returns true as
- * soon as an Array in a shared buffer or an Options.old_into is found (a record that could
- * not be replayed: the buffers are gone after a restart). With fix true, turns every such
- * Array into inline bytes (the same range dispatch read) and drops every old_into, so that
- * the request can be logged as it was applied; returns false, with err set, when a range
- * does not resolve. */
-static bool shared_refs(ta_shm_table *shm, ProtobufCMessage *msg, bool fix, ta_error *err)
+/* With --data-dir: turns every Array in a shared buffer in msg, or in a message inside it,
+ * into inline bytes (the same range dispatch read) and drops every Options.old_into, so that
+ * the request can be logged as it was applied (the buffers are gone after a restart).
+ * Returns 1 when something was changed, 0 when nothing needed it, -1 with err set when a
+ * range does not resolve. */
+static int inline_refs(ta_shm_table *shm, ProtobufCMessage *msg, ta_error *err)
 {
 	const ProtobufCMessageDescriptor *d = msg->descriptor;
 	if (d == &tileatom__array__descriptor) {
 		Tileatom__Array *a = (Tileatom__Array *)msg;
 		if (!a->shared)
-			return fix; /* nothing found; nothing to fix */
-		if (!fix)
-			return true;
+			return 0;
 		void *ptr = NULL;
 		bool device = false;
 		if (ta_shm_resolve(shm, a->shared->buffer_id, a->shared->offset, a->shared->length,
 		                   "a shared operand", &ptr, &device, err) != TA_OK ||
 		    a->shared->length > SIZE_MAX)
-			return false;
+			return -1;
 		if (device) { /* not reached: device buffers are refused with --data-dir */
 			ta_error_set(err, TA_INTERNAL, "a device operand cannot be logged");
-			return false;
+			return -1;
 		}
 		a->data.data = ptr;
 		a->data.len = (size_t)a->shared->length;
 		a->shared = NULL;
-		return true;
+		return 1;
 	}
+	int changed = 0;
 	if (d == &tileatom__options__descriptor && ((Tileatom__Options *)msg)->old_into) {
-		if (!fix)
-			return true;
 		((Tileatom__Options *)msg)->old_into = NULL;
+		changed = 1;
 	}
 	for (unsigned i = 0; i < d->n_fields; i++) {
 		const ProtobufCFieldDescriptor *f = &d->fields[i];
@@ -98,31 +95,13 @@ static bool shared_refs(ta_shm_table *shm, ProtobufCMessage *msg, bool fix, ta_e
 			subs = *(ProtobufCMessage ***)(base + f->offset);
 		}
 		for (size_t k = 0; k < n; k++) {
-			if (!subs[k])
-				continue;
-			bool r = shared_refs(shm, subs[k], fix, err);
-			if (!fix && r)
-				return true;
-			if (fix && !r)
-				return false;
+			int r = subs[k] ? inline_refs(shm, subs[k], err) : 0;
+			if (r < 0)
+				return -1;
+			changed |= r;
 		}
 	}
-	return fix;
-}
-
-/* A create that was applied (its lock held): points its placement field to where the
- * tile went, written into buf (TA_WHERE_TEXT_MAX bytes), so that its replay puts the tile
- * back there. False, with err set, when the tile is not found. */
-static bool create_placed_where(resp_ctx *rc, Tileatom__CreateTileRequest *c, char *buf)
-{
-	ta_tile *tile = NULL;
-	if (ta_registry_get(rc->svc->registry, c->name, &tile, &rc->err) != TA_OK)
-		return false;
-	ta_tile_where w;
-	ta_tile_where_get(tile, &w);
-	ta_tile_unref(tile);
-	c->placement = ta_tile_where_format(&w, buf, TA_WHERE_TEXT_MAX);
-	return true;
+	return changed;
 }
 
 /* Appends the log record of a request that was applied (its lock held): its payload as it
@@ -136,24 +115,32 @@ ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request 
 	size_t len = rc->payload_len;
 	uint8_t *inlined = NULL;
 	ta_shm_table *shm = rc->session ? rc->session->shm : NULL;
-	bool refs = rc->wire ? rc->wire->refs : shared_refs(shm, &pb->base, false, &rc->err);
+	/* a control-plane request is rewritten where protobuf-c unpacked it (arena memory); a
+	 * data-plane one is unpacked for that, the rare case of shared buffers with --data-dir */
+	int refs = rc->wire ? rc->wire->refs : inline_refs(shm, &pb->base, &rc->err);
 	bool create = !rc->wire && pb->body_case == TILEATOM__REQUEST__BODY_CREATE;
-	char where[TA_WHERE_TEXT_MAX];
-	if (refs || create) {
-		/* a control-plane request is rewritten where protobuf-c unpacked it (arena
-		 * memory); a data-plane one is unpacked for that, the rare case of shared buffers
-		 * with --data-dir */
+	if (refs != 0 || create) {
+		char where[TA_WHERE_TEXT_MAX]; /* the create's placement, until it is packed */
 		Tileatom__Request *req =
 		    rc->wire
 		        ? tileatom__request__unpack(&rc->arena->pb, rc->payload_len, rc->payload)
 		        : pb;
-		if (!req || (refs && !shared_refs(shm, &req->base, true, &rc->err))) {
-			ta_persist_fail(rc->svc->persist, "a shared operand could not be logged");
+		const char *failed = NULL;
+		ta_tile *tile = NULL;
+		if (!req || refs < 0 || (rc->wire && inline_refs(shm, &req->base, &rc->err) < 0))
+			failed = "a shared operand could not be logged";
+		else if (create && ta_registry_get(rc->svc->registry, req->create->name, &tile,
+		                                   &rc->err) != TA_OK)
+			failed = "a created tile could not be logged";
+		if (failed) {
+			ta_persist_fail(rc->svc->persist, failed);
 			return rc->err.code ? rc->err.code : TA_INTERNAL;
 		}
-		if (create && !create_placed_where(rc, req->create, where)) {
-			ta_persist_fail(rc->svc->persist, "a created tile could not be logged");
-			return rc->err.code ? rc->err.code : TA_INTERNAL;
+		if (tile) { /* its replay puts the tile back where it went */
+			ta_tile_where w;
+			ta_tile_where_get(tile, &w);
+			ta_tile_unref(tile);
+			req->create->placement = ta_tile_where_format(&w, where, sizeof(where));
 		}
 		len = protobuf_c_message_get_packed_size(&req->base);
 		inlined = malloc(len ? len : 1);

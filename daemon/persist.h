@@ -1,34 +1,27 @@
 /* persist.h: durability of tileatomd's tiles (--data-dir). The data directory holds a
  * snapshot of every tile and where it lived (snapshot.tas), append-only logs of the mutating
- * requests applied since (log-<first seq, 16 hex digits>.tal: each record is the request's
- * wire payload, a create's with where its tile went, with its length, sequence number,
- * identity and checksums, xxHash) and a logmark (how much of the current log is known
- * durable). On start the snapshot is loaded and the logs are
- * replayed through the daemon's own dispatch path (a callback: persist_service.c joins these
- * files to dispatch, which calls into them); a record cut short at the end of the newest log,
- * past what the logmark recorded durable (a torn write), is dropped with a log line; a log
- * cut short or missing refuses the start with what is lost (unless accept_log_loss); any
- * other damage refuses it with a message naming the file and the offset. The log (locks,
- * runs, the writer and fsync threads) is persist_log.c, snapshots persist_snapshot.c,
- * startup recovery persist_load.c, the logmark persist_mark.c; persist_int.h holds their
- * shared state and the file format.
+ * requests applied since (log-<first seq>.tal: each record a request's wire payload with its
+ * sequence number, identity and checksums) and a logmark (how much of the current log is
+ * known durable); persist_int.h gives the formats. On start the snapshot is loaded and the
+ * logs replayed through the daemon's dispatch (a callback, joined by persist_service.c); a
+ * torn record at the end of the newest log, past the logmark, is dropped with a log line; a
+ * log cut short or missing refuses the start with what is lost (unless accept_log_loss);
+ * other damage refuses it naming the file and the offset. The log is persist_log.c,
+ * snapshots persist_snapshot.c, recovery persist_load.c, the logmark persist_mark.c.
  *
  * Ordering: a mutating request takes one of TA_PERSIST_STRIPES locks, chosen by its tile's
  * name, before it looks the tile up and keeps it until its record is appended, so that the
- * order of the records of one tile is the order in which they were applied. Requests of
- * one op whose result does not depend on their order (ta_op_order_independent: integer
- * add, sub, min, max, and, or, xor) share the lock with requests of the same op (adds
- * with adds; an add and a max do not commute); every other mutation (cas, exch, stores,
- * write, float add, create, destroy) holds it alone. A snapshot holds every stripe
- * alone. In a pipelined run (ta_persist_run) the lock is kept from one request to the next
- * while they need the same one, and the run's records are appended together before it is
- * released (one lock of the log per run instead of one per request).
+ * records of one tile are in the order of application. Requests of one op whose result does
+ * not depend on their order (ta_op_order_independent: integer add, sub, min, max, and, or,
+ * xor) share it with requests of the same op (an add and a max do not commute); every other
+ * mutation, and a snapshot (every stripe), holds it alone. A pipelined run (ta_persist_run)
+ * keeps the lock between requests that need the same one, and appends their records
+ * together before releasing it.
  *
- * A writer thread writes the records in the order of their sequence numbers; with
- * --fsync always it fdatasyncs after each write (group commit: one fdatasync covers every
- * record appended while the previous one ran) and tells the loop, whose connections hold
- * their responses until the records behind them are durable (ta_persist_durable); with
- * everysec it fdatasyncs once a second; with no, never (the kernel decides). */
+ * A writer thread writes the records in sequence order; with --fsync always it fdatasyncs
+ * after each write (group commit) and the loop holds responses until their records are
+ * durable (ta_persist_durable); with everysec a thread fdatasyncs once a second; with no,
+ * never (the kernel decides). */
 #ifndef TA_DAEMON_PERSIST_H
 #define TA_DAEMON_PERSIST_H
 
@@ -80,11 +73,9 @@ typedef struct ta_persist_hold {
 #define TA_PERSIST_RUN_BYTES (64u * 1024u)
 
 /* One thread's pipelined run (the requests of one read of a connection, or of a worker's
- * batch): its mutations keep their tile's mutation lock from one request to the next while
- * they need the same one, and their records wait here, in order, to be appended to the
- * log together (one lock of the log, sequence numbers given then) before that lock is
- * released, so that the records of a tile stay in the order of application. Nothing of
- * the run may be acknowledged before ta_persist_run_end. Used by one thread at a time. */
+ * batch): the lock it keeps, and its records waiting to be appended to the log together
+ * (numbered then) before that lock is released. Nothing of the run may be acknowledged
+ * before ta_persist_run_end. Used by one thread at a time. */
 typedef struct ta_persist_run {
 	ta_persist_hold hold;       /* the lock kept between requests (hold.held: one is) */
 	char name[TA_NAME_MAX + 1]; /* a tile name of hold's stripe ("": none known) */
@@ -145,14 +136,11 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_s
  * before svc->persist is set. */
 ta_status ta_persist_open(ta_persist **out, const char *dir, const ta_persist_settings *set,
                           struct ta_service *svc, ta_error *err);
-/* Creates a tile that recovery restores (persist_load.c: a snapshot's tile, or a create
- * record replayed through dispatch) where was says it lived: a TA_PLACE_PARTS placement
- * (the parts the snapshot or the record holds), or, in files of older formats, the
- * placement the create asked for (TA_PLACE_DEFAULT: nothing recorded; NULL alike). When
- * that cannot be met here (a device this daemon lacks, or failed, or out of memory) the
- * tile is placed by the default placement (--placement) instead, and one warning line
- * names the tile, where it was, where it went and why. Otherwise as
- * ta_registry_create_placed. */
+/* ta_registry_create_placed for a tile that recovery restores (a snapshot's, or a replayed
+ * create's) where was says it lived (TA_PLACE_DEFAULT or NULL: nothing recorded); when that
+ * cannot be met here (a device lacking or failed, out of memory) the tile is placed by the
+ * default placement (--placement) instead, with a warning naming the tile, where it was,
+ * where it went and why. */
 ta_status ta_persist_create_restored(ta_registry *reg, const char *name, const ta_tile_shape *shape,
                                      ta_owner owner, const ta_placement *was, ta_tile **out,
                                      ta_error *err);

@@ -49,6 +49,7 @@
 #define TA_DAEMON_PERSIST_INT_H
 
 #include <endian.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -79,6 +80,8 @@
 #define LOCK_NAME     "lock"
 #define MARK_NAME     "logmark"
 #define MARK_TMP_NAME "logmark.tmp"
+/* printf format of a log's name, from its first sequence number (a uint64_t). */
+#define LOG_NAME_FORMAT "log-%016" PRIx64 ".tal"
 /* Bytes of tile data moved per backend plan when saving or loading (about). */
 #define CHUNK_BYTES (4u << 20)
 
@@ -163,40 +166,22 @@ struct ta_persist {
 	persist_mark mark;                     /* what it says now */
 };
 
-/* Little-endian encoders and decoders. */
-static inline void put_u16(uint8_t *b, uint16_t v)
-{
-	v = htole16(v);
-	memcpy(b, &v, sizeof(v));
-}
-static inline void put_u32(uint8_t *b, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(b, &v, sizeof(v));
-}
-static inline void put_u64(uint8_t *b, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(b, &v, sizeof(v));
-}
-static inline uint16_t get_u16(const uint8_t *b)
-{
-	uint16_t v;
-	memcpy(&v, b, sizeof(v));
-	return le16toh(v);
-}
-static inline uint32_t get_u32(const uint8_t *b)
-{
-	uint32_t v;
-	memcpy(&v, b, sizeof(v));
-	return le32toh(v);
-}
-static inline uint64_t get_u64(const uint8_t *b)
-{
-	uint64_t v;
-	memcpy(&v, b, sizeof(v));
-	return le64toh(v);
-}
+/* Little-endian encoders put_uN and decoders get_uN of N-bit integers (N: 16, 32, 64). */
+#define LE_CODEC(N)                                                                                \
+	static inline void put_u##N(uint8_t *b, uint##N##_t v)                                     \
+	{                                                                                          \
+		v = htole##N(v);                                                                   \
+		memcpy(b, &v, sizeof(v));                                                          \
+	}                                                                                          \
+	static inline uint##N##_t get_u##N(const uint8_t *b)                                       \
+	{                                                                                          \
+		uint##N##_t v;                                                                     \
+		memcpy(&v, b, sizeof(v));                                                          \
+		return le##N##toh(v);                                                              \
+	}
+LE_CODEC(16)
+LE_CODEC(32)
+LE_CODEC(64)
 
 /* Checksum of n bytes: the low 32 bits of XXH3-64 (fast on the short records of the log). */
 static inline uint32_t sum32(const void *data, size_t n)
@@ -220,15 +205,16 @@ int persist_mark_read(ta_persist *p, persist_mark *out);
  * the mark does now (a later log, or more of the same). 0 or an errno. */
 int persist_mark_write(ta_persist *p, uint64_t first, uint64_t bytes, uint64_t last, bool force);
 
-/* persist_snapshot.c: rows of axis 0 moved per plan for a tile (at least one). */
-int64_t persist_chunk_rows(const ta_tile *tile);
-/* persist_snapshot.c: loads (op LOAD, into buf) or stores (op STORE, from buf) rows [row0,
- * row0 + rows) of axis 0 of tile through the backend. */
-ta_status persist_tile_rows(ta_backend *be, ta_tile *tile, int64_t row0, int64_t rows, ta_op op,
-                            void *buf, size_t nbytes, ta_error *err);
+/* persist_snapshot.c: moves the elements of tile through the backend in chunks of whole rows
+ * (about CHUNK_BYTES) at *chunk (grown as needed; *cap: its size): op LOAD reads each chunk
+ * from the tile and hands it to io, op STORE has io fill it and writes it to the tile. Stops
+ * early, returning TA_OK, when io returns false (the caller knows why). */
+ta_status persist_tile_data(ta_backend *be, ta_tile *tile, ta_op op, uint8_t **chunk, size_t *cap,
+                            bool (*io)(void *ctx, void *buf, size_t n), void *ctx, ta_error *err);
 
 /* persist_log.c: the writer thread (arg: p): takes the buffered records, seals, writes and
- * (always) fdatasyncs them, rotates the log when asked. */
+ * (always) fdatasyncs them, rotates the log when asked; after a failed write (everysec, no)
+ * tries again once a second. */
 void *persist_writer_main(void *arg);
 /* persist_log.c: the everysec fsync thread (arg: p), which also keeps the logmark. */
 void *persist_syncer_main(void *arg);

@@ -78,17 +78,11 @@ static size_t rd(rd_file *r, void *buf, size_t n)
 	return got;
 }
 
-/* Makes *buf hold at least n bytes (*cap: its size now); false when memory is short. */
-static bool grow(uint8_t **buf, size_t *cap, size_t n)
+/* persist_tile_data's io for a snapshot's elements: reads n bytes; false when the file
+ * ends first. */
+static bool rd_io(void *r, void *buf, size_t n)
 {
-	if (n <= *cap)
-		return true;
-	uint8_t *nb = realloc(*buf, n);
-	if (!nb)
-		return false;
-	*buf = nb;
-	*cap = n;
-	return true;
+	return rd(r, buf, n) == n;
 }
 
 /* Loads the snapshot (when there is one: *found) into the registry; *seq: its last
@@ -214,25 +208,12 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 			                  path, tile->name, at, bytes, tile->bytes);
 			goto out;
 		}
-		int64_t step = persist_chunk_rows(tile);
-		uint64_t row_bytes = tile->bytes / (uint64_t)tile->shape.shape[0];
-		for (int64_t row = 0; row < tile->shape.shape[0]; row += step) {
-			int64_t rows =
-			    tile->shape.shape[0] - row < step ? tile->shape.shape[0] - row : step;
-			size_t n = (size_t)((uint64_t)rows * row_bytes);
-			if (!grow(&chunk, &chunk_cap, n)) {
-				st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-				                  "%s: out of memory loading tile '%s'", path,
-				                  tile->name);
-				goto out;
-			}
-			if (rd(&r, chunk, n) < n)
-				goto short_file;
-			st = persist_tile_rows(p->backend, tile, row, rows, TA_OP_STORE, chunk, n,
-			                       err);
-			if (st != TA_OK)
-				goto out;
-		}
+		st = persist_tile_data(p->backend, tile, TA_OP_STORE, &chunk, &chunk_cap, rd_io, &r,
+		                       err);
+		if (st != TA_OK)
+			goto out;
+		if (feof(r.f) || ferror(r.f))
+			goto short_file;
 		ta_registry_publish(tile);
 		ta_tile_unref(tile);
 		tile = NULL;
@@ -348,13 +329,16 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 		uint32_t len = get_u32(h);
 		uint64_t seq = get_u64(h + 4);
 		ta_owner who = (ta_owner)get_u64(h + 12);
-		if (!grow(&payload, &cap, len)) {
+		uint8_t *grown = len > cap ? realloc(payload, len) : payload;
+		if (!grown) {
 			st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 			                  "%s: out of memory for a record of %" PRIu32
 			                  " bytes at offset %" PRIu64,
 			                  path, len, at);
 			goto out;
 		}
+		payload = grown;
+		cap = len > cap ? len : cap;
 		if (rd(&r, payload, len) < len) {
 			scan->torn = "a record cut short";
 			break;
@@ -497,23 +481,20 @@ static ta_status check_complete(ta_persist *p, const log_file *logs, const log_s
 		                mark->last, mark->bytes - sc->end, lost, plural(lost));
 	}
 	if (use_mark && (!n || newest < mark->first)) {
-		char name[64];
-		snprintf(name, sizeof(name), "log-%016" PRIx64 ".tal", mark->first);
 		uint64_t lost = span(expected, mark->last);
 		return log_loss(
 		    p, err,
-		    "%s/%s: missing; %" PRIu64 " bytes through record %" PRIu64
+		    "%s/" LOG_NAME_FORMAT ": missing; %" PRIu64 " bytes through record %" PRIu64
 		    " were durable: at least %" PRIu64 " bytes, %" PRIu64 " record%s lost",
-		    p->dir, name, mark->bytes, mark->last, mark->bytes, lost, plural(lost));
+		    p->dir, mark->first, mark->bytes, mark->last, mark->bytes, lost, plural(lost));
 	}
 	if (has_snap && (!n || newest <= snap_seq)) {
-		char name[64];
-		snprintf(name, sizeof(name), "log-%016" PRIx64 ".tal", snap_seq + 1);
 		return log_loss(p, err,
-		                "%s/%s: missing, though the snapshot through record %" PRIu64
+		                "%s/" LOG_NAME_FORMAT
+		                ": missing, though the snapshot through record %" PRIu64
 		                " needs it: the records after %" PRIu64 " are lost (how many is "
 		                "unknown)",
-		                p->dir, name, snap_seq, snap_seq);
+		                p->dir, snap_seq + 1, snap_seq, snap_seq);
 	}
 	if (mark_state == 2)
 		return log_loss(p, err,

@@ -4,18 +4,12 @@
  * loop's wake-up (the start and close of the whole are persist.c's, startup recovery
  * persist_load.c's, snapshots persist_snapshot.c's).
  *
- * Happy path of a mutation: dispatch takes the stripe lock of its tile (ta_persist_lock),
- * applies the request, appends the record to p->buf under p->mu (sequence numbers are given
- * in append order), drops the lock. In a pipelined run (ta_persist_run) the lock is kept
- * while the next request needs the same one, and the records wait, without their sequence
- * numbers, in the run's buffer; they are copied to p->buf together, numbered there under
- * p->mu, before the lock is released (run_flush). The writer thread takes the whole buffer,
- * fills in the records' checksums (seal_records: off the threads that apply requests),
- * writes it, fdatasyncs it (always) and wakes the loop (uv_async_t), where held responses
- * leave. With everysec the writer only writes (letting records gather GATHER_MS first) and
- * a syncer thread fdatasyncs once a second. A compaction (persist_snapshot.c) asks the
- * writer to rotate: close the log and start the next one. The threads are started and
- * stopped by persist.c.
+ * Records are appended to p->buf under p->mu, numbered in append order (a run's wait
+ * unnumbered in the run and are numbered together by run_flush). The writer thread takes
+ * the whole buffer, fills in the checksums (seal_records: off the threads that apply
+ * requests), writes it, fdatasyncs it (always) and wakes the loop (uv_async_t). With
+ * everysec the writer lets records gather GATHER_MS before a write and a syncer thread
+ * fdatasyncs once a second. A compaction asks the writer to rotate (start the next log).
  *
  * Failure modes (a full disk, a file size limit, an I/O error): a failed write is cut back
  * (ftruncate) to the last whole record, so that the log never ends in a half record, and
@@ -98,12 +92,9 @@ static void wait_ms(pthread_cond_t *cond, pthread_mutex_t *mu, uint64_t ms)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	uint64_t ns = (uint64_t)ts.tv_nsec + ms * 1000000u;
+	ts.tv_sec += (time_t)(ns / 1000000000u);
+	ts.tv_nsec = (long)(ns % 1000000000u);
 	pthread_cond_timedwait(cond, mu, &ts);
 }
 
@@ -149,16 +140,10 @@ static int write_all(int fd, const uint8_t *data, size_t n)
 	return 0;
 }
 
-/* Name of the log whose first record is first, into buf. */
-static void log_name(uint64_t first, char *buf, size_t n)
-{
-	snprintf(buf, n, "log-%016" PRIx64 ".tal", first);
-}
-
 int persist_create_log(ta_persist *p, uint64_t first)
 {
 	char name[64];
-	log_name(first, name, sizeof(name));
+	snprintf(name, sizeof(name), LOG_NAME_FORMAT, first);
 	int fd = openat(p->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
@@ -175,6 +160,15 @@ int persist_create_log(ta_persist *p, uint64_t first)
 	return fd;
 }
 
+/* scandirat's filter: the logs' names, "log-<16 hex digits>.tal". */
+static int is_log_name(const struct dirent *e)
+{
+	uint64_t s;
+	char tail[8];
+	return sscanf(e->d_name, "log-%16" SCNx64 ".%3s", &s, tail) == 2 &&
+	       strcmp(tail, "tal") == 0 && strlen(e->d_name) == 24;
+}
+
 /* qsort order of log files: by first sequence number. */
 static int log_file_cmp(const void *a, const void *b)
 {
@@ -184,43 +178,26 @@ static int log_file_cmp(const void *a, const void *b)
 
 ta_status persist_list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *err)
 {
-	*out = NULL;
+	struct dirent **names = NULL;
+	int found = scandirat(p->dir_fd, ".", &names, is_log_name, NULL);
+	int e = errno;
 	*n = 0;
-	int fd = dup(p->dir_fd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot list %s: %s", p->dir,
-		                    strerror(errno));
-	}
-	rewinddir(d); /* the dup shares its offset with dir_fd, read to its end before */
-	size_t cap = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		uint64_t s;
-		char tail[8];
-		if (sscanf(e->d_name, "log-%16" SCNx64 ".%3s", &s, tail) != 2 ||
-		    strcmp(tail, "tal") != 0 || strlen(e->d_name) != 24)
-			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 8;
-			log_file *nl = realloc(*out, cap * sizeof(**out));
-			if (!nl) {
-				closedir(d);
-				free(*out);
-				*out = NULL;
-				return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-			}
-			*out = nl;
+	*out = found >= 0 ? calloc(found ? (size_t)found : 1, sizeof(**out)) : NULL;
+	for (int i = 0; i < found; i++) {
+		log_file *lf = *out ? &(*out)[*n] : NULL; /* the filter checked the name */
+		if (lf && sscanf(names[i]->d_name, "log-%16" SCNx64, &lf->first) == 1) {
+			snprintf(lf->name, sizeof(lf->name), "%.*s", (int)sizeof(lf->name) - 1,
+			         names[i]->d_name);
+			(*n)++;
 		}
-		(*out)[*n].first = s;
-		snprintf((*out)[*n].name, sizeof((*out)[*n].name), "%s", e->d_name);
-		(*n)++;
+		free(names[i]);
 	}
-	closedir(d);
-	if (*n)
-		qsort(*out, *n, sizeof(**out), log_file_cmp);
+	free(names);
+	if (found < 0)
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot list %s: %s", p->dir, strerror(e));
+	if (!*out)
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
+	qsort(*out, *n, sizeof(**out), log_file_cmp);
 	return TA_OK;
 }
 
@@ -309,8 +286,6 @@ static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf
 		p->buf_high = p->len;
 }
 
-/* The writer thread: writes records as they come, fsyncs by the mode, rotates logs; after
- * a failed write (everysec, no) tries again once a second. */
 void *persist_writer_main(void *arg)
 {
 	ta_persist *p = arg;
@@ -320,8 +295,12 @@ void *persist_writer_main(void *arg)
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		bool failed = atomic_load(&p->failed);
-		if (p->rotate && failed) {
-			/* no new log while writing fails: the snapshot reports the failure */
+		if (p->rotate && (failed || p->len == 0)) {
+			/* every record written: the next log; none while writing fails (the
+			 * snapshot reports the failure) */
+			if (!failed)
+				writer_rotate(p);
+			gathered = false;
 			p->rotate = false;
 			pthread_cond_broadcast(&p->rotated);
 			continue;
@@ -356,13 +335,12 @@ void *persist_writer_main(void *arg)
 			if (!drop)
 				seal_records(wbuf, n);
 			int e = drop ? 0 : write_all(p->log_fd, wbuf, n);
-			const char *what = "persistence log write failed";
-			if (e == 0 && !drop && p->mode == TA_FSYNC_ALWAYS) {
-				if (fdatasync(p->log_fd) != 0) {
-					e = errno;
-					what = "persistence log fsync failed";
-				}
-			}
+			bool sync_failed = e == 0 && !drop && p->mode == TA_FSYNC_ALWAYS &&
+			                   fdatasync(p->log_fd) != 0;
+			if (sync_failed)
+				e = errno;
+			const char *what = sync_failed ? "persistence log fsync failed"
+			                               : "persistence log write failed";
 			pthread_mutex_lock(&p->mu);
 			if (e != 0 && p->stop && p->mode != TA_FSYNC_ALWAYS) {
 				if (ftruncate(p->log_fd, (off_t)p->log_bytes) != 0)
@@ -373,18 +351,16 @@ void *persist_writer_main(void *arg)
 				       p->dir, what, strerror(e), n + p->len,
 				       ta_fsync_mode_name(p->mode));
 				p->len = 0;
+			} else if (e != 0 && sync_failed) {
+				persist_set_failed(p, what, e, true);
 			} else if (e != 0) {
-				if (strcmp(what, "persistence log fsync failed") == 0)
-					persist_set_failed(p, what, e, true);
-				else
-					writer_failed(p, what, e, &wbuf, &wcap, n);
+				writer_failed(p, what, e, &wbuf, &wcap, n);
 			} else if (!drop) {
 				if (failed && !p->fail_final) {
 					atomic_store(&p->failed, false);
 					ta_log(TA_LOG_NOTICE,
 					       "data directory %s: the log is written again; "
-					       "mutations "
-					       "are accepted",
+					       "mutations are accepted",
 					       p->dir);
 				}
 				p->log_bytes += n;
@@ -403,12 +379,6 @@ void *persist_writer_main(void *arg)
 			continue;
 		}
 		gathered = false;
-		if (p->rotate) {
-			writer_rotate(p);
-			p->rotate = false;
-			pthread_cond_broadcast(&p->rotated);
-			continue;
-		}
 		if (p->stop)
 			break;
 		p->writer_idle = true;
@@ -549,13 +519,8 @@ ta_status ta_persist_run_lock(ta_persist *p, ta_persist_run *run, const char *na
 	for (int s = lo; s <= hi; s++)
 		stripe_lock(&p->stripes[s], hold->kind);
 	hold->held = true;
-	if (run) {
-		size_t n = name ? strlen(name) : 0;
-		if (n < sizeof(run->name))
-			memcpy(run->name, name ? name : "", n + 1);
-		else
-			run->name[0] = '\0';
-	}
+	if (run) /* a longer name, cut short here, never matches the full one */
+		snprintf(run->name, sizeof(run->name), "%s", name ? name : "");
 	return TA_OK;
 }
 
@@ -616,24 +581,38 @@ static bool buf_make_room(ta_persist *p, size_t need)
 	return true;
 }
 
-/* Counts len more bytes of records in p->buf and wakes the writer when it waits (mu
- * held). */
-static void buf_added(ta_persist *p, size_t len)
+/* Fills the header of a record at h: its payload's length and who; the sequence number
+ * comes with log_put, the checksums with the writer (seal_records). */
+static void put_header(uint8_t *h, uint32_t len, ta_owner who)
 {
-	p->len += len;
+	put_u32(h, len);
+	put_u64(h + 12, (uint64_t)who);
+}
+
+/* Copies whole records, without their sequence numbers (alen bytes at a, then blen at b),
+ * to the log's buffer and numbers them; wakes the writer when it waits. Returns the last
+ * one's number, or 0 when memory is short (persistence is then marked failed). */
+static uint64_t log_put(ta_persist *p, const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+	pthread_mutex_lock(&p->mu);
+	if (!buf_make_room(p, alen + blen)) {
+		pthread_mutex_unlock(&p->mu);
+		return 0;
+	}
+	uint8_t *dst = p->buf + p->len;
+	memcpy(dst, a, alen);
+	if (blen)
+		memcpy(dst + alen, b, blen);
+	for (size_t off = 0; off < alen + blen; off += REC_HEADER + (size_t)get_u32(dst + off))
+		put_u64(dst + off + 4, p->next_seq++);
+	p->len += alen + blen;
 	if (p->len > p->buf_high)
 		p->buf_high = p->len;
 	if (p->writer_idle)
 		pthread_cond_signal(&p->wake);
-}
-
-/* Fills the header of a record at h: its payload's length, seq and who; the checksums come
- * with the writer (seal_records). */
-static void put_header(uint8_t *h, uint32_t len, uint64_t seq, ta_owner who)
-{
-	put_u32(h, len);
-	put_u64(h + 4, seq);
-	put_u64(h + 12, (uint64_t)who);
+	uint64_t last = p->next_seq - 1;
+	pthread_mutex_unlock(&p->mu);
+	return last;
 }
 
 uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, size_t len,
@@ -643,34 +622,19 @@ uint64_t ta_persist_append(ta_persist *p, ta_owner who, const uint8_t *payload, 
 		ta_error_set(err, TA_INTERNAL, "a request of %zu bytes cannot be logged", len);
 		return 0;
 	}
-	pthread_mutex_lock(&p->mu);
-	if (!buf_make_room(p, REC_HEADER + len)) {
-		pthread_mutex_unlock(&p->mu);
+	uint8_t h[REC_HEADER] = {0};
+	put_header(h, (uint32_t)len, who);
+	uint64_t seq = log_put(p, h, REC_HEADER, payload, len);
+	if (seq == 0)
 		ta_error_set(err, TA_INTERNAL,
 		             "the request was applied but its log record could not be "
 		             "buffered (out of memory); mutations are refused from now on");
-		return 0;
-	}
-	uint64_t seq = p->next_seq++;
-	uint8_t *h = p->buf + p->len;
-	put_header(h, (uint32_t)len, seq, who);
-	memcpy(h + REC_HEADER, payload, len);
-	buf_added(p, REC_HEADER + len);
-	pthread_mutex_unlock(&p->mu);
 	return seq;
 }
 
 void ta_persist_run_init(ta_persist_run *run)
 {
 	memset(run, 0, sizeof(*run));
-}
-
-/* Bytes of records a run of p keeps at most: TA_PERSIST_RUN_BYTES, or the bound on the
- * log buffer when that is smaller (set before any request runs). */
-static size_t run_limit(const ta_persist *p)
-{
-	return p->buf_max && p->buf_max < TA_PERSIST_RUN_BYTES ? (size_t)p->buf_max
-	                                                       : TA_PERSIST_RUN_BYTES;
 }
 
 /* Appends the records of run to the log, in their order, giving them their sequence
@@ -680,27 +644,16 @@ static void run_flush(ta_persist *p, ta_persist_run *run)
 {
 	if (run->len == 0)
 		return;
-	pthread_mutex_lock(&p->mu);
-	if (!buf_make_room(p, run->len)) {
-		pthread_mutex_unlock(&p->mu);
+	uint64_t last = log_put(p, run->buf, run->len, NULL, 0);
+	if (last == 0) {
 		ta_log(TA_LOG_ERR,
 		       "%zu bytes of log records of applied requests could not be buffered (out "
 		       "of memory): their responses are withheld",
 		       run->len);
 		run->lost = true;
-		run->len = 0;
-		return;
+	} else {
+		run->last_seq = last;
 	}
-	uint8_t *dst = p->buf + p->len;
-	memcpy(dst, run->buf, run->len);
-	for (size_t off = 0; off < run->len;) {
-		uint8_t *h = dst + off;
-		put_u64(h + 4, p->next_seq++);
-		off += REC_HEADER + (size_t)get_u32(h);
-	}
-	run->last_seq = p->next_seq - 1;
-	buf_added(p, run->len);
-	pthread_mutex_unlock(&p->mu);
 	run->len = 0;
 }
 
@@ -709,7 +662,9 @@ static void run_flush(ta_persist *p, ta_persist_run *run)
 static bool run_add(ta_persist *p, ta_persist_run *run, ta_owner who, const uint8_t *payload,
                     size_t len)
 {
-	size_t limit = run_limit(p);
+	/* at most TA_PERSIST_RUN_BYTES, or the bound on the log buffer when that is smaller */
+	size_t limit = p->buf_max && p->buf_max < TA_PERSIST_RUN_BYTES ? (size_t)p->buf_max
+	                                                               : TA_PERSIST_RUN_BYTES;
 	if (len > limit || REC_HEADER + len > limit)
 		return false;
 	size_t need = REC_HEADER + len;
@@ -728,9 +683,7 @@ static bool run_add(ta_persist *p, ta_persist_run *run, ta_owner who, const uint
 		run->cap = want;
 	}
 	uint8_t *h = run->buf + run->len;
-	/* the sequence number comes with run_flush, the checksums with the writer */
-	put_u32(h, (uint32_t)len);
-	put_u64(h + 12, (uint64_t)who);
+	put_header(h, (uint32_t)len, who);
 	memcpy(h + REC_HEADER, payload, len);
 	run->len += need;
 	return true;

@@ -30,15 +30,10 @@
 
 /* ---- tile data through the backend ---- */
 
-int64_t persist_chunk_rows(const ta_tile *tile)
-{
-	uint64_t row = tile->bytes / (uint64_t)tile->shape.shape[0];
-	int64_t rows = row ? (int64_t)(CHUNK_BYTES / row) : 1;
-	return rows < 1 ? 1 : rows;
-}
-
-ta_status persist_tile_rows(ta_backend *be, ta_tile *tile, int64_t row0, int64_t rows, ta_op op,
-                            void *buf, size_t nbytes, ta_error *err)
+/* Loads (op LOAD, into buf) or stores (op STORE, from buf) rows [row0, row0 + rows) of axis
+ * 0 of tile through the backend. */
+static ta_status tile_rows(ta_backend *be, ta_tile *tile, int64_t row0, int64_t rows, ta_op op,
+                           void *buf, size_t nbytes, ta_error *err)
 {
 	ta_request req;
 	ta_request_region(&req, TA_FAMILY_MEMORY, op);
@@ -69,6 +64,36 @@ ta_status persist_tile_rows(ta_backend *be, ta_tile *tile, int64_t row0, int64_t
 	return ta_backend_apply(be, tile->mem, (size_t)tile->bytes, &plan, &result, err);
 }
 
+ta_status persist_tile_data(ta_backend *be, ta_tile *tile, ta_op op, uint8_t **chunk, size_t *cap,
+                            bool (*io)(void *ctx, void *buf, size_t n), void *ctx, ta_error *err)
+{
+	int64_t extent = tile->shape.shape[0];
+	uint64_t row_bytes = tile->bytes / (uint64_t)extent;
+	int64_t step =
+	    row_bytes && CHUNK_BYTES / row_bytes > 1 ? (int64_t)(CHUNK_BYTES / row_bytes) : 1;
+	for (int64_t row = 0; row < extent; row += step) {
+		int64_t rows = extent - row < step ? extent - row : step;
+		size_t n = (size_t)((uint64_t)rows * row_bytes);
+		if (n > *cap) {
+			uint8_t *nb = realloc(*chunk, n);
+			if (!nb)
+				return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+				                    "out of memory for %zu bytes of tile '%s'", n,
+				                    tile->name);
+			*chunk = nb;
+			*cap = n;
+		}
+		if (op == TA_OP_STORE && !io(ctx, *chunk, n))
+			return TA_OK;
+		ta_status st = tile_rows(be, tile, row, rows, op, *chunk, n, err);
+		if (st != TA_OK)
+			return st;
+		if (op == TA_OP_LOAD && !io(ctx, *chunk, n))
+			return TA_OK;
+	}
+	return TA_OK;
+}
+
 /* ---- snapshot writing ---- */
 
 /* A snapshot being written: the stream and its running checksum. */
@@ -95,51 +120,44 @@ static void snap_put(snap_out *o, const void *data, size_t n)
 	o->bytes += n;
 }
 
+/* persist_tile_data's io for a snapshot: writes n bytes; false once writing failed. */
+static bool snap_io(void *o, void *buf, size_t n)
+{
+	snap_put(o, buf, n);
+	return !((snap_out *)o)->err;
+}
+
+/* Writes the low n bytes of v (little-endian) to the snapshot. */
+static void snap_le(snap_out *o, uint64_t v, size_t n)
+{
+	uint8_t b[8];
+	put_u64(b, v);
+	snap_put(o, b, n);
+}
+
 /* Writes one tile (its header, where it lives and its elements read through the
  * backend). */
-static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t *chunk, ta_error *err)
+static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t **chunk, size_t *cap,
+                           ta_error *err)
 {
-	uint8_t h[8];
 	size_t nl = strlen(tile->name);
-	put_u16(h, (uint16_t)nl);
-	snap_put(o, h, 2);
+	snap_le(o, nl, 2);
 	snap_put(o, tile->name, nl);
-	put_u64(h, (uint64_t)tile->owner);
-	snap_put(o, h, 8);
-	put_u32(h, (uint32_t)tile->shape.dtype);
-	snap_put(o, h, 4);
-	put_u32(h, (uint32_t)tile->shape.rank);
-	snap_put(o, h, 4);
-	for (int a = 0; a < tile->shape.rank; a++) {
-		put_u64(h, (uint64_t)tile->shape.shape[a]);
-		snap_put(o, h, 8);
-	}
-	put_u64(h, tile->bytes);
-	snap_put(o, h, 8);
+	snap_le(o, (uint64_t)tile->owner, 8);
+	snap_le(o, (uint32_t)tile->shape.dtype, 4);
+	snap_le(o, (uint32_t)tile->shape.rank, 4);
+	for (int a = 0; a < tile->shape.rank; a++)
+		snap_le(o, (uint64_t)tile->shape.shape[a], 8);
+	snap_le(o, tile->bytes, 8);
 	ta_tile_where w;
 	ta_tile_where_get(tile, &w);
-	put_u32(h, (uint32_t)w.nparts);
-	snap_put(o, h, 4);
+	snap_le(o, (uint32_t)w.nparts, 4);
 	for (int i = 0; i < w.nparts; i++) {
-		put_u32(h, (uint32_t)w.part[i].device);
-		snap_put(o, h, 4);
-		put_u64(h, (uint64_t)w.part[i].first);
-		snap_put(o, h, 8);
-		put_u64(h, (uint64_t)w.part[i].end);
-		snap_put(o, h, 8);
+		snap_le(o, (uint32_t)w.part[i].device, 4);
+		snap_le(o, (uint64_t)w.part[i].first, 8);
+		snap_le(o, (uint64_t)w.part[i].end, 8);
 	}
-	int64_t step = persist_chunk_rows(tile);
-	uint64_t row_bytes = tile->bytes / (uint64_t)tile->shape.shape[0];
-	for (int64_t r = 0; r < tile->shape.shape[0] && !o->err; r += step) {
-		int64_t rows = tile->shape.shape[0] - r < step ? tile->shape.shape[0] - r : step;
-		size_t n = (size_t)((uint64_t)rows * row_bytes);
-		ta_status st =
-		    persist_tile_rows(p->backend, tile, r, rows, TA_OP_LOAD, chunk, n, err);
-		if (st != TA_OK)
-			return st;
-		snap_put(o, chunk, n);
-	}
-	return TA_OK;
+	return persist_tile_data(p->backend, tile, TA_OP_LOAD, chunk, cap, snap_io, o, err);
 }
 
 /* Writes every tile into the open temporary snapshot (every stripe held). */
@@ -151,33 +169,17 @@ static ta_status snap_write_tiles(ta_persist *p, snap_out *o, uint64_t seq, uint
 	ta_status st = ta_registry_list(p->registry, &infos, &n, err);
 	if (st != TA_OK)
 		return st;
-	uint8_t h[12];
-	memcpy(h, SNAP_MAGIC, MAGIC_LEN);
-	snap_put(o, h, MAGIC_LEN);
-	put_u64(h, seq);
-	put_u32(h + 8, (uint32_t)n);
-	snap_put(o, h, 12);
-	uint64_t most = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t row = infos[i].bytes / (uint64_t)infos[i].shape.shape[0];
-		uint64_t c = row > CHUNK_BYTES ? row : (CHUNK_BYTES / row) * row;
-		if (c > infos[i].bytes)
-			c = infos[i].bytes;
-		most = c > most ? c : most;
-	}
-	uint8_t *chunk = malloc(most ? (size_t)most : 1);
-	if (!chunk) {
-		free(infos);
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-		                    "out of memory for a snapshot buffer of %" PRIu64 " bytes",
-		                    most);
-	}
+	snap_put(o, SNAP_MAGIC, MAGIC_LEN);
+	snap_le(o, seq, 8);
+	snap_le(o, (uint32_t)n, 4);
+	uint8_t *chunk = NULL;
+	size_t cap = 0;
 	for (size_t i = 0; i < n && st == TA_OK; i++) {
 		ta_tile *tile = NULL;
 		st = ta_registry_get(p->registry, infos[i].name, &tile, err);
 		if (st != TA_OK)
 			break;
-		st = snap_tile(p, o, tile, chunk, err);
+		st = snap_tile(p, o, tile, &chunk, &cap, err);
 		ta_tile_unref(tile);
 	}
 	free(chunk);
@@ -232,27 +234,19 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 	pthread_mutex_unlock(&p->mu);
 
 	snap_out o = {NULL, XXH3_createState(), 0, 0};
-	if (!o.hs || XXH3_64bits_reset(o.hs) != XXH_OK) {
-		XXH3_freeState(o.hs);
-		ta_persist_unlock(p, &hold);
-		pthread_mutex_unlock(&p->snap_mu);
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for a checksum");
-	}
 	int fd = openat(p->dir_fd, SNAP_TMP_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd >= 0) {
-		o.f = fdopen(fd, "wb");
-		if (!o.f)
-			close(fd);
-	}
+	o.f = fd >= 0 ? fdopen(fd, "wb") : NULL;
 	if (!o.f) {
 		int e = errno;
-		XXH3_freeState(o.hs);
-		ta_persist_unlock(p, &hold);
-		pthread_mutex_unlock(&p->snap_mu);
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot create %s/%s: %s", p->dir,
-		                    SNAP_TMP_NAME, strerror(e));
+		if (fd >= 0)
+			close(fd);
+		st = ta_error_set(err, TA_UNAVAILABLE, "cannot create %s/%s: %s", p->dir,
+		                  SNAP_TMP_NAME, strerror(e));
+	} else if (!o.hs || XXH3_64bits_reset(o.hs) != XXH_OK) {
+		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for a checksum");
+	} else {
+		st = snap_write_tiles(p, &o, seq, &info->tiles, err);
 	}
-	st = snap_write_tiles(p, &o, seq, &info->tiles, err);
 	if (st == TA_OK) {
 		/* the records up to seq are in the snapshot: the writer starts the next log */
 		pthread_mutex_lock(&p->mu);
@@ -267,15 +261,13 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 	ta_persist_unlock(p, &hold);
 
 	if (st == TA_OK) {
-		uint8_t c[4];
-		put_u32(c, (uint32_t)XXH3_64bits_digest(o.hs));
-		snap_put(&o, c, 4);
+		snap_le(&o, (uint32_t)XXH3_64bits_digest(o.hs), 4);
 		if (!o.err && fflush(o.f) != 0)
 			o.err = errno;
 		if (!o.err && fsync(fileno(o.f)) != 0)
 			o.err = errno;
 	}
-	if (fclose(o.f) != 0 && !o.err)
+	if (o.f && fclose(o.f) != 0 && !o.err)
 		o.err = errno;
 	XXH3_freeState(o.hs);
 	if (st == TA_OK && !o.err && renameat(p->dir_fd, SNAP_TMP_NAME, p->dir_fd, SNAP_NAME) != 0)
