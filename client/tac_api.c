@@ -55,8 +55,7 @@ static int authenticate(tileatom_client *c, const char *address, const char *aut
 		return tac_err(err, TILEATOM_E_PROTOCOL,
 		               "tileatomd at %s sent an auth nonce of %zu bytes, not %d", address,
 		               h->auth_nonce.len, TA_AUTH_NONCE);
-	uint8_t server_nonce[TA_AUTH_NONCE];
-	memcpy(server_nonce, h->auth_nonce.data, TA_AUTH_NONCE);
+	const uint8_t *server_nonce = h->auth_nonce.data; /* (in c->last until the Auth) */
 	ta_auth_secret *secret = malloc(sizeof(*secret));
 	if (!secret)
 		return tac_err(err, TILEATOM_E_RESOURCE_EXHAUSTED, "out of memory");
@@ -76,8 +75,7 @@ static int authenticate(tileatom_client *c, const char *address, const char *aut
 	if (rc != TILEATOM_OK)
 		return rc;
 	tac_msg m;
-	tac_build_auth(&m, nonce, sizeof(nonce), proof);
-	rc = tac_roundtrip(c, &m, err);
+	rc = tac_roundtrip(c, &m, tac_build_auth(&m, nonce, sizeof(nonce), proof), err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__AuthResponse *a = c->last->auth;
@@ -133,20 +131,16 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 			               "the default socket path is too long");
 		address = defpath;
 	}
-	int fd = -1;
-	int rc = tac_conn_open(address, timeout_ms, &fd, err);
-	if (rc != TILEATOM_OK)
-		return rc;
 	tileatom_client *c = NULL;
-	rc = tac_client_new(fd, address, &c, err);
+	int rc = tac_conn_open(address, timeout_ms, &c, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	c->cuptr_min = tac_cuptr_default_min();
 	c->busy_poll_us = busy_poll_default();
 	c->io_timeout_ms = timeout_ms;
 	tac_msg m;
-	tac_build_hello(&m, "libtileatom-client/" TILEATOM_CLIENT_VERSION);
-	rc = tac_roundtrip(c, &m, err);
+	rc = tac_roundtrip(c, &m,
+	                   tac_build_hello(&m, "libtileatom-client/" TILEATOM_CLIENT_VERSION), err);
 	if (rc == TILEATOM_OK) {
 		const Tileatom__HelloResponse *h = c->last->hello;
 		if (h->protocol_version != TILEATOM_PROTOCOL_VERSION) {
@@ -162,9 +156,7 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 		}
 	}
 	if (rc != TILEATOM_OK) {
-		tac_cuptr_client_free(c);
-		tac_shm_client_free(c);
-		tac_client_free(c);
+		tileatom_close(c); /* (nothing is buffered to flush) */
 		return rc;
 	}
 	c->io_timeout_ms = 0;
@@ -250,8 +242,7 @@ int tileatom_ping(tileatom_client *client, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	tac_build_empty(&m, TILEATOM_REQ_PING);
-	return tac_roundtrip(client, &m, err);
+	return tac_roundtrip(client, &m, tac_build_empty(&m, TILEATOM_REQ_PING), err);
 }
 
 int tileatom_stats(tileatom_client *client, tileatom_stats_info *out, tileatom_error *err)
@@ -302,8 +293,7 @@ static int stats_roundtrip(tileatom_client *client, const Tileatom__StatsRespons
                            tileatom_error *err)
 {
 	tac_msg m;
-	tac_build_empty(&m, TILEATOM_REQ_STATS);
-	int rc = tac_roundtrip(client, &m, err);
+	int rc = tac_roundtrip(client, &m, tac_build_empty(&m, TILEATOM_REQ_STATS), err);
 	if (rc == TILEATOM_OK)
 		*stats = client->last->stats;
 	return rc;
@@ -360,8 +350,7 @@ int tileatom_stats_devices(tileatom_client *client, tileatom_device_stats **devi
 		d[i].tile_bytes = w->tile_bytes;
 		d[i].requests = w->requests;
 		d[i].failed = w->failed;
-		if (w->failure)
-			snprintf(d[i].failure, sizeof d[i].failure, "%s", w->failure);
+		copy_str(d[i].failure, sizeof d[i].failure, w->failure);
 	}
 	*devices = d;
 	*count = s->n_devices;
@@ -372,8 +361,7 @@ int tileatom_snapshot(tileatom_client *client, tileatom_snapshot_info *out, tile
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	tac_build_empty(&m, TILEATOM_REQ_SNAPSHOT);
-	int rc = tac_roundtrip(client, &m, err);
+	int rc = tac_roundtrip(client, &m, tac_build_empty(&m, TILEATOM_REQ_SNAPSHOT), err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__SnapshotResponse *s = client->last->snapshot;
@@ -410,8 +398,7 @@ int tileatom_create_placed(tileatom_client *client, const char *name, tileatom_d
 	m.body.create.private_tile = (flags & TILEATOM_CREATE_PRIVATE) != 0;
 	if (placement && *placement)
 		m.body.create.placement = (char *)placement;
-	if (rc == TILEATOM_OK)
-		rc = tac_roundtrip(client, &m, err);
+	rc = tac_roundtrip(client, &m, rc, err);
 	if (rc == TILEATOM_OK && info)
 		rc = tac_tile_info_from_wire(info, client->last->tile, err);
 	return rc;
@@ -421,10 +408,7 @@ int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	int rc = tac_build_named(&m, TILEATOM_REQ_DESTROY, name, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_roundtrip(client, &m, err);
-	return rc;
+	return tac_roundtrip(client, &m, tac_build_named(&m, TILEATOM_REQ_DESTROY, name, err), err);
 }
 
 /* Sends one paged list request; on success the response is client->last->list and its
@@ -437,7 +421,7 @@ static int list_page_roundtrip(tileatom_client *client, const char *cursor, uint
 	m.body.list.paged = true;
 	m.body.list.cursor = (char *)(cursor ? cursor : "");
 	m.body.list.limit = limit;
-	int rc = tac_roundtrip(client, &m, err);
+	int rc = tac_roundtrip(client, &m, TILEATOM_OK, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const char *nc = client->last->list->next_cursor;
@@ -478,8 +462,7 @@ static int append_page(tileatom_client *client, tileatom_tile_info **arr,
 		if (rc != TILEATOM_OK)
 			return rc;
 		if (places)
-			snprintf((*places)[*n], sizeof((*places)[*n]), "%s",
-			         l->tiles[i]->placement ? l->tiles[i]->placement : "");
+			copy_str((*places)[*n], sizeof((*places)[*n]), l->tiles[i]->placement);
 	}
 	return TILEATOM_OK;
 }
@@ -550,9 +533,8 @@ int tileatom_tile_placement(tileatom_client *client, const char *name, char *buf
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	buf[0] = '\0';
 	tac_msg m;
-	int rc = tac_build_named(&m, TILEATOM_REQ_DESCRIBE, name, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_roundtrip(client, &m, err);
+	int rc =
+	    tac_roundtrip(client, &m, tac_build_named(&m, TILEATOM_REQ_DESCRIBE, name, err), err);
 	if (rc == TILEATOM_OK && client->last->tile && client->last->tile->placement)
 		snprintf(buf, n, "%s", client->last->tile->placement);
 	return rc;
@@ -574,9 +556,8 @@ int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_i
 	if (!info)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	tac_msg m;
-	int rc = tac_build_named(&m, TILEATOM_REQ_DESCRIBE, name, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_roundtrip(client, &m, err);
+	int rc =
+	    tac_roundtrip(client, &m, tac_build_named(&m, TILEATOM_REQ_DESCRIBE, name, err), err);
 	if (rc == TILEATOM_OK)
 		rc = tac_tile_info_from_wire(info, client->last->tile, err);
 	return rc;
@@ -592,8 +573,7 @@ int tileatom_read(tileatom_client *client, const char *tile, const tileatom_regi
 	int rc = tac_build_read(&m, tile, region, err);
 	if (rc == TILEATOM_OK)
 		rc = tac_cuptr_refuse(client, buf, buf_size, "the read buffer", err);
-	if (rc == TILEATOM_OK)
-		rc = tac_roundtrip(client, &m, err);
+	rc = tac_roundtrip(client, &m, rc, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__Array *d = client->last->data;
@@ -617,9 +597,7 @@ int tileatom_read_alloc(tileatom_client *client, const char *tile, const tileato
 	*data = NULL;
 	*nbytes = 0;
 	tac_msg m;
-	int rc = tac_build_read(&m, tile, region, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_roundtrip(client, &m, err);
+	int rc = tac_roundtrip(client, &m, tac_build_read(&m, tile, region, err), err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__Array *d = client->last->data;
@@ -638,10 +616,7 @@ int tileatom_write(tileatom_client *client, const char *tile, const tileatom_reg
 {
 	REQUIRE_CLIENT(client, err);
 	tac_msg m;
-	int rc = tac_build_write(&m, tile, region, values, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_roundtrip(client, &m, err);
-	return rc;
+	return tac_roundtrip(client, &m, tac_build_write(&m, tile, region, values, err), err);
 }
 
 /* Copies the OpResponse of client->last into res and, when want, the old / loaded values
@@ -731,7 +706,7 @@ static int rmw_send(tileatom_client *c, tac_msg *m, tac_split_req *rq, tileatom_
 		if (tac_frame_too_large(c, m))
 			return tac_split(c, rq, res, err);
 	}
-	rc = tac_roundtrip(c, m, err);
+	rc = tac_roundtrip(c, m, TILEATOM_OK, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	return op_result(c, want, m->old_out, m->old_out_size, "old", res, err);
@@ -802,8 +777,7 @@ int tileatom_atomic_at(tileatom_client *client, const char *tile, tileatom_op op
 	tileatom_array value_arr, compare_arr;
 	int rc = tac_build_atomic_at(&m, tile, op, flat_index, dtype, value, compare, opts,
 	                             &value_arr, &compare_arr, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_roundtrip(client, &m, err);
+	rc = tac_roundtrip(client, &m, rc, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	uint64_t old_bits[2] = {0, 0};
@@ -839,8 +813,7 @@ static int memory_call(tileatom_client *c, tileatom_request_kind kind, const cha
 		rc = tac_build_memory(&m, kind, tile, window, addr, operand, opts, err);
 	if (rc == TILEATOM_OK && loads)
 		rc = tac_cuptr_refuse(c, out, out_size, "the output buffer", err);
-	if (rc == TILEATOM_OK)
-		rc = tac_roundtrip(c, &m, err);
+	rc = tac_roundtrip(c, &m, rc, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	if (loads)

@@ -5,14 +5,16 @@
  * checked (tac_conn.c, tac_codec.c). */
 #include "tac_internal.h"
 
-int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err)
+int tac_roundtrip(tileatom_client *c, tac_msg *m, int rc, tileatom_error *err)
 {
+	if (rc != TILEATOM_OK)
+		return rc;
 	if (c->pending_count > 0 && !c->broken)
 		return tac_err(err, TILEATOM_E_STATE,
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",
 		               tac_pending_requests(c));
-	int rc = tac_cuptr_prepare(c, m, err);
+	rc = tac_cuptr_prepare(c, m, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	(void)tac_shm_stage(c, m, false);

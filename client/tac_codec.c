@@ -709,9 +709,8 @@ int tac_tile_info_from_wire(tileatom_tile_info *dst, const Tileatom__TileInfo *s
 		elements *= (uint64_t)src->shape[i];
 		dst->shape[i] = src->shape[i];
 	}
-	if (len)
+	if (len) /* (terminated: dst was cleared) */
 		memcpy(dst->name, src->name, len);
-	dst->name[len] = '\0';
 	dst->dtype = (tileatom_dtype)src->dtype;
 	dst->rank = (int)src->n_shape;
 	dst->bytes = src->bytes;

@@ -1,6 +1,6 @@
 /* tac_conn.c: the client's socket. Happy path: tac_conn_open connects (Unix path or TCP,
  * non-blocking, bounded by a timeout); tac_conn_submit packs a request into one frame at
- * the end of the output buffer (tac_conn_submit_atomic writes a described hot request
+ * the end of the output buffer (tac_conn_submit_template writes a template's bytes
  * there directly), queueing its id as pending; the buffer is written out by a
  * synchronous call's submit, by tac_conn_receive before it waits (tileatom_collect), or as
  * soon as it holds TAC_FLUSH_THRESHOLD bytes, so pipelined requests leave in few send()s;
@@ -30,18 +30,18 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Monotonic milliseconds. */
-static int64_t now_ms(void)
+/* Nanoseconds on the monotonic clock. */
+static int64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* A deadline timeout_ms from now; -1 when there is none. */
+/* A deadline (monotonic milliseconds) timeout_ms from now; -1 when there is none. */
 static int64_t deadline_from(int timeout_ms)
 {
-	return timeout_ms > 0 ? now_ms() + timeout_ms : -1;
+	return timeout_ms > 0 ? now_ns() / 1000000 + timeout_ms : -1;
 }
 
 /* Milliseconds left until deadline as a poll() timeout (-1: forever, 0: expired). */
@@ -49,7 +49,7 @@ static int remaining_ms(int64_t deadline)
 {
 	if (deadline < 0)
 		return -1;
-	int64_t left = deadline - now_ms();
+	int64_t left = deadline - now_ns() / 1000000;
 	if (left <= 0)
 		return 0;
 	return left > 1000000000 ? 1000000000 : (int)left;
@@ -172,24 +172,6 @@ static int open_tcp(const char *address, const char *host, const char *port, int
 	return rc;
 }
 
-int tac_conn_open(const char *address, int timeout_ms, int *fd, tileatom_error *err)
-{
-	bool is_unix;
-	char *host = NULL, *port = NULL;
-	*fd = -1;
-	int rc = tac_parse_address(address, &is_unix, &host, &port, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	int64_t deadline = deadline_from(timeout_ms);
-	if (is_unix)
-		rc = open_unix(address, deadline, fd, err);
-	else
-		rc = open_tcp(address, host, port, deadline, fd, err);
-	free(host);
-	free(port);
-	return rc;
-}
-
 /* Frees a decoded response r (NULL: nothing) unless it is c's fast-decoded one. */
 static void release_response(tileatom_client *c, Tileatom__Response *r)
 {
@@ -197,9 +179,24 @@ static void release_response(tileatom_client *c, Tileatom__Response *r)
 		tileatom__response__free_unpacked(r, NULL);
 }
 
-int tac_client_new(int fd, const char *address, tileatom_client **out, tileatom_error *err)
+int tac_conn_open(const char *address, int timeout_ms, tileatom_client **out, tileatom_error *err)
 {
+	bool is_unix;
+	char *host = NULL, *port = NULL;
 	*out = NULL;
+	int rc = tac_parse_address(address, &is_unix, &host, &port, err);
+	if (rc != TILEATOM_OK)
+		return rc;
+	int fd = -1;
+	int64_t deadline = deadline_from(timeout_ms);
+	if (is_unix)
+		rc = open_unix(address, deadline, &fd, err);
+	else
+		rc = open_tcp(address, host, port, deadline, &fd, err);
+	free(host);
+	free(port);
+	if (rc != TILEATOM_OK)
+		return rc;
 	tileatom_client *c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
@@ -519,10 +516,18 @@ static inline bool pending_room(tileatom_client *c)
 }
 
 /* Records a request of kind, whose frame was just buffered or written with the next id, as
- * pending (the ring has room: its submit made it) and gives its id to *id. */
-static inline __attribute__((always_inline)) int
-queue_pending(tileatom_client *c, tileatom_request_kind kind, uint64_t *id)
+ * pending (the ring has room: its submit made it) and gives its id to *id, after writing
+ * the output buffer out when flush is set or it holds TAC_FLUSH_THRESHOLD bytes. */
+static inline __attribute__((always_inline)) int queue_pending(tileatom_client *c,
+                                                               tileatom_request_kind kind,
+                                                               bool flush, uint64_t *id,
+                                                               tileatom_error *err)
 {
+	if (flush || c->txbuf.len >= TAC_FLUSH_THRESHOLD) {
+		int rc = flush_until(c, deadline_from(c->io_timeout_ms), err);
+		if (rc != TILEATOM_OK)
+			return rc;
+	}
 	c->last_id++;
 	c->pending[(c->pending_head + c->pending_count) & (c->pending_cap - 1)] =
 	    (tac_pending){c->last_id, kind, false};
@@ -585,34 +590,19 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, bool flush, int fd, uint64_t
 		return tac_err(err, TILEATOM_E_PROTOCOL,
 		               "a request of %zu bytes packed to a different size", packed);
 	}
-	int64_t deadline = deadline_from(c->io_timeout_ms);
-	if (own) {
-		int rc = flush_until(c, deadline, err);
-		if (rc == TILEATOM_OK) {
-			rc = send_all(c, own, frame_len, fd, deadline, err);
-			if (rc != TILEATOM_OK)
-				rc = tac_conn_break(c, err);
-		}
-		free(own);
-		if (rc != TILEATOM_OK)
-			return rc;
-	} else {
+	if (!own) {
 		c->txbuf.len += frame_len;
-		if (flush || c->txbuf.len >= TAC_FLUSH_THRESHOLD) {
-			int rc = flush_until(c, deadline, err);
-			if (rc != TILEATOM_OK)
-				return rc;
-		}
+		return queue_pending(c, m->kind, flush, id, err);
 	}
-	return queue_pending(c, m->kind, id);
-}
-
-/* Nanoseconds on the monotonic clock. */
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	int64_t deadline = deadline_from(c->io_timeout_ms);
+	int rc = flush_until(c, deadline, err);
+	if (rc == TILEATOM_OK) {
+		rc = send_all(c, own, frame_len, fd, deadline, err);
+		if (rc != TILEATOM_OK)
+			rc = tac_conn_break(c, err);
+	}
+	free(own);
+	return rc == TILEATOM_OK ? queue_pending(c, m->kind, false, id, err) : rc;
 }
 
 /* tileatom_set_busy_poll: reads without sleeping until need whole response frames are
@@ -646,12 +636,7 @@ int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
 	*taken = true;
 	ta_frame_put_header(at, (uint32_t)n);
 	c->txbuf.len += TA_FRAME_HEADER + n;
-	if (c->txbuf.len >= TAC_FLUSH_THRESHOLD) {
-		int rc = flush_until(c, deadline_from(c->io_timeout_ms), err);
-		if (rc != TILEATOM_OK)
-			return rc;
-	}
-	return queue_pending(c, c->tpl.kind, id);
+	return queue_pending(c, c->tpl.kind, false, id, err);
 }
 
 /* Reads until at least need whole response frames are queued (the connection breaks on a
@@ -669,17 +654,13 @@ static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, til
 	while (c->rxq_count < need) {
 		short revents = 0;
 		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
-		if (w == 0) {
+		if (w == 0)
 			tac_err(err, TILEATOM_E_TIMEOUT,
 			        "waiting for a response from %s: timed out", c->address);
-			return tac_conn_break(c, err);
-		}
-		if (w < 0) {
+		else if (w < 0)
 			tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
 			        strerror(errno));
-			return tac_conn_break(c, err);
-		}
-		int rc = recv_some(c, err);
+		int rc = w > 0 ? recv_some(c, err) : TILEATOM_E_IO;
 		if (rc != TILEATOM_OK)
 			return tac_conn_break(c, err);
 	}
@@ -709,26 +690,6 @@ static int receive_begin(tileatom_client *c, size_t need, tileatom_error *err)
 	return wait_responses(c, need, deadline, err);
 }
 
-/* Decodes the response in frame f (its bytes still in place) to a request of kind: the one
- * data-plane decoder (tac_wire.c) for a data-plane request, protobuf-c for the control
- * plane; NULL when it cannot. */
-static inline __attribute__((always_inline)) Tileatom__Response *
-decode_frame(tileatom_client *c, const tac_frame *f, tileatom_request_kind kind)
-{
-	const uint8_t *fdata = frame_data(c, f);
-	if (tac_wire_takes(kind))
-		return tac_wire_decode_response(&c->fast, fdata, f->len);
-	return tileatom__response__unpack(NULL, f->len, fdata);
-}
-
-/* Breaks the connection over frame f, which held no decodable response. */
-static int undecodable(tileatom_client *c, const tac_frame *f, tileatom_error *err)
-{
-	tac_err(err, TILEATOM_E_PROTOCOL, "undecodable response of %u bytes from %s", f->len,
-	        c->address);
-	return tac_conn_break(c, err);
-}
-
 /* tac_conn_receive (newest false) and tac_conn_receive_newest: the response to the oldest
  * or the newest pending request. */
 static inline __attribute__((always_inline)) int
@@ -752,10 +713,18 @@ receive(tileatom_client *c, bool newest, tileatom_request_kind *kind, tileatom_e
 		c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
 	c->rxq_count--;
 	tac_pending p = c->pending[(c->pending_head + back) & (c->pending_cap - 1)];
-	Tileatom__Response *r = decode_frame(c, &f, p.kind);
+	/* the one data-plane decoder (tac_wire.c) for a data-plane request, protobuf-c for the
+	 * control plane (its bytes still in place) */
+	const uint8_t *fdata = frame_data(c, &f);
+	Tileatom__Response *r = tac_wire_takes(p.kind)
+	                            ? tac_wire_decode_response(&c->fast, fdata, f.len)
+	                            : tileatom__response__unpack(NULL, f.len, fdata);
 	rxq_release(c, &f, newest); /* both decoders copied what they keep */
-	if (!r)
-		return undecodable(c, &f, err);
+	if (!r) {
+		tac_err(err, TILEATOM_E_PROTOCOL, "undecodable response of %u bytes from %s", f.len,
+		        c->address);
+		return tac_conn_break(c, err);
+	}
 	if (r->id != p.id) {
 		if (r->status != TILEATOM__STATUS__OK && r->message && *r->message)
 			tac_err(err, TILEATOM_E_PROTOCOL,

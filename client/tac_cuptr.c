@@ -188,17 +188,6 @@ struct tac_cuptr_cache {
 	size_t cap;         /* entries allocated */
 };
 
-/* The entry of c whose buffer is b, or NULL. */
-static tac_cuptr_entry *entry_of(const tileatom_client *c, const tileatom_buffer *b)
-{
-	if (!c->cuptr || !b)
-		return NULL;
-	for (size_t i = 0; i < c->cuptr->n; i++)
-		if (c->cuptr->e[i].buf == b)
-			return &c->cuptr->e[i];
-	return NULL;
-}
-
 /* Forgets entry e of c: its buffer is freed here (the daemon keeps its mapping until the
  * connection closes; it has no unregistering). */
 static void entry_drop(tileatom_client *c, tac_cuptr_entry *e)
@@ -339,7 +328,10 @@ static int adopt(tileatom_client *c, const void *p, size_t len, const char *what
 	if (small && (!c->cuptr || c->cuptr->n == 0))
 		return TILEATOM_OK; /* the common case, without a search */
 	tileatom_buffer *held = tac_shm_ref_buffer(c, p, len);
-	tac_cuptr_entry *e = entry_of(c, held);
+	tac_cuptr_entry *e = NULL; /* the entry of the buffer holding it */
+	for (size_t i = 0; held && c->cuptr && i < c->cuptr->n && !e; i++)
+		if (c->cuptr->e[i].buf == held)
+			e = &c->cuptr->e[i];
 	if (held && !e)
 		return TILEATOM_OK; /* the caller's own buffer, or the staging one */
 	if (!e && small)
@@ -396,17 +388,14 @@ int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, tileatom_error *err)
 		    m->index[3].data.len < min)
 			return TILEATOM_OK;
 	}
-	struct {
-		const Tileatom__Array *a; /* the operand */
-		const char *what;         /* its name in messages */
-	} ops[] = {{&m->values, "values"},      {&m->compare, "compare"},
-	           {&m->mask, "the mask"},      {&m->padding, "padding"},
-	           {&m->index[0], "indices 0"}, {&m->index[1], "indices 1"},
-	           {&m->index[2], "indices 2"}, {&m->index[3], "indices 3"}};
-	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-		if (ops[i].a->shared)
+	static const char *const what[TAC_MSG_NARRAYS] = {
+	    "values",    "compare",   "the mask",  "padding",
+	    "indices 0", "indices 1", "indices 2", "indices 3"}; /* their names in messages */
+	Tileatom__Array *ops[TAC_MSG_NARRAYS] = TAC_MSG_ARRAYS(m);
+	for (size_t i = 0; i < TAC_MSG_NARRAYS; i++) {
+		if (ops[i]->shared)
 			continue;
-		int rc = adopt(c, ops[i].a->data.data, ops[i].a->data.len, ops[i].what, err);
+		int rc = adopt(c, ops[i]->data.data, ops[i]->data.len, what[i], err);
 		if (rc != TILEATOM_OK)
 			return rc;
 	}

@@ -185,6 +185,15 @@ typedef struct tac_msg {
 	Tileatom__BufferRef old_ref;                     /* Options.old_into */
 } tac_msg;
 
+/* The operand arrays of m that may be device memory, travel by reference or be staged. */
+#define TAC_MSG_ARRAYS(m)                                                                          \
+	{                                                                                          \
+		&(m)->values, &(m)->compare, &(m)->mask, &(m)->padding, &(m)->index[0],            \
+		    &(m)->index[1], &(m)->index[2], &(m)->index[3]                                 \
+	}
+/* Entries of TAC_MSG_ARRAYS. */
+#define TAC_MSG_NARRAYS 8
+
 /* ---- splitting (tac_split.c; used by tac_api.c, uses tac_shm.c and below) ------------- */
 /* True when m's frame would exceed the daemon's frame limit (c->max_frame). */
 TAC_HIDDEN bool tac_frame_too_large(const tileatom_client *c, tac_msg *m);
@@ -243,8 +252,6 @@ TAC_HIDDEN bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined);
 /* The response to request id was collected: the staging buffer is free again if id held
  * it. */
 TAC_HIDDEN void tac_shm_collected(tileatom_client *c, uint64_t id);
-/* True when [p, p + len) starts in a device buffer of c (the library must not read it). */
-TAC_HIDDEN bool tac_shm_in_device(const tileatom_client *c, const void *p, size_t len);
 /* Frees c's buffers (tileatom_close, before tac_client_free). */
 TAC_HIDDEN void tac_shm_client_free(tileatom_client *c);
 /* Default operand bytes of one synchronous request from which tac_shm_stage uses shared
@@ -288,9 +295,10 @@ TAC_HIDDEN size_t tac_cuptr_count(const tileatom_client *c);
 TAC_HIDDEN void tac_cuptr_client_free(tileatom_client *c);
 
 /* ---- synchronous round trips (tac_call.c; uses tac_cuptr.c, tac_shm.c and below) ----- */
-/* Sends m at once (raw device pointers registered, staged and rewritten for shared
- * buffers) and waits for its response (c->last); returns its status. */
-TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, tileatom_error *err);
+/* Sends m, which its builder returned rc for (not TILEATOM_OK: returned at once), at once
+ * (raw device pointers registered, staged and rewritten for shared buffers) and waits for
+ * its response (c->last); returns its status. */
+TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, int rc, tileatom_error *err);
 
 /* ---- errors (tac_util.c) ------------------------------------------------------------- */
 
@@ -351,11 +359,10 @@ TAC_HIDDEN int tac_parse_address(const char *address, bool *is_unix, char **host
 
 /* ---- connection (tac_conn.c) ------------------------------------------------------------ */
 
-/* Opens the socket to address with a timeout (<= 0: none); *fd gets a non-blocking socket. */
-TAC_HIDDEN int tac_conn_open(const char *address, int timeout_ms, int *fd, tileatom_error *err);
-/* Allocates a client around a connected fd (taking it over). */
-TAC_HIDDEN int tac_client_new(int fd, const char *address, tileatom_client **out,
-                              tileatom_error *err);
+/* Opens a non-blocking socket to address with a timeout (<= 0: none) and allocates *out, a
+ * client around it. */
+TAC_HIDDEN int tac_conn_open(const char *address, int timeout_ms, tileatom_client **out,
+                             tileatom_error *err);
 /* Frees a client and closes its socket. */
 TAC_HIDDEN void tac_client_free(tileatom_client *c);
 /* Assigns the next id to m, encodes it into the output buffer and queues it as pending.

@@ -9,7 +9,7 @@
  * library's own (tac_shm_stage), so that big requests skip the socket without the caller
  * doing anything (old values of such calls still come back inline); arrays of
  * TA_COPY_PARALLEL_MIN bytes or more are copied there on several threads (tacore/ta_copy.h).
- * A pipelined request over the frame limit may use that buffer too (tac_shm_stage_pipelined)
+ * A pipelined request over the frame limit may use that buffer too (tac_shm_stage, pipelined)
  * while no other request holds it: it stays reserved until that request's response is
  * collected.
  *
@@ -73,12 +73,6 @@ struct tileatom_buffer *tac_shm_ref_buffer(const tileatom_client *c, const void 
 		if (c->bufs[i]->device && holds(c->bufs[i], p, 1))
 			return c->bufs[i];
 	return NULL;
-}
-
-bool tac_shm_in_device(const tileatom_client *c, const void *p, size_t len)
-{
-	const struct tileatom_buffer *b = tac_shm_ref_buffer(c, p, len);
-	return b && b->device;
 }
 
 /* Unmaps and closes b and frees it (not its registration in the daemon). */
@@ -247,15 +241,11 @@ int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer
                            tileatom_error *err)
 {
 	int rc = buffer_prepare(client, out, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	struct tileatom_buffer *b = NULL;
-	rc = shm_create(client, size, &b, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	client->bufs[client->nbufs++] = b;
-	*out = b;
-	return TILEATOM_OK;
+	if (rc == TILEATOM_OK)
+		rc = shm_create(client, size, out, err);
+	if (rc == TILEATOM_OK)
+		client->bufs[client->nbufs++] = *out;
+	return rc;
 }
 
 void *tileatom_buffer_data(const tileatom_buffer *buffer)
@@ -271,10 +261,7 @@ size_t tileatom_buffer_size(const tileatom_buffer *buffer)
 tileatom_array tileatom_buffer_array(const tileatom_buffer *buffer, tileatom_dtype dtype, int rank,
                                      const int64_t *shape, size_t offset)
 {
-	tileatom_array a;
-	memset(&a, 0, sizeof(a));
-	a.dtype = dtype;
-	a.rank = rank;
+	tileatom_array a = {.dtype = dtype, .rank = rank};
 	for (int i = 0; i < rank && i < TILEATOM_MAX_RANK; i++)
 		a.shape[i] = shape[i];
 	a.data = buffer && offset <= buffer->size ? (const uint8_t *)buffer->map + offset : NULL;
@@ -308,22 +295,13 @@ static bool shm_ref(tileatom_client *c, const void *p, size_t len, Tileatom__Buf
 	return true;
 }
 
-/* The operand arrays of m that may travel by reference or be staged. */
-#define MSG_ARRAYS(m)                                                                              \
-	{                                                                                          \
-		&(m)->values, &(m)->compare, &(m)->mask, &(m)->padding, &(m)->index[0],            \
-		    &(m)->index[1], &(m)->index[2], &(m)->index[3]                                 \
-	}
-/* Entries of MSG_ARRAYS. */
-#define MSG_NARRAYS 8
-
 void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 {
 	c->old_from = NULL;
 	if (c->nbufs == 0 && !c->staging)
 		return;
-	Tileatom__Array *arrays[MSG_NARRAYS] = MSG_ARRAYS(m);
-	for (size_t i = 0; i < MSG_NARRAYS; i++) {
+	Tileatom__Array *arrays[TAC_MSG_NARRAYS] = TAC_MSG_ARRAYS(m);
+	for (size_t i = 0; i < TAC_MSG_NARRAYS; i++) {
 		Tileatom__Array *a = arrays[i];
 		if (a->data.len > 0 && !a->shared &&
 		    shm_ref(c, a->data.data, a->data.len, &m->refs[i])) {
@@ -341,8 +319,8 @@ void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 
 bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined)
 {
-	Tileatom__Array *arrays[MSG_NARRAYS] = MSG_ARRAYS(m);
-	size_t n = MSG_NARRAYS, total = 0;
+	Tileatom__Array *arrays[TAC_MSG_NARRAYS] = TAC_MSG_ARRAYS(m);
+	size_t n = TAC_MSG_NARRAYS, total = 0;
 	for (size_t i = 0; i < n; i++)
 		if (arrays[i]->data.len > 0 &&
 		    !tac_shm_ref_buffer(c, arrays[i]->data.data, arrays[i]->data.len))

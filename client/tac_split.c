@@ -73,6 +73,26 @@ bool tac_frame_too_large(const tileatom_client *c, tac_msg *m)
 	return packed > (size_t)c->max_frame;
 }
 
+/* tileatom_describe of tile into *info, from the layers below the public calls; pipelined:
+ * the describe goes behind the pipelined requests still pending, whose responses wait in
+ * the frame queue for tileatom_collect. */
+static int split_describe(tileatom_client *c, const char *tile, bool pipelined,
+                          tileatom_tile_info *info, tileatom_error *err)
+{
+	tac_msg dm;
+	int rc = tac_build_named(&dm, TILEATOM_REQ_DESCRIBE, tile, err);
+	tileatom_request_kind kind;
+	if (!pipelined)
+		rc = tac_roundtrip(c, &dm, rc, err);
+	if (pipelined && rc == TILEATOM_OK)
+		rc = tac_conn_submit(c, &dm, true, -1, NULL, err);
+	if (pipelined && rc == TILEATOM_OK)
+		rc = tac_conn_receive_newest(c, &kind, err);
+	if (pipelined && rc == TILEATOM_OK)
+		rc = tac_check_response(c->last, kind, err);
+	return rc == TILEATOM_OK ? tac_tile_info_from_wire(info, c->last->tile, err) : rc;
+}
+
 bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq)
 {
 	if (!rq->returns_old || !rq->values)
@@ -83,11 +103,7 @@ bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq)
 		const int64_t *shape = rq->region ? rq->region->shape : NULL;
 		tileatom_tile_info info;
 		if (!rq->region) {
-			tac_msg dm; /* tileatom_describe, from the layers below the public calls */
-			if (tac_build_named(&dm, TILEATOM_REQ_DESCRIBE, rq->tile, NULL) !=
-			        TILEATOM_OK ||
-			    tac_roundtrip(c, &dm, NULL) != TILEATOM_OK ||
-			    tac_tile_info_from_wire(&info, c->last->tile, NULL) != TILEATOM_OK)
+			if (split_describe(c, rq->tile, false, &info, NULL) != TILEATOM_OK)
 				return false; /* the split path reports the error */
 			rank = info.rank;
 			shape = info.shape;
@@ -139,9 +155,8 @@ typedef struct split_plan {
 } split_plan;
 
 /* The refusal of a request that cannot be split: TILEATOM_E_INVALID_ARGUMENT naming why. */
-static int split_refuse(const tileatom_client *c, tileatom_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int split_refuse(const tileatom_client *c, tileatom_error *err, const char *fmt, ...)
+static __attribute__((format(printf, 3, 4))) int
+split_refuse(const tileatom_client *c, tileatom_error *err, const char *fmt, ...)
 {
 	char why[TILEATOM_MSG_MAX];
 	va_list ap;
@@ -240,13 +255,86 @@ static int split_shape(const tileatom_client *c, const tac_split_req *rq, split_
 	return TILEATOM_OK;
 }
 
-static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
-                              tileatom_error *err);
+/* Element offset of operand o at element coordinates e. */
+static int64_t split_at(const split_operand *o, int rank, const int64_t *e)
+{
+	int64_t at = 0;
+	for (int a = 0; a < rank; a++)
+		at += e[a] * o->stride[a];
+	return at;
+}
 
-/* Describes the tile, fixes the region, the element shape, the operands and the part size,
- * and checks the indices when check_bounds is off; *o gets rq's options. pipelined: the
- * describe goes behind the pipelined requests still pending, whose responses
- * wait in the frame queue for tileatom_collect. */
+/* Index at element offset `at` of an INT32 / INT64 index array. */
+static int64_t split_index(const tileatom_array *a, int64_t at)
+{
+	if (a->dtype == TILEATOM_INT32) {
+		int32_t v;
+		memcpy(&v, (const uint8_t *)a->data + at * 4, 4);
+		return v;
+	}
+	int64_t v;
+	memcpy(&v, (const uint8_t *)a->data + at * 8, 8);
+	return v;
+}
+
+/* The reject-whole check: every unmasked element's indices (SCATTER: along dim; INDEXED:
+ * along each axis, or flat offsets) against the region. TILEATOM_OK or
+ * TILEATOM_E_OUT_OF_RANGE naming the first one. */
+static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
+                              tileatom_error *err)
+{
+	int n_index = rq->n_index;
+	const split_operand *mask = rq->opts && rq->opts->mask ? &p->ops[p->nops - 1] : NULL;
+	for (int i = 0; i < n_index; i++)
+		if (tileatom_buffer_is_device(
+		        tac_shm_ref_buffer(c, rq->indices[i].data, p->ops[i].bytes)))
+			return split_refuse(c, err,
+			                    "%s lies in a device buffer, which the library "
+			                    "cannot check with check_bounds off",
+			                    p->ops[i].what);
+	if (mask &&
+	    tileatom_buffer_is_device(tac_shm_ref_buffer(c, mask->array->data, mask->bytes)))
+		return split_refuse(c, err,
+		                    "the mask lies in a device buffer, which the library "
+		                    "cannot check with check_bounds off");
+	int64_t region_count = 1;
+	for (int a = 0; a < p->box.rank; a++)
+		region_count *= p->box.shape[a];
+	int64_t e[TILEATOM_MAX_RANK] = {0};
+	for (int64_t k = 0; k < p->count; k++) {
+		uint8_t on = 1;
+		if (mask)
+			memcpy(&on, (const uint8_t *)mask->array->data + split_at(mask, p->rank, e),
+			       1);
+		for (int i = 0; on && i < n_index; i++) {
+			int64_t x = split_index(rq->indices + i, split_at(&p->ops[i], p->rank, e));
+			int axis = rq->kind == TILEATOM_REQ_SCATTER ? rq->dim : i;
+			int64_t limit = rq->flat ? region_count : p->box.shape[axis];
+			if (x < 0 || x >= limit) {
+				char along[32] = "";
+				if (!rq->flat)
+					snprintf(along, sizeof(along), " along axis %d", axis);
+				return tac_err(
+				    err, TILEATOM_E_OUT_OF_RANGE,
+				    "index %" PRId64 " of element %" PRId64
+				    " is outside [0, %" PRId64
+				    ")%s of tile '%s' (check_bounds is off; the request would have "
+				    "been split into %d parts: nothing was applied)",
+				    x, k, limit, along, rq->tile, p->nparts);
+			}
+		}
+		for (int a = p->rank - 1; a >= 0; a--) {
+			if (++e[a] < p->shape[a])
+				break;
+			e[a] = 0;
+		}
+	}
+	return TILEATOM_OK;
+}
+
+/* Describes the tile (split_describe), fixes the region, the element shape, the operands
+ * and the part size, and checks the indices when check_bounds is off; *o gets rq's
+ * options. */
 static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipelined,
                          tileatom_op_options *o, split_plan *p, tileatom_error *err)
 {
@@ -261,20 +349,7 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipel
 		               "opts->old_out, which is NULL; nothing was sent",
 		               c->max_frame);
 	memset(p, 0, sizeof(*p));
-	tac_msg dm; /* tileatom_describe, from the layers below the public calls */
-	int rc = tac_build_named(&dm, TILEATOM_REQ_DESCRIBE, rq->tile, err);
-	if (rc == TILEATOM_OK && !pipelined) {
-		rc = tac_roundtrip(c, &dm, err);
-	} else if (rc == TILEATOM_OK) {
-		tileatom_request_kind kind;
-		rc = tac_conn_submit(c, &dm, true, -1, NULL, err);
-		if (rc == TILEATOM_OK)
-			rc = tac_conn_receive_newest(c, &kind, err);
-		if (rc == TILEATOM_OK)
-			rc = tac_check_response(c->last, kind, err);
-	}
-	if (rc == TILEATOM_OK)
-		rc = tac_tile_info_from_wire(&p->info, c->last->tile, err);
+	int rc = split_describe(c, rq->tile, pipelined, &p->info, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const tileatom_tile_info *t = &p->info;
@@ -369,94 +444,6 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipel
 	return TILEATOM_OK;
 }
 
-/* Element offset of operand o at element coordinates e. */
-static int64_t split_at(const split_operand *o, int rank, const int64_t *e)
-{
-	int64_t at = 0;
-	for (int a = 0; a < rank; a++)
-		at += e[a] * o->stride[a];
-	return at;
-}
-
-/* Index at element offset `at` of an INT32 / INT64 index array. */
-static int64_t split_index(const tileatom_array *a, int64_t at)
-{
-	if (a->dtype == TILEATOM_INT32) {
-		int32_t v;
-		memcpy(&v, (const uint8_t *)a->data + at * 4, 4);
-		return v;
-	}
-	int64_t v;
-	memcpy(&v, (const uint8_t *)a->data + at * 8, 8);
-	return v;
-}
-
-/* The reject-whole check: every unmasked element's indices (SCATTER: along dim; INDEXED:
- * along each axis, or flat offsets) against the region. TILEATOM_OK or
- * TILEATOM_E_OUT_OF_RANGE naming the first one. */
-static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
-                              tileatom_error *err)
-{
-	int n_index = rq->n_index;
-	const split_operand *mask = rq->opts && rq->opts->mask ? &p->ops[p->nops - 1] : NULL;
-	for (int i = 0; i < n_index; i++)
-		if (tac_shm_in_device(c, rq->indices[i].data, p->ops[i].bytes))
-			return split_refuse(c, err,
-			                    "%s lies in a device buffer, which the library "
-			                    "cannot check with check_bounds off",
-			                    p->ops[i].what);
-	if (mask && tac_shm_in_device(c, mask->array->data, mask->bytes))
-		return split_refuse(c, err,
-		                    "the mask lies in a device buffer, which the library "
-		                    "cannot check with check_bounds off");
-	int64_t region_count = 1;
-	for (int a = 0; a < p->box.rank; a++)
-		region_count *= p->box.shape[a];
-	int64_t e[TILEATOM_MAX_RANK] = {0};
-	for (int64_t k = 0; k < p->count; k++) {
-		uint8_t on = 1;
-		if (mask)
-			memcpy(&on, (const uint8_t *)mask->array->data + split_at(mask, p->rank, e),
-			       1);
-		for (int i = 0; on && i < n_index; i++) {
-			int64_t x = split_index(rq->indices + i, split_at(&p->ops[i], p->rank, e));
-			int axis = rq->kind == TILEATOM_REQ_SCATTER ? rq->dim : i;
-			int64_t limit = rq->flat ? region_count : p->box.shape[axis];
-			if (x < 0 || x >= limit) {
-				char along[32] = "";
-				if (!rq->flat)
-					snprintf(along, sizeof(along), " along axis %d", axis);
-				return tac_err(
-				    err, TILEATOM_E_OUT_OF_RANGE,
-				    "index %" PRId64 " of element %" PRId64
-				    " is outside [0, %" PRId64
-				    ")%s of tile '%s' (check_bounds is off; the request would have "
-				    "been split into %d parts: nothing was applied)",
-				    x, k, limit, along, rq->tile, p->nparts);
-			}
-		}
-		for (int a = p->rank - 1; a >= 0; a--) {
-			if (++e[a] < p->shape[a])
-				break;
-			e[a] = 0;
-		}
-	}
-	return TILEATOM_OK;
-}
-
-/* Part [r0, r0 + rows) along the first axis of operand o (a repeated one stays whole). */
-static tileatom_array split_part(const split_plan *p, const split_operand *o, int64_t r0,
-                                 int64_t rows)
-{
-	tileatom_array part = *o->array;
-	if (o->cut) {
-		size_t row_bytes = o->bytes / (size_t)p->shape[0];
-		part.shape[0] = rows;
-		part.data = (const uint8_t *)o->array->data + (size_t)r0 * row_bytes;
-	}
-	return part;
-}
-
 /* Builds part [r0, r0 + rows) of the request into m (po: the part's options, its mask
  * pointed at the part's), checking that it fits a frame. m borrows parts (the part's
  * operands) and *moved (its region), which the caller keeps until m is sent. */
@@ -466,8 +453,15 @@ static int split_build(tileatom_client *c, const tac_split_req *rq, const split_
 {
 	if (po->mask)
 		po->mask = &parts[p->nops - 1];
-	for (int i = 0; i < p->nops; i++)
-		parts[i] = split_part(p, &p->ops[i], r0, rows);
+	for (int i = 0; i < p->nops; i++) { /* a cut operand's rows; a repeated one whole */
+		const split_operand *o = &p->ops[i];
+		parts[i] = *o->array;
+		if (o->cut) {
+			parts[i].shape[0] = rows;
+			parts[i].data = (const uint8_t *)o->array->data +
+			                (size_t)r0 * (o->bytes / (size_t)p->shape[0]);
+		}
+	}
 	int at = rq->n_index;
 	const tileatom_array *values = rq->values ? &parts[at++] : NULL;
 	const tileatom_array *compare = rq->compare ? &parts[at++] : NULL;
@@ -537,9 +531,8 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 		}
 		tac_msg m;
 		tileatom_region moved;
-		rc = split_build(c, rq, &p, r0, rows, &po, &m, parts, &moved, err);
-		if (rc == TILEATOM_OK)
-			rc = tac_roundtrip(c, &m, err);
+		rc = tac_roundtrip(
+		    c, &m, split_build(c, rq, &p, r0, rows, &po, &m, parts, &moved, err), err);
 		const Tileatom__OpResponse *r = NULL;
 		if (rc == TILEATOM_OK)
 			rc = split_part_result(c, rows, unit, o.want_old ? po.old_out : NULL,
@@ -572,19 +565,13 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 
 /* A split submit whose parts await tileatom_collect (c->splits, oldest first). */
 struct tac_split_pending {
-	tac_split_pending *next;          /* the next younger split submit (NULL: none) */
-	uint64_t id;                      /* the id its submit returned (its first part's) */
-	tileatom_request_kind kind;       /* ELEMENTWISE, SCATTER or INDEXED */
-	int nparts;                       /* parts queued */
-	int64_t rows;                     /* extent of the cut (first) axis of the element shape */
-	int64_t part_rows;                /* rows per part (the last one may have fewer) */
-	const char *unit;                 /* "rows", or "elements" for a 1-D element shape */
-	bool want_old;                    /* the old values go to old_out */
-	uint8_t *old_out;                 /* the caller's opts->old_out */
-	size_t old_row;                   /* bytes of old values per row */
-	tileatom_dtype dtype;             /* the tile's dtype (of the old values) */
-	int rank;                         /* rank of the element shape */
-	int64_t shape[TILEATOM_MAX_RANK]; /* the element shape */
+	tac_split_pending *next;    /* the next younger split submit (NULL: none) */
+	uint64_t id;                /* the id its submit returned (its first part's) */
+	tileatom_request_kind kind; /* ELEMENTWISE, SCATTER or INDEXED */
+	int nparts;                 /* parts queued */
+	bool want_old;              /* the old values go to old_out */
+	uint8_t *old_out;           /* the caller's opts->old_out */
+	split_plan plan; /* its plan (shape, part rows, old values; ops no longer read) */
 };
 
 int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, tileatom_error *err)
@@ -598,15 +585,9 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 	if (!s)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory; nothing was sent");
 	s->kind = rq->kind;
-	s->rows = p.shape[0];
-	s->part_rows = p.part_rows;
-	s->unit = p.rank == 1 ? "elements" : "rows";
 	s->want_old = o.want_old;
 	s->old_out = o.old_out;
-	s->old_row = p.old_row;
-	s->dtype = p.info.dtype;
-	s->rank = p.rank;
-	memcpy(s->shape, p.shape, sizeof(s->shape));
+	s->plan = p;
 	int64_t n = p.shape[0];
 	int i = 0;
 	size_t window = 2; /* parts that may be unanswered at once (set at part 1) */
@@ -726,6 +707,9 @@ static void split_runs_close(split_runs *u, int64_t to)
 int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error *err)
 {
 	tac_split_pending *s = c->splits;
+	const split_plan *p = &s->plan;
+	const int64_t n = p->shape[0];
+	const char *unit = p->rank == 1 ? "elements" : "rows";
 	out->id = s->id;
 	out->kind = s->kind;
 	split_runs runs = {"", 0, false, -1};
@@ -733,8 +717,8 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 	int64_t fail_r0 = 0, fail_rows = 0;
 	char fail_msg[TILEATOM_MSG_MAX] = "";
 	for (int i = 0; i < s->nparts; i++) {
-		int64_t r0 = (int64_t)i * s->part_rows;
-		int64_t rows = s->rows - r0 < s->part_rows ? s->rows - r0 : s->part_rows;
+		int64_t r0 = (int64_t)i * p->part_rows;
+		int64_t rows = n - r0 < p->part_rows ? n - r0 : p->part_rows;
 		tileatom_request_kind kind;
 		tileatom_error pe = {0, ""};
 		rc = tac_conn_receive(c, &kind, &pe);
@@ -743,8 +727,7 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 			tac_err(err, rc,
 			        "receiving part %d of %d of a split request: %s (%s %s were "
 			        "applied; the later parts are unknown)",
-			        i + 1, s->nparts, pe.message, s->unit,
-			        runs.len ? runs.text : "none");
+			        i + 1, s->nparts, pe.message, unit, runs.len ? runs.text : "none");
 			break;
 		}
 		if (i > 0 && c->split_extra > 0)
@@ -752,10 +735,10 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		int prc = tac_check_response(c->last, kind, &pe);
 		const Tileatom__OpResponse *r = NULL;
 		if (prc == TILEATOM_OK)
-			prc = split_part_result(c, rows, s->unit,
-			                        s->want_old ? s->old_out + (size_t)r0 * s->old_row
+			prc = split_part_result(c, rows, unit,
+			                        s->want_old ? s->old_out + (size_t)r0 * p->old_row
 			                                    : NULL,
-			                        s->old_row, &r, &pe);
+			                        p->old_row, &r, &pe);
 		if (prc == TILEATOM_OK) {
 			out->applied += r->applied;
 			out->skipped += r->skipped;
@@ -773,7 +756,7 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		}
 	}
 	if (rc == TILEATOM_OK) {
-		split_runs_close(&runs, s->rows - 1);
+		split_runs_close(&runs, n - 1);
 		rc = fail_rc;
 		if (fail_part && runs.len == 0) /* nothing applied: the daemon's word alone */
 			tac_err(err, rc, "%s", fail_msg);
@@ -781,16 +764,16 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 			tac_err(err, rc,
 			        "part %d of %d (%s %" PRId64 "..%" PRId64
 			        ") of a split request failed; %s %s were applied: %s",
-			        fail_part, s->nparts, s->unit, fail_r0, fail_r0 + fail_rows - 1,
-			        s->unit, runs.text, fail_msg);
+			        fail_part, s->nparts, unit, fail_r0, fail_r0 + fail_rows - 1, unit,
+			        runs.text, fail_msg);
 	}
 	out->status = rc;
 	if (rc == TILEATOM_OK && s->want_old) {
-		out->dtype = s->dtype;
-		out->rank = s->rank;
-		memcpy(out->shape, s->shape, sizeof(out->shape));
+		out->dtype = p->info.dtype;
+		out->rank = p->rank;
+		memcpy(out->shape, p->shape, sizeof(out->shape));
 		out->data = s->old_out;
-		out->data_bytes = (size_t)s->rows * s->old_row;
+		out->data_bytes = (size_t)n * p->old_row;
 	}
 	c->splits = s->next;
 	if (!c->splits)

@@ -69,17 +69,15 @@ static ta_status value_parse(ta_dtype dtype, const char *text, void *out, ta_err
 	uint64_t bits = 0;
 	switch (dtype) {
 	case TA_DTYPE_I32:
-		st = parse_int(text, true, INT32_MIN, INT32_MAX, &bits, dn, err);
-		v.i32 = (int32_t)(int64_t)bits;
+	case TA_DTYPE_U32: /* the low 32 bits of the two's complement */
+		st = parse_int(text, dtype == TA_DTYPE_I32, INT32_MIN,
+		               dtype == TA_DTYPE_I32 ? INT32_MAX : UINT32_MAX, &bits, dn, err);
+		v.u32 = (uint32_t)bits;
 		break;
 	case TA_DTYPE_I64:
 	case TA_DTYPE_U64:
 		st = parse_int(text, dtype == TA_DTYPE_I64, INT64_MIN,
 		               dtype == TA_DTYPE_I64 ? INT64_MAX : UINT64_MAX, &v.u64, dn, err);
-		break;
-	case TA_DTYPE_U32:
-		st = parse_int(text, false, 0, UINT32_MAX, &bits, dn, err);
-		v.u32 = (uint32_t)bits;
 		break;
 	case TA_DTYPE_BOOL:
 		if (strcmp(text, "1") == 0 || strcasecmp(text, "true") == 0)

@@ -18,31 +18,24 @@
  * table is tied to its public name here, and the core to the wire in ta_wire_enums.h. */
 #define TAC_PUBLIC_SAME(core, pub) _Static_assert((int)(core) == (int)(pub), #core " != " #pub)
 #define TA_DTYPE(id, wire, ...)    TAC_PUBLIC_SAME(TA_DTYPE_##id, TILEATOM_##wire);
-#include "ta_ops.def"
-#undef TA_DTYPE
-#define TAC_PUBLIC_OP_RMW(id) TAC_PUBLIC_SAME(TA_OP_##id, TILEATOM_OP_##id);
+#define TAC_PUBLIC_OP_RMW(id)      TAC_PUBLIC_SAME(TA_OP_##id, TILEATOM_OP_##id);
 #define TAC_PUBLIC_OP_LOAD(id)
 #define TAC_PUBLIC_OP_STORE(id)
 #define TA_OP(id, name, kind, ...) TAC_PUBLIC_OP_##kind(id)
-#include "ta_ops.def"
+#define TA_SEM(id, ...)            TAC_PUBLIC_SAME(TA_SEM_##id, TILEATOM_SEM_##id);
+#define TA_SCOPE(id, ...)          TAC_PUBLIC_SAME(TA_SCOPE_##id, TILEATOM_SCOPE_##id);
+#define TA_SPACE(id, ...)          TAC_PUBLIC_SAME(TA_SPACE_##id, TILEATOM_SPACE_##id);
+#define TA_ADDR(id, ...)           TAC_PUBLIC_SAME(TA_ADDR_##id, TILEATOM_ADDR_##id);
+#define TA_STATUS(id, pub)         TAC_PUBLIC_SAME(TA_##id, TILEATOM_##pub);
+#define TA_REQUEST(id, ...)        TAC_PUBLIC_SAME(TA_REQ_##id, TILEATOM_REQ_##id);
+#include "ta_ops.def" /* (each row kind only where its macro is defined) */
+#undef TA_DTYPE
 #undef TA_OP
-#define TA_SEM(id, ...) TAC_PUBLIC_SAME(TA_SEM_##id, TILEATOM_SEM_##id);
-#include "ta_ops.def"
 #undef TA_SEM
-#define TA_SCOPE(id, ...) TAC_PUBLIC_SAME(TA_SCOPE_##id, TILEATOM_SCOPE_##id);
-#include "ta_ops.def"
 #undef TA_SCOPE
-#define TA_SPACE(id, ...) TAC_PUBLIC_SAME(TA_SPACE_##id, TILEATOM_SPACE_##id);
-#include "ta_ops.def"
 #undef TA_SPACE
-#define TA_ADDR(id, ...) TAC_PUBLIC_SAME(TA_ADDR_##id, TILEATOM_ADDR_##id);
-#include "ta_ops.def"
 #undef TA_ADDR
-#define TA_STATUS(id, pub) TAC_PUBLIC_SAME(TA_##id, TILEATOM_##pub);
-#include "ta_ops.def"
 #undef TA_STATUS
-#define TA_REQUEST(id, ...) TAC_PUBLIC_SAME(TA_REQ_##id, TILEATOM_REQ_##id);
-#include "ta_ops.def"
 #undef TA_REQUEST
 TAC_PUBLIC_SAME(TA_DTYPE_NONE, TILEATOM_DTYPE_NONE);
 TAC_PUBLIC_SAME(TA_OP_NONE, TILEATOM_OP_NONE);
@@ -128,21 +121,12 @@ int tileatom_default_socket(char *buf, size_t n)
 			user_path[0] = '\0';
 	}
 	const char *system_path = "/run/tileatom/tileatomd.sock";
-	const char *cand[2];
-	int nc = 0;
-	if (geteuid() == 0) {
-		cand[nc++] = system_path;
-		if (user_path[0])
-			cand[nc++] = user_path;
-	} else {
-		if (user_path[0])
-			cand[nc++] = user_path;
-		cand[nc++] = system_path;
-	}
-	for (int i = 0; i < nc; i++)
-		if (path_exists(cand[i]))
+	bool root = geteuid() == 0;
+	const char *cand[2] = {root ? system_path : user_path, root ? user_path : system_path};
+	for (int i = 0; i < 2; i++)
+		if (cand[i][0] && path_exists(cand[i]))
 			return copy_path(buf, n, cand[i]);
-	return copy_path(buf, n, cand[0]);
+	return copy_path(buf, n, cand[0][0] ? cand[0] : cand[1]);
 }
 
 size_t tileatom_dtype_size(tileatom_dtype dtype)

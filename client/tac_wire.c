@@ -38,27 +38,26 @@ static const char *const body_names[B_FIELDS][2] = {
 /* Request kinds (tileatom_request_kind, the Request's body numbers) the tables cover. */
 #define KINDS (TILEATOM_REQ_SNAPSHOT + 1)
 
-/* The keys the writer writes, read from the descriptors by name (fill_tables). */
+/* The per-kind keys of the bodies, read from the descriptors by name (fill_tables); the
+ * other keys the writer writes are the shared schema's (fw_key1, KEY). */
 typedef struct wire_keys {
-	uint32_t req_id;                        /* Request.id */
-	uint32_t req_body[KINDS];               /* Request.<body> by kind */
-	uint32_t body[KINDS][B_FIELDS];         /* each body's fields (0: not in it) */
-	uint32_t body_off[KINDS][B_FIELDS];     /* where each is in the body's struct (0: not) */
-	uint8_t family[KINDS];                  /* each kind's family (its addr's type) */
-	uint32_t region_origin, region_shape;   /* Region */
-	uint32_t array_dtype, array_shape;      /* Array.dtype, .shape */
-	uint32_t array_data, array_shared;      /* Array.data, .shared */
-	uint32_t ref_id, ref_offset, ref_len;   /* BufferRef */
-	uint32_t opt_sem, opt_scope, opt_space; /* Options enums */
-	uint32_t opt_no_bounds, opt_want_old;   /* Options bools */
-	uint32_t opt_mask, opt_old_into;        /* Options messages */
-	uint32_t saddr_dim, saddr_indices;      /* ScatterAddr */
-	uint32_t iaddr_indices, iaddr_flat;     /* IndexedAddr */
-	uint32_t addr_region, addr_scatter;     /* Addressing forms */
-	uint32_t addr_indexed;                  /* Addressing.indexed */
+	uint32_t req_body[KINDS];           /* Request.<body> by kind */
+	uint32_t body[KINDS][B_FIELDS];     /* each body's fields (0: not in it) */
+	uint32_t body_off[KINDS][B_FIELDS]; /* where each is in the body's struct (0: not) */
+	uint8_t family[KINDS];              /* each kind's family (its addr's type) */
 } wire_keys;
 
 static wire_keys keys;
+
+/* The key of a field the shared schema names (FW_<slot>): one byte (fill_tables checks). */
+#define KEY(slot) ((uint32_t)fw_key1[FW_##slot])
+/* The slots KEY names. */
+static const fw_slot key_slots[] = {
+    FW_REQ_ID,     FW_REGION_ORIGIN, FW_REGION_SHAPE, FW_ARRAY_DTYPE,   FW_ARRAY_SHAPE,
+    FW_ARRAY_DATA, FW_ARRAY_SHARED,  FW_REF_ID,       FW_REF_OFFSET,    FW_REF_LENGTH,
+    FW_OPT_SEM,    FW_OPT_SCOPE,     FW_OPT_SPACE,    FW_OPT_NO_BOUNDS, FW_OPT_WANT_OLD,
+    FW_OPT_MASK,   FW_OPT_OLD_INTO,  FW_SADDR_DIM,    FW_SADDR_INDICES, FW_IADDR_INDICES,
+    FW_IADDR_FLAT, FW_ADDR_REGION,   FW_ADDR_SCATTER, FW_ADDR_INDEXED};
 
 /* What the decoder does with a field, by its one-byte key (the tables below). */
 enum dec_slot {
@@ -122,8 +121,16 @@ static void fill_slots(uint8_t *slots, const ProtobufCMessageDescriptor *desc,
 /* Reads every key from the descriptors (once per process, ready). */
 static void fill_tables(void)
 {
+	ta_wireschema_init();
+	for (size_t i = 0; i < sizeof(key_slots) / sizeof(key_slots[0]); i++)
+		if (!fw_key1[key_slots[i]]) {
+			fprintf(stderr,
+			        "tileatom: client/tac_wire.c writes one-byte keys, but field %d "
+			        "has a number of 16 or more\n",
+			        (int)key_slots[i]);
+			abort();
+		}
 	const ProtobufCMessageDescriptor *req = &tileatom__request__descriptor;
-	keys.req_id = need_key(req, "id");
 #define TA_REQUEST(id, field, ...)                                                                 \
 	if (tac_wire_takes((tileatom_request_kind)TA_REQ_##id)) {                                  \
 		keys.req_body[TA_REQ_##id] = need_key(req, #field);                                \
@@ -151,29 +158,6 @@ static void fill_tables(void)
 #include "ta_ops.def"
 #undef TA_REQUEST
 #define D(name) (&tileatom__##name##__descriptor)
-	keys.region_origin = need_key(D(region), "origin");
-	keys.region_shape = need_key(D(region), "shape");
-	keys.array_dtype = need_key(D(array), "dtype");
-	keys.array_shape = need_key(D(array), "shape");
-	keys.array_data = need_key(D(array), "data");
-	keys.array_shared = need_key(D(array), "shared");
-	keys.ref_id = need_key(D(buffer_ref), "buffer_id");
-	keys.ref_offset = need_key(D(buffer_ref), "offset");
-	keys.ref_len = need_key(D(buffer_ref), "length");
-	keys.opt_sem = need_key(D(options), "sem");
-	keys.opt_scope = need_key(D(options), "scope");
-	keys.opt_space = need_key(D(options), "space");
-	keys.opt_no_bounds = need_key(D(options), "no_bounds_check");
-	keys.opt_want_old = need_key(D(options), "want_old");
-	keys.opt_mask = need_key(D(options), "mask");
-	keys.opt_old_into = need_key(D(options), "old_into");
-	keys.saddr_dim = need_key(D(scatter_addr), "dim");
-	keys.saddr_indices = need_key(D(scatter_addr), "indices");
-	keys.iaddr_indices = need_key(D(indexed_addr), "indices");
-	keys.iaddr_flat = need_key(D(indexed_addr), "flat");
-	keys.addr_region = need_key(D(addressing), "region");
-	keys.addr_scatter = need_key(D(addressing), "scatter");
-	keys.addr_indexed = need_key(D(addressing), "indexed");
 	static const char *const resp[] = {"id", "status", "message", "ping", "op", "data", NULL};
 	static const uint8_t resp_what[] = {D_ID, D_STATUS, D_MESSAGE, D_PING, D_OP, D_DATA};
 	fill_slots(resp_slots, D(response), resp, resp_what);
@@ -303,8 +287,8 @@ AI void put_packed(wctx *w, bool count, uint32_t key, const int64_t *v, size_t n
 AI void put_region(wctx *w, bool count, uint32_t key, const Tileatom__Region *r)
 {
 	open_field(w, count, key);
-	put_packed(w, count, keys.region_origin, r->origin, r->n_origin);
-	put_packed(w, count, keys.region_shape, r->shape, r->n_shape);
+	put_packed(w, count, KEY(REGION_ORIGIN), r->origin, r->n_origin);
+	put_packed(w, count, KEY(REGION_SHAPE), r->shape, r->n_shape);
 	close_field(w, count);
 }
 
@@ -312,47 +296,46 @@ AI void put_region(wctx *w, bool count, uint32_t key, const Tileatom__Region *r)
 AI void put_ref(wctx *w, bool count, uint32_t key, const Tileatom__BufferRef *ref)
 {
 	open_field(w, count, key);
-	put_field(w, count, keys.ref_id, ref->buffer_id);
-	put_field(w, count, keys.ref_offset, ref->offset);
-	put_field(w, count, keys.ref_len, ref->length);
+	put_field(w, count, KEY(REF_ID), ref->buffer_id);
+	put_field(w, count, KEY(REF_OFFSET), ref->offset);
+	put_field(w, count, KEY(REF_LENGTH), ref->length);
 	close_field(w, count);
 }
 
-/* Appends an Array field; *data_at (writing) gets where its data went. */
+/* Appends an Array field; *data_at (writing; data_at NULL: not wanted) gets where its data
+ * went. */
 AI void put_array(wctx *w, bool count, uint32_t key, const Tileatom__Array *a,
                   const uint8_t **data_at)
 {
 	open_field(w, count, key);
-	put_enum(w, count, keys.array_dtype, (int)a->dtype);
-	put_packed(w, count, keys.array_shape, a->shape, a->n_shape);
-	uint8_t *at = put_bytes(w, count, keys.array_data, a->data.data, a->data.len);
-	if (!count)
+	put_enum(w, count, KEY(ARRAY_DTYPE), (int)a->dtype);
+	put_packed(w, count, KEY(ARRAY_SHAPE), a->shape, a->n_shape);
+	uint8_t *at = put_bytes(w, count, KEY(ARRAY_DATA), a->data.data, a->data.len);
+	if (!count && data_at)
 		*data_at = at;
 	if (a->shared)
-		put_ref(w, count, keys.array_shared, a->shared);
+		put_ref(w, count, KEY(ARRAY_SHARED), a->shared);
 	close_field(w, count);
 }
 
 /* Appends a ScatterAddr field. */
 AI void put_saddr(wctx *w, bool count, uint32_t key, const Tileatom__ScatterAddr *s)
 {
-	const uint8_t *unused;
 	open_field(w, count, key);
-	put_field(w, count, keys.saddr_dim, s->dim);
+	put_field(w, count, KEY(SADDR_DIM), s->dim);
 	if (s->indices)
-		put_array(w, count, keys.saddr_indices, s->indices, &unused);
+		put_array(w, count, KEY(SADDR_INDICES), s->indices, NULL);
 	close_field(w, count);
 }
 
 /* Appends an IndexedAddr field. */
 AI void put_iaddr(wctx *w, bool count, uint32_t key, const Tileatom__IndexedAddr *ia)
 {
-	const uint8_t *unused;
 	open_field(w, count, key);
 	for (size_t i = 0; i < ia->n_indices; i++)
-		put_array(w, count, keys.iaddr_indices, ia->indices[i],
-		          i < TILEATOM_MAX_RANK ? &w->mk->index_at[i] : &unused);
-	put_field(w, count, keys.iaddr_flat, ia->flat != 0);
+		put_array(w, count, KEY(IADDR_INDICES), ia->indices[i],
+		          i < TILEATOM_MAX_RANK ? &w->mk->index_at[i] : NULL);
+	put_field(w, count, KEY(IADDR_FLAT), ia->flat != 0);
 	close_field(w, count);
 }
 
@@ -361,28 +344,27 @@ static void put_addressing(wctx *w, bool count, uint32_t key, const Tileatom__Ad
 {
 	open_field(w, count, key);
 	if (a->form_case == TILEATOM__ADDRESSING__FORM_REGION)
-		put_region(w, count, keys.addr_region, a->region);
+		put_region(w, count, KEY(ADDR_REGION), a->region);
 	else if (a->form_case == TILEATOM__ADDRESSING__FORM_SCATTER)
-		put_saddr(w, count, keys.addr_scatter, a->scatter);
+		put_saddr(w, count, KEY(ADDR_SCATTER), a->scatter);
 	else if (a->form_case == TILEATOM__ADDRESSING__FORM_INDEXED)
-		put_iaddr(w, count, keys.addr_indexed, a->indexed);
+		put_iaddr(w, count, KEY(ADDR_INDEXED), a->indexed);
 	close_field(w, count);
 }
 
 /* Appends an Options field. */
 AI void put_options(wctx *w, bool count, uint32_t key, const Tileatom__Options *o)
 {
-	const uint8_t *unused;
 	open_field(w, count, key);
-	put_enum(w, count, keys.opt_sem, (int)o->sem);
-	put_enum(w, count, keys.opt_scope, (int)o->scope);
-	put_enum(w, count, keys.opt_space, (int)o->space);
-	put_field(w, count, keys.opt_no_bounds, o->no_bounds_check != 0);
-	put_field(w, count, keys.opt_want_old, o->want_old != 0);
+	put_enum(w, count, KEY(OPT_SEM), (int)o->sem);
+	put_enum(w, count, KEY(OPT_SCOPE), (int)o->scope);
+	put_enum(w, count, KEY(OPT_SPACE), (int)o->space);
+	put_field(w, count, KEY(OPT_NO_BOUNDS), o->no_bounds_check != 0);
+	put_field(w, count, KEY(OPT_WANT_OLD), o->want_old != 0);
 	if (o->mask)
-		put_array(w, count, keys.opt_mask, o->mask, &unused);
+		put_array(w, count, KEY(OPT_MASK), o->mask, NULL);
 	if (o->old_into)
-		put_ref(w, count, keys.opt_old_into, o->old_into);
+		put_ref(w, count, KEY(OPT_OLD_INTO), o->old_into);
 	close_field(w, count);
 }
 
@@ -424,7 +406,7 @@ AI void view_body(const struct tac_msg *m, body_view *v)
 /* Walks data-plane request m once: counting or writing (count, a constant in each copy). */
 AI void walk(wctx *w, const struct tac_msg *m, bool count)
 {
-	put_field(w, count, keys.req_id, m->req.id);
+	put_field(w, count, KEY(REQ_ID), m->req.id);
 	if (!count)
 		w->mk->body = w->p;
 	open_field(w, count, keys.req_body[m->kind]);
@@ -504,7 +486,7 @@ void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk,
 	view_body(m, &v);
 	size_t len = (size_t)(end - mk->body);
 	if (v.region || !v.options || v.options->mask || v.options->old_into || !v.values ||
-	    len > TAC_TPL_BYTES || keys.req_id >= 128)
+	    len > TAC_TPL_BYTES)
 		return;
 	size_t n_index = v.iaddr ? v.iaddr->n_indices : 0;
 	if (n_index > TILEATOM_MAX_RANK)
@@ -538,7 +520,6 @@ void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk,
 		if (t->index_bytes[i] > t->most)
 			t->most = t->index_bytes[i];
 	memcpy(t->tile, v.tile, strlen(v.tile) + 1); /* (the builder checked its length) */
-	t->id_key = (uint8_t)keys.req_id;
 	t->len = (uint8_t)len;
 	memcpy(t->bytes, mk->body, len);
 	t->valid = true;

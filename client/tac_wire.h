@@ -103,7 +103,6 @@ typedef struct tac_tpl {
 	uint8_t index_at[TILEATOM_MAX_RANK];    /* where each index array's data lies in bytes */
 	uint8_t values_at;                      /* where the values' data lies in bytes */
 	uint8_t compare_at;                     /* where the compare data lies in bytes */
-	uint8_t id_key;                         /* the one-byte key of Request.id */
 	uint8_t len;                            /* bytes used */
 	uint8_t bytes[TAC_TPL_BYTES];           /* the payload after its id field */
 } tac_tpl;
@@ -168,8 +167,8 @@ static inline size_t tac_tpl_write(const tac_tpl *t, uint64_t id, const tileatom
                                    uint8_t *p)
 {
 	uint8_t *start = p;
-	if (id) { /* proto3: a zero id is left out */
-		*p++ = t->id_key;
+	if (id) {                          /* proto3: a zero id is left out */
+		*p++ = fw_key1[FW_REQ_ID]; /* one byte (tac_wire.c checks) */
 		p = wr_varint(p, id);
 	}
 	size_t n = (size_t)(p - start) + t->len;

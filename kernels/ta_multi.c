@@ -1686,6 +1686,22 @@ static void multi_async_share_done(void *arg)
 	done(done_arg);
 }
 
+/* The device every one of calls[0, n) runs on when each is a call_part call on a tile
+ * wholly on that one device and the device offers apply_async (a loop's group of one
+ * connection's requests, the common case); -1 otherwise. */
+static int one_device(multi_backend *mb, const ta_apply_call *calls, size_t n)
+{
+	int dev = -1;
+	for (size_t c = 0; c < n; c++) {
+		const multi_tile *t = calls[c].mem;
+		if (!t || t->nparts != 1 || call_part(mb, &calls[c], NULL) != 0 ||
+		    (dev >= 0 && t->part[0].device != dev))
+			return -1;
+		dev = t->part[0].device;
+	}
+	return dev >= 0 && mb->dev[dev]->vt->apply_async ? dev : -1;
+}
+
 /* vtable apply_async: when every call may join a split run (call_part: relaxed, host
  * operands, a tile wholly on one device or one element of a sharded tile) and every device
  * concerned offers apply_async, each device's share (in the calls' order) goes to its own
@@ -1697,6 +1713,18 @@ static void multi_apply_async(ta_backend *be, ta_apply_call *calls, size_t n,
                               void (*done)(void *arg), void *arg)
 {
 	multi_backend *mb = (multi_backend *)be;
+	int one = one_device(mb, calls, n);
+	if (one >= 0) { /* the calls go on as that device's: no bookkeeping, no hop back */
+		for (size_t c = 0; c < n; c++) {
+			calls[c].mem = ((const multi_tile *)calls[c].mem)->part[0].mem;
+			calls[c].status = TA_OK;
+			if (calls[c].result)
+				*calls[c].result = (ta_result){0, 0};
+		}
+		atomic_fetch_add_explicit(&mb->requests[one], n, memory_order_relaxed);
+		ta_backend_apply_async(mb->dev[one], calls, n, done, arg);
+		return;
+	}
 	multi_async *a = n > 0 ? calloc(1, sizeof(*a)) : NULL;
 	bool split = a != NULL;
 	if (split) {

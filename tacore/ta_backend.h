@@ -133,7 +133,10 @@ typedef struct ta_backend_vtbl {
 	 * for them: every plan satisfies ta_plan_async_ok; calls, their plans, results, errors
 	 * and the plans' host arrays stay valid and untouched by the caller until done(arg),
 	 * which the backend calls exactly once, from any thread (its own, or the caller's
-	 * inside this call), after every call's status, result and old values are set. */
+	 * inside this call), after every call's status, result and old values are set. A
+	 * composing backend may rewrite calls' mem (the multi-device layer hands a group on a
+	 * single device on as that device's calls): after done the caller reads only
+	 * status. */
 	void (*apply_async)(ta_backend *be, ta_apply_call *calls, size_t n, void (*done)(void *arg),
 	                    void *arg);
 	/* Optional (NULL: unknown): the device ordinal (CUDA's numbering) whose memory the
