@@ -47,25 +47,42 @@ typedef struct cli_global {
 	const char *auth_file; /* --auth-file; NULL: $TILEATOM_AUTH_FILE (the library's) */
 } cli_global;
 
+/* One run of a subcommand. */
+typedef struct cli_call {
+	int argc;           /* its arguments, argv[0] being its name */
+	char **argv;        /* (argc of them) */
+	cli_global *g;      /* the global settings (-s after the name updates them) */
+	cli_args a;         /* the parsed line */
+	tileatom_client *c; /* the connection once made; main closes it */
+	tileatom_error err; /* the library's last error */
+} cli_call;
+
 /* ---- cli_common.c ---- */
 
 /* Prints "tileatom-cli: MESSAGE" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Parses argv[1..argc-1] of a subcommand against opts. Returns -1 when it parsed (the caller
- * goes on), or an exit status: CLI_EXIT_OK after printing usage for --help, CLI_EXIT_USAGE
- * after a message for a bad line. Between min_pos and max_pos positionals are required.
- * Long options only (plus -h and -s/--socket, which updates g); an argument that starts
- * with '-' but not "--" (e.g. "-5", "-inf", "-") is positional. */
-int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_pos, int max_pos,
-              const char *usage, cli_global *g, cli_args *out);
+/* Parses the subcommand line of k against opts into k->a, then connects when connect is
+ * set. Returns -1 when the command goes on, or an exit status: CLI_EXIT_OK after printing
+ * usage for --help, CLI_EXIT_USAGE after a message for a bad line, CLI_EXIT_ERROR when
+ * the daemon does not answer. Between min_pos and max_pos positionals are required. Long
+ * options only (plus -h and -s/--socket, which updates k->g); an argument that starts with
+ * '-' but not "--" (e.g. "-5", "-inf", "-") is positional. */
+int cli_parse(cli_call *k, const cli_option *opts, int nopts, int min_pos, int max_pos,
+              const char *usage, bool connect);
 
-/* Connects to the daemon; returns CLI_EXIT_OK or CLI_EXIT_ERROR after a message. */
-int cli_connect(const cli_global *g, tileatom_client **out);
+/* Connects k to the daemon; returns CLI_EXIT_OK or CLI_EXIT_ERROR after a message. */
+int cli_connect(cli_call *k);
+
+/* Prints k->err's message after the command's name; returns CLI_EXIT_ERROR. */
+int cli_lib_error(const cli_call *k);
 
 /* Parses "N0[,N1...]", at most max non-negative decimal numbers (the whole text), into
  * out; returns how many, or 0 when malformed. */
 int cli_parse_counts(const char *text, int max, int64_t *out);
+
+/* Elements of a tile. */
+int64_t cli_tile_count(const tileatom_tile_info *info);
 
 /* ---- --json output (cli_json.c) ---- */
 
@@ -75,26 +92,27 @@ int cli_parse_counts(const char *text, int max, int64_t *out);
 /* One element value of dtype at p: a JSON number, or "nan" / "inf" / "-inf" strings for
  * non-finite floats. NULL when memory is short. */
 json_object *cli_json_value(tileatom_dtype dtype, const void *p);
-/* A shape as a JSON array of integers; NULL when memory is short. */
-json_object *cli_json_shape(const int64_t *shape, int rank);
+/* A JSON array of n unsigned numbers (a shape is passed as its uint64_t twin); NULL when
+ * memory is short. */
+json_object *cli_json_u64s(const uint64_t *v, int n);
 /* {"name","dtype","shape",["elements",]"bytes"[,"placement"]} of a tile (placement when
  * place is neither NULL nor empty); NULL when memory is short. */
 json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements, const char *place);
-/* Adds key: value to obj (taking value); false (value freed) when either is NULL or the
- * add fails. */
+/* Adds key: value to the object obj, or value to the array obj for key NULL (taking
+ * value); false (value freed) when obj or value is NULL or the add fails. */
 bool cli_json_add(json_object *obj, const char *key, json_object *value);
 /* obj when ok (every add succeeded), else NULL after freeing obj. */
 json_object *cli_json_done(json_object *obj, bool ok);
 /* Prints obj and a newline and frees it; CLI_EXIT_OK, or CLI_EXIT_ERROR after a message
  * naming cmd (obj NULL: out of memory). */
 int cli_json_print(const char *cmd, json_object *obj);
-/* Streams a large array: prints head (an object, freed) without its closing brace and then
- * "key":[ ; false when memory is short or stdout fails. */
+/* Streams a large array: prints head (an object, freed) with "key":[ last, left open;
+ * false when memory is short or stdout fails. */
 bool cli_json_open_array(json_object *head, const char *key);
 /* Prints one array element (freed) after a comma unless first; false on failure. */
 bool cli_json_array_item(json_object *value, bool first);
 
 /* The hist subcommand (cli_hist.c). */
-int cli_cmd_hist(int argc, char **argv, cli_global *g);
+int cli_cmd_hist(cli_call *k);
 
 #endif /* TILEATOM_CLI_H */

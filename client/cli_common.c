@@ -1,7 +1,7 @@
-/* cli_common.c: what every tileatom-cli subcommand uses: the error printer, the subcommand
- * option parser, the number-list parser and the connection to the daemon (with the explanation of
- * which socket was tried when it fails). cli_main.c and cli_hist.c build on it; it calls
- * nothing of theirs. */
+/* cli_common.c: what every tileatom-cli subcommand uses: the error printers, the subcommand
+ * option parser, the number-list parser, a tile's element count and the connection to the
+ * daemon (with the explanation of which socket was tried when it fails). cli_main.c and
+ * cli_hist.c build on it; it calls nothing of theirs. */
 #include "cli.h"
 
 #include <errno.h>
@@ -20,6 +20,20 @@ void cli_error(const char *fmt, ...)
 	va_end(ap);
 }
 
+int cli_lib_error(const cli_call *k)
+{
+	cli_error("%s: %s", k->argv[0], k->err.message);
+	return CLI_EXIT_ERROR;
+}
+
+int64_t cli_tile_count(const tileatom_tile_info *info)
+{
+	int64_t n = 1;
+	for (int a = 0; a < info->rank; a++)
+		n *= info->shape[a];
+	return n;
+}
+
 int cli_parse_counts(const char *text, int max, int64_t *out)
 {
 	int n = 0;
@@ -36,9 +50,12 @@ int cli_parse_counts(const char *text, int max, int64_t *out)
 	}
 }
 
-int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_pos, int max_pos,
-              const char *usage, cli_global *g, cli_args *out)
+int cli_parse(cli_call *k, const cli_option *opts, int nopts, int min_pos, int max_pos,
+              const char *usage, bool connect)
 {
+	int argc = k->argc;
+	char **argv = k->argv;
+	cli_args *out = &k->a;
 	memset(out, 0, sizeof(*out));
 	bool only_pos = false;
 	for (int i = 1; i < argc; i++) {
@@ -54,9 +71,9 @@ int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_
 		if (!only_pos && (strcmp(a, "-s") == 0 || strcmp(a, "--socket") == 0 ||
 		                  strncmp(a, "--socket=", 9) == 0)) {
 			if (a[1] == '-' && a[8] == '=') {
-				g->socket = a + 9;
+				k->g->socket = a + 9;
 			} else if (i + 1 < argc) {
-				g->socket = argv[++i];
+				k->g->socket = argv[++i];
 			} else {
 				cli_error("%s: %s needs a value", argv[0], a);
 				return CLI_EXIT_USAGE;
@@ -67,29 +84,28 @@ int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_
 			const char *name = a + 2;
 			const char *eq = strchr(name, '=');
 			size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
-			int k;
-			for (k = 0; k < nopts; k++)
-				if (strlen(opts[k].name) == nlen &&
-				    strncmp(opts[k].name, name, nlen) == 0)
-					break;
-			if (k == nopts) {
+			int o = 0;
+			while (o < nopts && (strlen(opts[o].name) != nlen ||
+			                     strncmp(opts[o].name, name, nlen) != 0))
+				o++;
+			if (o == nopts) {
 				cli_error("%s: unknown option '%s' (see '%s --help')", argv[0], a,
 				          argv[0]);
 				return CLI_EXIT_USAGE;
 			}
-			if (!opts[k].has_arg) {
+			if (!opts[o].has_arg) {
 				if (eq) {
 					cli_error("%s: option --%s takes no value", argv[0],
-					          opts[k].name);
+					          opts[o].name);
 					return CLI_EXIT_USAGE;
 				}
-				out->value[k] = "";
+				out->value[o] = "";
 			} else if (eq) {
-				out->value[k] = eq + 1;
+				out->value[o] = eq + 1;
 			} else if (i + 1 < argc) {
-				out->value[k] = argv[++i];
+				out->value[o] = argv[++i];
 			} else {
-				cli_error("%s: option --%s needs a value", argv[0], opts[k].name);
+				cli_error("%s: option --%s needs a value", argv[0], opts[o].name);
 				return CLI_EXIT_USAGE;
 			}
 			continue;
@@ -105,7 +121,7 @@ int cli_parse(int argc, char **argv, const cli_option *opts, int nopts, int min_
 		cli_error("%s: missing arguments (see '%s --help')", argv[0], argv[0]);
 		return CLI_EXIT_USAGE;
 	}
-	return -1;
+	return connect ? (cli_connect(k) == CLI_EXIT_OK ? -1 : CLI_EXIT_ERROR) : -1;
 }
 
 /* Explains, after a failed connect without -s, which default socket was tried and why. */
@@ -135,16 +151,15 @@ static void explain_default_socket(void)
 	}
 }
 
-int cli_connect(const cli_global *g, tileatom_client **out)
+int cli_connect(cli_call *k)
 {
-	tileatom_error err = {0, ""};
 	tileatom_connect_options opts;
 	tileatom_connect_options_init(&opts);
-	opts.timeout_ms = g->timeout_ms;
-	opts.auth_file = g->auth_file;
-	if (tileatom_connect_opts(g->socket, &opts, out, &err) != TILEATOM_OK) {
-		cli_error("%s", err.message);
-		if (!g->socket)
+	opts.timeout_ms = k->g->timeout_ms;
+	opts.auth_file = k->g->auth_file;
+	if (tileatom_connect_opts(k->g->socket, &opts, &k->c, &k->err) != TILEATOM_OK) {
+		cli_error("%s", k->err.message);
+		if (!k->g->socket)
 			explain_default_socket();
 		return CLI_EXIT_ERROR;
 	}

@@ -1,21 +1,17 @@
 /* cli_hist.c: `tileatom-cli hist NAME [FILE] [--range LO:HI] [--format F]`: streams
  * whitespace-separated numbers (or, with --format i32/i64/f32/f64, raw little-endian
- * elements) from FILE (or stdin) into a 1-D tile as a histogram. Raw int32 without --range
- * is read with read(2) straight into the chunks (the numbers are the bin indices); any
- * other input is read into a 4 MiB buffer and parsed in place: plain integers (and, with --range,
- * short decimals) by a hand-written fast path, anything else by strtoll/strtod. Each number becomes
- * one bin index (without --range: the number itself; with it: numpy.histogram's uniform binning
- * over [LO, HI], the last bin closed). Indices are sent in chunks (default 1M numbers) as
- * indexed flat scatter-adds of the scalar 1 with bounds checking on and space=shared,
- * pipelined a few chunks deep, so input larger than memory works; on a Unix socket the
- * chunks are slots of a shared buffer that the requests name instead of carrying them. Numbers
- * outside the bins are counted: with --range on the client (NaN included), without it by the
- * daemon's bounds check (plus integers too large for the index type, on the client).
- *
- * Failure modes: a token that is not a number (or, without --range, not an integer) stops
- * the run with its file, line and byte offset (raw formats: a non-integral float without
- * --range, or a partial last element, with its element index and byte offset); chunks
- * sent before it stay added, and the counts so far are reported on stderr. */
+ * elements) from FILE (or stdin) into a 1-D tile as a histogram. Each number becomes one bin
+ * index (without --range: the number itself; with it: numpy.histogram's uniform binning over
+ * [LO, HI], the last bin closed), sent in chunks (default 1M numbers) as indexed flat
+ * scatter-adds of the scalar 1 (bounds checking on, space=shared) a few chunks deep; on a
+ * Unix socket the chunks are slots of a shared buffer that the requests name. Raw int32
+ * without --range is read with read(2) straight into the chunks; other input is read into a
+ * 4 MiB buffer and parsed in place (plain integers and short decimals by a fast path, the
+ * rest by strtoll/strtod). Numbers outside the bins are counted: with --range on the client
+ * (NaN included), without it by the daemon's bounds check (and, on the client, integers too
+ * large for the index type). A token that is not a number (without --range: not an
+ * integer), or a partial last raw element, stops the run naming its place; chunks sent
+ * before it stay added, and the counts so far are reported on stderr. */
 #include "cli.h"
 
 #include <errno.h>
@@ -39,18 +35,9 @@
 /* Longest token accepted. */
 #define HIST_TOKEN_MAX 128
 
-/* Input formats (--format). */
-typedef enum hist_format {
-	HIST_FORMAT_TEXT, /* whitespace-separated numbers */
-	HIST_FORMAT_I32,  /* raw little-endian int32 */
-	HIST_FORMAT_I64,  /* raw little-endian int64 */
-	HIST_FORMAT_F32,  /* raw little-endian float32 */
-	HIST_FORMAT_F64   /* raw little-endian float64 */
-} hist_format;
-
 /* State of one hist run. */
 typedef struct hist_run {
-	tileatom_client *client;  /* connection */
+	cli_call *k;              /* the run: its connection and last library error */
 	const char *tile;         /* tile name */
 	tileatom_dtype dtype;     /* tile dtype */
 	int64_t nbins;            /* tile extent */
@@ -74,45 +61,23 @@ typedef struct hist_run {
 	bool progress;            /* draw a progress bar on stderr */
 	uint64_t input_size;      /* bytes of a regular input file, 0 when unknown */
 	uint64_t input_done;      /* bytes consumed so far */
-	hist_format format;       /* --format */
-	size_t format_size;       /* bytes per element of a raw format */
+	size_t format_size;       /* --format: bytes of a raw element (4 or 8), 0 for text */
+	bool format_float;        /* --format: raw elements are floats (f32, f64) */
 	uint64_t offset;          /* byte offset of the start of the read buffer */
 	uint64_t tok_offset;      /* byte offset of the current text token */
 } hist_run;
 
-/* numpy.histogram's bin of x for nbins uniform bins over [lo, hi], or -1 when x is outside
- * (or NaN). Mirrors numpy: index = int((x - lo) / (hi - lo) * nbins), x == hi goes to the
- * last bin, then a one-step correction against the linspace edges lo + i * step. */
-static int64_t hist_bin(const hist_run *h, double x)
-{
-	if (!(x >= h->lo && x <= h->hi))
-		return -1;
-	double f = (x - h->lo) / (h->hi - h->lo) * (double)h->nbins;
-	int64_t i = (int64_t)f;
-	if (i >= h->nbins)
-		i = h->nbins - 1;
-	if (i < 0)
-		i = 0;
-	double edge_lo = (double)i * h->step + h->lo;
-	double edge_hi = i + 1 == h->nbins ? h->hi : (double)(i + 1) * h->step + h->lo;
-	if (x < edge_lo && i > 0)
-		i--;
-	else if (x >= edge_hi && i != h->nbins - 1)
-		i++;
-	return i;
-}
-
-/* Collects the oldest response and adds its counts; returns CLI_EXIT_OK or an error. */
-static int hist_collect(hist_run *h)
+/* Collects responses, adding their counts, until at most keep are in flight; returns
+ * CLI_EXIT_OK or an error. */
+static int hist_drain(hist_run *h, size_t keep)
 {
 	tileatom_response r;
-	tileatom_error err = {0, ""};
-	if (tileatom_collect(h->client, &r, &err) != TILEATOM_OK) {
-		cli_error("hist: %s", err.message);
-		return CLI_EXIT_ERROR;
+	while (tileatom_pending(h->k->c) > keep) {
+		if (tileatom_collect(h->k->c, &r, &h->k->err) != TILEATOM_OK)
+			return cli_lib_error(h->k);
+		h->added += r.applied;
+		h->outside += r.skipped;
 	}
-	h->added += r.applied;
-	h->outside += r.skipped;
 	return CLI_EXIT_OK;
 }
 
@@ -144,20 +109,14 @@ static int hist_flush(hist_run *h)
 {
 	if (h->chunk_len == 0)
 		return CLI_EXIT_OK;
-	while (tileatom_pending(h->client) >= HIST_DEPTH) {
-		int rc = hist_collect(h);
-		if (rc != CLI_EXIT_OK)
-			return rc;
-	}
+	if (hist_drain(h, HIST_DEPTH - 1) != CLI_EXIT_OK)
+		return CLI_EXIT_ERROR;
 	tileatom_array idx =
 	    tileatom_vector(h->idx64 ? TILEATOM_INT64 : TILEATOM_INT32, h->chunk_len, h->chunk);
 	tileatom_array one = tileatom_scalar(h->dtype, h->one);
-	tileatom_error err = {0, ""};
-	if (tileatom_submit_indexed(h->client, h->tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &one,
-	                            NULL, &h->opts, NULL, &err) != TILEATOM_OK) {
-		cli_error("hist: %s", err.message);
-		return CLI_EXIT_ERROR;
-	}
+	if (tileatom_submit_indexed(h->k->c, h->tile, TILEATOM_OP_ADD, NULL, 1, &idx, true, &one,
+	                            NULL, &h->opts, NULL, &h->k->err) != TILEATOM_OK)
+		return cli_lib_error(h->k);
 	h->chunk_len = 0;
 	if (h->shm) {
 		/* The daemon reads the chunk in place until its response: fill the next slot,
@@ -171,7 +130,7 @@ static int hist_flush(hist_run *h)
 }
 
 /* Appends one bin index (already known to fit the index type). */
-static int hist_push(hist_run *h, int64_t bin)
+static inline int hist_push(hist_run *h, int64_t bin)
 {
 	if (h->idx64)
 		((int64_t *)h->chunk)[h->chunk_len++] = bin;
@@ -184,7 +143,7 @@ static int hist_push(hist_run *h, int64_t bin)
 
 /* Adds integer bin index v; one that does not fit the index type is counted outside
  * (negative and too-large ones go to the daemon, whose bounds check skips and counts them). */
-static int hist_add_index(hist_run *h, int64_t v)
+static inline int hist_add_index(hist_run *h, int64_t v)
 {
 	if (!h->idx64 && (v < INT32_MIN || v > INT32_MAX)) {
 		h->outside++;
@@ -193,58 +152,62 @@ static int hist_add_index(hist_run *h, int64_t v)
 	return hist_push(h, v);
 }
 
-/* Adds the --range bin of x, or counts it outside. */
+/* Adds x to its --range bin, numpy.histogram's for nbins uniform bins over [lo, hi], or
+ * counts it outside (NaN too). Mirrors numpy: index = int((x - lo) / (hi - lo) * nbins),
+ * x == hi goes to the last bin, then a one-step correction against the linspace edges
+ * lo + i * step. */
 static int hist_add_value(hist_run *h, double x)
 {
-	int64_t bin = hist_bin(h, x);
-	if (bin < 0) {
+	if (!(x >= h->lo && x <= h->hi)) {
 		h->outside++;
 		return CLI_EXIT_OK;
 	}
-	return hist_push(h, bin);
+	int64_t i = (int64_t)((x - h->lo) / (h->hi - h->lo) * (double)h->nbins);
+	if (i >= h->nbins)
+		i = h->nbins - 1;
+	if (i < 0)
+		i = 0;
+	double edge_lo = (double)i * h->step + h->lo;
+	double edge_hi = i + 1 == h->nbins ? h->hi : (double)(i + 1) * h->step + h->lo;
+	if (x < edge_lo && i > 0)
+		i--;
+	else if (x >= edge_hi && i != h->nbins - 1)
+		i++;
+	return hist_push(h, i);
+}
+
+/* Adds x, an integral float, as a bin index (beyond int64: outside). */
+static int hist_add_integral(hist_run *h, double x)
+{
+	if (x < -9.2e18 || x > 9.2e18) {
+		h->outside++;
+		return CLI_EXIT_OK;
+	}
+	return hist_add_index(h, (int64_t)x);
 }
 
 /* Handles one token. */
 static int hist_token(hist_run *h, const char *tok)
 {
 	h->numbers++;
-	char *end;
-	if (h->ranged) {
-		errno = 0;
-		double x = strtod(tok, &end);
-		if (*end != '\0' || end == tok) {
-			cli_error("hist: %s:%" PRIu64 ": '%s' is not a number (byte offset %" PRIu64
-			          ")",
-			          h->input_name, h->line, tok, h->tok_offset);
-			return CLI_EXIT_ERROR;
-		}
-		return hist_add_value(h, x);
-	}
+	char *end = NULL;
 	errno = 0;
-	long long v = strtoll(tok, &end, 10);
-	bool outside = false;
-	if (*end != '\0' || end == tok) {
-		/* Not a plain integer: accept an integral float such as "3.0" or "1e3". */
-		errno = 0;
-		double x = strtod(tok, &end);
-		if (*end != '\0' || end == tok || x != x || x != floor(x)) {
-			cli_error("hist: %s:%" PRIu64
-			          ": '%s' is not an integer bin index (byte offset %" PRIu64 ")",
-			          h->input_name, h->line, tok, h->tok_offset);
-			return CLI_EXIT_ERROR;
-		}
-		if (x < -9.2e18 || x > 9.2e18)
-			outside = true;
-		else
-			v = (long long)x;
-	} else if (errno == ERANGE) {
-		outside = true;
-	}
-	if (outside) {
+	long long v = h->ranged ? 0 : strtoll(tok, &end, 10);
+	if (!h->ranged && end != tok && *end == '\0') { /* a plain integer */
+		if (errno != ERANGE)
+			return hist_add_index(h, (int64_t)v);
 		h->outside++;
 		return CLI_EXIT_OK;
 	}
-	return hist_add_index(h, (int64_t)v);
+	/* a number (with --range) or an integral float such as "3.0" or "1e3" (without) */
+	double x = strtod(tok, &end);
+	if (*end != '\0' || end == tok || (!h->ranged && (x != x || x != floor(x)))) {
+		cli_error("hist: %s:%" PRIu64 ": '%s' is not %s (byte offset %" PRIu64 ")",
+		          h->input_name, h->line, tok,
+		          h->ranged ? "a number" : "an integer bin index", h->tok_offset);
+		return CLI_EXIT_ERROR;
+	}
+	return h->ranged ? hist_add_value(h, x) : hist_add_integral(h, x);
 }
 
 /* Powers of ten exactly representable as doubles (the fast decimal path). */
@@ -252,41 +215,38 @@ static const double hist_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e
                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* The fast path of one token at p (end: one past its last byte, a blank or the end of
- * the input follows): an optional sign and up to 18 digits, and with --range an optional
- * fraction of up to 15 significant digits in all (the mantissa is exact in a double and
- * one division by an exact power of ten rounds correctly, as strtod would). Returns 1
- * when it handled the token (pushed or counted), 0 when the slow path must (exponents,
- * inf, nan, long tokens, anything unusual), or an error of hist_push as -1. */
-static int hist_fast_token(hist_run *h, const char *p, const char *end)
+/* Character classes of the text parser: 1 for the blanks that separate numbers. */
+static const uint8_t hist_space[256] = {
+    [' '] = 1, ['\n'] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
+
+/* The fast path of the token at *p, parsed as it is found: an optional sign and up to 18
+ * digits, and with --range an optional fraction of up to 15 significant digits in all (the
+ * mantissa is exact in a double and one division by an exact power of ten rounds correctly,
+ * as strtod would), ended by a blank or by the end of the input (at_eof). Returns 1 when it
+ * handled the token (pushed or counted; *p moved past it), 0 when the slow path must
+ * (exponents, inf, nan, long tokens, a token that may go on in the next read, anything
+ * unusual), or an error of hist_push as -1. */
+static int hist_fast_token(hist_run *h, const char **p, const char *end, bool at_eof)
 {
-	bool neg = false;
-	if (*p == '-' || *p == '+') {
-		neg = *p == '-';
-		p++;
-	}
+	const char *q = *p;
+	bool neg = *q == '-';
+	if (*q == '-' || *q == '+')
+		q++;
+	const char *d0 = q, *f0 = NULL;
 	uint64_t mant = 0;
-	int digits = 0, frac = 0;
-	while (p < end && (unsigned)(*p - '0') < 10) {
-		mant = mant * 10 + (uint64_t)(*p - '0');
-		digits++;
-		p++;
+	while (q < end && (unsigned)(*q - '0') < 10)
+		mant = mant * 10 + (uint64_t)(*q++ - '0');
+	int digits = (int)(q - d0), frac = 0;
+	if (h->ranged && q < end && *q == '.') {
+		f0 = ++q;
+		while (q < end && (unsigned)(*q - '0') < 10)
+			mant = mant * 10 + (uint64_t)(*q++ - '0');
+		frac = (int)(q - f0);
 	}
-	if (digits == 0 || digits > 18)
+	if (digits == 0 || digits > 18 || (f0 && digits + frac > 15) ||
+	    (q < end ? !hist_space[(unsigned char)*q] : !at_eof))
 		return 0;
-	if (p < end) {
-		if (!h->ranged || *p != '.')
-			return 0;
-		p++;
-		while (p < end && (unsigned)(*p - '0') < 10) {
-			mant = mant * 10 + (uint64_t)(*p - '0');
-			digits++;
-			frac++;
-			p++;
-		}
-		if (p < end || digits > 15)
-			return 0;
-	}
+	*p = q;
 	h->numbers++;
 	if (h->ranged) {
 		double x = (double)mant;
@@ -297,14 +257,9 @@ static int hist_fast_token(hist_run *h, const char *p, const char *end)
 	return hist_add_index(h, neg ? -(int64_t)mant : (int64_t)mant) == CLI_EXIT_OK ? 1 : -1;
 }
 
-/* Character classes of the text parser: 1 for the blanks that separate numbers. */
-static const uint8_t hist_space[256] = {
-    [' '] = 1, ['\n'] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
-
 /* Parses the text in buf[0, len): whole tokens only unless at_eof (the unfinished last
  * token stays); *used gets the bytes consumed. Counts lines in h->line and the byte offset
- * of every token from h->offset (the offset of buf[0]). Plain integers without --range
- * (the histogram of indices) are parsed in the same pass that finds them. */
+ * of every token from h->offset (the offset of buf[0]). */
 static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof, size_t *used)
 {
 	const char *p = buf, *end = buf + len;
@@ -316,34 +271,11 @@ static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof
 			p++;
 		}
 		const char *tok = p;
-		if (!h->ranged && p < end) {
-			/* digits up to a blank: one pass */
-			const char *q = p;
-			bool neg = *q == '-';
-			if (*q == '-' || *q == '+')
-				q++;
-			const char *d0 = q;
-			uint64_t mant = 0;
-			while (q < end && (unsigned)(*q - '0') < 10)
-				mant = mant * 10 + (uint64_t)(*q++ - '0');
-			if (q > d0 && q - d0 <= 18 && q < end && hist_space[(unsigned char)*q]) {
-				int64_t v = neg ? -(int64_t)mant : (int64_t)mant;
-				h->numbers++;
-				if (!h->idx64 && (v < INT32_MIN || v > INT32_MAX)) {
-					h->outside++;
-				} else if (h->idx64) {
-					if (hist_push(h, v) != CLI_EXIT_OK)
-						return CLI_EXIT_ERROR;
-				} else {
-					((int32_t *)h->chunk)[h->chunk_len++] = (int32_t)v;
-					if (h->chunk_len == h->chunk_cap &&
-					    hist_flush(h) != CLI_EXIT_OK)
-						return CLI_EXIT_ERROR;
-				}
-				p = q;
-				continue;
-			}
-		}
+		int fast = p < end ? hist_fast_token(h, &p, end, at_eof) : 0;
+		if (fast < 0)
+			return CLI_EXIT_ERROR;
+		if (fast > 0)
+			continue;
 		while (p < end && !hist_space[(unsigned char)*p])
 			p++;
 		if (p == end && !at_eof) { /* the token may go on in the next read */
@@ -353,26 +285,20 @@ static int hist_parse_text(hist_run *h, const char *buf, size_t len, bool at_eof
 		if (tok == p)
 			break;
 		h->tok_offset = h->offset + (uint64_t)(tok - buf);
-		int fast = hist_fast_token(h, tok, p);
-		if (fast < 0)
+		char t[HIST_TOKEN_MAX + 1];
+		size_t tlen = (size_t)(p - tok);
+		if (tlen > HIST_TOKEN_MAX) {
+			cli_error("hist: %s:%" PRIu64
+			          ": token '%.20s...' is longer than %d characters (byte offset "
+			          "%" PRIu64 ")",
+			          h->input_name, h->line, tok, HIST_TOKEN_MAX, h->tok_offset);
 			return CLI_EXIT_ERROR;
-		if (fast == 0) {
-			char t[HIST_TOKEN_MAX + 1];
-			size_t tlen = (size_t)(p - tok);
-			if (tlen > HIST_TOKEN_MAX) {
-				cli_error(
-				    "hist: %s:%" PRIu64
-				    ": token '%.20s...' is longer than %d characters (byte offset "
-				    "%" PRIu64 ")",
-				    h->input_name, h->line, tok, HIST_TOKEN_MAX, h->tok_offset);
-				return CLI_EXIT_ERROR;
-			}
-			memcpy(t, tok, tlen);
-			t[tlen] = '\0';
-			int rc = hist_token(h, t);
-			if (rc != CLI_EXIT_OK)
-				return rc;
 		}
+		memcpy(t, tok, tlen);
+		t[tlen] = '\0';
+		int rc = hist_token(h, t);
+		if (rc != CLI_EXIT_OK)
+			return rc;
 	}
 	*used = len;
 	return CLI_EXIT_OK;
@@ -388,71 +314,55 @@ static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t f
 		h->numbers++;
 		int64_t v = 0;
 		double x = 0;
-		bool is_float = false;
-		switch (h->format) {
-		case HIST_FORMAT_I32: {
-			int32_t t;
-			memcpy(&t, data, 4);
-			v = t;
-			x = t;
-			break;
-		}
-		case HIST_FORMAT_I64:
-			memcpy(&v, data, 8);
-			x = (double)v;
-			break;
-		case HIST_FORMAT_F32: {
+		if (h->format_float && es == 4) {
 			float f;
 			memcpy(&f, data, 4);
 			x = f;
-			is_float = true;
-			break;
-		}
-		default: /* F64 */
+		} else if (h->format_float) {
 			memcpy(&x, data, 8);
-			is_float = true;
-			break;
+		} else if (es == 4) {
+			int32_t t;
+			memcpy(&t, data, 4);
+			v = t;
+		} else {
+			memcpy(&v, data, 8);
 		}
-		if (h->ranged) {
-			if (hist_add_value(h, x) != CLI_EXIT_OK)
-				return CLI_EXIT_ERROR;
-			continue;
+		if (!h->ranged && h->format_float && (x != x || x != floor(x))) {
+			cli_error("hist: %s: element %" PRIu64 " (byte offset %" PRIu64
+			          "): %.17g is not an integer bin index",
+			          h->input_name, first + i, (first + i) * es, x);
+			return CLI_EXIT_ERROR;
 		}
-		if (is_float) {
-			if (x != x || x != floor(x)) {
-				cli_error("hist: %s: element %" PRIu64 " (byte offset %" PRIu64
-				          "): %.17g is not an integer bin index",
-				          h->input_name, first + i, (first + i) * es, x);
-				return CLI_EXIT_ERROR;
-			}
-			if (x < -9.2e18 || x > 9.2e18) {
-				h->outside++;
-				continue;
-			}
-			v = (int64_t)x;
-		}
-		if (hist_add_index(h, v) != CLI_EXIT_OK)
+		int rc = h->ranged         ? hist_add_value(h, h->format_float ? x : (double)v)
+		         : h->format_float ? hist_add_integral(h, x)
+		                           : hist_add_index(h, v);
+		if (rc != CLI_EXIT_OK)
 			return CLI_EXIT_ERROR;
 	}
 	return CLI_EXIT_OK;
 }
 
-/* Reads the whole input with read(2) into one large buffer and parses it in place
- * (text: tokens across reads are carried over; raw: whole elements, a partial last one is
- * an error naming its offset). */
+/* Reads the whole input with read(2) and handles it in place: raw int32 without --range
+ * into a tile of at most 2^31 bins straight into the chunk slots (the numbers are the
+ * indices: no read buffer, no copy), anything else through one large buffer (text: a token
+ * cut by a read is carried over; raw: whole elements). A partial last raw element is an
+ * error naming its offset. */
 static int hist_read(hist_run *h, int fd)
 {
-	char *buf = malloc(HIST_READ_BYTES);
-	if (!buf) {
+	bool direct = h->format_size == 4 && !h->format_float && !h->ranged && !h->idx64;
+	size_t cap = direct ? (size_t)h->chunk_cap * 4 : HIST_READ_BYTES;
+	char *buf = direct ? NULL : malloc(cap);
+	if (!direct && !buf) {
 		cli_error("hist: out of memory");
 		return CLI_EXIT_ERROR;
 	}
-	size_t have = 0; /* bytes carried over at the start of buf */
+	size_t have = 0; /* bytes carried over at the start of the buffer */
 	int rc = CLI_EXIT_OK;
 	h->line = 1;
 	h->offset = 0;
 	for (;;) {
-		ssize_t n = read(fd, buf + have, HIST_READ_BYTES - have);
+		char *into = direct ? h->chunk : buf;
+		ssize_t n = read(fd, into + have, cap - have);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -463,73 +373,41 @@ static int hist_read(hist_run *h, int fd)
 		bool at_eof = n == 0;
 		h->input_done += (uint64_t)n;
 		size_t len = have + (size_t)n, used = 0;
-		if (h->format == HIST_FORMAT_TEXT) {
-			rc = hist_parse_text(h, buf, len, at_eof, &used);
+		if (h->format_size == 0) {
+			rc = hist_parse_text(h, into, len, at_eof, &used);
+		} else if (direct) { /* a full chunk goes now, the last one with the final flush */
+			used = len == cap || at_eof ? len - len % 4 : 0;
+			h->chunk_len = (int64_t)(used / 4);
+			h->numbers += used / 4;
+			if (len == cap)
+				rc = hist_flush(h);
 		} else {
 			size_t whole = len / h->format_size;
 			used = whole * h->format_size;
-			rc = hist_parse_raw(h, (const uint8_t *)buf, whole,
+			rc = hist_parse_raw(h, (const uint8_t *)into, whole,
 			                    h->offset / h->format_size);
-			if (rc == CLI_EXIT_OK && at_eof && used < len) {
-				cli_error("hist: %s: %zu trailing byte(s) at byte offset %" PRIu64
-				          " are not a whole %zu-byte element",
-				          h->input_name, len - used, h->offset + used,
-				          h->format_size);
-				rc = CLI_EXIT_ERROR;
-			}
+		}
+		if (rc == CLI_EXIT_OK && at_eof && used < len) {
+			cli_error("hist: %s: %zu trailing byte(s) at byte offset %" PRIu64
+			          " are not a whole %zu-byte element",
+			          h->input_name, len - used, h->offset + used, h->format_size);
+			rc = CLI_EXIT_ERROR;
 		}
 		if (rc != CLI_EXIT_OK || at_eof)
 			break;
-		if (used == 0 && len == HIST_READ_BYTES) {
+		if (used == 0 && len == cap) {
 			cli_error("hist: %s:%" PRIu64 ": a token at byte offset %" PRIu64
 			          " is longer than %d bytes",
 			          h->input_name, h->line, h->offset, HIST_READ_BYTES);
 			rc = CLI_EXIT_ERROR;
 			break;
 		}
-		memmove(buf, buf + used, len - used);
+		memmove(into, into + used, len - used);
 		have = len - used;
 		h->offset += used;
 	}
 	free(buf);
 	return rc;
-}
-
-/* --format i32 without --range into a tile of at most 2^31 bins: the numbers are the
- * indices, so read(2) fills the chunk slots directly (no read buffer, no copy); a partial
- * last element is an error naming its offset. */
-static int hist_read_direct(hist_run *h, int fd)
-{
-	size_t cap = (size_t)h->chunk_cap * 4, filled = 0; /* bytes of the current chunk */
-	for (;;) {
-		ssize_t n = read(fd, (char *)h->chunk + filled, cap - filled);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			cli_error("hist: reading %s: %s", h->input_name, strerror(errno));
-			return CLI_EXIT_ERROR;
-		}
-		if (n == 0)
-			break;
-		h->input_done += (uint64_t)n;
-		filled += (size_t)n;
-		if (filled == cap) {
-			h->chunk_len = h->chunk_cap;
-			h->numbers += (uint64_t)h->chunk_cap;
-			if (hist_flush(h) != CLI_EXIT_OK)
-				return CLI_EXIT_ERROR;
-			filled = 0;
-		}
-	}
-	h->chunk_len = (int64_t)(filled / 4);
-	h->numbers += filled / 4;
-	if (filled % 4) {
-		cli_error("hist: %s: %zu trailing byte(s) at byte offset %" PRIu64
-		          " are not a whole 4-byte element",
-		          h->input_name, filled % 4, h->input_done - filled % 4);
-		return CLI_EXIT_ERROR;
-	}
-	return CLI_EXIT_OK;
 }
 
 /* Parses "LO:HI" with finite LO < HI. */
@@ -547,7 +425,7 @@ static bool parse_range(const char *text, double *lo, double *hi)
 	return isfinite(*lo) && isfinite(*hi) && *lo < *hi;
 }
 
-int cli_cmd_hist(int argc, char **argv, cli_global *g)
+int cli_cmd_hist(cli_call *k)
 {
 	static const char usage[] =
 	    "Usage: tileatom-cli [-s SOCKET] hist NAME [FILE] [--range LO:HI] [--chunk N]\n"
@@ -566,71 +444,63 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 	    "of text (float elements must be integral without --range).\n";
 	static const cli_option opts[] = {
 	    {"range", true}, {"chunk", true}, {"json", false}, {"format", true}};
-	cli_args a;
-	int rc = cli_parse(argc, argv, opts, 4, 1, 2, usage, g, &a);
+	const cli_args *a = &k->a;
+	int rc = cli_parse(k, opts, 4, 1, 2, usage, false);
 	if (rc >= 0)
 		return rc;
 	hist_run h;
 	memset(&h, 0, sizeof(h));
-	h.tile = a.pos[0];
-	if (a.value[0]) {
-		if (!parse_range(a.value[0], &h.lo, &h.hi)) {
-			cli_error("hist: bad --range '%s' (expected LO:HI with LO < HI)",
-			          a.value[0]);
-			return CLI_EXIT_USAGE;
-		}
-		h.ranged = true;
+	h.k = k;
+	h.tile = a->pos[0];
+	h.ranged = a->value[0] != NULL;
+	if (h.ranged && !parse_range(a->value[0], &h.lo, &h.hi)) {
+		cli_error("hist: bad --range '%s' (expected LO:HI with LO < HI)", a->value[0]);
+		return CLI_EXIT_USAGE;
 	}
 	h.chunk_cap = HIST_CHUNK_DEFAULT;
-	if (a.value[1] && (cli_parse_counts(a.value[1], 1, &h.chunk_cap) != 1 || h.chunk_cap < 1 ||
-	                   h.chunk_cap > (INT64_C(1) << 26))) {
-		cli_error("hist: bad --chunk '%s' (1 to 67108864 numbers)", a.value[1]);
+	if (a->value[1] && (cli_parse_counts(a->value[1], 1, &h.chunk_cap) != 1 ||
+	                    h.chunk_cap < 1 || h.chunk_cap > (INT64_C(1) << 26))) {
+		cli_error("hist: bad --chunk '%s' (1 to 67108864 numbers)", a->value[1]);
 		return CLI_EXIT_USAGE;
 	}
 	static const struct {
-		const char *name;   /* --format value */
-		hist_format format; /* the format */
-		size_t size;        /* element bytes (0: text) */
-	} formats[] = {{"text", HIST_FORMAT_TEXT, 0},
-	               {"i32", HIST_FORMAT_I32, 4},
-	               {"i64", HIST_FORMAT_I64, 8},
-	               {"f32", HIST_FORMAT_F32, 4},
-	               {"f64", HIST_FORMAT_F64, 8}};
-	if (a.value[3]) {
-		size_t f = 0;
-		while (f < sizeof(formats) / sizeof(formats[0]) &&
-		       strcmp(formats[f].name, a.value[3]) != 0)
-			f++;
-		if (f == sizeof(formats) / sizeof(formats[0])) {
-			cli_error("hist: bad --format '%s' (text, i32, i64, f32 or f64)",
-			          a.value[3]);
-			return CLI_EXIT_USAGE;
-		}
-		h.format = formats[f].format;
-		h.format_size = formats[f].size;
+		const char *name; /* --format value */
+		size_t size;      /* element bytes (0: text) */
+		bool is_float;    /* float elements */
+	} formats[] = {{"text", 0, false},
+	               {"i32", 4, false},
+	               {"i64", 8, false},
+	               {"f32", 4, true},
+	               {"f64", 8, true}};
+	const char *format = a->value[3] ? a->value[3] : "text";
+	size_t f = 0;
+	while (f < sizeof(formats) / sizeof(formats[0]) && strcmp(formats[f].name, format) != 0)
+		f++;
+	if (f == sizeof(formats) / sizeof(formats[0])) {
+		cli_error("hist: bad --format '%s' (text, i32, i64, f32 or f64)", format);
+		return CLI_EXIT_USAGE;
 	}
+	h.format_size = formats[f].size;
+	h.format_float = formats[f].is_float;
 	int in = STDIN_FILENO;
 	h.input_name = "stdin";
-	if (a.npos == 2 && strcmp(a.pos[1], "-") != 0) {
-		in = open(a.pos[1], O_RDONLY | O_CLOEXEC);
+	if (a->npos == 2 && strcmp(a->pos[1], "-") != 0) {
+		in = open(a->pos[1], O_RDONLY | O_CLOEXEC);
 		if (in < 0) {
-			cli_error("hist: cannot open %s: %s", a.pos[1], strerror(errno));
+			cli_error("hist: cannot open %s: %s", a->pos[1], strerror(errno));
 			return CLI_EXIT_ERROR;
 		}
-		h.input_name = a.pos[1];
+		h.input_name = a->pos[1];
 	}
 	struct stat st;
 	if (fstat(in, &st) == 0 && S_ISREG(st.st_mode))
 		h.input_size = (uint64_t)st.st_size;
 	h.progress = isatty(STDERR_FILENO) == 1;
-
-	if ((rc = cli_connect(g, &h.client)) != CLI_EXIT_OK)
+	if ((rc = cli_connect(k)) != CLI_EXIT_OK)
 		goto out;
-	tileatom_error err = {0, ""};
 	tileatom_tile_info info;
-	if (tileatom_describe(h.client, h.tile, &info, &err) != TILEATOM_OK) {
-		cli_error("hist: %s", err.message);
-		rc = CLI_EXIT_ERROR;
+	if (tileatom_describe(k->c, h.tile, &info, &k->err) != TILEATOM_OK) {
+		rc = cli_lib_error(k);
 		goto out;
 	}
 	if (info.rank != 1) {
@@ -642,9 +512,8 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 	h.nbins = info.shape[0];
 	h.step = h.ranged ? (h.hi - h.lo) / (double)h.nbins : 0.0;
 	h.idx64 = h.nbins > INT32_MAX;
-	if (tileatom_value_parse(h.dtype, "1", h.one, &err) != TILEATOM_OK) {
-		cli_error("hist: %s", err.message);
-		rc = CLI_EXIT_ERROR;
+	if (tileatom_value_parse(h.dtype, "1", h.one, &k->err) != TILEATOM_OK) {
+		rc = cli_lib_error(k);
 		goto out;
 	}
 	tileatom_op_options_init(&h.opts);
@@ -653,9 +522,7 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 	/* On a Unix socket the chunks live in a shared buffer and requests name them instead of
 	 * carrying them; where none can be made (TCP) they travel inline. */
 	size_t chunk_bytes = (size_t)h.chunk_cap * (h.idx64 ? 8 : 4);
-	tileatom_error shm_err = {0, ""};
-	if (tileatom_buffer_create(h.client, chunk_bytes * HIST_SLOTS, &h.shm, &shm_err) ==
-	    TILEATOM_OK)
+	if (tileatom_buffer_create(k->c, chunk_bytes * HIST_SLOTS, &h.shm, &k->err) == TILEATOM_OK)
 		h.chunk = tileatom_buffer_data(h.shm);
 	else
 		h.chunk = malloc(chunk_bytes);
@@ -664,22 +531,14 @@ int cli_cmd_hist(int argc, char **argv, cli_global *g)
 		rc = CLI_EXIT_ERROR;
 		goto out;
 	}
-	if (h.format == HIST_FORMAT_I32 && !h.ranged && !h.idx64)
-		rc = hist_read_direct(&h, in);
-	else
-		rc = hist_read(&h, in);
+	rc = hist_read(&h, in);
 	if (rc == CLI_EXIT_OK)
 		rc = hist_flush(&h);
 	/* Collect whatever is in flight, also after an input error, to report the counts. */
-	while (tileatom_pending(h.client) > 0) {
-		int crc = hist_collect(&h);
-		if (crc != CLI_EXIT_OK) {
-			rc = crc;
-			break;
-		}
-	}
+	if (hist_drain(&h, 0) != CLI_EXIT_OK)
+		rc = CLI_EXIT_ERROR;
 	hist_progress(&h, true);
-	if (rc == CLI_EXIT_OK && a.value[2]) {
+	if (rc == CLI_EXIT_OK && a->value[2]) {
 		json_object *o = json_object_new_object();
 		bool ok = cli_json_add(o, "tile", json_object_new_string(h.tile)) &&
 		          cli_json_add(o, "numbers", json_object_new_uint64(h.numbers)) &&
@@ -697,7 +556,6 @@ out:
 		tileatom_buffer_free(h.shm);
 	else
 		free(h.chunk);
-	tileatom_close(h.client);
 	if (in != STDIN_FILENO)
 		close(in);
 	return rc;

@@ -2,8 +2,8 @@
  * dtype (non-finite floats as the strings "nan", "inf", "-inf"), shapes, tile
  * descriptions, and the printing of a finished object in one compact format
  * (CLI_JSON_FLAGS: no blanks, "/" not escaped) followed by a newline. Large arrays (get)
- * are streamed: the enclosing object is serialised by json-c and left open, and each
- * value is serialised by json-c on its own. */
+ * are streamed: the enclosing object is serialised by json-c with the array empty and
+ * printed without its closing "]}", and each value is serialised by json-c on its own. */
 #include "cli.h"
 
 #include <errno.h>
@@ -36,44 +36,34 @@ json_object *cli_json_value(tileatom_dtype dtype, const void *p)
 	return json_object_new_double_s(d, text);
 }
 
-json_object *cli_json_shape(const int64_t *shape, int rank)
+json_object *cli_json_u64s(const uint64_t *v, int n)
 {
 	json_object *a = json_object_new_array();
-	for (int i = 0; a && i < rank; i++) {
-		json_object *v = json_object_new_int64(shape[i]);
-		if (!v || json_object_array_add(a, v) != 0) {
-			json_object_put(v);
-			json_object_put(a);
-			return NULL;
-		}
-	}
-	return a;
+	bool ok = a != NULL;
+	for (int i = 0; ok && i < n; i++)
+		ok = cli_json_add(a, NULL, json_object_new_uint64(v[i]));
+	return cli_json_done(a, ok);
 }
 
 bool cli_json_add(json_object *obj, const char *key, json_object *value)
 {
-	if (!obj || !value) {
+	int rc = !obj || !value ? -1
+	         : key          ? json_object_object_add(obj, key, value)
+	                        : json_object_array_add(obj, value);
+	if (rc != 0)
 		json_object_put(value);
-		return false;
-	}
-	if (json_object_object_add(obj, key, value) != 0) {
-		json_object_put(value);
-		return false;
-	}
-	return true;
+	return rc == 0;
 }
 
 json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements, const char *place)
 {
 	json_object *o = json_object_new_object();
-	int64_t n = 1;
-	for (int a = 0; a < info->rank; a++)
-		n *= info->shape[a];
 	bool ok =
 	    cli_json_add(o, "name", json_object_new_string(info->name)) &&
 	    cli_json_add(o, "dtype", json_object_new_string(tileatom_dtype_name(info->dtype))) &&
-	    cli_json_add(o, "shape", cli_json_shape(info->shape, info->rank)) &&
-	    (!with_elements || cli_json_add(o, "elements", json_object_new_int64(n))) &&
+	    cli_json_add(o, "shape", cli_json_u64s((const uint64_t *)info->shape, info->rank)) &&
+	    (!with_elements ||
+	     cli_json_add(o, "elements", json_object_new_int64(cli_tile_count(info)))) &&
 	    cli_json_add(o, "bytes", json_object_new_uint64(info->bytes)) &&
 	    (!place || !place[0] || cli_json_add(o, "placement", json_object_new_string(place)));
 	return cli_json_done(o, ok);
@@ -104,14 +94,9 @@ int cli_json_print(const char *cmd, json_object *obj)
 
 bool cli_json_open_array(json_object *head, const char *key)
 {
-	const char *text = head ? json_object_to_json_string_ext(head, CLI_JSON_FLAGS) : NULL;
-	size_t n = text ? strlen(text) : 0;
-	json_object *k = json_object_new_string(key);
-	const char *ktext = k ? json_object_to_json_string_ext(k, CLI_JSON_FLAGS) : NULL;
-	bool ok = n >= 2 && text[n - 1] == '}' && ktext;
-	if (ok) /* the object without its closing brace, then "key":[ */
-		ok = printf("%.*s%s%s:[", (int)(n - 1), text, n > 2 ? "," : "", ktext) >= 0;
-	json_object_put(k);
+	bool ok = cli_json_add(head, key, json_object_new_array());
+	const char *text = ok ? json_object_to_json_string_ext(head, CLI_JSON_FLAGS) : NULL;
+	ok = text && printf("%.*s", (int)strlen(text) - 2, text) >= 0; /* all but the "]}" */
 	json_object_put(head);
 	return ok;
 }
