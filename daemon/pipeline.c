@@ -285,22 +285,33 @@ repeat_tile(ta_service *svc, ta_session *session, ta_error *err)
 	return tile;
 }
 
-/* repeat_tile for a request run at once (repeat_run): within a run, the tile the thread
- * pinned for it (scratch->pin) when the kept request's tile is that one and unchanged,
- * taking nothing; else repeat_tile's reference, pinned for the rest of the run (the one
- * pinned before given back). Outside a run it is repeat_tile; the caller then gives the
- * reference back (repeat_release). */
-HOT ta_tile *repeat_tile_pinned(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
-                                ta_error *err)
+/* The kept request's tile when the caller already holds a reference to held: held itself
+ * when it is that tile, unchanged (*borrowed: nothing taken, counting a hit); else
+ * repeat_tile's new reference (*borrowed false). NULL as repeat_tile. */
+HOT ta_tile *repeat_tile_via(ta_service *svc, ta_session *session, const ta_tile *held,
+                             bool *borrowed, ta_error *err)
 {
 	ta_repeat *r = &session->repeat;
-	if (scratch->pin && scratch->pin == r->tile &&
-	    ta_tile_still(r->tile, r->stamp, ta_session_who(session))) {
+	*borrowed =
+	    held && held == r->tile && ta_tile_still(r->tile, r->stamp, ta_session_who(session));
+	if (*borrowed) {
 		r->hits++;
 		return r->tile;
 	}
-	ta_tile *tile = repeat_tile(svc, session, err);
-	if (tile && scratch->pinning) {
+	return repeat_tile(svc, session, err);
+}
+
+/* repeat_tile for a request run at once (repeat_run): within a run, the tile the thread
+ * pinned for it (scratch->pin) when it is still the kept request's, taking nothing; else
+ * repeat_tile's reference, pinned for the rest of the run (the one pinned before given
+ * back). Outside a run it is repeat_tile; the caller then gives the reference back
+ * (repeat_release). */
+HOT ta_tile *repeat_tile_pinned(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                                ta_error *err)
+{
+	bool borrowed;
+	ta_tile *tile = repeat_tile_via(svc, session, scratch->pin, &borrowed, err);
+	if (tile && !borrowed && scratch->pinning) {
 		ta_tile_unref(scratch->pin);
 		scratch->pin = tile;
 	}
@@ -333,13 +344,10 @@ static bool repeat_collect(ta_service *svc, ta_dispatch_scratch *scratch, ta_ses
 	if (!room)
 		return false;
 	rc_begin(rc, svc, scratch, session, payload, len, -1);
-	bool shared = prev && prev->held == r->tile &&
-	              ta_tile_still(r->tile, r->stamp, ta_session_who(session));
-	ta_tile *tile = shared ? r->tile : repeat_tile(svc, session, &rc->err);
+	bool shared;
+	ta_tile *tile = repeat_tile_via(svc, session, prev ? prev->held : NULL, &shared, &rc->err);
 	if (!tile)
 		return false;
-	if (shared)
-		r->hits++;
 	memcpy(room, r->slots, sizeof(r->slots));
 	rc->plan = r->plan;
 	ta_operand *ops[TA_MAX_RANK + 2];

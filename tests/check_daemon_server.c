@@ -555,6 +555,18 @@ static void append_request(uint8_t *run, size_t cap, size_t *used, Tileatom__Req
 	free(frame);
 }
 
+/* Appends a destroy of tile name. */
+static void append_destroy(uint8_t *run, size_t cap, size_t *used, uint64_t id, const char *name)
+{
+	Tileatom__DestroyTileRequest ds = TILEATOM__DESTROY_TILE_REQUEST__INIT;
+	ds.name = (char *)name;
+	Tileatom__Request req = TILEATOM__REQUEST__INIT;
+	req.id = id;
+	req.body_case = TILEATOM__REQUEST__BODY_DESTROY;
+	req.destroy = &ds;
+	append_request(run, cap, used, &req);
+}
+
 /* Appends an int32 add of 1 to elements [0, n) of tile name (n 0: the whole tile). */
 static void append_add(uint8_t *run, size_t cap, size_t *used, uint64_t id, const char *name,
                        int64_t n, bool want_old)
@@ -686,13 +698,7 @@ START_TEST(test_grouped_run_order)
 	rreq.body_case = TILEATOM__REQUEST__BODY_READ;
 	rreq.read = &rd;
 	append_request(run, sizeof(run), &used, &rreq); /* [4, 1] */
-	Tileatom__DestroyTileRequest ds = TILEATOM__DESTROY_TILE_REQUEST__INIT;
-	ds.name = "g";
-	Tileatom__Request dreq = TILEATOM__REQUEST__INIT;
-	dreq.id = 7;
-	dreq.body_case = TILEATOM__REQUEST__BODY_DESTROY;
-	dreq.destroy = &ds;
-	append_request(run, sizeof(run), &used, &dreq);
+	append_destroy(run, sizeof(run), &used, 7, "g");
 	append_add(run, sizeof(run), &used, 8, "g", 1, true); /* NOT_FOUND */
 	append_ping(run, sizeof(run), &used, 9);
 	ck_assert(send_all(fd, run, used));
@@ -841,13 +847,7 @@ START_TEST(test_kept_tile_destroyed_in_run)
 	size_t used = 0;
 	for (int i = 0; i < 20; i++)
 		append_indexed_add(run, sizeof(run), &used, 100 + (uint64_t)i, "p", i % 5, 1, true);
-	Tileatom__DestroyTileRequest ds = TILEATOM__DESTROY_TILE_REQUEST__INIT;
-	ds.name = "p";
-	Tileatom__Request dreq = TILEATOM__REQUEST__INIT;
-	dreq.id = 200;
-	dreq.body_case = TILEATOM__REQUEST__BODY_DESTROY;
-	dreq.destroy = &ds;
-	append_request(run, sizeof(run), &used, &dreq);
+	append_destroy(run, sizeof(run), &used, 200, "p");
 	int64_t three = 3;
 	Tileatom__CreateTileRequest c = TILEATOM__CREATE_TILE_REQUEST__INIT;
 	c.name = "p";
@@ -871,8 +871,7 @@ START_TEST(test_kept_tile_destroyed_in_run)
 	for (int i = 0; i < 20; i++)
 		expect_old(fd, 300 + (uint64_t)i, i / 3);
 	used = 0;
-	dreq.id = 400;
-	append_request(run, sizeof(run), &used, &dreq);
+	append_destroy(run, sizeof(run), &used, 400, "p");
 	ck_assert(send_all(fd, run, used));
 	resp = expect_response(fd, 400, TILEATOM__STATUS__OK);
 	tileatom__response__free_unpacked(resp, NULL);
