@@ -536,14 +536,8 @@ static int info_cmp(const void *a, const void *b)
 
 ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_error *err)
 {
-	return ta_registry_list_as(reg, TA_OWNER_ANY, out, n, err);
-}
-
-ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out, size_t *n,
-                              ta_error *err)
-{
 	bool more;
-	return ta_registry_list_page_as(reg, who, "", SIZE_MAX, out, n, &more, err);
+	return ta_registry_list_page_as(reg, TA_OWNER_ANY, "", SIZE_MAX, out, n, &more, err);
 }
 
 uint64_t ta_registry_record_bytes(ta_registry *reg)

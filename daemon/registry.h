@@ -180,9 +180,6 @@ ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *a
 /* Lists the published tiles sorted by name into a malloc'd array (*out; NULL when there
  * are none) of *n entries. Returns TA_OK or RESOURCE_EXHAUSTED. */
 ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_error *err);
-/* ta_registry_list of the tiles caller who may see (public ones and its own). */
-ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out, size_t *n,
-                              ta_error *err);
 /* Reports the number of published tiles and the bytes of tile memory held, bookkeeping
  * included (tiles still in use after destroy included). */
 void ta_registry_stats(ta_registry *reg, uint32_t *tiles, uint64_t *bytes);
