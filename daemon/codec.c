@@ -109,13 +109,6 @@ static void problem(dec *d, const char *fmt, const char *a, const char *b)
 	snprintf(d->w->problem_msg, sizeof(d->w->problem_msg), fmt, a, b);
 }
 
-/* Skips the value of the field just read, by its wire type; false when malformed (groups
- * and unknown wire types too: protobuf-c does not take them). */
-static bool skip_value(rd *r)
-{
-	return rd_skip(&r->p, r->end, r->wire);
-}
-
 /* Reads keys until one of a field the table knows (or any, with r->unknown: then *slot may
  * be FW_NONE), skipping the others: 1 with *slot set, 0 at the end of the message, -1 when
  * malformed (a key protobuf-c refuses, or a known field of another wire type: but a single
@@ -145,7 +138,7 @@ HOT int next_field(rd *r, fw_slot *slot)
 		if (s == FW_NONE) {
 			if (r->unknown)
 				return 1;
-			if (!skip_value(r))
+			if (!rd_skip(&r->p, r->end, r->wire))
 				return -1;
 			continue;
 		}
@@ -173,7 +166,7 @@ HOT bool rd_i32(rd *r, int32_t *v)
 static bool rd_flag_any(rd *r, bool *b)
 {
 	const uint8_t *start = r->p;
-	if (!skip_value(r))
+	if (!rd_skip(&r->p, r->end, r->wire))
 		return false;
 	*b = false;
 	for (const uint8_t *q = start; q < r->p; q++)
@@ -612,7 +605,7 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 		const ProtobufCFieldDescriptor *f =
 		    s == FW_NONE ? protobuf_c_message_descriptor_get_field(qd, r.number) : NULL;
 		if (s == FW_NONE && !(f && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))) {
-			if (!skip_value(&r)) /* an unknown field */
+			if (!rd_skip(&r.p, r.end, r.wire)) /* an unknown field */
 				return TA_WIRE_MALFORMED;
 			continue;
 		}
@@ -627,7 +620,7 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 			w->kind = bodies[i].kind;
 			if (!open_msg(&r, bodies[i].msg, &body))
 				return TA_WIRE_MALFORMED;
-		} else if (!skip_value(&r)) {
+		} else if (!rd_skip(&r.p, r.end, r.wire)) {
 			return TA_WIRE_MALFORMED;
 		}
 	}
