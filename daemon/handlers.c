@@ -313,64 +313,53 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	return TA_OK;
 }
 
-/* The atomic families (element-wise, scatter, indexed): op, region, the family's
- * addressing (scatter for SCATTER, indexed for INDEXED, neither for ELEMENTWISE), values,
- * compare (cas; scatter has none) and options. */
-static ta_status do_rmw(resp_ctx *rc, ta_tile *tile, ta_family family, const ta_wire_request *w)
+/* A data-plane request of kind, its checks in one order. The atomic families (element-wise,
+ * scatter, indexed): op, region, the family's addressing (scatter for SCATTER, indexed for
+ * INDEXED), values, compare (cas) and options. The memory ops: write and read (STORE or LOAD
+ * over their region; a read's values come back as the `data` body), gather, scatter store,
+ * atomic load/store (LOAD or STORE with any addressing): addressing, options, values for
+ * stores, padding for gathers. (The decoder fills compare only for the atomic requests,
+ * padding only for gathers.) */
+static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
 {
+	ta_family family = ta_req_family(kind);
+	bool memory = family == TA_FAMILY_MEMORY || family == TA_FAMILY_NONE;
+	ta_op op = ta_req_op(kind);
 	ta_request req;
-	ta_request_init(&req);
-	req.family = family;
-	req.addr = TA_ADDR_REGION;
-	ta_status st = rmw_op(w->op, &req.op, &rc->err);
-	if (st == TA_OK)
-		st = region_into(rc, &w->region, "region", &tile->shape, &req);
-	if (st == TA_OK && family == TA_FAMILY_SCATTER)
-		st = scatter_into(rc, w, &req);
-	if (st == TA_OK && family == TA_FAMILY_INDEXED)
-		st = indexed_into(rc, w, &req);
+	ta_status st;
+	if (memory) {
+		ta_request_region(&req, TA_FAMILY_MEMORY, op);
+		bool plain = kind == TA_REQ_WRITE || kind == TA_REQ_READ;
+		st = plain ? region_into(rc, &w->region, "region", &tile->shape, &req)
+		           : addressing_into(rc, w, &tile->shape, &req);
+		if (st == TA_OK)
+			st = options_into(rc, w, &req);
+		if (st == TA_OK && op == TA_OP_STORE && !w->values.present)
+			st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s needs values",
+			                  kind == TA_REQ_WRITE ? "write" : "a store");
+	} else {
+		ta_request_init(&req);
+		req.family = family;
+		req.addr = TA_ADDR_REGION;
+		st = rmw_op(w->op, &req.op, &rc->err);
+		if (st == TA_OK)
+			st = region_into(rc, &w->region, "region", &tile->shape, &req);
+		if (st == TA_OK && family == TA_FAMILY_SCATTER)
+			st = scatter_into(rc, w, &req);
+		if (st == TA_OK && family == TA_FAMILY_INDEXED)
+			st = indexed_into(rc, w, &req);
+	}
 	if (st == TA_OK)
 		st = view_from_wire(rc, &w->values, "values", &req.values);
 	if (st == TA_OK)
 		st = view_from_wire(rc, &w->compare, "compare", &req.compare);
 	if (st == TA_OK)
-		st = options_into(rc, w, &req);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
-}
-
-/* The memory ops: write and read (STORE or LOAD over their region; a read's values come
- * back as the `data` body), gather, scatter store, atomic load/store (LOAD or STORE with any
- * addressing); values for stores, padding for gathers. */
-static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
-{
-	ta_op op = ta_req_op(kind);
-	ta_request req;
-	ta_request_region(&req, TA_FAMILY_MEMORY, op);
-	bool plain = kind == TA_REQ_WRITE || kind == TA_REQ_READ;
-	ta_status st = plain ? region_into(rc, &w->region, "region", &tile->shape, &req)
-	                     : addressing_into(rc, w, &tile->shape, &req);
-	if (st == TA_OK)
-		st = options_into(rc, w, &req);
-	if (st == TA_OK && op == TA_OP_STORE && !w->values.present)
-		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s needs values",
-		                  kind == TA_REQ_WRITE ? "write" : "a store");
-	if (st == TA_OK)
-		st = view_from_wire(rc, &w->values, "values", &req.values);
-	if (st == TA_OK)
 		st = view_from_wire(rc, &w->padding, "padding", &req.padding);
+	if (st == TA_OK && !memory)
+		st = options_into(rc, w, &req);
 	if (op == TA_OP_LOAD)
 		req.want_old = true;
 	return st != TA_OK ? st : run_plan(rc, tile, &req, kind == TA_REQ_READ ? OUT_DATA : OUT_OP);
-}
-
-/* A data-plane request of kind: the memory handler (write, read and the memory family) or
- * the atomic one. */
-static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
-{
-	ta_family family = ta_req_family(kind);
-	if (family == TA_FAMILY_MEMORY || family == TA_FAMILY_NONE)
-		return do_memory(rc, tile, kind, w);
-	return do_rmw(rc, tile, family, w);
 }
 
 /* ---- the control plane (protobuf-c's structures; no tile) ---------------------------- */
