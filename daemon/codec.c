@@ -362,19 +362,15 @@ static bool dec_options(dec *d, rd r)
 		bool ok;
 		switch (s) {
 		case FW_OPT_SEM:
-			ok = rd_i32(&r, &w->sem);
-			break;
 		case FW_OPT_SCOPE:
-			ok = rd_i32(&r, &w->scope);
-			break;
 		case FW_OPT_SPACE:
-			ok = rd_i32(&r, &w->space);
+			ok = rd_i32(&r, s == FW_OPT_SEM     ? &w->sem
+			                : s == FW_OPT_SCOPE ? &w->scope
+			                                    : &w->space);
 			break;
 		case FW_OPT_NO_BOUNDS:
-			ok = rd_flag(&r, &w->no_bounds_check);
-			break;
 		case FW_OPT_WANT_OLD:
-			ok = rd_flag(&r, &w->want_old);
+			ok = rd_flag(&r, s == FW_OPT_WANT_OLD ? &w->want_old : &w->no_bounds_check);
 			break;
 		case FW_OPT_MASK:
 			ok = dec_array(d, &r, s, "options.mask", &w->mask);
