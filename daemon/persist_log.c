@@ -249,6 +249,17 @@ static void writer_rotate(ta_persist *p)
 	atomic_store(&p->durable_seq, first - 1);
 }
 
+/* Writer: swaps the log's buffer (p->buf, p->cap; mu held) with its own (*wbuf, *wcap). */
+static void swap_buf(ta_persist *p, uint8_t **wbuf, size_t *wcap)
+{
+	uint8_t *b = p->buf;
+	size_t cap = p->cap;
+	p->buf = *wbuf;
+	p->cap = *wcap;
+	*wbuf = b;
+	*wcap = cap;
+}
+
 /* Writer, after a failed write of the n bytes at wbuf (mu held): cuts the log back to its
  * last whole record; with always drops the records (their responses become errors), else
  * puts them back at the head of the buffer for the next try. */
@@ -275,13 +286,8 @@ static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf
 	}
 	if (p->len)
 		memcpy(*wbuf + n, p->buf, p->len);
-	uint8_t *b = p->buf;
-	size_t bcap = p->cap;
-	p->buf = *wbuf;
-	p->cap = *wcap;
+	swap_buf(p, wbuf, wcap);
 	p->len += n;
-	*wbuf = b;
-	*wcap = bcap;
 	if (p->len > p->buf_high)
 		p->buf_high = p->len;
 }
@@ -320,14 +326,9 @@ void *persist_writer_main(void *arg)
 		if (p->len > 0) {
 			gathered = false;
 			/* take the whole buffer: every record appended so far */
-			uint8_t *b = p->buf;
-			size_t bcap = p->cap;
 			size_t n = p->len;
-			p->buf = wbuf;
-			p->cap = wcap;
+			swap_buf(p, &wbuf, &wcap);
 			p->len = 0;
-			wbuf = b;
-			wcap = bcap;
 			pthread_cond_broadcast(&p->drained);
 			uint64_t hi = p->next_seq - 1;
 			bool drop = failed && p->fail_final;
