@@ -32,6 +32,14 @@ static inline ta_shm_table *rc_shm(const resp_ctx *rc)
 	return rc->session ? rc->session->shm : NULL;
 }
 
+/* Hands the request, of which nothing was applied, to a worker (rc->deferred: the caller
+ * hands it on; the worker runs it from the start). */
+static ta_status defer(resp_ctx *rc)
+{
+	rc->deferred = true;
+	return TA_OK;
+}
+
 /* A protobuf-c Array (create.fill) as the handlers take Arrays. */
 static void wire_from_pb_array(const Tileatom__Array *a, ta_wire_array *w)
 {
@@ -237,10 +245,8 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	/* the loop keeps what costs it little: few elements to move on the host (a plan whose
 	 * operands the GPU reads in place moves none: measured on the H200, 2^24 device keys
 	 * ran at 100-150 G keys/s through a worker and 270-310 on the loop, doc/GPU-RESULTS.md) */
-	if (rc->inline_max >= 0 && ta_plan_host_elements(&plan) > rc->inline_max) {
-		rc->deferred = true; /* nothing was applied: a worker runs it from the start */
-		return TA_OK;
-	}
+	if (rc->inline_max >= 0 && ta_plan_host_elements(&plan) > rc->inline_max)
+		return defer(rc);
 	uint64_t old_bytes = plan.want_old ? (uint64_t)plan.count * ta_dtype_size(plan.dtype) : 0;
 	bool old_shared = plan.want_old && rc->old_into;
 	if (old_shared) {
@@ -292,11 +298,9 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 				                       rc->wire, req, &plan, rc->tiles, tile);
 			return TA_OK;
 		}
-		if (async) {
-			rc->deferred = true; /* the loop never blocks: its caller hands it on */
-			return TA_OK;
-		}
-		group_flush(rc->group); /* the requests before this one go first */
+		if (async)
+			return defer(rc); /* the loop never blocks */
+		group_flush(rc->group);   /* the requests before this one go first */
 	}
 	ta_result result = {0, 0};
 	st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan, &result,
@@ -500,10 +504,8 @@ static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 		for (size_t a = 0; a < c->n_shape; a++)
 			if (c->shape[a] > 0 && __builtin_mul_overflow(n, c->shape[a], &n))
 				n = INT64_MAX;
-		if (n > rc->inline_max) {
-			rc->deferred = true;
-			return TA_OK;
-		}
+		if (n > rc->inline_max)
+			return defer(rc);
 	}
 	ta_owner owner = TA_OWNER_PUBLIC;
 	if (c->private_tile) {
@@ -610,10 +612,8 @@ static ta_status on_list(resp_ctx *rc, const Tileatom__ListTilesRequest *l)
 		uint32_t tiles = 0;
 		uint64_t bytes = 0;
 		ta_registry_stats(svc->registry, &tiles, &bytes);
-		if (tiles > rc->inline_max) {
-			rc->deferred = true;
-			return TA_OK;
-		}
+		if (tiles > rc->inline_max)
+			return defer(rc);
 	}
 	size_t limit = SIZE_MAX; /* unpaged: every tile */
 	if (l->paged) {
@@ -778,10 +778,8 @@ static ta_status on_snapshot(resp_ctx *rc, const Tileatom__SnapshotRequest *m)
 	if (!rc->svc->persist)
 		return ta_error_set(&rc->err, TA_UNAVAILABLE,
 		                    "this daemon keeps no data (start it with --data-dir DIR)");
-	if (rc->inline_max >= 0) {
-		rc->deferred = true;
-		return TA_OK;
-	}
+	if (rc->inline_max >= 0)
+		return defer(rc);
 	ta_persist_snapinfo info;
 	ta_status st = ta_persist_snapshot(rc->svc->persist, &info, &rc->err);
 	if (st != TA_OK)
