@@ -125,8 +125,9 @@ void persist_set_failed(ta_persist *p, const char *what, int errnum, bool final)
 }
 
 /* Writes n bytes; 0 or an errno. */
-static int write_all(int fd, const uint8_t *data, size_t n)
+static int write_all(int fd, const void *buf, size_t n)
 {
+	const uint8_t *data = buf;
 	while (n > 0) {
 		ssize_t w = write(fd, data, n);
 		if (w < 0) {
@@ -140,24 +141,35 @@ static int write_all(int fd, const uint8_t *data, size_t n)
 	return 0;
 }
 
-int persist_create_log(ta_persist *p, uint64_t first)
+int persist_new_file(ta_persist *p, const char *tmp, const char *name, int flags, const void *data,
+                     size_t n)
 {
-	char name[64];
-	snprintf(name, sizeof(name), LOG_NAME_FORMAT, first);
-	int fd = openat(p->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+	const char *path = tmp ? tmp : name;
+	int fd = openat(p->dir_fd, path, flags | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
-	int e = write_all(fd, (const uint8_t *)LOG_MAGIC, MAGIC_LEN);
-	if (e == 0 && fdatasync(fd) != 0)
+	int e = write_all(fd, data, n);
+	if (e == 0 && fsync(fd) != 0)
+		e = errno;
+	if (e == 0 && tmp && renameat(p->dir_fd, tmp, p->dir_fd, name) != 0)
 		e = errno;
 	if (e == 0 && fsync(p->dir_fd) != 0)
 		e = errno;
 	if (e != 0) {
 		close(fd);
+		if (tmp)
+			unlinkat(p->dir_fd, tmp, 0);
 		errno = e;
 		return -1;
 	}
 	return fd;
+}
+
+int persist_create_log(ta_persist *p, uint64_t first)
+{
+	char name[64];
+	snprintf(name, sizeof(name), LOG_NAME_FORMAT, first);
+	return persist_new_file(p, NULL, name, O_WRONLY | O_APPEND, LOG_MAGIC, MAGIC_LEN);
 }
 
 /* scandirat's filter: the logs' names, "log-<16 hex digits>.tal". */
