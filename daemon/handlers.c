@@ -218,18 +218,6 @@ static ta_status options_into(resp_ctx *rc, const ta_wire_request *w, ta_request
 	return view_from_wire(rc, &w->mask, "mask", &req->mask);
 }
 
-/* Checks that a wire op is one of the RMW ops of the table and returns it. */
-static ta_status rmw_op(int32_t wire, ta_op *op, ta_error *err)
-{
-	if (!ta_op_is_rmw((ta_op)wire)) {
-		char ops[128];
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown or missing op (%d): use %s",
-		                    (int)wire, ta_kind_ops_text(TA_KIND_RMW, ops, sizeof(ops)));
-	}
-	*op = (ta_op)wire;
-	return TA_OK;
-}
-
 /* Validates req against tile, runs it and fills the response body (kind). In a group, a
  * small global-space plan is only collected (rc->collected; group_flush runs it); a larger
  * one first flushes the group. */
@@ -345,7 +333,14 @@ static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta
 		ta_request_init(&req);
 		req.family = family;
 		req.addr = TA_ADDR_REGION;
-		st = rmw_op(w->op, &req.op, &rc->err);
+		req.op = (ta_op)w->op;
+		st = TA_OK;
+		if (!ta_op_is_rmw(req.op)) { /* one of the RMW ops of the table */
+			char ops[128];
+			st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                  "unknown or missing op (%d): use %s", (int)w->op,
+			                  ta_kind_ops_text(TA_KIND_RMW, ops, sizeof(ops)));
+		}
 		if (st == TA_OK)
 			st = region_into(rc, &w->region, "region", &tile->shape, &req);
 		if (st == TA_OK && family == TA_FAMILY_SCATTER)
