@@ -223,13 +223,7 @@ static void maybe_resize_locked(ta_registry *reg)
 ta_status ta_registry_create(ta_registry *reg, const char *name, const ta_tile_shape *shape,
                              ta_tile **out, ta_error *err)
 {
-	return ta_registry_create_as(reg, name, shape, TA_OWNER_PUBLIC, out, err);
-}
-
-ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_tile_shape *shape,
-                                ta_owner owner, ta_tile **out, ta_error *err)
-{
-	return ta_registry_create_placed(reg, name, shape, owner, NULL, out, err);
+	return ta_registry_create_placed(reg, name, shape, TA_OWNER_PUBLIC, NULL, out, err);
 }
 
 ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta_tile_shape *shape,
