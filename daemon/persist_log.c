@@ -323,16 +323,14 @@ void *persist_writer_main(void *arg)
 			pthread_cond_broadcast(&p->rotated);
 			continue;
 		}
-		if (p->len > 0 && failed && !p->fail_final && !p->stop && !gathered) {
-			gathered = true; /* wait a second before the next try */
-			wait_ms(&p->wake, &p->mu, 1000);
-			continue;
-		}
-		if (p->len > 0 && !gathered && p->mode != TA_FSYNC_ALWAYS && !p->stop &&
-		    !p->rotate && p->len < GATHER_BYTES && p->drain_waiters == 0) {
-			/* let more records come (appends do not signal while we are not idle) */
+		/* after a failed write, a second before the next try; else let more records come
+		 * (appends do not signal while we are not idle) */
+		bool retry = failed && !p->fail_final;
+		if (p->len > 0 && !gathered && !p->stop &&
+		    (retry || (p->mode != TA_FSYNC_ALWAYS && !p->rotate && p->len < GATHER_BYTES &&
+		               p->drain_waiters == 0))) {
 			gathered = true;
-			wait_ms(&p->wake, &p->mu, GATHER_MS);
+			wait_ms(&p->wake, &p->mu, retry ? 1000 : GATHER_MS);
 			continue;
 		}
 		if (p->len > 0) {
