@@ -40,12 +40,10 @@ static ta_status defer(resp_ctx *rc)
 	return TA_OK;
 }
 
-/* A protobuf-c Array (create.fill) as the handlers take Arrays. */
+/* A protobuf-c Array (create.fill, present) as the handlers take Arrays. */
 static void wire_from_pb_array(const Tileatom__Array *a, ta_wire_array *w)
 {
-	w->present = a != NULL;
-	if (!a)
-		return;
+	w->present = true;
 	w->dtype = (int32_t)a->dtype;
 	w->n_shape = a->n_shape;
 	for (size_t i = 0; i < a->n_shape && i < TA_MAX_RANK; i++)
