@@ -234,8 +234,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	if (rc->inline_max >= 0 && ta_plan_host_elements(&plan) > rc->inline_max)
 		return defer(rc);
 	uint64_t old_bytes = plan.want_old ? (uint64_t)plan.count * ta_dtype_size(plan.dtype) : 0;
-	bool old_shared = plan.want_old && rc->old_into;
-	if (old_shared) {
+	if (plan.want_old && rc->old_into) {
 		/* old values go straight into the client's shared buffer */
 		if (rc->old_into->length < old_bytes)
 			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
@@ -661,30 +660,25 @@ static bool fill_device_stats(ta_service *svc, ta_arena *arena, Tileatom__StatsR
 	int n = ta_backend_device_count(svc->backend);
 	Tileatom__DeviceStats *items = ta_arena_alloc(arena, (size_t)n * sizeof(*items));
 	Tileatom__DeviceStats **ptrs = ta_arena_alloc(arena, (size_t)n * sizeof(*ptrs));
-	if (!items || !ptrs)
+	ta_device_stats *all = ta_arena_alloc(arena, (size_t)n * sizeof(*all)); /* failure's */
+	if (!items || !ptrs || !all)
 		return false;
 	size_t k = 0;
 	for (int d = 0; d < n; d++) {
-		ta_device_stats ds;
-		if (!ta_service_device_stats(svc, d, &ds))
+		ta_device_stats *ds = &all[d];
+		if (!ta_service_device_stats(svc, d, ds))
 			continue;
 		Tileatom__DeviceStats *it = &items[k];
 		tileatom__device_stats__init(it);
 		it->device = (uint32_t)d;
-		it->memory_used = ds.memory_used;
-		it->memory_total = ds.memory_total;
-		it->tiles = (uint32_t)ds.tiles;
-		it->tile_bytes = ds.tile_bytes;
-		it->requests = ds.requests;
-		it->failed = ds.failed;
-		if (ds.failed) {
-			size_t len = strlen(ds.cause) + 1;
-			char *cause = ta_arena_alloc(arena, len);
-			if (!cause)
-				return false;
-			memcpy(cause, ds.cause, len);
-			it->failure = cause;
-		}
+		it->memory_used = ds->memory_used;
+		it->memory_total = ds->memory_total;
+		it->tiles = (uint32_t)ds->tiles;
+		it->tile_bytes = ds->tile_bytes;
+		it->requests = ds->requests;
+		it->failed = ds->failed;
+		if (ds->failed)
+			it->failure = ds->cause;
 		ptrs[k++] = it;
 	}
 	s->devices = ptrs;
