@@ -488,10 +488,7 @@ static bool dec_fields(dec *d, rd r)
 			break;
 		case FW_OPT_NO_BOUNDS:
 		case FW_OPT_WANT_OLD:
-		case FW_IADDR_FLAT:
-			ok = rd_flag(&r, s == FW_OPT_WANT_OLD    ? &w->want_old
-			                 : s == FW_OPT_NO_BOUNDS ? &w->no_bounds_check
-			                                         : &w->flat);
+			ok = rd_flag(&r, s == FW_OPT_WANT_OLD ? &w->want_old : &w->no_bounds_check);
 			break;
 		case FW_OPT_MASK:
 			ok = dec_array(d, &r, s, "options.mask", &w->mask);
@@ -504,6 +501,9 @@ static bool dec_fields(dec *d, rd r)
 			break;
 		case FW_SADDR_DIM: /* a uint32: its low 32 bits as they came */
 			ok = rd_i32(&r, (int32_t *)&w->dim);
+			break;
+		case FW_IADDR_FLAT:
+			ok = rd_flag(&r, &w->flat);
 			break;
 		case FW_SADDR_INDICES:
 			ok = dec_array(d, &r, s, "addr.indices", &w->index[0]);
