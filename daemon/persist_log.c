@@ -482,12 +482,6 @@ static void stripe_unlock(ta_stripe *st)
 	pthread_mutex_unlock(&st->mu);
 }
 
-ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
-                          ta_error *err)
-{
-	return ta_persist_run_lock(p, NULL, name, kind, hold, err);
-}
-
 ta_status ta_persist_run_lock(ta_persist *p, ta_persist_run *run, const char *name, int kind,
                               ta_persist_hold *hold, ta_error *err)
 {
