@@ -267,25 +267,25 @@ static void host_gone(ta_conn_host *host, ta_conn *conn)
 	loop_check_done(l);
 }
 
-/* uv_close callback of a handle embedded in the server (nothing to free). */
-static void on_handle_closed(uv_handle_t *handle)
-{
-	(void)handle;
-}
-
 /* uv_close callback of a malloc'd handle. */
 static void on_handle_freed(uv_handle_t *handle)
 {
 	free(handle);
 }
 
-/* Closes an embedded handle marked open in *open (closing stops it) and marks it closed. */
-static void close_open(bool *open, void *handle)
+/* True when an embedded handle was initialised and is not closing: the server's structs
+ * start zeroed, so a handle's type is UV_UNKNOWN_HANDLE until its uv_*_init. */
+static bool handle_open(const void *handle)
 {
-	if (!*open)
-		return;
-	*open = false;
-	uv_close((uv_handle_t *)handle, on_handle_closed);
+	const uv_handle_t *h = handle;
+	return h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h);
+}
+
+/* Closes an embedded handle (closing stops it) unless it is not open (handle_open). */
+static void close_handle(void *handle)
+{
+	if (handle_open(handle))
+		uv_close((uv_handle_t *)handle, NULL);
 }
 
 /* Adds conn to loop l's list. */
@@ -305,22 +305,20 @@ static void loop_finish(ta_server_loop *l)
 {
 	ta_server *srv = l->srv;
 	l->finished = true;
-	close_open(&l->sweep_open, &l->sweep_timer);
-	close_open(&l->check_open, &l->resume_check);
-	if (l->spin_open)
-		uv_close((uv_handle_t *)&l->spin_idle, on_handle_closed);
-	close_open(&l->spin_open, &l->spin_check);
-	close_open(&l->busy_timer_open, &l->busy_timer);
+	close_handle(&l->sweep_timer);
+	close_handle(&l->resume_check);
+	close_handle(&l->spin_idle);
+	close_handle(&l->spin_check);
+	close_handle(&l->busy_timer);
 	if (l->port_open) {
 		l->port_open = false;
 		ta_executor_port_close(&l->port, NULL);
 	}
 	if (l->lock_init) {
 		pthread_mutex_lock(&l->lock);
-		bool was = l->wake_open;
-		l->wake_open = false;
+		l->wake_open = false; /* other threads send to it no more */
 		pthread_mutex_unlock(&l->lock);
-		close_open(&was, &l->wake);
+		close_handle(&l->wake);
 	}
 	ta_dispatch_scratch_free(&l->scratch); /* no connection is left to use it */
 	pthread_mutex_lock(&srv->lock);
@@ -366,21 +364,19 @@ static void loop_stop(ta_server_loop *l, bool force)
  * (the listeners closed and every loop finished). Main loop thread. */
 static void server_check_done(ta_server *srv)
 {
-	if (!srv->draining || srv->unix_open || srv->tcp_open)
+	if (!srv->draining || handle_open(&srv->unix_listener) || handle_open(&srv->tcp_listener))
 		return;
 	pthread_mutex_lock(&srv->lock);
 	bool all = srv->loops_finished >= srv->nloops_ready;
-	bool wake_was = srv->main_wake_open;
 	if (all)
 		srv->main_wake_open = false;
 	pthread_mutex_unlock(&srv->lock);
 	if (!all)
 		return;
-	close_open(&wake_was, &srv->main_wake);
-	close_open(&srv->timer_open, &srv->shutdown_timer);
-	if (srv->signals_open)
-		uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
-	close_open(&srv->signals_open, &srv->sig_int);
+	close_handle(&srv->main_wake);
+	close_handle(&srv->shutdown_timer);
+	close_handle(&srv->sig_term);
+	close_handle(&srv->sig_int);
 	if (srv->executor_started && !srv->executor_stopping) {
 		srv->executor_stopping = true;
 		ta_executor_stop(&srv->executor, NULL);
@@ -813,7 +809,6 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 	if (rc != 0)
 		return ta_error_set(err, TA_INTERNAL, "uv_pipe_init: %s", uv_strerror(rc));
 	srv->unix_listener.data = srv;
-	srv->unix_open = true;
 	mode_t old_umask = umask(0777 & ~mode);
 	rc = uv_pipe_bind(&srv->unix_listener, path);
 	umask(old_umask);
@@ -867,7 +862,6 @@ static ta_status listen_tcp(ta_server *srv, ta_error *err)
 		return ta_error_set(err, TA_INTERNAL, "uv_tcp_init: %s", uv_strerror(rc));
 	}
 	srv->tcp_listener.data = srv;
-	srv->tcp_open = true;
 	rc = uv_tcp_bind(&srv->tcp_listener, ai->ai_addr, 0);
 	freeaddrinfo(res);
 	if (rc == 0)
@@ -958,7 +952,7 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 		 * of each loop (loop 0 took its own with the listeners) */
 		if ((rc = uv_pipe_init(l->loop, &l->spare_probe, 0)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "uv_pipe_init: %s", uv_strerror(rc));
-		uv_close((uv_handle_t *)&l->spare_probe, on_handle_closed);
+		uv_close((uv_handle_t *)&l->spare_probe, NULL);
 	}
 	l->host = *tmpl;
 	l->host.loop = l->loop;
@@ -975,43 +969,30 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 		l->port_open = true;
 	}
 	l->host.port = index == 0 ? &srv->executor.main : &l->port; /* async completions */
-	if ((rc = uv_timer_init(l->loop, &l->sweep_timer)) != 0)
-		return ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
-	l->sweep_open = true;
-	l->sweep_timer.data = l;
-	if ((rc = uv_check_init(l->loop, &l->resume_check)) != 0)
-		return ta_error_set(err, TA_INTERNAL, "uv_check_init: %s", uv_strerror(rc));
-	l->check_open = true;
+	l->sweep_timer.data = l; /* set before the inits: libuv never touches data */
 	l->resume_check.data = l;
-	if ((rc = uv_timer_start(&l->sweep_timer, on_sweep, sweep_ms, sweep_ms)) != 0 ||
+	l->spin_check.data = l;
+	l->busy_timer.data = l;
+	if ((rc = uv_timer_init(l->loop, &l->sweep_timer)) != 0 ||
+	    (rc = uv_check_init(l->loop, &l->resume_check)) != 0 ||
+	    (rc = uv_timer_start(&l->sweep_timer, on_sweep, sweep_ms, sweep_ms)) != 0 ||
 	    (rc = uv_check_start(&l->resume_check, on_resume_check)) != 0)
 		return ta_error_set(err, TA_INTERNAL, "cannot start the sweep: %s",
 		                    uv_strerror(rc));
 	if (srv->cfg->busy_poll_us > 0) {
-		if ((rc = uv_idle_init(l->loop, &l->spin_idle)) != 0)
-			return ta_error_set(err, TA_INTERNAL, "uv_idle_init: %s", uv_strerror(rc));
-		if ((rc = uv_check_init(l->loop, &l->spin_check)) != 0) {
-			uv_close((uv_handle_t *)&l->spin_idle, on_handle_closed);
-			return ta_error_set(err, TA_INTERNAL, "uv_check_init: %s", uv_strerror(rc));
-		}
-		l->spin_open = true;
-		l->spin_idle.data = l;
-		l->spin_check.data = l;
-		if ((rc = uv_check_start(&l->spin_check, on_spin_check)) != 0)
+		if ((rc = uv_idle_init(l->loop, &l->spin_idle)) != 0 ||
+		    (rc = uv_check_init(l->loop, &l->spin_check)) != 0 ||
+		    (rc = uv_check_start(&l->spin_check, on_spin_check)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "cannot start the busy poll: %s",
 			                    uv_strerror(rc));
 		uv_unref((uv_handle_t *)&l->spin_check); /* never keeps the loop alive */
 		uv_unref((uv_handle_t *)&l->spin_idle);
 	}
 	if (srv->inline_lone) {
-		if ((rc = uv_timer_init(l->loop, &l->busy_timer)) != 0)
-			return ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
-		l->busy_timer_open = true;
-		l->busy_timer.data = l;
-		rc = uv_timer_start(&l->busy_timer, on_busy_timer, TA_SERVER_BUSY_MS,
-		                    TA_SERVER_BUSY_MS);
-		if (rc != 0)
-			return ta_error_set(err, TA_INTERNAL, "uv_timer_start: %s",
+		if ((rc = uv_timer_init(l->loop, &l->busy_timer)) != 0 ||
+		    (rc = uv_timer_start(&l->busy_timer, on_busy_timer, TA_SERVER_BUSY_MS,
+		                         TA_SERVER_BUSY_MS)) != 0)
+			return ta_error_set(err, TA_INTERNAL, "cannot start the busy timer: %s",
 			                    uv_strerror(rc));
 		uv_unref((uv_handle_t *)&l->busy_timer); /* never keeps the loop alive */
 	}
@@ -1036,6 +1017,13 @@ static ta_status loop_start_thread(ta_server_loop *l, ta_error *err)
 	return TA_OK;
 }
 
+/* A start failed with st: shuts down what was started. */
+static ta_status start_failed(ta_server *srv, ta_status st)
+{
+	ta_server_shutdown(srv);
+	return st;
+}
+
 ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg, ta_service *svc,
                           ta_error *err)
 {
@@ -1054,77 +1042,58 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	srv->refuse_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "connections refused (too many "
 	                                                      "connections, max_connections)");
 	int rc = pthread_mutex_init(&srv->lock, NULL);
-	if (rc != 0)
+	if (rc != 0) /* before anything the shutdown would have to undo */
 		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
 	srv->lock_init = true;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	/* a backend with apply_async (CUDA by default): every loop hands its connections'
-	 * pipelined small plans to it and answers them as they come back, so loops never wait
-	 * for the device and the workers keep only what blocks (large plans, creates) */
+	/* with apply_async (CUDA by default) the loops hand their small plans to the backend and
+	 * never wait for the device; the workers keep what blocks (large plans, creates) */
 	bool async = ta_config_async(cfg, svc->info.name, ta_backend_has_apply_async(svc->backend),
 	                             svc->persist != NULL);
 	srv->nloops = (unsigned)ta_config_loops(cfg, svc->info.name, cpus, async,
 	                                        ta_backend_device_count(svc->backend));
 	srv->loops = calloc(srv->nloops, sizeof(*srv->loops));
-	if (!srv->loops) {
-		srv->draining = true; /* nothing to shut down: uv_run finds the loop empty */
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	}
-	/* What every loop's connections get; small requests run on their loop's thread, which
-	 * saves a trip through a worker; on the CPU backend up to TA_SERVER_INLINE_CPU elements
-	 * (about a microsecond of atomics), on the CUDA backend only while one connection of
-	 * the loop is open (a GPU round trip on the loop would stall every other connection;
-	 * TA_SERVER_INLINE_CUDA). */
-	ta_conn_host tmpl;
-	memset(&tmpl, 0, sizeof(tmpl));
-	tmpl.cfg = cfg;
-	tmpl.svc = svc;
-	tmpl.submit = host_submit;
-	tmpl.gone = host_gone;
-	tmpl.release = host_release;
-	tmpl.input_freed = host_input_freed;
-	tmpl.handshaken = host_handshaken;
-	tmpl.budget = &srv->budget;
-	/* Pipelined runs go to the workers when there are several to spread them over and the
-	 * cores to run them: on 2 CPUs shared with the clients the hand-over costs more than it
-	 * spreads (measured: 178k against 237k adds/s at 50x16, docs/PERFORMANCE.md); on 16 it
-	 * more than doubles one loop's throughput (2.3M against 1.0M, doc/GPU-RESULTS.md).
-	 * Several loops on the CPU backend run their connections' requests themselves, which
-	 * does better still (3.9M against 2.6M at 50x16 with 8 loops, "Several event loops"
-	 * in doc/GPU-RESULTS.md). On CUDA a loop must never wait for the GPU (4 loops running
-	 * batches themselves, blocking, fell to 0.16M): with async (the default there) every
-	 * read's frames are one run on the loop whose small plans go to apply_async
-	 * (batch_min 1); without it the workers are what overlaps the GPU round trips. */
+	if (!srv->loops)
+		return start_failed(srv, ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory"));
 	bool cpu_backend = strcmp(svc->info.name, "cpu") == 0;
 	int workers = ta_config_workers(cfg, svc->info.name);
-	tmpl.async = async;
-	if (cfg->batch_min != TA_CONFIG_BATCH_AUTO)
-		tmpl.batch_min = (unsigned)cfg->batch_min;
-	else if (async) /* every read's whole frames: one run on the loop */
-		tmpl.batch_min = 1;
-	else
-		tmpl.batch_min = (srv->nloops == 1 || !cpu_backend) && workers >= 2 && cpus >= 4
-		                     ? TA_CONN_BATCH_MIN
-		                     : 0;
-	tmpl.inline_max = cfg->inline_max >= -1 ? cfg->inline_max
-	                  : cpu_backend         ? TA_SERVER_INLINE_CPU
-	                                        : 0;
 	srv->inline_lone = cfg->inline_max < -1 && !cpu_backend;
-	if (srv->inline_lone)
-		tmpl.inline_max = TA_SERVER_INLINE_CUDA;
+	/* What every loop's connections get. Small requests run on their loop's thread (no trip
+	 * through a worker): on the CPU backend up to TA_SERVER_INLINE_CPU elements, on CUDA
+	 * only while few of the loop's connections are busy (inline_lone: a GPU round trip on
+	 * the loop stalls the others). A read's pipelined frames go to a worker as one job
+	 * (batch_min) where there are workers and cores to spread them over, unless several
+	 * loops of the CPU backend run them themselves; with async they are one run on the
+	 * loop. docs/PERFORMANCE.md and doc/GPU-RESULTS.md have the measurements. */
+	ta_conn_host tmpl = {
+	    .cfg = cfg,
+	    .svc = svc,
+	    .submit = host_submit,
+	    .gone = host_gone,
+	    .release = host_release,
+	    .input_freed = host_input_freed,
+	    .handshaken = host_handshaken,
+	    .budget = &srv->budget,
+	    .async = async,
+	    .inline_max = cfg->inline_max >= -1 ? cfg->inline_max
+	                  : cpu_backend         ? TA_SERVER_INLINE_CPU
+	                                        : TA_SERVER_INLINE_CUDA,
+	    .batch_min = cfg->batch_min != TA_CONFIG_BATCH_AUTO ? (unsigned)cfg->batch_min
+	                 : async                                ? 1u
+	                 : (srv->nloops == 1 || !cpu_backend) && workers >= 2 && cpus >= 4
+	                     ? TA_CONN_BATCH_MIN
+	                     : 0u,
+	};
 	rc = ta_executor_init(&srv->executor, loop, workers);
-	if (rc != 0) {
-		srv->draining = true;
-		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s", workers,
-		                    strerror(-rc));
-	}
+	if (rc != 0)
+		return start_failed(srv, ta_error_set(err, TA_INTERNAL,
+		                                      "cannot start %d worker threads: %s", workers,
+		                                      strerror(-rc)));
 	srv->executor_started = true;
-	rc = uv_async_init(loop, &srv->main_wake, on_main_wake);
-	if (rc != 0) {
-		ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
-		goto fail;
-	}
 	srv->main_wake.data = srv;
+	if ((rc = uv_async_init(loop, &srv->main_wake, on_main_wake)) != 0)
+		return start_failed(
+		    srv, ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc)));
 	srv->main_wake_open = true;
 	/* the sweep runs at a quarter of the shortest timeout, between 10 ms and 1 s */
 	uint64_t sweep_ms = 1000;
@@ -1135,53 +1104,34 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 			sweep_ms = timeouts[i] / 4;
 	if (sweep_ms < 10)
 		sweep_ms = 10;
-	for (unsigned i = 0; i < srv->nloops; i++) {
+	ta_status st = TA_OK;
+	for (unsigned i = 0; i < srv->nloops && st == TA_OK; i++) {
 		srv->nloops_ready = i + 1;
-		if (loop_init(srv, &srv->loops[i], i, &tmpl, sweep_ms, err) != TA_OK)
-			goto fail;
+		st = loop_init(srv, &srv->loops[i], i, &tmpl, sweep_ms, err);
 	}
-	for (unsigned i = 1; i < srv->nloops; i++)
-		if (loop_start_thread(&srv->loops[i], err) != TA_OK)
-			goto fail;
-	if (svc->persist && (rc = ta_persist_attach(svc->persist, loop, on_persisted, srv)) != 0) {
-		ta_error_set(err, TA_INTERNAL, "cannot watch the data log: %s", uv_strerror(rc));
-		goto fail;
-	}
-
-	rc = uv_signal_init(loop, &srv->sig_term);
-	if (rc == 0) {
-		rc = uv_signal_init(loop, &srv->sig_int);
-		if (rc != 0)
-			uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
-	}
-	if (rc != 0) {
-		ta_error_set(err, TA_INTERNAL, "uv_signal_init: %s", uv_strerror(rc));
-		goto fail;
-	}
-	srv->signals_open = true;
-	rc = uv_timer_init(loop, &srv->shutdown_timer);
-	if (rc != 0) {
-		ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
-		goto fail;
-	}
-	srv->timer_open = true;
+	for (unsigned i = 1; i < srv->nloops && st == TA_OK; i++)
+		st = loop_start_thread(&srv->loops[i], err);
+	if (st != TA_OK)
+		return start_failed(srv, st);
+	if (svc->persist && (rc = ta_persist_attach(svc->persist, loop, on_persisted, srv)) != 0)
+		return start_failed(srv,
+		                    ta_error_set(err, TA_INTERNAL, "cannot watch the data log: %s",
+		                                 uv_strerror(rc)));
 	srv->shutdown_timer.data = srv;
 	srv->sig_term.data = srv;
 	srv->sig_int.data = srv;
-	if ((rc = uv_signal_start(&srv->sig_term, on_signal, SIGTERM)) != 0 ||
-	    (rc = uv_signal_start(&srv->sig_int, on_signal, SIGINT)) != 0) {
-		ta_error_set(err, TA_INTERNAL, "uv_signal_start: %s", uv_strerror(rc));
-		goto fail;
-	}
-	if (listen_unix(srv, err) != TA_OK)
-		goto fail;
-	if (cfg->listen && listen_tcp(srv, err) != TA_OK)
-		goto fail;
+	if ((rc = uv_signal_init(loop, &srv->sig_term)) != 0 ||
+	    (rc = uv_signal_init(loop, &srv->sig_int)) != 0 ||
+	    (rc = uv_timer_init(loop, &srv->shutdown_timer)) != 0 ||
+	    (rc = uv_signal_start(&srv->sig_term, on_signal, SIGTERM)) != 0 ||
+	    (rc = uv_signal_start(&srv->sig_int, on_signal, SIGINT)) != 0)
+		return start_failed(srv, ta_error_set(err, TA_INTERNAL,
+		                                      "cannot handle SIGTERM and SIGINT: %s",
+		                                      uv_strerror(rc)));
+	if ((st = listen_unix(srv, err)) != TA_OK ||
+	    (cfg->listen && (st = listen_tcp(srv, err)) != TA_OK))
+		return start_failed(srv, st);
 	return TA_OK;
-fail:;
-	ta_status st = err ? err->code : TA_INTERNAL;
-	ta_server_shutdown(srv);
-	return st;
 }
 
 void ta_server_shutdown(ta_server *srv)
@@ -1197,8 +1147,8 @@ void ta_server_shutdown(ta_server *srv)
 		if (rc < 0)
 			ta_log(TA_LOG_WARNING, "cannot notify the service manager: %s",
 			       strerror(-rc));
-		close_open(&srv->unix_open, &srv->unix_listener);
-		close_open(&srv->tcp_open, &srv->tcp_listener);
+		close_handle(&srv->unix_listener);
+		close_handle(&srv->tcp_listener);
 		if (srv->unix_path) {
 			if (unlink(srv->unix_path) != 0 && errno != ENOENT)
 				ta_log(TA_LOG_WARNING, "cannot remove %s: %s", srv->unix_path,
@@ -1206,7 +1156,7 @@ void ta_server_shutdown(ta_server *srv)
 			free(srv->unix_path);
 			srv->unix_path = NULL;
 		}
-		if (atomic_load(&srv->nconns) && srv->timer_open &&
+		if (atomic_load(&srv->nconns) && handle_open(&srv->shutdown_timer) &&
 		    srv->cfg->shutdown_timeout > 0) {
 			int rc2 = uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
 			                         (uint64_t)srv->cfg->shutdown_timeout * 1000u, 0);

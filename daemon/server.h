@@ -61,7 +61,8 @@ enum {
 
 /* One event loop and the connections it owns. Loop 0 is the main loop (main thread, with
  * the listeners and the signals); each other loop runs on a thread of its own. Every
- * field is that loop's thread only, except the ones lock guards. */
+ * field is that loop's thread only, except the ones lock guards. Its handles start zeroed,
+ * and are open once initialised until closed (server.c's handle_open). */
 typedef struct ta_server_loop {
 	struct ta_server *srv;       /* the server */
 	unsigned index;              /* 0: the main loop */
@@ -80,10 +81,8 @@ typedef struct ta_server_loop {
 	ta_conn *conns;              /* its connections (a doubly-linked list) */
 	unsigned nconns;             /* connections in the list, rejected ones included */
 	uv_timer_t sweep_timer;      /* periodic: timeouts of its connections */
-	bool sweep_open;             /* sweep_timer is initialised and not closed */
 	uv_check_t resume_check;     /* after each loop turn: wakes connections waiting for
 	                                input budget once some was given back */
-	bool check_open;             /* resume_check is initialised and not closed */
 	bool resume_pending;         /* input budget was given back while connections wait */
 	uint64_t turn;               /* loop iterations so far (counted by resume_check): a
 	                                connection accepted in turn T has been polled for
@@ -92,10 +91,8 @@ typedef struct ta_server_loop {
 	                                running while input came in the last busy_poll_us */
 	uv_idle_t spin_idle;         /* --busy-poll: while active, the loop polls its sockets
 	                                without sleeping (its callback does nothing) */
-	bool spin_open;              /* spin_check and spin_idle initialised and not closed */
 	uint64_t spin_until_ns;      /* uv_hrtime() until which spin_idle stays active */
 	uv_timer_t busy_timer;       /* counts the busy connections (inline_lone) */
-	bool busy_timer_open;        /* busy_timer is initialised and not closed */
 	uv_async_t wake;             /* other threads' requests: handoffs, wake_flags */
 	pthread_mutex_t lock;        /* guards wake_open, wake_flags and the handoff queue */
 	bool lock_init;              /* lock initialised */
@@ -107,7 +104,7 @@ typedef struct ta_server_loop {
 	bool finished;                                   /* drained, its handles closed */
 } ta_server_loop;
 
-/* The daemon's server: listeners, signals and the event loops. */
+/* The daemon's server: listeners, signals and the event loops (handles as in a loop). */
 struct ta_server {
 	uv_loop_t *loop;           /* the main event loop (loop 0's) */
 	const ta_config *cfg;      /* settings (limits, paths) */
@@ -116,15 +113,11 @@ struct ta_server {
 	bool executor_started;     /* executor initialised (needs stopping) */
 	bool executor_stopping;    /* ta_executor_stop called */
 	uv_pipe_t unix_listener;   /* Unix socket listener */
-	bool unix_open;            /* unix_listener initialised and not yet closed */
 	char *unix_path;           /* the socket file we created (removed on shutdown) */
 	uv_tcp_t tcp_listener;     /* TCP listener (--listen) */
-	bool tcp_open;             /* tcp_listener initialised and not yet closed */
 	uv_signal_t sig_term;      /* SIGTERM handler */
 	uv_signal_t sig_int;       /* SIGINT handler */
-	bool signals_open;         /* the signal handles are initialised and not closed */
 	uv_timer_t shutdown_timer; /* closes lingering connections (shutdown_timeout) */
-	bool timer_open;           /* shutdown_timer is initialised and not closed */
 	uv_async_t main_wake;      /* a loop finished its shutdown (tells the main loop) */
 	bool main_wake_open;       /* main_wake is initialised and not closed (lock) */
 	pthread_mutex_t lock;      /* guards main_wake_open and loops_finished */
