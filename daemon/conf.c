@@ -454,92 +454,63 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
 	opts[N_ROWS] = (struct option){NULL, 0, NULL, 0};
 	shorts[ns] = '\0';
 
-	/* Settings given on the command line, applied after the file: (row, value). */
-	int *given = calloc((size_t)argc + 1, sizeof(*given));
-	const char **values = calloc((size_t)argc + 1, sizeof(*values));
-	ta_status st = TA_OK;
-	if (!given || !values) {
-		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-		goto out;
-	}
-	int n = 0;
+	/* Two passes over argv: the first checks every option and finds the action and
+	 * --config; the second, after the file is loaded, applies the settings on top. */
 	const char *config_path = NULL;
 	*action = TA_ACTION_RUN;
 	opterr = 0;
-	optind = 0; /* full re-initialisation (glibc), so that parsing can be repeated */
-	for (;;) {
-		int c = getopt_long(argc, argv, shorts, opts, NULL);
-		if (c == -1)
-			break;
-		if (c == '?') {
-			const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-			if (optopt && optopt < OPT_CODE(0))
-				st = ta_error_set(err, TA_INVALID_ARGUMENT, "unknown option -%c",
-				                  optopt);
-			else
-				st = ta_error_set(err, TA_INVALID_ARGUMENT, "unknown option %s",
-				                  arg);
-			goto out;
-		}
-		int r = row_of_code(c == ':' ? optopt : c);
-		if (r < 0) {
-			st = ta_error_set(err, TA_INTERNAL, "option code %d has no row", c);
-			goto out;
-		}
-		if (c == ':') {
-			st = ta_error_set(err, TA_INVALID_ARGUMENT, "option --%s needs a value",
-			                  names[r]);
-			goto out;
-		}
-		switch (r) {
-		case ROW_help:
-			*action = TA_ACTION_HELP;
-			break;
-		case ROW_version:
-			if (*action == TA_ACTION_RUN)
+	for (int pass = 0; pass < 2; pass++) {
+		optind = 0; /* full re-initialisation (glibc), so that parsing can be repeated */
+		int c;
+		while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+			if (c == '?' && optopt && optopt < OPT_CODE(0))
+				return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown option -%c",
+				                    optopt);
+			if (c == '?')
+				return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown option %s",
+				                    optind > 0 && optind <= argc ? argv[optind - 1]
+				                                                 : "?");
+			int r = row_of_code(c == ':' ? optopt : c);
+			if (r < 0)
+				return ta_error_set(err, TA_INTERNAL, "option code %d has no row",
+				                    c);
+			if (c == ':')
+				return ta_error_set(err, TA_INVALID_ARGUMENT,
+				                    "option --%s needs a value", names[r]);
+			if (pass == 1 && r < N_SETTINGS) {
+				ta_error e = {0};
+				ta_status st = ta_config_set(cfg, rows[r].key,
+				                             rows[r].arg ? optarg : "true", &e);
+				if (st == TA_OK)
+					continue;
+				/* the message starts with the setting's key: name the option as
+				 * typed */
+				for (char *k = e.msg; *k && *k != ':'; k++)
+					if (*k == '_')
+						*k = '-';
+				return ta_error_set(err, st, "--%s", e.msg);
+			}
+			if (r == ROW_help)
+				*action = TA_ACTION_HELP;
+			else if (r == ROW_version && *action == TA_ACTION_RUN)
 				*action = TA_ACTION_VERSION;
-			break;
-		case ROW_list_kernels:
-			if (*action == TA_ACTION_RUN)
+			else if (r == ROW_list_kernels && *action == TA_ACTION_RUN)
 				*action = TA_ACTION_LIST_KERNELS;
-			break;
-		case ROW_config:
-			config_path = optarg;
-			break;
-		default:
-			given[n] = r;
-			values[n] = rows[r].arg ? optarg : "true";
-			n++;
+			else if (r == ROW_config)
+				config_path = optarg;
 		}
-	}
-	if (optind < argc) {
-		st = ta_error_set(err, TA_INVALID_ARGUMENT, "unexpected argument '%s'",
-		                  argv[optind]);
-		goto out;
-	}
-	if (*action != TA_ACTION_RUN)
-		goto out;
-	if (config_path) {
-		st = ta_config_load_file(cfg, config_path, err);
+		if (pass == 1)
+			break;
+		if (optind < argc)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "unexpected argument '%s'",
+			                    argv[optind]);
+		if (*action != TA_ACTION_RUN)
+			return TA_OK;
+		ta_status st = config_path ? ta_config_load_file(cfg, config_path, err) : TA_OK;
 		if (st != TA_OK)
-			goto out;
+			return st;
 	}
-	for (int i = 0; i < n; i++) {
-		ta_error e = {0};
-		st = ta_config_set(cfg, rows[given[i]].key, values[i], &e);
-		if (st != TA_OK) {
-			/* the message starts with the setting's key: name the option as typed */
-			for (char *c = e.msg; *c && *c != ':'; c++)
-				if (*c == '_')
-					*c = '-';
-			ta_error_set(err, st, "--%s", e.msg);
-			goto out;
-		}
-	}
-out:
-	free(given);
-	free(values);
-	return st;
+	return TA_OK;
 }
 
 ta_status ta_config_finish(ta_config *cfg, ta_error *err)

@@ -1,49 +1,27 @@
 /* server.c: listeners, accepting, the event loops, signals and shutdown (see server.h).
  *
- * Startup: executor, the event loops (loop 0 is the main loop; loops 1.. get a libuv loop
- * and a thread each, with their sweep, resume check, executor port and wake handle), then
- * the Unix socket (parent directory created; a stale socket file from a dead daemon is
- * removed, a live one is an error; the umask is tightened around bind so that the socket
- * never exists with a wider mode than 0600 / 0660), then TCP when asked (loopback only
- * unless allow_remote), then SIGTERM / SIGINT handlers.
+ * Startup: the executor, the event loops (loops 1.. get a libuv loop and a thread each),
+ * the Unix socket (parent directory created; a stale socket file removed, a live one an
+ * error; the umask tightened around bind so that the socket never has a wider mode than
+ * 0600 / 0660), TCP when asked (loopback only unless allow_remote), the signal handlers.
  *
  * Accepting: the main loop accepts every connection and hands them round-robin to the
- * loops: loop 0 takes its own straight from the listener, as with one loop; for another
- * loop the socket is accepted, duplicated and queued on that loop, whose wake handle then
- * opens it in a connection of its own (uv_pipe_open / uv_tcp_open). Why not every loop
- * listening on the same socket: the loop that wakes first takes a whole burst of
- * connections (libuv accepts until EAGAIN), so a benchmark's clients, which connect at
- * once, would mostly land on one loop; round-robin spreads them evenly at the cost of a
- * dup and a wake-up per connection, which only a connection's first microseconds pay.
- * Over a limit (max_connections, the TCP share max_connections - unix_reserve, or
- * max_unauthenticated connections of the transport in their handshake; server.h) the
- * connection is accepted on loop 0, which first tries to make room by closing one of its
- * own connections that keeps others waiting (make_room: the oldest in its handshake, or the
- * one stalled longest, answered UNAVAILABLE); failing that the newcomer is answered with one
- * RESOURCE_EXHAUSTED response and closed, so that the client learns why; the refusals are
- * logged at most once per 10 s with a count. A connection gives its slot back as soon as it
- * starts closing (host_release), not when its last running request is done.
+ * loops (loop 0 takes its own from the listener; another loop gets a dup of the socket
+ * through its wake handle), so that a burst of clients connecting at once is spread
+ * evenly. Over a limit the connection stays on loop 0, which makes room (make_room) or
+ * answers it RESOURCE_EXHAUSTED and closes it; refusals are logged at most once per 10 s.
+ * A connection gives its slot back when it starts closing (host_release).
  *
- * What is server-wide and shared by the loops: the connection counts (atomics), the input
- * budget (max_input_total; conn.c reserves with atomics, and a loop that gives memory back
- * wakes the loops with waiters), the executor (each loop has its own port, so a large
- * request's done callback runs on the loop of its connection), the data log (its
- * durability callback runs on the main loop, which tells the other loops). Each loop has
- * its own dispatch scratch (arena, caches, pipelined persistence run) and, through the
- * thread, its own metrics shard.
- *
- * A periodic sweep per loop (sweep_timer, at most every second, more often for short
- * timeouts) applies handshake_timeout, frame_timeout and idle_timeout to that loop's
- * connections; loop 0's
- * also writes the counts of rate-limited log lines; resume_check wakes connections waiting
- * for input budget (max_input_total) in the loop turn after some was given back.
+ * Shared by the loops: the connection counts (atomics), the input budget (a loop that gives
+ * memory back wakes the loops with waiters), the executor (each loop has its own port) and
+ * the data log (its durability callback runs on the main loop, which tells the others).
+ * Each loop sweeps its connections' timeouts (sweep_timer) and wakes those waiting for
+ * input budget after a loop turn that gave some back (resume_check).
  *
  * Shutdown: ta_server_shutdown closes the listeners, removes the socket file and has every
- * loop drain its connections (loop 0 at once, the others through their wake handles);
- * each freed connection tells its loop (ta_conn_host.gone); a loop with none left closes
- * its handles (its thread's uv_run then returns) and tells the main loop, which stops the
- * executor and closes the signal handles once every loop is done, so uv_run returns;
- * ta_server_free joins the threads. */
+ * loop drain its connections; a loop with none left closes its handles and tells the main
+ * loop, which stops the executor and closes the signal handles once every loop is done, so
+ * uv_run returns; ta_server_free joins the threads. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_setname_np */
 #endif
@@ -527,10 +505,7 @@ static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_
 		free(h);
 		return;
 	}
-	h->next = NULL;
-	h->fd = dup_fd;
-	h->tcp = tcp;
-	h->serial = ++srv->next_serial;
+	*h = (ta_server_handoff){.fd = dup_fd, .tcp = tcp, .serial = ++srv->next_serial};
 	slots_add(srv, tcp);
 	pthread_mutex_lock(&l->lock);
 	*l->handoff_tail = h;
@@ -694,35 +669,19 @@ static void on_connection(uv_stream_t *listener, int status)
 	conn_admit(l, conn);
 }
 
-/* Creates the missing directories of path's parent (mkdir -p) with mode. Returns 0 or
- * an errno value. */
+/* Creates the missing directories of path's parent (mkdir -p) with mode; path fits in a
+ * sockaddr_un. Returns 0 or an errno value. */
 static int make_parent_dirs(const char *path, mode_t mode)
 {
-	char *dir = strdup(path);
-	if (!dir)
-		return ENOMEM;
-	char *slash = strrchr(dir, '/');
-	if (!slash || slash == dir) {
-		free(dir);
-		return 0;
-	}
-	*slash = '\0';
-	int rc = 0;
-	for (char *p = dir + 1;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char saved = *p;
+	char dir[sizeof(((struct sockaddr_un *)NULL)->sun_path)];
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *p = strchr(dir + 1, '/'); p; p = strchr(p + 1, '/')) {
 		*p = '\0';
-		if (mkdir(dir, mode) != 0 && errno != EEXIST) {
-			rc = errno;
-			break;
-		}
-		*p = saved;
-		if (saved == '\0')
-			break;
+		if (mkdir(dir, mode) != 0 && errno != EEXIST)
+			return errno;
+		*p = '/';
 	}
-	free(dir);
-	return rc;
+	return 0;
 }
 
 /* Checks an existing file at path: removes a stale socket, refuses anything else. */
