@@ -105,15 +105,28 @@ static bool is_string(conf_type t)
 	return t == T_STRING || t == T_PATH || t == T_HOSTPORT;
 }
 
-/* A unit a number may carry: its spelling and what it multiplies the number by. */
-typedef struct conf_unit {
-	const char *name; /* as written after the digits ("" for none) */
-	uint64_t mult;    /* bytes or milliseconds per unit */
-} conf_unit;
+/* A spelling and the number it stands for: a unit (its multiplier) or a name (its value). */
+typedef struct conf_name {
+	const char *name; /* as written ("" for a number without unit) */
+	uint64_t value;   /* bytes or milliseconds per unit, or the name's value */
+} conf_name;
+
+/* Looks text up in names (ended by a NULL name), compared by same. Returns 0 with the value
+ * in *out, or -1. */
+static int lookup(const char *text, const conf_name *names, int (*same)(const char *, const char *),
+                  uint64_t *out)
+{
+	for (; names->name; names++)
+		if (same(text, names->name) == 0) {
+			*out = names->value;
+			return 0;
+		}
+	return -1;
+}
 
 /* Parses digits followed by one of units (spelled as same() compares), into *out.
  * Returns 0, or -1 on a malformed or overflowing value. */
-static int parse_with_unit(const char *text, const conf_unit *units,
+static int parse_with_unit(const char *text, const conf_name *units,
                            int (*same)(const char *, const char *), uint64_t *out)
 {
 	/* A digit first: strtoull would also take leading blanks and a sign, and turn
@@ -123,36 +136,23 @@ static int parse_with_unit(const char *text, const conf_unit *units,
 	errno = 0;
 	char *end = NULL;
 	unsigned long long v = strtoull(text, &end, 10);
-	for (; errno == 0 && units->name; units++)
-		if (same(end, units->name) == 0 && v <= UINT64_MAX / units->mult) {
-			*out = (uint64_t)v * units->mult;
-			return 0;
-		}
-	return -1;
+	uint64_t mult = 1;
+	if (errno != 0 || lookup(end, units, same, &mult) != 0 || v > UINT64_MAX / mult)
+		return -1;
+	*out = (uint64_t)v * mult;
+	return 0;
 }
 
 int ta_config_parse_size(const char *text, uint64_t *out)
 {
 	// clang-format off
-	static const conf_unit units[] = {
+	static const conf_name units[] = {
 	    {"", 1}, {"K", 1ull << 10}, {"KiB", 1ull << 10}, {"KB", 1ull << 10},
 	    {"M", 1ull << 20}, {"MiB", 1ull << 20}, {"MB", 1ull << 20},
 	    {"G", 1ull << 30}, {"GiB", 1ull << 30}, {"GB", 1ull << 30},
 	    {"T", 1ull << 40}, {"TiB", 1ull << 40}, {"TB", 1ull << 40}, {NULL, 0}};
 	// clang-format on
 	return parse_with_unit(text, units, strcasecmp, out);
-}
-
-/* Parses a duration: digits with an optional unit ms, s (the default), m or h. Returns 0
- * on success (*out in milliseconds), -1 on a malformed or overflowing value. */
-static int parse_duration(const char *text, uint64_t *out)
-{
-	// clang-format off
-	static const conf_unit units[] = {
-	    {"", 1000}, {"s", 1000}, {"ms", 1}, {"m", 60000}, {"min", 60000}, {"h", 3600000},
-	    {NULL, 0}};
-	// clang-format on
-	return parse_with_unit(text, units, strcmp, out);
 }
 
 /* Parses a decimal integer in [lo, hi]; returns 0 or -1. */
@@ -167,37 +167,6 @@ static int parse_int(const char *text, int64_t lo, int64_t hi, int64_t *out)
 		return -1;
 	*out = v;
 	return 0;
-}
-
-/* Parses true/false/yes/no/on/off/1/0; returns 0 or -1. */
-static int parse_bool(const char *text, bool *out)
-{
-	static const char *yes[] = {"true", "yes", "on", "1"};
-	static const char *no[] = {"false", "no", "off", "0"};
-	for (size_t i = 0; i < 4; i++) {
-		if (strcasecmp(text, yes[i]) == 0) {
-			*out = true;
-			return 0;
-		}
-		if (strcasecmp(text, no[i]) == 0) {
-			*out = false;
-			return 0;
-		}
-	}
-	return -1;
-}
-
-/* Parses auto, cpu or cuda; returns 0 or -1. */
-static int parse_backend(const char *text, int64_t *out)
-{
-	static const char *names[] = {
-	    [TA_BACKEND_AUTO] = "auto", [TA_BACKEND_CPU] = "cpu", [TA_BACKEND_CUDA] = "cuda"};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(text, names[i]) == 0) {
-			*out = (int64_t)i;
-			return 0;
-		}
-	return -1;
 }
 
 /* Writes a byte count with the largest suffix that divides it ("1K", "1G", "100"). */
@@ -257,11 +226,24 @@ static ta_status bad_value(const conf_row *r, const char *text, ta_error *err)
  * Returns TA_OK, TA_INVALID_ARGUMENT with r's message, or TA_RESOURCE_EXHAUSTED. */
 static ta_status parse_value(const conf_row *r, const char *text, conf_value *v, ta_error *err)
 {
+	// clang-format off
+	static const conf_name durations[] = {
+	    {"", 1000}, {"s", 1000}, {"ms", 1}, {"m", 60000}, {"min", 60000}, {"h", 3600000},
+	    {NULL, 0}};
+	static const conf_name bools[] = {
+	    {"true", 1}, {"yes", 1}, {"on", 1}, {"1", 1},
+	    {"false", 0}, {"no", 0}, {"off", 0}, {"0", 0}, {NULL, 0}};
+	static const conf_name backends[] = {
+	    {"auto", TA_BACKEND_AUTO}, {"cpu", TA_BACKEND_CPU}, {"cuda", TA_BACKEND_CUDA},
+	    {NULL, 0}};
+	// clang-format on
 	int bad = 0;
+	uint64_t u = 0;
 	ta_fsync_mode mode = TA_FSYNC_NO;
 	switch (r->type) {
 	case T_BOOL:
-		bad = parse_bool(text, &v->b);
+		bad = lookup(text, bools, strcasecmp, &u);
+		v->b = u != 0;
 		break;
 	case T_AUTO:
 		if (strcmp(text, "auto") == 0) {
@@ -276,7 +258,8 @@ static ta_status parse_value(const conf_row *r, const char *text, conf_value *v,
 		bad = ta_config_parse_size(text, &v->u) || v->u < (uint64_t)r->lo || v->u > r->hi;
 		break;
 	case T_DURATION:
-		bad = parse_duration(text, &v->u) || v->u < (uint64_t)r->lo || v->u > r->hi;
+		bad = parse_with_unit(text, durations, strcmp, &v->u) || v->u < (uint64_t)r->lo ||
+		      v->u > r->hi;
 		break;
 	case T_PATH:
 	case T_HOSTPORT:
@@ -289,7 +272,8 @@ static ta_status parse_value(const conf_row *r, const char *text, conf_value *v,
 			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 		break;
 	case T_BACKEND:
-		bad = parse_backend(text, &v->i);
+		bad = lookup(text, backends, strcmp, &u);
+		v->i = (int64_t)u;
 		break;
 	case T_LOG_LEVEL:
 		v->i = ta_log_level_parse(text);
