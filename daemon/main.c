@@ -40,29 +40,41 @@
  * (logged) for a bad text or no device. */
 static int parse_devices(const char *text, const char *kind, int *ords)
 {
-	bool cpu = strcmp(kind, "cpu") == 0;
-	if (strcmp(text, "all") == 0) {
-		int n = cpu ? 1 : ta_cuda_device_count();
-		if (n > TA_MAX_DEVICES)
-			n = TA_MAX_DEVICES;
-		for (int i = 0; i < n; i++)
-			ords[i] = i;
+	bool all = strcmp(text, "all") == 0;
+	char *end = NULL;
+	long v = 0;
+	int n = 0;
+	if (strcmp(kind, "cpu") == 0) { /* one number: that many pools */
+		errno = 0;
+		v = all ? 1 : *text >= '0' && *text <= '9' ? strtol(text, &end, 10) : 0;
+		if (errno || (end && *end) || v < 1 || v > TA_MAX_DEVICES) {
+			ta_log(
+			    TA_LOG_ERR,
+			    "devices: '%s' is not a pool count 1..64 (or all) for the CPU backend",
+			    text);
+			return 0;
+		}
+		for (n = 0; n < v; n++)
+			ords[n] = n;
+		return n;
+	}
+	if (all) {
+		int count = ta_cuda_device_count();
+		for (n = 0; n < count && n < TA_MAX_DEVICES; n++)
+			ords[n] = n;
 		if (n == 0)
 			ta_log(TA_LOG_ERR, "devices: 'all' found no CUDA device");
 		return n;
 	}
-	int n = 0;
-	const char *p = text;
-	for (;;) {
-		char *end = NULL;
+	for (const char *p = text;; p = end + 1) {
 		errno = 0;
-		long v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
+		v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
 		bool more = v >= 0 && *end == ',' && end[1] >= '0' && end[1] <= '9';
 		if (v < 0 || errno || (*end && !more) || n >= TA_MAX_DEVICES ||
-		    v >= (cpu ? TA_MAX_DEVICES + 1 : TA_MAX_DEVICES)) {
-			ta_log(TA_LOG_ERR, "devices: '%s' is not %s", text,
-			       cpu ? "a pool count 1..64 (or all) for the CPU backend"
-			           : "all or a list of distinct CUDA ordinals (0,1)");
+		    v >= TA_MAX_DEVICES) {
+			ta_log(TA_LOG_ERR,
+			       "devices: '%s' is not all or a list of distinct CUDA ordinals (0,1)",
+			       text);
 			return 0;
 		}
 		for (int i = 0; i < n; i++)
@@ -72,22 +84,8 @@ static int parse_devices(const char *text, const char *kind, int *ords)
 			}
 		ords[n++] = (int)v;
 		if (!more)
-			break;
-		p = end + 1;
+			return n;
 	}
-	if (cpu) { /* one number: that many pools */
-		if (n != 1 || ords[0] < 1) {
-			ta_log(TA_LOG_ERR,
-			       "devices: '%s' is not a pool count 1..64 (or all) for the "
-			       "CPU backend",
-			       text);
-			return 0;
-		}
-		n = ords[0];
-		for (int i = 0; i < n; i++)
-			ords[i] = i;
-	}
-	return n;
 }
 
 /* Enables peer access between every pair of the n GPUs ords[] that allows it, logs which

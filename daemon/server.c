@@ -27,14 +27,12 @@
 #endif
 #include "server.h"
 
-#include <arpa/inet.h>
 #include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <netdb.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,10 +66,15 @@ static bool loop_is_direct(const ta_server_loop *l)
 	return l->index == 0 || !l->thread_started;
 }
 
-/* Asks loop l (another thread's) for the TA_LOOP_WAKE_* bits in flags. */
-static void loop_wake(ta_server_loop *l, unsigned flags)
+/* Asks loop l (another thread's) for the TA_LOOP_WAKE_* bits in flags, and to adopt the
+ * socket h when not NULL (queued even if the loop has finished: ta_server_free closes it). */
+static void loop_wake(ta_server_loop *l, unsigned flags, ta_server_handoff *h)
 {
 	pthread_mutex_lock(&l->lock);
+	if (h) {
+		*l->handoff_tail = h;
+		l->handoff_tail = &h->next;
+	}
 	if (l->wake_open) {
 		l->wake_flags |= flags;
 		int rc = uv_async_send(&l->wake);
@@ -146,7 +149,7 @@ static void host_input_freed(ta_conn_host *host)
 	for (unsigned i = 0; i < srv->nloops_ready; i++) {
 		ta_server_loop *l = &srv->loops[i];
 		if (l != me && atomic_load(&l->host.input_waiters))
-			loop_wake(l, TA_LOOP_WAKE_RESUME);
+			loop_wake(l, TA_LOOP_WAKE_RESUME, NULL);
 	}
 }
 
@@ -507,13 +510,7 @@ static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_
 	}
 	*h = (ta_server_handoff){.fd = dup_fd, .tcp = tcp, .serial = ++srv->next_serial};
 	slots_add(srv, tcp);
-	pthread_mutex_lock(&l->lock);
-	*l->handoff_tail = h;
-	l->handoff_tail = &h->next;
-	rc = uv_async_send(&l->wake);
-	pthread_mutex_unlock(&l->lock);
-	if (rc != 0)
-		ta_log(TA_LOG_ERR, "loop %u: uv_async_send failed: %s", l->index, uv_strerror(rc));
+	loop_wake(l, 0, h);
 }
 
 /* The limits a newcomer may find reached (over_limit). */
@@ -601,25 +598,6 @@ static bool make_room(ta_server *srv, bool tcp, bool handshakes)
 	return true;
 }
 
-/* Over a limit: makes room (each closing frees a slot at once) while it can. Returns the
- * limit still reached (LIMIT_NONE: the newcomer may be admitted), its message in msg. A
- * handshake cap with no connection to close (all accepted in this loop turn: a burst of
- * clients connecting at once) lets the newcomer in as far as the slots allow. */
-static server_limit admit_or_make_room(ta_server *srv, bool tcp, char *msg, size_t size)
-{
-	bool soft_handshakes = false;
-	for (;;) {
-		server_limit lim = over_limit(srv, tcp, soft_handshakes, msg, size);
-		if (lim == LIMIT_NONE)
-			return LIMIT_NONE;
-		if (make_room(srv, tcp, lim == LIMIT_HANDSHAKES))
-			continue;
-		if (lim != LIMIT_HANDSHAKES)
-			return lim;
-		soft_handshakes = true;
-	}
-}
-
 /* Accept callback shared by both listeners (main loop). */
 static void on_connection(uv_stream_t *listener, int status)
 {
@@ -655,12 +633,22 @@ static void on_connection(uv_stream_t *listener, int status)
 	}
 	if (!conn_opened(l, conn))
 		return;
-	/* over a limit: make room, else refuse */
-	if (full && admit_or_make_room(srv, tcp, msg, sizeof(msg)) != LIMIT_NONE) {
-		ta_log_limited(&srv->refuse_log, TA_LOG_WARNING,
-		               "connection %" PRIu64 " refused: %s", conn->serial, msg);
-		ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
-		return;
+	/* over a limit: make room (each closing frees a slot at once) while it can; a handshake
+	 * cap with no connection to close (a burst of clients accepted in this loop turn) lets
+	 * the newcomer in as far as the slots allow; else it is refused */
+	for (bool soft_handshakes = false; full;) {
+		server_limit lim = over_limit(srv, tcp, soft_handshakes, msg, sizeof(msg));
+		if (lim == LIMIT_NONE)
+			break;
+		if (make_room(srv, tcp, lim == LIMIT_HANDSHAKES))
+			continue;
+		if (lim != LIMIT_HANDSHAKES) {
+			ta_log_limited(&srv->refuse_log, TA_LOG_WARNING,
+			               "connection %" PRIu64 " refused: %s", conn->serial, msg);
+			ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
+			return;
+		}
+		soft_handshakes = true;
 	}
 	slots_add(srv, tcp);
 	conn->counted = true;
@@ -866,7 +854,7 @@ static void on_persisted(void *arg)
 {
 	ta_server *srv = arg;
 	for (unsigned i = 1; i < srv->nloops_ready; i++)
-		loop_wake(&srv->loops[i], TA_LOOP_WAKE_PERSISTED);
+		loop_wake(&srv->loops[i], TA_LOOP_WAKE_PERSISTED, NULL);
 	loop_persisted(&srv->loops[0]);
 }
 
@@ -1129,7 +1117,7 @@ void ta_server_shutdown(ta_server *srv)
 		if (loop_is_direct(l))
 			loop_stop(l, force);
 		else
-			loop_wake(l, force ? TA_LOOP_WAKE_FORCE : TA_LOOP_WAKE_DRAIN);
+			loop_wake(l, force ? TA_LOOP_WAKE_FORCE : TA_LOOP_WAKE_DRAIN, NULL);
 	}
 	server_check_done(srv);
 }
