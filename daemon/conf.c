@@ -21,7 +21,7 @@
 /* How a value is written (ta_conf.def describes each); T_CLI: a command-line-only row. */
 // clang-format off
 typedef enum conf_type {
-	T_BOOL, T_INT, T_AUTO, T_SIZE, T_DURATION, T_STRING, T_PATH, T_HOSTPORT, T_BACKEND,
+	T_BOOL, T_INT, T_AUTO, T_SIZE, T_SIZE32, T_DURATION, T_STRING, T_PATH, T_HOSTPORT, T_BACKEND,
 	T_LOG_LEVEL, T_FSYNC, T_CLI
 } conf_type;
 // clang-format on
@@ -67,7 +67,7 @@ static const conf_row rows[N_ROWS] = {
 typedef union conf_value {
 	bool b;     /* T_BOOL */
 	int64_t i;  /* T_INT, T_AUTO and the name types */
-	uint64_t u; /* T_SIZE, T_DURATION */
+	uint64_t u; /* T_SIZE, T_SIZE32, T_DURATION */
 	char *s;    /* the string types: malloc'd, NULL when empty */
 } conf_value;
 
@@ -79,6 +79,7 @@ typedef union conf_value {
 #define STORE_FSYNC         STORE_INT
 #define STORE_BACKEND(f, v) ((f) = (ta_backend_choice)(v).i)
 #define STORE_SIZE(f, v)    ((f) = (v).u)
+#define STORE_SIZE32(f, v)  ((f) = (uint32_t)(v).u)
 #define STORE_DURATION      STORE_SIZE
 #define STORE_STRING(f, v)  (free(f), (f) = (v).s)
 #define STORE_PATH          STORE_STRING
@@ -199,6 +200,7 @@ static ta_status bad_value(const conf_row *r, const char *text, ta_error *err)
 		         (unsigned long long)r->hi, sep, r->note);
 		break;
 	case T_SIZE:
+	case T_SIZE32:
 		if (r->hi != UINT64_MAX) {
 			char lo[32], hi[32];
 			format_size(lo, sizeof(lo), (uint64_t)r->lo);
@@ -255,6 +257,7 @@ static ta_status parse_value(const conf_row *r, const char *text, conf_value *v,
 		bad = parse_int(text, r->lo, (int64_t)r->hi, &v->i);
 		break;
 	case T_SIZE:
+	case T_SIZE32:
 		bad = ta_config_parse_size(text, &v->u) || v->u < (uint64_t)r->lo || v->u > r->hi;
 		break;
 	case T_DURATION:

@@ -62,57 +62,28 @@ typedef enum ta_backend_choice {
 #define TA_SERVER_INLINE_CUDA_CONNS 1u
 #define TA_SERVER_BUSY_MS           100u
 
-/* Every setting of the daemon. Strings are malloc'd (NULL when unset). */
+/* The C type of a setting's field, by its type in ta_conf.def (TA_CONF_CTYPE_##type). */
+#define TA_CONF_CTYPE_BOOL      bool
+#define TA_CONF_CTYPE_INT       int
+#define TA_CONF_CTYPE_AUTO      int
+#define TA_CONF_CTYPE_SIZE      uint64_t
+#define TA_CONF_CTYPE_SIZE32    uint32_t
+#define TA_CONF_CTYPE_DURATION  uint64_t
+#define TA_CONF_CTYPE_STRING    char *
+#define TA_CONF_CTYPE_PATH      char *
+#define TA_CONF_CTYPE_HOSTPORT  char *
+#define TA_CONF_CTYPE_BACKEND   ta_backend_choice
+#define TA_CONF_CTYPE_LOG_LEVEL int /* a ta_log_level */
+#define TA_CONF_CTYPE_FSYNC     int /* a ta_fsync_mode (persist.h) */
+
+/* Every setting of the daemon: one field per TA_CONF row of ta_conf.def, whose help says
+ * what it holds (a value `auto` is stored as in the TA_CONFIG_*_AUTO above). Strings are
+ * malloc'd (NULL when unset); socket_path is NULL until ta_config_finish. */
 typedef struct ta_config {
-	char *socket_path;         /* Unix socket path; NULL until ta_config_finish */
-	char *socket_group;        /* group owning the socket (mode 0660); NULL: 0600 */
-	char *listen;              /* TCP "HOST:PORT" to listen on too; NULL: no TCP */
-	bool allow_remote;         /* allow a non-loopback --listen / --metrics address */
-	char *metrics;             /* "HOST:PORT" of the Prometheus endpoint; NULL: none */
-	ta_backend_choice backend; /* auto, cpu or cuda */
-	int device;                /* CUDA device ordinal */
-	char *devices;             /* --devices: "N", "all" or a list of ordinals; NULL: one */
-	char *placement;           /* --placement: default placement text; NULL: device 0 */
-	int workers;               /* executor threads running requests (TA_CONFIG_WORKERS_AUTO:
-	                              by backend) */
-	int cpu_threads;           /* CPU backend threads per request (0: one per core) */
-	int log_level;             /* most verbose ta_log_level written */
-	uint32_t max_frame;        /* largest frame payload accepted or sent, bytes */
-	int max_connections;       /* simultaneous client connections */
-	uint64_t max_tile_bytes;   /* bytes of one tile (0: unlimited) */
-	uint64_t max_total_bytes;  /* bytes of all tiles together (0: unlimited) */
-	int max_pending;           /* queued requests per connection before reading pauses */
-	int batch_window_us;       /* CUDA: microseconds a batch waits for more requests */
-	int busy_poll_us;          /* after input, an event loop polls without sleeping this
-	                              many microseconds (0: it sleeps at once) */
-	int loops;                 /* event loop threads (TA_CONFIG_LOOPS_AUTO: by CPUs) */
-	int async_apply;           /* 1: loops hand small plans to apply_async, 0: never,
-	                              TA_CONFIG_ASYNC_AUTO: by backend (ta_config_async) */
-	int batch_min;             /* whole frames a read must bring to go to a worker as one
-	                              job (0: never; TA_CONFIG_BATCH_AUTO: by CPUs and workers) */
-	int inline_max;            /* elements a request may have to run on the loop thread
-	                              (-1: none; TA_CONFIG_INLINE_AUTO: by backend) */
-	uint64_t max_write_queue;  /* unsent response bytes per connection before pausing */
-	int shutdown_timeout;      /* seconds a shutdown waits for connections (0: forever) */
-	uint64_t frame_timeout_ms; /* longest a partial frame may be held (0: forever) */
-	uint64_t idle_timeout_ms;  /* longest a connection may send and take nothing (0: forever) */
-	uint64_t max_input_total;  /* input bytes all connections may hold (0: unlimited) */
-	uint64_t handshake_timeout_ms; /* longest a connection may take to finish Hello (and
-	                                  Auth where needed) (0: forever) */
-	int max_unauthenticated;       /* connections of one transport (TCP, Unix) that have
-	                                  not finished the handshake, at once */
-	int unix_reserve;              /* slots of max_connections TCP can never take */
-	uint64_t max_tiles;            /* tiles at once (0: unlimited) */
-	char *auth_file;               /* file holding the secret TCP clients prove; NULL: none */
-	bool foreground;               /* --foreground given (the daemon never forks anyway) */
-	char *config_file;             /* the file loaded, NULL when none */
-	char *data_dir;                /* snapshot and log folder (persist.h); NULL: none */
-	int fsync_mode;                /* ta_fsync_mode (persist.h): when the log is fsynced */
-	uint64_t compact_size;         /* log bytes that start an automatic snapshot (0: never) */
-	bool accept_log_loss;          /* start although logged records once durable are
-	                                  missing */
-	uint64_t max_log_buffer;       /* log bytes waiting for the writer before mutations wait
-	                                  (0: unbounded) */
+#define TA_CONF(key, sh, type, field, ...) TA_CONF_CTYPE_##type field;
+#include "ta_conf.def"
+#undef TA_CONF
+	char *config_file; /* the file loaded, NULL when none */
 } ta_config;
 
 /* What main should do after parsing the command line. */
