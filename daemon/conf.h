@@ -30,17 +30,14 @@ typedef enum ta_backend_choice {
 #define TA_CONFIG_WORKERS_AUTO 0
 /* Workers of the CPU backend (auto): each runs requests on the CPU. */
 #define TA_SERVER_WORKERS_CPU 4
-/* Workers of the CUDA backend (auto): each mostly waits for the GPU, and concurrent
- * callers are what fills a batch (one connection's requests run one at a time). */
+/* Workers of the CUDA backend (auto): each mostly waits for the GPU; callers fill batches. */
 #define TA_SERVER_WORKERS_CUDA 64
 /* batch_min: 4 with at least 2 workers and 4 CPUs unless several event loops run the CPU
  * backend, else 0 (never). */
 #define TA_CONFIG_BATCH_AUTO (-1)
-/* loops: on the CPU backend or with async, with TA_SERVER_LOOPS_MIN_CPUS or more CPUs half
- * the CPUs, at most TA_SERVER_LOOPS_MAX per device; else 1 (ta_config_loops). */
+/* loops: by CPUs, devices and backend (ta_config_loops). */
 #define TA_CONFIG_LOOPS_AUTO 0
-/* async_apply: on where the backend has apply_async and is not the CPU backend
- * (ta_config_async). */
+/* async_apply: by backend (ta_config_async). */
 #define TA_CONFIG_ASYNC_AUTO (-1)
 /* CPUs a machine needs for loops auto to run more than one event loop. */
 #define TA_SERVER_LOOPS_MIN_CPUS 4
@@ -48,20 +45,16 @@ typedef enum ta_backend_choice {
 #define TA_SERVER_LOOPS_MAX 8
 /* Most event loops --loops accepts. */
 #define TA_CONFIG_LOOPS_LIMIT 64
-/* inline_max: choose by backend (TA_SERVER_INLINE_CPU on the CPU backend; on CUDA by the
- * number of busy connections, see TA_SERVER_INLINE_CUDA). */
+/* inline_max: by backend (TA_SERVER_INLINE_CPU; on CUDA TA_SERVER_INLINE_CUDA). */
 #define TA_CONFIG_INLINE_AUTO (-2)
 /* Elements a request may process to run on the loop thread of the CPU backend (auto). */
 #define TA_SERVER_INLINE_CPU 4096
-/* CUDA backend (auto): while at most TA_SERVER_INLINE_CUDA_CONNS connections are busy (sent
- * bytes in the last TA_SERVER_BUSY_MS), a request of up to TA_SERVER_INLINE_CUDA elements
- * runs on the loop thread (a lone client gets the shortest path: one GPU round trip, no
- * thread hand-offs); with more, every request with elements goes to the workers, whose
- * GPU round trips overlap in batches. */
+/* CUDA backend (auto): while at most TA_SERVER_INLINE_CUDA_CONNS connections of a loop are
+ * busy (sent bytes in the last TA_SERVER_BUSY_MS), requests of up to TA_SERVER_INLINE_CUDA
+ * elements run on the loop thread; else on the workers, whose GPU round trips overlap. */
 #define TA_SERVER_INLINE_CUDA       1024
 #define TA_SERVER_INLINE_CUDA_CONNS 1u
 #define TA_SERVER_BUSY_MS           100u
-
 /* The C type of a setting's field, by its type in ta_conf.def (TA_CONF_CTYPE_##type). */
 #define TA_CONF_CTYPE_BOOL      bool
 #define TA_CONF_CTYPE_INT       int
@@ -114,10 +107,9 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
                                ta_error *err);
 
 /* Completes derived settings (the default socket path: $XDG_RUNTIME_DIR/tileatom/
- * tileatomd.sock, or /run/tileatom/tileatomd.sock for root) and checks settings against
- * each other (max_input_total holds at least one max_frame). Returns TA_OK,
- * TA_UNAVAILABLE (a socket problem: the daemon exits 1) when no default can be found, or
- * TA_INVALID_ARGUMENT when two settings disagree. */
+ * tileatomd.sock, or /run/tileatom/tileatomd.sock for root) and checks that
+ * max_input_total holds one max_frame. Returns TA_OK, TA_UNAVAILABLE (no default socket:
+ * the daemon exits 1) or TA_INVALID_ARGUMENT (two settings disagree). */
 ta_status ta_config_finish(ta_config *cfg, ta_error *err);
 
 /* Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024, also
@@ -131,16 +123,14 @@ void ta_config_usage(FILE *out, const char *argv0);
  * backend_name ("cpu", "cuda"). */
 int ta_config_workers(const ta_config *cfg, const char *backend_name);
 /* True when the event loops hand pipelined small plans to the backend's apply_async: the
- * backend named backend_name has one (has_async), there is no data log (persistent: with
- * one, logged requests keep their order through the workers), and async_apply is 1, or
- * auto on a backend other than the CPU's (whose loops apply small plans at once). */
+ * backend named backend_name has one (has_async), there is no data log (persistent), and
+ * async_apply is 1, or auto on a backend other than the CPU's. */
 bool ta_config_async(const ta_config *cfg, const char *backend_name, bool has_async,
                      bool persistent);
-/* The event loops to start for the backend named backend_name over devices devices on a
- * machine with cpus online CPUs (resolves auto: half the CPUs, at most TA_SERVER_LOOPS_MAX
- * for each device (a daemon over several GPUs feeds them as one daemon per GPU would) and
- * TA_CONFIG_LOOPS_LIMIT in all, on the CPU backend or with async (ta_config_async); else 1:
- * CUDA's small requests then go to the workers in batches). */
+/* The event loops to start for the backend named backend_name over devices devices with
+ * cpus online CPUs. Auto, on the CPU backend or with async and TA_SERVER_LOOPS_MIN_CPUS
+ * CPUs: half the CPUs, at most TA_SERVER_LOOPS_MAX per device, TA_CONFIG_LOOPS_LIMIT in
+ * all; else 1. */
 int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, bool async,
                     int devices);
 

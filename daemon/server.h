@@ -1,28 +1,24 @@
 /* server.h: the listeners and the life cycle of tileatomd's event loops: a Unix socket
  * (always) and a TCP socket (with --listen), the event loops (--loops: loop 0 on the main
  * thread, the others on threads of their own, each owning its connections), the
- * connection limit, the signal handlers, and the orderly shutdown: stop accepting, let
- * every connection of every loop finish the requests it has already sent, flush the
- * responses, close, remove the socket file, stop the loops and the executor, and let
- * uv_run return. A second SIGTERM/SIGINT closes connections at once (requests already
- * running still complete, their responses are dropped).
+ * connection limits, the signal handlers, and the orderly shutdown: stop accepting, let
+ * every connection finish the requests it has sent and flush the responses, close, remove
+ * the socket file, stop the loops and the executor. A second SIGTERM/SIGINT closes
+ * connections at once (running requests complete, their responses are dropped).
  *
- * Connections (conn.c) reach the server only through the ta_conn_host (conn.h) it fills
- * at start and hands to each connection; conn.c does not include this header, so the
- * arrows between the two point one way. The server keeps its connection list and counters
- * itself and may use conn.h's API and the fields of struct ta_conn it owns or reads
- * (prev/next, counted, pending, the handle, serial).
+ * Connections (conn.c) reach the server only through the ta_conn_host (conn.h) each loop
+ * hands them; conn.c does not include this header. The server keeps the connection lists
+ * and counters and uses the fields of struct ta_conn it owns (prev/next, counted, pending).
  *
- * Slots: max_connections in all; TCP connections at most max_connections - unix_reserve
- * (so that local clients always find room); connections in their handshake (Hello, and
- * Auth where needed) at most max_unauthenticated per transport. A newcomer over a limit
- * first makes room on the main loop: over max_unauthenticated it closes the oldest
- * connection of its transport still in its handshake that has been polled for input at
- * least once (a burst of clients connecting at once, all accepted in one loop turn before
- * any could be read, is admitted over the cap, as long as the slots allow); over the other
- * limits a stalled one (in its handshake, or holding a partial frame or waiting for input
- * memory, for at least TA_SERVER_STALL_MS; a TCP newcomer only a TCP one), the longest
- * stalled first. Only when there is none on the main loop is it refused. */
+ * Slots: max_connections in all; TCP at most max_connections - unix_reserve (local clients
+ * always find room); at most max_unauthenticated per transport in their handshake (Hello,
+ * and Auth where needed). A newcomer over a limit first makes room on the main loop: over
+ * max_unauthenticated it closes the oldest connection of its transport still in its
+ * handshake that has been polled for input at least once (a burst accepted in one loop turn
+ * is admitted over the cap as far as the slots allow); over the other limits the one stalled
+ * longest (in its handshake, holding a partial frame or waiting for input memory, for at
+ * least TA_SERVER_STALL_MS; for a TCP newcomer a TCP one). Only when there is none is it
+ * refused. */
 #ifndef TA_DAEMON_SERVER_H
 #define TA_DAEMON_SERVER_H
 
