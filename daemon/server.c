@@ -242,7 +242,6 @@ static void host_gone(ta_conn_host *host, ta_conn *conn)
 		l->conns = conn->next;
 	if (conn->next)
 		conn->next->prev = conn->prev;
-	l->nconns--;
 	atomic_fetch_sub(&srv->nconns, 1);
 	conn_unslot(srv, conn);
 	loop_check_done(l);
@@ -276,7 +275,6 @@ static void loop_link(ta_server_loop *l, ta_conn *conn)
 	if (l->conns)
 		l->conns->prev = conn;
 	l->conns = conn;
-	l->nconns++;
 	atomic_fetch_add(&l->srv->nconns, 1);
 }
 

@@ -65,9 +65,8 @@ typedef struct ta_server_loop {
 	uv_loop_t *loop;             /* its libuv loop (index 0: the server's) */
 	uv_loop_t own_loop;          /* the loop of index > 0 */
 	bool own_loop_init;          /* own_loop initialised (closed by ta_server_free) */
-	uv_pipe_t spare_probe;       /* index > 0: a pipe initialised and closed at start, so
-	                                that libuv opens the loop's spare fd (for EMFILE) then
-	                                rather than with the loop's first connection */
+	uv_pipe_t spare_probe;       /* index > 0: opened and closed at start, so that libuv
+	                                takes the loop's spare fd (EMFILE) then, not later */
 	pthread_t thread;            /* its thread (index > 0) */
 	bool thread_started;         /* the thread runs (ta_server_free joins it) */
 	ta_conn_host host;           /* what its connections get of the server (conn.h) */
@@ -75,18 +74,13 @@ typedef struct ta_server_loop {
 	ta_executor_port port;       /* index > 0: where its large requests come back */
 	bool port_open;              /* port initialised and not closed */
 	ta_conn *conns;              /* its connections (a doubly-linked list) */
-	unsigned nconns;             /* connections in the list, rejected ones included */
 	uv_timer_t sweep_timer;      /* periodic: timeouts of its connections */
-	uv_check_t resume_check;     /* after each loop turn: wakes connections waiting for
-	                                input budget once some was given back */
+	uv_check_t resume_check;     /* after each turn: wakes connections waiting for input */
 	bool resume_pending;         /* input budget was given back while connections wait */
-	uint64_t turn;               /* loop iterations so far (counted by resume_check): a
-	                                connection accepted in turn T has been polled for
-	                                input once turn T + 2 has begun */
-	uv_check_t spin_check;       /* --busy-poll: after each loop turn, keeps spin_idle
-	                                running while input came in the last busy_poll_us */
-	uv_idle_t spin_idle;         /* --busy-poll: while active, the loop polls its sockets
-	                                without sleeping (its callback does nothing) */
+	uint64_t turn;               /* loop iterations so far (resume_check): a connection
+	                                accepted in turn T has been polled by turn T + 2 */
+	uv_check_t spin_check;       /* --busy-poll: keeps spin_idle active after input */
+	uv_idle_t spin_idle;         /* --busy-poll: while active, the loop never sleeps */
 	uint64_t spin_until_ns;      /* uv_hrtime() until which spin_idle stays active */
 	uv_timer_t busy_timer;       /* counts the busy connections (inline_lone) */
 	uv_async_t wake;             /* other threads' requests: handoffs, wake_flags */
