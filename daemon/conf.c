@@ -21,8 +21,8 @@
 /* How a value is written (ta_conf.def describes each); T_CLI: a command-line-only row. */
 // clang-format off
 typedef enum conf_type {
-	T_BOOL, T_INT, T_AUTO, T_SIZE, T_SIZE32, T_DURATION, T_STRING, T_PATH, T_HOSTPORT, T_BACKEND,
-	T_LOG_LEVEL, T_FSYNC, T_CLI
+	T_BOOL, T_INT, T_AUTO, T_SIZE, T_SIZE32, T_DURATION, T_STRING, T_PATH, T_HOSTPORT,
+	T_BACKEND, T_LOG_LEVEL, T_FSYNC, T_CLI
 } conf_type;
 // clang-format on
 
