@@ -368,89 +368,16 @@ static void on_main_wake(uv_async_t *handle)
 	server_check_done(handle->data);
 }
 
-/* Starts conn, counted against the limits by the caller. */
+/* Counts conn as a connection in its handshake (its slots were taken by slots_add) and
+ * starts it. */
 static void conn_admit(ta_server_loop *l, ta_conn *conn)
 {
+	conn->counted = true;
+	conn->pending = true;
+	conn->accepted_turn = l->turn;
 	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 " accepted (%s, loop %u, %u open)", conn->serial,
 	       conn->tcp ? "tcp" : "unix", l->index, atomic_load(&l->srv->nactive));
 	ta_conn_start(conn);
-}
-
-/* A connection's socket is open on loop l: TCP_NODELAY for TCP; closes it when the loop
- * drains (false). */
-static bool conn_opened(ta_server_loop *l, ta_conn *conn)
-{
-	int rc;
-	if (conn->tcp && (rc = uv_tcp_nodelay(&conn->h.tcp, 1)) != 0)
-		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": cannot set TCP_NODELAY: %s",
-		       conn->serial, uv_strerror(rc));
-	if (l->draining)
-		ta_conn_close(conn);
-	return !l->draining;
-}
-
-/* Loop l's thread: opens a socket the main loop accepted for it in a connection. */
-static void loop_adopt(ta_server_loop *l, ta_server_handoff *h)
-{
-	ta_server *srv = l->srv;
-	ta_conn *conn = ta_conn_new(&l->host, h->tcp, h->serial);
-	if (!conn) {
-		ta_log(TA_LOG_ERR, "loop %u: out of memory opening connection %" PRIu64, l->index,
-		       h->serial);
-		close(h->fd);
-		slots_sub(srv, h->tcp, true);
-		return;
-	}
-	loop_link(l, conn);
-	conn->counted = true; /* counted by the main loop when it handed the socket over */
-	conn->pending = true;
-	conn->accepted_turn = l->turn;
-	int rc = h->tcp ? uv_tcp_open(&conn->h.tcp, h->fd) : uv_pipe_open(&conn->h.pipe, h->fd);
-	if (rc != 0) {
-		ta_log(TA_LOG_WARNING, "loop %u: cannot open connection %" PRIu64 ": %s", l->index,
-		       h->serial, uv_strerror(rc));
-		close(h->fd);
-		ta_conn_close(conn);
-		return;
-	}
-	if (conn_opened(l, conn))
-		conn_admit(l, conn);
-}
-
-/* Log records became durable: loop l's connections send what waited for them. */
-static void loop_persisted(ta_server_loop *l)
-{
-	for (ta_conn *c = l->conns, *next; c; c = next) {
-		next = c->next; /* a failed log closes connections (freed later, in callbacks) */
-		ta_conn_persisted(c);
-	}
-}
-
-/* wake callback of loop l: sockets to adopt, then what other threads asked for. */
-static void on_loop_wake(uv_async_t *handle)
-{
-	ta_server_loop *l = handle->data;
-	pthread_mutex_lock(&l->lock);
-	ta_server_handoff *h = l->handoff_head;
-	l->handoff_head = NULL;
-	l->handoff_tail = &l->handoff_head;
-	unsigned flags = l->wake_flags;
-	l->wake_flags = 0;
-	pthread_mutex_unlock(&l->lock);
-	while (h) {
-		ta_server_handoff *next = h->next;
-		loop_adopt(l, h);
-		free(h);
-		h = next;
-	}
-	if (flags & TA_LOOP_WAKE_RESUME)
-		l->resume_pending = true; /* resume_check runs after this turn's callbacks */
-	if (flags & TA_LOOP_WAKE_PERSISTED)
-		loop_persisted(l);
-	if (flags & TA_LOOP_WAKE_DRAIN)
-		loop_stop(l, false);
-	if (flags & TA_LOOP_WAKE_FORCE)
-		loop_stop(l, true);
 }
 
 /* Accepts the pending connection of listener into a malloc'd handle of the main loop
@@ -479,6 +406,83 @@ static void drop_pending(ta_server *srv, uv_stream_t *listener, bool tcp)
 		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
 	if (tmp)
 		uv_close(tmp, on_handle_freed);
+}
+
+/* Opens a connection on loop l: the socket pending on listener (loop 0), or else fd, which
+ * the main loop accepted for l; TCP_NODELAY for TCP. Returns it linked into l's list and not
+ * yet counted, or NULL (logged; the socket closed or dropped; a connection opened while the
+ * loop drains is closed). */
+static ta_conn *conn_open(ta_server_loop *l, bool tcp, uint64_t serial, uv_stream_t *listener,
+                          int fd)
+{
+	ta_conn *conn = ta_conn_new(&l->host, tcp, serial);
+	if (!conn) {
+		ta_log(TA_LOG_ERR, "loop %u: out of memory opening connection %" PRIu64, l->index,
+		       serial);
+		if (listener)
+			drop_pending(l->srv, listener, tcp);
+		else
+			close(fd);
+		return NULL;
+	}
+	loop_link(l, conn);
+	int rc = listener ? uv_accept(listener, &conn->h.stream)
+	         : tcp    ? uv_tcp_open(&conn->h.tcp, fd)
+	                  : uv_pipe_open(&conn->h.pipe, fd);
+	if (rc != 0) {
+		ta_log(TA_LOG_WARNING, "loop %u: cannot open connection %" PRIu64 ": %s", l->index,
+		       serial, uv_strerror(rc));
+		if (!listener)
+			close(fd);
+	} else if (tcp && (rc = uv_tcp_nodelay(&conn->h.tcp, 1)) != 0) {
+		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": cannot set TCP_NODELAY: %s", serial,
+		       uv_strerror(rc));
+		rc = 0;
+	}
+	if (rc != 0 || l->draining) {
+		ta_conn_close(conn);
+		return NULL;
+	}
+	return conn;
+}
+
+/* Log records became durable: loop l's connections send what waited for them. */
+static void loop_persisted(ta_server_loop *l)
+{
+	for (ta_conn *c = l->conns, *next; c; c = next) {
+		next = c->next; /* a failed log closes connections (freed later, in callbacks) */
+		ta_conn_persisted(c);
+	}
+}
+
+/* wake callback of loop l: sockets to adopt, then what other threads asked for. */
+static void on_loop_wake(uv_async_t *handle)
+{
+	ta_server_loop *l = handle->data;
+	pthread_mutex_lock(&l->lock);
+	ta_server_handoff *h = l->handoff_head;
+	l->handoff_head = NULL;
+	l->handoff_tail = &l->handoff_head;
+	unsigned flags = l->wake_flags;
+	l->wake_flags = 0;
+	pthread_mutex_unlock(&l->lock);
+	for (ta_server_handoff *next; h; h = next) {
+		next = h->next;
+		ta_conn *conn = conn_open(l, h->tcp, h->serial, NULL, h->fd);
+		if (conn)
+			conn_admit(l, conn);
+		else /* counted by the main loop when it handed the socket over */
+			slots_sub(l->srv, h->tcp, true);
+		free(h);
+	}
+	if (flags & TA_LOOP_WAKE_RESUME)
+		l->resume_pending = true; /* resume_check runs after this turn's callbacks */
+	if (flags & TA_LOOP_WAKE_PERSISTED)
+		loop_persisted(l);
+	if (flags & TA_LOOP_WAKE_DRAIN)
+		loop_stop(l, false);
+	if (flags & TA_LOOP_WAKE_FORCE)
+		loop_stop(l, true);
 }
 
 /* Main loop: accepts a pending connection and queues its socket on loop l (index > 0);
@@ -616,20 +620,8 @@ static void on_connection(uv_stream_t *listener, int status)
 		}
 	}
 	ta_server_loop *l = &srv->loops[0];
-	ta_conn *conn = ta_conn_new(&l->host, tcp, ++srv->next_serial);
-	if (!conn) {
-		ta_log(TA_LOG_ERR, "out of memory accepting a connection");
-		drop_pending(srv, listener, tcp);
-		return;
-	}
-	loop_link(l, conn);
-	int rc = uv_accept(listener, &conn->h.stream);
-	if (rc != 0) {
-		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
-		ta_conn_close(conn);
-		return;
-	}
-	if (!conn_opened(l, conn))
+	ta_conn *conn = conn_open(l, tcp, ++srv->next_serial, listener, -1);
+	if (!conn)
 		return;
 	/* over a limit: make room (each closing frees a slot at once) while it can; a handshake
 	 * cap with no connection to close (a burst of clients accepted in this loop turn) lets
@@ -649,9 +641,6 @@ static void on_connection(uv_stream_t *listener, int status)
 		soft_handshakes = true;
 	}
 	slots_add(srv, tcp);
-	conn->counted = true;
-	conn->pending = true;
-	conn->accepted_turn = l->turn;
 	conn_admit(l, conn);
 }
 
