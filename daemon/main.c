@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <uv.h>
 
 #include "conf.h"
@@ -259,20 +258,6 @@ static int run_daemon(ta_config *cfg)
 		ta_persist_set_buffer_max(persist, cfg->max_log_buffer);
 		svc->persist = persist;
 	}
-	bool async = ta_config_async(cfg, svc->info.name, ta_backend_has_apply_async(be),
-	                             svc->persist != NULL);
-	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers, %d event loop(s)%s", svc->info.name,
-	       svc->info.device, svc->info.compute_capability[0] ? ", compute capability " : "",
-	       svc->info.compute_capability, ta_config_workers(cfg, svc->info.name),
-	       ta_config_loops(cfg, svc->info.name, sysconf(_SC_NPROCESSORS_ONLN), async,
-	                       ta_backend_device_count(be)),
-	       async ? ", small requests applied asynchronously from the loops" : "");
-	if (cfg->async_apply == 1 && !async)
-		ta_log(TA_LOG_WARNING, "async_apply: %s; pipelined requests go to the workers",
-		       svc->persist ? "not with --data-dir (logged requests keep their order "
-		                      "through the workers)"
-		                    : "the backend cannot apply without waiting");
-
 	/* The metrics endpoint first: a bad --metrics fails before anything is served. */
 	if (cfg->metrics && ta_metrics_server_start(&metrics, cfg->metrics, cfg->allow_remote, svc,
 	                                            cfg->max_total_bytes, &err) != TA_OK) {

@@ -872,11 +872,11 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 	if (rc != 0)
 		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
 	l->lock_init = true;
-	if (index == 0) {
-		l->loop = srv->loop;
-	} else {
-		rc = uv_loop_init(&l->own_loop);
-		if (rc != 0)
+	l->host = *tmpl;
+	l->loop = srv->loop;
+	l->host.port = &srv->executor.main; /* where async completions come back */
+	if (index > 0) {
+		if ((rc = uv_loop_init(&l->own_loop)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "cannot create event loop %u: %s",
 			                    index, uv_strerror(rc));
 		l->own_loop_init = true;
@@ -887,22 +887,19 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 		if ((rc = uv_pipe_init(l->loop, &l->spare_probe, 0)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "uv_pipe_init: %s", uv_strerror(rc));
 		uv_close((uv_handle_t *)&l->spare_probe, NULL);
-	}
-	l->host = *tmpl;
-	l->host.loop = l->loop;
-	l->host.scratch = &l->scratch;
-	atomic_init(&l->host.input_waiters, 0);
-	if ((rc = uv_async_init(l->loop, &l->wake, on_loop_wake)) != 0)
-		return ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
-	l->wake.data = l;
-	l->wake_open = true;
-	if (index > 0) {
 		if ((rc = ta_executor_port_init(&l->port, l->loop)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "cannot create an executor port: %s",
 			                    uv_strerror(rc));
 		l->port_open = true;
+		l->host.port = &l->port;
 	}
-	l->host.port = index == 0 ? &srv->executor.main : &l->port; /* async completions */
+	l->host.loop = l->loop;
+	l->host.scratch = &l->scratch;
+	atomic_init(&l->host.input_waiters, 0);
+	l->wake.data = l;
+	if ((rc = uv_async_init(l->loop, &l->wake, on_loop_wake)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
+	l->wake_open = true;
 	l->sweep_timer.data = l; /* set before the inits: libuv never touches data */
 	l->resume_check.data = l;
 	l->spin_check.data = l;
@@ -1018,6 +1015,15 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	                     ? TA_CONN_BATCH_MIN
 	                     : 0u,
 	};
+	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers, %u event loop(s)%s", svc->info.name,
+	       svc->info.device, svc->info.compute_capability[0] ? ", compute capability " : "",
+	       svc->info.compute_capability, workers, srv->nloops,
+	       async ? ", small requests applied asynchronously from the loops" : "");
+	if (cfg->async_apply == 1 && !async)
+		ta_log(TA_LOG_WARNING, "async_apply: %s; pipelined requests go to the workers",
+		       svc->persist ? "not with --data-dir (logged requests keep their order "
+		                      "through the workers)"
+		                    : "the backend cannot apply without waiting");
 	rc = ta_executor_init(&srv->executor, loop, workers);
 	if (rc != 0)
 		return start_failed(srv, ta_error_set(err, TA_INTERNAL,
