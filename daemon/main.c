@@ -126,7 +126,7 @@ static ta_backend *open_devices(const ta_config *cfg, ta_backend *first, const c
 		ta_backend_destroy(first);
 		return NULL;
 	}
-	int ords[TA_MAX_DEVICES + 1];
+	int ords[TA_MAX_DEVICES];
 	int n = 1;
 	ords[0] = cfg->device;
 	if (cfg->devices && (n = parse_devices(cfg->devices, kind, ords)) == 0) {
@@ -137,23 +137,21 @@ static ta_backend *open_devices(const ta_config *cfg, ta_backend *first, const c
 	if (n == 1 && place.kind == TA_PLACE_DEFAULT && (cpu || ords[0] == cfg->device))
 		return first; /* one device as always: no layer */
 	ta_backend *devs[TA_MAX_DEVICES];
-	int have = 0;
 	if (!cpu && ords[0] != cfg->device) { /* the list does not start with --device */
 		ta_backend_destroy(first);
 		first = NULL;
 	}
 	for (int i = 0; i < n; i++) {
-		ta_backend *be = i == 0 && first ? first
-		                 : cpu           ? ta_cpu_backend_new(cfg->cpu_threads, &err)
-		                                 : ta_cuda_backend_new(ords[i], &err);
-		if (!be) {
+		devs[i] = i == 0 && first ? first
+		          : cpu           ? ta_cpu_backend_new(cfg->cpu_threads, &err)
+		                          : ta_cuda_backend_new(ords[i], &err);
+		if (!devs[i]) {
 			ta_log(TA_LOG_ERR, "cannot start the %s backend on device %d: %s", kind,
 			       ords[i], err.msg);
-			for (int k = 0; k < have; k++)
-				ta_backend_destroy(devs[k]);
+			while (i-- > 0)
+				ta_backend_destroy(devs[i]);
 			return NULL;
 		}
-		devs[have++] = be;
 	}
 	ta_backend *multi = ta_multi_backend_new(devs, n, &place, &err);
 	if (!multi) {
