@@ -41,11 +41,10 @@ static int parse_devices(const char *text, const char *kind, int *ords)
 {
 	bool all = strcmp(text, "all") == 0;
 	char *end = NULL;
-	long v = 0;
 	int n = 0;
 	if (strcmp(kind, "cpu") == 0) { /* one number: that many pools */
 		errno = 0;
-		v = all ? 1 : *text >= '0' && *text <= '9' ? strtol(text, &end, 10) : 0;
+		long v = all ? 1 : *text >= '0' && *text <= '9' ? strtol(text, &end, 10) : 0;
 		if (errno || (end && *end) || v < 1 || v > TA_MAX_DEVICES) {
 			ta_log(
 			    TA_LOG_ERR,
@@ -67,7 +66,7 @@ static int parse_devices(const char *text, const char *kind, int *ords)
 	}
 	for (const char *p = text;; p = end + 1) {
 		errno = 0;
-		v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
+		long v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
 		bool more = v >= 0 && *end == ',' && end[1] >= '0' && end[1] <= '9';
 		if (v < 0 || errno || (*end && !more) || n >= TA_MAX_DEVICES ||
 		    v >= TA_MAX_DEVICES) {
