@@ -380,32 +380,36 @@ static void conn_admit(ta_server_loop *l, ta_conn *conn)
 	ta_conn_start(conn);
 }
 
-/* Accepts the pending connection of listener into a malloc'd handle of the main loop
- * (NULL when none could be made; *rc: the error of making or accepting, else 0). */
-static uv_handle_t *accept_temp(ta_server *srv, uv_stream_t *listener, bool tcp, int *rc)
+/* Main loop: accepts the connection pending on listener into a temporary handle and takes
+ * its socket out (a dup: closing the handle closes the fd it wraps). Returns the fd, or a
+ * negative libuv error: the connection is dropped, or left pending (UV_ENOMEM: no handle). */
+static int accept_fd(ta_server *srv, uv_stream_t *listener, bool tcp)
 {
 	uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
-	*rc = !tmp  ? UV_ENOMEM
-	      : tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
-	            : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
-	if (*rc != 0) {
+	int rc = !tmp  ? UV_ENOMEM
+	         : tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
+	               : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
+	if (rc != 0) {
 		free(tmp);
-		return NULL;
+		return rc;
 	}
-	*rc = uv_accept(listener, (uv_stream_t *)tmp);
-	return tmp;
+	uv_os_fd_t fd = -1;
+	if ((rc = uv_accept(listener, (uv_stream_t *)tmp)) == 0 &&
+	    (rc = uv_fileno(tmp, &fd)) == 0 && (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+		rc = uv_translate_sys_error(errno);
+	uv_close(tmp, on_handle_freed);
+	return rc != 0 ? rc : fd;
 }
 
 /* Takes the pending connection off the listener's queue and drops it (memory is short);
  * without an accept libuv would stop watching the listener. */
 static void drop_pending(ta_server *srv, uv_stream_t *listener, bool tcp)
 {
-	int rc;
-	uv_handle_t *tmp = accept_temp(srv, listener, tcp, &rc);
-	if (tmp && rc != 0)
-		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
-	if (tmp)
-		uv_close(tmp, on_handle_freed);
+	int fd = accept_fd(srv, listener, tcp);
+	if (fd >= 0)
+		close(fd);
+	else
+		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(fd));
 }
 
 /* Opens a connection on loop l: the socket pending on listener (loop 0), or else fd, which
@@ -489,28 +493,18 @@ static void on_loop_wake(uv_async_t *handle)
  * on failure the connection is dropped (logged). */
 static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_loop *l)
 {
-	ta_server_handoff *h = malloc(sizeof(*h));
-	int rc = UV_ENOMEM;
-	uv_handle_t *tmp = h ? accept_temp(srv, listener, tcp, &rc) : NULL;
-	if (!tmp) {
-		ta_log(TA_LOG_ERR, "cannot accept a connection: %s", uv_strerror(rc));
-		free(h);
-		drop_pending(srv, listener, tcp);
+	int fd = accept_fd(srv, listener, tcp);
+	ta_server_handoff *h = fd >= 0 ? malloc(sizeof(*h)) : NULL;
+	if (!h) {
+		ta_log(TA_LOG_WARNING, "cannot accept a connection: %s",
+		       uv_strerror(fd >= 0 ? UV_ENOMEM : fd));
+		if (fd >= 0)
+			close(fd);
+		else if (fd == UV_ENOMEM) /* still pending: try once more to drop it */
+			drop_pending(srv, listener, tcp);
 		return;
 	}
-	uv_os_fd_t fd = -1;
-	if (rc == 0)
-		rc = uv_fileno(tmp, &fd);
-	int dup_fd = rc == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-	if (rc == 0 && dup_fd < 0)
-		rc = uv_translate_sys_error(errno);
-	uv_close(tmp, on_handle_freed); /* closes the accepted fd; dup_fd lives on */
-	if (rc != 0) {
-		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
-		free(h);
-		return;
-	}
-	*h = (ta_server_handoff){.fd = dup_fd, .tcp = tcp, .serial = ++srv->next_serial};
+	*h = (ta_server_handoff){.fd = fd, .tcp = tcp, .serial = ++srv->next_serial};
 	slots_add(srv, tcp);
 	loop_wake(l, 0, h);
 }
