@@ -100,12 +100,6 @@ static void store(ta_config *cfg, int row, conf_value v)
 	}
 }
 
-/* Whether values of type t are malloc'd strings. */
-static bool is_string(conf_type t)
-{
-	return t == T_STRING || t == T_PATH || t == T_HOSTPORT;
-}
-
 /* A spelling and the number it stands for: a unit (its multiplier) or a name (its value). */
 typedef struct conf_name {
 	const char *name; /* as written ("" for a number without unit) */
@@ -336,7 +330,8 @@ void ta_config_init(ta_config *cfg)
 void ta_config_free(ta_config *cfg)
 {
 	for (int i = 0; i < N_SETTINGS; i++)
-		if (is_string(rows[i].type))
+		if (rows[i].type == T_STRING || rows[i].type == T_PATH ||
+		    rows[i].type == T_HOSTPORT)
 			store(cfg, i, (conf_value){.s = NULL});
 	free(cfg->config_file);
 	ta_config_init(cfg);
