@@ -1,32 +1,15 @@
-/* conn.c: a client connection (see conn.h).
+/* conn.c: a client connection (its design, bounds and life cycle: conn.h).
  *
- * Happy path: alloc_cb hands libuv the connection's read buffer; read_cb takes whole frames
- * out of it (without a copy when a frame is whole in the buffer); while nothing of the
- * connection waits, each runs at once on the loop thread (ta_dispatch_run_session with the
- * server's inline limit) and appends its response to conn->out; a request too large for
- * the loop, and every one behind it, becomes an item of the FIFO; pump() runs the queued
- * ones in order, inline where they are small, on the executor where not (one at a time);
- * flush() hands conn->out to the socket once per callback: uv_try_write, and what does not
- * fit goes in the one uv_write in flight.
- *
- * Failure modes: a length prefix over max_frame or a failed payload allocation queues a
- * synthetic error (answered in order, after the requests before it) and stops reading; a
- * payload that does not decode is answered by the worker with close_after; in all three
- * cases the queue is dropped and the connection shuts down after the last response. Read
- * and write errors close at once. Memory is freed in the close callback, or later when
- * the running request completes.
- *
- * Bounds (conn.h): conn_reserve_frame takes the input budget a partial frame will need
- * before the reader allocates it, conn_consume takes it for every queued copy, and both
- * stash the unread rest of rbuf and stop reading when it does not fit; item_free and
- * conn_maybe_free give it back. ta_conn_check_timeouts closes slow and idle connections,
- * and ones past the handshake deadline. Before the handshake (conn_note_handshake marks its
- * end after the request that finished it ran) a frame announcing more than
- * TA_CONN_HANDSHAKE_FRAME_MAX is refused at its length prefix, before conn_reserve_frame.
- *
- * Life cycle: conn->state (conn.h's table) changes only in conn_transition, which checks
- * the table in legal_next. The server is reached only through the ta_conn_host it handed
- * over (conn.h); conn.c does not include server.h. */
+ * on_alloc hands libuv conn->rbuf; on_read passes the bytes to conn_consume, which takes
+ * whole frames out (no copy when one is whole in rbuf) and runs each at once on the loop
+ * (conn_run_inline) while nothing of the connection waits, appending its response to
+ * conn->out; a request too large for the loop, and every one behind it, becomes an item of
+ * the FIFO that conn_pump runs in order (inline where small, else on the executor, one at a
+ * time); conn_settle then hands conn->out to the socket (conn_flush: uv_try_write, the rest
+ * in the one uv_write in flight). A bad length prefix or a failed allocation queues a
+ * synthetic error, answered after the requests before it; read and write errors close at
+ * once. conn->state changes only in conn_transition, which checks legal_next. conn.c does
+ * not include server.h: the server is reached through the ta_conn_host it handed over. */
 #include "conn.h"
 
 #include <errno.h>
@@ -41,7 +24,6 @@
 #include "persist.h"
 
 static void conn_update_reading(ta_conn *conn);
-static void conn_maybe_finish(ta_conn *conn);
 static void conn_pump(ta_conn *conn);
 
 /* Bit of a state in a set of states. */
@@ -238,13 +220,15 @@ static void conn_enqueue(ta_conn *conn, ta_conn_item *item)
 }
 
 /* Queues a synthetic error response (id 0) after which the connection closes; stops
- * reading. Returns false when even that could not be allocated (the caller closes). */
+ * reading. Returns false, the connection closed, when even that could not be allocated. */
 static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
 {
 	conn_end_reads(conn);
 	ta_conn_item *item = calloc(1, sizeof(*item));
-	if (!item)
+	if (!item) {
+		ta_conn_close(conn);
 		return false;
+	}
 	item->synthetic = true;
 	item->nframes = 1;
 	item->code = code;
@@ -372,8 +356,17 @@ static bool conn_flush(ta_conn *conn)
 	return true;
 }
 
+/* shutdown callback: the last response is out; close. */
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	ta_conn *conn = req->handle->data;
+	(void)status;
+	ta_conn_close(conn);
+}
+
 /* After a callback changed the connection: run what is queued, hand the responses to the
- * socket, adjust reading, and shut down once everything is answered. */
+ * socket, adjust reading, and DRAINING -> SHUTTING_DOWN once no more requests will come
+ * and all are answered. */
 static void conn_settle(ta_conn *conn)
 {
 	uint64_t bound = conn->host->cfg->max_write_queue;
@@ -388,7 +381,11 @@ static void conn_settle(ta_conn *conn)
 			break;
 	}
 	conn_update_reading(conn);
-	conn_maybe_finish(conn);
+	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight || conn->out.len)
+		return;
+	conn_transition(conn, TA_CONN_SHUTTING_DOWN);
+	if (uv_shutdown(&conn->shutdown_req, &conn->h.stream, on_shutdown) != 0)
+		ta_conn_close(conn);
 }
 
 /* uv_write callback. */
@@ -518,10 +515,8 @@ static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 			return;
 		}
 		if (close_after) {
-			conn->inflight = NULL;
-			item_free(item);
 			conn_close_after(conn);
-			return;
+			break;
 		}
 		if (step != TA_ASYNC_REST)
 			continue;
@@ -535,11 +530,8 @@ static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 		    conn_run_inline(conn, frame + TA_FRAME_HEADER, flen, &closed)) {
 			item->async_off += TA_FRAME_HEADER + flen;
 			item->nframes--;
-			if (closed) {
-				conn->inflight = NULL;
-				item_free(item);
-				return;
-			}
+			if (closed) /* the queue is dropped already */
+				break;
 			continue;
 		}
 		item_cut_run(item);
@@ -559,19 +551,18 @@ static void item_async_done(ta_job *job)
 	ta_conn *conn = item->conn;
 	bool close_after = false;
 	ta_async_run_finish(conn->arun, &close_after); /* gives the tiles back in any case */
-	if (conn_closing(conn)) {
+	if (conn_closing(conn) || close_after) {
 		conn->inflight = NULL;
 		item_free(item);
+	}
+	if (conn_closing(conn)) {
 		conn_maybe_free(conn);
 		return;
 	}
-	if (close_after) {
-		conn->inflight = NULL;
-		item_free(item);
+	if (close_after)
 		conn_close_after(conn);
-	} else {
+	else
 		conn_async_run(conn, item);
-	}
 	conn_settle(conn);
 }
 
@@ -756,20 +747,6 @@ static bool conn_reserve_frame(ta_conn *conn, const uint8_t *data, size_t len)
 	return true;
 }
 
-/* Before the handshake is finished: true when the input (data, len) completes the length
- * prefix of a new frame announcing more than TA_CONN_HANDSHAKE_FRAME_MAX bytes (*announced:
- * that length); such a frame is refused before anything is reserved or allocated. */
-static bool conn_frame_before_handshake_too_large(const ta_conn *conn, const uint8_t *data,
-                                                  size_t len, uint32_t *announced)
-{
-	const ta_frame_reader *r = &conn->reader;
-	if (conn->handshaken || r->header_have == TA_FRAME_HEADER ||
-	    r->header_have + len < TA_FRAME_HEADER)
-		return false;
-	*announced = peek_length(r, data);
-	return *announced > TA_CONN_HANDSHAKE_FRAME_MAX;
-}
-
 /* The input budget ran out: keeps the len unconsumed bytes at data (inside rbuf) and stops
  * reading until ta_conn_resume_input. */
 static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
@@ -795,8 +772,7 @@ static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
 static void conn_refuse(ta_conn *conn, const char *msg)
 {
 	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
-	if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
-		ta_conn_close(conn);
+	(void)conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg);
 }
 
 /* Takes every whole frame out of the received bytes: runs it at once when it is small and
@@ -811,8 +787,12 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 	char msg[256];
 	const ta_config *cfg = conn->host->cfg;
 	while (len > 0 && conn_may_read(conn)) {
+		/* before the handshake is finished, a new frame announcing more than
+		 * TA_CONN_HANDSHAKE_FRAME_MAX bytes is refused before anything is reserved */
 		uint32_t early = 0;
-		if (conn_frame_before_handshake_too_large(conn, data, len, &early)) {
+		if (!conn->handshaken && conn->reader.header_have < TA_FRAME_HEADER &&
+		    conn->reader.header_have + len >= TA_FRAME_HEADER &&
+		    (early = peek_length(&conn->reader, data)) > TA_CONN_HANDSHAKE_FRAME_MAX) {
 			snprintf(msg, sizeof(msg),
 			         "frame of %" PRIu32
 			         " bytes before the handshake: until it (Hello%s) "
@@ -849,21 +829,18 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 				budget_give(conn->host, reserved);
 				continue;
 			}
-			if (!owned && !budget_take(conn->host, plen ? plen : 1)) {
-				/* the frame stays in rbuf: read it again once memory frees */
-				conn_wait_budget(conn, frame_at, frame_left);
-				break;
-			}
-			if (!owned)
+			if (!owned) {
+				if (!budget_take(conn->host, plen ? plen : 1)) {
+					/* the frame stays in rbuf, read again once memory frees */
+					conn_wait_budget(conn, frame_at, frame_left);
+					break;
+				}
 				reserved = plen ? plen : 1;
-			ta_conn_item *item = calloc(1, sizeof(*item));
-			if (item && !owned) {
-				owned = malloc(plen ? plen : 1);
-				if (owned)
+				if ((owned = malloc(reserved)))
 					memcpy(owned, payload, plen);
 			}
-			if (!item || !owned) {
-				free(item);
+			ta_conn_item *item = owned ? calloc(1, sizeof(*item)) : NULL;
+			if (!item) {
 				free(owned);
 				budget_give(conn->host, reserved);
 				conn_refuse(conn, "out of memory queueing a request; closing the "
@@ -913,29 +890,26 @@ static void conn_take_fds(ta_conn *conn)
 	while (uv_pipe_pending_count(&conn->h.pipe) > 0) {
 		uv_pipe_t *carrier = malloc(sizeof(*carrier));
 		int rc = carrier ? uv_pipe_init(conn->host->loop, carrier, 0) : UV_ENOMEM;
-		if (rc != 0) {
+		int mine = -1;
+		if (rc == 0) {
+			carrier->data = NULL;
+			rc = uv_accept(&conn->h.stream, (uv_stream_t *)carrier);
+			uv_os_fd_t fd = -1;
+			if (rc == 0)
+				rc = uv_fileno((uv_handle_t *)carrier, &fd);
+			mine = rc == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+			uv_close((uv_handle_t *)carrier, on_fd_handle_close);
+		} else {
 			free(carrier);
-			ta_log(TA_LOG_WARNING,
-			       "connection %" PRIu64 ": cannot take a passed fd: %s", conn->serial,
-			       uv_strerror(rc));
-			return; /* the next read tries again; a register meanwhile finds no fd */
 		}
-		carrier->data = NULL;
-		rc = uv_accept(&conn->h.stream, (uv_stream_t *)carrier);
-		uv_os_fd_t fd = -1;
-		if (rc == 0)
-			rc = uv_fileno((uv_handle_t *)carrier, &fd);
-		int mine = rc == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-		uv_close((uv_handle_t *)carrier, on_fd_handle_close);
-		if (mine < 0) {
-			ta_log(TA_LOG_WARNING,
-			       "connection %" PRIu64 ": cannot take a passed fd: %s", conn->serial,
-			       rc != 0 ? uv_strerror(rc) : strerror(errno));
-			if (rc != 0)
-				return;
+		if (mine >= 0) {
+			ta_shm_push_fd(&conn->shm, mine);
 			continue;
 		}
-		ta_shm_push_fd(&conn->shm, mine);
+		ta_log(TA_LOG_WARNING, "connection %" PRIu64 ": cannot take a passed fd: %s",
+		       conn->serial, rc != 0 ? uv_strerror(rc) : strerror(errno));
+		if (rc != 0)
+			return; /* the next read tries again; a register meanwhile finds no fd */
 	}
 }
 
@@ -990,10 +964,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 			         conn->reader.header_have, conn->reader.payload_have,
 			         conn->reader.payload_len);
 			ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": %s", conn->serial, msg);
-			if (!conn_enqueue_error(conn, TA_INVALID_ARGUMENT, msg)) {
-				ta_conn_close(conn);
+			if (!conn_enqueue_error(conn, TA_INVALID_ARGUMENT, msg))
 				return;
-			}
 		}
 	} else if (nread < 0) {
 		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": read failed: %s", conn->serial,
@@ -1036,25 +1008,6 @@ static void conn_update_reading(ta_conn *conn)
 		uv_read_stop(&conn->h.stream);
 		conn_transition(conn, TA_CONN_PAUSED);
 	}
-}
-
-/* shutdown callback: the last response is out; close. */
-static void on_shutdown(uv_shutdown_t *req, int status)
-{
-	ta_conn *conn = req->handle->data;
-	(void)status;
-	ta_conn_close(conn);
-}
-
-/* DRAINING -> SHUTTING_DOWN once no more requests will come and all are answered. */
-static void conn_maybe_finish(ta_conn *conn)
-{
-	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight || conn->out.len)
-		return;
-	conn_transition(conn, TA_CONN_SHUTTING_DOWN);
-	int rc = uv_shutdown(&conn->shutdown_req, &conn->h.stream, on_shutdown);
-	if (rc != 0)
-		ta_conn_close(conn);
 }
 
 ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
@@ -1228,11 +1181,8 @@ void ta_conn_resume_input(ta_conn *conn)
 
 void ta_conn_reject(ta_conn *conn, ta_status code, const char *msg)
 {
-	if (!conn_enqueue_error(conn, code, msg)) {
-		ta_conn_close(conn);
-		return;
-	}
-	conn_settle(conn);
+	if (conn_enqueue_error(conn, code, msg))
+		conn_settle(conn);
 }
 
 void ta_conn_persisted(ta_conn *conn)
