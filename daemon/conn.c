@@ -29,46 +29,38 @@ static void conn_pump(ta_conn *conn);
 /* Bit of a state in a set of states. */
 #define STATE_BIT(s) (1u << (s))
 
-/* The legal transitions: for each state, the set of states it may move to (conn.h's table). */
-static const unsigned legal_next[] = {
-    [TA_CONN_NEW] =
-        STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) | STATE_BIT(TA_CONN_CLOSING),
-    [TA_CONN_READING] =
-        STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) | STATE_BIT(TA_CONN_CLOSING),
-    [TA_CONN_PAUSED] =
-        STATE_BIT(TA_CONN_READING) | STATE_BIT(TA_CONN_DRAINING) | STATE_BIT(TA_CONN_CLOSING),
-    [TA_CONN_DRAINING] = STATE_BIT(TA_CONN_SHUTTING_DOWN) | STATE_BIT(TA_CONN_CLOSING),
-    [TA_CONN_SHUTTING_DOWN] = STATE_BIT(TA_CONN_CLOSING),
-    [TA_CONN_CLOSING] = STATE_BIT(TA_CONN_CLOSED),
-    [TA_CONN_CLOSED] = 0,
+/* Each state's name (logs) and the set of states it may move to (conn.h's table). */
+static const struct {
+	const char *name;
+	unsigned next;
+} states[] = {
+    [TA_CONN_NEW] = {"new", STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) |
+                                STATE_BIT(TA_CONN_CLOSING)},
+    [TA_CONN_READING] = {"reading", STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) |
+                                        STATE_BIT(TA_CONN_CLOSING)},
+    [TA_CONN_PAUSED] = {"paused", STATE_BIT(TA_CONN_READING) | STATE_BIT(TA_CONN_DRAINING) |
+                                      STATE_BIT(TA_CONN_CLOSING)},
+    [TA_CONN_DRAINING] = {"draining",
+                          STATE_BIT(TA_CONN_SHUTTING_DOWN) | STATE_BIT(TA_CONN_CLOSING)},
+    [TA_CONN_SHUTTING_DOWN] = {"shutting down", STATE_BIT(TA_CONN_CLOSING)},
+    [TA_CONN_CLOSING] = {"closing", STATE_BIT(TA_CONN_CLOSED)},
+    [TA_CONN_CLOSED] = {"closed", 0},
 };
-
-/* Name of a state, for logs ("reading", "closing", ...). */
-static const char *conn_state_name(ta_conn_state state)
-{
-	static const char *const names[] = {[TA_CONN_NEW] = "new",
-	                                    [TA_CONN_READING] = "reading",
-	                                    [TA_CONN_PAUSED] = "paused",
-	                                    [TA_CONN_DRAINING] = "draining",
-	                                    [TA_CONN_SHUTTING_DOWN] = "shutting down",
-	                                    [TA_CONN_CLOSING] = "closing",
-	                                    [TA_CONN_CLOSED] = "closed"};
-	return (unsigned)state < sizeof(names) / sizeof(names[0]) ? names[state] : "invalid";
-}
+/* Whether s is a state of the table. */
+#define STATE_KNOWN(s) ((unsigned)(s) < sizeof(states) / sizeof(states[0]))
 
 /* The one place conn->state changes. An illegal transition is a bug: it is logged at error
  * level and refused (the state stays; false is returned); built with -DTA_DEBUG it aborts. */
 static bool conn_transition(ta_conn *conn, ta_conn_state to)
 {
 	ta_conn_state from = conn->state;
-	if ((unsigned)from < sizeof(legal_next) / sizeof(legal_next[0]) &&
-	    (unsigned)to < sizeof(legal_next) / sizeof(legal_next[0]) &&
-	    (legal_next[from] & STATE_BIT(to))) {
+	if (STATE_KNOWN(from) && STATE_KNOWN(to) && (states[from].next & STATE_BIT(to))) {
 		conn->state = to;
 		return true;
 	}
 	ta_log(TA_LOG_ERR, "connection %" PRIu64 ": bug: illegal state transition %s -> %s",
-	       conn->serial, conn_state_name(from), conn_state_name(to));
+	       conn->serial, STATE_KNOWN(from) ? states[from].name : "invalid",
+	       STATE_KNOWN(to) ? states[to].name : "invalid");
 #ifdef TA_DEBUG
 	abort();
 #endif
@@ -205,11 +197,20 @@ void ta_conn_close(ta_conn *conn)
 	uv_close(&conn->h.handle, on_close);
 }
 
-/* Appends an item to the FIFO. */
-static void conn_enqueue(ta_conn *conn, ta_conn_item *item)
+/* Appends a new item of nframes requests to the FIFO: payload (len bytes, NULL for a
+ * synthetic error) becomes the item's, reserved is the input budget it holds. NULL, with
+ * nothing queued or taken over, when memory is short. */
+static ta_conn_item *conn_enqueue(ta_conn *conn, uint8_t *payload, uint32_t len, uint32_t nframes,
+                                  uint64_t reserved)
 {
+	ta_conn_item *item = calloc(1, sizeof(*item));
+	if (!item)
+		return NULL;
 	item->conn = conn;
-	item->next = NULL;
+	item->payload = payload;
+	item->len = len;
+	item->nframes = nframes;
+	item->reserved = reserved;
 	if (conn->q_tail)
 		conn->q_tail->next = item;
 	else
@@ -217,6 +218,7 @@ static void conn_enqueue(ta_conn *conn, ta_conn_item *item)
 	conn->q_tail = item;
 	conn->q_len += item->nframes;
 	conn->q_bytes += item->len;
+	return item;
 }
 
 /* Queues a synthetic error response (id 0) after which the connection closes; stops
@@ -224,16 +226,14 @@ static void conn_enqueue(ta_conn *conn, ta_conn_item *item)
 static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
 {
 	conn_end_reads(conn);
-	ta_conn_item *item = calloc(1, sizeof(*item));
+	ta_conn_item *item = conn_enqueue(conn, NULL, 0, 1, 0);
 	if (!item) {
 		ta_conn_close(conn);
 		return false;
 	}
 	item->synthetic = true;
-	item->nframes = 1;
 	item->code = code;
 	snprintf(item->msg, sizeof(item->msg), "%s", msg);
-	conn_enqueue(conn, item);
 	return true;
 }
 
@@ -696,20 +696,15 @@ static bool conn_take_batch(ta_conn *conn, const uint8_t **data, size_t *len)
 	if (n < batch_min || (n == 1 && conn->host->async && conn->host->inline_max > 0) ||
 	    !budget_take(conn->host, span))
 		return false;
-	ta_conn_item *item = calloc(1, sizeof(*item));
-	uint8_t *copy = item ? malloc(span) : NULL;
-	if (!copy) {
-		free(item);
+	uint8_t *copy = malloc(span);
+	ta_conn_item *item = copy ? conn_enqueue(conn, copy, (uint32_t)span, n, span) : NULL;
+	if (!item) {
+		free(copy);
 		budget_give(conn->host, span);
 		return false;
 	}
-	item->reserved = span;
 	memcpy(copy, *data, span);
-	item->payload = copy;
-	item->len = (uint32_t)span;
 	item->batch = true;
-	item->nframes = n;
-	conn_enqueue(conn, item);
 	*data += span;
 	*len -= span;
 	return true;
@@ -839,20 +834,13 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 				if ((owned = malloc(reserved)))
 					memcpy(owned, payload, plen);
 			}
-			ta_conn_item *item = owned ? calloc(1, sizeof(*item)) : NULL;
-			if (!item) {
-				free(owned);
-				budget_give(conn->host, reserved);
-				conn_refuse(conn, "out of memory queueing a request; closing the "
-				                  "connection");
-				break;
-			}
-			item->payload = owned;
-			item->len = plen;
-			item->nframes = 1;
-			item->reserved = reserved;
-			conn_enqueue(conn, item);
-			continue;
+			if (owned && conn_enqueue(conn, owned, plen, 1, reserved))
+				continue;
+			free(owned);
+			budget_give(conn->host, reserved);
+			conn_refuse(conn,
+			            "out of memory queueing a request; closing the connection");
+			break;
 		}
 		uint32_t announced = ta_frame_get_header(conn->reader.header);
 		if (st == TA_FRAME_TOO_LARGE)
