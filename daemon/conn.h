@@ -105,27 +105,22 @@ typedef struct ta_conn_host {
 	ta_service *svc;              /* shared request state handed to dispatch */
 	ta_dispatch_scratch *scratch; /* the loop thread's dispatch memory (inline requests) */
 	int64_t inline_max;           /* most elements of a request run on the loop (-1: none) */
-	unsigned batch_min;           /* a read holding this many whole frames goes to a worker
-	                                 as one job (0: never) */
+	unsigned batch_min;           /* frames of one read that make a worker's batch (0: never) */
 	/* hands a request job to the executor (its done callback runs later on the loop) */
 	void (*submit)(struct ta_conn_host *host, ta_job *job);
-	/* a connection is about to be freed: the server forgets it (list, counters) and sees
-	 * whether a shutdown has anything left to wait on */
+	/* a connection is about to be freed: the server forgets it (list, counts, shutdown) */
 	void (*gone)(struct ta_conn_host *host, struct ta_conn *conn);
 	/* a connection entered CLOSING: the server takes its max_connections slot back */
 	void (*release)(struct ta_conn_host *host, struct ta_conn *conn);
-	/* input budget was given back while connections wait for it: the server calls
-	 * ta_conn_resume_input on them soon (not from inside this call) */
+	/* budget came back while connections wait: the server resumes them soon, not in here */
 	void (*input_freed)(struct ta_conn_host *host);
 	/* the connection finished its handshake (the server's count of those in theirs) */
 	void (*handshaken)(struct ta_conn_host *host, struct ta_conn *conn);
 	ta_input_budget *budget;   /* input all connections may hold (shared by the loops) */
 	atomic_uint input_waiters; /* connections of this loop waiting for input budget */
 	uint64_t budget_seen;      /* budget->held when a take of this loop last failed */
-	bool input_seen;           /* a connection of this loop read bytes since the loop's
-	                              busy-poll check last looked (--busy-poll) */
-	bool async;                /* batches run on the loop, their small plans through the
-	                              backend's apply_async (--async-apply) */
+	bool input_seen;           /* bytes read since the loop's busy-poll check last looked */
+	bool async;                /* batches run on the loop through apply_async (--async-apply) */
 	ta_executor_port *port;    /* where this loop's completions come back (async) */
 } ta_conn_host;
 
@@ -155,14 +150,11 @@ typedef struct ta_conn_item {
 	ta_job job;                /* executor job (work on a worker, done on the loop) */
 	struct ta_conn_item *next; /* next item in the connection's FIFO */
 	struct ta_conn *conn;      /* owning connection */
-	uint8_t *payload;          /* the frame's payload (NULL for a synthetic error); a batch:
-	                              whole frames, length prefixes included */
+	uint8_t *payload;          /* payload (NULL: synthetic); batch: whole frames, prefixed */
 	uint32_t len;              /* payload bytes */
 	bool batch;                /* a run of nframes small frames for one worker job */
 	uint32_t nframes;          /* requests in the item (1, or a batch's count) not run yet */
-	uint32_t async_off;        /* a batch run on the loop (host->async): its bytes before
-	                              this offset are run (kept while their plans are in
-	                              flight: the plans point into them) */
+	uint32_t async_off;        /* async batch: the bytes before this ran (plans point in) */
 	bool synthetic;            /* answer with code/msg instead of decoding a payload */
 	uint64_t reserved;         /* bytes of the input budget the item holds */
 	ta_status code;            /* synthetic: the status */
@@ -209,16 +201,12 @@ struct ta_conn {
 	uint64_t frames_done_seen;         /* frames_done when the frame timer was last set */
 	bool has_shm;                      /* shm is initialised (Unix-socket connections) */
 	ta_shm_table shm;                  /* shared buffers the client registered (shmbuf.h) */
-	uint64_t log_seq;                  /* highest log record answered in out: out waits until
-	                                      it is durable (--fsync always, persist.h) */
+	uint64_t log_seq;                  /* out leaves once this record is durable (persist.h) */
 	uint64_t accepted_ms;              /* loop time the connection was started */
 	bool handshaken;                   /* the loop saw Hello (and Auth where needed) succeed */
-	bool pending;                      /* counted among the connections in their handshake
-	                                      (server's: set at accept, cleared by it) */
-	uint64_t accepted_turn;            /* the owning loop's turn (server's count of loop
-	                                      iterations) at the accept (server's) */
-	ta_async_run *arun;                /* its batches' run on the loop (host->async; made
-	                                      with the first batch) */
+	bool pending;                      /* counted among those in their handshake (server's) */
+	uint64_t accepted_turn;            /* the owning loop's turn at the accept (server's) */
+	ta_async_run *arun;                /* its batches' run on the loop (async; made lazily) */
 };
 
 /* Allocates connection number serial (for logs) of the listener type (tcp: true for TCP)

@@ -329,8 +329,7 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_s
  * backend's apply_async (see dispatch.h). */
 struct ta_async_run {
 	ta_dispatch_scratch scratch; /* its arena (the requests in flight) and tile cache */
-	int tail;                    /* >= 0: g.rcs[tail] is a request handled but not collected,
-	                                answered after the group; -1: none */
+	int tail;                    /* >= 0: g.rcs[tail], not collected, answered after g */
 	ta_status tail_st;           /* that request's outcome */
 	dispatch_group g;            /* the plans in flight */
 };
