@@ -259,25 +259,18 @@ static void item_work(ta_job *job)
 	ta_dispatch_scratch_init(&scratch);
 	ta_frame_buf out = {NULL, 0, 0};
 	bool close_after = false;
-	uint64_t bound = item->conn->host->cfg->max_write_queue;
 	uint32_t frames = 0;
 	size_t done = ta_dispatch_run_batch(svc, &scratch, &item->conn->session, payload, item->len,
-	                                    bound, &out, &close_after, &frames);
-	uint64_t log_seq = scratch.log_seq; /* the batch's last log record (persist.h) */
+	                                    item->conn->host->cfg->max_write_queue, &out,
+	                                    &close_after, &frames);
+	item->reply = (ta_reply){out.data, out.data ? out.len : 0, close_after, scratch.log_seq};
 	ta_dispatch_scratch_free(&scratch);
-	if (done < item->len && !close_after) {
-		/* keep the rest for item_done to queue again */
-		memmove(payload, payload + done, item->len - done);
+	item->nframes -= frames;
+	item->async_off = (uint32_t)done; /* item_done queues the rest again (conn_requeue) */
+	if (done < item->len && !close_after)
 		item->payload = payload;
-		item->len = (uint32_t)(item->len - done);
-		item->nframes -= frames;
-	} else {
+	else
 		free(payload);
-	}
-	item->reply.frame = out.data;
-	item->reply.len = out.data ? out.len : 0;
-	item->reply.close_after = close_after;
-	item->reply.log_seq = log_seq;
 }
 
 /* Unsent response bytes: those in conn->out and those of the write in flight. */
@@ -451,7 +444,7 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len,
 static void item_done(ta_job *job);
 static void item_async_done(ta_job *job);
 
-/* Cuts the bytes of item's frames that ran on the loop (async_off) off its payload. */
+/* Cuts the bytes of item's frames that ran (async_off) off its payload. */
 static void item_cut_run(ta_conn_item *item)
 {
 	if (!item->async_off)

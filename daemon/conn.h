@@ -154,7 +154,7 @@ typedef struct ta_conn_item {
 	uint32_t len;              /* payload bytes */
 	bool batch;                /* a run of nframes small frames for one worker job */
 	uint32_t nframes;          /* requests in the item (1, or a batch's count) not run yet */
-	uint32_t async_off;        /* async batch: the bytes before this ran (plans point in) */
+	uint32_t async_off;        /* a batch: the bytes before this ran (async: plans point in) */
 	bool synthetic;            /* answer with code/msg instead of decoding a payload */
 	uint64_t reserved;         /* bytes of the input budget the item holds */
 	ta_status code;            /* synthetic: the status */
