@@ -807,7 +807,7 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 		if (st == TA_FRAME_NEED_MORE)
 			break;
 		if (st == TA_FRAME_READY) {
-			conn->frames_done++;
+			conn->frame_done = true;
 			uint64_t reserved = conn->reader_reserved; /* 0: whole in the input */
 			conn->reader_reserved = 0;
 			if (!conn->q_head && !conn->inflight &&
@@ -901,9 +901,9 @@ static void conn_note_partial(ta_conn *conn)
 {
 	if (conn->reader.header_have == 0)
 		conn->frame_since_ms = 0;
-	else if (conn->frame_since_ms == 0 || conn->frames_done != conn->frames_done_seen)
+	else if (conn->frame_since_ms == 0 || conn->frame_done)
 		conn->frame_since_ms = uv_now(conn->host->loop);
-	conn->frames_done_seen = conn->frames_done;
+	conn->frame_done = false;
 }
 
 /* At EOF: true when the peer closed both directions (POLLHUP: a Unix-socket peer that

@@ -197,8 +197,7 @@ struct ta_conn {
 	uint64_t wait_since_ms;            /* budget_wait: loop time the wait began */
 	uint64_t last_active_ms;           /* loop time of the last byte read or written */
 	uint64_t frame_since_ms;           /* loop time the partial frame began (0: none) */
-	uint64_t frames_done;              /* whole frames taken from the input (counter) */
-	uint64_t frames_done_seen;         /* frames_done when the frame timer was last set */
+	bool frame_done;                   /* a frame was taken since the frame timer was set */
 	bool has_shm;                      /* shm is initialised (Unix-socket connections) */
 	ta_shm_table shm;                  /* shared buffers the client registered (shmbuf.h) */
 	uint64_t log_seq;                  /* out leaves once this record is durable (persist.h) */
