@@ -72,9 +72,11 @@ void ta_executor_expect(ta_executor_port *port, ta_job *job)
 	job->port = port;
 }
 
-/* Loop thread: runs the done callbacks of every finished job of port. */
-static void drain_done(ta_executor_port *port)
+/* Loop thread (the uv_async callback): runs the done callbacks of every finished job of the
+ * port. */
+static void drain_done(uv_async_t *async)
 {
+	ta_executor_port *port = async->data;
 	pthread_mutex_lock(&port->lock);
 	ta_job *job = port->done_head;
 	port->done_head = port->done_tail = NULL;
@@ -88,12 +90,6 @@ static void drain_done(ta_executor_port *port)
 	}
 }
 
-/* uv_async callback. */
-static void on_async(uv_async_t *handle)
-{
-	drain_done(handle->data);
-}
-
 int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop)
 {
 	memset(port, 0, sizeof(*port));
@@ -101,7 +97,7 @@ int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop)
 	int rc = pthread_mutex_init(&port->lock, NULL);
 	if (rc != 0)
 		return -rc;
-	rc = uv_async_init(loop, &port->async, on_async);
+	rc = uv_async_init(loop, &port->async, drain_done);
 	if (rc != 0) {
 		pthread_mutex_destroy(&port->lock);
 		return rc;
@@ -121,7 +117,7 @@ static void on_port_closed(uv_handle_t *handle)
 
 void ta_executor_port_close(ta_executor_port *port, void (*cb)(ta_executor_port *port))
 {
-	drain_done(port);
+	drain_done(&port->async);
 	if (port->running != 0)
 		ta_log(TA_LOG_ERR, "executor: a port closes with %d job(s) running (a bug)",
 		       port->running);
