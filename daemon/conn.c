@@ -768,7 +768,7 @@ static void conn_refuse(ta_conn *conn, const char *msg)
  * keeps the rest when the input budget runs out (conn_wait_budget). The requests run here
  * are one pipelined run (ta_dispatch_begin_run): with --data-dir their mutation lock is
  * kept between them and their log records go to the log together, at the end, before any
- * of their responses can leave. */
+ * of their responses can leave. Then sets the frame timer. */
 static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 {
 	ta_dispatch_begin_run(conn->host->svc, conn->host->scratch);
@@ -852,6 +852,13 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 	uint64_t seq = ta_dispatch_end_run(conn->host->svc, conn->host->scratch);
 	if (seq > conn->log_seq)
 		conn->log_seq = seq;
+	/* the frame timer runs while a partial frame is held: a frame gathered over several
+	 * reads keeps the time of its first bytes, one begun in this read gets this read's */
+	if (conn->reader.header_have == 0)
+		conn->frame_since_ms = 0;
+	else if (conn->frame_since_ms == 0 || conn->frame_done)
+		conn->frame_since_ms = uv_now(conn->host->loop);
+	conn->frame_done = false;
 }
 
 /* Frees a temporary handle that carried a received fd out of libuv. */
@@ -892,18 +899,6 @@ static void conn_take_fds(ta_conn *conn)
 		if (rc != 0)
 			return; /* the next read tries again; a register meanwhile finds no fd */
 	}
-}
-
-/* After input was consumed: starts the frame timer when a partial frame is now held, stops
- * it when none is. A frame gathered over several reads keeps the time of its first bytes;
- * one begun in this read gets the time of this read. */
-static void conn_note_partial(ta_conn *conn)
-{
-	if (conn->reader.header_have == 0)
-		conn->frame_since_ms = 0;
-	else if (conn->frame_since_ms == 0 || conn->frame_done)
-		conn->frame_since_ms = uv_now(conn->host->loop);
-	conn->frame_done = false;
 }
 
 /* At EOF: true when the peer closed both directions (POLLHUP: a Unix-socket peer that
@@ -956,12 +951,10 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	} else {
 		conn_take_fds(conn);
 		conn->host->input_seen = true;
-		conn->last_active_ms = uv_now(conn->host->loop);
-		conn->last_read_ms = uv_now(conn->host->loop);
+		conn->last_active_ms = conn->last_read_ms = uv_now(conn->host->loop);
 		conn_consume(conn, (const uint8_t *)conn->rbuf, (size_t)nread);
 		if (conn_closing(conn))
 			return;
-		conn_note_partial(conn);
 	}
 	conn_settle(conn);
 }
@@ -1155,7 +1148,6 @@ void ta_conn_resume_input(ta_conn *conn)
 			return;
 		if (conn->budget_wait)
 			conn->wait_since_ms = since; /* still waiting: the wait goes on, not anew */
-		conn_note_partial(conn);
 	}
 	conn_settle(conn);
 }
