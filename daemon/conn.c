@@ -8,8 +8,8 @@
  * time); conn_settle then hands conn->out to the socket (conn_flush: uv_try_write, the rest
  * in the one uv_write in flight). A bad length prefix or a failed allocation queues a
  * synthetic error, answered after the requests before it; read and write errors close at
- * once. conn->state changes only in conn_transition, which checks legal_next. conn.c does
- * not include server.h: the server is reached through the ta_conn_host it handed over. */
+ * once. conn->state changes only in conn_transition, which checks the table states.
+ * conn.c does not include server.h: the server is reached through its ta_conn_host. */
 #include "conn.h"
 
 #include <errno.h>
@@ -131,8 +131,7 @@ static void budget_waiters_add(ta_conn_host *host, int delta)
 /* Frees an item and whatever it still owns (its input budget too). */
 static void item_free(ta_conn_item *item)
 {
-	if (item->reserved)
-		budget_give(item->conn->host, item->reserved);
+	budget_give(item->conn->host, item->reserved); /* nothing when 0 */
 	free(item->payload);
 	free(item->reply.frame);
 	free(item);
@@ -152,6 +151,13 @@ static void conn_drop_queue(ta_conn *conn)
 	conn->q_bytes = 0;
 }
 
+/* A response asked to close the connection: no more requests are read or run. */
+static void conn_close_after(ta_conn *conn)
+{
+	conn_end_reads(conn);
+	conn_drop_queue(conn);
+}
+
 /* Frees the connection once its handle is closed and no request of it is running. */
 static void conn_maybe_free(ta_conn *conn)
 {
@@ -160,7 +166,6 @@ static void conn_maybe_free(ta_conn *conn)
 	conn_drop_queue(conn);
 	ta_frame_reader_free(&conn->reader);
 	budget_give(conn->host, conn->reader_reserved);
-	conn->reader_reserved = 0;
 	ta_frame_buf_free(&conn->out);
 	ta_frame_buf_free(&conn->sending);
 	if (conn->has_shm)
@@ -280,7 +285,6 @@ static uint64_t conn_unsent(const ta_conn *conn)
 }
 
 static void on_write(uv_write_t *req, int status);
-static void conn_close_after(ta_conn *conn);
 
 /* A write failed with rc: the connection closes. */
 static void conn_write_failed(ta_conn *conn, int rc)
@@ -394,13 +398,6 @@ static void on_write(uv_write_t *req, int status)
 		conn_write_failed(conn, status);
 	else
 		conn_settle(conn);
-}
-
-/* A response asked to close the connection: no more requests are read or run. */
-static void conn_close_after(ta_conn *conn)
-{
-	conn_end_reads(conn);
-	conn_drop_queue(conn);
 }
 
 /* After a request of the connection ran (loop thread, nothing of it on a worker): marks the

@@ -218,12 +218,11 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 		atomic_fetch_sub_explicit(&ta_service_my_totals(svc)->requests, 1,
 		                          memory_order_relaxed); /* the worker counts it */
 		resp_ctx_free(&rc);
-		ta_arena_reset(&scratch->arena);
-		return TA_DISPATCH_DEFER;
+	} else {
+		*close_after = finish_reply(svc, &rc, st, out);
 	}
-	*close_after = finish_reply(svc, &rc, st, out);
 	ta_arena_reset(&scratch->arena);
-	return TA_DISPATCH_DONE;
+	return rc.deferred ? TA_DISPATCH_DEFER : TA_DISPATCH_DONE;
 }
 
 /* ta_dispatch_run_session, freeing owned (a malloc'd payload, or NULL) once the request ran. */
