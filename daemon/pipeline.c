@@ -21,15 +21,9 @@
 
 void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
 {
+	memset(s, 0, sizeof(*s)); /* no run, no pin, no tile looked up, nothing held */
 	ta_arena_init(&s->arena, TA_DISPATCH_ARENA_KEEP);
-	s->log_seq = 0;
 	ta_persist_run_init(&s->run);
-	s->in_run = false;
-	memset(&s->tiles, 0, sizeof(s->tiles));
-	s->pinning = false;
-	s->pin = NULL;
-	s->hold_metrics = false;
-	s->held = (ta_metrics_held){TA_REQ_NONE, 0, 0, 0, 0};
 }
 
 void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
