@@ -313,7 +313,7 @@ static void loop_finish(ta_server_loop *l)
 	close_open(&l->busy_timer_open, &l->busy_timer);
 	if (l->port_open) {
 		l->port_open = false;
-		ta_executor_port_close(&l->port, NULL);
+		ta_executor_port_close(&l->port);
 	}
 	if (l->lock_init) {
 		pthread_mutex_lock(&l->lock);
