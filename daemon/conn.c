@@ -121,11 +121,16 @@ static void budget_give(ta_conn_host *host, uint64_t n)
 		host->input_freed(host);
 }
 
-/* A connection of host's loop starts (delta 1) or stops (-1) waiting for input budget. */
-static void budget_waiters_add(ta_conn_host *host, int delta)
+/* The connection starts (on) or stops waiting for input budget (budget_wait), counted
+ * among the waiters of its loop and of all loops; nothing when it already does. */
+static void budget_wait_set(ta_conn *conn, bool on)
 {
-	atomic_fetch_add(&host->input_waiters, (unsigned)delta); /* -1 wraps: one fewer */
-	atomic_fetch_add(&host->budget->waiters, (unsigned)delta);
+	if (conn->budget_wait == on)
+		return;
+	conn->budget_wait = on;
+	unsigned delta = on ? 1u : (unsigned)-1; /* -1 wraps: one fewer */
+	atomic_fetch_add(&conn->host->input_waiters, delta);
+	atomic_fetch_add(&conn->host->budget->waiters, delta);
 }
 
 /* Frees an item and whatever it still owns (its input budget too). */
@@ -192,10 +197,7 @@ void ta_conn_close(ta_conn *conn)
 	if (conn->state == TA_CONN_READING)
 		uv_read_stop(&conn->h.stream);
 	conn_transition(conn, TA_CONN_CLOSING);
-	if (conn->budget_wait) {
-		conn->budget_wait = false;
-		budget_waiters_add(conn->host, -1);
-	}
+	budget_wait_set(conn, false);
 	if (conn->counted)
 		conn->host->release(conn->host, conn); /* the slot is free at once */
 	conn_drop_queue(conn);
@@ -738,11 +740,9 @@ static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
 {
 	conn->stash_off = (size_t)(data - conn->rbuf);
 	conn->stash_len = len;
-	if (!conn->budget_wait) {
-		conn->budget_wait = true;
+	if (!conn->budget_wait)
 		conn->wait_since_ms = uv_now(conn->host->loop);
-		budget_waiters_add(conn->host, 1);
-	}
+	budget_wait_set(conn, true);
 	/* another loop may have given budget back between the failed take and the count
 	 * above, seeing no waiter: look again (both sides are sequentially consistent) */
 	if (atomic_load(&conn->host->budget->held) != conn->host->budget_seen)
@@ -1133,8 +1133,7 @@ void ta_conn_resume_input(ta_conn *conn)
 {
 	if (!conn->budget_wait || conn_closing(conn))
 		return;
-	conn->budget_wait = false;
-	budget_waiters_add(conn->host, -1);
+	budget_wait_set(conn, false);
 	size_t off = conn->stash_off, len = conn->stash_len;
 	uint64_t since = conn->wait_since_ms;
 	conn->stash_len = 0;

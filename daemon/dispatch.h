@@ -187,9 +187,9 @@ void ta_async_run_finish(ta_async_run *ar, bool *close_after);
  * started. */
 void ta_dispatch_begin_run(ta_service *svc, ta_dispatch_scratch *scratch);
 /* Ends the run: its held metrics are published, its records go to the log and its lock is
- * released. Returns the highest log
- * record behind its responses (0: none), or TA_PERSIST_SEQ_LOST: they must not leave
- * (ta_persist_durable). Call before any response of the run can leave. */
+ * released. Returns the highest log record behind its responses (0: none), or
+ * TA_PERSIST_SEQ_LOST: they must not leave (ta_persist_durable). Call before any response
+ * of the run can leave. */
 uint64_t ta_dispatch_end_run(ta_service *svc, ta_dispatch_scratch *scratch);
 
 /* Appends an error response for request id (0 when unknown) to out; returns close_after,
