@@ -329,12 +329,10 @@ static bool conn_flush(ta_conn *conn)
 			return true;
 	}
 	uv_buf_t buf = uv_buf_init((char *)conn->out.data, (unsigned)conn->out.len);
-	int n = conn->out.len <= UINT32_MAX ? uv_try_write(&conn->h.stream, &buf, 1) : UV_EAGAIN;
-	if (n < 0 && n != UV_EAGAIN && n != UV_ENOSYS) {
-		conn_write_failed(conn, n);
-		return false;
-	}
-	size_t done = n > 0 ? (size_t)n : 0;
+	int rc = conn->out.len <= UINT32_MAX ? uv_try_write(&conn->h.stream, &buf, 1) : UV_EAGAIN;
+	if (rc < 0 && rc != UV_EAGAIN && rc != UV_ENOSYS)
+		goto failed;
+	size_t done = rc > 0 ? (size_t)rc : 0;
 	if (done == conn->out.len) {
 		conn->out.len = 0;
 		return true;
@@ -346,13 +344,14 @@ static bool conn_flush(ta_conn *conn)
 	conn->out.len = 0;
 	conn->sending = rest;
 	buf = uv_buf_init((char *)conn->sending.data + done, (unsigned)(conn->sending.len - done));
-	int rc = uv_write(&conn->write_req, &conn->h.stream, &buf, 1, on_write);
-	if (rc != 0) {
-		conn_write_failed(conn, rc);
-		return false;
+	rc = uv_write(&conn->write_req, &conn->h.stream, &buf, 1, on_write);
+	if (rc == 0) {
+		conn->writing = true;
+		return true;
 	}
-	conn->writing = true;
-	return true;
+failed:
+	conn_write_failed(conn, rc);
+	return false;
 }
 
 /* shutdown callback: the last response is out; close. */
@@ -582,11 +581,9 @@ static void conn_pump(ta_conn *conn)
 		if (conn_unsent(conn) >= cfg->max_write_queue)
 			return;
 		ta_conn_item *item = conn->q_head;
-		if (item->synthetic) {
-			conn_pop(conn);
+		if (item->synthetic) { /* conn_close_after drops it with the queue */
 			(void)ta_dispatch_error_append(conn->host->svc, 0, item->code, item->msg,
 			                               true, &conn->out);
-			item_free(item);
 			conn_close_after(conn);
 			return;
 		}
