@@ -114,9 +114,13 @@ HOT void rc_grouped(resp_ctx *rc, dispatch_group *g, ta_dispatch_scratch *scratc
 	metrics_start(rc, len);
 }
 
-/* Empties g for the answers of session's requests, to go to out. */
-static void group_start(dispatch_group *g, ta_frame_buf *out, ta_session *session)
+/* Empties g (of svc; async: ta_async_run's) for the answers of session's requests, to go
+ * to out. */
+static void group_start(dispatch_group *g, ta_service *svc, bool async, ta_frame_buf *out,
+                        ta_session *session)
 {
+	g->svc = svc;
+	g->async = async;
 	g->out = out;
 	g->session = session;
 	g->close_after = false;
@@ -281,11 +285,8 @@ size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_s
 	if (own_run)
 		ta_dispatch_begin_run(svc, scratch);
 	dispatch_group *g = malloc(sizeof(*g)); /* NULL: one by one, as well */
-	if (g) {
-		g->svc = svc;
-		g->async = false;
-		group_start(g, out, session);
-	}
+	if (g)
+		group_start(g, svc, false, out, session);
 	while (len - done >= TA_FRAME_HEADER && !*close_after && out->len < out_bound) {
 		uint32_t n = ta_frame_get_header(frames + done);
 		if (n > len - done - TA_FRAME_HEADER)
@@ -335,9 +336,7 @@ ta_async_run *ta_async_run_new(ta_service *svc)
 	ta_dispatch_scratch_init(&ar->scratch);
 	ar->tail = -1;
 	ar->tail_st = TA_OK;
-	ar->g.svc = svc;
-	ar->g.async = true;
-	group_start(&ar->g, NULL, NULL);
+	group_start(&ar->g, svc, true, NULL, NULL);
 	return ar;
 }
 
@@ -437,7 +436,7 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 	dispatch_group *g = &ar->g;
 	ta_service *svc = g->svc;
 	ta_dispatch_scratch *scratch = &ar->scratch;
-	group_start(g, out, session);
+	group_start(g, svc, true, out, session);
 	ar->tail = -1;
 	*close_after = false;
 	size_t off = 0;
@@ -576,9 +575,8 @@ static void dispatch_alone(ta_service *svc, ta_session *session, const uint8_t *
 	ta_frame_buf buf = {NULL, 0, 0};
 	bool close_after = false;
 	(void)run_one(svc, &scratch, session, payload, len, owned, -1, &buf, &close_after);
-	uint64_t log_seq = scratch.log_seq;
+	*out = (ta_reply){buf.data, buf.data ? buf.len : 0, close_after, scratch.log_seq};
 	ta_dispatch_scratch_free(&scratch);
-	*out = (ta_reply){buf.data, buf.data ? buf.len : 0, close_after, log_seq};
 }
 
 void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out)
