@@ -1,22 +1,14 @@
-/* tac_shm.c: shared-memory operands (Unix-socket connections). tileatom_buffer_create
- * makes a memfd (MFD_ALLOW_SEALING), seals its size (F_SEAL_SHRINK | F_SEAL_GROW), maps it
- * and passes it once to the daemon (a RegisterBufferRequest whose frame carries the fd as
- * SCM_RIGHTS); the daemon maps the same pages. From then on, every operand array whose
- * bytes lie inside a registered buffer travels as (buffer id, offset, length) instead of
- * its bytes (tac_shm_rewrite, on every request), and a synchronous call whose old_out lies
- * inside one has its old values written there by the daemon. Synchronous calls also stage
- * large inline operands (TAC_SHM_STAGE_MIN bytes or more in all) in a buffer of the
- * library's own (tac_shm_stage), so that big requests skip the socket without the caller
- * doing anything (old values of such calls still come back inline); arrays of
- * TA_COPY_PARALLEL_MIN bytes or more are copied there on several threads (tacore/ta_copy.h).
- * A pipelined request over the frame limit may use that buffer too (tac_shm_stage, pipelined)
- * while no other request holds it: it stays reserved until that request's response is
- * collected.
- *
- * Device buffers (tileatom_device_buffer_register) are listed with the shared ones: the
- * caller's CUDA IPC handle (64 opaque bytes; the library needs no CUDA) goes to the daemon
- * once, and arrays whose addresses lie in [device_ptr, device_ptr + size) travel as
- * references the same way. The library never dereferences a device address.
+/* tac_shm.c: shared-memory and device buffers (Unix-socket connections). A shared buffer
+ * (tileatom_buffer_create) is a memfd with its size sealed, mapped here and passed once to
+ * the daemon (a RegisterBufferRequest carrying the fd as SCM_RIGHTS), which maps the same
+ * pages; a device buffer (tileatom_device_buffer_register) sends the caller's CUDA IPC
+ * handle instead, and the library never dereferences its address. From then on an operand
+ * array inside a registered buffer travels as (buffer id, offset, length) (tac_shm_rewrite),
+ * and a synchronous call's old_out inside one is written there by the daemon. Synchronous
+ * calls stage large inline operands (TAC_SHM_STAGE_MIN bytes or more in all) in a buffer of
+ * the library's own (tac_shm_stage; large arrays copied on several threads, ta_copy.h); a
+ * pipelined request over the frame limit may use it while it is free, and holds it until
+ * its response is collected.
  *
  * Failure modes: no memfd support, a TCP connection, or a daemon refusal give an error
  * and no buffer; staging that fails leaves the request inline (it still works). */
@@ -126,50 +118,56 @@ static int register_send(tileatom_client *c, struct tileatom_buffer *b, const vo
 	return rc;
 }
 
-/* Creates, maps and registers a buffer of size bytes on c (not yet listed in c->bufs). */
-static int shm_create(tileatom_client *c, size_t size, struct tileatom_buffer **out,
+/* Creates and registers a buffer on c, listed in c->bufs when listed is set (it has room):
+ * ipc_handle NULL, a memfd of size bytes mapped here; else the device memory
+ * [device_ptr, + size). */
+static int buffer_new(tileatom_client *c, size_t size, const void *ipc_handle,
+                      const void *device_ptr, bool listed, struct tileatom_buffer **out,
                       tileatom_error *err)
 {
-	*out = NULL;
-	if (size == 0)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "a shared buffer needs at least one byte");
-	int rc = register_ready(c, "shared buffers", err);
+	int rc = register_ready(c, ipc_handle ? "device buffers" : "shared buffers", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	struct tileatom_buffer *b = calloc(1, sizeof(*b));
 	if (!b)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
-	b->client = c;
-	b->size = size;
-	b->map = MAP_FAILED;
-	b->fd = memfd_create("tileatom-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	const char *step = "memfd_create";
-	if (b->fd >= 0) {
-		step = "ftruncate";
-		if (ftruncate(b->fd, (off_t)size) == 0) {
-			step = "sealing it (F_ADD_SEALS)";
-			if (fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0) {
-				step = "mmap";
-				b->map =
-				    mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
+	*b = (struct tileatom_buffer){.client = c,
+	                              .fd = -1,
+	                              .map = (void *)(uintptr_t)device_ptr,
+	                              .size = size,
+	                              .device = ipc_handle != NULL};
+	if (!ipc_handle) {
+		b->map = MAP_FAILED;
+		b->fd = memfd_create("tileatom-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		const char *step = "memfd_create";
+		if (b->fd >= 0) {
+			step = "ftruncate";
+			if (ftruncate(b->fd, (off_t)size) == 0) {
+				step = "sealing it (F_ADD_SEALS)";
+				if (fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0) {
+					step = "mmap";
+					b->map = mmap(NULL, size, PROT_READ | PROT_WRITE,
+					              MAP_SHARED, b->fd, 0);
+				}
 			}
 		}
+		if (b->map == MAP_FAILED) {
+			int e = errno;
+			if (b->fd >= 0)
+				close(b->fd);
+			free(b);
+			return tac_err(err, e == ENOMEM ? TILEATOM_E_NOMEM : TILEATOM_E_IO,
+			               "creating a %zu-byte shared buffer: %s: %s", size, step,
+			               strerror(e));
+		}
 	}
-	if (b->map == MAP_FAILED) {
-		int e = errno;
-		if (b->fd >= 0)
-			close(b->fd);
-		free(b);
-		return tac_err(err, e == ENOMEM ? TILEATOM_E_NOMEM : TILEATOM_E_IO,
-		               "creating a %zu-byte shared buffer: %s: %s", size, step,
-		               strerror(e));
-	}
-	rc = register_send(c, b, NULL, err);
+	rc = register_send(c, b, ipc_handle, err);
 	if (rc != TILEATOM_OK) {
 		shm_release(b);
 		return rc;
 	}
+	if (listed)
+		c->bufs[c->nbufs++] = b;
 	*out = b;
 	return TILEATOM_OK;
 }
@@ -212,24 +210,7 @@ int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_han
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "the device buffer [%p, +%zu) wraps around the address space",
 		               device_ptr, size);
-	if ((rc = register_ready(client, "device buffers", err)) != TILEATOM_OK)
-		return rc;
-	struct tileatom_buffer *b = calloc(1, sizeof(*b));
-	if (!b)
-		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
-	b->client = client;
-	b->fd = -1;
-	b->map = (void *)(uintptr_t)device_ptr;
-	b->size = size;
-	b->device = true;
-	rc = register_send(client, b, ipc_handle, err);
-	if (rc != TILEATOM_OK) {
-		free(b);
-		return rc;
-	}
-	client->bufs[client->nbufs++] = b;
-	*out = b;
-	return TILEATOM_OK;
+	return buffer_new(client, size, ipc_handle, device_ptr, true, out, err);
 }
 
 int tileatom_buffer_is_device(const tileatom_buffer *buffer)
@@ -241,11 +222,10 @@ int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer
                            tileatom_error *err)
 {
 	int rc = buffer_prepare(client, out, err);
-	if (rc == TILEATOM_OK)
-		rc = shm_create(client, size, out, err);
-	if (rc == TILEATOM_OK)
-		client->bufs[client->nbufs++] = *out;
-	return rc;
+	if (rc == TILEATOM_OK && size == 0)
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		             "a shared buffer needs at least one byte");
+	return rc == TILEATOM_OK ? buffer_new(client, size, NULL, NULL, true, out, err) : rc;
 }
 
 void *tileatom_buffer_data(const tileatom_buffer *buffer)
@@ -339,7 +319,7 @@ bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined)
 		/* the daemon keeps the old staging buffer mapped until the connection closes */
 		shm_release(c->staging);
 		c->staging = NULL;
-		if (shm_create(c, size, &c->staging, NULL) != TILEATOM_OK)
+		if (buffer_new(c, size, NULL, NULL, false, &c->staging, NULL) != TILEATOM_OK)
 			return false;
 	}
 	uint8_t *at = c->staging->map;
