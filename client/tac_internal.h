@@ -115,8 +115,9 @@ struct tileatom_client {
 	/* raw device pointers (tac_cuptr.c) */
 	size_t cuptr_min;              /* operand bytes from which the driver is asked whether an
 	                                  array is device memory (0: never) */
-	struct tac_cuptr_cache *cuptr; /* allocations registered for raw device pointers (NULL
-	                                  until the first) */
+	struct tac_cuptr_entry *cuptr; /* allocations registered for raw device pointers */
+	size_t ncuptr;                 /* entries in cuptr */
+	size_t capcuptr;               /* capacity of cuptr */
 };
 
 /* Requests of c whose responses tileatom_collect has yet to return (a split submit counts
