@@ -1,19 +1,17 @@
-/* tac_conn.c: the client's socket. Happy path: tac_conn_open connects (Unix path or TCP,
- * non-blocking, bounded by a timeout); tac_conn_submit packs a request into one frame at
- * the end of the output buffer (tac_conn_submit_template writes a template's bytes
- * there directly), queueing its id as pending; the buffer is written out by a
- * synchronous call's submit, by tac_conn_receive before it waits (tileatom_collect), or as
- * soon as it holds TAC_FLUSH_THRESHOLD bytes, so pipelined requests leave in few send()s;
- * tac_conn_receive reads frames into a queue, decodes the oldest and checks that its id is
- * the oldest pending id. For split submits, tac_conn_receive_newest takes the response of
- * the newest request off the queue's tail (the older ones stay queued) and
- * tac_conn_wait_window reads responses until few enough requests are unanswered.
+/* tac_conn.c: the client's socket. tac_conn_open connects (Unix path or TCP, non-blocking,
+ * bounded by a timeout); tac_conn_submit packs a request as one frame at the end of the
+ * output buffer (tac_conn_submit_template writes a template's bytes there) and queues its
+ * id as pending; the buffer is written out by a synchronous call, before a receive waits,
+ * or once it holds TAC_FLUSH_THRESHOLD bytes. tac_conn_receive reads frames into a queue,
+ * decodes the oldest and checks its id against the oldest pending one; for split submits,
+ * tac_conn_receive_newest takes the newest request's response off the queue's tail and
+ * tac_conn_wait_window reads until few enough requests are unanswered.
  *
- * Failure modes: a write that would block polls for writability *and* readability; bytes
- * that arrive meanwhile are parsed into the frame queue, so a client pipelining many
- * requests never deadlocks against a daemon that stops reading until its responses are
- * drained. EOF, socket errors, timeouts, oversized or undecodable frames and mismatched ids
- * break the connection: the first error is remembered and every later call reports it. */
+ * Failure modes: a write that would block polls for readability too and parses what
+ * arrives into the frame queue, so a pipelining client never deadlocks against a daemon
+ * that stops reading until its responses are drained. EOF, socket errors, timeouts,
+ * oversized or undecodable frames and mismatched ids break the connection: the first error
+ * is kept and every later call reports it. */
 #include "tac_internal.h"
 
 #include <errno.h>
@@ -111,6 +109,21 @@ static int connect_wait(int fd, const struct sockaddr *sa, socklen_t len, const 
 	return TILEATOM_OK;
 }
 
+/* Connects a new non-blocking socket of family (type, protocol) to sa by deadline into *out. */
+static int connect_one(int family, int type, int protocol, const struct sockaddr *sa, socklen_t len,
+                       const char *address, int64_t deadline, int *out, tileatom_error *err)
+{
+	int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol);
+	if (fd < 0)
+		return tac_err(err, TILEATOM_E_IO, "cannot create a socket: %s", strerror(errno));
+	int rc = connect_wait(fd, sa, len, address, deadline, err);
+	if (rc == TILEATOM_OK)
+		*out = fd;
+	else
+		close(fd);
+	return rc;
+}
+
 /* Connects to a Unix socket path. */
 static int open_unix(const char *path, int64_t deadline, int *out, tileatom_error *err)
 {
@@ -122,16 +135,8 @@ static int open_unix(const char *path, int64_t deadline, int *out, tileatom_erro
 		               "socket path %s is longer than %zu bytes", path,
 		               sizeof(sun.sun_path) - 1);
 	memcpy(sun.sun_path, path, strlen(path) + 1);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return tac_err(err, TILEATOM_E_IO, "cannot create a socket: %s", strerror(errno));
-	int rc = connect_wait(fd, (const struct sockaddr *)&sun, sizeof(sun), path, deadline, err);
-	if (rc != TILEATOM_OK) {
-		close(fd);
-		return rc;
-	}
-	*out = fd;
-	return TILEATOM_OK;
+	return connect_one(AF_UNIX, SOCK_STREAM, 0, (const struct sockaddr *)&sun, sizeof(sun),
+	                   path, deadline, out, err);
 }
 
 /* Connects to host:port over TCP, trying every address getaddrinfo gives. */
@@ -148,25 +153,15 @@ static int open_tcp(const char *address, const char *host, const char *port, int
 		return tac_err(err, TILEATOM_E_IO, "cannot resolve %s: %s", address,
 		               gai_strerror(gai));
 	int rc = tac_err(err, TILEATOM_E_IO, "cannot connect to %s: no usable address", address);
-	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		                ai->ai_protocol);
-		if (fd < 0) {
-			rc = tac_err(err, TILEATOM_E_IO, "cannot create a socket: %s",
-			             strerror(errno));
-			continue;
-		}
-		rc = connect_wait(fd, ai->ai_addr, ai->ai_addrlen, address, deadline, err);
+	for (struct addrinfo *ai = res; ai && rc != TILEATOM_E_TIMEOUT; ai = ai->ai_next) {
+		rc = connect_one(ai->ai_family, ai->ai_socktype, ai->ai_protocol, ai->ai_addr,
+		                 ai->ai_addrlen, address, deadline, out, err);
 		if (rc == TILEATOM_OK) {
 			int one = 1;
 			/* Small requests must not wait for Nagle; failure only costs latency. */
-			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			*out = fd;
+			(void)setsockopt(*out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 			break;
 		}
-		close(fd);
-		if (rc == TILEATOM_E_TIMEOUT)
-			break;
 	}
 	freeaddrinfo(res);
 	return rc;
