@@ -79,55 +79,23 @@ static void shm_release(struct tileatom_buffer *b)
 	free(b);
 }
 
-/* Checks that c can register a buffer now: a Unix socket, no pipelined response waiting.
- * what ("shared buffers", "device buffers") names the kind in the message. */
-static int register_ready(tileatom_client *c, const char *what, tileatom_error *err)
+/* Creates a buffer on c and registers it with the daemon (a RegisterBufferRequest carrying
+ * its memfd or ipc_handle), listed in c->bufs when listed is set (it has room): ipc_handle
+ * NULL, a memfd of size bytes mapped here; else the device memory [device_ptr, + size).
+ * Needs a Unix socket and no pipelined response waiting. */
+static int buffer_new(tileatom_client *c, size_t size, const void *ipc_handle,
+                      const void *device_ptr, bool listed, struct tileatom_buffer **out,
+                      tileatom_error *err)
 {
 	if (!tac_shm_unix(c))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "%s need a Unix-socket connection (%s is not one)", what,
-		               c->address);
+		               "%s need a Unix-socket connection (%s is not one)",
+		               ipc_handle ? "device buffers" : "shared buffers", c->address);
 	if (c->pending_count > 0)
 		return tac_err(err, TILEATOM_E_STATE,
 		               "%zu pipelined responses are not collected yet (call "
 		               "tileatom_collect first)",
 		               tac_pending_requests(c));
-	return TILEATOM_OK;
-}
-
-/* Registers b with the daemon: a RegisterBufferRequest of b->size bytes carrying b's memfd
- * (SCM_RIGHTS) or, for a device buffer, ipc_handle; sets b->id from the answer. */
-static int register_send(tileatom_client *c, struct tileatom_buffer *b, const void *ipc_handle,
-                         tileatom_error *err)
-{
-	tac_msg m;
-	tac_build_empty(&m, TILEATOM_REQ_REGISTER_BUFFER);
-	m.body.register_buffer.size = b->size;
-	if (ipc_handle) {
-		m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
-		m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
-	}
-	int rc = tac_conn_submit(c, &m, true, b->fd, NULL, err);
-	tileatom_request_kind kind;
-	if (rc == TILEATOM_OK)
-		rc = tac_conn_receive(c, &kind, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_check_response(c->last, kind, err);
-	if (rc == TILEATOM_OK)
-		b->id = c->last->buffer->buffer_id;
-	return rc;
-}
-
-/* Creates and registers a buffer on c, listed in c->bufs when listed is set (it has room):
- * ipc_handle NULL, a memfd of size bytes mapped here; else the device memory
- * [device_ptr, + size). */
-static int buffer_new(tileatom_client *c, size_t size, const void *ipc_handle,
-                      const void *device_ptr, bool listed, struct tileatom_buffer **out,
-                      tileatom_error *err)
-{
-	int rc = register_ready(c, ipc_handle ? "device buffers" : "shared buffers", err);
-	if (rc != TILEATOM_OK)
-		return rc;
 	struct tileatom_buffer *b = calloc(1, sizeof(*b));
 	if (!b)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
@@ -161,11 +129,24 @@ static int buffer_new(tileatom_client *c, size_t size, const void *ipc_handle,
 			               strerror(e));
 		}
 	}
-	rc = register_send(c, b, ipc_handle, err);
+	tac_msg m;
+	tac_build_empty(&m, TILEATOM_REQ_REGISTER_BUFFER);
+	m.body.register_buffer.size = size;
+	if (ipc_handle) {
+		m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
+		m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
+	}
+	int rc = tac_conn_submit(c, &m, true, b->fd, NULL, err);
+	tileatom_request_kind kind;
+	if (rc == TILEATOM_OK)
+		rc = tac_conn_receive(c, &kind, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_check_response(c->last, kind, err);
 	if (rc != TILEATOM_OK) {
 		shm_release(b);
 		return rc;
 	}
+	b->id = c->last->buffer->buffer_id;
 	if (listed)
 		c->bufs[c->nbufs++] = b;
 	*out = b;
