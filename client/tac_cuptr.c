@@ -84,36 +84,28 @@ static int loads_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1; /* the first object is enough */
 }
 
-/* Resolves the entry points in handle h into d; false when one is missing. */
-static bool cu_resolve(void *h, tac_cu_driver *d)
+/* With cu_lock held and no driver found yet: takes the driver's entry points from handle h
+ * and publishes them; false when h is NULL or one is missing. */
+static bool cu_install(void *h)
 {
+	static tac_cu_driver drv;
 	struct {
 		void **slot;      /* where the address goes */
 		const char *name; /* the driver's symbol */
 	} syms[] = {
-	    {(void **)&d->pointer_get_attributes, "cuPointerGetAttributes"},
-	    {(void **)&d->ipc_get_mem_handle, "cuIpcGetMemHandle"},
-	    {(void **)&d->ctx_get_current, "cuCtxGetCurrent"},
-	    {(void **)&d->ctx_push, "cuCtxPushCurrent_v2"},
-	    {(void **)&d->ctx_pop, "cuCtxPopCurrent_v2"},
-	    {(void **)&d->error_name, "cuGetErrorName"},
+	    {(void **)&drv.pointer_get_attributes, "cuPointerGetAttributes"},
+	    {(void **)&drv.ipc_get_mem_handle, "cuIpcGetMemHandle"},
+	    {(void **)&drv.ctx_get_current, "cuCtxGetCurrent"},
+	    {(void **)&drv.ctx_push, "cuCtxPushCurrent_v2"},
+	    {(void **)&drv.ctx_pop, "cuCtxPopCurrent_v2"},
+	    {(void **)&drv.error_name, "cuGetErrorName"},
 	};
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-		void *f = dlsym(h, syms[i].name);
+		void *f = h ? dlsym(h, syms[i].name) : NULL;
 		if (!f)
 			return false;
 		memcpy(syms[i].slot, &f, sizeof(f));
 	}
-	return true;
-}
-
-/* With cu_lock held and no driver found yet: takes the driver's entry points from handle h
- * (NULL: false) and publishes them; false when one is missing. */
-static bool cu_install(void *h)
-{
-	static tac_cu_driver drv;
-	if (!h || !cu_resolve(h, &drv))
-		return false;
 	atomic_store_explicit(&cu_found, &drv, memory_order_release);
 	return true;
 }
@@ -236,36 +228,8 @@ static int cu_ask(const void *p, const char *what, cu_facts *f, tileatom_error *
 	return TILEATOM_OK;
 }
 
-/* cuIpcGetMemHandle of the allocation at f->base into handle, with its context current. */
-static int cu_handle(const cu_facts *f, const char *what, uint8_t *handle, tileatom_error *err)
-{
-	const tac_cu_driver *d = f->d;
-	tac_cu_context cur = NULL;
-	tac_cu_result r = d->ctx_get_current(&cur);
-	bool pushed = false;
-	if (r == 0 && cur != f->ctx && f->ctx) {
-		r = d->ctx_push(f->ctx);
-		pushed = r == 0;
-	}
-	if (r == 0)
-		r = d->ipc_get_mem_handle(handle, (tac_cu_ptr)f->base);
-	if (pushed) {
-		tac_cu_context popped = NULL;
-		tac_cu_result p = d->ctx_pop(&popped);
-		if (r == 0 && p != 0)
-			r = p;
-	}
-	char buf[32];
-	if (r != 0)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "%s is device memory, but its allocation [0x%llx, +%llu) has no "
-		               "CUDA IPC handle (cuIpcGetMemHandle: %s)",
-		               what, (unsigned long long)f->base, (unsigned long long)f->size,
-		               cu_error(d, r, buf, sizeof(buf)));
-	return TILEATOM_OK;
-}
-
-/* Registers the allocation f describes on c and caches it; *out gets the entry. */
+/* Registers the allocation f describes on c (its IPC handle taken with its context
+ * current) and caches it. */
 static int entry_add(tileatom_client *c, const cu_facts *f, const char *what, const void *p,
                      tileatom_error *err)
 {
@@ -294,13 +258,33 @@ static int entry_add(tileatom_client *c, const cu_facts *f, const char *what, co
 		c->cuptr = e;
 		c->capcuptr = cap;
 	}
+	const tac_cu_driver *d = f->d;
 	uint8_t handle[TILEATOM_IPC_HANDLE_SIZE];
-	int rc = cu_handle(f, what, handle, err);
-	if (rc != TILEATOM_OK)
-		return rc;
+	tac_cu_context cur = NULL;
+	tac_cu_result r = d->ctx_get_current(&cur);
+	bool pushed = false;
+	if (r == 0 && cur != f->ctx && f->ctx) {
+		r = d->ctx_push(f->ctx);
+		pushed = r == 0;
+	}
+	if (r == 0)
+		r = d->ipc_get_mem_handle(handle, (tac_cu_ptr)f->base);
+	if (pushed) {
+		tac_cu_context popped = NULL;
+		tac_cu_result pr = d->ctx_pop(&popped);
+		if (r == 0 && pr != 0)
+			r = pr;
+	}
+	char buf[32];
+	if (r != 0)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s is device memory, but its allocation [0x%llx, +%llu) has no "
+		               "CUDA IPC handle (cuIpcGetMemHandle: %s)",
+		               what, (unsigned long long)f->base, (unsigned long long)f->size,
+		               cu_error(d, r, buf, sizeof(buf)));
 	tileatom_buffer *b = NULL;
-	rc = tileatom_device_buffer_register(c, handle, (size_t)f->size,
-	                                     (const void *)(uintptr_t)f->base, &b, err);
+	int rc = tileatom_device_buffer_register(c, handle, (size_t)f->size,
+	                                         (const void *)(uintptr_t)f->base, &b, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	c->cuptr[c->ncuptr++] = (struct tac_cuptr_entry){f->base, f->size, f->alloc_id, b};
