@@ -26,13 +26,10 @@
 
 /* Bytes a part's request leaves for framing, the tile name, region and options. */
 #define TAC_SPLIT_OVERHEAD 1024u
-/* Largest operand bytes of one part, even under a larger frame limit: frames of tens of
- * megabytes cost fresh pages and copies on both sides (a 64 MiB part ran 5 times slower
- * per key than 4 MiB requests; docs/PERFORMANCE.md, issue 10). */
+/* Largest operand bytes of one part under any frame limit (larger frames run slower per
+ * key: docs/PERFORMANCE.md). */
 #define TAC_SPLIT_PART_BYTES (4u << 20)
-/* Bytes a response leaves for framing besides old values (the daemon's RESPONSE_OVERHEAD
- * in daemon/dispatch.c refuses a response whose old values come within 256 bytes of the
- * frame limit). */
+/* Bytes a response leaves for framing besides old values (RESPONSE_OVERHEAD, daemon). */
 #define TAC_SPLIT_RESPONSE_OVERHEAD 256u
 /* Request bytes of a split submit's parts unanswered at once (2 to TAC_SPLIT_WINDOW_PARTS
  * parts), so that one request does not fill the daemon's queue (max_pending). */
@@ -60,9 +57,8 @@ bool tac_frame_too_large(const tileatom_client *c, tac_msg *m)
 	return packed > (size_t)c->max_frame;
 }
 
-/* tileatom_describe of tile into *info, from the layers below the public calls; pipelined:
- * the describe goes behind the pipelined requests still pending, whose responses wait in
- * the frame queue for tileatom_collect. */
+/* tileatom_describe of tile into *info; pipelined: behind the pending requests, whose
+ * responses stay queued for tileatom_collect. */
 static int split_describe(tileatom_client *c, const char *tile, bool pipelined,
                           tileatom_tile_info *info, tileatom_error *err)
 {
@@ -249,22 +245,8 @@ static int64_t split_at(const split_operand *o, int rank, const int64_t *e)
 	return at;
 }
 
-/* Index at element offset `at` of an INT32 / INT64 index array. */
-static int64_t split_index(const tileatom_array *a, int64_t at)
-{
-	if (a->dtype == TILEATOM_INT32) {
-		int32_t v;
-		memcpy(&v, (const uint8_t *)a->data + at * 4, 4);
-		return v;
-	}
-	int64_t v;
-	memcpy(&v, (const uint8_t *)a->data + at * 8, 8);
-	return v;
-}
-
-/* The reject-whole check: every unmasked element's indices (SCATTER: along dim; INDEXED:
- * along each axis, or flat offsets) against the region. TILEATOM_OK or
- * TILEATOM_E_OUT_OF_RANGE naming the first one. */
+/* The reject-whole check of every unmasked element's indices against the region;
+ * TILEATOM_E_OUT_OF_RANGE naming the first outside it. */
 static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
                               tileatom_error *err)
 {
@@ -289,7 +271,15 @@ static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const
 			memcpy(&on, (const uint8_t *)mask->array->data + split_at(mask, p->rank, e),
 			       1);
 		for (int i = 0; on && i < n_index; i++) {
-			int64_t x = split_index(rq->indices + i, split_at(&p->ops[i], p->rank, e));
+			const uint8_t *ix = rq->indices[i].data;
+			int64_t at = split_at(&p->ops[i], p->rank, e), x;
+			if (rq->indices[i].dtype == TILEATOM_INT32) { /* else INT64 */
+				int32_t x32;
+				memcpy(&x32, ix + at * 4, 4);
+				x = x32;
+			} else {
+				memcpy(&x, ix + at * 8, 8);
+			}
 			int axis = rq->kind == TILEATOM_REQ_SCATTER ? rq->dim : i;
 			int64_t limit = rq->flat ? region_count : p->box.shape[axis];
 			if (x < 0 || x >= limit) {
@@ -314,9 +304,8 @@ static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const
 	return TILEATOM_OK;
 }
 
-/* Describes the tile (split_describe), fixes the region, the element shape, the operands
- * and the part size, and checks the indices when check_bounds is off; *o gets rq's
- * options. */
+/* Plans the split of rq into *p (and its options into *o) and checks everything a split
+ * needs, the indices too when check_bounds is off. */
 static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipelined,
                          tileatom_op_options *o, split_plan *p, tileatom_error *err)
 {
@@ -482,9 +471,8 @@ static int split_build(tileatom_client *c, const tac_split_req *rq, const split_
 	return rc;
 }
 
-/* Checks the response to a part of rows rows (unit: what a row is, for messages) and, when
- * old_to is not NULL, copies its old values (rows * old_row bytes) there; *r gets its
- * result. */
+/* Checks the response to a part of rows rows (unit: a row, in messages), copying its old
+ * values to old_to (when not NULL); *r gets its result. */
 static int split_part_result(tileatom_client *c, int64_t rows, const char *unit, uint8_t *old_to,
                              size_t old_row, const Tileatom__OpResponse **r, tileatom_error *err)
 {
