@@ -600,22 +600,6 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, bool flush, int fd, uint64_t
 	return rc == TILEATOM_OK ? queue_pending(c, m->kind, false, id, err) : rc;
 }
 
-/* tileatom_set_busy_poll: reads without sleeping until need whole response frames are
- * queued or c->busy_poll_us passed (the non-blocking socket's recv returns at once when
- * nothing is there). TILEATOM_OK, or the receive's error. */
-static int spin_responses(tileatom_client *c, size_t need, tileatom_error *err)
-{
-	const int64_t until = now_ns() + (int64_t)c->busy_poll_us * 1000;
-	while (c->rxq_count < need) {
-		int rc = recv_some(c, err);
-		if (rc != TILEATOM_OK)
-			return rc;
-		if (c->rxq_count >= need || now_ns() >= until)
-			break;
-	}
-	return TILEATOM_OK;
-}
-
 int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
                              const tileatom_array *values, const tileatom_array *compare,
                              bool *taken, uint64_t *id, tileatom_error *err)
@@ -640,9 +624,15 @@ int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
 static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, tileatom_error *err)
 {
 	if (c->rxq_count < need) {
-		/* busy polling; else one read before the first poll: a pipelining caller often
-		 * finds its responses already there, and then saves the poll */
-		int rc = c->busy_poll_us > 0 ? spin_responses(c, need, err) : recv_some(c, err);
+		/* one read before the first poll (a pipelining caller often finds its responses
+		 * there, and saves the poll), or with tileatom_set_busy_poll reads without
+		 * sleeping (recv returns at once) until they are there or busy_poll_us passed */
+		const int64_t until =
+		    c->busy_poll_us ? now_ns() + (int64_t)c->busy_poll_us * 1000 : 0;
+		int rc;
+		do
+			rc = recv_some(c, err);
+		while (rc == TILEATOM_OK && c->rxq_count < need && until && now_ns() < until);
 		if (rc != TILEATOM_OK)
 			return tac_conn_break(c, err);
 	}
@@ -662,41 +652,32 @@ static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, til
 	return TILEATOM_OK;
 }
 
-/* The start of every receive: the connection must be whole and have a request awaiting
- * its response; the previous response is released, the requests still buffered leave
- * before the first wait (all of them, so the daemon has the whole batch however many
- * responses are collected afterwards), then it reads until need responses are queued. */
-static int receive_begin(tileatom_client *c, size_t need, tileatom_error *err)
-{
-	if (c->broken)
-		return broken_error(c, err);
-	if (c->pending_count == 0)
-		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
-	release_response(c, c->last);
-	c->last = NULL;
-	if (c->txbuf.len == 0 && c->rxq_count >= need)
-		return TILEATOM_OK; /* nothing to write and the responses here: nothing waits */
-	/* the clock is read only when something may wait: a write, or a response not here */
-	int64_t deadline =
-	    c->txbuf.len > 0 || c->rxq_count < need ? deadline_from(c->io_timeout_ms) : -1;
-	int rc = flush_until(c, deadline, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	return wait_responses(c, need, deadline, err);
-}
-
 /* tac_conn_receive (newest false) and tac_conn_receive_newest: the response to the oldest
- * or the newest pending request. */
+ * or the newest pending request. The previous response is released, and the requests still
+ * buffered leave before the first wait (all of them, so the daemon has the whole batch). */
 static inline __attribute__((always_inline)) int
 receive(tileatom_client *c, bool newest, tileatom_request_kind *kind, tileatom_error *err)
 {
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	/* responses come in order: the newest request's is the frame after the older ones' */
-	int rc = receive_begin(c, newest ? c->pending_count : 1, err);
-	if (rc != TILEATOM_OK)
-		return rc;
+	if (c->broken)
+		return broken_error(c, err);
+	if (c->pending_count == 0)
+		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
+	release_response(c, c->last);
+	c->last = NULL;
+	/* responses come in order: the newest request's is the frame after the older ones';
+	 * the clock is read only when something may wait (a write, or a response not here) */
+	size_t need = newest ? c->pending_count : 1;
+	if (c->txbuf.len > 0 || c->rxq_count < need) {
+		int64_t deadline = deadline_from(c->io_timeout_ms);
+		int rc = flush_until(c, deadline, err);
+		if (rc == TILEATOM_OK)
+			rc = wait_responses(c, need, deadline, err);
+		if (rc != TILEATOM_OK)
+			return rc;
+	}
 	if (newest && c->rxq_count > c->pending_count) {
 		tac_err(err, TILEATOM_E_PROTOCOL, "%s sent more responses than requests",
 		        c->address);
