@@ -82,33 +82,6 @@ static int connect_error(const char *address, int e, tileatom_error *err)
 	return tac_err(err, TILEATOM_E_IO, "cannot connect to %s: %s", address, strerror(e));
 }
 
-/* Connects the non-blocking socket fd to sa, waiting until deadline. */
-static int connect_wait(int fd, const struct sockaddr *sa, socklen_t len, const char *address,
-                        int64_t deadline, tileatom_error *err)
-{
-	int rc;
-	do
-		rc = connect(fd, sa, len);
-	while (rc < 0 && errno == EINTR);
-	if (rc == 0)
-		return TILEATOM_OK;
-	if (errno != EINPROGRESS && errno != EAGAIN)
-		return connect_error(address, errno, err);
-	short revents = 0;
-	int w = wait_fd(fd, POLLOUT, deadline, &revents);
-	if (w == 0)
-		return tac_err(err, TILEATOM_E_TIMEOUT, "cannot connect to %s: timed out", address);
-	if (w < 0)
-		return connect_error(address, errno, err);
-	int soerr = 0;
-	socklen_t sl = sizeof(soerr);
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
-		return connect_error(address, errno, err);
-	if (soerr != 0)
-		return connect_error(address, soerr, err);
-	return TILEATOM_OK;
-}
-
 /* Connects a new non-blocking socket of family (type, protocol) to sa by deadline into *out. */
 static int connect_one(int family, int type, int protocol, const struct sockaddr *sa, socklen_t len,
                        const char *address, int64_t deadline, int *out, tileatom_error *err)
@@ -116,7 +89,22 @@ static int connect_one(int family, int type, int protocol, const struct sockaddr
 	int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol);
 	if (fd < 0)
 		return tac_err(err, TILEATOM_E_IO, "cannot create a socket: %s", strerror(errno));
-	int rc = connect_wait(fd, sa, len, address, deadline, err);
+	int rc, soerr = 0;
+	do
+		rc = connect(fd, sa, len);
+	while (rc < 0 && errno == EINTR);
+	short revents = 0;
+	socklen_t sl = sizeof(soerr);
+	if (rc == 0)
+		rc = TILEATOM_OK;
+	else if (errno != EINPROGRESS && errno != EAGAIN)
+		rc = connect_error(address, errno, err);
+	else if ((rc = wait_fd(fd, POLLOUT, deadline, &revents)) == 0)
+		rc = tac_err(err, TILEATOM_E_TIMEOUT, "cannot connect to %s: timed out", address);
+	else if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+		rc = connect_error(address, errno, err);
+	else
+		rc = soerr != 0 ? connect_error(address, soerr, err) : TILEATOM_OK;
 	if (rc == TILEATOM_OK)
 		*out = fd;
 	else
