@@ -238,8 +238,8 @@ int tac_conn_break(tileatom_client *c, tileatom_error *err)
 	return c->broken_err.code;
 }
 
-/* Grows a power-of-two ring buffer of elements of size esize, keeping head..head+count in
- * order at the start of the new buffer. Returns 0 or -1 when memory is short. */
+/* Doubles a power-of-two ring of esize-byte elements, its entries moved to its start; -1
+ * when memory is short. */
 static int ring_grow(void **buf, size_t *cap, size_t *head, size_t count, size_t esize)
 {
 	size_t ncap = *cap * 2;
@@ -262,9 +262,8 @@ static const uint8_t *frame_data(const tileatom_client *c, const tac_frame *f)
 	return f->owned ? f->owned : c->rxstore.data + f->off;
 }
 
-/* Appends a completed frame to the receive queue: owned (a malloc'd payload the queue
- * takes over, freed on failure too), or else len bytes at data, copied into the receive
- * store when small and into an allocation of their own otherwise. */
+/* Queues a received frame: owned (a malloc'd payload taken over, freed on failure too), or
+ * len bytes at data, copied into the receive store when small, else into an allocation. */
 static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uint32_t len,
                     tileatom_error *err)
 {
@@ -295,10 +294,9 @@ static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uin
 	return TILEATOM_OK;
 }
 
-/* Releases the frame f just taken off the queue (its bytes are no longer read), the oldest
- * or, newest set, the newest: frees it, or gives its part of the receive store back (the
- * newest's is the end of the store); the store starts over when the queue is empty and
- * drops its consumed start once that is over half of it. */
+/* Releases frame f just taken off the queue (the oldest, or the newest: the end of the
+ * store); the store starts over when the queue is empty, and drops its consumed start once
+ * that is over half of it. */
 static inline __attribute__((always_inline)) void rxq_release(tileatom_client *c,
                                                               const tac_frame *f, bool newest)
 {
@@ -325,8 +323,8 @@ static inline __attribute__((always_inline)) void rxq_release(tileatom_client *c
 	}
 }
 
-/* Reads what the socket has (one recv) and parses it into frames. Returns TILEATOM_OK
- * (also when nothing was there) or an error for EOF, socket errors and bad frames. */
+/* Reads what the socket has (one recv) into frames; an error for EOF, socket errors and
+ * bad frames. */
 static int recv_some(tileatom_client *c, tileatom_error *err)
 {
 	ssize_t n;
@@ -383,11 +381,9 @@ int tac_conn_poll(tileatom_client *c, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-/* When a send failed, the daemon may have explained why before closing (e.g. a frame over
- * its size limit) in a response with id 0, which answers no request. Responses to earlier
- * pipelined requests may be queued before it: they explain nothing and are skipped. If
- * such an explanation is queued, err gets the daemon's status and message (with the
- * socket error after it). Returns err's code. */
+/* After a failed send: when the daemon explained why before closing (a queued response of
+ * id 0, e.g. for a frame over its limit), err gets its status and message, the socket
+ * error after it. Returns err's code. */
 static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 {
 	if (!err)
@@ -498,9 +494,8 @@ static inline bool pending_room(tileatom_client *c)
 	                 sizeof(*c->pending)) == 0;
 }
 
-/* Records a request of kind, whose frame was just buffered or written with the next id, as
- * pending (the ring has room: its submit made it) and gives its id to *id, after writing
- * the output buffer out when flush is set or it holds TAC_FLUSH_THRESHOLD bytes. */
+/* Queues the request of kind just framed with the next id as pending (the ring has room)
+ * and gives its id to *id, after writing the buffer out when flush is set or it is full. */
 static inline __attribute__((always_inline)) int queue_pending(tileatom_client *c,
                                                                tileatom_request_kind kind,
                                                                bool flush, uint64_t *id,
@@ -606,9 +601,8 @@ int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
 	return queue_pending(c, c->tpl.kind, false, id, err);
 }
 
-/* Reads until at least need whole response frames are queued (the connection breaks on a
- * timeout at deadline, an error or EOF): a read first (busy polling when asked), then
- * poll and read until they are there. */
+/* Reads until need whole response frames are queued (a timeout at deadline, an error or
+ * EOF breaks the connection). */
 static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, tileatom_error *err)
 {
 	if (c->rxq_count < need) {
