@@ -25,6 +25,8 @@
 #define TAC_DEFAULT_MAX_RESPONSE (1u << 30)
 /* The daemon's frame limit assumed when its Hello does not state one (its default). */
 #define TAC_DEFAULT_MAX_FRAME (64u << 20)
+/* Longest busy poll tileatom_set_busy_poll and $TILEATOM_BUSY_POLL_US accept (1 s). */
+#define TAC_BUSY_POLL_MAX 1000000u
 /* Bytes read from the socket per recv(). */
 #define TAC_RECV_CHUNK 65536
 /* Submitted request bytes buffered before they are written; a frame this large is written
@@ -194,16 +196,14 @@ typedef struct tac_split_req {
 /* False when the old values of the whole request (want_old, CAS) would not fit one response
  * frame, so that staging cannot send it whole (may describe the tile). */
 TAC_HIDDEN bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq);
-/* Sends a request over the frame limit in parts along the first axis of its element shape,
- * after checking what a split needs (the rules are in tileatom.h at tileatom_indexed). */
+/* Sends a request over the frame limit in parts (the rules: tileatom.h, tileatom_indexed). */
 TAC_HIDDEN int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *res,
                          tileatom_error *err);
 /* The pipelined tac_split: queues the parts after the same checks and records them for
  * tac_split_collect; *id gets the first part's id. */
 TAC_HIDDEN int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id,
                                 tileatom_error *err);
-/* The pending requests, oldest first, whose responses (all parts of a split submit) are
- * whole in the frame queue (tileatom_poll). */
+/* The pending requests, oldest first, whose responses (all parts) are queued whole. */
 TAC_HIDDEN size_t tac_split_ready(const tileatom_client *c);
 /* True when the oldest pending response belongs to a split submit. */
 TAC_HIDDEN bool tac_split_due(const tileatom_client *c);
@@ -213,8 +213,7 @@ TAC_HIDDEN int tac_split_collect(tileatom_client *c, tileatom_response *out, til
 TAC_HIDDEN void tac_split_client_free(tileatom_client *c);
 
 /* ---- shared buffers (tac_shm.c) ------------------------------------------------------- */
-/* Arrays of m in a buffer of c become references to it (m->old_out in one: the daemon
- * writes the old values there). */
+/* Arrays of m (and m->old_out) in a buffer of c become references to it. */
 TAC_HIDDEN void tac_shm_rewrite(tileatom_client *c, tac_msg *m);
 /* Copies m's inline operands of c->stage_min bytes or more (in all) into the staging buffer
  * (Unix sockets; best effort, true when copied). pipelined: only while that buffer is free,
@@ -233,20 +232,15 @@ TAC_HIDDEN struct tileatom_buffer *tac_shm_ref_buffer(const tileatom_client *c, 
 TAC_HIDDEN bool tac_shm_unix(tileatom_client *c);
 
 /* ---- raw device pointers (tac_cuptr.c) ------------------------------------------------ */
-/* Longest busy poll tileatom_set_busy_poll and $TILEATOM_BUSY_POLL_US accept (1 s). */
-#define TAC_BUSY_POLL_MAX 1000000u
-
 /* Default of tileatom_set_device_ptr_threshold: arrays of 64 KiB or more are looked up. */
 #define TAC_CUPTR_MIN (64u << 10)
 /* Registers on c the allocation of every operand array of m (and m->old_out) that is CUDA
  * device memory, once, before m is staged, split or sent; TILEATOM_OK, or why it cannot. */
 TAC_HIDDEN int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, tileatom_error *err);
-/* TILEATOM_E_INVALID_ARGUMENT when the output buffer [p, p + len) (what names it), which the
- * library writes, is device memory. */
+/* TILEATOM_E_INVALID_ARGUMENT when the output buffer [p, p + len) is device memory. */
 TAC_HIDDEN int tac_cuptr_refuse(tileatom_client *c, const void *p, size_t len, const char *what,
                                 tileatom_error *err);
-/* The threshold a new connection starts with: $TILEATOM_DEVICE_POINTERS ("off" or "no":
- * 0; a byte count) or TAC_CUPTR_MIN. */
+/* The threshold from $TILEATOM_DEVICE_POINTERS ("off", "no": 0; bytes) or TAC_CUPTR_MIN. */
 TAC_HIDDEN size_t tac_cuptr_default_min(void);
 /* Whether the process has loaded libcuda.so.1 (the answer is cached; see tac_cuptr.c). */
 TAC_HIDDEN bool tac_cuptr_driver_loaded(void);
