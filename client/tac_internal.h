@@ -257,6 +257,8 @@ TAC_HIDDEN void tac_cuptr_client_free(tileatom_client *c);
 /* Sends m (its builder's rc: anything but TILEATOM_OK is returned at once), prepared for
  * device pointers and shared buffers, and waits for its response (c->last, its status). */
 TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, int rc, tileatom_error *err);
+/* TILEATOM_E_STATE when c has pipelined responses not collected yet, else TILEATOM_OK. */
+TAC_HIDDEN int tac_none_pending(const tileatom_client *c, tileatom_error *err);
 
 /* ---- errors (tac_util.c) ------------------------------------------------------------- */
 /* Records code and a printf-style message in err (when not NULL); returns code. */

@@ -91,11 +91,9 @@ static int buffer_new(tileatom_client *c, size_t size, const void *ipc_handle,
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "%s need a Unix-socket connection (%s is not one)",
 		               ipc_handle ? "device buffers" : "shared buffers", c->address);
-	if (c->pending_count > 0)
-		return tac_err(err, TILEATOM_E_STATE,
-		               "%zu pipelined responses are not collected yet (call "
-		               "tileatom_collect first)",
-		               tac_pending_requests(c));
+	int rc = tac_none_pending(c, err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	struct tileatom_buffer *b = calloc(1, sizeof(*b));
 	if (!b)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
@@ -136,7 +134,7 @@ static int buffer_new(tileatom_client *c, size_t size, const void *ipc_handle,
 		m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
 		m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
 	}
-	int rc = tac_conn_submit(c, &m, true, b->fd, NULL, err);
+	rc = tac_conn_submit(c, &m, true, b->fd, NULL, err);
 	tileatom_request_kind kind;
 	if (rc == TILEATOM_OK)
 		rc = tac_conn_receive(c, &kind, err);
