@@ -51,9 +51,8 @@ static bool holds(const struct tileatom_buffer *s, const uint8_t *p, size_t len)
 	return s && p >= lo && p <= lo + s->size && len <= (size_t)(lo + s->size - p);
 }
 
-/* The buffer an array at p (len bytes) travels by reference in (see tac_internal.h: a
- * device buffer holding only its first byte makes the reference name bytes past its end,
- * which the daemon refuses, rather than having the library read device memory). */
+/* (A device buffer holding only an array's first byte makes its reference name bytes past
+ * the buffer's end, which the daemon refuses: the library never reads device memory.) */
 struct tileatom_buffer *tac_shm_ref_buffer(const tileatom_client *c, const void *p, size_t len)
 {
 	for (size_t i = 0; i < c->nbufs; i++)
@@ -279,15 +278,13 @@ void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined)
 {
 	Tileatom__Array *arrays[TAC_MSG_NARRAYS] = TAC_MSG_ARRAYS(m);
-	size_t n = TAC_MSG_NARRAYS, total = 0;
-	for (size_t i = 0; i < n; i++)
+	size_t need = 0;
+	for (size_t i = 0; i < TAC_MSG_NARRAYS; i++)
 		if (arrays[i]->data.len > 0 &&
 		    !tac_shm_ref_buffer(c, arrays[i]->data.data, arrays[i]->data.len))
-			total += (arrays[i]->data.len + 63) & ~(size_t)63;
-	size_t need = total;
-	if (c->stage_min == 0 || need == 0 || need < c->stage_min || !tac_shm_unix(c))
-		return false;
-	if (c->staged_id != 0) /* a pipelined request still reads it */
+			need += (arrays[i]->data.len + 63) & ~(size_t)63;
+	/* (staged_id: a pipelined request still reads the staging buffer) */
+	if (c->stage_min == 0 || need < c->stage_min || c->staged_id != 0 || !tac_shm_unix(c))
 		return false;
 	if (pipelined && c->pending_count > 0 && (!c->staging || c->staging->size < need))
 		return false; /* registering a larger one is a round trip */
@@ -302,12 +299,12 @@ bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined)
 			return false;
 	}
 	uint8_t *at = c->staging->map;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < TAC_MSG_NARRAYS; i++) {
 		Tileatom__Array *a = arrays[i];
 		if (a->data.len == 0 || tac_shm_ref_buffer(c, a->data.data, a->data.len))
 			continue;
-		/* large arrays on several threads (ta_copy.h): one thread copies at a fraction
-		 * of the memory system's rate, and this copy is most of such a call's time */
+		/* large arrays on several threads: one thread copies at a fraction of the
+		 * memory system's rate */
 		(void)ta_copy_parallel(at, a->data.data, a->data.len, ta_copy_threads(a->data.len),
 		                       0, NULL, NULL);
 		a->data.data = at;
