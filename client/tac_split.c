@@ -544,8 +544,7 @@ struct tac_split_pending {
 	uint64_t id;                /* the id its submit returned (its first part's) */
 	tileatom_request_kind kind; /* ELEMENTWISE, SCATTER or INDEXED */
 	int nparts;                 /* parts queued */
-	bool want_old;              /* the old values go to old_out */
-	uint8_t *old_out;           /* the caller's opts->old_out */
+	uint8_t *old_out;           /* where the old values go (want_old), else NULL */
 	split_plan plan; /* its plan (shape, part rows, old values; ops no longer read) */
 };
 
@@ -560,8 +559,7 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 	if (!s)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory; nothing was sent");
 	s->kind = rq->kind;
-	s->want_old = o.want_old;
-	s->old_out = o.old_out;
+	s->old_out = o.want_old ? o.old_out : NULL;
 	s->plan = p;
 	size_t window = 2; /* parts that may be unanswered at once (set at part 1) */
 	for (int i = 0; i < p.nparts; i++) {
@@ -702,10 +700,9 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		int prc = tac_check_response(c->last, kind, &pe);
 		const Tileatom__OpResponse *r = NULL;
 		if (prc == TILEATOM_OK)
-			prc = split_part_result(c, rows, unit,
-			                        s->want_old ? s->old_out + (size_t)r0 * p->old_row
-			                                    : NULL,
-			                        p->old_row, &r, &pe);
+			prc = split_part_result(
+			    c, rows, unit, s->old_out ? s->old_out + (size_t)r0 * p->old_row : NULL,
+			    p->old_row, &r, &pe);
 		if (prc == TILEATOM_OK) {
 			out->applied += r->applied;
 			out->skipped += r->skipped;
@@ -735,7 +732,7 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 			        runs.text, fail_msg);
 	}
 	out->status = rc;
-	if (rc == TILEATOM_OK && s->want_old) {
+	if (rc == TILEATOM_OK && s->old_out) {
 		out->dtype = p->info.dtype;
 		out->rank = p->rank;
 		memcpy(out->shape, p->shape, sizeof(out->shape));
