@@ -305,9 +305,7 @@ static int adopt(tileatom_client *c, const void *p, size_t len, const char *what
 	for (size_t i = 0; held && i < c->ncuptr && !e; i++)
 		if (c->cuptr[i].buf == held)
 			e = &c->cuptr[i];
-	if (held && !e)
-		return TILEATOM_OK; /* the caller's own buffer, or the staging one */
-	if (!e && small)
+	if (!e && (held || small)) /* held: the caller's own buffer, or the staging one */
 		return TILEATOM_OK;
 	cu_facts f; /* (without the driver, no entry can exist) */
 	int rc = cu_ask(p, what, &f, err);
