@@ -397,9 +397,7 @@ static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 		bool explains = r->id == 0 && code >= TILEATOM_E_INVALID_ARGUMENT &&
 		                code <= TILEATOM_E_INTERNAL && r->message && *r->message;
 		if (explains) {
-			char saved[TILEATOM_MSG_MAX];
-			snprintf(saved, sizeof(saved), "%s", err->message);
-			tac_err(err, code, "tileatomd: %s (%s)", r->message, saved);
+			tac_err(err, code, "tileatomd: %s (%s)", r->message, err->message);
 		}
 		tileatom__response__free_unpacked(r, NULL);
 		if (explains)

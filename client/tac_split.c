@@ -513,16 +513,13 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 			rc = split_part_result(c, rows, unit, o.want_old ? pt.po.old_out : NULL,
 			                       p.old_row, &r, err);
 		if (rc != TILEATOM_OK) {
-			if (err && r0 > 0) {
-				char first[sizeof(err->message)];
-				snprintf(first, sizeof(first), "%s", err->message);
+			if (err && r0 > 0)
 				tac_err(err, rc,
 				        "part %d of %d (%s %" PRId64 "..%" PRId64
 				        ") of a split request failed; %s 0..%" PRId64
 				        " were applied: %s",
 				        i + 1, p.nparts, unit, r0, r0 + rows - 1, unit, r0 - 1,
-				        first);
-			}
+				        err->message);
 			return rc;
 		}
 		res->applied += r->applied;
@@ -587,15 +584,12 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 		}
 		if (rc != TILEATOM_OK) {
 			/* parts already queued cannot be taken back, and the rest cannot follow */
-			if (!c->broken && err) {
-				char why[sizeof(err->message)];
-				snprintf(why, sizeof(why), "%s", err->message);
+			if (!c->broken && err)
 				tac_err(
 				    err, rc,
 				    "part %d of %d of a split request could not be queued (%s); "
 				    "parts 1..%d were, so the connection is broken",
-				    i + 1, p.nparts, why, i);
-			}
+				    i + 1, p.nparts, err->message, i);
 			return tac_conn_break(c, err);
 		}
 		tac_conn_mark_part(c);

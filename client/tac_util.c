@@ -50,12 +50,14 @@ TAC_PUBLIC_SAME(TA_PROTOCOL_VERSION, TILEATOM_PROTOCOL_VERSION);
 
 int tac_err(tileatom_error *err, int code, const char *fmt, ...)
 {
-	if (err) {
-		err->code = code;
+	if (err) { /* formatted aside first: the arguments may include err->message */
+		char text[sizeof(err->message)];
 		va_list ap;
 		va_start(ap, fmt);
-		vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		vsnprintf(text, sizeof(text), fmt, ap);
 		va_end(ap);
+		err->code = code;
+		memcpy(err->message, text, sizeof(text));
 	}
 	return code;
 }
