@@ -115,9 +115,7 @@ static int connect_one(int family, int type, int protocol, const struct sockaddr
 /* Connects to a Unix socket path. */
 static int open_unix(const char *path, int64_t deadline, int *out, tileatom_error *err)
 {
-	struct sockaddr_un sun;
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(sun.sun_path))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "socket path %s is longer than %zu bytes", path,
