@@ -434,16 +434,15 @@ int cli_cmd_hist(cli_call *k)
 	int rc = cli_parse(k, opts, 4, 1, 2, usage, false);
 	if (rc >= 0)
 		return rc;
-	hist_run h;
-	memset(&h, 0, sizeof(h));
-	h.k = k;
-	h.tile = a->pos[0];
-	h.ranged = a->value[0] != NULL;
+	hist_run h = {.k = k,
+	              .tile = a->pos[0],
+	              .ranged = a->value[0] != NULL,
+	              .chunk_cap = HIST_CHUNK_DEFAULT,
+	              .input_name = "stdin"};
 	if (h.ranged && !parse_range(a->value[0], &h.lo, &h.hi)) {
 		cli_error("hist: bad --range '%s' (expected LO:HI with LO < HI)", a->value[0]);
 		return CLI_EXIT_USAGE;
 	}
-	h.chunk_cap = HIST_CHUNK_DEFAULT;
 	if (a->value[1] && (cli_parse_counts(a->value[1], 1, &h.chunk_cap) != 1 ||
 	                    h.chunk_cap < 1 || h.chunk_cap > (INT64_C(1) << 26))) {
 		cli_error("hist: bad --chunk '%s' (1 to 67108864 numbers)", a->value[1]);
@@ -469,7 +468,6 @@ int cli_cmd_hist(cli_call *k)
 	h.format_size = formats[f].size;
 	h.format_float = formats[f].is_float;
 	int in = STDIN_FILENO;
-	h.input_name = "stdin";
 	if (a->npos == 2 && strcmp(a->pos[1], "-") != 0) {
 		in = open(a->pos[1], O_RDONLY | O_CLOEXEC);
 		if (in < 0) {
