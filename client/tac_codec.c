@@ -1,10 +1,11 @@
 /* tac_codec.c: builds protobuf-c Request messages from the public argument structs and
- * checks the Responses that come back. Requests borrow the caller's operand memory (the
+ * converts a tile description that comes back (responses are checked beside their decoder,
+ * tac_wire.c). Requests borrow the caller's operand memory (the
  * only copy made is when the message is packed into a frame). Before anything is sent,
  * what can be checked without the tile is checked against the core's table with the
  * daemon's own function (ta_check_variant: op in family, sem, scope, space, output), and
  * the encoding's needs (known dtypes, ranks, byte counts, names); the daemon validates the
- * rest against the tile. Which body answers which request comes from the table too. */
+ * rest against the tile. */
 #include "tac_internal.h"
 
 #include <stdio.h>
@@ -599,86 +600,6 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	*addr_at = &m->addressing;
 	*options_at = &m->options;
 	*operand_at = arr;
-	return TILEATOM_OK;
-}
-
-/* Validates a wire Array from a response (dtype known, rank <= 4, byte count matching). */
-static int check_wire_array(const Tileatom__Array *a, const char *what, tileatom_error *err)
-{
-	if (!a)
-		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: missing in the response", what);
-	size_t es = ta_dtype_size((ta_dtype)a->dtype);
-	if (es == 0)
-		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: unknown dtype %d in the response",
-		               what, (int)a->dtype);
-	if (a->n_shape > TILEATOM_MAX_RANK)
-		return tac_err(err, TILEATOM_E_PROTOCOL, "%s: rank %zu in the response", what,
-		               a->n_shape);
-	if (a->n_shape == 0 && a->data.len == es) /* one element, the common old value */
-		return TILEATOM_OK;
-	uint64_t n = 1;
-	for (size_t i = 0; i < a->n_shape; i++) {
-		if (a->shape[i] < 0 || (uint64_t)a->shape[i] > (UINT64_C(1) << 40))
-			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: extent %lld in the response",
-			               what, (long long)a->shape[i]);
-		n *= (uint64_t)a->shape[i];
-		if (n > (UINT64_C(1) << 40))
-			return tac_err(err, TILEATOM_E_PROTOCOL, "%s: too many elements", what);
-	}
-	if ((uint64_t)a->data.len != n * es)
-		return tac_err(err, TILEATOM_E_PROTOCOL,
-		               "%s: %zu bytes in the response for %llu elements of %s", what,
-		               a->data.len, (unsigned long long)n,
-		               tileatom_dtype_name((tileatom_dtype)a->dtype));
-	return TILEATOM_OK;
-}
-
-/* The Response body that answers a request kind (the reply column of TA_REQUEST). */
-static Tileatom__Response__BodyCase expected_body(tileatom_request_kind kind)
-{
-	switch ((int)kind) {
-#define TA_REQUEST(id, field, number, tile, fam, op, reply, ...)                                   \
-	case TA_REQ_##id:                                                                          \
-		return TILEATOM__RESPONSE__BODY_##reply;
-#include "ta_ops.def"
-#undef TA_REQUEST
-	default:
-		return TILEATOM__RESPONSE__BODY__NOT_SET;
-	}
-}
-
-int tac_check_response(const Tileatom__Response *r, tileatom_request_kind kind, tileatom_error *err)
-{
-	if (r->status != TILEATOM__STATUS__OK) {
-		int code = (int)r->status;
-		if (code < 1 || code > TILEATOM_E_INTERNAL)
-			return tac_err(err, TILEATOM_E_PROTOCOL,
-			               "tileatomd answered with unknown status %d: %s", code,
-			               r->message ? r->message : "");
-		if (r->message && *r->message)
-			return tac_err(err, code, "%s", r->message);
-		return tac_err(err, code, "tileatomd answered %s", tileatom_strerror(code));
-	}
-	Tileatom__Response__BodyCase want = expected_body(kind);
-	/* Some kinds (destroy, write) may come back with or without an (empty) body. */
-	if (ta_req_reply_optional((ta_req_kind)kind)) {
-		if (r->body_case != want && r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET &&
-		    r->body_case != TILEATOM__RESPONSE__BODY_OP)
-			return tac_err(err, TILEATOM_E_PROTOCOL,
-			               "tileatomd answered a %s request with body %d",
-			               ta_req_name((ta_req_kind)kind), (int)r->body_case);
-		return TILEATOM_OK;
-	}
-	if (r->body_case != want)
-		return tac_err(err, TILEATOM_E_PROTOCOL,
-		               "tileatomd answered request kind %d with body %d (expected %d)",
-		               (int)kind, (int)r->body_case, (int)want);
-	if (want == TILEATOM__RESPONSE__BODY_DATA)
-		return check_wire_array(r->data, "read data", err);
-	/* old values without bytes were written into a shared buffer (Options.old_into); the
-	 * call that asked for them checks their size (tac_api.c op_result) */
-	if (want == TILEATOM__RESPONSE__BODY_OP && r->op && r->op->old && r->op->old->data.len > 0)
-		return check_wire_array(r->op->old, "old values", err);
 	return TILEATOM_OK;
 }
 
