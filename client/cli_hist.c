@@ -306,12 +306,7 @@ static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t f
 	size_t es = h->format_size;
 	for (size_t i = 0; i < n; i++, data += es) {
 		h->numbers++;
-		union {
-			int32_t i32; /* i32 */
-			int64_t i64; /* i64 */
-			float f32;   /* f32 */
-			double f64;  /* f64 */
-		} e;
+		cli_element e;
 		memcpy(&e, data, es);
 		int64_t v = es == 4 ? e.i32 : e.i64;
 		double x = es == 4 ? (double)e.f32 : e.f64;

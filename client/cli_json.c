@@ -13,12 +13,7 @@
 
 json_object *cli_json_value(tileatom_dtype dtype, const void *p)
 {
-	union {
-		int32_t i32;  /* INT32 */
-		uint32_t u32; /* UINT32 */
-		int64_t i64;  /* INT64 */
-		uint64_t u64; /* UINT64 */
-	} v;
+	cli_element v;
 	if (tileatom_dtype_is_int(dtype)) {
 		memcpy(&v, p, tileatom_dtype_size(dtype));
 		return dtype == TILEATOM_INT32    ? json_object_new_int64(v.i32)
