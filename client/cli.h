@@ -79,14 +79,12 @@ int cli_parse_counts(const char *text, int max, int64_t *out);
 /* Elements of a tile. */
 int64_t cli_tile_count(const tileatom_tile_info *info);
 
-/* One element's bytes as each integer and float dtype (read without aliasing). */
+/* One element's bytes, read without aliasing (unsigned ones as their signed twin's bits). */
 typedef union cli_element {
-	int32_t i32;  /* INT32 */
-	uint32_t u32; /* UINT32 */
-	int64_t i64;  /* INT64 */
-	uint64_t u64; /* UINT64 */
-	float f32;    /* FLOAT32 */
-	double f64;   /* FLOAT64 */
+	int32_t i32; /* INT32, UINT32 */
+	int64_t i64; /* INT64, UINT64 */
+	float f32;   /* FLOAT32 */
+	double f64;  /* FLOAT64 */
 } cli_element;
 
 /* ---- --json output (cli_json.c) ---- */

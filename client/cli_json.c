@@ -18,8 +18,8 @@ json_object *cli_json_value(tileatom_dtype dtype, const void *p)
 		memcpy(&v, p, tileatom_dtype_size(dtype));
 		return dtype == TILEATOM_INT32    ? json_object_new_int64(v.i32)
 		       : dtype == TILEATOM_INT64  ? json_object_new_int64(v.i64)
-		       : dtype == TILEATOM_UINT32 ? json_object_new_uint64(v.u32)
-		                                  : json_object_new_uint64(v.u64);
+		       : dtype == TILEATOM_UINT32 ? json_object_new_uint64((uint32_t)v.i32)
+		                                  : json_object_new_uint64((uint64_t)v.i64);
 	}
 	/* Floats: the library's shortest text that reads back to the same value, kept by
 	 * json-c as the number's serialisation; non-finite values have no JSON number. */
