@@ -506,7 +506,8 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 	const char *unit = p.rank == 1 ? "elements" : "rows";
 	for (int i = 0; i < p.nparts; i++) {
 		split_part pt;
-		rc = tac_roundtrip(c, &pt.m, split_build(c, rq, &p, &o, i, false, &pt, err), err);
+		rc = split_build(c, rq, &p, &o, i, false, &pt, err);
+		rc = tac_roundtrip(c, &pt.m, rc, err);
 		const Tileatom__OpResponse *r = NULL;
 		int64_t r0 = pt.r0, rows = pt.rows;
 		if (rc == TILEATOM_OK)
