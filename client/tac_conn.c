@@ -207,11 +207,8 @@ void tac_client_free(tileatom_client *c)
 		return;
 	if (c->fd >= 0)
 		close(c->fd);
-	while (c->rxq && c->rxq_count > 0) {
-		free(c->rxq[c->rxq_head].owned);
-		c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
-		c->rxq_count--;
-	}
+	for (size_t k = 0; c->rxq && k < c->rxq_count; k++)
+		free(c->rxq[(c->rxq_head + k) & (c->rxq_cap - 1)].owned);
 	ta_frame_reader_free(&c->reader);
 	ta_frame_buf_free(&c->txbuf);
 	release_response(c, c->last);

@@ -93,9 +93,8 @@ struct tileatom_client {
 	uint64_t staged_id;              /* the pipelined request holding staging (0: none) */
 
 	/* split submits (tac_split.c) */
-	tac_split_pending *splits;      /* the oldest split submit not collected (a FIFO) */
-	tac_split_pending *splits_tail; /* the newest one */
-	size_t split_extra;             /* pending parts 2..n of split submits (not counted) */
+	tac_split_pending *splits; /* the split submits not collected, oldest first */
+	size_t split_extra;        /* pending parts 2..n of split submits (not counted) */
 
 	/* raw device pointers (tac_cuptr.c) */
 	size_t cuptr_min;              /* array bytes from which the driver is asked (0: never) */

@@ -594,14 +594,13 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 			return tac_conn_break(c, err);
 		}
 		tac_conn_mark_part(c);
-		if (i == 0) {
-			if (c->splits_tail)
-				c->splits_tail->next = s;
-			else
-				c->splits = s;
-			c->splits_tail = s;
-		} else {
+		if (i > 0) {
 			c->split_extra++;
+		} else { /* s joins the end of the FIFO (few split submits are pending) */
+			tac_split_pending **end = &c->splits;
+			while (*end)
+				end = &(*end)->next;
+			*end = s;
 		}
 		s->nparts = i + 1;
 	}
@@ -648,18 +647,13 @@ typedef struct split_runs {
 /* Closes the open run of runs at row `to` (inclusive). */
 static void split_runs_close(split_runs *u, int64_t to)
 {
-	if (u->from < 0)
-		return;
-	char piece[48];
-	snprintf(piece, sizeof(piece), "%s%" PRId64 "..%" PRId64, u->len ? ", " : "", u->from, to);
-	size_t need = strlen(piece);
-	if (!u->full && u->len + need + 6 < sizeof(u->text)) {
-		memcpy(u->text + u->len, piece, need + 1);
-		u->len += need;
-	} else if (!u->full) {
-		memcpy(u->text + u->len, ", ...", 6);
-		u->len += 5;
-		u->full = true;
+	if (u->from >= 0 && !u->full) { /* a piece, or ", ..." once the next would not fit */
+		char piece[48];
+		snprintf(piece, sizeof(piece), "%s%" PRId64 "..%" PRId64, u->len ? ", " : "",
+		         u->from, to);
+		u->full = u->len + strlen(piece) + 6 >= sizeof(u->text);
+		u->len += (size_t)snprintf(u->text + u->len, sizeof(u->text) - u->len, "%s",
+		                           u->full ? ", ..." : piece);
 	}
 	u->from = -1;
 }
@@ -735,8 +729,6 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		out->data_bytes = (size_t)n * p->old_row;
 	}
 	c->splits = s->next;
-	if (!c->splits)
-		c->splits_tail = NULL;
 	free(s);
 	return rc;
 }
@@ -748,6 +740,5 @@ void tac_split_client_free(tileatom_client *c)
 		free(c->splits);
 		c->splits = next;
 	}
-	c->splits_tail = NULL;
 	c->split_extra = 0;
 }
