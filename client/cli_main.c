@@ -472,9 +472,7 @@ static int cmd_get(cli_call *k)
 	}
 	rc = CLI_EXIT_OK;
 	bool first = true;
-	tileatom_region reg;
-	memset(&reg, 0, sizeof(reg));
-	reg.rank = info.rank;
+	tileatom_region reg = {.rank = info.rank};
 	memcpy(reg.shape, info.shape, sizeof(reg.shape));
 	for (int64_t r0 = 0; r0 < info.shape[0] && rc == CLI_EXIT_OK; r0 += rows_per) {
 		reg.origin[0] = r0;

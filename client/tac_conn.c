@@ -129,11 +129,9 @@ static int open_unix(const char *path, int64_t deadline, int *out, tileatom_erro
 static int open_tcp(const char *address, const char *host, const char *port, int64_t deadline,
                     int *out, tileatom_error *err)
 {
-	struct addrinfo hints, *res = NULL;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV;
+	struct addrinfo *res = NULL;
+	struct addrinfo hints = {
+	    .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	int gai = getaddrinfo(host, port, &hints, &res);
 	if (gai != 0)
 		return tac_err(err, TILEATOM_E_IO, "cannot resolve %s: %s", address,
@@ -363,11 +361,8 @@ static int recv_some(tileatom_client *c, tileatom_error *err)
 
 int tac_conn_poll(tileatom_client *c, tileatom_error *err)
 {
-	if (!c->broken && c->rxq_count < c->pending_count) {
-		int rc = recv_some(c, err);
-		if (rc != TILEATOM_OK)
-			tac_conn_break(c, err);
-	}
+	if (!c->broken && c->rxq_count < c->pending_count && recv_some(c, err) != TILEATOM_OK)
+		tac_conn_break(c, err);
 	if (c->broken) {
 		if (err)
 			*err = c->broken_err;
