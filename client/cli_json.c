@@ -1,9 +1,7 @@
-/* cli_json.c: tileatom-cli's --json output, built with json-c: element values in their
- * dtype (non-finite floats as the strings "nan", "inf", "-inf"), shapes, tile
- * descriptions, and the printing of a finished object in one compact format
- * (CLI_JSON_FLAGS: no blanks, "/" not escaped) followed by a newline. Large arrays (get)
- * are streamed: the enclosing object is serialised by json-c with the array empty and
- * printed without its closing "]}", and each value is serialised by json-c on its own. */
+/* cli_json.c: tileatom-cli's --json output, built with json-c: element values (non-finite
+ * floats as "nan", "inf", "-inf"), shapes, tiles, and the printing of an object in one
+ * compact format (CLI_JSON_FLAGS) and a newline. Large arrays (get) are streamed: the
+ * enclosing object is printed with the array empty, less its closing "]}", then each value. */
 #include "cli.h"
 
 #include <errno.h>

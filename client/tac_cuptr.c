@@ -1,25 +1,18 @@
-/* tac_cuptr.c: raw CUDA device pointers as operands (transparent device buffers). Before a
- * request is staged, split or sent, tac_cuptr_prepare asks the CUDA driver
- * (cuPointerGetAttributes) about each operand array and old-values buffer of at least the
- * connection's threshold (tileatom_set_device_ptr_threshold, $TILEATOM_DEVICE_POINTERS), and
- * about any array in an allocation it registered before: device memory (not managed) has
- * its whole allocation registered once per connection as a device buffer
- * (cuIpcGetMemHandle, then tileatom_device_buffer_register), and tac_shm_rewrite sends the
- * array by reference. The cache is keyed by the allocation's base; an entry whose
- * allocation changed (size, buffer id, or no longer device memory) is dropped and the new
- * one registered.
- *
- * The library does not link against CUDA: it uses libcuda.so.1 only when the process has
- * loaded it already (dlopen RTLD_NOLOAD), asking again only after the process loads another
- * shared object (dl_iterate_phdr's dlpi_adds, cheap to read).
+/* tac_cuptr.c: raw CUDA device pointers as operands. Before a request is staged, split or
+ * sent, tac_cuptr_prepare asks the driver (cuPointerGetAttributes) about each operand array
+ * and old-values buffer of at least the connection's threshold, and about any array in an
+ * allocation it registered before: device memory (not managed) has its whole allocation
+ * registered once per connection as a device buffer (its CUDA IPC handle), which
+ * tac_shm_rewrite then names. The cache, keyed by the allocation's base, drops an entry
+ * whose allocation changed (size, buffer id, or no longer device memory). The library does
+ * not link against CUDA: it uses libcuda.so.1 only when the process has loaded it (dlopen
+ * RTLD_NOLOAD), asking again only after the process loads another shared object.
  *
  * Failure modes: device memory that cannot travel by reference (a TCP connection, no CUDA
- * IPC handle as with memory-pool or VMM memory, an array past its allocation, pipelined
- * responses not collected when a registration is needed) fails the call with
- * TILEATOM_E_INVALID_ARGUMENT or TILEATOM_E_STATE before anything is sent; a daemon refusal
- * (the CPU backend: TILEATOM_E_UNIMPLEMENTED) is returned as is; a driver error is reported
- * with its name. Host, pinned and managed memory, and processes without the driver, go
- * inline. */
+ * IPC handle, an array past its allocation, pipelined responses not collected before a
+ * registration) fails the call before anything is sent; a daemon refusal (the CPU backend:
+ * TILEATOM_E_UNIMPLEMENTED) is returned as is; a driver error is reported with its name.
+ * Host, pinned and managed memory, and processes without the driver, go inline. */
 #include "tac_internal.h"
 
 #include <dlfcn.h> /* RTLD_NOLOAD, dl_iterate_phdr: _GNU_SOURCE (AM_CPPFLAGS) */
