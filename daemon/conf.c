@@ -21,8 +21,8 @@
 /* How a value is written (ta_conf.def describes each); T_CLI: a command-line-only row. */
 // clang-format off
 typedef enum conf_type {
-	T_BOOL, T_INT, T_AUTO, T_SIZE, T_DURATION, T_STRING, T_PATH, T_HOSTPORT, T_BACKEND,
-	T_LOG_LEVEL, T_FSYNC, T_CLI
+	T_BOOL, T_INT, T_AUTO, T_SIZE, T_SIZE32, T_DURATION, T_STRING, T_PATH, T_HOSTPORT,
+	T_BACKEND, T_LOG_LEVEL, T_FSYNC, T_CLI
 } conf_type;
 // clang-format on
 
@@ -67,7 +67,7 @@ static const conf_row rows[N_ROWS] = {
 typedef union conf_value {
 	bool b;     /* T_BOOL */
 	int64_t i;  /* T_INT, T_AUTO and the name types */
-	uint64_t u; /* T_SIZE, T_DURATION */
+	uint64_t u; /* T_SIZE, T_SIZE32, T_DURATION */
 	char *s;    /* the string types: malloc'd, NULL when empty */
 } conf_value;
 
@@ -79,6 +79,7 @@ typedef union conf_value {
 #define STORE_FSYNC         STORE_INT
 #define STORE_BACKEND(f, v) ((f) = (ta_backend_choice)(v).i)
 #define STORE_SIZE(f, v)    ((f) = (v).u)
+#define STORE_SIZE32(f, v)  ((f) = (uint32_t)(v).u)
 #define STORE_DURATION      STORE_SIZE
 #define STORE_STRING(f, v)  (free(f), (f) = (v).s)
 #define STORE_PATH          STORE_STRING
@@ -99,21 +100,28 @@ static void store(ta_config *cfg, int row, conf_value v)
 	}
 }
 
-/* Whether values of type t are malloc'd strings. */
-static bool is_string(conf_type t)
-{
-	return t == T_STRING || t == T_PATH || t == T_HOSTPORT;
-}
+/* A spelling and the number it stands for: a unit (its multiplier) or a name (its value). */
+typedef struct conf_name {
+	const char *name; /* as written ("" for a number without unit) */
+	uint64_t value;   /* bytes or milliseconds per unit, or the name's value */
+} conf_name;
 
-/* A unit a number may carry: its spelling and what it multiplies the number by. */
-typedef struct conf_unit {
-	const char *name; /* as written after the digits ("" for none) */
-	uint64_t mult;    /* bytes or milliseconds per unit */
-} conf_unit;
+/* Looks text up in names (ended by a NULL name), compared by same. Returns 0 with the value
+ * in *out, or -1. */
+static int lookup(const char *text, const conf_name *names, int (*same)(const char *, const char *),
+                  uint64_t *out)
+{
+	for (; names->name; names++)
+		if (same(text, names->name) == 0) {
+			*out = names->value;
+			return 0;
+		}
+	return -1;
+}
 
 /* Parses digits followed by one of units (spelled as same() compares), into *out.
  * Returns 0, or -1 on a malformed or overflowing value. */
-static int parse_with_unit(const char *text, const conf_unit *units,
+static int parse_with_unit(const char *text, const conf_name *units,
                            int (*same)(const char *, const char *), uint64_t *out)
 {
 	/* A digit first: strtoull would also take leading blanks and a sign, and turn
@@ -123,36 +131,23 @@ static int parse_with_unit(const char *text, const conf_unit *units,
 	errno = 0;
 	char *end = NULL;
 	unsigned long long v = strtoull(text, &end, 10);
-	for (; errno == 0 && units->name; units++)
-		if (same(end, units->name) == 0 && v <= UINT64_MAX / units->mult) {
-			*out = (uint64_t)v * units->mult;
-			return 0;
-		}
-	return -1;
+	uint64_t mult = 1;
+	if (errno != 0 || lookup(end, units, same, &mult) != 0 || v > UINT64_MAX / mult)
+		return -1;
+	*out = (uint64_t)v * mult;
+	return 0;
 }
 
 int ta_config_parse_size(const char *text, uint64_t *out)
 {
 	// clang-format off
-	static const conf_unit units[] = {
+	static const conf_name units[] = {
 	    {"", 1}, {"K", 1ull << 10}, {"KiB", 1ull << 10}, {"KB", 1ull << 10},
 	    {"M", 1ull << 20}, {"MiB", 1ull << 20}, {"MB", 1ull << 20},
 	    {"G", 1ull << 30}, {"GiB", 1ull << 30}, {"GB", 1ull << 30},
 	    {"T", 1ull << 40}, {"TiB", 1ull << 40}, {"TB", 1ull << 40}, {NULL, 0}};
 	// clang-format on
 	return parse_with_unit(text, units, strcasecmp, out);
-}
-
-/* Parses a duration: digits with an optional unit ms, s (the default), m or h. Returns 0
- * on success (*out in milliseconds), -1 on a malformed or overflowing value. */
-static int parse_duration(const char *text, uint64_t *out)
-{
-	// clang-format off
-	static const conf_unit units[] = {
-	    {"", 1000}, {"s", 1000}, {"ms", 1}, {"m", 60000}, {"min", 60000}, {"h", 3600000},
-	    {NULL, 0}};
-	// clang-format on
-	return parse_with_unit(text, units, strcmp, out);
 }
 
 /* Parses a decimal integer in [lo, hi]; returns 0 or -1. */
@@ -167,37 +162,6 @@ static int parse_int(const char *text, int64_t lo, int64_t hi, int64_t *out)
 		return -1;
 	*out = v;
 	return 0;
-}
-
-/* Parses true/false/yes/no/on/off/1/0; returns 0 or -1. */
-static int parse_bool(const char *text, bool *out)
-{
-	static const char *yes[] = {"true", "yes", "on", "1"};
-	static const char *no[] = {"false", "no", "off", "0"};
-	for (size_t i = 0; i < 4; i++) {
-		if (strcasecmp(text, yes[i]) == 0) {
-			*out = true;
-			return 0;
-		}
-		if (strcasecmp(text, no[i]) == 0) {
-			*out = false;
-			return 0;
-		}
-	}
-	return -1;
-}
-
-/* Parses auto, cpu or cuda; returns 0 or -1. */
-static int parse_backend(const char *text, int64_t *out)
-{
-	static const char *names[] = {
-	    [TA_BACKEND_AUTO] = "auto", [TA_BACKEND_CPU] = "cpu", [TA_BACKEND_CUDA] = "cuda"};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(text, names[i]) == 0) {
-			*out = (int64_t)i;
-			return 0;
-		}
-	return -1;
 }
 
 /* Writes a byte count with the largest suffix that divides it ("1K", "1G", "100"). */
@@ -230,6 +194,7 @@ static ta_status bad_value(const conf_row *r, const char *text, ta_error *err)
 		         (unsigned long long)r->hi, sep, r->note);
 		break;
 	case T_SIZE:
+	case T_SIZE32:
 		if (r->hi != UINT64_MAX) {
 			char lo[32], hi[32];
 			format_size(lo, sizeof(lo), (uint64_t)r->lo);
@@ -257,11 +222,24 @@ static ta_status bad_value(const conf_row *r, const char *text, ta_error *err)
  * Returns TA_OK, TA_INVALID_ARGUMENT with r's message, or TA_RESOURCE_EXHAUSTED. */
 static ta_status parse_value(const conf_row *r, const char *text, conf_value *v, ta_error *err)
 {
+	// clang-format off
+	static const conf_name durations[] = {
+	    {"", 1000}, {"s", 1000}, {"ms", 1}, {"m", 60000}, {"min", 60000}, {"h", 3600000},
+	    {NULL, 0}};
+	static const conf_name bools[] = {
+	    {"true", 1}, {"yes", 1}, {"on", 1}, {"1", 1},
+	    {"false", 0}, {"no", 0}, {"off", 0}, {"0", 0}, {NULL, 0}};
+	static const conf_name backends[] = {
+	    {"auto", TA_BACKEND_AUTO}, {"cpu", TA_BACKEND_CPU}, {"cuda", TA_BACKEND_CUDA},
+	    {NULL, 0}};
+	// clang-format on
 	int bad = 0;
+	uint64_t u = 0;
 	ta_fsync_mode mode = TA_FSYNC_NO;
 	switch (r->type) {
 	case T_BOOL:
-		bad = parse_bool(text, &v->b);
+		bad = lookup(text, bools, strcasecmp, &u);
+		v->b = u != 0;
 		break;
 	case T_AUTO:
 		if (strcmp(text, "auto") == 0) {
@@ -273,10 +251,12 @@ static ta_status parse_value(const conf_row *r, const char *text, conf_value *v,
 		bad = parse_int(text, r->lo, (int64_t)r->hi, &v->i);
 		break;
 	case T_SIZE:
+	case T_SIZE32:
 		bad = ta_config_parse_size(text, &v->u) || v->u < (uint64_t)r->lo || v->u > r->hi;
 		break;
 	case T_DURATION:
-		bad = parse_duration(text, &v->u) || v->u < (uint64_t)r->lo || v->u > r->hi;
+		bad = parse_with_unit(text, durations, strcmp, &v->u) || v->u < (uint64_t)r->lo ||
+		      v->u > r->hi;
 		break;
 	case T_PATH:
 	case T_HOSTPORT:
@@ -289,7 +269,8 @@ static ta_status parse_value(const conf_row *r, const char *text, conf_value *v,
 			return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 		break;
 	case T_BACKEND:
-		bad = parse_backend(text, &v->i);
+		bad = lookup(text, backends, strcmp, &u);
+		v->i = (int64_t)u;
 		break;
 	case T_LOG_LEVEL:
 		v->i = ta_log_level_parse(text);
@@ -349,7 +330,8 @@ void ta_config_init(ta_config *cfg)
 void ta_config_free(ta_config *cfg)
 {
 	for (int i = 0; i < N_SETTINGS; i++)
-		if (is_string(rows[i].type))
+		if (rows[i].type == T_STRING || rows[i].type == T_PATH ||
+		    rows[i].type == T_HOSTPORT)
 			store(cfg, i, (conf_value){.s = NULL});
 	free(cfg->config_file);
 	ta_config_init(cfg);
@@ -454,92 +436,63 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
 	opts[N_ROWS] = (struct option){NULL, 0, NULL, 0};
 	shorts[ns] = '\0';
 
-	/* Settings given on the command line, applied after the file: (row, value). */
-	int *given = calloc((size_t)argc + 1, sizeof(*given));
-	const char **values = calloc((size_t)argc + 1, sizeof(*values));
-	ta_status st = TA_OK;
-	if (!given || !values) {
-		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-		goto out;
-	}
-	int n = 0;
+	/* Two passes over argv: the first checks every option and finds the action and
+	 * --config; the second, after the file is loaded, applies the settings on top. */
 	const char *config_path = NULL;
 	*action = TA_ACTION_RUN;
 	opterr = 0;
-	optind = 0; /* full re-initialisation (glibc), so that parsing can be repeated */
-	for (;;) {
-		int c = getopt_long(argc, argv, shorts, opts, NULL);
-		if (c == -1)
-			break;
-		if (c == '?') {
-			const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-			if (optopt && optopt < OPT_CODE(0))
-				st = ta_error_set(err, TA_INVALID_ARGUMENT, "unknown option -%c",
-				                  optopt);
-			else
-				st = ta_error_set(err, TA_INVALID_ARGUMENT, "unknown option %s",
-				                  arg);
-			goto out;
-		}
-		int r = row_of_code(c == ':' ? optopt : c);
-		if (r < 0) {
-			st = ta_error_set(err, TA_INTERNAL, "option code %d has no row", c);
-			goto out;
-		}
-		if (c == ':') {
-			st = ta_error_set(err, TA_INVALID_ARGUMENT, "option --%s needs a value",
-			                  names[r]);
-			goto out;
-		}
-		switch (r) {
-		case ROW_help:
-			*action = TA_ACTION_HELP;
-			break;
-		case ROW_version:
-			if (*action == TA_ACTION_RUN)
+	for (int pass = 0; pass < 2; pass++) {
+		optind = 0; /* full re-initialisation (glibc), so that parsing can be repeated */
+		int c;
+		while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+			if (c == '?' && optopt && optopt < OPT_CODE(0))
+				return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown option -%c",
+				                    optopt);
+			if (c == '?')
+				return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown option %s",
+				                    optind > 0 && optind <= argc ? argv[optind - 1]
+				                                                 : "?");
+			int r = row_of_code(c == ':' ? optopt : c);
+			if (r < 0)
+				return ta_error_set(err, TA_INTERNAL, "option code %d has no row",
+				                    c);
+			if (c == ':')
+				return ta_error_set(err, TA_INVALID_ARGUMENT,
+				                    "option --%s needs a value", names[r]);
+			if (pass == 1 && r < N_SETTINGS) {
+				ta_error e = {0};
+				ta_status st = ta_config_set(cfg, rows[r].key,
+				                             rows[r].arg ? optarg : "true", &e);
+				if (st == TA_OK)
+					continue;
+				/* the message starts with the setting's key: name the option as
+				 * typed */
+				for (char *k = e.msg; *k && *k != ':'; k++)
+					if (*k == '_')
+						*k = '-';
+				return ta_error_set(err, st, "--%s", e.msg);
+			}
+			if (r == ROW_help)
+				*action = TA_ACTION_HELP;
+			else if (r == ROW_version && *action == TA_ACTION_RUN)
 				*action = TA_ACTION_VERSION;
-			break;
-		case ROW_list_kernels:
-			if (*action == TA_ACTION_RUN)
+			else if (r == ROW_list_kernels && *action == TA_ACTION_RUN)
 				*action = TA_ACTION_LIST_KERNELS;
-			break;
-		case ROW_config:
-			config_path = optarg;
-			break;
-		default:
-			given[n] = r;
-			values[n] = rows[r].arg ? optarg : "true";
-			n++;
+			else if (r == ROW_config)
+				config_path = optarg;
 		}
-	}
-	if (optind < argc) {
-		st = ta_error_set(err, TA_INVALID_ARGUMENT, "unexpected argument '%s'",
-		                  argv[optind]);
-		goto out;
-	}
-	if (*action != TA_ACTION_RUN)
-		goto out;
-	if (config_path) {
-		st = ta_config_load_file(cfg, config_path, err);
+		if (pass == 1)
+			break;
+		if (optind < argc)
+			return ta_error_set(err, TA_INVALID_ARGUMENT, "unexpected argument '%s'",
+			                    argv[optind]);
+		if (*action != TA_ACTION_RUN)
+			return TA_OK;
+		ta_status st = config_path ? ta_config_load_file(cfg, config_path, err) : TA_OK;
 		if (st != TA_OK)
-			goto out;
+			return st;
 	}
-	for (int i = 0; i < n; i++) {
-		ta_error e = {0};
-		st = ta_config_set(cfg, rows[given[i]].key, values[i], &e);
-		if (st != TA_OK) {
-			/* the message starts with the setting's key: name the option as typed */
-			for (char *c = e.msg; *c && *c != ':'; c++)
-				if (*c == '_')
-					*c = '-';
-			ta_error_set(err, st, "--%s", e.msg);
-			goto out;
-		}
-	}
-out:
-	free(given);
-	free(values);
-	return st;
+	return TA_OK;
 }
 
 ta_status ta_config_finish(ta_config *cfg, ta_error *err)

@@ -30,17 +30,14 @@ typedef enum ta_backend_choice {
 #define TA_CONFIG_WORKERS_AUTO 0
 /* Workers of the CPU backend (auto): each runs requests on the CPU. */
 #define TA_SERVER_WORKERS_CPU 4
-/* Workers of the CUDA backend (auto): each mostly waits for the GPU, and concurrent
- * callers are what fills a batch (one connection's requests run one at a time). */
+/* Workers of the CUDA backend (auto): each mostly waits for the GPU; callers fill batches. */
 #define TA_SERVER_WORKERS_CUDA 64
 /* batch_min: 4 with at least 2 workers and 4 CPUs unless several event loops run the CPU
  * backend, else 0 (never). */
 #define TA_CONFIG_BATCH_AUTO (-1)
-/* loops: on the CPU backend or with async, with TA_SERVER_LOOPS_MIN_CPUS or more CPUs half
- * the CPUs, at most TA_SERVER_LOOPS_MAX per device; else 1 (ta_config_loops). */
+/* loops: by CPUs, devices and backend (ta_config_loops). */
 #define TA_CONFIG_LOOPS_AUTO 0
-/* async_apply: on where the backend has apply_async and is not the CPU backend
- * (ta_config_async). */
+/* async_apply: by backend (ta_config_async). */
 #define TA_CONFIG_ASYNC_AUTO (-1)
 /* CPUs a machine needs for loops auto to run more than one event loop. */
 #define TA_SERVER_LOOPS_MIN_CPUS 4
@@ -48,71 +45,38 @@ typedef enum ta_backend_choice {
 #define TA_SERVER_LOOPS_MAX 8
 /* Most event loops --loops accepts. */
 #define TA_CONFIG_LOOPS_LIMIT 64
-/* inline_max: choose by backend (TA_SERVER_INLINE_CPU on the CPU backend; on CUDA by the
- * number of busy connections, see TA_SERVER_INLINE_CUDA). */
+/* inline_max: by backend (TA_SERVER_INLINE_CPU; on CUDA TA_SERVER_INLINE_CUDA). */
 #define TA_CONFIG_INLINE_AUTO (-2)
 /* Elements a request may process to run on the loop thread of the CPU backend (auto). */
 #define TA_SERVER_INLINE_CPU 4096
-/* CUDA backend (auto): while at most TA_SERVER_INLINE_CUDA_CONNS connections are busy (sent
- * bytes in the last TA_SERVER_BUSY_MS), a request of up to TA_SERVER_INLINE_CUDA elements
- * runs on the loop thread (a lone client gets the shortest path: one GPU round trip, no
- * thread hand-offs); with more, every request with elements goes to the workers, whose
- * GPU round trips overlap in batches. */
+/* CUDA backend (auto): while at most TA_SERVER_INLINE_CUDA_CONNS connections of a loop are
+ * busy (sent bytes in the last TA_SERVER_BUSY_MS), requests of up to TA_SERVER_INLINE_CUDA
+ * elements run on the loop thread; else on the workers, whose GPU round trips overlap. */
 #define TA_SERVER_INLINE_CUDA       1024
 #define TA_SERVER_INLINE_CUDA_CONNS 1u
 #define TA_SERVER_BUSY_MS           100u
+/* The C type of a setting's field, by its type in ta_conf.def (TA_CONF_CTYPE_##type). */
+#define TA_CONF_CTYPE_BOOL      bool
+#define TA_CONF_CTYPE_INT       int
+#define TA_CONF_CTYPE_AUTO      int
+#define TA_CONF_CTYPE_SIZE      uint64_t
+#define TA_CONF_CTYPE_SIZE32    uint32_t
+#define TA_CONF_CTYPE_DURATION  uint64_t
+#define TA_CONF_CTYPE_STRING    char *
+#define TA_CONF_CTYPE_PATH      char *
+#define TA_CONF_CTYPE_HOSTPORT  char *
+#define TA_CONF_CTYPE_BACKEND   ta_backend_choice
+#define TA_CONF_CTYPE_LOG_LEVEL int /* a ta_log_level */
+#define TA_CONF_CTYPE_FSYNC     int /* a ta_fsync_mode (persist.h) */
 
-/* Every setting of the daemon. Strings are malloc'd (NULL when unset). */
+/* Every setting of the daemon: one field per TA_CONF row of ta_conf.def, whose help says
+ * what it holds (a value `auto` is stored as in the TA_CONFIG_*_AUTO above). Strings are
+ * malloc'd (NULL when unset); socket_path is NULL until ta_config_finish. */
 typedef struct ta_config {
-	char *socket_path;         /* Unix socket path; NULL until ta_config_finish */
-	char *socket_group;        /* group owning the socket (mode 0660); NULL: 0600 */
-	char *listen;              /* TCP "HOST:PORT" to listen on too; NULL: no TCP */
-	bool allow_remote;         /* allow a non-loopback --listen / --metrics address */
-	char *metrics;             /* "HOST:PORT" of the Prometheus endpoint; NULL: none */
-	ta_backend_choice backend; /* auto, cpu or cuda */
-	int device;                /* CUDA device ordinal */
-	char *devices;             /* --devices: "N", "all" or a list of ordinals; NULL: one */
-	char *placement;           /* --placement: default placement text; NULL: device 0 */
-	int workers;               /* executor threads running requests (TA_CONFIG_WORKERS_AUTO:
-	                              by backend) */
-	int cpu_threads;           /* CPU backend threads per request (0: one per core) */
-	int log_level;             /* most verbose ta_log_level written */
-	uint32_t max_frame;        /* largest frame payload accepted or sent, bytes */
-	int max_connections;       /* simultaneous client connections */
-	uint64_t max_tile_bytes;   /* bytes of one tile (0: unlimited) */
-	uint64_t max_total_bytes;  /* bytes of all tiles together (0: unlimited) */
-	int max_pending;           /* queued requests per connection before reading pauses */
-	int batch_window_us;       /* CUDA: microseconds a batch waits for more requests */
-	int busy_poll_us;          /* after input, an event loop polls without sleeping this
-	                              many microseconds (0: it sleeps at once) */
-	int loops;                 /* event loop threads (TA_CONFIG_LOOPS_AUTO: by CPUs) */
-	int async_apply;           /* 1: loops hand small plans to apply_async, 0: never,
-	                              TA_CONFIG_ASYNC_AUTO: by backend (ta_config_async) */
-	int batch_min;             /* whole frames a read must bring to go to a worker as one
-	                              job (0: never; TA_CONFIG_BATCH_AUTO: by CPUs and workers) */
-	int inline_max;            /* elements a request may have to run on the loop thread
-	                              (-1: none; TA_CONFIG_INLINE_AUTO: by backend) */
-	uint64_t max_write_queue;  /* unsent response bytes per connection before pausing */
-	int shutdown_timeout;      /* seconds a shutdown waits for connections (0: forever) */
-	uint64_t frame_timeout_ms; /* longest a partial frame may be held (0: forever) */
-	uint64_t idle_timeout_ms;  /* longest a connection may send and take nothing (0: forever) */
-	uint64_t max_input_total;  /* input bytes all connections may hold (0: unlimited) */
-	uint64_t handshake_timeout_ms; /* longest a connection may take to finish Hello (and
-	                                  Auth where needed) (0: forever) */
-	int max_unauthenticated;       /* connections of one transport (TCP, Unix) that have
-	                                  not finished the handshake, at once */
-	int unix_reserve;              /* slots of max_connections TCP can never take */
-	uint64_t max_tiles;            /* tiles at once (0: unlimited) */
-	char *auth_file;               /* file holding the secret TCP clients prove; NULL: none */
-	bool foreground;               /* --foreground given (the daemon never forks anyway) */
-	char *config_file;             /* the file loaded, NULL when none */
-	char *data_dir;                /* snapshot and log folder (persist.h); NULL: none */
-	int fsync_mode;                /* ta_fsync_mode (persist.h): when the log is fsynced */
-	uint64_t compact_size;         /* log bytes that start an automatic snapshot (0: never) */
-	bool accept_log_loss;          /* start although logged records once durable are
-	                                  missing */
-	uint64_t max_log_buffer;       /* log bytes waiting for the writer before mutations wait
-	                                  (0: unbounded) */
+#define TA_CONF(key, sh, type, field, ...) TA_CONF_CTYPE_##type field;
+#include "ta_conf.def"
+#undef TA_CONF
+	char *config_file; /* the file loaded, NULL when none */
 } ta_config;
 
 /* What main should do after parsing the command line. */
@@ -143,10 +107,9 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
                                ta_error *err);
 
 /* Completes derived settings (the default socket path: $XDG_RUNTIME_DIR/tileatom/
- * tileatomd.sock, or /run/tileatom/tileatomd.sock for root) and checks settings against
- * each other (max_input_total holds at least one max_frame). Returns TA_OK,
- * TA_UNAVAILABLE (a socket problem: the daemon exits 1) when no default can be found, or
- * TA_INVALID_ARGUMENT when two settings disagree. */
+ * tileatomd.sock, or /run/tileatom/tileatomd.sock for root) and checks that
+ * max_input_total holds one max_frame. Returns TA_OK, TA_UNAVAILABLE (no default socket:
+ * the daemon exits 1) or TA_INVALID_ARGUMENT (two settings disagree). */
 ta_status ta_config_finish(ta_config *cfg, ta_error *err);
 
 /* Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024, also
@@ -160,16 +123,14 @@ void ta_config_usage(FILE *out, const char *argv0);
  * backend_name ("cpu", "cuda"). */
 int ta_config_workers(const ta_config *cfg, const char *backend_name);
 /* True when the event loops hand pipelined small plans to the backend's apply_async: the
- * backend named backend_name has one (has_async), there is no data log (persistent: with
- * one, logged requests keep their order through the workers), and async_apply is 1, or
- * auto on a backend other than the CPU's (whose loops apply small plans at once). */
+ * backend named backend_name has one (has_async), there is no data log (persistent), and
+ * async_apply is 1, or auto on a backend other than the CPU's. */
 bool ta_config_async(const ta_config *cfg, const char *backend_name, bool has_async,
                      bool persistent);
-/* The event loops to start for the backend named backend_name over devices devices on a
- * machine with cpus online CPUs (resolves auto: half the CPUs, at most TA_SERVER_LOOPS_MAX
- * for each device (a daemon over several GPUs feeds them as one daemon per GPU would) and
- * TA_CONFIG_LOOPS_LIMIT in all, on the CPU backend or with async (ta_config_async); else 1:
- * CUDA's small requests then go to the workers in batches). */
+/* The event loops to start for the backend named backend_name over devices devices with
+ * cpus online CPUs. Auto, on the CPU backend or with async and TA_SERVER_LOOPS_MIN_CPUS
+ * CPUs: half the CPUs, at most TA_SERVER_LOOPS_MAX per device, TA_CONFIG_LOOPS_LIMIT in
+ * all; else 1. */
 int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, bool async,
                     int devices);
 

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <uv.h>
 
 #include "conf.h"
@@ -40,29 +39,40 @@
  * (logged) for a bad text or no device. */
 static int parse_devices(const char *text, const char *kind, int *ords)
 {
-	bool cpu = strcmp(kind, "cpu") == 0;
-	if (strcmp(text, "all") == 0) {
-		int n = cpu ? 1 : ta_cuda_device_count();
-		if (n > TA_MAX_DEVICES)
-			n = TA_MAX_DEVICES;
-		for (int i = 0; i < n; i++)
-			ords[i] = i;
+	bool all = strcmp(text, "all") == 0;
+	char *end = NULL;
+	int n = 0;
+	if (strcmp(kind, "cpu") == 0) { /* one number: that many pools */
+		errno = 0;
+		long v = all ? 1 : *text >= '0' && *text <= '9' ? strtol(text, &end, 10) : 0;
+		if (errno || (end && *end) || v < 1 || v > TA_MAX_DEVICES) {
+			ta_log(
+			    TA_LOG_ERR,
+			    "devices: '%s' is not a pool count 1..64 (or all) for the CPU backend",
+			    text);
+			return 0;
+		}
+		for (n = 0; n < v; n++)
+			ords[n] = n;
+		return n;
+	}
+	if (all) {
+		int count = ta_cuda_device_count();
+		for (n = 0; n < count && n < TA_MAX_DEVICES; n++)
+			ords[n] = n;
 		if (n == 0)
 			ta_log(TA_LOG_ERR, "devices: 'all' found no CUDA device");
 		return n;
 	}
-	int n = 0;
-	const char *p = text;
-	for (;;) {
-		char *end = NULL;
+	for (const char *p = text;; p = end + 1) {
 		errno = 0;
 		long v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
 		bool more = v >= 0 && *end == ',' && end[1] >= '0' && end[1] <= '9';
 		if (v < 0 || errno || (*end && !more) || n >= TA_MAX_DEVICES ||
-		    v >= (cpu ? TA_MAX_DEVICES + 1 : TA_MAX_DEVICES)) {
-			ta_log(TA_LOG_ERR, "devices: '%s' is not %s", text,
-			       cpu ? "a pool count 1..64 (or all) for the CPU backend"
-			           : "all or a list of distinct CUDA ordinals (0,1)");
+		    v >= TA_MAX_DEVICES) {
+			ta_log(TA_LOG_ERR,
+			       "devices: '%s' is not all or a list of distinct CUDA ordinals (0,1)",
+			       text);
 			return 0;
 		}
 		for (int i = 0; i < n; i++)
@@ -72,22 +82,8 @@ static int parse_devices(const char *text, const char *kind, int *ords)
 			}
 		ords[n++] = (int)v;
 		if (!more)
-			break;
-		p = end + 1;
+			return n;
 	}
-	if (cpu) { /* one number: that many pools */
-		if (n != 1 || ords[0] < 1) {
-			ta_log(TA_LOG_ERR,
-			       "devices: '%s' is not a pool count 1..64 (or all) for the "
-			       "CPU backend",
-			       text);
-			return 0;
-		}
-		n = ords[0];
-		for (int i = 0; i < n; i++)
-			ords[i] = i;
-	}
-	return n;
 }
 
 /* Enables peer access between every pair of the n GPUs ords[] that allows it, logs which
@@ -129,7 +125,7 @@ static ta_backend *open_devices(const ta_config *cfg, ta_backend *first, const c
 		ta_backend_destroy(first);
 		return NULL;
 	}
-	int ords[TA_MAX_DEVICES + 1];
+	int ords[TA_MAX_DEVICES];
 	int n = 1;
 	ords[0] = cfg->device;
 	if (cfg->devices && (n = parse_devices(cfg->devices, kind, ords)) == 0) {
@@ -140,23 +136,21 @@ static ta_backend *open_devices(const ta_config *cfg, ta_backend *first, const c
 	if (n == 1 && place.kind == TA_PLACE_DEFAULT && (cpu || ords[0] == cfg->device))
 		return first; /* one device as always: no layer */
 	ta_backend *devs[TA_MAX_DEVICES];
-	int have = 0;
 	if (!cpu && ords[0] != cfg->device) { /* the list does not start with --device */
 		ta_backend_destroy(first);
 		first = NULL;
 	}
 	for (int i = 0; i < n; i++) {
-		ta_backend *be = i == 0 && first ? first
-		                 : cpu           ? ta_cpu_backend_new(cfg->cpu_threads, &err)
-		                                 : ta_cuda_backend_new(ords[i], &err);
-		if (!be) {
+		devs[i] = i == 0 && first ? first
+		          : cpu           ? ta_cpu_backend_new(cfg->cpu_threads, &err)
+		                          : ta_cuda_backend_new(ords[i], &err);
+		if (!devs[i]) {
 			ta_log(TA_LOG_ERR, "cannot start the %s backend on device %d: %s", kind,
 			       ords[i], err.msg);
-			for (int k = 0; k < have; k++)
-				ta_backend_destroy(devs[k]);
+			while (i-- > 0)
+				ta_backend_destroy(devs[i]);
 			return NULL;
 		}
-		devs[have++] = be;
 	}
 	ta_backend *multi = ta_multi_backend_new(devs, n, &place, &err);
 	if (!multi) {
@@ -261,20 +255,6 @@ static int run_daemon(ta_config *cfg)
 		ta_persist_set_buffer_max(persist, cfg->max_log_buffer);
 		svc->persist = persist;
 	}
-	bool async = ta_config_async(cfg, svc->info.name, ta_backend_has_apply_async(be),
-	                             svc->persist != NULL);
-	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers, %d event loop(s)%s", svc->info.name,
-	       svc->info.device, svc->info.compute_capability[0] ? ", compute capability " : "",
-	       svc->info.compute_capability, ta_config_workers(cfg, svc->info.name),
-	       ta_config_loops(cfg, svc->info.name, sysconf(_SC_NPROCESSORS_ONLN), async,
-	                       ta_backend_device_count(be)),
-	       async ? ", small requests applied asynchronously from the loops" : "");
-	if (cfg->async_apply == 1 && !async)
-		ta_log(TA_LOG_WARNING, "async_apply: %s; pipelined requests go to the workers",
-		       svc->persist ? "not with --data-dir (logged requests keep their order "
-		                      "through the workers)"
-		                    : "the backend cannot apply without waiting");
-
 	/* The metrics endpoint first: a bad --metrics fails before anything is served. */
 	if (cfg->metrics && ta_metrics_server_start(&metrics, cfg->metrics, cfg->allow_remote, svc,
 	                                            cfg->max_total_bytes, &err) != TA_OK) {

@@ -16,12 +16,10 @@
 
 #include "metrics_http.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +46,6 @@ struct ta_metrics_server {
 	struct MHD_Daemon *mhd; /* the HTTP server and its thread */
 	ta_service *svc;        /* what is served */
 	uint64_t limit_bytes;   /* the tile memory limit shown (0: unlimited) */
-	int port;               /* the bound TCP port */
 };
 
 /* Writes s as a Prometheus label value (backslash, quote and newline escaped). */
@@ -275,16 +272,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (!resp)
 		return MHD_NO;
-	if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type) != MHD_YES) {
-		MHD_destroy_response(resp);
-		return MHD_NO;
-	}
-	if (code == MHD_HTTP_METHOD_NOT_ALLOWED &&
-	    MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") != MHD_YES) {
-		MHD_destroy_response(resp);
-		return MHD_NO;
-	}
-	enum MHD_Result r = MHD_queue_response(conn, code, resp);
+	enum MHD_Result r = MHD_NO;
+	if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type) == MHD_YES &&
+	    (code != MHD_HTTP_METHOD_NOT_ALLOWED ||
+	     MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") == MHD_YES))
+		r = MHD_queue_response(conn, code, resp);
 	MHD_destroy_response(resp);
 	return r;
 }
@@ -341,20 +333,13 @@ ta_status ta_metrics_server_start(ta_metrics_server **out, const char *spec, boo
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot serve metrics on %s: %s", spec,
 		                    start_errno ? strerror(start_errno) : "libmicrohttpd failed");
 	}
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_LISTEN_FD);
-	struct sockaddr_storage bound;
-	socklen_t blen = sizeof(bound);
-	if (!info || getsockname(info->listen_fd, (struct sockaddr *)&bound, &blen) != 0) {
-		int e = errno;
-		MHD_stop_daemon(s->mhd);
-		free(s);
-		return ta_error_set(err, TA_INTERNAL, "metrics: cannot read the bound address: %s",
-		                    strerror(e));
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+	if (!info) {
+		ta_metrics_server_stop(s);
+		return ta_error_set(err, TA_INTERNAL, "metrics: cannot read the bound port");
 	}
-	s->port = bound.ss_family == AF_INET6
-	              ? ntohs(((const struct sockaddr_in6 *)&bound)->sin6_port)
-	              : ntohs(((const struct sockaddr_in *)&bound)->sin_port);
-	ta_log(TA_LOG_NOTICE, "serving metrics on %s (port %d): GET /metrics", spec, s->port);
+	ta_log(TA_LOG_NOTICE, "serving metrics on %s (port %u): GET /metrics", spec,
+	       (unsigned)info->port);
 	*out = s;
 	return TA_OK;
 }

@@ -1,62 +1,38 @@
 /* server.c: listeners, accepting, the event loops, signals and shutdown (see server.h).
  *
- * Startup: executor, the event loops (loop 0 is the main loop; loops 1.. get a libuv loop
- * and a thread each, with their sweep, resume check, executor port and wake handle), then
- * the Unix socket (parent directory created; a stale socket file from a dead daemon is
- * removed, a live one is an error; the umask is tightened around bind so that the socket
- * never exists with a wider mode than 0600 / 0660), then TCP when asked (loopback only
- * unless allow_remote), then SIGTERM / SIGINT handlers.
+ * Startup: the executor, the event loops (loops 1.. get a libuv loop and a thread each),
+ * the Unix socket (parent directory created; a stale socket file removed, a live one an
+ * error; the umask tightened around bind so that the socket never has a wider mode than
+ * 0600 / 0660), TCP when asked (loopback only unless allow_remote), the signal handlers.
  *
  * Accepting: the main loop accepts every connection and hands them round-robin to the
- * loops: loop 0 takes its own straight from the listener, as with one loop; for another
- * loop the socket is accepted, duplicated and queued on that loop, whose wake handle then
- * opens it in a connection of its own (uv_pipe_open / uv_tcp_open). Why not every loop
- * listening on the same socket: the loop that wakes first takes a whole burst of
- * connections (libuv accepts until EAGAIN), so a benchmark's clients, which connect at
- * once, would mostly land on one loop; round-robin spreads them evenly at the cost of a
- * dup and a wake-up per connection, which only a connection's first microseconds pay.
- * Over a limit (max_connections, the TCP share max_connections - unix_reserve, or
- * max_unauthenticated connections of the transport in their handshake; server.h) the
- * connection is accepted on loop 0, which first tries to make room by closing one of its
- * own connections that keeps others waiting (make_room: the oldest in its handshake, or the
- * one stalled longest, answered UNAVAILABLE); failing that the newcomer is answered with one
- * RESOURCE_EXHAUSTED response and closed, so that the client learns why; the refusals are
- * logged at most once per 10 s with a count. A connection gives its slot back as soon as it
- * starts closing (host_release), not when its last running request is done.
+ * loops (loop 0 takes its own from the listener; another loop gets a dup of the socket
+ * through its wake handle), so that a burst of clients connecting at once is spread
+ * evenly. Over a limit the connection stays on loop 0, which makes room (make_room) or
+ * answers it RESOURCE_EXHAUSTED and closes it; refusals are logged at most once per 10 s.
+ * A connection gives its slot back when it starts closing (host_release).
  *
- * What is server-wide and shared by the loops: the connection counts (atomics), the input
- * budget (max_input_total; conn.c reserves with atomics, and a loop that gives memory back
- * wakes the loops with waiters), the executor (each loop has its own port, so a large
- * request's done callback runs on the loop of its connection), the data log (its
- * durability callback runs on the main loop, which tells the other loops). Each loop has
- * its own dispatch scratch (arena, caches, pipelined persistence run) and, through the
- * thread, its own metrics shard.
- *
- * A periodic sweep per loop (sweep_timer, at most every second, more often for short
- * timeouts) applies handshake_timeout, frame_timeout and idle_timeout to that loop's
- * connections; loop 0's
- * also writes the counts of rate-limited log lines; resume_check wakes connections waiting
- * for input budget (max_input_total) in the loop turn after some was given back.
+ * Shared by the loops: the connection counts (atomics), the input budget (a loop that gives
+ * memory back wakes the loops with waiters), the executor (each loop has its own port) and
+ * the data log (its durability callback runs on the main loop, which tells the others).
+ * Each loop sweeps its connections' timeouts (sweep_timer) and wakes those waiting for
+ * input budget after a loop turn that gave some back (resume_check).
  *
  * Shutdown: ta_server_shutdown closes the listeners, removes the socket file and has every
- * loop drain its connections (loop 0 at once, the others through their wake handles);
- * each freed connection tells its loop (ta_conn_host.gone); a loop with none left closes
- * its handles (its thread's uv_run then returns) and tells the main loop, which stops the
- * executor and closes the signal handles once every loop is done, so uv_run returns;
- * ta_server_free joins the threads. */
+ * loop drain its connections; a loop with none left closes its handles and tells the main
+ * loop, which stops the executor and closes the signal handles once every loop is done, so
+ * uv_run returns; ta_server_free joins the threads. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_setname_np */
 #endif
 #include "server.h"
 
-#include <arpa/inet.h>
 #include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <netdb.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,10 +66,15 @@ static bool loop_is_direct(const ta_server_loop *l)
 	return l->index == 0 || !l->thread_started;
 }
 
-/* Asks loop l (another thread's) for the TA_LOOP_WAKE_* bits in flags. */
-static void loop_wake(ta_server_loop *l, unsigned flags)
+/* Asks loop l (another thread's) for the TA_LOOP_WAKE_* bits in flags, and to adopt the
+ * socket h when not NULL (queued even if the loop has finished: ta_server_free closes it). */
+static void loop_wake(ta_server_loop *l, unsigned flags, ta_server_handoff *h)
 {
 	pthread_mutex_lock(&l->lock);
+	if (h) {
+		*l->handoff_tail = h;
+		l->handoff_tail = &h->next;
+	}
 	if (l->wake_open) {
 		l->wake_flags |= flags;
 		int rc = uv_async_send(&l->wake);
@@ -168,7 +149,7 @@ static void host_input_freed(ta_conn_host *host)
 	for (unsigned i = 0; i < srv->nloops_ready; i++) {
 		ta_server_loop *l = &srv->loops[i];
 		if (l != me && atomic_load(&l->host.input_waiters))
-			loop_wake(l, TA_LOOP_WAKE_RESUME);
+			loop_wake(l, TA_LOOP_WAKE_RESUME, NULL);
 	}
 }
 
@@ -261,16 +242,9 @@ static void host_gone(ta_conn_host *host, ta_conn *conn)
 		l->conns = conn->next;
 	if (conn->next)
 		conn->next->prev = conn->prev;
-	l->nconns--;
 	atomic_fetch_sub(&srv->nconns, 1);
 	conn_unslot(srv, conn);
 	loop_check_done(l);
-}
-
-/* uv_close callback of a handle embedded in the server (nothing to free). */
-static void on_handle_closed(uv_handle_t *handle)
-{
-	(void)handle;
 }
 
 /* uv_close callback of a malloc'd handle. */
@@ -279,13 +253,19 @@ static void on_handle_freed(uv_handle_t *handle)
 	free(handle);
 }
 
-/* Closes an embedded handle marked open in *open (closing stops it) and marks it closed. */
-static void close_open(bool *open, void *handle)
+/* True when an embedded handle was initialised and is not closing: the server's structs
+ * start zeroed, so a handle's type is UV_UNKNOWN_HANDLE until its uv_*_init. */
+static bool handle_open(const void *handle)
 {
-	if (!*open)
-		return;
-	*open = false;
-	uv_close((uv_handle_t *)handle, on_handle_closed);
+	const uv_handle_t *h = handle;
+	return h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h);
+}
+
+/* Closes an embedded handle (closing stops it) unless it is not open (handle_open). */
+static void close_handle(void *handle)
+{
+	if (handle_open(handle))
+		uv_close((uv_handle_t *)handle, NULL);
 }
 
 /* Adds conn to loop l's list. */
@@ -295,7 +275,6 @@ static void loop_link(ta_server_loop *l, ta_conn *conn)
 	if (l->conns)
 		l->conns->prev = conn;
 	l->conns = conn;
-	l->nconns++;
 	atomic_fetch_add(&l->srv->nconns, 1);
 }
 
@@ -305,22 +284,20 @@ static void loop_finish(ta_server_loop *l)
 {
 	ta_server *srv = l->srv;
 	l->finished = true;
-	close_open(&l->sweep_open, &l->sweep_timer);
-	close_open(&l->check_open, &l->resume_check);
-	if (l->spin_open)
-		uv_close((uv_handle_t *)&l->spin_idle, on_handle_closed);
-	close_open(&l->spin_open, &l->spin_check);
-	close_open(&l->busy_timer_open, &l->busy_timer);
+	close_handle(&l->sweep_timer);
+	close_handle(&l->resume_check);
+	close_handle(&l->spin_idle);
+	close_handle(&l->spin_check);
+	close_handle(&l->busy_timer);
 	if (l->port_open) {
 		l->port_open = false;
 		ta_executor_port_close(&l->port, NULL);
 	}
 	if (l->lock_init) {
 		pthread_mutex_lock(&l->lock);
-		bool was = l->wake_open;
-		l->wake_open = false;
+		l->wake_open = false; /* other threads send to it no more */
 		pthread_mutex_unlock(&l->lock);
-		close_open(&was, &l->wake);
+		close_handle(&l->wake);
 	}
 	ta_dispatch_scratch_free(&l->scratch); /* no connection is left to use it */
 	pthread_mutex_lock(&srv->lock);
@@ -366,21 +343,19 @@ static void loop_stop(ta_server_loop *l, bool force)
  * (the listeners closed and every loop finished). Main loop thread. */
 static void server_check_done(ta_server *srv)
 {
-	if (!srv->draining || srv->unix_open || srv->tcp_open)
+	if (!srv->draining || handle_open(&srv->unix_listener) || handle_open(&srv->tcp_listener))
 		return;
 	pthread_mutex_lock(&srv->lock);
 	bool all = srv->loops_finished >= srv->nloops_ready;
-	bool wake_was = srv->main_wake_open;
 	if (all)
 		srv->main_wake_open = false;
 	pthread_mutex_unlock(&srv->lock);
 	if (!all)
 		return;
-	close_open(&wake_was, &srv->main_wake);
-	close_open(&srv->timer_open, &srv->shutdown_timer);
-	if (srv->signals_open)
-		uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
-	close_open(&srv->signals_open, &srv->sig_int);
+	close_handle(&srv->main_wake);
+	close_handle(&srv->shutdown_timer);
+	close_handle(&srv->sig_term);
+	close_handle(&srv->sig_int);
 	if (srv->executor_started && !srv->executor_stopping) {
 		srv->executor_stopping = true;
 		ta_executor_stop(&srv->executor, NULL);
@@ -393,53 +368,86 @@ static void on_main_wake(uv_async_t *handle)
 	server_check_done(handle->data);
 }
 
-/* Starts conn, counted against the limits by the caller. */
+/* Counts conn as a connection in its handshake (its slots were taken by slots_add) and
+ * starts it. */
 static void conn_admit(ta_server_loop *l, ta_conn *conn)
 {
+	conn->counted = true;
+	conn->pending = true;
+	conn->accepted_turn = l->turn;
 	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 " accepted (%s, loop %u, %u open)", conn->serial,
 	       conn->tcp ? "tcp" : "unix", l->index, atomic_load(&l->srv->nactive));
 	ta_conn_start(conn);
 }
 
-/* A connection's socket is open on loop l: TCP_NODELAY for TCP; closes it when the loop
- * drains (false). */
-static bool conn_opened(ta_server_loop *l, ta_conn *conn)
+/* Main loop: accepts the connection pending on listener into a temporary handle and takes
+ * its socket out (a dup: closing the handle closes the fd it wraps). Returns the fd, or a
+ * negative libuv error: the connection is dropped, or left pending (UV_ENOMEM: no handle). */
+static int accept_fd(ta_server *srv, uv_stream_t *listener, bool tcp)
 {
-	int rc;
-	if (conn->tcp && (rc = uv_tcp_nodelay(&conn->h.tcp, 1)) != 0)
-		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": cannot set TCP_NODELAY: %s",
-		       conn->serial, uv_strerror(rc));
-	if (l->draining)
-		ta_conn_close(conn);
-	return !l->draining;
+	uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
+	int rc = !tmp  ? UV_ENOMEM
+	         : tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
+	               : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
+	if (rc != 0) {
+		free(tmp);
+		return rc;
+	}
+	uv_os_fd_t fd = -1;
+	if ((rc = uv_accept(listener, (uv_stream_t *)tmp)) == 0 &&
+	    (rc = uv_fileno(tmp, &fd)) == 0 && (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+		rc = uv_translate_sys_error(errno);
+	uv_close(tmp, on_handle_freed);
+	return rc != 0 ? rc : fd;
 }
 
-/* Loop l's thread: opens a socket the main loop accepted for it in a connection. */
-static void loop_adopt(ta_server_loop *l, ta_server_handoff *h)
+/* Takes the pending connection off the listener's queue and drops it (memory is short);
+ * without an accept libuv would stop watching the listener. */
+static void drop_pending(ta_server *srv, uv_stream_t *listener, bool tcp)
 {
-	ta_server *srv = l->srv;
-	ta_conn *conn = ta_conn_new(&l->host, h->tcp, h->serial);
+	int fd = accept_fd(srv, listener, tcp);
+	if (fd >= 0)
+		close(fd);
+	else
+		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(fd));
+}
+
+/* Opens a connection on loop l: the socket pending on listener (loop 0), or else fd, which
+ * the main loop accepted for l; TCP_NODELAY for TCP. Returns it linked into l's list and not
+ * yet counted, or NULL (logged; the socket closed or dropped; a connection opened while the
+ * loop drains is closed). */
+static ta_conn *conn_open(ta_server_loop *l, bool tcp, uint64_t serial, uv_stream_t *listener,
+                          int fd)
+{
+	ta_conn *conn = ta_conn_new(&l->host, tcp, serial);
 	if (!conn) {
 		ta_log(TA_LOG_ERR, "loop %u: out of memory opening connection %" PRIu64, l->index,
-		       h->serial);
-		close(h->fd);
-		slots_sub(srv, h->tcp, true);
-		return;
+		       serial);
+		if (listener)
+			drop_pending(l->srv, listener, tcp);
+		else
+			close(fd);
+		return NULL;
 	}
 	loop_link(l, conn);
-	conn->counted = true; /* counted by the main loop when it handed the socket over */
-	conn->pending = true;
-	conn->accepted_turn = l->turn;
-	int rc = h->tcp ? uv_tcp_open(&conn->h.tcp, h->fd) : uv_pipe_open(&conn->h.pipe, h->fd);
+	int rc = listener ? uv_accept(listener, &conn->h.stream)
+	         : tcp    ? uv_tcp_open(&conn->h.tcp, fd)
+	                  : uv_pipe_open(&conn->h.pipe, fd);
 	if (rc != 0) {
 		ta_log(TA_LOG_WARNING, "loop %u: cannot open connection %" PRIu64 ": %s", l->index,
-		       h->serial, uv_strerror(rc));
-		close(h->fd);
-		ta_conn_close(conn);
-		return;
+		       serial, uv_strerror(rc));
+		if (!listener)
+			close(fd);
+	} else if (tcp && (rc = uv_tcp_nodelay(&conn->h.tcp, 1)) != 0) {
+		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": cannot set TCP_NODELAY: %s", serial,
+		       uv_strerror(rc));
+		rc = 0;
 	}
-	if (conn_opened(l, conn))
-		conn_admit(l, conn);
+	if (rc != 0 || l->draining) {
+		ta_conn_close(conn);
+		return NULL;
+	}
+	return conn;
 }
 
 /* Log records became durable: loop l's connections send what waited for them. */
@@ -462,11 +470,14 @@ static void on_loop_wake(uv_async_t *handle)
 	unsigned flags = l->wake_flags;
 	l->wake_flags = 0;
 	pthread_mutex_unlock(&l->lock);
-	while (h) {
-		ta_server_handoff *next = h->next;
-		loop_adopt(l, h);
+	for (ta_server_handoff *next; h; h = next) {
+		next = h->next;
+		ta_conn *conn = conn_open(l, h->tcp, h->serial, NULL, h->fd);
+		if (conn)
+			conn_admit(l, conn);
+		else /* counted by the main loop when it handed the socket over */
+			slots_sub(l->srv, h->tcp, true);
 		free(h);
-		h = next;
 	}
 	if (flags & TA_LOOP_WAKE_RESUME)
 		l->resume_pending = true; /* resume_check runs after this turn's callbacks */
@@ -478,71 +489,24 @@ static void on_loop_wake(uv_async_t *handle)
 		loop_stop(l, true);
 }
 
-/* Accepts the pending connection of listener into a malloc'd handle of the main loop
- * (NULL when none could be made; *rc: the error of making or accepting, else 0). */
-static uv_handle_t *accept_temp(ta_server *srv, uv_stream_t *listener, bool tcp, int *rc)
-{
-	uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
-	*rc = !tmp  ? UV_ENOMEM
-	      : tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
-	            : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
-	if (*rc != 0) {
-		free(tmp);
-		return NULL;
-	}
-	*rc = uv_accept(listener, (uv_stream_t *)tmp);
-	return tmp;
-}
-
-/* Takes the pending connection off the listener's queue and drops it (memory is short);
- * without an accept libuv would stop watching the listener. */
-static void drop_pending(ta_server *srv, uv_stream_t *listener, bool tcp)
-{
-	int rc;
-	uv_handle_t *tmp = accept_temp(srv, listener, tcp, &rc);
-	if (tmp && rc != 0)
-		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
-	if (tmp)
-		uv_close(tmp, on_handle_freed);
-}
-
 /* Main loop: accepts a pending connection and queues its socket on loop l (index > 0);
  * on failure the connection is dropped (logged). */
 static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_loop *l)
 {
-	ta_server_handoff *h = malloc(sizeof(*h));
-	int rc = UV_ENOMEM;
-	uv_handle_t *tmp = h ? accept_temp(srv, listener, tcp, &rc) : NULL;
-	if (!tmp) {
-		ta_log(TA_LOG_ERR, "cannot accept a connection: %s", uv_strerror(rc));
-		free(h);
-		drop_pending(srv, listener, tcp);
+	int fd = accept_fd(srv, listener, tcp);
+	ta_server_handoff *h = fd >= 0 ? malloc(sizeof(*h)) : NULL;
+	if (!h) {
+		ta_log(TA_LOG_WARNING, "cannot accept a connection: %s",
+		       uv_strerror(fd >= 0 ? UV_ENOMEM : fd));
+		if (fd >= 0)
+			close(fd);
+		else if (fd == UV_ENOMEM) /* still pending: try once more to drop it */
+			drop_pending(srv, listener, tcp);
 		return;
 	}
-	uv_os_fd_t fd = -1;
-	if (rc == 0)
-		rc = uv_fileno(tmp, &fd);
-	int dup_fd = rc == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-	if (rc == 0 && dup_fd < 0)
-		rc = uv_translate_sys_error(errno);
-	uv_close(tmp, on_handle_freed); /* closes the accepted fd; dup_fd lives on */
-	if (rc != 0) {
-		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
-		free(h);
-		return;
-	}
-	h->next = NULL;
-	h->fd = dup_fd;
-	h->tcp = tcp;
-	h->serial = ++srv->next_serial;
+	*h = (ta_server_handoff){.fd = fd, .tcp = tcp, .serial = ++srv->next_serial};
 	slots_add(srv, tcp);
-	pthread_mutex_lock(&l->lock);
-	*l->handoff_tail = h;
-	l->handoff_tail = &h->next;
-	rc = uv_async_send(&l->wake);
-	pthread_mutex_unlock(&l->lock);
-	if (rc != 0)
-		ta_log(TA_LOG_ERR, "loop %u: uv_async_send failed: %s", l->index, uv_strerror(rc));
+	loop_wake(l, 0, h);
 }
 
 /* The limits a newcomer may find reached (over_limit). */
@@ -630,25 +594,6 @@ static bool make_room(ta_server *srv, bool tcp, bool handshakes)
 	return true;
 }
 
-/* Over a limit: makes room (each closing frees a slot at once) while it can. Returns the
- * limit still reached (LIMIT_NONE: the newcomer may be admitted), its message in msg. A
- * handshake cap with no connection to close (all accepted in this loop turn: a burst of
- * clients connecting at once) lets the newcomer in as far as the slots allow. */
-static server_limit admit_or_make_room(ta_server *srv, bool tcp, char *msg, size_t size)
-{
-	bool soft_handshakes = false;
-	for (;;) {
-		server_limit lim = over_limit(srv, tcp, soft_handshakes, msg, size);
-		if (lim == LIMIT_NONE)
-			return LIMIT_NONE;
-		if (make_room(srv, tcp, lim == LIMIT_HANDSHAKES))
-			continue;
-		if (lim != LIMIT_HANDSHAKES)
-			return lim;
-		soft_handshakes = true;
-	}
-}
-
 /* Accept callback shared by both listeners (main loop). */
 static void on_connection(uv_stream_t *listener, int status)
 {
@@ -669,64 +614,43 @@ static void on_connection(uv_stream_t *listener, int status)
 		}
 	}
 	ta_server_loop *l = &srv->loops[0];
-	ta_conn *conn = ta_conn_new(&l->host, tcp, ++srv->next_serial);
-	if (!conn) {
-		ta_log(TA_LOG_ERR, "out of memory accepting a connection");
-		drop_pending(srv, listener, tcp);
+	ta_conn *conn = conn_open(l, tcp, ++srv->next_serial, listener, -1);
+	if (!conn)
 		return;
-	}
-	loop_link(l, conn);
-	int rc = uv_accept(listener, &conn->h.stream);
-	if (rc != 0) {
-		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
-		ta_conn_close(conn);
-		return;
-	}
-	if (!conn_opened(l, conn))
-		return;
-	/* over a limit: make room, else refuse */
-	if (full && admit_or_make_room(srv, tcp, msg, sizeof(msg)) != LIMIT_NONE) {
-		ta_log_limited(&srv->refuse_log, TA_LOG_WARNING,
-		               "connection %" PRIu64 " refused: %s", conn->serial, msg);
-		ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
-		return;
+	/* over a limit: make room (each closing frees a slot at once) while it can; a handshake
+	 * cap with no connection to close (a burst of clients accepted in this loop turn) lets
+	 * the newcomer in as far as the slots allow; else it is refused */
+	for (bool soft_handshakes = false; full;) {
+		server_limit lim = over_limit(srv, tcp, soft_handshakes, msg, sizeof(msg));
+		if (lim == LIMIT_NONE)
+			break;
+		if (make_room(srv, tcp, lim == LIMIT_HANDSHAKES))
+			continue;
+		if (lim != LIMIT_HANDSHAKES) {
+			ta_log_limited(&srv->refuse_log, TA_LOG_WARNING,
+			               "connection %" PRIu64 " refused: %s", conn->serial, msg);
+			ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
+			return;
+		}
+		soft_handshakes = true;
 	}
 	slots_add(srv, tcp);
-	conn->counted = true;
-	conn->pending = true;
-	conn->accepted_turn = l->turn;
 	conn_admit(l, conn);
 }
 
-/* Creates the missing directories of path's parent (mkdir -p) with mode. Returns 0 or
- * an errno value. */
+/* Creates the missing directories of path's parent (mkdir -p) with mode; path fits in a
+ * sockaddr_un. Returns 0 or an errno value. */
 static int make_parent_dirs(const char *path, mode_t mode)
 {
-	char *dir = strdup(path);
-	if (!dir)
-		return ENOMEM;
-	char *slash = strrchr(dir, '/');
-	if (!slash || slash == dir) {
-		free(dir);
-		return 0;
-	}
-	*slash = '\0';
-	int rc = 0;
-	for (char *p = dir + 1;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char saved = *p;
+	char dir[sizeof(((struct sockaddr_un *)NULL)->sun_path)];
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *p = strchr(dir + 1, '/'); p; p = strchr(p + 1, '/')) {
 		*p = '\0';
-		if (mkdir(dir, mode) != 0 && errno != EEXIST) {
-			rc = errno;
-			break;
-		}
-		*p = saved;
-		if (saved == '\0')
-			break;
+		if (mkdir(dir, mode) != 0 && errno != EEXIST)
+			return errno;
+		*p = '/';
 	}
-	free(dir);
-	return rc;
+	return 0;
 }
 
 /* Checks an existing file at path: removes a stale socket, refuses anything else. */
@@ -813,7 +737,6 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 	if (rc != 0)
 		return ta_error_set(err, TA_INTERNAL, "uv_pipe_init: %s", uv_strerror(rc));
 	srv->unix_listener.data = srv;
-	srv->unix_open = true;
 	mode_t old_umask = umask(0777 & ~mode);
 	rc = uv_pipe_bind(&srv->unix_listener, path);
 	umask(old_umask);
@@ -867,7 +790,6 @@ static ta_status listen_tcp(ta_server *srv, ta_error *err)
 		return ta_error_set(err, TA_INTERNAL, "uv_tcp_init: %s", uv_strerror(rc));
 	}
 	srv->tcp_listener.data = srv;
-	srv->tcp_open = true;
 	rc = uv_tcp_bind(&srv->tcp_listener, ai->ai_addr, 0);
 	freeaddrinfo(res);
 	if (rc == 0)
@@ -913,7 +835,7 @@ static void on_persisted(void *arg)
 {
 	ta_server *srv = arg;
 	for (unsigned i = 1; i < srv->nloops_ready; i++)
-		loop_wake(&srv->loops[i], TA_LOOP_WAKE_PERSISTED);
+		loop_wake(&srv->loops[i], TA_LOOP_WAKE_PERSISTED, NULL);
 	loop_persisted(&srv->loops[0]);
 }
 
@@ -944,11 +866,11 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 	if (rc != 0)
 		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
 	l->lock_init = true;
-	if (index == 0) {
-		l->loop = srv->loop;
-	} else {
-		rc = uv_loop_init(&l->own_loop);
-		if (rc != 0)
+	l->host = *tmpl;
+	l->loop = srv->loop;
+	l->host.port = &srv->executor.main; /* where async completions come back */
+	if (index > 0) {
+		if ((rc = uv_loop_init(&l->own_loop)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "cannot create event loop %u: %s",
 			                    index, uv_strerror(rc));
 		l->own_loop_init = true;
@@ -958,60 +880,44 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 		 * of each loop (loop 0 took its own with the listeners) */
 		if ((rc = uv_pipe_init(l->loop, &l->spare_probe, 0)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "uv_pipe_init: %s", uv_strerror(rc));
-		uv_close((uv_handle_t *)&l->spare_probe, on_handle_closed);
-	}
-	l->host = *tmpl;
-	l->host.loop = l->loop;
-	l->host.scratch = &l->scratch;
-	atomic_init(&l->host.input_waiters, 0);
-	if ((rc = uv_async_init(l->loop, &l->wake, on_loop_wake)) != 0)
-		return ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
-	l->wake.data = l;
-	l->wake_open = true;
-	if (index > 0) {
+		uv_close((uv_handle_t *)&l->spare_probe, NULL);
 		if ((rc = ta_executor_port_init(&l->port, l->loop)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "cannot create an executor port: %s",
 			                    uv_strerror(rc));
 		l->port_open = true;
+		l->host.port = &l->port;
 	}
-	l->host.port = index == 0 ? &srv->executor.main : &l->port; /* async completions */
-	if ((rc = uv_timer_init(l->loop, &l->sweep_timer)) != 0)
-		return ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
-	l->sweep_open = true;
-	l->sweep_timer.data = l;
-	if ((rc = uv_check_init(l->loop, &l->resume_check)) != 0)
-		return ta_error_set(err, TA_INTERNAL, "uv_check_init: %s", uv_strerror(rc));
-	l->check_open = true;
+	l->host.loop = l->loop;
+	l->host.scratch = &l->scratch;
+	atomic_init(&l->host.input_waiters, 0);
+	l->wake.data = l;
+	if ((rc = uv_async_init(l->loop, &l->wake, on_loop_wake)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
+	l->wake_open = true;
+	l->sweep_timer.data = l; /* set before the inits: libuv never touches data */
 	l->resume_check.data = l;
-	if ((rc = uv_timer_start(&l->sweep_timer, on_sweep, sweep_ms, sweep_ms)) != 0 ||
+	l->spin_check.data = l;
+	l->busy_timer.data = l;
+	if ((rc = uv_timer_init(l->loop, &l->sweep_timer)) != 0 ||
+	    (rc = uv_check_init(l->loop, &l->resume_check)) != 0 ||
+	    (rc = uv_timer_start(&l->sweep_timer, on_sweep, sweep_ms, sweep_ms)) != 0 ||
 	    (rc = uv_check_start(&l->resume_check, on_resume_check)) != 0)
 		return ta_error_set(err, TA_INTERNAL, "cannot start the sweep: %s",
 		                    uv_strerror(rc));
 	if (srv->cfg->busy_poll_us > 0) {
-		if ((rc = uv_idle_init(l->loop, &l->spin_idle)) != 0)
-			return ta_error_set(err, TA_INTERNAL, "uv_idle_init: %s", uv_strerror(rc));
-		if ((rc = uv_check_init(l->loop, &l->spin_check)) != 0) {
-			uv_close((uv_handle_t *)&l->spin_idle, on_handle_closed);
-			return ta_error_set(err, TA_INTERNAL, "uv_check_init: %s", uv_strerror(rc));
-		}
-		l->spin_open = true;
-		l->spin_idle.data = l;
-		l->spin_check.data = l;
-		if ((rc = uv_check_start(&l->spin_check, on_spin_check)) != 0)
+		if ((rc = uv_idle_init(l->loop, &l->spin_idle)) != 0 ||
+		    (rc = uv_check_init(l->loop, &l->spin_check)) != 0 ||
+		    (rc = uv_check_start(&l->spin_check, on_spin_check)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "cannot start the busy poll: %s",
 			                    uv_strerror(rc));
 		uv_unref((uv_handle_t *)&l->spin_check); /* never keeps the loop alive */
 		uv_unref((uv_handle_t *)&l->spin_idle);
 	}
 	if (srv->inline_lone) {
-		if ((rc = uv_timer_init(l->loop, &l->busy_timer)) != 0)
-			return ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
-		l->busy_timer_open = true;
-		l->busy_timer.data = l;
-		rc = uv_timer_start(&l->busy_timer, on_busy_timer, TA_SERVER_BUSY_MS,
-		                    TA_SERVER_BUSY_MS);
-		if (rc != 0)
-			return ta_error_set(err, TA_INTERNAL, "uv_timer_start: %s",
+		if ((rc = uv_timer_init(l->loop, &l->busy_timer)) != 0 ||
+		    (rc = uv_timer_start(&l->busy_timer, on_busy_timer, TA_SERVER_BUSY_MS,
+		                         TA_SERVER_BUSY_MS)) != 0)
+			return ta_error_set(err, TA_INTERNAL, "cannot start the busy timer: %s",
 			                    uv_strerror(rc));
 		uv_unref((uv_handle_t *)&l->busy_timer); /* never keeps the loop alive */
 	}
@@ -1036,6 +942,13 @@ static ta_status loop_start_thread(ta_server_loop *l, ta_error *err)
 	return TA_OK;
 }
 
+/* A start failed with st: shuts down what was started. */
+static ta_status start_failed(ta_server *srv, ta_status st)
+{
+	ta_server_shutdown(srv);
+	return st;
+}
+
 ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg, ta_service *svc,
                           ta_error *err)
 {
@@ -1054,77 +967,67 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	srv->refuse_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "connections refused (too many "
 	                                                      "connections, max_connections)");
 	int rc = pthread_mutex_init(&srv->lock, NULL);
-	if (rc != 0)
+	if (rc != 0) /* before anything the shutdown would have to undo */
 		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
 	srv->lock_init = true;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	/* a backend with apply_async (CUDA by default): every loop hands its connections'
-	 * pipelined small plans to it and answers them as they come back, so loops never wait
-	 * for the device and the workers keep only what blocks (large plans, creates) */
+	/* with apply_async (CUDA by default) the loops hand their small plans to the backend and
+	 * never wait for the device; the workers keep what blocks (large plans, creates) */
 	bool async = ta_config_async(cfg, svc->info.name, ta_backend_has_apply_async(svc->backend),
 	                             svc->persist != NULL);
 	srv->nloops = (unsigned)ta_config_loops(cfg, svc->info.name, cpus, async,
 	                                        ta_backend_device_count(svc->backend));
 	srv->loops = calloc(srv->nloops, sizeof(*srv->loops));
-	if (!srv->loops) {
-		srv->draining = true; /* nothing to shut down: uv_run finds the loop empty */
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	}
-	/* What every loop's connections get; small requests run on their loop's thread, which
-	 * saves a trip through a worker; on the CPU backend up to TA_SERVER_INLINE_CPU elements
-	 * (about a microsecond of atomics), on the CUDA backend only while one connection of
-	 * the loop is open (a GPU round trip on the loop would stall every other connection;
-	 * TA_SERVER_INLINE_CUDA). */
-	ta_conn_host tmpl;
-	memset(&tmpl, 0, sizeof(tmpl));
-	tmpl.cfg = cfg;
-	tmpl.svc = svc;
-	tmpl.submit = host_submit;
-	tmpl.gone = host_gone;
-	tmpl.release = host_release;
-	tmpl.input_freed = host_input_freed;
-	tmpl.handshaken = host_handshaken;
-	tmpl.budget = &srv->budget;
-	/* Pipelined runs go to the workers when there are several to spread them over and the
-	 * cores to run them: on 2 CPUs shared with the clients the hand-over costs more than it
-	 * spreads (measured: 178k against 237k adds/s at 50x16, docs/PERFORMANCE.md); on 16 it
-	 * more than doubles one loop's throughput (2.3M against 1.0M, doc/GPU-RESULTS.md).
-	 * Several loops on the CPU backend run their connections' requests themselves, which
-	 * does better still (3.9M against 2.6M at 50x16 with 8 loops, "Several event loops"
-	 * in doc/GPU-RESULTS.md). On CUDA a loop must never wait for the GPU (4 loops running
-	 * batches themselves, blocking, fell to 0.16M): with async (the default there) every
-	 * read's frames are one run on the loop whose small plans go to apply_async
-	 * (batch_min 1); without it the workers are what overlaps the GPU round trips. */
+	if (!srv->loops)
+		return start_failed(srv, ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory"));
 	bool cpu_backend = strcmp(svc->info.name, "cpu") == 0;
 	int workers = ta_config_workers(cfg, svc->info.name);
-	tmpl.async = async;
-	if (cfg->batch_min != TA_CONFIG_BATCH_AUTO)
-		tmpl.batch_min = (unsigned)cfg->batch_min;
-	else if (async) /* every read's whole frames: one run on the loop */
-		tmpl.batch_min = 1;
-	else
-		tmpl.batch_min = (srv->nloops == 1 || !cpu_backend) && workers >= 2 && cpus >= 4
-		                     ? TA_CONN_BATCH_MIN
-		                     : 0;
-	tmpl.inline_max = cfg->inline_max >= -1 ? cfg->inline_max
-	                  : cpu_backend         ? TA_SERVER_INLINE_CPU
-	                                        : 0;
 	srv->inline_lone = cfg->inline_max < -1 && !cpu_backend;
-	if (srv->inline_lone)
-		tmpl.inline_max = TA_SERVER_INLINE_CUDA;
+	/* What every loop's connections get. Small requests run on their loop's thread (no trip
+	 * through a worker): on the CPU backend up to TA_SERVER_INLINE_CPU elements, on CUDA
+	 * only while few of the loop's connections are busy (inline_lone: a GPU round trip on
+	 * the loop stalls the others). A read's pipelined frames go to a worker as one job
+	 * (batch_min) where there are workers and cores to spread them over, unless several
+	 * loops of the CPU backend run them themselves; with async they are one run on the
+	 * loop. docs/PERFORMANCE.md and doc/GPU-RESULTS.md have the measurements. */
+	ta_conn_host tmpl = {
+	    .cfg = cfg,
+	    .svc = svc,
+	    .submit = host_submit,
+	    .gone = host_gone,
+	    .release = host_release,
+	    .input_freed = host_input_freed,
+	    .handshaken = host_handshaken,
+	    .budget = &srv->budget,
+	    .async = async,
+	    .inline_max = cfg->inline_max >= -1 ? cfg->inline_max
+	                  : cpu_backend         ? TA_SERVER_INLINE_CPU
+	                                        : TA_SERVER_INLINE_CUDA,
+	    .batch_min = cfg->batch_min != TA_CONFIG_BATCH_AUTO ? (unsigned)cfg->batch_min
+	                 : async                                ? 1u
+	                 : (srv->nloops == 1 || !cpu_backend) && workers >= 2 && cpus >= 4
+	                     ? TA_CONN_BATCH_MIN
+	                     : 0u,
+	};
+	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers, %u event loop(s)%s", svc->info.name,
+	       svc->info.device, svc->info.compute_capability[0] ? ", compute capability " : "",
+	       svc->info.compute_capability, workers, srv->nloops,
+	       async ? ", small requests applied asynchronously from the loops" : "");
+	if (cfg->async_apply == 1 && !async)
+		ta_log(TA_LOG_WARNING, "async_apply: %s; pipelined requests go to the workers",
+		       svc->persist ? "not with --data-dir (logged requests keep their order "
+		                      "through the workers)"
+		                    : "the backend cannot apply without waiting");
 	rc = ta_executor_init(&srv->executor, loop, workers);
-	if (rc != 0) {
-		srv->draining = true;
-		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s", workers,
-		                    strerror(-rc));
-	}
+	if (rc != 0)
+		return start_failed(srv, ta_error_set(err, TA_INTERNAL,
+		                                      "cannot start %d worker threads: %s", workers,
+		                                      strerror(-rc)));
 	srv->executor_started = true;
-	rc = uv_async_init(loop, &srv->main_wake, on_main_wake);
-	if (rc != 0) {
-		ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
-		goto fail;
-	}
 	srv->main_wake.data = srv;
+	if ((rc = uv_async_init(loop, &srv->main_wake, on_main_wake)) != 0)
+		return start_failed(
+		    srv, ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc)));
 	srv->main_wake_open = true;
 	/* the sweep runs at a quarter of the shortest timeout, between 10 ms and 1 s */
 	uint64_t sweep_ms = 1000;
@@ -1135,53 +1038,34 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 			sweep_ms = timeouts[i] / 4;
 	if (sweep_ms < 10)
 		sweep_ms = 10;
-	for (unsigned i = 0; i < srv->nloops; i++) {
+	ta_status st = TA_OK;
+	for (unsigned i = 0; i < srv->nloops && st == TA_OK; i++) {
 		srv->nloops_ready = i + 1;
-		if (loop_init(srv, &srv->loops[i], i, &tmpl, sweep_ms, err) != TA_OK)
-			goto fail;
+		st = loop_init(srv, &srv->loops[i], i, &tmpl, sweep_ms, err);
 	}
-	for (unsigned i = 1; i < srv->nloops; i++)
-		if (loop_start_thread(&srv->loops[i], err) != TA_OK)
-			goto fail;
-	if (svc->persist && (rc = ta_persist_attach(svc->persist, loop, on_persisted, srv)) != 0) {
-		ta_error_set(err, TA_INTERNAL, "cannot watch the data log: %s", uv_strerror(rc));
-		goto fail;
-	}
-
-	rc = uv_signal_init(loop, &srv->sig_term);
-	if (rc == 0) {
-		rc = uv_signal_init(loop, &srv->sig_int);
-		if (rc != 0)
-			uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
-	}
-	if (rc != 0) {
-		ta_error_set(err, TA_INTERNAL, "uv_signal_init: %s", uv_strerror(rc));
-		goto fail;
-	}
-	srv->signals_open = true;
-	rc = uv_timer_init(loop, &srv->shutdown_timer);
-	if (rc != 0) {
-		ta_error_set(err, TA_INTERNAL, "uv_timer_init: %s", uv_strerror(rc));
-		goto fail;
-	}
-	srv->timer_open = true;
+	for (unsigned i = 1; i < srv->nloops && st == TA_OK; i++)
+		st = loop_start_thread(&srv->loops[i], err);
+	if (st != TA_OK)
+		return start_failed(srv, st);
+	if (svc->persist && (rc = ta_persist_attach(svc->persist, loop, on_persisted, srv)) != 0)
+		return start_failed(srv,
+		                    ta_error_set(err, TA_INTERNAL, "cannot watch the data log: %s",
+		                                 uv_strerror(rc)));
 	srv->shutdown_timer.data = srv;
 	srv->sig_term.data = srv;
 	srv->sig_int.data = srv;
-	if ((rc = uv_signal_start(&srv->sig_term, on_signal, SIGTERM)) != 0 ||
-	    (rc = uv_signal_start(&srv->sig_int, on_signal, SIGINT)) != 0) {
-		ta_error_set(err, TA_INTERNAL, "uv_signal_start: %s", uv_strerror(rc));
-		goto fail;
-	}
-	if (listen_unix(srv, err) != TA_OK)
-		goto fail;
-	if (cfg->listen && listen_tcp(srv, err) != TA_OK)
-		goto fail;
+	if ((rc = uv_signal_init(loop, &srv->sig_term)) != 0 ||
+	    (rc = uv_signal_init(loop, &srv->sig_int)) != 0 ||
+	    (rc = uv_timer_init(loop, &srv->shutdown_timer)) != 0 ||
+	    (rc = uv_signal_start(&srv->sig_term, on_signal, SIGTERM)) != 0 ||
+	    (rc = uv_signal_start(&srv->sig_int, on_signal, SIGINT)) != 0)
+		return start_failed(srv, ta_error_set(err, TA_INTERNAL,
+		                                      "cannot handle SIGTERM and SIGINT: %s",
+		                                      uv_strerror(rc)));
+	if ((st = listen_unix(srv, err)) != TA_OK ||
+	    (cfg->listen && (st = listen_tcp(srv, err)) != TA_OK))
+		return start_failed(srv, st);
 	return TA_OK;
-fail:;
-	ta_status st = err ? err->code : TA_INTERNAL;
-	ta_server_shutdown(srv);
-	return st;
 }
 
 void ta_server_shutdown(ta_server *srv)
@@ -1197,8 +1081,8 @@ void ta_server_shutdown(ta_server *srv)
 		if (rc < 0)
 			ta_log(TA_LOG_WARNING, "cannot notify the service manager: %s",
 			       strerror(-rc));
-		close_open(&srv->unix_open, &srv->unix_listener);
-		close_open(&srv->tcp_open, &srv->tcp_listener);
+		close_handle(&srv->unix_listener);
+		close_handle(&srv->tcp_listener);
 		if (srv->unix_path) {
 			if (unlink(srv->unix_path) != 0 && errno != ENOENT)
 				ta_log(TA_LOG_WARNING, "cannot remove %s: %s", srv->unix_path,
@@ -1206,7 +1090,7 @@ void ta_server_shutdown(ta_server *srv)
 			free(srv->unix_path);
 			srv->unix_path = NULL;
 		}
-		if (atomic_load(&srv->nconns) && srv->timer_open &&
+		if (atomic_load(&srv->nconns) && handle_open(&srv->shutdown_timer) &&
 		    srv->cfg->shutdown_timeout > 0) {
 			int rc2 = uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
 			                         (uint64_t)srv->cfg->shutdown_timeout * 1000u, 0);
@@ -1220,7 +1104,7 @@ void ta_server_shutdown(ta_server *srv)
 		if (loop_is_direct(l))
 			loop_stop(l, force);
 		else
-			loop_wake(l, force ? TA_LOOP_WAKE_FORCE : TA_LOOP_WAKE_DRAIN);
+			loop_wake(l, force ? TA_LOOP_WAKE_FORCE : TA_LOOP_WAKE_DRAIN, NULL);
 	}
 	server_check_done(srv);
 }

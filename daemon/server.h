@@ -1,28 +1,24 @@
 /* server.h: the listeners and the life cycle of tileatomd's event loops: a Unix socket
  * (always) and a TCP socket (with --listen), the event loops (--loops: loop 0 on the main
  * thread, the others on threads of their own, each owning its connections), the
- * connection limit, the signal handlers, and the orderly shutdown: stop accepting, let
- * every connection of every loop finish the requests it has already sent, flush the
- * responses, close, remove the socket file, stop the loops and the executor, and let
- * uv_run return. A second SIGTERM/SIGINT closes connections at once (requests already
- * running still complete, their responses are dropped).
+ * connection limits, the signal handlers, and the orderly shutdown: stop accepting, let
+ * every connection finish the requests it has sent and flush the responses, close, remove
+ * the socket file, stop the loops and the executor. A second SIGTERM/SIGINT closes
+ * connections at once (running requests complete, their responses are dropped).
  *
- * Connections (conn.c) reach the server only through the ta_conn_host (conn.h) it fills
- * at start and hands to each connection; conn.c does not include this header, so the
- * arrows between the two point one way. The server keeps its connection list and counters
- * itself and may use conn.h's API and the fields of struct ta_conn it owns or reads
- * (prev/next, counted, pending, the handle, serial).
+ * Connections (conn.c) reach the server only through the ta_conn_host (conn.h) each loop
+ * hands them; conn.c does not include this header. The server keeps the connection lists
+ * and counters and uses the fields of struct ta_conn it owns (prev/next, counted, pending).
  *
- * Slots: max_connections in all; TCP connections at most max_connections - unix_reserve
- * (so that local clients always find room); connections in their handshake (Hello, and
- * Auth where needed) at most max_unauthenticated per transport. A newcomer over a limit
- * first makes room on the main loop: over max_unauthenticated it closes the oldest
- * connection of its transport still in its handshake that has been polled for input at
- * least once (a burst of clients connecting at once, all accepted in one loop turn before
- * any could be read, is admitted over the cap, as long as the slots allow); over the other
- * limits a stalled one (in its handshake, or holding a partial frame or waiting for input
- * memory, for at least TA_SERVER_STALL_MS; a TCP newcomer only a TCP one), the longest
- * stalled first. Only when there is none on the main loop is it refused. */
+ * Slots: max_connections in all; TCP at most max_connections - unix_reserve (local clients
+ * always find room); at most max_unauthenticated per transport in their handshake (Hello,
+ * and Auth where needed). A newcomer over a limit first makes room on the main loop: over
+ * max_unauthenticated it closes the oldest connection of its transport still in its
+ * handshake that has been polled for input at least once (a burst accepted in one loop turn
+ * is admitted over the cap as far as the slots allow); over the other limits the one stalled
+ * longest (in its handshake, holding a partial frame or waiting for input memory, for at
+ * least TA_SERVER_STALL_MS; for a TCP newcomer a TCP one). Only when there is none is it
+ * refused. */
 #ifndef TA_DAEMON_SERVER_H
 #define TA_DAEMON_SERVER_H
 
@@ -61,16 +57,16 @@ enum {
 
 /* One event loop and the connections it owns. Loop 0 is the main loop (main thread, with
  * the listeners and the signals); each other loop runs on a thread of its own. Every
- * field is that loop's thread only, except the ones lock guards. */
+ * field is that loop's thread only, except the ones lock guards. Its handles start zeroed,
+ * and are open once initialised until closed (server.c's handle_open). */
 typedef struct ta_server_loop {
 	struct ta_server *srv;       /* the server */
 	unsigned index;              /* 0: the main loop */
 	uv_loop_t *loop;             /* its libuv loop (index 0: the server's) */
 	uv_loop_t own_loop;          /* the loop of index > 0 */
 	bool own_loop_init;          /* own_loop initialised (closed by ta_server_free) */
-	uv_pipe_t spare_probe;       /* index > 0: a pipe initialised and closed at start, so
-	                                that libuv opens the loop's spare fd (for EMFILE) then
-	                                rather than with the loop's first connection */
+	uv_pipe_t spare_probe;       /* index > 0: opened and closed at start, so that libuv
+	                                takes the loop's spare fd (EMFILE) then, not later */
 	pthread_t thread;            /* its thread (index > 0) */
 	bool thread_started;         /* the thread runs (ta_server_free joins it) */
 	ta_conn_host host;           /* what its connections get of the server (conn.h) */
@@ -78,24 +74,15 @@ typedef struct ta_server_loop {
 	ta_executor_port port;       /* index > 0: where its large requests come back */
 	bool port_open;              /* port initialised and not closed */
 	ta_conn *conns;              /* its connections (a doubly-linked list) */
-	unsigned nconns;             /* connections in the list, rejected ones included */
 	uv_timer_t sweep_timer;      /* periodic: timeouts of its connections */
-	bool sweep_open;             /* sweep_timer is initialised and not closed */
-	uv_check_t resume_check;     /* after each loop turn: wakes connections waiting for
-	                                input budget once some was given back */
-	bool check_open;             /* resume_check is initialised and not closed */
+	uv_check_t resume_check;     /* after each turn: wakes connections waiting for input */
 	bool resume_pending;         /* input budget was given back while connections wait */
-	uint64_t turn;               /* loop iterations so far (counted by resume_check): a
-	                                connection accepted in turn T has been polled for
-	                                input once turn T + 2 has begun */
-	uv_check_t spin_check;       /* --busy-poll: after each loop turn, keeps spin_idle
-	                                running while input came in the last busy_poll_us */
-	uv_idle_t spin_idle;         /* --busy-poll: while active, the loop polls its sockets
-	                                without sleeping (its callback does nothing) */
-	bool spin_open;              /* spin_check and spin_idle initialised and not closed */
+	uint64_t turn;               /* loop iterations so far (resume_check): a connection
+	                                accepted in turn T has been polled by turn T + 2 */
+	uv_check_t spin_check;       /* --busy-poll: keeps spin_idle active after input */
+	uv_idle_t spin_idle;         /* --busy-poll: while active, the loop never sleeps */
 	uint64_t spin_until_ns;      /* uv_hrtime() until which spin_idle stays active */
 	uv_timer_t busy_timer;       /* counts the busy connections (inline_lone) */
-	bool busy_timer_open;        /* busy_timer is initialised and not closed */
 	uv_async_t wake;             /* other threads' requests: handoffs, wake_flags */
 	pthread_mutex_t lock;        /* guards wake_open, wake_flags and the handoff queue */
 	bool lock_init;              /* lock initialised */
@@ -107,7 +94,7 @@ typedef struct ta_server_loop {
 	bool finished;                                   /* drained, its handles closed */
 } ta_server_loop;
 
-/* The daemon's server: listeners, signals and the event loops. */
+/* The daemon's server: listeners, signals and the event loops (handles as in a loop). */
 struct ta_server {
 	uv_loop_t *loop;           /* the main event loop (loop 0's) */
 	const ta_config *cfg;      /* settings (limits, paths) */
@@ -116,15 +103,11 @@ struct ta_server {
 	bool executor_started;     /* executor initialised (needs stopping) */
 	bool executor_stopping;    /* ta_executor_stop called */
 	uv_pipe_t unix_listener;   /* Unix socket listener */
-	bool unix_open;            /* unix_listener initialised and not yet closed */
 	char *unix_path;           /* the socket file we created (removed on shutdown) */
 	uv_tcp_t tcp_listener;     /* TCP listener (--listen) */
-	bool tcp_open;             /* tcp_listener initialised and not yet closed */
 	uv_signal_t sig_term;      /* SIGTERM handler */
 	uv_signal_t sig_int;       /* SIGINT handler */
-	bool signals_open;         /* the signal handles are initialised and not closed */
 	uv_timer_t shutdown_timer; /* closes lingering connections (shutdown_timeout) */
-	bool timer_open;           /* shutdown_timer is initialised and not closed */
 	uv_async_t main_wake;      /* a loop finished its shutdown (tells the main loop) */
 	bool main_wake_open;       /* main_wake is initialised and not closed (lock) */
 	pthread_mutex_t lock;      /* guards main_wake_open and loops_finished */

@@ -1206,6 +1206,8 @@ static void cuda_tile_free(ta_backend *base, void *mem)
 	}
 }
 
+static ta_status device_operands_here(ta_cuda_backend *be, ta_plan *dp, ta_error *err);
+
 /* vtable apply: stages the plan through a slot and runs its kernel (see the file comment). */
 static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, const ta_plan *plan,
                             ta_result *result, ta_error *err)
@@ -1235,6 +1237,8 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 	/* staging layout: operands, then old values */
 	uint64_t t0 = be->batch.trace ? trace_ns() : 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
 	ta_plan dp = *plan;
+	if ((st = device_operands_here(be, &dp, err)) != TA_OK)
+		return st;
 	size_t es = ta_dtype_size(plan->dtype);
 	stage_item items[TA_MAX_RANK + 3];
 	int n_items = 0, n_direct = 0;
@@ -1312,7 +1316,7 @@ static ta_status cuda_apply(ta_backend *base, void *mem, size_t tile_bytes, cons
 			pk_release(be);
 		return st;
 	}
-	dp.old_out = out_dev ? plan->old_out : plan->want_old ? (void *)(s->dev + out_off) : NULL;
+	dp.old_out = out_dev ? dp.old_out : plan->want_old ? (void *)(s->dev + out_off) : NULL;
 	if (be->batch.trace)
 		t1 = trace_ns();
 	if (n_direct == 0 && staged < TA_CUDA_PIPE_MIN) {
@@ -1580,27 +1584,6 @@ static void cuda_host_unregister(ta_backend *base, void *ptr)
 	}
 }
 
-/* The device whose memory p (opened from an IPC handle on device here) is, as
- * cudaPointerGetAttributes tells it; here when it cannot tell (the error is cleared). */
-static int ipc_owner(const void *p, int here)
-{
-	cudaPointerAttributes attr;
-	memset(&attr, 0, sizeof attr);
-	cudaError_t e = cudaPointerGetAttributes(&attr, p);
-	if (e != cudaSuccess) {
-		(void)cudaGetLastError();
-		return here;
-	}
-	int n = 0;
-	if (cudaGetDeviceCount(&n) != cudaSuccess) {
-		(void)cudaGetLastError();
-		return here;
-	}
-	return attr.type == cudaMemoryTypeDevice && attr.device >= 0 && attr.device < n
-	           ? attr.device
-	           : here;
-}
-
 extern "C" int ta_cuda_enable_peer_access(const int *ords, int n, unsigned char *peer)
 {
 	int enabled = 0;
@@ -1639,14 +1622,6 @@ extern "C" int ta_cuda_enable_peer_access(const int *ords, int n, unsigned char 
 	return enabled;
 }
 
-/* vtable ptr_device: where the memory at p is (ipc_owner; -1 when CUDA cannot tell). */
-static int cuda_ptr_device(ta_backend *base, const void *p)
-{
-	(void)base;
-	int owner = ipc_owner(p, -1);
-	return owner;
-}
-
 /* vtable mem_info: cudaMemGetInfo on the backend's device. */
 static ta_status cuda_mem_info(ta_backend *base, uint64_t *free_bytes, uint64_t *total_bytes)
 {
@@ -1669,15 +1644,18 @@ static ta_status cuda_mem_info(ta_backend *base, uint64_t *free_bytes, uint64_t 
 typedef CUresult (*mem_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr dptr);
 
 /* One handle this process has open: a handle opens once per process and context, so
- * connections that register the same allocation share the mapping, counted. */
+ * connections that register the same allocation share the mapping, counted. A mapping is
+ * usable only by the GPU of the context that opened it (whatever GPU holds the memory, peer
+ * access or not; and CUDA reports that context's device as the pointer's), so a request
+ * that reads the buffer on another device opens it there too (ipc_here). */
 struct ipc_open_entry {
 	unsigned char handle[sizeof(cudaIpcMemHandle_t)]; /* the handle's bytes */
-	void *ptr;                                        /* where it opened */
-	int device;                                       /* the device it was opened on: the
-	                                                     one whose memory it is */
-	size_t avail;                                     /* bytes of the allocation from ptr */
-	unsigned refs;                                    /* registrations using it */
-	ipc_open_entry *next;                             /* list link */
+	void *ptr;     /* where it opened first: the address clients' requests name */
+	int device;    /* the device it was opened on first */
+	size_t avail;  /* bytes of the allocation from ptr */
+	unsigned refs; /* registrations using it */
+	void *alias[TA_CUDA_MAX_DEVICES]; /* its mapping on each other device (NULL: none yet) */
+	ipc_open_entry *next;             /* list link */
 };
 /* The open handles of this process (few: one per client allocation). */
 static ipc_open_entry *g_ipc_open;
@@ -1742,48 +1720,8 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	cudaIpcMemHandle_t h;
 	memcpy(&h, handle, sizeof h);
 	void *p = NULL;
-	int opened_on = be->device;
 	pk_hold(be);
 	cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
-	if (e == cudaSuccess) {
-		/* the memory may be another GPU's: open it on that one instead, so that its
-		 * kernels read it locally and the others through peer access
-		 * (ta_cuda_enable_peer_access) */
-		int owner = ipc_owner(p, be->device);
-		if (owner != be->device) {
-			ta_cuda_backend *other = live_hold(owner);
-			cudaError_t ce = cudaIpcCloseMemHandle(p);
-			cudaError_t se = ce == cudaSuccess ? cudaSetDevice(owner) : ce;
-			void *q = NULL;
-			cudaError_t oe =
-			    se == cudaSuccess
-			        ? cudaIpcOpenMemHandle(&q, h, cudaIpcMemLazyEnablePeerAccess)
-			        : se;
-			cudaError_t back = cudaSetDevice(be->device);
-			live_release(other);
-			if (oe == cudaSuccess && back == cudaSuccess) {
-				p = q;
-				opened_on = owner;
-			} else { /* open it again where it opened first */
-				(void)cudaGetLastError();
-				if (oe == cudaSuccess) {
-					if (cudaIpcCloseMemHandle(q) != cudaSuccess)
-						(void)cudaGetLastError();
-				}
-				if (back != cudaSuccess)
-					e = back;
-				else if (ce == cudaSuccess)
-					e = cudaIpcOpenMemHandle(&p, h,
-					                         cudaIpcMemLazyEnablePeerAccess);
-				/* else: the close failed, p is still open here */
-				fprintf(
-				    stderr,
-				    "tileatom cuda backend: a device buffer of GPU %d could not "
-				    "be opened there (%s); it stays opened on GPU %d\n",
-				    owner, cudaGetErrorString(oe), be->device);
-			}
-		}
-	}
 	pk_release(be);
 	if (e != cudaSuccess) {
 		(void)cudaGetLastError();
@@ -1797,12 +1735,7 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	}
 	CUdeviceptr abase = 0;
 	size_t asize = 0;
-	/* the size and a close below on the device it opened on (its context is current) */
-	cudaError_t se = opened_on == be->device ? cudaSuccess : cudaSetDevice(opened_on);
-	CUresult r =
-	    se != cudaSuccess
-	        ? CUDA_ERROR_INVALID_CONTEXT
-	        : __atomic_load_n(&range_fn, __ATOMIC_ACQUIRE)(&abase, &asize, (CUdeviceptr)p);
+	CUresult r = __atomic_load_n(&range_fn, __ATOMIC_ACQUIRE)(&abase, &asize, (CUdeviceptr)p);
 	size_t avail =
 	    r == CUDA_SUCCESS && (CUdeviceptr)p >= abase && (CUdeviceptr)p - abase <= asize
 	        ? asize - (size_t)((CUdeviceptr)p - abase)
@@ -1810,8 +1743,6 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	if (r != CUDA_SUCCESS || bytes > avail) {
 		cudaError_t ce = cudaIpcCloseMemHandle(p);
 		if (ce != cudaSuccess)
-			(void)cudaGetLastError();
-		if (opened_on != be->device && cudaSetDevice(be->device) != cudaSuccess)
 			(void)cudaGetLastError();
 		pthread_mutex_unlock(&g_ipc_mu);
 		free(entry);
@@ -1826,11 +1757,9 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 		                    "allocation behind the handle has %zu",
 		                    bytes, avail);
 	}
-	if (opened_on != be->device && cudaSetDevice(be->device) != cudaSuccess)
-		(void)cudaGetLastError();
 	memcpy(entry->handle, handle, sizeof entry->handle);
 	entry->ptr = p;
-	entry->device = opened_on;
+	entry->device = be->device;
 	entry->avail = avail;
 	entry->refs = 1;
 	entry->next = g_ipc_open;
@@ -1840,7 +1769,26 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	return TA_OK;
 }
 
-/* vtable ipc_close: cudaIpcCloseMemHandle (errors are logged, then cleared). */
+/* Closes the mapping p of a handle on device dev (held: its backend, NULL when gone, is
+ * held by the caller); errors are logged, then cleared. Under g_ipc_mu. */
+static void ipc_unmap(ta_cuda_backend *held, int dev, void *p)
+{
+	if (held)
+		pk_hold(held);
+	cudaError_t e = cudaSetDevice(dev);
+	if (e == cudaSuccess)
+		e = cudaIpcCloseMemHandle(p);
+	if (held)
+		pk_release(held);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		fprintf(stderr, "tileatom cuda backend: cudaIpcCloseMemHandle on device %d: %s\n",
+		        dev, cudaGetErrorString(e));
+	}
+}
+
+/* vtable ipc_close: the last registration of a handle closes its mapping on every device
+ * it was opened on. */
 static void cuda_ipc_close(ta_backend *base, void *dptr)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
@@ -1856,28 +1804,93 @@ static void cuda_ipc_close(ta_backend *base, void *dptr)
 		return;
 	}
 	*link = o->next;
-	int on = o->device;
-	free(o);
 	if (be_enter(be, NULL) == TA_OK) {
-		pk_hold(be);
-		bool away =
-		    on != be->device; /* opened on the GPU that owns it: hold that one too */
-		ta_cuda_backend *other = away ? live_hold(on) : NULL;
-		cudaError_t e = away ? cudaSetDevice(on) : cudaSuccess;
-		if (e == cudaSuccess)
-			e = cudaIpcCloseMemHandle(dptr);
-		if (away && cudaSetDevice(be->device) != cudaSuccess)
-			(void)cudaGetLastError();
-		if (away)
-			live_release(other);
-		pk_release(be);
-		if (e != cudaSuccess) {
-			(void)cudaGetLastError();
-			fprintf(stderr, "tileatom cuda backend: cudaIpcCloseMemHandle: %s\n",
-			        cudaGetErrorString(e));
+		for (int d = 0; d < TA_CUDA_MAX_DEVICES; d++) {
+			void *p = d == o->device ? o->ptr : o->alias[d];
+			if (!p)
+				continue;
+			ta_cuda_backend *other = d == be->device ? NULL : live_hold(d);
+			ipc_unmap(d == be->device ? be : other, d, p);
+			if (d != be->device)
+				live_release(other);
 		}
+		if (cudaSetDevice(be->device) != cudaSuccess)
+			(void)cudaGetLastError();
+	}
+	free(o);
+	pthread_mutex_unlock(&g_ipc_mu);
+}
+
+/* Sets *out to where the client's device memory at p (an address ipc_open gave) is mapped
+ * in be's context, opening the handle there the first time (see ipc_open_entry); p itself
+ * when it is no opened handle's. Under be_enter (be's device current). */
+static ta_status ipc_here(ta_cuda_backend *be, const void *p, void **out, ta_error *err)
+{
+	*out = (void *)p;
+	pthread_mutex_lock(&g_ipc_mu);
+	ipc_open_entry *o = g_ipc_open;
+	while (o &&
+	       !((const char *)p >= (char *)o->ptr && (const char *)p < (char *)o->ptr + o->avail))
+		o = o->next;
+	ta_status st = TA_OK;
+	if (o && o->device != be->device && be->device < TA_CUDA_MAX_DEVICES) {
+		if (!o->alias[be->device]) {
+			cudaIpcMemHandle_t h;
+			memcpy(&h, o->handle, sizeof h);
+			pk_hold(be);
+			cudaError_t e = cudaIpcOpenMemHandle(&o->alias[be->device], h,
+			                                     cudaIpcMemLazyEnablePeerAccess);
+			pk_release(be);
+			if (e != cudaSuccess) {
+				(void)cudaGetLastError();
+				o->alias[be->device] = NULL;
+				st = ta_error_set(
+				    err, TA_UNAVAILABLE,
+				    "device %d cannot map the device buffer registered "
+				    "on device %d: %s",
+				    be->device, o->device, cudaGetErrorString(e));
+			}
+		}
+		if (st == TA_OK)
+			*out = (char *)o->alias[be->device] + ((const char *)p - (char *)o->ptr);
 	}
 	pthread_mutex_unlock(&g_ipc_mu);
+	return st;
+}
+
+/* The client's device operands of dp (read or written in place) as this device's context
+ * maps them (ipc_here). */
+static ta_status device_operands_here(ta_cuda_backend *be, ta_plan *dp, ta_error *err)
+{
+	ta_operand *ops[TA_MAX_RANK + 3] = {&dp->values, &dp->compare, &dp->mask};
+	int n = 3;
+	for (int i = 0; i < dp->n_index && i < TA_MAX_RANK; i++)
+		ops[n++] = &dp->index[i];
+	ta_status st = TA_OK;
+	void *here = NULL;
+	for (int i = 0; i < n && st == TA_OK; i++)
+		if (ops[i]->device && ops[i]->data &&
+		    (st = ipc_here(be, ops[i]->data, &here, err)) == TA_OK)
+			ops[i]->data = here;
+	if (st == TA_OK && dp->want_old && dp->old_out_device && dp->old_out &&
+	    (st = ipc_here(be, dp->old_out, &here, err)) == TA_OK)
+		dp->old_out = here;
+	return st;
+}
+
+/* vtable ptr_device: the device whose context first opened p (ipc_open; CUDA tells no more
+ * of IPC memory); -1 for an address no open handle covers. */
+static int cuda_ptr_device(ta_backend *base, const void *p)
+{
+	(void)base;
+	pthread_mutex_lock(&g_ipc_mu);
+	int dev = -1;
+	for (ipc_open_entry *o = g_ipc_open; o && dev < 0; o = o->next)
+		if ((const char *)p >= (const char *)o->ptr &&
+		    (const char *)p < (const char *)o->ptr + o->avail)
+			dev = o->device;
+	pthread_mutex_unlock(&g_ipc_mu);
+	return dev;
 }
 
 /* The CUDA backend's vtable. */

@@ -49,7 +49,8 @@
  * request's elements are then observed from several devices. There is no order among the
  * elements of one request, as on one device.
  *
- * Device operands (CUDA IPC buffers, opened by device 0's backend on the GPU that owns them):
+ * Device operands (CUDA IPC buffers, opened by device 0's backend; a CUDA mapping serves only
+ * its own context's GPU, so each device that reads one maps it in its own context too):
  * into a tile wholly on one device they are read in place (over peer access, which the daemon
  * enables and reports with ta_multi_set_peers; a device without it is refused); into a
  * sharded tile, integer adds and subs without old values take apply_partials (scratch tiles,

@@ -94,6 +94,16 @@ ipc_part() {
 	ipc_rc=$?
 	echo "check_cuda_ipc: exit $ipc_rc; $(grep -E '^[0-9]+%' "$OUT/check_cuda_ipc.log")"
 	grep -E ':[EF]:|skipped' "$OUT/check_cuda_ipc.log" | head -10
+	# on a host of several GPUs, again against one daemon serving them all (keys on each GPU
+	# into tiles on each)
+	if [ "$(timeout 30 nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]; then
+		TA_TEST_DEVICES=all TILEATOMD="$here/$carry/tileatomd" timeout 300 \
+			"$carry/check_cuda_ipc" >"$OUT/check_cuda_ipc-all.log" 2>&1
+		rc=$?
+		[ $rc -eq 0 ] || ipc_rc=$rc
+		echo "check_cuda_ipc (--devices all): exit $rc; $(grep -E '^[0-9]+%' "$OUT/check_cuda_ipc-all.log")"
+		grep -E ':[EF]:' "$OUT/check_cuda_ipc-all.log" | head -10
+	fi
 	isock="$OUT/ipc.sock"
 	"$carry/tileatomd" --socket "$isock" --backend cuda --log-level err \
 		2>"$OUT/ipc-daemon.log" &

@@ -3,7 +3,8 @@
  * tileatomd --backend cuda (another process) by its CUDA IPC handle, and checks exact
  * results: a 256-bin histogram (space shared and global) read in place, an element-wise add
  * whose values come from the buffer and whose old values go back into it, a second
- * connection sharing the same handle; and the refusals: a size over the allocation, a
+ * connection sharing the same handle, keys on every GPU into a tile on every GPU and a
+ * sharded one; and the refusals: a size over the allocation, a
  * handle that does not open, references outside the buffer (raw protocol and library),
  * check_bounds off over device indices. Then raw device pointers (no registration by the
  * caller; the library finds the allocations): a histogram from a cudaMalloc'd key array,
@@ -76,13 +77,15 @@ static tileatom_buffer *register_all(tileatom_client *c)
 	return b;
 }
 
-/* Histograms the device keys into a fresh tile name in space and checks every bin. */
-static void histogram(tileatom_client *c, tileatom_buffer *b, const char *name,
-                      tileatom_space space)
+/* Histograms the device keys of b into a fresh tile name placed by placement (NULL: the
+ * daemon's default) in space and checks every bin. */
+static void histogram_placed(tileatom_client *c, tileatom_buffer *b, const char *name,
+                             const char *placement, tileatom_space space)
 {
 	tileatom_error e = {0, ""};
 	int64_t nbins = NBINS, n = NKEYS;
-	CK(tileatom_create(c, name, TILEATOM_INT32, 1, &nbins, NULL, NULL, &e), e);
+	CK(tileatom_create_placed(c, name, TILEATOM_INT32, 1, &nbins, NULL, 0, placement, NULL, &e),
+	   e);
 	tileatom_array idx = tileatom_buffer_array(b, TILEATOM_INT32, 1, &n, OFF_KEYS);
 	int32_t one = 1;
 	tileatom_array val = tileatom_scalar(TILEATOM_INT32, &one);
@@ -101,6 +104,13 @@ static void histogram(tileatom_client *c, tileatom_buffer *b, const char *name,
 		ck_assert_msg(bins[i] == expect_bins[i], "%s: bin %d is %d, not %d", name, i,
 		              bins[i], expect_bins[i]);
 	CK(tileatom_destroy(c, name, &e), e);
+}
+
+/* histogram_placed with the daemon's default placement. */
+static void histogram(tileatom_client *c, tileatom_buffer *b, const char *name,
+                      tileatom_space space)
+{
+	histogram_placed(c, b, name, NULL, space);
 }
 
 START_TEST(test_histogram)
@@ -122,6 +132,52 @@ START_TEST(test_histogram)
 	b = register_all(c);
 	histogram(c, b, "ipc-hist-reopened", TILEATOM_SPACE_SHARED);
 	tileatom_close(c);
+}
+END_TEST
+
+START_TEST(test_every_device)
+{
+	/* keys on each GPU of this host into a tile on each device the daemon serves (and one
+	 * sharded over them; gpu-run.sh runs the suite again with TA_TEST_DEVICES=all on a host
+	 * of several GPUs): a CUDA IPC mapping serves only the GPU whose context opened
+	 * it, so each device the request runs on must map the buffer itself (on one GPU: the
+	 * same histogram as test_histogram) */
+	int ndev = 0;
+	ck_assert_int_eq(cudaGetDeviceCount(&ndev), cudaSuccess);
+	tileatom_client *q = conn();
+	tileatom_device_stats *ds = NULL;
+	size_t served = 0;
+	tileatom_error qe = {0, ""};
+	CK(tileatom_stats_devices(q, &ds, &served, &qe), qe);
+	tileatom_free(ds);
+	tileatom_close(q);
+	ck_assert_uint_ge(served, 1);
+	for (int kd = 0; kd < ndev && kd < 4; kd++) {
+		/* closed (the daemon's mappings with it) before the free */
+		tileatom_client *c = conn();
+		void *p = NULL;
+		cudaIpcMemHandle_t h;
+		ck_assert_int_eq(cudaSetDevice(kd), cudaSuccess);
+		ck_assert_int_eq(cudaMalloc(&p, (size_t)NKEYS * 4), cudaSuccess);
+		ck_assert_int_eq(cudaMemcpy(p, keys, (size_t)NKEYS * 4, cudaMemcpyHostToDevice),
+		                 cudaSuccess);
+		ck_assert_int_eq(cudaIpcGetMemHandle(&h, p), cudaSuccess);
+		tileatom_buffer *b = NULL;
+		tileatom_error e = {0, ""};
+		CK(tileatom_device_buffer_register(c, &h, (size_t)NKEYS * 4, p, &b, &e), e);
+		char name[64], where[16];
+		for (int td = 0; td <= (int)served && td < 5; td++) {
+			if (td < (int)served)
+				snprintf(where, sizeof(where), "%d", td);
+			else
+				snprintf(where, sizeof(where), "shard");
+			snprintf(name, sizeof(name), "ipc-keys-%d-tile-%s", kd, where);
+			histogram_placed(c, b, name, where, TILEATOM_SPACE_SHARED);
+		}
+		tileatom_close(c);
+		ck_assert_int_eq(cudaFree(p), cudaSuccess);
+	}
+	ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
 }
 END_TEST
 
@@ -718,6 +774,7 @@ int main(void)
 	TCase *tc = tcase_create("device_buffers");
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_histogram);
+	tcase_add_test(tc, test_every_device);
 	tcase_add_test(tc, test_elementwise_old_values_into_device);
 	tcase_add_test(tc, test_refusals);
 	tcase_add_test(tc, test_raw_histogram);
