@@ -42,6 +42,7 @@ enum {
 	TAC_CU_ATTR_MEMORY_TYPE = 2,  /* CUmemorytype (unsigned int) */
 	TAC_CU_ATTR_BUFFER_ID = 7,    /* unsigned long long, unique within the process */
 	TAC_CU_ATTR_IS_MANAGED = 8,   /* boolean */
+	TAC_CU_ATTR_ORDINAL = 9,      /* int: the device ordinal (tac_cuptr_gpu_uuid) */
 	TAC_CU_ATTR_IPC_CAPABLE = 10, /* boolean: cuIpcGetMemHandle works on it */
 	TAC_CU_ATTR_RANGE_START = 11, /* CUdeviceptr: the allocation's base */
 	TAC_CU_ATTR_RANGE_SIZE = 12   /* size_t: the allocation's bytes */
@@ -58,6 +59,8 @@ typedef struct tac_cu_driver {
 	tac_cu_result (*ctx_push)(tac_cu_context ctx);                   /* cuCtxPushCurrent_v2 */
 	tac_cu_result (*ctx_pop)(tac_cu_context *ctx);                   /* cuCtxPopCurrent_v2 */
 	tac_cu_result (*error_name)(tac_cu_result e, const char **s);    /* cuGetErrorName */
+	tac_cu_result (*device_get)(int *dev, int ordinal); /* cuDeviceGet (optional: NULL) */
+	tac_cu_result (*device_uuid)(void *uuid, int dev);  /* cuDeviceGetUuid (optional) */
 } tac_cu_driver;
 
 /* The driver once found (never unloaded); NULL until then. */
@@ -99,6 +102,11 @@ static bool cu_install(void *h)
 			return false;
 		memcpy(syms[i].slot, &f, sizeof(f));
 	}
+	/* optional: only to name a device buffer's GPU (tac_cuptr_gpu_uuid) */
+	void *f = dlsym(h, "cuDeviceGet");
+	memcpy(&drv.device_get, &f, sizeof(f));
+	f = dlsym(h, "cuDeviceGetUuid");
+	memcpy(&drv.device_uuid, &f, sizeof(f));
 	atomic_store_explicit(&cu_found, &drv, memory_order_release);
 	return true;
 }
@@ -143,6 +151,16 @@ unsigned long tac_cuptr_lookups(void)
 bool tac_cuptr_driver_loaded(void)
 {
 	return cu_driver() != NULL;
+}
+
+bool tac_cuptr_gpu_uuid(const void *p, uint8_t uuid[16])
+{
+	const tac_cu_driver *d = cu_driver();
+	int ordinal = -1, dev = -1, attr = TAC_CU_ATTR_ORDINAL;
+	void *data = &ordinal;
+	return d && d->device_get && d->device_uuid &&
+	       d->pointer_get_attributes(1, &attr, &data, (tac_cu_ptr)(uintptr_t)p) == 0 &&
+	       ordinal >= 0 && d->device_get(&dev, ordinal) == 0 && d->device_uuid(uuid, dev) == 0;
 }
 
 /* The driver's name for e ("CUDA_ERROR_..."), or its number. */

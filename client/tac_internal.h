@@ -241,6 +241,9 @@ TAC_HIDDEN int tac_cuptr_refuse(tileatom_client *c, const void *p, size_t len, c
                                 tileatom_error *err);
 /* The threshold from $TILEATOM_DEVICE_POINTERS ("off", "no": 0; bytes) or TAC_CUPTR_MIN. */
 TAC_HIDDEN size_t tac_cuptr_default_min(void);
+/* The UUID of the GPU holding device memory p, as the driver says (false when it cannot:
+ * no driver loaded, an old one, not device memory). */
+TAC_HIDDEN bool tac_cuptr_gpu_uuid(const void *p, uint8_t uuid[16]);
 /* Whether the process has loaded libcuda.so.1 (the answer is cached; see tac_cuptr.c). */
 TAC_HIDDEN bool tac_cuptr_driver_loaded(void);
 /* For the tests: takes the driver from the dlopen handle handle (none found yet). */

@@ -129,9 +129,14 @@ static int buffer_new(tileatom_client *c, size_t size, const void *ipc_handle,
 	tac_msg m;
 	tac_build_empty(&m, TILEATOM_REQ_REGISTER_BUFFER);
 	m.body.register_buffer.size = size;
+	uint8_t uuid[16]; /* the GPU holding a device buffer, for a daemon over several */
 	if (ipc_handle) {
 		m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
 		m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
+		if (tac_cuptr_gpu_uuid(device_ptr, uuid)) {
+			m.body.register_buffer.cuda_device_uuid.data = uuid;
+			m.body.register_buffer.cuda_device_uuid.len = sizeof(uuid);
+		}
 	}
 	rc = tac_conn_submit(c, &m, true, b->fd, NULL, err);
 	tileatom_request_kind kind;

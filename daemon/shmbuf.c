@@ -144,7 +144,8 @@ out:
 }
 
 ta_status ta_shm_register_device(ta_shm_table *t, const void *handle, size_t handle_len,
-                                 uint64_t size, uint64_t *id, ta_error *err)
+                                 const uint8_t *gpu_uuid, uint64_t size, uint64_t *id,
+                                 ta_error *err)
 {
 	if (!ta_backend_has_ipc(t->backend)) {
 		ta_backend_info info;
@@ -169,7 +170,8 @@ ta_status ta_shm_register_device(ta_shm_table *t, const void *handle, size_t han
 	void *dptr = NULL;
 	ta_status st = table_room(t, err);
 	if (st == TA_OK)
-		st = ta_backend_ipc_open(t->backend, handle, handle_len, (size_t)size, &dptr, err);
+		st = ta_backend_ipc_open(t->backend, handle, handle_len, gpu_uuid, (size_t)size,
+		                         &dptr, err);
 	if (st == TA_OK)
 		table_add(t, -1, dptr, size, true, id);
 	pthread_mutex_unlock(&t->lock);
