@@ -36,8 +36,7 @@ typedef struct cli_option {
 typedef struct cli_args {
 	const char *pos[CLI_MAX_POS];    /* positional arguments, in order */
 	int npos;                        /* how many */
-	const char *value[CLI_MAX_OPTS]; /* per option: its value, "" for a given flag, NULL
-	                                    when absent */
+	const char *value[CLI_MAX_OPTS]; /* per option: its value ("": a flag; NULL: absent) */
 } cli_args;
 
 /* Global settings from the command line. */
@@ -62,12 +61,9 @@ typedef struct cli_call {
 /* Prints "tileatom-cli: MESSAGE" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Parses the subcommand line of k against opts into k->a, then connects when connect is
- * set. Returns -1 when the command goes on, or an exit status: CLI_EXIT_OK after printing
- * usage for --help, CLI_EXIT_USAGE after a message for a bad line, CLI_EXIT_ERROR when
- * the daemon does not answer. Between min_pos and max_pos positionals are required. Long
- * options only (plus -h and -s/--socket, which updates k->g); an argument that starts with
- * '-' but not "--" (e.g. "-5", "-inf", "-") is positional. */
+/* Parses the subcommand line of k (min_pos to max_pos positionals, long options only, plus
+ * -h and -s/--socket; "-5", "-inf" and "-" are positional) into k->a, then connects when
+ * connect is set. -1: go on; else the exit status after usage (--help) or a message. */
 int cli_parse(cli_call *k, const cli_option *opts, int nopts, int min_pos, int max_pos,
               const char *usage, bool connect);
 
@@ -77,37 +73,40 @@ int cli_connect(cli_call *k);
 /* Prints k->err's message after the command's name; returns CLI_EXIT_ERROR. */
 int cli_lib_error(const cli_call *k);
 
-/* Parses "N0[,N1...]", at most max non-negative decimal numbers (the whole text), into
- * out; returns how many, or 0 when malformed. */
+/* Parses "N0[,N1...]", up to max non-negative numbers, into out; how many (0: malformed). */
 int cli_parse_counts(const char *text, int max, int64_t *out);
 
 /* Elements of a tile. */
 int64_t cli_tile_count(const tileatom_tile_info *info);
+
+/* One element's bytes, read without aliasing (unsigned ones as their signed twin's bits). */
+typedef union cli_element {
+	int32_t i32; /* INT32, UINT32 */
+	int64_t i64; /* INT64, UINT64 */
+	float f32;   /* FLOAT32 */
+	double f64;  /* FLOAT64 */
+} cli_element;
 
 /* ---- --json output (cli_json.c) ---- */
 
 /* The one serialisation of every --json output: compact, "/" not escaped. */
 #define CLI_JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
-/* One element value of dtype at p: a JSON number, or "nan" / "inf" / "-inf" strings for
- * non-finite floats. NULL when memory is short. */
+/* One element of dtype at p: a number, or "nan", "inf", "-inf" (NULL: out of memory). */
 json_object *cli_json_value(tileatom_dtype dtype, const void *p);
-/* A JSON array of n unsigned numbers (a shape is passed as its uint64_t twin); NULL when
- * memory is short. */
+/* A JSON array of n unsigned numbers (NULL: out of memory). */
 json_object *cli_json_u64s(const uint64_t *v, int n);
 /* {"name","dtype","shape",["elements",]"bytes"[,"placement"]} of a tile (placement when
- * place is neither NULL nor empty); NULL when memory is short. */
+ * place is not empty; NULL: out of memory). */
 json_object *cli_json_tile(const tileatom_tile_info *info, bool with_elements, const char *place);
-/* Adds key: value to the object obj, or value to the array obj for key NULL (taking
- * value); false (value freed) when obj or value is NULL or the add fails. */
+/* Adds key: value to object obj (key NULL: value to array obj), taking value; false (value
+ * freed) when either is NULL or the add fails. */
 bool cli_json_add(json_object *obj, const char *key, json_object *value);
 /* obj when ok (every add succeeded), else NULL after freeing obj. */
 json_object *cli_json_done(json_object *obj, bool ok);
-/* Prints obj and a newline and frees it; CLI_EXIT_OK, or CLI_EXIT_ERROR after a message
- * naming cmd (obj NULL: out of memory). */
+/* Prints obj (NULL: out of memory) and a newline, frees it; the exit status (cmd: messages). */
 int cli_json_print(const char *cmd, json_object *obj);
-/* Streams a large array: prints head (an object, freed) with "key":[ last, left open;
- * false when memory is short or stdout fails. */
+/* Prints object head (freed) with "key":[ last, left open; false on failure. */
 bool cli_json_open_array(json_object *head, const char *key);
 /* Prints one array element (freed) after a comma unless first; false on failure. */
 bool cli_json_array_item(json_object *value, bool first);

@@ -1,17 +1,13 @@
-/* cli_hist.c: `tileatom-cli hist NAME [FILE] [--range LO:HI] [--format F]`: streams
- * whitespace-separated numbers (or, with --format i32/i64/f32/f64, raw little-endian
- * elements) from FILE (or stdin) into a 1-D tile as a histogram. Each number becomes one bin
- * index (without --range: the number itself; with it: numpy.histogram's uniform binning over
- * [LO, HI], the last bin closed), sent in chunks (default 1M numbers) as indexed flat
- * scatter-adds of the scalar 1 (bounds checking on, space=shared) a few chunks deep; on a
- * Unix socket the chunks are slots of a shared buffer that the requests name. Raw int32
- * without --range is read with read(2) straight into the chunks; other input is read into a
- * 4 MiB buffer and parsed in place (plain integers and short decimals by a fast path, the
- * rest by strtoll/strtod). Numbers outside the bins are counted: with --range on the client
- * (NaN included), without it by the daemon's bounds check (and, on the client, integers too
- * large for the index type). A token that is not a number (without --range: not an
- * integer), or a partial last raw element, stops the run naming its place; chunks sent
- * before it stay added, and the counts so far are reported on stderr. */
+/* cli_hist.c: `tileatom-cli hist`: streams whitespace-separated numbers (or, with --format,
+ * raw little-endian elements) from FILE or stdin into a 1-D tile as a histogram. Each number
+ * becomes a bin index (itself, or with --range numpy.histogram's uniform bin over [LO, HI])
+ * sent in chunks as indexed flat scatter-adds of 1 (bounds checked, space shared), a few
+ * chunks in flight; on a Unix socket the chunks are slots of a shared buffer. Raw int32
+ * without --range is read straight into the chunks; other input is parsed in place from a
+ * 4 MiB read buffer (short numbers by a fast path, the rest by strtoll/strtod). Numbers
+ * outside the bins are counted (by the client with --range, else by the daemon's bounds
+ * check). A token that is not a number, or a partial last raw element, stops the run
+ * naming its place; chunks sent before it stay added, and the counts are reported. */
 #include "cli.h"
 
 #include <errno.h>
@@ -219,13 +215,11 @@ static const double hist_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e
 static const uint8_t hist_space[256] = {
     [' '] = 1, ['\n'] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
 
-/* The fast path of the token at *p, parsed as it is found: an optional sign and up to 18
- * digits, and with --range an optional fraction of up to 15 significant digits in all (the
- * mantissa is exact in a double and one division by an exact power of ten rounds correctly,
- * as strtod would), ended by a blank or by the end of the input (at_eof). Returns 1 when it
- * handled the token (pushed or counted; *p moved past it), 0 when the slow path must
- * (exponents, inf, nan, long tokens, a token that may go on in the next read, anything
- * unusual), or an error of hist_push as -1. */
+/* The fast path of the token at *p: a sign and up to 18 digits, with --range a fraction of
+ * up to 15 significant digits in all (exact in a double, so one division by a power of ten
+ * rounds as strtod does), ended by a blank or the end of input (at_eof). 1: handled (*p
+ * past it), 0: for the slow path (exponents, inf, nan, long or unfinished tokens), -1: an
+ * error of hist_push. */
 static int hist_fast_token(hist_run *h, const char **p, const char *end, bool at_eof)
 {
 	const char *q = *p;
@@ -312,21 +306,10 @@ static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t f
 	size_t es = h->format_size;
 	for (size_t i = 0; i < n; i++, data += es) {
 		h->numbers++;
-		int64_t v = 0;
-		double x = 0;
-		if (h->format_float && es == 4) {
-			float f;
-			memcpy(&f, data, 4);
-			x = f;
-		} else if (h->format_float) {
-			memcpy(&x, data, 8);
-		} else if (es == 4) {
-			int32_t t;
-			memcpy(&t, data, 4);
-			v = t;
-		} else {
-			memcpy(&v, data, 8);
-		}
+		cli_element e;
+		memcpy(&e, data, es);
+		int64_t v = es == 4 ? e.i32 : e.i64;
+		double x = es == 4 ? (double)e.f32 : e.f64;
 		if (!h->ranged && h->format_float && (x != x || x != floor(x))) {
 			cli_error("hist: %s: element %" PRIu64 " (byte offset %" PRIu64
 			          "): %.17g is not an integer bin index",
@@ -342,11 +325,9 @@ static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t f
 	return CLI_EXIT_OK;
 }
 
-/* Reads the whole input with read(2) and handles it in place: raw int32 without --range
- * into a tile of at most 2^31 bins straight into the chunk slots (the numbers are the
- * indices: no read buffer, no copy), anything else through one large buffer (text: a token
- * cut by a read is carried over; raw: whole elements). A partial last raw element is an
- * error naming its offset. */
+/* Reads the whole input with read(2): raw int32 without --range (at most 2^31 bins) straight
+ * into the chunk slots, anything else through one buffer (a token or element cut by a read
+ * carried over). A partial last raw element is an error naming its offset. */
 static int hist_read(hist_run *h, int fd)
 {
 	bool direct = h->format_size == 4 && !h->format_float && !h->ranged && !h->idx64;
@@ -448,16 +429,15 @@ int cli_cmd_hist(cli_call *k)
 	int rc = cli_parse(k, opts, 4, 1, 2, usage, false);
 	if (rc >= 0)
 		return rc;
-	hist_run h;
-	memset(&h, 0, sizeof(h));
-	h.k = k;
-	h.tile = a->pos[0];
-	h.ranged = a->value[0] != NULL;
+	hist_run h = {.k = k,
+	              .tile = a->pos[0],
+	              .ranged = a->value[0] != NULL,
+	              .chunk_cap = HIST_CHUNK_DEFAULT,
+	              .input_name = "stdin"};
 	if (h.ranged && !parse_range(a->value[0], &h.lo, &h.hi)) {
 		cli_error("hist: bad --range '%s' (expected LO:HI with LO < HI)", a->value[0]);
 		return CLI_EXIT_USAGE;
 	}
-	h.chunk_cap = HIST_CHUNK_DEFAULT;
 	if (a->value[1] && (cli_parse_counts(a->value[1], 1, &h.chunk_cap) != 1 ||
 	                    h.chunk_cap < 1 || h.chunk_cap > (INT64_C(1) << 26))) {
 		cli_error("hist: bad --chunk '%s' (1 to 67108864 numbers)", a->value[1]);
@@ -483,7 +463,6 @@ int cli_cmd_hist(cli_call *k)
 	h.format_size = formats[f].size;
 	h.format_float = formats[f].is_float;
 	int in = STDIN_FILENO;
-	h.input_name = "stdin";
 	if (a->npos == 2 && strcmp(a->pos[1], "-") != 0) {
 		in = open(a->pos[1], O_RDONLY | O_CLOEXEC);
 		if (in < 0) {

@@ -1,9 +1,7 @@
-/* cli_json.c: tileatom-cli's --json output, built with json-c: element values in their
- * dtype (non-finite floats as the strings "nan", "inf", "-inf"), shapes, tile
- * descriptions, and the printing of a finished object in one compact format
- * (CLI_JSON_FLAGS: no blanks, "/" not escaped) followed by a newline. Large arrays (get)
- * are streamed: the enclosing object is serialised by json-c with the array empty and
- * printed without its closing "]}", and each value is serialised by json-c on its own. */
+/* cli_json.c: tileatom-cli's --json output, built with json-c: element values (non-finite
+ * floats as "nan", "inf", "-inf"), shapes, tiles, and the printing of an object in one
+ * compact format (CLI_JSON_FLAGS) and a newline. Large arrays (get) are streamed: the
+ * enclosing object is printed with the array empty, less its closing "]}", then each value. */
 #include "cli.h"
 
 #include <errno.h>
@@ -13,18 +11,13 @@
 
 json_object *cli_json_value(tileatom_dtype dtype, const void *p)
 {
-	union {
-		int32_t i32;  /* INT32 */
-		uint32_t u32; /* UINT32 */
-		int64_t i64;  /* INT64 */
-		uint64_t u64; /* UINT64 */
-	} v;
+	cli_element v;
 	if (tileatom_dtype_is_int(dtype)) {
 		memcpy(&v, p, tileatom_dtype_size(dtype));
 		return dtype == TILEATOM_INT32    ? json_object_new_int64(v.i32)
 		       : dtype == TILEATOM_INT64  ? json_object_new_int64(v.i64)
-		       : dtype == TILEATOM_UINT32 ? json_object_new_uint64(v.u32)
-		                                  : json_object_new_uint64(v.u64);
+		       : dtype == TILEATOM_UINT32 ? json_object_new_uint64((uint32_t)v.i32)
+		                                  : json_object_new_uint64((uint64_t)v.i64);
 	}
 	/* Floats: the library's shortest text that reads back to the same value, kept by
 	 * json-c as the number's serialisation; non-finite values have no JSON number. */

@@ -1,10 +1,7 @@
 /* cli_main.c: tileatom-cli, the command-line client of tileatomd: global options and the
- * subcommands ping, stats, create, ls, info, rm, get, the single-element atomics (add sub
- * min max xchg and or xor cas) and load/store. hist lives in cli_hist.c, the --json helpers
- * in cli_json.c, the option parser, connecting and the error printers in cli_common.c. Everything
- * goes through libtileatom-client. Every command that prints data takes --json: one JSON value
- * (made with json-c) and a newline on stdout instead of the text. Exit statuses: CLI_EXIT_*
- * (cli.h). */
+ * subcommands ping, stats, snapshot, create, ls, info, rm, get, the single-element atomics
+ * (add sub min max xchg and or xor cas) and load/store (hist: cli_hist.c). Every command that
+ * prints data takes --json: one JSON value and a newline instead of the text. */
 #include "cli.h"
 
 #include <errno.h>
@@ -475,9 +472,7 @@ static int cmd_get(cli_call *k)
 	}
 	rc = CLI_EXIT_OK;
 	bool first = true;
-	tileatom_region reg;
-	memset(&reg, 0, sizeof(reg));
-	reg.rank = info.rank;
+	tileatom_region reg = {.rank = info.rank};
 	memcpy(reg.shape, info.shape, sizeof(reg.shape));
 	for (int64_t r0 = 0; r0 < info.shape[0] && rc == CLI_EXIT_OK; r0 += rows_per) {
 		reg.origin[0] = r0;

@@ -5,26 +5,29 @@
  * checked (tac_conn.c, tac_codec.c). */
 #include "tac_internal.h"
 
+int tac_none_pending(const tileatom_client *c, tileatom_error *err)
+{
+	if (c->pending_count == 0)
+		return TILEATOM_OK;
+	return tac_err(err, TILEATOM_E_STATE,
+	               "%zu pipelined responses are not collected yet (call tileatom_collect "
+	               "first)",
+	               tac_pending_requests(c));
+}
+
 int tac_roundtrip(tileatom_client *c, tac_msg *m, int rc, tileatom_error *err)
 {
-	if (rc != TILEATOM_OK)
-		return rc;
-	if (c->pending_count > 0 && !c->broken)
-		return tac_err(err, TILEATOM_E_STATE,
-		               "%zu pipelined responses are not collected yet (call "
-		               "tileatom_collect first)",
-		               tac_pending_requests(c));
-	rc = tac_cuptr_prepare(c, m, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	(void)tac_shm_stage(c, m, false);
-	tac_shm_rewrite(c, m);
-	rc = tac_conn_submit(c, m, true, -1, NULL, err);
-	if (rc != TILEATOM_OK)
-		return rc;
+	if (rc == TILEATOM_OK && !c->broken)
+		rc = tac_none_pending(c, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_cuptr_prepare(c, m, err);
+	if (rc == TILEATOM_OK) {
+		(void)tac_shm_stage(c, m, false);
+		tac_shm_rewrite(c, m);
+		rc = tac_conn_submit(c, m, true, -1, NULL, err);
+	}
 	tileatom_request_kind kind;
-	rc = tac_conn_receive(c, &kind, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	return tac_check_response(c->last, kind, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_conn_receive(c, &kind, err);
+	return rc == TILEATOM_OK ? tac_check_response(c->last, kind, err) : rc;
 }

@@ -1,19 +1,17 @@
-/* tac_conn.c: the client's socket. Happy path: tac_conn_open connects (Unix path or TCP,
- * non-blocking, bounded by a timeout); tac_conn_submit packs a request into one frame at
- * the end of the output buffer (tac_conn_submit_template writes a template's bytes
- * there directly), queueing its id as pending; the buffer is written out by a
- * synchronous call's submit, by tac_conn_receive before it waits (tileatom_collect), or as
- * soon as it holds TAC_FLUSH_THRESHOLD bytes, so pipelined requests leave in few send()s;
- * tac_conn_receive reads frames into a queue, decodes the oldest and checks that its id is
- * the oldest pending id. For split submits, tac_conn_receive_newest takes the response of
- * the newest request off the queue's tail (the older ones stay queued) and
- * tac_conn_wait_window reads responses until few enough requests are unanswered.
+/* tac_conn.c: the client's socket. tac_conn_open connects (Unix path or TCP, non-blocking,
+ * bounded by a timeout); tac_conn_submit packs a request as one frame at the end of the
+ * output buffer (tac_conn_submit_template writes a template's bytes there) and queues its
+ * id as pending; the buffer is written out by a synchronous call, before a receive waits,
+ * or once it holds TAC_FLUSH_THRESHOLD bytes. tac_conn_receive reads frames into a queue,
+ * decodes the oldest and checks its id against the oldest pending one; for split submits,
+ * tac_conn_receive_newest takes the newest request's response off the queue's tail and
+ * tac_conn_wait_window reads until few enough requests are unanswered.
  *
- * Failure modes: a write that would block polls for writability *and* readability; bytes
- * that arrive meanwhile are parsed into the frame queue, so a client pipelining many
- * requests never deadlocks against a daemon that stops reading until its responses are
- * drained. EOF, socket errors, timeouts, oversized or undecodable frames and mismatched ids
- * break the connection: the first error is remembered and every later call reports it. */
+ * Failure modes: a write that would block polls for readability too and parses what
+ * arrives into the frame queue, so a pipelining client never deadlocks against a daemon
+ * that stops reading until its responses are drained. EOF, socket errors, timeouts,
+ * oversized or undecodable frames and mismatched ids break the connection: the first error
+ * is kept and every later call reports it. */
 #include "tac_internal.h"
 
 #include <errno.h>
@@ -84,89 +82,70 @@ static int connect_error(const char *address, int e, tileatom_error *err)
 	return tac_err(err, TILEATOM_E_IO, "cannot connect to %s: %s", address, strerror(e));
 }
 
-/* Connects the non-blocking socket fd to sa, waiting until deadline. */
-static int connect_wait(int fd, const struct sockaddr *sa, socklen_t len, const char *address,
-                        int64_t deadline, tileatom_error *err)
+/* Connects a new non-blocking socket of family (type, protocol) to sa by deadline into *out. */
+static int connect_one(int family, int type, int protocol, const struct sockaddr *sa, socklen_t len,
+                       const char *address, int64_t deadline, int *out, tileatom_error *err)
 {
-	int rc;
+	int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol);
+	if (fd < 0)
+		return tac_err(err, TILEATOM_E_IO, "cannot create a socket: %s", strerror(errno));
+	int rc, soerr = 0;
 	do
 		rc = connect(fd, sa, len);
 	while (rc < 0 && errno == EINTR);
-	if (rc == 0)
-		return TILEATOM_OK;
-	if (errno != EINPROGRESS && errno != EAGAIN)
-		return connect_error(address, errno, err);
 	short revents = 0;
-	int w = wait_fd(fd, POLLOUT, deadline, &revents);
-	if (w == 0)
-		return tac_err(err, TILEATOM_E_TIMEOUT, "cannot connect to %s: timed out", address);
-	if (w < 0)
-		return connect_error(address, errno, err);
-	int soerr = 0;
 	socklen_t sl = sizeof(soerr);
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
-		return connect_error(address, errno, err);
-	if (soerr != 0)
-		return connect_error(address, soerr, err);
-	return TILEATOM_OK;
+	if (rc == 0)
+		rc = TILEATOM_OK;
+	else if (errno != EINPROGRESS && errno != EAGAIN)
+		rc = connect_error(address, errno, err);
+	else if ((rc = wait_fd(fd, POLLOUT, deadline, &revents)) == 0)
+		rc = tac_err(err, TILEATOM_E_TIMEOUT, "cannot connect to %s: timed out", address);
+	else if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+		rc = connect_error(address, errno, err);
+	else
+		rc = soerr != 0 ? connect_error(address, soerr, err) : TILEATOM_OK;
+	if (rc == TILEATOM_OK)
+		*out = fd;
+	else
+		close(fd);
+	return rc;
 }
 
 /* Connects to a Unix socket path. */
 static int open_unix(const char *path, int64_t deadline, int *out, tileatom_error *err)
 {
-	struct sockaddr_un sun;
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(sun.sun_path))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "socket path %s is longer than %zu bytes", path,
 		               sizeof(sun.sun_path) - 1);
 	memcpy(sun.sun_path, path, strlen(path) + 1);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return tac_err(err, TILEATOM_E_IO, "cannot create a socket: %s", strerror(errno));
-	int rc = connect_wait(fd, (const struct sockaddr *)&sun, sizeof(sun), path, deadline, err);
-	if (rc != TILEATOM_OK) {
-		close(fd);
-		return rc;
-	}
-	*out = fd;
-	return TILEATOM_OK;
+	return connect_one(AF_UNIX, SOCK_STREAM, 0, (const struct sockaddr *)&sun, sizeof(sun),
+	                   path, deadline, out, err);
 }
 
 /* Connects to host:port over TCP, trying every address getaddrinfo gives. */
 static int open_tcp(const char *address, const char *host, const char *port, int64_t deadline,
                     int *out, tileatom_error *err)
 {
-	struct addrinfo hints, *res = NULL;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV;
+	struct addrinfo *res = NULL;
+	struct addrinfo hints = {
+	    .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	int gai = getaddrinfo(host, port, &hints, &res);
 	if (gai != 0)
 		return tac_err(err, TILEATOM_E_IO, "cannot resolve %s: %s", address,
 		               gai_strerror(gai));
 	int rc = tac_err(err, TILEATOM_E_IO, "cannot connect to %s: no usable address", address);
-	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		                ai->ai_protocol);
-		if (fd < 0) {
-			rc = tac_err(err, TILEATOM_E_IO, "cannot create a socket: %s",
-			             strerror(errno));
-			continue;
-		}
-		rc = connect_wait(fd, ai->ai_addr, ai->ai_addrlen, address, deadline, err);
+	for (struct addrinfo *ai = res; ai && rc != TILEATOM_E_TIMEOUT; ai = ai->ai_next) {
+		rc = connect_one(ai->ai_family, ai->ai_socktype, ai->ai_protocol, ai->ai_addr,
+		                 ai->ai_addrlen, address, deadline, out, err);
 		if (rc == TILEATOM_OK) {
 			int one = 1;
 			/* Small requests must not wait for Nagle; failure only costs latency. */
-			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			*out = fd;
+			(void)setsockopt(*out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 			break;
 		}
-		close(fd);
-		if (rc == TILEATOM_E_TIMEOUT)
-			break;
 	}
 	freeaddrinfo(res);
 	return rc;
@@ -226,11 +205,8 @@ void tac_client_free(tileatom_client *c)
 		return;
 	if (c->fd >= 0)
 		close(c->fd);
-	while (c->rxq && c->rxq_count > 0) {
-		free(c->rxq[c->rxq_head].owned);
-		c->rxq_head = (c->rxq_head + 1) & (c->rxq_cap - 1);
-		c->rxq_count--;
-	}
+	for (size_t k = 0; c->rxq && k < c->rxq_count; k++)
+		free(c->rxq[(c->rxq_head + k) & (c->rxq_cap - 1)].owned);
 	ta_frame_reader_free(&c->reader);
 	ta_frame_buf_free(&c->txbuf);
 	release_response(c, c->last);
@@ -255,8 +231,8 @@ int tac_conn_break(tileatom_client *c, tileatom_error *err)
 	return c->broken_err.code;
 }
 
-/* Grows a power-of-two ring buffer of elements of size esize, keeping head..head+count in
- * order at the start of the new buffer. Returns 0 or -1 when memory is short. */
+/* Doubles a power-of-two ring of esize-byte elements, its entries moved to its start; -1
+ * when memory is short. */
 static int ring_grow(void **buf, size_t *cap, size_t *head, size_t count, size_t esize)
 {
 	size_t ncap = *cap * 2;
@@ -279,9 +255,8 @@ static const uint8_t *frame_data(const tileatom_client *c, const tac_frame *f)
 	return f->owned ? f->owned : c->rxstore.data + f->off;
 }
 
-/* Appends a completed frame to the receive queue: owned (a malloc'd payload the queue
- * takes over, freed on failure too), or else len bytes at data, copied into the receive
- * store when small and into an allocation of their own otherwise. */
+/* Queues a received frame: owned (a malloc'd payload taken over, freed on failure too), or
+ * len bytes at data, copied into the receive store when small, else into an allocation. */
 static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uint32_t len,
                     tileatom_error *err)
 {
@@ -312,10 +287,9 @@ static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uin
 	return TILEATOM_OK;
 }
 
-/* Releases the frame f just taken off the queue (its bytes are no longer read), the oldest
- * or, newest set, the newest: frees it, or gives its part of the receive store back (the
- * newest's is the end of the store); the store starts over when the queue is empty and
- * drops its consumed start once that is over half of it. */
+/* Releases frame f just taken off the queue (the oldest, or the newest: the end of the
+ * store); the store starts over when the queue is empty, and drops its consumed start once
+ * that is over half of it. */
 static inline __attribute__((always_inline)) void rxq_release(tileatom_client *c,
                                                               const tac_frame *f, bool newest)
 {
@@ -342,8 +316,8 @@ static inline __attribute__((always_inline)) void rxq_release(tileatom_client *c
 	}
 }
 
-/* Reads what the socket has (one recv) and parses it into frames. Returns TILEATOM_OK
- * (also when nothing was there) or an error for EOF, socket errors and bad frames. */
+/* Reads what the socket has (one recv) into frames; an error for EOF, socket errors and
+ * bad frames. */
 static int recv_some(tileatom_client *c, tileatom_error *err)
 {
 	ssize_t n;
@@ -387,11 +361,8 @@ static int recv_some(tileatom_client *c, tileatom_error *err)
 
 int tac_conn_poll(tileatom_client *c, tileatom_error *err)
 {
-	if (!c->broken && c->rxq_count < c->pending_count) {
-		int rc = recv_some(c, err);
-		if (rc != TILEATOM_OK)
-			tac_conn_break(c, err);
-	}
+	if (!c->broken && c->rxq_count < c->pending_count && recv_some(c, err) != TILEATOM_OK)
+		tac_conn_break(c, err);
 	if (c->broken) {
 		if (err)
 			*err = c->broken_err;
@@ -400,11 +371,9 @@ int tac_conn_poll(tileatom_client *c, tileatom_error *err)
 	return TILEATOM_OK;
 }
 
-/* When a send failed, the daemon may have explained why before closing (e.g. a frame over
- * its size limit) in a response with id 0, which answers no request. Responses to earlier
- * pipelined requests may be queued before it: they explain nothing and are skipped. If
- * such an explanation is queued, err gets the daemon's status and message (with the
- * socket error after it). Returns err's code. */
+/* After a failed send: when the daemon explained why before closing (a queued response of
+ * id 0, e.g. for a frame over its limit), err gets its status and message, the socket
+ * error after it. Returns err's code. */
 static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 {
 	if (!err)
@@ -418,9 +387,7 @@ static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 		bool explains = r->id == 0 && code >= TILEATOM_E_INVALID_ARGUMENT &&
 		                code <= TILEATOM_E_INTERNAL && r->message && *r->message;
 		if (explains) {
-			char saved[TILEATOM_MSG_MAX];
-			snprintf(saved, sizeof(saved), "%s", err->message);
-			tac_err(err, code, "tileatomd: %s (%s)", r->message, saved);
+			tac_err(err, code, "tileatomd: %s (%s)", r->message, err->message);
 		}
 		tileatom__response__free_unpacked(r, NULL);
 		if (explains)
@@ -515,9 +482,8 @@ static inline bool pending_room(tileatom_client *c)
 	                 sizeof(*c->pending)) == 0;
 }
 
-/* Records a request of kind, whose frame was just buffered or written with the next id, as
- * pending (the ring has room: its submit made it) and gives its id to *id, after writing
- * the output buffer out when flush is set or it holds TAC_FLUSH_THRESHOLD bytes. */
+/* Queues the request of kind just framed with the next id as pending (the ring has room)
+ * and gives its id to *id, after writing the buffer out when flush is set or it is full. */
 static inline __attribute__((always_inline)) int queue_pending(tileatom_client *c,
                                                                tileatom_request_kind kind,
                                                                bool flush, uint64_t *id,
@@ -605,22 +571,6 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, bool flush, int fd, uint64_t
 	return rc == TILEATOM_OK ? queue_pending(c, m->kind, false, id, err) : rc;
 }
 
-/* tileatom_set_busy_poll: reads without sleeping until need whole response frames are
- * queued or c->busy_poll_us passed (the non-blocking socket's recv returns at once when
- * nothing is there). TILEATOM_OK, or the receive's error. */
-static int spin_responses(tileatom_client *c, size_t need, tileatom_error *err)
-{
-	const int64_t until = now_ns() + (int64_t)c->busy_poll_us * 1000;
-	while (c->rxq_count < need) {
-		int rc = recv_some(c, err);
-		if (rc != TILEATOM_OK)
-			return rc;
-		if (c->rxq_count >= need || now_ns() >= until)
-			break;
-	}
-	return TILEATOM_OK;
-}
-
 int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
                              const tileatom_array *values, const tileatom_array *compare,
                              bool *taken, uint64_t *id, tileatom_error *err)
@@ -639,15 +589,20 @@ int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
 	return queue_pending(c, c->tpl.kind, false, id, err);
 }
 
-/* Reads until at least need whole response frames are queued (the connection breaks on a
- * timeout at deadline, an error or EOF): a read first (busy polling when asked), then
- * poll and read until they are there. */
+/* Reads until need whole response frames are queued (a timeout at deadline, an error or
+ * EOF breaks the connection). */
 static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, tileatom_error *err)
 {
 	if (c->rxq_count < need) {
-		/* busy polling; else one read before the first poll: a pipelining caller often
-		 * finds its responses already there, and then saves the poll */
-		int rc = c->busy_poll_us > 0 ? spin_responses(c, need, err) : recv_some(c, err);
+		/* one read before the first poll (a pipelining caller often finds its responses
+		 * there, and saves the poll), or with tileatom_set_busy_poll reads without
+		 * sleeping (recv returns at once) until they are there or busy_poll_us passed */
+		const int64_t until =
+		    c->busy_poll_us ? now_ns() + (int64_t)c->busy_poll_us * 1000 : 0;
+		int rc;
+		do
+			rc = recv_some(c, err);
+		while (rc == TILEATOM_OK && c->rxq_count < need && until && now_ns() < until);
 		if (rc != TILEATOM_OK)
 			return tac_conn_break(c, err);
 	}
@@ -667,41 +622,32 @@ static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, til
 	return TILEATOM_OK;
 }
 
-/* The start of every receive: the connection must be whole and have a request awaiting
- * its response; the previous response is released, the requests still buffered leave
- * before the first wait (all of them, so the daemon has the whole batch however many
- * responses are collected afterwards), then it reads until need responses are queued. */
-static int receive_begin(tileatom_client *c, size_t need, tileatom_error *err)
-{
-	if (c->broken)
-		return broken_error(c, err);
-	if (c->pending_count == 0)
-		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
-	release_response(c, c->last);
-	c->last = NULL;
-	if (c->txbuf.len == 0 && c->rxq_count >= need)
-		return TILEATOM_OK; /* nothing to write and the responses here: nothing waits */
-	/* the clock is read only when something may wait: a write, or a response not here */
-	int64_t deadline =
-	    c->txbuf.len > 0 || c->rxq_count < need ? deadline_from(c->io_timeout_ms) : -1;
-	int rc = flush_until(c, deadline, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	return wait_responses(c, need, deadline, err);
-}
-
 /* tac_conn_receive (newest false) and tac_conn_receive_newest: the response to the oldest
- * or the newest pending request. */
+ * or the newest pending request. The previous response is released, and the requests still
+ * buffered leave before the first wait (all of them, so the daemon has the whole batch). */
 static inline __attribute__((always_inline)) int
 receive(tileatom_client *c, bool newest, tileatom_request_kind *kind, tileatom_error *err)
 {
 	tileatom_error local;
 	if (!err)
 		err = &local;
-	/* responses come in order: the newest request's is the frame after the older ones' */
-	int rc = receive_begin(c, newest ? c->pending_count : 1, err);
-	if (rc != TILEATOM_OK)
-		return rc;
+	if (c->broken)
+		return broken_error(c, err);
+	if (c->pending_count == 0)
+		return tac_err(err, TILEATOM_E_STATE, "no request is awaiting a response");
+	release_response(c, c->last);
+	c->last = NULL;
+	/* responses come in order: the newest request's is the frame after the older ones';
+	 * the clock is read only when something may wait (a write, or a response not here) */
+	size_t need = newest ? c->pending_count : 1;
+	if (c->txbuf.len > 0 || c->rxq_count < need) {
+		int64_t deadline = deadline_from(c->io_timeout_ms);
+		int rc = flush_until(c, deadline, err);
+		if (rc == TILEATOM_OK)
+			rc = wait_responses(c, need, deadline, err);
+		if (rc != TILEATOM_OK)
+			return rc;
+	}
 	if (newest && c->rxq_count > c->pending_count) {
 		tac_err(err, TILEATOM_E_PROTOCOL, "%s sent more responses than requests",
 		        c->address);

@@ -1,30 +1,18 @@
-/* tac_cuptr.c: raw CUDA device pointers as operands (transparent device buffers). Before a
- * request is staged, split or sent, tac_cuptr_prepare asks the CUDA driver about each of
- * its operand arrays (and its old-values buffer) of at least the connection's threshold
- * bytes (tileatom_set_device_ptr_threshold, $TILEATOM_DEVICE_POINTERS), and about every
- * array lying in an allocation it registered before, whatever its size: when the address
- * is device memory (cuPointerGetAttributes: CU_MEMORYTYPE_DEVICE, not managed), the whole
- * allocation ([RANGE_START_ADDR, + RANGE_SIZE)) is registered with the daemon once per
- * connection as a device buffer (cuIpcGetMemHandle, then what
- * tileatom_device_buffer_register does), and tac_shm_rewrite then sends the array by
- * reference like any array in a device buffer. The cache is keyed by the allocation's base;
- * an entry whose allocation changed (another size or CU_POINTER_ATTRIBUTE_BUFFER_ID, or no
- * longer device memory: freed and reallocated) is dropped and the new one registered; the
- * entries go with the connection.
+/* tac_cuptr.c: raw CUDA device pointers as operands. Before a request is staged, split or
+ * sent, tac_cuptr_prepare asks the driver (cuPointerGetAttributes) about each operand array
+ * and old-values buffer of at least the connection's threshold, and about any array in an
+ * allocation it registered before: device memory (not managed) has its whole allocation
+ * registered once per connection as a device buffer (its CUDA IPC handle), which
+ * tac_shm_rewrite then names. The cache, keyed by the allocation's base, drops an entry
+ * whose allocation changed (size, buffer id, or no longer device memory). The library does
+ * not link against CUDA: it uses libcuda.so.1 only when the process has loaded it (dlopen
+ * RTLD_NOLOAD), asking again only after the process loads another shared object.
  *
- * The library does not link against CUDA: it uses libcuda.so.1 only when the process has
- * already loaded it (dlopen RTLD_NOLOAD): a process that never loaded the driver holds no
- * device memory. That answer is cached against the count of shared objects the process
- * has loaded (dl_iterate_phdr's dlpi_adds, about 15 ns to read), so it is asked again only
- * after the process loads something new, e.g. when it initialises CUDA after connecting.
- *
- * Failure modes: device memory that cannot travel by reference (a TCP connection, an
- * allocation with no CUDA IPC handle such as memory-pool or VMM memory, an array running
- * past its allocation, pipelined responses not collected when a registration is needed)
- * fails the call with TILEATOM_E_INVALID_ARGUMENT or TILEATOM_E_STATE before anything is
- * sent; a daemon refusal (the CPU backend: TILEATOM_E_UNIMPLEMENTED) is returned as is;
- * any driver error is reported with its name. Host, pinned and managed memory and
- * processes without the driver go inline as before. */
+ * Failure modes: device memory that cannot travel by reference (a TCP connection, no CUDA
+ * IPC handle, an array past its allocation, pipelined responses not collected before a
+ * registration) fails the call before anything is sent; a daemon refusal (the CPU backend:
+ * TILEATOM_E_UNIMPLEMENTED) is returned as is; a driver error is reported with its name.
+ * Host, pinned and managed memory, and processes without the driver, go inline. */
 #include "tac_internal.h"
 
 #include <dlfcn.h> /* RTLD_NOLOAD, dl_iterate_phdr: _GNU_SOURCE (AM_CPPFLAGS) */
@@ -54,6 +42,7 @@ enum {
 	TAC_CU_ATTR_MEMORY_TYPE = 2,  /* CUmemorytype (unsigned int) */
 	TAC_CU_ATTR_BUFFER_ID = 7,    /* unsigned long long, unique within the process */
 	TAC_CU_ATTR_IS_MANAGED = 8,   /* boolean */
+	TAC_CU_ATTR_ORDINAL = 9,      /* int: the device ordinal (tac_cuptr_gpu_uuid) */
 	TAC_CU_ATTR_IPC_CAPABLE = 10, /* boolean: cuIpcGetMemHandle works on it */
 	TAC_CU_ATTR_RANGE_START = 11, /* CUdeviceptr: the allocation's base */
 	TAC_CU_ATTR_RANGE_SIZE = 12   /* size_t: the allocation's bytes */
@@ -70,6 +59,8 @@ typedef struct tac_cu_driver {
 	tac_cu_result (*ctx_push)(tac_cu_context ctx);                   /* cuCtxPushCurrent_v2 */
 	tac_cu_result (*ctx_pop)(tac_cu_context *ctx);                   /* cuCtxPopCurrent_v2 */
 	tac_cu_result (*error_name)(tac_cu_result e, const char **s);    /* cuGetErrorName */
+	tac_cu_result (*device_get)(int *dev, int ordinal); /* cuDeviceGet (optional: NULL) */
+	tac_cu_result (*device_uuid)(void *uuid, int dev);  /* cuDeviceGetUuid (optional) */
 } tac_cu_driver;
 
 /* The driver once found (never unloaded); NULL until then. */
@@ -89,26 +80,34 @@ static int loads_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1; /* the first object is enough */
 }
 
-/* Resolves the entry points in handle h into d; false when one is missing. */
-static bool cu_resolve(void *h, tac_cu_driver *d)
+/* With cu_lock held and no driver found yet: takes the driver's entry points from handle h
+ * and publishes them; false when h is NULL or one is missing. */
+static bool cu_install(void *h)
 {
+	static tac_cu_driver drv;
 	struct {
 		void **slot;      /* where the address goes */
 		const char *name; /* the driver's symbol */
 	} syms[] = {
-	    {(void **)&d->pointer_get_attributes, "cuPointerGetAttributes"},
-	    {(void **)&d->ipc_get_mem_handle, "cuIpcGetMemHandle"},
-	    {(void **)&d->ctx_get_current, "cuCtxGetCurrent"},
-	    {(void **)&d->ctx_push, "cuCtxPushCurrent_v2"},
-	    {(void **)&d->ctx_pop, "cuCtxPopCurrent_v2"},
-	    {(void **)&d->error_name, "cuGetErrorName"},
+	    {(void **)&drv.pointer_get_attributes, "cuPointerGetAttributes"},
+	    {(void **)&drv.ipc_get_mem_handle, "cuIpcGetMemHandle"},
+	    {(void **)&drv.ctx_get_current, "cuCtxGetCurrent"},
+	    {(void **)&drv.ctx_push, "cuCtxPushCurrent_v2"},
+	    {(void **)&drv.ctx_pop, "cuCtxPopCurrent_v2"},
+	    {(void **)&drv.error_name, "cuGetErrorName"},
 	};
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-		void *f = dlsym(h, syms[i].name);
+		void *f = h ? dlsym(h, syms[i].name) : NULL;
 		if (!f)
 			return false;
 		memcpy(syms[i].slot, &f, sizeof(f));
 	}
+	/* optional: only to name a device buffer's GPU (tac_cuptr_gpu_uuid) */
+	void *f = dlsym(h, "cuDeviceGet");
+	memcpy(&drv.device_get, &f, sizeof(f));
+	f = dlsym(h, "cuDeviceGetUuid");
+	memcpy(&drv.device_uuid, &f, sizeof(f));
+	atomic_store_explicit(&cu_found, &drv, memory_order_release);
 	return true;
 }
 
@@ -122,31 +121,24 @@ static const tac_cu_driver *cu_driver(void)
 	unsigned long long adds = 0;
 	dl_iterate_phdr(loads_cb, &adds);
 	pthread_mutex_lock(&cu_lock);
-	d = atomic_load_explicit(&cu_found, memory_order_acquire);
-	if (!d && adds != cu_missed_at) {
+	if (!atomic_load(&cu_found) && adds != cu_missed_at) {
 		atomic_fetch_add(&cu_lookups, 1);
-		static tac_cu_driver drv;
 		void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-		if (h && cu_resolve(h, &drv)) {
-			d = &drv;
-			atomic_store_explicit(&cu_found, d, memory_order_release);
-		} else {
+		if (!cu_install(h)) {
 			if (h)
 				(void)dlclose(h);
 			cu_missed_at = adds;
 		}
 	}
+	d = atomic_load_explicit(&cu_found, memory_order_acquire);
 	pthread_mutex_unlock(&cu_lock);
 	return d;
 }
 
 bool tac_cuptr_load_from(void *handle)
 {
-	static tac_cu_driver drv;
 	pthread_mutex_lock(&cu_lock);
-	bool ok = !atomic_load(&cu_found) && cu_resolve(handle, &drv);
-	if (ok)
-		atomic_store_explicit(&cu_found, &drv, memory_order_release);
+	bool ok = !atomic_load(&cu_found) && cu_install(handle);
 	pthread_mutex_unlock(&cu_lock);
 	return ok;
 }
@@ -161,6 +153,16 @@ bool tac_cuptr_driver_loaded(void)
 	return cu_driver() != NULL;
 }
 
+bool tac_cuptr_gpu_uuid(const void *p, uint8_t uuid[16])
+{
+	const tac_cu_driver *d = cu_driver();
+	int ordinal = -1, dev = -1, attr = TAC_CU_ATTR_ORDINAL;
+	void *data = &ordinal;
+	return d && d->device_get && d->device_uuid &&
+	       d->pointer_get_attributes(1, &attr, &data, (tac_cu_ptr)(uintptr_t)p) == 0 &&
+	       ordinal >= 0 && d->device_get(&dev, ordinal) == 0 && d->device_uuid(uuid, dev) == 0;
+}
+
 /* The driver's name for e ("CUDA_ERROR_..."), or its number. */
 static const char *cu_error(const tac_cu_driver *d, tac_cu_result e, char *buf, size_t size)
 {
@@ -173,44 +175,40 @@ static const char *cu_error(const tac_cu_driver *d, tac_cu_result e, char *buf, 
 
 /* ---- the per-connection cache ---------------------------------------------------------- */
 
-/* One allocation registered on the connection by this file. */
-typedef struct tac_cuptr_entry {
+/* One allocation registered on the connection by this file (c->cuptr). */
+struct tac_cuptr_entry {
 	uint64_t base;        /* the allocation's device address */
 	uint64_t size;        /* its bytes */
 	uint64_t alloc_id;    /* CU_POINTER_ATTRIBUTE_BUFFER_ID when registered */
 	tileatom_buffer *buf; /* the device buffer (listed in the client's buffers) */
-} tac_cuptr_entry;
-
-/* The allocations a connection registered. */
-struct tac_cuptr_cache {
-	tac_cuptr_entry *e; /* entries */
-	size_t n;           /* entries in use */
-	size_t cap;         /* entries allocated */
 };
 
 /* Forgets entry e of c: its buffer is freed here (the daemon keeps its mapping until the
  * connection closes; it has no unregistering). */
-static void entry_drop(tileatom_client *c, tac_cuptr_entry *e)
+static void entry_drop(tileatom_client *c, struct tac_cuptr_entry *e)
 {
 	tileatom_buffer_free(e->buf);
-	*e = c->cuptr->e[--c->cuptr->n];
+	*e = c->cuptr[--c->ncuptr];
 }
 
 /* What the driver says about one address. */
 typedef struct cu_facts {
-	bool device;        /* device memory (not managed) */
-	bool ipc_capable;   /* cuIpcGetMemHandle works on its allocation */
-	uint64_t base;      /* the allocation's base */
-	uint64_t size;      /* its bytes */
-	uint64_t alloc_id;  /* its process-unique id */
-	tac_cu_context ctx; /* its context */
+	const tac_cu_driver *d; /* the driver (NULL: not loaded, so no device memory) */
+	bool device;            /* device memory (not managed) */
+	bool ipc_capable;       /* cuIpcGetMemHandle works on its allocation */
+	uint64_t base;          /* the allocation's base */
+	uint64_t size;          /* its bytes */
+	uint64_t alloc_id;      /* its process-unique id */
+	tac_cu_context ctx;     /* its context */
 } cu_facts;
 
-/* Asks the driver about p; what names it in messages. */
-static int cu_ask(const tac_cu_driver *d, const void *p, const char *what, cu_facts *f,
-                  tileatom_error *err)
+/* Asks the driver, when the process has loaded it, about p; what names it in messages. */
+static int cu_ask(const void *p, const char *what, cu_facts *f, tileatom_error *err)
 {
 	memset(f, 0, sizeof(*f));
+	const tac_cu_driver *d = f->d = cu_driver();
+	if (!d)
+		return TILEATOM_OK;
 	int attrs[TAC_CU_NATTRS] = {TAC_CU_ATTR_MEMORY_TYPE, TAC_CU_ATTR_IS_MANAGED,
 	                            TAC_CU_ATTR_RANGE_START, TAC_CU_ATTR_RANGE_SIZE,
 	                            TAC_CU_ATTR_BUFFER_ID,   TAC_CU_ATTR_CONTEXT,
@@ -241,38 +239,10 @@ static int cu_ask(const tac_cu_driver *d, const void *p, const char *what, cu_fa
 	return TILEATOM_OK;
 }
 
-/* cuIpcGetMemHandle of the allocation at f->base into handle, with its context current. */
-static int cu_handle(const tac_cu_driver *d, const cu_facts *f, const char *what, uint8_t *handle,
+/* Registers the allocation f describes on c (its IPC handle taken with its context
+ * current) and caches it. */
+static int entry_add(tileatom_client *c, const cu_facts *f, const char *what, const void *p,
                      tileatom_error *err)
-{
-	tac_cu_context cur = NULL;
-	tac_cu_result r = d->ctx_get_current(&cur);
-	bool pushed = false;
-	if (r == 0 && cur != f->ctx && f->ctx) {
-		r = d->ctx_push(f->ctx);
-		pushed = r == 0;
-	}
-	if (r == 0)
-		r = d->ipc_get_mem_handle(handle, (tac_cu_ptr)f->base);
-	if (pushed) {
-		tac_cu_context popped = NULL;
-		tac_cu_result p = d->ctx_pop(&popped);
-		if (r == 0 && p != 0)
-			r = p;
-	}
-	char buf[32];
-	if (r != 0)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "%s is device memory, but its allocation [0x%llx, +%llu) has no "
-		               "CUDA IPC handle (cuIpcGetMemHandle: %s)",
-		               what, (unsigned long long)f->base, (unsigned long long)f->size,
-		               cu_error(d, r, buf, sizeof(buf)));
-	return TILEATOM_OK;
-}
-
-/* Registers the allocation f describes on c and caches it; *out gets the entry. */
-static int entry_add(tileatom_client *c, const tac_cu_driver *d, const cu_facts *f,
-                     const char *what, const void *p, tileatom_error *err)
 {
 	if (!tac_shm_unix(c))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
@@ -291,30 +261,44 @@ static int entry_add(tileatom_client *c, const tac_cu_driver *d, const cu_facts 
 		               "and registering it needs the %zu pipelined responses collected "
 		               "first (tileatom_collect)",
 		               what, p, c->pending_count);
-	if (!c->cuptr) {
-		c->cuptr = calloc(1, sizeof(*c->cuptr));
-		if (!c->cuptr)
-			return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
-	}
-	struct tac_cuptr_cache *k = c->cuptr;
-	if (k->n == k->cap) {
-		size_t cap = k->cap ? k->cap * 2 : 4;
-		tac_cuptr_entry *e = realloc(k->e, cap * sizeof(*e));
+	if (c->ncuptr == c->capcuptr) {
+		size_t cap = c->capcuptr ? c->capcuptr * 2 : 4;
+		struct tac_cuptr_entry *e = realloc(c->cuptr, cap * sizeof(*e));
 		if (!e)
 			return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
-		k->e = e;
-		k->cap = cap;
+		c->cuptr = e;
+		c->capcuptr = cap;
 	}
+	const tac_cu_driver *d = f->d;
 	uint8_t handle[TILEATOM_IPC_HANDLE_SIZE];
-	int rc = cu_handle(d, f, what, handle, err);
-	if (rc != TILEATOM_OK)
-		return rc;
+	tac_cu_context cur = NULL;
+	tac_cu_result r = d->ctx_get_current(&cur);
+	bool pushed = false;
+	if (r == 0 && cur != f->ctx && f->ctx) {
+		r = d->ctx_push(f->ctx);
+		pushed = r == 0;
+	}
+	if (r == 0)
+		r = d->ipc_get_mem_handle(handle, (tac_cu_ptr)f->base);
+	if (pushed) {
+		tac_cu_context popped = NULL;
+		tac_cu_result pr = d->ctx_pop(&popped);
+		if (r == 0 && pr != 0)
+			r = pr;
+	}
+	char buf[32];
+	if (r != 0)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		               "%s is device memory, but its allocation [0x%llx, +%llu) has no "
+		               "CUDA IPC handle (cuIpcGetMemHandle: %s)",
+		               what, (unsigned long long)f->base, (unsigned long long)f->size,
+		               cu_error(d, r, buf, sizeof(buf)));
 	tileatom_buffer *b = NULL;
-	rc = tileatom_device_buffer_register(c, handle, (size_t)f->size,
-	                                     (const void *)(uintptr_t)f->base, &b, err);
+	int rc = tileatom_device_buffer_register(c, handle, (size_t)f->size,
+	                                         (const void *)(uintptr_t)f->base, &b, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	k->e[k->n++] = (tac_cuptr_entry){f->base, f->size, f->alloc_id, b};
+	c->cuptr[c->ncuptr++] = (struct tac_cuptr_entry){f->base, f->size, f->alloc_id, b};
 	return TILEATOM_OK;
 }
 
@@ -325,22 +309,17 @@ static int adopt(tileatom_client *c, const void *p, size_t len, const char *what
 	if (!p || len == 0)
 		return TILEATOM_OK;
 	bool small = c->cuptr_min == 0 || len < c->cuptr_min;
-	if (small && (!c->cuptr || c->cuptr->n == 0))
+	if (small && c->ncuptr == 0)
 		return TILEATOM_OK; /* the common case, without a search */
 	tileatom_buffer *held = tac_shm_ref_buffer(c, p, len);
-	tac_cuptr_entry *e = NULL; /* the entry of the buffer holding it */
-	for (size_t i = 0; held && c->cuptr && i < c->cuptr->n && !e; i++)
-		if (c->cuptr->e[i].buf == held)
-			e = &c->cuptr->e[i];
-	if (held && !e)
-		return TILEATOM_OK; /* the caller's own buffer, or the staging one */
-	if (!e && small)
+	struct tac_cuptr_entry *e = NULL; /* the entry of the buffer holding it */
+	for (size_t i = 0; held && i < c->ncuptr && !e; i++)
+		if (c->cuptr[i].buf == held)
+			e = &c->cuptr[i];
+	if (!e && (held || small)) /* held: the caller's own buffer, or the staging one */
 		return TILEATOM_OK;
-	const tac_cu_driver *d = cu_driver();
-	if (!d)
-		return TILEATOM_OK; /* (no entry can exist without the driver) */
-	cu_facts f;
-	int rc = cu_ask(d, p, what, &f, err);
+	cu_facts f; /* (without the driver, no entry can exist) */
+	int rc = cu_ask(p, what, &f, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	if (e &&
@@ -360,28 +339,26 @@ static int adopt(tileatom_client *c, const void *p, size_t len, const char *what
 	if (e)
 		return TILEATOM_OK;
 	/* an entry of the same base outside which p was not found: a stale one */
-	for (size_t i = 0; c->cuptr && i < c->cuptr->n; i++)
-		if (c->cuptr->e[i].base == f.base) {
-			entry_drop(c, &c->cuptr->e[i]);
+	for (size_t i = 0; i < c->ncuptr; i++)
+		if (c->cuptr[i].base == f.base) {
+			entry_drop(c, &c->cuptr[i]);
 			break;
 		}
-	return entry_add(c, d, &f, what, p, err);
+	return entry_add(c, &f, what, p, err);
 }
 
 int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, tileatom_error *err)
 {
-	const void *old_out = m->old_out;
-	size_t old_out_size = m->old_out_size;
 	if (m->cuptr_done)
 		return TILEATOM_OK;
 	/* nothing to ask about (the common case): nothing registered before, and no operand
 	 * (nor old_out) of the threshold's size, or no threshold */
-	if (!c->cuptr || c->cuptr->n == 0) {
+	if (c->ncuptr == 0) {
 		if (c->cuptr_min == 0)
 			return TILEATOM_OK;
 		/* straight comparisons, no table of the arrays (this runs on every request) */
 		size_t min = c->cuptr_min;
-		if ((!old_out || old_out_size < min) && m->values.data.len < min &&
+		if ((!m->old_out || m->old_out_size < min) && m->values.data.len < min &&
 		    m->compare.data.len < min && m->mask.data.len < min &&
 		    m->padding.data.len < min && m->index[0].data.len < min &&
 		    m->index[1].data.len < min && m->index[2].data.len < min &&
@@ -399,7 +376,7 @@ int tac_cuptr_prepare(tileatom_client *c, tac_msg *m, tileatom_error *err)
 		if (rc != TILEATOM_OK)
 			return rc;
 	}
-	int rc = adopt(c, old_out, old_out_size, "old_out", err);
+	int rc = adopt(c, m->old_out, m->old_out_size, "old_out", err);
 	if (rc == TILEATOM_OK)
 		m->cuptr_done = true;
 	return rc;
@@ -418,11 +395,8 @@ int tac_cuptr_refuse(tileatom_client *c, const void *p, size_t len, const char *
 		               what, p);
 	if (held || c->cuptr_min == 0 || len < c->cuptr_min)
 		return TILEATOM_OK;
-	const tac_cu_driver *d = cu_driver();
-	if (!d)
-		return TILEATOM_OK;
 	cu_facts f;
-	int rc = cu_ask(d, p, what, &f, err);
+	int rc = cu_ask(p, what, &f, err);
 	if (rc == TILEATOM_OK && f.device)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "%s at %p is CUDA device memory: the library writes it from the "
@@ -453,14 +427,12 @@ void tileatom_set_device_ptr_threshold(tileatom_client *client, size_t bytes)
 
 size_t tac_cuptr_count(const tileatom_client *c)
 {
-	return c->cuptr ? c->cuptr->n : 0;
+	return c->ncuptr;
 }
 
 void tac_cuptr_client_free(tileatom_client *c)
 {
-	if (!c->cuptr)
-		return;
-	free(c->cuptr->e); /* the buffers are freed with the client's list */
-	free(c->cuptr);
+	free(c->cuptr); /* the buffers are freed with the client's list */
 	c->cuptr = NULL;
+	c->ncuptr = c->capcuptr = 0;
 }

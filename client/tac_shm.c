@@ -1,22 +1,14 @@
-/* tac_shm.c: shared-memory operands (Unix-socket connections). tileatom_buffer_create
- * makes a memfd (MFD_ALLOW_SEALING), seals its size (F_SEAL_SHRINK | F_SEAL_GROW), maps it
- * and passes it once to the daemon (a RegisterBufferRequest whose frame carries the fd as
- * SCM_RIGHTS); the daemon maps the same pages. From then on, every operand array whose
- * bytes lie inside a registered buffer travels as (buffer id, offset, length) instead of
- * its bytes (tac_shm_rewrite, on every request), and a synchronous call whose old_out lies
- * inside one has its old values written there by the daemon. Synchronous calls also stage
- * large inline operands (TAC_SHM_STAGE_MIN bytes or more in all) in a buffer of the
- * library's own (tac_shm_stage), so that big requests skip the socket without the caller
- * doing anything (old values of such calls still come back inline); arrays of
- * TA_COPY_PARALLEL_MIN bytes or more are copied there on several threads (tacore/ta_copy.h).
- * A pipelined request over the frame limit may use that buffer too (tac_shm_stage, pipelined)
- * while no other request holds it: it stays reserved until that request's response is
- * collected.
- *
- * Device buffers (tileatom_device_buffer_register) are listed with the shared ones: the
- * caller's CUDA IPC handle (64 opaque bytes; the library needs no CUDA) goes to the daemon
- * once, and arrays whose addresses lie in [device_ptr, device_ptr + size) travel as
- * references the same way. The library never dereferences a device address.
+/* tac_shm.c: shared-memory and device buffers (Unix-socket connections). A shared buffer
+ * (tileatom_buffer_create) is a memfd with its size sealed, mapped here and passed once to
+ * the daemon (a RegisterBufferRequest carrying the fd as SCM_RIGHTS), which maps the same
+ * pages; a device buffer (tileatom_device_buffer_register) sends the caller's CUDA IPC
+ * handle instead, and the library never dereferences its address. From then on an operand
+ * array inside a registered buffer travels as (buffer id, offset, length) (tac_shm_rewrite),
+ * and a synchronous call's old_out inside one is written there by the daemon. Synchronous
+ * calls stage large inline operands (TAC_SHM_STAGE_MIN bytes or more in all) in a buffer of
+ * the library's own (tac_shm_stage; large arrays copied on several threads, ta_copy.h); a
+ * pipelined request over the frame limit may use it while it is free, and holds it until
+ * its response is collected.
  *
  * Failure modes: no memfd support, a TCP connection, or a daemon refusal give an error
  * and no buffer; staging that fails leaves the request inline (it still works). */
@@ -59,9 +51,8 @@ static bool holds(const struct tileatom_buffer *s, const uint8_t *p, size_t len)
 	return s && p >= lo && p <= lo + s->size && len <= (size_t)(lo + s->size - p);
 }
 
-/* The buffer an array at p (len bytes) travels by reference in (see tac_internal.h: a
- * device buffer holding only its first byte makes the reference name bytes past its end,
- * which the daemon refuses, rather than having the library read device memory). */
+/* (A device buffer holding only an array's first byte makes its reference name bytes past
+ * the buffer's end, which the daemon refuses: the library never reads device memory.) */
 struct tileatom_buffer *tac_shm_ref_buffer(const tileatom_client *c, const void *p, size_t len)
 {
 	for (size_t i = 0; i < c->nbufs; i++)
@@ -87,89 +78,79 @@ static void shm_release(struct tileatom_buffer *b)
 	free(b);
 }
 
-/* Checks that c can register a buffer now: a Unix socket, no pipelined response waiting.
- * what ("shared buffers", "device buffers") names the kind in the message. */
-static int register_ready(tileatom_client *c, const char *what, tileatom_error *err)
+/* Creates a buffer on c and registers it with the daemon (a RegisterBufferRequest carrying
+ * its memfd or ipc_handle), listed in c->bufs when listed is set (it has room): ipc_handle
+ * NULL, a memfd of size bytes mapped here; else the device memory [device_ptr, + size).
+ * Needs a Unix socket and no pipelined response waiting. */
+static int buffer_new(tileatom_client *c, size_t size, const void *ipc_handle,
+                      const void *device_ptr, bool listed, struct tileatom_buffer **out,
+                      tileatom_error *err)
 {
 	if (!tac_shm_unix(c))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "%s need a Unix-socket connection (%s is not one)", what,
-		               c->address);
-	if (c->pending_count > 0)
-		return tac_err(err, TILEATOM_E_STATE,
-		               "%zu pipelined responses are not collected yet (call "
-		               "tileatom_collect first)",
-		               tac_pending_requests(c));
-	return TILEATOM_OK;
-}
-
-/* Registers b with the daemon: a RegisterBufferRequest of b->size bytes carrying b's memfd
- * (SCM_RIGHTS) or, for a device buffer, ipc_handle; sets b->id from the answer. */
-static int register_send(tileatom_client *c, struct tileatom_buffer *b, const void *ipc_handle,
-                         tileatom_error *err)
-{
-	tac_msg m;
-	tac_build_empty(&m, TILEATOM_REQ_REGISTER_BUFFER);
-	m.body.register_buffer.size = b->size;
-	if (ipc_handle) {
-		m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
-		m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
-	}
-	int rc = tac_conn_submit(c, &m, true, b->fd, NULL, err);
-	tileatom_request_kind kind;
-	if (rc == TILEATOM_OK)
-		rc = tac_conn_receive(c, &kind, err);
-	if (rc == TILEATOM_OK)
-		rc = tac_check_response(c->last, kind, err);
-	if (rc == TILEATOM_OK)
-		b->id = c->last->buffer->buffer_id;
-	return rc;
-}
-
-/* Creates, maps and registers a buffer of size bytes on c (not yet listed in c->bufs). */
-static int shm_create(tileatom_client *c, size_t size, struct tileatom_buffer **out,
-                      tileatom_error *err)
-{
-	*out = NULL;
-	if (size == 0)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "a shared buffer needs at least one byte");
-	int rc = register_ready(c, "shared buffers", err);
+		               "%s need a Unix-socket connection (%s is not one)",
+		               ipc_handle ? "device buffers" : "shared buffers", c->address);
+	int rc = tac_none_pending(c, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	struct tileatom_buffer *b = calloc(1, sizeof(*b));
 	if (!b)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
-	b->client = c;
-	b->size = size;
-	b->map = MAP_FAILED;
-	b->fd = memfd_create("tileatom-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	const char *step = "memfd_create";
-	if (b->fd >= 0) {
-		step = "ftruncate";
-		if (ftruncate(b->fd, (off_t)size) == 0) {
-			step = "sealing it (F_ADD_SEALS)";
-			if (fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0) {
-				step = "mmap";
-				b->map =
-				    mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
+	*b = (struct tileatom_buffer){.client = c,
+	                              .fd = -1,
+	                              .map = (void *)(uintptr_t)device_ptr,
+	                              .size = size,
+	                              .device = ipc_handle != NULL};
+	if (!ipc_handle) {
+		b->map = MAP_FAILED;
+		b->fd = memfd_create("tileatom-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		const char *step = "memfd_create";
+		if (b->fd >= 0) {
+			step = "ftruncate";
+			if (ftruncate(b->fd, (off_t)size) == 0) {
+				step = "sealing it (F_ADD_SEALS)";
+				if (fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0) {
+					step = "mmap";
+					b->map = mmap(NULL, size, PROT_READ | PROT_WRITE,
+					              MAP_SHARED, b->fd, 0);
+				}
 			}
 		}
+		if (b->map == MAP_FAILED) {
+			int e = errno;
+			if (b->fd >= 0)
+				close(b->fd);
+			free(b);
+			return tac_err(err, e == ENOMEM ? TILEATOM_E_NOMEM : TILEATOM_E_IO,
+			               "creating a %zu-byte shared buffer: %s: %s", size, step,
+			               strerror(e));
+		}
 	}
-	if (b->map == MAP_FAILED) {
-		int e = errno;
-		if (b->fd >= 0)
-			close(b->fd);
-		free(b);
-		return tac_err(err, e == ENOMEM ? TILEATOM_E_NOMEM : TILEATOM_E_IO,
-		               "creating a %zu-byte shared buffer: %s: %s", size, step,
-		               strerror(e));
+	tac_msg m;
+	tac_build_empty(&m, TILEATOM_REQ_REGISTER_BUFFER);
+	m.body.register_buffer.size = size;
+	uint8_t uuid[16]; /* the GPU holding a device buffer, for a daemon over several */
+	if (ipc_handle) {
+		m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
+		m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
+		if (tac_cuptr_gpu_uuid(device_ptr, uuid)) {
+			m.body.register_buffer.cuda_device_uuid.data = uuid;
+			m.body.register_buffer.cuda_device_uuid.len = sizeof(uuid);
+		}
 	}
-	rc = register_send(c, b, NULL, err);
+	rc = tac_conn_submit(c, &m, true, b->fd, NULL, err);
+	tileatom_request_kind kind;
+	if (rc == TILEATOM_OK)
+		rc = tac_conn_receive(c, &kind, err);
+	if (rc == TILEATOM_OK)
+		rc = tac_check_response(c->last, kind, err);
 	if (rc != TILEATOM_OK) {
 		shm_release(b);
 		return rc;
 	}
+	b->id = c->last->buffer->buffer_id;
+	if (listed)
+		c->bufs[c->nbufs++] = b;
 	*out = b;
 	return TILEATOM_OK;
 }
@@ -212,24 +193,7 @@ int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_han
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "the device buffer [%p, +%zu) wraps around the address space",
 		               device_ptr, size);
-	if ((rc = register_ready(client, "device buffers", err)) != TILEATOM_OK)
-		return rc;
-	struct tileatom_buffer *b = calloc(1, sizeof(*b));
-	if (!b)
-		return tac_err(err, TILEATOM_E_NOMEM, "out of memory");
-	b->client = client;
-	b->fd = -1;
-	b->map = (void *)(uintptr_t)device_ptr;
-	b->size = size;
-	b->device = true;
-	rc = register_send(client, b, ipc_handle, err);
-	if (rc != TILEATOM_OK) {
-		free(b);
-		return rc;
-	}
-	client->bufs[client->nbufs++] = b;
-	*out = b;
-	return TILEATOM_OK;
+	return buffer_new(client, size, ipc_handle, device_ptr, true, out, err);
 }
 
 int tileatom_buffer_is_device(const tileatom_buffer *buffer)
@@ -241,11 +205,10 @@ int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer
                            tileatom_error *err)
 {
 	int rc = buffer_prepare(client, out, err);
-	if (rc == TILEATOM_OK)
-		rc = shm_create(client, size, out, err);
-	if (rc == TILEATOM_OK)
-		client->bufs[client->nbufs++] = *out;
-	return rc;
+	if (rc == TILEATOM_OK && size == 0)
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		             "a shared buffer needs at least one byte");
+	return rc == TILEATOM_OK ? buffer_new(client, size, NULL, NULL, true, out, err) : rc;
 }
 
 void *tileatom_buffer_data(const tileatom_buffer *buffer)
@@ -320,15 +283,13 @@ void tac_shm_rewrite(tileatom_client *c, tac_msg *m)
 bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined)
 {
 	Tileatom__Array *arrays[TAC_MSG_NARRAYS] = TAC_MSG_ARRAYS(m);
-	size_t n = TAC_MSG_NARRAYS, total = 0;
-	for (size_t i = 0; i < n; i++)
+	size_t need = 0;
+	for (size_t i = 0; i < TAC_MSG_NARRAYS; i++)
 		if (arrays[i]->data.len > 0 &&
 		    !tac_shm_ref_buffer(c, arrays[i]->data.data, arrays[i]->data.len))
-			total += (arrays[i]->data.len + 63) & ~(size_t)63;
-	size_t need = total;
-	if (c->stage_min == 0 || need == 0 || need < c->stage_min || !tac_shm_unix(c))
-		return false;
-	if (c->staged_id != 0) /* a pipelined request still reads it */
+			need += (arrays[i]->data.len + 63) & ~(size_t)63;
+	/* (staged_id: a pipelined request still reads the staging buffer) */
+	if (c->stage_min == 0 || need < c->stage_min || c->staged_id != 0 || !tac_shm_unix(c))
 		return false;
 	if (pipelined && c->pending_count > 0 && (!c->staging || c->staging->size < need))
 		return false; /* registering a larger one is a round trip */
@@ -339,16 +300,16 @@ bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined)
 		/* the daemon keeps the old staging buffer mapped until the connection closes */
 		shm_release(c->staging);
 		c->staging = NULL;
-		if (shm_create(c, size, &c->staging, NULL) != TILEATOM_OK)
+		if (buffer_new(c, size, NULL, NULL, false, &c->staging, NULL) != TILEATOM_OK)
 			return false;
 	}
 	uint8_t *at = c->staging->map;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < TAC_MSG_NARRAYS; i++) {
 		Tileatom__Array *a = arrays[i];
 		if (a->data.len == 0 || tac_shm_ref_buffer(c, a->data.data, a->data.len))
 			continue;
-		/* large arrays on several threads (ta_copy.h): one thread copies at a fraction
-		 * of the memory system's rate, and this copy is most of such a call's time */
+		/* large arrays on several threads: one thread copies at a fraction of the
+		 * memory system's rate */
 		(void)ta_copy_parallel(at, a->data.data, a->data.len, ta_copy_threads(a->data.len),
 		                       0, NULL, NULL);
 		a->data.data = at;

@@ -1,25 +1,20 @@
 /* tac_split.c: requests larger than the daemon's frame limit. tileatom_elementwise,
  * tileatom_scatter and tileatom_indexed hand a request whose frame would still exceed the
- * max_frame the daemon stated in its Hello (after shared-memory staging, which is tried
- * first) to tac_split, which cuts the request's element shape along its first axis into
- * consecutive parts that fit and sends them one after the other through one part loop:
- * operands that run along that axis are cut into slabs of whole rows, operands broadcast
- * along it (scalars, lower rank, extent 1) repeat in every part, and the region of an
- * element-wise request (and of a scatter along another axis than 0) moves with the part.
- * The rules (atomicity, reject-whole bounds checked for the whole request before any part
- * is sent, old values, errors) are stated in tileatom.h at tileatom_indexed.
+ * daemon's max_frame after shared-memory staging to tac_split, which cuts its element shape
+ * along the first axis into consecutive parts that fit and sends them one after the other:
+ * operands along that axis are cut into slabs of whole rows, operands broadcast along it
+ * repeat in every part, and the region of an element-wise request (and of a scatter along
+ * another axis than 0) moves with the part. The rules (atomicity, bounds checked for the
+ * whole request before any part is sent, old values, errors) are in tileatom.h at
+ * tileatom_indexed. Pipelined submits over the limit (tac_split_submit) queue every part
+ * (a window of them unanswered at once) and leave a record from which tac_split_collect
+ * merges the parts' responses into the one that tileatom_collect returns.
  *
- * Pipelined submits over the limit (tac_split_submit) use the same plan, with the describe
- * queued behind the pending requests, queue every part at once (at most a window of them
- * unanswered) and leave a record that tac_split_collect uses to merge the parts' responses
- * into the one response tileatom_collect returns (tileatom.h, "pipelined calls").
- *
- * Failure modes: a region outside the tile, operands that do not broadcast to the element
- * shape, one row (or the repeated operands) too large for a frame, an old-values buffer too
- * small, or (check_bounds false) any unmasked index outside the region fail the call before
- * any part is sent; a failed part stops the call with a message naming the part and the
- * rows already applied. A pipelined split refuses the same things at submit, with nothing
- * queued; a part that fails is reported at collect, after the later parts (already sent)
+ * Failure modes: whatever makes a request unsplittable (a region outside the tile, operands
+ * that do not broadcast, a row or the repeated operands too large for a frame, a small
+ * old-values buffer, an index out of bounds with check_bounds off) fails it before any part
+ * is sent. A failed part stops a synchronous call with a message naming the part and the
+ * rows applied; a pipelined part that fails is reported at collect, after the later parts
  * ran; a failure after some parts were queued breaks the connection. */
 #include "tac_internal.h"
 
@@ -31,38 +26,27 @@
 
 /* Bytes a part's request leaves for framing, the tile name, region and options. */
 #define TAC_SPLIT_OVERHEAD 1024u
-/* Largest operand bytes of one part, even under a larger frame limit: frames of tens of
- * megabytes cost fresh pages and copies on both sides (a 64 MiB part ran 5 times slower
- * per key than 4 MiB requests; docs/PERFORMANCE.md, issue 10). */
+/* Largest operand bytes of one part under any frame limit (larger frames run slower per
+ * key: docs/PERFORMANCE.md). */
 #define TAC_SPLIT_PART_BYTES (4u << 20)
-/* Bytes a response leaves for framing besides old values (the daemon's RESPONSE_OVERHEAD
- * in daemon/dispatch.c refuses a response whose old values come within 256 bytes of the
- * frame limit). */
+/* Bytes a response leaves for framing besides old values (RESPONSE_OVERHEAD, daemon). */
 #define TAC_SPLIT_RESPONSE_OVERHEAD 256u
-/* Request bytes of a split submit's parts that may be unanswered at once (at least 2 and
- * at most TAC_SPLIT_WINDOW_PARTS parts): the next part waits for a response beyond that,
- * so that the daemon holds a few parts of a large request, not all of them, and its
- * queue (max_pending) is not filled by one request. */
-#ifndef TAC_SPLIT_WINDOW_BYTES
+/* Request bytes of a split submit's parts unanswered at once (2 to TAC_SPLIT_WINDOW_PARTS
+ * parts), so that one request does not fill the daemon's queue (max_pending). */
 #define TAC_SPLIT_WINDOW_BYTES (16u << 20)
-#endif
 /* Most parts of a split submit unanswered at once. */
 #define TAC_SPLIT_WINDOW_PARTS 64u
 /* Operands of one request: 4 index arrays, values, compare, mask. */
 #define TAC_SPLIT_MAX_OPERANDS (TILEATOM_MAX_RANK + 3)
 
-/* Bytes a request of an atomic or memory call can take besides its operands' data: the id,
- * a tile name of at most TILEATOM_NAME_MAX bytes, op, dim and flat, a region (two packed
- * lists of TILEATOM_MAX_RANK varints), up to TILEATOM_MAX_RANK index arrays and the values,
- * compare, mask, padding and fill arrays (dtype, a packed shape of TILEATOM_MAX_RANK
- * varints, a length), options and a shared-buffer reference per array: well under 2 KiB
- * (each varint at most 10 bytes, each header at most 6); twice that for a margin. */
+/* Bytes a request of an atomic or memory call can take besides its operands' data (id,
+ * tile name, region, the arrays' headers and shapes, options, buffer references: well
+ * under 2 KiB), twice that for a margin. */
 #define TAC_FRAME_FIXED_MAX 4096
 
 bool tac_frame_too_large(const tileatom_client *c, tac_msg *m)
 {
-	/* The operands' bytes plus the bound above fit: no need to size the message (which
-	 * walks it; the common, small request stops here). */
+	/* the common, small request stops here, without sizing the message */
 	size_t data = m->values.data.len + m->compare.data.len + m->mask.data.len +
 	              m->padding.data.len + m->fill.data.len;
 	for (int i = 0; i < TILEATOM_MAX_RANK; i++)
@@ -73,9 +57,8 @@ bool tac_frame_too_large(const tileatom_client *c, tac_msg *m)
 	return packed > (size_t)c->max_frame;
 }
 
-/* tileatom_describe of tile into *info, from the layers below the public calls; pipelined:
- * the describe goes behind the pipelined requests still pending, whose responses wait in
- * the frame queue for tileatom_collect. */
+/* tileatom_describe of tile into *info; pipelined: behind the pending requests, whose
+ * responses stay queued for tileatom_collect. */
 static int split_describe(tileatom_client *c, const char *tile, bool pipelined,
                           tileatom_tile_info *info, tileatom_error *err)
 {
@@ -93,39 +76,50 @@ static int split_describe(tileatom_client *c, const char *tile, bool pipelined,
 	return rc == TILEATOM_OK ? tac_tile_info_from_wire(info, c->last->tile, err) : rc;
 }
 
+/* The index arrays of rq broadcast together (numpy rules) into shape; returns their rank,
+ * or -1 - the first axis where an extent (*clash) does not broadcast to shape[axis]. */
+static int index_shape(const tac_split_req *rq, int64_t *shape, int64_t *clash)
+{
+	int rank = 0;
+	for (int i = 0; i < rq->n_index; i++)
+		if (rq->indices[i].rank > rank)
+			rank = rq->indices[i].rank;
+	for (int a = 0; a < rank; a++)
+		shape[a] = 1;
+	for (int i = 0; i < rq->n_index; i++) {
+		const tileatom_array *ix = &rq->indices[i];
+		for (int k = 0; k < ix->rank; k++) {
+			int axis = rank - ix->rank + k;
+			if (shape[axis] == 1) {
+				shape[axis] = ix->shape[k];
+			} else if (ix->shape[k] != 1 && ix->shape[k] != shape[axis]) {
+				*clash = ix->shape[k];
+				return -1 - axis;
+			}
+		}
+	}
+	return rank;
+}
+
 bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq)
 {
 	if (!rq->returns_old || !rq->values)
 		return true;
-	uint64_t count = 1;
-	if (rq->kind == TILEATOM_REQ_ELEMENTWISE) {
-		int rank = rq->region ? rq->region->rank : 0;
-		const int64_t *shape = rq->region ? rq->region->shape : NULL;
-		tileatom_tile_info info;
-		if (!rq->region) {
-			if (split_describe(c, rq->tile, false, &info, NULL) != TILEATOM_OK)
-				return false; /* the split path reports the error */
-			rank = info.rank;
-			shape = info.shape;
-		}
-		for (int a = 0; a < rank; a++)
-			count *= (uint64_t)shape[a];
-	} else {
-		/* the index arrays broadcast together (scatter: the one indices array) */
-		int64_t shape[TILEATOM_MAX_RANK] = {1, 1, 1, 1};
-		int rank = 0;
-		for (int i = 0; i < rq->n_index; i++)
-			if (rq->indices[i].rank > rank)
-				rank = rq->indices[i].rank;
-		for (int i = 0; i < rq->n_index; i++)
-			for (int k = 0; k < rq->indices[i].rank; k++) {
-				int axis = rank - rq->indices[i].rank + k;
-				if (rq->indices[i].shape[k] > shape[axis])
-					shape[axis] = rq->indices[i].shape[k];
-			}
-		for (int a = 0; a < rank; a++)
-			count *= (uint64_t)shape[a];
+	tileatom_tile_info info;
+	int64_t shape[TILEATOM_MAX_RANK], clash;
+	const int64_t *ext = shape;
+	int rank = -1; /* stays so on an error, which the split path reports */
+	if (rq->kind != TILEATOM_REQ_ELEMENTWISE) { /* scatter: the one indices array */
+		rank = index_shape(rq, shape, &clash);
+	} else if (rq->region || split_describe(c, rq->tile, false, &info, NULL) == TILEATOM_OK) {
+		rank = rq->region ? rq->region->rank : info.rank;
+		ext = rq->region ? rq->region->shape : info.shape;
 	}
+	if (rank < 0)
+		return false;
+	uint64_t count = 1;
+	for (int a = 0; a < rank; a++)
+		count *= (uint64_t)ext[a];
 	uint64_t bytes = count * tileatom_dtype_size(rq->values->dtype);
 	return bytes + TAC_SPLIT_RESPONSE_OVERHEAD <= c->max_frame;
 }
@@ -232,26 +226,13 @@ static int split_shape(const tileatom_client *c, const tac_split_req *rq, split_
 		                    "indexed addressing needs one index array per axis of the "
 		                    "rank-%d tile '%s', got %d",
 		                    tile_rank, rq->tile, rq->n_index);
-	p->rank = 0;
-	for (int i = 0; i < rq->n_index; i++)
-		if (rq->indices[i].rank > p->rank)
-			p->rank = rq->indices[i].rank;
-	for (int a = 0; a < p->rank; a++)
-		p->shape[a] = 1;
-	for (int i = 0; i < rq->n_index; i++) {
-		const tileatom_array *ix = &rq->indices[i];
-		for (int k = 0; k < ix->rank; k++) {
-			int axis = p->rank - ix->rank + k;
-			if (p->shape[axis] == 1)
-				p->shape[axis] = ix->shape[k];
-			else if (ix->shape[k] != 1 && ix->shape[k] != p->shape[axis])
-				return split_refuse(
-				    c, err,
-				    "index arrays do not broadcast together (axis %d: "
-				    "%" PRId64 " vs %" PRId64 ")",
-				    axis, ix->shape[k], p->shape[axis]);
-		}
-	}
+	int64_t clash = 0;
+	p->rank = index_shape(rq, p->shape, &clash);
+	if (p->rank < 0)
+		return split_refuse(c, err,
+		                    "index arrays do not broadcast together (axis %d: %" PRId64
+		                    " vs %" PRId64 ")",
+		                    -1 - p->rank, clash, p->shape[-1 - p->rank]);
 	return TILEATOM_OK;
 }
 
@@ -264,39 +245,22 @@ static int64_t split_at(const split_operand *o, int rank, const int64_t *e)
 	return at;
 }
 
-/* Index at element offset `at` of an INT32 / INT64 index array. */
-static int64_t split_index(const tileatom_array *a, int64_t at)
-{
-	if (a->dtype == TILEATOM_INT32) {
-		int32_t v;
-		memcpy(&v, (const uint8_t *)a->data + at * 4, 4);
-		return v;
-	}
-	int64_t v;
-	memcpy(&v, (const uint8_t *)a->data + at * 8, 8);
-	return v;
-}
-
-/* The reject-whole check: every unmasked element's indices (SCATTER: along dim; INDEXED:
- * along each axis, or flat offsets) against the region. TILEATOM_OK or
- * TILEATOM_E_OUT_OF_RANGE naming the first one. */
+/* The reject-whole check of every unmasked element's indices against the region;
+ * TILEATOM_E_OUT_OF_RANGE naming the first outside it. */
 static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
                               tileatom_error *err)
 {
 	int n_index = rq->n_index;
 	const split_operand *mask = rq->opts && rq->opts->mask ? &p->ops[p->nops - 1] : NULL;
-	for (int i = 0; i < n_index; i++)
-		if (tileatom_buffer_is_device(
-		        tac_shm_ref_buffer(c, rq->indices[i].data, p->ops[i].bytes)))
+	for (int i = 0; i < p->nops; i++) {
+		const split_operand *o = &p->ops[i];
+		if ((i < n_index || o == mask) &&
+		    tileatom_buffer_is_device(tac_shm_ref_buffer(c, o->array->data, o->bytes)))
 			return split_refuse(c, err,
 			                    "%s lies in a device buffer, which the library "
 			                    "cannot check with check_bounds off",
-			                    p->ops[i].what);
-	if (mask &&
-	    tileatom_buffer_is_device(tac_shm_ref_buffer(c, mask->array->data, mask->bytes)))
-		return split_refuse(c, err,
-		                    "the mask lies in a device buffer, which the library "
-		                    "cannot check with check_bounds off");
+			                    o == mask ? "the mask" : o->what);
+	}
 	int64_t region_count = 1;
 	for (int a = 0; a < p->box.rank; a++)
 		region_count *= p->box.shape[a];
@@ -307,7 +271,15 @@ static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const
 			memcpy(&on, (const uint8_t *)mask->array->data + split_at(mask, p->rank, e),
 			       1);
 		for (int i = 0; on && i < n_index; i++) {
-			int64_t x = split_index(rq->indices + i, split_at(&p->ops[i], p->rank, e));
+			const uint8_t *ix = rq->indices[i].data;
+			int64_t at = split_at(&p->ops[i], p->rank, e), x;
+			if (rq->indices[i].dtype == TILEATOM_INT32) { /* else INT64 */
+				int32_t x32;
+				memcpy(&x32, ix + at * 4, 4);
+				x = x32;
+			} else {
+				memcpy(&x, ix + at * 8, 8);
+			}
 			int axis = rq->kind == TILEATOM_REQ_SCATTER ? rq->dim : i;
 			int64_t limit = rq->flat ? region_count : p->box.shape[axis];
 			if (x < 0 || x >= limit) {
@@ -332,9 +304,8 @@ static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const
 	return TILEATOM_OK;
 }
 
-/* Describes the tile (split_describe), fixes the region, the element shape, the operands
- * and the part size, and checks the indices when check_bounds is off; *o gets rq's
- * options. */
+/* Plans the split of rq into *p (and its options into *o) and checks everything a split
+ * needs, the indices too when check_bounds is off. */
 static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipelined,
                          tileatom_op_options *o, split_plan *p, tileatom_error *err)
 {
@@ -444,51 +415,64 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipel
 	return TILEATOM_OK;
 }
 
-/* Builds part [r0, r0 + rows) of the request into m (po: the part's options, its mask
- * pointed at the part's), checking that it fits a frame. m borrows parts (the part's
- * operands) and *moved (its region), which the caller keeps until m is sent. */
-static int split_build(tileatom_client *c, const tac_split_req *rq, const split_plan *p, int64_t r0,
-                       int64_t rows, tileatom_op_options *po, tac_msg *m, tileatom_array *parts,
-                       tileatom_region *moved, tileatom_error *err)
+/* One part of a split request (split_build). */
+typedef struct split_part {
+	int64_t r0;                                 /* its first row */
+	int64_t rows;                               /* its rows */
+	tileatom_op_options po;                     /* its options (mask: its rows) */
+	tileatom_array ops[TAC_SPLIT_MAX_OPERANDS]; /* its operands, as in split_plan.ops */
+	tileatom_region moved;                      /* its region */
+	tac_msg m;                                  /* its request (borrows the fields above) */
+} split_part;
+
+/* Builds part i of the request (o: its options) into *pt, checking that it fits a frame;
+ * its old values come inline when pipelined, else into its rows of o->old_out. */
+static int split_build(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
+                       const tileatom_op_options *o, int i, bool pipelined, split_part *pt,
+                       tileatom_error *err)
 {
-	if (po->mask)
-		po->mask = &parts[p->nops - 1];
-	for (int i = 0; i < p->nops; i++) { /* a cut operand's rows; a repeated one whole */
-		const split_operand *o = &p->ops[i];
-		parts[i] = *o->array;
-		if (o->cut) {
-			parts[i].shape[0] = rows;
-			parts[i].data = (const uint8_t *)o->array->data +
-			                (size_t)r0 * (o->bytes / (size_t)p->shape[0]);
+	int64_t r0 = pt->r0 = (int64_t)i * p->part_rows, rows = p->shape[0] - r0;
+	pt->rows = rows = rows < p->part_rows ? rows : p->part_rows;
+	pt->po = *o;
+	if (pipelined || o->want_old) {
+		pt->po.old_out = pipelined ? NULL : (uint8_t *)o->old_out + (size_t)r0 * p->old_row;
+		pt->po.old_out_size = pipelined ? 0 : (size_t)rows * p->old_row;
+	}
+	if (o->mask)
+		pt->po.mask = &pt->ops[p->nops - 1];
+	for (int k = 0; k < p->nops; k++) { /* a cut operand's rows; a repeated one whole */
+		const split_operand *so = &p->ops[k];
+		pt->ops[k] = *so->array;
+		if (so->cut) {
+			pt->ops[k].shape[0] = rows;
+			pt->ops[k].data = (const uint8_t *)so->array->data +
+			                  (size_t)r0 * (so->bytes / (size_t)p->shape[0]);
 		}
 	}
 	int at = rq->n_index;
-	const tileatom_array *values = rq->values ? &parts[at++] : NULL;
-	const tileatom_array *compare = rq->compare ? &parts[at++] : NULL;
-	/* the region moves with the part where the rows of the element shape are region rows */
-	*moved = p->box;
-	moved->origin[0] += r0;
-	moved->shape[0] = rows;
 	tac_split_req part = *rq; /* the part's operands, options and region */
-	part.indices = rq->n_index > 0 ? parts : NULL;
-	part.values = values;
-	part.compare = compare;
-	part.opts = po;
+	part.indices = rq->n_index > 0 ? pt->ops : NULL;
+	part.values = rq->values ? &pt->ops[at++] : NULL;
+	part.compare = rq->compare ? &pt->ops[at++] : NULL;
+	part.opts = &pt->po;
+	/* the region moves with the part where the rows of the element shape are region rows */
+	pt->moved = p->box;
+	pt->moved.origin[0] += r0;
+	pt->moved.shape[0] = rows;
 	if (rq->kind == TILEATOM_REQ_ELEMENTWISE ||
 	    (rq->kind == TILEATOM_REQ_SCATTER && rq->dim != 0))
-		part.region = moved;
-	int rc = tac_build_atomic(m, &part, err);
-	if (rc == TILEATOM_OK && tac_frame_too_large(c, m))
+		part.region = &pt->moved;
+	int rc = tac_build_atomic(&pt->m, &part, err);
+	if (rc == TILEATOM_OK && tac_frame_too_large(c, &pt->m))
 		rc = tac_err(err, TILEATOM_E_INTERNAL,
-		             "part %" PRId64 " of the split request still exceeds the frame limit "
+		             "part %d of the split request still exceeds the frame limit "
 		             "of %" PRIu32 " bytes",
-		             r0 / p->part_rows + 1, c->max_frame);
+		             i + 1, c->max_frame);
 	return rc;
 }
 
-/* Checks the response to a part of rows rows (unit: what a row is, for messages) and, when
- * old_to is not NULL, copies its old values (rows * old_row bytes) there; *r gets its
- * result. */
+/* Checks the response to a part of rows rows (unit: a row, in messages), copying its old
+ * values to old_to (when not NULL); *r gets its result. */
 static int split_part_result(tileatom_client *c, int64_t rows, const char *unit, uint8_t *old_to,
                              size_t old_row, const Tileatom__OpResponse **r, tileatom_error *err)
 {
@@ -520,34 +504,23 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 	if (rc != TILEATOM_OK)
 		return rc;
 	const char *unit = p.rank == 1 ? "elements" : "rows";
-	int64_t n = p.shape[0];
-	for (int64_t r0 = 0, i = 0; r0 < n; r0 += p.part_rows, i++) {
-		int64_t rows = n - r0 < p.part_rows ? n - r0 : p.part_rows;
-		tileatom_array parts[TAC_SPLIT_MAX_OPERANDS];
-		tileatom_op_options po = o;
-		if (o.want_old) {
-			po.old_out = (uint8_t *)o.old_out + (size_t)r0 * p.old_row;
-			po.old_out_size = (size_t)rows * p.old_row;
-		}
-		tac_msg m;
-		tileatom_region moved;
-		rc = tac_roundtrip(
-		    c, &m, split_build(c, rq, &p, r0, rows, &po, &m, parts, &moved, err), err);
+	for (int i = 0; i < p.nparts; i++) {
+		split_part pt;
+		rc = split_build(c, rq, &p, &o, i, false, &pt, err);
+		rc = tac_roundtrip(c, &pt.m, rc, err);
 		const Tileatom__OpResponse *r = NULL;
+		int64_t r0 = pt.r0, rows = pt.rows;
 		if (rc == TILEATOM_OK)
-			rc = split_part_result(c, rows, unit, o.want_old ? po.old_out : NULL,
+			rc = split_part_result(c, rows, unit, o.want_old ? pt.po.old_out : NULL,
 			                       p.old_row, &r, err);
 		if (rc != TILEATOM_OK) {
-			if (err && r0 > 0) {
-				char first[sizeof(err->message)];
-				snprintf(first, sizeof(first), "%s", err->message);
+			if (err && r0 > 0)
 				tac_err(err, rc,
-				        "part %" PRId64 " of %d (%s %" PRId64 "..%" PRId64
+				        "part %d of %d (%s %" PRId64 "..%" PRId64
 				        ") of a split request failed; %s 0..%" PRId64
 				        " were applied: %s",
 				        i + 1, p.nparts, unit, r0, r0 + rows - 1, unit, r0 - 1,
-				        first);
-			}
+				        err->message);
 			return rc;
 		}
 		res->applied += r->applied;
@@ -569,8 +542,7 @@ struct tac_split_pending {
 	uint64_t id;                /* the id its submit returned (its first part's) */
 	tileatom_request_kind kind; /* ELEMENTWISE, SCATTER or INDEXED */
 	int nparts;                 /* parts queued */
-	bool want_old;              /* the old values go to old_out */
-	uint8_t *old_out;           /* the caller's opts->old_out */
+	uint8_t *old_out;           /* where the old values go (want_old), else NULL */
 	split_plan plan; /* its plan (shape, part rows, old values; ops no longer read) */
 };
 
@@ -585,23 +557,14 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 	if (!s)
 		return tac_err(err, TILEATOM_E_NOMEM, "out of memory; nothing was sent");
 	s->kind = rq->kind;
-	s->want_old = o.want_old;
-	s->old_out = o.old_out;
+	s->old_out = o.want_old ? o.old_out : NULL;
 	s->plan = p;
-	int64_t n = p.shape[0];
-	int i = 0;
 	size_t window = 2; /* parts that may be unanswered at once (set at part 1) */
-	for (int64_t r0 = 0; r0 < n; r0 += p.part_rows, i++) {
-		int64_t rows = n - r0 < p.part_rows ? n - r0 : p.part_rows;
-		tileatom_array parts[TAC_SPLIT_MAX_OPERANDS];
-		tileatom_op_options po = o;
-		po.old_out = NULL; /* the old values come inline, collect copies them */
-		po.old_out_size = 0;
-		tac_msg m;
-		tileatom_region moved;
-		rc = split_build(c, rq, &p, r0, rows, &po, &m, parts, &moved, err);
+	for (int i = 0; i < p.nparts; i++) {
+		split_part pt; /* the old values come inline, collect copies them */
+		rc = split_build(c, rq, &p, &o, i, true, &pt, err);
 		if (rc == TILEATOM_OK && i == 0) {
-			size_t frame = tac_request_size(&m);
+			size_t frame = tac_request_size(&pt.m);
 			window = TAC_SPLIT_WINDOW_BYTES / (frame ? frame : 1);
 			if (window < 2)
 				window = 2;
@@ -611,10 +574,10 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 		if (rc == TILEATOM_OK && i > 0) /* at most `window` parts unanswered */
 			rc = tac_conn_wait_window(c, window - 1, err);
 		if (rc == TILEATOM_OK) {
-			tac_shm_rewrite(c, &m);
+			tac_shm_rewrite(c, &pt.m);
 			/* a frame of 64 KiB or more is written at once, so at most one part is
 			 * held in memory; smaller ones are buffered as any submit */
-			rc = tac_conn_submit(c, &m, false, -1, i == 0 ? &s->id : NULL, err);
+			rc = tac_conn_submit(c, &pt.m, false, -1, i == 0 ? &s->id : NULL, err);
 		}
 		if (rc != TILEATOM_OK && i == 0) {
 			free(s); /* nothing of it was queued */
@@ -622,26 +585,22 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 		}
 		if (rc != TILEATOM_OK) {
 			/* parts already queued cannot be taken back, and the rest cannot follow */
-			if (!c->broken && err) {
-				char why[sizeof(err->message)];
-				snprintf(why, sizeof(why), "%s", err->message);
+			if (!c->broken && err)
 				tac_err(
 				    err, rc,
 				    "part %d of %d of a split request could not be queued (%s); "
 				    "parts 1..%d were, so the connection is broken",
-				    i + 1, p.nparts, why, i);
-			}
+				    i + 1, p.nparts, err->message, i);
 			return tac_conn_break(c, err);
 		}
 		tac_conn_mark_part(c);
-		if (i == 0) {
-			if (c->splits_tail)
-				c->splits_tail->next = s;
-			else
-				c->splits = s;
-			c->splits_tail = s;
-		} else {
+		if (i > 0) {
 			c->split_extra++;
+		} else { /* s joins the end of the FIFO (few split submits are pending) */
+			tac_split_pending **end = &c->splits;
+			while (*end)
+				end = &(*end)->next;
+			*end = s;
 		}
 		s->nparts = i + 1;
 	}
@@ -688,18 +647,13 @@ typedef struct split_runs {
 /* Closes the open run of runs at row `to` (inclusive). */
 static void split_runs_close(split_runs *u, int64_t to)
 {
-	if (u->from < 0)
-		return;
-	char piece[48];
-	snprintf(piece, sizeof(piece), "%s%" PRId64 "..%" PRId64, u->len ? ", " : "", u->from, to);
-	size_t need = strlen(piece);
-	if (!u->full && u->len + need + 6 < sizeof(u->text)) {
-		memcpy(u->text + u->len, piece, need + 1);
-		u->len += need;
-	} else if (!u->full) {
-		memcpy(u->text + u->len, ", ...", 6);
-		u->len += 5;
-		u->full = true;
+	if (u->from >= 0 && !u->full) { /* a piece, or ", ..." once the next would not fit */
+		char piece[48];
+		snprintf(piece, sizeof(piece), "%s%" PRId64 "..%" PRId64, u->len ? ", " : "",
+		         u->from, to);
+		u->full = u->len + strlen(piece) + 6 >= sizeof(u->text);
+		u->len += (size_t)snprintf(u->text + u->len, sizeof(u->text) - u->len, "%s",
+		                           u->full ? ", ..." : piece);
 	}
 	u->from = -1;
 }
@@ -735,10 +689,9 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		int prc = tac_check_response(c->last, kind, &pe);
 		const Tileatom__OpResponse *r = NULL;
 		if (prc == TILEATOM_OK)
-			prc = split_part_result(c, rows, unit,
-			                        s->want_old ? s->old_out + (size_t)r0 * p->old_row
-			                                    : NULL,
-			                        p->old_row, &r, &pe);
+			prc = split_part_result(
+			    c, rows, unit, s->old_out ? s->old_out + (size_t)r0 * p->old_row : NULL,
+			    p->old_row, &r, &pe);
 		if (prc == TILEATOM_OK) {
 			out->applied += r->applied;
 			out->skipped += r->skipped;
@@ -768,7 +721,7 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 			        runs.text, fail_msg);
 	}
 	out->status = rc;
-	if (rc == TILEATOM_OK && s->want_old) {
+	if (rc == TILEATOM_OK && s->old_out) {
 		out->dtype = p->info.dtype;
 		out->rank = p->rank;
 		memcpy(out->shape, p->shape, sizeof(out->shape));
@@ -776,8 +729,6 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 		out->data_bytes = (size_t)n * p->old_row;
 	}
 	c->splits = s->next;
-	if (!c->splits)
-		c->splits_tail = NULL;
 	free(s);
 	return rc;
 }
@@ -789,6 +740,5 @@ void tac_split_client_free(tileatom_client *c)
 		free(c->splits);
 		c->splits = next;
 	}
-	c->splits_tail = NULL;
 	c->split_extra = 0;
 }

@@ -17,8 +17,8 @@
 
 /* Parses an integer (decimal or 0x hex; a sign, '-' only when sgn) within [lo, hi]: signed
  * bounds when sgn, else lo 0 and hi unsigned. *out gets its two's-complement bits. */
-static ta_status parse_int(const char *text, bool sgn, int64_t lo, uint64_t hi, uint64_t *out,
-                           const char *dname, ta_error *err)
+static int parse_int(const char *text, bool sgn, int64_t lo, uint64_t hi, uint64_t *out,
+                     const char *dname, tileatom_error *err)
 {
 	const char *p = text;
 	while (*p == ' ' || *p == '\t')
@@ -30,22 +30,22 @@ static ta_status parse_int(const char *text, bool sgn, int64_t lo, uint64_t hi, 
 	if (base == 16)
 		p += 2;
 	if (!((*p >= '0' && *p <= '9') || (base == 16 && *p && strchr("abcdefABCDEF", *p))))
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is not a valid %s", text,
-		                    dname);
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "'%s' is not a valid %s", text,
+		               dname);
 	errno = 0;
 	char *end;
 	unsigned long long mag = strtoull(p, &end, base);
 	if (*end != '\0')
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is not a valid %s", text,
-		                    dname);
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "'%s' is not a valid %s", text,
+		               dname);
 	bool over = errno == ERANGE || (neg ? mag > (unsigned long long)INT64_MAX + 1ull ||
 	                                          (mag > 0 && -(int64_t)(mag - 1) - 1 < lo)
 	                                    : mag > hi);
 	if (over)
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is out of range for %s", text,
-		                    dname);
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "'%s' is out of range for %s",
+		               text, dname);
 	*out = neg && mag > 0 ? (uint64_t)(-(int64_t)(mag - 1) - 1) : mag;
-	return TA_OK;
+	return TILEATOM_OK;
 }
 
 /* One element of any dtype, to move a value's bytes without aliasing. */
@@ -60,55 +60,56 @@ typedef union value_bits {
 	uint8_t u8;   /* BOOL */
 } value_bits;
 
-/* Parses text as one element of dtype into out (little endian); see tileatom.h. */
-static ta_status value_parse(ta_dtype dtype, const char *text, void *out, ta_error *err)
+int tileatom_value_parse(tileatom_dtype dtype, const char *text, void *out, tileatom_error *err)
 {
-	const char *dn = ta_dtype_name(dtype);
+	if (!text || !out)
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no value text or output given");
+	const char *dn = tileatom_dtype_name(dtype);
 	value_bits v = {.u64 = 0};
-	ta_status st = TA_OK;
+	int st = TILEATOM_OK;
 	uint64_t bits = 0;
 	switch (dtype) {
-	case TA_DTYPE_I32:
-	case TA_DTYPE_U32: /* the low 32 bits of the two's complement */
-		st = parse_int(text, dtype == TA_DTYPE_I32, INT32_MIN,
-		               dtype == TA_DTYPE_I32 ? INT32_MAX : UINT32_MAX, &bits, dn, err);
+	case TILEATOM_INT32:
+	case TILEATOM_UINT32: /* the low 32 bits of the two's complement */
+		st = parse_int(text, dtype == TILEATOM_INT32, INT32_MIN,
+		               dtype == TILEATOM_INT32 ? INT32_MAX : UINT32_MAX, &bits, dn, err);
 		v.u32 = (uint32_t)bits;
 		break;
-	case TA_DTYPE_I64:
-	case TA_DTYPE_U64:
-		st = parse_int(text, dtype == TA_DTYPE_I64, INT64_MIN,
-		               dtype == TA_DTYPE_I64 ? INT64_MAX : UINT64_MAX, &v.u64, dn, err);
+	case TILEATOM_INT64:
+	case TILEATOM_UINT64:
+		st = parse_int(text, dtype == TILEATOM_INT64, INT64_MIN,
+		               dtype == TILEATOM_INT64 ? INT64_MAX : UINT64_MAX, &v.u64, dn, err);
 		break;
-	case TA_DTYPE_BOOL:
+	case TILEATOM_BOOL:
 		if (strcmp(text, "1") == 0 || strcasecmp(text, "true") == 0)
 			v.u8 = 1;
 		else if (strcmp(text, "0") != 0 && strcasecmp(text, "false") != 0)
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is not a valid bool",
-			                    text);
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "'%s' is not a valid bool",
+			               text);
 		break;
-	case TA_DTYPE_F32:
-	case TA_DTYPE_F64:
-	case TA_DTYPE_F16:
-	case TA_DTYPE_BF16: {
+	case TILEATOM_FLOAT32:
+	case TILEATOM_FLOAT64:
+	case TILEATOM_FLOAT16:
+	case TILEATOM_BFLOAT16: {
 		char *end;
 		errno = 0;
 		double d = strtod(text, &end);
 		if (end == text || *end != '\0')
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "'%s' is not a valid %s",
-			                    text, dn);
-		if (dtype == TA_DTYPE_F64)
+			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "'%s' is not a valid %s",
+			               text, dn);
+		if (dtype == TILEATOM_FLOAT64)
 			v.f64 = d;
-		else if (dtype == TA_DTYPE_F32)
+		else if (dtype == TILEATOM_FLOAT32)
 			v.f32 = (float)d;
 		else
-			v.u16 = dtype == TA_DTYPE_F16 ? ta_f64_to_f16(d) : ta_f64_to_bf16(d);
+			v.u16 = dtype == TILEATOM_FLOAT16 ? ta_f64_to_f16(d) : ta_f64_to_bf16(d);
 		break;
 	}
 	default:
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown dtype %d", (int)dtype);
+		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown dtype %d", (int)dtype);
 	}
-	if (st == TA_OK)
-		memcpy(out, &v, ta_dtype_size(dtype));
+	if (st == TILEATOM_OK)
+		memcpy(out, &v, tileatom_dtype_size(dtype));
 	return st;
 }
 
@@ -122,54 +123,33 @@ static int format_float(double d, int prec, char *buf, size_t n)
 	return snprintf(buf, n, "%.*g", prec, d);
 }
 
-/* Formats one element of dtype at in as text; see tileatom.h. */
-static int value_format(ta_dtype dtype, const void *in, char *buf, size_t n)
+int tileatom_value_format(tileatom_dtype dtype, const void *in, char *buf, size_t n)
 {
 	value_bits v;
-	size_t size = ta_dtype_size(dtype);
-	if (size == 0)
+	size_t size = tileatom_dtype_size(dtype);
+	if (!in || size == 0)
 		return snprintf(buf, n, "?");
 	memcpy(&v, in, size);
 	switch (dtype) {
-	case TA_DTYPE_I32:
+	case TILEATOM_INT32:
 		return snprintf(buf, n, "%" PRId32, v.i32);
-	case TA_DTYPE_U32:
+	case TILEATOM_UINT32:
 		return snprintf(buf, n, "%" PRIu32, v.u32);
-	case TA_DTYPE_I64:
+	case TILEATOM_INT64:
 		return snprintf(buf, n, "%" PRId64, v.i64);
-	case TA_DTYPE_U64:
+	case TILEATOM_UINT64:
 		return snprintf(buf, n, "%" PRIu64, v.u64);
-	case TA_DTYPE_F32:
+	case TILEATOM_FLOAT32:
 		return format_float(v.f32, 9, buf, n);
-	case TA_DTYPE_F64:
+	case TILEATOM_FLOAT64:
 		return format_float(v.f64, 17, buf, n);
-	case TA_DTYPE_F16:
+	case TILEATOM_FLOAT16:
 		return format_float(ta_f16_to_f32(v.u16), 5, buf, n);
-	case TA_DTYPE_BF16:
+	case TILEATOM_BFLOAT16:
 		return format_float(ta_bf16_to_f32(v.u16), 4, buf, n);
 	default:
 		return snprintf(buf, n, "%d", v.u8 ? 1 : 0);
 	}
-}
-
-int tileatom_value_parse(tileatom_dtype dtype, const char *text, void *out, tileatom_error *err)
-{
-	if (!text || !out)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no value text or output given");
-	if (!ta_dtype_is_tile((ta_dtype)dtype) && dtype != TILEATOM_BOOL)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown dtype %d", (int)dtype);
-	ta_error terr = {TA_OK, ""};
-	ta_status st = value_parse((ta_dtype)dtype, text, out, &terr);
-	if (st != TA_OK)
-		return tac_err(err, (int)st, "%s", terr.msg);
-	return TILEATOM_OK;
-}
-
-int tileatom_value_format(tileatom_dtype dtype, const void *in, char *buf, size_t n)
-{
-	if (!in)
-		return snprintf(buf, n, "?");
-	return value_format((ta_dtype)dtype, in, buf, n);
 }
 
 double tileatom_value_to_double(tileatom_dtype dtype, const void *in)

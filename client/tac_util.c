@@ -50,47 +50,32 @@ TAC_PUBLIC_SAME(TA_PROTOCOL_VERSION, TILEATOM_PROTOCOL_VERSION);
 
 int tac_err(tileatom_error *err, int code, const char *fmt, ...)
 {
-	if (err) {
-		err->code = code;
+	if (err) { /* formatted aside first: the arguments may include err->message */
+		char text[sizeof(err->message)];
 		va_list ap;
 		va_start(ap, fmt);
-		vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		vsnprintf(text, sizeof(text), fmt, ap);
 		va_end(ap);
+		err->code = code;
+		memcpy(err->message, text, sizeof(text));
 	}
 	return code;
 }
 
 const char *tileatom_strerror(int code)
 {
-	/* Codes 0..9 are the wire statuses: their names come from the core table. */
-	if (code >= TILEATOM_OK && code <= TILEATOM_E_INTERNAL)
+	/* the client's codes (TILEATOM_E_IO..TILEATOM_E_STATE) in order */
+	static const char *const client[] = {"IO", "TIMEOUT", "PROTOCOL", "NOMEM", "STATE"};
+	if (code >= TILEATOM_OK && code <= TILEATOM_E_INTERNAL) /* the wire's: the core table */
 		return ta_status_name((ta_status)code);
-	switch (code) {
-	case TILEATOM_E_IO:
-		return "IO";
-	case TILEATOM_E_TIMEOUT:
-		return "TIMEOUT";
-	case TILEATOM_E_PROTOCOL:
-		return "PROTOCOL";
-	case TILEATOM_E_NOMEM:
-		return "NOMEM";
-	case TILEATOM_E_STATE:
-		return "STATE";
-	default:
-		return "UNKNOWN";
-	}
+	if (code >= TILEATOM_E_IO && code <= TILEATOM_E_STATE)
+		return client[code - TILEATOM_E_IO];
+	return "UNKNOWN";
 }
 
 const char *tileatom_version(void)
 {
 	return TILEATOM_CLIENT_VERSION;
-}
-
-/* True when path names an existing socket (or any file: a stale path still beats none). */
-static bool path_exists(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0;
 }
 
 /* Copies s into buf (n bytes); -1 when it does not fit. */
@@ -115,16 +100,16 @@ int tileatom_default_socket(char *buf, size_t n)
 	 * the first candidate is returned so that error messages name the expected path. */
 	char user_path[PATH_MAX] = "";
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
-	if (xdg && *xdg) {
-		if (snprintf(user_path, sizeof(user_path), "%s/tileatom/tileatomd.sock", xdg) >=
-		    (int)sizeof(user_path))
-			user_path[0] = '\0';
-	}
+	if (xdg && *xdg &&
+	    snprintf(user_path, sizeof(user_path), "%s/tileatom/tileatomd.sock", xdg) >=
+	        (int)sizeof(user_path))
+		user_path[0] = '\0';
 	const char *system_path = "/run/tileatom/tileatomd.sock";
 	bool root = geteuid() == 0;
 	const char *cand[2] = {root ? system_path : user_path, root ? user_path : system_path};
+	struct stat st; /* any file: a stale socket path still beats none */
 	for (int i = 0; i < 2; i++)
-		if (cand[i][0] && path_exists(cand[i]))
+		if (cand[i][0] && stat(cand[i], &st) == 0)
 			return copy_path(buf, n, cand[i]);
 	return copy_path(buf, n, cand[0][0] ? cand[0] : cand[1]);
 }
@@ -156,9 +141,7 @@ bool tileatom_dtype_is_float(tileatom_dtype dtype)
 
 const char *tileatom_op_name(tileatom_op op)
 {
-	if (!ta_op_is_rmw((ta_op)op))
-		return "?";
-	return ta_op_name((ta_op)op);
+	return ta_op_is_rmw((ta_op)op) ? ta_op_name((ta_op)op) : "?";
 }
 
 tileatom_op tileatom_op_parse(const char *name)
@@ -216,10 +199,8 @@ void tileatom_op_options_init(tileatom_op_options *opts)
 		*opts = defaults;
 }
 
-/* tileatom_scalar and tileatom_vector build their result with an initializer, not memset
- * and field stores: gcc's memset of the local and copy-out read it back with 16-byte loads
- * straddling the 16-byte stores (failed store forwarding, tens of cycles a call, on the
- * single-element submit path three calls per request). */
+/* tileatom_scalar and tileatom_vector use an initializer, not memset and stores (which
+ * gcc read back with straddling loads: failed store forwarding on the submit path). */
 tileatom_array tileatom_scalar(tileatom_dtype dtype, const void *value)
 {
 	return (tileatom_array){.dtype = dtype, .rank = 0, .data = value};

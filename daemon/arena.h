@@ -22,7 +22,6 @@ typedef struct ta_arena {
 	ta_arena_chunk *head;  /* newest chunk (allocations come from it) */
 	size_t keep;           /* size of the chunk kept across resets */
 	ProtobufCAllocator pb; /* protobuf-c allocator drawing from this arena */
-	size_t high_water;     /* most bytes one request has used (for stats and tests) */
 } ta_arena;
 
 /* Prepares an arena whose first chunk (kept across resets) has keep bytes. */

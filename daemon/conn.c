@@ -1,32 +1,15 @@
-/* conn.c: a client connection (see conn.h).
+/* conn.c: a client connection (its design, bounds and life cycle: conn.h).
  *
- * Happy path: alloc_cb hands libuv the connection's read buffer; read_cb takes whole frames
- * out of it (without a copy when a frame is whole in the buffer); while nothing of the
- * connection waits, each runs at once on the loop thread (ta_dispatch_run_session with the
- * server's inline limit) and appends its response to conn->out; a request too large for
- * the loop, and every one behind it, becomes an item of the FIFO; pump() runs the queued
- * ones in order, inline where they are small, on the executor where not (one at a time);
- * flush() hands conn->out to the socket once per callback: uv_try_write, and what does not
- * fit goes in the one uv_write in flight.
- *
- * Failure modes: a length prefix over max_frame or a failed payload allocation queues a
- * synthetic error (answered in order, after the requests before it) and stops reading; a
- * payload that does not decode is answered by the worker with close_after; in all three
- * cases the queue is dropped and the connection shuts down after the last response. Read
- * and write errors close at once. Memory is freed in the close callback, or later when
- * the running request completes.
- *
- * Bounds (conn.h): conn_reserve_frame takes the input budget a partial frame will need
- * before the reader allocates it, conn_consume takes it for every queued copy, and both
- * stash the unread rest of rbuf and stop reading when it does not fit; item_free and
- * conn_maybe_free give it back. ta_conn_check_timeouts closes slow and idle connections,
- * and ones past the handshake deadline. Before the handshake (conn_note_handshake marks its
- * end after the request that finished it ran) a frame announcing more than
- * TA_CONN_HANDSHAKE_FRAME_MAX is refused at its length prefix, before conn_reserve_frame.
- *
- * Life cycle: conn->state (conn.h's table) changes only in conn_transition, which checks
- * the table in legal_next. The server is reached only through the ta_conn_host it handed
- * over (conn.h); conn.c does not include server.h. */
+ * on_alloc hands libuv conn->rbuf; on_read passes the bytes to conn_consume, which takes
+ * whole frames out (no copy when one is whole in rbuf) and runs each at once on the loop
+ * (conn_run_inline) while nothing of the connection waits, appending its response to
+ * conn->out; a request too large for the loop, and every one behind it, becomes an item of
+ * the FIFO that conn_pump runs in order (inline where small, else on the executor, one at a
+ * time); conn_settle then hands conn->out to the socket (conn_flush: uv_try_write, the rest
+ * in the one uv_write in flight). A bad length prefix or a failed allocation queues a
+ * synthetic error, answered after the requests before it; read and write errors close at
+ * once. conn->state changes only in conn_transition, which checks the table states.
+ * conn.c does not include server.h: the server is reached through its ta_conn_host. */
 #include "conn.h"
 
 #include <errno.h>
@@ -41,52 +24,43 @@
 #include "persist.h"
 
 static void conn_update_reading(ta_conn *conn);
-static void conn_maybe_finish(ta_conn *conn);
 static void conn_pump(ta_conn *conn);
 
 /* Bit of a state in a set of states. */
 #define STATE_BIT(s) (1u << (s))
 
-/* The legal transitions: for each state, the set of states it may move to (conn.h's table). */
-static const unsigned legal_next[] = {
-    [TA_CONN_NEW] =
-        STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) | STATE_BIT(TA_CONN_CLOSING),
-    [TA_CONN_READING] =
-        STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) | STATE_BIT(TA_CONN_CLOSING),
-    [TA_CONN_PAUSED] =
-        STATE_BIT(TA_CONN_READING) | STATE_BIT(TA_CONN_DRAINING) | STATE_BIT(TA_CONN_CLOSING),
-    [TA_CONN_DRAINING] = STATE_BIT(TA_CONN_SHUTTING_DOWN) | STATE_BIT(TA_CONN_CLOSING),
-    [TA_CONN_SHUTTING_DOWN] = STATE_BIT(TA_CONN_CLOSING),
-    [TA_CONN_CLOSING] = STATE_BIT(TA_CONN_CLOSED),
-    [TA_CONN_CLOSED] = 0,
+/* Each state's name (logs) and the set of states it may move to (conn.h's table). */
+static const struct {
+	const char *name;
+	unsigned next;
+} states[] = {
+    [TA_CONN_NEW] = {"new", STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) |
+                                STATE_BIT(TA_CONN_CLOSING)},
+    [TA_CONN_READING] = {"reading", STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) |
+                                        STATE_BIT(TA_CONN_CLOSING)},
+    [TA_CONN_PAUSED] = {"paused", STATE_BIT(TA_CONN_READING) | STATE_BIT(TA_CONN_DRAINING) |
+                                      STATE_BIT(TA_CONN_CLOSING)},
+    [TA_CONN_DRAINING] = {"draining",
+                          STATE_BIT(TA_CONN_SHUTTING_DOWN) | STATE_BIT(TA_CONN_CLOSING)},
+    [TA_CONN_SHUTTING_DOWN] = {"shutting down", STATE_BIT(TA_CONN_CLOSING)},
+    [TA_CONN_CLOSING] = {"closing", STATE_BIT(TA_CONN_CLOSED)},
+    [TA_CONN_CLOSED] = {"closed", 0},
 };
-
-/* Name of a state, for logs ("reading", "closing", ...). */
-static const char *conn_state_name(ta_conn_state state)
-{
-	static const char *const names[] = {[TA_CONN_NEW] = "new",
-	                                    [TA_CONN_READING] = "reading",
-	                                    [TA_CONN_PAUSED] = "paused",
-	                                    [TA_CONN_DRAINING] = "draining",
-	                                    [TA_CONN_SHUTTING_DOWN] = "shutting down",
-	                                    [TA_CONN_CLOSING] = "closing",
-	                                    [TA_CONN_CLOSED] = "closed"};
-	return (unsigned)state < sizeof(names) / sizeof(names[0]) ? names[state] : "invalid";
-}
+/* Whether s is a state of the table. */
+#define STATE_KNOWN(s) ((unsigned)(s) < sizeof(states) / sizeof(states[0]))
 
 /* The one place conn->state changes. An illegal transition is a bug: it is logged at error
  * level and refused (the state stays; false is returned); built with -DTA_DEBUG it aborts. */
 static bool conn_transition(ta_conn *conn, ta_conn_state to)
 {
 	ta_conn_state from = conn->state;
-	if ((unsigned)from < sizeof(legal_next) / sizeof(legal_next[0]) &&
-	    (unsigned)to < sizeof(legal_next) / sizeof(legal_next[0]) &&
-	    (legal_next[from] & STATE_BIT(to))) {
+	if (STATE_KNOWN(from) && STATE_KNOWN(to) && (states[from].next & STATE_BIT(to))) {
 		conn->state = to;
 		return true;
 	}
 	ta_log(TA_LOG_ERR, "connection %" PRIu64 ": bug: illegal state transition %s -> %s",
-	       conn->serial, conn_state_name(from), conn_state_name(to));
+	       conn->serial, STATE_KNOWN(from) ? states[from].name : "invalid",
+	       STATE_KNOWN(to) ? states[to].name : "invalid");
 #ifdef TA_DEBUG
 	abort();
 #endif
@@ -147,18 +121,22 @@ static void budget_give(ta_conn_host *host, uint64_t n)
 		host->input_freed(host);
 }
 
-/* A connection of host's loop starts (delta 1) or stops (-1) waiting for input budget. */
-static void budget_waiters_add(ta_conn_host *host, int delta)
+/* The connection starts (on) or stops waiting for input budget (budget_wait), counted
+ * among the waiters of its loop and of all loops; nothing when it already does. */
+static void budget_wait_set(ta_conn *conn, bool on)
 {
-	atomic_fetch_add(&host->input_waiters, (unsigned)delta); /* -1 wraps: one fewer */
-	atomic_fetch_add(&host->budget->waiters, (unsigned)delta);
+	if (conn->budget_wait == on)
+		return;
+	conn->budget_wait = on;
+	unsigned delta = on ? 1u : (unsigned)-1; /* -1 wraps: one fewer */
+	atomic_fetch_add(&conn->host->input_waiters, delta);
+	atomic_fetch_add(&conn->host->budget->waiters, delta);
 }
 
 /* Frees an item and whatever it still owns (its input budget too). */
 static void item_free(ta_conn_item *item)
 {
-	if (item->reserved)
-		budget_give(item->conn->host, item->reserved);
+	budget_give(item->conn->host, item->reserved); /* nothing when 0 */
 	free(item->payload);
 	free(item->reply.frame);
 	free(item);
@@ -178,6 +156,13 @@ static void conn_drop_queue(ta_conn *conn)
 	conn->q_bytes = 0;
 }
 
+/* A response asked to close the connection: no more requests are read or run. */
+static void conn_close_after(ta_conn *conn)
+{
+	conn_end_reads(conn);
+	conn_drop_queue(conn);
+}
+
 /* Frees the connection once its handle is closed and no request of it is running. */
 static void conn_maybe_free(ta_conn *conn)
 {
@@ -186,7 +171,6 @@ static void conn_maybe_free(ta_conn *conn)
 	conn_drop_queue(conn);
 	ta_frame_reader_free(&conn->reader);
 	budget_give(conn->host, conn->reader_reserved);
-	conn->reader_reserved = 0;
 	ta_frame_buf_free(&conn->out);
 	ta_frame_buf_free(&conn->sending);
 	if (conn->has_shm)
@@ -213,21 +197,27 @@ void ta_conn_close(ta_conn *conn)
 	if (conn->state == TA_CONN_READING)
 		uv_read_stop(&conn->h.stream);
 	conn_transition(conn, TA_CONN_CLOSING);
-	if (conn->budget_wait) {
-		conn->budget_wait = false;
-		budget_waiters_add(conn->host, -1);
-	}
+	budget_wait_set(conn, false);
 	if (conn->counted)
 		conn->host->release(conn->host, conn); /* the slot is free at once */
 	conn_drop_queue(conn);
 	uv_close(&conn->h.handle, on_close);
 }
 
-/* Appends an item to the FIFO. */
-static void conn_enqueue(ta_conn *conn, ta_conn_item *item)
+/* Appends a new item of nframes requests to the FIFO: payload (len bytes, NULL for a
+ * synthetic error) becomes the item's, reserved is the input budget it holds. NULL, with
+ * nothing queued or taken over, when memory is short. */
+static ta_conn_item *conn_enqueue(ta_conn *conn, uint8_t *payload, uint32_t len, uint32_t nframes,
+                                  uint64_t reserved)
 {
+	ta_conn_item *item = calloc(1, sizeof(*item));
+	if (!item)
+		return NULL;
 	item->conn = conn;
-	item->next = NULL;
+	item->payload = payload;
+	item->len = len;
+	item->nframes = nframes;
+	item->reserved = reserved;
 	if (conn->q_tail)
 		conn->q_tail->next = item;
 	else
@@ -235,21 +225,22 @@ static void conn_enqueue(ta_conn *conn, ta_conn_item *item)
 	conn->q_tail = item;
 	conn->q_len += item->nframes;
 	conn->q_bytes += item->len;
+	return item;
 }
 
 /* Queues a synthetic error response (id 0) after which the connection closes; stops
- * reading. Returns false when even that could not be allocated (the caller closes). */
+ * reading. Returns false, the connection closed, when even that could not be allocated. */
 static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
 {
 	conn_end_reads(conn);
-	ta_conn_item *item = calloc(1, sizeof(*item));
-	if (!item)
+	ta_conn_item *item = conn_enqueue(conn, NULL, 0, 1, 0);
+	if (!item) {
+		ta_conn_close(conn);
 		return false;
+	}
 	item->synthetic = true;
-	item->nframes = 1;
 	item->code = code;
 	snprintf(item->msg, sizeof(item->msg), "%s", msg);
-	conn_enqueue(conn, item);
 	return true;
 }
 
@@ -275,25 +266,18 @@ static void item_work(ta_job *job)
 	ta_dispatch_scratch_init(&scratch);
 	ta_frame_buf out = {NULL, 0, 0};
 	bool close_after = false;
-	uint64_t bound = item->conn->host->cfg->max_write_queue;
 	uint32_t frames = 0;
 	size_t done = ta_dispatch_run_batch(svc, &scratch, &item->conn->session, payload, item->len,
-	                                    bound, &out, &close_after, &frames);
-	uint64_t log_seq = scratch.log_seq; /* the batch's last log record (persist.h) */
+	                                    item->conn->host->cfg->max_write_queue, &out,
+	                                    &close_after, &frames);
+	item->reply = (ta_reply){out.data, out.data ? out.len : 0, close_after, scratch.log_seq};
 	ta_dispatch_scratch_free(&scratch);
-	if (done < item->len && !close_after) {
-		/* keep the rest for item_done to queue again */
-		memmove(payload, payload + done, item->len - done);
+	item->nframes -= frames;
+	item->async_off = (uint32_t)done; /* item_done queues the rest again (conn_requeue) */
+	if (done < item->len && !close_after)
 		item->payload = payload;
-		item->len = (uint32_t)(item->len - done);
-		item->nframes -= frames;
-	} else {
+	else
 		free(payload);
-	}
-	item->reply.frame = out.data;
-	item->reply.len = out.data ? out.len : 0;
-	item->reply.close_after = close_after;
-	item->reply.log_seq = log_seq;
 }
 
 /* Unsent response bytes: those in conn->out and those of the write in flight. */
@@ -303,7 +287,6 @@ static uint64_t conn_unsent(const ta_conn *conn)
 }
 
 static void on_write(uv_write_t *req, int status);
-static void conn_close_after(ta_conn *conn);
 
 /* A write failed with rc: the connection closes. */
 static void conn_write_failed(ta_conn *conn, int rc)
@@ -346,12 +329,10 @@ static bool conn_flush(ta_conn *conn)
 			return true;
 	}
 	uv_buf_t buf = uv_buf_init((char *)conn->out.data, (unsigned)conn->out.len);
-	int n = conn->out.len <= UINT32_MAX ? uv_try_write(&conn->h.stream, &buf, 1) : UV_EAGAIN;
-	if (n < 0 && n != UV_EAGAIN && n != UV_ENOSYS) {
-		conn_write_failed(conn, n);
-		return false;
-	}
-	size_t done = n > 0 ? (size_t)n : 0;
+	int rc = conn->out.len <= UINT32_MAX ? uv_try_write(&conn->h.stream, &buf, 1) : UV_EAGAIN;
+	if (rc < 0 && rc != UV_EAGAIN && rc != UV_ENOSYS)
+		goto failed;
+	size_t done = rc > 0 ? (size_t)rc : 0;
 	if (done == conn->out.len) {
 		conn->out.len = 0;
 		return true;
@@ -363,17 +344,27 @@ static bool conn_flush(ta_conn *conn)
 	conn->out.len = 0;
 	conn->sending = rest;
 	buf = uv_buf_init((char *)conn->sending.data + done, (unsigned)(conn->sending.len - done));
-	int rc = uv_write(&conn->write_req, &conn->h.stream, &buf, 1, on_write);
-	if (rc != 0) {
-		conn_write_failed(conn, rc);
-		return false;
+	rc = uv_write(&conn->write_req, &conn->h.stream, &buf, 1, on_write);
+	if (rc == 0) {
+		conn->writing = true;
+		return true;
 	}
-	conn->writing = true;
-	return true;
+failed:
+	conn_write_failed(conn, rc);
+	return false;
+}
+
+/* shutdown callback: the last response is out; close. */
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	ta_conn *conn = req->handle->data;
+	(void)status;
+	ta_conn_close(conn);
 }
 
 /* After a callback changed the connection: run what is queued, hand the responses to the
- * socket, adjust reading, and shut down once everything is answered. */
+ * socket, adjust reading, and DRAINING -> SHUTTING_DOWN once no more requests will come
+ * and all are answered. */
 static void conn_settle(ta_conn *conn)
 {
 	uint64_t bound = conn->host->cfg->max_write_queue;
@@ -388,7 +379,11 @@ static void conn_settle(ta_conn *conn)
 			break;
 	}
 	conn_update_reading(conn);
-	conn_maybe_finish(conn);
+	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight || conn->out.len)
+		return;
+	conn_transition(conn, TA_CONN_SHUTTING_DOWN);
+	if (uv_shutdown(&conn->shutdown_req, &conn->h.stream, on_shutdown) != 0)
+		ta_conn_close(conn);
 }
 
 /* uv_write callback. */
@@ -404,13 +399,6 @@ static void on_write(uv_write_t *req, int status)
 		conn_write_failed(conn, status);
 	else
 		conn_settle(conn);
-}
-
-/* A response asked to close the connection: no more requests are read or run. */
-static void conn_close_after(ta_conn *conn)
-{
-	conn_end_reads(conn);
-	conn_drop_queue(conn);
 }
 
 /* After a request of the connection ran (loop thread, nothing of it on a worker): marks the
@@ -454,7 +442,7 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len,
 static void item_done(ta_job *job);
 static void item_async_done(ta_job *job);
 
-/* Cuts the bytes of item's frames that ran on the loop (async_off) off its payload. */
+/* Cuts the bytes of item's frames that ran (async_off) off its payload. */
 static void item_cut_run(ta_conn_item *item)
 {
 	if (!item->async_off)
@@ -518,10 +506,8 @@ static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 			return;
 		}
 		if (close_after) {
-			conn->inflight = NULL;
-			item_free(item);
 			conn_close_after(conn);
-			return;
+			break;
 		}
 		if (step != TA_ASYNC_REST)
 			continue;
@@ -535,11 +521,8 @@ static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 		    conn_run_inline(conn, frame + TA_FRAME_HEADER, flen, &closed)) {
 			item->async_off += TA_FRAME_HEADER + flen;
 			item->nframes--;
-			if (closed) {
-				conn->inflight = NULL;
-				item_free(item);
-				return;
-			}
+			if (closed) /* the queue is dropped already */
+				break;
 			continue;
 		}
 		item_cut_run(item);
@@ -559,19 +542,18 @@ static void item_async_done(ta_job *job)
 	ta_conn *conn = item->conn;
 	bool close_after = false;
 	ta_async_run_finish(conn->arun, &close_after); /* gives the tiles back in any case */
-	if (conn_closing(conn)) {
+	if (conn_closing(conn) || close_after) {
 		conn->inflight = NULL;
 		item_free(item);
+	}
+	if (conn_closing(conn)) {
 		conn_maybe_free(conn);
 		return;
 	}
-	if (close_after) {
-		conn->inflight = NULL;
-		item_free(item);
+	if (close_after)
 		conn_close_after(conn);
-	} else {
+	else
 		conn_async_run(conn, item);
-	}
 	conn_settle(conn);
 }
 
@@ -599,11 +581,9 @@ static void conn_pump(ta_conn *conn)
 		if (conn_unsent(conn) >= cfg->max_write_queue)
 			return;
 		ta_conn_item *item = conn->q_head;
-		if (item->synthetic) {
-			conn_pop(conn);
+		if (item->synthetic) { /* conn_close_after drops it with the queue */
 			(void)ta_dispatch_error_append(conn->host->svc, 0, item->code, item->msg,
 			                               true, &conn->out);
-			item_free(item);
 			conn_close_after(conn);
 			return;
 		}
@@ -705,20 +685,15 @@ static bool conn_take_batch(ta_conn *conn, const uint8_t **data, size_t *len)
 	if (n < batch_min || (n == 1 && conn->host->async && conn->host->inline_max > 0) ||
 	    !budget_take(conn->host, span))
 		return false;
-	ta_conn_item *item = calloc(1, sizeof(*item));
-	uint8_t *copy = item ? malloc(span) : NULL;
-	if (!copy) {
-		free(item);
+	uint8_t *copy = malloc(span);
+	ta_conn_item *item = copy ? conn_enqueue(conn, copy, (uint32_t)span, n, span) : NULL;
+	if (!item) {
+		free(copy);
 		budget_give(conn->host, span);
 		return false;
 	}
-	item->reserved = span;
 	memcpy(copy, *data, span);
-	item->payload = copy;
-	item->len = (uint32_t)span;
 	item->batch = true;
-	item->nframes = n;
-	conn_enqueue(conn, item);
 	*data += span;
 	*len -= span;
 	return true;
@@ -756,31 +731,15 @@ static bool conn_reserve_frame(ta_conn *conn, const uint8_t *data, size_t len)
 	return true;
 }
 
-/* Before the handshake is finished: true when the input (data, len) completes the length
- * prefix of a new frame announcing more than TA_CONN_HANDSHAKE_FRAME_MAX bytes (*announced:
- * that length); such a frame is refused before anything is reserved or allocated. */
-static bool conn_frame_before_handshake_too_large(const ta_conn *conn, const uint8_t *data,
-                                                  size_t len, uint32_t *announced)
-{
-	const ta_frame_reader *r = &conn->reader;
-	if (conn->handshaken || r->header_have == TA_FRAME_HEADER ||
-	    r->header_have + len < TA_FRAME_HEADER)
-		return false;
-	*announced = peek_length(r, data);
-	return *announced > TA_CONN_HANDSHAKE_FRAME_MAX;
-}
-
 /* The input budget ran out: keeps the len unconsumed bytes at data (inside rbuf) and stops
  * reading until ta_conn_resume_input. */
 static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
 {
 	conn->stash_off = (size_t)(data - conn->rbuf);
 	conn->stash_len = len;
-	if (!conn->budget_wait) {
-		conn->budget_wait = true;
+	if (!conn->budget_wait)
 		conn->wait_since_ms = uv_now(conn->host->loop);
-		budget_waiters_add(conn->host, 1);
-	}
+	budget_wait_set(conn, true);
 	/* another loop may have given budget back between the failed take and the count
 	 * above, seeing no waiter: look again (both sides are sequentially consistent) */
 	if (atomic_load(&conn->host->budget->held) != conn->host->budget_seen)
@@ -795,8 +754,7 @@ static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
 static void conn_refuse(ta_conn *conn, const char *msg)
 {
 	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
-	if (!conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg))
-		ta_conn_close(conn);
+	(void)conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg);
 }
 
 /* Takes every whole frame out of the received bytes: runs it at once when it is small and
@@ -804,15 +762,19 @@ static void conn_refuse(ta_conn *conn, const char *msg)
  * keeps the rest when the input budget runs out (conn_wait_budget). The requests run here
  * are one pipelined run (ta_dispatch_begin_run): with --data-dir their mutation lock is
  * kept between them and their log records go to the log together, at the end, before any
- * of their responses can leave. */
+ * of their responses can leave. Then sets the frame timer. */
 static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 {
 	ta_dispatch_begin_run(conn->host->svc, conn->host->scratch);
 	char msg[256];
 	const ta_config *cfg = conn->host->cfg;
 	while (len > 0 && conn_may_read(conn)) {
+		/* before the handshake is finished, a new frame announcing more than
+		 * TA_CONN_HANDSHAKE_FRAME_MAX bytes is refused before anything is reserved */
 		uint32_t early = 0;
-		if (conn_frame_before_handshake_too_large(conn, data, len, &early)) {
+		if (!conn->handshaken && conn->reader.header_have < TA_FRAME_HEADER &&
+		    conn->reader.header_have + len >= TA_FRAME_HEADER &&
+		    (early = peek_length(&conn->reader, data)) > TA_CONN_HANDSHAKE_FRAME_MAX) {
 			snprintf(msg, sizeof(msg),
 			         "frame of %" PRIu32
 			         " bytes before the handshake: until it (Hello%s) "
@@ -839,7 +801,7 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 		if (st == TA_FRAME_NEED_MORE)
 			break;
 		if (st == TA_FRAME_READY) {
-			conn->frames_done++;
+			conn->frame_done = true;
 			uint64_t reserved = conn->reader_reserved; /* 0: whole in the input */
 			conn->reader_reserved = 0;
 			if (!conn->q_head && !conn->inflight &&
@@ -849,33 +811,23 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 				budget_give(conn->host, reserved);
 				continue;
 			}
-			if (!owned && !budget_take(conn->host, plen ? plen : 1)) {
-				/* the frame stays in rbuf: read it again once memory frees */
-				conn_wait_budget(conn, frame_at, frame_left);
-				break;
-			}
-			if (!owned)
+			if (!owned) {
+				if (!budget_take(conn->host, plen ? plen : 1)) {
+					/* the frame stays in rbuf, read again once memory frees */
+					conn_wait_budget(conn, frame_at, frame_left);
+					break;
+				}
 				reserved = plen ? plen : 1;
-			ta_conn_item *item = calloc(1, sizeof(*item));
-			if (item && !owned) {
-				owned = malloc(plen ? plen : 1);
-				if (owned)
+				if ((owned = malloc(reserved)))
 					memcpy(owned, payload, plen);
 			}
-			if (!item || !owned) {
-				free(item);
-				free(owned);
-				budget_give(conn->host, reserved);
-				conn_refuse(conn, "out of memory queueing a request; closing the "
-				                  "connection");
-				break;
-			}
-			item->payload = owned;
-			item->len = plen;
-			item->nframes = 1;
-			item->reserved = reserved;
-			conn_enqueue(conn, item);
-			continue;
+			if (owned && conn_enqueue(conn, owned, plen, 1, reserved))
+				continue;
+			free(owned);
+			budget_give(conn->host, reserved);
+			conn_refuse(conn,
+			            "out of memory queueing a request; closing the connection");
+			break;
 		}
 		uint32_t announced = ta_frame_get_header(conn->reader.header);
 		if (st == TA_FRAME_TOO_LARGE)
@@ -894,6 +846,13 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 	uint64_t seq = ta_dispatch_end_run(conn->host->svc, conn->host->scratch);
 	if (seq > conn->log_seq)
 		conn->log_seq = seq;
+	/* the frame timer runs while a partial frame is held: a frame gathered over several
+	 * reads keeps the time of its first bytes, one begun in this read gets this read's */
+	if (conn->reader.header_have == 0)
+		conn->frame_since_ms = 0;
+	else if (conn->frame_since_ms == 0 || conn->frame_done)
+		conn->frame_since_ms = uv_now(conn->host->loop);
+	conn->frame_done = false;
 }
 
 /* Frees a temporary handle that carried a received fd out of libuv. */
@@ -913,42 +872,27 @@ static void conn_take_fds(ta_conn *conn)
 	while (uv_pipe_pending_count(&conn->h.pipe) > 0) {
 		uv_pipe_t *carrier = malloc(sizeof(*carrier));
 		int rc = carrier ? uv_pipe_init(conn->host->loop, carrier, 0) : UV_ENOMEM;
-		if (rc != 0) {
+		int mine = -1;
+		if (rc == 0) {
+			carrier->data = NULL;
+			rc = uv_accept(&conn->h.stream, (uv_stream_t *)carrier);
+			uv_os_fd_t fd = -1;
+			if (rc == 0)
+				rc = uv_fileno((uv_handle_t *)carrier, &fd);
+			mine = rc == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+			uv_close((uv_handle_t *)carrier, on_fd_handle_close);
+		} else {
 			free(carrier);
-			ta_log(TA_LOG_WARNING,
-			       "connection %" PRIu64 ": cannot take a passed fd: %s", conn->serial,
-			       uv_strerror(rc));
-			return; /* the next read tries again; a register meanwhile finds no fd */
 		}
-		carrier->data = NULL;
-		rc = uv_accept(&conn->h.stream, (uv_stream_t *)carrier);
-		uv_os_fd_t fd = -1;
-		if (rc == 0)
-			rc = uv_fileno((uv_handle_t *)carrier, &fd);
-		int mine = rc == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-		uv_close((uv_handle_t *)carrier, on_fd_handle_close);
-		if (mine < 0) {
-			ta_log(TA_LOG_WARNING,
-			       "connection %" PRIu64 ": cannot take a passed fd: %s", conn->serial,
-			       rc != 0 ? uv_strerror(rc) : strerror(errno));
-			if (rc != 0)
-				return;
+		if (mine >= 0) {
+			ta_shm_push_fd(&conn->shm, mine);
 			continue;
 		}
-		ta_shm_push_fd(&conn->shm, mine);
+		ta_log(TA_LOG_WARNING, "connection %" PRIu64 ": cannot take a passed fd: %s",
+		       conn->serial, rc != 0 ? uv_strerror(rc) : strerror(errno));
+		if (rc != 0)
+			return; /* the next read tries again; a register meanwhile finds no fd */
 	}
-}
-
-/* After input was consumed: starts the frame timer when a partial frame is now held, stops
- * it when none is. A frame gathered over several reads keeps the time of its first bytes;
- * one begun in this read gets the time of this read. */
-static void conn_note_partial(ta_conn *conn)
-{
-	if (conn->reader.header_have == 0)
-		conn->frame_since_ms = 0;
-	else if (conn->frame_since_ms == 0 || conn->frames_done != conn->frames_done_seen)
-		conn->frame_since_ms = uv_now(conn->host->loop);
-	conn->frames_done_seen = conn->frames_done;
 }
 
 /* At EOF: true when the peer closed both directions (POLLHUP: a Unix-socket peer that
@@ -990,10 +934,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 			         conn->reader.header_have, conn->reader.payload_have,
 			         conn->reader.payload_len);
 			ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": %s", conn->serial, msg);
-			if (!conn_enqueue_error(conn, TA_INVALID_ARGUMENT, msg)) {
-				ta_conn_close(conn);
+			if (!conn_enqueue_error(conn, TA_INVALID_ARGUMENT, msg))
 				return;
-			}
 		}
 	} else if (nread < 0) {
 		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": read failed: %s", conn->serial,
@@ -1003,12 +945,10 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	} else {
 		conn_take_fds(conn);
 		conn->host->input_seen = true;
-		conn->last_active_ms = uv_now(conn->host->loop);
-		conn->last_read_ms = uv_now(conn->host->loop);
+		conn->last_active_ms = conn->last_read_ms = uv_now(conn->host->loop);
 		conn_consume(conn, (const uint8_t *)conn->rbuf, (size_t)nread);
 		if (conn_closing(conn))
 			return;
-		conn_note_partial(conn);
 	}
 	conn_settle(conn);
 }
@@ -1036,25 +976,6 @@ static void conn_update_reading(ta_conn *conn)
 		uv_read_stop(&conn->h.stream);
 		conn_transition(conn, TA_CONN_PAUSED);
 	}
-}
-
-/* shutdown callback: the last response is out; close. */
-static void on_shutdown(uv_shutdown_t *req, int status)
-{
-	ta_conn *conn = req->handle->data;
-	(void)status;
-	ta_conn_close(conn);
-}
-
-/* DRAINING -> SHUTTING_DOWN once no more requests will come and all are answered. */
-static void conn_maybe_finish(ta_conn *conn)
-{
-	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight || conn->out.len)
-		return;
-	conn_transition(conn, TA_CONN_SHUTTING_DOWN);
-	int rc = uv_shutdown(&conn->shutdown_req, &conn->h.stream, on_shutdown);
-	if (rc != 0)
-		ta_conn_close(conn);
 }
 
 ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
@@ -1209,8 +1130,7 @@ void ta_conn_resume_input(ta_conn *conn)
 {
 	if (!conn->budget_wait || conn_closing(conn))
 		return;
-	conn->budget_wait = false;
-	budget_waiters_add(conn->host, -1);
+	budget_wait_set(conn, false);
 	size_t off = conn->stash_off, len = conn->stash_len;
 	uint64_t since = conn->wait_since_ms;
 	conn->stash_len = 0;
@@ -1221,18 +1141,14 @@ void ta_conn_resume_input(ta_conn *conn)
 			return;
 		if (conn->budget_wait)
 			conn->wait_since_ms = since; /* still waiting: the wait goes on, not anew */
-		conn_note_partial(conn);
 	}
 	conn_settle(conn);
 }
 
 void ta_conn_reject(ta_conn *conn, ta_status code, const char *msg)
 {
-	if (!conn_enqueue_error(conn, code, msg)) {
-		ta_conn_close(conn);
-		return;
-	}
-	conn_settle(conn);
+	if (conn_enqueue_error(conn, code, msg))
+		conn_settle(conn);
 }
 
 void ta_conn_persisted(ta_conn *conn)

@@ -1,32 +1,28 @@
 /* conn.h: one client connection. Input goes through a ta_frame_reader (a length over
- * max_frame is answered with RESOURCE_EXHAUSTED before anything is allocated, then the
- * connection closes). A small request (at most the server's inline_max elements) whose
- * connection has nothing waiting runs at once on the loop thread, straight from the read
- * buffer; a larger one goes to the executor, and the requests behind it wait in a FIFO, so
- * responses leave in request order and large requests never stall other connections. A
- * read that brings at least host->batch_min whole frames (a pipelining client) hands them
- * to one worker job instead, so that busy connections spread over the cores while the
- * loop only moves bytes; with host->async (a backend with apply_async, --async-apply) the
- * loop runs such a batch itself instead, handing its small plans to the backend without
- * waiting (ta_async_run) and answering them when the backend's completion comes back
- * through the loop's executor port; the rest of a batch from its first request that is
- * not a small plan goes to a worker. Either way one item of a connection is in flight at a
- * time, so answers leave in request order.
- * Responses are appended to one output buffer per connection and leave in one write when
- * the loop is done with the connection's input (uv_try_write, else one uv_write in flight
- * at a time). Backpressure: reading pauses while the FIFO (max_pending requests, max_frame
- * bytes) or the unsent responses (max_write_queue bytes) are over their bounds, and queued
- * requests wait while the unsent responses are over theirs; both resume as the client
- * takes its responses.
+ * max_frame is answered RESOURCE_EXHAUSTED before anything is allocated, then the
+ * connection closes). A small request (at most host->inline_max elements) of a connection
+ * with nothing waiting runs at once on the loop thread, straight from the read buffer; a
+ * larger one goes to the executor and the requests behind it wait in a FIFO, so responses
+ * leave in request order and large requests never stall other connections. A read that
+ * brings at least host->batch_min whole frames (a pipelining client) goes to one worker job
+ * as a batch, so that busy connections spread over the cores; with host->async (a backend
+ * with apply_async, --async-apply) the loop runs the batch itself, handing its small plans
+ * to the backend without waiting (ta_async_run) and answering them when the completion
+ * comes back through the loop's executor port; the rest of a batch from its first request
+ * that is not a small plan goes to a worker. One item of a connection is in flight at a time.
+ * Responses go to one output buffer per connection and leave in one write once the loop is
+ * done with the input (uv_try_write, else one uv_write in flight at a time).
+ * Backpressure: reading pauses while the FIFO (max_pending requests, max_frame bytes) or
+ * the unsent responses (max_write_queue bytes) are over their bounds, and queued requests
+ * wait while the unsent responses are; both resume as the client takes its responses.
  *
- * End of a connection: EOF means "no more requests": the queued ones still run and are
- * answered, then the connection shuts down and closes. A read or write error closes at
- * once, dropping queued requests. A request already running always completes; when the
- * connection is gone by then, its response is dropped. The struct is freed only in the
- * close callback, and only when no request of it is running.
+ * End: EOF means "no more requests": the queued ones are still answered, then the
+ * connection shuts down and closes. A read or write error closes at once, dropping the
+ * queue. A running request always completes (its response dropped when the connection is
+ * gone); the struct is freed in the close callback once no request of it runs.
  *
- * Life cycle: conn->state, changed only by conn.c's one transition function, which
- * refuses (and logs at error level as a bug) any transition not in the table below.
+ * Life cycle: conn->state, changed only by conn.c's one transition function, which refuses
+ * (and logs at error level as a bug) any transition not in the table below.
  *
  *   NEW            handle initialised, not started; nothing read yet
  *   READING        reads allowed and uv_read_start in effect
@@ -51,38 +47,29 @@
  *    SHUTTING_DOWN                   server already draining (from NEW), forced shutdown
  *   CLOSING          CLOSED         the uv_close callback
  *
- * uv_read_start is in effect only in READING: leaving it for PAUSED, DRAINING or
- * CLOSING calls uv_read_stop (at EOF libuv has stopped already; the call is harmless).
+ * uv_read_start is in effect only in READING (leaving it calls uv_read_stop). `counted`
+ * (a max_connections slot, fixed by the server at accept) is given back (host->release) as
+ * soon as the connection enters CLOSING, even while a request of it runs, so that peers
+ * that are gone never keep others out; a refused connection runs through the same states
+ * uncounted.
  *
- * Not part of the life cycle: `counted` (whether the connection holds a max_connections
- * slot), which the server fixes at accept; the slot is given back (host->release) as soon
- * as the connection enters CLOSING, even while a request of it still runs (its answer is
- * dropped), so that peers that are gone never keep others out. A refused connection runs
- * through the same states uncounted.
+ * Input budget: what all connections of every loop hold (partial frames, queued requests)
+ * is bounded by host->budget (atomic reservations). A partial frame reserves its announced
+ * length when it starts, a queued request its payload; when that does not fit, the
+ * connection keeps the bytes already read (in rbuf), stops reading (budget_wait) and goes on
+ * once memory frees (ta_conn_resume_input), so that reservations held can always finish.
+ * Timeouts (ta_conn_check_timeouts, from the server's sweep): a partial frame held longer
+ * than frame_timeout (the clock waits while the daemon holds the connection up), a wait for
+ * input memory longer than twice frame_timeout, or idle_timeout without a byte sent or
+ * taken, is answered UNAVAILABLE and closed.
  *
- * Bounds besides backpressure: the input all connections hold (partial frames being
- * gathered, queued requests) is bounded by host->input_max. A partial frame reserves its
- * announced length when it starts, a queued request its payload (the budget is shared by every
- * event loop: atomic reservations); when the reservation does
- * not fit, the connection keeps the bytes it already read (in rbuf), stops reading
- * (budget_wait) and goes on once memory frees (ta_conn_resume_input), so that connections
- * that already hold a reservation can always finish their frames. A connection that holds
- * a partial frame longer than frame_timeout (the clock waits while the daemon holds the
- * connection up: requests of it queued or running), waits for input memory longer than twice
- * frame_timeout (when every reservation older than the wait has ended), or sends and takes nothing
- * for idle_timeout, is answered UNAVAILABLE and closed (ta_conn_check_timeouts, called by the
- * server's periodic sweep), so that neither slow senders nor the connections queued behind them
- * hold a slot for long.
- *
- * The handshake (Hello, and Auth on a TCP connection to a daemon with a secret): until the
- * loop has seen it finished (conn->handshaken, set after the request that finished it ran),
- * a frame may announce at most TA_CONN_HANDSHAKE_FRAME_MAX bytes (a larger one is answered
- * RESOURCE_EXHAUSTED and closes the connection before any input budget is reserved or
- * anything allocated), frames do not go to workers in batches, and a connection that has
- * not finished it handshake_timeout after it was accepted is answered UNAVAILABLE and closed
- * (the sweep). host->handshaken tells the server, which counts connections in their
- * handshake (max_unauthenticated). ta_conn_stalled_since tells the server which connection
- * to close when a newcomer finds every slot taken (server.c). */
+ * The handshake (Hello, and Auth on TCP to a daemon with a secret): until the loop has seen
+ * it finished (conn->handshaken), a frame may announce at most TA_CONN_HANDSHAKE_FRAME_MAX
+ * bytes (a larger one is answered RESOURCE_EXHAUSTED and closes the connection before
+ * anything is reserved), frames do not go to workers in batches, and handshake_timeout
+ * after the accept the connection is answered UNAVAILABLE and closed. host->handshaken
+ * tells the server (max_unauthenticated); ta_conn_stalled_since tells it which connection
+ * to close when a newcomer finds every slot taken. */
 #ifndef TA_DAEMON_CONN_H
 #define TA_DAEMON_CONN_H
 
@@ -118,27 +105,22 @@ typedef struct ta_conn_host {
 	ta_service *svc;              /* shared request state handed to dispatch */
 	ta_dispatch_scratch *scratch; /* the loop thread's dispatch memory (inline requests) */
 	int64_t inline_max;           /* most elements of a request run on the loop (-1: none) */
-	unsigned batch_min;           /* a read holding this many whole frames goes to a worker
-	                                 as one job (0: never) */
+	unsigned batch_min;           /* frames of one read that make a worker's batch (0: never) */
 	/* hands a request job to the executor (its done callback runs later on the loop) */
 	void (*submit)(struct ta_conn_host *host, ta_job *job);
-	/* a connection is about to be freed: the server forgets it (list, counters) and sees
-	 * whether a shutdown has anything left to wait on */
+	/* a connection is about to be freed: the server forgets it (list, counts, shutdown) */
 	void (*gone)(struct ta_conn_host *host, struct ta_conn *conn);
 	/* a connection entered CLOSING: the server takes its max_connections slot back */
 	void (*release)(struct ta_conn_host *host, struct ta_conn *conn);
-	/* input budget was given back while connections wait for it: the server calls
-	 * ta_conn_resume_input on them soon (not from inside this call) */
+	/* budget came back while connections wait: the server resumes them soon, not in here */
 	void (*input_freed)(struct ta_conn_host *host);
 	/* the connection finished its handshake (the server's count of those in theirs) */
 	void (*handshaken)(struct ta_conn_host *host, struct ta_conn *conn);
 	ta_input_budget *budget;   /* input all connections may hold (shared by the loops) */
 	atomic_uint input_waiters; /* connections of this loop waiting for input budget */
 	uint64_t budget_seen;      /* budget->held when a take of this loop last failed */
-	bool input_seen;           /* a connection of this loop read bytes since the loop's
-	                              busy-poll check last looked (--busy-poll) */
-	bool async;                /* batches run on the loop, their small plans through the
-	                              backend's apply_async (--async-apply) */
+	bool input_seen;           /* bytes read since the loop's busy-poll check last looked */
+	bool async;                /* batches run on the loop through apply_async (--async-apply) */
 	ta_executor_port *port;    /* where this loop's completions come back (async) */
 } ta_conn_host;
 
@@ -168,14 +150,11 @@ typedef struct ta_conn_item {
 	ta_job job;                /* executor job (work on a worker, done on the loop) */
 	struct ta_conn_item *next; /* next item in the connection's FIFO */
 	struct ta_conn *conn;      /* owning connection */
-	uint8_t *payload;          /* the frame's payload (NULL for a synthetic error); a batch:
-	                              whole frames, length prefixes included */
+	uint8_t *payload;          /* payload (NULL: synthetic); batch: whole frames, prefixed */
 	uint32_t len;              /* payload bytes */
 	bool batch;                /* a run of nframes small frames for one worker job */
 	uint32_t nframes;          /* requests in the item (1, or a batch's count) not run yet */
-	uint32_t async_off;        /* a batch run on the loop (host->async): its bytes before
-	                              this offset are run (kept while their plans are in
-	                              flight: the plans point into them) */
+	uint32_t async_off;        /* a batch: the bytes before this ran (async: plans point in) */
 	bool synthetic;            /* answer with code/msg instead of decoding a payload */
 	uint64_t reserved;         /* bytes of the input budget the item holds */
 	ta_status code;            /* synthetic: the status */
@@ -218,20 +197,15 @@ struct ta_conn {
 	uint64_t wait_since_ms;            /* budget_wait: loop time the wait began */
 	uint64_t last_active_ms;           /* loop time of the last byte read or written */
 	uint64_t frame_since_ms;           /* loop time the partial frame began (0: none) */
-	uint64_t frames_done;              /* whole frames taken from the input (counter) */
-	uint64_t frames_done_seen;         /* frames_done when the frame timer was last set */
+	bool frame_done;                   /* a frame was taken since the frame timer was set */
 	bool has_shm;                      /* shm is initialised (Unix-socket connections) */
 	ta_shm_table shm;                  /* shared buffers the client registered (shmbuf.h) */
-	uint64_t log_seq;                  /* highest log record answered in out: out waits until
-	                                      it is durable (--fsync always, persist.h) */
+	uint64_t log_seq;                  /* out leaves once this record is durable (persist.h) */
 	uint64_t accepted_ms;              /* loop time the connection was started */
 	bool handshaken;                   /* the loop saw Hello (and Auth where needed) succeed */
-	bool pending;                      /* counted among the connections in their handshake
-	                                      (server's: set at accept, cleared by it) */
-	uint64_t accepted_turn;            /* the owning loop's turn (server's count of loop
-	                                      iterations) at the accept (server's) */
-	ta_async_run *arun;                /* its batches' run on the loop (host->async; made
-	                                      with the first batch) */
+	bool pending;                      /* counted among those in their handshake (server's) */
+	uint64_t accepted_turn;            /* the owning loop's turn at the accept (server's) */
+	ta_async_run *arun;                /* its batches' run on the loop (async; made lazily) */
 };
 
 /* Allocates connection number serial (for logs) of the listener type (tcp: true for TCP)

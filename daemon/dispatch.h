@@ -38,22 +38,15 @@ typedef struct ta_service {
 	ta_backend_info info;                        /* the backend's description (immutable) */
 	ta_registry *registry;                       /* the named tiles */
 	uint32_t max_frame;                          /* largest response payload sent, bytes */
-	ta_service_totals totals[TA_METRICS_SHARDS]; /* requests, errors, elements (per shard:
-	                                                ta_service_read_totals adds them up) */
+	ta_service_totals totals[TA_METRICS_SHARDS]; /* per shard; ta_service_read_totals adds up */
 	atomic_uint connections;    /* open client connections (kept by the server) */
 	ta_metrics metrics;         /* per-request-kind counters (stats, --metrics) */
-	bool replaying;             /* persistence is replaying the logs: a create whose
-	                               placement names a device that is gone is placed by
-	                               the default instead (logged) */
-	bool time_requests;         /* also time each request (latency histograms; on
-	                               with --metrics: two clock readings a request) */
+	bool replaying;             /* replaying logs: creates on gone devices placed by default */
+	bool time_requests;         /* time each request (histograms; --metrics: two clocks) */
 	const ta_auth_secret *auth; /* the secret TCP clients prove (NULL: no auth) */
 	ta_log_limit auth_log;      /* rate limit of the authentication failure lines */
 	struct ta_persist *persist; /* durability (--data-dir, persist.h); NULL: none */
-	bool recheck_plans;         /* the backend re-checks every plan in full
-	                               (ta_plan_check; off: the plans dispatch has just
-	                               built are marked prechecked; on in tests and the
-	                               fuzz target, which hold ta_plan_build to it) */
+	bool recheck_plans; /* re-check built plans in full (tests, fuzz), else prechecked */
 } ta_service;
 
 /* Who is on a connection and how far its handshake went. One per connection, used by one
@@ -65,10 +58,8 @@ typedef struct ta_session {
 	ta_owner identity;            /* the peer's uid (Unix), else TA_OWNER_PUBLIC */
 	uint8_t nonce[TA_AUTH_NONCE]; /* the challenge of this connection (auth_needed) */
 	uint64_t serial;              /* connection number, for logs */
-	ta_repeat repeat;             /* the last one-element atomic request, kept to run the
-	                                 same request again without decoding (codec.h) */
-	struct ta_shm_table *shm;     /* the connection's shared buffers (shmbuf.h; NULL: none,
-	                                 e.g. TCP) */
+	ta_repeat repeat;             /* the last one-element atomic, kept to rerun undecoded */
+	struct ta_shm_table *shm;     /* its shared buffers (shmbuf.h; NULL: none, e.g. TCP) */
 } ta_session;
 
 /* One encoded response and what to do after sending it. */
@@ -84,20 +75,14 @@ typedef struct ta_reply {
 
 /* What one thread needs to dispatch requests without allocating in steady state. */
 typedef struct ta_dispatch_scratch {
-	ta_arena arena;       /* decoded request, values returned, reset after each request */
-	uint64_t log_seq;     /* log record of the last request (ta_dispatch_run_session), or the
-	                         highest of a run (ta_dispatch_run_batch); 0: none (persist.h) */
-	ta_persist_run run;   /* the pipelined run's lock and records (persist.h) */
-	bool in_run;          /* between ta_dispatch_begin_run and ta_dispatch_end_run */
-	ta_tile_cache tiles;  /* the thread's last tile lookup (registry.h) */
-	bool pinning;         /* between ta_dispatch_begin_run and ta_dispatch_end_run: a kept
-	                         request run at once leaves its tile's reference in pin */
-	ta_tile *pin;         /* a reference this thread holds until the run ends (NULL: none):
-	                         the run's next repeats on that tile take none of their own, so
-	                         that threads running one tile do not fight over its count */
-	bool hold_metrics;    /* in a run, requests untimed: the OK answers of kept requests
-	                         (codec.h) count into held, published at the run's end or
-	                         before any other request */
+	ta_arena arena;      /* decoded request, values returned, reset after each request */
+	uint64_t log_seq;    /* log record of the last request, or a batch's highest; 0: none */
+	ta_persist_run run;  /* the pipelined run's lock and records (persist.h) */
+	bool in_run;         /* between ta_dispatch_begin_run and ta_dispatch_end_run */
+	ta_tile_cache tiles; /* the thread's last tile lookup (registry.h) */
+	bool pinning;        /* in a run: a kept request run at once leaves its tile in pin */
+	ta_tile *pin;        /* the run's held tile reference: its repeats take none (NULL: none) */
+	bool hold_metrics;   /* in an untimed run: kept requests' OK answers count into held */
 	ta_metrics_held held; /* those counts (also the request totals' requests and elements) */
 } ta_dispatch_scratch;
 
@@ -202,9 +187,9 @@ void ta_async_run_finish(ta_async_run *ar, bool *close_after);
  * started. */
 void ta_dispatch_begin_run(ta_service *svc, ta_dispatch_scratch *scratch);
 /* Ends the run: its held metrics are published, its records go to the log and its lock is
- * released. Returns the highest log
- * record behind its responses (0: none), or TA_PERSIST_SEQ_LOST: they must not leave
- * (ta_persist_durable). Call before any response of the run can leave. */
+ * released. Returns the highest log record behind its responses (0: none), or
+ * TA_PERSIST_SEQ_LOST: they must not leave (ta_persist_durable). Call before any response
+ * of the run can leave. */
 uint64_t ta_dispatch_end_run(ta_service *svc, ta_dispatch_scratch *scratch);
 
 /* Appends an error response for request id (0 when unknown) to out; returns close_after,

@@ -72,9 +72,11 @@ void ta_executor_expect(ta_executor_port *port, ta_job *job)
 	job->port = port;
 }
 
-/* Loop thread: runs the done callbacks of every finished job of port. */
-static void drain_done(ta_executor_port *port)
+/* Loop thread (the uv_async callback): runs the done callbacks of every finished job of the
+ * port. */
+static void drain_done(uv_async_t *async)
 {
+	ta_executor_port *port = async->data;
 	pthread_mutex_lock(&port->lock);
 	ta_job *job = port->done_head;
 	port->done_head = port->done_tail = NULL;
@@ -88,12 +90,6 @@ static void drain_done(ta_executor_port *port)
 	}
 }
 
-/* uv_async callback. */
-static void on_async(uv_async_t *handle)
-{
-	drain_done(handle->data);
-}
-
 int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop)
 {
 	memset(port, 0, sizeof(*port));
@@ -101,7 +97,7 @@ int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop)
 	int rc = pthread_mutex_init(&port->lock, NULL);
 	if (rc != 0)
 		return -rc;
-	rc = uv_async_init(loop, &port->async, on_async);
+	rc = uv_async_init(loop, &port->async, drain_done);
 	if (rc != 0) {
 		pthread_mutex_destroy(&port->lock);
 		return rc;
@@ -110,22 +106,34 @@ int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop)
 	return 0;
 }
 
-/* Close callback of a port's async handle. */
+/* Frees what ta_executor_init allocated besides the port. */
+static void free_sync(ta_executor *ex)
+{
+	free(ex->threads);
+	ex->threads = NULL;
+	pthread_cond_destroy(&ex->cond);
+	pthread_mutex_destroy(&ex->lock);
+}
+
+/* Close callback of a port's async handle; the own port's close ends the executor. */
 static void on_port_closed(uv_handle_t *handle)
 {
 	ta_executor_port *port = handle->data;
+	ta_executor *ex = port->owner;
 	pthread_mutex_destroy(&port->lock);
-	if (port->closed_cb)
-		port->closed_cb(port);
+	if (!ex)
+		return;
+	free_sync(ex);
+	if (ex->closed_cb)
+		ex->closed_cb(ex);
 }
 
-void ta_executor_port_close(ta_executor_port *port, void (*cb)(ta_executor_port *port))
+void ta_executor_port_close(ta_executor_port *port)
 {
-	drain_done(port);
+	drain_done(&port->async);
 	if (port->running != 0)
 		ta_log(TA_LOG_ERR, "executor: a port closes with %d job(s) running (a bug)",
 		       port->running);
-	port->closed_cb = cb;
 	pthread_mutex_lock(&port->lock); /* waits out a worker inside uv_async_send */
 	pthread_mutex_unlock(&port->lock);
 	uv_close((uv_handle_t *)&port->async, on_port_closed);
@@ -154,15 +162,6 @@ static void stop_workers(ta_executor *ex)
 	ex->nthreads = 0;
 }
 
-/* Frees what ta_executor_init allocated besides the port. */
-static void free_sync(ta_executor *ex)
-{
-	free(ex->threads);
-	ex->threads = NULL;
-	pthread_cond_destroy(&ex->cond);
-	pthread_mutex_destroy(&ex->lock);
-}
-
 int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 {
 	memset(ex, 0, sizeof(*ex));
@@ -184,7 +183,6 @@ int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 	rc = ta_executor_port_init(&ex->main, loop);
 	if (rc != 0)
 		goto fail_sync;
-	ex->main.data = ex;
 
 	/* Workers inherit this mask: signals go to the loop thread only. */
 	sigset_t old;
@@ -198,9 +196,10 @@ int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 		ex->nthreads++;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ex->nthreads == nthreads)
+	if (ex->nthreads == nthreads) {
+		ex->main.owner = ex; /* its close ends the executor (on_port_closed) */
 		return 0;
-
+	}
 	stop_workers(ex); /* a thread failed to start: stop the ones that did */
 	uv_close((uv_handle_t *)&ex->main.async, on_port_closed);
 fail_sync:
@@ -227,18 +226,9 @@ int ta_executor_running(const ta_executor *ex)
 	return ex->main.running;
 }
 
-/* Close callback of the own port: the executor is gone. */
-static void on_main_port_closed(ta_executor_port *port)
-{
-	ta_executor *ex = port->data;
-	free_sync(ex);
-	if (ex->closed_cb)
-		ex->closed_cb(ex);
-}
-
 void ta_executor_stop(ta_executor *ex, ta_executor_closed_cb cb)
 {
 	ex->closed_cb = cb;
 	stop_workers(ex);
-	ta_executor_port_close(&ex->main, on_main_port_closed);
+	ta_executor_port_close(&ex->main);
 }

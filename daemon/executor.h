@@ -34,8 +34,7 @@ struct ta_executor_port {
 	pthread_mutex_t lock;          /* guards the done queue and the async handle's life */
 	ta_job *done_head, *done_tail; /* worked, done callback still to run */
 	int running;                   /* jobs submitted here and not yet done (loop thread) */
-	void (*closed_cb)(ta_executor_port *port); /* called once the port is closed */
-	void *data; /* the owner's pointer (not used by the executor) */
+	ta_executor *owner;            /* the executor whose own port it is (NULL: none) */
 };
 
 /* Called on the loop thread once the executor has fully stopped. */
@@ -77,9 +76,8 @@ void ta_executor_expect(ta_executor_port *port, ta_job *job);
 /* The work of job (submitted, or expected) is finished: queues its done callback on its
  * port's loop and wakes that loop. Any thread. */
 void ta_executor_complete(ta_job *job);
-/* Closes a port (not the own one) once none of its jobs is running; cb (may be NULL) runs
- * when the handle is closed. port's loop thread. */
-void ta_executor_port_close(ta_executor_port *port, void (*cb)(ta_executor_port *port));
+/* Closes a port (not the own one) once none of its jobs is running. port's loop thread. */
+void ta_executor_port_close(ta_executor_port *port);
 /* Stops the workers after the queued jobs are worked (their done callbacks still run),
  * joins them, closes the async handle and then calls cb (may be NULL). Loop thread. */
 void ta_executor_stop(ta_executor *ex, ta_executor_closed_cb cb);

@@ -732,7 +732,13 @@ static ta_status on_register_buffer(resp_ctx *rc, const Tileatom__RegisterBuffer
 			    "register_buffer: device buffers cannot be logged; this "
 			    "daemon runs with --data-dir (send the operands inline or "
 			    "in a shared buffer)");
+		if (m->cuda_device_uuid.len != 0 && m->cuda_device_uuid.len != TA_GPU_UUID_BYTES)
+			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                    "register_buffer: a GPU UUID has %d bytes, not %zu",
+			                    TA_GPU_UUID_BYTES, m->cuda_device_uuid.len);
 		st = ta_shm_register_device(t, m->cuda_ipc_handle.data, m->cuda_ipc_handle.len,
+		                            m->cuda_device_uuid.len ? m->cuda_device_uuid.data
+		                                                    : NULL,
 		                            m->size, &id, &rc->err);
 	} else {
 		st = ta_shm_register(t, m->size, &id, &rc->err);

@@ -19,27 +19,11 @@
 #include "ta_frame.h"
 #include "wirecheck.h"
 
-/* Hands the bytes of buf over to a ta_reply. */
-static void reply_from_buf(ta_frame_buf *buf, bool close_after, ta_reply *out)
-{
-	out->frame = buf->data;
-	out->len = buf->len;
-	out->close_after = close_after;
-	if (!out->frame)
-		out->len = 0;
-}
-
 void ta_dispatch_scratch_init(ta_dispatch_scratch *s)
 {
+	memset(s, 0, sizeof(*s)); /* no run, no pin, no tile looked up, nothing held */
 	ta_arena_init(&s->arena, TA_DISPATCH_ARENA_KEEP);
-	s->log_seq = 0;
 	ta_persist_run_init(&s->run);
-	s->in_run = false;
-	memset(&s->tiles, 0, sizeof(s->tiles));
-	s->pinning = false;
-	s->pin = NULL;
-	s->hold_metrics = false;
-	s->held = (ta_metrics_held){TA_REQ_NONE, 0, 0, 0, 0};
 }
 
 void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
@@ -81,15 +65,6 @@ HOT void decode_request(ta_dispatch_scratch *scratch, const uint8_t *payload, si
 		d->outcome = TA_WIRE_MALFORMED;
 }
 
-static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
-                                   ta_session *session, const uint8_t *payload, size_t len,
-                                   uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
-                                   bool *close_after);
-static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
-                                       ta_session *session, const uint8_t *payload, size_t len,
-                                       uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
-                                       bool *close_after, decoded *d, ta_wire_request *w);
-
 /* Starts the metrics of a decoded request of payload_len bytes: its size, and the clock
  * when requests are timed. */
 static void metrics_start(resp_ctx *rc, size_t payload_len)
@@ -127,132 +102,29 @@ HOT void rc_begin(resp_ctx *rc, ta_service *svc, ta_dispatch_scratch *scratch, t
 	rc->run = scratch->in_run ? &scratch->run : NULL;
 }
 
-/* ta_dispatch_run_session for a request of a run with a group: a small plan joins the group
- * (answered by group_flush), anything else runs after the group is flushed. */
-static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const uint8_t *payload,
-                        size_t len)
+/* rc_begin for request w of group g (no element limit), its metrics started. */
+HOT void rc_grouped(resp_ctx *rc, dispatch_group *g, ta_dispatch_scratch *scratch,
+                    const uint8_t *payload, size_t len, const ta_wire_request *w)
 {
-	ta_service *svc = g->svc;
-	decoded d;
-	ta_wire_request *w = &g->wires[g->n];
-	decode_counted(svc, scratch, payload, len, w, &d);
-	if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind)) {
-		/* not a plan (or a problem, or no Request at all): what came before runs
-		 * first, then this one, decoded once */
-		group_flush(g);
-		bool close_after = false;
-		(void)run_decoded(svc, scratch, g->session, payload, len, NULL, -1, g->out,
-		                  &close_after, &d, w);
-		if (close_after)
-			g->close_after = true;
-		return;
-	}
-	resp_ctx *rc = &g->rcs[g->n];
-	rc_begin(rc, svc, scratch, g->session, payload, len, -1);
+	rc_begin(rc, g->svc, scratch, g->session, payload, len, -1);
 	rc->group = g;
 	rc->id = w->id;
 	rc->req_kind = w->kind;
 	rc->wire = w;
 	metrics_start(rc, len);
-	ta_status st = handle(rc, w, NULL);
-	scratch->log_seq = rc->log_seq;
-	if (rc->collected) {
-		if (++g->n == TA_DISPATCH_GROUP)
-			group_flush(g);
-	} else {
-		group_flush(g); /* its answer comes after those before it */
-		if (finish_reply(svc, rc, st, g->out))
-			g->close_after = true;
-	}
-	if (g->n == 0)
-		ta_arena_reset(&scratch->arena);
 }
 
-size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
-                             const uint8_t *frames, size_t len, uint64_t out_bound,
-                             ta_frame_buf *out, bool *close_after, uint32_t *nframes)
+/* Empties g (of svc; async: ta_async_run's) for the answers of session's requests, to go
+ * to out. */
+static void group_start(dispatch_group *g, ta_service *svc, bool async, ta_frame_buf *out,
+                        ta_session *session)
 {
-	size_t done = 0;
-	uint64_t log_seq = 0;
-	*close_after = false;
-	*nframes = 0;
-	bool own_run = !scratch->in_run;
-	if (own_run)
-		ta_dispatch_begin_run(svc, scratch);
-	dispatch_group *g = malloc(sizeof(*g)); /* NULL: one by one, as well */
-	if (g) {
-		g->svc = svc;
-		g->out = out;
-		g->session = session;
-		g->close_after = false;
-		g->n = 0;
-		g->async = false;
-	}
-	while (len - done >= TA_FRAME_HEADER && !*close_after && out->len < out_bound) {
-		uint32_t n = ta_frame_get_header(frames + done);
-		if (n > len - done - TA_FRAME_HEADER)
-			break; /* a partial frame: the caller cut whole ones */
-		const uint8_t *payload = frames + done + TA_FRAME_HEADER;
-		if (g) {
-			run_grouped(g, scratch, payload, n);
-			*close_after = g->close_after;
-		} else {
-			(void)run_one(svc, scratch, session, payload, n, NULL, -1, out,
-			              close_after);
-		}
-		if (scratch->log_seq > log_seq)
-			log_seq = scratch->log_seq;
-		done += TA_FRAME_HEADER + (size_t)n;
-		(*nframes)++;
-	}
-	if (g) {
-		group_flush(g);
-		*close_after = g->close_after;
-		ta_arena_reset(&scratch->arena);
-		free(g);
-	}
-	if (own_run) { /* before any of the responses can leave */
-		uint64_t run_seq = ta_dispatch_end_run(svc, scratch);
-		if (run_seq > log_seq)
-			log_seq = run_seq;
-	}
-	scratch->log_seq = log_seq;
-	return done;
-}
-
-/* A connection's pipelined run on its event loop, its small plans applied through the
- * backend's apply_async (see dispatch.h). */
-struct ta_async_run {
-	ta_dispatch_scratch scratch; /* its arena (the requests in flight) and tile cache */
-	int tail;                    /* >= 0: g.rcs[tail] is a request handled but not collected,
-	                                answered after the group; -1: none */
-	ta_status tail_st;           /* that request's outcome */
-	dispatch_group g;            /* the plans in flight */
-};
-
-ta_async_run *ta_async_run_new(ta_service *svc)
-{
-	ta_async_run *ar = malloc(sizeof(*ar));
-	if (!ar)
-		return NULL;
-	ta_dispatch_scratch_init(&ar->scratch);
-	ar->tail = -1;
-	ar->tail_st = TA_OK;
-	ar->g.svc = svc;
-	ar->g.async = true;
-	ar->g.n = 0;
-	ar->g.out = NULL;
-	ar->g.session = NULL;
-	ar->g.close_after = false;
-	return ar;
-}
-
-void ta_async_run_free(ta_async_run *ar)
-{
-	if (!ar)
-		return;
-	ta_dispatch_scratch_free(&ar->scratch);
-	free(ar);
+	g->svc = svc;
+	g->async = async;
+	g->out = out;
+	g->session = session;
+	g->close_after = false;
+	g->n = 0;
 }
 
 /* Where request w may be kept (the session's kept request, codec.h) once it ran: an
@@ -264,218 +136,6 @@ static inline ta_repeat *keep_in(ta_session *session, const ta_wire_request *w)
 	    ta_req_family(w->kind) == TA_FAMILY_NONE)
 		return NULL;
 	return &session->repeat;
-}
-
-/* The tile the session's kept request ran on, held (a reference the caller gives back),
- * counting a hit; NULL, the kept request forgotten, when that tile is gone or re-created. */
-static inline __attribute__((always_inline)) ta_tile *
-repeat_tile(ta_service *svc, ta_session *session, ta_error *err)
-{
-	ta_repeat *r = &session->repeat;
-	ta_tile *tile = NULL;
-	if (ta_registry_get_cached(svc->registry, &r->tiles, r->name, ta_session_who(session),
-	                           &tile, err) != TA_OK ||
-	    tile != r->tile || r->tiles.stamp != r->stamp) {
-		if (tile)
-			ta_tile_unref(tile);
-		ta_repeat_clear(r);
-		return NULL;
-	}
-	r->hits++;
-	return tile;
-}
-
-/* The kept request's tile when the caller already holds a reference to held: held itself
- * when it is that tile, unchanged (*borrowed: nothing taken, counting a hit); else
- * repeat_tile's new reference (*borrowed false). NULL as repeat_tile. */
-HOT ta_tile *repeat_tile_via(ta_service *svc, ta_session *session, const ta_tile *held,
-                             bool *borrowed, ta_error *err)
-{
-	ta_repeat *r = &session->repeat;
-	*borrowed =
-	    held && held == r->tile && ta_tile_still(r->tile, r->stamp, ta_session_who(session));
-	if (*borrowed) {
-		r->hits++;
-		return r->tile;
-	}
-	return repeat_tile(svc, session, err);
-}
-
-/* repeat_tile for a request run at once (repeat_run): within a run, the tile the thread
- * pinned for it (scratch->pin) when it is still the kept request's, taking nothing; else
- * repeat_tile's reference, pinned for the rest of the run (the one pinned before given
- * back). Outside a run it is repeat_tile; the caller then gives the reference back
- * (repeat_release). */
-HOT ta_tile *repeat_tile_pinned(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
-                                ta_error *err)
-{
-	bool borrowed;
-	ta_tile *tile = repeat_tile_via(svc, session, scratch->pin, &borrowed, err);
-	if (tile && !borrowed && scratch->pinning) {
-		ta_tile_unref(scratch->pin);
-		scratch->pin = tile;
-	}
-	return tile;
-}
-
-/* Gives back what repeat_tile_pinned handed out: nothing when it is the run's pin. */
-HOT void repeat_release(ta_dispatch_scratch *scratch, ta_tile *tile)
-{
-	if (tile != scratch->pin)
-		ta_tile_unref(tile);
-}
-
-/* Collects payload into rc as the session's kept request again (codec.h) when it is that
- * request and its plan may join an asynchronous group: the plan copied with its operand
- * bytes into the run's arena (the kept plan's own are overwritten by the next match), the
- * tile held (through prev, the group's request before, when that one holds the same
- * unchanged tile: no reference of its own), no decoding or planning. False, with nothing
- * done, when it is not (the tile replaced: the kept request is forgotten, and the
- * decoder answers). */
-static bool repeat_collect(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
-                           const uint8_t *payload, size_t len, const resp_ctx *prev, resp_ctx *rc)
-{
-	ta_repeat *r = &session->repeat;
-	uint64_t id = 0;
-	if (svc->persist || r->plan.space != TA_SPACE_GLOBAL || !ta_plan_async_ok(&r->plan) ||
-	    !ta_repeat_match(r, payload, len, &id))
-		return false;
-	uint64_t *room = ta_arena_alloc_inline(&scratch->arena, sizeof(r->slots) + sizeof(r->old));
-	if (!room)
-		return false;
-	rc_begin(rc, svc, scratch, session, payload, len, -1);
-	bool shared;
-	ta_tile *tile = repeat_tile_via(svc, session, prev ? prev->held : NULL, &shared, &rc->err);
-	if (!tile)
-		return false;
-	memcpy(room, r->slots, sizeof(r->slots));
-	rc->plan = r->plan;
-	ta_operand *ops[TA_MAX_RANK + 2];
-	int k = 0;
-	for (int i = 0; i < rc->plan.n_index && i < TA_MAX_RANK; i++)
-		ops[k++] = &rc->plan.index[i];
-	ops[k++] = &rc->plan.values;
-	ops[k++] = &rc->plan.compare;
-	for (int i = 0; i < k; i++) /* the holes' bytes: now the copies */
-		for (int h = 0; h < TA_REPEAT_HOLES; h++)
-			if (ops[i]->data == (const void *)&r->slots[h])
-				ops[i]->data = &room[h];
-	if (rc->plan.want_old) {
-		rc->old_buf = (uint8_t *)&room[TA_REPEAT_HOLES];
-		rc->plan.old_out = rc->old_buf;
-	}
-	rc->id = id;
-	rc->req_kind = r->kind;
-	rc->kind = OUT_OP;
-	rc->held = tile;
-	rc->held_shared = shared;
-	rc->collected = true;
-	metrics_start(rc, len);
-	return true;
-}
-
-ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uint8_t *frames,
-                                size_t len, ta_frame_buf *out, bool *close_after, size_t *used,
-                                uint32_t *nframes, void (*done)(void *arg), void *arg)
-{
-	dispatch_group *g = &ar->g;
-	ta_service *svc = g->svc;
-	ta_dispatch_scratch *scratch = &ar->scratch;
-	g->out = out;
-	g->session = session;
-	g->close_after = false;
-	g->n = 0;
-	ar->tail = -1;
-	*close_after = false;
-	size_t off = 0;
-	uint32_t nf = 0;
-	/* logged requests keep their order and acknowledgement through the workers */
-	while (!svc->persist && len - off >= TA_FRAME_HEADER && g->n < TA_DISPATCH_GROUP) {
-		uint32_t n = ta_frame_get_header(frames + off);
-		if (n > len - off - TA_FRAME_HEADER)
-			break; /* a partial frame: the caller cut whole ones */
-		const uint8_t *payload = frames + off + TA_FRAME_HEADER;
-		resp_ctx *rc = &g->rcs[g->n];
-		if (session && session->repeat.valid &&
-		    repeat_collect(svc, scratch, session, payload, n,
-		                   g->n > 0 ? &g->rcs[g->n - 1] : NULL, rc)) {
-			rc->group = g;
-			atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
-			                          memory_order_relaxed);
-			off += TA_FRAME_HEADER + (size_t)n;
-			nf++;
-			g->n++;
-			continue;
-		}
-		decoded d;
-		ta_wire_request *w = &g->wires[g->n];
-		decode_request(scratch, payload, n, w, &d);
-		if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind))
-			break; /* not a plan: the caller runs it (decoding it again) */
-		rc_begin(rc, svc, scratch, session, payload, n, -1);
-		rc->group = g;
-		rc->id = w->id;
-		rc->req_kind = w->kind;
-		rc->wire = w;
-		rc->record = keep_in(session, w); /* kept once collected (run_plan) */
-		metrics_start(rc, n);
-		ta_status st = handle(rc, w, NULL);
-		if (rc->deferred)
-			break; /* not for a group: nothing happened, the caller runs it */
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
-		                          memory_order_relaxed);
-		off += TA_FRAME_HEADER + (size_t)n;
-		nf++;
-		if (rc->collected) {
-			g->n++;
-			continue;
-		}
-		if (g->n > 0) { /* answered (an error): after the plans before it */
-			ar->tail = g->n;
-			ar->tail_st = st;
-			break;
-		}
-		*close_after = finish_reply(svc, rc, st, out);
-		ta_arena_reset(&scratch->arena);
-		if (*close_after)
-			break;
-	}
-	*used = off;
-	*nframes = nf;
-	if (g->n == 0) {
-		ta_arena_reset(&scratch->arena);
-		return off > 0 || *close_after ? TA_ASYNC_RAN : TA_ASYNC_REST;
-	}
-	group_calls(g);
-	ta_backend_apply_async(svc->backend, g->calls, (size_t)g->n, done, arg);
-	return TA_ASYNC_PENDING;
-}
-
-void ta_async_run_finish(ta_async_run *ar, bool *close_after)
-{
-	dispatch_group *g = &ar->g;
-	group_answer(g);
-	if (ar->tail >= 0) {
-		if (finish_reply(g->svc, &g->rcs[ar->tail], ar->tail_st, g->out))
-			g->close_after = true;
-		ar->tail = -1;
-	}
-	*close_after = g->close_after;
-	ta_arena_reset(&ar->scratch.arena);
-}
-
-/* ta_dispatch_run_session, freeing owned (a malloc'd payload, or NULL) once the request ran. */
-static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
-                                   ta_session *session, const uint8_t *payload, size_t len,
-                                   uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
-                                   bool *close_after)
-{
-	held_flush(svc, scratch); /* what ran before counts before this one (stats) */
-	decoded d;
-	ta_wire_request w;
-	decode_counted(svc, scratch, payload, len, &w, &d);
-	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
-	                   &d, &w);
 }
 
 /* Answers a request that is not run: id 0 and close for a payload that is not a Request,
@@ -556,12 +216,292 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 		atomic_fetch_sub_explicit(&ta_service_my_totals(svc)->requests, 1,
 		                          memory_order_relaxed); /* the worker counts it */
 		resp_ctx_free(&rc);
-		ta_arena_reset(&scratch->arena);
-		return TA_DISPATCH_DEFER;
+	} else {
+		*close_after = finish_reply(svc, &rc, st, out);
 	}
-	*close_after = finish_reply(svc, &rc, st, out);
 	ta_arena_reset(&scratch->arena);
-	return TA_DISPATCH_DONE;
+	return rc.deferred ? TA_DISPATCH_DEFER : TA_DISPATCH_DONE;
+}
+
+/* ta_dispatch_run_session, freeing owned (a malloc'd payload, or NULL) once the request ran. */
+static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch,
+                                   ta_session *session, const uint8_t *payload, size_t len,
+                                   uint8_t *owned, int64_t inline_max, ta_frame_buf *out,
+                                   bool *close_after)
+{
+	held_flush(svc, scratch); /* what ran before counts before this one (stats) */
+	decoded d;
+	ta_wire_request w;
+	decode_counted(svc, scratch, payload, len, &w, &d);
+	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
+	                   &d, &w);
+}
+
+/* ta_dispatch_run_session for a request of a run with a group: a small plan joins the group
+ * (answered by group_flush), anything else runs after the group is flushed. */
+static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const uint8_t *payload,
+                        size_t len)
+{
+	ta_service *svc = g->svc;
+	decoded d;
+	ta_wire_request *w = &g->wires[g->n];
+	decode_counted(svc, scratch, payload, len, w, &d);
+	if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind)) {
+		/* not a plan (or a problem, or no Request at all): what came before runs
+		 * first, then this one, decoded once */
+		group_flush(g);
+		bool close_after = false;
+		(void)run_decoded(svc, scratch, g->session, payload, len, NULL, -1, g->out,
+		                  &close_after, &d, w);
+		if (close_after)
+			g->close_after = true;
+		return;
+	}
+	resp_ctx *rc = &g->rcs[g->n];
+	rc_grouped(rc, g, scratch, payload, len, w);
+	ta_status st = handle(rc, w, NULL);
+	scratch->log_seq = rc->log_seq;
+	if (rc->collected) {
+		if (++g->n == TA_DISPATCH_GROUP)
+			group_flush(g);
+	} else {
+		group_flush(g); /* its answer comes after those before it */
+		if (finish_reply(svc, rc, st, g->out))
+			g->close_after = true;
+	}
+	if (g->n == 0)
+		ta_arena_reset(&scratch->arena);
+}
+
+size_t ta_dispatch_run_batch(ta_service *svc, ta_dispatch_scratch *scratch, ta_session *session,
+                             const uint8_t *frames, size_t len, uint64_t out_bound,
+                             ta_frame_buf *out, bool *close_after, uint32_t *nframes)
+{
+	size_t done = 0;
+	uint64_t log_seq = 0;
+	*close_after = false;
+	*nframes = 0;
+	bool own_run = !scratch->in_run;
+	if (own_run)
+		ta_dispatch_begin_run(svc, scratch);
+	dispatch_group *g = malloc(sizeof(*g)); /* NULL: one by one, as well */
+	if (g)
+		group_start(g, svc, false, out, session);
+	while (len - done >= TA_FRAME_HEADER && !*close_after && out->len < out_bound) {
+		uint32_t n = ta_frame_get_header(frames + done);
+		if (n > len - done - TA_FRAME_HEADER)
+			break; /* a partial frame: the caller cut whole ones */
+		const uint8_t *payload = frames + done + TA_FRAME_HEADER;
+		if (g) {
+			run_grouped(g, scratch, payload, n);
+			*close_after = g->close_after;
+		} else {
+			(void)run_one(svc, scratch, session, payload, n, NULL, -1, out,
+			              close_after);
+		}
+		if (scratch->log_seq > log_seq)
+			log_seq = scratch->log_seq;
+		done += TA_FRAME_HEADER + (size_t)n;
+		(*nframes)++;
+	}
+	if (g) {
+		group_flush(g);
+		*close_after = g->close_after;
+		ta_arena_reset(&scratch->arena);
+		free(g);
+	}
+	if (own_run) { /* before any of the responses can leave */
+		uint64_t run_seq = ta_dispatch_end_run(svc, scratch);
+		if (run_seq > log_seq)
+			log_seq = run_seq;
+	}
+	scratch->log_seq = log_seq;
+	return done;
+}
+
+/* A connection's pipelined run on its event loop, its small plans applied through the
+ * backend's apply_async (see dispatch.h). */
+struct ta_async_run {
+	ta_dispatch_scratch scratch; /* its arena (the requests in flight) and tile cache */
+	int tail;                    /* >= 0: g.rcs[tail], not collected, answered after g */
+	ta_status tail_st;           /* that request's outcome */
+	dispatch_group g;            /* the plans in flight */
+};
+
+ta_async_run *ta_async_run_new(ta_service *svc)
+{
+	ta_async_run *ar = malloc(sizeof(*ar));
+	if (!ar)
+		return NULL;
+	ta_dispatch_scratch_init(&ar->scratch);
+	ar->tail = -1;
+	ar->tail_st = TA_OK;
+	group_start(&ar->g, svc, true, NULL, NULL);
+	return ar;
+}
+
+void ta_async_run_free(ta_async_run *ar)
+{
+	if (!ar)
+		return;
+	ta_dispatch_scratch_free(&ar->scratch);
+	free(ar);
+}
+
+/* The kept request's tile, counting a hit: held itself when the caller already holds a
+ * reference to held and it is that tile, unchanged (*borrowed: nothing taken); else a new
+ * reference (*borrowed false); NULL, the kept request forgotten, when that tile is gone or
+ * re-created. */
+HOT ta_tile *repeat_tile_via(ta_service *svc, ta_session *session, const ta_tile *held,
+                             bool *borrowed, ta_error *err)
+{
+	ta_repeat *r = &session->repeat;
+	*borrowed =
+	    held && held == r->tile && ta_tile_still(r->tile, r->stamp, ta_session_who(session));
+	if (*borrowed) {
+		r->hits++;
+		return r->tile;
+	}
+	ta_tile *tile = NULL;
+	if (ta_registry_get_cached(svc->registry, &r->tiles, r->name, ta_session_who(session),
+	                           &tile, err) != TA_OK ||
+	    tile != r->tile || r->tiles.stamp != r->stamp) {
+		if (tile)
+			ta_tile_unref(tile);
+		ta_repeat_clear(r);
+		return NULL;
+	}
+	r->hits++;
+	return tile;
+}
+
+/* Collects payload into g's next request as the session's kept request again (codec.h)
+ * when it is that request and its plan may join the asynchronous group: the plan copied
+ * with its operand bytes into the run's arena (the kept plan's own are overwritten by the
+ * next match), the tile held (through the group's request before when that one holds the
+ * same unchanged tile: no reference of its own), no decoding or planning. False, with
+ * nothing done, when it is not (the tile replaced: the kept request is forgotten, and the
+ * decoder answers). */
+static bool repeat_collect(dispatch_group *g, ta_dispatch_scratch *scratch, const uint8_t *payload,
+                           size_t len)
+{
+	ta_service *svc = g->svc;
+	ta_session *session = g->session;
+	ta_repeat *r = &session->repeat;
+	resp_ctx *rc = &g->rcs[g->n];
+	uint64_t id = 0;
+	if (r->plan.space != TA_SPACE_GLOBAL || !ta_plan_async_ok(&r->plan) ||
+	    !ta_repeat_match(r, payload, len, &id))
+		return false;
+	uint64_t *room = ta_arena_alloc_inline(&scratch->arena, sizeof(r->slots) + sizeof(r->old));
+	if (!room)
+		return false;
+	rc_begin(rc, svc, scratch, session, payload, len, -1);
+	rc->group = g;
+	bool shared;
+	ta_tile *tile = repeat_tile_via(svc, session, g->n > 0 ? g->rcs[g->n - 1].held : NULL,
+	                                &shared, &rc->err);
+	if (!tile)
+		return false;
+	memcpy(room, r->slots, sizeof(r->slots));
+	rc->plan = r->plan;
+	ta_operand *ops[TA_MAX_RANK + 2];
+	int k = 0;
+	for (int i = 0; i < rc->plan.n_index && i < TA_MAX_RANK; i++)
+		ops[k++] = &rc->plan.index[i];
+	ops[k++] = &rc->plan.values;
+	ops[k++] = &rc->plan.compare;
+	for (int i = 0; i < k; i++) /* the holes' bytes: now the copies */
+		for (int h = 0; h < TA_REPEAT_HOLES; h++)
+			if (ops[i]->data == (const void *)&r->slots[h])
+				ops[i]->data = &room[h];
+	if (rc->plan.want_old) {
+		rc->old_buf = (uint8_t *)&room[TA_REPEAT_HOLES];
+		rc->plan.old_out = rc->old_buf;
+	}
+	rc->id = id;
+	rc->req_kind = r->kind;
+	rc->kind = OUT_OP;
+	rc->held = tile;
+	rc->held_shared = shared;
+	rc->collected = true;
+	metrics_start(rc, len);
+	return true;
+}
+
+ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uint8_t *frames,
+                                size_t len, ta_frame_buf *out, bool *close_after, size_t *used,
+                                uint32_t *nframes, void (*done)(void *arg), void *arg)
+{
+	dispatch_group *g = &ar->g;
+	ta_service *svc = g->svc;
+	ta_dispatch_scratch *scratch = &ar->scratch;
+	group_start(g, svc, true, out, session);
+	ar->tail = -1;
+	*close_after = false;
+	size_t off = 0;
+	uint32_t nf = 0;
+	/* logged requests keep their order and acknowledgement through the workers
+	 * (repeat_collect relies on it) */
+	while (!svc->persist && len - off >= TA_FRAME_HEADER && g->n < TA_DISPATCH_GROUP) {
+		uint32_t n = ta_frame_get_header(frames + off);
+		if (n > len - off - TA_FRAME_HEADER)
+			break; /* a partial frame: the caller cut whole ones */
+		const uint8_t *payload = frames + off + TA_FRAME_HEADER;
+		resp_ctx *rc = &g->rcs[g->n];
+		ta_status st = TA_OK;
+		if (!session || !session->repeat.valid || !repeat_collect(g, scratch, payload, n)) {
+			decoded d;
+			ta_wire_request *w = &g->wires[g->n];
+			decode_request(scratch, payload, n, w, &d);
+			if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind))
+				break; /* not a plan: the caller runs it (decoding it again) */
+			rc_grouped(rc, g, scratch, payload, n, w);
+			rc->record = keep_in(session, w); /* kept once collected (run_plan) */
+			st = handle(rc, w, NULL);
+			if (rc->deferred)
+				break; /* not for a group: nothing happened, the caller runs it */
+		}
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
+		                          memory_order_relaxed);
+		off += TA_FRAME_HEADER + (size_t)n;
+		nf++;
+		if (rc->collected) {
+			g->n++;
+			continue;
+		}
+		if (g->n > 0) { /* answered (an error): after the plans before it */
+			ar->tail = g->n;
+			ar->tail_st = st;
+			break;
+		}
+		*close_after = finish_reply(svc, rc, st, out);
+		ta_arena_reset(&scratch->arena);
+		if (*close_after)
+			break;
+	}
+	*used = off;
+	*nframes = nf;
+	if (g->n == 0) {
+		ta_arena_reset(&scratch->arena);
+		return off > 0 || *close_after ? TA_ASYNC_RAN : TA_ASYNC_REST;
+	}
+	group_calls(g);
+	ta_backend_apply_async(svc->backend, g->calls, (size_t)g->n, done, arg);
+	return TA_ASYNC_PENDING;
+}
+
+void ta_async_run_finish(ta_async_run *ar, bool *close_after)
+{
+	dispatch_group *g = &ar->g;
+	group_answer(g);
+	if (ar->tail >= 0) {
+		if (finish_reply(g->svc, &g->rcs[ar->tail], ar->tail_st, g->out))
+			g->close_after = true;
+		ar->tail = -1;
+	}
+	*close_after = g->close_after;
+	ta_arena_reset(&ar->scratch.arena);
 }
 
 /* Runs payload as the session's kept request again (codec.h) when it is that request
@@ -579,9 +519,17 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	resp_ctx rc;
 	resp_ctx_start(&rc);
 	rc.svc = svc;
-	ta_tile *tile = repeat_tile_pinned(svc, scratch, session, &rc.err);
+	/* within a run, the tile the thread pinned (scratch->pin) when it is still the kept
+	 * request's, taking nothing; else a new reference, pinned for the rest of the run (the
+	 * one pinned before given back), or given back below outside a run */
+	bool borrowed;
+	ta_tile *tile = repeat_tile_via(svc, session, scratch->pin, &borrowed, &rc.err);
 	if (!tile)
 		return false;
+	if (!borrowed && scratch->pinning) {
+		ta_tile_unref(scratch->pin);
+		scratch->pin = tile;
+	}
 	rc.req_kind = r->kind;
 	metrics_start(&rc, len);
 	rc.id = id;
@@ -589,7 +537,8 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	ta_result result = {0, 0};
 	ta_status st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &r->plan,
 	                                &result, &rc.err);
-	repeat_release(scratch, tile);
+	if (tile != scratch->pin)
+		ta_tile_unref(tile);
 	rc.elements = 1;
 	if (st == TA_OK) {
 		rc.old_buf = r->plan.old_out;
@@ -626,10 +575,8 @@ static void dispatch_alone(ta_service *svc, ta_session *session, const uint8_t *
 	ta_frame_buf buf = {NULL, 0, 0};
 	bool close_after = false;
 	(void)run_one(svc, &scratch, session, payload, len, owned, -1, &buf, &close_after);
-	uint64_t log_seq = scratch.log_seq;
+	*out = (ta_reply){buf.data, buf.data ? buf.len : 0, close_after, scratch.log_seq};
 	ta_dispatch_scratch_free(&scratch);
-	reply_from_buf(&buf, close_after, out);
-	out->log_seq = log_seq;
 }
 
 void ta_dispatch_frame(ta_service *svc, const uint8_t *payload, size_t len, ta_reply *out)

@@ -29,14 +29,16 @@
 #define LSAN_UNROOT(p, n) ((void)(p), (void)(n))
 #endif
 
+/* Which stack a slab is on. */
+enum { ON_NONE, ON_AVAIL, ON_BARE };
+
 /* One slab's state. */
 struct ta_recpool_slab {
 	void *free;          /* first free record (linked through its first bytes) */
 	uint32_t used;       /* records handed out */
 	uint32_t carved;     /* records carved from the slab's start since it was (re)used */
 	uint32_t next_avail; /* index + 1 of the next slab of its stack (0: none) */
-	bool in_avail;       /* on the avail stack */
-	bool in_bare;        /* on the bare stack */
+	uint8_t stack;       /* the stack it is on (ON_NONE, ON_AVAIL, ON_BARE) */
 	bool resident_empty; /* empty and kept resident (counted in empty_resident) */
 };
 
@@ -76,24 +78,14 @@ static size_t slab_of(const ta_recpool *pool, const void *record)
 			       (size_t)(p - pool->chunks[c]) / TA_RECPOOL_SLAB_BYTES;
 }
 
-/* Pushes slab idx on the avail stack unless it is there. */
-static void push_avail(ta_recpool *pool, size_t idx)
+/* Pushes slab idx (on no stack) on the avail or the bare stack (ON_AVAIL, ON_BARE). */
+static void push(ta_recpool *pool, uint8_t stack, size_t idx)
 {
 	ta_recpool_slab *s = &pool->slabs[idx];
-	if (s->in_avail)
-		return;
-	s->in_avail = true;
-	s->next_avail = pool->avail;
-	pool->avail = (uint32_t)idx + 1;
-}
-
-/* Pushes slab idx (given back, on no stack) on the bare stack. */
-static void push_bare(ta_recpool *pool, size_t idx)
-{
-	ta_recpool_slab *s = &pool->slabs[idx];
-	s->in_bare = true;
-	s->next_avail = pool->bare;
-	pool->bare = (uint32_t)idx + 1;
+	uint32_t *top = stack == ON_AVAIL ? &pool->avail : &pool->bare;
+	s->stack = stack;
+	s->next_avail = *top;
+	*top = (uint32_t)idx + 1;
 }
 
 /* True when slab s was given back and holds nothing (its pages read as zeros). */
@@ -135,20 +127,19 @@ void *ta_recpool_alloc(ta_recpool *pool)
 		ta_recpool_slab *s = &pool->slabs[top];
 		if (s->used < pool->per_slab && !is_bare(s))
 			break;
-		s->in_avail = false;
+		s->stack = ON_NONE;
 		pool->avail = s->next_avail;
 		if (is_bare(s))
-			push_bare(pool, top);
+			push(pool, ON_BARE, top);
 	}
 	if (!pool->avail && pool->bare) {
 		size_t idx = pool->bare - 1;
 		pool->bare = pool->slabs[idx].next_avail;
-		pool->slabs[idx].in_bare = false;
-		push_avail(pool, idx);
+		push(pool, ON_AVAIL, idx);
 	} else if (!pool->avail) {
 		if (pool->nslabs == pool->nchunks * TA_RECPOOL_CHUNK_SLABS && !add_chunk(pool))
 			return NULL;
-		push_avail(pool, pool->nslabs++);
+		push(pool, ON_AVAIL, pool->nslabs++);
 	}
 	size_t idx = pool->avail - 1;
 	ta_recpool_slab *s = &pool->slabs[idx];
@@ -168,7 +159,7 @@ void *ta_recpool_alloc(ta_recpool *pool)
 	s->used++;
 	pool->in_use++;
 	if (s->used == pool->per_slab) {
-		s->in_avail = false;
+		s->stack = ON_NONE;
 		pool->avail = s->next_avail;
 	}
 	return record;
@@ -185,13 +176,14 @@ void ta_recpool_release(ta_recpool *pool, void *record)
 		s->free = NULL; /* the pages read as zeros now: carve afresh */
 		s->carved = 0;
 		pool->resident--;
-		if (!s->in_avail && !s->in_bare)
-			push_bare(pool, idx);
+		if (s->stack == ON_NONE)
+			push(pool, ON_BARE, idx);
 		return;
 	}
 	memcpy(record, &s->free, sizeof(void *));
 	s->free = record;
-	push_avail(pool, idx);
+	if (s->stack == ON_NONE)
+		push(pool, ON_AVAIL, idx);
 	if (s->used == 0) {
 		s->resident_empty = true;
 		pool->empty_resident++;

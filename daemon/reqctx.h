@@ -70,8 +70,7 @@ typedef struct resp_ctx {
 	bool close_after;             /* close the connection after this answer */
 	out_kind kind;                /* collected: where its values go */
 	ta_tile *held;                /* collected: the tile (a reference) */
-	bool held_shared;             /* held is the group's previous request's reference (the
-	                                 same tile, kept request again): not given back */
+	bool held_shared;             /* held is the previous request's reference: not given back */
 	uint64_t elements;            /* elements the backend processed (metrics) */
 	size_t bytes_in;              /* the request's payload bytes (metrics) */
 	struct timespec t0;           /* when it was decoded, if timed (metrics) */
@@ -104,9 +103,7 @@ static inline void resp_ctx_start(resp_ctx *rc)
  * in their order) and answered in their order, before any other request of the run. */
 struct dispatch_group {
 	ta_service *svc;                          /* the service */
-	bool async;                               /* applied by apply_async from an event loop
-	                                             (ta_async_run): a plan that cannot join is
-	                                             deferred, never applied here */
+	bool async;                               /* ta_async_run's: plans that cannot join defer */
 	ta_frame_buf *out;                        /* where the responses go */
 	ta_session *session;                      /* the connection's session (NULL: none) */
 	bool close_after;                         /* a response asked to close */

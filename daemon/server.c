@@ -291,7 +291,7 @@ static void loop_finish(ta_server_loop *l)
 	close_handle(&l->busy_timer);
 	if (l->port_open) {
 		l->port_open = false;
-		ta_executor_port_close(&l->port, NULL);
+		ta_executor_port_close(&l->port);
 	}
 	if (l->lock_init) {
 		pthread_mutex_lock(&l->lock);

@@ -60,6 +60,16 @@ void ta_shm_push_fd(ta_shm_table *t, int fd)
 		close(fd);
 }
 
+/* Appends a buffer to the table (its lock held, room checked); *id is its new id. */
+static ta_shm_buf *table_add(ta_shm_table *t, int fd, void *map, uint64_t size, bool device,
+                             uint64_t *id)
+{
+	ta_shm_buf *b = &t->bufs[t->n++];
+	*b = (ta_shm_buf){.id = t->next_id++, .fd = fd, .map = map, .size = size, .device = device};
+	*id = b->id;
+	return b;
+}
+
 /* RESOURCE_EXHAUSTED when the table holds TA_SHM_BUFFERS_MAX buffers (its lock held). */
 static ta_status table_room(const ta_shm_table *t, ta_error *err)
 {
@@ -115,11 +125,8 @@ ta_status ta_shm_register(ta_shm_table *t, uint64_t size, uint64_t *id, ta_error
 		                  strerror(errno));
 		goto out;
 	}
-	ta_shm_buf *b = &t->bufs[t->n];
-	b->id = t->next_id++;
-	b->fd = fd;
-	b->map = map;
-	b->size = size;
+	ta_shm_buf *b = table_add(t, fd, map, size, false, id);
+	fd = -1;
 	ta_error herr = {TA_OK, ""};
 	b->host_registered =
 	    t->backend && t->backend->vt->host_register &&
@@ -129,9 +136,6 @@ ta_status ta_shm_register(ta_shm_table *t, uint64_t size, uint64_t *id, ta_error
 		       "shared buffer %" PRIu64 " is not registered with the backend "
 		       "(it works, copied as pageable memory): %s",
 		       b->id, herr.msg);
-	fd = -1;
-	t->n++;
-	*id = b->id;
 out:
 	pthread_mutex_unlock(&t->lock);
 	if (fd >= 0)
@@ -140,7 +144,8 @@ out:
 }
 
 ta_status ta_shm_register_device(ta_shm_table *t, const void *handle, size_t handle_len,
-                                 uint64_t size, uint64_t *id, ta_error *err)
+                                 const uint8_t *gpu_uuid, uint64_t size, uint64_t *id,
+                                 ta_error *err)
 {
 	if (!ta_backend_has_ipc(t->backend)) {
 		ta_backend_info info;
@@ -162,22 +167,13 @@ ta_status ta_shm_register_device(ta_shm_table *t, const void *handle, size_t han
 		                    " bytes (it must not be empty)",
 		                    size);
 	pthread_mutex_lock(&t->lock);
-	ta_status st = table_room(t, err);
-	if (st != TA_OK)
-		goto out;
 	void *dptr = NULL;
-	st = ta_backend_ipc_open(t->backend, handle, handle_len, (size_t)size, &dptr, err);
-	if (st != TA_OK)
-		goto out;
-	ta_shm_buf *b = &t->bufs[t->n++];
-	memset(b, 0, sizeof(*b));
-	b->id = t->next_id++;
-	b->fd = -1;
-	b->map = dptr;
-	b->size = size;
-	b->device = true;
-	*id = b->id;
-out:
+	ta_status st = table_room(t, err);
+	if (st == TA_OK)
+		st = ta_backend_ipc_open(t->backend, handle, handle_len, gpu_uuid, (size_t)size,
+		                         &dptr, err);
+	if (st == TA_OK)
+		table_add(t, -1, dptr, size, true, id);
 	pthread_mutex_unlock(&t->lock);
 	return st;
 }

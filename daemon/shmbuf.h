@@ -69,11 +69,13 @@ void ta_shm_push_fd(ta_shm_table *t, int fd);
  * F_SEAL_GROW and a size equal to the file's; maps it read-write, shared. Sets *id. */
 ta_status ta_shm_register(ta_shm_table *t, uint64_t size, uint64_t *id, ta_error *err);
 
-/* Registers a device buffer of size bytes from a CUDA IPC memory handle (handle_len bytes):
- * UNIMPLEMENTED when the backend cannot open one, INVALID_ARGUMENT for a handle of the
- * wrong length, one that does not open, or a size over the allocation. Sets *id. */
+/* Registers a device buffer of size bytes from a CUDA IPC memory handle (handle_len bytes)
+ * of the GPU gpu_uuid names (TA_GPU_UUID_BYTES, or NULL: not said): UNIMPLEMENTED when the
+ * backend cannot open one, INVALID_ARGUMENT for a handle of the wrong length, one that does
+ * not open, or a size over the allocation. Sets *id. */
 ta_status ta_shm_register_device(ta_shm_table *t, const void *handle, size_t handle_len,
-                                 uint64_t size, uint64_t *id, ta_error *err);
+                                 const uint8_t *gpu_uuid, uint64_t size, uint64_t *id,
+                                 ta_error *err);
 
 /* The address of bytes [offset, offset + length) of buffer id; INVALID_ARGUMENT naming
  * the problem when there is no such buffer or the range leaves it. what names the operand

@@ -1662,6 +1662,19 @@ static ipc_open_entry *g_ipc_open;
 /* Guards g_ipc_open and the opens and closes themselves. */
 static pthread_mutex_t g_ipc_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* The device of a live backend whose GPU has the UUID uuid (TA_GPU_UUID_BYTES); dflt when
+ * uuid is NULL or names no GPU this process serves. */
+static int uuid_device(const uint8_t *uuid, int dflt)
+{
+	int dev = dflt;
+	pthread_mutex_lock(&g_live_mu);
+	for (int d = 0; uuid && d < TA_CUDA_MAX_DEVICES; d++)
+		if (g_live[d] && memcmp(g_live[d]->uuid, uuid, sizeof g_live[d]->uuid) == 0)
+			dev = d;
+	pthread_mutex_unlock(&g_live_mu);
+	return dev;
+}
+
 /* vtable ipc_open: opens a client's device allocation from its CUDA IPC handle
  * (cudaIpcOpenMemHandle; a handle already open in this process is shared, counted) and
  * checks that bytes fit in it from the address the handle
@@ -1669,7 +1682,7 @@ static pthread_mutex_t g_ipc_mu = PTHREAD_MUTEX_INITIALIZER;
  * no link to libcuda). A handle that does not open, or a size over the allocation, gives
  * INVALID_ARGUMENT (the handle is closed again); the error is cleared. */
 static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t handle_len,
-                               size_t bytes, void **dptr, ta_error *err)
+                               const uint8_t *gpu_uuid, size_t bytes, void **dptr, ta_error *err)
 {
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
 	*dptr = NULL;
@@ -1720,30 +1733,52 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	cudaIpcMemHandle_t h;
 	memcpy(&h, handle, sizeof h);
 	void *p = NULL;
-	pk_hold(be);
-	cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
-	pk_release(be);
-	if (e != cudaSuccess) {
+	/* opened first on the GPU that holds it when the client named one this process serves,
+	 * its resident kernel held off meanwhile (as this device's) */
+	int on = uuid_device(gpu_uuid, be->device);
+	ta_cuda_backend *other = on == be->device ? NULL : live_hold(on);
+	if (other && cudaSetDevice(on) != cudaSuccess) {
 		(void)cudaGetLastError();
+		live_release(other);
+		other = NULL;
+	}
+	if (!other) {
+		on = be->device;
+		pk_hold(be);
+	}
+	cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+	CUdeviceptr abase = 0;
+	size_t asize = 0;
+	CUresult r =
+	    e != cudaSuccess
+	        ? CUDA_SUCCESS
+	        : __atomic_load_n(&range_fn, __ATOMIC_ACQUIRE)(&abase, &asize, (CUdeviceptr)p);
+	size_t avail =
+	    r == CUDA_SUCCESS && (CUdeviceptr)p >= abase && (CUdeviceptr)p - abase <= asize
+	        ? asize - (size_t)((CUdeviceptr)p - abase)
+	        : 0;
+	if (e == cudaSuccess && (r != CUDA_SUCCESS || bytes > avail) &&
+	    cudaIpcCloseMemHandle(p) != cudaSuccess)
+		(void)cudaGetLastError();
+	if (e != cudaSuccess)
+		(void)cudaGetLastError();
+	if (other) {
+		if (cudaSetDevice(be->device) != cudaSuccess)
+			(void)cudaGetLastError();
+		live_release(other);
+	} else {
+		pk_release(be);
+	}
+	if (e != cudaSuccess) {
 		pthread_mutex_unlock(&g_ipc_mu);
 		free(entry);
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "register_buffer: the CUDA IPC handle does not open on device "
 		                    "%d: %s (%s); pass the 64 bytes cudaIpcGetMemHandle gave, of "
 		                    "memory that is still allocated, from another process",
-		                    be->device, cudaGetErrorName(e), cudaGetErrorString(e));
+		                    on, cudaGetErrorName(e), cudaGetErrorString(e));
 	}
-	CUdeviceptr abase = 0;
-	size_t asize = 0;
-	CUresult r = __atomic_load_n(&range_fn, __ATOMIC_ACQUIRE)(&abase, &asize, (CUdeviceptr)p);
-	size_t avail =
-	    r == CUDA_SUCCESS && (CUdeviceptr)p >= abase && (CUdeviceptr)p - abase <= asize
-	        ? asize - (size_t)((CUdeviceptr)p - abase)
-	        : 0;
 	if (r != CUDA_SUCCESS || bytes > avail) {
-		cudaError_t ce = cudaIpcCloseMemHandle(p);
-		if (ce != cudaSuccess)
-			(void)cudaGetLastError();
 		pthread_mutex_unlock(&g_ipc_mu);
 		free(entry);
 		if (r != CUDA_SUCCESS)
@@ -1759,7 +1794,7 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	}
 	memcpy(entry->handle, handle, sizeof entry->handle);
 	entry->ptr = p;
-	entry->device = be->device;
+	entry->device = on;
 	entry->avail = avail;
 	entry->refs = 1;
 	entry->next = g_ipc_open;
@@ -1769,17 +1804,11 @@ static ta_status cuda_ipc_open(ta_backend *base, const void *handle, size_t hand
 	return TA_OK;
 }
 
-/* Closes the mapping p of a handle on device dev (held: its backend, NULL when gone, is
- * held by the caller); errors are logged, then cleared. Under g_ipc_mu. */
-static void ipc_unmap(ta_cuda_backend *held, int dev, void *p)
+/* Closes the mapping p of a handle on device dev (current device and resident kernel held
+ * off by the caller); errors are logged, then cleared. Under g_ipc_mu. */
+static void ipc_unmap(int dev, void *p)
 {
-	if (held)
-		pk_hold(held);
-	cudaError_t e = cudaSetDevice(dev);
-	if (e == cudaSuccess)
-		e = cudaIpcCloseMemHandle(p);
-	if (held)
-		pk_release(held);
+	cudaError_t e = cudaIpcCloseMemHandle(p);
 	if (e != cudaSuccess) {
 		(void)cudaGetLastError();
 		fprintf(stderr, "tileatom cuda backend: cudaIpcCloseMemHandle on device %d: %s\n",
@@ -1810,9 +1839,16 @@ static void cuda_ipc_close(ta_backend *base, void *dptr)
 			if (!p)
 				continue;
 			ta_cuda_backend *other = d == be->device ? NULL : live_hold(d);
-			ipc_unmap(d == be->device ? be : other, d, p);
-			if (d != be->device)
+			if (!other)
+				pk_hold(be);
+			if (cudaSetDevice(d) == cudaSuccess)
+				ipc_unmap(d, p);
+			else
+				(void)cudaGetLastError();
+			if (other)
 				live_release(other);
+			else
+				pk_release(be);
 		}
 		if (cudaSetDevice(be->device) != cudaSuccess)
 			(void)cudaGetLastError();
@@ -2014,6 +2050,7 @@ extern "C" ta_backend *ta_cuda_backend_new(int device, ta_error *err)
 	}
 	snprintf(be->info.name, sizeof be->info.name, "cuda");
 	snprintf(be->info.device, sizeof be->info.device, "%s", prop.name);
+	memcpy(be->uuid, &prop.uuid, sizeof be->uuid);
 	be->info.device_memory = prop.totalGlobalMem;
 	snprintf(be->info.compute_capability, sizeof be->info.compute_capability, "%d.%d",
 	         prop.major, prop.minor);

@@ -142,6 +142,7 @@ struct cuda_batcher {
 struct ta_cuda_backend {
 	ta_backend base;                /* vtable: must be first */
 	int device;                     /* device ordinal */
+	unsigned char uuid[16];         /* the GPU's UUID (cudaDeviceProp.uuid) */
 	ta_backend_info info;           /* what info reports */
 	pthread_mutex_t mu;             /* guards slots[].busy and broken */
 	pthread_cond_t cv;              /* signalled when a slot is released */

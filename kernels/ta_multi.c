@@ -1813,12 +1813,13 @@ static void multi_host_unregister(ta_backend *be, void *ptr)
 	ta_backend_host_unregister(((multi_backend *)be)->dev[0], ptr);
 }
 
-/* vtable ipc_open: opened by device 0's backend (present only when that has it). */
-static ta_status multi_ipc_open(ta_backend *be, const void *handle, size_t handle_len, size_t bytes,
-                                void **dptr, ta_error *err)
+/* vtable ipc_open: opened by device 0's backend (present only when that has it), which
+ * opens it first on the GPU gpu_uuid names when it serves that one. */
+static ta_status multi_ipc_open(ta_backend *be, const void *handle, size_t handle_len,
+                                const uint8_t *gpu_uuid, size_t bytes, void **dptr, ta_error *err)
 {
-	return ta_backend_ipc_open(((multi_backend *)be)->dev[0], handle, handle_len, bytes, dptr,
-	                           err);
+	return ta_backend_ipc_open(((multi_backend *)be)->dev[0], handle, handle_len, gpu_uuid,
+	                           bytes, dptr, err);
 }
 
 /* vtable ipc_close. */

@@ -46,6 +46,8 @@ typedef struct ta_backend ta_backend;
 
 /* Bytes of a CUDA IPC memory handle (cudaIpcMemHandle_t), opaque outside the CUDA backend. */
 #define TA_IPC_HANDLE_BYTES 64
+/* Bytes of a GPU's UUID (cuDeviceGetUuid), the name of a device buffer's GPU (ipc_open). */
+#define TA_GPU_UUID_BYTES 16
 
 /* Descriptive facts a backend reports for stats. */
 typedef struct ta_backend_info {
@@ -106,10 +108,11 @@ typedef struct ta_backend_vtbl {
 	/* Optional (NULL: device buffers are refused): opens a client's device allocation from
 	 * its CUDA IPC memory handle (handle_len bytes, TA_IPC_HANDLE_BYTES) and checks that
 	 * bytes do not exceed it; *dptr gets its device address, which plans then name as
-	 * device operands (ta_operand.device). INVALID_ARGUMENT for a handle that does not
-	 * open or a size over the allocation. */
-	ta_status (*ipc_open)(ta_backend *be, const void *handle, size_t handle_len, size_t bytes,
-	                      void **dptr, ta_error *err);
+	 * device operands (ta_operand.device). gpu_uuid (TA_GPU_UUID_BYTES, or NULL) names the
+	 * GPU that holds the allocation, as the client saw it. INVALID_ARGUMENT for a handle
+	 * that does not open or a size over the allocation. */
+	ta_status (*ipc_open)(ta_backend *be, const void *handle, size_t handle_len,
+	                      const uint8_t *gpu_uuid, size_t bytes, void **dptr, ta_error *err);
 	/* Optional: closes what ipc_open opened (no plan uses it any more). */
 	void (*ipc_close)(ta_backend *be, void *dptr);
 	/* Optional (NULL: one device): allocates a zeroed tile of shape (bytes long) where
@@ -373,9 +376,10 @@ static inline bool ta_backend_has_ipc(const ta_backend *be)
 	return be && be->vt->ipc_open && be->vt->ipc_close;
 }
 static inline ta_status ta_backend_ipc_open(ta_backend *be, const void *handle, size_t handle_len,
-                                            size_t bytes, void **dptr, ta_error *err)
+                                            const uint8_t *gpu_uuid, size_t bytes, void **dptr,
+                                            ta_error *err)
 {
-	return be->vt->ipc_open(be, handle, handle_len, bytes, dptr, err);
+	return be->vt->ipc_open(be, handle, handle_len, gpu_uuid, bytes, dptr, err);
 }
 static inline void ta_backend_ipc_close(ta_backend *be, void *dptr)
 {

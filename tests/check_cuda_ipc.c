@@ -283,7 +283,8 @@ static Tileatom__Response *raw_response(int s)
 }
 
 /* Sends a RegisterBufferRequest with handle h (len bytes) and size; returns the response. */
-static Tileatom__Response *raw_register(int s, const void *h, size_t len, uint64_t size)
+static Tileatom__Response *raw_register_on(int s, const void *h, size_t len, uint64_t size,
+                                           const uint8_t *uuid, size_t uuid_len)
 {
 	Tileatom__Request req;
 	Tileatom__RegisterBufferRequest reg;
@@ -292,11 +293,19 @@ static Tileatom__Response *raw_register(int s, const void *h, size_t len, uint64
 	reg.size = size;
 	reg.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)h;
 	reg.cuda_ipc_handle.len = len;
+	reg.cuda_device_uuid.data = (uint8_t *)(uintptr_t)uuid;
+	reg.cuda_device_uuid.len = uuid_len;
 	req.id = 1;
 	req.body_case = TILEATOM__REQUEST__BODY_REGISTER_BUFFER;
 	req.register_buffer = &reg;
 	raw_request(s, &req);
 	return raw_response(s);
+}
+
+/* raw_register_on naming no GPU. */
+static Tileatom__Response *raw_register(int s, const void *h, size_t len, uint64_t size)
+{
+	return raw_register_on(s, h, len, size, NULL, 0);
 }
 
 /* Expects status and a message containing sub; frees r. */
@@ -336,6 +345,13 @@ START_TEST(test_refusals)
 	       "does not open");
 	expect(raw_register(s, &handle, 63, 4096), TILEATOM__STATUS__INVALID_ARGUMENT,
 	       "has 64 bytes, not 63");
+	/* a GPU UUID of the wrong length; one no GPU of the daemon has is ignored */
+	uint8_t uuid[16];
+	memset(uuid, 0xee, sizeof(uuid));
+	expect(raw_register_on(s, &handle, sizeof(handle), 4096, uuid, 5),
+	       TILEATOM__STATUS__INVALID_ARGUMENT, "GPU UUID has 16 bytes, not 5");
+	expect(raw_register_on(s, &handle, sizeof(handle), 4096, uuid, sizeof(uuid)),
+	       TILEATOM__STATUS__OK, "");
 	/* the real one */
 	Tileatom__Response *r = raw_register(s, &handle, sizeof(handle), ALLOC_BYTES);
 	ck_assert_int_eq(r->status, TILEATOM__STATUS__OK);
