@@ -22,7 +22,8 @@
  * pointer on a second connection that registers nothing: the library finds the allocation and
  * registers it itself, in the first repetition), `devsplit` (CUDA builds; the keys split in
  * equal runs over the GPUs of --split-devices, each run in that GPU's memory, registered on a
- * connection of its own; one thread per run sends its run at the same time as the others).
+ * connection of its own; one thread per run, started before timing, sends its run at the same
+ * time as the others, released by a barrier).
  * --placement puts the tile where tileatomd --devices should (a device, auto, shard[:N]);
  * --key-device puts the keys of modes device and devptr in that GPU's memory.
  *
@@ -67,12 +68,18 @@ typedef struct hb_split {
 	uint64_t applied;      /* what the daemon applied */
 	char failure[256];     /* an error, "" when none */
 	void *dkeys;           /* the device memory (freed at the end) */
+	pthread_t thread;      /* the thread sending its run, started once */
+	bool started;          /* thread runs */
 } hb_split;
 
-/* A devsplit thread: one indexed add of ones at its keys. */
-static void *split_main(void *arg)
+/* The devsplit threads' meeting points: go (the main thread and every split thread) starts
+ * a repetition, done ends it; quit (read after go) ends the threads. */
+static pthread_barrier_t split_go, split_done;
+static bool split_quit;
+
+/* One indexed add of ones at the split's keys into its tile. */
+static void split_send(hb_split *sp)
 {
-	hb_split *sp = arg;
 	tileatom_error err = {0, ""};
 	tileatom_op_options opts;
 	tileatom_op_options_init(&opts);
@@ -86,7 +93,18 @@ static void *split_main(void *arg)
 		snprintf(sp->failure, sizeof(sp->failure), "%s", err.message);
 	else
 		sp->applied = res.applied;
-	return NULL;
+}
+
+/* A devsplit thread: split_send once per repetition, between the barriers, until quit. */
+static void *split_main(void *arg)
+{
+	for (;;) {
+		pthread_barrier_wait(&split_go);
+		if (split_quit)
+			return NULL;
+		split_send(arg);
+		pthread_barrier_wait(&split_done);
+	}
 }
 
 /* Seconds on the monotonic clock. */
@@ -140,16 +158,14 @@ static double run_mode(tileatom_client *c, const hb_opts *o, const char *mode, c
 			                "--split-devices\n");
 			exit(2);
 		}
-		pthread_t th[8];
 		for (int i = 0; i < o->nsplit; i++) {
 			splits[i].tile = tile;
 			splits[i].failure[0] = '\0';
-			if (pthread_create(&th[i], NULL, split_main, &splits[i]) != 0)
-				die("pthread_create", NULL);
 		}
+		/* the threads wait at split_go (started before timing): all send at once */
+		pthread_barrier_wait(&split_go);
+		pthread_barrier_wait(&split_done);
 		for (int i = 0; i < o->nsplit; i++) {
-			if (pthread_join(th[i], NULL) != 0)
-				die("pthread_join", NULL);
 			if (splits[i].failure[0]) {
 				fprintf(stderr,
 				        "tileatom-histbench: devsplit run %d (GPU %d): %s\n", i,
@@ -439,6 +455,14 @@ int main(int argc, char **argv)
 				die("device buffer (split)", &err);
 			at += sp->n;
 		}
+		if (pthread_barrier_init(&split_go, NULL, (unsigned)o.nsplit + 1) != 0 ||
+		    pthread_barrier_init(&split_done, NULL, (unsigned)o.nsplit + 1) != 0)
+			die("pthread_barrier_init", NULL);
+		for (int i = 0; i < o.nsplit; i++) {
+			if (pthread_create(&splits[i].thread, NULL, split_main, &splits[i]) != 0)
+				die("pthread_create", NULL);
+			splits[i].started = true;
+		}
 	}
 #else
 	const void *dkeys = NULL;
@@ -482,6 +506,15 @@ int main(int argc, char **argv)
 #ifdef TA_HISTBENCH_CUDA
 	if (dkeys)
 		cudaFree(dkeys);
+	if (o.nsplit > 0 && splits[0].started) { /* the threads end at their next split_go */
+		split_quit = true;
+		pthread_barrier_wait(&split_go);
+		for (int i = 0; i < o.nsplit; i++)
+			if (splits[i].started && pthread_join(splits[i].thread, NULL) != 0)
+				die("pthread_join", NULL);
+		pthread_barrier_destroy(&split_go);
+		pthread_barrier_destroy(&split_done);
+	}
 	for (int i = 0; i < o.nsplit; i++) {
 		tileatom_buffer_free(splits[i].buf);
 		tileatom_close(splits[i].conn);

@@ -481,7 +481,9 @@ TA_API void tileatom_buffer_free(tileatom_buffer *buffer);
 /* ---- device buffers (CUDA IPC; Unix-socket connections to a CUDA daemon) -----------------
  * Data that already lives on the GPU is passed by a CUDA IPC memory handle: the caller
  * allocates with cudaMalloc, gets the handle with cudaIpcGetMemHandle and registers it once
- * per connection with its size and its device address in this process. The daemon opens
+ * per connection with its size and its device address in this process (when the process
+ * has loaded the CUDA driver, the library also sends the UUID of the GPU holding it, so that
+ * a daemon over several GPUs works on it there). The daemon opens
  * it (cudaIpcOpenMemHandle; a size over the allocation is refused) and its kernels read
  * operands and write old values in place, with no copy. A device buffer is a
  * tileatom_buffer: tileatom_buffer_array makes arrays over it (the device-buffer array

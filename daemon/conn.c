@@ -728,6 +728,9 @@ static bool conn_reserve_frame(ta_conn *conn, const uint8_t *data, size_t len)
 	if (!budget_take(conn->host, n ? n : 1))
 		return false;
 	conn->reader_reserved = n ? n : 1;
+	ta_log(TA_LOG_DEBUG,
+	       "connection %" PRIu64 ": %" PRIu32 " bytes of the input budget held for a frame",
+	       conn->serial, n);
 	return true;
 }
 

@@ -97,14 +97,25 @@ struct batch_wait {
  * whose requests go in the next batch. An asynchronous caller (apply_async) has no thread
  * to lead with: the batcher's own lead thread takes the lead in its place. */
 struct cuda_batcher {
-	pthread_mutex_t mu;         /* guards the fields up to window_us, and the counts */
-	batch_wait *head, *tail;    /* queued, not yet taken by a leader */
-	bool running;               /* a leader is building or running a batch */
-	pthread_cond_t lead_cv;     /* signals the lead thread: lead_thread_up or stopping */
-	bool lead_thread_up;        /* the lead thread is to lead the next batch */
-	bool lead_stopping;         /* batcher_destroy asked the lead thread to exit */
-	bool lead_started;          /* the lead thread runs (lead_cv exists) */
-	pthread_t lead_thread;      /* leads for asynchronous callers */
+	pthread_mutex_t mu;      /* guards the fields up to window_us, and the counts */
+	batch_wait *head, *tail; /* queued, not yet taken by a leader */
+	bool running;            /* a leader is building or running a batch */
+	pthread_cond_t lead_cv;  /* signals the lead thread: lead_thread_up or stopping */
+	bool lead_thread_up;     /* the lead thread is to lead the next batch */
+	bool lead_stopping;      /* batcher_destroy asked the lead thread to exit */
+	bool lead_started;       /* the lead thread runs (lead_cv exists) */
+	pthread_t lead_thread;   /* leads for asynchronous callers */
+	/* the completion thread: while the lead thread has another batch to run, it hands a
+	 * finished batch's asynchronous callers here (their done functions wake event loops: a
+	 * system call each) instead of completing them itself */
+	pthread_mutex_t done_mu;    /* guards the fields up to done_started */
+	pthread_cond_t done_cv;     /* signals the completion thread: work or stopping */
+	batch_wait *done_head;      /* handed over, not yet completed (done_next links) */
+	batch_wait *done_tail;      /* the last of them */
+	bool done_idle;             /* the completion thread waits on done_cv */
+	bool done_stopping;         /* batcher_destroy asked it to finish and exit */
+	bool done_started;          /* it runs (done_mu and done_cv exist) */
+	pthread_t done_thread;      /* the completion thread */
 	unsigned window_us;         /* batch window (ta_backend_set_batch_window) */
 	cudaStream_t stream;        /* stream of the batch kernel */
 	unsigned char *buf;         /* mapped pinned memory: chains, items, elems, olds */

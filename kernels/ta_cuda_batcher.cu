@@ -1,7 +1,9 @@
 /* ta_cuda_batcher.cu: the CUDA backend's batcher and the host side of its persistent kernel:
  * small requests from many callers queued, resolved on the host into descriptors and run as
  * one launch of ta_cuda_batch.cuh's batch kernel, or handed to the resident kernel through
- * its mailbox. Host code only: the kernels are launched through ta_cuda_private.h.
+ * its mailbox. Asynchronous callers' batches are led by the lead thread; while it has a
+ * next batch to run, it hands a finished batch's completions (event-loop wake-ups) to the
+ * completion thread. Host code only: the kernels are launched through ta_cuda_private.h.
  * The backend (ta_cuda.cu) calls batchable/batch_submit and holds the resident kernel off
  * (pk_hold/pk_release) around calls that may synchronise the whole device. */
 #include <cuda_runtime.h>
@@ -645,6 +647,53 @@ static void batch_complete_async(batch_wait *async_head)
 	}
 }
 
+/* Hands a list from batch_done to the completion thread (which completes lists in the order
+ * handed); false when it does not run. Without batch.mu. */
+static bool batch_hand_over(cuda_batcher *b, batch_wait *async_head)
+{
+	if (!b->done_started)
+		return false;
+	batch_wait *last = async_head;
+	while (last->done_next)
+		last = last->done_next;
+	pthread_mutex_lock(&b->done_mu);
+	if (b->done_tail)
+		b->done_tail->done_next = async_head;
+	else
+		b->done_head = async_head;
+	b->done_tail = last;
+	bool wake = b->done_idle; /* a system call only when it sleeps */
+	pthread_mutex_unlock(&b->done_mu);
+	if (wake)
+		pthread_cond_signal(&b->done_cv);
+	return true;
+}
+
+/* The completion thread: completes what batch_hand_over queues, until stopped with nothing
+ * left. */
+static void *done_main(void *arg)
+{
+	cuda_batcher *b = (cuda_batcher *)arg;
+	(void)pthread_setname_np(pthread_self(), "ta-cuda-done"); /* top -H; a convenience */
+	pthread_mutex_lock(&b->done_mu);
+	for (;;) {
+		while (!b->done_head && !b->done_stopping) {
+			b->done_idle = true;
+			pthread_cond_wait(&b->done_cv, &b->done_mu);
+			b->done_idle = false;
+		}
+		batch_wait *list = b->done_head;
+		if (!list)
+			break; /* stopping, nothing left */
+		b->done_head = b->done_tail = NULL;
+		pthread_mutex_unlock(&b->done_mu);
+		batch_complete_async(list);
+		pthread_mutex_lock(&b->done_mu);
+	}
+	pthread_mutex_unlock(&b->done_mu);
+	return NULL;
+}
+
 /* Runs one batch as the leader (self: the calling waiting caller; NULL for the lead thread):
  * gathers the queue (after the batch window), runs it, completes each of its callers (posts
  * the waiting ones, calls the asynchronous ones' done functions) and passes the lead on.
@@ -692,7 +741,9 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 		pthread_mutex_lock(&b->mu);
 		batch_wait *async_head = batch_done(b, cur, self);
 		pthread_mutex_unlock(&b->mu);
-		batch_complete_async(async_head);
+		/* with the next batch waiting, its start does not wait for these wake-ups */
+		if (async_head && !(more && batch_hand_over(b, async_head)))
+			batch_complete_async(async_head);
 		if (!more)
 			break;
 		if (!ready) { /* a launch, now that nothing runs */
@@ -817,6 +868,20 @@ static int lead_start(ta_cuda_backend *be)
 	rc = pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (rc == 0) {
 		rc = pthread_create(&b->lead_thread, NULL, lead_main, be);
+		/* the completion thread: without it the lead thread completes every batch itself */
+		int rd = rc != 0 ? rc : pthread_mutex_init(&b->done_mu, NULL);
+		if (rd == 0 && (rd = pthread_cond_init(&b->done_cv, NULL)) != 0)
+			pthread_mutex_destroy(&b->done_mu);
+		if (rd == 0 && (rd = pthread_create(&b->done_thread, NULL, done_main, b)) != 0) {
+			pthread_cond_destroy(&b->done_cv);
+			pthread_mutex_destroy(&b->done_mu);
+		}
+		b->done_started = rd == 0;
+		if (rc == 0 && rd != 0)
+			fprintf(stderr,
+			        "tileatom cuda: no completion thread (%s): the lead thread "
+			        "completes every batch\n",
+			        strerror(rd));
 		int rc2 = pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (rc2 != 0)
 			fprintf(stderr, "tileatom cuda: cannot restore the signal mask: %s\n",
@@ -958,6 +1023,21 @@ void batcher_destroy(ta_cuda_backend *be)
 			        strerror(rc));
 		pthread_cond_destroy(&be->batch.lead_cv);
 		be->batch.lead_started = false;
+	}
+	if (be->batch.done_started) { /* after the lead thread: nothing more is handed over */
+		cuda_batcher *b = &be->batch;
+		pthread_mutex_lock(&b->done_mu);
+		b->done_stopping = true;
+		pthread_cond_signal(&b->done_cv);
+		pthread_mutex_unlock(&b->done_mu);
+		int rc = pthread_join(b->done_thread, NULL);
+		if (rc != 0)
+			fprintf(stderr,
+			        "tileatom cuda: cannot join the batcher's completion thread: %s\n",
+			        strerror(rc));
+		pthread_cond_destroy(&b->done_cv);
+		pthread_mutex_destroy(&b->done_mu);
+		b->done_started = false;
 	}
 	if (be->pk_ready) {
 		cuda_batcher *b = &be->batch;

@@ -10,6 +10,7 @@
  * options), TA_TEST_BACKEND to run the daemon with another backend (e.g. cuda on a GPU
  * machine), TA_TEST_KEEP to keep the logs. */
 #include <check.h>
+#include <inttypes.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1969,6 +1970,46 @@ static uint8_t *big_hello_frame(uint64_t id, size_t name_len, size_t *len)
 	return frame;
 }
 
+/* The serial of the newest connection the daemon's log says it accepted (0: none). */
+static uint64_t last_accepted(const daemon_proc *d)
+{
+	char *err = slurp(d->err_path);
+	uint64_t serial = 0, s;
+	for (const char *p = err; (p = strstr(p, "connection ")); p++) {
+		int k = 0;
+		if (sscanf(p, "connection %" SCNu64 "%n", &s, &k) == 1 &&
+		    strncmp(p + k, " accepted", 9) == 0 && s > serial)
+			serial = s;
+	}
+	free(err);
+	return serial;
+}
+
+/* Waits (up to 20 s) until the daemon's log holds needle. */
+static void wait_log(const daemon_proc *d, const char *needle)
+{
+	long long deadline = now_ms() + 20000;
+	for (;;) {
+		char *err = slurp(d->err_path);
+		bool found = strstr(err, needle) != NULL;
+		free(err);
+		if (found)
+			return;
+		ck_assert_msg(now_ms() < deadline, "the daemon's log never said \"%s\"", needle);
+		usleep(10000);
+	}
+}
+
+/* Waits until the daemon holds payload bytes of input budget for connection serial's frame. */
+static void wait_held(const daemon_proc *d, uint64_t serial, size_t payload)
+{
+	char needle[128];
+	snprintf(needle, sizeof(needle),
+	         "connection %" PRIu64 ": %zu bytes of the input budget held for a frame", serial,
+	         payload);
+	wait_log(d, needle);
+}
+
 START_TEST(test_input_total_bound)
 {
 	/* room for two 16000-byte frames in progress, not three */
@@ -1981,14 +2022,24 @@ START_TEST(test_input_total_bound)
 		frame[i] = big_hello_frame((uint64_t)(100 + i), 15990, &len);
 	ck_assert_uint_gt(len, 16000);
 	ck_assert_uint_le(len, 16384 + TA_FRAME_HEADER);
-	int fa = connect_unix(d.sock), fb = connect_unix(d.sock), fc = connect_unix(d.sock);
-	/* a and b each start a frame: 2 x ~16000 bytes reserved */
+	/* each connection's serial from the log (its Hello answered: its accept is logged) */
+	int fa = connect_unix(d.sock);
+	uint64_t sa = last_accepted(&d);
+	int fb = connect_unix(d.sock);
+	uint64_t sb = last_accepted(&d);
+	int fc = connect_unix(d.sock);
+	uint64_t sc = last_accepted(&d);
+	ck_assert(sa < sb && sb < sc);
+	/* a and b each start a frame: 2 x ~16000 bytes held (seen in the log before c sends) */
 	ck_assert(send_all(fa, frame[0], 100));
+	wait_held(&d, sa, len - TA_FRAME_HEADER);
 	ck_assert(send_all(fb, frame[1], 100));
-	usleep(50000);
+	wait_held(&d, sb, len - TA_FRAME_HEADER);
 	/* c's frame does not fit: c is paused, its bytes wait */
 	ck_assert(send_all(fc, frame[2], 100));
-	usleep(50000);
+	char paused[96];
+	snprintf(paused, sizeof(paused), "connection %" PRIu64 ": input budget", sc);
+	wait_log(&d, paused);
 	ck_assert(send_all(fc, frame[2] + 100, len - 100));
 	/* other clients keep being served (whole small frames need no reservation) */
 	int other = connect_unix(d.sock);
