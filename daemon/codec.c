@@ -109,13 +109,6 @@ static void problem(dec *d, const char *fmt, const char *a, const char *b)
 	snprintf(d->w->problem_msg, sizeof(d->w->problem_msg), fmt, a, b);
 }
 
-/* Skips the value of the field just read, by its wire type; false when malformed (groups
- * and unknown wire types too: protobuf-c does not take them). */
-static bool skip_value(rd *r)
-{
-	return rd_skip(&r->p, r->end, r->wire);
-}
-
 /* Reads keys until one of a field the table knows (or any, with r->unknown: then *slot may
  * be FW_NONE), skipping the others: 1 with *slot set, 0 at the end of the message, -1 when
  * malformed (a key protobuf-c refuses, or a known field of another wire type: but a single
@@ -145,7 +138,7 @@ HOT int next_field(rd *r, fw_slot *slot)
 		if (s == FW_NONE) {
 			if (r->unknown)
 				return 1;
-			if (!skip_value(r))
+			if (!rd_skip(&r->p, r->end, r->wire))
 				return -1;
 			continue;
 		}
@@ -173,7 +166,7 @@ HOT bool rd_i32(rd *r, int32_t *v)
 static bool rd_flag_any(rd *r, bool *b)
 {
 	const uint8_t *start = r->p;
-	if (!skip_value(r))
+	if (!rd_skip(&r->p, r->end, r->wire))
 		return false;
 	*b = false;
 	for (const uint8_t *q = start; q < r->p; q++)
@@ -354,92 +347,23 @@ static bool dec_array(dec *d, rd *in, fw_slot field, const char *what, ta_wire_a
 	return k == 0;
 }
 
+static bool dec_fields(dec *d, rd r);
+
 /* Decodes an Options into the request. */
 static bool dec_options(dec *d, rd r)
 {
-	ta_wire_request *w = d->w;
-	fw_slot s;
-	int k;
-	w->has_options = true;
-	w->sem = w->scope = w->space = 0;
-	w->no_bounds_check = w->want_old = false;
-	while ((k = next_field(&r, &s)) > 0) {
-		rd sub;
-		ta_wire_ref spare;
-		bool ok;
-		switch (s) {
-		case FW_OPT_SEM:
-			ok = rd_i32(&r, &w->sem);
-			break;
-		case FW_OPT_SCOPE:
-			ok = rd_i32(&r, &w->scope);
-			break;
-		case FW_OPT_SPACE:
-			ok = rd_i32(&r, &w->space);
-			break;
-		case FW_OPT_NO_BOUNDS:
-			ok = rd_flag(&r, &w->no_bounds_check);
-			break;
-		case FW_OPT_WANT_OLD:
-			ok = rd_flag(&r, &w->want_old);
-			break;
-		case FW_OPT_MASK:
-			ok = dec_array(d, &r, s, "options.mask", &w->mask);
-			break;
-		default: /* FW_OPT_OLD_INTO */
-			w->refs = true;
-			ok = open_msg(&r, FW_M_BUFREF, &sub) &&
-			     dec_ref(sub,
-			             once(d, &r, s, "options.old_into") ? &w->old_into : &spare);
-			break;
-		}
-		if (!ok)
-			return false;
-	}
-	return k == 0;
+	d->w->has_options = true;
+	d->w->sem = d->w->scope = d->w->space = 0;
+	d->w->no_bounds_check = d->w->want_old = false;
+	return dec_fields(d, r);
 }
 
-/* Decodes a ScatterAddr into the request (its indices as index[0]). */
-static bool dec_saddr(dec *d, rd r)
+/* Decodes a ScatterAddr (its indices as index[0]) or an IndexedAddr (index arrays
+ * appended) into the request, by the table of r. */
+static bool dec_addr(dec *d, rd r)
 {
-	ta_wire_request *w = d->w;
-	fw_slot s;
-	int k;
-	w->form = TA_FORM_SCATTER;
-	while ((k = next_field(&r, &s)) > 0) {
-		int32_t dim;
-		if (s == FW_SADDR_DIM ? !rd_i32(&r, &dim)
-		                      : !dec_array(d, &r, s, "addr.indices", &w->index[0]))
-			return false;
-		if (s == FW_SADDR_DIM)
-			w->dim = (uint32_t)dim;
-		else
-			w->n_indices = 1;
-	}
-	return k == 0;
-}
-
-/* Decodes an IndexedAddr into the request (index arrays appended). */
-static bool dec_iaddr(dec *d, rd r)
-{
-	ta_wire_request *w = d->w;
-	fw_slot s;
-	int k;
-	w->form = TA_FORM_INDEXED;
-	while ((k = next_field(&r, &s)) > 0) {
-		ta_wire_array spare;
-		if (s == FW_IADDR_FLAT) {
-			if (!rd_flag(&r, &w->flat))
-				return false;
-			continue;
-		}
-		r.seen = 0; /* a repeated field: every element is new */
-		if (!dec_array(d, &r, s, "addr.indices",
-		               w->n_indices < TA_MAX_RANK ? &w->index[w->n_indices] : &spare))
-			return false;
-		w->n_indices++;
-	}
-	return k == 0;
+	d->w->form = r.t == &fw_tables[FW_M_SADDR] ? TA_FORM_SCATTER : TA_FORM_INDEXED;
+	return dec_fields(d, r);
 }
 
 /* Decodes an Addressing region into the request. */
@@ -463,9 +387,9 @@ static bool dec_addressing(dec *d, rd r)
 			ok = dec_sub(d, &r, FW_ADDR_REGION, FW_M_REGION, "addr form",
 			             dec_addr_region);
 		else if (s == FW_ADDR_SCATTER)
-			ok = dec_sub(d, &r, FW_ADDR_REGION, FW_M_SADDR, "addr form", dec_saddr);
+			ok = dec_sub(d, &r, FW_ADDR_REGION, FW_M_SADDR, "addr form", dec_addr);
 		else
-			ok = dec_sub(d, &r, FW_ADDR_REGION, FW_M_IADDR, "addr form", dec_iaddr);
+			ok = dec_sub(d, &r, FW_ADDR_REGION, FW_M_IADDR, "addr form", dec_addr);
 		if (!ok)
 			return false;
 	}
@@ -510,14 +434,18 @@ static bool dec_tile(dec *d, rd *r)
 	return true;
 }
 
-/* Decodes the body of a data-plane request into the request. */
-static bool dec_body(dec *d, rd r)
+/* Decodes the fields of a data-plane request's message into the request: its body, an
+ * Options, a ScatterAddr or an IndexedAddr (each slot is of one of them). */
+static bool dec_fields(dec *d, rd r)
 {
 	ta_wire_request *w = d->w;
 	fw_slot s;
 	int k;
 	while ((k = next_field(&r, &s)) > 0) {
 		bool ok;
+		rd sub;
+		ta_wire_ref spare_ref;
+		ta_wire_array spare;
 		switch (s) {
 		case FW_RMW_TILE:
 			ok = dec_tile(d, &r);
@@ -531,10 +459,10 @@ static bool dec_body(dec *d, rd r)
 			             s == FW_RMW_REGION ? "region" : "window", dec_req_region);
 			break;
 		case FW_RMW_SCATTER_ADDR:
-			ok = dec_sub(d, &r, s, FW_M_SADDR, "addr", dec_saddr);
+			ok = dec_sub(d, &r, s, FW_M_SADDR, "addr", dec_addr);
 			break;
 		case FW_RMW_INDEXED_ADDR:
-			ok = dec_sub(d, &r, s, FW_M_IADDR, "addr", dec_iaddr);
+			ok = dec_sub(d, &r, s, FW_M_IADDR, "addr", dec_addr);
 			break;
 		case FW_MEM_ADDR:
 			ok = dec_sub(d, &r, s, FW_M_ADDRESSING, "addr", dec_addressing);
@@ -548,8 +476,45 @@ static bool dec_body(dec *d, rd r)
 		case FW_MEM_PADDING:
 			ok = dec_array(d, &r, s, "padding", &w->padding);
 			break;
-		default: /* FW_RMW_OPTIONS */
+		case FW_RMW_OPTIONS:
 			ok = dec_sub(d, &r, s, FW_M_OPTIONS, "options", dec_options);
+			break;
+		case FW_OPT_SEM:
+		case FW_OPT_SCOPE:
+		case FW_OPT_SPACE:
+			ok = rd_i32(&r, s == FW_OPT_SEM     ? &w->sem
+			                : s == FW_OPT_SCOPE ? &w->scope
+			                                    : &w->space);
+			break;
+		case FW_OPT_NO_BOUNDS:
+		case FW_OPT_WANT_OLD:
+			ok = rd_flag(&r, s == FW_OPT_WANT_OLD ? &w->want_old : &w->no_bounds_check);
+			break;
+		case FW_OPT_MASK:
+			ok = dec_array(d, &r, s, "options.mask", &w->mask);
+			break;
+		case FW_OPT_OLD_INTO:
+			w->refs = true;
+			ok = open_msg(&r, FW_M_BUFREF, &sub) &&
+			     dec_ref(sub, once(d, &r, s, "options.old_into") ? &w->old_into
+			                                                     : &spare_ref);
+			break;
+		case FW_SADDR_DIM: /* a uint32: its low 32 bits as they came */
+			ok = rd_i32(&r, (int32_t *)&w->dim);
+			break;
+		case FW_IADDR_FLAT:
+			ok = rd_flag(&r, &w->flat);
+			break;
+		case FW_SADDR_INDICES:
+			ok = dec_array(d, &r, s, "addr.indices", &w->index[0]);
+			w->n_indices = 1;
+			break;
+		default: /* FW_IADDR_INDICES, repeated: every element is new */
+			r.seen = 0;
+			ok = dec_array(d, &r, s, "addr.indices",
+			               w->n_indices < TA_MAX_RANK ? &w->index[w->n_indices]
+			                                          : &spare);
+			w->n_indices++;
 			break;
 		}
 		if (!ok)
@@ -612,7 +577,7 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 		const ProtobufCFieldDescriptor *f =
 		    s == FW_NONE ? protobuf_c_message_descriptor_get_field(qd, r.number) : NULL;
 		if (s == FW_NONE && !(f && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))) {
-			if (!skip_value(&r)) /* an unknown field */
+			if (!rd_skip(&r.p, r.end, r.wire)) /* an unknown field */
 				return TA_WIRE_MALFORMED;
 			continue;
 		}
@@ -627,7 +592,7 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 			w->kind = bodies[i].kind;
 			if (!open_msg(&r, bodies[i].msg, &body))
 				return TA_WIRE_MALFORMED;
-		} else if (!skip_value(&r)) {
+		} else if (!rd_skip(&r.p, r.end, r.wire)) {
 			return TA_WIRE_MALFORMED;
 		}
 	}
@@ -646,7 +611,7 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 		return TA_WIRE_CONTROL;
 	if (nbodies == 0)
 		return TA_WIRE_DATA;
-	return dec_body(&d, body) ? TA_WIRE_DATA : TA_WIRE_MALFORMED;
+	return dec_fields(&d, body) ? TA_WIRE_DATA : TA_WIRE_MALFORMED;
 }
 
 /* ---- the response writer -------------------------------------------------------------- */

@@ -32,12 +32,18 @@ static inline ta_shm_table *rc_shm(const resp_ctx *rc)
 	return rc->session ? rc->session->shm : NULL;
 }
 
-/* A protobuf-c Array (create.fill) as the handlers take Arrays. */
+/* Hands the request, of which nothing was applied, to a worker (rc->deferred: the caller
+ * hands it on; the worker runs it from the start). */
+static ta_status defer(resp_ctx *rc)
+{
+	rc->deferred = true;
+	return TA_OK;
+}
+
+/* A protobuf-c Array (create.fill, present) as the handlers take Arrays. */
 static void wire_from_pb_array(const Tileatom__Array *a, ta_wire_array *w)
 {
-	w->present = a != NULL;
-	if (!a)
-		return;
+	w->present = true;
 	w->dtype = (int32_t)a->dtype;
 	w->n_shape = a->n_shape;
 	for (size_t i = 0; i < a->n_shape && i < TA_MAX_RANK; i++)
@@ -98,32 +104,36 @@ static ta_status view_from_wire(resp_ctx *rc, const ta_wire_array *a, const char
 	return TA_OK;
 }
 
-/* Copies a region's origin (n_origin entries) and shape (n_shape) into req (both empty:
- * the whole tile). Origin without shape reaches to the end of the tile; shape without
- * origin starts at 0. */
-static ta_status region_entries_into(const int64_t *origin, size_t n_origin, const int64_t *shape,
-                                     size_t n_shape, const char *what, const ta_tile_shape *tile,
-                                     ta_request *req, ta_error *err)
+/* True when a Region as sent holds no entries. */
+static bool region_empty(const ta_wire_region *r)
+{
+	return r->n_origin == 0 && r->n_shape == 0;
+}
+
+/* Copies a Region as sent into req (empty: the whole tile). Origin without shape reaches to
+ * the end of the tile; shape without origin starts at 0. */
+static ta_status region_into(resp_ctx *rc, const ta_wire_region *r, const char *what,
+                             const ta_tile_shape *tile, ta_request *req)
 {
 	req->has_region = false;
 	req->region_rank = 0;
-	if (n_origin == 0 && n_shape == 0)
+	if (region_empty(r))
 		return TA_OK;
-	size_t n = n_origin ? n_origin : n_shape;
-	if (n_origin && n_shape && n_origin != n_shape)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "%s: origin has %zu entries but shape has %zu", what, n_origin,
-		                    n_shape);
+	size_t n = r->n_origin ? r->n_origin : r->n_shape;
+	if (r->n_origin && r->n_shape && r->n_origin != r->n_shape)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "%s: origin has %zu entries but shape has %zu", what,
+		                    r->n_origin, r->n_shape);
 	if (n > TA_MAX_RANK)
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "%s: rank %zu is over the limit of %d", what, n, TA_MAX_RANK);
 	req->has_region = true;
 	req->region_rank = (int)n;
 	for (size_t a = 0; a < n; a++) {
-		int64_t o = n_origin ? origin[a] : 0;
+		int64_t o = r->n_origin ? r->origin[a] : 0;
 		int64_t s;
-		if (n_shape)
-			s = shape[a];
+		if (r->n_shape)
+			s = r->shape[a];
 		else if ((int)a < tile->rank && o >= 0 && o < tile->shape[a])
 			s = tile->shape[a] - o;
 		else
@@ -132,14 +142,6 @@ static ta_status region_entries_into(const int64_t *origin, size_t n_origin, con
 		req->region_shape[a] = s;
 	}
 	return TA_OK;
-}
-
-/* Copies a Region as sent into req (empty: the whole tile), as region_entries_into. */
-static ta_status region_into(resp_ctx *rc, const ta_wire_region *r, const char *what,
-                             const ta_tile_shape *tile, ta_request *req)
-{
-	return region_entries_into(r->origin, r->n_origin, r->shape, r->n_shape, what, tile, req,
-	                           &rc->err);
 }
 
 /* Scatter addressing into req. */
@@ -178,37 +180,25 @@ static ta_status indexed_into(resp_ctx *rc, const ta_wire_request *w, ta_request
 	return TA_OK;
 }
 
-/* True when a Region as sent holds no entries. */
-static bool region_empty(const ta_wire_region *r)
-{
-	return r->n_origin == 0 && r->n_shape == 0;
-}
-
-/* Addressing of the memory ops: the window plus one of region / scatter / indexed. */
+/* Addressing of the memory ops: the window (or addr.region) plus scatter or indexed. */
 static ta_status addressing_into(resp_ctx *rc, const ta_wire_request *w, const ta_tile_shape *tile,
                                  ta_request *req)
 {
-	ta_status st;
-	switch (w->form) {
-	case TA_FORM_REGION:
-		req->addr = TA_ADDR_REGION;
-		if (!region_empty(&w->region) && !region_empty(&w->addr_region))
+	const ta_wire_region *r = &w->region;
+	const char *what = "window";
+	if (w->form == TA_FORM_REGION && !region_empty(&w->addr_region)) {
+		if (!region_empty(&w->region))
 			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 			                    "give the region either as window or as addr.region, "
 			                    "not both");
-		if (!region_empty(&w->addr_region))
-			return region_into(rc, &w->addr_region, "addr.region", tile, req);
-		return region_into(rc, &w->region, "window", tile, req);
-	case TA_FORM_SCATTER:
-		st = region_into(rc, &w->region, "window", tile, req);
-		return st != TA_OK ? st : scatter_into(rc, w, req);
-	case TA_FORM_INDEXED:
-		st = region_into(rc, &w->region, "window", tile, req);
-		return st != TA_OK ? st : indexed_into(rc, w, req);
-	default:
-		req->addr = TA_ADDR_REGION;
-		return region_into(rc, &w->region, "window", tile, req);
+		r = &w->addr_region;
+		what = "addr.region";
 	}
+	req->addr = TA_ADDR_REGION;
+	ta_status st = region_into(rc, r, what, tile, req);
+	if (st != TA_OK || w->form == TA_FORM_REGION || w->form == TA_FORM_NONE)
+		return st;
+	return w->form == TA_FORM_SCATTER ? scatter_into(rc, w, req) : indexed_into(rc, w, req);
 }
 
 /* Copies the Options as sent into req (absent: the defaults ta_request_init set), and
@@ -226,18 +216,6 @@ static ta_status options_into(resp_ctx *rc, const ta_wire_request *w, ta_request
 	return view_from_wire(rc, &w->mask, "mask", &req->mask);
 }
 
-/* Checks that a wire op is one of the RMW ops of the table and returns it. */
-static ta_status rmw_op(int32_t wire, ta_op *op, ta_error *err)
-{
-	if (!ta_op_is_rmw((ta_op)wire)) {
-		char ops[128];
-		return ta_error_set(err, TA_INVALID_ARGUMENT, "unknown or missing op (%d): use %s",
-		                    (int)wire, ta_kind_ops_text(TA_KIND_RMW, ops, sizeof(ops)));
-	}
-	*op = (ta_op)wire;
-	return TA_OK;
-}
-
 /* Validates req against tile, runs it and fills the response body (kind). In a group, a
  * small global-space plan is only collected (rc->collected; group_flush runs it); a larger
  * one first flushes the group. */
@@ -253,16 +231,11 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	/* the loop keeps what costs it little: few elements to move on the host (a plan whose
 	 * operands the GPU reads in place moves none: measured on the H200, 2^24 device keys
 	 * ran at 100-150 G keys/s through a worker and 270-310 on the loop, doc/GPU-RESULTS.md) */
-	if (rc->inline_max >= 0 && ta_plan_host_elements(&plan) > rc->inline_max) {
-		rc->deferred = true; /* nothing was applied: a worker runs it from the start */
-		return TA_OK;
-	}
-	size_t es = ta_dtype_size(plan.dtype);
-	uint64_t old_bytes = 0;
-	bool old_shared = plan.want_old && rc->old_into;
-	if (old_shared) {
+	if (rc->inline_max >= 0 && ta_plan_host_elements(&plan) > rc->inline_max)
+		return defer(rc);
+	uint64_t old_bytes = plan.want_old ? (uint64_t)plan.count * ta_dtype_size(plan.dtype) : 0;
+	if (plan.want_old && rc->old_into) {
 		/* old values go straight into the client's shared buffer */
-		old_bytes = (uint64_t)plan.count * es;
 		if (rc->old_into->length < old_bytes)
 			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 			                    "old_into: names %" PRIu64
@@ -279,7 +252,6 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "old_into is given but the request returns no values");
 	} else if (plan.want_old) {
-		old_bytes = (uint64_t)plan.count * es;
 		if (old_bytes + RESPONSE_OVERHEAD > svc->max_frame)
 			return ta_error_set(
 			    &rc->err, TA_RESOURCE_EXHAUSTED,
@@ -311,11 +283,9 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 				                       rc->wire, req, &plan, rc->tiles, tile);
 			return TA_OK;
 		}
-		if (async) {
-			rc->deferred = true; /* the loop never blocks: its caller hands it on */
-			return TA_OK;
-		}
-		group_flush(rc->group); /* the requests before this one go first */
+		if (async)
+			return defer(rc); /* the loop never blocks */
+		group_flush(rc->group);   /* the requests before this one go first */
 	}
 	ta_result result = {0, 0};
 	st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan, &result,
@@ -332,67 +302,68 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	return TA_OK;
 }
 
-/* The atomic families (element-wise, scatter, indexed): op, region, the family's
- * addressing (scatter for SCATTER, indexed for INDEXED, neither for ELEMENTWISE), values,
- * compare (cas; scatter has none) and options. */
-static ta_status do_rmw(resp_ctx *rc, ta_tile *tile, ta_family family, const ta_wire_request *w)
+/* A data-plane request of kind, its checks in one order. The atomic families (element-wise,
+ * scatter, indexed): op, region, the family's addressing (scatter for SCATTER, indexed for
+ * INDEXED), values, compare (cas) and options. The memory ops: write and read (STORE or LOAD
+ * over their region; a read's values come back as the `data` body), gather, scatter store,
+ * atomic load/store (LOAD or STORE with any addressing): addressing, options, values for
+ * stores, padding for gathers. (The decoder fills compare only for the atomic requests,
+ * padding only for gathers.) */
+static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
 {
+	ta_family family = ta_req_family(kind);
+	bool memory = family == TA_FAMILY_MEMORY || family == TA_FAMILY_NONE;
+	ta_op op = ta_req_op(kind);
 	ta_request req;
-	ta_request_init(&req);
-	req.family = family;
-	req.addr = TA_ADDR_REGION;
-	ta_status st = rmw_op(w->op, &req.op, &rc->err);
-	if (st == TA_OK)
-		st = region_into(rc, &w->region, "region", &tile->shape, &req);
-	if (st == TA_OK && family == TA_FAMILY_SCATTER)
-		st = scatter_into(rc, w, &req);
-	if (st == TA_OK && family == TA_FAMILY_INDEXED)
-		st = indexed_into(rc, w, &req);
+	ta_status st;
+	if (memory) {
+		ta_request_region(&req, TA_FAMILY_MEMORY, op);
+		bool plain = kind == TA_REQ_WRITE || kind == TA_REQ_READ;
+		st = plain ? region_into(rc, &w->region, "region", &tile->shape, &req)
+		           : addressing_into(rc, w, &tile->shape, &req);
+		if (st == TA_OK)
+			st = options_into(rc, w, &req);
+		if (st == TA_OK && op == TA_OP_STORE && !w->values.present)
+			st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s needs values",
+			                  kind == TA_REQ_WRITE ? "write" : "a store");
+	} else {
+		ta_request_init(&req);
+		req.family = family;
+		req.addr = TA_ADDR_REGION;
+		req.op = (ta_op)w->op;
+		st = TA_OK;
+		if (!ta_op_is_rmw(req.op)) { /* one of the RMW ops of the table */
+			char ops[128];
+			st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+			                  "unknown or missing op (%d): use %s", (int)w->op,
+			                  ta_kind_ops_text(TA_KIND_RMW, ops, sizeof(ops)));
+		}
+		if (st == TA_OK)
+			st = region_into(rc, &w->region, "region", &tile->shape, &req);
+		if (st == TA_OK && family == TA_FAMILY_SCATTER)
+			st = scatter_into(rc, w, &req);
+		if (st == TA_OK && family == TA_FAMILY_INDEXED)
+			st = indexed_into(rc, w, &req);
+	}
 	if (st == TA_OK)
 		st = view_from_wire(rc, &w->values, "values", &req.values);
 	if (st == TA_OK)
 		st = view_from_wire(rc, &w->compare, "compare", &req.compare);
 	if (st == TA_OK)
-		st = options_into(rc, w, &req);
-	return st != TA_OK ? st : run_plan(rc, tile, &req, OUT_OP);
-}
-
-/* The memory ops: write and read (STORE or LOAD over their region; a read's values come
- * back as the `data` body), gather, scatter store, atomic load/store (LOAD or STORE with any
- * addressing); values for stores, padding for gathers. */
-static ta_status do_memory(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
-{
-	ta_op op = ta_req_op(kind);
-	ta_request req;
-	ta_request_region(&req, TA_FAMILY_MEMORY, op);
-	bool plain = kind == TA_REQ_WRITE || kind == TA_REQ_READ;
-	ta_status st = plain ? region_into(rc, &w->region, "region", &tile->shape, &req)
-	                     : addressing_into(rc, w, &tile->shape, &req);
-	if (st == TA_OK)
-		st = options_into(rc, w, &req);
-	if (st == TA_OK && op == TA_OP_STORE && !w->values.present)
-		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s needs values",
-		                  kind == TA_REQ_WRITE ? "write" : "a store");
-	if (st == TA_OK)
-		st = view_from_wire(rc, &w->values, "values", &req.values);
-	if (st == TA_OK)
 		st = view_from_wire(rc, &w->padding, "padding", &req.padding);
+	if (st == TA_OK && !memory)
+		st = options_into(rc, w, &req);
 	if (op == TA_OP_LOAD)
 		req.want_old = true;
 	return st != TA_OK ? st : run_plan(rc, tile, &req, kind == TA_REQ_READ ? OUT_DATA : OUT_OP);
 }
 
-/* A data-plane request of kind: the memory handler (write, read and the memory family) or
- * the atomic one. */
-static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
-{
-	ta_family family = ta_req_family(kind);
-	if (family == TA_FAMILY_MEMORY || family == TA_FAMILY_NONE)
-		return do_memory(rc, tile, kind, w);
-	return do_rmw(rc, tile, family, w);
-}
-
 /* ---- the control plane (protobuf-c's structures; no tile) ---------------------------- */
+
+/* Makes rc->ctl->field (a Response.member, cleared by init) the response's body. */
+#define CTL_BODY(rc, CASE, member, field, init)                                                    \
+	(init(&(rc)->ctl->field), (rc)->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_##CASE,     \
+	 (rc)->ctl->resp.member = &(rc)->ctl->field)
 
 /* Fills ti from info (pointing into it). */
 static void tile_info_pb(Tileatom__TileInfo *ti, ta_tile_info *info)
@@ -417,16 +388,13 @@ static void set_tile_body(resp_ctx *rc, const ta_tile_info *info)
 }
 
 /* hello: checks the protocol version; answers with ours either way. */
-static ta_status on_hello(resp_ctx *rc, ta_tile *tile, const Tileatom__HelloRequest *h)
+static ta_status on_hello(resp_ctx *rc, const Tileatom__HelloRequest *h)
 {
-	(void)tile;
-	tileatom__hello_response__init(&rc->ctl->hello);
+	CTL_BODY(rc, HELLO, hello, hello, tileatom__hello_response__init);
 	rc->ctl->hello.protocol_version = TA_PROTOCOL_VERSION;
 	rc->ctl->hello.server_version = (char *)PACKAGE_VERSION;
 	rc->ctl->hello.backend = rc->svc->info.name;
 	rc->ctl->hello.max_frame = rc->svc->max_frame;
-	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_HELLO;
-	rc->ctl->resp.hello = &rc->ctl->hello;
 	if (rc->session && rc->session->auth_needed && !rc->session->authenticated) {
 		rc->ctl->hello.auth_required = true;
 		rc->ctl->hello.auth_nonce.data = rc->session->nonce;
@@ -450,9 +418,8 @@ static ta_status on_hello(resp_ctx *rc, ta_tile *tile, const Tileatom__HelloRequ
 
 /* auth: checks the client's proof over this connection's nonce and its own, answers with
  * the daemon's proof; a wrong proof closes the connection. */
-static ta_status on_auth(resp_ctx *rc, ta_tile *tile, const Tileatom__AuthRequest *a)
+static ta_status on_auth(resp_ctx *rc, const Tileatom__AuthRequest *a)
 {
-	(void)tile;
 	ta_session *s = rc->session;
 	const ta_auth_secret *secret = rc->svc->auth;
 	if (!s || !s->auth_needed || !secret)
@@ -489,11 +456,9 @@ static ta_status on_auth(resp_ctx *rc, ta_tile *tile, const Tileatom__AuthReques
 	s->authenticated = true;
 	rc->who = ta_session_who(s);
 	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": authenticated", s->serial);
-	tileatom__auth_response__init(&rc->ctl->auth);
+	CTL_BODY(rc, AUTH, auth, auth, tileatom__auth_response__init);
 	rc->ctl->auth.server_proof.data = rc->ctl->sproof;
 	rc->ctl->auth.server_proof.len = sizeof(rc->ctl->sproof);
-	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_AUTH;
-	rc->ctl->resp.auth = &rc->ctl->auth;
 	return TA_OK;
 }
 
@@ -507,37 +472,18 @@ static bool all_zero(const void *p, size_t n)
 	return true;
 }
 
-/* The placement a create asks for (its placement field; empty: the daemon's default), or
- * INVALID_ARGUMENT naming the tile and the text. A replayed create (restored) may name the
- * parts the tile had, as its log record holds them (rows: the tile's first axis): *place
- * then points to them in *was. */
-static ta_status create_placement(const Tileatom__CreateTileRequest *c, bool restored, int64_t rows,
-                                  ta_tile_where *was, ta_placement *place, ta_error *err)
-{
-	char shown[TA_NAME_MAX + 4];
-	ta_error perr = {0};
-	if (restored && ta_tile_where_parse(c->placement, rows, was, NULL) == TA_OK) {
-		*place = (ta_placement){TA_PLACE_PARTS, 0, 0, was};
-		return TA_OK;
-	}
-	if (ta_placement_parse(c->placement, place, &perr) == TA_OK)
-		return TA_OK;
-	return ta_error_set(err, TA_INVALID_ARGUMENT, "tile '%s': %s",
-	                    ta_name_for_message(c->name, shown, sizeof(shown)), perr.msg);
-}
-
 /* create: reserve, allocate, fill, publish. */
-static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__CreateTileRequest *c)
+static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 {
-	(void)unused;
 	ta_service *svc = rc->svc;
 	char shown[TA_NAME_MAX + 4];
+	const char *name = ta_name_for_message(c->name, shown, sizeof(shown)); /* for messages */
 	ta_tile_shape shape;
 	memset(&shape, 0, sizeof(shape));
 	if (c->n_shape == 0 || c->n_shape > TA_MAX_RANK)
-		return ta_error_set(
-		    &rc->err, TA_INVALID_ARGUMENT, "tile '%s': rank %zu is not between 1 and %d",
-		    ta_name_for_message(c->name, shown, sizeof(shown)), c->n_shape, TA_MAX_RANK);
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "tile '%s': rank %zu is not between 1 and %d", name, c->n_shape,
+		                    TA_MAX_RANK);
 	shape.dtype = (ta_dtype)c->dtype;
 	shape.rank = (int)c->n_shape;
 	for (size_t a = 0; a < c->n_shape; a++)
@@ -550,10 +496,8 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 		for (size_t a = 0; a < c->n_shape; a++)
 			if (c->shape[a] > 0 && __builtin_mul_overflow(n, c->shape[a], &n))
 				n = INT64_MAX;
-		if (n > rc->inline_max) {
-			rc->deferred = true;
-			return TA_OK;
-		}
+		if (n > rc->inline_max)
+			return defer(rc);
 	}
 	ta_owner owner = TA_OWNER_PUBLIC;
 	if (c->private_tile) {
@@ -563,19 +507,24 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 			    &rc->err, TA_PERMISSION_DENIED,
 			    "tile '%s': a private tile needs an identity: connect over the Unix "
 			    "socket, or authenticate over TCP (the daemon's --auth-file)",
-			    ta_name_for_message(c->name, shown, sizeof(shown)));
+			    name);
 	}
+	/* the placement asked for (empty: the daemon's default); a replayed create may name the
+	 * parts the tile had, as its log record holds them */
 	ta_placement place;
 	ta_tile_where was;
-	ta_status st = create_placement(c, svc->replaying, shape.shape[0], &was, &place, &rc->err);
-	if (st != TA_OK)
-		return st;
+	ta_error perr = {0};
+	if (svc->replaying &&
+	    ta_tile_where_parse(c->placement, shape.shape[0], &was, NULL) == TA_OK)
+		place = (ta_placement){TA_PLACE_PARTS, 0, 0, &was};
+	else if (ta_placement_parse(c->placement, &place, &perr) != TA_OK)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "tile '%s': %s", name, perr.msg);
 	ta_tile *tile = NULL;
 	/* a logged create goes back where the tile was, if this run can place it there */
-	st = svc->replaying ? ta_persist_create_restored(svc->registry, c->name, &shape, owner,
-	                                                 &place, &tile, &rc->err)
-	                    : ta_registry_create_placed(svc->registry, c->name, &shape, owner,
-	                                                &place, &tile, &rc->err);
+	ta_status st = svc->replaying ? ta_persist_create_restored(svc->registry, c->name, &shape,
+	                                                           owner, &place, &tile, &rc->err)
+	                              : ta_registry_create_placed(svc->registry, c->name, &shape,
+	                                                          owner, &place, &tile, &rc->err);
 	if (st != TA_OK)
 		return st;
 	if (c->fill) {
@@ -615,9 +564,8 @@ static ta_status on_create(resp_ctx *rc, ta_tile *unused, const Tileatom__Create
 }
 
 /* destroy: unname the tile; its memory goes with the last user. */
-static ta_status on_destroy(resp_ctx *rc, ta_tile *tile, const Tileatom__DestroyTileRequest *d)
+static ta_status on_destroy(resp_ctx *rc, const Tileatom__DestroyTileRequest *d)
 {
-	(void)tile;
 	ta_tile_info info;
 	ta_status st = ta_registry_remove_as(rc->svc->registry, d->name, rc->who, &info, &rc->err);
 	if (st == TA_OK)
@@ -626,9 +574,8 @@ static ta_status on_destroy(resp_ctx *rc, ta_tile *tile, const Tileatom__Destroy
 }
 
 /* describe: what one tile is. */
-static ta_status on_describe(resp_ctx *rc, ta_tile *unused, const Tileatom__DescribeTileRequest *d)
+static ta_status on_describe(resp_ctx *rc, const Tileatom__DescribeTileRequest *d)
 {
-	(void)unused;
 	ta_tile *tile = NULL;
 	ta_status st = get_tile(rc, d->name, &tile);
 	if (st != TA_OK)
@@ -647,23 +594,20 @@ static ta_status on_describe(resp_ctx *rc, ta_tile *unused, const Tileatom__Desc
 #define LIST_ENTRY_WIRE_MAX 130u
 
 /* list: the published tiles sorted by name, one page (paged) or all of them. */
-static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesRequest *l)
+static ta_status on_list(resp_ctx *rc, const Tileatom__ListTilesRequest *l)
 {
-	(void)tile;
 	ta_service *svc = rc->svc;
 	char shown[TA_NAME_MAX + 4];
 	size_t n = 0;
 	bool more = false;
-	ta_status st;
 	if (rc->inline_max >= 0) { /* a page is a pass over every tile: many go to a worker */
 		uint32_t tiles = 0;
 		uint64_t bytes = 0;
 		ta_registry_stats(svc->registry, &tiles, &bytes);
-		if (tiles > rc->inline_max) {
-			rc->deferred = true;
-			return TA_OK;
-		}
+		if (tiles > rc->inline_max)
+			return defer(rc);
 	}
+	size_t limit = SIZE_MAX; /* unpaged: every tile */
 	if (l->paged) {
 		if (l->cursor[0] && !ta_name_valid(l->cursor))
 			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
@@ -673,17 +617,14 @@ static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesR
 		/* a page always fits in a frame, next_cursor included */
 		size_t fit =
 		    (svc->max_frame - RESPONSE_OVERHEAD - TA_NAME_MAX - 2) / LIST_ENTRY_WIRE_MAX;
-		size_t limit = l->limit && l->limit < LIST_PAGE_MAX ? l->limit : LIST_PAGE_MAX;
-		st = ta_registry_list_page_as(svc->registry, rc->who, l->cursor,
-		                              limit < fit ? limit : fit, &rc->ctl->list_infos, &n,
-		                              &more, &rc->err);
-	} else {
-		st =
-		    ta_registry_list_as(svc->registry, rc->who, &rc->ctl->list_infos, &n, &rc->err);
+		limit = l->limit && l->limit < LIST_PAGE_MAX ? l->limit : LIST_PAGE_MAX;
+		limit = limit < fit ? limit : fit;
 	}
+	ta_status st = ta_registry_list_page_as(svc->registry, rc->who, l->paged ? l->cursor : "",
+	                                        limit, &rc->ctl->list_infos, &n, &more, &rc->err);
 	if (st != TA_OK)
 		return st;
-	tileatom__list_tiles_response__init(&rc->ctl->list);
+	CTL_BODY(rc, LIST, list, list, tileatom__list_tiles_response__init);
 	if (n) {
 		rc->ctl->list_items = calloc(n, sizeof(*rc->ctl->list_items));
 		rc->ctl->list_ptrs = calloc(n, sizeof(*rc->ctl->list_ptrs));
@@ -709,8 +650,6 @@ static ta_status on_list(resp_ctx *rc, ta_tile *tile, const Tileatom__ListTilesR
 			                    "(ListTilesRequest.paged) lists them all",
 			                    n, size, svc->max_frame);
 	}
-	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_LIST;
-	rc->ctl->resp.list = &rc->ctl->list;
 	return TA_OK;
 }
 
@@ -721,30 +660,25 @@ static bool fill_device_stats(ta_service *svc, ta_arena *arena, Tileatom__StatsR
 	int n = ta_backend_device_count(svc->backend);
 	Tileatom__DeviceStats *items = ta_arena_alloc(arena, (size_t)n * sizeof(*items));
 	Tileatom__DeviceStats **ptrs = ta_arena_alloc(arena, (size_t)n * sizeof(*ptrs));
-	if (!items || !ptrs)
+	ta_device_stats *all = ta_arena_alloc(arena, (size_t)n * sizeof(*all)); /* failure's */
+	if (!items || !ptrs || !all)
 		return false;
 	size_t k = 0;
 	for (int d = 0; d < n; d++) {
-		ta_device_stats ds;
-		if (!ta_service_device_stats(svc, d, &ds))
+		ta_device_stats *ds = &all[d];
+		if (!ta_service_device_stats(svc, d, ds))
 			continue;
 		Tileatom__DeviceStats *it = &items[k];
 		tileatom__device_stats__init(it);
 		it->device = (uint32_t)d;
-		it->memory_used = ds.memory_used;
-		it->memory_total = ds.memory_total;
-		it->tiles = (uint32_t)ds.tiles;
-		it->tile_bytes = ds.tile_bytes;
-		it->requests = ds.requests;
-		it->failed = ds.failed;
-		if (ds.failed) {
-			size_t len = strlen(ds.cause) + 1;
-			char *cause = ta_arena_alloc(arena, len);
-			if (!cause)
-				return false;
-			memcpy(cause, ds.cause, len);
-			it->failure = cause;
-		}
+		it->memory_used = ds->memory_used;
+		it->memory_total = ds->memory_total;
+		it->tiles = (uint32_t)ds->tiles;
+		it->tile_bytes = ds->tile_bytes;
+		it->requests = ds->requests;
+		it->failed = ds->failed;
+		if (ds->failed)
+			it->failure = ds->cause;
 		ptrs[k++] = it;
 	}
 	s->devices = ptrs;
@@ -753,12 +687,11 @@ static bool fill_device_stats(ta_service *svc, ta_arena *arena, Tileatom__StatsR
 }
 
 /* stats: backend facts and counters. */
-static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequest *m)
+static ta_status on_stats(resp_ctx *rc, const Tileatom__StatsRequest *m)
 {
-	(void)tile;
 	(void)m;
 	ta_service *svc = rc->svc;
-	tileatom__stats_response__init(&rc->ctl->stats);
+	CTL_BODY(rc, STATS, stats, stats, tileatom__stats_response__init);
 	ta_backend_info_get(svc->backend, &rc->ctl->stats_info);
 	rc->ctl->stats.backend = rc->ctl->stats_info.name;
 	rc->ctl->stats.device = rc->ctl->stats_info.device;
@@ -777,18 +710,14 @@ static ta_status on_stats(resp_ctx *rc, ta_tile *tile, const Tileatom__StatsRequ
 	if (!fill_device_stats(svc, rc->arena, &rc->ctl->stats))
 		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
 		                    "out of memory for the per-device statistics");
-	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_STATS;
-	rc->ctl->resp.stats = &rc->ctl->stats;
 	return TA_OK;
 }
 
 /* register_buffer: maps the memfd that came with the request, or opens the CUDA IPC handle
  * it carries (a device buffer; not with --data-dir, whose log could not hold the operands)
  * (shmbuf.h). */
-static ta_status on_register_buffer(resp_ctx *rc, ta_tile *tile,
-                                    const Tileatom__RegisterBufferRequest *m)
+static ta_status on_register_buffer(resp_ctx *rc, const Tileatom__RegisterBufferRequest *m)
 {
-	(void)tile;
 	ta_shm_table *t = rc_shm(rc);
 	if (!t)
 		return ta_error_set(
@@ -816,30 +745,24 @@ static ta_status on_register_buffer(resp_ctx *rc, ta_tile *tile,
 	}
 	if (st != TA_OK)
 		return st;
-	tileatom__buffer_response__init(&rc->ctl->buffer);
+	CTL_BODY(rc, BUFFER, buffer, buffer, tileatom__buffer_response__init);
 	rc->ctl->buffer.buffer_id = id;
 	rc->ctl->buffer.size = m->size;
-	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_BUFFER;
-	rc->ctl->resp.buffer = &rc->ctl->buffer;
 	return TA_OK;
 }
 
 /* ping: an empty answer. */
-static ta_status on_ping(resp_ctx *rc, ta_tile *tile, const Tileatom__PingRequest *m)
+static ta_status on_ping(resp_ctx *rc, const Tileatom__PingRequest *m)
 {
-	(void)tile;
 	(void)m;
-	tileatom__ping_response__init(&rc->ctl->ping);
-	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_PING;
-	rc->ctl->resp.ping = &rc->ctl->ping;
+	CTL_BODY(rc, PING, ping, ping, tileatom__ping_response__init);
 	return TA_OK;
 }
 
 /* snapshot: compacts the log into a snapshot of every tile (on a worker: it reads every
  * tile). */
-static ta_status on_snapshot(resp_ctx *rc, ta_tile *tile, const Tileatom__SnapshotRequest *m)
+static ta_status on_snapshot(resp_ctx *rc, const Tileatom__SnapshotRequest *m)
 {
-	(void)tile;
 	(void)m;
 	if (!ta_persist_may_snapshot(rc->who))
 		return ta_error_set(&rc->err, TA_PERMISSION_DENIED,
@@ -848,21 +771,17 @@ static ta_status on_snapshot(resp_ctx *rc, ta_tile *tile, const Tileatom__Snapsh
 	if (!rc->svc->persist)
 		return ta_error_set(&rc->err, TA_UNAVAILABLE,
 		                    "this daemon keeps no data (start it with --data-dir DIR)");
-	if (rc->inline_max >= 0) {
-		rc->deferred = true;
-		return TA_OK;
-	}
+	if (rc->inline_max >= 0)
+		return defer(rc);
 	ta_persist_snapinfo info;
 	ta_status st = ta_persist_snapshot(rc->svc->persist, &info, &rc->err);
 	if (st != TA_OK)
 		return st;
-	tileatom__snapshot_response__init(&rc->ctl->snap);
+	CTL_BODY(rc, SNAPSHOT, snapshot, snap, tileatom__snapshot_response__init);
 	rc->ctl->snap.tiles = info.tiles;
 	rc->ctl->snap.bytes = info.bytes;
 	rc->ctl->snap.seq = info.seq;
 	rc->ctl->snap.log_removed = info.log_removed;
-	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_SNAPSHOT;
-	rc->ctl->resp.snapshot = &rc->ctl->snap;
 	return TA_OK;
 }
 
@@ -909,7 +828,7 @@ static ta_status run_handler(resp_ctx *rc, ta_req_kind kind, ta_tile *tile,
                              const ta_wire_request *w, const Tileatom__Request *req)
 {
 #define TA_REQ_CALL_1(field) on_data(rc, tile, kind, w)
-#define TA_REQ_CALL_0(field) on_##field(rc, tile, req->field)
+#define TA_REQ_CALL_0(field) on_##field(rc, req->field)
 	switch (kind) {
 #define TA_REQUEST(id, field, number, tile_col, ...)                                               \
 	case TA_REQ_##id:                                                                          \

@@ -48,8 +48,6 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_s
 	p->replay = host->replay;
 	p->replay_arg = host->replay_arg;
 	p->dir = strdup(dir);
-	atomic_init(&p->durable_seq, 0);
-	atomic_init(&p->failed, false);
 	int rc = 0;
 	for (int s = 0; rc == 0 && s < TA_PERSIST_STRIPES; s++)
 		if (pthread_mutex_init(&p->stripes[s].mu, NULL) != 0 ||

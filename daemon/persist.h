@@ -53,7 +53,7 @@ typedef struct ta_persist ta_persist;
 
 struct ta_persist_run;
 
-/* A held mutation lock (from ta_persist_lock). */
+/* A held mutation lock (from ta_persist_run_lock). */
 typedef struct ta_persist_hold {
 	int stripe;                 /* the stripe held, or -1 for all of them */
 	int kind;                   /* shared with requests of this kind (>= 0), or -1: alone */
@@ -153,17 +153,15 @@ int ta_persist_attach(ta_persist *p, uv_loop_t *loop, void (*cb)(void *arg), voi
 /* Closes the loop handle (run the loop once more for the close to complete). */
 void ta_persist_detach(ta_persist *p);
 
-/* Takes the mutation lock of tile name (NULL: every stripe, alone): shared with the
- * requests of the same kind >= 0 (requests that commute with each other: one op whose
- * result does not depend on the order), alone with kind -1. Fails with UNAVAILABLE, naming the
- * problem, while the log cannot be written (see persist_log.c's failure modes). */
-ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
-                          ta_error *err);
-/* ta_persist_lock for a request of run: the lock run keeps serves when it is the one
- * needed (hold->kept), any other is released first (with the run's records). */
+/* Takes the mutation lock of tile name (NULL: every stripe, alone) for a request of run
+ * (NULL: of none): shared with the requests of the same kind >= 0 (requests that commute
+ * with each other: one op whose result does not depend on the order), alone with kind -1.
+ * The lock run keeps serves when it is the one needed (hold->kept), any other is released
+ * first (with the run's records). Fails with UNAVAILABLE, naming the problem, while the log
+ * cannot be written (see persist_log.c's failure modes). */
 ta_status ta_persist_run_lock(ta_persist *p, ta_persist_run *run, const char *name, int kind,
                               ta_persist_hold *hold, ta_error *err);
-/* Releases a lock from ta_persist_lock (no-op when none is held). With hold->run set, the
+/* Releases a lock from ta_persist_run_lock (no-op when none is held). With hold->run set, the
  * run keeps a stripe's lock for its next request (ta_persist_run_release lets it go). */
 void ta_persist_unlock(ta_persist *p, ta_persist_hold *hold);
 /* Appends the record of an applied request (its payload, and who: the identity it acted

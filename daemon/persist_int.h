@@ -192,8 +192,13 @@ static inline uint32_t sum32(const void *data, size_t n)
 /* persist_log.c: marks persistence failed (p->mu held): logged once per failure, the loop
  * told. final: the failure lasts until a restart (else the writer tries again). */
 void persist_set_failed(ta_persist *p, const char *what, int errnum, bool final);
-/* persist_log.c: creates (truncating) the log starting at first, writes its magic and makes
- * it durable with the directory entry. Returns the fd, or -1 with errno set. */
+/* persist_log.c: creates (truncating; flags: the open mode) the file name of p's directory
+ * holding the n bytes at data, and makes it durable with its directory entry; with tmp, it
+ * is written as tmp and renamed (on failure tmp is removed). Returns the fd, or -1 with
+ * errno set. */
+int persist_new_file(ta_persist *p, const char *tmp, const char *name, int flags, const void *data,
+                     size_t n);
+/* persist_log.c: creates the log starting at first holding its magic (persist_new_file). */
 int persist_create_log(ta_persist *p, uint64_t first);
 
 /* persist_mark.c: reads the logmark of p's directory into *out (keeping it open in

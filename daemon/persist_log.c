@@ -125,8 +125,9 @@ void persist_set_failed(ta_persist *p, const char *what, int errnum, bool final)
 }
 
 /* Writes n bytes; 0 or an errno. */
-static int write_all(int fd, const uint8_t *data, size_t n)
+static int write_all(int fd, const void *buf, size_t n)
 {
+	const uint8_t *data = buf;
 	while (n > 0) {
 		ssize_t w = write(fd, data, n);
 		if (w < 0) {
@@ -140,24 +141,35 @@ static int write_all(int fd, const uint8_t *data, size_t n)
 	return 0;
 }
 
-int persist_create_log(ta_persist *p, uint64_t first)
+int persist_new_file(ta_persist *p, const char *tmp, const char *name, int flags, const void *data,
+                     size_t n)
 {
-	char name[64];
-	snprintf(name, sizeof(name), LOG_NAME_FORMAT, first);
-	int fd = openat(p->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+	const char *path = tmp ? tmp : name;
+	int fd = openat(p->dir_fd, path, flags | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
-	int e = write_all(fd, (const uint8_t *)LOG_MAGIC, MAGIC_LEN);
-	if (e == 0 && fdatasync(fd) != 0)
+	int e = write_all(fd, data, n);
+	if (e == 0 && fsync(fd) != 0)
+		e = errno;
+	if (e == 0 && tmp && renameat(p->dir_fd, tmp, p->dir_fd, name) != 0)
 		e = errno;
 	if (e == 0 && fsync(p->dir_fd) != 0)
 		e = errno;
 	if (e != 0) {
 		close(fd);
+		if (tmp)
+			unlinkat(p->dir_fd, tmp, 0);
 		errno = e;
 		return -1;
 	}
 	return fd;
+}
+
+int persist_create_log(ta_persist *p, uint64_t first)
+{
+	char name[64];
+	snprintf(name, sizeof(name), LOG_NAME_FORMAT, first);
+	return persist_new_file(p, NULL, name, O_WRONLY | O_APPEND, LOG_MAGIC, MAGIC_LEN);
 }
 
 /* scandirat's filter: the logs' names, "log-<16 hex digits>.tal". */
@@ -249,6 +261,17 @@ static void writer_rotate(ta_persist *p)
 	atomic_store(&p->durable_seq, first - 1);
 }
 
+/* Writer: swaps the log's buffer (p->buf, p->cap; mu held) with its own (*wbuf, *wcap). */
+static void swap_buf(ta_persist *p, uint8_t **wbuf, size_t *wcap)
+{
+	uint8_t *b = p->buf;
+	size_t cap = p->cap;
+	p->buf = *wbuf;
+	p->cap = *wcap;
+	*wbuf = b;
+	*wcap = cap;
+}
+
 /* Writer, after a failed write of the n bytes at wbuf (mu held): cuts the log back to its
  * last whole record; with always drops the records (their responses become errors), else
  * puts them back at the head of the buffer for the next try. */
@@ -275,13 +298,8 @@ static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf
 	}
 	if (p->len)
 		memcpy(*wbuf + n, p->buf, p->len);
-	uint8_t *b = p->buf;
-	size_t bcap = p->cap;
-	p->buf = *wbuf;
-	p->cap = *wcap;
+	swap_buf(p, wbuf, wcap);
 	p->len += n;
-	*wbuf = b;
-	*wcap = bcap;
 	if (p->len > p->buf_high)
 		p->buf_high = p->len;
 }
@@ -305,29 +323,22 @@ void *persist_writer_main(void *arg)
 			pthread_cond_broadcast(&p->rotated);
 			continue;
 		}
-		if (p->len > 0 && failed && !p->fail_final && !p->stop && !gathered) {
-			gathered = true; /* wait a second before the next try */
-			wait_ms(&p->wake, &p->mu, 1000);
-			continue;
-		}
-		if (p->len > 0 && !gathered && p->mode != TA_FSYNC_ALWAYS && !p->stop &&
-		    !p->rotate && p->len < GATHER_BYTES && p->drain_waiters == 0) {
-			/* let more records come (appends do not signal while we are not idle) */
+		/* after a failed write, a second before the next try; else let more records come
+		 * (appends do not signal while we are not idle) */
+		bool retry = failed && !p->fail_final;
+		if (p->len > 0 && !gathered && !p->stop &&
+		    (retry || (p->mode != TA_FSYNC_ALWAYS && !p->rotate && p->len < GATHER_BYTES &&
+		               p->drain_waiters == 0))) {
 			gathered = true;
-			wait_ms(&p->wake, &p->mu, GATHER_MS);
+			wait_ms(&p->wake, &p->mu, retry ? 1000 : GATHER_MS);
 			continue;
 		}
 		if (p->len > 0) {
 			gathered = false;
 			/* take the whole buffer: every record appended so far */
-			uint8_t *b = p->buf;
-			size_t bcap = p->cap;
 			size_t n = p->len;
-			p->buf = wbuf;
-			p->cap = wcap;
+			swap_buf(p, &wbuf, &wcap);
 			p->len = 0;
-			wbuf = b;
-			wcap = bcap;
 			pthread_cond_broadcast(&p->drained);
 			uint64_t hi = p->next_seq - 1;
 			bool drop = failed && p->fail_final;
@@ -469,12 +480,6 @@ static void stripe_unlock(ta_stripe *st)
 	if (--st->holders == 0 && st->waiting > 0)
 		pthread_cond_broadcast(&st->cond);
 	pthread_mutex_unlock(&st->mu);
-}
-
-ta_status ta_persist_lock(ta_persist *p, const char *name, int kind, ta_persist_hold *hold,
-                          ta_error *err)
-{
-	return ta_persist_run_lock(p, NULL, name, kind, hold, err);
 }
 
 ta_status ta_persist_run_lock(ta_persist *p, ta_persist_run *run, const char *name, int kind,

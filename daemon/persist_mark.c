@@ -65,31 +65,16 @@ int persist_mark_read(ta_persist *p, persist_mark *out)
 	return 1;
 }
 
-/* Creates the logmark holding m in its first slot (the second empty, the file at its full
- * size): written as logmark.tmp, fsynced, renamed, directory fsynced. 0 or an errno. */
+/* Creates the logmark holding m in its slot (the other empty, the file at its full size)
+ * through logmark.tmp (persist_new_file). 0 or an errno. */
 static int mark_create(ta_persist *p, const persist_mark *m)
 {
 	static uint8_t file[MARK_STRIDE + MARK_SLOT];
 	memset(file, 0, sizeof(file));
 	mark_encode(file + (m->count & 1) * MARK_STRIDE, m); /* where write would put it */
-	int fd = openat(p->dir_fd, MARK_TMP_NAME, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = persist_new_file(p, MARK_TMP_NAME, MARK_NAME, O_RDWR, file, sizeof(file));
 	if (fd < 0)
 		return errno;
-	int e = 0;
-	ssize_t w = pwrite(fd, file, sizeof(file), 0);
-	if (w != (ssize_t)sizeof(file))
-		e = w < 0 ? errno : EIO;
-	if (e == 0 && fsync(fd) != 0)
-		e = errno;
-	if (e == 0 && renameat(p->dir_fd, MARK_TMP_NAME, p->dir_fd, MARK_NAME) != 0)
-		e = errno;
-	if (e == 0 && fsync(p->dir_fd) != 0)
-		e = errno;
-	if (e != 0) {
-		close(fd);
-		unlinkat(p->dir_fd, MARK_TMP_NAME, 0);
-		return e;
-	}
 	p->mark_fd = fd;
 	return 0;
 }

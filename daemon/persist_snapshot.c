@@ -224,7 +224,7 @@ ta_status ta_persist_snapshot(ta_persist *p, ta_persist_snapinfo *info, ta_error
 	memset(info, 0, sizeof(*info));
 	pthread_mutex_lock(&p->snap_mu);
 	ta_persist_hold hold;
-	ta_status st = ta_persist_lock(p, NULL, -1, &hold, err);
+	ta_status st = ta_persist_run_lock(p, NULL, NULL, -1, &hold, err);
 	if (st != TA_OK) {
 		pthread_mutex_unlock(&p->snap_mu);
 		return st;

@@ -94,22 +94,14 @@ ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint6
                              ta_error *err)
 {
 	ta_registry *reg = calloc(1, sizeof(*reg));
-	if (!reg) {
+	int rc = 0;
+	if (!reg || !(reg->buckets = calloc(REGISTRY_INITIAL_BUCKETS, sizeof(*reg->buckets)))) {
 		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for the tile registry");
-		return NULL;
+		goto fail;
 	}
-	reg->buckets = calloc(REGISTRY_INITIAL_BUCKETS, sizeof(*reg->buckets));
-	if (!reg->buckets) {
-		free(reg);
-		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for the tile registry");
-		return NULL;
-	}
-	int rc = pthread_rwlock_init(&reg->lock, NULL);
-	if (rc != 0) {
-		free(reg->buckets);
-		free(reg);
+	if ((rc = pthread_rwlock_init(&reg->lock, NULL)) != 0) {
 		ta_error_set(err, TA_INTERNAL, "cannot create the registry lock: %s", strerror(rc));
-		return NULL;
+		goto fail;
 	}
 	reg->nbuckets = REGISTRY_INITIAL_BUCKETS;
 	reg->serial = atomic_fetch_add(&registry_serials, 1) + 1;
@@ -118,6 +110,11 @@ ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint6
 	reg->max_total_bytes = max_total_bytes;
 	ta_recpool_init(&reg->records, sizeof(ta_tile));
 	return reg;
+fail:
+	if (reg)
+		free(reg->buckets);
+	free(reg);
+	return NULL;
 }
 
 void ta_registry_set_max_tiles(ta_registry *reg, uint64_t max_tiles)
@@ -125,14 +122,6 @@ void ta_registry_set_max_tiles(ta_registry *reg, uint64_t max_tiles)
 	pthread_rwlock_wrlock(&reg->lock);
 	reg->max_tiles = max_tiles;
 	pthread_rwlock_unlock(&reg->lock);
-}
-
-/* The error of a caller touching another identity's private tile. */
-static ta_status denied(ta_error *err, const char *name)
-{
-	char shown[TA_NAME_MAX + 4];
-	return ta_error_set(err, TA_PERMISSION_DENIED, "tile '%s' is private to another client",
-	                    ta_name_for_message(name, shown, sizeof(shown)));
 }
 
 /* Gives a record with no reference back to the pool; the lock is held. */
@@ -234,13 +223,7 @@ static void maybe_resize_locked(ta_registry *reg)
 ta_status ta_registry_create(ta_registry *reg, const char *name, const ta_tile_shape *shape,
                              ta_tile **out, ta_error *err)
 {
-	return ta_registry_create_as(reg, name, shape, TA_OWNER_PUBLIC, out, err);
-}
-
-ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_tile_shape *shape,
-                                ta_owner owner, ta_tile **out, ta_error *err)
-{
-	return ta_registry_create_placed(reg, name, shape, owner, NULL, out, err);
+	return ta_registry_create_placed(reg, name, shape, TA_OWNER_PUBLIC, NULL, out, err);
 }
 
 ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta_tile_shape *shape,
@@ -402,14 +385,16 @@ static ta_tile *find_usable_locked(ta_registry *reg, const char *name, ta_owner 
 	return tile && tile->ready && *allowed ? tile : NULL;
 }
 
-/* The error of a lookup of name that found no usable tile (allowed: none at all). */
+/* The error of a lookup of name that found no usable tile (allowed: none at all; else
+ * another identity's private tile). */
 static ta_status not_usable(const char *name, bool allowed, ta_error *err)
 {
 	char shown[TA_NAME_MAX + 4];
+	ta_name_for_message(name, shown, sizeof(shown));
 	if (!allowed)
-		return denied(err, name);
-	return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'",
-	                    ta_name_for_message(name, shown, sizeof(shown)));
+		return ta_error_set(err, TA_PERMISSION_DENIED,
+		                    "tile '%s' is private to another client", shown);
+	return ta_error_set(err, TA_NOT_FOUND, "no tile named '%s'", shown);
 }
 
 /* ta_registry_get_as; on success *stamp gets the tile's stamp (read under the lock). */
@@ -536,14 +521,8 @@ static int info_cmp(const void *a, const void *b)
 
 ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_error *err)
 {
-	return ta_registry_list_as(reg, TA_OWNER_ANY, out, n, err);
-}
-
-ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out, size_t *n,
-                              ta_error *err)
-{
 	bool more;
-	return ta_registry_list_page_as(reg, who, "", SIZE_MAX, out, n, &more, err);
+	return ta_registry_list_page_as(reg, TA_OWNER_ANY, "", SIZE_MAX, out, n, &more, err);
 }
 
 uint64_t ta_registry_record_bytes(ta_registry *reg)

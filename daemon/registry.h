@@ -114,11 +114,9 @@ void ta_registry_free(ta_registry *reg);
  * RESOURCE_EXHAUSTED (a limit, or the backend is out of memory). */
 ta_status ta_registry_create(ta_registry *reg, const char *name, const ta_tile_shape *shape,
                              ta_tile **out, ta_error *err);
-/* ta_registry_create of a tile owned by owner (TA_OWNER_PUBLIC: a public tile). */
-ta_status ta_registry_create_as(ta_registry *reg, const char *name, const ta_tile_shape *shape,
-                                ta_owner owner, ta_tile **out, ta_error *err);
-/* ta_registry_create_as placing the tile's memory as place says (NULL or TA_PLACE_DEFAULT:
- * the backend's default placement); INVALID_ARGUMENT for a device the backend lacks. */
+/* ta_registry_create of a tile owned by owner (TA_OWNER_PUBLIC: a public tile), its memory
+ * placed as place says (NULL or TA_PLACE_DEFAULT: the backend's default placement);
+ * INVALID_ARGUMENT for a device the backend lacks. */
 ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta_tile_shape *shape,
                                     ta_owner owner, const ta_placement *place, ta_tile **out,
                                     ta_error *err);
@@ -180,9 +178,6 @@ ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *a
 /* Lists the published tiles sorted by name into a malloc'd array (*out; NULL when there
  * are none) of *n entries. Returns TA_OK or RESOURCE_EXHAUSTED. */
 ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_error *err);
-/* ta_registry_list of the tiles caller who may see (public ones and its own). */
-ta_status ta_registry_list_as(ta_registry *reg, ta_owner who, ta_tile_info **out, size_t *n,
-                              ta_error *err);
 /* Reports the number of published tiles and the bytes of tile memory held, bookkeeping
  * included (tiles still in use after destroy included). */
 void ta_registry_stats(ta_registry *reg, uint32_t *tiles, uint64_t *bytes);

@@ -98,21 +98,6 @@ bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, cons
 	return r == 0 ? close_after : append_fallback(svc, id, r, size, false, close_after, out);
 }
 
-/* Counts one OK answer of kind (its elements and bytes) into scratch's held counts, after
- * publishing those of another kind. */
-static void held_add(ta_service *svc, ta_dispatch_scratch *scratch, ta_req_kind kind,
-                     uint64_t elements, uint64_t bytes_in, uint64_t bytes_out)
-{
-	ta_metrics_held *h = &scratch->held;
-	if (h->requests && h->kind != kind)
-		held_flush(svc, scratch);
-	h->kind = kind;
-	h->requests++;
-	h->elements += elements;
-	h->bytes_in += bytes_in;
-	h->bytes_out += bytes_out;
-}
-
 bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out)
 {
 	size_t out_before = out->len;
@@ -136,13 +121,21 @@ bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out
 	}
 	rc->msg.id = rc->id;
 	bool close_after = append_reply(rc, out);
-	if (rc->hold_in && st == TA_OK)
-		held_add(svc, rc->hold_in, rc->req_kind, rc->elements, rc->bytes_in,
-		         out->len - out_before);
-	else
+	if (rc->hold_in && st == TA_OK) {
+		/* held in the scratch, after publishing the counts of another kind */
+		ta_metrics_held *h = &rc->hold_in->held;
+		if (h->requests && h->kind != rc->req_kind)
+			held_flush(svc, rc->hold_in);
+		h->kind = rc->req_kind;
+		h->requests++;
+		h->elements += rc->elements;
+		h->bytes_in += rc->bytes_in;
+		h->bytes_out += out->len - out_before;
+	} else {
 		ta_metrics_record(&svc->metrics, rc->req_kind, st != TA_OK, rc->elements,
 		                  rc->bytes_in, out->len - out_before,
 		                  ta_metrics_since(svc->time_requests, &rc->t0));
+	}
 	resp_ctx_free(rc);
 	return close_after;
 }

@@ -28,20 +28,11 @@ bool ta_utf8_valid_no_nul(const uint8_t *s, size_t n)
 			i++;
 			continue;
 		}
-		size_t extra;
-		uint32_t cp;
-		if (c >= 0xc2 && c <= 0xdf) {
-			extra = 1;
-			cp = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			extra = 2;
-			cp = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			extra = 3;
-			cp = c & 0x07;
-		} else {
+		if (c < 0xc2 || c > 0xf4)
 			return false; /* continuation byte first, overlong C0/C1, or F5..FF */
-		}
+		/* C2..DF: one continuation byte, E0..EF: two, F0..F4: three */
+		size_t extra = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
+		uint32_t cp = c & (0x3fu >> extra);
 		if (n - i - 1 < extra)
 			return false;
 		for (size_t k = 1; k <= extra; k++) {

@@ -680,7 +680,7 @@ START_TEST(test_tile_cache)
 	ck_assert_str_eq(err.msg, "no tile named 't'");
 
 	/* a private tile: its owner hits the cache, another identity is refused */
-	ck_assert_int_eq(ta_registry_create_as(reg, "p", &s4, 1000, &t, &err), TA_OK);
+	ck_assert_int_eq(ta_registry_create_placed(reg, "p", &s4, 1000, NULL, &t, &err), TA_OK);
 	ta_registry_publish(t);
 	ta_tile_unref(t);
 	ck_assert_int_eq(ta_registry_get_cached(reg, &cache, "p", 1000, &b, &err), TA_OK);
@@ -764,7 +764,8 @@ START_TEST(test_tile_cache_threads)
 	for (int g = 1; g <= gens; g++) {
 		ta_tile_shape s = {.dtype = TA_DTYPE_I32, .rank = 1, .shape = {g}};
 		ta_tile *t = NULL;
-		ck_assert_int_eq(ta_registry_create_as(cr.reg, "t", &s, 1000, &t, &err), TA_OK);
+		ck_assert_int_eq(ta_registry_create_placed(cr.reg, "t", &s, 1000, NULL, &t, &err),
+		                 TA_OK);
 		ta_registry_publish(t);
 		ta_tile_unref(t);
 		/* let the readers find it (valgrind runs one thread at a time: yield to them);
@@ -783,7 +784,8 @@ START_TEST(test_tile_cache_threads)
 		char other[16];
 		snprintf(other, sizeof(other), "u%d", g % 7);
 		ta_tile_shape so = {.dtype = TA_DTYPE_I64, .rank = 1, .shape = {3}};
-		ck_assert_int_eq(ta_registry_create_as(cr.reg, other, &so, 1000, &t, &err), TA_OK);
+		ck_assert_int_eq(
+		    ta_registry_create_placed(cr.reg, other, &so, 1000, NULL, &t, &err), TA_OK);
 		ta_registry_publish(t);
 		ta_tile_unref(t);
 		ck_assert_int_eq(ta_registry_remove(cr.reg, other, NULL, &err), TA_OK);

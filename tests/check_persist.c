@@ -595,7 +595,7 @@ static void *locker_main(void *arg)
 	locker *l = arg;
 	ta_persist_hold hold;
 	ta_error err = {0};
-	if (ta_persist_lock(l->p, l->name, l->kind, &hold, &err) != TA_OK)
+	if (ta_persist_run_lock(l->p, NULL, l->name, l->kind, &hold, &err) != TA_OK)
 		return NULL;
 	atomic_store(&l->got, true);
 	while (!atomic_load(&l->go)) {

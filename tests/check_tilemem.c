@@ -52,8 +52,8 @@ static void create_as(ta_registry *reg, const char *name, ta_owner owner)
 	ta_tile *t = NULL;
 	ta_error err = {0};
 	ta_tile_shape s = shape1(TA_DTYPE_I32, 1);
-	ck_assert_msg(ta_registry_create_as(reg, name, &s, owner, &t, &err) == TA_OK, "%s",
-	              err.msg);
+	ck_assert_msg(ta_registry_create_placed(reg, name, &s, owner, NULL, &t, &err) == TA_OK,
+	              "%s", err.msg);
 	ta_registry_publish(t);
 	ta_tile_unref(t);
 }
