@@ -493,37 +493,30 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	tileatom__addressing__init(&m->addressing);
 	switch (addr->kind) {
 	case TILEATOM_ADDR_REGION:
-		if (addr->region) {
-			rc = build_region(&m->addr_region, addr->region, "region", err);
-			if (rc != TILEATOM_OK)
-				return rc;
-		} else {
-			tileatom__region__init(&m->addr_region);
-		}
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_REGION;
 		m->addressing.region = &m->addr_region;
+		tileatom__region__init(&m->addr_region);
+		if (addr->region)
+			rc = build_region(&m->addr_region, addr->region, "region", err);
 		break;
 	case TILEATOM_ADDR_SCATTER:
-		rc = build_scatter_addr(m, what, addr->dim, addr->n_index, addr->index, err);
-		if (rc != TILEATOM_OK)
-			return rc;
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_SCATTER;
 		m->addressing.scatter = &m->scatter_addr;
+		rc = build_scatter_addr(m, what, addr->dim, addr->n_index, addr->index, err);
 		break;
 	case TILEATOM_ADDR_INDEXED:
 	case TILEATOM_ADDR_FLAT:
-		rc = build_indexed_addr(m, addr->n_index, addr->index,
-		                        addr->kind == TILEATOM_ADDR_FLAT, err);
-		if (rc != TILEATOM_OK)
-			return rc;
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_INDEXED;
 		m->addressing.indexed = &m->indexed_addr;
+		rc = build_indexed_addr(m, addr->n_index, addr->index,
+		                        addr->kind == TILEATOM_ADDR_FLAT, err);
 		break;
 	default:
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: unknown addressing kind %d",
 		               what, (int)addr->kind);
 	}
-	rc = build_options(m, kind, TILEATOM_OP_NONE, opts, err);
+	if (rc == TILEATOM_OK)
+		rc = build_options(m, kind, TILEATOM_OP_NONE, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	Tileatom__Array *arr = NULL;
