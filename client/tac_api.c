@@ -168,9 +168,9 @@ void tileatom_close(tileatom_client *client)
 {
 	/* Submitted requests still buffered are written first (best effort), as they would
 	 * have been by their submit before coalescing: the daemon runs them. */
-	if (client && !client->broken)
-		(void)tac_conn_flush(client, NULL);
 	if (client) {
+		if (!client->broken)
+			(void)tac_conn_flush(client, NULL);
 		tac_cuptr_client_free(client);
 		tac_shm_client_free(client);
 		tac_split_client_free(client);
@@ -288,27 +288,17 @@ static int copy_kinds(const Tileatom__StatsResponse *s, tileatom_kind_stats **ki
 	return TILEATOM_OK;
 }
 
-/* One stats round trip: *stats is the answer (valid until the next response). */
-static int stats_roundtrip(tileatom_client *client, const Tileatom__StatsResponse **stats,
-                           tileatom_error *err)
-{
-	tac_msg m;
-	int rc = tac_roundtrip(client, &m, tac_build_empty(&m, TILEATOM_REQ_STATS), err);
-	if (rc == TILEATOM_OK)
-		*stats = client->last->stats;
-	return rc;
-}
-
 int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
                          tileatom_kind_stats **kinds, size_t *nkinds, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
 	if (!out || (kinds && !nkinds) || (!kinds && nkinds))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
-	const Tileatom__StatsResponse *s = NULL;
-	int rc = stats_roundtrip(client, &s, err);
+	tac_msg m;
+	int rc = tac_roundtrip(client, &m, tac_build_empty(&m, TILEATOM_REQ_STATS), err);
 	if (rc != TILEATOM_OK)
 		return rc;
+	const Tileatom__StatsResponse *s = client->last->stats;
 	*out = (tileatom_stats_info){.device_memory = s->device_memory,
 	                             .tiles = s->tiles,
 	                             .tile_bytes = s->tile_bytes,
@@ -332,10 +322,11 @@ int tileatom_stats_devices(tileatom_client *client, tileatom_device_stats **devi
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	*devices = NULL;
 	*count = 0;
-	const Tileatom__StatsResponse *s = NULL;
-	int rc = stats_roundtrip(client, &s, err);
+	tac_msg m;
+	int rc = tac_roundtrip(client, &m, tac_build_empty(&m, TILEATOM_REQ_STATS), err);
 	if (rc != TILEATOM_OK)
 		return rc;
+	const Tileatom__StatsResponse *s = client->last->stats;
 	if (s->n_devices == 0)
 		return TILEATOM_OK;
 	tileatom_device_stats *d = calloc(s->n_devices, sizeof(*d));
