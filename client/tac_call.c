@@ -2,18 +2,8 @@
  * above the layers it uses: raw device pointers among the operands are registered
  * (tac_cuptr.c), large inline operands staged in shared memory and arrays rewritten as
  * buffer references (tac_shm.c), then the request is sent and its response received and
- * checked (tac_conn.c, tac_codec.c). */
+ * checked (tac_conn.c, tac_wire.c). */
 #include "tac_internal.h"
-
-int tac_none_pending(const tileatom_client *c, tileatom_error *err)
-{
-	if (c->pending_count == 0)
-		return TILEATOM_OK;
-	return tac_err(err, TILEATOM_E_STATE,
-	               "%zu pipelined responses are not collected yet (call tileatom_collect "
-	               "first)",
-	               tac_pending_requests(c));
-}
 
 int tac_roundtrip(tileatom_client *c, tac_msg *m, int rc, tileatom_error *err)
 {

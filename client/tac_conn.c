@@ -503,6 +503,16 @@ static inline __attribute__((always_inline)) int queue_pending(tileatom_client *
 	return TILEATOM_OK;
 }
 
+int tac_none_pending(const tileatom_client *c, tileatom_error *err)
+{
+	if (c->pending_count == 0)
+		return TILEATOM_OK;
+	return tac_err(err, TILEATOM_E_STATE,
+	               "%zu pipelined responses are not collected yet (call tileatom_collect "
+	               "first)",
+	               tac_pending_requests(c));
+}
+
 size_t tac_request_size(const tac_msg *m)
 {
 	tac_wire_plan plan;

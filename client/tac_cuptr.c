@@ -7,6 +7,9 @@
  * whose allocation changed (size, buffer id, or no longer device memory). The library does
  * not link against CUDA: it uses libcuda.so.1 only when the process has loaded it (dlopen
  * RTLD_NOLOAD), asking again only after the process loads another shared object.
+ * tileatom_device_buffer_register (explicit registrations and these) lives here too: it
+ * names the buffer's GPU by its UUID when the driver can tell, for a daemon over several
+ * GPUs, and registers the buffer through tac_shm.c.
  *
  * Failure modes: device memory that cannot travel by reference (a TCP connection, no CUDA
  * IPC handle, an array past its allocation, pipelined responses not collected before a
@@ -153,7 +156,9 @@ bool tac_cuptr_driver_loaded(void)
 	return cu_driver() != NULL;
 }
 
-bool tac_cuptr_gpu_uuid(const void *p, uint8_t uuid[16])
+/* The UUID of the GPU holding device memory p, as the driver says (false when it cannot:
+ * no driver loaded, an old one, not device memory). */
+static bool gpu_uuid(const void *p, uint8_t uuid[TAC_GPU_UUID_SIZE])
 {
 	const tac_cu_driver *d = cu_driver();
 	int ordinal = -1, dev = -1, attr = TAC_CU_ATTR_ORDINAL;
@@ -435,4 +440,14 @@ void tac_cuptr_client_free(tileatom_client *c)
 	free(c->cuptr); /* the buffers are freed with the client's list */
 	c->cuptr = NULL;
 	c->ncuptr = c->capcuptr = 0;
+}
+
+int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_handle, size_t size,
+                                    const void *device_ptr, tileatom_buffer **out,
+                                    tileatom_error *err)
+{
+	uint8_t uuid[TAC_GPU_UUID_SIZE];
+	bool named = device_ptr && gpu_uuid(device_ptr, uuid);
+	return tac_shm_register_device(client, ipc_handle, named ? uuid : NULL, size, device_ptr,
+	                               out, err);
 }

@@ -229,6 +229,13 @@ TAC_HIDDEN struct tileatom_buffer *tac_shm_ref_buffer(const tileatom_client *c, 
                                                       size_t len);
 /* True when c talks over a Unix socket (shared and device buffers work). */
 TAC_HIDDEN bool tac_shm_unix(tileatom_client *c);
+/* Bytes of a GPU's UUID (cuDeviceGetUuid). */
+#define TAC_GPU_UUID_SIZE 16
+/* tileatom_device_buffer_register, the buffer's GPU named by gpu_uuid (TAC_GPU_UUID_SIZE
+ * bytes, or NULL: not said). */
+TAC_HIDDEN int tac_shm_register_device(tileatom_client *client, const void *ipc_handle,
+                                       const uint8_t *gpu_uuid, size_t size, const void *device_ptr,
+                                       tileatom_buffer **out, tileatom_error *err);
 
 /* ---- raw device pointers (tac_cuptr.c) ------------------------------------------------ */
 /* Default of tileatom_set_device_ptr_threshold: arrays of 64 KiB or more are looked up. */
@@ -241,9 +248,6 @@ TAC_HIDDEN int tac_cuptr_refuse(tileatom_client *c, const void *p, size_t len, c
                                 tileatom_error *err);
 /* The threshold from $TILEATOM_DEVICE_POINTERS ("off", "no": 0; bytes) or TAC_CUPTR_MIN. */
 TAC_HIDDEN size_t tac_cuptr_default_min(void);
-/* The UUID of the GPU holding device memory p, as the driver says (false when it cannot:
- * no driver loaded, an old one, not device memory). */
-TAC_HIDDEN bool tac_cuptr_gpu_uuid(const void *p, uint8_t uuid[16]);
 /* Whether the process has loaded libcuda.so.1 (the answer is cached; see tac_cuptr.c). */
 TAC_HIDDEN bool tac_cuptr_driver_loaded(void);
 /* For the tests: takes the driver from the dlopen handle handle (none found yet). */
@@ -259,8 +263,6 @@ TAC_HIDDEN void tac_cuptr_client_free(tileatom_client *c);
 /* Sends m (its builder's rc: anything but TILEATOM_OK is returned at once), prepared for
  * device pointers and shared buffers, and waits for its response (c->last, its status). */
 TAC_HIDDEN int tac_roundtrip(tileatom_client *c, tac_msg *m, int rc, tileatom_error *err);
-/* TILEATOM_E_STATE when c has pipelined responses not collected yet, else TILEATOM_OK. */
-TAC_HIDDEN int tac_none_pending(const tileatom_client *c, tileatom_error *err);
 
 /* ---- errors (tac_util.c) ------------------------------------------------------------- */
 /* Records code and a printf-style message in err (when not NULL); returns code. */
@@ -348,6 +350,8 @@ TAC_HIDDEN int tac_conn_submit_template(tileatom_client *c, const tileatom_array
                                         bool *taken, uint64_t *id, tileatom_error *err);
 /* The payload bytes of request m (its id included). */
 TAC_HIDDEN size_t tac_request_size(const tac_msg *m);
+/* TILEATOM_E_STATE when c has pipelined responses not collected yet, else TILEATOM_OK. */
+TAC_HIDDEN int tac_none_pending(const tileatom_client *c, tileatom_error *err);
 /* Marks the newest pending request as a part of a split submit. */
 TAC_HIDDEN void tac_conn_mark_part(tileatom_client *c);
 /* tileatom_poll's receive: one non-blocking read while responses are missing. */

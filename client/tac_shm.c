@@ -1,14 +1,14 @@
 /* tac_shm.c: shared-memory and device buffers (Unix-socket connections). A shared buffer
  * (tileatom_buffer_create) is a memfd with its size sealed, mapped here and passed once to
  * the daemon (a RegisterBufferRequest carrying the fd as SCM_RIGHTS), which maps the same
- * pages; a device buffer (tileatom_device_buffer_register) sends the caller's CUDA IPC
- * handle instead, and the library never dereferences its address. From then on an operand
- * array inside a registered buffer travels as (buffer id, offset, length) (tac_shm_rewrite),
- * and a synchronous call's old_out inside one is written there by the daemon. Synchronous
- * calls stage large inline operands (TAC_SHM_STAGE_MIN bytes or more in all) in a buffer of
- * the library's own (tac_shm_stage; large arrays copied on several threads, ta_copy.h); a
- * pipelined request over the frame limit may use it while it is free, and holds it until
- * its response is collected.
+ * pages; a device buffer (tac_shm_register_device, under tac_cuptr.c's
+ * tileatom_device_buffer_register) sends the caller's CUDA IPC handle instead, and the library
+ * never dereferences its address. From then on an operand array inside a registered buffer travels
+ * as (buffer id, offset, length) (tac_shm_rewrite), and a synchronous call's old_out inside one is
+ * written there by the daemon. Synchronous calls stage large inline operands (TAC_SHM_STAGE_MIN
+ * bytes or more in all) in a buffer of the library's own (tac_shm_stage; large arrays copied on
+ * several threads, ta_copy.h); a pipelined request over the frame limit may use it while it is
+ * free, and holds it until its response is collected.
  *
  * Failure modes: no memfd support, a TCP connection, or a daemon refusal give an error
  * and no buffer; staging that fails leaves the request inline (it still works). */
@@ -80,11 +80,12 @@ static void shm_release(struct tileatom_buffer *b)
 
 /* Creates a buffer on c and registers it with the daemon (a RegisterBufferRequest carrying
  * its memfd or ipc_handle), listed in c->bufs when listed is set (it has room): ipc_handle
- * NULL, a memfd of size bytes mapped here; else the device memory [device_ptr, + size).
+ * NULL, a memfd of size bytes mapped here; else the device memory [device_ptr, + size)
+ * of the GPU gpu_uuid names (NULL: not said).
  * Needs a Unix socket and no pipelined response waiting. */
 static int buffer_new(tileatom_client *c, size_t size, const void *ipc_handle,
-                      const void *device_ptr, bool listed, struct tileatom_buffer **out,
-                      tileatom_error *err)
+                      const uint8_t *gpu_uuid, const void *device_ptr, bool listed,
+                      struct tileatom_buffer **out, tileatom_error *err)
 {
 	if (!tac_shm_unix(c))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
@@ -129,14 +130,13 @@ static int buffer_new(tileatom_client *c, size_t size, const void *ipc_handle,
 	tac_msg m;
 	tac_build_empty(&m, TILEATOM_REQ_REGISTER_BUFFER);
 	m.body.register_buffer.size = size;
-	uint8_t uuid[16]; /* the GPU holding a device buffer, for a daemon over several */
 	if (ipc_handle) {
 		m.body.register_buffer.cuda_ipc_handle.data = (uint8_t *)(uintptr_t)ipc_handle;
 		m.body.register_buffer.cuda_ipc_handle.len = TILEATOM_IPC_HANDLE_SIZE;
-		if (tac_cuptr_gpu_uuid(device_ptr, uuid)) {
-			m.body.register_buffer.cuda_device_uuid.data = uuid;
-			m.body.register_buffer.cuda_device_uuid.len = sizeof(uuid);
-		}
+	}
+	if (gpu_uuid) { /* the GPU holding a device buffer, for a daemon over several */
+		m.body.register_buffer.cuda_device_uuid.data = (uint8_t *)(uintptr_t)gpu_uuid;
+		m.body.register_buffer.cuda_device_uuid.len = TAC_GPU_UUID_SIZE;
 	}
 	rc = tac_conn_submit(c, &m, true, b->fd, NULL, err);
 	tileatom_request_kind kind;
@@ -178,9 +178,9 @@ static int buffer_prepare(tileatom_client *client, tileatom_buffer **out, tileat
 	return TILEATOM_OK;
 }
 
-int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_handle, size_t size,
-                                    const void *device_ptr, tileatom_buffer **out,
-                                    tileatom_error *err)
+int tac_shm_register_device(tileatom_client *client, const void *ipc_handle,
+                            const uint8_t *gpu_uuid, size_t size, const void *device_ptr,
+                            tileatom_buffer **out, tileatom_error *err)
 {
 	int rc = buffer_prepare(client, out, err);
 	if (rc != TILEATOM_OK)
@@ -193,7 +193,7 @@ int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_han
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "the device buffer [%p, +%zu) wraps around the address space",
 		               device_ptr, size);
-	return buffer_new(client, size, ipc_handle, device_ptr, true, out, err);
+	return buffer_new(client, size, ipc_handle, gpu_uuid, device_ptr, true, out, err);
 }
 
 int tileatom_buffer_is_device(const tileatom_buffer *buffer)
@@ -208,7 +208,7 @@ int tileatom_buffer_create(tileatom_client *client, size_t size, tileatom_buffer
 	if (rc == TILEATOM_OK && size == 0)
 		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		             "a shared buffer needs at least one byte");
-	return rc == TILEATOM_OK ? buffer_new(client, size, NULL, NULL, true, out, err) : rc;
+	return rc == TILEATOM_OK ? buffer_new(client, size, NULL, NULL, NULL, true, out, err) : rc;
 }
 
 void *tileatom_buffer_data(const tileatom_buffer *buffer)
@@ -300,7 +300,7 @@ bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined)
 		/* the daemon keeps the old staging buffer mapped until the connection closes */
 		shm_release(c->staging);
 		c->staging = NULL;
-		if (buffer_new(c, size, NULL, NULL, false, &c->staging, NULL) != TILEATOM_OK)
+		if (buffer_new(c, size, NULL, NULL, NULL, false, &c->staging, NULL) != TILEATOM_OK)
 			return false;
 	}
 	uint8_t *at = c->staging->map;

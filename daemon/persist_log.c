@@ -124,47 +124,6 @@ void persist_set_failed(ta_persist *p, const char *what, int errnum, bool final)
 	notify_loop(p);
 }
 
-/* Writes n bytes; 0 or an errno. */
-static int write_all(int fd, const void *buf, size_t n)
-{
-	const uint8_t *data = buf;
-	while (n > 0) {
-		ssize_t w = write(fd, data, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		data += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-int persist_new_file(ta_persist *p, const char *tmp, const char *name, int flags, const void *data,
-                     size_t n)
-{
-	const char *path = tmp ? tmp : name;
-	int fd = openat(p->dir_fd, path, flags | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -1;
-	int e = write_all(fd, data, n);
-	if (e == 0 && fsync(fd) != 0)
-		e = errno;
-	if (e == 0 && tmp && renameat(p->dir_fd, tmp, p->dir_fd, name) != 0)
-		e = errno;
-	if (e == 0 && fsync(p->dir_fd) != 0)
-		e = errno;
-	if (e != 0) {
-		close(fd);
-		if (tmp)
-			unlinkat(p->dir_fd, tmp, 0);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
 int persist_create_log(ta_persist *p, uint64_t first)
 {
 	char name[64];
@@ -345,7 +304,7 @@ void *persist_writer_main(void *arg)
 			pthread_mutex_unlock(&p->mu);
 			if (!drop)
 				seal_records(wbuf, n);
-			int e = drop ? 0 : write_all(p->log_fd, wbuf, n);
+			int e = drop ? 0 : persist_write_all(p->log_fd, wbuf, n);
 			bool sync_failed = e == 0 && !drop && p->mode == TA_FSYNC_ALWAYS &&
 			                   fdatasync(p->log_fd) != 0;
 			if (sync_failed)
