@@ -156,9 +156,10 @@ static int build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	return TILEATOM_OK;
 }
 
-/* Starts m as a request of kind: clears the fields before body and marks every array
- * unused (see tac_msg). */
-static void msg_begin(tac_msg *m, tileatom_request_kind kind)
+/* Starts m as a request of kind: clears the fields before body, marks every array unused
+ * (see tac_msg) and sets the body (the union in m) to protobuf-c's default, found from the
+ * Request descriptor by the body's field number (the kind); returns the body. */
+static void *msg_begin(tac_msg *m, tileatom_request_kind kind)
 {
 	memset(m, 0, offsetof(tac_msg, body));
 #define UNUSED_ARRAY(a) ((a).data.len = 0, (a).data.data = NULL, (a).shared = NULL)
@@ -173,6 +174,12 @@ static void msg_begin(tac_msg *m, tileatom_request_kind kind)
 	m->req = (Tileatom__Request)TILEATOM__REQUEST__INIT;
 	m->kind = kind;
 	m->req.body_case = (Tileatom__Request__BodyCase)kind;
+	const ProtobufCFieldDescriptor *f =
+	    protobuf_c_message_descriptor_get_field(&tileatom__request__descriptor, (unsigned)kind);
+	void *body = &m->body;
+	protobuf_c_message_init(f->descriptor, body);
+	memcpy((uint8_t *)&m->req + f->offset, &body, sizeof(body)); /* the oneof's pointer */
+	return body;
 }
 
 /* Checks that the family of request kind takes op (the table's families column). */
@@ -236,22 +243,9 @@ static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *valu
 	return TILEATOM_OK;
 }
 
-/* Starts m as a request of kind whose body (the union in m) is protobuf-c's default,
- * found from the Request descriptor by the body's field number (the kind); returns it. */
-static void *msg_begin_body(tac_msg *m, tileatom_request_kind kind)
-{
-	msg_begin(m, kind);
-	const ProtobufCFieldDescriptor *f =
-	    protobuf_c_message_descriptor_get_field(&tileatom__request__descriptor, (unsigned)kind);
-	void *body = &m->body;
-	protobuf_c_message_init(f->descriptor, body);
-	memcpy((uint8_t *)&m->req + f->offset, &body, sizeof(body)); /* the oneof's pointer */
-	return body;
-}
-
 int tac_build_hello(tac_msg *m, const char *client_name)
 {
-	Tileatom__HelloRequest *b = msg_begin_body(m, TILEATOM_REQ_HELLO);
+	Tileatom__HelloRequest *b = msg_begin(m, TILEATOM_REQ_HELLO);
 	b->protocol_version = TILEATOM_PROTOCOL_VERSION;
 	b->client_name = (char *)(client_name ? client_name : "");
 	return TILEATOM_OK;
@@ -259,7 +253,7 @@ int tac_build_hello(tac_msg *m, const char *client_name)
 
 int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len, const uint8_t *proof)
 {
-	Tileatom__AuthRequest *b = msg_begin_body(m, TILEATOM_REQ_AUTH);
+	Tileatom__AuthRequest *b = msg_begin(m, TILEATOM_REQ_AUTH);
 	b->client_nonce.data = (uint8_t *)client_nonce;
 	b->client_nonce.len = n_len;
 	b->proof.data = (uint8_t *)proof;
@@ -269,14 +263,14 @@ int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len, const 
 
 int tac_build_empty(tac_msg *m, tileatom_request_kind kind)
 {
-	msg_begin_body(m, kind);
+	msg_begin(m, kind);
 	return TILEATOM_OK;
 }
 
 int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int rank,
                      const int64_t *shape, const void *fill, tileatom_error *err)
 {
-	Tileatom__CreateTileRequest *b = msg_begin_body(m, TILEATOM_REQ_CREATE);
+	Tileatom__CreateTileRequest *b = msg_begin(m, TILEATOM_REQ_CREATE);
 	int rc = check_name(name, "create", err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -313,14 +307,14 @@ int tac_build_named(tac_msg *m, tileatom_request_kind kind, const char *name, ti
 	_Static_assert(offsetof(Tileatom__DestroyTileRequest, name) ==
 	                   offsetof(Tileatom__DescribeTileRequest, name),
 	               "one place for the name");
-	Tileatom__DescribeTileRequest *b = msg_begin_body(m, kind);
+	Tileatom__DescribeTileRequest *b = msg_begin(m, kind);
 	b->name = (char *)name;
 	return check_name(name, ta_req_name((ta_req_kind)kind), err);
 }
 
 int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region, tileatom_error *err)
 {
-	Tileatom__ReadRegionRequest *b = msg_begin_body(m, TILEATOM_REQ_READ);
+	Tileatom__ReadRegionRequest *b = msg_begin(m, TILEATOM_REQ_READ);
 	int rc = check_name(tile, "read", err);
 	if (rc == TILEATOM_OK)
 		rc = opt_region(&m->region, &b->region, region, "read region", err);
@@ -333,7 +327,7 @@ int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region, 
 int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
                     const tileatom_array *values, tileatom_error *err)
 {
-	Tileatom__WriteRegionRequest *b = msg_begin_body(m, TILEATOM_REQ_WRITE);
+	Tileatom__WriteRegionRequest *b = msg_begin(m, TILEATOM_REQ_WRITE);
 	int rc = check_name(tile, "write", err);
 	if (rc == TILEATOM_OK)
 		rc = opt_region(&m->region, &b->region, region, "write region", err);
@@ -397,7 +391,7 @@ static int build_indexed_addr(tac_msg *m, int n_index, const tileatom_array *ind
 int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
 {
 	tileatom_request_kind kind = rq->kind;
-	msg_begin_body(m, kind);
+	msg_begin(m, kind);
 	Tileatom__Region *region = NULL;
 	Tileatom__Array *values = NULL, *compare = NULL;
 	void *addr = kind == TILEATOM_REQ_SCATTER   ? (void *)&m->scatter_addr
@@ -476,7 +470,7 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 {
 	if (ta_req_family((ta_req_kind)kind) != TA_FAMILY_MEMORY)
 		return tac_err(err, TILEATOM_E_INTERNAL, "not a memory op: %d", (int)kind);
-	msg_begin_body(m, kind);
+	msg_begin(m, kind);
 	const char *what = ta_req_name((ta_req_kind)kind);
 	ta_op mop = ta_req_op((ta_req_kind)kind);
 	int rc = check_name(tile, what, err);
