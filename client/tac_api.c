@@ -1,16 +1,12 @@
 /* tac_api.c: the public calls of libtileatom-client. A synchronous call builds its request
- * (tac_codec.c), submits it, receives the response (tac_conn.c), checks the status and the
- * body against the request kind, and copies results into the caller's structs; an atomic
- * request (element-wise, scatter, indexed) over the daemon's frame limit is staged in
- * shared memory, else sent in parts by tac_split.c (pipelined ones too, collected as one
- * merged response). The pipelined calls stop after the submit, which leaves the request in the
- * connection's output buffer (tac_conn.c writes it out when it fills up, at the next collect or
- * flush, or on close); a small element-wise, indexed or atomic_at request over a whole tile
- * with the key of the connection's previous such request is written as that request's
- * bytes with the new id and data (its template, submit_cached) without being built again;
- * tileatom_collect() does the rest in order. Responses are kept in
- * client->last so that collected pointers stay valid until the next call on the same
- * client. */
+ * (tac_codec.c), submits it, receives the response (tac_conn.c), checks it against the
+ * request kind and copies results into the caller's structs; an atomic request over the
+ * daemon's frame limit is staged in shared memory, else sent in parts (tac_split.c; the
+ * pipelined ones too, collected as one merged response). The pipelined calls stop after the
+ * submit, which leaves the request in the connection's output buffer (a repeat of the
+ * previous small atomic request goes as its template's bytes, submit_cached);
+ * tileatom_collect() does the rest in order. Responses are kept in client->last so that
+ * collected pointers stay valid until the next call on the same client. */
 #include "tac_internal.h"
 
 #include "ta_types.h"

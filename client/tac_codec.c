@@ -1,11 +1,10 @@
 /* tac_codec.c: builds protobuf-c Request messages from the public argument structs and
  * converts a tile description that comes back (responses are checked beside their decoder,
- * tac_wire.c). Requests borrow the caller's operand memory (the
- * only copy made is when the message is packed into a frame). Before anything is sent,
- * what can be checked without the tile is checked against the core's table with the
- * daemon's own function (ta_check_variant: op in family, sem, scope, space, output), and
- * the encoding's needs (known dtypes, ranks, byte counts, names); the daemon validates the
- * rest against the tile. */
+ * tac_wire.c). Requests borrow the caller's operand memory (the only copy made is when the
+ * message is packed into a frame). Before anything is sent, what can be checked without the
+ * tile is checked against the core's table with the daemon's own function
+ * (ta_check_variant: op in family, sem, scope, space, output), and the encoding's needs
+ * (known dtypes, ranks, byte counts, names); the daemon validates the rest against the tile. */
 #include "tac_internal.h"
 
 #include <stdio.h>
