@@ -1,16 +1,12 @@
 /* tac_api.c: the public calls of libtileatom-client. A synchronous call builds its request
- * (tac_codec.c), submits it, receives the response (tac_conn.c), checks the status and the
- * body against the request kind, and copies results into the caller's structs; an atomic
- * request (element-wise, scatter, indexed) over the daemon's frame limit is staged in
- * shared memory, else sent in parts by tac_split.c (pipelined ones too, collected as one
- * merged response). The pipelined calls stop after the submit, which leaves the request in the
- * connection's output buffer (tac_conn.c writes it out when it fills up, at the next collect or
- * flush, or on close); a small element-wise, indexed or atomic_at request over a whole tile
- * with the key of the connection's previous such request is written as that request's
- * bytes with the new id and data (its template, submit_cached) without being built again;
- * tileatom_collect() does the rest in order. Responses are kept in
- * client->last so that collected pointers stay valid until the next call on the same
- * client. */
+ * (tac_codec.c), submits it, receives the response (tac_conn.c), checks it against the
+ * request kind and copies results into the caller's structs; an atomic request over the
+ * daemon's frame limit is staged in shared memory, else sent in parts (tac_split.c; the
+ * pipelined ones too, collected as one merged response). The pipelined calls stop after the
+ * submit, which leaves the request in the connection's output buffer (a repeat of the
+ * previous small atomic request goes as its template's bytes, submit_cached);
+ * tileatom_collect() does the rest in order. Responses are kept in client->last so that
+ * collected pointers stay valid until the next call on the same client. */
 #include "tac_internal.h"
 
 #include "ta_types.h"
@@ -168,9 +164,9 @@ void tileatom_close(tileatom_client *client)
 {
 	/* Submitted requests still buffered are written first (best effort), as they would
 	 * have been by their submit before coalescing: the daemon runs them. */
-	if (client && !client->broken)
-		(void)tac_conn_flush(client, NULL);
 	if (client) {
+		if (!client->broken)
+			(void)tac_conn_flush(client, NULL);
 		tac_cuptr_client_free(client);
 		tac_shm_client_free(client);
 		tac_split_client_free(client);
@@ -288,27 +284,17 @@ static int copy_kinds(const Tileatom__StatsResponse *s, tileatom_kind_stats **ki
 	return TILEATOM_OK;
 }
 
-/* One stats round trip: *stats is the answer (valid until the next response). */
-static int stats_roundtrip(tileatom_client *client, const Tileatom__StatsResponse **stats,
-                           tileatom_error *err)
-{
-	tac_msg m;
-	int rc = tac_roundtrip(client, &m, tac_build_empty(&m, TILEATOM_REQ_STATS), err);
-	if (rc == TILEATOM_OK)
-		*stats = client->last->stats;
-	return rc;
-}
-
 int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
                          tileatom_kind_stats **kinds, size_t *nkinds, tileatom_error *err)
 {
 	REQUIRE_CLIENT(client, err);
 	if (!out || (kinds && !nkinds) || (!kinds && nkinds))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
-	const Tileatom__StatsResponse *s = NULL;
-	int rc = stats_roundtrip(client, &s, err);
+	tac_msg m;
+	int rc = tac_roundtrip(client, &m, tac_build_empty(&m, TILEATOM_REQ_STATS), err);
 	if (rc != TILEATOM_OK)
 		return rc;
+	const Tileatom__StatsResponse *s = client->last->stats;
 	*out = (tileatom_stats_info){.device_memory = s->device_memory,
 	                             .tiles = s->tiles,
 	                             .tile_bytes = s->tile_bytes,
@@ -332,10 +318,11 @@ int tileatom_stats_devices(tileatom_client *client, tileatom_device_stats **devi
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
 	*devices = NULL;
 	*count = 0;
-	const Tileatom__StatsResponse *s = NULL;
-	int rc = stats_roundtrip(client, &s, err);
+	tac_msg m;
+	int rc = tac_roundtrip(client, &m, tac_build_empty(&m, TILEATOM_REQ_STATS), err);
 	if (rc != TILEATOM_OK)
 		return rc;
+	const Tileatom__StatsResponse *s = client->last->stats;
 	if (s->n_devices == 0)
 		return TILEATOM_OK;
 	tileatom_device_stats *d = calloc(s->n_devices, sizeof(*d));

@@ -1,11 +1,10 @@
 /* tac_codec.c: builds protobuf-c Request messages from the public argument structs and
  * converts a tile description that comes back (responses are checked beside their decoder,
- * tac_wire.c). Requests borrow the caller's operand memory (the
- * only copy made is when the message is packed into a frame). Before anything is sent,
- * what can be checked without the tile is checked against the core's table with the
- * daemon's own function (ta_check_variant: op in family, sem, scope, space, output), and
- * the encoding's needs (known dtypes, ranks, byte counts, names); the daemon validates the
- * rest against the tile. */
+ * tac_wire.c). Requests borrow the caller's operand memory (the only copy made is when the
+ * message is packed into a frame). Before anything is sent, what can be checked without the
+ * tile is checked against the core's table with the daemon's own function
+ * (ta_check_variant: op in family, sem, scope, space, output), and the encoding's needs
+ * (known dtypes, ranks, byte counts, names); the daemon validates the rest against the tile. */
 #include "tac_internal.h"
 
 #include <stdio.h>
@@ -156,9 +155,10 @@ static int build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	return TILEATOM_OK;
 }
 
-/* Starts m as a request of kind: clears the fields before body and marks every array
- * unused (see tac_msg). */
-static void msg_begin(tac_msg *m, tileatom_request_kind kind)
+/* Starts m as a request of kind: clears the fields before body, marks every array unused
+ * (see tac_msg) and sets the body (the union in m) to protobuf-c's default, found from the
+ * Request descriptor by the body's field number (the kind); returns the body. */
+static void *msg_begin(tac_msg *m, tileatom_request_kind kind)
 {
 	memset(m, 0, offsetof(tac_msg, body));
 #define UNUSED_ARRAY(a) ((a).data.len = 0, (a).data.data = NULL, (a).shared = NULL)
@@ -173,26 +173,24 @@ static void msg_begin(tac_msg *m, tileatom_request_kind kind)
 	m->req = (Tileatom__Request)TILEATOM__REQUEST__INIT;
 	m->kind = kind;
 	m->req.body_case = (Tileatom__Request__BodyCase)kind;
+	const ProtobufCFieldDescriptor *f =
+	    protobuf_c_message_descriptor_get_field(&tileatom__request__descriptor, (unsigned)kind);
+	void *body = &m->body;
+	protobuf_c_message_init(f->descriptor, body);
+	memcpy((uint8_t *)&m->req + f->offset, &body, sizeof(body)); /* the oneof's pointer */
+	return body;
 }
 
-/* Checks that the family of request kind takes op (the table's families column). A legal
- * (kind, op) is remembered as in variant_ok: a pure function of the table. */
+/* Checks that the family of request kind takes op (the table's families column). */
 static int check_op(tileatom_request_kind kind, tileatom_op op, tileatom_error *err)
 {
-	static uint64_t last_legal;
-	uint64_t key = UINT64_C(1) << 63 | (uint64_t)(uint32_t)kind | (uint64_t)(uint32_t)op << 32;
-	if (__atomic_load_n(&last_legal, __ATOMIC_RELAXED) == key)
-		return TILEATOM_OK;
 	if (!ta_op_is_rmw((ta_op)op))
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)op);
 	/* relaxed, gpu, global, no output is legal for every RMW op: only the family can fail,
 	 * in the daemon's words */
-	uint64_t unused = 0; /* variant_ok's own memory: the word above does its work here */
-	int rc = variant_ok(&unused, kind, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU, TA_SPACE_GLOBAL,
-	                    false, err);
-	if (rc == TILEATOM_OK)
-		__atomic_store_n(&last_legal, key, __ATOMIC_RELAXED);
-	return rc;
+	static uint64_t last_legal; /* see variant_ok */
+	return variant_ok(&last_legal, kind, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU,
+	                  TA_SPACE_GLOBAL, false, err);
 }
 
 /* Builds the optional region into dst; *out gets dst or NULL when region is NULL. */
@@ -244,22 +242,9 @@ static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *valu
 	return TILEATOM_OK;
 }
 
-/* Starts m as a request of kind whose body (the union in m) is protobuf-c's default,
- * found from the Request descriptor by the body's field number (the kind); returns it. */
-static void *msg_begin_body(tac_msg *m, tileatom_request_kind kind)
-{
-	msg_begin(m, kind);
-	const ProtobufCFieldDescriptor *f =
-	    protobuf_c_message_descriptor_get_field(&tileatom__request__descriptor, (unsigned)kind);
-	void *body = &m->body;
-	protobuf_c_message_init(f->descriptor, body);
-	memcpy((uint8_t *)&m->req + f->offset, &body, sizeof(body)); /* the oneof's pointer */
-	return body;
-}
-
 int tac_build_hello(tac_msg *m, const char *client_name)
 {
-	Tileatom__HelloRequest *b = msg_begin_body(m, TILEATOM_REQ_HELLO);
+	Tileatom__HelloRequest *b = msg_begin(m, TILEATOM_REQ_HELLO);
 	b->protocol_version = TILEATOM_PROTOCOL_VERSION;
 	b->client_name = (char *)(client_name ? client_name : "");
 	return TILEATOM_OK;
@@ -267,7 +252,7 @@ int tac_build_hello(tac_msg *m, const char *client_name)
 
 int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len, const uint8_t *proof)
 {
-	Tileatom__AuthRequest *b = msg_begin_body(m, TILEATOM_REQ_AUTH);
+	Tileatom__AuthRequest *b = msg_begin(m, TILEATOM_REQ_AUTH);
 	b->client_nonce.data = (uint8_t *)client_nonce;
 	b->client_nonce.len = n_len;
 	b->proof.data = (uint8_t *)proof;
@@ -277,14 +262,14 @@ int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len, const 
 
 int tac_build_empty(tac_msg *m, tileatom_request_kind kind)
 {
-	msg_begin_body(m, kind);
+	msg_begin(m, kind);
 	return TILEATOM_OK;
 }
 
 int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int rank,
                      const int64_t *shape, const void *fill, tileatom_error *err)
 {
-	Tileatom__CreateTileRequest *b = msg_begin_body(m, TILEATOM_REQ_CREATE);
+	Tileatom__CreateTileRequest *b = msg_begin(m, TILEATOM_REQ_CREATE);
 	int rc = check_name(name, "create", err);
 	if (rc != TILEATOM_OK)
 		return rc;
@@ -321,14 +306,14 @@ int tac_build_named(tac_msg *m, tileatom_request_kind kind, const char *name, ti
 	_Static_assert(offsetof(Tileatom__DestroyTileRequest, name) ==
 	                   offsetof(Tileatom__DescribeTileRequest, name),
 	               "one place for the name");
-	Tileatom__DescribeTileRequest *b = msg_begin_body(m, kind);
+	Tileatom__DescribeTileRequest *b = msg_begin(m, kind);
 	b->name = (char *)name;
 	return check_name(name, ta_req_name((ta_req_kind)kind), err);
 }
 
 int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region, tileatom_error *err)
 {
-	Tileatom__ReadRegionRequest *b = msg_begin_body(m, TILEATOM_REQ_READ);
+	Tileatom__ReadRegionRequest *b = msg_begin(m, TILEATOM_REQ_READ);
 	int rc = check_name(tile, "read", err);
 	if (rc == TILEATOM_OK)
 		rc = opt_region(&m->region, &b->region, region, "read region", err);
@@ -341,7 +326,7 @@ int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region, 
 int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
                     const tileatom_array *values, tileatom_error *err)
 {
-	Tileatom__WriteRegionRequest *b = msg_begin_body(m, TILEATOM_REQ_WRITE);
+	Tileatom__WriteRegionRequest *b = msg_begin(m, TILEATOM_REQ_WRITE);
 	int rc = check_name(tile, "write", err);
 	if (rc == TILEATOM_OK)
 		rc = opt_region(&m->region, &b->region, region, "write region", err);
@@ -406,52 +391,29 @@ int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
 {
 	tileatom_request_kind kind = rq->kind;
 	msg_begin(m, kind);
-	/* the three bodies' common fields; compare and addr where the body has them */
-	char **tile;
-	Tileatom__Op *op;
-	Tileatom__Region **region;
-	Tileatom__Array **values, *no_compare = NULL, **compare = &no_compare;
-	Tileatom__Options **options;
-#define BODY(b, init)                                                                              \
-	(*(b) = init, tile = &(b)->tile, op = &(b)->op, region = &(b)->region,                     \
-	 values = &(b)->values, options = &(b)->options)
-	if (kind == TILEATOM_REQ_ELEMENTWISE) {
-		Tileatom__ElementwiseAtomicRequest *b = m->req.elementwise = &m->body.elementwise;
-		BODY(
-		    b,
-		    (Tileatom__ElementwiseAtomicRequest)TILEATOM__ELEMENTWISE_ATOMIC_REQUEST__INIT);
-		compare = &b->compare;
-	} else if (kind == TILEATOM_REQ_SCATTER) {
-		Tileatom__ScatterAtomicRequest *b = m->req.scatter = &m->body.scatter;
-		BODY(b, (Tileatom__ScatterAtomicRequest)TILEATOM__SCATTER_ATOMIC_REQUEST__INIT);
-		b->addr = &m->scatter_addr;
-	} else {
-		Tileatom__IndexedAtomicRequest *b = m->req.indexed = &m->body.indexed;
-		BODY(b, (Tileatom__IndexedAtomicRequest)TILEATOM__INDEXED_ATOMIC_REQUEST__INIT);
-		compare = &b->compare;
-		b->addr = &m->indexed_addr;
-	}
-#undef BODY
+	Tileatom__Region *region = NULL;
+	Tileatom__Array *values = NULL, *compare = NULL;
+	void *addr = kind == TILEATOM_REQ_SCATTER   ? (void *)&m->scatter_addr
+	             : kind == TILEATOM_REQ_INDEXED ? (void *)&m->indexed_addr
+	                                            : NULL;
 	int rc = check_name(rq->tile, ta_req_name((ta_req_kind)kind), err);
 	if (rc == TILEATOM_OK)
 		rc = check_op(kind, rq->op, err);
 	if (rc == TILEATOM_OK)
-		rc = opt_region(&m->region, region, rq->region, "region", err);
+		rc = opt_region(&m->region, &region, rq->region, "region", err);
 	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_INDEXED)
 		rc = build_indexed_addr(m, rq->n_index, rq->indices, rq->flat, err);
 	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_SCATTER)
 		rc = build_scatter_addr(m, "scatter", rq->dim, rq->indices ? 1 : 0, rq->indices,
 		                        err);
 	if (rc == TILEATOM_OK)
-		rc = values_compare(m, rq->op, rq->values, rq->compare, values, compare, err);
+		rc = values_compare(m, rq->op, rq->values, rq->compare, &values, &compare, err);
 	if (rc == TILEATOM_OK)
 		rc = build_options(m, kind, rq->op, rq->opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	*tile = (char *)rq->tile;
-	*op = (Tileatom__Op)rq->op;
-	*options = &m->options;
-	return TILEATOM_OK;
+	if (rc == TILEATOM_OK)
+		tac_wire_set_body(m, rq->tile, (int)rq->op, region, addr, values, compare,
+		                  &m->options);
+	return rc;
 }
 
 tileatom_op_options tac_atomic_at_options(const tileatom_op_options *opts)
@@ -505,9 +467,9 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
                      const tileatom_array *operand, const tileatom_op_options *opts,
                      tileatom_error *err)
 {
-	msg_begin(m, kind);
 	if (ta_req_family((ta_req_kind)kind) != TA_FAMILY_MEMORY)
 		return tac_err(err, TILEATOM_E_INTERNAL, "not a memory op: %d", (int)kind);
+	msg_begin(m, kind);
 	const char *what = ta_req_name((ta_req_kind)kind);
 	ta_op mop = ta_req_op((ta_req_kind)kind);
 	int rc = check_name(tile, what, err);
@@ -524,37 +486,30 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	tileatom__addressing__init(&m->addressing);
 	switch (addr->kind) {
 	case TILEATOM_ADDR_REGION:
-		if (addr->region) {
-			rc = build_region(&m->addr_region, addr->region, "region", err);
-			if (rc != TILEATOM_OK)
-				return rc;
-		} else {
-			tileatom__region__init(&m->addr_region);
-		}
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_REGION;
 		m->addressing.region = &m->addr_region;
+		tileatom__region__init(&m->addr_region);
+		if (addr->region)
+			rc = build_region(&m->addr_region, addr->region, "region", err);
 		break;
 	case TILEATOM_ADDR_SCATTER:
-		rc = build_scatter_addr(m, what, addr->dim, addr->n_index, addr->index, err);
-		if (rc != TILEATOM_OK)
-			return rc;
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_SCATTER;
 		m->addressing.scatter = &m->scatter_addr;
+		rc = build_scatter_addr(m, what, addr->dim, addr->n_index, addr->index, err);
 		break;
 	case TILEATOM_ADDR_INDEXED:
 	case TILEATOM_ADDR_FLAT:
-		rc = build_indexed_addr(m, addr->n_index, addr->index,
-		                        addr->kind == TILEATOM_ADDR_FLAT, err);
-		if (rc != TILEATOM_OK)
-			return rc;
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_INDEXED;
 		m->addressing.indexed = &m->indexed_addr;
+		rc = build_indexed_addr(m, addr->n_index, addr->index,
+		                        addr->kind == TILEATOM_ADDR_FLAT, err);
 		break;
 	default:
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: unknown addressing kind %d",
 		               what, (int)addr->kind);
 	}
-	rc = build_options(m, kind, TILEATOM_OP_NONE, opts, err);
+	if (rc == TILEATOM_OK)
+		rc = build_options(m, kind, TILEATOM_OP_NONE, opts, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	Tileatom__Array *arr = NULL;
@@ -569,37 +524,7 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	} else if (ta_op_operands(mop) == TA_OPERANDS_VALUES) {
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given", what);
 	}
-	/* the four bodies: tile, window, addr, options and (not atomic load) the operand */
-	char **tile_at;
-	Tileatom__Region **window_at;
-	Tileatom__Addressing **addr_at;
-	Tileatom__Options **options_at;
-	Tileatom__Array *no_operand, **operand_at = &no_operand;
-#define BODY(b, init)                                                                              \
-	(*(b) = init, tile_at = &(b)->tile, window_at = &(b)->window, addr_at = &(b)->addr,        \
-	 options_at = &(b)->options)
-	if (kind == TILEATOM_REQ_GATHER) {
-		Tileatom__GatherRequest *b = m->req.gather = &m->body.gather;
-		BODY(b, (Tileatom__GatherRequest)TILEATOM__GATHER_REQUEST__INIT);
-		operand_at = &b->padding;
-	} else if (kind == TILEATOM_REQ_SCATTER_STORE) {
-		Tileatom__ScatterStoreRequest *b = m->req.scatter_store = &m->body.scatter_store;
-		BODY(b, (Tileatom__ScatterStoreRequest)TILEATOM__SCATTER_STORE_REQUEST__INIT);
-		operand_at = &b->values;
-	} else if (kind == TILEATOM_REQ_ATOMIC_LOAD) {
-		Tileatom__AtomicLoadRequest *b = m->req.atomic_load = &m->body.atomic_load;
-		BODY(b, (Tileatom__AtomicLoadRequest)TILEATOM__ATOMIC_LOAD_REQUEST__INIT);
-	} else {
-		Tileatom__AtomicStoreRequest *b = m->req.atomic_store = &m->body.atomic_store;
-		BODY(b, (Tileatom__AtomicStoreRequest)TILEATOM__ATOMIC_STORE_REQUEST__INIT);
-		operand_at = &b->values;
-	}
-#undef BODY
-	*tile_at = (char *)tile;
-	*window_at = win;
-	*addr_at = &m->addressing;
-	*options_at = &m->options;
-	*operand_at = arr;
+	tac_wire_set_body(m, tile, 0, win, &m->addressing, arr, NULL, &m->options);
 	return TILEATOM_OK;
 }
 

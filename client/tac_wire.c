@@ -438,6 +438,21 @@ AI void walk(wctx *w, const struct tac_msg *m, bool count)
 	close_field(w, count);
 }
 
+void tac_wire_set_body(struct tac_msg *m, const char *tile, int op, const void *region,
+                       const void *addr, const void *values, const void *compare,
+                       const Tileatom__Options *options)
+{
+	ready();
+	uint8_t *b = (uint8_t *)m->req.ping; /* the oneof's pointer, any member */
+	const uint32_t *off = keys.body_off[m->kind];
+	const void *field[B_FIELDS] = {tile, NULL, region, addr, values, compare, options};
+	for (int f = 0; f < B_FIELDS; f++)
+		if (off[f] && f != B_OP)
+			memcpy(b + off[f], &field[f], sizeof(field[f]));
+	if (off[B_OP])
+		*(Tileatom__Op *)(b + off[B_OP]) = (Tileatom__Op)op;
+}
+
 size_t tac_wire_plan_request(const struct tac_msg *m, tac_wire_plan *plan)
 {
 	ready();

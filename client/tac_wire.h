@@ -63,6 +63,14 @@ TA_WS_HIDDEN size_t tac_wire_plan_request(const struct tac_msg *m, tac_wire_plan
 TA_WS_HIDDEN uint8_t *tac_wire_write(const struct tac_msg *m, const tac_wire_plan *plan, uint8_t *p,
                                      tac_wire_marks *marks);
 
+/* Points the body of data-plane request m (begun with its kind's default body) at its
+ * fields, each where that body has it (the others: not in it): tile, op, region (or
+ * window), addr (a ScatterAddr, IndexedAddr or Addressing), values (or padding), compare
+ * and options. */
+TA_WS_HIDDEN void tac_wire_set_body(struct tac_msg *m, const char *tile, int op, const void *region,
+                                    const void *addr, const void *values, const void *compare,
+                                    const Tileatom__Options *options);
+
 /* ---- the template: a cache of the writer's bytes ------------------------------------------ */
 
 /* Bytes of a template after its id field (the whole payload is at most 127). */
