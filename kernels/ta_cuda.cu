@@ -1857,6 +1857,16 @@ static void cuda_ipc_close(ta_backend *base, void *dptr)
 	pthread_mutex_unlock(&g_ipc_mu);
 }
 
+/* The open handle whose first mapping holds p, or NULL. Under g_ipc_mu. */
+static ipc_open_entry *ipc_entry_at(const void *p)
+{
+	ipc_open_entry *o = g_ipc_open;
+	while (o && !((const char *)p >= (const char *)o->ptr &&
+	              (const char *)p < (const char *)o->ptr + o->avail))
+		o = o->next;
+	return o;
+}
+
 /* Sets *out to where the client's device memory at p (an address ipc_open gave) is mapped
  * in be's context, opening the handle there the first time (see ipc_open_entry); p itself
  * when it is no opened handle's. Under be_enter (be's device current). */
@@ -1864,10 +1874,7 @@ static ta_status ipc_here(ta_cuda_backend *be, const void *p, void **out, ta_err
 {
 	*out = (void *)p;
 	pthread_mutex_lock(&g_ipc_mu);
-	ipc_open_entry *o = g_ipc_open;
-	while (o &&
-	       !((const char *)p >= (char *)o->ptr && (const char *)p < (char *)o->ptr + o->avail))
-		o = o->next;
+	ipc_open_entry *o = ipc_entry_at(p);
 	ta_status st = TA_OK;
 	if (o && o->device != be->device && be->device < TA_CUDA_MAX_DEVICES) {
 		if (!o->alias[be->device]) {
@@ -1920,11 +1927,8 @@ static int cuda_ptr_device(ta_backend *base, const void *p)
 {
 	(void)base;
 	pthread_mutex_lock(&g_ipc_mu);
-	int dev = -1;
-	for (ipc_open_entry *o = g_ipc_open; o && dev < 0; o = o->next)
-		if ((const char *)p >= (const char *)o->ptr &&
-		    (const char *)p < (const char *)o->ptr + o->avail)
-			dev = o->device;
+	const ipc_open_entry *o = ipc_entry_at(p);
+	int dev = o ? o->device : -1;
 	pthread_mutex_unlock(&g_ipc_mu);
 	return dev;
 }
