@@ -551,14 +551,6 @@ static int parse_sem_scope(const char *cmd, const cli_args *a, tileatom_op_optio
 /* Options every single-element op takes. */
 static const cli_option op_opts[] = {{"sem", true}, {"scope", true}, {"json", false}};
 
-/* What a single-element command does (indexes elem_specs). */
-typedef enum elem_kind {
-	ELEM_CAS,   /* expected and desired */
-	ELEM_LOAD,  /* atomic load */
-	ELEM_STORE, /* atomic store of one value */
-	ELEM_RMW    /* add .. xor: one value */
-} elem_kind;
-
 /* What each kind of single-element command takes and says. */
 static const struct elem_spec {
 	const char *name;              /* the command; "" for the RMW ops, named by their op */
@@ -588,11 +580,12 @@ static int cmd_element(cli_call *k)
 	char usage[1024], sems[128], scopes[128];
 	const char *cmd = k->argv[0];
 	const cli_args *a = &k->a;
-	elem_kind kind = ELEM_CAS;
-	while (kind < ELEM_RMW && strcmp(cmd, elem_specs[kind].name) != 0)
-		kind++;
-	const struct elem_spec *e = &elem_specs[kind];
+	const struct elem_spec *e = elem_specs;
+	while (e->name[0] && strcmp(cmd, e->name) != 0)
+		e++;
 	tileatom_op op = tileatom_op_parse(cmd); /* TILEATOM_OP_NONE for load and store */
+	bool cas = op == TILEATOM_OP_CAS, load = e->request == TILEATOM_REQ_ATOMIC_LOAD,
+	     store = e->request == TILEATOM_REQ_ATOMIC_STORE;
 	snprintf(usage, sizeof(usage),
 	         "Usage: tileatom-cli [-s SOCKET] %s %s [--sem SEM] [--scope SCOPE] [--json]\n%s"
 	         "INDEX is a flat row-major index or comma-separated coordinates (e.g. 2,5).\n"
@@ -617,12 +610,11 @@ static int cmd_element(cli_call *k)
 	if ((rc = parse_index(cmd, a->pos[1], &info, &flat)) >= 0)
 		return rc;
 	uint64_t value[2] = {0, 0}, compare[2] = {0, 0}, old[2] = {0, 0};
-	if (kind == ELEM_CAS &&
-	    tileatom_value_parse(info.dtype, a->pos[2], compare, &k->err) != TILEATOM_OK) {
+	if (cas && tileatom_value_parse(info.dtype, a->pos[2], compare, &k->err) != TILEATOM_OK) {
 		cli_error("%s: bad expected value: %s", cmd, k->err.message);
 		return CLI_EXIT_USAGE;
 	}
-	if (kind != ELEM_LOAD &&
+	if (!load &&
 	    tileatom_value_parse(info.dtype, a->pos[e->npos - 1], value, &k->err) != TILEATOM_OK) {
 		cli_error("%s: bad value: %s", cmd, k->err.message);
 		return CLI_EXIT_USAGE;
@@ -631,12 +623,12 @@ static int cmd_element(cli_call *k)
 	tileatom_array v = tileatom_scalar(info.dtype, value);
 	tileatom_addr addr = {TILEATOM_ADDR_FLAT, NULL, 0, 1, &index};
 	tileatom_op_result res = {0};
-	int st = kind == ELEM_LOAD ? tileatom_atomic_load(k->c, info.name, NULL, &addr, &o, old,
-	                                                  sizeof(old), &res, &k->err)
-	         : kind == ELEM_STORE
+	int st = load ? tileatom_atomic_load(k->c, info.name, NULL, &addr, &o, old, sizeof(old),
+	                                     &res, &k->err)
+	         : store
 	             ? tileatom_atomic_store(k->c, info.name, NULL, &addr, &v, &o, &res, &k->err)
 	             : tileatom_atomic_at(k->c, info.name, op, flat, info.dtype, value,
-	                                  kind == ELEM_CAS ? compare : NULL, &o, old, &k->err);
+	                                  cas ? compare : NULL, &o, old, &k->err);
 	if (st == TILEATOM_OK && res.skipped) {
 		/* Only when the tile was replaced by a smaller one since it was described. */
 		st = k->err.code = TILEATOM_E_OUT_OF_RANGE;
@@ -645,20 +637,17 @@ static int cmd_element(cli_call *k)
 	}
 	if (st != TILEATOM_OK)
 		return cli_lib_error(k);
-	bool swapped =
-	    kind != ELEM_CAS || memcmp(old, compare, tileatom_dtype_size(info.dtype)) == 0;
+	bool swapped = !cas || memcmp(old, compare, tileatom_dtype_size(info.dtype)) == 0;
 	rc = CLI_EXIT_OK;
 	if (a->value[2]) {
 		json_object *jo = json_object_new_object();
-		bool ok =
-		    cli_json_add(jo, "tile", json_object_new_string(info.name)) &&
-		    cli_json_add(jo, "index", json_object_new_int64(flat)) &&
-		    cli_json_add(jo, kind == ELEM_LOAD || kind == ELEM_STORE ? "value" : "old",
-		                 cli_json_value(info.dtype, kind == ELEM_STORE ? value : old)) &&
-		    (kind != ELEM_CAS ||
-		     cli_json_add(jo, "swapped", json_object_new_boolean(swapped)));
+		bool ok = cli_json_add(jo, "tile", json_object_new_string(info.name)) &&
+		          cli_json_add(jo, "index", json_object_new_int64(flat)) &&
+		          cli_json_add(jo, load || store ? "value" : "old",
+		                       cli_json_value(info.dtype, store ? value : old)) &&
+		          (!cas || cli_json_add(jo, "swapped", json_object_new_boolean(swapped)));
 		rc = cli_json_print(cmd, cli_json_done(jo, ok));
-	} else if (kind != ELEM_STORE) {
+	} else if (!store) {
 		char buf[64];
 		tileatom_value_format(info.dtype, old, buf, sizeof(buf));
 		printf("%s\n", buf);
@@ -712,27 +701,20 @@ int main(int argc, char **argv)
 		/* the global options that take a value: -s, -t, --auth-file (k = 0, 1, 2) */
 		static const char *const names[][2] = {
 		    {"-s", "--socket"}, {"-t", "--timeout"}, {"--auth-file", "--auth-file"}};
-		const char *val = NULL;
+		const char *eq = strchr(a, '=');
+		size_t len = eq ? (size_t)(eq - a) : strlen(a);
 		int k = 0;
-		for (; k < 3; k++) {
-			size_t len = strlen(names[k][1]);
-			if (strcmp(a, names[k][0]) == 0 || strcmp(a, names[k][1]) == 0)
-				break;
-			if (strncmp(a, names[k][1], len) == 0 && a[len] == '=') {
-				val = a + len + 1;
-				break;
-			}
-		}
+		while (k < 3 && strcmp(a, names[k][0]) != 0 &&
+		       (strlen(names[k][1]) != len || strncmp(a, names[k][1], len) != 0))
+			k++;
 		if (k == 3) {
 			cli_error("unknown option '%s' (see 'tileatom-cli --help')", a);
 			return CLI_EXIT_USAGE;
 		}
+		const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
 		if (!val) {
-			if (i + 1 >= argc) {
-				cli_error("option %s needs a value", a);
-				return CLI_EXIT_USAGE;
-			}
-			val = argv[++i];
+			cli_error("option %s needs a value", a);
+			return CLI_EXIT_USAGE;
 		}
 		if (k == 0) {
 			g.socket = val;
