@@ -169,12 +169,9 @@ static int hist_add_value(hist_run *h, double x)
 	return hist_push(h, i);
 }
 
-/* Adds number x: with --range to its bin, else as a bin index (x integral; beyond int64:
- * outside). */
-static int hist_add_number(hist_run *h, double x)
+/* Adds x, an integral float, as a bin index (beyond int64: outside). */
+static int hist_add_integral(hist_run *h, double x)
 {
-	if (h->ranged)
-		return hist_add_value(h, x);
 	if (x < -9.2e18 || x > 9.2e18) {
 		h->outside++;
 		return CLI_EXIT_OK;
@@ -203,7 +200,7 @@ static int hist_token(hist_run *h, const char *tok)
 		          h->ranged ? "a number" : "an integer bin index", h->tok_offset);
 		return CLI_EXIT_ERROR;
 	}
-	return hist_add_number(h, x);
+	return h->ranged ? hist_add_value(h, x) : hist_add_integral(h, x);
 }
 
 /* Powers of ten exactly representable as doubles (the fast decimal path). */
@@ -309,15 +306,17 @@ static int hist_parse_raw(hist_run *h, const uint8_t *data, size_t n, uint64_t f
 		cli_element e;
 		memcpy(&e, data, es);
 		int64_t v = es == 4 ? e.i32 : e.i64;
-		double x = !h->format_float ? (double)v : es == 4 ? (double)e.f32 : e.f64;
+		double x = es == 4 ? (double)e.f32 : e.f64;
 		if (!h->ranged && h->format_float && (x != x || x != floor(x))) {
 			cli_error("hist: %s: element %" PRIu64 " (byte offset %" PRIu64
 			          "): %.17g is not an integer bin index",
 			          h->input_name, first + i, (first + i) * es, x);
 			return CLI_EXIT_ERROR;
 		}
-		if ((h->format_float || h->ranged ? hist_add_number(h, x) : hist_add_index(h, v)) !=
-		    CLI_EXIT_OK)
+		int rc = h->ranged         ? hist_add_value(h, h->format_float ? x : (double)v)
+		         : h->format_float ? hist_add_integral(h, x)
+		                           : hist_add_index(h, v);
+		if (rc != CLI_EXIT_OK)
 			return CLI_EXIT_ERROR;
 	}
 	return CLI_EXIT_OK;
