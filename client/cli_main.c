@@ -432,9 +432,7 @@ static int cmd_get(cli_call *k)
 	size_t es = tileatom_dtype_size(info.dtype);
 	/* Read blocks of whole rows (along axis 0) of at most CLI_GET_CHUNK_BYTES. */
 	uint64_t row_bytes = es * (uint64_t)(cli_tile_count(&info) / info.shape[0]);
-	int64_t rows_per = (int64_t)(CLI_GET_CHUNK_BYTES / row_bytes);
-	if (rows_per < 1)
-		rows_per = 1;
+	int64_t rows_per = row_bytes > CLI_GET_CHUNK_BYTES ? 1 : CLI_GET_CHUNK_BYTES / row_bytes;
 	if (json) {
 		json_object *head = json_object_new_object();
 		bool ok = cli_json_add(head, "name", json_object_new_string(info.name)) &&
@@ -462,17 +460,17 @@ static int cmd_get(cli_call *k)
 			break;
 		}
 		const uint8_t *p = data;
-		for (size_t off = 0; off + es <= nbytes && rc == CLI_EXIT_OK; off += es) {
-			if (json &&
-			    !cli_json_array_item(cli_json_value(info.dtype, p + off), first)) {
-				cli_error("get: out of memory building the JSON output");
-				rc = CLI_EXIT_ERROR;
-			} else if (!json) {
-				char buf[64];
+		for (size_t off = 0; off + es <= nbytes && rc == CLI_EXIT_OK;
+		     off += es, first = false) {
+			char buf[64];
+			if (!json) {
 				tileatom_value_format(info.dtype, p + off, buf, sizeof(buf));
 				puts(buf);
+			} else if (!cli_json_array_item(cli_json_value(info.dtype, p + off),
+			                                first)) {
+				cli_error("get: out of memory building the JSON output");
+				rc = CLI_EXIT_ERROR;
 			}
-			first = false;
 		}
 		tileatom_free(data);
 	}
