@@ -101,7 +101,7 @@ int cli_parse(cli_call *k, const cli_option *opts, int nopts, int min_pos, int m
 			return CLI_EXIT_USAGE;
 		}
 		if (socket)
-			k->g->socket = val;
+			k->socket = val;
 		else
 			out->value[o] = val;
 	}
@@ -143,11 +143,11 @@ int cli_connect(cli_call *k)
 {
 	tileatom_connect_options opts;
 	tileatom_connect_options_init(&opts);
-	opts.timeout_ms = k->g->timeout_ms;
-	opts.auth_file = k->g->auth_file;
-	if (tileatom_connect_opts(k->g->socket, &opts, &k->c, &k->err) != TILEATOM_OK) {
+	opts.timeout_ms = k->timeout_ms;
+	opts.auth_file = k->auth_file;
+	if (tileatom_connect_opts(k->socket, &opts, &k->c, &k->err) != TILEATOM_OK) {
 		cli_error("%s", k->err.message);
-		if (!k->g->socket)
+		if (!k->socket)
 			explain_default_socket();
 		return CLI_EXIT_ERROR;
 	}

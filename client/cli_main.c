@@ -683,7 +683,7 @@ static const cli_command commands[] = {
 
 int main(int argc, char **argv)
 {
-	cli_global g = {NULL, CLI_CONNECT_TIMEOUT_MS, NULL};
+	cli_call k = {.timeout_ms = CLI_CONNECT_TIMEOUT_MS};
 	int64_t ms;
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
@@ -696,16 +696,16 @@ int main(int argc, char **argv)
 			printf("tileatom-cli %s\n", tileatom_version());
 			return CLI_EXIT_OK;
 		}
-		/* the global options that take a value: -s, -t, --auth-file (k = 0, 1, 2) */
+		/* the global options that take a value: -s, -t, --auth-file (o = 0, 1, 2) */
 		static const char *const names[][2] = {
 		    {"-s", "--socket"}, {"-t", "--timeout"}, {"--auth-file", "--auth-file"}};
 		const char *eq = strchr(a, '=');
 		size_t len = eq ? (size_t)(eq - a) : strlen(a);
-		int k = 0;
-		while (k < 3 && strcmp(a, names[k][0]) != 0 &&
-		       (strlen(names[k][1]) != len || strncmp(a, names[k][1], len) != 0))
-			k++;
-		if (k == 3) {
+		int o = 0;
+		while (o < 3 && strcmp(a, names[o][0]) != 0 &&
+		       (strlen(names[o][1]) != len || strncmp(a, names[o][1], len) != 0))
+			o++;
+		if (o == 3) {
 			cli_error("unknown option '%s' (see 'tileatom-cli --help')", a);
 			return CLI_EXIT_USAGE;
 		}
@@ -714,15 +714,15 @@ int main(int argc, char **argv)
 			cli_error("option %s needs a value", a);
 			return CLI_EXIT_USAGE;
 		}
-		if (k == 0) {
-			g.socket = val;
-		} else if (k == 2) {
-			g.auth_file = val;
+		if (o == 0) {
+			k.socket = val;
+		} else if (o == 2) {
+			k.auth_file = val;
 		} else if (cli_parse_counts(val, 1, &ms) != 1 || ms > INT_MAX) {
 			cli_error("bad timeout '%s' (milliseconds)", val);
 			return CLI_EXIT_USAGE;
 		} else {
-			g.timeout_ms = (int)ms;
+			k.timeout_ms = (int)ms;
 		}
 	}
 	if (i >= argc) {
@@ -736,7 +736,8 @@ int main(int argc, char **argv)
 		cli_error("unknown command '%s' (see 'tileatom-cli --help')", argv[i]);
 		return CLI_EXIT_USAGE;
 	}
-	cli_call k = {.argc = argc - i, .argv = argv + i, .g = &g};
+	k.argc = argc - i;
+	k.argv = argv + i;
 	int rc = cmd->usage ? cli_parse(&k, cmd->opts, cmd->nopts, cmd->min_pos, cmd->max_pos,
 	                                cmd->usage, cmd->connect)
 	                    : -1;
