@@ -460,10 +460,9 @@ static int cmd_get(cli_call *k)
 			break;
 		}
 		const uint8_t *p = data;
-		for (size_t off = 0; off + es <= nbytes && rc == CLI_EXIT_OK;
-		     off += es, first = false) {
-			char buf[64];
+		for (size_t off = 0; off + es <= nbytes && rc == CLI_EXIT_OK; off += es) {
 			if (!json) {
+				char buf[64];
 				tileatom_value_format(info.dtype, p + off, buf, sizeof(buf));
 				puts(buf);
 			} else if (!cli_json_array_item(cli_json_value(info.dtype, p + off),
@@ -471,6 +470,7 @@ static int cmd_get(cli_call *k)
 				cli_error("get: out of memory building the JSON output");
 				rc = CLI_EXIT_ERROR;
 			}
+			first = false;
 		}
 		tileatom_free(data);
 	}
