@@ -15,7 +15,6 @@
  * one byte (field numbers below 16: checked at init). */
 #include "codec.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,55 +24,28 @@
 #include "tileatom.pb-c.h"
 #include "wirecheck.h"
 
-/* The response keys the writer uses (one byte each: ta_codec_init checks). */
-enum {
-	K_ID,
-	K_STATUS,
-	K_MSG,
-	K_DATA,
-	K_OP,
-	K_OLD,
-	K_SKIPPED,
-	K_APPLIED,
-	K_DTYPE,
-	K_SHAPE,
-	K_ARRDATA,
-	K_COUNT
-};
-/* Their slots, by K_*. */
-static const fw_slot key_slots[K_COUNT] = {
-    FW_RESP_ID,     FW_RESP_STATUS, FW_RESP_MESSAGE, FW_RESP_DATA,   FW_RESP_OP,   FW_OPR_OLD,
-    FW_OPR_SKIPPED, FW_OPR_APPLIED, FW_ARRAY_DTYPE,  FW_ARRAY_SHAPE, FW_ARRAY_DATA};
-
-/* The response keys, by K_* (filled once by key_fill). */
-static uint8_t keys[K_COUNT];
-/* Guards the one filling of keys. */
-static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
-/* Set (release) once key_fill has run: later calls skip pthread_once. */
-static atomic_bool keys_ready;
-
-/* pthread_once routine: reads the descriptors and the response keys. */
-static void key_fill(void)
-{
-	ta_wireschema_init();
-	for (int k = 0; k < K_COUNT; k++) {
-		keys[k] = fw_key1[key_slots[k]];
-		if (!keys[k]) {
-			fprintf(stderr,
-			        "tileatom: daemon/codec.c writes one-byte keys, but response "
-			        "field %d has a number of 16 or more; update it\n",
-			        (int)key_slots[k]);
-			abort();
-		}
-	}
-	atomic_store_explicit(&keys_ready, true, memory_order_release);
-}
+/* Set (release) once ta_codec_init checked the schema: later calls return at once. */
+static atomic_bool codec_ready;
 
 void ta_codec_init(void)
 {
-	if (!atomic_load_explicit(&keys_ready, memory_order_acquire) &&
-	    pthread_once(&keys_once, key_fill) != 0)
-		abort();
+	if (atomic_load_explicit(&codec_ready, memory_order_acquire))
+		return;
+	ta_wireschema_init();
+	/* the response fields the writer writes, each with a one-byte key */
+	static const fw_slot written[] = {FW_RESP_ID,     FW_RESP_STATUS, FW_RESP_MESSAGE,
+	                                  FW_RESP_DATA,   FW_RESP_OP,     FW_OPR_OLD,
+	                                  FW_OPR_SKIPPED, FW_OPR_APPLIED, FW_ARRAY_DTYPE,
+	                                  FW_ARRAY_SHAPE, FW_ARRAY_DATA};
+	for (size_t i = 0; i < sizeof(written) / sizeof(written[0]); i++)
+		if (!fw_key1[written[i]]) {
+			fprintf(stderr,
+			        "tileatom: daemon/codec.c writes one-byte keys, but response "
+			        "field %d has a number of 16 or more; update it\n",
+			        (int)written[i]);
+			abort();
+		}
+	atomic_store_explicit(&codec_ready, true, memory_order_release);
 }
 
 /* ---- decoding ------------------------------------------------------------------------ */
@@ -160,11 +132,15 @@ HOT bool rd_i32(rd *r, int32_t *v)
 	return true;
 }
 
-/* rd_flag for a bool sent other than as one varint byte: whatever its wire type, true when
- * one of its bytes (a length prefix's too) has one of its low seven bits set, as protobuf-c
- * reads it. */
-static bool rd_flag_any(rd *r, bool *b)
+/* Reads a bool field's value: the common one varint byte 0 or 1; else, whatever its wire
+ * type, true when one of its bytes (a length prefix's too) has one of its low seven bits
+ * set, as protobuf-c reads it. */
+HOT bool rd_flag(rd *r, bool *b)
 {
+	if (r->wire == FW_VARINT && r->p < r->end && *r->p < 0x80) {
+		*b = *r->p++ != 0;
+		return true;
+	}
 	const uint8_t *start = r->p;
 	if (!rd_skip(&r->p, r->end, r->wire))
 		return false;
@@ -172,16 +148,6 @@ static bool rd_flag_any(rd *r, bool *b)
 	for (const uint8_t *q = start; q < r->p; q++)
 		*b |= (*q & 0x7f) != 0;
 	return true;
-}
-
-/* Reads a bool field's value (the common 0 or 1 here, anything else by rd_flag_any). */
-HOT bool rd_flag(rd *r, bool *b)
-{
-	if (r->wire == FW_VARINT && r->p < r->end && *r->p < 0x80) {
-		*b = *r->p++ != 0;
-		return true;
-	}
-	return rd_flag_any(r, b);
 }
 
 /* Opens the length-delimited value of the field just read as message table t. */
@@ -232,27 +198,23 @@ HOT bool once(dec *d, rd *r, fw_slot s, const char *what)
 	return false;
 }
 
-/* Decodes sub with fn into the request and then puts the request back as it was, but for
- * the shared buffers it found: a message field given twice (noted as a problem already)
- * must still decode, as protobuf-c decodes it. */
-static bool dec_aside(dec *d, rd sub, bool (*fn)(dec *, rd))
+/* Decodes the message field just read (table t) with fn; when it was seen already (what:
+ * its name in the problem), into the request and then puts the request back as it was,
+ * but for the shared buffers it found: a message field given twice must still decode, as
+ * protobuf-c decodes it. */
+HOT bool dec_sub(dec *d, rd *r, fw_slot s, fw_msg t, const char *what, bool (*fn)(dec *, rd))
 {
+	rd sub;
+	if (!open_msg(r, t, &sub))
+		return false;
+	if (once(d, r, s, what))
+		return fn(d, sub);
 	ta_wire_request keep = *d->w;
 	bool ok = fn(d, sub);
 	bool refs = d->w->refs;
 	*d->w = keep;
 	d->w->refs |= refs;
 	return ok;
-}
-
-/* Decodes the message field just read (table t) with fn, or aside when it was seen
- * already (what: its name in the problem). */
-HOT bool dec_sub(dec *d, rd *r, fw_slot s, fw_msg t, const char *what, bool (*fn)(dec *, rd))
-{
-	rd sub;
-	if (!open_msg(r, t, &sub))
-		return false;
-	return once(d, r, s, what) ? fn(d, sub) : dec_aside(d, sub, fn);
 }
 
 /* Decodes a BufferRef into *ref. */
@@ -297,26 +259,20 @@ static bool dec_array(dec *d, rd *in, fw_slot field, const char *what, ta_wire_a
 	a->data = NULL;
 	a->len = 0;
 	a->shared.present = false;
-	/* the common scalar first: dtype (a one-byte value) and data (a one-byte length), no
-	 * shape, each key one byte: exactly what the loop below takes from these bytes */
-	const uint8_t k_dtype = fw_key1[FW_ARRAY_DTYPE], k_data = fw_key1[FW_ARRAY_DATA];
-	if (r.end - r.p >= 4 && r.p[0] == k_dtype && r.p[1] < 0x80 && r.p[2] == k_data &&
-	    r.p[3] < 0x80 && (size_t)r.p[3] + 4 == (size_t)(r.end - r.p)) {
-		a->dtype = r.p[1];
-		a->len = r.p[3];
-		a->data = a->len ? r.p + 4 : NULL;
-		return true;
-	}
-	/* and a short vector: dtype, shape of one one-byte entry, data (one-byte length) */
-	const uint8_t k_shape = fw_key1[FW_ARRAY_SHAPE];
-	if (r.end - r.p >= 7 && r.p[0] == k_dtype && r.p[1] < 0x80 && r.p[2] == k_shape &&
-	    r.p[3] == 1 && r.p[4] < 0x80 && r.p[5] == k_data && r.p[6] < 0x80 &&
-	    (size_t)r.p[6] + 7 == (size_t)(r.end - r.p)) {
-		a->dtype = r.p[1];
-		a->n_shape = 1;
-		a->shape[0] = r.p[4];
-		a->len = r.p[6];
-		a->data = a->len ? r.p + 7 : NULL;
+	/* the common shapes first, each key one byte: dtype (a one-byte value), for a short
+	 * vector a shape of one one-byte entry, and data (a one-byte length): exactly what the
+	 * loop below takes from these bytes */
+	const uint8_t *p = r.p;
+	size_t left = (size_t)(r.end - r.p);
+	size_t at =
+	    left >= 7 && p[2] == fw_key1[FW_ARRAY_SHAPE] && p[3] == 1 && p[4] < 0x80 ? 5 : 2;
+	if (left >= 4 && p[0] == fw_key1[FW_ARRAY_DTYPE] && p[1] < 0x80 &&
+	    p[at] == fw_key1[FW_ARRAY_DATA] && p[at + 1] < 0x80 && p[at + 1] + at + 2 == left) {
+		a->dtype = p[1];
+		a->n_shape = at == 5;
+		a->shape[0] = p[at - 1]; /* (not an entry when there is no shape) */
+		a->len = p[at + 1];
+		a->data = a->len ? p + at + 2 : NULL;
 		return true;
 	}
 	fw_slot s;
@@ -626,7 +582,7 @@ static inline uint8_t *wr_key_var(uint8_t *p, uint8_t key, uint64_t v)
 int ta_codec_append(const ta_reply_msg *m, uint32_t max_payload, ta_frame_buf *buf, size_t *need)
 {
 	ta_codec_init();
-	const uint8_t *key = keys;
+	const uint8_t *key = fw_key1;
 	/* sizes, innermost first; zero scalars and empty fields are not written (an enum as
 	 * protobuf-c writes it: a negative one as ten bytes) */
 	uint64_t dtype = (uint64_t)(int64_t)m->dtype, status = (uint64_t)(int64_t)m->status;
@@ -657,38 +613,38 @@ int ta_codec_append(const ta_reply_msg *m, uint32_t max_payload, ta_frame_buf *b
 		return rc;
 	p = at;
 	if (m->id)
-		p = wr_key_var(p, key[K_ID], m->id);
+		p = wr_key_var(p, key[FW_RESP_ID], m->id);
 	if (status)
-		p = wr_key_var(p, key[K_STATUS], status);
+		p = wr_key_var(p, key[FW_RESP_STATUS], status);
 	if (msg_len) {
-		p = wr_key_var(p, key[K_MSG], msg_len);
+		p = wr_key_var(p, key[FW_RESP_MESSAGE], msg_len);
 		memcpy(p, m->message, msg_len);
 		p += msg_len;
 	}
 	if (m->body != TA_BODY_NONE) {
-		uint8_t k = m->body == TA_BODY_OP ? key[K_OP] : key[K_DATA];
+		uint8_t k = m->body == TA_BODY_OP ? key[FW_RESP_OP] : key[FW_RESP_DATA];
 		p = wr_key_var(p, k, body_size);
 		if (m->body == TA_BODY_OP && m->has_old)
-			p = wr_key_var(p, key[K_OLD], arr_size);
+			p = wr_key_var(p, key[FW_OPR_OLD], arr_size);
 		if (arr && m->has_old) {
 			if (dtype)
-				p = wr_key_var(p, key[K_DTYPE], dtype);
+				p = wr_key_var(p, key[FW_ARRAY_DTYPE], dtype);
 			if (m->rank) {
-				p = wr_key_var(p, key[K_SHAPE], shape_size);
+				p = wr_key_var(p, key[FW_ARRAY_SHAPE], shape_size);
 				for (size_t i = 0; i < m->rank; i++)
 					p = wr_varint(p, (uint64_t)m->shape[i]);
 			}
 			if (m->len) {
-				p = wr_key_var(p, key[K_ARRDATA], m->len);
+				p = wr_key_var(p, key[FW_ARRAY_DATA], m->len);
 				fw_copy_small(p, m->data, m->len);
 				p += m->len;
 			}
 		}
 		if (m->body == TA_BODY_OP) {
 			if (m->skipped)
-				p = wr_key_var(p, key[K_SKIPPED], m->skipped);
+				p = wr_key_var(p, key[FW_OPR_SKIPPED], m->skipped);
 			if (m->applied)
-				p = wr_key_var(p, key[K_APPLIED], m->applied);
+				p = wr_key_var(p, key[FW_OPR_APPLIED], m->applied);
 		}
 	}
 	if ((size_t)(p - at) != size)
