@@ -37,31 +37,22 @@ void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 /* A small helper of the request path, inlined into its callers. */
 #define HOT static inline __attribute__((always_inline))
 
-/* Bytes of the message naming a bad string field (wirecheck.c). */
-#define BAD_STRING_MSG 200
-
 /* A request payload after decoding. */
 typedef struct decoded {
-	ta_wire_outcome outcome;  /* what the payload is (codec.h) */
-	Tileatom__Request *req;   /* TA_WIRE_CONTROL: protobuf-c's unpack (arena memory) */
-	bool strings_ok;          /* TA_WIRE_CONTROL: every string is UTF-8 without NUL */
-	char bad[BAD_STRING_MSG]; /* !strings_ok: the field and the problem */
-	struct timespec t0;       /* when it was read, if timed (metrics) */
+	ta_wire_outcome outcome; /* what the payload is (codec.h) */
+	Tileatom__Request *req;  /* TA_WIRE_CONTROL: protobuf-c's unpack (arena memory) */
+	struct timespec t0;      /* when it was read, if timed (metrics) */
 } decoded;
 
 /* Decodes len bytes at payload: the data plane into *w (codec.c), a control-plane request
- * with wirecheck.c's string check and protobuf-c. */
+ * with protobuf-c. */
 HOT void decode_request(ta_dispatch_scratch *scratch, const uint8_t *payload, size_t len,
                         ta_wire_request *w, decoded *d)
 {
 	d->req = NULL;
 	d->outcome = ta_codec_decode(&scratch->arena, payload, len, w);
-	if (d->outcome != TA_WIRE_CONTROL)
-		return;
-	d->strings_ok = ta_wire_check_strings(&tileatom__request__descriptor, payload, len, d->bad,
-	                                      sizeof(d->bad));
-	d->req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
-	if (!d->req)
+	if (d->outcome == TA_WIRE_CONTROL &&
+	    !(d->req = tileatom__request__unpack(&scratch->arena.pb, len, payload)))
 		d->outcome = TA_WIRE_MALFORMED;
 }
 
@@ -138,34 +129,6 @@ static inline ta_repeat *keep_in(ta_session *session, const ta_wire_request *w)
 	return &session->repeat;
 }
 
-/* Answers a request that is not run: id 0 and close for a payload that is not a Request,
- * else its id and the problem (a bad string, a field given twice). */
-static void answer_unrun(ta_service *svc, const decoded *d, const ta_wire_request *w, size_t len,
-                         ta_frame_buf *out, bool *close_after)
-{
-	if (d->outcome == TA_WIRE_MALFORMED) {
-		char msg[160];
-		snprintf(msg, sizeof(msg),
-		         "malformed request: %zu bytes that do not decode as a Request; closing "
-		         "the connection",
-		         len);
-		ta_log(TA_LOG_INFO, "%s", msg);
-		size_t out_before = out->len;
-		*close_after =
-		    ta_dispatch_error_append(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
-		ta_metrics_record(&svc->metrics, TA_REQ_NONE, true, 0, len, out->len - out_before,
-		                  ta_metrics_since(svc->time_requests, &d->t0));
-		return;
-	}
-	char msg[TA_WIRE_PROBLEM_MAX + BAD_STRING_MSG];
-	uint64_t id = d->req ? d->req->id : w->id;
-	if (d->outcome == TA_WIRE_CONTROL)
-		snprintf(msg, sizeof(msg), TA_WIRE_BAD_STRING, d->bad);
-	else
-		snprintf(msg, sizeof(msg), "%s", w->problem_msg);
-	*close_after = ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
-}
-
 /* run_one after decoding (d and w: the request, counted already), also for a request of a
  * grouped run that is not a plan. */
 static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
@@ -176,9 +139,32 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	*close_after = false;
 	scratch->log_seq = 0;
 	bool control = d->outcome == TA_WIRE_CONTROL;
-	if (d->outcome == TA_WIRE_MALFORMED || (control && !d->strings_ok) ||
-	    (!control && w->problem)) {
-		answer_unrun(svc, d, w, len, out, close_after);
+	char msg[200];
+	bool unrun = true;
+	if (d->outcome == TA_WIRE_MALFORMED) { /* id 0, and close */
+		snprintf(msg, sizeof(msg),
+		         "malformed request: %zu bytes that do not decode as a Request; closing "
+		         "the connection",
+		         len);
+		ta_log(TA_LOG_INFO, "%s", msg);
+		size_t out_before = out->len;
+		*close_after =
+		    ta_dispatch_error_append(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
+		ta_metrics_record(&svc->metrics, TA_REQ_NONE, true, 0, len, out->len - out_before,
+		                  ta_metrics_since(svc->time_requests, &d->t0));
+	} else if (control && !ta_wire_check_strings(&tileatom__request__descriptor, payload, len,
+	                                             msg, sizeof(msg))) {
+		char answer[sizeof(msg) + 64];
+		snprintf(answer, sizeof(answer), TA_WIRE_BAD_STRING, msg);
+		*close_after = ta_dispatch_error_append(svc, d->req->id, TA_INVALID_ARGUMENT,
+		                                        answer, false, out);
+	} else if (!control && w->problem) { /* a bad tile name, a field given twice */
+		*close_after = ta_dispatch_error_append(svc, w->id, TA_INVALID_ARGUMENT,
+		                                        w->problem_msg, false, out);
+	} else {
+		unrun = false;
+	}
+	if (unrun) {
 		free(owned);
 		ta_arena_reset(&scratch->arena);
 		return TA_DISPATCH_DONE;
