@@ -337,16 +337,12 @@ static bool dec_addressing(dec *d, rd r)
 	bool form = false;
 	while ((k = next_field(&r, &s)) > 0) {
 		form = true;
-		bool ok;
 		/* a oneof: its members share one "seen" bit */
-		if (s == FW_ADDR_REGION)
-			ok = dec_sub(d, &r, FW_ADDR_REGION, FW_M_REGION, "addr form",
-			             dec_addr_region);
-		else if (s == FW_ADDR_SCATTER)
-			ok = dec_sub(d, &r, FW_ADDR_REGION, FW_M_SADDR, "addr form", dec_addr);
-		else
-			ok = dec_sub(d, &r, FW_ADDR_REGION, FW_M_IADDR, "addr form", dec_addr);
-		if (!ok)
+		fw_msg t = s == FW_ADDR_REGION    ? FW_M_REGION
+		           : s == FW_ADDR_SCATTER ? FW_M_SADDR
+		                                  : FW_M_IADDR;
+		if (!dec_sub(d, &r, FW_ADDR_REGION, t, "addr form",
+		             t == FW_M_REGION ? dec_addr_region : dec_addr))
 			return false;
 	}
 	if (k != 0)
@@ -415,10 +411,9 @@ static bool dec_fields(dec *d, rd r)
 			             s == FW_RMW_REGION ? "region" : "window", dec_req_region);
 			break;
 		case FW_RMW_SCATTER_ADDR:
-			ok = dec_sub(d, &r, s, FW_M_SADDR, "addr", dec_addr);
-			break;
 		case FW_RMW_INDEXED_ADDR:
-			ok = dec_sub(d, &r, s, FW_M_IADDR, "addr", dec_addr);
+			ok = dec_sub(d, &r, s, s == FW_RMW_SCATTER_ADDR ? FW_M_SADDR : FW_M_IADDR,
+			             "addr", dec_addr);
 			break;
 		case FW_MEM_ADDR:
 			ok = dec_sub(d, &r, s, FW_M_ADDRESSING, "addr", dec_addressing);
@@ -674,29 +669,24 @@ static inline bool split_id(const uint8_t *payload, size_t len, uint64_t *id, co
 	return true;
 }
 
-/* One operand of a plan to be kept: its data in the plan, the view it came from. */
-typedef struct repeat_operand {
-	ta_operand *op;            /* the kept plan's operand */
-	const ta_array_view *view; /* the decoded operand it points to */
-	const uint8_t *wire;       /* where the view's bytes lie in the payload */
-} repeat_operand;
-
-/* Adds to r the hole of operand o (payload bytes from rest on, plan element size es);
- * false when its data is not one element of es bytes lying in the kept bytes. */
-static bool add_hole(ta_repeat *r, const repeat_operand *o, const uint8_t *rest, size_t n,
-                     size_t es)
+/* Adds to r the hole of operand op of the kept plan, decoded as view from its bytes at wire
+ * (the payload's n bytes from rest on); false when its data is not one element in host
+ * memory lying in the kept bytes. */
+static bool add_hole(ta_repeat *r, ta_operand *op, const ta_array_view *view, const uint8_t *wire,
+                     const uint8_t *rest, size_t n)
 {
-	if (!o->view->present || o->op->data != o->view->data || !o->wire ||
-	    o->view->nbytes != es || es > sizeof(uint64_t) || o->wire < rest ||
-	    (size_t)(o->wire - rest) + es > n || r->n_holes == TA_REPEAT_HOLES)
+	size_t es = ta_dtype_size(op->dtype);
+	if (op->device || !view->present || op->data != view->data || !wire || view->nbytes != es ||
+	    es > sizeof(uint64_t) || wire < rest || (size_t)(wire - rest) + es > n ||
+	    r->n_holes == TA_REPEAT_HOLES)
 		return false;
 	int h = r->n_holes++;
 	uint64_t *slot = &r->slots[h];
 	*slot = 0;
-	memcpy(slot, o->wire, es);
-	o->op->data = slot;
+	memcpy(slot, wire, es);
+	op->data = slot;
 	/* in order of offset */
-	ta_repeat_hole hole = {(uint16_t)(o->wire - rest), (uint16_t)es, slot};
+	ta_repeat_hole hole = {(uint16_t)(wire - rest), (uint16_t)es, slot};
 	while (h > 0 && r->holes[h - 1].at > hole.at) {
 		r->holes[h] = r->holes[h - 1];
 		h--;
@@ -720,20 +710,15 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
 	if (n < TA_REPEAT_MIN_BYTES || n > TA_REPEAT_MAX_BYTES || plan->count != 1 ||
 	    !plan->check_bounds || plan->mask.data || plan->old_out_device || cache->tile != tile)
 		return false;
-	size_t es = ta_dtype_size(plan->dtype);
 	r->plan = *plan;
 	r->n_holes = 0;
-	for (int i = 0; i < plan->n_index; i++) {
-		repeat_operand o = {&r->plan.index[i], &req->index[i], w->index[i].data};
-		if (plan->index[i].device ||
-		    !add_hole(r, &o, rest, n, ta_dtype_size(plan->index[i].dtype)))
+	for (int i = 0; i < plan->n_index; i++)
+		if (!add_hole(r, &r->plan.index[i], &req->index[i], w->index[i].data, rest, n))
 			return false;
-	}
-	repeat_operand values = {&r->plan.values, &req->values, w->values.data};
-	if (plan->values.data && (plan->values.device || !add_hole(r, &values, rest, n, es)))
-		return false;
-	repeat_operand compare = {&r->plan.compare, &req->compare, w->compare.data};
-	if (plan->compare.data && (plan->compare.device || !add_hole(r, &compare, rest, n, es)))
+	if ((plan->values.data &&
+	     !add_hole(r, &r->plan.values, &req->values, w->values.data, rest, n)) ||
+	    (plan->compare.data &&
+	     !add_hole(r, &r->plan.compare, &req->compare, w->compare.data, rest, n)))
 		return false;
 	for (int h = 1; h < r->n_holes; h++)
 		if (r->holes[h - 1].at + r->holes[h - 1].len > r->holes[h].at)

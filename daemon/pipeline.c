@@ -391,16 +391,15 @@ static bool repeat_collect(dispatch_group *g, ta_dispatch_scratch *scratch, cons
 		return false;
 	memcpy(room, r->slots, sizeof(r->slots));
 	rc->plan = r->plan;
-	ta_operand *ops[TA_MAX_RANK + 2];
-	int k = 0;
-	for (int i = 0; i < rc->plan.n_index && i < TA_MAX_RANK; i++)
-		ops[k++] = &rc->plan.index[i];
-	ops[k++] = &rc->plan.values;
-	ops[k++] = &rc->plan.compare;
-	for (int i = 0; i < k; i++) /* the holes' bytes: now the copies */
-		for (int h = 0; h < TA_REPEAT_HOLES; h++)
-			if (ops[i]->data == (const void *)&r->slots[h])
-				ops[i]->data = &room[h];
+	int n = rc->plan.n_index < TA_MAX_RANK ? rc->plan.n_index : TA_MAX_RANK;
+	for (int i = 0; i < n + 2; i++) { /* operands in the holes' slots: now in the copies */
+		ta_operand *o = i < n    ? &rc->plan.index[i]
+		                : i == n ? &rc->plan.values
+		                         : &rc->plan.compare;
+		uintptr_t at = (uintptr_t)o->data - (uintptr_t)r->slots;
+		if (o->data && at < sizeof(r->slots))
+			o->data = (uint8_t *)room + at;
+	}
 	if (rc->plan.want_old) {
 		rc->old_buf = (uint8_t *)&room[TA_REPEAT_HOLES];
 		rc->plan.old_out = rc->old_buf;
