@@ -198,28 +198,38 @@ HOT bool once(dec *d, rd *r, fw_slot s, const char *what)
 	return false;
 }
 
-/* Decodes the message field just read (table t) with fn; when it was seen already (what:
- * its name in the problem), into the request and then puts the request back as it was,
- * but for the shared buffers it found: a message field given twice must still decode, as
- * protobuf-c decodes it. */
-HOT bool dec_sub(dec *d, rd *r, fw_slot s, fw_msg t, const char *what, bool (*fn)(dec *, rd))
+static bool dec_msg(dec *d, rd r, fw_msg t, fw_slot s);
+
+/* Decodes the message field just read (slot s, table t) with dec_msg; when it was seen
+ * already (what: its name in the problem), into the request and then puts the request back
+ * as it was, but for the shared buffers it found: a message field given twice must still
+ * decode, as protobuf-c decodes it. */
+HOT bool dec_sub(dec *d, rd *r, fw_slot s, fw_msg t, const char *what)
 {
 	rd sub;
 	if (!open_msg(r, t, &sub))
 		return false;
 	if (once(d, r, s, what))
-		return fn(d, sub);
+		return dec_msg(d, sub, t, s);
 	ta_wire_request keep = *d->w;
-	bool ok = fn(d, sub);
+	bool ok = dec_msg(d, sub, t, s);
 	bool refs = d->w->refs;
 	*d->w = keep;
 	d->w->refs |= refs;
 	return ok;
 }
 
-/* Decodes a BufferRef into *ref. */
-static bool dec_ref(rd r, ta_wire_ref *ref)
+/* Decodes the BufferRef field just read (slot field) into *ref, or aside when seen already
+ * in in (what: its name in the problem); the request names shared buffers. */
+static bool dec_ref(dec *d, rd *in, fw_slot field, const char *what, ta_wire_ref *ref)
 {
+	rd r;
+	ta_wire_ref spare;
+	d->w->refs = true;
+	if (!open_msg(in, FW_M_BUFREF, &r))
+		return false;
+	if (!once(d, in, field, what))
+		ref = &spare;
 	fw_slot s;
 	int k;
 	*ref = (ta_wire_ref){true, 0, 0, 0};
@@ -279,7 +289,6 @@ static bool dec_array(dec *d, rd *in, fw_slot field, const char *what, ta_wire_a
 	int k;
 	while ((k = next_field(&r, &s)) > 0) {
 		size_t n;
-		rd sub;
 		if (s == FW_ARRAY_DTYPE) {
 			if (!rd_i32(&r, &a->dtype))
 				return false;
@@ -292,42 +301,14 @@ static bool dec_array(dec *d, rd *in, fw_slot field, const char *what, ta_wire_a
 			a->data = n ? r.p : NULL;
 			a->len = n;
 			r.p += n;
-		} else { /* FW_ARRAY_SHARED */
-			ta_wire_ref spare_ref;
-			d->w->refs = true;
-			if (!open_msg(&r, FW_M_BUFREF, &sub) ||
-			    !dec_ref(sub, once(d, &r, s, "shared") ? &a->shared : &spare_ref))
-				return false;
+		} else if (!dec_ref(d, &r, s, "shared", &a->shared)) { /* FW_ARRAY_SHARED */
+			return false;
 		}
 	}
 	return k == 0;
 }
 
 static bool dec_fields(dec *d, rd r);
-
-/* Decodes an Options into the request. */
-static bool dec_options(dec *d, rd r)
-{
-	d->w->has_options = true;
-	d->w->sem = d->w->scope = d->w->space = 0;
-	d->w->no_bounds_check = d->w->want_old = false;
-	return dec_fields(d, r);
-}
-
-/* Decodes a ScatterAddr (its indices as index[0]) or an IndexedAddr (index arrays
- * appended) into the request, by the table of r. */
-static bool dec_addr(dec *d, rd r)
-{
-	d->w->form = r.t == &fw_tables[FW_M_SADDR] ? TA_FORM_SCATTER : TA_FORM_INDEXED;
-	return dec_fields(d, r);
-}
-
-/* Decodes an Addressing region into the request. */
-static bool dec_addr_region(dec *d, rd r)
-{
-	d->w->form = TA_FORM_REGION;
-	return dec_region(r, &d->w->addr_region);
-}
 
 /* Decodes an Addressing (memory requests) into the request: one of its forms. */
 static bool dec_addressing(dec *d, rd r)
@@ -341,8 +322,7 @@ static bool dec_addressing(dec *d, rd r)
 		fw_msg t = s == FW_ADDR_REGION    ? FW_M_REGION
 		           : s == FW_ADDR_SCATTER ? FW_M_SADDR
 		                                  : FW_M_IADDR;
-		if (!dec_sub(d, &r, FW_ADDR_REGION, t, "addr form",
-		             t == FW_M_REGION ? dec_addr_region : dec_addr))
+		if (!dec_sub(d, &r, FW_ADDR_REGION, t, "addr form"))
 			return false;
 	}
 	if (k != 0)
@@ -356,10 +336,28 @@ static bool dec_addressing(dec *d, rd r)
 	return true;
 }
 
-/* Decodes a Region field (region or window) into the request. */
-static bool dec_req_region(dec *d, rd r)
+/* Decodes the value of message field s (table t) into the request: a Region (region or
+ * window; FW_ADDR_REGION: an Addressing's), an Addressing, an Options, a ScatterAddr (its
+ * indices as index[0]) or an IndexedAddr (index arrays appended). */
+static bool dec_msg(dec *d, rd r, fw_msg t, fw_slot s)
 {
-	return dec_region(r, &d->w->region);
+	ta_wire_request *w = d->w;
+	if (t == FW_M_REGION && s != FW_ADDR_REGION)
+		return dec_region(r, &w->region);
+	if (t == FW_M_REGION) {
+		w->form = TA_FORM_REGION;
+		return dec_region(r, &w->addr_region);
+	}
+	if (t == FW_M_ADDRESSING)
+		return dec_addressing(d, r);
+	if (t == FW_M_OPTIONS) {
+		w->has_options = true;
+		w->sem = w->scope = w->space = 0;
+		w->no_bounds_check = w->want_old = false;
+	} else {
+		w->form = t == FW_M_SADDR ? TA_FORM_SCATTER : TA_FORM_INDEXED;
+	}
+	return dec_fields(d, r);
 }
 
 /* Decodes the tile name just read into the request: copied into the arena; a name that is
@@ -395,8 +393,6 @@ static bool dec_fields(dec *d, rd r)
 	int k;
 	while ((k = next_field(&r, &s)) > 0) {
 		bool ok;
-		rd sub;
-		ta_wire_ref spare_ref;
 		ta_wire_array spare;
 		switch (s) {
 		case FW_RMW_TILE:
@@ -408,15 +404,15 @@ static bool dec_fields(dec *d, rd r)
 		case FW_RMW_REGION:
 		case FW_MEM_WINDOW:
 			ok = dec_sub(d, &r, s, FW_M_REGION,
-			             s == FW_RMW_REGION ? "region" : "window", dec_req_region);
+			             s == FW_RMW_REGION ? "region" : "window");
 			break;
 		case FW_RMW_SCATTER_ADDR:
 		case FW_RMW_INDEXED_ADDR:
 			ok = dec_sub(d, &r, s, s == FW_RMW_SCATTER_ADDR ? FW_M_SADDR : FW_M_IADDR,
-			             "addr", dec_addr);
+			             "addr");
 			break;
 		case FW_MEM_ADDR:
-			ok = dec_sub(d, &r, s, FW_M_ADDRESSING, "addr", dec_addressing);
+			ok = dec_sub(d, &r, s, FW_M_ADDRESSING, "addr");
 			break;
 		case FW_RMW_VALUES:
 			ok = dec_array(d, &r, s, "values", &w->values);
@@ -428,7 +424,7 @@ static bool dec_fields(dec *d, rd r)
 			ok = dec_array(d, &r, s, "padding", &w->padding);
 			break;
 		case FW_RMW_OPTIONS:
-			ok = dec_sub(d, &r, s, FW_M_OPTIONS, "options", dec_options);
+			ok = dec_sub(d, &r, s, FW_M_OPTIONS, "options");
 			break;
 		case FW_OPT_SEM:
 		case FW_OPT_SCOPE:
@@ -445,10 +441,7 @@ static bool dec_fields(dec *d, rd r)
 			ok = dec_array(d, &r, s, "options.mask", &w->mask);
 			break;
 		case FW_OPT_OLD_INTO:
-			w->refs = true;
-			ok = open_msg(&r, FW_M_BUFREF, &sub) &&
-			     dec_ref(sub, once(d, &r, s, "options.old_into") ? &w->old_into
-			                                                     : &spare_ref);
+			ok = dec_ref(d, &r, s, "options.old_into", &w->old_into);
 			break;
 		case FW_SADDR_DIM: /* a uint32: its low 32 bits as they came */
 			ok = rd_i32(&r, (int32_t *)&w->dim);
