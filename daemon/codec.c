@@ -350,13 +350,10 @@ static bool dec_msg(dec *d, rd r, fw_msg t, fw_slot s)
 	}
 	if (t == FW_M_ADDRESSING)
 		return dec_addressing(d, r);
-	if (t == FW_M_OPTIONS) {
-		w->has_options = true;
-		w->sem = w->scope = w->space = 0;
-		w->no_bounds_check = w->want_old = false;
-	} else {
+	if (t == FW_M_OPTIONS)
+		w->has_options = true; /* (its fields were zeroed with the request) */
+	else
 		w->form = t == FW_M_SADDR ? TA_FORM_SCATTER : TA_FORM_INDEXED;
-	}
 	return dec_fields(d, r);
 }
 
@@ -488,22 +485,12 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
                                 ta_wire_request *w)
 {
 	ta_codec_init();
-	w->id = 0;
-	w->kind = TA_REQ_NONE;
+	memset(w, 0, offsetof(ta_wire_request, region)); /* the scalars */
 	w->tile = "";
-	w->op = 0;
 	w->region.n_origin = w->region.n_shape = 0;
-	w->form = TA_FORM_NONE;
 	w->addr_region.n_origin = w->addr_region.n_shape = 0;
-	w->dim = 0;
-	w->flat = false;
-	w->n_indices = 0;
 	w->values.present = w->compare.present = w->padding.present = false;
-	w->has_options = false;
-	w->mask.present = false;
-	w->old_into.present = false;
-	w->refs = false;
-	w->problem = false;
+	w->mask.present = w->old_into.present = false;
 	dec d = {arena, w, 0, false};
 	/* the Request: its id and its bodies (the oneof's members, a control-plane one too) */
 	rd r = {data, data + len, &fw_tables[FW_M_REQUEST], 0, 0, 0, true};
