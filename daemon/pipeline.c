@@ -45,10 +45,16 @@ typedef struct decoded {
 } decoded;
 
 /* Decodes len bytes at payload: the data plane into *w (codec.c), a control-plane request
- * with protobuf-c. */
-HOT void decode_request(ta_dispatch_scratch *scratch, const uint8_t *payload, size_t len,
-                        ta_wire_request *w, decoded *d)
+ * with protobuf-c; counted (stats), when it was read noted (timed requests). */
+HOT void decode_request(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *payload,
+                        size_t len, bool counted, ta_wire_request *w, decoded *d)
 {
+	d->t0 = (struct timespec){0, 0};
+	if (counted && svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &d->t0);
+	if (counted)
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
+		                          memory_order_relaxed);
 	d->req = NULL;
 	d->outcome = ta_codec_decode(&scratch->arena, payload, len, w);
 	if (d->outcome == TA_WIRE_CONTROL &&
@@ -63,18 +69,6 @@ static void metrics_start(resp_ctx *rc, size_t payload_len)
 	rc->bytes_in = payload_len;
 	if (rc->svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &rc->t0);
-}
-
-/* Counts a request asking (stats), notes when it was read (timed requests) and decodes it
- * (decode_request). */
-HOT void decode_counted(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *payload,
-                        size_t len, ta_wire_request *w, decoded *d)
-{
-	d->t0 = (struct timespec){0, 0};
-	if (svc->time_requests)
-		clock_gettime(CLOCK_MONOTONIC, &d->t0);
-	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
-	decode_request(scratch, payload, len, w, d);
 }
 
 /* Starts rc for the len bytes at payload, a request of session run with scratch's memory. */
@@ -218,7 +212,7 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 	held_flush(svc, scratch); /* what ran before counts before this one (stats) */
 	decoded d;
 	ta_wire_request w;
-	decode_counted(svc, scratch, payload, len, &w, &d);
+	decode_request(svc, scratch, payload, len, true, &w, &d);
 	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
 	                   &d, &w);
 }
@@ -231,7 +225,7 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 	ta_service *svc = g->svc;
 	decoded d;
 	ta_wire_request *w = &g->wires[g->n];
-	decode_counted(svc, scratch, payload, len, w, &d);
+	decode_request(svc, scratch, payload, len, true, w, &d);
 	if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind)) {
 		/* not a plan (or a problem, or no Request at all): what came before runs
 		 * first, then this one, decoded once */
@@ -320,9 +314,7 @@ ta_async_run *ta_async_run_new(ta_service *svc)
 	if (!ar)
 		return NULL;
 	ta_dispatch_scratch_init(&ar->scratch);
-	ar->tail = -1;
-	ar->tail_st = TA_OK;
-	group_start(&ar->g, svc, true, NULL, NULL);
+	ar->g.svc = svc; /* the rest is set by each step */
 	return ar;
 }
 
@@ -438,7 +430,7 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 		if (!session || !session->repeat.valid || !repeat_collect(g, scratch, payload, n)) {
 			decoded d;
 			ta_wire_request *w = &g->wires[g->n];
-			decode_request(scratch, payload, n, w, &d);
+			decode_request(svc, scratch, payload, n, false, w, &d);
 			if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind))
 				break; /* not a plan: the caller runs it (decoding it again) */
 			rc_grouped(rc, g, scratch, payload, n, w);
