@@ -3,16 +3,14 @@
  *
  * Decoding is one pass over the bytes per message: read a key, find the field's slot in the
  * message's table (proto/ta_wireschema.c, filled from the descriptors), and store its value
- * into the ta_wire_request. A field the table does not know is skipped by its wire type, as
- * protobuf-c keeps it aside; a known field sent with another wire type (but a single
- * element of a packed field) is malformed, as protobuf-c refuses it. A message field seen a
- * second time is decoded into a throwaway (so that malformed bytes in it are still found)
+ * into the ta_wire_request; a field the table does not know is skipped by its wire type. A
+ * message field seen a second time is decoded aside (malformed bytes in it are still found)
  * and noted as a problem.
  *
  * The writer sizes the Array, then the OpResponse, then the Response once, and writes them in
- * field-number order, leaving out zero scalars, empty strings and bytes as protobuf-c's pack
- * does for proto3 fields (a oneof member is written even when empty). Every key it writes is
- * one byte (field numbers below 16: checked at init). */
+ * field-number order as protobuf-c's pack does for proto3 fields (zero scalars and empty
+ * fields left out, a oneof member written even when empty), each key one byte (field
+ * numbers below 16: checked at init). */
 #include "codec.h"
 
 #include <stdatomic.h>

@@ -176,10 +176,6 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 			tileatom__response__init(&rc.ctl->resp);
 			rc.ctl->resp.id = rc.id;
 		}
-		if (owned && !svc->persist) { /* protobuf-c copied every field */
-			free(owned);
-			owned = NULL;
-		}
 	} else {
 		rc.id = w->id;
 		rc.req_kind = w->kind;

@@ -1,11 +1,9 @@
 /* wirecheck.c: string fields of encoded messages (see wirecheck.h). The walk reads each
- * tag (with the codec's readers, ta_wireschema.h), skips varints and fixed-size values, and
- * looks into length-delimited values: a string
- * field's bytes are checked, a message field is walked with its own descriptor, bytes and
- * packed fields are skipped. Anything malformed ends the walk as "nothing found": the
- * decoder that runs next rejects it with its own message. It runs on the control plane's
- * requests (small, their strings one level down); the data plane's codec checks its tile
- * names itself (codec.c), with the same rule and message (ta_wire_string_problem). */
+ * tag with the codec's readers (ta_wireschema.h), checks a string field's bytes, walks a
+ * message field with its own descriptor and skips anything else; anything malformed ends
+ * it as "nothing found" (the decoder that runs next rejects it). It runs on the control
+ * plane's requests; the data plane's codec checks its tile names itself (codec.c), with the
+ * same rule and message (ta_wire_string_problem). */
 #include "wirecheck.h"
 
 #include "ta_wireschema.h"
