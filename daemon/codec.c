@@ -462,22 +462,17 @@ static bool dec_fields(dec *d, rd r)
 	return k == 0;
 }
 
-/* The data-plane bodies: their Request slot, kind and message. */
-static const struct {
-	fw_slot slot;     /* Request.<body> */
-	ta_req_kind kind; /* its kind */
-	fw_msg msg;       /* its message */
-} bodies[] = {
-    {FW_REQ_ELEMENTWISE, TA_REQ_ELEMENTWISE, FW_M_ELEMENTWISE},
-    {FW_REQ_SCATTER, TA_REQ_SCATTER, FW_M_SCATTER},
-    {FW_REQ_INDEXED, TA_REQ_INDEXED, FW_M_INDEXED},
-    {FW_REQ_WRITE, TA_REQ_WRITE, FW_M_WRITE},
-    {FW_REQ_READ, TA_REQ_READ, FW_M_READ},
-    {FW_REQ_GATHER, TA_REQ_GATHER, FW_M_GATHER},
-    {FW_REQ_SCATTER_STORE, TA_REQ_SCATTER_STORE, FW_M_SCATTER_STORE},
-    {FW_REQ_ATOMIC_LOAD, TA_REQ_ATOMIC_LOAD, FW_M_ATOMIC_LOAD},
-    {FW_REQ_ATOMIC_STORE, TA_REQ_ATOMIC_STORE, FW_M_ATOMIC_STORE},
-};
+/* The message of each data-plane body, by its Request slot (FW_M_REQUEST: not one). Its
+ * kind is its field number (ta_types.h). */
+static const fw_msg body_msg[FW_SLOTS] = {[FW_REQ_ELEMENTWISE] = FW_M_ELEMENTWISE,
+                                          [FW_REQ_SCATTER] = FW_M_SCATTER,
+                                          [FW_REQ_INDEXED] = FW_M_INDEXED,
+                                          [FW_REQ_WRITE] = FW_M_WRITE,
+                                          [FW_REQ_READ] = FW_M_READ,
+                                          [FW_REQ_GATHER] = FW_M_GATHER,
+                                          [FW_REQ_SCATTER_STORE] = FW_M_SCATTER_STORE,
+                                          [FW_REQ_ATOMIC_LOAD] = FW_M_ATOMIC_LOAD,
+                                          [FW_REQ_ATOMIC_STORE] = FW_M_ATOMIC_STORE};
 
 ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len,
                                 ta_wire_request *w)
@@ -513,17 +508,11 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 		if (r.wire != FW_LEN) /* a body that is not a message */
 			return TA_WIRE_MALFORMED;
 		nbodies++;
-		w->kind = TA_REQ_NONE; /* ping and the control plane: protobuf-c */
-		size_t i = 0;
-		while (i < sizeof(bodies) / sizeof(bodies[0]) && bodies[i].slot != s)
-			i++;
-		if (i < sizeof(bodies) / sizeof(bodies[0])) {
-			w->kind = bodies[i].kind;
-			if (!open_msg(&r, bodies[i].msg, &body))
-				return TA_WIRE_MALFORMED;
-		} else if (!rd_skip(&r.p, r.end, r.wire)) {
+		/* ping and the control plane: TA_REQ_NONE (protobuf-c) */
+		fw_msg t = body_msg[s];
+		w->kind = t != FW_M_REQUEST ? (ta_req_kind)r.number : TA_REQ_NONE;
+		if (t != FW_M_REQUEST ? !open_msg(&r, t, &body) : !rd_skip(&r.p, r.end, r.wire))
 			return TA_WIRE_MALFORMED;
-		}
 	}
 	if (k < 0)
 		return TA_WIRE_MALFORMED;
