@@ -330,23 +330,19 @@ HOT ta_tile *repeat_tile_via(ta_service *svc, ta_session *session, const ta_tile
                              bool *borrowed, ta_error *err)
 {
 	ta_repeat *r = &session->repeat;
-	*borrowed =
-	    held && held == r->tile && ta_tile_still(r->tile, r->stamp, ta_session_who(session));
-	if (*borrowed) {
-		r->hits++;
-		return r->tile;
-	}
+	ta_owner who = ta_session_who(session);
 	ta_tile *tile = NULL;
-	if (ta_registry_get_cached(svc->registry, &r->tiles, r->name, ta_session_who(session),
-	                           &tile, err) != TA_OK ||
-	    tile != r->tile || r->tiles.stamp != r->stamp) {
+	*borrowed = held && held == r->tile && ta_tile_still(r->tile, r->stamp, who);
+	if (!*borrowed &&
+	    (ta_registry_get_cached(svc->registry, &r->tiles, r->name, who, &tile, err) != TA_OK ||
+	     tile != r->tile || r->tiles.stamp != r->stamp)) {
 		if (tile)
 			ta_tile_unref(tile);
 		ta_repeat_clear(r);
 		return NULL;
 	}
 	r->hits++;
-	return tile;
+	return r->tile;
 }
 
 /* Collects payload into g's next request as the session's kept request again (codec.h)
