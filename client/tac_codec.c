@@ -181,18 +181,6 @@ static void *msg_begin(tac_msg *m, tileatom_request_kind kind)
 	return body;
 }
 
-/* Checks that the family of request kind takes op (the table's families column). */
-static int check_op(tileatom_request_kind kind, tileatom_op op, tileatom_error *err)
-{
-	if (!ta_op_is_rmw((ta_op)op))
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)op);
-	/* relaxed, gpu, global, no output is legal for every RMW op: only the family can fail,
-	 * in the daemon's words */
-	static uint64_t last_legal; /* see variant_ok */
-	return variant_ok(&last_legal, kind, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU,
-	                  TA_SPACE_GLOBAL, false, err);
-}
-
 /* Builds the optional region into dst; *out gets dst or NULL when region is NULL. */
 static int opt_region(Tileatom__Region *dst, Tileatom__Region **out, const tileatom_region *region,
                       const char *what, tileatom_error *err)
@@ -211,35 +199,6 @@ static int opt_region(Tileatom__Region *dst, Tileatom__Region **out, const tilea
 static bool takes_compare(tileatom_op op)
 {
 	return ta_op_operands((ta_op)op) == TA_OPERANDS_VALUES_COMPARE;
-}
-
-/* Builds values and (for CAS) compare; compare given for another op is an error. */
-static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *values,
-                          const tileatom_array *compare, Tileatom__Array **vout,
-                          Tileatom__Array **cout, tileatom_error *err)
-{
-	if (!values)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given",
-		               tileatom_op_name(op));
-	int rc = build_array(&m->values, values, takes_compare(op) ? "desired" : "values", err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	*vout = &m->values;
-	*cout = NULL;
-	if (takes_compare(op)) {
-		if (!compare)
-			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-			               "%s: no expected (compare) values given",
-			               tileatom_op_name(op));
-		rc = build_array(&m->compare, compare, "expected", err);
-		if (rc != TILEATOM_OK)
-			return rc;
-		*cout = &m->compare;
-	} else if (compare) {
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "%s: compare values are only for cas", tileatom_op_name(op));
-	}
-	return TILEATOM_OK;
 }
 
 int tac_build_hello(tac_msg *m, const char *client_name)
@@ -392,13 +351,16 @@ int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
 	tileatom_request_kind kind = rq->kind;
 	msg_begin(m, kind);
 	Tileatom__Region *region = NULL;
-	Tileatom__Array *values = NULL, *compare = NULL;
 	void *addr = kind == TILEATOM_REQ_SCATTER   ? (void *)&m->scatter_addr
 	             : kind == TILEATOM_REQ_INDEXED ? (void *)&m->indexed_addr
 	                                            : NULL;
+	bool cas = takes_compare(rq->op);
 	int rc = check_name(rq->tile, ta_req_name((ta_req_kind)kind), err);
+	if (rc == TILEATOM_OK && !ta_op_is_rmw((ta_op)rq->op))
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)rq->op);
+	/* the op in the family and the options, in the daemon's words (ta_check_variant) */
 	if (rc == TILEATOM_OK)
-		rc = check_op(kind, rq->op, err);
+		rc = build_options(m, kind, rq->op, rq->opts, err);
 	if (rc == TILEATOM_OK)
 		rc = opt_region(&m->region, &region, rq->region, "region", err);
 	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_INDEXED)
@@ -406,13 +368,21 @@ int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
 	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_SCATTER)
 		rc = build_scatter_addr(m, "scatter", rq->dim, rq->indices ? 1 : 0, rq->indices,
 		                        err);
+	if (rc == TILEATOM_OK && !rq->values)
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given",
+		             tileatom_op_name(rq->op));
 	if (rc == TILEATOM_OK)
-		rc = values_compare(m, rq->op, rq->values, rq->compare, &values, &compare, err);
+		rc = build_array(&m->values, rq->values, cas ? "desired" : "values", err);
+	if (rc == TILEATOM_OK && cas != (rq->compare != NULL))
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		             cas ? "%s: no expected (compare) values given"
+		                 : "%s: compare values are only for cas",
+		             tileatom_op_name(rq->op));
+	if (rc == TILEATOM_OK && cas)
+		rc = build_array(&m->compare, rq->compare, "expected", err);
 	if (rc == TILEATOM_OK)
-		rc = build_options(m, kind, rq->op, rq->opts, err);
-	if (rc == TILEATOM_OK)
-		tac_wire_set_body(m, rq->tile, (int)rq->op, region, addr, values, compare,
-		                  &m->options);
+		tac_wire_set_body(m, rq->tile, (int)rq->op, region, addr, &m->values,
+		                  cas ? &m->compare : NULL, &m->options);
 	return rc;
 }
 
@@ -438,10 +408,8 @@ int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t fl
 		               tileatom_op_name(op));
 	*value_arr = (tileatom_array){.dtype = dtype, .rank = 0, .data = value};
 	*compare_arr = (tileatom_array){.dtype = dtype, .rank = 0, .data = compare};
-	/* The index lives in *m, which tac_build_atomic clears first: build into a local
-	 * array, then point the message at the copy inside m. */
-	int64_t idx = flat_index;
-	tileatom_array index = {.dtype = TILEATOM_INT64, .rank = 0, .data = &idx};
+	/* the index lives in *m, which tac_build_atomic clears: set once it is built */
+	tileatom_array index = {.dtype = TILEATOM_INT64, .rank = 0, .data = &m->scalar_index};
 	tac_split_req rq = {.kind = TILEATOM_REQ_INDEXED,
 	                    .tile = tile,
 	                    .op = op,
@@ -455,10 +423,7 @@ int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t fl
 	if (rc != TILEATOM_OK)
 		return rc;
 	m->scalar_index = flat_index;
-	m->index[0].data.data = (uint8_t *)&m->scalar_index;
-	/* The index array's shape pointer referred to the local struct; a scalar has none. */
-	m->index[0].n_shape = 0;
-	m->index[0].shape = NULL;
+	m->index[0].shape = NULL; /* (it pointed into the local array; a scalar has none) */
 	return TILEATOM_OK;
 }
 
