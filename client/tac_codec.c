@@ -97,27 +97,6 @@ static __attribute__((noinline)) int variant_check(tileatom_request_kind kind, t
 	return TILEATOM_OK;
 }
 
-/* variant_check, remembered. Its verdict is a function of its arguments alone (the core's table),
- * so each call site remembers the last legal variant it checked in *last_legal (one word: the kind
- * and the variant, each below 256, and a valid bit; relaxed atomics, since any word a thread stored
- * was legal) and a caller repeating one request shape skips the check (about 80 instructions of a
- * pipelined add). */
-static int variant_ok(uint64_t *last_legal, tileatom_request_kind kind, ta_op op, ta_sem sem,
-                      ta_scope scope, ta_space space, bool want_old, tileatom_error *err)
-{
-	uint64_t key = UINT64_C(1) << 63 | (uint64_t)(uint8_t)kind | (uint64_t)(uint8_t)op << 8 |
-	               (uint64_t)(uint8_t)sem << 16 | (uint64_t)(uint8_t)scope << 24 |
-	               (uint64_t)(uint8_t)space << 32 | (uint64_t)want_old << 40;
-	bool keyed = ((unsigned)kind | (unsigned)op | (unsigned)sem | (unsigned)scope |
-	              (unsigned)space) < 256;
-	if (keyed && __atomic_load_n(last_legal, __ATOMIC_RELAXED) == key)
-		return TILEATOM_OK;
-	int rc = variant_check(kind, op, sem, scope, space, want_old, err);
-	if (rc == TILEATOM_OK && keyed)
-		__atomic_store_n(last_legal, key, __ATOMIC_RELAXED);
-	return rc;
-}
-
 /* Fills the wire Options from opts (NULL: defaults) for a request of kind running op (RMW
  * kinds; memory kinds take theirs from the table), after checking them against the core's
  * table exactly as the daemon does (ta_check_variant); want_old is set for ops that always
@@ -135,11 +114,25 @@ static int build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	if (core_op == TA_OP_NONE)
 		core_op = (ta_op)op;
 	bool force_want_old = ta_op_output(core_op) == TA_OUTPUT_ALWAYS;
-	static uint64_t last_legal; /* see variant_ok */
-	int rc = variant_ok(&last_legal, kind, core_op, (ta_sem)opts->sem, (ta_scope)opts->scope,
-	                    (ta_space)opts->space, opts->want_old, err);
-	if (rc != TILEATOM_OK)
-		return rc;
+	/* The verdict is a function of the variant alone: the last legal one is remembered in
+	 * one word (the kind and the variant, each below 256, and a valid bit; relaxed atomics,
+	 * since any word a thread stored was legal), and a caller repeating one request shape
+	 * skips the check (about 80 instructions of a pipelined add). */
+	static uint64_t last_legal;
+	uint64_t key = UINT64_C(1) << 63 | (uint64_t)(uint8_t)kind |
+	               (uint64_t)(uint8_t)core_op << 8 | (uint64_t)(uint8_t)opts->sem << 16 |
+	               (uint64_t)(uint8_t)opts->scope << 24 | (uint64_t)(uint8_t)opts->space << 32 |
+	               (uint64_t)opts->want_old << 40;
+	bool keyed = ((unsigned)kind | (unsigned)core_op | (unsigned)opts->sem |
+	              (unsigned)opts->scope | (unsigned)opts->space) < 256;
+	if (!keyed || __atomic_load_n(&last_legal, __ATOMIC_RELAXED) != key) {
+		int rc = variant_check(kind, core_op, (ta_sem)opts->sem, (ta_scope)opts->scope,
+		                       (ta_space)opts->space, opts->want_old, err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		if (keyed)
+			__atomic_store_n(&last_legal, key, __ATOMIC_RELAXED);
+	}
 	o->sem = (Tileatom__Sem)opts->sem;
 	o->scope = (Tileatom__Scope)opts->scope;
 	o->space = (Tileatom__Space)opts->space;
@@ -147,7 +140,7 @@ static int build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	o->want_old = opts->want_old || force_want_old;
 	m->want_old_asked = opts->want_old;
 	if (opts->mask) {
-		rc = build_array(&m->mask, opts->mask, "mask", err);
+		int rc = build_array(&m->mask, opts->mask, "mask", err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		o->mask = &m->mask;
