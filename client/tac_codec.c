@@ -58,10 +58,14 @@ static int build_array(Tileatom__Array *dst, const tileatom_array *src, const ch
 	return TILEATOM_OK;
 }
 
-/* Converts a public region (rank 1..4, extents >= 1) into a wire Region. */
-static int build_region(Tileatom__Region *dst, const tileatom_region *src, const char *what,
-                        tileatom_error *err)
+/* Converts the optional public region src (rank 1..4, extents >= 1) into the wire Region
+ * dst; *out gets dst, or NULL when src is NULL. */
+static int build_region(Tileatom__Region *dst, Tileatom__Region **out, const tileatom_region *src,
+                        const char *what, tileatom_error *err)
 {
+	*out = NULL;
+	if (!src)
+		return TILEATOM_OK;
 	tileatom__region__init(dst);
 	if (src->rank < 1 || src->rank > TILEATOM_MAX_RANK)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: rank %d is not in 1..%d",
@@ -77,6 +81,7 @@ static int build_region(Tileatom__Region *dst, const tileatom_region *src, const
 	dst->origin = (int64_t *)src->origin;
 	dst->n_shape = (size_t)src->rank;
 	dst->shape = (int64_t *)src->shape;
+	*out = dst;
 	return TILEATOM_OK;
 }
 
@@ -174,19 +179,6 @@ static void *msg_begin(tac_msg *m, tileatom_request_kind kind)
 	return body;
 }
 
-/* Builds the optional region into dst; *out gets dst or NULL when region is NULL. */
-static int opt_region(Tileatom__Region *dst, Tileatom__Region **out, const tileatom_region *region,
-                      const char *what, tileatom_error *err)
-{
-	*out = NULL;
-	if (!region)
-		return TILEATOM_OK;
-	int rc = build_region(dst, region, what, err);
-	if (rc == TILEATOM_OK)
-		*out = dst;
-	return rc;
-}
-
 /* True when op takes compare (expected) values besides its values (the table's operands
  * column: cas). */
 static bool takes_compare(tileatom_op op)
@@ -268,7 +260,7 @@ int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region, 
 	Tileatom__ReadRegionRequest *b = msg_begin(m, TILEATOM_REQ_READ);
 	int rc = check_name(tile, "read", err);
 	if (rc == TILEATOM_OK)
-		rc = opt_region(&m->region, &b->region, region, "read region", err);
+		rc = build_region(&m->region, &b->region, region, "read region", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	b->tile = (char *)tile;
@@ -281,7 +273,7 @@ int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
 	Tileatom__WriteRegionRequest *b = msg_begin(m, TILEATOM_REQ_WRITE);
 	int rc = check_name(tile, "write", err);
 	if (rc == TILEATOM_OK)
-		rc = opt_region(&m->region, &b->region, region, "write region", err);
+		rc = build_region(&m->region, &b->region, region, "write region", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	if (!values)
@@ -355,7 +347,7 @@ int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
 	if (rc == TILEATOM_OK)
 		rc = build_options(m, kind, rq->op, rq->opts, err);
 	if (rc == TILEATOM_OK)
-		rc = opt_region(&m->region, &region, rq->region, "region", err);
+		rc = build_region(&m->region, &region, rq->region, "region", err);
 	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_INDEXED)
 		rc = build_indexed_addr(m, rq->n_index, rq->indices, rq->flat, err);
 	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_SCATTER)
@@ -434,7 +426,7 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	if (rc != TILEATOM_OK)
 		return rc;
 	Tileatom__Region *win = NULL;
-	rc = opt_region(&m->region, &win, window, "window", err);
+	rc = build_region(&m->region, &win, window, "window", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	/* Addressing: NULL means element-wise over the whole tile. */
@@ -445,10 +437,10 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	switch (addr->kind) {
 	case TILEATOM_ADDR_REGION:
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_REGION;
-		m->addressing.region = &m->addr_region;
 		tileatom__region__init(&m->addr_region);
-		if (addr->region)
-			rc = build_region(&m->addr_region, addr->region, "region", err);
+		rc = build_region(&m->addr_region, &m->addressing.region, addr->region, "region",
+		                  err);
+		m->addressing.region = &m->addr_region; /* (empty without a region) */
 		break;
 	case TILEATOM_ADDR_SCATTER:
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_SCATTER;
