@@ -438,8 +438,6 @@ size_t tac_cuptr_count(const tileatom_client *c)
 void tac_cuptr_client_free(tileatom_client *c)
 {
 	free(c->cuptr); /* the buffers are freed with the client's list */
-	c->cuptr = NULL;
-	c->ncuptr = c->capcuptr = 0;
 }
 
 int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_handle, size_t size,

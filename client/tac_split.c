@@ -629,5 +629,4 @@ void tac_split_client_free(tileatom_client *c)
 		free(c->splits);
 		c->splits = next;
 	}
-	c->split_extra = 0;
 }
