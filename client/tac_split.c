@@ -167,9 +167,7 @@ static ta_array_view split_view(const tileatom_client *c, const tileatom_array *
 	v.rank = a->rank;
 	memcpy(v.shape, a->shape, sizeof(v.shape));
 	v.data = a->data;
-	v.nbytes = tileatom_dtype_size(a->dtype);
-	for (int i = 0; i < a->rank && i < TILEATOM_MAX_RANK; i++)
-		v.nbytes *= (size_t)a->shape[i];
+	v.nbytes = tileatom_array_bytes(a); /* (0 where a is not valid: the check says why) */
 	v.device = tileatom_buffer_is_device(tac_shm_ref_buffer(c, a->data, v.nbytes));
 	return v;
 }
@@ -224,9 +222,7 @@ static void split_add_operand(split_plan *p, const tileatom_array *a, const ta_o
 	split_operand *o = &p->ops[p->nops++];
 	o->array = a;
 	o->cut = op->stride[0] != 0; /* (the element shape has 2 rows or more) */
-	o->bytes = tileatom_dtype_size(a->dtype);
-	for (int i = 0; i < a->rank; i++)
-		o->bytes *= (size_t)a->shape[i];
+	o->bytes = tileatom_array_bytes(a);
 }
 
 /* Plans the split of rq into *p (and its options into *o) and checks everything a split
