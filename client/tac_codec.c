@@ -258,32 +258,24 @@ int tac_build_named(tac_msg *m, tileatom_request_kind kind, const char *name, ti
 int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region, tileatom_error *err)
 {
 	Tileatom__ReadRegionRequest *b = msg_begin(m, TILEATOM_REQ_READ);
-	int rc = check_name(tile, "read", err);
-	if (rc == TILEATOM_OK)
-		rc = build_region(&m->region, &b->region, region, "read region", err);
-	if (rc != TILEATOM_OK)
-		return rc;
 	b->tile = (char *)tile;
-	return TILEATOM_OK;
+	int rc = check_name(tile, "read", err);
+	return rc == TILEATOM_OK ? build_region(&m->region, &b->region, region, "read region", err)
+	                         : rc;
 }
 
 int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
                     const tileatom_array *values, tileatom_error *err)
 {
 	Tileatom__WriteRegionRequest *b = msg_begin(m, TILEATOM_REQ_WRITE);
+	b->tile = (char *)tile;
+	b->values = &m->values;
 	int rc = check_name(tile, "write", err);
 	if (rc == TILEATOM_OK)
 		rc = build_region(&m->region, &b->region, region, "write region", err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	if (!values)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "write: no values given");
-	rc = build_array(&m->values, values, "values", err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	b->tile = (char *)tile;
-	b->values = &m->values;
-	return TILEATOM_OK;
+	if (rc == TILEATOM_OK && !values)
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "write: no values given");
+	return rc == TILEATOM_OK ? build_array(&m->values, values, "values", err) : rc;
 }
 
 /* Builds the ScatterAddr of a request (what names it) along dim from n_index arrays (one). */
@@ -422,11 +414,10 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	msg_begin(m, kind);
 	const char *what = ta_req_name((ta_req_kind)kind);
 	ta_op mop = ta_req_op((ta_req_kind)kind);
-	int rc = check_name(tile, what, err);
-	if (rc != TILEATOM_OK)
-		return rc;
 	Tileatom__Region *win = NULL;
-	rc = build_region(&m->region, &win, window, "window", err);
+	int rc = check_name(tile, what, err);
+	if (rc == TILEATOM_OK)
+		rc = build_region(&m->region, &win, window, "window", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	/* Addressing: NULL means element-wise over the whole tile. */
@@ -460,22 +451,17 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	}
 	if (rc == TILEATOM_OK)
 		rc = build_options(m, kind, TILEATOM_OP_NONE, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	Tileatom__Array *arr = NULL;
-	if (operand) {
-		if (kind == TILEATOM_REQ_ATOMIC_LOAD)
-			return tac_err(err, TILEATOM_E_INTERNAL, "atomic_load takes no operand");
+	if (rc == TILEATOM_OK && operand && kind == TILEATOM_REQ_ATOMIC_LOAD)
+		rc = tac_err(err, TILEATOM_E_INTERNAL, "atomic_load takes no operand");
+	else if (rc == TILEATOM_OK && operand)
 		rc = build_array(&m->values, operand,
 		                 kind == TILEATOM_REQ_GATHER ? "padding" : "values", err);
-		if (rc != TILEATOM_OK)
-			return rc;
-		arr = &m->values;
-	} else if (ta_op_operands(mop) == TA_OPERANDS_VALUES) {
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given", what);
-	}
-	tac_wire_set_body(m, tile, 0, win, &m->addressing, arr, NULL, &m->options);
-	return TILEATOM_OK;
+	else if (rc == TILEATOM_OK && ta_op_operands(mop) == TA_OPERANDS_VALUES)
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given", what);
+	if (rc == TILEATOM_OK)
+		tac_wire_set_body(m, tile, 0, win, &m->addressing, operand ? &m->values : NULL,
+		                  NULL, &m->options);
+	return rc;
 }
 
 int tac_tile_info_from_wire(tileatom_tile_info *dst, const Tileatom__TileInfo *src,
