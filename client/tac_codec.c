@@ -7,7 +7,6 @@
  * (known dtypes, ranks, byte counts, names); the daemon validates the rest against the tile. */
 #include "tac_internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
