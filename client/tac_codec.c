@@ -7,7 +7,6 @@
  * (known dtypes, ranks, byte counts, names); the daemon validates the rest against the tile. */
 #include "tac_internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,10 +57,14 @@ static int build_array(Tileatom__Array *dst, const tileatom_array *src, const ch
 	return TILEATOM_OK;
 }
 
-/* Converts a public region (rank 1..4, extents >= 1) into a wire Region. */
-static int build_region(Tileatom__Region *dst, const tileatom_region *src, const char *what,
-                        tileatom_error *err)
+/* Converts the optional public region src (rank 1..4, extents >= 1) into the wire Region
+ * dst; *out gets dst, or NULL when src is NULL. */
+static int build_region(Tileatom__Region *dst, Tileatom__Region **out, const tileatom_region *src,
+                        const char *what, tileatom_error *err)
 {
+	*out = NULL;
+	if (!src)
+		return TILEATOM_OK;
 	tileatom__region__init(dst);
 	if (src->rank < 1 || src->rank > TILEATOM_MAX_RANK)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: rank %d is not in 1..%d",
@@ -77,6 +80,7 @@ static int build_region(Tileatom__Region *dst, const tileatom_region *src, const
 	dst->origin = (int64_t *)src->origin;
 	dst->n_shape = (size_t)src->rank;
 	dst->shape = (int64_t *)src->shape;
+	*out = dst;
 	return TILEATOM_OK;
 }
 
@@ -97,27 +101,6 @@ static __attribute__((noinline)) int variant_check(tileatom_request_kind kind, t
 	return TILEATOM_OK;
 }
 
-/* variant_check, remembered. Its verdict is a function of its arguments alone (the core's table),
- * so each call site remembers the last legal variant it checked in *last_legal (one word: the kind
- * and the variant, each below 256, and a valid bit; relaxed atomics, since any word a thread stored
- * was legal) and a caller repeating one request shape skips the check (about 80 instructions of a
- * pipelined add). */
-static int variant_ok(uint64_t *last_legal, tileatom_request_kind kind, ta_op op, ta_sem sem,
-                      ta_scope scope, ta_space space, bool want_old, tileatom_error *err)
-{
-	uint64_t key = UINT64_C(1) << 63 | (uint64_t)(uint8_t)kind | (uint64_t)(uint8_t)op << 8 |
-	               (uint64_t)(uint8_t)sem << 16 | (uint64_t)(uint8_t)scope << 24 |
-	               (uint64_t)(uint8_t)space << 32 | (uint64_t)want_old << 40;
-	bool keyed = ((unsigned)kind | (unsigned)op | (unsigned)sem | (unsigned)scope |
-	              (unsigned)space) < 256;
-	if (keyed && __atomic_load_n(last_legal, __ATOMIC_RELAXED) == key)
-		return TILEATOM_OK;
-	int rc = variant_check(kind, op, sem, scope, space, want_old, err);
-	if (rc == TILEATOM_OK && keyed)
-		__atomic_store_n(last_legal, key, __ATOMIC_RELAXED);
-	return rc;
-}
-
 /* Fills the wire Options from opts (NULL: defaults) for a request of kind running op (RMW
  * kinds; memory kinds take theirs from the table), after checking them against the core's
  * table exactly as the daemon does (ta_check_variant); want_old is set for ops that always
@@ -135,11 +118,25 @@ static int build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	if (core_op == TA_OP_NONE)
 		core_op = (ta_op)op;
 	bool force_want_old = ta_op_output(core_op) == TA_OUTPUT_ALWAYS;
-	static uint64_t last_legal; /* see variant_ok */
-	int rc = variant_ok(&last_legal, kind, core_op, (ta_sem)opts->sem, (ta_scope)opts->scope,
-	                    (ta_space)opts->space, opts->want_old, err);
-	if (rc != TILEATOM_OK)
-		return rc;
+	/* The verdict is a function of the variant alone: the last legal one is remembered in
+	 * one word (the kind and the variant, each below 256, and a valid bit; relaxed atomics,
+	 * since any word a thread stored was legal), and a caller repeating one request shape
+	 * skips the check (about 80 instructions of a pipelined add). */
+	static uint64_t last_legal;
+	uint64_t key = UINT64_C(1) << 63 | (uint64_t)(uint8_t)kind |
+	               (uint64_t)(uint8_t)core_op << 8 | (uint64_t)(uint8_t)opts->sem << 16 |
+	               (uint64_t)(uint8_t)opts->scope << 24 | (uint64_t)(uint8_t)opts->space << 32 |
+	               (uint64_t)opts->want_old << 40;
+	bool keyed = ((unsigned)kind | (unsigned)core_op | (unsigned)opts->sem |
+	              (unsigned)opts->scope | (unsigned)opts->space) < 256;
+	if (!keyed || __atomic_load_n(&last_legal, __ATOMIC_RELAXED) != key) {
+		int rc = variant_check(kind, core_op, (ta_sem)opts->sem, (ta_scope)opts->scope,
+		                       (ta_space)opts->space, opts->want_old, err);
+		if (rc != TILEATOM_OK)
+			return rc;
+		if (keyed)
+			__atomic_store_n(&last_legal, key, __ATOMIC_RELAXED);
+	}
 	o->sem = (Tileatom__Sem)opts->sem;
 	o->scope = (Tileatom__Scope)opts->scope;
 	o->space = (Tileatom__Space)opts->space;
@@ -147,7 +144,7 @@ static int build_options(tac_msg *m, tileatom_request_kind kind, tileatom_op op,
 	o->want_old = opts->want_old || force_want_old;
 	m->want_old_asked = opts->want_old;
 	if (opts->mask) {
-		rc = build_array(&m->mask, opts->mask, "mask", err);
+		int rc = build_array(&m->mask, opts->mask, "mask", err);
 		if (rc != TILEATOM_OK)
 			return rc;
 		o->mask = &m->mask;
@@ -181,65 +178,11 @@ static void *msg_begin(tac_msg *m, tileatom_request_kind kind)
 	return body;
 }
 
-/* Checks that the family of request kind takes op (the table's families column). */
-static int check_op(tileatom_request_kind kind, tileatom_op op, tileatom_error *err)
-{
-	if (!ta_op_is_rmw((ta_op)op))
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)op);
-	/* relaxed, gpu, global, no output is legal for every RMW op: only the family can fail,
-	 * in the daemon's words */
-	static uint64_t last_legal; /* see variant_ok */
-	return variant_ok(&last_legal, kind, (ta_op)op, TA_SEM_RELAXED, TA_SCOPE_GPU,
-	                  TA_SPACE_GLOBAL, false, err);
-}
-
-/* Builds the optional region into dst; *out gets dst or NULL when region is NULL. */
-static int opt_region(Tileatom__Region *dst, Tileatom__Region **out, const tileatom_region *region,
-                      const char *what, tileatom_error *err)
-{
-	*out = NULL;
-	if (!region)
-		return TILEATOM_OK;
-	int rc = build_region(dst, region, what, err);
-	if (rc == TILEATOM_OK)
-		*out = dst;
-	return rc;
-}
-
 /* True when op takes compare (expected) values besides its values (the table's operands
  * column: cas). */
 static bool takes_compare(tileatom_op op)
 {
 	return ta_op_operands((ta_op)op) == TA_OPERANDS_VALUES_COMPARE;
-}
-
-/* Builds values and (for CAS) compare; compare given for another op is an error. */
-static int values_compare(tac_msg *m, tileatom_op op, const tileatom_array *values,
-                          const tileatom_array *compare, Tileatom__Array **vout,
-                          Tileatom__Array **cout, tileatom_error *err)
-{
-	if (!values)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given",
-		               tileatom_op_name(op));
-	int rc = build_array(&m->values, values, takes_compare(op) ? "desired" : "values", err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	*vout = &m->values;
-	*cout = NULL;
-	if (takes_compare(op)) {
-		if (!compare)
-			return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-			               "%s: no expected (compare) values given",
-			               tileatom_op_name(op));
-		rc = build_array(&m->compare, compare, "expected", err);
-		if (rc != TILEATOM_OK)
-			return rc;
-		*cout = &m->compare;
-	} else if (compare) {
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
-		               "%s: compare values are only for cas", tileatom_op_name(op));
-	}
-	return TILEATOM_OK;
 }
 
 int tac_build_hello(tac_msg *m, const char *client_name)
@@ -314,32 +257,24 @@ int tac_build_named(tac_msg *m, tileatom_request_kind kind, const char *name, ti
 int tac_build_read(tac_msg *m, const char *tile, const tileatom_region *region, tileatom_error *err)
 {
 	Tileatom__ReadRegionRequest *b = msg_begin(m, TILEATOM_REQ_READ);
-	int rc = check_name(tile, "read", err);
-	if (rc == TILEATOM_OK)
-		rc = opt_region(&m->region, &b->region, region, "read region", err);
-	if (rc != TILEATOM_OK)
-		return rc;
 	b->tile = (char *)tile;
-	return TILEATOM_OK;
+	int rc = check_name(tile, "read", err);
+	return rc == TILEATOM_OK ? build_region(&m->region, &b->region, region, "read region", err)
+	                         : rc;
 }
 
 int tac_build_write(tac_msg *m, const char *tile, const tileatom_region *region,
                     const tileatom_array *values, tileatom_error *err)
 {
 	Tileatom__WriteRegionRequest *b = msg_begin(m, TILEATOM_REQ_WRITE);
-	int rc = check_name(tile, "write", err);
-	if (rc == TILEATOM_OK)
-		rc = opt_region(&m->region, &b->region, region, "write region", err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	if (!values)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "write: no values given");
-	rc = build_array(&m->values, values, "values", err);
-	if (rc != TILEATOM_OK)
-		return rc;
 	b->tile = (char *)tile;
 	b->values = &m->values;
-	return TILEATOM_OK;
+	int rc = check_name(tile, "write", err);
+	if (rc == TILEATOM_OK)
+		rc = build_region(&m->region, &b->region, region, "write region", err);
+	if (rc == TILEATOM_OK && !values)
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "write: no values given");
+	return rc == TILEATOM_OK ? build_array(&m->values, values, "values", err) : rc;
 }
 
 /* Builds the ScatterAddr of a request (what names it) along dim from n_index arrays (one). */
@@ -392,27 +327,38 @@ int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
 	tileatom_request_kind kind = rq->kind;
 	msg_begin(m, kind);
 	Tileatom__Region *region = NULL;
-	Tileatom__Array *values = NULL, *compare = NULL;
 	void *addr = kind == TILEATOM_REQ_SCATTER   ? (void *)&m->scatter_addr
 	             : kind == TILEATOM_REQ_INDEXED ? (void *)&m->indexed_addr
 	                                            : NULL;
+	bool cas = takes_compare(rq->op);
 	int rc = check_name(rq->tile, ta_req_name((ta_req_kind)kind), err);
+	if (rc == TILEATOM_OK && !ta_op_is_rmw((ta_op)rq->op))
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)rq->op);
+	/* the op in the family and the options, in the daemon's words (ta_check_variant) */
 	if (rc == TILEATOM_OK)
-		rc = check_op(kind, rq->op, err);
+		rc = build_options(m, kind, rq->op, rq->opts, err);
 	if (rc == TILEATOM_OK)
-		rc = opt_region(&m->region, &region, rq->region, "region", err);
+		rc = build_region(&m->region, &region, rq->region, "region", err);
 	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_INDEXED)
 		rc = build_indexed_addr(m, rq->n_index, rq->indices, rq->flat, err);
 	if (rc == TILEATOM_OK && kind == TILEATOM_REQ_SCATTER)
 		rc = build_scatter_addr(m, "scatter", rq->dim, rq->indices ? 1 : 0, rq->indices,
 		                        err);
+	if (rc == TILEATOM_OK && !rq->values)
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given",
+		             tileatom_op_name(rq->op));
 	if (rc == TILEATOM_OK)
-		rc = values_compare(m, rq->op, rq->values, rq->compare, &values, &compare, err);
+		rc = build_array(&m->values, rq->values, cas ? "desired" : "values", err);
+	if (rc == TILEATOM_OK && cas != (rq->compare != NULL))
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
+		             cas ? "%s: no expected (compare) values given"
+		                 : "%s: compare values are only for cas",
+		             tileatom_op_name(rq->op));
+	if (rc == TILEATOM_OK && cas)
+		rc = build_array(&m->compare, rq->compare, "expected", err);
 	if (rc == TILEATOM_OK)
-		rc = build_options(m, kind, rq->op, rq->opts, err);
-	if (rc == TILEATOM_OK)
-		tac_wire_set_body(m, rq->tile, (int)rq->op, region, addr, values, compare,
-		                  &m->options);
+		tac_wire_set_body(m, rq->tile, (int)rq->op, region, addr, &m->values,
+		                  cas ? &m->compare : NULL, &m->options);
 	return rc;
 }
 
@@ -438,10 +384,8 @@ int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t fl
 		               tileatom_op_name(op));
 	*value_arr = (tileatom_array){.dtype = dtype, .rank = 0, .data = value};
 	*compare_arr = (tileatom_array){.dtype = dtype, .rank = 0, .data = compare};
-	/* The index lives in *m, which tac_build_atomic clears first: build into a local
-	 * array, then point the message at the copy inside m. */
-	int64_t idx = flat_index;
-	tileatom_array index = {.dtype = TILEATOM_INT64, .rank = 0, .data = &idx};
+	/* the index lives in *m, which tac_build_atomic clears: set once it is built */
+	tileatom_array index = {.dtype = TILEATOM_INT64, .rank = 0, .data = &m->scalar_index};
 	tac_split_req rq = {.kind = TILEATOM_REQ_INDEXED,
 	                    .tile = tile,
 	                    .op = op,
@@ -455,10 +399,7 @@ int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t fl
 	if (rc != TILEATOM_OK)
 		return rc;
 	m->scalar_index = flat_index;
-	m->index[0].data.data = (uint8_t *)&m->scalar_index;
-	/* The index array's shape pointer referred to the local struct; a scalar has none. */
-	m->index[0].n_shape = 0;
-	m->index[0].shape = NULL;
+	m->index[0].shape = NULL; /* (it pointed into the local array; a scalar has none) */
 	return TILEATOM_OK;
 }
 
@@ -472,11 +413,10 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	msg_begin(m, kind);
 	const char *what = ta_req_name((ta_req_kind)kind);
 	ta_op mop = ta_req_op((ta_req_kind)kind);
-	int rc = check_name(tile, what, err);
-	if (rc != TILEATOM_OK)
-		return rc;
 	Tileatom__Region *win = NULL;
-	rc = opt_region(&m->region, &win, window, "window", err);
+	int rc = check_name(tile, what, err);
+	if (rc == TILEATOM_OK)
+		rc = build_region(&m->region, &win, window, "window", err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	/* Addressing: NULL means element-wise over the whole tile. */
@@ -487,10 +427,10 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	switch (addr->kind) {
 	case TILEATOM_ADDR_REGION:
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_REGION;
-		m->addressing.region = &m->addr_region;
 		tileatom__region__init(&m->addr_region);
-		if (addr->region)
-			rc = build_region(&m->addr_region, addr->region, "region", err);
+		rc = build_region(&m->addr_region, &m->addressing.region, addr->region, "region",
+		                  err);
+		m->addressing.region = &m->addr_region; /* (empty without a region) */
 		break;
 	case TILEATOM_ADDR_SCATTER:
 		m->addressing.form_case = TILEATOM__ADDRESSING__FORM_SCATTER;
@@ -510,22 +450,17 @@ int tac_build_memory(tac_msg *m, tileatom_request_kind kind, const char *tile,
 	}
 	if (rc == TILEATOM_OK)
 		rc = build_options(m, kind, TILEATOM_OP_NONE, opts, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	Tileatom__Array *arr = NULL;
-	if (operand) {
-		if (kind == TILEATOM_REQ_ATOMIC_LOAD)
-			return tac_err(err, TILEATOM_E_INTERNAL, "atomic_load takes no operand");
+	if (rc == TILEATOM_OK && operand && kind == TILEATOM_REQ_ATOMIC_LOAD)
+		rc = tac_err(err, TILEATOM_E_INTERNAL, "atomic_load takes no operand");
+	else if (rc == TILEATOM_OK && operand)
 		rc = build_array(&m->values, operand,
 		                 kind == TILEATOM_REQ_GATHER ? "padding" : "values", err);
-		if (rc != TILEATOM_OK)
-			return rc;
-		arr = &m->values;
-	} else if (ta_op_operands(mop) == TA_OPERANDS_VALUES) {
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given", what);
-	}
-	tac_wire_set_body(m, tile, 0, win, &m->addressing, arr, NULL, &m->options);
-	return TILEATOM_OK;
+	else if (rc == TILEATOM_OK && ta_op_operands(mop) == TA_OPERANDS_VALUES)
+		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "%s: no values given", what);
+	if (rc == TILEATOM_OK)
+		tac_wire_set_body(m, tile, 0, win, &m->addressing, operand ? &m->values : NULL,
+		                  NULL, &m->options);
+	return rc;
 }
 
 int tac_tile_info_from_wire(tileatom_tile_info *dst, const Tileatom__TileInfo *src,

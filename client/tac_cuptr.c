@@ -45,7 +45,7 @@ enum {
 	TAC_CU_ATTR_MEMORY_TYPE = 2,  /* CUmemorytype (unsigned int) */
 	TAC_CU_ATTR_BUFFER_ID = 7,    /* unsigned long long, unique within the process */
 	TAC_CU_ATTR_IS_MANAGED = 8,   /* boolean */
-	TAC_CU_ATTR_ORDINAL = 9,      /* int: the device ordinal (tac_cuptr_gpu_uuid) */
+	TAC_CU_ATTR_ORDINAL = 9,      /* int: the device ordinal (gpu_uuid) */
 	TAC_CU_ATTR_IPC_CAPABLE = 10, /* boolean: cuIpcGetMemHandle works on it */
 	TAC_CU_ATTR_RANGE_START = 11, /* CUdeviceptr: the allocation's base */
 	TAC_CU_ATTR_RANGE_SIZE = 12   /* size_t: the allocation's bytes */
@@ -84,32 +84,30 @@ static int loads_cb(struct dl_phdr_info *info, size_t size, void *arg)
 }
 
 /* With cu_lock held and no driver found yet: takes the driver's entry points from handle h
- * and publishes them; false when h is NULL or one is missing. */
+ * and publishes them; false when h is NULL or a required one is missing. */
 static bool cu_install(void *h)
 {
 	static tac_cu_driver drv;
 	struct {
 		void **slot;      /* where the address goes */
 		const char *name; /* the driver's symbol */
+		bool optional; /* only to name a device buffer's GPU (gpu_uuid): may be missing */
 	} syms[] = {
-	    {(void **)&drv.pointer_get_attributes, "cuPointerGetAttributes"},
-	    {(void **)&drv.ipc_get_mem_handle, "cuIpcGetMemHandle"},
-	    {(void **)&drv.ctx_get_current, "cuCtxGetCurrent"},
-	    {(void **)&drv.ctx_push, "cuCtxPushCurrent_v2"},
-	    {(void **)&drv.ctx_pop, "cuCtxPopCurrent_v2"},
-	    {(void **)&drv.error_name, "cuGetErrorName"},
+	    {(void **)&drv.pointer_get_attributes, "cuPointerGetAttributes", false},
+	    {(void **)&drv.ipc_get_mem_handle, "cuIpcGetMemHandle", false},
+	    {(void **)&drv.ctx_get_current, "cuCtxGetCurrent", false},
+	    {(void **)&drv.ctx_push, "cuCtxPushCurrent_v2", false},
+	    {(void **)&drv.ctx_pop, "cuCtxPopCurrent_v2", false},
+	    {(void **)&drv.error_name, "cuGetErrorName", false},
+	    {(void **)&drv.device_get, "cuDeviceGet", true},
+	    {(void **)&drv.device_uuid, "cuDeviceGetUuid", true},
 	};
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
 		void *f = h ? dlsym(h, syms[i].name) : NULL;
-		if (!f)
+		if (!f && !syms[i].optional)
 			return false;
 		memcpy(syms[i].slot, &f, sizeof(f));
 	}
-	/* optional: only to name a device buffer's GPU (tac_cuptr_gpu_uuid) */
-	void *f = dlsym(h, "cuDeviceGet");
-	memcpy(&drv.device_get, &f, sizeof(f));
-	f = dlsym(h, "cuDeviceGetUuid");
-	memcpy(&drv.device_uuid, &f, sizeof(f));
 	atomic_store_explicit(&cu_found, &drv, memory_order_release);
 	return true;
 }
@@ -438,8 +436,6 @@ size_t tac_cuptr_count(const tileatom_client *c)
 void tac_cuptr_client_free(tileatom_client *c)
 {
 	free(c->cuptr); /* the buffers are freed with the client's list */
-	c->cuptr = NULL;
-	c->ncuptr = c->capcuptr = 0;
 }
 
 int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_handle, size_t size,

@@ -256,7 +256,7 @@ TAC_HIDDEN bool tac_cuptr_load_from(void *handle);
 TAC_HIDDEN unsigned long tac_cuptr_lookups(void);
 /* Allocations registered on c for raw device pointers. */
 TAC_HIDDEN size_t tac_cuptr_count(const tileatom_client *c);
-/* Frees c's cache (tac_shm_client_free; the buffers themselves are in c's list). */
+/* Frees c's cache (tileatom_close, before tac_shm_client_free frees the buffers in it). */
 TAC_HIDDEN void tac_cuptr_client_free(tileatom_client *c);
 
 /* ---- synchronous round trips (tac_call.c; uses tac_cuptr.c, tac_shm.c and below) ----- */

@@ -335,8 +335,5 @@ void tac_shm_client_free(tileatom_client *c)
 	for (size_t i = 0; i < c->nbufs; i++)
 		shm_release(c->bufs[i]);
 	free(c->bufs);
-	c->bufs = NULL;
-	c->nbufs = c->capbufs = 0;
 	shm_release(c->staging);
-	c->staging = NULL;
 }

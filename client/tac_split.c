@@ -10,13 +10,15 @@
  * (a window of them unanswered at once) and leave a record from which tac_split_collect
  * merges the parts' responses into the one that tileatom_collect returns.
  *
- * Failure modes: whatever makes a request unsplittable (a region outside the tile, operands
- * that do not broadcast, a row or the repeated operands too large for a frame, a small
- * old-values buffer, an index out of bounds with check_bounds off) fails it before any part
- * is sent. A failed part stops a synchronous call with a message naming the part and the
- * rows applied; a pipelined part that fails is reported at collect, after the later parts
- * ran; a failure after some parts were queued breaks the connection. */
+ * Failure modes: whatever makes a request unsplittable (what ta_plan_build, the daemon's own
+ * check, refuses of the whole request: a region outside the tile, operands that do not
+ * broadcast, an index out of bounds with check_bounds off; a row or the repeated operands
+ * too large for a frame, a small old-values buffer) fails it before any part is sent. A failed part
+ * stops a synchronous call with a message naming the part and the rows applied; a pipelined part
+ * that fails is reported at collect, after the later parts ran; a failure after some parts were
+ * queued breaks the connection. */
 #include "tac_internal.h"
+#include "ta_plan.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -76,11 +78,12 @@ static int split_describe(tileatom_client *c, const char *tile, bool pipelined,
 	return rc == TILEATOM_OK ? tac_tile_info_from_wire(info, c->last->tile, err) : rc;
 }
 
-/* The index arrays of rq broadcast together (numpy rules) into shape; returns their rank,
- * or -1 - the first axis where an extent (*clash) does not broadcast to shape[axis]. */
-static int index_shape(const tac_split_req *rq, int64_t *shape, int64_t *clash)
+/* Elements of the index arrays of rq broadcast together (numpy rules), or -1 where they do
+ * not broadcast (the split path reports it). */
+static int64_t index_count(const tac_split_req *rq)
 {
 	int rank = 0;
+	int64_t shape[TILEATOM_MAX_RANK], count = 1;
 	for (int i = 0; i < rq->n_index; i++)
 		if (rq->indices[i].rank > rank)
 			rank = rq->indices[i].rank;
@@ -90,15 +93,15 @@ static int index_shape(const tac_split_req *rq, int64_t *shape, int64_t *clash)
 		const tileatom_array *ix = &rq->indices[i];
 		for (int k = 0; k < ix->rank; k++) {
 			int axis = rank - ix->rank + k;
-			if (shape[axis] == 1) {
+			if (shape[axis] == 1)
 				shape[axis] = ix->shape[k];
-			} else if (ix->shape[k] != 1 && ix->shape[k] != shape[axis]) {
-				*clash = ix->shape[k];
-				return -1 - axis;
-			}
+			else if (ix->shape[k] != 1 && ix->shape[k] != shape[axis])
+				return -1;
 		}
 	}
-	return rank;
+	for (int a = 0; a < rank; a++)
+		count *= shape[a];
+	return count;
 }
 
 bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq)
@@ -106,41 +109,31 @@ bool tac_split_old_fit(tileatom_client *c, const tac_split_req *rq)
 	if (!rq->returns_old || !rq->values)
 		return true;
 	tileatom_tile_info info;
-	int64_t shape[TILEATOM_MAX_RANK], clash;
-	const int64_t *ext = shape;
-	int rank = -1; /* stays so on an error, which the split path reports */
-	if (rq->kind != TILEATOM_REQ_ELEMENTWISE) { /* scatter: the one indices array */
-		rank = index_shape(rq, shape, &clash);
-	} else if (rq->region || split_describe(c, rq->tile, false, &info, NULL) == TILEATOM_OK) {
-		rank = rq->region ? rq->region->rank : info.rank;
-		ext = rq->region ? rq->region->shape : info.shape;
+	const tileatom_region *box = rq->region;
+	int64_t count = -1; /* stays so on an error, which the split path reports */
+	if (rq->kind != TILEATOM_REQ_ELEMENTWISE) {
+		count = index_count(rq);
+	} else if (box || split_describe(c, rq->tile, false, &info, NULL) == TILEATOM_OK) {
+		count = 1;
+		for (int a = 0; a < (box ? box->rank : info.rank); a++)
+			count *= box ? box->shape[a] : info.shape[a];
 	}
-	if (rank < 0)
-		return false;
-	uint64_t count = 1;
-	for (int a = 0; a < rank; a++)
-		count *= (uint64_t)ext[a];
-	uint64_t bytes = count * tileatom_dtype_size(rq->values->dtype);
-	return bytes + TAC_SPLIT_RESPONSE_OVERHEAD <= c->max_frame;
+	uint64_t bytes = (uint64_t)count * tileatom_dtype_size(rq->values->dtype);
+	return count >= 0 && bytes + TAC_SPLIT_RESPONSE_OVERHEAD <= c->max_frame;
 }
 
 /* One operand of a split request. */
 typedef struct split_operand {
-	const tileatom_array *array;       /* the caller's array */
-	const char *what;                  /* its name in messages */
-	bool cut;                          /* runs along the first axis: each part gets its rows */
-	size_t bytes;                      /* all its bytes */
-	int64_t stride[TILEATOM_MAX_RANK]; /* elements per step along each element axis (0:
-	                                      broadcast) */
+	const tileatom_array *array; /* the caller's array */
+	bool cut;                    /* runs along the first axis: each part gets its rows */
+	size_t bytes;                /* all its bytes */
 } split_operand;
 
 /* What tac_split works out before sending anything. */
 typedef struct split_plan {
-	tileatom_tile_info info;                   /* the tile (tileatom_describe) */
-	tileatom_region box;                       /* the region, or the whole tile */
-	int rank;                                  /* rank of the element shape */
-	int64_t shape[TILEATOM_MAX_RANK];          /* the element shape; parts cut shape[0] */
-	int64_t count;                             /* elements in all */
+	tileatom_tile_info info; /* the tile (tileatom_describe) */
+	ta_plan core; /* the whole request checked as the daemon would (ta_plan_build): its
+	                 region, element shape (parts cut shape[0]) and operand strides */
 	split_operand ops[TAC_SPLIT_MAX_OPERANDS]; /* indices..., values, compare, mask */
 	int nops;                                  /* entries used in ops */
 	int64_t part_rows;                         /* rows of the element shape per part */
@@ -163,145 +156,73 @@ split_refuse(const tileatom_client *c, tileatom_error *err, const char *fmt, ...
 	               c->max_frame, why);
 }
 
-/* Adds operand a (may be NULL) to the plan, checking that it broadcasts to the element
- * shape (numpy rules: trailing axes aligned, extent 1 repeats). */
-static int split_add_operand(const tileatom_client *c, split_plan *p, const tileatom_array *a,
-                             const char *what, tileatom_error *err)
+/* The view ta_plan_build takes of operand a (NULL: absent), device memory when it lies in a
+ * device buffer. */
+static ta_array_view split_view(const tileatom_client *c, const tileatom_array *a)
+{
+	ta_array_view v = {.present = a != NULL};
+	if (!a)
+		return v;
+	v.dtype = (ta_dtype)a->dtype;
+	v.rank = a->rank;
+	memcpy(v.shape, a->shape, sizeof(v.shape));
+	v.data = a->data;
+	v.nbytes = tileatom_array_bytes(a); /* (0 where a is not valid: the check says why) */
+	v.device = tileatom_buffer_is_device(tac_shm_ref_buffer(c, a->data, v.nbytes));
+	return v;
+}
+
+/* Checks rq with options o against the tile p->info exactly as the daemon checks one
+ * request (ta_plan_build: region, addressing, operands broadcast to the element shape,
+ * with check_bounds off every unmasked index) into p->core. */
+static int split_check(tileatom_client *c, const tac_split_req *rq, const tileatom_op_options *o,
+                       split_plan *p, tileatom_error *err)
+{
+	ta_request r;
+	ta_request_init(&r);
+	r.family = ta_req_family((ta_req_kind)rq->kind);
+	r.op = (ta_op)rq->op;
+	r.addr = rq->kind == TILEATOM_REQ_ELEMENTWISE ? TA_ADDR_REGION
+	         : rq->kind == TILEATOM_REQ_SCATTER   ? TA_ADDR_SCATTER
+	         : rq->flat                           ? TA_ADDR_FLAT
+	                                              : TA_ADDR_INDEXED;
+	if ((r.has_region = rq->region != NULL)) {
+		r.region_rank = rq->region->rank;
+		memcpy(r.region_origin, rq->region->origin, sizeof(r.region_origin));
+		memcpy(r.region_shape, rq->region->shape, sizeof(r.region_shape));
+	}
+	r.scatter_dim = rq->dim;
+	r.n_index = rq->n_index;
+	for (int i = 0; i < rq->n_index; i++)
+		r.index[i] = split_view(c, &rq->indices[i]);
+	r.values = split_view(c, rq->values);
+	r.compare = split_view(c, rq->compare);
+	r.mask = split_view(c, o->mask);
+	r.sem = (ta_sem)o->sem;
+	r.scope = (ta_scope)o->scope;
+	r.space = (ta_space)o->space;
+	r.check_bounds = o->check_bounds;
+	r.want_old = o->want_old;
+	ta_tile_shape t = {.dtype = (ta_dtype)p->info.dtype, .rank = p->info.rank};
+	memcpy(t.shape, p->info.shape, sizeof(t.shape));
+	ta_error terr = {TA_OK, ""};
+	if (ta_plan_build(&p->core, &t, &r, &terr) == TA_OK)
+		return TILEATOM_OK;
+	if (terr.code == TA_INVALID_ARGUMENT)
+		return split_refuse(c, err, "%s", terr.msg);
+	return tac_err(err, (int)terr.code, "tile '%s', a request over the frame limit: %s",
+	               rq->tile, terr.msg);
+}
+
+/* Adds operand a (NULL: none), bound to the element shape as op, to the operands of p. */
+static void split_add_operand(split_plan *p, const tileatom_array *a, const ta_operand *op)
 {
 	if (!a)
-		return TILEATOM_OK;
-	if (a->rank > p->rank)
-		return split_refuse(c, err, "%s has rank %d, the element shape rank %d", what,
-		                    a->rank, p->rank);
+		return;
 	split_operand *o = &p->ops[p->nops++];
-	memset(o, 0, sizeof(*o));
 	o->array = a;
-	o->what = what;
-	int64_t step = 1; /* elements of a per step along axis i */
-	for (int i = a->rank - 1; i >= 0; i--) {
-		int axis = p->rank - a->rank + i;
-		if (a->shape[i] != p->shape[axis] && a->shape[i] != 1)
-			return split_refuse(c, err,
-			                    "%s extent %" PRId64
-			                    " along axis %d does not broadcast "
-			                    "to the element extent %" PRId64,
-			                    what, a->shape[i], axis, p->shape[axis]);
-		o->stride[axis] = a->shape[i] == 1 ? 0 : step;
-		step *= a->shape[i];
-	}
-	o->bytes = (size_t)step * tileatom_dtype_size(a->dtype);
-	o->cut = a->rank == p->rank && p->shape[0] > 1 && a->shape[0] == p->shape[0];
-	return TILEATOM_OK;
-}
-
-/* The element shape of the request: the region (ELEMENTWISE), the indices (SCATTER), the
- * index arrays broadcast together (INDEXED). */
-static int split_shape(const tileatom_client *c, const tac_split_req *rq, split_plan *p,
-                       tileatom_error *err)
-{
-	int tile_rank = p->info.rank;
-	if (rq->kind == TILEATOM_REQ_ELEMENTWISE) {
-		p->rank = tile_rank;
-		memcpy(p->shape, p->box.shape, sizeof(p->shape));
-		return TILEATOM_OK;
-	}
-	if (rq->kind == TILEATOM_REQ_SCATTER) {
-		const tileatom_array *ix = &rq->indices[0];
-		if (rq->dim < 0 || rq->dim >= tile_rank || ix->rank != tile_rank)
-			return split_refuse(c, err,
-			                    "scatter dim %d and indices of rank %d do not fit the "
-			                    "rank-%d tile '%s'",
-			                    rq->dim, ix->rank, tile_rank, rq->tile);
-		p->rank = ix->rank;
-		memcpy(p->shape, ix->shape, sizeof(p->shape));
-		if (rq->dim != 0 && p->shape[0] > p->box.shape[0])
-			return split_refuse(c, err,
-			                    "scatter indices extent %" PRId64
-			                    " along axis 0 exceeds the region extent %" PRId64,
-			                    p->shape[0], p->box.shape[0]);
-		return TILEATOM_OK;
-	}
-	if (!rq->flat && rq->n_index != tile_rank)
-		return split_refuse(c, err,
-		                    "indexed addressing needs one index array per axis of the "
-		                    "rank-%d tile '%s', got %d",
-		                    tile_rank, rq->tile, rq->n_index);
-	int64_t clash = 0;
-	p->rank = index_shape(rq, p->shape, &clash);
-	if (p->rank < 0)
-		return split_refuse(c, err,
-		                    "index arrays do not broadcast together (axis %d: %" PRId64
-		                    " vs %" PRId64 ")",
-		                    -1 - p->rank, clash, p->shape[-1 - p->rank]);
-	return TILEATOM_OK;
-}
-
-/* Element offset of operand o at element coordinates e. */
-static int64_t split_at(const split_operand *o, int rank, const int64_t *e)
-{
-	int64_t at = 0;
-	for (int a = 0; a < rank; a++)
-		at += e[a] * o->stride[a];
-	return at;
-}
-
-/* The reject-whole check of every unmasked element's indices against the region;
- * TILEATOM_E_OUT_OF_RANGE naming the first outside it. */
-static int split_check_bounds(tileatom_client *c, const tac_split_req *rq, const split_plan *p,
-                              tileatom_error *err)
-{
-	int n_index = rq->n_index;
-	const split_operand *mask = rq->opts && rq->opts->mask ? &p->ops[p->nops - 1] : NULL;
-	for (int i = 0; i < p->nops; i++) {
-		const split_operand *o = &p->ops[i];
-		if ((i < n_index || o == mask) &&
-		    tileatom_buffer_is_device(tac_shm_ref_buffer(c, o->array->data, o->bytes)))
-			return split_refuse(c, err,
-			                    "%s lies in a device buffer, which the library "
-			                    "cannot check with check_bounds off",
-			                    o == mask ? "the mask" : o->what);
-	}
-	int64_t region_count = 1;
-	for (int a = 0; a < p->box.rank; a++)
-		region_count *= p->box.shape[a];
-	int64_t e[TILEATOM_MAX_RANK] = {0};
-	for (int64_t k = 0; k < p->count; k++) {
-		uint8_t on = 1;
-		if (mask)
-			memcpy(&on, (const uint8_t *)mask->array->data + split_at(mask, p->rank, e),
-			       1);
-		for (int i = 0; on && i < n_index; i++) {
-			const uint8_t *ix = rq->indices[i].data;
-			int64_t at = split_at(&p->ops[i], p->rank, e), x;
-			if (rq->indices[i].dtype == TILEATOM_INT32) { /* else INT64 */
-				int32_t x32;
-				memcpy(&x32, ix + at * 4, 4);
-				x = x32;
-			} else {
-				memcpy(&x, ix + at * 8, 8);
-			}
-			int axis = rq->kind == TILEATOM_REQ_SCATTER ? rq->dim : i;
-			int64_t limit = rq->flat ? region_count : p->box.shape[axis];
-			if (x < 0 || x >= limit) {
-				char along[32] = "";
-				if (!rq->flat)
-					snprintf(along, sizeof(along), " along axis %d", axis);
-				return tac_err(
-				    err, TILEATOM_E_OUT_OF_RANGE,
-				    "index %" PRId64 " of element %" PRId64
-				    " is outside [0, %" PRId64
-				    ")%s of tile '%s' (check_bounds is off; the request would have "
-				    "been split into %d parts: nothing was applied)",
-				    x, k, limit, along, rq->tile, p->nparts);
-			}
-		}
-		for (int a = p->rank - 1; a >= 0; a--) {
-			if (++e[a] < p->shape[a])
-				break;
-			e[a] = 0;
-		}
-	}
-	return TILEATOM_OK;
+	o->cut = op->stride[0] != 0; /* (the element shape has 2 rows or more) */
+	o->bytes = tileatom_array_bytes(a);
 }
 
 /* Plans the split of rq into *p (and its options into *o) and checks everything a split
@@ -321,66 +242,29 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipel
 		               c->max_frame);
 	memset(p, 0, sizeof(*p));
 	int rc = split_describe(c, rq->tile, pipelined, &p->info, err);
+	if (rc == TILEATOM_OK)
+		rc = split_check(c, rq, o, p, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	const tileatom_tile_info *t = &p->info;
-	p->box.rank = t->rank;
-	memcpy(p->box.shape, t->shape, sizeof(p->box.shape));
-	if (rq->region) {
-		if (rq->region->rank != t->rank)
-			return split_refuse(
-			    c, err, "region rank %d does not match the rank %d of tile '%s'",
-			    rq->region->rank, t->rank, rq->tile);
-		for (int a = 0; a < t->rank; a++) {
-			int64_t o0 = rq->region->origin[a], s = rq->region->shape[a];
-			if (o0 < 0 || s < 1 || o0 > t->shape[a] || s > t->shape[a] - o0)
-				return split_refuse(c, err,
-				                    "region origin %" PRId64 ", extent %" PRId64
-				                    " along axis %d is outside the extent %" PRId64
-				                    " of tile '%s'",
-				                    o0, s, a, t->shape[a], rq->tile);
-		}
-		p->box = *rq->region;
-	}
-	if ((rc = split_shape(c, rq, p, err)) != TILEATOM_OK)
-		return rc;
-	if (p->rank == 0 || p->shape[0] < 2)
+	const ta_plan *e = &p->core;
+	if (e->rank == 0 || e->shape[0] < 2)
 		return split_refuse(c, err, "its element shape has %s",
-		                    p->rank == 0 ? "no axis" : "one row along its first axis");
-	p->count = 1;
-	for (int a = 0; a < p->rank; a++)
-		p->count *= p->shape[a];
-	static const char *const index_names[TILEATOM_MAX_RANK] = {
-	    "index array 0", "index array 1", "index array 2", "index array 3"};
-	for (int i = 0; i < rq->n_index && rc == TILEATOM_OK; i++) {
-		const tileatom_array *ix = &rq->indices[i];
-		if (ix->dtype != TILEATOM_INT32 && ix->dtype != TILEATOM_INT64)
-			return split_refuse(c, err,
-			                    "%s dtype %s is not an index type (int32 or int64)",
-			                    index_names[i], tileatom_dtype_name(ix->dtype));
-		rc = split_add_operand(c, p, ix, index_names[i], err);
-	}
-	if (rc == TILEATOM_OK)
-		rc = split_add_operand(c, p, rq->values, "values", err);
-	if (rc == TILEATOM_OK)
-		rc = split_add_operand(c, p, rq->compare, "compare", err);
-	if (rc == TILEATOM_OK && o->mask && o->mask->dtype != TILEATOM_BOOL)
-		return split_refuse(c, err, "mask dtype %s must be bool",
-		                    tileatom_dtype_name(o->mask->dtype));
-	if (rc == TILEATOM_OK)
-		rc = split_add_operand(c, p, o->mask, "mask", err);
-	if (rc != TILEATOM_OK)
-		return rc;
+		                    e->rank == 0 ? "no axis" : "one row along its first axis");
+	for (int i = 0; i < rq->n_index; i++)
+		split_add_operand(p, &rq->indices[i], &e->index[i]);
+	split_add_operand(p, rq->values, &e->values);
+	split_add_operand(p, rq->compare, &e->compare);
+	split_add_operand(p, o->mask, &e->mask);
 	/* a part: the repeated operands and the overhead, plus rows of the cut operands (and
 	 * of old values in the response) */
 	size_t fixed = TAC_SPLIT_OVERHEAD, row = 0;
 	for (int i = 0; i < p->nops; i++) {
 		if (p->ops[i].cut)
-			row += p->ops[i].bytes / (size_t)p->shape[0];
+			row += p->ops[i].bytes / (size_t)e->shape[0];
 		else
 			fixed += p->ops[i].bytes;
 	}
-	p->old_row = (size_t)(p->count / p->shape[0]) * tileatom_dtype_size(t->dtype);
+	p->old_row = (size_t)(e->count / e->shape[0]) * tileatom_dtype_size(p->info.dtype);
 	if (rq->returns_old && p->old_row > row)
 		row = p->old_row;
 	if (fixed >= c->max_frame)
@@ -396,22 +280,21 @@ static int split_prepare(tileatom_client *c, const tac_split_req *rq, bool pipel
 		                    row, room);
 	if (room > TAC_SPLIT_PART_BYTES) /* whole rows of at most 4 MiB, or one row */
 		room = row > TAC_SPLIT_PART_BYTES ? row : TAC_SPLIT_PART_BYTES;
-	p->part_rows = row == 0 ? p->shape[0] : (int64_t)(room / row);
-	if (p->part_rows > p->shape[0])
-		p->part_rows = p->shape[0];
-	p->nparts = (int)((p->shape[0] + p->part_rows - 1) / p->part_rows);
+	p->part_rows = row == 0 ? e->shape[0] : (int64_t)(room / row);
+	if (p->part_rows > e->shape[0])
+		p->part_rows = e->shape[0];
+	p->nparts = (int)((e->shape[0] + p->part_rows - 1) / p->part_rows);
 	/* the old values of the parts are copied into old_out from the host */
 	if (o->want_old &&
 	    (rc = tac_cuptr_refuse(c, o->old_out, o->old_out_size, "old_out of a split request",
 	                           err)) != TILEATOM_OK)
 		return rc;
-	if (o->want_old && o->old_out_size < (size_t)p->count * tileatom_dtype_size(t->dtype))
+	size_t old_bytes = (size_t)e->count * tileatom_dtype_size(p->info.dtype);
+	if (o->want_old && o->old_out_size < old_bytes)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "the output buffer has %zu bytes and the old values need %zu; "
 		               "nothing was applied",
-		               o->old_out_size, (size_t)p->count * tileatom_dtype_size(t->dtype));
-	if (!o->check_bounds && rq->n_index > 0)
-		return split_check_bounds(c, rq, p, err);
+		               o->old_out_size, old_bytes);
 	return TILEATOM_OK;
 }
 
@@ -431,7 +314,7 @@ static int split_build(tileatom_client *c, const tac_split_req *rq, const split_
                        const tileatom_op_options *o, int i, bool pipelined, split_part *pt,
                        tileatom_error *err)
 {
-	int64_t r0 = pt->r0 = (int64_t)i * p->part_rows, rows = p->shape[0] - r0;
+	int64_t r0 = pt->r0 = (int64_t)i * p->part_rows, rows = p->core.shape[0] - r0;
 	pt->rows = rows = rows < p->part_rows ? rows : p->part_rows;
 	pt->po = *o;
 	if (pipelined || o->want_old) {
@@ -446,7 +329,7 @@ static int split_build(tileatom_client *c, const tac_split_req *rq, const split_
 		if (so->cut) {
 			pt->ops[k].shape[0] = rows;
 			pt->ops[k].data = (const uint8_t *)so->array->data +
-			                  (size_t)r0 * (so->bytes / (size_t)p->shape[0]);
+			                  (size_t)r0 * (so->bytes / (size_t)p->core.shape[0]);
 		}
 	}
 	int at = rq->n_index;
@@ -456,7 +339,9 @@ static int split_build(tileatom_client *c, const tac_split_req *rq, const split_
 	part.compare = rq->compare ? &pt->ops[at++] : NULL;
 	part.opts = &pt->po;
 	/* the region moves with the part where the rows of the element shape are region rows */
-	pt->moved = p->box;
+	pt->moved.rank = p->core.tile_rank;
+	memcpy(pt->moved.origin, p->core.origin, sizeof(pt->moved.origin));
+	memcpy(pt->moved.shape, p->core.extent, sizeof(pt->moved.shape));
 	pt->moved.origin[0] += r0;
 	pt->moved.shape[0] = rows;
 	if (rq->kind == TILEATOM_REQ_ELEMENTWISE ||
@@ -503,7 +388,7 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 	int rc = split_prepare(c, rq, false, &o, &p, err);
 	if (rc != TILEATOM_OK)
 		return rc;
-	const char *unit = p.rank == 1 ? "elements" : "rows";
+	const char *unit = p.core.rank == 1 ? "elements" : "rows";
 	for (int i = 0; i < p.nparts; i++) {
 		split_part pt;
 		rc = split_build(c, rq, &p, &o, i, false, &pt, err);
@@ -527,9 +412,9 @@ int tac_split(tileatom_client *c, const tac_split_req *rq, tileatom_op_result *r
 		res->skipped += r->skipped;
 	}
 	if (o.want_old) {
-		res->old_rank = p.rank;
-		memcpy(res->old_shape, p.shape, sizeof(res->old_shape));
-		res->old_bytes = (size_t)p.count * tileatom_dtype_size(p.info.dtype);
+		res->old_rank = p.core.rank;
+		memcpy(res->old_shape, p.core.shape, sizeof(res->old_shape));
+		res->old_bytes = (size_t)p.core.count * tileatom_dtype_size(p.info.dtype);
 	}
 	return TILEATOM_OK;
 }
@@ -662,8 +547,8 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 {
 	tac_split_pending *s = c->splits;
 	const split_plan *p = &s->plan;
-	const int64_t n = p->shape[0];
-	const char *unit = p->rank == 1 ? "elements" : "rows";
+	const int64_t n = p->core.shape[0];
+	const char *unit = p->core.rank == 1 ? "elements" : "rows";
 	out->id = s->id;
 	out->kind = s->kind;
 	split_runs runs = {"", 0, false, -1};
@@ -723,8 +608,8 @@ int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error
 	out->status = rc;
 	if (rc == TILEATOM_OK && s->old_out) {
 		out->dtype = p->info.dtype;
-		out->rank = p->rank;
-		memcpy(out->shape, p->shape, sizeof(out->shape));
+		out->rank = p->core.rank;
+		memcpy(out->shape, p->core.shape, sizeof(out->shape));
 		out->data = s->old_out;
 		out->data_bytes = (size_t)n * p->old_row;
 	}
@@ -740,5 +625,4 @@ void tac_split_client_free(tileatom_client *c)
 		free(c->splits);
 		c->splits = next;
 	}
-	c->split_extra = 0;
 }
