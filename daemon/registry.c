@@ -513,12 +513,6 @@ void ta_tile_where_get(const ta_tile *tile, ta_tile_where *w)
 	ta_backend_tile_where(tile->reg->backend, tile->mem, &tile->shape, w);
 }
 
-/* qsort comparator of tile infos by name. */
-static int info_cmp(const void *a, const void *b)
-{
-	return strcmp(((const ta_tile_info *)a)->name, ((const ta_tile_info *)b)->name);
-}
-
 ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_error *err)
 {
 	bool more;
@@ -556,18 +550,11 @@ static void heap_sift_down(const ta_tile **h, size_t n, size_t i)
 	}
 }
 
-/* Sifts the entry at i of the max-heap h up to its place. */
-static void heap_sift_up(const ta_tile **h, size_t i)
+/* Makes the n entries of h a max-heap (by name). */
+static void heap_make(const ta_tile **h, size_t n)
 {
-	while (i > 0) {
-		size_t parent = (i - 1) / 2;
-		if (strcmp(h[parent]->name, h[i]->name) >= 0)
-			return;
-		const ta_tile *t = h[i];
-		h[i] = h[parent];
-		h[parent] = t;
-		i = parent;
-	}
+	for (size_t i = n / 2; i-- > 0;)
+		heap_sift_down(h, n, i);
 }
 
 ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *after, size_t limit,
@@ -596,8 +583,9 @@ ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *a
 			if (!t->ready || !ta_tile_allowed(t, who) || strcmp(t->name, after) <= 0)
 				continue;
 			if (k < cap) {
-				heap[k] = t;
-				heap_sift_up(heap, k++);
+				heap[k++] = t;
+				if (k == cap)
+					heap_make(heap, k);
 				continue;
 			}
 			*more = true;
@@ -606,6 +594,13 @@ ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *a
 				heap_sift_down(heap, k, 0);
 			}
 		}
+	heap_make(heap, k); /* (already one when k reached cap); then heapsort, by name */
+	for (size_t i = k; i-- > 1;) {
+		const ta_tile *t = heap[0];
+		heap[0] = heap[i];
+		heap[i] = t;
+		heap_sift_down(heap, i, 0);
+	}
 	ta_tile_info *infos = k ? malloc(k * sizeof(*infos)) : NULL;
 	for (size_t i = 0; infos && i < k; i++)
 		ta_tile_get_info(heap[i], &infos[i]);
@@ -616,8 +611,6 @@ ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *a
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory listing %zu tiles",
 		                    k);
 	}
-	if (k > 1)
-		qsort(infos, k, sizeof(*infos), info_cmp);
 	*out = infos;
 	*n = k;
 	return TA_OK;
