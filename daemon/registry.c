@@ -1,13 +1,11 @@
 /* registry.c: named tiles with counted references (see registry.h). A chained hash table
- * (XXH3, doubled when it holds more entries than buckets, halved when it holds fewer than
- * a quarter) maps names to tiles; one
- * read-write lock guards it and the byte counters (lookups, the hot path of every request
- * from every event loop and worker, only read-lock it, so they never wait for each other).
- * Backend allocation and freeing run outside the
- * lock. total_bytes counts bytes reserved or held, from create until the last unref, each
- * tile as the memory it takes (tile->counted: TA_TILE_BOOKKEEPING and the backend's
- * footprint, predicted at create and made exact at publish); live counts the tiles those bytes
- * belong to (max_tiles bounds it, so that destroyed tiles still in use count until they are freed).
+ * (XXH3; doubled above one entry per bucket, halved below one per four) maps names to
+ * tiles; one read-write lock guards it and the byte counters (lookups, on every request
+ * from every loop and worker, only read-lock it). Backend allocation and freeing run
+ * outside the lock. total_bytes counts each tile from create to its last unref as
+ * tile->counted (TA_TILE_BOOKKEEPING and the backend's footprint, predicted at create,
+ * exact at publish); live counts those tiles (max_tiles bounds it: destroyed tiles still
+ * in use count until freed).
  *
  * Cached lookups (ta_registry_get_cached) take no lock: a thread remembers the name, the
  * tile record and the record's stamp, a value the registry hands out once (under the write
@@ -19,13 +17,12 @@
  * goes at once, the record's slot stays readable (its slab given back to the system with
  * madvise once all of it is free, reading as zeros) until the registry is freed.
  *
- * Memory given back: every TA_REGISTRY_TRIM_BYTES of tiles freed, malloc_trim (glibc)
- * returns the free pages of the heaps to the system; without it a flood of small tiles
- * leaves their chunks spread over pages that the heap keeps.
+ * Every TA_REGISTRY_TRIM_BYTES of tiles freed, malloc_trim (glibc) gives the heaps' free
+ * pages back; else a flood of small tiles leaves their chunks spread over kept pages.
  *
  * Paged listings pick, in one pass under the read lock, the first limit names after the
- * cursor (a bounded max-heap), so a page costs a pass over the table and the cursor is
- * just the last name given: nothing to keep between pages, valid across any change. */
+ * cursor (a bounded max-heap), so the cursor is just the last name given: nothing to keep
+ * between pages, valid across any change. */
 #include "registry.h"
 
 #include <ctype.h>
@@ -124,13 +121,6 @@ void ta_registry_set_max_tiles(ta_registry *reg, uint64_t max_tiles)
 	pthread_rwlock_unlock(&reg->lock);
 }
 
-/* Gives a record with no reference back to the pool; the lock is held. */
-static void spare_locked(ta_registry *reg, ta_tile *tile)
-{
-	atomic_store(&tile->stamp, ++reg->next_stamp);
-	ta_recpool_release(&reg->records, tile);
-}
-
 /* Frees a tile whose last reference is gone and gives its bytes back (its record goes back
  * to the pool); every TA_REGISTRY_TRIM_BYTES freed, the heaps' free pages go back too. */
 static void tile_destroy(ta_tile *tile)
@@ -146,7 +136,8 @@ static void tile_destroy(ta_tile *tile)
 	bool trim = reg->freed_untrimmed >= TA_REGISTRY_TRIM_BYTES;
 	if (trim)
 		reg->freed_untrimmed = 0;
-	spare_locked(reg, tile);
+	atomic_store(&tile->stamp, ++reg->next_stamp); /* the record goes back to the pool */
+	ta_recpool_release(&reg->records, tile);
 	pthread_rwlock_unlock(&reg->lock);
 #ifdef __GLIBC__
 	if (trim)
@@ -161,14 +152,10 @@ void ta_registry_free(ta_registry *reg)
 	if (!reg)
 		return;
 	for (size_t b = 0; b < reg->nbuckets; b++) {
-		ta_tile *t = reg->buckets[b];
-		while (t) {
-			ta_tile *next = t->next;
-			t->next = NULL;
+		for (ta_tile *t = reg->buckets[b], *next; t; t = next) {
+			next = t->next;
 			ta_tile_unref(t); /* the registry's reference: the last one */
-			t = next;
 		}
-		reg->buckets[b] = NULL;
 	}
 	ta_recpool_free(&reg->records);
 	pthread_rwlock_destroy(&reg->lock);
@@ -263,27 +250,10 @@ ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta
 		                    " bytes (max_tile_bytes)",
 		                    name, bytes, reg->max_tile_bytes);
 
-	/* a record of the pool (its count stays 0 until it is linked below: a stale cache
-	 * never takes it before) */
-	pthread_rwlock_wrlock(&reg->lock);
-	ta_tile *tile = ta_recpool_alloc(&reg->records);
-	pthread_rwlock_unlock(&reg->lock);
-	if (!tile)
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	strcpy(tile->name, name);
-	tile->shape = *shape;
-	tile->bytes = bytes;
-	tile->mem = NULL;
-	tile->ready = false;
-	tile->reg = reg;
-	tile->owner = owner;
-	tile->next = NULL;
-	/* bytes <= SIZE_MAX: no overflow */
-	uint64_t counted = ta_registry_tile_cost(reg, bytes);
-	tile->counted = counted;
-
+	uint64_t counted = ta_registry_tile_cost(reg, bytes); /* bytes <= SIZE_MAX: no overflow */
 	pthread_rwlock_wrlock(&reg->lock);
 	ta_status st = TA_OK;
+	ta_tile *tile = NULL;
 	if (find_locked(reg, name, NULL))
 		st = ta_error_set(err, TA_ALREADY_EXISTS, "tile '%s' already exists", name);
 	else if (reg->max_tiles && reg->live >= reg->max_tiles)
@@ -299,11 +269,22 @@ ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta
 		                  "but %" PRIu64 " of the %" PRIu64
 		                  " bytes of tile memory allowed (max_total_bytes) are in use",
 		                  name, counted, bytes, reg->total_bytes, reg->max_total_bytes);
+	else if (!(tile = ta_recpool_alloc(&reg->records)))
+		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 	if (st != TA_OK) { /* (the message is formatted under the lock: a refusal only) */
-		spare_locked(reg, tile);
 		pthread_rwlock_unlock(&reg->lock);
 		return st;
 	}
+	/* a record of the pool: its count stays 0 until it is linked below (a stale cache
+	 * never takes it before) */
+	strcpy(tile->name, name);
+	tile->shape = *shape;
+	tile->bytes = bytes;
+	tile->mem = NULL;
+	tile->ready = false;
+	tile->reg = reg;
+	tile->owner = owner;
+	tile->counted = counted;
 	reg->total_bytes += counted;
 	reg->live++;
 	atomic_store(&tile->refs, 2); /* the registry's and the caller's */
@@ -430,7 +411,7 @@ static ta_tile *cache_take(const ta_tile_cache *cache)
 	ta_tile *tile = cache->tile;
 	int refs = atomic_load_explicit(&tile->refs, memory_order_relaxed);
 	do {
-		if (refs <= 0) /* being freed, freed, or a spare record not linked again yet */
+		if (refs <= 0) /* being freed, freed, or back in the pool */
 			return NULL;
 	} while (!atomic_compare_exchange_weak(&tile->refs, &refs, refs + 1));
 	/* held now; a stamp unchanged since the lookup means never unlinked or reused since:
