@@ -564,12 +564,11 @@ void ta_config_usage(FILE *out, const char *argv0)
 		const conf_row *row = &rows[r];
 		char name[OPT_NAME_CAP], head[64], text[512];
 		option_name(r, name);
-		int hn = snprintf(head, sizeof(head), "  ");
+		char shortopt[8] = "";
 		if (row->shortopt)
-			hn +=
-			    snprintf(head + hn, sizeof(head) - (size_t)hn, "-%c, ", row->shortopt);
-		snprintf(head + hn, sizeof(head) - (size_t)hn, "--%s%s%s", name,
-		         row->arg ? " " : "", row->arg ? row->arg : "");
+			snprintf(shortopt, sizeof(shortopt), "-%c, ", row->shortopt);
+		snprintf(head, sizeof(head), "  %s--%s%s%s", shortopt, name, row->arg ? " " : "",
+		         row->arg ? row->arg : "");
 		/* "(default DEF; NOTE)" after the description, for a setting with a value */
 		bool def = row->def && *row->def && row->arg;
 		bool note = *row->note;

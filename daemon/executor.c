@@ -170,18 +170,12 @@ int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 	int rc = pthread_mutex_init(&ex->lock, NULL);
 	if (rc != 0)
 		return -rc;
-	rc = pthread_cond_init(&ex->cond, NULL);
-	if (rc != 0) {
+	if ((rc = pthread_cond_init(&ex->cond, NULL)) != 0) {
 		pthread_mutex_destroy(&ex->lock);
 		return -rc;
 	}
 	ex->threads = calloc((size_t)nthreads, sizeof(*ex->threads));
-	if (!ex->threads) {
-		rc = -ENOMEM;
-		goto fail_sync;
-	}
-	rc = ta_executor_port_init(&ex->main, loop);
-	if (rc != 0)
+	if ((rc = ex->threads ? ta_executor_port_init(&ex->main, loop) : -ENOMEM) != 0)
 		goto fail_sync;
 
 	/* Workers inherit this mask: signals go to the loop thread only. */

@@ -93,9 +93,8 @@ static void enable_peers(ta_backend *multi, const int *ords, int n)
 {
 	static unsigned char peer[TA_MAX_DEVICES * TA_MAX_DEVICES];
 	int pairs = ta_cuda_enable_peer_access(ords, n, peer);
-	char line[512];
+	char line[512] = "";
 	size_t at = 0;
-	line[0] = '\0';
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < n; j++) {
 			if (i == j)
