@@ -94,20 +94,17 @@ ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint6
 	int rc = 0;
 	if (!reg || !(reg->buckets = calloc(REGISTRY_INITIAL_BUCKETS, sizeof(*reg->buckets)))) {
 		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for the tile registry");
-		goto fail;
-	}
-	if ((rc = pthread_rwlock_init(&reg->lock, NULL)) != 0) {
+	} else if ((rc = pthread_rwlock_init(&reg->lock, NULL)) != 0) {
 		ta_error_set(err, TA_INTERNAL, "cannot create the registry lock: %s", strerror(rc));
-		goto fail;
+	} else {
+		reg->nbuckets = REGISTRY_INITIAL_BUCKETS;
+		reg->serial = atomic_fetch_add(&registry_serials, 1) + 1;
+		reg->backend = backend;
+		reg->max_tile_bytes = max_tile_bytes;
+		reg->max_total_bytes = max_total_bytes;
+		ta_recpool_init(&reg->records, sizeof(ta_tile));
+		return reg;
 	}
-	reg->nbuckets = REGISTRY_INITIAL_BUCKETS;
-	reg->serial = atomic_fetch_add(&registry_serials, 1) + 1;
-	reg->backend = backend;
-	reg->max_tile_bytes = max_tile_bytes;
-	reg->max_total_bytes = max_total_bytes;
-	ta_recpool_init(&reg->records, sizeof(ta_tile));
-	return reg;
-fail:
 	if (reg)
 		free(reg->buckets);
 	free(reg);
