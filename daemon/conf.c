@@ -1,9 +1,7 @@
-/* conf.c: tileatomd's settings, generated from the table ta_conf.def: the defaults, the
- * checks of a value and their messages, INI loading (libinih) and command-line parsing
- * (getopt_long) and --help. Every value, from the file or the command line, is checked by
- * ta_config_set; a bad value is an error naming the key and what it accepts, never
- * silently ignored. Order: defaults, then the --config file, then the other flags (so
- * flags override). */
+/* conf.c: tileatomd's settings (conf.h), generated from the table ta_conf.def: the
+ * defaults, the checks of a value and their messages, INI loading (libinih), command-line
+ * parsing (getopt_long) and --help. A bad value is an error naming the key and what it
+ * accepts, never silently ignored. */
 #include "conf.h"
 
 #include <errno.h>
