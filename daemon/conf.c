@@ -418,8 +418,8 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
 {
 	/* The getopt table and short options, from the rows. */
 	char names[N_ROWS][OPT_NAME_CAP];
-	struct option opts[N_ROWS + 1];
-	char shorts[2 * N_ROWS + 2] = ":";
+	struct option opts[N_ROWS + 1] = {{0}}; /* ended by a zero entry */
+	char shorts[2 * N_ROWS + 2] = ":";      /* and zeros */
 	size_t ns = 1;
 	for (int r = 0; r < N_ROWS; r++) {
 		option_name(r, names[r]);
@@ -431,8 +431,6 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
 				shorts[ns++] = ':';
 		}
 	}
-	opts[N_ROWS] = (struct option){NULL, 0, NULL, 0};
-	shorts[ns] = '\0';
 
 	/* Two passes over argv: the first checks every option and finds the action and
 	 * --config; the second, after the file is loaded, applies the settings on top. */
