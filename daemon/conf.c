@@ -1,9 +1,7 @@
-/* conf.c: tileatomd's settings, generated from the table ta_conf.def: the defaults, the
- * checks of a value and their messages, INI loading (libinih) and command-line parsing
- * (getopt_long) and --help. Every value, from the file or the command line, is checked by
- * ta_config_set; a bad value is an error naming the key and what it accepts, never
- * silently ignored. Order: defaults, then the --config file, then the other flags (so
- * flags override). */
+/* conf.c: tileatomd's settings (conf.h), generated from the table ta_conf.def: the
+ * defaults, the checks of a value and their messages, INI loading (libinih), command-line
+ * parsing (getopt_long) and --help. A bad value is an error naming the key and what it
+ * accepts, never silently ignored. */
 #include "conf.h"
 
 #include <errno.h>
@@ -420,8 +418,8 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
 {
 	/* The getopt table and short options, from the rows. */
 	char names[N_ROWS][OPT_NAME_CAP];
-	struct option opts[N_ROWS + 1];
-	char shorts[2 * N_ROWS + 2] = ":";
+	struct option opts[N_ROWS + 1] = {{0}}; /* ended by a zero entry */
+	char shorts[2 * N_ROWS + 2] = ":";      /* and zeros */
 	size_t ns = 1;
 	for (int r = 0; r < N_ROWS; r++) {
 		option_name(r, names[r]);
@@ -433,8 +431,6 @@ ta_status ta_config_parse_args(ta_config *cfg, int argc, char **argv, ta_config_
 				shorts[ns++] = ':';
 		}
 	}
-	opts[N_ROWS] = (struct option){NULL, 0, NULL, 0};
-	shorts[ns] = '\0';
 
 	/* Two passes over argv: the first checks every option and finds the action and
 	 * --config; the second, after the file is loaded, applies the settings on top. */
@@ -564,12 +560,11 @@ void ta_config_usage(FILE *out, const char *argv0)
 		const conf_row *row = &rows[r];
 		char name[OPT_NAME_CAP], head[64], text[512];
 		option_name(r, name);
-		int hn = snprintf(head, sizeof(head), "  ");
+		char shortopt[8] = "";
 		if (row->shortopt)
-			hn +=
-			    snprintf(head + hn, sizeof(head) - (size_t)hn, "-%c, ", row->shortopt);
-		snprintf(head + hn, sizeof(head) - (size_t)hn, "--%s%s%s", name,
-		         row->arg ? " " : "", row->arg ? row->arg : "");
+			snprintf(shortopt, sizeof(shortopt), "-%c, ", row->shortopt);
+		snprintf(head, sizeof(head), "  %s--%s%s%s", shortopt, name, row->arg ? " " : "",
+		         row->arg ? row->arg : "");
 		/* "(default DEF; NOTE)" after the description, for a setting with a value */
 		bool def = row->def && *row->def && row->arg;
 		bool note = *row->note;

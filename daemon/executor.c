@@ -4,8 +4,7 @@
  * whose jobs are all done can be closed without racing a worker's send); the loop's async
  * callback drains done and runs each done callback. Stop: set stopping, wake everyone,
  * join (workers finish the todo queue first), drain the last completions of the own port,
- * close its async handle. Worker threads block the signals the daemon handles, so signal
- * delivery always goes through the main loop. */
+ * close its async handle. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_setname_np */
 #endif
@@ -93,7 +92,6 @@ static void drain_done(uv_async_t *async)
 int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop)
 {
 	memset(port, 0, sizeof(*port));
-	port->loop = loop;
 	int rc = pthread_mutex_init(&port->lock, NULL);
 	if (rc != 0)
 		return -rc;
@@ -170,18 +168,12 @@ int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 	int rc = pthread_mutex_init(&ex->lock, NULL);
 	if (rc != 0)
 		return -rc;
-	rc = pthread_cond_init(&ex->cond, NULL);
-	if (rc != 0) {
+	if ((rc = pthread_cond_init(&ex->cond, NULL)) != 0) {
 		pthread_mutex_destroy(&ex->lock);
 		return -rc;
 	}
 	ex->threads = calloc((size_t)nthreads, sizeof(*ex->threads));
-	if (!ex->threads) {
-		rc = -ENOMEM;
-		goto fail_sync;
-	}
-	rc = ta_executor_port_init(&ex->main, loop);
-	if (rc != 0)
+	if ((rc = ex->threads ? ta_executor_port_init(&ex->main, loop) : -ENOMEM) != 0)
 		goto fail_sync;
 
 	/* Workers inherit this mask: signals go to the loop thread only. */

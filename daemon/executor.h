@@ -29,7 +29,6 @@ typedef struct ta_executor ta_executor;
 /* Where the done callbacks of one loop's jobs come back: workers queue finished jobs here
  * and wake the loop. */
 struct ta_executor_port {
-	uv_loop_t *loop;               /* loop the done callbacks run on */
 	uv_async_t async;              /* wakes the loop when jobs are done */
 	pthread_mutex_t lock;          /* guards the done queue and the async handle's life */
 	ta_job *done_head, *done_tail; /* worked, done callback still to run */

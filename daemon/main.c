@@ -93,9 +93,8 @@ static void enable_peers(ta_backend *multi, const int *ords, int n)
 {
 	static unsigned char peer[TA_MAX_DEVICES * TA_MAX_DEVICES];
 	int pairs = ta_cuda_enable_peer_access(ords, n, peer);
-	char line[512];
+	char line[512] = "";
 	size_t at = 0;
-	line[0] = '\0';
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < n; j++) {
 			if (i == j)
@@ -228,10 +227,8 @@ static int run_daemon(ta_config *cfg)
 		       cfg->listen);
 	if (!(be = open_backend(cfg)))
 		goto done;
-	if (!(reg = ta_registry_new(be, cfg->max_tile_bytes, cfg->max_total_bytes, &err))) {
-		ta_log(TA_LOG_ERR, "%s", err.msg);
-		goto done;
-	}
+	if (!(reg = ta_registry_new(be, cfg->max_tile_bytes, cfg->max_total_bytes, &err)))
+		goto fail;
 	ta_registry_set_max_tiles(reg, cfg->max_tiles);
 	svc = malloc(sizeof(*svc));
 	srv = malloc(sizeof(*srv));
@@ -248,19 +245,15 @@ static int run_daemon(ta_config *cfg)
 	if (cfg->data_dir) {
 		ta_persist_settings pset = {(ta_fsync_mode)cfg->fsync_mode, cfg->compact_size,
 		                            cfg->accept_log_loss};
-		if (ta_persist_open(&persist, cfg->data_dir, &pset, svc, &err) != TA_OK) {
-			ta_log(TA_LOG_ERR, "%s", err.msg);
-			goto done;
-		}
+		if (ta_persist_open(&persist, cfg->data_dir, &pset, svc, &err) != TA_OK)
+			goto fail;
 		ta_persist_set_buffer_max(persist, cfg->max_log_buffer);
 		svc->persist = persist;
 	}
 	/* The metrics endpoint first: a bad --metrics fails before anything is served. */
 	if (cfg->metrics && ta_metrics_server_start(&metrics, cfg->metrics, cfg->allow_remote, svc,
-	                                            cfg->max_total_bytes, &err) != TA_OK) {
-		ta_log(TA_LOG_ERR, "%s", err.msg);
-		goto done;
-	}
+	                                            cfg->max_total_bytes, &err) != TA_OK)
+		goto fail;
 	if (ta_server_start(srv, &loop, cfg, svc, &err) != TA_OK) {
 		ta_log(TA_LOG_ERR, "%s", err.msg);
 	} else {
@@ -279,6 +272,9 @@ static int run_daemon(ta_config *cfg)
 	if (rc != 0)
 		ta_log(TA_LOG_WARNING, "event loop ended with active handles");
 	ta_server_free(srv); /* joins the other event loops' threads */
+	goto done;
+fail: /* err says why */
+	ta_log(TA_LOG_ERR, "%s", err.msg);
 done:
 	if (loop_open && (rc = uv_loop_close(&loop)) != 0)
 		ta_log(TA_LOG_WARNING, "cannot close the event loop: %s", uv_strerror(rc));

@@ -85,34 +85,27 @@ static void put_gauge(FILE *f, const char *name, const char *help, uint64_t v)
 	fprintf(f, "%s %" PRIu64 "\n", name, v);
 }
 
-/* The per-kind counter families: name, help, and which snapshot field. */
-typedef struct kind_family {
-	const char *name; /* metric name */
-	const char *help; /* HELP text */
-	size_t offset;    /* offsetof(ta_kind_snapshot, field) */
-} kind_family;
+/* A metric family: its name, type and help. */
+typedef struct family {
+	const char *name, *type, *help; /* metric name; "counter" or "gauge"; HELP text */
+} family;
 
-static const kind_family kind_families[] = {
-    {"tileatom_requests_total", "Requests answered, by request kind.",
-     offsetof(ta_kind_snapshot, requests)},
-    {"tileatom_request_errors_total",
-     "Requests answered with a status other than OK, by request kind.",
-     offsetof(ta_kind_snapshot, errors)},
-    {"tileatom_elements_total", "Tile elements processed by the backend, by request kind.",
-     offsetof(ta_kind_snapshot, elements)},
-    {"tileatom_request_bytes_total", "Request payload bytes received, by request kind.",
-     offsetof(ta_kind_snapshot, bytes_in)},
-    {"tileatom_response_bytes_total", "Response frame bytes produced, by request kind.",
-     offsetof(ta_kind_snapshot, bytes_out)},
+/* The per-kind counter families, in the order of the values render writes. */
+static const family kind_families[] = {
+    {"tileatom_requests_total", "counter", "Requests answered, by request kind."},
+    {"tileatom_request_errors_total", "counter",
+     "Requests answered with a status other than OK, by request kind."},
+    {"tileatom_elements_total", "counter",
+     "Tile elements processed by the backend, by request kind."},
+    {"tileatom_request_bytes_total", "counter", "Request payload bytes received, by request kind."},
+    {"tileatom_response_bytes_total", "counter", "Response frame bytes produced, by request kind."},
 };
 
 /* Writes the per-device gauges and counters (one series per device the daemon serves,
  * label device="N"). */
 static void put_device_metrics(FILE *f, ta_service *svc)
 {
-	static const struct {
-		const char *name, *type, *help;
-	} fam[] = {
+	static const family fam[] = {
 	    {"tileatom_device_memory_used_bytes", "gauge",
 	     "Bytes of the device's memory in use (CUDA: total - free; CPU pools: tile bytes)."},
 	    {"tileatom_device_memory_total_bytes", "gauge",
@@ -131,13 +124,9 @@ static void put_device_metrics(FILE *f, ta_service *svc)
 			ta_device_stats ds;
 			if (!ta_service_device_stats(svc, d, &ds))
 				continue;
-			uint64_t v = k == 0   ? ds.memory_used
-			             : k == 1 ? ds.memory_total
-			             : k == 2 ? ds.tiles
-			             : k == 3 ? ds.tile_bytes
-			             : k == 4 ? ds.requests
-			                      : (uint64_t)ds.failed;
-			fprintf(f, "%s{device=\"%d\"} %" PRIu64 "\n", fam[k].name, d, v);
+			uint64_t v[] = {ds.memory_used, ds.memory_total, ds.tiles,
+			                ds.tile_bytes,  ds.requests,     ds.failed};
+			fprintf(f, "%s{device=\"%d\"} %" PRIu64 "\n", fam[k].name, d, v[k]);
 		}
 	}
 }
@@ -172,15 +161,15 @@ static char *render(ta_service *svc, uint64_t limit_bytes, size_t *len)
 	fputs("\"} 1\n", f);
 
 	for (size_t i = 0; i < sizeof(kind_families) / sizeof(kind_families[0]); i++) {
-		const kind_family *fam = &kind_families[i];
-		put_head(f, fam->name, "counter", fam->help);
+		const family *fam = &kind_families[i];
+		put_head(f, fam->name, fam->type, fam->help);
 		for (int k = 0; k < TA_REQ_END; k++) {
 			if (!kind_shown(k))
 				continue;
-			uint64_t v;
-			memcpy(&v, (const char *)&snap[k] + fam->offset, sizeof(v));
+			uint64_t v[] = {snap[k].requests, snap[k].errors, snap[k].elements,
+			                snap[k].bytes_in, snap[k].bytes_out};
 			put_kind_labels(f, fam->name, be, ta_metrics_kind_name((ta_req_kind)k));
-			fprintf(f, "} %" PRIu64 "\n", v);
+			fprintf(f, "} %" PRIu64 "\n", v[i]);
 		}
 	}
 

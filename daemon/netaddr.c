@@ -28,31 +28,19 @@ bool ta_net_is_loopback(const struct sockaddr *addr)
 ta_status ta_net_resolve(const char *what, const char *spec, struct addrinfo **res, ta_error *err)
 {
 	char host[256];
-	const char *port;
-	if (spec[0] == '[') {
-		const char *close = strchr(spec, ']');
-		if (!close || close[1] != ':' || (size_t)(close - spec - 1) >= sizeof(host))
-			return ta_error_set(err, TA_INVALID_ARGUMENT,
-			                    "%s: '%s' is not [ADDRESS]:PORT", what, spec);
-		memcpy(host, spec + 1, (size_t)(close - spec - 1));
-		host[close - spec - 1] = '\0';
-		port = close + 2;
-	} else {
-		const char *colon = strrchr(spec, ':');
-		if (!colon || (size_t)(colon - spec) >= sizeof(host))
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: '%s' is not HOST:PORT",
-			                    what, spec);
-		memcpy(host, spec, (size_t)(colon - spec));
-		host[colon - spec] = '\0';
-		port = colon + 1;
-	}
+	bool v6 = spec[0] == '['; /* [V6]:PORT */
+	const char *start = spec + v6, *end = v6 ? strchr(spec, ']') : strrchr(spec, ':');
+	if (!end || (v6 && end[1] != ':') || (size_t)(end - start) >= sizeof(host))
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: '%s' is not %s:PORT", what, spec,
+		                    v6 ? "[ADDRESS]" : "HOST");
+	memcpy(host, start, (size_t)(end - start));
+	host[end - start] = '\0';
+	const char *port = end + 1 + v6;
 	if (!*port)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: '%s' has no port", what, spec);
-	struct addrinfo hints;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+	                         .ai_socktype = SOCK_STREAM,
+	                         .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
 	int rc = getaddrinfo(*host && strcmp(host, "*") != 0 ? host : NULL, port, &hints, res);
 	if (rc != 0)
 		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s: cannot resolve '%s': %s", what,

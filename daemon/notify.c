@@ -18,9 +18,7 @@ int ta_notify(const char *state)
 	if (!path || !*path)
 		return 0;
 	size_t plen = strlen(path);
-	struct sockaddr_un addr;
-	memset(&addr, 0, sizeof(addr));
-	addr.sun_family = AF_UNIX;
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	if ((path[0] != '/' && path[0] != '@') || plen >= sizeof(addr.sun_path))
 		return -EINVAL;
 	memcpy(addr.sun_path, path, plen);

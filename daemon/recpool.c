@@ -157,7 +157,6 @@ void *ta_recpool_alloc(ta_recpool *pool)
 		pool->empty_resident--;
 	}
 	s->used++;
-	pool->in_use++;
 	if (s->used == pool->per_slab) {
 		s->stack = ON_NONE;
 		pool->avail = s->next_avail;
@@ -170,7 +169,6 @@ void ta_recpool_release(ta_recpool *pool, void *record)
 	size_t idx = slab_of(pool, record);
 	ta_recpool_slab *s = &pool->slabs[idx];
 	s->used--;
-	pool->in_use--;
 	if (s->used == 0 && pool->empty_resident >= TA_RECPOOL_KEEP_EMPTY &&
 	    madvise(slab_base(pool, idx), TA_RECPOOL_SLAB_BYTES, MADV_DONTNEED) == 0) {
 		s->free = NULL; /* the pages read as zeros now: carve afresh */

@@ -40,7 +40,6 @@ typedef struct ta_recpool {
 	uint32_t avail;          /* index + 1 of the top slab with room in resident memory */
 	uint32_t bare;           /* index + 1 of the top slab given back (0: none) */
 	unsigned empty_resident; /* empty slabs kept resident (not given back) */
-	uint64_t in_use;         /* records handed out and not freed */
 	uint64_t resident;       /* slabs with records carved from them and not given back */
 } ta_recpool;
 

@@ -1,13 +1,11 @@
 /* registry.c: named tiles with counted references (see registry.h). A chained hash table
- * (XXH3, doubled when it holds more entries than buckets, halved when it holds fewer than
- * a quarter) maps names to tiles; one
- * read-write lock guards it and the byte counters (lookups, the hot path of every request
- * from every event loop and worker, only read-lock it, so they never wait for each other).
- * Backend allocation and freeing run outside the
- * lock. total_bytes counts bytes reserved or held, from create until the last unref, each
- * tile as the memory it takes (tile->counted: TA_TILE_BOOKKEEPING and the backend's
- * footprint, predicted at create and made exact at publish); live counts the tiles those bytes
- * belong to (max_tiles bounds it, so that destroyed tiles still in use count until they are freed).
+ * (XXH3; doubled above one entry per bucket, halved below one per four) maps names to
+ * tiles; one read-write lock guards it and the byte counters (lookups, on every request
+ * from every loop and worker, only read-lock it). Backend allocation and freeing run
+ * outside the lock. total_bytes counts each tile from create to its last unref as
+ * tile->counted (TA_TILE_BOOKKEEPING and the backend's footprint, predicted at create,
+ * exact at publish); live counts those tiles (max_tiles bounds it: destroyed tiles still
+ * in use count until freed).
  *
  * Cached lookups (ta_registry_get_cached) take no lock: a thread remembers the name, the
  * tile record and the record's stamp, a value the registry hands out once (under the write
@@ -19,13 +17,12 @@
  * goes at once, the record's slot stays readable (its slab given back to the system with
  * madvise once all of it is free, reading as zeros) until the registry is freed.
  *
- * Memory given back: every TA_REGISTRY_TRIM_BYTES of tiles freed, malloc_trim (glibc)
- * returns the free pages of the heaps to the system; without it a flood of small tiles
- * leaves their chunks spread over pages that the heap keeps.
+ * Every TA_REGISTRY_TRIM_BYTES of tiles freed, malloc_trim (glibc) gives the heaps' free
+ * pages back; else a flood of small tiles leaves their chunks spread over kept pages.
  *
  * Paged listings pick, in one pass under the read lock, the first limit names after the
- * cursor (a bounded max-heap), so a page costs a pass over the table and the cursor is
- * just the last name given: nothing to keep between pages, valid across any change. */
+ * cursor (a bounded max-heap), so the cursor is just the last name given: nothing to keep
+ * between pages, valid across any change. */
 #include "registry.h"
 
 #include <ctype.h>
@@ -97,20 +94,17 @@ ta_registry *ta_registry_new(ta_backend *backend, uint64_t max_tile_bytes, uint6
 	int rc = 0;
 	if (!reg || !(reg->buckets = calloc(REGISTRY_INITIAL_BUCKETS, sizeof(*reg->buckets)))) {
 		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory for the tile registry");
-		goto fail;
-	}
-	if ((rc = pthread_rwlock_init(&reg->lock, NULL)) != 0) {
+	} else if ((rc = pthread_rwlock_init(&reg->lock, NULL)) != 0) {
 		ta_error_set(err, TA_INTERNAL, "cannot create the registry lock: %s", strerror(rc));
-		goto fail;
+	} else {
+		reg->nbuckets = REGISTRY_INITIAL_BUCKETS;
+		reg->serial = atomic_fetch_add(&registry_serials, 1) + 1;
+		reg->backend = backend;
+		reg->max_tile_bytes = max_tile_bytes;
+		reg->max_total_bytes = max_total_bytes;
+		ta_recpool_init(&reg->records, sizeof(ta_tile));
+		return reg;
 	}
-	reg->nbuckets = REGISTRY_INITIAL_BUCKETS;
-	reg->serial = atomic_fetch_add(&registry_serials, 1) + 1;
-	reg->backend = backend;
-	reg->max_tile_bytes = max_tile_bytes;
-	reg->max_total_bytes = max_total_bytes;
-	ta_recpool_init(&reg->records, sizeof(ta_tile));
-	return reg;
-fail:
 	if (reg)
 		free(reg->buckets);
 	free(reg);
@@ -122,13 +116,6 @@ void ta_registry_set_max_tiles(ta_registry *reg, uint64_t max_tiles)
 	pthread_rwlock_wrlock(&reg->lock);
 	reg->max_tiles = max_tiles;
 	pthread_rwlock_unlock(&reg->lock);
-}
-
-/* Gives a record with no reference back to the pool; the lock is held. */
-static void spare_locked(ta_registry *reg, ta_tile *tile)
-{
-	atomic_store(&tile->stamp, ++reg->next_stamp);
-	ta_recpool_release(&reg->records, tile);
 }
 
 /* Frees a tile whose last reference is gone and gives its bytes back (its record goes back
@@ -146,7 +133,8 @@ static void tile_destroy(ta_tile *tile)
 	bool trim = reg->freed_untrimmed >= TA_REGISTRY_TRIM_BYTES;
 	if (trim)
 		reg->freed_untrimmed = 0;
-	spare_locked(reg, tile);
+	atomic_store(&tile->stamp, ++reg->next_stamp); /* the record goes back to the pool */
+	ta_recpool_release(&reg->records, tile);
 	pthread_rwlock_unlock(&reg->lock);
 #ifdef __GLIBC__
 	if (trim)
@@ -161,14 +149,10 @@ void ta_registry_free(ta_registry *reg)
 	if (!reg)
 		return;
 	for (size_t b = 0; b < reg->nbuckets; b++) {
-		ta_tile *t = reg->buckets[b];
-		while (t) {
-			ta_tile *next = t->next;
-			t->next = NULL;
+		for (ta_tile *t = reg->buckets[b], *next; t; t = next) {
+			next = t->next;
 			ta_tile_unref(t); /* the registry's reference: the last one */
-			t = next;
 		}
-		reg->buckets[b] = NULL;
 	}
 	ta_recpool_free(&reg->records);
 	pthread_rwlock_destroy(&reg->lock);
@@ -263,27 +247,10 @@ ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta
 		                    " bytes (max_tile_bytes)",
 		                    name, bytes, reg->max_tile_bytes);
 
-	/* a record of the pool (its count stays 0 until it is linked below: a stale cache
-	 * never takes it before) */
-	pthread_rwlock_wrlock(&reg->lock);
-	ta_tile *tile = ta_recpool_alloc(&reg->records);
-	pthread_rwlock_unlock(&reg->lock);
-	if (!tile)
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	strcpy(tile->name, name);
-	tile->shape = *shape;
-	tile->bytes = bytes;
-	tile->mem = NULL;
-	tile->ready = false;
-	tile->reg = reg;
-	tile->owner = owner;
-	tile->next = NULL;
-	/* bytes <= SIZE_MAX: no overflow */
-	uint64_t counted = ta_registry_tile_cost(reg, bytes);
-	tile->counted = counted;
-
+	uint64_t counted = ta_registry_tile_cost(reg, bytes); /* bytes <= SIZE_MAX: no overflow */
 	pthread_rwlock_wrlock(&reg->lock);
 	ta_status st = TA_OK;
+	ta_tile *tile = NULL;
 	if (find_locked(reg, name, NULL))
 		st = ta_error_set(err, TA_ALREADY_EXISTS, "tile '%s' already exists", name);
 	else if (reg->max_tiles && reg->live >= reg->max_tiles)
@@ -299,11 +266,22 @@ ta_status ta_registry_create_placed(ta_registry *reg, const char *name, const ta
 		                  "but %" PRIu64 " of the %" PRIu64
 		                  " bytes of tile memory allowed (max_total_bytes) are in use",
 		                  name, counted, bytes, reg->total_bytes, reg->max_total_bytes);
+	else if (!(tile = ta_recpool_alloc(&reg->records)))
+		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 	if (st != TA_OK) { /* (the message is formatted under the lock: a refusal only) */
-		spare_locked(reg, tile);
 		pthread_rwlock_unlock(&reg->lock);
 		return st;
 	}
+	/* a record of the pool: its count stays 0 until it is linked below (a stale cache
+	 * never takes it before) */
+	strcpy(tile->name, name);
+	tile->shape = *shape;
+	tile->bytes = bytes;
+	tile->mem = NULL;
+	tile->ready = false;
+	tile->reg = reg;
+	tile->owner = owner;
+	tile->counted = counted;
 	reg->total_bytes += counted;
 	reg->live++;
 	atomic_store(&tile->refs, 2); /* the registry's and the caller's */
@@ -430,7 +408,7 @@ static ta_tile *cache_take(const ta_tile_cache *cache)
 	ta_tile *tile = cache->tile;
 	int refs = atomic_load_explicit(&tile->refs, memory_order_relaxed);
 	do {
-		if (refs <= 0) /* being freed, freed, or a spare record not linked again yet */
+		if (refs <= 0) /* being freed, freed, or back in the pool */
 			return NULL;
 	} while (!atomic_compare_exchange_weak(&tile->refs, &refs, refs + 1));
 	/* held now; a stamp unchanged since the lookup means never unlinked or reused since:
@@ -513,12 +491,6 @@ void ta_tile_where_get(const ta_tile *tile, ta_tile_where *w)
 	ta_backend_tile_where(tile->reg->backend, tile->mem, &tile->shape, w);
 }
 
-/* qsort comparator of tile infos by name. */
-static int info_cmp(const void *a, const void *b)
-{
-	return strcmp(((const ta_tile_info *)a)->name, ((const ta_tile_info *)b)->name);
-}
-
 ta_status ta_registry_list(ta_registry *reg, ta_tile_info **out, size_t *n, ta_error *err)
 {
 	bool more;
@@ -556,18 +528,11 @@ static void heap_sift_down(const ta_tile **h, size_t n, size_t i)
 	}
 }
 
-/* Sifts the entry at i of the max-heap h up to its place. */
-static void heap_sift_up(const ta_tile **h, size_t i)
+/* Makes the n entries of h a max-heap (by name). */
+static void heap_make(const ta_tile **h, size_t n)
 {
-	while (i > 0) {
-		size_t parent = (i - 1) / 2;
-		if (strcmp(h[parent]->name, h[i]->name) >= 0)
-			return;
-		const ta_tile *t = h[i];
-		h[i] = h[parent];
-		h[parent] = t;
-		i = parent;
-	}
+	for (size_t i = n / 2; i-- > 0;)
+		heap_sift_down(h, n, i);
 }
 
 ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *after, size_t limit,
@@ -596,8 +561,9 @@ ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *a
 			if (!t->ready || !ta_tile_allowed(t, who) || strcmp(t->name, after) <= 0)
 				continue;
 			if (k < cap) {
-				heap[k] = t;
-				heap_sift_up(heap, k++);
+				heap[k++] = t;
+				if (k == cap)
+					heap_make(heap, k);
 				continue;
 			}
 			*more = true;
@@ -606,6 +572,13 @@ ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *a
 				heap_sift_down(heap, k, 0);
 			}
 		}
+	heap_make(heap, k); /* (already one when k reached cap); then heapsort, by name */
+	for (size_t i = k; i-- > 1;) {
+		const ta_tile *t = heap[0];
+		heap[0] = heap[i];
+		heap[i] = t;
+		heap_sift_down(heap, i, 0);
+	}
 	ta_tile_info *infos = k ? malloc(k * sizeof(*infos)) : NULL;
 	for (size_t i = 0; infos && i < k; i++)
 		ta_tile_get_info(heap[i], &infos[i]);
@@ -616,8 +589,6 @@ ta_status ta_registry_list_page_as(ta_registry *reg, ta_owner who, const char *a
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory listing %zu tiles",
 		                    k);
 	}
-	if (k > 1)
-		qsort(infos, k, sizeof(*infos), info_cmp);
 	*out = infos;
 	*n = k;
 	return TA_OK;

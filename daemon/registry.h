@@ -62,7 +62,7 @@ typedef struct ta_tile {
 	bool ready;                 /* published: visible to lookups (guarded by the lock) */
 	ta_owner owner;             /* TA_OWNER_PUBLIC, or the identity it is private to */
 	ta_registry *reg;           /* the registry that owns the tile */
-	struct ta_tile *next;       /* next tile in the same hash bucket (or spare record) */
+	struct ta_tile *next;       /* next tile in the same hash bucket */
 	atomic_uint_fast64_t stamp; /* a value of the registry's that no other state of any
 	                               record ever had: a new one when the record is linked
 	                               into the table and when it leaves it (ta_tile_cache) */

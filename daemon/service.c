@@ -12,15 +12,12 @@
 void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry,
                      uint32_t max_frame)
 {
-	memset(svc, 0, sizeof(*svc));
+	memset(svc, 0, sizeof(*svc)); /* the counters too: all-zero lock-free atomics are 0 */
 	svc->backend = backend;
 	svc->registry = registry;
 	svc->max_frame = max_frame;
 	if (backend)
 		ta_backend_info_get(backend, &svc->info);
-	ta_service_reset_totals(svc);
-	atomic_init(&svc->connections, 0);
-	ta_metrics_init(&svc->metrics);
 	svc->auth_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "authentication failures");
 	ta_codec_init(); /* checks the schema once, at start */
 }

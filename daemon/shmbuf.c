@@ -70,11 +70,9 @@ static ta_shm_buf *table_add(ta_shm_table *t, int fd, void *map, uint64_t size, 
 	return b;
 }
 
-/* RESOURCE_EXHAUSTED when the table holds TA_SHM_BUFFERS_MAX buffers (its lock held). */
-static ta_status table_room(const ta_shm_table *t, ta_error *err)
+/* The error of a table holding TA_SHM_BUFFERS_MAX buffers: RESOURCE_EXHAUSTED. */
+static ta_status table_full(ta_error *err)
 {
-	if (t->n < TA_SHM_BUFFERS_MAX)
-		return TA_OK;
 	return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 	                    "register_buffer: this connection has %d buffers, the most allowed",
 	                    TA_SHM_BUFFERS_MAX);
@@ -82,61 +80,55 @@ static ta_status table_room(const ta_shm_table *t, ta_error *err)
 
 ta_status ta_shm_register(ta_shm_table *t, uint64_t size, uint64_t *id, ta_error *err)
 {
+	const int sealed = F_SEAL_SHRINK | F_SEAL_GROW;
 	pthread_mutex_lock(&t->lock);
 	ta_status st = TA_OK;
-	int fd = -1;
-	if (t->npending == 0) {
+	int fd = -1, seals;
+	if (t->npending > 0) { /* the oldest fd received */
+		fd = t->pending[0];
+		memmove(t->pending, t->pending + 1, (t->npending - 1) * sizeof(int));
+		t->npending--;
+	}
+	struct stat sb;
+	void *map = MAP_FAILED;
+	if (fd < 0)
 		st = ta_error_set(err, TA_INVALID_ARGUMENT,
 		                  "register_buffer: no file descriptor came with the request (pass "
 		                  "a memfd as SCM_RIGHTS on a Unix-socket connection)");
-		goto out;
-	}
-	fd = t->pending[0];
-	memmove(t->pending, t->pending + 1, (t->npending - 1) * sizeof(int));
-	t->npending--;
-	if ((st = table_room(t, err)) != TA_OK)
-		goto out;
-	int seals = fcntl(fd, F_GET_SEALS);
-	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+	else if (t->n >= TA_SHM_BUFFERS_MAX)
+		st = table_full(err);
+	else if ((seals = fcntl(fd, F_GET_SEALS)) < 0 || (seals & sealed) != sealed)
 		st = ta_error_set(err, TA_PERMISSION_DENIED,
 		                  "register_buffer: the file is %s; create it with memfd_create "
 		                  "(MFD_ALLOW_SEALING) and add F_SEAL_SHRINK | F_SEAL_GROW",
 		                  seals < 0 ? "not a sealable memfd"
 		                            : "not sealed against resizing");
-		goto out;
-	}
-	struct stat sb;
-	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+	else if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
 		st =
 		    ta_error_set(err, TA_INVALID_ARGUMENT, "register_buffer: cannot stat the file");
-		goto out;
-	}
-	if (size == 0 || (uint64_t)sb.st_size != size || size > SIZE_MAX) {
+	else if (size == 0 || (uint64_t)sb.st_size != size || size > SIZE_MAX)
 		st = ta_error_set(err, TA_INVALID_ARGUMENT,
 		                  "register_buffer: the request states %" PRIu64
 		                  " bytes but the file has %lld (and must not be empty)",
 		                  size, (long long)sb.st_size);
-		goto out;
-	}
-	void *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED) {
+	else if ((map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
+	         MAP_FAILED)
 		st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 		                  "register_buffer: cannot map %" PRIu64 " bytes: %s", size,
 		                  strerror(errno));
-		goto out;
+	if (st == TA_OK) {
+		ta_shm_buf *b = table_add(t, fd, map, size, false, id);
+		fd = -1;
+		ta_error herr = {TA_OK, ""};
+		bool can = t->backend && t->backend->vt->host_register;
+		b->host_registered =
+		    can && ta_backend_host_register(t->backend, map, (size_t)size, &herr) == TA_OK;
+		if (can && !b->host_registered)
+			ta_log(TA_LOG_WARNING,
+			       "shared buffer %" PRIu64 " is not registered with the backend "
+			       "(it works, copied as pageable memory): %s",
+			       b->id, herr.msg);
 	}
-	ta_shm_buf *b = table_add(t, fd, map, size, false, id);
-	fd = -1;
-	ta_error herr = {TA_OK, ""};
-	b->host_registered =
-	    t->backend && t->backend->vt->host_register &&
-	    ta_backend_host_register(t->backend, map, (size_t)size, &herr) == TA_OK;
-	if (t->backend && t->backend->vt->host_register && !b->host_registered)
-		ta_log(TA_LOG_WARNING,
-		       "shared buffer %" PRIu64 " is not registered with the backend "
-		       "(it works, copied as pageable memory): %s",
-		       b->id, herr.msg);
-out:
 	pthread_mutex_unlock(&t->lock);
 	if (fd >= 0)
 		close(fd);
@@ -148,8 +140,7 @@ ta_status ta_shm_register_device(ta_shm_table *t, const void *handle, size_t han
                                  ta_error *err)
 {
 	if (!ta_backend_has_ipc(t->backend)) {
-		ta_backend_info info;
-		memset(&info, 0, sizeof(info));
+		ta_backend_info info = {0};
 		if (t->backend)
 			ta_backend_info_get(t->backend, &info);
 		return ta_error_set(err, TA_UNIMPLEMENTED,
@@ -168,7 +159,7 @@ ta_status ta_shm_register_device(ta_shm_table *t, const void *handle, size_t han
 		                    size);
 	pthread_mutex_lock(&t->lock);
 	void *dptr = NULL;
-	ta_status st = table_room(t, err);
+	ta_status st = t->n < TA_SHM_BUFFERS_MAX ? TA_OK : table_full(err);
 	if (st == TA_OK)
 		st = ta_backend_ipc_open(t->backend, handle, handle_len, gpu_uuid, (size_t)size,
 		                         &dptr, err);
