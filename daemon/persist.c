@@ -1,8 +1,9 @@
 /* persist.c: the start and close of tileatomd's durability (see persist.h): the state and
- * its locks, startup recovery (persist_load.c), the log's writer and fsync threads
- * (persist_log.c) and the compactor (persist_snapshot.c); at close, the threads stopped,
- * the log synced and the logmark written for a clean stop. The one file above the other
- * persist_*.c files. */
+ * its locks, startup recovery (persist_load.c) replaying the logged requests through the
+ * daemon's dispatch, the log's writer and fsync threads (persist_log.c) and the compactor
+ * (persist_snapshot.c); at close, the threads stopped, the log synced and the logmark written
+ * for a clean stop. The one file above the other persist_*.c files, and the only one that
+ * depends on dispatch (which calls into them). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -16,8 +17,50 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dispatch.h"
 #include "log.h"
 #include "persist_int.h"
+#include "ta_frame.h"
+#include "tileatom.pb-c.h"
+
+/* The replay callback's state. */
+typedef struct replay_ctx {
+	ta_service *svc;             /* the service the requests run on */
+	ta_dispatch_scratch scratch; /* dispatch's reusable buffers */
+} replay_ctx;
+
+/* Runs one logged request through dispatch, acting for who again (a session past its
+ * handshake with that identity; none for TA_OWNER_ANY, the in-process callers); an answer
+ * other than OK is an error. */
+static ta_status replay_request(void *arg, ta_owner who, const uint8_t *payload, size_t len,
+                                ta_error *err)
+{
+	replay_ctx *ctx = arg;
+	ta_frame_buf out = {NULL, 0, 0};
+	bool close_after = false;
+	ta_session session;
+	memset(&session, 0, sizeof(session));
+	session.hello_done = true;
+	session.authenticated = who == TA_OWNER_SECRET;
+	session.identity = who == TA_OWNER_SECRET ? TA_OWNER_PUBLIC : who;
+	(void)ta_dispatch_run_session(ctx->svc, &ctx->scratch,
+	                              who == TA_OWNER_ANY ? NULL : &session, payload, len, -1, &out,
+	                              &close_after);
+	ta_status st = TA_OK;
+	Tileatom__Response *resp = out.len > TA_FRAME_HEADER
+	                               ? tileatom__response__unpack(NULL, out.len - TA_FRAME_HEADER,
+	                                                            out.data + TA_FRAME_HEADER)
+	                               : NULL;
+	if (!resp)
+		st = ta_error_set(err, TA_INTERNAL, "no answer could be decoded");
+	else if (resp->status != TILEATOM__STATUS__OK)
+		st = ta_error_set(err, (ta_status)resp->status, "%s: %s",
+		                  ta_status_name((ta_status)resp->status), resp->message);
+	if (resp)
+		tileatom__response__free_unpacked(resp, NULL);
+	ta_frame_buf_free(&out);
+	return st;
+}
 
 /* Starts a thread of p running fn; *started tells ta_persist_close to join it. */
 static ta_status start_thread(pthread_t *thread, void *(*fn)(void *), ta_persist *p, bool *started,
@@ -30,8 +73,8 @@ static ta_status start_thread(pthread_t *thread, void *(*fn)(void *), ta_persist
 	return TA_OK;
 }
 
-ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_settings *set,
-                           const ta_persist_host *host, ta_error *err)
+ta_status ta_persist_open(ta_persist **out, const char *dir, const ta_persist_settings *set,
+                          ta_service *svc, ta_error *err)
 {
 	*out = NULL;
 	ta_persist *p = calloc(1, sizeof(*p));
@@ -43,10 +86,8 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_s
 	p->compact_at = set->compact_size;
 	p->accept_log_loss = set->accept_log_loss;
 	p->buf_max = TA_PERSIST_DEFAULT_BUFFER_MAX;
-	p->registry = host->registry;
-	p->backend = host->backend;
-	p->replay = host->replay;
-	p->replay_arg = host->replay_arg;
+	p->registry = svc->registry;
+	p->backend = svc->backend;
 	p->dir = strdup(dir);
 	int rc = 0;
 	for (int s = 0; rc == 0 && s < TA_PERSIST_STRIPES; s++)
@@ -70,7 +111,14 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_s
 		                    "cannot initialise the persistence locks");
 	}
 	pthread_condattr_destroy(&cattr);
+	replay_ctx ctx = {.svc = svc};
+	ta_dispatch_scratch_init(&ctx.scratch);
+	p->replay = replay_request;
+	p->replay_arg = &ctx;
+	svc->replaying = true;
 	ta_status st = persist_recover(p, err);
+	svc->replaying = false;
+	ta_dispatch_scratch_free(&ctx.scratch);
 	if (st == TA_OK)
 		st = start_thread(&p->writer, persist_writer_main, p, &p->writer_started,
 		                  "the log writer", err);
@@ -85,6 +133,7 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_s
 		return st;
 	}
 	p->started = true;
+	ta_service_reset_totals(svc); /* the replayed requests are not this run's */
 	if (p->loss_accepted) {
 		/* a snapshot now, so that the next start finds no loss to accept again */
 		ta_persist_snapinfo info;

@@ -1,13 +1,9 @@
 /* persist.h: durability of tileatomd's tiles (--data-dir). The data directory holds a
- * snapshot of every tile and where it lived (snapshot.tas), append-only logs of the mutating
- * requests applied since (log-<first seq>.tal: each record a request's wire payload with its
- * sequence number, identity and checksums) and a logmark (how much of the current log is
- * known durable); persist_int.h gives the formats. On start the snapshot is loaded and the
- * logs replayed through the daemon's dispatch (a callback, joined by persist_service.c); a
- * torn record at the end of the newest log, past the logmark, is dropped with a log line; a
- * log cut short or missing refuses the start with what is lost (unless accept_log_loss);
- * other damage refuses it naming the file and the offset. The log is persist_log.c,
- * snapshots persist_snapshot.c, recovery persist_load.c, the logmark persist_mark.c.
+ * snapshot of every tile and where it lived, append-only logs of the mutating requests
+ * applied since and a logmark (how much of the current log is known durable); persist_int.h
+ * gives the formats. persist.c starts and closes the whole; the log is persist_log.c,
+ * snapshots persist_snapshot.c, the logmark persist_mark.c, and startup recovery (replay,
+ * and what a damaged or cut directory refuses) persist_load.c.
  *
  * Ordering: a mutating request takes one of TA_PERSIST_STRIPES locks, chosen by its tile's
  * name, before it looks the tile up and keeps it until its record is appended, so that the
@@ -18,10 +14,9 @@
  * keeps the lock between requests that need the same one, and appends their records
  * together before releasing it.
  *
- * A writer thread writes the records in sequence order; with --fsync always it fdatasyncs
- * after each write (group commit) and the loop holds responses until their records are
- * durable (ta_persist_durable); with everysec a thread fdatasyncs once a second; with no,
- * never (the kernel decides). */
+ * The writer thread writes the records in sequence order; with --fsync always the loop
+ * holds responses until their records are durable (ta_persist_durable); persist_log.c says
+ * how each mode syncs and what happens when writing fails. */
 #ifndef TA_DAEMON_PERSIST_H
 #define TA_DAEMON_PERSIST_H
 
@@ -103,20 +98,7 @@ int ta_fsync_mode_parse(const char *text, ta_fsync_mode *out);
 /* Name of a mode. */
 const char *ta_fsync_mode_name(ta_fsync_mode mode);
 
-/* Applies one logged request again at start (replay), acting for who; TA_OK or an error
- * (the daemon's answer when it was not OK). */
-typedef ta_status (*ta_persist_replay_fn)(void *arg, ta_owner who, const uint8_t *payload,
-                                          size_t len, ta_error *err);
-
-/* What persistence works on. */
-typedef struct ta_persist_host {
-	ta_registry *registry;       /* the tiles: snapshots list and load them */
-	ta_backend *backend;         /* reads and writes their elements */
-	ta_persist_replay_fn replay; /* applies a logged request again */
-	void *replay_arg;            /* its argument (used only during ta_persist_start) */
-} ta_persist_host;
-
-/* How a data directory is kept (ta_persist_start). */
+/* How a data directory is kept (ta_persist_open). */
 typedef struct ta_persist_settings {
 	ta_fsync_mode mode;    /* when the log is fsynced */
 	uint64_t compact_size; /* log bytes after which a snapshot compacts the log (0: never) */
@@ -126,14 +108,10 @@ typedef struct ta_persist_settings {
 } ta_persist_settings;
 
 /* Opens (creating, mode 0700) the data directory dir and locks it against a second daemon,
- * loads its snapshot into host's registry, replays its logs through host->replay, and starts
- * the writer thread. Returns TA_OK with *out set, or an error naming the file and offset, or
- * what was lost (the registry may then hold some tiles; the caller exits). */
-ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_settings *set,
-                           const ta_persist_host *host, ta_error *err);
-/* ta_persist_start on svc's registry and backend, replaying through svc's dispatch
- * (persist_service.c); the replayed requests are not counted in svc's statistics. Call
- * before svc->persist is set. */
+ * loads its snapshot into svc's registry, replays its logs through svc's dispatch (not
+ * counted in svc's statistics), and starts the writer thread. Returns TA_OK with *out set,
+ * or an error naming the file and offset, or what was lost (the registry may then hold some
+ * tiles; the caller exits). Call before svc->persist is set. */
 ta_status ta_persist_open(ta_persist **out, const char *dir, const ta_persist_settings *set,
                           struct ta_service *svc, ta_error *err);
 /* ta_registry_create_placed for a tile that recovery restores (a snapshot's, or a replayed

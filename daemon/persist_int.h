@@ -60,6 +60,11 @@
 
 #include "persist.h"
 
+/* Applies one logged request again at start (replay), acting for who; TA_OK or an error
+ * (the daemon's answer when it was not OK). */
+typedef ta_status (*ta_persist_replay_fn)(void *arg, ta_owner who, const uint8_t *payload,
+                                          size_t len, ta_error *err);
+
 /* Magic at the start of a snapshot and of a log. */
 #define SNAP_MAGIC    "TASNAP04"
 #define SNAP_MAGIC_V3 "TASNAP03"
@@ -114,7 +119,7 @@ struct ta_persist {
 	uint64_t compact_size;                 /* log bytes that start a compaction (0: never) */
 	bool accept_log_loss;                  /* start although durable records are missing */
 	bool loss_accepted;                    /* recovery accepted a loss (a snapshot follows) */
-	bool started;                          /* ta_persist_start succeeded */
+	bool started;                          /* ta_persist_open succeeded */
 	ta_registry *registry;                 /* the tiles */
 	ta_backend *backend;                   /* reads and writes their elements */
 	ta_persist_replay_fn replay;           /* applies a logged request again (start) */
@@ -192,10 +197,10 @@ static inline uint32_t sum32(const void *data, size_t n)
 /* persist_log.c: marks persistence failed (p->mu held): logged once per failure, the loop
  * told. final: the failure lasts until a restart (else the writer tries again). */
 void persist_set_failed(ta_persist *p, const char *what, int errnum, bool final);
-/* persist_file.c: writes the n bytes at buf to fd (again after a short write); 0 or an
+/* persist_mark.c: writes the n bytes at buf to fd (again after a short write); 0 or an
  * errno. */
 int persist_write_all(int fd, const void *buf, size_t n);
-/* persist_file.c: creates (truncating; flags: the open mode) the file name of p's directory
+/* persist_mark.c: creates (truncating; flags: the open mode) the file name of p's directory
  * holding the n bytes at data, and makes it durable with its directory entry; with tmp, it
  * is written as tmp and renamed (on failure tmp is removed). Returns the fd, or -1 with
  * errno set. */

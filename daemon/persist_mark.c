@@ -2,7 +2,8 @@
  * of the current log is known durable (its first record, its length, its last record), kept
  * apart from the log so that startup recovery (persist_load.c) can tell a log cut short or
  * missing from a record torn by a crash. Two slots written in turn in place, so that a
- * write torn by a crash leaves the other one whole and no write ever needs new disk space. */
+ * write torn by a crash leaves the other one whole and no write ever needs new disk space.
+ * Below it, the one way a durable file is made, which the log's new files share. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -102,4 +103,44 @@ int persist_mark_write(ta_persist *p, uint64_t first, uint64_t bytes, uint64_t l
 		p->mark = m;
 	pthread_mutex_unlock(&p->mark_mu);
 	return e;
+}
+
+int persist_write_all(int fd, const void *buf, size_t n)
+{
+	const uint8_t *data = buf;
+	while (n > 0) {
+		ssize_t w = write(fd, data, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		data += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int persist_new_file(ta_persist *p, const char *tmp, const char *name, int flags, const void *data,
+                     size_t n)
+{
+	const char *path = tmp ? tmp : name;
+	int fd = openat(p->dir_fd, path, flags | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	int e = persist_write_all(fd, data, n);
+	if (e == 0 && fsync(fd) != 0)
+		e = errno;
+	if (e == 0 && tmp && renameat(p->dir_fd, tmp, p->dir_fd, name) != 0)
+		e = errno;
+	if (e == 0 && fsync(p->dir_fd) != 0)
+		e = errno;
+	if (e != 0) {
+		close(fd);
+		if (tmp)
+			unlinkat(p->dir_fd, tmp, 0);
+		errno = e;
+		return -1;
+	}
+	return fd;
 }
