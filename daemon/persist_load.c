@@ -1,16 +1,12 @@
 /* persist_load.c: startup recovery of tileatomd's tiles (see persist.h; the file format is
  * in persist_int.h): opens and locks the data directory, loads the snapshot, replays the logs
- * through the host's callback, and opens the newest log for appending; every restored tile
- * goes back where it lived, or where the default placement puts it when that cannot be met
- * (ta_persist_create_restored, which the replayed creates use too). A partial record at
- * the end of the newest log, past the length the logmark records durable, is a torn last
- * record (a write cut by a crash): cut off with a log line. A log shorter than the logmark
- * records, a log the logmark or the snapshot needs that is missing, a log that does not
- * start where the records before it end, or a logmark missing or damaged where the logs
- * were written with one, means records once durable are gone: refused with a message
- * saying what is lost, unless the operator accepted that (--accept-log-loss: logged,
- * records that no longer apply skipped, a snapshot written after the start). Any other
- * damage refuses the start with a message naming the file and the offset. */
+ * through the host's callback, and opens the newest log for appending; a restored tile goes
+ * back where it lived, or where the default placement puts it when that cannot be met.
+ * A partial record at the end of the newest log, past what the logmark records durable, is
+ * a write cut by a crash: cut off with a log line. Records once durable that are gone (a log
+ * cut short, missing or not continuing the one before, a logmark missing or damaged where
+ * the logs were written with one) refuse the start saying what is lost, unless the operator
+ * accepted that (--accept-log-loss). Other damage refuses it naming the file and offset. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -112,7 +108,7 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot read %s: %s", path, strerror(e));
 	}
 	ta_status st = TA_OK;
-	uint8_t h[20];
+	uint8_t h[8 * TA_MAX_RANK + 20];
 	uint8_t *chunk = NULL;
 	size_t chunk_cap = 0;
 	ta_tile *tile = NULL;
@@ -161,18 +157,14 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 			                  path, i, at, shape.rank);
 			goto out;
 		}
-		for (int a = 0; a < shape.rank; a++) {
-			if (rd(&r, h, 8) < 8)
-				goto short_file;
-			shape.shape[a] = (int64_t)get_u64(h);
-		}
-		if (rd(&r, h, 8) < 8)
+		size_t fixed = 8 * (size_t)shape.rank + (v3 ? 8 : 12); /* extents, bytes, parts */
+		if (rd(&r, h, fixed) < fixed)
 			goto short_file;
-		uint64_t bytes = get_u64(h);
+		for (int a = 0; a < shape.rank; a++)
+			shape.shape[a] = (int64_t)get_u64(h + 8 * a);
+		uint64_t bytes = get_u64(h + 8 * shape.rank);
 		if (!v3) {
-			if (rd(&r, h, 4) < 4)
-				goto short_file;
-			uint32_t nparts = get_u32(h);
+			uint32_t nparts = get_u32(h + 8 * shape.rank + 8);
 			was.nparts = nparts <= TA_MAX_DEVICES ? (int)nparts : 0;
 			for (int k = 0; k < was.nparts; k++) {
 				if (rd(&r, h, 20) < 20)
