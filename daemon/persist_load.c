@@ -74,15 +74,13 @@ static size_t rd(rd_file *r, void *buf, size_t n)
 	return got;
 }
 
-/* persist_tile_data's io for a snapshot's elements: reads n bytes; false when the file
- * ends first. */
+/* persist_tile_data's io for a snapshot: reads n bytes; false when the file ends first. */
 static bool rd_io(void *r, void *buf, size_t n)
 {
 	return rd(r, buf, n) == n;
 }
 
-/* Loads the snapshot (when there is one: *found) into the registry; *seq: its last
- * record. */
+/* Loads the snapshot, if any (*found), into the registry; *seq: its last record. */
 static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_error *err)
 {
 	*seq = 0;
@@ -423,9 +421,8 @@ static ta_status open_dir(ta_persist *p, ta_error *err)
 /* A loss found at start (what: which file, what is gone, how much as far as can be
  * known): refused, with what in err, unless the operator accepted losses
  * (--accept-log-loss): then logged, and recovery goes on with what is left. */
-static ta_status log_loss(ta_persist *p, ta_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static ta_status log_loss(ta_persist *p, ta_error *err, const char *fmt, ...)
+static __attribute__((format(printf, 3, 4))) ta_status log_loss(ta_persist *p, ta_error *err,
+                                                                const char *fmt, ...)
 {
 	char what[512];
 	va_list ap;

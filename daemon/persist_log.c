@@ -45,8 +45,7 @@
 #include "persist_int.h"
 
 /* everysec / no: how long the writer lets records gather before one write (ms), unless
- * GATHER_BYTES are waiting: fewer wake-ups and system calls, at the price of what a kill -9
- * loses (records not yet written) growing to about this long. */
+ * GATHER_BYTES wait: fewer system calls, for about this much more lost to a kill -9. */
 #define GATHER_MS    2
 #define GATHER_BYTES (1u << 20)
 
@@ -70,9 +69,8 @@ const char *ta_fsync_mode_name(ta_fsync_mode mode)
 	                                                                     : "?";
 }
 
-/* Writer: fills the checksums of the whole records at buf[0, n) (the payload's, then the
- * header's), before they are written: off the threads that apply requests, which only copy
- * them. */
+/* Writer: fills the checksums (the payload's, then the header's) of the records at
+ * buf[0, n), off the threads that apply requests. */
 static void seal_records(uint8_t *buf, size_t n)
 {
 	for (size_t off = 0; off + REC_HEADER <= n;) {
@@ -179,8 +177,7 @@ static void mark_failed(ta_persist *p, int e)
 	               p->dir, strerror(e));
 }
 
-/* Writer: closes the current log after fsyncing it and starts the next one at
- * p->next_seq (mu held; every record is written). */
+/* Writer: fsyncs and closes the current log, starts the next at p->next_seq (mu held). */
 static void writer_rotate(ta_persist *p)
 {
 	uint64_t first = p->next_seq;
@@ -242,8 +239,7 @@ static bool buf_grow(uint8_t **buf, size_t *cap, size_t want, size_t first, size
 }
 
 /* Writer, after a failed write of the n bytes at wbuf (mu held): cuts the log back to its
- * last whole record; with always drops the records (their responses become errors), else
- * puts them back at the head of the buffer for the next try. */
+ * last whole record; with always drops the records, else puts them back for the next try. */
 static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf, size_t *wcap,
                           size_t n)
 {
@@ -365,11 +361,9 @@ void *persist_writer_main(void *arg)
 }
 
 /* The syncer thread (always, everysec): once a second, with everysec, fdatasyncs what the
- * writer wrote since the last time, on a duplicate of the log's descriptor (a rotation may
- * close the original meanwhile; it fsyncs the old log itself): apart from the writer, so
- * that a slow fsync never holds records back in memory, where a kill -9 would lose them.
- * Then, in both modes, records in the logmark the length of the log now durable (with
- * always the writer counts a write only once it is fdatasynced). */
+ * writer wrote, on a duplicate of the log's descriptor (a rotation may close the original;
+ * it fsyncs the old log itself), so that a slow fsync never holds records back in memory.
+ * Then records in the logmark the length of the log now durable. */
 void *persist_syncer_main(void *arg)
 {
 	ta_persist *p = arg;
@@ -539,8 +533,7 @@ static bool buf_make_room(ta_persist *p, size_t need)
 	return false;
 }
 
-/* Fills the header of a record at h: its payload's length and who; the sequence number
- * comes with log_put, the checksums with the writer (seal_records). */
+/* Fills the header of a record at h but its sequence number (log_put) and checksums. */
 static void put_header(uint8_t *h, uint32_t len, ta_owner who)
 {
 	put_u32(h, len);
@@ -595,9 +588,8 @@ void ta_persist_run_init(ta_persist_run *run)
 	memset(run, 0, sizeof(*run));
 }
 
-/* Appends the records of run to the log, in their order, giving them their sequence
- * numbers (one lock of the log for all of them); marks the run lost when memory is
- * short. */
+/* Appends the records of run to the log, numbering them under one lock of the log; marks
+ * the run lost when memory is short. */
 static void run_flush(ta_persist *p, ta_persist_run *run)
 {
 	if (run->len == 0)

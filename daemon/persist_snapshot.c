@@ -30,8 +30,7 @@
 
 /* ---- tile data through the backend ---- */
 
-/* Loads (op LOAD, into buf) or stores (op STORE, from buf) rows [row0, row0 + rows) of axis
- * 0 of tile through the backend. */
+/* Loads (LOAD, into buf) or stores (STORE) rows [row0, row0 + rows) of tile via the backend. */
 static ta_status tile_rows(ta_backend *be, ta_tile *tile, int64_t row0, int64_t rows, ta_op op,
                            void *buf, size_t nbytes, ta_error *err)
 {
@@ -135,8 +134,7 @@ static void snap_le(snap_out *o, uint64_t v, size_t n)
 	snap_put(o, b, n);
 }
 
-/* Writes one tile (its header, where it lives and its elements read through the
- * backend). */
+/* Writes one tile: its header, where it lives and its elements. */
 static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t **chunk, size_t *cap,
                            ta_error *err)
 {
