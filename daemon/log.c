@@ -1,6 +1,7 @@
 /* log.c: leveled logging to stderr with journald priority prefixes (see log.h). A line is
- * formatted into a local buffer and written with a single write(2), so that lines from
- * worker threads never interleave. Over-long messages are cut and end in "...". */
+ * formatted into a local buffer and written at once (ta_write_all, the daemon's write of
+ * bytes whole, which the data directory's files use too), so that lines from worker threads
+ * never interleave. Over-long messages are cut and end in "...". */
 #include "log.h"
 
 #include <errno.h>
@@ -44,6 +45,20 @@ int ta_log_level_parse(const char *name)
 	return -1;
 }
 
+int ta_write_all(int fd, const void *buf, size_t n)
+{
+	for (const char *p = buf; n > 0;) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
 void ta_log(ta_log_level level, const char *fmt, ...)
 {
 	if (!ta_log_enabled(level))
@@ -64,16 +79,7 @@ void ta_log(ta_log_level level, const char *fmt, ...)
 		len = (size_t)head + (size_t)n;
 	}
 	line[len++] = '\n';
-	const char *p = line;
-	while (len > 0) {
-		ssize_t w = write(STDERR_FILENO, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return; /* nowhere to report a failing stderr */
-		p += w;
-		len -= (size_t)w;
-	}
+	(void)ta_write_all(STDERR_FILENO, line, len); /* nowhere to report a failing stderr */
 }
 
 /* Milliseconds on the monotonic clock (never 0 in practice). */

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Log levels, numerically equal to the syslog priorities journald understands. */
@@ -25,6 +26,9 @@ bool ta_log_enabled(ta_log_level level);
  * 3..7); returns -1 when unknown. */
 int ta_log_level_parse(const char *name);
 
+/* Writes the n bytes at buf to fd whole (again after a short write); 0 or an errno.
+ * ta_log's write, and the data directory's. */
+int ta_write_all(int fd, const void *buf, size_t n);
 /* Writes one line "<N>message\n" to stderr when level is enabled. */
 void ta_log(ta_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

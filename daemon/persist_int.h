@@ -192,8 +192,6 @@ static inline uint32_t sum32(const void *data, size_t n)
 /* persist_log.c: marks persistence failed (p->mu held): logged once per failure, the loop
  * told. final: the failure lasts until a restart (else the writer tries again). */
 void persist_set_failed(ta_persist *p, const char *what, int errnum, bool final);
-/* persist_mark.c: writes the n bytes at buf to fd (again after a short write); 0 or an errno. */
-int persist_write_all(int fd, const void *buf, size_t n);
 /* persist_mark.c: creates (truncating; flags: the open mode) the file name of p's directory
  * holding the n bytes at data, durable with its directory entry; with tmp, written as tmp
  * and renamed (removed on failure). Returns the fd, or -1 with errno set. */

@@ -304,7 +304,7 @@ void *persist_writer_main(void *arg)
 			pthread_mutex_unlock(&p->mu);
 			if (!drop)
 				seal_records(wbuf, n);
-			int e = drop ? 0 : persist_write_all(p->log_fd, wbuf, n);
+			int e = drop ? 0 : ta_write_all(p->log_fd, wbuf, n);
 			bool sync_failed = e == 0 && !drop && p->mode == TA_FSYNC_ALWAYS &&
 			                   fdatasync(p->log_fd) != 0;
 			if (sync_failed)

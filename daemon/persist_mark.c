@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "persist_int.h"
 
 /* Encodes mark m with count into slot buffer b (MARK_SLOT bytes). */
@@ -105,22 +106,6 @@ int persist_mark_write(ta_persist *p, uint64_t first, uint64_t bytes, uint64_t l
 	return e;
 }
 
-int persist_write_all(int fd, const void *buf, size_t n)
-{
-	const uint8_t *data = buf;
-	while (n > 0) {
-		ssize_t w = write(fd, data, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		data += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int persist_new_file(ta_persist *p, const char *tmp, const char *name, int flags, const void *data,
                      size_t n)
 {
@@ -128,7 +113,7 @@ int persist_new_file(ta_persist *p, const char *tmp, const char *name, int flags
 	int fd = openat(p->dir_fd, path, flags | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
-	int e = persist_write_all(fd, data, n);
+	int e = ta_write_all(fd, data, n);
 	if (e == 0 && fsync(fd) != 0)
 		e = errno;
 	if (e == 0 && tmp && renameat(p->dir_fd, tmp, p->dir_fd, name) != 0)
