@@ -182,12 +182,10 @@ void ta_persist_close(ta_persist *p)
 			       strerror(e));
 		close(p->log_fd);
 	}
-	if (p->mark_fd >= 0)
-		close(p->mark_fd);
-	if (p->lock_fd >= 0)
-		close(p->lock_fd);
-	if (p->dir_fd >= 0)
-		close(p->dir_fd);
+	int fds[] = {p->mark_fd, p->lock_fd, p->dir_fd};
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 	for (int s = 0; s < TA_PERSIST_STRIPES; s++) {
 		pthread_mutex_destroy(&p->stripes[s].mu);
 		pthread_cond_destroy(&p->stripes[s].cond);

@@ -269,14 +269,12 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 	memset(scan, 0, sizeof(*scan));
 	scan->last_seq = lf->first - 1;
 	int fd = openat(p->dir_fd, lf->name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
-		                    strerror(errno));
-	rd_file r = {fdopen(fd, "rb"), 0, NULL}; /* records carry their own checksums */
+	rd_file r = {fd >= 0 ? fdopen(fd, "rb") : NULL, 0, NULL}; /* records carry checksums */
 	if (!r.f) {
-		close(fd);
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
-		                    strerror(errno));
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path, strerror(e));
 	}
 	ta_status st = TA_OK;
 	uint8_t h[REC_HEADER];
