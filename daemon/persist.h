@@ -154,7 +154,7 @@ void ta_persist_run_release(ta_persist *p, ta_persist_run *run);
 /* Ends a run: ta_persist_run_release, then returns the highest sequence number given to
  * its records (0: none), or TA_PERSIST_SEQ_LOST; the run is empty again. */
 uint64_t ta_persist_run_end(ta_persist *p, ta_persist_run *run);
-/* Frees a run's memory (after ta_persist_run_end). */
+/* Frees a run's memory and empties it (after ta_persist_run_end). */
 void ta_persist_run_free(ta_persist_run *run);
 
 /* Marks persistence failed (what: the reason, logged once): mutations are refused from now

@@ -130,8 +130,7 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 	for (uint32_t i = 0; i < ntiles; i++) {
 		uint64_t at = r.off;
 		char name[TA_NAME_MAX + 1];
-		ta_tile_shape shape;
-		memset(&shape, 0, sizeof(shape));
+		ta_tile_shape shape = {0};
 		if (rd(&r, h, 2) < 2)
 			goto short_file;
 		uint16_t nl = get_u16(h);
@@ -221,13 +220,11 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 		                  path, at, get_u32(h), computed);
 		goto out;
 	}
-	if (fgetc(r.f) != EOF) {
+	if (fgetc(r.f) != EOF)
 		st = ta_error_set(err, TA_INTERNAL,
 		                  "%s: unexpected bytes after the checksum at offset %" PRIu64
 		                  " (damaged file)",
 		                  path, r.off);
-		goto out;
-	}
 	goto out;
 short_file:
 	st = ta_error_set(err, TA_INTERNAL,

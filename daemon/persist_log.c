@@ -667,9 +667,7 @@ uint64_t ta_persist_run_end(ta_persist *p, ta_persist_run *run)
 void ta_persist_run_free(ta_persist_run *run)
 {
 	free(run->buf);
-	run->buf = NULL;
-	run->cap = 0;
-	run->len = 0;
+	ta_persist_run_init(run);
 }
 
 void ta_persist_fail(ta_persist *p, const char *what)
