@@ -38,10 +38,7 @@ static ta_status replay_request(void *arg, ta_owner who, const uint8_t *payload,
 	replay_ctx *ctx = arg;
 	ta_frame_buf out = {NULL, 0, 0};
 	bool close_after = false;
-	ta_session session;
-	memset(&session, 0, sizeof(session));
-	session.hello_done = true;
-	session.authenticated = who == TA_OWNER_SECRET;
+	ta_session session = {.hello_done = true, .authenticated = who == TA_OWNER_SECRET};
 	session.identity = who == TA_OWNER_SECRET ? TA_OWNER_PUBLIC : who;
 	(void)ta_dispatch_run_session(ctx->svc, &ctx->scratch,
 	                              who == TA_OWNER_ANY ? NULL : &session, payload, len, -1, &out,

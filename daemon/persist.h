@@ -46,8 +46,6 @@ typedef enum ta_fsync_mode {
 
 typedef struct ta_persist ta_persist;
 
-struct ta_persist_run;
-
 /* A held mutation lock (from ta_persist_run_lock). */
 typedef struct ta_persist_hold {
 	int stripe;                 /* the stripe held, or -1 for all of them */
