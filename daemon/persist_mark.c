@@ -1,9 +1,8 @@
 /* persist_mark.c: the logmark of tileatomd's data directory (format in persist_int.h): what
- * of the current log is known durable (its first record, its length, its last record), kept
- * apart from the log so that startup recovery (persist_load.c) can tell a log cut short or
- * missing from a record torn by a crash. Two slots written in turn in place, so that a
- * write torn by a crash leaves the other one whole and no write ever needs new disk space.
- * Below it, the one way a durable file is made, which the log's new files share. */
+ * of the current log is known durable, kept apart from the log so that startup recovery
+ * (persist_load.c) can tell a log cut short or missing from a record torn by a crash; two
+ * slots written in turn in place. Below it, the one way a durable file is made, which the
+ * log's new files share. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif

@@ -3,13 +3,11 @@
  * whenever the log passes compact_size, and the tile data moved through the backend (also
  * used by persist_load.c to load one).
  *
- * Compaction (a snapshot request, or the log passing compact_size): every stripe is held
- * alone, so no mutation is half done; the tiles are read through the backend (LOAD plans:
- * on CUDA a copy from the device) into the temporary snapshot; the writer is told to close
- * the log (after writing what it holds) and start the next one at seq + 1; the stripes are
- * released; the snapshot is fsynced and renamed; older logs are removed. A crash at any
- * point leaves either the old snapshot and every log, or the new snapshot and logs whose
- * records it partly covers (skipped on replay). */
+ * A snapshot holds every stripe alone, so no mutation is half done, while the tiles are
+ * read through the backend (on CUDA a copy from the device) into the temporary snapshot and
+ * the writer closes the log and starts the next one at seq + 1; then the snapshot is
+ * fsynced and renamed and older logs are removed. A crash at any point leaves either the
+ * old snapshot and every log, or the new snapshot and logs it partly covers (skipped). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
