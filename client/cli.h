@@ -39,21 +39,16 @@ typedef struct cli_args {
 	const char *value[CLI_MAX_OPTS]; /* per option: its value ("": a flag; NULL: absent) */
 } cli_args;
 
-/* Global settings from the command line. */
-typedef struct cli_global {
-	const char *socket;    /* -s/--socket; NULL: the library's default */
-	int timeout_ms;        /* connect timeout */
-	const char *auth_file; /* --auth-file; NULL: $TILEATOM_AUTH_FILE (the library's) */
-} cli_global;
-
 /* One run of a subcommand. */
 typedef struct cli_call {
-	int argc;           /* its arguments, argv[0] being its name */
-	char **argv;        /* (argc of them) */
-	cli_global *g;      /* the global settings (-s after the name updates them) */
-	cli_args a;         /* the parsed line */
-	tileatom_client *c; /* the connection once made; main closes it */
-	tileatom_error err; /* the library's last error */
+	const char *socket;    /* -s/--socket (before or after the name); NULL: the library's */
+	int timeout_ms;        /* -t/--timeout: the connect timeout */
+	const char *auth_file; /* --auth-file; NULL: $TILEATOM_AUTH_FILE (the library's) */
+	int argc;              /* its arguments, argv[0] being its name */
+	char **argv;           /* (argc of them) */
+	cli_args a;            /* the parsed line */
+	tileatom_client *c;    /* the connection once made; main closes it */
+	tileatom_error err;    /* the library's last error */
 } cli_call;
 
 /* ---- cli_common.c ---- */

@@ -53,72 +53,60 @@ int cli_parse_counts(const char *text, int max, int64_t *out)
 int cli_parse(cli_call *k, const cli_option *opts, int nopts, int min_pos, int max_pos,
               const char *usage, bool connect)
 {
-	int argc = k->argc;
-	char **argv = k->argv;
+	const char *cmd = k->argv[0];
 	cli_args *out = &k->a;
 	memset(out, 0, sizeof(*out));
 	bool only_pos = false;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!only_pos && strcmp(a, "--") == 0) {
+	for (int i = 1; i < k->argc; i++) {
+		const char *a = k->argv[i];
+		if (only_pos || a[0] != '-' ||
+		    (a[1] != '-' && strcmp(a, "-h") != 0 && strcmp(a, "-s") != 0)) {
+			if (out->npos >= max_pos || out->npos >= CLI_MAX_POS) {
+				cli_error("%s: unexpected argument '%s' (see '%s --help')", cmd, a,
+				          cmd);
+				return CLI_EXIT_USAGE;
+			}
+			out->pos[out->npos++] = a;
+			continue;
+		}
+		if (strcmp(a, "--") == 0) {
 			only_pos = true;
 			continue;
 		}
-		if (!only_pos && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			fputs(usage, stdout);
 			return CLI_EXIT_OK;
 		}
-		if (!only_pos && (strcmp(a, "-s") == 0 || strcmp(a, "--socket") == 0 ||
-		                  strncmp(a, "--socket=", 9) == 0)) {
-			if (a[1] == '-' && a[8] == '=') {
-				k->g->socket = a + 9;
-			} else if (i + 1 < argc) {
-				k->g->socket = argv[++i];
-			} else {
-				cli_error("%s: %s needs a value", argv[0], a);
-				return CLI_EXIT_USAGE;
-			}
-			continue;
-		}
-		if (!only_pos && a[0] == '-' && a[1] == '-') {
-			const char *name = a + 2;
-			const char *eq = strchr(name, '=');
-			size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
-			int o = 0;
-			while (o < nopts && (strlen(opts[o].name) != nlen ||
-			                     strncmp(opts[o].name, name, nlen) != 0))
-				o++;
-			if (o == nopts) {
-				cli_error("%s: unknown option '%s' (see '%s --help')", argv[0], a,
-				          argv[0]);
-				return CLI_EXIT_USAGE;
-			}
-			if (!opts[o].has_arg) {
-				if (eq) {
-					cli_error("%s: option --%s takes no value", argv[0],
-					          opts[o].name);
-					return CLI_EXIT_USAGE;
-				}
-				out->value[o] = "";
-			} else if (eq) {
-				out->value[o] = eq + 1;
-			} else if (i + 1 < argc) {
-				out->value[o] = argv[++i];
-			} else {
-				cli_error("%s: option --%s needs a value", argv[0], opts[o].name);
-				return CLI_EXIT_USAGE;
-			}
-			continue;
-		}
-		if (out->npos >= max_pos || out->npos >= CLI_MAX_POS) {
-			cli_error("%s: unexpected argument '%s' (see '%s --help')", argv[0], a,
-			          argv[0]);
+		/* a long option of the command's, or --socket (-s), which every command takes */
+		const char *name = a[1] == '-' ? a + 2 : "socket";
+		const char *eq = strchr(name, '=');
+		size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+		int o = 0;
+		while (o < nopts &&
+		       (strlen(opts[o].name) != nlen || strncmp(opts[o].name, name, nlen) != 0))
+			o++;
+		bool socket = o == nopts && nlen == 6 && strncmp(name, "socket", 6) == 0;
+		if (o == nopts && !socket) {
+			cli_error("%s: unknown option '%s' (see '%s --help')", cmd, a, cmd);
 			return CLI_EXIT_USAGE;
 		}
-		out->pos[out->npos++] = a;
+		bool flag = !socket && !opts[o].has_arg;
+		if (flag && eq) {
+			cli_error("%s: option --%s takes no value", cmd, opts[o].name);
+			return CLI_EXIT_USAGE;
+		}
+		const char *val = flag ? "" : eq ? eq + 1 : i + 1 < k->argc ? k->argv[++i] : NULL;
+		if (!val) { /* (a is the option as given: it has no '=') */
+			cli_error("%s: %s%s needs a value", cmd, socket ? "" : "option ", a);
+			return CLI_EXIT_USAGE;
+		}
+		if (socket)
+			k->socket = val;
+		else
+			out->value[o] = val;
 	}
 	if (out->npos < min_pos) {
-		cli_error("%s: missing arguments (see '%s --help')", argv[0], argv[0]);
+		cli_error("%s: missing arguments (see '%s --help')", cmd, cmd);
 		return CLI_EXIT_USAGE;
 	}
 	return connect ? (cli_connect(k) == CLI_EXIT_OK ? -1 : CLI_EXIT_ERROR) : -1;
@@ -155,11 +143,11 @@ int cli_connect(cli_call *k)
 {
 	tileatom_connect_options opts;
 	tileatom_connect_options_init(&opts);
-	opts.timeout_ms = k->g->timeout_ms;
-	opts.auth_file = k->g->auth_file;
-	if (tileatom_connect_opts(k->g->socket, &opts, &k->c, &k->err) != TILEATOM_OK) {
+	opts.timeout_ms = k->timeout_ms;
+	opts.auth_file = k->auth_file;
+	if (tileatom_connect_opts(k->socket, &opts, &k->c, &k->err) != TILEATOM_OK) {
 		cli_error("%s", k->err.message);
-		if (!k->g->socket)
+		if (!k->socket)
 			explain_default_socket();
 		return CLI_EXIT_ERROR;
 	}

@@ -2,12 +2,9 @@
  * raw little-endian elements) from FILE or stdin into a 1-D tile as a histogram. Each number
  * becomes a bin index (itself, or with --range numpy.histogram's uniform bin over [LO, HI])
  * sent in chunks as indexed flat scatter-adds of 1 (bounds checked, space shared), a few
- * chunks in flight; on a Unix socket the chunks are slots of a shared buffer. Raw int32
- * without --range is read straight into the chunks; other input is parsed in place from a
- * 4 MiB read buffer (short numbers by a fast path, the rest by strtoll/strtod). Numbers
- * outside the bins are counted (by the client with --range, else by the daemon's bounds
- * check). A token that is not a number, or a partial last raw element, stops the run
- * naming its place; chunks sent before it stay added, and the counts are reported. */
+ * chunks in flight (on a Unix socket, slots of a shared buffer). A token that is not a
+ * number, or a partial last raw element, stops the run naming its place; chunks sent before
+ * it stay added, and the counts are reported. */
 #include "cli.h"
 
 #include <errno.h>
@@ -443,25 +440,17 @@ int cli_cmd_hist(cli_call *k)
 		cli_error("hist: bad --chunk '%s' (1 to 67108864 numbers)", a->value[1]);
 		return CLI_EXIT_USAGE;
 	}
-	static const struct {
-		const char *name; /* --format value */
-		size_t size;      /* element bytes (0: text) */
-		bool is_float;    /* float elements */
-	} formats[] = {{"text", 0, false},
-	               {"i32", 4, false},
-	               {"i64", 8, false},
-	               {"f32", 4, true},
-	               {"f64", 8, true}};
+	static const char *const formats[] = {"text", "i32", "i64", "f32", "f64", NULL};
 	const char *format = a->value[3] ? a->value[3] : "text";
-	size_t f = 0;
-	while (f < sizeof(formats) / sizeof(formats[0]) && strcmp(formats[f].name, format) != 0)
+	int f = 0;
+	while (formats[f] && strcmp(formats[f], format) != 0)
 		f++;
-	if (f == sizeof(formats) / sizeof(formats[0])) {
+	if (!formats[f]) {
 		cli_error("hist: bad --format '%s' (text, i32, i64, f32 or f64)", format);
 		return CLI_EXIT_USAGE;
 	}
-	h.format_size = formats[f].size;
-	h.format_float = formats[f].is_float;
+	h.format_size = f == 0 ? 0 : (size_t)atoi(format + 1) / 8; /* i32: 4 bytes */
+	h.format_float = format[0] == 'f';
 	int in = STDIN_FILENO;
 	if (a->npos == 2 && strcmp(a->pos[1], "-") != 0) {
 		in = open(a->pos[1], O_RDONLY | O_CLOEXEC);

@@ -108,15 +108,12 @@ static void shape_text(const int64_t *shape, int rank, char *buf, size_t n)
 
 /* ---- simple commands ---------------------------------------------------------------- */
 
+static const char ping_usage[] =
+    "Usage: tileatom-cli [-s SOCKET] ping [--json]\n"
+    "Checks that tileatomd answers; prints its version, backend and the round-trip time\n"
+    "(--json: {\"version\":...,\"backend\":...,\"rtt_ms\":...}).\n";
 static int cmd_ping(cli_call *k)
 {
-	static const char usage[] =
-	    "Usage: tileatom-cli [-s SOCKET] ping [--json]\n"
-	    "Checks that tileatomd answers; prints its version, backend and the round-trip time\n"
-	    "(--json: {\"version\":...,\"backend\":...,\"rtt_ms\":...}).\n";
-	int rc = cli_parse(k, json_opt, 1, 0, 0, usage, true);
-	if (rc >= 0)
-		return rc;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int st = tileatom_ping(k->c, &k->err);
@@ -191,29 +188,26 @@ static json_object *stats_json(const tileatom_stats_info *s, const tileatom_kind
 	return cli_json_done(o, ok);
 }
 
+static const char stats_usage[] =
+    "Usage: tileatom-cli [-s SOCKET] stats [--json]\n"
+    "Prints the daemon's statistics, one 'key: value' per line (device_memory and\n"
+    "compute_capability only on a GPU), then a table of the request kinds served so\n"
+    "far: REQUEST REQUESTS ERRORS ELEMENTS BYTES_IN BYTES_OUT MEAN_US (tab-separated;\n"
+    "MEAN_US is - unless the daemon times requests, which it does with --metrics).\n"
+    "These are the numbers tileatomd --metrics serves. One line per device the daemon\n"
+    "serves ('device N: memory_used B memory_total B tiles T tile_bytes B requests R\n"
+    "failed F', F 1 for a device that can no longer serve, then ' cause: TEXT';\n"
+    "memory_total 0 on a CPU pool). --json: one object with every device under\n"
+    "\"devices\" and every kind under \"kinds\", each with its latency histogram\n"
+    "(requests per bucket, the buckets' upper bounds in \"latency_le_ns\", the last\n"
+    "bucket unbounded).\n";
 static int cmd_stats(cli_call *k)
 {
-	static const char usage[] =
-	    "Usage: tileatom-cli [-s SOCKET] stats [--json]\n"
-	    "Prints the daemon's statistics, one 'key: value' per line (device_memory and\n"
-	    "compute_capability only on a GPU), then a table of the request kinds served so\n"
-	    "far: REQUEST REQUESTS ERRORS ELEMENTS BYTES_IN BYTES_OUT MEAN_US (tab-separated;\n"
-	    "MEAN_US is - unless the daemon times requests, which it does with --metrics).\n"
-	    "These are the numbers tileatomd --metrics serves. One line per device the daemon\n"
-	    "serves ('device N: memory_used B memory_total B tiles T tile_bytes B requests R\n"
-	    "failed F', F 1 for a device that can no longer serve, then ' cause: TEXT';\n"
-	    "memory_total 0 on a CPU pool). --json: one object with every device under\n"
-	    "\"devices\" and every kind under \"kinds\", each with its latency histogram\n"
-	    "(requests per bucket, the buckets' upper bounds in \"latency_le_ns\", the last\n"
-	    "bucket unbounded).\n";
-	int rc = cli_parse(k, json_opt, 1, 0, 0, usage, true);
-	if (rc >= 0)
-		return rc;
 	tileatom_stats_info s;
 	tileatom_kind_stats *kinds = NULL;
 	tileatom_device_stats *devs = NULL;
 	size_t nk = 0, nd = 0;
-	rc = CLI_EXIT_OK;
+	int rc = CLI_EXIT_OK;
 	if (tileatom_stats_kinds(k->c, &s, &kinds, &nk, &k->err) != TILEATOM_OK ||
 	    tileatom_stats_devices(k->c, &devs, &nd, &k->err) != TILEATOM_OK) {
 		rc = cli_lib_error(k);
@@ -258,14 +252,12 @@ static int cmd_stats(cli_call *k)
 	return rc;
 }
 
+static const char snapshot_usage[] =
+    "Usage: tileatom-cli [-s SOCKET] snapshot\n"
+    "Asks the daemon (started with --data-dir) to write a snapshot "
+    "of every tile\nand to remove the log it makes obsolete.\n";
 static int cmd_snapshot(cli_call *k)
 {
-	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] snapshot\n"
-	                            "Asks the daemon (started with --data-dir) to write a snapshot "
-	                            "of every tile\nand to remove the log it makes obsolete.\n";
-	int rc = cli_parse(k, NULL, 0, 0, 0, usage, true);
-	if (rc >= 0)
-		return rc;
 	tileatom_snapshot_info s;
 	if (tileatom_snapshot(k->c, &s, &k->err) != TILEATOM_OK)
 		return cli_lib_error(k);
@@ -275,25 +267,22 @@ static int cmd_snapshot(cli_call *k)
 	return CLI_EXIT_OK;
 }
 
+static const char create_usage[] =
+    "Usage: tileatom-cli [-s SOCKET] create NAME --dtype DTYPE --shape D0[,D1...] "
+    "[--fill V] [--private] [--device P]\n"
+    "Creates a tile. DTYPE: int32 uint32 int64 uint64 float32 float64 float16 "
+    "bfloat16.\n"
+    "Up to 4 axes; every element starts at V (default 0).\n"
+    "--private: only this identity may use it (your uid over the Unix socket; over\n"
+    "TCP, whoever holds the daemon's auth secret).\n"
+    "--device P: where it lives on a daemon serving several devices: a device N, auto\n"
+    "(most free memory), shard (first axis split over every device) or shard:N\n"
+    "(default: the daemon's --placement).\n";
+static const cli_option create_opts[] = {
+    {"dtype", true}, {"shape", true}, {"fill", true}, {"private", false}, {"device", true}};
 static int cmd_create(cli_call *k)
 {
-	static const char usage[] =
-	    "Usage: tileatom-cli [-s SOCKET] create NAME --dtype DTYPE --shape D0[,D1...] "
-	    "[--fill V] [--private] [--device P]\n"
-	    "Creates a tile. DTYPE: int32 uint32 int64 uint64 float32 float64 float16 "
-	    "bfloat16.\n"
-	    "Up to 4 axes; every element starts at V (default 0).\n"
-	    "--private: only this identity may use it (your uid over the Unix socket; over\n"
-	    "TCP, whoever holds the daemon's auth secret).\n"
-	    "--device P: where it lives on a daemon serving several devices: a device N, auto\n"
-	    "(most free memory), shard (first axis split over every device) or shard:N\n"
-	    "(default: the daemon's --placement).\n";
-	static const cli_option opts[] = {
-	    {"dtype", true}, {"shape", true}, {"fill", true}, {"private", false}, {"device", true}};
 	const cli_args *a = &k->a;
-	int rc = cli_parse(k, opts, 5, 1, 1, usage, false);
-	if (rc >= 0)
-		return rc;
 	if (!a->value[0] || !a->value[1]) {
 		cli_error("create: --dtype and --shape are required (see 'create --help')");
 		return CLI_EXIT_USAGE;
@@ -318,8 +307,8 @@ static int cmd_create(cli_call *k)
 		cli_error("create: bad --fill value: %s", k->err.message);
 		return CLI_EXIT_USAGE;
 	}
-	if ((rc = cli_connect(k)) != CLI_EXIT_OK)
-		return rc;
+	if (cli_connect(k) != CLI_EXIT_OK)
+		return CLI_EXIT_ERROR;
 	unsigned flags = a->value[3] ? TILEATOM_CREATE_PRIVATE : 0;
 	return tileatom_create_placed(k->c, a->pos[0], dtype, rank, shape,
 	                              a->value[2] ? fill : NULL, flags, a->value[4], NULL,
@@ -328,27 +317,24 @@ static int cmd_create(cli_call *k)
 	           : CLI_EXIT_OK;
 }
 
+static const char ls_usage[] =
+    "Usage: tileatom-cli [-s SOCKET] ls [--json] [--placement]\n"
+    "Lists the tiles by name under a header line, one per line: NAME DTYPE SHAPE BYTES\n"
+    "(tab-separated; SHAPE as D0,D1,...), with --placement then PLACEMENT (where the\n"
+    "tile lives, as in info: a device N, or each part of a sharded tile as\n"
+    "DEVICE:[FIRST,END)), then 'private' for a private tile. Other\n"
+    "clients' private tiles are not listed. --json: an array of\n"
+    "{\"name\":...,\"dtype\":...,\"shape\":[...],\"bytes\":...,\"placement\":...}\n"
+    "(placement: where it lives, as in info). The listing is fetched and printed page by\n"
+    "page (up to 65536 tiles each): every tile that exists for the whole listing is\n"
+    "printed once; tiles created or destroyed meanwhile may or may not be.\n";
+static const cli_option ls_opts[] = {{"json", false}, {"placement", false}};
 static int cmd_ls(cli_call *k)
 {
-	static const char usage[] =
-	    "Usage: tileatom-cli [-s SOCKET] ls [--json] [--placement]\n"
-	    "Lists the tiles by name under a header line, one per line: NAME DTYPE SHAPE BYTES\n"
-	    "(tab-separated; SHAPE as D0,D1,...), with --placement then PLACEMENT (where the\n"
-	    "tile lives, as in info: a device N, or each part of a sharded tile as\n"
-	    "DEVICE:[FIRST,END)), then 'private' for a private tile. Other\n"
-	    "clients' private tiles are not listed. --json: an array of\n"
-	    "{\"name\":...,\"dtype\":...,\"shape\":[...],\"bytes\":...,\"placement\":...}\n"
-	    "(placement: where it lives, as in info). The listing is fetched and printed page by\n"
-	    "page (up to 65536 tiles each): every tile that exists for the whole listing is\n"
-	    "printed once; tiles created or destroyed meanwhile may or may not be.\n";
-	static const cli_option opts[] = {{"json", false}, {"placement", false}};
-	int rc = cli_parse(k, opts, 2, 0, 0, usage, true);
-	if (rc >= 0)
-		return rc;
 	bool json = k->a.value[0] != NULL, placed = json || k->a.value[1] != NULL;
 	char cursor[TILEATOM_LIST_CURSOR_MAX] = "";
 	bool first = true, opened = false, ok = true;
-	rc = CLI_EXIT_OK;
+	int rc = CLI_EXIT_OK;
 	while (ok) {
 		tileatom_tile_info *tiles = NULL;
 		char(*places)[TILEATOM_PLACEMENT_MAX] = NULL;
@@ -394,18 +380,15 @@ static int cmd_ls(cli_call *k)
 	return rc;
 }
 
+static const char info_usage[] =
+    "Usage: tileatom-cli [-s SOCKET] info NAME [--json]\n"
+    "Describes a tile: name, dtype, shape, elements and bytes, one 'key: value' per "
+    "line\n"
+    "(--json: {\"name\":...,\"dtype\":...,\"shape\":[...],\"elements\":...,"
+    "\"bytes\":...,\"placement\":...}), and where it lives: a device N, or for a "
+    "sharded\ntile each part as DEVICE:[FIRST,END) of its first axis.\n";
 static int cmd_info(cli_call *k)
 {
-	static const char usage[] =
-	    "Usage: tileatom-cli [-s SOCKET] info NAME [--json]\n"
-	    "Describes a tile: name, dtype, shape, elements and bytes, one 'key: value' per "
-	    "line\n"
-	    "(--json: {\"name\":...,\"dtype\":...,\"shape\":[...],\"elements\":...,"
-	    "\"bytes\":...,\"placement\":...}), and where it lives: a device N, or for a "
-	    "sharded\ntile each part as DEVICE:[FIRST,END) of its first axis.\n";
-	int rc = cli_parse(k, json_opt, 1, 1, 1, usage, true);
-	if (rc >= 0)
-		return rc;
 	tileatom_tile_info info;
 	char place[TILEATOM_PLACEMENT_MAX] = "";
 	if (tileatom_describe(k->c, k->a.pos[0], &info, &k->err) != TILEATOM_OK ||
@@ -426,28 +409,22 @@ static int cmd_info(cli_call *k)
 	return CLI_EXIT_OK;
 }
 
+static const char rm_usage[] = "Usage: tileatom-cli [-s SOCKET] rm NAME\n"
+                               "Destroys a tile.\n";
 static int cmd_rm(cli_call *k)
 {
-	static const char usage[] = "Usage: tileatom-cli [-s SOCKET] rm NAME\n"
-	                            "Destroys a tile.\n";
-	int rc = cli_parse(k, NULL, 0, 1, 1, usage, true);
-	if (rc >= 0)
-		return rc;
 	return tileatom_destroy(k->c, k->a.pos[0], &k->err) != TILEATOM_OK ? cli_lib_error(k)
 	                                                                   : CLI_EXIT_OK;
 }
 
+static const char get_usage[] =
+    "Usage: tileatom-cli [-s SOCKET] get NAME [--json]\n"
+    "Prints a tile's values in row-major order, one per line; with --json one object\n"
+    "{\"name\":...,\"dtype\":...,\"shape\":[...],\"values\":[...]} with a flat "
+    "values array.\n"
+    "NaN and infinities are written as the JSON strings \"nan\", \"inf\", \"-inf\".\n";
 static int cmd_get(cli_call *k)
 {
-	static const char usage[] =
-	    "Usage: tileatom-cli [-s SOCKET] get NAME [--json]\n"
-	    "Prints a tile's values in row-major order, one per line; with --json one object\n"
-	    "{\"name\":...,\"dtype\":...,\"shape\":[...],\"values\":[...]} with a flat "
-	    "values array.\n"
-	    "NaN and infinities are written as the JSON strings \"nan\", \"inf\", \"-inf\".\n";
-	int rc = cli_parse(k, json_opt, 1, 1, 1, usage, true);
-	if (rc >= 0)
-		return rc;
 	bool json = k->a.value[0] != NULL;
 	tileatom_tile_info info;
 	if (tileatom_describe(k->c, k->a.pos[0], &info, &k->err) != TILEATOM_OK)
@@ -455,9 +432,7 @@ static int cmd_get(cli_call *k)
 	size_t es = tileatom_dtype_size(info.dtype);
 	/* Read blocks of whole rows (along axis 0) of at most CLI_GET_CHUNK_BYTES. */
 	uint64_t row_bytes = es * (uint64_t)(cli_tile_count(&info) / info.shape[0]);
-	int64_t rows_per = (int64_t)(CLI_GET_CHUNK_BYTES / row_bytes);
-	if (rows_per < 1)
-		rows_per = 1;
+	int64_t rows_per = row_bytes > CLI_GET_CHUNK_BYTES ? 1 : CLI_GET_CHUNK_BYTES / row_bytes;
 	if (json) {
 		json_object *head = json_object_new_object();
 		bool ok = cli_json_add(head, "name", json_object_new_string(info.name)) &&
@@ -470,7 +445,7 @@ static int cmd_get(cli_call *k)
 			return CLI_EXIT_ERROR;
 		}
 	}
-	rc = CLI_EXIT_OK;
+	int rc = CLI_EXIT_OK;
 	bool first = true;
 	tileatom_region reg = {.rank = info.rank};
 	memcpy(reg.shape, info.shape, sizeof(reg.shape));
@@ -486,14 +461,14 @@ static int cmd_get(cli_call *k)
 		}
 		const uint8_t *p = data;
 		for (size_t off = 0; off + es <= nbytes && rc == CLI_EXIT_OK; off += es) {
-			if (json &&
-			    !cli_json_array_item(cli_json_value(info.dtype, p + off), first)) {
-				cli_error("get: out of memory building the JSON output");
-				rc = CLI_EXIT_ERROR;
-			} else if (!json) {
+			if (!json) {
 				char buf[64];
 				tileatom_value_format(info.dtype, p + off, buf, sizeof(buf));
 				puts(buf);
+			} else if (!cli_json_array_item(cli_json_value(info.dtype, p + off),
+			                                first)) {
+				cli_error("get: out of memory building the JSON output");
+				rc = CLI_EXIT_ERROR;
 			}
 			first = false;
 		}
@@ -574,14 +549,6 @@ static int parse_sem_scope(const char *cmd, const cli_args *a, tileatom_op_optio
 /* Options every single-element op takes. */
 static const cli_option op_opts[] = {{"sem", true}, {"scope", true}, {"json", false}};
 
-/* What a single-element command does (indexes elem_specs). */
-typedef enum elem_kind {
-	ELEM_CAS,   /* expected and desired */
-	ELEM_LOAD,  /* atomic load */
-	ELEM_STORE, /* atomic store of one value */
-	ELEM_RMW    /* add .. xor: one value */
-} elem_kind;
-
 /* What each kind of single-element command takes and says. */
 static const struct elem_spec {
 	const char *name;              /* the command; "" for the RMW ops, named by their op */
@@ -611,11 +578,12 @@ static int cmd_element(cli_call *k)
 	char usage[1024], sems[128], scopes[128];
 	const char *cmd = k->argv[0];
 	const cli_args *a = &k->a;
-	elem_kind kind = ELEM_CAS;
-	while (kind < ELEM_RMW && strcmp(cmd, elem_specs[kind].name) != 0)
-		kind++;
-	const struct elem_spec *e = &elem_specs[kind];
+	const struct elem_spec *e = elem_specs;
+	while (e->name[0] && strcmp(cmd, e->name) != 0)
+		e++;
 	tileatom_op op = tileatom_op_parse(cmd); /* TILEATOM_OP_NONE for load and store */
+	bool cas = op == TILEATOM_OP_CAS, load = e->request == TILEATOM_REQ_ATOMIC_LOAD,
+	     store = e->request == TILEATOM_REQ_ATOMIC_STORE;
 	snprintf(usage, sizeof(usage),
 	         "Usage: tileatom-cli [-s SOCKET] %s %s [--sem SEM] [--scope SCOPE] [--json]\n%s"
 	         "INDEX is a flat row-major index or comma-separated coordinates (e.g. 2,5).\n"
@@ -640,12 +608,11 @@ static int cmd_element(cli_call *k)
 	if ((rc = parse_index(cmd, a->pos[1], &info, &flat)) >= 0)
 		return rc;
 	uint64_t value[2] = {0, 0}, compare[2] = {0, 0}, old[2] = {0, 0};
-	if (kind == ELEM_CAS &&
-	    tileatom_value_parse(info.dtype, a->pos[2], compare, &k->err) != TILEATOM_OK) {
+	if (cas && tileatom_value_parse(info.dtype, a->pos[2], compare, &k->err) != TILEATOM_OK) {
 		cli_error("%s: bad expected value: %s", cmd, k->err.message);
 		return CLI_EXIT_USAGE;
 	}
-	if (kind != ELEM_LOAD &&
+	if (!load &&
 	    tileatom_value_parse(info.dtype, a->pos[e->npos - 1], value, &k->err) != TILEATOM_OK) {
 		cli_error("%s: bad value: %s", cmd, k->err.message);
 		return CLI_EXIT_USAGE;
@@ -654,12 +621,12 @@ static int cmd_element(cli_call *k)
 	tileatom_array v = tileatom_scalar(info.dtype, value);
 	tileatom_addr addr = {TILEATOM_ADDR_FLAT, NULL, 0, 1, &index};
 	tileatom_op_result res = {0};
-	int st = kind == ELEM_LOAD ? tileatom_atomic_load(k->c, info.name, NULL, &addr, &o, old,
-	                                                  sizeof(old), &res, &k->err)
-	         : kind == ELEM_STORE
+	int st = load ? tileatom_atomic_load(k->c, info.name, NULL, &addr, &o, old, sizeof(old),
+	                                     &res, &k->err)
+	         : store
 	             ? tileatom_atomic_store(k->c, info.name, NULL, &addr, &v, &o, &res, &k->err)
 	             : tileatom_atomic_at(k->c, info.name, op, flat, info.dtype, value,
-	                                  kind == ELEM_CAS ? compare : NULL, &o, old, &k->err);
+	                                  cas ? compare : NULL, &o, old, &k->err);
 	if (st == TILEATOM_OK && res.skipped) {
 		/* Only when the tile was replaced by a smaller one since it was described. */
 		st = k->err.code = TILEATOM_E_OUT_OF_RANGE;
@@ -668,20 +635,17 @@ static int cmd_element(cli_call *k)
 	}
 	if (st != TILEATOM_OK)
 		return cli_lib_error(k);
-	bool swapped =
-	    kind != ELEM_CAS || memcmp(old, compare, tileatom_dtype_size(info.dtype)) == 0;
+	bool swapped = !cas || memcmp(old, compare, tileatom_dtype_size(info.dtype)) == 0;
 	rc = CLI_EXIT_OK;
 	if (a->value[2]) {
 		json_object *jo = json_object_new_object();
-		bool ok =
-		    cli_json_add(jo, "tile", json_object_new_string(info.name)) &&
-		    cli_json_add(jo, "index", json_object_new_int64(flat)) &&
-		    cli_json_add(jo, kind == ELEM_LOAD || kind == ELEM_STORE ? "value" : "old",
-		                 cli_json_value(info.dtype, kind == ELEM_STORE ? value : old)) &&
-		    (kind != ELEM_CAS ||
-		     cli_json_add(jo, "swapped", json_object_new_boolean(swapped)));
+		bool ok = cli_json_add(jo, "tile", json_object_new_string(info.name)) &&
+		          cli_json_add(jo, "index", json_object_new_int64(flat)) &&
+		          cli_json_add(jo, load || store ? "value" : "old",
+		                       cli_json_value(info.dtype, store ? value : old)) &&
+		          (!cas || cli_json_add(jo, "swapped", json_object_new_boolean(swapped)));
 		rc = cli_json_print(cmd, cli_json_done(jo, ok));
-	} else if (kind != ELEM_STORE) {
+	} else if (!store) {
 		char buf[64];
 		tileatom_value_format(info.dtype, old, buf, sizeof(buf));
 		printf("%s\n", buf);
@@ -691,24 +655,35 @@ static int cmd_element(cli_call *k)
 
 /* ---- dispatch ----------------------------------------------------------------------- */
 
-/* One subcommand. */
+/* One subcommand: how main parses its line, and what runs it. */
 typedef struct cli_command {
-	const char *name;        /* as typed */
+	const char *name;        /* as typed; NULL: the single-element ops, by their op name */
 	int (*run)(cli_call *k); /* returns the exit status; main closes k->c after it */
+	const char *usage;       /* its --help; NULL: run parses its line itself */
+	const cli_option *opts;  /* its options (cli_parse) */
+	int nopts;               /* how many */
+	int min_pos, max_pos;    /* how many positionals it takes */
+	bool connect;            /* connect before run (else run connects once its line is valid) */
 } cli_command;
 
 static const cli_command commands[] = {
-    {"ping", cmd_ping},    {"stats", cmd_stats},   {"create", cmd_create},
-    {"ls", cmd_ls},        {"info", cmd_info},     {"rm", cmd_rm},
-    {"get", cmd_get},      {"hist", cli_cmd_hist}, {"add", cmd_element},
-    {"sub", cmd_element},  {"min", cmd_element},   {"max", cmd_element},
-    {"xchg", cmd_element}, {"exch", cmd_element},  {"and", cmd_element},
-    {"or", cmd_element},   {"xor", cmd_element},   {"cas", cmd_element},
-    {"load", cmd_element}, {"store", cmd_element}, {"snapshot", cmd_snapshot},
+    {"ping", cmd_ping, ping_usage, json_opt, 1, 0, 0, true},
+    {"stats", cmd_stats, stats_usage, json_opt, 1, 0, 0, true},
+    {"snapshot", cmd_snapshot, snapshot_usage, NULL, 0, 0, 0, true},
+    {"create", cmd_create, create_usage, create_opts, 5, 1, 1, false},
+    {"ls", cmd_ls, ls_usage, ls_opts, 2, 0, 0, true},
+    {"info", cmd_info, info_usage, json_opt, 1, 1, 1, true},
+    {"rm", cmd_rm, rm_usage, NULL, 0, 1, 1, true},
+    {"get", cmd_get, get_usage, json_opt, 1, 1, 1, true},
+    {.name = "hist", .run = cli_cmd_hist},
+    {.name = "load", .run = cmd_element},
+    {.name = "store", .run = cmd_element},
+    {.run = cmd_element},
 };
+
 int main(int argc, char **argv)
 {
-	cli_global g = {NULL, CLI_CONNECT_TIMEOUT_MS, NULL};
+	cli_call k = {.timeout_ms = CLI_CONNECT_TIMEOUT_MS};
 	int64_t ms;
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
@@ -721,54 +696,53 @@ int main(int argc, char **argv)
 			printf("tileatom-cli %s\n", tileatom_version());
 			return CLI_EXIT_OK;
 		}
-		/* the global options that take a value: -s, -t, --auth-file (k = 0, 1, 2) */
+		/* the global options that take a value: -s, -t, --auth-file (o = 0, 1, 2) */
 		static const char *const names[][2] = {
 		    {"-s", "--socket"}, {"-t", "--timeout"}, {"--auth-file", "--auth-file"}};
-		const char *val = NULL;
-		int k = 0;
-		for (; k < 3; k++) {
-			size_t len = strlen(names[k][1]);
-			if (strcmp(a, names[k][0]) == 0 || strcmp(a, names[k][1]) == 0)
-				break;
-			if (strncmp(a, names[k][1], len) == 0 && a[len] == '=') {
-				val = a + len + 1;
-				break;
-			}
-		}
-		if (k == 3) {
+		const char *eq = strchr(a, '=');
+		size_t len = eq ? (size_t)(eq - a) : strlen(a);
+		int o = 0;
+		while (o < 3 && strcmp(a, names[o][0]) != 0 &&
+		       (strlen(names[o][1]) != len || strncmp(a, names[o][1], len) != 0))
+			o++;
+		if (o == 3) {
 			cli_error("unknown option '%s' (see 'tileatom-cli --help')", a);
 			return CLI_EXIT_USAGE;
 		}
+		const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
 		if (!val) {
-			if (i + 1 >= argc) {
-				cli_error("option %s needs a value", a);
-				return CLI_EXIT_USAGE;
-			}
-			val = argv[++i];
+			cli_error("option %s needs a value", a);
+			return CLI_EXIT_USAGE;
 		}
-		if (k == 0) {
-			g.socket = val;
-		} else if (k == 2) {
-			g.auth_file = val;
+		if (o == 0) {
+			k.socket = val;
+		} else if (o == 2) {
+			k.auth_file = val;
 		} else if (cli_parse_counts(val, 1, &ms) != 1 || ms > INT_MAX) {
 			cli_error("bad timeout '%s' (milliseconds)", val);
 			return CLI_EXIT_USAGE;
 		} else {
-			g.timeout_ms = (int)ms;
+			k.timeout_ms = (int)ms;
 		}
 	}
 	if (i >= argc) {
 		print_usage(stderr);
 		return CLI_EXIT_USAGE;
 	}
-	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++) {
-		if (strcmp(argv[i], commands[c].name) == 0) {
-			cli_call k = {.argc = argc - i, .argv = argv + i, .g = &g};
-			int rc = commands[c].run(&k);
-			tileatom_close(k.c);
-			return rc;
-		}
+	const cli_command *cmd = commands;
+	while (cmd->name && strcmp(argv[i], cmd->name) != 0)
+		cmd++;
+	if (!cmd->name && tileatom_op_parse(argv[i]) == TILEATOM_OP_NONE) {
+		cli_error("unknown command '%s' (see 'tileatom-cli --help')", argv[i]);
+		return CLI_EXIT_USAGE;
 	}
-	cli_error("unknown command '%s' (see 'tileatom-cli --help')", argv[i]);
-	return CLI_EXIT_USAGE;
+	k.argc = argc - i;
+	k.argv = argv + i;
+	int rc = cmd->usage ? cli_parse(&k, cmd->opts, cmd->nopts, cmd->min_pos, cmd->max_pos,
+	                                cmd->usage, cmd->connect)
+	                    : -1;
+	if (rc < 0)
+		rc = cmd->run(&k);
+	tileatom_close(k.c);
+	return rc;
 }

@@ -5,6 +5,7 @@
  * enough digits to round-trip. Client-only: the daemon never turns values into text. */
 #include "tac_internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -15,10 +16,10 @@
 
 #include "ta_types.h"
 
-/* Parses an integer (decimal or 0x hex; a sign, '-' only when sgn) within [lo, hi]: signed
- * bounds when sgn, else lo 0 and hi unsigned. *out gets its two's-complement bits. */
-static int parse_int(const char *text, bool sgn, int64_t lo, uint64_t hi, uint64_t *out,
-                     const char *dname, tileatom_error *err)
+/* Parses an integer (decimal or 0x hex; a sign, '-' only when sgn) within [-hi - 1, hi]
+ * when sgn, else [0, hi]. *out gets its two's-complement bits. */
+static int parse_int(const char *text, bool sgn, uint64_t hi, uint64_t *out, const char *dname,
+                     tileatom_error *err)
 {
 	const char *p = text;
 	while (*p == ' ' || *p == '\t')
@@ -27,24 +28,18 @@ static int parse_int(const char *text, bool sgn, int64_t lo, uint64_t hi, uint64
 	if (*p == '+' || (sgn && *p == '-'))
 		neg = *p++ == '-';
 	int base = (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) ? 16 : 10;
-	if (base == 16)
-		p += 2;
-	if (!((*p >= '0' && *p <= '9') || (base == 16 && *p && strchr("abcdefABCDEF", *p))))
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "'%s' is not a valid %s", text,
-		               dname);
+	p += base == 16 ? 2 : 0;
+	bool digit = base == 16 ? isxdigit((unsigned char)*p) : isdigit((unsigned char)*p);
+	char *end = NULL;
 	errno = 0;
-	char *end;
-	unsigned long long mag = strtoull(p, &end, base);
-	if (*end != '\0')
+	unsigned long long mag = digit ? strtoull(p, &end, base) : 0;
+	if (!digit || *end != '\0')
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "'%s' is not a valid %s", text,
 		               dname);
-	bool over = errno == ERANGE || (neg ? mag > (unsigned long long)INT64_MAX + 1ull ||
-	                                          (mag > 0 && -(int64_t)(mag - 1) - 1 < lo)
-	                                    : mag > hi);
-	if (over)
+	if (errno == ERANGE || mag > hi + neg) /* (a negative one may reach hi + 1) */
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "'%s' is out of range for %s",
 		               text, dname);
-	*out = neg && mag > 0 ? (uint64_t)(-(int64_t)(mag - 1) - 1) : mag;
+	*out = neg ? 0 - (uint64_t)mag : mag;
 	return TILEATOM_OK;
 }
 
@@ -71,13 +66,13 @@ int tileatom_value_parse(tileatom_dtype dtype, const char *text, void *out, tile
 	switch (dtype) {
 	case TILEATOM_INT32:
 	case TILEATOM_UINT32: /* the low 32 bits of the two's complement */
-		st = parse_int(text, dtype == TILEATOM_INT32, INT32_MIN,
+		st = parse_int(text, dtype == TILEATOM_INT32,
 		               dtype == TILEATOM_INT32 ? INT32_MAX : UINT32_MAX, &bits, dn, err);
 		v.u32 = (uint32_t)bits;
 		break;
 	case TILEATOM_INT64:
 	case TILEATOM_UINT64:
-		st = parse_int(text, dtype == TILEATOM_INT64, INT64_MIN,
+		st = parse_int(text, dtype == TILEATOM_INT64,
 		               dtype == TILEATOM_INT64 ? INT64_MAX : UINT64_MAX, &v.u64, dn, err);
 		break;
 	case TILEATOM_BOOL:
@@ -113,18 +108,13 @@ int tileatom_value_parse(tileatom_dtype dtype, const char *text, void *out, tile
 	return st;
 }
 
-/* Formats a double with prec significant digits, spelling NaN and infinities portably. */
-static int format_float(double d, int prec, char *buf, size_t n)
-{
-	if (isnan(d))
-		return snprintf(buf, n, "%snan", signbit(d) ? "-" : "");
-	if (isinf(d))
-		return snprintf(buf, n, "%sinf", d < 0 ? "-" : "");
-	return snprintf(buf, n, "%.*g", prec, d);
-}
-
 int tileatom_value_format(tileatom_dtype dtype, const void *in, char *buf, size_t n)
 {
+	/* significant digits that read each float dtype back exactly */
+	static const int float_digits[] = {[TILEATOM_FLOAT32] = 9,
+	                                   [TILEATOM_FLOAT64] = 17,
+	                                   [TILEATOM_FLOAT16] = 5,
+	                                   [TILEATOM_BFLOAT16] = 4};
 	value_bits v;
 	size_t size = tileatom_dtype_size(dtype);
 	if (!in || size == 0)
@@ -139,16 +129,16 @@ int tileatom_value_format(tileatom_dtype dtype, const void *in, char *buf, size_
 		return snprintf(buf, n, "%" PRId64, v.i64);
 	case TILEATOM_UINT64:
 		return snprintf(buf, n, "%" PRIu64, v.u64);
-	case TILEATOM_FLOAT32:
-		return format_float(v.f32, 9, buf, n);
-	case TILEATOM_FLOAT64:
-		return format_float(v.f64, 17, buf, n);
-	case TILEATOM_FLOAT16:
-		return format_float(ta_f16_to_f32(v.u16), 5, buf, n);
-	case TILEATOM_BFLOAT16:
-		return format_float(ta_bf16_to_f32(v.u16), 4, buf, n);
-	default:
+	case TILEATOM_BOOL:
 		return snprintf(buf, n, "%d", v.u8 ? 1 : 0);
+	default: { /* the floats; NaN and infinities spelt portably */
+		double d = tileatom_value_to_double(dtype, in);
+		if (isnan(d))
+			return snprintf(buf, n, "%snan", signbit(d) ? "-" : "");
+		if (isinf(d))
+			return snprintf(buf, n, "%sinf", d < 0 ? "-" : "");
+		return snprintf(buf, n, "%.*g", float_digits[dtype], d);
+	}
 	}
 }
 

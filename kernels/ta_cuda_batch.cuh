@@ -70,31 +70,74 @@ __device__ __forceinline__ uint64_t batch_apply(uint32_t code, uint64_t addr, ui
 /* Threads per block of the batch kernel (TA_BATCH_BLOCK / 32 chains a block). */
 #define TA_BATCH_BLOCK 128
 
-/* Runs one chain (ch) on the calling warp: a request's elements over the lanes, a fence
- * and a warp barrier between one request and the next. Returns true when this lane applied
- * an element or wrote an old value. */
+/* The lane that applies a one-element request at addr in a run (see batch_chain): equal
+ * addresses get the same lane, so their requests apply in the chain's order. */
+__device__ __forceinline__ uint32_t batch_lane_of(uint64_t addr)
+{
+	return (uint32_t)((addr >> 3) ^ (addr >> 8)) & 31u;
+}
+
+/* Applies element d on the calling lane, its old value to olds when asked. */
+__device__ __forceinline__ void batch_elem(const ta_batch_elem &d, uint64_t *olds)
+{
+	uint64_t old = batch_apply(d.code, d.addr, d.value, d.compare);
+	if (d.out != TA_BATCH_NO_OUT)
+		olds[d.out] = old;
+}
+
+/* Runs one chain (ch) on the calling warp, in the chain's order. A request of several
+ * elements spreads them over the lanes. A run of one-element requests with no fence between
+ * them (relaxed ones: they promise other observers no order) spreads over the lanes by
+ * address (batch_lane_of): each lane applies its own requests in order, the lanes at the
+ * same time, so the chain waits for the longest lane rather than for every request in
+ * turn; requests to one address stay in order on one lane. Between one request (or run)
+ * and the next: the fence the first asks for and a warp barrier, so that the chain's later
+ * requests see its earlier ones. Returns true when this lane applied an element or wrote an
+ * old value. */
 __device__ __forceinline__ bool batch_chain(ta_batch_chain ch, const ta_batch_item *items,
                                             const ta_batch_elem *elems, uint64_t *olds,
                                             uint32_t lane)
 {
 	bool did = false;
-	for (uint32_t i = 0; i < ch.n_items; i++) {
-		ta_batch_item it = items[ch.first_item + i];
-		for (uint32_t e = lane; e < it.count; e += 32u) {
-			ta_batch_elem d = elems[it.first + e];
-			uint64_t old = batch_apply(d.code, d.addr, d.value, d.compare);
-			if (d.out != TA_BATCH_NO_OUT)
-				olds[d.out] = old;
-			did = true;
+	const ta_batch_item *its = items + ch.first_item;
+	for (uint32_t i = 0; i < ch.n_items;) {
+		uint32_t last = i; /* the run's last request */
+		if (its[i].count == 1)
+			while (last + 1 < ch.n_items && its[last].fence == 0 &&
+			       its[last + 1].count == 1)
+				last++;
+		if (last > i) {
+			/* round after round, each lane applies its next request of the run */
+			uint32_t next = i;
+			for (;;) {
+				while (next <= last &&
+				       batch_lane_of(elems[its[next].first].addr) != lane)
+					next++;
+				bool mine = next <= last;
+				if (!__any_sync(0xffffffffu, mine))
+					break;
+				if (mine) {
+					batch_elem(elems[its[next].first], olds);
+					did = true;
+					next++;
+				}
+			}
+		} else {
+			ta_batch_item it = its[i];
+			for (uint32_t e = lane; e < it.count; e += 32u) {
+				batch_elem(elems[it.first + e], olds);
+				did = true;
+			}
 		}
-		if (i + 1 < ch.n_items) {
+		if (last + 1 < ch.n_items) {
 			/* the next request of this chain sees everything this one did */
-			if (it.fence == 2)
+			if (its[last].fence == 2)
 				__threadfence_system();
-			else if (it.fence == 1)
+			else if (its[last].fence == 1)
 				__threadfence();
 			__syncwarp();
 		}
+		i = last + 1;
 	}
 	return did;
 }
@@ -153,6 +196,11 @@ __global__ void __launch_bounds__(TA_PK_THREADS)
 	__shared__ uint64_t s_bell;
 	uint32_t warp = threadIdx.x / 32u, lane = threadIdx.x & 31u;
 	uint64_t born = pk_now(), idle_since = born;
+	/* the trace (thread 0 only): sums carried over from earlier launches, the phases' start */
+	bool trace = threadIdx.x == 0 && pk_load_acquire(&mb->trace) != 0;
+	uint64_t tr[6] = {0, 0, 0, 0, 0, 0}, t_seen = 0, t_copied = 0, t_chain0 = 0, t_end = 0;
+	for (int i = 0; trace && i < 6; i++)
+		tr[i] = pk_load_acquire(&mb->tr_ns[i]);
 	for (;;) {
 		if (threadIdx.x == 0) {
 			uint64_t bell;
@@ -167,6 +215,8 @@ __global__ void __launch_bounds__(TA_PK_THREADS)
 				}
 			}
 			s_bell = bell;
+			if (trace)
+				t_seen = pk_now();
 		}
 		__syncthreads();
 		uint64_t bell = s_bell;
@@ -178,6 +228,8 @@ __global__ void __launch_bounds__(TA_PK_THREADS)
 		for (uint32_t i = threadIdx.x; i < units; i += blockDim.x)
 			desc[i] = __ldcv(&from[i]);
 		__syncthreads();
+		if (trace)
+			t_copied = pk_now();
 		const ta_pk_head *h = (const ta_pk_head *)desc;
 		const unsigned char *base = (const unsigned char *)desc;
 		bool did = false;
@@ -185,12 +237,27 @@ __global__ void __launch_bounds__(TA_PK_THREADS)
 			did |= batch_chain(((const ta_batch_chain *)(base + sizeof(ta_pk_head)))[c],
 			                   (const ta_batch_item *)(base + h->items_off),
 			                   (const ta_batch_elem *)(base + h->elems_off), out, lane);
+		if (trace)
+			t_chain0 = pk_now();
 		if (did)
 			__threadfence_system(); /* its atomics and old values before done */
 		__syncthreads();
 		if (threadIdx.x == 0) {
+			if (trace)
+				t_end = pk_now();
 			pk_store_release(&mb->done, TA_PK_BELL_SEQ(bell));
+			uint64_t gap_from = idle_since;
 			idle_since = pk_now();
+			if (trace) { /* sums written as they grow: the host reads them at its end */
+				tr[TA_PK_TR_N]++;
+				tr[TA_PK_TR_GAP] += t_seen - gap_from;
+				tr[TA_PK_TR_COPY] += t_copied - t_seen;
+				tr[TA_PK_TR_CHAIN0] += t_chain0 - t_copied;
+				tr[TA_PK_TR_REST] += t_end - t_chain0;
+				tr[TA_PK_TR_DONE] += idle_since - t_end;
+				for (int i = 0; i < 6; i++)
+					((volatile uint64_t *)mb->tr_ns)[i] = tr[i];
+			}
 		}
 		last = bell;
 	}

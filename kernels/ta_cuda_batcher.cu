@@ -988,7 +988,7 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 		be->batch.mb = (ta_pk_mailbox *)be->batch.pk_mem;
 		be->pk_ready = true;
 		const char *env = getenv("TILEATOM_CUDA_PERSISTENT");
-		be->batch.pk_max = TA_PK_CHAINS;
+		be->batch.pk_max = TA_PK_CHAINS_DEFAULT;
 		if (env && *env) {
 			char *end = NULL;
 			long v = strtol(env, &end, 10);
@@ -1003,6 +1003,7 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 		}
 		env = getenv("TILEATOM_CUDA_TRACE");
 		be->batch.trace = env && strcmp(env, "1") == 0;
+		be->batch.mb->trace = be->batch.trace;
 	} else {
 		return ta_error_set(err, TA_INTERNAL, "pthread_cond_init failed");
 	}
@@ -1055,6 +1056,18 @@ void batcher_destroy(ta_cuda_backend *be)
 			}
 		if (be->batch.pk_on)
 			pk_stop(be);
+		const volatile uint64_t *g = b->mb->tr_ns; /* the kernel has returned */
+		if (b->trace && g[TA_PK_TR_N] > 0) {
+			double n = (double)g[TA_PK_TR_N] * 1000.0;
+			fprintf(
+			    stderr,
+			    "tileatom cuda trace: persistent kernel on the GPU: %llu batches; mean "
+			    "us: done to next bell %.2f, copy %.2f, warp 0's chains %.2f, other "
+			    "chains and fences %.2f, done write %.2f\n",
+			    (unsigned long long)g[TA_PK_TR_N], (double)g[TA_PK_TR_GAP] / n,
+			    (double)g[TA_PK_TR_COPY] / n, (double)g[TA_PK_TR_CHAIN0] / n,
+			    (double)g[TA_PK_TR_REST] / n, (double)g[TA_PK_TR_DONE] / n);
+		}
 		cudaFreeHost(be->batch.pk_mem);
 		cudaStreamDestroy(be->batch.pk_stream);
 		pthread_cond_destroy(&be->batch.pk_cv);

@@ -126,8 +126,10 @@ ta_status ta_cuda_launch_batch(const ta_batch_chain *chains, uint32_t n_chains,
  * While it runs one batch the host prepares the next in the other area. */
 /* Threads of the persistent kernel's one block: warp w runs chains w, w + 32, ... */
 #define TA_PK_THREADS 1024
-/* Most chains in a batch the persistent kernel takes (two per warp at most). */
-#define TA_PK_CHAINS 64
+/* Most chains in a batch the persistent kernel can take (a warp runs every 32nd). */
+#define TA_PK_CHAINS 512
+/* Most chains in a batch it takes unless told otherwise (TILEATOM_CUDA_PERSISTENT). */
+#define TA_PK_CHAINS_DEFAULT 64
 /* Bytes of the descriptor area (copied into the kernel's shared memory per batch). */
 #define TA_PK_DESC_BYTES 40960
 /* Old-value slots of the mailbox. */
@@ -159,7 +161,16 @@ typedef struct ta_pk_mailbox {
 	uint64_t done;     /* kernel: sequence number of the latest batch run */
 	uint64_t exited;   /* kernel: the epoch of a kernel that has returned */
 	uint64_t pad1[14]; /* (its own line) */
+	uint64_t trace;    /* host: nonzero when the kernel times its batches (below) */
+	uint64_t pad2[15]; /* (its own line) */
+	uint64_t tr_ns[6]; /* kernel, when tracing: the batches timed and the nanoseconds they
+	                    * spent in each phase (TA_PK_TR_*), summed over every launch */
+	uint64_t pad3[10]; /* (its own line) */
 } ta_pk_mailbox;
+/* The persistent kernel's trace sums (ta_pk_mailbox.tr_ns): batches timed; from the last
+ * batch's done to the next bell seen; copying a batch's descriptors; warp 0's own chains;
+ * the other warps' chains and the fences after warp 0's; writing done. */
+enum { TA_PK_TR_N, TA_PK_TR_GAP, TA_PK_TR_COPY, TA_PK_TR_CHAIN0, TA_PK_TR_REST, TA_PK_TR_DONE };
 /* Launches the persistent kernel (one block) on stream: area (two of TA_PK_DESC_BYTES) and
  * olds (two of TA_PK_OLDS slots; a bell's slot picks one of each) are device-accessible
  * mapped memory; it takes bells other than last;
@@ -170,7 +181,7 @@ ta_status ta_cuda_launch_persistent(ta_pk_mailbox *mb, const void *area, uint64_
                                     uint64_t life_ns, void *stream, ta_error *err);
 /* Sets the most chains (callers) a batch may have to go to the persistent kernel of a
  * CUDA backend: 0 turns it off (every batch is a launch, a running kernel is stopped);
- * values over TA_PK_CHAINS mean TA_PK_CHAINS. The default is TA_PK_CHAINS, or the value of
+ * values over TA_PK_CHAINS mean TA_PK_CHAINS. The default is TA_PK_CHAINS_DEFAULT, or the value of
  * the environment variable TILEATOM_CUDA_PERSISTENT when the backend is created. */
 void ta_cuda_set_persistent(ta_backend *be, int max_chains);
 /* Batches that went through the persistent kernel, and its launches (be: CUDA backend). */

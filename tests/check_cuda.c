@@ -1149,6 +1149,87 @@ START_TEST(test_batch)
 }
 END_TEST
 
+/* One caller's requests in one call (ta_backend_apply_many: one chain of the batcher), each
+ * wanting its old value: runs of relaxed one-element requests (which the batch kernels
+ * spread over a warp's lanes by address), a two-element request, an acq_rel one and
+ * exch/cas between adds: every old value and the tile are exactly what applying them one
+ * by one in order gives. */
+START_TEST(test_batch_chain_order)
+{
+	enum { RUN = 40, CALLS = RUN + 6 };
+	ta_tile_shape t = {TA_DTYPE_I64, 1, {64}};
+	size_t bytes = (size_t)ta_tile_bytes(&t);
+	ta_error err;
+	void *mem;
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, bytes, &mem, &err), TA_OK);
+	static int64_t at[CALLS][2], val[CALLS], cmp[CALLS], old[CALLS][2];
+	static ta_plan plans[CALLS];
+	static ta_result res[CALLS];
+	static ta_error errs[CALLS];
+	ta_apply_call calls[CALLS];
+	int64_t want[CALLS][2];
+	int64_t model[64] = {0};
+	for (int k = 0; k < CALLS; k++) {
+		ta_request req;
+		ta_request_init(&req);
+		req.family = TA_FAMILY_INDEXED;
+		req.addr = TA_ADDR_INDEXED;
+		req.n_index = 1;
+		req.want_old = true;
+		req.op = TA_OP_ADD;
+		int64_t n = 1;
+		at[k][0] = k < RUN ? (k * 13) % 5 : 0;
+		val[k] = 1;
+		if (k == RUN) { /* two elements: indices 0 and 1 */
+			n = 2;
+			at[k][1] = 1;
+			val[k] = 100;
+		} else if (k == RUN + 1) {
+			at[k][0] = 2;
+			req.sem = TA_SEM_ACQ_REL;
+		} else if (k == RUN + 3) {
+			req.op = TA_OP_EXCH;
+			val[k] = 1000;
+		} else if (k == RUN + 5) {
+			req.op = TA_OP_CAS;
+			cmp[k] = 1001;
+			val[k] = 7;
+			req.compare = ta_tu_view(TA_DTYPE_I64, 0, NULL, &cmp[k]);
+		}
+		int64_t shp[1] = {n};
+		req.index[0] = ta_tu_view(TA_DTYPE_I64, 1, shp, at[k]);
+		req.values = ta_tu_view(TA_DTYPE_I64, 0, NULL, &val[k]);
+		ck_assert_int_eq(ta_plan_build(&plans[k], &t, &req, &err), TA_OK);
+		plans[k].old_out = old[k];
+		calls[k] = (ta_apply_call){mem, bytes, &plans[k], &res[k], &errs[k], TA_OK};
+		for (int64_t e = 0; e < n; e++) { /* the model: one by one, in order */
+			int64_t *m = &model[at[k][e]];
+			want[k][e] = *m;
+			if (req.op == TA_OP_EXCH)
+				*m = val[k];
+			else if (req.op == TA_OP_CAS)
+				*m = *m == cmp[k] ? val[k] : *m;
+			else
+				*m += val[k];
+		}
+	}
+	ta_backend_apply_many(g_cuda, calls, CALLS);
+	for (int k = 0; k < CALLS; k++) {
+		ck_assert_msg(calls[k].status == TA_OK, "call %d: %s", k, errs[k].msg);
+		for (int64_t e = 0; e < plans[k].count; e++)
+			ck_assert_msg(old[k][e] == want[k][e],
+			              "call %d element %d: old %lld, want %lld", k, (int)e,
+			              (long long)old[k][e], (long long)want[k][e]);
+	}
+	int64_t back[64];
+	ck_assert_int_eq(ta_tu_tile_read(g_cuda, mem, bytes, &t, back, &err), TA_OK);
+	for (int i = 0; i < 64; i++)
+		ck_assert_int_eq(back[i], model[i]);
+	ck_assert_int_eq(back[0], 7); /* 8 + 100 + 1 by adds, exch 1000, add 1, cas 1001 -> 7 */
+	ta_backend_tile_free(g_cuda, mem);
+}
+END_TEST
+
 START_TEST(test_contention)
 {
 	/* 2^20 updates of one element: the sum is exact (int32, uint64, float32 of ones) */
@@ -1946,6 +2027,7 @@ int main(void)
 		tcase_add_test(tc, test_alloc);
 	tcase_add_test(tc, test_concurrent);
 	tcase_add_test(tc, test_batch);
+	tcase_add_test(tc, test_batch_chain_order);
 	tcase_add_test(tc, test_contention);
 	tcase_add_test(tc, test_merge_out);
 #ifdef TA_HAVE_CUDA
