@@ -46,18 +46,18 @@ int persist_mark_read(ta_persist *p, persist_mark *out)
 	int fd = openat(p->dir_fd, MARK_NAME, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
-	uint8_t slot[2][MARK_SLOT];
+	uint8_t file[MARK_STRIDE + MARK_SLOT]; /* both slots */
+	ssize_t got = pread(fd, file, sizeof(file), 0);
+	if (got < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
 	persist_mark m[2];
 	bool ok[2];
-	for (int i = 0; i < 2; i++) {
-		ssize_t got = pread(fd, slot[i], MARK_SLOT, (off_t)i * MARK_STRIDE);
-		if (got < 0) {
-			int e = errno;
-			close(fd);
-			return -e;
-		}
-		ok[i] = got == MARK_SLOT && mark_decode(slot[i], &m[i]);
-	}
+	for (int i = 0; i < 2; i++)
+		ok[i] = got >= i * MARK_STRIDE + MARK_SLOT &&
+		        mark_decode(file + i * MARK_STRIDE, &m[i]);
 	p->mark_fd = fd;
 	if (!ok[0] && !ok[1])
 		return 2;
