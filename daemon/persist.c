@@ -86,21 +86,20 @@ ta_status ta_persist_open(ta_persist **out, const char *dir, const ta_persist_se
 	p->registry = svc->registry;
 	p->backend = svc->backend;
 	p->dir = strdup(dir);
-	int rc = 0;
-	for (int s = 0; rc == 0 && s < TA_PERSIST_STRIPES; s++)
-		if (pthread_mutex_init(&p->stripes[s].mu, NULL) != 0 ||
-		    pthread_cond_init(&p->stripes[s].cond, NULL) != 0)
-			rc = -1;
-	pthread_condattr_t cattr;
-	bool cattr_ok = rc == 0 && pthread_condattr_init(&cattr) == 0 &&
-	                pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) == 0;
-	if (!p->dir || !cattr_ok || pthread_mutex_init(&p->mu, NULL) != 0 ||
-	    pthread_mutex_init(&p->snap_mu, NULL) != 0 ||
-	    pthread_mutex_init(&p->mark_mu, NULL) != 0 ||
-	    pthread_cond_init(&p->wake, &cattr) != 0 || pthread_cond_init(&p->rotated, NULL) != 0 ||
-	    pthread_cond_init(&p->snap_cond, NULL) != 0 ||
-	    pthread_cond_init(&p->drained, NULL) != 0 ||
-	    pthread_cond_init(&p->sync_cond, &cattr) != 0) {
+	pthread_condattr_t cattr; /* the timed waits (wake, sync_cond) measure CLOCK_MONOTONIC */
+	bool ok = p->dir && pthread_condattr_init(&cattr) == 0 &&
+	          pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) == 0;
+	for (int s = 0; ok && s < TA_PERSIST_STRIPES; s++)
+		ok = pthread_mutex_init(&p->stripes[s].mu, NULL) == 0 &&
+		     pthread_cond_init(&p->stripes[s].cond, NULL) == 0;
+	pthread_mutex_t *mutexes[] = {&p->mu, &p->snap_mu, &p->mark_mu};
+	pthread_cond_t *conds[] = {&p->wake, &p->rotated, &p->snap_cond, &p->drained,
+	                           &p->sync_cond};
+	for (size_t i = 0; ok && i < sizeof(mutexes) / sizeof(mutexes[0]); i++)
+		ok = pthread_mutex_init(mutexes[i], NULL) == 0;
+	for (size_t i = 0; ok && i < sizeof(conds) / sizeof(conds[0]); i++)
+		ok = pthread_cond_init(conds[i], &cattr) == 0;
+	if (!ok) {
 		/* a failed start exits the daemon: the primitives are not torn down */
 		free(p->dir);
 		free(p);
