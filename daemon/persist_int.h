@@ -197,6 +197,9 @@ void persist_set_failed(ta_persist *p, const char *what, int errnum, bool final)
  * and renamed (removed on failure). Returns the fd, or -1 with errno set. */
 int persist_new_file(ta_persist *p, const char *tmp, const char *name, int flags, const void *data,
                      size_t n);
+/* persist_log.c: grows *buf (*cap bytes allocated) to hold want bytes, doubling from *cap or
+ * first, at most limit (0: none); false when memory is short. */
+bool persist_grow(uint8_t **buf, size_t *cap, size_t want, size_t first, size_t limit);
 /* persist_log.c: creates the log starting at first holding its magic (persist_new_file). */
 int persist_create_log(ta_persist *p, uint64_t first);
 

@@ -314,16 +314,13 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 		uint32_t len = get_u32(h);
 		uint64_t seq = get_u64(h + 4);
 		ta_owner who = (ta_owner)get_u64(h + 12);
-		uint8_t *grown = len > cap ? realloc(payload, len) : payload;
-		if (!grown) {
+		if (!persist_grow(&payload, &cap, len, len, 0)) {
 			st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 			                  "%s: out of memory for a record of %" PRIu32
 			                  " bytes at offset %" PRIu64,
 			                  path, len, at);
 			goto out;
 		}
-		payload = grown;
-		cap = len > cap ? len : cap;
 		if (rd(&r, payload, len) < len) {
 			scan->torn = "a record cut short";
 			break;

@@ -219,9 +219,7 @@ static void swap_buf(ta_persist *p, uint8_t **wbuf, size_t *wcap)
 	*wcap = cap;
 }
 
-/* Grows *buf (*cap bytes allocated) to hold want bytes, doubling from *cap or first, at most
- * limit (0: none); false when memory is short. */
-static bool buf_grow(uint8_t **buf, size_t *cap, size_t want, size_t first, size_t limit)
+bool persist_grow(uint8_t **buf, size_t *cap, size_t want, size_t first, size_t limit)
 {
 	if (*cap >= want)
 		return true;
@@ -251,7 +249,7 @@ static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf
 	persist_set_failed(p, what, e, p->mode == TA_FSYNC_ALWAYS);
 	if (p->fail_final)
 		return;
-	if (!buf_grow(wbuf, wcap, n + p->len, 1, 0)) {
+	if (!persist_grow(wbuf, wcap, n + p->len, 1, 0)) {
 		persist_set_failed(p, "out of memory for the log records to retry", ENOMEM, true);
 		return;
 	}
@@ -527,7 +525,7 @@ static bool buf_make_room(ta_persist *p, size_t need)
 		pthread_cond_wait(&p->drained, &p->mu);
 		p->drain_waiters--;
 	}
-	if (buf_grow(&p->buf, &p->cap, p->len + need, 65536, 0))
+	if (persist_grow(&p->buf, &p->cap, p->len + need, 65536, 0))
 		return true;
 	persist_set_failed(p, "persistence log record could not be buffered", ENOMEM, true);
 	return false;
@@ -620,7 +618,7 @@ static bool run_add(ta_persist *p, ta_persist_run *run, ta_owner who, const uint
 	size_t need = REC_HEADER + len;
 	if (run->len + need > limit)
 		run_flush(p, run);
-	if (!buf_grow(&run->buf, &run->cap, run->len + need, 4096, limit))
+	if (!persist_grow(&run->buf, &run->cap, run->len + need, 4096, limit))
 		return false;
 	uint8_t *h = run->buf + run->len;
 	put_header(h, (uint32_t)len, who);

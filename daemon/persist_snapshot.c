@@ -71,15 +71,10 @@ ta_status persist_tile_data(ta_backend *be, ta_tile *tile, ta_op op, uint8_t **c
 	for (int64_t row = 0; row < extent; row += step) {
 		int64_t rows = extent - row < step ? extent - row : step;
 		size_t n = (size_t)((uint64_t)rows * row_bytes);
-		if (n > *cap) {
-			uint8_t *nb = realloc(*chunk, n);
-			if (!nb)
-				return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-				                    "out of memory for %zu bytes of tile '%s'", n,
-				                    tile->name);
-			*chunk = nb;
-			*cap = n;
-		}
+		if (!persist_grow(chunk, cap, n, n, 0))
+			return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+			                    "out of memory for %zu bytes of tile '%s'", n,
+			                    tile->name);
 		if (op == TA_OP_STORE && !io(ctx, *chunk, n))
 			return TA_OK;
 		ta_status st = tile_rows(be, tile, row, rows, op, *chunk, n, err);
