@@ -149,12 +149,13 @@ ta_status persist_list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *
 	if (found < 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot list %s: %s", p->dir,
 		                    strerror(errno));
-	*n = (size_t)found;
-	*out = calloc(*n ? *n : 1, sizeof(**out));
-	for (size_t i = 0; i < *n; i++) {
-		if (*out) { /* the filter checked the name (24 characters) */
-			sscanf(names[i]->d_name, "log-%16" SCNx64, &(*out)[i].first);
-			memcpy((*out)[i].name, names[i]->d_name, 25);
+	*n = 0;
+	*out = calloc(found ? (size_t)found : 1, sizeof(**out));
+	for (int i = 0; i < found; i++) {
+		log_file *lf = *out ? &(*out)[*n] : NULL; /* the filter checked it: 24 bytes */
+		if (lf && sscanf(names[i]->d_name, "log-%16" SCNx64, &lf->first) == 1) {
+			memcpy(lf->name, names[i]->d_name, 25);
+			(*n)++;
 		}
 		free(names[i]);
 	}
