@@ -3,19 +3,16 @@
  *
  * Decoding is one pass over the bytes per message: read a key, find the field's slot in the
  * message's table (proto/ta_wireschema.c, filled from the descriptors), and store its value
- * into the ta_wire_request. A field the table does not know is skipped by its wire type, as
- * protobuf-c keeps it aside; a known field sent with another wire type (but a single
- * element of a packed field) is malformed, as protobuf-c refuses it. A message field seen a
- * second time is decoded into a throwaway (so that malformed bytes in it are still found)
+ * into the ta_wire_request; a field the table does not know is skipped by its wire type. A
+ * message field seen a second time is decoded aside (malformed bytes in it are still found)
  * and noted as a problem.
  *
  * The writer sizes the Array, then the OpResponse, then the Response once, and writes them in
- * field-number order, leaving out zero scalars, empty strings and bytes as protobuf-c's pack
- * does for proto3 fields (a oneof member is written even when empty). Every key it writes is
- * one byte (field numbers below 16: checked at init). */
+ * field-number order as protobuf-c's pack does for proto3 fields (zero scalars and empty
+ * fields left out, a oneof member written even when empty), each key one byte (field
+ * numbers below 16: checked at init). */
 #include "codec.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,55 +22,28 @@
 #include "tileatom.pb-c.h"
 #include "wirecheck.h"
 
-/* The response keys the writer uses (one byte each: ta_codec_init checks). */
-enum {
-	K_ID,
-	K_STATUS,
-	K_MSG,
-	K_DATA,
-	K_OP,
-	K_OLD,
-	K_SKIPPED,
-	K_APPLIED,
-	K_DTYPE,
-	K_SHAPE,
-	K_ARRDATA,
-	K_COUNT
-};
-/* Their slots, by K_*. */
-static const fw_slot key_slots[K_COUNT] = {
-    FW_RESP_ID,     FW_RESP_STATUS, FW_RESP_MESSAGE, FW_RESP_DATA,   FW_RESP_OP,   FW_OPR_OLD,
-    FW_OPR_SKIPPED, FW_OPR_APPLIED, FW_ARRAY_DTYPE,  FW_ARRAY_SHAPE, FW_ARRAY_DATA};
-
-/* The response keys, by K_* (filled once by key_fill). */
-static uint8_t keys[K_COUNT];
-/* Guards the one filling of keys. */
-static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
-/* Set (release) once key_fill has run: later calls skip pthread_once. */
-static atomic_bool keys_ready;
-
-/* pthread_once routine: reads the descriptors and the response keys. */
-static void key_fill(void)
-{
-	ta_wireschema_init();
-	for (int k = 0; k < K_COUNT; k++) {
-		keys[k] = fw_key1[key_slots[k]];
-		if (!keys[k]) {
-			fprintf(stderr,
-			        "tileatom: daemon/codec.c writes one-byte keys, but response "
-			        "field %d has a number of 16 or more; update it\n",
-			        (int)key_slots[k]);
-			abort();
-		}
-	}
-	atomic_store_explicit(&keys_ready, true, memory_order_release);
-}
+/* Set (release) once ta_codec_init checked the schema: later calls return at once. */
+static atomic_bool codec_ready;
 
 void ta_codec_init(void)
 {
-	if (!atomic_load_explicit(&keys_ready, memory_order_acquire) &&
-	    pthread_once(&keys_once, key_fill) != 0)
-		abort();
+	if (atomic_load_explicit(&codec_ready, memory_order_acquire))
+		return;
+	ta_wireschema_init();
+	/* the response fields the writer writes, each with a one-byte key */
+	static const fw_slot written[] = {FW_RESP_ID,     FW_RESP_STATUS, FW_RESP_MESSAGE,
+	                                  FW_RESP_DATA,   FW_RESP_OP,     FW_OPR_OLD,
+	                                  FW_OPR_SKIPPED, FW_OPR_APPLIED, FW_ARRAY_DTYPE,
+	                                  FW_ARRAY_SHAPE, FW_ARRAY_DATA};
+	for (size_t i = 0; i < sizeof(written) / sizeof(written[0]); i++)
+		if (!fw_key1[written[i]]) {
+			fprintf(stderr,
+			        "tileatom: daemon/codec.c writes one-byte keys, but response "
+			        "field %d has a number of 16 or more; update it\n",
+			        (int)written[i]);
+			abort();
+		}
+	atomic_store_explicit(&codec_ready, true, memory_order_release);
 }
 
 /* ---- decoding ------------------------------------------------------------------------ */
@@ -160,11 +130,15 @@ HOT bool rd_i32(rd *r, int32_t *v)
 	return true;
 }
 
-/* rd_flag for a bool sent other than as one varint byte: whatever its wire type, true when
- * one of its bytes (a length prefix's too) has one of its low seven bits set, as protobuf-c
- * reads it. */
-static bool rd_flag_any(rd *r, bool *b)
+/* Reads a bool field's value: the common one varint byte 0 or 1; else, whatever its wire
+ * type, true when one of its bytes (a length prefix's too) has one of its low seven bits
+ * set, as protobuf-c reads it. */
+HOT bool rd_flag(rd *r, bool *b)
 {
+	if (r->wire == FW_VARINT && r->p < r->end && *r->p < 0x80) {
+		*b = *r->p++ != 0;
+		return true;
+	}
 	const uint8_t *start = r->p;
 	if (!rd_skip(&r->p, r->end, r->wire))
 		return false;
@@ -172,16 +146,6 @@ static bool rd_flag_any(rd *r, bool *b)
 	for (const uint8_t *q = start; q < r->p; q++)
 		*b |= (*q & 0x7f) != 0;
 	return true;
-}
-
-/* Reads a bool field's value (the common 0 or 1 here, anything else by rd_flag_any). */
-HOT bool rd_flag(rd *r, bool *b)
-{
-	if (r->wire == FW_VARINT && r->p < r->end && *r->p < 0x80) {
-		*b = *r->p++ != 0;
-		return true;
-	}
-	return rd_flag_any(r, b);
 }
 
 /* Opens the length-delimited value of the field just read as message table t. */
@@ -232,32 +196,38 @@ HOT bool once(dec *d, rd *r, fw_slot s, const char *what)
 	return false;
 }
 
-/* Decodes sub with fn into the request and then puts the request back as it was, but for
- * the shared buffers it found: a message field given twice (noted as a problem already)
- * must still decode, as protobuf-c decodes it. */
-static bool dec_aside(dec *d, rd sub, bool (*fn)(dec *, rd))
+static bool dec_msg(dec *d, rd r, fw_msg t, fw_slot s);
+
+/* Decodes the message field just read (slot s, table t) with dec_msg; when it was seen
+ * already (what: its name in the problem), into the request and then puts the request back
+ * as it was, but for the shared buffers it found: a message field given twice must still
+ * decode, as protobuf-c decodes it. */
+HOT bool dec_sub(dec *d, rd *r, fw_slot s, fw_msg t, const char *what)
 {
+	rd sub;
+	if (!open_msg(r, t, &sub))
+		return false;
+	if (once(d, r, s, what))
+		return dec_msg(d, sub, t, s);
 	ta_wire_request keep = *d->w;
-	bool ok = fn(d, sub);
+	bool ok = dec_msg(d, sub, t, s);
 	bool refs = d->w->refs;
 	*d->w = keep;
 	d->w->refs |= refs;
 	return ok;
 }
 
-/* Decodes the message field just read (table t) with fn, or aside when it was seen
- * already (what: its name in the problem). */
-HOT bool dec_sub(dec *d, rd *r, fw_slot s, fw_msg t, const char *what, bool (*fn)(dec *, rd))
+/* Decodes the BufferRef field just read (slot field) into *ref, or aside when seen already
+ * in in (what: its name in the problem); the request names shared buffers. */
+static bool dec_ref(dec *d, rd *in, fw_slot field, const char *what, ta_wire_ref *ref)
 {
-	rd sub;
-	if (!open_msg(r, t, &sub))
+	rd r;
+	ta_wire_ref spare;
+	d->w->refs = true;
+	if (!open_msg(in, FW_M_BUFREF, &r))
 		return false;
-	return once(d, r, s, what) ? fn(d, sub) : dec_aside(d, sub, fn);
-}
-
-/* Decodes a BufferRef into *ref. */
-static bool dec_ref(rd r, ta_wire_ref *ref)
-{
+	if (!once(d, in, field, what))
+		ref = &spare;
 	fw_slot s;
 	int k;
 	*ref = (ta_wire_ref){true, 0, 0, 0};
@@ -297,33 +267,26 @@ static bool dec_array(dec *d, rd *in, fw_slot field, const char *what, ta_wire_a
 	a->data = NULL;
 	a->len = 0;
 	a->shared.present = false;
-	/* the common scalar first: dtype (a one-byte value) and data (a one-byte length), no
-	 * shape, each key one byte: exactly what the loop below takes from these bytes */
-	const uint8_t k_dtype = fw_key1[FW_ARRAY_DTYPE], k_data = fw_key1[FW_ARRAY_DATA];
-	if (r.end - r.p >= 4 && r.p[0] == k_dtype && r.p[1] < 0x80 && r.p[2] == k_data &&
-	    r.p[3] < 0x80 && (size_t)r.p[3] + 4 == (size_t)(r.end - r.p)) {
-		a->dtype = r.p[1];
-		a->len = r.p[3];
-		a->data = a->len ? r.p + 4 : NULL;
-		return true;
-	}
-	/* and a short vector: dtype, shape of one one-byte entry, data (one-byte length) */
-	const uint8_t k_shape = fw_key1[FW_ARRAY_SHAPE];
-	if (r.end - r.p >= 7 && r.p[0] == k_dtype && r.p[1] < 0x80 && r.p[2] == k_shape &&
-	    r.p[3] == 1 && r.p[4] < 0x80 && r.p[5] == k_data && r.p[6] < 0x80 &&
-	    (size_t)r.p[6] + 7 == (size_t)(r.end - r.p)) {
-		a->dtype = r.p[1];
-		a->n_shape = 1;
-		a->shape[0] = r.p[4];
-		a->len = r.p[6];
-		a->data = a->len ? r.p + 7 : NULL;
+	/* the common shapes first, each key one byte: dtype (a one-byte value), for a short
+	 * vector a shape of one one-byte entry, and data (a one-byte length): exactly what the
+	 * loop below takes from these bytes */
+	const uint8_t *p = r.p;
+	size_t left = (size_t)(r.end - r.p);
+	size_t at =
+	    left >= 7 && p[2] == fw_key1[FW_ARRAY_SHAPE] && p[3] == 1 && p[4] < 0x80 ? 5 : 2;
+	if (left >= 4 && p[0] == fw_key1[FW_ARRAY_DTYPE] && p[1] < 0x80 &&
+	    p[at] == fw_key1[FW_ARRAY_DATA] && p[at + 1] < 0x80 && p[at + 1] + at + 2 == left) {
+		a->dtype = p[1];
+		a->n_shape = at == 5;
+		a->shape[0] = p[at - 1]; /* (not an entry when there is no shape) */
+		a->len = p[at + 1];
+		a->data = a->len ? p + at + 2 : NULL;
 		return true;
 	}
 	fw_slot s;
 	int k;
 	while ((k = next_field(&r, &s)) > 0) {
 		size_t n;
-		rd sub;
 		if (s == FW_ARRAY_DTYPE) {
 			if (!rd_i32(&r, &a->dtype))
 				return false;
@@ -336,42 +299,14 @@ static bool dec_array(dec *d, rd *in, fw_slot field, const char *what, ta_wire_a
 			a->data = n ? r.p : NULL;
 			a->len = n;
 			r.p += n;
-		} else { /* FW_ARRAY_SHARED */
-			ta_wire_ref spare_ref;
-			d->w->refs = true;
-			if (!open_msg(&r, FW_M_BUFREF, &sub) ||
-			    !dec_ref(sub, once(d, &r, s, "shared") ? &a->shared : &spare_ref))
-				return false;
+		} else if (!dec_ref(d, &r, s, "shared", &a->shared)) { /* FW_ARRAY_SHARED */
+			return false;
 		}
 	}
 	return k == 0;
 }
 
 static bool dec_fields(dec *d, rd r);
-
-/* Decodes an Options into the request. */
-static bool dec_options(dec *d, rd r)
-{
-	d->w->has_options = true;
-	d->w->sem = d->w->scope = d->w->space = 0;
-	d->w->no_bounds_check = d->w->want_old = false;
-	return dec_fields(d, r);
-}
-
-/* Decodes a ScatterAddr (its indices as index[0]) or an IndexedAddr (index arrays
- * appended) into the request, by the table of r. */
-static bool dec_addr(dec *d, rd r)
-{
-	d->w->form = r.t == &fw_tables[FW_M_SADDR] ? TA_FORM_SCATTER : TA_FORM_INDEXED;
-	return dec_fields(d, r);
-}
-
-/* Decodes an Addressing region into the request. */
-static bool dec_addr_region(dec *d, rd r)
-{
-	d->w->form = TA_FORM_REGION;
-	return dec_region(r, &d->w->addr_region);
-}
 
 /* Decodes an Addressing (memory requests) into the request: one of its forms. */
 static bool dec_addressing(dec *d, rd r)
@@ -381,16 +316,11 @@ static bool dec_addressing(dec *d, rd r)
 	bool form = false;
 	while ((k = next_field(&r, &s)) > 0) {
 		form = true;
-		bool ok;
 		/* a oneof: its members share one "seen" bit */
-		if (s == FW_ADDR_REGION)
-			ok = dec_sub(d, &r, FW_ADDR_REGION, FW_M_REGION, "addr form",
-			             dec_addr_region);
-		else if (s == FW_ADDR_SCATTER)
-			ok = dec_sub(d, &r, FW_ADDR_REGION, FW_M_SADDR, "addr form", dec_addr);
-		else
-			ok = dec_sub(d, &r, FW_ADDR_REGION, FW_M_IADDR, "addr form", dec_addr);
-		if (!ok)
+		fw_msg t = s == FW_ADDR_REGION    ? FW_M_REGION
+		           : s == FW_ADDR_SCATTER ? FW_M_SADDR
+		                                  : FW_M_IADDR;
+		if (!dec_sub(d, &r, FW_ADDR_REGION, t, "addr form"))
 			return false;
 	}
 	if (k != 0)
@@ -404,10 +334,25 @@ static bool dec_addressing(dec *d, rd r)
 	return true;
 }
 
-/* Decodes a Region field (region or window) into the request. */
-static bool dec_req_region(dec *d, rd r)
+/* Decodes the value of message field s (table t) into the request: a Region (region or
+ * window; FW_ADDR_REGION: an Addressing's), an Addressing, an Options, a ScatterAddr (its
+ * indices as index[0]) or an IndexedAddr (index arrays appended). */
+static bool dec_msg(dec *d, rd r, fw_msg t, fw_slot s)
 {
-	return dec_region(r, &d->w->region);
+	ta_wire_request *w = d->w;
+	if (t == FW_M_REGION && s != FW_ADDR_REGION)
+		return dec_region(r, &w->region);
+	if (t == FW_M_REGION) {
+		w->form = TA_FORM_REGION;
+		return dec_region(r, &w->addr_region);
+	}
+	if (t == FW_M_ADDRESSING)
+		return dec_addressing(d, r);
+	if (t == FW_M_OPTIONS)
+		w->has_options = true; /* (its fields were zeroed with the request) */
+	else
+		w->form = t == FW_M_SADDR ? TA_FORM_SCATTER : TA_FORM_INDEXED;
+	return dec_fields(d, r);
 }
 
 /* Decodes the tile name just read into the request: copied into the arena; a name that is
@@ -443,8 +388,6 @@ static bool dec_fields(dec *d, rd r)
 	int k;
 	while ((k = next_field(&r, &s)) > 0) {
 		bool ok;
-		rd sub;
-		ta_wire_ref spare_ref;
 		ta_wire_array spare;
 		switch (s) {
 		case FW_RMW_TILE:
@@ -456,16 +399,15 @@ static bool dec_fields(dec *d, rd r)
 		case FW_RMW_REGION:
 		case FW_MEM_WINDOW:
 			ok = dec_sub(d, &r, s, FW_M_REGION,
-			             s == FW_RMW_REGION ? "region" : "window", dec_req_region);
+			             s == FW_RMW_REGION ? "region" : "window");
 			break;
 		case FW_RMW_SCATTER_ADDR:
-			ok = dec_sub(d, &r, s, FW_M_SADDR, "addr", dec_addr);
-			break;
 		case FW_RMW_INDEXED_ADDR:
-			ok = dec_sub(d, &r, s, FW_M_IADDR, "addr", dec_addr);
+			ok = dec_sub(d, &r, s, s == FW_RMW_SCATTER_ADDR ? FW_M_SADDR : FW_M_IADDR,
+			             "addr");
 			break;
 		case FW_MEM_ADDR:
-			ok = dec_sub(d, &r, s, FW_M_ADDRESSING, "addr", dec_addressing);
+			ok = dec_sub(d, &r, s, FW_M_ADDRESSING, "addr");
 			break;
 		case FW_RMW_VALUES:
 			ok = dec_array(d, &r, s, "values", &w->values);
@@ -477,7 +419,7 @@ static bool dec_fields(dec *d, rd r)
 			ok = dec_array(d, &r, s, "padding", &w->padding);
 			break;
 		case FW_RMW_OPTIONS:
-			ok = dec_sub(d, &r, s, FW_M_OPTIONS, "options", dec_options);
+			ok = dec_sub(d, &r, s, FW_M_OPTIONS, "options");
 			break;
 		case FW_OPT_SEM:
 		case FW_OPT_SCOPE:
@@ -494,10 +436,7 @@ static bool dec_fields(dec *d, rd r)
 			ok = dec_array(d, &r, s, "options.mask", &w->mask);
 			break;
 		case FW_OPT_OLD_INTO:
-			w->refs = true;
-			ok = open_msg(&r, FW_M_BUFREF, &sub) &&
-			     dec_ref(sub, once(d, &r, s, "options.old_into") ? &w->old_into
-			                                                     : &spare_ref);
+			ok = dec_ref(d, &r, s, "options.old_into", &w->old_into);
 			break;
 		case FW_SADDR_DIM: /* a uint32: its low 32 bits as they came */
 			ok = rd_i32(&r, (int32_t *)&w->dim);
@@ -523,43 +462,28 @@ static bool dec_fields(dec *d, rd r)
 	return k == 0;
 }
 
-/* The data-plane bodies: their Request slot, kind and message. */
-static const struct {
-	fw_slot slot;     /* Request.<body> */
-	ta_req_kind kind; /* its kind */
-	fw_msg msg;       /* its message */
-} bodies[] = {
-    {FW_REQ_ELEMENTWISE, TA_REQ_ELEMENTWISE, FW_M_ELEMENTWISE},
-    {FW_REQ_SCATTER, TA_REQ_SCATTER, FW_M_SCATTER},
-    {FW_REQ_INDEXED, TA_REQ_INDEXED, FW_M_INDEXED},
-    {FW_REQ_WRITE, TA_REQ_WRITE, FW_M_WRITE},
-    {FW_REQ_READ, TA_REQ_READ, FW_M_READ},
-    {FW_REQ_GATHER, TA_REQ_GATHER, FW_M_GATHER},
-    {FW_REQ_SCATTER_STORE, TA_REQ_SCATTER_STORE, FW_M_SCATTER_STORE},
-    {FW_REQ_ATOMIC_LOAD, TA_REQ_ATOMIC_LOAD, FW_M_ATOMIC_LOAD},
-    {FW_REQ_ATOMIC_STORE, TA_REQ_ATOMIC_STORE, FW_M_ATOMIC_STORE},
-};
+/* The message of each data-plane body, by its Request slot (FW_M_REQUEST: not one). Its
+ * kind is its field number (ta_types.h). */
+static const fw_msg body_msg[FW_SLOTS] = {[FW_REQ_ELEMENTWISE] = FW_M_ELEMENTWISE,
+                                          [FW_REQ_SCATTER] = FW_M_SCATTER,
+                                          [FW_REQ_INDEXED] = FW_M_INDEXED,
+                                          [FW_REQ_WRITE] = FW_M_WRITE,
+                                          [FW_REQ_READ] = FW_M_READ,
+                                          [FW_REQ_GATHER] = FW_M_GATHER,
+                                          [FW_REQ_SCATTER_STORE] = FW_M_SCATTER_STORE,
+                                          [FW_REQ_ATOMIC_LOAD] = FW_M_ATOMIC_LOAD,
+                                          [FW_REQ_ATOMIC_STORE] = FW_M_ATOMIC_STORE};
 
 ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len,
                                 ta_wire_request *w)
 {
 	ta_codec_init();
-	w->id = 0;
-	w->kind = TA_REQ_NONE;
+	memset(w, 0, offsetof(ta_wire_request, region)); /* the scalars */
 	w->tile = "";
-	w->op = 0;
 	w->region.n_origin = w->region.n_shape = 0;
-	w->form = TA_FORM_NONE;
 	w->addr_region.n_origin = w->addr_region.n_shape = 0;
-	w->dim = 0;
-	w->flat = false;
-	w->n_indices = 0;
 	w->values.present = w->compare.present = w->padding.present = false;
-	w->has_options = false;
-	w->mask.present = false;
-	w->old_into.present = false;
-	w->refs = false;
-	w->problem = false;
+	w->mask.present = w->old_into.present = false;
 	dec d = {arena, w, 0, false};
 	/* the Request: its id and its bodies (the oneof's members, a control-plane one too) */
 	rd r = {data, data + len, &fw_tables[FW_M_REQUEST], 0, 0, 0, true};
@@ -584,17 +508,11 @@ ta_wire_outcome ta_codec_decode(ta_arena *arena, const uint8_t *data, size_t len
 		if (r.wire != FW_LEN) /* a body that is not a message */
 			return TA_WIRE_MALFORMED;
 		nbodies++;
-		w->kind = TA_REQ_NONE; /* ping and the control plane: protobuf-c */
-		size_t i = 0;
-		while (i < sizeof(bodies) / sizeof(bodies[0]) && bodies[i].slot != s)
-			i++;
-		if (i < sizeof(bodies) / sizeof(bodies[0])) {
-			w->kind = bodies[i].kind;
-			if (!open_msg(&r, bodies[i].msg, &body))
-				return TA_WIRE_MALFORMED;
-		} else if (!rd_skip(&r.p, r.end, r.wire)) {
+		/* ping and the control plane: TA_REQ_NONE (protobuf-c) */
+		fw_msg t = body_msg[s];
+		w->kind = t != FW_M_REQUEST ? (ta_req_kind)r.number : TA_REQ_NONE;
+		if (t != FW_M_REQUEST ? !open_msg(&r, t, &body) : !rd_skip(&r.p, r.end, r.wire))
 			return TA_WIRE_MALFORMED;
-		}
 	}
 	if (k < 0)
 		return TA_WIRE_MALFORMED;
@@ -626,7 +544,7 @@ static inline uint8_t *wr_key_var(uint8_t *p, uint8_t key, uint64_t v)
 int ta_codec_append(const ta_reply_msg *m, uint32_t max_payload, ta_frame_buf *buf, size_t *need)
 {
 	ta_codec_init();
-	const uint8_t *key = keys;
+	const uint8_t *key = fw_key1;
 	/* sizes, innermost first; zero scalars and empty fields are not written (an enum as
 	 * protobuf-c writes it: a negative one as ten bytes) */
 	uint64_t dtype = (uint64_t)(int64_t)m->dtype, status = (uint64_t)(int64_t)m->status;
@@ -657,38 +575,38 @@ int ta_codec_append(const ta_reply_msg *m, uint32_t max_payload, ta_frame_buf *b
 		return rc;
 	p = at;
 	if (m->id)
-		p = wr_key_var(p, key[K_ID], m->id);
+		p = wr_key_var(p, key[FW_RESP_ID], m->id);
 	if (status)
-		p = wr_key_var(p, key[K_STATUS], status);
+		p = wr_key_var(p, key[FW_RESP_STATUS], status);
 	if (msg_len) {
-		p = wr_key_var(p, key[K_MSG], msg_len);
+		p = wr_key_var(p, key[FW_RESP_MESSAGE], msg_len);
 		memcpy(p, m->message, msg_len);
 		p += msg_len;
 	}
 	if (m->body != TA_BODY_NONE) {
-		uint8_t k = m->body == TA_BODY_OP ? key[K_OP] : key[K_DATA];
+		uint8_t k = m->body == TA_BODY_OP ? key[FW_RESP_OP] : key[FW_RESP_DATA];
 		p = wr_key_var(p, k, body_size);
 		if (m->body == TA_BODY_OP && m->has_old)
-			p = wr_key_var(p, key[K_OLD], arr_size);
+			p = wr_key_var(p, key[FW_OPR_OLD], arr_size);
 		if (arr && m->has_old) {
 			if (dtype)
-				p = wr_key_var(p, key[K_DTYPE], dtype);
+				p = wr_key_var(p, key[FW_ARRAY_DTYPE], dtype);
 			if (m->rank) {
-				p = wr_key_var(p, key[K_SHAPE], shape_size);
+				p = wr_key_var(p, key[FW_ARRAY_SHAPE], shape_size);
 				for (size_t i = 0; i < m->rank; i++)
 					p = wr_varint(p, (uint64_t)m->shape[i]);
 			}
 			if (m->len) {
-				p = wr_key_var(p, key[K_ARRDATA], m->len);
+				p = wr_key_var(p, key[FW_ARRAY_DATA], m->len);
 				fw_copy_small(p, m->data, m->len);
 				p += m->len;
 			}
 		}
 		if (m->body == TA_BODY_OP) {
 			if (m->skipped)
-				p = wr_key_var(p, key[K_SKIPPED], m->skipped);
+				p = wr_key_var(p, key[FW_OPR_SKIPPED], m->skipped);
 			if (m->applied)
-				p = wr_key_var(p, key[K_APPLIED], m->applied);
+				p = wr_key_var(p, key[FW_OPR_APPLIED], m->applied);
 		}
 	}
 	if ((size_t)(p - at) != size)
@@ -718,29 +636,24 @@ static inline bool split_id(const uint8_t *payload, size_t len, uint64_t *id, co
 	return true;
 }
 
-/* One operand of a plan to be kept: its data in the plan, the view it came from. */
-typedef struct repeat_operand {
-	ta_operand *op;            /* the kept plan's operand */
-	const ta_array_view *view; /* the decoded operand it points to */
-	const uint8_t *wire;       /* where the view's bytes lie in the payload */
-} repeat_operand;
-
-/* Adds to r the hole of operand o (payload bytes from rest on, plan element size es);
- * false when its data is not one element of es bytes lying in the kept bytes. */
-static bool add_hole(ta_repeat *r, const repeat_operand *o, const uint8_t *rest, size_t n,
-                     size_t es)
+/* Adds to r the hole of operand op of the kept plan, decoded as view from its bytes at wire
+ * (the payload's n bytes from rest on); false when its data is not one element in host
+ * memory lying in the kept bytes. */
+static bool add_hole(ta_repeat *r, ta_operand *op, const ta_array_view *view, const uint8_t *wire,
+                     const uint8_t *rest, size_t n)
 {
-	if (!o->view->present || o->op->data != o->view->data || !o->wire ||
-	    o->view->nbytes != es || es > sizeof(uint64_t) || o->wire < rest ||
-	    (size_t)(o->wire - rest) + es > n || r->n_holes == TA_REPEAT_HOLES)
+	size_t es = ta_dtype_size(op->dtype);
+	if (op->device || !view->present || op->data != view->data || !wire || view->nbytes != es ||
+	    es > sizeof(uint64_t) || wire < rest || (size_t)(wire - rest) + es > n ||
+	    r->n_holes == TA_REPEAT_HOLES)
 		return false;
 	int h = r->n_holes++;
 	uint64_t *slot = &r->slots[h];
 	*slot = 0;
-	memcpy(slot, o->wire, es);
-	o->op->data = slot;
+	memcpy(slot, wire, es);
+	op->data = slot;
 	/* in order of offset */
-	ta_repeat_hole hole = {(uint16_t)(o->wire - rest), (uint16_t)es, slot};
+	ta_repeat_hole hole = {(uint16_t)(wire - rest), (uint16_t)es, slot};
 	while (h > 0 && r->holes[h - 1].at > hole.at) {
 		r->holes[h] = r->holes[h - 1];
 		h--;
@@ -764,20 +677,15 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
 	if (n < TA_REPEAT_MIN_BYTES || n > TA_REPEAT_MAX_BYTES || plan->count != 1 ||
 	    !plan->check_bounds || plan->mask.data || plan->old_out_device || cache->tile != tile)
 		return false;
-	size_t es = ta_dtype_size(plan->dtype);
 	r->plan = *plan;
 	r->n_holes = 0;
-	for (int i = 0; i < plan->n_index; i++) {
-		repeat_operand o = {&r->plan.index[i], &req->index[i], w->index[i].data};
-		if (plan->index[i].device ||
-		    !add_hole(r, &o, rest, n, ta_dtype_size(plan->index[i].dtype)))
+	for (int i = 0; i < plan->n_index; i++)
+		if (!add_hole(r, &r->plan.index[i], &req->index[i], w->index[i].data, rest, n))
 			return false;
-	}
-	repeat_operand values = {&r->plan.values, &req->values, w->values.data};
-	if (plan->values.data && (plan->values.device || !add_hole(r, &values, rest, n, es)))
-		return false;
-	repeat_operand compare = {&r->plan.compare, &req->compare, w->compare.data};
-	if (plan->compare.data && (plan->compare.device || !add_hole(r, &compare, rest, n, es)))
+	if ((plan->values.data &&
+	     !add_hole(r, &r->plan.values, &req->values, w->values.data, rest, n)) ||
+	    (plan->compare.data &&
+	     !add_hole(r, &r->plan.compare, &req->compare, w->compare.data, rest, n)))
 		return false;
 	for (int h = 1; h < r->n_holes; h++)
 		if (r->holes[h - 1].at + r->holes[h - 1].len > r->holes[h].at)

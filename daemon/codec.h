@@ -80,31 +80,31 @@ typedef enum ta_wire_form {
 
 /* A data-plane request as sent (fields of its body that it does not have stay empty). */
 typedef struct ta_wire_request {
+	/* the scalars first (ta_codec_decode zeroes them at once) */
 	uint64_t id;                /* Request.id */
 	ta_req_kind kind;           /* the body (TA_REQ_NONE: none was sent) */
 	const char *tile;           /* tile (arena memory, NUL-terminated; "" when not sent) */
 	int32_t op;                 /* op (the atomic families) */
-	ta_wire_region region;      /* region (write, read, atomics) or window (memory ops) */
 	ta_wire_form form;          /* the addressing sent */
-	ta_wire_region addr_region; /* Addressing.region (form REGION) */
 	uint32_t dim;               /* ScatterAddr.dim */
 	bool flat;                  /* IndexedAddr.flat */
 	size_t n_indices;           /* index arrays sent (the first TA_MAX_RANK kept) */
-	ta_wire_array index[TA_MAX_RANK]; /* ScatterAddr.indices, IndexedAddr.indices */
-	ta_wire_array values;             /* values */
-	ta_wire_array compare;            /* compare */
-	ta_wire_array padding;            /* padding (gather) */
-	bool has_options;                 /* options was sent */
-	int32_t sem;                      /* options.sem */
-	int32_t scope;                    /* options.scope */
-	int32_t space;                    /* options.space */
-	bool no_bounds_check;             /* options.no_bounds_check */
-	bool want_old;                    /* options.want_old */
-	ta_wire_array mask;               /* options.mask */
-	ta_wire_ref old_into;             /* options.old_into */
-	bool refs;                        /* an Array.shared or an old_into was sent (a log record
-	                                     must carry those bytes inline) */
-	bool problem;                     /* answered with problem_msg, nothing runs */
+	bool has_options;           /* options was sent */
+	int32_t sem;                /* options.sem */
+	int32_t scope;              /* options.scope */
+	int32_t space;              /* options.space */
+	bool no_bounds_check;       /* options.no_bounds_check */
+	bool want_old;              /* options.want_old */
+	bool refs;                  /* an Array.shared or an old_into was sent (logged inline) */
+	bool problem;               /* answered with problem_msg, nothing runs */
+	ta_wire_region region;      /* region (write, read, atomics) or window (memory ops) */
+	ta_wire_region addr_region; /* Addressing.region (form REGION) */
+	ta_wire_array index[TA_MAX_RANK];      /* ScatterAddr.indices, IndexedAddr.indices */
+	ta_wire_array values;                  /* values */
+	ta_wire_array compare;                 /* compare */
+	ta_wire_array padding;                 /* padding (gather) */
+	ta_wire_array mask;                    /* options.mask */
+	ta_wire_ref old_into;                  /* options.old_into */
 	char problem_msg[TA_WIRE_PROBLEM_MAX]; /* the first problem found */
 } ta_wire_request;
 

@@ -37,31 +37,28 @@ void ta_dispatch_scratch_free(ta_dispatch_scratch *s)
 /* A small helper of the request path, inlined into its callers. */
 #define HOT static inline __attribute__((always_inline))
 
-/* Bytes of the message naming a bad string field (wirecheck.c). */
-#define BAD_STRING_MSG 200
-
 /* A request payload after decoding. */
 typedef struct decoded {
-	ta_wire_outcome outcome;  /* what the payload is (codec.h) */
-	Tileatom__Request *req;   /* TA_WIRE_CONTROL: protobuf-c's unpack (arena memory) */
-	bool strings_ok;          /* TA_WIRE_CONTROL: every string is UTF-8 without NUL */
-	char bad[BAD_STRING_MSG]; /* !strings_ok: the field and the problem */
-	struct timespec t0;       /* when it was read, if timed (metrics) */
+	ta_wire_outcome outcome; /* what the payload is (codec.h) */
+	Tileatom__Request *req;  /* TA_WIRE_CONTROL: protobuf-c's unpack (arena memory) */
+	struct timespec t0;      /* when it was read, if timed (metrics) */
 } decoded;
 
 /* Decodes len bytes at payload: the data plane into *w (codec.c), a control-plane request
- * with wirecheck.c's string check and protobuf-c. */
-HOT void decode_request(ta_dispatch_scratch *scratch, const uint8_t *payload, size_t len,
-                        ta_wire_request *w, decoded *d)
+ * with protobuf-c; counted (stats), when it was read noted (timed requests). */
+HOT void decode_request(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *payload,
+                        size_t len, bool counted, ta_wire_request *w, decoded *d)
 {
+	d->t0 = (struct timespec){0, 0};
+	if (counted && svc->time_requests)
+		clock_gettime(CLOCK_MONOTONIC, &d->t0);
+	if (counted)
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
+		                          memory_order_relaxed);
 	d->req = NULL;
 	d->outcome = ta_codec_decode(&scratch->arena, payload, len, w);
-	if (d->outcome != TA_WIRE_CONTROL)
-		return;
-	d->strings_ok = ta_wire_check_strings(&tileatom__request__descriptor, payload, len, d->bad,
-	                                      sizeof(d->bad));
-	d->req = tileatom__request__unpack(&scratch->arena.pb, len, payload);
-	if (!d->req)
+	if (d->outcome == TA_WIRE_CONTROL &&
+	    !(d->req = tileatom__request__unpack(&scratch->arena.pb, len, payload)))
 		d->outcome = TA_WIRE_MALFORMED;
 }
 
@@ -72,18 +69,6 @@ static void metrics_start(resp_ctx *rc, size_t payload_len)
 	rc->bytes_in = payload_len;
 	if (rc->svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &rc->t0);
-}
-
-/* Counts a request asking (stats), notes when it was read (timed requests) and decodes it
- * (decode_request). */
-HOT void decode_counted(ta_service *svc, ta_dispatch_scratch *scratch, const uint8_t *payload,
-                        size_t len, ta_wire_request *w, decoded *d)
-{
-	d->t0 = (struct timespec){0, 0};
-	if (svc->time_requests)
-		clock_gettime(CLOCK_MONOTONIC, &d->t0);
-	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1, memory_order_relaxed);
-	decode_request(scratch, payload, len, w, d);
 }
 
 /* Starts rc for the len bytes at payload, a request of session run with scratch's memory. */
@@ -138,34 +123,6 @@ static inline ta_repeat *keep_in(ta_session *session, const ta_wire_request *w)
 	return &session->repeat;
 }
 
-/* Answers a request that is not run: id 0 and close for a payload that is not a Request,
- * else its id and the problem (a bad string, a field given twice). */
-static void answer_unrun(ta_service *svc, const decoded *d, const ta_wire_request *w, size_t len,
-                         ta_frame_buf *out, bool *close_after)
-{
-	if (d->outcome == TA_WIRE_MALFORMED) {
-		char msg[160];
-		snprintf(msg, sizeof(msg),
-		         "malformed request: %zu bytes that do not decode as a Request; closing "
-		         "the connection",
-		         len);
-		ta_log(TA_LOG_INFO, "%s", msg);
-		size_t out_before = out->len;
-		*close_after =
-		    ta_dispatch_error_append(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
-		ta_metrics_record(&svc->metrics, TA_REQ_NONE, true, 0, len, out->len - out_before,
-		                  ta_metrics_since(svc->time_requests, &d->t0));
-		return;
-	}
-	char msg[TA_WIRE_PROBLEM_MAX + BAD_STRING_MSG];
-	uint64_t id = d->req ? d->req->id : w->id;
-	if (d->outcome == TA_WIRE_CONTROL)
-		snprintf(msg, sizeof(msg), TA_WIRE_BAD_STRING, d->bad);
-	else
-		snprintf(msg, sizeof(msg), "%s", w->problem_msg);
-	*close_after = ta_dispatch_error_append(svc, id, TA_INVALID_ARGUMENT, msg, false, out);
-}
-
 /* run_one after decoding (d and w: the request, counted already), also for a request of a
  * grouped run that is not a plan. */
 static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scratch,
@@ -176,9 +133,32 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	*close_after = false;
 	scratch->log_seq = 0;
 	bool control = d->outcome == TA_WIRE_CONTROL;
-	if (d->outcome == TA_WIRE_MALFORMED || (control && !d->strings_ok) ||
-	    (!control && w->problem)) {
-		answer_unrun(svc, d, w, len, out, close_after);
+	char msg[200];
+	bool unrun = true;
+	if (d->outcome == TA_WIRE_MALFORMED) { /* id 0, and close */
+		snprintf(msg, sizeof(msg),
+		         "malformed request: %zu bytes that do not decode as a Request; closing "
+		         "the connection",
+		         len);
+		ta_log(TA_LOG_INFO, "%s", msg);
+		size_t out_before = out->len;
+		*close_after =
+		    ta_dispatch_error_append(svc, 0, TA_INVALID_ARGUMENT, msg, true, out);
+		ta_metrics_record(&svc->metrics, TA_REQ_NONE, true, 0, len, out->len - out_before,
+		                  ta_metrics_since(svc->time_requests, &d->t0));
+	} else if (control && !ta_wire_check_strings(&tileatom__request__descriptor, payload, len,
+	                                             msg, sizeof(msg))) {
+		char answer[sizeof(msg) + 64];
+		snprintf(answer, sizeof(answer), TA_WIRE_BAD_STRING, msg);
+		*close_after = ta_dispatch_error_append(svc, d->req->id, TA_INVALID_ARGUMENT,
+		                                        answer, false, out);
+	} else if (!control && w->problem) { /* a bad tile name, a field given twice */
+		*close_after = ta_dispatch_error_append(svc, w->id, TA_INVALID_ARGUMENT,
+		                                        w->problem_msg, false, out);
+	} else {
+		unrun = false;
+	}
+	if (unrun) {
 		free(owned);
 		ta_arena_reset(&scratch->arena);
 		return TA_DISPATCH_DONE;
@@ -195,10 +175,6 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 			memset(rc.ctl, 0, sizeof(*rc.ctl));
 			tileatom__response__init(&rc.ctl->resp);
 			rc.ctl->resp.id = rc.id;
-		}
-		if (owned && !svc->persist) { /* protobuf-c copied every field */
-			free(owned);
-			owned = NULL;
 		}
 	} else {
 		rc.id = w->id;
@@ -232,7 +208,7 @@ static ta_dispatch_outcome run_one(ta_service *svc, ta_dispatch_scratch *scratch
 	held_flush(svc, scratch); /* what ran before counts before this one (stats) */
 	decoded d;
 	ta_wire_request w;
-	decode_counted(svc, scratch, payload, len, &w, &d);
+	decode_request(svc, scratch, payload, len, true, &w, &d);
 	return run_decoded(svc, scratch, session, payload, len, owned, inline_max, out, close_after,
 	                   &d, &w);
 }
@@ -245,7 +221,7 @@ static void run_grouped(dispatch_group *g, ta_dispatch_scratch *scratch, const u
 	ta_service *svc = g->svc;
 	decoded d;
 	ta_wire_request *w = &g->wires[g->n];
-	decode_counted(svc, scratch, payload, len, w, &d);
+	decode_request(svc, scratch, payload, len, true, w, &d);
 	if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind)) {
 		/* not a plan (or a problem, or no Request at all): what came before runs
 		 * first, then this one, decoded once */
@@ -334,9 +310,7 @@ ta_async_run *ta_async_run_new(ta_service *svc)
 	if (!ar)
 		return NULL;
 	ta_dispatch_scratch_init(&ar->scratch);
-	ar->tail = -1;
-	ar->tail_st = TA_OK;
-	group_start(&ar->g, svc, true, NULL, NULL);
+	ar->g.svc = svc; /* the rest is set by each step */
 	return ar;
 }
 
@@ -356,23 +330,19 @@ HOT ta_tile *repeat_tile_via(ta_service *svc, ta_session *session, const ta_tile
                              bool *borrowed, ta_error *err)
 {
 	ta_repeat *r = &session->repeat;
-	*borrowed =
-	    held && held == r->tile && ta_tile_still(r->tile, r->stamp, ta_session_who(session));
-	if (*borrowed) {
-		r->hits++;
-		return r->tile;
-	}
+	ta_owner who = ta_session_who(session);
 	ta_tile *tile = NULL;
-	if (ta_registry_get_cached(svc->registry, &r->tiles, r->name, ta_session_who(session),
-	                           &tile, err) != TA_OK ||
-	    tile != r->tile || r->tiles.stamp != r->stamp) {
+	*borrowed = held && held == r->tile && ta_tile_still(r->tile, r->stamp, who);
+	if (!*borrowed &&
+	    (ta_registry_get_cached(svc->registry, &r->tiles, r->name, who, &tile, err) != TA_OK ||
+	     tile != r->tile || r->tiles.stamp != r->stamp)) {
 		if (tile)
 			ta_tile_unref(tile);
 		ta_repeat_clear(r);
 		return NULL;
 	}
 	r->hits++;
-	return tile;
+	return r->tile;
 }
 
 /* Collects payload into g's next request as the session's kept request again (codec.h)
@@ -405,16 +375,15 @@ static bool repeat_collect(dispatch_group *g, ta_dispatch_scratch *scratch, cons
 		return false;
 	memcpy(room, r->slots, sizeof(r->slots));
 	rc->plan = r->plan;
-	ta_operand *ops[TA_MAX_RANK + 2];
-	int k = 0;
-	for (int i = 0; i < rc->plan.n_index && i < TA_MAX_RANK; i++)
-		ops[k++] = &rc->plan.index[i];
-	ops[k++] = &rc->plan.values;
-	ops[k++] = &rc->plan.compare;
-	for (int i = 0; i < k; i++) /* the holes' bytes: now the copies */
-		for (int h = 0; h < TA_REPEAT_HOLES; h++)
-			if (ops[i]->data == (const void *)&r->slots[h])
-				ops[i]->data = &room[h];
+	int n = rc->plan.n_index < TA_MAX_RANK ? rc->plan.n_index : TA_MAX_RANK;
+	for (int i = 0; i < n + 2; i++) { /* operands in the holes' slots: now in the copies */
+		ta_operand *o = i < n    ? &rc->plan.index[i]
+		                : i == n ? &rc->plan.values
+		                         : &rc->plan.compare;
+		uintptr_t at = (uintptr_t)o->data - (uintptr_t)r->slots;
+		if (o->data && at < sizeof(r->slots))
+			o->data = (uint8_t *)room + at;
+	}
 	if (rc->plan.want_old) {
 		rc->old_buf = (uint8_t *)&room[TA_REPEAT_HOLES];
 		rc->plan.old_out = rc->old_buf;
@@ -453,7 +422,7 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 		if (!session || !session->repeat.valid || !repeat_collect(g, scratch, payload, n)) {
 			decoded d;
 			ta_wire_request *w = &g->wires[g->n];
-			decode_request(scratch, payload, n, w, &d);
+			decode_request(svc, scratch, payload, n, false, w, &d);
 			if (d.outcome != TA_WIRE_DATA || w->problem || !ta_req_has_tile(w->kind))
 				break; /* not a plan: the caller runs it (decoding it again) */
 			rc_grouped(rc, g, scratch, payload, n, w);

@@ -65,27 +65,15 @@ static bool append_fallback(ta_service *svc, uint64_t id, int r, size_t size, bo
 	return close_after;
 }
 
-/* Appends rc's response to out: a control-plane body through protobuf-c (rc->ctl), anything
- * else through the codec (rc->msg). Returns close_after, or true when nothing could be
- * appended. */
-static bool append_reply(resp_ctx *rc, ta_frame_buf *out)
+/* Appends m through the codec to out (the fallback when it cannot be); returns close_after,
+ * or true when nothing could be appended. Inlined: every answer takes it. */
+static inline __attribute__((always_inline)) bool append_msg(ta_service *svc, const ta_reply_msg *m,
+                                                             bool close_after, ta_frame_buf *out)
 {
-	ta_service *svc = rc->svc;
 	size_t size = 0;
-	int r;
-	bool was_ok;
-	if (rc->ctl) {
-		r = ta_frame_append(&rc->ctl->resp.base, svc->max_frame, out);
-		if (r != 0)
-			size = protobuf_c_message_get_packed_size(&rc->ctl->resp.base);
-		was_ok = rc->ctl->resp.status == TILEATOM__STATUS__OK;
-	} else {
-		r = ta_codec_append(&rc->msg, svc->max_frame, out, &size);
-		was_ok = rc->msg.status == TA_OK;
-	}
-	if (r == 0)
-		return rc->close_after;
-	return append_fallback(svc, rc->id, r, size, was_ok, rc->close_after, out);
+	int r = ta_codec_append(m, svc->max_frame, out, &size);
+	return r == 0 ? close_after
+	              : append_fallback(svc, m->id, r, size, m->status == TA_OK, close_after, out);
 }
 
 bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, const char *msg,
@@ -93,9 +81,7 @@ bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, cons
 {
 	ta_reply_msg m = {.id = id, .status = (int32_t)code, .message = msg};
 	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1, memory_order_relaxed);
-	size_t size = 0;
-	int r = ta_codec_append(&m, svc->max_frame, out, &size);
-	return r == 0 ? close_after : append_fallback(svc, id, r, size, false, close_after, out);
+	return append_msg(svc, &m, close_after, out);
 }
 
 bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out)
@@ -120,7 +106,17 @@ bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out
 		}
 	}
 	rc->msg.id = rc->id;
-	bool close_after = append_reply(rc, out);
+	/* a control-plane body through protobuf-c, anything else through the codec */
+	bool close_after = rc->close_after;
+	if (!rc->ctl) {
+		close_after = append_msg(svc, &rc->msg, close_after, out);
+	} else {
+		int r = ta_frame_append(&rc->ctl->resp.base, svc->max_frame, out);
+		if (r != 0)
+			close_after = append_fallback(
+			    svc, rc->id, r, protobuf_c_message_get_packed_size(&rc->ctl->resp.base),
+			    rc->ctl->resp.status == TILEATOM__STATUS__OK, close_after, out);
+	}
 	if (rc->hold_in && st == TA_OK) {
 		/* held in the scratch, after publishing the counts of another kind */
 		ta_metrics_held *h = &rc->hold_in->held;
@@ -180,7 +176,7 @@ void group_answer(dispatch_group *g)
 
 void resp_ctx_free(resp_ctx *rc)
 {
-	if (!rc->ctl || (!rc->ctl->list_items && !rc->ctl->list_ptrs && !rc->ctl->list_infos))
+	if (!rc->ctl)
 		return;
 	free(rc->ctl->list_items);
 	free(rc->ctl->list_ptrs);

@@ -1,11 +1,9 @@
 /* wirecheck.c: string fields of encoded messages (see wirecheck.h). The walk reads each
- * tag (with the codec's readers, ta_wireschema.h), skips varints and fixed-size values, and
- * looks into length-delimited values: a string
- * field's bytes are checked, a message field is walked with its own descriptor, bytes and
- * packed fields are skipped. Anything malformed ends the walk as "nothing found": the
- * decoder that runs next rejects it with its own message. It runs on the control plane's
- * requests (small, their strings one level down); the data plane's codec checks its tile
- * names itself (codec.c), with the same rule and message (ta_wire_string_problem). */
+ * tag with the codec's readers (ta_wireschema.h), checks a string field's bytes, walks a
+ * message field with its own descriptor and skips anything else; anything malformed ends
+ * it as "nothing found" (the decoder that runs next rejects it). It runs on the control
+ * plane's requests; the data plane's codec checks its tile names itself (codec.c), with the
+ * same rule and message (ta_wire_string_problem). */
 #include "wirecheck.h"
 
 #include "ta_wireschema.h"
@@ -49,34 +47,10 @@ bool ta_utf8_valid_no_nul(const uint8_t *s, size_t n)
 	return true;
 }
 
-/* One step of the field path from the top message down to the one being walked: kept as a
- * chain on the stack and written out only for an error message. */
-typedef struct wire_path {
-	const char *name;           /* field name of this step */
-	const struct wire_path *up; /* the step above (NULL: the top message) */
-} wire_path;
-
-/* Writes the dotted path of p (top first) into buf. */
-static void path_text(const wire_path *p, char *buf, size_t size)
-{
-	const char *names[WIRE_MAX_DEPTH + 2];
-	int n = 0;
-	for (; p && n < WIRE_MAX_DEPTH + 2; p = p->up)
-		names[n++] = p->name;
-	size_t used = 0;
-	buf[0] = '\0';
-	while (n-- > 0 && used < size) {
-		int w = snprintf(buf + used, size - used, "%s%s", used ? "." : "", names[n]);
-		if (w < 0)
-			break;
-		used += (size_t)w;
-	}
-}
-
-/* Walks one message; path leads to it (NULL: the top message). Returns false with msg set
- * when a bad string was found. */
+/* Walks one message at depth depth; names[0..depth) are the fields leading to it. Returns
+ * false with msg set when a bad string was found. */
 static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len, int depth,
-                 const wire_path *path, char *msg, size_t msg_size)
+                 const char **names, char *msg, size_t msg_size)
 {
 	const uint8_t *p = data, *end = data + len;
 	while (p < end) {
@@ -102,18 +76,18 @@ static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, si
 		        : NULL;
 		if (!f)
 			continue; /* an unknown field: kept as bytes, never used as a string */
-		wire_path here = {f->name, path};
-		if (f->type == PROTOBUF_C_TYPE_STRING) {
-			if (!ta_utf8_valid_no_nul(value, n)) {
-				char sub[160];
-				path_text(&here, sub, sizeof(sub));
-				ta_wire_string_problem(sub, value, n, msg, msg_size);
-				return false;
-			}
-		} else if (f->type == PROTOBUF_C_TYPE_MESSAGE && depth < WIRE_MAX_DEPTH) {
-			if (!walk(f->descriptor, value, n, depth + 1, &here, msg, msg_size))
-				return false;
+		names[depth] = f->name;
+		if (f->type == PROTOBUF_C_TYPE_STRING && !ta_utf8_valid_no_nul(value, n)) {
+			char path[160] = "";
+			for (int i = 0, used = 0; i <= depth && used < (int)sizeof(path); i++)
+				used += snprintf(path + used, sizeof(path) - (size_t)used, "%s%s",
+				                 i ? "." : "", names[i]);
+			ta_wire_string_problem(path, value, n, msg, msg_size);
+			return false;
 		}
+		if (f->type == PROTOBUF_C_TYPE_MESSAGE && depth < WIRE_MAX_DEPTH &&
+		    !walk(f->descriptor, value, n, depth + 1, names, msg, msg_size))
+			return false;
 	}
 	return true;
 }
@@ -132,5 +106,6 @@ void ta_wire_string_problem(const char *field, const uint8_t *s, size_t n, char 
 bool ta_wire_check_strings(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
                            char *msg, size_t msg_size)
 {
-	return walk(desc, data, len, 0, NULL, msg, msg_size);
+	const char *names[WIRE_MAX_DEPTH + 1];
+	return walk(desc, data, len, 0, names, msg, msg_size);
 }
