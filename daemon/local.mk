@@ -17,8 +17,8 @@ daemon_libtadaemon_a_SOURCES = \
 	daemon/netaddr.c daemon/netaddr.h \
 	daemon/notify.c daemon/notify.h \
 	daemon/persist.h daemon/persist_int.h daemon/persist.c daemon/persist_log.c daemon/persist_snapshot.c \
-	daemon/persist_load.c daemon/persist_file.c daemon/persist_mark.c \
-	daemon/persist_service.c \
+	daemon/persist_load.c daemon/persist_mark.c \
+	\
 	daemon/recpool.c daemon/recpool.h \
 	daemon/registry.c daemon/registry.h \
 	daemon/server.c daemon/server.h \

@@ -1,6 +1,7 @@
 /* log.c: leveled logging to stderr with journald priority prefixes (see log.h). A line is
- * formatted into a local buffer and written with a single write(2), so that lines from
- * worker threads never interleave. Over-long messages are cut and end in "...". */
+ * formatted into a local buffer and written at once (ta_write_all, the daemon's write of
+ * bytes whole, which the data directory's files use too), so that lines from worker threads
+ * never interleave. Over-long messages are cut and end in "...". */
 #include "log.h"
 
 #include <errno.h>
@@ -44,6 +45,20 @@ int ta_log_level_parse(const char *name)
 	return -1;
 }
 
+int ta_write_all(int fd, const void *buf, size_t n)
+{
+	for (const char *p = buf; n > 0;) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
 void ta_log(ta_log_level level, const char *fmt, ...)
 {
 	if (!ta_log_enabled(level))
@@ -64,42 +79,38 @@ void ta_log(ta_log_level level, const char *fmt, ...)
 		len = (size_t)head + (size_t)n;
 	}
 	line[len++] = '\n';
-	const char *p = line;
-	while (len > 0) {
-		ssize_t w = write(STDERR_FILENO, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return; /* nowhere to report a failing stderr */
-		p += w;
-		len -= (size_t)w;
-	}
+	(void)ta_write_all(STDERR_FILENO, line, len); /* nowhere to report a failing stderr */
 }
 
-/* Milliseconds on the monotonic clock (never 0 in practice). */
-static uint64_t mono_ms(void)
+/* Whether a line of lim is due now (flush: only to tell of messages held back); if so takes
+ * how many were held back (*held) and the seconds since the last line (*since), else (not
+ * flush) counts this message held back. */
+static bool limit_due(ta_log_limit *lim, bool flush, uint64_t *held, uint64_t *since)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1u;
+	uint64_t now =
+	    (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1u; /* not 0 */
+	pthread_mutex_lock(&lim->lock);
+	bool due =
+	    (!lim->last_ms || now - lim->last_ms >= lim->interval_ms) && (!flush || lim->held);
+	*held = lim->held;
+	*since = lim->last_ms ? (now - lim->last_ms) / 1000u : 0;
+	if (due) {
+		lim->held = 0;
+		lim->last_ms = now;
+	} else if (!flush) {
+		lim->held++;
+	}
+	pthread_mutex_unlock(&lim->lock);
+	return due;
 }
 
 void ta_log_limited(ta_log_limit *lim, ta_log_level level, const char *fmt, ...)
 {
-	if (!ta_log_enabled(level))
+	uint64_t held, since;
+	if (!ta_log_enabled(level) || !limit_due(lim, false, &held, &since))
 		return;
-	uint64_t now = mono_ms();
-	pthread_mutex_lock(&lim->lock);
-	if (lim->last_ms && now - lim->last_ms < lim->interval_ms) {
-		lim->held++;
-		pthread_mutex_unlock(&lim->lock);
-		return;
-	}
-	uint64_t held = lim->held;
-	uint64_t since = lim->last_ms ? (now - lim->last_ms) / 1000u : 0;
-	lim->held = 0;
-	lim->last_ms = now;
-	pthread_mutex_unlock(&lim->lock);
 	char text[900];
 	va_list ap;
 	va_start(ap, fmt);
@@ -114,17 +125,8 @@ void ta_log_limited(ta_log_limit *lim, ta_log_level level, const char *fmt, ...)
 
 void ta_log_limit_flush(ta_log_limit *lim, ta_log_level level)
 {
-	uint64_t now = mono_ms();
-	pthread_mutex_lock(&lim->lock);
-	if (!lim->held || now - lim->last_ms < lim->interval_ms) {
-		pthread_mutex_unlock(&lim->lock);
-		return;
-	}
-	uint64_t held = lim->held;
-	uint64_t since = (now - lim->last_ms) / 1000u;
-	lim->held = 0;
-	lim->last_ms = now;
-	pthread_mutex_unlock(&lim->lock);
-	ta_log(level, "%s: %llu more in the last %llu s", lim->what, (unsigned long long)held,
-	       (unsigned long long)since);
+	uint64_t held, since;
+	if (limit_due(lim, true, &held, &since))
+		ta_log(level, "%s: %llu more in the last %llu s", lim->what,
+		       (unsigned long long)held, (unsigned long long)since);
 }

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Log levels, numerically equal to the syslog priorities journald understands. */
@@ -25,12 +26,11 @@ bool ta_log_enabled(ta_log_level level);
  * 3..7); returns -1 when unknown. */
 int ta_log_level_parse(const char *name);
 
+/* Writes the n bytes at buf to fd whole (again after a short write); 0 or an errno.
+ * ta_log's write, and the data directory's. */
+int ta_write_all(int fd, const void *buf, size_t n);
 /* Writes one line "<N>message\n" to stderr when level is enabled. */
-void ta_log(ta_log_level level, const char *fmt, ...)
-#ifdef __GNUC__
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+void ta_log(ta_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* One kind of message written at most once per interval; the ones held back in between are
  * counted and reported with the next one written (or by ta_log_limit_flush). */
@@ -51,10 +51,7 @@ typedef struct ta_log_limit {
 /* Like ta_log, but writes at most one line per interval of lim; a line written after some
  * were held back says how many ("... (and 41 more in the last 10 s)"). */
 void ta_log_limited(ta_log_limit *lim, ta_log_level level, const char *fmt, ...)
-#ifdef __GNUC__
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+    __attribute__((format(printf, 3, 4)));
 /* Writes "<what>: N more in the last S s" when messages were held back and the interval has
  * passed (called from a periodic timer, so that the last count is not lost). */
 void ta_log_limit_flush(ta_log_limit *lim, ta_log_level level);

@@ -9,16 +9,13 @@
 
 #include <stdlib.h>
 
-/* With --data-dir, a mutating request: takes its tile name's mutation lock (persist.h) and
- * then looks its tile up. The lock is shared with requests of the same op when the op's
- * result does not depend on the order (ta_op_order_independent for the tile's dtype), else
- * held alone. A request whose name is unknown here holds every stripe. */
+/* The lock is shared with requests of the same op when its result does not depend on the
+ * order (ta_op_order_independent for the tile's dtype): first guessed for an integer tile,
+ * taken again alone for another dtype. A run notes the op it found order independent, and
+ * the tile checked under the lock it keeps. */
 ta_status persist_begin(resp_ctx *rc, const char *name, bool has_tile, ta_op op,
                         ta_persist_hold *hold, ta_tile **tile)
 {
-	/* first guess an integer tile; a tile of another dtype takes the lock again alone. A
-	 * run notes the op it found order independent, and the tile checked under the lock
-	 * it keeps */
 	ta_persist_run *run = rc->run;
 	bool shared =
 	    name && op != TA_OP_NONE &&
@@ -104,11 +101,9 @@ static int inline_refs(ta_shm_table *shm, ProtobufCMessage *msg, ta_error *err)
 	return changed;
 }
 
-/* Appends the log record of a request that was applied (its lock held): its payload as it
- * came, or, when it names shared buffers (a data-plane request's Array.shared or old_into,
- * create's fill), the request re-encoded with their bytes inline and no old_into: the
- * buffers are gone when the log is replayed; a create is re-encoded with where its tile
- * went as its placement (persist_int.h). */
+/* A request naming shared buffers (a data-plane request's Array.shared or old_into, create's
+ * fill) is logged re-encoded with their bytes inline and no old_into (the buffers are gone
+ * at replay); a create, with where its tile went as its placement (persist_int.h). */
 ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request *pb)
 {
 	const uint8_t *rec = rc->payload;

@@ -1,8 +1,9 @@
 /* persist.c: the start and close of tileatomd's durability (see persist.h): the state and
- * its locks, startup recovery (persist_load.c), the log's writer and fsync threads
- * (persist_log.c) and the compactor (persist_snapshot.c); at close, the threads stopped,
- * the log synced and the logmark written for a clean stop. The one file above the other
- * persist_*.c files. */
+ * its locks, startup recovery (persist_load.c) replaying the logged requests through the
+ * daemon's dispatch, the log's writer and fsync threads (persist_log.c) and the compactor
+ * (persist_snapshot.c); at close, the threads stopped, the log synced and the logmark written
+ * for a clean stop. The one file above the other persist_*.c files, and the only one that
+ * depends on dispatch (which calls into them). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -16,8 +17,47 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dispatch.h"
 #include "log.h"
 #include "persist_int.h"
+#include "ta_frame.h"
+#include "tileatom.pb-c.h"
+
+/* The replay callback's state. */
+typedef struct replay_ctx {
+	ta_service *svc;             /* the service the requests run on */
+	ta_dispatch_scratch scratch; /* dispatch's reusable buffers */
+} replay_ctx;
+
+/* Runs one logged request through dispatch, acting for who again (a session past its
+ * handshake with that identity; none for TA_OWNER_ANY, the in-process callers); an answer
+ * other than OK is an error. */
+static ta_status replay_request(void *arg, ta_owner who, const uint8_t *payload, size_t len,
+                                ta_error *err)
+{
+	replay_ctx *ctx = arg;
+	ta_frame_buf out = {NULL, 0, 0};
+	bool close_after = false;
+	ta_session session = {.hello_done = true, .authenticated = who == TA_OWNER_SECRET};
+	session.identity = who == TA_OWNER_SECRET ? TA_OWNER_PUBLIC : who;
+	(void)ta_dispatch_run_session(ctx->svc, &ctx->scratch,
+	                              who == TA_OWNER_ANY ? NULL : &session, payload, len, -1, &out,
+	                              &close_after);
+	ta_status st = TA_OK;
+	Tileatom__Response *resp = out.len > TA_FRAME_HEADER
+	                               ? tileatom__response__unpack(NULL, out.len - TA_FRAME_HEADER,
+	                                                            out.data + TA_FRAME_HEADER)
+	                               : NULL;
+	if (!resp)
+		st = ta_error_set(err, TA_INTERNAL, "no answer could be decoded");
+	else if (resp->status != TILEATOM__STATUS__OK)
+		st = ta_error_set(err, (ta_status)resp->status, "%s: %s",
+		                  ta_status_name((ta_status)resp->status), resp->message);
+	if (resp)
+		tileatom__response__free_unpacked(resp, NULL);
+	ta_frame_buf_free(&out);
+	return st;
+}
 
 /* Starts a thread of p running fn; *started tells ta_persist_close to join it. */
 static ta_status start_thread(pthread_t *thread, void *(*fn)(void *), ta_persist *p, bool *started,
@@ -30,8 +70,8 @@ static ta_status start_thread(pthread_t *thread, void *(*fn)(void *), ta_persist
 	return TA_OK;
 }
 
-ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_settings *set,
-                           const ta_persist_host *host, ta_error *err)
+ta_status ta_persist_open(ta_persist **out, const char *dir, const ta_persist_settings *set,
+                          ta_service *svc, ta_error *err)
 {
 	*out = NULL;
 	ta_persist *p = calloc(1, sizeof(*p));
@@ -43,26 +83,23 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_s
 	p->compact_at = set->compact_size;
 	p->accept_log_loss = set->accept_log_loss;
 	p->buf_max = TA_PERSIST_DEFAULT_BUFFER_MAX;
-	p->registry = host->registry;
-	p->backend = host->backend;
-	p->replay = host->replay;
-	p->replay_arg = host->replay_arg;
+	p->registry = svc->registry;
+	p->backend = svc->backend;
 	p->dir = strdup(dir);
-	int rc = 0;
-	for (int s = 0; rc == 0 && s < TA_PERSIST_STRIPES; s++)
-		if (pthread_mutex_init(&p->stripes[s].mu, NULL) != 0 ||
-		    pthread_cond_init(&p->stripes[s].cond, NULL) != 0)
-			rc = -1;
-	pthread_condattr_t cattr;
-	bool cattr_ok = rc == 0 && pthread_condattr_init(&cattr) == 0 &&
-	                pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) == 0;
-	if (!p->dir || !cattr_ok || pthread_mutex_init(&p->mu, NULL) != 0 ||
-	    pthread_mutex_init(&p->snap_mu, NULL) != 0 ||
-	    pthread_mutex_init(&p->mark_mu, NULL) != 0 ||
-	    pthread_cond_init(&p->wake, &cattr) != 0 || pthread_cond_init(&p->rotated, NULL) != 0 ||
-	    pthread_cond_init(&p->snap_cond, NULL) != 0 ||
-	    pthread_cond_init(&p->drained, NULL) != 0 ||
-	    pthread_cond_init(&p->sync_cond, &cattr) != 0) {
+	pthread_condattr_t cattr; /* the timed waits (wake, sync_cond) measure CLOCK_MONOTONIC */
+	bool ok = p->dir && pthread_condattr_init(&cattr) == 0 &&
+	          pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) == 0;
+	for (int s = 0; ok && s < TA_PERSIST_STRIPES; s++)
+		ok = pthread_mutex_init(&p->stripes[s].mu, NULL) == 0 &&
+		     pthread_cond_init(&p->stripes[s].cond, NULL) == 0;
+	pthread_mutex_t *mutexes[] = {&p->mu, &p->snap_mu, &p->mark_mu};
+	pthread_cond_t *conds[] = {&p->wake, &p->rotated, &p->snap_cond, &p->drained,
+	                           &p->sync_cond};
+	for (size_t i = 0; ok && i < sizeof(mutexes) / sizeof(mutexes[0]); i++)
+		ok = pthread_mutex_init(mutexes[i], NULL) == 0;
+	for (size_t i = 0; ok && i < sizeof(conds) / sizeof(conds[0]); i++)
+		ok = pthread_cond_init(conds[i], &cattr) == 0;
+	if (!ok) {
 		/* a failed start exits the daemon: the primitives are not torn down */
 		free(p->dir);
 		free(p);
@@ -70,7 +107,14 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_s
 		                    "cannot initialise the persistence locks");
 	}
 	pthread_condattr_destroy(&cattr);
+	replay_ctx ctx = {.svc = svc};
+	ta_dispatch_scratch_init(&ctx.scratch);
+	p->replay = replay_request;
+	p->replay_arg = &ctx;
+	svc->replaying = true;
 	ta_status st = persist_recover(p, err);
+	svc->replaying = false;
+	ta_dispatch_scratch_free(&ctx.scratch);
 	if (st == TA_OK)
 		st = start_thread(&p->writer, persist_writer_main, p, &p->writer_started,
 		                  "the log writer", err);
@@ -85,6 +129,7 @@ ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_s
 		return st;
 	}
 	p->started = true;
+	ta_service_reset_totals(svc); /* the replayed requests are not this run's */
 	if (p->loss_accepted) {
 		/* a snapshot now, so that the next start finds no loss to accept again */
 		ta_persist_snapinfo info;
@@ -133,12 +178,10 @@ void ta_persist_close(ta_persist *p)
 			       strerror(e));
 		close(p->log_fd);
 	}
-	if (p->mark_fd >= 0)
-		close(p->mark_fd);
-	if (p->lock_fd >= 0)
-		close(p->lock_fd);
-	if (p->dir_fd >= 0)
-		close(p->dir_fd);
+	int fds[] = {p->mark_fd, p->lock_fd, p->dir_fd};
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 	for (int s = 0; s < TA_PERSIST_STRIPES; s++) {
 		pthread_mutex_destroy(&p->stripes[s].mu);
 		pthread_cond_destroy(&p->stripes[s].cond);

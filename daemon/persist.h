@@ -1,13 +1,9 @@
 /* persist.h: durability of tileatomd's tiles (--data-dir). The data directory holds a
- * snapshot of every tile and where it lived (snapshot.tas), append-only logs of the mutating
- * requests applied since (log-<first seq>.tal: each record a request's wire payload with its
- * sequence number, identity and checksums) and a logmark (how much of the current log is
- * known durable); persist_int.h gives the formats. On start the snapshot is loaded and the
- * logs replayed through the daemon's dispatch (a callback, joined by persist_service.c); a
- * torn record at the end of the newest log, past the logmark, is dropped with a log line; a
- * log cut short or missing refuses the start with what is lost (unless accept_log_loss);
- * other damage refuses it naming the file and the offset. The log is persist_log.c,
- * snapshots persist_snapshot.c, recovery persist_load.c, the logmark persist_mark.c.
+ * snapshot of every tile and where it lived, append-only logs of the mutating requests
+ * applied since and a logmark (how much of the current log is known durable); persist_int.h
+ * gives the formats. persist.c starts and closes the whole; the log is persist_log.c,
+ * snapshots persist_snapshot.c, the logmark persist_mark.c, and startup recovery (replay,
+ * and what a damaged or cut directory refuses) persist_load.c.
  *
  * Ordering: a mutating request takes one of TA_PERSIST_STRIPES locks, chosen by its tile's
  * name, before it looks the tile up and keeps it until its record is appended, so that the
@@ -18,10 +14,9 @@
  * keeps the lock between requests that need the same one, and appends their records
  * together before releasing it.
  *
- * A writer thread writes the records in sequence order; with --fsync always it fdatasyncs
- * after each write (group commit) and the loop holds responses until their records are
- * durable (ta_persist_durable); with everysec a thread fdatasyncs once a second; with no,
- * never (the kernel decides). */
+ * The writer thread writes the records in sequence order; with --fsync always the loop
+ * holds responses until their records are durable (ta_persist_durable); persist_log.c says
+ * how each mode syncs and what happens when writing fails. */
 #ifndef TA_DAEMON_PERSIST_H
 #define TA_DAEMON_PERSIST_H
 
@@ -51,17 +46,14 @@ typedef enum ta_fsync_mode {
 
 typedef struct ta_persist ta_persist;
 
-struct ta_persist_run;
-
 /* A held mutation lock (from ta_persist_run_lock). */
 typedef struct ta_persist_hold {
 	int stripe;                 /* the stripe held, or -1 for all of them */
 	int kind;                   /* shared with requests of this kind (>= 0), or -1: alone */
 	bool held;                  /* a lock is held */
 	bool kept;                  /* it is the lock run kept from a request before */
-	struct ta_persist_run *run; /* the run that keeps the lock and takes the record
-	                               (ta_persist_run_lock; NULL: released and appended at
-	                               once) */
+	struct ta_persist_run *run; /* the run that keeps the lock and takes the record (NULL:
+	                               released and appended at once) */
 } ta_persist_hold;
 
 /* The sequence number ta_persist_run_end gives for a run whose records could not all be
@@ -72,10 +64,9 @@ typedef struct ta_persist_hold {
  * to the log alone). */
 #define TA_PERSIST_RUN_BYTES (64u * 1024u)
 
-/* One thread's pipelined run (the requests of one read of a connection, or of a worker's
- * batch): the lock it keeps, and its records waiting to be appended to the log together
- * (numbered then) before that lock is released. Nothing of the run may be acknowledged
- * before ta_persist_run_end. Used by one thread at a time. */
+/* One thread's pipelined run (one read of a connection, or a worker's batch): the lock it
+ * keeps, and its records waiting to go to the log together before that lock is released.
+ * Nothing of it may be acknowledged before ta_persist_run_end. One thread at a time. */
 typedef struct ta_persist_run {
 	ta_persist_hold hold;       /* the lock kept between requests (hold.held: one is) */
 	char name[TA_NAME_MAX + 1]; /* a tile name of hold's stripe ("": none known) */
@@ -103,44 +94,24 @@ int ta_fsync_mode_parse(const char *text, ta_fsync_mode *out);
 /* Name of a mode. */
 const char *ta_fsync_mode_name(ta_fsync_mode mode);
 
-/* Applies one logged request again at start (replay), acting for who; TA_OK or an error
- * (the daemon's answer when it was not OK). */
-typedef ta_status (*ta_persist_replay_fn)(void *arg, ta_owner who, const uint8_t *payload,
-                                          size_t len, ta_error *err);
-
-/* What persistence works on. */
-typedef struct ta_persist_host {
-	ta_registry *registry;       /* the tiles: snapshots list and load them */
-	ta_backend *backend;         /* reads and writes their elements */
-	ta_persist_replay_fn replay; /* applies a logged request again */
-	void *replay_arg;            /* its argument (used only during ta_persist_start) */
-} ta_persist_host;
-
-/* How a data directory is kept (ta_persist_start). */
+/* How a data directory is kept (ta_persist_open). */
 typedef struct ta_persist_settings {
 	ta_fsync_mode mode;    /* when the log is fsynced */
 	uint64_t compact_size; /* log bytes after which a snapshot compacts the log (0: never) */
-	bool accept_log_loss;  /* start although records once durable are missing (a log cut
-	                          short or missing, persist_load.c), saying what was lost and
-	                          writing a snapshot at once, instead of refusing */
+	bool accept_log_loss;  /* start although records once durable are missing (saying what
+	                          was lost, then writing a snapshot) instead of refusing */
 } ta_persist_settings;
 
-/* Opens (creating, mode 0700) the data directory dir and locks it against a second daemon,
- * loads its snapshot into host's registry, replays its logs through host->replay, and starts
- * the writer thread. Returns TA_OK with *out set, or an error naming the file and offset, or
- * what was lost (the registry may then hold some tiles; the caller exits). */
-ta_status ta_persist_start(ta_persist **out, const char *dir, const ta_persist_settings *set,
-                           const ta_persist_host *host, ta_error *err);
-/* ta_persist_start on svc's registry and backend, replaying through svc's dispatch
- * (persist_service.c); the replayed requests are not counted in svc's statistics. Call
- * before svc->persist is set. */
+/* Opens (creating, mode 0700) and locks the data directory dir, loads its snapshot into svc's
+ * registry, replays its logs through svc's dispatch (not counted in svc's statistics) and
+ * starts the threads; call before svc->persist is set. TA_OK with *out set, or an error
+ * naming the file and offset or what was lost (the caller exits). */
 ta_status ta_persist_open(ta_persist **out, const char *dir, const ta_persist_settings *set,
                           struct ta_service *svc, ta_error *err);
-/* ta_registry_create_placed for a tile that recovery restores (a snapshot's, or a replayed
- * create's) where was says it lived (TA_PLACE_DEFAULT or NULL: nothing recorded); when that
- * cannot be met here (a device lacking or failed, out of memory) the tile is placed by the
- * default placement (--placement) instead, with a warning naming the tile, where it was,
- * where it went and why. */
+/* ta_registry_create_placed for a tile that recovery restores where was says it lived
+ * (TA_PLACE_DEFAULT or NULL: nothing recorded); when that cannot be met (a device lacking or
+ * failed, out of memory) the default placement (--placement) places it instead, with a
+ * warning naming the tile, where it was, where it went and why. */
 ta_status ta_persist_create_restored(ta_registry *reg, const char *name, const ta_tile_shape *shape,
                                      ta_owner owner, const ta_placement *was, ta_tile **out,
                                      ta_error *err);
@@ -154,11 +125,10 @@ int ta_persist_attach(ta_persist *p, uv_loop_t *loop, void (*cb)(void *arg), voi
 void ta_persist_detach(ta_persist *p);
 
 /* Takes the mutation lock of tile name (NULL: every stripe, alone) for a request of run
- * (NULL: of none): shared with the requests of the same kind >= 0 (requests that commute
- * with each other: one op whose result does not depend on the order), alone with kind -1.
- * The lock run keeps serves when it is the one needed (hold->kept), any other is released
- * first (with the run's records). Fails with UNAVAILABLE, naming the problem, while the log
- * cannot be written (see persist_log.c's failure modes). */
+ * (NULL: none): shared with requests of the same kind >= 0 (one op that commutes with
+ * itself), alone with kind -1. The lock run keeps serves when it is the one needed
+ * (hold->kept); any other is released first, with the run's records. Fails with
+ * UNAVAILABLE, naming the problem, while the log cannot be written. */
 ta_status ta_persist_run_lock(ta_persist *p, ta_persist_run *run, const char *name, int kind,
                               ta_persist_hold *hold, ta_error *err);
 /* Releases a lock from ta_persist_run_lock (no-op when none is held). With hold->run set, the
@@ -182,16 +152,15 @@ void ta_persist_run_release(ta_persist *p, ta_persist_run *run);
 /* Ends a run: ta_persist_run_release, then returns the highest sequence number given to
  * its records (0: none), or TA_PERSIST_SEQ_LOST; the run is empty again. */
 uint64_t ta_persist_run_end(ta_persist *p, ta_persist_run *run);
-/* Frees a run's memory (after ta_persist_run_end). */
+/* Frees a run's memory and empties it (after ta_persist_run_end). */
 void ta_persist_run_free(ta_persist_run *run);
 
 /* Marks persistence failed (what: the reason, logged once): mutations are refused from now
  * on. For a request applied whose record cannot be made. */
 void ta_persist_fail(ta_persist *p, const char *what);
-/* For the loop: 1 when the response of record seq may leave (durable, or not required by
- * the fsync mode), 0 not yet, -1 when writing failed before it became durable (--fsync
- * always: the connection answers with an error and closes) or seq is TA_PERSIST_SEQ_LOST
- * (every mode). */
+/* For the loop: 1 when the response of record seq may leave (durable, or the fsync mode does
+ * not wait), 0 not yet, -1 when seq is TA_PERSIST_SEQ_LOST or (always) writing failed before
+ * it became durable: the connection answers with an error and closes. */
 int ta_persist_durable(ta_persist *p, uint64_t seq);
 
 /* Copies what made persistence fail (e.g. "persistence log write failed: File too large")
@@ -205,10 +174,9 @@ void ta_persist_set_buffer_max(ta_persist *p, uint64_t bytes);
  * appends waited for the bound. */
 void ta_persist_buffer_stats(ta_persist *p, uint64_t *high, uint64_t *waits);
 
-/* Whether who may ask for a snapshot, which stalls every mutation while the tiles are read
- * and rewrites the data directory: the daemon's own user, root, the in-process callers
- * (TA_OWNER_ANY) and the holder of the auth secret (an authenticated TCP client, whom the
- * operator gave the secret); not other local users, nor unauthenticated TCP clients. */
+/* Whether who may ask for a snapshot (it stalls every mutation and rewrites the data
+ * directory): the daemon's own user, root, the in-process callers (TA_OWNER_ANY) and an
+ * authenticated TCP client (TA_OWNER_SECRET); not other users, nor unauthenticated ones. */
 bool ta_persist_may_snapshot(ta_owner who);
 
 /* Writes a snapshot of every tile and removes the logs it covers. Thread-safe (one at a

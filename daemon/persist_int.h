@@ -1,9 +1,5 @@
-/* persist_int.h: the state and the file format shared by the parts of tileatomd's
- * durability (private to them; persist.h is the interface): the log (persist_log.c:
- * appends, group commit, the writer and fsync threads, stripes, runs, start and close), the
- * snapshot (persist_snapshot.c: writing one, the compactor thread), the logmark
- * (persist_mark.c) and startup recovery (persist_load.c: loading the snapshot, replaying
- * and checking the logs).
+/* persist_int.h: the state and the file formats shared by the parts of tileatomd's
+ * durability, persist*.c (private to them; persist.h is the interface and lists them).
  *
  * Files (all integers little-endian; a checksum is the low 32 bits of xxHash's XXH3-64):
  *   snapshot.tas  "TASNAP04", u64 seq (last record included), u32 tile count, then per tile
@@ -60,6 +56,11 @@
 
 #include "persist.h"
 
+/* Applies one logged request again at start (replay), acting for who; TA_OK or an error
+ * (the daemon's answer when it was not OK). */
+typedef ta_status (*ta_persist_replay_fn)(void *arg, ta_owner who, const uint8_t *payload,
+                                          size_t len, ta_error *err);
+
 /* Magic at the start of a snapshot and of a log. */
 #define SNAP_MAGIC    "TASNAP04"
 #define SNAP_MAGIC_V3 "TASNAP03"
@@ -85,10 +86,9 @@
 /* Bytes of tile data moved per backend plan when saving or loading (about). */
 #define CHUNK_BYTES (4u << 20)
 
-/* One mutation lock: held alone, or shared by requests of one kind (the same op, whose
- * order does not matter among themselves; two different such ops, add and max say, do
- * not commute with each other). A waiter stops new sharers from entering, so that neither
- * an exclusive request nor another kind waits for ever behind a stream of one kind. */
+/* One mutation lock: held alone, or shared by requests of one kind (one op whose order
+ * does not matter among themselves; add and max do not commute with each other). A waiter
+ * stops new sharers from entering, so that no one waits for ever behind a stream of one. */
 typedef struct ta_stripe {
 	pthread_mutex_t mu;  /* guards the fields below */
 	pthread_cond_t cond; /* signalled when it is free, or taken by sharers */
@@ -114,7 +114,7 @@ struct ta_persist {
 	uint64_t compact_size;                 /* log bytes that start a compaction (0: never) */
 	bool accept_log_loss;                  /* start although durable records are missing */
 	bool loss_accepted;                    /* recovery accepted a loss (a snapshot follows) */
-	bool started;                          /* ta_persist_start succeeded */
+	bool started;                          /* ta_persist_open succeeded */
 	ta_registry *registry;                 /* the tiles */
 	ta_backend *backend;                   /* reads and writes their elements */
 	ta_persist_replay_fn replay;           /* applies a logged request again (start) */
@@ -192,37 +192,33 @@ static inline uint32_t sum32(const void *data, size_t n)
 /* persist_log.c: marks persistence failed (p->mu held): logged once per failure, the loop
  * told. final: the failure lasts until a restart (else the writer tries again). */
 void persist_set_failed(ta_persist *p, const char *what, int errnum, bool final);
-/* persist_file.c: writes the n bytes at buf to fd (again after a short write); 0 or an
- * errno. */
-int persist_write_all(int fd, const void *buf, size_t n);
-/* persist_file.c: creates (truncating; flags: the open mode) the file name of p's directory
- * holding the n bytes at data, and makes it durable with its directory entry; with tmp, it
- * is written as tmp and renamed (on failure tmp is removed). Returns the fd, or -1 with
- * errno set. */
+/* persist_mark.c: creates (truncating; flags: the open mode) the file name of p's directory
+ * holding the n bytes at data, durable with its directory entry; with tmp, written as tmp
+ * and renamed (removed on failure). Returns the fd, or -1 with errno set. */
 int persist_new_file(ta_persist *p, const char *tmp, const char *name, int flags, const void *data,
                      size_t n);
+/* persist_log.c: grows *buf (*cap bytes allocated) to hold want bytes, doubling from *cap or
+ * first, at most limit (0: none); false when memory is short. */
+bool persist_grow(uint8_t **buf, size_t *cap, size_t want, size_t first, size_t limit);
 /* persist_log.c: creates the log starting at first holding its magic (persist_new_file). */
 int persist_create_log(ta_persist *p, uint64_t first);
 
-/* persist_mark.c: reads the logmark of p's directory into *out (keeping it open in
- * p->mark_fd). Returns 1 (read), 0 (there is none), 2 (neither slot is whole: damaged) or
- * -errno. */
+/* persist_mark.c: reads the logmark into *out (kept open in p->mark_fd). Returns 1 (read),
+ * 0 (there is none), 2 (neither slot is whole: damaged) or -errno. */
 int persist_mark_read(ta_persist *p, persist_mark *out);
 /* persist_mark.c: records that log-<first>.tal holds bytes durable through record last
  * (creating the logmark when there is none); unless force, only when that says more than
  * the mark does now (a later log, or more of the same). 0 or an errno. */
 int persist_mark_write(ta_persist *p, uint64_t first, uint64_t bytes, uint64_t last, bool force);
 
-/* persist_snapshot.c: moves the elements of tile through the backend in chunks of whole rows
- * (about CHUNK_BYTES) at *chunk (grown as needed; *cap: its size): op LOAD reads each chunk
- * from the tile and hands it to io, op STORE has io fill it and writes it to the tile. Stops
- * early, returning TA_OK, when io returns false (the caller knows why). */
+/* persist_snapshot.c: moves tile's elements through the backend in chunks of whole rows
+ * (about CHUNK_BYTES) at *chunk (grown as needed; *cap: its size): LOAD hands each to io,
+ * STORE has io fill it. Stops early with TA_OK when io returns false (the caller knows why). */
 ta_status persist_tile_data(ta_backend *be, ta_tile *tile, ta_op op, uint8_t **chunk, size_t *cap,
                             bool (*io)(void *ctx, void *buf, size_t n), void *ctx, ta_error *err);
 
-/* persist_log.c: the writer thread (arg: p): takes the buffered records, seals, writes and
- * (always) fdatasyncs them, rotates the log when asked; after a failed write (everysec, no)
- * tries again once a second. */
+/* persist_log.c: the writer thread (arg: p): writes the buffered records (always: and
+ * fdatasyncs them), starts the next log when asked, retries a failed write once a second. */
 void *persist_writer_main(void *arg);
 /* persist_log.c: the everysec fsync thread (arg: p), which also keeps the logmark. */
 void *persist_syncer_main(void *arg);
@@ -237,12 +233,11 @@ typedef struct log_file {
 	char name[64];  /* its name in the directory */
 } log_file;
 
-/* persist_log.c: lists the logs of the directory sorted by their first record into *out
- * (*n entries; free it). */
+/* persist_log.c: lists the logs sorted by their first record into *out (*n; free it). */
 ta_status persist_list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *err);
 
-/* persist_load.c: opens (creating) the data directory of p and takes its lock, loads the
- * snapshot, replays the logs, and opens the newest log for appending (or starts one). */
+/* persist_load.c: opens and locks the data directory, loads the snapshot, replays the logs
+ * and opens the newest log for appending (or starts one). */
 ta_status persist_recover(ta_persist *p, ta_error *err);
 
 #endif /* TA_DAEMON_PERSIST_INT_H */

@@ -1,16 +1,12 @@
 /* persist_load.c: startup recovery of tileatomd's tiles (see persist.h; the file format is
  * in persist_int.h): opens and locks the data directory, loads the snapshot, replays the logs
- * through the host's callback, and opens the newest log for appending; every restored tile
- * goes back where it lived, or where the default placement puts it when that cannot be met
- * (ta_persist_create_restored, which the replayed creates use too). A partial record at
- * the end of the newest log, past the length the logmark records durable, is a torn last
- * record (a write cut by a crash): cut off with a log line. A log shorter than the logmark
- * records, a log the logmark or the snapshot needs that is missing, a log that does not
- * start where the records before it end, or a logmark missing or damaged where the logs
- * were written with one, means records once durable are gone: refused with a message
- * saying what is lost, unless the operator accepted that (--accept-log-loss: logged,
- * records that no longer apply skipped, a snapshot written after the start). Any other
- * damage refuses the start with a message naming the file and the offset. */
+ * through the host's callback, and opens the newest log for appending; a restored tile goes
+ * back where it lived, or where the default placement puts it when that cannot be met.
+ * A partial record at the end of the newest log, past what the logmark records durable, is
+ * a write cut by a crash: cut off with a log line. Records once durable that are gone (a log
+ * cut short, missing or not continuing the one before, a logmark missing or damaged where
+ * the logs were written with one) refuse the start saying what is lost, unless the operator
+ * accepted that (--accept-log-loss). Other damage refuses it naming the file and offset. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -78,15 +74,13 @@ static size_t rd(rd_file *r, void *buf, size_t n)
 	return got;
 }
 
-/* persist_tile_data's io for a snapshot's elements: reads n bytes; false when the file
- * ends first. */
+/* persist_tile_data's io for a snapshot: reads n bytes; false when the file ends first. */
 static bool rd_io(void *r, void *buf, size_t n)
 {
 	return rd(r, buf, n) == n;
 }
 
-/* Loads the snapshot (when there is one: *found) into the registry; *seq: its last
- * record. */
+/* Loads the snapshot, if any (*found), into the registry; *seq: its last record. */
 static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_error *err)
 {
 	*seq = 0;
@@ -112,7 +106,7 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot read %s: %s", path, strerror(e));
 	}
 	ta_status st = TA_OK;
-	uint8_t h[20];
+	uint8_t h[8 * TA_MAX_RANK + 20];
 	uint8_t *chunk = NULL;
 	size_t chunk_cap = 0;
 	ta_tile *tile = NULL;
@@ -136,8 +130,7 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 	for (uint32_t i = 0; i < ntiles; i++) {
 		uint64_t at = r.off;
 		char name[TA_NAME_MAX + 1];
-		ta_tile_shape shape;
-		memset(&shape, 0, sizeof(shape));
+		ta_tile_shape shape = {0};
 		if (rd(&r, h, 2) < 2)
 			goto short_file;
 		uint16_t nl = get_u16(h);
@@ -161,18 +154,14 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 			                  path, i, at, shape.rank);
 			goto out;
 		}
-		for (int a = 0; a < shape.rank; a++) {
-			if (rd(&r, h, 8) < 8)
-				goto short_file;
-			shape.shape[a] = (int64_t)get_u64(h);
-		}
-		if (rd(&r, h, 8) < 8)
+		size_t fixed = 8 * (size_t)shape.rank + (v3 ? 8 : 12); /* extents, bytes, parts */
+		if (rd(&r, h, fixed) < fixed)
 			goto short_file;
-		uint64_t bytes = get_u64(h);
+		for (int a = 0; a < shape.rank; a++)
+			shape.shape[a] = (int64_t)get_u64(h + 8 * a);
+		uint64_t bytes = get_u64(h + 8 * shape.rank);
 		if (!v3) {
-			if (rd(&r, h, 4) < 4)
-				goto short_file;
-			uint32_t nparts = get_u32(h);
+			uint32_t nparts = get_u32(h + 8 * shape.rank + 8);
 			was.nparts = nparts <= TA_MAX_DEVICES ? (int)nparts : 0;
 			for (int k = 0; k < was.nparts; k++) {
 				if (rd(&r, h, 20) < 20)
@@ -231,13 +220,11 @@ static ta_status load_snapshot(ta_persist *p, bool *found, uint64_t *seq, ta_err
 		                  path, at, get_u32(h), computed);
 		goto out;
 	}
-	if (fgetc(r.f) != EOF) {
+	if (fgetc(r.f) != EOF)
 		st = ta_error_set(err, TA_INTERNAL,
 		                  "%s: unexpected bytes after the checksum at offset %" PRIu64
 		                  " (damaged file)",
 		                  path, r.off);
-		goto out;
-	}
 	goto out;
 short_file:
 	st = ta_error_set(err, TA_INTERNAL,
@@ -279,14 +266,12 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 	memset(scan, 0, sizeof(*scan));
 	scan->last_seq = lf->first - 1;
 	int fd = openat(p->dir_fd, lf->name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
-		                    strerror(errno));
-	rd_file r = {fdopen(fd, "rb"), 0, NULL}; /* records carry their own checksums */
+	rd_file r = {fd >= 0 ? fdopen(fd, "rb") : NULL, 0, NULL}; /* records carry checksums */
 	if (!r.f) {
-		close(fd);
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path,
-		                    strerror(errno));
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot open %s: %s", path, strerror(e));
 	}
 	ta_status st = TA_OK;
 	uint8_t h[REC_HEADER];
@@ -329,16 +314,13 @@ static ta_status replay_log(ta_persist *p, const log_file *lf, bool last, uint64
 		uint32_t len = get_u32(h);
 		uint64_t seq = get_u64(h + 4);
 		ta_owner who = (ta_owner)get_u64(h + 12);
-		uint8_t *grown = len > cap ? realloc(payload, len) : payload;
-		if (!grown) {
+		if (!persist_grow(&payload, &cap, len, len, 0)) {
 			st = ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 			                  "%s: out of memory for a record of %" PRIu32
 			                  " bytes at offset %" PRIu64,
 			                  path, len, at);
 			goto out;
 		}
-		payload = grown;
-		cap = len > cap ? len : cap;
 		if (rd(&r, payload, len) < len) {
 			scan->torn = "a record cut short";
 			break;
@@ -431,9 +413,8 @@ static ta_status open_dir(ta_persist *p, ta_error *err)
 /* A loss found at start (what: which file, what is gone, how much as far as can be
  * known): refused, with what in err, unless the operator accepted losses
  * (--accept-log-loss): then logged, and recovery goes on with what is left. */
-static ta_status log_loss(ta_persist *p, ta_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static ta_status log_loss(ta_persist *p, ta_error *err, const char *fmt, ...)
+static __attribute__((format(printf, 3, 4))) ta_status log_loss(ta_persist *p, ta_error *err,
+                                                                const char *fmt, ...)
 {
 	char what[512];
 	va_list ap;

@@ -1,32 +1,29 @@
 /* persist_log.c: the log of tileatomd's durability (see persist.h, and persist_int.h for
  * the files): mutation locks (stripes) and pipelined runs, appends, the writer thread (group
  * commit), the everysec fsync thread, failure handling, the listing of the log files and the
- * loop's wake-up (the start and close of the whole are persist.c's, startup recovery
- * persist_load.c's, snapshots persist_snapshot.c's).
+ * loop's wake-up.
  *
- * Records are appended to p->buf under p->mu, numbered in append order (a run's wait
- * unnumbered in the run and are numbered together by run_flush). The writer thread takes
- * the whole buffer, fills in the checksums (seal_records: off the threads that apply
- * requests), writes it, fdatasyncs it (always) and wakes the loop (uv_async_t). With
- * everysec the writer lets records gather GATHER_MS before a write and a syncer thread
- * fdatasyncs once a second. A compaction asks the writer to rotate (start the next log).
+ * Records are appended to p->buf under p->mu and numbered then (a run's, together, when the
+ * run is flushed). The writer takes the whole buffer, fills in the checksums (off the
+ * threads that apply requests), writes it, fdatasyncs it (always) and wakes the loop. With
+ * everysec / no the writer lets records gather GATHER_MS first, and with everysec a syncer
+ * thread fdatasyncs once a second. A compaction asks the writer to start the next log.
  *
- * Failure modes (a full disk, a file size limit, an I/O error): a failed write is cut back
- * (ftruncate) to the last whole record, so that the log never ends in a half record, and
- * persistence is marked failed: mutations are refused with UNAVAILABLE and a message naming
- * the problem ("persistence log write failed: No space left on device"), reads go on, the
- * error is logged once and the refusals once per 10 s with a count.
+ * Failure (a full disk, a file size limit, an I/O error): a failed write is cut back to the
+ * last whole record and persistence is marked failed: mutations are refused with UNAVAILABLE
+ * naming the problem ("persistence log write failed: No space left on device"), reads go on;
+ * the error is logged once, the refusals once per 10 s with a count.
  *   --fsync always: the records not yet written are dropped and the connections whose
  *     responses waited for them get one error response (id 0) and are closed: no request
  *     is acknowledged whose record is not durable. The failure lasts until a restart.
  *   everysec / no: the records (already acknowledged) stay in the buffer and the writer
  *     tries again once a second; when a write succeeds, mutations are accepted again.
- *   An fsync failure is not retried (the kernel may have dropped the pages): it lasts
- *   until a restart in every mode.
+ *   A failed fsync is not retried (the kernel may have dropped the pages): it lasts until a
+ *   restart in every mode.
  *
- * Backpressure: the records waiting for the writer are bounded (ta_persist_set_buffer_max):
- * an append that would pass the bound waits until the writer has taken the buffer, so
- * that a disk slower than the requests slows the requests instead of growing memory. */
+ * Backpressure: an append that would pass the bound on the records waiting for the writer
+ * (ta_persist_set_buffer_max) waits until the writer has taken the buffer, so that a disk
+ * slower than the requests slows the requests instead of growing memory. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -48,8 +45,7 @@
 #include "persist_int.h"
 
 /* everysec / no: how long the writer lets records gather before one write (ms), unless
- * GATHER_BYTES are waiting: fewer wake-ups and system calls, at the price of what a kill -9
- * loses (records not yet written) growing to about this long. */
+ * GATHER_BYTES wait: fewer system calls, for about this much more lost to a kill -9. */
 #define GATHER_MS    2
 #define GATHER_BYTES (1u << 20)
 
@@ -73,9 +69,8 @@ const char *ta_fsync_mode_name(ta_fsync_mode mode)
 	                                                                     : "?";
 }
 
-/* Writer: fills the checksums of the whole records at buf[0, n) (the payload's, then the
- * header's), before they are written: off the threads that apply requests, which only copy
- * them. */
+/* Writer: fills the checksums (the payload's, then the header's) of the records at
+ * buf[0, n), off the threads that apply requests. */
 static void seal_records(uint8_t *buf, size_t n)
 {
 	for (size_t off = 0; off + REC_HEADER <= n;) {
@@ -151,21 +146,20 @@ ta_status persist_list_logs(ta_persist *p, log_file **out, size_t *n, ta_error *
 {
 	struct dirent **names = NULL;
 	int found = scandirat(p->dir_fd, ".", &names, is_log_name, NULL);
-	int e = errno;
+	if (found < 0)
+		return ta_error_set(err, TA_UNAVAILABLE, "cannot list %s: %s", p->dir,
+		                    strerror(errno));
 	*n = 0;
-	*out = found >= 0 ? calloc(found ? (size_t)found : 1, sizeof(**out)) : NULL;
+	*out = calloc(found ? (size_t)found : 1, sizeof(**out));
 	for (int i = 0; i < found; i++) {
-		log_file *lf = *out ? &(*out)[*n] : NULL; /* the filter checked the name */
+		log_file *lf = *out ? &(*out)[*n] : NULL; /* the filter checked it: 24 bytes */
 		if (lf && sscanf(names[i]->d_name, "log-%16" SCNx64, &lf->first) == 1) {
-			snprintf(lf->name, sizeof(lf->name), "%.*s", (int)sizeof(lf->name) - 1,
-			         names[i]->d_name);
+			memcpy(lf->name, names[i]->d_name, 25);
 			(*n)++;
 		}
 		free(names[i]);
 	}
 	free(names);
-	if (found < 0)
-		return ta_error_set(err, TA_UNAVAILABLE, "cannot list %s: %s", p->dir, strerror(e));
 	if (!*out)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 	qsort(*out, *n, sizeof(**out), log_file_cmp);
@@ -184,8 +178,7 @@ static void mark_failed(ta_persist *p, int e)
 	               p->dir, strerror(e));
 }
 
-/* Writer: closes the current log after fsyncing it and starts the next one at
- * p->next_seq (mu held; every record is written). */
+/* Writer: fsyncs and closes the current log, starts the next at p->next_seq (mu held). */
 static void writer_rotate(ta_persist *p)
 {
 	uint64_t first = p->next_seq;
@@ -193,15 +186,11 @@ static void writer_rotate(ta_persist *p)
 	if (first == p->log_first)
 		return; /* nothing was appended to the current log: it goes on */
 	pthread_mutex_unlock(&p->mu);
-	int e = 0;
+	int fd = -1, e = 0;
 	if (p->log_fd >= 0 && fdatasync(p->log_fd) != 0)
 		e = errno;
-	int fd = -1;
-	if (e == 0) {
-		fd = persist_create_log(p, first);
-		if (fd < 0)
-			e = errno;
-	}
+	else if ((fd = persist_create_log(p, first)) < 0)
+		e = errno;
 	/* the logmark moves to the new log before anything is appended to it */
 	int me = e == 0 ? persist_mark_write(p, first, MAGIC_LEN, first - 1, false) : 0;
 	pthread_mutex_lock(&p->mu);
@@ -231,9 +220,25 @@ static void swap_buf(ta_persist *p, uint8_t **wbuf, size_t *wcap)
 	*wcap = cap;
 }
 
+bool persist_grow(uint8_t **buf, size_t *cap, size_t want, size_t first, size_t limit)
+{
+	if (*cap >= want)
+		return true;
+	size_t c = *cap ? *cap : first;
+	while (c < want)
+		c *= 2;
+	if (limit && c > limit)
+		c = limit;
+	uint8_t *nb = realloc(*buf, c);
+	if (!nb)
+		return false;
+	*buf = nb;
+	*cap = c;
+	return true;
+}
+
 /* Writer, after a failed write of the n bytes at wbuf (mu held): cuts the log back to its
- * last whole record; with always drops the records (their responses become errors), else
- * puts them back at the head of the buffer for the next try. */
+ * last whole record; with always drops the records, else puts them back for the next try. */
 static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf, size_t *wcap,
                           size_t n)
 {
@@ -245,15 +250,9 @@ static void writer_failed(ta_persist *p, const char *what, int e, uint8_t **wbuf
 	persist_set_failed(p, what, e, p->mode == TA_FSYNC_ALWAYS);
 	if (p->fail_final)
 		return;
-	if (*wcap - n < p->len) {
-		uint8_t *nb = realloc(*wbuf, n + p->len);
-		if (!nb) {
-			persist_set_failed(p, "out of memory for the log records to retry", ENOMEM,
-			                   true);
-			return;
-		}
-		*wbuf = nb;
-		*wcap = n + p->len;
+	if (!persist_grow(wbuf, wcap, n + p->len, 1, 0)) {
+		persist_set_failed(p, "out of memory for the log records to retry", ENOMEM, true);
+		return;
 	}
 	if (p->len)
 		memcpy(*wbuf + n, p->buf, p->len);
@@ -304,7 +303,7 @@ void *persist_writer_main(void *arg)
 			pthread_mutex_unlock(&p->mu);
 			if (!drop)
 				seal_records(wbuf, n);
-			int e = drop ? 0 : persist_write_all(p->log_fd, wbuf, n);
+			int e = drop ? 0 : ta_write_all(p->log_fd, wbuf, n);
 			bool sync_failed = e == 0 && !drop && p->mode == TA_FSYNC_ALWAYS &&
 			                   fdatasync(p->log_fd) != 0;
 			if (sync_failed)
@@ -361,11 +360,9 @@ void *persist_writer_main(void *arg)
 }
 
 /* The syncer thread (always, everysec): once a second, with everysec, fdatasyncs what the
- * writer wrote since the last time, on a duplicate of the log's descriptor (a rotation may
- * close the original meanwhile; it fsyncs the old log itself): apart from the writer, so
- * that a slow fsync never holds records back in memory, where a kill -9 would lose them.
- * Then, in both modes, records in the logmark the length of the log now durable (with
- * always the writer counts a write only once it is fdatasynced). */
+ * writer wrote, on a duplicate of the log's descriptor (a rotation may close the original;
+ * it fsyncs the old log itself), so that a slow fsync never holds records back in memory.
+ * Then records in the logmark the length of the log now durable. */
 void *persist_syncer_main(void *arg)
 {
 	ta_persist *p = arg;
@@ -529,24 +526,13 @@ static bool buf_make_room(ta_persist *p, size_t need)
 		pthread_cond_wait(&p->drained, &p->mu);
 		p->drain_waiters--;
 	}
-	if (p->cap - p->len < need) {
-		size_t want = p->cap ? p->cap : 65536;
-		while (want - p->len < need)
-			want *= 2;
-		uint8_t *nb = realloc(p->buf, want);
-		if (!nb) {
-			persist_set_failed(p, "persistence log record could not be buffered",
-			                   ENOMEM, true);
-			return false;
-		}
-		p->buf = nb;
-		p->cap = want;
-	}
-	return true;
+	if (persist_grow(&p->buf, &p->cap, p->len + need, 65536, 0))
+		return true;
+	persist_set_failed(p, "persistence log record could not be buffered", ENOMEM, true);
+	return false;
 }
 
-/* Fills the header of a record at h: its payload's length and who; the sequence number
- * comes with log_put, the checksums with the writer (seal_records). */
+/* Fills the header of a record at h but its sequence number (log_put) and checksums. */
 static void put_header(uint8_t *h, uint32_t len, ta_owner who)
 {
 	put_u32(h, len);
@@ -601,9 +587,8 @@ void ta_persist_run_init(ta_persist_run *run)
 	memset(run, 0, sizeof(*run));
 }
 
-/* Appends the records of run to the log, in their order, giving them their sequence
- * numbers (one lock of the log for all of them); marks the run lost when memory is
- * short. */
+/* Appends the records of run to the log, numbering them under one lock of the log; marks
+ * the run lost when memory is short. */
 static void run_flush(ta_persist *p, ta_persist_run *run)
 {
 	if (run->len == 0)
@@ -634,18 +619,8 @@ static bool run_add(ta_persist *p, ta_persist_run *run, ta_owner who, const uint
 	size_t need = REC_HEADER + len;
 	if (run->len + need > limit)
 		run_flush(p, run);
-	if (run->cap - run->len < need) {
-		size_t want = run->cap ? run->cap * 2 : 4096;
-		while (want < run->len + need)
-			want *= 2;
-		if (want > limit)
-			want = limit;
-		uint8_t *nb = realloc(run->buf, want);
-		if (!nb)
-			return false;
-		run->buf = nb;
-		run->cap = want;
-	}
+	if (!persist_grow(&run->buf, &run->cap, run->len + need, 4096, limit))
+		return false;
 	uint8_t *h = run->buf + run->len;
 	put_header(h, (uint32_t)len, who);
 	memcpy(h + REC_HEADER, payload, len);
@@ -691,9 +666,7 @@ uint64_t ta_persist_run_end(ta_persist *p, ta_persist_run *run)
 void ta_persist_run_free(ta_persist_run *run)
 {
 	free(run->buf);
-	run->buf = NULL;
-	run->cap = 0;
-	run->len = 0;
+	ta_persist_run_init(run);
 }
 
 void ta_persist_fail(ta_persist *p, const char *what)

@@ -1,8 +1,8 @@
 /* persist_mark.c: the logmark of tileatomd's data directory (format in persist_int.h): what
- * of the current log is known durable (its first record, its length, its last record), kept
- * apart from the log so that startup recovery (persist_load.c) can tell a log cut short or
- * missing from a record torn by a crash. Two slots written in turn in place, so that a
- * write torn by a crash leaves the other one whole and no write ever needs new disk space. */
+ * of the current log is known durable, kept apart from the log so that startup recovery
+ * (persist_load.c) can tell a log cut short or missing from a record torn by a crash; two
+ * slots written in turn in place. Below it, the one way a durable file is made, which the
+ * log's new files share. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "persist_int.h"
 
 /* Encodes mark m with count into slot buffer b (MARK_SLOT bytes). */
@@ -45,18 +46,18 @@ int persist_mark_read(ta_persist *p, persist_mark *out)
 	int fd = openat(p->dir_fd, MARK_NAME, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
-	uint8_t slot[2][MARK_SLOT];
+	uint8_t file[MARK_STRIDE + MARK_SLOT]; /* both slots */
+	ssize_t got = pread(fd, file, sizeof(file), 0);
+	if (got < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
 	persist_mark m[2];
 	bool ok[2];
-	for (int i = 0; i < 2; i++) {
-		ssize_t got = pread(fd, slot[i], MARK_SLOT, (off_t)i * MARK_STRIDE);
-		if (got < 0) {
-			int e = errno;
-			close(fd);
-			return -e;
-		}
-		ok[i] = got == MARK_SLOT && mark_decode(slot[i], &m[i]);
-	}
+	for (int i = 0; i < 2; i++)
+		ok[i] = got >= i * MARK_STRIDE + MARK_SLOT &&
+		        mark_decode(file + i * MARK_STRIDE, &m[i]);
 	p->mark_fd = fd;
 	if (!ok[0] && !ok[1])
 		return 2;
@@ -102,4 +103,28 @@ int persist_mark_write(ta_persist *p, uint64_t first, uint64_t bytes, uint64_t l
 		p->mark = m;
 	pthread_mutex_unlock(&p->mark_mu);
 	return e;
+}
+
+int persist_new_file(ta_persist *p, const char *tmp, const char *name, int flags, const void *data,
+                     size_t n)
+{
+	const char *path = tmp ? tmp : name;
+	int fd = openat(p->dir_fd, path, flags | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	int e = ta_write_all(fd, data, n);
+	if (e == 0 && fsync(fd) != 0)
+		e = errno;
+	if (e == 0 && tmp && renameat(p->dir_fd, tmp, p->dir_fd, name) != 0)
+		e = errno;
+	if (e == 0 && fsync(p->dir_fd) != 0)
+		e = errno;
+	if (e != 0) {
+		close(fd);
+		if (tmp)
+			unlinkat(p->dir_fd, tmp, 0);
+		errno = e;
+		return -1;
+	}
+	return fd;
 }

@@ -3,13 +3,11 @@
  * whenever the log passes compact_size, and the tile data moved through the backend (also
  * used by persist_load.c to load one).
  *
- * Compaction (a snapshot request, or the log passing compact_size): every stripe is held
- * alone, so no mutation is half done; the tiles are read through the backend (LOAD plans:
- * on CUDA a copy from the device) into the temporary snapshot; the writer is told to close
- * the log (after writing what it holds) and start the next one at seq + 1; the stripes are
- * released; the snapshot is fsynced and renamed; older logs are removed. A crash at any
- * point leaves either the old snapshot and every log, or the new snapshot and logs whose
- * records it partly covers (skipped on replay). */
+ * A snapshot holds every stripe alone, so no mutation is half done, while the tiles are
+ * read through the backend (on CUDA a copy from the device) into the temporary snapshot and
+ * the writer closes the log and starts the next one at seq + 1; then the snapshot is
+ * fsynced and renamed and older logs are removed. A crash at any point leaves either the
+ * old snapshot and every log, or the new snapshot and logs it partly covers (skipped). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -30,8 +28,7 @@
 
 /* ---- tile data through the backend ---- */
 
-/* Loads (op LOAD, into buf) or stores (op STORE, from buf) rows [row0, row0 + rows) of axis
- * 0 of tile through the backend. */
+/* Loads (LOAD, into buf) or stores (STORE) rows [row0, row0 + rows) of tile via the backend. */
 static ta_status tile_rows(ta_backend *be, ta_tile *tile, int64_t row0, int64_t rows, ta_op op,
                            void *buf, size_t nbytes, ta_error *err)
 {
@@ -74,15 +71,10 @@ ta_status persist_tile_data(ta_backend *be, ta_tile *tile, ta_op op, uint8_t **c
 	for (int64_t row = 0; row < extent; row += step) {
 		int64_t rows = extent - row < step ? extent - row : step;
 		size_t n = (size_t)((uint64_t)rows * row_bytes);
-		if (n > *cap) {
-			uint8_t *nb = realloc(*chunk, n);
-			if (!nb)
-				return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
-				                    "out of memory for %zu bytes of tile '%s'", n,
-				                    tile->name);
-			*chunk = nb;
-			*cap = n;
-		}
+		if (!persist_grow(chunk, cap, n, n, 0))
+			return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
+			                    "out of memory for %zu bytes of tile '%s'", n,
+			                    tile->name);
 		if (op == TA_OP_STORE && !io(ctx, *chunk, n))
 			return TA_OK;
 		ta_status st = tile_rows(be, tile, row, rows, op, *chunk, n, err);
@@ -135,8 +127,7 @@ static void snap_le(snap_out *o, uint64_t v, size_t n)
 	snap_put(o, b, n);
 }
 
-/* Writes one tile (its header, where it lives and its elements read through the
- * backend). */
+/* Writes one tile: its header, where it lives and its elements. */
 static ta_status snap_tile(ta_persist *p, snap_out *o, ta_tile *tile, uint8_t **chunk, size_t *cap,
                            ta_error *err)
 {

@@ -35,7 +35,7 @@ FUZZ_SRC_NAMES = tests/fuzz_dispatch.c \
 	daemon/handlers.c daemon/logged.c daemon/pipeline.c daemon/reply.c \
 	daemon/executor.c daemon/log.c daemon/notify.c \
 	daemon/netaddr.c daemon/persist.c daemon/persist_log.c daemon/persist_snapshot.c daemon/persist_load.c \
-	daemon/persist_file.c daemon/persist_mark.c daemon/persist_service.c daemon/recpool.c daemon/registry.c \
+	daemon/persist_mark.c daemon/recpool.c daemon/registry.c \
 	daemon/metrics.c daemon/server.c daemon/shmbuf.c \
 	daemon/wirecheck.c daemon/codec.c \
 	tacore/ta_plan.c tacore/ta_place.c kernels/ta_lower.c kernels/ta_hostmem.c kernels/ta_cuda_none.c \
