@@ -50,9 +50,6 @@
 /* Listen backlog of both listeners. */
 #define LISTEN_BACKLOG 128
 
-static void server_check_done(ta_server *srv);
-static void loop_check_done(ta_server_loop *l);
-
 /* The loop a host belongs to. */
 static ta_server_loop *host_loop(ta_conn_host *host)
 {
@@ -92,41 +89,27 @@ static void host_submit(ta_conn_host *host, ta_job *job)
 	ta_executor_submit_to(&host_loop(host)->srv->executor, host->port, job);
 }
 
-/* Counts a connection of the transport (tcp) in its handshake against the limits. */
-static void slots_add(ta_server *srv, bool tcp)
+/* Counts a connection of the transport (tcp) against the limits (delta 1: in its
+ * handshake), or gives its slots back (delta -1; pending: it was still in its handshake). */
+static void slots_move(ta_server *srv, bool tcp, bool pending, int delta)
 {
-	atomic_fetch_add(&srv->nactive, 1);
-	atomic_fetch_add(&srv->svc->connections, 1);
+	atomic_fetch_add(&srv->nactive, (unsigned)delta);
+	atomic_fetch_add(&srv->svc->connections, (unsigned)delta);
 	if (tcp)
-		atomic_fetch_add(&srv->ntcp, 1);
-	atomic_fetch_add(&srv->npending[tcp], 1);
-}
-
-/* Gives back what slots_add took (pending: the connection was still in its handshake). */
-static void slots_sub(ta_server *srv, bool tcp, bool pending)
-{
-	atomic_fetch_sub(&srv->nactive, 1);
-	atomic_fetch_sub(&srv->svc->connections, 1);
-	if (tcp)
-		atomic_fetch_sub(&srv->ntcp, 1);
+		atomic_fetch_add(&srv->ntcp, (unsigned)delta);
 	if (pending)
-		atomic_fetch_sub(&srv->npending[tcp], 1);
+		atomic_fetch_add(&srv->npending[tcp], (unsigned)delta);
 }
 
-/* Gives conn's slots back (once: it is uncounted after). */
-static void conn_unslot(ta_server *srv, ta_conn *conn)
+/* ta_conn_host.release: a closing connection gives its slots back (once: it is uncounted
+ * after). */
+static void host_release(ta_conn_host *host, ta_conn *conn)
 {
 	if (!conn->counted)
 		return;
 	conn->counted = false;
-	slots_sub(srv, conn->tcp, conn->pending);
+	slots_move(host_loop(host)->srv, conn->tcp, conn->pending, -1);
 	conn->pending = false;
-}
-
-/* ta_conn_host.release: a closing connection gives its max_connections slot back. */
-static void host_release(ta_conn_host *host, ta_conn *conn)
-{
-	conn_unslot(host_loop(host)->srv, conn);
 }
 
 /* ta_conn_host.handshaken: the connection leaves the count of those in their handshake. */
@@ -230,23 +213,6 @@ static void on_busy_timer(uv_timer_t *timer)
 	l->host.inline_max = busy <= TA_SERVER_INLINE_CUDA_CONNS ? TA_SERVER_INLINE_CUDA : 0;
 }
 
-/* ta_conn_host.gone: a connection about to be freed leaves its loop's list and the
- * counters; a shutdown may then have nothing left to wait on. */
-static void host_gone(ta_conn_host *host, ta_conn *conn)
-{
-	ta_server_loop *l = host_loop(host);
-	ta_server *srv = l->srv;
-	if (conn->prev)
-		conn->prev->next = conn->next;
-	else
-		l->conns = conn->next;
-	if (conn->next)
-		conn->next->prev = conn->prev;
-	atomic_fetch_sub(&srv->nconns, 1);
-	conn_unslot(srv, conn);
-	loop_check_done(l);
-}
-
 /* uv_close callback of a malloc'd handle. */
 static void on_handle_freed(uv_handle_t *handle)
 {
@@ -278,10 +244,36 @@ static void loop_link(ta_server_loop *l, ta_conn *conn)
 	atomic_fetch_add(&l->srv->nconns, 1);
 }
 
-/* Closes the handles of a drained loop (its thread's uv_run then returns) and tells the
- * main loop. The loop's thread (or the main thread for a direct loop). */
-static void loop_finish(ta_server_loop *l)
+/* Closes the signal handles and the executor when shutdown has nothing left to wait on
+ * (the listeners closed and every loop finished). Main loop thread. */
+static void server_check_done(ta_server *srv)
 {
+	if (!srv->draining || handle_open(&srv->unix_listener) || handle_open(&srv->tcp_listener))
+		return;
+	pthread_mutex_lock(&srv->lock);
+	bool all = srv->loops_finished >= srv->nloops_ready;
+	if (all)
+		srv->main_wake_open = false;
+	pthread_mutex_unlock(&srv->lock);
+	if (!all)
+		return;
+	close_handle(&srv->main_wake);
+	close_handle(&srv->shutdown_timer);
+	close_handle(&srv->sig_term);
+	close_handle(&srv->sig_int);
+	if (srv->executor_started && !srv->executor_stopping) {
+		srv->executor_stopping = true;
+		ta_executor_stop(&srv->executor, NULL);
+	}
+}
+
+/* A draining loop with no connection left finishes: closes its handles (its thread's uv_run
+ * then returns) and tells the main loop. The loop's thread (or the main thread for a direct
+ * loop). */
+static void loop_check_done(ta_server_loop *l)
+{
+	if (!l->draining || l->conns || l->finished)
+		return;
 	ta_server *srv = l->srv;
 	l->finished = true;
 	close_handle(&l->sweep_timer);
@@ -313,12 +305,20 @@ static void loop_finish(ta_server_loop *l)
 		server_check_done(srv);
 }
 
-/* A draining loop with no connection left finishes. */
-static void loop_check_done(ta_server_loop *l)
+/* ta_conn_host.gone: a connection about to be freed leaves its loop's list and the
+ * counters; a shutdown may then have nothing left to wait on. */
+static void host_gone(ta_conn_host *host, ta_conn *conn)
 {
-	if (!l->draining || l->conns || l->finished)
-		return;
-	loop_finish(l);
+	ta_server_loop *l = host_loop(host);
+	if (conn->prev)
+		conn->prev->next = conn->next;
+	else
+		l->conns = conn->next;
+	if (conn->next)
+		conn->next->prev = conn->prev;
+	atomic_fetch_sub(&l->srv->nconns, 1);
+	host_release(host, conn);
+	loop_check_done(l);
 }
 
 /* Shutdown reached loop l: its connections finish what they were sent, then close; with
@@ -339,36 +339,13 @@ static void loop_stop(ta_server_loop *l, bool force)
 	loop_check_done(l);
 }
 
-/* Closes the signal handles and the executor when shutdown has nothing left to wait on
- * (the listeners closed and every loop finished). Main loop thread. */
-static void server_check_done(ta_server *srv)
-{
-	if (!srv->draining || handle_open(&srv->unix_listener) || handle_open(&srv->tcp_listener))
-		return;
-	pthread_mutex_lock(&srv->lock);
-	bool all = srv->loops_finished >= srv->nloops_ready;
-	if (all)
-		srv->main_wake_open = false;
-	pthread_mutex_unlock(&srv->lock);
-	if (!all)
-		return;
-	close_handle(&srv->main_wake);
-	close_handle(&srv->shutdown_timer);
-	close_handle(&srv->sig_term);
-	close_handle(&srv->sig_int);
-	if (srv->executor_started && !srv->executor_stopping) {
-		srv->executor_stopping = true;
-		ta_executor_stop(&srv->executor, NULL);
-	}
-}
-
 /* main_wake callback: a loop finished its shutdown. */
 static void on_main_wake(uv_async_t *handle)
 {
 	server_check_done(handle->data);
 }
 
-/* Counts conn as a connection in its handshake (its slots were taken by slots_add) and
+/* Counts conn as a connection in its handshake (its slots were taken by slots_move) and
  * starts it. */
 static void conn_admit(ta_server_loop *l, ta_conn *conn)
 {
@@ -476,7 +453,7 @@ static void on_loop_wake(uv_async_t *handle)
 		if (conn)
 			conn_admit(l, conn);
 		else /* counted by the main loop when it handed the socket over */
-			slots_sub(l->srv, h->tcp, true);
+			slots_move(l->srv, h->tcp, true, -1);
 		free(h);
 	}
 	if (flags & TA_LOOP_WAKE_RESUME)
@@ -505,50 +482,40 @@ static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_
 		return;
 	}
 	*h = (ta_server_handoff){.fd = fd, .tcp = tcp, .serial = ++srv->next_serial};
-	slots_add(srv, tcp);
+	slots_move(srv, tcp, true, 1);
 	loop_wake(l, 0, h);
 }
 
-/* The limits a newcomer may find reached (over_limit). */
-typedef enum server_limit {
-	LIMIT_NONE = 0,    /* room for it */
-	LIMIT_HANDSHAKES,  /* max_unauthenticated connections of its transport */
-	LIMIT_CONNECTIONS, /* max_connections */
-	LIMIT_TCP_SHARE    /* max_connections - unix_reserve TCP connections */
-} server_limit;
-
-/* Which limit a newcomer of the transport (tcp) finds reached now (the handshake cap is
- * not looked at with soft_handshakes), with a message naming it in msg. */
-static server_limit over_limit(ta_server *srv, bool tcp, bool soft_handshakes, char *msg,
-                               size_t size)
+/* True when a newcomer of the transport (tcp) finds a limit reached now, with a message
+ * naming it in msg; *handshakes tells whether it is the handshake cap (not looked at with
+ * soft_handshakes). */
+static bool over_limit(ta_server *srv, bool tcp, bool soft_handshakes, bool *handshakes, char *msg,
+                       size_t size)
 {
 	const ta_config *cfg = srv->cfg;
 	unsigned max = (unsigned)cfg->max_connections;
 	unsigned reserve = (unsigned)cfg->unix_reserve;
 	unsigned tcp_max = max > reserve ? max - reserve : 1;
-	if (!soft_handshakes &&
-	    atomic_load(&srv->npending[tcp]) >= (unsigned)cfg->max_unauthenticated) {
+	*handshakes = !soft_handshakes &&
+	              atomic_load(&srv->npending[tcp]) >= (unsigned)cfg->max_unauthenticated;
+	if (*handshakes)
 		snprintf(msg, size,
 		         "too many connections in their handshake: the limit is %d per transport "
 		         "(max_unauthenticated); try again later",
 		         cfg->max_unauthenticated);
-		return LIMIT_HANDSHAKES;
-	}
-	if (atomic_load(&srv->nactive) >= max) {
+	else if (atomic_load(&srv->nactive) >= max)
 		snprintf(msg, size,
 		         "too many connections: the limit is %d (max_connections); try again "
 		         "later",
 		         cfg->max_connections);
-		return LIMIT_CONNECTIONS;
-	}
-	if (tcp && atomic_load(&srv->ntcp) >= tcp_max) {
+	else if (tcp && atomic_load(&srv->ntcp) >= tcp_max)
 		snprintf(msg, size,
 		         "too many TCP connections: the limit is %u (max_connections less "
 		         "unix_reserve, kept for local clients); try again later",
 		         tcp_max);
-		return LIMIT_TCP_SHARE;
-	}
-	return LIMIT_NONE;
+	else
+		return false;
+	return true;
 }
 
 /* A newcomer of the transport (tcp) found a limit reached: closes one connection of the
@@ -604,37 +571,35 @@ static void on_connection(uv_stream_t *listener, int status)
 	}
 	bool tcp = listener == (uv_stream_t *)&srv->tcp_listener;
 	char msg[200];
-	bool full = over_limit(srv, tcp, false, msg, sizeof(msg)) != LIMIT_NONE;
-	if (srv->nloops > 1 && !srv->draining && !full) {
-		ta_server_loop *target = &srv->loops[srv->next_loop];
-		srv->next_loop = (srv->next_loop + 1) % srv->nloops;
-		if (target->index != 0) {
-			hand_off(srv, listener, tcp, target);
-			return;
-		}
-	}
+	bool handshakes, full = over_limit(srv, tcp, false, &handshakes, msg, sizeof(msg));
 	ta_server_loop *l = &srv->loops[0];
+	if (srv->nloops > 1 && !srv->draining && !full) { /* round-robin */
+		l = &srv->loops[srv->next_loop];
+		srv->next_loop = (srv->next_loop + 1) % srv->nloops;
+	}
+	if (l->index != 0) {
+		hand_off(srv, listener, tcp, l);
+		return;
+	}
 	ta_conn *conn = conn_open(l, tcp, ++srv->next_serial, listener, -1);
 	if (!conn)
 		return;
 	/* over a limit: make room (each closing frees a slot at once) while it can; a handshake
 	 * cap with no connection to close (a burst of clients accepted in this loop turn) lets
 	 * the newcomer in as far as the slots allow; else it is refused */
-	for (bool soft_handshakes = false; full;) {
-		server_limit lim = over_limit(srv, tcp, soft_handshakes, msg, sizeof(msg));
-		if (lim == LIMIT_NONE)
-			break;
-		if (make_room(srv, tcp, lim == LIMIT_HANDSHAKES))
+	for (bool soft = false;
+	     full && over_limit(srv, tcp, soft, &handshakes, msg, sizeof(msg));) {
+		if (make_room(srv, tcp, handshakes))
 			continue;
-		if (lim != LIMIT_HANDSHAKES) {
+		if (!handshakes) {
 			ta_log_limited(&srv->refuse_log, TA_LOG_WARNING,
 			               "connection %" PRIu64 " refused: %s", conn->serial, msg);
 			ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
 			return;
 		}
-		soft_handshakes = true;
+		soft = true;
 	}
-	slots_add(srv, tcp);
+	slots_move(srv, tcp, true, 1);
 	conn_admit(l, conn);
 }
 
@@ -669,9 +634,7 @@ static ta_status clear_stale_socket(const char *path, ta_error *err)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "socket: %s", strerror(errno));
-	struct sockaddr_un addr;
-	memset(&addr, 0, sizeof(addr));
-	addr.sun_family = AF_UNIX;
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	memcpy(addr.sun_path, path, strlen(path) + 1);
 	int rc = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
 	int saved = errno;
@@ -888,8 +851,7 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 		l->host.port = &l->port;
 	}
 	l->host.loop = l->loop;
-	l->host.scratch = &l->scratch;
-	atomic_init(&l->host.input_waiters, 0);
+	l->host.scratch = &l->scratch; /* input_waiters is 0, from tmpl */
 	l->wake.data = l;
 	if ((rc = uv_async_init(l->loop, &l->wake, on_loop_wake)) != 0)
 		return ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
@@ -955,15 +917,8 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	memset(srv, 0, sizeof(*srv));
 	srv->loop = loop;
 	srv->cfg = cfg;
-	srv->svc = svc;
-	atomic_init(&srv->nactive, 0);
-	atomic_init(&srv->nconns, 0);
-	atomic_init(&srv->ntcp, 0);
-	atomic_init(&srv->npending[0], 0);
-	atomic_init(&srv->npending[1], 0);
+	srv->svc = svc; /* the memset zeroed the counts: all-zero lock-free atomics are 0 */
 	srv->budget.max = cfg->max_input_total;
-	atomic_init(&srv->budget.held, 0);
-	atomic_init(&srv->budget.waiters, 0);
 	srv->refuse_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "connections refused (too many "
 	                                                      "connections, max_connections)");
 	int rc = pthread_mutex_init(&srv->lock, NULL);
