@@ -6,21 +6,17 @@
  * 0600 / 0660), TCP when asked (loopback only unless allow_remote), the signal handlers.
  *
  * Accepting: the main loop accepts every connection and hands them round-robin to the
- * loops (loop 0 takes its own from the listener; another loop gets a dup of the socket
- * through its wake handle), so that a burst of clients connecting at once is spread
- * evenly. Over a limit the connection stays on loop 0, which makes room (make_room) or
- * answers it RESOURCE_EXHAUSTED and closes it; refusals are logged at most once per 10 s.
- * A connection gives its slot back when it starts closing (host_release).
+ * loops (another loop gets a dup of the socket through its wake handle), so that a burst
+ * of clients connecting at once is spread evenly. Over a limit the connection stays on
+ * loop 0, which makes room (make_room) or refuses it (RESOURCE_EXHAUSTED, logged at most
+ * once per 10 s).
  *
- * Shared by the loops: the connection counts (atomics), the input budget (a loop that gives
- * memory back wakes the loops with waiters), the executor (each loop has its own port) and
- * the data log (its durability callback runs on the main loop, which tells the others).
- * Each loop sweeps its connections' timeouts (sweep_timer) and wakes those waiting for
- * input budget after a loop turn that gave some back (resume_check).
+ * Shared by the loops: the connection counts (atomics), the input budget, the executor (a
+ * port per loop) and the data log (its durability callback runs on the main loop, which
+ * tells the others).
  *
- * Shutdown: ta_server_shutdown closes the listeners, removes the socket file and has every
- * loop drain its connections; a loop with none left closes its handles and tells the main
- * loop, which stops the executor and closes the signal handles once every loop is done, so
+ * Shutdown: a draining loop with no connection left closes its handles and tells the main
+ * loop, which stops the executor and closes its own handles once every loop is done, so
  * uv_run returns; ta_server_free joins the threads. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_setname_np */
@@ -56,8 +52,7 @@ static ta_server_loop *host_loop(ta_conn_host *host)
 	return (ta_server_loop *)((char *)host - offsetof(ta_server_loop, host));
 }
 
-/* True when the calling thread may act on loop l directly: the main loop, or a loop whose
- * thread never started. */
+/* True when this thread may act on loop l directly: loop 0, or one whose thread never ran. */
 static bool loop_is_direct(const ta_server_loop *l)
 {
 	return l->index == 0 || !l->thread_started;
@@ -82,8 +77,7 @@ static void loop_wake(ta_server_loop *l, unsigned flags, ta_server_handoff *h)
 	pthread_mutex_unlock(&l->lock);
 }
 
-/* ta_conn_host.submit: a connection's large request goes to the executor; its done
- * callback comes back to the connection's loop. */
+/* ta_conn_host.submit: to the executor, whose done callback comes back to host's loop. */
 static void host_submit(ta_conn_host *host, ta_job *job)
 {
 	ta_executor_submit_to(&host_loop(host)->srv->executor, host->port, job);
@@ -101,8 +95,7 @@ static void slots_move(ta_server *srv, bool tcp, bool pending, int delta)
 		atomic_fetch_add(&srv->npending[tcp], (unsigned)delta);
 }
 
-/* ta_conn_host.release: a closing connection gives its slots back (once: it is uncounted
- * after). */
+/* ta_conn_host.release: a closing connection gives its slots back (once: it is uncounted). */
 static void host_release(ta_conn_host *host, ta_conn *conn)
 {
 	if (!conn->counted)
@@ -115,11 +108,10 @@ static void host_release(ta_conn_host *host, ta_conn *conn)
 /* ta_conn_host.handshaken: the connection leaves the count of those in their handshake. */
 static void host_handshaken(ta_conn_host *host, ta_conn *conn)
 {
-	ta_server *srv = host_loop(host)->srv;
 	if (!conn->counted || !conn->pending)
 		return;
 	conn->pending = false;
-	atomic_fetch_sub(&srv->npending[conn->tcp], 1);
+	atomic_fetch_sub(&host_loop(host)->srv->npending[conn->tcp], 1);
 }
 
 /* ta_conn_host.input_freed: wake the waiting connections after this loop turn, and the
@@ -155,8 +147,7 @@ static void on_resume_check(uv_check_t *check)
 	}
 }
 
-/* spin_idle's callback: nothing; an active idle handle alone makes the loop poll with a
- * zero timeout. */
+/* spin_idle's callback: nothing (an active idle handle makes the loop poll without sleeping). */
 static void on_spin_idle(uv_idle_t *idle)
 {
 	(void)idle;
@@ -182,8 +173,7 @@ static void on_spin_check(uv_check_t *check)
 	}
 }
 
-/* Sweep timer: timeouts of the loop's connections, then (loop 0) the held-back log
- * counts. */
+/* Sweep timer: timeouts of the loop's connections, then (loop 0) the held-back log counts. */
 static void on_sweep(uv_timer_t *timer)
 {
 	ta_server_loop *l = timer->data;
@@ -234,16 +224,6 @@ static void close_handle(void *handle)
 		uv_close((uv_handle_t *)handle, NULL);
 }
 
-/* Adds conn to loop l's list. */
-static void loop_link(ta_server_loop *l, ta_conn *conn)
-{
-	conn->next = l->conns;
-	if (l->conns)
-		l->conns->prev = conn;
-	l->conns = conn;
-	atomic_fetch_add(&l->srv->nconns, 1);
-}
-
 /* Closes the signal handles and the executor when shutdown has nothing left to wait on
  * (the listeners closed and every loop finished). Main loop thread. */
 static void server_check_done(ta_server *srv)
@@ -261,15 +241,14 @@ static void server_check_done(ta_server *srv)
 	close_handle(&srv->shutdown_timer);
 	close_handle(&srv->sig_term);
 	close_handle(&srv->sig_int);
-	if (srv->executor_started && !srv->executor_stopping) {
-		srv->executor_stopping = true;
+	if (srv->executor_started) {
+		srv->executor_started = false; /* stopped once */
 		ta_executor_stop(&srv->executor, NULL);
 	}
 }
 
 /* A draining loop with no connection left finishes: closes its handles (its thread's uv_run
- * then returns) and tells the main loop. The loop's thread (or the main thread for a direct
- * loop). */
+ * then returns) and tells the main loop. On l's thread (the main one for a direct loop). */
 static void loop_check_done(ta_server_loop *l)
 {
 	if (!l->draining || l->conns || l->finished)
@@ -281,10 +260,8 @@ static void loop_check_done(ta_server_loop *l)
 	close_handle(&l->spin_idle);
 	close_handle(&l->spin_check);
 	close_handle(&l->busy_timer);
-	if (l->port_open) {
-		l->port_open = false;
+	if (l->host.port == &l->port)
 		ta_executor_port_close(&l->port);
-	}
 	if (l->lock_init) {
 		pthread_mutex_lock(&l->lock);
 		l->wake_open = false; /* other threads send to it no more */
@@ -345,8 +322,7 @@ static void on_main_wake(uv_async_t *handle)
 	server_check_done(handle->data);
 }
 
-/* Counts conn as a connection in its handshake (its slots were taken by slots_move) and
- * starts it. */
+/* Counts conn as in its handshake (its slots were taken by slots_move) and starts it. */
 static void conn_admit(ta_server_loop *l, ta_conn *conn)
 {
 	conn->counted = true;
@@ -406,7 +382,11 @@ static ta_conn *conn_open(ta_server_loop *l, bool tcp, uint64_t serial, uv_strea
 			close(fd);
 		return NULL;
 	}
-	loop_link(l, conn);
+	conn->next = l->conns; /* first in l's list (host_gone takes it out) */
+	if (l->conns)
+		l->conns->prev = conn;
+	l->conns = conn;
+	atomic_fetch_add(&l->srv->nconns, 1);
 	int rc = listener ? uv_accept(listener, &conn->h.stream)
 	         : tcp    ? uv_tcp_open(&conn->h.tcp, fd)
 	                  : uv_pipe_open(&conn->h.pipe, fd);
@@ -466,8 +446,7 @@ static void on_loop_wake(uv_async_t *handle)
 		loop_stop(l, true);
 }
 
-/* Main loop: accepts a pending connection and queues its socket on loop l (index > 0);
- * on failure the connection is dropped (logged). */
+/* Main loop: accepts a pending connection and queues its socket on loop l (index > 0). */
 static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_loop *l)
 {
 	int fd = accept_fd(srv, listener, tcp);
@@ -518,11 +497,9 @@ static bool over_limit(ta_server *srv, bool tcp, bool soft_handshakes, bool *han
 	return true;
 }
 
-/* A newcomer of the transport (tcp) found a limit reached: closes one connection of the
- * main loop to make room, when there is one to close: for the handshake cap (handshakes)
- * the oldest of the transport still in its handshake that has been polled for input at
- * least once; else the one stalled longest (at least TA_SERVER_STALL_MS; for a TCP
- * newcomer a TCP one). Returns true when one was closed. */
+/* A newcomer of the transport (tcp) found a limit reached (handshakes: the handshake cap):
+ * closes the main loop's connection that server.h's Slots paragraph picks, if there is one.
+ * Returns true when one was closed. */
 static bool make_room(ta_server *srv, bool tcp, bool handshakes)
 {
 	ta_server_loop *l = &srv->loops[0];
@@ -760,8 +737,7 @@ static ta_status listen_tcp(ta_server *srv, ta_error *err)
 	if (rc != 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot listen on %s: %s", spec,
 		                    uv_strerror(rc));
-	struct sockaddr_storage bound;
-	memset(&bound, 0, sizeof(bound)); /* read below even when getsockname fails */
+	struct sockaddr_storage bound = {0}; /* read below even when getsockname fails */
 	int blen = (int)sizeof(bound);
 	char shown[NI_MAXHOST] = "?", bport[NI_MAXSERV] = "?";
 	if (uv_tcp_getsockname(&srv->tcp_listener, (struct sockaddr *)&bound, &blen) == 0)
@@ -836,8 +812,7 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 		if ((rc = uv_loop_init(&l->own_loop)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "cannot create event loop %u: %s",
 			                    index, uv_strerror(rc));
-		l->own_loop_init = true;
-		l->loop = &l->own_loop;
+		l->loop = &l->own_loop; /* ta_server_free closes it */
 		/* libuv opens a loop's spare fd with the first stream initialised on it: take it
 		 * now, so that the fds of a running daemon do not grow with the first connection
 		 * of each loop (loop 0 took its own with the listeners) */
@@ -847,8 +822,7 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 		if ((rc = ta_executor_port_init(&l->port, l->loop)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "cannot create an executor port: %s",
 			                    uv_strerror(rc));
-		l->port_open = true;
-		l->host.port = &l->port;
+		l->host.port = &l->port; /* loop_check_done closes it */
 	}
 	l->host.loop = l->loop;
 	l->host.scratch = &l->scratch; /* input_waiters is 0, from tmpl */
@@ -886,45 +860,12 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 	return TA_OK;
 }
 
-/* Starts the thread of loop l (index > 0) with the daemon's signals blocked (they go to
- * the main loop). */
-static ta_status loop_start_thread(ta_server_loop *l, ta_error *err)
+/* ta_server_start once srv's settings and lock are set: the executor, the loops and their
+ * threads, the data log's callback, the signal handlers and the listeners. */
+static ta_status server_open(ta_server *srv, ta_error *err)
 {
-	sigset_t old;
-	ta_block_loop_signals(&old);
-	l->thread_started = true; /* before the thread reads it */
-	int rc = pthread_create(&l->thread, NULL, loop_thread, l);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0) {
-		l->thread_started = false;
-		return ta_error_set(err, TA_INTERNAL,
-		                    "cannot start the thread of event loop %u: %s", l->index,
-		                    strerror(rc));
-	}
-	return TA_OK;
-}
-
-/* A start failed with st: shuts down what was started. */
-static ta_status start_failed(ta_server *srv, ta_status st)
-{
-	ta_server_shutdown(srv);
-	return st;
-}
-
-ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg, ta_service *svc,
-                          ta_error *err)
-{
-	memset(srv, 0, sizeof(*srv));
-	srv->loop = loop;
-	srv->cfg = cfg;
-	srv->svc = svc; /* the memset zeroed the counts: all-zero lock-free atomics are 0 */
-	srv->budget.max = cfg->max_input_total;
-	srv->refuse_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "connections refused (too many "
-	                                                      "connections, max_connections)");
-	int rc = pthread_mutex_init(&srv->lock, NULL);
-	if (rc != 0) /* before anything the shutdown would have to undo */
-		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
-	srv->lock_init = true;
+	const ta_config *cfg = srv->cfg;
+	ta_service *svc = srv->svc;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	/* with apply_async (CUDA by default) the loops hand their small plans to the backend and
 	 * never wait for the device; the workers keep what blocks (large plans, creates) */
@@ -934,7 +875,7 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	                                        ta_backend_device_count(svc->backend));
 	srv->loops = calloc(srv->nloops, sizeof(*srv->loops));
 	if (!srv->loops)
-		return start_failed(srv, ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory"));
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 	bool cpu_backend = strcmp(svc->info.name, "cpu") == 0;
 	int workers = ta_config_workers(cfg, svc->info.name);
 	srv->inline_lone = cfg->inline_max < -1 && !cpu_backend;
@@ -973,16 +914,14 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 		       svc->persist ? "not with --data-dir (logged requests keep their order "
 		                      "through the workers)"
 		                    : "the backend cannot apply without waiting");
-	rc = ta_executor_init(&srv->executor, loop, workers);
+	int rc = ta_executor_init(&srv->executor, srv->loop, workers);
 	if (rc != 0)
-		return start_failed(srv, ta_error_set(err, TA_INTERNAL,
-		                                      "cannot start %d worker threads: %s", workers,
-		                                      strerror(-rc)));
+		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s", workers,
+		                    strerror(-rc));
 	srv->executor_started = true;
 	srv->main_wake.data = srv;
-	if ((rc = uv_async_init(loop, &srv->main_wake, on_main_wake)) != 0)
-		return start_failed(
-		    srv, ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc)));
+	if ((rc = uv_async_init(srv->loop, &srv->main_wake, on_main_wake)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
 	srv->main_wake_open = true;
 	/* the sweep runs at a quarter of the shortest timeout, between 10 ms and 1 s */
 	uint64_t sweep_ms = 1000;
@@ -998,29 +937,59 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 		srv->nloops_ready = i + 1;
 		st = loop_init(srv, &srv->loops[i], i, &tmpl, sweep_ms, err);
 	}
-	for (unsigned i = 1; i < srv->nloops && st == TA_OK; i++)
-		st = loop_start_thread(&srv->loops[i], err);
+	for (unsigned i = 1; i < srv->nloops && st == TA_OK; i++) {
+		ta_server_loop *l = &srv->loops[i];
+		sigset_t old;
+		ta_block_loop_signals(&old); /* the thread leaves the signals to the main loop */
+		l->thread_started = true;    /* before the thread reads it */
+		rc = pthread_create(&l->thread, NULL, loop_thread, l);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc != 0) {
+			l->thread_started = false;
+			st = ta_error_set(err, TA_INTERNAL,
+			                  "cannot start the thread of event loop %u: %s", i,
+			                  strerror(rc));
+		}
+	}
 	if (st != TA_OK)
-		return start_failed(srv, st);
-	if (svc->persist && (rc = ta_persist_attach(svc->persist, loop, on_persisted, srv)) != 0)
-		return start_failed(srv,
-		                    ta_error_set(err, TA_INTERNAL, "cannot watch the data log: %s",
-		                                 uv_strerror(rc)));
+		return st;
+	if (svc->persist &&
+	    (rc = ta_persist_attach(svc->persist, srv->loop, on_persisted, srv)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "cannot watch the data log: %s",
+		                    uv_strerror(rc));
 	srv->shutdown_timer.data = srv;
 	srv->sig_term.data = srv;
 	srv->sig_int.data = srv;
-	if ((rc = uv_signal_init(loop, &srv->sig_term)) != 0 ||
-	    (rc = uv_signal_init(loop, &srv->sig_int)) != 0 ||
-	    (rc = uv_timer_init(loop, &srv->shutdown_timer)) != 0 ||
+	if ((rc = uv_signal_init(srv->loop, &srv->sig_term)) != 0 ||
+	    (rc = uv_signal_init(srv->loop, &srv->sig_int)) != 0 ||
+	    (rc = uv_timer_init(srv->loop, &srv->shutdown_timer)) != 0 ||
 	    (rc = uv_signal_start(&srv->sig_term, on_signal, SIGTERM)) != 0 ||
 	    (rc = uv_signal_start(&srv->sig_int, on_signal, SIGINT)) != 0)
-		return start_failed(srv, ta_error_set(err, TA_INTERNAL,
-		                                      "cannot handle SIGTERM and SIGINT: %s",
-		                                      uv_strerror(rc)));
-	if ((st = listen_unix(srv, err)) != TA_OK ||
-	    (cfg->listen && (st = listen_tcp(srv, err)) != TA_OK))
-		return start_failed(srv, st);
-	return TA_OK;
+		return ta_error_set(err, TA_INTERNAL, "cannot handle SIGTERM and SIGINT: %s",
+		                    uv_strerror(rc));
+	if ((st = listen_unix(srv, err)) == TA_OK && cfg->listen)
+		st = listen_tcp(srv, err);
+	return st;
+}
+
+ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg, ta_service *svc,
+                          ta_error *err)
+{
+	memset(srv, 0, sizeof(*srv));
+	srv->loop = loop;
+	srv->cfg = cfg;
+	srv->svc = svc; /* the memset zeroed the counts: all-zero lock-free atomics are 0 */
+	srv->budget.max = cfg->max_input_total;
+	srv->refuse_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "connections refused (too many "
+	                                                      "connections, max_connections)");
+	int rc = pthread_mutex_init(&srv->lock, NULL);
+	if (rc != 0) /* before anything the shutdown would have to undo */
+		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
+	srv->lock_init = true;
+	ta_status st = server_open(srv, err);
+	if (st != TA_OK)
+		ta_server_shutdown(srv); /* stops what was started */
+	return st;
 }
 
 void ta_server_shutdown(ta_server *srv)
@@ -1075,7 +1044,7 @@ void ta_server_free(ta_server *srv)
 				       "cannot join the thread of event loop %u: %s", l->index,
 				       strerror(rc));
 		}
-		if (l->own_loop_init) {
+		if (l->loop == &l->own_loop) {
 			if (!l->thread_started) /* its closes still have to complete */
 				(void)uv_run(l->loop, UV_RUN_DEFAULT);
 			int rc = uv_loop_close(l->loop);
@@ -1095,8 +1064,6 @@ void ta_server_free(ta_server *srv)
 			pthread_mutex_destroy(&l->lock);
 	}
 	free(srv->loops);
-	srv->loops = NULL;
 	if (srv->lock_init)
 		pthread_mutex_destroy(&srv->lock);
-	srv->lock_init = false;
 }

@@ -6,9 +6,9 @@
  * the socket file, stop the loops and the executor. A second SIGTERM/SIGINT closes
  * connections at once (running requests complete, their responses are dropped).
  *
- * Connections (conn.c) reach the server only through the ta_conn_host (conn.h) each loop
- * hands them; conn.c does not include this header. The server keeps the connection lists
- * and counters and uses the fields of struct ta_conn it owns (prev/next, counted, pending).
+ * Connections reach the server only through their loop's ta_conn_host (conn.h); the server
+ * keeps their lists and counts in the fields of struct ta_conn it owns (prev/next, counted,
+ * pending).
  *
  * Slots: max_connections in all; TCP at most max_connections - unix_reserve (local clients
  * always find room); at most max_unauthenticated per transport in their handshake (Hello,
@@ -63,16 +63,14 @@ typedef struct ta_server_loop {
 	struct ta_server *srv;       /* the server */
 	unsigned index;              /* 0: the main loop */
 	uv_loop_t *loop;             /* its libuv loop (index 0: the server's) */
-	uv_loop_t own_loop;          /* the loop of index > 0 */
-	bool own_loop_init;          /* own_loop initialised (closed by ta_server_free) */
+	uv_loop_t own_loop;          /* the loop of index > 0 (loop points here once initialised) */
 	uv_pipe_t spare_probe;       /* index > 0: opened and closed at start, so that libuv
 	                                takes the loop's spare fd (EMFILE) then, not later */
 	pthread_t thread;            /* its thread (index > 0) */
 	bool thread_started;         /* the thread runs (ta_server_free joins it) */
 	ta_conn_host host;           /* what its connections get of the server (conn.h) */
 	ta_dispatch_scratch scratch; /* its dispatch memory (inline requests) */
-	ta_executor_port port;       /* index > 0: where its large requests come back */
-	bool port_open;              /* port initialised and not closed */
+	ta_executor_port port;       /* index > 0: its large requests come back here (once open) */
 	ta_conn *conns;              /* its connections (a doubly-linked list) */
 	uv_timer_t sweep_timer;      /* periodic: timeouts of its connections */
 	uv_check_t resume_check;     /* after each turn: wakes connections waiting for input */
@@ -100,8 +98,7 @@ struct ta_server {
 	const ta_config *cfg;      /* settings (limits, paths) */
 	ta_service *svc;           /* shared request state (registry, backend, counters) */
 	ta_executor executor;      /* worker threads running requests */
-	bool executor_started;     /* executor initialised (needs stopping) */
-	bool executor_stopping;    /* ta_executor_stop called */
+	bool executor_started;     /* executor initialised and not stopped yet */
 	uv_pipe_t unix_listener;   /* Unix socket listener */
 	char *unix_path;           /* the socket file we created (removed on shutdown) */
 	uv_tcp_t tcp_listener;     /* TCP listener (--listen) */
