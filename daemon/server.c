@@ -162,12 +162,10 @@ static void on_spin_check(uv_check_t *check)
 	if (l->host.input_seen) {
 		l->host.input_seen = false;
 		l->spin_until_ns = uv_hrtime() + (uint64_t)l->srv->cfg->busy_poll_us * 1000u;
-		if (!uv_is_active((uv_handle_t *)&l->spin_idle)) {
-			int rc = uv_idle_start(&l->spin_idle, on_spin_idle);
-			if (rc != 0)
-				ta_log(TA_LOG_WARNING, "loop %u: cannot busy-poll: %s", l->index,
-				       uv_strerror(rc));
-		}
+		int rc = uv_idle_start(&l->spin_idle, on_spin_idle); /* 0 when already active */
+		if (rc != 0)
+			ta_log(TA_LOG_WARNING, "loop %u: cannot busy-poll: %s", l->index,
+			       uv_strerror(rc));
 	} else if (uv_is_active((uv_handle_t *)&l->spin_idle) && uv_hrtime() >= l->spin_until_ns) {
 		uv_idle_stop(&l->spin_idle);
 	}
@@ -262,12 +260,10 @@ static void loop_check_done(ta_server_loop *l)
 	close_handle(&l->busy_timer);
 	if (l->host.port == &l->port)
 		ta_executor_port_close(&l->port);
-	if (l->lock_init) {
-		pthread_mutex_lock(&l->lock);
-		l->wake_open = false; /* other threads send to it no more */
-		pthread_mutex_unlock(&l->lock);
-		close_handle(&l->wake);
-	}
+	pthread_mutex_lock(&l->lock);
+	l->wake_open = false; /* other threads send to it no more */
+	pthread_mutex_unlock(&l->lock);
+	close_handle(&l->wake);
 	ta_dispatch_scratch_free(&l->scratch); /* no connection is left to use it */
 	pthread_mutex_lock(&srv->lock);
 	srv->loops_finished++;
@@ -449,14 +445,12 @@ static void on_loop_wake(uv_async_t *handle)
 /* Main loop: accepts a pending connection and queues its socket on loop l (index > 0). */
 static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_loop *l)
 {
-	int fd = accept_fd(srv, listener, tcp);
-	ta_server_handoff *h = fd >= 0 ? malloc(sizeof(*h)) : NULL;
-	if (!h) {
-		ta_log(TA_LOG_WARNING, "cannot accept a connection: %s",
-		       uv_strerror(fd >= 0 ? UV_ENOMEM : fd));
-		if (fd >= 0)
-			close(fd);
-		else if (fd == UV_ENOMEM) /* still pending: try once more to drop it */
+	ta_server_handoff *h = malloc(sizeof(*h));
+	int fd = h ? accept_fd(srv, listener, tcp) : UV_ENOMEM;
+	if (fd < 0) {
+		ta_log(TA_LOG_WARNING, "cannot accept a connection: %s", uv_strerror(fd));
+		free(h);
+		if (fd == UV_ENOMEM) /* still pending: try once more to drop it */
 			drop_pending(srv, listener, tcp);
 		return;
 	}
@@ -516,9 +510,8 @@ static bool make_room(ta_server *srv, bool tcp, bool handshakes)
 		uint64_t since = ta_conn_stalled_since(c, &why);
 		if (since == 0 || (!handshakes && now - since < TA_SERVER_STALL_MS))
 			continue;
-		/* equal times (accepted in one loop turn): the older connection */
-		if (!victim || since < victim_since ||
-		    (since == victim_since && c->serial < victim->serial)) {
+		/* equal times (accepted in one loop turn): the older, later in the list */
+		if (!victim || since <= victim_since) {
 			victim = c;
 			victim_since = since;
 			victim_why = why;
@@ -683,11 +676,7 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 	if (rc != 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot bind %s: %s", path,
 		                    uv_strerror(rc));
-	srv->unix_path = strdup(path);
-	if (!srv->unix_path) {
-		unlink(path); /* shutdown cannot remove a file it does not know of */
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	}
+	srv->unix_bound = true; /* shutdown removes the file */
 	if (chmod(path, mode) != 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot set the mode of %s: %s", path,
 		                    strerror(errno));
@@ -797,14 +786,14 @@ static void *loop_thread(void *arg)
 static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
                            const ta_conn_host *tmpl, uint64_t sweep_ms, ta_error *err)
 {
+	int rc = pthread_mutex_init(&l->lock, NULL);
+	if (rc != 0)
+		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
+	srv->nloops_ready = index + 1; /* with its lock: shut down and freed from now on */
 	l->srv = srv;
 	l->index = index;
 	l->handoff_tail = &l->handoff_head;
 	ta_dispatch_scratch_init(&l->scratch);
-	int rc = pthread_mutex_init(&l->lock, NULL);
-	if (rc != 0)
-		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
-	l->lock_init = true;
 	l->host = *tmpl;
 	l->loop = srv->loop;
 	l->host.port = &srv->executor.main; /* where async completions come back */
@@ -933,10 +922,8 @@ static ta_status server_open(ta_server *srv, ta_error *err)
 	if (sweep_ms < 10)
 		sweep_ms = 10;
 	ta_status st = TA_OK;
-	for (unsigned i = 0; i < srv->nloops && st == TA_OK; i++) {
-		srv->nloops_ready = i + 1;
+	for (unsigned i = 0; i < srv->nloops && st == TA_OK; i++)
 		st = loop_init(srv, &srv->loops[i], i, &tmpl, sweep_ms, err);
-	}
 	for (unsigned i = 1; i < srv->nloops && st == TA_OK; i++) {
 		ta_server_loop *l = &srv->loops[i];
 		sigset_t old;
@@ -1007,20 +994,16 @@ void ta_server_shutdown(ta_server *srv)
 			       strerror(-rc));
 		close_handle(&srv->unix_listener);
 		close_handle(&srv->tcp_listener);
-		if (srv->unix_path) {
-			if (unlink(srv->unix_path) != 0 && errno != ENOENT)
-				ta_log(TA_LOG_WARNING, "cannot remove %s: %s", srv->unix_path,
-				       strerror(errno));
-			free(srv->unix_path);
-			srv->unix_path = NULL;
-		}
+		const char *path = srv->cfg->socket_path;
+		if (srv->unix_bound && unlink(path) != 0 && errno != ENOENT)
+			ta_log(TA_LOG_WARNING, "cannot remove %s: %s", path, strerror(errno));
 		if (atomic_load(&srv->nconns) && handle_open(&srv->shutdown_timer) &&
 		    srv->cfg->shutdown_timeout > 0) {
-			int rc2 = uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
-			                         (uint64_t)srv->cfg->shutdown_timeout * 1000u, 0);
-			if (rc2 != 0)
+			rc = uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
+			                    (uint64_t)srv->cfg->shutdown_timeout * 1000u, 0);
+			if (rc != 0)
 				ta_log(TA_LOG_WARNING, "cannot start the shutdown timer: %s",
-				       uv_strerror(rc2));
+				       uv_strerror(rc));
 		}
 	}
 	for (unsigned i = 0; i < srv->nloops_ready; i++) {
@@ -1060,8 +1043,7 @@ void ta_server_free(ta_server *srv)
 			close(h->fd);
 			free(h);
 		}
-		if (l->lock_init)
-			pthread_mutex_destroy(&l->lock);
+		pthread_mutex_destroy(&l->lock);
 	}
 	free(srv->loops);
 	if (srv->lock_init)

@@ -83,7 +83,6 @@ typedef struct ta_server_loop {
 	uv_timer_t busy_timer;       /* counts the busy connections (inline_lone) */
 	uv_async_t wake;             /* other threads' requests: handoffs, wake_flags */
 	pthread_mutex_t lock;        /* guards wake_open, wake_flags and the handoff queue */
-	bool lock_init;              /* lock initialised */
 	bool wake_open;              /* wake is initialised and not closed (lock) */
 	unsigned wake_flags;         /* TA_LOOP_WAKE_* asked and not yet done (lock) */
 	ta_server_handoff *handoff_head, **handoff_tail; /* sockets to adopt, tail link (lock) */
@@ -100,7 +99,7 @@ struct ta_server {
 	ta_executor executor;      /* worker threads running requests */
 	bool executor_started;     /* executor initialised and not stopped yet */
 	uv_pipe_t unix_listener;   /* Unix socket listener */
-	char *unix_path;           /* the socket file we created (removed on shutdown) */
+	bool unix_bound;           /* we created cfg->socket_path (removed on shutdown) */
 	uv_tcp_t tcp_listener;     /* TCP listener (--listen) */
 	uv_signal_t sig_term;      /* SIGTERM handler */
 	uv_signal_t sig_int;       /* SIGINT handler */
@@ -120,7 +119,7 @@ struct ta_server {
 	uint64_t next_serial;      /* serial number of the next connection (for logs) */
 	ta_server_loop *loops;     /* the event loops (loops[0]: the main loop) */
 	unsigned nloops;           /* event loops asked for (--loops) */
-	unsigned nloops_ready;     /* loops initialised (their shutdown is waited for) */
+	unsigned nloops_ready;     /* loops with their lock initialised (shut down and freed) */
 	unsigned next_loop;        /* round-robin: the loop the next connection goes to */
 	bool draining;             /* shutdown has begun */
 	bool forced;               /* a second signal: close connections at once */
