@@ -654,16 +654,14 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 		                    "socket path %s is longer than %zu bytes", path,
 		                    sizeof(probe.sun_path) - 1);
 	gid_t gid = 0;
-	if (grouped) {
-		ta_status st = lookup_group(srv->cfg->socket_group, &gid, err);
-		if (st != TA_OK)
-			return st;
-	}
+	ta_status st = grouped ? lookup_group(srv->cfg->socket_group, &gid, err) : TA_OK;
+	if (st != TA_OK)
+		return st;
 	int rc = make_parent_dirs(path, grouped ? 0755 : 0700);
 	if (rc != 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot create the directory of %s: %s",
 		                    path, strerror(rc));
-	ta_status st = clear_stale_socket(path, err);
+	st = clear_stale_socket(path, err);
 	if (st != TA_OK)
 		return st;
 	rc = uv_pipe_init(srv->loop, &srv->unix_listener, 0);
@@ -696,31 +694,27 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 static ta_status listen_tcp(ta_server *srv, ta_error *err)
 {
 	const char *spec = srv->cfg->listen;
+	int rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
+	if (rc != 0)
+		return ta_error_set(err, TA_INTERNAL, "uv_tcp_init: %s", uv_strerror(rc));
+	srv->tcp_listener.data = srv;
 	struct addrinfo *res = NULL;
 	ta_status st = ta_net_resolve("listen", spec, &res, err);
 	if (st != TA_OK)
 		return st;
-	const struct addrinfo *ai = res;
 	const char *refused =
-	    ta_net_is_loopback(ai->ai_addr) ? NULL
+	    ta_net_is_loopback(res->ai_addr) ? NULL
 	    : !srv->cfg->allow_remote ? ": not a loopback address (set allow_remote = true or "
 	                                "--allow-remote to serve other hosts)"
 	    : !srv->svc->auth         ? " without authentication: other hosts may connect "
 	                                "only to a daemon with auth_file (--auth-file)"
 	                              : NULL;
-	if (refused) {
-		freeaddrinfo(res);
+	if (!refused)
+		rc = uv_tcp_bind(&srv->tcp_listener, res->ai_addr, 0);
+	freeaddrinfo(res);
+	if (refused)
 		return ta_error_set(err, TA_PERMISSION_DENIED, "refusing to listen on %s%s", spec,
 		                    refused);
-	}
-	int rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
-	if (rc != 0) {
-		freeaddrinfo(res);
-		return ta_error_set(err, TA_INTERNAL, "uv_tcp_init: %s", uv_strerror(rc));
-	}
-	srv->tcp_listener.data = srv;
-	rc = uv_tcp_bind(&srv->tcp_listener, ai->ai_addr, 0);
-	freeaddrinfo(res);
 	if (rc == 0)
 		rc = uv_listen((uv_stream_t *)&srv->tcp_listener, LISTEN_BACKLOG, on_connection);
 	if (rc != 0)
