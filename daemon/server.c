@@ -230,8 +230,6 @@ static void server_check_done(ta_server *srv)
 		return;
 	pthread_mutex_lock(&srv->lock);
 	bool all = srv->loops_finished >= srv->nloops_ready;
-	if (all)
-		srv->main_wake_open = false;
 	pthread_mutex_unlock(&srv->lock);
 	if (!all)
 		return;
@@ -267,7 +265,7 @@ static void loop_check_done(ta_server_loop *l)
 	ta_dispatch_scratch_free(&l->scratch); /* no connection is left to use it */
 	pthread_mutex_lock(&srv->lock);
 	srv->loops_finished++;
-	if (!loop_is_direct(l) && srv->main_wake_open) {
+	if (!loop_is_direct(l)) { /* a thread ran: main_wake is open until every loop is done */
 		int rc = uv_async_send(&srv->main_wake);
 		if (rc != 0)
 			ta_log(TA_LOG_ERR, "loop %u: uv_async_send failed: %s", l->index,
@@ -774,9 +772,8 @@ static void *loop_thread(void *arg)
 	return NULL;
 }
 
-/* Initialises loop l's handles (on srv's main thread, before its thread runs). The host
- * template tmpl gives the settings every loop shares. Returns TA_OK or an error (what was
- * initialised is marked open for the shutdown to close). */
+/* Initialises loop l with the settings of tmpl, on the main thread before l's thread runs.
+ * Returns TA_OK or an error (the shutdown closes what was opened). */
 static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
                            const ta_conn_host *tmpl, uint64_t sweep_ms, ta_error *err)
 {
@@ -905,7 +902,6 @@ static ta_status server_open(ta_server *srv, ta_error *err)
 	srv->main_wake.data = srv;
 	if ((rc = uv_async_init(srv->loop, &srv->main_wake, on_main_wake)) != 0)
 		return ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
-	srv->main_wake_open = true;
 	/* the sweep runs at a quarter of the shortest timeout, between 10 ms and 1 s */
 	uint64_t sweep_ms = 1000;
 	const uint64_t timeouts[] = {cfg->frame_timeout_ms, cfg->idle_timeout_ms,
@@ -1014,18 +1010,14 @@ void ta_server_free(ta_server *srv)
 {
 	for (unsigned i = 1; i < srv->nloops_ready; i++) {
 		ta_server_loop *l = &srv->loops[i];
-		if (l->thread_started) {
-			int rc = pthread_join(l->thread, NULL);
-			if (rc != 0)
-				ta_log(TA_LOG_WARNING,
-				       "cannot join the thread of event loop %u: %s", l->index,
-				       strerror(rc));
-		}
+		int rc = l->thread_started ? pthread_join(l->thread, NULL) : 0;
+		if (rc != 0)
+			ta_log(TA_LOG_WARNING, "cannot join the thread of event loop %u: %s",
+			       l->index, strerror(rc));
 		if (l->loop == &l->own_loop) {
 			if (!l->thread_started) /* its closes still have to complete */
 				(void)uv_run(l->loop, UV_RUN_DEFAULT);
-			int rc = uv_loop_close(l->loop);
-			if (rc != 0)
+			if ((rc = uv_loop_close(l->loop)) != 0)
 				ta_log(TA_LOG_WARNING, "cannot close event loop %u: %s", l->index,
 				       uv_strerror(rc));
 		}

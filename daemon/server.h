@@ -55,10 +55,9 @@ enum {
 	TA_LOOP_WAKE_FORCE = 1u << 3      /* second signal: close every connection now */
 };
 
-/* One event loop and the connections it owns. Loop 0 is the main loop (main thread, with
- * the listeners and the signals); each other loop runs on a thread of its own. Every
- * field is that loop's thread only, except the ones lock guards. Its handles start zeroed,
- * and are open once initialised until closed (server.c's handle_open). */
+/* One event loop and the connections it owns (loop 0: the main loop, with the listeners and
+ * the signals). Every field is that loop's thread only, except the ones lock guards. Its
+ * handles start zeroed, and are open once initialised until closed (server.c's handle_open). */
 typedef struct ta_server_loop {
 	struct ta_server *srv;       /* the server */
 	unsigned index;              /* 0: the main loop */
@@ -105,8 +104,7 @@ struct ta_server {
 	uv_signal_t sig_int;       /* SIGINT handler */
 	uv_timer_t shutdown_timer; /* closes lingering connections (shutdown_timeout) */
 	uv_async_t main_wake;      /* a loop finished its shutdown (tells the main loop) */
-	bool main_wake_open;       /* main_wake is initialised and not closed (lock) */
-	pthread_mutex_t lock;      /* guards main_wake_open and loops_finished */
+	pthread_mutex_t lock;      /* guards loops_finished (a loop sends main_wake under it) */
 	bool lock_init;            /* lock initialised */
 	unsigned loops_finished;   /* loops that finished their shutdown (lock) */
 	ta_log_limit refuse_log;   /* rate limit of the "too many connections" lines */

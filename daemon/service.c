@@ -39,13 +39,12 @@ bool ta_service_device_stats(ta_service *svc, int d, ta_device_stats *out)
 		return false;
 	if (!svc->backend->vt->device_stats) { /* one device: everything is there */
 		uint32_t tiles = 0;
-		uint64_t bytes = 0, errors = 0, elements = 0;
-		ta_registry_stats(svc->registry, &tiles, &bytes);
+		uint64_t errors = 0, elements = 0;
+		ta_registry_stats(svc->registry, &tiles, &out->tile_bytes);
 		out->tiles = tiles;
-		out->tile_bytes = bytes;
 		ta_service_read_totals(svc, &out->requests, &errors, &elements);
 		if (out->memory_total == 0)
-			out->memory_used = bytes;
+			out->memory_used = out->tile_bytes;
 	}
 	return true;
 }
