@@ -292,6 +292,16 @@ static void host_gone(ta_conn_host *host, ta_conn *conn)
 	loop_check_done(l);
 }
 
+/* Calls fn on each of loop l's connections (fn may close one: a connection is freed only
+ * later, in its close callback). */
+static void loop_each(ta_server_loop *l, void (*fn)(ta_conn *))
+{
+	for (ta_conn *c = l->conns, *next; c; c = next) {
+		next = c->next;
+		fn(c);
+	}
+}
+
 /* Shutdown reached loop l: its connections finish what they were sent, then close; with
  * force (a second signal or the shutdown timeout) they close at once. */
 static void loop_stop(ta_server_loop *l, bool force)
@@ -300,13 +310,7 @@ static void loop_stop(ta_server_loop *l, bool force)
 	if (*done)
 		return;
 	*done = true;
-	for (ta_conn *c = l->conns, *next; c; c = next) {
-		next = c->next; /* a close may free c only later, in its callback */
-		if (force)
-			ta_conn_close(c);
-		else
-			ta_conn_drain(c);
-	}
+	loop_each(l, force ? ta_conn_close : ta_conn_drain);
 	loop_check_done(l);
 }
 
@@ -359,10 +363,9 @@ static void drop_pending(ta_server *srv, uv_stream_t *listener, bool tcp)
 		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(fd));
 }
 
-/* Opens a connection on loop l: the socket pending on listener (loop 0), or else fd, which
- * the main loop accepted for l; TCP_NODELAY for TCP. Returns it linked into l's list and not
- * yet counted, or NULL (logged; the socket closed or dropped; a connection opened while the
- * loop drains is closed). */
+/* Opens a connection on loop l: the socket pending on listener (loop 0), or else fd (which
+ * the main loop accepted for l); TCP_NODELAY for TCP. Returns it in l's list, not counted
+ * yet, or NULL (logged; the socket closed or dropped; closed at once while l drains). */
 static ta_conn *conn_open(ta_server_loop *l, bool tcp, uint64_t serial, uv_stream_t *listener,
                           int fd)
 {
@@ -401,15 +404,6 @@ static ta_conn *conn_open(ta_server_loop *l, bool tcp, uint64_t serial, uv_strea
 	return conn;
 }
 
-/* Log records became durable: loop l's connections send what waited for them. */
-static void loop_persisted(ta_server_loop *l)
-{
-	for (ta_conn *c = l->conns, *next; c; c = next) {
-		next = c->next; /* a failed log closes connections (freed later, in callbacks) */
-		ta_conn_persisted(c);
-	}
-}
-
 /* wake callback of loop l: sockets to adopt, then what other threads asked for. */
 static void on_loop_wake(uv_async_t *handle)
 {
@@ -433,7 +427,7 @@ static void on_loop_wake(uv_async_t *handle)
 	if (flags & TA_LOOP_WAKE_RESUME)
 		l->resume_pending = true; /* resume_check runs after this turn's callbacks */
 	if (flags & TA_LOOP_WAKE_PERSISTED)
-		loop_persisted(l);
+		loop_each(l, ta_conn_persisted);
 	if (flags & TA_LOOP_WAKE_DRAIN)
 		loop_stop(l, false);
 	if (flags & TA_LOOP_WAKE_FORCE)
@@ -756,7 +750,7 @@ static void on_persisted(void *arg)
 	ta_server *srv = arg;
 	for (unsigned i = 1; i < srv->nloops_ready; i++)
 		loop_wake(&srv->loops[i], TA_LOOP_WAKE_PERSISTED, NULL);
-	loop_persisted(&srv->loops[0]);
+	loop_each(&srv->loops[0], ta_conn_persisted);
 }
 
 /* Thread of loop l (index > 0): runs it until its shutdown closed its handles. */
