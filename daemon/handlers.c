@@ -378,10 +378,11 @@ static void tile_info_pb(Tileatom__TileInfo *ti, ta_tile_info *info)
 	ti->placement = info->where;
 }
 
-/* Fills rc->ctl->tile from an info (create, describe). */
-static void set_tile_body(resp_ctx *rc, const ta_tile_info *info)
+/* Makes what tile is the response's body (create, describe) and lets go of the tile. */
+static void set_tile_body(resp_ctx *rc, ta_tile *tile)
 {
-	rc->ctl->tile_info = *info;
+	ta_tile_get_info(tile, &rc->ctl->tile_info);
+	ta_tile_unref(tile);
 	tile_info_pb(&rc->ctl->tile, &rc->ctl->tile_info);
 	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_TILE;
 	rc->ctl->resp.tile = &rc->ctl->tile;
@@ -462,43 +463,28 @@ static ta_status on_auth(resp_ctx *rc, const Tileatom__AuthRequest *a)
 	return TA_OK;
 }
 
-/* True when n bytes at p are all zero. */
-static bool all_zero(const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	for (size_t i = 0; i < n; i++)
-		if (b[i])
-			return false;
-	return true;
-}
-
 /* create: reserve, allocate, fill, publish. */
 static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 {
 	ta_service *svc = rc->svc;
 	char shown[TA_NAME_MAX + 4];
 	const char *name = ta_name_for_message(c->name, shown, sizeof(shown)); /* for messages */
-	ta_tile_shape shape;
-	memset(&shape, 0, sizeof(shape));
+	ta_tile_shape shape = {0};
 	if (c->n_shape == 0 || c->n_shape > TA_MAX_RANK)
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "tile '%s': rank %zu is not between 1 and %d", name, c->n_shape,
 		                    TA_MAX_RANK);
 	shape.dtype = (ta_dtype)c->dtype;
 	shape.rank = (int)c->n_shape;
-	for (size_t a = 0; a < c->n_shape; a++)
+	int64_t n = 1; /* elements, for the worker check */
+	for (size_t a = 0; a < c->n_shape; a++) {
 		shape.shape[a] = c->shape[a];
-
-	if (rc->inline_max >= 0) {
-		/* allocating (zeroing) and filling a large tile is a large request: leave it to a
-		 * worker */
-		int64_t n = 1;
-		for (size_t a = 0; a < c->n_shape; a++)
-			if (c->shape[a] > 0 && __builtin_mul_overflow(n, c->shape[a], &n))
-				n = INT64_MAX;
-		if (n > rc->inline_max)
-			return defer(rc);
+		if (c->shape[a] > 0 && __builtin_mul_overflow(n, c->shape[a], &n))
+			n = INT64_MAX;
 	}
+	/* allocating (zeroing) and filling a large tile is a large request: leave it to a worker */
+	if (rc->inline_max >= 0 && n > rc->inline_max)
+		return defer(rc);
 	ta_owner owner = TA_OWNER_PUBLIC;
 	if (c->private_tile) {
 		owner = rc->who == TA_OWNER_ANY ? (ta_owner)getuid() : rc->who;
@@ -540,7 +526,10 @@ static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 		ta_plan plan;
 		if (st == TA_OK)
 			st = ta_plan_build(&plan, &tile->shape, &req, &rc->err);
-		if (st == TA_OK && !all_zero(req.values.data, req.values.nbytes)) {
+		/* the tile starts zeroed: a zero fill (all bytes equal to a first zero) is done */
+		const unsigned char *b = req.values.data;
+		size_t len = req.values.nbytes;
+		if (st == TA_OK && len && (b[0] || memcmp(b, b + 1, len - 1))) {
 			ta_result result;
 			st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan,
 			                      &result, &rc->err);
@@ -554,12 +543,10 @@ static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 		}
 	}
 	ta_registry_publish(tile);
-	ta_tile_info info;
-	ta_tile_get_info(tile, &info);
-	ta_tile_unref(tile);
-	set_tile_body(rc, &info);
-	ta_log(TA_LOG_INFO, "created tile '%s' (%s, %" PRIu64 " bytes)", info.name,
-	       ta_dtype_name(info.shape.dtype), info.bytes);
+	set_tile_body(rc, tile);
+	const ta_tile_info *info = &rc->ctl->tile_info;
+	ta_log(TA_LOG_INFO, "created tile '%s' (%s, %" PRIu64 " bytes)", info->name,
+	       ta_dtype_name(info->shape.dtype), info->bytes);
 	return TA_OK;
 }
 
@@ -578,13 +565,9 @@ static ta_status on_describe(resp_ctx *rc, const Tileatom__DescribeTileRequest *
 {
 	ta_tile *tile = NULL;
 	ta_status st = get_tile(rc, d->name, &tile);
-	if (st != TA_OK)
-		return st;
-	ta_tile_info info;
-	ta_tile_get_info(tile, &info);
-	ta_tile_unref(tile);
-	set_tile_body(rc, &info);
-	return TA_OK;
+	if (st == TA_OK)
+		set_tile_body(rc, tile);
+	return st;
 }
 
 /* Most tiles in one page of a listing. */
@@ -809,40 +792,6 @@ static ta_status session_allows(resp_ctx *rc, ta_req_kind kind)
 	return TA_OK;
 }
 
-/* The name a request's mutation lock is taken for (--data-dir), or NULL. */
-static const char *lock_name(ta_req_kind kind, const ta_wire_request *w,
-                             const Tileatom__Request *req)
-{
-	if (w)
-		return w->tile;
-	if (kind == TA_REQ_CREATE)
-		return req->create->name;
-	if (kind == TA_REQ_DESTROY)
-		return req->destroy->name;
-	return NULL;
-}
-
-/* Calls the handler of kind: a data-plane one with its tile and the request as sent
- * (w), a control-plane one with protobuf-c's message (req). */
-static ta_status run_handler(resp_ctx *rc, ta_req_kind kind, ta_tile *tile,
-                             const ta_wire_request *w, const Tileatom__Request *req)
-{
-#define TA_REQ_CALL_1(field) on_data(rc, tile, kind, w)
-#define TA_REQ_CALL_0(field) on_##field(rc, req->field)
-	switch (kind) {
-#define TA_REQUEST(id, field, number, tile_col, ...)                                               \
-	case TA_REQ_##id:                                                                          \
-		return TA_REQ_CALL_##tile_col(field);
-#include "ta_ops.def"
-#undef TA_REQUEST
-	default:
-		return ta_error_set(&rc->err, TA_INTERNAL, "request type %d has no handler",
-		                    (int)kind);
-	}
-#undef TA_REQ_CALL_1
-#undef TA_REQ_CALL_0
-}
-
 ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request *req)
 {
 	ta_req_kind kind = rc->req_kind;
@@ -869,13 +818,33 @@ ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request
 			rc->group = NULL;
 		}
 		ta_op op = w && ta_op_is_rmw((ta_op)w->op) ? (ta_op)w->op : TA_OP_NONE;
-		if ((st = persist_begin(rc, lock_name(kind, w, req), ta_req_has_tile(kind), op,
-		                        &hold, &tile)) != TA_OK)
+		const char *name = w                        ? w->tile
+		                   : kind == TA_REQ_CREATE  ? req->create->name
+		                   : kind == TA_REQ_DESTROY ? req->destroy->name
+		                                            : NULL; /* the lock's */
+		if ((st = persist_begin(rc, name, ta_req_has_tile(kind), op, &hold, &tile)) !=
+		    TA_OK)
 			return st;
 	} else if (ta_req_has_tile(kind) && (st = get_tile(rc, w->tile, &tile)) != TA_OK) {
 		return st;
 	}
-	st = run_handler(rc, kind, tile, w, req);
+	/* the handler: a data-plane one with its tile and the request as sent (w), a
+	 * control-plane one with protobuf-c's message (req) */
+#define TA_REQ_CALL_1(field) on_data(rc, tile, kind, w)
+#define TA_REQ_CALL_0(field) on_##field(rc, req->field)
+	switch (kind) {
+#define TA_REQUEST(id, field, number, tile_col, ...)                                               \
+	case TA_REQ_##id:                                                                          \
+		st = TA_REQ_CALL_##tile_col(field);                                                \
+		break;
+#include "ta_ops.def"
+#undef TA_REQUEST
+	default:
+		st = ta_error_set(&rc->err, TA_INTERNAL, "request type %d has no handler",
+		                  (int)kind);
+	}
+#undef TA_REQ_CALL_1
+#undef TA_REQ_CALL_0
 	if (tile && !rc->collected)
 		ta_tile_unref(tile);
 	if (hold.held) {
