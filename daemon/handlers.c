@@ -636,22 +636,38 @@ static ta_status on_list(resp_ctx *rc, const Tileatom__ListTilesRequest *l)
 	return TA_OK;
 }
 
-/* Fills s's devices: one per device the backend serves (ta_service_device_stats). False
- * when the arena is out of memory. */
-static bool fill_device_stats(ta_service *svc, ta_arena *arena, Tileatom__StatsResponse *s)
+/* stats: backend facts, counters, and one entry per device the backend serves
+ * (ta_service_device_stats). */
+static ta_status on_stats(resp_ctx *rc, const Tileatom__StatsRequest *m)
 {
+	(void)m;
+	ta_service *svc = rc->svc;
+	Tileatom__StatsResponse *s =
+	    CTL_BODY(rc, STATS, stats, stats, tileatom__stats_response__init);
+	ta_backend_info *bi = &rc->ctl->stats_info;
+	ta_backend_info_get(svc->backend, bi);
+	s->backend = bi->name;
+	s->device = bi->device;
+	s->device_memory = bi->device_memory;
+	s->compute_capability = bi->compute_capability;
+	ta_registry_stats(svc->registry, &s->tiles, &s->tile_bytes);
+	ta_service_read_totals(svc, &s->requests, &s->errors, &s->elements);
+	s->connections = atomic_load(&svc->connections);
+	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, s))
+		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+		                    "out of memory for the per-kind statistics");
 	int n = ta_backend_device_count(svc->backend);
-	Tileatom__DeviceStats *items = ta_arena_alloc(arena, (size_t)n * sizeof(*items));
-	Tileatom__DeviceStats **ptrs = ta_arena_alloc(arena, (size_t)n * sizeof(*ptrs));
-	ta_device_stats *all = ta_arena_alloc(arena, (size_t)n * sizeof(*all)); /* failure's */
+	Tileatom__DeviceStats *items = ta_arena_alloc(rc->arena, (size_t)n * sizeof(*items));
+	Tileatom__DeviceStats **ptrs = ta_arena_alloc(rc->arena, (size_t)n * sizeof(*ptrs));
+	ta_device_stats *all = ta_arena_alloc(rc->arena, (size_t)n * sizeof(*all)); /* causes */
 	if (!items || !ptrs || !all)
-		return false;
-	size_t k = 0;
+		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+		                    "out of memory for the per-device statistics");
 	for (int d = 0; d < n; d++) {
 		ta_device_stats *ds = &all[d];
 		if (!ta_service_device_stats(svc, d, ds))
 			continue;
-		Tileatom__DeviceStats *it = &items[k];
+		Tileatom__DeviceStats *it = &items[s->n_devices];
 		tileatom__device_stats__init(it);
 		it->device = (uint32_t)d;
 		it->memory_used = ds->memory_used;
@@ -662,37 +678,9 @@ static bool fill_device_stats(ta_service *svc, ta_arena *arena, Tileatom__StatsR
 		it->failed = ds->failed;
 		if (ds->failed)
 			it->failure = ds->cause;
-		ptrs[k++] = it;
+		ptrs[s->n_devices++] = it;
 	}
 	s->devices = ptrs;
-	s->n_devices = k;
-	return true;
-}
-
-/* stats: backend facts and counters. */
-static ta_status on_stats(resp_ctx *rc, const Tileatom__StatsRequest *m)
-{
-	(void)m;
-	ta_service *svc = rc->svc;
-	CTL_BODY(rc, STATS, stats, stats, tileatom__stats_response__init);
-	ta_backend_info_get(svc->backend, &rc->ctl->stats_info);
-	rc->ctl->stats.backend = rc->ctl->stats_info.name;
-	rc->ctl->stats.device = rc->ctl->stats_info.device;
-	rc->ctl->stats.device_memory = rc->ctl->stats_info.device_memory;
-	rc->ctl->stats.compute_capability = rc->ctl->stats_info.compute_capability;
-	ta_registry_stats(svc->registry, &rc->ctl->stats.tiles, &rc->ctl->stats.tile_bytes);
-	uint64_t requests, errors, elements;
-	ta_service_read_totals(svc, &requests, &errors, &elements);
-	rc->ctl->stats.requests = requests;
-	rc->ctl->stats.errors = errors;
-	rc->ctl->stats.connections = atomic_load(&svc->connections);
-	rc->ctl->stats.elements = elements;
-	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, &rc->ctl->stats))
-		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
-		                    "out of memory for the per-kind statistics");
-	if (!fill_device_stats(svc, rc->arena, &rc->ctl->stats))
-		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
-		                    "out of memory for the per-device statistics");
 	return TA_OK;
 }
 
@@ -768,11 +756,17 @@ static ta_status on_snapshot(resp_ctx *rc, const Tileatom__SnapshotRequest *m)
 	return TA_OK;
 }
 
-/* Checks that the session may send a request of kind now (Hello first, Auth where it is
- * needed). */
-static ta_status session_allows(resp_ctx *rc, ta_req_kind kind)
+ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request *req)
 {
-	ta_session *s = rc->session;
+	ta_req_kind kind = rc->req_kind;
+	if (kind == TA_REQ_NONE)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "request %" PRIu64 " has no body (unknown request type?)",
+		                    rc->id);
+	if (!ta_req_valid(kind))
+		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
+		                    (int)kind);
+	ta_session *s = rc->session; /* Hello first, Auth where it is needed */
 	if (s && !s->hello_done && kind != TA_REQ_HELLO)
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "%s request before Hello: the protocol requires Hello as the "
@@ -789,22 +783,7 @@ static ta_status session_allows(resp_ctx *rc, ta_req_kind kind)
 		                    "TILEATOM_AUTH_FILE)",
 		                    ta_req_name(kind));
 	}
-	return TA_OK;
-}
-
-ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request *req)
-{
-	ta_req_kind kind = rc->req_kind;
-	if (kind == TA_REQ_NONE)
-		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-		                    "request %" PRIu64 " has no body (unknown request type?)",
-		                    rc->id);
-	if (!ta_req_valid(kind))
-		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
-		                    (int)kind);
-	ta_status st = session_allows(rc, kind);
-	if (st != TA_OK)
-		return st;
+	ta_status st;
 	ta_tile *tile = NULL;
 	ta_persist_hold hold = {-1, -1, false, false, NULL};
 	bool logged = rc->svc->persist && ta_req_mutates(kind);
