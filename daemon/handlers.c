@@ -40,24 +40,6 @@ static ta_status defer(resp_ctx *rc)
 	return TA_OK;
 }
 
-/* A protobuf-c Array (create.fill, present) as the handlers take Arrays. */
-static void wire_from_pb_array(const Tileatom__Array *a, ta_wire_array *w)
-{
-	w->present = true;
-	w->dtype = (int32_t)a->dtype;
-	w->n_shape = a->n_shape;
-	for (size_t i = 0; i < a->n_shape && i < TA_MAX_RANK; i++)
-		w->shape[i] = a->shape[i];
-	w->data = a->data.data;
-	w->len = a->data.len;
-	w->shared.present = a->shared != NULL;
-	if (a->shared) {
-		w->shared.buffer_id = a->shared->buffer_id;
-		w->shared.offset = a->shared->offset;
-		w->shared.length = a->shared->length;
-	}
-}
-
 /* Converts an optional Array as sent into a view (present = false when absent). v must be
  * all zero (a view of a ta_request_init'ed request): only what a present Array gives is
  * written. Data whose bytes are 8-byte aligned in the payload is used where it lies, other
@@ -242,12 +224,11 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 			                    " bytes, fewer than the %" PRId64
 			                    " old values take %" PRIu64 " (nothing was applied)",
 			                    rc->old_into->length, plan.count, old_bytes);
-		void *ptr = NULL;
 		st = ta_shm_resolve(rc_shm(rc), rc->old_into->buffer_id, rc->old_into->offset,
-		                    old_bytes, "old_into", &ptr, &plan.old_out_device, &rc->err);
+		                    old_bytes, "old_into", &plan.old_out, &plan.old_out_device,
+		                    &rc->err);
 		if (st != TA_OK)
 			return st;
-		plan.old_out = ptr;
 	} else if (rc->old_into) {
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "old_into is given but the request returns no values");
@@ -315,9 +296,9 @@ static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta
 	bool memory = family == TA_FAMILY_MEMORY || family == TA_FAMILY_NONE;
 	ta_op op = ta_req_op(kind);
 	ta_request req;
+	ta_request_region(&req, memory ? TA_FAMILY_MEMORY : family, memory ? op : (ta_op)w->op);
 	ta_status st;
 	if (memory) {
-		ta_request_region(&req, TA_FAMILY_MEMORY, op);
 		bool plain = kind == TA_REQ_WRITE || kind == TA_REQ_READ;
 		st = plain ? region_into(rc, &w->region, "region", &tile->shape, &req)
 		           : addressing_into(rc, w, &tile->shape, &req);
@@ -326,20 +307,13 @@ static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta
 		if (st == TA_OK && op == TA_OP_STORE && !w->values.present)
 			st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s needs values",
 			                  kind == TA_REQ_WRITE ? "write" : "a store");
+	} else if (!ta_op_is_rmw(req.op)) { /* one of the RMW ops of the table */
+		char ops[128];
+		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                  "unknown or missing op (%d): use %s", (int)w->op,
+		                  ta_kind_ops_text(TA_KIND_RMW, ops, sizeof(ops)));
 	} else {
-		ta_request_init(&req);
-		req.family = family;
-		req.addr = TA_ADDR_REGION;
-		req.op = (ta_op)w->op;
-		st = TA_OK;
-		if (!ta_op_is_rmw(req.op)) { /* one of the RMW ops of the table */
-			char ops[128];
-			st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-			                  "unknown or missing op (%d): use %s", (int)w->op,
-			                  ta_kind_ops_text(TA_KIND_RMW, ops, sizeof(ops)));
-		}
-		if (st == TA_OK)
-			st = region_into(rc, &w->region, "region", &tile->shape, &req);
+		st = region_into(rc, &w->region, "region", &tile->shape, &req);
 		if (st == TA_OK && family == TA_FAMILY_SCATTER)
 			st = scatter_into(rc, w, &req);
 		if (st == TA_OK && family == TA_FAMILY_INDEXED)
@@ -516,8 +490,17 @@ static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 	if (c->fill) {
 		ta_request req;
 		ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
-		ta_wire_array fill;
-		wire_from_pb_array(c->fill, &fill);
+		const Tileatom__Array *a = c->fill; /* taken as the data plane's Arrays are */
+		ta_wire_array fill = {.present = true,
+		                      .dtype = (int32_t)a->dtype,
+		                      .n_shape = a->n_shape,
+		                      .data = a->data.data,
+		                      .len = a->data.len};
+		for (size_t i = 0; i < a->n_shape && i < TA_MAX_RANK; i++)
+			fill.shape[i] = a->shape[i];
+		if (a->shared)
+			fill.shared = (ta_wire_ref){true, a->shared->buffer_id, a->shared->offset,
+			                            a->shared->length};
 		st = view_from_wire(rc, &fill, "fill", &req.values);
 		if (st == TA_OK && req.values.device)
 			st =
