@@ -69,19 +69,17 @@ static ta_status view_from_wire(resp_ctx *rc, const ta_wire_array *a, const char
 		v->data = copy;
 	}
 	if (a->shared.present) {
-		/* the elements lie in a shared buffer of this connection (shmbuf.h) */
+		/* the elements lie in a shared buffer of this connection (shmbuf.h; one that
+		 * resolves holds length bytes, so length fits a size_t) */
 		if (a->len != 0)
 			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 			                    "%s: gives both inline data and a shared buffer", what);
 		void *ptr = NULL;
 		ta_status st = ta_shm_resolve(rc_shm(rc), a->shared.buffer_id, a->shared.offset,
 		                              a->shared.length, what, &ptr, &v->device, &rc->err);
-		if (st != TA_OK)
-			return st;
-		if (a->shared.length > SIZE_MAX)
-			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s: too long", what);
 		v->data = ptr;
 		v->nbytes = (size_t)a->shared.length;
+		return st;
 	}
 	return TA_OK;
 }
