@@ -124,36 +124,30 @@ static ta_status region_into(resp_ctx *rc, const ta_wire_region *r, const char *
 	return TA_OK;
 }
 
-/* Scatter addressing into req. */
-static ta_status scatter_into(resp_ctx *rc, const ta_wire_request *w, ta_request *req)
+/* Scatter (form SCATTER: one index array, along dim) or indexed (form INDEXED: one index
+ * array per tile axis, or one with flat) addressing into req. */
+static ta_status indices_into(resp_ctx *rc, const ta_wire_request *w, ta_wire_form form,
+                              ta_request *req)
 {
-	if (w->form != TA_FORM_SCATTER || w->n_indices == 0)
-		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-		                    "scatter addressing needs dim and indices");
-	req->addr = TA_ADDR_SCATTER;
-	req->scatter_dim = w->dim; /* as sent: ta_plan names it when out of range */
-	req->n_index = 1;
-	return view_from_wire(rc, &w->index[0], "indices", &req->index[0]);
-}
-
-/* Indexed (index tuple or flat) addressing into req. */
-static ta_status indexed_into(resp_ctx *rc, const ta_wire_request *w, ta_request *req)
-{
-	if (w->form != TA_FORM_INDEXED || w->n_indices == 0)
-		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-		                    "indexed addressing needs index arrays (one per tile axis, "
-		                    "or one with flat)");
-	if (w->n_indices > TA_MAX_RANK)
+	bool scatter = form == TA_FORM_SCATTER;
+	if (w->form != form || w->n_indices == 0)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s",
+		                    scatter ? "scatter addressing needs dim and indices"
+		                            : "indexed addressing needs index arrays (one per tile "
+		                              "axis, or one with flat)");
+	if (w->n_indices > TA_MAX_RANK) /* indexed only: the decoder gives scatter one */
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "indexed addressing: %zu index arrays, over the limit of %d",
 		                    w->n_indices, TA_MAX_RANK);
-	req->addr = w->flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
+	req->addr = scatter ? TA_ADDR_SCATTER : w->flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
+	req->scatter_dim = w->dim; /* as sent (scatter): ta_plan names it when out of range */
 	req->n_index = (int)w->n_indices;
 	static const char *const names[TA_MAX_RANK] = {"indices[0]", "indices[1]", "indices[2]",
 	                                               "indices[3]"};
 	_Static_assert(TA_MAX_RANK == 4, "one name per index array");
 	for (size_t i = 0; i < w->n_indices; i++) {
-		ta_status st = view_from_wire(rc, &w->index[i], names[i], &req->index[i]);
+		ta_status st = view_from_wire(rc, &w->index[i], scatter ? "indices" : names[i],
+		                              &req->index[i]);
 		if (st != TA_OK)
 			return st;
 	}
@@ -178,7 +172,7 @@ static ta_status addressing_into(resp_ctx *rc, const ta_wire_request *w, const t
 	ta_status st = region_into(rc, r, what, tile, req);
 	if (st != TA_OK || w->form == TA_FORM_REGION || w->form == TA_FORM_NONE)
 		return st;
-	return w->form == TA_FORM_SCATTER ? scatter_into(rc, w, req) : indexed_into(rc, w, req);
+	return indices_into(rc, w, w->form, req);
 }
 
 /* Copies the Options as sent into req (absent: the defaults ta_request_init set), and
@@ -312,10 +306,9 @@ static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta
 		                  ta_kind_ops_text(TA_KIND_RMW, ops, sizeof(ops)));
 	} else {
 		st = region_into(rc, &w->region, "region", &tile->shape, &req);
-		if (st == TA_OK && family == TA_FAMILY_SCATTER)
-			st = scatter_into(rc, w, &req);
-		if (st == TA_OK && family == TA_FAMILY_INDEXED)
-			st = indexed_into(rc, w, &req);
+		ta_wire_form form = family == TA_FAMILY_SCATTER ? TA_FORM_SCATTER : TA_FORM_INDEXED;
+		if (st == TA_OK && family != TA_FAMILY_ELEMENTWISE)
+			st = indices_into(rc, w, form, &req);
 	}
 	if (st == TA_OK)
 		st = view_from_wire(rc, &w->values, "values", &req.values);
