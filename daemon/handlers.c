@@ -12,9 +12,7 @@
 #include "shmbuf.h"
 
 #include <inttypes.h>
-#include <limits.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -154,27 +152,6 @@ static ta_status indices_into(resp_ctx *rc, const ta_wire_request *w, ta_wire_fo
 	return TA_OK;
 }
 
-/* Addressing of the memory ops: the window (or addr.region) plus scatter or indexed. */
-static ta_status addressing_into(resp_ctx *rc, const ta_wire_request *w, const ta_tile_shape *tile,
-                                 ta_request *req)
-{
-	const ta_wire_region *r = &w->region;
-	const char *what = "window";
-	if (w->form == TA_FORM_REGION && !region_empty(&w->addr_region)) {
-		if (!region_empty(&w->region))
-			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-			                    "give the region either as window or as addr.region, "
-			                    "not both");
-		r = &w->addr_region;
-		what = "addr.region";
-	}
-	req->addr = TA_ADDR_REGION;
-	ta_status st = region_into(rc, r, what, tile, req);
-	if (st != TA_OK || w->form == TA_FORM_REGION || w->form == TA_FORM_NONE)
-		return st;
-	return indices_into(rc, w, w->form, req);
-}
-
 /* Copies the Options as sent into req (absent: the defaults ta_request_init set), and
  * notes where old values go (old_into). */
 static ta_status options_into(resp_ctx *rc, const ta_wire_request *w, ta_request *req)
@@ -291,9 +268,21 @@ static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta
 	ta_request_region(&req, memory ? TA_FAMILY_MEMORY : family, memory ? op : (ta_op)w->op);
 	ta_status st;
 	if (memory) {
+		/* write and read: their region; the others: the window (or addr.region), then
+		 * scatter or indexed addressing */
 		bool plain = kind == TA_REQ_WRITE || kind == TA_REQ_READ;
-		st = plain ? region_into(rc, &w->region, "region", &tile->shape, &req)
-		           : addressing_into(rc, w, &tile->shape, &req);
+		bool addr = !plain && w->form == TA_FORM_REGION && !region_empty(&w->addr_region);
+		const char *what = plain ? "region" : addr ? "addr.region" : "window";
+		if (addr && !region_empty(&w->region))
+			st = ta_error_set(
+			    &rc->err, TA_INVALID_ARGUMENT,
+			    "give the region either as window or as addr.region, not both");
+		else
+			st = region_into(rc, addr ? &w->addr_region : &w->region, what,
+			                 &tile->shape, &req);
+		if (st == TA_OK && !plain &&
+		    (w->form == TA_FORM_SCATTER || w->form == TA_FORM_INDEXED))
+			st = indices_into(rc, w, w->form, &req);
 		if (st == TA_OK)
 			st = options_into(rc, w, &req);
 		if (st == TA_OK && op == TA_OP_STORE && !w->values.present)
@@ -668,26 +657,23 @@ static ta_status on_register_buffer(resp_ctx *rc, const Tileatom__RegisterBuffer
 		return ta_error_set(
 		    &rc->err, TA_INVALID_ARGUMENT,
 		    "register_buffer: shared buffers need a Unix-socket connection");
+	bool device = m->cuda_ipc_handle.len > 0;
+	if (device && rc->svc->persist)
+		return ta_error_set(&rc->err, TA_UNIMPLEMENTED,
+		                    "register_buffer: device buffers cannot be logged; this "
+		                    "daemon runs with --data-dir (send the operands inline or "
+		                    "in a shared buffer)");
+	if (device && m->cuda_device_uuid.len != 0 && m->cuda_device_uuid.len != TA_GPU_UUID_BYTES)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "register_buffer: a GPU UUID has %d bytes, not %zu",
+		                    TA_GPU_UUID_BYTES, m->cuda_device_uuid.len);
 	uint64_t id = 0;
-	ta_status st;
-	if (m->cuda_ipc_handle.len > 0) {
-		if (rc->svc->persist)
-			return ta_error_set(
-			    &rc->err, TA_UNIMPLEMENTED,
-			    "register_buffer: device buffers cannot be logged; this "
-			    "daemon runs with --data-dir (send the operands inline or "
-			    "in a shared buffer)");
-		if (m->cuda_device_uuid.len != 0 && m->cuda_device_uuid.len != TA_GPU_UUID_BYTES)
-			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-			                    "register_buffer: a GPU UUID has %d bytes, not %zu",
-			                    TA_GPU_UUID_BYTES, m->cuda_device_uuid.len);
-		st = ta_shm_register_device(t, m->cuda_ipc_handle.data, m->cuda_ipc_handle.len,
-		                            m->cuda_device_uuid.len ? m->cuda_device_uuid.data
-		                                                    : NULL,
-		                            m->size, &id, &rc->err);
-	} else {
-		st = ta_shm_register(t, m->size, &id, &rc->err);
-	}
+	ta_status st =
+	    device
+	        ? ta_shm_register_device(t, m->cuda_ipc_handle.data, m->cuda_ipc_handle.len,
+	                                 m->cuda_device_uuid.len ? m->cuda_device_uuid.data : NULL,
+	                                 m->size, &id, &rc->err)
+	        : ta_shm_register(t, m->size, &id, &rc->err);
 	if (st != TA_OK)
 		return st;
 	CTL_BODY(rc, BUFFER, buffer, buffer, tileatom__buffer_response__init);
