@@ -88,13 +88,11 @@ static bool region_empty(const ta_wire_region *r)
 	return r->n_origin == 0 && r->n_shape == 0;
 }
 
-/* Copies a Region as sent into req (empty: the whole tile). Origin without shape reaches to
- * the end of the tile; shape without origin starts at 0. */
+/* Copies a Region as sent into req, a ta_request_init'ed one (empty: the whole tile).
+ * Origin without shape reaches to the end of the tile; shape without origin starts at 0. */
 static ta_status region_into(resp_ctx *rc, const ta_wire_region *r, const char *what,
                              const ta_tile_shape *tile, ta_request *req)
 {
-	req->has_region = false;
-	req->region_rank = 0;
 	if (region_empty(r))
 		return TA_OK;
 	size_t n = r->n_origin ? r->n_origin : r->n_shape;
@@ -180,8 +178,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	/* only old_out changes below: the backend need not re-check what ta_plan_build proved */
 	plan.prechecked = !svc->recheck_plans;
 	/* the loop keeps what costs it little: few elements to move on the host (a plan whose
-	 * operands the GPU reads in place moves none: measured on the H200, 2^24 device keys
-	 * ran at 100-150 G keys/s through a worker and 270-310 on the loop, doc/GPU-RESULTS.md) */
+	 * operands the GPU reads in place moves none; doc/GPU-RESULTS.md has the figures) */
 	if (rc->inline_max >= 0 && ta_plan_host_elements(&plan) > rc->inline_max)
 		return defer(rc);
 	uint64_t old_bytes = plan.want_old ? (uint64_t)plan.count * ta_dtype_size(plan.dtype) : 0;
@@ -252,13 +249,11 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	return TA_OK;
 }
 
-/* A data-plane request of kind, its checks in one order. The atomic families (element-wise,
- * scatter, indexed): op, region, the family's addressing (scatter for SCATTER, indexed for
- * INDEXED), values, compare (cas) and options. The memory ops: write and read (STORE or LOAD
- * over their region; a read's values come back as the `data` body), gather, scatter store,
- * atomic load/store (LOAD or STORE with any addressing): addressing, options, values for
- * stores, padding for gathers. (The decoder fills compare only for the atomic requests,
- * padding only for gathers.) */
+/* A data-plane request of kind, its checks in one order. The atomic families: op, region,
+ * the family's addressing, values, compare (cas), options. The memory ops (write, read,
+ * gather, scatter store, atomic load/store): addressing, options, values for stores,
+ * padding for gathers (the decoder fills compare only for the atomic requests, padding only
+ * for gathers); a read's values come back as the `data` body. */
 static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
 {
 	ta_family family = ta_req_family(kind);
@@ -461,10 +456,8 @@ static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "tile '%s': %s", name, perr.msg);
 	ta_tile *tile = NULL;
 	/* a logged create goes back where the tile was, if this run can place it there */
-	ta_status st = svc->replaying ? ta_persist_create_restored(svc->registry, c->name, &shape,
-	                                                           owner, &place, &tile, &rc->err)
-	                              : ta_registry_create_placed(svc->registry, c->name, &shape,
-	                                                          owner, &place, &tile, &rc->err);
+	ta_status st = (svc->replaying ? ta_persist_create_restored : ta_registry_create_placed)(
+	    svc->registry, c->name, &shape, owner, &place, &tile, &rc->err);
 	if (st != TA_OK)
 		return st;
 	if (c->fill) {
