@@ -20,10 +20,6 @@
 #include "log.h"
 #include "ta_auth.h"
 
-#ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "unknown"
-#endif
-
 /* The connection's shared buffers (NULL: none, e.g. TCP or an in-process caller). */
 static inline ta_shm_table *rc_shm(const resp_ctx *rc)
 {
@@ -107,15 +103,10 @@ static ta_status region_into(resp_ctx *rc, const ta_wire_region *r, const char *
 	req->region_rank = (int)n;
 	for (size_t a = 0; a < n; a++) {
 		int64_t o = r->n_origin ? r->origin[a] : 0;
-		int64_t s;
-		if (r->n_shape)
-			s = r->shape[a];
-		else if ((int)a < tile->rank && o >= 0 && o < tile->shape[a])
-			s = tile->shape[a] - o;
-		else
-			s = 0; /* ta_plan_build names the bad origin */
+		bool inside = (int)a < tile->rank && o >= 0 && o < tile->shape[a];
 		req->region_origin[a] = o;
-		req->region_shape[a] = s;
+		/* a bad origin without shape: 0 (ta_plan_build names the origin) */
+		req->region_shape[a] = r->n_shape ? r->shape[a] : inside ? tile->shape[a] - o : 0;
 	}
 	return TA_OK;
 }
@@ -418,13 +409,11 @@ static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 	ta_service *svc = rc->svc;
 	char shown[TA_NAME_MAX + 4];
 	const char *name = ta_name_for_message(c->name, shown, sizeof(shown)); /* for messages */
-	ta_tile_shape shape = {0};
+	ta_tile_shape shape = {.dtype = (ta_dtype)c->dtype, .rank = (int)c->n_shape};
 	if (c->n_shape == 0 || c->n_shape > TA_MAX_RANK)
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "tile '%s': rank %zu is not between 1 and %d", name, c->n_shape,
 		                    TA_MAX_RANK);
-	shape.dtype = (ta_dtype)c->dtype;
-	shape.rank = (int)c->n_shape;
 	int64_t n = 1; /* elements, for the worker check */
 	for (size_t a = 0; a < c->n_shape; a++) {
 		shape.shape[a] = c->shape[a];
