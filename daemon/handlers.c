@@ -78,18 +78,12 @@ static ta_status view_from_wire(resp_ctx *rc, const ta_wire_array *a, const char
 	return TA_OK;
 }
 
-/* True when a Region as sent holds no entries. */
-static bool region_empty(const ta_wire_region *r)
-{
-	return r->n_origin == 0 && r->n_shape == 0;
-}
-
 /* Copies a Region as sent into req, a ta_request_init'ed one (empty: the whole tile).
  * Origin without shape reaches to the end of the tile; shape without origin starts at 0. */
 static ta_status region_into(resp_ctx *rc, const ta_wire_region *r, const char *what,
                              const ta_tile_shape *tile, ta_request *req)
 {
-	if (region_empty(r))
+	if (r->n_origin == 0 && r->n_shape == 0)
 		return TA_OK;
 	size_t n = r->n_origin ? r->n_origin : r->n_shape;
 	if (r->n_origin && r->n_shape && r->n_origin != r->n_shape)
@@ -257,9 +251,10 @@ static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta
 		/* write and read: their region; the others: the window (or addr.region), then
 		 * scatter or indexed addressing */
 		bool plain = kind == TA_REQ_WRITE || kind == TA_REQ_READ;
-		bool addr = !plain && w->form == TA_FORM_REGION && !region_empty(&w->addr_region);
+		bool addr = !plain && w->form == TA_FORM_REGION &&
+		            (w->addr_region.n_origin || w->addr_region.n_shape);
 		const char *what = plain ? "region" : addr ? "addr.region" : "window";
-		if (addr && !region_empty(&w->region))
+		if (addr && (w->region.n_origin || w->region.n_shape))
 			st = ta_error_set(
 			    &rc->err, TA_INVALID_ARGUMENT,
 			    "give the region either as window or as addr.region, not both");
