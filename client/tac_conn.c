@@ -53,23 +53,15 @@ static int remaining_ms(int64_t deadline)
 	return left > 1000000000 ? 1000000000 : (int)left;
 }
 
-/* Waits until fd has one of events; returns 1 (ready, revents in *revents), 0 (deadline
- * passed) or -1 (poll failed, errno set). */
-static int wait_fd(int fd, short events, int64_t deadline, short *revents)
+/* Waits until fd has one of events; returns its revents (ready), 0 (deadline passed) or -1
+ * (poll failed, errno set). */
+static int wait_fd(int fd, short events, int64_t deadline)
 {
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = events, .revents = 0};
-		int left = remaining_ms(deadline);
-		int n = poll(&p, 1, left);
-		if (n > 0) {
-			*revents = p.revents;
-			return 1;
-		}
-		if (n == 0)
-			return 0;
-		if (errno != EINTR)
-			return -1;
-	}
+	struct pollfd p = {.fd = fd, .events = events};
+	int n;
+	while ((n = poll(&p, 1, remaining_ms(deadline))) < 0 && errno == EINTR)
+		;
+	return n > 0 ? p.revents : n;
 }
 
 /* Formats the connect failure for address and errno e. */
@@ -93,13 +85,12 @@ static int connect_one(int family, int type, int protocol, const struct sockaddr
 	do
 		rc = connect(fd, sa, len);
 	while (rc < 0 && errno == EINTR);
-	short revents = 0;
 	socklen_t sl = sizeof(soerr);
 	if (rc == 0)
 		rc = TILEATOM_OK;
 	else if (errno != EINPROGRESS && errno != EAGAIN)
 		rc = connect_error(address, errno, err);
-	else if ((rc = wait_fd(fd, POLLOUT, deadline, &revents)) == 0)
+	else if ((rc = wait_fd(fd, POLLOUT, deadline)) == 0)
 		rc = tac_err(err, TILEATOM_E_TIMEOUT, "cannot connect to %s: timed out", address);
 	else if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
 		rc = connect_error(address, errno, err);
@@ -267,21 +258,16 @@ static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uin
 	}
 	/* the frame is written straight into its queue slot, counted once it is whole */
 	tac_frame *f = &c->rxq[(c->rxq_head + c->rxq_count) & (c->rxq_cap - 1)];
-	*f = (tac_frame){owned, 0, len};
-	if (!owned && len > TAC_RXSTORE_FRAME_MAX) {
-		f->owned = malloc(len ? len : 1);
-		if (!f->owned)
+	*f = (tac_frame){owned, c->rxstore.len, len};
+	if (!owned) {
+		bool alone = len > TAC_RXSTORE_FRAME_MAX; /* (so len > 0) */
+		if (alone ? !(f->owned = malloc(len))
+		          : c->rxstore.cap - c->rxstore.len < len &&
+		                ta_frame_buf_reserve(&c->rxstore, len) != 0)
 			return tac_err(err, TILEATOM_E_NOMEM,
 			               "out of memory queueing a response of %u bytes", len);
-		memcpy(f->owned, data, len);
-	} else if (!owned) {
-		if (c->rxstore.cap - c->rxstore.len < len &&
-		    ta_frame_buf_reserve(&c->rxstore, len) != 0)
-			return tac_err(err, TILEATOM_E_NOMEM,
-			               "out of memory queueing a response of %u bytes", len);
-		f->off = c->rxstore.len;
-		memcpy(c->rxstore.data + f->off, data, len);
-		c->rxstore.len += len;
+		memcpy(alone ? f->owned : c->rxstore.data + f->off, data, len);
+		c->rxstore.len += alone ? 0 : len;
 	}
 	c->rxq_count++;
 	return TILEATOM_OK;
@@ -378,20 +364,16 @@ static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 {
 	if (!err)
 		return TILEATOM_E_IO;
-	for (size_t k = 0; k < c->rxq_count; k++) {
+	bool explained = false;
+	for (size_t k = 0; k < c->rxq_count && !explained; k++) {
 		const tac_frame *f = &c->rxq[(c->rxq_head + k) & (c->rxq_cap - 1)];
 		Tileatom__Response *r = tileatom__response__unpack(NULL, f->len, frame_data(c, f));
-		if (!r)
-			continue;
-		int code = (int)r->status;
-		bool explains = r->id == 0 && code >= TILEATOM_E_INVALID_ARGUMENT &&
-		                code <= TILEATOM_E_INTERNAL && r->message && *r->message;
-		if (explains) {
+		int code = r ? (int)r->status : 0;
+		explained = r && r->id == 0 && code >= TILEATOM_E_INVALID_ARGUMENT &&
+		            code <= TILEATOM_E_INTERNAL && r->message && *r->message;
+		if (explained)
 			tac_err(err, code, "tileatomd: %s (%s)", r->message, err->message);
-		}
-		tileatom__response__free_unpacked(r, NULL);
-		if (explains)
-			break;
+		release_response(c, r);
 	}
 	return err->code;
 }
@@ -413,15 +395,14 @@ static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int pass
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			short revents = 0;
-			int w = wait_fd(c->fd, POLLOUT | POLLIN, deadline, &revents);
+			int w = wait_fd(c->fd, POLLOUT | POLLIN, deadline);
 			if (w == 0)
 				return tac_err(err, TILEATOM_E_TIMEOUT, "sending to %s: timed out",
 				               c->address);
 			if (w < 0)
 				return tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
 				               strerror(errno));
-			if (revents & (POLLIN | POLLHUP | POLLERR)) {
+			if (w & (POLLIN | POLLHUP | POLLERR)) {
 				int rc = recv_some(c, err);
 				if (rc != TILEATOM_OK)
 					return explain_send_failure(c, err);
@@ -599,17 +580,20 @@ int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
 	return queue_pending(c, c->tpl.kind, false, id, err);
 }
 
-/* Reads until need whole response frames are queued (a timeout at deadline, an error or
- * EOF breaks the connection). */
-static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, tileatom_error *err)
+/* Writes the buffered requests out, then reads until need whole response frames are queued
+ * (a timeout after io_timeout_ms for both, an error or EOF breaks the connection). */
+static int wait_responses(tileatom_client *c, size_t need, tileatom_error *err)
 {
+	int64_t deadline = deadline_from(c->io_timeout_ms);
+	int rc = flush_until(c, deadline, err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	if (c->rxq_count < need) {
 		/* one read before the first poll (a pipelining caller often finds its responses
 		 * there, and saves the poll), or with tileatom_set_busy_poll reads without
 		 * sleeping (recv returns at once) until they are there or busy_poll_us passed */
 		const int64_t until =
 		    c->busy_poll_us ? now_ns() + (int64_t)c->busy_poll_us * 1000 : 0;
-		int rc;
 		do
 			rc = recv_some(c, err);
 		while (rc == TILEATOM_OK && c->rxq_count < need && until && now_ns() < until);
@@ -617,16 +601,14 @@ static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, til
 			return tac_conn_break(c, err);
 	}
 	while (c->rxq_count < need) {
-		short revents = 0;
-		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
+		int w = wait_fd(c->fd, POLLIN, deadline);
 		if (w == 0)
 			tac_err(err, TILEATOM_E_TIMEOUT,
 			        "waiting for a response from %s: timed out", c->address);
 		else if (w < 0)
 			tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
 			        strerror(errno));
-		int rc = w > 0 ? recv_some(c, err) : TILEATOM_E_IO;
-		if (rc != TILEATOM_OK)
+		if ((w > 0 ? recv_some(c, err) : TILEATOM_E_IO) != TILEATOM_OK)
 			return tac_conn_break(c, err);
 	}
 	return TILEATOM_OK;
@@ -650,14 +632,10 @@ receive(tileatom_client *c, bool newest, tileatom_request_kind *kind, tileatom_e
 	/* responses come in order: the newest request's is the frame after the older ones';
 	 * the clock is read only when something may wait (a write, or a response not here) */
 	size_t need = newest ? c->pending_count : 1;
-	if (c->txbuf.len > 0 || c->rxq_count < need) {
-		int64_t deadline = deadline_from(c->io_timeout_ms);
-		int rc = flush_until(c, deadline, err);
-		if (rc == TILEATOM_OK)
-			rc = wait_responses(c, need, deadline, err);
-		if (rc != TILEATOM_OK)
-			return rc;
-	}
+	int rc;
+	if ((c->txbuf.len > 0 || c->rxq_count < need) &&
+	    (rc = wait_responses(c, need, err)) != TILEATOM_OK)
+		return rc;
 	if (newest && c->rxq_count > c->pending_count) {
 		tac_err(err, TILEATOM_E_PROTOCOL, "%s sent more responses than requests",
 		        c->address);
@@ -727,11 +705,5 @@ int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, tileatom_err
 	if (c->rxq_count + max_unanswered >= c->pending_count)
 		return TILEATOM_OK;
 	tileatom_error local;
-	if (!err)
-		err = &local;
-	int64_t deadline = deadline_from(c->io_timeout_ms);
-	int rc = flush_until(c, deadline, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	return wait_responses(c, c->pending_count - max_unanswered, deadline, err);
+	return wait_responses(c, c->pending_count - max_unanswered, err ? err : &local);
 }
