@@ -16,12 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Returns an error from the enclosing function when the client handle is NULL. */
-#define REQUIRE_CLIENT(c, err)                                                                     \
+/* Returns an error from the enclosing function when the client handle is NULL, or else when
+ * outputs_given (the check of the call's output pointers) is false. */
+#define REQUIRE_CLIENT_OUT(c, outputs_given, err)                                                  \
 	do {                                                                                       \
 		if (!(c))                                                                          \
 			return tac_err((err), TILEATOM_E_INVALID_ARGUMENT, "no client given");     \
+		if (!(outputs_given))                                                              \
+			return tac_err((err), TILEATOM_E_INVALID_ARGUMENT, "no output given");     \
 	} while (0)
+/* Returns an error from the enclosing function when the client handle is NULL. */
+#define REQUIRE_CLIENT(c, err) REQUIRE_CLIENT_OUT(c, true, err)
 
 /* Copies a string into a fixed buffer, truncating. */
 static void copy_str(char *dst, size_t n, const char *src)
@@ -287,9 +292,7 @@ static int copy_kinds(const Tileatom__StatsResponse *s, tileatom_kind_stats **ki
 int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
                          tileatom_kind_stats **kinds, size_t *nkinds, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!out || (kinds && !nkinds) || (!kinds && nkinds))
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, out && (kinds != NULL) == (nkinds != NULL), err);
 	tac_msg m;
 	int rc = tac_roundtrip(client, &m, tac_build_empty(&m, TILEATOM_REQ_STATS), err);
 	if (rc != TILEATOM_OK)
@@ -313,9 +316,7 @@ int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
 int tileatom_stats_devices(tileatom_client *client, tileatom_device_stats **devices, size_t *count,
                            tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!devices || !count)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, devices && count, err);
 	*devices = NULL;
 	*count = 0;
 	tac_msg m;
@@ -461,9 +462,7 @@ static int list_tiles(tileatom_client *client, bool one_page, const char *cursor
                       tileatom_tile_info **tiles, char (**places)[TILEATOM_PLACEMENT_MAX],
                       size_t *count, char *next_cursor, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!tiles || !count || (one_page && !next_cursor))
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, tiles && count && (!one_page || next_cursor), err);
 	*tiles = NULL;
 	*count = 0;
 	if (places)
@@ -515,9 +514,7 @@ int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *c
 int tileatom_tile_placement(tileatom_client *client, const char *name, char *buf, size_t n,
                             tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!buf || n == 0)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, buf && n > 0, err);
 	buf[0] = '\0';
 	tac_msg m;
 	int rc =
@@ -539,9 +536,7 @@ int tileatom_list_placements(tileatom_client *client, tileatom_tile_info **tiles
 int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_info *info,
                       tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!info)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, info, err);
 	tac_msg m;
 	int rc =
 	    tac_roundtrip(client, &m, tac_build_named(&m, TILEATOM_REQ_DESCRIBE, name, err), err);
@@ -578,9 +573,7 @@ int tileatom_read(tileatom_client *client, const char *tile, const tileatom_regi
 int tileatom_read_alloc(tileatom_client *client, const char *tile, const tileatom_region *region,
                         void **data, size_t *nbytes, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!data || !nbytes)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, data && nbytes, err);
 	*data = NULL;
 	*nbytes = 0;
 	tac_msg m;
@@ -1075,9 +1068,7 @@ static void response_data(tileatom_response *out, const Tileatom__Array *a)
 
 int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!out)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, out, err);
 	*out = (tileatom_response){0};
 	/* the parts of a split submit: one merged response (no call when none is queued) */
 	if (client->splits && tac_split_due(client))

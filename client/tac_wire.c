@@ -510,12 +510,16 @@ void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk,
 	if (n_index > TILEATOM_MAX_RANK)
 		return;
 	t->valid = false;
+	t->values_bytes = v.values->data.len;
+	t->compare_bytes = v.compare ? v.compare->data.len : 0;
+	t->most = t->values_bytes > t->compare_bytes ? t->values_bytes : t->compare_bytes;
 	for (size_t i = 0; i < n_index; i++) {
 		const Tileatom__Array *a = v.iaddr->indices[i];
 		if (!key_array(&t->index[i], a))
 			return;
 		t->index_bytes[i] = a->data.len;
 		t->index_at[i] = tpl_at(mk, mk->index_at[i]);
+		t->most = a->data.len > t->most ? a->data.len : t->most;
 	}
 	if (!key_array(&t->values, v.values) || (v.compare && !key_array(&t->compare, v.compare)))
 		return;
@@ -529,14 +533,8 @@ void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk,
 	t->space = (int)v.options->space;
 	t->check_bounds = !v.options->no_bounds_check;
 	t->want_old = m->want_old_asked;
-	t->values_bytes = v.values->data.len;
 	t->values_at = tpl_at(mk, mk->values_at);
-	t->compare_bytes = v.compare ? v.compare->data.len : 0;
 	t->compare_at = v.compare ? tpl_at(mk, mk->compare_at) : 0;
-	t->most = t->values_bytes > t->compare_bytes ? t->values_bytes : t->compare_bytes;
-	for (size_t i = 0; i < n_index; i++)
-		if (t->index_bytes[i] > t->most)
-			t->most = t->index_bytes[i];
 	memcpy(t->tile, v.tile, strlen(v.tile) + 1); /* (the builder checked its length) */
 	t->len = (uint8_t)len;
 	memcpy(t->bytes, mk->body, len);
