@@ -21,7 +21,6 @@
  * status, the body the table's reply column names, the sizes of the arrays it carries). */
 #include "tac_wire.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -84,9 +83,6 @@ enum dec_slot {
 /* The decoder's tables: one-byte key -> enum dec_slot. */
 static uint8_t resp_slots[128], op_slots[128], array_slots[128];
 
-/* True once the tables are filled (ready). */
-static bool tables_filled;
-
 /* The key of desc's field name, which must be there. */
 static uint32_t need_key(const ProtobufCMessageDescriptor *desc, const char *name)
 {
@@ -121,8 +117,9 @@ static void fill_slots(uint8_t *slots, const ProtobufCMessageDescriptor *desc,
 	}
 }
 
-/* Reads every key from the descriptors (once per process, ready). */
-static void fill_tables(void)
+/* Reads every key from the descriptors, once, when the library is loaded (before any call:
+ * the tables never change after). */
+static __attribute__((constructor)) void fill_tables(void)
 {
 	ta_wireschema_init();
 	for (size_t i = 0; i < sizeof(key_slots) / sizeof(key_slots[0]); i++)
@@ -171,19 +168,6 @@ static void fill_tables(void)
 	static const uint8_t arr_what[] = {D_DTYPE, D_SHAPE, D_BYTES};
 	fill_slots(array_slots, D(array), arr, arr_what);
 #undef D
-}
-
-/* fill_tables once per process, then one load per call: the tables never change once
- * filled, and a thread that sees the flag unset goes through the pthread_once, which
- * orders the filling before its return. */
-static inline void ready(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	if (__atomic_load_n(&tables_filled, __ATOMIC_ACQUIRE))
-		return;
-	if (pthread_once(&once, fill_tables) != 0)
-		abort();
-	__atomic_store_n(&tables_filled, true, __ATOMIC_RELEASE);
 }
 
 /* ---- the writer ------------------------------------------------------------------------ */
@@ -442,7 +426,6 @@ void tac_wire_set_body(struct tac_msg *m, const char *tile, int op, const void *
                        const void *addr, const void *values, const void *compare,
                        const Tileatom__Options *options)
 {
-	ready();
 	uint8_t *b = (uint8_t *)m->req.ping; /* the oneof's pointer, any member */
 	const uint32_t *off = keys.body_off[m->kind];
 	const void *field[B_FIELDS] = {tile, NULL, region, addr, values, compare, options};
@@ -455,7 +438,6 @@ void tac_wire_set_body(struct tac_msg *m, const char *tile, int op, const void *
 
 size_t tac_wire_plan_request(const struct tac_msg *m, tac_wire_plan *plan)
 {
-	ready();
 	tac_wire_marks unused = {0};
 	wctx w = {.len = plan->len, .mk = &unused};
 	walk(&w, m, true);
@@ -750,7 +732,6 @@ static __attribute__((noinline)) const uint8_t *dec_response_rare(tac_wire_respo
 Tileatom__Response *tac_wire_decode_response(tac_wire_response *out, const uint8_t *data,
                                              size_t len)
 {
-	ready();
 	Tileatom__Response *r = &out->resp;
 	*r = (Tileatom__Response)TILEATOM__RESPONSE__INIT;
 	const uint8_t *p = data, *end = data + len;
