@@ -120,7 +120,6 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 		tileatom_connect_options_init(&defaults);
 		opts = &defaults;
 	}
-	int timeout_ms = opts->timeout_ms;
 	const char *auth_file = opts->auth_file ? opts->auth_file : getenv("TILEATOM_AUTH_FILE");
 	if (!out)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output handle given");
@@ -133,12 +132,12 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 		address = defpath;
 	}
 	tileatom_client *c = NULL;
-	int rc = tac_conn_open(address, timeout_ms, &c, err);
+	int rc = tac_conn_open(address, opts->timeout_ms, &c, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	c->cuptr_min = tac_cuptr_default_min();
 	c->busy_poll_us = busy_poll_default();
-	c->io_timeout_ms = timeout_ms;
+	c->io_timeout_ms = opts->timeout_ms;
 	tac_msg m;
 	rc = tac_roundtrip(c, &m,
 	                   tac_build_hello(&m, "libtileatom-client/" TILEATOM_CLIENT_VERSION), err);

@@ -159,10 +159,8 @@ int tac_conn_open(const char *address, int timeout_ms, tileatom_client **out, ti
 		return rc;
 	int fd = -1;
 	int64_t deadline = deadline_from(timeout_ms);
-	if (is_unix)
-		rc = open_unix(address, deadline, &fd, err);
-	else
-		rc = open_tcp(address, host, port, deadline, &fd, err);
+	rc = is_unix ? open_unix(address, deadline, &fd, err)
+	             : open_tcp(address, host, port, deadline, &fd, err);
 	free(host);
 	free(port);
 	if (rc != TILEATOM_OK)
@@ -402,11 +400,8 @@ static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int pass
 			if (w < 0)
 				return tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
 				               strerror(errno));
-			if (w & (POLLIN | POLLHUP | POLLERR)) {
-				int rc = recv_some(c, err);
-				if (rc != TILEATOM_OK)
-					return explain_send_failure(c, err);
-			}
+			if ((w & (POLLIN | POLLHUP | POLLERR)) && recv_some(c, err) != TILEATOM_OK)
+				return explain_send_failure(c, err);
 			continue;
 		}
 		tac_err(err, TILEATOM_E_IO, "%s %s: %s",

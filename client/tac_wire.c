@@ -10,10 +10,6 @@
  * window, addressing, values or padding, compare, options, in this order in every body;
  * checked at start-up), so one walk writes them all.
  *
- * Templates: tac_tpl_keep keeps the bytes the writer wrote for a small element-wise or
- * indexed request, where its data lie and its key (tac_tpl_match, tac_tpl_write in
- * tac_wire.h use them).
- *
  * Decoding: one pass per message, each field's one-byte key looked up in the message's
  * table (built from the descriptors by name); unknown fields are skipped.
  *
@@ -656,11 +652,9 @@ AI bool dec_op(tac_wire_response *out, const uint8_t *p, const uint8_t *end)
 				return false;
 			op->old = &out->array;
 			p += n;
-		} else if (slot == FW_OPR_APPLIED) {
-			if (!rd_varint(&p, end, &op->applied))
-				return false;
-		} else if (slot == FW_OPR_SKIPPED) {
-			if (!rd_varint(&p, end, &op->skipped))
+		} else if (slot == FW_OPR_APPLIED || slot == FW_OPR_SKIPPED) {
+			if (!rd_varint(&p, end,
+			               slot == FW_OPR_APPLIED ? &op->applied : &op->skipped))
 				return false;
 		} else if (slot != FW_NONE || !(p = skip_field(p, end, key))) {
 			return false;
