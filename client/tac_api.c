@@ -610,46 +610,40 @@ static int op_result(tileatom_client *c, bool want, void *out, size_t out_size, 
 	const Tileatom__OpResponse *op = c->last->op;
 	res->skipped = op->skipped;
 	res->applied = op->applied;
-	if (!op->old) {
-		if (want)
-			return tac_err(
-			    err, TILEATOM_E_PROTOCOL,
-			    "tileatomd returned no %s values although they were asked for", what);
+	if (!op->old && want)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd returned no %s values although they were asked for",
+		               what);
+	if (!op->old)
 		return TILEATOM_OK;
-	}
 	res->old_rank = (int)op->old->n_shape;
-	for (size_t i = 0; i < op->old->n_shape; i++)
+	size_t len = op->old->data.len, elems = 1;
+	for (size_t i = 0; i < op->old->n_shape; i++) {
 		res->old_shape[i] = op->old->shape[i];
+		elems *= (size_t)op->old->shape[i];
+	}
 	if (!want)
 		return TILEATOM_OK;
-	size_t len = op->old->data.len, elems = 1;
-	for (size_t i = 0; i < op->old->n_shape; i++)
-		elems *= (size_t)op->old->shape[i];
 	if (len == 0 && !c->old_from && op->old->n_shape > 0 && elems > 0)
 		return tac_err(err, TILEATOM_E_PROTOCOL,
 		               "tileatomd returned no bytes of %s values for %zu elements", what,
 		               elems);
-	if (c->old_from && len == 0) {
-		/* the daemon wrote them into a shared buffer: at out already, or copied from it */
+	/* none sent: the daemon wrote them into a shared buffer, at out already or copied */
+	bool shared = c->old_from && len == 0;
+	if (shared)
 		len = tileatom_dtype_size((tileatom_dtype)op->old->dtype) * elems;
-		res->old_bytes = len;
-		if (len > out_size)
-			return tac_err(
-			    err, TILEATOM_E_PROTOCOL,
-			    "tileatomd wrote %zu bytes of %s values into a %zu-byte buffer", len,
-			    what, out_size);
-		if (c->old_from != out)
-			memmove(out, c->old_from, len);
-		return TILEATOM_OK;
-	}
 	res->old_bytes = len;
+	if (len > out_size && shared)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd wrote %zu bytes of %s values into a %zu-byte buffer", len,
+		               what, out_size);
 	if (len > out_size)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "the op was applied, but the output buffer has %zu bytes and the "
 		               "%s values need %zu",
 		               out_size, what, len);
-	if (len)
-		memcpy(out, op->old->data.data, len);
+	if (len) /* (memmove: a shared buffer's values may lie at out already) */
+		memmove(out, shared ? c->old_from : op->old->data.data, len);
 	return TILEATOM_OK;
 }
 
