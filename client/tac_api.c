@@ -398,29 +398,6 @@ int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *
 	return tac_roundtrip(client, &m, tac_build_named(&m, TILEATOM_REQ_DESTROY, name, err), err);
 }
 
-/* Sends one paged list request; on success the response is client->last->list and its
- * next cursor (checked to fit TILEATOM_LIST_CURSOR_MAX) is in next. */
-static int list_page_roundtrip(tileatom_client *client, const char *cursor, uint32_t limit,
-                               char *next, tileatom_error *err)
-{
-	tac_msg m;
-	tac_build_empty(&m, TILEATOM_REQ_LIST);
-	m.body.list.paged = true;
-	m.body.list.cursor = (char *)(cursor ? cursor : "");
-	m.body.list.limit = limit;
-	int rc = tac_roundtrip(client, &m, TILEATOM_OK, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	const char *nc = client->last->list->next_cursor;
-	size_t len = nc ? strlen(nc) : 0;
-	if (len >= TILEATOM_LIST_CURSOR_MAX)
-		return tac_err(err, TILEATOM_E_PROTOCOL,
-		               "the daemon's list cursor has %zu bytes, over %d", len,
-		               TILEATOM_LIST_CURSOR_MAX - 1);
-	memcpy(next, len ? nc : "", len + 1);
-	return TILEATOM_OK;
-}
-
 /* Appends the tiles of the client's last list response to *arr (*n entries, *cap
  * allocated) and, when places is not NULL, their placements to *places (as many entries). */
 static int append_page(tileatom_client *client, tileatom_tile_info **arr,
@@ -471,13 +448,24 @@ static int list_tiles(tileatom_client *client, bool one_page, const char *cursor
 	size_t n = 0, cap = 0;
 	char sent[TILEATOM_LIST_CURSOR_MAX] = "";
 	do {
-		char next[TILEATOM_LIST_CURSOR_MAX];
-		int rc = list_page_roundtrip(client, cursor, limit, next, err);
+		tac_msg m;
+		tac_build_empty(&m, TILEATOM_REQ_LIST);
+		m.body.list.paged = true;
+		m.body.list.cursor = (char *)(cursor ? cursor : "");
+		m.body.list.limit = limit;
+		int rc = tac_roundtrip(client, &m, TILEATOM_OK, err);
 		if (one_page)
 			next_cursor[0] = '\0'; /* cursor may be this same buffer: sent by now */
+		/* the next cursor, in client->last until the next call */
+		const char *next = rc == TILEATOM_OK ? client->last->list->next_cursor : NULL;
+		size_t len = next ? strlen(next) : 0;
+		if (len >= TILEATOM_LIST_CURSOR_MAX)
+			rc = tac_err(err, TILEATOM_E_PROTOCOL,
+			             "the daemon's list cursor has %zu bytes, over %d", len,
+			             TILEATOM_LIST_CURSOR_MAX - 1);
 		if (rc == TILEATOM_OK)
 			rc = append_page(client, &arr, places ? &where : NULL, &n, &cap, err);
-		if (rc == TILEATOM_OK && !one_page && next[0] && strcmp(next, cursor) == 0)
+		if (rc == TILEATOM_OK && !one_page && len && strcmp(next, cursor) == 0)
 			rc = tac_err(err, TILEATOM_E_PROTOCOL,
 			             "the daemon gave list cursor '%s' twice", next);
 		if (rc != TILEATOM_OK) {
@@ -485,7 +473,7 @@ static int list_tiles(tileatom_client *client, bool one_page, const char *cursor
 			free(where);
 			return rc;
 		}
-		memcpy(sent, next, sizeof(sent));
+		memcpy(sent, len ? next : "", len + 1);
 		cursor = sent;
 	} while (!one_page && cursor[0]);
 	*tiles = arr;

@@ -67,11 +67,8 @@ static int wait_fd(int fd, short events, int64_t deadline)
 /* Formats the connect failure for address and errno e. */
 static int connect_error(const char *address, int e, tileatom_error *err)
 {
-	if (e == ENOENT || e == ECONNREFUSED)
-		return tac_err(err, TILEATOM_E_IO,
-		               "cannot connect to %s: %s (is tileatomd running?)", address,
-		               strerror(e));
-	return tac_err(err, TILEATOM_E_IO, "cannot connect to %s: %s", address, strerror(e));
+	return tac_err(err, TILEATOM_E_IO, "cannot connect to %s: %s%s", address, strerror(e),
+	               e == ENOENT || e == ECONNREFUSED ? " (is tileatomd running?)" : "");
 }
 
 /* Connects a new non-blocking socket of family (type, protocol) to sa by deadline into *out. */

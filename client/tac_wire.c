@@ -449,12 +449,6 @@ static bool key_array(tac_tpl_array *k, const Tileatom__Array *a)
 	return true;
 }
 
-/* An offset into a template's bytes. */
-static uint8_t tpl_at(const tac_wire_marks *mk, const uint8_t *at)
-{
-	return (uint8_t)(at - mk->body);
-}
-
 void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk, const uint8_t *end)
 {
 	if (m->kind != TILEATOM_REQ_ELEMENTWISE && m->kind != TILEATOM_REQ_INDEXED)
@@ -477,7 +471,7 @@ void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk,
 		if (!key_array(&t->index[i], a))
 			return;
 		t->index_bytes[i] = a->data.len;
-		t->index_at[i] = tpl_at(mk, mk->index_at[i]);
+		t->index_at[i] = (uint8_t)(mk->index_at[i] - mk->body);
 		t->most = a->data.len > t->most ? a->data.len : t->most;
 	}
 	if (!key_array(&t->values, v.values) || (v.compare && !key_array(&t->compare, v.compare)))
@@ -492,8 +486,8 @@ void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk,
 	t->space = (int)v.options->space;
 	t->check_bounds = !v.options->no_bounds_check;
 	t->want_old = m->want_old_asked;
-	t->values_at = tpl_at(mk, mk->values_at);
-	t->compare_at = v.compare ? tpl_at(mk, mk->compare_at) : 0;
+	t->values_at = (uint8_t)(mk->values_at - mk->body);
+	t->compare_at = v.compare ? (uint8_t)(mk->compare_at - mk->body) : 0;
 	memcpy(t->tile, v.tile, strlen(v.tile) + 1); /* (the builder checked its length) */
 	t->len = (uint8_t)len;
 	memcpy(t->bytes, mk->body, len);
