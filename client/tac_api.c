@@ -36,10 +36,8 @@ static void copy_str(char *dst, size_t n, const char *src)
 
 void tileatom_connect_options_init(tileatom_connect_options *opts)
 {
-	if (opts) {
-		opts->timeout_ms = 0;
-		opts->auth_file = NULL;
-	}
+	if (opts)
+		*opts = (tileatom_connect_options){.timeout_ms = 0, .auth_file = NULL};
 }
 
 /* The Auth exchange after a Hello that said auth_required: proves the secret of auth_file
@@ -103,11 +101,9 @@ int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
 static unsigned busy_poll_default(void)
 {
 	const char *v = getenv("TILEATOM_BUSY_POLL_US");
-	if (!v || *v < '0' || *v > '9')
-		return 0;
 	char *end = NULL;
-	unsigned long long n = strtoull(v, &end, 10);
-	if (*end != '\0')
+	unsigned long long n = v && *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
+	if (!end || *end != '\0')
 		return 0;
 	return n < TAC_BUSY_POLL_MAX ? (unsigned)n : TAC_BUSY_POLL_MAX;
 }

@@ -125,17 +125,14 @@ static int open_tcp(const char *address, const char *host, const char *port, int
 		return tac_err(err, TILEATOM_E_IO, "cannot resolve %s: %s", address,
 		               gai_strerror(gai));
 	int rc = tac_err(err, TILEATOM_E_IO, "cannot connect to %s: no usable address", address);
-	for (struct addrinfo *ai = res; ai && rc != TILEATOM_E_TIMEOUT; ai = ai->ai_next) {
+	for (struct addrinfo *ai = res; ai && rc != TILEATOM_E_TIMEOUT && rc != TILEATOM_OK;
+	     ai = ai->ai_next)
 		rc = connect_one(ai->ai_family, ai->ai_socktype, ai->ai_protocol, ai->ai_addr,
 		                 ai->ai_addrlen, address, deadline, out, err);
-		if (rc == TILEATOM_OK) {
-			int one = 1;
-			/* Small requests must not wait for Nagle; failure only costs latency. */
-			(void)setsockopt(*out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			break;
-		}
-	}
 	freeaddrinfo(res);
+	int one = 1;
+	if (rc == TILEATOM_OK) /* small requests must not wait for Nagle; failure costs latency */
+		(void)setsockopt(*out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return rc;
 }
 
@@ -323,19 +320,17 @@ static int recv_some(tileatom_client *c, tileatom_error *err)
 		/* whole frames in rxbuf come without a copy; a frame across reads is gathered */
 		ta_frame_status fs =
 		    ta_frame_reader_next(&c->reader, &p, &left, &payload, &len, &owned);
-		if (fs == TA_FRAME_READY) {
-			int rc = rxq_push(c, owned, payload, len, err);
-			if (rc != TILEATOM_OK)
-				return rc;
-		} else if (fs == TA_FRAME_TOO_LARGE) {
+		int rc = fs == TA_FRAME_READY ? rxq_push(c, owned, payload, len, err) : TILEATOM_OK;
+		if (rc != TILEATOM_OK)
+			return rc;
+		if (fs == TA_FRAME_TOO_LARGE)
 			return tac_err(err, TILEATOM_E_PROTOCOL,
 			               "response frame of %u bytes exceeds the limit of %u bytes",
 			               c->reader.payload_len, c->reader.max_payload);
-		} else if (fs == TA_FRAME_NOMEM) {
+		if (fs == TA_FRAME_NOMEM)
 			return tac_err(err, TILEATOM_E_NOMEM,
 			               "out of memory receiving a response of %u bytes",
 			               c->reader.payload_len);
-		}
 	}
 	return TILEATOM_OK;
 }
@@ -435,9 +430,7 @@ static int flush_until(tileatom_client *c, int64_t deadline, tileatom_error *err
 		err = &local;
 	int rc = send_all(c, c->txbuf.data, c->txbuf.len, -1, deadline, err);
 	c->txbuf.len = 0;
-	if (rc != TILEATOM_OK)
-		return tac_conn_break(c, err);
-	return TILEATOM_OK;
+	return rc == TILEATOM_OK ? TILEATOM_OK : tac_conn_break(c, err);
 }
 
 int tac_conn_flush(tileatom_client *c, tileatom_error *err)
@@ -545,11 +538,9 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, bool flush, int fd, uint64_t
 	}
 	int64_t deadline = deadline_from(c->io_timeout_ms);
 	int rc = flush_until(c, deadline, err);
-	if (rc == TILEATOM_OK) {
-		rc = send_all(c, own, frame_len, fd, deadline, err);
-		if (rc != TILEATOM_OK)
-			rc = tac_conn_break(c, err);
-	}
+	if (rc == TILEATOM_OK &&
+	    (rc = send_all(c, own, frame_len, fd, deadline, err)) != TILEATOM_OK)
+		rc = tac_conn_break(c, err);
 	free(own);
 	return rc == TILEATOM_OK ? queue_pending(c, m->kind, false, id, err) : rc;
 }
