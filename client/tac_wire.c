@@ -808,9 +808,15 @@ int tac_check_response(const Tileatom__Response *r, tileatom_request_kind kind, 
 	if (want == TILEATOM__RESPONSE__BODY_DATA)
 		return check_wire_array(r->data, "read data", err);
 	/* old values without bytes were written into a shared buffer (Options.old_into); the
-	 * call that asked for them checks their size (tac_api.c op_result) */
-	if (want == TILEATOM__RESPONSE__BODY_OP && r->op && r->op->old && r->op->old->data.len > 0)
-		return check_wire_array(r->op->old, "old values", err);
+	 * call that asked for them checks their size (tac_api.c op_result), their rank here
+	 * (op_result copies the shape) */
+	const Tileatom__Array *old =
+	    want == TILEATOM__RESPONSE__BODY_OP && r->op ? r->op->old : NULL;
+	if (old && old->data.len > 0)
+		return check_wire_array(old, "old values", err);
+	if (old && old->n_shape > TILEATOM_MAX_RANK)
+		return tac_err(err, TILEATOM_E_PROTOCOL, "old values: rank %zu in the response",
+		               old->n_shape);
 	return TILEATOM_OK;
 }
 

@@ -680,6 +680,15 @@ START_TEST(test_check_response)
 	ck_assert_int_eq(tac_check_response(&r, TILEATOM_REQ_INDEXED, &e), TILEATOM_E_PROTOCOL);
 	shape[0] = 2;
 	ck_assert_int_eq(tac_check_response(&r, TILEATOM_REQ_INDEXED, &e), TILEATOM_OK);
+	/* Old values written into a shared buffer (no bytes): their rank is still checked. */
+	int64_t shape5[5] = {1, 1, 1, 1, 2};
+	old.data.len = 0;
+	old.n_shape = 5;
+	old.shape = shape5;
+	ck_assert_int_eq(tac_check_response(&r, TILEATOM_REQ_INDEXED, &e), TILEATOM_E_PROTOCOL);
+	ck_assert_str_eq(e.message, "old values: rank 5 in the response");
+	old.n_shape = 4;
+	ck_assert_int_eq(tac_check_response(&r, TILEATOM_REQ_INDEXED, &e), TILEATOM_OK);
 	/* Tile info conversion. */
 	Tileatom__TileInfo ti = TILEATOM__TILE_INFO__INIT;
 	int64_t ts[2] = {5, 6};
