@@ -23,8 +23,7 @@
 #include "log.h"
 #include "persist.h"
 
-static void conn_update_reading(ta_conn *conn);
-static void conn_pump(ta_conn *conn);
+static void conn_settle(ta_conn *conn);
 
 /* Bit of a state in a set of states. */
 #define STATE_BIT(s) (1u << (s))
@@ -142,18 +141,24 @@ static void item_free(ta_conn_item *item)
 	free(item);
 }
 
+/* Takes the head item off the FIFO. */
+static ta_conn_item *conn_pop(ta_conn *conn)
+{
+	ta_conn_item *item = conn->q_head;
+	conn->q_head = item->next;
+	if (!conn->q_head)
+		conn->q_tail = NULL;
+	conn->q_len -= item->nframes;
+	conn->q_bytes -= item->len;
+	item->next = NULL;
+	return item;
+}
+
 /* Frees every queued item (not the running one). */
 static void conn_drop_queue(ta_conn *conn)
 {
-	ta_conn_item *item = conn->q_head;
-	while (item) {
-		ta_conn_item *next = item->next;
-		item_free(item);
-		item = next;
-	}
-	conn->q_head = conn->q_tail = NULL;
-	conn->q_len = 0;
-	conn->q_bytes = 0;
+	while (conn->q_head)
+		item_free(conn_pop(conn));
 }
 
 /* A response asked to close the connection: no more requests are read or run. */
@@ -173,7 +178,7 @@ static void conn_maybe_free(ta_conn *conn)
 	budget_give(conn->host, conn->reader_reserved);
 	ta_frame_buf_free(&conn->out);
 	ta_frame_buf_free(&conn->sending);
-	if (conn->has_shm)
+	if (!conn->tcp)
 		ta_shm_table_free(&conn->shm); /* unmaps the client's shared buffers */
 	ta_async_run_free(conn->arun);
 	ta_conn_host *host = conn->host;
@@ -238,7 +243,6 @@ static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
 		ta_conn_close(conn);
 		return false;
 	}
-	item->synthetic = true;
 	item->code = code;
 	snprintf(item->msg, sizeof(item->msg), "%s", msg);
 	return true;
@@ -286,14 +290,27 @@ static uint64_t conn_unsent(const ta_conn *conn)
 	return (uint64_t)conn->out.len + (conn->writing ? conn->sending.len : 0);
 }
 
-static void on_write(uv_write_t *req, int status);
-
 /* A write failed with rc: the connection closes. */
 static void conn_write_failed(ta_conn *conn, int rc)
 {
 	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s", conn->serial,
 	       uv_strerror(rc));
 	ta_conn_close(conn);
+}
+
+/* uv_write callback. */
+static void on_write(uv_write_t *req, int status)
+{
+	ta_conn *conn = req->handle->data;
+	conn->writing = false;
+	conn->last_active_ms = uv_now(conn->host->loop);
+	conn->sending.len = 0;
+	if (conn_closing(conn))
+		return;
+	if (status < 0)
+		conn_write_failed(conn, status);
+	else
+		conn_settle(conn);
 }
 
 /* Hands conn->out to the socket: as much as a non-blocking write takes at once, the rest
@@ -362,45 +379,6 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 	ta_conn_close(conn);
 }
 
-/* After a callback changed the connection: run what is queued, hand the responses to the
- * socket, adjust reading, and DRAINING -> SHUTTING_DOWN once no more requests will come
- * and all are answered. */
-static void conn_settle(ta_conn *conn)
-{
-	uint64_t bound = conn->host->cfg->max_write_queue;
-	for (;;) {
-		conn_pump(conn);
-		if (!conn_flush(conn))
-			return;
-		/* a flush that wrote everything at once issues no uv_write, so no on_write will
-		 * pump again: go on here while requests wait only for the output to drain */
-		if (conn->writing || conn->inflight || !conn->q_head || conn_closing(conn) ||
-		    conn_unsent(conn) >= bound)
-			break;
-	}
-	conn_update_reading(conn);
-	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight || conn->out.len)
-		return;
-	conn_transition(conn, TA_CONN_SHUTTING_DOWN);
-	if (uv_shutdown(&conn->shutdown_req, &conn->h.stream, on_shutdown) != 0)
-		ta_conn_close(conn);
-}
-
-/* uv_write callback. */
-static void on_write(uv_write_t *req, int status)
-{
-	ta_conn *conn = req->handle->data;
-	conn->writing = false;
-	conn->last_active_ms = uv_now(conn->host->loop);
-	conn->sending.len = 0;
-	if (conn_closing(conn))
-		return;
-	if (status < 0)
-		conn_write_failed(conn, status);
-	else
-		conn_settle(conn);
-}
-
 /* After a request of the connection ran (loop thread, nothing of it on a worker): marks the
  * handshake finished once Hello (and Auth where needed) succeeded, and tells the server. */
 static void conn_note_handshake(ta_conn *conn)
@@ -439,9 +417,6 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len,
 	return true;
 }
 
-static void item_done(ta_job *job);
-static void item_async_done(ta_job *job);
-
 /* Cuts the bytes of item's frames that ran (async_off) off its payload. */
 static void item_cut_run(ta_conn_item *item)
 {
@@ -452,10 +427,13 @@ static void item_cut_run(ta_conn_item *item)
 	item->async_off = 0;
 }
 
-/* Puts item back at the head of the FIFO (frames of it not run yet), its run bytes cut. */
+/* Puts item back at the head of the FIFO (frames of it not run yet), its run bytes cut and
+ * the response of what ran (already appended to conn->out) dropped. */
 static void conn_requeue(ta_conn *conn, ta_conn_item *item)
 {
 	item_cut_run(item);
+	free(item->reply.frame);
+	item->reply = (ta_reply){0};
 	item->next = conn->q_head;
 	conn->q_head = item;
 	if (!conn->q_tail)
@@ -469,6 +447,50 @@ static void item_applied(void *arg)
 {
 	ta_executor_complete((ta_job *)arg);
 }
+
+/* Loop side of an executor item: append the response, go on with the next request. */
+static void item_done(ta_job *job)
+{
+	ta_conn_item *item = (ta_conn_item *)job;
+	ta_conn *conn = item->conn;
+	conn->inflight = NULL;
+	if (conn_closing(conn)) {
+		item_free(item);
+		conn_maybe_free(conn);
+		return;
+	}
+	bool close_after = item->reply.close_after;
+	if (!conn->handshaken)
+		conn_note_handshake(conn);
+	if (item->reply.log_seq > conn->log_seq)
+		conn->log_seq = item->reply.log_seq;
+	if (item->reply.frame) {
+		if (conn->out.len == 0) { /* adopt the worker's buffer: no copy */
+			ta_frame_buf_free(&conn->out);
+			conn->out.data = item->reply.frame;
+			conn->out.len = conn->out.cap = item->reply.len;
+			item->reply.frame = NULL;
+		} else if (ta_frame_buf_reserve(&conn->out, item->reply.len) == 0) {
+			memcpy(conn->out.data + conn->out.len, item->reply.frame, item->reply.len);
+			conn->out.len += item->reply.len;
+		} else {
+			ta_log(TA_LOG_ERR, "connection %" PRIu64 ": out of memory for a response",
+			       conn->serial);
+			item_free(item);
+			ta_conn_close(conn);
+			return;
+		}
+	}
+	if (item->batch && item->payload && !close_after)
+		conn_requeue(conn, item); /* the frames a capped batch did not run */
+	else
+		item_free(item);
+	if (close_after)
+		conn_close_after(conn);
+	conn_settle(conn);
+}
+
+static void item_async_done(ta_job *job);
 
 /* Runs the batch item (conn->inflight) on the loop (host->async): its groups of small plans
  * go to the backend without waiting (item_async_done goes on when one is applied); from its
@@ -557,19 +579,6 @@ static void item_async_done(ta_job *job)
 	conn_settle(conn);
 }
 
-/* Takes the head item off the FIFO. */
-static ta_conn_item *conn_pop(ta_conn *conn)
-{
-	ta_conn_item *item = conn->q_head;
-	conn->q_head = item->next;
-	if (!conn->q_head)
-		conn->q_tail = NULL;
-	conn->q_len -= item->nframes;
-	conn->q_bytes -= item->len;
-	item->next = NULL;
-	return item;
-}
-
 /* Runs the FIFO in order while nothing of this connection is on the executor: small
  * requests and synthetic errors here, the first large one on the executor. */
 static void conn_pump(ta_conn *conn)
@@ -581,7 +590,7 @@ static void conn_pump(ta_conn *conn)
 		if (conn_unsent(conn) >= cfg->max_write_queue)
 			return;
 		ta_conn_item *item = conn->q_head;
-		if (item->synthetic) { /* conn_close_after drops it with the queue */
+		if (!item->payload) { /* an error: conn_close_after drops it with the queue */
 			(void)ta_dispatch_error_append(conn->host->svc, 0, item->code, item->msg,
 			                               true, &conn->out);
 			conn_close_after(conn);
@@ -604,53 +613,6 @@ static void conn_pump(ta_conn *conn)
 		conn->inflight = item;
 		conn->host->submit(conn->host, &item->job);
 	}
-}
-
-/* Loop side of an executor item: append the response, go on with the next request. */
-static void item_done(ta_job *job)
-{
-	ta_conn_item *item = (ta_conn_item *)job;
-	ta_conn *conn = item->conn;
-	conn->inflight = NULL;
-	if (conn_closing(conn)) {
-		item_free(item);
-		conn_maybe_free(conn);
-		return;
-	}
-	bool close_after = item->reply.close_after;
-	if (!conn->handshaken)
-		conn_note_handshake(conn);
-	if (item->reply.log_seq > conn->log_seq)
-		conn->log_seq = item->reply.log_seq;
-	if (item->reply.frame) {
-		if (conn->out.len == 0) { /* adopt the worker's buffer: no copy */
-			ta_frame_buf_free(&conn->out);
-			conn->out.data = item->reply.frame;
-			conn->out.len = conn->out.cap = item->reply.len;
-			item->reply.frame = NULL;
-		} else if (ta_frame_buf_reserve(&conn->out, item->reply.len) == 0) {
-			memcpy(conn->out.data + conn->out.len, item->reply.frame, item->reply.len);
-			conn->out.len += item->reply.len;
-		} else {
-			ta_log(TA_LOG_ERR, "connection %" PRIu64 ": out of memory for a response",
-			       conn->serial);
-			item_free(item);
-			ta_conn_close(conn);
-			return;
-		}
-	}
-	if (item->batch && item->payload && !close_after) {
-		/* the frames a capped batch did not run go back to the head of the FIFO */
-		free(item->reply.frame);
-		item->reply.frame = NULL;
-		item->reply.len = 0;
-		conn_requeue(conn, item);
-	} else {
-		item_free(item);
-	}
-	if (close_after)
-		conn_close_after(conn);
-	conn_settle(conn);
 }
 
 /* alloc_cb: libuv reads into the connection's buffer; the frame reader copies out. */
@@ -716,14 +678,11 @@ static uint32_t peek_length(const ta_frame_reader *r, const uint8_t *data)
 static bool conn_reserve_frame(ta_conn *conn, const uint8_t *data, size_t len)
 {
 	ta_frame_reader *r = &conn->reader;
-	if (conn->reader_reserved || r->error || r->header_have + len < TA_FRAME_HEADER)
+	if (conn->reader_reserved || r->error || r->header_have == TA_FRAME_HEADER ||
+	    r->header_have + len < TA_FRAME_HEADER)
 		return true;
-	if (r->header_have == TA_FRAME_HEADER)
-		return true; /* a frame begun before any reservation (cannot happen) */
 	uint32_t n = peek_length(r, data);
-	if (n > r->max_payload)
-		return true;
-	if (r->header_have == 0 && len - TA_FRAME_HEADER >= n)
+	if (n > r->max_payload || (r->header_have == 0 && len - TA_FRAME_HEADER >= n))
 		return true;
 	if (!budget_take(conn->host, n ? n : 1))
 		return false;
@@ -870,7 +829,7 @@ static void on_fd_handle_close(uv_handle_t *handle)
  * and the handle closed (which closes libuv's copy). */
 static void conn_take_fds(ta_conn *conn)
 {
-	if (!conn->has_shm)
+	if (conn->tcp)
 		return;
 	while (uv_pipe_pending_count(&conn->h.pipe) > 0) {
 		uv_pipe_t *carrier = malloc(sizeof(*carrier));
@@ -981,26 +940,47 @@ static void conn_update_reading(ta_conn *conn)
 	}
 }
 
+/* After a callback changed the connection: run what is queued, hand the responses to the
+ * socket, adjust reading, and DRAINING -> SHUTTING_DOWN once no more requests will come
+ * and all are answered. */
+static void conn_settle(ta_conn *conn)
+{
+	uint64_t bound = conn->host->cfg->max_write_queue;
+	for (;;) {
+		conn_pump(conn);
+		if (!conn_flush(conn))
+			return;
+		/* a flush that wrote everything at once issues no uv_write, so no on_write will
+		 * pump again: go on here while requests wait only for the output to drain */
+		if (conn->writing || conn->inflight || !conn->q_head || conn_closing(conn) ||
+		    conn_unsent(conn) >= bound)
+			break;
+	}
+	conn_update_reading(conn);
+	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight || conn->out.len)
+		return;
+	conn_transition(conn, TA_CONN_SHUTTING_DOWN);
+	if (uv_shutdown(&conn->shutdown_req, &conn->h.stream, on_shutdown) != 0)
+		ta_conn_close(conn);
+}
+
 ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
 {
 	ta_conn *conn = calloc(1, sizeof(*conn));
 	if (!conn)
 		return NULL;
 	uv_loop_t *loop = host->loop;
-	if (!tcp) {
-		if (!ta_shm_table_init(&conn->shm, host->svc->backend)) {
-			ta_log(TA_LOG_ERR, "cannot initialise a connection's buffer table");
-			free(conn);
-			return NULL;
-		}
-		conn->has_shm = true;
+	if (!tcp && !ta_shm_table_init(&conn->shm, host->svc->backend)) {
+		ta_log(TA_LOG_ERR, "cannot initialise a connection's buffer table");
+		free(conn);
+		return NULL;
 	}
 	/* Unix sockets are ipc pipes: libuv reads them with recvmsg and queues the fds a client
 	 * passes (shared buffers); on_read takes them before it parses the bytes they came with */
 	int rc = tcp ? uv_tcp_init(loop, &conn->h.tcp) : uv_pipe_init(loop, &conn->h.pipe, 1);
 	if (rc != 0) {
 		ta_log(TA_LOG_ERR, "cannot initialise a connection handle: %s", uv_strerror(rc));
-		if (conn->has_shm)
+		if (!tcp)
 			ta_shm_table_free(&conn->shm);
 		free(conn);
 		return NULL;
@@ -1042,7 +1022,7 @@ void ta_conn_start(ta_conn *conn)
 		ta_conn_close(conn);
 		return;
 	}
-	conn->session.shm = conn->has_shm ? &conn->shm : NULL;
+	conn->session.shm = conn->tcp ? NULL : &conn->shm;
 	conn->last_active_ms = uv_now(conn->host->loop);
 	conn->accepted_ms = conn->last_active_ms;
 	if (conn_transition(conn, TA_CONN_PAUSED))
@@ -1162,8 +1142,6 @@ void ta_conn_persisted(ta_conn *conn)
 
 void ta_conn_drain(ta_conn *conn)
 {
-	if (conn_closing(conn))
-		return;
-	conn_end_reads(conn);
+	conn_end_reads(conn); /* closing: a no-op, as is conn_settle */
 	conn_settle(conn);
 }

@@ -150,15 +150,14 @@ typedef struct ta_conn_item {
 	ta_job job;                /* executor job (work on a worker, done on the loop) */
 	struct ta_conn_item *next; /* next item in the connection's FIFO */
 	struct ta_conn *conn;      /* owning connection */
-	uint8_t *payload;          /* payload (NULL: synthetic); batch: whole frames, prefixed */
+	uint8_t *payload;          /* payload (queued NULL: answer code/msg); batch: whole frames */
 	uint32_t len;              /* payload bytes */
 	bool batch;                /* a run of nframes small frames for one worker job */
 	uint32_t nframes;          /* requests in the item (1, or a batch's count) not run yet */
 	uint32_t async_off;        /* a batch: the bytes before this ran (async: plans point in) */
-	bool synthetic;            /* answer with code/msg instead of decoding a payload */
 	uint64_t reserved;         /* bytes of the input budget the item holds */
-	ta_status code;            /* synthetic: the status */
-	char msg[256];             /* synthetic: the message */
+	ta_status code;            /* no payload: the status to answer */
+	char msg[256];             /* no payload: the message to answer */
 	ta_reply reply;            /* the response, filled by the worker */
 } ta_conn_item;
 
@@ -198,14 +197,13 @@ struct ta_conn {
 	uint64_t last_active_ms;           /* loop time of the last byte read or written */
 	uint64_t frame_since_ms;           /* loop time the partial frame began (0: none) */
 	bool frame_done;                   /* a frame was taken since the frame timer was set */
-	bool has_shm;                      /* shm is initialised (Unix-socket connections) */
-	ta_shm_table shm;                  /* shared buffers the client registered (shmbuf.h) */
-	uint64_t log_seq;                  /* out leaves once this record is durable (persist.h) */
-	uint64_t accepted_ms;              /* loop time the connection was started */
-	bool handshaken;                   /* the loop saw Hello (and Auth where needed) succeed */
-	bool pending;                      /* counted among those in their handshake (server's) */
-	uint64_t accepted_turn;            /* the owning loop's turn at the accept (server's) */
-	ta_async_run *arun;                /* its batches' run on the loop (async; made lazily) */
+	ta_shm_table shm;       /* Unix sockets: buffers the client registered (shmbuf.h) */
+	uint64_t log_seq;       /* out leaves once this record is durable (persist.h) */
+	uint64_t accepted_ms;   /* loop time the connection was started */
+	bool handshaken;        /* the loop saw Hello (and Auth where needed) succeed */
+	bool pending;           /* counted among those in their handshake (server's) */
+	uint64_t accepted_turn; /* the owning loop's turn at the accept (server's) */
+	ta_async_run *arun;     /* its batches' run on the loop (async; made lazily) */
 };
 
 /* Allocates connection number serial (for logs) of the listener type (tcp: true for TCP)
