@@ -8,8 +8,7 @@
  * time); conn_settle then hands conn->out to the socket (conn_flush: uv_try_write, the rest
  * in the one uv_write in flight). A bad length prefix or a failed allocation queues a
  * synthetic error, answered after the requests before it; read and write errors close at
- * once. conn->state changes only in conn_transition, which checks the table states.
- * conn.c does not include server.h: the server is reached through its ta_conn_host. */
+ * once. */
 #include "conn.h"
 
 #include <errno.h>
@@ -181,8 +180,7 @@ static void conn_maybe_free(ta_conn *conn)
 	if (!conn->tcp)
 		ta_shm_table_free(&conn->shm); /* unmaps the client's shared buffers */
 	ta_async_run_free(conn->arun);
-	ta_conn_host *host = conn->host;
-	host->gone(host, conn);
+	conn->host->gone(conn->host, conn);
 	free(conn);
 }
 
@@ -215,14 +213,11 @@ void ta_conn_close(ta_conn *conn)
 static ta_conn_item *conn_enqueue(ta_conn *conn, uint8_t *payload, uint32_t len, uint32_t nframes,
                                   uint64_t reserved)
 {
-	ta_conn_item *item = calloc(1, sizeof(*item));
+	ta_conn_item *item = malloc(sizeof(*item));
 	if (!item)
 		return NULL;
-	item->conn = conn;
-	item->payload = payload;
-	item->len = len;
-	item->nframes = nframes;
-	item->reserved = reserved;
+	*item = (ta_conn_item){
+	    .conn = conn, .payload = payload, .len = len, .nframes = nframes, .reserved = reserved};
 	if (conn->q_tail)
 		conn->q_tail->next = item;
 	else
@@ -548,8 +543,7 @@ static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 			continue;
 		}
 		item_cut_run(item);
-		item->job.work = item_work;
-		item->job.done = item_done;
+		item->job.done = item_done; /* its work is item_work already (conn_pump) */
 		conn->host->submit(conn->host, &item->job);
 		return;
 	}
@@ -602,16 +596,13 @@ static void conn_pump(ta_conn *conn)
 				item_free(conn_pop(conn));
 			continue;
 		}
-		conn_pop(conn);
-		if (item->batch && conn->host->async) {
-			conn->inflight = item;
-			conn_async_run(conn, item);
-			continue;
-		}
+		conn->inflight = conn_pop(conn);
 		item->job.work = item_work;
 		item->job.done = item_done;
-		conn->inflight = item;
-		conn->host->submit(conn->host, &item->job);
+		if (item->batch && conn->host->async)
+			conn_async_run(conn, item);
+		else
+			conn->host->submit(conn->host, &item->job);
 	}
 }
 

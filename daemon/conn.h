@@ -21,16 +21,8 @@
  * queue. A running request always completes (its response dropped when the connection is
  * gone); the struct is freed in the close callback once no request of it runs.
  *
- * Life cycle: conn->state, changed only by conn.c's one transition function, which refuses
- * (and logs at error level as a bug) any transition not in the table below.
- *
- *   NEW            handle initialised, not started; nothing read yet
- *   READING        reads allowed and uv_read_start in effect
- *   PAUSED         reads allowed but stopped: a bound is reached (backpressure)
- *   DRAINING       no more reads, ever; queued requests still run and are answered
- *   SHUTTING_DOWN  every request answered; uv_shutdown issued, waiting for its callback
- *   CLOSING        uv_close issued; queue dropped; a running request still completes
- *   CLOSED         the close callback ran; freed as soon as no request of it runs
+ * Life cycle: conn->state (ta_conn_state), changed only by conn.c's one transition
+ * function, which refuses (and logs at error level as a bug) any transition not in this table:
  *
  *   from             to             when
  *   NEW              PAUSED         ta_conn_start (then on to READING at once)
@@ -134,15 +126,15 @@ typedef struct ta_conn_host {
  * be worth a worker, and is not decoded twice. */
 #define TA_CONN_INLINE_PAYLOAD_MAX 65536
 
-/* Life cycle of a connection, in the order it runs through (see the table above). */
+/* Life cycle of a connection, in the order it runs through (the table at the top). */
 typedef enum ta_conn_state {
-	TA_CONN_NEW,           /* initialised, not started */
-	TA_CONN_READING,       /* reading requests */
-	TA_CONN_PAUSED,        /* reading stopped for backpressure */
-	TA_CONN_DRAINING,      /* no more reads; queued requests still answered */
-	TA_CONN_SHUTTING_DOWN, /* uv_shutdown issued after the last response */
-	TA_CONN_CLOSING,       /* uv_close issued */
-	TA_CONN_CLOSED         /* close callback ran */
+	TA_CONN_NEW,           /* handle initialised, not started; nothing read yet */
+	TA_CONN_READING,       /* reads allowed and uv_read_start in effect */
+	TA_CONN_PAUSED,        /* reads allowed but stopped: a bound is reached (backpressure) */
+	TA_CONN_DRAINING,      /* no more reads, ever; queued requests still run and are answered */
+	TA_CONN_SHUTTING_DOWN, /* all answered; uv_shutdown issued, awaiting its callback */
+	TA_CONN_CLOSING,       /* uv_close issued; queue dropped; a running request completes */
+	TA_CONN_CLOSED         /* the close callback ran; freed once no request of it runs */
 } ta_conn_state;
 
 /* One request waiting for or running on the executor. */
