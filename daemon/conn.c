@@ -374,16 +374,22 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 	ta_conn_close(conn);
 }
 
-/* After a request of the connection ran (loop thread, nothing of it on a worker): marks the
- * handshake finished once Hello (and Auth where needed) succeeded, and tells the server. */
-static void conn_note_handshake(ta_conn *conn)
+/* After requests of the connection ran (loop thread, nothing of it on a worker): their
+ * responses wait for log record seq (0: none), the handshake is marked finished once Hello
+ * (and Auth where needed) succeeded (the server is told), and a reply that asked to close
+ * the connection (close_after) ends it. */
+static void conn_ran(ta_conn *conn, uint64_t seq, bool close_after)
 {
+	if (seq > conn->log_seq)
+		conn->log_seq = seq;
 	const ta_session *s = &conn->session;
-	if (conn->handshaken || !s->hello_done || (s->auth_needed && !s->authenticated))
-		return;
-	conn->handshaken = true;
-	if (conn->host->handshaken)
-		conn->host->handshaken(conn->host, conn);
+	if (!conn->handshaken && s->hello_done && (!s->auth_needed || s->authenticated)) {
+		conn->handshaken = true;
+		if (conn->host->handshaken)
+			conn->host->handshaken(conn->host, conn);
+	}
+	if (close_after)
+		conn_close_after(conn);
 }
 
 /* Runs one request on the loop thread, appending its response to conn->out, when it is
@@ -401,12 +407,7 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len,
 	                            len, inline_max, &conn->out, &close_after);
 	if (o == TA_DISPATCH_DEFER)
 		return false;
-	if (conn->host->scratch->log_seq > conn->log_seq)
-		conn->log_seq = conn->host->scratch->log_seq;
-	if (!conn->handshaken)
-		conn_note_handshake(conn);
-	if (close_after)
-		conn_close_after(conn);
+	conn_ran(conn, conn->host->scratch->log_seq, close_after);
 	if (closed)
 		*closed = close_after;
 	return true;
@@ -454,20 +455,15 @@ static void item_done(ta_job *job)
 		conn_maybe_free(conn);
 		return;
 	}
-	bool close_after = item->reply.close_after;
-	if (!conn->handshaken)
-		conn_note_handshake(conn);
-	if (item->reply.log_seq > conn->log_seq)
-		conn->log_seq = item->reply.log_seq;
-	if (item->reply.frame) {
+	ta_reply reply = item->reply; /* the item may be freed before conn_ran */
+	if (reply.frame) {
 		if (conn->out.len == 0) { /* adopt the worker's buffer: no copy */
 			ta_frame_buf_free(&conn->out);
-			conn->out.data = item->reply.frame;
-			conn->out.len = conn->out.cap = item->reply.len;
+			conn->out = (ta_frame_buf){reply.frame, reply.len, reply.len};
 			item->reply.frame = NULL;
-		} else if (ta_frame_buf_reserve(&conn->out, item->reply.len) == 0) {
-			memcpy(conn->out.data + conn->out.len, item->reply.frame, item->reply.len);
-			conn->out.len += item->reply.len;
+		} else if (ta_frame_buf_reserve(&conn->out, reply.len) == 0) {
+			memcpy(conn->out.data + conn->out.len, reply.frame, reply.len);
+			conn->out.len += reply.len;
 		} else {
 			ta_log(TA_LOG_ERR, "connection %" PRIu64 ": out of memory for a response",
 			       conn->serial);
@@ -476,12 +472,11 @@ static void item_done(ta_job *job)
 			return;
 		}
 	}
-	if (item->batch && item->payload && !close_after)
+	if (item->batch && item->payload && !reply.close_after)
 		conn_requeue(conn, item); /* the frames a capped batch did not run */
 	else
 		item_free(item);
-	if (close_after)
-		conn_close_after(conn);
+	conn_ran(conn, reply.log_seq, reply.close_after);
 	conn_settle(conn);
 }
 
@@ -796,9 +791,7 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 		conn_refuse(conn, msg);
 		break;
 	}
-	uint64_t seq = ta_dispatch_end_run(conn->host->svc, conn->host->scratch);
-	if (seq > conn->log_seq)
-		conn->log_seq = seq;
+	conn_ran(conn, ta_dispatch_end_run(conn->host->svc, conn->host->scratch), false);
 	/* the frame timer runs while a partial frame is held: a frame gathered over several
 	 * reads keeps the time of its first bytes, one begun in this read gets this read's */
 	if (conn->reader.header_have == 0)
