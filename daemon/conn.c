@@ -2,13 +2,9 @@
  *
  * on_alloc hands libuv conn->rbuf; on_read passes the bytes to conn_consume, which takes
  * whole frames out (no copy when one is whole in rbuf) and runs each at once on the loop
- * (conn_run_inline) while nothing of the connection waits, appending its response to
- * conn->out; a request too large for the loop, and every one behind it, becomes an item of
- * the FIFO that conn_pump runs in order (inline where small, else on the executor, one at a
- * time); conn_settle then hands conn->out to the socket (conn_flush: uv_try_write, the rest
- * in the one uv_write in flight). A bad length prefix or a failed allocation queues a
- * synthetic error, answered after the requests before it; read and write errors close at
- * once. */
+ * (conn_run_inline) while nothing of the connection waits; a request too large for the loop,
+ * and every one behind it, becomes an item of the FIFO that conn_pump runs in order;
+ * conn_settle then hands conn->out to the socket (conn_flush). */
 #include "conn.h"
 
 #include <errno.h>
@@ -24,35 +20,34 @@
 
 static void conn_settle(ta_conn *conn);
 
-/* Bit of a state in a set of states. */
-#define STATE_BIT(s) (1u << (s))
+/* The bit of state TA_CONN_s in a set of states. */
+#define TO(s) (1u << TA_CONN_##s)
 
 /* Each state's name (logs) and the set of states it may move to (conn.h's table). */
 static const struct {
 	const char *name;
 	unsigned next;
 } states[] = {
-    [TA_CONN_NEW] = {"new", STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) |
-                                STATE_BIT(TA_CONN_CLOSING)},
-    [TA_CONN_READING] = {"reading", STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) |
-                                        STATE_BIT(TA_CONN_CLOSING)},
-    [TA_CONN_PAUSED] = {"paused", STATE_BIT(TA_CONN_READING) | STATE_BIT(TA_CONN_DRAINING) |
-                                      STATE_BIT(TA_CONN_CLOSING)},
-    [TA_CONN_DRAINING] = {"draining",
-                          STATE_BIT(TA_CONN_SHUTTING_DOWN) | STATE_BIT(TA_CONN_CLOSING)},
-    [TA_CONN_SHUTTING_DOWN] = {"shutting down", STATE_BIT(TA_CONN_CLOSING)},
-    [TA_CONN_CLOSING] = {"closing", STATE_BIT(TA_CONN_CLOSED)},
+    [TA_CONN_NEW] = {"new", TO(PAUSED) | TO(DRAINING) | TO(CLOSING)},
+    [TA_CONN_READING] = {"reading", TO(PAUSED) | TO(DRAINING) | TO(CLOSING)},
+    [TA_CONN_PAUSED] = {"paused", TO(READING) | TO(DRAINING) | TO(CLOSING)},
+    [TA_CONN_DRAINING] = {"draining", TO(SHUTTING_DOWN) | TO(CLOSING)},
+    [TA_CONN_SHUTTING_DOWN] = {"shutting down", TO(CLOSING)},
+    [TA_CONN_CLOSING] = {"closing", TO(CLOSED)},
     [TA_CONN_CLOSED] = {"closed", 0},
 };
 /* Whether s is a state of the table. */
 #define STATE_KNOWN(s) ((unsigned)(s) < sizeof(states) / sizeof(states[0]))
 
-/* The one place conn->state changes. An illegal transition is a bug: it is logged at error
- * level and refused (the state stays; false is returned); built with -DTA_DEBUG it aborts. */
+/* The one place conn->state changes; leaving READING stops reading. An illegal transition
+ * is a bug: it is logged at error level and refused (the state stays; false is returned);
+ * built with -DTA_DEBUG it aborts. */
 static bool conn_transition(ta_conn *conn, ta_conn_state to)
 {
 	ta_conn_state from = conn->state;
-	if (STATE_KNOWN(from) && STATE_KNOWN(to) && (states[from].next & STATE_BIT(to))) {
+	if (STATE_KNOWN(from) && STATE_KNOWN(to) && (states[from].next & (1u << to))) {
+		if (from == TA_CONN_READING)
+			uv_read_stop(&conn->h.stream);
 		conn->state = to;
 		return true;
 	}
@@ -82,11 +77,8 @@ static bool conn_may_read(const ta_conn *conn)
  * server drain): stops reading and enters DRAINING; a no-op once reads already ended. */
 static void conn_end_reads(ta_conn *conn)
 {
-	if (!conn_may_read(conn))
-		return;
-	if (conn->state == TA_CONN_READING)
-		uv_read_stop(&conn->h.stream);
-	conn_transition(conn, TA_CONN_DRAINING);
+	if (conn_may_read(conn))
+		conn_transition(conn, TA_CONN_DRAINING);
 }
 
 /* Takes n bytes of the input budget; false, with nothing taken, when they do not fit. */
@@ -197,8 +189,6 @@ void ta_conn_close(ta_conn *conn)
 {
 	if (conn_closing(conn))
 		return;
-	if (conn->state == TA_CONN_READING)
-		uv_read_stop(&conn->h.stream);
 	conn_transition(conn, TA_CONN_CLOSING);
 	budget_wait_set(conn, false);
 	if (conn->counted)
@@ -813,14 +803,11 @@ static void on_fd_handle_close(uv_handle_t *handle)
  * and the handle closed (which closes libuv's copy). */
 static void conn_take_fds(ta_conn *conn)
 {
-	if (conn->tcp)
-		return;
-	while (uv_pipe_pending_count(&conn->h.pipe) > 0) {
+	while (!conn->tcp && uv_pipe_pending_count(&conn->h.pipe) > 0) {
 		uv_pipe_t *carrier = malloc(sizeof(*carrier));
 		int rc = carrier ? uv_pipe_init(conn->host->loop, carrier, 0) : UV_ENOMEM;
 		int mine = -1;
 		if (rc == 0) {
-			carrier->data = NULL;
 			rc = uv_accept(&conn->h.stream, (uv_stream_t *)carrier);
 			uv_os_fd_t fd = -1;
 			if (rc == 0)
@@ -919,7 +906,6 @@ static void conn_update_reading(ta_conn *conn)
 		}
 		conn_transition(conn, TA_CONN_READING);
 	} else if (!want && conn->state == TA_CONN_READING) {
-		uv_read_stop(&conn->h.stream);
 		conn_transition(conn, TA_CONN_PAUSED);
 	}
 }

@@ -209,8 +209,7 @@ void ta_conn_reject(struct ta_conn *conn, ta_status code, const char *msg);
 void ta_conn_close(struct ta_conn *conn);
 /* Server shutdown: stop reading, finish queued requests, then shut down and close. */
 void ta_conn_drain(struct ta_conn *conn);
-/* Closes the connection when it held a partial frame longer than frame_timeout or was
- * idle longer than idle_timeout (now: the loop's time in ms), after answering UNAVAILABLE. */
+/* Answers UNAVAILABLE and closes when one of the timeouts above ran out (now: loop time, ms). */
 void ta_conn_check_timeouts(struct ta_conn *conn, uint64_t now);
 /* Answers code / msg (id 0) as far as the socket takes it at once, then closes (for a peer
  * that may not be reading). */
