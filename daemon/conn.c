@@ -219,18 +219,17 @@ static ta_conn_item *conn_enqueue(ta_conn *conn, uint8_t *payload, uint32_t len,
 }
 
 /* Queues a synthetic error response (id 0) after which the connection closes; stops
- * reading. Returns false, the connection closed, when even that could not be allocated. */
-static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
+ * reading. Closes the connection at once when even that cannot be allocated. */
+static void conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
 {
 	conn_end_reads(conn);
 	ta_conn_item *item = conn_enqueue(conn, NULL, 0, 1, 0);
 	if (!item) {
 		ta_conn_close(conn);
-		return false;
+		return;
 	}
 	item->code = code;
 	snprintf(item->msg, sizeof(item->msg), "%s", msg);
-	return true;
 }
 
 /* Worker side of an item: decode, run, encode (only requests too large for the loop). */
@@ -478,14 +477,13 @@ static void item_async_done(ta_job *job);
  * the unsent responses are over max_write_queue. */
 static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 {
-	uint64_t bound = conn->host->cfg->max_write_queue;
 	if (!conn->arun && !(conn->arun = ta_async_run_new(conn->host->svc)))
 		ta_log(TA_LOG_WARNING,
 		       "connection %" PRIu64 ": out of memory for a run on the "
 		       "loop; a worker runs it",
 		       conn->serial);
 	while (item->async_off < item->len) {
-		if (conn_unsent(conn) >= bound) {
+		if (conn_unsent(conn) >= conn->host->cfg->max_write_queue) {
 			conn->inflight = NULL;
 			conn_requeue(conn, item);
 			return;
@@ -562,11 +560,10 @@ static void item_async_done(ta_job *job)
  * requests and synthetic errors here, the first large one on the executor. */
 static void conn_pump(ta_conn *conn)
 {
-	const ta_config *cfg = conn->host->cfg;
 	while (!conn_closing(conn) && !conn->inflight && conn->q_head) {
 		/* Backpressure: no new response while the unsent ones are over the bound;
 		 * on_write pumps again as they drain. */
-		if (conn_unsent(conn) >= cfg->max_write_queue)
+		if (conn_unsent(conn) >= conn->host->cfg->max_write_queue)
 			return;
 		ta_conn_item *item = conn->q_head;
 		if (!item->payload) { /* an error: conn_close_after drops it with the queue */
@@ -692,7 +689,7 @@ static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
 static void conn_refuse(ta_conn *conn, const char *msg)
 {
 	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
-	(void)conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg);
+	conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg);
 }
 
 /* Takes every whole frame out of the received bytes: runs it at once when it is small and
@@ -867,8 +864,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 			         conn->reader.header_have, conn->reader.payload_have,
 			         conn->reader.payload_len);
 			ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": %s", conn->serial, msg);
-			if (!conn_enqueue_error(conn, TA_INVALID_ARGUMENT, msg))
-				return;
+			conn_enqueue_error(conn, TA_INVALID_ARGUMENT, msg);
 		}
 	} else if (nread < 0) {
 		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": read failed: %s", conn->serial,
@@ -880,10 +876,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		conn->host->input_seen = true;
 		conn->last_active_ms = conn->last_read_ms = uv_now(conn->host->loop);
 		conn_consume(conn, (const uint8_t *)conn->rbuf, (size_t)nread);
-		if (conn_closing(conn))
-			return;
 	}
-	conn_settle(conn);
+	conn_settle(conn); /* nothing once the connection is closing */
 }
 
 /* Backpressure: READING <-> PAUSED according to the bounds (other states: nothing to do,
@@ -915,17 +909,14 @@ static void conn_update_reading(ta_conn *conn)
  * and all are answered. */
 static void conn_settle(ta_conn *conn)
 {
-	uint64_t bound = conn->host->cfg->max_write_queue;
-	for (;;) {
+	/* a flush that wrote everything at once issues no uv_write, so no on_write will pump
+	 * again: go on here while requests wait only for the output to drain */
+	do {
 		conn_pump(conn);
 		if (!conn_flush(conn))
 			return;
-		/* a flush that wrote everything at once issues no uv_write, so no on_write will
-		 * pump again: go on here while requests wait only for the output to drain */
-		if (conn->writing || conn->inflight || !conn->q_head || conn_closing(conn) ||
-		    conn_unsent(conn) >= bound)
-			break;
-	}
+	} while (!conn->writing && !conn->inflight && conn->q_head && !conn_closing(conn) &&
+	         conn_unsent(conn) < conn->host->cfg->max_write_queue);
 	conn_update_reading(conn);
 	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight || conn->out.len)
 		return;
@@ -1090,18 +1081,17 @@ void ta_conn_resume_input(ta_conn *conn)
 	conn->frame_since_ms = 0; /* the wait was not the peer's doing */
 	if (len > 0) {
 		conn_consume(conn, (const uint8_t *)conn->rbuf + off, len);
-		if (conn_closing(conn))
-			return;
+		/* still waiting (never when closed): the wait goes on, not anew */
 		if (conn->budget_wait)
-			conn->wait_since_ms = since; /* still waiting: the wait goes on, not anew */
+			conn->wait_since_ms = since;
 	}
 	conn_settle(conn);
 }
 
 void ta_conn_reject(ta_conn *conn, ta_status code, const char *msg)
 {
-	if (conn_enqueue_error(conn, code, msg))
-		conn_settle(conn);
+	conn_enqueue_error(conn, code, msg);
+	conn_settle(conn);
 }
 
 void ta_conn_persisted(ta_conn *conn)
