@@ -60,8 +60,7 @@ static bool conn_transition(ta_conn *conn, ta_conn_state to)
 	return false;
 }
 
-/* True once uv_close was issued: nothing more is read, run or written (relies on the
- * enum's order). */
+/* True once uv_close was issued: nothing more is read, run or written (enum order). */
 static bool conn_closing(const ta_conn *conn)
 {
 	return conn->state >= TA_CONN_CLOSING;
@@ -100,8 +99,7 @@ static bool budget_take(ta_conn_host *host, uint64_t n)
 	return true;
 }
 
-/* Gives n bytes of the input budget back and lets the server wake the waiters (of any
- * loop). */
+/* Gives n bytes of the input budget back; the server wakes the waiters (of any loop). */
 static void budget_give(ta_conn_host *host, uint64_t n)
 {
 	if (n == 0)
@@ -358,16 +356,16 @@ failed:
 /* shutdown callback: the last response is out; close. */
 static void on_shutdown(uv_shutdown_t *req, int status)
 {
-	ta_conn *conn = req->handle->data;
 	(void)status;
-	ta_conn_close(conn);
+	ta_conn_close(req->handle->data);
 }
 
 /* After requests of the connection ran (loop thread, nothing of it on a worker): their
  * responses wait for log record seq (0: none), the handshake is marked finished once Hello
  * (and Auth where needed) succeeded (the server is told), and a reply that asked to close
- * the connection (close_after) ends it. */
-static void conn_ran(ta_conn *conn, uint64_t seq, bool close_after)
+ * the connection (close_after) ends it. Inlined: conn_run_inline calls it for each request. */
+static inline __attribute__((always_inline)) void conn_ran(ta_conn *conn, uint64_t seq,
+                                                           bool close_after)
 {
 	if (seq > conn->log_seq)
 		conn->log_seq = seq;
@@ -684,8 +682,7 @@ static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
 	       conn->serial);
 }
 
-/* Answers msg (RESOURCE_EXHAUSTED, id 0; logged) after the requests before it, then closes
- * the connection. */
+/* Answers msg (RESOURCE_EXHAUSTED, id 0; logged) after the requests before it, then closes. */
 static void conn_refuse(ta_conn *conn, const char *msg)
 {
 	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
@@ -880,8 +877,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	conn_settle(conn); /* nothing once the connection is closing */
 }
 
-/* Backpressure: READING <-> PAUSED according to the bounds (other states: nothing to do,
- * reads are already stopped for good). */
+/* Backpressure: READING <-> PAUSED by the bounds (other states: reads stopped for good). */
 static void conn_update_reading(ta_conn *conn)
 {
 	if (conn->state != TA_CONN_READING && conn->state != TA_CONN_PAUSED)
@@ -956,8 +952,7 @@ ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
 	return conn;
 }
 
-/* The identity of a Unix-socket peer: its uid (SO_PEERCRED); TA_OWNER_PUBLIC for TCP or
- * when the credentials cannot be read. */
+/* A Unix-socket peer's uid (SO_PEERCRED); TA_OWNER_PUBLIC for TCP or unreadable credentials. */
 static ta_owner conn_peer_identity(ta_conn *conn)
 {
 	if (conn->tcp)
