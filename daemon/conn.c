@@ -542,15 +542,14 @@ static void item_async_done(ta_job *job)
 	if (conn_closing(conn) || close_after) {
 		conn->inflight = NULL;
 		item_free(item);
-	}
-	if (conn_closing(conn)) {
-		conn_maybe_free(conn);
-		return;
-	}
-	if (close_after)
+		if (conn_closing(conn)) {
+			conn_maybe_free(conn);
+			return;
+		}
 		conn_close_after(conn);
-	else
+	} else {
 		conn_async_run(conn, item);
+	}
 	conn_settle(conn);
 }
 
@@ -926,7 +925,6 @@ ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
 	ta_conn *conn = calloc(1, sizeof(*conn));
 	if (!conn)
 		return NULL;
-	uv_loop_t *loop = host->loop;
 	if (!tcp && !ta_shm_table_init(&conn->shm, host->svc->backend)) {
 		ta_log(TA_LOG_ERR, "cannot initialise a connection's buffer table");
 		free(conn);
@@ -934,7 +932,8 @@ ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
 	}
 	/* Unix sockets are ipc pipes: libuv reads them with recvmsg and queues the fds a client
 	 * passes (shared buffers); on_read takes them before it parses the bytes they came with */
-	int rc = tcp ? uv_tcp_init(loop, &conn->h.tcp) : uv_pipe_init(loop, &conn->h.pipe, 1);
+	int rc = tcp ? uv_tcp_init(host->loop, &conn->h.tcp)
+	             : uv_pipe_init(host->loop, &conn->h.pipe, 1);
 	if (rc != 0) {
 		ta_log(TA_LOG_ERR, "cannot initialise a connection handle: %s", uv_strerror(rc));
 		if (!tcp)
@@ -946,7 +945,7 @@ ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
 	conn->host = host;
 	conn->serial = serial;
 	conn->tcp = tcp;
-	conn->last_active_ms = uv_now(loop);
+	conn->last_active_ms = uv_now(host->loop);
 	conn->state = TA_CONN_NEW;
 	ta_frame_reader_init(&conn->reader, host->cfg->max_frame);
 	return conn;
@@ -979,8 +978,7 @@ void ta_conn_start(ta_conn *conn)
 		return;
 	}
 	conn->session.shm = conn->tcp ? NULL : &conn->shm;
-	conn->last_active_ms = uv_now(conn->host->loop);
-	conn->accepted_ms = conn->last_active_ms;
+	conn->accepted_ms = conn->last_active_ms = uv_now(conn->host->loop);
 	if (conn_transition(conn, TA_CONN_PAUSED))
 		conn_update_reading(conn);
 }
