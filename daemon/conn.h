@@ -189,13 +189,13 @@ struct ta_conn {
 	uint64_t last_active_ms;           /* loop time of the last byte read or written */
 	uint64_t frame_since_ms;           /* loop time the partial frame began (0: none) */
 	bool frame_done;                   /* a frame was taken since the frame timer was set */
-	ta_shm_table shm;       /* Unix sockets: buffers the client registered (shmbuf.h) */
-	uint64_t log_seq;       /* out leaves once this record is durable (persist.h) */
-	uint64_t accepted_ms;   /* loop time the connection was started */
-	bool handshaken;        /* the loop saw Hello (and Auth where needed) succeed */
-	bool pending;           /* counted among those in their handshake (server's) */
-	uint64_t accepted_turn; /* the owning loop's turn at the accept (server's) */
-	ta_async_run *arun;     /* its batches' run on the loop (async; made lazily) */
+	ta_shm_table shm;                  /* Unix socket: the client's shared buffers (shmbuf.h) */
+	uint64_t log_seq;                  /* out leaves once this record is durable (persist.h) */
+	uint64_t accepted_ms;              /* loop time the connection was started */
+	bool handshaken;                   /* the loop saw Hello (and Auth where needed) succeed */
+	bool pending;                      /* counted among those in their handshake (server's) */
+	uint64_t accepted_turn;            /* the owning loop's turn at the accept (server's) */
+	ta_async_run *arun;                /* its batches' run on the loop (async; made lazily) */
 };
 
 /* Allocates connection number serial (for logs) of the listener type (tcp: true for TCP)
