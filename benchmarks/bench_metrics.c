@@ -90,10 +90,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_metrics [THREADS (1..256) [MILLIONS]]\n");
 		return 2;
 	}
-	ta_metrics *m = malloc(sizeof(*m));
+	ta_metrics *m = calloc(1, sizeof(*m)); /* lock-free atomics: zero bytes are 0 */
 	if (!m)
 		return 1;
-	ta_metrics_init(m);
 	long calls = millions * 1000000L;
 	int counts[2] = {1, threads};
 	for (int k = 0; k < (threads > 1 ? 2 : 1); k++) {

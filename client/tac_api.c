@@ -16,12 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Returns an error from the enclosing function when the client handle is NULL. */
-#define REQUIRE_CLIENT(c, err)                                                                     \
+/* Returns an error from the enclosing function when the client handle is NULL, or else when
+ * outputs_given (the check of the call's output pointers) is false. */
+#define REQUIRE_CLIENT_OUT(c, outputs_given, err)                                                  \
 	do {                                                                                       \
 		if (!(c))                                                                          \
 			return tac_err((err), TILEATOM_E_INVALID_ARGUMENT, "no client given");     \
+		if (!(outputs_given))                                                              \
+			return tac_err((err), TILEATOM_E_INVALID_ARGUMENT, "no output given");     \
 	} while (0)
+/* Returns an error from the enclosing function when the client handle is NULL. */
+#define REQUIRE_CLIENT(c, err) REQUIRE_CLIENT_OUT(c, true, err)
 
 /* Copies a string into a fixed buffer, truncating. */
 static void copy_str(char *dst, size_t n, const char *src)
@@ -31,10 +36,8 @@ static void copy_str(char *dst, size_t n, const char *src)
 
 void tileatom_connect_options_init(tileatom_connect_options *opts)
 {
-	if (opts) {
-		opts->timeout_ms = 0;
-		opts->auth_file = NULL;
-	}
+	if (opts)
+		*opts = (tileatom_connect_options){.timeout_ms = 0, .auth_file = NULL};
 }
 
 /* The Auth exchange after a Hello that said auth_required: proves the secret of auth_file
@@ -98,11 +101,9 @@ int tileatom_connect(const char *address, int timeout_ms, tileatom_client **out,
 static unsigned busy_poll_default(void)
 {
 	const char *v = getenv("TILEATOM_BUSY_POLL_US");
-	if (!v || *v < '0' || *v > '9')
-		return 0;
 	char *end = NULL;
-	unsigned long long n = strtoull(v, &end, 10);
-	if (*end != '\0')
+	unsigned long long n = v && *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
+	if (!end || *end != '\0')
 		return 0;
 	return n < TAC_BUSY_POLL_MAX ? (unsigned)n : TAC_BUSY_POLL_MAX;
 }
@@ -115,7 +116,6 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 		tileatom_connect_options_init(&defaults);
 		opts = &defaults;
 	}
-	int timeout_ms = opts->timeout_ms;
 	const char *auth_file = opts->auth_file ? opts->auth_file : getenv("TILEATOM_AUTH_FILE");
 	if (!out)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output handle given");
@@ -128,12 +128,12 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 		address = defpath;
 	}
 	tileatom_client *c = NULL;
-	int rc = tac_conn_open(address, timeout_ms, &c, err);
+	int rc = tac_conn_open(address, opts->timeout_ms, &c, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	c->cuptr_min = tac_cuptr_default_min();
 	c->busy_poll_us = busy_poll_default();
-	c->io_timeout_ms = timeout_ms;
+	c->io_timeout_ms = opts->timeout_ms;
 	tac_msg m;
 	rc = tac_roundtrip(c, &m,
 	                   tac_build_hello(&m, "libtileatom-client/" TILEATOM_CLIENT_VERSION), err);
@@ -287,9 +287,7 @@ static int copy_kinds(const Tileatom__StatsResponse *s, tileatom_kind_stats **ki
 int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
                          tileatom_kind_stats **kinds, size_t *nkinds, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!out || (kinds && !nkinds) || (!kinds && nkinds))
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, out && (kinds != NULL) == (nkinds != NULL), err);
 	tac_msg m;
 	int rc = tac_roundtrip(client, &m, tac_build_empty(&m, TILEATOM_REQ_STATS), err);
 	if (rc != TILEATOM_OK)
@@ -313,9 +311,7 @@ int tileatom_stats_kinds(tileatom_client *client, tileatom_stats_info *out,
 int tileatom_stats_devices(tileatom_client *client, tileatom_device_stats **devices, size_t *count,
                            tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!devices || !count)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, devices && count, err);
 	*devices = NULL;
 	*count = 0;
 	tac_msg m;
@@ -398,29 +394,6 @@ int tileatom_destroy(tileatom_client *client, const char *name, tileatom_error *
 	return tac_roundtrip(client, &m, tac_build_named(&m, TILEATOM_REQ_DESTROY, name, err), err);
 }
 
-/* Sends one paged list request; on success the response is client->last->list and its
- * next cursor (checked to fit TILEATOM_LIST_CURSOR_MAX) is in next. */
-static int list_page_roundtrip(tileatom_client *client, const char *cursor, uint32_t limit,
-                               char *next, tileatom_error *err)
-{
-	tac_msg m;
-	tac_build_empty(&m, TILEATOM_REQ_LIST);
-	m.body.list.paged = true;
-	m.body.list.cursor = (char *)(cursor ? cursor : "");
-	m.body.list.limit = limit;
-	int rc = tac_roundtrip(client, &m, TILEATOM_OK, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	const char *nc = client->last->list->next_cursor;
-	size_t len = nc ? strlen(nc) : 0;
-	if (len >= TILEATOM_LIST_CURSOR_MAX)
-		return tac_err(err, TILEATOM_E_PROTOCOL,
-		               "the daemon's list cursor has %zu bytes, over %d", len,
-		               TILEATOM_LIST_CURSOR_MAX - 1);
-	memcpy(next, len ? nc : "", len + 1);
-	return TILEATOM_OK;
-}
-
 /* Appends the tiles of the client's last list response to *arr (*n entries, *cap
  * allocated) and, when places is not NULL, their placements to *places (as many entries). */
 static int append_page(tileatom_client *client, tileatom_tile_info **arr,
@@ -461,9 +434,7 @@ static int list_tiles(tileatom_client *client, bool one_page, const char *cursor
                       tileatom_tile_info **tiles, char (**places)[TILEATOM_PLACEMENT_MAX],
                       size_t *count, char *next_cursor, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!tiles || !count || (one_page && !next_cursor))
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, tiles && count && (!one_page || next_cursor), err);
 	*tiles = NULL;
 	*count = 0;
 	if (places)
@@ -473,13 +444,24 @@ static int list_tiles(tileatom_client *client, bool one_page, const char *cursor
 	size_t n = 0, cap = 0;
 	char sent[TILEATOM_LIST_CURSOR_MAX] = "";
 	do {
-		char next[TILEATOM_LIST_CURSOR_MAX];
-		int rc = list_page_roundtrip(client, cursor, limit, next, err);
+		tac_msg m;
+		tac_build_empty(&m, TILEATOM_REQ_LIST);
+		m.body.list.paged = true;
+		m.body.list.cursor = (char *)(cursor ? cursor : "");
+		m.body.list.limit = limit;
+		int rc = tac_roundtrip(client, &m, TILEATOM_OK, err);
 		if (one_page)
 			next_cursor[0] = '\0'; /* cursor may be this same buffer: sent by now */
+		/* the next cursor, in client->last until the next call */
+		const char *next = rc == TILEATOM_OK ? client->last->list->next_cursor : NULL;
+		size_t len = next ? strlen(next) : 0;
+		if (len >= TILEATOM_LIST_CURSOR_MAX)
+			rc = tac_err(err, TILEATOM_E_PROTOCOL,
+			             "the daemon's list cursor has %zu bytes, over %d", len,
+			             TILEATOM_LIST_CURSOR_MAX - 1);
 		if (rc == TILEATOM_OK)
 			rc = append_page(client, &arr, places ? &where : NULL, &n, &cap, err);
-		if (rc == TILEATOM_OK && !one_page && next[0] && strcmp(next, cursor) == 0)
+		if (rc == TILEATOM_OK && !one_page && len && strcmp(next, cursor) == 0)
 			rc = tac_err(err, TILEATOM_E_PROTOCOL,
 			             "the daemon gave list cursor '%s' twice", next);
 		if (rc != TILEATOM_OK) {
@@ -487,7 +469,7 @@ static int list_tiles(tileatom_client *client, bool one_page, const char *cursor
 			free(where);
 			return rc;
 		}
-		memcpy(sent, next, sizeof(sent));
+		memcpy(sent, len ? next : "", len + 1);
 		cursor = sent;
 	} while (!one_page && cursor[0]);
 	*tiles = arr;
@@ -515,9 +497,7 @@ int tileatom_list(tileatom_client *client, tileatom_tile_info **tiles, size_t *c
 int tileatom_tile_placement(tileatom_client *client, const char *name, char *buf, size_t n,
                             tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!buf || n == 0)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, buf && n > 0, err);
 	buf[0] = '\0';
 	tac_msg m;
 	int rc =
@@ -539,9 +519,7 @@ int tileatom_list_placements(tileatom_client *client, tileatom_tile_info **tiles
 int tileatom_describe(tileatom_client *client, const char *name, tileatom_tile_info *info,
                       tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!info)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, info, err);
 	tac_msg m;
 	int rc =
 	    tac_roundtrip(client, &m, tac_build_named(&m, TILEATOM_REQ_DESCRIBE, name, err), err);
@@ -578,9 +556,7 @@ int tileatom_read(tileatom_client *client, const char *tile, const tileatom_regi
 int tileatom_read_alloc(tileatom_client *client, const char *tile, const tileatom_region *region,
                         void **data, size_t *nbytes, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!data || !nbytes)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, data && nbytes, err);
 	*data = NULL;
 	*nbytes = 0;
 	tac_msg m;
@@ -618,46 +594,40 @@ static int op_result(tileatom_client *c, bool want, void *out, size_t out_size, 
 	const Tileatom__OpResponse *op = c->last->op;
 	res->skipped = op->skipped;
 	res->applied = op->applied;
-	if (!op->old) {
-		if (want)
-			return tac_err(
-			    err, TILEATOM_E_PROTOCOL,
-			    "tileatomd returned no %s values although they were asked for", what);
+	if (!op->old && want)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd returned no %s values although they were asked for",
+		               what);
+	if (!op->old)
 		return TILEATOM_OK;
-	}
 	res->old_rank = (int)op->old->n_shape;
-	for (size_t i = 0; i < op->old->n_shape; i++)
+	size_t len = op->old->data.len, elems = 1;
+	for (size_t i = 0; i < op->old->n_shape; i++) {
 		res->old_shape[i] = op->old->shape[i];
+		elems *= (size_t)op->old->shape[i];
+	}
 	if (!want)
 		return TILEATOM_OK;
-	size_t len = op->old->data.len, elems = 1;
-	for (size_t i = 0; i < op->old->n_shape; i++)
-		elems *= (size_t)op->old->shape[i];
 	if (len == 0 && !c->old_from && op->old->n_shape > 0 && elems > 0)
 		return tac_err(err, TILEATOM_E_PROTOCOL,
 		               "tileatomd returned no bytes of %s values for %zu elements", what,
 		               elems);
-	if (c->old_from && len == 0) {
-		/* the daemon wrote them into a shared buffer: at out already, or copied from it */
+	/* none sent: the daemon wrote them into a shared buffer, at out already or copied */
+	bool shared = c->old_from && len == 0;
+	if (shared)
 		len = tileatom_dtype_size((tileatom_dtype)op->old->dtype) * elems;
-		res->old_bytes = len;
-		if (len > out_size)
-			return tac_err(
-			    err, TILEATOM_E_PROTOCOL,
-			    "tileatomd wrote %zu bytes of %s values into a %zu-byte buffer", len,
-			    what, out_size);
-		if (c->old_from != out)
-			memmove(out, c->old_from, len);
-		return TILEATOM_OK;
-	}
 	res->old_bytes = len;
+	if (len > out_size && shared)
+		return tac_err(err, TILEATOM_E_PROTOCOL,
+		               "tileatomd wrote %zu bytes of %s values into a %zu-byte buffer", len,
+		               what, out_size);
 	if (len > out_size)
 		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT,
 		               "the op was applied, but the output buffer has %zu bytes and the "
 		               "%s values need %zu",
 		               out_size, what, len);
-	if (len)
-		memcpy(out, op->old->data.data, len);
+	if (len) /* (memmove: a shared buffer's values may lie at out already) */
+		memmove(out, shared ? c->old_from : op->old->data.data, len);
 	return TILEATOM_OK;
 }
 
@@ -1075,9 +1045,7 @@ static void response_data(tileatom_response *out, const Tileatom__Array *a)
 
 int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_error *err)
 {
-	REQUIRE_CLIENT(client, err);
-	if (!out)
-		return tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "no output given");
+	REQUIRE_CLIENT_OUT(client, out, err);
 	*out = (tileatom_response){0};
 	/* the parts of a split submit: one merged response (no call when none is queued) */
 	if (client->splits && tac_split_due(client))

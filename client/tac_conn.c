@@ -53,33 +53,22 @@ static int remaining_ms(int64_t deadline)
 	return left > 1000000000 ? 1000000000 : (int)left;
 }
 
-/* Waits until fd has one of events; returns 1 (ready, revents in *revents), 0 (deadline
- * passed) or -1 (poll failed, errno set). */
-static int wait_fd(int fd, short events, int64_t deadline, short *revents)
+/* Waits until fd has one of events; returns its revents (ready), 0 (deadline passed) or -1
+ * (poll failed, errno set). */
+static int wait_fd(int fd, short events, int64_t deadline)
 {
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = events, .revents = 0};
-		int left = remaining_ms(deadline);
-		int n = poll(&p, 1, left);
-		if (n > 0) {
-			*revents = p.revents;
-			return 1;
-		}
-		if (n == 0)
-			return 0;
-		if (errno != EINTR)
-			return -1;
-	}
+	struct pollfd p = {.fd = fd, .events = events};
+	int n;
+	while ((n = poll(&p, 1, remaining_ms(deadline))) < 0 && errno == EINTR)
+		;
+	return n > 0 ? p.revents : n;
 }
 
 /* Formats the connect failure for address and errno e. */
 static int connect_error(const char *address, int e, tileatom_error *err)
 {
-	if (e == ENOENT || e == ECONNREFUSED)
-		return tac_err(err, TILEATOM_E_IO,
-		               "cannot connect to %s: %s (is tileatomd running?)", address,
-		               strerror(e));
-	return tac_err(err, TILEATOM_E_IO, "cannot connect to %s: %s", address, strerror(e));
+	return tac_err(err, TILEATOM_E_IO, "cannot connect to %s: %s%s", address, strerror(e),
+	               e == ENOENT || e == ECONNREFUSED ? " (is tileatomd running?)" : "");
 }
 
 /* Connects a new non-blocking socket of family (type, protocol) to sa by deadline into *out. */
@@ -93,13 +82,12 @@ static int connect_one(int family, int type, int protocol, const struct sockaddr
 	do
 		rc = connect(fd, sa, len);
 	while (rc < 0 && errno == EINTR);
-	short revents = 0;
 	socklen_t sl = sizeof(soerr);
 	if (rc == 0)
 		rc = TILEATOM_OK;
 	else if (errno != EINPROGRESS && errno != EAGAIN)
 		rc = connect_error(address, errno, err);
-	else if ((rc = wait_fd(fd, POLLOUT, deadline, &revents)) == 0)
+	else if ((rc = wait_fd(fd, POLLOUT, deadline)) == 0)
 		rc = tac_err(err, TILEATOM_E_TIMEOUT, "cannot connect to %s: timed out", address);
 	else if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
 		rc = connect_error(address, errno, err);
@@ -137,17 +125,14 @@ static int open_tcp(const char *address, const char *host, const char *port, int
 		return tac_err(err, TILEATOM_E_IO, "cannot resolve %s: %s", address,
 		               gai_strerror(gai));
 	int rc = tac_err(err, TILEATOM_E_IO, "cannot connect to %s: no usable address", address);
-	for (struct addrinfo *ai = res; ai && rc != TILEATOM_E_TIMEOUT; ai = ai->ai_next) {
+	for (struct addrinfo *ai = res; ai && rc != TILEATOM_E_TIMEOUT && rc != TILEATOM_OK;
+	     ai = ai->ai_next)
 		rc = connect_one(ai->ai_family, ai->ai_socktype, ai->ai_protocol, ai->ai_addr,
 		                 ai->ai_addrlen, address, deadline, out, err);
-		if (rc == TILEATOM_OK) {
-			int one = 1;
-			/* Small requests must not wait for Nagle; failure only costs latency. */
-			(void)setsockopt(*out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			break;
-		}
-	}
 	freeaddrinfo(res);
+	int one = 1;
+	if (rc == TILEATOM_OK) /* small requests must not wait for Nagle; failure costs latency */
+		(void)setsockopt(*out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return rc;
 }
 
@@ -168,10 +153,8 @@ int tac_conn_open(const char *address, int timeout_ms, tileatom_client **out, ti
 		return rc;
 	int fd = -1;
 	int64_t deadline = deadline_from(timeout_ms);
-	if (is_unix)
-		rc = open_unix(address, deadline, &fd, err);
-	else
-		rc = open_tcp(address, host, port, deadline, &fd, err);
+	rc = is_unix ? open_unix(address, deadline, &fd, err)
+	             : open_tcp(address, host, port, deadline, &fd, err);
 	free(host);
 	free(port);
 	if (rc != TILEATOM_OK)
@@ -267,21 +250,16 @@ static int rxq_push(tileatom_client *c, uint8_t *owned, const uint8_t *data, uin
 	}
 	/* the frame is written straight into its queue slot, counted once it is whole */
 	tac_frame *f = &c->rxq[(c->rxq_head + c->rxq_count) & (c->rxq_cap - 1)];
-	*f = (tac_frame){owned, 0, len};
-	if (!owned && len > TAC_RXSTORE_FRAME_MAX) {
-		f->owned = malloc(len ? len : 1);
-		if (!f->owned)
+	*f = (tac_frame){owned, c->rxstore.len, len};
+	if (!owned) {
+		bool alone = len > TAC_RXSTORE_FRAME_MAX; /* (so len > 0) */
+		if (alone ? !(f->owned = malloc(len))
+		          : c->rxstore.cap - c->rxstore.len < len &&
+		                ta_frame_buf_reserve(&c->rxstore, len) != 0)
 			return tac_err(err, TILEATOM_E_NOMEM,
 			               "out of memory queueing a response of %u bytes", len);
-		memcpy(f->owned, data, len);
-	} else if (!owned) {
-		if (c->rxstore.cap - c->rxstore.len < len &&
-		    ta_frame_buf_reserve(&c->rxstore, len) != 0)
-			return tac_err(err, TILEATOM_E_NOMEM,
-			               "out of memory queueing a response of %u bytes", len);
-		f->off = c->rxstore.len;
-		memcpy(c->rxstore.data + f->off, data, len);
-		c->rxstore.len += len;
+		memcpy(alone ? f->owned : c->rxstore.data + f->off, data, len);
+		c->rxstore.len += alone ? 0 : len;
 	}
 	c->rxq_count++;
 	return TILEATOM_OK;
@@ -342,19 +320,17 @@ static int recv_some(tileatom_client *c, tileatom_error *err)
 		/* whole frames in rxbuf come without a copy; a frame across reads is gathered */
 		ta_frame_status fs =
 		    ta_frame_reader_next(&c->reader, &p, &left, &payload, &len, &owned);
-		if (fs == TA_FRAME_READY) {
-			int rc = rxq_push(c, owned, payload, len, err);
-			if (rc != TILEATOM_OK)
-				return rc;
-		} else if (fs == TA_FRAME_TOO_LARGE) {
+		int rc = fs == TA_FRAME_READY ? rxq_push(c, owned, payload, len, err) : TILEATOM_OK;
+		if (rc != TILEATOM_OK)
+			return rc;
+		if (fs == TA_FRAME_TOO_LARGE)
 			return tac_err(err, TILEATOM_E_PROTOCOL,
 			               "response frame of %u bytes exceeds the limit of %u bytes",
 			               c->reader.payload_len, c->reader.max_payload);
-		} else if (fs == TA_FRAME_NOMEM) {
+		if (fs == TA_FRAME_NOMEM)
 			return tac_err(err, TILEATOM_E_NOMEM,
 			               "out of memory receiving a response of %u bytes",
 			               c->reader.payload_len);
-		}
 	}
 	return TILEATOM_OK;
 }
@@ -378,20 +354,16 @@ static int explain_send_failure(tileatom_client *c, tileatom_error *err)
 {
 	if (!err)
 		return TILEATOM_E_IO;
-	for (size_t k = 0; k < c->rxq_count; k++) {
+	bool explained = false;
+	for (size_t k = 0; k < c->rxq_count && !explained; k++) {
 		const tac_frame *f = &c->rxq[(c->rxq_head + k) & (c->rxq_cap - 1)];
 		Tileatom__Response *r = tileatom__response__unpack(NULL, f->len, frame_data(c, f));
-		if (!r)
-			continue;
-		int code = (int)r->status;
-		bool explains = r->id == 0 && code >= TILEATOM_E_INVALID_ARGUMENT &&
-		                code <= TILEATOM_E_INTERNAL && r->message && *r->message;
-		if (explains) {
+		int code = r ? (int)r->status : 0;
+		explained = r && r->id == 0 && code >= TILEATOM_E_INVALID_ARGUMENT &&
+		            code <= TILEATOM_E_INTERNAL && r->message && *r->message;
+		if (explained)
 			tac_err(err, code, "tileatomd: %s (%s)", r->message, err->message);
-		}
-		tileatom__response__free_unpacked(r, NULL);
-		if (explains)
-			break;
+		release_response(c, r);
 	}
 	return err->code;
 }
@@ -413,19 +385,15 @@ static int send_all(tileatom_client *c, const uint8_t *buf, size_t len, int pass
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			short revents = 0;
-			int w = wait_fd(c->fd, POLLOUT | POLLIN, deadline, &revents);
+			int w = wait_fd(c->fd, POLLOUT | POLLIN, deadline);
 			if (w == 0)
 				return tac_err(err, TILEATOM_E_TIMEOUT, "sending to %s: timed out",
 				               c->address);
 			if (w < 0)
 				return tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
 				               strerror(errno));
-			if (revents & (POLLIN | POLLHUP | POLLERR)) {
-				int rc = recv_some(c, err);
-				if (rc != TILEATOM_OK)
-					return explain_send_failure(c, err);
-			}
+			if ((w & (POLLIN | POLLHUP | POLLERR)) && recv_some(c, err) != TILEATOM_OK)
+				return explain_send_failure(c, err);
 			continue;
 		}
 		tac_err(err, TILEATOM_E_IO, "%s %s: %s",
@@ -462,9 +430,7 @@ static int flush_until(tileatom_client *c, int64_t deadline, tileatom_error *err
 		err = &local;
 	int rc = send_all(c, c->txbuf.data, c->txbuf.len, -1, deadline, err);
 	c->txbuf.len = 0;
-	if (rc != TILEATOM_OK)
-		return tac_conn_break(c, err);
-	return TILEATOM_OK;
+	return rc == TILEATOM_OK ? TILEATOM_OK : tac_conn_break(c, err);
 }
 
 int tac_conn_flush(tileatom_client *c, tileatom_error *err)
@@ -572,11 +538,9 @@ int tac_conn_submit(tileatom_client *c, tac_msg *m, bool flush, int fd, uint64_t
 	}
 	int64_t deadline = deadline_from(c->io_timeout_ms);
 	int rc = flush_until(c, deadline, err);
-	if (rc == TILEATOM_OK) {
-		rc = send_all(c, own, frame_len, fd, deadline, err);
-		if (rc != TILEATOM_OK)
-			rc = tac_conn_break(c, err);
-	}
+	if (rc == TILEATOM_OK &&
+	    (rc = send_all(c, own, frame_len, fd, deadline, err)) != TILEATOM_OK)
+		rc = tac_conn_break(c, err);
 	free(own);
 	return rc == TILEATOM_OK ? queue_pending(c, m->kind, false, id, err) : rc;
 }
@@ -599,17 +563,20 @@ int tac_conn_submit_template(tileatom_client *c, const tileatom_array *indices,
 	return queue_pending(c, c->tpl.kind, false, id, err);
 }
 
-/* Reads until need whole response frames are queued (a timeout at deadline, an error or
- * EOF breaks the connection). */
-static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, tileatom_error *err)
+/* Writes the buffered requests out, then reads until need whole response frames are queued
+ * (a timeout after io_timeout_ms for both, an error or EOF breaks the connection). */
+static int wait_responses(tileatom_client *c, size_t need, tileatom_error *err)
 {
+	int64_t deadline = deadline_from(c->io_timeout_ms);
+	int rc = flush_until(c, deadline, err);
+	if (rc != TILEATOM_OK)
+		return rc;
 	if (c->rxq_count < need) {
 		/* one read before the first poll (a pipelining caller often finds its responses
 		 * there, and saves the poll), or with tileatom_set_busy_poll reads without
 		 * sleeping (recv returns at once) until they are there or busy_poll_us passed */
 		const int64_t until =
 		    c->busy_poll_us ? now_ns() + (int64_t)c->busy_poll_us * 1000 : 0;
-		int rc;
 		do
 			rc = recv_some(c, err);
 		while (rc == TILEATOM_OK && c->rxq_count < need && until && now_ns() < until);
@@ -617,16 +584,14 @@ static int wait_responses(tileatom_client *c, size_t need, int64_t deadline, til
 			return tac_conn_break(c, err);
 	}
 	while (c->rxq_count < need) {
-		short revents = 0;
-		int w = wait_fd(c->fd, POLLIN, deadline, &revents);
+		int w = wait_fd(c->fd, POLLIN, deadline);
 		if (w == 0)
 			tac_err(err, TILEATOM_E_TIMEOUT,
 			        "waiting for a response from %s: timed out", c->address);
 		else if (w < 0)
 			tac_err(err, TILEATOM_E_IO, "waiting for %s: %s", c->address,
 			        strerror(errno));
-		int rc = w > 0 ? recv_some(c, err) : TILEATOM_E_IO;
-		if (rc != TILEATOM_OK)
+		if ((w > 0 ? recv_some(c, err) : TILEATOM_E_IO) != TILEATOM_OK)
 			return tac_conn_break(c, err);
 	}
 	return TILEATOM_OK;
@@ -650,14 +615,10 @@ receive(tileatom_client *c, bool newest, tileatom_request_kind *kind, tileatom_e
 	/* responses come in order: the newest request's is the frame after the older ones';
 	 * the clock is read only when something may wait (a write, or a response not here) */
 	size_t need = newest ? c->pending_count : 1;
-	if (c->txbuf.len > 0 || c->rxq_count < need) {
-		int64_t deadline = deadline_from(c->io_timeout_ms);
-		int rc = flush_until(c, deadline, err);
-		if (rc == TILEATOM_OK)
-			rc = wait_responses(c, need, deadline, err);
-		if (rc != TILEATOM_OK)
-			return rc;
-	}
+	int rc;
+	if ((c->txbuf.len > 0 || c->rxq_count < need) &&
+	    (rc = wait_responses(c, need, err)) != TILEATOM_OK)
+		return rc;
 	if (newest && c->rxq_count > c->pending_count) {
 		tac_err(err, TILEATOM_E_PROTOCOL, "%s sent more responses than requests",
 		        c->address);
@@ -727,11 +688,5 @@ int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, tileatom_err
 	if (c->rxq_count + max_unanswered >= c->pending_count)
 		return TILEATOM_OK;
 	tileatom_error local;
-	if (!err)
-		err = &local;
-	int64_t deadline = deadline_from(c->io_timeout_ms);
-	int rc = flush_until(c, deadline, err);
-	if (rc != TILEATOM_OK)
-		return rc;
-	return wait_responses(c, c->pending_count - max_unanswered, deadline, err);
+	return wait_responses(c, c->pending_count - max_unanswered, err ? err : &local);
 }

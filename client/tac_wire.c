@@ -10,10 +10,6 @@
  * window, addressing, values or padding, compare, options, in this order in every body;
  * checked at start-up), so one walk writes them all.
  *
- * Templates: tac_tpl_keep keeps the bytes the writer wrote for a small element-wise or
- * indexed request, where its data lie and its key (tac_tpl_match, tac_tpl_write in
- * tac_wire.h use them).
- *
  * Decoding: one pass per message, each field's one-byte key looked up in the message's
  * table (built from the descriptors by name); unknown fields are skipped.
  *
@@ -21,7 +17,6 @@
  * status, the body the table's reply column names, the sizes of the arrays it carries). */
 #include "tac_wire.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -54,38 +49,25 @@ static wire_keys keys;
 
 /* The key of a field the shared schema names (FW_<slot>): one byte (fill_tables checks). */
 #define KEY(slot) ((uint32_t)fw_key1[FW_##slot])
-/* The slots KEY names. */
+/* The slots KEY names and the decoder reads. */
 static const fw_slot key_slots[] = {
-    FW_REQ_ID,     FW_REGION_ORIGIN, FW_REGION_SHAPE, FW_ARRAY_DTYPE,   FW_ARRAY_SHAPE,
-    FW_ARRAY_DATA, FW_ARRAY_SHARED,  FW_REF_ID,       FW_REF_OFFSET,    FW_REF_LENGTH,
-    FW_OPT_SEM,    FW_OPT_SCOPE,     FW_OPT_SPACE,    FW_OPT_NO_BOUNDS, FW_OPT_WANT_OLD,
-    FW_OPT_MASK,   FW_OPT_OLD_INTO,  FW_SADDR_DIM,    FW_SADDR_INDICES, FW_IADDR_INDICES,
-    FW_IADDR_FLAT, FW_ADDR_REGION,   FW_ADDR_SCATTER, FW_ADDR_INDEXED};
+    FW_REQ_ID,      FW_REGION_ORIGIN, FW_REGION_SHAPE, FW_ARRAY_DTYPE,   FW_ARRAY_SHAPE,
+    FW_ARRAY_DATA,  FW_ARRAY_SHARED,  FW_REF_ID,       FW_REF_OFFSET,    FW_REF_LENGTH,
+    FW_OPT_SEM,     FW_OPT_SCOPE,     FW_OPT_SPACE,    FW_OPT_NO_BOUNDS, FW_OPT_WANT_OLD,
+    FW_OPT_MASK,    FW_OPT_OLD_INTO,  FW_SADDR_DIM,    FW_SADDR_INDICES, FW_IADDR_INDICES,
+    FW_IADDR_FLAT,  FW_ADDR_REGION,   FW_ADDR_SCATTER, FW_ADDR_INDEXED,  FW_RESP_ID,
+    FW_RESP_STATUS, FW_RESP_MESSAGE,  FW_RESP_PING,    FW_RESP_OP,       FW_RESP_DATA,
+    FW_OPR_OLD,     FW_OPR_SKIPPED,   FW_OPR_APPLIED};
 
-/* What the decoder does with a field, by its one-byte key (the tables below). */
+/* What the decoder does with a field, by its one-byte key (the tables below): the fw_slot
+ * of a field it reads (FW_NONE: not in the message, skipped), or one of these. */
 enum dec_slot {
-	D_UNKNOWN = 0, /* not in the message: skipped */
-	D_BAD,         /* in the message with another wire type, or not a data-plane field */
-	D_ID,          /* Response.id */
-	D_STATUS,      /* Response.status */
-	D_MESSAGE,     /* Response.message */
-	D_PING,        /* Response.ping */
-	D_OP,          /* Response.op */
-	D_DATA,        /* Response.data */
-	D_OLD,         /* OpResponse.old */
-	D_SKIPPED,     /* OpResponse.skipped */
-	D_APPLIED,     /* OpResponse.applied */
-	D_DTYPE,       /* Array.dtype */
-	D_SHAPE,       /* Array.shape, packed */
-	D_SHAPE_ONE,   /* Array.shape, one unpacked extent */
-	D_BYTES        /* Array.data */
+	D_BAD = FW_SLOTS, /* in the message with another wire type, or not a data-plane field */
+	D_SHAPE_ONE       /* Array.shape, one unpacked extent */
 };
 
-/* The decoder's tables: one-byte key -> enum dec_slot. */
+/* The decoder's tables: one-byte key -> fw_slot or enum dec_slot. */
 static uint8_t resp_slots[128], op_slots[128], array_slots[128];
-
-/* True once the tables are filled (ready). */
-static bool tables_filled;
 
 /* The key of desc's field name, which must be there. */
 static uint32_t need_key(const ProtobufCMessageDescriptor *desc, const char *name)
@@ -98,38 +80,34 @@ static uint32_t need_key(const ProtobufCMessageDescriptor *desc, const char *nam
 	return k;
 }
 
-/* Marks in slots every key of desc's fields (any wire type) D_BAD, then each named field's
- * key (as written) with its slot, and the keys of field number 0 D_BAD; names ends with
- * NULL. */
+/* Marks in slots every key of desc's fields (any wire type) D_BAD, then the key of each
+ * field of fields (ending with FW_NONE) with its slot, and the keys of field number 0
+ * D_BAD. */
 static void fill_slots(uint8_t *slots, const ProtobufCMessageDescriptor *desc,
-                       const char *const *names, const uint8_t *what)
+                       const fw_slot *fields)
 {
 	memset(slots, D_BAD, 8); /* field number 0 */
 	for (unsigned i = 0; i < desc->n_fields; i++)
 		for (unsigned w = 0; w < 8 && desc->fields[i].id < 16; w++)
 			slots[desc->fields[i].id << 3 | w] = D_BAD;
-	for (int i = 0; names[i]; i++) {
-		uint32_t k = need_key(desc, names[i]);
-		if (k >= 128) {
-			fprintf(stderr, "tileatom: field %s.%s needs a one-byte key\n", desc->name,
-			        names[i]);
-			abort();
-		}
-		slots[k] = what[i];
-		if (what[i] == D_SHAPE) /* a repeated integer comes packed or one by one */
+	for (int i = 0; fields[i] != FW_NONE; i++) {
+		unsigned k = fw_key1[fields[i]]; /* one byte (key_slots has it) */
+		slots[k] = (uint8_t)fields[i];
+		if (fields[i] == FW_ARRAY_SHAPE) /* a repeated integer comes packed or one by one */
 			slots[(k & ~7u) | FW_VARINT] = D_SHAPE_ONE;
 	}
 }
 
-/* Reads every key from the descriptors (once per process, ready). */
-static void fill_tables(void)
+/* Reads every key from the descriptors, once, when the library is loaded (before any call:
+ * the tables never change after). */
+static __attribute__((constructor)) void fill_tables(void)
 {
 	ta_wireschema_init();
 	for (size_t i = 0; i < sizeof(key_slots) / sizeof(key_slots[0]); i++)
 		if (!fw_key1[key_slots[i]]) {
 			fprintf(stderr,
-			        "tileatom: client/tac_wire.c writes one-byte keys, but field %d "
-			        "has a number of 16 or more\n",
+			        "tileatom: client/tac_wire.c writes and reads one-byte keys, but "
+			        "field %d has a number of 16 or more\n",
 			        (int)key_slots[i]);
 			abort();
 		}
@@ -160,30 +138,13 @@ static void fill_tables(void)
 	}
 #include "ta_ops.def"
 #undef TA_REQUEST
-#define D(name) (&tileatom__##name##__descriptor)
-	static const char *const resp[] = {"id", "status", "message", "ping", "op", "data", NULL};
-	static const uint8_t resp_what[] = {D_ID, D_STATUS, D_MESSAGE, D_PING, D_OP, D_DATA};
-	fill_slots(resp_slots, D(response), resp, resp_what);
-	static const char *const op[] = {"old", "skipped", "applied", NULL};
-	static const uint8_t op_what[] = {D_OLD, D_SKIPPED, D_APPLIED};
-	fill_slots(op_slots, D(op_response), op, op_what);
-	static const char *const arr[] = {"dtype", "shape", "data", NULL};
-	static const uint8_t arr_what[] = {D_DTYPE, D_SHAPE, D_BYTES};
-	fill_slots(array_slots, D(array), arr, arr_what);
-#undef D
-}
-
-/* fill_tables once per process, then one load per call: the tables never change once
- * filled, and a thread that sees the flag unset goes through the pthread_once, which
- * orders the filling before its return. */
-static inline void ready(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	if (__atomic_load_n(&tables_filled, __ATOMIC_ACQUIRE))
-		return;
-	if (pthread_once(&once, fill_tables) != 0)
-		abort();
-	__atomic_store_n(&tables_filled, true, __ATOMIC_RELEASE);
+	static const fw_slot resp[] = {FW_RESP_ID, FW_RESP_STATUS, FW_RESP_MESSAGE, FW_RESP_PING,
+	                               FW_RESP_OP, FW_RESP_DATA,   FW_NONE};
+	static const fw_slot op[] = {FW_OPR_OLD, FW_OPR_SKIPPED, FW_OPR_APPLIED, FW_NONE};
+	static const fw_slot arr[] = {FW_ARRAY_DTYPE, FW_ARRAY_SHAPE, FW_ARRAY_DATA, FW_NONE};
+	fill_slots(resp_slots, &tileatom__response__descriptor, resp);
+	fill_slots(op_slots, &tileatom__op_response__descriptor, op);
+	fill_slots(array_slots, &tileatom__array__descriptor, arr);
 }
 
 /* ---- the writer ------------------------------------------------------------------------ */
@@ -442,7 +403,6 @@ void tac_wire_set_body(struct tac_msg *m, const char *tile, int op, const void *
                        const void *addr, const void *values, const void *compare,
                        const Tileatom__Options *options)
 {
-	ready();
 	uint8_t *b = (uint8_t *)m->req.ping; /* the oneof's pointer, any member */
 	const uint32_t *off = keys.body_off[m->kind];
 	const void *field[B_FIELDS] = {tile, NULL, region, addr, values, compare, options};
@@ -455,7 +415,6 @@ void tac_wire_set_body(struct tac_msg *m, const char *tile, int op, const void *
 
 size_t tac_wire_plan_request(const struct tac_msg *m, tac_wire_plan *plan)
 {
-	ready();
 	tac_wire_marks unused = {0};
 	wctx w = {.len = plan->len, .mk = &unused};
 	walk(&w, m, true);
@@ -490,12 +449,6 @@ static bool key_array(tac_tpl_array *k, const Tileatom__Array *a)
 	return true;
 }
 
-/* An offset into a template's bytes. */
-static uint8_t tpl_at(const tac_wire_marks *mk, const uint8_t *at)
-{
-	return (uint8_t)(at - mk->body);
-}
-
 void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk, const uint8_t *end)
 {
 	if (m->kind != TILEATOM_REQ_ELEMENTWISE && m->kind != TILEATOM_REQ_INDEXED)
@@ -510,12 +463,16 @@ void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk,
 	if (n_index > TILEATOM_MAX_RANK)
 		return;
 	t->valid = false;
+	t->values_bytes = v.values->data.len;
+	t->compare_bytes = v.compare ? v.compare->data.len : 0;
+	t->most = t->values_bytes > t->compare_bytes ? t->values_bytes : t->compare_bytes;
 	for (size_t i = 0; i < n_index; i++) {
 		const Tileatom__Array *a = v.iaddr->indices[i];
 		if (!key_array(&t->index[i], a))
 			return;
 		t->index_bytes[i] = a->data.len;
-		t->index_at[i] = tpl_at(mk, mk->index_at[i]);
+		t->index_at[i] = (uint8_t)(mk->index_at[i] - mk->body);
+		t->most = a->data.len > t->most ? a->data.len : t->most;
 	}
 	if (!key_array(&t->values, v.values) || (v.compare && !key_array(&t->compare, v.compare)))
 		return;
@@ -529,14 +486,8 @@ void tac_tpl_keep(tac_tpl *t, const struct tac_msg *m, const tac_wire_marks *mk,
 	t->space = (int)v.options->space;
 	t->check_bounds = !v.options->no_bounds_check;
 	t->want_old = m->want_old_asked;
-	t->values_bytes = v.values->data.len;
-	t->values_at = tpl_at(mk, mk->values_at);
-	t->compare_bytes = v.compare ? v.compare->data.len : 0;
-	t->compare_at = v.compare ? tpl_at(mk, mk->compare_at) : 0;
-	t->most = t->values_bytes > t->compare_bytes ? t->values_bytes : t->compare_bytes;
-	for (size_t i = 0; i < n_index; i++)
-		if (t->index_bytes[i] > t->most)
-			t->most = t->index_bytes[i];
+	t->values_at = (uint8_t)(mk->values_at - mk->body);
+	t->compare_at = v.compare ? (uint8_t)(mk->compare_at - mk->body) : 0;
 	memcpy(t->tile, v.tile, strlen(v.tile) + 1); /* (the builder checked its length) */
 	t->len = (uint8_t)len;
 	memcpy(t->bytes, mk->body, len);
@@ -559,7 +510,7 @@ AI int next_slot(const uint8_t **p, const uint8_t *end, const uint8_t *slots, ui
 	if (!rd_varint(p, end, &k) || k >> 32)
 		return D_BAD;
 	*key = (uint32_t)k;
-	return k < 128 ? slots[k] : D_UNKNOWN;
+	return k < 128 ? slots[k] : FW_NONE;
 }
 
 /* rd_len with the common one-byte length read inline. */
@@ -633,9 +584,9 @@ static __attribute__((noinline)) const uint8_t *dec_array_rare(tac_wire_response
 	uint64_t v;
 	size_t n;
 	const uint8_t *stop = end;
-	if (slot == D_UNKNOWN)
+	if (slot == FW_NONE)
 		return skip_field(p, end, key);
-	if (slot == D_SHAPE) {
+	if (slot == FW_ARRAY_SHAPE) {
 		if (!rd_size(&p, end, &n))
 			return NULL;
 		stop = p + n;
@@ -649,7 +600,7 @@ static __attribute__((noinline)) const uint8_t *dec_array_rare(tac_wire_response
 		if (*nshape == TAC_WIRE_MAX_SHAPE || !rd_varint(&p, stop, &v))
 			return NULL;
 		out->shape[(*nshape)++] = (int64_t)v;
-		more = slot == D_SHAPE && p < stop;
+		more = slot == FW_ARRAY_SHAPE && p < stop;
 	}
 	return p;
 }
@@ -664,11 +615,11 @@ AI bool dec_array(tac_wire_response *out, const uint8_t *p, const uint8_t *end)
 	int e;
 	while (p < end) {
 		int slot = next_slot(&p, end, array_slots, &key);
-		if (slot == D_DTYPE) {
+		if (slot == FW_ARRAY_DTYPE) {
 			if (!rd_enum(&p, end, &e))
 				return false;
 			a->dtype = (Tileatom__DType)e;
-		} else if (slot == D_BYTES) {
+		} else if (slot == FW_ARRAY_DATA) {
 			if (!rd_size(&p, end, &n) || !take_bytes(out, p, n))
 				return false;
 			p += n;
@@ -690,18 +641,16 @@ AI bool dec_op(tac_wire_response *out, const uint8_t *p, const uint8_t *end)
 	uint32_t key;
 	while (p < end) {
 		int slot = next_slot(&p, end, op_slots, &key);
-		if (slot == D_OLD) {
+		if (slot == FW_OPR_OLD) {
 			if (op->old || !rd_size(&p, end, &n) || !dec_array(out, p, p + n))
 				return false;
 			op->old = &out->array;
 			p += n;
-		} else if (slot == D_APPLIED) {
-			if (!rd_varint(&p, end, &op->applied))
+		} else if (slot == FW_OPR_APPLIED || slot == FW_OPR_SKIPPED) {
+			if (!rd_varint(&p, end,
+			               slot == FW_OPR_APPLIED ? &op->applied : &op->skipped))
 				return false;
-		} else if (slot == D_SKIPPED) {
-			if (!rd_varint(&p, end, &op->skipped))
-				return false;
-		} else if (slot != D_UNKNOWN || !(p = skip_field(p, end, key))) {
+		} else if (slot != FW_NONE || !(p = skip_field(p, end, key))) {
 			return false;
 		}
 	}
@@ -717,11 +666,12 @@ static __attribute__((noinline)) const uint8_t *dec_response_rare(tac_wire_respo
 {
 	Tileatom__Response *r = &out->resp;
 	size_t n;
-	if (slot == D_UNKNOWN)
+	if (slot == FW_NONE)
 		return skip_field(p, end, key);
-	if ((slot != D_MESSAGE && slot != D_PING && slot != D_DATA) || !rd_size(&p, end, &n))
+	if ((slot != FW_RESP_MESSAGE && slot != FW_RESP_PING && slot != FW_RESP_DATA) ||
+	    !rd_size(&p, end, &n))
 		return NULL;
-	if (slot == D_MESSAGE) {
+	if (slot == FW_RESP_MESSAGE) {
 		if (n + 1 > out->text_cap) {
 			char *t = realloc(out->text, n + 1);
 			if (!t)
@@ -734,7 +684,7 @@ static __attribute__((noinline)) const uint8_t *dec_response_rare(tac_wire_respo
 		r->message = out->text;
 	} else if (r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET) {
 		return NULL; /* a second body */
-	} else if (slot == D_PING) {
+	} else if (slot == FW_RESP_PING) {
 		if (n != 0)
 			return NULL;
 		tileatom__ping_response__init(&out->ping);
@@ -752,7 +702,6 @@ static __attribute__((noinline)) const uint8_t *dec_response_rare(tac_wire_respo
 Tileatom__Response *tac_wire_decode_response(tac_wire_response *out, const uint8_t *data,
                                              size_t len)
 {
-	ready();
 	Tileatom__Response *r = &out->resp;
 	*r = (Tileatom__Response)TILEATOM__RESPONSE__INIT;
 	const uint8_t *p = data, *end = data + len;
@@ -761,17 +710,17 @@ Tileatom__Response *tac_wire_decode_response(tac_wire_response *out, const uint8
 	int e;
 	while (p < end) {
 		int slot = next_slot(&p, end, resp_slots, &key);
-		if (slot == D_ID) {
+		if (slot == FW_RESP_ID) {
 			if (!rd_varint(&p, end, &r->id))
 				return NULL;
-		} else if (slot == D_OP) {
+		} else if (slot == FW_RESP_OP) {
 			if (r->body_case != TILEATOM__RESPONSE__BODY__NOT_SET ||
 			    !rd_size(&p, end, &n) || !dec_op(out, p, p + n))
 				return NULL;
 			r->body_case = TILEATOM__RESPONSE__BODY_OP;
 			r->op = &out->op;
 			p += n;
-		} else if (slot == D_STATUS) {
+		} else if (slot == FW_RESP_STATUS) {
 			if (!rd_enum(&p, end, &e))
 				return NULL;
 			r->status = (Tileatom__Status)e;

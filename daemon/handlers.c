@@ -12,19 +12,13 @@
 #include "shmbuf.h"
 
 #include <inttypes.h>
-#include <limits.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "ta_auth.h"
-
-#ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "unknown"
-#endif
 
 /* The connection's shared buffers (NULL: none, e.g. TCP or an in-process caller). */
 static inline ta_shm_table *rc_shm(const resp_ctx *rc)
@@ -38,24 +32,6 @@ static ta_status defer(resp_ctx *rc)
 {
 	rc->deferred = true;
 	return TA_OK;
-}
-
-/* A protobuf-c Array (create.fill, present) as the handlers take Arrays. */
-static void wire_from_pb_array(const Tileatom__Array *a, ta_wire_array *w)
-{
-	w->present = true;
-	w->dtype = (int32_t)a->dtype;
-	w->n_shape = a->n_shape;
-	for (size_t i = 0; i < a->n_shape && i < TA_MAX_RANK; i++)
-		w->shape[i] = a->shape[i];
-	w->data = a->data.data;
-	w->len = a->data.len;
-	w->shared.present = a->shared != NULL;
-	if (a->shared) {
-		w->shared.buffer_id = a->shared->buffer_id;
-		w->shared.offset = a->shared->offset;
-		w->shared.length = a->shared->length;
-	}
 }
 
 /* Converts an optional Array as sent into a view (present = false when absent). v must be
@@ -87,37 +63,27 @@ static ta_status view_from_wire(resp_ctx *rc, const ta_wire_array *a, const char
 		v->data = copy;
 	}
 	if (a->shared.present) {
-		/* the elements lie in a shared buffer of this connection (shmbuf.h) */
+		/* the elements lie in a shared buffer of this connection (shmbuf.h; one that
+		 * resolves holds length bytes, so length fits a size_t) */
 		if (a->len != 0)
 			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 			                    "%s: gives both inline data and a shared buffer", what);
 		void *ptr = NULL;
 		ta_status st = ta_shm_resolve(rc_shm(rc), a->shared.buffer_id, a->shared.offset,
 		                              a->shared.length, what, &ptr, &v->device, &rc->err);
-		if (st != TA_OK)
-			return st;
-		if (a->shared.length > SIZE_MAX)
-			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s: too long", what);
 		v->data = ptr;
 		v->nbytes = (size_t)a->shared.length;
+		return st;
 	}
 	return TA_OK;
 }
 
-/* True when a Region as sent holds no entries. */
-static bool region_empty(const ta_wire_region *r)
-{
-	return r->n_origin == 0 && r->n_shape == 0;
-}
-
-/* Copies a Region as sent into req (empty: the whole tile). Origin without shape reaches to
- * the end of the tile; shape without origin starts at 0. */
+/* Copies a Region as sent into req, a ta_request_init'ed one (empty: the whole tile).
+ * Origin without shape reaches to the end of the tile; shape without origin starts at 0. */
 static ta_status region_into(resp_ctx *rc, const ta_wire_region *r, const char *what,
                              const ta_tile_shape *tile, ta_request *req)
 {
-	req->has_region = false;
-	req->region_rank = 0;
-	if (region_empty(r))
+	if (r->n_origin == 0 && r->n_shape == 0)
 		return TA_OK;
 	size_t n = r->n_origin ? r->n_origin : r->n_shape;
 	if (r->n_origin && r->n_shape && r->n_origin != r->n_shape)
@@ -131,74 +97,42 @@ static ta_status region_into(resp_ctx *rc, const ta_wire_region *r, const char *
 	req->region_rank = (int)n;
 	for (size_t a = 0; a < n; a++) {
 		int64_t o = r->n_origin ? r->origin[a] : 0;
-		int64_t s;
-		if (r->n_shape)
-			s = r->shape[a];
-		else if ((int)a < tile->rank && o >= 0 && o < tile->shape[a])
-			s = tile->shape[a] - o;
-		else
-			s = 0; /* ta_plan_build names the bad origin */
+		bool inside = (int)a < tile->rank && o >= 0 && o < tile->shape[a];
 		req->region_origin[a] = o;
-		req->region_shape[a] = s;
+		/* a bad origin without shape: 0 (ta_plan_build names the origin) */
+		req->region_shape[a] = r->n_shape ? r->shape[a] : inside ? tile->shape[a] - o : 0;
 	}
 	return TA_OK;
 }
 
-/* Scatter addressing into req. */
-static ta_status scatter_into(resp_ctx *rc, const ta_wire_request *w, ta_request *req)
+/* Scatter (form SCATTER: one index array, along dim) or indexed (form INDEXED: one index
+ * array per tile axis, or one with flat) addressing into req. */
+static ta_status indices_into(resp_ctx *rc, const ta_wire_request *w, ta_wire_form form,
+                              ta_request *req)
 {
-	if (w->form != TA_FORM_SCATTER || w->n_indices == 0)
-		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-		                    "scatter addressing needs dim and indices");
-	req->addr = TA_ADDR_SCATTER;
-	req->scatter_dim = w->dim; /* as sent: ta_plan names it when out of range */
-	req->n_index = 1;
-	return view_from_wire(rc, &w->index[0], "indices", &req->index[0]);
-}
-
-/* Indexed (index tuple or flat) addressing into req. */
-static ta_status indexed_into(resp_ctx *rc, const ta_wire_request *w, ta_request *req)
-{
-	if (w->form != TA_FORM_INDEXED || w->n_indices == 0)
-		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-		                    "indexed addressing needs index arrays (one per tile axis, "
-		                    "or one with flat)");
-	if (w->n_indices > TA_MAX_RANK)
+	bool scatter = form == TA_FORM_SCATTER;
+	if (w->form != form || w->n_indices == 0)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s",
+		                    scatter ? "scatter addressing needs dim and indices"
+		                            : "indexed addressing needs index arrays (one per tile "
+		                              "axis, or one with flat)");
+	if (w->n_indices > TA_MAX_RANK) /* indexed only: the decoder gives scatter one */
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "indexed addressing: %zu index arrays, over the limit of %d",
 		                    w->n_indices, TA_MAX_RANK);
-	req->addr = w->flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
+	req->addr = scatter ? TA_ADDR_SCATTER : w->flat ? TA_ADDR_FLAT : TA_ADDR_INDEXED;
+	req->scatter_dim = w->dim; /* as sent (scatter): ta_plan names it when out of range */
 	req->n_index = (int)w->n_indices;
 	static const char *const names[TA_MAX_RANK] = {"indices[0]", "indices[1]", "indices[2]",
 	                                               "indices[3]"};
 	_Static_assert(TA_MAX_RANK == 4, "one name per index array");
 	for (size_t i = 0; i < w->n_indices; i++) {
-		ta_status st = view_from_wire(rc, &w->index[i], names[i], &req->index[i]);
+		ta_status st = view_from_wire(rc, &w->index[i], scatter ? "indices" : names[i],
+		                              &req->index[i]);
 		if (st != TA_OK)
 			return st;
 	}
 	return TA_OK;
-}
-
-/* Addressing of the memory ops: the window (or addr.region) plus scatter or indexed. */
-static ta_status addressing_into(resp_ctx *rc, const ta_wire_request *w, const ta_tile_shape *tile,
-                                 ta_request *req)
-{
-	const ta_wire_region *r = &w->region;
-	const char *what = "window";
-	if (w->form == TA_FORM_REGION && !region_empty(&w->addr_region)) {
-		if (!region_empty(&w->region))
-			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-			                    "give the region either as window or as addr.region, "
-			                    "not both");
-		r = &w->addr_region;
-		what = "addr.region";
-	}
-	req->addr = TA_ADDR_REGION;
-	ta_status st = region_into(rc, r, what, tile, req);
-	if (st != TA_OK || w->form == TA_FORM_REGION || w->form == TA_FORM_NONE)
-		return st;
-	return w->form == TA_FORM_SCATTER ? scatter_into(rc, w, req) : indexed_into(rc, w, req);
 }
 
 /* Copies the Options as sent into req (absent: the defaults ta_request_init set), and
@@ -229,8 +163,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	/* only old_out changes below: the backend need not re-check what ta_plan_build proved */
 	plan.prechecked = !svc->recheck_plans;
 	/* the loop keeps what costs it little: few elements to move on the host (a plan whose
-	 * operands the GPU reads in place moves none: measured on the H200, 2^24 device keys
-	 * ran at 100-150 G keys/s through a worker and 270-310 on the loop, doc/GPU-RESULTS.md) */
+	 * operands the GPU reads in place moves none; doc/GPU-RESULTS.md has the figures) */
 	if (rc->inline_max >= 0 && ta_plan_host_elements(&plan) > rc->inline_max)
 		return defer(rc);
 	uint64_t old_bytes = plan.want_old ? (uint64_t)plan.count * ta_dtype_size(plan.dtype) : 0;
@@ -242,12 +175,11 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 			                    " bytes, fewer than the %" PRId64
 			                    " old values take %" PRIu64 " (nothing was applied)",
 			                    rc->old_into->length, plan.count, old_bytes);
-		void *ptr = NULL;
 		st = ta_shm_resolve(rc_shm(rc), rc->old_into->buffer_id, rc->old_into->offset,
-		                    old_bytes, "old_into", &ptr, &plan.old_out_device, &rc->err);
+		                    old_bytes, "old_into", &plan.old_out, &plan.old_out_device,
+		                    &rc->err);
 		if (st != TA_OK)
 			return st;
-		plan.old_out = ptr;
 	} else if (rc->old_into) {
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "old_into is given but the request returns no values");
@@ -302,48 +234,51 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	return TA_OK;
 }
 
-/* A data-plane request of kind, its checks in one order. The atomic families (element-wise,
- * scatter, indexed): op, region, the family's addressing (scatter for SCATTER, indexed for
- * INDEXED), values, compare (cas) and options. The memory ops: write and read (STORE or LOAD
- * over their region; a read's values come back as the `data` body), gather, scatter store,
- * atomic load/store (LOAD or STORE with any addressing): addressing, options, values for
- * stores, padding for gathers. (The decoder fills compare only for the atomic requests,
- * padding only for gathers.) */
+/* A data-plane request of kind, its checks in one order. The atomic families: op, region,
+ * the family's addressing, values, compare (cas), options. The memory ops (write, read,
+ * gather, scatter store, atomic load/store): addressing, options, values for stores,
+ * padding for gathers (the decoder fills compare only for the atomic requests, padding only
+ * for gathers); a read's values come back as the `data` body. */
 static ta_status on_data(resp_ctx *rc, ta_tile *tile, ta_req_kind kind, const ta_wire_request *w)
 {
 	ta_family family = ta_req_family(kind);
 	bool memory = family == TA_FAMILY_MEMORY || family == TA_FAMILY_NONE;
 	ta_op op = ta_req_op(kind);
 	ta_request req;
+	ta_request_region(&req, memory ? TA_FAMILY_MEMORY : family, memory ? op : (ta_op)w->op);
 	ta_status st;
 	if (memory) {
-		ta_request_region(&req, TA_FAMILY_MEMORY, op);
+		/* write and read: their region; the others: the window (or addr.region), then
+		 * scatter or indexed addressing */
 		bool plain = kind == TA_REQ_WRITE || kind == TA_REQ_READ;
-		st = plain ? region_into(rc, &w->region, "region", &tile->shape, &req)
-		           : addressing_into(rc, w, &tile->shape, &req);
+		bool addr = !plain && w->form == TA_FORM_REGION &&
+		            (w->addr_region.n_origin || w->addr_region.n_shape);
+		const char *what = plain ? "region" : addr ? "addr.region" : "window";
+		if (addr && (w->region.n_origin || w->region.n_shape))
+			st = ta_error_set(
+			    &rc->err, TA_INVALID_ARGUMENT,
+			    "give the region either as window or as addr.region, not both");
+		else
+			st = region_into(rc, addr ? &w->addr_region : &w->region, what,
+			                 &tile->shape, &req);
+		if (st == TA_OK && !plain &&
+		    (w->form == TA_FORM_SCATTER || w->form == TA_FORM_INDEXED))
+			st = indices_into(rc, w, w->form, &req);
 		if (st == TA_OK)
 			st = options_into(rc, w, &req);
 		if (st == TA_OK && op == TA_OP_STORE && !w->values.present)
 			st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "%s needs values",
 			                  kind == TA_REQ_WRITE ? "write" : "a store");
+	} else if (!ta_op_is_rmw(req.op)) { /* one of the RMW ops of the table */
+		char ops[128];
+		st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                  "unknown or missing op (%d): use %s", (int)w->op,
+		                  ta_kind_ops_text(TA_KIND_RMW, ops, sizeof(ops)));
 	} else {
-		ta_request_init(&req);
-		req.family = family;
-		req.addr = TA_ADDR_REGION;
-		req.op = (ta_op)w->op;
-		st = TA_OK;
-		if (!ta_op_is_rmw(req.op)) { /* one of the RMW ops of the table */
-			char ops[128];
-			st = ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-			                  "unknown or missing op (%d): use %s", (int)w->op,
-			                  ta_kind_ops_text(TA_KIND_RMW, ops, sizeof(ops)));
-		}
-		if (st == TA_OK)
-			st = region_into(rc, &w->region, "region", &tile->shape, &req);
-		if (st == TA_OK && family == TA_FAMILY_SCATTER)
-			st = scatter_into(rc, w, &req);
-		if (st == TA_OK && family == TA_FAMILY_INDEXED)
-			st = indexed_into(rc, w, &req);
+		st = region_into(rc, &w->region, "region", &tile->shape, &req);
+		ta_wire_form form = family == TA_FAMILY_SCATTER ? TA_FORM_SCATTER : TA_FORM_INDEXED;
+		if (st == TA_OK && family != TA_FAMILY_ELEMENTWISE)
+			st = indices_into(rc, w, form, &req);
 	}
 	if (st == TA_OK)
 		st = view_from_wire(rc, &w->values, "values", &req.values);
@@ -378,10 +313,11 @@ static void tile_info_pb(Tileatom__TileInfo *ti, ta_tile_info *info)
 	ti->placement = info->where;
 }
 
-/* Fills rc->ctl->tile from an info (create, describe). */
-static void set_tile_body(resp_ctx *rc, const ta_tile_info *info)
+/* Makes what tile is the response's body (create, describe) and lets go of the tile. */
+static void set_tile_body(resp_ctx *rc, ta_tile *tile)
 {
-	rc->ctl->tile_info = *info;
+	ta_tile_get_info(tile, &rc->ctl->tile_info);
+	ta_tile_unref(tile);
 	tile_info_pb(&rc->ctl->tile, &rc->ctl->tile_info);
 	rc->ctl->resp.body_case = TILEATOM__RESPONSE__BODY_TILE;
 	rc->ctl->resp.tile = &rc->ctl->tile;
@@ -462,43 +398,26 @@ static ta_status on_auth(resp_ctx *rc, const Tileatom__AuthRequest *a)
 	return TA_OK;
 }
 
-/* True when n bytes at p are all zero. */
-static bool all_zero(const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	for (size_t i = 0; i < n; i++)
-		if (b[i])
-			return false;
-	return true;
-}
-
 /* create: reserve, allocate, fill, publish. */
 static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 {
 	ta_service *svc = rc->svc;
 	char shown[TA_NAME_MAX + 4];
 	const char *name = ta_name_for_message(c->name, shown, sizeof(shown)); /* for messages */
-	ta_tile_shape shape;
-	memset(&shape, 0, sizeof(shape));
+	ta_tile_shape shape = {.dtype = (ta_dtype)c->dtype, .rank = (int)c->n_shape};
 	if (c->n_shape == 0 || c->n_shape > TA_MAX_RANK)
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "tile '%s': rank %zu is not between 1 and %d", name, c->n_shape,
 		                    TA_MAX_RANK);
-	shape.dtype = (ta_dtype)c->dtype;
-	shape.rank = (int)c->n_shape;
-	for (size_t a = 0; a < c->n_shape; a++)
+	int64_t n = 1; /* elements, for the worker check */
+	for (size_t a = 0; a < c->n_shape; a++) {
 		shape.shape[a] = c->shape[a];
-
-	if (rc->inline_max >= 0) {
-		/* allocating (zeroing) and filling a large tile is a large request: leave it to a
-		 * worker */
-		int64_t n = 1;
-		for (size_t a = 0; a < c->n_shape; a++)
-			if (c->shape[a] > 0 && __builtin_mul_overflow(n, c->shape[a], &n))
-				n = INT64_MAX;
-		if (n > rc->inline_max)
-			return defer(rc);
+		if (c->shape[a] > 0 && __builtin_mul_overflow(n, c->shape[a], &n))
+			n = INT64_MAX;
 	}
+	/* allocating (zeroing) and filling a large tile is a large request: leave it to a worker */
+	if (rc->inline_max >= 0 && n > rc->inline_max)
+		return defer(rc);
 	ta_owner owner = TA_OWNER_PUBLIC;
 	if (c->private_tile) {
 		owner = rc->who == TA_OWNER_ANY ? (ta_owner)getuid() : rc->who;
@@ -521,17 +440,24 @@ static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT, "tile '%s': %s", name, perr.msg);
 	ta_tile *tile = NULL;
 	/* a logged create goes back where the tile was, if this run can place it there */
-	ta_status st = svc->replaying ? ta_persist_create_restored(svc->registry, c->name, &shape,
-	                                                           owner, &place, &tile, &rc->err)
-	                              : ta_registry_create_placed(svc->registry, c->name, &shape,
-	                                                          owner, &place, &tile, &rc->err);
+	ta_status st = (svc->replaying ? ta_persist_create_restored : ta_registry_create_placed)(
+	    svc->registry, c->name, &shape, owner, &place, &tile, &rc->err);
 	if (st != TA_OK)
 		return st;
 	if (c->fill) {
 		ta_request req;
 		ta_request_region(&req, TA_FAMILY_MEMORY, TA_OP_STORE);
-		ta_wire_array fill;
-		wire_from_pb_array(c->fill, &fill);
+		const Tileatom__Array *a = c->fill; /* taken as the data plane's Arrays are */
+		ta_wire_array fill = {.present = true,
+		                      .dtype = (int32_t)a->dtype,
+		                      .n_shape = a->n_shape,
+		                      .data = a->data.data,
+		                      .len = a->data.len};
+		for (size_t i = 0; i < a->n_shape && i < TA_MAX_RANK; i++)
+			fill.shape[i] = a->shape[i];
+		if (a->shared)
+			fill.shared = (ta_wire_ref){true, a->shared->buffer_id, a->shared->offset,
+			                            a->shared->length};
 		st = view_from_wire(rc, &fill, "fill", &req.values);
 		if (st == TA_OK && req.values.device)
 			st =
@@ -540,7 +466,10 @@ static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 		ta_plan plan;
 		if (st == TA_OK)
 			st = ta_plan_build(&plan, &tile->shape, &req, &rc->err);
-		if (st == TA_OK && !all_zero(req.values.data, req.values.nbytes)) {
+		/* the tile starts zeroed: a zero fill (all bytes equal to a first zero) is done */
+		const unsigned char *b = req.values.data;
+		size_t len = req.values.nbytes;
+		if (st == TA_OK && len && (b[0] || memcmp(b, b + 1, len - 1))) {
 			ta_result result;
 			st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan,
 			                      &result, &rc->err);
@@ -554,12 +483,10 @@ static ta_status on_create(resp_ctx *rc, const Tileatom__CreateTileRequest *c)
 		}
 	}
 	ta_registry_publish(tile);
-	ta_tile_info info;
-	ta_tile_get_info(tile, &info);
-	ta_tile_unref(tile);
-	set_tile_body(rc, &info);
-	ta_log(TA_LOG_INFO, "created tile '%s' (%s, %" PRIu64 " bytes)", info.name,
-	       ta_dtype_name(info.shape.dtype), info.bytes);
+	set_tile_body(rc, tile);
+	const ta_tile_info *info = &rc->ctl->tile_info;
+	ta_log(TA_LOG_INFO, "created tile '%s' (%s, %" PRIu64 " bytes)", info->name,
+	       ta_dtype_name(info->shape.dtype), info->bytes);
 	return TA_OK;
 }
 
@@ -578,13 +505,9 @@ static ta_status on_describe(resp_ctx *rc, const Tileatom__DescribeTileRequest *
 {
 	ta_tile *tile = NULL;
 	ta_status st = get_tile(rc, d->name, &tile);
-	if (st != TA_OK)
-		return st;
-	ta_tile_info info;
-	ta_tile_get_info(tile, &info);
-	ta_tile_unref(tile);
-	set_tile_body(rc, &info);
-	return TA_OK;
+	if (st == TA_OK)
+		set_tile_body(rc, tile);
+	return st;
 }
 
 /* Most tiles in one page of a listing. */
@@ -653,22 +576,38 @@ static ta_status on_list(resp_ctx *rc, const Tileatom__ListTilesRequest *l)
 	return TA_OK;
 }
 
-/* Fills s's devices: one per device the backend serves (ta_service_device_stats). False
- * when the arena is out of memory. */
-static bool fill_device_stats(ta_service *svc, ta_arena *arena, Tileatom__StatsResponse *s)
+/* stats: backend facts, counters, and one entry per device the backend serves
+ * (ta_service_device_stats). */
+static ta_status on_stats(resp_ctx *rc, const Tileatom__StatsRequest *m)
 {
+	(void)m;
+	ta_service *svc = rc->svc;
+	Tileatom__StatsResponse *s =
+	    CTL_BODY(rc, STATS, stats, stats, tileatom__stats_response__init);
+	ta_backend_info *bi = &rc->ctl->stats_info;
+	ta_backend_info_get(svc->backend, bi);
+	s->backend = bi->name;
+	s->device = bi->device;
+	s->device_memory = bi->device_memory;
+	s->compute_capability = bi->compute_capability;
+	ta_registry_stats(svc->registry, &s->tiles, &s->tile_bytes);
+	ta_service_read_totals(svc, &s->requests, &s->errors, &s->elements);
+	s->connections = atomic_load(&svc->connections);
+	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, s))
+		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+		                    "out of memory for the per-kind statistics");
 	int n = ta_backend_device_count(svc->backend);
-	Tileatom__DeviceStats *items = ta_arena_alloc(arena, (size_t)n * sizeof(*items));
-	Tileatom__DeviceStats **ptrs = ta_arena_alloc(arena, (size_t)n * sizeof(*ptrs));
-	ta_device_stats *all = ta_arena_alloc(arena, (size_t)n * sizeof(*all)); /* failure's */
+	Tileatom__DeviceStats *items = ta_arena_alloc(rc->arena, (size_t)n * sizeof(*items));
+	Tileatom__DeviceStats **ptrs = ta_arena_alloc(rc->arena, (size_t)n * sizeof(*ptrs));
+	ta_device_stats *all = ta_arena_alloc(rc->arena, (size_t)n * sizeof(*all)); /* causes */
 	if (!items || !ptrs || !all)
-		return false;
-	size_t k = 0;
+		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
+		                    "out of memory for the per-device statistics");
 	for (int d = 0; d < n; d++) {
 		ta_device_stats *ds = &all[d];
 		if (!ta_service_device_stats(svc, d, ds))
 			continue;
-		Tileatom__DeviceStats *it = &items[k];
+		Tileatom__DeviceStats *it = &items[s->n_devices];
 		tileatom__device_stats__init(it);
 		it->device = (uint32_t)d;
 		it->memory_used = ds->memory_used;
@@ -679,37 +618,9 @@ static bool fill_device_stats(ta_service *svc, ta_arena *arena, Tileatom__StatsR
 		it->failed = ds->failed;
 		if (ds->failed)
 			it->failure = ds->cause;
-		ptrs[k++] = it;
+		ptrs[s->n_devices++] = it;
 	}
 	s->devices = ptrs;
-	s->n_devices = k;
-	return true;
-}
-
-/* stats: backend facts and counters. */
-static ta_status on_stats(resp_ctx *rc, const Tileatom__StatsRequest *m)
-{
-	(void)m;
-	ta_service *svc = rc->svc;
-	CTL_BODY(rc, STATS, stats, stats, tileatom__stats_response__init);
-	ta_backend_info_get(svc->backend, &rc->ctl->stats_info);
-	rc->ctl->stats.backend = rc->ctl->stats_info.name;
-	rc->ctl->stats.device = rc->ctl->stats_info.device;
-	rc->ctl->stats.device_memory = rc->ctl->stats_info.device_memory;
-	rc->ctl->stats.compute_capability = rc->ctl->stats_info.compute_capability;
-	ta_registry_stats(svc->registry, &rc->ctl->stats.tiles, &rc->ctl->stats.tile_bytes);
-	uint64_t requests, errors, elements;
-	ta_service_read_totals(svc, &requests, &errors, &elements);
-	rc->ctl->stats.requests = requests;
-	rc->ctl->stats.errors = errors;
-	rc->ctl->stats.connections = atomic_load(&svc->connections);
-	rc->ctl->stats.elements = elements;
-	if (!ta_metrics_fill_stats(&svc->metrics, rc->arena, &rc->ctl->stats))
-		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
-		                    "out of memory for the per-kind statistics");
-	if (!fill_device_stats(svc, rc->arena, &rc->ctl->stats))
-		return ta_error_set(&rc->err, TA_RESOURCE_EXHAUSTED,
-		                    "out of memory for the per-device statistics");
 	return TA_OK;
 }
 
@@ -723,26 +634,23 @@ static ta_status on_register_buffer(resp_ctx *rc, const Tileatom__RegisterBuffer
 		return ta_error_set(
 		    &rc->err, TA_INVALID_ARGUMENT,
 		    "register_buffer: shared buffers need a Unix-socket connection");
+	bool device = m->cuda_ipc_handle.len > 0;
+	if (device && rc->svc->persist)
+		return ta_error_set(&rc->err, TA_UNIMPLEMENTED,
+		                    "register_buffer: device buffers cannot be logged; this "
+		                    "daemon runs with --data-dir (send the operands inline or "
+		                    "in a shared buffer)");
+	if (device && m->cuda_device_uuid.len != 0 && m->cuda_device_uuid.len != TA_GPU_UUID_BYTES)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "register_buffer: a GPU UUID has %d bytes, not %zu",
+		                    TA_GPU_UUID_BYTES, m->cuda_device_uuid.len);
 	uint64_t id = 0;
-	ta_status st;
-	if (m->cuda_ipc_handle.len > 0) {
-		if (rc->svc->persist)
-			return ta_error_set(
-			    &rc->err, TA_UNIMPLEMENTED,
-			    "register_buffer: device buffers cannot be logged; this "
-			    "daemon runs with --data-dir (send the operands inline or "
-			    "in a shared buffer)");
-		if (m->cuda_device_uuid.len != 0 && m->cuda_device_uuid.len != TA_GPU_UUID_BYTES)
-			return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-			                    "register_buffer: a GPU UUID has %d bytes, not %zu",
-			                    TA_GPU_UUID_BYTES, m->cuda_device_uuid.len);
-		st = ta_shm_register_device(t, m->cuda_ipc_handle.data, m->cuda_ipc_handle.len,
-		                            m->cuda_device_uuid.len ? m->cuda_device_uuid.data
-		                                                    : NULL,
-		                            m->size, &id, &rc->err);
-	} else {
-		st = ta_shm_register(t, m->size, &id, &rc->err);
-	}
+	ta_status st =
+	    device
+	        ? ta_shm_register_device(t, m->cuda_ipc_handle.data, m->cuda_ipc_handle.len,
+	                                 m->cuda_device_uuid.len ? m->cuda_device_uuid.data : NULL,
+	                                 m->size, &id, &rc->err)
+	        : ta_shm_register(t, m->size, &id, &rc->err);
 	if (st != TA_OK)
 		return st;
 	CTL_BODY(rc, BUFFER, buffer, buffer, tileatom__buffer_response__init);
@@ -785,11 +693,17 @@ static ta_status on_snapshot(resp_ctx *rc, const Tileatom__SnapshotRequest *m)
 	return TA_OK;
 }
 
-/* Checks that the session may send a request of kind now (Hello first, Auth where it is
- * needed). */
-static ta_status session_allows(resp_ctx *rc, ta_req_kind kind)
+ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request *req)
 {
-	ta_session *s = rc->session;
+	ta_req_kind kind = rc->req_kind;
+	if (kind == TA_REQ_NONE)
+		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
+		                    "request %" PRIu64 " has no body (unknown request type?)",
+		                    rc->id);
+	if (!ta_req_valid(kind))
+		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
+		                    (int)kind);
+	ta_session *s = rc->session; /* Hello first, Auth where it is needed */
 	if (s && !s->hello_done && kind != TA_REQ_HELLO)
 		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
 		                    "%s request before Hello: the protocol requires Hello as the "
@@ -806,56 +720,7 @@ static ta_status session_allows(resp_ctx *rc, ta_req_kind kind)
 		                    "TILEATOM_AUTH_FILE)",
 		                    ta_req_name(kind));
 	}
-	return TA_OK;
-}
-
-/* The name a request's mutation lock is taken for (--data-dir), or NULL. */
-static const char *lock_name(ta_req_kind kind, const ta_wire_request *w,
-                             const Tileatom__Request *req)
-{
-	if (w)
-		return w->tile;
-	if (kind == TA_REQ_CREATE)
-		return req->create->name;
-	if (kind == TA_REQ_DESTROY)
-		return req->destroy->name;
-	return NULL;
-}
-
-/* Calls the handler of kind: a data-plane one with its tile and the request as sent
- * (w), a control-plane one with protobuf-c's message (req). */
-static ta_status run_handler(resp_ctx *rc, ta_req_kind kind, ta_tile *tile,
-                             const ta_wire_request *w, const Tileatom__Request *req)
-{
-#define TA_REQ_CALL_1(field) on_data(rc, tile, kind, w)
-#define TA_REQ_CALL_0(field) on_##field(rc, req->field)
-	switch (kind) {
-#define TA_REQUEST(id, field, number, tile_col, ...)                                               \
-	case TA_REQ_##id:                                                                          \
-		return TA_REQ_CALL_##tile_col(field);
-#include "ta_ops.def"
-#undef TA_REQUEST
-	default:
-		return ta_error_set(&rc->err, TA_INTERNAL, "request type %d has no handler",
-		                    (int)kind);
-	}
-#undef TA_REQ_CALL_1
-#undef TA_REQ_CALL_0
-}
-
-ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request *req)
-{
-	ta_req_kind kind = rc->req_kind;
-	if (kind == TA_REQ_NONE)
-		return ta_error_set(&rc->err, TA_INVALID_ARGUMENT,
-		                    "request %" PRIu64 " has no body (unknown request type?)",
-		                    rc->id);
-	if (!ta_req_valid(kind))
-		return ta_error_set(&rc->err, TA_UNIMPLEMENTED, "unknown request type %d",
-		                    (int)kind);
-	ta_status st = session_allows(rc, kind);
-	if (st != TA_OK)
-		return st;
+	ta_status st;
 	ta_tile *tile = NULL;
 	ta_persist_hold hold = {-1, -1, false, false, NULL};
 	bool logged = rc->svc->persist && ta_req_mutates(kind);
@@ -869,13 +734,33 @@ ta_status handle(resp_ctx *rc, const ta_wire_request *w, const Tileatom__Request
 			rc->group = NULL;
 		}
 		ta_op op = w && ta_op_is_rmw((ta_op)w->op) ? (ta_op)w->op : TA_OP_NONE;
-		if ((st = persist_begin(rc, lock_name(kind, w, req), ta_req_has_tile(kind), op,
-		                        &hold, &tile)) != TA_OK)
+		const char *name = w                        ? w->tile
+		                   : kind == TA_REQ_CREATE  ? req->create->name
+		                   : kind == TA_REQ_DESTROY ? req->destroy->name
+		                                            : NULL; /* the lock's */
+		if ((st = persist_begin(rc, name, ta_req_has_tile(kind), op, &hold, &tile)) !=
+		    TA_OK)
 			return st;
 	} else if (ta_req_has_tile(kind) && (st = get_tile(rc, w->tile, &tile)) != TA_OK) {
 		return st;
 	}
-	st = run_handler(rc, kind, tile, w, req);
+	/* the handler: a data-plane one with its tile and the request as sent (w), a
+	 * control-plane one with protobuf-c's message (req) */
+#define TA_REQ_CALL_1(field) on_data(rc, tile, kind, w)
+#define TA_REQ_CALL_0(field) on_##field(rc, req->field)
+	switch (kind) {
+#define TA_REQUEST(id, field, number, tile_col, ...)                                               \
+	case TA_REQ_##id:                                                                          \
+		st = TA_REQ_CALL_##tile_col(field);                                                \
+		break;
+#include "ta_ops.def"
+#undef TA_REQUEST
+	default:
+		st = ta_error_set(&rc->err, TA_INTERNAL, "request type %d has no handler",
+		                  (int)kind);
+	}
+#undef TA_REQ_CALL_1
+#undef TA_REQ_CALL_0
 	if (tile && !rc->collected)
 		ta_tile_unref(tile);
 	if (hold.held) {

@@ -7,8 +7,6 @@
 #include "reqctx.h"
 #include "shmbuf.h"
 
-#include <stdlib.h>
-
 /* The lock is shared with requests of the same op when its result does not depend on the
  * order (ta_op_order_independent for the tile's dtype): first guessed for an integer tile,
  * taken again alone for another dtype. A run notes the op it found order independent, and
@@ -60,15 +58,14 @@ static int inline_refs(ta_shm_table *shm, ProtobufCMessage *msg, ta_error *err)
 		void *ptr = NULL;
 		bool device = false;
 		if (ta_shm_resolve(shm, a->shared->buffer_id, a->shared->offset, a->shared->length,
-		                   "a shared operand", &ptr, &device, err) != TA_OK ||
-		    a->shared->length > SIZE_MAX)
+		                   "a shared operand", &ptr, &device, err) != TA_OK)
 			return -1;
 		if (device) { /* not reached: device buffers are refused with --data-dir */
 			ta_error_set(err, TA_INTERNAL, "a device operand cannot be logged");
 			return -1;
 		}
 		a->data.data = ptr;
-		a->data.len = (size_t)a->shared->length;
+		a->data.len = (size_t)a->shared->length; /* resolved: it fits (shmbuf.h) */
 		a->shared = NULL;
 		return 1;
 	}
@@ -108,7 +105,6 @@ ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request 
 {
 	const uint8_t *rec = rc->payload;
 	size_t len = rc->payload_len;
-	uint8_t *inlined = NULL;
 	ta_shm_table *shm = rc->session ? rc->session->shm : NULL;
 	/* a control-plane request is rewritten where protobuf-c unpacked it (arena memory); a
 	 * data-plane one is unpacked for that, the rare case of shared buffers with --data-dir */
@@ -138,19 +134,16 @@ ta_status persist_record(resp_ctx *rc, ta_persist_hold *hold, Tileatom__Request 
 			req->create->placement = ta_tile_where_format(&w, where, sizeof(where));
 		}
 		len = protobuf_c_message_get_packed_size(&req->base);
-		inlined = malloc(len ? len : 1);
-		if (!inlined) {
+		uint8_t *packed = ta_arena_alloc(rc->arena, len ? len : 1); /* copied by the log */
+		if (!packed) {
 			ta_persist_fail(rc->svc->persist, "out of memory for a log record");
 			return ta_error_set(
 			    &rc->err, TA_INTERNAL,
 			    "the request was applied but could not be logged (out of "
 			    "memory); mutations are refused from now on");
 		}
-		protobuf_c_message_pack(&req->base, inlined);
-		rec = inlined;
+		protobuf_c_message_pack(&req->base, packed);
+		rec = packed;
 	}
-	ta_status st =
-	    ta_persist_record(rc->svc->persist, hold, rc->who, rec, len, &rc->log_seq, &rc->err);
-	free(inlined);
-	return st;
+	return ta_persist_record(rc->svc->persist, hold, rc->who, rec, len, &rc->log_seq, &rc->err);
 }

@@ -24,24 +24,27 @@ unsigned ta_metrics_shard(void)
 	return (unsigned)my_shard;
 }
 
-void ta_metrics_init(ta_metrics *m)
+/* Adds to kind's counters (out-of-table kinds: TA_REQ_NONE's) in the calling thread's
+ * shard; returns them. */
+static inline ta_kind_metrics *count(ta_metrics *m, ta_req_kind kind, uint64_t requests,
+                                     uint64_t errors, uint64_t elements, uint64_t bytes_in,
+                                     uint64_t bytes_out)
 {
-	memset(m, 0, sizeof(*m)); /* lock-free atomics: all-zero bytes are 0 (as the service's) */
+	ta_kind_metrics *c = &m->shard[ta_metrics_shard()][ta_req_valid(kind) ? kind : TA_REQ_NONE];
+	atomic_fetch_add_explicit(&c->requests, requests, memory_order_relaxed);
+	if (errors)
+		atomic_fetch_add_explicit(&c->errors, errors, memory_order_relaxed);
+	if (elements)
+		atomic_fetch_add_explicit(&c->elements, elements, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->bytes_in, bytes_in, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->bytes_out, bytes_out, memory_order_relaxed);
+	return c;
 }
 
 void ta_metrics_record(ta_metrics *m, ta_req_kind kind, bool error, uint64_t elements,
                        uint64_t bytes_in, uint64_t bytes_out, uint64_t latency_ns)
 {
-	if (!ta_req_valid(kind))
-		kind = TA_REQ_NONE;
-	ta_kind_metrics *c = &m->shard[ta_metrics_shard()][kind];
-	atomic_fetch_add_explicit(&c->requests, 1, memory_order_relaxed);
-	if (error)
-		atomic_fetch_add_explicit(&c->errors, 1, memory_order_relaxed);
-	if (elements)
-		atomic_fetch_add_explicit(&c->elements, elements, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->bytes_in, bytes_in, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->bytes_out, bytes_out, memory_order_relaxed);
+	ta_kind_metrics *c = count(m, kind, 1, error, elements, bytes_in, bytes_out);
 	if (latency_ns == TA_METRICS_UNTIMED)
 		return;
 	int b = 0;
@@ -55,12 +58,7 @@ void ta_metrics_add_held(ta_metrics *m, ta_metrics_held *h)
 {
 	if (h->requests == 0)
 		return;
-	ta_req_kind kind = ta_req_valid(h->kind) ? h->kind : TA_REQ_NONE;
-	ta_kind_metrics *c = &m->shard[ta_metrics_shard()][kind];
-	atomic_fetch_add_explicit(&c->requests, h->requests, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->elements, h->elements, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->bytes_in, h->bytes_in, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->bytes_out, h->bytes_out, memory_order_relaxed);
+	(void)count(m, h->kind, h->requests, 0, h->elements, h->bytes_in, h->bytes_out);
 	*h = (ta_metrics_held){TA_REQ_NONE, 0, 0, 0, 0};
 }
 

@@ -82,9 +82,6 @@ static inline uint64_t ta_metrics_since(bool timed, const struct timespec *t0)
  * call, then always the same). */
 unsigned ta_metrics_shard(void);
 
-/* Zeroes every counter. */
-void ta_metrics_init(ta_metrics *m);
-
 /* Counts of OK answers of one kind that a thread holds back during a pipelined run and
  * then adds to a ta_metrics at once (ta_metrics_add_held): a few atomic adds a run instead
  * of four a request. Untimed requests only. */

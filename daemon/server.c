@@ -6,21 +6,17 @@
  * 0600 / 0660), TCP when asked (loopback only unless allow_remote), the signal handlers.
  *
  * Accepting: the main loop accepts every connection and hands them round-robin to the
- * loops (loop 0 takes its own from the listener; another loop gets a dup of the socket
- * through its wake handle), so that a burst of clients connecting at once is spread
- * evenly. Over a limit the connection stays on loop 0, which makes room (make_room) or
- * answers it RESOURCE_EXHAUSTED and closes it; refusals are logged at most once per 10 s.
- * A connection gives its slot back when it starts closing (host_release).
+ * loops (another loop gets a dup of the socket through its wake handle), so that a burst
+ * of clients connecting at once is spread evenly. Over a limit the connection stays on
+ * loop 0, which makes room (make_room) or refuses it (RESOURCE_EXHAUSTED, logged at most
+ * once per 10 s).
  *
- * Shared by the loops: the connection counts (atomics), the input budget (a loop that gives
- * memory back wakes the loops with waiters), the executor (each loop has its own port) and
- * the data log (its durability callback runs on the main loop, which tells the others).
- * Each loop sweeps its connections' timeouts (sweep_timer) and wakes those waiting for
- * input budget after a loop turn that gave some back (resume_check).
+ * Shared by the loops: the connection counts (atomics), the input budget, the executor (a
+ * port per loop) and the data log (its durability callback runs on the main loop, which
+ * tells the others).
  *
- * Shutdown: ta_server_shutdown closes the listeners, removes the socket file and has every
- * loop drain its connections; a loop with none left closes its handles and tells the main
- * loop, which stops the executor and closes the signal handles once every loop is done, so
+ * Shutdown: a draining loop with no connection left closes its handles and tells the main
+ * loop, which stops the executor and closes its own handles once every loop is done, so
  * uv_run returns; ta_server_free joins the threads. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_setname_np */
@@ -50,17 +46,13 @@
 /* Listen backlog of both listeners. */
 #define LISTEN_BACKLOG 128
 
-static void server_check_done(ta_server *srv);
-static void loop_check_done(ta_server_loop *l);
-
 /* The loop a host belongs to. */
 static ta_server_loop *host_loop(ta_conn_host *host)
 {
 	return (ta_server_loop *)((char *)host - offsetof(ta_server_loop, host));
 }
 
-/* True when the calling thread may act on loop l directly: the main loop, or a loop whose
- * thread never started. */
+/* True when this thread may act on loop l directly: loop 0, or one whose thread never ran. */
 static bool loop_is_direct(const ta_server_loop *l)
 {
 	return l->index == 0 || !l->thread_started;
@@ -85,58 +77,41 @@ static void loop_wake(ta_server_loop *l, unsigned flags, ta_server_handoff *h)
 	pthread_mutex_unlock(&l->lock);
 }
 
-/* ta_conn_host.submit: a connection's large request goes to the executor; its done
- * callback comes back to the connection's loop. */
+/* ta_conn_host.submit: to the executor, whose done callback comes back to host's loop. */
 static void host_submit(ta_conn_host *host, ta_job *job)
 {
 	ta_executor_submit_to(&host_loop(host)->srv->executor, host->port, job);
 }
 
-/* Counts a connection of the transport (tcp) in its handshake against the limits. */
-static void slots_add(ta_server *srv, bool tcp)
+/* Counts a connection of the transport (tcp) against the limits (delta 1: in its
+ * handshake), or gives its slots back (delta -1; pending: it was still in its handshake). */
+static void slots_move(ta_server *srv, bool tcp, bool pending, int delta)
 {
-	atomic_fetch_add(&srv->nactive, 1);
-	atomic_fetch_add(&srv->svc->connections, 1);
+	atomic_fetch_add(&srv->nactive, (unsigned)delta);
+	atomic_fetch_add(&srv->svc->connections, (unsigned)delta);
 	if (tcp)
-		atomic_fetch_add(&srv->ntcp, 1);
-	atomic_fetch_add(&srv->npending[tcp], 1);
-}
-
-/* Gives back what slots_add took (pending: the connection was still in its handshake). */
-static void slots_sub(ta_server *srv, bool tcp, bool pending)
-{
-	atomic_fetch_sub(&srv->nactive, 1);
-	atomic_fetch_sub(&srv->svc->connections, 1);
-	if (tcp)
-		atomic_fetch_sub(&srv->ntcp, 1);
+		atomic_fetch_add(&srv->ntcp, (unsigned)delta);
 	if (pending)
-		atomic_fetch_sub(&srv->npending[tcp], 1);
+		atomic_fetch_add(&srv->npending[tcp], (unsigned)delta);
 }
 
-/* Gives conn's slots back (once: it is uncounted after). */
-static void conn_unslot(ta_server *srv, ta_conn *conn)
+/* ta_conn_host.release: a closing connection gives its slots back (once: it is uncounted). */
+static void host_release(ta_conn_host *host, ta_conn *conn)
 {
 	if (!conn->counted)
 		return;
 	conn->counted = false;
-	slots_sub(srv, conn->tcp, conn->pending);
+	slots_move(host_loop(host)->srv, conn->tcp, conn->pending, -1);
 	conn->pending = false;
-}
-
-/* ta_conn_host.release: a closing connection gives its max_connections slot back. */
-static void host_release(ta_conn_host *host, ta_conn *conn)
-{
-	conn_unslot(host_loop(host)->srv, conn);
 }
 
 /* ta_conn_host.handshaken: the connection leaves the count of those in their handshake. */
 static void host_handshaken(ta_conn_host *host, ta_conn *conn)
 {
-	ta_server *srv = host_loop(host)->srv;
 	if (!conn->counted || !conn->pending)
 		return;
 	conn->pending = false;
-	atomic_fetch_sub(&srv->npending[conn->tcp], 1);
+	atomic_fetch_sub(&host_loop(host)->srv->npending[conn->tcp], 1);
 }
 
 /* ta_conn_host.input_freed: wake the waiting connections after this loop turn, and the
@@ -172,8 +147,7 @@ static void on_resume_check(uv_check_t *check)
 	}
 }
 
-/* spin_idle's callback: nothing; an active idle handle alone makes the loop poll with a
- * zero timeout. */
+/* spin_idle's callback: nothing (an active idle handle makes the loop poll without sleeping). */
 static void on_spin_idle(uv_idle_t *idle)
 {
 	(void)idle;
@@ -188,19 +162,16 @@ static void on_spin_check(uv_check_t *check)
 	if (l->host.input_seen) {
 		l->host.input_seen = false;
 		l->spin_until_ns = uv_hrtime() + (uint64_t)l->srv->cfg->busy_poll_us * 1000u;
-		if (!uv_is_active((uv_handle_t *)&l->spin_idle)) {
-			int rc = uv_idle_start(&l->spin_idle, on_spin_idle);
-			if (rc != 0)
-				ta_log(TA_LOG_WARNING, "loop %u: cannot busy-poll: %s", l->index,
-				       uv_strerror(rc));
-		}
+		int rc = uv_idle_start(&l->spin_idle, on_spin_idle); /* 0 when already active */
+		if (rc != 0)
+			ta_log(TA_LOG_WARNING, "loop %u: cannot busy-poll: %s", l->index,
+			       uv_strerror(rc));
 	} else if (uv_is_active((uv_handle_t *)&l->spin_idle) && uv_hrtime() >= l->spin_until_ns) {
 		uv_idle_stop(&l->spin_idle);
 	}
 }
 
-/* Sweep timer: timeouts of the loop's connections, then (loop 0) the held-back log
- * counts. */
+/* Sweep timer: timeouts of the loop's connections, then (loop 0) the held-back log counts. */
 static void on_sweep(uv_timer_t *timer)
 {
 	ta_server_loop *l = timer->data;
@@ -230,23 +201,6 @@ static void on_busy_timer(uv_timer_t *timer)
 	l->host.inline_max = busy <= TA_SERVER_INLINE_CUDA_CONNS ? TA_SERVER_INLINE_CUDA : 0;
 }
 
-/* ta_conn_host.gone: a connection about to be freed leaves its loop's list and the
- * counters; a shutdown may then have nothing left to wait on. */
-static void host_gone(ta_conn_host *host, ta_conn *conn)
-{
-	ta_server_loop *l = host_loop(host);
-	ta_server *srv = l->srv;
-	if (conn->prev)
-		conn->prev->next = conn->next;
-	else
-		l->conns = conn->next;
-	if (conn->next)
-		conn->next->prev = conn->prev;
-	atomic_fetch_sub(&srv->nconns, 1);
-	conn_unslot(srv, conn);
-	loop_check_done(l);
-}
-
 /* uv_close callback of a malloc'd handle. */
 static void on_handle_freed(uv_handle_t *handle)
 {
@@ -268,20 +222,33 @@ static void close_handle(void *handle)
 		uv_close((uv_handle_t *)handle, NULL);
 }
 
-/* Adds conn to loop l's list. */
-static void loop_link(ta_server_loop *l, ta_conn *conn)
+/* Closes the signal handles and the executor when shutdown has nothing left to wait on
+ * (the listeners closed and every loop finished). Main loop thread. */
+static void server_check_done(ta_server *srv)
 {
-	conn->next = l->conns;
-	if (l->conns)
-		l->conns->prev = conn;
-	l->conns = conn;
-	atomic_fetch_add(&l->srv->nconns, 1);
+	if (!srv->draining || handle_open(&srv->unix_listener) || handle_open(&srv->tcp_listener))
+		return;
+	pthread_mutex_lock(&srv->lock);
+	bool all = srv->loops_finished >= srv->nloops_ready;
+	pthread_mutex_unlock(&srv->lock);
+	if (!all)
+		return;
+	close_handle(&srv->main_wake);
+	close_handle(&srv->shutdown_timer);
+	close_handle(&srv->sig_term);
+	close_handle(&srv->sig_int);
+	if (srv->executor_started) {
+		srv->executor_started = false; /* stopped once */
+		ta_executor_stop(&srv->executor, NULL);
+	}
 }
 
-/* Closes the handles of a drained loop (its thread's uv_run then returns) and tells the
- * main loop. The loop's thread (or the main thread for a direct loop). */
-static void loop_finish(ta_server_loop *l)
+/* A draining loop with no connection left finishes: closes its handles (its thread's uv_run
+ * then returns) and tells the main loop. On l's thread (the main one for a direct loop). */
+static void loop_check_done(ta_server_loop *l)
 {
+	if (!l->draining || l->conns || l->finished)
+		return;
 	ta_server *srv = l->srv;
 	l->finished = true;
 	close_handle(&l->sweep_timer);
@@ -289,20 +256,16 @@ static void loop_finish(ta_server_loop *l)
 	close_handle(&l->spin_idle);
 	close_handle(&l->spin_check);
 	close_handle(&l->busy_timer);
-	if (l->port_open) {
-		l->port_open = false;
+	if (l->host.port == &l->port)
 		ta_executor_port_close(&l->port);
-	}
-	if (l->lock_init) {
-		pthread_mutex_lock(&l->lock);
-		l->wake_open = false; /* other threads send to it no more */
-		pthread_mutex_unlock(&l->lock);
-		close_handle(&l->wake);
-	}
+	pthread_mutex_lock(&l->lock);
+	l->wake_open = false; /* other threads send to it no more */
+	pthread_mutex_unlock(&l->lock);
+	close_handle(&l->wake);
 	ta_dispatch_scratch_free(&l->scratch); /* no connection is left to use it */
 	pthread_mutex_lock(&srv->lock);
 	srv->loops_finished++;
-	if (!loop_is_direct(l) && srv->main_wake_open) {
+	if (!loop_is_direct(l)) { /* a thread ran: main_wake is open until every loop is done */
 		int rc = uv_async_send(&srv->main_wake);
 		if (rc != 0)
 			ta_log(TA_LOG_ERR, "loop %u: uv_async_send failed: %s", l->index,
@@ -313,12 +276,30 @@ static void loop_finish(ta_server_loop *l)
 		server_check_done(srv);
 }
 
-/* A draining loop with no connection left finishes. */
-static void loop_check_done(ta_server_loop *l)
+/* ta_conn_host.gone: a connection about to be freed leaves its loop's list and the
+ * counters; a shutdown may then have nothing left to wait on. */
+static void host_gone(ta_conn_host *host, ta_conn *conn)
 {
-	if (!l->draining || l->conns || l->finished)
-		return;
-	loop_finish(l);
+	ta_server_loop *l = host_loop(host);
+	if (conn->prev)
+		conn->prev->next = conn->next;
+	else
+		l->conns = conn->next;
+	if (conn->next)
+		conn->next->prev = conn->prev;
+	atomic_fetch_sub(&l->srv->nconns, 1);
+	host_release(host, conn);
+	loop_check_done(l);
+}
+
+/* Calls fn on each of loop l's connections (fn may close one: a connection is freed only
+ * later, in its close callback). */
+static void loop_each(ta_server_loop *l, void (*fn)(ta_conn *))
+{
+	for (ta_conn *c = l->conns, *next; c; c = next) {
+		next = c->next;
+		fn(c);
+	}
 }
 
 /* Shutdown reached loop l: its connections finish what they were sent, then close; with
@@ -329,37 +310,8 @@ static void loop_stop(ta_server_loop *l, bool force)
 	if (*done)
 		return;
 	*done = true;
-	for (ta_conn *c = l->conns, *next; c; c = next) {
-		next = c->next; /* a close may free c only later, in its callback */
-		if (force)
-			ta_conn_close(c);
-		else
-			ta_conn_drain(c);
-	}
+	loop_each(l, force ? ta_conn_close : ta_conn_drain);
 	loop_check_done(l);
-}
-
-/* Closes the signal handles and the executor when shutdown has nothing left to wait on
- * (the listeners closed and every loop finished). Main loop thread. */
-static void server_check_done(ta_server *srv)
-{
-	if (!srv->draining || handle_open(&srv->unix_listener) || handle_open(&srv->tcp_listener))
-		return;
-	pthread_mutex_lock(&srv->lock);
-	bool all = srv->loops_finished >= srv->nloops_ready;
-	if (all)
-		srv->main_wake_open = false;
-	pthread_mutex_unlock(&srv->lock);
-	if (!all)
-		return;
-	close_handle(&srv->main_wake);
-	close_handle(&srv->shutdown_timer);
-	close_handle(&srv->sig_term);
-	close_handle(&srv->sig_int);
-	if (srv->executor_started && !srv->executor_stopping) {
-		srv->executor_stopping = true;
-		ta_executor_stop(&srv->executor, NULL);
-	}
 }
 
 /* main_wake callback: a loop finished its shutdown. */
@@ -368,8 +320,7 @@ static void on_main_wake(uv_async_t *handle)
 	server_check_done(handle->data);
 }
 
-/* Counts conn as a connection in its handshake (its slots were taken by slots_add) and
- * starts it. */
+/* Counts conn as in its handshake (its slots were taken by slots_move) and starts it. */
 static void conn_admit(ta_server_loop *l, ta_conn *conn)
 {
 	conn->counted = true;
@@ -412,10 +363,9 @@ static void drop_pending(ta_server *srv, uv_stream_t *listener, bool tcp)
 		ta_log(TA_LOG_WARNING, "accept failed: %s", uv_strerror(fd));
 }
 
-/* Opens a connection on loop l: the socket pending on listener (loop 0), or else fd, which
- * the main loop accepted for l; TCP_NODELAY for TCP. Returns it linked into l's list and not
- * yet counted, or NULL (logged; the socket closed or dropped; a connection opened while the
- * loop drains is closed). */
+/* Opens a connection on loop l: the socket pending on listener (loop 0), or else fd (which
+ * the main loop accepted for l); TCP_NODELAY for TCP. Returns it in l's list, not counted
+ * yet, or NULL (logged; the socket closed or dropped; closed at once while l drains). */
 static ta_conn *conn_open(ta_server_loop *l, bool tcp, uint64_t serial, uv_stream_t *listener,
                           int fd)
 {
@@ -429,7 +379,11 @@ static ta_conn *conn_open(ta_server_loop *l, bool tcp, uint64_t serial, uv_strea
 			close(fd);
 		return NULL;
 	}
-	loop_link(l, conn);
+	conn->next = l->conns; /* first in l's list (host_gone takes it out) */
+	if (l->conns)
+		l->conns->prev = conn;
+	l->conns = conn;
+	atomic_fetch_add(&l->srv->nconns, 1);
 	int rc = listener ? uv_accept(listener, &conn->h.stream)
 	         : tcp    ? uv_tcp_open(&conn->h.tcp, fd)
 	                  : uv_pipe_open(&conn->h.pipe, fd);
@@ -450,15 +404,6 @@ static ta_conn *conn_open(ta_server_loop *l, bool tcp, uint64_t serial, uv_strea
 	return conn;
 }
 
-/* Log records became durable: loop l's connections send what waited for them. */
-static void loop_persisted(ta_server_loop *l)
-{
-	for (ta_conn *c = l->conns, *next; c; c = next) {
-		next = c->next; /* a failed log closes connections (freed later, in callbacks) */
-		ta_conn_persisted(c);
-	}
-}
-
 /* wake callback of loop l: sockets to adopt, then what other threads asked for. */
 static void on_loop_wake(uv_async_t *handle)
 {
@@ -476,86 +421,71 @@ static void on_loop_wake(uv_async_t *handle)
 		if (conn)
 			conn_admit(l, conn);
 		else /* counted by the main loop when it handed the socket over */
-			slots_sub(l->srv, h->tcp, true);
+			slots_move(l->srv, h->tcp, true, -1);
 		free(h);
 	}
 	if (flags & TA_LOOP_WAKE_RESUME)
 		l->resume_pending = true; /* resume_check runs after this turn's callbacks */
 	if (flags & TA_LOOP_WAKE_PERSISTED)
-		loop_persisted(l);
+		loop_each(l, ta_conn_persisted);
 	if (flags & TA_LOOP_WAKE_DRAIN)
 		loop_stop(l, false);
 	if (flags & TA_LOOP_WAKE_FORCE)
 		loop_stop(l, true);
 }
 
-/* Main loop: accepts a pending connection and queues its socket on loop l (index > 0);
- * on failure the connection is dropped (logged). */
+/* Main loop: accepts a pending connection and queues its socket on loop l (index > 0). */
 static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_loop *l)
 {
-	int fd = accept_fd(srv, listener, tcp);
-	ta_server_handoff *h = fd >= 0 ? malloc(sizeof(*h)) : NULL;
-	if (!h) {
-		ta_log(TA_LOG_WARNING, "cannot accept a connection: %s",
-		       uv_strerror(fd >= 0 ? UV_ENOMEM : fd));
-		if (fd >= 0)
-			close(fd);
-		else if (fd == UV_ENOMEM) /* still pending: try once more to drop it */
+	ta_server_handoff *h = malloc(sizeof(*h));
+	int fd = h ? accept_fd(srv, listener, tcp) : UV_ENOMEM;
+	if (fd < 0) {
+		ta_log(TA_LOG_WARNING, "cannot accept a connection: %s", uv_strerror(fd));
+		free(h);
+		if (fd == UV_ENOMEM) /* still pending: try once more to drop it */
 			drop_pending(srv, listener, tcp);
 		return;
 	}
 	*h = (ta_server_handoff){.fd = fd, .tcp = tcp, .serial = ++srv->next_serial};
-	slots_add(srv, tcp);
+	slots_move(srv, tcp, true, 1);
 	loop_wake(l, 0, h);
 }
 
-/* The limits a newcomer may find reached (over_limit). */
-typedef enum server_limit {
-	LIMIT_NONE = 0,    /* room for it */
-	LIMIT_HANDSHAKES,  /* max_unauthenticated connections of its transport */
-	LIMIT_CONNECTIONS, /* max_connections */
-	LIMIT_TCP_SHARE    /* max_connections - unix_reserve TCP connections */
-} server_limit;
-
-/* Which limit a newcomer of the transport (tcp) finds reached now (the handshake cap is
- * not looked at with soft_handshakes), with a message naming it in msg. */
-static server_limit over_limit(ta_server *srv, bool tcp, bool soft_handshakes, char *msg,
-                               size_t size)
+/* True when a newcomer of the transport (tcp) finds a limit reached now, with a message
+ * naming it in msg; *handshakes tells whether it is the handshake cap (not looked at with
+ * soft_handshakes). */
+static bool over_limit(ta_server *srv, bool tcp, bool soft_handshakes, bool *handshakes, char *msg,
+                       size_t size)
 {
 	const ta_config *cfg = srv->cfg;
 	unsigned max = (unsigned)cfg->max_connections;
 	unsigned reserve = (unsigned)cfg->unix_reserve;
 	unsigned tcp_max = max > reserve ? max - reserve : 1;
-	if (!soft_handshakes &&
-	    atomic_load(&srv->npending[tcp]) >= (unsigned)cfg->max_unauthenticated) {
+	*handshakes = !soft_handshakes &&
+	              atomic_load(&srv->npending[tcp]) >= (unsigned)cfg->max_unauthenticated;
+	if (*handshakes)
 		snprintf(msg, size,
 		         "too many connections in their handshake: the limit is %d per transport "
 		         "(max_unauthenticated); try again later",
 		         cfg->max_unauthenticated);
-		return LIMIT_HANDSHAKES;
-	}
-	if (atomic_load(&srv->nactive) >= max) {
+	else if (atomic_load(&srv->nactive) >= max)
 		snprintf(msg, size,
 		         "too many connections: the limit is %d (max_connections); try again "
 		         "later",
 		         cfg->max_connections);
-		return LIMIT_CONNECTIONS;
-	}
-	if (tcp && atomic_load(&srv->ntcp) >= tcp_max) {
+	else if (tcp && atomic_load(&srv->ntcp) >= tcp_max)
 		snprintf(msg, size,
 		         "too many TCP connections: the limit is %u (max_connections less "
 		         "unix_reserve, kept for local clients); try again later",
 		         tcp_max);
-		return LIMIT_TCP_SHARE;
-	}
-	return LIMIT_NONE;
+	else
+		return false;
+	return true;
 }
 
-/* A newcomer of the transport (tcp) found a limit reached: closes one connection of the
- * main loop to make room, when there is one to close: for the handshake cap (handshakes)
- * the oldest of the transport still in its handshake that has been polled for input at
- * least once; else the one stalled longest (at least TA_SERVER_STALL_MS; for a TCP
- * newcomer a TCP one). Returns true when one was closed. */
+/* A newcomer of the transport (tcp) found a limit reached (handshakes: the handshake cap):
+ * closes the main loop's connection that server.h's Slots paragraph picks, if there is one.
+ * Returns true when one was closed. */
 static bool make_room(ta_server *srv, bool tcp, bool handshakes)
 {
 	ta_server_loop *l = &srv->loops[0];
@@ -572,9 +502,8 @@ static bool make_room(ta_server *srv, bool tcp, bool handshakes)
 		uint64_t since = ta_conn_stalled_since(c, &why);
 		if (since == 0 || (!handshakes && now - since < TA_SERVER_STALL_MS))
 			continue;
-		/* equal times (accepted in one loop turn): the older connection */
-		if (!victim || since < victim_since ||
-		    (since == victim_since && c->serial < victim->serial)) {
+		/* equal times (accepted in one loop turn): the older, later in the list */
+		if (!victim || since <= victim_since) {
 			victim = c;
 			victim_since = since;
 			victim_why = why;
@@ -604,37 +533,35 @@ static void on_connection(uv_stream_t *listener, int status)
 	}
 	bool tcp = listener == (uv_stream_t *)&srv->tcp_listener;
 	char msg[200];
-	bool full = over_limit(srv, tcp, false, msg, sizeof(msg)) != LIMIT_NONE;
-	if (srv->nloops > 1 && !srv->draining && !full) {
-		ta_server_loop *target = &srv->loops[srv->next_loop];
-		srv->next_loop = (srv->next_loop + 1) % srv->nloops;
-		if (target->index != 0) {
-			hand_off(srv, listener, tcp, target);
-			return;
-		}
-	}
+	bool handshakes, full = over_limit(srv, tcp, false, &handshakes, msg, sizeof(msg));
 	ta_server_loop *l = &srv->loops[0];
+	if (srv->nloops > 1 && !srv->draining && !full) { /* round-robin */
+		l = &srv->loops[srv->next_loop];
+		srv->next_loop = (srv->next_loop + 1) % srv->nloops;
+	}
+	if (l->index != 0) {
+		hand_off(srv, listener, tcp, l);
+		return;
+	}
 	ta_conn *conn = conn_open(l, tcp, ++srv->next_serial, listener, -1);
 	if (!conn)
 		return;
 	/* over a limit: make room (each closing frees a slot at once) while it can; a handshake
 	 * cap with no connection to close (a burst of clients accepted in this loop turn) lets
 	 * the newcomer in as far as the slots allow; else it is refused */
-	for (bool soft_handshakes = false; full;) {
-		server_limit lim = over_limit(srv, tcp, soft_handshakes, msg, sizeof(msg));
-		if (lim == LIMIT_NONE)
-			break;
-		if (make_room(srv, tcp, lim == LIMIT_HANDSHAKES))
+	for (bool soft = false;
+	     full && over_limit(srv, tcp, soft, &handshakes, msg, sizeof(msg));) {
+		if (make_room(srv, tcp, handshakes))
 			continue;
-		if (lim != LIMIT_HANDSHAKES) {
+		if (!handshakes) {
 			ta_log_limited(&srv->refuse_log, TA_LOG_WARNING,
 			               "connection %" PRIu64 " refused: %s", conn->serial, msg);
 			ta_conn_reject(conn, TA_RESOURCE_EXHAUSTED, msg);
 			return;
 		}
-		soft_handshakes = true;
+		soft = true;
 	}
-	slots_add(srv, tcp);
+	slots_move(srv, tcp, true, 1);
 	conn_admit(l, conn);
 }
 
@@ -669,9 +596,7 @@ static ta_status clear_stale_socket(const char *path, ta_error *err)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "socket: %s", strerror(errno));
-	struct sockaddr_un addr;
-	memset(&addr, 0, sizeof(addr));
-	addr.sun_family = AF_UNIX;
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	memcpy(addr.sun_path, path, strlen(path) + 1);
 	int rc = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
 	int saved = errno;
@@ -721,16 +646,14 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 		                    "socket path %s is longer than %zu bytes", path,
 		                    sizeof(probe.sun_path) - 1);
 	gid_t gid = 0;
-	if (grouped) {
-		ta_status st = lookup_group(srv->cfg->socket_group, &gid, err);
-		if (st != TA_OK)
-			return st;
-	}
+	ta_status st = grouped ? lookup_group(srv->cfg->socket_group, &gid, err) : TA_OK;
+	if (st != TA_OK)
+		return st;
 	int rc = make_parent_dirs(path, grouped ? 0755 : 0700);
 	if (rc != 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot create the directory of %s: %s",
 		                    path, strerror(rc));
-	ta_status st = clear_stale_socket(path, err);
+	st = clear_stale_socket(path, err);
 	if (st != TA_OK)
 		return st;
 	rc = uv_pipe_init(srv->loop, &srv->unix_listener, 0);
@@ -743,11 +666,7 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 	if (rc != 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot bind %s: %s", path,
 		                    uv_strerror(rc));
-	srv->unix_path = strdup(path);
-	if (!srv->unix_path) {
-		unlink(path); /* shutdown cannot remove a file it does not know of */
-		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
-	}
+	srv->unix_bound = true; /* shutdown removes the file */
 	if (chmod(path, mode) != 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot set the mode of %s: %s", path,
 		                    strerror(errno));
@@ -767,38 +686,33 @@ static ta_status listen_unix(ta_server *srv, ta_error *err)
 static ta_status listen_tcp(ta_server *srv, ta_error *err)
 {
 	const char *spec = srv->cfg->listen;
+	int rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
+	if (rc != 0)
+		return ta_error_set(err, TA_INTERNAL, "uv_tcp_init: %s", uv_strerror(rc));
+	srv->tcp_listener.data = srv;
 	struct addrinfo *res = NULL;
 	ta_status st = ta_net_resolve("listen", spec, &res, err);
 	if (st != TA_OK)
 		return st;
-	const struct addrinfo *ai = res;
 	const char *refused =
-	    ta_net_is_loopback(ai->ai_addr) ? NULL
+	    ta_net_is_loopback(res->ai_addr) ? NULL
 	    : !srv->cfg->allow_remote ? ": not a loopback address (set allow_remote = true or "
 	                                "--allow-remote to serve other hosts)"
 	    : !srv->svc->auth         ? " without authentication: other hosts may connect "
 	                                "only to a daemon with auth_file (--auth-file)"
 	                              : NULL;
-	if (refused) {
-		freeaddrinfo(res);
+	if (!refused)
+		rc = uv_tcp_bind(&srv->tcp_listener, res->ai_addr, 0);
+	freeaddrinfo(res);
+	if (refused)
 		return ta_error_set(err, TA_PERMISSION_DENIED, "refusing to listen on %s%s", spec,
 		                    refused);
-	}
-	int rc = uv_tcp_init(srv->loop, &srv->tcp_listener);
-	if (rc != 0) {
-		freeaddrinfo(res);
-		return ta_error_set(err, TA_INTERNAL, "uv_tcp_init: %s", uv_strerror(rc));
-	}
-	srv->tcp_listener.data = srv;
-	rc = uv_tcp_bind(&srv->tcp_listener, ai->ai_addr, 0);
-	freeaddrinfo(res);
 	if (rc == 0)
 		rc = uv_listen((uv_stream_t *)&srv->tcp_listener, LISTEN_BACKLOG, on_connection);
 	if (rc != 0)
 		return ta_error_set(err, TA_UNAVAILABLE, "cannot listen on %s: %s", spec,
 		                    uv_strerror(rc));
-	struct sockaddr_storage bound;
-	memset(&bound, 0, sizeof(bound)); /* read below even when getsockname fails */
+	struct sockaddr_storage bound = {0}; /* read below even when getsockname fails */
 	int blen = (int)sizeof(bound);
 	char shown[NI_MAXHOST] = "?", bport[NI_MAXSERV] = "?";
 	if (uv_tcp_getsockname(&srv->tcp_listener, (struct sockaddr *)&bound, &blen) == 0)
@@ -836,7 +750,7 @@ static void on_persisted(void *arg)
 	ta_server *srv = arg;
 	for (unsigned i = 1; i < srv->nloops_ready; i++)
 		loop_wake(&srv->loops[i], TA_LOOP_WAKE_PERSISTED, NULL);
-	loop_persisted(&srv->loops[0]);
+	loop_each(&srv->loops[0], ta_conn_persisted);
 }
 
 /* Thread of loop l (index > 0): runs it until its shutdown closed its handles. */
@@ -852,20 +766,19 @@ static void *loop_thread(void *arg)
 	return NULL;
 }
 
-/* Initialises loop l's handles (on srv's main thread, before its thread runs). The host
- * template tmpl gives the settings every loop shares. Returns TA_OK or an error (what was
- * initialised is marked open for the shutdown to close). */
+/* Initialises loop l with the settings of tmpl, on the main thread before l's thread runs.
+ * Returns TA_OK or an error (the shutdown closes what was opened). */
 static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
                            const ta_conn_host *tmpl, uint64_t sweep_ms, ta_error *err)
 {
+	int rc = pthread_mutex_init(&l->lock, NULL);
+	if (rc != 0)
+		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
+	srv->nloops_ready = index + 1; /* with its lock: shut down and freed from now on */
 	l->srv = srv;
 	l->index = index;
 	l->handoff_tail = &l->handoff_head;
 	ta_dispatch_scratch_init(&l->scratch);
-	int rc = pthread_mutex_init(&l->lock, NULL);
-	if (rc != 0)
-		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
-	l->lock_init = true;
 	l->host = *tmpl;
 	l->loop = srv->loop;
 	l->host.port = &srv->executor.main; /* where async completions come back */
@@ -873,8 +786,7 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 		if ((rc = uv_loop_init(&l->own_loop)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "cannot create event loop %u: %s",
 			                    index, uv_strerror(rc));
-		l->own_loop_init = true;
-		l->loop = &l->own_loop;
+		l->loop = &l->own_loop; /* ta_server_free closes it */
 		/* libuv opens a loop's spare fd with the first stream initialised on it: take it
 		 * now, so that the fds of a running daemon do not grow with the first connection
 		 * of each loop (loop 0 took its own with the listeners) */
@@ -884,12 +796,10 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 		if ((rc = ta_executor_port_init(&l->port, l->loop)) != 0)
 			return ta_error_set(err, TA_INTERNAL, "cannot create an executor port: %s",
 			                    uv_strerror(rc));
-		l->port_open = true;
-		l->host.port = &l->port;
+		l->host.port = &l->port; /* loop_check_done closes it */
 	}
 	l->host.loop = l->loop;
-	l->host.scratch = &l->scratch;
-	atomic_init(&l->host.input_waiters, 0);
+	l->host.scratch = &l->scratch; /* input_waiters is 0, from tmpl */
 	l->wake.data = l;
 	if ((rc = uv_async_init(l->loop, &l->wake, on_loop_wake)) != 0)
 		return ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
@@ -924,52 +834,12 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 	return TA_OK;
 }
 
-/* Starts the thread of loop l (index > 0) with the daemon's signals blocked (they go to
- * the main loop). */
-static ta_status loop_start_thread(ta_server_loop *l, ta_error *err)
+/* ta_server_start once srv's settings and lock are set: the executor, the loops and their
+ * threads, the data log's callback, the signal handlers and the listeners. */
+static ta_status server_open(ta_server *srv, ta_error *err)
 {
-	sigset_t old;
-	ta_block_loop_signals(&old);
-	l->thread_started = true; /* before the thread reads it */
-	int rc = pthread_create(&l->thread, NULL, loop_thread, l);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0) {
-		l->thread_started = false;
-		return ta_error_set(err, TA_INTERNAL,
-		                    "cannot start the thread of event loop %u: %s", l->index,
-		                    strerror(rc));
-	}
-	return TA_OK;
-}
-
-/* A start failed with st: shuts down what was started. */
-static ta_status start_failed(ta_server *srv, ta_status st)
-{
-	ta_server_shutdown(srv);
-	return st;
-}
-
-ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg, ta_service *svc,
-                          ta_error *err)
-{
-	memset(srv, 0, sizeof(*srv));
-	srv->loop = loop;
-	srv->cfg = cfg;
-	srv->svc = svc;
-	atomic_init(&srv->nactive, 0);
-	atomic_init(&srv->nconns, 0);
-	atomic_init(&srv->ntcp, 0);
-	atomic_init(&srv->npending[0], 0);
-	atomic_init(&srv->npending[1], 0);
-	srv->budget.max = cfg->max_input_total;
-	atomic_init(&srv->budget.held, 0);
-	atomic_init(&srv->budget.waiters, 0);
-	srv->refuse_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "connections refused (too many "
-	                                                      "connections, max_connections)");
-	int rc = pthread_mutex_init(&srv->lock, NULL);
-	if (rc != 0) /* before anything the shutdown would have to undo */
-		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
-	srv->lock_init = true;
+	const ta_config *cfg = srv->cfg;
+	ta_service *svc = srv->svc;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	/* with apply_async (CUDA by default) the loops hand their small plans to the backend and
 	 * never wait for the device; the workers keep what blocks (large plans, creates) */
@@ -979,7 +849,7 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	                                        ta_backend_device_count(svc->backend));
 	srv->loops = calloc(srv->nloops, sizeof(*srv->loops));
 	if (!srv->loops)
-		return start_failed(srv, ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory"));
+		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
 	bool cpu_backend = strcmp(svc->info.name, "cpu") == 0;
 	int workers = ta_config_workers(cfg, svc->info.name);
 	srv->inline_lone = cfg->inline_max < -1 && !cpu_backend;
@@ -1018,17 +888,14 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 		       svc->persist ? "not with --data-dir (logged requests keep their order "
 		                      "through the workers)"
 		                    : "the backend cannot apply without waiting");
-	rc = ta_executor_init(&srv->executor, loop, workers);
+	int rc = ta_executor_init(&srv->executor, srv->loop, workers);
 	if (rc != 0)
-		return start_failed(srv, ta_error_set(err, TA_INTERNAL,
-		                                      "cannot start %d worker threads: %s", workers,
-		                                      strerror(-rc)));
+		return ta_error_set(err, TA_INTERNAL, "cannot start %d worker threads: %s", workers,
+		                    strerror(-rc));
 	srv->executor_started = true;
 	srv->main_wake.data = srv;
-	if ((rc = uv_async_init(loop, &srv->main_wake, on_main_wake)) != 0)
-		return start_failed(
-		    srv, ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc)));
-	srv->main_wake_open = true;
+	if ((rc = uv_async_init(srv->loop, &srv->main_wake, on_main_wake)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
 	/* the sweep runs at a quarter of the shortest timeout, between 10 ms and 1 s */
 	uint64_t sweep_ms = 1000;
 	const uint64_t timeouts[] = {cfg->frame_timeout_ms, cfg->idle_timeout_ms,
@@ -1039,33 +906,61 @@ ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg,
 	if (sweep_ms < 10)
 		sweep_ms = 10;
 	ta_status st = TA_OK;
-	for (unsigned i = 0; i < srv->nloops && st == TA_OK; i++) {
-		srv->nloops_ready = i + 1;
+	for (unsigned i = 0; i < srv->nloops && st == TA_OK; i++)
 		st = loop_init(srv, &srv->loops[i], i, &tmpl, sweep_ms, err);
+	for (unsigned i = 1; i < srv->nloops && st == TA_OK; i++) {
+		ta_server_loop *l = &srv->loops[i];
+		sigset_t old;
+		ta_block_loop_signals(&old); /* the thread leaves the signals to the main loop */
+		l->thread_started = true;    /* before the thread reads it */
+		rc = pthread_create(&l->thread, NULL, loop_thread, l);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc != 0) {
+			l->thread_started = false;
+			st = ta_error_set(err, TA_INTERNAL,
+			                  "cannot start the thread of event loop %u: %s", i,
+			                  strerror(rc));
+		}
 	}
-	for (unsigned i = 1; i < srv->nloops && st == TA_OK; i++)
-		st = loop_start_thread(&srv->loops[i], err);
 	if (st != TA_OK)
-		return start_failed(srv, st);
-	if (svc->persist && (rc = ta_persist_attach(svc->persist, loop, on_persisted, srv)) != 0)
-		return start_failed(srv,
-		                    ta_error_set(err, TA_INTERNAL, "cannot watch the data log: %s",
-		                                 uv_strerror(rc)));
+		return st;
+	if (svc->persist &&
+	    (rc = ta_persist_attach(svc->persist, srv->loop, on_persisted, srv)) != 0)
+		return ta_error_set(err, TA_INTERNAL, "cannot watch the data log: %s",
+		                    uv_strerror(rc));
 	srv->shutdown_timer.data = srv;
 	srv->sig_term.data = srv;
 	srv->sig_int.data = srv;
-	if ((rc = uv_signal_init(loop, &srv->sig_term)) != 0 ||
-	    (rc = uv_signal_init(loop, &srv->sig_int)) != 0 ||
-	    (rc = uv_timer_init(loop, &srv->shutdown_timer)) != 0 ||
+	if ((rc = uv_signal_init(srv->loop, &srv->sig_term)) != 0 ||
+	    (rc = uv_signal_init(srv->loop, &srv->sig_int)) != 0 ||
+	    (rc = uv_timer_init(srv->loop, &srv->shutdown_timer)) != 0 ||
 	    (rc = uv_signal_start(&srv->sig_term, on_signal, SIGTERM)) != 0 ||
 	    (rc = uv_signal_start(&srv->sig_int, on_signal, SIGINT)) != 0)
-		return start_failed(srv, ta_error_set(err, TA_INTERNAL,
-		                                      "cannot handle SIGTERM and SIGINT: %s",
-		                                      uv_strerror(rc)));
-	if ((st = listen_unix(srv, err)) != TA_OK ||
-	    (cfg->listen && (st = listen_tcp(srv, err)) != TA_OK))
-		return start_failed(srv, st);
-	return TA_OK;
+		return ta_error_set(err, TA_INTERNAL, "cannot handle SIGTERM and SIGINT: %s",
+		                    uv_strerror(rc));
+	if ((st = listen_unix(srv, err)) == TA_OK && cfg->listen)
+		st = listen_tcp(srv, err);
+	return st;
+}
+
+ta_status ta_server_start(ta_server *srv, uv_loop_t *loop, const ta_config *cfg, ta_service *svc,
+                          ta_error *err)
+{
+	memset(srv, 0, sizeof(*srv));
+	srv->loop = loop;
+	srv->cfg = cfg;
+	srv->svc = svc; /* the memset zeroed the counts: all-zero lock-free atomics are 0 */
+	srv->budget.max = cfg->max_input_total;
+	srv->refuse_log = (ta_log_limit)TA_LOG_LIMIT_INIT(10, "connections refused (too many "
+	                                                      "connections, max_connections)");
+	int rc = pthread_mutex_init(&srv->lock, NULL);
+	if (rc != 0) /* before anything the shutdown would have to undo */
+		return ta_error_set(err, TA_INTERNAL, "pthread_mutex_init: %s", strerror(rc));
+	srv->lock_init = true;
+	ta_status st = server_open(srv, err);
+	if (st != TA_OK)
+		ta_server_shutdown(srv); /* stops what was started */
+	return st;
 }
 
 void ta_server_shutdown(ta_server *srv)
@@ -1083,20 +978,16 @@ void ta_server_shutdown(ta_server *srv)
 			       strerror(-rc));
 		close_handle(&srv->unix_listener);
 		close_handle(&srv->tcp_listener);
-		if (srv->unix_path) {
-			if (unlink(srv->unix_path) != 0 && errno != ENOENT)
-				ta_log(TA_LOG_WARNING, "cannot remove %s: %s", srv->unix_path,
-				       strerror(errno));
-			free(srv->unix_path);
-			srv->unix_path = NULL;
-		}
+		const char *path = srv->cfg->socket_path;
+		if (srv->unix_bound && unlink(path) != 0 && errno != ENOENT)
+			ta_log(TA_LOG_WARNING, "cannot remove %s: %s", path, strerror(errno));
 		if (atomic_load(&srv->nconns) && handle_open(&srv->shutdown_timer) &&
 		    srv->cfg->shutdown_timeout > 0) {
-			int rc2 = uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
-			                         (uint64_t)srv->cfg->shutdown_timeout * 1000u, 0);
-			if (rc2 != 0)
+			rc = uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
+			                    (uint64_t)srv->cfg->shutdown_timeout * 1000u, 0);
+			if (rc != 0)
 				ta_log(TA_LOG_WARNING, "cannot start the shutdown timer: %s",
-				       uv_strerror(rc2));
+				       uv_strerror(rc));
 		}
 	}
 	for (unsigned i = 0; i < srv->nloops_ready; i++) {
@@ -1113,18 +1004,14 @@ void ta_server_free(ta_server *srv)
 {
 	for (unsigned i = 1; i < srv->nloops_ready; i++) {
 		ta_server_loop *l = &srv->loops[i];
-		if (l->thread_started) {
-			int rc = pthread_join(l->thread, NULL);
-			if (rc != 0)
-				ta_log(TA_LOG_WARNING,
-				       "cannot join the thread of event loop %u: %s", l->index,
-				       strerror(rc));
-		}
-		if (l->own_loop_init) {
+		int rc = l->thread_started ? pthread_join(l->thread, NULL) : 0;
+		if (rc != 0)
+			ta_log(TA_LOG_WARNING, "cannot join the thread of event loop %u: %s",
+			       l->index, strerror(rc));
+		if (l->loop == &l->own_loop) {
 			if (!l->thread_started) /* its closes still have to complete */
 				(void)uv_run(l->loop, UV_RUN_DEFAULT);
-			int rc = uv_loop_close(l->loop);
-			if (rc != 0)
+			if ((rc = uv_loop_close(l->loop)) != 0)
 				ta_log(TA_LOG_WARNING, "cannot close event loop %u: %s", l->index,
 				       uv_strerror(rc));
 		}
@@ -1136,12 +1023,9 @@ void ta_server_free(ta_server *srv)
 			close(h->fd);
 			free(h);
 		}
-		if (l->lock_init)
-			pthread_mutex_destroy(&l->lock);
+		pthread_mutex_destroy(&l->lock);
 	}
 	free(srv->loops);
-	srv->loops = NULL;
 	if (srv->lock_init)
 		pthread_mutex_destroy(&srv->lock);
-	srv->lock_init = false;
 }

@@ -6,9 +6,9 @@
  * the socket file, stop the loops and the executor. A second SIGTERM/SIGINT closes
  * connections at once (running requests complete, their responses are dropped).
  *
- * Connections (conn.c) reach the server only through the ta_conn_host (conn.h) each loop
- * hands them; conn.c does not include this header. The server keeps the connection lists
- * and counters and uses the fields of struct ta_conn it owns (prev/next, counted, pending).
+ * Connections reach the server only through their loop's ta_conn_host (conn.h); the server
+ * keeps their lists and counts in the fields of struct ta_conn it owns (prev/next, counted,
+ * pending).
  *
  * Slots: max_connections in all; TCP at most max_connections - unix_reserve (local clients
  * always find room); at most max_unauthenticated per transport in their handshake (Hello,
@@ -55,24 +55,21 @@ enum {
 	TA_LOOP_WAKE_FORCE = 1u << 3      /* second signal: close every connection now */
 };
 
-/* One event loop and the connections it owns. Loop 0 is the main loop (main thread, with
- * the listeners and the signals); each other loop runs on a thread of its own. Every
- * field is that loop's thread only, except the ones lock guards. Its handles start zeroed,
- * and are open once initialised until closed (server.c's handle_open). */
+/* One event loop and the connections it owns (loop 0: the main loop, with the listeners and
+ * the signals). Every field is that loop's thread only, except the ones lock guards. Its
+ * handles start zeroed, and are open once initialised until closed (server.c's handle_open). */
 typedef struct ta_server_loop {
 	struct ta_server *srv;       /* the server */
 	unsigned index;              /* 0: the main loop */
 	uv_loop_t *loop;             /* its libuv loop (index 0: the server's) */
-	uv_loop_t own_loop;          /* the loop of index > 0 */
-	bool own_loop_init;          /* own_loop initialised (closed by ta_server_free) */
+	uv_loop_t own_loop;          /* the loop of index > 0 (loop points here once initialised) */
 	uv_pipe_t spare_probe;       /* index > 0: opened and closed at start, so that libuv
 	                                takes the loop's spare fd (EMFILE) then, not later */
 	pthread_t thread;            /* its thread (index > 0) */
 	bool thread_started;         /* the thread runs (ta_server_free joins it) */
 	ta_conn_host host;           /* what its connections get of the server (conn.h) */
 	ta_dispatch_scratch scratch; /* its dispatch memory (inline requests) */
-	ta_executor_port port;       /* index > 0: where its large requests come back */
-	bool port_open;              /* port initialised and not closed */
+	ta_executor_port port;       /* index > 0: its large requests come back here (once open) */
 	ta_conn *conns;              /* its connections (a doubly-linked list) */
 	uv_timer_t sweep_timer;      /* periodic: timeouts of its connections */
 	uv_check_t resume_check;     /* after each turn: wakes connections waiting for input */
@@ -85,7 +82,6 @@ typedef struct ta_server_loop {
 	uv_timer_t busy_timer;       /* counts the busy connections (inline_lone) */
 	uv_async_t wake;             /* other threads' requests: handoffs, wake_flags */
 	pthread_mutex_t lock;        /* guards wake_open, wake_flags and the handoff queue */
-	bool lock_init;              /* lock initialised */
 	bool wake_open;              /* wake is initialised and not closed (lock) */
 	unsigned wake_flags;         /* TA_LOOP_WAKE_* asked and not yet done (lock) */
 	ta_server_handoff *handoff_head, **handoff_tail; /* sockets to adopt, tail link (lock) */
@@ -100,17 +96,15 @@ struct ta_server {
 	const ta_config *cfg;      /* settings (limits, paths) */
 	ta_service *svc;           /* shared request state (registry, backend, counters) */
 	ta_executor executor;      /* worker threads running requests */
-	bool executor_started;     /* executor initialised (needs stopping) */
-	bool executor_stopping;    /* ta_executor_stop called */
+	bool executor_started;     /* executor initialised and not stopped yet */
 	uv_pipe_t unix_listener;   /* Unix socket listener */
-	char *unix_path;           /* the socket file we created (removed on shutdown) */
+	bool unix_bound;           /* we created cfg->socket_path (removed on shutdown) */
 	uv_tcp_t tcp_listener;     /* TCP listener (--listen) */
 	uv_signal_t sig_term;      /* SIGTERM handler */
 	uv_signal_t sig_int;       /* SIGINT handler */
 	uv_timer_t shutdown_timer; /* closes lingering connections (shutdown_timeout) */
 	uv_async_t main_wake;      /* a loop finished its shutdown (tells the main loop) */
-	bool main_wake_open;       /* main_wake is initialised and not closed (lock) */
-	pthread_mutex_t lock;      /* guards main_wake_open and loops_finished */
+	pthread_mutex_t lock;      /* guards loops_finished (a loop sends main_wake under it) */
 	bool lock_init;            /* lock initialised */
 	unsigned loops_finished;   /* loops that finished their shutdown (lock) */
 	ta_log_limit refuse_log;   /* rate limit of the "too many connections" lines */
@@ -123,7 +117,7 @@ struct ta_server {
 	uint64_t next_serial;      /* serial number of the next connection (for logs) */
 	ta_server_loop *loops;     /* the event loops (loops[0]: the main loop) */
 	unsigned nloops;           /* event loops asked for (--loops) */
-	unsigned nloops_ready;     /* loops initialised (their shutdown is waited for) */
+	unsigned nloops_ready;     /* loops with their lock initialised (shut down and freed) */
 	unsigned next_loop;        /* round-robin: the loop the next connection goes to */
 	bool draining;             /* shutdown has begun */
 	bool forced;               /* a second signal: close connections at once */

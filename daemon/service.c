@@ -25,15 +25,12 @@ void ta_service_init(ta_service *svc, ta_backend *backend, ta_registry *registry
 void ta_service_read_totals(const ta_service *svc, uint64_t *requests, uint64_t *errors,
                             uint64_t *elements)
 {
-	uint64_t r = 0, e = 0, n = 0;
+	*requests = *errors = *elements = 0;
 	for (int i = 0; i < TA_METRICS_SHARDS; i++) {
-		r += atomic_load_explicit(&svc->totals[i].requests, memory_order_relaxed);
-		e += atomic_load_explicit(&svc->totals[i].errors, memory_order_relaxed);
-		n += atomic_load_explicit(&svc->totals[i].elements, memory_order_relaxed);
+		*requests += atomic_load_explicit(&svc->totals[i].requests, memory_order_relaxed);
+		*errors += atomic_load_explicit(&svc->totals[i].errors, memory_order_relaxed);
+		*elements += atomic_load_explicit(&svc->totals[i].elements, memory_order_relaxed);
 	}
-	*requests = r;
-	*errors = e;
-	*elements = n;
 }
 
 bool ta_service_device_stats(ta_service *svc, int d, ta_device_stats *out)
@@ -42,13 +39,12 @@ bool ta_service_device_stats(ta_service *svc, int d, ta_device_stats *out)
 		return false;
 	if (!svc->backend->vt->device_stats) { /* one device: everything is there */
 		uint32_t tiles = 0;
-		uint64_t bytes = 0, errors = 0, elements = 0;
-		ta_registry_stats(svc->registry, &tiles, &bytes);
+		uint64_t errors = 0, elements = 0;
+		ta_registry_stats(svc->registry, &tiles, &out->tile_bytes);
 		out->tiles = tiles;
-		out->tile_bytes = bytes;
 		ta_service_read_totals(svc, &out->requests, &errors, &elements);
 		if (out->memory_total == 0)
-			out->memory_used = bytes;
+			out->memory_used = out->tile_bytes;
 	}
 	return true;
 }
