@@ -2,14 +2,9 @@
  *
  * on_alloc hands libuv conn->rbuf; on_read passes the bytes to conn_consume, which takes
  * whole frames out (no copy when one is whole in rbuf) and runs each at once on the loop
- * (conn_run_inline) while nothing of the connection waits, appending its response to
- * conn->out; a request too large for the loop, and every one behind it, becomes an item of
- * the FIFO that conn_pump runs in order (inline where small, else on the executor, one at a
- * time); conn_settle then hands conn->out to the socket (conn_flush: uv_try_write, the rest
- * in the one uv_write in flight). A bad length prefix or a failed allocation queues a
- * synthetic error, answered after the requests before it; read and write errors close at
- * once. conn->state changes only in conn_transition, which checks the table states.
- * conn.c does not include server.h: the server is reached through its ta_conn_host. */
+ * (conn_run_inline) while nothing of the connection waits; a request too large for the loop,
+ * and every one behind it, becomes an item of the FIFO that conn_pump runs in order;
+ * conn_settle then hands conn->out to the socket (conn_flush). */
 #include "conn.h"
 
 #include <errno.h>
@@ -23,38 +18,36 @@
 #include "log.h"
 #include "persist.h"
 
-static void conn_update_reading(ta_conn *conn);
-static void conn_pump(ta_conn *conn);
+static void conn_settle(ta_conn *conn);
 
-/* Bit of a state in a set of states. */
-#define STATE_BIT(s) (1u << (s))
+/* The bit of state TA_CONN_s in a set of states. */
+#define TO(s) (1u << TA_CONN_##s)
 
 /* Each state's name (logs) and the set of states it may move to (conn.h's table). */
 static const struct {
 	const char *name;
 	unsigned next;
 } states[] = {
-    [TA_CONN_NEW] = {"new", STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) |
-                                STATE_BIT(TA_CONN_CLOSING)},
-    [TA_CONN_READING] = {"reading", STATE_BIT(TA_CONN_PAUSED) | STATE_BIT(TA_CONN_DRAINING) |
-                                        STATE_BIT(TA_CONN_CLOSING)},
-    [TA_CONN_PAUSED] = {"paused", STATE_BIT(TA_CONN_READING) | STATE_BIT(TA_CONN_DRAINING) |
-                                      STATE_BIT(TA_CONN_CLOSING)},
-    [TA_CONN_DRAINING] = {"draining",
-                          STATE_BIT(TA_CONN_SHUTTING_DOWN) | STATE_BIT(TA_CONN_CLOSING)},
-    [TA_CONN_SHUTTING_DOWN] = {"shutting down", STATE_BIT(TA_CONN_CLOSING)},
-    [TA_CONN_CLOSING] = {"closing", STATE_BIT(TA_CONN_CLOSED)},
+    [TA_CONN_NEW] = {"new", TO(PAUSED) | TO(DRAINING) | TO(CLOSING)},
+    [TA_CONN_READING] = {"reading", TO(PAUSED) | TO(DRAINING) | TO(CLOSING)},
+    [TA_CONN_PAUSED] = {"paused", TO(READING) | TO(DRAINING) | TO(CLOSING)},
+    [TA_CONN_DRAINING] = {"draining", TO(SHUTTING_DOWN) | TO(CLOSING)},
+    [TA_CONN_SHUTTING_DOWN] = {"shutting down", TO(CLOSING)},
+    [TA_CONN_CLOSING] = {"closing", TO(CLOSED)},
     [TA_CONN_CLOSED] = {"closed", 0},
 };
 /* Whether s is a state of the table. */
 #define STATE_KNOWN(s) ((unsigned)(s) < sizeof(states) / sizeof(states[0]))
 
-/* The one place conn->state changes. An illegal transition is a bug: it is logged at error
- * level and refused (the state stays; false is returned); built with -DTA_DEBUG it aborts. */
+/* The one place conn->state changes; leaving READING stops reading. An illegal transition
+ * is a bug: it is logged at error level and refused (the state stays; false is returned);
+ * built with -DTA_DEBUG it aborts. */
 static bool conn_transition(ta_conn *conn, ta_conn_state to)
 {
 	ta_conn_state from = conn->state;
-	if (STATE_KNOWN(from) && STATE_KNOWN(to) && (states[from].next & STATE_BIT(to))) {
+	if (STATE_KNOWN(from) && STATE_KNOWN(to) && (states[from].next & (1u << to))) {
+		if (from == TA_CONN_READING)
+			uv_read_stop(&conn->h.stream);
 		conn->state = to;
 		return true;
 	}
@@ -67,8 +60,7 @@ static bool conn_transition(ta_conn *conn, ta_conn_state to)
 	return false;
 }
 
-/* True once uv_close was issued: nothing more is read, run or written (relies on the
- * enum's order). */
+/* True once uv_close was issued: nothing more is read, run or written (enum order). */
 static bool conn_closing(const ta_conn *conn)
 {
 	return conn->state >= TA_CONN_CLOSING;
@@ -84,11 +76,8 @@ static bool conn_may_read(const ta_conn *conn)
  * server drain): stops reading and enters DRAINING; a no-op once reads already ended. */
 static void conn_end_reads(ta_conn *conn)
 {
-	if (!conn_may_read(conn))
-		return;
-	if (conn->state == TA_CONN_READING)
-		uv_read_stop(&conn->h.stream);
-	conn_transition(conn, TA_CONN_DRAINING);
+	if (conn_may_read(conn))
+		conn_transition(conn, TA_CONN_DRAINING);
 }
 
 /* Takes n bytes of the input budget; false, with nothing taken, when they do not fit. */
@@ -110,8 +99,7 @@ static bool budget_take(ta_conn_host *host, uint64_t n)
 	return true;
 }
 
-/* Gives n bytes of the input budget back and lets the server wake the waiters (of any
- * loop). */
+/* Gives n bytes of the input budget back; the server wakes the waiters (of any loop). */
 static void budget_give(ta_conn_host *host, uint64_t n)
 {
 	if (n == 0)
@@ -142,18 +130,24 @@ static void item_free(ta_conn_item *item)
 	free(item);
 }
 
+/* Takes the head item off the FIFO. */
+static ta_conn_item *conn_pop(ta_conn *conn)
+{
+	ta_conn_item *item = conn->q_head;
+	conn->q_head = item->next;
+	if (!conn->q_head)
+		conn->q_tail = NULL;
+	conn->q_len -= item->nframes;
+	conn->q_bytes -= item->len;
+	item->next = NULL;
+	return item;
+}
+
 /* Frees every queued item (not the running one). */
 static void conn_drop_queue(ta_conn *conn)
 {
-	ta_conn_item *item = conn->q_head;
-	while (item) {
-		ta_conn_item *next = item->next;
-		item_free(item);
-		item = next;
-	}
-	conn->q_head = conn->q_tail = NULL;
-	conn->q_len = 0;
-	conn->q_bytes = 0;
+	while (conn->q_head)
+		item_free(conn_pop(conn));
 }
 
 /* A response asked to close the connection: no more requests are read or run. */
@@ -173,11 +167,10 @@ static void conn_maybe_free(ta_conn *conn)
 	budget_give(conn->host, conn->reader_reserved);
 	ta_frame_buf_free(&conn->out);
 	ta_frame_buf_free(&conn->sending);
-	if (conn->has_shm)
+	if (!conn->tcp)
 		ta_shm_table_free(&conn->shm); /* unmaps the client's shared buffers */
 	ta_async_run_free(conn->arun);
-	ta_conn_host *host = conn->host;
-	host->gone(host, conn);
+	conn->host->gone(conn->host, conn);
 	free(conn);
 }
 
@@ -194,8 +187,6 @@ void ta_conn_close(ta_conn *conn)
 {
 	if (conn_closing(conn))
 		return;
-	if (conn->state == TA_CONN_READING)
-		uv_read_stop(&conn->h.stream);
 	conn_transition(conn, TA_CONN_CLOSING);
 	budget_wait_set(conn, false);
 	if (conn->counted)
@@ -210,14 +201,11 @@ void ta_conn_close(ta_conn *conn)
 static ta_conn_item *conn_enqueue(ta_conn *conn, uint8_t *payload, uint32_t len, uint32_t nframes,
                                   uint64_t reserved)
 {
-	ta_conn_item *item = calloc(1, sizeof(*item));
+	ta_conn_item *item = malloc(sizeof(*item));
 	if (!item)
 		return NULL;
-	item->conn = conn;
-	item->payload = payload;
-	item->len = len;
-	item->nframes = nframes;
-	item->reserved = reserved;
+	*item = (ta_conn_item){
+	    .conn = conn, .payload = payload, .len = len, .nframes = nframes, .reserved = reserved};
 	if (conn->q_tail)
 		conn->q_tail->next = item;
 	else
@@ -229,19 +217,17 @@ static ta_conn_item *conn_enqueue(ta_conn *conn, uint8_t *payload, uint32_t len,
 }
 
 /* Queues a synthetic error response (id 0) after which the connection closes; stops
- * reading. Returns false, the connection closed, when even that could not be allocated. */
-static bool conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
+ * reading. Closes the connection at once when even that cannot be allocated. */
+static void conn_enqueue_error(ta_conn *conn, ta_status code, const char *msg)
 {
 	conn_end_reads(conn);
 	ta_conn_item *item = conn_enqueue(conn, NULL, 0, 1, 0);
 	if (!item) {
 		ta_conn_close(conn);
-		return false;
+		return;
 	}
-	item->synthetic = true;
 	item->code = code;
 	snprintf(item->msg, sizeof(item->msg), "%s", msg);
-	return true;
 }
 
 /* Worker side of an item: decode, run, encode (only requests too large for the loop). */
@@ -286,14 +272,27 @@ static uint64_t conn_unsent(const ta_conn *conn)
 	return (uint64_t)conn->out.len + (conn->writing ? conn->sending.len : 0);
 }
 
-static void on_write(uv_write_t *req, int status);
-
 /* A write failed with rc: the connection closes. */
 static void conn_write_failed(ta_conn *conn, int rc)
 {
 	ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": write failed: %s", conn->serial,
 	       uv_strerror(rc));
 	ta_conn_close(conn);
+}
+
+/* uv_write callback. */
+static void on_write(uv_write_t *req, int status)
+{
+	ta_conn *conn = req->handle->data;
+	conn->writing = false;
+	conn->last_active_ms = uv_now(conn->host->loop);
+	conn->sending.len = 0;
+	if (conn_closing(conn))
+		return;
+	if (status < 0)
+		conn_write_failed(conn, status);
+	else
+		conn_settle(conn);
 }
 
 /* Hands conn->out to the socket: as much as a non-blocking write takes at once, the rest
@@ -357,60 +356,27 @@ failed:
 /* shutdown callback: the last response is out; close. */
 static void on_shutdown(uv_shutdown_t *req, int status)
 {
-	ta_conn *conn = req->handle->data;
 	(void)status;
-	ta_conn_close(conn);
+	ta_conn_close(req->handle->data);
 }
 
-/* After a callback changed the connection: run what is queued, hand the responses to the
- * socket, adjust reading, and DRAINING -> SHUTTING_DOWN once no more requests will come
- * and all are answered. */
-static void conn_settle(ta_conn *conn)
+/* After requests of the connection ran (loop thread, nothing of it on a worker): their
+ * responses wait for log record seq (0: none), the handshake is marked finished once Hello
+ * (and Auth where needed) succeeded (the server is told), and a reply that asked to close
+ * the connection (close_after) ends it. Inlined: conn_run_inline calls it for each request. */
+static inline __attribute__((always_inline)) void conn_ran(ta_conn *conn, uint64_t seq,
+                                                           bool close_after)
 {
-	uint64_t bound = conn->host->cfg->max_write_queue;
-	for (;;) {
-		conn_pump(conn);
-		if (!conn_flush(conn))
-			return;
-		/* a flush that wrote everything at once issues no uv_write, so no on_write will
-		 * pump again: go on here while requests wait only for the output to drain */
-		if (conn->writing || conn->inflight || !conn->q_head || conn_closing(conn) ||
-		    conn_unsent(conn) >= bound)
-			break;
-	}
-	conn_update_reading(conn);
-	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight || conn->out.len)
-		return;
-	conn_transition(conn, TA_CONN_SHUTTING_DOWN);
-	if (uv_shutdown(&conn->shutdown_req, &conn->h.stream, on_shutdown) != 0)
-		ta_conn_close(conn);
-}
-
-/* uv_write callback. */
-static void on_write(uv_write_t *req, int status)
-{
-	ta_conn *conn = req->handle->data;
-	conn->writing = false;
-	conn->last_active_ms = uv_now(conn->host->loop);
-	conn->sending.len = 0;
-	if (conn_closing(conn))
-		return;
-	if (status < 0)
-		conn_write_failed(conn, status);
-	else
-		conn_settle(conn);
-}
-
-/* After a request of the connection ran (loop thread, nothing of it on a worker): marks the
- * handshake finished once Hello (and Auth where needed) succeeded, and tells the server. */
-static void conn_note_handshake(ta_conn *conn)
-{
+	if (seq > conn->log_seq)
+		conn->log_seq = seq;
 	const ta_session *s = &conn->session;
-	if (conn->handshaken || !s->hello_done || (s->auth_needed && !s->authenticated))
-		return;
-	conn->handshaken = true;
-	if (conn->host->handshaken)
-		conn->host->handshaken(conn->host, conn);
+	if (!conn->handshaken && s->hello_done && (!s->auth_needed || s->authenticated)) {
+		conn->handshaken = true;
+		if (conn->host->handshaken)
+			conn->host->handshaken(conn->host, conn);
+	}
+	if (close_after)
+		conn_close_after(conn);
 }
 
 /* Runs one request on the loop thread, appending its response to conn->out, when it is
@@ -428,19 +394,11 @@ static bool conn_run_inline(ta_conn *conn, const uint8_t *payload, uint32_t len,
 	                            len, inline_max, &conn->out, &close_after);
 	if (o == TA_DISPATCH_DEFER)
 		return false;
-	if (conn->host->scratch->log_seq > conn->log_seq)
-		conn->log_seq = conn->host->scratch->log_seq;
-	if (!conn->handshaken)
-		conn_note_handshake(conn);
-	if (close_after)
-		conn_close_after(conn);
+	conn_ran(conn, conn->host->scratch->log_seq, close_after);
 	if (closed)
 		*closed = close_after;
 	return true;
 }
-
-static void item_done(ta_job *job);
-static void item_async_done(ta_job *job);
 
 /* Cuts the bytes of item's frames that ran (async_off) off its payload. */
 static void item_cut_run(ta_conn_item *item)
@@ -452,10 +410,13 @@ static void item_cut_run(ta_conn_item *item)
 	item->async_off = 0;
 }
 
-/* Puts item back at the head of the FIFO (frames of it not run yet), its run bytes cut. */
+/* Puts item back at the head of the FIFO (frames of it not run yet), its run bytes cut and
+ * the response of what ran (already appended to conn->out) dropped. */
 static void conn_requeue(ta_conn *conn, ta_conn_item *item)
 {
 	item_cut_run(item);
+	free(item->reply.frame);
+	item->reply = (ta_reply){0};
 	item->next = conn->q_head;
 	conn->q_head = item;
 	if (!conn->q_tail)
@@ -470,20 +431,57 @@ static void item_applied(void *arg)
 	ta_executor_complete((ta_job *)arg);
 }
 
+/* Loop side of an executor item: append the response, go on with the next request. */
+static void item_done(ta_job *job)
+{
+	ta_conn_item *item = (ta_conn_item *)job;
+	ta_conn *conn = item->conn;
+	conn->inflight = NULL;
+	if (conn_closing(conn)) {
+		item_free(item);
+		conn_maybe_free(conn);
+		return;
+	}
+	ta_reply reply = item->reply; /* the item may be freed before conn_ran */
+	if (reply.frame) {
+		if (conn->out.len == 0) { /* adopt the worker's buffer: no copy */
+			ta_frame_buf_free(&conn->out);
+			conn->out = (ta_frame_buf){reply.frame, reply.len, reply.len};
+			item->reply.frame = NULL;
+		} else if (ta_frame_buf_reserve(&conn->out, reply.len) == 0) {
+			memcpy(conn->out.data + conn->out.len, reply.frame, reply.len);
+			conn->out.len += reply.len;
+		} else {
+			ta_log(TA_LOG_ERR, "connection %" PRIu64 ": out of memory for a response",
+			       conn->serial);
+			item_free(item);
+			ta_conn_close(conn);
+			return;
+		}
+	}
+	if (item->batch && item->payload && !reply.close_after)
+		conn_requeue(conn, item); /* the frames a capped batch did not run */
+	else
+		item_free(item);
+	conn_ran(conn, reply.log_seq, reply.close_after);
+	conn_settle(conn);
+}
+
+static void item_async_done(ta_job *job);
+
 /* Runs the batch item (conn->inflight) on the loop (host->async): its groups of small plans
  * go to the backend without waiting (item_async_done goes on when one is applied); from its
  * first request that is not a small plan it goes to a worker; it goes back to the FIFO while
  * the unsent responses are over max_write_queue. */
 static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 {
-	uint64_t bound = conn->host->cfg->max_write_queue;
 	if (!conn->arun && !(conn->arun = ta_async_run_new(conn->host->svc)))
 		ta_log(TA_LOG_WARNING,
 		       "connection %" PRIu64 ": out of memory for a run on the "
 		       "loop; a worker runs it",
 		       conn->serial);
 	while (item->async_off < item->len) {
-		if (conn_unsent(conn) >= bound) {
+		if (conn_unsent(conn) >= conn->host->cfg->max_write_queue) {
 			conn->inflight = NULL;
 			conn_requeue(conn, item);
 			return;
@@ -526,8 +524,7 @@ static void conn_async_run(ta_conn *conn, ta_conn_item *item)
 			continue;
 		}
 		item_cut_run(item);
-		item->job.work = item_work;
-		item->job.done = item_done;
+		item->job.done = item_done; /* its work is item_work already (conn_pump) */
 		conn->host->submit(conn->host, &item->job);
 		return;
 	}
@@ -545,43 +542,28 @@ static void item_async_done(ta_job *job)
 	if (conn_closing(conn) || close_after) {
 		conn->inflight = NULL;
 		item_free(item);
-	}
-	if (conn_closing(conn)) {
-		conn_maybe_free(conn);
-		return;
-	}
-	if (close_after)
+		if (conn_closing(conn)) {
+			conn_maybe_free(conn);
+			return;
+		}
 		conn_close_after(conn);
-	else
+	} else {
 		conn_async_run(conn, item);
+	}
 	conn_settle(conn);
-}
-
-/* Takes the head item off the FIFO. */
-static ta_conn_item *conn_pop(ta_conn *conn)
-{
-	ta_conn_item *item = conn->q_head;
-	conn->q_head = item->next;
-	if (!conn->q_head)
-		conn->q_tail = NULL;
-	conn->q_len -= item->nframes;
-	conn->q_bytes -= item->len;
-	item->next = NULL;
-	return item;
 }
 
 /* Runs the FIFO in order while nothing of this connection is on the executor: small
  * requests and synthetic errors here, the first large one on the executor. */
 static void conn_pump(ta_conn *conn)
 {
-	const ta_config *cfg = conn->host->cfg;
 	while (!conn_closing(conn) && !conn->inflight && conn->q_head) {
 		/* Backpressure: no new response while the unsent ones are over the bound;
 		 * on_write pumps again as they drain. */
-		if (conn_unsent(conn) >= cfg->max_write_queue)
+		if (conn_unsent(conn) >= conn->host->cfg->max_write_queue)
 			return;
 		ta_conn_item *item = conn->q_head;
-		if (item->synthetic) { /* conn_close_after drops it with the queue */
+		if (!item->payload) { /* an error: conn_close_after drops it with the queue */
 			(void)ta_dispatch_error_append(conn->host->svc, 0, item->code, item->msg,
 			                               true, &conn->out);
 			conn_close_after(conn);
@@ -593,64 +575,14 @@ static void conn_pump(ta_conn *conn)
 				item_free(conn_pop(conn));
 			continue;
 		}
-		conn_pop(conn);
-		if (item->batch && conn->host->async) {
-			conn->inflight = item;
-			conn_async_run(conn, item);
-			continue;
-		}
+		conn->inflight = conn_pop(conn);
 		item->job.work = item_work;
 		item->job.done = item_done;
-		conn->inflight = item;
-		conn->host->submit(conn->host, &item->job);
+		if (item->batch && conn->host->async)
+			conn_async_run(conn, item);
+		else
+			conn->host->submit(conn->host, &item->job);
 	}
-}
-
-/* Loop side of an executor item: append the response, go on with the next request. */
-static void item_done(ta_job *job)
-{
-	ta_conn_item *item = (ta_conn_item *)job;
-	ta_conn *conn = item->conn;
-	conn->inflight = NULL;
-	if (conn_closing(conn)) {
-		item_free(item);
-		conn_maybe_free(conn);
-		return;
-	}
-	bool close_after = item->reply.close_after;
-	if (!conn->handshaken)
-		conn_note_handshake(conn);
-	if (item->reply.log_seq > conn->log_seq)
-		conn->log_seq = item->reply.log_seq;
-	if (item->reply.frame) {
-		if (conn->out.len == 0) { /* adopt the worker's buffer: no copy */
-			ta_frame_buf_free(&conn->out);
-			conn->out.data = item->reply.frame;
-			conn->out.len = conn->out.cap = item->reply.len;
-			item->reply.frame = NULL;
-		} else if (ta_frame_buf_reserve(&conn->out, item->reply.len) == 0) {
-			memcpy(conn->out.data + conn->out.len, item->reply.frame, item->reply.len);
-			conn->out.len += item->reply.len;
-		} else {
-			ta_log(TA_LOG_ERR, "connection %" PRIu64 ": out of memory for a response",
-			       conn->serial);
-			item_free(item);
-			ta_conn_close(conn);
-			return;
-		}
-	}
-	if (item->batch && item->payload && !close_after) {
-		/* the frames a capped batch did not run go back to the head of the FIFO */
-		free(item->reply.frame);
-		item->reply.frame = NULL;
-		item->reply.len = 0;
-		conn_requeue(conn, item);
-	} else {
-		item_free(item);
-	}
-	if (close_after)
-		conn_close_after(conn);
-	conn_settle(conn);
 }
 
 /* alloc_cb: libuv reads into the connection's buffer; the frame reader copies out. */
@@ -716,14 +648,11 @@ static uint32_t peek_length(const ta_frame_reader *r, const uint8_t *data)
 static bool conn_reserve_frame(ta_conn *conn, const uint8_t *data, size_t len)
 {
 	ta_frame_reader *r = &conn->reader;
-	if (conn->reader_reserved || r->error || r->header_have + len < TA_FRAME_HEADER)
+	if (conn->reader_reserved || r->error || r->header_have == TA_FRAME_HEADER ||
+	    r->header_have + len < TA_FRAME_HEADER)
 		return true;
-	if (r->header_have == TA_FRAME_HEADER)
-		return true; /* a frame begun before any reservation (cannot happen) */
 	uint32_t n = peek_length(r, data);
-	if (n > r->max_payload)
-		return true;
-	if (r->header_have == 0 && len - TA_FRAME_HEADER >= n)
+	if (n > r->max_payload || (r->header_have == 0 && len - TA_FRAME_HEADER >= n))
 		return true;
 	if (!budget_take(conn->host, n ? n : 1))
 		return false;
@@ -752,12 +681,11 @@ static void conn_wait_budget(ta_conn *conn, const uint8_t *data, size_t len)
 	       conn->serial);
 }
 
-/* Answers msg (RESOURCE_EXHAUSTED, id 0; logged) after the requests before it, then closes
- * the connection. */
+/* Answers msg (RESOURCE_EXHAUSTED, id 0; logged) after the requests before it, then closes. */
 static void conn_refuse(ta_conn *conn, const char *msg)
 {
 	ta_log(TA_LOG_INFO, "connection %" PRIu64 ": %s", conn->serial, msg);
-	(void)conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg);
+	conn_enqueue_error(conn, TA_RESOURCE_EXHAUSTED, msg);
 }
 
 /* Takes every whole frame out of the received bytes: runs it at once when it is small and
@@ -846,9 +774,7 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 		conn_refuse(conn, msg);
 		break;
 	}
-	uint64_t seq = ta_dispatch_end_run(conn->host->svc, conn->host->scratch);
-	if (seq > conn->log_seq)
-		conn->log_seq = seq;
+	conn_ran(conn, ta_dispatch_end_run(conn->host->svc, conn->host->scratch), false);
 	/* the frame timer runs while a partial frame is held: a frame gathered over several
 	 * reads keeps the time of its first bytes, one begun in this read gets this read's */
 	if (conn->reader.header_have == 0)
@@ -870,14 +796,11 @@ static void on_fd_handle_close(uv_handle_t *handle)
  * and the handle closed (which closes libuv's copy). */
 static void conn_take_fds(ta_conn *conn)
 {
-	if (!conn->has_shm)
-		return;
-	while (uv_pipe_pending_count(&conn->h.pipe) > 0) {
+	while (!conn->tcp && uv_pipe_pending_count(&conn->h.pipe) > 0) {
 		uv_pipe_t *carrier = malloc(sizeof(*carrier));
 		int rc = carrier ? uv_pipe_init(conn->host->loop, carrier, 0) : UV_ENOMEM;
 		int mine = -1;
 		if (rc == 0) {
-			carrier->data = NULL;
 			rc = uv_accept(&conn->h.stream, (uv_stream_t *)carrier);
 			uv_os_fd_t fd = -1;
 			if (rc == 0)
@@ -937,8 +860,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 			         conn->reader.header_have, conn->reader.payload_have,
 			         conn->reader.payload_len);
 			ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": %s", conn->serial, msg);
-			if (!conn_enqueue_error(conn, TA_INVALID_ARGUMENT, msg))
-				return;
+			conn_enqueue_error(conn, TA_INVALID_ARGUMENT, msg);
 		}
 	} else if (nread < 0) {
 		ta_log(TA_LOG_DEBUG, "connection %" PRIu64 ": read failed: %s", conn->serial,
@@ -950,14 +872,11 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		conn->host->input_seen = true;
 		conn->last_active_ms = conn->last_read_ms = uv_now(conn->host->loop);
 		conn_consume(conn, (const uint8_t *)conn->rbuf, (size_t)nread);
-		if (conn_closing(conn))
-			return;
 	}
-	conn_settle(conn);
+	conn_settle(conn); /* nothing once the connection is closing */
 }
 
-/* Backpressure: READING <-> PAUSED according to the bounds (other states: nothing to do,
- * reads are already stopped for good). */
+/* Backpressure: READING <-> PAUSED by the bounds (other states: reads stopped for good). */
 static void conn_update_reading(ta_conn *conn)
 {
 	if (conn->state != TA_CONN_READING && conn->state != TA_CONN_PAUSED)
@@ -976,9 +895,29 @@ static void conn_update_reading(ta_conn *conn)
 		}
 		conn_transition(conn, TA_CONN_READING);
 	} else if (!want && conn->state == TA_CONN_READING) {
-		uv_read_stop(&conn->h.stream);
 		conn_transition(conn, TA_CONN_PAUSED);
 	}
+}
+
+/* After a callback changed the connection: run what is queued, hand the responses to the
+ * socket, adjust reading, and DRAINING -> SHUTTING_DOWN once no more requests will come
+ * and all are answered. */
+static void conn_settle(ta_conn *conn)
+{
+	/* a flush that wrote everything at once issues no uv_write, so no on_write will pump
+	 * again: go on here while requests wait only for the output to drain */
+	do {
+		conn_pump(conn);
+		if (!conn_flush(conn))
+			return;
+	} while (!conn->writing && !conn->inflight && conn->q_head && !conn_closing(conn) &&
+	         conn_unsent(conn) < conn->host->cfg->max_write_queue);
+	conn_update_reading(conn);
+	if (conn->state != TA_CONN_DRAINING || conn->q_head || conn->inflight || conn->out.len)
+		return;
+	conn_transition(conn, TA_CONN_SHUTTING_DOWN);
+	if (uv_shutdown(&conn->shutdown_req, &conn->h.stream, on_shutdown) != 0)
+		ta_conn_close(conn);
 }
 
 ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
@@ -986,21 +925,18 @@ ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
 	ta_conn *conn = calloc(1, sizeof(*conn));
 	if (!conn)
 		return NULL;
-	uv_loop_t *loop = host->loop;
-	if (!tcp) {
-		if (!ta_shm_table_init(&conn->shm, host->svc->backend)) {
-			ta_log(TA_LOG_ERR, "cannot initialise a connection's buffer table");
-			free(conn);
-			return NULL;
-		}
-		conn->has_shm = true;
+	if (!tcp && !ta_shm_table_init(&conn->shm, host->svc->backend)) {
+		ta_log(TA_LOG_ERR, "cannot initialise a connection's buffer table");
+		free(conn);
+		return NULL;
 	}
 	/* Unix sockets are ipc pipes: libuv reads them with recvmsg and queues the fds a client
 	 * passes (shared buffers); on_read takes them before it parses the bytes they came with */
-	int rc = tcp ? uv_tcp_init(loop, &conn->h.tcp) : uv_pipe_init(loop, &conn->h.pipe, 1);
+	int rc = tcp ? uv_tcp_init(host->loop, &conn->h.tcp)
+	             : uv_pipe_init(host->loop, &conn->h.pipe, 1);
 	if (rc != 0) {
 		ta_log(TA_LOG_ERR, "cannot initialise a connection handle: %s", uv_strerror(rc));
-		if (conn->has_shm)
+		if (!tcp)
 			ta_shm_table_free(&conn->shm);
 		free(conn);
 		return NULL;
@@ -1009,14 +945,13 @@ ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial)
 	conn->host = host;
 	conn->serial = serial;
 	conn->tcp = tcp;
-	conn->last_active_ms = uv_now(loop);
+	conn->last_active_ms = uv_now(host->loop);
 	conn->state = TA_CONN_NEW;
 	ta_frame_reader_init(&conn->reader, host->cfg->max_frame);
 	return conn;
 }
 
-/* The identity of a Unix-socket peer: its uid (SO_PEERCRED); TA_OWNER_PUBLIC for TCP or
- * when the credentials cannot be read. */
+/* A Unix-socket peer's uid (SO_PEERCRED); TA_OWNER_PUBLIC for TCP or unreadable credentials. */
 static ta_owner conn_peer_identity(ta_conn *conn)
 {
 	if (conn->tcp)
@@ -1042,9 +977,8 @@ void ta_conn_start(ta_conn *conn)
 		ta_conn_close(conn);
 		return;
 	}
-	conn->session.shm = conn->has_shm ? &conn->shm : NULL;
-	conn->last_active_ms = uv_now(conn->host->loop);
-	conn->accepted_ms = conn->last_active_ms;
+	conn->session.shm = conn->tcp ? NULL : &conn->shm;
+	conn->accepted_ms = conn->last_active_ms = uv_now(conn->host->loop);
 	if (conn_transition(conn, TA_CONN_PAUSED))
 		conn_update_reading(conn);
 }
@@ -1140,18 +1074,17 @@ void ta_conn_resume_input(ta_conn *conn)
 	conn->frame_since_ms = 0; /* the wait was not the peer's doing */
 	if (len > 0) {
 		conn_consume(conn, (const uint8_t *)conn->rbuf + off, len);
-		if (conn_closing(conn))
-			return;
+		/* still waiting (never when closed): the wait goes on, not anew */
 		if (conn->budget_wait)
-			conn->wait_since_ms = since; /* still waiting: the wait goes on, not anew */
+			conn->wait_since_ms = since;
 	}
 	conn_settle(conn);
 }
 
 void ta_conn_reject(ta_conn *conn, ta_status code, const char *msg)
 {
-	if (conn_enqueue_error(conn, code, msg))
-		conn_settle(conn);
+	conn_enqueue_error(conn, code, msg);
+	conn_settle(conn);
 }
 
 void ta_conn_persisted(ta_conn *conn)
@@ -1162,8 +1095,6 @@ void ta_conn_persisted(ta_conn *conn)
 
 void ta_conn_drain(ta_conn *conn)
 {
-	if (conn_closing(conn))
-		return;
-	conn_end_reads(conn);
+	conn_end_reads(conn); /* closing: a no-op, as is conn_settle */
 	conn_settle(conn);
 }

@@ -21,16 +21,8 @@
  * queue. A running request always completes (its response dropped when the connection is
  * gone); the struct is freed in the close callback once no request of it runs.
  *
- * Life cycle: conn->state, changed only by conn.c's one transition function, which refuses
- * (and logs at error level as a bug) any transition not in the table below.
- *
- *   NEW            handle initialised, not started; nothing read yet
- *   READING        reads allowed and uv_read_start in effect
- *   PAUSED         reads allowed but stopped: a bound is reached (backpressure)
- *   DRAINING       no more reads, ever; queued requests still run and are answered
- *   SHUTTING_DOWN  every request answered; uv_shutdown issued, waiting for its callback
- *   CLOSING        uv_close issued; queue dropped; a running request still completes
- *   CLOSED         the close callback ran; freed as soon as no request of it runs
+ * Life cycle: conn->state (ta_conn_state), changed only by conn.c's one transition
+ * function, which refuses (and logs at error level as a bug) any transition not in this table:
  *
  *   from             to             when
  *   NEW              PAUSED         ta_conn_start (then on to READING at once)
@@ -134,15 +126,15 @@ typedef struct ta_conn_host {
  * be worth a worker, and is not decoded twice. */
 #define TA_CONN_INLINE_PAYLOAD_MAX 65536
 
-/* Life cycle of a connection, in the order it runs through (see the table above). */
+/* Life cycle of a connection, in the order it runs through (the table at the top). */
 typedef enum ta_conn_state {
-	TA_CONN_NEW,           /* initialised, not started */
-	TA_CONN_READING,       /* reading requests */
-	TA_CONN_PAUSED,        /* reading stopped for backpressure */
-	TA_CONN_DRAINING,      /* no more reads; queued requests still answered */
-	TA_CONN_SHUTTING_DOWN, /* uv_shutdown issued after the last response */
-	TA_CONN_CLOSING,       /* uv_close issued */
-	TA_CONN_CLOSED         /* close callback ran */
+	TA_CONN_NEW,           /* handle initialised, not started; nothing read yet */
+	TA_CONN_READING,       /* reads allowed and uv_read_start in effect */
+	TA_CONN_PAUSED,        /* reads allowed but stopped: a bound is reached (backpressure) */
+	TA_CONN_DRAINING,      /* no more reads, ever; queued requests still run and are answered */
+	TA_CONN_SHUTTING_DOWN, /* all answered; uv_shutdown issued, awaiting its callback */
+	TA_CONN_CLOSING,       /* uv_close issued; queue dropped; a running request completes */
+	TA_CONN_CLOSED         /* the close callback ran; freed once no request of it runs */
 } ta_conn_state;
 
 /* One request waiting for or running on the executor. */
@@ -150,15 +142,14 @@ typedef struct ta_conn_item {
 	ta_job job;                /* executor job (work on a worker, done on the loop) */
 	struct ta_conn_item *next; /* next item in the connection's FIFO */
 	struct ta_conn *conn;      /* owning connection */
-	uint8_t *payload;          /* payload (NULL: synthetic); batch: whole frames, prefixed */
+	uint8_t *payload;          /* payload (queued NULL: answer code/msg); batch: whole frames */
 	uint32_t len;              /* payload bytes */
 	bool batch;                /* a run of nframes small frames for one worker job */
 	uint32_t nframes;          /* requests in the item (1, or a batch's count) not run yet */
 	uint32_t async_off;        /* a batch: the bytes before this ran (async: plans point in) */
-	bool synthetic;            /* answer with code/msg instead of decoding a payload */
 	uint64_t reserved;         /* bytes of the input budget the item holds */
-	ta_status code;            /* synthetic: the status */
-	char msg[256];             /* synthetic: the message */
+	ta_status code;            /* no payload: the status to answer */
+	char msg[256];             /* no payload: the message to answer */
 	ta_reply reply;            /* the response, filled by the worker */
 } ta_conn_item;
 
@@ -198,8 +189,7 @@ struct ta_conn {
 	uint64_t last_active_ms;           /* loop time of the last byte read or written */
 	uint64_t frame_since_ms;           /* loop time the partial frame began (0: none) */
 	bool frame_done;                   /* a frame was taken since the frame timer was set */
-	bool has_shm;                      /* shm is initialised (Unix-socket connections) */
-	ta_shm_table shm;                  /* shared buffers the client registered (shmbuf.h) */
+	ta_shm_table shm;                  /* Unix socket: the client's shared buffers (shmbuf.h) */
 	uint64_t log_seq;                  /* out leaves once this record is durable (persist.h) */
 	uint64_t accepted_ms;              /* loop time the connection was started */
 	bool handshaken;                   /* the loop saw Hello (and Auth where needed) succeed */
@@ -219,8 +209,7 @@ void ta_conn_reject(struct ta_conn *conn, ta_status code, const char *msg);
 void ta_conn_close(struct ta_conn *conn);
 /* Server shutdown: stop reading, finish queued requests, then shut down and close. */
 void ta_conn_drain(struct ta_conn *conn);
-/* Closes the connection when it held a partial frame longer than frame_timeout or was
- * idle longer than idle_timeout (now: the loop's time in ms), after answering UNAVAILABLE. */
+/* Answers UNAVAILABLE and closes when one of the timeouts above ran out (now: loop time, ms). */
 void ta_conn_check_timeouts(struct ta_conn *conn, uint64_t now);
 /* Answers code / msg (id 0) as far as the socket takes it at once, then closes (for a peer
  * that may not be reading). */
