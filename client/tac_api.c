@@ -626,7 +626,8 @@ static int op_result(tileatom_client *c, bool want, void *out, size_t out_size, 
 		               "the op was applied, but the output buffer has %zu bytes and the "
 		               "%s values need %zu",
 		               out_size, what, len);
-	if (len) /* (memmove: a shared buffer's values may lie at out already) */
+	/* values the daemon wrote at out itself stay untouched: out may be device memory */
+	if (len && !(shared && c->old_from == out))
 		memmove(out, shared ? c->old_from : op->old->data.data, len);
 	return TILEATOM_OK;
 }
