@@ -198,8 +198,8 @@ __global__ void __launch_bounds__(TA_PK_THREADS)
 	uint64_t born = pk_now(), idle_since = born;
 	/* the trace (thread 0 only): sums carried over from earlier launches, the phases' start */
 	bool trace = threadIdx.x == 0 && pk_load_acquire(&mb->trace) != 0;
-	uint64_t tr[6] = {0, 0, 0, 0, 0, 0}, t_seen = 0, t_copied = 0, t_chain0 = 0, t_end = 0;
-	for (int i = 0; trace && i < 6; i++)
+	uint64_t tr[TA_PK_TR_COUNT] = {0}, t_seen = 0, t_copied = 0, t_chain0 = 0, t_end = 0;
+	for (int i = 0; trace && i < TA_PK_TR_COUNT; i++)
 		tr[i] = pk_load_acquire(&mb->tr_ns[i]);
 	for (;;) {
 		if (threadIdx.x == 0) {
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(TA_PK_THREADS)
 				tr[TA_PK_TR_CHAIN0] += t_chain0 - t_copied;
 				tr[TA_PK_TR_REST] += t_end - t_chain0;
 				tr[TA_PK_TR_DONE] += idle_since - t_end;
-				for (int i = 0; i < 6; i++)
+				for (int i = 0; i < TA_PK_TR_COUNT; i++)
 					((volatile uint64_t *)mb->tr_ns)[i] = tr[i];
 			}
 		}

@@ -153,6 +153,18 @@ typedef struct ta_pk_head {
 	uint32_t elems_off; /* byte offset of the elements */
 	uint32_t pad;       /* (keeps the head 16 bytes) */
 } ta_pk_head;
+/* The persistent kernel's trace sums (ta_pk_mailbox.tr_ns): batches timed; from the last
+ * batch's done to the next bell seen; copying a batch's descriptors; warp 0's own chains;
+ * the other warps' chains and the fences after warp 0's; writing done. */
+enum {
+	TA_PK_TR_N,
+	TA_PK_TR_GAP,
+	TA_PK_TR_COPY,
+	TA_PK_TR_CHAIN0,
+	TA_PK_TR_REST,
+	TA_PK_TR_DONE,
+	TA_PK_TR_COUNT /* (how many: the length of tr_ns) */
+};
 /* The control words shared by the host and the persistent kernel (mapped pinned memory;
  * the host's word and the kernel's on separate 128-byte lines). */
 typedef struct ta_pk_mailbox {
@@ -163,14 +175,11 @@ typedef struct ta_pk_mailbox {
 	uint64_t pad1[14]; /* (its own line) */
 	uint64_t trace;    /* host: nonzero when the kernel times its batches (below) */
 	uint64_t pad2[15]; /* (its own line) */
-	uint64_t tr_ns[6]; /* kernel, when tracing: the batches timed and the nanoseconds they
-	                    * spent in each phase (TA_PK_TR_*), summed over every launch */
-	uint64_t pad3[10]; /* (its own line) */
+	uint64_t tr_ns[TA_PK_TR_COUNT];     /* kernel, when tracing: the batches timed and the
+	                                     * nanoseconds each phase took, summed over every
+	                                     * launch (TA_PK_TR_*) */
+	uint64_t pad3[16 - TA_PK_TR_COUNT]; /* (its own line) */
 } ta_pk_mailbox;
-/* The persistent kernel's trace sums (ta_pk_mailbox.tr_ns): batches timed; from the last
- * batch's done to the next bell seen; copying a batch's descriptors; warp 0's own chains;
- * the other warps' chains and the fences after warp 0's; writing done. */
-enum { TA_PK_TR_N, TA_PK_TR_GAP, TA_PK_TR_COPY, TA_PK_TR_CHAIN0, TA_PK_TR_REST, TA_PK_TR_DONE };
 /* Launches the persistent kernel (one block) on stream: area (two of TA_PK_DESC_BYTES) and
  * olds (two of TA_PK_OLDS slots; a bell's slot picks one of each) are device-accessible
  * mapped memory; it takes bells other than last;
@@ -181,8 +190,8 @@ ta_status ta_cuda_launch_persistent(ta_pk_mailbox *mb, const void *area, uint64_
                                     uint64_t life_ns, void *stream, ta_error *err);
 /* Sets the most chains (callers) a batch may have to go to the persistent kernel of a
  * CUDA backend: 0 turns it off (every batch is a launch, a running kernel is stopped);
- * values over TA_PK_CHAINS mean TA_PK_CHAINS. The default is TA_PK_CHAINS_DEFAULT, or the value of
- * the environment variable TILEATOM_CUDA_PERSISTENT when the backend is created. */
+ * values over TA_PK_CHAINS mean TA_PK_CHAINS. The default is TA_PK_CHAINS_DEFAULT, or the
+ * value of the environment variable TILEATOM_CUDA_PERSISTENT when the backend is created. */
 void ta_cuda_set_persistent(ta_backend *be, int max_chains);
 /* Batches that went through the persistent kernel, and its launches (be: CUDA backend). */
 void ta_cuda_persistent_counts(ta_backend *be, unsigned long long *batches,
