@@ -167,7 +167,7 @@ void tileatom_close(tileatom_client *client)
 	if (client) {
 		if (!client->broken)
 			(void)tac_conn_flush(client, NULL);
-		tac_cuptr_client_free(client);
+		free(client->cuptr); /* its buffers are in the list tac_shm_client_free frees */
 		tac_shm_client_free(client);
 		tac_split_client_free(client);
 	}
@@ -1049,7 +1049,8 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 	REQUIRE_CLIENT_OUT(client, out, err);
 	*out = (tileatom_response){0};
 	/* the parts of a split submit: one merged response (no call when none is queued) */
-	if (client->splits && tac_split_due(client))
+	if (client->splits && !client->broken && client->pending_count > 0 &&
+	    client->pending[client->pending_head].part)
 		return tac_split_collect(client, out, err);
 	tileatom_request_kind kind;
 	int rc = tac_conn_receive(client, &kind, err);
@@ -1058,8 +1059,8 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 		return rc;
 	}
 	const Tileatom__Response *r = client->last;
-	if (client->staged_id) /* (no call without a staged request) */
-		tac_shm_collected(client, r->id);
+	if (client->staged_id && client->staged_id == r->id) /* the staging buffer is free */
+		client->staged_id = 0;
 	out->id = r->id;
 	out->kind = kind;
 	rc = tac_check_response(r, kind, err);

@@ -318,12 +318,6 @@ bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined)
 	return true;
 }
 
-void tac_shm_collected(tileatom_client *c, uint64_t id)
-{
-	if (id != 0 && id == c->staged_id)
-		c->staged_id = 0;
-}
-
 void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes)
 {
 	if (client)

@@ -516,11 +516,6 @@ size_t tac_split_ready(const tileatom_client *c)
 	return ready;
 }
 
-bool tac_split_due(const tileatom_client *c)
-{
-	return !c->broken && c->splits && c->pending_count > 0 && c->pending[c->pending_head].part;
-}
-
 /* The ranges of rows applied, as text ("0..48, 98..199"), for the messages of collect. */
 typedef struct split_runs {
 	char text[112]; /* the ranges so far */
