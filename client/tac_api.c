@@ -74,7 +74,10 @@ static int authenticate(tileatom_client *c, const char *address, const char *aut
 	if (rc != TILEATOM_OK)
 		return rc;
 	tac_msg m;
-	rc = tac_roundtrip(c, &m, tac_build_auth(&m, nonce, sizeof(nonce), proof), err);
+	tac_build_empty(&m, TILEATOM_REQ_AUTH);
+	m.body.auth.client_nonce = (ProtobufCBinaryData){sizeof(nonce), nonce};
+	m.body.auth.proof = (ProtobufCBinaryData){sizeof(proof), proof};
+	rc = tac_roundtrip(c, &m, TILEATOM_OK, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__AuthResponse *a = c->last->auth;
@@ -135,8 +138,10 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 	c->busy_poll_us = busy_poll_default();
 	c->io_timeout_ms = opts->timeout_ms;
 	tac_msg m;
-	rc = tac_roundtrip(c, &m,
-	                   tac_build_hello(&m, "libtileatom-client/" TILEATOM_CLIENT_VERSION), err);
+	tac_build_empty(&m, TILEATOM_REQ_HELLO);
+	m.body.hello.protocol_version = TILEATOM_PROTOCOL_VERSION;
+	m.body.hello.client_name = "libtileatom-client/" TILEATOM_CLIENT_VERSION;
+	rc = tac_roundtrip(c, &m, TILEATOM_OK, err);
 	if (rc == TILEATOM_OK) {
 		const Tileatom__HelloResponse *h = c->last->hello;
 		if (h->protocol_version != TILEATOM_PROTOCOL_VERSION) {

@@ -185,24 +185,6 @@ static bool takes_compare(tileatom_op op)
 	return ta_op_operands((ta_op)op) == TA_OPERANDS_VALUES_COMPARE;
 }
 
-int tac_build_hello(tac_msg *m, const char *client_name)
-{
-	Tileatom__HelloRequest *b = msg_begin(m, TILEATOM_REQ_HELLO);
-	b->protocol_version = TILEATOM_PROTOCOL_VERSION;
-	b->client_name = (char *)(client_name ? client_name : "");
-	return TILEATOM_OK;
-}
-
-int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len, const uint8_t *proof)
-{
-	Tileatom__AuthRequest *b = msg_begin(m, TILEATOM_REQ_AUTH);
-	b->client_nonce.data = (uint8_t *)client_nonce;
-	b->client_nonce.len = n_len;
-	b->proof.data = (uint8_t *)proof;
-	b->proof.len = TA_AUTH_PROOF;
-	return TILEATOM_OK;
-}
-
 int tac_build_empty(tac_msg *m, tileatom_request_kind kind)
 {
 	msg_begin(m, kind);

@@ -265,11 +265,8 @@ TAC_HIDDEN int tac_err(tileatom_error *err, int code, const char *fmt, ...)
 
 /* ---- codec (tac_codec.c) ------------------------------------------------------------- */
 /* Each builder initialises *m as one request (id 0: tac_conn_submit assigns it). */
-TAC_HIDDEN int tac_build_hello(tac_msg *m, const char *client_name);
-/* An Auth request borrowing the client nonce and the proof (n_len and TA_AUTH_PROOF bytes). */
-TAC_HIDDEN int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len,
-                              const uint8_t *proof);
-/* A request whose body has no fields set (ping, stats, snapshot; list before its paging). */
+/* A request whose body has no fields set (ping, stats, snapshot; the caller sets those of
+ * hello, auth, list and register_buffer in m->body). */
 TAC_HIDDEN int tac_build_empty(tac_msg *m, tileatom_request_kind kind);
 TAC_HIDDEN int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int rank,
                                 const int64_t *shape, const void *fill, tileatom_error *err);
