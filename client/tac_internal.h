@@ -343,8 +343,6 @@ TAC_HIDDEN int tac_conn_submit_template(tileatom_client *c, const tileatom_array
 TAC_HIDDEN size_t tac_request_size(const tac_msg *m);
 /* TILEATOM_E_STATE when c has pipelined responses not collected yet, else TILEATOM_OK. */
 TAC_HIDDEN int tac_none_pending(const tileatom_client *c, tileatom_error *err);
-/* Marks the newest pending request as a part of a split submit. */
-TAC_HIDDEN void tac_conn_mark_part(tileatom_client *c);
 /* tileatom_poll's receive: one non-blocking read while responses are missing. */
 TAC_HIDDEN int tac_conn_poll(tileatom_client *c, tileatom_error *err);
 /* Marks the connection broken with err's code and message; returns the code. */

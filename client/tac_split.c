@@ -478,7 +478,9 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 				    i + 1, p.nparts, err->message, i);
 			return tac_conn_break(c, err);
 		}
-		tac_conn_mark_part(c);
+		/* the newest pending request (the part just queued) is a part */
+		c->pending[(c->pending_head + c->pending_count - 1) & (c->pending_cap - 1)].part =
+		    true;
 		if (i > 0) {
 			c->split_extra++;
 		} else { /* s joins the end of the FIFO (few split submits are pending) */
