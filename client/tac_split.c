@@ -217,12 +217,8 @@ static int split_check(tileatom_client *c, const tac_split_req *rq, const tileat
 /* Adds operand a (NULL: none), bound to the element shape as op, to the operands of p. */
 static void split_add_operand(split_plan *p, const tileatom_array *a, const ta_operand *op)
 {
-	if (!a)
-		return;
-	split_operand *o = &p->ops[p->nops++];
-	o->array = a;
-	o->cut = op->stride[0] != 0; /* (the element shape has 2 rows or more) */
-	o->bytes = tileatom_array_bytes(a);
+	if (a) /* (cut: the element shape has 2 rows or more) */
+		p->ops[p->nops++] = (split_operand){a, op->stride[0] != 0, tileatom_array_bytes(a)};
 }
 
 /* Plans the split of rq into *p (and its options into *o) and checks everything a split
