@@ -377,12 +377,18 @@ static bool repeat_collect(dispatch_group *g, ta_dispatch_scratch *scratch, cons
 	rc->plan = r->plan;
 	int n = rc->plan.n_index < TA_MAX_RANK ? rc->plan.n_index : TA_MAX_RANK;
 	for (int i = 0; i < n + 2; i++) { /* operands in the holes' slots: now in the copies */
-		ta_operand *o = i < n    ? &rc->plan.index[i]
-		                : i == n ? &rc->plan.values
-		                         : &rc->plan.compare;
-		uintptr_t at = (uintptr_t)o->data - (uintptr_t)r->slots;
-		if (o->data && at < sizeof(r->slots))
+		/* read from the kept plan, not the copy just written (a load from the copy waits
+		 * for the block copy's stores) */
+		const ta_operand *from = i < n    ? &r->plan.index[i]
+		                         : i == n ? &r->plan.values
+		                                  : &r->plan.compare;
+		uintptr_t at = (uintptr_t)from->data - (uintptr_t)r->slots;
+		if (from->data && at < sizeof(r->slots)) {
+			ta_operand *o = i < n    ? &rc->plan.index[i]
+			                : i == n ? &rc->plan.values
+			                         : &rc->plan.compare;
 			o->data = (uint8_t *)room + at;
+		}
 	}
 	if (rc->plan.want_old) {
 		rc->old_buf = (uint8_t *)&room[TA_REPEAT_HOLES];
@@ -431,8 +437,6 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 			if (rc->deferred)
 				break; /* not for a group: nothing happened, the caller runs it */
 		}
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
-		                          memory_order_relaxed);
 		off += TA_FRAME_HEADER + (size_t)n;
 		nf++;
 		if (rc->collected) {
@@ -451,6 +455,9 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 	}
 	*used = off;
 	*nframes = nf;
+	if (nf > 0) /* one locked add a step: it waits for every store before it */
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, nf,
+		                          memory_order_relaxed);
 	if (g->n == 0) {
 		ta_arena_reset(&scratch->arena);
 		return off > 0 || *close_after ? TA_ASYNC_RAN : TA_ASYNC_REST;

@@ -158,11 +158,11 @@ void group_flush(dispatch_group *g)
 void group_answer(dispatch_group *g)
 {
 	ta_service *svc = g->svc;
+	uint64_t elements = 0;
 	for (int i = 0; i < g->n; i++) {
 		resp_ctx *rc = &g->rcs[i];
 		ta_status st = g->calls[i].status;
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements,
-		                          (uint64_t)rc->plan.count, memory_order_relaxed);
+		elements += (uint64_t)rc->plan.count;
 		rc->elements = (uint64_t)rc->plan.count;
 		if (st == TA_OK)
 			plan_body(rc, &rc->plan, &g->results[i], rc->kind);
@@ -171,6 +171,9 @@ void group_answer(dispatch_group *g)
 		if (finish_reply(svc, rc, st, g->out))
 			g->close_after = true;
 	}
+	if (elements) /* one locked add a group */
+		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements, elements,
+		                          memory_order_relaxed);
 	g->n = 0;
 }
 
