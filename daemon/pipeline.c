@@ -53,8 +53,7 @@ HOT void decode_request(ta_service *svc, ta_dispatch_scratch *scratch, const uin
 	if (counted && svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &d->t0);
 	if (counted)
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
-		                          memory_order_relaxed);
+		ta_counter_add(&ta_service_my_totals(svc)->requests, 1);
 	d->req = NULL;
 	d->outcome = ta_codec_decode(&scratch->arena, payload, len, w);
 	if (d->outcome == TA_WIRE_CONTROL &&
@@ -189,8 +188,8 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	free(owned);
 	scratch->log_seq = rc.log_seq;
 	if (rc.deferred) {
-		atomic_fetch_sub_explicit(&ta_service_my_totals(svc)->requests, 1,
-		                          memory_order_relaxed); /* the worker counts it */
+		/* the worker counts it (adding 2^64 - 1 takes one away) */
+		ta_counter_add(&ta_service_my_totals(svc)->requests, UINT64_MAX);
 		resp_ctx_free(&rc);
 	} else {
 		*close_after = finish_reply(svc, &rc, st, out);
@@ -456,8 +455,7 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 	*used = off;
 	*nframes = nf;
 	if (nf > 0) /* one locked add a step: it waits for every store before it */
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, nf,
-		                          memory_order_relaxed);
+		ta_counter_add(&ta_service_my_totals(svc)->requests, nf);
 	if (g->n == 0) {
 		ta_arena_reset(&scratch->arena);
 		return off > 0 || *close_after ? TA_ASYNC_RAN : TA_ASYNC_REST;
@@ -524,8 +522,8 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	}
 	if (!rc.hold_in) {
 		ta_service_totals *totals = ta_service_my_totals(svc);
-		atomic_fetch_add_explicit(&totals->requests, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&totals->elements, 1, memory_order_relaxed);
+		ta_counter_add(&totals->requests, 1);
+		ta_counter_add(&totals->elements, 1);
 	}
 	*close_after = finish_reply(svc, &rc, st, out);
 	return true;
