@@ -71,13 +71,11 @@ static int authenticate(tileatom_client *c, const char *address, const char *aut
 		rc = tac_err(err, TILEATOM_E_INTERNAL, "cannot compute the authentication proof");
 	ta_auth_wipe(secret);
 	free(secret);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tac_msg m;
+	tac_msg m; /* (sent only when the proofs were computed: rc) */
 	tac_build_empty(&m, TILEATOM_REQ_AUTH);
 	m.body.auth.client_nonce = (ProtobufCBinaryData){sizeof(nonce), nonce};
 	m.body.auth.proof = (ProtobufCBinaryData){sizeof(proof), proof};
-	rc = tac_roundtrip(c, &m, TILEATOM_OK, err);
+	rc = tac_roundtrip(c, &m, rc, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__AuthResponse *a = c->last->auth;
