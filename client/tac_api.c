@@ -71,10 +71,11 @@ static int authenticate(tileatom_client *c, const char *address, const char *aut
 		rc = tac_err(err, TILEATOM_E_INTERNAL, "cannot compute the authentication proof");
 	ta_auth_wipe(secret);
 	free(secret);
-	if (rc != TILEATOM_OK)
-		return rc;
-	tac_msg m;
-	rc = tac_roundtrip(c, &m, tac_build_auth(&m, nonce, sizeof(nonce), proof), err);
+	tac_msg m; /* (sent only when the proofs were computed: rc) */
+	tac_build_empty(&m, TILEATOM_REQ_AUTH);
+	m.body.auth.client_nonce = (ProtobufCBinaryData){sizeof(nonce), nonce};
+	m.body.auth.proof = (ProtobufCBinaryData){sizeof(proof), proof};
+	rc = tac_roundtrip(c, &m, rc, err);
 	if (rc != TILEATOM_OK)
 		return rc;
 	const Tileatom__AuthResponse *a = c->last->auth;
@@ -135,8 +136,10 @@ int tileatom_connect_opts(const char *address, const tileatom_connect_options *o
 	c->busy_poll_us = busy_poll_default();
 	c->io_timeout_ms = opts->timeout_ms;
 	tac_msg m;
-	rc = tac_roundtrip(c, &m,
-	                   tac_build_hello(&m, "libtileatom-client/" TILEATOM_CLIENT_VERSION), err);
+	tac_build_empty(&m, TILEATOM_REQ_HELLO);
+	m.body.hello.protocol_version = TILEATOM_PROTOCOL_VERSION;
+	m.body.hello.client_name = "libtileatom-client/" TILEATOM_CLIENT_VERSION;
+	rc = tac_roundtrip(c, &m, TILEATOM_OK, err);
 	if (rc == TILEATOM_OK) {
 		const Tileatom__HelloResponse *h = c->last->hello;
 		if (h->protocol_version != TILEATOM_PROTOCOL_VERSION) {
@@ -167,7 +170,7 @@ void tileatom_close(tileatom_client *client)
 	if (client) {
 		if (!client->broken)
 			(void)tac_conn_flush(client, NULL);
-		tac_cuptr_client_free(client);
+		free(client->cuptr); /* its buffers are in the list tac_shm_client_free frees */
 		tac_shm_client_free(client);
 		tac_split_client_free(client);
 	}
@@ -1049,7 +1052,8 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 	REQUIRE_CLIENT_OUT(client, out, err);
 	*out = (tileatom_response){0};
 	/* the parts of a split submit: one merged response (no call when none is queued) */
-	if (client->splits && tac_split_due(client))
+	if (client->splits && !client->broken && client->pending_count > 0 &&
+	    client->pending[client->pending_head].part)
 		return tac_split_collect(client, out, err);
 	tileatom_request_kind kind;
 	int rc = tac_conn_receive(client, &kind, err);
@@ -1058,8 +1062,8 @@ int tileatom_collect(tileatom_client *client, tileatom_response *out, tileatom_e
 		return rc;
 	}
 	const Tileatom__Response *r = client->last;
-	if (client->staged_id) /* (no call without a staged request) */
-		tac_shm_collected(client, r->id);
+	if (client->staged_id && client->staged_id == r->id) /* the staging buffer is free */
+		client->staged_id = 0;
 	out->id = r->id;
 	out->kind = kind;
 	rc = tac_check_response(r, kind, err);

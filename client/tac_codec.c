@@ -178,31 +178,6 @@ static void *msg_begin(tac_msg *m, tileatom_request_kind kind)
 	return body;
 }
 
-/* True when op takes compare (expected) values besides its values (the table's operands
- * column: cas). */
-static bool takes_compare(tileatom_op op)
-{
-	return ta_op_operands((ta_op)op) == TA_OPERANDS_VALUES_COMPARE;
-}
-
-int tac_build_hello(tac_msg *m, const char *client_name)
-{
-	Tileatom__HelloRequest *b = msg_begin(m, TILEATOM_REQ_HELLO);
-	b->protocol_version = TILEATOM_PROTOCOL_VERSION;
-	b->client_name = (char *)(client_name ? client_name : "");
-	return TILEATOM_OK;
-}
-
-int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len, const uint8_t *proof)
-{
-	Tileatom__AuthRequest *b = msg_begin(m, TILEATOM_REQ_AUTH);
-	b->client_nonce.data = (uint8_t *)client_nonce;
-	b->client_nonce.len = n_len;
-	b->proof.data = (uint8_t *)proof;
-	b->proof.len = TA_AUTH_PROOF;
-	return TILEATOM_OK;
-}
-
 int tac_build_empty(tac_msg *m, tileatom_request_kind kind)
 {
 	msg_begin(m, kind);
@@ -330,7 +305,7 @@ int tac_build_atomic(tac_msg *m, const tac_split_req *rq, tileatom_error *err)
 	void *addr = kind == TILEATOM_REQ_SCATTER   ? (void *)&m->scatter_addr
 	             : kind == TILEATOM_REQ_INDEXED ? (void *)&m->indexed_addr
 	                                            : NULL;
-	bool cas = takes_compare(rq->op);
+	bool cas = ta_op_operands((ta_op)rq->op) == TA_OPERANDS_VALUES_COMPARE; /* and compare */
 	int rc = check_name(rq->tile, ta_req_name((ta_req_kind)kind), err);
 	if (rc == TILEATOM_OK && !ta_op_is_rmw((ta_op)rq->op))
 		rc = tac_err(err, TILEATOM_E_INVALID_ARGUMENT, "unknown atomic op %d", (int)rq->op);
@@ -386,6 +361,7 @@ int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t fl
 	*compare_arr = (tileatom_array){.dtype = dtype, .rank = 0, .data = compare};
 	/* the index lives in *m, which tac_build_atomic clears: set once it is built */
 	tileatom_array index = {.dtype = TILEATOM_INT64, .rank = 0, .data = &m->scalar_index};
+	bool cas = ta_op_operands((ta_op)op) == TA_OPERANDS_VALUES_COMPARE;
 	tac_split_req rq = {.kind = TILEATOM_REQ_INDEXED,
 	                    .tile = tile,
 	                    .op = op,
@@ -393,7 +369,7 @@ int tac_build_atomic_at(tac_msg *m, const char *tile, tileatom_op op, int64_t fl
 	                    .indices = &index,
 	                    .flat = true,
 	                    .values = value_arr,
-	                    .compare = takes_compare(op) ? compare_arr : NULL,
+	                    .compare = cas ? compare_arr : NULL,
 	                    .opts = &o};
 	int rc = tac_build_atomic(m, &rq, err);
 	if (rc != TILEATOM_OK)

@@ -674,13 +674,6 @@ int tac_conn_receive_newest(tileatom_client *c, tileatom_request_kind *kind, til
 	return receive(c, true, kind, err);
 }
 
-void tac_conn_mark_part(tileatom_client *c)
-{
-	if (c->pending_count > 0)
-		c->pending[(c->pending_head + c->pending_count - 1) & (c->pending_cap - 1)].part =
-		    true;
-}
-
 int tac_conn_wait_window(tileatom_client *c, size_t max_unanswered, tileatom_error *err)
 {
 	if (c->broken)

@@ -433,11 +433,6 @@ size_t tac_cuptr_count(const tileatom_client *c)
 	return c->ncuptr;
 }
 
-void tac_cuptr_client_free(tileatom_client *c)
-{
-	free(c->cuptr); /* the buffers are freed with the client's list */
-}
-
 int tileatom_device_buffer_register(tileatom_client *client, const void *ipc_handle, size_t size,
                                     const void *device_ptr, tileatom_buffer **out,
                                     tileatom_error *err)

@@ -204,8 +204,6 @@ TAC_HIDDEN int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uin
                                 tileatom_error *err);
 /* The pending requests, oldest first, whose responses (all parts) are queued whole. */
 TAC_HIDDEN size_t tac_split_ready(const tileatom_client *c);
-/* True when the oldest pending response belongs to a split submit. */
-TAC_HIDDEN bool tac_split_due(const tileatom_client *c);
 /* tileatom_collect for a split submit: merges its parts' responses into *out. */
 TAC_HIDDEN int tac_split_collect(tileatom_client *c, tileatom_response *out, tileatom_error *err);
 /* Frees c's records of split submits (tileatom_close, before tac_client_free). */
@@ -218,8 +216,6 @@ TAC_HIDDEN void tac_shm_rewrite(tileatom_client *c, tac_msg *m);
  * (Unix sockets; best effort, true when copied). pipelined: only while that buffer is free,
  * made or grown only with nothing pending; the caller then sets c->staged_id. */
 TAC_HIDDEN bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined);
-/* The response to request id was collected (frees the staging buffer if id held it). */
-TAC_HIDDEN void tac_shm_collected(tileatom_client *c, uint64_t id);
 /* Frees c's buffers (tileatom_close, before tac_client_free). */
 TAC_HIDDEN void tac_shm_client_free(tileatom_client *c);
 /* Default operand bytes of a request from which tac_shm_stage stages it. */
@@ -256,8 +252,6 @@ TAC_HIDDEN bool tac_cuptr_load_from(void *handle);
 TAC_HIDDEN unsigned long tac_cuptr_lookups(void);
 /* Allocations registered on c for raw device pointers. */
 TAC_HIDDEN size_t tac_cuptr_count(const tileatom_client *c);
-/* Frees c's cache (tileatom_close, before tac_shm_client_free frees the buffers in it). */
-TAC_HIDDEN void tac_cuptr_client_free(tileatom_client *c);
 
 /* ---- synchronous round trips (tac_call.c; uses tac_cuptr.c, tac_shm.c and below) ----- */
 /* Sends m (its builder's rc: anything but TILEATOM_OK is returned at once), prepared for
@@ -271,11 +265,8 @@ TAC_HIDDEN int tac_err(tileatom_error *err, int code, const char *fmt, ...)
 
 /* ---- codec (tac_codec.c) ------------------------------------------------------------- */
 /* Each builder initialises *m as one request (id 0: tac_conn_submit assigns it). */
-TAC_HIDDEN int tac_build_hello(tac_msg *m, const char *client_name);
-/* An Auth request borrowing the client nonce and the proof (n_len and TA_AUTH_PROOF bytes). */
-TAC_HIDDEN int tac_build_auth(tac_msg *m, const uint8_t *client_nonce, size_t n_len,
-                              const uint8_t *proof);
-/* A request whose body has no fields set (ping, stats, snapshot; list before its paging). */
+/* A request whose body has no fields set (ping, stats, snapshot; the caller sets those of
+ * hello, auth, list and register_buffer in m->body). */
 TAC_HIDDEN int tac_build_empty(tac_msg *m, tileatom_request_kind kind);
 TAC_HIDDEN int tac_build_create(tac_msg *m, const char *name, tileatom_dtype dtype, int rank,
                                 const int64_t *shape, const void *fill, tileatom_error *err);
@@ -352,8 +343,6 @@ TAC_HIDDEN int tac_conn_submit_template(tileatom_client *c, const tileatom_array
 TAC_HIDDEN size_t tac_request_size(const tac_msg *m);
 /* TILEATOM_E_STATE when c has pipelined responses not collected yet, else TILEATOM_OK. */
 TAC_HIDDEN int tac_none_pending(const tileatom_client *c, tileatom_error *err);
-/* Marks the newest pending request as a part of a split submit. */
-TAC_HIDDEN void tac_conn_mark_part(tileatom_client *c);
 /* tileatom_poll's receive: one non-blocking read while responses are missing. */
 TAC_HIDDEN int tac_conn_poll(tileatom_client *c, tileatom_error *err);
 /* Marks the connection broken with err's code and message; returns the code. */

@@ -103,21 +103,17 @@ static int buffer_new(tileatom_client *c, size_t size, const void *ipc_handle,
 	                              .size = size,
 	                              .device = ipc_handle != NULL};
 	if (!ipc_handle) {
-		b->map = MAP_FAILED;
 		b->fd = memfd_create("tileatom-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-		const char *step = "memfd_create";
-		if (b->fd >= 0) {
-			step = "ftruncate";
-			if (ftruncate(b->fd, (off_t)size) == 0) {
-				step = "sealing it (F_ADD_SEALS)";
-				if (fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0) {
-					step = "mmap";
-					b->map = mmap(NULL, size, PROT_READ | PROT_WRITE,
-					              MAP_SHARED, b->fd, 0);
-				}
-			}
-		}
-		if (b->map == MAP_FAILED) {
+		/* the step that failed (errno says why), NULL when none did */
+		const char *step = b->fd < 0                            ? "memfd_create"
+		                   : ftruncate(b->fd, (off_t)size) != 0 ? "ftruncate"
+		                   : fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0
+		                       ? "sealing it (F_ADD_SEALS)"
+		                   : (b->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		                                    b->fd, 0)) == MAP_FAILED
+		                       ? "mmap"
+		                       : NULL;
+		if (step) {
 			int e = errno;
 			if (b->fd >= 0)
 				close(b->fd);
@@ -316,12 +312,6 @@ bool tac_shm_stage(tileatom_client *c, tac_msg *m, bool pipelined)
 		at += (a->data.len + 63) & ~(size_t)63;
 	}
 	return true;
-}
-
-void tac_shm_collected(tileatom_client *c, uint64_t id)
-{
-	if (id != 0 && id == c->staged_id)
-		c->staged_id = 0;
 }
 
 void tileatom_set_shm_threshold(tileatom_client *client, size_t bytes)

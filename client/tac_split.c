@@ -217,12 +217,8 @@ static int split_check(tileatom_client *c, const tac_split_req *rq, const tileat
 /* Adds operand a (NULL: none), bound to the element shape as op, to the operands of p. */
 static void split_add_operand(split_plan *p, const tileatom_array *a, const ta_operand *op)
 {
-	if (!a)
-		return;
-	split_operand *o = &p->ops[p->nops++];
-	o->array = a;
-	o->cut = op->stride[0] != 0; /* (the element shape has 2 rows or more) */
-	o->bytes = tileatom_array_bytes(a);
+	if (a) /* (cut: the element shape has 2 rows or more) */
+		p->ops[p->nops++] = (split_operand){a, op->stride[0] != 0, tileatom_array_bytes(a)};
 }
 
 /* Plans the split of rq into *p (and its options into *o) and checks everything a split
@@ -478,7 +474,9 @@ int tac_split_submit(tileatom_client *c, const tac_split_req *rq, uint64_t *id, 
 				    i + 1, p.nparts, err->message, i);
 			return tac_conn_break(c, err);
 		}
-		tac_conn_mark_part(c);
+		/* the newest pending request (the part just queued) is a part */
+		c->pending[(c->pending_head + c->pending_count - 1) & (c->pending_cap - 1)].part =
+		    true;
 		if (i > 0) {
 			c->split_extra++;
 		} else { /* s joins the end of the FIFO (few split submits are pending) */
@@ -514,11 +512,6 @@ size_t tac_split_ready(const tileatom_client *c)
 		ready++;
 	}
 	return ready;
-}
-
-bool tac_split_due(const tileatom_client *c)
-{
-	return !c->broken && c->splits && c->pending_count > 0 && c->pending[c->pending_head].part;
 }
 
 /* The ranges of rows applied, as text ("0..48, 98..199"), for the messages of collect. */

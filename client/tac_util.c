@@ -81,11 +81,7 @@ const char *tileatom_version(void)
 /* Copies s into buf (n bytes); -1 when it does not fit. */
 static int copy_path(char *buf, size_t n, const char *s)
 {
-	size_t len = strlen(s);
-	if (len + 1 > n)
-		return -1;
-	memcpy(buf, s, len + 1);
-	return 0;
+	return (size_t)snprintf(buf, n, "%s", s) < n ? 0 : -1;
 }
 
 int tileatom_default_socket(char *buf, size_t n)
