@@ -99,17 +99,14 @@ typedef struct snap_out {
 /* Writes n bytes to the snapshot. */
 static void snap_put(snap_out *o, const void *data, size_t n)
 {
-	if (o->err)
+	if (o->err || n == 0)
 		return;
-	if (n && fwrite(data, 1, n, o->f) != n) {
+	if (fwrite(data, 1, n, o->f) != n)
 		o->err = errno ? errno : EIO;
-		return;
-	}
-	if (n && XXH3_64bits_update(o->hs, data, n) != XXH_OK) {
+	else if (XXH3_64bits_update(o->hs, data, n) != XXH_OK)
 		o->err = ENOMEM;
-		return;
-	}
-	o->bytes += n;
+	else
+		o->bytes += n;
 }
 
 /* persist_tile_data's io for a snapshot: writes n bytes; false once writing failed. */
