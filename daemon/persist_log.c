@@ -24,10 +24,6 @@
  * Backpressure: an append that would pass the bound on the records waiting for the writer
  * (ta_persist_set_buffer_max) waits until the writer has taken the buffer, so that a disk
  * slower than the requests slows the requests instead of growing memory. */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -8,10 +8,6 @@
  * the writer closes the log and starts the next one at seq + 1; then the snapshot is
  * fsynced and renamed and older logs are removed. A crash at any point leaves either the
  * old snapshot and every log, or the new snapshot and logs it partly covers (skipped). */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
