@@ -222,8 +222,7 @@ static ta_status run_plan(resp_ctx *rc, ta_tile *tile, const ta_request *req, ou
 	ta_result result = {0, 0};
 	st = ta_backend_apply(svc->backend, tile->mem, (size_t)tile->bytes, &plan, &result,
 	                      &rc->err);
-	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements, (uint64_t)plan.count,
-	                          memory_order_relaxed);
+	ta_counter_add(&ta_service_my_totals(svc)->elements, (uint64_t)plan.count);
 	rc->elements = (uint64_t)plan.count;
 	if (st != TA_OK)
 		return st;

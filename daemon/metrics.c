@@ -1,5 +1,5 @@
-/* metrics.c: the per-request-kind counters of metrics.h. Recording is a handful of relaxed
- * atomic adds on the calling thread's shard of the kind's counters and a short scan of the
+/* metrics.c: the per-request-kind counters of metrics.h. Recording is a handful of adds
+ * (ta_counter_add) on the calling thread's shard of the kind's counters and a short scan of the
  * bucket bounds; reading adds the shards up (each counter is exact; the set is not one
  * atomic snapshot). */
 #include "metrics.h"
@@ -10,6 +10,7 @@
 static atomic_uint next_shard = 0;
 /* This thread's shard; -1 until it first counts. */
 static _Thread_local int my_shard = -1;
+_Thread_local bool ta_metrics_shard_owned = false;
 
 const uint64_t ta_metrics_bucket_ns[TA_METRICS_BUCKETS] = {
     1000,   2500,   5000,    10000,   25000,    50000,     100000,
@@ -18,9 +19,11 @@ const uint64_t ta_metrics_bucket_ns[TA_METRICS_BUCKETS] = {
 
 unsigned ta_metrics_shard(void)
 {
-	if (my_shard < 0)
-		my_shard = (int)(atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) %
-		                 TA_METRICS_SHARDS);
+	if (my_shard < 0) {
+		unsigned k = atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed);
+		ta_metrics_shard_owned = k < TA_METRICS_SHARDS - 1;
+		my_shard = ta_metrics_shard_owned ? (int)k : TA_METRICS_SHARDS - 1;
+	}
 	return (unsigned)my_shard;
 }
 
@@ -31,13 +34,13 @@ static inline ta_kind_metrics *count(ta_metrics *m, ta_req_kind kind, uint64_t r
                                      uint64_t bytes_out)
 {
 	ta_kind_metrics *c = &m->shard[ta_metrics_shard()][ta_req_valid(kind) ? kind : TA_REQ_NONE];
-	atomic_fetch_add_explicit(&c->requests, requests, memory_order_relaxed);
+	ta_counter_add(&c->requests, requests);
 	if (errors)
-		atomic_fetch_add_explicit(&c->errors, errors, memory_order_relaxed);
+		ta_counter_add(&c->errors, errors);
 	if (elements)
-		atomic_fetch_add_explicit(&c->elements, elements, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->bytes_in, bytes_in, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->bytes_out, bytes_out, memory_order_relaxed);
+		ta_counter_add(&c->elements, elements);
+	ta_counter_add(&c->bytes_in, bytes_in);
+	ta_counter_add(&c->bytes_out, bytes_out);
 	return c;
 }
 
@@ -50,8 +53,8 @@ void ta_metrics_record(ta_metrics *m, ta_req_kind kind, bool error, uint64_t ele
 	int b = 0;
 	while (b < TA_METRICS_BUCKETS && latency_ns > ta_metrics_bucket_ns[b])
 		b++;
-	atomic_fetch_add_explicit(&c->latency_ns, latency_ns, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->bucket[b], 1, memory_order_relaxed);
+	ta_counter_add(&c->latency_ns, latency_ns);
+	ta_counter_add(&c->bucket[b], 1);
 }
 
 void ta_metrics_add_held(ta_metrics *m, ta_metrics_held *h)

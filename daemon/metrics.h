@@ -35,10 +35,12 @@ typedef struct ta_kind_metrics {
 	uint64_t pad[(8 - (6 + TA_METRICS_BUCKETS + 1) % 8) % 8]; /* to a multiple of 64 bytes */
 } ta_kind_metrics;
 
-/* Copies of the counters that threads add to: a thread always uses the same one (the
- * first threads each get their own), so that workers counting requests of one kind do not
- * fight over a cache line; readers add the copies up. */
-#define TA_METRICS_SHARDS 16
+/* Copies of the counters that threads add to: a thread always uses the same one, so that
+ * threads counting requests of one kind do not fight over a cache line; readers add the
+ * copies up. The first TA_METRICS_SHARDS - 1 threads that count each own one and add to it
+ * with a plain load and store (ta_counter_add: no locked instruction, which would wait for
+ * every store before it); later threads share the last one and add atomically. */
+#define TA_METRICS_SHARDS 64
 
 /* The counters of every request kind (index: ta_req_kind; TA_REQ_NONE counts requests
  * that did not decode or had no body), in TA_METRICS_SHARDS copies. */
@@ -81,6 +83,20 @@ static inline uint64_t ta_metrics_since(bool timed, const struct timespec *t0)
 /* The shard the calling thread counts in (0 .. TA_METRICS_SHARDS - 1; given at its first
  * call, then always the same). */
 unsigned ta_metrics_shard(void);
+
+/* Whether the calling thread owns its shard (set by its first ta_metrics_shard). */
+extern _Thread_local bool ta_metrics_shard_owned;
+
+/* Adds v to counter c of the calling thread's shard (taken with ta_metrics_shard): a
+ * plain load and store when the thread owns the shard, else an atomic add. */
+static inline void ta_counter_add(atomic_uint_least64_t *c, uint64_t v)
+{
+	if (ta_metrics_shard_owned)
+		atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+		                      memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
 
 /* Counts of OK answers of one kind that a thread holds back during a pipelined run and
  * then adds to a ta_metrics at once (ta_metrics_add_held): a few atomic adds a run instead

@@ -49,8 +49,7 @@ HOT void decode_request(ta_service *svc, ta_dispatch_scratch *scratch, const uin
 	if (counted && svc->time_requests)
 		clock_gettime(CLOCK_MONOTONIC, &d->t0);
 	if (counted)
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
-		                          memory_order_relaxed);
+		ta_counter_add(&ta_service_my_totals(svc)->requests, 1);
 	d->req = NULL;
 	d->outcome = ta_codec_decode(&scratch->arena, payload, len, w);
 	if (d->outcome == TA_WIRE_CONTROL &&
@@ -185,8 +184,8 @@ static ta_dispatch_outcome run_decoded(ta_service *svc, ta_dispatch_scratch *scr
 	free(owned);
 	scratch->log_seq = rc.log_seq;
 	if (rc.deferred) {
-		atomic_fetch_sub_explicit(&ta_service_my_totals(svc)->requests, 1,
-		                          memory_order_relaxed); /* the worker counts it */
+		/* the worker counts it (adding 2^64 - 1 takes one away) */
+		ta_counter_add(&ta_service_my_totals(svc)->requests, UINT64_MAX);
 		resp_ctx_free(&rc);
 	} else {
 		*close_after = finish_reply(svc, &rc, st, out);
@@ -373,12 +372,18 @@ static bool repeat_collect(dispatch_group *g, ta_dispatch_scratch *scratch, cons
 	rc->plan = r->plan;
 	int n = rc->plan.n_index < TA_MAX_RANK ? rc->plan.n_index : TA_MAX_RANK;
 	for (int i = 0; i < n + 2; i++) { /* operands in the holes' slots: now in the copies */
-		ta_operand *o = i < n    ? &rc->plan.index[i]
-		                : i == n ? &rc->plan.values
-		                         : &rc->plan.compare;
-		uintptr_t at = (uintptr_t)o->data - (uintptr_t)r->slots;
-		if (o->data && at < sizeof(r->slots))
+		/* read from the kept plan, not the copy just written (a load from the copy waits
+		 * for the block copy's stores) */
+		const ta_operand *from = i < n    ? &r->plan.index[i]
+		                         : i == n ? &r->plan.values
+		                                  : &r->plan.compare;
+		uintptr_t at = (uintptr_t)from->data - (uintptr_t)r->slots;
+		if (from->data && at < sizeof(r->slots)) {
+			ta_operand *o = i < n    ? &rc->plan.index[i]
+			                : i == n ? &rc->plan.values
+			                         : &rc->plan.compare;
 			o->data = (uint8_t *)room + at;
+		}
 	}
 	if (rc->plan.want_old) {
 		rc->old_buf = (uint8_t *)&room[TA_REPEAT_HOLES];
@@ -427,8 +432,6 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 			if (rc->deferred)
 				break; /* not for a group: nothing happened, the caller runs it */
 		}
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->requests, 1,
-		                          memory_order_relaxed);
 		off += TA_FRAME_HEADER + (size_t)n;
 		nf++;
 		if (rc->collected) {
@@ -447,6 +450,8 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 	}
 	*used = off;
 	*nframes = nf;
+	if (nf > 0) /* one locked add a step: it waits for every store before it */
+		ta_counter_add(&ta_service_my_totals(svc)->requests, nf);
 	if (g->n == 0) {
 		ta_arena_reset(&scratch->arena);
 		return off > 0 || *close_after ? TA_ASYNC_RAN : TA_ASYNC_REST;
@@ -513,8 +518,8 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 	}
 	if (!rc.hold_in) {
 		ta_service_totals *totals = ta_service_my_totals(svc);
-		atomic_fetch_add_explicit(&totals->requests, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&totals->elements, 1, memory_order_relaxed);
+		ta_counter_add(&totals->requests, 1);
+		ta_counter_add(&totals->elements, 1);
 	}
 	*close_after = finish_reply(svc, &rc, st, out);
 	return true;

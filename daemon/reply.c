@@ -52,8 +52,7 @@ static bool append_fallback(ta_service *svc, uint64_t id, int r, size_t size, bo
 		snprintf(msg, sizeof(msg), "out of memory encoding a response of %zu bytes", size);
 	ta_reply_msg small = {.id = id, .status = TA_RESOURCE_EXHAUSTED, .message = msg};
 	if (was_ok) /* an answer that became an error */
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1,
-		                          memory_order_relaxed);
+		ta_counter_add(&ta_service_my_totals(svc)->errors, 1);
 	if (ta_codec_append(&small, svc->max_frame, out, NULL) != 0) {
 		ta_log(TA_LOG_ERR, "cannot encode a response: out of memory");
 		return true;
@@ -76,7 +75,7 @@ bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, cons
                               bool close_after, ta_frame_buf *out)
 {
 	ta_reply_msg m = {.id = id, .status = (int32_t)code, .message = msg};
-	atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1, memory_order_relaxed);
+	ta_counter_add(&ta_service_my_totals(svc)->errors, 1);
 	return append_msg(svc, &m, close_after, out);
 }
 
@@ -86,8 +85,7 @@ bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out
 	if (st != TA_OK) {
 		if (rc->err.code == TA_OK) /* a path that forgot its message */
 			ta_error_set(&rc->err, st, "%s failed", ta_status_name(st));
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->errors, 1,
-		                          memory_order_relaxed);
+		ta_counter_add(&ta_service_my_totals(svc)->errors, 1);
 		ta_log(TA_LOG_DEBUG, "request %" PRIu64 " (%s): %s: %s", rc->id,
 		       ta_req_name(rc->req_kind), ta_status_name(st), rc->err.msg);
 		if (rc->ctl && rc->ctl->resp.body_case == TILEATOM__RESPONSE__BODY_HELLO) {
@@ -154,11 +152,11 @@ void group_flush(dispatch_group *g)
 void group_answer(dispatch_group *g)
 {
 	ta_service *svc = g->svc;
+	uint64_t elements = 0;
 	for (int i = 0; i < g->n; i++) {
 		resp_ctx *rc = &g->rcs[i];
 		ta_status st = g->calls[i].status;
-		atomic_fetch_add_explicit(&ta_service_my_totals(svc)->elements,
-		                          (uint64_t)rc->plan.count, memory_order_relaxed);
+		elements += (uint64_t)rc->plan.count;
 		rc->elements = (uint64_t)rc->plan.count;
 		if (st == TA_OK)
 			plan_body(rc, &rc->plan, &g->results[i], rc->kind);
@@ -167,6 +165,8 @@ void group_answer(dispatch_group *g)
 		if (finish_reply(svc, rc, st, g->out))
 			g->close_after = true;
 	}
+	if (elements) /* one locked add a group */
+		ta_counter_add(&ta_service_my_totals(svc)->elements, elements);
 	g->n = 0;
 }
 
@@ -187,8 +187,8 @@ void held_flush(ta_service *svc, ta_dispatch_scratch *scratch)
 	if (scratch->held.requests == 0)
 		return;
 	ta_service_totals *totals = ta_service_my_totals(svc);
-	atomic_fetch_add_explicit(&totals->requests, scratch->held.requests, memory_order_relaxed);
-	atomic_fetch_add_explicit(&totals->elements, scratch->held.elements, memory_order_relaxed);
+	ta_counter_add(&totals->requests, scratch->held.requests);
+	ta_counter_add(&totals->elements, scratch->held.elements);
 	ta_metrics_add_held(&svc->metrics, &scratch->held);
 }
 

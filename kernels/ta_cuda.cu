@@ -1425,8 +1425,7 @@ static ta_status call_check(ta_apply_call *c)
 {
 	c->result->skipped = 0;
 	c->result->applied = 0;
-	kargs check;
-	c->status = check_plan(c->plan, c->tile_bytes, &check, c->err);
+	c->status = ta_plan_check(c->plan, c->tile_bytes, NULL, c->err);
 	if (c->status == TA_OK && c->plan->count > 0 && !c->mem)
 		c->status = ta_error_set(c->err, TA_INVALID_ARGUMENT, "no tile memory");
 	return c->status;
@@ -1459,8 +1458,7 @@ static void cuda_apply_many(ta_backend *base, ta_apply_call *calls, size_t n)
 			ta_apply_call *d = &calls[j];
 			if (!d->mem || d->plan->count == 0 || !batchable(be, d->plan))
 				break;
-			kargs chk;
-			d->status = check_plan(d->plan, d->tile_bytes, &chk, d->err);
+			d->status = ta_plan_check(d->plan, d->tile_bytes, NULL, d->err);
 			if (d->status != TA_OK)
 				break;
 			j++;

@@ -305,7 +305,7 @@ for bins in 256 65536; do
 done
 echo "big tile ($big bytes over $GPUS): $(grep -E '^(ok|add|verify)' "$L/bigtile.txt" 2>/dev/null | tr '\n' ';') exit $big_rc"
 echo "suites (--placement shard):$suite_lines (last failure: ${suites_rc})"
-echo "daemon exits: $(tr '\n' ' ' <"$L/exits.txt" 2>/dev/null)"
+echo "daemon exits: $(tr '\n' ' ' 2>/dev/null <"$L/exits.txt")"
 echo "peer access: $(grep -h 'peer access' "$L"/daemon-all.log 2>/dev/null | head -1)"
 echo "logs: $L"
 rm -rf "$S"
