@@ -708,7 +708,8 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
 	return true;
 }
 
-bool ta_repeat_match(ta_repeat *r, const uint8_t *payload, size_t len, uint64_t *id)
+bool ta_repeat_match(const ta_repeat *r, const uint8_t *payload, size_t len, uint64_t *id,
+                     uint64_t *slots)
 {
 	const uint8_t *rest = NULL;
 	if (!r->valid || !split_id(payload, len, id, &rest) ||
@@ -727,6 +728,7 @@ bool ta_repeat_match(ta_repeat *r, const uint8_t *payload, size_t len, uint64_t 
 	if (diff != 0)
 		return false;
 	for (int h = 0; h < r->n_holes; h++)
-		fw_copy_small((uint8_t *)r->holes[h].slot, rest + r->holes[h].at, r->holes[h].len);
+		fw_copy_small((uint8_t *)(slots + (r->holes[h].slot - r->slots)),
+		              rest + r->holes[h].at, r->holes[h].len);
 	return true;
 }

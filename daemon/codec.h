@@ -217,7 +217,9 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
                       ta_tile *tile);
 
 /* True when the payload of len bytes is the kept request again but for its id and operand
- * data: then *id is its id and the kept plan's operands hold its data. */
-bool ta_repeat_match(ta_repeat *r, const uint8_t *payload, size_t len, uint64_t *id);
+ * data: then *id is its id and its operand data is in slots (r->slots, where the kept plan's
+ * operands point, or storage of the same layout for a copy of the plan). */
+bool ta_repeat_match(const ta_repeat *r, const uint8_t *payload, size_t len, uint64_t *id,
+                     uint64_t *slots);
 
 #endif /* TA_DAEMON_CODEC_H */

@@ -355,11 +355,12 @@ static bool repeat_collect(dispatch_group *g, ta_dispatch_scratch *scratch, cons
 	ta_repeat *r = &session->repeat;
 	resp_ctx *rc = &g->rcs[g->n];
 	uint64_t id = 0;
-	if (r->plan.space != TA_SPACE_GLOBAL || !ta_plan_async_ok(&r->plan) ||
-	    !ta_repeat_match(r, payload, len, &id))
+	if (r->plan.space != TA_SPACE_GLOBAL || !ta_plan_async_ok(&r->plan))
 		return false;
+	/* the operand data goes straight into the copy's slots (room): a copy of the kept
+	 * slots just written would wait for those small stores */
 	uint64_t *room = ta_arena_alloc_inline(&scratch->arena, sizeof(r->slots) + sizeof(r->old));
-	if (!room)
+	if (!room || !ta_repeat_match(r, payload, len, &id, room))
 		return false;
 	rc_begin(rc, svc, scratch, session, payload, len, -1);
 	rc->group = g;
@@ -368,7 +369,6 @@ static bool repeat_collect(dispatch_group *g, ta_dispatch_scratch *scratch, cons
 	                                &shared, &rc->err);
 	if (!tile)
 		return false;
-	memcpy(room, r->slots, sizeof(r->slots));
 	rc->plan = r->plan;
 	int n = rc->plan.n_index < TA_MAX_RANK ? rc->plan.n_index : TA_MAX_RANK;
 	for (int i = 0; i < n + 2; i++) { /* operands in the holes' slots: now in the copies */
@@ -484,7 +484,8 @@ static bool repeat_run(ta_service *svc, ta_dispatch_scratch *scratch, ta_session
 {
 	ta_repeat *r = &session->repeat;
 	uint64_t id = 0;
-	if (svc->persist || r->plan.count > inline_max || !ta_repeat_match(r, payload, len, &id))
+	if (svc->persist || r->plan.count > inline_max ||
+	    !ta_repeat_match(r, payload, len, &id, r->slots))
 		return false;
 	resp_ctx rc;
 	resp_ctx_start(&rc);

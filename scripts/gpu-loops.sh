@@ -9,6 +9,9 @@
 # threads). ROUNDS (default 2) repeats the whole list, alternating the cases; logs under
 # $OUT (default /tmp/gpu-out). With CARRY/tileatomd-pre present (an earlier build), each
 # round also runs three 50x16 cases with it (cases named pre-...), for an A/B in one call.
+# CASES=multi runs instead, on a host of 2 or more GPUs, the CUDA daemon over one GPU and
+# over 2 (and 4 where there are 4) with 4, 8, 16 or 32 loops, one generator with --tiles 8
+# (tiles round-robin over the daemon's GPUs), at 50x16 and 200x16.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH="$C/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -37,7 +40,8 @@ one() { # label backend clients depth [daemon args...]
 	for _ in $(seq 200); do [ -S "$S" ] && break; sleep 0.05; done
 	local t0 out t1 th rc
 	t0=$(ticks "$pid")
-	out=$("$C/tileatom-bench" -s "$S" -t add -r 10000 -c "$c" -P "$p" -d 3 --threads 8 --csv)
+	out=$(timeout 60 "$C/tileatom-bench" -s "$S" -t add -r 10000 -c "$c" -P "$p" -d 3 --threads 8 \
+		${BENCH_ARGS:-} --csv)
 	t1=$(ticks "$pid")
 	th=$(thread_ticks "$pid")
 	kill -TERM "$pid"
@@ -50,6 +54,26 @@ one() { # label backend clients depth [daemon args...]
 	echo "$label,$be,${c}x$p,$rc,$((t1 - t0)),$(echo "$out" | tail -1),$th"
 }
 
+if [ "${CASES:-}" = multi ]; then
+	export BENCH_ARGS="--tiles 8"
+	gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+	for r in $(seq "$ROUNDS"); do
+		echo "# round $r"
+		for shape in "50 16" "200 16"; do
+			set -- $shape
+			one d0-L8 cuda "$1" "$2" --devices 0 --loops 8
+			one d2-L4 cuda "$1" "$2" --devices 0,1 --loops 4
+			one d2-L8 cuda "$1" "$2" --devices 0,1 --loops 8
+			one d2-L16 cuda "$1" "$2" --devices 0,1 --loops 16
+			if [ "$gpus" -ge 4 ]; then
+				one d4-L8 cuda "$1" "$2" --devices 0,1,2,3 --loops 8
+				one d4-L16 cuda "$1" "$2" --devices 0,1,2,3 --loops 16
+				one d4-L32 cuda "$1" "$2" --devices 0,1,2,3 --loops 32
+			fi
+		done
+	done
+	exit 0
+fi
 for r in $(seq "$ROUNDS"); do
 	echo "# round $r"
 	for shape in "50 16" "200 16"; do
