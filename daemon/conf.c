@@ -372,14 +372,11 @@ ta_status ta_config_load_file(ta_config *cfg, const char *path, ta_error *err)
 	if (rc == -2)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED,
 		                    "out of memory reading configuration file %s", path);
-	if (rc > 0) {
-		if (ctx.err.code != TA_OK)
-			return ta_error_set(err, TA_INVALID_ARGUMENT, "%s:%d: %s", path, rc,
-			                    ctx.err.msg);
-		return ta_error_set(err, TA_INVALID_ARGUMENT,
-		                    "%s:%d: syntax error (expected key = value or [section])", path,
-		                    rc);
-	}
+	if (rc > 0)
+		return ta_error_set(err, TA_INVALID_ARGUMENT, "%s:%d: %s", path, rc,
+		                    ctx.err.code != TA_OK
+		                        ? ctx.err.msg
+		                        : "syntax error (expected key = value or [section])");
 	char *copy = strdup(path);
 	if (!copy)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
@@ -500,20 +497,13 @@ ta_status ta_config_finish(ta_config *cfg, ta_error *err)
 		                    (unsigned long long)cfg->max_input_total, cfg->max_frame);
 	if (cfg->socket_path)
 		return TA_OK;
-	const char *base;
-	if (geteuid() == 0) {
-		base = "/run";
-	} else {
-		base = getenv("XDG_RUNTIME_DIR");
-		if (!base || base[0] != '/')
-			return ta_error_set(
-			    err, TA_UNAVAILABLE,
-			    "no socket path: XDG_RUNTIME_DIR is not set, so there is "
-			    "no per-user default ($XDG_RUNTIME_DIR/tileatom/"
-			    "tileatomd.sock), and /run/tileatom/tileatomd.sock is "
-			    "root's; give --socket PATH (or socket = PATH in the "
-			    "configuration file)");
-	}
+	const char *base = geteuid() == 0 ? "/run" : getenv("XDG_RUNTIME_DIR");
+	if (!base || base[0] != '/')
+		return ta_error_set(err, TA_UNAVAILABLE,
+		                    "no socket path: XDG_RUNTIME_DIR is not set, so there is no "
+		                    "per-user default ($XDG_RUNTIME_DIR/tileatom/tileatomd.sock), "
+		                    "and /run/tileatom/tileatomd.sock is root's; give --socket "
+		                    "PATH (or socket = PATH in the configuration file)");
 	size_t len = strlen(base) + sizeof("/tileatom/tileatomd.sock");
 	cfg->socket_path = malloc(len);
 	if (!cfg->socket_path)

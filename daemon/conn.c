@@ -784,40 +784,44 @@ static void conn_consume(ta_conn *conn, const uint8_t *data, size_t len)
 	conn->frame_done = false;
 }
 
-/* Frees a temporary handle that carried a received fd out of libuv. */
-static void on_fd_handle_close(uv_handle_t *handle)
+/* uv_close callback of a malloc'd handle. */
+static void on_handle_freed(uv_handle_t *handle)
 {
 	free(handle);
 }
 
+int ta_conn_accept_fd(uv_loop_t *loop, uv_stream_t *from, bool tcp)
+{
+	uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
+	int rc = !tmp  ? UV_ENOMEM
+	         : tcp ? uv_tcp_init(loop, (uv_tcp_t *)tmp)
+	               : uv_pipe_init(loop, (uv_pipe_t *)tmp, 0);
+	if (rc != 0) {
+		free(tmp);
+		return rc;
+	}
+	uv_os_fd_t fd = -1;
+	if ((rc = uv_accept(from, (uv_stream_t *)tmp)) == 0 && (rc = uv_fileno(tmp, &fd)) == 0 &&
+	    (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+		rc = uv_translate_sys_error(errno);
+	uv_close(tmp, on_handle_freed);
+	return rc != 0 ? rc : fd;
+}
+
 /* Takes the fds that came with the bytes just read (libuv queued them on the ipc pipe) into
- * the connection's buffer table, oldest first. libuv hands received fds out only through
- * uv_accept into a stream handle; a memfd is carried out in a fresh pipe handle, duplicated,
- * and the handle closed (which closes libuv's copy). */
+ * the connection's buffer table, oldest first (libuv hands them out only through uv_accept:
+ * ta_conn_accept_fd). */
 static void conn_take_fds(ta_conn *conn)
 {
 	while (!conn->tcp && uv_pipe_pending_count(&conn->h.pipe) > 0) {
-		uv_pipe_t *carrier = malloc(sizeof(*carrier));
-		int rc = carrier ? uv_pipe_init(conn->host->loop, carrier, 0) : UV_ENOMEM;
-		int mine = -1;
-		if (rc == 0) {
-			rc = uv_accept(&conn->h.stream, (uv_stream_t *)carrier);
-			uv_os_fd_t fd = -1;
-			if (rc == 0)
-				rc = uv_fileno((uv_handle_t *)carrier, &fd);
-			mine = rc == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-			uv_close((uv_handle_t *)carrier, on_fd_handle_close);
-		} else {
-			free(carrier);
+		int fd = ta_conn_accept_fd(conn->host->loop, &conn->h.stream, false);
+		if (fd < 0) { /* the next read tries again; a register meanwhile finds no fd */
+			ta_log(TA_LOG_WARNING,
+			       "connection %" PRIu64 ": cannot take a passed fd: %s", conn->serial,
+			       uv_strerror(fd));
+			return;
 		}
-		if (mine >= 0) {
-			ta_shm_push_fd(&conn->shm, mine);
-			continue;
-		}
-		ta_log(TA_LOG_WARNING, "connection %" PRIu64 ": cannot take a passed fd: %s",
-		       conn->serial, rc != 0 ? uv_strerror(rc) : strerror(errno));
-		if (rc != 0)
-			return; /* the next read tries again; a register meanwhile finds no fd */
+		ta_shm_push_fd(&conn->shm, fd);
 	}
 }
 

@@ -201,6 +201,10 @@ struct ta_conn {
 /* Allocates connection number serial (for logs) of the listener type (tcp: true for TCP)
  * for host and initialises its handle. Returns NULL when memory is short or libuv fails. */
 struct ta_conn *ta_conn_new(ta_conn_host *host, bool tcp, uint64_t serial);
+/* Accepts what is pending on from (a connection, or an fd passed over an ipc pipe) into a
+ * temporary handle and returns a duplicate of its descriptor (the handle closes with its
+ * own), or a negative libuv error (UV_ENOMEM: still pending). */
+int ta_conn_accept_fd(uv_loop_t *loop, uv_stream_t *from, bool tcp);
 /* Starts serving an accepted connection. */
 void ta_conn_start(struct ta_conn *conn);
 /* Answers an accepted connection with one error response and closes it (limits). */

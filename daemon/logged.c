@@ -1,9 +1,5 @@
 /* logged.c: the persistence glue of the request path (--data-dir): a mutating request's
  * mutation lock and tile lookup, and its log record once it was applied (persist.h). */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include "reqctx.h"
 #include "shmbuf.h"
 

@@ -30,10 +30,6 @@
 #include "ta_backend.h"
 #include "ta_lower.h"
 
-#ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "unknown"
-#endif
-
 /* Parses --devices for the backend named kind ("cpu" or "cuda") into the ordinals to open
  * (CPU: pools 0..N-1; "all": every CUDA device, one CPU pool). Returns the count, or 0
  * (logged) for a bad text or no device. */

@@ -29,10 +29,6 @@
 #include "log.h"
 #include "netaddr.h"
 
-#ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "unknown"
-#endif
-
 /* Connections served at the same time: room for scrapers beside a few that trickle. */
 #define METRICS_MAX_CONNECTIONS 64
 /* Connections from one address at the same time: one remote host never takes them all. */

@@ -1,8 +1,4 @@
 /* netaddr.c: socket address facts (netaddr.h). */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include "netaddr.h"
 
 #include <arpa/inet.h>

@@ -4,10 +4,6 @@
  * (persist_snapshot.c); at close, the threads stopped, the log synced and the logmark written
  * for a clean stop. The one file above the other persist_*.c files, and the only one that
  * depends on dispatch (which calls into them). */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>

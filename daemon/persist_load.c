@@ -7,10 +7,6 @@
  * cut short, missing or not continuing the one before, a logmark missing or damaged where
  * the logs were written with one) refuse the start saying what is lost, unless the operator
  * accepted that (--accept-log-loss). Other damage refuses it naming the file and offset. */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

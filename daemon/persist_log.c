@@ -24,10 +24,6 @@
  * Backpressure: an append that would pass the bound on the records waiting for the writer
  * (ta_persist_set_buffer_max) waits until the writer has taken the buffer, so that a disk
  * slower than the requests slows the requests instead of growing memory. */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -429,15 +425,6 @@ static void stripe_lock(ta_stripe *st, int kind)
 	pthread_mutex_unlock(&st->mu);
 }
 
-/* Releases a stripe from stripe_lock. */
-static void stripe_unlock(ta_stripe *st)
-{
-	pthread_mutex_lock(&st->mu);
-	if (--st->holders == 0 && st->waiting > 0)
-		pthread_cond_broadcast(&st->cond);
-	pthread_mutex_unlock(&st->mu);
-}
-
 ta_status ta_persist_run_lock(ta_persist *p, ta_persist_run *run, const char *name, int kind,
                               ta_persist_hold *hold, ta_error *err)
 {
@@ -485,13 +472,18 @@ ta_status ta_persist_run_lock(ta_persist *p, ta_persist_run *run, const char *na
 	return TA_OK;
 }
 
-/* Releases the stripes of hold (no run involved). */
+/* Releases the stripes of hold (no run involved), waking their waiters. */
 static void hold_release(ta_persist *p, ta_persist_hold *hold)
 {
 	int lo = hold->stripe >= 0 ? hold->stripe : 0;
 	int hi = hold->stripe >= 0 ? hold->stripe : TA_PERSIST_STRIPES - 1;
-	for (int s = hi; s >= lo; s--)
-		stripe_unlock(&p->stripes[s]);
+	for (int s = hi; s >= lo; s--) {
+		ta_stripe *st = &p->stripes[s];
+		pthread_mutex_lock(&st->mu);
+		if (--st->holders == 0 && st->waiting > 0)
+			pthread_cond_broadcast(&st->cond);
+		pthread_mutex_unlock(&st->mu);
+	}
 	hold->held = false;
 }
 

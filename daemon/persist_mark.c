@@ -3,10 +3,6 @@
  * (persist_load.c) can tell a log cut short or missing from a record torn by a crash; two
  * slots written in turn in place. Below it, the one way a durable file is made, which the
  * log's new files share. */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

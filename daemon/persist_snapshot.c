@@ -8,10 +8,6 @@
  * the writer closes the log and starts the next one at seq + 1; then the snapshot is
  * fsynced and renamed and older logs are removed. A crash at any point leaves either the
  * old snapshot and every log, or the new snapshot and logs it partly covers (skipped). */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -99,17 +95,14 @@ typedef struct snap_out {
 /* Writes n bytes to the snapshot. */
 static void snap_put(snap_out *o, const void *data, size_t n)
 {
-	if (o->err)
+	if (o->err || n == 0)
 		return;
-	if (n && fwrite(data, 1, n, o->f) != n) {
+	if (fwrite(data, 1, n, o->f) != n)
 		o->err = errno ? errno : EIO;
-		return;
-	}
-	if (n && XXH3_64bits_update(o->hs, data, n) != XXH_OK) {
+	else if (XXH3_64bits_update(o->hs, data, n) != XXH_OK)
 		o->err = ENOMEM;
-		return;
-	}
-	o->bytes += n;
+	else
+		o->bytes += n;
 }
 
 /* persist_tile_data's io for a snapshot: writes n bytes; false once writing failed. */

@@ -4,10 +4,6 @@
  * collected into a group (applied together by reply.c's group_flush); a connection's
  * repeated request run (or collected into an asynchronous group) from its kept plan
  * (codec.h), a cache in front of the decoder. */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include "reqctx.h"
 
 #include <inttypes.h>

@@ -148,12 +148,11 @@ void ta_registry_free(ta_registry *reg)
 {
 	if (!reg)
 		return;
-	for (size_t b = 0; b < reg->nbuckets; b++) {
+	for (size_t b = 0; b < reg->nbuckets; b++)
 		for (ta_tile *t = reg->buckets[b], *next; t; t = next) {
 			next = t->next;
 			ta_tile_unref(t); /* the registry's reference: the last one */
 		}
-	}
 	ta_recpool_free(&reg->records);
 	pthread_rwlock_destroy(&reg->lock);
 	free(reg->buckets);
@@ -189,16 +188,13 @@ static void maybe_resize_locked(ta_registry *reg)
 	ta_tile **nb = calloc(n, sizeof(*nb));
 	if (!nb)
 		return;
-	for (size_t b = 0; b < reg->nbuckets; b++) {
-		ta_tile *t = reg->buckets[b];
-		while (t) {
-			ta_tile *next = t->next;
+	for (size_t b = 0; b < reg->nbuckets; b++)
+		for (ta_tile *t = reg->buckets[b], *next; t; t = next) {
+			next = t->next;
 			size_t i = name_hash(t->name) & (n - 1);
 			t->next = nb[i];
 			nb[i] = t;
-			t = next;
 		}
-	}
 	free(reg->buckets);
 	reg->buckets = nb;
 	reg->nbuckets = n;

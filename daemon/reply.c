@@ -4,10 +4,6 @@
  * in a pipelined run the held counts of the scratch, published together at the run's end:
  * ta_dispatch_begin_run / end_run); and a pipelined run's collected plans applied together
  * and answered in order (group_flush). Below handlers.c and pipeline.c, which both answer. */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include "reqctx.h"
 
 #include <inttypes.h>

@@ -25,7 +25,6 @@
 
 #include <stddef.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -201,12 +200,6 @@ static void on_busy_timer(uv_timer_t *timer)
 	l->host.inline_max = busy <= TA_SERVER_INLINE_CUDA_CONNS ? TA_SERVER_INLINE_CUDA : 0;
 }
 
-/* uv_close callback of a malloc'd handle. */
-static void on_handle_freed(uv_handle_t *handle)
-{
-	free(handle);
-}
-
 /* True when an embedded handle was initialised and is not closing: the server's structs
  * start zeroed, so a handle's type is UV_UNKNOWN_HANDLE until its uv_*_init. */
 static bool handle_open(const void *handle)
@@ -331,32 +324,11 @@ static void conn_admit(ta_server_loop *l, ta_conn *conn)
 	ta_conn_start(conn);
 }
 
-/* Main loop: accepts the connection pending on listener into a temporary handle and takes
- * its socket out (a dup: closing the handle closes the fd it wraps). Returns the fd, or a
- * negative libuv error: the connection is dropped, or left pending (UV_ENOMEM: no handle). */
-static int accept_fd(ta_server *srv, uv_stream_t *listener, bool tcp)
-{
-	uv_handle_t *tmp = malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t));
-	int rc = !tmp  ? UV_ENOMEM
-	         : tcp ? uv_tcp_init(srv->loop, (uv_tcp_t *)tmp)
-	               : uv_pipe_init(srv->loop, (uv_pipe_t *)tmp, 0);
-	if (rc != 0) {
-		free(tmp);
-		return rc;
-	}
-	uv_os_fd_t fd = -1;
-	if ((rc = uv_accept(listener, (uv_stream_t *)tmp)) == 0 &&
-	    (rc = uv_fileno(tmp, &fd)) == 0 && (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
-		rc = uv_translate_sys_error(errno);
-	uv_close(tmp, on_handle_freed);
-	return rc != 0 ? rc : fd;
-}
-
 /* Takes the pending connection off the listener's queue and drops it (memory is short);
  * without an accept libuv would stop watching the listener. */
 static void drop_pending(ta_server *srv, uv_stream_t *listener, bool tcp)
 {
-	int fd = accept_fd(srv, listener, tcp);
+	int fd = ta_conn_accept_fd(srv->loop, listener, tcp);
 	if (fd >= 0)
 		close(fd);
 	else
@@ -438,7 +410,7 @@ static void on_loop_wake(uv_async_t *handle)
 static void hand_off(ta_server *srv, uv_stream_t *listener, bool tcp, ta_server_loop *l)
 {
 	ta_server_handoff *h = malloc(sizeof(*h));
-	int fd = h ? accept_fd(srv, listener, tcp) : UV_ENOMEM;
+	int fd = h ? ta_conn_accept_fd(srv->loop, listener, tcp) : UV_ENOMEM;
 	if (fd < 0) {
 		ta_log(TA_LOG_WARNING, "cannot accept a connection: %s", uv_strerror(fd));
 		free(h);

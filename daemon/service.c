@@ -1,9 +1,5 @@
 /* service.c: the state every request may use (ta_service: request totals per shard) and
  * a connection's session (see dispatch.h). */
-#ifdef HAVE_CONFIG_H
-#include <config.h>
-#endif
-
 #include "dispatch.h"
 #include "codec.h"
 
