@@ -75,6 +75,9 @@ typedef struct hb_split {
 /* The devsplit threads' meeting points: go (the main thread and every split thread) starts
  * a repetition, done ends it; quit (read after go) ends the threads. */
 static pthread_barrier_t split_go, split_done;
+
+#ifdef TA_HISTBENCH_CUDA /* devsplit needs device memory */
+/* Set (before the last split_go) when the threads are to end. */
 static bool split_quit;
 
 /* One indexed add of ones at the split's keys into its tile. */
@@ -106,6 +109,7 @@ static void *split_main(void *arg)
 		pthread_barrier_wait(&split_done);
 	}
 }
+#endif
 
 /* Seconds on the monotonic clock. */
 static double now_s(void)

@@ -9,7 +9,7 @@
  * RTLD_NOLOAD), asking again only after the process loads another shared object.
  * tileatom_device_buffer_register (explicit registrations and these) lives here too: it
  * names the buffer's GPU by its UUID when the driver can tell, for a daemon over several
- * GPUs, and registers the buffer through tac_shm.c.
+ * GPUs, and registers the buffer through tac_shm.c; so does tileatom_cuda_stream_sync.
  *
  * Failure modes: device memory that cannot travel by reference (a TCP connection, no CUDA
  * IPC handle, an array past its allocation, pipelined responses not collected before a
@@ -64,6 +64,7 @@ typedef struct tac_cu_driver {
 	tac_cu_result (*error_name)(tac_cu_result e, const char **s);    /* cuGetErrorName */
 	tac_cu_result (*device_get)(int *dev, int ordinal); /* cuDeviceGet (optional: NULL) */
 	tac_cu_result (*device_uuid)(void *uuid, int dev);  /* cuDeviceGetUuid (optional) */
+	tac_cu_result (*stream_sync)(void *stream);         /* cuStreamSynchronize (optional) */
 } tac_cu_driver;
 
 /* The driver once found (never unloaded); NULL until then. */
@@ -91,7 +92,7 @@ static bool cu_install(void *h)
 	struct {
 		void **slot;      /* where the address goes */
 		const char *name; /* the driver's symbol */
-		bool optional; /* only to name a device buffer's GPU (gpu_uuid): may be missing */
+		bool optional;    /* not needed for device operands (gpu_uuid, stream sync) */
 	} syms[] = {
 	    {(void **)&drv.pointer_get_attributes, "cuPointerGetAttributes", false},
 	    {(void **)&drv.ipc_get_mem_handle, "cuIpcGetMemHandle", false},
@@ -101,6 +102,7 @@ static bool cu_install(void *h)
 	    {(void **)&drv.error_name, "cuGetErrorName", false},
 	    {(void **)&drv.device_get, "cuDeviceGet", true},
 	    {(void **)&drv.device_uuid, "cuDeviceGetUuid", true},
+	    {(void **)&drv.stream_sync, "cuStreamSynchronize", true},
 	};
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
 		void *f = h ? dlsym(h, syms[i].name) : NULL;
@@ -174,6 +176,19 @@ static const char *cu_error(const tac_cu_driver *d, tac_cu_result e, char *buf, 
 		return s;
 	snprintf(buf, size, "CUDA error %d", e);
 	return buf;
+}
+
+int tileatom_cuda_stream_sync(void *stream, tileatom_error *err)
+{
+	const tac_cu_driver *d = cu_driver();
+	if (!d || !d->stream_sync)
+		return tac_err(err, TILEATOM_E_UNIMPLEMENTED,
+		               "the process has not loaded the CUDA driver (libcuda.so.1)");
+	tac_cu_result e = d->stream_sync(stream);
+	char buf[32];
+	return e == 0 ? TILEATOM_OK
+	              : tac_err(err, TILEATOM_E_INTERNAL, "cuStreamSynchronize: %s",
+	                        cu_error(d, e, buf, sizeof(buf)));
 }
 
 /* ---- the per-connection cache ---------------------------------------------------------- */

@@ -513,6 +513,15 @@ TA_API int tileatom_device_buffer_register(tileatom_client *client, const void *
 /* 1 when buffer is a device buffer (tileatom_buffer_data then returns NULL). */
 TA_API int tileatom_buffer_is_device(const tileatom_buffer *buffer);
 
+/* Waits for the work queued on a CUDA stream (a cudaStream_t or CUstream; NULL: the legacy
+ * default stream of the calling thread's current context) with cuStreamSynchronize of the
+ * driver the process has loaded: for callers that hold a stream but not the CUDA headers
+ * (language bindings), before a request whose device operands work on that stream writes.
+ * 0 when done; TILEATOM_E_UNIMPLEMENTED when the process has not loaded libcuda.so.1;
+ * TILEATOM_E_INTERNAL naming the driver's error (e.g. CUDA_ERROR_INVALID_CONTEXT for NULL
+ * in a thread with no current context). */
+TA_API int tileatom_cuda_stream_sync(void *stream, tileatom_error *err);
+
 /* ---- raw device pointers (transparent device buffers) ------------------------------------
  * A cudaMalloc'd pointer (or one into the middle of such an allocation) can be passed as
  * any operand array or as opts->old_out without registering anything: before a request is

@@ -56,6 +56,9 @@ static int fake_attr_result;
 static int fake_ipc_result;
 /* Calls of cuPointerGetAttributes and of cuIpcGetMemHandle. */
 static unsigned long fake_queries, fake_handles;
+/* What cuStreamSynchronize returns, and the stream it was last given. */
+static int fake_sync_result;
+static void *fake_synced;
 
 /* The fake driver's entry points (the driver API's signatures with plain types). */
 int cuPointerGetAttributes(unsigned n, int *attrs, void **data, unsigned long long ptr);
@@ -64,6 +67,7 @@ int cuCtxGetCurrent(void **ctx);
 int cuCtxPushCurrent_v2(void *ctx);
 int cuCtxPopCurrent_v2(void **ctx);
 int cuGetErrorName(int e, const char **s);
+int cuStreamSynchronize(void *stream);
 
 /* The fake's cuPointerGetAttributes: the documented types per attribute. */
 __attribute__((visibility("default"))) int
@@ -134,6 +138,13 @@ __attribute__((visibility("default"))) int cuCtxPopCurrent_v2(void **ctx)
 {
 	*ctx = NULL;
 	return 201;
+}
+
+/* The fake's cuStreamSynchronize: notes the stream. */
+__attribute__((visibility("default"))) int cuStreamSynchronize(void *stream)
+{
+	fake_synced = stream;
+	return fake_sync_result;
 }
 
 /* The fake's cuGetErrorName. */
@@ -229,6 +240,8 @@ START_TEST(test_inert)
 	ck_assert(!tac_cuptr_driver_loaded());
 	if (h)
 		dlclose(h);
+	/* no driver: a stream cannot be waited for */
+	expect(tileatom_cuda_stream_sync(NULL, &e), TILEATOM_E_UNIMPLEMENTED, &e, "libcuda.so.1");
 	/* TCP too, and an output buffer in host memory */
 	tileatom_client *t = conn(true);
 	CK(hist(t, keys, NKEYS, want, &e), e);
@@ -270,6 +283,8 @@ static void fake_setup(void)
 	nfake = 0;
 	fake_attr_result = fake_ipc_result = 0;
 	fake_queries = fake_handles = 0;
+	fake_sync_result = 0;
+	fake_synced = NULL;
 }
 
 /* Makes [p, p + size) fake device memory with buffer id id. */
@@ -407,6 +422,22 @@ START_TEST(test_fake_device_memory)
 }
 END_TEST
 
+/* tileatom_cuda_stream_sync through the fake driver: the stream given, and its error named. */
+START_TEST(test_stream_sync)
+{
+	fake_setup();
+	tileatom_error e = {0, ""};
+	void *stream = (void *)(uintptr_t)0x5000;
+	CK(tileatom_cuda_stream_sync(stream, &e), e);
+	ck_assert_ptr_eq(fake_synced, stream);
+	CK(tileatom_cuda_stream_sync(NULL, &e), e);
+	ck_assert_ptr_null(fake_synced);
+	fake_sync_result = 999;
+	expect(tileatom_cuda_stream_sync(stream, &e), TILEATOM_E_INTERNAL, &e,
+	       "cuStreamSynchronize: CUDA_ERROR_FAKE");
+}
+END_TEST
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -429,6 +460,7 @@ int main(void)
 	tcase_add_test(tc, test_inert);
 	tcase_add_test(tc, test_threshold_setting);
 	tcase_add_test(tc, test_fake_device_memory);
+	tcase_add_test(tc, test_stream_sync);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

@@ -137,3 +137,15 @@ def test_one_client_shared_by_threads(client, name):
     for th in threads:
         th.join()
     np.testing.assert_array_equal(t.read(), np.full(4, 1000 + 8))
+
+
+def test_cuda_stream_sync_without_a_driver() -> None:
+    """Without the CUDA driver in the process the library cannot wait for a stream: the
+    extension says so (False) and the package then waits torch's way."""
+    with open("/proc/self/maps") as maps:
+        if any("libcuda.so" in line for line in maps):
+            pytest.skip("this process has loaded the CUDA driver")
+    assert tileatom._core.cuda_stream_sync(0) is False
+    assert tileatom._core.cuda_stream_sync(0x5000) is False
+    with pytest.raises(TypeError):
+        tileatom._core.cuda_stream_sync("stream")  # type: ignore[arg-type]

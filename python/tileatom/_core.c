@@ -2280,6 +2280,25 @@ static PyObject *mod_default_socket(PyObject *mod, PyObject *unused)
 	return PyUnicode_DecodeFSDefault(path);
 }
 
+PyDoc_STRVAR(cuda_stream_sync_doc,
+             "cuda_stream_sync(stream) -> bool\n--\n\nWaits for the work queued on the CUDA "
+             "stream whose raw handle is the int stream (0: the legacy default stream of the "
+             "thread's current context) with libtileatom-client's tileatom_cuda_stream_sync, "
+             "the GIL released. False when it could not (no CUDA driver loaded, or the "
+             "driver's error): the caller then waits its own way.");
+static PyObject *mod_cuda_stream_sync(PyObject *mod, PyObject *arg)
+{
+	(void)mod;
+	void *stream = PyLong_AsVoidPtr(arg);
+	if (!stream && PyErr_Occurred())
+		return NULL;
+	tileatom_error err = {0, ""};
+	PyThreadState *ts = PyEval_SaveThread(); /* it may wait for the GPU */
+	int rc = tileatom_cuda_stream_sync(stream, &err);
+	PyEval_RestoreThread(ts);
+	return PyBool_FromLong(rc == TILEATOM_OK);
+}
+
 PyDoc_STRVAR(version_doc, "library_version() -> str\n--\n\nThe version of "
                           "libtileatom-client.");
 static PyObject *mod_version(PyObject *mod, PyObject *unused)
@@ -2294,6 +2313,7 @@ static PyMethodDef module_methods[] = {
     {"dlpack_view", mod_dlpack_view, METH_O, dlpack_view_doc},
     {"default_socket", mod_default_socket, METH_NOARGS, default_socket_doc},
     {"library_version", mod_version, METH_NOARGS, version_doc},
+    {"cuda_stream_sync", mod_cuda_stream_sync, METH_O, cuda_stream_sync_doc},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef core_module = {
