@@ -583,8 +583,10 @@ int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, b
 	if (cpus < TA_SERVER_LOOPS_MIN_CPUS || (strcmp(backend_name, "cpu") != 0 && !async))
 		return 1;
 	long most = (long)TA_SERVER_LOOPS_MAX * (devices > 1 ? devices : 1);
-	if (most > TA_CONFIG_LOOPS_LIMIT)
-		most = TA_CONFIG_LOOPS_LIMIT;
+	long limit =
+	    strcmp(backend_name, "cpu") == 0 ? TA_CONFIG_LOOPS_LIMIT : TA_SERVER_LOOPS_GPU_MAX;
+	if (most > limit)
+		most = limit;
 	return (int)(cpus / 2 < most ? cpus / 2 : most);
 }
 

@@ -43,6 +43,10 @@ typedef enum ta_backend_choice {
 #define TA_SERVER_LOOPS_MIN_CPUS 4
 /* Most event loops loops auto starts per device of the backend. */
 #define TA_SERVER_LOOPS_MAX 8
+/* Most event loops loops auto starts in all on a GPU backend: on a 4 x H200 host 16 loops
+ * ran 50x16 adds 1.07x-1.23x and 200x16 1.01x-1.26x what 32 did, with a tenth of the p99.9
+ * (doc/GPU-RESULTS.md, "Several GPUs in one daemon"). */
+#define TA_SERVER_LOOPS_GPU_MAX 16
 /* Most event loops --loops accepts. */
 #define TA_CONFIG_LOOPS_LIMIT 64
 /* inline_max: by backend (TA_SERVER_INLINE_CPU; on CUDA TA_SERVER_INLINE_CUDA). */
@@ -130,7 +134,7 @@ bool ta_config_async(const ta_config *cfg, const char *backend_name, bool has_as
 /* The event loops to start for the backend named backend_name over devices devices with
  * cpus online CPUs. Auto, on the CPU backend or with async and TA_SERVER_LOOPS_MIN_CPUS
  * CPUs: half the CPUs, at most TA_SERVER_LOOPS_MAX per device, TA_CONFIG_LOOPS_LIMIT in
- * all; else 1. */
+ * all (TA_SERVER_LOOPS_GPU_MAX on a backend other than the CPU's); else 1. */
 int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, bool async,
                     int devices);
 

@@ -112,10 +112,14 @@ START_TEST(test_config_defaults_and_set)
 	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 6, false, 1), 3);
 	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 16, false, 1), 8);
 	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 128, true, 1), 8);
-	/* over several devices up to 8 each: 2 GPUs on 32 CPUs as two daemons would */
+	/* over several devices up to 8 each: 2 GPUs on 32 CPUs as two daemons would; at most
+	 * 16 in all over GPUs, 64 over CPU pools */
 	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 32, true, 2), 16);
 	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, true, 2), 8);
-	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 256, true, 16), 64);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 64, true, 4), 16);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 256, true, 16), 16);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 64, false, 4), 32);
+	ck_assert_int_eq(ta_config_loops(&cfg, "cpu", 256, false, 16), 64);
 	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 32, false, 2), 1);
 	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, false, 1), 1); /* the workers batch */
 	ck_assert_int_eq(ta_config_loops(&cfg, "cuda", 16, true, 1), 8);  /* loops apply async */
