@@ -1,7 +1,7 @@
 /* metrics.c: the per-request-kind counters of metrics.h. Recording is a handful of adds
- * (ta_counter_add) on the calling thread's shard of the kind's counters and a short scan of the
- * bucket bounds; reading adds the shards up (each counter is exact; the set is not one
- * atomic snapshot). */
+ * (ta_counter_add) on the calling thread's shard of the kind's counters and a short scan
+ * of the bucket bounds; reading adds the shards up (each counter is exact; the set is not
+ * one atomic snapshot). */
 #include "metrics.h"
 
 #include <string.h>

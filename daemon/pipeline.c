@@ -340,6 +340,12 @@ HOT ta_tile *repeat_tile_via(ta_service *svc, ta_session *session, const ta_tile
 	return r->tile;
 }
 
+/* Operand i of plan p whose index arrays number n: index[i], then values, then compare. */
+static inline ta_operand *plan_operand(ta_plan *p, int i, int n)
+{
+	return i < n ? &p->index[i] : i == n ? &p->values : &p->compare;
+}
+
 /* Collects payload into g's next request as the session's kept request again (codec.h)
  * when it is that request and its plan may join the asynchronous group: the plan copied
  * with its operand bytes into the run's arena (the kept plan's own are overwritten by the
@@ -374,16 +380,10 @@ static bool repeat_collect(dispatch_group *g, ta_dispatch_scratch *scratch, cons
 	for (int i = 0; i < n + 2; i++) { /* operands in the holes' slots: now in the copies */
 		/* read from the kept plan, not the copy just written (a load from the copy waits
 		 * for the block copy's stores) */
-		const ta_operand *from = i < n    ? &r->plan.index[i]
-		                         : i == n ? &r->plan.values
-		                                  : &r->plan.compare;
+		const ta_operand *from = plan_operand(&r->plan, i, n);
 		uintptr_t at = (uintptr_t)from->data - (uintptr_t)r->slots;
-		if (from->data && at < sizeof(r->slots)) {
-			ta_operand *o = i < n    ? &rc->plan.index[i]
-			                : i == n ? &rc->plan.values
-			                         : &rc->plan.compare;
-			o->data = (uint8_t *)room + at;
-		}
+		if (from->data && at < sizeof(r->slots))
+			plan_operand(&rc->plan, i, n)->data = (uint8_t *)room + at;
 	}
 	if (rc->plan.want_old) {
 		rc->old_buf = (uint8_t *)&room[TA_REPEAT_HOLES];
@@ -450,7 +450,7 @@ ta_async_step ta_async_run_step(ta_async_run *ar, ta_session *session, const uin
 	}
 	*used = off;
 	*nframes = nf;
-	if (nf > 0) /* one locked add a step: it waits for every store before it */
+	if (nf > 0) /* one add a step */
 		ta_counter_add(&ta_service_my_totals(svc)->requests, nf);
 	if (g->n == 0) {
 		ta_arena_reset(&scratch->arena);

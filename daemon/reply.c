@@ -165,7 +165,7 @@ void group_answer(dispatch_group *g)
 		if (finish_reply(svc, rc, st, g->out))
 			g->close_after = true;
 	}
-	if (elements) /* one locked add a group */
+	if (elements) /* one add a group */
 		ta_counter_add(&ta_service_my_totals(svc)->elements, elements);
 	g->n = 0;
 }
