@@ -142,6 +142,8 @@ struct cuda_batcher {
 	 * launch, 1 the persistent kernel) and printed to stderr when the backend goes */
 	bool trace;                          /* on */
 	unsigned long long tr_batches[2];    /* batches */
+	unsigned long long tr_chains[2];     /* the chains (callers) they held */
+	unsigned long long tr_elems[2];      /* the element descriptors they held */
 	unsigned long long tr_resolve_ns[2]; /* resolving the elements into descriptors */
 	unsigned long long tr_start_ns[2];   /* the launch call (a launch of the persistent
 	                                        kernel is in wait) */

@@ -178,6 +178,12 @@ __device__ __forceinline__ void pk_store_release(uint64_t *p, uint64_t v)
 	asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+/* Writes a word the host reads (mapped host memory) with no ordering: a notice only. */
+__device__ __forceinline__ void pk_store_relaxed(uint64_t *p, uint64_t v)
+{
+	asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 /* The persistent batch kernel (ta_cuda.cu, "persistent kernel"): one block that waits on
  * the mailbox's bell for batches instead of being launched for each. Thread 0 polls the
  * bell; a new value (TA_PK_BELL) carries the batch's area slot and size in 16-byte units:
@@ -185,7 +191,7 @@ __device__ __forceinline__ void pk_store_release(uint64_t *p, uint64_t v)
  * items, elements) into shared memory in one pass, warp w runs chains w, w + 32, ... each
  * exactly as k_batch runs one (old values into the slot's olds), the lanes that did
  * anything fence at system scope, and thread 0 writes the batch's sequence number to
- * done. It returns, writing epoch to exited, when the bell
+ * done (and, on reading the bell, to taken: the host may then ring the next one). It returns, writing epoch to exited, when the bell
  * reads TA_PK_STOP, or after idle_ns without a batch, or once life_ns have passed since
  * its launch (between batches). */
 __global__ void __launch_bounds__(TA_PK_THREADS)
@@ -215,6 +221,8 @@ __global__ void __launch_bounds__(TA_PK_THREADS)
 				}
 			}
 			s_bell = bell;
+			if (bell != TA_PK_STOP) /* the host may ring the next bell now */
+				pk_store_relaxed(&mb->taken, TA_PK_BELL_SEQ(bell));
 			if (trace)
 				t_seen = pk_now();
 		}

@@ -143,7 +143,9 @@ static size_t align16(size_t n)
  * batches (up to TA_PK_CHAINS chains whose descriptors fit the mailbox) go to a kernel
  * that stays resident (k_persistent, ta_cuda_batch.cuh): the leader writes the batch into
  * the mailbox's area, rings the bell and spins on the done word the kernel writes; no
- * launch, no copy, no driver call. The leader launches the kernel on demand (on its own
+ * launch, no copy, no driver call. The next batch, written into the other area meanwhile,
+ * is rung as soon as the kernel has noted the current bell in taken, so that the kernel
+ * finds it on finishing the current one. The leader launches the kernel on demand (on its own
  * stream) and it returns by itself after TA_CUDA_PK_IDLE_NS without a batch, so an idle
  * daemon burns no SM; it also returns TA_CUDA_PK_LIFE_NS after its launch (between
  * batches), so anything that waits for the device as a whole (a tool that serialises
@@ -151,8 +153,9 @@ static size_t align16(size_t n)
  * large requests, tile allocation and free, host and IPC registrations, destroy): those
  * calls may synchronise the whole device, which would wait for a resident kernel, so the
  * hold stops it (after the batch in flight) and no batch uses it until the hold ends.
- * Order is unchanged: one leader at a time, and each batch has finished (done seen, or
- * the kernel reaped) before the next one starts, whichever way it ran. */
+ * Order is unchanged: one leader at a time, and each batch has finished before the next
+ * one runs, whichever way it ran (the kernel runs the bells it reads one after another; a
+ * launch waits until the last bell's done is seen or the kernel reaped). */
 
 /* A persistent kernel returns after this long without a batch. */
 #define TA_CUDA_PK_IDLE_NS 5000000ull
@@ -265,7 +268,8 @@ static cudaError_t pk_wait(ta_cuda_backend *be, uint64_t seq, bool *gone)
 	cuda_batcher *b = &be->batch;
 	*gone = false;
 	for (unsigned long spin = 1;; spin++) {
-		if (__atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) == seq)
+		/* done may be past seq already: the next bell may have been rung early */
+		if (__atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) >= seq)
 			return cudaSuccess;
 		bool exited = __atomic_load_n(&b->mb->exited, __ATOMIC_ACQUIRE) == b->epoch;
 		if (!exited && spin % 4096 == 0) {
@@ -282,7 +286,7 @@ static cudaError_t pk_wait(ta_cuda_backend *be, uint64_t seq, bool *gone)
 			cudaError_t e = cudaStreamSynchronize(b->pk_stream);
 			if (e != cudaSuccess)
 				return e;
-			*gone = __atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) != seq;
+			*gone = __atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) < seq;
 			return cudaSuccess;
 		}
 		if (spin > (1ul << 16)) /* long: a slow device (a tool), give the CPU away */
@@ -327,6 +331,13 @@ static ta_status pk_ring(ta_cuda_backend *be, uint32_t units, int slot, uint64_t
 	bool on = b->pk_on;
 	pthread_mutex_unlock(&b->mu);
 	return on ? TA_OK : pk_launch(be, *prev, err);
+}
+
+/* True when the persistent kernel has read bell (it writes the sequence number of each
+ * bell it reads to taken). Leader only. */
+static bool pk_taken(ta_cuda_backend *be, uint64_t bell)
+{
+	return __atomic_load_n(&be->batch.mb->taken, __ATOMIC_ACQUIRE) >= TA_PK_BELL_SEQ(bell);
 }
 
 /* Waits until the persistent kernel has run the batch of bell (rung after prev),
@@ -573,6 +584,8 @@ static void batch_finish(ta_cuda_backend *be, batch_job *job)
 	if (b->trace && job->n_elems > 0) {
 		int way = job->pk ? 1 : 0;
 		b->tr_batches[way]++;
+		b->tr_chains[way] += job->n_waits;
+		b->tr_elems[way] += job->n_elems;
 		b->tr_resolve_ns[way] += job->t[1] - job->t[0];
 		b->tr_start_ns[way] += job->t[2] - job->t[1];
 		b->tr_wait_ns[way] += job->t[3] - job->t[2];
@@ -699,8 +712,9 @@ static void *done_main(void *arg)
  * the waiting ones, calls the asynchronous ones' done functions) and passes the lead on.
  * The lead thread goes on while more is queued and the batches go to the persistent
  * kernel: it prepares the next batch (in the other area) while the kernel runs the current
- * one, rings it as soon as the current one is done, and only then completes the current
- * one's callers; order is unchanged (a batch starts only once the one before has finished).
+ * one, rings it as soon as the kernel has read the current one's bell (else once the
+ * current one is done), and only then completes the current one's callers; order is
+ * unchanged (the kernel starts a batch only once the one before has finished).
  * Under batch.mu, which it releases meanwhile. */
 static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 {
@@ -734,8 +748,15 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 			if (more)
 				ready = batch_prepare(be, next, pk_ok, false);
 		}
+		/* once the kernel has read this batch's bell, the next one's may be rung before
+		 * this batch is done: the kernel finds it when it polls again, without waiting
+		 * for this thread to see done and ring (the batches still run in order) */
+		bool early = ready && cur->st == TA_OK && cur->n_elems > 0 &&
+		             pk_taken(be, cur->bell);
+		if (early)
+			batch_start(be, next);
 		batch_await(be, cur);
-		if (ready)
+		if (ready && !early)
 			batch_start(be, next); /* runs while this one's outcomes are handed out */
 		batch_finish(be, cur);
 		pthread_mutex_lock(&b->mu);
@@ -1046,9 +1067,12 @@ void batcher_destroy(ta_cuda_backend *be)
 			if (b->tr_batches[way] > 0) {
 				double n = (double)b->tr_batches[way] * 1000.0;
 				fprintf(stderr,
-				        "tileatom cuda trace: %s: %llu batches; mean us: resolve "
-				        "%.2f, launch call %.2f, wait %.2f, copy out %.2f\n",
+				        "tileatom cuda trace: %s: %llu batches of %.1f chains and "
+				        "%.1f elements; mean us: resolve %.2f, launch call %.2f, wait "
+				        "%.2f, copy out %.2f\n",
 				        way ? "persistent kernel" : "launches", b->tr_batches[way],
+				        (double)b->tr_chains[way] / (double)b->tr_batches[way],
+				        (double)b->tr_elems[way] / (double)b->tr_batches[way],
 				        (double)b->tr_resolve_ns[way] / n,
 				        (double)b->tr_start_ns[way] / n,
 				        (double)b->tr_wait_ns[way] / n,

@@ -123,7 +123,9 @@ ta_status ta_cuda_launch_batch(const ta_batch_chain *chains, uint32_t n_chains,
  * chains at offset sizeof(ta_pk_head), items at items_off, elements at elems_off) and rings
  * the bell with TA_PK_BELL(seq, the area's slot, 16-byte units of it to read); the kernel
  * runs it as k_batch would, writes old values to that slot's olds, and writes seq to done.
- * While it runs one batch the host prepares the next in the other area. */
+ * It writes seq to taken as soon as it has read a bell, so that the host, which prepares
+ * the next batch in the other area while this one runs, may ring the next bell before
+ * this batch is done: the kernel then finds it waiting when it polls again. */
 /* Threads of the persistent kernel's one block: warp w runs chains w, w + 32, ... */
 #define TA_PK_THREADS 1024
 /* Most chains in a batch the persistent kernel can take (a warp runs every 32nd). */
@@ -172,7 +174,8 @@ typedef struct ta_pk_mailbox {
 	uint64_t pad0[15]; /* (its own line) */
 	uint64_t done;     /* kernel: sequence number of the latest batch run */
 	uint64_t exited;   /* kernel: the epoch of a kernel that has returned */
-	uint64_t pad1[14]; /* (its own line) */
+	uint64_t taken;    /* kernel: sequence number of the latest bell it has read */
+	uint64_t pad1[13]; /* (its own line) */
 	uint64_t trace;    /* host: nonzero when the kernel times its batches (below) */
 	uint64_t pad2[15]; /* (its own line) */
 	uint64_t tr_ns[TA_PK_TR_COUNT];     /* kernel, when tracing: the batches timed and the

@@ -11,7 +11,16 @@
 # round also runs three 50x16 cases with it (cases named pre-...), for an A/B in one call.
 # CASES=multi runs instead, on a host of 2 or more GPUs, the CUDA daemon over one GPU and
 # over 2 (and 4 where there are 4) with 4, 8, 16 or 32 loops, one generator with --tiles 8
-# (tiles round-robin over the daemon's GPUs), at 50x16 and 200x16.
+# (tiles round-robin over the daemon's GPUs), at 50x16 and 200x16. CASES=one runs the CUDA
+# daemon over GPU 0 with 8 (the auto of one GPU), 12 and 16 loops beside the CPU backend at
+# its auto, at 50x16 and 200x16 (whether one GPU's loops or the GPU bound the rate);
+# CASES=pk the CUDA daemon over GPU 0 at its defaults with the resident kernel taking
+# batches of up to 64 (the default), 128, 256 and 512 chains (TILEATOM_CUDA_PERSISTENT;
+# with TILEATOM_CUDA_TRACE=1 the daemon logs show each way's batches and phases);
+# CASES=ab the CUDA daemon over GPU 0 at its defaults against CARRY/tileatomd-pre (an
+# earlier build), alternating, with adds that return the old value (-t add) and adds that
+# do not (-t addnw), at 50x16 and 200x16. BENCH_TEST (default add) sets the other cases'
+# -t.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH="$C/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -40,7 +49,7 @@ one() { # label backend clients depth [daemon args...]
 	for _ in $(seq 200); do [ -S "$S" ] && break; sleep 0.05; done
 	local t0 out t1 th rc
 	t0=$(ticks "$pid")
-	out=$(timeout 60 "$C/tileatom-bench" -s "$S" -t add -r 10000 -c "$c" -P "$p" -d 3 --threads 8 \
+	out=$(timeout 60 "$C/tileatom-bench" -s "$S" -t "${BENCH_TEST:-add}" -r 10000 -c "$c" -P "$p" -d 3 --threads 8 \
 		${BENCH_ARGS:-} --csv)
 	t1=$(ticks "$pid")
 	th=$(thread_ticks "$pid")
@@ -70,6 +79,45 @@ if [ "${CASES:-}" = multi ]; then
 				one d4-L16 cuda "$1" "$2" --devices 0,1,2,3 --loops 16
 				one d4-L32 cuda "$1" "$2" --devices 0,1,2,3 --loops 32
 			fi
+		done
+	done
+	exit 0
+fi
+if [ "${CASES:-}" = one ]; then
+	for r in $(seq "$ROUNDS"); do
+		echo "# round $r"
+		for shape in "50 16" "200 16"; do
+			set -- $shape
+			one cpu-auto cpu "$1" "$2"
+			one d0-L8 cuda "$1" "$2" --devices 0 --loops 8
+			one d0-L12 cuda "$1" "$2" --devices 0 --loops 12
+			one d0-L16 cuda "$1" "$2" --devices 0 --loops 16
+		done
+	done
+	exit 0
+fi
+if [ "${CASES:-}" = ab ]; then
+	for r in $(seq "$ROUNDS"); do
+		echo "# round $r"
+		for shape in "50 16" "200 16"; do
+			set -- $shape
+			for t in add addnw; do
+				BENCH_TEST=$t DAEMON="$C/tileatomd-pre" one "pre-$t" cuda "$1" "$2"
+				BENCH_TEST=$t one "new-$t" cuda "$1" "$2"
+			done
+		done
+	done
+	exit 0
+fi
+if [ "${CASES:-}" = pk ]; then
+	for r in $(seq "$ROUNDS"); do
+		echo "# round $r"
+		for shape in "50 16" "200 16"; do
+			set -- $shape
+			one cpu-auto cpu "$1" "$2"
+			for pk in 64 128 256 512; do
+				TILEATOM_CUDA_PERSISTENT=$pk one "pk$pk" cuda "$1" "$2" --devices 0
+			done
 		done
 	done
 	exit 0
