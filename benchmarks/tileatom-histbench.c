@@ -482,9 +482,11 @@ int main(int argc, char **argv)
 	    tileatom_connect(o.address, 5000, &c2, &err) != TILEATOM_OK)
 		die("connect", &err);
 	/* the library asks the driver only about operands of at least its threshold (64 KiB by
-	 * default) and reads smaller ones as host memory: fewer keys than that need it lowered */
+	 * default) and reads smaller ones as host memory: the threshold is the keys' size, so
+	 * that the keys are asked about and the scalar operand is not (the Python package's
+	 * rule: the smallest device array passed) */
 	if (c2)
-		tileatom_set_device_ptr_threshold(c2, 1);
+		tileatom_set_device_ptr_threshold(c2, (size_t)o.keys * sizeof(int32_t));
 	char modes[256];
 	snprintf(modes, sizeof(modes), "%s", o.modes);
 	char *save = NULL;

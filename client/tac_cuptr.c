@@ -37,6 +37,8 @@ typedef void *tac_cu_context;
 /* CUDA_ERROR_NOT_INITIALIZED and CUDA_ERROR_DEINITIALIZED: no device memory to find. */
 #define TAC_CU_NOT_INITIALIZED 3
 #define TAC_CU_DEINITIALIZED   4
+/* CUDA_ERROR_NOT_READY: a stream still has work queued (cuStreamQuery). */
+#define TAC_CU_NOT_READY 600
 /* CUmemorytype CU_MEMORYTYPE_DEVICE. */
 #define TAC_CU_MEMORYTYPE_DEVICE 2
 /* CUpointer_attribute values asked for. */
@@ -65,6 +67,7 @@ typedef struct tac_cu_driver {
 	tac_cu_result (*device_get)(int *dev, int ordinal); /* cuDeviceGet (optional: NULL) */
 	tac_cu_result (*device_uuid)(void *uuid, int dev);  /* cuDeviceGetUuid (optional) */
 	tac_cu_result (*stream_sync)(void *stream);         /* cuStreamSynchronize (optional) */
+	tac_cu_result (*stream_query)(void *stream);        /* cuStreamQuery (optional) */
 } tac_cu_driver;
 
 /* The driver once found (never unloaded); NULL until then. */
@@ -103,6 +106,7 @@ static bool cu_install(void *h)
 	    {(void **)&drv.device_get, "cuDeviceGet", true},
 	    {(void **)&drv.device_uuid, "cuDeviceGetUuid", true},
 	    {(void **)&drv.stream_sync, "cuStreamSynchronize", true},
+	    {(void **)&drv.stream_query, "cuStreamQuery", true},
 	};
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
 		void *f = h ? dlsym(h, syms[i].name) : NULL;
@@ -184,10 +188,17 @@ int tileatom_cuda_stream_sync(void *stream, tileatom_error *err)
 	if (!d || !d->stream_sync)
 		return tac_err(err, TILEATOM_E_UNIMPLEMENTED,
 		               "the process has not loaded the CUDA driver (libcuda.so.1)");
-	tac_cu_result e = d->stream_sync(stream);
+	/* a stream with nothing queued (the common case: the caller's kernels have finished)
+	 * needs no wait: the query answers without the synchronisation's set-up */
+	const char *call = "cuStreamQuery";
+	tac_cu_result e = d->stream_query ? d->stream_query(stream) : TAC_CU_NOT_READY;
+	if (e == TAC_CU_NOT_READY) {
+		call = "cuStreamSynchronize";
+		e = d->stream_sync(stream);
+	}
 	char buf[32];
 	return e == 0 ? TILEATOM_OK
-	              : tac_err(err, TILEATOM_E_INTERNAL, "cuStreamSynchronize: %s",
+	              : tac_err(err, TILEATOM_E_INTERNAL, "%s: %s", call,
 	                        cu_error(d, e, buf, sizeof(buf)));
 }
 

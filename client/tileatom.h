@@ -514,12 +514,13 @@ TA_API int tileatom_device_buffer_register(tileatom_client *client, const void *
 TA_API int tileatom_buffer_is_device(const tileatom_buffer *buffer);
 
 /* Waits for the work queued on a CUDA stream (a cudaStream_t or CUstream; NULL: the legacy
- * default stream of the calling thread's current context) with cuStreamSynchronize of the
- * driver the process has loaded: for callers that hold a stream but not the CUDA headers
- * (language bindings), before a request whose device operands work on that stream writes.
- * 0 when done; TILEATOM_E_UNIMPLEMENTED when the process has not loaded libcuda.so.1;
- * TILEATOM_E_INTERNAL naming the driver's error (e.g. CUDA_ERROR_INVALID_CONTEXT for NULL
- * in a thread with no current context). */
+ * default stream of the calling thread's current context) through the driver the process
+ * has loaded: cuStreamQuery, then cuStreamSynchronize only when work is still queued; for
+ * callers that hold a stream but not the CUDA headers (language bindings), before a
+ * request whose device operands work on that stream writes. 0 when done;
+ * TILEATOM_E_UNIMPLEMENTED when the process has not loaded libcuda.so.1;
+ * TILEATOM_E_INTERNAL naming the driver call and its error (e.g. CUDA_ERROR_INVALID_CONTEXT
+ * for NULL in a thread with no current context). */
 TA_API int tileatom_cuda_stream_sync(void *stream, tileatom_error *err);
 
 /* ---- raw device pointers (transparent device buffers) ------------------------------------

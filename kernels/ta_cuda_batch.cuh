@@ -191,9 +191,9 @@ __device__ __forceinline__ void pk_store_relaxed(uint64_t *p, uint64_t v)
  * items, elements) into shared memory in one pass, warp w runs chains w, w + 32, ... each
  * exactly as k_batch runs one (old values into the slot's olds), the lanes that did
  * anything fence at system scope, and thread 0 writes the batch's sequence number to
- * done (and, on reading the bell, to taken: the host may then ring the next one). It returns, writing epoch to exited, when the bell
- * reads TA_PK_STOP, or after idle_ns without a batch, or once life_ns have passed since
- * its launch (between batches). */
+ * done (and, on reading the bell, to taken: the host may then ring the next one). It returns,
+ * writing epoch to exited, when the bell reads TA_PK_STOP, or after idle_ns without a batch, or
+ * once life_ns have passed since its launch (between batches). */
 __global__ void __launch_bounds__(TA_PK_THREADS)
     k_persistent(ta_pk_mailbox *mb, const uint4 *area, uint64_t *olds, uint64_t last,
                  uint64_t epoch, uint64_t idle_ns, uint64_t life_ns)

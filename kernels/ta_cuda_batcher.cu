@@ -751,8 +751,8 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 		/* once the kernel has read this batch's bell, the next one's may be rung before
 		 * this batch is done: the kernel finds it when it polls again, without waiting
 		 * for this thread to see done and ring (the batches still run in order) */
-		bool early = ready && cur->st == TA_OK && cur->n_elems > 0 &&
-		             pk_taken(be, cur->bell);
+		bool early =
+		    ready && cur->st == TA_OK && cur->n_elems > 0 && pk_taken(be, cur->bell);
 		if (early)
 			batch_start(be, next);
 		batch_await(be, cur);
@@ -1066,17 +1066,17 @@ void batcher_destroy(ta_cuda_backend *be)
 		for (int way = 0; b->trace && way < 2; way++)
 			if (b->tr_batches[way] > 0) {
 				double n = (double)b->tr_batches[way] * 1000.0;
-				fprintf(stderr,
-				        "tileatom cuda trace: %s: %llu batches of %.1f chains and "
-				        "%.1f elements; mean us: resolve %.2f, launch call %.2f, wait "
-				        "%.2f, copy out %.2f\n",
-				        way ? "persistent kernel" : "launches", b->tr_batches[way],
-				        (double)b->tr_chains[way] / (double)b->tr_batches[way],
-				        (double)b->tr_elems[way] / (double)b->tr_batches[way],
-				        (double)b->tr_resolve_ns[way] / n,
-				        (double)b->tr_start_ns[way] / n,
-				        (double)b->tr_wait_ns[way] / n,
-				        (double)b->tr_finish_ns[way] / n);
+				fprintf(
+				    stderr,
+				    "tileatom cuda trace: %s: %llu batches of %.1f chains and "
+				    "%.1f elements; mean us: resolve %.2f, launch call %.2f, wait "
+				    "%.2f, copy out %.2f\n",
+				    way ? "persistent kernel" : "launches", b->tr_batches[way],
+				    (double)b->tr_chains[way] / (double)b->tr_batches[way],
+				    (double)b->tr_elems[way] / (double)b->tr_batches[way],
+				    (double)b->tr_resolve_ns[way] / n,
+				    (double)b->tr_start_ns[way] / n, (double)b->tr_wait_ns[way] / n,
+				    (double)b->tr_finish_ns[way] / n);
 			}
 		if (be->batch.pk_on)
 			pk_stop(be);

@@ -59,6 +59,9 @@ static unsigned long fake_queries, fake_handles;
 /* What cuStreamSynchronize returns, and the stream it was last given. */
 static int fake_sync_result;
 static void *fake_synced;
+/* What cuStreamQuery returns (600, CUDA_ERROR_NOT_READY: work queued), and its calls. */
+static int fake_query_result;
+static unsigned long fake_stream_queries;
 
 /* The fake driver's entry points (the driver API's signatures with plain types). */
 int cuPointerGetAttributes(unsigned n, int *attrs, void **data, unsigned long long ptr);
@@ -68,6 +71,7 @@ int cuCtxPushCurrent_v2(void *ctx);
 int cuCtxPopCurrent_v2(void **ctx);
 int cuGetErrorName(int e, const char **s);
 int cuStreamSynchronize(void *stream);
+int cuStreamQuery(void *stream);
 
 /* The fake's cuPointerGetAttributes: the documented types per attribute. */
 __attribute__((visibility("default"))) int
@@ -145,6 +149,14 @@ __attribute__((visibility("default"))) int cuStreamSynchronize(void *stream)
 {
 	fake_synced = stream;
 	return fake_sync_result;
+}
+
+/* The fake's cuStreamQuery: counts its calls. */
+__attribute__((visibility("default"))) int cuStreamQuery(void *stream)
+{
+	(void)stream;
+	fake_stream_queries++;
+	return fake_query_result;
 }
 
 /* The fake's cuGetErrorName. */
@@ -285,6 +297,8 @@ static void fake_setup(void)
 	fake_queries = fake_handles = 0;
 	fake_sync_result = 0;
 	fake_synced = NULL;
+	fake_query_result = 600;
+	fake_stream_queries = 0;
 }
 
 /* Makes [p, p + size) fake device memory with buffer id id. */
@@ -422,7 +436,8 @@ START_TEST(test_fake_device_memory)
 }
 END_TEST
 
-/* tileatom_cuda_stream_sync through the fake driver: the stream given, and its error named. */
+/* tileatom_cuda_stream_sync through the fake driver: the stream given, the query first (no
+ * synchronisation when it says done), and each call's error named. */
 START_TEST(test_stream_sync)
 {
 	fake_setup();
@@ -432,9 +447,21 @@ START_TEST(test_stream_sync)
 	ck_assert_ptr_eq(fake_synced, stream);
 	CK(tileatom_cuda_stream_sync(NULL, &e), e);
 	ck_assert_ptr_null(fake_synced);
+	ck_assert_uint_eq(fake_stream_queries, 2);
 	fake_sync_result = 999;
 	expect(tileatom_cuda_stream_sync(stream, &e), TILEATOM_E_INTERNAL, &e,
 	       "cuStreamSynchronize: CUDA_ERROR_FAKE");
+	/* a stream with nothing queued: answered by the query, no synchronisation */
+	fake_synced = NULL;
+	fake_query_result = 0;
+	CK(tileatom_cuda_stream_sync(stream, &e), e);
+	ck_assert_ptr_null(fake_synced);
+	ck_assert_uint_eq(fake_stream_queries, 4);
+	/* the query's own error is named after it */
+	fake_query_result = 999;
+	expect(tileatom_cuda_stream_sync(stream, &e), TILEATOM_E_INTERNAL, &e,
+	       "cuStreamQuery: CUDA_ERROR_FAKE");
+	ck_assert_ptr_null(fake_synced);
 }
 END_TEST
 

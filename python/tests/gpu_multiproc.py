@@ -10,23 +10,29 @@ name does not start with test_).
    offers only __dlpack__ (kDLCUDA). Each process returns torch.bincount of its own keys;
    the tile must equal their sum exactly (= torch.bincount of all keys, counted once per
    op that added them).
-2. A bulk figure: 2^24 (--bulk-keys) int32 keys from one torch CUDA tensor into 256 bins,
-   one Tile.hist call, the best of --reps, each checked against torch.bincount; beside
-   tileatom-histbench --from device (the C library's devptr and device modes: a raw device
-   pointer, and a registered device buffer) against the same daemon in the same run.
-3. With --probe: where that call's time goes (torch's side, a kept or new tile, the
-   extension's op alone).
+2. With --probe: where a bulk call's time goes (torch's side, the stream wait, a kept or
+   new tile, the extension's op alone, and the C library's own call through ctypes from
+   this process), the steps also interleaved.
+3. A bulk figure: 2^24 (--bulk-keys) int32 keys from one torch CUDA tensor into 256 bins,
+   one Tile.hist call on a new tile, --reps times, alternating rep by rep with the C
+   library's own tileatom_indexed call on the same tensor (ctypes, from this process, on a
+   new tile each time), each checked against torch.bincount; medians and bests of both;
+   round by round (--rounds, default 3) beside tileatom-histbench --from device (the C
+   library's devptr and device modes: a raw device pointer, and a registered device
+   buffer, best of --reps) against the same daemon.
 
 Prints "SKIP: <what is missing>" and exits 0 when torch with CUDA or tileatom cannot be
 imported; exits 1 on a wrong count or a failed call; 0 otherwise.
 
 Usage: gpu_multiproc.py --socket SOCK [--procs N] [--batches B] [--batch-keys K]
-         [--bins NB] [--bulk-keys N] [--reps R] [--histbench PATH] [--probe]
+         [--bins NB] [--bulk-keys N] [--reps R] [--rounds N] [--histbench PATH]
+         [--probe]
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import multiprocessing as mp
 import subprocess
 import sys
@@ -144,34 +150,92 @@ def multiproc(a: argparse.Namespace, tileatom: Any, np: Any) -> bool:
     return ok
 
 
-def bulk(a: argparse.Namespace, tileatom: Any, np: Any, torch: Any) -> tuple[bool, float]:
-    """Part 2: (checked, best G keys/s) of one Tile.hist from a torch CUDA tensor."""
+def bulk(a: argparse.Namespace, tileatom: Any, np: Any,
+         torch: Any) -> tuple[bool, list[float], list[float]]:
+    """Part 3: (checked, Python seconds, C library seconds) of --reps rounds of one
+    Tile.hist from a torch CUDA tensor on a new tile, alternating with the C library's own
+    tileatom_indexed call (ctypes, from this process, on a connection and a new tile of its
+    own: what tileatom-histbench's devptr mode calls), both checked against torch.bincount."""
     keys = torch.randint(0, 256, (a.bulk_keys,), dtype=torch.int32, device="cuda")
     expect = torch.bincount(keys.to(torch.int64), minlength=256).cpu().numpy()
     torch.cuda.synchronize()
-    best = 0.0
-    ok = True
+    py_s: list[float] = []
+    c_s: list[float] = []
     with tileatom.connect(a.socket, timeout=120) as c:
         name = "gpu-bulk-hist"
         if name in c:
             c.destroy(name)
+        lib_new, lib_op = ctypes_op(a.socket, keys, "gpu-bulk-ctypes")
         for _ in range(a.reps):
             h = c.create(name, np.int32, 256)
             t0 = time.perf_counter()
             res = h.hist(keys)
-            dt = time.perf_counter() - t0
+            py_s.append(time.perf_counter() - t0)
             got = h.read()
             h.destroy()
-            if res.applied != a.bulk_keys or not (got == expect).all():
+            lib_new()
+            t0 = time.perf_counter()
+            lib_op()
+            c_s.append(time.perf_counter() - t0)
+            lib_got = c.tile("gpu-bulk-ctypes").read()
+            if (res.applied != a.bulk_keys or not (got == expect).all() or
+                    not (lib_got == expect).all()):
                 print(f"gpu_multiproc: bulk hist wrong (applied {res.applied})")
-                ok = False
-                break
-            best = max(best, a.bulk_keys / dt / 1e9)
-    return ok, best
+                return False, py_s, c_s
+    return True, py_s, c_s
+
+
+class _Array(ctypes.Structure):
+    """tileatom_array (client/tileatom.h)."""
+    _fields_ = [("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("shape", ctypes.c_int64 * 4), ("data", ctypes.c_void_p)]
+
+
+class _Options(ctypes.Structure):
+    """tileatom_op_options (client/tileatom.h)."""
+    _fields_ = [("sem", ctypes.c_int), ("scope", ctypes.c_int), ("space", ctypes.c_int),
+                ("mask", ctypes.c_void_p), ("check_bounds", ctypes.c_bool),
+                ("want_old", ctypes.c_bool), ("old_out", ctypes.c_void_p),
+                ("old_out_size", ctypes.c_size_t)]
+
+
+def ctypes_op(address: str, keys: Any, tile: str = "gpu-probe-ctypes") -> tuple[Any, Any]:
+    """(new, op): new() makes tile a new 256-bin int32 tile, op() adds keys (a torch CUDA
+    tensor of int32) into it with one tileatom_indexed call of libtileatom-client through
+    ctypes (space shared: as tileatom-histbench's devptr mode), on a connection of its
+    own."""
+    lib = ctypes.CDLL("libtileatom-client.so.0")
+    err = ctypes.create_string_buffer(512)
+    client = ctypes.c_void_p()
+    if lib.tileatom_connect(address.encode(), 5000, ctypes.byref(client), err) != 0:
+        raise RuntimeError(err.raw[4:].split(b"\0")[0].decode())
+    # the driver is asked about operands of the keys' size (as the package and
+    # tileatom-histbench do), not about the scalar
+    lib.tileatom_set_device_ptr_threshold(client, ctypes.c_size_t(keys.numel() * 4))
+    name = tile.encode()
+    bins = (ctypes.c_int64 * 1)(256)
+
+    def new() -> None:
+        lib.tileatom_destroy(client, name, err)  # (it may not exist)
+        if lib.tileatom_create(client, name, 1, 1, bins, None, None, err) != 0:
+            raise RuntimeError(err.raw[4:].split(b"\0")[0].decode())
+    new()
+    one = ctypes.c_int32(1)
+    idx = _Array(1, 1, (ctypes.c_int64 * 4)(keys.numel()), keys.data_ptr())
+    val = _Array(1, 0, (ctypes.c_int64 * 4)(), ctypes.addressof(one))
+    opts = _Options(0, 0, 1, None, True, False, None, 0)
+    res = ctypes.create_string_buffer(256)
+
+    def op() -> None:
+        if lib.tileatom_indexed(client, name, 1, None, 1, ctypes.byref(idx), True,
+                                ctypes.byref(val), None, ctypes.byref(opts), res, err) != 0:
+            raise RuntimeError(err.raw[4:].split(b"\0")[0].decode())
+    op.keep = (lib, client, one, idx, val, opts, res, err)  # type: ignore[attr-defined]
+    return new, op
 
 
 def probe(a: argparse.Namespace, tileatom: Any, np: Any, torch: Any) -> None:
-    """Part 3: where a bulk Tile.hist's time goes, best of --reps in microseconds each:
+    """Part 2: where a bulk Tile.hist's time goes, best of --reps in microseconds each:
     torch's __cuda_array_interface__, the stream synchronisation, the whole call on a new
     tile (as part 2) and on a kept one, and the extension's op alone with the operand
     tuple made once (what is left is the C library and the daemon)."""
@@ -199,7 +263,16 @@ def probe(a: argparse.Namespace, tileatom: Any, np: Any, torch: Any) -> None:
             note("stream_sync", t2 - t1)
             note("hist_kept_tile", t3 - t2)
         dev = keys.device
+        # the driver's own calls on the idle current stream (ctypes: the same overhead for
+        # both), beside the library's wait (a query, and a synchronisation if work is queued)
+        raw = torch._C._cuda_getCurrentRawStream(dev.index)
+        cu = ctypes.CDLL("libcuda.so.1")
+        cu.cuStreamQuery.argtypes = [ctypes.c_void_p]
+        cu.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
         alternatives = {
+            "cu_stream_query": lambda: cu.cuStreamQuery(raw),
+            "cu_stream_synchronize": lambda: cu.cuStreamSynchronize(raw),
+            "library_stream_sync": lambda: tileatom._core.cuda_stream_sync(raw),
             "attrs": lambda: (keys.data_ptr(), tuple(keys.shape), keys.dtype,
                               keys.is_contiguous()),
             "index_prep": lambda: tileatom._index(keys, "keys"),
@@ -221,6 +294,14 @@ def probe(a: argparse.Namespace, tileatom: Any, np: Any, torch: Any) -> None:
                        vals, None, None, None, "relaxed", "gpu", "shared", True, False,
                        None, None)
             note("core_op_alone", time.perf_counter() - t0)
+        # the C library's own call from this process through ctypes (no extension), on a
+        # connection of its own: is what the extension's op costs over the C figure the
+        # extension's, or this process's?
+        _, lib_op = ctypes_op(a.socket, keys)
+        for _ in range(a.reps):
+            t0 = time.perf_counter()
+            lib_op()
+            note("library_op_ctypes", time.perf_counter() - t0)
         # the same steps interleaved, so that each follows what it follows in a whole call:
         # does a stream synchronisation (or a new operand tuple) make the op after it
         # slower? medians and bests over 5 x reps rounds
@@ -236,6 +317,7 @@ def probe(a: argparse.Namespace, tileatom: Any, np: Any, torch: Any) -> None:
             "op_fresh_tuple": lambda: op(fresh()),
             "sync_then_op": lambda: (stream.synchronize(), op(i)),
             "index_then_op": lambda: op(tileatom._index(keys, "keys")),
+            "library_op_ctypes": lib_op,
             "hist": lambda: h.hist(keys),
         }
         runs: dict[str, list[float]] = {k: [] for k in steps}
@@ -289,6 +371,8 @@ def main() -> int:
     ap.add_argument("--bins", type=int, default=256)
     ap.add_argument("--bulk-keys", type=int, default=1 << 24)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of the C and the Python bulk figure, alternating")
     ap.add_argument("--probe", action="store_true",
                     help="also time the parts of a bulk Tile.hist (part 3)")
     ap.add_argument("--histbench", help="tileatom-histbench (CUDA build) for the C figure")
@@ -310,19 +394,39 @@ def main() -> int:
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, "
           f"tileatom library {tileatom.library_version()}")
     ok = multiproc(a, tileatom, np)
-    bulk_ok, gk = bulk(a, tileatom, np, torch)
-    ok = ok and bulk_ok
     if a.probe:
         probe(a, tileatom, np, torch)
-    c = histbench(a)
+    # the Python and C figures alternate, round after round (calls differ by more than
+    # the gap measured): tileatom-histbench (best of --reps), then the bulk part (Python and
+    # the library's own call alternating rep by rep)
+    gk = a.bulk_keys / 1e9
+    py_all: list[float] = []
+    lib_all: list[float] = []
+    cs: list[dict[str, float]] = []
+    for r in range(a.rounds):
+        c = histbench(a)
+        bulk_ok, py_s, c_s = bulk(a, tileatom, np, torch)
+        ok = ok and bulk_ok and (bool(c) or not a.histbench)
+        py_all += py_s
+        lib_all += c_s
+        cs.append(c)
+        print(f"round {r + 1}: Python best {gk / min(py_s):.2f} G keys/s; the library's call "
+              f"best {gk / min(c_s):.2f}; tileatom-histbench " +
+              ", ".join(f"{m} {v:.2f}" for m, v in c.items() if m in ("devptr", "device")))
+    med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
     print(f"bulk: 2^{a.bulk_keys.bit_length() - 1} int32 keys from a torch CUDA tensor into "
-          f"256 bins, one Tile.hist, best of {a.reps}: {gk:.2f} G keys/s")
+          f"256 bins, one Tile.hist on a new tile, {a.rounds} rounds x {a.reps}: median "
+          f"{gk / med(py_all):.2f}, best {gk / min(py_all):.2f} G keys/s")
+    print(f"  the C library's tileatom_indexed from this process (ctypes), alternating: "
+          f"median {gk / med(lib_all):.2f}, best {gk / min(lib_all):.2f} G keys/s; Python / "
+          f"C = {med(lib_all) / med(py_all):.2f}x by medians, "
+          f"{min(lib_all) / min(py_all):.2f}x by bests")
     for mode in ("devptr", "device"):
-        if c.get(mode):
-            print(f"  C tileatom-histbench --from device, mode {mode}: {c[mode]:.2f} G keys/s;"
-                  f" Python / C = {gk / c[mode]:.2f}x")
-    if not c and a.histbench:
-        ok = False
+        got = [c[mode] for c in cs if c.get(mode)]
+        if got:
+            print(f"  C tileatom-histbench --from device, mode {mode}, best of the rounds: "
+                  f"{max(got):.2f} G keys/s; Python's best / C = "
+                  f"{gk / min(py_all) / max(got):.2f}x")
     print("gpu_multiproc: " + ("PASS" if ok else "FAIL"))
     return 0 if ok else 1
 

@@ -182,6 +182,18 @@ def _torch_numpy(obj: Any) -> Any:
 # cost of torch.cuda.current_stream(), so a stream seen before is reused (a few per device)
 _TORCH_STREAMS: dict[tuple[int, int], Any] = {}
 _TORCH_STREAMS_MAX = 64
+# torch's C-level getters of a device's current raw stream (None in a torch without it) and
+# of the thread's current device, looked up once (a getattr on torch._C each call costs)
+_TORCH_GETTERS: tuple[Any, Any] | None = None
+
+
+def _torch_getters(torch: Any) -> tuple[Any, Any]:
+    """(raw current stream of a device or None, current device) getters of torch."""
+    global _TORCH_GETTERS
+    if _TORCH_GETTERS is None:
+        _TORCH_GETTERS = (getattr(torch._C, "_cuda_getCurrentRawStream", None),
+                          getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device))
+    return _TORCH_GETTERS
 
 
 def _sync_torch(obj: Any) -> None:
@@ -191,15 +203,15 @@ def _sync_torch(obj: Any) -> None:
         return
     torch = sys.modules["torch"]
     index = obj.get_device()
-    raw_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    raw_of, current = _torch_getters(torch)
     if raw_of is None:  # a torch without it: the public way (a new Stream object each time)
         torch.cuda.current_stream(index).synchronize()
         return
     raw = raw_of(index)
-    # the driver's wait in one C call (cuStreamSynchronize through the library), else
-    # torch's (about 4 us more); the legacy default stream (0) only on the thread's current
-    # device, since the driver takes it from the thread's current context
-    current = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+    # the driver's wait in one C call (cuStreamQuery, and cuStreamSynchronize when work is
+    # queued, through the library), else torch's (about 4 us more); the legacy default
+    # stream (0) only on the thread's current device, since the driver takes it from the
+    # thread's current context
     if (raw or index == current()) and _core.cuda_stream_sync(raw):
         return
     key = (index, raw)
@@ -211,6 +223,9 @@ def _sync_torch(obj: Any) -> None:
         _TORCH_STREAMS[key] = stream
     stream.synchronize()
 
+
+# the scalar operand 1 of each dtype seen (read-only), made once
+_ONES: dict[Any, Any] = {}
 
 # (lowest, highest) of each integer dtype seen (np.iinfo is slow to make)
 _INT_RANGES: dict[Any, tuple[int, int]] = {}
@@ -269,10 +284,11 @@ def _torch_cuda_array(obj: Any, code: int | None, what: str) -> tuple | None:
         return None
     shape = tuple(obj.shape)
     got = _torch_codes(torch).get(obj.dtype)
-    strides = None
+    strides, itemsize = None, 0  # (the item size matters only with strides)
     if not obj.is_contiguous():
-        strides = tuple(n * obj.element_size() for n in obj.stride())
-    _checked_device(code, got, obj.dtype, shape, strides, obj.element_size(), what)
+        itemsize = obj.element_size()
+        strides = tuple(n * itemsize for n in obj.stride())
+    _checked_device(code, got, obj.dtype, shape, strides, itemsize, what)
     _sync_torch(obj)
     return (obj.data_ptr(), got, shape, obj)
 
@@ -478,6 +494,12 @@ class Tile(_core.TileBase):
     def _values(self, value: Any, what: str = "value") -> Any:
         """value as an operand of the tile's dtype (a C-contiguous array or a CUDA array)."""
         dt = self.dtype
+        if value.__class__ is int and value == 1 and self._code != _BFLOAT16:
+            one = _ONES.get(dt)  # the default weight of hist and of torch's index ops
+            if one is None:
+                one = _ONES[dt] = np.array(1, dtype=dt)
+                one.flags.writeable = False  # shared by every call: operands are only read
+            return one
         if isinstance(value, _SCALAR_TYPES) or isinstance(value, bool):
             if isinstance(value, float) and dt.kind in "iu":
                 raise TypeError(f"a float {what} for a {self.dtype_name} tile (tileatom, "

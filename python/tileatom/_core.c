@@ -67,8 +67,9 @@ typedef struct ConnObject {
 	size_t qhead;         /* index of the oldest entry */
 	size_t qlen;          /* entries in the ring */
 	unsigned unflushed;   /* requests submitted since the last write-out */
-	int device_ptrs;      /* the library asks the driver about every operand (a device
-	                         array was passed on this connection) */
+	size_t device_min;    /* the smallest device array passed on this connection, in bytes
+	                         (SIZE_MAX before one is): the library asks the driver about
+	                         every operand of at least that size */
 } ConnObject;
 
 /* Pipelined requests after which a submit writes the buffered ones out (tileatom_flush), so
@@ -150,14 +151,18 @@ static int conn_enter(ConnObject *self)
 	return 0;
 }
 
-/* After a device array was passed (lock held): from now on the library asks the CUDA driver
- * about every operand of this connection, not only those of 64 KiB or more (a smaller
- * device array outside the allocations seen before would be read as host memory). */
-static void conn_device_ptrs(ConnObject *self)
+/* After device arrays of bytes or more were passed (lock held): from now on the library asks
+ * the CUDA driver about every operand of this connection of at least the smallest device
+ * array's size (a smaller device array outside the allocations seen before would be read as
+ * host memory), and about no smaller one: the host scalars beside large device keys cost no
+ * driver call. */
+static void conn_device_ptrs(ConnObject *self, size_t bytes)
 {
-	if (!self->device_ptrs) {
-		tileatom_set_device_ptr_threshold(self->client, 1);
-		self->device_ptrs = 1;
+	if (bytes < 1)
+		bytes = 1;
+	if (bytes < self->device_min) {
+		tileatom_set_device_ptr_threshold(self->client, bytes);
+		self->device_min = bytes;
 	}
 }
 
@@ -287,6 +292,15 @@ static int holds_device(PyObject *obj)
 			return 1;
 	}
 	return 0;
+}
+
+/* min, lowered to the bytes of a when obj (its source) is a device array. */
+static size_t device_bytes_min(PyObject *obj, const tileatom_array *a, size_t min)
+{
+	if (!holds_device(obj))
+		return min;
+	size_t bytes = tileatom_array_bytes(a);
+	return bytes < min ? bytes : min;
 }
 
 /* Fills *out from an integer sequence of at most TILEATOM_MAX_RANK entries; returns the
@@ -634,6 +648,7 @@ static PyObject *Conn_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 		return PyErr_SetFromErrno(PyExc_OSError);
 	}
 	self->lock_ready = 1;
+	self->device_min = SIZE_MAX;
 	return (PyObject *)self;
 }
 
@@ -1006,7 +1021,7 @@ static PyObject *Conn_write(ConnObject *self, PyObject *args)
 	if (conn_enter(self) < 0)
 		return NULL;
 	if (holds_device(values_obj))
-		conn_device_ptrs(self);
+		conn_device_ptrs(self, tileatom_array_bytes(&values));
 	tileatom_error err = {0, ""};
 	int st;
 	if (submit) {
@@ -1122,8 +1137,19 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 		Py_XDECREF(keep);
 		return NULL;
 	}
-	if (device)
-		conn_device_ptrs(self);
+	if (device) {
+		size_t dmin = SIZE_MAX;
+		for (int i = 0; i < n_index; i++)
+			dmin =
+			    device_bytes_min(PyTuple_GET_ITEM(indices_obj, i), &indices[i], dmin);
+		dmin = device_bytes_min(values_obj, &values, dmin);
+		dmin = device_bytes_min(compare_obj, &compare, dmin);
+		dmin = device_bytes_min(padding_obj, &padding, dmin);
+		dmin = device_bytes_min(mask_obj, &mask, dmin);
+		if (holds_device(out) && out_size < dmin)
+			dmin = out_size;
+		conn_device_ptrs(self, dmin);
+	}
 	tileatom_error err = {0, ""};
 	tileatom_op_result res = {0};
 	tileatom_client *c = self->client;
