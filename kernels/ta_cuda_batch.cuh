@@ -70,13 +70,6 @@ __device__ __forceinline__ uint64_t batch_apply(uint32_t code, uint64_t addr, ui
 /* Threads per block of the batch kernel (TA_BATCH_BLOCK / 32 chains a block). */
 #define TA_BATCH_BLOCK 128
 
-/* The lane that applies a one-element request at addr in a run (see batch_chain): equal
- * addresses get the same lane, so their requests apply in the chain's order. */
-__device__ __forceinline__ uint32_t batch_lane_of(uint64_t addr)
-{
-	return (uint32_t)((addr >> 3) ^ (addr >> 8)) & 31u;
-}
-
 /* Applies element d on the calling lane, its old value to olds when asked. */
 __device__ __forceinline__ void batch_elem(const ta_batch_elem &d, uint64_t *olds)
 {
@@ -87,10 +80,10 @@ __device__ __forceinline__ void batch_elem(const ta_batch_elem &d, uint64_t *old
 
 /* Runs one chain (ch) on the calling warp, in the chain's order. A request of several
  * elements spreads them over the lanes. A run of one-element requests with no fence between
- * them (relaxed ones: they promise other observers no order) spreads over the lanes by
- * address (batch_lane_of): each lane applies its own requests in order, the lanes at the
- * same time, so the chain waits for the longest lane rather than for every request in
- * turn; requests to one address stay in order on one lane. Between one request (or run)
+ * them (relaxed ones: they promise other observers no order) takes 32 requests at a time,
+ * one a lane, and applies them in rounds: each round every address's earliest pending
+ * request, so the run waits for the most requests to one address rather than for every
+ * request in turn, and requests to one address apply in order. Between one request (or run)
  * and the next: the fence the first asks for and a warp barrier, so that the chain's later
  * requests see its earlier ones. Returns true when this lane applied an element or wrote an
  * old value. */
@@ -107,19 +100,25 @@ __device__ __forceinline__ bool batch_chain(ta_batch_chain ch, const ta_batch_it
 			       its[last + 1].count == 1)
 				last++;
 		if (last > i) {
-			/* round after round, each lane applies its next request of the run */
-			uint32_t next = i;
-			for (;;) {
-				while (next <= last &&
-				       batch_lane_of(elems[its[next].first].addr) != lane)
-					next++;
-				bool mine = next <= last;
-				if (!__any_sync(0xffffffffu, mine))
-					break;
-				if (mine) {
-					batch_elem(elems[its[next].first], olds);
-					did = true;
-					next++;
+			/* 32 requests of the run at a time, request base + lane on this lane;
+			 * round after round, the lowest lane still pending of each address applies
+			 * its request (__match_any_sync groups the lanes by address; a lane done
+			 * or without a request offers a key no address has), so that requests to
+			 * one address apply in the run's order and all others at once */
+			for (uint32_t base = i; base <= last; base += 32u) {
+				uint32_t k = base + lane;
+				bool pending = k <= last;
+				const ta_batch_elem *d = pending ? &elems[its[k].first] : NULL;
+				uint64_t addr = pending ? d->addr : 0;
+				while (__any_sync(0xffffffffu, pending)) {
+					unsigned same = __match_any_sync(
+					    0xffffffffu, pending ? addr : ~(uint64_t)lane);
+					if (pending && (uint32_t)(__ffs(same) - 1) == lane) {
+						batch_elem(*d, olds);
+						did = true;
+						pending = false;
+					}
+					__syncwarp(); /* this round's before the next's */
 				}
 			}
 		} else {
