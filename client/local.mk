@@ -25,8 +25,9 @@ client_libtileatom_client_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) $(LIBCRY
 # interfaces added (tileatom_stats_kinds, tileatom_connect_opts, ...) to those of 0:0:0;
 # 2:0:2: tileatom_set_device_ptr_threshold added; 3:0:3: tileatom_set_busy_poll added;
 # 4:0:4: tileatom_create_placed, tileatom_tile_placement, tileatom_list_placements added;
-# 5:0:5: tileatom_fd, tileatom_poll added. The soname stays .so.0.
-client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 6:0:6 -no-undefined \
+# 5:0:5: tileatom_fd, tileatom_poll added; 6:0:6: tileatom_cuda_stream_sync added; 6:1:6:
+# it asks cuStreamQuery first (same interface). The soname stays .so.0.
+client_libtileatom_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 6:1:6 -no-undefined \
 	-export-symbols-regex '^tileatom_'
 client_libtileatom_client_la_LIBADD = tacore/libtacore.la $(PROTOBUF_C_LIBS) $(LIBCRYPTO_LIBS) -lm
 

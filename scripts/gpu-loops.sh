@@ -63,76 +63,46 @@ one() { # label backend clients depth [daemon args...]
 	echo "$label,$be,${c}x$p,$rc,$((t1 - t0)),$(echo "$out" | tail -1),$th"
 }
 
-if [ "${CASES:-}" = multi ]; then
-	export BENCH_ARGS="--tiles 8"
-	gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-	for r in $(seq "$ROUNDS"); do
-		echo "# round $r"
-		for shape in "50 16" "200 16"; do
-			set -- $shape
-			one d0-L8 cuda "$1" "$2" --devices 0 --loops 8
-			one d2-L4 cuda "$1" "$2" --devices 0,1 --loops 4
-			one d2-L8 cuda "$1" "$2" --devices 0,1 --loops 8
-			one d2-L16 cuda "$1" "$2" --devices 0,1 --loops 16
-			if [ "$gpus" -ge 4 ]; then
-				one d4-L8 cuda "$1" "$2" --devices 0,1,2,3 --loops 8
-				one d4-L16 cuda "$1" "$2" --devices 0,1,2,3 --loops 16
-				one d4-L32 cuda "$1" "$2" --devices 0,1,2,3 --loops 32
-			fi
-		done
+# The case lists, each called with CLIENTS DEPTH for 50x16 and for 200x16 (shapes_cases:
+# the default list, per round).
+multi_cases() { # the daemon over 1, 2 (and 4) GPUs with 4-32 loops, --tiles 8
+	one d0-L8 cuda "$1" "$2" --devices 0 --loops 8
+	one d2-L4 cuda "$1" "$2" --devices 0,1 --loops 4
+	one d2-L8 cuda "$1" "$2" --devices 0,1 --loops 8
+	one d2-L16 cuda "$1" "$2" --devices 0,1 --loops 16
+	if [ "$gpus" -ge 4 ]; then
+		one d4-L8 cuda "$1" "$2" --devices 0,1,2,3 --loops 8
+		one d4-L16 cuda "$1" "$2" --devices 0,1,2,3 --loops 16
+		one d4-L32 cuda "$1" "$2" --devices 0,1,2,3 --loops 32
+	fi
+}
+one_cases() { # one GPU's loops beside the CPU backend
+	one cpu-auto cpu "$1" "$2"
+	one d0-L8 cuda "$1" "$2" --devices 0 --loops 8
+	one d0-L12 cuda "$1" "$2" --devices 0 --loops 12
+	one d0-L16 cuda "$1" "$2" --devices 0 --loops 16
+}
+ab_cases() { # this build against tileatomd-pre, adds with and without old values
+	for t in add addnw; do
+		BENCH_TEST=$t DAEMON="$C/tileatomd-pre" one "pre-$t" cuda "$1" "$2"
+		BENCH_TEST=$t one "new-$t" cuda "$1" "$2"
 	done
-	exit 0
-fi
-if [ "${CASES:-}" = one ]; then
-	for r in $(seq "$ROUNDS"); do
-		echo "# round $r"
-		for shape in "50 16" "200 16"; do
-			set -- $shape
-			one cpu-auto cpu "$1" "$2"
-			one d0-L8 cuda "$1" "$2" --devices 0 --loops 8
-			one d0-L12 cuda "$1" "$2" --devices 0 --loops 12
-			one d0-L16 cuda "$1" "$2" --devices 0 --loops 16
-		done
+}
+pk_cases() { # the resident kernel's largest batch, beside the CPU backend
+	one cpu-auto cpu "$1" "$2"
+	for pk in 64 128 256 512; do
+		TILEATOM_CUDA_PERSISTENT=$pk one "pk$pk" cuda "$1" "$2" --devices 0
 	done
-	exit 0
-fi
-if [ "${CASES:-}" = ab ]; then
-	for r in $(seq "$ROUNDS"); do
-		echo "# round $r"
-		for shape in "50 16" "200 16"; do
-			set -- $shape
-			for t in add addnw; do
-				BENCH_TEST=$t DAEMON="$C/tileatomd-pre" one "pre-$t" cuda "$1" "$2"
-				BENCH_TEST=$t one "new-$t" cuda "$1" "$2"
-			done
-		done
-	done
-	exit 0
-fi
-if [ "${CASES:-}" = pk ]; then
-	for r in $(seq "$ROUNDS"); do
-		echo "# round $r"
-		for shape in "50 16" "200 16"; do
-			set -- $shape
-			one cpu-auto cpu "$1" "$2"
-			for pk in 64 128 256 512; do
-				TILEATOM_CUDA_PERSISTENT=$pk one "pk$pk" cuda "$1" "$2" --devices 0
-			done
-		done
-	done
-	exit 0
-fi
-for r in $(seq "$ROUNDS"); do
-	echo "# round $r"
-	for shape in "50 16" "200 16"; do
-		set -- $shape
-		one L1-batch cpu "$1" "$2" --loops 1
-		one L1-inline cpu "$1" "$2" --loops 1 --batch-min 0
-		one L2 cpu "$1" "$2" --loops 2
-		one L4 cpu "$1" "$2" --loops 4
-		one L8 cpu "$1" "$2" --loops 8
-		one auto cpu "$1" "$2"
-	done
+}
+shapes_cases() { # the CPU backend's loops
+	one L1-batch cpu "$1" "$2" --loops 1
+	one L1-inline cpu "$1" "$2" --loops 1 --batch-min 0
+	one L2 cpu "$1" "$2" --loops 2
+	one L4 cpu "$1" "$2" --loops 4
+	one L8 cpu "$1" "$2" --loops 8
+	one auto cpu "$1" "$2"
+}
+round_cases() { # the default list's cases outside the two shapes
 	one L1-batch cpu 1 1 --loops 1
 	one L8 cpu 1 1 --loops 8
 	if [ -x "$C/tileatomd-pre" ]; then
@@ -143,4 +113,25 @@ for r in $(seq "$ROUNDS"); do
 	one cuda-L1 cuda 50 16 --loops 1
 	one cuda-L4 cuda 50 16 --loops 4
 	one cuda-auto cuda 50 16
+}
+
+case "${CASES:-}" in
+multi)
+	export BENCH_ARGS="--tiles 8"
+	gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+	list=multi_cases extra=: ;;
+one | ab | pk) list=${CASES}_cases extra=: ;;
+"") list=shapes_cases extra=round_cases ;;
+*)
+	echo "gpu-loops.sh: CASES='$CASES' is not multi, one, ab or pk" >&2
+	exit 2
+	;;
+esac
+for r in $(seq "$ROUNDS"); do
+	echo "# round $r"
+	for shape in "50 16" "200 16"; do
+		set -- $shape
+		$list "$1" "$2"
+	done
+	$extra
 done
