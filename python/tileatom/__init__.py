@@ -224,9 +224,6 @@ def _sync_torch(obj: Any) -> None:
     stream.synchronize()
 
 
-# the scalar operand 1 of each dtype seen (read-only), made once
-_ONES: dict[Any, Any] = {}
-
 # (lowest, highest) of each integer dtype seen (np.iinfo is slow to make)
 _INT_RANGES: dict[Any, tuple[int, int]] = {}
 
@@ -494,12 +491,6 @@ class Tile(_core.TileBase):
     def _values(self, value: Any, what: str = "value") -> Any:
         """value as an operand of the tile's dtype (a C-contiguous array or a CUDA array)."""
         dt = self.dtype
-        if value.__class__ is int and value == 1 and self._code != _BFLOAT16:
-            one = _ONES.get(dt)  # the default weight of hist and of torch's index ops
-            if one is None:
-                one = _ONES[dt] = np.array(1, dtype=dt)
-                one.flags.writeable = False  # shared by every call: operands are only read
-            return one
         if isinstance(value, _SCALAR_TYPES) or isinstance(value, bool):
             if isinstance(value, float) and dt.kind in "iu":
                 raise TypeError(f"a float {what} for a {self.dtype_name} tile (tileatom, "
