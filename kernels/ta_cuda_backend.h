@@ -68,6 +68,12 @@ typedef struct batch_pre {
 	uint32_t n;           /* how many */
 	bool ok;              /* resolved: else the leader resolves the call itself */
 	uint64_t skipped;     /* elements skipped (bounds checking) */
+	/* the plan's facts the leader needs, copied here by the submitting thread so that the
+	 * leader reads one block per caller rather than each plan */
+	int64_t count;  /* plan->count */
+	bool want_old;  /* plan->want_old */
+	ta_sem sem;     /* plan->sem */
+	ta_scope scope; /* plan->scope */
 } batch_pre;
 
 /* One caller's requests (a chain, run in order) going through a batch: a thread that waits
@@ -206,7 +212,7 @@ void batcher_destroy(ta_cuda_backend *be);
 bool batchable(const ta_cuda_backend *be, const ta_plan *plan);
 /* Queues w's requests and returns when every one has its outcome (see ta_cuda_batcher.cu). */
 void batch_submit(ta_cuda_backend *be, batch_wait *w);
-/* Queues w's requests (w malloc'd, done_fn set) and returns at once: the thread that runs
+/* Queues w's requests (w malloc'd, done_fn and pre set) and returns at once: the thread that runs
  * their batch calls w->done_fn(w->done_arg) and frees w. */
 void batch_submit_async(ta_cuda_backend *be, batch_wait *w);
 /* Resolves call c's elements into pre (pre->elems: room for plan->count descriptors);

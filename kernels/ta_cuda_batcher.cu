@@ -84,6 +84,10 @@ static int64_t resolve_call(const ta_apply_call *c, ta_batch_elem *d, uint32_t o
 
 bool batch_pre_resolve(const ta_apply_call *c, batch_pre *pre)
 {
+	pre->count = c->plan->count;
+	pre->want_old = c->plan->want_old;
+	pre->sem = c->plan->sem;
+	pre->scope = c->plan->scope;
 	uint64_t skipped = 0, outside = 0;
 	int64_t n = resolve_call(c, pre->elems, 0, NULL, &skipped, &outside);
 	pre->ok = n >= 0 && outside == 0;
@@ -333,11 +337,22 @@ static ta_status pk_ring(ta_cuda_backend *be, uint32_t units, int slot, uint64_t
 	return on ? TA_OK : pk_launch(be, *prev, err);
 }
 
-/* True when the persistent kernel has read bell (it writes the sequence number of each
- * bell it reads to taken). Leader only. */
-static bool pk_taken(ta_cuda_backend *be, uint64_t bell)
+/* Spins until the persistent kernel has read bell (it writes the sequence number of each
+ * bell it reads to taken): true; false once it has finished that batch or returned, or
+ * after a long spin (a slow device: the caller then waits for done as usual). Leader only. */
+static bool pk_until_taken(ta_cuda_backend *be, uint64_t bell)
 {
-	return __atomic_load_n(&be->batch.mb->taken, __ATOMIC_ACQUIRE) >= TA_PK_BELL_SEQ(bell);
+	cuda_batcher *b = &be->batch;
+	uint64_t seq = TA_PK_BELL_SEQ(bell);
+	for (unsigned long spin = 0; spin < (1ul << 16); spin++) {
+		if (__atomic_load_n(&b->mb->taken, __ATOMIC_ACQUIRE) >= seq)
+			return true;
+		if (__atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) >= seq ||
+		    __atomic_load_n(&b->mb->exited, __ATOMIC_ACQUIRE) == b->epoch)
+			return false;
+		spin_pause();
+	}
+	return false;
 }
 
 /* Waits until the persistent kernel has run the batch of bell (rung after prev),
@@ -402,10 +417,14 @@ static bool batch_prepare(ta_cuda_backend *be, batch_job *job, bool pk_ok, bool 
 	size_t n_waits = job->n_waits, n_items = 0, max_elems = 0, n_olds = 0;
 	for (batch_wait *w = job->waits; w; w = w->next)
 		for (int i = 0; i < w->n; i++) {
+			/* an asynchronous caller's facts are in its own block (pre), not its plans
+			 */
+			const batch_pre *pre = w->pre ? &w->pre[i] : NULL;
+			int64_t count = pre ? pre->count : w->calls[i].plan->count;
 			n_items++;
-			max_elems += (size_t)w->calls[i].plan->count;
-			if (w->calls[i].plan->want_old)
-				n_olds += (size_t)w->calls[i].plan->count;
+			max_elems += (size_t)count;
+			if (pre ? pre->want_old : w->calls[i].plan->want_old)
+				n_olds += (size_t)count;
 		}
 	/* the persistent kernel's area: head, chains, items, elements (16-byte sections) */
 	size_t pk_items_off = align16(sizeof(ta_pk_head) + n_waits * sizeof(ta_batch_chain));
@@ -459,24 +478,31 @@ static bool batch_prepare(ta_cuda_backend *be, batch_job *job, bool pk_ok, bool 
 	for (batch_wait *w = job->waits; w; w = w->next, ci++) {
 		chains[ci].first_item = ii;
 		chains[ci].n_items = 0;
+		if (w->next) /* the next caller's block, fetched while this one is copied */
+			__builtin_prefetch(w->next);
 		for (int i = 0; i < w->n; i++) {
 			ta_apply_call *c = &w->calls[i];
-			const ta_plan *p = c->plan;
+			/* an asynchronous caller's facts (pre): its plans are not read here */
+			const batch_pre *pre = w->pre ? &w->pre[i] : NULL;
+			ta_sem sem = pre ? pre->sem : c->plan->sem;
+			ta_scope scope = pre ? pre->scope : c->plan->scope;
+			bool want_old = pre ? pre->want_old : c->plan->want_old;
+			int64_t count = pre ? pre->count : c->plan->count;
 			uint64_t skipped = 0, applied = 0, outside = 0;
 			items[ii].first = ei;
 			/* a fence orders this request before the next one for other observers;
 			 * two relaxed requests promise no such order (their warp barrier still
 			 * orders them for the chain itself), so none between those */
 			bool next_relaxed =
-			    i + 1 < w->n && w->calls[i + 1].plan->sem == TA_SEM_RELAXED;
-			items[ii].fence = p->sem == TA_SEM_RELAXED && next_relaxed ? 0u
-			                  : p->scope == TA_SCOPE_SYS               ? 2u
-			                                                           : 1u;
+			    i + 1 < w->n &&
+			    (pre ? pre[1].sem : w->calls[i + 1].plan->sem) == TA_SEM_RELAXED;
+			items[ii].fence = sem == TA_SEM_RELAXED && next_relaxed ? 0u
+			                  : scope == TA_SCOPE_SYS               ? 2u
+			                                                        : 1u;
 			items[ii].pad = 0;
-			const batch_pre *pre = w->pre ? &w->pre[i] : NULL;
 			if (pre && pre->ok) { /* resolved by its loop (apply_async) */
 				memcpy(&elems[ei], pre->elems, pre->n * sizeof(*elems));
-				for (uint32_t e = 0; p->want_old && e < pre->n; e++)
+				for (uint32_t e = 0; want_old && e < pre->n; e++)
 					elems[ei + e].out += oi;
 				ei += pre->n;
 				skipped = pre->skipped;
@@ -499,8 +525,8 @@ static bool batch_prepare(ta_cuda_backend *be, batch_job *job, bool pk_ok, bool 
 				                 "cuda backend: %llu elements resolved outside the "
 				                 "tile and were not applied (inconsistent plan)",
 				                 (unsigned long long)outside);
-			if (p->want_old)
-				oi += (uint32_t)p->count;
+			if (want_old)
+				oi += (uint32_t)count;
 		}
 	}
 	job->n_elems = ei;
@@ -565,21 +591,22 @@ static void batch_finish(ta_cuda_backend *be, batch_job *job)
 	for (batch_wait *w = job->waits; w; w = w->next)
 		for (int i = 0; i < w->n; i++) {
 			ta_apply_call *c = &w->calls[i];
+			const batch_pre *pre = w->pre ? &w->pre[i] : NULL;
 			const ta_plan *p = c->plan;
 			if (job->st != TA_OK) {
 				c->status = job->st;
 				*c->err = job->err;
 				c->result->skipped = 0;
 				c->result->applied = 0;
-			} else if (p->want_old) {
+			} else if (pre ? pre->want_old : p->want_old) {
 				size_t es = ta_dtype_size(p->dtype);
 				for (int64_t k = 0; k < p->count;
 				     k++) /* little-endian: low bytes */
 					memcpy((unsigned char *)p->old_out + k * (int64_t)es,
 					       &job->olds[oi + k], es);
 			}
-			if (p->want_old)
-				oi += (uint32_t)p->count;
+			if (pre ? pre->want_old : p->want_old)
+				oi += (uint32_t)(pre ? pre->count : p->count);
 		}
 	if (b->trace && job->n_elems > 0) {
 		int way = job->pk ? 1 : 0;
@@ -750,9 +777,10 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 		}
 		/* once the kernel has read this batch's bell, the next one's may be rung before
 		 * this batch is done: the kernel finds it when it polls again, without waiting
-		 * for this thread to see done and ring (the batches still run in order) */
+		 * for this thread to see done and ring (the batches still run in order); the
+		 * wait for that read is part of the wait for done */
 		bool early =
-		    ready && cur->st == TA_OK && cur->n_elems > 0 && pk_taken(be, cur->bell);
+		    ready && cur->st == TA_OK && cur->n_elems > 0 && pk_until_taken(be, cur->bell);
 		if (early)
 			batch_start(be, next);
 		batch_await(be, cur);
