@@ -590,6 +590,14 @@ int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, b
 	return (int)(cpus / 2 < most ? cpus / 2 : most);
 }
 
+int ta_config_async_poll(const ta_config *cfg, long cpus, unsigned loops, int devices)
+{
+	if (cfg->async_poll_us != TA_CONFIG_ASYNC_POLL_AUTO)
+		return cfg->async_poll_us;
+	long busy = (long)loops + 2L * (devices > 1 ? devices : 1);
+	return busy * 2 <= cpus ? TA_SERVER_ASYNC_POLL_US : 0;
+}
+
 int ta_config_workers(const ta_config *cfg, const char *backend_name)
 {
 	if (cfg->workers != TA_CONFIG_WORKERS_AUTO)

@@ -39,6 +39,11 @@ typedef enum ta_backend_choice {
 #define TA_CONFIG_LOOPS_AUTO 0
 /* async_apply: by backend (ta_config_async). */
 #define TA_CONFIG_ASYNC_AUTO (-1)
+/* async_poll: by CPUs, loops and devices (ta_config_async_poll). */
+#define TA_CONFIG_ASYNC_POLL_AUTO (-1)
+/* How long (us) a loop polls for its completions without one, where async_poll auto polls:
+ * 1 ms, a hundred batches of the CUDA backend's resident kernel. */
+#define TA_SERVER_ASYNC_POLL_US 1000
 /* CPUs a machine needs for loops auto to run more than one event loop. */
 #define TA_SERVER_LOOPS_MIN_CPUS 4
 /* Most event loops loops auto starts per device of the backend. */
@@ -137,5 +142,12 @@ bool ta_config_async(const ta_config *cfg, const char *backend_name, bool has_as
  * all (TA_SERVER_LOOPS_GPU_MAX on a backend other than the CPU's); else 1. */
 int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, bool async,
                     int devices);
+/* The microseconds an event loop polls for its asynchronous completions: cfg->async_poll_us,
+ * or for auto TA_SERVER_ASYNC_POLL_US where the loops and two threads per device (the CUDA
+ * batcher's lead and completion threads) come to at most half the cpus, leaving the other
+ * half to the clients, else 0. On a 16-CPU H200 host (8 loops) polling gained nothing and
+ * took CPU from the clients; on a 32-CPU one it ran 50x16 adds 1.10x and 200x16 adds 1.37x
+ * what the same build did without it (doc/GPU-RESULTS.md). */
+int ta_config_async_poll(const ta_config *cfg, long cpus, unsigned loops, int devices);
 
 #endif /* TA_DAEMON_CONF_H */

@@ -2,9 +2,11 @@
  * Happy path: submit appends to todo and signals; a worker pops, runs work, appends to
  * the job's port's done queue and calls uv_async_send under that port's lock (so a port
  * whose jobs are all done can be closed without racing a worker's send); the loop's async
- * callback drains done and runs each done callback. Stop: set stopping, wake everyone,
- * join (workers finish the todo queue first), drain the last completions of the own port,
- * close its async handle. */
+ * callback drains done and runs each done callback. A polling port (expected jobs out)
+ * keeps an idle handle active, whose callback drains done on every loop turn; completers
+ * skip the send while polling is set, and the loop clears it under the lock before it
+ * drains once more and may sleep. Stop: set stopping, wake everyone, join (workers finish
+ * the todo queue first), drain the last completions of the own port, close its handles. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_setname_np */
 #endif
@@ -59,16 +61,11 @@ void ta_executor_complete(ta_job *job)
 	ta_executor_port *port = job->port;
 	pthread_mutex_lock(&port->lock);
 	job_append(&port->done_head, &port->done_tail, job);
-	int rc = uv_async_send(&port->async);
+	atomic_store_explicit(&port->has_done, true, memory_order_release);
+	int rc = port->polling ? 0 : uv_async_send(&port->async);
 	pthread_mutex_unlock(&port->lock);
 	if (rc != 0)
 		ta_log(TA_LOG_ERR, "executor: uv_async_send failed: %s", uv_strerror(rc));
-}
-
-void ta_executor_expect(ta_executor_port *port, ta_job *job)
-{
-	port->running++;
-	job->port = port;
 }
 
 /* Loop thread (the uv_async callback): runs the done callbacks of every finished job of the
@@ -79,14 +76,74 @@ static void drain_done(uv_async_t *async)
 	pthread_mutex_lock(&port->lock);
 	ta_job *job = port->done_head;
 	port->done_head = port->done_tail = NULL;
+	atomic_store_explicit(&port->has_done, false, memory_order_relaxed);
 	pthread_mutex_unlock(&port->lock);
 	while (job) {
 		ta_job *next = job->next;
 		job->next = NULL;
 		port->running--;
+		if (job->expected) {
+			job->expected = false;
+			port->expected--;
+		}
 		job->done(job);
 		job = next;
 	}
+}
+
+/* Ends the port's polling: completers wake the loop again; what they queued meanwhile runs
+ * now. Loop thread. */
+static void poll_stop(ta_executor_port *port)
+{
+	pthread_mutex_lock(&port->lock);
+	port->polling = false;
+	pthread_mutex_unlock(&port->lock);
+	int rc = uv_idle_stop(&port->poll_idle);
+	if (rc != 0) /* libuv's idle stop cannot fail; checked all the same */
+		ta_log(TA_LOG_ERR, "executor: uv_idle_stop failed: %s", uv_strerror(rc));
+	drain_done(&port->async);
+}
+
+/* poll_idle's callback, every loop turn while the port polls: the done callbacks of what
+ * finished; the poll ends once nothing expected is out, or after poll_ns without a
+ * completion. */
+static void on_poll_idle(uv_idle_t *idle)
+{
+	ta_executor_port *port = idle->data;
+	uint64_t now = uv_hrtime();
+	if (atomic_load_explicit(&port->has_done, memory_order_acquire)) {
+		drain_done(&port->async);
+		port->poll_last_ns = now;
+	}
+	if (port->polling && (port->expected == 0 || now - port->poll_last_ns > port->poll_ns))
+		poll_stop(port);
+}
+
+void ta_executor_expect(ta_executor_port *port, ta_job *job)
+{
+	port->running++;
+	port->expected++;
+	job->port = port;
+	job->expected = true;
+	if (port->poll_ns == 0 || port->polling)
+		return;
+	pthread_mutex_lock(&port->lock);
+	port->polling = true;
+	pthread_mutex_unlock(&port->lock);
+	port->poll_last_ns = uv_hrtime();
+	int rc = uv_idle_start(&port->poll_idle, on_poll_idle);
+	if (rc != 0) { /* cannot happen (the callback is set); the wake-ups still work */
+		ta_log(TA_LOG_ERR, "executor: uv_idle_start failed: %s", uv_strerror(rc));
+		pthread_mutex_lock(&port->lock);
+		port->polling = false;
+		pthread_mutex_unlock(&port->lock);
+		drain_done(&port->async);
+	}
+}
+
+void ta_executor_port_poll(ta_executor_port *port, unsigned usec)
+{
+	port->poll_ns = (uint64_t)usec * 1000u;
 }
 
 int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop)
@@ -95,12 +152,21 @@ int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop)
 	int rc = pthread_mutex_init(&port->lock, NULL);
 	if (rc != 0)
 		return -rc;
+	if ((rc = uv_idle_init(loop, &port->poll_idle)) != 0) {
+		pthread_mutex_destroy(&port->lock);
+		return rc;
+	}
+	uv_unref((uv_handle_t *)&port->poll_idle); /* never keeps the loop alive */
+	port->poll_idle.data = port;
+	port->open_handles = 1;
 	rc = uv_async_init(loop, &port->async, drain_done);
 	if (rc != 0) {
+		uv_close((uv_handle_t *)&port->poll_idle, NULL);
 		pthread_mutex_destroy(&port->lock);
 		return rc;
 	}
 	port->async.data = port;
+	port->open_handles = 2;
 	return 0;
 }
 
@@ -113,10 +179,13 @@ static void free_sync(ta_executor *ex)
 	pthread_mutex_destroy(&ex->lock);
 }
 
-/* Close callback of a port's async handle; the own port's close ends the executor. */
+/* Close callback of a port's handles; once both are closed the lock goes, and the own
+ * port's close ends the executor. */
 static void on_port_closed(uv_handle_t *handle)
 {
 	ta_executor_port *port = handle->data;
+	if (--port->open_handles > 0)
+		return;
 	ta_executor *ex = port->owner;
 	pthread_mutex_destroy(&port->lock);
 	if (!ex)
@@ -134,6 +203,7 @@ void ta_executor_port_close(ta_executor_port *port)
 		       port->running);
 	pthread_mutex_lock(&port->lock); /* waits out a worker inside uv_async_send */
 	pthread_mutex_unlock(&port->lock);
+	uv_close((uv_handle_t *)&port->poll_idle, on_port_closed);
 	uv_close((uv_handle_t *)&port->async, on_port_closed);
 }
 
@@ -193,6 +263,7 @@ int ta_executor_init(ta_executor *ex, uv_loop_t *loop, int nthreads)
 		return 0;
 	}
 	stop_workers(ex); /* a thread failed to start: stop the ones that did */
+	uv_close((uv_handle_t *)&ex->main.poll_idle, on_port_closed);
 	uv_close((uv_handle_t *)&ex->main.async, on_port_closed);
 fail_sync:
 	free_sync(ex);

@@ -4,13 +4,17 @@
  * executor's own port for the loop it was started on, ta_executor_port_init for every
  * other loop), so completions never race a loop. Jobs run in parallel and in no
  * particular order: callers that need an order (one connection's requests) submit the
- * next job only after the previous one is done. */
+ * next job only after the previous one is done. A port may also poll: while jobs worked
+ * outside the executor (a backend's apply_async) are out, its loop checks the done queue on
+ * every turn without sleeping, so their completions need no wake-up (ta_executor_port_poll). */
 #ifndef TA_DAEMON_EXECUTOR_H
 #define TA_DAEMON_EXECUTOR_H
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <uv.h>
 
 typedef struct ta_job ta_job;
@@ -22,6 +26,7 @@ struct ta_job {
 	void (*work)(ta_job *); /* runs on a worker thread */
 	void (*done)(ta_job *); /* runs on the submitting loop's thread after work */
 	ta_executor_port *port; /* where done runs (set by the submit) */
+	bool expected;          /* worked outside the executor (ta_executor_expect) */
 };
 
 typedef struct ta_executor ta_executor;
@@ -30,9 +35,16 @@ typedef struct ta_executor ta_executor;
  * and wake the loop. */
 struct ta_executor_port {
 	uv_async_t async;              /* wakes the loop when jobs are done */
-	pthread_mutex_t lock;          /* guards the done queue and the async handle's life */
+	uv_idle_t poll_idle;           /* active while the loop polls the done queue */
+	pthread_mutex_t lock;          /* guards the done queue, polling and the async's life */
 	ta_job *done_head, *done_tail; /* worked, done callback still to run */
+	_Atomic bool has_done;         /* done_head is set (read without the lock by the poll) */
+	bool polling;                  /* the loop polls: completers need not wake it (lock) */
 	int running;                   /* jobs submitted here and not yet done (loop thread) */
+	int expected;                  /* of those, worked outside the executor (loop thread) */
+	uint64_t poll_ns;              /* polling ends this long after the last completion */
+	uint64_t poll_last_ns;         /* uv_hrtime() of the poll's start or last completion */
+	int open_handles;              /* async and poll_idle, until both are closed */
 	ta_executor *owner;            /* the executor whose own port it is (NULL: none) */
 };
 
@@ -66,14 +78,19 @@ int ta_executor_running(const ta_executor *ex);
 /* Prepares a port for another loop (its thread runs the done callbacks). Call on that
  * loop's thread, or before it runs. Returns 0 or a negative error code (nothing to undo). */
 int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop);
+/* With usec > 0, while jobs worked outside the executor (ta_executor_expect) are out,
+ * port's loop polls its done queue on every turn without sleeping, until none is out or
+ * usec pass without a completion; their completions then wake nothing. port's loop thread,
+ * or before it runs. */
+void ta_executor_port_poll(ta_executor_port *port, unsigned usec);
 /* Queues job; its done callback runs on port's loop. port's loop thread only. */
 void ta_executor_submit_to(ta_executor *ex, ta_executor_port *port, ta_job *job);
 /* A job worked outside the executor (a backend's completion, apply_async): marks job as
- * running with port (its done callback will run on port's loop). port's loop thread,
- * before the work can finish. */
+ * running with port (its done callback will run on port's loop; the loop polls for it when
+ * the port polls). port's loop thread, before the done callback can run. */
 void ta_executor_expect(ta_executor_port *port, ta_job *job);
 /* The work of job (submitted, or expected) is finished: queues its done callback on its
- * port's loop and wakes that loop. Any thread. */
+ * port's loop and wakes that loop unless it polls. Any thread. */
 void ta_executor_complete(ta_job *job);
 /* Closes a port (not the own one) once none of its jobs is running. port's loop thread. */
 void ta_executor_port_close(ta_executor_port *port);

@@ -770,6 +770,8 @@ static ta_status loop_init(ta_server *srv, ta_server_loop *l, unsigned index,
 			                    uv_strerror(rc));
 		l->host.port = &l->port; /* loop_check_done closes it */
 	}
+	if (tmpl->async) /* the loop polls for its requests' completions on the backend */
+		ta_executor_port_poll(l->host.port, srv->async_poll_us);
 	l->host.loop = l->loop;
 	l->host.scratch = &l->scratch; /* input_waiters is 0, from tmpl */
 	l->wake.data = l;
@@ -819,6 +821,10 @@ static ta_status server_open(ta_server *srv, ta_error *err)
 	                             svc->persist != NULL);
 	srv->nloops = (unsigned)ta_config_loops(cfg, svc->info.name, cpus, async,
 	                                        ta_backend_device_count(svc->backend));
+	srv->async_poll_us =
+	    async ? (unsigned)ta_config_async_poll(cfg, cpus, srv->nloops,
+	                                           ta_backend_device_count(svc->backend))
+	          : 0u;
 	srv->loops = calloc(srv->nloops, sizeof(*srv->loops));
 	if (!srv->loops)
 		return ta_error_set(err, TA_RESOURCE_EXHAUSTED, "out of memory");
@@ -851,10 +857,12 @@ static ta_status server_open(ta_server *srv, ta_error *err)
 	                     ? TA_CONN_BATCH_MIN
 	                     : 0u,
 	};
-	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers, %u event loop(s)%s", svc->info.name,
-	       svc->info.device, svc->info.compute_capability[0] ? ", compute capability " : "",
+	ta_log(TA_LOG_NOTICE, "backend %s: %s%s%s, %d workers, %u event loop(s)%s%s",
+	       svc->info.name, svc->info.device,
+	       svc->info.compute_capability[0] ? ", compute capability " : "",
 	       svc->info.compute_capability, workers, srv->nloops,
-	       async ? ", small requests applied asynchronously from the loops" : "");
+	       async ? ", small requests applied asynchronously from the loops" : "",
+	       srv->async_poll_us ? ", which poll for their completions" : "");
 	if (cfg->async_apply == 1 && !async)
 		ta_log(TA_LOG_WARNING, "async_apply: %s; pipelined requests go to the workers",
 		       svc->persist ? "not with --data-dir (logged requests keep their order "

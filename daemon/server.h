@@ -117,6 +117,7 @@ struct ta_server {
 	uint64_t next_serial;      /* serial number of the next connection (for logs) */
 	ta_server_loop *loops;     /* the event loops (loops[0]: the main loop) */
 	unsigned nloops;           /* event loops asked for (--loops) */
+	unsigned async_poll_us;    /* how long a loop polls for its completions (async_poll) */
 	unsigned nloops_ready;     /* loops with their lock initialised (shut down and freed) */
 	unsigned next_loop;        /* round-robin: the loop the next connection goes to */
 	bool draining;             /* shutdown has begun */

@@ -19,8 +19,9 @@
 # with TILEATOM_CUDA_TRACE=1 the daemon logs show each way's batches and phases);
 # CASES=ab the CUDA daemon over GPU 0 at its defaults against CARRY/tileatomd-pre (an
 # earlier build), alternating, with adds that return the old value (-t add) and adds that
-# do not (-t addnw), at 50x16 and 200x16. BENCH_TEST (default add) sets the other cases'
-# -t.
+# do not (-t addnw), at 50x16 and 200x16; CASES=poll the CPU backend, tileatomd-pre, and
+# this build with --async-poll 0 and at its defaults (the CUDA daemons over GPU 0).
+# BENCH_TEST (default add) sets the other cases' -t.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH="$C/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -88,6 +89,12 @@ ab_cases() { # this build against tileatomd-pre, adds with and without old value
 		BENCH_TEST=$t one "new-$t" cuda "$1" "$2"
 	done
 }
+poll_cases() { # loops polling for their completions (--async-poll), against tileatomd-pre
+	one cpu-auto cpu "$1" "$2"
+	DAEMON="$C/tileatomd-pre" one pre cuda "$1" "$2" --devices 0
+	one poll0 cuda "$1" "$2" --devices 0 --async-poll 0
+	one poll cuda "$1" "$2" --devices 0
+}
 pk_cases() { # the resident kernel's largest batch, beside the CPU backend
 	one cpu-auto cpu "$1" "$2"
 	for pk in 64 128 256 512; do
@@ -120,10 +127,10 @@ multi)
 	export BENCH_ARGS="--tiles 8"
 	gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 	list=multi_cases extra=: ;;
-one | ab | pk) list=${CASES}_cases extra=: ;;
+one | ab | pk | poll) list=${CASES}_cases extra=: ;;
 "") list=shapes_cases extra=round_cases ;;
 *)
-	echo "gpu-loops.sh: CASES='$CASES' is not multi, one, ab or pk" >&2
+	echo "gpu-loops.sh: CASES='$CASES' is not multi, one, ab, pk or poll" >&2
 	exit 2
 	;;
 esac

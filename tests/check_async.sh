@@ -2,7 +2,10 @@
 # tests/check_async.sh: the suites that run a real tileatomd through the library and over raw
 # sockets (check_integration, check_daemon_server) again with three event loops that run
 # pipelined small requests themselves and hand their plans to the backend without waiting
-# (TA_TEST_ASYNC=1, TA_TEST_LOOPS=3: their daemon launchers add --async-apply 1 --loops 3).
+# (TA_TEST_ASYNC=1, TA_TEST_LOOPS=3: their daemon launchers add --async-apply 1 --loops 3),
+# with the loops polling for their completions (TA_TEST_ASYNC_POLL=1000: --async-poll 1000,
+# what auto is on a host with CPUs to spare); the sharded run below with it off, as auto is
+# on a small host.
 # On the CPU backend that is its completion thread (kernels/ta_async_thread.c); the loops,
 # the groups, the completions through each loop's executor port and the order of the
 # answers are the code CUDA runs by default (daemon/pipeline.c ta_async_run, conn.c), so
@@ -12,20 +15,21 @@
 set -u
 export TA_TEST_ASYNC=1
 export TA_TEST_LOOPS=3
+export TA_TEST_ASYNC_POLL=1000
 rc=0
 for t in check_integration check_daemon_server; do
 	./tests/$t
 	r=$?
-	echo "tests/$t with --async-apply $TA_TEST_ASYNC --loops $TA_TEST_LOOPS: exit $r"
+	echo "tests/$t with --async-apply $TA_TEST_ASYNC --loops $TA_TEST_LOOPS --async-poll $TA_TEST_ASYNC_POLL: exit $r"
 	if [ "$r" -ne 0 ] && [ "$r" -ne 77 ]; then
 		rc=1
 	fi
 done
 # the multi-device layer's apply_async: every tile sharded over 2 pools (one-element
 # requests split by pool into each pool's own apply_async, larger ones run in place)
-TA_TEST_DEVICES=2 TA_TEST_PLACEMENT=shard ./tests/check_integration
+TA_TEST_ASYNC_POLL=0 TA_TEST_DEVICES=2 TA_TEST_PLACEMENT=shard ./tests/check_integration
 r=$?
-echo "tests/check_integration with --async-apply 1 --loops 3 --devices 2 --placement shard: exit $r"
+echo "tests/check_integration with --async-apply 1 --loops 3 --async-poll 0 --devices 2 --placement shard: exit $r"
 if [ "$r" -ne 0 ] && [ "$r" -ne 77 ]; then
 	rc=1
 fi

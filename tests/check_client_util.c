@@ -60,6 +60,12 @@ const char *tcu_async(void)
 	return v && *v ? v : NULL;
 }
 
+const char *tcu_async_poll(void)
+{
+	const char *v = getenv("TA_TEST_ASYNC_POLL");
+	return v && *v ? v : NULL;
+}
+
 const char *tcu_devices(void)
 {
 	const char *v = getenv("TA_TEST_DEVICES");
@@ -151,6 +157,11 @@ bool tcu_daemon_start(tcu_daemon *d, const char *const *extra)
 	if (async) {
 		argv[n++] = "--async-apply";
 		argv[n++] = async;
+	}
+	const char *async_poll = tcu_async_poll();
+	if (async_poll) {
+		argv[n++] = "--async-poll";
+		argv[n++] = async_poll;
 	}
 	const char *devices = tcu_devices(), *placement = tcu_placement();
 	if (devices) {

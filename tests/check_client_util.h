@@ -50,6 +50,9 @@ const char *tcu_busy_poll(void);
 /* The daemon's --async-apply from $TA_TEST_ASYNC (tests/check_async.sh sets 1), or NULL
  * (its default) when that is unset or empty. */
 const char *tcu_async(void);
+/* The daemon's --async-poll microseconds from $TA_TEST_ASYNC_POLL, or NULL (its default)
+ * when that is unset or empty. */
+const char *tcu_async_poll(void);
 /* TA_TEST_DEVICES, or NULL: when set, daemons get --devices with it (tests/check_sharded.sh). */
 const char *tcu_devices(void);
 /* TA_TEST_PLACEMENT, or NULL: when set, daemons get --placement with it. */

@@ -9,6 +9,7 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,23 @@ START_TEST(test_config_defaults_and_set)
 	ck_assert_int_eq(cfg.busy_poll_us, 50);
 	ck_assert_int_eq(ta_config_set(&cfg, "busy_poll", "0", &err), TA_OK);
 	ck_assert_int_eq(cfg.busy_poll_us, 0);
+	/* async_poll: auto polls 1 ms where the loops and two threads a device busy at most
+	 * half the CPUs (8 loops, one GPU: 20 CPUs), else not at all; a number is kept */
+	ck_assert_int_eq(cfg.async_poll_us, TA_CONFIG_ASYNC_POLL_AUTO);
+	ck_assert_int_eq(ta_config_async_poll(&cfg, 16, 8, 1), 0);
+	ck_assert_int_eq(ta_config_async_poll(&cfg, 19, 8, 1), 0);
+	ck_assert_int_eq(ta_config_async_poll(&cfg, 20, 8, 1), 1000);
+	ck_assert_int_eq(ta_config_async_poll(&cfg, 32, 8, 1), 1000);
+	ck_assert_int_eq(ta_config_async_poll(&cfg, 32, 16, 2), 0);
+	ck_assert_int_eq(ta_config_async_poll(&cfg, 40, 16, 2), 1000);
+	ck_assert_int_eq(ta_config_async_poll(&cfg, 2, 1, 1), 0);
+	ck_assert_int_eq(ta_config_set(&cfg, "async_poll", "250", &err), TA_OK);
+	ck_assert_int_eq(ta_config_async_poll(&cfg, 2, 1, 1), 250);
+	ck_assert_int_eq(ta_config_set(&cfg, "async_poll", "0", &err), TA_OK);
+	ck_assert_int_eq(ta_config_async_poll(&cfg, 64, 8, 1), 0);
+	ck_assert_int_eq(ta_config_set(&cfg, "async_poll", "1000001", &err), TA_INVALID_ARGUMENT);
+	ck_assert_int_eq(ta_config_set(&cfg, "async_poll", "auto", &err), TA_OK);
+	ck_assert_int_eq(cfg.async_poll_us, TA_CONFIG_ASYNC_POLL_AUTO);
 	ta_config_free(&cfg);
 }
 END_TEST
@@ -1534,6 +1552,118 @@ START_TEST(test_executor)
 }
 END_TEST
 
+/* Jobs worked outside the executor (a backend's apply_async), completed by a thread of
+ * the test: after delay_us, each in turn. */
+typedef struct {
+	test_job *jobs;    /* the jobs to complete */
+	int n;             /* how many */
+	unsigned delay_us; /* the wait before the first completion */
+} outside_work;
+
+/* Set by the completing thread just before its first completion. */
+static atomic_bool completing;
+/* What a repeating timer saw of the port before the first completion: polling, or not. */
+static bool seen_polling, seen_sleeping;
+
+/* The backend's thread: completes every job after the delay. */
+static void *complete_outside(void *arg)
+{
+	outside_work *w = arg;
+	usleep(w->delay_us);
+	atomic_store(&completing, true);
+	for (int i = 0; i < w->n; i++) {
+		test_work(&w->jobs[i].job);
+		ta_executor_complete(&w->jobs[i].job);
+	}
+	return NULL;
+}
+
+/* Timer callback (every 10 ms): notes whether the port polls, until completions begin. */
+static void note_polling(uv_timer_t *timer)
+{
+	ta_executor_port *port = timer->data;
+	if (atomic_load(&completing))
+		return;
+	if (port->polling && uv_is_active((uv_handle_t *)&port->poll_idle))
+		seen_polling = true;
+	else
+		seen_sleeping = true;
+}
+
+/* Runs N expected jobs on a port polling poll_us, completed by another thread after
+ * delay_us; checks that each done callback runs once on the loop thread and that the port
+ * polls no more once they are done. The timer's notes are in seen_polling and
+ * seen_sleeping. */
+static void run_expected(unsigned poll_us, unsigned delay_us)
+{
+	enum { N = 64 };
+	uv_loop_t loop;
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	ta_executor ex;
+	ck_assert_int_eq(ta_executor_init(&ex, &loop, 1), 0);
+	ta_executor_port_poll(&ex.main, poll_us);
+	test_job *jobs = calloc(N, sizeof(*jobs));
+	ck_assert_ptr_nonnull(jobs);
+	int done = 0;
+	long sum = 0;
+	bool ok = true;
+	for (int i = 0; i < N; i++) {
+		jobs[i].job.done = test_done;
+		jobs[i].value = i;
+		jobs[i].done_count = &done;
+		jobs[i].sum = &sum;
+		jobs[i].loop_thread = pthread_self();
+		jobs[i].ok = &ok;
+		ta_executor_expect(&ex.main, &jobs[i].job);
+	}
+	ck_assert_int_eq(ex.main.expected, N);
+	ck_assert(ex.main.polling == (poll_us > 0));
+	ck_assert(uv_is_active((uv_handle_t *)&ex.main.poll_idle) == (poll_us > 0));
+	uv_timer_t timer;
+	ck_assert_int_eq(uv_timer_init(&loop, &timer), 0);
+	timer.data = &ex.main;
+	ck_assert_int_eq(uv_timer_start(&timer, note_polling, 10, 10), 0);
+	seen_polling = seen_sleeping = false;
+	atomic_store(&completing, false);
+	outside_work w = {jobs, N, delay_us};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, complete_outside, &w), 0);
+	while (done < N) /* the async handle keeps the loop alive: run until all are done */
+		ck_assert_int_ge(uv_run(&loop, UV_RUN_ONCE), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(done, N);
+	ck_assert_int_eq(sum, (long)N * (N - 1));
+	ck_assert(ok);
+	ck_assert_int_eq(ex.main.expected, 0);
+	ck_assert_int_eq(ta_executor_running(&ex), 0);
+	uv_run(&loop, UV_RUN_NOWAIT); /* the turn after the last completion ends the poll */
+	ck_assert(!ex.main.polling);
+	ck_assert(!uv_is_active((uv_handle_t *)&ex.main.poll_idle));
+	uv_close((uv_handle_t *)&timer, NULL);
+	executor_closed = 0;
+	ta_executor_stop(&ex, on_executor_closed);
+	ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+	ck_assert_int_eq(executor_closed, 1);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	free(jobs);
+}
+
+START_TEST(test_executor_expected_poll)
+{
+	/* a polling port: completions from another thread run on the loop (woken or not) */
+	run_expected(1000000, 0);
+	/* completions 300 ms late: a port polling 100 s polls on every tick before them */
+	run_expected(100000000, 300000);
+	ck_assert(seen_polling && !seen_sleeping);
+	/* one polling 2 ms stops and sleeps; its loop is woken for them */
+	run_expected(2000, 300000);
+	ck_assert(seen_sleeping);
+	/* one that never polls, too */
+	run_expected(0, 300000);
+	ck_assert(seen_sleeping && !seen_polling);
+}
+END_TEST
+
 /* The suites. */
 static Suite *daemon_suite(void)
 {
@@ -1566,6 +1696,7 @@ static Suite *daemon_suite(void)
 	tc = tcase_create("notify_executor");
 	tcase_add_test(tc, test_notify);
 	tcase_add_test(tc, test_executor);
+	tcase_add_test(tc, test_executor_expected_poll);
 	suite_add_tcase(s, tc);
 	return s;
 }

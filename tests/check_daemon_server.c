@@ -119,6 +119,11 @@ static void start_daemon_ex(daemon_proc *d, const char *const *extra, bool expec
 		argv[argc++] = "--async-apply";
 		argv[argc++] = async;
 	}
+	const char *async_poll = getenv("TA_TEST_ASYNC_POLL"); /* ... polling for completions */
+	if (async_poll && *async_poll) {
+		argv[argc++] = "--async-poll";
+		argv[argc++] = async_poll;
+	}
 	for (int i = 0; extra && extra[i] && argc < 38; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
