@@ -21,7 +21,8 @@
 # earlier build), alternating, with adds that return the old value (-t add) and adds that
 # do not (-t addnw), at 50x16 and 200x16; CASES=poll the CPU backend, tileatomd-pre, and
 # this build with --async-poll 0 and at its defaults (the CUDA daemons over GPU 0).
-# BENCH_TEST (default add) sets the other cases' -t.
+# BENCH_TEST (default add) sets the other cases' -t; DAEMON_ARGS is added to every
+# daemon's arguments.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH="$C/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -44,7 +45,7 @@ one() { # label backend clients depth [daemon args...]
 	local label=$1 be=$2 c=$3 p=$4
 	shift 4
 	rm -f "$S"
-	"${DAEMON:-$C/tileatomd}" --socket "$S" --backend "$be" --foreground --log-level notice "$@" \
+	"${DAEMON:-$C/tileatomd}" --socket "$S" --backend "$be" --foreground --log-level notice "$@" ${DAEMON_ARGS:-} \
 		2>>"$OUT/daemon-$label.log" &
 	local pid=$!
 	for _ in $(seq 200); do [ -S "$S" ] && break; sleep 0.05; done
