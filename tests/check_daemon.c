@@ -1494,6 +1494,18 @@ static void test_done(ta_job *job)
 	*t->sum += t->result;
 }
 
+/* Sets up job t of value i, whose done callback counts into done and sum and clears ok
+ * when it runs off the calling (loop) thread. */
+static void test_job_init(test_job *t, int i, int *done, long *sum, bool *ok)
+{
+	t->job.done = test_done;
+	t->value = i;
+	t->done_count = done;
+	t->sum = sum;
+	t->loop_thread = pthread_self();
+	t->ok = ok;
+}
+
 /* Counts executor close callbacks. */
 static int executor_closed;
 
@@ -1527,13 +1539,8 @@ START_TEST(test_executor)
 	long sum = 0;
 	bool ok = true;
 	for (int i = 0; i < N; i++) {
+		test_job_init(&jobs[i], i, &done, &sum, &ok);
 		jobs[i].job.work = test_work;
-		jobs[i].job.done = test_done;
-		jobs[i].value = i;
-		jobs[i].done_count = &done;
-		jobs[i].sum = &sum;
-		jobs[i].loop_thread = pthread_self();
-		jobs[i].ok = &ok;
 		ta_executor_submit(&ex, &jobs[i].job);
 	}
 	ck_assert_int_eq(ta_executor_running(&ex), N);
@@ -1608,12 +1615,7 @@ static void run_expected(unsigned poll_us, unsigned delay_us)
 	long sum = 0;
 	bool ok = true;
 	for (int i = 0; i < N; i++) {
-		jobs[i].job.done = test_done;
-		jobs[i].value = i;
-		jobs[i].done_count = &done;
-		jobs[i].sum = &sum;
-		jobs[i].loop_thread = pthread_self();
-		jobs[i].ok = &ok;
+		test_job_init(&jobs[i], i, &done, &sum, &ok);
 		ta_executor_expect(&ex.main, &jobs[i].job);
 	}
 	ck_assert_int_eq(ex.main.expected, N);
