@@ -141,6 +141,14 @@ static size_t align16(size_t n)
 	return (n + 15u) & ~(size_t)15u;
 }
 
+/* Bytes of the persistent kernel's area a batch of these counts takes: its head, chains,
+ * items and elements (16-byte sections). */
+static size_t pk_area_bytes(size_t chains, size_t items, size_t elems)
+{
+	return align16(sizeof(ta_pk_head) + chains * sizeof(ta_batch_chain)) +
+	       align16(items * sizeof(ta_batch_item)) + elems * sizeof(ta_batch_elem);
+}
+
 /* ---- the persistent kernel ---------------------------------------------------------------
  *
  * A launch and its synchronisation cost a lone request most of its GPU time, so small
@@ -431,7 +439,7 @@ static bool batch_prepare(ta_cuda_backend *be, batch_job *job, bool pk_ok, bool 
 	size_t pk_elems_off = pk_items_off + align16(n_items * sizeof(ta_batch_item));
 	job->t[0] = b->trace ? now_ns() : 0;
 	job->pk = pk_ok && n_waits <= TA_PK_CHAINS && n_olds <= TA_PK_OLDS &&
-	          pk_elems_off + max_elems * sizeof(ta_batch_elem) <= TA_PK_DESC_BYTES;
+	          pk_area_bytes(n_waits, n_items, max_elems) <= TA_PK_DESC_BYTES;
 	if (!job->pk && !launch_ok)
 		return false; /* nothing done: prepared later, when no batch runs */
 	job->failed_early = false;
@@ -631,20 +639,33 @@ static void async_complete(batch_wait *x)
 }
 
 /* Takes the next batch's waits off the queue into job (at least one; up to the batch's
- * limits). Under batch.mu; the queue is not empty. */
-static void batch_take(cuda_batcher *b, batch_job *job)
+ * limits and, with fit_pk, up to what the persistent kernel takes: pk_max chains whose
+ * descriptors fit its area and old values its array, so that a long queue goes to the
+ * resident kernel in batches prepared while the one before runs, rather than in one
+ * launch). Under batch.mu; the queue is not empty. */
+static void batch_take(cuda_batcher *b, batch_job *job, bool fit_pk)
 {
 	batch_wait *first = b->head, *last = NULL;
-	size_t n_waits = 0, elems = 0;
+	size_t n_waits = 0, items = 0, elems = 0, olds = 0;
+	size_t max_chains = fit_pk ? (size_t)b->pk_max : (size_t)TA_CUDA_BATCH_CHAINS;
 	for (batch_wait *x = b->head; x; x = x->next) {
-		size_t ne = 0;
-		for (int i = 0; i < x->n; i++)
-			ne += (size_t)x->calls[i].plan->count;
-		if (n_waits > 0 &&
-		    (n_waits >= TA_CUDA_BATCH_CHAINS || elems + ne > TA_CUDA_BATCH_ELEMS))
+		size_t ne = 0, no = 0;
+		for (int i = 0; i < x->n; i++) {
+			const batch_pre *pre = x->pre ? &x->pre[i] : NULL;
+			size_t count = (size_t)(pre ? pre->count : x->calls[i].plan->count);
+			ne += count;
+			if (pre ? pre->want_old : x->calls[i].plan->want_old)
+				no += count;
+		}
+		if (n_waits > 0 && (n_waits >= max_chains || elems + ne > TA_CUDA_BATCH_ELEMS ||
+		                    (fit_pk && (olds + no > TA_PK_OLDS ||
+		                                pk_area_bytes(n_waits + 1, items + (size_t)x->n,
+		                                              elems + ne) > TA_PK_DESC_BYTES))))
 			break;
 		n_waits++;
+		items += (size_t)x->n;
 		elems += ne;
+		olds += no;
 		last = x;
 	}
 	b->head = last->next;
@@ -755,7 +776,8 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 		pthread_mutex_lock(&b->mu);
 	}
 	batch_job jobs[2], *cur = &jobs[0], *next = &jobs[1];
-	batch_take(b, cur);
+	bool fit_pk = be->pk_ready && b->holds == 0 && b->pk_max > 0;
+	batch_take(b, cur, fit_pk);
 	bool pk_ok = b->holds == 0 && cur->n_waits <= (size_t)b->pk_max;
 	pthread_mutex_unlock(&b->mu);
 	(void)batch_prepare(be, cur, pk_ok, true);
@@ -767,7 +789,7 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 		if (!self && cur->pk && cur->st == TA_OK && !cur->failed_early) {
 			pthread_mutex_lock(&b->mu);
 			if (b->head && b->holds == 0) {
-				batch_take(b, next);
+				batch_take(b, next, be->pk_ready && b->pk_max > 0);
 				more = true;
 				pk_ok = next->n_waits <= (size_t)b->pk_max;
 			}
