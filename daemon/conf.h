@@ -146,8 +146,8 @@ int ta_config_loops(const ta_config *cfg, const char *backend_name, long cpus, b
  * or for auto TA_SERVER_ASYNC_POLL_US where the loops and two threads per device (the CUDA
  * batcher's lead and completion threads) come to at most half the cpus, leaving the other
  * half to the clients, else 0. On a 16-CPU H200 host (8 loops) polling gained nothing and
- * took CPU from the clients; on a 32-CPU one it ran 50x16 adds 1.10x and 200x16 adds 1.37x
- * what the same build did without it (doc/GPU-RESULTS.md). */
+ * took CPU from the clients; on a 32-CPU one it ran 50x16 adds 5% and 200x16 adds 10%
+ * faster than the build before it, on average over 7 rounds (doc/GPU-RESULTS.md). */
 int ta_config_async_poll(const ta_config *cfg, long cpus, unsigned loops, int devices);
 
 #endif /* TA_DAEMON_CONF_H */
