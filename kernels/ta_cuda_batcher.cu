@@ -96,6 +96,25 @@ bool batch_pre_resolve(const ta_apply_call *c, batch_pre *pre)
 	return pre->ok;
 }
 
+/* The facts of call i of w the leader needs: from the block its loop filled (pre) when w is
+ * asynchronous, so that the leader reads no plan; else from the call's plan. */
+static int64_t wait_count(const batch_wait *w, int i)
+{
+	return w->pre ? w->pre[i].count : w->calls[i].plan->count;
+}
+static bool wait_want_old(const batch_wait *w, int i)
+{
+	return w->pre ? w->pre[i].want_old : w->calls[i].plan->want_old;
+}
+static ta_sem wait_sem(const batch_wait *w, int i)
+{
+	return w->pre ? w->pre[i].sem : w->calls[i].plan->sem;
+}
+static ta_scope wait_scope(const batch_wait *w, int i)
+{
+	return w->pre ? w->pre[i].scope : w->calls[i].plan->scope;
+}
+
 /* Bytes of the batch buffer for the given counts (16-byte aligned sections). */
 static size_t batch_bytes(size_t chains, size_t items, size_t elems, size_t olds)
 {
@@ -425,14 +444,10 @@ static bool batch_prepare(ta_cuda_backend *be, batch_job *job, bool pk_ok, bool 
 	size_t n_waits = job->n_waits, n_items = 0, max_elems = 0, n_olds = 0;
 	for (batch_wait *w = job->waits; w; w = w->next)
 		for (int i = 0; i < w->n; i++) {
-			/* an asynchronous caller's facts are in its own block (pre), not its plans
-			 */
-			const batch_pre *pre = w->pre ? &w->pre[i] : NULL;
-			int64_t count = pre ? pre->count : w->calls[i].plan->count;
 			n_items++;
-			max_elems += (size_t)count;
-			if (pre ? pre->want_old : w->calls[i].plan->want_old)
-				n_olds += (size_t)count;
+			max_elems += (size_t)wait_count(w, i);
+			if (wait_want_old(w, i))
+				n_olds += (size_t)wait_count(w, i);
 		}
 	/* the persistent kernel's area: head, chains, items, elements (16-byte sections) */
 	size_t pk_items_off = align16(sizeof(ta_pk_head) + n_waits * sizeof(ta_batch_chain));
@@ -490,23 +505,17 @@ static bool batch_prepare(ta_cuda_backend *be, batch_job *job, bool pk_ok, bool 
 			__builtin_prefetch(w->next);
 		for (int i = 0; i < w->n; i++) {
 			ta_apply_call *c = &w->calls[i];
-			/* an asynchronous caller's facts (pre): its plans are not read here */
 			const batch_pre *pre = w->pre ? &w->pre[i] : NULL;
-			ta_sem sem = pre ? pre->sem : c->plan->sem;
-			ta_scope scope = pre ? pre->scope : c->plan->scope;
-			bool want_old = pre ? pre->want_old : c->plan->want_old;
-			int64_t count = pre ? pre->count : c->plan->count;
+			bool want_old = wait_want_old(w, i);
 			uint64_t skipped = 0, applied = 0, outside = 0;
 			items[ii].first = ei;
 			/* a fence orders this request before the next one for other observers;
 			 * two relaxed requests promise no such order (their warp barrier still
 			 * orders them for the chain itself), so none between those */
-			bool next_relaxed =
-			    i + 1 < w->n &&
-			    (pre ? pre[1].sem : w->calls[i + 1].plan->sem) == TA_SEM_RELAXED;
-			items[ii].fence = sem == TA_SEM_RELAXED && next_relaxed ? 0u
-			                  : scope == TA_SCOPE_SYS               ? 2u
-			                                                        : 1u;
+			bool next_relaxed = i + 1 < w->n && wait_sem(w, i + 1) == TA_SEM_RELAXED;
+			items[ii].fence = wait_sem(w, i) == TA_SEM_RELAXED && next_relaxed ? 0u
+			                  : wait_scope(w, i) == TA_SCOPE_SYS               ? 2u
+			                                                                   : 1u;
 			items[ii].pad = 0;
 			if (pre && pre->ok) { /* resolved by its loop (apply_async) */
 				memcpy(&elems[ei], pre->elems, pre->n * sizeof(*elems));
@@ -534,7 +543,7 @@ static bool batch_prepare(ta_cuda_backend *be, batch_job *job, bool pk_ok, bool 
 				                 "tile and were not applied (inconsistent plan)",
 				                 (unsigned long long)outside);
 			if (want_old)
-				oi += (uint32_t)count;
+				oi += (uint32_t)wait_count(w, i);
 		}
 	}
 	job->n_elems = ei;
@@ -599,22 +608,21 @@ static void batch_finish(ta_cuda_backend *be, batch_job *job)
 	for (batch_wait *w = job->waits; w; w = w->next)
 		for (int i = 0; i < w->n; i++) {
 			ta_apply_call *c = &w->calls[i];
-			const batch_pre *pre = w->pre ? &w->pre[i] : NULL;
 			const ta_plan *p = c->plan;
 			if (job->st != TA_OK) {
 				c->status = job->st;
 				*c->err = job->err;
 				c->result->skipped = 0;
 				c->result->applied = 0;
-			} else if (pre ? pre->want_old : p->want_old) {
+			} else if (wait_want_old(w, i)) {
 				size_t es = ta_dtype_size(p->dtype);
 				for (int64_t k = 0; k < p->count;
 				     k++) /* little-endian: low bytes */
 					memcpy((unsigned char *)p->old_out + k * (int64_t)es,
 					       &job->olds[oi + k], es);
 			}
-			if (pre ? pre->want_old : p->want_old)
-				oi += (uint32_t)(pre ? pre->count : p->count);
+			if (wait_want_old(w, i))
+				oi += (uint32_t)wait_count(w, i);
 		}
 	if (b->trace && job->n_elems > 0) {
 		int way = job->pk ? 1 : 0;
@@ -639,23 +647,23 @@ static void async_complete(batch_wait *x)
 }
 
 /* Takes the next batch's waits off the queue into job (at least one; up to the batch's
- * limits and, with fit_pk, up to what the persistent kernel takes: pk_max chains whose
+ * limits and, when the persistent kernel may be used (pk_usable: it exists and nothing
+ * holds it off) and is on (pk_max), up to what it takes: pk_max chains whose
  * descriptors fit its area and old values its array, so that a long queue goes to the
  * resident kernel in batches prepared while the one before runs, rather than in one
  * launch). Under batch.mu; the queue is not empty. */
-static void batch_take(cuda_batcher *b, batch_job *job, bool fit_pk)
+static void batch_take(cuda_batcher *b, batch_job *job, bool pk_usable)
 {
+	bool fit_pk = pk_usable && b->pk_max > 0;
 	batch_wait *first = b->head, *last = NULL;
 	size_t n_waits = 0, items = 0, elems = 0, olds = 0;
 	size_t max_chains = fit_pk ? (size_t)b->pk_max : (size_t)TA_CUDA_BATCH_CHAINS;
 	for (batch_wait *x = b->head; x; x = x->next) {
 		size_t ne = 0, no = 0;
 		for (int i = 0; i < x->n; i++) {
-			const batch_pre *pre = x->pre ? &x->pre[i] : NULL;
-			size_t count = (size_t)(pre ? pre->count : x->calls[i].plan->count);
-			ne += count;
-			if (pre ? pre->want_old : x->calls[i].plan->want_old)
-				no += count;
+			ne += (size_t)wait_count(x, i);
+			if (wait_want_old(x, i))
+				no += (size_t)wait_count(x, i);
 		}
 		if (n_waits > 0 && (n_waits >= max_chains || elems + ne > TA_CUDA_BATCH_ELEMS ||
 		                    (fit_pk && (olds + no > TA_PK_OLDS ||
@@ -776,8 +784,7 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 		pthread_mutex_lock(&b->mu);
 	}
 	batch_job jobs[2], *cur = &jobs[0], *next = &jobs[1];
-	bool fit_pk = be->pk_ready && b->holds == 0 && b->pk_max > 0;
-	batch_take(b, cur, fit_pk);
+	batch_take(b, cur, be->pk_ready && b->holds == 0);
 	bool pk_ok = b->holds == 0 && cur->n_waits <= (size_t)b->pk_max;
 	pthread_mutex_unlock(&b->mu);
 	(void)batch_prepare(be, cur, pk_ok, true);
@@ -789,7 +796,7 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 		if (!self && cur->pk && cur->st == TA_OK && !cur->failed_early) {
 			pthread_mutex_lock(&b->mu);
 			if (b->head && b->holds == 0) {
-				batch_take(b, next, be->pk_ready && b->pk_max > 0);
+				batch_take(b, next, be->pk_ready); /* (no hold, above) */
 				more = true;
 				pk_ok = next->n_waits <= (size_t)b->pk_max;
 			}
