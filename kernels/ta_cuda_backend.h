@@ -95,6 +95,8 @@ struct batch_wait {
 	batch_wait *done_next;      /* asynchronous: link of the list a leader completes */
 	batch_pre *pre;             /* asynchronous: each call's elements resolved by the
 	                               submitting thread (batch_pre_resolve), or NULL */
+	uint64_t tr_t[3];           /* trace, asynchronous: queued, taken by a leader, its
+	                               batch's done seen (CLOCK_MONOTONIC ns) */
 };
 
 /* The batcher: callers queue their small requests; one that finds no batch running becomes
@@ -121,6 +123,9 @@ struct cuda_batcher {
 	bool done_idle;             /* the completion thread waits on done_cv */
 	bool done_stopping;         /* batcher_destroy asked it to finish and exit */
 	bool done_started;          /* it runs (done_mu and done_cv exist) */
+	uint64_t done_spin_ns;      /* it spins this long for more before it sleeps
+	                               (TILEATOM_CUDA_DONE_SPIN_US, default 30; 0: it
+	                               sleeps at once) */
 	pthread_t done_thread;      /* the completion thread */
 	unsigned window_us;         /* batch window (ta_backend_set_batch_window) */
 	cudaStream_t stream;        /* stream of the batch kernel */
@@ -152,9 +157,15 @@ struct cuda_batcher {
 	unsigned long long tr_elems[2];      /* the element descriptors they held */
 	unsigned long long tr_resolve_ns[2]; /* resolving the elements into descriptors */
 	unsigned long long tr_start_ns[2];   /* the launch call (a launch of the persistent
-	                                        kernel is in wait) */
+	                                        kernel is in wait); for the persistent kernel,
+	                                        from prepared to rung */
 	unsigned long long tr_wait_ns[2];    /* until the batch has run */
 	unsigned long long tr_finish_ns[2];  /* copying the old values out */
+	/* ... and per asynchronous chain (atomics: the lead and completion threads add) */
+	unsigned long long tr_async_chains; /* chains completed */
+	unsigned long long tr_queue_ns;     /* from queued to taken by the lead thread */
+	unsigned long long tr_flight_ns;    /* from taken to its batch's done seen */
+	unsigned long long tr_hand_ns;      /* from done seen to its done function called */
 };
 
 /* The CUDA backend object. */

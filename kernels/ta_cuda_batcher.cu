@@ -569,6 +569,8 @@ static void batch_start(ta_cuda_backend *be, batch_job *job)
 		return;
 	if (job->pk) {
 		job->st = pk_ring(be, job->units, job->slot, &job->bell, &job->prev, &job->err);
+		if (b->trace)
+			job->t[2] = now_ns();
 		return;
 	}
 	job->st = ta_cuda_launch_batch(job->chains, (uint32_t)job->n_waits, job->items, job->elems,
@@ -638,8 +640,15 @@ static void batch_finish(ta_cuda_backend *be, batch_job *job)
 
 /* Hands an asynchronous caller's outcome over: each status back to the caller's call, then
  * its done function; frees x. Without batch.mu. */
-static void async_complete(batch_wait *x)
+static void async_complete(cuda_batcher *b, batch_wait *x)
 {
+	if (b->trace && x->tr_t[0] != 0) {
+		uint64_t now = now_ns();
+		__atomic_fetch_add(&b->tr_async_chains, 1ull, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&b->tr_queue_ns, x->tr_t[1] - x->tr_t[0], __ATOMIC_RELAXED);
+		__atomic_fetch_add(&b->tr_flight_ns, x->tr_t[2] - x->tr_t[1], __ATOMIC_RELAXED);
+		__atomic_fetch_add(&b->tr_hand_ns, now - x->tr_t[2], __ATOMIC_RELAXED);
+	}
 	for (int i = 0; i < x->n; i++)
 		x->orig[i]->status = x->calls[i].status;
 	x->done_fn(x->done_arg);
@@ -695,6 +704,10 @@ static batch_wait *batch_done(cuda_batcher *b, batch_job *job, batch_wait *self)
 		b->batched += (unsigned long long)x->n;
 		x->done = true;
 		if (x->done_fn) {
+			if (b->trace) { /* taken when its batch was prepared; done seen */
+				x->tr_t[1] = job->t[0];
+				x->tr_t[2] = job->t[3];
+			}
 			x->done_next = NULL;
 			*async_tail = x;
 			async_tail = &x->done_next;
@@ -707,11 +720,11 @@ static batch_wait *batch_done(cuda_batcher *b, batch_job *job, batch_wait *self)
 }
 
 /* Completes a list from batch_done. Without batch.mu. */
-static void batch_complete_async(batch_wait *async_head)
+static void batch_complete_async(cuda_batcher *b, batch_wait *async_head)
 {
 	for (batch_wait *x = async_head; x;) {
 		batch_wait *nx = x->done_next; /* x is freed below */
-		async_complete(x);
+		async_complete(b, x);
 		x = nx;
 	}
 }
@@ -729,7 +742,7 @@ static bool batch_hand_over(cuda_batcher *b, batch_wait *async_head)
 	if (b->done_tail)
 		b->done_tail->done_next = async_head;
 	else
-		b->done_head = async_head;
+		__atomic_store_n(&b->done_head, async_head, __ATOMIC_RELEASE);
 	b->done_tail = last;
 	bool wake = b->done_idle; /* a system call only when it sleeps */
 	pthread_mutex_unlock(&b->done_mu);
@@ -737,6 +750,13 @@ static bool batch_hand_over(cuda_batcher *b, batch_wait *async_head)
 		pthread_cond_signal(&b->done_cv);
 	return true;
 }
+
+/* How long the completion thread spins for the next list before it sleeps, unless
+ * TILEATOM_CUDA_DONE_SPIN_US says otherwise: under load the next list comes within a
+ * batch's time (about 10 us), and a sleeping thread costs the lead thread a system call and
+ * the batch's callers the wake-up (one H200, 50x16: done seen to completed 20.4 -> 11.6 us
+ * a chain, doc/GPU-RESULTS.md). */
+#define TA_CUDA_DONE_SPIN_US_DEFAULT 30
 
 /* The completion thread: completes what batch_hand_over queues, until stopped with nothing
  * left. */
@@ -746,6 +766,19 @@ static void *done_main(void *arg)
 	(void)pthread_setname_np(pthread_self(), "ta-cuda-done"); /* top -H; a convenience */
 	pthread_mutex_lock(&b->done_mu);
 	for (;;) {
+		if (!b->done_head && !b->done_stopping && b->done_spin_ns > 0) {
+			/* a while without a system call on either side: the next batch's list
+			 * usually comes within a batch's time */
+			pthread_mutex_unlock(&b->done_mu);
+			uint64_t until = now_ns() + b->done_spin_ns;
+			for (unsigned i = 1; !__atomic_load_n(&b->done_head, __ATOMIC_ACQUIRE);
+			     i++) {
+				spin_pause();
+				if (i % 64 == 0 && now_ns() > until)
+					break;
+			}
+			pthread_mutex_lock(&b->done_mu);
+		}
 		while (!b->done_head && !b->done_stopping) {
 			b->done_idle = true;
 			pthread_cond_wait(&b->done_cv, &b->done_mu);
@@ -756,7 +789,7 @@ static void *done_main(void *arg)
 			break; /* stopping, nothing left */
 		b->done_head = b->done_tail = NULL;
 		pthread_mutex_unlock(&b->done_mu);
-		batch_complete_async(list);
+		batch_complete_async(b, list);
 		pthread_mutex_lock(&b->done_mu);
 	}
 	pthread_mutex_unlock(&b->done_mu);
@@ -821,7 +854,7 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 		pthread_mutex_unlock(&b->mu);
 		/* with the next batch waiting, its start does not wait for these wake-ups */
 		if (async_head && !(more && batch_hand_over(b, async_head)))
-			batch_complete_async(async_head);
+			batch_complete_async(b, async_head);
 		if (!more)
 			break;
 		if (!ready) { /* a launch, now that nothing runs */
@@ -904,6 +937,7 @@ void batch_submit_async(ta_cuda_backend *be, batch_wait *w)
 	w->lead = false;
 	w->next = NULL;
 	w->done_next = NULL;
+	w->tr_t[0] = b->trace ? now_ns() : 0;
 	pthread_mutex_lock(&b->mu);
 	batch_enqueue(b, w);
 	if (!b->running) { /* nobody leads: the lead thread does */
@@ -1040,6 +1074,20 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 		return ta_error_set(err, TA_UNAVAILABLE,
 		                    "CUDA device %d: cannot set up the batcher", be->device);
 	}
+	/* before the completion thread starts, which reads it */
+	be->batch.done_spin_ns = TA_CUDA_DONE_SPIN_US_DEFAULT * 1000ull;
+	const char *spin = getenv("TILEATOM_CUDA_DONE_SPIN_US");
+	if (spin && *spin) {
+		char *end = NULL;
+		errno = 0;
+		long v = strtol(spin, &end, 10);
+		if (*end || errno || v < 0 || v > 1000000)
+			return ta_error_set(err, TA_INVALID_ARGUMENT,
+			                    "TILEATOM_CUDA_DONE_SPIN_US='%s' is not a number of "
+			                    "microseconds from 0 to 1000000",
+			                    spin);
+		be->batch.done_spin_ns = (uint64_t)v * 1000ull;
+	}
 	int rc = lead_start(be);
 	if (rc != 0)
 		return ta_error_set(err, TA_UNAVAILABLE,
@@ -1123,18 +1171,28 @@ void batcher_destroy(ta_cuda_backend *be)
 		for (int way = 0; b->trace && way < 2; way++)
 			if (b->tr_batches[way] > 0) {
 				double n = (double)b->tr_batches[way] * 1000.0;
-				fprintf(
-				    stderr,
-				    "tileatom cuda trace: %s: %llu batches of %.1f chains and "
-				    "%.1f elements; mean us: resolve %.2f, launch call %.2f, wait "
-				    "%.2f, copy out %.2f\n",
-				    way ? "persistent kernel" : "launches", b->tr_batches[way],
-				    (double)b->tr_chains[way] / (double)b->tr_batches[way],
-				    (double)b->tr_elems[way] / (double)b->tr_batches[way],
-				    (double)b->tr_resolve_ns[way] / n,
-				    (double)b->tr_start_ns[way] / n, (double)b->tr_wait_ns[way] / n,
-				    (double)b->tr_finish_ns[way] / n);
+				fprintf(stderr,
+				        "tileatom cuda trace: %s: %llu batches of %.1f chains and "
+				        "%.1f elements; mean us: resolve %.2f, %s %.2f, wait "
+				        "%.2f, copy out %.2f\n",
+				        way ? "persistent kernel" : "launches", b->tr_batches[way],
+				        (double)b->tr_chains[way] / (double)b->tr_batches[way],
+				        (double)b->tr_elems[way] / (double)b->tr_batches[way],
+				        (double)b->tr_resolve_ns[way] / n,
+				        way ? "until rung" : "launch call",
+				        (double)b->tr_start_ns[way] / n,
+				        (double)b->tr_wait_ns[way] / n,
+				        (double)b->tr_finish_ns[way] / n);
 			}
+		if (b->trace && b->tr_async_chains > 0) {
+			double n = (double)b->tr_async_chains * 1000.0;
+			fprintf(
+			    stderr,
+			    "tileatom cuda trace: %llu asynchronous chains; mean us: queued to "
+			    "taken %.2f, taken to done seen %.2f, done seen to completed %.2f\n",
+			    b->tr_async_chains, (double)b->tr_queue_ns / n,
+			    (double)b->tr_flight_ns / n, (double)b->tr_hand_ns / n);
+		}
 		if (be->batch.pk_on)
 			pk_stop(be);
 		const volatile uint64_t *g = b->mb->tr_ns; /* the kernel has returned */

@@ -1918,6 +1918,37 @@ START_TEST(test_bulk_paths)
 END_TEST
 #endif
 
+#ifdef TA_HAVE_CUDA
+/* The batcher's environment variables: a value that is not what they take makes the
+ * backend refuse to start, naming the variable; a good one starts it. */
+START_TEST(test_env_refused)
+{
+	static const struct {
+		const char *name, *value;
+	} bad[] = {
+	    {"TILEATOM_CUDA_DONE_SPIN_US", "x"},       {"TILEATOM_CUDA_DONE_SPIN_US", "-1"},
+	    {"TILEATOM_CUDA_DONE_SPIN_US", "1000001"}, {"TILEATOM_CUDA_DONE_SPIN_US", "5us"},
+	    {"TILEATOM_CUDA_PERSISTENT", "x"},         {"TILEATOM_CUDA_PERSISTENT", "-2"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		ck_assert_int_eq(setenv(bad[i].name, bad[i].value, 1), 0);
+		ta_error err = {0};
+		ta_backend *be = ta_cuda_backend_new(g_device, &err);
+		ck_assert_msg(be == NULL, "%s=%s accepted", bad[i].name, bad[i].value);
+		ck_assert_int_eq(err.code, TA_INVALID_ARGUMENT);
+		ck_assert_msg(strstr(err.msg, bad[i].name) != NULL, "%s", err.msg);
+		ck_assert_int_eq(unsetenv(bad[i].name), 0);
+	}
+	ck_assert_int_eq(setenv("TILEATOM_CUDA_DONE_SPIN_US", "0", 1), 0);
+	ta_error err = {0};
+	ta_backend *be = ta_cuda_backend_new(g_device, &err);
+	ck_assert_msg(be != NULL, "%s", err.msg);
+	ta_backend_destroy(be);
+	ck_assert_int_eq(unsetenv("TILEATOM_CUDA_DONE_SPIN_US"), 0);
+}
+END_TEST
+#endif
+
 static bool probe_gpu(char *why, size_t n)
 {
 	int fds[2];
@@ -2031,8 +2062,10 @@ int main(void)
 	tcase_add_test(tc, test_contention);
 	tcase_add_test(tc, test_merge_out);
 #ifdef TA_HAVE_CUDA
-	if (!g_harness)
+	if (!g_harness) {
 		tcase_add_test(tc, test_paths);
+		tcase_add_test(tc, test_env_refused);
+	}
 #endif
 	suite_add_tcase(s, tc);
 
