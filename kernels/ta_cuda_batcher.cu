@@ -1060,6 +1060,18 @@ void cuda_set_batch_window(ta_backend *base, unsigned usec)
 	pthread_mutex_unlock(&be->batch.mu);
 }
 
+/* Reads an environment variable's value as a count (a non-negative decimal integer; one
+ * too large for a long reads as LONG_MAX) into *out: false when it is not one. */
+static bool env_count(const char *value, long *out)
+{
+	char *end = NULL;
+	long v = strtol(value, &end, 10);
+	if (end == value || *end || v < 0)
+		return false;
+	*out = v;
+	return true;
+}
+
 ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 {
 	cudaError_t e;
@@ -1077,16 +1089,14 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 	/* before the completion thread starts, which reads it */
 	be->batch.done_spin_ns = TA_CUDA_DONE_SPIN_US_DEFAULT * 1000ull;
 	const char *spin = getenv("TILEATOM_CUDA_DONE_SPIN_US");
+	long spin_us = 0;
 	if (spin && *spin) {
-		char *end = NULL;
-		errno = 0;
-		long v = strtol(spin, &end, 10);
-		if (*end || errno || v < 0 || v > 1000000)
+		if (!env_count(spin, &spin_us) || spin_us > 1000000)
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "TILEATOM_CUDA_DONE_SPIN_US='%s' is not a number of "
 			                    "microseconds from 0 to 1000000",
 			                    spin);
-		be->batch.done_spin_ns = (uint64_t)v * 1000ull;
+		be->batch.done_spin_ns = (uint64_t)spin_us * 1000ull;
 	}
 	int rc = lead_start(be);
 	if (rc != 0)
@@ -1115,10 +1125,9 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 		be->pk_ready = true;
 		const char *env = getenv("TILEATOM_CUDA_PERSISTENT");
 		be->batch.pk_max = TA_PK_CHAINS_DEFAULT;
+		long v = 0;
 		if (env && *env) {
-			char *end = NULL;
-			long v = strtol(env, &end, 10);
-			if (*end || v < 0) {
+			if (!env_count(env, &v)) {
 				return ta_error_set(
 				    err, TA_INVALID_ARGUMENT,
 				    "TILEATOM_CUDA_PERSISTENT='%s' is not a count of chains "
