@@ -104,18 +104,20 @@ static void poll_stop(ta_executor_port *port)
 	drain_done(&port->async);
 }
 
-/* poll_idle's callback, every loop turn while the port polls: the done callbacks of what
- * finished; the poll ends once nothing expected is out, or after poll_ns without a
- * completion. */
+/* poll_idle's callback, every loop turn while the port polls: the pump's turn, then the done
+ * callbacks of what finished; the poll ends once nothing expected is out, or after poll_ns
+ * without a completion, unless the pump still has work out. */
 static void on_poll_idle(uv_idle_t *idle)
 {
 	ta_executor_port *port = idle->data;
+	bool out = port->pump && port->pump(port->pump_arg); /* may complete jobs */
 	uint64_t now = uv_hrtime();
 	if (atomic_load_explicit(&port->has_done, memory_order_acquire)) {
 		drain_done(&port->async);
 		port->poll_last_ns = now;
 	}
-	if (port->polling && (port->expected == 0 || now - port->poll_last_ns > port->poll_ns))
+	if (port->polling && !out &&
+	    (port->expected == 0 || now - port->poll_last_ns > port->poll_ns))
 		poll_stop(port);
 }
 
@@ -125,7 +127,7 @@ void ta_executor_expect(ta_executor_port *port, ta_job *job)
 	port->expected++;
 	job->port = port;
 	job->expected = true;
-	if (port->poll_ns == 0 || port->polling)
+	if ((port->poll_ns == 0 && !port->pump) || port->polling)
 		return;
 	pthread_mutex_lock(&port->lock);
 	port->polling = true;
@@ -144,6 +146,12 @@ void ta_executor_expect(ta_executor_port *port, ta_job *job)
 void ta_executor_port_poll(ta_executor_port *port, unsigned usec)
 {
 	port->poll_ns = (uint64_t)usec * 1000u;
+}
+
+void ta_executor_port_pump(ta_executor_port *port, bool (*pump)(void *arg), void *arg)
+{
+	port->pump = pump;
+	port->pump_arg = arg;
 }
 
 int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop)

@@ -6,7 +6,8 @@
  * particular order: callers that need an order (one connection's requests) submit the
  * next job only after the previous one is done. A port may also poll: while jobs worked
  * outside the executor (a backend's apply_async) are out, its loop checks the done queue on
- * every turn without sleeping, so their completions need no wake-up (ta_executor_port_poll). */
+ * every turn without sleeping, so their completions need no wake-up (ta_executor_port_poll);
+ * a port with a pump (ta_executor_port_pump) always polls then, and drives that work. */
 #ifndef TA_DAEMON_EXECUTOR_H
 #define TA_DAEMON_EXECUTOR_H
 
@@ -44,6 +45,9 @@ struct ta_executor_port {
 	int expected;                  /* of those, worked outside the executor (loop thread) */
 	uint64_t poll_ns;              /* polling ends this long after the last completion */
 	uint64_t poll_last_ns;         /* uv_hrtime() of the poll's start or last completion */
+	bool (*pump)(void *arg);       /* drives a backend's work for the loop, or NULL
+	                                  (ta_executor_port_pump) */
+	void *pump_arg;                /* pump's argument */
 	int open_handles;              /* async and poll_idle, until both are closed */
 	ta_executor *owner;            /* the executor whose own port it is (NULL: none) */
 };
@@ -83,6 +87,12 @@ int ta_executor_port_init(ta_executor_port *port, uv_loop_t *loop);
  * usec pass without a completion; their completions then wake nothing. port's loop thread,
  * or before it runs. */
 void ta_executor_port_poll(ta_executor_port *port, unsigned usec);
+/* Makes port's loop drive the work of jobs worked outside the executor itself (a backend
+ * whose asynchronous calls run in the caller's polls, ta_backend_async_attach): while such
+ * jobs are out the loop polls, whatever ta_executor_port_poll says, and calls pump(arg) on
+ * every turn, which returns true while that work is still out (the loop never stops
+ * polling then). port's loop thread, or before it runs. */
+void ta_executor_port_pump(ta_executor_port *port, bool (*pump)(void *arg), void *arg);
 /* Queues job; its done callback runs on port's loop. port's loop thread only. */
 void ta_executor_submit_to(ta_executor *ex, ta_executor_port *port, ta_job *job);
 /* A job worked outside the executor (a backend's completion, apply_async): marks job as

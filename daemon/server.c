@@ -725,6 +725,22 @@ static void on_persisted(void *arg)
 	loop_each(&srv->loops[0], ta_conn_persisted);
 }
 
+/* The pump of a loop's port (ta_executor_port_pump): the backend's asynchronous calls of
+ * the calling loop. */
+static bool loop_pump(void *arg)
+{
+	return ta_backend_poll_async((ta_backend *)arg);
+}
+
+/* On loop l's own thread, before it runs: with asynchronous batches, the loop attaches to the
+ * backend, and when the backend takes it up (the CUDA backend's lanes) its port drives them. */
+static void loop_attach(ta_server_loop *l)
+{
+	ta_backend *be = l->host.svc->backend;
+	if (l->host.async && ta_backend_async_attach(be))
+		ta_executor_port_pump(l->host.port, loop_pump, be);
+}
+
 /* Thread of loop l (index > 0): runs it until its shutdown closed its handles. */
 static void *loop_thread(void *arg)
 {
@@ -732,6 +748,7 @@ static void *loop_thread(void *arg)
 	char name[16]; /* shown by top -H and /proc/PID/task/TID/comm */
 	snprintf(name, sizeof(name), "ta-loop%u", l->index);
 	(void)pthread_setname_np(pthread_self(), name); /* a name is a convenience only */
+	loop_attach(l);
 	int rc = uv_run(l->loop, UV_RUN_DEFAULT);
 	if (rc != 0)
 		ta_log(TA_LOG_WARNING, "event loop %u ended with active handles", l->index);
@@ -904,6 +921,7 @@ static ta_status server_open(ta_server *srv, ta_error *err)
 	}
 	if (st != TA_OK)
 		return st;
+	loop_attach(&srv->loops[0]); /* loop 0 runs on this thread */
 	if (svc->persist &&
 	    (rc = ta_persist_attach(svc->persist, srv->loop, on_persisted, srv)) != 0)
 		return ta_error_set(err, TA_INTERNAL, "cannot watch the data log: %s",

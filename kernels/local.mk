@@ -11,7 +11,7 @@ kernels_libtabackends_la_SOURCES = \
 	kernels/ta_lower.c kernels/ta_multi.c kernels/ta_async_thread.h kernels/ta_async_thread.c
 kernels_libtabackends_la_LIBADD = tacore/libtacore.la
 if USE_CUDA
-kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_batcher.cu \
+kernels_libtabackends_la_SOURCES += kernels/ta_cuda.cu kernels/ta_cuda_batcher.cu kernels/ta_cuda_lanes.cu \
 	kernels/ta_cuda_backend.h kernels/ta_cuda_kernels.cuh kernels/ta_cuda_batch.cuh \
 	kernels/ta_cuda_private.h
 # Dependencies of the CUDA object beyond its source: the .cu.lo suffix rule tracks none, so
@@ -25,7 +25,7 @@ TA_CUDA_DEPS = $(top_srcdir)/kernels/ta_cuda_kernels.cuh $(top_srcdir)/kernels/t
 	$(top_srcdir)/tacore/ta_ops.def $(top_srcdir)/tacore/ta_float.h \
 	$(top_srcdir)/kernels/nvcc-libtool.sh \
 	kernels/nvcc-command.stamp
-kernels/ta_cuda.lo kernels/ta_cuda_batcher.lo: $(TA_CUDA_DEPS)
+kernels/ta_cuda.lo kernels/ta_cuda_batcher.lo kernels/ta_cuda_lanes.lo: $(TA_CUDA_DEPS)
 # The nvcc command line; rewritten (and so newer than the objects) only when it changes.
 TA_NVCC_COMMAND = $(NVCC) $(NVCCFLAGS) $(NVCC_LTFLAGS) $(DEFS)
 kernels/nvcc-command.stamp: FORCE
@@ -36,7 +36,7 @@ CLEANFILES += kernels/nvcc-command.stamp
 else
 kernels_libtabackends_la_SOURCES += kernels/ta_cuda_none.c
 endif
-EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_batcher.cu kernels/ta_cuda_backend.h \
+EXTRA_DIST += kernels/ta_cuda.cu kernels/ta_cuda_batcher.cu kernels/ta_cuda_lanes.cu kernels/ta_cuda_backend.h \
 	kernels/ta_cuda_kernels.cuh kernels/ta_cuda_batch.cuh \
 	kernels/ta_cuda_none.c \
 	kernels/ta_cuda_private.h kernels/nvcc-libtool.sh

@@ -1472,7 +1472,8 @@ static void cuda_apply_many(ta_backend *base, ta_apply_call *calls, size_t n)
 }
 
 /* vtable apply_async: the calls that pass their checks go to the batcher as one chain
- * (one warp, in order) that the batcher's lead thread (or whichever caller leads) runs; the
+ * (one warp, in order) that the calling loop's lane (ta_cuda_lanes.cu) runs in its polls,
+ * or, for a thread without one, the batcher's lead thread (or whichever caller leads); the
  * loop that called returns at once. A plan the batcher cannot take (not one of
  * ta_plan_async_ok's, or no batcher) runs as apply_many would, here, before done. */
 static void cuda_apply_async(ta_backend *base, ta_apply_call *calls, size_t n,
@@ -1535,7 +1536,11 @@ static void cuda_apply_async(ta_backend *base, ta_apply_call *calls, size_t n,
 		}
 	w->done_fn = done;
 	w->done_arg = arg;
-	batch_submit_async(be, w);
+	pk_lane *lane = lane_mine(be);
+	if (lane) /* the calling loop's own lane: its polls run it */
+		lane_submit(be, lane, w);
+	else
+		batch_submit_async(be, w);
 }
 
 /* vtable info: the facts gathered when the backend was created. */
@@ -1951,7 +1956,9 @@ static const ta_backend_vtbl cuda_vtbl = {cuda_destroy,
                                           cuda_apply_async,
                                           cuda_ptr_device,
                                           NULL /* device_stats */,
-                                          cuda_failed};
+                                          cuda_failed,
+                                          cuda_async_attach,
+                                          cuda_poll_async};
 
 extern "C" int ta_cuda_device_count(void)
 {

@@ -99,6 +99,68 @@ struct batch_wait {
 	                               batch's done seen (CLOCK_MONOTONIC ns) */
 };
 
+/* Bytes of one resident kernel's mapped pinned memory: its mailbox, then two descriptor
+ * areas (TA_PK_DESC_BYTES each), then two old-value arrays (TA_PK_OLDS slots each). */
+#define TA_PK_BOX_BYTES (sizeof(ta_pk_mailbox) + 2 * (TA_PK_DESC_BYTES + TA_PK_OLDS * 8))
+/* Threads (event loops) with a lane of their own on one device unless TILEATOM_CUDA_LANES
+ * says otherwise (0 to TA_CUDA_LANES_MAX); more share the lead. */
+#define TA_CUDA_LANES_DEFAULT 16
+/* ... at most. */
+#define TA_CUDA_LANES_MAX 64
+
+/* The host side of one resident kernel (k_persistent, ta_cuda_batch.cuh): the lead's
+ * (cuda_batcher.box) or an event loop's (pk_lane.box). Only its owner rings it. */
+typedef struct pk_box {
+	cudaStream_t stream; /* its stream (non-blocking; never one a launch waits on) */
+	unsigned char *mem;  /* mapped pinned memory of TA_PK_BOX_BYTES (see there) */
+	ta_pk_mailbox *mb;   /* the mailbox (at mem) */
+	int slot;            /* the area and olds the next batch uses */
+	uint64_t seq;        /* sequence number of the latest bell */
+	uint64_t last_bell;  /* the bell the mailbox holds */
+	uint64_t epoch;      /* its launches so far: the current one's epoch */
+	unsigned long polls; /* box_poll calls (the stream is asked for errors now and then) */
+} pk_box;
+
+/* One batch from its descriptors to its outcomes (batch_prepare, batch_start, batch_await,
+ * batch_finish): the lead thread prepares the next batch while the persistent kernel runs
+ * this one; a lane (pk_lane) runs one at a time. */
+typedef struct batch_job {
+	batch_wait *waits;      /* its callers' chains (linked through next) */
+	size_t n_waits;         /* how many */
+	bool pk;                /* through the persistent kernel (else one launch) */
+	int slot;               /* pk: the mailbox area and olds it uses (0 or 1) */
+	uint32_t units;         /* pk: 16-byte units of its descriptors */
+	uint32_t n_elems;       /* descriptors (0: nothing reaches the device) */
+	uint64_t bell;          /* pk: its bell, once rung */
+	uint64_t prev;          /* pk: the bell before it */
+	ta_batch_chain *chains; /* launch: its chains, items and elements in the buffer */
+	ta_batch_item *items;   /* (see chains) */
+	ta_batch_elem *elems;   /* (see chains) */
+	uint64_t *olds;         /* where its old values arrive */
+	ta_status st;           /* the batch's outcome so far */
+	ta_error err;           /* its error */
+	bool failed_early;      /* st failed before any descriptor: the calls have it already */
+	uint64_t t[4];          /* trace: start, resolved, started, finished waiting */
+} batch_job;
+
+/* An event loop's own resident kernel (ta_cuda_lanes.cu): the thread that took it (owner,
+ * ta_backend async_attach) queues its asynchronous calls here, writes them into the box,
+ * rings it and sees them done in its own polls (poll_async), with no other thread in
+ * between; pk_hold stops its kernel too. */
+typedef struct pk_lane {
+	pk_box box;              /* its resident kernel */
+	uint64_t owner;          /* the number of the thread it belongs to (ta_cuda_lanes.cu:
+	                            set before cuda_batcher.lanes_claimed counts it) */
+	bool stream_ok;          /* box.stream exists */
+	pthread_mutex_t mu;      /* guards on and holds (the owner rings under it) */
+	bool on;                 /* its kernel launched and not yet reaped (under mu) */
+	int holds;               /* pk_holds in effect: no bell rung, kernel stopped (mu) */
+	batch_wait *head, *tail; /* queued by the owner, not yet in a batch (owner only) */
+	batch_job job;           /* the batch rung (owner only) */
+	bool busy;               /* job is rung and not yet finished (owner only) */
+	uint64_t tr_rung;        /* trace: when job was rung (owner only) */
+} pk_lane;
+
 /* The batcher: callers queue their small requests; one that finds no batch running becomes
  * the leader, takes everything queued (after the batch window), runs it as one launch,
  * wakes each of its callers and hands the lead to the oldest caller queued meanwhile,
@@ -134,21 +196,21 @@ struct cuda_batcher {
 	unsigned long long batches; /* batches run */
 	unsigned long long batched; /* requests that went through a batch */
 	/* the persistent kernel (see "the persistent kernel" below) */
-	cudaStream_t pk_stream;        /* its stream (never the batch stream: a launch there
-	                                  would wait for it) */
-	unsigned char *pk_mem;         /* mapped pinned memory: the mailbox, then two
-	                                  descriptor areas (TA_PK_DESC_BYTES each), then two
-	                                  old-value arrays (TA_PK_OLDS slots each) */
-	ta_pk_mailbox *mb;             /* the mailbox (at pk_mem) */
-	int pk_slot;                   /* the area and olds the next batch uses (lead only) */
+	pk_box box;                    /* the lead's resident kernel (lead only, but for
+	                                  box.epoch: under mu) */
 	int pk_max;                    /* most chains of a batch it takes; 0: off (under mu) */
 	bool pk_on;                    /* launched and not yet reaped (under mu) */
 	int holds;                     /* callers needing the device without it (under mu) */
 	pthread_cond_t pk_cv;          /* broadcast when pk_on turns false */
-	uint64_t seq;                  /* sequence number of the latest bell (lead only) */
-	uint64_t last_bell;            /* the bell the mailbox holds (lead only) */
-	uint64_t epoch;                /* its launches so far: the current one's epoch */
 	unsigned long long pk_batches; /* batches it ran (under mu) */
+	pk_lane *lanes;                /* n_lanes lanes (their boxes in one block of mapped
+	                                  memory at lanes_mem), or NULL: none */
+	int n_lanes;                   /* how many */
+	unsigned char *lanes_mem;      /* that block */
+	int lanes_claimed;             /* lanes[0, lanes_claimed) have an owner (written under
+	                                  lanes_mu; read elsewhere with an acquire load) */
+	pthread_mutex_t lanes_mu;      /* guards lanes_claimed's growth and lane_holds */
+	int lane_holds;                /* pk_holds in effect (a lane taken now starts held) */
 	/* TILEATOM_CUDA_TRACE=1: the time of each stage of a batch, summed per way (0 a
 	 * launch, 1 the persistent kernel) and printed to stderr when the backend goes */
 	bool trace;                          /* on */
@@ -166,6 +228,11 @@ struct cuda_batcher {
 	unsigned long long tr_queue_ns;     /* from queued to taken by the lead thread */
 	unsigned long long tr_flight_ns;    /* from taken to its batch's done seen */
 	unsigned long long tr_hand_ns;      /* from done seen to its done function called */
+	/* ... and per lane batch (atomics: the lanes' owners add) */
+	unsigned long long tr_lane_batches;   /* lane batches */
+	unsigned long long tr_lane_chains;    /* the chains they held */
+	unsigned long long tr_lane_queue_ns;  /* from queued (each chain) to its batch rung */
+	unsigned long long tr_lane_flight_ns; /* from rung to done seen (each batch) */
 };
 
 /* The CUDA backend object. */
@@ -181,7 +248,7 @@ struct ta_cuda_backend {
 	char broken_msg[200];           /* that error, for later calls */
 	cuda_batcher batch;             /* small requests, many to a launch */
 	bool batch_ready;               /* batch.mu and batch.stream exist */
-	bool pk_ready;                  /* batch.pk_stream, pk_mem and pk_cv exist */
+	bool pk_ready;                  /* batch.box (stream, mem) and pk_cv exist */
 	/* TILEATOM_CUDA_TRACE=1 (batch.trace): the stages of each apply with its own launch,
 	 * summed (under mu) and printed to stderr when the backend goes */
 	unsigned long long tr_applies;      /* applies traced */
@@ -239,5 +306,72 @@ void pk_hold(ta_cuda_backend *be);
 void pk_release(ta_cuda_backend *be);
 /* vtable set_batch_window: how long a leader waits for more requests before a launch. */
 void cuda_set_batch_window(ta_backend *base, unsigned usec);
+
+/* ---- a resident kernel's mailbox and a batch's steps (ta_cuda_batcher.cu), shared by the
+ * lead and the lanes (ta_cuda_lanes.cu) ---- */
+
+/* Makes box's memory and stream: mem is TA_PK_BOX_BYTES of mapped pinned memory (zeroed
+ * here). Returns the CUDA error of the stream's creation. */
+cudaError_t box_init(pk_box *box, unsigned char *mem);
+/* Launches box's kernel, to take every bell but prev (the epoch is counted either way).
+ * The box's owner; the caller records that it runs. */
+ta_status box_launch(ta_cuda_backend *be, pk_box *box, uint64_t prev, ta_error *err);
+/* Rings box's bell for the batch written into area slot (units 16-byte units): returns the
+ * bell and sets *prev (the bell before it). The box's owner. */
+uint64_t box_ring(pk_box *box, uint32_t units, int slot, uint64_t *prev);
+/* Stops box's kernel (it returns after the batch it runs) and waits until it has. The
+ * box's owner or a holder, with no bell rung that the kernel has not taken. A failure is
+ * recorded (be_fail) and logged. */
+void box_stop(ta_cuda_backend *be, pk_box *box);
+/* Where batch seq of a box's kernel (epoch box->epoch) stands (box_poll). */
+typedef enum box_state {
+	BOX_RUNNING, /* not done yet */
+	BOX_DONE,    /* done */
+	BOX_GONE,    /* the kernel returned without taking it (idle or life time over) */
+	BOX_FAILED   /* the kernel failed */
+} box_state;
+/* Looks once, without waiting, at batch seq of box; *e is a failed kernel's error. */
+box_state box_poll(pk_box *box, uint64_t seq, cudaError_t *e);
+/* Writes the descriptors of job's waits (n_waits chains) into box's area of its next slot
+ * when pk_ok and they fit it, else (when launch_ok; else it returns false having done
+ * nothing) into the launch buffer (the lead only); every element resolved on the host (by
+ * the queueing loop ahead of time, see batch_pre, or here); masked and skipped ones get
+ * their output now. The box's owner, without batch.mu. */
+bool batch_prepare(ta_cuda_backend *be, pk_box *box, batch_job *job, bool pk_ok, bool launch_ok);
+/* Fills every call's outcome of a finished batch (old values copied out); lead: the lead's
+ * batch (its trace sums). Without batch.mu. */
+void batch_finish(ta_cuda_backend *be, batch_job *job, bool lead);
+/* Takes the next batch's waits off the list at *head (at least one; up to the batch's
+ * limits and, when fit_pk, up to what the persistent kernel takes: pk_max chains whose
+ * descriptors fit its area and old values its array, so that a long queue goes to the
+ * resident kernel in batches prepared while the one before runs, rather than in one
+ * launch). The list is not empty. */
+void take_waits(batch_wait **head, batch_wait **tail, batch_job *job, bool fit_pk, int pk_max);
+/* Hands an asynchronous caller's outcome over: each status back to the caller's call, then
+ * its done function; frees x. Without batch.mu. */
+void async_complete(cuda_batcher *b, batch_wait *x);
+/* CLOCK_MONOTONIC in nanoseconds (the trace). */
+uint64_t now_ns(void);
+
+/* ---- the lanes (ta_cuda_lanes.cu), for the backend and the batcher ---- */
+
+/* Sets up n lanes in be->batch (their memory; a lane's stream is made when a thread takes
+ * it; n 0: none). TA_OK, or an error with nothing left to release. */
+ta_status lanes_init(ta_cuda_backend *be, int n, ta_error *err);
+/* Stops every lane's kernel and releases the lanes (their calls are over). */
+void lanes_destroy(ta_cuda_backend *be);
+/* vtable async_attach: the calling thread takes a lane (see ta_backend.h). */
+bool cuda_async_attach(ta_backend *base);
+/* vtable poll_async: drives the calling thread's lane (see ta_backend.h). */
+bool cuda_poll_async(ta_backend *base);
+/* The calling thread's lane, or NULL. */
+pk_lane *lane_mine(ta_cuda_backend *be);
+/* Queues w (as batch_submit_async takes it) on lane, the caller's own: its polls run it. */
+void lane_submit(ta_cuda_backend *be, pk_lane *lane, batch_wait *w);
+/* Stops every lane's kernel (after its batch in flight) and keeps it off until
+ * lanes_release: part of pk_hold. */
+void lanes_hold(ta_cuda_backend *be);
+/* Ends a lanes_hold. */
+void lanes_release(ta_cuda_backend *be);
 
 #endif

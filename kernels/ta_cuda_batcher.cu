@@ -193,8 +193,7 @@ static size_t pk_area_bytes(size_t chains, size_t items, size_t elems)
 /* ... and this long after its launch (at the first moment without a batch). */
 #define TA_CUDA_PK_LIFE_NS 100000000ull
 
-/* CLOCK_MONOTONIC in nanoseconds (the trace). */
-static uint64_t now_ns(void)
+uint64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -237,15 +236,59 @@ static void pk_set_on(cuda_batcher *b, bool on)
 	pthread_mutex_unlock(&b->mu);
 }
 
-/* Stops the running persistent kernel and waits until it has returned. The caller has
- * the batch role (the leader, or a holder that took the role) and saw pk_on; without
- * batch.mu. A failure is recorded (be_fail) and logged. */
-static void pk_stop(ta_cuda_backend *be)
+/* ---- one resident kernel's mailbox (pk_box): the lead's and every lane's ---- */
+
+/* The descriptor area of slot in box. */
+static unsigned char *box_area(const pk_box *box, int slot)
 {
-	cuda_batcher *b = &be->batch;
-	__atomic_store_n(&b->mb->bell, TA_PK_STOP, __ATOMIC_RELEASE);
-	b->last_bell = TA_PK_STOP;
-	cudaError_t e = cudaStreamSynchronize(b->pk_stream);
+	return box->mem + sizeof(ta_pk_mailbox) + (size_t)slot * TA_PK_DESC_BYTES;
+}
+
+/* The old-value array of slot in box. */
+static uint64_t *box_olds(const pk_box *box, int slot)
+{
+	return (uint64_t *)(box->mem + sizeof(ta_pk_mailbox) + 2 * TA_PK_DESC_BYTES) +
+	       (size_t)slot * TA_PK_OLDS;
+}
+
+cudaError_t box_init(pk_box *box, unsigned char *mem)
+{
+	memset(box, 0, sizeof(*box));
+	memset(mem, 0, TA_PK_BOX_BYTES);
+	box->mem = mem;
+	box->mb = (ta_pk_mailbox *)mem;
+	return cudaStreamCreateWithFlags(&box->stream, cudaStreamNonBlocking);
+}
+
+ta_status box_launch(ta_cuda_backend *be, pk_box *box, uint64_t prev, ta_error *err)
+{
+	box->epoch++;
+	ta_status st =
+	    ta_cuda_launch_persistent(box->mb, box_area(box, 0), box_olds(box, 0), prev, box->epoch,
+	                              TA_CUDA_PK_IDLE_NS, TA_CUDA_PK_LIFE_NS, box->stream, err);
+	if (st != TA_OK) {
+		cudaError_t e = cudaStreamSynchronize(box->stream);
+		if (e != cudaSuccess)
+			be_fail(be, e, "finishing a failed persistent kernel launch", NULL);
+	}
+	return st;
+}
+
+uint64_t box_ring(pk_box *box, uint32_t units, int slot, uint64_t *prev)
+{
+	*prev = box->last_bell;
+	uint64_t bell = TA_PK_BELL(++box->seq, slot, units);
+	/* the descriptors were written before: a release store publishes them */
+	__atomic_store_n(&box->mb->bell, bell, __ATOMIC_RELEASE);
+	box->last_bell = bell;
+	return bell;
+}
+
+void box_stop(ta_cuda_backend *be, pk_box *box)
+{
+	__atomic_store_n(&box->mb->bell, TA_PK_STOP, __ATOMIC_RELEASE);
+	box->last_bell = TA_PK_STOP;
+	cudaError_t e = cudaStreamSynchronize(box->stream);
 	if (e != cudaSuccess) {
 		ta_error err;
 		be_fail(be, e, "stopping the persistent batch kernel", &err);
@@ -253,8 +296,60 @@ static void pk_stop(ta_cuda_backend *be)
 	}
 }
 
-/* Holds the persistent kernel off: returns once it is not running (stopping it, after
- * the batch in flight if any), and no batch launches it until pk_release. */
+box_state box_poll(pk_box *box, uint64_t seq, cudaError_t *e)
+{
+	/* done may be past seq already: the next bell may have been rung early */
+	if (__atomic_load_n(&box->mb->done, __ATOMIC_ACQUIRE) >= seq)
+		return BOX_DONE;
+	bool exited = __atomic_load_n(&box->mb->exited, __ATOMIC_ACQUIRE) == box->epoch;
+	if (!exited && ++box->polls % 4096 == 0) {
+		/* a kernel that failed never writes done: ask the stream now and then */
+		*e = cudaStreamQuery(box->stream);
+		if (*e == cudaErrorNotReady)
+			(void)cudaGetLastError();
+		else if (*e != cudaSuccess)
+			return BOX_FAILED;
+		else
+			exited = true;
+	}
+	if (!exited)
+		return BOX_RUNNING;
+	*e = cudaStreamSynchronize(box->stream);
+	if (*e != cudaSuccess)
+		return BOX_FAILED;
+	return __atomic_load_n(&box->mb->done, __ATOMIC_ACQUIRE) >= seq ? BOX_DONE : BOX_GONE;
+}
+
+/* Spins until box's kernel has read bell (it writes the sequence number of each bell it
+ * reads to taken): true; false once it has finished that batch or returned, or after a long
+ * spin (a slow device: the caller then waits for done as usual). */
+static bool box_until_taken(pk_box *box, uint64_t bell)
+{
+	uint64_t seq = TA_PK_BELL_SEQ(bell);
+	for (unsigned long spin = 0; spin < (1ul << 16); spin++) {
+		if (__atomic_load_n(&box->mb->taken, __ATOMIC_ACQUIRE) >= seq)
+			return true;
+		if (__atomic_load_n(&box->mb->done, __ATOMIC_ACQUIRE) >= seq ||
+		    __atomic_load_n(&box->mb->exited, __ATOMIC_ACQUIRE) == box->epoch)
+			return false;
+		spin_pause();
+	}
+	return false;
+}
+
+/* ---- the lead's resident kernel ---- */
+
+/* Stops the lead's running persistent kernel and waits until it has returned. The caller
+ * has the batch role (the leader, or a holder that took the role) and saw pk_on; without
+ * batch.mu. */
+static void pk_stop(ta_cuda_backend *be)
+{
+	box_stop(be, &be->batch.box);
+}
+
+/* Holds the persistent kernels off (the lead's and the lanes'): returns once none runs
+ * (stopping each after its batch in flight, if any), and no batch launches one until
+ * pk_release. */
 void pk_hold(ta_cuda_backend *be)
 {
 	cuda_batcher *b = &be->batch;
@@ -278,6 +373,7 @@ void pk_hold(ta_cuda_backend *be)
 		pthread_cond_wait(&b->pk_cv, &b->mu);
 	}
 	pthread_mutex_unlock(&b->mu);
+	lanes_hold(be);
 }
 
 /* Ends a pk_hold. */
@@ -286,39 +382,30 @@ void pk_release(ta_cuda_backend *be)
 	cuda_batcher *b = &be->batch;
 	if (!be->pk_ready)
 		return;
+	lanes_release(be);
 	pthread_mutex_lock(&b->mu);
 	b->holds--;
 	pthread_mutex_unlock(&b->mu);
 }
 
-/* Waits for the persistent kernel (epoch b->epoch) to report batch seq done. Sets *gone
- * when the kernel returned without taking it (idle or life time over). Returns the CUDA
- * error of a kernel that failed. */
+/* Waits for the lead's persistent kernel to report batch seq done. Sets *gone when the
+ * kernel returned without taking it (idle or life time over). Returns the CUDA error of a
+ * kernel that failed. */
 static cudaError_t pk_wait(ta_cuda_backend *be, uint64_t seq, bool *gone)
 {
-	cuda_batcher *b = &be->batch;
 	*gone = false;
 	for (unsigned long spin = 1;; spin++) {
-		/* done may be past seq already: the next bell may have been rung early */
-		if (__atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) >= seq)
+		cudaError_t e = cudaSuccess;
+		switch (box_poll(&be->batch.box, seq, &e)) {
+		case BOX_DONE:
 			return cudaSuccess;
-		bool exited = __atomic_load_n(&b->mb->exited, __ATOMIC_ACQUIRE) == b->epoch;
-		if (!exited && spin % 4096 == 0) {
-			/* a kernel that failed never writes done: ask the stream now and then */
-			cudaError_t e = cudaStreamQuery(b->pk_stream);
-			if (e == cudaErrorNotReady)
-				(void)cudaGetLastError();
-			else if (e != cudaSuccess)
-				return e;
-			else
-				exited = true;
-		}
-		if (exited) {
-			cudaError_t e = cudaStreamSynchronize(b->pk_stream);
-			if (e != cudaSuccess)
-				return e;
-			*gone = __atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) < seq;
+		case BOX_GONE:
+			*gone = true;
 			return cudaSuccess;
+		case BOX_FAILED:
+			return e;
+		case BOX_RUNNING:
+			break;
 		}
 		if (spin > (1ul << 16)) /* long: a slow device (a tool), give the CPU away */
 			sched_yield();
@@ -327,59 +414,28 @@ static cudaError_t pk_wait(ta_cuda_backend *be, uint64_t seq, bool *gone)
 	}
 }
 
-/* Launches a persistent kernel that takes every bell but prev. Leader only. */
+/* Launches the lead's persistent kernel, to take every bell but prev. Leader only. */
 static ta_status pk_launch(ta_cuda_backend *be, uint64_t prev, ta_error *err)
 {
 	cuda_batcher *b = &be->batch;
-	b->epoch++;
-	ta_status st = ta_cuda_launch_persistent(
-	    b->mb, b->pk_mem + sizeof(ta_pk_mailbox),
-	    (uint64_t *)(b->pk_mem + sizeof(ta_pk_mailbox) + 2 * TA_PK_DESC_BYTES), prev, b->epoch,
-	    TA_CUDA_PK_IDLE_NS, TA_CUDA_PK_LIFE_NS, b->pk_stream, err);
-	if (st != TA_OK) {
-		cudaError_t e = cudaStreamSynchronize(b->pk_stream);
-		if (e != cudaSuccess)
-			be_fail(be, e, "finishing a failed persistent kernel launch", NULL);
-		return st;
-	}
-	pk_set_on(b, true);
-	return TA_OK;
+	ta_status st = box_launch(be, &b->box, prev, err);
+	if (st == TA_OK)
+		pk_set_on(b, true);
+	return st;
 }
 
-/* Rings the bell for the batch written into area slot (units 16-byte units), launching the
- * kernel when none runs; sets *bell and *prev (the bell before it). Leader only, without
- * batch.mu. */
+/* Rings the lead's bell for the batch written into area slot (units 16-byte units),
+ * launching the kernel when none runs; sets *bell and *prev (the bell before it). Leader
+ * only, without batch.mu. */
 static ta_status pk_ring(ta_cuda_backend *be, uint32_t units, int slot, uint64_t *bell,
                          uint64_t *prev, ta_error *err)
 {
 	cuda_batcher *b = &be->batch;
-	*prev = b->last_bell;
-	*bell = TA_PK_BELL(++b->seq, slot, units);
-	/* the descriptors were written before: a release store publishes them */
-	__atomic_store_n(&b->mb->bell, *bell, __ATOMIC_RELEASE);
-	b->last_bell = *bell;
+	*bell = box_ring(&b->box, units, slot, prev);
 	pthread_mutex_lock(&b->mu);
 	bool on = b->pk_on;
 	pthread_mutex_unlock(&b->mu);
 	return on ? TA_OK : pk_launch(be, *prev, err);
-}
-
-/* Spins until the persistent kernel has read bell (it writes the sequence number of each
- * bell it reads to taken): true; false once it has finished that batch or returned, or
- * after a long spin (a slow device: the caller then waits for done as usual). Leader only. */
-static bool pk_until_taken(ta_cuda_backend *be, uint64_t bell)
-{
-	cuda_batcher *b = &be->batch;
-	uint64_t seq = TA_PK_BELL_SEQ(bell);
-	for (unsigned long spin = 0; spin < (1ul << 16); spin++) {
-		if (__atomic_load_n(&b->mb->taken, __ATOMIC_ACQUIRE) >= seq)
-			return true;
-		if (__atomic_load_n(&b->mb->done, __ATOMIC_ACQUIRE) >= seq ||
-		    __atomic_load_n(&b->mb->exited, __ATOMIC_ACQUIRE) == b->epoch)
-			return false;
-		spin_pause();
-	}
-	return false;
 }
 
 /* Waits until the persistent kernel has run the batch of bell (rung after prev),
@@ -411,34 +467,7 @@ static ta_status pk_await(ta_cuda_backend *be, uint64_t bell, uint64_t prev, ta_
 	                    "without taking a batch");
 }
 
-/* One batch from its descriptors to its outcomes (batch_prepare, batch_start, batch_await,
- * batch_finish): the lead thread prepares the next batch while the persistent kernel runs
- * this one. */
-typedef struct batch_job {
-	batch_wait *waits;      /* its callers' chains (linked through next) */
-	size_t n_waits;         /* how many */
-	bool pk;                /* through the persistent kernel (else one launch) */
-	int slot;               /* pk: the mailbox area and olds it uses (0 or 1) */
-	uint32_t units;         /* pk: 16-byte units of its descriptors */
-	uint32_t n_elems;       /* descriptors (0: nothing reaches the device) */
-	uint64_t bell;          /* pk: its bell, once rung */
-	uint64_t prev;          /* pk: the bell before it */
-	ta_batch_chain *chains; /* launch: its chains, items and elements in the buffer */
-	ta_batch_item *items;   /* (see chains) */
-	ta_batch_elem *elems;   /* (see chains) */
-	uint64_t *olds;         /* where its old values arrive */
-	ta_status st;           /* the batch's outcome so far */
-	ta_error err;           /* its error */
-	bool failed_early;      /* st failed before any descriptor: the calls have it already */
-	uint64_t t[4];          /* trace: start, resolved, started, finished waiting */
-} batch_job;
-
-/* Writes the descriptors of job's waits (n_waits chains) into the mailbox area of the next
- * slot when pk_ok and they fit it, else (when launch_ok; else it returns false having done
- * nothing) into the launch buffer; every element resolved on the host (by the queueing loop
- * ahead of time, see batch_pre, or here); masked and skipped ones get their output now.
- * Leader only, without batch.mu. */
-static bool batch_prepare(ta_cuda_backend *be, batch_job *job, bool pk_ok, bool launch_ok)
+bool batch_prepare(ta_cuda_backend *be, pk_box *box, batch_job *job, bool pk_ok, bool launch_ok)
 {
 	cuda_batcher *b = &be->batch;
 	size_t n_waits = job->n_waits, n_items = 0, max_elems = 0, n_olds = 0;
@@ -478,14 +507,13 @@ static bool batch_prepare(ta_cuda_backend *be, batch_job *job, bool pk_ok, bool 
 	uint64_t *olds;
 	unsigned char *area = NULL;
 	if (job->pk) {
-		job->slot = b->pk_slot;
-		b->pk_slot ^= 1;
-		area = b->pk_mem + sizeof(ta_pk_mailbox) + (size_t)job->slot * TA_PK_DESC_BYTES;
+		job->slot = box->slot;
+		box->slot ^= 1;
+		area = box_area(box, job->slot);
 		chains = (ta_batch_chain *)(area + sizeof(ta_pk_head));
 		items = (ta_batch_item *)(area + pk_items_off);
 		elems = (ta_batch_elem *)(area + pk_elems_off);
-		olds = (uint64_t *)(b->pk_mem + sizeof(ta_pk_mailbox) + 2 * TA_PK_DESC_BYTES) +
-		       (size_t)job->slot * TA_PK_OLDS;
+		olds = box_olds(box, job->slot);
 	} else {
 		chains = (ta_batch_chain *)b->buf;
 		items = (ta_batch_item *)(b->buf + align_up(n_waits * sizeof *chains));
@@ -599,9 +627,7 @@ static void batch_await(ta_cuda_backend *be, batch_job *job)
 		job->t[3] = now_ns();
 }
 
-/* Fills every call's outcome of a finished batch (old values copied out). Leader only,
- * without batch.mu. */
-static void batch_finish(ta_cuda_backend *be, batch_job *job)
+void batch_finish(ta_cuda_backend *be, batch_job *job, bool lead)
 {
 	cuda_batcher *b = &be->batch;
 	if (job->failed_early)
@@ -626,7 +652,7 @@ static void batch_finish(ta_cuda_backend *be, batch_job *job)
 			if (wait_want_old(w, i))
 				oi += (uint32_t)wait_count(w, i);
 		}
-	if (b->trace && job->n_elems > 0) {
+	if (lead && b->trace && job->n_elems > 0) {
 		int way = job->pk ? 1 : 0;
 		b->tr_batches[way]++;
 		b->tr_chains[way] += job->n_waits;
@@ -638,9 +664,7 @@ static void batch_finish(ta_cuda_backend *be, batch_job *job)
 	}
 }
 
-/* Hands an asynchronous caller's outcome over: each status back to the caller's call, then
- * its done function; frees x. Without batch.mu. */
-static void async_complete(cuda_batcher *b, batch_wait *x)
+void async_complete(cuda_batcher *b, batch_wait *x)
 {
 	if (b->trace && x->tr_t[0] != 0) {
 		uint64_t now = now_ns();
@@ -655,19 +679,12 @@ static void async_complete(cuda_batcher *b, batch_wait *x)
 	free(x);
 }
 
-/* Takes the next batch's waits off the queue into job (at least one; up to the batch's
- * limits and, when the persistent kernel may be used (pk_usable: it exists and nothing
- * holds it off) and is on (pk_max), up to what it takes: pk_max chains whose
- * descriptors fit its area and old values its array, so that a long queue goes to the
- * resident kernel in batches prepared while the one before runs, rather than in one
- * launch). Under batch.mu; the queue is not empty. */
-static void batch_take(cuda_batcher *b, batch_job *job, bool pk_usable)
+void take_waits(batch_wait **head, batch_wait **tail, batch_job *job, bool fit_pk, int pk_max)
 {
-	bool fit_pk = pk_usable && b->pk_max > 0;
-	batch_wait *first = b->head, *last = NULL;
+	batch_wait *first = *head, *last = NULL;
 	size_t n_waits = 0, items = 0, elems = 0, olds = 0;
-	size_t max_chains = fit_pk ? (size_t)b->pk_max : (size_t)TA_CUDA_BATCH_CHAINS;
-	for (batch_wait *x = b->head; x; x = x->next) {
+	size_t max_chains = fit_pk ? (size_t)pk_max : (size_t)TA_CUDA_BATCH_CHAINS;
+	for (batch_wait *x = *head; x; x = x->next) {
 		size_t ne = 0, no = 0;
 		for (int i = 0; i < x->n; i++) {
 			ne += (size_t)wait_count(x, i);
@@ -685,12 +702,20 @@ static void batch_take(cuda_batcher *b, batch_job *job, bool pk_usable)
 		olds += no;
 		last = x;
 	}
-	b->head = last->next;
-	if (!b->head)
-		b->tail = NULL;
+	*head = last->next;
+	if (!*head)
+		*tail = NULL;
 	last->next = NULL;
 	job->waits = first;
 	job->n_waits = n_waits;
+}
+
+/* Takes the next batch's waits off the queue into job (take_waits; the persistent kernel's
+ * limits when it may be used: it exists and nothing holds it off, and is on). Under
+ * batch.mu; the queue is not empty. */
+static void batch_take(cuda_batcher *b, batch_job *job, bool pk_usable)
+{
+	take_waits(&b->head, &b->tail, job, pk_usable && b->pk_max > 0, b->pk_max);
 }
 
 /* Marks a finished batch's callers done: posts the waiting ones (but self) and returns the
@@ -820,7 +845,7 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 	batch_take(b, cur, be->pk_ready && b->holds == 0);
 	bool pk_ok = b->holds == 0 && cur->n_waits <= (size_t)b->pk_max;
 	pthread_mutex_unlock(&b->mu);
-	(void)batch_prepare(be, cur, pk_ok, true);
+	(void)batch_prepare(be, &b->box, cur, pk_ok, true);
 	batch_start(be, cur);
 	for (;;) {
 		/* the lead thread: the next batch, prepared while this one runs (only into the
@@ -835,20 +860,20 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 			}
 			pthread_mutex_unlock(&b->mu);
 			if (more)
-				ready = batch_prepare(be, next, pk_ok, false);
+				ready = batch_prepare(be, &b->box, next, pk_ok, false);
 		}
 		/* once the kernel has read this batch's bell, the next one's may be rung before
 		 * this batch is done: the kernel finds it when it polls again, without waiting
 		 * for this thread to see done and ring (the batches still run in order); the
 		 * wait for that read is part of the wait for done */
-		bool early =
-		    ready && cur->st == TA_OK && cur->n_elems > 0 && pk_until_taken(be, cur->bell);
+		bool early = ready && cur->st == TA_OK && cur->n_elems > 0 &&
+		             box_until_taken(&b->box, cur->bell);
 		if (early)
 			batch_start(be, next);
 		batch_await(be, cur);
 		if (ready && !early)
 			batch_start(be, next); /* runs while this one's outcomes are handed out */
-		batch_finish(be, cur);
+		batch_finish(be, cur, true);
 		pthread_mutex_lock(&b->mu);
 		batch_wait *async_head = batch_done(b, cur, self);
 		pthread_mutex_unlock(&b->mu);
@@ -858,7 +883,7 @@ static void batch_lead(ta_cuda_backend *be, batch_wait *self)
 		if (!more)
 			break;
 		if (!ready) { /* a launch, now that nothing runs */
-			(void)batch_prepare(be, next, false, true);
+			(void)batch_prepare(be, &b->box, next, false, true);
 			batch_start(be, next);
 		}
 		batch_job *t = cur;
@@ -1029,8 +1054,9 @@ extern "C" void ta_cuda_set_persistent(ta_backend *base, int max_chains)
 		return;
 	if (max_chains < 0)
 		max_chains = 0;
-	pthread_mutex_lock(&be->batch.mu);
-	be->batch.pk_max = max_chains < TA_PK_CHAINS ? max_chains : TA_PK_CHAINS;
+	pthread_mutex_lock(&be->batch.mu); /* (the lanes read it without: atomic) */
+	__atomic_store_n(&be->batch.pk_max, max_chains < TA_PK_CHAINS ? max_chains : TA_PK_CHAINS,
+	                 __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&be->batch.mu);
 	if (max_chains == 0) { /* stop a running one */
 		pk_hold(be);
@@ -1044,7 +1070,7 @@ extern "C" void ta_cuda_persistent_counts(ta_backend *base, unsigned long long *
 	ta_cuda_backend *be = (ta_cuda_backend *)base;
 	pthread_mutex_lock(&be->batch.mu);
 	*batches = be->batch.pk_batches;
-	*launches = be->batch.epoch;
+	*launches = be->batch.box.epoch;
 	pthread_mutex_unlock(&be->batch.mu);
 }
 
@@ -1105,14 +1131,10 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 		                    be->device, strerror(rc));
 	/* the persistent kernel's stream and mailbox (mailbox line, area, olds) */
 	if (pthread_cond_init(&be->batch.pk_cv, NULL) == 0) {
-		size_t pk_bytes = sizeof(ta_pk_mailbox) + 2 * (TA_PK_DESC_BYTES + TA_PK_OLDS * 8);
-		e = cudaStreamCreateWithFlags(&be->batch.pk_stream, cudaStreamNonBlocking);
-		if (e == cudaSuccess) {
-			e = cudaHostAlloc((void **)&be->batch.pk_mem, pk_bytes,
-			                  cudaHostAllocMapped);
-			if (e != cudaSuccess)
-				cudaStreamDestroy(be->batch.pk_stream);
-		}
+		unsigned char *mem = NULL;
+		e = cudaHostAlloc((void **)&mem, TA_PK_BOX_BYTES, cudaHostAllocMapped);
+		if (e == cudaSuccess && (e = box_init(&be->batch.box, mem)) != cudaSuccess)
+			cudaFreeHost(mem);
 		if (e != cudaSuccess) {
 			pthread_cond_destroy(&be->batch.pk_cv);
 			return ta_error_set(
@@ -1120,8 +1142,6 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 			    "CUDA device %d: cannot set up the persistent batch kernel: %s",
 			    be->device, cudaGetErrorString(e));
 		}
-		memset(be->batch.pk_mem, 0, pk_bytes);
-		be->batch.mb = (ta_pk_mailbox *)be->batch.pk_mem;
 		be->pk_ready = true;
 		const char *env = getenv("TILEATOM_CUDA_PERSISTENT");
 		be->batch.pk_max = TA_PK_CHAINS_DEFAULT;
@@ -1138,11 +1158,18 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 		}
 		env = getenv("TILEATOM_CUDA_TRACE");
 		be->batch.trace = env && strcmp(env, "1") == 0;
-		be->batch.mb->trace = be->batch.trace;
+		be->batch.box.mb->trace = be->batch.trace;
 	} else {
 		return ta_error_set(err, TA_INTERNAL, "pthread_cond_init failed");
 	}
-	return TA_OK;
+	const char *lanes = getenv("TILEATOM_CUDA_LANES");
+	long n_lanes = TA_CUDA_LANES_DEFAULT;
+	if (lanes && *lanes && (!env_count(lanes, &n_lanes) || n_lanes > TA_CUDA_LANES_MAX))
+		return ta_error_set(err, TA_INVALID_ARGUMENT,
+		                    "TILEATOM_CUDA_LANES='%s' is not a count of lanes from 0 to %d "
+		                    "(0: every loop's requests go through the lead thread)",
+		                    lanes, TA_CUDA_LANES_MAX);
+	return lanes_init(be, (int)n_lanes, err);
 }
 
 void batcher_destroy(ta_cuda_backend *be)
@@ -1177,6 +1204,7 @@ void batcher_destroy(ta_cuda_backend *be)
 	}
 	if (be->pk_ready) {
 		cuda_batcher *b = &be->batch;
+		lanes_destroy(be);
 		for (int way = 0; b->trace && way < 2; way++)
 			if (b->tr_batches[way] > 0) {
 				double n = (double)b->tr_batches[way] * 1000.0;
@@ -1204,7 +1232,7 @@ void batcher_destroy(ta_cuda_backend *be)
 		}
 		if (be->batch.pk_on)
 			pk_stop(be);
-		const volatile uint64_t *g = b->mb->tr_ns; /* the kernel has returned */
+		const volatile uint64_t *g = b->box.mb->tr_ns; /* the kernel has returned */
 		if (b->trace && g[TA_PK_TR_N] > 0) {
 			double n = (double)g[TA_PK_TR_N] * 1000.0;
 			fprintf(
@@ -1216,8 +1244,8 @@ void batcher_destroy(ta_cuda_backend *be)
 			    (double)g[TA_PK_TR_COPY] / n, (double)g[TA_PK_TR_CHAIN0] / n,
 			    (double)g[TA_PK_TR_REST] / n, (double)g[TA_PK_TR_DONE] / n);
 		}
-		cudaFreeHost(be->batch.pk_mem);
-		cudaStreamDestroy(be->batch.pk_stream);
+		cudaFreeHost(be->batch.box.mem);
+		cudaStreamDestroy(be->batch.box.stream);
 		pthread_cond_destroy(&be->batch.pk_cv);
 	}
 	if (be->batch_ready) {

@@ -1646,6 +1646,30 @@ static void multi_apply_many(ta_backend *be, ta_apply_call *calls, size_t n)
 	free(single);
 }
 
+/* vtable async_attach: the calling thread attaches to every device that takes it; true when
+ * one did (the thread then polls them all). */
+static bool multi_async_attach(ta_backend *be)
+{
+	multi_backend *mb = (multi_backend *)be;
+	bool any = false;
+	for (int d = 0; d < mb->n; d++)
+		if (ta_backend_async_attach(mb->dev[d]))
+			any = true;
+	return any;
+}
+
+/* vtable poll_async: polls every device for the calling thread; true while any has its
+ * calls out. */
+static bool multi_poll_async(ta_backend *be)
+{
+	multi_backend *mb = (multi_backend *)be;
+	bool out = false;
+	for (int d = 0; d < mb->n; d++)
+		if (ta_backend_poll_async(mb->dev[d]))
+			out = true;
+	return out;
+}
+
 /* An apply_async in flight over several devices: each device's share went to its own
  * backend's apply_async; the last share to finish copies the statuses back, frees this and
  * calls done. */
@@ -1916,6 +1940,8 @@ static const ta_backend_vtbl multi_vtbl = {
     .device_stats = multi_device_stats,
     .tile_footprint = multi_tile_footprint,
     .apply_async = multi_apply_async,
+    .async_attach = multi_async_attach,
+    .poll_async = multi_poll_async,
 };
 
 ta_backend *ta_multi_backend_new(ta_backend *const *devices, int n,

@@ -26,7 +26,9 @@
  *  - apply_async (optional) starts small plans without waiting for them: the backend calls
  *    the caller's done function from a thread of its own (or from inside the call) once
  *    every plan has its outcome. The daemon's event loops use it so that a loop never
- *    blocks on a device (daemon/pipeline.c, ta_async_run).
+ *    blocks on a device (daemon/pipeline.c, ta_async_run). A loop that polls may attach
+ *    (async_attach): its calls then run and complete inside its own polls (poll_async),
+ *    with no backend thread in between.
  *  - Several devices: a backend with more than one (device_count) places tiles as
  *    tile_alloc_placed is asked (ta_place.h) and reports it (tile_where); one without those
  *    entries has one device, 0, and every tile lives wholly on it. */
@@ -152,6 +154,17 @@ typedef struct ta_backend_vtbl {
 	 * error made its context unusable), with the cause copied into cause[cap]. Called on
 	 * every request by the multi-device layer: must be cheap when not failed. */
 	bool (*failed)(ta_backend *be, char *cause, size_t cap);
+	/* Optional (NULL: none, and poll_async NULL too): the calling thread (an event loop)
+	 * promises to call poll_async on every turn while any of its apply_async calls is
+	 * out. True when the backend takes it up: from then on that thread's apply_async
+	 * calls may run and complete (their done functions called) only inside its
+	 * poll_async (the CUDA backend's lanes, kernels/ta_cuda_lanes.cu); false: nothing
+	 * changes. Once per thread, before its apply_async calls. */
+	bool (*async_attach)(ta_backend *be);
+	/* Optional (with async_attach): drives the calling thread's apply_async calls after its
+	 * async_attach: starts what it queued, completes what has run (done functions called
+	 * here). True while any of them is still out. */
+	bool (*poll_async)(ta_backend *be);
 } ta_backend_vtbl;
 
 /* Most elements of a plan that apply_async takes (the CUDA batcher's request size). */
@@ -351,6 +364,18 @@ static inline void ta_backend_apply_async(ta_backend *be, ta_apply_call *calls, 
                                           void (*done)(void *arg), void *arg)
 {
 	be->vt->apply_async(be, calls, n, done, arg);
+}
+
+/* The calling thread will poll (async_attach): true when it must, with
+ * ta_backend_poll_async on every turn while any of its apply_async calls is out. */
+static inline bool ta_backend_async_attach(ta_backend *be)
+{
+	return be->vt->async_attach && be->vt->apply_async && be->vt->async_attach(be);
+}
+/* Drives the calling thread's apply_async calls (poll_async): true while any is out. */
+static inline bool ta_backend_poll_async(ta_backend *be)
+{
+	return be->vt->poll_async && be->vt->poll_async(be);
 }
 
 /* Fills *out for device d: device_stats, or for a one-device backend its memory

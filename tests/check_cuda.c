@@ -18,9 +18,10 @@
  *    requests on the same elements (bulk beside red); which requests take the path
  *    (CK_RUN_CASE=bulk runs them alone);
  *  - runtime: info, allocation failure (RESOURCE_EXHAUSTED, then the backend goes on),
- *    concurrent callers, kernel path choice, a merge-out (scratch zeroed, histogram run,
- *    rows added into other tiles, exact), a sticky device error (INTERNAL, then every
- *    later call reports it).
+ *    concurrent callers, the loops' lanes (threads that attach and poll, exact old values
+ *    while holds stop their kernels), kernel path choice, a merge-out (scratch zeroed, histogram
+ * run, rows added into other tiles, exact), a sticky device error (INTERNAL, then every later call
+ * reports it).
  *
  * Without a usable GPU (CI: nvcc but no GPU; or a build without CUDA) the program prints
  * the reason and exits 77, which automake counts as a skip. The GPU is probed in a child
@@ -1116,8 +1117,9 @@ START_TEST(test_batch)
 	void *mem;
 	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, bytes, &mem, &err), TA_OK);
 #ifdef TA_HAVE_CUDA
-	unsigned long long batches0, batched0, batches1, batched1;
-	ta_cuda_batch_counts(g_cuda, &batches0, &batched0);
+	unsigned long long batches0 = 0, batched0 = 0, batches1 = 0, batched1 = 0;
+	if (!g_harness) /* (a CPU backend stands in: no batcher) */
+		ta_cuda_batch_counts(g_cuda, &batches0, &batched0);
 #endif
 	pthread_t th[THREADS];
 	batch_arg args[THREADS];
@@ -1140,8 +1142,10 @@ START_TEST(test_batch)
 		ck_assert_int_eq(back[i], per_slot[i]);
 #ifdef TA_HAVE_CUDA
 	/* every request went through the batcher (the tile read is one more) */
-	ta_cuda_batch_counts(g_cuda, &batches1, &batched1);
-	ck_assert_uint_eq(batched1 - batched0, (unsigned long long)requests + 1);
+	if (!g_harness)
+		ta_cuda_batch_counts(g_cuda, &batches1, &batched1);
+	if (!g_harness)
+		ck_assert_uint_eq(batched1 - batched0, (unsigned long long)requests + 1);
 	printf("batch: %ld requests from %d threads in %llu launches\n", requests, THREADS,
 	       batches1 - batches0);
 #endif
@@ -1226,6 +1230,194 @@ START_TEST(test_batch_chain_order)
 	for (int i = 0; i < 64; i++)
 		ck_assert_int_eq(back[i], model[i]);
 	ck_assert_int_eq(back[0], 7); /* 8 + 100 + 1 by adds, exch 1000, add 1, cas 1001 -> 7 */
+	ta_backend_tile_free(g_cuda, mem);
+}
+END_TEST
+
+/* ---- lanes: a thread's own asynchronous calls (ta_backend_async_attach) ---- */
+
+/* Requests of one group of test_lanes (one chain, in order). */
+#define LANE_GROUP 16
+/* Groups in flight per thread of test_lanes (its "connections", one group each). */
+#define LANE_CONNS 4
+/* Elements of each call of test_lanes' large group (three calls: more old values than a
+ * mailbox area takes, so it goes through the lead). */
+#define LANE_BIG 1024
+
+/* One "connection" of test_lanes: its element, its group in flight and what it saw. */
+typedef struct lane_conn {
+	int64_t at;                      /* its element */
+	int64_t one;                     /* the value each add adds (1) */
+	int64_t old[LANE_GROUP];         /* old values of the group in flight */
+	ta_plan plans[LANE_GROUP];       /* the group: LANE_GROUP adds of one at at */
+	ta_result res[LANE_GROUP];       /* their results */
+	ta_error errs[LANE_GROUP];       /* their errors */
+	ta_apply_call calls[LANE_GROUP]; /* the calls handed to apply_async */
+	volatile int done;               /* the group in flight is done (set by done) */
+	int64_t seen;                    /* the element's value before the next group */
+	int rounds;                      /* groups still to send */
+	int failures;                    /* old values or statuses not as expected */
+} lane_conn;
+
+/* apply_async's done of test_lanes: the group is done. */
+static void lane_done(void *arg)
+{
+	__atomic_store_n(&((lane_conn *)arg)->done, 1, __ATOMIC_RELEASE);
+}
+
+/* One thread of test_lanes. */
+typedef struct lanes_arg {
+	void *mem;                    /* the tile */
+	size_t bytes;                 /* its bytes */
+	int index;                    /* the thread's number */
+	int rounds;                   /* groups per connection */
+	bool big;                     /* also send the large group first */
+	bool attached;                /* async_attach said true */
+	bool out_after;               /* poll_async said true once everything was done (a bug) */
+	int failures;                 /* what its connections saw wrong */
+	int64_t big_old[3][LANE_BIG]; /* the large group's old values */
+	int big_failures;             /* the large group's statuses and old values wrong */
+} lanes_arg;
+
+/* Builds an add of one (want_old) at *at into p. */
+static void lane_plan(ta_plan *p, const ta_tile_shape *t, int64_t n, int64_t *at, int64_t *one)
+{
+	ta_error err;
+	ta_request req;
+	ta_request_init(&req);
+	req.family = TA_FAMILY_INDEXED;
+	req.addr = TA_ADDR_INDEXED;
+	req.n_index = 1;
+	req.want_old = true;
+	req.op = TA_OP_ADD;
+	int64_t shp[1] = {n};
+	req.index[0] = ta_tu_view(TA_DTYPE_I64, 1, shp, at);
+	req.values = ta_tu_view(TA_DTYPE_I64, 0, NULL, one);
+	ck_assert_int_eq(ta_plan_build(p, t, &req, &err), TA_OK);
+}
+
+/* Sends connection c's next group. */
+static void lane_send(lanes_arg *a, lane_conn *c)
+{
+	c->done = 0;
+	for (int k = 0; k < LANE_GROUP; k++)
+		c->calls[k] =
+		    (ta_apply_call){a->mem, a->bytes, &c->plans[k], &c->res[k], &c->errs[k], TA_OK};
+	c->rounds--;
+	ta_backend_apply_async(g_cuda, c->calls, LANE_GROUP, lane_done, c);
+}
+
+/* A thread of test_lanes: attaches, keeps LANE_CONNS groups in flight (each connection's
+ * next once its last is done) and polls until every one is done, checking each old value. */
+static void *lanes_thread(void *p)
+{
+	lanes_arg *a = p;
+	ta_tile_shape t = {TA_DTYPE_I64, 1, {(int64_t)(a->bytes / 8)}};
+	static __thread lane_conn conns[LANE_CONNS];
+	a->attached = ta_backend_async_attach(g_cuda);
+	if (a->big) { /* 3 x 1024 adds at 3072..4095, each wanting its old value */
+		static __thread int64_t at[LANE_BIG], one = 1;
+		static __thread ta_plan plans[3];
+		static __thread ta_result res[3];
+		static __thread ta_error errs[3];
+		ta_apply_call calls[3];
+		static __thread lane_conn flag;
+		for (int e = 0; e < LANE_BIG; e++)
+			at[e] = 3072 + e;
+		for (int k = 0; k < 3; k++) {
+			lane_plan(&plans[k], &t, LANE_BIG, at, &one);
+			plans[k].old_out = a->big_old[k];
+			calls[k] =
+			    (ta_apply_call){a->mem, a->bytes, &plans[k], &res[k], &errs[k], TA_OK};
+		}
+		flag.done = 0;
+		ta_backend_apply_async(g_cuda, calls, 3, lane_done, &flag);
+		while (!__atomic_load_n(&flag.done, __ATOMIC_ACQUIRE))
+			(void)ta_backend_poll_async(g_cuda);
+		for (int k = 0; k < 3; k++) {
+			if (calls[k].status != TA_OK)
+				a->big_failures++;
+			for (int e = 0; e < LANE_BIG; e++)
+				a->big_failures += a->big_old[k][e] != k;
+		}
+	}
+	for (int i = 0; i < LANE_CONNS; i++) {
+		lane_conn *c = &conns[i];
+		memset(c, 0, sizeof(*c));
+		c->at = a->index * LANE_CONNS + i;
+		c->one = 1;
+		c->rounds = a->rounds;
+		for (int k = 0; k < LANE_GROUP; k++) {
+			lane_plan(&c->plans[k], &t, 1, &c->at, &c->one);
+			c->plans[k].old_out = &c->old[k];
+		}
+		lane_send(a, c);
+	}
+	for (int left = LANE_CONNS; left > 0;) {
+		(void)ta_backend_poll_async(g_cuda);
+		for (int i = 0; i < LANE_CONNS; i++) {
+			lane_conn *c = &conns[i];
+			if (__atomic_load_n(&c->done, __ATOMIC_ACQUIRE) != 1)
+				continue;
+			for (int k = 0; k < LANE_GROUP; k++) /* in order: exactly one more each */
+				if (c->calls[k].status != TA_OK || c->old[k] != c->seen + k)
+					c->failures++;
+			c->seen += LANE_GROUP;
+			c->done = 0;
+			if (c->rounds > 0)
+				lane_send(a, c);
+			else {
+				c->done = -1; /* (never 1 again) */
+				left--;
+			}
+		}
+	}
+	a->out_after = ta_backend_poll_async(g_cuda);
+	for (int i = 0; i < LANE_CONNS; i++)
+		a->failures += conns[i].failures;
+	return NULL;
+}
+
+/* Threads that attach (the daemon's loops) run their asynchronous calls through their own
+ * lanes: four threads of four connections each, every connection's groups one after
+ * another, while another thread allocates and frees large tiles (each a pk_hold that stops
+ * the lanes' kernels) and one thread's first group is too large for a lane (it goes through
+ * the lead): every old value is exactly the count before it, and the tile the total. */
+START_TEST(test_lanes)
+{
+	enum { THREADS = 4, ROUNDS = 300 };
+	ta_tile_shape t = {TA_DTYPE_I64, 1, {4096}};
+	size_t bytes = (size_t)ta_tile_bytes(&t);
+	ta_error err;
+	void *mem;
+	ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, bytes, &mem, &err), TA_OK);
+	static lanes_arg args[THREADS];
+	pthread_t th[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		args[i] = (lanes_arg){
+		    .mem = mem, .bytes = bytes, .index = i, .rounds = ROUNDS, .big = i == 0};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, lanes_thread, &args[i]), 0);
+	}
+	for (int k = 0; k < 20; k++) { /* holds while the lanes run */
+		void *big;
+		ck_assert_int_eq(ta_backend_tile_alloc(g_cuda, 64u << 20, &big, &err), TA_OK);
+		ta_backend_tile_free(g_cuda, big);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(args[i].failures, 0);
+		ck_assert(!args[i].out_after);
+#ifdef TA_HAVE_CUDA
+		ck_assert(args[i].attached == !g_harness);
+#endif
+	}
+	ck_assert_int_eq(args[0].big_failures, 0);
+	int64_t back[4096];
+	ck_assert_int_eq(ta_tu_tile_read(g_cuda, mem, bytes, &t, back, &err), TA_OK);
+	for (int i = 0; i < 4096; i++)
+		ck_assert_int_eq(back[i], i < THREADS * LANE_CONNS ? (int64_t)ROUNDS * LANE_GROUP
+		                          : i >= 3072              ? 3
+		                                                   : 0);
 	ta_backend_tile_free(g_cuda, mem);
 }
 END_TEST
@@ -1926,9 +2118,15 @@ START_TEST(test_env_refused)
 	static const struct {
 		const char *name, *value;
 	} bad[] = {
-	    {"TILEATOM_CUDA_DONE_SPIN_US", "x"},       {"TILEATOM_CUDA_DONE_SPIN_US", "-1"},
-	    {"TILEATOM_CUDA_DONE_SPIN_US", "1000001"}, {"TILEATOM_CUDA_DONE_SPIN_US", "5us"},
-	    {"TILEATOM_CUDA_PERSISTENT", "x"},         {"TILEATOM_CUDA_PERSISTENT", "-2"},
+	    {"TILEATOM_CUDA_DONE_SPIN_US", "x"},
+	    {"TILEATOM_CUDA_DONE_SPIN_US", "-1"},
+	    {"TILEATOM_CUDA_DONE_SPIN_US", "1000001"},
+	    {"TILEATOM_CUDA_DONE_SPIN_US", "5us"},
+	    {"TILEATOM_CUDA_PERSISTENT", "x"},
+	    {"TILEATOM_CUDA_PERSISTENT", "-2"},
+	    {"TILEATOM_CUDA_LANES", "x"},
+	    {"TILEATOM_CUDA_LANES", "-1"},
+	    {"TILEATOM_CUDA_LANES", "65"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		ck_assert_int_eq(setenv(bad[i].name, bad[i].value, 1), 0);
@@ -1943,8 +2141,15 @@ START_TEST(test_env_refused)
 	ta_error err = {0};
 	ta_backend *be = ta_cuda_backend_new(g_device, &err);
 	ck_assert_msg(be != NULL, "%s", err.msg);
+	ck_assert(ta_backend_async_attach(be)); /* a lane by default */
 	ta_backend_destroy(be);
 	ck_assert_int_eq(unsetenv("TILEATOM_CUDA_DONE_SPIN_US"), 0);
+	ck_assert_int_eq(setenv("TILEATOM_CUDA_LANES", "0", 1), 0); /* none: the lead */
+	be = ta_cuda_backend_new(g_device, &err);
+	ck_assert_msg(be != NULL, "%s", err.msg);
+	ck_assert(!ta_backend_async_attach(be));
+	ta_backend_destroy(be);
+	ck_assert_int_eq(unsetenv("TILEATOM_CUDA_LANES"), 0);
 }
 END_TEST
 #endif
@@ -2059,6 +2264,7 @@ int main(void)
 	tcase_add_test(tc, test_concurrent);
 	tcase_add_test(tc, test_batch);
 	tcase_add_test(tc, test_batch_chain_order);
+	tcase_add_test(tc, test_lanes);
 	tcase_add_test(tc, test_contention);
 	tcase_add_test(tc, test_merge_out);
 #ifdef TA_HAVE_CUDA
