@@ -737,8 +737,11 @@ static bool loop_pump(void *arg)
 static void loop_attach(ta_server_loop *l)
 {
 	ta_backend *be = l->host.svc->backend;
-	if (l->host.async && ta_backend_async_attach(be))
+	if (l->host.async && ta_backend_async_attach(be)) {
 		ta_executor_port_pump(l->host.port, loop_pump, be);
+		ta_log(TA_LOG_INFO, "event loop %u: its asynchronous requests run in its own lane",
+		       l->index);
+	}
 }
 
 /* Thread of loop l (index > 0): runs it until its shutdown closed its handles. */

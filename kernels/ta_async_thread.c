@@ -1,5 +1,5 @@
 /* ta_async_thread.c: one completion thread that runs a backend's queued apply_async calls
- * in order (see ta_async_thread.h). */
+ * in order, and the lanes of the threads that attach (see ta_async_thread.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_setname_np */
 #endif
@@ -19,10 +19,11 @@ struct ta_async_job {
 	ta_async_job *next;      /* queue link */
 };
 
-int ta_async_thread_init(ta_async_thread *t, ta_backend *be)
+int ta_async_thread_init(ta_async_thread *t, ta_backend *be, int max_lanes)
 {
 	memset(t, 0, sizeof(*t));
 	t->be = be;
+	t->max_lanes = max_lanes < TA_ASYNC_LANES ? max_lanes : TA_ASYNC_LANES;
 	int rc = pthread_mutex_init(&t->mu, NULL);
 	if (rc != 0)
 		return rc;
@@ -73,10 +74,62 @@ static int async_start(ta_async_thread *t)
 	return rc != 0 ? rc : rc2;
 }
 
+/* The calling thread's lane, or NULL. */
+static ta_async_lane *lane_mine(ta_async_thread *t)
+{
+	int n = __atomic_load_n(&t->n_lanes, __ATOMIC_ACQUIRE);
+	if (n == 0)
+		return NULL;
+	uint64_t me = ta_thread_no();
+	for (int i = 0; i < n; i++)
+		if (t->lanes[i].owner == me)
+			return &t->lanes[i];
+	return NULL;
+}
+
+bool ta_async_thread_attach(ta_async_thread *t)
+{
+	if (lane_mine(t))
+		return true;
+	pthread_mutex_lock(&t->mu);
+	bool took = t->n_lanes < t->max_lanes;
+	if (took) {
+		t->lanes[t->n_lanes] = (ta_async_lane){ta_thread_no(), NULL, NULL};
+		__atomic_store_n(&t->n_lanes, t->n_lanes + 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&t->mu);
+	return took;
+}
+
+bool ta_async_thread_poll(ta_async_thread *t)
+{
+	ta_async_lane *lane = lane_mine(t);
+	while (lane && lane->head) {
+		ta_async_job *job = lane->head;
+		lane->head = job->next;
+		if (!lane->head)
+			lane->tail = NULL;
+		ta_backend_apply_many(t->be, job->calls, job->n);
+		job->done(job->arg);
+		free(job);
+	}
+	return false;
+}
+
 void ta_async_thread_submit(ta_async_thread *t, ta_apply_call *calls, size_t n,
                             void (*done)(void *arg), void *arg)
 {
 	ta_async_job *job = malloc(sizeof(*job));
+	ta_async_lane *lane = job ? lane_mine(t) : NULL;
+	if (lane) { /* the caller's own: its next poll runs it */
+		*job = (ta_async_job){calls, n, done, arg, NULL};
+		if (lane->tail)
+			lane->tail->next = job;
+		else
+			lane->head = job;
+		lane->tail = job;
+		return;
+	}
 	pthread_mutex_lock(&t->mu);
 	if (job && !t->started && !t->failed && !t->stopping) {
 		int rc = async_start(t);

@@ -174,6 +174,7 @@ typedef struct cpu_backend {
 	ta_hostmem hostmem;     /* the host memory budget of tile allocations */
 	ta_async_thread *async; /* apply_async's completion thread (ta_async_thread.h), made
 	                           with the first call (under lock); NULL before */
+	int lanes;              /* threads that may attach (TILEATOM_CPU_LANES) */
 } cpu_backend;
 
 /* ---- element arithmetic ------------------------------------------------------------- */
@@ -1429,28 +1430,52 @@ static void cpu_destroy(ta_backend *be)
 	free(cb);
 }
 
-/* vtable apply_async: the calls run in order on the backend's completion thread. */
-static void cpu_apply_async(ta_backend *be, ta_apply_call *calls, size_t n, void (*done)(void *arg),
-                            void *arg)
+/* The backend's completion thread and lanes (ta_async_thread.h), made on first use; NULL
+ * when there is no memory for it. */
+static ta_async_thread *cpu_async(cpu_backend *cb)
 {
-	cpu_backend *cb = (cpu_backend *)be;
 	pthread_mutex_lock(&cb->lock);
 	if (!cb->async) {
 		ta_async_thread *t = malloc(sizeof(*t));
-		if (t && ta_async_thread_init(t, be) != 0) {
+		if (t && ta_async_thread_init(t, &cb->base, cb->lanes) != 0) {
 			free(t);
 			t = NULL;
 		}
-		cb->async = t;
+		__atomic_store_n(&cb->async, t, __ATOMIC_RELEASE); /* (cpu_poll_async) */
 	}
 	ta_async_thread *t = cb->async;
 	pthread_mutex_unlock(&cb->lock);
+	return t;
+}
+
+/* vtable apply_async: the calls run in order in the caller's polls when it attached, else
+ * on the backend's completion thread. */
+static void cpu_apply_async(ta_backend *be, ta_apply_call *calls, size_t n, void (*done)(void *arg),
+                            void *arg)
+{
+	ta_async_thread *t = cpu_async((cpu_backend *)be);
 	if (!t) { /* no memory for it: correct, only not asynchronous */
 		ta_backend_apply_many(be, calls, n);
 		done(arg);
 		return;
 	}
 	ta_async_thread_submit(t, calls, n, done, arg);
+}
+
+/* vtable async_attach: the calling thread takes a lane (TILEATOM_CPU_LANES of them). */
+static bool cpu_async_attach(ta_backend *be)
+{
+	ta_async_thread *t = cpu_async((cpu_backend *)be);
+	return t && ta_async_thread_attach(t);
+}
+
+/* vtable poll_async: runs the calling thread's queued calls. */
+static bool cpu_poll_async(ta_backend *be)
+{
+	cpu_backend *cb = (cpu_backend *)be;
+	/* made before the thread attached, and never changed until the backend goes */
+	ta_async_thread *t = __atomic_load_n(&cb->async, __ATOMIC_ACQUIRE);
+	return t && ta_async_thread_poll(t);
 }
 
 /* The CPU backend's operations. */
@@ -1462,6 +1487,8 @@ static const ta_backend_vtbl cpu_vtbl = {
     .apply = cpu_apply_plan,
     .info = cpu_info,
     .apply_async = cpu_apply_async,
+    .async_attach = cpu_async_attach,
+    .poll_async = cpu_poll_async,
 };
 
 /* Fills buf with the CPU model name from /proc/cpuinfo and the online CPU count. */
@@ -1499,11 +1526,21 @@ ta_backend *ta_cpu_backend_new(int nthreads, ta_error *err)
 	if (n > TA_CPU_MAX_WORKERS)
 		n = TA_CPU_MAX_WORKERS;
 
+	long lanes = TA_ASYNC_LANES;
+	const char *env = getenv("TILEATOM_CPU_LANES");
+	if (env && *env && (!ta_env_count(env, &lanes) || lanes > TA_ASYNC_LANES)) {
+		ta_error_set(err, TA_INVALID_ARGUMENT,
+		             "TILEATOM_CPU_LANES='%s' is not a count of lanes from 0 to %d (0: the "
+		             "loops' asynchronous calls go through the completion thread)",
+		             env, TA_ASYNC_LANES);
+		return NULL;
+	}
 	cpu_backend *cb = calloc(1, sizeof(*cb));
 	if (!cb) {
 		ta_error_set(err, TA_RESOURCE_EXHAUSTED, "cpu backend: out of memory");
 		return NULL;
 	}
+	cb->lanes = (int)lanes;
 	cb->base.vt = &cpu_vtbl;
 	describe_cpu(cb->device, sizeof(cb->device), ncpu);
 	cb->threads = calloc((size_t)n, sizeof(*cb->threads));

@@ -1086,18 +1086,6 @@ void cuda_set_batch_window(ta_backend *base, unsigned usec)
 	pthread_mutex_unlock(&be->batch.mu);
 }
 
-/* Reads an environment variable's value as a count (a non-negative decimal integer; one
- * too large for a long reads as LONG_MAX) into *out: false when it is not one. */
-static bool env_count(const char *value, long *out)
-{
-	char *end = NULL;
-	long v = strtol(value, &end, 10);
-	if (end == value || *end || v < 0)
-		return false;
-	*out = v;
-	return true;
-}
-
 ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 {
 	cudaError_t e;
@@ -1117,7 +1105,7 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 	const char *spin = getenv("TILEATOM_CUDA_DONE_SPIN_US");
 	long spin_us = 0;
 	if (spin && *spin) {
-		if (!env_count(spin, &spin_us) || spin_us > 1000000)
+		if (!ta_env_count(spin, &spin_us) || spin_us > 1000000)
 			return ta_error_set(err, TA_INVALID_ARGUMENT,
 			                    "TILEATOM_CUDA_DONE_SPIN_US='%s' is not a number of "
 			                    "microseconds from 0 to 1000000",
@@ -1147,7 +1135,7 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 		be->batch.pk_max = TA_PK_CHAINS_DEFAULT;
 		long v = 0;
 		if (env && *env) {
-			if (!env_count(env, &v)) {
+			if (!ta_env_count(env, &v)) {
 				return ta_error_set(
 				    err, TA_INVALID_ARGUMENT,
 				    "TILEATOM_CUDA_PERSISTENT='%s' is not a count of chains "
@@ -1164,7 +1152,7 @@ ta_status batcher_init(ta_cuda_backend *be, ta_error *err)
 	}
 	const char *lanes = getenv("TILEATOM_CUDA_LANES");
 	long n_lanes = TA_CUDA_LANES_DEFAULT;
-	if (lanes && *lanes && (!env_count(lanes, &n_lanes) || n_lanes > TA_CUDA_LANES_MAX))
+	if (lanes && *lanes && (!ta_env_count(lanes, &n_lanes) || n_lanes > TA_CUDA_LANES_MAX))
 		return ta_error_set(err, TA_INVALID_ARGUMENT,
 		                    "TILEATOM_CUDA_LANES='%s' is not a count of lanes from 0 to %d "
 		                    "(0: every loop's requests go through the lead thread)",

@@ -18,20 +18,6 @@
 
 #include "ta_cuda_backend.h"
 
-/* This thread's number for the lanes (0: none yet): numbers are never reused, so a lane
- * is never taken for a later thread's. */
-static __thread uint64_t tl_thread_no;
-/* The last number given. */
-static uint64_t g_thread_no;
-
-/* The calling thread's number (given on first use). */
-static uint64_t thread_no(void)
-{
-	if (!tl_thread_no)
-		tl_thread_no = __atomic_add_fetch(&g_thread_no, 1ull, __ATOMIC_RELAXED);
-	return tl_thread_no;
-}
-
 ta_status lanes_init(ta_cuda_backend *be, int n, ta_error *err)
 {
 	cuda_batcher *b = &be->batch;
@@ -109,7 +95,7 @@ pk_lane *lane_mine(ta_cuda_backend *be)
 	int n = __atomic_load_n(&b->lanes_claimed, __ATOMIC_ACQUIRE);
 	if (n == 0)
 		return NULL;
-	uint64_t me = thread_no();
+	uint64_t me = ta_thread_no();
 	for (int i = 0; i < n; i++)
 		if (b->lanes[i].owner == me)
 			return &b->lanes[i];
@@ -135,7 +121,7 @@ bool cuda_async_attach(ta_backend *base)
 		cudaError_t e = box_init(&lane->box, b->lanes_mem + (size_t)i * TA_PK_BOX_BYTES);
 		if (e == cudaSuccess) {
 			lane->stream_ok = true;
-			lane->owner = thread_no();
+			lane->owner = ta_thread_no();
 			lane->holds = b->lane_holds; /* a hold in effect now keeps it off too */
 			__atomic_store_n(&b->lanes_claimed, i + 1, __ATOMIC_RELEASE);
 			took = true;

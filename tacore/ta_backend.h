@@ -38,6 +38,8 @@
 #include "ta_place.h"
 #include "ta_plan.h"
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef __cplusplus
@@ -364,6 +366,31 @@ static inline void ta_backend_apply_async(ta_backend *be, ta_apply_call *calls, 
                                           void (*done)(void *arg), void *arg)
 {
 	be->vt->apply_async(be, calls, n, done, arg);
+}
+
+/* Reads an environment variable's value as a count (a non-negative decimal integer; one
+ * too large for a long reads as LONG_MAX) into *out: false when it is not one. For the
+ * backends' settings (TILEATOM_CUDA_*, TILEATOM_CPU_LANES). */
+static inline bool ta_env_count(const char *value, long *out)
+{
+	char *end = NULL;
+	long v = strtol(value, &end, 10);
+	if (end == value || *end || v < 0)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* The calling thread's number, for a backend that keeps something per attached thread (a
+ * loop's lane): given on first use from a counter and never reused, as a thread's id may
+ * be. Each translation unit that calls it numbers the threads on its own. */
+static inline uint64_t ta_thread_no(void)
+{
+	static __thread uint64_t mine;
+	static uint64_t last;
+	if (!mine)
+		mine = __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+	return mine;
 }
 
 /* The calling thread will poll (async_attach): true when it must, with

@@ -1666,6 +1666,81 @@ START_TEST(test_executor_expected_poll)
 }
 END_TEST
 
+/* A backend whose asynchronous work runs in its caller's polls (a lane): the pump completes
+ * one job a turn, on the loop's thread, then still reports work out for extra turns. */
+typedef struct {
+	test_job *jobs; /* the jobs it completes, in order */
+	int n;          /* how many */
+	int next;       /* the next to complete */
+	int extra;      /* turns it still reports work out once all are completed */
+	int calls;      /* pump calls */
+	pthread_t loop; /* the loop's thread (every call must be on it) */
+	bool off_loop;  /* a call came from another thread */
+} lane_pump;
+
+/* The pump (ta_executor_port_pump): true while work is out. */
+static bool pump_lane(void *arg)
+{
+	lane_pump *p = arg;
+	p->calls++;
+	if (!pthread_equal(pthread_self(), p->loop))
+		p->off_loop = true;
+	if (p->next < p->n) { /* worked here, on the loop (test_work would name a worker) */
+		p->jobs[p->next].result = p->jobs[p->next].value * 2;
+		ta_executor_complete(&p->jobs[p->next++].job);
+		return true;
+	}
+	return p->extra-- > 0;
+}
+
+START_TEST(test_executor_pump)
+{
+	/* a port with a pump polls while its jobs are out even where it would not poll
+	 * (ta_executor_port_poll 0), calls the pump on every turn on the loop's thread, runs
+	 * the done callbacks the pump's completions queue, and stops polling only once the
+	 * pump has nothing out and no job is left */
+	enum { N = 32, EXTRA = 5 };
+	uv_loop_t loop;
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	ta_executor ex;
+	ck_assert_int_eq(ta_executor_init(&ex, &loop, 1), 0);
+	ta_executor_port_poll(&ex.main, 0);
+	test_job *jobs = calloc(N, sizeof(*jobs));
+	ck_assert_ptr_nonnull(jobs);
+	lane_pump pump = {jobs, N, 0, EXTRA, 0, pthread_self(), false};
+	ta_executor_port_pump(&ex.main, pump_lane, &pump);
+	int done = 0;
+	long sum = 0;
+	bool ok = true;
+	for (int i = 0; i < N; i++) {
+		test_job_init(&jobs[i], i, &done, &sum, &ok);
+		ta_executor_expect(&ex.main, &jobs[i].job);
+	}
+	ck_assert(ex.main.polling);
+	ck_assert(uv_is_active((uv_handle_t *)&ex.main.poll_idle));
+	while (done < N) /* the idle handle turns the loop without sleeping */
+		ck_assert_int_ge(uv_run(&loop, UV_RUN_ONCE), 0);
+	ck_assert_int_eq(sum, (long)N * (N - 1));
+	ck_assert(ok);
+	ck_assert_int_eq(ex.main.expected, 0);
+	for (int i = 0; i < EXTRA; i++) { /* the pump still has work out: the port polls on */
+		ck_assert(ex.main.polling);
+		uv_run(&loop, UV_RUN_NOWAIT);
+	}
+	uv_run(&loop, UV_RUN_NOWAIT); /* the turn the pump reports nothing out ends the poll */
+	ck_assert(!ex.main.polling);
+	ck_assert(!uv_is_active((uv_handle_t *)&ex.main.poll_idle));
+	ck_assert_int_eq(pump.calls, N + EXTRA + 1);
+	ck_assert(!pump.off_loop);
+	executor_closed = 0;
+	ta_executor_stop(&ex, on_executor_closed);
+	ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+	ck_assert_int_eq(executor_closed, 1);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	free(jobs);
+}
+END_TEST
+
 /* The suites. */
 static Suite *daemon_suite(void)
 {
@@ -1699,6 +1774,7 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, test_notify);
 	tcase_add_test(tc, test_executor);
 	tcase_add_test(tc, test_executor_expected_poll);
+	tcase_add_test(tc, test_executor_pump);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -766,15 +766,21 @@ static bool has_thread_named(pid_t pid, const char *name)
 	return found;
 }
 
-START_TEST(test_async_run_order)
+/* test_async_run_order with the backend's lanes, and without (TILEATOM_CPU_LANES=0). */
+static void async_run_order(bool lanes)
 {
 	/* --async-apply 1 on the CPU backend (its completion thread): a pipelined run's small
 	 * plans go from the loop to apply_async in groups of at most 64, one group of a
 	 * connection in flight at a time; a request answered without being collected (an add
 	 * to a missing tile) comes after the plans before it; a ping runs on the loop; a large
 	 * plan sends the rest of the run to a worker. Every answer in request order, every
-	 * value as if the requests ran one by one, and the completion thread ran the groups;
-	 * then a run of adds differing only in index and value, exact. */
+	 * value as if the requests ran one by one; then a run of adds differing only in index
+	 * and value, exact. With lanes each loop ran its groups itself (it says so at info,
+	 * and the CPU backend never started its completion thread); without, the completion
+	 * thread ran them. */
+	if (!lanes)
+		ck_assert_int_eq(setenv("TILEATOM_CPU_LANES", "0", 1),
+		                 0); /* (this test's process) */
 	daemon_proc d;
 	const char *const extra[] = {"--async-apply", "1", "--loops", "2",
 	                             "--inline-max",  "0", NULL};
@@ -825,16 +831,38 @@ START_TEST(test_async_run_order)
 	append_indexed_add(run, sizeof(run), &used, 2000, "h", 3, 0, true);
 	ck_assert(send_all(fd, run, used));
 	expect_old(fd, 2000, sum[3]);
-	/* the CPU backend starts its completion thread with the first apply_async (CUDA's lead
-	 * thread runs from the start) */
+	/* the CPU backend starts its completion thread with the first apply_async not in a
+	 * lane (CUDA's lead thread runs from the start) */
 	const char *backend = getenv("TA_TEST_BACKEND");
 	bool cuda = backend && strcmp(backend, "cuda") == 0;
-	ck_assert_msg(has_thread_named(d.pid, cuda ? "ta-cuda-lead" : "ta-async"),
-	              "no completion thread: the groups did not go to apply_async");
+	if (cuda || !lanes)
+		ck_assert_msg(has_thread_named(d.pid, cuda ? "ta-cuda-lead" : "ta-async"),
+		              "no completion thread: the groups did not go to apply_async");
+	else
+		ck_assert_msg(!has_thread_named(d.pid, "ta-async"),
+		              "the completion thread ran: the groups did not go to the lanes");
 	close(fd);
 	int status = stop_daemon(&d);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	char *err = slurp(d.err_path);
+	ck_assert_ptr_nonnull(err);
+	bool in_lane = strstr(err, "its asynchronous requests run in its own lane") != NULL;
+	ck_assert_msg(in_lane == (lanes || cuda), "lanes %d, the log says %d", lanes, in_lane);
+	free(err);
 	cleanup(&d);
+	if (!lanes)
+		ck_assert_int_eq(unsetenv("TILEATOM_CPU_LANES"), 0);
+}
+
+START_TEST(test_async_run_order)
+{
+	async_run_order(true);
+}
+END_TEST
+
+START_TEST(test_async_run_order_thread)
+{
+	async_run_order(false);
 }
 END_TEST
 
@@ -2534,6 +2562,7 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, test_pipelined_order);
 	tcase_add_test(tc, test_grouped_run_order);
 	tcase_add_test(tc, test_async_run_order);
+	tcase_add_test(tc, test_async_run_order_thread);
 	tcase_add_test(tc, test_kept_tile_destroyed_in_run);
 	tcase_add_test(tc, test_bad_frames_other_client_unharmed);
 	tcase_add_test(tc, test_tiny_write_queue_pipelined);

@@ -8,7 +8,8 @@
  * that a sharded tile's rows really live in separate pools. And the concurrency: batches
  * (apply_many) over tiles on several pools give what one call after another gives, and
  * threads whose requests span every part of a sharded tile (run by the pools' helpers at
- * the same time) lose no update. Histograms through the partial-tile path with one scratch
+ * the same time) lose no update; a thread that attaches runs its asynchronous calls in its
+ * own polls on every device (the lanes). Histograms through the partial-tile path with one scratch
  * (one apply with a merge-out on the keys' pool) give exact bins, and the CPU backend's
  * merge-out itself is checked element by element. */
 #include "ta_backend.h"
@@ -1072,6 +1073,96 @@ START_TEST(test_histogram_one_scratch)
 }
 END_TEST
 
+/* The done function of test_async_lanes: counts. */
+static void lanes_done(void *arg)
+{
+	__atomic_add_fetch((int *)arg, 1, __ATOMIC_RELEASE);
+}
+
+/* Builds an add of val at index at of a one-axis int32 tile t into p (old value wanted). */
+static void lanes_add(ta_plan *p, const ta_tile_shape *t, int64_t *at, int32_t *val, int32_t *old)
+{
+	ta_error err = {0};
+	ta_request req;
+	ta_request_init(&req);
+	req.family = TA_FAMILY_INDEXED;
+	req.addr = TA_ADDR_INDEXED;
+	req.n_index = 1;
+	req.want_old = true;
+	req.op = TA_OP_ADD;
+	int64_t one = 1;
+	req.index[0] = ta_tu_view(TA_DTYPE_I64, 1, &one, at);
+	req.values = ta_tu_view(TA_DTYPE_I32, 0, NULL, val);
+	ck_assert_msg(ta_plan_build(p, t, &req, &err) == TA_OK, "%s", err.msg);
+	p->old_out = old;
+}
+
+/* A thread that attaches (a daemon's loop) runs its asynchronous calls in its own polls, on
+ * each device of the multi-device layer (a tile sharded over two CPU pools): nothing runs
+ * before the poll, everything in it, in order, exactly; with TILEATOM_CPU_LANES=0 it has
+ * no lane and the completion thread runs them; a bad value refuses the backend. */
+START_TEST(test_async_lanes)
+{
+	enum { CALLS = 40 };
+	ta_tile_shape t = {TA_DTYPE_I32, 1, {8}};
+	static ta_plan plans[CALLS];
+	static ta_result res[CALLS];
+	static ta_error errs[CALLS];
+	static int64_t at[CALLS];
+	static int32_t val[CALLS], old[CALLS];
+	ta_apply_call calls[CALLS];
+	for (int lanes = 1; lanes >= 0; lanes--) {
+		if (!lanes)
+			ck_assert_int_eq(setenv("TILEATOM_CPU_LANES", "0", 1), 0);
+		ta_placement shard = {TA_PLACE_SHARD, 0, 0, NULL};
+		ta_backend *be = multi_new(2, shard);
+		ta_error err = {0};
+		void *mem = NULL;
+		ck_assert_int_eq(ta_backend_tile_alloc_placed(be, &t, 32, NULL, &mem, &err), TA_OK);
+		ck_assert(ta_backend_async_attach(be) == (lanes == 1));
+		int32_t model[8] = {0}, want[CALLS];
+		for (int c = 0; c < CALLS; c++) {
+			at[c] = (c * 3) % 8; /* both halves of the tile: both devices */
+			val[c] = c + 1;
+			want[c] = model[at[c]];
+			model[at[c]] += val[c];
+			lanes_add(&plans[c], &t, &at[c], &val[c], &old[c]);
+			calls[c] = (ta_apply_call){mem, 32, &plans[c], &res[c], &errs[c], TA_OK};
+		}
+		int done = 0;
+		ta_backend_apply_async(be, calls, CALLS, lanes_done, &done);
+		if (lanes) {
+			ck_assert_int_eq(done, 0); /* queued in the lanes: nothing ran yet */
+			ck_assert(!ta_backend_poll_async(be)); /* ran here: nothing is out after */
+			ck_assert_int_eq(done, 1);
+		} else {
+			while (__atomic_load_n(&done, __ATOMIC_ACQUIRE) == 0)
+				ck_assert(
+				    !ta_backend_poll_async(be)); /* (no lane: nothing to drive) */
+		}
+		for (int c = 0; c < CALLS; c++) {
+			ck_assert_msg(calls[c].status == TA_OK, "%s", errs[c].msg);
+			ck_assert_int_eq(old[c], want[c]);
+		}
+		int32_t back[8];
+		ck_assert_int_eq(ta_tu_tile_read(be, mem, 32, &t, back, &err), TA_OK);
+		for (int i = 0; i < 8; i++)
+			ck_assert_int_eq(back[i], model[i]);
+		ta_backend_tile_free(be, mem);
+		ta_backend_destroy(be);
+	}
+	static const char *const bad[] = {"x", "-1", "65", "2 "};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		ck_assert_int_eq(setenv("TILEATOM_CPU_LANES", bad[i], 1), 0);
+		ta_error err = {0};
+		ck_assert_ptr_null(ta_cpu_backend_new(2, &err));
+		ck_assert_int_eq(err.code, TA_INVALID_ARGUMENT);
+		ck_assert_msg(strstr(err.msg, "TILEATOM_CPU_LANES") != NULL, "%s", err.msg);
+	}
+	ck_assert_int_eq(unsetenv("TILEATOM_CPU_LANES"), 0);
+}
+END_TEST
+
 static Suite *multi_suite(void)
 {
 	Suite *s = suite_create("multi");
@@ -1085,6 +1176,7 @@ static Suite *multi_suite(void)
 	tcase_add_test(tc, test_where_text);
 	tcase_add_test(tc, test_place_parts);
 	tcase_add_test(tc, test_apply_many_across_devices);
+	tcase_add_test(tc, test_async_lanes);
 	tcase_add_test(tc, test_concurrent_requests_over_parts);
 	tcase_add_test(tc, test_merge_out_cpu);
 	tcase_add_test(tc, test_histogram_one_scratch);
