@@ -1175,12 +1175,7 @@ START_TEST(test_batch_chain_order)
 	int64_t model[64] = {0};
 	for (int k = 0; k < CALLS; k++) {
 		ta_request req;
-		ta_request_init(&req);
-		req.family = TA_FAMILY_INDEXED;
-		req.addr = TA_ADDR_INDEXED;
-		req.n_index = 1;
-		req.want_old = true;
-		req.op = TA_OP_ADD;
+		ta_tu_indexed(&req, TA_OP_ADD, true);
 		int64_t n = 1;
 		at[k][0] = k < RUN ? (k * 13) % 5 : 0;
 		val[k] = 1;
@@ -1284,12 +1279,7 @@ static void lane_plan(ta_plan *p, const ta_tile_shape *t, int64_t n, int64_t *at
 {
 	ta_error err;
 	ta_request req;
-	ta_request_init(&req);
-	req.family = TA_FAMILY_INDEXED;
-	req.addr = TA_ADDR_INDEXED;
-	req.n_index = 1;
-	req.want_old = true;
-	req.op = TA_OP_ADD;
+	ta_tu_indexed(&req, TA_OP_ADD, true);
 	int64_t shp[1] = {n};
 	req.index[0] = ta_tu_view(TA_DTYPE_I64, 1, shp, at);
 	req.values = ta_tu_view(TA_DTYPE_I64, 0, NULL, one);
@@ -1407,9 +1397,7 @@ START_TEST(test_lanes)
 		pthread_join(th[i], NULL);
 		ck_assert_int_eq(args[i].failures, 0);
 		ck_assert(!args[i].out_after);
-#ifdef TA_HAVE_CUDA
-		ck_assert(args[i].attached == !g_harness);
-#endif
+		ck_assert(args[i].attached); /* (the harness's CPU backend has lanes too) */
 	}
 	ck_assert_int_eq(args[0].big_failures, 0);
 	int64_t back[4096];

@@ -1084,12 +1084,7 @@ static void lanes_add(ta_plan *p, const ta_tile_shape *t, int64_t *at, int32_t *
 {
 	ta_error err = {0};
 	ta_request req;
-	ta_request_init(&req);
-	req.family = TA_FAMILY_INDEXED;
-	req.addr = TA_ADDR_INDEXED;
-	req.n_index = 1;
-	req.want_old = true;
-	req.op = TA_OP_ADD;
+	ta_tu_indexed(&req, TA_OP_ADD, true);
 	int64_t one = 1;
 	req.index[0] = ta_tu_view(TA_DTYPE_I64, 1, &one, at);
 	req.values = ta_tu_view(TA_DTYPE_I32, 0, NULL, val);

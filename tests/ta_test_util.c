@@ -435,6 +435,16 @@ uint64_t ta_tu_ref_apply(ta_op op, ta_dtype dt, uint64_t cur, uint64_t v, uint64
 	}
 }
 
+void ta_tu_indexed(ta_request *req, ta_op op, bool want_old)
+{
+	ta_request_init(req);
+	req->family = TA_FAMILY_INDEXED;
+	req->addr = TA_ADDR_INDEXED;
+	req->n_index = 1;
+	req->op = op;
+	req->want_old = want_old;
+}
+
 ta_array_view ta_tu_view(ta_dtype dt, int rank, const int64_t *shape, const void *data)
 {
 	ta_array_view v;

@@ -66,6 +66,10 @@ uint64_t ta_tu_ref_apply(ta_op op, ta_dtype dt, uint64_t cur, uint64_t v, uint64
 /* A view of packed data (present, shape copied; nbytes from shape and dtype). */
 ta_array_view ta_tu_view(ta_dtype dt, int rank, const int64_t *shape, const void *data);
 
+/* Starts req as an indexed request of op over one index array (ta_request_init, then the
+ * family, addressing, n_index 1, op and want_old set); the operands are the caller's. */
+void ta_tu_indexed(ta_request *req, ta_op op, bool want_old);
+
 /* Number of elements of a shape (1 for rank 0). */
 int64_t ta_tu_count(int rank, const int64_t *shape);
 
