@@ -1559,6 +1559,27 @@ START_TEST(test_executor)
 }
 END_TEST
 
+/* Stops ex (its close callback counted once) and closes its loop, which nothing else holds. */
+static void stop_and_close(ta_executor *ex, uv_loop_t *loop)
+{
+	executor_closed = 0;
+	ta_executor_stop(ex, on_executor_closed);
+	ck_assert_int_eq(uv_run(loop, UV_RUN_DEFAULT), 0);
+	ck_assert_int_eq(executor_closed, 1);
+	ck_assert_int_eq(uv_loop_close(loop), 0);
+}
+
+/* Marks n jobs (numbered 0..n-1, counting into done, sum and ok) as worked outside the
+ * executor with port: ta_executor_expect each. */
+static void expect_jobs(ta_executor_port *port, test_job *jobs, int n, int *done, long *sum,
+                        bool *ok)
+{
+	for (int i = 0; i < n; i++) {
+		test_job_init(&jobs[i], i, done, sum, ok);
+		ta_executor_expect(port, &jobs[i].job);
+	}
+}
+
 /* Jobs worked outside the executor (a backend's apply_async), completed by a thread of
  * the test: after delay_us, each in turn. */
 typedef struct {
@@ -1614,10 +1635,7 @@ static void run_expected(unsigned poll_us, unsigned delay_us)
 	int done = 0;
 	long sum = 0;
 	bool ok = true;
-	for (int i = 0; i < N; i++) {
-		test_job_init(&jobs[i], i, &done, &sum, &ok);
-		ta_executor_expect(&ex.main, &jobs[i].job);
-	}
+	expect_jobs(&ex.main, jobs, N, &done, &sum, &ok);
 	ck_assert_int_eq(ex.main.expected, N);
 	ck_assert(ex.main.polling == (poll_us > 0));
 	ck_assert(uv_is_active((uv_handle_t *)&ex.main.poll_idle) == (poll_us > 0));
@@ -1642,11 +1660,7 @@ static void run_expected(unsigned poll_us, unsigned delay_us)
 	ck_assert(!ex.main.polling);
 	ck_assert(!uv_is_active((uv_handle_t *)&ex.main.poll_idle));
 	uv_close((uv_handle_t *)&timer, NULL);
-	executor_closed = 0;
-	ta_executor_stop(&ex, on_executor_closed);
-	ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
-	ck_assert_int_eq(executor_closed, 1);
-	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	stop_and_close(&ex, &loop);
 	free(jobs);
 }
 
@@ -1712,10 +1726,7 @@ START_TEST(test_executor_pump)
 	int done = 0;
 	long sum = 0;
 	bool ok = true;
-	for (int i = 0; i < N; i++) {
-		test_job_init(&jobs[i], i, &done, &sum, &ok);
-		ta_executor_expect(&ex.main, &jobs[i].job);
-	}
+	expect_jobs(&ex.main, jobs, N, &done, &sum, &ok);
 	ck_assert(ex.main.polling);
 	ck_assert(uv_is_active((uv_handle_t *)&ex.main.poll_idle));
 	while (done < N) /* the idle handle turns the loop without sleeping */
@@ -1732,11 +1743,7 @@ START_TEST(test_executor_pump)
 	ck_assert(!uv_is_active((uv_handle_t *)&ex.main.poll_idle));
 	ck_assert_int_eq(pump.calls, N + EXTRA + 1);
 	ck_assert(!pump.off_loop);
-	executor_closed = 0;
-	ta_executor_stop(&ex, on_executor_closed);
-	ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
-	ck_assert_int_eq(executor_closed, 1);
-	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	stop_and_close(&ex, &loop);
 	free(jobs);
 }
 END_TEST
