@@ -196,9 +196,10 @@ struct cuda_batcher {
 	unsigned long long batches; /* batches run */
 	unsigned long long batched; /* requests that went through a batch */
 	/* the persistent kernel (see "the persistent kernel" below) */
-	pk_box box;                    /* the lead's resident kernel (lead only, but for
-	                                  box.epoch: under mu) */
-	int pk_max;                    /* most chains of a batch it takes; 0: off (under mu) */
+	pk_box box;                    /* the lead's resident kernel (lead only;
+	                                  ta_cuda_persistent_counts reads box.epoch) */
+	int pk_max;                    /* most chains of a batch it takes; 0: off (written
+	                                  under mu, atomically: the lanes read it without) */
 	bool pk_on;                    /* launched and not yet reaped (under mu) */
 	int holds;                     /* callers needing the device without it (under mu) */
 	pthread_cond_t pk_cv;          /* broadcast when pk_on turns false */
