@@ -13,8 +13,9 @@
 # sides (--busy-poll USEC, TILEATOM_BUSY_POLL_US=USEC), cuda-workers and cpu, and torch's
 # in-process one-element add_ + synchronize (p50) when python3 has torch with CUDA.
 #   scripts/gpu-async.sh [CARRY]   ROUNDS (3), USEC (50), BENCH_SECONDS (3); logs and the
-#                                  CSV lines under $OUT (default /tmp/gpu-out); a summary
-#                                  (medians over the rounds) is printed last
+#                                  CSV lines under $OUT (default /tmp/gpu-out); every
+#                                  round's line, then a summary (medians over the rounds,
+#                                  the lower middle of an even count) are printed last
 set -u
 carry=${1:-gpu-carry}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -90,8 +91,11 @@ print("torch-add-sync-1 p50_us %.1f p99_us %.1f" % (lat[len(lat) // 2] / 1e3,
 PY
 echo "torch: $(cat "$OUT/async-torch.txt" 2>/dev/null) (exit $torch_rc; log $OUT/async-torch.log)"
 
-# medians over the rounds: rps (column 9 of label,shape,row) and p50 (column 11)
-echo "== summary (median over rounds; adds/s, p50 us)"
+# every round's line (label,shape,<bench csv row>), then medians over the rounds: rps
+# (column 9) and p50 (column 11); of an even count of rounds, the lower middle one
+echo "== every round"
+cat "$csv"
+echo "== summary (median over rounds, the lower middle of an even count; adds/s, p50 us)"
 awk -F, '$3 != "failed" && NF > 10 { k = $1 " " $2; n[k]++; r[k, n[k]] = $9; l[k, n[k]] = $11 }
 function med(a, k, c,   i, j, t, v) {
 	for (i = 1; i <= c; i++) v[i] = a[k, i]
