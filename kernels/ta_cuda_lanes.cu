@@ -304,7 +304,9 @@ static inline void lane_pause(void)
 }
 
 /* Spins until lane's kernel has taken its last bell, finished it or returned (a hold's
- * stop must not overwrite a bell not yet read). Under lane->mu, its kernel on. */
+ * stop must not overwrite a bell not yet read). Under lane->mu, its kernel on. Not
+ * box_poll or the lead's box_until_taken: this runs on the holder's thread while the owner
+ * may poll the same box (box_poll's count is the owner's), and it must not give up. */
 static void lane_until_taken(pk_lane *lane)
 {
 	pk_box *box = &lane->box;
