@@ -667,6 +667,7 @@ bool ta_repeat_record(ta_repeat *r, const uint8_t *payload, size_t len, const ta
                       ta_tile *tile)
 {
 	r->valid = false;
+	r->gen++;
 	uint64_t id = 0;
 	const uint8_t *rest = NULL;
 	if (!split_id(payload, len, &id, &rest) || id != w->id)

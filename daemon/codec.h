@@ -180,6 +180,8 @@ typedef struct ta_repeat_hole {
 /* The kept request. */
 typedef struct ta_repeat {
 	bool valid;                             /* a request is kept */
+	uint64_t gen;                           /* bumped by every ta_repeat_record: copies of
+	                                           plan made before (pipeline.c) are stale */
 	ta_req_kind kind;                       /* its kind (metrics) */
 	uint32_t len;                           /* bytes at body */
 	uint64_t body[TA_REPEAT_MAX_BYTES / 8]; /* its payload after the id field (zero after

@@ -305,7 +305,9 @@ ta_async_run *ta_async_run_new(ta_service *svc)
 	if (!ar)
 		return NULL;
 	ta_dispatch_scratch_init(&ar->scratch);
-	ar->g.svc = svc; /* the rest is set by each step */
+	for (int i = 0; i < TA_DISPATCH_GROUP; i++)
+		ar->g.rcs[i].copy_of = NULL; /* no copy of a kept plan yet (repeat_collect) */
+	ar->g.svc = svc;                     /* the rest is set by each step */
 	return ar;
 }
 
@@ -346,10 +348,28 @@ static inline ta_operand *plan_operand(ta_plan *p, int i, int n)
 	return i < n ? &p->index[i] : i == n ? &p->values : &p->compare;
 }
 
+/* Makes rc->plan a copy of r's kept plan whose operands and old value live in
+ * rc->repeat_slots (the layout of r->slots, then r->old), tagged with r's gen: it stays
+ * valid for every later repeat of the same kept request that this rc carries. */
+static void plan_copy(resp_ctx *rc, const ta_repeat *r)
+{
+	rc->plan = r->plan;
+	int n = rc->plan.n_index < TA_MAX_RANK ? rc->plan.n_index : TA_MAX_RANK;
+	for (int i = 0; i < n + 2; i++) { /* operands in the holes' slots: now in the copy's */
+		ta_operand *to = plan_operand(&rc->plan, i, n);
+		uintptr_t at = (uintptr_t)to->data - (uintptr_t)r->slots;
+		if (to->data && at < sizeof(r->slots))
+			to->data = (uint8_t *)rc->repeat_slots + at;
+	}
+	if (rc->plan.want_old)
+		rc->plan.old_out = &rc->repeat_slots[TA_REPEAT_HOLES];
+}
+
 /* Collects payload into g's next request as the session's kept request again (codec.h)
- * when it is that request and its plan may join the asynchronous group: the plan copied
- * with its operand bytes into the run's arena (the kept plan's own are overwritten by the
- * next match), the tile held (through the group's request before when that one holds the
+ * when it is that request and its plan may join the asynchronous group: the operand bytes
+ * written into the request's own slots, where its copy of the kept plan points (copied
+ * once per kept request: a group's request i reuses the copy of the group before, see
+ * plan_copy), the tile held (through the group's request before when that one holds the
  * same unchanged tile: no reference of its own), no decoding or planning. False, with
  * nothing done, when it is not (the tile replaced: the kept request is forgotten, and the
  * decoder answers). */
@@ -363,10 +383,8 @@ static bool repeat_collect(dispatch_group *g, ta_dispatch_scratch *scratch, cons
 	uint64_t id = 0;
 	if (r->plan.space != TA_SPACE_GLOBAL || !ta_plan_async_ok(&r->plan))
 		return false;
-	/* the operand data goes straight into the copy's slots (room): a copy of the kept
-	 * slots just written would wait for those small stores */
-	uint64_t *room = ta_arena_alloc_inline(&scratch->arena, sizeof(r->slots) + sizeof(r->old));
-	if (!room || !ta_repeat_match(r, payload, len, &id, room))
+	bool copied = rc->copy_of == r && rc->copy_gen == r->gen; /* rc_begin clears the tag */
+	if (!ta_repeat_match(r, payload, len, &id, rc->repeat_slots))
 		return false;
 	rc_begin(rc, svc, scratch, session, payload, len, -1);
 	rc->group = g;
@@ -375,20 +393,12 @@ static bool repeat_collect(dispatch_group *g, ta_dispatch_scratch *scratch, cons
 	                                &shared, &rc->err);
 	if (!tile)
 		return false;
-	rc->plan = r->plan;
-	int n = rc->plan.n_index < TA_MAX_RANK ? rc->plan.n_index : TA_MAX_RANK;
-	for (int i = 0; i < n + 2; i++) { /* operands in the holes' slots: now in the copies */
-		/* read from the kept plan, not the copy just written (a load from the copy waits
-		 * for the block copy's stores) */
-		const ta_operand *from = plan_operand(&r->plan, i, n);
-		uintptr_t at = (uintptr_t)from->data - (uintptr_t)r->slots;
-		if (from->data && at < sizeof(r->slots))
-			plan_operand(&rc->plan, i, n)->data = (uint8_t *)room + at;
-	}
-	if (rc->plan.want_old) {
-		rc->old_buf = (uint8_t *)&room[TA_REPEAT_HOLES];
-		rc->plan.old_out = rc->old_buf;
-	}
+	if (!copied)
+		plan_copy(rc, r);
+	rc->copy_of = r;
+	rc->copy_gen = r->gen;
+	if (rc->plan.want_old)
+		rc->old_buf = rc->plan.old_out;
 	rc->id = id;
 	rc->req_kind = r->kind;
 	rc->kind = OUT_OP;

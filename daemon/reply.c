@@ -79,9 +79,47 @@ bool ta_dispatch_error_append(ta_service *svc, uint64_t id, ta_status code, cons
 	return append_msg(svc, &m, close_after, out);
 }
 
-bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out)
+/* Publishes the counts h holds into the metrics, and into the service's totals too when
+ * totals (a run's kept requests, which nothing else counted); empties h. */
+static void held_publish(ta_service *svc, ta_metrics_held *h, bool totals)
 {
-	size_t out_before = out->len;
+	if (h->requests == 0)
+		return;
+	if (totals) {
+		ta_service_totals *t = ta_service_my_totals(svc);
+		ta_counter_add(&t->requests, h->requests);
+		ta_counter_add(&t->elements, h->elements);
+	}
+	ta_metrics_add_held(&svc->metrics, h);
+}
+
+/* Counts rc's answer (outcome st, bytes_out bytes appended): an OK answer into h when h is
+ * non-NULL (after publishing, with totals as held_publish, what h holds of another kind),
+ * anything else recorded at once. h is for untimed requests only. */
+static inline __attribute__((always_inline)) void count_answer(ta_service *svc, const resp_ctx *rc,
+                                                               ta_status st, size_t bytes_out,
+                                                               ta_metrics_held *h, bool totals)
+{
+	if (h && st == TA_OK) {
+		if (h->requests && h->kind != rc->req_kind)
+			held_publish(svc, h, totals);
+		h->kind = rc->req_kind;
+		h->requests++;
+		h->elements += rc->elements;
+		h->bytes_in += rc->bytes_in;
+		h->bytes_out += bytes_out;
+	} else {
+		ta_metrics_record(&svc->metrics, rc->req_kind, st != TA_OK, rc->elements,
+		                  rc->bytes_in, bytes_out,
+		                  ta_metrics_since(svc->time_requests, &rc->t0));
+	}
+}
+
+/* finish_reply without the counting: appends rc's answer (outcome st) to out; returns
+ * close_after. Inlined into its two callers (every answer takes it). */
+static inline __attribute__((always_inline)) bool append_reply(ta_service *svc, resp_ctx *rc,
+                                                               ta_status st, ta_frame_buf *out)
+{
 	if (st != TA_OK) {
 		if (rc->err.code == TA_OK) /* a path that forgot its message */
 			ta_error_set(&rc->err, st, "%s failed", ta_status_name(st));
@@ -102,30 +140,23 @@ bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out
 	rc->msg.id = rc->id;
 	/* a control-plane body through protobuf-c, anything else through the codec */
 	bool close_after = rc->close_after;
-	if (!rc->ctl) {
-		close_after = append_msg(svc, &rc->msg, close_after, out);
-	} else {
-		int r = ta_frame_append(&rc->ctl->resp.base, svc->max_frame, out);
-		if (r != 0)
-			close_after = append_fallback(
-			    svc, rc->id, r, protobuf_c_message_get_packed_size(&rc->ctl->resp.base),
-			    rc->ctl->resp.status == TILEATOM__STATUS__OK, close_after, out);
-	}
-	if (rc->hold_in && st == TA_OK) {
-		/* held in the scratch, after publishing the counts of another kind */
-		ta_metrics_held *h = &rc->hold_in->held;
-		if (h->requests && h->kind != rc->req_kind)
-			held_flush(svc, rc->hold_in);
-		h->kind = rc->req_kind;
-		h->requests++;
-		h->elements += rc->elements;
-		h->bytes_in += rc->bytes_in;
-		h->bytes_out += out->len - out_before;
-	} else {
-		ta_metrics_record(&svc->metrics, rc->req_kind, st != TA_OK, rc->elements,
-		                  rc->bytes_in, out->len - out_before,
-		                  ta_metrics_since(svc->time_requests, &rc->t0));
-	}
+	if (!rc->ctl)
+		return append_msg(svc, &rc->msg, close_after, out);
+	int r = ta_frame_append(&rc->ctl->resp.base, svc->max_frame, out);
+	if (r != 0)
+		close_after = append_fallback(
+		    svc, rc->id, r, protobuf_c_message_get_packed_size(&rc->ctl->resp.base),
+		    rc->ctl->resp.status == TILEATOM__STATUS__OK, close_after, out);
+	return close_after;
+}
+
+bool finish_reply(ta_service *svc, resp_ctx *rc, ta_status st, ta_frame_buf *out)
+{
+	size_t out_before = out->len;
+	bool close_after = append_reply(svc, rc, st, out);
+	/* held in the scratch: a run's kept requests, counted at its end, totals included */
+	count_answer(svc, rc, st, out->len - out_before, rc->hold_in ? &rc->hold_in->held : NULL,
+	             true);
 	resp_ctx_free(rc);
 	return close_after;
 }
@@ -153,6 +184,10 @@ void group_answer(dispatch_group *g)
 {
 	ta_service *svc = g->svc;
 	uint64_t elements = 0;
+	/* untimed OK answers counted into the metrics together, at kind changes and at the end
+	 * (the group's paths count the totals themselves) */
+	ta_metrics_held held = {0};
+	ta_metrics_held *hold = svc->time_requests ? NULL : &held;
 	for (int i = 0; i < g->n; i++) {
 		resp_ctx *rc = &g->rcs[i];
 		ta_status st = g->calls[i].status;
@@ -162,9 +197,13 @@ void group_answer(dispatch_group *g)
 			plan_body(rc, &rc->plan, &g->results[i], rc->kind);
 		if (!rc->held_shared)
 			ta_tile_unref(rc->held);
-		if (finish_reply(svc, rc, st, g->out))
+		size_t out_before = g->out->len;
+		if (append_reply(svc, rc, st, g->out))
 			g->close_after = true;
+		count_answer(svc, rc, st, g->out->len - out_before, hold, false);
+		resp_ctx_free(rc);
 	}
+	held_publish(svc, &held, false);
 	if (elements) /* one add a group */
 		ta_counter_add(&ta_service_my_totals(svc)->elements, elements);
 	g->n = 0;
@@ -184,12 +223,7 @@ void resp_ctx_free(resp_ctx *rc)
 
 void held_flush(ta_service *svc, ta_dispatch_scratch *scratch)
 {
-	if (scratch->held.requests == 0)
-		return;
-	ta_service_totals *totals = ta_service_my_totals(svc);
-	ta_counter_add(&totals->requests, scratch->held.requests);
-	ta_counter_add(&totals->elements, scratch->held.elements);
-	ta_metrics_add_held(&svc->metrics, &scratch->held);
+	held_publish(svc, &scratch->held, true);
 }
 
 void ta_dispatch_begin_run(ta_service *svc, ta_dispatch_scratch *scratch)

@@ -76,12 +76,17 @@ typedef struct resp_ctx {
 	struct timespec t0;           /* when it was decoded, if timed (metrics) */
 	uint64_t log_seq;             /* the record appended for it (0: none) */
 	void *old_buf;                /* values returned by a plan (arena memory) */
+	const ta_repeat *copy_of;     /* plan is a copy of this kept request's plan, its operands
+	                                 and old value in repeat_slots (pipeline.c) */
+	uint64_t copy_gen;            /* the kept request's gen when plan was copied */
 	/* From here on, storage that resp_ctx_start leaves as it is: err is set up there, the
 	 * rest by the code that fills it. */
-	ta_error err;                    /* status and message when not OK */
-	ta_reply_msg msg;                /* a data-plane response (codec.h) */
-	int64_t data_shape[TA_MAX_RANK]; /* shape behind msg */
-	ta_plan plan;                    /* collected: the plan */
+	ta_error err;                               /* status and message when not OK */
+	ta_reply_msg msg;                           /* a data-plane response (codec.h) */
+	int64_t data_shape[TA_MAX_RANK];            /* shape behind msg */
+	ta_plan plan;                               /* collected: the plan */
+	uint64_t repeat_slots[TA_REPEAT_HOLES + 1]; /* a copied plan's operands, then its old
+	                                               value (the kept request's layout) */
 } resp_ctx;
 
 /* Clears the part of rc before err (every field a request may read before writing it),

@@ -831,6 +831,25 @@ static void async_run_order(bool lanes)
 	append_indexed_add(run, sizeof(run), &used, 2000, "h", 3, 0, true);
 	ck_assert(send_all(fd, run, used));
 	expect_old(fd, 2000, sum[3]);
+	/* the kept request changing between blocks of one run, "h" (7 elements) and "w" (11):
+	 * each block's repeats run on a copy of its own kept plan (a copy made for the other
+	 * tile would skip w's elements 7..10 as out of range) */
+	create_tile(fd, "w", 11);
+	int32_t wsum[11] = {0};
+	used = 0;
+	for (int i = 0; i < 240; i++) {
+		bool to_w = (i / 40) % 2 == 1;
+		int at = to_w ? i % 11 : i % 7;
+		append_indexed_add(run, sizeof(run), &used, 3000 + (uint64_t)i, to_w ? "w" : "h",
+		                   at, i + 1, true);
+	}
+	ck_assert(send_all(fd, run, used));
+	for (int i = 0; i < 240; i++) {
+		bool to_w = (i / 40) % 2 == 1;
+		int32_t *s = to_w ? &wsum[i % 11] : &sum[i % 7];
+		expect_old(fd, 3000 + (uint64_t)i, *s);
+		*s += i + 1;
+	}
 	/* the CPU backend starts its completion thread with the first apply_async not in a
 	 * lane (CUDA's lead thread runs from the start) */
 	const char *backend = getenv("TA_TEST_BACKEND");
