@@ -20,6 +20,8 @@
 #                                        python3, numpy, torch with CUDA, gcc or Python.h is
 #                                        missing it prints one "SKIP: ..." line naming it and
 #                                        exits 0; otherwise it exits with the check's status.
+#                                        GPU_PY_ARGS: more options of gpu_multiproc.py;
+#                                        GPU_PY_DAEMON_ARGS: more options of the daemon.
 set -u
 mode=${1:-run}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -110,8 +112,9 @@ python3 -c 'import tileatom; print("tileatom", tileatom.__version__, "over", til
 
 sock="$OUT/python-gpu.sock"
 rm -f "$sock"
+# shellcheck disable=SC2086 # GPU_PY_DAEMON_ARGS: more daemon options, split on spaces
 LD_LIBRARY_PATH="$rt" "$carry/tileatomd" --socket "$sock" --backend cuda --log-level err \
-	2>"$OUT/python-daemon.log" &
+	${GPU_PY_DAEMON_ARGS:-} 2>"$OUT/python-daemon.log" &
 dpid=$!
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
 if [ ! -S "$sock" ]; then

@@ -155,33 +155,47 @@ def bulk(a: argparse.Namespace, tileatom: Any, np: Any,
     """Part 3: (checked, Python seconds, C library seconds) of --reps rounds of one
     Tile.hist from a torch CUDA tensor on a new tile, alternating with the C library's own
     tileatom_indexed call (ctypes, from this process, on a connection and a new tile of its
-    own: what tileatom-histbench's devptr mode calls), both checked against torch.bincount."""
+    own: what tileatom-histbench's devptr mode calls), both checked against torch.bincount.
+    Each side runs the same steps (create, the timed call, read, destroy), and which side
+    goes first alternates from rep to rep: the first call on a new tile costs more, and
+    what ran just before (a destroy waits for the device) changes it."""
     keys = torch.randint(0, 256, (a.bulk_keys,), dtype=torch.int32, device="cuda")
     expect = torch.bincount(keys.to(torch.int64), minlength=256).cpu().numpy()
     torch.cuda.synchronize()
     py_s: list[float] = []
     c_s: list[float] = []
     with tileatom.connect(a.socket, timeout=120) as c:
-        name = "gpu-bulk-hist"
-        if name in c:
-            c.destroy(name)
-        lib_new, lib_op = ctypes_op(a.socket, keys, "gpu-bulk-ctypes")
-        for _ in range(a.reps):
+        name, lib_name = "gpu-bulk-hist", "gpu-bulk-ctypes"
+        for n in (name, lib_name):
+            if n in c:
+                c.destroy(n)
+        lib_new, lib_op = ctypes_op(a.socket, keys, lib_name)
+        c.destroy(lib_name)  # (ctypes_op made it)
+
+        def py_side() -> bool:
             h = c.create(name, np.int32, 256)
             t0 = time.perf_counter()
             res = h.hist(keys)
             py_s.append(time.perf_counter() - t0)
             got = h.read()
             h.destroy()
+            return res.applied == a.bulk_keys and bool((got == expect).all())
+
+        def c_side() -> bool:
             lib_new()
             t0 = time.perf_counter()
             lib_op()
             c_s.append(time.perf_counter() - t0)
-            lib_got = c.tile("gpu-bulk-ctypes").read()
-            if (res.applied != a.bulk_keys or not (got == expect).all() or
-                    not (lib_got == expect).all()):
-                print(f"gpu_multiproc: bulk hist wrong (applied {res.applied})")
-                return False, py_s, c_s
+            got = c.tile(lib_name).read()
+            c.destroy(lib_name)
+            return bool((got == expect).all())
+
+        for rep in range(a.reps):
+            sides = (py_side, c_side) if rep % 2 == 0 else (c_side, py_side)
+            for side in sides:
+                if not side():
+                    print(f"gpu_multiproc: bulk hist wrong ({side.__name__}, rep {rep})")
+                    return False, py_s, c_s
     return True, py_s, c_s
 
 
@@ -421,6 +435,12 @@ def main() -> int:
           f"median {gk / med(lib_all):.2f}, best {gk / min(lib_all):.2f} G keys/s; Python / "
           f"C = {med(lib_all) / med(py_all):.2f}x by medians, "
           f"{min(lib_all) / min(py_all):.2f}x by bests")
+    # each rep's two calls ran one after the other: the ratio of each pair (Python's rate
+    # over C's) leaves out what the machine did between reps
+    pairs = sorted(c / p for p, c in zip(py_all, lib_all))
+    q = lambda f: pairs[min(len(pairs) - 1, int(f * len(pairs)))]  # noqa: E731
+    print(f"  Python / C rep by rep ({len(pairs)} pairs): median {q(0.5):.2f}x, quartiles "
+          f"{q(0.25):.2f}x-{q(0.75):.2f}x")
     for mode in ("devptr", "device"):
         got = [c[mode] for c in cs if c.get(mode)]
         if got:
