@@ -201,9 +201,12 @@ def _sync_torch(obj: Any) -> None:
     the daemon reads device operands from another process, which no stream order covers."""
     if not type(obj).__module__.startswith("torch"):
         return
-    torch = sys.modules["torch"]
-    index = obj.get_device()
-    raw_of, current = _torch_getters(torch)
+    _sync_torch_device(sys.modules["torch"], obj.get_device())
+
+
+def _sync_torch_device(torch: Any, index: int) -> None:
+    """_sync_torch for a tensor on CUDA device index."""
+    raw_of, current = _TORCH_GETTERS or _torch_getters(torch)
     if raw_of is None:  # a torch without it: the public way (a new Stream object each time)
         torch.cuda.current_stream(index).synchronize()
         return
@@ -223,6 +226,12 @@ def _sync_torch(obj: Any) -> None:
         _TORCH_STREAMS[key] = stream
     stream.synchronize()
 
+
+# Python ints as operand arrays of a tile dtype, by (numpy dtype, int): made (and range
+# checked) once, read-only; most calls pass a few values again and again (hist's weight 1,
+# add(1)), and making a 0-d array is most of what such an operand costs
+_INT_OPERANDS: dict[tuple[Any, int], Any] = {}
+_INT_OPERANDS_MAX = 1024
 
 # (lowest, highest) of each integer dtype seen (np.iinfo is slow to make)
 _INT_RANGES: dict[Any, tuple[int, int]] = {}
@@ -275,18 +284,22 @@ def _torch_codes(torch: Any) -> dict[Any, int]:
 def _torch_cuda_array(obj: Any, code: int | None, what: str) -> tuple | None:
     """A torch CUDA tensor as the extension's tuple, read through its attributes (a few
     C-level calls, where ``__cuda_array_interface__`` builds a dict in Python); None when
-    obj is no torch tensor on a CUDA device."""
+    obj is no torch tensor on a CUDA device. Every call of a bulk request pays this, so
+    the usual case (a contiguous tensor of a dtype that fits) takes as few calls as it can:
+    its shape is the tensor's torch.Size (a tuple), and the checks with their messages
+    (_checked_device) run only when something does not fit."""
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(obj, torch.Tensor) or not obj.is_cuda:
         return None
-    shape = tuple(obj.shape)
-    got = _torch_codes(torch).get(obj.dtype)
-    strides, itemsize = None, 0  # (the item size matters only with strides)
-    if not obj.is_contiguous():
-        itemsize = obj.element_size()
-        strides = tuple(n * itemsize for n in obj.stride())
-    _checked_device(code, got, obj.dtype, shape, strides, itemsize, what)
-    _sync_torch(obj)
+    shape = obj.shape
+    got = (_TORCH_CODES or _torch_codes(torch)).get(obj.dtype)
+    if got is None or (code is not None and got != code) or not obj.is_contiguous():
+        strides, itemsize = None, 0  # (the item size matters only with strides)
+        if not obj.is_contiguous():
+            itemsize = obj.element_size()
+            strides = tuple(n * itemsize for n in obj.stride())
+        _checked_device(code, got, obj.dtype, tuple(shape), strides, itemsize, what)
+    _sync_torch_device(torch, obj.get_device())
     return (obj.data_ptr(), got, shape, obj)
 
 
@@ -492,17 +505,31 @@ class Tile(_core.TileBase):
         """value as an operand of the tile's dtype (a C-contiguous array or a CUDA array)."""
         dt = self.dtype
         if isinstance(value, _SCALAR_TYPES) or isinstance(value, bool):
+            # an int met before for this dtype: its array, made and checked then (floats
+            # are not kept: -0.0 and 0.0 are one key)
+            key = (dt, value) if type(value) is int else None
+            if key is not None:
+                kept = _INT_OPERANDS.get(key)
+                if kept is not None:
+                    return kept
             if isinstance(value, float) and dt.kind in "iu":
                 raise TypeError(f"a float {what} for a {self.dtype_name} tile (tileatom, "
                                 "as torch, does not truncate)")
             if self._code == _BFLOAT16 and bfloat16 is None:
-                return _bf16_bits(np.asarray(float(value)))
-            if dt.kind in "iu":
-                low, high = _int_range(dt)
-                if not low <= value <= high:
-                    raise OverflowError(f"{what} {value} is out of range for a "
-                                        f"{self.dtype_name} tile")
-            return np.array(value, dtype=dt)
+                arr = _bf16_bits(np.asarray(float(value)))
+            else:
+                if dt.kind in "iu":
+                    low, high = _int_range(dt)
+                    if not low <= value <= high:
+                        raise OverflowError(f"{what} {value} is out of range for a "
+                                            f"{self.dtype_name} tile")
+                arr = np.array(value, dtype=dt)
+            if key is not None:
+                arr.flags.writeable = False  # shared by every later use
+                if len(_INT_OPERANDS) >= _INT_OPERANDS_MAX:
+                    _INT_OPERANDS.clear()
+                _INT_OPERANDS[key] = arr
+            return arr
         dev = _device_array(value, self._code, what)
         if dev is not None:
             return dev
@@ -529,7 +556,7 @@ class Tile(_core.TileBase):
         dev = _device_array(out, self._code, what)
         if dev is not None:
             if tuple(dev[2]) != tuple(shape):
-                raise ValueError(f"{what} has shape {dev[2]}, expected {shape}")
+                raise ValueError(f"{what} has shape {tuple(dev[2])}, expected {shape}")
             return dev
         if not isinstance(out, np.ndarray):
             out = _torch_numpy(out)
