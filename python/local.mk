@@ -7,6 +7,7 @@ TILEATOM_PY_SOURCES = python/tileatom/__init__.py python/tileatom/_errors.py \
 EXTRA_DIST += $(TILEATOM_PY_SOURCES) python/tileatom/_core.c python/tests/conftest.py \
 	python/tests/test_ops.py python/tests/test_client.py python/tests/test_pipeline.py \
 	python/tests/test_torch.py python/tests/test_dlpack.py python/tests/gpu_multiproc.py \
+	python/tests/gpu_percall.py \
 	python/pytest.ini python/bench/bench_python.py python/pyproject.toml python/setup.py \
 	docs/PYTHON.md tests/check_python.sh tests/check_pip.sh
 
