@@ -3,7 +3,8 @@
  * through protobuf-c, a short RESOURCE_EXHAUSTED when it cannot be), counted (metrics, or
  * in a pipelined run the held counts of the scratch, published together at the run's end:
  * ta_dispatch_begin_run / end_run); and a pipelined run's collected plans applied together
- * and answered in order (group_flush). Below handlers.c and pipeline.c, which both answer. */
+ * and answered in order, their OK answers counted together (group_flush, group_answer).
+ * Below handlers.c and pipeline.c, which both answer. */
 #include "reqctx.h"
 
 #include <inttypes.h>
