@@ -4,9 +4,10 @@
 TILEATOM_PY_SOURCES = python/tileatom/__init__.py python/tileatom/_errors.py \
 	python/tileatom/aio.py python/tileatom/__init__.pyi python/tileatom/aio.pyi \
 	python/tileatom/_core.pyi python/tileatom/py.typed
-EXTRA_DIST += $(TILEATOM_PY_SOURCES) python/tileatom/_core.c python/tests/conftest.py \
+EXTRA_DIST += $(TILEATOM_PY_SOURCES) python/tests/conftest.py \
 	python/tests/test_ops.py python/tests/test_client.py python/tests/test_pipeline.py \
-	python/tests/test_torch.py python/tests/test_dlpack.py python/tests/gpu_multiproc.py \
+	python/tests/test_torch.py python/tests/test_torch_reader.py python/tests/test_dlpack.py \
+	python/tests/gpu_multiproc.py \
 	python/tests/gpu_percall.py \
 	python/pytest.ini python/bench/bench_python.py python/pyproject.toml python/setup.py \
 	docs/PYTHON.md tests/check_python.sh tests/check_pip.sh
@@ -15,7 +16,8 @@ if HAVE_PYTHON_EXT
 tileatompydir = $(TILEATOM_PYTHONDIR)/tileatom
 tileatompy_LTLIBRARIES = python/tileatom/_core.la
 tileatompy_DATA = $(TILEATOM_PY_SOURCES)
-python_tileatom__core_la_SOURCES = python/tileatom/_core.c client/tileatom.h
+python_tileatom__core_la_SOURCES = python/tileatom/_core.c python/tileatom/_torch.c \
+	python/tileatom/_torch.h client/tileatom.h
 python_tileatom__core_la_CPPFLAGS = -I$(top_srcdir)/client $(PYTHON_EXT_CPPFLAGS)
 # Python's and numpy's headers declare what -Wstrict-prototypes and -Wshadow dislike.
 python_tileatom__core_la_CFLAGS = -std=gnu11 -Wall -Wextra -Wno-unused-parameter \

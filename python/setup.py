@@ -1,9 +1,9 @@
 """setup.py: the extension module of `pip install ./python` (pyproject.toml holds the rest).
 
-tileatom._core is compiled from tileatom/_core.c against an installed libtileatom-client,
-whose compiler and linker flags come from `pkg-config tileatom-client` (PKG_CONFIG_PATH
-finds one under another prefix); a library outside the linker's default folders is found
-at run time through an rpath. The version is the package's own (tileatom/__init__.py).
+tileatom._core is compiled from tileatom/_core.c and tileatom/_torch.c against an installed
+libtileatom-client, whose compiler and linker flags come from `pkg-config tileatom-client`
+(PKG_CONFIG_PATH finds one under another prefix); a library outside the linker's default
+folders is found at run time through an rpath. The version is the package's own (tileatom/__init__.py).
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ libs = pkg_config("--libs")
 libdirs = [f[2:] for f in libs if f.startswith("-L")]
 core = Extension(
     "tileatom._core",
-    sources=["tileatom/_core.c"],
+    sources=["tileatom/_core.c", "tileatom/_torch.c"],
+    depends=["tileatom/_torch.h"],
     include_dirs=[numpy.get_include()] + [f[2:] for f in cflags if f.startswith("-I")],
     library_dirs=libdirs,
     libraries=[f[2:] for f in libs if f.startswith("-l")],

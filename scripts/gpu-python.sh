@@ -47,7 +47,8 @@ if [ "$mode" = pack ]; then
 	mkdir -p gpu-carry/python/tileatom gpu-carry/python/include gpu-carry/python/lib || exit 1
 	cp python/tileatom/*.py python/tileatom/*.pyi python/tileatom/py.typed \
 		gpu-carry/python/tileatom/ || exit 1
-	cp python/tileatom/_core.c gpu-carry/python/ || exit 1
+	cp python/tileatom/_core.c python/tileatom/_torch.c python/tileatom/_torch.h \
+		gpu-carry/python/ || exit 1
 	cp client/tileatom.h gpu-carry/python/include/ || exit 1
 	cp -L "$lib" gpu-carry/python/lib/ || exit 1
 	# the libraries it needs beyond the C runtime and OpenSSL (protobuf-c), beside it: the
@@ -85,7 +86,7 @@ python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 
 command -v gcc >/dev/null 2>&1 || skip "no gcc to build the extension"
 inc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 [ -f "$inc/Python.h" ] || skip "no Python.h in $inc (the python3 development headers)"
-[ -f "$carry/python/_core.c" ] && [ -f "$carry/python/lib/libtileatom-client.so.0" ] ||
+[ -f "$carry/python/_core.c" ] && [ -f "$carry/python/_torch.c" ] && [ -f "$carry/python/lib/libtileatom-client.so.0" ] ||
 	skip "no $carry/python: run scripts/gpu-run.sh pack and scripts/gpu-python.sh pack here first"
 [ -x "$carry/tileatomd" ] || skip "no $carry/tileatomd: run scripts/gpu-run.sh pack first"
 npinc=$(python3 -c 'import numpy; print(numpy.get_include())')
@@ -98,7 +99,7 @@ cp "$carry"/python/tileatom/* "$pkg/" || exit 1
 echo "building tileatom._core for $(python3 -c 'import sys; print(sys.version.split()[0])')" \
 	"(numpy $(python3 -c 'import numpy; print(numpy.__version__)'))"
 if ! gcc -shared -fPIC -O2 -std=gnu11 -fvisibility=hidden -I"$inc" -I"$npinc" \
-	-I"$carry/python/include" "$carry/python/_core.c" \
+	-I"$carry/python/include" "$carry/python/_core.c" "$carry/python/_torch.c" \
 	"$here/$carry/python/lib/libtileatom-client.so.0" -Wl,-rpath,"$here/$carry/python/lib" \
 	-o "$pkg/_core$suffix" \
 	>"$OUT/python-ext-build.log" 2>&1; then

@@ -178,53 +178,36 @@ def _torch_numpy(obj: Any) -> Any:
     return obj
 
 
-# torch.cuda.Stream objects by (device index, raw cudaStream_t): making one is most of the
-# cost of torch.cuda.current_stream(), so a stream seen before is reused (a few per device)
-_TORCH_STREAMS: dict[tuple[int, int], Any] = {}
+# torch.cuda.Stream objects by (device index, raw cudaStream_t or None): making one is most
+# of the cost of torch.cuda.current_stream(), so a stream seen before is reused (a few per
+# device); only for _torch_stream_wait, the wait when the CUDA driver cannot be asked
+_TORCH_STREAMS: dict[tuple[int, Any], Any] = {}
 _TORCH_STREAMS_MAX = 64
-# torch's C-level getters of a device's current raw stream (None in a torch without it) and
-# of the thread's current device, looked up once (a getattr on torch._C each call costs)
-_TORCH_GETTERS: tuple[Any, Any] | None = None
 
 
-def _torch_getters(torch: Any) -> tuple[Any, Any]:
-    """(raw current stream of a device or None, current device) getters of torch."""
-    global _TORCH_GETTERS
-    if _TORCH_GETTERS is None:
-        _TORCH_GETTERS = (getattr(torch._C, "_cuda_getCurrentRawStream", None),
-                          getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device))
-    return _TORCH_GETTERS
-
-
-def _sync_torch(obj: Any) -> None:
-    """Waits for the work queued on a torch CUDA tensor's current stream (of its device):
-    the daemon reads device operands from another process, which no stream order covers."""
-    if not type(obj).__module__.startswith("torch"):
-        return
-    _sync_torch_device(sys.modules["torch"], obj.get_device())
-
-
-def _sync_torch_device(torch: Any, index: int) -> None:
-    """_sync_torch for a tensor on CUDA device index."""
-    raw_of, current = _TORCH_GETTERS or _torch_getters(torch)
-    if raw_of is None:  # a torch without it: the public way (a new Stream object each time)
-        torch.cuda.current_stream(index).synchronize()
-        return
-    raw = raw_of(index)
-    # the driver's wait in one C call (cuStreamQuery, and cuStreamSynchronize when work is
-    # queued, through the library), else torch's (about 4 us more); the legacy default
-    # stream (0) only on the thread's current device, since the driver takes it from the
-    # thread's current context
-    if (raw or index == current()) and _core.cuda_stream_sync(raw):
-        return
-    key = (index, raw)
+def _torch_stream_wait(index: int) -> None:
+    """Waits through torch for the work queued on CUDA device index's current stream (the
+    extension's torch_sync asks the driver itself, and calls this when it cannot)."""
+    torch = sys.modules["torch"]
+    raw_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    key = (index, raw_of(index) if raw_of is not None else None)
     stream = _TORCH_STREAMS.get(key)
-    if stream is None:
+    if stream is None or key[1] is None:
         stream = torch.cuda.current_stream(index)
         if len(_TORCH_STREAMS) >= _TORCH_STREAMS_MAX:
             _TORCH_STREAMS.clear()
         _TORCH_STREAMS[key] = stream
     stream.synchronize()
+
+
+def _sync_torch(obj: Any) -> None:
+    """Waits for the work queued on a torch CUDA tensor's current stream (of its device):
+    the daemon reads device operands from another process, which no stream order covers.
+    (Tensors read by _core.torch_operand wait there; this is for torch objects reached
+    through ``__cuda_array_interface__`` or ``__dlpack__``.)"""
+    if not type(obj).__module__.startswith("torch") or not _torch_bound():
+        return
+    _core.torch_sync(obj.get_device())
 
 
 # Python ints as operand arrays of a tile dtype, by (numpy dtype, int): made (and range
@@ -263,55 +246,58 @@ def _checked_device(code: int | None, got: int | None, dt: Any, shape: tuple[int
             raise ValueError(f"{what}: a CUDA array must be C-contiguous")
 
 
-# torch dtypes -> codes for torch CUDA tensors read through their attributes (made on first
-# use, so that torch is imported only by callers who pass its tensors)
+# torch dtype names -> codes, as __cuda_array_interface__ would map them (16-bit integers
+# carry bfloat16 bits; bool and uint8 are mask bytes)
+_TORCH_DTYPE_CODES = {"int32": _INT32, "uint32": _UINT32, "int64": _INT64, "uint64": _UINT64,
+                      "float32": _FLOAT32, "float64": _FLOAT64, "float16": _FLOAT16,
+                      "bfloat16": _BFLOAT16, "int16": _BFLOAT16, "uint16": _BFLOAT16,
+                      "bool": _MASK_BYTES, "uint8": _MASK_BYTES}
+# torch dtype -> code, made when torch is bound (None before)
 _TORCH_CODES: dict[Any, int] | None = None
 
 
-def _torch_codes(torch: Any) -> dict[Any, int]:
-    """torch dtype -> code, as __cuda_array_interface__ would map it (16-bit integers carry
-    bfloat16 bits; bool and uint8 are mask bytes)."""
+def _torch_bound() -> bool:
+    """Whether torch is bound into the extension's reader of its CUDA tensors
+    (_core.torch_operand); binds it when torch has been imported since. tileatom never
+    imports torch itself, so that it imports and works without it."""
     global _TORCH_CODES
-    if _TORCH_CODES is None:
-        names = {"int32": _INT32, "uint32": _UINT32, "int64": _INT64, "uint64": _UINT64,
-                 "float32": _FLOAT32, "float64": _FLOAT64, "float16": _FLOAT16,
-                 "bfloat16": _BFLOAT16, "int16": _BFLOAT16, "uint16": _BFLOAT16,
-                 "bool": _MASK_BYTES, "uint8": _MASK_BYTES}
-        _TORCH_CODES = {getattr(torch, n): c for n, c in names.items() if hasattr(torch, n)}
-    return _TORCH_CODES
-
-
-def _torch_cuda_array(obj: Any, code: int | None, what: str) -> tuple | None:
-    """A torch CUDA tensor as the extension's tuple, read through its attributes (a few
-    C-level calls, where ``__cuda_array_interface__`` builds a dict in Python); None when
-    obj is no torch tensor on a CUDA device. Every call of a bulk request pays this, so
-    the usual case (a contiguous tensor of a dtype that fits) takes as few calls as it can:
-    its shape is the tensor's torch.Size (a tuple), and the checks with their messages
-    (_checked_device) run only when something does not fit."""
+    if _TORCH_CODES is not None:
+        return True
     torch = sys.modules.get("torch")
-    if torch is None or not isinstance(obj, torch.Tensor) or not obj.is_cuda:
-        return None
-    shape = obj.shape
-    got = (_TORCH_CODES or _torch_codes(torch)).get(obj.dtype)
-    if got is None or (code is not None and got != code) or not obj.is_contiguous():
-        strides, itemsize = None, 0  # (the item size matters only with strides)
-        if not obj.is_contiguous():
-            itemsize = obj.element_size()
-            strides = tuple(n * itemsize for n in obj.stride())
-        _checked_device(code, got, obj.dtype, tuple(shape), strides, itemsize, what)
-    _sync_torch_device(torch, obj.get_device())
-    return (obj.data_ptr(), got, shape, obj)
+    if torch is None or not hasattr(torch, "Tensor") or not hasattr(torch, "_C"):
+        return False  # not imported (or still importing)
+    codes = {getattr(torch, n): c for n, c in _TORCH_DTYPE_CODES.items() if hasattr(torch, n)}
+    # torch's C-level getters of a device's current raw stream (absent in some builds: the
+    # wait then goes through torch) and of the thread's current device
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    current = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+    _core.torch_bind(torch.Tensor, codes, raw, current, _torch_check, _torch_stream_wait)
+    _TORCH_CODES = codes
+    return True
+
+
+def _torch_check(obj: Any, code: int | None, what: str) -> None:
+    """Raises, naming what, unless torch CUDA tensor obj fits an operand of dtype code (any
+    when None): a tileatom dtype, C-contiguous (or of one element). Called by
+    _core.torch_operand when its quick test fails."""
+    itemsize = obj.element_size()
+    strides = tuple(n * itemsize for n in obj.stride())
+    _checked_device(code, (_TORCH_CODES or {}).get(obj.dtype), obj.dtype, tuple(obj.shape),
+                    strides, itemsize, what)
 
 
 def _device_array(obj: Any, code: int | None, what: str) -> tuple | None:
     """An object on a CUDA device as the extension's (pointer, dtype code, shape[, owner])
-    tuple: a torch CUDA tensor through its attributes, else through
-    ``__cuda_array_interface__``, else through ``__dlpack__`` when ``__dlpack_device__``
-    says kDLCUDA (the owner then keeps the consumed tensor alive); None for anything
-    else."""
-    dev = _torch_cuda_array(obj, code, what)
-    if dev is not None:
-        return dev
+    tuple: a torch CUDA tensor through the extension's reader (_core.torch_operand), else
+    through ``__cuda_array_interface__``, else through ``__dlpack__`` when
+    ``__dlpack_device__`` says kDLCUDA (the owner then keeps the consumed tensor alive);
+    None for anything else (at once for a numpy array)."""
+    if type(obj) is np.ndarray:
+        return None
+    if _TORCH_CODES is not None or _torch_bound():
+        dev = _core.torch_operand(obj, code, what)
+        if dev is not None:
+            return dev
     try:
         cai = obj.__cuda_array_interface__
     except (AttributeError, RuntimeError):

@@ -5,7 +5,8 @@
  * aligned, native byte order) or device-pointer tuples for operands, integer codes or names
  * for sem/scope/space, (origin, shape) tuples for regions. The one hot call, a single-element
  * op (Conn.at), also converts its Python scalar itself so that a pipelined small request
- * costs little Python. Every blocking library call runs with the GIL released under the
+ * costs little Python; torch CUDA tensors are read by _torch.c, whose functions the module
+ * adds. Every blocking library call runs with the GIL released under the
  * connection's own lock (a handle may be used by one thread at a time); the blocks that
  * release it are written out (PyEval_SaveThread/RestoreThread, as Py_BEGIN_ALLOW_THREADS
  * expands) so that clang-format lays them out as code. */
@@ -20,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_torch.h"
 #include "tileatom.h"
 
 /* The classes the Python layer registers: code -> exception class, and the base class. */
@@ -2384,7 +2386,8 @@ PyMODINIT_FUNC PyInit__core(void)
 	    PyModule_AddObjectRef(m, "DLPackView", (PyObject *)&DLPackViewType) < 0 ||
 	    PyModule_AddObjectRef(m, "OpResult", (PyObject *)&OpResultType) < 0 ||
 	    PyModule_AddIntConstant(m, "MAX_RANK", TILEATOM_MAX_RANK) < 0 ||
-	    PyModule_AddIntConstant(m, "NAME_MAX", TILEATOM_NAME_MAX) < 0) {
+	    PyModule_AddIntConstant(m, "NAME_MAX", TILEATOM_NAME_MAX) < 0 ||
+	    PyModule_AddFunctions(m, ta_torch_methods) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}
