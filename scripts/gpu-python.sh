@@ -86,7 +86,8 @@ python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 
 command -v gcc >/dev/null 2>&1 || skip "no gcc to build the extension"
 inc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 [ -f "$inc/Python.h" ] || skip "no Python.h in $inc (the python3 development headers)"
-[ -f "$carry/python/_core.c" ] && [ -f "$carry/python/_torch.c" ] && [ -f "$carry/python/lib/libtileatom-client.so.0" ] ||
+[ -f "$carry/python/_core.c" ] && [ -f "$carry/python/_torch.c" ] &&
+	[ -f "$carry/python/lib/libtileatom-client.so.0" ] ||
 	skip "no $carry/python: run scripts/gpu-run.sh pack and scripts/gpu-python.sh pack here first"
 [ -x "$carry/tileatomd" ] || skip "no $carry/tileatomd: run scripts/gpu-run.sh pack first"
 npinc=$(python3 -c 'import numpy; print(numpy.get_include())')
