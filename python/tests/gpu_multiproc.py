@@ -151,19 +151,20 @@ def multiproc(a: argparse.Namespace, tileatom: Any, np: Any) -> bool:
 
 
 def bulk(a: argparse.Namespace, tileatom: Any, np: Any,
-         torch: Any) -> tuple[bool, list[float], list[float]]:
-    """Part 3: (checked, Python seconds, C library seconds) of --reps rounds of one
-    Tile.hist from a torch CUDA tensor on a new tile, alternating with the C library's own
-    tileatom_indexed call (ctypes, from this process, on a connection and a new tile of its
-    own: what tileatom-histbench's devptr mode calls), both checked against torch.bincount.
-    Each side runs the same steps (create, the timed call, read, destroy), and which side
-    goes first alternates from rep to rep: the first call on a new tile costs more, and
-    what ran just before (a destroy waits for the device) changes it."""
+         torch: Any) -> tuple[bool, dict[str, list[float]]]:
+    """Part 3: (checked, seconds by side) of --reps rounds of one Tile.hist from a torch
+    CUDA tensor on a new tile ("python"), alternating with the C library's own
+    tileatom_indexed call ("c": ctypes, from this process, on a connection and a new tile
+    of its own: what tileatom-histbench's devptr mode calls) and with the extension's op
+    alone, its operands made once before the reps ("op": Tile.hist less its Python steps,
+    on the package's connection), all checked against torch.bincount. Each side runs the
+    same steps (create, the timed call, read, destroy), and which side goes first rotates
+    from rep to rep: the first call on a new tile costs more, and what ran just before (a
+    destroy waits for the device) changes it."""
     keys = torch.randint(0, 256, (a.bulk_keys,), dtype=torch.int32, device="cuda")
     expect = torch.bincount(keys.to(torch.int64), minlength=256).cpu().numpy()
     torch.cuda.synchronize()
-    py_s: list[float] = []
-    c_s: list[float] = []
+    times: dict[str, list[float]] = {"python": [], "c": [], "op": []}
     with tileatom.connect(a.socket, timeout=120) as c:
         name, lib_name = "gpu-bulk-hist", "gpu-bulk-ctypes"
         for n in (name, lib_name):
@@ -171,12 +172,25 @@ def bulk(a: argparse.Namespace, tileatom: Any, np: Any,
                 c.destroy(n)
         lib_new, lib_op = ctypes_op(a.socket, keys, lib_name)
         c.destroy(lib_name)  # (ctypes_op made it)
+        index = tileatom._index(keys, "keys")
 
-        def py_side() -> bool:
+        def python() -> bool:
             h = c.create(name, np.int32, 256)
             t0 = time.perf_counter()
             res = h.hist(keys)
-            py_s.append(time.perf_counter() - t0)
+            times["python"].append(time.perf_counter() - t0)
+            got = h.read()
+            h.destroy()
+            return res.applied == a.bulk_keys and bool((got == expect).all())
+
+        def op() -> bool:
+            h = c.create(name, np.int32, 256)
+            vals = h._values(1, "weights")
+            t0 = time.perf_counter()
+            res = h._conn.op(tileatom._INDEXED, h.name, tileatom._ADD, h._region, -1,
+                             (index,), True, vals, None, None, None, "relaxed", "gpu",
+                             "shared", True, False, None, None)
+            times["op"].append(time.perf_counter() - t0)
             got = h.read()
             h.destroy()
             return res.applied == a.bulk_keys and bool((got == expect).all())
@@ -185,18 +199,18 @@ def bulk(a: argparse.Namespace, tileatom: Any, np: Any,
             lib_new()
             t0 = time.perf_counter()
             lib_op()
-            c_s.append(time.perf_counter() - t0)
+            times["c"].append(time.perf_counter() - t0)
             got = c.tile(lib_name).read()
             c.destroy(lib_name)
             return bool((got == expect).all())
 
+        sides = (python, c_side, op)
         for rep in range(a.reps):
-            sides = (py_side, c_side) if rep % 2 == 0 else (c_side, py_side)
-            for side in sides:
+            for side in sides[rep % 3:] + sides[:rep % 3]:
                 if not side():
                     print(f"gpu_multiproc: bulk hist wrong ({side.__name__}, rep {rep})")
-                    return False, py_s, c_s
-    return True, py_s, c_s
+                    return False, times
+    return True, times
 
 
 class _Array(ctypes.Structure):
@@ -414,19 +428,20 @@ def main() -> int:
     # the gap measured): tileatom-histbench (best of --reps), then the bulk part (Python and
     # the library's own call alternating rep by rep)
     gk = a.bulk_keys / 1e9
-    py_all: list[float] = []
-    lib_all: list[float] = []
+    runs: dict[str, list[float]] = {"python": [], "c": [], "op": []}
     cs: list[dict[str, float]] = []
     for r in range(a.rounds):
         c = histbench(a)
-        bulk_ok, py_s, c_s = bulk(a, tileatom, np, torch)
+        bulk_ok, times = bulk(a, tileatom, np, torch)
         ok = ok and bulk_ok and (bool(c) or not a.histbench)
-        py_all += py_s
-        lib_all += c_s
+        for k, v in times.items():
+            runs[k] += v
         cs.append(c)
-        print(f"round {r + 1}: Python best {gk / min(py_s):.2f} G keys/s; the library's call "
-              f"best {gk / min(c_s):.2f}; tileatom-histbench " +
+        print(f"round {r + 1}: Python best {gk / min(times['python']):.2f} G keys/s; the "
+              f"library's call best {gk / min(times['c']):.2f}; the extension's op best "
+              f"{gk / min(times['op']):.2f}; tileatom-histbench " +
               ", ".join(f"{m} {v:.2f}" for m, v in c.items() if m in ("devptr", "device")))
+    py_all, lib_all, op_all = runs["python"], runs["c"], runs["op"]
     med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
     print(f"bulk: 2^{a.bulk_keys.bit_length() - 1} int32 keys from a torch CUDA tensor into "
           f"256 bins, one Tile.hist on a new tile, {a.rounds} rounds x {a.reps}: median "
@@ -435,12 +450,18 @@ def main() -> int:
           f"median {gk / med(lib_all):.2f}, best {gk / min(lib_all):.2f} G keys/s; Python / "
           f"C = {med(lib_all) / med(py_all):.2f}x by medians, "
           f"{min(lib_all) / min(py_all):.2f}x by bests")
-    # each rep's two calls ran one after the other: the ratio of each pair (Python's rate
-    # over C's) leaves out what the machine did between reps
-    pairs = sorted(c / p for p, c in zip(py_all, lib_all))
-    q = lambda f: pairs[min(len(pairs) - 1, int(f * len(pairs)))]  # noqa: E731
-    print(f"  Python / C rep by rep ({len(pairs)} pairs): median {q(0.5):.2f}x, quartiles "
-          f"{q(0.25):.2f}x-{q(0.75):.2f}x")
+    print(f"  the extension's op alone (operands made once), alternating: median "
+          f"{gk / med(op_all):.2f}, best {gk / min(op_all):.2f} G keys/s; Python / op = "
+          f"{med(op_all) / med(py_all):.2f}x, op / C = {med(lib_all) / med(op_all):.2f}x "
+          "by medians")
+    # each rep's calls ran one after the other: the ratio of each pair (one rate over
+    # another) leaves out what the machine did between reps
+    for label, num, den in (("Python / C", py_all, lib_all), ("Python / op", py_all, op_all),
+                            ("op / C", op_all, lib_all)):
+        pairs = sorted(d / n for n, d in zip(num, den))
+        q = lambda f: pairs[min(len(pairs) - 1, int(f * len(pairs)))]  # noqa: E731
+        print(f"  {label} rep by rep ({len(pairs)} pairs): median {q(0.5):.2f}x, quartiles "
+              f"{q(0.25):.2f}x-{q(0.75):.2f}x")
     for mode in ("devptr", "device"):
         got = [c[mode] for c in cs if c.get(mode)]
         if got:

@@ -203,7 +203,7 @@ static PyObject *torch_operand(PyObject *mod, PyObject *const *args, Py_ssize_t 
 			return NULL;
 		Py_DECREF(ok);
 		if (!code) {
-			PyErr_Format(PyExc_TypeError, "%U: a CUDA tensor of a dtype tileatom lacks",
+			PyErr_Format(PyExc_TypeError, "%S: a CUDA tensor of a dtype tileatom lacks",
 			             what);
 			return NULL;
 		}
