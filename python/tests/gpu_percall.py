@@ -4,12 +4,14 @@ Run there against a CUDA tileatomd, with the package built by scripts/gpu-python
 PYTHONPATH (``python3 python/tests/gpu_percall.py SOCKET``). For 2^10, 2^20 and 2^24 int32
 keys in a torch CUDA tensor, 300 rounds of these steps, interleaved on one connection and
 a kept 256-bin tile: the library's own tileatom_indexed through ctypes (its own connection
-and tile), the extension's op with its operands made once, the whole Tile.hist (four
-times a round), and, each right after a Tile.hist, the Python steps before the op (the key
-operand, the weight) and the two parts of the key operand (the tensor's attributes, the
-wait on its stream). Prints the median wall time, the median CPU time of the thread and the
-best wall time of each, in microseconds. Each step runs right after the one before it, as
-in a program's loop, so the Python steps are timed cold, after the wait of a call.
+and tile), the extension's op with its operands made once, the whole Tile.hist, and, each
+right after a Tile.hist, the Python steps before the op (the key operand, the weight), the
+two parts of the key operand (the tensor's attributes, the wait on its stream), that
+wait's two parts (torch's raw stream getter, the library's driver query) and, for
+comparison, the tensor's DLPack capsule (torch._C._to_dlpack) alone and read by the
+extension. Prints the median wall time, the median CPU time of the thread and the best
+wall time of each, in microseconds. Each step runs right after the one before it, as in a
+program's loop, so the Python steps are timed cold, after the wait of a call.
 """
 import statistics
 import sys
@@ -41,6 +43,7 @@ def measure(sock: str, nkeys: int) -> str:
                               True, vals, None, None, None, "relaxed", "gpu", "shared",
                               True, False, None, None)
         dev = keys.get_device()
+        raw_of = torch._C._cuda_getCurrentRawStream
         hist = lambda: h.hist(keys)  # noqa: E731
         # each step of the key operand's reading runs just after a Tile.hist (cold)
         steps: list[tuple[str, Callable[[], Any]]] = [
@@ -55,6 +58,14 @@ def measure(sock: str, nkeys: int) -> str:
                                keys.get_device(), keys.data_ptr(), keys.shape)),
             ("hist", hist),
             ("stream_wait", lambda: tileatom._core.torch_sync(dev)),
+            ("hist", hist),
+            ("raw_stream", lambda: raw_of(dev)),
+            ("hist", hist),
+            ("driver_wait", lambda: tileatom._core.cuda_stream_sync(raw_of(dev))),
+            ("hist", hist),
+            ("to_dlpack", lambda: torch._C._to_dlpack(keys)),
+            ("hist", hist),
+            ("dlpack_view", lambda: tileatom._core.dlpack_view(torch._C._to_dlpack(keys))),
         ]
         wall: dict[str, list[float]] = {k: [] for k, _ in steps}
         cpu: dict[str, list[float]] = {k: [] for k, _ in steps}
