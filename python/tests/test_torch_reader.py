@@ -129,9 +129,12 @@ def test_misfits_go_to_the_checker(bind):
     # one element fits whatever its strides (the checker passes it)
     one = FakeTensor(np.zeros((4, 4), np.int64)[1:2, 2:3], "int64")
     assert _core.torch_operand(one, tileatom._INT64, "value")[1:3] == (tileatom._INT64, (1, 1))
-    # a dtype it lacks, though the checker let it through
-    with pytest.raises(TypeError, match="w: a CUDA tensor of a dtype tileatom lacks"):
+    # a dtype it lacks, or another than asked, though the checker let them through
+    with pytest.raises(TypeError, match="w: a CUDA tensor of a dtype that does not fit"):
         _core.torch_operand(FakeTensor(np.zeros(1, np.float32), "complex64"), None, "w")
+    with pytest.raises(TypeError, match="v: a CUDA tensor of a dtype that does not fit"):
+        _core.torch_operand(FakeTensor(np.zeros(1, np.int32), "int32"), tileatom._INT64, "v")
+    assert b.waits == [0]  # the one that fitted alone
 
 
 def test_the_checker_raising_for_the_real_torch_names_the_operand(bind):

@@ -181,49 +181,51 @@ static PyObject *torch_operand(PyObject *mod, PyObject *const *args, Py_ssize_t 
 	PyObject *dtype = PyObject_GetAttr(obj, name_dtype);
 	if (!dtype)
 		return NULL;
-	PyObject *code = PyDict_GetItemWithError(bound.codes, dtype); /* borrowed */
+	PyObject *code = PyDict_GetItemWithError(bound.codes, dtype);
 	Py_DECREF(dtype);
 	if (!code && PyErr_Occurred())
 		return NULL;
-	int fits = code && (want == Py_None || PyObject_RichCompareBool(code, want, Py_EQ) == 1);
-	if (fits) {
-		PyObject *contiguous = call_method0(obj, name_is_contiguous);
-		if (!contiguous)
-			return NULL;
-		fits = PyObject_IsTrue(contiguous);
-		Py_DECREF(contiguous);
-		if (fits < 0)
-			return NULL;
+	Py_XINCREF(code); /* held: the callbacks below run Python */
+	PyObject *ptr = NULL, *shape = NULL, *out = NULL;
+	int dtype_fits = 0, contiguous = 0;
+	if (code) {
+		dtype_fits = want == Py_None ? 1 : PyObject_RichCompareBool(code, want, Py_EQ);
+		if (dtype_fits < 0)
+			goto done;
 	}
-	if (!fits) {
-		/* the checks with their messages: they raise, or find it fits after all (one
-		 * element, whatever its strides) */
+	if (dtype_fits) {
+		PyObject *c = call_method0(obj, name_is_contiguous);
+		if (!c)
+			goto done;
+		contiguous = PyObject_IsTrue(c);
+		Py_DECREF(c);
+		if (contiguous < 0)
+			goto done;
+	}
+	if (!dtype_fits || !contiguous) {
+		/* the checks with their messages: they raise, or find that it fits after all
+		 * (one element, whatever its strides) */
 		PyObject *ok = PyObject_CallFunctionObjArgs(bound.check, obj, want, what, NULL);
 		if (!ok)
-			return NULL;
+			goto done;
 		Py_DECREF(ok);
-		if (!code) {
-			PyErr_Format(PyExc_TypeError, "%S: a CUDA tensor of a dtype tileatom lacks",
-			             what);
-			return NULL;
+		if (!dtype_fits) {
+			PyErr_Format(PyExc_TypeError,
+			             "%S: a CUDA tensor of a dtype that does not fit", what);
+			goto done;
 		}
 	}
 	long long index = take_long(call_method0(obj, name_get_device));
-	if (index == -1 && PyErr_Occurred())
-		return NULL;
-	if (sync_device(index) < 0)
-		return NULL;
-	PyObject *ptr = call_method0(obj, name_data_ptr);
-	if (!ptr)
-		return NULL;
-	PyObject *shape = PyObject_GetAttr(obj, name_shape);
-	if (!shape) {
-		Py_DECREF(ptr);
-		return NULL;
-	}
-	PyObject *out = PyTuple_Pack(4, ptr, code, shape, obj);
-	Py_DECREF(ptr);
-	Py_DECREF(shape);
+	if ((index == -1 && PyErr_Occurred()) || sync_device(index) < 0)
+		goto done;
+	if (!(ptr = call_method0(obj, name_data_ptr)) ||
+	    !(shape = PyObject_GetAttr(obj, name_shape)))
+		goto done;
+	out = PyTuple_Pack(4, ptr, code, shape, obj);
+done:
+	Py_XDECREF(code);
+	Py_XDECREF(ptr);
+	Py_XDECREF(shape);
 	return out;
 }
 
