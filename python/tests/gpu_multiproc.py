@@ -10,10 +10,14 @@ name does not start with test_).
    offers only __dlpack__ (kDLCUDA). Each process returns torch.bincount of its own keys;
    the tile must equal their sum exactly (= torch.bincount of all keys, counted once per
    op that added them).
-2. With --probe: where a bulk call's time goes (torch's side, the stream wait, a kept or
+2. A pipeline of fresh CUDA tensors: one process queues hist() and a write of tensors it
+   allocates one after the other, each in an allocation new to the connection (which the
+   library registers by a round trip, with the earlier responses set aside), and the
+   results must come back in order, exact against torch.bincount.
+3. With --probe: where a bulk call's time goes (torch's side, the stream wait, a kept or
    new tile, the extension's op alone, and the C library's own call through ctypes from
    this process), the steps also interleaved.
-3. A bulk figure: 2^24 (--bulk-keys) int32 keys from one torch CUDA tensor into 256 bins,
+4. A bulk figure: 2^24 (--bulk-keys) int32 keys from one torch CUDA tensor into 256 bins,
    one Tile.hist call on a new tile, --reps times, alternating rep by rep with the C
    library's own tileatom_indexed call on the same tensor (ctypes, from this process, on a
    new tile each time), each checked against torch.bincount; medians and bests of both;
@@ -147,6 +151,42 @@ def multiproc(a: argparse.Namespace, tileatom: Any, np: Any) -> bool:
           f"(hist, add at=, scatter_add_, hist via __dlpack__; int32 and int64 keys) into "
           f"{a.bins} int64 bins: {'exact' if ok else 'WRONG'} ({total} keys, {dt:.2f} s "
           "with process start)")
+    return ok
+
+
+def fresh_pipeline(a: argparse.Namespace, tileatom: Any, np: Any, torch: Any) -> bool:
+    """Part 2: a pipeline whose CUDA operands are all new allocations (see the top)."""
+    n, keys_n = 12, (1 << 20) + 12345  # > 1 MiB: torch gives each its own allocation
+    with tileatom.connect(a.socket, timeout=120) as c:
+        name = "gpu-fresh-pipeline"
+        for n_ in (name, name + "-w"):
+            if n_ in c:
+                c.destroy(n_)
+        h = c.create(name, np.int64, a.bins)
+        c.create(name + "-w", np.int64, keys_n)
+        held, expect = [], np.zeros(a.bins, np.int64)
+        try:
+            with c.pipeline() as p:
+                for i in range(n):
+                    keys = torch.randint(0, a.bins, (keys_n + i,), dtype=torch.int32,
+                                         device="cuda")
+                    held.append(keys)
+                    expect += torch.bincount(keys, minlength=a.bins).cpu().numpy()
+                    p.tile(name).hist(keys)
+                w = torch.arange(keys_n, dtype=torch.int64, device="cuda")
+                held.append(w)
+                p.tile(name + "-w").write(w)
+                r = p.execute()
+        except tileatom.TileatomError as exc:
+            print(f"fresh pipeline: FAILED: {type(exc).__name__}: {exc}")
+            return False
+        got, wrote = h.read(), c.tile(name + "-w").read()
+        c.destroy(name)
+        c.destroy(name + "-w")
+    ok = ([x.applied for x in r[:n]] == [keys_n + i for i in range(n)] and r[n] is None and
+          bool((got == expect).all()) and bool((wrote == np.arange(keys_n)).all()))
+    print(f"fresh pipeline: {n} hist calls and a write from new CUDA allocations in one "
+          f"pipeline: {'exact' if ok else 'WRONG'}")
     return ok
 
 
@@ -422,6 +462,7 @@ def main() -> int:
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, "
           f"tileatom library {tileatom.library_version()}")
     ok = multiproc(a, tileatom, np)
+    ok = fresh_pipeline(a, tileatom, np, torch) and ok
     if a.probe:
         probe(a, tileatom, np, torch)
     # the Python and C figures alternate, round after round (calls differ by more than

@@ -212,3 +212,17 @@ def test_pipelined_device_operands_live_until_collected(client, name):
     gc.collect()
     assert f.deleted == 1 and r == [(2, 0)]
     np.testing.assert_array_equal(t.read(), [0, 5, 0, 6])
+
+
+def test_pipelined_device_write_lives_until_collected(client, name):
+    # a write's device values too: the daemon reads them after the submit returns
+    t = client.create(name, np.int64, (2,))
+    f = FakeCuda(np.array([7, 8], np.int64), 0)
+    with client.pipeline() as p:
+        p.tile(name).write(f)
+        gc.collect()
+        assert f.deleted == 0
+        r = p.execute()
+    gc.collect()
+    assert f.deleted == 1 and r == [None]
+    np.testing.assert_array_equal(t.read(), [7, 8])

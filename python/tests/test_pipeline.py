@@ -116,6 +116,48 @@ def test_pipeline_describes_new_tiles_midway(client, name):
     other.close()
 
 
+def test_results_set_aside_come_first(client, name):
+    # what a pipeline does before a round trip in its middle (a new tile's description, a
+    # CUDA allocation's registration): the responses in flight are collected and kept
+    client.create(name, np.int64, (4,))
+    conn = client._conn
+    with client.pipeline() as p:
+        v = p.tile(name)
+        v.add(1, at=0, return_old=True)
+        v.add(1, at=9)  # out of range: its error is set aside with the rest
+        v.add(1, at=0, return_old=True)
+        conn.set_aside()
+        assert (conn.aside, conn.pending, len(p)) == (3, 0, 3)
+        conn.set_aside()  # nothing in flight: nothing changes
+        assert (conn.aside, conn.pending) == (3, 0)
+        v.add(1, at=0, return_old=True)
+        v.add(1, at=1, return_old=True)
+        assert (conn.aside, conn.pending, len(p)) == (3, 2, 5)
+        first = conn.collect(2)  # from the set-aside results alone
+        assert int(first[0]) == 0 and isinstance(first[1], tileatom.OutOfRange)
+        assert (conn.aside, conn.pending) == (1, 2)
+        with pytest.raises(tileatom.OutOfRange):  # an error set aside is raised too
+            v.add(1, at=9)
+            conn.set_aside()
+            p.execute()
+        assert (conn.aside, conn.pending, len(p)) == (0, 0, 0)
+        v.add(1, at=2, return_old=True)
+        conn.set_aside()
+        v.add(1, at=2, return_old=True)
+        r = p.execute()
+    assert [int(x) for x in r] == [0, 1]
+    np.testing.assert_array_equal(client.tile(name).read(), [3, 1, 2, 0])
+
+
+def test_set_aside_results_are_dropped_with_the_pipeline(client, name):
+    t = client.create(name, np.int64, (2,))
+    with client.pipeline() as p:
+        p.tile(name).add(5, at=1)
+        client._conn.set_aside()
+    assert (client._conn.aside, client._conn.pending) == (0, 0)
+    np.testing.assert_array_equal(t.read(), [0, 5])  # applied all the same
+
+
 def test_synchronous_call_inside_a_pipeline(client, name):
     t = client.create(name, np.int64, (2,))
     with client.pipeline() as p:

@@ -824,11 +824,12 @@ class Tile(_core.TileBase):
 class Pipeline(_core.PipelineBase):
     """Requests queued without waiting, as redis-py's pipeline: ``p.tile(name)`` gives a
     Tile whose operations are sent at once but answered later (the first use of a name the
-    client has not seen describes the tile: a round trip, after the queued responses are
-    set aside for execute()); ``p.execute()`` returns
-    every result in order (old values as numpy arrays, OpResult without them, None for
-    writes). Requests go to the daemon as they are queued (written out every 256 requests
-    or 64 KiB), so the daemon works while Python queues more.
+    client has not seen describes the tile: a round trip, after the responses in flight are
+    set aside for execute(); so does a CUDA operand whose allocation is new to the
+    connection, which is registered by a round trip); ``p.execute()`` returns every result
+    in order (old values as numpy arrays, OpResult without them, None for writes).
+    Requests go to the daemon as they are queued (written out every 256 requests or 64
+    KiB), so the daemon works while Python queues more.
 
     Leaving the ``with`` block collects and drops what execute() did not (the requests were
     applied all the same). Synchronous calls on the client while results are outstanding
@@ -840,7 +841,6 @@ class Pipeline(_core.PipelineBase):
     def __init__(self, client: "Client") -> None:
         self._client = client
         self._conn = client._conn
-        self._done: list[Any] = []
         self._tiles: dict[str, Tile] = {}
 
     def _new_tile(self, name: str) -> Tile:
@@ -850,7 +850,7 @@ class Pipeline(_core.PipelineBase):
         info = self._client._known.get(name)
         if info is None:
             if self._conn.pending:
-                self._done.extend(self._conn.collect())
+                self._conn.set_aside()  # collect() returns them first
             info = self._conn.describe(name)
             self._client._known[name] = info
         t = self._tiles[name] = Tile(self._client, info, submit=True)
@@ -860,30 +860,21 @@ class Pipeline(_core.PipelineBase):
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if not self._conn.closed and self._conn.pending:
+        if not self._conn.closed and (self._conn.pending or self._conn.aside):
             try:
                 self._conn.collect()
             except TileatomError:
                 pass
-        self._done = []
 
     def __len__(self) -> int:
         """Requests queued and not returned by execute() yet."""
-        return len(self._done) + self._conn.pending
+        return self._conn.aside + self._conn.pending
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
         """Collects every queued request's result, in order. A failed request's exception
         is raised after all are collected (raise_on_error=True, the first one), or left in
         its place in the list (False)."""
-        if not self._done:  # the common case: the check is done in C
-            return self._conn.collect(-1, raise_on_error)
-        results = self._done + self._conn.collect()
-        self._done = []
-        if raise_on_error:
-            for r in results:
-                if isinstance(r, TileatomError):
-                    raise r
-        return results
+        return self._conn.collect(-1, raise_on_error)
 
 
 class Client:

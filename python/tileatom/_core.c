@@ -72,6 +72,8 @@ typedef struct ConnObject {
 	size_t device_min;    /* the smallest device array passed on this connection, in bytes
 	                         (SIZE_MAX before one is): the library asks the driver about
 	                         every operand of at least that size */
+	PyObject *aside;      /* results collected ahead of collect(), which returns them
+	                         first (a list), or NULL */
 } ConnObject;
 
 /* Pipelined requests after which a submit writes the buffered ones out (tileatom_flush), so
@@ -573,6 +575,8 @@ static void queue_pop(ConnObject *self, pending_entry *e)
 	self->qlen--;
 }
 
+static int set_aside_locked(ConnObject *self, Py_ssize_t n);
+
 /* Drops every entry (after the connection broke or closed). */
 static void queue_clear(ConnObject *self)
 {
@@ -667,6 +671,7 @@ static void conn_really_close(ConnObject *self)
 		}
 	}
 	queue_clear(self);
+	Py_CLEAR(self->aside);
 }
 
 static void Conn_dealloc(ConnObject *self)
@@ -746,13 +751,22 @@ static PyObject *Conn_get_pending(ConnObject *self, void *closure)
 	return PyLong_FromSize_t(self->qlen);
 }
 
+static PyObject *Conn_get_aside(ConnObject *self, void *closure)
+{
+	(void)closure;
+	return PyLong_FromSsize_t(self->aside ? PyList_GET_SIZE(self->aside) : 0);
+}
+
 static PyGetSetDef Conn_getset[] = {
     {"closed", (getter)Conn_get_closed, NULL, "True once close() was called.", NULL},
     {"server_version", (getter)Conn_get_server_version, NULL, "The daemon's version.", NULL},
     {"backend", (getter)Conn_get_backend, NULL, "The daemon's backend: 'cpu' or 'cuda'.", NULL},
     {"address", (getter)Conn_get_address, NULL, "The address connected to.", NULL},
     {"max_frame", (getter)Conn_get_max_frame, NULL, "The daemon's frame limit in bytes.", NULL},
-    {"pending", (getter)Conn_get_pending, NULL, "Submitted requests not collected yet.", NULL},
+    {"pending", (getter)Conn_get_pending, NULL,
+     "Submitted requests whose responses are not read yet.", NULL},
+    {"aside", (getter)Conn_get_aside, NULL,
+     "Results set aside (set_aside()) that collect() has not returned yet.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 /* ---- Conn: tiles ------------------------------------------------------------------------- */
@@ -1022,23 +1036,48 @@ static PyObject *Conn_write(ConnObject *self, PyObject *args)
 		return NULL;
 	if (conn_enter(self) < 0)
 		return NULL;
-	if (holds_device(values_obj))
+	int device = holds_device(values_obj);
+	if (device)
 		conn_device_ptrs(self, tileatom_array_bytes(&values));
 	tileatom_error err = {0, ""};
 	int st;
 	if (submit) {
-		if (queue_push(self, RESULT_NONE, NULL) < 0) {
-			conn_leave(self);
-			return NULL;
-		}
-		{
-			PyThreadState *unlocked = PyEval_SaveThread();
-			st = tileatom_submit_write(self->client, name, has_region ? &region : NULL,
-			                           &values, NULL, &err);
-			PyEval_RestoreThread(unlocked);
-		}
-		if (st != TILEATOM_OK)
+		/* as Conn.op: device values are read by the daemon after the submit returns (held
+		 * until the response), and a submit refused with TILEATOM_E_STATE while older
+		 * responses are pending is sent again once they are set aside */
+		for (int retried = 0;; retried = 1) {
+			if (queue_push(self, RESULT_NONE, NULL) < 0) {
+				conn_leave(self);
+				return NULL;
+			}
+			if (device) {
+				Py_INCREF(values_obj);
+				self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)]
+				    .keep = values_obj;
+			}
+			{
+				PyThreadState *unlocked = PyEval_SaveThread();
+				st = tileatom_submit_write(self->client, name,
+				                           has_region ? &region : NULL, &values,
+				                           NULL, &err);
+				PyEval_RestoreThread(unlocked);
+			}
+			if (st == TILEATOM_OK)
+				break;
+			pending_entry *e =
+			    &self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)];
+			Py_XDECREF(e->keep);
 			self->qlen--;
+			if (st != TILEATOM_E_STATE || retried || self->qlen == 0)
+				break;
+			if (set_aside_locked(self, (Py_ssize_t)self->qlen) < 0) {
+				conn_leave(self);
+				return NULL;
+			}
+			err = (tileatom_error){0, ""};
+		}
+		if (st == TILEATOM_OK)
+			st = conn_count_submit(self, &err);
 	} else {
 		{
 			PyThreadState *unlocked = PyEval_SaveThread();
@@ -1157,78 +1196,98 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 	tileatom_client *c = self->client;
 	tileatom_op o = (tileatom_op)op;
 	int st;
-	if (submit) {
-		if (out != Py_None)
-			Py_INCREF(out);
-		if (queue_push(self, out != Py_None ? RESULT_OUT : RESULT_COUNTS,
-		               out != Py_None ? out : NULL) < 0) {
-			Py_XDECREF(keep);
-			conn_leave(self);
-			return NULL;
+	/* a submit refused with TILEATOM_E_STATE while older responses are pending (a device
+	 * allocation new to the connection is registered by a synchronous call) is sent again
+	 * once those responses are set aside */
+	for (int retried = 0;; retried = 1) {
+		if (submit) {
+			if (out != Py_None)
+				Py_INCREF(out);
+			if (queue_push(self, out != Py_None ? RESULT_OUT : RESULT_COUNTS,
+			               out != Py_None ? out : NULL) < 0) {
+				Py_XDECREF(keep);
+				conn_leave(self);
+				return NULL;
+			}
+			Py_XINCREF(keep);
+			self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)].keep = keep;
 		}
-		self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)].keep = keep;
-	}
-	{
-		PyThreadState *unlocked = PyEval_SaveThread();
-		switch (kind) {
-		case TILEATOM_REQ_ELEMENTWISE:
-			st = submit ? tileatom_submit_elementwise(c, name, o, reg, vals, cmp, &opts,
-			                                          NULL, &err)
-			            : tileatom_elementwise(c, name, o, reg, vals, cmp, &opts, &res,
-			                                   &err);
-			break;
-		case TILEATOM_REQ_SCATTER:
-			st = submit ? tileatom_submit_scatter(c, name, o, reg, dim, indices, vals,
-			                                      &opts, NULL, &err)
-			            : tileatom_scatter(c, name, o, reg, dim, indices, vals, &opts,
-			                               &res, &err);
-			break;
-		case TILEATOM_REQ_INDEXED:
-			st = submit
-			         ? tileatom_submit_indexed(c, name, o, reg, n_index, indices,
-			                                   flat != 0, vals, cmp, &opts, NULL, &err)
-			         : tileatom_indexed(c, name, o, reg, n_index, indices, flat != 0,
-			                            vals, cmp, &opts, &res, &err);
-			break;
-		case TILEATOM_REQ_GATHER:
-			st = submit ? tileatom_submit_gather(c, name, window, &addr, pad, &opts,
-			                                     NULL, &err)
-			            : tileatom_gather(c, name, window, &addr, pad, &opts, out_data,
-			                              out_size, &res, &err);
-			break;
-		case TILEATOM_REQ_SCATTER_STORE:
-			st = submit ? tileatom_submit_scatter_store(c, name, window, &addr, vals,
-			                                            &opts, NULL, &err)
-			            : tileatom_scatter_store(c, name, window, &addr, vals, &opts,
-			                                     &res, &err);
-			break;
-		case TILEATOM_REQ_ATOMIC_LOAD:
-			st = submit ? tileatom_submit_atomic_load(c, name, window, &addr, &opts,
-			                                          NULL, &err)
-			            : tileatom_atomic_load(c, name, window, &addr, &opts, out_data,
-			                                   out_size, &res, &err);
-			break;
-		case TILEATOM_REQ_ATOMIC_STORE:
-			st = submit ? tileatom_submit_atomic_store(c, name, window, &addr, vals,
-			                                           &opts, NULL, &err)
-			            : tileatom_atomic_store(c, name, window, &addr, vals, &opts,
-			                                    &res, &err);
-			break;
-		default:
-			st = err.code = TILEATOM_E_INVALID_ARGUMENT;
-			snprintf(err.message, sizeof err.message, "unknown request kind %d", kind);
-			break;
+		{
+			PyThreadState *unlocked = PyEval_SaveThread();
+			switch (kind) {
+			case TILEATOM_REQ_ELEMENTWISE:
+				st = submit ? tileatom_submit_elementwise(c, name, o, reg, vals,
+				                                          cmp, &opts, NULL, &err)
+				            : tileatom_elementwise(c, name, o, reg, vals, cmp,
+				                                   &opts, &res, &err);
+				break;
+			case TILEATOM_REQ_SCATTER:
+				st = submit ? tileatom_submit_scatter(c, name, o, reg, dim, indices,
+				                                      vals, &opts, NULL, &err)
+				            : tileatom_scatter(c, name, o, reg, dim, indices, vals,
+				                               &opts, &res, &err);
+				break;
+			case TILEATOM_REQ_INDEXED:
+				st = submit ? tileatom_submit_indexed(c, name, o, reg, n_index,
+				                                      indices, flat != 0, vals, cmp,
+				                                      &opts, NULL, &err)
+				            : tileatom_indexed(c, name, o, reg, n_index, indices,
+				                               flat != 0, vals, cmp, &opts, &res,
+				                               &err);
+				break;
+			case TILEATOM_REQ_GATHER:
+				st = submit ? tileatom_submit_gather(c, name, window, &addr, pad,
+				                                     &opts, NULL, &err)
+				            : tileatom_gather(c, name, window, &addr, pad, &opts,
+				                              out_data, out_size, &res, &err);
+				break;
+			case TILEATOM_REQ_SCATTER_STORE:
+				st = submit ? tileatom_submit_scatter_store(c, name, window, &addr,
+				                                            vals, &opts, NULL, &err)
+				            : tileatom_scatter_store(c, name, window, &addr, vals,
+				                                     &opts, &res, &err);
+				break;
+			case TILEATOM_REQ_ATOMIC_LOAD:
+				st = submit ? tileatom_submit_atomic_load(c, name, window, &addr,
+				                                          &opts, NULL, &err)
+				            : tileatom_atomic_load(c, name, window, &addr, &opts,
+				                                   out_data, out_size, &res, &err);
+				break;
+			case TILEATOM_REQ_ATOMIC_STORE:
+				st = submit ? tileatom_submit_atomic_store(c, name, window, &addr,
+				                                           vals, &opts, NULL, &err)
+				            : tileatom_atomic_store(c, name, window, &addr, vals,
+				                                    &opts, &res, &err);
+				break;
+			default:
+				st = err.code = TILEATOM_E_INVALID_ARGUMENT;
+				snprintf(err.message, sizeof err.message, "unknown request kind %d",
+				         kind);
+				break;
+			}
+			PyEval_RestoreThread(unlocked);
 		}
-		PyEval_RestoreThread(unlocked);
+		if (submit && st != TILEATOM_OK) {
+			/* nothing of the request stays queued: drop its entry (the newest) */
+			pending_entry *e =
+			    &self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)];
+			Py_XDECREF(e->out);
+			Py_XDECREF(e->keep);
+			self->qlen--;
+			if (st == TILEATOM_E_STATE && !retried && self->qlen > 0) {
+				if (set_aside_locked(self, (Py_ssize_t)self->qlen) < 0) {
+					Py_XDECREF(keep);
+					conn_leave(self);
+					return NULL;
+				}
+				err = (tileatom_error){0, ""};
+				continue;
+			}
+		} else if (submit)
+			st = conn_count_submit(self, &err);
+		break;
 	}
-	if (submit && st != TILEATOM_OK) {
-		/* nothing of the request stays queued: drop its entry (the newest) */
-		pending_entry *e = &self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)];
-		Py_XDECREF(e->out);
-		Py_XDECREF(e->keep);
-		self->qlen--;
-	} else if (submit)
-		st = conn_count_submit(self, &err);
+	Py_XDECREF(keep);
 	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
@@ -1410,23 +1469,12 @@ static PyObject *result_of(const pending_entry *e, const raw_result *raw)
 	}
 }
 
-PyDoc_STRVAR(Conn_collect_doc,
-             "collect(n=-1, raise_on_error=False) -> list\n--\n\n"
-             "Collects the next n responses (all pending when n < 0) in submission order. "
-             "Each entry is the request's result, or the exception instance of a failed "
-             "one. After a connection error, the remaining entries all hold that error. "
-             "raise_on_error=True raises the first failed request's exception instead, "
-             "after collecting them all.");
-static PyObject *Conn_collect(ConnObject *self, PyObject *args)
+/* Collects the n oldest pending responses (lock and GIL held; the GIL is released while
+ * the library reads): a new list of their results (an exception instance for a failed
+ * request; after a connection error the remaining entries all hold that error), or NULL
+ * with an exception set. */
+static PyObject *collect_locked(ConnObject *self, Py_ssize_t n)
 {
-	Py_ssize_t n = -1;
-	int raise_on_error = 0;
-	if (!PyArg_ParseTuple(args, "|np", &n, &raise_on_error))
-		return NULL;
-	if (conn_enter(self) < 0)
-		return NULL;
-	if (n < 0 || (size_t)n > self->qlen)
-		n = (Py_ssize_t)self->qlen;
 	self->unflushed = 0; /* the first collect writes everything out */
 	PyObject *list = PyList_New(n);
 	pending_entry *ents = PyMem_Calloc((size_t)n + 1, sizeof *ents);
@@ -1435,7 +1483,6 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 		Py_XDECREF(list);
 		PyMem_Free(ents);
 		PyMem_Free(raws);
-		conn_leave(self);
 		return PyErr_NoMemory();
 	}
 	Py_ssize_t popped = 0, read = 0;
@@ -1466,14 +1513,11 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 		PyEval_RestoreThread(unlocked);
 	}
 	/* with it again: the result objects */
-	PyObject *broken_exc = NULL;  /* the exception that broke the connection */
-	PyObject *first_error = NULL; /* the first failed request's exception (borrowed) */
+	PyObject *broken_exc = NULL; /* the exception that broke the connection */
 	for (Py_ssize_t i = 0; i < n && !failed; i++) {
 		PyObject *item;
 		if (i < read) {
 			item = result_of(&ents[i], &raws[i]);
-			if (item && !first_error && raws[i].status != TILEATOM_OK)
-				first_error = item;
 			if (item && broken && i == read - 1) {
 				Py_INCREF(item);
 				broken_exc = item;
@@ -1481,8 +1525,6 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 		} else {
 			Py_XINCREF(broken_exc);
 			item = broken_exc;
-			if (!first_error)
-				first_error = item;
 		}
 		if (!item) {
 			failed = 1;
@@ -1502,15 +1544,96 @@ static PyObject *Conn_collect(ConnObject *self, PyObject *args)
 	if (failed || broken)
 		/* responses can no longer be matched to what is left: forget it */
 		queue_clear(self);
-	conn_leave(self);
 	if (failed) {
 		Py_DECREF(list);
 		return NULL;
 	}
-	if (raise_on_error && first_error) {
-		PyErr_SetObject((PyObject *)Py_TYPE(first_error), first_error);
-		Py_DECREF(list);
+	return list;
+}
+
+/* Collects the n oldest pending responses into self->aside, where the next collect()
+ * returns them first (lock and GIL held): for a call that needs no response outstanding
+ * in the middle of a pipeline. 0, or -1 with an exception set. */
+static int set_aside_locked(ConnObject *self, Py_ssize_t n)
+{
+	PyObject *got = collect_locked(self, n);
+	if (!got)
+		return -1;
+	if (!self->aside) {
+		self->aside = got;
+		return 0;
+	}
+	Py_ssize_t end = PyList_GET_SIZE(self->aside);
+	int rc = PyList_SetSlice(self->aside, end, end, got);
+	Py_DECREF(got);
+	return rc;
+}
+
+PyDoc_STRVAR(Conn_set_aside_doc,
+             "set_aside()\n--\n\nCollects every pending response now and keeps the "
+             "results, which the next collect() returns first, in order: for a synchronous "
+             "call in the middle of a pipeline.");
+static PyObject *Conn_set_aside(ConnObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (conn_enter(self) < 0)
 		return NULL;
+	int rc = set_aside_locked(self, (Py_ssize_t)self->qlen);
+	conn_leave(self);
+	if (rc < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(Conn_collect_doc,
+             "collect(n=-1, raise_on_error=False) -> list\n--\n\n"
+             "Collects the next n results (all when n < 0) in submission order: those set "
+             "aside first, then the pending responses. Each entry is the request's result, "
+             "or the exception instance of a failed one. After a connection error, the "
+             "remaining entries all hold that error. raise_on_error=True raises the first "
+             "failed request's exception instead, after collecting them all.");
+static PyObject *Conn_collect(ConnObject *self, PyObject *args)
+{
+	Py_ssize_t n = -1;
+	int raise_on_error = 0;
+	if (!PyArg_ParseTuple(args, "|np", &n, &raise_on_error))
+		return NULL;
+	if (conn_enter(self) < 0)
+		return NULL;
+	/* the results set aside come first */
+	Py_ssize_t aside = self->aside ? PyList_GET_SIZE(self->aside) : 0;
+	Py_ssize_t total = aside + (Py_ssize_t)self->qlen;
+	if (n < 0 || n > total)
+		n = total;
+	PyObject *list = NULL;
+	if (aside > 0 && n <= aside) {
+		list = PyList_GetSlice(self->aside, 0, n);
+		if (list && PyList_SetSlice(self->aside, 0, n, NULL) < 0)
+			Py_CLEAR(list);
+	} else {
+		list = collect_locked(self, n - aside);
+		if (list && aside > 0) {
+			/* the set-aside results, then the fresh ones */
+			if (PyList_SetSlice(self->aside, aside, aside, list) < 0) {
+				Py_CLEAR(list);
+			} else {
+				Py_SETREF(list, self->aside);
+				self->aside = NULL;
+			}
+		}
+	}
+	conn_leave(self);
+	if (!list)
+		return NULL;
+	if (raise_on_error) {
+		for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+			PyObject *item = PyList_GET_ITEM(list, i);
+			if (PyExceptionInstance_Check(item)) {
+				PyErr_SetObject((PyObject *)Py_TYPE(item), item);
+				Py_DECREF(list);
+				return NULL;
+			}
+		}
 	}
 	return list;
 }
@@ -2258,6 +2381,7 @@ static PyMethodDef Conn_methods[] = {
     {"op", (PyCFunction)Conn_op, METH_VARARGS, Conn_op_doc},
     {"at", (PyCFunction)(void (*)(void))Conn_at, METH_FASTCALL, Conn_at_doc},
     {"collect", (PyCFunction)Conn_collect, METH_VARARGS, Conn_collect_doc},
+    {"set_aside", (PyCFunction)Conn_set_aside, METH_NOARGS, Conn_set_aside_doc},
     {"flush", (PyCFunction)Conn_flush, METH_NOARGS, Conn_flush_doc},
     {"fileno", (PyCFunction)Conn_fileno, METH_NOARGS, Conn_fileno_doc},
     {"poll", (PyCFunction)Conn_poll, METH_NOARGS, Conn_poll_doc},
