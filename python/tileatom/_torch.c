@@ -44,6 +44,16 @@ static PyObject *call_method0(PyObject *obj, PyObject *name)
 	return PyObject_VectorcallMethod(name, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
+/* fn(arg), or fn() when arg is NULL, with fn held for the call: another thread binding
+ * torch again meanwhile cannot free it. */
+static PyObject *call_held(PyObject *fn, PyObject *arg)
+{
+	Py_INCREF(fn);
+	PyObject *r = arg ? PyObject_CallOneArg(fn, arg) : PyObject_CallNoArgs(fn);
+	Py_DECREF(fn);
+	return r;
+}
+
 /* The integer value of new reference v (consumed); -1 with an exception set on failure. */
 static long long take_long(PyObject *v)
 {
@@ -99,7 +109,7 @@ static int sync_device(long long index)
 	if (!index_obj)
 		return -1;
 	if (bound.raw_stream) {
-		PyObject *raw_obj = PyObject_CallOneArg(bound.raw_stream, index_obj);
+		PyObject *raw_obj = call_held(bound.raw_stream, index_obj);
 		void *raw = raw_obj ? PyLong_AsVoidPtr(raw_obj) : NULL;
 		Py_XDECREF(raw_obj);
 		if (!raw_obj || (!raw && PyErr_Occurred())) {
@@ -110,7 +120,7 @@ static int sync_device(long long index)
 		 * takes it from the thread's current context */
 		int ask_driver = raw != NULL;
 		if (!ask_driver) {
-			long long current = take_long(PyObject_CallNoArgs(bound.current));
+			long long current = take_long(call_held(bound.current, NULL));
 			if (current == -1 && PyErr_Occurred()) {
 				Py_DECREF(index_obj);
 				return -1;
@@ -129,7 +139,7 @@ static int sync_device(long long index)
 		}
 	}
 	/* no driver to ask (or it refused): torch's own wait */
-	PyObject *done = PyObject_CallOneArg(bound.stream_wait, index_obj);
+	PyObject *done = call_held(bound.stream_wait, index_obj);
 	Py_DECREF(index_obj);
 	Py_XDECREF(done);
 	return done ? 0 : -1;
@@ -205,7 +215,9 @@ static PyObject *torch_operand(PyObject *mod, PyObject *const *args, Py_ssize_t 
 	if (!dtype_fits || !contiguous) {
 		/* the checks with their messages: they raise, or find that it fits after all
 		 * (one element, whatever its strides) */
-		PyObject *ok = PyObject_CallFunctionObjArgs(bound.check, obj, want, what, NULL);
+		PyObject *check = Py_NewRef(bound.check); /* held, as call_held does */
+		PyObject *ok = PyObject_CallFunctionObjArgs(check, obj, want, what, NULL);
+		Py_DECREF(check);
 		if (!ok)
 			goto done;
 		Py_DECREF(ok);
