@@ -1094,6 +1094,79 @@ static PyObject *Conn_write(ConnObject *self, PyObject *args)
 
 /* ---- Conn: ops --------------------------------------------------------------------------- */
 
+/* One op request's arguments, converted (Conn.op). */
+typedef struct op_call {
+	int kind;                        /* the request kind (TILEATOM_REQ_...) */
+	const char *name;                /* the tile */
+	tileatom_op op;                  /* the atomic op */
+	const tileatom_region *reg;      /* the region addressed, or NULL */
+	const tileatom_region *window;   /* memory ops: the window (the region) */
+	int dim;                         /* scatter: the axis */
+	int n_index;                     /* index arrays in indices */
+	const tileatom_array *indices;   /* the index arrays */
+	int flat;                        /* one index array of flat offsets */
+	const tileatom_array *vals;      /* the values, or NULL */
+	const tileatom_array *cmp;       /* cas: the expected values, or NULL */
+	const tileatom_array *pad;       /* gather: the padding, or NULL */
+	const tileatom_addr *addr;       /* memory ops: the addressing */
+	const tileatom_op_options *opts; /* sem, scope, space, mask, old values */
+	void *out_data;                  /* synchronous memory ops: where values go */
+	size_t out_size;                 /* its bytes */
+} op_call;
+
+/* Sends request a through the library: submitted (the response collected later) or
+ * synchronous (*res filled). Called with the connection's lock held and without the GIL.
+ * Returns the library's status. */
+static int op_send(tileatom_client *c, const op_call *a, int submit, tileatom_op_result *res,
+                   tileatom_error *err)
+{
+	const char *name = a->name;
+	tileatom_op o = a->op;
+	const tileatom_region *reg = a->reg, *window = a->window;
+	const tileatom_array *indices = a->indices, *vals = a->vals, *cmp = a->cmp;
+	const tileatom_op_options *opts = a->opts;
+	switch (a->kind) {
+	case TILEATOM_REQ_ELEMENTWISE:
+		return submit ? tileatom_submit_elementwise(c, name, o, reg, vals, cmp, opts, NULL,
+		                                            err)
+		              : tileatom_elementwise(c, name, o, reg, vals, cmp, opts, res, err);
+	case TILEATOM_REQ_SCATTER:
+		return submit ? tileatom_submit_scatter(c, name, o, reg, a->dim, indices, vals,
+		                                        opts, NULL, err)
+		              : tileatom_scatter(c, name, o, reg, a->dim, indices, vals, opts, res,
+		                                 err);
+	case TILEATOM_REQ_INDEXED:
+		return submit ? tileatom_submit_indexed(c, name, o, reg, a->n_index, indices,
+		                                        a->flat != 0, vals, cmp, opts, NULL, err)
+		              : tileatom_indexed(c, name, o, reg, a->n_index, indices, a->flat != 0,
+		                                 vals, cmp, opts, res, err);
+	case TILEATOM_REQ_GATHER:
+		return submit ? tileatom_submit_gather(c, name, window, a->addr, a->pad, opts, NULL,
+		                                       err)
+		              : tileatom_gather(c, name, window, a->addr, a->pad, opts, a->out_data,
+		                                a->out_size, res, err);
+	case TILEATOM_REQ_SCATTER_STORE:
+		return submit
+		           ? tileatom_submit_scatter_store(c, name, window, a->addr, vals, opts,
+		                                           NULL, err)
+		           : tileatom_scatter_store(c, name, window, a->addr, vals, opts, res, err);
+	case TILEATOM_REQ_ATOMIC_LOAD:
+		return submit
+		           ? tileatom_submit_atomic_load(c, name, window, a->addr, opts, NULL, err)
+		           : tileatom_atomic_load(c, name, window, a->addr, opts, a->out_data,
+		                                  a->out_size, res, err);
+	case TILEATOM_REQ_ATOMIC_STORE:
+		return submit
+		           ? tileatom_submit_atomic_store(c, name, window, a->addr, vals, opts,
+		                                          NULL, err)
+		           : tileatom_atomic_store(c, name, window, a->addr, vals, opts, res, err);
+	default:
+		err->code = TILEATOM_E_INVALID_ARGUMENT;
+		snprintf(err->message, sizeof err->message, "unknown request kind %d", a->kind);
+		return TILEATOM_E_INVALID_ARGUMENT;
+	}
+}
+
 PyDoc_STRVAR(Conn_op_doc,
              "op(kind, name, op, region, dim, indices, flat, values, compare, padding, mask, "
              "sem, scope, space, check_bounds, want_old, out, submit)\n--\n\n"
@@ -1194,7 +1267,22 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 	tileatom_error err = {0, ""};
 	tileatom_op_result res = {0};
 	tileatom_client *c = self->client;
-	tileatom_op o = (tileatom_op)op;
+	const op_call call = {.kind = kind,
+	                      .name = name,
+	                      .op = (tileatom_op)op,
+	                      .reg = reg,
+	                      .window = window,
+	                      .dim = dim,
+	                      .n_index = n_index,
+	                      .indices = indices,
+	                      .flat = flat,
+	                      .vals = vals,
+	                      .cmp = cmp,
+	                      .pad = pad,
+	                      .addr = &addr,
+	                      .opts = &opts,
+	                      .out_data = out_data,
+	                      .out_size = out_size};
 	int st;
 	/* a submit refused with TILEATOM_E_STATE while older responses are pending (a device
 	 * allocation new to the connection is registered by a synchronous call) is sent again
@@ -1214,57 +1302,7 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 		}
 		{
 			PyThreadState *unlocked = PyEval_SaveThread();
-			switch (kind) {
-			case TILEATOM_REQ_ELEMENTWISE:
-				st = submit ? tileatom_submit_elementwise(c, name, o, reg, vals,
-				                                          cmp, &opts, NULL, &err)
-				            : tileatom_elementwise(c, name, o, reg, vals, cmp,
-				                                   &opts, &res, &err);
-				break;
-			case TILEATOM_REQ_SCATTER:
-				st = submit ? tileatom_submit_scatter(c, name, o, reg, dim, indices,
-				                                      vals, &opts, NULL, &err)
-				            : tileatom_scatter(c, name, o, reg, dim, indices, vals,
-				                               &opts, &res, &err);
-				break;
-			case TILEATOM_REQ_INDEXED:
-				st = submit ? tileatom_submit_indexed(c, name, o, reg, n_index,
-				                                      indices, flat != 0, vals, cmp,
-				                                      &opts, NULL, &err)
-				            : tileatom_indexed(c, name, o, reg, n_index, indices,
-				                               flat != 0, vals, cmp, &opts, &res,
-				                               &err);
-				break;
-			case TILEATOM_REQ_GATHER:
-				st = submit ? tileatom_submit_gather(c, name, window, &addr, pad,
-				                                     &opts, NULL, &err)
-				            : tileatom_gather(c, name, window, &addr, pad, &opts,
-				                              out_data, out_size, &res, &err);
-				break;
-			case TILEATOM_REQ_SCATTER_STORE:
-				st = submit ? tileatom_submit_scatter_store(c, name, window, &addr,
-				                                            vals, &opts, NULL, &err)
-				            : tileatom_scatter_store(c, name, window, &addr, vals,
-				                                     &opts, &res, &err);
-				break;
-			case TILEATOM_REQ_ATOMIC_LOAD:
-				st = submit ? tileatom_submit_atomic_load(c, name, window, &addr,
-				                                          &opts, NULL, &err)
-				            : tileatom_atomic_load(c, name, window, &addr, &opts,
-				                                   out_data, out_size, &res, &err);
-				break;
-			case TILEATOM_REQ_ATOMIC_STORE:
-				st = submit ? tileatom_submit_atomic_store(c, name, window, &addr,
-				                                           vals, &opts, NULL, &err)
-				            : tileatom_atomic_store(c, name, window, &addr, vals,
-				                                    &opts, &res, &err);
-				break;
-			default:
-				st = err.code = TILEATOM_E_INVALID_ARGUMENT;
-				snprintf(err.message, sizeof err.message, "unknown request kind %d",
-				         kind);
-				break;
-			}
+			st = op_send(c, &call, submit, &res, &err);
 			PyEval_RestoreThread(unlocked);
 		}
 		if (submit && st != TILEATOM_OK) {
