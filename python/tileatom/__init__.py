@@ -178,10 +178,10 @@ def _torch_numpy(obj: Any) -> Any:
     return obj
 
 
-# torch.cuda.Stream objects by (device index, raw cudaStream_t or None): making one is most
-# of the cost of torch.cuda.current_stream(), so a stream seen before is reused (a few per
-# device); only for _torch_stream_wait, the wait when the CUDA driver cannot be asked
-_TORCH_STREAMS: dict[tuple[int, Any], Any] = {}
+# torch.cuda.Stream objects by (device index, raw cudaStream_t): making one is most of the
+# cost of torch.cuda.current_stream(), so a stream seen before is reused (a few per device);
+# only for _torch_stream_wait, the wait when the CUDA driver cannot be asked
+_TORCH_STREAMS: dict[tuple[int, int], Any] = {}
 _TORCH_STREAMS_MAX = 64
 
 
@@ -190,9 +190,12 @@ def _torch_stream_wait(index: int) -> None:
     extension's torch_sync asks the driver itself, and calls this when it cannot)."""
     torch = sys.modules["torch"]
     raw_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    key = (index, raw_of(index) if raw_of is not None else None)
+    if raw_of is None:  # no raw stream to key the kept Stream objects by
+        torch.cuda.current_stream(index).synchronize()
+        return
+    key = (index, raw_of(index))
     stream = _TORCH_STREAMS.get(key)
-    if stream is None or key[1] is None:
+    if stream is None:
         stream = torch.cuda.current_stream(index)
         if len(_TORCH_STREAMS) >= _TORCH_STREAMS_MAX:
             _TORCH_STREAMS.clear()

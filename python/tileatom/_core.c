@@ -575,7 +575,36 @@ static void queue_pop(ConnObject *self, pending_entry *e)
 	self->qlen--;
 }
 
+/* The newest entry (the one just pushed). */
+static pending_entry *queue_newest(ConnObject *self)
+{
+	return &self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)];
+}
+
+/* Drops the newest entry, whose submit the library refused (nothing of it was queued). */
+static void queue_drop_newest(ConnObject *self)
+{
+	pending_entry *e = queue_newest(self);
+	Py_XDECREF(e->out);
+	Py_XDECREF(e->keep);
+	self->qlen--;
+}
+
 static int set_aside_locked(ConnObject *self, Py_ssize_t n);
+
+/* After a submit the library refused with status st (its entry dropped; lock and GIL held):
+ * 1 when it is to be sent again, the older responses set aside first, which happens once
+ * and only for TILEATOM_E_STATE while some are pending (a device allocation new to the
+ * connection is registered by a synchronous call); 0 when not; -1 with an exception set. */
+static int submit_again(ConnObject *self, int st, int retried, tileatom_error *err)
+{
+	if (st != TILEATOM_E_STATE || retried || self->qlen == 0)
+		return 0;
+	if (set_aside_locked(self, (Py_ssize_t)self->qlen) < 0)
+		return -1;
+	*err = (tileatom_error){0, ""};
+	return 1;
+}
 
 /* Drops every entry (after the connection broke or closed). */
 static void queue_clear(ConnObject *self)
@@ -1008,11 +1037,8 @@ static PyObject *Conn_read(ConnObject *self, PyObject *args)
 			         "read returned %zu bytes where %zu were expected", got, size);
 		}
 	}
-	if (submit && st != TILEATOM_OK) {
-		/* nothing was queued: drop the entry just pushed (the newest) */
-		self->qlen--;
-		Py_DECREF(out);
-	}
+	if (submit && st != TILEATOM_OK)
+		queue_drop_newest(self);
 	conn_leave(self);
 	if (st != TILEATOM_OK)
 		return raise_status(st, &err);
@@ -1050,11 +1076,8 @@ static PyObject *Conn_write(ConnObject *self, PyObject *args)
 				conn_leave(self);
 				return NULL;
 			}
-			if (device) {
-				Py_INCREF(values_obj);
-				self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)]
-				    .keep = values_obj;
-			}
+			if (device)
+				queue_newest(self)->keep = Py_NewRef(values_obj);
 			{
 				PyThreadState *unlocked = PyEval_SaveThread();
 				st = tileatom_submit_write(self->client, name,
@@ -1064,17 +1087,14 @@ static PyObject *Conn_write(ConnObject *self, PyObject *args)
 			}
 			if (st == TILEATOM_OK)
 				break;
-			pending_entry *e =
-			    &self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)];
-			Py_XDECREF(e->keep);
-			self->qlen--;
-			if (st != TILEATOM_E_STATE || retried || self->qlen == 0)
-				break;
-			if (set_aside_locked(self, (Py_ssize_t)self->qlen) < 0) {
+			queue_drop_newest(self);
+			int again = submit_again(self, st, retried, &err);
+			if (again < 0) {
 				conn_leave(self);
 				return NULL;
 			}
-			err = (tileatom_error){0, ""};
+			if (!again)
+				break;
 		}
 		if (st == TILEATOM_OK)
 			st = conn_count_submit(self, &err);
@@ -1298,7 +1318,7 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 				return NULL;
 			}
 			Py_XINCREF(keep);
-			self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)].keep = keep;
+			queue_newest(self)->keep = keep;
 		}
 		{
 			PyThreadState *unlocked = PyEval_SaveThread();
@@ -1306,21 +1326,15 @@ static PyObject *Conn_op(ConnObject *self, PyObject *args)
 			PyEval_RestoreThread(unlocked);
 		}
 		if (submit && st != TILEATOM_OK) {
-			/* nothing of the request stays queued: drop its entry (the newest) */
-			pending_entry *e =
-			    &self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)];
-			Py_XDECREF(e->out);
-			Py_XDECREF(e->keep);
-			self->qlen--;
-			if (st == TILEATOM_E_STATE && !retried && self->qlen > 0) {
-				if (set_aside_locked(self, (Py_ssize_t)self->qlen) < 0) {
-					Py_XDECREF(keep);
-					conn_leave(self);
-					return NULL;
-				}
-				err = (tileatom_error){0, ""};
-				continue;
+			queue_drop_newest(self);
+			int again = submit_again(self, st, retried, &err);
+			if (again < 0) {
+				Py_XDECREF(keep);
+				conn_leave(self);
+				return NULL;
 			}
+			if (again)
+				continue;
 		} else if (submit)
 			st = conn_count_submit(self, &err);
 		break;
@@ -1376,14 +1390,14 @@ static PyObject *conn_at_core(ConnObject *self, const char *name, int op, long l
 			conn_leave(self);
 			return NULL;
 		}
-		self->queue[(self->qhead + self->qlen - 1) & (self->qcap - 1)].index = index;
+		queue_newest(self)->index = index;
 		/* a submit only encodes into the output buffer, unless that buffer is full: keep
 		 * the GIL for the common case (dropping it costs as much as the encoding) */
 		st = tileatom_submit_atomic_at(self->client, name, (tileatom_op)op, index,
 		                               (tileatom_dtype)dtype, value,
 		                               has_compare ? compare : NULL, &opts, NULL, &err);
 		if (st != TILEATOM_OK)
-			self->qlen--;
+			queue_drop_newest(self);
 		else
 			st = conn_count_submit(self, &err);
 	} else {
